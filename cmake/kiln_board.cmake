@@ -1,0 +1,77 @@
+# Turns a board description (boards/<name>/board.toml) into a firmware build.
+#
+#   kiln_board_configure(<board> [STACK_SIZE <bytes>])
+#     Generates board.ld, kiln_board.h and board.cmake into the build tree with
+#     `python -m kiln.boards` (which validates the description), checks that the
+#     compiler accepts the board's CPU flags, and applies them to every target in
+#     the calling directory. Sets KILN_BOARD_NAME, KILN_BOARD_CPU,
+#     KILN_BOARD_COMPILE_FLAGS, KILN_BOARD_LINKER_SCRIPT, KILN_BOARD_INCLUDE_DIR.
+#
+#   kiln_add_firmware(<name> SOURCES <src>... [LIBRARIES <lib>...])
+#     An ELF linked with the board's linker script and kiln's platform layer;
+#     writes <name>.map, prints the section sizes and fails the build if the
+#     heap (malloc, operator new, _sbrk) was linked in.
+
+get_filename_component(KILN_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+
+if(NOT KILN_PYTHON)
+  if(EXISTS "${KILN_ROOT}/.venv/bin/python")
+    set(KILN_PYTHON "${KILN_ROOT}/.venv/bin/python" CACHE FILEPATH "kiln's Python")
+  else()
+    message(FATAL_ERROR "kiln: ${KILN_ROOT}/.venv is missing. Run ./scripts/setup.sh first.")
+  endif()
+endif()
+
+include(CheckCCompilerFlag)
+
+macro(kiln_board_configure board)
+  cmake_parse_arguments(_kb "" "STACK_SIZE" "" ${ARGN})
+  if(NOT _kb_STACK_SIZE)
+    set(_kb_STACK_SIZE 0x8000)
+  endif()
+  set(_kb_out "${CMAKE_BINARY_DIR}/kiln-board")
+  execute_process(
+    COMMAND "${KILN_PYTHON}" -m kiln.boards generate --board "${board}"
+            --out "${_kb_out}" --stack-size "${_kb_STACK_SIZE}"
+    RESULT_VARIABLE _kb_rc ERROR_VARIABLE _kb_err)
+  if(NOT _kb_rc EQUAL 0)
+    string(STRIP "${_kb_err}" _kb_err)
+    message(FATAL_ERROR "${_kb_err}")
+  endif()
+  include("${_kb_out}/board.cmake")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+    "${KILN_BOARD_DESCRIPTION}" "${KILN_ROOT}/compiler/boards.py")
+
+  string(REPLACE ";" " " _kb_flags "${KILN_BOARD_COMPILE_FLAGS}")
+  set(CMAKE_REQUIRED_FLAGS "${_kb_flags}")
+  string(MAKE_C_IDENTIFIER "KILN_CPU_FLAGS_OK_${KILN_BOARD_CPU}" _kb_var)
+  check_c_compiler_flag("" ${_kb_var})
+  unset(CMAKE_REQUIRED_FLAGS)
+  if(NOT ${_kb_var})
+    message(FATAL_ERROR
+      "kiln: ${CMAKE_C_COMPILER} (version ${CMAKE_C_COMPILER_VERSION}) does not accept "
+      "board ${KILN_BOARD_NAME}'s CPU flags '${_kb_flags}'. ${KILN_BOARD_CPU} needs a newer "
+      "arm-none-eabi-gcc (cortex-m85 needs GCC 13 or later).")
+  endif()
+
+  set(CMAKE_EXECUTABLE_SUFFIX_C ".elf")
+  set(CMAKE_EXECUTABLE_SUFFIX_CXX ".elf")
+  add_compile_options(${KILN_BOARD_COMPILE_FLAGS})
+  add_link_options(${KILN_BOARD_COMPILE_FLAGS})
+  include_directories("${KILN_BOARD_INCLUDE_DIR}")
+endmacro()
+
+function(kiln_add_firmware name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBRARIES} kiln_platform)
+  target_link_options(${name} PRIVATE
+    "-T${KILN_BOARD_LINKER_SCRIPT}"
+    "-Wl,-Map=$<TARGET_FILE_DIR:${name}>/${name}.map")
+  set_property(TARGET ${name} APPEND PROPERTY LINK_DEPENDS "${KILN_BOARD_LINKER_SCRIPT}")
+  add_custom_command(TARGET ${name} POST_BUILD
+    COMMAND "${CMAKE_COMMAND}" -DNM=${CMAKE_NM} -DELF=$<TARGET_FILE:${name}>
+            -P "${KILN_ROOT}/cmake/check_no_heap.cmake"
+    COMMAND "${CMAKE_SIZE}" -A -x $<TARGET_FILE:${name}>
+    VERBATIM)
+endfunction()

@@ -1,0 +1,1 @@
+"""kiln: PyTorch models baked into bare-metal Cortex-M + Ethos-U firmware."""

@@ -1,0 +1,565 @@
+"""Board descriptions: each board described once, as data, in boards/<name>/board.toml.
+
+This module reads and validates them (a malformed description is rejected with
+a message naming the file and the field), maps NPU targets such as
+``ethos-u55-128`` to their board, and generates what a firmware build needs
+from a description: a GNU ld linker script, a C header and a CMake fragment.
+Nothing else in kiln repeats a board's addresses.
+
+Only the standard library is used, so CMake can run ``python -m kiln.boards``
+early in a configure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import string
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from kiln.errors import BoardError, KilnError, UsageError
+
+BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
+SCHEMA_VERSION = 1
+
+# What a memory region may be used for. Exactly one region holds each of
+# code, data and stack; the others may appear on any number of regions.
+PURPOSES = ("code", "data", "stack", "npu", "model", "bulk")
+SINGLE_PURPOSES = ("code", "data", "stack")
+
+VELA_MEMORY_MODES = (
+    "Sram_Only",
+    "Shared_Sram",
+    "Dedicated_Sram",
+    "Dedicated_Sram_256KB",
+    "Dedicated_Sram_384KB",
+    "Dedicated_Sram_512KB",
+)
+UART_KINDS = ("cmsdk-apb-uart",)
+FVP_PLACEHOLDERS = ("macs", "cwd")
+
+_IDENT = re.compile(r"[a-z][a-z0-9_]*\Z")
+_FAMILY = re.compile(r"ethos-u(55|65|85)\Z")
+_ADDRESS_LIMIT = 1 << 32
+
+
+@dataclass(frozen=True)
+class Cpu:
+    core: str
+    compile_flags: tuple[str, ...]
+    clock_hz: int
+    dcache: bool
+
+
+@dataclass(frozen=True)
+class MemoryRegion:
+    name: str
+    base: int  # bytes, CPU address
+    size: int  # bytes
+    purposes: tuple[str, ...]
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+@dataclass(frozen=True)
+class Uart:
+    kind: str
+    base: int
+    clock_hz: int
+    baud: int
+
+
+@dataclass(frozen=True)
+class NpuFamily:
+    name: str  # "ethos-u55"
+    macs: tuple[int, ...]
+    system_config: str  # Vela's default --system-config for this family
+    memory_mode: str  # Vela's default --memory-mode
+    memory_modes: tuple[str, ...]  # the modes this board supports for the family
+    fvp: str  # Arm FVP binary name
+
+
+@dataclass(frozen=True)
+class Npu:
+    base: int
+    irq: int
+    families: tuple[NpuFamily, ...]
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    summary: str
+    path: Path
+    cpu: Cpu
+    memory: tuple[MemoryRegion, ...]
+    uart: Uart
+    npu: Npu
+    fvp_params: tuple[str, ...]  # -C parameters with {macs} and {cwd} placeholders
+    qemu_machine: str | None  # None: no virtual platform for this board yet
+
+    def region_for(self, purpose: str) -> MemoryRegion:
+        return next(r for r in self.memory if purpose in r.purposes)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One NPU configuration on one board, e.g. ethos-u55-128 on corstone-300."""
+
+    name: str
+    board: Board
+    family: NpuFamily
+    macs: int
+
+    @property
+    def system_config(self) -> str:
+        return self.family.system_config
+
+    @property
+    def memory_mode(self) -> str:
+        return self.family.memory_mode
+
+
+class _Table:
+    """Reads one TOML table field by field; anything unread is an unknown field."""
+
+    def __init__(self, data: object, where: str, source: Path):
+        self.source = source
+        self.where = where
+        if not isinstance(data, dict):
+            self.fail(where, f"expected a table, got {_describe(data)}")
+        self.data = data
+        self.seen: set[str] = set()
+
+    def fail(self, field: str, message: str):
+        raise BoardError(f"{self.source}: {field}: {message}")
+
+    def field(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def get(self, key: str, optional: bool = False):
+        self.seen.add(key)
+        if key not in self.data:
+            if optional:
+                return None
+            self.fail(self.field(key), "missing")
+        return self.data[key]
+
+    def string(self, key: str, optional: bool = False) -> str | None:
+        value = self.get(key, optional)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value:
+            self.fail(self.field(key), f"expected a non-empty string, got {_describe(value)}")
+        return value
+
+    def integer(self, key: str, minimum: int = 0, limit: int | None = None) -> int:
+        value = self.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(self.field(key), f"expected an integer, got {_describe(value)}")
+        if value < minimum or (limit is not None and value >= limit):
+            bound = f"in [{minimum:#x}, {limit:#x})" if limit else f">= {minimum}"
+            self.fail(self.field(key), f"{value:#x} is out of range (must be {bound})")
+        return value
+
+    def boolean(self, key: str) -> bool:
+        value = self.get(key)
+        if not isinstance(value, bool):
+            self.fail(self.field(key), f"expected true or false, got {_describe(value)}")
+        return value
+
+    def strings(self, key: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        value = self.get(key)
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.fail(self.field(key), f"expected a list of strings, got {_describe(value)}")
+        for item in value:
+            if allowed is not None and item not in allowed:
+                self.fail(self.field(key), f"unknown value {item!r} (known: {', '.join(allowed)})")
+        if len(set(value)) != len(value):
+            self.fail(self.field(key), "lists a value twice")
+        return tuple(value)
+
+    def table(self, key: str, optional: bool = False) -> _Table | None:
+        value = self.get(key, optional)
+        if value is None and optional:
+            return None
+        return _Table(value, self.field(key), self.source)
+
+    def tables(self, key: str) -> list[_Table]:
+        value = self.get(key)
+        if not isinstance(value, list) or not value:
+            self.fail(self.field(key), f"expected one or more [[{self.field(key)}]] tables")
+        return [_Table(v, f"{self.field(key)}[{i}]", self.source) for i, v in enumerate(value)]
+
+    def close(self):
+        unknown = sorted(set(self.data) - self.seen)
+        if unknown:
+            self.fail(self.field(unknown[0]), "unknown field")
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, dict):
+        return "a table"
+    return f"{type(value).__name__} {value!r}"
+
+
+def load_board(path: Path) -> Board:
+    """Reads and validates one board.toml; raises BoardError naming the field."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise BoardError(f"{path}: no such board description") from None
+    except tomllib.TOMLDecodeError as error:
+        raise BoardError(f"{path}: not valid TOML: {error}") from None
+    top = _Table(data, "", path)
+    schema = top.integer("schema")
+    if schema != SCHEMA_VERSION:
+        top.fail("schema", f"version {schema} is not supported (kiln reads version {SCHEMA_VERSION})")
+    name = top.string("name")
+    if name != path.parent.name:
+        top.fail("name", f"{name!r} differs from its folder name {path.parent.name!r}")
+    board = Board(
+        name=name,
+        summary=top.string("summary"),
+        path=path,
+        cpu=_read_cpu(top.table("cpu")),
+        memory=_read_memory(top),
+        uart=_read_uart(top.table("uart")),
+        npu=_read_npu(top.table("npu")),
+        fvp_params=_read_fvp(top.table("fvp")),
+        qemu_machine=_read_virtual_platform(top.table("virtual_platform", optional=True)),
+    )
+    top.close()
+    _check_peripherals(board, top)
+    return board
+
+
+def _read_cpu(t: _Table) -> Cpu:
+    cpu = Cpu(
+        core=t.string("core"),
+        compile_flags=t.strings("compile_flags"),
+        clock_hz=t.integer("clock_hz", minimum=1),
+        dcache=t.boolean("dcache"),
+    )
+    if f"-mcpu={cpu.core}" not in cpu.compile_flags:
+        t.fail(t.field("compile_flags"), f"must contain -mcpu={cpu.core} to match cpu.core")
+    t.close()
+    return cpu
+
+
+def _read_memory(top: _Table) -> tuple[MemoryRegion, ...]:
+    regions = []
+    for t in top.tables("memory"):
+        name = t.string("name")
+        if not _IDENT.match(name):
+            t.fail(t.field("name"), f"{name!r} is not a lower-case identifier ([a-z][a-z0-9_]*)")
+        base = t.integer("base", limit=_ADDRESS_LIMIT)
+        size = t.integer("size", minimum=1, limit=_ADDRESS_LIMIT)
+        if base + size > _ADDRESS_LIMIT:
+            t.fail(t.field("size"), f"region {name} runs past the 4 GiB address space")
+        if base % 32 or size % 32:
+            t.fail(t.field("base"), f"region {name} must start and end on a 32-byte boundary")
+        regions.append(MemoryRegion(name, base, size, t.strings("purposes", PURPOSES)))
+        t.close()
+    for i, a in enumerate(regions):
+        for b in regions[:i]:
+            if a.name == b.name:
+                top.fail(f"memory[{i}].name", f"region name {a.name!r} is used twice")
+            if a.base < b.end and b.base < a.end:
+                top.fail(f"memory[{i}]", f"region {a.name} overlaps region {b.name}")
+    for purpose in SINGLE_PURPOSES:
+        holders = [r.name for r in regions if purpose in r.purposes]
+        if len(holders) != 1:
+            top.fail("memory", f"exactly one region must have purpose {purpose!r}, found {holders or 'none'}")
+    return tuple(regions)
+
+
+def _read_uart(t: _Table) -> Uart:
+    kind = t.string("kind")
+    if kind not in UART_KINDS:
+        t.fail(t.field("kind"), f"unknown UART {kind!r} (known: {', '.join(UART_KINDS)})")
+    uart = Uart(
+        kind=kind,
+        base=t.integer("base", limit=_ADDRESS_LIMIT),
+        clock_hz=t.integer("clock_hz", minimum=1),
+        baud=t.integer("baud", minimum=1),
+    )
+    if uart.clock_hz // uart.baud < 16:
+        t.fail(t.field("baud"), "the CMSDK UART needs clock_hz / baud >= 16")
+    t.close()
+    return uart
+
+
+def _read_npu(t: _Table) -> Npu:
+    base = t.integer("base", limit=_ADDRESS_LIMIT)
+    irq = t.integer("irq", limit=480)
+    families = []
+    for f in t.tables("family"):
+        name = f.string("name")
+        if not _FAMILY.match(name):
+            f.fail(f.field("name"), f"unknown NPU family {name!r} (ethos-u55, ethos-u65 or ethos-u85)")
+        macs = f.get("macs")
+        if not isinstance(macs, list) or not macs or not all(
+            isinstance(m, int) and not isinstance(m, bool) and m > 0 and m & (m - 1) == 0 for m in macs
+        ):
+            f.fail(f.field("macs"), f"expected a list of MAC counts (powers of two), got {_describe(macs)}")
+        memory_modes = f.strings("memory_modes", VELA_MEMORY_MODES)
+        memory_mode = f.string("memory_mode")
+        if memory_mode not in memory_modes:
+            f.fail(f.field("memory_mode"), f"{memory_mode!r} is not one of memory_modes {list(memory_modes)}")
+        families.append(
+            NpuFamily(
+                name=name,
+                macs=tuple(macs),
+                system_config=f.string("system_config"),
+                memory_mode=memory_mode,
+                memory_modes=memory_modes,
+                fvp=f.string("fvp"),
+            )
+        )
+        f.close()
+    t.close()
+    return Npu(base, irq, tuple(families))
+
+
+def _read_fvp(t: _Table) -> tuple[str, ...]:
+    params = t.strings("params")
+    for i, param in enumerate(params):
+        if "=" not in param:
+            t.fail(f"{t.field('params')}[{i}]", f"{param!r} is not NAME=VALUE")
+        for _, field, _, _ in string.Formatter().parse(param):
+            if field is not None and field not in FVP_PLACEHOLDERS:
+                t.fail(f"{t.field('params')}[{i}]", f"unknown placeholder {{{field}}} (known: {', '.join(FVP_PLACEHOLDERS)})")
+    t.close()
+    return params
+
+
+def _read_virtual_platform(t: _Table | None) -> str | None:
+    if t is None:
+        return None
+    machine = t.string("qemu_machine")
+    t.close()
+    return machine
+
+
+def _check_peripherals(board: Board, top: _Table):
+    for field, address in (("uart.base", board.uart.base), ("npu.base", board.npu.base)):
+        for region in board.memory:
+            if region.base <= address < region.end:
+                top.fail(field, f"{address:#010x} lies inside memory region {region.name}")
+
+
+def board_names() -> list[str]:
+    return sorted(p.parent.name for p in BOARDS_DIR.glob("*/board.toml"))
+
+
+def load(name: str) -> Board:
+    if name not in board_names():
+        raise UsageError(f"unknown board {name!r} (known: {', '.join(board_names())})")
+    return load_board(BOARDS_DIR / name / "board.toml")
+
+
+def targets() -> dict[str, Target]:
+    """Every NPU target kiln knows, from every board description."""
+    found: dict[str, Target] = {}
+    for name in board_names():
+        board = load(name)
+        for family in board.npu.families:
+            for macs in family.macs:
+                target = Target(f"{family.name}-{macs}", board, family, macs)
+                if target.name in found:
+                    raise BoardError(
+                        f"{board.path}: npu.family: target {target.name} is also described by "
+                        f"{found[target.name].board.path}"
+                    )
+                found[target.name] = target
+    return found
+
+
+def target(name: str) -> Target:
+    known = targets()
+    if name not in known:
+        raise UsageError(f"unknown target {name!r} (known: {', '.join(known)})")
+    return known[name]
+
+
+# ---------------------------------------------------------------- generators
+
+
+def linker_script(board: Board, stack_size: int) -> str:
+    """A GNU ld script for ``board``.
+
+    Layout contract (the startup code relies on these symbols):
+    - .vectors first in the code region; .text/.rodata and the .data load image
+      there too. __data_load/__data_start/__data_end: word-aligned, copied by startup.
+    - __bss_start/__bss_end: word-aligned, zeroed by startup.
+    - __init_array_start/__init_array_end: C++ static constructors, run by startup.
+    - __stack_limit/__stack_top: 8-byte aligned; the stack grows down from __stack_top.
+    - Every region R gets `.R.data` (loaded as it is, no copy) and `.R.bss` (NOLOAD,
+      not zeroed) for objects placed there with KILN_PLACE_DATA/KILN_PLACE_BSS.
+    The linker fails with "region `R' overflowed" when anything does not fit.
+    """
+    if stack_size <= 0 or stack_size % 8:
+        raise UsageError(f"stack size {stack_size} must be a positive multiple of 8 bytes")
+    code = board.region_for("code").name
+    data = board.region_for("data").name
+    stack = board.region_for("stack").name
+    lines = [
+        f"/* Generated by kiln.boards from {board.path.name} of {board.name}: do not edit. */",
+        "ENTRY(kiln_reset_handler)",
+        "",
+        "MEMORY",
+        "{",
+    ]
+    for r in board.memory:
+        lines.append(f"  {r.name} (rwx) : ORIGIN = {r.base:#010x}, LENGTH = {r.size:#010x}")
+    lines += [
+        "}",
+        "",
+        "SECTIONS",
+        "{",
+        "  .text : ALIGN(128)",
+        "  {",
+        "    KEEP(*(.vectors))",
+        "    *(.text .text.*)",
+        "    *(.rodata .rodata.*)",
+        "    KEEP(*(.init)) KEEP(*(.fini))",
+        "    . = ALIGN(4);",
+        "    __init_array_start = .;",
+        "    KEEP(*(.preinit_array))",
+        "    KEEP(*(SORT(.init_array.*))) KEEP(*(.init_array))",
+        "    __init_array_end = .;",
+        f"  }} > {code}",
+        "  .ARM.exidx : { *(.ARM.exidx* .gnu.linkonce.armexidx.*) } > " + code,
+        "  .data : ALIGN(4)",
+        "  {",
+        "    __data_start = .;",
+        "    *(.data .data.*)",
+        "    . = ALIGN(4);",
+        "    __data_end = .;",
+        f"  }} > {data} AT > {code}",
+        "  __data_load = LOADADDR(.data);",
+        "  .bss (NOLOAD) : ALIGN(4)",
+        "  {",
+        "    __bss_start = .;",
+        "    *(.bss .bss.* COMMON)",
+        "    . = ALIGN(4);",
+        "    __bss_end = .;",
+        f"  }} > {data}",
+    ]
+    for r in board.memory:
+        lines += [
+            f"  .{r.name}.data : ALIGN(16) {{ KEEP(*(.{r.name}.data .{r.name}.data.*)) }} > {r.name}",
+            f"  .{r.name}.bss (NOLOAD) : ALIGN(16) {{ *(.{r.name}.bss .{r.name}.bss.*) }} > {r.name}",
+        ]
+    lines += [
+        "  .stack (NOLOAD) : ALIGN(8)",
+        "  {",
+        "    __stack_limit = .;",
+        f"    . += {stack_size:#x};",
+        "    __stack_top = .;",
+        f"  }} > {stack}",
+        "}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def c_header(board: Board) -> str:
+    """A C/C++ header with the board's facts as macros (addresses and sizes in bytes)."""
+    guard = "KILN_BOARD_H"
+    out = [
+        f"/* Generated by kiln.boards from {board.path.name} of {board.name}: do not edit. */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        f'#define KILN_BOARD_NAME "{board.name}"',
+        f'#define KILN_CPU_CORE "{board.cpu.core}"',
+        f"#define KILN_CPU_CLOCK_HZ {board.cpu.clock_hz}u",
+        f"#define KILN_CPU_HAS_DCACHE {int(board.cpu.dcache)}",
+        f"#define KILN_UART_BASE {board.uart.base:#010x}u",
+        f"#define KILN_UART_CLOCK_HZ {board.uart.clock_hz}u",
+        f"#define KILN_UART_BAUD {board.uart.baud}u",
+        f"#define KILN_NPU_BASE {board.npu.base:#010x}u",
+        f"#define KILN_NPU_IRQ {board.npu.irq}",
+        "",
+    ]
+    for r in board.memory:
+        up = r.name.upper()
+        out += [
+            f"#define KILN_REGION_{up}_BASE {r.base:#010x}u",
+            f"#define KILN_REGION_{up}_SIZE {r.size:#010x}u",
+        ]
+    out += [
+        "",
+        "/* Place an object in a named region: initialised data is loaded with the image,",
+        "   BSS is not zeroed by startup. */",
+        '#define KILN_PLACE_DATA(region) __attribute__((section("." #region ".data"), used))',
+        '#define KILN_PLACE_BSS(region) __attribute__((section("." #region ".bss")))',
+        "",
+        f"#endif /* {guard} */",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def cmake_fragment(board: Board, out_dir: Path) -> str:
+    flags = ";".join(board.cpu.compile_flags)
+    return "\n".join(
+        [
+            f"# Generated by kiln.boards from {board.path}: do not edit.",
+            f'set(KILN_BOARD_NAME "{board.name}")',
+            f'set(KILN_BOARD_CPU "{board.cpu.core}")',
+            f'set(KILN_BOARD_COMPILE_FLAGS "{flags}")',
+            f'set(KILN_BOARD_LINKER_SCRIPT "{out_dir / "board.ld"}")',
+            f'set(KILN_BOARD_INCLUDE_DIR "{out_dir}")',
+            f'set(KILN_BOARD_DESCRIPTION "{board.path}")',
+            "",
+        ]
+    )
+
+
+def generate(board: Board, out_dir: Path, stack_size: int):
+    """Writes board.ld, kiln_board.h and board.cmake into out_dir, only when changed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in (
+        ("board.ld", linker_script(board, stack_size)),
+        ("kiln_board.h", c_header(board)),
+        ("board.cmake", cmake_fragment(board, out_dir)),
+    ):
+        path = out_dir / name
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kiln.boards", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="write board.ld, kiln_board.h and board.cmake")
+    gen.add_argument("--board", required=True)
+    gen.add_argument("--out", required=True, type=Path)
+    gen.add_argument("--stack-size", type=lambda s: int(s, 0), default=0x8000)
+    check = sub.add_parser("check", help="validate board descriptions")
+    check.add_argument("files", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "generate":
+            generate(load(args.board), args.out, args.stack_size)
+        else:
+            for path in args.files or [BOARDS_DIR / n / "board.toml" for n in board_names()]:
+                board = load_board(path)
+                print(f"{path}: ok ({board.name}, {len(board.memory)} regions)")
+            targets()
+    except KilnError as error:
+        print(f"kiln: error: {error}", file=sys.stderr)
+        return error.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

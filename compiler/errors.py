@@ -1,0 +1,28 @@
+"""kiln's one exception tree.
+
+Every error kiln reports to a person is a KilnError: ``str(error)`` is a single
+line that says what is wrong and, where there is one, what to do. The command
+line prints that line and exits with ``exit_code``; no traceback.
+"""
+
+
+class KilnError(Exception):
+    """Base of every error kiln reports to a user."""
+
+    exit_code = 1
+
+
+class UsageError(KilnError):
+    """The command was called wrongly: bad arguments, unknown target, missing file."""
+
+    exit_code = 2
+
+
+class BoardError(KilnError):
+    """A board description is malformed; the message names the file and field."""
+
+
+class ToolMissingError(KilnError):
+    """A tool kiln needs (toolchain, QEMU, FVP) is not installed."""
+
+    exit_code = 127

@@ -1,0 +1,25 @@
+// The first program kiln runs on a board: a greeting, and one Helium (MVE)
+// and one FPU instruction, so a build without the coprocessors enabled faults
+// here rather than later in a model.
+#include <arm_mve.h>
+
+#include <cstdint>
+
+#include "kiln/platform.h"
+#include "kiln_board.h"
+
+int main() {
+  kiln::print("Hello from kiln on %s (%s)\n", KILN_BOARD_NAME, KILN_CPU_CORE);
+
+  int8_t values[16];
+  for (int i = 0; i < 16; ++i) values[i] = static_cast<int8_t>(i + 1);
+  const int8x16_t v = vld1q_s8(values);
+  const int32_t dot = vmladavq_s8(v, v);  // 1^2 + ... + 16^2 = 1496
+  kiln::print("Helium: sum of squares 1..16 = %d\n", static_cast<int>(dot));
+
+  volatile float radius = 1.5f;
+  const int scaled = static_cast<int>(radius * radius * 100.0f);  // 225
+  kiln::print("FPU: 1.5 * 1.5 * 100 = %d\n", scaled);
+
+  return (dot == 1496 && scaled == 225) ? 0 : 1;
+}
