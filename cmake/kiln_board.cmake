@@ -51,7 +51,7 @@ macro(kiln_board_configure board)
     message(FATAL_ERROR
       "kiln: ${CMAKE_C_COMPILER} (version ${CMAKE_C_COMPILER_VERSION}) does not accept "
       "board ${KILN_BOARD_NAME}'s CPU flags '${_kb_flags}'. ${KILN_BOARD_CPU} needs a newer "
-      "arm-none-eabi-gcc (cortex-m85 needs GCC 13 or later).")
+      "arm-none-eabi-gcc (Cortex-M85: GCC 13 or later).")
   endif()
 
   set(CMAKE_EXECUTABLE_SUFFIX_C ".elf")

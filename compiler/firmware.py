@@ -1,0 +1,86 @@
+"""Building kiln's firmware for a board with CMake, Ninja and arm-none-eabi-gcc.
+
+One function serves ./scripts/run.sh, `kiln build-firmware` and the tests, so
+the firmware is configured the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from kiln import boards
+from kiln.errors import KilnError, ToolMissingError
+
+ROOT = Path(__file__).resolve().parent.parent
+FIRMWARE_DIR = ROOT / "firmware"
+TOOLCHAIN_FILE = ROOT / "cmake" / "arm-none-eabi-gcc.cmake"
+REQUIRED_TOOLS = ("cmake", "ninja", "arm-none-eabi-gcc")
+
+
+class BuildError(KilnError):
+    """CMake could not configure or build the firmware; the message ends with its output."""
+
+
+def default_build_dir(board: str) -> Path:
+    return ROOT / "build" / "firmware" / board
+
+
+def build(
+    board: str,
+    build_dir: Path | None = None,
+    *,
+    test_apps: bool = False,
+    build_type: str = "Release",
+) -> Path:
+    """Configures (once) and builds the firmware for `board`; returns the build directory."""
+    boards.load(board)  # a usage error for an unknown board, before CMake says it less clearly
+    for tool in REQUIRED_TOOLS:
+        if shutil.which(tool) is None:
+            raise ToolMissingError(f"{tool} is not installed; run ./scripts/setup.sh")
+    build_dir = Path(build_dir or default_build_dir(board)).resolve()
+    _run(
+        [
+            "cmake", "-S", str(FIRMWARE_DIR), "-B", str(build_dir), "-G", "Ninja",
+            f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN_FILE}",
+            f"-DKILN_BOARD={board}",
+            f"-DKILN_TEST_APPS={'ON' if test_apps else 'OFF'}",
+            f"-DCMAKE_BUILD_TYPE={build_type}",
+        ],
+        f"configuring the firmware for {board}",
+    )  # fmt: skip
+    _run(["cmake", "--build", str(build_dir)], f"building the firmware for {board}")
+    return build_dir
+
+
+def elf(build_dir: Path, app: str) -> Path:
+    """The ELF of `app` in a build directory (apps at the top, test apps under test-apps/)."""
+    for candidate in (build_dir / f"{app}.elf", build_dir / "test-apps" / f"{app}.elf"):
+        if candidate.is_file():
+            return candidate
+    raise BuildError(f"no ELF for app {app!r} in {build_dir}")
+
+
+def _run(command: list[str], what: str):
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        output = (result.stderr + result.stdout).strip().splitlines()
+        cmake_message = _cmake_error(output)
+        if cmake_message:
+            raise BuildError(f"{what} failed: {cmake_message}")
+        first = next((i for i, line in enumerate(output) if "error" in line.lower()), max(len(output) - 15, 0))
+        raise BuildError(f"{what} failed:\n" + "\n".join(output[first : first + 20]))
+
+
+def _cmake_error(output: list[str]) -> str | None:
+    """The text of CMake's first "CMake Error" block, unwrapped into one line."""
+    start = next((i for i, line in enumerate(output) if line.startswith("CMake Error")), None)
+    if start is None:
+        return None
+    words = []
+    for line in output[start + 1 :]:
+        if not line.startswith("  ") or line.startswith("Call Stack"):
+            break
+        words.append(line.strip())
+    return " ".join(words).removeprefix("kiln: ") or None

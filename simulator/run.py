@@ -1,0 +1,239 @@
+"""Run a firmware ELF on Arm's FVP when one is installed, else on kiln's virtual platform.
+
+    python -m kiln.simulator.run --elf=FILE --target=ethos-u55-128 [--timeout=S]
+    (./scripts/run_fvp.sh is this command)
+
+The firmware's UART goes to standard output as it comes. The exit status is the
+firmware's own (its "[kiln] exit N" line, or QEMU's semihosting exit status);
+a fault is explained from the firmware's report and exits 134; a run that
+outlives its timeout is stopped and exits 124; bad arguments exit 2; a missing
+platform exits 127.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kiln import boards
+from kiln.errors import KilnError, ToolMissingError, UsageError
+from kiln.simulator.faults import FAULT_EXIT_STATUS, FaultReport, ProtocolReader
+
+TIMEOUT_EXIT_STATUS = 124  # as coreutils' timeout
+PLATFORM_ERROR_EXIT_STATUS = 125  # the platform died without the firmware saying why
+DEFAULT_TIMEOUT_S = 120.0
+QEMU = "qemu-system-arm"
+
+
+@dataclass
+class Platform:
+    """A way to run an ELF: the command line and a name a person reads."""
+
+    name: str
+    command: list[str]
+    is_fvp: bool
+
+
+@dataclass
+class RunResult:
+    status: int
+    uart: list[str]  # every line, without line endings
+    fault: FaultReport | None
+    timed_out: bool
+
+
+def fvp_platform(target: boards.Target, elf: Path, cwd: Path) -> Platform | None:
+    """Arm's FVP for the target, if its binary is on PATH."""
+    binary = shutil.which(target.family.fvp)
+    if binary is None:
+        return None
+    command = [binary]
+    for param in target.board.fvp_params:
+        command += ["-C", param.format(macs=target.macs, cwd=cwd)]
+    command += ["-a", str(elf)]
+    return Platform(f"Arm FVP {target.family.fvp} ({target.name})", command, is_fvp=True)
+
+
+def virtual_platform(target: boards.Target, elf: Path) -> Platform:
+    """kiln's virtual platform: QEMU runs the very ELF that would be flashed."""
+    machine = target.board.qemu_machine
+    if machine is None:
+        raise ToolMissingError(
+            f"{target.name} runs on {target.board.name}, which kiln's virtual platform does not "
+            f"model yet; install Arm's {target.family.fvp} and put it on PATH"
+        )
+    qemu = shutil.which(QEMU)
+    if qemu is None:
+        raise ToolMissingError(f"{QEMU} is not installed; run ./scripts/setup.sh")
+    command = [
+        qemu,
+        "-M", machine,
+        "-display", "none",
+        "-monitor", "none",
+        "-serial", "stdio",
+        "-semihosting-config", "enable=on,target=native",
+        # One instruction per virtual nanosecond: runs are repeatable.
+        "-icount", "shift=0,sleep=off",
+        "-kernel", str(elf),
+    ]  # fmt: skip
+    name = f"kiln's virtual platform (QEMU {machine}, {target.name}; the NPU is not modelled yet)"
+    return Platform(name, command, is_fvp=False)
+
+
+def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str) -> Platform:
+    if which in ("auto", "fvp"):
+        fvp = fvp_platform(target, elf, cwd)
+        if fvp is not None:
+            return fvp
+        if which == "fvp":
+            raise ToolMissingError(f"{target.family.fvp} is not on PATH (Arm's FVP is a separate download)")
+    return virtual_platform(target, elf)
+
+
+def run(
+    elf: Path,
+    target: str,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    platform: str = "auto",
+    echo=None,
+    cwd: Path | None = None,
+) -> RunResult:
+    """Runs `elf` for `target` and returns what happened; `echo(line)` sees UART lines live."""
+    chosen_target = boards.target(target)
+    elf = Path(elf).resolve()
+    if not elf.is_file():
+        raise UsageError(f"no such ELF file: {elf}")
+    cwd = Path(cwd or Path.cwd()).resolve()
+    chosen = choose_platform(chosen_target, elf, cwd, platform)
+    _note(f"running {elf.name} on {chosen.name}")
+    return _supervise(chosen, cwd, timeout, echo or (lambda line: None))
+
+
+def _supervise(platform: Platform, cwd: Path, timeout: float, echo) -> RunResult:
+    process = subprocess.Popen(
+        platform.command,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # so a timeout can stop the whole process group
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump():
+        for raw in process.stdout:
+            lines.put(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", ""))
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    protocol = ProtocolReader()
+    uart: list[str] = []
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        try:
+            line = lines.get(timeout=min(remaining, 0.5))
+        except queue.Empty:
+            continue
+        if line is None:
+            break
+        uart.append(line)
+        protocol.feed(line)
+        echo(line)
+        if protocol.exit_status is not None and platform.is_fvp:
+            break  # an FVP may keep running after semihosting exit without a debugger
+    _stop(process, at_once=timed_out)
+    return RunResult(_status(process, protocol, timed_out), uart, protocol.fault, timed_out)
+
+
+def _stop(process: subprocess.Popen, at_once: bool):
+    """Waits briefly for a platform that is ending by itself, else kills its process group."""
+    try:
+        process.wait(timeout=0 if at_once else 2)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _status(process: subprocess.Popen, protocol: ProtocolReader, timed_out: bool) -> int:
+    if protocol.fault is not None:
+        return FAULT_EXIT_STATUS
+    if protocol.exit_status is not None:
+        return protocol.exit_status & 0xFF
+    if timed_out:
+        return TIMEOUT_EXIT_STATUS
+    if process.returncode < 0 or process.returncode == 0:
+        # Killed by a signal, or ended cleanly without the firmware reporting an exit.
+        return PLATFORM_ERROR_EXIT_STATUS
+    return process.returncode
+
+
+def _note(message: str):
+    print(f"kiln: {message}", file=sys.stderr, flush=True)
+
+
+def report(result: RunResult, elf: Path, timeout: float):
+    """Says on stderr what the status means when it is not a plain exit."""
+    if result.fault is not None:
+        for line in result.fault.explain(elf):
+            _note(line)
+    elif result.timed_out:
+        _note(f"timeout: the firmware did not exit within {timeout:g} s; stopped it (status {TIMEOUT_EXIT_STATUS})")
+    elif result.status == PLATFORM_ERROR_EXIT_STATUS:
+        tail = [line for line in result.uart if line.strip()][-3:]
+        _note("the platform stopped without the firmware reporting an exit status" + (": " if tail else ""))
+        for line in tail:
+            _note(f"  {line}")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the timeout must be more than 0 seconds")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="run_fvp.sh",
+        description="Run firmware on Arm's FVP if installed, else on kiln's virtual platform.",
+    )
+    parser.add_argument("--elf", required=True, type=Path, help="the firmware ELF")
+    parser.add_argument("--target", required=True, help="NPU target, e.g. ethos-u55-128")
+    parser.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, help="seconds (default 120)")
+    parser.add_argument(
+        "--platform", choices=("auto", "fvp", "virtual"), default="auto",
+        help="auto (default): the FVP when installed, else the virtual platform",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        result = run(args.elf, args.target, args.timeout, args.platform, echo=lambda line: print(line, flush=True))
+    except UsageError as error:
+        parser.print_usage(sys.stderr)
+        print(f"run_fvp.sh: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KilnError as error:
+        print(f"kiln: error: {error}", file=sys.stderr)
+        return error.exit_code
+    report(result, args.elf, args.timeout)
+    return result.status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""run_fvp.sh end to end: firmware built for corstone-300, run on the virtual
+platform (QEMU mps3-an547), and on a stand-in FVP to check the FVP command line."""
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
+pytestmark = pytest.mark.fvp
+
+
+def run_fvp(*args, env=None, timeout=60):
+    return subprocess.run([str(RUN_FVP), *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def elf(build: Path, app: str) -> str:
+    path = build / f"{app}.elf"
+    return str(path if path.exists() else build / "test-apps" / f"{app}.elf")
+
+
+def test_hello_runs_on_the_virtual_platform(firmware_build):
+    result = run_fvp(f"--elf={elf(firmware_build, 'hello')}", "--target=ethos-u55-128", "--platform=virtual")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Hello from kiln on corstone-300 (cortex-m55)"
+    assert "Helium: sum of squares 1..16 = 1496" in lines  # 16*17*33/6, by hand
+    assert "FPU: 1.5 * 1.5 * 100 = 225" in lines
+    assert lines[-1] == "[kiln] exit 0"
+    assert "virtual platform (QEMU mps3-an547" in result.stderr
+
+
+def test_firmware_status_passes_through(firmware_build):
+    result = run_fvp(f"--elf={elf(firmware_build, 'kiln_test_status')}", "--target=ethos-u55-128")
+    assert result.returncode == 3
+    assert "exiting with status 3" in result.stdout
+
+
+def test_fault_is_reported_with_registers(firmware_build):
+    result = run_fvp(f"--elf={elf(firmware_build, 'kiln_test_fault')}", "--target=ethos-u55-128")
+    assert result.returncode == 134
+    # The test app reads 0x0C000000, where nothing answers: a precise BusFault
+    # (CFSR.PRECISERR = bit 9, BFARVALID = bit 15) in main.
+    assert "firmware fault: BusFault at PC" in result.stderr
+    assert " in main+" in result.stderr
+    assert "precise data bus error (PRECISERR)" in result.stderr
+    assert "faulting address 0x0c000000 (BFAR)" in result.stderr
+    assert "CFSR=0x00008200" in result.stderr
+
+
+def test_stack_overflow_is_reported_not_hung_on(firmware_build):
+    result = run_fvp(f"--elf={elf(firmware_build, 'kiln_test_stack_overflow')}", "--target=ethos-u55-128")
+    assert result.returncode == 134
+    assert "firmware fault: UsageFault" in result.stderr
+    assert "stack overflow" in result.stderr and "(STKOF)" in result.stderr
+
+
+def test_timeout_stops_a_hanging_firmware(firmware_build):
+    result = run_fvp(f"--elf={elf(firmware_build, 'kiln_test_hang')}", "--target=ethos-u55-128", "--timeout=2")
+    assert result.returncode == 124
+    assert "hanging on purpose" in result.stdout
+    assert "timeout: the firmware did not exit within 2 s" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--target=ethos-u55-128"], "the following arguments are required: --elf"),
+        (["--elf=/no/such.elf", "--target=ethos-u55-128"], "no such ELF file: /no/such.elf"),
+        (["--elf=ELF", "--target=ethos-u55-100"], "unknown target 'ethos-u55-100'"),
+        (["--elf=ELF", "--target=ethos-u55-128", "--timeout=soon"], "'soon' is not a number of seconds"),
+        (["--elf=ELF", "--target=ethos-u55-128", "--timeout=0"], "must be more than 0 seconds"),
+        (["--elf=ELF", "--target=ethos-u55-128", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(firmware_build, args, message):
+    args = [a.replace("ELF", elf(firmware_build, "hello")) for a in args]
+    result = run_fvp(*args)
+    assert result.returncode == 2
+    assert "usage: run_fvp.sh" in result.stderr and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_board_without_a_virtual_platform_asks_for_its_fvp(firmware_build):
+    result = run_fvp(f"--elf={elf(firmware_build, 'hello')}", "--target=ethos-u85-256")
+    assert result.returncode == 127
+    assert "install Arm's FVP_Corstone_SSE-320 and put it on PATH" in result.stderr
+
+
+def fake_fvp(tmp_path: Path, name: str, prints: str) -> dict:
+    """A stand-in FVP on PATH: records its arguments, prints `prints`, exits 0."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / name
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do echo "$a"; done > "{tmp_path}/argv"\nprintf "{prints}"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_installed_fvp_is_used_with_the_boards_parameters(tmp_path, firmware_build):
+    env = fake_fvp(tmp_path, "FVP_Corstone_SSE-300_Ethos-U55", "Hello from a model\\r\\n[kiln] exit 5\\r\\n")
+    hello = elf(firmware_build, "hello")
+    result = run_fvp(f"--elf={hello}", "--target=ethos-u55-64", env=env)
+    assert result.returncode == 5  # the status comes from the firmware's exit line
+    assert "Hello from a model" in result.stdout
+    assert "Arm FVP FVP_Corstone_SSE-300_Ethos-U55" in result.stderr
+    argv = (tmp_path / "argv").read_text().splitlines()
+    params = {argv[i + 1] for i, a in enumerate(argv) if a == "-C"}
+    # What ExecuTorch's run_fvp.sh passes for Corstone-300 (shared/notes/platforms.md).
+    assert {
+        "ethosu.num_macs=64",
+        "mps3_board.visualisation.disable-visualisation=1",
+        "mps3_board.telnetterminal0.start_telnet=0",
+        "mps3_board.uart0.out_file=-",
+        "mps3_board.uart0.shutdown_on_eot=1",
+        "cpu0.semihosting-enable=1",
+    } <= params
+    assert argv[argv.index("-a") + 1] == hello
+
+
+def test_fvp_that_ends_without_an_exit_line_is_a_platform_error(tmp_path, firmware_build):
+    env = fake_fvp(tmp_path, "FVP_Corstone_SSE-320", "license checkout failed\\n")
+    result = run_fvp(f"--elf={elf(firmware_build, 'hello')}", "--target=ethos-u85-128", env=env)
+    assert result.returncode == 125
+    assert "stopped without the firmware reporting an exit status" in result.stderr
+    assert "license checkout failed" in result.stderr
+
+
+def test_run_sh_builds_and_runs_the_default_target():
+    result = subprocess.run([str(ROOT / "scripts" / "run.sh")], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Hello from kiln on corstone-300 (cortex-m55)" in result.stdout

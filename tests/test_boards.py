@@ -1,0 +1,140 @@
+"""Board descriptions: validation, target mapping, and what the generated files do."""
+
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from kiln import boards
+from kiln.errors import BoardError, UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+CORSTONE_300 = ROOT / "boards" / "corstone-300" / "board.toml"
+
+
+def test_every_board_validates():
+    assert boards.board_names() == ["corstone-300", "corstone-320"]
+    for name in boards.board_names():
+        assert boards.load(name).name == name
+
+
+def test_targets_map_to_boards_with_vela_defaults():
+    # Facts from the issue and shared/notes/platforms.md, written out by hand.
+    t = boards.target("ethos-u55-128")
+    assert (t.board.name, t.family.name, t.macs) == ("corstone-300", "ethos-u55", 128)
+    assert (t.system_config, t.memory_mode) == ("Ethos_U55_High_End_Embedded", "Shared_Sram")
+    assert boards.target("ethos-u65-512").board.name == "corstone-300"
+    assert boards.target("ethos-u85-2048").board.name == "corstone-320"
+    assert set(boards.targets()) == {
+        "ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
+        "ethos-u65-256", "ethos-u65-512",
+        "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048",
+    }  # fmt: skip
+    with pytest.raises(UsageError, match="unknown target 'ethos-u55-100'"):
+        boards.target("ethos-u55-100")
+
+
+def test_corstone_300_facts():
+    b = boards.load("corstone-300")
+    assert (b.npu.base, b.npu.irq, b.uart.base) == (0x5810_2000, 56, 0x5930_3000)
+    assert b.region_for("code").name == "itcm" and b.region_for("stack").name == "dtcm"
+    assert b.qemu_machine == "mps3-an547"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    folder = tmp_path / "corstone-300"
+    folder.mkdir(exist_ok=True)
+    path = folder / "board.toml"
+    path.write_text(text)
+    return path
+
+
+# Each edit of the real description breaks one thing; the error must name the field.
+BREAKAGES = [
+    ('base = 0x5930_3000\n', 'base = "0x5930_3000"\n', r"uart\.base: expected an integer"),
+    ('irq = 56', 'irq = 56\nirqs = 3', r"npu\.irqs: unknown field"),
+    ('clock_hz = 25_000_000\ndcache', 'dcache', r"cpu\.clock_hz: missing"),
+    ('purposes = ["npu"]', 'purposes = ["npu", "cache"]', r"memory\[3\]\.purposes: unknown value 'cache'"),
+    # sram at 0x3100_0000 + 0x4000_0000 ends at 0x7100_0000, past ddr's base 0x7000_0000
+    ('size = 0x0040_0000', 'size = 0x4000_0000', r"memory\[4\]: region ddr overlaps region sram"),
+    ('memory_mode = "Shared_Sram"', 'memory_mode = "Dedicated_Sram"', r"npu\.family\[0\]\.memory_mode: 'Dedicated_Sram' is not one of"),
+    ('macs = [32, 64, 128, 256]', 'macs = [32, 100]', r"npu\.family\[0\]\.macs: expected a list of MAC counts"),
+    ('name = "ethos-u55"', 'name = "ethos-u99"', r"npu\.family\[0\]\.name: unknown NPU family"),
+    ('"ethosu.num_macs={macs}"', '"ethosu.num_macs={cores}"', r"fvp\.params\[0\]: unknown placeholder \{cores\}"),
+    ('purposes = ["data", "stack"]', 'purposes = ["stack"]', r"memory: exactly one region must have purpose 'data'"),
+    ('base = 0x5810_2000', 'base = 0x3100_1000', r"npu\.base: 0x31001000 lies inside memory region sram"),
+    ('name = "corstone-300"', 'name = "corstone-301"', r"name: 'corstone-301' differs from its folder name"),
+    ('"-mcpu=cortex-m55", ', '', r"cpu\.compile_flags: must contain -mcpu=cortex-m55"),
+    ('schema = 1', 'schema = 2', r"schema: version 2 is not supported"),
+    ('[uart]', '[uart', r"not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("old,new,message", BREAKAGES)
+def test_malformed_description_names_the_field(tmp_path, old, new, message):
+    text = CORSTONE_300.read_text()
+    assert old in text, "the test's edit no longer applies to the description"
+    path = _write(tmp_path, text.replace(old, new, 1))
+    with pytest.raises(BoardError, match=message) as error:
+        boards.load_board(path)
+    assert str(path) in str(error.value)
+
+
+def test_check_command_rejects_a_malformed_file_in_one_line(tmp_path):
+    path = _write(tmp_path, CORSTONE_300.read_text().replace("baud = 115_200", "baud = 0"))
+    result = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-m", "kiln.boards", "check", str(path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "uart.baud" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_linked_firmware_lands_where_the_description_says(firmware_build):
+    """The ELF's sections sit in the regions named in board.toml, read here with tomllib."""
+    data = tomllib.loads(CORSTONE_300.read_text())
+    region = {r["name"]: (r["base"], r["base"] + r["size"]) for r in data["memory"]}
+    with open(firmware_build / "hello.elf", "rb") as stream:
+        elf = ELFFile(stream)
+        sections = {s.name: s for s in elf.iter_sections()}
+        symbols = {s.name: s["st_value"] for s in elf.get_section_by_name(".symtab").iter_symbols()}
+        text, stack = sections[".text"], sections[".stack"]
+        assert text["sh_addr"] == region["itcm"][0]  # vectors first, at the base of the code region
+        assert region["dtcm"][0] <= stack["sh_addr"] and stack["sh_addr"] + stack["sh_size"] <= region["dtcm"][1]
+        initial_sp, reset = (int.from_bytes(text.data()[i : i + 4], "little") for i in (0, 4))
+        assert initial_sp == symbols["__stack_top"] == stack["sh_addr"] + stack["sh_size"]
+        assert reset == symbols["kiln_reset_handler"] | 1  # Thumb bit set
+        # The .data load image is in the code region, its run address in the data region.
+        data_section = sections[".data"]
+        assert region["dtcm"][0] <= data_section["sh_addr"] < region["dtcm"][1]
+
+
+def test_header_gives_the_descriptions_addresses(firmware_build):
+    header = (firmware_build / "kiln-board" / "kiln_board.h").read_text()
+    assert "#define KILN_NPU_BASE 0x58102000u" in header
+    assert "#define KILN_NPU_IRQ 56" in header
+    assert "#define KILN_REGION_SRAM_SIZE 0x00400000u" in header
+
+
+def test_region_overflow_fails_the_link_naming_the_region(tmp_path):
+    """A stack larger than DTCM (512 KiB) must fail at link time, naming the region."""
+    from kiln import firmware
+
+    build = tmp_path / "fw"
+    result = subprocess.run(
+        ["cmake", "-S", str(firmware.FIRMWARE_DIR), "-B", str(build), "-G", "Ninja",
+         f"-DCMAKE_TOOLCHAIN_FILE={firmware.TOOLCHAIN_FILE}", "-DKILN_STACK_SIZE=0x90000"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    result = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "region `dtcm' overflowed" in result.stdout + result.stderr
+
+
+def test_unsupported_cpu_flags_fail_the_configure_clearly(tmp_path):
+    from kiln import firmware
+
+    with pytest.raises(firmware.BuildError, match="does not accept board corstone-320's CPU flags"):
+        firmware.build("corstone-320", tmp_path / "fw")
