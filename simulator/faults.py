@@ -17,6 +17,10 @@ from pathlib import Path
 EXIT_LINE = re.compile(r"^\[kiln\] exit (-?\d+)\s*$")
 FAULT_LINE = re.compile(r"^\[kiln\] FAULT exception=(\d+)\s*$")
 REGISTER_LINE = re.compile(r"^\[kiln\] ((?:[A-Z0-9_]+=[0-9a-fA-F]{8}\s*)+)$")
+# QEMU's own words when the CPU locks up (a fault while a fault cannot be taken),
+# followed by its register dump ("R12=... R13=... R14=... R15=...", "XPSR=...").
+QEMU_LOCKUP_LINE = re.compile(r"^qemu: fatal: (Lockup: .*)$")
+QEMU_DUMP_LINE = re.compile(r"^(R\d\d=[0-9a-f]{8}\s*)+$|^XPSR=")
 FAULT_EXIT_STATUS = 134  # firmware/platform/include/kiln/platform.h: kFaultExitStatus
 
 EXCEPTIONS = {
@@ -113,15 +117,34 @@ class FaultReport:
         return lines
 
 
+@dataclass
+class Lockup:
+    """The CPU locked up (QEMU stopped): the firmware could not report it itself."""
+
+    message: str
+    dump: list[str] = field(default_factory=list)
+
+    def explain(self) -> list[str]:
+        lines = ["firmware fault: CPU lockup, a fault while handling a fault (the vector table, the",
+                 "  stack or the fault handler itself is broken)",
+                 f"  QEMU: {self.message}"]  # fmt: skip
+        return lines + [f"  {line}" for line in self.dump]
+
+
 class ProtocolReader:
     """Feeds on UART lines; collects the exit status and any fault report."""
 
     def __init__(self):
         self.exit_status: int | None = None
         self.fault: FaultReport | None = None
+        self.lockup: Lockup | None = None
 
     def feed(self, line: str):
-        if m := EXIT_LINE.match(line):
+        if m := QEMU_LOCKUP_LINE.match(line):
+            self.lockup = Lockup(m.group(1))
+        elif self.lockup is not None and QEMU_DUMP_LINE.match(line) and len(self.lockup.dump) < 5:
+            self.lockup.dump.append(line.strip())
+        elif m := EXIT_LINE.match(line):
             self.exit_status = int(m.group(1))
         elif m := FAULT_LINE.match(line):
             self.fault = FaultReport(int(m.group(1)))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kiln import boards
 from kiln.errors import KilnError, ToolMissingError, UsageError
-from kiln.simulator.faults import FAULT_EXIT_STATUS, FaultReport, ProtocolReader
+from kiln.simulator.faults import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader
 
 TIMEOUT_EXIT_STATUS = 124  # as coreutils' timeout
 PLATFORM_ERROR_EXIT_STATUS = 125  # the platform died without the firmware saying why
@@ -48,6 +48,7 @@ class RunResult:
     status: int
     uart: list[str]  # every line, without line endings
     fault: FaultReport | None
+    lockup: Lockup | None
     timed_out: bool
 
 
@@ -139,24 +140,29 @@ def _supervise(platform: Platform, cwd: Path, timeout: float, echo) -> RunResult
     uart: list[str] = []
     deadline = time.monotonic() + timeout
     timed_out = False
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            timed_out = True
-            break
-        try:
-            line = lines.get(timeout=min(remaining, 0.5))
-        except queue.Empty:
-            continue
-        if line is None:
-            break
-        uart.append(line)
-        protocol.feed(line)
-        echo(line)
-        if protocol.exit_status is not None and platform.is_fvp:
-            break  # an FVP may keep running after semihosting exit without a debugger
-    _stop(process, at_once=timed_out)
-    return RunResult(_status(process, protocol, timed_out), uart, protocol.fault, timed_out)
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            try:
+                line = lines.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            uart.append(line)
+            protocol.feed(line)
+            echo(line)
+            if protocol.exit_status is not None and platform.is_fvp:
+                break  # an FVP may keep running after semihosting exit without a debugger
+    finally:
+        # Also on Ctrl-C: the platform runs in its own session and would outlive us.
+        _stop(process, at_once=timed_out or sys.exc_info()[0] is not None)
+    result = RunResult(0, uart, protocol.fault, protocol.lockup, timed_out)
+    result.status = _status(process, protocol, timed_out)
+    return result
 
 
 def _stop(process: subprocess.Popen, at_once: bool):
@@ -169,7 +175,7 @@ def _stop(process: subprocess.Popen, at_once: bool):
 
 
 def _status(process: subprocess.Popen, protocol: ProtocolReader, timed_out: bool) -> int:
-    if protocol.fault is not None:
+    if protocol.fault is not None or protocol.lockup is not None:
         return FAULT_EXIT_STATUS
     if protocol.exit_status is not None:
         return protocol.exit_status & 0xFF
@@ -189,6 +195,9 @@ def report(result: RunResult, elf: Path, timeout: float):
     """Says on stderr what the status means when it is not a plain exit."""
     if result.fault is not None:
         for line in result.fault.explain(elf):
+            _note(line)
+    elif result.lockup is not None:
+        for line in result.lockup.explain():
             _note(line)
     elif result.timed_out:
         _note(f"timeout: the firmware did not exit within {timeout:g} s; stopped it (status {TIMEOUT_EXIT_STATUS})")
@@ -231,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     except KilnError as error:
         print(f"kiln: error: {error}", file=sys.stderr)
         return error.exit_code
+    except KeyboardInterrupt:
+        print("kiln: interrupted; stopped the platform", file=sys.stderr)
+        return 130
     report(result, args.elf, args.timeout)
     return result.status
 

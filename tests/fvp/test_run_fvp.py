@@ -133,3 +133,17 @@ def test_run_sh_builds_and_runs_the_default_target():
     result = subprocess.run([str(ROOT / "scripts" / "run.sh")], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Hello from kiln on corstone-300 (cortex-m55)" in result.stdout
+
+
+def test_cpu_lockup_is_reported_as_a_fault(tmp_path):
+    lockup = tmp_path / "lockup.elf"
+    subprocess.run(
+        ["arm-none-eabi-gcc", "-mcpu=cortex-m55", "-nostdlib", "-Wl,--section-start=.vectors=0x10000000",
+         "-Wl,-Ttext=0x10000100", "-Wl,-e,0x10000100", str(ROOT / "tests/fvp/apps/lockup.s"), "-o", str(lockup)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    result = run_fvp(f"--elf={lockup}", "--target=ethos-u55-128", "--timeout=20")
+    assert result.returncode == 134
+    assert "firmware fault: CPU lockup" in result.stderr
+    assert "Lockup: can't escalate 3 to HardFault" in result.stderr
+    assert "R15=00000000" in result.stderr  # the PC it could not branch to
