@@ -27,6 +27,7 @@ def test_hello_runs_on_the_virtual_platform(firmware_build):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "Hello from kiln on corstone-300 (cortex-m55)"
+    assert "startup: .data 42, .bss 0, static constructor 43" in lines
     assert "Helium: sum of squares 1..16 = 1496" in lines  # 16*17*33/6, by hand
     assert "FPU: 1.5 * 1.5 * 100 = 225" in lines
     assert lines[-1] == "[kiln] exit 0"

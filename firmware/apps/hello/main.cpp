@@ -1,6 +1,7 @@
-// The first program kiln runs on a board: a greeting, and one Helium (MVE)
-// and one FPU instruction, so a build without the coprocessors enabled faults
-// here rather than later in a model.
+// The first program kiln runs on a board: a greeting; proof that startup
+// loaded .data, zeroed .bss and ran C++ static constructors; and one Helium
+// (MVE) and one FPU instruction, so a build without the coprocessors enabled
+// faults here rather than later in a model.
 #include <arm_mve.h>
 
 #include <cstdint>
@@ -8,8 +9,22 @@
 #include "kiln/platform.h"
 #include "kiln_board.h"
 
+namespace {
+volatile int loaded = 42;  // .data: copied from its load image by startup
+volatile int zeroed;       // .bss: zeroed by startup
+
+struct Constructed {
+  // Reads a volatile, so the constructor must run at startup (.init_array).
+  Constructed() : value(loaded + 1) {}
+  int value;
+};
+Constructed constructed;
+}  // namespace
+
 int main() {
   kiln::print("Hello from kiln on %s (%s)\n", KILN_BOARD_NAME, KILN_CPU_CORE);
+  kiln::print("startup: .data %d, .bss %d, static constructor %d\n", loaded, zeroed,
+              constructed.value);
 
   int8_t values[16];
   for (int i = 0; i < 16; ++i) values[i] = static_cast<int8_t>(i + 1);
@@ -21,5 +36,6 @@ int main() {
   const int scaled = static_cast<int>(radius * radius * 100.0f);  // 225
   kiln::print("FPU: 1.5 * 1.5 * 100 = %d\n", scaled);
 
-  return (dot == 1496 && scaled == 225) ? 0 : 1;
+  const bool started = loaded == 42 && zeroed == 0 && constructed.value == 43;
+  return (started && dot == 1496 && scaled == 225) ? 0 : 1;
 }
