@@ -1,0 +1,273 @@
+"""kiln's Ethos-U quantizer, on torchao's PT2E API.
+
+The scheme is the one TOSA's INT profile and the Ethos-U run natively:
+- activations: int8, asymmetric, per tensor (int16 symmetric as an option);
+- weights: int8, symmetric (zero point 0, range -127..127), per output channel;
+- bias: int32, zero point 0, scale = input scale x weight scale per channel.
+
+Each operator falls in one class, which decides how it is annotated:
+- MAC ops (conv, linear, ...) quantize their weights and bias; a following
+  relu/relu6/hardtanh/clamp is fused: only the activation's output is observed,
+  as the NPU clamps in the same operation.
+- ops with their own output range (add, sigmoid, softmax, ...): every input and
+  the output observed independently.
+- ops that move or select values without arithmetic (reshape, max pool, pad,
+  concat, ...), and average pooling (TOSA's AVG_POOL2D keeps the scale): the
+  output shares the input's quantization parameters, so no rescale is needed.
+Anything else is left in float; the partitioner then keeps it on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from torch.fx import GraphModule, Node
+from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinMaxObserver
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+from torchao.quantization.pt2e.quantizer import (
+    DerivedQuantizationSpec,
+    QuantizationAnnotation,
+    QuantizationSpec,
+    Quantizer,
+    SharedQuantizationSpec,
+)
+
+from kiln.errors import UsageError
+
+aten = torch.ops.aten
+
+# Weight tensor axis that indexes output channels, per MAC op.
+MAC_OPS = {
+    aten.conv2d.default: 0,
+    aten.conv1d.default: 0,
+    aten.linear.default: 0,
+    aten.conv_transpose2d.input: 1,
+}
+INDEPENDENT_OPS = {
+    aten.add.Tensor,
+    aten.add_.Tensor,
+    aten.sub.Tensor,
+    aten.mul.Tensor,
+    aten.matmul.default,
+    aten.bmm.default,
+    aten.mm.default,
+    aten.sigmoid.default,
+    aten.tanh.default,
+    aten.hardswish.default,
+    aten.hardsigmoid.default,
+    aten.leaky_relu.default,
+    aten.softmax.int,
+    aten._softmax.default,
+    aten.log_softmax.int,
+    aten.mean.dim,
+    aten.mean.default,
+    aten.upsample_bilinear2d.vec,
+    aten.upsample_bilinear2d.default,
+}
+SHARED_OPS = {
+    aten.max_pool2d.default,
+    aten.avg_pool2d.default,
+    aten.adaptive_avg_pool2d.default,
+    aten.flatten.using_ints,
+    aten.view.default,
+    aten.reshape.default,
+    aten.permute.default,
+    aten.transpose.int,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.unsqueeze.default,
+    aten.pad.default,
+    aten.constant_pad_nd.default,
+    aten.upsample_nearest2d.vec,
+    aten.upsample_nearest2d.default,
+    aten.clone.default,
+    aten.contiguous.default,
+    aten.dropout.default,
+    aten.relu.default,
+    aten.relu_.default,
+    aten.hardtanh.default,
+    aten.hardtanh_.default,
+    aten.clamp.default,
+    aten.slice.Tensor,
+    aten.select.int,
+}
+CONCAT_OPS = {aten.cat.default, aten.concat.default}
+# Activations the NPU applies as the clamp of the producing MAC or elementwise op.
+FUSIBLE_ACTIVATIONS = {
+    aten.relu.default,
+    aten.relu_.default,
+    aten.hardtanh.default,
+    aten.hardtanh_.default,
+    aten.clamp.default,
+}
+FUSING_PRODUCERS = set(MAC_OPS) | {aten.add.Tensor, aten.add_.Tensor, aten.sub.Tensor, aten.mul.Tensor}
+
+
+@dataclass(frozen=True)
+class QuantizationScheme:
+    """Activation precision: 8 (int8, asymmetric) or 16 (int16, symmetric); weights are int8."""
+
+    activation_bits: int = 8
+
+    def __post_init__(self):
+        if self.activation_bits not in (8, 16):
+            raise UsageError(f"activations can be 8 or 16 bits, not {self.activation_bits}")
+
+    def activation(self) -> QuantizationSpec:
+        if self.activation_bits == 8:
+            return QuantizationSpec(
+                dtype=torch.int8,
+                quant_min=-128,
+                quant_max=127,
+                qscheme=torch.per_tensor_affine,
+                observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
+            )
+        return QuantizationSpec(
+            dtype=torch.int16,
+            quant_min=-32767,
+            quant_max=32767,
+            qscheme=torch.per_tensor_symmetric,
+            observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
+        )
+
+    @staticmethod
+    def weight(axis: int) -> QuantizationSpec:
+        return QuantizationSpec(
+            dtype=torch.int8,
+            quant_min=-127,
+            quant_max=127,
+            qscheme=torch.per_channel_symmetric,
+            ch_axis=axis,
+            observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=2**-12),
+        )
+
+    @staticmethod
+    def bias(activation: Node, weight: Node, mac: Node) -> DerivedQuantizationSpec:
+        def derive(observers):
+            activation_scale, _ = observers[0].calculate_qparams()
+            weight_scale, _ = observers[1].calculate_qparams()
+            scale = (activation_scale * weight_scale).to(torch.float32)
+            return scale, torch.zeros_like(scale, dtype=torch.int32)
+
+        return DerivedQuantizationSpec(
+            derived_from=[(activation, mac), (weight, mac)],
+            derive_qparams_fn=derive,
+            dtype=torch.int32,
+            quant_min=-(2**31),
+            quant_max=2**31 - 1,
+            qscheme=torch.per_channel_symmetric,
+            ch_axis=0,
+        )
+
+
+class EthosUQuantizer(Quantizer):
+    """Annotates a graph from torch.export for int8 (or int16) Ethos-U execution.
+
+    `skip(node) -> bool` leaves chosen nodes in float (they then run on the CPU).
+    """
+
+    def __init__(self, scheme: QuantizationScheme = QuantizationScheme(), skip=None):
+        super().__init__()
+        self.scheme = scheme
+        self.skip = skip or (lambda node: False)
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        act = self.scheme.activation()
+        for node in model.graph.nodes:
+            if node.op != "call_function" or _annotated(node) or self.skip(node):
+                continue
+            if node.target in MAC_OPS:
+                self._annotate_mac(node, act)
+            elif node.target in INDEPENDENT_OPS:
+                self._annotate_independent(node, act)
+            elif node.target in CONCAT_OPS:
+                self._annotate_concat(node, act)
+            elif node.target in SHARED_OPS:
+                self._annotate_shared(node, act)
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+    def _annotate_mac(self, node: Node, act: QuantizationSpec):
+        activation, weight = node.args[0], node.args[1]
+        bias = node.args[2] if len(node.args) > 2 else None
+        inputs = {activation: act, weight: self.scheme.weight(MAC_OPS[node.target])}
+        if isinstance(bias, Node):
+            inputs[bias] = self.scheme.bias(activation, weight, node)
+        fused = _fusible_activation(node)
+        if fused is not None and not self.skip(fused):
+            _mark(node, inputs, None)
+            _mark(fused, {}, act)
+        else:
+            _mark(node, inputs, act)
+
+    def _annotate_independent(self, node: Node, act: QuantizationSpec):
+        inputs = {arg: act for arg in node.args if isinstance(arg, Node) and _is_float_tensor(arg)}
+        fused = _fusible_activation(node) if node.target in FUSING_PRODUCERS else None
+        if fused is not None and not self.skip(fused):
+            _mark(node, inputs, None)
+            _mark(fused, {}, act)
+        else:
+            _mark(node, inputs, act)
+
+    def _annotate_shared(self, node: Node, act: QuantizationSpec):
+        source = node.args[0]
+        if not isinstance(source, Node) or not _is_float_tensor(source):
+            return
+        _mark(node, {source: act}, SharedQuantizationSpec((source, node)))
+
+    def _annotate_concat(self, node: Node, act: QuantizationSpec):
+        tensors = [t for t in node.args[0] if isinstance(t, Node)]
+        if not tensors:
+            return
+        first = tensors[0]
+        shared = SharedQuantizationSpec((first, node))
+        inputs = {first: act, **{t: shared for t in tensors[1:]}}
+        _mark(node, inputs, shared)
+
+
+def _is_float_tensor(node: Node) -> bool:
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def _fusible_activation(node: Node) -> Node | None:
+    """The relu/relu6/hardtanh/clamp that alone consumes `node`, if its range starts at or below 0."""
+    users = list(node.users)
+    if len(users) != 1 or users[0].op != "call_function" or users[0].target not in FUSIBLE_ACTIVATIONS:
+        return None
+    activation = users[0]
+    if activation.target in (aten.clamp.default,):
+        low = activation.args[1] if len(activation.args) > 1 else activation.kwargs.get("min")
+        if low is None or low > 0:
+            return None  # a clamp that cuts off above zero changes the output range asymmetrically
+    return activation
+
+
+def _annotated(node: Node) -> bool:
+    annotation = node.meta.get("quantization_annotation")
+    return annotation is not None and annotation._annotated
+
+
+def _mark(node: Node, inputs: dict, output):
+    node.meta["quantization_annotation"] = QuantizationAnnotation(
+        input_qspec_map=inputs, output_qspec=output, _annotated=True
+    )
+
+
+def quantize(module: GraphModule, calibration: Iterable[tuple], quantizer: EthosUQuantizer) -> GraphModule:
+    """PT2E post-training quantization: annotate, observe `calibration` inputs, convert.
+
+    `module` is ExportedProgram.module(check_guards=False) (the guards node that
+    torch 2.13 adds otherwise breaks prepare_pt2e). The result holds
+    quantize/dequantize pairs around float ops: PT2E's reference semantics.
+    """
+    prepared = prepare_pt2e(module, quantizer)
+    with torch.no_grad():
+        for inputs in calibration:
+            prepared(*inputs)
+    return convert_pt2e(prepared)

@@ -1,0 +1,128 @@
+"""kiln's Ethos-U quantizer: the int8 scheme's invariants, checked on small models
+whose expected properties follow from the definition of the scheme, and the PT2E
+reference against PyTorch eager."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+from kiln.errors import UsageError
+from kiln.quantizer import EthosUQuantizer, QuantizationScheme, quantize
+
+qd = torch.ops.quantized_decomposed
+aten = torch.ops.aten
+
+
+class ConvReluPoolLinear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.linear = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        y = nn.functional.max_pool2d(y, 2)
+        y = torch.cat([y, torch.sigmoid(y)], 1)[:, :4]
+        return self.linear(torch.flatten(y, 1))
+
+
+def quantized(model, x, **kwargs):
+    module = torch.export.export(model.eval(), (x,), strict=False).module(check_guards=False)
+    return quantize(module, [(x,)], EthosUQuantizer(**kwargs))
+
+
+def node(graph_module, target):
+    return next(n for n in graph_module.graph.nodes if n.target == target)
+
+
+def output_qparams(n):
+    """(scale, zero point) of the quantize node that consumes `n`, or None."""
+    q = [u for u in n.users if u.target == qd.quantize_per_tensor.default]
+    return (q[0].args[1], q[0].args[2]) if q else None
+
+
+def input_qparams(n, index=0):
+    dq = n.args[index]
+    assert dq.target == qd.dequantize_per_tensor.default, f"{n.name} input {index} is not dequantized"
+    return dq.args[1], dq.args[2]
+
+
+@pytest.fixture(scope="module")
+def small():
+    torch.manual_seed(0)
+    model, x = ConvReluPoolLinear().eval(), torch.randn(1, 2, 8, 8)
+    return model, x, quantized(model, x)
+
+
+def test_weights_are_int8_symmetric_per_channel(small):
+    _, _, q = small
+    for mac in (node(q, aten.conv2d.default), node(q, aten.linear.default)):
+        dq_weight = mac.args[1]
+        assert dq_weight.target == qd.dequantize_per_channel.default
+        weights = getattr(q, dq_weight.args[0].target)
+        zero_points = getattr(q, dq_weight.args[2].target)
+        assert weights.dtype == torch.int8 and weights.abs().max() <= 127
+        assert torch.count_nonzero(zero_points) == 0 and dq_weight.args[3] == 0  # axis 0: output channels
+        # Symmetric per channel: each channel's largest magnitude maps to 127.
+        assert torch.all(weights.flatten(1).abs().amax(1) == 127)
+
+
+def test_bias_scale_is_input_scale_times_weight_scale(small):
+    _, _, q = small
+    conv = node(q, aten.conv2d.default)
+    input_scale, _ = input_qparams(conv)
+    weight_scales = getattr(q, conv.args[1].args[1].target)
+    dq_bias = conv.args[2]
+    bias_scales = getattr(q, dq_bias.args[1].target)
+    assert getattr(q, dq_bias.args[0].target).dtype == torch.int32
+    torch.testing.assert_close(bias_scales, input_scale * weight_scales, rtol=1e-6, atol=0)
+
+
+def test_relu_is_fused_into_the_conv(small):
+    _, _, q = small
+    conv = node(q, aten.conv2d.default)
+    relu = node(q, aten.relu.default)
+    assert relu.args[0] is conv and output_qparams(conv) is None  # no rescale between them
+    # A non-negative range quantized asymmetrically puts 0.0 at the lowest code.
+    assert output_qparams(relu)[1] == -128
+
+
+def test_data_movement_keeps_quantization_parameters(small):
+    _, _, q = small
+    for target in (aten.max_pool2d.default, aten.slice.Tensor, aten.flatten.using_ints):
+        n = node(q, target)
+        assert output_qparams(n) == input_qparams(n), target
+    cat = node(q, aten.cat.default)
+    params = {(dq.args[1], dq.args[2]) for dq in cat.args[0]}
+    assert params == {output_qparams(cat)}
+
+
+def test_pt2e_reference_is_within_a_few_steps_of_eager(small):
+    model, x, q = small
+    scale, _ = output_qparams(node(q, aten.linear.default))
+    with torch.no_grad():
+        error = (q(x) - model(x)).abs().max().item()
+    assert error <= 4 * scale
+
+
+def test_skipped_node_stays_float():
+    torch.manual_seed(0)
+    model, x = ConvReluPoolLinear().eval(), torch.randn(1, 2, 8, 8)
+    q = quantized(model, x, skip=lambda n: n.target == aten.linear.default)
+    linear = node(q, aten.linear.default)
+    weight = linear.args[1]
+    assert weight.op == "get_attr" and q.get_parameter(weight.target).dtype == torch.float32
+    assert output_qparams(linear) is None
+
+
+def test_int16_activations_are_symmetric():
+    torch.manual_seed(0)
+    model, x = ConvReluPoolLinear().eval(), torch.randn(1, 2, 8, 8)
+    q = quantized(model, x, scheme=QuantizationScheme(activation_bits=16))
+    quantizes = [n for n in q.graph.nodes if n.target == qd.quantize_per_tensor.default]
+    assert quantizes and all(n.args[5] == torch.int16 and n.args[2] == 0 for n in quantizes)
+
+
+def test_unknown_precision_is_a_usage_error():
+    with pytest.raises(UsageError, match="8 or 16 bits"):
+        QuantizationScheme(activation_bits=4)
