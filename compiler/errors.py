@@ -22,6 +22,10 @@ class BoardError(KilnError):
     """A board description is malformed; the message names the file and field."""
 
 
+class ModelError(KilnError):
+    """A model could not be loaded, run or exported; the message names the model and what failed."""
+
+
 class ToolMissingError(KilnError):
     """A tool kiln needs (toolchain, QEMU, FVP) is not installed."""
 

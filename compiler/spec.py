@@ -1,0 +1,75 @@
+"""What a compile is asked to do: the frozen compile spec and its validation.
+
+Defaults for the system config and memory mode come from the target's board
+description, so the compiler and the firmware build always agree.
+"""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import ethosu
+
+from kiln import boards
+from kiln.errors import UsageError
+
+VELA_INI = Path(ethosu.__path__[0]) / "config_files" / "Arm" / "vela.ini"
+IO_KINDS = ("float", "int8")
+
+
+@cache
+def vela_system_configs() -> tuple[str, ...]:
+    """The System_Config sections of the vela.ini shipped with the pinned Vela."""
+    ini = configparser.ConfigParser()
+    ini.read(VELA_INI)
+    prefix = "System_Config."
+    return tuple(s[len(prefix) :] for s in ini.sections() if s.startswith(prefix))
+
+
+@dataclass(frozen=True)
+class Exclusions:
+    """Keeps operators off the NPU: by op type (e.g. "aten.sigmoid"), by module
+    path (e.g. "features.3", which covers its submodules), or by FX node name."""
+
+    op_types: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    node_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompileSpec:
+    target: str
+    system_config: str | None = None  # None: the board's default for the target
+    memory_mode: str | None = None  # None: the board's default for the target
+    quantize: bool = True
+    delegate: bool = True
+    io: str = "float"  # "float": quantize/dequantize at the program's edges; "int8": none
+    activation_bits: int = 8
+    exclusions: Exclusions = Exclusions()
+    intermediates: Path | None = None  # where to keep TOSA, Vela output and graphs
+
+    def resolved(self) -> CompileSpec:
+        """This spec with defaults filled in and every choice checked against the target."""
+        target = boards.target(self.target)
+        system_config = self.system_config or target.system_config
+        memory_mode = self.memory_mode or target.memory_mode
+        if system_config not in vela_system_configs():
+            raise UsageError(
+                f"unknown Vela system config {system_config!r} (known: {', '.join(vela_system_configs())})"
+            )
+        if memory_mode not in target.family.memory_modes:
+            raise UsageError(
+                f"memory mode {memory_mode!r} is not available on {target.name} "
+                f"(available: {', '.join(target.family.memory_modes)})"
+            )
+        if self.io not in IO_KINDS:
+            raise UsageError(f"--io must be one of {', '.join(IO_KINDS)}, not {self.io!r}")
+        if self.io == "int8" and not self.quantize:
+            raise UsageError("--io int8 needs quantization; drop --no-quantize")
+        if self.activation_bits not in (8, 16):
+            raise UsageError(f"activations can be 8 or 16 bits, not {self.activation_bits}")
+        return dataclasses.replace(self, system_config=system_config, memory_mode=memory_mode)
