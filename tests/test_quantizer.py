@@ -126,3 +126,32 @@ def test_int16_activations_are_symmetric():
 def test_unknown_precision_is_a_usage_error():
     with pytest.raises(UsageError, match="8 or 16 bits"):
         QuantizationScheme(activation_bits=4)
+
+
+@pytest.mark.parametrize("name", ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035"])
+def test_every_mac_of_a_zoo_model_is_quantized(name):
+    from kiln.frontend import export, load_model
+
+    model = load_model(name)
+    q = quantize(export(model).module(check_guards=False), [model.inputs], EthosUQuantizer())
+    macs = [n for n in q.graph.nodes if n.target in (aten.conv2d.default, aten.linear.default)]
+    assert macs
+    for mac in macs:
+        assert mac.args[0].target == qd.dequantize_per_tensor.default, mac.name
+        assert mac.args[1].target == qd.dequantize_per_channel.default, mac.name
+
+
+def test_digits_int8_accuracy_is_within_one_percent_of_float():
+    """Real data: the held-out split of scikit-learn's digits, calibrated on training images."""
+    from kiln.frontend import export, load_model
+    from kiln.models import digits
+
+    model = load_model("digits")
+    x_train, _ = digits.train_split()
+    x_test, y_test = digits.test_split()
+    q = quantize(export(model).module(check_guards=False), [(x_train[i : i + 1],) for i in range(200)], EthosUQuantizer())
+    with torch.no_grad():
+        float_accuracy = (model.module(x_test).argmax(1) == y_test).float().mean().item()
+        int8 = torch.cat([q(x_test[i : i + 1]) for i in range(len(x_test))])
+    int8_accuracy = (int8.argmax(1) == y_test).float().mean().item()
+    assert int8_accuracy >= float_accuracy - 0.01

@@ -1,0 +1,58 @@
+"""Helpers shared by the zoo's model files: seeding and deterministic weights."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run the body with torch's CPU generator seeded, restoring the caller's state after.
+
+    Building a model must not depend on, nor disturb, whatever the caller did
+    with the global random state.
+    """
+    with torch.random.fork_rng(devices=()):
+        torch.manual_seed(seed)
+        yield
+
+
+def init_weights(model: nn.Module) -> None:
+    """Kaiming-uniform (ReLU gain) weights for every conv and linear layer.
+
+    PyTorch's default init shrinks the signal by about sqrt(6) per ReLU layer,
+    which would leave the deeper networks' outputs decided by the BatchNorm
+    biases alone; the ReLU gain keeps activations near unit scale at any depth.
+    Biases keep PyTorch's default (small uniform) init.
+    """
+    for module in model.modules():
+        if isinstance(module, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_uniform_(module.weight, nonlinearity="relu")
+
+
+def randomize_batchnorm(model: nn.Module) -> None:
+    """Give every BatchNorm layer random, non-identity statistics and affine parameters.
+
+    With freshly constructed BN (mean 0, var 1, weight 1, bias 0) folding would
+    be a no-op; random values make the folded network something to check.
+    Uses the current (seeded) random state.
+    """
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                n = module.num_features
+                module.running_mean.copy_(0.1 * torch.randn(n))
+                module.running_var.uniform_(0.5, 1.5)
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.copy_(0.1 * torch.randn(n))
+
+
+def prepare(model: nn.Module) -> nn.Module:
+    """Deterministic weights and random BN state for a model built under `seeded`; eval mode."""
+    init_weights(model)
+    randomize_batchnorm(model)
+    return model.eval()

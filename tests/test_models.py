@@ -1,0 +1,350 @@
+"""The model zoo: every entry builds, runs, is deterministic and exports.
+
+Expected shapes, parameter counts and layer counts below are worked out by
+hand from the architectures, not taken from the code under test.
+"""
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from kiln import models
+from kiln.errors import UsageError
+
+NAMES = [
+    "tiny_cnn",
+    "ds_cnn",
+    "resnet8",
+    "mobilenet_v1_025",
+    "fc_autoencoder",
+    "mobilenet_v2",
+    "mobilenet_v2_035",
+    "digits",
+]
+
+INPUT_SHAPES = {
+    "tiny_cnn": (1, 1, 8, 8),
+    "ds_cnn": (1, 1, 49, 10),
+    "resnet8": (1, 3, 32, 32),
+    "mobilenet_v1_025": (1, 3, 96, 96),
+    "fc_autoencoder": (1, 640),
+    "mobilenet_v2": (1, 3, 224, 224),
+    "mobilenet_v2_035": (1, 3, 96, 96),
+    "digits": (1, 1, 8, 8),
+}
+
+OUTPUT_SHAPES = {
+    "tiny_cnn": (1, 4),
+    "ds_cnn": (1, 12),
+    "resnet8": (1, 10),
+    "mobilenet_v1_025": (1, 2),
+    "fc_autoencoder": (1, 640),
+    "mobilenet_v2": (1, 1000),
+    "mobilenet_v2_035": (1, 1000),
+    "digits": (1, 10),
+}
+
+# BatchNorm layers per model, counted from the architectures:
+#   ds_cnn: stem 1 + 4 blocks x (depthwise, pointwise) = 9
+#   resnet8: stem 1 + 3 stacks x 2 (the 1x1 shortcuts have none) = 7
+#   mobilenet_v1_025: first conv 1 + 13 blocks x 2 = 27
+#   fc_autoencoder: every linear layer but the last: 5 + 4 = 9
+#   mobilenet_v2: first conv 1 + first block (no expansion) 2 + 16 blocks x 3 + last conv 1 = 52
+BATCHNORM_LAYERS = {
+    "tiny_cnn": 0,
+    "ds_cnn": 9,
+    "resnet8": 7,
+    "mobilenet_v1_025": 27,
+    "fc_autoencoder": 9,
+    "mobilenet_v2": 52,
+    "mobilenet_v2_035": 52,
+    "digits": 0,
+}
+
+# The model files; mobilenet_v2.py serves both MobileNetV2 entries, and its
+# module-level ModelUnderTest is the width 1.0 one.
+MODEL_FILES = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2", "digits"]
+
+
+def n_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def run(model: nn.Module, inputs: tuple) -> torch.Tensor:
+    with torch.no_grad():
+        return model(*inputs)
+
+
+# ---------------------------------------------------------------- registry
+
+
+def test_registry_lists_the_zoo_in_order():
+    assert list(models.MODELS) == NAMES
+    for name, entry in models.MODELS.items():
+        assert isinstance(entry, models.ZooEntry)
+        assert entry.name == name
+        assert entry.summary
+        assert entry.tolerance_steps == 1
+        assert entry.tolerance_fraction == 0.99
+
+
+def test_zoo_entries_are_frozen():
+    entry = models.MODELS["tiny_cnn"]
+    with pytest.raises(AttributeError):
+        entry.name = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        models.MODELS["other"] = entry  # type: ignore[index]
+
+
+def test_unknown_model_is_a_usage_error_naming_the_known_models():
+    with pytest.raises(UsageError) as raised:
+        models.load("resnet9000")
+    message = str(raised.value)
+    assert "resnet9000" in message
+    for name in NAMES:
+        assert name in message
+    assert "\n" not in message
+
+
+def test_importing_the_zoo_builds_nothing():
+    # In a fresh interpreter: importing the package imports no model file, and
+    # importing the costly model files neither trains nor builds.
+    code = """
+import sys
+import kiln.models
+assert not [m for m in sys.modules if m.startswith("kiln.models.")], sorted(sys.modules)
+assert "sklearn" not in sys.modules and "torchvision" not in sys.modules
+import kiln.models.digits as digits, kiln.models.mobilenet_v2 as mobilenet_v2
+for module in (digits, mobilenet_v2):
+    assert "ModelUnderTest" not in vars(module) and "ModelInputs" not in vars(module)
+assert digits._trained_state.cache_info().currsize == 0
+assert "sklearn" not in sys.modules
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+# ---------------------------------------------------------------- every model
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_builds_and_runs(name):
+    model, inputs = models.load(name)
+    assert isinstance(model, nn.Module)
+    assert not any(m.training for m in model.modules()), "not in eval mode"
+    assert isinstance(inputs, tuple) and len(inputs) == 1
+    assert inputs[0].dtype == torch.float32
+    assert tuple(inputs[0].shape) == INPUT_SHAPES[name]
+
+    output = run(model, inputs)
+    assert tuple(output.shape) == OUTPUT_SHAPES[name]
+    assert torch.isfinite(output).all()
+    assert output.min() < output.max(), "all outputs equal"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_building_twice_gives_identical_outputs(name):
+    model_a, inputs_a = models.load(name)
+    model_b, inputs_b = models.load(name)
+    assert model_a is not model_b
+    assert all(torch.equal(a, b) for a, b in zip(inputs_a, inputs_b, strict=True))
+    state_a, state_b = model_a.state_dict(), model_b.state_dict()
+    assert state_a.keys() == state_b.keys()
+    assert all(torch.equal(state_a[k], state_b[k]) for k in state_a)
+    assert torch.equal(run(model_a, inputs_a), run(model_b, inputs_b))
+
+
+def test_building_leaves_the_global_random_state_alone():
+    torch.manual_seed(1234)
+    expected = torch.rand(8)
+    torch.manual_seed(1234)
+    models.load("tiny_cnn")
+    assert torch.equal(torch.rand(8), expected)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batchnorm_is_not_identity(name):
+    model, _ = models.load(name)
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    assert len(norms) == BATCHNORM_LAYERS[name]
+    for bn in norms:
+        assert (bn.running_var > 0).all()
+        assert not torch.equal(bn.running_var, torch.ones_like(bn.running_var))
+        assert not torch.equal(bn.running_mean, torch.zeros_like(bn.running_mean))
+        assert not torch.equal(bn.weight, torch.ones_like(bn.weight))
+        assert not torch.equal(bn.bias, torch.zeros_like(bn.bias))
+
+
+@pytest.mark.parametrize("name", MODEL_FILES)
+def test_model_file_defines_aot_arm_compiler_names(name):
+    module = importlib.import_module(f"kiln.models.{name}")
+    model, inputs = module.ModelUnderTest, module.ModelInputs
+    assert isinstance(model, nn.Module) and not model.training
+    assert isinstance(inputs, tuple)
+    assert tuple(inputs[0].shape) == INPUT_SHAPES[name]
+    assert module.ModelUnderTest is model, "built again on the second access"
+    assert callable(module.build)
+
+
+def test_mobilenet_v2_file_builds_both_widths():
+    from kiln.models import mobilenet_v2
+
+    narrow, (narrow_input,) = mobilenet_v2.build(0.35)
+    wide, (wide_input,) = mobilenet_v2.build(1.0)
+    assert tuple(narrow_input.shape) == (1, 3, 96, 96)
+    assert tuple(wide_input.shape) == (1, 3, 224, 224)
+    # Width 0.35 rounds the first conv's 32 * 0.35 = 11.2 channels to 8, which is
+    # below 90% of 11.2, so up to 16; the last conv keeps 1280 (scaled only above 1).
+    assert narrow.features[0][0].out_channels == 16
+    assert wide.features[0][0].out_channels == 32
+    assert narrow.classifier.in_features == wide.classifier.in_features == 1280
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_torch_export(name):
+    model, inputs = models.load(name)
+    program = torch.export.export(model, inputs, strict=False)
+    with torch.no_grad():
+        exported = program.module()(*inputs)
+    torch.testing.assert_close(exported, run(model, inputs))
+
+
+# ---------------------------------------------------------------- parameter counts
+
+
+def test_tiny_cnn_parameter_count():
+    conv1 = 8 * (1 * 3 * 3) + 8  # 80
+    conv2 = 16 * (8 * 3 * 3) + 16  # 1168
+    fc = 4 * 16 + 4  # 68
+    assert conv1 + conv2 + fc == 1316
+    assert n_params(models.load("tiny_cnn")[0]) == 1316
+
+
+def test_fc_autoencoder_parameter_count():
+    bn128 = 2 * 128  # weight + bias; running statistics are buffers
+    bn8 = 2 * 8
+    first = 640 * 128 + 128 + bn128  # 82304
+    hidden = 128 * 128 + 128 + bn128  # 16768
+    to_bottleneck = 128 * 8 + 8 + bn8  # 1048
+    from_bottleneck = 8 * 128 + 128 + bn128  # 1408
+    last = 128 * 640 + 640  # 82560
+    # encoder: first + 3 hidden + to_bottleneck; decoder: from_bottleneck + 3 hidden + last
+    total = first + 3 * hidden + to_bottleneck + from_bottleneck + 3 * hidden + last
+    assert total == 82304 + 6 * 16768 + 1048 + 1408 + 82560 == 267928
+    assert n_params(models.load("fc_autoencoder")[0]) == 267928
+
+
+def test_ds_cnn_parameter_count():
+    stem = 64 * (1 * 10 * 4) + 64 + 2 * 64  # conv with bias + BN: 2752
+    block = (64 * 3 * 3 + 64 + 2 * 64) + (64 * 64 + 64 + 2 * 64)  # depthwise + pointwise: 768 + 4288
+    fc = 64 * 12 + 12  # 780
+    assert stem + 4 * block + fc == 2752 + 4 * 5056 + 780 == 23756
+    assert n_params(models.load("ds_cnn")[0]) == 23756
+
+
+def test_resnet8_parameter_count():
+    def conv(cin, cout, k):
+        return cout * cin * k * k + cout
+
+    def bn(c):
+        return 2 * c
+
+    stem = conv(3, 16, 3) + bn(16)  # 480
+    stack1 = conv(16, 16, 3) + bn(16) + conv(16, 16, 3) + bn(16)  # 4704, identity shortcut
+    stack2 = conv(16, 32, 3) + bn(32) + conv(32, 32, 3) + bn(32) + conv(16, 32, 1)  # 14560
+    stack3 = conv(32, 64, 3) + bn(64) + conv(64, 64, 3) + bn(64) + conv(32, 64, 1)  # 57792
+    fc = 64 * 10 + 10  # 650
+    assert (stem, stack1, stack2, stack3) == (480, 4704, 14560, 57792)
+    assert stem + stack1 + stack2 + stack3 + fc == 78186
+    assert n_params(models.load("resnet8")[0]) == 78186
+
+
+def test_mobilenet_v1_025_parameter_count():
+    # Channels at width 0.25: first conv 8, then blocks to 16, 32, 32, 64, 64, 128 x6, 256, 256.
+    # Every conv has a bias and a BN (weight + bias): depthwise c*9 + c + 2c, pointwise o*c + o + 2o.
+    first = 8 * 3 * 3 * 3 + 8 + 2 * 8  # 240
+    blocks = [
+        (8 * 12) + (16 * 8 + 3 * 16),  # 8->16: 96 + 176 = 272
+        (16 * 12) + (32 * 16 + 3 * 32),  # 16->32: 192 + 608 = 800
+        (32 * 12) + (32 * 32 + 3 * 32),  # 32->32: 384 + 1120 = 1504
+        (32 * 12) + (64 * 32 + 3 * 64),  # 32->64: 384 + 2240 = 2624
+        (64 * 12) + (64 * 64 + 3 * 64),  # 64->64: 768 + 4288 = 5056
+        (64 * 12) + (128 * 64 + 3 * 128),  # 64->128: 768 + 8576 = 9344
+        5 * ((128 * 12) + (128 * 128 + 3 * 128)),  # 128->128 x5: 5 * (1536 + 16768) = 91520
+        (128 * 12) + (256 * 128 + 3 * 256),  # 128->256: 1536 + 33536 = 35072
+        (256 * 12) + (256 * 256 + 3 * 256),  # 256->256: 3072 + 66304 = 69376
+    ]
+    assert blocks == [272, 800, 1504, 2624, 5056, 9344, 91520, 35072, 69376]
+    classifier = 256 * 2 + 2  # 514
+    assert first + sum(blocks) + classifier == 216322
+    assert n_params(models.load("mobilenet_v1_025")[0]) == 216322
+
+
+def test_mobilenet_v2_parameter_count():
+    # The well-known parameter count of MobileNetV2 1.0 (torchvision's mobilenet_v2).
+    assert n_params(models.load("mobilenet_v2")[0]) == 3_504_872
+
+
+# ---------------------------------------------------------------- digits
+
+
+@pytest.fixture(scope="module")
+def digits():
+    from kiln.models import digits
+
+    model, inputs = models.load("digits")
+    return digits, model, inputs
+
+
+def test_digits_splits(digits):
+    module, _, _ = digits
+    x_train, y_train = module.train_split()
+    x_test, y_test = module.test_split()
+    # 1797 images; test_size 0.25 -> ceil(0.25 * 1797) = 450 test, 1347 train.
+    assert x_test.shape == (450, 1, 8, 8) and y_test.shape == (450,)
+    assert x_train.shape == (1347, 1, 8, 8) and y_train.shape == (1347,)
+    assert x_test.dtype == torch.float32 and y_test.dtype == torch.int64
+    assert 0.0 <= float(x_test.min()) and float(x_test.max()) <= 1.0
+    assert float(x_train.max()) == 1.0  # 16 / 16
+    # Stratified: each digit's share of the test set is a quarter of its images, +-1.
+    test_counts = torch.bincount(y_test, minlength=10)
+    all_counts = test_counts + torch.bincount(y_train, minlength=10)
+    assert int(all_counts.sum()) == 1797
+    assert ((test_counts - 0.25 * all_counts).abs() <= 1).all()
+
+
+def test_digits_inputs_are_the_first_test_image(digits):
+    module, _, inputs = digits
+    x_test, _ = module.test_split()
+    assert torch.equal(inputs[0], x_test[:1])
+
+
+def test_digits_float_accuracy(digits):
+    module, model, _ = digits
+    x_test, y_test = module.test_split()
+    accuracy = module.accuracy(model, x_test, y_test)
+    print(f"digits: float test accuracy {accuracy:.4f}")
+    assert accuracy >= 0.95
+
+
+def test_digits_accuracy_helper_counts_correct_predictions(digits):
+    module, _, _ = digits
+
+    class Fixed(nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.one_hot(torch.tensor([3, 1, 4, 1]), 10).float()
+
+    x = torch.zeros(4, 1, 8, 8)
+    assert module.accuracy(Fixed(), x, torch.tensor([3, 1, 4, 1])) == 1.0
+    assert module.accuracy(Fixed(), x, torch.tensor([3, 0, 0, 1])) == 0.5
+
+
+def test_digits_trains_once_per_process(digits):
+    module, _, _ = digits
+    models.load("digits")
+    models.load("digits")
+    assert module._trained_state.cache_info().misses == 1
