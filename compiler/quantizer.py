@@ -198,15 +198,14 @@ class EthosUQuantizer(Quantizer):
         inputs = {activation: act, weight: self.scheme.weight(MAC_OPS[node.target])}
         if isinstance(bias, Node):
             inputs[bias] = self.scheme.bias(activation, weight, node)
-        fused = _fusible_activation(node)
-        if fused is not None and not self.skip(fused):
-            _mark(node, inputs, None)
-            _mark(fused, {}, act)
-        else:
-            _mark(node, inputs, act)
+        self._mark_fusing(node, inputs, act)
 
     def _annotate_independent(self, node: Node, act: QuantizationSpec):
         inputs = {arg: act for arg in node.args if isinstance(arg, Node) and _is_float_tensor(arg)}
+        self._mark_fusing(node, inputs, act)
+
+    def _mark_fusing(self, node: Node, inputs: dict, act: QuantizationSpec):
+        """Marks `node`; a fusible activation after it takes the output observer instead."""
         fused = _fusible_activation(node) if node.target in FUSING_PRODUCERS else None
         if fused is not None and not self.skip(fused):
             _mark(node, inputs, None)
