@@ -112,24 +112,23 @@ class QuantizationScheme:
 
     activation_bits: int = 8
 
+    # bits -> (dtype, quant_min, quant_max, qscheme)
+    ACTIVATIONS = {
+        8: (torch.int8, -128, 127, torch.per_tensor_affine),
+        16: (torch.int16, -32767, 32767, torch.per_tensor_symmetric),
+    }
+
     def __post_init__(self):
-        if self.activation_bits not in (8, 16):
+        if self.activation_bits not in self.ACTIVATIONS:
             raise UsageError(f"activations can be 8 or 16 bits, not {self.activation_bits}")
 
     def activation(self) -> QuantizationSpec:
-        if self.activation_bits == 8:
-            return QuantizationSpec(
-                dtype=torch.int8,
-                quant_min=-128,
-                quant_max=127,
-                qscheme=torch.per_tensor_affine,
-                observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
-            )
+        dtype, quant_min, quant_max, qscheme = self.ACTIVATIONS[self.activation_bits]
         return QuantizationSpec(
-            dtype=torch.int16,
-            quant_min=-32767,
-            quant_max=32767,
-            qscheme=torch.per_tensor_symmetric,
+            dtype=dtype,
+            quant_min=quant_min,
+            quant_max=quant_max,
+            qscheme=qscheme,
             observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
         )
 

@@ -16,6 +16,7 @@ import ethosu
 
 from kiln import boards
 from kiln.errors import UsageError
+from kiln.quantizer import QuantizationScheme
 
 VELA_INI = Path(ethosu.__path__[0]) / "config_files" / "Arm" / "vela.ini"
 IO_KINDS = ("float", "int8")
@@ -70,6 +71,5 @@ class CompileSpec:
             raise UsageError(f"--io must be one of {', '.join(IO_KINDS)}, not {self.io!r}")
         if self.io == "int8" and not self.quantize:
             raise UsageError("--io int8 needs quantization; drop --no-quantize")
-        if self.activation_bits not in (8, 16):
-            raise UsageError(f"activations can be 8 or 16 bits, not {self.activation_bits}")
+        QuantizationScheme(self.activation_bits)  # raises UsageError for an unsupported precision
         return dataclasses.replace(self, system_config=system_config, memory_mode=memory_mode)

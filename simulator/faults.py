@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
 # Lines of the firmware's protocol on the UART.
 EXIT_LINE = re.compile(r"^\[kiln\] exit (-?\d+)\s*$")
 FAULT_LINE = re.compile(r"^\[kiln\] FAULT exception=(\d+)\s*$")
@@ -156,11 +159,6 @@ class ProtocolReader:
 
 def symbolize(elf: Path, address: int) -> str:
     """`function+0xoffset` for a code address, or `?` without a matching symbol."""
-    try:
-        from elftools.elf.elffile import ELFFile
-        from elftools.elf.sections import SymbolTableSection
-    except ImportError:
-        return "?"
     address &= ~1  # Thumb bit
     try:
         with open(elf, "rb") as stream:

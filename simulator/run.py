@@ -160,9 +160,7 @@ def _supervise(platform: Platform, cwd: Path, timeout: float, echo) -> RunResult
     finally:
         # Also on Ctrl-C: the platform runs in its own session and would outlive us.
         _stop(process, at_once=timed_out or sys.exc_info()[0] is not None)
-    result = RunResult(0, uart, protocol.fault, protocol.lockup, timed_out)
-    result.status = _status(process, protocol, timed_out)
-    return result
+    return RunResult(_status(process, protocol, timed_out), uart, protocol.fault, protocol.lockup, timed_out)
 
 
 def _stop(process: subprocess.Popen, at_once: bool):

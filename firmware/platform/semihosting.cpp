@@ -10,6 +10,7 @@ namespace {
 constexpr uint32_t kSysExit = 0x18;
 constexpr uint32_t kSysExitExtended = 0x20;
 constexpr uint32_t kAdpStoppedApplicationExit = 0x20026;
+constexpr uint32_t kAdpStoppedRunTimeErrorUnknown = 0x20023;
 
 uint32_t semihost(uint32_t operation, const void* parameter) {
   register uint32_t r0 __asm("r0") = operation;
@@ -24,7 +25,7 @@ void semihosting_exit(int status) {
   semihost(kSysExitExtended, block);
   // A host without SYS_EXIT_EXTENDED: plain SYS_EXIT (status reads 0 or 1).
   semihost(kSysExit, reinterpret_cast<const void*>(
-                         status == 0 ? kAdpStoppedApplicationExit : 0x20023 /* RunTimeErrorUnknown */));
+                         status == 0 ? kAdpStoppedApplicationExit : kAdpStoppedRunTimeErrorUnknown));
   for (;;) __asm volatile("wfi");
 }
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kiln import firmware
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
 pytestmark = pytest.mark.fvp
@@ -18,8 +20,7 @@ def run_fvp(*args, env=None, timeout=60):
 
 
 def elf(build: Path, app: str) -> str:
-    path = build / f"{app}.elf"
-    return str(path if path.exists() else build / "test-apps" / f"{app}.elf")
+    return str(firmware.elf(build, app))
 
 
 def test_hello_runs_on_the_virtual_platform(firmware_build):
