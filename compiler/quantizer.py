@@ -88,6 +88,7 @@ SHARED_OPS = {
     aten.dropout.default,
     aten.relu.default,
     aten.relu_.default,
+    aten.relu6.default,
     aten.hardtanh.default,
     aten.hardtanh_.default,
     aten.clamp.default,
@@ -99,6 +100,7 @@ CONCAT_OPS = {aten.cat.default, aten.concat.default}
 FUSIBLE_ACTIVATIONS = {
     aten.relu.default,
     aten.relu_.default,
+    aten.relu6.default,
     aten.hardtanh.default,
     aten.hardtanh_.default,
     aten.clamp.default,

@@ -1,0 +1,367 @@
+"""kiln's graph: the quantized model as integer values and the ops between them.
+
+`from_pt2e` folds PT2E's quantize/dequantize pairs into the values they
+describe. An op whose tensor inputs all come from dequantize nodes and whose
+output goes straight into a quantize node (or through an activation the
+quantizer fused) becomes a *quantized* op on integer values; every other op
+stays in float, and explicit `quantize`/`dequantize` ops appear exactly where
+float and integer values meet. Constants (weights, bias) are numpy arrays.
+
+Shapes are in PyTorch's order (NCHW); the TOSA lowering chooses layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch.fx import GraphModule, Node
+
+from kiln.errors import ModelError
+from kiln.quantizer import FUSIBLE_ACTIVATIONS
+
+qd = torch.ops.quantized_decomposed
+QUANTIZE = (qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor)
+DEQUANTIZE = (qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor)
+DEQUANTIZE_CHANNEL = (qd.dequantize_per_channel.default,)
+
+DTYPES = {torch.float32: "float32", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
+          torch.int64: "int64", torch.bool: "bool", torch.uint8: "uint8"}
+QRANGE = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(2**31), 2**31 - 1)}
+
+
+@dataclass(frozen=True)
+class QParams:
+    """Affine quantization: real = (q - zero_point) * scale. Per channel along
+    `axis` when `scale` is an array (then zero_point is 0)."""
+
+    scale: float | np.ndarray
+    zero_point: int = 0
+    axis: int | None = None
+    qmin: int = -128
+    qmax: int = 127
+
+    def step(self) -> float:
+        return float(np.max(self.scale))
+
+
+@dataclass(eq=False)
+class Value:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # "float32", "int8", "int16", "int32", ...
+    qparams: QParams | None = None
+    data: np.ndarray | None = None  # set for constants; shape == self.shape
+    producer: Op | None = None
+    users: list[Op] = field(default_factory=list)
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def __repr__(self):
+        return f"Value({self.name}, {self.dtype}{list(self.shape)})"
+
+
+@dataclass(eq=False)
+class Op:
+    """One operation. `target` is the aten overload (or a quantized_decomposed one
+    for quantize/dequantize); `args`/`kwargs` are the call's, with Values in
+    place of tensors; `activation` is a fused (low, high) clamp in real units."""
+
+    name: str  # the FX node's name: what exclusions and the report use
+    target: torch._ops.OpOverload
+    args: tuple
+    kwargs: dict
+    outputs: list[Value]
+    module: str = ""  # the nn.Module path that created it ("" at top level)
+    activation: tuple[float, float] | None = None
+
+    @property
+    def op_type(self) -> str:
+        """e.g. "aten.conv2d": the op without its overload."""
+        packet = self.target.overloadpacket
+        return f"{packet._qualified_op_name.replace('::', '.')}"
+
+    @property
+    def inputs(self) -> list[Value]:
+        return [v for v in _flatten((self.args, tuple(self.kwargs.values()))) if isinstance(v, Value)]
+
+    @property
+    def output(self) -> Value:
+        return self.outputs[0]
+
+    @property
+    def quantized(self) -> bool:
+        return self.output.qparams is not None and self.target not in QUANTIZE
+
+    def arg(self, name: str):
+        """The argument called `name` in the op's schema, or its default."""
+        for i, a in enumerate(self.target._schema.arguments):
+            if a.name == name:
+                if i < len(self.args):
+                    return self.args[i]
+                if name in self.kwargs:
+                    return self.kwargs[name]
+                return a.default_value if a.has_default_value() else None
+        raise KeyError(f"{self.target} has no argument {name!r}")
+
+    def __repr__(self):
+        return f"Op({self.name}: {self.op_type})"
+
+
+@dataclass
+class Graph:
+    ops: list[Op]  # in execution (topological) order
+    inputs: list[Value]
+    outputs: list[Value]
+
+    def values(self) -> Iterable[Value]:
+        seen = set()
+        for v in self.inputs + [o for op in self.ops for o in op.inputs + op.outputs]:
+            if id(v) not in seen:
+                seen.add(id(v))
+                yield v
+
+
+def _flatten(x):
+    if isinstance(x, (list, tuple)):
+        for item in x:
+            yield from _flatten(item)
+    else:
+        yield x
+
+
+def _dtype(t) -> str:
+    try:
+        return DTYPES[t]
+    except KeyError:
+        raise ModelError(f"tensors of type {t} are not supported") from None
+
+
+def _module_path(node: Node) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    return path.removeprefix("L['self'].").removeprefix("L__self__.")
+
+
+def _qparams(node: Node, constants: dict) -> QParams:
+    """QParams of a quantize/dequantize node (args: x, scale, zero_point, qmin, qmax, dtype)."""
+    scale, zero_point = (constants.get(a, a) for a in node.args[1:3])
+    qmin, qmax = int(node.args[3]), int(node.args[4])
+    if node.target in DEQUANTIZE_CHANNEL:
+        axis = int(node.args[3])
+        qmin, qmax = int(node.args[4]), int(node.args[5])
+        scale = np.asarray(scale.detach().numpy() if isinstance(scale, torch.Tensor) else scale, np.float32)
+        return QParams(scale, 0, axis, qmin, qmax)
+    if isinstance(scale, torch.Tensor):
+        scale = scale.item()
+    if isinstance(zero_point, torch.Tensor):
+        zero_point = zero_point.item()
+    return QParams(float(scale), int(zero_point), None, qmin, qmax)
+
+
+class _Builder:
+    def __init__(self, gm: GraphModule, io_quantized: bool):
+        self.gm = gm
+        self.io_quantized = io_quantized
+        self.ops: list[Op] = []
+        self.env: dict[Node, Value] = {}  # node -> the value it stands for
+        self.dq: dict[Node, Value] = {}  # dequantize node -> the integer value it reads
+        self.constants: dict[Node, torch.Tensor] = {}
+        self.dequantized: dict[int, Value] = {}  # integer value id -> its float dequantization
+        self.inputs: list[Value] = []
+        self.skipped: set[Node] = set()
+
+    def add(self, name, target, args, kwargs, outputs, module="", activation=None) -> Op:
+        op = Op(name, target, args, kwargs, outputs, module, activation)
+        for v in outputs:
+            v.producer = op
+        for v in op.inputs:
+            v.users.append(op)
+        self.ops.append(op)
+        return op
+
+    def float_of(self, node) -> Value | object:
+        """What a float op sees for argument `node`: a float Value (dequantizing if needed)."""
+        if node in self.dq:
+            value = self.dq[node]
+            if value.is_constant:  # a quantized weight used by a float op: fold to float
+                return self.constant(node.name, _dequantize_array(value.data, value.qparams))
+            key = id(value)
+            if key not in self.dequantized:
+                out = Value(f"{value.name}_dq", value.shape, "float32")
+                qp = value.qparams
+                self.add(f"{value.name}_dq", qd.dequantize_per_tensor.default,
+                         (value, qp.scale, qp.zero_point, qp.qmin, qp.qmax, _torch_dtype(value.dtype)), {}, [out])
+                self.dequantized[key] = out
+            return self.dequantized[key]
+        if node in self.env:
+            return self.env[node]
+        if node in self.constants:
+            return self.constant(node.name, self.constants[node].detach().numpy())
+        raise ModelError(f"node {node.name}: its input is not a value kiln understands")
+
+    def constant(self, name, array) -> Value:
+        array = np.ascontiguousarray(array)
+        return Value(name, tuple(array.shape), _dtype(torch.from_numpy(array).dtype), data=array)
+
+    def map_args(self, args, fn):
+        if isinstance(args, (list, tuple)):
+            return type(args)(self.map_args(a, fn) for a in args)
+        if isinstance(args, dict):
+            return {k: self.map_args(a, fn) for k, a in args.items()}
+        if isinstance(args, Node):
+            return fn(args)
+        return args
+
+    def run(self) -> Graph:
+        outputs = None
+        for node in self.gm.graph.nodes:
+            if node in self.skipped:
+                continue
+            if node.op == "placeholder":
+                self.placeholder(node)
+            elif node.op == "get_attr":
+                self.constants[node] = getattr(self.gm, node.target)
+            elif node.op == "output":
+                outputs = self.output(node)
+            elif node.op == "call_function":
+                self.call(node)
+            else:
+                raise ModelError(f"node {node.name}: {node.op} nodes are not supported")
+        return Graph(self.ops, self.inputs, outputs)
+
+    def placeholder(self, node: Node):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise ModelError(f"input {node.name} is not a tensor")
+        users = list(node.users)
+        if self.io_quantized and len(users) == 1 and users[0].target in QUANTIZE:
+            q = users[0]
+            qp = _qparams(q, self.constants)
+            value = Value(node.name, tuple(val.shape), _dtype(q.args[5]), qp)
+            self.env[q] = value
+            self.skipped.add(q)
+        else:
+            value = Value(node.name, tuple(val.shape), _dtype(val.dtype))
+            self.env[node] = value
+        self.inputs.append(value)
+
+    def output(self, node: Node) -> list[Value]:
+        result = []
+        for arg in _flatten(node.args[0]):
+            if not isinstance(arg, Node):
+                raise ModelError(f"the model returns {arg!r}, not a tensor")
+            if arg in self.dq and self.io_quantized and not self.dq[arg].is_constant:
+                result.append(self.dq[arg])
+            else:
+                result.append(self.float_of(arg))
+        return result
+
+    def call(self, node: Node):
+        target = node.target
+        if target in QUANTIZE:
+            source = self.float_of(node.args[0])
+            qp = _qparams(node, self.constants)
+            out = Value(node.name, source.shape, _dtype(node.args[5]), qp)
+            self.add(node.name, target, (source, *node.args[1:]), {}, [out])
+            self.env[node] = out
+            return
+        if target in DEQUANTIZE or target in DEQUANTIZE_CHANNEL:
+            source = node.args[0]
+            if source in self.constants:  # a quantized constant (weight, bias)
+                array = self.constants[source].detach().numpy()
+                self.dq[node] = Value(source.name, tuple(array.shape), _dtype(self.constants[source].dtype),
+                                      _qparams(node, self.constants), data=array)
+            else:
+                self.dq[node] = self.env[source]
+            return
+        if target is torch.ops.aten._assert_tensor_metadata.default:
+            return
+        self.aten(node)
+
+    def aten(self, node: Node):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise ModelError(
+                f"node {node.name} ({node.target}) returns {type(val).__name__}, not one tensor; "
+                "kiln supports single-output operators"
+            )
+        quant, fused, activation = self.quantized_output(node)
+        tensor_args = [a for a in _flatten((node.args, tuple(node.kwargs.values()))) if isinstance(a, Node)]
+        inputs_quantized = tensor_args and all(a in self.dq for a in tensor_args)
+        module = _module_path(node)
+        if quant is not None and inputs_quantized:
+            qp = _qparams(quant, self.constants)
+            out = Value(quant.name, tuple(val.shape), _dtype(quant.args[5]), qp)
+            args = self.map_args(node.args, lambda n: self.dq[n])
+            kwargs = self.map_args(node.kwargs, lambda n: self.dq[n])
+            self.add(node.name, node.target, args, kwargs, [out], module, activation)
+            self.env[quant] = out
+            self.skipped.update({quant} | ({fused} if fused is not None else set()))
+            return
+        args = self.map_args(node.args, self.float_of)
+        kwargs = self.map_args(node.kwargs, self.float_of)
+        out = Value(node.name, tuple(val.shape), _dtype(val.dtype))
+        self.add(node.name, node.target, args, kwargs, [out], module)
+        self.env[node] = out
+
+    def quantized_output(self, node: Node):
+        """(quantize node, fused activation node or None, activation range) if `node`'s
+        result is quantized right away (directly or after a fused activation)."""
+        users = list(node.users)
+        if len(users) != 1:
+            return None, None, None
+        user = users[0]
+        if user.target in QUANTIZE:
+            return user, None, None
+        if user.target in FUSIBLE_ACTIVATIONS:
+            after = list(user.users)
+            if len(after) == 1 and after[0].target in QUANTIZE:
+                return after[0], user, _activation_range(user)
+        return None, None, None
+
+
+def _activation_range(node: Node) -> tuple[float, float]:
+    name = node.target.overloadpacket.__name__.rstrip("_")
+    if name == "relu":
+        return (0.0, float("inf"))
+    if name == "relu6":
+        return (0.0, 6.0)
+    if name == "hardtanh":
+        low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min_val", -1.0)
+        high = node.args[2] if len(node.args) > 2 else node.kwargs.get("max_val", 1.0)
+        return (float(low), float(high))
+    low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+    high = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    return (float("-inf") if low is None else float(low), float("inf") if high is None else float(high))
+
+
+def _torch_dtype(name: str):
+    return {v: k for k, v in DTYPES.items()}[name]
+
+
+def _dequantize_array(data: np.ndarray, qp: QParams) -> np.ndarray:
+    scale = np.asarray(qp.scale, np.float32)
+    if qp.axis is not None:
+        shape = [1] * data.ndim
+        shape[qp.axis] = -1
+        scale = scale.reshape(shape)
+    return ((data.astype(np.float32) - np.float32(qp.zero_point)) * scale).astype(np.float32)
+
+
+def from_pt2e(gm: GraphModule, io_quantized: bool = False) -> Graph:
+    """kiln's graph of a PT2E-converted module (or of a plain exported one, all float).
+
+    With `io_quantized`, an input quantized right away and an output that is a
+    dequantized integer value stay integer: the program's I/O is then int8.
+    """
+    return _Builder(gm, io_quantized).run()

@@ -1,0 +1,194 @@
+"""Splits kiln's graph into NPU partitions and CPU ops.
+
+An op goes to the NPU when no support rule and no user exclusion stops it.
+Supported ops join the partition of a supported producer unless that would
+make a cycle (a path from the partition through the CPU back into it), so each
+partition can run as one delegate call. The result lists every op with where
+it runs and, for the CPU, why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kiln.boards import Target
+from kiln.errors import KilnError
+from kiln.graph import Graph, Op, Value
+from kiln.spec import Exclusions
+from kiln.support import reason
+from kiln.tosa_lowering import Partition
+
+
+@dataclass
+class Placement:
+    op: Op
+    partition: int | None  # index into Partitioning.partitions; None: the CPU
+    reason: str | None  # why it is on the CPU
+
+
+@dataclass
+class Partitioning:
+    graph: Graph
+    partitions: list[Partition]
+    placements: list[Placement]  # one per op, in graph order
+    schedule: list[Op | Partition]  # CPU ops and partitions in an order that respects every dependency
+
+
+def excluded(op: Op, exclusions: Exclusions) -> str | None:
+    if op.name in exclusions.node_names:
+        return f"excluded by node name {op.name!r}"
+    for op_type in exclusions.op_types:
+        if op.op_type == op_type or op.op_type == f"aten.{op_type}" or str(op.target) == op_type:
+            return f"excluded by op type {op_type!r}"
+    for module in exclusions.modules:
+        if op.module == module or op.module.startswith(module + "."):
+            return f"excluded by module {module!r}"
+    return None
+
+
+class _Sets:
+    """Union-find over partition ids."""
+
+    def __init__(self):
+        self.parent: list[int] = []
+
+    def new(self) -> int:
+        self.parent.append(len(self.parent))
+        return len(self.parent) - 1
+
+    def find(self, x: int) -> int:
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> int:
+        a, b = self.find(a), self.find(b)
+        self.parent[b] = a
+        return a
+
+
+def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(), delegate: bool = True) -> Partitioning:
+    sets = _Sets()
+    part: dict[int, int] = {}  # op id -> partition id (raw)
+    reasons: dict[int, str | None] = {}
+    depends: dict[int, set[int]] = {}  # op id -> partitions it depends on (raw ids)
+    indirect: dict[int, set[int]] = {}  # ... through an op outside its own partition
+
+    for op in graph.ops:
+        why = reason(op, target) or excluded(op, exclusions)
+        if why is None and not delegate:
+            why = "delegation is off (--no-delegate)"
+        reasons[id(op)] = why
+        producers = [v.producer for v in op.inputs if v.producer is not None]
+        deps: set[int] = set()
+        for p in producers:
+            deps |= depends[id(p)]
+            if id(p) in part:
+                deps.add(part[id(p)])
+        depends[id(op)] = deps
+        if why is not None:
+            indirect[id(op)] = set()
+            continue
+        # Partitions this op reaches only through something outside them must stay apart.
+        far = {sets.find(x) for p in producers if id(p) not in part for x in depends[id(p)]}
+        for p in producers:
+            if id(p) in part:
+                far |= {sets.find(x) for x in indirect[id(p)]}
+        chosen: int | None = None
+        for p in producers:
+            if id(p) not in part:
+                continue
+            candidate = sets.find(part[id(p)])
+            if candidate in far or (chosen is not None and candidate == chosen):
+                continue
+            if chosen is None:
+                chosen = candidate
+            elif not _reaches(candidate, chosen, graph, part, sets, indirect):
+                chosen = sets.union(chosen, candidate)
+        if chosen is None:
+            chosen = sets.new()
+        part[id(op)] = chosen
+        # Indirect dependencies: through producers outside this partition.
+        ind: set[int] = set()
+        for p in producers:
+            if id(p) in part and sets.find(part[id(p)]) == sets.find(chosen):
+                ind |= indirect[id(p)]
+            else:
+                ind |= depends[id(p)] | ({part[id(p)]} if id(p) in part else set())
+        indirect[id(op)] = ind
+
+    return _assemble(graph, part, reasons, sets)
+
+
+def _reaches(a: int, b: int, graph: Graph, part, sets: _Sets, indirect) -> bool:
+    """Whether partitions a and b depend on each other through something outside them."""
+    for op in graph.ops:
+        if id(op) in part:
+            mine = sets.find(part[id(op)])
+            others = {sets.find(x) for x in indirect[id(op)]}
+            if (mine == a and b in others) or (mine == b and a in others):
+                return True
+    return False
+
+
+def _assemble(graph: Graph, part, reasons, sets: _Sets) -> Partitioning:
+    order: list[int] = []  # canonical partition ids in order of first op
+    members: dict[int, list[Op]] = {}
+    for op in graph.ops:
+        if id(op) in part:
+            key = sets.find(part[id(op)])
+            if key not in members:
+                members[key] = []
+                order.append(key)
+            members[key].append(op)
+    partitions = []
+    index_of: dict[int, int] = {}
+    graph_outputs = {id(v) for v in graph.outputs}
+    for key in order:
+        ops = members[key]
+        inside = {id(op) for op in ops}
+        inputs: list[Value] = []
+        outputs: list[Value] = []
+        for op in ops:
+            for v in op.inputs:
+                if not v.is_constant and (v.producer is None or id(v.producer) not in inside) and v not in inputs:
+                    inputs.append(v)
+            for v in op.outputs:
+                if id(v) in graph_outputs or any(id(u) not in inside for u in v.users):
+                    outputs.append(v)
+        index_of[key] = len(partitions)
+        partitions.append(Partition(len(partitions), ops, inputs, outputs))
+    placements = [
+        Placement(op, index_of[sets.find(part[id(op)])] if id(op) in part else None, reasons[id(op)])
+        for op in graph.ops
+    ]
+    return Partitioning(graph, partitions, placements, _schedule(graph, placements, partitions))
+
+
+def _schedule(graph: Graph, placements: list[Placement], partitions: list[Partition]) -> list[Op | Partition]:
+    """CPU ops and partitions, each after everything it reads (Kahn's algorithm, graph order as tie-break)."""
+    unit_of = {id(p.op): (partitions[p.partition] if p.partition is not None else p.op) for p in placements}
+    units: list[Op | Partition] = []
+    for p in placements:
+        unit = unit_of[id(p.op)]
+        if not any(u is unit for u in units):
+            units.append(unit)
+    needs: dict[int, set[int]] = {}
+    for unit in units:
+        ops = unit.ops if isinstance(unit, Partition) else [unit]
+        needs[id(unit)] = {
+            id(unit_of[id(v.producer)]) for op in ops for v in op.inputs
+            if v.producer is not None and unit_of[id(v.producer)] is not unit
+        }
+    done: set[int] = set()
+    schedule: list[Op | Partition] = []
+    while len(schedule) < len(units):
+        for unit in units:
+            if id(unit) not in done and needs[id(unit)] <= done:
+                schedule.append(unit)
+                done.add(id(unit))
+                break
+        else:  # the partitioner never builds a cycle; this is a guard, not a path
+            raise KilnError("internal error: the partitions depend on each other in a cycle")
+    return schedule

@@ -1,0 +1,239 @@
+"""What the NPU runs: per-target support rules.
+
+Each rule is a small predicate on one op of kiln's graph; its text, filled in
+with the op's facts, is the reason the report gives when the op stays on the
+CPU. Rules are checked in the order listed; the first that fails decides.
+Limits come from Vela's documented operator constraints
+(ethosu/vela/tflite_supported_operators.py in ethos-u-vela 5.2.0) and from
+what kiln's TOSA lowering covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from kiln.boards import Target
+from kiln.graph import DEQUANTIZE, QUANTIZE, Op, Value
+from kiln.tosa_lowering import LOWERINGS, TABLE_FUNCTIONS
+
+aten = torch.ops.aten
+CONV_OPS = {aten.conv2d.default}
+POOL_OPS = {aten.avg_pool2d.default, aten.max_pool2d.default}
+SPATIAL_OPS = CONV_OPS | POOL_OPS | {aten.adaptive_avg_pool2d.default, aten.conv_transpose2d.input,
+                                     aten.mean.dim, aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default}
+MAC_OPS = CONV_OPS | {aten.linear.default, aten.conv_transpose2d.input, aten.matmul.default, aten.bmm.default,
+                      aten.mm.default}
+TENSOR_DIM_MAX = 65535
+STRIDE_MAX = 3
+DILATED_HEIGHT_MAX = 64
+DILATED_AREA_MAX = 64 * 64
+KERNEL_HEIGHT_MAX = 256
+KERNEL_AREA_MAX = 256 * 256
+PADDED_POOL_KERNEL_MAX = 8
+WEIGHT_SUM_MAX = 127 * 65536
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    text: str  # the reason shown to users; {fields} come from facts(op)
+    holds: Callable[[Op], bool]
+    ops: frozenset | None = None  # the targets it checks; None: every op
+    families: tuple[str, ...] | None = None  # the NPU families it applies to; None: all
+
+
+RULES: list[Rule] = []
+
+
+def rule(text: str, ops=None, families=None):
+    def register(fn):
+        RULES.append(Rule(fn.__name__, text, fn, frozenset(ops) if ops is not None else None, families))
+        return fn
+
+    return register
+
+
+def _pair(x) -> tuple[int, int]:
+    return (int(x[0]), int(x[-1])) if isinstance(x, (list, tuple)) else (int(x), int(x))
+
+
+def facts(op: Op) -> dict:
+    """Everything a rule's text may mention about `op`."""
+    f = {"op_type": op.op_type, "node": op.name, "shape": list(op.output.shape),
+         "dtypes": ", ".join(sorted({v.dtype for v in op.inputs + op.outputs if not v.is_constant}))}
+    for key in ("stride", "dilation", "kernel_size", "padding", "groups", "dim"):
+        try:
+            f[key] = op.arg(key)
+        except KeyError:
+            pass
+    if op.target in CONV_OPS | {aten.conv_transpose2d.input}:
+        f["kernel_size"] = list(op.arg("weight").shape[2:])
+    return f
+
+
+# ---- rules for every op --------------------------------------------------------------------------
+@rule("stays in float: kiln's quantizer does not quantize {op_type}, and the NPU computes in integers")
+def quantized(op: Op) -> bool:
+    return op.quantized
+
+
+@rule("kiln has no TOSA lowering for {op_type}")
+def lowered(op: Op) -> bool:
+    return op.target in LOWERINGS
+
+
+@rule("{dtypes} tensors: kiln lowers int8 activations to the NPU (16-bit activations run on the CPU)")
+def int8_activations(op: Op) -> bool:
+    return all(v.dtype == "int8" for v in op.inputs + op.outputs if not v.is_constant)
+
+
+@rule("a tensor of shape {shape} has a dimension above the NPU's limit of 65535")
+def tensor_dims(op: Op) -> bool:
+    return all(d <= TENSOR_DIM_MAX for v in op.inputs + op.outputs for d in v.shape)
+
+
+@rule("batch {shape[0]}: the NPU's convolutions and pools take batch 1", ops=SPATIAL_OPS)
+def batch_one(op: Op) -> bool:
+    return op.output.shape[0] == 1
+
+
+# ---- convolution ---------------------------------------------------------------------------------------
+@rule("stride {stride} is outside the NPU's range 1..3", ops=CONV_OPS | POOL_OPS)
+def stride_range(op: Op) -> bool:
+    stride = _pair(op.arg("stride") or op.arg("kernel_size"))
+    if op.target in POOL_OPS and op.output.shape[2:] == (1, 1):
+        return True  # a single window: the lowering sets stride 1
+    return all(1 <= s <= STRIDE_MAX for s in stride)
+
+
+@rule("kernel {kernel_size} with dilation {dilation} spans more than the NPU's 64 rows or 64x64 area",
+      ops=CONV_OPS)
+def dilated_kernel(op: Op) -> bool:
+    kh, kw = op.arg("weight").shape[2:]
+    dh, dw = _pair(op.arg("dilation"))
+    height, width = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    return height <= DILATED_HEIGHT_MAX and height * width <= DILATED_AREA_MAX
+
+
+@rule("the weights of one output channel sum to more than the NPU's limit of 127*65536", ops=MAC_OPS)
+def weight_sum(op: Op) -> bool:
+    weight = op.inputs[1]
+    if not weight.is_constant:
+        return True
+    per_channel = np.abs(weight.data.astype(np.int64)).reshape(weight.shape[0], -1).sum(axis=1)
+    return int(per_channel.max(initial=0)) <= WEIGHT_SUM_MAX
+
+
+@rule("conv_transpose2d with groups or dilation is not lowered", ops={aten.conv_transpose2d.input})
+def plain_transpose_conv(op: Op) -> bool:
+    return int(op.arg("groups")) == 1 and _pair(op.arg("dilation")) == (1, 1)
+
+
+# ---- pooling ----------------------------------------------------------------------------------------------
+@rule("pooling kernel {kernel_size} is beyond the NPU's 256 rows / 256x256 area", ops=POOL_OPS)
+def pool_kernel(op: Op) -> bool:
+    kh, kw = _pair(op.arg("kernel_size"))
+    return kh <= KERNEL_HEIGHT_MAX and kh * kw <= KERNEL_AREA_MAX
+
+
+@rule("padded average pooling with kernel {kernel_size}: the NPU pads kernels up to 8x8",
+      ops={aten.avg_pool2d.default})
+def padded_avg_pool(op: Op) -> bool:
+    kh, kw = _pair(op.arg("kernel_size"))
+    return _pair(op.arg("padding")) == (0, 0) or (kh <= PADDED_POOL_KERNEL_MAX and kw <= PADDED_POOL_KERNEL_MAX)
+
+
+@rule("average pooling with divisor_override or ceil_mode is not lowered", ops={aten.avg_pool2d.default})
+def plain_avg_pool(op: Op) -> bool:
+    return op.arg("divisor_override") is None and not op.arg("ceil_mode")
+
+
+@rule("max pooling with dilation {dilation} is not supported by the NPU", ops={aten.max_pool2d.default})
+def undilated_max_pool(op: Op) -> bool:
+    return _pair(op.arg("dilation")) == (1, 1)
+
+
+@rule("adaptive pooling to {shape} does not split the input into equal windows",
+      ops={aten.adaptive_avg_pool2d.default})
+def adaptive_whole_windows(op: Op) -> bool:
+    (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
+    return h % oh == 0 and w % ow == 0 and (h // oh) * (w // ow) <= KERNEL_AREA_MAX
+
+
+@rule("mean over dims {dim}: kiln lowers the mean over H and W of a 4-D tensor, at most 64 rows and 64x64 values",
+      ops={aten.mean.dim})
+def spatial_mean(op: Op) -> bool:
+    x = op.inputs[0]
+    dims = sorted(d % len(x.shape) for d in op.arg("dim"))
+    return (len(x.shape) == 4 and dims == [2, 3] and x.shape[2] <= DILATED_HEIGHT_MAX
+            and x.shape[2] * x.shape[3] <= DILATED_AREA_MAX)
+
+
+# ---- the rest ---------------------------------------------------------------------------------------------
+@rule("nearest upsampling from {shape} needs whole scale factors",
+      ops={aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default})
+def whole_upsampling(op: Op) -> bool:
+    (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
+    return oh % h == 0 and ow % w == 0
+
+
+@rule("{op_type} with a constant operand is not lowered", ops={aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor,
+                                                              aten.matmul.default, aten.bmm.default, aten.mm.default})
+def runtime_operands(op: Op) -> bool:
+    return not any(v.is_constant for v in op.inputs)
+
+
+@rule("{op_type} with a scalar operand: kiln lowers multiplication by a positive number only",
+      ops={aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor})
+def scalar_operands(op: Op) -> bool:
+    other = op.arg("other")
+    if isinstance(op.arg("self"), Value) and isinstance(other, Value):
+        return True
+    return op.target is aten.mul.Tensor and isinstance(op.arg("self"), Value) and float(other) > 0
+
+
+@rule("{op_type} with alpha other than 1 is not lowered", ops={aten.add.Tensor, aten.sub.Tensor})
+def unit_alpha(op: Op) -> bool:
+    return op.arg("alpha") in (None, 1)
+
+
+@rule("8-bit tables need int8 input and output", ops=set(TABLE_FUNCTIONS))
+def int8_table(op: Op) -> bool:
+    return op.inputs[0].dtype == op.output.dtype == "int8"
+
+
+def reason(op: Op, target: Target) -> str | None:
+    """Why `op` cannot run on `target`'s NPU, or None if it can."""
+    if op.target in QUANTIZE or op.target in DEQUANTIZE:
+        return "converts between the program's float values and int8 (a CPU kernel)"
+    for r in RULES:
+        if r.ops is not None and op.target not in r.ops:
+            continue
+        if r.families is not None and target.family.name not in r.families:
+            continue
+        if not r.holds(op):
+            try:
+                return r.text.format(**facts(op))
+            except (KeyError, IndexError):
+                return r.text
+    return None
+
+
+def macs(op: Op) -> int:
+    """Multiply-accumulates the op performs (0 for ops without a MAC array workload)."""
+    out = op.output.shape
+    if op.target in CONV_OPS:
+        weight = op.inputs[1].shape
+        return int(np.prod(out, dtype=np.int64)) * int(np.prod(weight[1:], dtype=np.int64))
+    if op.target is aten.linear.default:
+        return int(np.prod(out, dtype=np.int64)) * op.inputs[0].shape[-1]
+    if op.target is aten.conv_transpose2d.input:
+        x, weight = op.inputs[0].shape, op.inputs[1].shape
+        return int(np.prod(x, dtype=np.int64)) * int(np.prod(weight[1:], dtype=np.int64))
+    if op.target in (aten.matmul.default, aten.bmm.default, aten.mm.default):
+        return int(np.prod(out, dtype=np.int64)) * op.inputs[0].shape[-1]
+    return 0

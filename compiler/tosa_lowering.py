@@ -1,0 +1,668 @@
+"""Lowers one NPU partition of kiln's graph to a TOSA 1.0 (INT profile) flatbuffer.
+
+Layout contract: the TOSA graph's inputs and outputs have PyTorch's shapes and
+element order (NCHW), so the program hands tensors to the delegate as they are;
+inside, every rank-4 activation lives in NHWC, the layout TOSA's convolutions
+and pools use, with a TRANSPOSE (or a RESHAPE where the two orders coincide)
+at the edges and wherever a torch-order view is needed.
+
+Integer semantics follow the PT2E reference: each quantized op's integer
+result approximates quantize(op(dequantize(inputs))) with one rounding,
+through TOSA RESCALE (single rounding) and CLAMP.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import tosa_serializer as ts
+
+from kiln.errors import KilnError
+from kiln.graph import QRANGE, Op, QParams, Value
+
+aten = torch.ops.aten
+DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "bool": ts.DType.BOOL}
+NCHW_TO_NHWC = (0, 2, 3, 1)
+NHWC_TO_NCHW = (0, 3, 1, 2)
+
+
+class LoweringError(KilnError):
+    """An op passed the support rules but its TOSA lowering failed (a kiln bug or a missing rule)."""
+
+
+@dataclass
+class Partition:
+    """A connected set of quantized ops the NPU runs as one delegate."""
+
+    index: int
+    ops: list[Op]
+    inputs: list[Value]  # produced outside, in the order the delegate takes them
+    outputs: list[Value]  # used outside or program outputs, in the order it returns them
+
+
+def scale_to_multiplier(scale: float, bits: int = 32) -> tuple[int, int]:
+    """(multiplier, shift) with multiplier * 2**-shift ~= scale, multiplier in
+    [2**(bits-2), 2**(bits-1)) and shift in 2..62, as TOSA RESCALE needs."""
+    if scale <= 0:
+        return 0, 2
+    mantissa, exponent = math.frexp(scale)  # scale = mantissa * 2**exponent, mantissa in [0.5, 1)
+    multiplier = round(mantissa * (1 << (bits - 1)))
+    shift = bits - 1 - exponent
+    if multiplier == 1 << (bits - 1):
+        multiplier //= 2
+        shift -= 1
+    if shift > 62:
+        multiplier >>= shift - 62
+        shift = 62
+    if shift < 2:
+        raise LoweringError(f"rescale factor {scale:g} is too large for TOSA RESCALE")
+    return multiplier, shift
+
+
+def _attr(kind: str, *args) -> ts.TosaSerializerAttribute:
+    attribute = ts.TosaSerializerAttribute()
+    getattr(attribute, f"{kind}Attribute")(*args)
+    return attribute
+
+
+def _quantize_real(x: float, qp: QParams, dtype: str) -> int:
+    """The integer for real value x under `qp`, saturated to dtype (infinities to the ends)."""
+    lo, hi = QRANGE[dtype]
+    if math.isinf(x):
+        return lo if x < 0 else hi
+    return int(min(max(round(x / qp.scale) + qp.zero_point, lo), hi))
+
+
+class Lowerer:
+    def __init__(self, partition: Partition):
+        self.partition = partition
+        self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
+        self.names: dict[int, tuple[str, bool]] = {}  # value id -> (tosa name, stored as NHWC)
+        self.tensors: dict[str, ts.TosaSerializerTensor] = {}  # non-constant tensors by name
+        self.count = 0
+
+    # ---- tensors -----------------------------------------------------------------
+    def fresh(self, stem: str) -> str:
+        self.count += 1
+        return f"{stem}_{self.count}"
+
+    def inter(self, shape, dtype: str) -> str:
+        tensor = self.ser.addIntermediate(list(shape), DT[dtype])
+        self.tensors[tensor.name] = tensor
+        return tensor.name
+
+    def const(self, array: np.ndarray, dtype: str, stem: str = "const") -> str:
+        array = np.ascontiguousarray(array, dtype=dtype)
+        name = self.fresh(stem)
+        self.ser.addConst(list(array.shape), DT[dtype], array, name=name)
+        return name
+
+    def shape_const(self, values) -> str:
+        name = self.fresh("shape")
+        self.ser.addConst([len(values)], ts.DType.SHAPE, np.array(values, np.int64), name=name)
+        return name
+
+    def emit(self, op: str, inputs: list[str], outputs: list[str], attribute):
+        self.ser.addOperator(getattr(ts.Op, op), inputs, outputs, attribute)
+
+    def zp(self, value: int, dtype: str) -> str:
+        return self.const(np.array([value]), dtype, "zp")
+
+    def nhwc(self, v: Value) -> str:
+        """`v` as a rank-4 NHWC tensor."""
+        name, is_nhwc = self.names[id(v)]
+        if is_nhwc:
+            return name
+        return self.to_layout(name, v.shape, v.dtype, NCHW_TO_NHWC)
+
+    def torch_order(self, v: Value) -> str:
+        """`v` with PyTorch's shape and element order."""
+        name, is_nhwc = self.names[id(v)]
+        if not is_nhwc:
+            return name
+        n, c, h, w = v.shape
+        return self.to_layout(name, (n, h, w, c), v.dtype, NHWC_TO_NCHW)
+
+    def to_layout(self, name: str, shape, dtype: str, perm) -> str:
+        out_shape = [shape[p] for p in perm]
+        moved = [p for p in perm if shape[p] != 1]
+        if moved == sorted(moved):  # only unit dimensions move: the same element order, a free reshape
+            return self.reshape(name, out_shape, dtype)
+        out = self.inter(out_shape, dtype)
+        self.emit("TRANSPOSE", [name], [out], _attr("Transpose", list(perm)))
+        return out
+
+    def reshape(self, name: str, shape, dtype: str) -> str:
+        out = self.inter(shape, dtype)
+        self.emit("RESHAPE", [name, self.shape_const(list(shape))], [out], _attr("Reshape"))
+        return out
+
+    def bind(self, v: Value, name: str, is_nhwc: bool):
+        self.names[id(v)] = (name, is_nhwc)
+
+    def result(self, v: Value, name: str, is_nhwc: bool = False):
+        """Binds the op's output `v`, applying its fused activation clamp."""
+        if v.producer is not None and v.producer.activation is not None:
+            low, high = v.producer.activation
+            lo, hi = _quantize_real(low, v.qparams, v.dtype), _quantize_real(high, v.qparams, v.dtype)
+            if (lo, hi) != QRANGE[v.dtype]:
+                name = self.clamp(name, self.shape_of(v, is_nhwc), v.dtype, lo, hi)
+        self.bind(v, name, is_nhwc)
+
+    @staticmethod
+    def shape_of(v: Value, is_nhwc: bool):
+        if is_nhwc:
+            n, c, h, w = v.shape
+            return (n, h, w, c)
+        return v.shape
+
+    # ---- arithmetic helpers ---------------------------------------------------------
+    def rescale(self, name, shape, in_dtype, out_dtype, scale, in_zp=0, out_zp=0) -> str:
+        """RESCALE with single rounding; `scale` a float or a per-channel (last axis) array."""
+        per_channel = isinstance(scale, np.ndarray) and scale.size > 1
+        scales = np.atleast_1d(np.asarray(scale, np.float64)) if per_channel else [float(np.asarray(scale))]
+        pairs = [scale_to_multiplier(float(s)) for s in scales]
+        multipliers = self.const(np.array([m for m, _ in pairs]), "int32", "multiplier")
+        shifts = self.const(np.array([s for _, s in pairs]), "int8", "shift")
+        out = self.inter(shape, out_dtype)
+        attribute = _attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, per_channel, False, False)
+        self.emit("RESCALE", [name, multipliers, shifts, self.zp(in_zp, in_dtype), self.zp(out_zp, out_dtype)],
+                  [out], attribute)
+        return out
+
+    def clamp(self, name, shape, dtype, lo, hi) -> str:
+        out = self.inter(shape, dtype)
+        as_bytes = lambda x: list(np.array([x], dtype).view(np.uint8))  # noqa: E731
+        self.emit("CLAMP", [name], [out], _attr("Clamp", as_bytes(lo), as_bytes(hi), ts.NanPropagationMode.PROPAGATE))
+        return out
+
+    # ---- the graph ----------------------------------------------------------------------
+    def lower(self) -> bytes:
+        part = self.partition
+        for v in part.inputs:
+            tensor = ts.TosaSerializerTensor(self.fresh("input"), list(v.shape), DT[v.dtype])
+            self.ser.addInputTensor(tensor)
+            self.tensors[tensor.name] = tensor
+            self.bind(v, tensor.name, False)
+        for op in part.ops:
+            try:
+                LOWERINGS[op.target](self, op)
+            except KilnError:
+                raise
+            except Exception as error:
+                raise LoweringError(f"node {op.name} ({op.op_type}): TOSA lowering failed: {error}") from error
+        taken = {self.names[id(v)][0] for v in part.inputs}
+        for v in part.outputs:
+            name = self.torch_order(v)
+            if name in taken:  # a graph output must be its own tensor
+                name = self.reshape(name, v.shape, v.dtype)
+            taken.add(name)
+            self.ser.addOutputTensor(self.tensors[name])
+        return self.ser.serialize()
+
+
+# ---- per-op lowerings: each binds the op's output ---------------------------------------------
+LOWERINGS: dict[object, Callable[[Lowerer, Op], None]] = {}
+
+
+def lowering(*targets):
+    def register(fn):
+        for target in targets:
+            LOWERINGS[target] = fn
+        return fn
+
+    return register
+
+
+def _pair(x) -> tuple[int, int]:
+    if isinstance(x, (list, tuple)):
+        return (int(x[0]), int(x[-1]))
+    return (int(x), int(x))
+
+
+def conv_geometry(size: int, kernel: int, stride: int, dilation: int, pad: int, out: int) -> tuple[int, int, int]:
+    """(pad_before, pad_after, crop): TOSA needs size - 1 + pads - (kernel-1)*dilation
+    == (out-1)*stride exactly; PyTorch floors, so trailing padding shrinks and, where
+    that is not enough, the input's last `crop` rows are cut."""
+    after = (out - 1) * stride + (kernel - 1) * dilation + 1 - size - pad
+    crop = max(0, -after)
+    return pad, max(0, after), crop
+
+
+def _spatial(lw: Lowerer, op: Op, x: Value, kernel, stride, dilation, padding, out_hw):
+    """x as NHWC, cropped as needed, and TOSA's pad [top, bottom, left, right]."""
+    name = lw.nhwc(x)
+    n, c, h, w = x.shape
+    ph = conv_geometry(h, kernel[0], stride[0], dilation[0], padding[0], out_hw[0])
+    pw = conv_geometry(w, kernel[1], stride[1], dilation[1], padding[1], out_hw[1])
+    if ph[2] or pw[2]:
+        size = [n, h - ph[2], w - pw[2], c]
+        out = lw.inter(size, x.dtype)
+        lw.emit("SLICE", [name, lw.shape_const([0, 0, 0, 0]), lw.shape_const(size)], [out], _attr("Slice"))
+        name = out
+    return name, [ph[0], ph[1], pw[0], pw[1]]
+
+
+def _bias(lw: Lowerer, bias: Value | None, channels: int) -> str:
+    if bias is None:
+        return lw.const(np.zeros(channels), "int32", "bias")
+    return lw.const(bias.data, "int32", "bias")
+
+
+def _mac_rescale(lw: Lowerer, op: Op, acc: str, shape, x: Value, weight: Value, is_nhwc: bool):
+    out = op.output
+    scale = x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale
+    name = lw.rescale(acc, shape, "int32", out.dtype, scale, 0, out.qparams.zero_point)
+    lw.result(out, name, is_nhwc)
+
+
+@lowering(aten.conv2d.default)
+def _conv(lw: Lowerer, op: Op):
+    x, weight, bias = op.arg("input"), op.arg("weight"), op.arg("bias")
+    stride, dilation, groups = _pair(op.arg("stride")), _pair(op.arg("dilation")), int(op.arg("groups"))
+    n, cin, h, w = x.shape
+    cout, cin_g, kh, kw = weight.shape
+    oh, ow = op.output.shape[2:]
+    name, pad = _spatial(lw, op, x, (kh, kw), stride, dilation, _pair(op.arg("padding")), (oh, ow))
+    acc_shape = [n, oh, ow, cout]
+    acc = lw.inter(acc_shape, "int32")
+    zero_points = [lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")]
+    if groups == 1:
+        w_ohwi = weight.data.transpose(0, 2, 3, 1)
+        attribute = _attr("Conv2d", pad, list(stride), list(dilation), False, ts.DType.INT32)
+        lw.emit("CONV2D", [name, lw.const(w_ohwi, "int8", "weight"), _bias(lw, bias, cout), *zero_points], [acc],
+                attribute)
+    elif groups == cin and cin_g == 1:
+        w_hwcm = weight.data.reshape(cin, cout // cin, kh, kw).transpose(2, 3, 0, 1)
+        attribute = _attr("DepthwiseConv2d", pad, list(stride), list(dilation), False, ts.DType.INT32)
+        lw.emit("DEPTHWISE_CONV2D", [name, lw.const(w_hwcm, "int8", "weight"), _bias(lw, bias, cout), *zero_points],
+                [acc], attribute)
+    else:
+        pieces = []
+        cin_g, cout_g = cin // groups, cout // groups
+        in_shape = lw.tensors[name].shape
+        bias_data = bias.data if bias is not None else np.zeros(cout, np.int32)
+        for g in range(groups):  # TOSA has no grouped convolution: slice, convolve, concatenate
+            size = [n, in_shape[1], in_shape[2], cin_g]
+            piece = lw.inter(size, x.dtype)
+            lw.emit("SLICE", [name, lw.shape_const([0, 0, 0, g * cin_g]), lw.shape_const(size)], [piece],
+                    _attr("Slice"))
+            w_g = weight.data[g * cout_g : (g + 1) * cout_g].transpose(0, 2, 3, 1)
+            part = lw.inter(acc_shape[:3] + [cout_g], "int32")
+            attribute = _attr("Conv2d", pad, list(stride), list(dilation), False, ts.DType.INT32)
+            lw.emit("CONV2D", [piece, lw.const(w_g, "int8", "weight"),
+                               lw.const(bias_data[g * cout_g : (g + 1) * cout_g], "int32", "bias"), *zero_points],
+                    [part], attribute)
+            pieces.append(part)
+        lw.emit("CONCAT", pieces, [acc], _attr("Concat", 3))
+    _mac_rescale(lw, op, acc, acc_shape, x, weight, True)
+
+
+@lowering(aten.linear.default)
+def _linear(lw: Lowerer, op: Op):
+    x, weight = op.arg("input"), op.arg("weight")
+    out = op.output
+    k = x.shape[-1]
+    rows = int(np.prod(x.shape[:-1]))
+    cout = weight.shape[0]
+    name = lw.reshape(lw.torch_order(x), [rows, 1, 1, k], x.dtype)
+    acc = lw.inter([rows, 1, 1, cout], "int32")
+    attribute = _attr("Conv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, ts.DType.INT32)
+    lw.emit("CONV2D", [name, lw.const(weight.data.reshape(cout, 1, 1, k), "int8", "weight"),
+                       _bias(lw, op.arg("bias"), cout), lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")],
+            [acc], attribute)
+    scale = x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale
+    res = lw.rescale(acc, [rows, 1, 1, cout], "int32", out.dtype, scale, 0, out.qparams.zero_point)
+    flat = Value(out.name, (rows, 1, 1, cout), out.dtype, out.qparams, producer=op)
+    lw.result(flat, res)
+    lw.bind(out, lw.reshape(lw.names[id(flat)][0], out.shape, out.dtype), False)
+
+
+def _pool_args(op: Op, x: Value):
+    kernel = _pair(op.arg("kernel_size"))
+    stride = _pair(op.arg("stride") or kernel)
+    padding = _pair(op.arg("padding"))
+    out_hw = op.output.shape[2:]
+    if out_hw == (1, 1) and kernel == x.shape[2:] and padding == (0, 0):
+        stride = (1, 1)  # one window: the stride is irrelevant (and TOSA/Vela limit it)
+    return kernel, stride, padding, out_hw
+
+
+@lowering(aten.avg_pool2d.default)
+def _avg_pool(lw: Lowerer, op: Op):
+    x = op.arg("self")
+    kernel, stride, padding, out_hw = _pool_args(op, x)
+    if op.arg("divisor_override") is not None:
+        raise LoweringError(f"node {op.name}: avg_pool2d divisor_override is not supported")
+    name = lw.nhwc(x)
+    n, c, h, w = x.shape
+    if padding != (0, 0) and op.arg("count_include_pad"):
+        # PyTorch divides by the whole window, padding included; TOSA by the valid count only.
+        padded = [n, h + 2 * padding[0], w + 2 * padding[1], c]
+        out = lw.inter(padded, x.dtype)
+        lw.emit("PAD", [name, lw.shape_const([0, 0, padding[0], padding[0], padding[1], padding[1], 0, 0]),
+                        lw.const(np.array([x.qparams.zero_point]), x.dtype, "pad_value")], [out], _attr("Pad"))
+        name, (n, h, w, c), padding = out, padded, (0, 0)
+    ph = conv_geometry(h, kernel[0], stride[0], 1, padding[0], out_hw[0])
+    pw = conv_geometry(w, kernel[1], stride[1], 1, padding[1], out_hw[1])
+    lw.result(op.output, _avg_pool_nhwc(lw, name, x, op.output, kernel, stride, [ph[0], ph[1], pw[0], pw[1]]), True)
+
+
+def _avg_pool_nhwc(lw: Lowerer, name: str, x: Value, out: Value, kernel, stride, pad) -> str:
+    """AVG_POOL2D of NHWC `name` into `out`'s quantization; returns the NHWC result."""
+    n, c = x.shape[:2]
+    shape = [n, out.shape[2] if len(out.shape) == 4 else 1, out.shape[3] if len(out.shape) == 4 else 1, c]
+    same = out.qparams.scale == x.qparams.scale and out.dtype == x.dtype
+    out_zp = out.qparams.zero_point if same else x.qparams.zero_point
+    pooled = lw.inter(shape, x.dtype)
+    attribute = _attr("AvgPool2d", list(kernel), list(stride), pad, ts.DType.INT32)
+    lw.emit("AVG_POOL2D", [name, lw.zp(x.qparams.zero_point, x.dtype), lw.zp(out_zp, x.dtype)], [pooled], attribute)
+    if same:
+        return pooled
+    return lw.rescale(pooled, shape, x.dtype, out.dtype, x.qparams.scale / out.qparams.scale, x.qparams.zero_point,
+                      out.qparams.zero_point)
+
+
+@lowering(aten.adaptive_avg_pool2d.default)
+def _adaptive_avg_pool(lw: Lowerer, op: Op):
+    x = op.arg("self")
+    h, w = x.shape[2:]
+    oh, ow = op.output.shape[2:]
+    kernel = (h // oh, w // ow)  # the support rule requires an exact division
+    stride = (1, 1) if (oh, ow) == (1, 1) else kernel
+    lw.result(op.output, _avg_pool_nhwc(lw, lw.nhwc(x), x, op.output, kernel, stride, [0, 0, 0, 0]), True)
+
+
+@lowering(aten.mean.dim)
+def _mean(lw: Lowerer, op: Op):
+    """Mean over H and W (the support rule checks the dims): a depthwise convolution
+    with a window of ones sums in int32, then one RESCALE divides and requantizes."""
+    x, out = op.arg("self"), op.output
+    n, c, h, w = x.shape
+    acc = lw.inter([n, 1, 1, c], "int32")
+    attribute = _attr("DepthwiseConv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, ts.DType.INT32)
+    lw.emit("DEPTHWISE_CONV2D", [lw.nhwc(x), lw.const(np.ones((h, w, c, 1)), "int8", "ones"),
+                                 lw.const(np.zeros(c), "int32", "bias"), lw.zp(x.qparams.zero_point, x.dtype),
+                                 lw.zp(0, "int8")], [acc], attribute)
+    scale = x.qparams.scale / (h * w * out.qparams.scale)
+    result = lw.rescale(acc, [n, 1, 1, c], "int32", out.dtype, scale, 0, out.qparams.zero_point)
+    if len(out.shape) == 4:
+        lw.result(out, result, True)
+    else:
+        lw.result(out, lw.reshape(result, out.shape, out.dtype), False)
+
+
+@lowering(aten.max_pool2d.default)
+def _max_pool(lw: Lowerer, op: Op):
+    x = op.arg("self")
+    kernel, stride, padding, out_hw = _pool_args(op, x)
+    n, c, h, w = x.shape
+    name = lw.nhwc(x)
+    ph = _max_pool_pad(h, kernel[0], stride[0], padding[0], out_hw[0])
+    pw = _max_pool_pad(w, kernel[1], stride[1], padding[1], out_hw[1])
+    if ph[2] or pw[2]:
+        size = [n, h - ph[2], w - pw[2], c]
+        cropped = lw.inter(size, x.dtype)
+        lw.emit("SLICE", [name, lw.shape_const([0, 0, 0, 0]), lw.shape_const(size)], [cropped], _attr("Slice"))
+        name = cropped
+    out = lw.inter([n, out_hw[0], out_hw[1], c], x.dtype)
+    attribute = _attr("MaxPool2d", list(kernel), list(stride), [ph[0], ph[1], pw[0], pw[1]],
+                      ts.NanPropagationMode.PROPAGATE)
+    lw.emit("MAX_POOL2D", [name], [out], attribute)
+    lw.result(op.output, out, True)
+
+
+def _max_pool_pad(size, kernel, stride, pad, out):
+    """Like conv_geometry, but ceil_mode may need extra trailing padding, which max ignores."""
+    after = (out - 1) * stride + kernel - size - pad
+    return pad, max(0, after), max(0, -after)
+
+
+@lowering(aten.add.Tensor, aten.sub.Tensor)
+def _add_sub(lw: Lowerer, op: Op):
+    a, b = op.arg("self"), op.arg("other")
+    if op.arg("alpha") not in (None, 1):
+        raise LoweringError(f"node {op.name}: alpha != 1 is not supported")
+    out = op.output
+    shift = 20 if out.dtype == "int8" else 15
+    top = 2 * max(a.qparams.scale, b.qparams.scale)
+    names, shape, nhwc = _broadcast_operands(lw, [a, b], out)
+    wide = [lw.rescale(n, s, v.dtype, "int32", v.qparams.scale / top * (1 << shift), v.qparams.zero_point, 0)
+            for n, s, v in zip(names, shape, [a, b])]
+    acc_shape = Lowerer.shape_of(out, nhwc)
+    acc = lw.inter(acc_shape, "int32")
+    lw.emit("ADD" if op.target is aten.add.Tensor else "SUB", wide, [acc], _attr("Add" if op.target is aten.add.Tensor else "Sub"))
+    result = lw.rescale(acc, acc_shape, "int32", out.dtype, top / ((1 << shift) * out.qparams.scale), 0,
+                        out.qparams.zero_point)
+    lw.result(out, result, nhwc)
+
+
+@lowering(aten.mul.Tensor)
+def _mul(lw: Lowerer, op: Op):
+    a, b = op.arg("self"), op.arg("other")
+    out = op.output
+    if not isinstance(b, Value):  # x * c, c > 0 (a support rule): a requantization
+        name, is_nhwc = lw.names[id(a)]
+        scale = a.qparams.scale * float(b) / out.qparams.scale
+        result = lw.rescale(name, Lowerer.shape_of(out, is_nhwc), a.dtype, out.dtype, scale, a.qparams.zero_point,
+                            out.qparams.zero_point)
+        lw.result(out, result, is_nhwc)
+        return
+    names, shapes, nhwc = _broadcast_operands(lw, [a, b], out)
+    wide = [lw.rescale(n, s, v.dtype, "int32", 1.0, v.qparams.zero_point, 0) for n, s, v in zip(names, shapes, [a, b])]
+    acc_shape = Lowerer.shape_of(out, nhwc)
+    acc = lw.inter(acc_shape, "int32")
+    lw.emit("MUL", wide + [lw.const(np.array([0]), "int8", "shift")], [acc], _attr("Mul"))
+    result = lw.rescale(acc, acc_shape, "int32", out.dtype, a.qparams.scale * b.qparams.scale / out.qparams.scale,
+                        0, out.qparams.zero_point)
+    lw.result(out, result, nhwc)
+
+
+def _broadcast_operands(lw: Lowerer, values: list[Value], out: Value):
+    """The operands at the output's rank (NHWC if rank 4), with their TOSA shapes."""
+    rank = len(out.shape)
+    nhwc = rank == 4
+    names, shapes = [], []
+    for v in values:
+        if v.is_constant:
+            raise LoweringError("constant operands are not supported yet")
+        shape = (1,) * (rank - len(v.shape)) + tuple(v.shape)
+        if len(v.shape) == rank:
+            name = lw.nhwc(v) if nhwc else lw.torch_order(v)
+        else:
+            name = lw.reshape(lw.torch_order(v), shape, v.dtype)
+            if nhwc:
+                view = Value(v.name + "_b", shape, v.dtype, v.qparams)
+                lw.bind(view, name, False)
+                name = lw.nhwc(view)
+        names.append(name)
+        shapes.append(Lowerer.shape_of(Value("", shape, v.dtype), nhwc))
+    return names, shapes, nhwc
+
+
+@lowering(aten.relu.default, aten.relu6.default, aten.hardtanh.default, aten.clamp.default)
+def _clamp(lw: Lowerer, op: Op):
+    x = op.inputs[0]
+    out = op.output
+    name, is_nhwc = lw.names[id(x)]
+    if op.target is aten.relu.default:
+        low, high = 0.0, math.inf
+    elif op.target is aten.relu6.default:
+        low, high = 0.0, 6.0
+    elif op.target is aten.hardtanh.default:
+        low, high = float(op.arg("min_val")), float(op.arg("max_val"))
+    else:
+        low = op.arg("min")
+        high = op.arg("max")
+        low, high = (-math.inf if low is None else float(low)), (math.inf if high is None else float(high))
+    shape = Lowerer.shape_of(out, is_nhwc)
+    if out.qparams != x.qparams:
+        name = lw.rescale(name, shape, x.dtype, out.dtype, x.qparams.scale / out.qparams.scale,
+                          x.qparams.zero_point, out.qparams.zero_point)
+    lo, hi = _quantize_real(low, out.qparams, out.dtype), _quantize_real(high, out.qparams, out.dtype)
+    lw.result(out, lw.clamp(name, shape, out.dtype, lo, hi), is_nhwc)
+
+
+# Unary functions an int8 TABLE computes exactly as the PT2E reference does:
+# quantize(f(dequantize(q))) for each of the 256 inputs, in float32.
+TABLE_FUNCTIONS = {
+    aten.sigmoid.default: lambda t, op: torch.sigmoid(t),
+    aten.tanh.default: lambda t, op: torch.tanh(t),
+    aten.hardswish.default: lambda t, op: torch.nn.functional.hardswish(t),
+    aten.hardsigmoid.default: lambda t, op: torch.nn.functional.hardsigmoid(t),
+    aten.leaky_relu.default: lambda t, op: torch.nn.functional.leaky_relu(t, float(op.arg("negative_slope"))),
+}
+
+
+def table_values(op: Op) -> np.ndarray:
+    x, out = op.inputs[0], op.output
+    q = torch.arange(-128, 128, dtype=torch.int32)
+    real = (q - x.qparams.zero_point).to(torch.float32) * torch.tensor(x.qparams.scale, dtype=torch.float32)
+    y = TABLE_FUNCTIONS[op.target](real, op)
+    qy = torch.ops.quantized_decomposed.quantize_per_tensor.default(
+        y, out.qparams.scale, out.qparams.zero_point, out.qparams.qmin, out.qparams.qmax, torch.int8)
+    return qy.numpy().astype(np.int8)
+
+
+@lowering(*TABLE_FUNCTIONS)
+def _table(lw: Lowerer, op: Op):
+    x = op.inputs[0]
+    name, is_nhwc = lw.names[id(x)]
+    out = lw.inter(Lowerer.shape_of(op.output, is_nhwc), "int8")
+    lw.emit("TABLE", [name, lw.const(table_values(op), "int8", "table")], [out], _attr("Table"))
+    lw.result(op.output, out, is_nhwc)
+
+
+@lowering(aten.view.default, aten.reshape.default, aten.flatten.using_ints, aten.squeeze.dim, aten.squeeze.dims,
+          aten.squeeze.default, aten.unsqueeze.default, aten.clone.default, aten.alias.default)
+def _reshape(lw: Lowerer, op: Op):
+    x, out = op.inputs[0], op.output
+    if x.shape == out.shape:
+        lw.names[id(out)] = lw.names[id(x)]
+        return
+    lw.bind(out, lw.reshape(lw.torch_order(x), out.shape, out.dtype), False)
+
+
+@lowering(aten.permute.default, aten.transpose.int)
+def _permute(lw: Lowerer, op: Op):
+    x, out = op.inputs[0], op.output
+    rank = len(x.shape)
+    if op.target is aten.permute.default:
+        perm = [d % rank for d in op.arg("dims")]
+    else:
+        perm = list(range(rank))
+        d0, d1 = op.arg("dim0") % rank, op.arg("dim1") % rank
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    name, is_nhwc = lw.names[id(x)]
+    if is_nhwc:  # compose with NHWC -> NCHW so one TRANSPOSE does both
+        perm = [NHWC_TO_NCHW[p] for p in perm]
+        shape = Lowerer.shape_of(x, True)
+    else:
+        shape = x.shape
+    lw.bind(out, lw.to_layout(name, shape, x.dtype, perm), False)
+
+
+@lowering(aten.cat.default)
+def _cat(lw: Lowerer, op: Op):
+    tensors, out = op.arg("tensors"), op.output
+    rank = len(out.shape)
+    axis = op.arg("dim") % rank
+    if rank == 4:
+        names = [lw.nhwc(t) for t in tensors]
+        axis = NCHW_TO_NHWC.index(axis)
+    else:
+        names = [lw.torch_order(t) for t in tensors]
+    names = [n if t.qparams == out.qparams else lw.rescale(n, Lowerer.shape_of(t, rank == 4), t.dtype, out.dtype,
+                                                             t.qparams.scale / out.qparams.scale,
+                                                             t.qparams.zero_point, out.qparams.zero_point)
+             for n, t in zip(names, tensors)]
+    result = lw.inter(Lowerer.shape_of(out, rank == 4), out.dtype)
+    lw.emit("CONCAT", names, [result], _attr("Concat", axis))
+    lw.result(out, result, rank == 4)
+
+
+@lowering(aten.constant_pad_nd.default, aten.pad.default)
+def _pad(lw: Lowerer, op: Op):
+    x, out = op.inputs[0], op.output
+    pads = list(op.arg("pad"))
+    value = op.arg("value") or 0.0
+    rank = len(x.shape)
+    before_after = [[0, 0] for _ in range(rank)]
+    for i in range(len(pads) // 2):  # PyTorch lists the last dimension first
+        before_after[rank - 1 - i] = [pads[2 * i], pads[2 * i + 1]]
+    if rank == 4:
+        name = lw.nhwc(x)
+        before_after = [before_after[p] for p in NCHW_TO_NHWC]
+    else:
+        name = lw.torch_order(x)
+    pad_value = _quantize_real(float(value), x.qparams, x.dtype)
+    result = lw.inter(Lowerer.shape_of(out, rank == 4), out.dtype)
+    lw.emit("PAD", [name, lw.shape_const([p for pair in before_after for p in pair]),
+                    lw.const(np.array([pad_value]), x.dtype, "pad_value")], [result], _attr("Pad"))
+    lw.result(out, result, rank == 4)
+
+
+@lowering(aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default)
+def _upsample_nearest(lw: Lowerer, op: Op):
+    """Nearest upsampling by whole factors (a support rule): each value repeated fy x fx
+    times, as CONCATs of copies and RESHAPEs, which Ethos-U55 and U85 both run."""
+    x, out = op.inputs[0], op.output
+    n, c, h, w = x.shape
+    fy, fx = out.shape[2] // h, out.shape[3] // w
+    name = lw.reshape(lw.nhwc(x), [n * h, w, 1, c], x.dtype)
+    if fx > 1:
+        wide = lw.inter([n * h, w, fx, c], x.dtype)
+        lw.emit("CONCAT", [name] * fx, [wide], _attr("Concat", 2))
+        name = wide
+    name = lw.reshape(name, [n * h, 1, w * fx * c], x.dtype)
+    if fy > 1:
+        tall = lw.inter([n * h, fy, w * fx * c], x.dtype)
+        lw.emit("CONCAT", [name] * fy, [tall], _attr("Concat", 1))
+        name = tall
+    lw.result(out, lw.reshape(name, [n, h * fy, w * fx, c], x.dtype), True)
+
+
+@lowering(aten.conv_transpose2d.input)
+def _conv_transpose(lw: Lowerer, op: Op):
+    x, weight, out = op.arg("input"), op.arg("weight"), op.output
+    stride, padding = _pair(op.arg("stride")), _pair(op.arg("padding"))
+    output_padding = _pair(op.arg("output_padding"))
+    cin, cout, kh, kw = weight.shape
+    w_ohwi = weight.data.transpose(1, 2, 3, 0)
+    out_pad = [-padding[0], -padding[0] + output_padding[0], -padding[1], -padding[1] + output_padding[1]]
+    n, oh, ow = out.shape[0], out.shape[2], out.shape[3]
+    acc = lw.inter([n, oh, ow, cout], "int32")
+    attribute = _attr("TransposeConv2d", out_pad, list(stride), False, ts.DType.INT32)
+    lw.emit("TRANSPOSE_CONV2D", [lw.nhwc(x), lw.const(w_ohwi, "int8", "weight"), _bias(lw, op.arg("bias"), cout),
+                                 lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")], [acc], attribute)
+    _mac_rescale(lw, op, acc, [n, oh, ow, cout], x, weight, True)
+
+
+@lowering(aten.matmul.default, aten.bmm.default, aten.mm.default)
+def _matmul(lw: Lowerer, op: Op):
+    a, b = op.inputs[0], op.inputs[1]
+    out = op.output
+    if a.is_constant or b.is_constant:
+        raise LoweringError(f"node {op.name}: matmul with a constant operand is not supported")
+    batch = int(np.prod(out.shape[:-2], dtype=np.int64)) if len(out.shape) > 2 else 1
+    m, k = a.shape[-2], a.shape[-1]
+    n = b.shape[-1]
+    an = lw.reshape(lw.torch_order(a), [batch, m, k], a.dtype)
+    bn = lw.reshape(lw.torch_order(b), [batch, k, n], b.dtype)
+    acc = lw.inter([batch, m, n], "int32")
+    lw.emit("MATMUL", [an, bn, lw.zp(a.qparams.zero_point, a.dtype), lw.zp(b.qparams.zero_point, b.dtype)], [acc],
+            _attr("MatMul"))
+    res = lw.rescale(acc, [batch, m, n], "int32", out.dtype, a.qparams.scale * b.qparams.scale / out.qparams.scale,
+                     0, out.qparams.zero_point)
+    flat = Value(out.name, (batch, m, n), out.dtype, out.qparams, producer=op)
+    lw.result(flat, res)
+    lw.bind(out, lw.reshape(lw.names[id(flat)][0], out.shape, out.dtype), False)
+
+
+def lower(partition: Partition) -> bytes:
+    """The partition as a TOSA 1.0 flatbuffer; its inputs and outputs in the partition's order."""
+    return Lowerer(partition).lower()

@@ -1,0 +1,130 @@
+"""Runs Arm's Vela on a TOSA graph and reads what it writes.
+
+Vela runs as a subprocess (`vela ... --output-format raw`), so a crash in its
+C++ core is reported as an error rather than taking kiln down. Its raw output
+is `<name>_vela.npz` (command stream, weights, scratch and I/O placement) and
+`<name>_summary_<system config>.csv` (the performance estimate).
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kiln.errors import KilnError, ToolMissingError
+
+
+class VelaError(KilnError):
+    """Vela rejected or failed on a TOSA graph."""
+
+
+@dataclass(frozen=True)
+class IoTensor:
+    """Where Vela placed one delegate input or output: shape padded to 6-D,
+    bytes per element, byte offset inside `region`."""
+
+    shape: tuple[int, ...]
+    elem_size: int
+    offset: int
+    region: int
+
+
+@dataclass(frozen=True)
+class VelaResult:
+    cmd_data: bytes  # the COP1 driver payload
+    weight_data: bytes  # region 0, read only
+    scratch_size: int  # region 1, bytes; holds the inputs and outputs
+    fast_scratch_size: int  # region 2, bytes (Dedicated_Sram only)
+    inputs: tuple[IoTensor, ...]
+    outputs: tuple[IoTensor, ...]
+    npu_cycles: int  # Vela's estimate
+    total_cycles: int  # NPU plus memory-access cycles, Vela's estimate
+    inference_s: float  # Vela's estimate at the system config's clock
+    macs: int
+    sram_bytes: int  # Vela's "Total SRAM used"
+    summary: dict  # every field of Vela's summary CSV
+
+
+def vela_command() -> list[str]:
+    exe = Path(sys.executable).with_name("vela")
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("vela")
+    if found is None:
+        raise ToolMissingError("Vela is not installed; run ./scripts/setup.sh")
+    return [found]
+
+
+def compile_tosa(tosa: bytes, name: str, accelerator: str, system_config: str, memory_mode: str,
+                 keep_dir: Path | None = None, timeout_s: float = 600) -> VelaResult:
+    """Compiles one TOSA flatbuffer for `accelerator` (e.g. "ethos-u55-128")."""
+    with tempfile.TemporaryDirectory(prefix="kiln-vela-") as tmp:
+        work = Path(keep_dir) if keep_dir is not None else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        source = work / f"{name}.tosa"
+        source.write_bytes(tosa)
+        command = vela_command() + [
+            "--accelerator-config", accelerator, "--system-config", system_config, "--memory-mode", memory_mode,
+            "--output-format", "raw", "--output-dir", str(work), str(source),
+        ]
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise VelaError(f"Vela did not finish compiling {name} within {timeout_s:.0f} s") from None
+        (work / f"{name}.vela.log").write_text(run.stdout + run.stderr)
+        if run.returncode != 0:
+            raise VelaError(f"Vela failed on {name} for {accelerator}: {_last_error(run.stdout + run.stderr)}")
+        return _read(work, name, system_config)
+
+
+def _last_error(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["no output"])[-1]
+
+
+def _read(work: Path, name: str, system_config: str) -> VelaResult:
+    npz_path = work / f"{name}_vela.npz"
+    csv_path = work / f"{name}_summary_{system_config}.csv"
+    if not npz_path.exists() or not csv_path.exists():
+        raise VelaError(f"Vela wrote no raw output for {name} (expected {npz_path.name} and {csv_path.name})")
+    wanted = ("cmd_data", "weight_data", "scratch_size", "scratch_fast_size") + tuple(
+        f"{kind}_{field}" for kind in ("input", "output") for field in ("shape", "elem_size", "offset", "region"))
+    with np.load(npz_path, allow_pickle=False) as npz:  # other keys hold pickled objects: never loaded
+        missing = [key for key in wanted if key not in npz.files]
+        if missing:
+            raise VelaError(f"{npz_path.name} lacks {', '.join(missing)}; is this Vela 5.2?")
+        data = {key: npz[key] for key in wanted}
+    with open(csv_path, newline="") as f:
+        summary = next(csv.DictReader(f))
+
+    def io(kind: str) -> tuple[IoTensor, ...]:
+        shapes = data[f"{kind}_shape"].reshape(-1, 6)
+        return tuple(
+            IoTensor(tuple(int(d) for d in shape), int(size), int(offset), int(region))
+            for shape, size, offset, region in zip(shapes, data[f"{kind}_elem_size"].reshape(-1),
+                                                   data[f"{kind}_offset"].reshape(-1),
+                                                   data[f"{kind}_region"].reshape(-1))
+        )
+
+    return VelaResult(
+        cmd_data=bytes(data["cmd_data"].item()),
+        weight_data=bytes(data["weight_data"].item()),
+        scratch_size=int(data["scratch_size"]),
+        fast_scratch_size=int(data["scratch_fast_size"]),
+        inputs=io("input"),
+        outputs=io("output"),
+        npu_cycles=int(float(summary["cycles_npu"])),
+        total_cycles=int(float(summary["cycles_total"])),
+        inference_s=float(summary["inference_time"]),
+        macs=int(float(summary["nn_macs"])),
+        sram_bytes=int(float(summary["sram_memory_used"]) * 1024),
+        summary=summary,
+    )

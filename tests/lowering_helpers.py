@@ -1,0 +1,73 @@
+"""Shared by the lowering tests: run a module's NPU partition on tosa_reference_model
+and compare with the PT2E reference (quantize(PT2E-converted module(x)))."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+import tosa_reference_model
+
+from kiln import boards, frontend, graph, partition, tosa_lowering
+from kiln.quantizer import EthosUQuantizer, quantize
+
+qd = torch.ops.quantized_decomposed
+
+
+@contextmanager
+def quiet_stderr():
+    """tosa_reference_model's C++ core prints a version notice to fd 2 on every run."""
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def quantize_input(x: torch.Tensor, qp: graph.QParams) -> np.ndarray:
+    return qd.quantize_per_tensor.default(x, qp.scale, qp.zero_point, qp.qmin, qp.qmax, torch.int8).numpy()
+
+
+def run_tosa(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    with quiet_stderr():
+        outputs, status = tosa_reference_model.run(tosa, inputs)
+    assert status == tosa_reference_model.GraphStatus.TOSA_VALID, status
+    return outputs
+
+
+def lower_module(module: torch.nn.Module, inputs: tuple, calibration: list[tuple] | None = None,
+                 target: str = "ethos-u55-128"):
+    """(quantized reference module, kiln graph with int8 I/O, partitioning) of `module`."""
+    loaded = frontend.LoadedModel("case", module.eval(), inputs)
+    reference = quantize(frontend.export(loaded).module(check_guards=False), calibration or [inputs],
+                         EthosUQuantizer())
+    g = graph.from_pt2e(reference, io_quantized=True)
+    return reference, g, partition.partition(g, boards.target(target))
+
+
+def compare_steps(module: torch.nn.Module, inputs: tuple, calibration=None, target="ethos-u55-128"):
+    """Max difference in quantization steps between the NPU partition on
+    tosa_reference_model and the PT2E reference, per output; asserts one partition."""
+    reference, g, parts = lower_module(module, inputs, calibration, target)
+    cpu = [(p.op.name, p.reason) for p in parts.placements if p.partition is None]
+    assert not cpu, f"ops left on the CPU: {cpu}"
+    assert len(parts.partitions) == 1
+    part = parts.partitions[0]
+    tosa = tosa_lowering.lower(part)
+    feeds = [quantize_input(x, v.qparams) for x, v in zip(inputs, g.inputs)]
+    outputs = run_tosa(tosa, feeds)
+    expected = reference(*inputs)
+    expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+    diffs = []
+    for got, want, v in zip(outputs, expected, g.outputs):
+        qp = v.qparams
+        want_q = qd.quantize_per_tensor.default(want, qp.scale, qp.zero_point, qp.qmin, qp.qmax, torch.int8)
+        assert got.shape == tuple(want_q.shape), (got.shape, want_q.shape)
+        diffs.append(np.abs(got.astype(np.int32) - want_q.numpy().astype(np.int32)))
+    return diffs, tosa

@@ -1,0 +1,105 @@
+"""Each operator kiln lowers: TOSA on tosa_reference_model vs the PT2E reference,
+and Vela accepts the graph for U55 and U85."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from kiln import vela
+from kiln.tosa_lowering import conv_geometry, scale_to_multiplier
+from lowering_helpers import compare_steps
+
+F = nn.functional
+
+
+class Lambda(nn.Module):
+    def __init__(self, fn, *modules):
+        super().__init__()
+        self.fn = fn
+        self.layers = nn.ModuleList(modules)
+
+    def forward(self, *xs):
+        return self.fn(self.layers, *xs)
+
+
+def seeded(seed, *shapes):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(*s, generator=g) for s in shapes)
+
+
+def conv(*args, **kwargs):
+    torch.manual_seed(0)
+    return nn.Conv2d(*args, **kwargs)
+
+
+CASES = {
+    "conv_stride2_pad1": (Lambda(lambda m, x: m[0](x), conv(3, 8, 3, stride=2, padding=1)), [(1, 3, 15, 15)]),
+    "conv_dilation2": (Lambda(lambda m, x: m[0](x), conv(4, 8, 3, dilation=2, padding=2)), [(1, 4, 12, 12)]),
+    "conv_grouped": (Lambda(lambda m, x: m[0](x), conv(4, 8, 3, groups=2, padding=1)), [(1, 4, 8, 8)]),
+    "depthwise_multiplier2": (Lambda(lambda m, x: m[0](x), conv(4, 8, 3, groups=4, padding=1)), [(1, 4, 9, 9)]),
+    "conv_relu6": (Lambda(lambda m, x: F.relu6(m[0](x)), conv(3, 6, 1)), [(1, 3, 6, 6)]),
+    "conv_5x5_stride3": (Lambda(lambda m, x: m[0](x), conv(2, 4, 5, stride=3)), [(1, 2, 17, 16)]),
+    "linear": (Lambda(lambda m, x: m[0](x), nn.Linear(20, 7)), [(2, 20)]),
+    "linear_3d_relu": (Lambda(lambda m, x: F.relu(m[0](x)), nn.Linear(12, 5)), [(1, 3, 12)]),
+    "matmul": (Lambda(lambda m, a, b: torch.matmul(a, b)), [(1, 4, 6), (1, 6, 5)]),
+    "bmm": (Lambda(lambda m, a, b: torch.bmm(a, b)), [(2, 3, 8), (2, 8, 4)]),
+    "max_pool_ceil": (Lambda(lambda m, x: F.max_pool2d(x, 3, 2, ceil_mode=True)), [(1, 4, 10, 10)]),
+    "max_pool_pad": (Lambda(lambda m, x: F.max_pool2d(x, 3, 2, padding=1)), [(1, 4, 9, 9)]),
+    "avg_pool_pad": (Lambda(lambda m, x: F.avg_pool2d(x, 3, 1, padding=1)), [(1, 4, 6, 6)]),
+    "avg_pool_2x2": (Lambda(lambda m, x: F.avg_pool2d(x, 2)), [(1, 8, 8, 8)]),
+    "global_avg_pool": (Lambda(lambda m, x: F.adaptive_avg_pool2d(x, 1)), [(1, 16, 7, 5)]),
+    "adaptive_avg_pool_2x2": (Lambda(lambda m, x: F.adaptive_avg_pool2d(x, 2)), [(1, 4, 8, 6)]),
+    "mean_hw": (Lambda(lambda m, x: x.mean(dim=(2, 3))), [(1, 8, 5, 5)]),
+    "add_broadcast": (Lambda(lambda m, a, b: a + b), [(1, 4, 5, 5), (1, 4, 1, 5)]),
+    "sub": (Lambda(lambda m, a, b: F.relu(a - b)), [(1, 3, 4, 4), (1, 3, 4, 4)]),
+    "mul": (Lambda(lambda m, a, b: a * b), [(1, 6, 3, 3), (1, 6, 3, 3)]),
+    "hardtanh_clamp": (Lambda(lambda m, x: torch.clamp(F.hardtanh(x * 1.5), -0.5, 2.0)), [(1, 2, 4, 4)]),
+    "sigmoid": (Lambda(lambda m, x: torch.sigmoid(x)), [(1, 3, 4, 4)]),
+    "tanh": (Lambda(lambda m, x: torch.tanh(x)), [(1, 10)]),
+    "hardswish": (Lambda(lambda m, x: F.hardswish(x)), [(1, 3, 4, 4)]),
+    "leaky_relu": (Lambda(lambda m, x: F.leaky_relu(x, 0.1)), [(1, 3, 4, 4)]),
+    "cat_channels": (Lambda(lambda m, a, b: torch.cat([a, b], 1)), [(1, 2, 4, 4), (1, 3, 4, 4)]),
+    "flatten_nchw": (Lambda(lambda m, x: torch.flatten(x, 1)), [(1, 3, 4, 5)]),
+    "permute": (Lambda(lambda m, x: x.permute(0, 2, 3, 1)), [(1, 3, 4, 5)]),
+    "view_squeeze_unsqueeze": (Lambda(lambda m, x: x.view(1, 4, 6).unsqueeze(1).squeeze(1)), [(1, 2, 3, 4)]),
+    "pad": (Lambda(lambda m, x: F.pad(x, (1, 2, 0, 1))), [(1, 3, 4, 4)]),
+    "upsample_nearest": (Lambda(lambda m, x: F.interpolate(x, scale_factor=2, mode="nearest")), [(1, 3, 4, 5)]),
+    "conv_transpose": (Lambda(lambda m, x: m[0](x), nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1)),
+                       [(1, 4, 5, 5)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_op_matches_pt2e_within_one_step(name):
+    module, shapes = CASES[name]
+    torch.manual_seed(1)
+    inputs = seeded(2, *shapes)
+    calibration = [inputs, seeded(3, *shapes)]
+    diffs, tosa = compare_steps(module, inputs, calibration)
+    for d in diffs:
+        assert d.max() <= 1, f"{name}: up to {d.max()} steps off"
+    for target in ("ethos-u55-128", "ethos-u85-256"):
+        family = target.rsplit("-", 1)[0]
+        config = "Ethos_U55_High_End_Embedded" if family == "ethos-u55" else "Ethos_U85_SYS_DRAM_Mid"
+        mode = "Shared_Sram" if family == "ethos-u55" else "Dedicated_Sram_384KB"
+        result = vela.compile_tosa(tosa, name, target, config, mode)
+        assert result.cmd_data[:4] == b"COP1"
+
+
+def test_scale_to_multiplier_by_hand():
+    assert scale_to_multiplier(0.5) == (1 << 30, 31)  # 2**30 * 2**-31
+    assert scale_to_multiplier(1.0) == (1 << 30, 30)
+    m, s = scale_to_multiplier(0.0123)
+    assert (1 << 30) <= m < (1 << 31) and abs(m * 2.0**-s - 0.0123) < 1e-11
+
+
+def test_conv_geometry_trims_what_pytorch_floors():
+    # 8 rows, kernel 3, stride 2, pad 1: PyTorch gives 4 rows; TOSA needs (8-1+1+p_after-2) % 2 == 0
+    assert conv_geometry(8, 3, 2, 1, 1, 4) == (1, 0, 0)
+    assert conv_geometry(15, 3, 2, 1, 1, 8) == (1, 1, 0)
+    # 17 rows, kernel 5, stride 3, no padding: 5 outputs use 3*4+5 = 17 rows; 16 rows: crop none
+    assert conv_geometry(17, 5, 3, 1, 0, 5) == (0, 0, 0)
+    assert conv_geometry(16, 5, 3, 1, 0, 4) == (0, 0, 2)
