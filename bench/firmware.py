@@ -1,7 +1,7 @@
 """Figures for kiln's platform layer: firmware size per app and the virtual
 platform's wall time from QEMU start to the firmware's exit.
 
-    .venv/bin/python bench/platform.py [--runs N]
+    .venv/bin/python bench/firmware.py [--runs N]
 """
 
 import argparse

@@ -194,7 +194,7 @@ class _Builder:
         if node in self.dq:
             value = self.dq[node]
             if value.is_constant:  # a quantized weight used by a float op: fold to float
-                return self.constant(node.name, _dequantize_array(value.data, value.qparams))
+                return self.constant(node.name, dequantize_array(value.data, value.qparams))
             key = id(value)
             if key not in self.dequantized:
                 out = Value(f"{value.name}_dq", value.shape, "float32")
@@ -349,7 +349,7 @@ def _torch_dtype(name: str):
     return {v: k for k, v in DTYPES.items()}[name]
 
 
-def _dequantize_array(data: np.ndarray, qp: QParams) -> np.ndarray:
+def dequantize_array(data: np.ndarray, qp: QParams) -> np.ndarray:
     scale = np.asarray(qp.scale, np.float32)
     if qp.axis is not None:
         shape = [1] * data.ndim

@@ -379,9 +379,19 @@ def _adaptive_avg_pool(lw: Lowerer, op: Op):
 
 @lowering(aten.mean.dim)
 def _mean(lw: Lowerer, op: Op):
-    """Mean over H and W (the support rule checks the dims): a depthwise convolution
-    with a window of ones sums in int32, then one RESCALE divides and requantizes."""
+    """Mean over H and W (the support rule checks the dims)."""
     x, out = op.arg("self"), op.output
+    result = _global_mean(lw, x, out)
+    if len(out.shape) == 4:
+        lw.result(out, result, True)
+    else:
+        lw.result(out, lw.reshape(result, out.shape, out.dtype), False)
+
+
+def _global_mean(lw: Lowerer, x: Value, out: Value) -> str:
+    """The mean over all of H and W as NHWC [N, 1, 1, C]: a depthwise convolution with a
+    window of ones sums in int32, then one RESCALE divides and requantizes (one rounding,
+    where AVG_POOL2D then RESCALE would round twice)."""
     n, c, h, w = x.shape
     acc = lw.inter([n, 1, 1, c], "int32")
     attribute = _attr("DepthwiseConv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, ts.DType.INT32)
@@ -389,11 +399,7 @@ def _mean(lw: Lowerer, op: Op):
                                  lw.const(np.zeros(c), "int32", "bias"), lw.zp(x.qparams.zero_point, x.dtype),
                                  lw.zp(0, "int8")], [acc], attribute)
     scale = x.qparams.scale / (h * w * out.qparams.scale)
-    result = lw.rescale(acc, [n, 1, 1, c], "int32", out.dtype, scale, 0, out.qparams.zero_point)
-    if len(out.shape) == 4:
-        lw.result(out, result, True)
-    else:
-        lw.result(out, lw.reshape(result, out.shape, out.dtype), False)
+    return lw.rescale(acc, [n, 1, 1, c], "int32", out.dtype, scale, 0, out.qparams.zero_point)
 
 
 @lowering(aten.max_pool2d.default)

@@ -19,21 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from kiln.errors import KilnError, ToolMissingError
+from kiln.ethosu_payload import IoTensor
 
 
 class VelaError(KilnError):
     """Vela rejected or failed on a TOSA graph."""
-
-
-@dataclass(frozen=True)
-class IoTensor:
-    """Where Vela placed one delegate input or output: shape padded to 6-D,
-    bytes per element, byte offset inside `region`."""
-
-    shape: tuple[int, ...]
-    elem_size: int
-    offset: int
-    region: int
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,13 @@ MODELS: Mapping[str, ZooEntry] = types.MappingProxyType(
                 "MLPerf Tiny anomaly detection fully connected autoencoder; 1x640 -> 640",
                 "fc_autoencoder",
             ),
-            _entry("mobilenet_v2", "MobileNetV2 x1.0; 1x3x224x224 -> 1000", "mobilenet_v2", 1.0),
+            # Integer and float results part at rare rounding ties (6e-6 of the first layer's
+            # outputs, each one step, measured); 52 layers of untrained weights amplify those
+            # to a few steps at the logits, so this model declares a wider tolerance.
+            dataclasses.replace(
+                _entry("mobilenet_v2", "MobileNetV2 x1.0; 1x3x224x224 -> 1000", "mobilenet_v2", 1.0),
+                tolerance_steps=8,
+            ),
             _entry("mobilenet_v2_035", "MobileNetV2 x0.35; 1x3x96x96 -> 1000", "mobilenet_v2", 0.35),
             _entry("digits", "small CNN trained on scikit-learn's 8x8 digits; 1x1x8x8 -> 10", "digits"),
         )

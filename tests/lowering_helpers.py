@@ -3,31 +3,15 @@ and compare with the PT2E reference (quantize(PT2E-converted module(x)))."""
 
 from __future__ import annotations
 
-import os
-from contextlib import contextmanager
-
 import numpy as np
 import torch
 import tosa_reference_model
 
 from kiln import boards, frontend, graph, partition, tosa_lowering
+from kiln.host import quiet_native_output
 from kiln.quantizer import EthosUQuantizer, quantize
 
 qd = torch.ops.quantized_decomposed
-
-
-@contextmanager
-def quiet_stderr():
-    """tosa_reference_model's C++ core prints a version notice to fd 2 on every run."""
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
 
 
 def quantize_input(x: torch.Tensor, qp: graph.QParams) -> np.ndarray:
@@ -35,7 +19,7 @@ def quantize_input(x: torch.Tensor, qp: graph.QParams) -> np.ndarray:
 
 
 def run_tosa(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    with quiet_stderr():
+    with quiet_native_output():
         outputs, status = tosa_reference_model.run(tosa, inputs)
     assert status == tosa_reference_model.GraphStatus.TOSA_VALID, status
     return outputs

@@ -1,0 +1,222 @@
+"""`kiln compile`: a model in, a .pte and its report out.
+
+The passes, in order (each timed for the report):
+  load -> export -> quantize -> fold (kiln's graph) -> partition -> lower (TOSA)
+  -> vela -> program (memory plan) -> write (.pte) -> report
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from kiln import boards, frontend, graph, partition, program, support, tosa_lowering, vela
+from kiln.errors import ModelError, UsageError
+from kiln.quantizer import EthosUQuantizer, QuantizationScheme, quantize
+from kiln.spec import CompileSpec
+
+
+@dataclass
+class Result:
+    pte: bytes
+    report: dict
+    graph: graph.Graph
+    partitioning: partition.Partitioning
+    program: program.Program
+    tosa: list[bytes]  # per delegate
+    vela: list[vela.VelaResult]  # per delegate
+    quantized_module: torch.nn.Module | None  # the PT2E reference (None without quantization)
+    inputs: tuple[torch.Tensor, ...]  # the model's example inputs
+    stages: dict[str, float] = field(default_factory=dict)
+
+
+class _Stages:
+    def __init__(self, log):
+        self.seconds: dict[str, float] = {}
+        self.log = log
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = round(time.perf_counter() - start, 3)
+
+
+def load_calibration(path: Path | None, example: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, ...]]:
+    """Calibration samples from an .npz (or a folder of them). Each file holds the model's
+    inputs in order (arr_0, arr_1, ... or any names, in file order); an array may carry an
+    extra leading dimension holding several samples."""
+    if path is None:
+        return [example]
+    path = Path(path)
+    files = sorted(path.glob("*.npz")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise UsageError(f"--calibration {path}: no .npz files found")
+    samples = []
+    for f in files:
+        try:
+            with np.load(f, allow_pickle=False) as npz:
+                arrays = [npz[k] for k in npz.files]
+        except Exception as error:
+            raise UsageError(f"--calibration {f}: not a readable .npz ({error})") from None
+        if len(arrays) != len(example):
+            raise UsageError(f"--calibration {f}: holds {len(arrays)} arrays, the model takes {len(example)} inputs")
+        batched = [a.shape == tuple(e.shape) for a, e in zip(arrays, example)]
+        if all(batched):
+            samples.append(tuple(torch.from_numpy(a).to(e.dtype) for a, e in zip(arrays, example)))
+            continue
+        for i, (a, e) in enumerate(zip(arrays, example)):
+            if a.shape[1:] != tuple(e.shape):
+                raise UsageError(
+                    f"--calibration {f}: input {i} has shape {list(a.shape)}, the model takes {list(e.shape)} "
+                    f"(or [N, {', '.join(map(str, e.shape))}] for N samples)"
+                )
+        for n in range(min(a.shape[0] for a in arrays)):
+            samples.append(tuple(torch.from_numpy(a[n]).to(e.dtype) for a, e in zip(arrays, example)))
+    return samples
+
+
+def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibration: Path | None = None,
+                  log=print) -> Result:
+    spec = spec.resolved()
+    target = boards.target(spec.target)
+    stage = _Stages(log)
+    with stage("load"):
+        loaded = model if isinstance(model, frontend.LoadedModel) else frontend.load_model(model)
+        samples = load_calibration(calibration, loaded.inputs)
+    with stage("export"):
+        exported = frontend.export(loaded)
+        module = exported.module(check_guards=False)
+    quantized = None
+    if spec.quantize:
+        with stage("quantize"):
+            quantizer = EthosUQuantizer(QuantizationScheme(spec.activation_bits))
+            try:
+                quantized = quantize(module, samples, quantizer)
+            except Exception as error:
+                raise ModelError(f"quantizing {loaded.name} failed: {type(error).__name__}: {error}") from None
+            module = quantized
+    with stage("fold"):
+        g = graph.from_pt2e(module, io_quantized=spec.io == "int8")
+    with stage("partition"):
+        parts = partition.partition(g, target, spec.exclusions, delegate=spec.delegate)
+    tosa: list[bytes] = []
+    with stage("lower"):
+        for p in parts.partitions:
+            tosa.append(tosa_lowering.lower(p))
+    results: list[vela.VelaResult] = []
+    with stage("vela"):
+        for p, flatbuffer in zip(parts.partitions, tosa):
+            if len(parts.partitions) > 1:
+                log(f"vela: partition {p.index + 1}/{len(parts.partitions)} ({len(p.ops)} ops)")
+            keep = spec.intermediates / f"partition_{p.index}" if spec.intermediates else None
+            results.append(vela.compile_tosa(flatbuffer, f"{loaded.name}_{p.index}", target.name,
+                                             spec.system_config, spec.memory_mode, keep))
+    with stage("program"):
+        prog = program.build(g, parts)
+    with stage("write"):
+        from kiln import pte_writer
+
+        data = pte_writer.write(prog, results, tosa, target.name)
+    result = Result(data, {}, g, parts, prog, tosa, results, quantized, loaded.inputs, stage.seconds)
+    result.report = make_report(loaded.name, spec, result)
+    if spec.intermediates:
+        spec.intermediates.mkdir(parents=True, exist_ok=True)
+        for i, flatbuffer in enumerate(tosa):
+            (spec.intermediates / f"partition_{i}.tosa").write_bytes(flatbuffer)
+    return result
+
+
+def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
+    parts = result.partitioning
+    ops = []
+    for p in parts.placements:
+        if p.op.target in graph.QUANTIZE or p.op.target in graph.DEQUANTIZE:
+            where = "cpu"
+        else:
+            where = "npu" if p.partition is not None else "cpu"
+        ops.append({"node": p.op.name, "op": p.op.op_type, "module": p.op.module, "where": where,
+                    "partition": p.partition, "reason": p.reason, "macs": support.macs(p.op)})
+    total_macs = sum(o["macs"] for o in ops)
+    npu_macs = sum(o["macs"] for o in ops if o["where"] == "npu")
+    delegates = [
+        {"partition": i, "ops": len(part.ops), "npu_cycles": r.npu_cycles, "total_cycles": r.total_cycles,
+         "inference_ms": round(r.inference_s * 1e3, 4), "weight_bytes": len(r.weight_data),
+         "command_stream_bytes": len(r.cmd_data), "scratch_bytes": r.scratch_size,
+         "fast_scratch_bytes": r.fast_scratch_size, "sram_bytes": r.sram_bytes}
+        for i, (part, r) in enumerate(zip(parts.partitions, result.vela))
+    ]
+    prog = result.program
+    io = []
+    for kind, indices in (("input", prog.inputs), ("output", prog.outputs)):
+        for n, i in enumerate(indices):
+            v = prog.values[i].value
+            entry = {"kind": kind, "name": f"{kind} {n}", "dtype": v.dtype, "shape": list(v.shape)}
+            if v.qparams is not None:
+                entry.update(scale=float(v.qparams.scale), zero_point=int(v.qparams.zero_point))
+            io.append(entry)
+    return {
+        "model": name,
+        "target": spec.target,
+        "system_config": spec.system_config,
+        "memory_mode": spec.memory_mode,
+        "io": io,
+        "ops": ops,
+        "macs": {"total": total_macs, "npu": npu_macs,
+                 "npu_share": round(npu_macs / total_macs, 6) if total_macs else None},
+        "delegates": delegates,
+        "npu_cycles": sum(d["npu_cycles"] for d in delegates),
+        "npu_inference_ms": round(sum(d["inference_ms"] for d in delegates), 4),
+        "memory": {
+            "pte_bytes": len(result.pte),
+            "planned_bytes": prog.planned_size,
+            "scratch_bytes": max((d["scratch_bytes"] for d in delegates), default=0),
+            "fast_scratch_bytes": max((d["fast_scratch_bytes"] for d in delegates), default=0),
+            "npu_weight_bytes": sum(d["weight_bytes"] for d in delegates),
+            # The TOSA graphs run-host uses, inside the .pte as named data; firmware need not keep them.
+            "reference_tosa_bytes": sum(len(t) for t in result.tosa),
+        },
+        "stages_s": result.stages,
+    }
+
+
+def format_report(report: dict) -> str:
+    """The short report `kiln compile` prints."""
+    lines = [f"{report['model']} for {report['target']} ({report['system_config']}, {report['memory_mode']})"]
+    npu = [o for o in report["ops"] if o["where"] == "npu"]
+    cpu = [o for o in report["ops"] if o["where"] == "cpu"]
+    lines.append(f"  NPU: {len(npu)} ops in {len(report['delegates'])} delegate(s); CPU: {len(cpu)} ops")
+    for o in cpu:
+        lines.append(f"    cpu  {o['node']} ({o['op']}): {o['reason']}")
+    macs = report["macs"]
+    if macs["total"]:
+        lines.append(f"  MACs on the NPU: {macs['npu']:,} of {macs['total']:,} ({100 * macs['npu_share']:.1f} %)")
+    lines.append(f"  NPU cycles (Vela estimate): {report['npu_cycles']:,}, {report['npu_inference_ms']:.3f} ms")
+    m = report["memory"]
+    lines.append(f"  .pte {m['pte_bytes']:,} B (NPU weights {m['npu_weight_bytes']:,} B, reference TOSA graphs "
+                 f"{m['reference_tosa_bytes']:,} B)")
+    lines.append(f"  RAM: scratch {m['scratch_bytes']:,} B, fast scratch {m['fast_scratch_bytes']:,} B, "
+                 f"planned buffers {m['planned_bytes']:,} B")
+    for entry in report["io"]:
+        q = f", scale {entry['scale']:.6g}, zero point {entry['zero_point']}" if "scale" in entry else ""
+        lines.append(f"  {entry['name']}: {entry['dtype']}{entry['shape']}{q}")
+    lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in report["stages_s"].items()))
+    return "\n".join(lines)
+
+
+def write(result: Result, output: Path) -> Path:
+    """Writes the .pte and its report (same name, .json) and returns the report's path."""
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_bytes(result.pte)
+    report_path = output.with_suffix(".json")
+    report_path.write_text(json.dumps(result.report, indent=2) + "\n")
+    return report_path

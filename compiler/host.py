@@ -1,0 +1,135 @@
+"""`kiln run-host`: runs a .pte on the host, the reference the firmware must match bit for bit.
+
+Kernel calls run kiln.kernels' numpy implementations; each Ethos-U delegate runs
+the TOSA graph it was compiled from (named data "kiln/tosa/<i>") on
+tosa_reference_model, whose integer results are the NPU's. Inputs and outputs
+are raw little-endian bytes in the program's order and types.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from kiln import ethosu_payload, pte, pte_writer
+from kiln.errors import KilnError, UsageError
+from kiln.kernels import by_name
+
+
+class HostError(KilnError):
+    """The program cannot be run on the host."""
+
+
+@contextmanager
+def quiet_native_output():
+    """tosa_reference_model's C++ core prints a version notice for every graph it loads."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(devnull)
+
+
+def _dtype(tensor: pte.Tensor):
+    try:
+        return pte_writer.NUMPY_DTYPES[tensor.scalar_type]
+    except KeyError:
+        raise HostError(f"tensors of scalar type {tensor.scalar_type.name} are not supported") from None
+
+
+def run(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Runs plan "forward" of the .pte `data` on `inputs` (arrays of the input types and shapes)."""
+    f = pte.deserialize(data)
+    plan = f.program.execution_plans[0]
+    named = f.named()
+    kernels = by_name()
+    slots: dict[int, object] = {}
+    for i, value in enumerate(plan.values):
+        if isinstance(value, pte.Tensor):
+            raw = f.tensor_data(value)
+            if raw is not None:
+                slots[i] = np.frombuffer(raw, _dtype(value)).reshape(value.sizes)
+        elif isinstance(value, (pte.Int, pte.Double, pte.Bool)):
+            slots[i] = value.value
+        elif isinstance(value, pte.Null):
+            slots[i] = None
+        elif isinstance(value, pte.IntList):
+            slots[i] = [plan.values[j].value for j in value.items]
+    if len(inputs) != len(plan.inputs):
+        raise UsageError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
+    for n, (i, x) in enumerate(zip(plan.inputs, inputs)):
+        t = plan.values[i]
+        slots[i] = np.asarray(x, _dtype(t)).reshape(t.sizes)
+    for instruction in plan.chains[0].instructions:
+        if isinstance(instruction, pte.KernelCall):
+            op = plan.operators[instruction.op_index]
+            kernel = kernels.get((op.name, op.overload))
+            if kernel is None:
+                raise HostError(f"no host kernel for {op.name}.{op.overload}")
+            *args, out, _ = instruction.args
+            result = kernel.run(*(slots.get(a) for a in args))
+            t = plan.values[out]
+            slots[out] = np.asarray(result, _dtype(t)).reshape(t.sizes)
+        elif isinstance(instruction, pte.DelegateCall):
+            delegate = plan.delegates[instruction.delegate_index]
+            n_inputs = len(ethosu_payload.decode(f.delegate_payload(delegate), named).inputs)
+            _delegate(instruction, n_inputs, plan, named, slots)
+        else:
+            raise HostError(f"instruction {type(instruction).__name__} is not supported on the host")
+    return [slots[i] for i in plan.outputs]
+
+
+def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named: dict, slots: dict):
+    import tosa_reference_model
+
+    key = pte_writer.TOSA_KEY.format(call.delegate_index)
+    if key not in named:
+        raise HostError(f"delegate {call.delegate_index} carries no TOSA graph ({key}); "
+                        "run-host runs .pte files written by kiln compile")
+    ins, outs = call.args[:n_in], call.args[n_in:]
+    with quiet_native_output():
+        results, status = tosa_reference_model.run(named[key], [slots[i] for i in ins])
+    if status != tosa_reference_model.GraphStatus.TOSA_VALID:
+        raise HostError(f"tosa_reference_model rejected delegate {call.delegate_index}'s graph: {status}")
+    for i, r in zip(outs, results):
+        t = plan.values[i]
+        slots[i] = np.asarray(r, _dtype(t)).reshape(t.sizes)
+
+
+def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Path]:
+    """The command: reads the .pte and raw inputs, writes output_<i>.bin; returns their paths."""
+    try:
+        data = Path(pte_path).read_bytes()
+    except OSError as error:
+        raise UsageError(f"cannot read {pte_path}: {error.strerror}") from None
+    plan = pte.deserialize(data).program.execution_plans[0]
+    if len(input_paths) != len(plan.inputs):
+        raise UsageError(f"{pte_path} takes {len(plan.inputs)} inputs; give one --input file for each")
+    inputs = []
+    for n, (path, i) in enumerate(zip(input_paths, plan.inputs)):
+        t = plan.values[i]
+        raw = Path(path).read_bytes()
+        if len(raw) != t.nbytes:
+            raise UsageError(f"input {n} ({path}) has {len(raw)} bytes; the program takes "
+                             f"{t.scalar_type.name} {list(t.sizes)} = {t.nbytes} bytes")
+        inputs.append(np.frombuffer(raw, _dtype(t)).reshape(t.sizes))
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for n, result in enumerate(run(data, inputs)):
+        path = out / f"output_{n}.bin"
+        path.write_bytes(np.ascontiguousarray(result).astype(result.dtype.newbyteorder("<")).tobytes())
+        paths.append(path)
+    return paths

@@ -1,0 +1,213 @@
+"""Builds the ExecuTorch program: values, kernel and delegate calls, and the memory plan.
+
+Contract of the program kiln writes:
+- one execution plan "forward", one chain, instructions in the partitioner's schedule;
+- CPU ops are KernelCalls (kiln.kernels names them); each NPU partition is one
+  DelegateCall to "EthosUBackend" whose args are its inputs then its outputs;
+- every non-constant tensor is memory-planned in buffer 1 (buffer 0 is
+  ExecuTorch's reserved entry) at a 16-byte aligned offset; tensors whose
+  lifetimes overlap never share bytes;
+- constant tensors (weights of CPU ops) are constant data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kiln.errors import KilnError
+import torch
+
+from kiln.graph import DEQUANTIZE, QUANTIZE, Graph, Op, Value, dequantize_array
+from kiln.kernels import KERNELS, Fixed, Kernel
+from kiln.partition import Partitioning
+from kiln.tosa_lowering import Partition
+
+ALIGNMENT = 16  # bytes, every planned tensor's offset
+_TORCH = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32}
+PLANNED_MEMORY_ID = 1
+
+
+class ProgramError(KilnError):
+    """The partitioned graph cannot be expressed as a kiln program."""
+
+
+@dataclass
+class Evalue:
+    kind: str  # "tensor", "int", "double", "bool", "null", "int_list"
+    value: object = None  # Value for tensors, a number, or a list of value indices for int_list
+
+
+@dataclass
+class Instruction:
+    kind: str  # "kernel" or "delegate"
+    index: int  # operator index or delegate index
+    args: list[int]  # value indices
+
+
+@dataclass
+class Program:
+    values: list[Evalue]
+    inputs: list[int]
+    outputs: list[int]
+    instructions: list[Instruction]
+    operators: list[tuple[str, str]]  # (name, overload)
+    delegates: list[Partition]  # in delegate index order
+    offsets: dict[int, int]  # Value id -> byte offset in planned buffer 1
+    planned_size: int  # bytes of planned buffer 1
+    constants: dict[int, np.ndarray] = field(default_factory=dict)  # Value id -> data
+
+    def tensor_index(self, value: Value) -> int:
+        for i, ev in enumerate(self.values):
+            if ev.kind == "tensor" and ev.value is value:
+                return i
+        raise KeyError(value.name)
+
+
+class _Builder:
+    def __init__(self):
+        self.values: list[Evalue] = []
+        self.tensors: dict[int, int] = {}  # Value id -> value index
+        self.operators: list[tuple[str, str]] = []
+        self.instructions: list[Instruction] = []
+        self.constants: dict[int, np.ndarray] = {}
+
+    def tensor(self, value: Value) -> int:
+        if id(value) not in self.tensors:
+            self.tensors[id(value)] = len(self.values)
+            self.values.append(Evalue("tensor", value))
+            if value.is_constant:
+                self.constants[id(value)] = value.data
+        return self.tensors[id(value)]
+
+    def scalar(self, x) -> int:
+        if x is None:
+            kind = "null"
+        elif isinstance(x, bool):
+            kind = "bool"
+        elif isinstance(x, int):
+            kind = "int"
+        elif isinstance(x, float):
+            kind = "double"
+        elif isinstance(x, (list, tuple)) and all(isinstance(i, int) for i in x):
+            items = [self.scalar(int(i)) for i in x]
+            self.values.append(Evalue("int_list", items))
+            return len(self.values) - 1
+        elif isinstance(x, Value):
+            return self.tensor(x)
+        else:
+            from kiln.pte_writer import scalar_type_code
+
+            code = scalar_type_code(x)  # a torch dtype argument
+            self.values.append(Evalue("int", code))
+            return len(self.values) - 1
+        self.values.append(Evalue(kind, x))
+        return len(self.values) - 1
+
+    def operator(self, kernel: Kernel) -> int:
+        key = (kernel.name, kernel.overload)
+        if key not in self.operators:
+            self.operators.append(key)
+        return self.operators.index(key)
+
+    def kernel_call(self, op: Op, reason: str | None):
+        kernel = KERNELS.get(op.target)
+        if kernel is None:
+            raise ProgramError(
+                f"node {op.name} ({op.op_type}) cannot run on the NPU ({reason}) and kiln has no CPU kernel for it; "
+                "change the model, or check the report for what the NPU supports"
+            )
+        if op.quantized:
+            self.quantized_on_cpu(op, kernel)
+            return
+        args = [self.scalar(a.value if isinstance(a, Fixed) else op.arg(a)) for a in kernel.schema_args]
+        self.call(kernel, args, op.output)
+
+    def call(self, kernel: Kernel, args: list[int], output: Value):
+        out = self.tensor(output)
+        self.instructions.append(Instruction("kernel", self.operator(kernel), args + [out, out]))
+
+    def quantized_on_cpu(self, op: Op, kernel: Kernel):
+        """A quantized op the NPU does not run: dequantize its integer inputs, run the
+        float kernel, then its fused activation, and quantize, exactly as PT2E's reference."""
+        def float_of(v: Value) -> Value:
+            if v.is_constant:
+                return Value(v.name + "_f", v.shape, "float32", data=dequantize_array(v.data, v.qparams))
+            f = Value(v.name + "_f", v.shape, "float32")
+            qp = v.qparams
+            self.call(KERNELS[DEQUANTIZE[0]], [self.scalar(x) for x in (v, float(qp.scale), qp.zero_point, qp.qmin,
+                                                                         qp.qmax, _TORCH[v.dtype])], f)
+            return f
+
+        floats = {id(v): float_of(v) for v in op.inputs}
+        args = []
+        for a in kernel.schema_args:
+            x = a.value if isinstance(a, Fixed) else op.arg(a)
+            args.append(self.scalar(floats[id(x)] if isinstance(x, Value) else x))
+        out = op.output
+        result = Value(op.name + "_f", out.shape, "float32")
+        self.call(kernel, args, result)
+        if op.activation is not None:
+            low, high = op.activation
+            clamped = Value(op.name + "_act", out.shape, "float32")
+            self.call(KERNELS[torch.ops.aten.hardtanh.default],
+                      [self.tensor(result), self.scalar(float(max(low, -3.0e38))), self.scalar(float(min(high, 3.0e38)))],
+                      clamped)
+            result = clamped
+        qp = out.qparams
+        self.call(KERNELS[QUANTIZE[0]], [self.scalar(x) for x in (result, float(qp.scale), qp.zero_point, qp.qmin,
+                                                                  qp.qmax, _TORCH[out.dtype])], out)
+
+
+def build(graph: Graph, partitioning: Partitioning) -> Program:
+    b = _Builder()
+    inputs = [b.tensor(v) for v in graph.inputs]
+    reasons = {id(p.op): p.reason for p in partitioning.placements}
+    delegates: list[Partition] = []
+    for unit in partitioning.schedule:
+        if isinstance(unit, Partition):
+            args = [b.tensor(v) for v in unit.inputs] + [b.tensor(v) for v in unit.outputs]
+            b.instructions.append(Instruction("delegate", len(delegates), args))
+            delegates.append(unit)
+        else:
+            b.kernel_call(unit, reasons[id(unit)])
+    outputs = [b.tensor(v) for v in graph.outputs]
+    offsets, size = plan_memory(b.values, b.instructions, inputs, outputs)
+    return Program(b.values, inputs, outputs, b.instructions, b.operators, delegates, offsets, size, b.constants)
+
+
+def plan_memory(values: list[Evalue], instructions: list[Instruction], inputs: list[int], outputs: list[int]):
+    """Offsets for every non-constant tensor: greedy, largest first, each placed at the lowest
+    aligned offset free for its whole lifetime. Inputs live from the start, outputs to the end."""
+    end = len(instructions)
+    first: dict[int, int] = {i: -1 for i in inputs}
+    last: dict[int, int] = {i: end for i in outputs}
+    for step, instruction in enumerate(instructions):
+        for i in instruction.args:
+            if values[i].kind == "tensor":
+                first.setdefault(i, step)
+                last[i] = max(last.get(i, step), step)
+    tensors = [i for i in first if not values[i].value.is_constant]
+    tensors.sort(key=lambda i: (-values[i].value.nbytes(), i))
+    placed: list[tuple[int, int, int, int]] = []  # (offset, size, first, last)
+    offsets: dict[int, int] = {}
+    size = 0
+    for i in tensors:
+        nbytes = values[i].value.nbytes()
+        begin, finish = first[i], last[i]
+        offset = 0
+        for o, s, f, l in sorted(placed):
+            if f > finish or l < begin:
+                continue  # lifetimes do not overlap
+            if offset + nbytes <= o:
+                break
+            offset = max(offset, _align(o + s))
+        placed.append((offset, nbytes, begin, finish))
+        offsets[id(values[i].value)] = offset
+        size = max(size, offset + nbytes)
+    return offsets, _align(size)
+
+
+def _align(n: int) -> int:
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT

@@ -1,0 +1,97 @@
+"""Turns kiln's program into .pte bytes (kiln.pte holds the format itself).
+
+Each delegate is "EthosUBackend" with the vela_bin_stream payload. The TOSA
+graph each delegate was compiled from travels as named data
+"kiln/tosa/<delegate index>": `kiln run-host` runs it on tosa_reference_model;
+runtimes look data up by key and ignore keys they do not know.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from kiln import ethosu_payload, pte
+from kiln.program import PLANNED_MEMORY_ID, Program
+from kiln.vela import VelaResult
+
+TOSA_KEY = "kiln/tosa/{}"
+# Compile specs as ExecuTorch 1.5.1's Arm flow writes them (its runtime reads none of them).
+COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"))
+
+SCALAR_TYPES = {
+    "float32": pte.ScalarType.FLOAT, "int8": pte.ScalarType.CHAR, "int16": pte.ScalarType.SHORT,
+    "int32": pte.ScalarType.INT, "int64": pte.ScalarType.LONG, "bool": pte.ScalarType.BOOL,
+    "uint8": pte.ScalarType.BYTE,
+}
+TORCH_SCALAR_TYPES = {
+    torch.float32: pte.ScalarType.FLOAT, torch.int8: pte.ScalarType.CHAR, torch.int16: pte.ScalarType.SHORT,
+    torch.int32: pte.ScalarType.INT, torch.int64: pte.ScalarType.LONG, torch.bool: pte.ScalarType.BOOL,
+    torch.uint8: pte.ScalarType.BYTE,
+}
+NUMPY_DTYPES = {
+    pte.ScalarType.FLOAT: np.float32, pte.ScalarType.CHAR: np.int8, pte.ScalarType.SHORT: np.int16,
+    pte.ScalarType.INT: np.int32, pte.ScalarType.LONG: np.int64, pte.ScalarType.BOOL: np.bool_,
+    pte.ScalarType.BYTE: np.uint8,
+}
+
+
+def scalar_type_code(dtype) -> int:
+    """The ScalarType code of a torch dtype (as kernels take their dtype argument)."""
+    return int(TORCH_SCALAR_TYPES[dtype])
+
+
+def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], target: str) -> bytes:
+    values: list[pte.EValue] = []
+    constants: list[bytes] = []
+    for ev in program.values:
+        if ev.kind == "tensor":
+            v = ev.value
+            scalar_type = SCALAR_TYPES[v.dtype]
+            common = dict(scalar_type=scalar_type, sizes=list(v.shape), dim_order=list(range(len(v.shape))))
+            if v.is_constant:
+                constants.append(np.ascontiguousarray(v.data).tobytes())
+                values.append(pte.Tensor(**common, data_buffer_idx=len(constants)))
+            else:
+                offset = program.offsets[id(v)]
+                values.append(pte.Tensor(**common, allocation_info=pte.AllocationInfo.at(PLANNED_MEMORY_ID, offset)))
+        elif ev.kind == "int":
+            values.append(pte.Int(int(ev.value)))
+        elif ev.kind == "double":
+            values.append(pte.Double(float(ev.value)))
+        elif ev.kind == "bool":
+            values.append(pte.Bool(bool(ev.value)))
+        elif ev.kind == "null":
+            values.append(pte.Null())
+        elif ev.kind == "int_list":
+            values.append(pte.IntList(list(ev.value)))
+        else:
+            raise ValueError(f"unknown value kind {ev.kind}")
+    instructions = [
+        pte.KernelCall(i.index, i.args) if i.kind == "kernel" else pte.DelegateCall(i.index, i.args)
+        for i in program.instructions
+    ]
+    payloads = [payload(r) for r in vela_results]
+    delegates = [
+        pte.BackendDelegate(ethosu_payload.DELEGATE_ID, pte.DataReference(pte.DataLocation.INLINE, i),
+                            [pte.CompileSpec(k, v.format(target=target).encode()) for k, v in COMPILE_SPECS])
+        for i in range(len(payloads))
+    ]
+    plan = pte.ExecutionPlan(
+        name="forward",
+        values=values,
+        inputs=program.inputs,
+        outputs=program.outputs,
+        chains=[pte.Chain(program.inputs, program.outputs, instructions)],
+        operators=[pte.Operator(name, overload) for name, overload in program.operators],
+        delegates=delegates,
+        non_const_buffer_sizes=[0, program.planned_size],
+    )
+    named = {TOSA_KEY.format(i): t for i, t in enumerate(tosa)}
+    return pte.serialize(pte.Program([plan]), constants=constants, delegate_payloads=payloads, named_data=named)
+
+
+def payload(result: VelaResult) -> bytes:
+    """The vela_bin_stream of one Vela compilation."""
+    return ethosu_payload.encode(result.cmd_data, result.weight_data, result.scratch_size, result.inputs,
+                                 result.outputs)

@@ -1,0 +1,243 @@
+"""`kiln compile` end to end: zoo models against the PT2E reference, CPU fallback,
+exclusions, the report, run-host, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from kiln import compile as kc
+from kiln import frontend, host, models, pte
+from kiln.models import digits
+from kiln.quantizer import EthosUQuantizer, quantize
+from kiln.spec import CompileSpec, Exclusions
+
+TARGETS = ("ethos-u55-128", "ethos-u85-256")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def reference(name: str):
+    """(PT2E-converted module, example inputs) of a zoo model, calibrated as kiln compile does."""
+    module, inputs = models.load(name)
+    loaded = frontend.LoadedModel(name, module, inputs)
+    return quantize(frontend.export(loaded).module(check_guards=False), [inputs], EthosUQuantizer()), inputs
+
+
+def steps_off(got: np.ndarray, want: torch.Tensor, scale: float) -> np.ndarray:
+    return np.rint(np.abs(got.astype(np.float64) - want.detach().numpy().astype(np.float64)) / scale)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", list(models.MODELS))
+def test_zoo_model_matches_pt2e(name, target):
+    entry = models.MODELS[name]
+    result = kc.compile_model(name, CompileSpec(target), log=lambda line: None)
+    ref, inputs = reference(name)
+    report = result.report
+    assert report["macs"]["npu_share"] == 1.0, [o for o in report["ops"] if o["where"] == "cpu"]
+    assert [o["op"] for o in report["ops"] if o["where"] == "cpu"] == [
+        "quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"]
+    (out,) = host.run(result.pte, [x.numpy() for x in inputs])
+    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale  # the dequantized int8 output's
+    off = steps_off(out, ref(*inputs), scale)
+    assert (off <= entry.tolerance_steps).mean() >= entry.tolerance_fraction, (
+        f"{name}: max {off.max()} steps, {(off <= entry.tolerance_steps).mean():.3f} within "
+        f"{entry.tolerance_steps}")
+    assert report["npu_cycles"] > 0 and report["delegates"][0]["scratch_bytes"] > 0
+
+
+def test_digits_int8_accuracy_on_the_npu_graph():
+    result = kc.compile_model("digits", CompileSpec("ethos-u55-128"), log=lambda line: None)
+    images, labels = digits.test_split()
+    predictions = [int(np.argmax(host.run(result.pte, [image[None].numpy()])[0])) for image in images]
+    int8 = float(np.mean(np.array(predictions) == labels.numpy()))
+    module, _ = models.load("digits")
+    floating = digits.accuracy(module, images, labels)
+    assert int8 >= floating - 0.01, (int8, floating)
+
+
+def test_excluded_op_runs_on_the_cpu_bit_exactly():
+    spec = CompileSpec("ethos-u55-128", exclusions=Exclusions(op_types=("avg_pool2d",)))
+    result = kc.compile_model("ds_cnn", spec, log=lambda line: None)
+    cpu = {o["node"]: o["reason"] for o in result.report["ops"] if o["where"] == "cpu"}
+    assert cpu["avg_pool2d"] == "excluded by op type 'avg_pool2d'"
+    assert len(result.report["delegates"]) == 2
+    ref, inputs = reference("ds_cnn")
+    (out,) = host.run(result.pte, [inputs[0].numpy()])
+    np.testing.assert_array_equal(out, ref(*inputs).detach().numpy())
+
+
+class StrideFour(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.b = torch.nn.Conv2d(4, 4, 4, stride=4)
+
+    def forward(self, x):
+        return torch.relu(self.b(torch.relu(self.a(x))))
+
+
+def test_unsupported_stride_falls_back_with_the_rule_text():
+    module, inputs = StrideFour().eval(), (torch.randn(1, 1, 16, 16, generator=torch.Generator().manual_seed(1)),)
+    loaded = frontend.LoadedModel("stride4", module, inputs)
+    result = kc.compile_model(loaded, CompileSpec("ethos-u55-128"), log=lambda line: None)
+    cpu = {o["node"]: o["reason"] for o in result.report["ops"] if o["where"] == "cpu"}
+    assert cpu["conv2d_1"] == "stride [4, 4] is outside the NPU's range 1..3"
+    assert 0 < result.report["macs"]["npu_share"] < 1
+    ref = quantize(frontend.export(loaded).module(check_guards=False), [inputs], EthosUQuantizer())
+    (out,) = host.run(result.pte, [inputs[0].numpy()])
+    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
+    assert steps_off(out, ref(*inputs), scale).max() <= 1
+
+
+def test_exclusion_by_module_and_node_name():
+    spec = CompileSpec("ethos-u55-128", exclusions=Exclusions(modules=("fc",), node_names=("conv2d",)))
+    result = kc.compile_model("tiny_cnn", spec, log=lambda line: None)
+    cpu = {o["node"]: o["reason"] for o in result.report["ops"] if o["where"] == "cpu"}
+    assert cpu.get("conv2d") == "excluded by node name 'conv2d'"
+    assert cpu.get("linear") == "excluded by module 'fc'", cpu
+    ref, inputs = reference("tiny_cnn")
+    (out,) = host.run(result.pte, [inputs[0].numpy()])
+    np.testing.assert_allclose(out, ref(*inputs).detach().numpy(), rtol=0, atol=1e-6)
+
+
+def test_int8_io_has_no_cpu_kernels_and_reports_qparams(tmp_path):
+    result = kc.compile_model("tiny_cnn", CompileSpec("ethos-u55-128", io="int8"), log=lambda line: None)
+    f = pte.deserialize(result.pte)
+    plan = f.program.execution_plans[0]
+    assert plan.operators == () and len(plan.delegates) == 1
+    io = result.report["io"]
+    assert [e["dtype"] for e in io] == ["int8", "int8"] and all("scale" in e for e in io)
+    ref, inputs = reference("tiny_cnn")
+    qin = io[0]
+    x = torch.ops.quantized_decomposed.quantize_per_tensor.default(
+        inputs[0], qin["scale"], qin["zero_point"], -128, 127, torch.int8)
+    (out,) = host.run(result.pte, [x.numpy()])
+    want = torch.ops.quantized_decomposed.quantize_per_tensor.default(
+        ref(*inputs), io[1]["scale"], io[1]["zero_point"], -128, 127, torch.int8)
+    assert np.abs(out.astype(int) - want.numpy().astype(int)).max() <= 1
+
+
+def test_memory_plan_never_overlaps_live_tensors():
+    result = kc.compile_model("resnet8", CompileSpec("ethos-u55-128"), log=lambda line: None)
+    prog = result.program
+    spans = {}
+    for step, ins in enumerate(prog.instructions):
+        for i in ins.args:
+            if prog.values[i].kind == "tensor" and not prog.values[i].value.is_constant:
+                first, _ = spans.get(i, (step, step))
+                spans[i] = (first, step)
+    for i in prog.inputs:
+        spans[i] = (-1, spans[i][1])
+    for i in prog.outputs:
+        spans[i] = (spans[i][0], len(prog.instructions))
+    placed = [(prog.offsets[id(prog.values[i].value)], prog.values[i].value.nbytes(), *spans[i]) for i in spans]
+    for a in placed:
+        assert a[0] % 16 == 0 and a[0] + a[1] <= prog.planned_size
+        for b in placed:
+            if a is b or a[3] < b[2] or b[3] < a[2]:
+                continue
+            assert a[0] + a[1] <= b[0] or b[0] + b[1] <= a[0], (a, b)
+
+
+def kiln(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "kiln.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def test_cli_compile_writes_pte_and_json_report_and_run_host_reads_it(tmp_path):
+    run = kiln("compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", str(tmp_path / "m.pte"))
+    assert run.returncode == 0, run.stderr
+    assert "MACs on the NPU: 23,104 of 23,104 (100.0 %)" in run.stdout
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert report["memory"]["pte_bytes"] == (tmp_path / "m.pte").stat().st_size
+    assert set(report["stages_s"]) >= {"export", "quantize", "partition", "lower", "vela", "write"}
+    _, inputs = models.load("tiny_cnn")
+    (tmp_path / "in0.bin").write_bytes(inputs[0].numpy().astype("<f4").tobytes())
+    run = kiln("run-host", str(tmp_path / "m.pte"), "--input", str(tmp_path / "in0.bin"), "--output-dir",
+               str(tmp_path / "out"))
+    assert run.returncode == 0, run.stderr
+    out = np.frombuffer((tmp_path / "out" / "output_0.bin").read_bytes(), "<f4")
+    ref, _ = reference("tiny_cnn")
+    scale = report["io"][1].get("scale")
+    assert out.shape == (4,) and scale is None
+    np.testing.assert_allclose(out, ref(*inputs).detach().numpy().reshape(-1), atol=0.05)
+
+
+BAD = {
+    "no ModelUnderTest": ("x = 1\n", [], "defines no ModelUnderTest"),
+    "fails to export": (
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x if x.sum() > 0 else -x\n"
+        "ModelUnderTest = M()\nModelInputs = (torch.ones(1, 4),)\n",
+        [], "torch.export cannot capture"),
+    "unknown target": (None, ["--target", "ethos-u99-1"], "ethos-u99-1"),
+    "memory mode the target lacks": (None, ["--memory-mode", "Dedicated_Sram"], "is not available on ethos-u55-128"),
+    "calibration of the wrong shape": (None, ["--calibration", "CAL"], "the model takes [1, 1, 8, 8]"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_clear_line(case, tmp_path):
+    source, extra, expected = BAD[case]
+    model = "tiny_cnn"
+    if source is not None:
+        model = str(tmp_path / "model.py")
+        (tmp_path / "model.py").write_text(source)
+    np.savez(tmp_path / "cal.npz", np.zeros((1, 3, 8, 8), np.float32))
+    extra = [str(tmp_path / "cal.npz") if a == "CAL" else a for a in extra]
+    args = ["compile", model, "--output", str(tmp_path / "m.pte")]
+    if "--target" not in extra:
+        args += ["--target", "ethos-u55-128"]
+    run = kiln(*args, *extra)
+    assert run.returncode != 0
+    lines = [line for line in run.stderr.splitlines() if line.startswith("kiln: error:")]
+    assert len(lines) == 1 and expected in lines[0], run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.executorch
+def test_executorch_reads_a_compiled_model(tmp_path):
+    """ExecuTorch 1.5.1's own deserializer reads what `kiln compile` wrote: operators,
+    kernel arguments, tensors, the delegate's payload and the reference TOSA graph."""
+    from kiln import pte_writer
+
+    et_python = ROOT / ".venv-executorch" / "bin" / "python"
+    if not et_python.exists():
+        pytest.skip("ExecuTorch 1.5.1 environment .venv-executorch is missing: run ./scripts/executorch_env.sh")
+    spec = CompileSpec("ethos-u55-128", exclusions=Exclusions(op_types=("avg_pool2d",)))
+    result = kc.compile_model("ds_cnn", spec, log=lambda line: None)
+    (tmp_path / "m.pte").write_bytes(result.pte)
+    run = subprocess.run([str(et_python), str(ROOT / "tests" / "tools" / "et_dump.py"), str(tmp_path / "m.pte")],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    dump = json.loads(run.stdout)
+    (plan,) = dump["restored"]["execution_plan"]
+    assert [(o["name"], o["overload"]) for o in plan["operators"]] == result.program.operators
+    assert ("aten::avg_pool2d", "out") in result.program.operators
+    assert plan["non_const_buffer_sizes"] == [0, result.program.planned_size]
+    for i, ev in enumerate(result.program.values):
+        et = plan["values"][i]["val"]
+        if ev.kind == "tensor" and not ev.value.is_constant:
+            assert et["sizes"] == list(ev.value.shape)
+            offset = et["allocation_info"]["memory_offset_low"]
+            assert offset == result.program.offsets[id(ev.value)]
+        elif ev.kind in ("int", "double"):
+            assert et["int_val" if ev.kind == "int" else "double_val"] == ev.value
+    et_args = [i["instr_args"]["args"] for i in plan["chains"][0]["instructions"]]
+    assert et_args == [ins.args for ins in result.program.instructions]
+    inline = [bytes.fromhex(b["data"]) for b in dump["restored"]["backend_delegate_data"]]
+    payloads = [inline[d["processed"]["index"]] for d in plan["delegates"]]
+    assert payloads == [pte_writer.payload(r) for r in result.vela]
+    assert {d["id"] for d in plan["delegates"]} == {"EthosUBackend"}
+    named = {k: bytes.fromhex(v) for k, v in dump["named_data"].items()}
+    assert named == {pte_writer.TOSA_KEY.format(i): t for i, t in enumerate(result.tosa)}
