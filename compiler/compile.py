@@ -31,8 +31,8 @@ class Result:
     graph: graph.Graph
     partitioning: partition.Partitioning
     program: program.Program
-    tosa: list[bytes]  # per delegate
-    vela: list[vela.VelaResult]  # per delegate
+    tosa: list[bytes]  # per delegate, in the program's delegate order
+    vela: list[vela.VelaResult]  # per delegate, in the program's delegate order
     quantized_module: torch.nn.Module | None  # the PT2E reference (None without quantization)
     inputs: tuple[torch.Tensor, ...]  # the model's example inputs
     stages: dict[str, float] = field(default_factory=dict)
@@ -122,6 +122,9 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
                                              spec.system_config, spec.memory_mode, keep))
     with stage("program"):
         prog = program.build(g, parts)
+        # From here on, per-delegate lists follow the delegate indices of the program.
+        tosa = [tosa[p.index] for p in prog.delegates]
+        results = [results[p.index] for p in prog.delegates]
     with stage("write"):
         from kiln import pte_writer
 
@@ -131,7 +134,7 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
     if spec.intermediates:
         spec.intermediates.mkdir(parents=True, exist_ok=True)
         for i, flatbuffer in enumerate(tosa):
-            (spec.intermediates / f"partition_{i}.tosa").write_bytes(flatbuffer)
+            (spec.intermediates / f"delegate_{i}.tosa").write_bytes(flatbuffer)
     return result
 
 
@@ -148,11 +151,12 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
     total_macs = sum(o["macs"] for o in ops)
     npu_macs = sum(o["macs"] for o in ops if o["where"] == "npu")
     delegates = [
-        {"partition": i, "ops": len(part.ops), "npu_cycles": r.npu_cycles, "total_cycles": r.total_cycles,
+        {"delegate": i, "partition": part.index, "ops": len(part.ops), "npu_cycles": r.npu_cycles,
+         "total_cycles": r.total_cycles,
          "inference_ms": round(r.inference_s * 1e3, 4), "weight_bytes": len(r.weight_data),
          "command_stream_bytes": len(r.cmd_data), "scratch_bytes": r.scratch_size,
          "fast_scratch_bytes": r.fast_scratch_size, "sram_bytes": r.sram_bytes}
-        for i, (part, r) in enumerate(zip(parts.partitions, result.vela))
+        for i, (part, r) in enumerate(zip(result.program.delegates, result.vela))
     ]
     prog = result.program
     io = []

@@ -28,6 +28,7 @@ class Kernel:
     # or Fixed(value) where the kernel's schema has an argument the graph op lacks.
     schema_args: tuple
     run: Callable  # (*args) -> np.ndarray, args as the schema lists them
+    accepts: Callable = lambda op: True  # (graph Op) -> whether `run` covers this call's arguments
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,9 @@ KERNELS: dict[object, Kernel] = {
     aten.avg_pool2d.default: Kernel(
         "aten::avg_pool2d", "out",
         ("self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
-        _avg_pool2d),
+        _avg_pool2d,
+        lambda op: (not op.arg("ceil_mode") and op.arg("divisor_override") is None
+                    and (op.arg("count_include_pad") or tuple(op.arg("padding")) in ((0,), (0, 0))))),
     aten.conv2d.default: Kernel(
         "aten::convolution", "out",
         ("input", "weight", "bias", "stride", "padding", "dilation", Fixed(False), Fixed([0, 0]), "groups"), _conv2d),
@@ -120,7 +123,11 @@ KERNELS: dict[object, Kernel] = {
     aten.relu.default: Kernel("aten::relu", "out", ("self",), lambda x: np.maximum(x, np.float32(0))),
     aten.hardtanh.default: Kernel("aten::hardtanh", "out", ("self", "min_val", "max_val"),
                                   lambda x, lo, hi: np.clip(x, np.float32(lo), np.float32(hi))),
-    aten.add.Tensor: Kernel("aten::add", "out", ("self", "other", "alpha"), _binary(np.add)),
+    aten.sigmoid.default: Kernel("aten::sigmoid", "out", ("self",),
+                                 lambda x: (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)),
+    aten.tanh.default: Kernel("aten::tanh", "out", ("self",), lambda x: np.tanh(x).astype(np.float32)),
+    aten.add.Tensor: Kernel("aten::add", "out", ("self", "other", "alpha"), _binary(np.add),
+                            lambda op: op.arg("alpha") in (None, 1)),
     aten.mul.Tensor: Kernel("aten::mul", "out", ("self", "other"), _binary(np.multiply)),
 }
 

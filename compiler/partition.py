@@ -74,6 +74,7 @@ def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(
     reasons: dict[int, str | None] = {}
     depends: dict[int, set[int]] = {}  # op id -> partitions it depends on (raw ids)
     indirect: dict[int, set[int]] = {}  # ... through an op outside its own partition
+    part_indirect: dict[int, set[int]] = {}  # canonical partition -> union of its ops' indirect
 
     for op in graph.ops:
         why = reason(op, target) or excluded(op, exclusions)
@@ -90,11 +91,12 @@ def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(
         if why is not None:
             indirect[id(op)] = set()
             continue
-        # Partitions this op reaches only through something outside them must stay apart.
+        # Partitions this op reaches only through something outside them must stay apart;
+        # through a producer's partition, that is whatever any op of that partition so reaches.
         far = {sets.find(x) for p in producers if id(p) not in part for x in depends[id(p)]}
         for p in producers:
             if id(p) in part:
-                far |= {sets.find(x) for x in indirect[id(p)]}
+                far |= {sets.find(x) for x in part_indirect[sets.find(part[id(p)])]}
         chosen: int | None = None
         for p in producers:
             if id(p) not in part:
@@ -105,9 +107,12 @@ def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(
             if chosen is None:
                 chosen = candidate
             elif not _reaches(candidate, chosen, graph, part, sets, indirect):
+                merged = part_indirect.pop(chosen) | part_indirect.pop(candidate)
                 chosen = sets.union(chosen, candidate)
+                part_indirect[chosen] = merged
         if chosen is None:
             chosen = sets.new()
+            part_indirect[chosen] = set()
         part[id(op)] = chosen
         # Indirect dependencies: through producers outside this partition.
         ind: set[int] = set()
@@ -117,6 +122,7 @@ def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(
             else:
                 ind |= depends[id(p)] | ({part[id(p)]} if id(p) in part else set())
         indirect[id(op)] = ind
+        part_indirect[sets.find(chosen)] |= ind
 
     return _assemble(graph, part, reasons, sets)
 

@@ -113,9 +113,10 @@ class _Builder:
 
     def kernel_call(self, op: Op, reason: str | None):
         kernel = KERNELS.get(op.target)
-        if kernel is None:
+        if kernel is None or not kernel.accepts(op):
             raise ProgramError(
-                f"node {op.name} ({op.op_type}) cannot run on the NPU ({reason}) and kiln has no CPU kernel for it; "
+                f"node {op.name} ({op.op_type}) cannot run on the NPU ({reason}) and kiln has no CPU kernel for "
+                f"{'it' if kernel is None else 'these arguments'}; "
                 "change the model, or check the report for what the NPU supports"
             )
         if op.quantized:
@@ -188,6 +189,8 @@ def plan_memory(values: list[Evalue], instructions: list[Instruction], inputs: l
             if values[i].kind == "tensor":
                 first.setdefault(i, step)
                 last[i] = max(last.get(i, step), step)
+    for i in inputs:
+        last.setdefault(i, -1)  # an input nothing reads still gets its bytes
     tensors = [i for i in first if not values[i].value.is_constant]
     tensors.sort(key=lambda i: (-values[i].value.nbytes(), i))
     placed: list[tuple[int, int, int, int]] = []  # (offset, size, first, last)

@@ -238,49 +238,36 @@ class String:
 
 
 @dataclass(frozen=True)
-class IntList:
+class _Items:
+    items: Sequence
+
+    def __post_init__(self):
+        _freeze(self, "items")
+
+
+@dataclass(frozen=True)
+class IntList(_Items):
     """items: indices of Int values (ExecuTorch boxes int lists)."""
 
-    items: Sequence[int]
 
-    def __post_init__(self):
-        _freeze(self, "items")
+@dataclass(frozen=True)
+class DoubleList(_Items):
+    """items: the floats themselves."""
 
 
 @dataclass(frozen=True)
-class DoubleList:
-    items: Sequence[float]
-
-    def __post_init__(self):
-        _freeze(self, "items")
+class BoolList(_Items):
+    """items: the booleans themselves."""
 
 
 @dataclass(frozen=True)
-class BoolList:
-    items: Sequence[bool]
-
-    def __post_init__(self):
-        _freeze(self, "items")
-
-
-@dataclass(frozen=True)
-class TensorList:
+class TensorList(_Items):
     """items: indices of Tensor values."""
 
-    items: Sequence[int]
-
-    def __post_init__(self):
-        _freeze(self, "items")
-
 
 @dataclass(frozen=True)
-class OptionalTensorList:
+class OptionalTensorList(_Items):
     """items: indices of Tensor values, -1 for None."""
-
-    items: Sequence[int]
-
-    def __post_init__(self):
-        _freeze(self, "items")
 
 
 EValue = Union[Null, Int, Bool, Double, String, IntList, DoubleList, BoolList, TensorList,

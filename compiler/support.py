@@ -64,7 +64,9 @@ def _pair(x) -> tuple[int, int]:
 def facts(op: Op) -> dict:
     """Everything a rule's text may mention about `op`."""
     f = {"op_type": op.op_type, "node": op.name, "shape": list(op.output.shape),
+         "input_shape": list(op.inputs[0].shape) if op.inputs else [],
          "dtypes": ", ".join(sorted({v.dtype for v in op.inputs + op.outputs if not v.is_constant}))}
+    f["operand_shapes"] = " and ".join(str(list(v.shape)) for v in op.inputs)
     for key in ("stride", "dilation", "kernel_size", "padding", "groups", "dim"):
         try:
             f[key] = op.arg(key)
@@ -96,9 +98,14 @@ def tensor_dims(op: Op) -> bool:
     return all(d <= TENSOR_DIM_MAX for v in op.inputs + op.outputs for d in v.shape)
 
 
-@rule("batch {shape[0]}: the NPU's convolutions and pools take batch 1", ops=SPATIAL_OPS)
+@rule("{op_type} on a tensor of shape {input_shape}: kiln lowers it for 4-D (N, C, H, W) input", ops=SPATIAL_OPS)
+def four_dimensional(op: Op) -> bool:
+    return len(op.inputs[0].shape) == 4
+
+
+@rule("batch {input_shape[0]}: the NPU's convolutions and pools take batch 1", ops=SPATIAL_OPS)
 def batch_one(op: Op) -> bool:
-    return op.output.shape[0] == 1
+    return op.inputs[0].shape[0] == 1
 
 
 # ---- convolution ---------------------------------------------------------------------------------------
@@ -124,7 +131,8 @@ def weight_sum(op: Op) -> bool:
     weight = op.inputs[1]
     if not weight.is_constant:
         return True
-    per_channel = np.abs(weight.data.astype(np.int64)).reshape(weight.shape[0], -1).sum(axis=1)
+    axis = 1 if op.target is aten.conv_transpose2d.input else 0  # the output-channel axis
+    per_channel = np.abs(np.moveaxis(weight.data, axis, 0).astype(np.int64)).reshape(weight.shape[axis], -1).sum(1)
     return int(per_channel.max(initial=0)) <= WEIGHT_SUM_MAX
 
 
@@ -194,6 +202,13 @@ def scalar_operands(op: Op) -> bool:
     if isinstance(op.arg("self"), Value) and isinstance(other, Value):
         return True
     return op.target is aten.mul.Tensor and isinstance(op.arg("self"), Value) and float(other) > 0
+
+
+@rule("{op_type} of shapes {operand_shapes}: kiln lowers matrix products of equal batch shape",
+      ops={aten.matmul.default, aten.bmm.default, aten.mm.default})
+def plain_matmul(op: Op) -> bool:
+    a, b = op.inputs[0].shape, op.inputs[1].shape
+    return len(a) == len(b) >= 2 and a[:-2] == b[:-2] and a[-1] == b[-2]
 
 
 @rule("{op_type} with alpha other than 1 is not lowered", ops={aten.add.Tensor, aten.sub.Tensor})

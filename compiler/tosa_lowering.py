@@ -235,16 +235,21 @@ def conv_geometry(size: int, kernel: int, stride: int, dilation: int, pad: int, 
 
 def _spatial(lw: Lowerer, op: Op, x: Value, kernel, stride, dilation, padding, out_hw):
     """x as NHWC, cropped as needed, and TOSA's pad [top, bottom, left, right]."""
-    name = lw.nhwc(x)
     n, c, h, w = x.shape
     ph = conv_geometry(h, kernel[0], stride[0], dilation[0], padding[0], out_hw[0])
     pw = conv_geometry(w, kernel[1], stride[1], dilation[1], padding[1], out_hw[1])
-    if ph[2] or pw[2]:
-        size = [n, h - ph[2], w - pw[2], c]
-        out = lw.inter(size, x.dtype)
-        lw.emit("SLICE", [name, lw.shape_const([0, 0, 0, 0]), lw.shape_const(size)], [out], _attr("Slice"))
-        name = out
-    return name, [ph[0], ph[1], pw[0], pw[1]]
+    return _crop(lw, lw.nhwc(x), [n, h, w, c], x.dtype, ph[2], pw[2]), [ph[0], ph[1], pw[0], pw[1]]
+
+
+def _crop(lw: Lowerer, name: str, shape, dtype: str, rows: int, columns: int) -> str:
+    """NHWC `name` without its last `rows` rows and `columns` columns."""
+    if not rows and not columns:
+        return name
+    n, h, w, c = shape
+    size = [n, h - rows, w - columns, c]
+    out = lw.inter(size, dtype)
+    lw.emit("SLICE", [name, lw.shape_const([0, 0, 0, 0]), lw.shape_const(size)], [out], _attr("Slice"))
+    return out
 
 
 def _bias(lw: Lowerer, bias: Value | None, channels: int) -> str:
@@ -349,6 +354,7 @@ def _avg_pool(lw: Lowerer, op: Op):
         name, (n, h, w, c), padding = out, padded, (0, 0)
     ph = conv_geometry(h, kernel[0], stride[0], 1, padding[0], out_hw[0])
     pw = conv_geometry(w, kernel[1], stride[1], 1, padding[1], out_hw[1])
+    name = _crop(lw, name, [n, h, w, c], x.dtype, ph[2], pw[2])
     lw.result(op.output, _avg_pool_nhwc(lw, name, x, op.output, kernel, stride, [ph[0], ph[1], pw[0], pw[1]]), True)
 
 
@@ -410,11 +416,7 @@ def _max_pool(lw: Lowerer, op: Op):
     name = lw.nhwc(x)
     ph = _max_pool_pad(h, kernel[0], stride[0], padding[0], out_hw[0])
     pw = _max_pool_pad(w, kernel[1], stride[1], padding[1], out_hw[1])
-    if ph[2] or pw[2]:
-        size = [n, h - ph[2], w - pw[2], c]
-        cropped = lw.inter(size, x.dtype)
-        lw.emit("SLICE", [name, lw.shape_const([0, 0, 0, 0]), lw.shape_const(size)], [cropped], _attr("Slice"))
-        name = cropped
+    name = _crop(lw, name, [n, h, w, c], x.dtype, ph[2], pw[2])
     out = lw.inter([n, out_hw[0], out_hw[1], c], x.dtype)
     attribute = _attr("MaxPool2d", list(kernel), list(stride), [ph[0], ph[1], pw[0], pw[1]],
                       ts.NanPropagationMode.PROPAGATE)

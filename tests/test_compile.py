@@ -241,3 +241,36 @@ def test_executorch_reads_a_compiled_model(tmp_path):
     assert {d["id"] for d in plan["delegates"]} == {"EthosUBackend"}
     named = {k: bytes.fromhex(v) for k, v in dump["named_data"].items()}
     assert named == {pte_writer.TOSA_KEY.format(i): t for i, t in enumerate(result.tosa)}
+
+
+class CrossingPaths(torch.nn.Module):
+    """Two NPU regions linked both directly and through a CPU op: a partitioner that
+    merged them would make a cycle (found in review)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.r, self.a, self.q2 = (torch.nn.Conv2d(4, 4, 1) for _ in range(3))
+
+    def forward(self, x):
+        r, a = self.r(x), self.a(x)
+        q1 = r + torch.sigmoid(a)
+        return q1, a + self.q2(r)
+
+
+def test_partitions_never_form_a_cycle_and_still_match_pt2e():
+    inputs = (torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(3)),)
+    loaded = frontend.LoadedModel("crossing", CrossingPaths().eval(), inputs)
+    spec = CompileSpec("ethos-u55-128", exclusions=Exclusions(node_names=("sigmoid",)))
+    result = kc.compile_model(loaded, spec, log=lambda line: None)
+    done = set()
+    for unit in result.partitioning.schedule:  # every unit after the producers of what it reads
+        ops = unit.ops if hasattr(unit, "ops") else [unit]
+        for op in ops:
+            for v in op.inputs:
+                assert v.producer is None or id(v.producer) in done or v.producer in ops
+        done |= {id(op) for op in ops}
+    ref = quantize(frontend.export(loaded).module(check_guards=False), [inputs], EthosUQuantizer())
+    outs = host.run(result.pte, [inputs[0].numpy()])
+    for got, want, v in zip(outs, ref(*inputs), result.graph.outputs):
+        assert steps_off(got, want, v.producer.inputs[0].qparams.scale).max() <= 1

@@ -50,6 +50,7 @@ CASES = {
     "max_pool_pad": (Lambda(lambda m, x: F.max_pool2d(x, 3, 2, padding=1)), [(1, 4, 9, 9)]),
     "avg_pool_pad": (Lambda(lambda m, x: F.avg_pool2d(x, 3, 1, padding=1)), [(1, 4, 6, 6)]),
     "avg_pool_2x2": (Lambda(lambda m, x: F.avg_pool2d(x, 2)), [(1, 8, 8, 8)]),
+    "avg_pool_floors": (Lambda(lambda m, x: F.avg_pool2d(x, 2)), [(1, 4, 7, 7)]),
     "global_avg_pool": (Lambda(lambda m, x: F.adaptive_avg_pool2d(x, 1)), [(1, 16, 7, 5)]),
     "adaptive_avg_pool_2x2": (Lambda(lambda m, x: F.adaptive_avg_pool2d(x, 2)), [(1, 4, 8, 6)]),
     "mean_hw": (Lambda(lambda m, x: x.mean(dim=(2, 3))), [(1, 8, 5, 5)]),
