@@ -12,6 +12,7 @@ Shapes are in PyTorch's order (NCHW); the TOSA lowering chooses layouts.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -230,7 +231,7 @@ class _Builder:
             if node.op == "placeholder":
                 self.placeholder(node)
             elif node.op == "get_attr":
-                self.constants[node] = getattr(self.gm, node.target)
+                self.constants[node] = functools.reduce(getattr, node.target.split("."), self.gm)
             elif node.op == "output":
                 outputs = self.output(node)
             elif node.op == "call_function":

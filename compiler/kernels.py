@@ -36,6 +36,24 @@ class Fixed:
     value: object
 
 
+@dataclass(frozen=True)
+class Derived:
+    """An argument the kernel's schema has, computed from the graph op."""
+
+    of: Callable  # (graph Op) -> value
+
+
+def _mean_hw(x, dim, keepdim, dtype):
+    """Mean over H and W, summed position by position (row-major) in float32."""
+    n, c, h, w = x.shape
+    acc = np.zeros((n, c), np.float32)
+    for i in range(h):
+        for j in range(w):
+            acc += x[:, :, i, j]
+    out = acc / np.float32(h * w)
+    return out.reshape(n, c, 1, 1) if keepdim else out
+
+
 def _quantize(x, scale, zero_point, qmin, qmax, dtype):
     inverse = np.float32(1.0) / np.float32(scale)
     q = np.rint(x.astype(np.float32) * inverse) + np.float32(zero_point)  # rint: round half to even
@@ -120,6 +138,13 @@ KERNELS: dict[object, Kernel] = {
         "aten::convolution", "out",
         ("input", "weight", "bias", "stride", "padding", "dilation", Fixed(False), Fixed([0, 0]), "groups"), _conv2d),
     aten.linear.default: Kernel("aten::linear", "out", ("input", "weight", "bias"), _linear),
+    **{t: Kernel("aten::view_copy", "out", ("self", Derived(lambda op: list(op.output.shape))),
+                 lambda x, size: np.ascontiguousarray(x).reshape(size))
+       for t in (aten.view.default, aten.reshape.default, aten.flatten.using_ints, aten.squeeze.dim,
+                 aten.squeeze.dims, aten.unsqueeze.default)},
+    aten.adaptive_avg_pool2d.default: Kernel(
+        "aten::mean", "out", ("self", Fixed([2, 3]), Fixed(True), Fixed(None)), _mean_hw,
+        lambda op: tuple(op.output.shape[2:]) == (1, 1)),
     aten.relu.default: Kernel("aten::relu", "out", ("self",), lambda x: np.maximum(x, np.float32(0))),
     aten.hardtanh.default: Kernel("aten::hardtanh", "out", ("self", "min_val", "max_val"),
                                   lambda x, lo, hi: np.clip(x, np.float32(lo), np.float32(hi))),

@@ -20,7 +20,7 @@ from kiln.errors import KilnError
 import torch
 
 from kiln.graph import DEQUANTIZE, QUANTIZE, Graph, Op, Value, dequantize_array
-from kiln.kernels import KERNELS, Fixed, Kernel
+from kiln.kernels import KERNELS, Derived, Fixed, Kernel
 from kiln.partition import Partitioning
 from kiln.tosa_lowering import Partition
 
@@ -122,8 +122,7 @@ class _Builder:
         if op.quantized:
             self.quantized_on_cpu(op, kernel)
             return
-        args = [self.scalar(a.value if isinstance(a, Fixed) else op.arg(a)) for a in kernel.schema_args]
-        self.call(kernel, args, op.output)
+        self.call(kernel, [self.scalar(_argument(op, a)) for a in kernel.schema_args], op.output)
 
     def call(self, kernel: Kernel, args: list[int], output: Value):
         out = self.tensor(output)
@@ -144,7 +143,7 @@ class _Builder:
         floats = {id(v): float_of(v) for v in op.inputs}
         args = []
         for a in kernel.schema_args:
-            x = a.value if isinstance(a, Fixed) else op.arg(a)
+            x = _argument(op, a)
             args.append(self.scalar(floats[id(x)] if isinstance(x, Value) else x))
         out = op.output
         result = Value(op.name + "_f", out.shape, "float32")
@@ -159,6 +158,15 @@ class _Builder:
         qp = out.qparams
         self.call(KERNELS[QUANTIZE[0]], [self.scalar(x) for x in (result, float(qp.scale), qp.zero_point, qp.qmin,
                                                                   qp.qmax, _TORCH[out.dtype])], out)
+
+
+def _argument(op: Op, a):
+    """The value of kernel schema argument `a` for graph op `op`."""
+    if isinstance(a, Fixed):
+        return a.value
+    if isinstance(a, Derived):
+        return a.of(op)
+    return op.arg(a)
 
 
 def build(graph: Graph, partitioning: Partitioning) -> Program:

@@ -274,3 +274,21 @@ def test_partitions_never_form_a_cycle_and_still_match_pt2e():
     outs = host.run(result.pte, [inputs[0].numpy()])
     for got, want, v in zip(outs, ref(*inputs), result.graph.outputs):
         assert steps_off(got, want, v.producer.inputs[0].qparams.scale).max() <= 1
+
+
+def test_no_delegate_runs_everything_on_the_cpu_like_pt2e():
+    result = kc.compile_model("ds_cnn", CompileSpec("ethos-u55-128", delegate=False), log=lambda line: None)
+    assert result.report["delegates"] == [] and result.report["macs"]["npu_share"] == 0
+    reasons = {o["reason"] for o in result.report["ops"] if o["op"] == "aten.conv2d"}
+    assert reasons == {"delegation is off (--no-delegate)"}
+    ref, inputs = reference("ds_cnn")
+    (out,) = host.run(result.pte, [inputs[0].numpy()])
+    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
+    assert steps_off(out, ref(*inputs), scale).max() <= 1
+
+
+def test_no_quantize_is_a_float_cpu_program_matching_eager():
+    result = kc.compile_model("tiny_cnn", CompileSpec("ethos-u55-128", quantize=False), log=lambda line: None)
+    module, inputs = models.load("tiny_cnn")
+    (out,) = host.run(result.pte, [inputs[0].numpy()])
+    np.testing.assert_allclose(out, module(*inputs).detach().numpy(), rtol=1e-5, atol=1e-6)
