@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kiln import boards, frontend, graph, partition, program, support, tosa_lowering, vela
+from kiln import boards, frontend, graph, partition, program, pte_writer, support, tosa_lowering, vela
 from kiln.errors import ModelError, UsageError
 from kiln.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 from kiln.spec import CompileSpec
@@ -39,9 +39,10 @@ class Result:
 
 
 class _Stages:
-    def __init__(self, log):
+    """Times named stages: `with stage("export"): ...`; seconds per stage, in order."""
+
+    def __init__(self):
         self.seconds: dict[str, float] = {}
-        self.log = log
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
@@ -88,7 +89,7 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
                   log=print) -> Result:
     spec = spec.resolved()
     target = boards.target(spec.target)
-    stage = _Stages(log)
+    stage = _Stages()
     with stage("load"):
         loaded = model if isinstance(model, frontend.LoadedModel) else frontend.load_model(model)
         samples = load_calibration(calibration, loaded.inputs)
@@ -126,8 +127,6 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
         tosa = [tosa[p.index] for p in prog.delegates]
         results = [results[p.index] for p in prog.delegates]
     with stage("write"):
-        from kiln import pte_writer
-
         data = pte_writer.write(prog, results, tosa, target.name)
     result = Result(data, {}, g, parts, prog, tosa, results, quantized, loaded.inputs, stage.seconds)
     result.report = make_report(loaded.name, spec, result)

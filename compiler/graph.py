@@ -103,14 +103,7 @@ class Op:
 
     def arg(self, name: str):
         """The argument called `name` in the op's schema, or its default."""
-        for i, a in enumerate(self.target._schema.arguments):
-            if a.name == name:
-                if i < len(self.args):
-                    return self.args[i]
-                if name in self.kwargs:
-                    return self.kwargs[name]
-                return a.default_value if a.has_default_value() else None
-        raise KeyError(f"{self.target} has no argument {name!r}")
+        return schema_arg(self.target, self.args, self.kwargs, name)
 
     def __repr__(self):
         return f"Op({self.name}: {self.op_type})"
@@ -327,22 +320,31 @@ class _Builder:
         if user.target in FUSIBLE_ACTIVATIONS:
             after = list(user.users)
             if len(after) == 1 and after[0].target in QUANTIZE:
-                return after[0], user, _activation_range(user)
+                return after[0], user, clamp_range(user.target,
+                                                   lambda name: schema_arg(user.target, user.args, user.kwargs, name))
         return None, None, None
 
 
-def _activation_range(node: Node) -> tuple[float, float]:
-    name = node.target.overloadpacket.__name__.rstrip("_")
+def schema_arg(target, args: tuple, kwargs: dict, name: str):
+    """The argument called `name` of a call to `target`, positional or keyword, or its default."""
+    for i, a in enumerate(target._schema.arguments):
+        if a.name == name:
+            if i < len(args):
+                return args[i]
+            if name in kwargs:
+                return kwargs[name]
+            return a.default_value if a.has_default_value() else None
+    raise KeyError(f"{target} has no argument {name!r}")
+
+
+def clamp_range(target, arg) -> tuple[float, float]:
+    """(low, high) in real units of relu/relu6/hardtanh/clamp; `arg(name)` reads the call's arguments."""
+    name = target.overloadpacket.__name__.rstrip("_")
     if name == "relu":
         return (0.0, float("inf"))
     if name == "relu6":
         return (0.0, 6.0)
-    if name == "hardtanh":
-        low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min_val", -1.0)
-        high = node.args[2] if len(node.args) > 2 else node.kwargs.get("max_val", 1.0)
-        return (float(low), float(high))
-    low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
-    high = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    low, high = (arg("min_val"), arg("max_val")) if name == "hardtanh" else (arg("min"), arg("max"))
     return (float("-inf") if low is None else float(low), float("inf") if high is None else float(high))
 
 

@@ -51,7 +51,10 @@ def _dtype(tensor: pte.Tensor):
 
 def run(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Runs plan "forward" of the .pte `data` on `inputs` (arrays of the input types and shapes)."""
-    f = pte.deserialize(data)
+    return _run(pte.deserialize(data), inputs)
+
+
+def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
     plan = f.program.execution_plans[0]
     named = f.named()
     kernels = by_name()
@@ -69,7 +72,7 @@ def run(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
             slots[i] = [plan.values[j].value for j in value.items]
     if len(inputs) != len(plan.inputs):
         raise UsageError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
-    for n, (i, x) in enumerate(zip(plan.inputs, inputs)):
+    for i, x in zip(plan.inputs, inputs):
         t = plan.values[i]
         slots[i] = np.asarray(x, _dtype(t)).reshape(t.sizes)
     for instruction in plan.chains[0].instructions:
@@ -114,7 +117,8 @@ def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Pa
         data = Path(pte_path).read_bytes()
     except OSError as error:
         raise UsageError(f"cannot read {pte_path}: {error.strerror}") from None
-    plan = pte.deserialize(data).program.execution_plans[0]
+    f = pte.deserialize(data)
+    plan = f.program.execution_plans[0]
     if len(input_paths) != len(plan.inputs):
         raise UsageError(f"{pte_path} takes {len(plan.inputs)} inputs; give one --input file for each")
     inputs = []
@@ -128,7 +132,7 @@ def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Pa
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for n, result in enumerate(run(data, inputs)):
+    for n, result in enumerate(_run(f, inputs)):
         path = out / f"output_{n}.bin"
         path.write_bytes(np.ascontiguousarray(result).astype(result.dtype.newbyteorder("<")).tobytes())
         paths.append(path)

@@ -135,9 +135,7 @@ class _Builder:
             if v.is_constant:
                 return Value(v.name + "_f", v.shape, "float32", data=dequantize_array(v.data, v.qparams))
             f = Value(v.name + "_f", v.shape, "float32")
-            qp = v.qparams
-            self.call(KERNELS[DEQUANTIZE[0]], [self.scalar(x) for x in (v, float(qp.scale), qp.zero_point, qp.qmin,
-                                                                         qp.qmax, _TORCH[v.dtype])], f)
+            self.call(KERNELS[DEQUANTIZE[0]], self.qargs(v, v), f)
             return f
 
         floats = {id(v): float_of(v) for v in op.inputs}
@@ -155,9 +153,13 @@ class _Builder:
                       [self.tensor(result), self.scalar(float(max(low, -3.0e38))), self.scalar(float(min(high, 3.0e38)))],
                       clamped)
             result = clamped
-        qp = out.qparams
-        self.call(KERNELS[QUANTIZE[0]], [self.scalar(x) for x in (result, float(qp.scale), qp.zero_point, qp.qmin,
-                                                                  qp.qmax, _TORCH[out.dtype])], out)
+        self.call(KERNELS[QUANTIZE[0]], self.qargs(result, out), out)
+
+    def qargs(self, source: Value, quantized: Value) -> list[int]:
+        """quantize/dequantize arguments: source, then the integer value's scale, zero point, range and type."""
+        qp = quantized.qparams
+        return [self.scalar(x) for x in (source, float(qp.scale), qp.zero_point, qp.qmin, qp.qmax,
+                                         _TORCH[quantized.dtype])]
 
 
 def _argument(op: Op, a):

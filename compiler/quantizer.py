@@ -66,6 +66,15 @@ INDEPENDENT_OPS = {
     aten.upsample_bilinear2d.vec,
     aten.upsample_bilinear2d.default,
 }
+# Activations the NPU applies as the clamp of the producing MAC or elementwise op.
+FUSIBLE_ACTIVATIONS = {
+    aten.relu.default,
+    aten.relu_.default,
+    aten.relu6.default,
+    aten.hardtanh.default,
+    aten.hardtanh_.default,
+    aten.clamp.default,
+}
 SHARED_OPS = {
     aten.max_pool2d.default,
     aten.avg_pool2d.default,
@@ -86,25 +95,10 @@ SHARED_OPS = {
     aten.clone.default,
     aten.contiguous.default,
     aten.dropout.default,
-    aten.relu.default,
-    aten.relu_.default,
-    aten.relu6.default,
-    aten.hardtanh.default,
-    aten.hardtanh_.default,
-    aten.clamp.default,
     aten.slice.Tensor,
     aten.select.int,
-}
+} | FUSIBLE_ACTIVATIONS  # on their own (not fused), activations keep their input's range
 CONCAT_OPS = {aten.cat.default, aten.concat.default}
-# Activations the NPU applies as the clamp of the producing MAC or elementwise op.
-FUSIBLE_ACTIVATIONS = {
-    aten.relu.default,
-    aten.relu_.default,
-    aten.relu6.default,
-    aten.hardtanh.default,
-    aten.hardtanh_.default,
-    aten.clamp.default,
-}
 FUSING_PRODUCERS = set(MAC_OPS) | {aten.add.Tensor, aten.add_.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 
 

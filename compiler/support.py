@@ -18,7 +18,7 @@ import torch
 
 from kiln.boards import Target
 from kiln.graph import DEQUANTIZE, QUANTIZE, Op, Value
-from kiln.tosa_lowering import LOWERINGS, TABLE_FUNCTIONS
+from kiln.tosa_lowering import LOWERINGS, TABLE_FUNCTIONS, pair
 
 aten = torch.ops.aten
 CONV_OPS = {aten.conv2d.default}
@@ -55,10 +55,6 @@ def rule(text: str, ops=None, families=None):
         return fn
 
     return register
-
-
-def _pair(x) -> tuple[int, int]:
-    return (int(x[0]), int(x[-1])) if isinstance(x, (list, tuple)) else (int(x), int(x))
 
 
 def facts(op: Op) -> dict:
@@ -111,7 +107,7 @@ def batch_one(op: Op) -> bool:
 # ---- convolution ---------------------------------------------------------------------------------------
 @rule("stride {stride} is outside the NPU's range 1..3", ops=CONV_OPS | POOL_OPS)
 def stride_range(op: Op) -> bool:
-    stride = _pair(op.arg("stride") or op.arg("kernel_size"))
+    stride = pair(op.arg("stride") or op.arg("kernel_size"))
     if op.target in POOL_OPS and op.output.shape[2:] == (1, 1):
         return True  # a single window: the lowering sets stride 1
     return all(1 <= s <= STRIDE_MAX for s in stride)
@@ -121,7 +117,7 @@ def stride_range(op: Op) -> bool:
       ops=CONV_OPS)
 def dilated_kernel(op: Op) -> bool:
     kh, kw = op.arg("weight").shape[2:]
-    dh, dw = _pair(op.arg("dilation"))
+    dh, dw = pair(op.arg("dilation"))
     height, width = (kh - 1) * dh + 1, (kw - 1) * dw + 1
     return height <= DILATED_HEIGHT_MAX and height * width <= DILATED_AREA_MAX
 
@@ -138,21 +134,21 @@ def weight_sum(op: Op) -> bool:
 
 @rule("conv_transpose2d with groups or dilation is not lowered", ops={aten.conv_transpose2d.input})
 def plain_transpose_conv(op: Op) -> bool:
-    return int(op.arg("groups")) == 1 and _pair(op.arg("dilation")) == (1, 1)
+    return int(op.arg("groups")) == 1 and pair(op.arg("dilation")) == (1, 1)
 
 
 # ---- pooling ----------------------------------------------------------------------------------------------
 @rule("pooling kernel {kernel_size} is beyond the NPU's 256 rows / 256x256 area", ops=POOL_OPS)
 def pool_kernel(op: Op) -> bool:
-    kh, kw = _pair(op.arg("kernel_size"))
+    kh, kw = pair(op.arg("kernel_size"))
     return kh <= KERNEL_HEIGHT_MAX and kh * kw <= KERNEL_AREA_MAX
 
 
 @rule("padded average pooling with kernel {kernel_size}: the NPU pads kernels up to 8x8",
       ops={aten.avg_pool2d.default})
 def padded_avg_pool(op: Op) -> bool:
-    kh, kw = _pair(op.arg("kernel_size"))
-    return _pair(op.arg("padding")) == (0, 0) or (kh <= PADDED_POOL_KERNEL_MAX and kw <= PADDED_POOL_KERNEL_MAX)
+    kh, kw = pair(op.arg("kernel_size"))
+    return pair(op.arg("padding")) == (0, 0) or (kh <= PADDED_POOL_KERNEL_MAX and kw <= PADDED_POOL_KERNEL_MAX)
 
 
 @rule("average pooling with divisor_override or ceil_mode is not lowered", ops={aten.avg_pool2d.default})
@@ -162,7 +158,7 @@ def plain_avg_pool(op: Op) -> bool:
 
 @rule("max pooling with dilation {dilation} is not supported by the NPU", ops={aten.max_pool2d.default})
 def undilated_max_pool(op: Op) -> bool:
-    return _pair(op.arg("dilation")) == (1, 1)
+    return pair(op.arg("dilation")) == (1, 1)
 
 
 @rule("adaptive pooling to {shape} does not split the input into equal windows",

@@ -22,7 +22,7 @@ import torch
 import tosa_serializer as ts
 
 from kiln.errors import KilnError
-from kiln.graph import QRANGE, Op, QParams, Value
+from kiln.graph import QRANGE, Op, QParams, Value, clamp_range
 
 aten = torch.ops.aten
 DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "bool": ts.DType.BOOL}
@@ -218,7 +218,8 @@ def lowering(*targets):
     return register
 
 
-def _pair(x) -> tuple[int, int]:
+def pair(x) -> tuple[int, int]:
+    """An int-or-sequence kernel/stride/padding argument as (height, width)."""
     if isinstance(x, (list, tuple)):
         return (int(x[0]), int(x[-1]))
     return (int(x), int(x))
@@ -268,11 +269,11 @@ def _mac_rescale(lw: Lowerer, op: Op, acc: str, shape, x: Value, weight: Value, 
 @lowering(aten.conv2d.default)
 def _conv(lw: Lowerer, op: Op):
     x, weight, bias = op.arg("input"), op.arg("weight"), op.arg("bias")
-    stride, dilation, groups = _pair(op.arg("stride")), _pair(op.arg("dilation")), int(op.arg("groups"))
+    stride, dilation, groups = pair(op.arg("stride")), pair(op.arg("dilation")), int(op.arg("groups"))
     n, cin, h, w = x.shape
     cout, cin_g, kh, kw = weight.shape
     oh, ow = op.output.shape[2:]
-    name, pad = _spatial(lw, op, x, (kh, kw), stride, dilation, _pair(op.arg("padding")), (oh, ow))
+    name, pad = _spatial(lw, op, x, (kh, kw), stride, dilation, pair(op.arg("padding")), (oh, ow))
     acc_shape = [n, oh, ow, cout]
     acc = lw.inter(acc_shape, "int32")
     zero_points = [lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")]
@@ -328,9 +329,9 @@ def _linear(lw: Lowerer, op: Op):
 
 
 def _pool_args(op: Op, x: Value):
-    kernel = _pair(op.arg("kernel_size"))
-    stride = _pair(op.arg("stride") or kernel)
-    padding = _pair(op.arg("padding"))
+    kernel = pair(op.arg("kernel_size"))
+    stride = pair(op.arg("stride") or kernel)
+    padding = pair(op.arg("padding"))
     out_hw = op.output.shape[2:]
     if out_hw == (1, 1) and kernel == x.shape[2:] and padding == (0, 0):
         stride = (1, 1)  # one window: the stride is irrelevant (and TOSA/Vela limit it)
@@ -497,16 +498,7 @@ def _clamp(lw: Lowerer, op: Op):
     x = op.inputs[0]
     out = op.output
     name, is_nhwc = lw.names[id(x)]
-    if op.target is aten.relu.default:
-        low, high = 0.0, math.inf
-    elif op.target is aten.relu6.default:
-        low, high = 0.0, 6.0
-    elif op.target is aten.hardtanh.default:
-        low, high = float(op.arg("min_val")), float(op.arg("max_val"))
-    else:
-        low = op.arg("min")
-        high = op.arg("max")
-        low, high = (-math.inf if low is None else float(low)), (math.inf if high is None else float(high))
+    low, high = clamp_range(op.target, op.arg)
     shape = Lowerer.shape_of(out, is_nhwc)
     if out.qparams != x.qparams:
         name = lw.rescale(name, shape, x.dtype, out.dtype, x.qparams.scale / out.qparams.scale,
@@ -637,8 +629,8 @@ def _upsample_nearest(lw: Lowerer, op: Op):
 @lowering(aten.conv_transpose2d.input)
 def _conv_transpose(lw: Lowerer, op: Op):
     x, weight, out = op.arg("input"), op.arg("weight"), op.output
-    stride, padding = _pair(op.arg("stride")), _pair(op.arg("padding"))
-    output_padding = _pair(op.arg("output_padding"))
+    stride, padding = pair(op.arg("stride")), pair(op.arg("padding"))
+    output_padding = pair(op.arg("output_padding"))
     cin, cout, kh, kw = weight.shape
     w_ohwi = weight.data.transpose(1, 2, 3, 0)
     out_pad = [-padding[0], -padding[0] + output_padding[0], -padding[1], -padding[1] + output_padding[1]]

@@ -292,3 +292,40 @@ def test_no_quantize_is_a_float_cpu_program_matching_eager():
     module, inputs = models.load("tiny_cnn")
     (out,) = host.run(result.pte, [inputs[0].numpy()])
     np.testing.assert_allclose(out, module(*inputs).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_run_host_bad_input_is_one_clear_line(tmp_path):
+    result = kc.compile_model("tiny_cnn", CompileSpec("ethos-u55-128"), log=lambda line: None)
+    (tmp_path / "m.pte").write_bytes(result.pte)
+    (tmp_path / "short.bin").write_bytes(bytes(10))  # the input is float32[1, 1, 8, 8]: 256 bytes
+    (tmp_path / "not.pte").write_bytes(b"hello, not a program")
+    executorch_file = ROOT / "tests" / "fixtures" / "executorch" / "conv_relu_arm_delegate_ethos-u55-128.pte"
+    (tmp_path / "in.bin").write_bytes(bytes(256))
+    cases = [
+        ((tmp_path / "m.pte", tmp_path / "short.bin"), "has 10 bytes; the program takes FLOAT [1, 1, 8, 8] = 256 bytes"),
+        ((tmp_path / "not.pte", tmp_path / "in.bin"), "not an ExecuTorch program"),
+        ((executorch_file, tmp_path / "in.bin"), "carries no TOSA graph"),
+        ((tmp_path / "missing.pte", tmp_path / "in.bin"), "cannot read"),
+    ]
+    for (program, data), expected in cases:
+        run = kiln("run-host", str(program), "--input", str(data), "--output-dir", str(tmp_path / "out"))
+        lines = [line for line in run.stderr.splitlines() if line.startswith("kiln: error:")]
+        assert run.returncode != 0 and len(lines) == 1 and expected in lines[0], run.stderr
+        assert "Traceback" not in run.stderr
+
+
+def test_vela_missing_or_hanging_is_a_clear_error(tmp_path, monkeypatch):
+    from kiln import vela
+    from kiln.errors import ToolMissingError
+
+    tosa = kc.compile_model("tiny_cnn", CompileSpec("ethos-u55-128"), log=lambda line: None).tosa[0]
+    python = sys.executable
+    hang = [python, "-c", "import time; time.sleep(30)"]  # Vela's arguments follow, ignored
+    with monkeypatch.context() as m:
+        m.setattr(vela.sys, "executable", str(tmp_path / "python"))  # no vela beside it
+        m.setenv("PATH", str(tmp_path))  # and none on PATH
+        with pytest.raises(ToolMissingError, match="Vela is not installed; run ./scripts/setup.sh"):
+            vela.compile_tosa(tosa, "m", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+    monkeypatch.setattr(vela, "vela_command", lambda: hang)
+    with pytest.raises(vela.VelaError, match="did not finish compiling m within 1 s"):
+        vela.compile_tosa(tosa, "m", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", timeout_s=1)
