@@ -1,0 +1,66 @@
+"""Ethos-U55/U65 configurations as the NPU reports them in its ID and CONFIG registers.
+
+One place for these facts (Python side). The values are what Vela 5.2.0 (regor) writes
+into a COP1 payload's optimizer-config action for each accelerator configuration
+(measured), and the field layout of the two registers is the Ethos-U55/U65 register
+map: CONFIG = macs_per_cc (log2 of MACs per cycle, all cores) [3:0],
+cmd_stream_version [7:4], shram_size (KiB, all cores) [15:8], product [31:28]
+(0 = Ethos-U55, 1 = Ethos-U65); ID = version_status [3:0], version_minor [7:4],
+version_major [11:8], product_major [15:12], arch_patch_rev [19:16],
+arch_minor_rev [27:20], arch_major_rev [31:28].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The ID register value of the modelled NPU: architecture 1.0.6, product_major 6,
+# version r0p0 status 1 (the ID word regor writes into every COP1 payload).
+ID_REGISTER = 0x1006_6001
+
+PRODUCT_U55 = 0
+PRODUCT_U65 = 1
+
+
+@dataclass(frozen=True)
+class NpuConfig:
+    """One accelerator configuration, e.g. ethos-u55-128."""
+
+    target: str  # kiln's target name, e.g. "ethos-u55-128"
+    product: int  # PRODUCT_U55 or PRODUCT_U65
+    macs: int  # MACs per cycle per core
+    cores: int  # 1, or 2 for ethos-u65-512
+    shram_kib: int  # SHRAM per core, KiB
+
+    @property
+    def config_register(self) -> int:
+        macs_log2 = (self.macs * self.cores).bit_length() - 1
+        shram = self.shram_kib * self.cores
+        return (self.product << 28) | (shram << 8) | (0 << 4) | macs_log2
+
+    @property
+    def id_register(self) -> int:
+        return ID_REGISTER
+
+
+CONFIGS: dict[str, NpuConfig] = {
+    c.target: c
+    for c in (
+        NpuConfig("ethos-u55-32", PRODUCT_U55, 32, 1, 16),
+        NpuConfig("ethos-u55-64", PRODUCT_U55, 64, 1, 16),
+        NpuConfig("ethos-u55-128", PRODUCT_U55, 128, 1, 24),
+        NpuConfig("ethos-u55-256", PRODUCT_U55, 256, 1, 48),
+        NpuConfig("ethos-u65-256", PRODUCT_U65, 256, 1, 48),
+        NpuConfig("ethos-u65-512", PRODUCT_U65, 256, 2, 48),
+    )
+}
+
+
+def config_for(target: str) -> NpuConfig:
+    """The configuration of a U55/U65 target; KeyError names the known ones."""
+    try:
+        return CONFIGS[target]
+    except KeyError:
+        raise KeyError(
+            f"no NPU model for {target!r}; modelled: {', '.join(CONFIGS)}"
+        ) from None
