@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kiln import boards, frontend, graph, partition, program, pte_writer, support, tosa_lowering, vela
+from kiln import boards, decompose, frontend, graph, partition, program, pte_writer, support, tosa_lowering, vela
 from kiln.errors import ModelError, UsageError
 from kiln.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 from kiln.spec import CompileSpec
@@ -105,6 +105,9 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
             except Exception as error:
                 raise ModelError(f"quantizing {loaded.name} failed: {type(error).__name__}: {error}") from None
             module = quantized
+    else:
+        with stage("decompose"):
+            decompose.fold_batch_norm(module)
     with stage("fold"):
         g = graph.from_pt2e(module, io_quantized=spec.io == "int8")
     with stage("partition"):

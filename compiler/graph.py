@@ -82,6 +82,8 @@ class Op:
     outputs: list[Value]
     module: str = ""  # the nn.Module path that created it ("" at top level)
     activation: tuple[float, float] | None = None
+    # (node name, op type) of the op this one was decomposed from (kiln.decompose), else ("", "")
+    origin: tuple[str, str] = ("", "")
 
     @property
     def op_type(self) -> str:
@@ -174,8 +176,8 @@ class _Builder:
         self.inputs: list[Value] = []
         self.skipped: set[Node] = set()
 
-    def add(self, name, target, args, kwargs, outputs, module="", activation=None) -> Op:
-        op = Op(name, target, args, kwargs, outputs, module, activation)
+    def add(self, name, target, args, kwargs, outputs, module="", activation=None, origin=("", "")) -> Op:
+        op = Op(name, target, args, kwargs, outputs, module, activation, origin)
         for v in outputs:
             v.producer = op
         for v in op.inputs:
@@ -293,19 +295,20 @@ class _Builder:
         tensor_args = [a for a in _flatten((node.args, tuple(node.kwargs.values()))) if isinstance(a, Node)]
         inputs_quantized = tensor_args and all(a in self.dq for a in tensor_args)
         module = _module_path(node)
+        origin = node.meta.get("kiln_origin", ("", ""))
         if quant is not None and inputs_quantized:
             qp = _qparams(quant, self.constants)
             out = Value(quant.name, tuple(val.shape), _dtype(quant.args[5]), qp)
             args = self.map_args(node.args, lambda n: self.dq[n])
             kwargs = self.map_args(node.kwargs, lambda n: self.dq[n])
-            self.add(node.name, node.target, args, kwargs, [out], module, activation)
+            self.add(node.name, node.target, args, kwargs, [out], module, activation, origin)
             self.env[quant] = out
             self.skipped.update({quant} | ({fused} if fused is not None else set()))
             return
         args = self.map_args(node.args, self.float_of)
         kwargs = self.map_args(node.kwargs, self.float_of)
         out = Value(node.name, tuple(val.shape), _dtype(val.dtype))
-        self.add(node.name, node.target, args, kwargs, [out], module)
+        self.add(node.name, node.target, args, kwargs, [out], module, origin=origin)
         self.env[node] = out
 
     def quantized_output(self, node: Node):

@@ -70,6 +70,8 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
             slots[i] = None
         elif isinstance(value, pte.IntList):
             slots[i] = [plan.values[j].value for j in value.items]
+        elif isinstance(value, pte.DoubleList):
+            slots[i] = list(value.items)
     if len(inputs) != len(plan.inputs):
         raise UsageError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
     for i, x in zip(plan.inputs, inputs):

@@ -119,6 +119,56 @@ def _linear(x, weight, bias):
     return out
 
 
+def _softmax(x, dim, log):
+    """Softmax along `dim`: the max subtracted, exp, the sum taken in index order."""
+    shifted = (x - np.max(x, axis=dim, keepdims=True)).astype(np.float32)
+    exps = np.exp(shifted).astype(np.float32)
+    total = _sum_in_order(exps, [dim], True)
+    return (shifted - np.log(total) if log else exps / total).astype(np.float32)
+
+
+def _sum_in_order(x, dims, keepdim):
+    """Sum over `dims` (one) in index order, in float32."""
+    (dim,) = dims
+    dim %= x.ndim
+    acc = np.zeros_like(np.take(x, [0], axis=dim), dtype=np.float32)
+    for i in range(x.shape[dim]):
+        acc += np.take(x, [i], axis=dim)
+    return acc if keepdim else np.squeeze(acc, axis=dim)
+
+
+def _source_index(out_size: int, in_size: int, scale, align_corners: bool):
+    """(i0, i1, lambda0, lambda1) per output index as PyTorch's bilinear computes them, in
+    float32: align_corners maps the corner samples onto each other; otherwise the ratio
+    is 1/scale_factor when one is given, else in/out, with half-pixel centres."""
+    if align_corners:
+        ratio = np.float32((in_size - 1) / (out_size - 1)) if out_size > 1 else np.float32(0)
+        src = np.arange(out_size, dtype=np.float32) * ratio
+    else:
+        ratio = np.float32(1.0 / scale) if scale else np.float32(in_size / out_size)
+        src = (np.arange(out_size, dtype=np.float32) + np.float32(0.5)) * ratio - np.float32(0.5)
+        src = np.maximum(src, np.float32(0))
+    i0 = np.minimum(src.astype(np.int64), in_size - 1)
+    i1 = np.minimum(i0 + 1, in_size - 1)
+    lambda1 = (src - i0.astype(np.float32)).astype(np.float32)
+    return i0, i1, (np.float32(1) - lambda1).astype(np.float32), lambda1
+
+
+def _upsample_bilinear(x, output_size, align_corners, scale_factors):
+    n, c, h, w = x.shape
+    if output_size:
+        oh, ow = output_size
+        sy = sx = None
+    else:
+        sy, sx = scale_factors
+        oh, ow = int(h * sy), int(w * sx)
+    y0, y1, ly0, ly1 = _source_index(oh, h, sy, align_corners)
+    x0, x1, lx0, lx1 = _source_index(ow, w, sx, align_corners)
+    top = x[:, :, y0][:, :, :, x0] * lx0 + x[:, :, y0][:, :, :, x1] * lx1
+    bottom = x[:, :, y1][:, :, :, x0] * lx0 + x[:, :, y1][:, :, :, x1] * lx1
+    return (ly0[:, None] * top + ly1[:, None] * bottom).astype(np.float32)
+
+
 def _binary(fn):
     return lambda a, b, *rest: fn(np.float32(a) if np.isscalar(a) else a, np.float32(b) if np.isscalar(b) else b)
 
@@ -154,6 +204,25 @@ KERNELS: dict[object, Kernel] = {
     aten.add.Tensor: Kernel("aten::add", "out", ("self", "other", "alpha"), _binary(np.add),
                             lambda op: op.arg("alpha") in (None, 1)),
     aten.mul.Tensor: Kernel("aten::mul", "out", ("self", "other"), _binary(np.multiply)),
+    aten.sub.Tensor: Kernel("aten::sub", "out", ("self", "other", "alpha"), _binary(np.subtract),
+                            lambda op: op.arg("alpha") in (None, 1)),
+    aten.exp.default: Kernel("aten::exp", "out", ("self",), lambda x: np.exp(x).astype(np.float32)),
+    aten.log.default: Kernel("aten::log", "out", ("self",), lambda x: np.log(x).astype(np.float32)),
+    aten.reciprocal.default: Kernel("aten::reciprocal", "out", ("self",),
+                                    lambda x: (np.float32(1) / x).astype(np.float32)),
+    aten.amax.default: Kernel("aten::amax", "out", ("self", "dim", "keepdim"),
+                              lambda x, dim, keepdim: np.max(x, axis=tuple(dim), keepdims=bool(keepdim))),
+    aten.sum.dim_IntList: Kernel("aten::sum", "IntList_out", ("self", "dim", "keepdim", Fixed(None)),
+                                 lambda x, dim, keepdim, dtype: _sum_in_order(x, dim, keepdim),
+                                 lambda op: op.arg("dim") is not None and len(op.arg("dim")) == 1),
+    **{t: Kernel("aten::_softmax", "out", ("self", "dim", Fixed(False)),
+                 lambda x, dim, half: _softmax(x, dim, log=False)) for t in (aten.softmax.int, aten._softmax.default)},
+    **{t: Kernel("aten::_log_softmax", "out", ("self", "dim", Fixed(False)),
+                 lambda x, dim, half: _softmax(x, dim, log=True))
+       for t in (aten.log_softmax.int, aten._log_softmax.default)},
+    aten.upsample_bilinear2d.vec: Kernel(
+        "aten::upsample_bilinear2d", "vec_out", ("input", "output_size", "align_corners", "scale_factors"),
+        _upsample_bilinear),
 }
 
 

@@ -35,10 +35,17 @@ class Partitioning:
 
 
 def excluded(op: Op, exclusions: Exclusions) -> str | None:
-    if op.name in exclusions.node_names:
-        return f"excluded by node name {op.name!r}"
+    """Why `op` is excluded, if it is; an op decomposed from another (e.g. softmax's exp)
+    is excluded with it."""
+    origin_name, origin_type = op.origin
+    for name in (op.name, origin_name):
+        if name and name in exclusions.node_names:
+            return f"excluded by node name {name!r}"
     for op_type in exclusions.op_types:
-        if op.op_type == op_type or op.op_type == f"aten.{op_type}" or str(op.target) == op_type:
+        for candidate in (op.op_type, origin_type):
+            if candidate and candidate in (op_type, f"aten.{op_type}"):
+                return f"excluded by op type {op_type!r}"
+        if str(op.target) == op_type:
             return f"excluded by op type {op_type!r}"
     for module in exclusions.modules:
         if op.module == module or op.module.startswith(module + "."):

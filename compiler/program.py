@@ -35,8 +35,8 @@ class ProgramError(KilnError):
 
 @dataclass
 class Evalue:
-    kind: str  # "tensor", "int", "double", "bool", "null", "int_list"
-    value: object = None  # Value for tensors, a number, or a list of value indices for int_list
+    kind: str  # "tensor", "int", "double", "bool", "null", "int_list", "double_list"
+    value: object = None  # Value for tensors, a number, value indices (int_list) or floats (double_list)
 
 
 @dataclass
@@ -94,6 +94,8 @@ class _Builder:
             items = [self.scalar(int(i)) for i in x]
             self.values.append(Evalue("int_list", items))
             return len(self.values) - 1
+        elif isinstance(x, (list, tuple)) and all(isinstance(i, (int, float)) and not isinstance(i, bool) for i in x):
+            kind, x = "double_list", [float(i) for i in x]
         elif isinstance(x, Value):
             return self.tensor(x)
         else:

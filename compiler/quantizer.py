@@ -34,6 +34,7 @@ from torchao.quantization.pt2e.quantizer import (
     SharedQuantizationSpec,
 )
 
+from kiln import decompose
 from kiln.errors import UsageError
 
 aten = torch.ops.aten
@@ -58,9 +59,10 @@ INDEPENDENT_OPS = {
     aten.hardswish.default,
     aten.hardsigmoid.default,
     aten.leaky_relu.default,
-    aten.softmax.int,
-    aten._softmax.default,
-    aten.log_softmax.int,
+    aten.exp.default,
+    aten.log.default,
+    aten.reciprocal.default,
+    aten.sum.dim_IntList,
     aten.mean.dim,
     aten.mean.default,
     aten.upsample_bilinear2d.vec,
@@ -97,6 +99,7 @@ SHARED_OPS = {
     aten.dropout.default,
     aten.slice.Tensor,
     aten.select.int,
+    aten.amax.default,
 } | FUSIBLE_ACTIVATIONS  # on their own (not fused), activations keep their input's range
 CONCAT_OPS = {aten.cat.default, aten.concat.default}
 FUSING_PRODUCERS = set(MAC_OPS) | {aten.add.Tensor, aten.add_.Tensor, aten.sub.Tensor, aten.mul.Tensor}
@@ -168,6 +171,9 @@ class EthosUQuantizer(Quantizer):
         super().__init__()
         self.scheme = scheme
         self.skip = skip or (lambda node: False)
+
+    def transform_for_annotation(self, model: GraphModule) -> GraphModule:
+        return decompose.for_quantization(model)
 
     def annotate(self, model: GraphModule) -> GraphModule:
         act = self.scheme.activation()

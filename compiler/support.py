@@ -24,7 +24,8 @@ aten = torch.ops.aten
 CONV_OPS = {aten.conv2d.default}
 POOL_OPS = {aten.avg_pool2d.default, aten.max_pool2d.default}
 SPATIAL_OPS = CONV_OPS | POOL_OPS | {aten.adaptive_avg_pool2d.default, aten.conv_transpose2d.input,
-                                     aten.mean.dim, aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default}
+                                     aten.mean.dim, aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
+                                     aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default}
 MAC_OPS = CONV_OPS | {aten.linear.default, aten.conv_transpose2d.input, aten.matmul.default, aten.bmm.default,
                       aten.mm.default}
 TENSOR_DIM_MAX = 65535
@@ -34,6 +35,7 @@ DILATED_AREA_MAX = 64 * 64
 KERNEL_HEIGHT_MAX = 256
 KERNEL_AREA_MAX = 256 * 256
 PADDED_POOL_KERNEL_MAX = 8
+BILINEAR_FACTOR_MAX = 5  # larger factors need tap weights above int8's 127
 WEIGHT_SUM_MAX = 127 * 65536
 
 
@@ -84,9 +86,9 @@ def lowered(op: Op) -> bool:
     return op.target in LOWERINGS
 
 
-@rule("{dtypes} tensors: kiln lowers int8 activations to the NPU (16-bit activations run on the CPU)")
-def int8_activations(op: Op) -> bool:
-    return all(v.dtype == "int8" for v in op.inputs + op.outputs if not v.is_constant)
+@rule("{dtypes} tensors: the NPU takes int8 and int16 activations")
+def npu_activation_types(op: Op) -> bool:
+    return all(v.dtype in ("int8", "int16") for v in op.inputs + op.outputs if not v.is_constant)
 
 
 @rule("a tensor of shape {shape} has a dimension above the NPU's limit of 65535")
@@ -178,11 +180,19 @@ def spatial_mean(op: Op) -> bool:
 
 
 # ---- the rest ---------------------------------------------------------------------------------------------
-@rule("nearest upsampling from {shape} needs whole scale factors",
+@rule("nearest upsampling from {input_shape} needs whole scale factors",
       ops={aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default})
 def whole_upsampling(op: Op) -> bool:
     (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
     return oh % h == 0 and ow % w == 0
+
+
+@rule("bilinear upsampling from {input_shape}: kiln lowers whole scale factors up to 5 without align_corners",
+      ops={aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default})
+def plain_bilinear(op: Op) -> bool:
+    (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
+    whole = oh % h == 0 and ow % w == 0 and oh // h <= BILINEAR_FACTOR_MAX and ow // w <= BILINEAR_FACTOR_MAX
+    return whole and not op.arg("align_corners")
 
 
 @rule("{op_type} with a constant operand is not lowered", ops={aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor,
@@ -212,7 +222,30 @@ def unit_alpha(op: Op) -> bool:
     return op.arg("alpha") in (None, 1)
 
 
-@rule("8-bit tables need int8 input and output", ops=set(TABLE_FUNCTIONS))
+@rule("{op_type} over dims {dim}: kiln lowers a reduction over one dim, kept",
+      ops={aten.amax.default, aten.sum.dim_IntList})
+def one_kept_dim(op: Op) -> bool:
+    dims = op.arg("dim")
+    return dims is not None and len(dims) == 1 and bool(op.arg("keepdim"))
+
+
+# ---- where Ethos-U55/U65 and U85 differ (found by compiling each case with Vela 5.2.0) -------------------
+U55_U65 = {"ethos-u55", "ethos-u65"}
+
+
+@rule("16-bit {op_type}: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
+      ops={aten.matmul.default, aten.bmm.default, aten.mm.default}, families=U55_U65)
+def int8_matmul_on_u55(op: Op) -> bool:
+    return op.inputs[0].dtype == "int8"
+
+
+@rule("16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on Ethos-U55 or U65 "
+      "(it can on Ethos-U85)", ops={aten.conv_transpose2d.input}, families=U55_U65)
+def int8_transpose_conv_on_u55(op: Op) -> bool:
+    return op.inputs[0].dtype == "int8"
+
+
+@rule("{op_type} on 16-bit values: kiln's tables are 8-bit (int8 input and output)", ops=set(TABLE_FUNCTIONS))
 def int8_table(op: Op) -> bool:
     return op.inputs[0].dtype == op.output.dtype == "int8"
 

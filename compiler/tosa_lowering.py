@@ -25,7 +25,11 @@ from kiln.errors import KilnError
 from kiln.graph import QRANGE, Op, QParams, Value, clamp_range
 
 aten = torch.ops.aten
-DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "bool": ts.DType.BOOL}
+DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "int48": ts.DType.INT48,
+      "bool": ts.DType.BOOL}
+# The accumulator of a MAC op (convolutions, matmul) per activation type (weights are int8).
+ACCUMULATOR = {"int8": "int32", "int16": "int48"}
+_NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constants are built from
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
 
@@ -96,7 +100,7 @@ class Lowerer:
         return tensor.name
 
     def const(self, array: np.ndarray, dtype: str, stem: str = "const") -> str:
-        array = np.ascontiguousarray(array, dtype=dtype)
+        array = np.ascontiguousarray(array, dtype=_NUMPY.get(dtype, dtype))
         name = self.fresh(stem)
         self.ser.addConst(list(array.shape), DT[dtype], array, name=name)
         return name
@@ -165,11 +169,12 @@ class Lowerer:
         """RESCALE with single rounding; `scale` a float or a per-channel (last axis) array."""
         per_channel = isinstance(scale, np.ndarray) and scale.size > 1
         scales = np.atleast_1d(np.asarray(scale, np.float64)) if per_channel else [float(np.asarray(scale))]
-        pairs = [scale_to_multiplier(float(s)) for s in scales]
-        multipliers = self.const(np.array([m for m, _ in pairs]), "int32", "multiplier")
+        scale32 = in_dtype != "int48"  # TOSA: a 48-bit input takes 16-bit multipliers
+        pairs = [scale_to_multiplier(float(s), 32 if scale32 else 16) for s in scales]
+        multipliers = self.const(np.array([m for m, _ in pairs]), "int32" if scale32 else "int16", "multiplier")
         shifts = self.const(np.array([s for _, s in pairs]), "int8", "shift")
         out = self.inter(shape, out_dtype)
-        attribute = _attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, per_channel, False, False)
+        attribute = _attr("Rescale", scale32, ts.RoundingMode.SINGLE_ROUND, per_channel, False, False)
         self.emit("RESCALE", [name, multipliers, shifts, self.zp(in_zp, in_dtype), self.zp(out_zp, out_dtype)],
                   [out], attribute)
         return out
@@ -247,22 +252,24 @@ def _crop(lw: Lowerer, name: str, shape, dtype: str, rows: int, columns: int) ->
     if not rows and not columns:
         return name
     n, h, w, c = shape
-    size = [n, h - rows, w - columns, c]
-    out = lw.inter(size, dtype)
-    lw.emit("SLICE", [name, lw.shape_const([0, 0, 0, 0]), lw.shape_const(size)], [out], _attr("Slice"))
+    return _slice(lw, name, [0, 0, 0, 0], [n, h - rows, w - columns, c], dtype)
+
+
+def _slice(lw: Lowerer, name: str, start, size, dtype: str) -> str:
+    out = lw.inter(list(size), dtype)
+    lw.emit("SLICE", [name, lw.shape_const(list(start)), lw.shape_const(list(size))], [out], _attr("Slice"))
     return out
 
 
-def _bias(lw: Lowerer, bias: Value | None, channels: int) -> str:
-    if bias is None:
-        return lw.const(np.zeros(channels), "int32", "bias")
-    return lw.const(bias.data, "int32", "bias")
+def _bias(lw: Lowerer, bias: Value | None, channels: int, acc: str) -> str:
+    """The bias in the accumulator's type `acc` (PT2E's biases are int32 values)."""
+    return lw.const(np.zeros(channels) if bias is None else bias.data, acc, "bias")
 
 
 def _mac_rescale(lw: Lowerer, op: Op, acc: str, shape, x: Value, weight: Value, is_nhwc: bool):
     out = op.output
     scale = x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale
-    name = lw.rescale(acc, shape, "int32", out.dtype, scale, 0, out.qparams.zero_point)
+    name = lw.rescale(acc, shape, ACCUMULATOR[x.dtype], out.dtype, scale, 0, out.qparams.zero_point)
     lw.result(out, name, is_nhwc)
 
 
@@ -275,37 +282,53 @@ def _conv(lw: Lowerer, op: Op):
     oh, ow = op.output.shape[2:]
     name, pad = _spatial(lw, op, x, (kh, kw), stride, dilation, pair(op.arg("padding")), (oh, ow))
     acc_shape = [n, oh, ow, cout]
-    acc = lw.inter(acc_shape, "int32")
+    acc_type = ACCUMULATOR[x.dtype]
     zero_points = [lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")]
     if groups == 1:
+        acc = lw.inter(acc_shape, acc_type)
         w_ohwi = weight.data.transpose(0, 2, 3, 1)
-        attribute = _attr("Conv2d", pad, list(stride), list(dilation), False, ts.DType.INT32)
-        lw.emit("CONV2D", [name, lw.const(w_ohwi, "int8", "weight"), _bias(lw, bias, cout), *zero_points], [acc],
-                attribute)
-    elif groups == cin and cin_g == 1:
-        w_hwcm = weight.data.reshape(cin, cout // cin, kh, kw).transpose(2, 3, 0, 1)
-        attribute = _attr("DepthwiseConv2d", pad, list(stride), list(dilation), False, ts.DType.INT32)
-        lw.emit("DEPTHWISE_CONV2D", [name, lw.const(w_hwcm, "int8", "weight"), _bias(lw, bias, cout), *zero_points],
+        attribute = _attr("Conv2d", pad, list(stride), list(dilation), False, DT[acc_type])
+        lw.emit("CONV2D", [name, lw.const(w_ohwi, "int8", "weight"), _bias(lw, bias, cout, acc_type), *zero_points],
                 [acc], attribute)
+    elif groups == cin and cin_g == 1:
+        acc = lw.inter(acc_shape, acc_type)
+        w_hwcm = weight.data.reshape(cin, cout // cin, kh, kw).transpose(2, 3, 0, 1)
+        attribute = _attr("DepthwiseConv2d", pad, list(stride), list(dilation), False, DT[acc_type])
+        lw.emit("DEPTHWISE_CONV2D", [name, lw.const(w_hwcm, "int8", "weight"), _bias(lw, bias, cout, acc_type),
+                                     *zero_points], [acc], attribute)
     else:
-        pieces = []
-        cin_g, cout_g = cin // groups, cout // groups
-        in_shape = lw.tensors[name].shape
-        bias_data = bias.data if bias is not None else np.zeros(cout, np.int32)
-        for g in range(groups):  # TOSA has no grouped convolution: slice, convolve, concatenate
-            size = [n, in_shape[1], in_shape[2], cin_g]
-            piece = lw.inter(size, x.dtype)
-            lw.emit("SLICE", [name, lw.shape_const([0, 0, 0, g * cin_g]), lw.shape_const(size)], [piece],
-                    _attr("Slice"))
-            w_g = weight.data[g * cout_g : (g + 1) * cout_g].transpose(0, 2, 3, 1)
-            part = lw.inter(acc_shape[:3] + [cout_g], "int32")
-            attribute = _attr("Conv2d", pad, list(stride), list(dilation), False, ts.DType.INT32)
-            lw.emit("CONV2D", [piece, lw.const(w_g, "int8", "weight"),
-                               lw.const(bias_data[g * cout_g : (g + 1) * cout_g], "int32", "bias"), *zero_points],
-                    [part], attribute)
-            pieces.append(part)
-        lw.emit("CONCAT", pieces, [acc], _attr("Concat", 3))
+        _grouped_conv(lw, op, name, pad, zero_points)
+        return
     _mac_rescale(lw, op, acc, acc_shape, x, weight, True)
+
+
+def _grouped_conv(lw: Lowerer, op: Op, name: str, pad, zero_points):
+    """TOSA has no grouped convolution: slice the NHWC input `name`, convolve and
+    requantize each group, concatenate."""
+    x, weight, bias, out = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    stride, dilation, groups = pair(op.arg("stride")), pair(op.arg("dilation")), int(op.arg("groups"))
+    n, cin = x.shape[:2]
+    cout = weight.shape[0]
+    oh, ow = out.shape[2:]
+    acc_type = ACCUMULATOR[x.dtype]
+    scales = np.broadcast_to(x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale,
+                             (cout,))
+    bias_data = bias.data if bias is not None else np.zeros(cout, np.int32)
+    cin_g, cout_g = cin // groups, cout // groups
+    in_shape = lw.tensors[name].shape
+    attribute = _attr("Conv2d", pad, list(stride), list(dilation), False, DT[acc_type])
+    pieces = []
+    for g in range(groups):
+        channels = slice(g * cout_g, (g + 1) * cout_g)
+        piece = _slice(lw, name, [0, 0, 0, g * cin_g], [n, in_shape[1], in_shape[2], cin_g], x.dtype)
+        part = lw.inter([n, oh, ow, cout_g], acc_type)
+        lw.emit("CONV2D", [piece, lw.const(weight.data[channels].transpose(0, 2, 3, 1), "int8", "weight"),
+                           lw.const(bias_data[channels], acc_type, "bias"), *zero_points], [part], attribute)
+        pieces.append(lw.rescale(part, [n, oh, ow, cout_g], acc_type, out.dtype, scales[channels], 0,
+                                 out.qparams.zero_point))
+    result = lw.inter([n, oh, ow, cout], out.dtype)
+    lw.emit("CONCAT", pieces, [result], _attr("Concat", 3))
+    lw.result(out, result, True)
 
 
 @lowering(aten.linear.default)
@@ -316,13 +339,14 @@ def _linear(lw: Lowerer, op: Op):
     rows = int(np.prod(x.shape[:-1]))
     cout = weight.shape[0]
     name = lw.reshape(lw.torch_order(x), [rows, 1, 1, k], x.dtype)
-    acc = lw.inter([rows, 1, 1, cout], "int32")
-    attribute = _attr("Conv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, ts.DType.INT32)
+    acc_type = ACCUMULATOR[x.dtype]
+    acc = lw.inter([rows, 1, 1, cout], acc_type)
+    attribute = _attr("Conv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, DT[acc_type])
     lw.emit("CONV2D", [name, lw.const(weight.data.reshape(cout, 1, 1, k), "int8", "weight"),
-                       _bias(lw, op.arg("bias"), cout), lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")],
-            [acc], attribute)
+                       _bias(lw, op.arg("bias"), cout, acc_type), lw.zp(x.qparams.zero_point, x.dtype),
+                       lw.zp(0, "int8")], [acc], attribute)
     scale = x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale
-    res = lw.rescale(acc, [rows, 1, 1, cout], "int32", out.dtype, scale, 0, out.qparams.zero_point)
+    res = lw.rescale(acc, [rows, 1, 1, cout], acc_type, out.dtype, scale, 0, out.qparams.zero_point)
     flat = Value(out.name, (rows, 1, 1, cout), out.dtype, out.qparams, producer=op)
     lw.result(flat, res)
     lw.bind(out, lw.reshape(lw.names[id(flat)][0], out.shape, out.dtype), False)
@@ -344,8 +368,11 @@ def _avg_pool(lw: Lowerer, op: Op):
     kernel, stride, padding, out_hw = _pool_args(op, x)
     if op.arg("divisor_override") is not None:
         raise LoweringError(f"node {op.name}: avg_pool2d divisor_override is not supported")
-    name = lw.nhwc(x)
     n, c, h, w = x.shape
+    if out_hw == (1, 1) and kernel == (h, w) and padding == (0, 0):
+        lw.result(op.output, _global_mean(lw, x, op.output), True)
+        return
+    name = lw.nhwc(x)
     if padding != (0, 0) and op.arg("count_include_pad"):
         # PyTorch divides by the whole window, padding included; TOSA by the valid count only.
         padded = [n, h + 2 * padding[0], w + 2 * padding[1], c]
@@ -379,9 +406,11 @@ def _adaptive_avg_pool(lw: Lowerer, op: Op):
     x = op.arg("self")
     h, w = x.shape[2:]
     oh, ow = op.output.shape[2:]
+    if (oh, ow) == (1, 1):
+        lw.result(op.output, _global_mean(lw, x, op.output), True)
+        return
     kernel = (h // oh, w // ow)  # the support rule requires an exact division
-    stride = (1, 1) if (oh, ow) == (1, 1) else kernel
-    lw.result(op.output, _avg_pool_nhwc(lw, lw.nhwc(x), x, op.output, kernel, stride, [0, 0, 0, 0]), True)
+    lw.result(op.output, _avg_pool_nhwc(lw, lw.nhwc(x), x, op.output, kernel, kernel, [0, 0, 0, 0]), True)
 
 
 @lowering(aten.mean.dim)
@@ -396,15 +425,15 @@ def _mean(lw: Lowerer, op: Op):
 
 
 def _global_mean(lw: Lowerer, x: Value, out: Value) -> str:
-    """The mean over all of H and W as NHWC [N, 1, 1, C]: a depthwise convolution with a
-    window of ones sums in int32, then one RESCALE divides and requantizes (one rounding,
-    where AVG_POOL2D then RESCALE would round twice)."""
+    """The mean over all of H and W as NHWC [N, 1, 1, C]: H and W merged (a free reshape
+    in NHWC), widened to int32 without the zero point, one REDUCE_SUM, then one RESCALE
+    divides and requantizes (one rounding). On ethos-u55-128 Vela estimates this below
+    AVG_POOL2D for ds_cnn's 25x5 and resnet8's 8x8 pools and below a depthwise sum."""
     n, c, h, w = x.shape
+    flat = lw.reshape(lw.nhwc(x), [n, 1, h * w, c], x.dtype)
+    wide = lw.rescale(flat, [n, 1, h * w, c], x.dtype, "int32", 1.0, x.qparams.zero_point, 0)
     acc = lw.inter([n, 1, 1, c], "int32")
-    attribute = _attr("DepthwiseConv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, ts.DType.INT32)
-    lw.emit("DEPTHWISE_CONV2D", [lw.nhwc(x), lw.const(np.ones((h, w, c, 1)), "int8", "ones"),
-                                 lw.const(np.zeros(c), "int32", "bias"), lw.zp(x.qparams.zero_point, x.dtype),
-                                 lw.zp(0, "int8")], [acc], attribute)
+    lw.emit("REDUCE_SUM", [wide], [acc], _attr("ReduceSum", 2))
     scale = x.qparams.scale / (h * w * out.qparams.scale)
     return lw.rescale(acc, [n, 1, 1, c], "int32", out.dtype, scale, 0, out.qparams.zero_point)
 
@@ -515,6 +544,9 @@ TABLE_FUNCTIONS = {
     aten.hardswish.default: lambda t, op: torch.nn.functional.hardswish(t),
     aten.hardsigmoid.default: lambda t, op: torch.nn.functional.hardsigmoid(t),
     aten.leaky_relu.default: lambda t, op: torch.nn.functional.leaky_relu(t, float(op.arg("negative_slope"))),
+    aten.exp.default: lambda t, op: torch.exp(t),
+    aten.log.default: lambda t, op: torch.log(t),
+    aten.reciprocal.default: lambda t, op: torch.reciprocal(t),
 }
 
 
@@ -535,6 +567,39 @@ def _table(lw: Lowerer, op: Op):
     out = lw.inter(Lowerer.shape_of(op.output, is_nhwc), "int8")
     lw.emit("TABLE", [name, lw.const(table_values(op), "int8", "table")], [out], _attr("Table"))
     lw.result(op.output, out, is_nhwc)
+
+
+def _layout_axis(lw: Lowerer, v: Value, dim: int) -> tuple[str, int, bool]:
+    """(name, axis, is_nhwc): `v` as bound, and torch dim `dim` as an axis of that layout."""
+    name, is_nhwc = lw.names[id(v)]
+    dim %= len(v.shape)
+    return name, (NCHW_TO_NHWC.index(dim) if is_nhwc else dim), is_nhwc
+
+
+@lowering(aten.amax.default)
+def _amax(lw: Lowerer, op: Op):
+    """Max along one dim, kept (a support rule): the output shares the input's qparams."""
+    x, out = op.arg("self"), op.output
+    name, axis, is_nhwc = _layout_axis(lw, x, op.arg("dim")[0])
+    result = lw.inter(Lowerer.shape_of(out, is_nhwc), out.dtype)
+    lw.emit("REDUCE_MAX", [name], [result], _attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
+    lw.result(out, result, is_nhwc)
+
+
+@lowering(aten.sum.dim_IntList)
+def _sum(lw: Lowerer, op: Op):
+    """Sum along one dim, kept: widened to int32 without the zero point, summed, requantized
+    (one rounding)."""
+    x, out = op.arg("self"), op.output
+    name, axis, is_nhwc = _layout_axis(lw, x, op.arg("dim")[0])
+    shape = Lowerer.shape_of(x, is_nhwc)
+    wide = lw.rescale(name, shape, x.dtype, "int32", 1.0, x.qparams.zero_point, 0)
+    acc_shape = Lowerer.shape_of(out, is_nhwc)
+    acc = lw.inter(acc_shape, "int32")
+    lw.emit("REDUCE_SUM", [wide], [acc], _attr("ReduceSum", axis))
+    result = lw.rescale(acc, acc_shape, "int32", out.dtype, x.qparams.scale / out.qparams.scale, 0,
+                        out.qparams.zero_point)
+    lw.result(out, result, is_nhwc)
 
 
 @lowering(aten.view.default, aten.reshape.default, aten.flatten.using_ints, aten.squeeze.dim, aten.squeeze.dims,
@@ -611,19 +676,78 @@ def _upsample_nearest(lw: Lowerer, op: Op):
     """Nearest upsampling by whole factors (a support rule): each value repeated fy x fx
     times, as CONCATs of copies and RESHAPEs, which Ethos-U55 and U85 both run."""
     x, out = op.inputs[0], op.output
+    fy, fx = out.shape[2] // x.shape[2], out.shape[3] // x.shape[3]
+    name = lw.nhwc(x)
+    lw.result(out, _interleave(lw, [[name] * fx] * fy, x.shape, x.dtype), True)
+
+
+def _interleave(lw: Lowerer, phases: list[list[str]], shape, dtype: str) -> str:
+    """NHWC [N, H*fy, W*fx, C] whose pixel (y*fy + py, x*fx + px) is pixel (y, x) of
+    phases[py][px] (each NHWC [N, H, W, C]): CONCATs and free RESHAPEs only."""
+    n, c, h, w = shape
+    fy, fx = len(phases), len(phases[0])
+    rows = []
+    for row in phases:
+        parts = [lw.reshape(p, [n * h, w, 1, c], dtype) for p in row]
+        if fx > 1:
+            wide = lw.inter([n * h, w, fx, c], dtype)
+            lw.emit("CONCAT", parts, [wide], _attr("Concat", 2))
+            parts = [wide]
+        rows.append(lw.reshape(parts[0], [n * h, 1, w * fx * c], dtype))
+    if fy > 1:
+        tall = lw.inter([n * h, fy, w * fx * c], dtype)
+        lw.emit("CONCAT", rows, [tall], _attr("Concat", 1))
+        rows = [tall]
+    return lw.reshape(rows[0], [n, h * fy, w * fx, c], dtype)
+
+
+def bilinear_taps(factor: int) -> np.ndarray:
+    """[factor, 3] integer weights, in units of 1 / (2 * factor), of input samples
+    (i - 1, i, i + 1) for output sample factor * i + p (align_corners=False: the source
+    coordinate is i + (2p + 1 - factor) / (2 * factor), edges clamped)."""
+    taps = np.zeros((factor, 3), np.int64)
+    for p in range(factor):
+        f = 2 * p + 1 - factor
+        taps[p] = [-f, 2 * factor + f, 0] if f < 0 else [0, 2 * factor - f, f]
+    return taps
+
+
+@lowering(aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default)
+def _upsample_bilinear(lw: Lowerer, op: Op):
+    """Bilinear upsampling by whole factors without align_corners (a support rule): the
+    input padded by replicating its edges, one 3x3 depthwise convolution per output phase
+    with the exact integer weights, one RESCALE each (one rounding), then interleaved."""
+    x, out = op.inputs[0], op.output
     n, c, h, w = x.shape
     fy, fx = out.shape[2] // h, out.shape[3] // w
-    name = lw.reshape(lw.nhwc(x), [n * h, w, 1, c], x.dtype)
-    if fx > 1:
-        wide = lw.inter([n * h, w, fx, c], x.dtype)
-        lw.emit("CONCAT", [name] * fx, [wide], _attr("Concat", 2))
-        name = wide
-    name = lw.reshape(name, [n * h, 1, w * fx * c], x.dtype)
-    if fy > 1:
-        tall = lw.inter([n * h, fy, w * fx * c], x.dtype)
-        lw.emit("CONCAT", [name] * fy, [tall], _attr("Concat", 1))
-        name = tall
-    lw.result(out, lw.reshape(name, [n, h * fy, w * fx, c], x.dtype), True)
+    padded = _replicate_pad(lw, lw.nhwc(x), [n, h, w, c], x.dtype)
+    scale = x.qparams.scale / (4 * fy * fx * out.qparams.scale)
+    acc_type = ACCUMULATOR[x.dtype]
+    attribute = _attr("DepthwiseConv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, DT[acc_type])
+    phases = []
+    for ty in bilinear_taps(fy):
+        row = []
+        for tx in bilinear_taps(fx):
+            weights = np.broadcast_to(np.outer(ty, tx)[:, :, None, None], (3, 3, c, 1))
+            acc = lw.inter([n, h, w, c], acc_type)
+            lw.emit("DEPTHWISE_CONV2D", [padded, lw.const(weights, "int8", "taps"), _bias(lw, None, c, acc_type),
+                                         lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")], [acc], attribute)
+            row.append(lw.rescale(acc, [n, h, w, c], acc_type, out.dtype, scale, 0, out.qparams.zero_point))
+        phases.append(row)
+    lw.result(out, _interleave(lw, phases, x.shape, out.dtype), True)
+
+
+def _replicate_pad(lw: Lowerer, name: str, shape, dtype: str) -> str:
+    """NHWC `name` with one more row above and below and one more column left and right,
+    copies of the edge samples."""
+    n, h, w, c = shape
+    top, bottom = (_slice(lw, name, [0, r, 0, 0], [n, 1, w, c], dtype) for r in (0, h - 1))
+    tall = lw.inter([n, h + 2, w, c], dtype)
+    lw.emit("CONCAT", [top, name, bottom], [tall], _attr("Concat", 1))
+    left, right = (_slice(lw, tall, [0, 0, col, 0], [n, h + 2, 1, c], dtype) for col in (0, w - 1))
+    out = lw.inter([n, h + 2, w + 2, c], dtype)
+    lw.emit("CONCAT", [left, tall, right], [out], _attr("Concat", 2))
+    return out
 
 
 @lowering(aten.conv_transpose2d.input)
@@ -635,9 +759,11 @@ def _conv_transpose(lw: Lowerer, op: Op):
     w_ohwi = weight.data.transpose(1, 2, 3, 0)
     out_pad = [-padding[0], -padding[0] + output_padding[0], -padding[1], -padding[1] + output_padding[1]]
     n, oh, ow = out.shape[0], out.shape[2], out.shape[3]
-    acc = lw.inter([n, oh, ow, cout], "int32")
-    attribute = _attr("TransposeConv2d", out_pad, list(stride), False, ts.DType.INT32)
-    lw.emit("TRANSPOSE_CONV2D", [lw.nhwc(x), lw.const(w_ohwi, "int8", "weight"), _bias(lw, op.arg("bias"), cout),
+    acc_type = ACCUMULATOR[x.dtype]
+    acc = lw.inter([n, oh, ow, cout], acc_type)
+    attribute = _attr("TransposeConv2d", out_pad, list(stride), False, DT[acc_type])
+    lw.emit("TRANSPOSE_CONV2D", [lw.nhwc(x), lw.const(w_ohwi, "int8", "weight"),
+                                 _bias(lw, op.arg("bias"), cout, acc_type),
                                  lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")], [acc], attribute)
     _mac_rescale(lw, op, acc, [n, oh, ow, cout], x, weight, True)
 
@@ -653,10 +779,11 @@ def _matmul(lw: Lowerer, op: Op):
     n = b.shape[-1]
     an = lw.reshape(lw.torch_order(a), [batch, m, k], a.dtype)
     bn = lw.reshape(lw.torch_order(b), [batch, k, n], b.dtype)
-    acc = lw.inter([batch, m, n], "int32")
+    acc_type = ACCUMULATOR[a.dtype]
+    acc = lw.inter([batch, m, n], acc_type)
     lw.emit("MATMUL", [an, bn, lw.zp(a.qparams.zero_point, a.dtype), lw.zp(b.qparams.zero_point, b.dtype)], [acc],
             _attr("MatMul"))
-    res = lw.rescale(acc, [batch, m, n], "int32", out.dtype, a.qparams.scale * b.qparams.scale / out.qparams.scale,
+    res = lw.rescale(acc, [batch, m, n], acc_type, out.dtype, a.qparams.scale * b.qparams.scale / out.qparams.scale,
                      0, out.qparams.zero_point)
     flat = Value(out.name, (batch, m, n), out.dtype, out.qparams, producer=op)
     lw.result(flat, res)

@@ -9,13 +9,13 @@ import tosa_reference_model
 
 from kiln import boards, frontend, graph, partition, tosa_lowering
 from kiln.host import quiet_native_output
-from kiln.quantizer import EthosUQuantizer, quantize
+from kiln.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 
 qd = torch.ops.quantized_decomposed
 
 
-def quantize_input(x: torch.Tensor, qp: graph.QParams) -> np.ndarray:
-    return qd.quantize_per_tensor.default(x, qp.scale, qp.zero_point, qp.qmin, qp.qmax, torch.int8).numpy()
+def quantize_input(x: torch.Tensor, qp: graph.QParams, dtype=torch.int8) -> np.ndarray:
+    return qd.quantize_per_tensor.default(x, qp.scale, qp.zero_point, qp.qmin, qp.qmax, dtype).numpy()
 
 
 def run_tosa(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -26,32 +26,33 @@ def run_tosa(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def lower_module(module: torch.nn.Module, inputs: tuple, calibration: list[tuple] | None = None,
-                 target: str = "ethos-u55-128"):
-    """(quantized reference module, kiln graph with int8 I/O, partitioning) of `module`."""
+                 target: str = "ethos-u55-128", bits: int = 8):
+    """(quantized reference module, kiln graph with integer I/O, partitioning) of `module`."""
     loaded = frontend.LoadedModel("case", module.eval(), inputs)
     reference = quantize(frontend.export(loaded).module(check_guards=False), calibration or [inputs],
-                         EthosUQuantizer())
+                         EthosUQuantizer(QuantizationScheme(bits)))
     g = graph.from_pt2e(reference, io_quantized=True)
     return reference, g, partition.partition(g, boards.target(target))
 
 
-def compare_steps(module: torch.nn.Module, inputs: tuple, calibration=None, target="ethos-u55-128"):
+def compare_steps(module: torch.nn.Module, inputs: tuple, calibration=None, target="ethos-u55-128", bits=8):
     """Max difference in quantization steps between the NPU partition on
     tosa_reference_model and the PT2E reference, per output; asserts one partition."""
-    reference, g, parts = lower_module(module, inputs, calibration, target)
+    reference, g, parts = lower_module(module, inputs, calibration, target, bits)
     cpu = [(p.op.name, p.reason) for p in parts.placements if p.partition is None]
     assert not cpu, f"ops left on the CPU: {cpu}"
     assert len(parts.partitions) == 1
     part = parts.partitions[0]
     tosa = tosa_lowering.lower(part)
-    feeds = [quantize_input(x, v.qparams) for x, v in zip(inputs, g.inputs)]
+    dtype = {8: torch.int8, 16: torch.int16}[bits]
+    feeds = [quantize_input(x, v.qparams, dtype) for x, v in zip(inputs, g.inputs)]
     outputs = run_tosa(tosa, feeds)
     expected = reference(*inputs)
     expected = expected if isinstance(expected, (tuple, list)) else (expected,)
     diffs = []
     for got, want, v in zip(outputs, expected, g.outputs):
         qp = v.qparams
-        want_q = qd.quantize_per_tensor.default(want, qp.scale, qp.zero_point, qp.qmin, qp.qmax, torch.int8)
+        want_q = qd.quantize_per_tensor.default(want, qp.scale, qp.zero_point, qp.qmin, qp.qmax, dtype)
         assert got.shape == tuple(want_q.shape), (got.shape, want_q.shape)
         diffs.append(np.abs(got.astype(np.int32) - want_q.numpy().astype(np.int32)))
     return diffs, tosa

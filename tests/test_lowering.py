@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from kiln import vela
-from kiln.tosa_lowering import conv_geometry, scale_to_multiplier
-from lowering_helpers import compare_steps
+from kiln.tosa_lowering import bilinear_taps, conv_geometry, scale_to_multiplier
+from lowering_helpers import compare_steps, lower_module
 
 F = nn.functional
 
@@ -68,6 +68,12 @@ CASES = {
     "view_squeeze_unsqueeze": (Lambda(lambda m, x: x.view(1, 4, 6).unsqueeze(1).squeeze(1)), [(1, 2, 3, 4)]),
     "pad": (Lambda(lambda m, x: F.pad(x, (1, 2, 0, 1))), [(1, 3, 4, 4)]),
     "upsample_nearest": (Lambda(lambda m, x: F.interpolate(x, scale_factor=2, mode="nearest")), [(1, 3, 4, 5)]),
+    "upsample_bilinear_x2": (Lambda(lambda m, x: F.interpolate(x, scale_factor=2, mode="bilinear")), [(1, 3, 5, 6)]),
+    "upsample_bilinear_3x1": (Lambda(lambda m, x: F.interpolate(x, size=(12, 5), mode="bilinear")), [(1, 2, 4, 5)]),
+    "upsample_bilinear_x4": (Lambda(lambda m, x: F.interpolate(x, scale_factor=4, mode="bilinear")), [(1, 2, 3, 3)]),
+    "softmax_last": (Lambda(lambda m, x: torch.softmax(x * 2, -1)), [(2, 10)]),
+    "softmax_channels": (Lambda(lambda m, x: torch.softmax(x, 1)), [(1, 6, 3, 4)]),
+    "log_softmax": (Lambda(lambda m, x: torch.log_softmax(x, -1)), [(1, 12)]),
     "conv_transpose": (Lambda(lambda m, x: m[0](x), nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1)),
                        [(1, 4, 5, 5)]),
 }
@@ -83,11 +89,44 @@ def test_op_matches_pt2e_within_one_step(name):
     for d in diffs:
         assert d.max() <= 1, f"{name}: up to {d.max()} steps off"
     for target in ("ethos-u55-128", "ethos-u85-256"):
-        family = target.rsplit("-", 1)[0]
-        config = "Ethos_U55_High_End_Embedded" if family == "ethos-u55" else "Ethos_U85_SYS_DRAM_Mid"
-        mode = "Shared_Sram" if family == "ethos-u55" else "Dedicated_Sram_384KB"
-        result = vela.compile_tosa(tosa, name, target, config, mode)
-        assert result.cmd_data[:4] == b"COP1"
+        compile_for(tosa, name, target)
+
+
+INT16_CASES = ["conv_stride2_pad1", "depthwise_multiplier2", "conv_grouped", "linear", "avg_pool_pad", "max_pool_ceil",
+               "global_avg_pool", "mean_hw", "add_broadcast", "mul", "hardtanh_clamp", "cat_channels", "pad",
+               "upsample_bilinear_x2", "matmul", "conv_transpose"]
+U85_ONLY_INT16 = {"matmul": "16-bit aten.matmul: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
+                  "conv_transpose": "16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on "
+                                    "Ethos-U55 or U65 (it can on Ethos-U85)"}
+
+
+@pytest.mark.parametrize("name", INT16_CASES)
+def test_int16_op_matches_pt2e_within_one_step(name):
+    """int16 activations (int8 weights, int48 accumulators): within one step of PT2E, and
+    Vela accepts the graph for every target the support rules allow; where they keep it
+    off Ethos-U55, the rule's text is the reason."""
+    module, shapes = CASES[name]
+    torch.manual_seed(1)
+    inputs = seeded(2, *shapes)
+    calibration = [inputs, seeded(3, *shapes)]
+    targets = ["ethos-u85-256"] if name in U85_ONLY_INT16 else ["ethos-u55-128", "ethos-u85-256"]
+    diffs, tosa = compare_steps(module, inputs, calibration, target=targets[0], bits=16)
+    for d in diffs:
+        assert d.max() <= 1, f"{name}: up to {d.max()} steps off"
+    for target in targets:
+        compile_for(tosa, name, target)
+    if name in U85_ONLY_INT16:
+        _, _, parts = lower_module(module, inputs, calibration, "ethos-u55-128", bits=16)
+        reasons = {p.reason for p in parts.placements if p.partition is None}
+        assert U85_ONLY_INT16[name] in reasons, reasons
+
+
+def compile_for(tosa: bytes, name: str, target: str):
+    family = target.rsplit("-", 1)[0]
+    config = "Ethos_U55_High_End_Embedded" if family == "ethos-u55" else "Ethos_U85_SYS_DRAM_Mid"
+    mode = "Shared_Sram" if family == "ethos-u55" else "Dedicated_Sram_384KB"
+    result = vela.compile_tosa(tosa, name, target, config, mode)
+    assert result.cmd_data[:4] == b"COP1"
 
 
 def test_scale_to_multiplier_by_hand():
@@ -95,6 +134,13 @@ def test_scale_to_multiplier_by_hand():
     assert scale_to_multiplier(1.0) == (1 << 30, 30)
     m, s = scale_to_multiplier(0.0123)
     assert (1 << 30) <= m < (1 << 31) and abs(m * 2.0**-s - 0.0123) < 1e-11
+
+
+def test_bilinear_taps_by_hand():
+    """align_corners=False, factor 2: output 2i reads x[i-1], x[i] with 1/4, 3/4 and output
+    2i+1 reads x[i], x[i+1] with 3/4, 1/4 (in quarters); factor 3: offsets -1/3, 0, +1/3."""
+    np.testing.assert_array_equal(bilinear_taps(2), [[1, 3, 0], [0, 3, 1]])
+    np.testing.assert_array_equal(bilinear_taps(3), [[2, 4, 0], [0, 6, 0], [0, 4, 2]])
 
 
 def test_conv_geometry_trims_what_pytorch_floors():
