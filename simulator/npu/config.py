@@ -42,6 +42,21 @@ class NpuConfig:
     def id_register(self) -> int:
         return ID_REGISTER
 
+    @property
+    def ofm_ublock_depth(self) -> int:
+        """OFM channels in a MAC microblock (the weight stream's inner OFM grouping)."""
+        return 4 if self.macs == 32 else 8
+
+    @property
+    def ifm_ublock_depth(self) -> int:
+        """IFM channels in a MAC microblock (the weight stream's inner IFM grouping)."""
+        return 8
+
+    @property
+    def shram_bytes(self) -> int:
+        """SHRAM of one core, bytes."""
+        return self.shram_kib * 1024
+
 
 CONFIGS: dict[str, NpuConfig] = {
     c.target: c

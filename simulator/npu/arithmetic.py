@@ -1,0 +1,103 @@
+"""Fixed-point arithmetic of the NPU's output stage, exact on numpy int64 arrays.
+
+Contract: inputs are integer arrays (int64 or smaller); results are int64 arrays. Where
+a product could leave the int64 range, the computation runs on Python integers (object
+arrays), so every function here is exact for any 64-bit input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.simulator.npu.registers import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE
+
+_SAFE = 1 << 62
+
+
+def _fits(x: np.ndarray, multiplier: np.ndarray) -> bool:
+    """Whether |x * multiplier| + rounding stays inside int64."""
+    if x.size == 0 or multiplier.size == 0:
+        return True
+    return int(np.max(np.abs(x))) * int(np.max(np.abs(multiplier))) < _SAFE
+
+
+def rescale(x: np.ndarray, multiplier, shift, rounding: int) -> np.ndarray:
+    """(x * multiplier) >> shift with the NPU's rounding; multiplier and shift are scalars
+    or arrays broadcasting against x (per channel: the last axis).
+
+    NATURAL: add 2^(shift-1), shift (round half up).
+    TFL: as NATURAL, plus for shift > 31 a further +-2^30 by the sign of x (double
+      rounding of TFLite's SaturatingRoundingDoublingHighMul followed by a rounding shift,
+      as TOSA's apply_scale_32 with double_round).
+    TRUNCATE: the exact product shifted toward zero.
+    """
+    x = np.asarray(x, np.int64)
+    multiplier = np.asarray(multiplier, np.int64)
+    shift = np.asarray(shift, np.int64)
+    if not _fits(x, multiplier):
+        return _rescale_object(x, multiplier, shift, rounding)
+    product = x * multiplier
+    if rounding == ROUND_TRUNCATE:
+        magnitude = np.abs(product) >> shift
+        return np.where(product < 0, -magnitude, magnitude)
+    half = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
+    if rounding == ROUND_TFL:
+        half = half + np.where(shift > 31, np.where(x >= 0, 1 << 30, -(1 << 30)), 0)
+    return (product + half) >> shift
+
+
+def _rescale_object(x, multiplier, shift, rounding):
+    xb, mb, sb = np.broadcast_arrays(x, multiplier, shift)
+    out = np.empty(xb.shape, np.int64)
+    flat_out = out.reshape(-1)
+    for i, (v, m, s) in enumerate(zip(xb.reshape(-1).tolist(), mb.reshape(-1).tolist(), sb.reshape(-1).tolist())):
+        p = v * m
+        if rounding == ROUND_TRUNCATE:
+            r = abs(p) >> s
+            r = -r if p < 0 else r
+        else:
+            half = (1 << (s - 1)) if s > 0 else 0
+            if rounding == ROUND_TFL and s > 31:
+                half += (1 << 30) if v >= 0 else -(1 << 30)
+            r = (p + half) >> s
+        flat_out[i] = max(min(r, (1 << 63) - 1), -(1 << 63))
+    return out
+
+
+def saturate(x: np.ndarray, dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return np.clip(x, info.min, info.max)
+
+
+def wrap(x: np.ndarray, bits: int) -> np.ndarray:
+    """Two's-complement wrap of int64 values to `bits` bits, sign-extended."""
+    x = np.asarray(x, np.int64)
+    if bits >= 64:
+        return x
+    mask = (1 << bits) - 1
+    x = x & mask
+    return np.where(x >= 1 << (bits - 1), x - (1 << bits), x)
+
+
+def count_leading_zeros32(x: np.ndarray) -> np.ndarray:
+    u = np.asarray(x, np.int64) & 0xFFFFFFFF
+    result = np.full(u.shape, 32, np.int64)
+    nonzero = u != 0
+    # floor(log2) computed exactly with integer bit tests
+    bits = np.zeros(u.shape, np.int64)
+    v = u.copy()
+    for step in (16, 8, 4, 2, 1):
+        big = v >= (1 << step)
+        bits = bits + np.where(big, step, 0)
+        v = np.where(big, v >> step, v)
+    result[nonzero] = 31 - bits[nonzero]
+    return result
+
+
+def reciprocal(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(multiplier, shift) with multiplier / 2^shift ~ 1 / count, 2^30 <= multiplier < 2^31:
+    k = bit length of (count - 1), multiplier = ((2^30 + 1) << k) // count, shift = 30 + k."""
+    count = np.asarray(count, np.int64)
+    k = 32 - count_leading_zeros32(count - 1)
+    multiplier = (((1 << 30) + 1) << k) // count
+    return multiplier, 30 + k

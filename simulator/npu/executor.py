@@ -1,0 +1,95 @@
+"""run_stream: executes an Ethos-U55/U65 register command stream on a Memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kiln.simulator.npu import commands as cmds
+from kiln.simulator.npu.blockops import convolution, depthwise, pooling
+from kiln.simulator.npu.config import NpuConfig
+from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.coverage import Coverage, record_run
+from kiln.simulator.npu.cycles import CycleModel
+from kiln.simulator.npu.dma import dma_start
+from kiln.simulator.npu.elementwise import elementwise
+from kiln.simulator.npu.memory import MemoryFault
+from kiln.simulator.npu.output import NotModelled
+from kiln.simulator.npu.registers import Registers, RegisterError
+from kiln.simulator.npu.weights import WeightStreamError
+
+REGIONS = 8
+
+
+@dataclass(frozen=True)
+class NpuFault:
+    kind: str  # "cmd_parse_error" or "bus_error"
+    command_index: int  # word offset of the faulting command in the stream
+    message: str
+
+
+@dataclass
+class ExecResult:
+    cycles: int  # estimated PMU cycle count (see kiln.simulator.npu.cycles)
+    ops: int  # NPU_OP_* commands executed (including DMA and waits)
+    fault: NpuFault | None
+    counters: dict[str, int] = field(default_factory=dict)
+    coverage: Coverage | None = None
+
+
+def _operation(ctx: Context, command: cmds.Command) -> None:
+    name = command.name
+    ctx.coverage.hit("opcode", name)
+    if name == "NPU_OP_CONV":
+        convolution(ctx)
+    elif name == "NPU_OP_DEPTHWISE":
+        depthwise(ctx)
+    elif name == "NPU_OP_POOL":
+        pooling(ctx, command.param)
+    elif name == "NPU_OP_ELEMENTWISE":
+        elementwise(ctx, command.param)
+    elif name == "NPU_OP_DMA_START":
+        dma_start(ctx)
+    # STOP is handled by the caller; IRQ, DMA_WAIT, KERNEL_WAIT and PMU_MASK only order or
+    # signal work, and this model completes every operation before the next command.
+
+
+def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None) -> ExecResult:
+    """Runs `stream` (uint32 words or bytes) with region r at bus address basep[r].
+
+    Stops at NPU_OP_STOP, at the end of the stream, or at the first command that faults
+    (then outputs written before it stay written). `pmu` may name the event counters the
+    caller wants (an iterable of counter names); every counter the model keeps is
+    returned in ExecResult.counters regardless."""
+    bases = tuple(int(b) for b in basep)
+    if len(bases) != REGIONS:
+        raise ValueError(f"basep holds {len(bases)} region bases; the NPU has {REGIONS}")
+    registers = Registers()
+    ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage())
+    cycles = CycleModel(config)
+    ops = 0
+    fault = None
+    index = 0
+    try:
+        words = cmds.as_words(stream)
+        for command in cmds.decode(words):
+            index = command.index
+            if not command.is_operation:
+                registers.set(command)
+                continue
+            ops += 1
+            if command.name == "NPU_OP_STOP":
+                ctx.coverage.hit("opcode", command.name)
+                break
+            cycles.account(command, registers)
+            _operation(ctx, command)
+    except cmds.CommandError as error:
+        fault = NpuFault("cmd_parse_error", error.index, str(error))
+    except (RegisterError, WeightStreamError, NotModelled) as error:
+        fault = NpuFault("cmd_parse_error", index, str(error))
+    except MemoryFault as error:
+        fault = NpuFault("bus_error", index, str(error))
+    record_run(ctx.coverage)
+    counters = cycles.counters()
+    return ExecResult(cycles=counters["cycles"], ops=ops, fault=fault, counters=counters, coverage=ctx.coverage)

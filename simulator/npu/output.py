@@ -1,0 +1,77 @@
+"""The output stage every NPU operation ends with: scaling, zero point, activation
+(LUT), clipping, and the store of the OFM."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.simulator.npu.arithmetic import rescale, saturate
+from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.registers import FORMAT_NHCWB16, ROUNDING_NAMES, RegisterError
+
+ACT_NONE, ACT_TANH, ACT_SIGMOID = 0, 3, 4
+ACT_LUT_FIRST, ACT_LUT_LAST = 16, 23
+CLIP_OFM, CLIP_UINT8, CLIP_INT8, CLIP_INT16 = 0, 2, 3, 5
+_CLIP_DTYPES = {CLIP_UINT8: np.uint8, CLIP_INT8: np.int8, CLIP_INT16: np.int16}
+
+LUT16_ENTRIES = 512
+LUT16_STEP_BITS = 7  # 65536 inputs / 512 entries = 128 inputs per entry
+
+
+class NotModelled(ValueError):
+    """A register setting the model does not implement (reported as a fault, never guessed)."""
+
+
+def scale_values(ctx: Context, values: np.ndarray, multiplier, shift) -> np.ndarray:
+    rounding = ctx.registers.rounding()
+    ctx.coverage.hit("rounding", ROUNDING_NAMES[rounding])
+    return rescale(values, multiplier, shift, rounding)
+
+
+def store(ctx: Context, values: np.ndarray) -> None:
+    """values: (H, W, C) int64, already scaled (before the OFM zero point)."""
+    regs = ctx.registers
+    ofm = regs.feature_map("OFM")
+    ctx.coverage.hit("ofm_precision", np.dtype(ofm.dtype).name)
+    ctx.coverage.hit("format", "OFM NHCWB16" if ofm.layout == FORMAT_NHCWB16 else "OFM NHWC")
+    function, clip_range, lo, hi = regs.activation()
+    values = values + ofm.zero_point
+    if function == ACT_NONE:
+        ctx.coverage.hit("activation", "NONE")
+        out = saturate(values, ofm.dtype)
+        if np.dtype(ofm.dtype).itemsize < 4:
+            out = np.clip(out, lo, hi)
+    elif ACT_LUT_FIRST <= function <= ACT_LUT_LAST:
+        out = _lut(ctx, values, function - ACT_LUT_FIRST, clip_range, ofm.dtype)
+        out = saturate(np.clip(out, lo, hi), ofm.dtype)
+    elif function in (ACT_TANH, ACT_SIGMOID):
+        ctx.coverage.hit("activation", "TANH" if function == ACT_TANH else "SIGMOID")
+        raise NotModelled(f"built-in activation {'TANH' if function == ACT_TANH else 'SIGMOID'} is not modelled")
+    else:
+        raise RegisterError(f"ACTIVATION: reserved function {function}")
+    h, w, c = values.shape
+    ctx.coverage.hit("tiles", "1 tile" if ofm.height0 >= h and ofm.width0 >= w else "2+ tiles")
+    ctx.write_fm(ofm, np.arange(h), np.arange(w), np.arange(c), out.astype(ofm.dtype))
+
+
+def _lut(ctx: Context, values: np.ndarray, slot: int, clip_range: int, ofm_dtype) -> np.ndarray:
+    bits = 8 * np.dtype(ofm_dtype).itemsize
+    index_dtype = _CLIP_DTYPES.get(clip_range, ofm_dtype)
+    if clip_range not in (CLIP_OFM,) and clip_range not in _CLIP_DTYPES:
+        raise RegisterError(f"ACTIVATION: reserved clip range {clip_range}")
+    if np.dtype(index_dtype).itemsize == 1 or bits == 32:
+        ctx.coverage.hit("activation", "LUT8")
+        index_dtype = index_dtype if np.dtype(index_dtype).itemsize == 1 else np.int8
+        v = saturate(values, index_dtype)
+        index = v - np.iinfo(index_dtype).min
+        table = np.frombuffer(ctx.lut_bytes(slot, 256), dtype=np.dtype(index_dtype))
+        return table[index].astype(np.int64)
+    ctx.coverage.hit("activation", "LUT16")
+    v = saturate(values, np.int16) + 32768
+    table = np.frombuffer(ctx.lut_bytes(0, 4 * LUT16_ENTRIES), dtype="<u4").astype(np.int64)
+    entry = table[v >> LUT16_STEP_BITS]
+    base = (entry & 0xFFFF) - ((entry & 0x8000) << 1)
+    slope = (entry >> 16) - ((entry >> 16 & 0x8000) << 1)
+    frac = v & ((1 << LUT16_STEP_BITS) - 1)
+    interpolated = (base << LUT16_STEP_BITS) + slope * frac
+    return rescale(interpolated, 1, LUT16_STEP_BITS, ctx.registers.rounding())

@@ -1,0 +1,197 @@
+"""The NPU's register state while it parses a command stream, and typed views of it.
+
+Field layouts (bit positions inside a command's 16-bit parameter) are the Ethos-U55/U65
+command-stream register map. Unset registers read as zero, as after reset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kiln.simulator.npu.commands import Command
+
+# Element types: IFM precision field (4 bits: bit 0 signed, bits 3..2 size) and OFM
+# precision field (3 bits: bit 0 signed, bits 2..1 size); size 0 = 8, 1 = 16, 2 = 32 bits.
+_SIZE_BITS = {0: 8, 1: 16, 2: 32}
+_DTYPES = {(8, False): np.uint8, (8, True): np.int8, (16, False): np.uint16, (16, True): np.int16,
+           (32, True): np.int32, (32, False): np.uint32}
+
+FORMAT_NHWC = 0
+FORMAT_NHCWB16 = 1
+
+ROUND_TFL, ROUND_TRUNCATE, ROUND_NATURAL = 0, 1, 2
+ROUNDING_NAMES = {ROUND_TFL: "TFL", ROUND_TRUNCATE: "TRUNCATE", ROUND_NATURAL: "NATURAL"}
+
+UPSCALE_NONE, UPSCALE_NEAREST, UPSCALE_TRANSPOSE = 0, 1, 2
+
+IFM_SCALE_16BIT, IFM_SCALE_OPA_32BIT, IFM_SCALE_OPB_32BIT = 0, 1, 2
+
+
+def signed16(value: int) -> int:
+    return value - 0x10000 if value & 0x8000 else value
+
+
+class RegisterError(ValueError):
+    """Register contents the NPU cannot execute (reported as cmd_parse_error)."""
+
+
+@dataclass(frozen=True)
+class FeatureMap:
+    """One feature map as the registers describe it (IFM, IFM2 or OFM)."""
+
+    region: int
+    bases: tuple[int, int, int, int]  # byte offsets inside the region, tiles 0..3
+    height0: int  # rows of tiles 0 (and 2 below it)
+    height1: int  # rows of tile 1 (and 3 below it)
+    width0: int  # columns of tiles 0 and 2
+    stride_x: int
+    stride_y: int
+    stride_c: int
+    dtype: np.dtype
+    layout: int  # FORMAT_NHWC or FORMAT_NHCWB16
+    zero_point: int
+    depth: int
+
+    @property
+    def elem_size(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class Kernel:
+    width: int  # taps
+    height: int
+    stride_x: int
+    stride_y: int
+    dilation_x: int
+    dilation_y: int
+    part_kernel_first: bool
+
+
+@dataclass(frozen=True)
+class Padding:
+    top: int
+    left: int
+    bottom: int
+    right: int
+
+
+class Registers:
+    """The last value written to every register: cmd0 parameters by name, cmd1 as
+    (parameter, payload)."""
+
+    def __init__(self):
+        self.values: dict[str, int] = {}
+        self.payloads: dict[str, int] = {}
+
+    def set(self, command: Command) -> None:
+        self.values[command.name] = command.param
+        if command.payload is not None:
+            self.payloads[command.name] = command.payload
+
+    def param(self, name: str) -> int:
+        return self.values.get(name, 0)
+
+    def address(self, name: str) -> int:
+        """A cmd1 address register: payload is bits 31..0, the parameter bits 47..32."""
+        return self.payloads.get(name, 0) | (self.values.get(name, 0) << 32)
+
+    def payload(self, name: str) -> int:
+        return self.payloads.get(name, 0)
+
+    # typed views -------------------------------------------------------------------
+
+    def ifm_dtype(self, prefix: str) -> tuple[np.dtype, int]:
+        value = self.param(f"{prefix}_PRECISION")
+        signed = bool(value & 1)
+        size = (value >> 2) & 3
+        if size not in _SIZE_BITS:
+            raise RegisterError(f"{prefix}_PRECISION 0x{value:04x}: reserved activation precision {size}")
+        layout = (value >> 6) & 3
+        if layout > FORMAT_NHCWB16:
+            raise RegisterError(f"{prefix}_PRECISION 0x{value:04x}: reserved format {layout}")
+        return np.dtype(_DTYPES[(_SIZE_BITS[size], signed)]), layout
+
+    def ofm_dtype(self) -> tuple[np.dtype, int]:
+        value = self.param("OFM_PRECISION")
+        signed = bool(value & 1)
+        size = (value >> 1) & 3
+        if size not in _SIZE_BITS:
+            raise RegisterError(f"OFM_PRECISION 0x{value:04x}: reserved activation precision {size}")
+        layout = (value >> 6) & 3
+        if layout > FORMAT_NHCWB16:
+            raise RegisterError(f"OFM_PRECISION 0x{value:04x}: reserved format {layout}")
+        return np.dtype(_DTYPES[(_SIZE_BITS[size], signed)]), layout
+
+    def feature_map(self, prefix: str) -> FeatureMap:
+        """prefix: "IFM", "IFM2" or "OFM"."""
+        if prefix == "OFM":
+            dtype, layout = self.ofm_dtype()
+            depth = self.param("OFM_DEPTH_M1") + 1
+        else:
+            dtype, layout = self.ifm_dtype(prefix)
+            depth = self.param("IFM_DEPTH_M1") + 1  # IFM2 has the IFM's depth unless broadcast
+        zero_point = self.param(f"{prefix}_ZERO_POINT")
+        zero_point = zero_point if dtype.kind == "u" else signed16(zero_point)
+        return FeatureMap(
+            region=self.param(f"{prefix}_REGION") & 7,
+            bases=tuple(self.address(f"{prefix}_BASE{i}") for i in range(4)),
+            height0=self.param(f"{prefix}_HEIGHT0_M1") + 1,
+            height1=self.param(f"{prefix}_HEIGHT1_M1") + 1,
+            width0=self.param(f"{prefix}_WIDTH0_M1") + 1,
+            stride_x=self.address(f"{prefix}_STRIDE_X"),
+            stride_y=self.address(f"{prefix}_STRIDE_Y"),
+            stride_c=self.address(f"{prefix}_STRIDE_C"),
+            dtype=dtype, layout=layout, zero_point=zero_point, depth=depth)
+
+    def ofm_shape(self) -> tuple[int, int, int]:
+        return (self.param("OFM_HEIGHT_M1") + 1, self.param("OFM_WIDTH_M1") + 1, self.param("OFM_DEPTH_M1") + 1)
+
+    def kernel(self) -> Kernel:
+        stride = self.param("KERNEL_STRIDE")
+        dilation_x = ((stride >> 3) & 1) + 1
+        dilation_y = ((stride >> 4) & 1) + 1
+        extent_w = self.param("KERNEL_WIDTH_M1")
+        extent_h = self.param("KERNEL_HEIGHT_M1")
+        if extent_w % dilation_x or extent_h % dilation_y:
+            raise RegisterError(f"kernel extent {extent_w + 1}x{extent_h + 1} does not fit dilation "
+                                f"{dilation_x}x{dilation_y}")
+        return Kernel(
+            width=extent_w // dilation_x + 1, height=extent_h // dilation_y + 1,
+            stride_x=((stride & 1) | (((stride >> 6) & 7) << 1)) + 1,
+            stride_y=(((stride >> 1) & 1) | (((stride >> 9) & 7) << 1)) + 1,
+            dilation_x=dilation_x, dilation_y=dilation_y, part_kernel_first=bool(stride & 4))
+
+    def padding(self) -> Padding:
+        return Padding(self.param("IFM_PAD_TOP"), self.param("IFM_PAD_LEFT"),
+                       self.param("IFM_PAD_BOTTOM"), self.param("IFM_PAD_RIGHT"))
+
+    def rounding(self) -> int:
+        mode = (self.param("OFM_PRECISION") >> 14) & 3
+        if mode not in ROUNDING_NAMES:
+            raise RegisterError(f"OFM_PRECISION: reserved rounding mode {mode}")
+        return mode
+
+    def global_scale(self) -> bool:
+        return bool((self.param("OFM_PRECISION") >> 8) & 1)
+
+    def ofm_scale(self) -> tuple[int, int]:
+        """(multiplier, shift) of the OFM_SCALE register."""
+        return self.payload("OFM_SCALE"), self.param("OFM_SCALE") & 0x3F
+
+    def activation(self) -> tuple[int, int, int, int]:
+        """(function, clip range, min, max)."""
+        value = self.param("ACTIVATION")
+        return (value & 0xFFF, (value >> 12) & 0xF,
+                signed16(self.param("ACTIVATION_MIN")), signed16(self.param("ACTIVATION_MAX")))
+
+    def upscale(self) -> int:
+        mode = self.param("IFM_UPSCALE") & 3
+        if mode > UPSCALE_TRANSPOSE:
+            raise RegisterError(f"IFM_UPSCALE: reserved mode {mode}")
+        return mode
+
+    def ifm_scale_mode(self) -> int:
+        return (self.param("IFM_PRECISION") >> 8) & 3

@@ -1,0 +1,110 @@
+"""Shared by the NPU model tests: run a Vela-compiled TOSA graph on kiln's NPU model and on
+tosa_reference_model, and compare."""
+
+from __future__ import annotations
+
+import numpy as np
+import tosa_reference_model
+
+from kiln.host import quiet_native_output
+from kiln.simulator.npu import FlatMemory, parse_cop1, run_stream
+from kiln.simulator.npu.config import config_for
+
+# Bus addresses the tests map the regions at (any distinct, non-overlapping values do).
+REGION_BASES = (0x1000_0000, 0x2000_0000, 0x3000_0000, 0, 0, 0, 0, 0)
+_DTYPES = {1: np.int8, 2: np.int16, 4: np.int32}
+# Vela's weight_data ends at its last constant, but regor may read a whole 32-bit word
+# for a constant it stored in fewer bytes; in a real image other data follows there.
+WEIGHT_SLACK = 16
+
+
+def reference(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    with quiet_native_output():
+        outputs, status = tosa_reference_model.run(tosa, inputs)
+    assert status == tosa_reference_model.GraphStatus.TOSA_VALID, status
+    return outputs
+
+
+def run_on_model(vela, inputs: list[np.ndarray], target: str, dtypes=None):
+    """(outputs, ExecResult) of a kiln.vela.VelaResult run on the NPU model."""
+    regions = {0: bytearray(vela.weight_data) + bytearray(WEIGHT_SLACK), 1: bytearray(max(vela.scratch_size, 16)),
+               2: bytearray(max(vela.fast_scratch_size, 16))}
+    memory = FlatMemory({REGION_BASES[r]: buf for r, buf in regions.items()})
+    for tensor, value in zip(vela.inputs, inputs):
+        raw = np.ascontiguousarray(value).tobytes()
+        assert len(raw) == int(np.prod(tensor.shape)) * tensor.elem_size, (value.shape, tensor)
+        regions[tensor.region][tensor.offset:tensor.offset + len(raw)] = raw
+    cop1 = parse_cop1(vela.cmd_data)
+    result = run_stream(cop1.stream, REGION_BASES, memory, config_for(target))
+    outputs = []
+    for i, tensor in enumerate(vela.outputs):
+        dtype = (dtypes[i] if dtypes else None) or _DTYPES[tensor.elem_size]
+        n = int(np.prod(tensor.shape))
+        raw = bytes(regions[tensor.region][tensor.offset:tensor.offset + n * tensor.elem_size])
+        outputs.append(np.frombuffer(raw, dtype))
+    return outputs, result
+
+
+def compare(tosa: bytes, vela, inputs: list[np.ndarray], target: str):
+    """(max absolute difference per output, ExecResult); raises on a fault."""
+    want = reference(tosa, inputs)
+    got, result = run_on_model(vela, inputs, target, [w.dtype for w in want])
+    assert result.fault is None, result.fault
+    diffs = []
+    for g, w in zip(got, want):
+        assert g.size == w.size, (g.shape, w.shape)
+        diffs.append(int(np.max(np.abs(g.astype(np.int64) - w.reshape(-1).astype(np.int64)))) if w.size else 0)
+    return diffs, result
+
+
+# ---- batched random differential cases -------------------------------------------------
+
+SYSTEM_CONFIGS = {"ethos-u55": "Ethos_U55_High_End_Embedded", "ethos-u65": "Ethos_U65_High_End"}
+
+
+def system_config(target: str) -> str:
+    return SYSTEM_CONFIGS[target.rsplit("-", 1)[0]]
+
+
+def build_batch(seed: int, indices, kinds=None):
+    """A Graph holding the random subgraphs `indices` of batch `seed`; case i draws from
+    numpy.random.default_rng([seed, i]) (its kind too), so (seed, i) reproduces it."""
+    import npu_cases
+    kinds = sorted(kinds or npu_cases.GENERATORS)
+    graph = npu_cases.Graph()
+    for i in indices:
+        rng = np.random.default_rng([seed, i])
+        kind = kinds[int(rng.integers(len(kinds)))]
+        npu_cases.GENERATORS[kind](graph, rng)
+        graph.descriptions[-1] = f"[seed {seed} case {i} {kind}] {graph.descriptions[-1]}"
+    return graph
+
+
+def _compile_and_compare(graph, name: str, target: str, memory_mode: str):
+    from kiln.vela import VelaError, compile_tosa
+    tosa = graph.serialize()
+    try:
+        vela = compile_tosa(tosa, name, target, system_config(target), memory_mode)
+    except VelaError as error:
+        return None, str(error)
+    diffs, _ = compare(tosa, vela, graph.inputs, target)
+    return list(zip(graph.descriptions, diffs)), None
+
+
+def run_batch(seed: int, cases: int, target: str, memory_mode: str, kinds=None):
+    """Compiles `cases` random cases of batch `seed` in one Vela call and compares every
+    output. If Vela rejects the batch, each case is compiled alone. Returns (results,
+    rejected): results = [(description, max abs diff)], rejected = [(description, error)]."""
+    graph = build_batch(seed, range(cases), kinds)
+    results, error = _compile_and_compare(graph, f"batch{seed}", target, memory_mode)
+    if results is not None:
+        return results, []
+    results, rejected = [], []
+    for i in range(cases):
+        single = build_batch(seed, [i], kinds)
+        got, error = _compile_and_compare(single, f"case{seed}_{i}", target, memory_mode)
+        if got is None:
+            rejected.append((single.descriptions[0], error))
+        else:
+            results.extend(got)
+    return results, rejected

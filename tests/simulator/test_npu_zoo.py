@@ -1,0 +1,59 @@
+"""Every zoo model's NPU delegate, compiled by Vela, run on kiln's NPU model and compared
+bit for bit with tosa_reference_model on the same TOSA graph (random int8 inputs)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from kiln.compile import compile_model
+from kiln.spec import CompileSpec
+from kiln.vela import compile_tosa
+
+import npu_harness
+
+MODELS = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits"]
+OTHER_TARGETS = {
+    "ethos-u55-32": ["ds_cnn", "resnet8"],
+    "ethos-u55-64": ["tiny_cnn", "fc_autoencoder"],
+    "ethos-u55-256": ["mobilenet_v1_025", "digits"],
+    "ethos-u65-256": ["ds_cnn", "mobilenet_v2_035"],
+    "ethos-u65-512": ["resnet8", "mobilenet_v1_025", "digits"],
+}
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(model: str):
+    result = compile_model(model, CompileSpec(target="ethos-u55-128"))
+    shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
+    return result, shapes
+
+
+def _inputs(shapes, seed: int):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in shapes]
+
+
+def _check(tosa: bytes, vela, shapes, target: str):
+    diffs, result = npu_harness.compare(tosa, vela, _inputs(shapes, 0), target)
+    assert diffs == [0] * len(diffs)
+    assert result.ops > 0
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_zoo_delegates_bit_exact_u55_128(model):
+    result, shapes = compiled(model)
+    assert result.tosa
+    for tosa, vela, part_shapes in zip(result.tosa, result.vela, shapes):
+        _check(tosa, vela, part_shapes, "ethos-u55-128")
+
+
+@pytest.mark.parametrize("target, model", [(t, m) for t, models in OTHER_TARGETS.items() for m in models])
+def test_zoo_delegates_bit_exact_other_targets(target, model):
+    result, shapes = compiled(model)
+    mode = "Dedicated_Sram" if target.startswith("ethos-u65") else "Shared_Sram"
+    for i, (tosa, part_shapes) in enumerate(zip(result.tosa, shapes)):
+        vela = compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), mode)
+        _check(tosa, vela, part_shapes, target)
