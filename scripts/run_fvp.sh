@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Run a firmware ELF on Arm's FVP when one is on PATH, else on kiln's virtual platform.
+# Run a firmware ELF on Arm's FVP when one is on PATH, else on kiln's virtual platform
+# (QEMU mps3-an547 with kiln's model of the target's Ethos-U55/U65 attached).
 #   ./scripts/run_fvp.sh --elf=FILE --target=ethos-u55-128 [--timeout=S] [--platform=auto|fvp|virtual]
-# Exit status: the firmware's own; 134 fault; 124 timeout; 2 usage; 127 no platform.
+# Exit status: the firmware's own; 134 fault; 124 timeout; 125 the platform stopped
+# without an exit (e.g. the NPU model refused an access); 2 usage; 127 no platform.
+# KILN_VP_NPU_HANG=1: the virtual NPU never finishes a stream (tests firmware timeouts).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -x "$ROOT/.venv/bin/python" ] || "$ROOT/scripts/setup.sh" >&2

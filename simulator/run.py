@@ -3,10 +3,15 @@
     python -m kiln.simulator.run --elf=FILE --target=ethos-u55-128 [--timeout=S]
     (./scripts/run_fvp.sh is this command)
 
-The firmware's UART goes to standard output as it comes. The exit status is the
-firmware's own (its "[kiln] exit N" line, or QEMU's semihosting exit status);
-a fault is explained from the firmware's report and exits 134; a run that
-outlives its timeout is stopped and exits 124; bad arguments exit 2; a missing
+The firmware's UART goes to standard output as it comes. On the virtual
+platform the target's Ethos-U configuration is modelled (simulator/attach.py
+attaches kiln.simulator.npu's register file to QEMU at the board's NPU
+address) and a summary of what the NPU model did goes to standard error,
+after "kiln: NPU model:". The exit status is the firmware's own (its
+"[kiln] exit N" line, or QEMU's semihosting exit status); a fault is explained
+from the firmware's report and exits 134; a run that outlives its timeout is
+stopped and exits 124; a platform that stops without the firmware's exit (or
+whose NPU model refused an access) exits 125; bad arguments exit 2; a missing
 platform exits 127.
 """
 
@@ -27,11 +32,18 @@ from pathlib import Path
 from kiln import boards
 from kiln.errors import KilnError, ToolMissingError, UsageError
 from kiln.simulator.faults import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader
+from kiln.simulator.npu.config import CONFIGS
 
 TIMEOUT_EXIT_STATUS = 124  # as coreutils' timeout
 PLATFORM_ERROR_EXIT_STATUS = 125  # the platform died without the firmware saying why
 DEFAULT_TIMEOUT_S = 120.0
 QEMU = "qemu-system-arm"
+# Set to 1, the virtual platform's NPU never finishes a stream (no interrupt, STATUS
+# stays running): for testing a firmware's NPU timeout path.
+HANG_VARIABLE = "KILN_VP_NPU_HANG"
+# What QEMU says once when the NPU attachment's debugger first stops a VM that has no
+# active timer (with -icount sleep=off): expected, so not passed on as firmware output.
+ATTACHMENT_NOISE = {f"{QEMU}: warning: icount sleep disabled and no active timers"}
 
 
 @dataclass
@@ -41,6 +53,7 @@ class Platform:
     name: str
     command: list[str]
     is_fvp: bool
+    attachment: object | None = None  # a kiln.simulator.attach.NpuAttachment serving the NPU
 
 
 @dataclass
@@ -50,6 +63,8 @@ class RunResult:
     fault: FaultReport | None
     lockup: Lockup | None
     timed_out: bool
+    npu_error: str | None = None  # why the NPU attachment stopped the platform
+    npu_summary: str | None = None  # what the NPU model did, for a person
 
 
 def fvp_platform(target: boards.Target, elf: Path, cwd: Path) -> Platform | None:
@@ -64,8 +79,9 @@ def fvp_platform(target: boards.Target, elf: Path, cwd: Path) -> Platform | None
     return Platform(f"Arm FVP {target.family.fvp} ({target.name})", command, is_fvp=True)
 
 
-def virtual_platform(target: boards.Target, elf: Path) -> Platform:
-    """kiln's virtual platform: QEMU runs the very ELF that would be flashed."""
+def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True) -> Platform:
+    """kiln's virtual platform: QEMU runs the very ELF that would be flashed, with the
+    target's NPU modelled unless `npu_model` is False (then the NPU window reads as zero)."""
     machine = target.board.qemu_machine
     if machine is None:
         raise ToolMissingError(
@@ -75,9 +91,16 @@ def virtual_platform(target: boards.Target, elf: Path) -> Platform:
     qemu = shutil.which(QEMU)
     if qemu is None:
         raise ToolMissingError(f"{QEMU} is not installed; run ./scripts/setup.sh")
+    attachment = None
+    machine_args = ["-M", machine]
+    if npu_model and target.name in CONFIGS:
+        from kiln.simulator.attach import NpuAttachment
+
+        attachment = NpuAttachment(target, hang=os.environ.get(HANG_VARIABLE) == "1")
+        machine_args = attachment.qemu_args()
     command = [
         qemu,
-        "-M", machine,
+        *machine_args,
         "-display", "none",
         "-monitor", "none",
         "-serial", "stdio",
@@ -86,18 +109,19 @@ def virtual_platform(target: boards.Target, elf: Path) -> Platform:
         "-icount", "shift=0,sleep=off",
         "-kernel", str(elf),
     ]  # fmt: skip
-    name = f"kiln's virtual platform (QEMU {machine}, {target.name}; the NPU is not modelled yet)"
-    return Platform(name, command, is_fvp=False)
+    npu = f"{target.name} NPU model" if attachment else f"{target.name}, no NPU model"
+    name = f"kiln's virtual platform (QEMU {machine}, {npu})"
+    return Platform(name, command, is_fvp=False, attachment=attachment)
 
 
-def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str) -> Platform:
+def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str, npu_model: bool = True) -> Platform:
     if which in ("auto", "fvp"):
         fvp = fvp_platform(target, elf, cwd)
         if fvp is not None:
             return fvp
         if which == "fvp":
             raise ToolMissingError(f"{target.family.fvp} is not on PATH (Arm's FVP is a separate download)")
-    return virtual_platform(target, elf)
+    return virtual_platform(target, elf, npu_model)
 
 
 def run(
@@ -107,16 +131,22 @@ def run(
     platform: str = "auto",
     echo=None,
     cwd: Path | None = None,
+    npu_model: bool = True,
 ) -> RunResult:
-    """Runs `elf` for `target` and returns what happened; `echo(line)` sees UART lines live."""
+    """Runs `elf` for `target` and returns what happened; `echo(line)` sees UART lines live.
+    `npu_model=False` runs the virtual platform without the NPU attachment (for measurements)."""
     chosen_target = boards.target(target)
     elf = Path(elf).resolve()
     if not elf.is_file():
         raise UsageError(f"no such ELF file: {elf}")
     cwd = Path(cwd or Path.cwd()).resolve()
-    chosen = choose_platform(chosen_target, elf, cwd, platform)
+    chosen = choose_platform(chosen_target, elf, cwd, platform, npu_model)
     _note(f"running {elf.name} on {chosen.name}")
-    return _supervise(chosen, cwd, timeout, echo or (lambda line: None))
+    try:
+        return _supervise(chosen, cwd, timeout, echo or (lambda line: None))
+    finally:
+        if chosen.attachment is not None:
+            chosen.attachment.close()
 
 
 def _supervise(platform: Platform, cwd: Path, timeout: float, echo) -> RunResult:
@@ -129,10 +159,14 @@ def _supervise(platform: Platform, cwd: Path, timeout: float, echo) -> RunResult
         start_new_session=True,  # so a timeout can stop the whole process group
     )
     lines: queue.Queue[str | None] = queue.Queue()
+    npu_errors: list[str] = []
+    serving = _serve_npu(platform.attachment, process, npu_errors) if platform.attachment else None
 
     def pump():
         for raw in process.stdout:
-            lines.put(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", ""))
+            line = raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", "")
+            if platform.attachment is None or line not in ATTACHMENT_NOISE:
+                lines.put(line)
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
@@ -159,8 +193,51 @@ def _supervise(platform: Platform, cwd: Path, timeout: float, echo) -> RunResult
                 break  # an FVP may keep running after semihosting exit without a debugger
     finally:
         # Also on Ctrl-C: the platform runs in its own session and would outlive us.
-        _stop(process, at_once=timed_out or sys.exc_info()[0] is not None)
-    return RunResult(_status(process, protocol, timed_out), uart, protocol.fault, protocol.lockup, timed_out)
+        _stop(process, at_once=timed_out or bool(npu_errors) or sys.exc_info()[0] is not None)
+        if serving is not None:
+            serving.join(timeout=5)
+    status = _status(process, protocol, timed_out)
+    result = RunResult(status, uart, protocol.fault, protocol.lockup, timed_out)
+    if platform.attachment is not None:
+        result.npu_error = npu_errors[0] if npu_errors else None
+        result.npu_summary = _npu_summary(platform.attachment)
+    return result
+
+
+def _serve_npu(attachment, process: subprocess.Popen, errors: list[str]) -> threading.Thread:
+    """Serves the NPU model to QEMU in a thread; on failure records why and stops QEMU."""
+    from kiln.simulator.attach import AttachmentError
+    from kiln.simulator.gdb import GdbError
+    from kiln.simulator.npu.device import NpuModelError
+
+    def serve():
+        try:
+            attachment.serve(attachment.connect(lambda: process.poll() is None))
+        except (AttachmentError, GdbError, NpuModelError, OSError) as error:
+            if process.poll() is None:  # after QEMU ended, a broken connection is no news
+                errors.append(str(error))
+        except Exception as error:  # a bug in the attachment: say so instead of hanging the run
+            errors.append(f"internal error in the NPU attachment: {type(error).__name__}: {error}")
+        if errors and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def _npu_summary(attachment) -> str | None:
+    device = attachment.device
+    if device is None or not attachment.accesses:
+        return None
+    cycles = sum(run.cycles for run in device.runs)
+    faults = sum(1 for run in device.runs if run.fault is not None)
+    per_access_ms = 1e3 * (attachment.access_time_s - attachment.npu_time_s) / attachment.accesses
+    memory = attachment.memory
+    return (f"NPU model: {len(device.runs)} stream(s), {cycles} cycles, {faults} fault(s); "
+            f"{attachment.accesses} register accesses ({per_access_ms:.2f} ms each), "
+            f"{attachment.npu_time_s:.2f} s running streams, {memory.bytes_read // 1024} KiB read and "
+            f"{memory.bytes_written // 1024} KiB written through gdb")
 
 
 def _stop(process: subprocess.Popen, at_once: bool):
@@ -191,7 +268,11 @@ def _note(message: str):
 
 def report(result: RunResult, elf: Path, timeout: float):
     """Says on stderr what the status means when it is not a plain exit."""
-    if result.fault is not None:
+    if result.npu_summary:
+        _note(result.npu_summary)
+    if result.npu_error is not None:
+        _note(f"the NPU model stopped the platform: {result.npu_error} (status {result.status})")
+    elif result.fault is not None:
         for line in result.fault.explain(elf):
             _note(line)
     elif result.lockup is not None:

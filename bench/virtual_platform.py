@@ -1,0 +1,149 @@
+"""What kiln's NPU attachment to QEMU costs, and whole NPU inferences on the virtual platform.
+
+    .venv/bin/python bench/virtual_platform.py [--runs N] [--mib N] [--models tiny_cnn,mobilenet_v2,...]
+
+Prints: start-up overhead (hello with and without the NPU attachment), the wall time
+per intercepted NPU register access (an app that reads the ID register 1000 times),
+the time to move N MiB of SRAM through gdb each way, and per zoo model (compiled for
+ethos-u55-128 with its board defaults) the wall time of one whole inference through
+kiln's driver on the virtual platform (QEMU start to exit), the share spent running
+the stream in the NPU model, the data moved through gdb, NPU cycles (model vs Vela) and
+whether the output equals tosa_reference_model's bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kiln import boards, firmware
+from kiln.simulator import run
+from kiln.simulator.attach import NpuAttachment
+from kiln.simulator.gdb import GdbClient
+from kiln.simulator.npu_job import APP, OUTPUT, write_job
+
+TARGET = "ethos-u55-128"
+MODELS = ("tiny_cnn", "digits", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035",
+          "mobilenet_v2")
+
+
+def timed_runs(elf: Path, runs: int, **options) -> list[float]:
+    walls = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = run.run(elf, TARGET, platform="virtual", **options)
+        walls.append(time.perf_counter() - start)
+        if result.status != 0:
+            sys.exit(f"{elf.name} failed with status {result.status}: {result.uart[-3:]} {result.npu_error or ''}")
+    return walls
+
+
+def ms(values: list[float]) -> str:
+    return f"median {statistics.median(values) * 1e3:.0f} ms (min {min(values) * 1e3:.0f}, max {max(values) * 1e3:.0f})"
+
+
+def startup_and_access_cost(build: Path, runs: int):
+    hello = build / "hello.elf"
+    bare = timed_runs(hello, runs, npu_model=False)
+    attached = timed_runs(hello, runs)
+    print(f"hello without the NPU attachment: {ms(bare)}")
+    print(f"hello with the NPU attachment:    {ms(attached)}")
+    print(f"  start-up overhead: {(statistics.median(attached) - statistics.median(bare)) * 1e3:.0f} ms")
+    poke = timed_runs(firmware.elf(build, "kiln_test_npu_poke"), runs)
+    per_access = (statistics.median(poke) - statistics.median(attached)) / 1001
+    print(f"1001 intercepted NPU register reads: {ms(poke)}; {per_access * 1e3:.2f} ms per access")
+
+
+def gdb_transfer(build: Path, mib: int):
+    """Times reading and writing `mib` MiB of the board's SRAM through the gdbstub."""
+    target = boards.target(TARGET)
+    sram = target.board.region_for("npu")
+    size = min(mib << 20, sram.size)
+    attachment = NpuAttachment(target)
+    command = ["qemu-system-arm", *attachment.qemu_args(), "-display", "none", "-monitor", "none",
+               "-serial", "null", "-kernel", str(build / "hello.elf")]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        gdb = GdbClient(attachment.connect(lambda: process.poll() is None))
+        gdb.read_target_description()
+        data = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8).tobytes()
+        start = time.perf_counter()
+        gdb.write_memory(sram.base, data)
+        wrote = time.perf_counter() - start
+        start = time.perf_counter()
+        back = gdb.read_memory(sram.base, size)
+        read = time.perf_counter() - start
+        assert back == data, "SRAM read back through gdb differs from what was written"
+    finally:
+        process.kill()
+        process.wait()
+        attachment.close()
+    mib_moved = size / (1 << 20)
+    print(f"{mib_moved:g} MiB of SRAM through gdb: write {wrote:.2f} s ({mib_moved / wrote:.1f} MiB/s), "
+          f"read {read:.2f} s ({mib_moved / read:.1f} MiB/s)")
+
+
+def inference(build: Path, name: str, work: Path) -> str:
+    from lowering_helpers import run_tosa  # tests/ helper: tosa_reference_model in-process
+
+    from kiln.compile import compile_model
+    from kiln.spec import CompileSpec
+
+    compiled = compile_model(name, CompileSpec(target=TARGET))
+    if len(compiled.vela) != 1:
+        return f"{name:18} skipped: {len(compiled.vela)} NPU delegates (the test app runs one)"
+    vela = compiled.vela[0]
+    if len(vela.inputs) != 1 or len(vela.outputs) != 1:
+        return f"{name:18} skipped: {len(vela.inputs)} inputs, {len(vela.outputs)} outputs (the test app runs one each)"
+    directory = work / name
+    directory.mkdir()
+    x = np.random.default_rng(0).integers(-128, 128, size=vela.inputs[0].shape[-4:], dtype=np.int8)
+    write_job(directory, vela, x.tobytes())
+    start = time.perf_counter()
+    result = run.run(firmware.elf(build, APP), TARGET, timeout=600, platform="virtual", cwd=directory)
+    wall = time.perf_counter() - start
+    if result.status != 0:
+        return f"{name:18} failed: status {result.status}: {' | '.join(result.uart[-2:])} {result.npu_error or ''}"
+    cycles = next(int(line.split(": ")[1]) for line in result.uart if line.startswith("NPU cycles: "))
+    (expected,) = run_tosa(compiled.tosa[0], [x])
+    exact = (directory / OUTPUT).read_bytes() == expected.astype(np.int8).tobytes()
+    stream_s = _stream_seconds(result.npu_summary)
+    return (f"{name:18} {wall:6.2f} s wall, {stream_s:5.2f} s in the NPU model, "
+            f"{wall - stream_s:5.2f} s the rest; cycles {cycles:>9} (Vela {vela.npu_cycles:>9}); "
+            f"bit-exact: {'yes' if exact else 'NO'}\n{'':19}{result.npu_summary}")
+
+
+def _stream_seconds(summary: str | None) -> float:
+    for part in (summary or "").split(", "):
+        if part.endswith(" s running streams"):
+            return float(part.split()[0])
+    return 0.0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--mib", type=int, default=4)
+    parser.add_argument("--models", default=",".join(MODELS))
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    with tempfile.TemporaryDirectory() as tmp:
+        build = firmware.build("corstone-300", Path(tmp) / "fw", test_apps=True)
+        startup_and_access_cost(build, args.runs)
+        gdb_transfer(build, args.mib)
+        print(f"\nwhole inferences on {TARGET} (QEMU start to exit, one run each):")
+        work = Path(tmp) / "jobs"
+        work.mkdir()
+        for name in filter(None, args.models.split(",")):
+            print(inference(build, name, work), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+// Driver::check: the COP1 payload Vela writes (cmd_data), little-endian words:
+//   'COP1'; driver actions, each a tag word (action id in bits 7..0) and operands:
+//   CONFIG (1): the CONFIG and ID register values the stream was compiled for;
+//   CMD_STREAM (2): length in words = (tag bits 15..8) << 16 | (tag bits 31..16),
+//                   followed by that many command words;
+//   READ_APB (3), DUMP_SHRAM (4), NOP (5): no operands (debug actions: ignored).
+#include <cstdint>
+
+#include "kiln/ethosu/driver.h"
+#include "kiln/ethosu/registers.h"
+
+namespace kiln::ethosu {
+namespace {
+
+constexpr uint32_t kCop1Magic = 0x31504F43;  // "COP1" read as a little-endian word
+constexpr uint32_t kActionConfig = 1;
+constexpr uint32_t kActionCmdStream = 2;
+constexpr uint32_t kActionReadApb = 3;
+constexpr uint32_t kActionDumpShram = 4;
+constexpr uint32_t kActionNop = 5;
+constexpr uintptr_t kStreamAlignment = 16;
+
+struct Parsed {
+  bool has_config = false;
+  CommandStream stream;
+};
+
+uint32_t stream_length_words(uint32_t tag) { return (((tag >> 8) & 0xFF) << 16) | (tag >> 16); }
+
+Result<Parsed> parse(const uint32_t* words, uint32_t count) {
+  if (count == 0 || words[0] != kCop1Magic) {
+    return Error{ErrorCode::kCop1BadMagic, count == 0 ? 0 : words[0], kCop1Magic};
+  }
+  Parsed parsed;
+  uint32_t i = 1;
+  while (i < count) {
+    const uint32_t tag = words[i];
+    const uint32_t action = tag & 0xFF;
+    const uint32_t at = i++;
+    if (action == kActionConfig) {
+      if (count - i < 2) return Error{ErrorCode::kCop1Truncated, count, count};
+      parsed.stream.config = words[i];
+      parsed.stream.id = words[i + 1];
+      parsed.has_config = true;
+      i += 2;
+    } else if (action == kActionCmdStream) {
+      const uint32_t length = stream_length_words(tag);
+      if (length > count - i) return Error{ErrorCode::kCop1Truncated, i + length, count};
+      if (parsed.stream.words != nullptr) return Error{ErrorCode::kCop1DuplicateStream, at, 0};
+      parsed.stream.words = words + i;
+      parsed.stream.size_bytes = length * 4;
+      i += length;
+    } else if (action != kActionNop && action != kActionReadApb && action != kActionDumpShram) {
+      return Error{ErrorCode::kCop1UnknownAction, at, action};
+    }
+  }
+  if (!parsed.has_config) return Error{ErrorCode::kCop1MissingConfig, 0, 0};
+  if (parsed.stream.words == nullptr) return Error{ErrorCode::kCop1MissingStream, 0, 0};
+  return parsed;
+}
+
+// The stream must have been compiled for this NPU: a = the stream's value, b = the NPU's.
+Status match(uint32_t stream_config, uint32_t stream_id, uint32_t npu_config, uint32_t npu_id) {
+  using namespace reg;
+  if (config_product(stream_config) != config_product(npu_config)) {
+    return Error{ErrorCode::kNpuProductMismatch, config_product(stream_config),
+                 config_product(npu_config)};
+  }
+  if (config_macs_log2(stream_config) != config_macs_log2(npu_config)) {
+    return Error{ErrorCode::kNpuMacsMismatch, 1u << config_macs_log2(stream_config),
+                 1u << config_macs_log2(npu_config)};
+  }
+  if (config_shram_kib(stream_config) != config_shram_kib(npu_config)) {
+    return Error{ErrorCode::kNpuShramMismatch, config_shram_kib(stream_config),
+                 config_shram_kib(npu_config)};
+  }
+  if (config_stream_version(stream_config) != config_stream_version(npu_config)) {
+    return Error{ErrorCode::kNpuStreamVersionMismatch, config_stream_version(stream_config),
+                 config_stream_version(npu_config)};
+  }
+  const uint32_t stream_arch = (id_arch_major(stream_id) << 8) | id_arch_minor(stream_id);
+  const uint32_t npu_arch = (id_arch_major(npu_id) << 8) | id_arch_minor(npu_id);
+  // Same major revision; a newer minor revision of the NPU runs older streams.
+  if (id_arch_major(stream_id) != id_arch_major(npu_id) || stream_arch > npu_arch) {
+    return Error{ErrorCode::kNpuArchMismatch, stream_arch, npu_arch};
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<CommandStream> Driver::check(const void* payload, size_t size) const {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(payload);
+  if (payload == nullptr || address % kStreamAlignment != 0) {
+    return Error{ErrorCode::kMisaligned, static_cast<uint32_t>(address), kStreamAlignment};
+  }
+  const uint32_t words = static_cast<uint32_t>(size / 4);
+  if (size % 4 != 0) return Error{ErrorCode::kCop1Truncated, words, words};
+  auto parsed = parse(static_cast<const uint32_t*>(payload), words);
+  if (!parsed.ok()) return parsed.error();
+  const CommandStream& stream = parsed.value().stream;
+  const uintptr_t stream_address = reinterpret_cast<uintptr_t>(stream.words);
+  if (stream_address % kStreamAlignment != 0) {
+    return Error{ErrorCode::kMisaligned, static_cast<uint32_t>(stream_address), kStreamAlignment};
+  }
+  Status matched = match(stream.config, stream.id, config_, id_);
+  if (!matched.ok()) return matched.error();
+  return stream;
+}
+
+}  // namespace kiln::ethosu

@@ -1,0 +1,354 @@
+"""Attaching kiln's Ethos-U model to QEMU mps3-an547 through QEMU's gdbstub.
+
+How an NPU register access reaches the model: QEMU starts halted with its
+gdbstub on a Unix socket; the attachment sets one access watchpoint over the
+NPU's 4 KiB register window (the board's npu.base) and lets the CPU run. A
+load or store there stops the CPU before the access with PC on the
+instruction; the attachment decodes it (simulator/thumb.py: plain 32-bit
+LDR/STR only), performs it on the register file (simulator/npu/device.py),
+writes the loaded value or the base writeback into the CPU's registers and
+moves PC past it. Pages without a watchpoint run at full speed, so firmware
+that never touches the NPU is not slowed.
+
+What the NPU reads and writes: QEMU's DDR is a shared memory file mapped
+here, read and written in place; other memory (SRAM, TCMs) goes through gdb
+m/M packets, cached in pages for the duration of one stream (the CPU is
+stopped while the stream runs) and written back afterwards. Addresses outside
+the board's memory regions are bus errors.
+
+The completion interrupt: a debugger write to NVIC_ISPR is ignored by QEMU, so
+the CPU itself pends it: the attachment puts `str r1, [r0]` over the
+instruction it just emulated, points r0 at the ISPR word and r1 at the
+interrupt's bit, single-steps it (QEMU steps with interrupts masked) and
+restores memory and registers; the CPU takes the interrupt when it resumes.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kiln import boards
+from kiln.simulator import thumb
+from kiln.simulator.gdb import GdbClient, GdbError
+from kiln.simulator.npu.config import NpuConfig, config_for
+from kiln.simulator.npu.device import WINDOW_SIZE, EthosU
+from kiln.simulator.npu.memory import MemoryFault
+
+# QEMU mps3-an547's DDR: one RAM of exactly 2 GiB at 0x6000_0000 (both security
+# aliases of the board's DDR lie inside it); its memory backend can be a file.
+QEMU_DDR_BASE = 0x6000_0000
+QEMU_DDR_SIZE = 2 << 30
+NVIC_ISPR = 0xE000_E200  # Armv8-M: set-pending registers, one bit per interrupt
+STR_R1_AT_R0 = (0x6001).to_bytes(2, "little")  # Thumb `str r1, [r0]`
+CONNECT_TIMEOUT_S = 10.0
+PAGE = 4096  # bytes; the unit the gdb-backed memory caches
+
+
+class AttachmentError(Exception):
+    """The attachment cannot go on (unsupported access, model failure, lost connection)."""
+
+
+class SharedDdr:
+    """QEMU's DDR as a sparse shared file; the host maps it. Only pages the target
+    touches take space: in /dev/shm when it has room for SHM_ROOM bytes (a small
+    container /dev/shm would make QEMU die of SIGBUS), else in the temp directory."""
+
+    def __init__(self):
+        fd, path = tempfile.mkstemp(prefix="kiln-ddr-", dir=_ddr_directory())
+        self.path = Path(path)
+        try:
+            os.ftruncate(fd, QEMU_DDR_SIZE)
+            self._map = mmap.mmap(fd, QEMU_DDR_SIZE)
+        finally:
+            os.close(fd)
+        self.view = memoryview(self._map)
+
+    def qemu_args(self, machine: str) -> list[str]:
+        return [
+            "-M", f"{machine},memory-backend=kiln-ddr",
+            "-object", f"memory-backend-file,id=kiln-ddr,size={QEMU_DDR_SIZE},mem-path={self.path},share=on",
+        ]  # fmt: skip
+
+    def close(self):
+        """Unmaps and deletes the file; safe to call twice. Views handed out become invalid."""
+        if self._map.closed:
+            return
+        self.path.unlink(missing_ok=True)
+        try:
+            self.view.release()
+            self._map.close()
+        except BufferError:
+            pass  # a slice handed to the executor is still alive: the mapping goes with it
+
+
+SHM_ROOM = 1 << 30  # bytes
+
+
+def _ddr_directory() -> str:
+    try:
+        shm = os.statvfs("/dev/shm")
+        if shm.f_bavail * shm.f_frsize >= SHM_ROOM:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return tempfile.gettempdir()
+
+
+class TargetMemory:
+    """The NPU's view of the target's memory (a kiln.simulator.npu Memory).
+
+    Bus addresses inside QEMU's DDR go to the shared file; inside another of the
+    board's regions (whole pages; an access lies inside one region) to a page cache
+    over gdb (begin() empties it, flush() writes dirty pages back); elsewhere they
+    raise MemoryFault."""
+
+    def __init__(self, gdb: GdbClient, regions: list[tuple[int, int]], ddr: memoryview | None):
+        for base, length in regions:
+            if base % PAGE or length % PAGE:
+                raise ValueError(f"memory region {base:#x}+{length:#x} is not a whole number of {PAGE}-byte pages")
+        self._gdb = gdb
+        self._regions = sorted(regions)
+        self._ddr = ddr
+        self._pages: dict[int, bytearray] = {}
+        self._dirty: set[int] = set()
+        self.bytes_read = 0  # through gdb, since creation
+        self.bytes_written = 0
+
+    def begin(self):
+        self._pages.clear()
+        self._dirty.clear()
+
+    def read(self, address: int, size: int):
+        if self._in_ddr(address, size):
+            offset = address - QEMU_DDR_BASE
+            return self._ddr[offset : offset + size]
+        self._check(address, size, "read")
+        self._load(address, size, whole_pages_written=False)
+        return self._gather(address, size)
+
+    def write(self, address: int, data):
+        raw = memoryview(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data).cast("B")
+        size = len(raw)
+        if self._in_ddr(address, size):
+            offset = address - QEMU_DDR_BASE
+            self._ddr[offset : offset + size] = raw
+            return
+        self._check(address, size, "write")
+        self._load(address, size, whole_pages_written=True)
+        position = 0
+        while position < size:
+            page, offset = divmod(address + position, PAGE)
+            n = min(PAGE - offset, size - position)
+            self._pages[page][offset : offset + n] = raw[position : position + n]
+            self._dirty.add(page)
+            position += n
+
+    def flush(self):
+        """Writes the pages the NPU wrote back into the target, in contiguous runs."""
+        for first, count in _runs(sorted(self._dirty)):
+            data = b"".join(self._pages[p] for p in range(first, first + count))
+            self._gdb.write_memory(first * PAGE, data)
+            self.bytes_written += len(data)
+        self._dirty.clear()
+
+    # ---------------------------------------------------------------- helpers
+
+    def _in_ddr(self, address: int, size: int) -> bool:
+        return self._ddr is not None and QEMU_DDR_BASE <= address and address + size <= QEMU_DDR_BASE + QEMU_DDR_SIZE
+
+    def _check(self, address: int, size: int, access: str):
+        if not any(base <= address and address + size <= base + length for base, length in self._regions):
+            raise MemoryFault(address, size, access)
+
+    def _load(self, address: int, size: int, whole_pages_written: bool):
+        """Fetches the missing pages that [address, address + size) touches."""
+        first, last = address // PAGE, (address + size - 1) // PAGE
+        missing = [p for p in range(first, last + 1) if p not in self._pages]
+        if whole_pages_written:
+            # Pages the write covers entirely need no fetch, only a blank page to write into.
+            covered = [p for p in missing if address <= p * PAGE and (p + 1) * PAGE <= address + size]
+            for p in covered:
+                self._pages[p] = bytearray(PAGE)
+            missing = [p for p in missing if p not in self._pages]
+        for start_page, count in _runs(missing):
+            try:
+                data = self._gdb.read_memory(start_page * PAGE, count * PAGE)
+            except GdbError as error:
+                raise MemoryFault(start_page * PAGE, count * PAGE, "read") from error
+            self.bytes_read += len(data)
+            for i in range(count):
+                self._pages[start_page + i] = bytearray(data[i * PAGE : (i + 1) * PAGE])
+
+    def _gather(self, address: int, size: int) -> bytes:
+        first, offset = divmod(address, PAGE)
+        if offset + size <= PAGE:
+            return bytes(self._pages[first][offset : offset + size])
+        last = (address + size - 1) // PAGE
+        data = b"".join(self._pages[p] for p in range(first, last + 1))
+        return data[offset : offset + size]
+
+
+def _runs(pages: list[int]) -> list[tuple[int, int]]:
+    """Consecutive page numbers grouped as (first, count)."""
+    runs: list[tuple[int, int]] = []
+    for p in pages:
+        if runs and runs[-1][0] + runs[-1][1] == p:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((p, 1))
+    return runs
+
+
+def _register_name(index: int) -> str:
+    return {13: "sp", 14: "lr", 15: "pc"}.get(index, f"r{index}")
+
+
+class NpuAttachment:
+    """Serves the NPU's register window of one QEMU run (see the module's docstring)."""
+
+    def __init__(self, target: boards.Target, executor=None, hang: bool = False):
+        self.board = target.board
+        self.config: NpuConfig = config_for(target.name)
+        self._executor = executor
+        self._hang = hang  # see EthosU: streams never finish (tests of firmware timeouts)
+        self.ddr = SharedDdr()
+        self._socket_dir = Path(tempfile.mkdtemp(prefix="kiln-gdb-"))
+        self.socket_path = self._socket_dir / "gdb.sock"
+        self.device: EthosU | None = None
+        self.memory: TargetMemory | None = None
+        self.accesses = 0  # intercepted register accesses
+        self.access_time_s = 0.0  # host time spent on them, including the NPU's runs
+        self.npu_time_s = 0.0  # host time spent running streams
+        self._irq_rising = False
+
+    def qemu_args(self) -> list[str]:
+        """QEMU arguments: the shared DDR and a halted CPU with a gdbstub on our socket."""
+        return [
+            *self.ddr.qemu_args(self.board.qemu_machine),
+            "-chardev", f"socket,id=kiln-gdb,path={self.socket_path},server=on,wait=off",
+            "-gdb", "chardev:kiln-gdb",
+            "-S",
+        ]  # fmt: skip
+
+    def connect(self, alive) -> socket.socket:
+        """Connects to QEMU's gdbstub once it listens; `alive()` says whether QEMU still runs."""
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while time.monotonic() < deadline and alive():
+            if self.socket_path.exists():
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.connect(str(self.socket_path))
+                    return sock
+                except OSError:
+                    sock.close()
+            time.sleep(0.002)
+        raise AttachmentError("QEMU's gdbstub did not come up (QEMU exited or did not listen)")
+
+    def serve(self, sock: socket.socket):
+        """Runs the CPU until the firmware ends, serving every NPU register access."""
+        gdb = GdbClient(sock)
+        gdb.read_target_description()
+        regions = [(r.base, r.size) for r in self.board.memory]
+        self.memory = TargetMemory(gdb, regions, self.ddr.view)
+        self.device = EthosU(self.config, self.memory, executor=self._executor, on_irq=self._irq_changed,
+                             hang=self._hang)
+        gdb.watch(self.board.npu.base, WINDOW_SIZE)
+        while True:
+            stop = gdb.cont()
+            if stop.exited:
+                return
+            if stop.watch is None:
+                raise AttachmentError("the CPU stopped without hitting the NPU watchpoint")
+            started = time.perf_counter()
+            self._emulate(gdb)
+            self.access_time_s += time.perf_counter() - started
+            self.accesses += 1
+
+    def close(self):
+        """Removes the shared DDR file and the socket; safe to call twice."""
+        self.ddr.close()
+        self.socket_path.unlink(missing_ok=True)
+        if self._socket_dir.exists():
+            self._socket_dir.rmdir()
+
+    # ---------------------------------------------------------------- one access
+
+    def _emulate(self, gdb: GdbClient):
+        registers, xpsr, code = self._read_state(gdb)
+        pc = registers[thumb.PC]
+        hw1, hw2 = int.from_bytes(code[:2], "little"), int.from_bytes(code[2:], "little")
+        try:
+            access = thumb.decode(hw1, hw2)
+        except thumb.UnsupportedAccess as error:
+            raise AttachmentError(f"NPU register access at PC {pc:#010x}: {error}") from None
+        address = access.address(registers)
+        offset = address - self.board.npu.base
+        if not (0 <= offset < WINDOW_SIZE) or offset % 4:
+            raise AttachmentError(f"NPU register access at PC {pc:#010x} to {address:#010x} is not an aligned word "
+                                  f"inside the NPU window at {self.board.npu.base:#010x}")
+        writes: dict[int, int] = {}  # register number -> new value
+        if access.load:
+            writes[access.rt] = self.device.read(offset)
+        else:
+            self._store(offset, registers[access.rt])
+        if access.writeback:
+            writes[access.rn] = access.base_after(registers)
+        writes[thumb.PC] = pc + access.size
+        named = {_register_name(number): value for number, value in writes.items()}
+        new_xpsr = thumb.advance_itstate(xpsr)
+        if new_xpsr != xpsr:
+            named["xpsr"] = new_xpsr
+        gdb.write_registers(named)
+        if self._irq_rising:
+            self._irq_rising = False
+            after = {**registers, **writes}
+            self._pend_interrupt(gdb, pc & ~1, after, new_xpsr)
+
+    def _store(self, offset: int, value: int):
+        self.memory.begin()
+        started = time.perf_counter()
+        self.device.write(offset, value)
+        self.memory.flush()
+        self.npu_time_s += time.perf_counter() - started
+
+    @staticmethod
+    def _read_state(gdb: GdbClient) -> tuple[dict[int, int], int, bytes]:
+        """r0..r15, xPSR (one 'g' packet: QEMU's M-profile layout is 16 words, then xPSR)
+        and the 4 bytes at PC."""
+        reply = gdb.request("g")
+        raw = bytes.fromhex(reply.decode())
+        if len(raw) < 17 * 4:
+            raise AttachmentError(f"unexpected register packet of {len(raw)} bytes")
+        words = [int.from_bytes(raw[4 * i : 4 * i + 4], "little") for i in range(17)]
+        code = gdb.read_memory(words[15] & ~1, 4)
+        return dict(enumerate(words[:16])), words[16], code
+
+    def _irq_changed(self, level: bool):
+        if level:
+            self._irq_rising = True
+
+    def _pend_interrupt(self, gdb: GdbClient, stub_at: int, registers: dict[int, int], xpsr: int):
+        """Lets the CPU pend the NPU's interrupt in its NVIC, then restores its state."""
+        irq = self.board.npu.irq
+        saved = gdb.read_memory(stub_at, 2)
+        gdb.write_memory(stub_at, STR_R1_AT_R0)
+        gdb.write_register("r0", NVIC_ISPR + 4 * (irq // 32))
+        gdb.write_register("r1", 1 << (irq % 32))
+        gdb.write_register("pc", stub_at)
+        outside_it_block = xpsr & ~((0x3F << 10) | (0x3 << 25))
+        gdb.write_register("xpsr", outside_it_block)
+        stop = gdb.step()
+        gdb.write_memory(stub_at, saved)
+        if stop.exited:
+            raise AttachmentError("QEMU ended while the NPU interrupt was being raised")
+        gdb.write_register("r0", registers[0])
+        gdb.write_register("r1", registers[1])
+        gdb.write_register("pc", registers[thumb.PC])
+        gdb.write_register("xpsr", xpsr)

@@ -1,0 +1,180 @@
+"""kiln's Ethos-U driver on the virtual platform: a Vela-compiled stream runs through
+the real driver code on QEMU with the NPU model attached; its output must equal
+tosa_reference_model's for the same TOSA graph, bit for bit. Also: a stream compiled
+for another configuration is refused, and faulting streams are reported."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from lowering_helpers import run_tosa
+
+from kiln import firmware
+from kiln.compile import compile_model
+from kiln.simulator.npu_job import APP, OUTPUT, write_job
+from kiln.spec import CompileSpec
+from kiln.vela import compile_tosa
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
+pytestmark = pytest.mark.fvp
+
+EXIT_REFUSED, EXIT_RUN_FAILED = 12, 13
+# Command words (Ethos-U55 register map): opcode in bits 9..0, bit 14 = a payload word follows.
+OPCODE_MASK, PAYLOAD_FLAG = 0x3FF, 0x4000
+NPU_SET_IFM_BASE0 = 0x000  # a cmd1 opcode
+COP1_ACTION_CMD_STREAM, COP1_ACTION_CONFIG = 0x02, 0x01
+
+
+@pytest.fixture(scope="module")
+def tiny_cnn():
+    result = compile_model("tiny_cnn", CompileSpec(target="ethos-u55-128"))
+    assert len(result.vela) == 1
+    return result
+
+
+def run_app(build: Path, directory: Path, target="ethos-u55-128", env=None):
+    elf = firmware.elf(build, APP)
+    return subprocess.run([str(RUN_FVP), f"--elf={elf}", f"--target={target}", "--platform=virtual", "--timeout=60"],
+                          cwd=directory, capture_output=True, text=True, timeout=120, env=env)
+
+
+def random_input(vela, seed=1) -> np.ndarray:
+    shape = vela.inputs[0].shape[-4:]  # NHWC: Vela pads shapes to 6-D with leading ones
+    return np.random.default_rng(seed).integers(-128, 128, size=shape, dtype=np.int8)
+
+
+def stream_start(cmd: bytes) -> int:
+    """Word index of the first command word in a COP1 payload (driver_actions.py layout)."""
+    words = np.frombuffer(cmd, dtype="<u4")
+    i = 1
+    while True:
+        action = int(words[i]) & 0xFF
+        if action == COP1_ACTION_CMD_STREAM:
+            return i + 1
+        i += 3 if action == COP1_ACTION_CONFIG else 1
+
+
+def test_tiny_cnn_matches_the_reference_bit_for_bit(firmware_build, tmp_path, tiny_cnn):
+    vela = tiny_cnn.vela[0]
+    x = random_input(vela)
+    write_job(tmp_path, vela, x.tobytes())
+    result = run_app(firmware_build, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # CONFIG for ethos-u55-128: 2^7 MACs/cycle, 24 KiB SHRAM, product 0.
+    assert "NPU: ID=0x10066001 CONFIG=0x00001807 (128 MACs/cycle, 24 KiB SHRAM)" in result.stdout
+    cycles = [line for line in result.stdout.splitlines() if line.startswith("NPU cycles: ")]
+    assert len(cycles) == 1 and int(cycles[0].split(": ")[1]) > 0
+    (expected,) = run_tosa(tiny_cnn.tosa[0], [x])
+    got = (tmp_path / OUTPUT).read_bytes()
+    assert got == expected.astype(np.int8).tobytes()
+    assert "NPU model: 1 stream(s)" in result.stderr
+
+
+def test_a_stream_for_another_mac_count_is_refused(firmware_build, tmp_path, tiny_cnn):
+    target = "ethos-u55-256"
+    vela = compile_tosa(tiny_cnn.tosa[0], "tiny", target, "Ethos_U55_High_End_Embedded", "Shared_Sram")
+    write_job(tmp_path, vela, random_input(vela).tobytes())
+    result = run_app(firmware_build, tmp_path)
+    assert result.returncode == EXIT_REFUSED, result.stdout + result.stderr
+    assert "refused: stream compiled for another MAC count: stream 256 MACs/cycle, NPU 128 MACs/cycle" \
+        in result.stdout
+    assert not (tmp_path / OUTPUT).exists()
+
+
+def test_a_bad_opcode_is_a_reported_parse_error(firmware_build, tmp_path, tiny_cnn):
+    vela = tiny_cnn.vela[0]
+    words = np.frombuffer(vela.cmd_data, dtype="<u4").copy()
+    words[stream_start(vela.cmd_data)] = 0x3FF  # no such opcode, no payload word
+    write_job(tmp_path, vela, random_input(vela).tobytes(), cmd=words.tobytes())
+    result = run_app(firmware_build, tmp_path)
+    assert result.returncode == EXIT_RUN_FAILED, result.stdout + result.stderr
+    # STATUS as latched by the interrupt: irq_raised (bit 1) | cmd_parse_error (bit 4).
+    assert "run failed: NPU fault: STATUS=0x00000012 (irq_raised, cmd_parse_error), QREAD=0" in result.stdout
+    assert "STATUS after the failure: 0x00000000" in result.stdout
+
+
+def test_an_ifm_outside_memory_is_a_reported_bus_error(firmware_build, tmp_path, tiny_cnn):
+    vela = tiny_cnn.vela[0]
+    words = np.frombuffer(vela.cmd_data, dtype="<u4").copy()
+    i = stream_start(vela.cmd_data)
+    while not (words[i] & PAYLOAD_FLAG and words[i] & OPCODE_MASK == NPU_SET_IFM_BASE0):
+        i += 2 if words[i] & PAYLOAD_FLAG else 1
+    words[i + 1] = 0x0800_0000  # 128 MiB into region 1 (the 4 MiB SRAM): nothing answers there
+    write_job(tmp_path, vela, random_input(vela).tobytes(), cmd=words.tobytes())
+    result = run_app(firmware_build, tmp_path)
+    assert result.returncode == EXIT_RUN_FAILED, result.stdout + result.stderr
+    # irq_raised (bit 1) | bus_status (bit 2)
+    assert "run failed: NPU fault: STATUS=0x00000006 (irq_raised, bus_status)" in result.stdout
+    assert "STATUS after the failure: 0x00000000" in result.stdout
+
+
+def test_an_npu_that_never_finishes_times_out_and_is_reset(firmware_build, tmp_path, tiny_cnn):
+    vela = tiny_cnn.vela[0]
+    write_job(tmp_path, vela, random_input(vela).tobytes(), timeout_ms=20)
+    result = run_app(firmware_build, tmp_path, env={**os.environ, "KILN_VP_NPU_HANG": "1"})
+    assert result.returncode == EXIT_RUN_FAILED, result.stdout + result.stderr
+    # STATUS while hung: state running (bit 0), no interrupt.
+    assert "run failed: NPU timeout: no completion interrupt within 20 ms, STATUS=0x00000001 (running)" \
+        in result.stdout
+    assert "STATUS after the failure: 0x00000000" in result.stdout  # the driver's reset stopped it
+    assert "NPU model: 0 stream(s)" in result.stderr
+
+
+@pytest.mark.parametrize("target,system_config,memory_mode,config", [
+    # product 1 (Ethos-U65), 48 KiB SHRAM, 2^8 MACs/cycle; Dedicated_Sram adds region 2.
+    ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram_384KB", "0x10003008"),
+    ("ethos-u55-32", "Ethos_U55_High_End_Embedded", "Sram_Only", "0x00001005"),
+    # two cores: 2^9 MACs/cycle and 96 KiB SHRAM in total
+    ("ethos-u65-512", "Ethos_U65_High_End", "Shared_Sram", "0x10006009"),
+])
+def test_other_configurations_match_the_reference(firmware_build, tmp_path, tiny_cnn, target, system_config,
+                                                  memory_mode, config):
+    vela = compile_tosa(tiny_cnn.tosa[0], "tiny", target, system_config, memory_mode)
+    x = random_input(vela, seed=2)
+    write_job(tmp_path, vela, x.tobytes())
+    result = run_app(firmware_build, tmp_path, target=target)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"CONFIG={config}" in result.stdout
+    (expected,) = run_tosa(tiny_cnn.tosa[0], [x])
+    assert (tmp_path / OUTPUT).read_bytes() == expected.astype(np.int8).tobytes()
+
+
+def test_an_access_the_attachment_cannot_emulate_stops_the_run_loudly(firmware_build):
+    elf = firmware.elf(firmware_build, "kiln_test_npu_ldrd")
+    result = subprocess.run([str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 125, result.stdout + result.stderr  # the platform stopped, no firmware exit
+    assert "the NPU model stopped the platform: NPU register access at PC 0x" in result.stderr
+    assert "is not a 32-bit LDR/STR (LDRD/STRD" in result.stderr
+    assert "read " not in result.stdout
+
+
+def patched_config(cmd: bytes, mask: int, value: int) -> bytes:
+    """The payload with the CONFIG word of its config action (word 2) changed in `mask`."""
+    words = np.frombuffer(cmd, dtype="<u4").copy()
+    assert words[1] & 0xFF == COP1_ACTION_CONFIG
+    words[2] = (int(words[2]) & ~mask) | value
+    return words.tobytes()
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda cmd: b"COP2" + cmd[4:], "not a COP1 payload (0x32504f43, 0x31504f43)"),
+    (lambda cmd: cmd[:-16], "COP1 payload truncated"),
+    (lambda cmd: cmd[:16], "COP1 payload has no command stream"),
+    (lambda cmd: cmd[:4] + (0x77).to_bytes(4, "little") + cmd[8:],
+     "COP1 payload has an unknown driver action (0x00000001, 0x00000077)"),  # word 1, action 0x77
+    # CONFIG fields: shram_size [15:8], cmd_stream_version [7:4], product [31:28].
+    (lambda cmd: patched_config(cmd, 0xFF00, 48 << 8),
+     "stream compiled for another SHRAM size: stream 48 KiB, NPU 24 KiB"),
+    (lambda cmd: patched_config(cmd, 0xF0, 1 << 4), "another command stream version: stream version 1, NPU version 0"),
+    (lambda cmd: patched_config(cmd, 0xF000_0000, 1 << 28), "another NPU product: stream Ethos-U65, NPU Ethos-U55"),
+])
+def test_malformed_or_foreign_payloads_are_refused(firmware_build, tmp_path, tiny_cnn, change, message):
+    vela = tiny_cnn.vela[0]
+    write_job(tmp_path, vela, random_input(vela).tobytes(), cmd=change(vela.cmd_data))
+    result = run_app(firmware_build, tmp_path)
+    assert result.returncode == EXIT_REFUSED, result.stdout + result.stderr
+    assert "refused: " in result.stdout and message in result.stdout
