@@ -54,13 +54,9 @@ def softmax_to_elementwise(gm: GraphModule) -> int:
             result = _call(graph, aten.mul.Tensor, (exps, _call(graph, aten.reciprocal.default, (total,), node)), node)
         else:
             result = _call(graph, aten.sub.Tensor, (shifted, _call(graph, aten.log.default, (total,), node)), node)
-        node.replace_all_uses_with(result)
-        graph.erase_node(node)
+        _replace(node, result)
         count += 1
-    if count:
-        graph.lint()
-        gm.recompile()
-    return count
+    return _finish(gm, count)
 
 
 def fold_batch_norm(gm: GraphModule) -> int:
@@ -91,12 +87,21 @@ def fold_batch_norm(gm: GraphModule) -> int:
             attr.meta["val"] = args[index].meta["val"] if isinstance(args[index], Node) else node.args[3].meta["val"]
             args[index] = attr
         conv.args = tuple(args)
-        node.replace_all_uses_with(conv)
-        graph.erase_node(node)
+        _replace(node, conv)
         count += 1
+    return _finish(gm, count)
+
+
+def _replace(node: Node, by: Node) -> None:
+    node.replace_all_uses_with(by)
+    node.graph.erase_node(node)
+
+
+def _finish(gm: GraphModule, count: int) -> int:
+    """After a pass that changed `count` nodes: drop what became unused, check, regenerate."""
     if count:
-        graph.eliminate_dead_code()
-        graph.lint()
+        gm.graph.eliminate_dead_code()
+        gm.graph.lint()
         gm.recompile()
     return count
 
