@@ -119,12 +119,27 @@ def _linear(x, weight, bias):
     return out
 
 
+def _exp32(x):
+    """float32 exp, log, tanh: evaluated in float64 and rounded once, so the result is the
+    correctly rounded one for all but vanishingly rare inputs on any C library (the
+    firmware's kernels do the same; numpy's float32 versions are approximations)."""
+    return np.exp(np.asarray(x, np.float64)).astype(np.float32)
+
+
+def _log32(x):
+    return np.log(np.asarray(x, np.float64)).astype(np.float32)
+
+
+def _tanh32(x):
+    return np.tanh(np.asarray(x, np.float64)).astype(np.float32)
+
+
 def _softmax(x, dim, log):
     """Softmax along `dim`: the max subtracted, exp, the sum taken in index order."""
     shifted = (x - np.max(x, axis=dim, keepdims=True)).astype(np.float32)
-    exps = np.exp(shifted).astype(np.float32)
+    exps = _exp32(shifted)
     total = _sum_in_order(exps, [dim], True)
-    return (shifted - np.log(total) if log else exps / total).astype(np.float32)
+    return (shifted - _log32(total) if log else exps / total).astype(np.float32)
 
 
 def _sum_in_order(x, dims, keepdim):
@@ -199,15 +214,15 @@ KERNELS: dict[object, Kernel] = {
     aten.hardtanh.default: Kernel("aten::hardtanh", "out", ("self", "min_val", "max_val"),
                                   lambda x, lo, hi: np.clip(x, np.float32(lo), np.float32(hi))),
     aten.sigmoid.default: Kernel("aten::sigmoid", "out", ("self",),
-                                 lambda x: (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)),
-    aten.tanh.default: Kernel("aten::tanh", "out", ("self",), lambda x: np.tanh(x).astype(np.float32)),
+                                 lambda x: (np.float32(1) / (np.float32(1) + _exp32(-x))).astype(np.float32)),
+    aten.tanh.default: Kernel("aten::tanh", "out", ("self",), _tanh32),
     aten.add.Tensor: Kernel("aten::add", "out", ("self", "other", "alpha"), _binary(np.add),
                             lambda op: op.arg("alpha") in (None, 1)),
     aten.mul.Tensor: Kernel("aten::mul", "out", ("self", "other"), _binary(np.multiply)),
     aten.sub.Tensor: Kernel("aten::sub", "out", ("self", "other", "alpha"), _binary(np.subtract),
                             lambda op: op.arg("alpha") in (None, 1)),
-    aten.exp.default: Kernel("aten::exp", "out", ("self",), lambda x: np.exp(x).astype(np.float32)),
-    aten.log.default: Kernel("aten::log", "out", ("self",), lambda x: np.log(x).astype(np.float32)),
+    aten.exp.default: Kernel("aten::exp", "out", ("self",), _exp32),
+    aten.log.default: Kernel("aten::log", "out", ("self",), _log32),
     aten.reciprocal.default: Kernel("aten::reciprocal", "out", ("self",),
                                     lambda x: (np.float32(1) / x).astype(np.float32)),
     aten.amax.default: Kernel("aten::amax", "out", ("self", "dim", "keepdim"),

@@ -36,6 +36,39 @@ enum class ErrorCode : uint16_t {
   kNpuIncomplete,         // stopped without cmd_end_reached and without a fault bit
   kNpuTimeout,            // no completion interrupt in time; b = the timeout in ms
   kNpuResetFailed,        // a = STATUS after the reset, b = PROT after the reset
+  // Loading a .pte (kiln::runtime::Program::load). Offsets are file offsets.
+  kPteTooShort,           // a = the file's size, b = the size needed
+  kPteBadIdentifier,      // a = the identifier word found, b = the expected 'ET12' word
+  kPteBadHeader,          // the eh00 header: a = which field (see program.h), b = its value
+  kPteOutOfBounds,        // a = offset of the data, b = the size of the area it must lie in
+  kPteBadTable,           // a FlatBuffer table or vtable is malformed: a = its offset, b = size
+  kPteMisaligned,         // a vector not aligned to its element: a = offset, b = alignment
+  kPteBadString,          // a string without its NUL terminator: a = its offset
+  kPteBadUnion,           // a = offset of the union's table, b = the type code
+  kPteBadEnum,            // an enum field out of range: a = offset of its table, b = value
+  kPteBadIndex,           // a cross-reference out of range: a = the index, b = the count
+  kPteBadTensor,          // a tensor's sizes/dim_order/data: a = value index, b = detail
+                          // (see program.cpp: ProgramLoader::tensor)
+  kPteMissingField,       // a required field is absent: a = offset of its table, b = slot
+  kPteUnsupported,        // valid but unsupported: a = feature (see program.h), b = value
+  kPteTooComplex,         // tables and vectors overlap far beyond any valid file: a = budget
+  // Binding and running a method (kiln::runtime::Method).
+  kMethodStorageTooSmall,   // a = entries needed, b = entries given (values or delegates)
+  kMethodBufferMissing,     // a planned buffer not supplied: a = memory id, b = buffers given
+  kMethodBufferTooSmall,    // a = memory id, b = bytes needed
+  kMethodMissingKernel,     // no kernel for an operator: a = operator index
+  kMethodMissingBackend,    // no backend for a delegate: a = delegate index
+  kMethodBadValue,          // a value is not of the kind its use needs: a = value index, b = kind
+  kMethodBadInstruction,    // a = instruction index, b = detail (see method.h)
+  kMethodNoData,            // a tensor has no data pointer yet: a = value index
+  kMethodBadInput,          // set_input: a = input index, b = bytes given
+  kMethodStepLimit,         // execute ran more instructions than allowed: a = the limit
+  // CPU kernels: a = which argument (position in the call), b = detail.
+  kKernelBadArgument,       // wrong kind or scalar type
+  kKernelShapeMismatch,     // sizes inconsistent with the operator's semantics
+  kKernelUnsupported,       // arguments outside what the kernel implements
+  // Backends.
+  kBackendInitFailed,       // a = delegate index, b = backend-defined detail
 };
 
 constexpr const char* error_name(ErrorCode code) {
@@ -62,6 +95,34 @@ constexpr const char* error_name(ErrorCode code) {
     case ErrorCode::kNpuIncomplete: return "NPU stopped before the end of the stream";
     case ErrorCode::kNpuTimeout: return "NPU timeout";
     case ErrorCode::kNpuResetFailed: return "NPU reset failed";
+    case ErrorCode::kPteTooShort: return "pte: file too short";
+    case ErrorCode::kPteBadIdentifier: return "pte: not an ExecuTorch program (identifier)";
+    case ErrorCode::kPteBadHeader: return "pte: bad extended header";
+    case ErrorCode::kPteOutOfBounds: return "pte: offset or size out of bounds";
+    case ErrorCode::kPteBadTable: return "pte: malformed table";
+    case ErrorCode::kPteMisaligned: return "pte: misaligned vector";
+    case ErrorCode::kPteBadString: return "pte: string not NUL-terminated";
+    case ErrorCode::kPteBadUnion: return "pte: unknown union type";
+    case ErrorCode::kPteBadEnum: return "pte: enum value out of range";
+    case ErrorCode::kPteBadIndex: return "pte: index out of range";
+    case ErrorCode::kPteBadTensor: return "pte: malformed tensor";
+    case ErrorCode::kPteMissingField: return "pte: required field missing";
+    case ErrorCode::kPteUnsupported: return "pte: unsupported feature";
+    case ErrorCode::kPteTooComplex: return "pte: overlapping tables beyond any valid file";
+    case ErrorCode::kMethodStorageTooSmall: return "method: value/delegate storage too small";
+    case ErrorCode::kMethodBufferMissing: return "method: planned buffer not supplied";
+    case ErrorCode::kMethodBufferTooSmall: return "method: planned buffer too small";
+    case ErrorCode::kMethodMissingKernel: return "method: no kernel for operator";
+    case ErrorCode::kMethodMissingBackend: return "method: no backend for delegate";
+    case ErrorCode::kMethodBadValue: return "method: value of the wrong kind";
+    case ErrorCode::kMethodBadInstruction: return "method: bad instruction";
+    case ErrorCode::kMethodNoData: return "method: tensor has no data";
+    case ErrorCode::kMethodBadInput: return "method: bad input";
+    case ErrorCode::kMethodStepLimit: return "method: instruction limit reached";
+    case ErrorCode::kKernelBadArgument: return "kernel: bad argument";
+    case ErrorCode::kKernelShapeMismatch: return "kernel: shape mismatch";
+    case ErrorCode::kKernelUnsupported: return "kernel: unsupported arguments";
+    case ErrorCode::kBackendInitFailed: return "backend: init failed";
   }
   return "unknown error";
 }

@@ -1,0 +1,47 @@
+// The delegate (backend) interface. No heap: a backend is a constant Backend record
+// the app defines (usually `static const`), whose `context` points at the backend's
+// own statically allocated state, including a fixed-size pool of per-delegate
+// handles (its size a build-time constant the app chooses from the .pte's delegate
+// count; init fails with the backend's own error when the pool is exhausted).
+//
+// Lifetime: Method::create calls init once per delegate of the program, in delegate
+// order, and keeps the returned handle; execute is called per DelegateCall with that
+// handle. Handles are never freed by the runtime; a backend that wants to reuse its
+// pool provides its own reset for the app to call when no Method uses it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/result.h"
+#include "kiln/runtime/program.h"
+#include "kiln/runtime/span.h"
+#include "kiln/runtime/types.h"
+
+namespace kiln::runtime {
+
+struct BackendInitArgs {
+  const Program* program;      // for named data: program->find_named_data(key)
+  uint32_t delegate_index;
+  Span<const uint8_t> payload; // the delegate's processed bytes, inside the .pte
+  CompileSpecs compile_specs;
+};
+
+struct Backend {
+  const char* id;  // matched against the delegate's id string, e.g. "EthosUBackend"
+  void* context;   // the backend's static state; passed back to both calls
+  // Returns an opaque handle for the delegate (the backend owns what it points to).
+  Result<void*> (*init)(void* context, const BackendInitArgs& args);
+  // args: the DelegateCall's tensors, its inputs then its outputs, in the order the
+  // instruction lists them (each has data; the runtime checked they are tensors).
+  Status (*execute)(void* context, void* handle, Tensor* const* args, size_t count);
+};
+
+struct BackendTable {
+  const Backend* const* backends = nullptr;
+  size_t count = 0;
+
+  const Backend* find(StringView id) const;  // nullptr if none has this id
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,86 @@
+// A Method: a verified Program's plan bound to memory, kernels and backends.
+//
+// Memory (no heap; all supplied by the app and borrowed for the Method's lifetime):
+//  - planned[k] is the buffer for memory id k + 1, at least planned_buffer_size(k + 1)
+//    bytes, aligned to 16 bytes (tensors sit at the offsets the .pte gives);
+//  - values: at least program.value_count() entries (one per EValue);
+//  - kernels: at least program.operator_count() entries (the kernel per operator);
+//  - delegates: at least program.delegate_count() entries (backend and handle each).
+// A build step sizes these from the .pte (kiln.pte gives the counts).
+// Method::create binds every value (planned tensors at their offsets, constants,
+// ints/doubles/bools/lists, null), checks every index and offset against the program
+// and the buffers, finds a kernel for every operator and a backend for every delegate
+// (initialising each delegate once). Error codes: kMethod* (result.h), kMisaligned
+// (a = buffer address, b = 16), and whatever a backend's init returns.
+//
+// execute() runs the chain: KernelCall, DelegateCall, MoveCall, JumpFalseCall,
+// FreeCall. kMethodBadInstruction's b: 1 = a kernel call's args lack the out
+// tensor, 2 = a delegate call has more than kMaxDelegateArgs args, 3 = a jump
+// condition is not a bool, 4 = move between incompatible values, 5 = unknown kind.
+// A jump-back loop is bounded by kMaxSteps instructions (kMethodStepLimit).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/result.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/kernel.h"
+#include "kiln/runtime/program.h"
+#include "kiln/runtime/span.h"
+#include "kiln/runtime/types.h"
+
+namespace kiln::runtime {
+
+constexpr size_t kMaxDelegateArgs = 32;
+constexpr uint32_t kMaxSteps = 1u << 20;
+
+struct DelegateSlot {
+  const Backend* backend;
+  void* handle;  // what the backend's init returned
+};
+
+struct MethodMemory {
+  Span<Span<uint8_t>> planned;
+  Span<Value> values;
+  Span<KernelFn> kernels;
+  Span<DelegateSlot> delegates;
+};
+
+class Method {
+ public:
+  Method() = default;
+
+  static Result<Method> create(const Program& program, const MethodMemory& memory,
+                               const KernelTable& kernels, const BackendTable& backends);
+
+  Status execute();
+
+  size_t input_count() const;
+  size_t output_count() const;
+  // Input/output tensors (nullptr for an index out of range). An input's bytes may be
+  // written before execute(); outputs are read after it.
+  Tensor* input(size_t i) const;
+  const Tensor* output(size_t i) const;
+  // Points input i (a tensor without planned memory, or any input) at `data`, which
+  // must hold exactly the tensor's nbytes and outlive the Method's use.
+  Status set_input(size_t i, void* data, size_t nbytes);
+
+  const Program& program() const { return program_; }
+
+ private:
+  Status bind_values(const MethodMemory& memory);
+  Status bind_delegates(const BackendTable& backends);
+  Status run_instruction(uint32_t index, uint32_t* next);
+  Status call_kernel(const void* table, uint32_t index);
+  Status call_delegate(const void* table, uint32_t index);
+
+  Program program_;
+  uint32_t instructions_ = 0;  // offset of the chain's instruction vector in the .pte
+  uint32_t instruction_count_ = 0;
+  Value* values_ = nullptr;      // program_.value_count() entries
+  KernelFn* kernels_ = nullptr;  // per operator
+  DelegateSlot* delegates_ = nullptr;
+};
+
+}  // namespace kiln::runtime

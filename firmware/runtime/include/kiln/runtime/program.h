@@ -1,0 +1,148 @@
+// A loaded .pte: ExecuTorch's program format (FlatBuffer "ET12", optional "eh00"
+// extended header, segments), read in place. Program::load verifies every table,
+// vector, string, union, enum and cross-reference once; the accessors below then
+// read verified data and cannot overrun. Only execution plan 0 is exposed (kiln
+// and ExecuTorch's Arm flow write one, "forward").
+//
+// Ownership: a Program is a small handle (copyable) that points into the .pte
+// bytes; those must stay valid and unchanged while the Program, or any Method,
+// view or tensor made from it, is used. Alignment: the bytes must start at a
+// 16-byte aligned address (vectors of int64/double are read in place).
+//
+// Error values (kiln::ErrorCode) returned by load:
+//   kMisaligned       a = the address, b = 16
+//   kPteTooShort      a = file size, b = bytes needed
+//   kPteBadIdentifier a = bytes 4..7 as a little-endian word, b = 'ET12' likewise
+//   kPteBadHeader     a = HeaderField below, b = the value (low 32 bits)
+//   kPteUnsupported   a = Feature below, b = detail
+//   the other kPte* codes as result.h describes them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/result.h"
+#include "kiln/runtime/span.h"
+#include "kiln/runtime/types.h"
+
+namespace kiln::runtime {
+
+enum class HeaderField : uint32_t {
+  kLength = 1, kProgramSize = 2, kSegmentBaseOffset = 3, kSegmentDataSize = 4,
+};
+
+enum class Feature : uint32_t {
+  kNoExecutionPlan = 1,      // the program has no execution plan
+  kMutableDataSegments = 2,  // mutable tensors with initial state
+  kNonConstBufferDevice = 3, // planned buffers on another device
+  kExtraTensorInfo = 4,      // external / mutable tensor data
+  kDimOrder = 5,             // a non-identity dim order (b = value index)
+  kDynamicShape = 6,         // shape_dynamism != STATIC (b = value index)
+  kChains = 7,               // not exactly one chain (b = count)
+  kBothConstantKinds = 8,    // constant_buffer and constant_segment both hold data
+  kNonTensorIo = 9,          // a plan input or output that is not a tensor (b = position)
+};
+
+enum class DataLocation : uint8_t { kInline = 0, kSegment = 1 };
+
+struct TensorInfo {
+  ScalarType type;
+  Span<const int32_t> sizes;  // into the .pte
+  size_t nbytes;
+  uint32_t value_index;       // into the plan's values
+};
+
+struct OperatorInfo {
+  StringView name;      // e.g. "cortex_m::quantize_per_tensor"
+  StringView overload;  // e.g. "out"; empty when absent
+};
+
+struct CompileSpec {
+  StringView key;
+  Span<const uint8_t> value;
+};
+
+// A delegate's compile specs, read on demand from the verified .pte.
+class CompileSpecs {
+ public:
+  size_t size() const { return count_; }
+  CompileSpec operator[](size_t i) const;  // i < size()
+  // The value of `key`; empty if there is none.
+  Span<const uint8_t> find(StringView key) const;
+
+ private:
+  friend class Program;
+  const uint8_t* base_ = nullptr;
+  uint32_t vector_ = 0;  // offset of the vector of spec tables
+  uint32_t count_ = 0;
+  uint32_t limit_ = 0;   // bytes of the FlatBuffer part
+};
+
+struct DelegateInfo {
+  StringView id;                  // e.g. "EthosUBackend"
+  Span<const uint8_t> payload;    // inline data or a segment, inside the .pte
+  CompileSpecs compile_specs;
+};
+
+struct NamedData {
+  StringView key;
+  Span<const uint8_t> data;  // a segment inside the .pte
+};
+
+class Program {
+ public:
+  Program() = default;
+
+  // Verifies `size` bytes at `pte` (see the header comment for errors).
+  static Result<Program> load(const void* pte, size_t size);
+
+  uint32_t value_count() const { return value_count_; }
+  size_t input_count() const;
+  size_t output_count() const;
+  TensorInfo input(size_t i) const;   // i < input_count(); inputs are tensors (verified)
+  TensorInfo output(size_t i) const;  // i < output_count()
+
+  // Planned buffers: memory ids 1..planned_buffer_count() (id 0 is reserved).
+  size_t planned_buffer_count() const;
+  uint64_t planned_buffer_size(uint32_t memory_id) const;  // 0 for an id out of range
+
+  size_t operator_count() const;
+  OperatorInfo op(size_t i) const;  // i < operator_count()
+
+  size_t delegate_count() const;
+  DelegateInfo delegate(size_t i) const;  // i < delegate_count()
+
+  size_t named_data_count() const;
+  NamedData named_data(size_t i) const;  // i < named_data_count()
+  // The data stored under `key`; empty (data == nullptr) if there is none.
+  Span<const uint8_t> find_named_data(StringView key) const;
+
+  // Constant `index` (a tensor's data_buffer_idx, 1-based; 0 is the reserved empty
+  // one) up to the next constant; empty if out of range.
+  Span<const uint8_t> constant(uint32_t index) const;
+
+  // The instructions' count in the (single) chain.
+  size_t instruction_count() const;
+
+  // The raw bytes and table offsets, for the Method (internal use).
+  const uint8_t* bytes() const { return base_; }
+  uint32_t flatbuffer_size() const { return program_size_; }
+  uint32_t plan_offset() const { return plan_; }
+  uint32_t chain_offset() const { return chain_; }
+
+ private:
+  friend struct ProgramLoader;  // the verification pass (program.cpp)
+  Span<const uint8_t> segment(uint32_t index) const;
+
+  const uint8_t* base_ = nullptr;
+  size_t size_ = 0;            // whole file
+  uint32_t program_size_ = 0;  // the FlatBuffer part
+  uint32_t root_ = 0;          // Program table
+  uint32_t plan_ = 0;          // ExecutionPlan table
+  uint32_t chain_ = 0;         // Chain table
+  uint32_t value_count_ = 0;
+  size_t segment_base_ = 0;    // file offset segment offsets count from
+  size_t segment_end_ = 0;
+};
+
+}  // namespace kiln::runtime

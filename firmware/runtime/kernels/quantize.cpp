@@ -1,0 +1,111 @@
+// cortex_m::quantize_per_tensor.out / cortex_m::dequantize_per_tensor.out
+// (input, scale, zero_point, quant_min, quant_max, dtype, out), as kiln.kernels
+// computes them in float32:
+//   quantize:   clip(rint(x * (1 / scale)) + zero_point, qmin, qmax), NaN -> 0 before
+//               the clip (numpy leaves NaN's integer value unspecified)
+//   dequantize: float(int32(q) - zero_point) * scale
+#include <cmath>
+#include <cstring>
+
+#include "../src/try.h"
+#include "util.h"
+
+namespace kiln::runtime::kernels {
+
+namespace {
+
+constexpr size_t kArity = 6;
+
+bool is_integer_type(ScalarType t) {
+  return t == ScalarType::kChar || t == ScalarType::kByte || t == ScalarType::kShort ||
+         t == ScalarType::kInt;
+}
+
+struct QuantParams {
+  float scale;
+  float zero_point;
+  int64_t qmin;
+  int64_t qmax;
+};
+
+Result<QuantParams> quant_params(const KernelArgs& args) {
+  KILN_TRY(double scale, number_arg(args, 1));
+  KILN_TRY(int64_t zero_point, int_arg(args, 2));
+  KILN_TRY(int64_t qmin, int_arg(args, 3));
+  KILN_TRY(int64_t qmax, int_arg(args, 4));
+  if (qmin > qmax || qmin < INT32_MIN || qmax > INT32_MAX) return unsupported(3);
+  if (zero_point < INT32_MIN || zero_point > INT32_MAX) return unsupported(2);
+  return QuantParams{static_cast<float>(scale), static_cast<float>(zero_point), qmin, qmax};
+}
+
+Status check_dtype(const KernelArgs& args, ScalarType integer) {
+  KILN_TRY(int64_t dtype, int_arg(args, 5));
+  if (dtype != static_cast<int64_t>(integer)) return bad_argument(5, static_cast<uint32_t>(dtype));
+  return {};
+}
+
+int64_t load_integer(const Tensor& t, uint32_t i) {
+  switch (t.type) {
+    case ScalarType::kChar: return static_cast<const int8_t*>(t.data)[i];
+    case ScalarType::kByte: return static_cast<const uint8_t*>(t.data)[i];
+    case ScalarType::kShort: return static_cast<const int16_t*>(t.data)[i];
+    default: return static_cast<const int32_t*>(t.data)[i];
+  }
+}
+
+void store_integer(Tensor& t, uint32_t i, int64_t v) {
+  switch (t.type) {
+    case ScalarType::kChar: static_cast<int8_t*>(t.data)[i] = static_cast<int8_t>(v); break;
+    case ScalarType::kByte: static_cast<uint8_t*>(t.data)[i] = static_cast<uint8_t>(v); break;
+    case ScalarType::kShort: static_cast<int16_t*>(t.data)[i] = static_cast<int16_t>(v); break;
+    default: static_cast<int32_t*>(t.data)[i] = static_cast<int32_t>(v); break;
+  }
+}
+
+}  // namespace
+
+Status quantize_per_tensor_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, kArity));
+  KILN_TRY(const Tensor* in, input_tensor(args, 0, ScalarType::kFloat));
+  Value& out_value = args[kArity];
+  if (out_value.kind != ValueKind::kTensor || !is_integer_type(out_value.t.type)) {
+    return bad_argument(kArity);
+  }
+  KILN_TRY(Tensor* out, output_tensor(args, kArity, out_value.t.type));
+  if (!same_sizes(*in, *out)) return shape_mismatch(kArity);
+  KILN_TRY(QuantParams q, quant_params(args));
+  KILN_CHECK(check_dtype(args, out->type));
+  const float inverse = 1.0f / q.scale;
+  const float lo = static_cast<float>(q.qmin), hi = static_cast<float>(q.qmax);
+  const float* x = f32(*in);
+  for (uint32_t i = 0; i < in->numel; ++i) {
+    float v = std::rint(x[i] * inverse) + q.zero_point;
+    if (v != v) v = 0.0f;
+    v = v < lo ? lo : (v > hi ? hi : v);
+    store_integer(*out, i, static_cast<int64_t>(v));
+  }
+  return {};
+}
+
+Status dequantize_per_tensor_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, kArity));
+  const Value& in_value = args[0];
+  if (in_value.kind != ValueKind::kTensor || !is_integer_type(in_value.t.type)) {
+    return bad_argument(0);
+  }
+  KILN_TRY(const Tensor* in, input_tensor(args, 0, in_value.t.type));
+  KILN_TRY(Tensor* out, same_shape_output(args, kArity, *in));
+  KILN_TRY(QuantParams q, quant_params(args));
+  KILN_CHECK(check_dtype(args, in->type));
+  const auto zero_point = static_cast<int32_t>(q.zero_point);
+  float* y = f32(*out);
+  for (uint32_t i = 0; i < in->numel; ++i) {
+    // int32 arithmetic wraps as numpy's does.
+    auto diff = static_cast<int32_t>(static_cast<uint32_t>(load_integer(*in, i)) -
+                                     static_cast<uint32_t>(zero_point));
+    y[i] = static_cast<float>(diff) * q.scale;
+  }
+  return {};
+}
+
+}  // namespace kiln::runtime::kernels

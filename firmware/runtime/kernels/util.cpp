@@ -1,0 +1,111 @@
+#include "util.h"
+
+#include "../src/try.h"
+
+namespace kiln::runtime::kernels {
+
+Error bad_argument(size_t position, uint32_t detail) {
+  return Error{ErrorCode::kKernelBadArgument, static_cast<uint32_t>(position), detail};
+}
+Error shape_mismatch(size_t position, uint32_t detail) {
+  return Error{ErrorCode::kKernelShapeMismatch, static_cast<uint32_t>(position), detail};
+}
+Error unsupported(size_t position, uint32_t detail) {
+  return Error{ErrorCode::kKernelUnsupported, static_cast<uint32_t>(position), detail};
+}
+
+Status expect_arity(const KernelArgs& args, size_t n) {
+  if (args.size() != n + 2) return bad_argument(args.size(), static_cast<uint32_t>(n + 2));
+  if (&args[n] != &args[n + 1]) return bad_argument(n + 1);
+  return {};
+}
+
+static Result<Tensor*> tensor_arg(const KernelArgs& args, size_t i, ScalarType type) {
+  Value& v = args[i];
+  if (v.kind != ValueKind::kTensor) return bad_argument(i, static_cast<uint32_t>(v.kind));
+  if (v.t.type != type) return bad_argument(i, 0x100u + static_cast<uint32_t>(v.t.type));
+  if (v.t.data == nullptr && v.t.nbytes != 0) return bad_argument(i, 0x200);
+  return &v.t;
+}
+
+Result<const Tensor*> input_tensor(const KernelArgs& args, size_t i, ScalarType type) {
+  KILN_TRY(Tensor* t, tensor_arg(args, i, type));
+  return static_cast<const Tensor*>(t);
+}
+
+Result<Tensor*> output_tensor(const KernelArgs& args, size_t n, ScalarType type) {
+  KILN_TRY(Tensor* t, tensor_arg(args, n, type));
+  if (t->constant) return bad_argument(n, 0x300);
+  return t;
+}
+
+Result<double> number_arg(const KernelArgs& args, size_t i) {
+  const Value& v = args[i];
+  if (v.kind == ValueKind::kDouble) return v.d;
+  if (v.kind == ValueKind::kInt) return static_cast<double>(v.i);
+  return bad_argument(i, static_cast<uint32_t>(v.kind));
+}
+
+Result<int64_t> int_arg(const KernelArgs& args, size_t i) {
+  const Value& v = args[i];
+  if (v.kind != ValueKind::kInt) return bad_argument(i, static_cast<uint32_t>(v.kind));
+  return v.i;
+}
+
+Result<bool> bool_arg(const KernelArgs& args, size_t i) {
+  const Value& v = args[i];
+  if (v.kind != ValueKind::kBool) return bad_argument(i, static_cast<uint32_t>(v.kind));
+  return v.b;
+}
+
+bool is_null(const KernelArgs& args, size_t i) { return args[i].kind == ValueKind::kNull; }
+
+Status int_list_arg(const KernelArgs& args, size_t i, int64_t* out, size_t max, size_t* count) {
+  const Value& v = args[i];
+  if (v.kind != ValueKind::kIntList) return bad_argument(i, static_cast<uint32_t>(v.kind));
+  if (v.list.count > max) return unsupported(i, v.list.count);
+  for (size_t j = 0; j < v.list.count; ++j) out[j] = args.int_item(v, j);
+  *count = v.list.count;
+  return {};
+}
+
+Status pair_arg(const KernelArgs& args, size_t i, int64_t lo, int64_t hi, int64_t pair[2]) {
+  size_t count = 0;
+  KILN_CHECK(int_list_arg(args, i, pair, 2, &count));
+  if (count == 0) return unsupported(i, 0);
+  if (count == 1) pair[1] = pair[0];
+  for (size_t j = 0; j < 2; ++j) {
+    if (pair[j] < lo || pair[j] > hi) return unsupported(i, static_cast<uint32_t>(pair[j]));
+  }
+  return {};
+}
+
+bool same_sizes(const Tensor& a, const Tensor& b) {
+  if (a.dim != b.dim) return false;
+  for (size_t d = 0; d < a.dim; ++d) {
+    if (a.sizes[d] != b.sizes[d]) return false;
+  }
+  return true;
+}
+
+Status expect_sizes(const Tensor& t, const int64_t* sizes, size_t dim, size_t position) {
+  if (t.dim != dim) return shape_mismatch(position, t.dim);
+  for (size_t d = 0; d < dim; ++d) {
+    if (t.sizes[d] != sizes[d]) return shape_mismatch(position, static_cast<uint32_t>(d));
+  }
+  return {};
+}
+
+Result<Tensor*> same_shape_output(const KernelArgs& args, size_t n, const Tensor& like) {
+  KILN_TRY(Tensor* out, output_tensor(args, n, ScalarType::kFloat));
+  if (!same_sizes(*out, like)) return shape_mismatch(n);
+  return out;
+}
+
+Result<size_t> dim_index(int64_t d, size_t dim, size_t position) {
+  int64_t n = static_cast<int64_t>(dim);
+  if (d < -n || d >= n) return unsupported(position, static_cast<uint32_t>(d));
+  return static_cast<size_t>(d < 0 ? d + n : d);
+}
+
+}  // namespace kiln::runtime::kernels

@@ -1,0 +1,53 @@
+// Argument checking and tensor helpers shared by the CPU kernels (internal).
+//
+// Every kernel checks each argument's kind, scalar type and sizes before it
+// touches data, so a hostile program gets kKernel* errors (a = argument position,
+// b = detail) instead of out-of-bounds reads or writes. Out-variant calls list the
+// out tensor after the schema's n arguments, then again as the returned value.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/result.h"
+#include "kiln/runtime/kernel.h"
+#include "kiln/runtime/types.h"
+
+namespace kiln::runtime::kernels {
+
+Error bad_argument(size_t position, uint32_t detail = 0);
+Error shape_mismatch(size_t position, uint32_t detail = 0);
+Error unsupported(size_t position, uint32_t detail = 0);
+
+// The call has the schema's n arguments, then the out tensor twice.
+Status expect_arity(const KernelArgs& args, size_t n);
+
+// A tensor argument of `type` with data (nullptr data only when it has no bytes).
+Result<const Tensor*> input_tensor(const KernelArgs& args, size_t i, ScalarType type);
+// The out tensor (position n): of `type`, writable (not constant), with data.
+Result<Tensor*> output_tensor(const KernelArgs& args, size_t n, ScalarType type);
+
+Result<double> number_arg(const KernelArgs& args, size_t i);  // Double or Int
+Result<int64_t> int_arg(const KernelArgs& args, size_t i);
+Result<bool> bool_arg(const KernelArgs& args, size_t i);
+bool is_null(const KernelArgs& args, size_t i);
+
+// An IntList of at most `max` items into out[]; *count gets its length.
+Status int_list_arg(const KernelArgs& args, size_t i, int64_t* out, size_t max, size_t* count);
+// A pair from an IntList of 1 (repeated) or 2 items, each in [lo, hi].
+Status pair_arg(const KernelArgs& args, size_t i, int64_t lo, int64_t hi, int64_t pair[2]);
+
+bool same_sizes(const Tensor& a, const Tensor& b);
+// Checks `t` has exactly the given sizes (position is for the error).
+Status expect_sizes(const Tensor& t, const int64_t* sizes, size_t dim, size_t position);
+
+inline const float* f32(const Tensor& t) { return static_cast<const float*>(t.data); }
+inline float* f32(Tensor& t) { return static_cast<float*>(t.data); }
+
+// A float32 tensor whose sizes equal the input's (elementwise kernels).
+Result<Tensor*> same_shape_output(const KernelArgs& args, size_t n, const Tensor& like);
+
+// Normalises a dimension index (negative counts from the end) into [0, dim).
+Result<size_t> dim_index(int64_t d, size_t dim, size_t position);
+
+}  // namespace kiln::runtime::kernels

@@ -1,0 +1,271 @@
+// Method: binds a verified plan to memory, kernels and backends, and runs its chain.
+#include "kiln/runtime/method.h"
+
+#include "fb.h"
+#include "schema.h"
+#include "try.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+constexpr uintptr_t kBufferAlignment = 16;
+
+// Reader over a verified program's FlatBuffer part: reads cannot fail, the values
+// are taken as they are (a failed read would yield zeros, never a fault).
+struct Verified {
+  fb::Reader r;
+  explicit Verified(const Program& p)
+      : r{p.bytes(), program_bytes(p), INT64_MAX} {}
+
+  static uint32_t program_bytes(const Program& p) {
+    // Accessors never read past the FlatBuffer part; the whole file bounds it too.
+    return p.flatbuffer_size();
+  }
+  fb::Table table(uint32_t pos) { return fb::table_at(r, pos).value(); }
+  fb::Vector vector(const fb::Table& t, unsigned slot, uint32_t elem) {
+    return fb::vector(r, t, slot, elem).value();
+  }
+  fb::Table element(const fb::Vector& v, uint32_t i) { return fb::element(r, v, i).value(); }
+  fb::Union union_at(const fb::Table& t) { return fb::union_at(r, t, 0).value(); }
+  template <typename T>
+  T scalar(const fb::Table& t, unsigned slot) { return fb::scalar<T>(r, t, slot).value(); }
+  template <typename T>
+  T at(uint64_t offset) { return r.read<T>(offset).value(); }
+  const void* pointer(uint32_t offset) { return offset ? r.base + offset : nullptr; }
+};
+
+Error bad_value(uint32_t index, ValueKind kind) {
+  return Error{ErrorCode::kMethodBadValue, index, static_cast<uint32_t>(kind)};
+}
+
+}  // namespace
+
+Result<Method> Method::create(const Program& program, const MethodMemory& memory,
+                              const KernelTable& kernels, const BackendTable& backends) {
+  Method m;
+  m.program_ = program;
+  if (memory.values.size < program.value_count()) {
+    return Error{ErrorCode::kMethodStorageTooSmall, program.value_count(),
+                 static_cast<uint32_t>(memory.values.size)};
+  }
+  if (memory.kernels.size < program.operator_count()) {
+    return Error{ErrorCode::kMethodStorageTooSmall, static_cast<uint32_t>(program.operator_count()),
+                 static_cast<uint32_t>(memory.kernels.size)};
+  }
+  if (memory.delegates.size < program.delegate_count()) {
+    return Error{ErrorCode::kMethodStorageTooSmall, static_cast<uint32_t>(program.delegate_count()),
+                 static_cast<uint32_t>(memory.delegates.size)};
+  }
+  m.values_ = memory.values.data;
+  m.kernels_ = memory.kernels.data;
+  m.delegates_ = memory.delegates.data;
+  KILN_CHECK(m.bind_values(memory));
+  for (size_t i = 0; i < program.operator_count(); ++i) {
+    OperatorInfo op = program.op(i);
+    m.kernels_[i] = kernels.find(op.name, op.overload);
+    if (m.kernels_[i] == nullptr) return Error{ErrorCode::kMethodMissingKernel, static_cast<uint32_t>(i), 0};
+  }
+  KILN_CHECK(m.bind_delegates(backends));
+  Verified v(program);
+  fb::Table chain = v.table(program.chain_offset());
+  fb::Vector instructions = v.vector(chain, schema::kInstructions, 4);
+  m.instructions_ = instructions.start;
+  m.instruction_count_ = instructions.count;
+  return m;
+}
+
+Status Method::bind_values(const MethodMemory& memory) {
+  size_t n_buffers = program_.planned_buffer_count();
+  if (memory.planned.size < n_buffers) {
+    return Error{ErrorCode::kMethodBufferMissing, static_cast<uint32_t>(memory.planned.size + 1),
+                 static_cast<uint32_t>(memory.planned.size)};
+  }
+  for (size_t k = 0; k < n_buffers; ++k) {
+    const Span<uint8_t>& buffer = memory.planned[k];
+    uint64_t need = program_.planned_buffer_size(static_cast<uint32_t>(k + 1));
+    if (buffer.size < need || (need != 0 && buffer.data == nullptr)) {
+      return Error{ErrorCode::kMethodBufferTooSmall, static_cast<uint32_t>(k + 1),
+                   static_cast<uint32_t>(need)};
+    }
+    auto address = reinterpret_cast<uintptr_t>(buffer.data);
+    if (address % kBufferAlignment != 0) {
+      return Error{ErrorCode::kMisaligned, static_cast<uint32_t>(address), kBufferAlignment};
+    }
+  }
+  Verified v(program_);
+  fb::Vector values = v.vector(v.table(program_.plan_offset()), schema::kValues, 4);
+  for (uint32_t i = 0; i < values.count; ++i) {
+    fb::Union u = v.union_at(v.element(values, i));
+    Value& value = values_[i];
+    value.kind = static_cast<ValueKind>(u.type);
+    switch (value.kind) {
+      case ValueKind::kInt: value.i = v.scalar<int64_t>(u.value, 0); break;
+      case ValueKind::kBool: value.b = v.scalar<uint8_t>(u.value, 0) != 0; break;
+      case ValueKind::kDouble: value.d = v.scalar<double>(u.value, 0); break;
+      case ValueKind::kString: value.s = fb::string(v.r, u.value, 0).value(); break;
+      case ValueKind::kIntList: case ValueKind::kDoubleList: case ValueKind::kBoolList:
+      case ValueKind::kTensorList: case ValueKind::kOptionalTensorList: {
+        uint32_t elem = value.kind == ValueKind::kBoolList ? 1
+                        : (value.kind == ValueKind::kIntList || value.kind == ValueKind::kDoubleList) ? 8 : 4;
+        fb::Vector items = v.vector(u.value, 0, elem);
+        value.list = ListRef{v.pointer(items.start), items.count};
+        break;
+      }
+      case ValueKind::kTensor: {
+        Tensor& t = value.t;
+        fb::Vector sizes = v.vector(u.value, schema::kSizes, 4);
+        t.type = static_cast<ScalarType>(v.scalar<int8_t>(u.value, schema::kScalarType));
+        t.dim = static_cast<uint8_t>(sizes.count);
+        t.sizes = static_cast<const int32_t*>(v.pointer(sizes.start));
+        t.numel = 1;
+        for (uint32_t d = 0; d < sizes.count; ++d) t.numel *= static_cast<uint32_t>(t.sizes[d]);
+        t.nbytes = t.numel * static_cast<uint32_t>(element_size(static_cast<int8_t>(t.type)));
+        uint32_t constant = v.scalar<uint32_t>(u.value, schema::kDataBufferIdx);
+        fb::Table alloc = fb::child(v.r, u.value, schema::kAllocationInfo).value();
+        t.constant = constant != 0;
+        t.data = nullptr;
+        if (t.constant) {
+          // Constants are read-only: kernels and the executor never write a tensor
+          // whose `constant` is set.
+          t.data = const_cast<uint8_t*>(program_.constant(constant).data);
+        } else if (alloc.present()) {
+          uint32_t id = v.scalar<uint32_t>(alloc, 0);
+          uint64_t offset = (static_cast<uint64_t>(v.scalar<uint32_t>(alloc, 2)) << 32) |
+                            v.scalar<uint32_t>(alloc, 1);
+          t.data = memory.planned[id - 1].data + offset;  // within the buffer (verified)
+        }
+        break;
+      }
+      case ValueKind::kNull:
+      case ValueKind::kNone:
+        break;
+    }
+  }
+  // Lists refer to other values; their kinds are known only now.
+  for (uint32_t i = 0; i < values.count; ++i) {
+    const Value& value = values_[i];
+    if (value.kind == ValueKind::kIntList) {
+      for (uint32_t j = 0; j < value.list.count; ++j) {
+        int64_t item = v.at<int64_t>(reinterpret_cast<const uint8_t*>(value.list.items) - v.r.base + 8ull * j);
+        if (values_[item].kind != ValueKind::kInt) return bad_value(static_cast<uint32_t>(item), values_[item].kind);
+      }
+    } else if (value.kind == ValueKind::kTensorList || value.kind == ValueKind::kOptionalTensorList) {
+      for (uint32_t j = 0; j < value.list.count; ++j) {
+        int32_t item = v.at<int32_t>(reinterpret_cast<const uint8_t*>(value.list.items) - v.r.base + 4ull * j);
+        if (item >= 0 && values_[item].kind != ValueKind::kTensor) {
+          return bad_value(static_cast<uint32_t>(item), values_[item].kind);
+        }
+      }
+    }
+  }
+  return {};
+}
+
+Status Method::bind_delegates(const BackendTable& backends) {
+  for (size_t i = 0; i < program_.delegate_count(); ++i) {
+    DelegateInfo info = program_.delegate(i);
+    const Backend* backend = backends.find(info.id);
+    if (backend == nullptr) return Error{ErrorCode::kMethodMissingBackend, static_cast<uint32_t>(i), 0};
+    BackendInitArgs args{&program_, static_cast<uint32_t>(i), info.payload, info.compile_specs};
+    KILN_TRY(void* handle, backend->init(backend->context, args));
+    delegates_[i] = DelegateSlot{backend, handle};
+  }
+  return {};
+}
+
+Status Method::execute() {
+  uint32_t pc = 0;
+  for (uint32_t steps = 0; pc < instruction_count_; ++steps) {
+    if (steps >= kMaxSteps) return Error{ErrorCode::kMethodStepLimit, kMaxSteps, pc};
+    uint32_t next = pc + 1;
+    KILN_CHECK(run_instruction(pc, &next));
+    pc = next;
+  }
+  return {};
+}
+
+Status Method::run_instruction(uint32_t index, uint32_t* next) {
+  Verified v(program_);
+  fb::Union u = v.union_at(v.element(fb::Vector{instructions_, instruction_count_}, index));
+  switch (u.type) {
+    case schema::kKernelCall: return call_kernel(&u.value, index);
+    case schema::kDelegateCall: return call_delegate(&u.value, index);
+    case schema::kMoveCall: {
+      uint32_t from = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 0));
+      uint32_t to = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 1));
+      if (values_[to].kind != values_[from].kind) {
+        return Error{ErrorCode::kMethodBadInstruction, index, 4};
+      }
+      values_[to] = values_[from];
+      return {};
+    }
+    case schema::kJumpFalseCall: {
+      const Value& cond = values_[v.scalar<int32_t>(u.value, 0)];
+      if (cond.kind != ValueKind::kBool) return Error{ErrorCode::kMethodBadInstruction, index, 3};
+      if (!cond.b) *next = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 1));
+      return {};
+    }
+    case schema::kFreeCall:
+      return {};  // planned memory is static: nothing to free
+    default: break;
+  }
+  return Error{ErrorCode::kMethodBadInstruction, index, 5};
+}
+
+Status Method::call_kernel(const void* table, uint32_t index) {
+  Verified v(program_);
+  const auto& call = *static_cast<const fb::Table*>(table);
+  int32_t op = v.scalar<int32_t>(call, 0);
+  fb::Vector args = v.vector(call, 1, 4);
+  if (args.count < 2) return Error{ErrorCode::kMethodBadInstruction, index, 1};
+  KernelArgs kernel_args(values_, program_.value_count(),
+                         static_cast<const int32_t*>(v.pointer(args.start)), args.count);
+  return kernels_[op](kernel_args);
+}
+
+Status Method::call_delegate(const void* table, uint32_t index) {
+  Verified v(program_);
+  const auto& call = *static_cast<const fb::Table*>(table);
+  int32_t delegate = v.scalar<int32_t>(call, 0);
+  fb::Vector args = v.vector(call, 1, 4);
+  if (args.count > kMaxDelegateArgs) return Error{ErrorCode::kMethodBadInstruction, index, 2};
+  Tensor* tensors[kMaxDelegateArgs];
+  for (uint32_t j = 0; j < args.count; ++j) {
+    int32_t value = v.at<int32_t>(args.start + 4ull * j);
+    Value& arg = values_[value];
+    if (arg.kind != ValueKind::kTensor) return bad_value(static_cast<uint32_t>(value), arg.kind);
+    if (arg.t.data == nullptr && arg.t.nbytes != 0) {
+      return Error{ErrorCode::kMethodNoData, static_cast<uint32_t>(value), 0};
+    }
+    tensors[j] = &arg.t;
+  }
+  const DelegateSlot& slot = delegates_[delegate];
+  return slot.backend->execute(slot.backend->context, slot.handle, tensors, args.count);
+}
+
+size_t Method::input_count() const { return program_.input_count(); }
+size_t Method::output_count() const { return program_.output_count(); }
+
+Tensor* Method::input(size_t i) const {
+  if (values_ == nullptr || i >= program_.input_count()) return nullptr;
+  return &values_[program_.input(i).value_index].t;
+}
+
+const Tensor* Method::output(size_t i) const {
+  if (values_ == nullptr || i >= program_.output_count()) return nullptr;
+  return &values_[program_.output(i).value_index].t;
+}
+
+Status Method::set_input(size_t i, void* data, size_t nbytes) {
+  Tensor* t = input(i);
+  if (t == nullptr) return Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), 0};
+  if (nbytes != t->nbytes || (data == nullptr && nbytes != 0)) {
+    return Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), static_cast<uint32_t>(nbytes)};
+  }
+  t->data = data;
+  t->constant = false;
+  return {};
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,287 @@
+// Host driver for kiln's runtime core (tests only; uses the heap freely).
+//   runtime_host load FILE              the program's summary as JSON, or the error
+//   runtime_host run FILE OUTDIR IN...  executes with raw input files; writes output_<i>.bin
+//   runtime_host corrupt FILE [--execute] [--flip-limit N]
+//                                       loads every truncation and every single-byte
+//                                       flip of FILE; prints outcome counts as JSON
+// Errors print "error <code> <name> a=<a> b=<b>" and exit with status 1. Delegates
+// bind to a stand-in "EthosUBackend" that checks its arguments and leaves outputs as
+// they are (the real one runs on the NPU).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/method.h"
+
+using namespace kiln;
+using namespace kiln::runtime;
+
+namespace {
+
+struct Aligned {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  explicit Aligned(size_t n) : size(n) {
+    // Exactly n bytes, so AddressSanitizer reports any read past the end.
+    if (posix_memalign(reinterpret_cast<void**>(&data), 16, n ? n : 1) != 0) std::abort();
+  }
+  ~Aligned() { std::free(data); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+};
+
+std::vector<uint8_t> read_file(const char* path) {
+  std::vector<uint8_t> bytes;
+  FILE* f = std::fopen(path, "rb");
+  if (f == nullptr) {
+    std::fprintf(stderr, "cannot open %s\n", path);
+    std::exit(2);
+  }
+  uint8_t chunk[65536];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+  std::fclose(f);
+  return bytes;
+}
+
+int fail(const Error& e) {
+  std::printf("error %u %s a=%u b=%u\n", static_cast<unsigned>(e.code), error_name(e.code), e.a, e.b);
+  return 1;
+}
+
+uint32_t fnv1a(const uint8_t* p, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+std::string text(StringView s) { return std::string(s.data ? s.data : "", s.size); }
+
+// The stand-in backend: counts calls and checks its handle and argument count.
+struct StandIn {
+  int inits = 0;
+  int executes = 0;
+  uint32_t handles[64];
+};
+StandIn g_standin;
+
+Result<void*> standin_init(void* context, const BackendInitArgs& args) {
+  auto* s = static_cast<StandIn*>(context);
+  if (s->inits >= 64) return Error{ErrorCode::kBackendInitFailed, args.delegate_index, 1};
+  s->handles[s->inits] = args.delegate_index;
+  return static_cast<void*>(&s->handles[s->inits++]);
+}
+
+Status standin_execute(void* context, void* handle, Tensor* const* args, size_t count) {
+  auto* s = static_cast<StandIn*>(context);
+  ++s->executes;
+  if (handle == nullptr) return Error{ErrorCode::kInvalidArgument, 0, 0};
+  for (size_t i = 0; i < count; ++i) {
+    if (args[i] == nullptr || (args[i]->data == nullptr && args[i]->nbytes != 0)) {
+      return Error{ErrorCode::kInvalidArgument, 1, static_cast<uint32_t>(i)};
+    }
+  }
+  return {};
+}
+
+const Backend kStandIn{"EthosUBackend", &g_standin, standin_init, standin_execute};
+const Backend* const kBackendList[] = {&kStandIn};
+const BackendTable kBackends{kBackendList, 1};
+
+// Planned buffers and method storage sized from the program (the firmware's build
+// step does this statically).
+struct Memory {
+  std::vector<Aligned*> buffers;
+  std::vector<Span<uint8_t>> spans;
+  std::vector<Value> values;
+  std::vector<KernelFn> kernels;
+  std::vector<DelegateSlot> delegates;
+  MethodMemory method;
+
+  explicit Memory(const Program& p)
+      : values(p.value_count()), kernels(p.operator_count()), delegates(p.delegate_count()) {
+    for (uint32_t id = 1; id <= p.planned_buffer_count(); ++id) {
+      size_t size = static_cast<size_t>(p.planned_buffer_size(id));
+      if (size > (256u << 20)) size = 0;  // a corrupted size: let create report it
+      buffers.push_back(new Aligned(size));
+      std::memset(buffers.back()->data, 0, size);
+      spans.push_back(Span<uint8_t>{buffers.back()->data, size});
+    }
+    method = MethodMemory{{spans.data(), spans.size()}, {values.data(), values.size()},
+                          {kernels.data(), kernels.size()}, {delegates.data(), delegates.size()}};
+  }
+  ~Memory() {
+    for (Aligned* b : buffers) delete b;
+  }
+};
+
+void print_tensor(const TensorInfo& t) {
+  std::printf("{\"type\": %d, \"nbytes\": %zu, \"value\": %u, \"sizes\": [", static_cast<int>(t.type),
+              t.nbytes, t.value_index);
+  for (size_t d = 0; d < t.sizes.size; ++d) std::printf("%s%d", d ? ", " : "", t.sizes[d]);
+  std::printf("]}");
+}
+
+int cmd_load(const char* path) {
+  std::vector<uint8_t> file = read_file(path);
+  Aligned pte(file.size());
+  std::memcpy(pte.data, file.data(), file.size());
+  Result<Program> loaded = Program::load(pte.data, pte.size);
+  if (!loaded.ok()) return fail(loaded.error());
+  const Program& p = loaded.value();
+  std::printf("{\"values\": %u, \"instructions\": %zu,\n \"inputs\": [", p.value_count(), p.instruction_count());
+  for (size_t i = 0; i < p.input_count(); ++i) {
+    std::printf(i ? ", " : "");
+    print_tensor(p.input(i));
+  }
+  std::printf("],\n \"outputs\": [");
+  for (size_t i = 0; i < p.output_count(); ++i) {
+    std::printf(i ? ", " : "");
+    print_tensor(p.output(i));
+  }
+  std::printf("],\n \"planned\": [");
+  for (uint32_t id = 1; id <= p.planned_buffer_count(); ++id) {
+    std::printf("%s%llu", id > 1 ? ", " : "", static_cast<unsigned long long>(p.planned_buffer_size(id)));
+  }
+  std::printf("],\n \"operators\": [");
+  for (size_t i = 0; i < p.operator_count(); ++i) {
+    OperatorInfo op = p.op(i);
+    std::printf("%s[\"%s\", \"%s\"]", i ? ", " : "", text(op.name).c_str(), text(op.overload).c_str());
+  }
+  std::printf("],\n \"delegates\": [");
+  for (size_t i = 0; i < p.delegate_count(); ++i) {
+    DelegateInfo d = p.delegate(i);
+    std::printf("%s{\"id\": \"%s\", \"payload_size\": %zu, \"payload_fnv\": %u, \"specs\": [", i ? ", " : "",
+                text(d.id).c_str(), d.payload.size, fnv1a(d.payload.data, d.payload.size));
+    for (size_t j = 0; j < d.compile_specs.size(); ++j) {
+      CompileSpec s = d.compile_specs[j];
+      std::printf("%s[\"%s\", %zu, %u]", j ? ", " : "", text(s.key).c_str(), s.value.size,
+                  fnv1a(s.value.data, s.value.size));
+    }
+    std::printf("]}");
+  }
+  std::printf("],\n \"named\": [");
+  for (size_t i = 0; i < p.named_data_count(); ++i) {
+    NamedData n = p.named_data(i);
+    Span<const uint8_t> found = p.find_named_data(n.key);
+    std::printf("%s[\"%s\", %zu, %u, %d]", i ? ", " : "", text(n.key).c_str(), n.data.size,
+                fnv1a(n.data.data, n.data.size), found.data == n.data.data);
+  }
+  std::printf("]}\n");
+  return 0;
+}
+
+int cmd_run(const char* path, const char* out_dir, char** inputs, int n_inputs) {
+  std::vector<uint8_t> file = read_file(path);
+  Aligned pte(file.size());
+  std::memcpy(pte.data, file.data(), file.size());
+  Result<Program> loaded = Program::load(pte.data, pte.size);
+  if (!loaded.ok()) return fail(loaded.error());
+  Memory memory(loaded.value());
+  Result<Method> created = Method::create(loaded.value(), memory.method, kKernelTable, kBackends);
+  if (!created.ok()) return fail(created.error());
+  Method& m = created.value();
+  if (static_cast<size_t>(n_inputs) != m.input_count()) {
+    std::fprintf(stderr, "the program takes %zu inputs\n", m.input_count());
+    return 2;
+  }
+  std::vector<std::vector<uint8_t>> input_data;
+  for (int i = 0; i < n_inputs; ++i) {
+    input_data.push_back(read_file(inputs[i]));
+    Tensor* t = m.input(i);
+    if (input_data.back().size() != t->nbytes) return fail(Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), 0});
+    if (t->data == nullptr) {
+      Status s = m.set_input(i, input_data.back().data(), input_data.back().size());
+      if (!s.ok()) return fail(s.error());
+    } else {
+      std::memcpy(t->data, input_data.back().data(), t->nbytes);
+    }
+  }
+  Status run = m.execute();
+  if (!run.ok()) return fail(run.error());
+  for (size_t i = 0; i < m.output_count(); ++i) {
+    std::string name = std::string(out_dir) + "/output_" + std::to_string(i) + ".bin";
+    FILE* f = std::fopen(name.c_str(), "wb");
+    if (f == nullptr) return 2;
+    const Tensor* t = m.output(i);
+    if (t->nbytes) std::fwrite(t->data, 1, t->nbytes, f);
+    std::fclose(f);
+  }
+  std::printf("ok delegate_inits=%d delegate_executes=%d\n", g_standin.inits, g_standin.executes);
+  return 0;
+}
+
+// One corrupted image: load it, and with `execute` also bind and run it.
+void try_image(const uint8_t* bytes, size_t size, bool execute, std::map<std::string, int>& outcomes) {
+  Aligned pte(size);
+  if (size) std::memcpy(pte.data, bytes, size);
+  Result<Program> loaded = Program::load(pte.data, size);
+  if (!loaded.ok()) {
+    ++outcomes[error_name(loaded.error().code)];
+    return;
+  }
+  if (!execute) {
+    ++outcomes["loaded"];
+    return;
+  }
+  Memory memory(loaded.value());
+  g_standin.inits = 0;
+  Result<Method> created = Method::create(loaded.value(), memory.method, kKernelTable, kBackends);
+  if (!created.ok()) {
+    ++outcomes[std::string("create: ") + error_name(created.error().code)];
+    return;
+  }
+  Status run = created.value().execute();
+  ++outcomes[run.ok() ? "executed" : std::string("execute: ") + error_name(run.error().code)];
+}
+
+int cmd_corrupt(const char* path, bool execute, size_t flip_limit) {
+  std::vector<uint8_t> file = read_file(path);
+  std::map<std::string, int> truncations, flips;
+  for (size_t n = 0; n < file.size(); ++n) try_image(file.data(), n, false, truncations);
+  std::vector<uint8_t> copy = file;
+  size_t limit = flip_limit < file.size() ? flip_limit : file.size();
+  for (size_t i = 0; i < limit; ++i) {
+    for (uint8_t mask : {0x01, 0x80, 0xFF}) {
+      copy[i] ^= mask;
+      try_image(copy.data(), copy.size(), execute, flips);
+      copy[i] ^= mask;
+    }
+  }
+  auto print = [](const char* name, const std::map<std::string, int>& m) {
+    std::printf("\"%s\": {", name);
+    bool first = true;
+    for (const auto& [k, v] : m) {
+      std::printf("%s\"%s\": %d", first ? "" : ", ", k.c_str(), v);
+      first = false;
+    }
+    std::printf("}");
+  };
+  std::printf("{");
+  print("truncations", truncations);
+  std::printf(", ");
+  print("flips", flips);
+  std::printf("}\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "load") == 0) return cmd_load(argv[2]);
+  if (argc >= 4 && std::strcmp(argv[1], "run") == 0) return cmd_run(argv[2], argv[3], argv + 4, argc - 4);
+  if (argc >= 3 && std::strcmp(argv[1], "corrupt") == 0) {
+    bool execute = false;
+    size_t limit = SIZE_MAX;
+    for (int i = 3; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--execute") == 0) execute = true;
+      if (std::strcmp(argv[i], "--flip-limit") == 0 && i + 1 < argc) limit = std::strtoul(argv[++i], nullptr, 10);
+    }
+    return cmd_corrupt(argv[2], execute, limit);
+  }
+  std::fprintf(stderr, "usage: runtime_host load FILE | run FILE OUTDIR IN... | corrupt FILE [--execute] [--flip-limit N]\n");
+  return 2;
+}
