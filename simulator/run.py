@@ -1,6 +1,6 @@
 """Run a firmware ELF on Arm's FVP when one is installed, else on kiln's virtual platform.
 
-    python -m kiln.simulator.run --elf=FILE --target=ethos-u55-128 [--timeout=S]
+    python -m kiln.simulator.run --elf=FILE --target=ethos-u55-128 [--timeout=S] [--input=FILE]... [--output-dir=DIR]
     (./scripts/run_fvp.sh is this command)
 
 The firmware's UART goes to standard output as it comes. On the virtual
@@ -28,6 +28,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from kiln import boards
 from kiln.errors import KilnError, ToolMissingError, UsageError
@@ -67,7 +68,7 @@ class RunResult:
     npu_summary: str | None = None  # what the NPU model did, for a person
 
 
-def fvp_platform(target: boards.Target, elf: Path, cwd: Path) -> Platform | None:
+def fvp_platform(target: boards.Target, elf: Path, cwd: Path, firmware_args: Sequence[str] = ()) -> Platform | None:
     """Arm's FVP for the target, if its binary is on PATH."""
     binary = shutil.which(target.family.fvp)
     if binary is None:
@@ -75,11 +76,16 @@ def fvp_platform(target: boards.Target, elf: Path, cwd: Path) -> Platform | None
     command = [binary]
     for param in target.board.fvp_params:
         command += ["-C", param.format(macs=target.macs, cwd=cwd)]
+        if firmware_args and param.endswith("semihosting-cwd={cwd}"):
+            # The same CPU's semihosting command line, beside its working directory.
+            key = param[: -len("semihosting-cwd={cwd}")] + "semihosting-cmd_line"
+            command += ["-C", f"{key}={' '.join([elf.name, *firmware_args])}"]
     command += ["-a", str(elf)]
     return Platform(f"Arm FVP {target.family.fvp} ({target.name})", command, is_fvp=True)
 
 
-def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True) -> Platform:
+def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
+                     firmware_args: Sequence[str] = ()) -> Platform:
     """kiln's virtual platform: QEMU runs the very ELF that would be flashed, with the
     target's NPU modelled unless `npu_model` is False (then the NPU window reads as zero)."""
     machine = target.board.qemu_machine
@@ -104,7 +110,7 @@ def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True) -
         "-display", "none",
         "-monitor", "none",
         "-serial", "stdio",
-        "-semihosting-config", "enable=on,target=native",
+        "-semihosting-config", _semihosting_config(elf, firmware_args),
         # One instruction per virtual nanosecond: runs are repeatable.
         "-icount", "shift=0,sleep=off",
         "-kernel", str(elf),
@@ -114,14 +120,44 @@ def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True) -
     return Platform(name, command, is_fvp=False, attachment=attachment)
 
 
-def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str, npu_model: bool = True) -> Platform:
+def _semihosting_config(elf: Path, firmware_args: Sequence[str]) -> str:
+    """QEMU's semihosting option; with `firmware_args`, the firmware's command line
+    (SYS_GET_CMDLINE) is the ELF's name and them (commas doubled, as QEMU's options need)."""
+    config = "enable=on,target=native"
+    for arg in [elf.name, *firmware_args] if firmware_args else []:
+        config += ",arg=" + arg.replace(",", ",,")
+    return config
+
+
+def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = None) -> list[str]:
+    """The firmware's semihosting command line for --input/--output-dir: absolute paths
+    (the firmware splits its command line at spaces, so none may contain one). Creates
+    the output directory, which the firmware cannot."""
+    args = []
+    for path in inputs:
+        path = Path(path).resolve()
+        if not path.is_file():
+            raise UsageError(f"no such input file: {path}")
+        args.append(f"--input={path}")
+    if output_dir is not None:
+        output_dir = Path(output_dir).resolve()
+        output_dir.mkdir(parents=True, exist_ok=True)
+        args.append(f"--output-dir={output_dir}")
+    for arg in args:
+        if " " in arg:
+            raise UsageError(f"{arg.split('=', 1)[1]!r} contains a space; the firmware's command line cannot carry it")
+    return args
+
+
+def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str, npu_model: bool = True,
+                    firmware_args: Sequence[str] = ()) -> Platform:
     if which in ("auto", "fvp"):
-        fvp = fvp_platform(target, elf, cwd)
+        fvp = fvp_platform(target, elf, cwd, firmware_args)
         if fvp is not None:
             return fvp
         if which == "fvp":
             raise ToolMissingError(f"{target.family.fvp} is not on PATH (Arm's FVP is a separate download)")
-    return virtual_platform(target, elf, npu_model)
+    return virtual_platform(target, elf, npu_model, firmware_args)
 
 
 def run(
@@ -132,15 +168,17 @@ def run(
     echo=None,
     cwd: Path | None = None,
     npu_model: bool = True,
+    firmware_args: Sequence[str] = (),
 ) -> RunResult:
     """Runs `elf` for `target` and returns what happened; `echo(line)` sees UART lines live.
-    `npu_model=False` runs the virtual platform without the NPU attachment (for measurements)."""
+    `npu_model=False` runs the virtual platform without the NPU attachment (for measurements).
+    `firmware_args`: the firmware's semihosting command line (see firmware_arguments)."""
     chosen_target = boards.target(target)
     elf = Path(elf).resolve()
     if not elf.is_file():
         raise UsageError(f"no such ELF file: {elf}")
     cwd = Path(cwd or Path.cwd()).resolve()
-    chosen = choose_platform(chosen_target, elf, cwd, platform, npu_model)
+    chosen = choose_platform(chosen_target, elf, cwd, platform, npu_model, firmware_args)
     _note(f"running {elf.name} on {chosen.name}")
     try:
         return _supervise(chosen, cwd, timeout, echo or (lambda line: None))
@@ -309,9 +347,14 @@ def main(argv: list[str] | None = None) -> int:
         "--platform", choices=("auto", "fvp", "virtual"), default="auto",
         help="auto (default): the FVP when installed, else the virtual platform",
     )  # fmt: skip
+    parser.add_argument("--input", action="append", type=Path, default=[],
+                        help="a file the firmware reads as an input (kiln's executor runner; repeat per input)")
+    parser.add_argument("--output-dir", type=Path, help="where the firmware writes output_<i>.bin (created)")
     args = parser.parse_args(argv)
     try:
-        result = run(args.elf, args.target, args.timeout, args.platform, echo=lambda line: print(line, flush=True))
+        firmware_args = firmware_arguments(args.input, args.output_dir)
+        result = run(args.elf, args.target, args.timeout, args.platform, echo=lambda line: print(line, flush=True),
+                     firmware_args=firmware_args)
     except UsageError as error:
         parser.print_usage(sys.stderr)
         print(f"run_fvp.sh: error: {error}", file=sys.stderr)

@@ -131,12 +131,6 @@ def test_fvp_that_ends_without_an_exit_line_is_a_platform_error(tmp_path, firmwa
     assert "license checkout failed" in result.stderr
 
 
-def test_run_sh_builds_and_runs_the_default_target():
-    result = subprocess.run([str(ROOT / "scripts" / "run.sh")], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "Hello from kiln on corstone-300 (cortex-m55)" in result.stdout
-
-
 def test_cpu_lockup_is_reported_as_a_fault(tmp_path):
     lockup = tmp_path / "lockup.elf"
     subprocess.run(

@@ -1,0 +1,469 @@
+"""Builds kiln's executor runner for one .pte (./scripts/build_executor_runner.sh).
+
+    python -m kiln.runner_build --pte=FILE --target=ethos-u55-128 [--system_config=NAME]
+        [--memory_mode=NAME] [--build_type=Release|Debug] [--output=DIR] [--default-input=FILE]...
+
+Reads the .pte (kiln.pte, kiln.ethosu_payload), plans the runner's memory from it
+(`plan`: every planned buffer, the Ethos-U scratch and fast scratch, the value,
+kernel and delegate tables, sized exactly from the program), generates the model's
+sources (`generate`: the .pte as an .incbin placed per memory mode, the buffers as
+sections in the board's regions, the selective kernel table), configures and builds
+firmware/apps/executor_runner with CMake and arm-none-eabi-gcc, writes a size and
+memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
+
+Placement per memory mode (the board's memory purposes):
+    Shared_Sram      .pte (and so the weights) in "model", scratch in "npu"
+    Sram_Only        .pte and scratch in "npu"
+    Dedicated_Sram*  .pte and scratch in "model", fast scratch in "npu"
+Planned buffers (CPU tensors) go to "data" when they fit beside the stack and
+DATA_RESERVE bytes for the firmware's own variables, else to "bulk".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kiln import boards, ethosu_payload, pte
+from kiln.errors import KilnError, ToolMissingError, UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+APP_DIR = ROOT / "firmware" / "apps" / "executor_runner"
+KERNEL_TABLE_GENERATOR = ROOT / "firmware" / "runtime" / "gen_kernel_table.py"
+TOOLCHAIN_FILE = ROOT / "cmake" / "arm-none-eabi-gcc.cmake"
+APP = "executor_runner"
+STACK_SIZE = 0x8000  # firmware/CMakeLists.txt's default main stack
+DATA_RESERVE = 64 * 1024  # the runner's and runtime's own .data/.bss beside planned buffers
+BUFFER_ALIGNMENT = 32  # whole D-cache lines: the NPU writes the scratch
+PTE_ALIGNMENT = 128  # ExecuTorch's segment alignment: segments keep theirs in memory
+# Vela's arena cache (the fast scratch) per Dedicated_Sram memory mode (vela.ini);
+# plain "Dedicated_Sram" gives the NPU the whole "npu" region.
+FAST_SCRATCH_SIZES = {"Dedicated_Sram_256KB": 256 * 1024, "Dedicated_Sram_384KB": 384 * 1024,
+                      "Dedicated_Sram_512KB": 512 * 1024}
+
+
+class RunnerBuildError(KilnError):
+    """The runner could not be planned or built; the message says what and where."""
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One statically allocated buffer of the runner."""
+
+    symbol: str
+    size: int
+    region: str  # board memory region name
+    what: str  # for the report
+
+
+@dataclass
+class Plan:
+    model: str
+    target: boards.Target
+    memory_mode: str
+    system_config: str
+    pte_region: str
+    pte_size: int
+    values: int
+    operators: list[tuple[str, str]]
+    delegates: int
+    planned: list[Buffer] = field(default_factory=list)
+    scratch: Buffer | None = None
+    fast_scratch: Buffer | None = None
+    input_sizes: list[int] = field(default_factory=list)
+
+    def buffers(self) -> list[Buffer]:
+        return self.planned + [b for b in (self.scratch, self.fast_scratch) if b is not None]
+
+
+# --- Planning -------------------------------------------------------------------------
+
+def _align(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
+    return -(-n // alignment) * alignment
+
+
+def _payloads(f: pte.PteFile, plan: pte.ExecutionPlan, target: str, check_target: bool):
+    payloads = []
+    named = f.named()
+    for i, delegate in enumerate(plan.delegates):
+        if delegate.id != ethosu_payload.DELEGATE_ID:
+            raise RunnerBuildError(f"delegate {i} is for backend {delegate.id!r}; kiln's runner has only "
+                                   f"{ethosu_payload.DELEGATE_ID}")
+        try:
+            payloads.append(ethosu_payload.decode(f.delegate_payload(delegate), named))
+        except ethosu_payload.PayloadError as error:
+            raise RunnerBuildError(f"delegate {i}'s payload: {error}") from None
+        specs = {spec.key: spec.value.decode("utf-8", "replace") for spec in delegate.compile_specs}
+        if check_target and specs.get("target", target) != target:
+            raise RunnerBuildError(f"delegate {i} was compiled for {specs['target']}, not {target}; "
+                                   f"compile the model for {target} (or build for {specs['target']})")
+    return payloads
+
+
+def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
+                 system_config: str | None) -> tuple[str, str]:
+    """The memory mode and system config: given, else the compile report's beside the
+    .pte (kiln compile writes <name>.json), else the target's defaults."""
+    report_path = pte_path.with_suffix(".json")
+    report = {}
+    if report_path.is_file():
+        try:
+            report = json.loads(report_path.read_text())
+        except (OSError, ValueError):
+            report = {}
+    compiled_mode = report.get("memory_mode") if report.get("target") == target.name else None
+    mode = memory_mode or compiled_mode or target.memory_mode
+    if compiled_mode and mode != compiled_mode:
+        raise UsageError(f"{pte_path.name} was compiled for memory mode {compiled_mode} ({report_path.name}); "
+                         f"building for {mode} would place its buffers where the command stream does not "
+                         f"expect them")
+    if mode not in target.family.memory_modes:
+        raise UsageError(f"memory mode {mode!r} is not one of {target.name}'s: "
+                         f"{', '.join(target.family.memory_modes)}")
+    return mode, system_config or report.get("system_config") or target.system_config
+
+
+def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
+         system_config: str | None = None, check_target: bool = True) -> Plan:
+    target = boards.target(target_name)
+    try:
+        data = pte_path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"cannot read {pte_path}: {error.strerror}") from None
+    try:
+        f = pte.deserialize(data)
+    except pte.PteError as error:
+        raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
+    program = f.program.execution_plans[0]
+    payloads = _payloads(f, program, target_name, check_target)
+    mode, config = _memory_mode(pte_path, target, memory_mode, system_config)
+    board = target.board
+    model_region, npu_region = board.region_for("model"), board.region_for("npu")
+    dedicated = mode.startswith("Dedicated_Sram")
+    p = Plan(model=pte_path.stem, target=target, memory_mode=mode, system_config=config,
+             pte_region=(npu_region if mode == "Sram_Only" else model_region).name,
+             pte_size=len(data), values=len(program.values),
+             operators=[(op.name, op.overload) for op in program.operators],
+             delegates=len(program.delegates),
+             input_sizes=[program.values[i].nbytes for i in program.inputs])
+    sizes = list(program.non_const_buffer_sizes[1:])
+    data_region = board.region_for("data")
+    fits_in_data = sum(_align(s) for s in sizes) + STACK_SIZE + DATA_RESERVE <= data_region.size
+    planned_region = (data_region if fits_in_data else board.region_for("bulk")).name
+    p.planned = [Buffer(f"kiln_planned_{i + 1}", s, planned_region, f"planned buffer {i + 1}")
+                 for i, s in enumerate(sizes)]
+    if payloads:
+        scratch = max(pl.scratch_size for pl in payloads)
+        p.scratch = Buffer("kiln_ethosu_scratch", scratch, (model_region if dedicated else npu_region).name,
+                           "Ethos-U scratch (region 1)")
+        if dedicated:
+            fast = FAST_SCRATCH_SIZES.get(mode, npu_region.size)
+            p.fast_scratch = Buffer("kiln_ethosu_fast_scratch", fast, npu_region.name,
+                                    "Ethos-U fast scratch (region 2)")
+    return p
+
+
+# --- Generation ----------------------------------------------------------------------
+
+def _pte_asm(pte_path: Path, region: str) -> str:
+    # The readable slack after the .pte: the NPU may read a word past the end of weights.
+    return f"""/* Generated by kiln.runner_build: the .pte baked into the image. */
+  .section .{region}.data.kiln_model, "a"
+  .balign {PTE_ALIGNMENT}
+  .global kiln_model_pte
+kiln_model_pte:
+  .incbin "{pte_path.resolve()}"
+  .global kiln_model_pte_end
+kiln_model_pte_end:
+  .space 16
+"""
+
+
+def _c_bytes(data: bytes) -> str:
+    return ", ".join(str(b) for b in data) or "0"
+
+
+def _memory_cpp(p: Plan, default_inputs: list[bytes]) -> str:
+    lines = ["// Generated by kiln.runner_build from the .pte: do not edit.",
+             '#include "model.h"', '#include "kiln_board.h"', "", "namespace kiln::runner {", "namespace {"]
+    for b in p.buffers():
+        lines.append(f"alignas({BUFFER_ALIGNMENT}) KILN_PLACE_BSS({b.region}) uint8_t {b.symbol}"
+                     f"[{max(b.size, 1)}];  // {b.what}: {b.size} bytes")
+    planned = ", ".join(f"{{{b.symbol}, {b.size}}}" for b in p.planned)
+    lines += [f"runtime::Span<uint8_t> planned[{max(len(p.planned), 1)}] = {{{planned}}};",
+              # runtime::Value has no default constructor (a union with a StringView):
+              # raw storage the Method binds every entry of.
+              f"alignas(runtime::Value) uint8_t value_storage[{max(p.values, 1)} * sizeof(runtime::Value)];",
+              f"runtime::KernelFn kernels[{max(len(p.operators), 1)}];",
+              f"runtime::DelegateSlot delegates[{max(p.delegates, 1)}];",
+              f"delegates::ethosu::DelegateState pool[{max(p.delegates, 1)}];"]
+    for i, raw in enumerate(default_inputs):
+        lines.append(f"alignas(16) const uint8_t default_input_{i}[{max(len(raw), 1)}] = {{{_c_bytes(raw)}}};")
+    spans = ", ".join(f"{{default_input_{i}, {len(raw)}}}" for i, raw in enumerate(default_inputs))
+    lines.append(f"const runtime::Span<const uint8_t> default_inputs[{max(len(default_inputs), 1)}] = {{{spans}}};")
+
+    def span(b: Buffer | None) -> str:
+        return f"{{{b.symbol}, {b.size}}}" if b is not None else "{}"
+
+    lines += ["}  // namespace", "", "const ModelMemory kModel = {",
+              f'    "{p.model}", "{p.memory_mode}",',
+              f"    {{planned, {len(p.planned)}}},",
+              f"    {{reinterpret_cast<runtime::Value*>(value_storage), {p.values}}},",
+              f"    {{kernels, {len(p.operators)}}},",
+              f"    {{delegates, {p.delegates}}}, {{pool, {p.delegates}}},",
+              f"    {span(p.scratch)}, {span(p.fast_scratch)},",
+              f"    {{default_inputs, {len(default_inputs)}}},", "};", "", "}  // namespace kiln::runner", ""]
+    return "\n".join(lines)
+
+
+def _kernel_table(p: Plan, out: Path) -> None:
+    """The selective kernel table: only the program's operators; one kiln lacks fails here."""
+    if not KERNEL_TABLE_GENERATOR.is_file():
+        raise RunnerBuildError(f"{KERNEL_TABLE_GENERATOR} is missing (the runtime's selective-build generator)")
+    operators = [f"{name}.{overload}" if overload else name for name, overload in p.operators]
+    result = subprocess.run([sys.executable, str(KERNEL_TABLE_GENERATOR), "--output", str(out / "kernel_table.cpp"),
+                             *operators], capture_output=True, text=True)
+    if result.returncode != 0:
+        message = (result.stderr or result.stdout).strip().splitlines()
+        last = message[-1].removeprefix("error: ") if message else "the kernel table generator failed"
+        raise RunnerBuildError(f"{p.model}: {last}")
+
+
+def generate(p: Plan, pte_path: Path, out: Path, default_inputs: list[bytes], bake: Path | None = None) -> Path:
+    """Writes the model's generated sources into out/generated and returns that directory.
+    `bake`: a file baked in instead of `pte_path` (sizes still come from `pte_path`), for
+    testing the firmware's own checks with damaged files."""
+    if default_inputs and len(default_inputs) != len(p.input_sizes):
+        raise UsageError(f"the program takes {len(p.input_sizes)} input(s); {len(default_inputs)} "
+                         "--default-input given")
+    for i, (raw, size) in enumerate(zip(default_inputs, p.input_sizes)):
+        if len(raw) != size:
+            raise UsageError(f"default input {i} has {len(raw)} bytes; the program takes {size}")
+    gen = out / "generated"
+    gen.mkdir(parents=True, exist_ok=True)
+    _write_if_changed(gen / "model_pte.S", _pte_asm(Path(bake or pte_path), p.pte_region))
+    _write_if_changed(gen / "model_memory.cpp", _memory_cpp(p, default_inputs))
+    _kernel_table(p, gen)
+    return gen
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+
+
+# --- Building ------------------------------------------------------------------------
+
+def _run(command: list[str], what: str, p: Plan) -> str:
+    result = subprocess.run(command, capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        overflow = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", output)
+        if overflow:
+            raise RunnerBuildError("; ".join(_overflow_message(p, region, int(n)) for region, n in overflow))
+        missing = re.search(r"kiln: .*", output)
+        lines = output.strip().splitlines()
+        first = next((i for i, line in enumerate(lines) if "error" in line.lower()), max(len(lines) - 15, 0))
+        raise RunnerBuildError(f"{what} failed: " + (missing.group(0) if missing else
+                                                     "\n".join(lines[first:first + 20])))
+    return output
+
+
+def _overflow_message(p: Plan, region: str, excess: int) -> str:
+    r = next(m for m in p.target.board.memory if m.name == region)
+    placed = [f"{b.what} {b.size:,} B" for b in p.buffers() if b.region == region]
+    if p.pte_region == region:
+        placed.append(f"the .pte {p.pte_size:,} B")
+    return (f"the link does not fit: region {region} ({r.size:,} bytes on {p.target.board.name}) overflows by "
+            f"{excess:,} bytes; placed there for memory mode {p.memory_mode}: {', '.join(placed) or 'code/data'}")
+
+
+def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
+    for tool in ("cmake", "ninja", "arm-none-eabi-gcc"):
+        if shutil.which(tool) is None:
+            raise ToolMissingError(f"{tool} is not installed; run ./scripts/setup.sh")
+    build_dir = out / "cmake"
+    _run(["cmake", "-S", str(APP_DIR), "-B", str(build_dir), "-G", "Ninja",
+          f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN_FILE}", f"-DKILN_BOARD={p.target.board.name}",
+          f"-DCMAKE_BUILD_TYPE={build_type}", f"-DKILN_RUNNER_GENERATED={gen}",
+          f"-DKILN_RUNNER_PTE={baked.resolve()}"],
+         "configuring the runner", p)
+    _run(["cmake", "--build", str(build_dir)], "building the runner", p)
+    elf = build_dir / f"{APP}.elf"
+    if not elf.is_file():
+        raise RunnerBuildError(f"the build finished without {elf}")
+    return elf
+
+
+# --- The size and memory report --------------------------------------------------------
+
+# Which part of the image an input object belongs to, by its archive (else: the app).
+# The runtime core is the loader/executor, the Ethos-U delegate and the driver.
+PARTS = (("runtime core", ("libkiln_runtime.a", "libkiln_delegate_ethosu.a", "libkiln_ethosu.a")),
+         ("platform", ("libkiln_platform.a",)),
+         ("kernels", ("libkiln_kernels.a", "kernel_table")),
+         ("model", ("model_pte", "model_memory")),
+         ("C/C++ library", ("libc", "libgcc", "libstdc++", "libm", "libnosys")))
+
+
+def _part(origin: str) -> str:
+    for part, markers in PARTS:
+        if any(marker in origin for marker in markers):
+            return part
+    return "runner app"
+
+
+_MAP_LINE = re.compile(r"^\s*(\.\S+)?\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S+\.(?:o|obj|a\(.*\)))\s*$")
+
+
+def _map_parts(map_text: str, regions: list[boards.MemoryRegion]) -> dict:
+    """Bytes per (region, part, kind) from the linker map's input sections; kind is
+    "code" (text/rodata), "data" (initialised) or "bss"."""
+    usage: dict = {}
+    section = None
+    in_map = False
+    for line in map_text.splitlines():
+        if line.startswith("Linker script and memory map"):
+            in_map = True
+            continue
+        if not in_map:
+            continue
+        stripped = line.strip()
+        if stripped.startswith(".") and len(stripped.split()) == 1:
+            section = stripped  # a long input-section name on its own line
+            continue
+        m = _MAP_LINE.match(line)
+        if not m:
+            section = None
+            continue
+        name, address, size, origin = m.group(1) or section or "", int(m.group(2), 16), int(m.group(3), 16), m.group(4)
+        section = None
+        if size == 0 or address == 0:
+            continue
+        region = next((r.name for r in regions if r.base <= address < r.end), None)
+        if region is None:
+            continue
+        if "kiln_model" in name:
+            continue  # the .pte: reported on its own line
+        kind = "bss" if ".bss" in name or "COMMON" in name else ("data" if ".data" in name else "code")
+        key = (region, _part(origin), kind)
+        usage[key] = usage.get(key, 0) + size
+    return usage
+
+
+def _region_usage(elf: Path, regions: list[boards.MemoryRegion]) -> dict[str, dict[str, int]]:
+    """Loaded (image) and zero-initialised/uninitialised bytes per region, from the ELF's sections."""
+    size_tool = shutil.which("arm-none-eabi-size") or "arm-none-eabi-size"
+    text = subprocess.run([size_tool, "-A", "-x", str(elf)], capture_output=True, text=True, check=True).stdout
+    usage = {r.name: {"image": 0, "uninitialised": 0} for r in regions}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or not parts[0].startswith("."):
+            continue
+        name, size, address = parts[0], int(parts[1], 16), int(parts[2], 16)
+        region = next((r.name for r in regions if r.base <= address < r.end), None)
+        if region is None or size == 0:
+            continue
+        kind = "uninitialised" if name.endswith("bss") or name == ".stack" else "image"
+        usage[region][kind] += size
+    return usage
+
+
+def report(p: Plan, elf: Path, out: Path) -> str:
+    regions = list(p.target.board.memory)
+    usage = _region_usage(elf, regions)
+    parts = _map_parts(elf.with_suffix(".map").read_text(), regions)
+    lines = [f"kiln executor runner: {p.model} for {p.target.name} on {p.target.board.name} "
+             f"({p.system_config}, {p.memory_mode})", f"  ELF {elf}", "", "memory per region (bytes):"]
+    for r in regions:
+        u = usage[r.name]
+        used = u["image"] + u["uninitialised"]
+        if used == 0:
+            continue
+        lines.append(f"  {r.name:<6} {used:>11,} of {r.size:>11,} ({100 * used / r.size:5.1f} %)  "
+                     f"image {u['image']:,}, uninitialised {u['uninitialised']:,}")
+    lines += ["", "buffers planned from the .pte:"]
+    lines.append(f"  {'the .pte (weights, command streams)':<40} {p.pte_size:>11,}  {p.pte_region}")
+    for b in p.buffers():
+        lines.append(f"  {b.what:<40} {b.size:>11,}  {b.region}")
+    lines += ["", "image by part, bytes (code = text + rodata; data = initialised; the .pte apart):"]
+    totals: dict[str, dict[str, int]] = {}
+    for (region, part, kind), size in parts.items():
+        totals.setdefault(part, {"code": 0, "data": 0, "bss": 0})[kind] += size
+    for part in [name for name, _ in PARTS] + ["runner app"]:
+        if part in totals:
+            t = totals[part]
+            lines.append(f"  {part:<16} code {t['code']:>10,}  data {t['data']:>8,}  bss {t['bss']:>10,}")
+    lines.append(f"  {'the .pte':<16} {p.pte_size:>15,}  in {p.pte_region}")
+    text = "\n".join(lines) + "\n"
+    (out / "memory_report.txt").write_text(text)
+    (out / "memory_report.json").write_text(json.dumps({
+        "model": p.model, "target": p.target.name, "memory_mode": p.memory_mode, "elf": str(elf),
+        "regions": {r.name: {"size": r.size, **usage[r.name]} for r in regions},
+        "buffers": [{"what": b.what, "size": b.size, "region": b.region} for b in p.buffers()],
+        "pte": {"size": p.pte_size, "region": p.pte_region},
+        "parts": totals,
+    }, indent=2) + "\n")
+    return text
+
+
+# --- Command line ----------------------------------------------------------------------
+
+def default_output(pte_path: Path, target: str, memory_mode: str) -> Path:
+    return ROOT / "build" / "runner" / f"{pte_path.stem}-{target}-{memory_mode}"
+
+
+def build_runner(pte_path: Path, target: str, memory_mode: str | None = None, system_config: str | None = None,
+                 build_type: str = "Release", output: Path | None = None, default_inputs: list[bytes] = (),
+                 check_target: bool = True, bake: Path | None = None, echo=print) -> Path:
+    """Plans, generates, builds and reports; returns the ELF."""
+    if build_type not in ("Release", "Debug"):
+        raise UsageError(f"build type {build_type!r} is not Release or Debug")
+    p = plan(Path(pte_path), target, memory_mode, system_config, check_target)
+    out = Path(output or default_output(Path(pte_path), target, p.memory_mode)).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    gen = generate(p, Path(pte_path), out, list(default_inputs), bake)
+    elf = build(p, gen, out, build_type, Path(bake or pte_path))
+    echo(report(p, elf, out), end="")
+    return elf
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="build_executor_runner.sh",
+                                     description="Build kiln's executor runner firmware for a .pte.")
+    parser.add_argument("--pte", required=True, type=Path, help="the program (.pte)")
+    parser.add_argument("--target", required=True, help="NPU target, e.g. ethos-u55-128")
+    parser.add_argument("--system_config", help="Vela system config (default: the compile report's or the target's)")
+    parser.add_argument("--memory_mode", help="Shared_Sram, Sram_Only, Dedicated_Sram[_NNNKB] "
+                                              "(default: the compile report's or the target's)")
+    parser.add_argument("--build_type", default="Release", choices=("Release", "Debug"))
+    parser.add_argument("--output", type=Path, help="build directory (default build/runner/<model>-<target>-<mode>)")
+    parser.add_argument("--default-input", action="append", type=Path, default=[],
+                        help="raw bytes baked in as an input when none is given at run time (once per input)")
+    parser.add_argument("--skip-target-check", action="store_true",
+                        help="build even if a delegate was compiled for another target (the firmware refuses it)")
+    parser.add_argument("--bake", type=Path, help="bake this file instead of --pte, sized from --pte "
+                                                  "(tests the firmware's checks of damaged files)")
+    args = parser.parse_args(argv)
+    try:
+        defaults = [path.read_bytes() for path in args.default_input]
+        elf = build_runner(args.pte, args.target, args.memory_mode, args.system_config, args.build_type,
+                           args.output, defaults, not args.skip_target_check, args.bake)
+    except OSError as error:
+        print(f"build_executor_runner.sh: error: {error}", file=sys.stderr)
+        return 2
+    except KilnError as error:
+        print(f"build_executor_runner.sh: error: {error}", file=sys.stderr)
+        return error.exit_code
+    print(elf)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

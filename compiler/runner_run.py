@@ -1,0 +1,140 @@
+"""Runs kiln's executor runner ELF on samples and reads back what it wrote.
+
+The runner (firmware/apps/executor_runner) takes one file per program input holding
+one or more samples back to back, runs one inference per sample and writes
+output_<i>.bin with every sample's output i back to back; per inference it prints
+"inference <k>: NPU cycles <n> (<s> stream(s)), CPU cycles <c>" (or "... CPU cycles
+not counted ..."). This module runs it through ./scripts/run_fvp.sh (the FVP if
+installed, else kiln's virtual platform) and splits the outputs per sample.
+
+    python -m kiln.runner_run digits --elf=FILE --target=ethos-u55-128 [--count=8]
+prints the predicted digit beside the true label for held-out images (run.sh's last step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kiln import pte, pte_writer
+from kiln.errors import KilnError, UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
+_INFERENCE = re.compile(r"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|not counted)")
+
+
+class RunnerError(KilnError):
+    """The runner did not finish its inferences; the message ends with its UART output."""
+
+
+@dataclass
+class RunnerResult:
+    status: int
+    stdout: str
+    stderr: str
+    outputs: list[list[np.ndarray]]  # [sample][output]
+    npu_cycles: list[int]  # per inference
+    cpu_cycles: list[int | None]  # per inference; None where the platform has no cycle counter
+    seconds: float  # wall time of the whole run, platform start-up included
+
+
+def program_io(pte_path: Path) -> tuple[list[pte.Tensor], list[pte.Tensor]]:
+    f = pte.deserialize(Path(pte_path).read_bytes())
+    plan = f.program.execution_plans[0]
+    return [plan.values[i] for i in plan.inputs], [plan.values[i] for i in plan.outputs]
+
+
+def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] | None, work: Path,
+        platform: str = "auto", timeout: float = 600, env=None) -> RunnerResult:
+    """Runs `elf` (built for `pte_path`) on `samples` ([sample][input] arrays of the program's
+    input types and shapes; None: the runner's built-in inputs, one inference)."""
+    inputs, outputs = program_io(pte_path)
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    command = [str(RUN_FVP), f"--elf={elf}", f"--target={target}", f"--platform={platform}",
+               f"--timeout={timeout}", f"--output-dir={work / 'out'}"]
+    count = 1
+    if samples is not None:
+        count = len(samples)
+        for i, tensor in enumerate(inputs):
+            dtype = pte_writer.NUMPY_DTYPES[tensor.scalar_type]
+            raw = b"".join(np.ascontiguousarray(np.asarray(s[i], dtype).reshape(tensor.sizes)).tobytes()
+                           for s in samples)
+            (work / f"input_{i}.bin").write_bytes(raw)
+            command.append(f"--input={work / f'input_{i}.bin'}")
+    start = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 60, env=env)
+    seconds = time.monotonic() - start
+    npu, cpu = [], []
+    for line in done.stdout.splitlines():
+        m = _INFERENCE.match(line)
+        if m:
+            npu.append(int(m.group(2)))
+            cpu.append(None if m.group(4) == "not counted" else int(m.group(4)))
+    results: list[list[np.ndarray]] = [[] for _ in range(count)]
+    if done.returncode == 0:
+        for i, tensor in enumerate(outputs):
+            dtype = pte_writer.NUMPY_DTYPES[tensor.scalar_type]
+            data = np.fromfile(work / "out" / f"output_{i}.bin", dtype=dtype)
+            per_sample = data.reshape(count, *tensor.sizes)
+            for k in range(count):
+                results[k].append(per_sample[k])
+    return RunnerResult(done.returncode, done.stdout, done.stderr, results, npu, cpu, seconds)
+
+
+def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: str = "auto") -> int:
+    from kiln.models import digits
+
+    images, labels = digits.test_split()
+    if not 0 < count <= len(labels):
+        raise UsageError(f"--count must be 1..{len(labels)}")
+    with tempfile.TemporaryDirectory(prefix="kiln-run-") as tmp:
+        result = run(elf, target, pte_path, [[images[k].numpy()] for k in range(count)], Path(tmp), platform)
+    if result.status != 0 or len(result.npu_cycles) != count:
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        raise RunnerError(f"the runner exited with status {result.status} after {len(result.npu_cycles)} of "
+                          f"{count} inferences")
+    print(f"{'image':>5}  {'label':>5}  {'predicted':>9}  {'NPU cycles':>10}  {'CPU cycles':>10}")
+    right = 0
+    for k in range(count):
+        predicted = int(np.argmax(result.outputs[k][0]))
+        right += predicted == int(labels[k])
+        cpu = result.cpu_cycles[k]
+        print(f"{k:>5}  {int(labels[k]):>5}  {predicted:>9}  {result.npu_cycles[k]:>10,}  "
+              f"{cpu if cpu is not None else 'n/a':>10}")
+    print(f"{right} of {count} right; per inference: {np.mean(result.npu_cycles):,.0f} NPU cycles", end="")
+    counted = [c for c in result.cpu_cycles if c is not None]
+    if counted:
+        print(f", {np.mean(counted):,.0f} CPU cycles", end="")
+    print(f"; {result.seconds / count:.2f} s of wall time each on the platform (start-up included)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kiln.runner_run")
+    parser.add_argument("model", choices=("digits",), help="the demo to run")
+    parser.add_argument("--elf", required=True, type=Path)
+    parser.add_argument("--pte", required=True, type=Path)
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--count", type=int, default=8, help="held-out images (default 8)")
+    parser.add_argument("--platform", default="auto", choices=("auto", "fvp", "virtual"))
+    args = parser.parse_args(argv)
+    try:
+        return digits_demo(args.elf, args.target, args.pte, args.count, args.platform)
+    except KilnError as error:
+        print(f"kiln: error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

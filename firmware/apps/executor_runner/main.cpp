@@ -1,0 +1,61 @@
+// kiln's executor runner: runs the .pte baked into this image (model.h) with
+// inputs from host files or built-in defaults; writes and summarises the outputs,
+// prints CPU and NPU cycles per inference; exits 0 when every inference succeeded
+// (runner.h lists the other statuses).
+#include "kiln/delegates/ethosu_backend.h"
+#include "kiln/platform.h"
+#include "kiln_board.h"
+#include "model.h"
+#include "runner.h"
+
+using namespace kiln;
+
+int main() {
+  const runner::ModelMemory& m = runner::kModel;
+  print("kiln executor runner: %s (%s) on %s\n", m.name, m.memory_mode, KILN_BOARD_NAME);
+  runner::Options options;
+  if (!runner::parse_options(options)) return runner::kExitUsage;
+
+  auto program = runtime::Program::load(kiln_model_pte, kiln_model_pte_end - kiln_model_pte);
+  if (!program.ok()) return runner::fail("loading the .pte", program.error(), runner::kExitLoad);
+  ethosu::Driver driver;
+  if (program.value().delegate_count() > 0) {
+    auto npu = ethosu::Driver::create(KILN_NPU_BASE);
+    if (!npu.ok()) return runner::fail("finding the NPU", npu.error(), runner::kExitNpu);
+    driver = npu.value();
+  }
+  static delegates::ethosu::Context npu;
+  npu.driver = &driver;
+  npu.scratch = m.scratch;
+  npu.fast_scratch = m.fast_scratch;
+  npu.pool = m.delegate_pool;
+  static const runtime::Backend ethosu = delegates::ethosu::backend(npu);
+  static const runtime::Backend* const backends[] = {&ethosu};
+  const runtime::MethodMemory memory{m.planned, m.values, m.kernels, m.delegates};
+  auto method = runtime::Method::create(program.value(), memory, runtime::kKernelTable,
+                                        runtime::BackendTable{backends, 1});
+  if (!method.ok()) return runner::fail("binding the program", method.error(), runner::kExitBind);
+
+  static runner::Inputs inputs;
+  static runner::Outputs outputs;
+  if (!runner::open_inputs(options, method.value(), inputs) ||
+      !runner::open_outputs(options, method.value(), outputs)) {
+    return runner::kExitUsage;
+  }
+  runner::CycleCounter clock;
+  const bool counting = clock.start();
+  for (uint32_t s = 0; s < inputs.samples; ++s) {
+    if (!runner::read_sample(method.value(), inputs)) return runner::kExitUsage;
+    delegates::ethosu::reset_counters(npu);
+    const uint32_t begin = clock.read();
+    Status run = method.value().execute();
+    const uint32_t cpu = clock.read() - begin;
+    if (!run.ok()) return runner::fail("inference", run.error(), runner::kExitInference);
+    print("inference %u: NPU cycles %u (%u stream(s)), CPU cycles ", unsigned(s),
+          unsigned(npu.npu_cycles), unsigned(npu.runs));
+    counting ? print("%u\n", unsigned(cpu)) : print("not counted (no DWT on this platform)\n");
+    runner::summarise_outputs(method.value());
+    if (!runner::write_sample(method.value(), outputs)) return runner::kExitUsage;
+  }
+  return runner::kExitOk;
+}

@@ -1,0 +1,35 @@
+// The model baked into the runner and its statically sized memory. Defined by the
+// files kiln.runner_build generates for one .pte (model_pte.S, model_memory.cpp):
+// every size below comes from that .pte, every buffer sits in the board region the
+// memory mode puts it in (see the build's memory report).
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/delegates/ethosu_backend.h"
+#include "kiln/runtime/method.h"
+#include "kiln/runtime/span.h"
+
+// The .pte bytes, 128-byte aligned (ExecuTorch's segment alignment), read-only.
+extern "C" const uint8_t kiln_model_pte[];
+extern "C" const uint8_t kiln_model_pte_end[];
+
+namespace kiln::runner {
+
+struct ModelMemory {
+  const char* name;         // the model, for the UART
+  const char* memory_mode;  // e.g. "Shared_Sram"
+  runtime::Span<runtime::Span<uint8_t>> planned;  // memory ids 1..n, 32-byte aligned
+  runtime::Span<runtime::Value> values;
+  runtime::Span<runtime::KernelFn> kernels;
+  runtime::Span<runtime::DelegateSlot> delegates;
+  runtime::Span<delegates::ethosu::DelegateState> delegate_pool;
+  runtime::Span<uint8_t> scratch;       // Ethos-U region 1, 32-byte aligned
+  runtime::Span<uint8_t> fast_scratch;  // Ethos-U region 2 (Dedicated_Sram), else empty
+  // Per program input: bytes baked in at build time, or empty (the input is zeroed).
+  runtime::Span<const runtime::Span<const uint8_t>> default_inputs;
+};
+
+extern const ModelMemory kModel;
+
+}  // namespace kiln::runner

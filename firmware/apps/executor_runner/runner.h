@@ -1,0 +1,70 @@
+// The executor runner's steps: options from the semihosting command line, inputs
+// from host files (or the built-in defaults), outputs to host files, the UART
+// summary, and cycle counts. Used by main.cpp only.
+//
+// Options: --input=PATH (once per program input, in order) and --output-dir=DIR.
+// An input file holds one or more samples back to back (k * the input's bytes; every
+// input the same k); the runner runs k inferences and writes output_<i>.bin with the
+// k results of output i back to back. Paths contain no spaces (the command line is
+// split at spaces).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/result.h"
+#include "kiln/runtime/method.h"
+#include "semihosting_io.h"
+
+namespace kiln::runner {
+
+// Exit statuses: each failure class has its own.
+enum Exit : int {
+  kExitOk = 0,
+  kExitUsage = 2,     // bad command line, missing/short input file, output not writable
+  kExitLoad = 3,      // the .pte was rejected (Program::load)
+  kExitNpu = 4,       // no NPU answers at the board's address
+  kExitBind = 5,      // Method::create failed (kernels, buffers, a delegate's init)
+  kExitInference = 6, // execute() failed
+};
+
+constexpr int kMaxIo = 8;
+
+struct Options {
+  const char* inputs[kMaxIo] = {};
+  int input_count = 0;
+  const char* output_dir = nullptr;  // nullptr: outputs are only summarised
+};
+
+// Reads the command line (none at all: no options).
+bool parse_options(Options& options);
+
+// Open input files and the number of samples they hold.
+struct Inputs {
+  HostFile files[kMaxIo];
+  uint32_t samples = 1;
+};
+bool open_inputs(const Options& options, const runtime::Method& method, Inputs& inputs);
+// Fills every input tensor with its next sample (or the default).
+bool read_sample(const runtime::Method& method, Inputs& inputs);
+
+struct Outputs {
+  HostFile files[kMaxIo];
+};
+bool open_outputs(const Options& options, const runtime::Method& method, Outputs& outputs);
+bool write_sample(const runtime::Method& method, Outputs& outputs);
+
+// One line per output: type, sizes, bytes and the index of its largest element.
+void summarise_outputs(const runtime::Method& method);
+
+// Prints "<what> failed: <error name> (a=.., b=..)" and returns `status`.
+int fail(const char* what, const Error& error, int status);
+
+// The CPU's cycle counter (DWT CYCCNT); available() is false where it does not run
+// (kiln's virtual platform does not model the DWT).
+struct CycleCounter {
+  bool start();
+  uint32_t read() const;
+};
+
+}  // namespace kiln::runner

@@ -1,0 +1,121 @@
+// The EthosUBackend delegate (see ethosu_backend.h).
+#include "kiln/delegates/ethosu_backend.h"
+
+#include <cstring>
+
+#include "kiln/platform.h"
+
+namespace kiln::delegates::ethosu {
+namespace {
+
+using runtime::Tensor;
+
+Error init_failed(uint32_t delegate, uint32_t detail) {
+  return Error{ErrorCode::kBackendInitFailed, delegate, detail};
+}
+
+Result<Payload> checked_payload(uint32_t delegate, runtime::Span<const uint8_t> bytes) {
+  auto payload = parse_payload(bytes.data, bytes.size);
+  if (!payload.ok()) {
+    const Error& e = payload.error();
+    kiln::print("EthosUBackend: delegate %u: %s (0x%x)\n", unsigned(delegate),
+                payload_fault_name(static_cast<PayloadFault>(e.a)), unsigned(e.b));
+    return init_failed(delegate, e.a);
+  }
+  return payload;
+}
+
+Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
+  Context& context = *static_cast<Context*>(raw);
+  const uint32_t delegate = args.delegate_index;
+  if (context.used >= context.pool.size) {
+    kiln::print("EthosUBackend: delegate %u: the delegate pool holds %u\n", unsigned(delegate),
+                unsigned(context.pool.size));
+    return init_failed(delegate, kPoolFull);
+  }
+  auto payload = checked_payload(delegate, args.payload);
+  if (!payload.ok()) return payload.error();
+  if (payload.value().scratch_size > context.scratch.size) {
+    kiln::print("EthosUBackend: delegate %u needs %u bytes of scratch, %u given\n",
+                unsigned(delegate), unsigned(payload.value().scratch_size),
+                unsigned(context.scratch.size));
+    return init_failed(delegate, kScratchTooSmall);
+  }
+  auto stream = context.driver->check(payload.value().cmd, payload.value().cmd_size);
+  if (!stream.ok()) {
+    kiln::print("EthosUBackend: delegate %u refused: ", unsigned(delegate));
+    kiln::ethosu::print_error(stream.error());
+    kiln::print("\n");
+    return stream.error();
+  }
+  DelegateState& state = context.pool[context.used++];
+  state.payload = payload.value();
+  state.stream = stream.value();
+  state.index = delegate;
+  return static_cast<void*>(&state);
+}
+
+// args[first..first+count) against the payload's tensors `ios`; their byte sizes must match.
+Status check_tensors(Tensor* const* args, size_t first, const IoTensor* ios, int count) {
+  for (int i = 0; i < count; ++i) {
+    const Tensor& t = *args[first + i];
+    if (t.nbytes != ios[i].bytes || t.data == nullptr) {
+      kiln::print("EthosUBackend: argument %u has %u bytes; the NPU tensor has %u\n",
+                  unsigned(first + i), unsigned(t.nbytes), unsigned(ios[i].bytes));
+      return Error{ErrorCode::kInvalidArgument, static_cast<uint32_t>(first + i), t.nbytes};
+    }
+  }
+  return Status();
+}
+
+Status execute(void* raw, void* handle, Tensor* const* args, size_t count) {
+  Context& context = *static_cast<Context*>(raw);
+  const DelegateState& state = *static_cast<const DelegateState*>(handle);
+  const Payload& p = state.payload;
+  const size_t inputs = static_cast<size_t>(p.input_count);
+  if (count != inputs + static_cast<size_t>(p.output_count)) {
+    kiln::print("EthosUBackend: delegate %u called with %u tensors; it has %d inputs, %d outputs\n",
+                unsigned(state.index), unsigned(count), p.input_count, p.output_count);
+    return Error{ErrorCode::kInvalidArgument, kWrongArgCount, static_cast<uint32_t>(count)};
+  }
+  Status ok = check_tensors(args, 0, p.inputs, p.input_count);
+  if (ok.ok()) ok = check_tensors(args, inputs, p.outputs, p.output_count);
+  if (!ok.ok()) return ok;
+
+  for (size_t i = 0; i < inputs; ++i) {
+    std::memcpy(context.scratch.data + p.inputs[i].offset, args[i]->data, p.inputs[i].bytes);
+  }
+  const kiln::ethosu::Region regions[] = {
+      {p.weights, p.weights_size, false},
+      {context.scratch.data, p.scratch_size, true},
+      {context.fast_scratch.data, context.fast_scratch.size, true},
+  };
+  const int region_count = context.fast_scratch.empty() ? 2 : 3;
+  auto cycles = context.driver->run(state.stream, regions, region_count, context.options);
+  if (!cycles.ok()) {
+    kiln::print("EthosUBackend: delegate %u: ", unsigned(state.index));
+    kiln::ethosu::print_error(cycles.error());
+    kiln::print("\n");
+    return cycles.error();
+  }
+  context.npu_cycles += cycles.value();
+  context.runs += 1;
+  for (int o = 0; o < p.output_count; ++o) {
+    std::memcpy(args[inputs + o]->data, context.scratch.data + p.outputs[o].offset,
+                p.outputs[o].bytes);
+  }
+  return Status();
+}
+
+}  // namespace
+
+runtime::Backend backend(Context& context) {
+  return runtime::Backend{kBackendId, &context, init, execute};
+}
+
+void reset_counters(Context& context) {
+  context.npu_cycles = 0;
+  context.runs = 0;
+}
+
+}  // namespace kiln::delegates::ethosu

@@ -1,0 +1,69 @@
+// The "EthosUBackend" delegate for kiln's runtime: runs each delegate's Vela
+// command stream on the Ethos-U55/U65 through kiln::ethosu::Driver.
+//
+//   static kiln::delegates::ethosu::DelegateState pool[KILN_MODEL_DELEGATES];
+//   static kiln::delegates::ethosu::Context npu{&driver, scratch, fast_scratch, pool};
+//   const kiln::runtime::Backend ethosu = kiln::delegates::ethosu::backend(npu);
+//
+// init (once per delegate): checks every block of the payload, has the driver check
+// the COP1 payload against this NPU (a stream for another configuration fails with
+// the driver's kNpu*Mismatch code), and checks that the scratch (region 1) and fast
+// scratch (region 2) given here are large enough. execute (per DelegateCall): copies
+// each input tensor into the scratch at the payload's input offset, runs the stream
+// with BASEP0 = the weights inside the payload, BASEP1 = the scratch, BASEP2 = the
+// fast scratch (only when given: Dedicated_Sram), and copies the outputs back.
+//
+// Memory modes are the app's placement of these buffers: Shared_Sram (weights in the
+// model memory, scratch in SRAM), Sram_Only (the .pte and the scratch in SRAM),
+// Dedicated_Sram (weights and scratch in DDR, fast scratch in the NPU's SRAM).
+//
+// Errors: init: kBackendInitFailed (a = delegate index, b = PayloadFault, or 100 =
+// the pool is full, 101 = the scratch is smaller than the payload's scratch_size),
+// the driver's kCop1* / kNpu* codes. execute: kInvalidArgument (a =
+// argument position, b = its byte size; 0xFFFF_FFFF: wrong argument count, b = the
+// count), kNpu* from the run. Each failure also prints one line naming it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/delegates/ethosu_payload.h"
+#include "kiln/ethosu/driver.h"
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/span.h"
+
+namespace kiln::delegates::ethosu {
+
+constexpr const char* kBackendId = "EthosUBackend";
+constexpr uint32_t kPoolFull = 100, kScratchTooSmall = 101;
+constexpr uint32_t kWrongArgCount = 0xFFFF'FFFFu;
+
+// One initialised delegate: its checked payload and command stream (both borrow the
+// .pte bytes).
+struct DelegateState {
+  Payload payload;
+  kiln::ethosu::CommandStream stream;
+  uint32_t index = 0;
+};
+
+// The backend's static state; the app owns it (static storage) and every buffer it
+// points to. scratch and fast_scratch: 32-byte aligned (whole D-cache lines), shared
+// by all delegates (they run one at a time), sized by the build from the payloads.
+struct Context {
+  const kiln::ethosu::Driver* driver = nullptr;
+  runtime::Span<uint8_t> scratch;
+  runtime::Span<uint8_t> fast_scratch;  // empty unless the memory mode has one
+  runtime::Span<DelegateState> pool;    // one per delegate in the program
+  uint32_t used = 0;                    // pool entries handed out
+  kiln::ethosu::RunOptions options;
+  uint64_t npu_cycles = 0;  // PMU cycles summed over every run since the last reset
+  uint32_t runs = 0;        // command streams run since the last reset
+};
+
+// The backend record for the runtime's BackendTable; `context` must outlive it.
+runtime::Backend backend(Context& context);
+
+// Clears the cycle and run counters (e.g. before each inference).
+void reset_counters(Context& context);
+
+}  // namespace kiln::delegates::ethosu

@@ -1,0 +1,261 @@
+"""kiln's executor runner end to end on the virtual platform: programs compiled by kiln
+(and by ExecuTorch 1.5.1's Arm flow) are built into firmware with
+./scripts/build_executor_runner.sh, run through ./scripts/run_fvp.sh, and their outputs
+must equal `kiln run-host`'s bit for bit (run-host: numpy kernels and
+tosa_reference_model, independent of the firmware). Damaged programs must end with
+their own error and a non-zero status."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kiln import compile as kiln_compile
+from kiln import ethosu_payload, host, pte, pte_writer, runner_build, runner_run
+from kiln.simulator.npu import FlatMemory, parse_cop1, run_stream
+from kiln.simulator.npu.config import config_for
+from kiln.spec import CompileSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "scripts" / "build_executor_runner.sh"
+FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
+pytestmark = pytest.mark.fvp
+
+EXIT_LOAD, EXIT_BIND = 3, 5  # firmware/apps/executor_runner/runner.h
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("runner")
+
+
+@pytest.fixture(scope="module")
+def builder(work):
+    """Builds runners in one CMake tree (only the model's sources change between builds)
+    through the script a person uses; returns a copy of each ELF."""
+    tree = work / "build-tree"
+
+    def build(pte_path: Path, target="ethos-u55-128", *extra: str) -> Path:
+        result = subprocess.run([str(BUILD), f"--pte={pte_path}", f"--target={target}", f"--output={tree}", *extra],
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        elf = Path(result.stdout.strip().splitlines()[-1])
+        assert elf.is_file()
+        copy = pte_path.with_suffix(".elf")
+        shutil.copyfile(elf, copy)
+        return copy
+
+    return build
+
+
+def compiled(work: Path, model: str, target="ethos-u55-128", **spec) -> Path:
+    """kiln compile's .pte and report (as the CLI writes them) for `model`."""
+    name = "-".join([model, target, *(f"{k}={v}" for k, v in sorted(spec.items()))])
+    path = work / f"{name}.pte"
+    if not path.exists():
+        kiln_compile.write(kiln_compile.compile_model(model, CompileSpec(target=target, **spec)), path)
+    return path
+
+
+def random_samples(pte_path: Path, count: int, seed: int) -> list[list[np.ndarray]]:
+    inputs, _ = runner_run.program_io(pte_path)
+    rng = np.random.default_rng(seed)
+    return [[rng.uniform(-1.0, 1.0, size=t.sizes).astype(np.float32) for t in inputs] for _ in range(count)]
+
+
+def assert_matches_host(pte_path: Path, elf: Path, target: str, samples, tmp_path: Path):
+    result = runner_run.run(elf, target, pte_path, samples, tmp_path, platform="virtual", timeout=300)
+    assert result.status == 0, result.stdout + result.stderr
+    assert len(result.npu_cycles) == len(samples)
+    data = pte_path.read_bytes()
+    for got, sample in zip(result.outputs, samples):
+        expected = host.run(data, sample)
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype and g.shape == e.shape
+            assert g.tobytes() == np.ascontiguousarray(e).tobytes()
+    return result
+
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "ds_cnn", "digits"])
+def test_zoo_model_equals_run_host_bit_for_bit(work, builder, tmp_path, model):
+    pte_path = compiled(work, model)
+    elf = builder(pte_path)
+    result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=7), tmp_path)
+    assert all(c > 0 for c in result.npu_cycles)
+    assert "kiln executor runner: " + pte_path.stem + " (Shared_Sram) on corstone-300" in result.stdout
+
+
+def test_digits_on_device_accuracy_equals_host_int8_accuracy(work, builder, tmp_path):
+    from kiln.models import digits
+
+    pte_path = compiled(work, "digits")
+    elf = builder(pte_path)
+    images, labels = digits.test_split()
+    samples = [[images[k].numpy()] for k in range(len(labels))]  # the whole held-out split, one run
+    result = runner_run.run(elf, "ethos-u55-128", pte_path, samples, tmp_path, platform="virtual", timeout=600)
+    assert result.status == 0, result.stdout[-2000:] + result.stderr
+    device = np.array([int(np.argmax(out[0])) for out in result.outputs])
+    data = pte_path.read_bytes()
+    on_host = np.array([int(np.argmax(host.run(data, s)[0])) for s in samples])
+    labels = labels.numpy()
+    assert (device == on_host).all()
+    assert (device == labels).mean() == (on_host == labels).mean() > 0.8
+
+
+def test_a_cpu_only_program_runs(work, builder, tmp_path):
+    pte_path = compiled(work, "tiny_cnn", delegate=False)
+    assert not pte.deserialize(pte_path.read_bytes()).program.execution_plans[0].delegates
+    elf = builder(pte_path)
+    result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 1, seed=3), tmp_path)
+    assert result.npu_cycles == [0]
+
+
+@pytest.mark.parametrize("target,memory_mode,scratch_region,fast", [
+    ("ethos-u55-128", "Sram_Only", "sram", None),
+    ("ethos-u65-256", "Dedicated_Sram_384KB", "ddr", 384 * 1024),
+])
+def test_other_memory_modes_run(work, builder, tmp_path, target, memory_mode, scratch_region, fast):
+    pte_path = compiled(work, "tiny_cnn", target=target, memory_mode=memory_mode)
+    p = runner_build.plan(pte_path, target)
+    assert p.memory_mode == memory_mode  # from the compile report beside the .pte
+    assert p.scratch.region == scratch_region
+    assert (p.fast_scratch.size if p.fast_scratch else None) == fast
+    elf = builder(pte_path, target)
+    result = assert_matches_host(pte_path, elf, target, random_samples(pte_path, 1, seed=5), tmp_path)
+    assert f"({memory_mode}) on corstone-300" in result.stdout
+
+
+def _host_with_npu_model(f: pte.PteFile, target: str):
+    """run-host's delegate step for programs without TOSA (ExecuTorch's): the payload's
+    command stream on kiln's NPU model, in host memory (no firmware involved)."""
+    config = config_for(target)
+
+    def delegate(call, n_in, plan, named, slots):
+        payload = ethosu_payload.decode(f.delegate_payload(plan.delegates[call.delegate_index]), named)
+        scratch = bytearray(payload.scratch_size)
+        for io, index in zip(payload.inputs, call.args[:n_in]):
+            raw = np.ascontiguousarray(slots[index]).tobytes()
+            scratch[io.offset:io.offset + len(raw)] = raw
+        weights = bytearray(payload.weight_data) + bytearray(16)
+        memory = FlatMemory({0x1000_0000: weights, 0x2000_0000: scratch})
+        result = run_stream(parse_cop1(payload.cmd_data).stream, [0x1000_0000, 0x2000_0000] + [0] * 6, memory, config)
+        assert result.fault is None, result.fault
+        for io, index in zip(payload.outputs, call.args[n_in:]):
+            t = plan.values[index]
+            size = int(np.prod(io.shape)) * io.elem_size
+            dtype = pte_writer.NUMPY_DTYPES[t.scalar_type]
+            slots[index] = np.frombuffer(bytes(scratch[io.offset:io.offset + size]), dtype).reshape(t.sizes)
+
+    return delegate
+
+
+def test_executorch_delegate_fixture_runs(work, builder, tmp_path, monkeypatch):
+    pte_path = work / "et_delegate.pte"
+    shutil.copyfile(FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte", pte_path)
+    elf = builder(pte_path)
+    monkeypatch.setattr(host, "_delegate", _host_with_npu_model(pte.deserialize(pte_path.read_bytes()),
+                                                                "ethos-u55-128"))
+    result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=13), tmp_path)
+    assert all(c > 0 for c in result.npu_cycles)
+
+
+def run_damaged(builder, work, tmp_path, good: Path, damaged: bytes, name: str, *extra: str):
+    bad = work / f"{name}.bin"
+    bad.write_bytes(damaged)
+    elf = builder(good, "ethos-u55-128", f"--bake={bad}", *extra)
+    return runner_run.run(elf, "ethos-u55-128", good, None, tmp_path, platform="virtual", timeout=60)
+
+
+def test_a_truncated_pte_is_refused(work, builder, tmp_path):
+    good = compiled(work, "tiny_cnn")
+    data = good.read_bytes()
+    result = run_damaged(builder, work, tmp_path, good, data[: len(data) // 2], "truncated")
+    assert result.status == EXIT_LOAD, result.stdout + result.stderr
+    assert "loading the .pte failed: pte: " in result.stdout
+    assert "[kiln] exit 3" in result.stdout
+
+
+def test_a_wrong_magic_is_refused(work, builder, tmp_path):
+    good = compiled(work, "tiny_cnn")
+    data = bytearray(good.read_bytes())
+    data[4:8] = b"XX12"
+    result = run_damaged(builder, work, tmp_path, good, bytes(data), "magic")
+    assert result.status == EXIT_LOAD, result.stdout + result.stderr
+    assert "loading the .pte failed: pte: not an ExecuTorch program (identifier)" in result.stdout
+
+
+def test_a_damaged_payload_block_is_named(work, builder, tmp_path):
+    good = compiled(work, "tiny_cnn")
+    data = bytearray(good.read_bytes())
+    f = pte.deserialize(bytes(data))
+    payload = f.delegate_payload(f.program.execution_plans[0].delegates[0])
+    at = bytes(data).index(payload)
+    cmd_header = at + 32  # the second block: cmd_data
+    data[cmd_header + 16:cmd_header + 20] = (0x7FFF_FFF0).to_bytes(4, "little")  # its size: past the end
+    result = run_damaged(builder, work, tmp_path, good, bytes(data), "payload")
+    assert result.status == EXIT_BIND, result.stdout + result.stderr
+    assert "EthosUBackend: delegate 0: block data runs past the end of the payload (0x20)" in result.stdout
+    assert "binding the program failed: backend: init failed" in result.stdout
+
+
+def test_a_payload_for_another_npu_configuration_is_refused(work, builder, tmp_path):
+    other = compiled(work, "tiny_cnn", target="ethos-u55-256")
+    # The build refuses it by default, naming both targets ...
+    refused = subprocess.run([str(BUILD), f"--pte={other}", "--target=ethos-u55-128", f"--output={work / 'x'}"],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1
+    assert "delegate 0 was compiled for ethos-u55-256, not ethos-u55-128" in refused.stderr
+    # ... and firmware built anyway refuses it on the NPU with the driver's own error.
+    elf = builder(other, "ethos-u55-128", "--skip-target-check")
+    result = runner_run.run(elf, "ethos-u55-128", other, None, tmp_path, platform="virtual", timeout=60)
+    assert result.status == EXIT_BIND, result.stdout + result.stderr
+    assert ("EthosUBackend: delegate 0 refused: stream compiled for another MAC count: "
+            "stream 256 MACs/cycle, NPU 128 MACs/cycle") in result.stdout
+
+
+def test_a_region_overflow_fails_the_link_naming_the_region(work, tmp_path, monkeypatch):
+    pte_path = compiled(work, "tiny_cnn")
+    real_plan = runner_build.plan
+
+    def oversized(*args, **kwargs):  # a scratch larger than the 4 MiB SRAM
+        p = real_plan(*args, **kwargs)
+        p.scratch = runner_build.Buffer(p.scratch.symbol, 5 << 20, p.scratch.region, p.scratch.what)
+        return p
+
+    monkeypatch.setattr(runner_build, "plan", oversized)
+    with pytest.raises(runner_build.RunnerBuildError) as error:
+        runner_build.build_runner(pte_path, "ethos-u55-128", output=tmp_path / "overflow", echo=lambda *a, **k: None)
+    assert "region sram (4,194,304 bytes on corstone-300) overflows by " in str(error.value)
+    assert "Ethos-U scratch (region 1) 5,242,880 B" in str(error.value)
+
+
+def test_an_operator_without_a_kernel_fails_the_build_naming_it(work):
+    # ExecuTorch's CPU-only fixture dequantizes its weights per channel: kiln has no such kernel.
+    result = subprocess.run([str(BUILD), f"--pte={FIXTURES / 'conv_relu_arm_ethos-u55-128.pte'}",
+                             "--target=ethos-u55-128", f"--output={work / 'no-kernel'}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert ("error: conv_relu_arm_ethos-u55-128: kiln's runtime has no CPU kernel for "
+            "quantized_decomposed::dequantize_per_channel.out") in result.stderr
+    assert not (work / "no-kernel" / "cmake").exists()  # refused before CMake runs
+
+
+def test_run_sh_prints_predictions_beside_labels():
+    from kiln.models import digits
+
+    result = subprocess.run([str(ROOT / "scripts" / "run.sh"), "--count=5"], capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    header = lines.index("image  label  predicted  NPU cycles  CPU cycles")
+    rows = [line.split() for line in lines[header + 1:header + 6]]
+    images, labels = digits.test_split()
+    data = (ROOT / "build" / "digits.pte").read_bytes()
+    for k, row in enumerate(rows):
+        on_host = int(np.argmax(host.run(data, [images[k].numpy()])[0]))
+        assert [int(row[0]), int(row[1]), int(row[2])] == [k, int(labels[k]), on_host]
+        assert int(row[3].replace(",", "")) > 0
+    assert lines[header + 6].startswith(f"{sum(int(r[1]) == int(r[2]) for r in rows)} of 5 right; per inference: ")
