@@ -104,26 +104,12 @@ class Registers:
     # typed views -------------------------------------------------------------------
 
     def ifm_dtype(self, prefix: str) -> tuple[np.dtype, int]:
-        value = self.param(f"{prefix}_PRECISION")
-        signed = bool(value & 1)
-        size = (value >> 2) & 3
-        if size not in _SIZE_BITS:
-            raise RegisterError(f"{prefix}_PRECISION 0x{value:04x}: reserved activation precision {size}")
-        layout = (value >> 6) & 3
-        if layout > FORMAT_NHCWB16:
-            raise RegisterError(f"{prefix}_PRECISION 0x{value:04x}: reserved format {layout}")
-        return np.dtype(_DTYPES[(_SIZE_BITS[size], signed)]), layout
+        """(element type, layout) of IFM or IFM2: the precision's size field is bits 3:2."""
+        return _precision(f"{prefix}_PRECISION", self.param(f"{prefix}_PRECISION"), 2)
 
     def ofm_dtype(self) -> tuple[np.dtype, int]:
-        value = self.param("OFM_PRECISION")
-        signed = bool(value & 1)
-        size = (value >> 1) & 3
-        if size not in _SIZE_BITS:
-            raise RegisterError(f"OFM_PRECISION 0x{value:04x}: reserved activation precision {size}")
-        layout = (value >> 6) & 3
-        if layout > FORMAT_NHCWB16:
-            raise RegisterError(f"OFM_PRECISION 0x{value:04x}: reserved format {layout}")
-        return np.dtype(_DTYPES[(_SIZE_BITS[size], signed)]), layout
+        """(element type, layout) of the OFM: its precision's size field is bits 2:1."""
+        return _precision("OFM_PRECISION", self.param("OFM_PRECISION"), 1)
 
     def feature_map(self, prefix: str) -> FeatureMap:
         """prefix: "IFM", "IFM2" or "OFM"."""
@@ -195,3 +181,16 @@ class Registers:
 
     def ifm_scale_mode(self) -> int:
         return (self.param("IFM_PRECISION") >> 8) & 3
+
+
+def _precision(name: str, value: int, size_shift: int) -> tuple[np.dtype, int]:
+    """A *_PRECISION register: bit 0 signed, a 2-bit size field at `size_shift`, the
+    layout (NHWC or NHCWB16) in bits 7:6."""
+    signed = bool(value & 1)
+    size = (value >> size_shift) & 3
+    if size not in _SIZE_BITS:
+        raise RegisterError(f"{name} 0x{value:04x}: reserved activation precision {size}")
+    layout = (value >> 6) & 3
+    if layout > FORMAT_NHCWB16:
+        raise RegisterError(f"{name} 0x{value:04x}: reserved format {layout}")
+    return np.dtype(_DTYPES[(_SIZE_BITS[size], signed)]), layout
