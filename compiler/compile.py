@@ -130,7 +130,7 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
         tosa = [tosa[p.index] for p in prog.delegates]
         results = [results[p.index] for p in prog.delegates]
     with stage("write"):
-        data = pte_writer.write(prog, results, tosa, target.name)
+        data = pte_writer.write(prog, results, tosa, target.name, spec.memory_mode)
     result = Result(data, {}, g, parts, prog, tosa, results, quantized, loaded.inputs, stage.seconds)
     result.report = make_report(loaded.name, spec, result)
     if spec.intermediates:

@@ -17,7 +17,11 @@ from kiln.vela import VelaResult
 
 TOSA_KEY = "kiln/tosa/{}"
 # Compile specs as ExecuTorch 1.5.1's Arm flow writes them (its runtime reads none of them).
-COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"))
+# Each delegate's compile specs: ExecuTorch's two, then kiln's own (the memory mode the
+# stream was compiled for and Vela's fast scratch size in bytes, which the firmware build
+# sizes region 2 from; ExecuTorch ignores keys it does not know).
+COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"), ("kiln.memory_mode", "{memory_mode}"),
+                 ("kiln.fast_scratch_size", "{fast_scratch_size}"))
 
 SCALAR_TYPES = {
     "float32": pte.ScalarType.FLOAT, "int8": pte.ScalarType.CHAR, "int16": pte.ScalarType.SHORT,
@@ -41,7 +45,8 @@ def scalar_type_code(dtype) -> int:
     return int(TORCH_SCALAR_TYPES[dtype])
 
 
-def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], target: str) -> bytes:
+def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], target: str,
+          memory_mode: str) -> bytes:
     values: list[pte.EValue] = []
     constants: list[bytes] = []
     for ev in program.values:
@@ -76,8 +81,10 @@ def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], t
     payloads = [payload(r) for r in vela_results]
     delegates = [
         pte.BackendDelegate(ethosu_payload.DELEGATE_ID, pte.DataReference(pte.DataLocation.INLINE, i),
-                            [pte.CompileSpec(k, v.format(target=target).encode()) for k, v in COMPILE_SPECS])
-        for i in range(len(payloads))
+                            [pte.CompileSpec(k, v.format(target=target, memory_mode=memory_mode,
+                                                          fast_scratch_size=r.fast_scratch_size).encode())
+                             for k, v in COMPILE_SPECS])
+        for i, r in enumerate(vela_results)
     ]
     plan = pte.ExecutionPlan(
         name="forward",

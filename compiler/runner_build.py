@@ -107,9 +107,10 @@ def _payloads(f: pte.PteFile, plan: pte.ExecutionPlan, target: str, check_target
 
 
 def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
-                 system_config: str | None) -> tuple[str, str]:
-    """The memory mode and system config: given, else the compile report's beside the
-    .pte (kiln compile writes <name>.json), else the target's defaults."""
+                 system_config: str | None, compiled_for: str | None = None) -> tuple[str, str]:
+    """The memory mode and system config: given, else the one the .pte's delegates were
+    compiled for (`compiled_for`, their kiln.memory_mode spec), else the compile report's
+    beside the .pte (kiln compile writes <name>.json), else the target's defaults."""
     report_path = pte_path.with_suffix(".json")
     report = {}
     if report_path.is_file():
@@ -117,7 +118,7 @@ def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
             report = json.loads(report_path.read_text())
         except (OSError, ValueError):
             report = {}
-    compiled_mode = report.get("memory_mode") if report.get("target") == target.name else None
+    compiled_mode = compiled_for or (report.get("memory_mode") if report.get("target") == target.name else None)
     mode = memory_mode or compiled_mode or target.memory_mode
     if compiled_mode and mode != compiled_mode:
         raise UsageError(f"{pte_path.name} was compiled for memory mode {compiled_mode} ({report_path.name}); "
@@ -142,7 +143,11 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
         raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
     program = f.program.execution_plans[0]
     payloads = _payloads(f, program, target_name, check_target)
-    mode, config = _memory_mode(pte_path, target, memory_mode, system_config)
+    specs = [{s.key: s.value.decode("utf-8", "replace") for s in d.compile_specs} for d in program.delegates]
+    modes = {s["kiln.memory_mode"] for s in specs if "kiln.memory_mode" in s}
+    if len(modes) > 1:
+        raise RunnerBuildError(f"{pte_path.name}'s delegates were compiled for different memory modes: {sorted(modes)}")
+    mode, config = _memory_mode(pte_path, target, memory_mode, system_config, next(iter(modes), None))
     board = target.board
     model_region, npu_region = board.region_for("model"), board.region_for("npu")
     dedicated = mode.startswith("Dedicated_Sram")
@@ -163,7 +168,9 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
         p.scratch = Buffer("kiln_ethosu_scratch", scratch, (model_region if dedicated else npu_region).name,
                            "Ethos-U scratch (region 1)")
         if dedicated:
-            fast = FAST_SCRATCH_SIZES.get(mode, npu_region.size)
+            # Vela's own figure from the .pte when kiln wrote it; else the mode's whole cache
+            needed = [int(s["kiln.fast_scratch_size"]) for s in specs if "kiln.fast_scratch_size" in s]
+            fast = max(needed) if needed else FAST_SCRATCH_SIZES.get(mode, npu_region.size)
             p.fast_scratch = Buffer("kiln_ethosu_fast_scratch", fast, npu_region.name,
                                     "Ethos-U fast scratch (region 2)")
     return p

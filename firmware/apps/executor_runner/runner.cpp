@@ -114,6 +114,19 @@ bool parse_options(Options& options) {
 
 bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {
   const size_t count = method.input_count();
+  if (count > kMaxIo || method.output_count() > kMaxIo) {
+    print("runner: the program has %u inputs and %u outputs; the runner handles at most %d each\n",
+          unsigned(count), unsigned(method.output_count()), kMaxIo);
+    return false;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const Tensor& t = *method.input(i);
+    if (t.constant || (t.data == nullptr && t.nbytes != 0)) {
+      print("runner: input %u has no planned memory (it is %s)\n", unsigned(i),
+            t.constant ? "a constant of the program" : "not memory-planned");
+      return false;
+    }
+  }
   if (options.input_count == 0) return true;  // built-in defaults, one sample
   if (static_cast<size_t>(options.input_count) != count || count > kMaxIo) {
     print("runner: the program takes %u input(s); %d --input given\n", unsigned(count),

@@ -25,6 +25,18 @@ Result<Payload> checked_payload(uint32_t delegate, runtime::Span<const uint8_t> 
   return payload;
 }
 
+// The "kiln.fast_scratch_size" compile spec kiln writes (decimal bytes), or 0 when the
+// .pte has none (e.g. written by ExecuTorch) or it is not a plain decimal number.
+uint32_t fast_scratch_needed(const runtime::CompileSpecs& specs) {
+  const runtime::Span<const uint8_t> text = specs.find("kiln.fast_scratch_size");
+  uint64_t value = 0;
+  for (size_t i = 0; i < text.size; ++i) {
+    if (text.data[i] < '0' || text.data[i] > '9' || value > 0xFFFFFFFFu / 10) return 0;
+    value = value * 10 + (text.data[i] - '0');
+  }
+  return value > 0xFFFFFFFFu ? 0 : static_cast<uint32_t>(value);
+}
+
 Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
   Context& context = *static_cast<Context*>(raw);
   const uint32_t delegate = args.delegate_index;
@@ -41,6 +53,12 @@ Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
                 unsigned(context.scratch.size));
     return init_failed(delegate, kScratchTooSmall);
   }
+  const uint32_t fast = fast_scratch_needed(args.compile_specs);
+  if (fast > context.fast_scratch.size) {
+    kiln::print("EthosUBackend: delegate %u needs %u bytes of fast scratch, %u given\n",
+                unsigned(delegate), unsigned(fast), unsigned(context.fast_scratch.size));
+    return init_failed(delegate, kFastScratchTooSmall);
+  }
   auto stream = context.driver->check(payload.value().cmd, payload.value().cmd_size);
   if (!stream.ok()) {
     kiln::print("EthosUBackend: delegate %u refused: ", unsigned(delegate));
@@ -55,10 +73,15 @@ Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
   return static_cast<void*>(&state);
 }
 
-// args[first..first+count) against the payload's tensors `ios`; their byte sizes must match.
-Status check_tensors(Tensor* const* args, size_t first, const IoTensor* ios, int count) {
+// args[first..first+count) against the payload's tensors `ios`; their byte sizes must
+// match, and tensors the NPU writes (`written`) must not be the program's constants.
+Status check_tensors(Tensor* const* args, size_t first, const IoTensor* ios, int count, bool written) {
   for (int i = 0; i < count; ++i) {
     const Tensor& t = *args[first + i];
+    if (written && t.constant) {
+      kiln::print("EthosUBackend: output argument %u is a constant of the program\n", unsigned(first + i));
+      return Error{ErrorCode::kInvalidArgument, static_cast<uint32_t>(first + i), 0};
+    }
     if (t.nbytes != ios[i].bytes || t.data == nullptr) {
       kiln::print("EthosUBackend: argument %u has %u bytes; the NPU tensor has %u\n",
                   unsigned(first + i), unsigned(t.nbytes), unsigned(ios[i].bytes));
@@ -78,8 +101,8 @@ Status execute(void* raw, void* handle, Tensor* const* args, size_t count) {
                 unsigned(state.index), unsigned(count), p.input_count, p.output_count);
     return Error{ErrorCode::kInvalidArgument, kWrongArgCount, static_cast<uint32_t>(count)};
   }
-  Status ok = check_tensors(args, 0, p.inputs, p.input_count);
-  if (ok.ok()) ok = check_tensors(args, inputs, p.outputs, p.output_count);
+  Status ok = check_tensors(args, 0, p.inputs, p.input_count, false);
+  if (ok.ok()) ok = check_tensors(args, inputs, p.outputs, p.output_count, true);
   if (!ok.ok()) return ok;
 
   for (size_t i = 0; i < inputs; ++i) {

@@ -76,7 +76,8 @@ void invalidate_after_npu(const Region* regions, int count) {
 class MillisecondTicks {
  public:
   MillisecondTicks()
-      : scr_(armv8m::reg(cpu::kScr)), shpr3_(armv8m::reg(cpu::kShpr3)), basepri_(cpu::basepri()) {
+      : scr_(armv8m::reg(cpu::kScr)), shpr3_(armv8m::reg(cpu::kShpr3)), basepri_(cpu::basepri()),
+        syst_csr_(armv8m::reg(cpu::kSystCsr)), syst_rvr_(armv8m::reg(cpu::kSystRvr)) {
     using armv8m::reg;
     cpu::raise_basepri(kMaskBelow);
     reg(cpu::kShpr3) = (shpr3_ & 0x00FFFFFFu) | (kSysTickPriority << 24);
@@ -89,6 +90,9 @@ class MillisecondTicks {
     using armv8m::reg;
     reg(cpu::kSystCsr) = 0;
     reg(cpu::kIcsr) = cpu::kIcsrPendstclr;
+    reg(cpu::kSystRvr) = syst_rvr_;  // the app's SysTick, restarted from its reload value
+    reg(cpu::kSystCvr) = 0;
+    reg(cpu::kSystCsr) = syst_csr_ & (cpu::kSystEnable | cpu::kSystTickint | cpu::kSystClkCpu);
     reg(cpu::kScr) = scr_;
     reg(cpu::kShpr3) = shpr3_;
     cpu::set_basepri(basepri_);
@@ -102,7 +106,7 @@ class MillisecondTicks {
   }
 
  private:
-  uint32_t scr_, shpr3_, basepri_;
+  uint32_t scr_, shpr3_, basepri_, syst_csr_, syst_rvr_;
 };
 
 const char* const kStatusBitNames[] = {
@@ -227,7 +231,9 @@ Result<uint64_t> Driver::run(const CommandStream& stream, const Region* regions,
     return Error{ErrorCode::kNpuFault, status, qread};
   }
   if (!(status & reg::kStatusCmdEndReached)) {
-    return Error{ErrorCode::kNpuIncomplete, status, read(reg::kQread)};
+    const uint32_t qread = read(reg::kQread);
+    (void)soft_reset();  // it may still be running: stop it before its buffers are reused
+    return Error{ErrorCode::kNpuIncomplete, status, qread};
   }
   return read_cycle_counter();
 }

@@ -263,6 +263,11 @@ Status Method::set_input(size_t i, void* data, size_t nbytes) {
   if (nbytes != t->nbytes || (data == nullptr && nbytes != 0)) {
     return Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), static_cast<uint32_t>(nbytes)};
   }
+  const size_t alignment = element_size(static_cast<int8_t>(t->type));
+  if (alignment > 1 && reinterpret_cast<uintptr_t>(data) % alignment != 0) {
+    return Error{ErrorCode::kMisaligned, static_cast<uint32_t>(reinterpret_cast<uintptr_t>(data)),
+                 static_cast<uint32_t>(alignment)};
+  }
   t->data = data;
   t->constant = false;
   return {};

@@ -8,7 +8,9 @@
 // init (once per delegate): checks every block of the payload, has the driver check
 // the COP1 payload against this NPU (a stream for another configuration fails with
 // the driver's kNpu*Mismatch code), and checks that the scratch (region 1) and fast
-// scratch (region 2) given here are large enough. execute (per DelegateCall): copies
+// scratch (region 2) given here are large enough (the fast scratch against the
+// delegate's "kiln.fast_scratch_size" compile spec; a .pte without it, e.g. from
+// ExecuTorch, is trusted to the given size). execute (per DelegateCall): copies
 // each input tensor into the scratch at the payload's input offset, runs the stream
 // with BASEP0 = the weights inside the payload, BASEP1 = the scratch, BASEP2 = the
 // fast scratch (only when given: Dedicated_Sram), and copies the outputs back.
@@ -35,7 +37,7 @@
 namespace kiln::delegates::ethosu {
 
 constexpr const char* kBackendId = "EthosUBackend";
-constexpr uint32_t kPoolFull = 100, kScratchTooSmall = 101;
+constexpr uint32_t kPoolFull = 100, kScratchTooSmall = 101, kFastScratchTooSmall = 102;
 constexpr uint32_t kWrongArgCount = 0xFFFF'FFFFu;
 
 // One initialised delegate: its checked payload and command stream (both borrow the
