@@ -14,7 +14,7 @@
 
 #include "kiln/result.h"
 #include "kiln/runtime/method.h"
-#include "semihosting_io.h"
+#include "kiln/host_file.h"
 
 namespace kiln::runner {
 

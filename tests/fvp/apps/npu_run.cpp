@@ -17,6 +17,7 @@
 
 #include "kiln/ethosu/driver.h"
 #include "kiln/ethosu/registers.h"
+#include "kiln/host_file.h"
 #include "kiln/platform.h"
 #include "kiln_board.h"
 
@@ -38,54 +39,25 @@ struct Job {
   uint32_t input_offset, input, output_offset, output, timeout_ms;
 };
 
-// Arm semihosting file operations (BKPT 0xAB, r0 = operation, r1 = parameter block).
-uint32_t semihost(uint32_t operation, const void* parameter) {
-  register uint32_t r0 __asm("r0") = operation;
-  register const void* r1 __asm("r1") = parameter;
-  __asm volatile("bkpt 0xAB" : "+r"(r0) : "r"(r1) : "memory");
-  return r0;
-}
-constexpr uint32_t kSysOpen = 0x01, kSysClose = 0x02, kSysWrite = 0x05, kSysRead = 0x06;
-constexpr uint32_t kSysFlen = 0x0C;
-constexpr uint32_t kModeReadBinary = 1, kModeWriteBinary = 5;
-
-int open_file(const char* name, uint32_t mode) {
-  const uint32_t block[3] = {reinterpret_cast<uint32_t>(name), mode,
-                             static_cast<uint32_t>(strlen(name))};
-  return static_cast<int>(semihost(kSysOpen, block));
-}
-
 // Reads all of `name` into `buffer` (at most `capacity` bytes); false if it is missing or larger.
 bool read_file(const char* name, void* buffer, uint32_t capacity, uint32_t expected) {
-  const int handle = open_file(name, kModeReadBinary);
-  if (handle < 0) {
+  kiln::HostFile file;
+  if (!file.open(name, kiln::HostFile::Mode::kReadBinary)) {
     kiln::print("cannot open %s\n", name);
     return false;
   }
-  const uint32_t flen_block[1] = {static_cast<uint32_t>(handle)};
-  const uint32_t length = semihost(kSysFlen, flen_block);
-  bool ok = length == expected && length <= capacity;
-  if (ok) {
-    const uint32_t block[3] = {static_cast<uint32_t>(handle), reinterpret_cast<uint32_t>(buffer),
-                               length};
-    ok = semihost(kSysRead, block) == 0;
-  }
+  const auto length = static_cast<uint32_t>(file.length());
+  const bool ok = length == expected && length <= capacity && file.read(buffer, length);
   if (!ok) {
     kiln::print("%s: %u bytes, expected %u (room for %u)\n", name, unsigned(length),
                 unsigned(expected), unsigned(capacity));
   }
-  semihost(kSysClose, flen_block);
   return ok;
 }
 
 bool write_file(const char* name, const void* data, uint32_t length) {
-  const int handle = open_file(name, kModeWriteBinary);
-  if (handle < 0) return false;
-  const uint32_t block[3] = {static_cast<uint32_t>(handle), reinterpret_cast<uint32_t>(data),
-                             length};
-  const bool ok = semihost(kSysWrite, block) == 0;
-  semihost(kSysClose, block);
-  return ok;
+  kiln::HostFile file;
+  return file.open(name, kiln::HostFile::Mode::kWriteBinary) && file.write(data, length);
 }
 
 // [offset, offset + size) inside [0, limit), without overflow.

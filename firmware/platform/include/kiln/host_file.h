@@ -1,13 +1,14 @@
 // Host file access and the command line through Arm semihosting (BKPT 0xAB), as QEMU
 // (-semihosting-config) and Arm's FVPs (cpu0.semihosting-*) provide them. Paths are
 // the host's; relative ones resolve against the platform's working directory.
-// Synchronous, no heap; every call blocks the CPU until the host answers.
+// Synchronous, no heap; every call blocks the CPU until the host answers. Part of the
+// platform layer (semihosting.cpp), beside the semihosting exit.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace kiln::runner {
+namespace kiln {
 
 // An open host file; closed by its destructor. Not copyable.
 class HostFile {
@@ -39,4 +40,4 @@ class HostFile {
 // none or it does not fit in `capacity` bytes.
 bool command_line(char* buffer, size_t capacity);
 
-}  // namespace kiln::runner
+}  // namespace kiln
