@@ -15,7 +15,7 @@ import pytest
 
 from kiln import compile as kiln_compile
 from kiln import ethosu_payload, host, pte, pte_writer, runner_build, runner_run
-from kiln.simulator.npu import FlatMemory, parse_cop1, run_stream
+from kiln.simulator.npu.standalone import run_compiled
 from kiln.simulator.npu.config import config_for
 from kiln.spec import CompileSpec
 
@@ -141,19 +141,11 @@ def _host_with_npu_model(f: pte.PteFile, target: str):
 
     def delegate(call, n_in, plan, named, slots):
         payload = ethosu_payload.decode(f.delegate_payload(plan.delegates[call.delegate_index]), named)
-        scratch = bytearray(payload.scratch_size)
-        for io, index in zip(payload.inputs, call.args[:n_in]):
-            raw = np.ascontiguousarray(slots[index]).tobytes()
-            scratch[io.offset:io.offset + len(raw)] = raw
-        weights = bytearray(payload.weight_data) + bytearray(16)
-        memory = FlatMemory({0x1000_0000: weights, 0x2000_0000: scratch})
-        result = run_stream(parse_cop1(payload.cmd_data).stream, [0x1000_0000, 0x2000_0000] + [0] * 6, memory, config)
+        raw, result = run_compiled(payload, [slots[index] for index in call.args[:n_in]], config)
         assert result.fault is None, result.fault
-        for io, index in zip(payload.outputs, call.args[n_in:]):
+        for data, index in zip(raw, call.args[n_in:]):
             t = plan.values[index]
-            size = int(np.prod(io.shape)) * io.elem_size
-            dtype = pte_writer.NUMPY_DTYPES[t.scalar_type]
-            slots[index] = np.frombuffer(bytes(scratch[io.offset:io.offset + size]), dtype).reshape(t.sizes)
+            slots[index] = np.frombuffer(data, pte_writer.NUMPY_DTYPES[t.scalar_type]).reshape(t.sizes)
 
     return delegate
 

@@ -7,15 +7,10 @@ import numpy as np
 import tosa_reference_model
 
 from kiln.host import quiet_native_output
-from kiln.simulator.npu import FlatMemory, parse_cop1, run_stream
 from kiln.simulator.npu.config import config_for
+from kiln.simulator.npu.standalone import run_compiled
 
-# Bus addresses the tests map the regions at (any distinct, non-overlapping values do).
-REGION_BASES = (0x1000_0000, 0x2000_0000, 0x3000_0000, 0, 0, 0, 0, 0)
 _DTYPES = {1: np.int8, 2: np.int16, 4: np.int32}
-# Vela's weight_data ends at its last constant, but regor may read a whole 32-bit word
-# for a constant it stored in fewer bytes; in a real image other data follows there.
-WEIGHT_SLACK = 16
 
 
 def reference(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -27,21 +22,9 @@ def reference(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 def run_on_model(vela, inputs: list[np.ndarray], target: str, dtypes=None):
     """(outputs, ExecResult) of a kiln.vela.VelaResult run on the NPU model."""
-    regions = {0: bytearray(vela.weight_data) + bytearray(WEIGHT_SLACK), 1: bytearray(max(vela.scratch_size, 16)),
-               2: bytearray(max(vela.fast_scratch_size, 16))}
-    memory = FlatMemory({REGION_BASES[r]: buf for r, buf in regions.items()})
-    for tensor, value in zip(vela.inputs, inputs):
-        raw = np.ascontiguousarray(value).tobytes()
-        assert len(raw) == int(np.prod(tensor.shape)) * tensor.elem_size, (value.shape, tensor)
-        regions[tensor.region][tensor.offset:tensor.offset + len(raw)] = raw
-    cop1 = parse_cop1(vela.cmd_data)
-    result = run_stream(cop1.stream, REGION_BASES, memory, config_for(target))
-    outputs = []
-    for i, tensor in enumerate(vela.outputs):
-        dtype = (dtypes[i] if dtypes else None) or _DTYPES[tensor.elem_size]
-        n = int(np.prod(tensor.shape))
-        raw = bytes(regions[tensor.region][tensor.offset:tensor.offset + n * tensor.elem_size])
-        outputs.append(np.frombuffer(raw, dtype))
+    raw, result = run_compiled(vela, inputs, config_for(target))
+    outputs = [np.frombuffer(r, (dtypes[i] if dtypes else None) or _DTYPES[t.elem_size])
+               for i, (r, t) in enumerate(zip(raw, vela.outputs))]
     return outputs, result
 
 

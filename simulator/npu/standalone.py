@@ -1,0 +1,39 @@
+"""A compiled NPU program run on the model in host memory, without a CPU or QEMU: the
+regions as Python buffers at fixed bus addresses. For tests and benchmarks that check a
+command stream on its own (the virtual platform maps the firmware's real memory instead)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.simulator.npu.cop1 import parse_cop1
+from kiln.simulator.npu.config import NpuConfig
+from kiln.simulator.npu.executor import ExecResult, run_stream
+from kiln.simulator.npu.memory import FlatMemory
+
+# Bus addresses of regions 0 (weights), 1 (scratch), 2 (fast scratch); any distinct,
+# non-overlapping values do.
+REGION_BASES = (0x1000_0000, 0x2000_0000, 0x3000_0000, 0, 0, 0, 0, 0)
+# Vela's weight_data ends at its last constant, but regor may read a whole 32-bit word
+# for a constant it stored in fewer bytes; in a real image other data follows there.
+WEIGHT_SLACK = 16
+
+
+def run_compiled(compiled, inputs: list[np.ndarray], config: NpuConfig) -> tuple[list[bytes], ExecResult]:
+    """(raw bytes of each output, ExecResult) of `compiled` run on `inputs` (one array per
+    compiled.inputs, its bytes as the NPU takes them). `compiled` is a kiln.vela.VelaResult or
+    a kiln.ethosu_payload.VelaPayload: cmd_data (COP1), weight_data, scratch_size, inputs and
+    outputs (IoTensor: offset inside its region), and fast_scratch_size if it has one."""
+    regions = {0: bytearray(compiled.weight_data) + bytearray(WEIGHT_SLACK),
+               1: bytearray(max(compiled.scratch_size, 16)),
+               2: bytearray(max(getattr(compiled, "fast_scratch_size", 0), 16))}
+    memory = FlatMemory({REGION_BASES[r]: buf for r, buf in regions.items()})
+    for tensor, value in zip(compiled.inputs, inputs):
+        raw = np.ascontiguousarray(value).tobytes()
+        if len(raw) != int(np.prod(tensor.shape)) * tensor.elem_size:
+            raise ValueError(f"an input of {len(raw)} bytes for NPU tensor {tensor}")
+        regions[tensor.region][tensor.offset:tensor.offset + len(raw)] = raw
+    result = run_stream(parse_cop1(compiled.cmd_data).stream, REGION_BASES, memory, config)
+    outputs = [bytes(regions[t.region][t.offset:t.offset + int(np.prod(t.shape)) * t.elem_size])
+               for t in compiled.outputs]
+    return outputs, result
