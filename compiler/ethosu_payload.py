@@ -31,6 +31,11 @@ class PayloadError(KilnError):
 
 
 DELEGATE_ID = "EthosUBackend"
+# kiln's own compile specs on each Ethos-U delegate (ExecuTorch ignores unknown keys): the
+# memory mode the stream was compiled for, and Vela's fast scratch size in decimal bytes
+# (the firmware's delegate checks region 2 against it).
+MEMORY_MODE_SPEC = "kiln.memory_mode"
+FAST_SCRATCH_SPEC = "kiln.fast_scratch_size"
 BLOCK_NAME_LENGTH = 16
 BLOCK_HEADER = struct.Struct("<16sIB11s")  # name, size, external, reserved
 BLOCK_ALIGNMENT = 16

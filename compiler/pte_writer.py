@@ -16,12 +16,11 @@ from kiln.program import PLANNED_MEMORY_ID, Program
 from kiln.vela import VelaResult
 
 TOSA_KEY = "kiln/tosa/{}"
-# Compile specs as ExecuTorch 1.5.1's Arm flow writes them (its runtime reads none of them).
-# Each delegate's compile specs: ExecuTorch's two, then kiln's own (the memory mode the
-# stream was compiled for and Vela's fast scratch size in bytes, which the firmware build
-# sizes region 2 from; ExecuTorch ignores keys it does not know).
-COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"), ("kiln.memory_mode", "{memory_mode}"),
-                 ("kiln.fast_scratch_size", "{fast_scratch_size}"))
+# Each delegate's compile specs: the two ExecuTorch 1.5.1's Arm flow writes (its runtime
+# reads none of them), then kiln's own (see ethosu_payload).
+COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"),
+                 (ethosu_payload.MEMORY_MODE_SPEC, "{memory_mode}"),
+                 (ethosu_payload.FAST_SCRATCH_SPEC, "{fast_scratch_size}"))
 
 SCALAR_TYPES = {
     "float32": pte.ScalarType.FLOAT, "int8": pte.ScalarType.CHAR, "int16": pte.ScalarType.SHORT,

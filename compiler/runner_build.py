@@ -88,7 +88,13 @@ def _align(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
 
 
-def _payloads(f: pte.PteFile, plan: pte.ExecutionPlan, target: str, check_target: bool):
+def _compile_specs(delegate: pte.BackendDelegate) -> dict[str, str]:
+    return {spec.key: spec.value.decode("utf-8", "replace") for spec in delegate.compile_specs}
+
+
+def _payloads(f: pte.PteFile, plan: pte.ExecutionPlan, specs: list[dict[str, str]], target: str,
+              check_target: bool):
+    """The delegates' decoded payloads; `specs` are their compile specs, in order."""
     payloads = []
     named = f.named()
     for i, delegate in enumerate(plan.delegates):
@@ -99,17 +105,17 @@ def _payloads(f: pte.PteFile, plan: pte.ExecutionPlan, target: str, check_target
             payloads.append(ethosu_payload.decode(f.delegate_payload(delegate), named))
         except ethosu_payload.PayloadError as error:
             raise RunnerBuildError(f"delegate {i}'s payload: {error}") from None
-        specs = {spec.key: spec.value.decode("utf-8", "replace") for spec in delegate.compile_specs}
-        if check_target and specs.get("target", target) != target:
-            raise RunnerBuildError(f"delegate {i} was compiled for {specs['target']}, not {target}; "
-                                   f"compile the model for {target} (or build for {specs['target']})")
+        compiled_for = specs[i].get("target", target)
+        if check_target and compiled_for != target:
+            raise RunnerBuildError(f"delegate {i} was compiled for {compiled_for}, not {target}; "
+                                   f"compile the model for {target} (or build for {compiled_for})")
     return payloads
 
 
 def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
                  system_config: str | None, compiled_for: str | None = None) -> tuple[str, str]:
     """The memory mode and system config: given, else the one the .pte's delegates were
-    compiled for (`compiled_for`, their kiln.memory_mode spec), else the compile report's
+    compiled for (`compiled_for`, their ethosu_payload.MEMORY_MODE_SPEC), else the compile report's
     beside the .pte (kiln compile writes <name>.json), else the target's defaults."""
     report_path = pte_path.with_suffix(".json")
     report = {}
@@ -142,9 +148,9 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
     except pte.PteError as error:
         raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
     program = f.program.execution_plans[0]
-    payloads = _payloads(f, program, target_name, check_target)
-    specs = [{s.key: s.value.decode("utf-8", "replace") for s in d.compile_specs} for d in program.delegates]
-    modes = {s["kiln.memory_mode"] for s in specs if "kiln.memory_mode" in s}
+    specs = [_compile_specs(d) for d in program.delegates]
+    payloads = _payloads(f, program, specs, target_name, check_target)
+    modes = {s[ethosu_payload.MEMORY_MODE_SPEC] for s in specs if ethosu_payload.MEMORY_MODE_SPEC in s}
     if len(modes) > 1:
         raise RunnerBuildError(f"{pte_path.name}'s delegates were compiled for different memory modes: {sorted(modes)}")
     mode, config = _memory_mode(pte_path, target, memory_mode, system_config, next(iter(modes), None))
@@ -169,7 +175,7 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
                            "Ethos-U scratch (region 1)")
         if dedicated:
             # Vela's own figure from the .pte when kiln wrote it; else the mode's whole cache
-            needed = [int(s["kiln.fast_scratch_size"]) for s in specs if "kiln.fast_scratch_size" in s]
+            needed = [int(s[ethosu_payload.FAST_SCRATCH_SPEC]) for s in specs if ethosu_payload.FAST_SCRATCH_SPEC in s]
             fast = max(needed) if needed else FAST_SCRATCH_SIZES.get(mode, npu_region.size)
             p.fast_scratch = Buffer("kiln_ethosu_fast_scratch", fast, npu_region.name,
                                     "Ethos-U fast scratch (region 2)")
