@@ -119,19 +119,14 @@ def _linear(x, weight, bias):
     return out
 
 
-def _exp32(x):
-    """float32 exp, log, tanh: evaluated in float64 and rounded once, so the result is the
-    correctly rounded one for all but vanishingly rare inputs on any C library (the
+def _in_float64(fn):
+    """float32 `fn` (exp, log, tanh) evaluated in float64 and rounded once, so the result is
+    the correctly rounded one for all but vanishingly rare inputs on any C library (the
     firmware's kernels do the same; numpy's float32 versions are approximations)."""
-    return np.exp(np.asarray(x, np.float64)).astype(np.float32)
+    return lambda x: fn(np.asarray(x, np.float64)).astype(np.float32)
 
 
-def _log32(x):
-    return np.log(np.asarray(x, np.float64)).astype(np.float32)
-
-
-def _tanh32(x):
-    return np.tanh(np.asarray(x, np.float64)).astype(np.float32)
+_exp32, _log32, _tanh32 = _in_float64(np.exp), _in_float64(np.log), _in_float64(np.tanh)
 
 
 def _softmax(x, dim, log):

@@ -44,7 +44,7 @@ def compare_steps(module: torch.nn.Module, inputs: tuple, calibration=None, targ
     assert len(parts.partitions) == 1
     part = parts.partitions[0]
     tosa = tosa_lowering.lower(part)
-    dtype = {8: torch.int8, 16: torch.int16}[bits]
+    dtype = QuantizationScheme.ACTIVATIONS[bits][0]
     feeds = [quantize_input(x, v.qparams, dtype) for x, v in zip(inputs, g.inputs)]
     outputs = run_tosa(tosa, feeds)
     expected = reference(*inputs)
