@@ -64,6 +64,15 @@ def _dequantize(q, scale, zero_point, qmin, qmax, dtype, out_dtype=None):
     return ((q.astype(np.int32) - np.int32(zero_point)).astype(np.float32) * np.float32(scale)).astype(np.float32)
 
 
+def _dequantize_per_channel(q, scales, zero_points, axis, qmin, qmax, dtype, out_dtype=None):
+    """float32(int32(q) - zero_points[c]) * scales[c] along `axis` (no zero points: 0), as
+    PyTorch's quantized_decomposed.dequantize_per_channel computes it."""
+    shape = [1] * q.ndim
+    shape[axis] = q.shape[axis]
+    zp = np.zeros(shape, np.int32) if zero_points is None else zero_points.astype(np.int32).reshape(shape)
+    return ((q.astype(np.int32) - zp).astype(np.float32) * scales.astype(np.float32).reshape(shape)).astype(np.float32)
+
+
 def _np_dtype(code: int) -> type:
     from kiln import pte, pte_writer
 
@@ -236,6 +245,15 @@ KERNELS: dict[object, Kernel] = {
 }
 
 
+# Kernels kiln's compiler never calls but ExecuTorch's Arm flow does (its CPU-only
+# programs dequantize their weights per channel at run time).
+FOREIGN_KERNELS = (
+    Kernel("quantized_decomposed::dequantize_per_channel", "out",
+           ("input", "scales", "zero_points", "axis", "quant_min", "quant_max", "dtype", "out_dtype"),
+           _dequantize_per_channel),
+)
+
+
 def by_name() -> dict[tuple[str, str], Kernel]:
     """Kernels by (operator name, overload), as a .pte names them."""
-    return {(k.name, k.overload): k for k in KERNELS.values()}
+    return {(k.name, k.overload): k for k in (*KERNELS.values(), *FOREIGN_KERNELS)}

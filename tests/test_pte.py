@@ -420,6 +420,31 @@ def test_reads_executorch_arm_cpu_fixture_with_constant_segment():
     assert f.constant(3) == f.tensor_data(consts[2]) + bytes(12)
 
 
+def test_run_host_runs_executorch_cpu_fixture_close_to_eager():
+    """ExecuTorch's CPU-only program (weights dequantized per channel at run time) on
+    kiln's host kernels against the fixture's own float model in eager PyTorch: within
+    two output quantization steps (the int8 program quantizes input, weights and output)."""
+    import importlib.util
+
+    import numpy as np
+    import torch
+
+    from kiln import host
+
+    spec = importlib.util.spec_from_file_location("conv_relu", FIXTURES / "conv_relu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = module.ModelInputs[0]
+    with torch.no_grad():
+        expected = module.ModelUnderTest(x).numpy()
+    (got,) = host.run(CPU_FIXTURE.read_bytes(), [x.numpy()])
+    plan = pte.deserialize(CPU_FIXTURE.read_bytes()).program.execution_plans[0]
+    output_scale = plan.values[48].value  # the final quantize's scale
+    assert got.shape == expected.shape and got.dtype == np.float32
+    assert np.abs(got - expected).max() <= 2 * output_scale
+    assert (got > 0).mean() > 0.3  # not all clipped away
+
+
 # --- ExecuTorch's own deserializer reading kiln's file ---------------------------------------
 
 def et_value(d):

@@ -22,6 +22,7 @@ from pathlib import Path
 KERNELS = {
     ("cortex_m::quantize_per_tensor", "out"): "quantize_per_tensor_out",
     ("cortex_m::dequantize_per_tensor", "out"): "dequantize_per_tensor_out",
+    ("quantized_decomposed::dequantize_per_channel", "out"): "dequantize_per_channel_out",
     ("aten::avg_pool2d", "out"): "avg_pool2d_out",
     ("aten::convolution", "out"): "convolution_out",
     ("aten::linear", "out"): "linear_out",

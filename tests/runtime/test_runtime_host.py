@@ -170,9 +170,11 @@ def test_every_truncation_and_byte_flip_ends_in_an_error_or_a_run(runtime_host, 
 
 # --- Executor -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("case", ["tiny_cnn_cpu", "ds_cnn_cpu", "tiny_cnn_float"])
+@pytest.mark.parametrize("case", ["tiny_cnn_cpu", "ds_cnn_cpu", "tiny_cnn_float",
+                                  "executorch:conv_relu_arm_ethos-u55-128.pte"])
 def test_cpu_program_equals_run_host_bit_for_bit(runtime_host, programs, tmp_path, case):
-    f = pte.deserialize(programs[case].read_bytes())
+    path = _pte_path(case, programs)
+    f = pte.deserialize(path.read_bytes())
     plan = f.program.execution_plans[0]
     rng = np.random.default_rng(5)
     paths, inputs = [], []
@@ -182,9 +184,9 @@ def test_cpu_program_equals_run_host_bit_for_bit(runtime_host, programs, tmp_pat
         inputs.append(x)
         paths.append(tmp_path / f"in{n}.bin")
         x.tofile(paths[-1])
-    done = run_tool(runtime_host, "run", programs[case], tmp_path, *paths)
+    done = run_tool(runtime_host, "run", path, tmp_path, *paths)
     assert done.returncode == 0, done.stdout + done.stderr
-    expected = host.run(programs[case].read_bytes(), inputs)
+    expected = host.run(path.read_bytes(), inputs)
     for n, e in enumerate(expected):
         assert (tmp_path / f"output_{n}.bin").read_bytes() == np.ascontiguousarray(e).tobytes()
 
@@ -272,6 +274,14 @@ KERNEL_CASES = {
                        [_In(_rng_array((64,), 3, 900)), 0.021, 5, -32768, 32767, 2], (64,), np.int16),
     "dequantize": ("cortex_m::dequantize_per_tensor", "out",
                    [_In(np.arange(-128, 128, dtype=np.int8)), 0.0731, 7, -128, 127, 1], (256,), np.float32),
+    "dequantize_per_channel": (  # weights as ExecuTorch's Arm flow dequantizes them: int8, axis 0
+        "quantized_decomposed::dequantize_per_channel", "out",
+        [_In(np.arange(-128, 128, dtype=np.int8).reshape(4, 1, 8, 8)), np.array([0.5, 0.013, 2.0e-5, 3.0], np.float32),
+         np.array([0, -3, 127, 5], np.int64), 0, -127, 127, 1, None], (4, 1, 8, 8)),
+    "dequantize_per_channel_int32": (  # a bias beyond float32's 24 bits; no zero points; axis 1
+        "quantized_decomposed::dequantize_per_channel", "out",
+        [_In(np.array([[1, -(2**31) + 1, 2**31 - 1], [16_777_217, -5, 0]], np.int32).reshape(1, 2, 3)),
+         np.array([1.5e-4, 7.0], np.float32), None, 1, -(2**31) + 1, 2**31 - 1, 3, 6], (1, 2, 3)),
     "avg_pool2d": ("aten::avg_pool2d", "out", [_In(_X), [3, 3], [2, 2], [1, 1], False, True, None],
                    (2, 4, 4, 3)),
     "avg_pool2d_global": ("aten::avg_pool2d", "out", [_In(_X), [7, 6], [], [0, 0], False, True, None],
@@ -334,6 +344,22 @@ def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, case):
     assert got.tobytes() == np.ascontiguousarray(expected).tobytes()
 
 
+@pytest.mark.parametrize("case", ["dequantize_per_channel", "dequantize_per_channel_int32"])
+def test_dequantize_per_channel_equals_pytorch(case):
+    """kiln.kernels' semantics against PyTorch's own quantized_decomposed operator."""
+    import torch
+    from torch.ao.quantization.fx import _decomposed  # noqa: F401 (registers quantized_decomposed)
+
+    q, scales, zero_points, axis, qmin, qmax, dtype, out_dtype = KERNEL_CASES[case][2]
+    torch_dtype = {1: torch.int8, 3: torch.int32}[dtype]
+    expected = torch.ops.quantized_decomposed.dequantize_per_channel(
+        torch.from_numpy(q.array), torch.from_numpy(scales),
+        None if zero_points is None else torch.from_numpy(zero_points), axis, qmin, qmax, torch_dtype).numpy()
+    got = by_name()[("quantized_decomposed::dequantize_per_channel", "out")].run(
+        q.array, scales, zero_points, axis, qmin, qmax, dtype, out_dtype)
+    assert got.dtype == np.float32 and got.tobytes() == expected.tobytes()
+
+
 def test_every_kiln_kernel_is_tested_and_in_the_table():
     tested = {(c[0], c[1]) for c in KERNEL_CASES.values()}
     assert set(by_name()) == set(gen_kernel_table.KERNELS) == tested
@@ -359,7 +385,8 @@ def test_kernel_table_names_only_the_given_kernels(tmp_path):
 
 
 def test_kernel_table_fails_naming_an_operator_kiln_lacks(tmp_path, capsys):
-    fixture = FIXTURES / "conv_relu_arm_ethos-u55-128.pte"
-    assert gen_kernel_table.main(["--output", str(tmp_path / "t.cpp"), "--pte", str(fixture)]) == 1
-    assert "quantized_decomposed::dequantize_per_channel.out" in capsys.readouterr().err
+    data, _ = _single_kernel("aten::gelu", "out", [_In(_X)], _X.shape)
+    (tmp_path / "gelu.pte").write_bytes(data)
+    assert gen_kernel_table.main(["--output", str(tmp_path / "t.cpp"), "--pte", str(tmp_path / "gelu.pte")]) == 1
+    assert "kiln's runtime has no CPU kernel for aten::gelu.out" in capsys.readouterr().err
     assert not (tmp_path / "t.cpp").exists()
