@@ -86,9 +86,15 @@ class NpuFamily:
 
 @dataclass(frozen=True)
 class Npu:
-    base: int
+    base: int  # the register window's address as the firmware uses it (secure)
     irq: int
     families: tuple[NpuFamily, ...]
+    ns_alias: int | None = None  # the same window's non-secure alias, if the board has one
+
+    @property
+    def windows(self) -> tuple[int, ...]:
+        """Every address the register window answers at."""
+        return (self.base,) if self.ns_alias is None else (self.base, self.ns_alias)
 
 
 @dataclass(frozen=True)
@@ -158,8 +164,10 @@ class _Table:
             self.fail(self.field(key), f"expected a non-empty string, got {_describe(value)}")
         return value
 
-    def integer(self, key: str, minimum: int = 0, limit: int | None = None) -> int:
-        value = self.get(key)
+    def integer(self, key: str, minimum: int = 0, limit: int | None = None, optional: bool = False) -> int | None:
+        value = self.get(key, optional)
+        if value is None and optional:
+            return None
         if not isinstance(value, int) or isinstance(value, bool):
             self.fail(self.field(key), f"expected an integer, got {_describe(value)}")
         if value < minimum or (limit is not None and value >= limit):
@@ -297,6 +305,7 @@ def _read_uart(t: _Table) -> Uart:
 
 def _read_npu(t: _Table) -> Npu:
     base = t.integer("base", limit=_ADDRESS_LIMIT)
+    ns_alias = t.integer("ns_alias", limit=_ADDRESS_LIMIT, optional=True)
     irq = t.integer("irq", limit=480)
     families = []
     for f in t.tables("family"):
@@ -324,7 +333,7 @@ def _read_npu(t: _Table) -> Npu:
         )
         f.close()
     t.close()
-    return Npu(base, irq, tuple(families))
+    return Npu(base, irq, tuple(families), ns_alias)
 
 
 def _read_fvp(t: _Table) -> tuple[str, ...]:
@@ -348,7 +357,10 @@ def _read_virtual_platform(t: _Table | None) -> str | None:
 
 
 def _check_peripherals(board: Board, top: _Table):
-    for field, address in (("uart.base", board.uart.base), ("npu.base", board.npu.base)):
+    peripherals = [("uart.base", board.uart.base), ("npu.base", board.npu.base)]
+    if board.npu.ns_alias is not None:
+        peripherals.append(("npu.ns_alias", board.npu.ns_alias))
+    for field, address in peripherals:
         for region in board.memory:
             if region.base <= address < region.end:
                 top.fail(field, f"{address:#010x} lies inside memory region {region.name}")
@@ -487,6 +499,7 @@ def c_header(board: Board) -> str:
         f"#define KILN_UART_BAUD {board.uart.baud}u",
         f"#define KILN_NPU_BASE {board.npu.base:#010x}u",
         f"#define KILN_NPU_IRQ {board.npu.irq}",
+        *([f"#define KILN_NPU_NS_ALIAS {board.npu.ns_alias:#010x}u"] if board.npu.ns_alias is not None else []),
         "",
     ]
     for r in board.memory:

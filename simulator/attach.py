@@ -1,8 +1,9 @@
 """Attaching kiln's Ethos-U model to QEMU mps3-an547 through QEMU's gdbstub.
 
 How an NPU register access reaches the model: QEMU starts halted with its
-gdbstub on a Unix socket; the attachment sets one access watchpoint over the
-NPU's 4 KiB register window (the board's npu.base) and lets the CPU run. A
+gdbstub on a Unix socket; the attachment sets an access watchpoint over the
+NPU's 4 KiB register window (the board's npu.base, and npu.ns_alias, the same
+registers through the non-secure alias) and lets the CPU run. A
 load or store there stops the CPU before the access with PC on the
 instruction; the attachment decodes it (simulator/thumb.py: plain 32-bit
 LDR/STR only), performs it on the register file (simulator/npu/device.py),
@@ -259,7 +260,8 @@ class NpuAttachment:
         self.memory = TargetMemory(gdb, regions, self.ddr.view)
         self.device = EthosU(self.config, self.memory, executor=self._executor, on_irq=self._irq_changed,
                              hang=self._hang)
-        gdb.watch(self.board.npu.base, WINDOW_SIZE)
+        for window in self.board.npu.windows:
+            gdb.watch(window, WINDOW_SIZE)
         while True:
             stop = gdb.cont()
             if stop.exited:
@@ -289,8 +291,8 @@ class NpuAttachment:
         except thumb.UnsupportedAccess as error:
             raise AttachmentError(f"NPU register access at PC {pc:#010x}: {error}") from None
         address = access.address(registers)
-        offset = address - self.board.npu.base
-        if not (0 <= offset < WINDOW_SIZE) or offset % 4:
+        offset = next((address - w for w in self.board.npu.windows if 0 <= address - w < WINDOW_SIZE), None)
+        if offset is None or offset % 4:
             raise AttachmentError(f"NPU register access at PC {pc:#010x} to {address:#010x} is not an aligned word "
                                   f"inside the NPU window at {self.board.npu.base:#010x}")
         writes: dict[int, int] = {}  # register number -> new value

@@ -152,6 +152,21 @@ def test_an_access_the_attachment_cannot_emulate_stops_the_run_loudly(firmware_b
     assert "read " not in result.stdout
 
 
+def test_the_non_secure_alias_reaches_the_same_registers(firmware_build):
+    from kiln import boards
+
+    board = boards.load("corstone-300")
+    assert (board.npu.base, board.npu.ns_alias) == (0x5810_2000, 0x4810_2000)  # shared/notes/platforms.md
+    elf = firmware.elf(firmware_build, "kiln_test_npu_alias")
+    result = subprocess.run([str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(l for l in result.stdout.splitlines() if l.startswith("ID secure"))
+    id_secure, id_alias = line.split()[2], line.split()[4].rstrip(";")
+    assert id_secure == id_alias != "0x00000000"
+    assert line.endswith("QBASE0 written through the alias reads 0x12345670")
+
+
 def patched_config(cmd: bytes, mask: int, value: int) -> bytes:
     """The payload with the CONFIG word of its config action (word 2) changed in `mask`."""
     words = np.frombuffer(cmd, dtype="<u4").copy()
