@@ -6,6 +6,8 @@ output_<i>.bin with every sample's output i back to back; per inference it print
 "inference <k>: NPU cycles <n> (<s> stream(s)), CPU cycles <c>" (or "... CPU cycles
 not counted ..."). This module runs it through ./scripts/run_fvp.sh (the FVP if
 installed, else kiln's virtual platform) and splits the outputs per sample.
+With count_instructions it runs on the virtual platform with kiln's instruction
+counter and returns the CPU instructions of each inference (see RunnerResult).
 
     python -m kiln.runner_run digits --elf=FILE --target=ethos-u55-128 [--count=8]
 prints the predicted digit beside the true label for held-out images (run.sh's last step).
@@ -30,6 +32,10 @@ from kiln.errors import KilnError, UsageError
 ROOT = Path(__file__).resolve().parent.parent
 RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
 _INFERENCE = re.compile(r"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|not counted)")
+# The runner's one call per inference (firmware/apps/executor_runner/main.cpp):
+# kiln::runtime::Method::execute(), by its symbol.
+INFERENCE_CALL = "_ZN4kiln7runtime6Method7executeEv"
+_CALL_COUNTS = re.compile(r"^kiln: instructions per call of .*: ((?:\d+ ?)+)$")
 
 
 class RunnerError(KilnError):
@@ -45,6 +51,12 @@ class RunnerResult:
     npu_cycles: list[int]  # per inference
     cpu_cycles: list[int | None]  # per inference; None where the platform has no cycle counter
     seconds: float  # wall time of the whole run, platform start-up included
+    # With count_instructions: per inference, the instructions the CPU executed in
+    # Method::execute() (executor, kernels, delegate, driver, the NPU's interrupt
+    # handler; not the runner's semihosting input/output or UART lines), less the one
+    # instruction per NPU stream the virtual platform itself executes to pend the
+    # NPU's interrupt (simulator/attach.py).
+    cpu_instructions: list[int] | None = None
 
 
 def program_io(pte_path: Path) -> tuple[list[pte.Tensor], list[pte.Tensor]]:
@@ -54,14 +66,20 @@ def program_io(pte_path: Path) -> tuple[list[pte.Tensor], list[pte.Tensor]]:
 
 
 def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] | None, work: Path,
-        platform: str = "auto", timeout: float = 600, env=None) -> RunnerResult:
+        platform: str = "auto", timeout: float = 600, env=None, count_instructions: bool = False,
+        profile_instructions: bool = False) -> RunnerResult:
     """Runs `elf` (built for `pte_path`) on `samples` ([sample][input] arrays of the program's
-    input types and shapes; None: the runner's built-in inputs, one inference)."""
+    input types and shapes; None: the runner's built-in inputs, one inference).
+    `count_instructions`: on the virtual platform, CPU instructions per inference;
+    `profile_instructions` also leaves their breakdown by function in the stderr."""
     inputs, outputs = program_io(pte_path)
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     command = [str(RUN_FVP), f"--elf={elf}", f"--target={target}", f"--platform={platform}",
                f"--timeout={timeout}", f"--output-dir={work / 'out'}"]
+    if count_instructions or profile_instructions:
+        command.append(f"--count-instructions={INFERENCE_CALL}")
+        command += ["--profile-instructions"] if profile_instructions else []
     count = 1
     if samples is not None:
         count = len(samples)
@@ -74,12 +92,18 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     start = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 60, env=env)
     seconds = time.monotonic() - start
-    npu, cpu = [], []
+    npu, streams, cpu = [], [], []
     for line in done.stdout.splitlines():
         m = _INFERENCE.match(line)
         if m:
             npu.append(int(m.group(2)))
+            streams.append(int(m.group(3)))
             cpu.append(None if m.group(4) == "not counted" else int(m.group(4)))
+    instructions = None
+    if count_instructions or profile_instructions:
+        calls = next((m.group(1).split() for m in map(_CALL_COUNTS.match, done.stderr.splitlines()) if m), [])
+        if len(calls) == len(streams):
+            instructions = [int(n) - s for n, s in zip(calls, streams)]
     results: list[list[np.ndarray]] = [[] for _ in range(count)]
     if done.returncode == 0:
         for i, tensor in enumerate(outputs):
@@ -88,7 +112,7 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
             per_sample = data.reshape(count, *tensor.sizes)
             for k in range(count):
                 results[k].append(per_sample[k])
-    return RunnerResult(done.returncode, done.stdout, done.stderr, results, npu, cpu, seconds)
+    return RunnerResult(done.returncode, done.stdout, done.stderr, results, npu, cpu, seconds, instructions)
 
 
 def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: str = "auto") -> int:

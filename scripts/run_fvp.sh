@@ -2,6 +2,9 @@
 # Run a firmware ELF on Arm's FVP when one is on PATH, else on kiln's virtual platform
 # (QEMU mps3-an547 with kiln's model of the target's Ethos-U55/U65 attached).
 #   ./scripts/run_fvp.sh --elf=FILE --target=ethos-u55-128 [--timeout=S] [--platform=auto|fvp|virtual]
+#       [--count-instructions[=FUNCTION] [--profile-instructions]]
+# --count-instructions: on the virtual platform, the instructions the whole run and each
+# call of FUNCTION executed (kiln's QEMU plugin, simulator/qemu_plugin/), on stderr.
 # Exit status: the firmware's own; 134 fault; 124 timeout; 125 the platform stopped
 # without an exit (e.g. the NPU model refused an access); 2 usage; 127 no platform.
 # KILN_VP_NPU_HANG=1: the virtual NPU never finishes a stream (tests firmware timeouts).

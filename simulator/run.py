@@ -1,6 +1,7 @@
 """Run a firmware ELF on Arm's FVP when one is installed, else on kiln's virtual platform.
 
     python -m kiln.simulator.run --elf=FILE --target=ethos-u55-128 [--timeout=S] [--input=FILE]... [--output-dir=DIR]
+        [--count-instructions[=FUNCTION] [--profile-instructions]]
     (./scripts/run_fvp.sh is this command)
 
 The firmware's UART goes to standard output as it comes. On the virtual
@@ -13,6 +14,12 @@ from the firmware's report and exits 134; a run that outlives its timeout is
 stopped and exits 124; a platform that stops without the firmware's exit (or
 whose NPU model refused an access) exits 125; bad arguments exit 2; a missing
 platform exits 127.
+
+--count-instructions counts the guest instructions on the virtual platform
+(kiln.simulator.qemu_plugin) and says on standard error how many the whole run
+executed and, given a FUNCTION, each call of it ("kiln: instructions per call of
+F: n1 n2 ..."); --profile-instructions adds where the calls' instructions went,
+per function.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -32,6 +40,7 @@ from typing import Sequence
 
 from kiln import boards
 from kiln.errors import KilnError, ToolMissingError, UsageError
+from kiln.simulator import qemu_plugin
 from kiln.simulator.faults import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader
 from kiln.simulator.npu.config import CONFIGS
 
@@ -66,6 +75,7 @@ class RunResult:
     timed_out: bool
     npu_error: str | None = None  # why the NPU attachment stopped the platform
     npu_summary: str | None = None  # what the NPU model did, for a person
+    instructions: qemu_plugin.Counts | None = None  # with count_instructions, if QEMU exited normally
 
 
 def fvp_platform(target: boards.Target, elf: Path, cwd: Path, firmware_args: Sequence[str] = ()) -> Platform | None:
@@ -85,9 +95,10 @@ def fvp_platform(target: boards.Target, elf: Path, cwd: Path, firmware_args: Seq
 
 
 def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
-                     firmware_args: Sequence[str] = ()) -> Platform:
+                     firmware_args: Sequence[str] = (), counting: qemu_plugin.Plan | None = None) -> Platform:
     """kiln's virtual platform: QEMU runs the very ELF that would be flashed, with the
-    target's NPU modelled unless `npu_model` is False (then the NPU window reads as zero)."""
+    target's NPU modelled unless `npu_model` is False (then the NPU window reads as zero);
+    with `counting`, kiln's instruction-count plugin attached as planned."""
     machine = target.board.qemu_machine
     if machine is None:
         raise ToolMissingError(
@@ -114,6 +125,7 @@ def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
         # One instruction per virtual nanosecond: runs are repeatable.
         "-icount", "shift=0,sleep=off",
         "-kernel", str(elf),
+        *(counting.qemu_args() if counting else []),
     ]  # fmt: skip
     npu = f"{target.name} NPU model" if attachment else f"{target.name}, no NPU model"
     name = f"kiln's virtual platform (QEMU {machine}, {npu})"
@@ -150,7 +162,11 @@ def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = No
 
 
 def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str, npu_model: bool = True,
-                    firmware_args: Sequence[str] = ()) -> Platform:
+                    firmware_args: Sequence[str] = (), counting: qemu_plugin.Plan | None = None) -> Platform:
+    if counting is not None:
+        if which == "fvp":
+            raise UsageError("instructions are counted on kiln's virtual platform only (--platform=virtual)")
+        return virtual_platform(target, elf, npu_model, firmware_args, counting)
     if which in ("auto", "fvp"):
         fvp = fvp_platform(target, elf, cwd, firmware_args)
         if fvp is not None:
@@ -169,22 +185,32 @@ def run(
     cwd: Path | None = None,
     npu_model: bool = True,
     firmware_args: Sequence[str] = (),
+    count_instructions: qemu_plugin.Request | None = None,
 ) -> RunResult:
     """Runs `elf` for `target` and returns what happened; `echo(line)` sees UART lines live.
     `npu_model=False` runs the virtual platform without the NPU attachment (for measurements).
-    `firmware_args`: the firmware's semihosting command line (see firmware_arguments)."""
+    `firmware_args`: the firmware's semihosting command line (see firmware_arguments).
+    `count_instructions`: count instructions (always on the virtual platform) into
+    RunResult.instructions."""
     chosen_target = boards.target(target)
     elf = Path(elf).resolve()
     if not elf.is_file():
         raise UsageError(f"no such ELF file: {elf}")
     cwd = Path(cwd or Path.cwd()).resolve()
-    chosen = choose_platform(chosen_target, elf, cwd, platform, npu_model, firmware_args)
-    _note(f"running {elf.name} on {chosen.name}")
-    try:
-        return _supervise(chosen, cwd, timeout, echo or (lambda line: None))
-    finally:
-        if chosen.attachment is not None:
-            chosen.attachment.close()
+    with tempfile.TemporaryDirectory(prefix="kiln-count-") as scratch:
+        counting = None
+        if count_instructions is not None:
+            counting = qemu_plugin.plan(count_instructions, elf, Path(scratch) / "counts.txt")
+        chosen = choose_platform(chosen_target, elf, cwd, platform, npu_model, firmware_args, counting)
+        _note(f"running {elf.name} on {chosen.name}")
+        try:
+            result = _supervise(chosen, cwd, timeout, echo or (lambda line: None))
+        finally:
+            if chosen.attachment is not None:
+                chosen.attachment.close()
+        if counting is not None and counting.report.is_file():
+            result.instructions = qemu_plugin.read_report(counting.report, counting.function)
+        return result
 
 
 def _supervise(platform: Platform, cwd: Path, timeout: float, echo) -> RunResult:
@@ -304,10 +330,13 @@ def _note(message: str):
     print(f"kiln: {message}", file=sys.stderr, flush=True)
 
 
-def report(result: RunResult, elf: Path, timeout: float):
-    """Says on stderr what the status means when it is not a plain exit."""
+def report(result: RunResult, elf: Path, timeout: float, counted: qemu_plugin.Request | None = None):
+    """Says on stderr what the status means when it is not a plain exit, and the
+    instruction counts when `counted` asked for them."""
     if result.npu_summary:
         _note(result.npu_summary)
+    if counted is not None:
+        _report_instructions(result.instructions, elf)
     if result.npu_error is not None:
         _note(f"the NPU model stopped the platform: {result.npu_error} (status {result.status})")
     elif result.fault is not None:
@@ -323,6 +352,27 @@ def report(result: RunResult, elf: Path, timeout: float):
         _note("the platform stopped without the firmware reporting an exit status" + (": " if tail else ""))
         for line in tail:
             _note(f"  {line}")
+
+
+def _report_instructions(counts: qemu_plugin.Counts | None, elf: Path, top: int = 12):
+    if counts is None:
+        _note("instructions: not counted to the end (QEMU did not exit normally)")
+        return
+    _note(f"instructions executed in the whole run: {counts.total}")
+    if counts.function is None:
+        return
+    name = counts.function.readable
+    _note(f"instructions per call of {name}: {' '.join(str(n) for n in counts.calls) or '(no call completed)'}")
+    if counts.unfinished is not None:
+        _note(f"  and a call still running at exit: {counts.unfinished} so far")
+    if counts.by_address:
+        rows = counts.by_function(elf)
+        inside = sum(n for _, n in rows)
+        _note(f"instructions inside the calls of {name}, by function ({len(counts.calls)} call(s)):")
+        for function, n in rows[:top]:
+            _note(f"  {n:>10}  {100 * n / inside:5.1f} %  {function}")
+        if len(rows) > top:
+            _note(f"  {sum(n for _, n in rows[top:]):>10}  in {len(rows) - top} other function(s)")
 
 
 def _positive_seconds(text: str) -> float:
@@ -350,11 +400,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", action="append", type=Path, default=[],
                         help="a file the firmware reads as an input (kiln's executor runner; repeat per input)")
     parser.add_argument("--output-dir", type=Path, help="where the firmware writes output_<i>.bin (created)")
+    parser.add_argument("--count-instructions", nargs="?", const="", metavar="FUNCTION",
+                        help="count instructions on the virtual platform: the whole run, and each call of "
+                             "FUNCTION if given (a symbol or demangled name)")
+    parser.add_argument("--profile-instructions", action="store_true",
+                        help="with --count-instructions=FUNCTION: where its calls' instructions went, by function")
     args = parser.parse_args(argv)
+    counted = None
+    if args.count_instructions is not None:
+        counted = qemu_plugin.Request(args.count_instructions or None, args.profile_instructions)
     try:
+        if args.profile_instructions and (counted is None or counted.function is None):
+            raise UsageError("--profile-instructions needs --count-instructions=FUNCTION")
         firmware_args = firmware_arguments(args.input, args.output_dir)
         result = run(args.elf, args.target, args.timeout, args.platform, echo=lambda line: print(line, flush=True),
-                     firmware_args=firmware_args)
+                     firmware_args=firmware_args, count_instructions=counted)
     except UsageError as error:
         parser.print_usage(sys.stderr)
         print(f"run_fvp.sh: error: {error}", file=sys.stderr)
@@ -365,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kiln: interrupted; stopped the platform", file=sys.stderr)
         return 130
-    report(result, args.elf, args.timeout)
+    report(result, args.elf, args.timeout, counted)
     return result.status
 
 
