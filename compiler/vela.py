@@ -55,11 +55,24 @@ def vela_command() -> list[str]:
 def compile_tosa(tosa: bytes, name: str, accelerator: str, system_config: str, memory_mode: str,
                  keep_dir: Path | None = None, timeout_s: float = 600) -> VelaResult:
     """Compiles one TOSA flatbuffer for `accelerator` (e.g. "ethos-u55-128")."""
+    return _compile(tosa, f"{name}.tosa", accelerator, system_config, memory_mode, keep_dir, timeout_s)
+
+
+def compile_tflite(tflite: bytes, name: str, accelerator: str, system_config: str, memory_mode: str,
+                   keep_dir: Path | None = None, timeout_s: float = 600) -> VelaResult:
+    """Compiles one TFLite flatbuffer (the NPU model's tests use it to reach command-stream
+    features Vela emits only for TFLite graphs)."""
+    return _compile(tflite, f"{name}.tflite", accelerator, system_config, memory_mode, keep_dir, timeout_s)
+
+
+def _compile(network: bytes, filename: str, accelerator: str, system_config: str, memory_mode: str,
+             keep_dir: Path | None, timeout_s: float) -> VelaResult:
+    name = Path(filename).stem
     with tempfile.TemporaryDirectory(prefix="kiln-vela-") as tmp:
         work = Path(keep_dir) if keep_dir is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        source = work / f"{name}.tosa"
-        source.write_bytes(tosa)
+        source = work / filename
+        source.write_bytes(network)
         command = vela_command() + [
             "--accelerator-config", accelerator, "--system-config", system_config, "--memory-mode", memory_mode,
             "--output-format", "raw", "--output-dir", str(work), str(source),

@@ -22,11 +22,21 @@ TESTS = "tests/simulator"
 PATTERN = "test_npu_*.py"
 
 NOTES = {
-    ("activation", "TANH"): "built-in TANH/SIGMOID are not modelled (a run that uses them faults); "
-                            "regor lowers TOSA INT sigmoid/tanh to TABLE",
-    ("activation", "SIGMOID"): "see TANH",
+    ("activation", "TANH"): "Vela emits it only for int16 TFLite TANH (regor lowers TOSA INT tanh to TABLE); "
+                            "modelled as TFLite's reference int16 kernel: test_npu_tflite.py checks hand-worked "
+                            "values and all 65,536 inputs against LiteRT (ai-edge-litert); "
+                            "not checked against hardware",
+    ("activation", "SIGMOID"): "as TANH, for int16 TFLite LOGISTIC",
     ("ifm_scale_mode", "OPA_32BIT"): "operand alignment 2^19 (8-bit) / 2^14 (16-bit) inferred from regor's fused ADD",
-    ("elementwise", "LRELU"): "TOSA has no leaky ReLU; regor does not emit it for TOSA graphs",
+    ("elementwise", "LRELU"): "TOSA has no leaky ReLU: Vela emits LRELU only for int16 TFLite LEAKY_RELU with "
+                              "alpha > 0 and equal input and output scales (test_npu_tflite.py, against "
+                              "tosa_reference_model's max(x, alpha x))",
+    ("rounding", "TRUNCATE"): "no Vela 5.2.0 path emits it for U55/U65 (regor never selects it, its "
+                              "truncate-to-lower maps to TFL; the legacy core never either): hand-built stream "
+                              "only, toward zero as Vela's API documents",
+    ("dma", "2-D"): "Vela 5.2.0 programs only 1-D DMA for U55/U65 (regor and the legacy core): hand-built "
+                    "streams only",
+    ("dma", "3-D"): "see 2-D",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.simulator.npu import activation
 from kiln.simulator.npu.arithmetic import rescale, saturate
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, ROUNDING_NAMES, RegisterError
@@ -45,13 +46,23 @@ def store(ctx: Context, values: np.ndarray) -> None:
         out = _lut(ctx, values, function - ACT_LUT_FIRST, clip_range, ofm.dtype)
         out = saturate(np.clip(out, lo, hi), ofm.dtype)
     elif function in (ACT_TANH, ACT_SIGMOID):
-        ctx.coverage.hit("activation", "TANH" if function == ACT_TANH else "SIGMOID")
-        raise NotModelled(f"built-in activation {'TANH' if function == ACT_TANH else 'SIGMOID'} is not modelled")
+        out = saturate(np.clip(_builtin(ctx, function, values, ofm), lo, hi), ofm.dtype)
     else:
         raise RegisterError(f"ACTIVATION: reserved function {function}")
     h, w, c = values.shape
     ctx.coverage.hit("tiles", "1 tile" if ofm.height0 >= h and ofm.width0 >= w else "2+ tiles")
     ctx.write_fm(ofm, np.arange(h), np.arange(w), np.arange(c), out.astype(ofm.dtype))
+
+
+def _builtin(ctx: Context, function: int, values: np.ndarray, ofm) -> np.ndarray:
+    """TANH or SIGMOID (kiln.simulator.npu.activation). Modelled for what Vela emits, an
+    int16 OFM with zero point 0; anything else faults rather than guess."""
+    name = "TANH" if function == ACT_TANH else "SIGMOID"
+    ctx.coverage.hit("activation", name)
+    if np.dtype(ofm.dtype) != np.int16 or ofm.zero_point != 0:
+        raise NotModelled(f"built-in activation {name} is modelled for an int16 OFM with zero point 0, "
+                          f"not {np.dtype(ofm.dtype).name} with zero point {ofm.zero_point}")
+    return activation.tanh(values) if function == ACT_TANH else activation.sigmoid(values)
 
 
 def _lut(ctx: Context, values: np.ndarray, slot: int, clip_range: int, ofm_dtype) -> np.ndarray:

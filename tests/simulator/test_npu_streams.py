@@ -1,5 +1,5 @@
-"""Hand-built streams whose results are worked out by hand: strided DMA and a tiled
-NHCWB16 feature map."""
+"""Hand-built streams whose results are worked out by hand: strided (2-D, 3-D) DMA, a
+tiled NHCWB16 feature map and TRUNCATE rounding, which Vela never emits for U55/U65."""
 
 from __future__ import annotations
 
@@ -59,3 +59,39 @@ def test_copy_into_two_tile_nhcwb16():
                 base, col = (256, x) if x < 2 else (640, x - 2)
                 address = base + y * 64 + col * 16 + (ch // 16) * 32 + ch % 16
                 assert out[address] == ifm[y, x, ch], (y, x, ch)
+
+
+def test_dma_2d_source_gathers_rows():
+    # 3 rows of 4 bytes from a source whose rows are 10 bytes apart (skip0 6) into a
+    # contiguous destination. No Vela release emits a 2-D DMA for U55/U65 (regor always
+    # programs 1-D), so this checks the model against its documented register contract.
+    src = bytearray(range(1, 33))
+    dst = bytearray(16)
+    memory = FlatMemory({0x1000: src, 0x8000: dst})
+    stream = (Stream().set("DMA0_SRC_REGION", 0 | (1 << 9)).set1("DMA0_SRC", 2)
+              .set("DMA0_DST_REGION", 1).set1("DMA0_DST", 0).set1("DMA0_LEN", 4)
+              .set("DMA0_SIZE0", 3).set1("DMA0_SKIP0", 6).op("DMA_START").op("DMA_WAIT"))
+    result = run_stream(stream.array(), BASES, memory, config_for("ethos-u55-64"))
+    assert result.fault is None
+    assert result.coverage.counts[("dma", "2-D")] == 1
+    assert bytes(dst[:12]) == bytes([3, 4, 5, 6, 13, 14, 15, 16, 23, 24, 25, 26])
+    assert bytes(dst[12:]) == bytes(4)
+
+
+def test_truncate_rounding_rounds_toward_zero():
+    # A 1x1 average pool scales an int8 IFM by OFM_SCALE 1 / 2^2 with OFM_PRECISION's
+    # rounding field = TRUNCATE (1). No Vela release emits TRUNCATE for U55/U65; Vela's
+    # API documents it as "truncate towards zero": -7 / 4 = -1.75 -> -1 (NATURAL: -2).
+    ifm = [-9, -7, -6, -5, -4, -3, -1, 0, 1, 3, 4, 5, 7, 9]
+    want = [-2, -1, -1, -1, -1, 0, 0, 0, 0, 0, 1, 1, 1, 2]
+    scratch = bytearray(64)
+    scratch[:len(ifm)] = np.array(ifm, np.int8).tobytes()
+    memory = FlatMemory({0x1000: bytearray(16), 0x8000: scratch})
+    stream = Stream().feature_map("IFM", 1, 0, 1, 1, len(ifm)).feature_map("OFM", 1, 32, 1, 1, len(ifm))
+    stream.set("OFM_PRECISION", 1 | (1 << 8) | (1 << 14)).set1("OFM_SCALE", 1, 2)
+    stream.set("KERNEL_WIDTH_M1", 0).set("KERNEL_HEIGHT_M1", 0)
+    stream.set("ACTIVATION_MIN", 0xFF80).set("ACTIVATION_MAX", 0x7F).op("POOL", 1)
+    result = run_stream(stream.array(), BASES, memory, config_for("ethos-u55-128"))
+    assert result.fault is None
+    assert result.coverage.counts[("rounding", "TRUNCATE")] == 1
+    assert np.frombuffer(bytes(scratch[32:32 + len(ifm)]), np.int8).tolist() == want
