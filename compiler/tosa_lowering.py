@@ -81,6 +81,19 @@ def _quantize_real(x: float, qp: QParams, dtype: str) -> int:
     return int(min(max(round(x / qp.scale) + qp.zero_point, lo), hi))
 
 
+def _swapped_groups(shape, perm) -> tuple[int, int] | None:
+    """(a, b) when `perm` keeps a unit axis 0 and swaps two runs of the other axes
+    (NCHW <-> NHWC of one item is [C][H, W] <-> [H, W][C]): the permutation is then the
+    2-D transpose of an a x b matrix, a and b the element counts of the two runs."""
+    n = len(shape)
+    if n < 3 or shape[0] != 1 or perm[0] != 0:
+        return None
+    for k in range(2, n):
+        if list(perm) == [0, *range(k, n), *range(1, k)]:
+            return int(np.prod(shape[1:k])), int(np.prod(shape[k:]))
+    return None
+
+
 class Lowerer:
     def __init__(self, partition: Partition):
         self.partition = partition
@@ -136,6 +149,12 @@ class Lowerer:
         moved = [p for p in perm if shape[p] != 1]
         if moved == sorted(moved):  # only unit dimensions move: the same element order, a free reshape
             return self.reshape(name, out_shape, dtype)
+        groups = _swapped_groups(shape, perm)
+        if groups is not None:  # as one 2-D transpose, which Vela runs as one NPU op, not two
+            flat = self.reshape(name, [1, 1, *groups], dtype)
+            out = self.inter([1, 1, groups[1], groups[0]], dtype)
+            self.emit("TRANSPOSE", [flat], [out], _attr("Transpose", [0, 1, 3, 2]))
+            return self.reshape(out, out_shape, dtype)
         out = self.inter(out_shape, dtype)
         self.emit("TRANSPOSE", [name], [out], _attr("Transpose", list(perm)))
         return out
