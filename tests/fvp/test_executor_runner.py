@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kiln import boards, models
 from kiln import compile as kiln_compile
 from kiln import ethosu_payload, host, pte, pte_writer, runner_build, runner_run
 from kiln.simulator.npu.standalone import run_compiled
@@ -61,9 +62,18 @@ def compiled(work: Path, model: str, target="ethos-u55-128", **spec) -> Path:
 
 
 def random_samples(pte_path: Path, count: int, seed: int) -> list[list[np.ndarray]]:
+    """Float inputs uniform in [-1, 1]; integer inputs (--io int8) over their type's whole range."""
     inputs, _ = runner_run.program_io(pte_path)
     rng = np.random.default_rng(seed)
-    return [[rng.uniform(-1.0, 1.0, size=t.sizes).astype(np.float32) for t in inputs] for _ in range(count)]
+
+    def sample(t: pte.Tensor) -> np.ndarray:
+        dtype = np.dtype(pte_writer.NUMPY_DTYPES[t.scalar_type])
+        if dtype.kind == "f":
+            return rng.uniform(-1.0, 1.0, size=t.sizes).astype(dtype)
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=t.sizes, dtype=dtype, endpoint=True)
+
+    return [[sample(t) for t in inputs] for _ in range(count)]
 
 
 def assert_matches_host(pte_path: Path, elf: Path, target: str, samples, tmp_path: Path):
@@ -80,8 +90,9 @@ def assert_matches_host(pte_path: Path, elf: Path, target: str, samples, tmp_pat
     return result
 
 
-@pytest.mark.parametrize("model", ["tiny_cnn", "ds_cnn", "digits"])
+@pytest.mark.parametrize("model", list(models.MODELS))
 def test_zoo_model_equals_run_host_bit_for_bit(work, builder, tmp_path, model):
+    """Every zoo model, MobileNetV2 1.0 at 224x224 (7.4 MB .pte in DDR) included."""
     pte_path = compiled(work, model)
     elf = builder(pte_path)
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=7), tmp_path)
@@ -114,18 +125,56 @@ def test_a_cpu_only_program_runs(work, builder, tmp_path):
     assert result.npu_cycles == [0]
 
 
-@pytest.mark.parametrize("target,memory_mode,scratch_region,fast", [
-    ("ethos-u55-128", "Sram_Only", "sram", False),
-    ("ethos-u65-256", "Dedicated_Sram_384KB", "ddr", True),
-])
-def test_other_memory_modes_run(work, builder, tmp_path, target, memory_mode, scratch_region, fast):
+# (model, target, memory mode, where the .pte and the scratch go, fast scratch or not):
+# README's placement table, on corstone-300's regions. Shared_Sram on ethos-u55-128 runs in
+# test_zoo_model_equals_run_host_bit_for_bit. MobileNetV2's 224x224 feature maps do not fit
+# Dedicated_Sram_256KB's cache: Vela keeps some in the DDR scratch (313,600 B, more than the
+# 150,528 B input) besides 258,160 B of fast scratch.
+MEMORY_MODE_CASES = [
+    ("tiny_cnn", "ethos-u55-128", "Sram_Only", "sram", "sram", False),
+    ("tiny_cnn", "ethos-u65-256", "Shared_Sram", "ddr", "sram", False),
+    ("ds_cnn", "ethos-u65-256", "Sram_Only", "sram", "sram", False),
+    ("tiny_cnn", "ethos-u65-256", "Dedicated_Sram_384KB", "ddr", "ddr", True),
+    ("ds_cnn", "ethos-u65-512", "Dedicated_Sram", "ddr", "ddr", True),
+    ("mobilenet_v2", "ethos-u65-512", "Dedicated_Sram_256KB", "ddr", "ddr", True),
+    ("mobilenet_v1_025", "ethos-u65-512", "Dedicated_Sram_512KB", "ddr", "ddr", True),
+]
+
+
+def test_every_memory_mode_of_every_virtual_platform_board_runs_a_model():
+    """Each NPU family's memory modes on each board the virtual platform runs (corstone-320's
+    Ethos-U85 has no virtual platform, and Debian's GCC 12 cannot build for its Cortex-M85)."""
+    runnable = [board for board in map(boards.load, boards.board_names()) if board.qemu_machine]
+    offered = {(family.name, mode) for board in runnable for family in board.npu.families
+               for mode in family.memory_modes}
+    covered = {(boards.target(target).family.name, mode) for _, target, mode, *_ in MEMORY_MODE_CASES}
+    covered.add(("ethos-u55", "Shared_Sram"))  # the zoo test
+    assert offered == covered
+
+
+def test_int8_io_program_runs_fully_delegated(work, builder, tmp_path):
+    """--io int8: the program takes and returns int8 and calls no CPU kernel at all: its
+    inputs and outputs are the delegate's own."""
+    pte_path = compiled(work, "resnet8", io="int8")
+    program = pte.deserialize(pte_path.read_bytes()).program.execution_plans[0]
+    assert not program.operators and len(program.delegates) == 1
+    inputs, outputs = runner_run.program_io(pte_path)
+    assert {t.scalar_type for t in inputs + outputs} == {pte.ScalarType.CHAR}
+    elf = builder(pte_path)
+    result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=11), tmp_path)
+    assert all(c > 0 for c in result.npu_cycles)
+
+
+@pytest.mark.parametrize("model,target,memory_mode,pte_region,scratch_region,fast", MEMORY_MODE_CASES)
+def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_mode, pte_region, scratch_region,
+                                fast):
     """The memory mode comes from the .pte's delegates; the fast scratch is sized to
     Vela's own figure (the compile report's fast_scratch_bytes, from Vela's output)."""
-    pte_path = compiled(work, "tiny_cnn", target=target, memory_mode=memory_mode)
+    pte_path = compiled(work, model, target=target, memory_mode=memory_mode)
     pte_path.with_suffix(".json").rename(pte_path.with_suffix(".report.json"))  # the .pte alone decides
     p = runner_build.plan(pte_path, target)
     assert p.memory_mode == memory_mode
-    assert p.scratch.region == scratch_region
+    assert (p.pte_region, p.scratch.region) == (pte_region, scratch_region)
     vela_fast = json.loads(pte_path.with_suffix(".report.json").read_text())["memory"]["fast_scratch_bytes"]
     assert (p.fast_scratch.size if p.fast_scratch else None) == (vela_fast if fast else None)
     assert not fast or vela_fast > 0
@@ -231,14 +280,28 @@ def test_a_region_overflow_fails_the_link_naming_the_region(work, tmp_path, monk
 
 
 def test_an_operator_without_a_kernel_fails_the_build_naming_it(work):
-    # ExecuTorch's CPU-only fixture dequantizes its weights per channel: kiln has no such kernel.
-    result = subprocess.run([str(BUILD), f"--pte={FIXTURES / 'conv_relu_arm_ethos-u55-128.pte'}",
-                             "--target=ethos-u55-128", f"--output={work / 'no-kernel'}"],
+    # tiny_cnn on the CPU with its hardtanh renamed (same length) to softplus, an ATen
+    # operator kiln's runtime has no kernel for.
+    data = compiled(work, "tiny_cnn", delegate=False).read_bytes()
+    assert data.count(b"aten::hardtanh") == 1
+    bad = work / "no_kernel.pte"
+    bad.write_bytes(data.replace(b"aten::hardtanh", b"aten::softplus"))
+    result = subprocess.run([str(BUILD), f"--pte={bad}", "--target=ethos-u55-128", f"--output={work / 'no-kernel'}"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
-    assert ("error: conv_relu_arm_ethos-u55-128: kiln's runtime has no CPU kernel for "
-            "quantized_decomposed::dequantize_per_channel.out") in result.stderr
+    assert "error: no_kernel: kiln's runtime has no CPU kernel for aten::softplus.out" in result.stderr
     assert not (work / "no-kernel" / "cmake").exists()  # refused before CMake runs
+
+
+def test_executorch_cpu_only_fixture_runs(work, builder, tmp_path):
+    """ExecuTorch's own CPU-only Arm program (weights dequantized per channel on the CPU)."""
+    pte_path = work / "et_cpu_only.pte"
+    shutil.copyfile(FIXTURES / "conv_relu_arm_ethos-u55-128.pte", pte_path)
+    operators = pte.deserialize(pte_path.read_bytes()).program.execution_plans[0].operators
+    assert ("quantized_decomposed::dequantize_per_channel", "out") in {(o.name, o.overload) for o in operators}
+    elf = builder(pte_path)
+    result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=17), tmp_path)
+    assert result.npu_cycles == [0, 0]
 
 
 def test_run_sh_prints_predictions_beside_labels():
