@@ -12,7 +12,7 @@ arch_minor_rev [27:20], arch_major_rev [31:28].
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # The ID register value of the modelled NPU: architecture 1.0.6, product_major 6,
 # version r0p0 status 1 (the ID word regor writes into every COP1 payload).
@@ -31,6 +31,11 @@ class NpuConfig:
     macs: int  # MACs per cycle per core
     cores: int  # 1, or 2 for ethos-u65-512
     shram_kib: int  # SHRAM per core, KiB
+    # The Vela system config and memory mode the command streams were compiled for; they
+    # say which memory each region is in (only the cycle estimate reads them). None: the
+    # default of the target's board description.
+    system_config: str | None = None
+    memory_mode: str | None = None
 
     @property
     def config_register(self) -> int:
@@ -71,11 +76,14 @@ CONFIGS: dict[str, NpuConfig] = {
 }
 
 
-def config_for(target: str) -> NpuConfig:
-    """The configuration of a U55/U65 target; KeyError names the known ones."""
+def config_for(target: str, system_config: str | None = None, memory_mode: str | None = None) -> NpuConfig:
+    """The configuration of a U55/U65 target running streams Vela compiled with
+    `system_config` and `memory_mode` (None: the board's defaults); KeyError names the
+    known targets."""
     try:
-        return CONFIGS[target]
+        config = CONFIGS[target]
     except KeyError:
         raise KeyError(
             f"no NPU model for {target!r}; modelled: {', '.join(CONFIGS)}"
         ) from None
+    return replace(config, system_config=system_config, memory_mode=memory_mode)

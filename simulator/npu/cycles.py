@@ -1,76 +1,186 @@
-"""An estimate of the NPU's compute cycles for a command stream, not a timing simulation.
+"""An estimate of the NPU's cycles for a command stream, not a timing simulation.
 
 Its target is Vela's own figure for the same stream (VelaResult.npu_cycles, the sum of
-Vela's per-operation "NPU" cycles, which leaves out memory-transfer time); bench/npu.py
-and tests/simulator/test_npu_cycles.py compare the two on the zoo models. It is built
-from the block structure the registers describe and a few throughput figures:
+Vela's per-operation "NPU" cycles); bench/npu.py and tests/simulator/test_npu_cycles.py
+compare the two on the zoo models. It evaluates the performance model of Vela 5.2's back
+end (regor's Ethos-U55/U65 estimator, public in the ethos-u-vela repository) on what the
+registers of each command say, and runs the operations and DMA transfers on a timeline:
 
-* A block operation (CONV, DEPTHWISE, POOL) runs its OFM in blocks of OFM_BLK_HEIGHT x
-  WIDTH x DEPTH. Each block passes through two pipelined stages, the MAC array and the
-  output stage, so an operation of n blocks costs max(mac, out) x n + min(mac, out).
-* MAC stage, per block: the block's OFM microblocks (1x1x4 on U55-32, 1x1x8 on U55-64,
-  1x2x8 on U55-128, 2x2x8 otherwise) take MAC_CYCLES_PER_UBLOCK cycles per kernel step
-  and per IFM_BLOCK_DEPTH input channels, but a kernel step over one microblock depth
-  never takes less than the weight fetch (4 cycles per OFM microblock channel).
-  Depthwise steps cover 4 kernel taps, part-kernel-first convolution steps cover 4 taps
-  of 8 channels, pooling costs max(4, taps) cycles per microblock (x4 for 8/16-bit data
-  on the wider arrays). A block of a single microblock waits on the accumulator
-  pipeline (ACC_DELAY cycles per step). U65-512's two cores split the MAC stage.
-* Output stage, per block: OFM elements x a cycles-per-element rate that depends on the
-  operation (OUTPUT_RATES, in cycles at 64 MACs per cycle, scaled with the array), at
-  least the time to fetch the block's scales (a memory latency per product, the
-  latency of the memory Vela's default system configuration keeps weights in).
-* Each block also issues its IFM reads and OFM write: a quarter of (two SRAM latencies
-  plus both stages) bounds either stage from below.
-* ELEMENTWISE: OFM elements (depth rounded to 16 for NHCWB16) x the operation's rate,
-  or more for small blocks, where the block's memory latency dominates.
-DMA transfers overlap computation and are not counted.
+* Memories. Every region is in a memory of the system the stream was compiled for
+  (NpuConfig.system_config and memory_mode, as Vela's own parser reads them from its
+  vela.ini): region 0 (weights, scales, constants) in const_mem_area, region 1 (scratch)
+  in arena_mem_area, region 2 (fast scratch) in cache_mem_area; other regions count as
+  the scratch's. A memory moves `bandwidth` bytes per NPU cycle (the AXI port's 8 bytes on
+  U55, 16 on U65, times the memory's clock scale); an access waits its read or write
+  latency first; transfers in bursts shorter than the memory's longest cost as if every
+  burst were the longest (_transfer_bytes).
+* CONV, DEPTHWISE, POOL run the OFM in blocks of OFM_BLK_HEIGHT x WIDTH x DEPTH; blocks
+  are counted in microblocks (1x1x4 on U55-32, 1x1x8 on U55-64, 1x2x8 on U55-128, 2x2x8
+  otherwise; 1x4x8 for a one-row OFM of a 1-row kernel), so a partial block counts as its
+  fraction. Per block, the MAC array takes _mac_block cycles (4 per microblock, kernel step
+  and IFM block depth, at least the weight fetch of 4 cycles per microblock channel; 8x8
+  sub-kernels; accumulator stalls for single-microblock blocks; U65-512's two cores share
+  it) and the output stage OUTPUT_CYCLES cycles per element, at least the time to fetch
+  the block's scales (10 bytes a channel at the scale region's read latency per 256).
+  Both stages are pipelined (max x blocks + min) and bounded below by the command issue
+  rate, a quarter of the block's stages and the imbalance of its IFM read and OFM write.
+  Every command then waits once for its first IFM block to arrive and its last OFM
+  block to leave (latency plus transfer): for small operations this is most of the cost.
+  (Vela counts this once per operation; one it splits into several commands, in depth
+  or in stripes, pays it per command here.)
+* ELEMENTWISE: OFM elements (depth rounded to 16 for NHCWB16) x the output stage's
+  cycles per element, or the issue rate of blocks whose IFM or OFM access dominates.
+* A 1x1 POOL that permutes axes (a transpose; its strides are not in NHWC order) costs the
+  slower of reading its IFM and writing its OFM (_transpose).
+* The timeline. The command processor issues an operation once fewer than
+  MAX_OUTSTANDING_KERNELS are unfinished, and it starts when the one before ends. A
+  DMA_START is issued once fewer than MAX_OUTSTANDING_DMA transfers are unfinished and
+  runs, after the transfer before it, alongside the operations issued before it, taking
+  the slower of its read and write side (into the SHRAM, a byte per cycle). DMA_WAIT and
+  KERNEL_WAIT hold the command processor until the transfer or operation they name is
+  done. The count is the time the last operation or transfer ends.
+
+Vela charges a weight transfer against the previous operation's time in its reference
+schedule, where every feature map is in the arena. When the fast scratch is a faster
+memory than the arena (U65, Dedicated_Sram) its figure for an operation that waits for
+weights is therefore larger than this timeline's (tiny_cnn's second convolution on
+ethos-u65-512: Vela 648 cycles, here 240).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 from kiln.simulator.npu.commands import Command
-from kiln.simulator.npu.config import PRODUCT_U65, NpuConfig
-from kiln.simulator.npu.registers import Registers
+from kiln.simulator.npu.config import NpuConfig
+from kiln.simulator.npu.registers import FORMAT_NHCWB16, UPSCALE_NONE, Kernel, Registers
 
-IFM_BLOCK_DEPTH = 32  # IFM channels a convolution block consumes per MAC pass
-MAC_CYCLES_PER_UBLOCK = 4  # cycles per OFM microblock, kernel step and IFM_BLOCK_DEPTH channels
-WEIGHT_FETCH_CYCLES_PER_CHANNEL = 4  # per OFM microblock channel and kernel step
+
+@dataclass(frozen=True)
+class MemoryTiming:
+    """What the estimate needs of one memory."""
+
+    bandwidth: float  # bytes per NPU cycle
+    burst: int  # longest burst, bytes
+    read_latency: int  # NPU cycles
+    write_latency: int  # NPU cycles
+
+
+# The SHRAM as a DMA destination (activation LUTs), as regor rates it.
+SHRAM = MemoryTiming(bandwidth=1.0, burst=1, read_latency=0, write_latency=0)
+
+# Output-stage cycles per OFM element, regor's table per (MACs per core, cores), indexed by
+# the OUT_* kinds below; U65-256 has U55-256's figures.
+OUTPUT_CYCLES = {
+    (32, 1): (2.0, 3.0, 3.0, 3.0, 4.0, 6.0, 1.0, 2.0),
+    (64, 1): (1.0, 1.5, 1.5, 1.5, 2.0, 3.0, 0.5, 1.0),
+    (128, 1): (0.75, 1.25, 0.75, 0.75, 1.0, 1.5, 0.25, 0.5),
+    (256, 1): (0.625, 1.125, 0.5, 0.375, 0.5, 0.75, 0.125, 0.25),
+    (256, 2): (0.3125, 0.5625, 0.25, 0.1875, 0.25, 0.375, 0.0625, 0.125),
+}
+OUT_EW32_UNARY, OUT_EW32_BINARY, OUT_MUL32, OUT_MUL_ACC40, OUT_ADDSUB = 0, 1, 2, 3, 5
+OUT_MAXPOOL, OUT_DEFAULT = 6, 7
+# Cycles per element of a tanh, sigmoid or LUT activation, by (MACs per core, cores); the
+# stage runs at the slower of this and its OUTPUT_CYCLES.
+LUT_ACTIVATION_CYCLES = {(32, 1): 1.0, (64, 1): 1.0, (128, 1): 1.0, (256, 1): 1.0, (256, 2): 0.5}
+# Operations and DMA transfers the command processor may have issued and not finished
+# (Vela's max_outstanding_kernels and max_outstanding_dma, by product).
+MAX_OUTSTANDING_KERNELS = 2
+MAX_OUTSTANDING_DMA = {0: 1, 1: 2}
+
+SUBKERNEL = 8  # kernels larger than 8x8 run as 8x8 sub-kernels
+IFM_BLOCK_DEPTH = 32  # most IFM channels an (8-bit) block holds
+MAC_CYCLES_PER_UBLOCK = 4  # per OFM microblock and kernel step
+WEIGHT_FETCH_CYCLES = 4  # per OFM microblock channel and kernel step
 DEPTHWISE_TAPS_PER_STEP = 4
-SRAM_LATENCY = 32  # cycles
-SRAM_BYTES_PER_CYCLE = {0: 8, PRODUCT_U65: 16}  # by NpuConfig.product
-# Read/write latency in cycles of the memory behind each region (0: weights, 1: scratch,
-# 2: fast scratch), by product, as Vela's default system configuration and memory mode
-# place weights: off-chip flash on U55 (Ethos_U55_High_End_Embedded), DRAM on U65
-# (Ethos_U65_High_End); feature maps count as SRAM (region 1 on U65 is DRAM in
-# Dedicated_Sram, but Vela does not charge its latency to the NPU stages).
-REGION_LATENCY = {0: {0: 64, 1: SRAM_LATENCY}, PRODUCT_U65: {0: 500, 1: SRAM_LATENCY}}
-# Output-stage cycles per OFM element at 64 MACs per cycle.
-OUTPUT_RATES = {"default": 1.0, "acc40": 1.5, "mul": 1.5, "addsub": 3.0, "maxpool": 0.5, "ew32": 1.5}
-LUT_ACTIVATION_RATE = 1.0  # cycles per element of a sigmoid/tanh/LUT activation, per core
+SCALE_BYTES_PER_CHANNEL = 10
+ISSUE_PARALLELISM = 4  # the command issue rate: a quarter of a block's work
 
 ACC_FORMAT_INT40 = 1
+ACTIVATION_TANH = 3  # and above: sigmoid, LUTs
 POOL_MAX, POOL_REDUCE_SUM = 0, 2
 ELEMENTWISE_MUL, ELEMENTWISE_ADD, ELEMENTWISE_SUB = 0, 1, 2
-FORMAT_NHCWB16 = 1
+UNARY_ELEMENTWISE = (5, 6, 7)  # LRELU, ABS, CLZ
 MAC_OPERATIONS = ("NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL")
+DMA_REGION_INTERNAL = 1 << 8  # DMA0_*_REGION: the side is the SHRAM
+STRIDE_1D, STRIDE_3D = 0, 2
 
 
-def _ublock(config: NpuConfig) -> tuple[int, int, int]:
-    """OFM microblock (height, width, depth) of a configuration's MAC array."""
-    if config.macs == 32:
-        return 1, 1, 4
-    if config.macs == 64:
-        return 1, 1, 8
-    if config.macs == 128:
-        return 1, 2, 8
-    return 2, 2, 8
+@cache
+def region_memories(target: str, system_config: str, memory_mode: str) -> tuple[MemoryTiming, ...]:
+    """Timing of the memory behind regions 0, 1 and 2 of streams Vela compiled for
+    `target` with `system_config` and `memory_mode`; ValueError if Vela does not know them."""
+    from ethosu.vela.architecture_features import CONFIG_FILES_PATH, ArchitectureFeatures, MemPort
+    from ethosu.vela.errors import VelaError
+
+    ini = str(Path(CONFIG_FILES_PATH) / "Arm" / "vela.ini")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # Vela prints notes; stdout may be a UART
+            arch = ArchitectureFeatures([ini], target, system_config, memory_mode, 3, False, None)
+    except VelaError as error:
+        raise ValueError(f"no memory timing for {target} with system config {system_config!r} and memory "
+                         f"mode {memory_mode!r}: {error}") from None
+
+    def timing(port) -> MemoryTiming:
+        area = arch.axi0_port if port == MemPort.Axi0 else arch.axi1_port
+        read, write = (int(v) for v in arch.memory_latency[area])
+        return MemoryTiming(float(arch.memory_bandwidths_per_cycle[area]), int(arch.memory_burst_length[area]),
+                            read, write)
+
+    return tuple(timing(port) for port in (arch.const_mem_area, arch.arena_mem_area, arch.cache_mem_area))
+
+
+def memories_for(config: NpuConfig) -> tuple[MemoryTiming, ...]:
+    """region_memories of `config`, its unset system config or memory mode taken from the
+    target's board description."""
+    system_config, memory_mode = config.system_config, config.memory_mode
+    if system_config is None or memory_mode is None:
+        default_config, default_mode = _board_defaults(config.target)
+        system_config = system_config or default_config
+        memory_mode = memory_mode or default_mode
+    return region_memories(config.target, system_config, memory_mode)
+
+
+@cache
+def _board_defaults(target: str) -> tuple[str, str]:
+    """(system config, memory mode) the board description gives `target`."""
+    from kiln import boards
+
+    found = boards.target(target)
+    return found.system_config, found.memory_mode
+
+
+@dataclass(frozen=True)
+class Access:
+    """One feature-map side of an operation as the estimate sees it."""
+
+    memory: MemoryTiming
+    nhcwb16: bool
+    bits: int
+    shape: tuple[int, int, int]  # the whole feature map (H, W, C)
+    block: tuple[int, int, int]  # the block the hardware moves (H, W, C)
 
 
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _ceil(a, b) * b
+
+
+def _clip(shape, block) -> tuple[int, ...]:
+    return tuple(min(s, b) for s, b in zip(shape, block))
+
+
+def _count(shape, unit) -> int:
+    """Units (whole or partial) covering `shape`."""
+    return math.prod(_ceil(s, u) for s, u in zip(shape, unit))
 
 
 def _bits(precision: int, shift: int) -> int:
@@ -78,31 +188,125 @@ def _bits(precision: int, shift: int) -> int:
     return {0: 8, 1: 16, 2: 32}.get((precision >> shift) & 3, 8)
 
 
+def _transfer_bytes(side: Access, elements: int, read: bool, cores: int) -> int:
+    """Bytes' worth of memory time to move `elements` of a block: bursts shorter than the
+    memory's longest cost a whole longest burst each."""
+    bits, (_, block_w, block_d) = side.bits, side.block
+    if side.nhcwb16:
+        brick_stride = side.shape[1] * bits * 16 // 8
+        if brick_stride == block_d:
+            burst_bits = bits * block_w * block_d
+        else:
+            burst_bits = 16 * bits * block_w * (1 if read else cores)
+    else:
+        x_stride = side.shape[2] * bits // 8
+        if read:
+            burst_bits = bits * block_w * block_d if x_stride == block_d else bits * block_d
+        elif block_d <= 16 and x_stride == block_d:
+            burst_bits = bits * block_w * block_d
+        else:
+            burst_bits = min(64 * 8, 16 * bits * cores, block_d * bits)
+    burst = max(1, min(side.memory.burst, burst_bits // 8))
+    return elements * bits // 8 * side.memory.burst // burst
+
+
+def _block_access_cycles(side: Access, read: bool, cores: int) -> int:
+    """Cycles to read (or write) the first (last) block of a feature map, latency included."""
+    elements = math.prod(_clip(side.shape, side.block))
+    cycles = int(_transfer_bytes(side, elements, read, cores) / side.memory.bandwidth)
+    return cycles + (side.memory.read_latency if read else side.memory.write_latency)
+
+
+def _mem_to_mem(dst: MemoryTiming, src: MemoryTiming, size: int) -> int:
+    """Cycles of a DMA copy of `size` bytes: the slower of its read and its write."""
+    return max(int(size / src.bandwidth) + src.read_latency, int(size / dst.bandwidth) + dst.write_latency)
+
+
+def _ifm_extent(out: int, taps: int, stride: int, dilation: int, before: int, after: int, upscale: int) -> int:
+    """IFM samples (before upscaling) an operation reads along one axis, padding excluded."""
+    upscaled = (out - 1) * stride + (taps - 1) * dilation + 1 - before - after
+    return max(1, _ceil(upscaled, upscale))
+
+
+def _transposes(regs: Registers, prefix: str, shape: tuple[int, int, int]) -> bool:
+    """Whether an NHWC feature map's strides step its axes out of NHWC order."""
+    if (regs.param(f"{prefix}_PRECISION") >> 6) & 3 == FORMAT_NHCWB16:
+        return False
+    h, w, c = shape
+    sy, sx, sc = (regs.address(f"{prefix}_STRIDE_{a}") for a in "YXC")
+    return (h > 1 and w > 1 and sy < sx) or (w > 1 and c > 1 and sx < sc)
+
+
 class CycleModel:
     """Accumulates the estimate over one run_stream; counters() reads it out."""
 
     def __init__(self, config: NpuConfig):
         self.config = config
-        self.total = 0.0
+        self.memories = memories_for(config)
+        key = (config.macs, config.cores)
+        self.output_cycles = OUTPUT_CYCLES[key]
+        self.lut_cycles = LUT_ACTIVATION_CYCLES[key]
         self.mac_cycles = 0.0
         self.macs = 0
         self.dma_bytes = 0
         self.block_ops = 0
-        # cycles per OFM element of the output stage scale inversely with the array
-        self.rate_scale = 64 / (config.macs * config.cores)
+        # The timeline, in cycles from the start of the stream.
+        self.issue = 0.0  # when the command processor reaches the next command
+        self.kernel_ends: list[float] = []  # when each block or elementwise operation ends
+        self.dma_ends: list[float] = []  # when each DMA transfer ends
+
+    @property
+    def total(self) -> float:
+        return max(self.kernel_ends[-1:] + self.dma_ends[-1:], default=0.0)
 
     def account(self, command: Command, regs: Registers) -> None:
         """Adds `command` (an NPU_OP_*) run with the register state `regs`."""
         name = command.name
         if name in MAC_OPERATIONS:
-            self.block_ops += 1
-            self.total += self._mac_operation(name, command.param, regs)
+            self._run(self._mac_operation(name, command.param, regs))
         elif name == "NPU_OP_ELEMENTWISE":
-            self.block_ops += 1
-            self.total += self._elementwise(command.param, regs)
+            self._run(self._elementwise(command.param, regs))
         elif name == "NPU_OP_DMA_START":
-            rows = max(1, regs.param("DMA0_SIZE0")) if (regs.param("DMA0_DST_REGION") >> 9) & 3 else 1
-            self.dma_bytes += regs.address("DMA0_LEN") * rows
+            self._dma(regs)
+        elif name == "NPU_OP_DMA_WAIT":
+            self._wait(self.dma_ends, command.param & 0xF)
+        elif name == "NPU_OP_KERNEL_WAIT":
+            self._wait(self.kernel_ends, command.param & 0x3)
+
+    # ---- timeline ----------------------------------------------------------------------
+
+    def _run(self, cycles: float) -> None:
+        self.block_ops += 1
+        self._issue(self.kernel_ends, MAX_OUTSTANDING_KERNELS)
+        start = max(self.issue, self.kernel_ends[-1] if self.kernel_ends else 0.0)
+        self.kernel_ends.append(start + cycles)
+
+    def _issue(self, ends: list[float], limit: int) -> None:
+        """Holds the command processor until fewer than `limit` of `ends` are in the future."""
+        if len(ends) >= limit:
+            self.issue = max(self.issue, ends[-limit])
+
+    def _wait(self, ends: list[float], outstanding: int) -> None:
+        """Holds the next commands until at most `outstanding` of `ends` are in the future."""
+        if len(ends) > outstanding:
+            self.issue = max(self.issue, ends[-1 - outstanding])
+
+    def _dma(self, regs: Registers) -> None:
+        src, dst = regs.param("DMA0_SRC_REGION"), regs.param("DMA0_DST_REGION")
+        mode = max((src >> 9) & 3, (dst >> 9) & 3)
+        rows = 1 if mode == STRIDE_1D else max(1, regs.param("DMA0_SIZE0"))
+        if mode == STRIDE_3D:
+            rows *= max(1, regs.param("DMA0_SIZE1"))
+        size = regs.address("DMA0_LEN") * rows
+        self.dma_bytes += size
+        dst_memory = SHRAM if dst & DMA_REGION_INTERNAL else self._memory(dst)
+        self._issue(self.dma_ends, MAX_OUTSTANDING_DMA[self.config.product])
+        start = max(self.issue, self.dma_ends[-1] if self.dma_ends else 0.0)
+        self.dma_ends.append(start + _mem_to_mem(dst_memory, self._memory(src), size))
+
+    def _memory(self, region: int) -> MemoryTiming:
+        region &= 7
+        return self.memories[region] if region < len(self.memories) else self.memories[1]
 
     # ---- output stage ------------------------------------------------------------------
 
@@ -110,124 +314,202 @@ class CycleModel:
         """Output-stage cycles per OFM element."""
         ifm_bits = _bits(regs.param("IFM_PRECISION"), 2)
         ofm_bits = _bits(regs.param("OFM_PRECISION"), 1)
-        if name == "NPU_OP_ELEMENTWISE":
-            if ifm_bits == 32:
-                kind = "ew32"
-            elif mode == ELEMENTWISE_MUL:
-                kind = "mul" if ofm_bits < 32 else "acc40"
-            elif mode in (ELEMENTWISE_ADD, ELEMENTWISE_SUB):
-                kind = "addsub"
-            else:
-                kind = "default"
-        elif regs.param("ACC_FORMAT") == ACC_FORMAT_INT40:
-            kind = "acc40"
+        elementwise = name == "NPU_OP_ELEMENTWISE"
+        if elementwise and ifm_bits == 32:
+            kind = OUT_EW32_UNARY if mode in UNARY_ELEMENTWISE else OUT_EW32_BINARY
+        elif elementwise and mode == ELEMENTWISE_MUL and ofm_bits == 32:
+            kind = OUT_MUL32
+        elif (elementwise and mode == ELEMENTWISE_MUL) or (
+                not elementwise and regs.param("ACC_FORMAT") == ACC_FORMAT_INT40):
+            kind = OUT_MUL_ACC40
+        elif elementwise and mode in (ELEMENTWISE_ADD, ELEMENTWISE_SUB):
+            kind = OUT_ADDSUB
         elif name == "NPU_OP_POOL" and mode == POOL_MAX:
-            kind = "maxpool"
+            kind = OUT_MAXPOOL
         else:
-            kind = "default"
-        rate = OUTPUT_RATES[kind] * self.rate_scale
-        if regs.param("ACTIVATION") & 0xFFF >= 3:  # tanh, sigmoid or a LUT
-            rate = max(rate, LUT_ACTIVATION_RATE / self.config.cores)
+            kind = OUT_DEFAULT
+        rate = self.output_cycles[kind]
+        if regs.param("ACTIVATION") & 0xFFF >= ACTIVATION_TANH:
+            rate = max(rate, self.lut_cycles)
         return rate
 
-    def _block_traffic(self, block_elems: int, ifm_elems: int, regs: Registers) -> float:
-        """Cycles a block's IFM read and OFM write take on SRAM, latencies included."""
-        ifm_bytes = ifm_elems * _bits(regs.param("IFM_PRECISION"), 2) // 8
-        ofm_bytes = block_elems * _bits(regs.param("OFM_PRECISION"), 1) // 8
-        latency = self._latency(regs.param("IFM_REGION")) + self._latency(regs.param("OFM_REGION"))
-        return latency + (ifm_bytes + ofm_bytes) / SRAM_BYTES_PER_CYCLE[self.config.product]
+    # ---- feature maps ------------------------------------------------------------------
 
-    def _latency(self, region: int) -> int:
-        return REGION_LATENCY[self.config.product].get(region & 7, SRAM_LATENCY)
+    def _ublock(self) -> tuple[int, int, int]:
+        """OFM microblock (height, width, depth) of the configuration's MAC array."""
+        return {32: (1, 1, 4), 64: (1, 1, 8), 128: (1, 2, 8)}.get(self.config.macs, (2, 2, 8))
+
+    def _side(self, regs: Registers, prefix: str, shape, block, bits: int | None = None) -> Access:
+        precision = regs.param(f"{prefix}_PRECISION")
+        if bits is None:
+            bits = _bits(precision, 1 if prefix == "OFM" else 2)
+        return Access(self._memory(regs.param(f"{prefix}_REGION")), (precision >> 6) & 3 == FORMAT_NHCWB16,
+                      bits, tuple(shape), tuple(block))
+
+    def _ifm_block(self, ofm_block, k: Kernel, upscale: int) -> tuple[int, int]:
+        """Height and width of the IFM block that feeds an OFM block."""
+        uh, uw, _ = self._ublock()
+        h = _ceil((ofm_block[0] - 1) * k.stride_y + min((k.height - 1) * k.dilation_y + 1, SUBKERNEL), upscale)
+        w = _ceil((ofm_block[1] - 1) * k.stride_x + min((k.width - 1) * k.dilation_x + 1, SUBKERNEL), upscale)
+        return _round_up(h, uh), _round_up(w, uw)
 
     # ---- operations --------------------------------------------------------------------
 
     def _block(self, regs: Registers) -> tuple[int, int, int]:
-        h, w, c = regs.ofm_shape()
-        return (min(h, regs.param("OFM_BLK_HEIGHT_M1") + 1), min(w, regs.param("OFM_BLK_WIDTH_M1") + 1),
-                min(c, regs.param("OFM_BLK_DEPTH_M1") + 1))
+        return (regs.param("OFM_BLK_HEIGHT_M1") + 1, regs.param("OFM_BLK_WIDTH_M1") + 1,
+                regs.param("OFM_BLK_DEPTH_M1") + 1)
 
     def _elementwise(self, mode: int, regs: Registers) -> float:
-        h, w, c = regs.ofm_shape()
-        if (regs.param("OFM_PRECISION") >> 6) & 3 == FORMAT_NHCWB16:
-            c = _ceil(c, 16) * 16
-        bh, bw, bd = self._block(regs)
-        block_elems = bh * bw * bd
+        ofm_shape = regs.ofm_shape()
+        h, w, c = ofm_shape
+        ofm = self._side(regs, "OFM", ofm_shape, self._block(regs))
+        elements = h * w * (_round_up(c, 16) if ofm.nhcwb16 else c)
         rate = self._output_rate("NPU_OP_ELEMENTWISE", mode, regs)
-        operands = 1 if (regs.param("IFM2_BROADCAST") >> 7) & 1 else 2  # bit 7: IFM2 is a scalar
-        traffic = self._block_traffic(block_elems, operands * block_elems, regs)
-        per_element = max(rate, (traffic / block_elems + rate) / 4)
-        return h * w * c * per_element
+        ifm_block = (*self._ifm_block(ofm.block, Kernel(1, 1, 1, 1, 1, 1, False), 1), ofm.block[2])
+        ifm_bits = _bits(regs.param("IFM_PRECISION"), 2)
+        sides = [self._side(regs, "IFM", ofm_shape, ifm_block)]
+        if mode not in UNARY_ELEMENTWISE:
+            flags = regs.param("IFM2_BROADCAST")
+            if flags & (1 << 7):  # a scalar from the register: a constant, counted where constants live
+                sides.append(Access(self.memories[0], False, ifm_bits, (1, 1, 1), ifm_block))
+            else:
+                shape2 = (1 if flags & 1 else h, 1 if flags & 2 else w, 1 if flags & 4 else c)
+                sides.append(self._side(regs, "IFM2", shape2, ifm_block, ifm_bits))
+        cores = self.config.cores
+        block_cycles = max([_block_access_cycles(ofm, False, cores)]
+                           + [_block_access_cycles(side, True, cores) for side in sides])
+        issue = math.ceil((block_cycles / math.prod(ofm.block) + rate) / ISSUE_PARALLELISM * elements)
+        return max(issue, math.ceil(rate * elements))
 
     def _mac_operation(self, name: str, mode: int, regs: Registers) -> float:
-        h, w, c = regs.ofm_shape()
-        bh, bw, bd = self._block(regs)
-        blocks = _ceil(h, bh) * _ceil(w, bw) * _ceil(c, bd)
+        ofm_shape = regs.ofm_shape()
+        h, w, c = ofm_shape
         k = regs.kernel()
-        ifm_depth = regs.param("IFM_DEPTH_M1") + 1
+        pad = regs.padding()
+        upscale = 1 if regs.upscale() == UPSCALE_NONE else 2
         reduce_sum = name == "NPU_OP_POOL" and mode == POOL_REDUCE_SUM
-        if name == "NPU_OP_POOL" and not reduce_sum and k.width * k.height == 1:
-            return self._move(h * w * c, regs)
-        mac = self._mac_stage(name, reduce_sum, regs, (h, w), (bh, bw, bd), k, ifm_depth)
-        elems = bh * bw * bd
-        out = elems * self._output_rate(name, mode, regs)
+        pooling = name == "NPU_OP_POOL" and not reduce_sum
+        ifm_depth = regs.param("IFM_DEPTH_M1") + 1
+        ifm_shape = (_ifm_extent(h, k.height, k.stride_y, k.dilation_y, pad.top, pad.bottom, upscale),
+                     _ifm_extent(w, k.width, k.stride_x, k.dilation_x, pad.left, pad.right, upscale),
+                     ifm_depth if name == "NPU_OP_CONV" or reduce_sum else c)
+        if pooling and k.width * k.height == 1 and (
+                _transposes(regs, "IFM", ifm_shape) or _transposes(regs, "OFM", ofm_shape)):
+            return self._transpose(regs, ifm_shape, ofm_shape)
+
+        block = self._block(regs)
+        ifm_bits = _bits(regs.param("IFM_PRECISION"), 2)
+        if name == "NPU_OP_CONV" or reduce_sum:
+            part_kernel = name == "NPU_OP_CONV" and k.part_kernel_first
+            if ifm_bits == 16:
+                ifm_block_depth = _round_up(min(ifm_depth, 16), 4)
+            else:
+                ifm_block_depth = _round_up(min(ifm_depth, 16 if part_kernel else IFM_BLOCK_DEPTH), 8)
+        else:
+            ifm_block_depth = block[2]
+        ifm = self._side(regs, "IFM", ifm_shape, (*self._ifm_block(block, k, upscale), ifm_block_depth))
+        ofm = self._side(regs, "OFM", ofm_shape, block)
+
+        ublock = self._ublock()
+        if ublock[0] == 2 and name == "NPU_OP_CONV" and h == 1 and w % 2 == 0 and k.height == 1:
+            ublock = (1, 4, ublock[2])
+        ofm_block = _clip(ofm_shape, block)
+        blocks = _count(ofm_shape, ublock) / _count(ofm_block, ublock)
+
+        rate = self._output_rate(name, mode, regs)
+        out = math.ceil(rate * math.prod(ofm_block))
         if name != "NPU_OP_POOL":
-            out = max(out, 10 * bd * self._latency(0) / 256)  # scales, wherever DMA put them, count from their home region 0
-        ifm_h = (bh - 1) * k.stride_y + (k.height - 1) * k.dilation_y + 1
-        ifm_w = (bw - 1) * k.stride_x + (k.width - 1) * k.dilation_x + 1
-        ifm_c = min(ifm_depth, IFM_BLOCK_DEPTH) if name == "NPU_OP_CONV" or reduce_sum else bd
-        issue = (self._block_traffic(elems, ifm_h * ifm_w * ifm_c, regs) + out + mac) / 4
-        mac, out = max(mac, issue), max(out, issue)
+            scale_memory = self._memory(regs.param("SCALE_REGION"))
+            out = max(out, SCALE_BYTES_PER_CHANNEL * ofm_block[2] * scale_memory.read_latency / 256)
+        mac = self._mac_block(name, reduce_sum, regs, k, ublock, ofm_block, _clip(ifm_shape, ifm.block), ifm_depth)
+
+        cores = self.config.cores
+        first_ifm = _block_access_cycles(ifm, True, cores)
+        last_ofm = _block_access_cycles(ofm, False, cores)
+        imbalance = abs(last_ofm - first_ifm) if blocks > 1 else 0
+        issue = (imbalance + mac + out) / ISSUE_PARALLELISM
+        mac_b, out_b = max(mac, issue), max(out, issue)
+        if mac_b > out_b:
+            cycles = int(int(mac_b * blocks) + out_b)
+        else:
+            cycles = int(out_b * blocks + mac_b)
+
         self.mac_cycles += mac * blocks
         taps = k.width * k.height
         self.macs += h * w * c * taps * (ifm_depth if name == "NPU_OP_CONV" or reduce_sum else 1)
-        return max(mac, out) * blocks + min(mac, out)
+        return cycles + first_ifm + last_ofm
 
-    def _move(self, elems: int, regs: Registers) -> float:
-        """A 1x1 pooling copies its IFM to the OFM at SRAM speed."""
-        return self._block_traffic(0, elems, regs) - self._latency(regs.param("OFM_REGION"))
+    def _transpose(self, regs: Registers, ifm_shape, ofm_shape) -> float:
+        """A 1x1 pooling that permutes axes: the slower of reading the IFM and writing the OFM.
 
-    def _mac_stage(self, name, reduce_sum, regs, ofm_hw, block, k, ifm_depth) -> float:
-        """MAC-array cycles of one OFM block."""
-        bh, bw, bd = block
-        uh, uw, ud = _ublock(self.config)
-        if (uh == 2 and name == "NPU_OP_CONV" and ofm_hw[0] == 1 and ofm_hw[1] % 2 == 0 and k.height == 1):
-            uh, uw, bh = 1, 4, 1  # a one-row OFM uses a 1x4 microblock
-        n_xy = _ceil(bh, uh) * _ceil(bw, uw)
-        n_z = _ceil(bd, ud)
+        Vela lowers a transpose that swaps two axes to a pooling over (first axis, second
+        axis, bytes of the rest): the transposed tensor's depth is the command's depth, or
+        if that is one byte its width (IFM) and height (OFM). Its IFM is read in bursts of
+        an IFM block's depth (up to IFM_BLOCK_DEPTH channels) unless whole pixels are that
+        deep; its OFM is written in bursts of 16 bytes per core unless pixels are 8 or 16
+        bytes deep."""
+        ifm = self._memory(regs.param("IFM_REGION"))
+        ofm = self._memory(regs.param("OFM_REGION"))
+        ifm_bytes = math.prod(ifm_shape) * _bits(regs.param("IFM_PRECISION"), 2) // 8
+        ofm_bytes = math.prod(ofm_shape) * _bits(regs.param("OFM_PRECISION"), 1) // 8
+        one_byte = ifm_shape[2] == 1
+        depth = ifm_shape[1] if one_byte else ifm_shape[2]
+        block_depth = _round_up(min(depth, IFM_BLOCK_DEPTH), 8)
+        read_burst = ifm.burst if depth == block_depth else min(ifm.burst, block_depth)
+        depth = ifm_shape[0] if one_byte else ifm_shape[2]
+        write_burst = ofm.burst if depth in (8, 16) else min(ofm.burst, 16 * self.config.cores)
+        return max(int(ifm_bytes * ifm.burst // read_burst / ifm.bandwidth) + ifm.read_latency,
+                   int(ofm_bytes * ofm.burst // write_burst / ofm.bandwidth) + ofm.write_latency)
+
+    def _mac_block(self, name, reduce_sum, regs, k: Kernel, ublock, ofm_block, ifm_block, ifm_depth) -> int:
+        """MAC-array cycles of one OFM block (ofm_block and ifm_block clipped to the maps)."""
+        uh, uw, ud = ublock
+        n_h, n_w, n_z = (_ceil(b, u) for b, u in zip(ofm_block, ublock))
+        n_xy = n_h * n_w
         bits = _bits(regs.param("IFM_PRECISION"), 2)
-        weight_fetch = WEIGHT_FETCH_CYCLES_PER_CHANNEL * ud
-        pass_cycles = MAC_CYCLES_PER_UBLOCK * n_xy
-        taps = k.width * k.height
-        ifm_passes = 1
-        if name == "NPU_OP_POOL" and not reduce_sum:
-            steps = 1
-            cycles = max(4, taps) * n_xy * n_z * (bits // 2 if self.config.macs > 32 else 1)
-        elif name == "NPU_OP_DEPTHWISE":
-            steps = taps / DEPTHWISE_TAPS_PER_STEP
-            cycles = max(weight_fetch, pass_cycles * bits // 8) * steps * n_z
-        elif k.part_kernel_first and name == "NPU_OP_CONV":
-            steps = _ceil(taps, 4 if bits == 8 else 2)
-            channel_groups = _ceil(min(ifm_depth, IFM_BLOCK_DEPTH), 8)
-            cycles = max(weight_fetch, pass_cycles) * steps * n_z * channel_groups
-            ifm_passes = _ceil(ifm_depth, IFM_BLOCK_DEPTH)
-        else:
-            steps = taps
-            cycles = max(weight_fetch, pass_cycles) * steps * n_z
-            ifm_passes = _ceil(ifm_depth, IFM_BLOCK_DEPTH)
-        cycles += self._accumulator_delay(regs, n_xy, n_z, steps)
-        return cycles * ifm_passes / self.config.cores
-
-    def _accumulator_delay(self, regs: Registers, n_xy: int, n_z: int, steps: int) -> int:
-        """Pipeline stalls of a block whose kernel steps each cover one microblock."""
-        if n_xy != 1:
-            return 0
         acc40 = regs.param("ACC_FORMAT") == ACC_FORMAT_INT40
+        weight_fetch = WEIGHT_FETCH_CYCLES * ud
+        pass_cycles = MAC_CYCLES_PER_UBLOCK * n_xy
+        part_kernel = name == "NPU_OP_CONV" and k.part_kernel_first
+        channel_groups = _ceil(ifm_block[2], 8)
+        u55_32 = self.config.macs == 32
+        total = 0
+        for x in range(0, k.width, SUBKERNEL):
+            for y in range(0, k.height, SUBKERNEL):
+                taps = min(k.width - x, SUBKERNEL) * min(k.height - y, SUBKERNEL)
+                if name == "NPU_OP_POOL" and not reduce_sum:
+                    steps = 1
+                    cycles = max(4, taps) * n_xy * n_z * (1 if u55_32 else bits // 2)
+                elif name == "NPU_OP_DEPTHWISE":
+                    steps = _ceil(taps, DEPTHWISE_TAPS_PER_STEP)
+                    cycles = max(weight_fetch, pass_cycles * bits // 8) * steps * n_z
+                elif part_kernel:
+                    steps = _ceil(taps, 2 if bits == 16 else 4)
+                    cycles = max(weight_fetch, pass_cycles) * steps * n_z * channel_groups
+                else:
+                    steps = taps
+                    cycles = max(weight_fetch, pass_cycles) * steps * n_z
+                delay = self._accumulator_delay(acc40, n_h, n_w, n_z, steps)
+                total += cycles + delay * (channel_groups if part_kernel else 1)
+        if name == "NPU_OP_CONV" or reduce_sum:
+            total *= _ceil(ifm_depth, ifm_block[2])
+        return total // self.config.cores
+
+    def _accumulator_delay(self, acc40: bool, n_h: int, n_w: int, n_z: int, steps: int) -> int:
+        """Pipeline stalls of a block whose kernel steps each cover one microblock."""
         if self.config.macs == 32:
             delay = 7 if acc40 else 3
         else:
             delay = 3 if acc40 and self.config.macs <= 128 else 2
-        return delay * steps if n_z == 1 else delay * (steps - 1) * n_z
+        stalls = 0
+        if n_h * n_w == 1:
+            if n_z == 1:
+                stalls = delay * steps
+            elif steps > 1:
+                stalls = delay * (steps - 1) * n_z
+        if self.config.macs == 32 and acc40 and (n_w == 1 or n_h == 1) and n_z > 1:
+            stalls += delay * n_z
+        return stalls
 
     def counters(self) -> dict[str, int]:
         return {"cycles": int(math.ceil(self.total)), "mac_active": int(math.ceil(self.mac_cycles)),
