@@ -45,7 +45,8 @@ struct Inputs {
   uint32_t samples = 1;
 };
 bool open_inputs(const Options& options, const runtime::Method& method, Inputs& inputs);
-// Fills every input tensor with its next sample (or the default).
+// Fills every input tensor with its next sample (or the default). Called before every
+// inference: execute() consumes the inputs (kiln/runtime/method.h), so none is reused.
 bool read_sample(const runtime::Method& method, Inputs& inputs);
 
 struct Outputs {

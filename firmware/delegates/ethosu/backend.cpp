@@ -37,6 +37,10 @@ uint32_t fast_scratch_needed(const runtime::CompileSpecs& specs) {
   return value > 0xFFFFFFFFu ? 0 : static_cast<uint32_t>(value);
 }
 
+bool whole_lines(runtime::Span<uint8_t> buffer) {
+  return (reinterpret_cast<uintptr_t>(buffer.data) | buffer.size) % kiln::ethosu::kDcacheLine == 0;
+}
+
 Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
   Context& context = *static_cast<Context*>(raw);
   const uint32_t delegate = args.delegate_index;
@@ -66,6 +70,23 @@ Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
     kiln::print("\n");
     return stream.error();
   }
+  if (!whole_lines(context.scratch) || !whole_lines(context.fast_scratch)) {
+    kiln::print("EthosUBackend: the scratch must start and end on %u-byte cache lines\n",
+                unsigned(kiln::ethosu::kDcacheLine));
+    return init_failed(delegate, kScratchMisaligned);
+  }
+  // Cache maintenance done once (kiln::ethosu::maintain_dcache states the rules): the
+  // command stream and weights are constants of the .pte that only the NPU reads and
+  // nothing writes after start-up, so one clean serves every run; the scratch and fast
+  // scratch are cleaned and invalidated whole, so no dirty line left by earlier CPU
+  // writes (e.g. zeroing .bss) is ever written back over the NPU's data. From here on
+  // the CPU writes in them only the input bytes execute() cleans.
+  using kiln::ethosu::Cache;
+  kiln::ethosu::maintain_dcache(Cache::kClean, stream.value().words, stream.value().size_bytes);
+  kiln::ethosu::maintain_dcache(Cache::kClean, payload.value().weights, payload.value().weights_size);
+  kiln::ethosu::maintain_dcache(Cache::kCleanInvalidate, context.scratch.data, context.scratch.size);
+  kiln::ethosu::maintain_dcache(Cache::kCleanInvalidate, context.fast_scratch.data,
+                                context.fast_scratch.size);
   DelegateState& state = context.pool[context.used++];
   state.payload = payload.value();
   state.stream = stream.value();
@@ -105,13 +126,20 @@ Status execute(void* raw, void* handle, Tensor* const* args, size_t count) {
   if (ok.ok()) ok = check_tensors(args, inputs, p.outputs, p.output_count, true);
   if (!ok.ok()) return ok;
 
+  // Per run, the cache maintenance covers only what the CPU touches: each input's bytes
+  // in the scratch, written by the copy below or by the app in place (input_place), are
+  // cleaned before the run; each output's bytes are invalidated after it, before the
+  // copy reads them. The rest of the scratch is the NPU's alone (see init).
+  using kiln::ethosu::Cache;
   for (size_t i = 0; i < inputs; ++i) {
-    std::memcpy(context.scratch.data + p.inputs[i].offset, args[i]->data, p.inputs[i].bytes);
+    uint8_t* place = context.scratch.data + p.inputs[i].offset;
+    if (args[i]->data != place) std::memcpy(place, args[i]->data, p.inputs[i].bytes);
+    kiln::ethosu::maintain_dcache(Cache::kClean, place, p.inputs[i].bytes);
   }
   const kiln::ethosu::Region regions[] = {
-      {p.weights, p.weights_size, false},
-      {context.scratch.data, p.scratch_size, true},
-      {context.fast_scratch.data, context.fast_scratch.size, true},
+      {p.weights, p.weights_size},
+      {context.scratch.data, p.scratch_size},
+      {context.fast_scratch.data, context.fast_scratch.size},
   };
   const int region_count = context.fast_scratch.empty() ? 2 : 3;
   auto cycles = context.driver->run(state.stream, regions, region_count, context.options);
@@ -124,16 +152,25 @@ Status execute(void* raw, void* handle, Tensor* const* args, size_t count) {
   context.npu_cycles += cycles.value();
   context.runs += 1;
   for (int o = 0; o < p.output_count; ++o) {
+    kiln::ethosu::maintain_dcache(Cache::kInvalidate, context.scratch.data + p.outputs[o].offset,
+                                  p.outputs[o].bytes);
     std::memcpy(args[inputs + o]->data, context.scratch.data + p.outputs[o].offset,
                 p.outputs[o].bytes);
   }
   return Status();
 }
 
+// Input `arg` of the delegate is read from its offset in the scratch.
+void* input_place(void* raw, void* handle, size_t arg, size_t nbytes) {
+  const Payload& p = static_cast<const DelegateState*>(handle)->payload;
+  if (arg >= static_cast<size_t>(p.input_count) || nbytes != p.inputs[arg].bytes) return nullptr;
+  return static_cast<Context*>(raw)->scratch.data + p.inputs[arg].offset;
+}
+
 }  // namespace
 
 runtime::Backend backend(Context& context) {
-  return runtime::Backend{kBackendId, &context, init, execute};
+  return runtime::Backend{kBackendId, &context, init, execute, input_place};
 }
 
 void reset_counters(Context& context) {

@@ -49,29 +49,6 @@ void nvic_disable_npu_irq() {
   armv8m::isb();
 }
 
-// Cleans what the NPU reads from the D-cache (a no-op without a D-cache).
-void clean_for_npu(const CommandStream& stream, const Region* regions, int count) {
-#if KILN_CPU_HAS_DCACHE
-  cpu::dcache_by_line(cpu::kDccmvac, stream.words, stream.size_bytes);
-  for (int n = 0; n < count; ++n) {
-    cpu::dcache_by_line(cpu::kDccmvac, regions[n].base, regions[n].size);
-  }
-#else
-  (void)stream, (void)regions, (void)count;
-#endif
-}
-
-// Drops stale lines of what the NPU wrote, so the CPU reads the NPU's results.
-void invalidate_after_npu(const Region* regions, int count) {
-#if KILN_CPU_HAS_DCACHE
-  for (int n = 0; n < count; ++n) {
-    if (regions[n].npu_writes) cpu::dcache_by_line(cpu::kDcimvac, regions[n].base, regions[n].size);
-  }
-#else
-  (void)regions, (void)count;
-#endif
-}
-
 // SysTick as a 1 ms wake-up source that never runs its handler; restores what it changed.
 class MillisecondTicks {
  public:
@@ -130,6 +107,16 @@ extern "C" void kiln_npu_irq_handler() {
   g_status = npu_reg(base, reg::kStatus);
   npu_reg(base, reg::kCmd) = kClockPower | reg::kCmdClearIrq;
   g_done = true;
+}
+
+void maintain_dcache(Cache op, const void* begin, size_t size) {
+#if KILN_CPU_HAS_DCACHE
+  const uint32_t reg = op == Cache::kClean ? cpu::kDccmvac
+                       : op == Cache::kInvalidate ? cpu::kDcimvac : cpu::kDccimvac;
+  cpu::dcache_by_line(reg, begin, static_cast<uint32_t>(size));
+#else
+  (void)op, (void)begin, (void)size;
+#endif
 }
 
 uint32_t Driver::read(uint32_t offset) const { return npu_reg(base_, offset); }
@@ -210,7 +197,6 @@ Result<uint64_t> Driver::run(const CommandStream& stream, const Region* regions,
   const uint32_t before = read(reg::kStatus);
   if (before & reg::kStatusRunning) return Error{ErrorCode::kNpuBusy, before, read(reg::kQread)};
 
-  clean_for_npu(stream, regions, count);
   program(stream, regions, count, options);
   g_base = base_;
   g_done = false;
@@ -218,7 +204,6 @@ Result<uint64_t> Driver::run(const CommandStream& stream, const Region* regions,
   write(reg::kCmd, kClockPower | reg::kCmdTransitionToRunningState);
   Result<uint32_t> waited = wait_for_completion(options.timeout_ms);
   nvic_disable_npu_irq();
-  invalidate_after_npu(regions, count);
 
   if (!waited.ok()) {
     (void)soft_reset();

@@ -2,12 +2,6 @@
 
 namespace kiln::runtime::fb {
 
-Status Reader::spend(uint64_t n, uint32_t at) {
-  budget -= static_cast<int64_t>(n);
-  if (budget < 0) return Error{ErrorCode::kPteTooComplex, at, size};
-  return {};
-}
-
 Result<Table> table_at(Reader& r, uint64_t pos) {
   Result<int32_t> back = r.read<int32_t>(pos);
   if (!back.ok()) return back.error();
@@ -109,14 +103,11 @@ Result<Table> element(Reader& r, const Vector& v, uint32_t i) {
 Result<Union> union_at(Reader& r, const Table& t, unsigned slot) {
   Result<uint8_t> type = scalar<uint8_t>(r, t, slot);
   if (!type.ok()) return type.error();
-  Union u;
-  u.type = type.value();
-  if (u.type == 0) return u;
+  if (type.value() == 0) return Union{};
   Result<Table> value = child(r, t, slot + 1);
   if (!value.ok()) return value.error();
   if (!value.value().present()) return Error{ErrorCode::kPteMissingField, t.pos, slot + 1};
-  u.value = value.value();
-  return u;
+  return Union{type.value(), value.value()};
 }
 
 }  // namespace kiln::runtime::fb

@@ -34,7 +34,11 @@ struct Reader {
     return v;
   }
 
-  Status spend(uint64_t n, uint32_t at);
+  Status spend(uint64_t n, uint32_t at) {
+    budget -= static_cast<int64_t>(n);
+    if (budget < 0) return Error{ErrorCode::kPteTooComplex, at, size};
+    return {};
+  }
 };
 
 struct Table {

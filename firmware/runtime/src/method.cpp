@@ -72,7 +72,55 @@ Result<Method> Method::create(const Program& program, const MethodMemory& memory
   fb::Vector instructions = v.vector(chain, schema::kInstructions, 4);
   m.instructions_ = instructions.start;
   m.instruction_count_ = instructions.count;
+  m.place_inputs();
   return m;
+}
+
+// Binds each program input that only instruction 0, a DelegateCall, reads (once, as
+// one of its arguments) where that delegate's backend reads it (Backend::input_place),
+// so the app's write is the only copy. An input that is a program output, an item of a
+// tensor list, or an argument of a later instruction keeps its planned memory (and is
+// copied), as does every input of a chain with a move, jump or free instruction (a jump
+// could run instruction 0 again after its inputs were consumed).
+void Method::place_inputs() {
+  if (instruction_count_ == 0) return;
+  Verified v(program_);
+  const fb::Vector chain{instructions_, instruction_count_};
+  fb::Union first = v.union_at(v.element(chain, 0));
+  if (first.type != schema::kDelegateCall) return;
+  const DelegateSlot& slot = delegates_[v.scalar<int32_t>(first.value, 0)];
+  if (slot.backend->input_place == nullptr) return;
+  for (size_t i = 0; i < program_.input_count(); ++i) {
+    const int32_t value = static_cast<int32_t>(program_.input(i).value_index);
+    uint32_t uses = 0, arg = 0;  // uses: 1 = once by instruction 0; 2 or more: otherwise
+    for (uint32_t k = 0; k < instruction_count_; ++k) {
+      fb::Union u = v.union_at(v.element(chain, k));
+      if (u.type != schema::kKernelCall && u.type != schema::kDelegateCall) return;
+      fb::Vector args = v.vector(u.value, 1, 4);
+      for (uint32_t j = 0; j < args.count; ++j) {
+        if (v.at<int32_t>(args.start + 4ull * j) != value) continue;
+        uses += k == 0 ? 1 : 2;
+        arg = j;
+      }
+    }
+    for (size_t o = 0; o < program_.output_count(); ++o) {
+      if (program_.output(o).value_index == static_cast<uint32_t>(value)) uses += 2;
+    }
+    for (uint32_t n = 0; n < program_.value_count(); ++n) {
+      const Value& list = values_[n];
+      if (list.kind != ValueKind::kTensorList && list.kind != ValueKind::kOptionalTensorList) continue;
+      for (uint32_t j = 0; j < list.list.count; ++j) {
+        if (static_cast<const int32_t*>(list.list.items)[j] == value) uses += 2;
+      }
+    }
+    Tensor& t = values_[value].t;
+    if (uses != 1 || t.constant) continue;
+    void* place = slot.backend->input_place(slot.backend->context, slot.handle, arg, t.nbytes);
+    const size_t alignment = element_size(static_cast<int8_t>(t.type));
+    if (place != nullptr && (alignment <= 1 || reinterpret_cast<uintptr_t>(place) % alignment == 0)) {
+      t.data = place;
+    }
+  }
 }
 
 Status Method::bind_values(const MethodMemory& memory) {

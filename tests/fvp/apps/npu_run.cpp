@@ -109,11 +109,14 @@ int main() {
     kiln::ethosu::print_error(stream.error());
     return kExitRefused;
   }
-  const kiln::ethosu::Region regions[] = {
-      {g_weights, job.weights, false},
-      {g_scratch, job.scratch, true},
-      {g_fast, job.fast, true},
-  };
+  const kiln::ethosu::Region regions[] = {{g_weights, job.weights}, {g_scratch, job.scratch}, {g_fast, job.fast}};
+  // D-cache (kiln::ethosu::maintain_dcache): what the CPU wrote is cleaned, the NPU's
+  // working memory cleaned and invalidated whole, the output invalidated after the run.
+  using kiln::ethosu::Cache;
+  kiln::ethosu::maintain_dcache(Cache::kClean, g_payload, job.payload);
+  kiln::ethosu::maintain_dcache(Cache::kClean, g_weights, job.weights);
+  kiln::ethosu::maintain_dcache(Cache::kCleanInvalidate, g_scratch, job.scratch);
+  kiln::ethosu::maintain_dcache(Cache::kCleanInvalidate, g_fast, job.fast);
   kiln::ethosu::RunOptions options;
   if (job.timeout_ms != 0) options.timeout_ms = job.timeout_ms;
   auto cycles = driver.run(stream.value(), regions, job.fast ? 3 : 2, options);
@@ -126,6 +129,7 @@ int main() {
     kiln::print("STATUS after the failure: 0x%08x\n", unsigned(status));
     return kExitRunFailed;
   }
+  kiln::ethosu::maintain_dcache(Cache::kInvalidate, g_scratch + job.output_offset, job.output);
   kiln::print("NPU cycles: %u\n", static_cast<unsigned>(cycles.value()));
   if (!write_file("npu_output.bin", g_scratch + job.output_offset, job.output)) return kExitJob;
   return 0;

@@ -34,7 +34,13 @@ struct Backend {
   Result<void*> (*init)(void* context, const BackendInitArgs& args);
   // args: the DelegateCall's tensors, its inputs then its outputs, in the order the
   // instruction lists them (each has data; the runtime checked they are tensors).
+  // An input already at the address input_place gave for it is not copied.
   Status (*execute)(void* context, void* handle, Tensor* const* args, size_t count);
+  // Optional (nullptr: none). Where the backend reads argument `arg` of its DelegateCall
+  // from, when that argument is one of its inputs and has `nbytes` bytes (else nullptr):
+  // memory the backend owns, valid while the handle is. Method::create binds there a
+  // program input that only the chain's first instruction reads (method.h).
+  void* (*input_place)(void* context, void* handle, size_t arg, size_t nbytes) = nullptr;
 };
 
 struct BackendTable {

@@ -13,6 +13,15 @@
 // (initialising each delegate once). Error codes: kMethod* (result.h), kMisaligned
 // (a = buffer address, b = 16), and whatever a backend's init returns.
 //
+// Inputs are consumed by execute(): a program input that only the chain's first
+// instruction reads, once, a DelegateCall whose backend offers an input_place for it,
+// is bound at create where that backend reads it (e.g. inside the Ethos-U scratch), so
+// the app's write is the only copy; the run may overwrite it. (Not so an input that is
+// also a program output or in a tensor list, nor any input of a chain with a move, jump
+// or free instruction: those stay in planned memory and are copied.) So set every
+// input (write its bytes through input(i)->data, or set_input) before each execute(),
+// and read none back after it.
+//
 // execute() runs the chain: KernelCall, DelegateCall, MoveCall, JumpFalseCall,
 // FreeCall. kMethodBadInstruction's b: 1 = a kernel call's args lack the out
 // tensor, 2 = a delegate call has more than kMaxDelegateArgs args, 3 = a jump
@@ -58,8 +67,8 @@ class Method {
 
   size_t input_count() const;
   size_t output_count() const;
-  // Input/output tensors (nullptr for an index out of range). An input's bytes may be
-  // written before execute(); outputs are read after it.
+  // Input/output tensors (nullptr for an index out of range). An input's bytes are
+  // written before each execute() (they are consumed: see above); outputs are read after it.
   Tensor* input(size_t i) const;
   const Tensor* output(size_t i) const;
   // Points input i (a tensor without planned memory, or any input) at `data`, which
@@ -71,6 +80,7 @@ class Method {
  private:
   Status bind_values(const MethodMemory& memory);
   Status bind_delegates(const BackendTable& backends);
+  void place_inputs();
   Status run_instruction(uint32_t index, uint32_t* next);
   Status call_kernel(const void* table, uint32_t index);
   Status call_delegate(const void* table, uint32_t index);

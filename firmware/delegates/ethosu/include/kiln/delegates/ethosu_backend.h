@@ -10,17 +10,26 @@
 // the driver's kNpu*Mismatch code), and checks that the scratch (region 1) and fast
 // scratch (region 2) given here are large enough (the fast scratch against the
 // delegate's "kiln.fast_scratch_size" compile spec; a .pte without it, e.g. from
-// ExecuTorch, is trusted to the given size). execute (per DelegateCall): copies
-// each input tensor into the scratch at the payload's input offset, runs the stream
-// with BASEP0 = the weights inside the payload, BASEP1 = the scratch, BASEP2 = the
-// fast scratch (only when given: Dedicated_Sram), and copies the outputs back.
+// ExecuTorch, is trusted to the given size), that both start and end on D-cache
+// lines, and does the one-time cache maintenance (backend.cpp). execute (per
+// DelegateCall): copies each input tensor into the scratch at the payload's input
+// offset (nothing when the Method bound the input there: input_place), runs the
+// stream with BASEP0 = the weights inside the payload, BASEP1 = the scratch, BASEP2 =
+// the fast scratch (only when given: Dedicated_Sram), and copies the outputs back.
+//
+// Cache contract with the app (the D-cache rules are kiln::ethosu::maintain_dcache's):
+// the .pte's bytes are not written after Method::create; after Method::create the app
+// writes nothing in the scratch or fast scratch except the bytes of Method inputs bound
+// there (the delegate cleans those before each run), and reads nothing there.
 //
 // Memory modes are the app's placement of these buffers: Shared_Sram (weights in the
 // model memory, scratch in SRAM), Sram_Only (the .pte and the scratch in SRAM),
 // Dedicated_Sram (weights and scratch in DDR, fast scratch in the NPU's SRAM).
 //
 // Errors: init: kBackendInitFailed (a = delegate index, b = PayloadFault, or 100 =
-// the pool is full, 101 = the scratch is smaller than the payload's scratch_size),
+// the pool is full, 101 = the scratch is smaller than the payload's scratch_size,
+// 102 = the fast scratch is smaller than the delegate needs, 103 = the scratch or fast
+// scratch does not start and end on D-cache lines),
 // the driver's kCop1* / kNpu* codes. execute: kInvalidArgument (a =
 // argument position, b = its byte size; 0xFFFF_FFFF: wrong argument count, b = the
 // count), kNpu* from the run. Each failure also prints one line naming it.
@@ -37,7 +46,8 @@
 namespace kiln::delegates::ethosu {
 
 constexpr const char* kBackendId = "EthosUBackend";
-constexpr uint32_t kPoolFull = 100, kScratchTooSmall = 101, kFastScratchTooSmall = 102;
+constexpr uint32_t kPoolFull = 100, kScratchTooSmall = 101, kFastScratchTooSmall = 102,
+                   kScratchMisaligned = 103;
 constexpr uint32_t kWrongArgCount = 0xFFFF'FFFFu;
 
 // One initialised delegate: its checked payload and command stream (both borrow the
@@ -49,8 +59,9 @@ struct DelegateState {
 };
 
 // The backend's static state; the app owns it (static storage) and every buffer it
-// points to. scratch and fast_scratch: 32-byte aligned (whole D-cache lines), shared
-// by all delegates (they run one at a time), sized by the build from the payloads.
+// points to. scratch and fast_scratch: address and size multiples of
+// kiln::ethosu::kDcacheLine (whole D-cache lines: the NPU writes them), shared by all
+// delegates (they run one at a time), sized by the build from the payloads.
 struct Context {
   const kiln::ethosu::Driver* driver = nullptr;
   runtime::Span<uint8_t> scratch;
