@@ -2,7 +2,8 @@
 
 Kernel calls run kiln.kernels' numpy implementations; each Ethos-U delegate runs
 the TOSA graph it was compiled from (named data "kiln/tosa/<i>") on
-tosa_reference_model, whose integer results are the NPU's. Inputs and outputs
+tosa_reference_model, whose integer results are the NPU's; a delegate without one
+(ExecuTorch's Arm flow keeps none) runs its command stream on kiln's NPU model. Inputs and outputs
 are raw little-endian bytes in the program's order and types.
 """
 
@@ -89,20 +90,21 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
             slots[out] = np.asarray(result, _dtype(t)).reshape(t.sizes)
         elif isinstance(instruction, pte.DelegateCall):
             delegate = plan.delegates[instruction.delegate_index]
-            n_inputs = len(ethosu_payload.decode(f.delegate_payload(delegate), named).inputs)
-            _delegate(instruction, n_inputs, plan, named, slots)
+            payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
+            if pte_writer.TOSA_KEY.format(instruction.delegate_index) in named:
+                _delegate(instruction, len(payload.inputs), plan, named, slots)
+            else:
+                _delegate_on_npu_model(instruction, delegate, payload, plan, slots)
         else:
             raise HostError(f"instruction {type(instruction).__name__} is not supported on the host")
     return [slots[i] for i in plan.outputs]
 
 
 def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named: dict, slots: dict):
+    """A kiln delegate: its TOSA graph (named data kiln/tosa/<index>) on tosa_reference_model."""
     import tosa_reference_model
 
     key = pte_writer.TOSA_KEY.format(call.delegate_index)
-    if key not in named:
-        raise HostError(f"delegate {call.delegate_index} carries no TOSA graph ({key}); "
-                        "run-host runs .pte files written by kiln compile")
     ins, outs = call.args[:n_in], call.args[n_in:]
     with quiet_native_output():
         results, status = tosa_reference_model.run(named[key], [slots[i] for i in ins])
@@ -111,6 +113,30 @@ def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named:
     for i, r in zip(outs, results):
         t = plan.values[i]
         slots[i] = np.asarray(r, _dtype(t)).reshape(t.sizes)
+
+
+def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate, payload, plan: pte.ExecutionPlan,
+                           slots: dict):
+    """A delegate without a TOSA graph (ExecuTorch's Arm flow writes none): its command
+    stream on kiln's NPU model, for the target its compile specs name. The model is
+    bit-exact with tosa_reference_model on every stream the tests compare."""
+    from kiln.simulator.npu.config import config_for
+    from kiln.simulator.npu.standalone import run_compiled
+
+    specs = {s.key: s.value.decode("utf-8", "replace") for s in delegate.compile_specs}
+    target = specs.get("target")
+    try:
+        config = config_for(target)
+    except KeyError:
+        raise HostError(f"delegate {call.delegate_index} carries no TOSA graph and names no target kiln's NPU "
+                        f"model runs (target {target!r})") from None
+    n_in = len(payload.inputs)
+    raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config)
+    if result.fault is not None:
+        raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {result.fault}")
+    for data, index in zip(raw, call.args[n_in:]):
+        t = plan.values[index]
+        slots[index] = np.frombuffer(data, _dtype(t)).reshape(t.sizes)
 
 
 def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Path]:

@@ -420,10 +420,12 @@ def test_reads_executorch_arm_cpu_fixture_with_constant_segment():
     assert f.constant(3) == f.tensor_data(consts[2]) + bytes(12)
 
 
-def test_run_host_runs_executorch_cpu_fixture_close_to_eager():
-    """ExecuTorch's CPU-only program (weights dequantized per channel at run time) on
-    kiln's host kernels against the fixture's own float model in eager PyTorch: within
-    two output quantization steps (the int8 program quantizes input, weights and output)."""
+@pytest.mark.parametrize("fixture", [CPU_FIXTURE, DELEGATE_FIXTURE], ids=["cpu", "delegate"])
+def test_run_host_runs_executorch_fixtures_close_to_eager(fixture):
+    """ExecuTorch's programs on kiln run-host (the CPU-only one's weights dequantized per
+    channel at run time; the delegate's command stream on kiln's NPU model) against the
+    fixture's own float model in eager PyTorch: within two output quantization steps (the
+    int8 programs quantize input, weights and output)."""
     import importlib.util
 
     import numpy as np
@@ -437,9 +439,9 @@ def test_run_host_runs_executorch_cpu_fixture_close_to_eager():
     x = module.ModelInputs[0]
     with torch.no_grad():
         expected = module.ModelUnderTest(x).numpy()
-    (got,) = host.run(CPU_FIXTURE.read_bytes(), [x.numpy()])
+    (got,) = host.run(fixture.read_bytes(), [x.numpy()])
     plan = pte.deserialize(CPU_FIXTURE.read_bytes()).program.execution_plans[0]
-    output_scale = plan.values[48].value  # the final quantize's scale
+    output_scale = plan.values[48].value  # the CPU program's final quantize's scale (same calibration)
     assert got.shape == expected.shape and got.dtype == np.float32
     assert np.abs(got - expected).max() <= 2 * output_scale
     assert (got > 0).mean() > 0.3  # not all clipped away

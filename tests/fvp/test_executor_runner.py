@@ -15,9 +15,7 @@ import pytest
 
 from kiln import boards, models
 from kiln import compile as kiln_compile
-from kiln import ethosu_payload, host, pte, pte_writer, runner_build, runner_run
-from kiln.simulator.npu.standalone import run_compiled
-from kiln.simulator.npu.config import config_for
+from kiln import host, pte, pte_writer, runner_build, runner_run
 from kiln.spec import CompileSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,28 +181,12 @@ def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_m
     assert f"({memory_mode}) on corstone-300" in result.stdout
 
 
-def _host_with_npu_model(f: pte.PteFile, target: str):
-    """run-host's delegate step for programs without TOSA (ExecuTorch's): the payload's
-    command stream on kiln's NPU model, in host memory (no firmware involved)."""
-    config = config_for(target)
-
-    def delegate(call, n_in, plan, named, slots):
-        payload = ethosu_payload.decode(f.delegate_payload(plan.delegates[call.delegate_index]), named)
-        raw, result = run_compiled(payload, [slots[index] for index in call.args[:n_in]], config)
-        assert result.fault is None, result.fault
-        for data, index in zip(raw, call.args[n_in:]):
-            t = plan.values[index]
-            slots[index] = np.frombuffer(data, pte_writer.NUMPY_DTYPES[t.scalar_type]).reshape(t.sizes)
-
-    return delegate
-
-
-def test_executorch_delegate_fixture_runs(work, builder, tmp_path, monkeypatch):
+def test_executorch_delegate_fixture_runs(work, builder, tmp_path):
+    """ExecuTorch's program carries no TOSA graph: run-host runs its delegate's command
+    stream on kiln's NPU model (tests/test_pte.py checks that against eager PyTorch)."""
     pte_path = work / "et_delegate.pte"
     shutil.copyfile(FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte", pte_path)
     elf = builder(pte_path)
-    monkeypatch.setattr(host, "_delegate", _host_with_npu_model(pte.deserialize(pte_path.read_bytes()),
-                                                                "ethos-u55-128"))
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=13), tmp_path)
     assert all(c > 0 for c in result.npu_cycles)
 
