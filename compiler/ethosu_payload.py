@@ -36,6 +36,10 @@ DELEGATE_ID = "EthosUBackend"
 # (the firmware's delegate checks region 2 against it).
 MEMORY_MODE_SPEC = "kiln.memory_mode"
 FAST_SCRATCH_SPEC = "kiln.fast_scratch_size"
+# ExecuTorch's Arm flow: the target, and Vela's command line (with --memory-mode=NAME and
+# --system-config=NAME) as one space-separated string.
+TARGET_SPEC = "target"
+COMPILE_FLAGS_SPEC = "compile_flags"
 BLOCK_NAME_LENGTH = 16
 BLOCK_HEADER = struct.Struct("<16sIB11s")  # name, size, external, reserved
 BLOCK_ALIGNMENT = 16
@@ -86,6 +90,29 @@ class VelaPayload:
     inputs: tuple[IoTensor, ...]
     outputs: tuple[IoTensor, ...]
     external: Mapping[str, str] = field(default_factory=dict)
+
+
+def compile_specs(delegate) -> dict[str, str]:
+    """A pte.BackendDelegate's compile specs as text."""
+    return {spec.key: spec.value.decode("utf-8", "replace") for spec in delegate.compile_specs}
+
+
+def compiled_memory_mode(specs: Mapping[str, str]) -> str | None:
+    """The memory mode a delegate's stream was compiled for: kiln's own spec, else the
+    --memory-mode in ExecuTorch's compile flags; None when neither says."""
+    return specs.get(MEMORY_MODE_SPEC) or _vela_flag(specs, "--memory-mode")
+
+
+def compiled_system_config(specs: Mapping[str, str]) -> str | None:
+    """The --system-config in ExecuTorch's compile flags, if any (kiln records it in the report)."""
+    return _vela_flag(specs, "--system-config")
+
+
+def _vela_flag(specs: Mapping[str, str], name: str) -> str | None:
+    for flag in specs.get(COMPILE_FLAGS_SPEC, "").split():
+        if flag.startswith(name + "="):
+            return flag.split("=", 1)[1]
+    return None
 
 
 def _block(name: str, data: bytes) -> bytes:

@@ -120,18 +120,22 @@ def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate
     """A delegate without a TOSA graph (ExecuTorch's Arm flow writes none): its command
     stream on kiln's NPU model, for the target its compile specs name. The model is
     bit-exact with tosa_reference_model on every stream the tests compare."""
+    from kiln import runner_build
     from kiln.simulator.npu.config import config_for
     from kiln.simulator.npu.standalone import run_compiled
 
-    specs = {s.key: s.value.decode("utf-8", "replace") for s in delegate.compile_specs}
-    target = specs.get("target")
+    specs = ethosu_payload.compile_specs(delegate)
+    target = specs.get(ethosu_payload.TARGET_SPEC)
+    mode = ethosu_payload.compiled_memory_mode(specs)
     try:
-        config = config_for(target)
+        config = config_for(target, ethosu_payload.compiled_system_config(specs), mode)
     except KeyError:
         raise HostError(f"delegate {call.delegate_index} carries no TOSA graph and names no target kiln's NPU "
                         f"model runs (target {target!r})") from None
+    fast = specs.get(ethosu_payload.FAST_SCRATCH_SPEC)
+    fast = int(fast) if fast and fast.isdigit() else runner_build.FAST_SCRATCH_SIZES.get(mode)  # Vela's arena cache
     n_in = len(payload.inputs)
-    raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config)
+    raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config, fast)
     if result.fault is not None:
         raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {result.fault}")
     for data, index in zip(raw, call.args[n_in:]):

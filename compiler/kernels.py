@@ -65,12 +65,14 @@ def _dequantize(q, scale, zero_point, qmin, qmax, dtype, out_dtype=None):
 
 
 def _dequantize_per_channel(q, scales, zero_points, axis, qmin, qmax, dtype, out_dtype=None):
-    """float32(int32(q) - zero_points[c]) * scales[c] along `axis` (no zero points: 0), as
-    PyTorch's quantized_decomposed.dequantize_per_channel computes it."""
+    """float32(q - zero_points[c]) * scales[c] along `axis` (no zero points: 0), as PyTorch's
+    quantized_decomposed.dequantize_per_channel computes it: the difference in int64 when the
+    zero points are int64, else in int32 (wrapping)."""
     shape = [1] * q.ndim
     shape[axis] = q.shape[axis]
-    zp = np.zeros(shape, np.int32) if zero_points is None else zero_points.astype(np.int32).reshape(shape)
-    return ((q.astype(np.int32) - zp).astype(np.float32) * scales.astype(np.float32).reshape(shape)).astype(np.float32)
+    wide = np.int64 if zero_points is not None and zero_points.dtype == np.int64 else np.int32
+    zp = np.zeros(shape, wide) if zero_points is None else zero_points.astype(wide).reshape(shape)
+    return ((q.astype(wide) - zp).astype(np.float32) * scales.astype(np.float32).reshape(shape)).astype(np.float32)
 
 
 def _np_dtype(code: int) -> type:

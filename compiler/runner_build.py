@@ -88,10 +88,6 @@ def _align(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
 
 
-def _compile_specs(delegate: pte.BackendDelegate) -> dict[str, str]:
-    return {spec.key: spec.value.decode("utf-8", "replace") for spec in delegate.compile_specs}
-
-
 def _payloads(f: pte.PteFile, plan: pte.ExecutionPlan, specs: list[dict[str, str]], target: str,
               check_target: bool):
     """The delegates' decoded payloads; `specs` are their compile specs, in order."""
@@ -105,7 +101,7 @@ def _payloads(f: pte.PteFile, plan: pte.ExecutionPlan, specs: list[dict[str, str
             payloads.append(ethosu_payload.decode(f.delegate_payload(delegate), named))
         except ethosu_payload.PayloadError as error:
             raise RunnerBuildError(f"delegate {i}'s payload: {error}") from None
-        compiled_for = specs[i].get("target", target)
+        compiled_for = specs[i].get(ethosu_payload.TARGET_SPEC, target)
         if check_target and compiled_for != target:
             raise RunnerBuildError(f"delegate {i} was compiled for {compiled_for}, not {target}; "
                                    f"compile the model for {target} (or build for {compiled_for})")
@@ -148,9 +144,9 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
     except pte.PteError as error:
         raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
     program = f.program.execution_plans[0]
-    specs = [_compile_specs(d) for d in program.delegates]
+    specs = [ethosu_payload.compile_specs(d) for d in program.delegates]
     payloads = _payloads(f, program, specs, target_name, check_target)
-    modes = {s[ethosu_payload.MEMORY_MODE_SPEC] for s in specs if ethosu_payload.MEMORY_MODE_SPEC in s}
+    modes = {m for m in map(ethosu_payload.compiled_memory_mode, specs) if m}
     if len(modes) > 1:
         raise RunnerBuildError(f"{pte_path.name}'s delegates were compiled for different memory modes: {sorted(modes)}")
     mode, config = _memory_mode(pte_path, target, memory_mode, system_config, next(iter(modes), None))

@@ -19,14 +19,17 @@ REGION_BASES = (0x1000_0000, 0x2000_0000, 0x3000_0000, 0, 0, 0, 0, 0)
 WEIGHT_SLACK = 16
 
 
-def run_compiled(compiled, inputs: list[np.ndarray], config: NpuConfig) -> tuple[list[bytes], ExecResult]:
+def run_compiled(compiled, inputs: list[np.ndarray], config: NpuConfig,
+                 fast_scratch_size: int | None = None) -> tuple[list[bytes], ExecResult]:
     """(raw bytes of each output, ExecResult) of `compiled` run on `inputs` (one array per
     compiled.inputs, its bytes as the NPU takes them). `compiled` is a kiln.vela.VelaResult or
     a kiln.ethosu_payload.VelaPayload: cmd_data (COP1), weight_data, scratch_size, inputs and
-    outputs (IoTensor: offset inside its region), and fast_scratch_size if it has one."""
+    outputs (IoTensor: offset inside its region), and fast_scratch_size if it has one;
+    `fast_scratch_size` (bytes) overrides it."""
+    fast = fast_scratch_size if fast_scratch_size is not None else getattr(compiled, "fast_scratch_size", 0) or 0
     regions = {0: bytearray(compiled.weight_data) + bytearray(WEIGHT_SLACK),
                1: bytearray(max(compiled.scratch_size, 16)),
-               2: bytearray(max(getattr(compiled, "fast_scratch_size", 0), 16))}
+               2: bytearray(max(fast, 16))}
     memory = FlatMemory({REGION_BASES[r]: buf for r, buf in regions.items()})
     for tensor, value in zip(compiled.inputs, inputs):
         raw = np.ascontiguousarray(value).tobytes()

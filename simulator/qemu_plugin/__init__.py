@@ -125,15 +125,16 @@ def return_sites(elf: Path, target: Function) -> list[int]:
             code, base = section.data(), section["sh_addr"]
             for address, hw1, hw2 in _instructions(code, base, data_ranges.get(section.name, [])):
                 if hw2 is None:
-                    continue
-                kind, destination = _branch(address, hw1, hw2)
+                    kind, destination = "b", _short_branch(address, hw1)
+                else:
+                    kind, destination = _branch(address, hw1, hw2)
                 if destination != target.start:
                     continue
                 if kind == "bl":
                     sites.append(address + 4)
                 elif kind == "b":
                     raise UsageError(f"{target.readable} is reached by a tail call at {address:#x}; "
-                                     f"its calls cannot be delimited")
+                                     f"its calls cannot be delimited (indirect calls are not seen either)")
     if not sites:
         raise UsageError(f"nothing in {elf.name} calls {target.readable} with `bl`; its calls cannot be delimited")
     return sorted(sites)
@@ -193,16 +194,36 @@ def _instructions(code: bytes, base: int, data: list[tuple[int, int]]):
             offset += 2
 
 
+def _short_branch(address: int, hw1: int) -> int | None:
+    """The destination of a 16-bit B (T1 conditional, imm8; T2, imm11), else None."""
+    if hw1 & 0xF800 == 0xE000:  # T2
+        offset, bits = (hw1 & 0x7FF) << 1, 12
+    elif hw1 & 0xF000 == 0xD000 and (hw1 >> 9) & 7 != 7:  # T1; cond 111x is UDF/SVC
+        offset, bits = (hw1 & 0xFF) << 1, 9
+    else:
+        return None
+    if offset >> (bits - 1):
+        offset -= 1 << bits
+    return (address + 4 + offset) & 0xFFFF_FFFF
+
+
 def _branch(address: int, hw1: int, hw2: int) -> tuple[str | None, int | None]:
-    """("bl" or "b", destination) for BL (T1) and unconditional B.W (T4), else (None, None).
-    Both encode S:I1:I2:imm10:imm11:'0' with I1 = NOT(J1 XOR S), I2 = NOT(J2 XOR S),
-    relative to the instruction's address + 4 (Armv8-M ARM, C2.4)."""
+    """("bl" or "b", destination) for BL (T1), unconditional B.W (T4) and conditional B.W
+    (T3), else (None, None). T1/T4 encode S:I1:I2:imm10:imm11:'0' with I1 = NOT(J1 XOR S),
+    I2 = NOT(J2 XOR S); T3 S:J2:J1:imm6:imm11:'0'; relative to the instruction's address + 4
+    (Armv8-M ARM, C2.4)."""
     if hw1 & 0xF800 != 0xF000:
         return None, None
     if hw2 & 0xD000 == 0xD000:
         kind = "bl"
     elif hw2 & 0xD000 == 0x9000:
         kind = "b"
+    elif hw2 & 0xD000 == 0x8000 and (hw1 >> 7) & 7 != 7:  # T3; cond 111x is another encoding
+        s, j1, j2 = (hw1 >> 10) & 1, (hw2 >> 13) & 1, (hw2 >> 11) & 1
+        offset = (s << 20) | (j2 << 19) | (j1 << 18) | ((hw1 & 0x3F) << 12) | ((hw2 & 0x7FF) << 1)
+        if s:
+            offset -= 1 << 21
+        return "b", (address + 4 + offset) & 0xFFFF_FFFF
     else:
         return None, None
     s, j1, j2 = (hw1 >> 10) & 1, (hw2 >> 13) & 1, (hw2 >> 11) & 1

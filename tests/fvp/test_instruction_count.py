@@ -58,6 +58,27 @@ def test_return_sites_match_objdump(loop_elf):
     assert qemu_plugin.return_sites(loop_elf, function) == sites
 
 
+def test_branch_destinations_match_objdump(firmware_build):
+    """Every B (16-bit T1/T2, 32-bit T3/T4) and BL in a firmware image decodes to the
+    destination objdump prints: a tail call to the counted function must be recognised."""
+    elf = firmware.elf(firmware_build, "kiln_test_npu_run")
+    text = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True, text=True,
+                          check=True).stdout
+    pattern = (r"^\s*([0-9a-f]+):\s+([0-9a-f]{4})(?: ([0-9a-f]{4}))?\s+"
+               r"(b|bl|b(?:eq|ne|cs|cc|hs|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le))(?:\.[nw])?\s+([0-9a-f]+) <")
+    seen = {"16": 0, "32": 0}
+    for m in re.finditer(pattern, text, re.MULTILINE):
+        address, hw1, want = int(m.group(1), 16), int(m.group(2), 16), int(m.group(5), 16)
+        if m.group(3) is None:
+            assert qemu_plugin._short_branch(address, hw1) == want, m.group(0)
+            seen["16"] += 1
+        else:
+            kind, got = qemu_plugin._branch(address, hw1, int(m.group(3), 16))
+            assert (kind, got) == ("bl" if m.group(4) == "bl" else "b", want), m.group(0)
+            seen["32"] += 1
+    assert seen["16"] > 20 and seen["32"] > 20, seen
+
+
 def test_each_call_counts_exactly(loop_elf):
     ns = [1, 2, 7, 1000, 12345]
     result = run.run(loop_elf, "ethos-u55-128", timeout=60, firmware_args=[str(n) for n in ns],

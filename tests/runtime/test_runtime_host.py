@@ -282,6 +282,10 @@ KERNEL_CASES = {
         "quantized_decomposed::dequantize_per_channel", "out",
         [_In(np.array([[1, -(2**31) + 1, 2**31 - 1], [16_777_217, -5, 0]], np.int32).reshape(1, 2, 3)),
          np.array([1.5e-4, 7.0], np.float32), None, 1, -(2**31) + 1, 2**31 - 1, 3, 6], (1, 2, 3)),
+    "dequantize_per_channel_int32_long_zp": (  # int64 zero points: the difference does not wrap
+        "quantized_decomposed::dequantize_per_channel", "out",
+        [_In(np.array([-(2**31) + 1, 2**31 - 1, 7], np.int32)), np.array([1.0, 0.5, 3.0], np.float32),
+         np.array([5, -5, 2**31 - 1], np.int64), 0, -(2**31) + 1, 2**31 - 1, 3, None], (3,)),
     "avg_pool2d": ("aten::avg_pool2d", "out", [_In(_X), [3, 3], [2, 2], [1, 1], False, True, None],
                    (2, 4, 4, 3)),
     "avg_pool2d_global": ("aten::avg_pool2d", "out", [_In(_X), [7, 6], [], [0, 0], False, True, None],
@@ -344,7 +348,8 @@ def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, case):
     assert got.tobytes() == np.ascontiguousarray(expected).tobytes()
 
 
-@pytest.mark.parametrize("case", ["dequantize_per_channel", "dequantize_per_channel_int32"])
+@pytest.mark.parametrize("case", ["dequantize_per_channel", "dequantize_per_channel_int32",
+                                  "dequantize_per_channel_int32_long_zp"])
 def test_dequantize_per_channel_equals_pytorch(case):
     """kiln.kernels' semantics against PyTorch's own quantized_decomposed operator."""
     import torch

@@ -6,8 +6,9 @@
 //   dequantize: float(int32(q) - zero_point) * scale
 // quantized_decomposed::dequantize_per_channel.out (input, scales, zero_points?, axis,
 // quant_min, quant_max, dtype, out_dtype?, out), as ExecuTorch's Arm flow calls it for
-// its weights: float(int32(q) - zero_points[c]) * scales[c], c the index along `axis`;
-// no zero points means 0.
+// its weights: float(q - zero_points[c]) * scales[c], c the index along `axis`, the
+// difference in int64 for Long zero points, else in int32 (wrapping); no zero points
+// means 0.
 #include <cmath>
 #include <cstring>
 
@@ -162,7 +163,11 @@ Status dequantize_per_channel_out(KernelArgs& args) {
     if (zero_points != nullptr) {
       KILN_TRY(zero_point, channel_zero_point(*zero_points, c, 2));
     }
-    y[i] = dequantize_one(load_integer(*in, i), zero_point, scale[c]);
+    if (zero_points != nullptr && zero_points->type == ScalarType::kLong) {
+      y[i] = static_cast<float>(load_integer(*in, i) - zero_point) * scale[c];
+    } else {
+      y[i] = dequantize_one(load_integer(*in, i), zero_point, scale[c]);
+    }
   }
   return {};
 }
