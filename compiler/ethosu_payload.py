@@ -103,6 +103,17 @@ def compiled_memory_mode(specs: Mapping[str, str]) -> str | None:
     return specs.get(MEMORY_MODE_SPEC) or _vela_flag(specs, "--memory-mode")
 
 
+def compiled_fast_scratch(specs: Mapping[str, str]) -> int | None:
+    """The fast scratch bytes kiln recorded from Vela (FAST_SCRATCH_SPEC); None when absent
+    (ExecuTorch records none)."""
+    value = specs.get(FAST_SCRATCH_SPEC)
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise PayloadError(f"compile spec {FAST_SCRATCH_SPEC} is {value!r}, not a byte count")
+    return int(value)
+
+
 def compiled_system_config(specs: Mapping[str, str]) -> str | None:
     """The --system-config in ExecuTorch's compile flags, if any (kiln records it in the report)."""
     return _vela_flag(specs, "--system-config")

@@ -132,8 +132,9 @@ def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate
     except KeyError:
         raise HostError(f"delegate {call.delegate_index} carries no TOSA graph and names no target kiln's NPU "
                         f"model runs (target {target!r})") from None
-    fast = specs.get(ethosu_payload.FAST_SCRATCH_SPEC)
-    fast = int(fast) if fast and fast.isdigit() else runner_build.FAST_SCRATCH_SIZES.get(mode)  # Vela's arena cache
+    fast = ethosu_payload.compiled_fast_scratch(specs)
+    if fast is None:  # ExecuTorch's: the mode's whole arena cache
+        fast = runner_build.FAST_SCRATCH_SIZES.get(mode)
     n_in = len(payload.inputs)
     raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config, fast)
     if result.fault is not None:

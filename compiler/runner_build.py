@@ -171,7 +171,10 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
                            "Ethos-U scratch (region 1)")
         if dedicated:
             # Vela's own figure from the .pte when kiln wrote it; else the mode's whole cache
-            needed = [int(s[ethosu_payload.FAST_SCRATCH_SPEC]) for s in specs if ethosu_payload.FAST_SCRATCH_SPEC in s]
+            try:
+                needed = [n for n in map(ethosu_payload.compiled_fast_scratch, specs) if n is not None]
+            except ethosu_payload.PayloadError as error:
+                raise RunnerBuildError(f"{pte_path.name}: {error}") from None
             fast = max(needed) if needed else FAST_SCRATCH_SIZES.get(mode, npu_region.size)
             p.fast_scratch = Buffer("kiln_ethosu_fast_scratch", fast, npu_region.name,
                                     "Ethos-U fast scratch (region 2)")

@@ -12,13 +12,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import ethosu
-
 from kiln import boards
 from kiln.errors import UsageError
 from kiln.quantizer import QuantizationScheme
+from kiln.vela import VELA_INI
 
-VELA_INI = Path(ethosu.__path__[0]) / "config_files" / "Arm" / "vela.ini"
 IO_KINDS = ("float", "int8")
 
 

@@ -54,7 +54,6 @@ import io
 import math
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 from kiln.simulator.npu.commands import Command
 from kiln.simulator.npu.config import NpuConfig
@@ -115,10 +114,12 @@ STRIDE_1D, STRIDE_3D = 0, 2
 def region_memories(target: str, system_config: str, memory_mode: str) -> tuple[MemoryTiming, ...]:
     """Timing of the memory behind regions 0, 1 and 2 of streams Vela compiled for
     `target` with `system_config` and `memory_mode`; ValueError if Vela does not know them."""
-    from ethosu.vela.architecture_features import CONFIG_FILES_PATH, ArchitectureFeatures, MemPort
+    from ethosu.vela.architecture_features import ArchitectureFeatures, MemPort
     from ethosu.vela.errors import VelaError
 
-    ini = str(Path(CONFIG_FILES_PATH) / "Arm" / "vela.ini")
+    from kiln.vela import VELA_INI
+
+    ini = str(VELA_INI)
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # Vela prints notes; stdout may be a UART
             arch = ArchitectureFeatures([ini], target, system_config, memory_mode, 3, False, None)

@@ -28,6 +28,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from kiln.errors import KilnError, ToolMissingError, UsageError
+from kiln.simulator import thumb
 
 SOURCE_DIR = Path(__file__).resolve().parent
 SOURCES = ("insn_count.c", "qemu_plugin_api.h")
@@ -184,7 +185,7 @@ def _instructions(code: bytes, base: int, data: list[tuple[int, int]]):
             offset = data[d][1] - base
             continue
         hw1 = int.from_bytes(code[offset : offset + 2], "little")
-        if (hw1 >> 11) in (0b11101, 0b11110, 0b11111):  # a 32-bit encoding
+        if thumb.is_32bit(hw1):
             if offset + 4 > len(code):
                 return
             yield address, hw1, int.from_bytes(code[offset + 2 : offset + 4], "little")
