@@ -181,3 +181,16 @@ def test_encode_from_vela_output_equals_executorch_payload(tmp_path):
         ours = ep.encode(z["cmd_data"].tobytes(), z["weight_data"].tobytes(),
                          int(z["scratch_shape"][0]), ios["input"], ios["output"])
     assert ours == f.delegate_payload(delegate)
+
+
+def test_compiled_for_specs_read_kiln_and_executorch_flags():
+    kiln_specs = {ep.MEMORY_MODE_SPEC: "Sram_Only", ep.FAST_SCRATCH_SPEC: "4096"}
+    executorch_specs = {ep.COMPILE_FLAGS_SPEC: "--output-format=raw --system-config=Ethos_U65_High_End "
+                                                "--memory-mode=Dedicated_Sram_384KB"}
+    assert ep.compiled_memory_mode(kiln_specs) == "Sram_Only"
+    assert ep.compiled_fast_scratch(kiln_specs) == 4096
+    assert ep.compiled_memory_mode(executorch_specs) == "Dedicated_Sram_384KB"
+    assert ep.compiled_system_config(executorch_specs) == "Ethos_U65_High_End"
+    assert ep.compiled_fast_scratch(executorch_specs) is None
+    with pytest.raises(ep.PayloadError, match="kiln.fast_scratch_size is '-1', not a byte count"):
+        ep.compiled_fast_scratch({ep.FAST_SCRATCH_SPEC: "-1"})
