@@ -12,7 +12,7 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from kiln import firmware
+from kiln.firmware import build as firmware
 from kiln.simulator import run
 
 

@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from kiln import compile as kiln_compile
-from kiln import pte_writer, runner_build, runner_run
+from kiln.pte import writer as pte_writer
+from kiln.firmware import runner_build
+from kiln.firmware import runner_run
 from kiln.spec import CompileSpec
 
 INSTRUCTION_GOAL = 5_000

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln import boards, firmware
+from kiln import boards
+from kiln.firmware import build as firmware
 from kiln.simulator import run
 from kiln.simulator.attach import NpuAttachment
 from kiln.simulator.gdb import GdbClient

@@ -40,7 +40,7 @@ macro(kiln_board_configure board)
   endif()
   include("${_kb_out}/board.cmake")
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-    "${KILN_BOARD_DESCRIPTION}" "${KILN_ROOT}/compiler/boards.py")
+    "${KILN_BOARD_DESCRIPTION}" "${KILN_ROOT}/compiler/kiln/boards.py")
 
   string(REPLACE ";" " " _kb_flags "${KILN_BOARD_COMPILE_FLAGS}")
   set(CMAKE_REQUIRED_FLAGS "${_kb_flags}")

@@ -8,4 +8,4 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -x "$ROOT/.venv/bin/python" ] || "$ROOT/scripts/setup.sh" >&2
-exec "$ROOT/.venv/bin/python" -m kiln.runner_build "$@"
+exec "$ROOT/.venv/bin/python" -m kiln.firmware.runner_build "$@"

@@ -33,6 +33,6 @@ echo "run: building the executor runner for $NAME on $TARGET"
 ELF="$("$ROOT/scripts/build_executor_runner.sh" --pte="$PTE" --target="$TARGET" | tee /dev/stderr | tail -n 1)"
 echo "run: running $ELF"
 if [ "$NAME" = "digits" ]; then
-  exec "$ROOT/.venv/bin/python" -m kiln.runner_run digits --elf="$ELF" --pte="$PTE" --target="$TARGET" --count="$COUNT"
+  exec "$ROOT/.venv/bin/python" -m kiln.firmware.runner_run digits --elf="$ELF" --pte="$PTE" --target="$TARGET" --count="$COUNT"
 fi
 exec "$ROOT/scripts/run_fvp.sh" --elf="$ELF" --target="$TARGET"

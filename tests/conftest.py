@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln import firmware
+from kiln.firmware import build as firmware
 
 
 @pytest.fixture(scope="session")

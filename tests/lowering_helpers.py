@@ -7,9 +7,12 @@ import numpy as np
 import torch
 import tosa_reference_model
 
-from kiln import boards, frontend, graph, partition, tosa_lowering
-from kiln.host import quiet_native_output
-from kiln.quantizer import EthosUQuantizer, QuantizationScheme, quantize
+from kiln import boards, graph
+from kiln.frontend import export as frontend
+from kiln.partition import partitioner as partition
+from kiln.lower import tosa as tosa_lowering
+from kiln.reference.run_host import quiet_native_output
+from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 
 qd = torch.ops.quantized_decomposed
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from kiln import boards
+from kiln import boards, paths
 from kiln.errors import BoardError, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,12 +119,10 @@ def test_header_gives_the_descriptions_addresses(firmware_build):
 
 def test_region_overflow_fails_the_link_naming_the_region(tmp_path):
     """A stack larger than DTCM (512 KiB) must fail at link time, naming the region."""
-    from kiln import firmware
-
     build = tmp_path / "fw"
     result = subprocess.run(
-        ["cmake", "-S", str(firmware.FIRMWARE_DIR), "-B", str(build), "-G", "Ninja",
-         f"-DCMAKE_TOOLCHAIN_FILE={firmware.TOOLCHAIN_FILE}", "-DKILN_STACK_SIZE=0x90000"],
+        ["cmake", "-S", str(paths.FIRMWARE_DIR), "-B", str(build), "-G", "Ninja",
+         f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}", "-DKILN_STACK_SIZE=0x90000"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -134,7 +132,7 @@ def test_region_overflow_fails_the_link_naming_the_region(tmp_path):
 
 
 def test_unsupported_cpu_flags_fail_the_configure_clearly(tmp_path):
-    from kiln import firmware
+    from kiln.firmware import build as firmware
 
     with pytest.raises(firmware.BuildError, match="does not accept board corstone-320's CPU flags"):
         firmware.build("corstone-320", tmp_path / "fw")

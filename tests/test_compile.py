@@ -14,9 +14,12 @@ import pytest
 import torch
 
 from kiln import compile as kc
-from kiln import frontend, host, models, pte
+from kiln import models
+from kiln.frontend import export as frontend
+from kiln.reference import run_host as host
+from kiln.pte import schema as pte
 from kiln.models import digits
-from kiln.quantizer import EthosUQuantizer, quantize
+from kiln.frontend.quantizer import EthosUQuantizer, quantize
 from kiln.spec import CompileSpec, Exclusions
 
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
@@ -257,7 +260,7 @@ def test_bad_input_is_one_clear_line(case, tmp_path):
 def test_executorch_reads_a_compiled_model(tmp_path):
     """ExecuTorch 1.5.1's own deserializer reads what `kiln compile` wrote: operators,
     kernel arguments, tensors, the delegate's payload and the reference TOSA graph."""
-    from kiln import pte_writer
+    from kiln.pte import writer as pte_writer
 
     et_python = ROOT / ".venv-executorch" / "bin" / "python"
     if not et_python.exists():
@@ -403,7 +406,7 @@ def test_run_host_bad_input_is_one_clear_line(tmp_path):
 
 
 def test_vela_missing_or_hanging_is_a_clear_error(tmp_path, monkeypatch):
-    from kiln import vela
+    from kiln.lower import vela
     from kiln.errors import ToolMissingError
 
     tosa = kc.compile_model("tiny_cnn", CompileSpec("ethos-u55-128"), log=lambda line: None).tosa[0]

@@ -1,4 +1,4 @@
-"""kiln.ethosu_payload: bytes worked out by hand, ExecuTorch 1.5.1's payloads byte for byte,
+"""kiln.lower.ethosu_payload: bytes worked out by hand, ExecuTorch 1.5.1's payloads byte for byte,
 and hostile input."""
 
 import random
@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kiln import ethosu_payload as ep, pte
-from kiln.ethosu_payload import IoTensor, PayloadError
+from kiln.lower import ethosu_payload as ep
+from kiln.pte import schema as pte
+from kiln.lower.ethosu_payload import IoTensor, PayloadError
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"

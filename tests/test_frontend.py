@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kiln.errors import ModelError, UsageError
-from kiln.frontend import export, load_model
+from kiln.frontend.export import export, load_model
 from kiln.spec import CompileSpec
 
 

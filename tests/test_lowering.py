@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from kiln import vela
-from kiln.tosa_lowering import bilinear_taps, conv_geometry, scale_to_multiplier
+from kiln.lower import vela
+from kiln.lower.tosa import bilinear_taps, conv_geometry, scale_to_multiplier
 from lowering_helpers import compare_steps, lower_module
 
 F = nn.functional

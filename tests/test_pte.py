@@ -1,4 +1,4 @@
-"""kiln.pte: round trips, hand-made files, hostile input, ExecuTorch 1.5.1's own files and
+"""kiln.pte.schema: round trips, hand-made files, hostile input, ExecuTorch 1.5.1's own files and
 (marked `executorch`) ExecuTorch's own deserializer reading what kiln writes."""
 
 import json
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kiln import ethosu_payload, pte
+from kiln.lower import ethosu_payload
+from kiln.pte import schema as pte
 from kiln.errors import KilnError
-from kiln.pte import (AllocationInfo, BackendDelegate, Bool, BoolList, Chain, CompileSpec,
+from kiln.pte.schema import (AllocationInfo, BackendDelegate, Bool, BoolList, Chain, CompileSpec,
                       DataLocation, DataReference, DataSegment, DelegateCall, Double,
                       DoubleList, ExecutionPlan, Frame, FreeCall, Int, IntList, JumpFalseCall,
                       KernelCall, MoveCall, Null, Operator, OptionalTensorList, Program,
@@ -431,7 +432,7 @@ def test_run_host_runs_executorch_fixtures_close_to_eager(fixture):
     import numpy as np
     import torch
 
-    from kiln import host
+    from kiln.reference import run_host as host
 
     spec = importlib.util.spec_from_file_location("conv_relu", FIXTURES / "conv_relu.py")
     module = importlib.util.module_from_spec(spec)
@@ -484,7 +485,7 @@ needs_executorch = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def et_dump(tmp_path_factory):
-    path = tmp_path_factory.mktemp("et") / "kiln.pte"
+    path = tmp_path_factory.mktemp("et") / "kiln.pte.schema"
     path.write_bytes(write_full())
     run = subprocess.run([str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_dump.py"), str(path)],
                          capture_output=True, text=True, timeout=600)

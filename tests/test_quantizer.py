@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from kiln.errors import UsageError
-from kiln.quantizer import EthosUQuantizer, QuantizationScheme, quantize
+from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 
 qd = torch.ops.quantized_decomposed
 aten = torch.ops.aten
@@ -130,7 +130,7 @@ def test_unknown_precision_is_a_usage_error():
 
 @pytest.mark.parametrize("name", ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035"])
 def test_every_mac_of_a_zoo_model_is_quantized(name):
-    from kiln.frontend import export, load_model
+    from kiln.frontend.export import export, load_model
 
     model = load_model(name)
     q = quantize(export(model).module(check_guards=False), [model.inputs], EthosUQuantizer())
@@ -143,7 +143,7 @@ def test_every_mac_of_a_zoo_model_is_quantized(name):
 
 def test_digits_int8_accuracy_is_within_one_percent_of_float():
     """Real data: the held-out split of scikit-learn's digits, calibrated on training images."""
-    from kiln.frontend import export, load_model
+    from kiln.frontend.export import export, load_model
     from kiln.models import digits
 
     model = load_model("digits")

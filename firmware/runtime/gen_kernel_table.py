@@ -5,7 +5,7 @@
 
 OPERATOR is "name.overload" as a .pte's operator table names it (e.g.
 "cortex_m::quantize_per_tensor.out"); --pte adds every operator of a .pte (read with
-kiln.pte, so it needs kiln's Python environment); --all takes every kernel the runtime
+kiln.pte.schema, so it needs kiln's Python environment); --all takes every kernel the runtime
 has (the host test build). The generated file defines kiln::runtime::kKernelTable with
 exactly those kernels, so only they are linked (the kernels library is built with
 -ffunction-sections and linked with --gc-sections). An operator the runtime has no
@@ -57,7 +57,7 @@ def parse_operator(text: str) -> tuple[str, str]:
 
 
 def pte_operators(path: str) -> list[tuple[str, str]]:
-    from kiln import pte
+    from kiln.pte import schema as pte
 
     plan = pte.deserialize(Path(path).read_bytes()).program.execution_plans[0]
     return [(op.name, op.overload) for op in plan.operators]

@@ -15,7 +15,11 @@ import pytest
 
 from kiln import boards, models
 from kiln import compile as kiln_compile
-from kiln import host, pte, pte_writer, runner_build, runner_run
+from kiln.reference import run_host as host
+from kiln.pte import schema as pte
+from kiln.pte import writer as pte_writer
+from kiln.firmware import runner_build
+from kiln.firmware import runner_run
 from kiln.spec import CompileSpec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kiln import firmware, runner_build, runner_run
+from kiln.firmware import build as firmware
+from kiln.firmware import runner_build
+from kiln.firmware import runner_run
 from kiln import compile as kiln_compile
 from kiln.errors import ToolMissingError, UsageError
 from kiln.simulator import qemu_plugin, run

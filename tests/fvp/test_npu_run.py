@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from lowering_helpers import run_tosa
 
-from kiln import firmware
+from kiln.firmware import build as firmware
 from kiln.compile import compile_model
 from kiln.simulator.npu_job import APP, OUTPUT, write_job
 from kiln.spec import CompileSpec
-from kiln.vela import compile_tosa
+from kiln.lower.vela import compile_tosa
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FVP = ROOT / "scripts" / "run_fvp.sh"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln import firmware
+from kiln.firmware import build as firmware
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FVP = ROOT / "scripts" / "run_fvp.sh"

@@ -1,7 +1,7 @@
 """kiln's runtime core built for the host under AddressSanitizer and UBSan.
 
-References independent of the C++ code: kiln.pte (the Python reader) for what the
-loader reports, `kiln run-host` (kiln.host over kiln.kernels' numpy) for what the
+References independent of the C++ code: kiln.pte.schema (the Python reader) for what the
+loader reports, `kiln run-host` (kiln.reference.run_host over kiln.program.kernels' numpy) for what the
 executor and kernels compute, and hand-made corruptions for the loader's errors.
 """
 
@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kiln import host, pte, pte_writer
-from kiln.kernels import by_name
+from kiln.reference import run_host as host
+from kiln.pte import schema as pte
+from kiln.pte import writer as pte_writer
+from kiln.program.kernels import by_name
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
@@ -191,7 +193,7 @@ def test_cpu_program_equals_run_host_bit_for_bit(runtime_host, programs, tmp_pat
         assert (tmp_path / f"output_{n}.bin").read_bytes() == np.ascontiguousarray(e).tobytes()
 
 
-# --- Kernels, one per program, against kiln.kernels through `kiln run-host` ------------
+# --- Kernels, one per program, against kiln.program.kernels through `kiln run-host` ------------
 
 class _In:
     """A tensor the program takes as an input (planned memory)."""
@@ -316,7 +318,7 @@ KERNEL_CASES = {
     "upsample_corners": ("aten::upsample_bilinear2d", "vec_out", [_In(_X), [14, 5], True, None], (2, 4, 14, 5)),
     "upsample_scales": ("aten::upsample_bilinear2d", "vec_out", [_In(_X), None, False, _Doubles((2.0, 1.5))],
                         (2, 4, 14, 9)),
-    # exp/log/tanh in float64 rounded once to float32 on both sides (kiln.kernels)
+    # exp/log/tanh in float64 rounded once to float32 on both sides (kiln.program.kernels)
     "exp": ("aten::exp", "out", [_In(_X)], _X.shape),
     "log": ("aten::log", "out", [_In(np.abs(_X) + np.float32(0.01))], _X.shape),
     "tanh": ("aten::tanh", "out", [_In(_X)], _X.shape),
@@ -351,7 +353,7 @@ def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, case):
 @pytest.mark.parametrize("case", ["dequantize_per_channel", "dequantize_per_channel_int32",
                                   "dequantize_per_channel_int32_long_zp"])
 def test_dequantize_per_channel_equals_pytorch(case):
-    """kiln.kernels' semantics against PyTorch's own quantized_decomposed operator."""
+    """kiln.program.kernels' semantics against PyTorch's own quantized_decomposed operator."""
     import torch
     from torch.ao.quantization.fx import _decomposed  # noqa: F401 (registers quantized_decomposed)
 

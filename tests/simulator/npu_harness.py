@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import tosa_reference_model
 
-from kiln.host import quiet_native_output
+from kiln.reference.run_host import quiet_native_output
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 
@@ -21,7 +21,7 @@ def reference(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def run_on_model(vela, inputs: list[np.ndarray], target: str, dtypes=None):
-    """(outputs, ExecResult) of a kiln.vela.VelaResult run on the NPU model."""
+    """(outputs, ExecResult) of a kiln.lower.vela.VelaResult run on the NPU model."""
     raw, result = run_compiled(vela, inputs, config_for(target))
     outputs = [np.frombuffer(r, (dtypes[i] if dtypes else None) or _DTYPES[t.elem_size])
                for i, (r, t) in enumerate(zip(raw, vela.outputs))]
@@ -64,7 +64,7 @@ def build_batch(seed: int, indices, kinds=None):
 
 
 def _compile_and_compare(graph, name: str, target: str, memory_mode: str):
-    from kiln.vela import VelaError, compile_tosa
+    from kiln.lower.vela import VelaError, compile_tosa
     tosa = graph.serialize()
     try:
         vela = compile_tosa(tosa, name, target, system_config(target), memory_mode)

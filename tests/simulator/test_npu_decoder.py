@@ -13,7 +13,7 @@ import pytest
 from kiln.simulator.npu import Cop1Error, parse_cop1
 from kiln.simulator.npu.commands import CommandError, as_words, decode
 from kiln.simulator.npu.config import config_for
-from kiln.vela import vela_command
+from kiln.lower.vela import vela_command
 
 import npu_harness
 

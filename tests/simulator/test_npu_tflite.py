@@ -15,7 +15,7 @@ import tosa_serializer as ts
 import npu_cases
 import npu_harness
 import npu_tflite
-from kiln.vela import compile_tflite
+from kiln.lower.vela import compile_tflite
 
 EVERY_INT16 = np.arange(-32768, 32768, dtype=np.int16).reshape(1, 256, 256, 1)
 

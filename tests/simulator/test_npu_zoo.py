@@ -10,7 +10,7 @@ import pytest
 
 from kiln.compile import compile_model
 from kiln.spec import CompileSpec
-from kiln.vela import compile_tosa
+from kiln.lower.vela import compile_tosa
 
 import npu_harness
 

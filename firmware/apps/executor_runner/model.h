@@ -1,5 +1,5 @@
 // The model baked into the runner and its statically sized memory. Defined by the
-// files kiln.runner_build generates for one .pte (model_pte.S, model_memory.cpp):
+// files kiln.firmware.runner_build generates for one .pte (model_pte.S, model_memory.cpp):
 // every size below comes from that .pte, every buffer sits in the board region the
 // memory mode puts it in (see the build's memory report).
 #pragma once

@@ -2,7 +2,7 @@
 // output_padding, groups, out) and aten::linear.out (input, weight, bias, out), float32.
 // Each output starts at 0 (+ its bias) and adds the products in (input channel,
 // kernel row, kernel column) order, resp. input order; zero padding contributes
-// 0 * weight like any other product, as kiln.kernels' padded array does.
+// 0 * weight like any other product, as kiln.program.kernels' padded array does.
 #include "../src/try.h"
 #include "util.h"
 

@@ -8,7 +8,7 @@
 //   (self, other): numpy broadcasting; a scalar operand (Int or Double) is float32.
 // exp/log/tanh (and sigmoid's exp) are evaluated in double and rounded to float32
 // (transcendental.h), the correctly rounded value in practice; numpy's
-// vectorised float32 versions, which kiln.kernels uses, can differ by an ULP or two.
+// vectorised float32 versions, which kiln.program.kernels uses, can differ by an ULP or two.
 #include <cmath>
 
 #include "transcendental.h"

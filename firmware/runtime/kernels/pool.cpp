@@ -1,6 +1,6 @@
 // aten::avg_pool2d.out (self, kernel_size, stride, padding, ceil_mode,
 // count_include_pad, divisor_override, out) and aten::mean.out (self, dim = [2, 3]
-// or [-2, -1], keepdim, dtype = None, out) on NCHW float32, as kiln.kernels:
+// or [-2, -1], keepdim, dtype = None, out) on NCHW float32, as kiln.program.kernels:
 //   avg_pool2d: 0 plus the window's values row by row, left to right (zero padding
 //               included), divided by float(kh * kw); ceil_mode false, no
 //               divisor_override, and count_include_pad or no padding.

@@ -1,5 +1,5 @@
 // cortex_m::quantize_per_tensor.out / cortex_m::dequantize_per_tensor.out
-// (input, scale, zero_point, quant_min, quant_max, dtype, out), as kiln.kernels
+// (input, scale, zero_point, quant_min, quant_max, dtype, out), as kiln.program.kernels
 // computes them in float32:
 //   quantize:   clip(rint(x * (1 / scale)) + zero_point, qmin, qmax), NaN -> 0 before
 //               the clip (numpy leaves NaN's integer value unspecified)

@@ -1,4 +1,4 @@
-// Reductions over float32, as kiln.kernels:
+// Reductions over float32, as kiln.program.kernels:
 //   aten::amax.out (self, dim, keepdim, out): the maximum over `dim` (NaN wins).
 //   aten::sum.IntList_out (self, dim = [one], keepdim, dtype = None, out): 0 plus the
 //     values along the dimension in index order.

@@ -1,5 +1,5 @@
 // aten::upsample_bilinear2d.vec_out (input, output_size, align_corners,
-// scale_factors, out), NCHW float32, as kiln.kernels computes it:
+// scale_factors, out), NCHW float32, as kiln.program.kernels computes it:
 //   source index per output index o (float32 arithmetic):
 //     align_corners: o * float((in - 1) / (out - 1))   (0 when out == 1)
 //     otherwise:     max((o + 0.5) * ratio - 0.5, 0), ratio = float(1 / scale) when a

@@ -9,7 +9,7 @@ installed, else kiln's virtual platform) and splits the outputs per sample.
 With count_instructions it runs on the virtual platform with kiln's instruction
 counter and returns the CPU instructions of each inference (see RunnerResult).
 
-    python -m kiln.runner_run digits --elf=FILE --target=ethos-u55-128 [--count=8]
+    python -m kiln.firmware.runner_run digits --elf=FILE --target=ethos-u55-128 [--count=8]
 prints the predicted digit beside the true label for held-out images (run.sh's last step).
 """
 
@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln import pte, pte_writer
+from kiln.pte import schema as pte
+from kiln.pte import writer as pte_writer
 from kiln.errors import KilnError, UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
-RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
 _INFERENCE = re.compile(r"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|not counted)")
 # The runner's one call per inference (firmware/apps/executor_runner/main.cpp):
 # kiln::runtime::Method::execute(), by its symbol.
@@ -75,7 +74,7 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     inputs, outputs = program_io(pte_path)
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    command = [str(RUN_FVP), f"--elf={elf}", f"--target={target}", f"--platform={platform}",
+    command = [sys.executable, "-m", "kiln.simulator.run", f"--elf={elf}", f"--target={target}", f"--platform={platform}",
                f"--timeout={timeout}", f"--output-dir={work / 'out'}"]
     if count_instructions or profile_instructions:
         command.append(f"--count-instructions={INFERENCE_CALL}")
@@ -145,7 +144,7 @@ def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kiln.runner_run")
+    parser = argparse.ArgumentParser(prog="python -m kiln.firmware.runner_run")
     parser.add_argument("model", choices=("digits",), help="the demo to run")
     parser.add_argument("--elf", required=True, type=Path)
     parser.add_argument("--pte", required=True, type=Path)

@@ -117,9 +117,9 @@ def region_memories(target: str, system_config: str, memory_mode: str) -> tuple[
     from ethosu.vela.architecture_features import ArchitectureFeatures, MemPort
     from ethosu.vela.errors import VelaError
 
-    from kiln.vela import VELA_INI
+    from kiln.paths import vela_ini
 
-    ini = str(VELA_INI)
+    ini = str(vela_ini())
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # Vela prints notes; stdout may be a UART
             arch = ArchitectureFeatures([ini], target, system_config, memory_mode, 3, False, None)

@@ -10,12 +10,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from kiln import boards
+from kiln import boards, paths
 from kiln.errors import KilnError, ToolMissingError
 
-ROOT = Path(__file__).resolve().parent.parent
-FIRMWARE_DIR = ROOT / "firmware"
-TOOLCHAIN_FILE = ROOT / "cmake" / "arm-none-eabi-gcc.cmake"
 REQUIRED_TOOLS = ("cmake", "ninja", "arm-none-eabi-gcc")
 
 
@@ -24,7 +21,7 @@ class BuildError(KilnError):
 
 
 def default_build_dir(board: str) -> Path:
-    return ROOT / "build" / "firmware" / board
+    return paths.build_root() / "firmware" / board
 
 
 def build(
@@ -42,8 +39,8 @@ def build(
     build_dir = Path(build_dir or default_build_dir(board)).resolve()
     _run(
         [
-            "cmake", "-S", str(FIRMWARE_DIR), "-B", str(build_dir), "-G", "Ninja",
-            f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN_FILE}",
+            "cmake", "-S", str(paths.FIRMWARE_DIR), "-B", str(build_dir), "-G", "Ninja",
+            f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}",
             f"-DKILN_BOARD={board}",
             f"-DKILN_TEST_APPS={'ON' if test_apps else 'OFF'}",
             f"-DCMAKE_BUILD_TYPE={build_type}",

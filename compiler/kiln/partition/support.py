@@ -18,7 +18,7 @@ import torch
 
 from kiln.boards import Target
 from kiln.graph import DEQUANTIZE, QUANTIZE, Op, Value
-from kiln.tosa_lowering import LOWERINGS, TABLE_FUNCTIONS, pair
+from kiln.lower.tosa import LOWERINGS, TABLE_FUNCTIONS, pair
 
 aten = torch.ops.aten
 CONV_OPS = {aten.conv2d.default}

@@ -20,9 +20,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from kiln import paths
 from kiln.errors import BoardError, KilnError, UsageError
 
-BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
+BOARDS_DIR = paths.BOARDS_DIR
 SCHEMA_VERSION = 1
 
 # What a memory region may be used for. Exactly one region holds each of

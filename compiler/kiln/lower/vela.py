@@ -16,14 +16,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import ethosu
 import numpy as np
 
 from kiln.errors import KilnError, ToolMissingError
-from kiln.ethosu_payload import IoTensor
+from kiln.lower.ethosu_payload import IoTensor
 
-# The vela.ini shipped with the pinned Vela: its system configs and memory modes.
-VELA_INI = Path(ethosu.__path__[0]) / "config_files" / "Arm" / "vela.ini"
 
 
 class VelaError(KilnError):

@@ -27,12 +27,12 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from kiln import paths
 from kiln.errors import KilnError, ToolMissingError, UsageError
 from kiln.simulator import thumb
 
 SOURCE_DIR = Path(__file__).resolve().parent
 SOURCES = ("insn_count.c", "qemu_plugin_api.h")
-CACHE_DIR = SOURCE_DIR.parent.parent / "build" / "qemu_plugin"
 CC_VARIABLE = "CC"  # the host C compiler; default `cc`
 CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-fvisibility=hidden"]
 FORMAT_LINE = "kiln-insn-count 1"
@@ -55,7 +55,7 @@ def build(cache_dir: Path | None = None) -> Path:
     for name in SOURCES:
         digest.update((SOURCE_DIR / name).read_bytes())
     digest.update(" ".join([compiler, *CFLAGS]).encode())
-    cache_dir = Path(cache_dir or CACHE_DIR)
+    cache_dir = Path(cache_dir or paths.build_root() / "qemu_plugin")
     plugin = cache_dir / f"insn_count-{digest.hexdigest()[:16]}.so"
     if plugin.is_file():
         return plugin

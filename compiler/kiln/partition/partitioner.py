@@ -15,8 +15,8 @@ from kiln.boards import Target
 from kiln.errors import KilnError
 from kiln.graph import Graph, Op, Value
 from kiln.spec import Exclusions
-from kiln.support import reason
-from kiln.tosa_lowering import Partition
+from kiln.partition.support import reason
+from kiln.lower.tosa import Partition
 
 
 @dataclass

@@ -21,7 +21,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from kiln.errors import ModelError
-from kiln.quantizer import FUSIBLE_ACTIVATIONS
+from kiln.frontend.quantizer import FUSIBLE_ACTIVATIONS
 
 qd = torch.ops.quantized_decomposed
 QUANTIZE = (qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor)
@@ -82,7 +82,7 @@ class Op:
     outputs: list[Value]
     module: str = ""  # the nn.Module path that created it ("" at top level)
     activation: tuple[float, float] | None = None
-    # (node name, op type) of the op this one was decomposed from (kiln.decompose), else ("", "")
+    # (node name, op type) of the op this one was decomposed from (kiln.frontend.decompose), else ("", "")
     origin: tuple[str, str] = ("", "")
 
     @property

@@ -2,7 +2,7 @@
 
 Contract of the program kiln writes:
 - one execution plan "forward", one chain, instructions in the partitioner's schedule;
-- CPU ops are KernelCalls (kiln.kernels names them); each NPU partition is one
+- CPU ops are KernelCalls (kiln.program.kernels names them); each NPU partition is one
   DelegateCall to "EthosUBackend" whose args are its inputs then its outputs;
 - every non-constant tensor is memory-planned in buffer 1 (buffer 0 is
   ExecuTorch's reserved entry) at a 16-byte aligned offset; tensors whose
@@ -20,9 +20,9 @@ from kiln.errors import KilnError
 import torch
 
 from kiln.graph import DEQUANTIZE, QUANTIZE, Graph, Op, Value, dequantize_array
-from kiln.kernels import KERNELS, Derived, Fixed, Kernel
-from kiln.partition import Partitioning
-from kiln.tosa_lowering import Partition
+from kiln.program.kernels import KERNELS, Derived, Fixed, Kernel
+from kiln.partition.partitioner import Partitioning
+from kiln.lower.tosa import Partition
 
 ALIGNMENT = 16  # bytes, every planned tensor's offset
 _TORCH = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32}
@@ -99,7 +99,7 @@ class _Builder:
         elif isinstance(x, Value):
             return self.tensor(x)
         else:
-            from kiln.pte_writer import scalar_type_code
+            from kiln.pte.writer import scalar_type_code
 
             code = scalar_type_code(x)  # a torch dtype argument
             self.values.append(Evalue("int", code))

@@ -34,7 +34,7 @@ from torchao.quantization.pt2e.quantizer import (
     SharedQuantizationSpec,
 )
 
-from kiln import decompose
+from kiln.frontend import decompose
 from kiln.errors import UsageError
 
 aten = torch.ops.aten

@@ -1,6 +1,6 @@
 """`kiln run-host`: runs a .pte on the host, the reference the firmware must match bit for bit.
 
-Kernel calls run kiln.kernels' numpy implementations; each Ethos-U delegate runs
+Kernel calls run kiln.program.kernels' numpy implementations; each Ethos-U delegate runs
 the TOSA graph it was compiled from (named data "kiln/tosa/<i>") on
 tosa_reference_model, whose integer results are the NPU's; a delegate without one
 (ExecuTorch's Arm flow keeps none) runs its command stream on kiln's NPU model. Inputs and outputs
@@ -16,9 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln import ethosu_payload, pte, pte_writer
+from kiln.lower import ethosu_payload
+from kiln.pte import schema as pte
+from kiln.pte import writer as pte_writer
 from kiln.errors import KilnError, UsageError
-from kiln.kernels import by_name
+from kiln.program.kernels import by_name
 
 
 class HostError(KilnError):
@@ -120,7 +122,7 @@ def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate
     """A delegate without a TOSA graph (ExecuTorch's Arm flow writes none): its command
     stream on kiln's NPU model, for the target its compile specs name. The model is
     bit-exact with tosa_reference_model on every stream the tests compare."""
-    from kiln import runner_build
+    from kiln.firmware import runner_build
     from kiln.simulator.npu.config import config_for
     from kiln.simulator.npu.standalone import run_compiled
 

@@ -19,12 +19,12 @@ OUTPUT = "npu_output.bin"
 
 
 def tensor_bytes(io) -> int:
-    """Bytes of a Vela I/O tensor (kiln.vela IoTensor: 6-D shape, element size)."""
+    """Bytes of a Vela I/O tensor (kiln.lower.vela IoTensor: 6-D shape, element size)."""
     return int(np.prod(io.shape)) * io.elem_size
 
 
 def write_job(directory: Path, vela, data: bytes, cmd: bytes | None = None, timeout_ms: int = 0):
-    """Writes the job files for `vela` (a kiln.vela.VelaResult with one input and one
+    """Writes the job files for `vela` (a kiln.lower.vela.VelaResult with one input and one
     output) with input bytes `data` and, if given, `cmd` instead of vela.cmd_data;
     `timeout_ms` bounds the driver's wait for the NPU (0: its default)."""
     if len(vela.inputs) != 1 or len(vela.outputs) != 1:

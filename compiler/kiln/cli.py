@@ -6,7 +6,8 @@ import argparse
 import logging
 import sys
 
-from kiln import boards, firmware
+from kiln import boards
+from kiln.firmware import build as firmware
 from kiln.errors import KilnError
 
 
@@ -55,7 +56,7 @@ def _compile(args) -> int:
 
 def _run_host(args) -> int:
     _quiet_third_party_logs()
-    from kiln import host
+    from kiln.reference import run_host as host
 
     for path in host.run_files(args.pte, args.input, args.output_dir):
         print(path)

@@ -22,8 +22,8 @@ WEIGHT_SLACK = 16
 def run_compiled(compiled, inputs: list[np.ndarray], config: NpuConfig,
                  fast_scratch_size: int | None = None) -> tuple[list[bytes], ExecResult]:
     """(raw bytes of each output, ExecResult) of `compiled` run on `inputs` (one array per
-    compiled.inputs, its bytes as the NPU takes them). `compiled` is a kiln.vela.VelaResult or
-    a kiln.ethosu_payload.VelaPayload: cmd_data (COP1), weight_data, scratch_size, inputs and
+    compiled.inputs, its bytes as the NPU takes them). `compiled` is a kiln.lower.vela.VelaResult or
+    a kiln.lower.ethosu_payload.VelaPayload: cmd_data (COP1), weight_data, scratch_size, inputs and
     outputs (IoTensor: offset inside its region), and fast_scratch_size if it has one;
     `fast_scratch_size` (bytes) overrides it."""
     fast = fast_scratch_size if fast_scratch_size is not None else getattr(compiled, "fast_scratch_size", 0) or 0

@@ -76,7 +76,8 @@ def _dequantize_per_channel(q, scales, zero_points, axis, qmin, qmax, dtype, out
 
 
 def _np_dtype(code: int) -> type:
-    from kiln import pte, pte_writer
+    from kiln.pte import schema as pte
+    from kiln.pte import writer as pte_writer
 
     return pte_writer.NUMPY_DTYPES[pte.ScalarType(code)]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from kiln import boards
 from kiln.errors import UsageError
-from kiln.quantizer import QuantizationScheme
-from kiln.vela import VELA_INI
+from kiln.frontend.quantizer import QuantizationScheme
+from kiln.paths import vela_ini
 
 IO_KINDS = ("float", "int8")
 
@@ -24,7 +24,7 @@ IO_KINDS = ("float", "int8")
 def vela_system_configs() -> tuple[str, ...]:
     """The System_Config sections of the vela.ini shipped with the pinned Vela."""
     ini = configparser.ConfigParser()
-    ini.read(VELA_INI)
+    ini.read(vela_ini())
     prefix = "System_Config."
     return tuple(s[len(prefix) :] for s in ini.sections() if s.startswith(prefix))
 

@@ -1,4 +1,4 @@
-"""Turns kiln's program into .pte bytes (kiln.pte holds the format itself).
+"""Turns kiln's program into .pte bytes (kiln.pte.schema holds the format itself).
 
 Each delegate is "EthosUBackend" with the vela_bin_stream payload. The TOSA
 graph each delegate was compiled from travels as named data
@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kiln import ethosu_payload, pte
-from kiln.program import PLANNED_MEMORY_ID, Program
-from kiln.vela import VelaResult
+from kiln.lower import ethosu_payload
+from kiln.pte import schema as pte
+from kiln.program.builder import PLANNED_MEMORY_ID, Program
+from kiln.lower.vela import VelaResult
 
 TOSA_KEY = "kiln/tosa/{}"
 # Each delegate's compile specs: the two ExecuTorch 1.5.1's Arm flow writes (its runtime

@@ -18,9 +18,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kiln import boards, decompose, frontend, graph, partition, program, pte_writer, support, tosa_lowering, vela
+from kiln import boards, graph
+from kiln.frontend import decompose
+from kiln.frontend import export as frontend
+from kiln.partition import partitioner as partition
+from kiln.program import builder as program
+from kiln.pte import writer as pte_writer
+from kiln.partition import support
+from kiln.lower import tosa as tosa_lowering
+from kiln.lower import vela
 from kiln.errors import ModelError, UsageError
-from kiln.quantizer import EthosUQuantizer, QuantizationScheme, quantize
+from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 from kiln.spec import CompileSpec
 
 
