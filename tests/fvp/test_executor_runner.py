@@ -187,7 +187,7 @@ def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_m
 
 def test_executorch_delegate_fixture_runs(work, builder, tmp_path):
     """ExecuTorch's program carries no TOSA graph: run-host runs its delegate's command
-    stream on kiln's NPU model (tests/test_pte.py checks that against eager PyTorch)."""
+    stream on kiln's NPU model (tests/compiler/test_pte.py checks that against eager PyTorch)."""
     pte_path = work / "et_delegate.pte"
     shutil.copyfile(FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte", pte_path)
     elf = builder(pte_path)

@@ -20,7 +20,7 @@ from kiln.pte import schema as pte
 from kiln.pte import writer as pte_writer
 from kiln.program.kernels import by_name
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 sys.path.insert(0, str(ROOT / "firmware" / "runtime"))
 import gen_kernel_table  # noqa: E402
@@ -29,7 +29,7 @@ import gen_kernel_table  # noqa: E402
 @pytest.fixture(scope="module")
 def runtime_host(tmp_path_factory) -> Path:
     build = tmp_path_factory.mktemp("runtime-host")
-    subprocess.run(["cmake", "-S", str(ROOT / "tests" / "runtime"), "-B", str(build), "-G", "Ninja",
+    subprocess.run(["cmake", "-S", str(ROOT / "tests" / "firmware" / "runtime"), "-B", str(build), "-G", "Ninja",
                     f"-DKILN_PYTHON={sys.executable}"], check=True, capture_output=True)
     done = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -19,7 +19,7 @@ from kiln.pte.schema import (AllocationInfo, BackendDelegate, Bool, BoolList, Ch
                       KernelCall, MoveCall, Null, Operator, OptionalTensorList, Program,
                       PteError, ScalarType, String, Tensor, TensorList)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 DELEGATE_FIXTURE = FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte"
 CPU_FIXTURE = FIXTURES / "conv_relu_arm_ethos-u55-128.pte"

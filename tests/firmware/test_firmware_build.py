@@ -3,7 +3,7 @@
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHECK = ROOT / "cmake" / "check_no_heap.cmake"
 
 

@@ -23,7 +23,7 @@ from kiln.frontend.quantizer import EthosUQuantizer, quantize
 from kiln.spec import CompileSpec, Exclusions
 
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def reference(name: str):

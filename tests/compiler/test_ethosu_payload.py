@@ -13,7 +13,7 @@ from kiln.lower import ethosu_payload as ep
 from kiln.pte import schema as pte
 from kiln.lower.ethosu_payload import IoTensor, PayloadError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 ET_PYTHON = ROOT / ".venv-executorch" / "bin" / "python"
 

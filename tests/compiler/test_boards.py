@@ -10,7 +10,7 @@ from elftools.elf.elffile import ELFFile
 from kiln import boards, paths
 from kiln.errors import BoardError, UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CORSTONE_300 = ROOT / "boards" / "corstone-300" / "board.toml"
 
 
