@@ -1,5 +1,6 @@
 """Build-time guarantees of the firmware: no heap, and set-up that is idempotent."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -33,7 +34,29 @@ def test_an_elf_with_malloc_is_refused(tmp_path):
     assert "links the heap allocator (malloc)" in result.stderr
 
 
-def test_setup_is_idempotent():
-    result = subprocess.run([str(ROOT / "scripts" / "setup.sh")], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr
+# The commands ./scripts/setup.sh installs or deletes with, found on PATH. Each stub records
+# its call and fails, so a set-up that would change anything stops at its first such step.
+# `rm` too: the script deletes .venv when its Python is not 3.11.
+INSTALLERS = ("apt-get", "apt", "sudo", "pip", "pip3", "rm")
+
+
+def test_setup_is_idempotent(tmp_path):
+    """A second ./scripts/setup.sh (the suite's own set-up has run: this is its .venv)
+    installs nothing and says everything is present."""
+    stubs, calls = tmp_path / "bin", tmp_path / "calls.log"
+    stubs.mkdir()
+    for name in INSTALLERS:
+        stub = stubs / name
+        stub.write_text(f'#!/bin/sh\necho "{name} $*" >> "{calls}"\nexit 1\n')
+        stub.chmod(0o755)
+    # The script runs the venv's pip by path ("$VENV/bin/pip"), past the PATH stubs; pip
+    # reads PIP_CONFIG_FILE before acting and stops with "Configuration file could not be
+    # loaded" on a file with no [section]: any pip step fails here and installs nothing.
+    pip_config = tmp_path / "pip.conf"
+    pip_config.write_text("not an ini file\n")
+    env = {**os.environ, "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "PIP_CONFIG_FILE": str(pip_config)}
+    result = subprocess.run([str(ROOT / "scripts" / "setup.sh")], capture_output=True, text=True, timeout=120, env=env)
+    assert not calls.exists(), calls.read_text()
+    assert "Configuration file could not be loaded" not in result.stderr, result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == ["setup: Debian packages present", "setup: Python environment .venv up to date"]
