@@ -30,3 +30,8 @@ class ToolMissingError(KilnError):
     """A tool kiln needs (toolchain, QEMU, FVP) is not installed."""
 
     exit_code = 127
+
+
+class InternalError(KilnError):
+    """kiln broke one of its own invariants (a bug in kiln, not in the model or the command):
+    the message names the compile stage after which the check failed and what broke."""
