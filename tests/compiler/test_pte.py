@@ -297,15 +297,35 @@ def test_random_byte_flips_give_a_pte_error_or_a_valid_program(name):
 
 
 def test_random_garbage_after_a_valid_prefix():
+    """Garbage over the header or the flatbuffer: a PteError with a message, or a program.
+    Garbage only over the segment data after the flatbuffer: the same program, and each
+    segment is the file's bytes where ExecuTorch's extended header places it."""
     rng = random.Random(99)
     data = write_full()
+    # The extended header read by hand: b"eh00" at 8, then length, program_size, segment_base_offset.
+    assert data[8:12] == b"eh00"
+    segment_base = struct.unpack_from("<Q", data, 24)[0]
+    original = pte.deserialize(data).program
+    outcomes = {"error": 0, "program": 0, "segments only": 0}
     for _ in range(300):
         cut = rng.randrange(8, len(data))
         garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+        mutated = data[:cut] + garbage + data[cut + len(garbage):]
+        if segment_base <= cut and cut + len(garbage) <= len(data):
+            f = pte.deserialize(mutated)
+            assert f.program == original
+            for i, segment in enumerate(original.segments):
+                at = segment_base + segment.offset
+                assert f.segment(i) == mutated[at:at + segment.size]
+            outcomes["segments only"] += 1
+            continue
         try:
-            pte.deserialize(data[:cut] + garbage + data[cut + len(garbage):])
-        except PteError:
-            pass
+            pte.deserialize(mutated)
+            outcomes["program"] += 1
+        except PteError as e:
+            assert isinstance(e, KilnError) and str(e)
+            outcomes["error"] += 1
+    assert outcomes["error"] > 0 and outcomes["segments only"] > 0, outcomes
 
 
 def test_overlapping_vectors_cannot_make_reading_slow():
