@@ -11,13 +11,9 @@ import subprocess
 from pathlib import Path
 
 from kiln import boards, paths
-from kiln.errors import KilnError, ToolMissingError
+from kiln.errors import BuildError, ToolMissingError
 
 REQUIRED_TOOLS = ("cmake", "ninja", "arm-none-eabi-gcc")
-
-
-class BuildError(KilnError):
-    """CMake could not configure or build the firmware; the message ends with its output."""
 
 
 def default_build_dir(board: str) -> Path:

@@ -33,7 +33,7 @@ from pathlib import Path
 from kiln import boards, paths
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
-from kiln.errors import KilnError, ToolMissingError, UsageError
+from kiln.errors import KilnError, RunnerBuildError, ToolMissingError, UsageError
 
 APP_DIR = paths.FIRMWARE_DIR / "apps" / "executor_runner"
 KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
@@ -46,10 +46,6 @@ PTE_ALIGNMENT = 128  # ExecuTorch's segment alignment: segments keep theirs in m
 # plain "Dedicated_Sram" gives the NPU the whole "npu" region.
 FAST_SCRATCH_SIZES = {"Dedicated_Sram_256KB": 256 * 1024, "Dedicated_Sram_384KB": 384 * 1024,
                       "Dedicated_Sram_512KB": 512 * 1024}
-
-
-class RunnerBuildError(KilnError):
-    """The runner could not be planned or built; the message says what and where."""
 
 
 @dataclass(frozen=True)

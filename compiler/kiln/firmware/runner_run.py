@@ -28,17 +28,13 @@ import numpy as np
 
 from kiln.pte import schema as pte
 from kiln.pte import writer as pte_writer
-from kiln.errors import KilnError, UsageError
+from kiln.errors import KilnError, RunnerError, UsageError
 
 _INFERENCE = re.compile(r"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|not counted)")
 # The runner's one call per inference (firmware/apps/executor_runner/main.cpp):
 # kiln::runtime::Method::execute(), by its symbol.
 INFERENCE_CALL = "_ZN4kiln7runtime6Method7executeEv"
 _CALL_COUNTS = re.compile(r"^kiln: instructions per call of .*: ((?:\d+ ?)+)$")
-
-
-class RunnerError(KilnError):
-    """The runner did not finish its inferences; the message ends with its UART output."""
 
 
 @dataclass

@@ -23,11 +23,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from kiln.errors import KilnError
-
-
-class PayloadError(KilnError):
-    """A vela_bin_stream payload is malformed (or cannot be built); the message says where."""
+from kiln.errors import PayloadError
 
 
 DELEGATE_ID = "EthosUBackend"

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import tosa_serializer as ts
 
-from kiln.errors import KilnError
+from kiln.errors import KilnError, LoweringError
 from kiln.graph import QRANGE, Op, QParams, Value, clamp_range
 
 aten = torch.ops.aten
@@ -32,10 +32,6 @@ ACCUMULATOR = {"int8": "int32", "int16": "int48"}
 _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constants are built from
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
-
-
-class LoweringError(KilnError):
-    """An op passed the support rules but its TOSA lowering failed (a kiln bug or a missing rule)."""
 
 
 @dataclass

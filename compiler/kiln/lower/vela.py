@@ -18,13 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln.errors import KilnError, ToolMissingError
+from kiln.errors import ToolMissingError, VelaError
 from kiln.lower.ethosu_payload import IoTensor
 
-
-
-class VelaError(KilnError):
-    """Vela rejected or failed on a TOSA graph."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kiln.errors import KilnError
+from kiln.errors import ProgramError
 import torch
 
 from kiln.graph import DEQUANTIZE, QUANTIZE, Graph, Op, Value, dequantize_array
@@ -27,10 +27,6 @@ from kiln.lower.tosa import Partition
 ALIGNMENT = 16  # bytes, every planned tensor's offset
 _TORCH = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32}
 PLANNED_MEMORY_ID = 1
-
-
-class ProgramError(KilnError):
-    """The partitioned graph cannot be expressed as a kiln program."""
 
 
 @dataclass

@@ -37,11 +37,7 @@ from typing import Mapping, Sequence, Union
 
 import flatbuffers
 
-from kiln.errors import KilnError
-
-
-class PteError(KilnError):
-    """A .pte file (or a program to be written as one) is malformed; the message says where."""
+from kiln.errors import PteError
 
 
 # --- Constants of the format ----------------------------------------------------------

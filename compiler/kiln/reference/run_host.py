@@ -19,12 +19,8 @@ import numpy as np
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
 from kiln.pte import writer as pte_writer
-from kiln.errors import KilnError, UsageError
+from kiln.errors import HostError, UsageError
 from kiln.program.kernels import by_name
-
-
-class HostError(KilnError):
-    """The program cannot be run on the host."""
 
 
 @contextmanager

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from kiln import boards
+from kiln.errors import AttachmentError
 from kiln.simulator import thumb
 from kiln.simulator.gdb import GdbClient, GdbError
 from kiln.simulator.npu.config import NpuConfig, config_for
@@ -50,10 +51,6 @@ NVIC_ISPR = 0xE000_E200  # Armv8-M: set-pending registers, one bit per interrupt
 STR_R1_AT_R0 = (0x6001).to_bytes(2, "little")  # Thumb `str r1, [r0]`
 CONNECT_TIMEOUT_S = 10.0
 PAGE = 4096  # bytes; the unit the gdb-backed memory caches
-
-
-class AttachmentError(Exception):
-    """The attachment cannot go on (unsupported access, model failure, lost connection)."""
 
 
 class SharedDdr:

@@ -14,15 +14,13 @@ import re
 import socket
 from dataclasses import dataclass
 
+from kiln.errors import GdbError
+
 # QEMU answers m with at most this many bytes (its packet buffer holds 4096 hex digits).
 READ_CHUNK = 2048
 # M packets carry 2 hex digits per byte plus a 14-character header; QEMU takes up to 4094.
 WRITE_CHUNK = 2032
 PIPELINE = 32  # requests in flight
-
-
-class GdbError(Exception):
-    """The stub refused a request, or the connection broke."""
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kiln.errors import UnsupportedAccess
+
 PC, SP = 15, 13
-
-
-class UnsupportedAccess(Exception):
-    """The instruction at PC is not a plain 32-bit LDR/STR."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kiln.errors import CommandError
+
 PAYLOAD_SHIFT = 14
 OPCODE_MASK = 0x3FF
 
@@ -53,14 +55,6 @@ CMD1 = {
 CMD0_NAMES = {code: name for name, code in CMD0.items()}
 CMD1_NAMES = {code: name for name, code in CMD1.items()}
 OPERATIONS = {name for name in CMD0 if name.startswith("NPU_OP_")}
-
-
-class CommandError(ValueError):
-    """A command word the NPU cannot parse (the hardware's cmd_parse_error)."""
-
-    def __init__(self, index: int, message: str):
-        super().__init__(message)
-        self.index = index
 
 
 @dataclass(frozen=True)

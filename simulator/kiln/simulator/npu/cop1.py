@@ -14,16 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kiln.errors import Cop1Error
+
 FOURCC = b"COP1"
 ACTION_CONFIG = 0x01
 ACTION_CMD_STREAM = 0x02
 ACTION_READ_APB = 0x03
 ACTION_DUMP_SHRAM = 0x04
 ACTION_NOP = 0x05
-
-
-class Cop1Error(ValueError):
-    """A payload that is not a well-formed COP1 container."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from typing import Callable
 
 import numpy as np
 
+from kiln.errors import NpuModelError
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.memory import MemoryFault
 
@@ -119,10 +120,6 @@ EVENT_NPU_IDLE = 0x20
 EVENT_NPU_ACTIVE = 0x23
 
 MASK32 = 0xFFFF_FFFF
-
-
-class NpuModelError(Exception):
-    """The model could not run a stream for a reason of its own (not a hardware fault)."""
 
 
 @dataclass

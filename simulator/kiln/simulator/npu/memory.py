@@ -6,15 +6,7 @@ from typing import Protocol
 
 import numpy as np
 
-
-class MemoryFault(Exception):
-    """A read or write touched an address that the memory does not map."""
-
-    def __init__(self, address: int, size: int, access: str):
-        super().__init__(f"{access} of {size} bytes at 0x{address:x} is outside mapped memory")
-        self.address = address
-        self.size = size
-        self.access = access
+from kiln.errors import MemoryFault
 
 
 class Memory(Protocol):

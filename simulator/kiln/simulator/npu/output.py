@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.errors import NotModelled
 from kiln.simulator.npu import activation
 from kiln.simulator.npu.arithmetic import rescale, saturate
 from kiln.simulator.npu.context import Context
@@ -17,10 +18,6 @@ _CLIP_DTYPES = {CLIP_UINT8: np.uint8, CLIP_INT8: np.int8, CLIP_INT16: np.int16}
 
 LUT16_ENTRIES = 512
 LUT16_STEP_BITS = 7  # 65536 inputs / 512 entries = 128 inputs per entry
-
-
-class NotModelled(ValueError):
-    """A register setting the model does not implement (reported as a fault, never guessed)."""
 
 
 def scale_values(ctx: Context, values: np.ndarray, multiplier, shift) -> np.ndarray:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kiln.errors import RegisterError
 from kiln.simulator.npu.commands import Command
 
 # Element types: IFM precision field (4 bits: bit 0 signed, bits 3..2 size) and OFM
@@ -31,10 +32,6 @@ IFM_SCALE_16BIT, IFM_SCALE_OPA_32BIT, IFM_SCALE_OPB_32BIT = 0, 1, 2
 
 def signed16(value: int) -> int:
     return value - 0x10000 if value & 0x8000 else value
-
-
-class RegisterError(ValueError):
-    """Register contents the NPU cannot execute (reported as cmd_parse_error)."""
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,10 @@ from functools import lru_cache
 import numpy as np
 from ethosu import mlw_codec
 
+from kiln.errors import WeightStreamError
+
 SCALE_RECORD_BYTES = 10
 SUBKERNEL_MAX = 8
-
-
-class WeightStreamError(ValueError):
-    """A weight or scale stream that does not match the operation's shape."""
 
 
 def decode_scales(raw: bytes, channels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from kiln import paths
-from kiln.errors import KilnError, ToolMissingError, UsageError
+from kiln.errors import PluginError, ToolMissingError, UsageError
 from kiln.simulator import thumb
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -37,10 +37,6 @@ CC_VARIABLE = "CC"  # the host C compiler; default `cc`
 CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-fvisibility=hidden"]
 FORMAT_LINE = "kiln-insn-count 1"
 MAX_STOPS = 8  # return sites per function the plugin takes (insn_count.c: kMaxStops)
-
-
-class PluginError(KilnError):
-    """The plugin could not be built, or its report is missing or malformed."""
 
 
 def build(cache_dir: Path | None = None) -> Path:
