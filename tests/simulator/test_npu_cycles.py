@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kiln.errors import NpuConfigError
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.cycles import CycleModel
 from kiln.simulator.npu.standalone import run_compiled
@@ -76,5 +77,5 @@ def test_cycles_follow_the_memory_mode(target, memory_mode):
 
 
 def test_unknown_system_config_is_named():
-    with pytest.raises(ValueError, match="No_Such_System"):
+    with pytest.raises(NpuConfigError, match="No_Such_System"):
         CycleModel(config_for("ethos-u55-128", system_config="No_Such_System"))

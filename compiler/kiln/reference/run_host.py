@@ -19,7 +19,7 @@ import numpy as np
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
 from kiln.pte import writer as pte_writer
-from kiln.errors import HostError, UsageError
+from kiln.errors import HostError, NpuConfigError, UsageError
 from kiln.program.kernels import by_name
 
 
@@ -127,7 +127,7 @@ def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate
     mode = ethosu_payload.compiled_memory_mode(specs)
     try:
         config = config_for(target, ethosu_payload.compiled_system_config(specs), mode)
-    except KeyError:
+    except NpuConfigError:
         raise HostError(f"delegate {call.delegate_index} carries no TOSA graph and names no target kiln's NPU "
                         f"model runs (target {target!r})") from None
     fast = ethosu_payload.compiled_fast_scratch(specs)

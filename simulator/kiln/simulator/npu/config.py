@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from kiln.errors import NpuConfigError
+
 # The ID register value of the modelled NPU: architecture 1.0.6, product_major 6,
 # version r0p0 status 1 (the ID word regor writes into every COP1 payload).
 ID_REGISTER = 0x1006_6001
@@ -78,12 +80,13 @@ CONFIGS: dict[str, NpuConfig] = {
 
 def config_for(target: str, system_config: str | None = None, memory_mode: str | None = None) -> NpuConfig:
     """The configuration of a U55/U65 target running streams Vela compiled with
-    `system_config` and `memory_mode` (None: the board's defaults); KeyError names the
-    known targets."""
+    `system_config` and `memory_mode` (None: the board's defaults); NpuConfigError names
+    the targets the model knows."""
     try:
         config = CONFIGS[target]
     except KeyError:
-        raise KeyError(
-            f"no NPU model for {target!r}; modelled: {', '.join(CONFIGS)}"
+        raise NpuConfigError(
+            f"kiln's NPU model has no configuration for target {target!r} (it models {', '.join(CONFIGS)}); "
+            f"use one of those, or run {target} on Arm's FVP"
         ) from None
     return replace(config, system_config=system_config, memory_mode=memory_mode)

@@ -55,6 +55,7 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
+from kiln.errors import NpuConfigError
 from kiln.simulator.npu.commands import Command
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, UPSCALE_NONE, Kernel, Registers
@@ -113,7 +114,7 @@ STRIDE_1D, STRIDE_3D = 0, 2
 @cache
 def region_memories(target: str, system_config: str, memory_mode: str) -> tuple[MemoryTiming, ...]:
     """Timing of the memory behind regions 0, 1 and 2 of streams Vela compiled for
-    `target` with `system_config` and `memory_mode`; ValueError if Vela does not know them."""
+    `target` with `system_config` and `memory_mode`; NpuConfigError if Vela does not know them."""
     from ethosu.vela.architecture_features import ArchitectureFeatures, MemPort
     from ethosu.vela.errors import VelaError
 
@@ -124,8 +125,9 @@ def region_memories(target: str, system_config: str, memory_mode: str) -> tuple[
         with contextlib.redirect_stdout(io.StringIO()):  # Vela prints notes; stdout may be a UART
             arch = ArchitectureFeatures([ini], target, system_config, memory_mode, 3, False, None)
     except VelaError as error:
-        raise ValueError(f"no memory timing for {target} with system config {system_config!r} and memory "
-                         f"mode {memory_mode!r}: {error}") from None
+        raise NpuConfigError(f"kiln's NPU cycle model has no memory timing for {target} with system config "
+                             f"{system_config!r} and memory mode {memory_mode!r} ({error}); use a system config "
+                             f"and memory mode of {ini}") from None
 
     def timing(port) -> MemoryTiming:
         area = arch.axi0_port if port == MemPort.Axi0 else arch.axi1_port
