@@ -12,14 +12,26 @@
 #     writes <name>.map, prints the section sizes and fails the build if the
 #     heap (malloc, operator new, _sbrk) was linked in.
 
+# KILN_ROOT holds boards/, firmware/ and cmake/: the repository root in a checkout,
+# kiln/_share/ in an installed kiln package (kiln.paths.SOURCE_ROOT).
 get_filename_component(KILN_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 
+# KILN_PYTHON: a Python that imports kiln. kiln passes its own (sys.executable);
+# by hand in a checkout, the checkout's .venv.
 if(NOT KILN_PYTHON)
   if(EXISTS "${KILN_ROOT}/.venv/bin/python")
     set(KILN_PYTHON "${KILN_ROOT}/.venv/bin/python" CACHE FILEPATH "kiln's Python")
   else()
-    message(FATAL_ERROR "kiln: ${KILN_ROOT}/.venv is missing. Run ./scripts/setup.sh first.")
+    message(FATAL_ERROR "kiln: no Python with kiln: pass -DKILN_PYTHON=<python>, or in a "
+                        "checkout run ./scripts/setup.sh (it makes .venv).")
   endif()
+endif()
+# The generator of the board files: compiler/kiln/boards.py in a checkout,
+# kiln/boards.py beside kiln/_share/ in an installed package.
+if(EXISTS "${KILN_ROOT}/compiler/kiln/boards.py")
+  set(KILN_BOARD_GENERATOR "${KILN_ROOT}/compiler/kiln/boards.py")
+else()
+  get_filename_component(KILN_BOARD_GENERATOR "${KILN_ROOT}/../boards.py" ABSOLUTE)
 endif()
 
 include(CheckCCompilerFlag)
@@ -40,7 +52,7 @@ macro(kiln_board_configure board)
   endif()
   include("${_kb_out}/board.cmake")
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-    "${KILN_BOARD_DESCRIPTION}" "${KILN_ROOT}/compiler/kiln/boards.py")
+    "${KILN_BOARD_DESCRIPTION}" "${KILN_BOARD_GENERATOR}")
 
   string(REPLACE ";" " " _kb_flags "${KILN_BOARD_COMPILE_FLAGS}")
   set(CMAKE_REQUIRED_FLAGS "${_kb_flags}")

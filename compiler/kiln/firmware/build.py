@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from kiln import boards, paths
@@ -37,6 +38,7 @@ def build(
         [
             "cmake", "-S", str(paths.FIRMWARE_DIR), "-B", str(build_dir), "-G", "Ninja",
             f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}",
+            f"-DKILN_PYTHON={sys.executable}",  # this Python imports this kiln, wherever it is installed
             f"-DKILN_BOARD={board}",
             f"-DKILN_TEST_APPS={'ON' if test_apps else 'OFF'}",
             f"-DCMAKE_BUILD_TYPE={build_type}",

@@ -300,7 +300,8 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
             raise ToolMissingError(f"{tool} is not installed; run ./scripts/setup.sh")
     build_dir = out / "cmake"
     _run(["cmake", "-S", str(APP_DIR), "-B", str(build_dir), "-G", "Ninja",
-          f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}", f"-DKILN_BOARD={p.target.board.name}",
+          f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}", f"-DKILN_PYTHON={sys.executable}",
+          f"-DKILN_BOARD={p.target.board.name}",
           f"-DCMAKE_BUILD_TYPE={build_type}", f"-DKILN_RUNNER_GENERATED={gen}",
           f"-DKILN_RUNNER_PTE={baked.resolve()}"],
          "configuring the runner", p)
