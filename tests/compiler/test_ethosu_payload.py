@@ -125,20 +125,63 @@ def test_decode_rejects_non_empty_stream_markers():
         ep.decode(data)
 
 
-def test_every_truncation_and_random_flips_give_payload_errors():
+# small()'s bytes by role, from the offsets above: each block's header is a 16-byte name
+# (its unused bytes NUL), uint32 size at +16, the external flag at +20, 11 reserved bytes at
+# +21, then the data and its zero padding to 16.
+NAME_ENDS = {0: 15, 32: 8, 80: 11, 128: 12, 176: 6, 256: 7, 336: 15}  # block start: name length
+DATA = {32: 8, 80: 3, 128: 4, 176: 40, 256: 40, 336: 0}  # block start: data bytes (0 for the marker)
+MUST_BE_ZERO = set()
+for start, name_length in NAME_ENDS.items():
+    MUST_BE_ZERO |= set(range(start + name_length, start + 16)) | set(range(start + 21, start + 32))
+    data = DATA.get(start, 0)
+    MUST_BE_ZERO |= set(range(start + 32 + data, start + 32 + -(-data // 16) * 16))
+# Bytes whose every value is valid: the command stream after its b"COP1" magic, the
+# weights and the scratch size.
+CMD_FREE, WEIGHTS, SCRATCH = range(68, 72), range(112, 115), range(160, 164)
+FREE = set(CMD_FREE) | set(WEIGHTS) | set(SCRATCH)
+
+
+def test_every_truncation_is_a_payload_error():
     data = small()
     for n in range(len(data)):
         with pytest.raises(PayloadError):
             ep.decode(data[:n])
+
+
+def test_random_flips_decode_exactly_when_only_free_bytes_change():
+    """Flips only in free bytes decode to the flipped values; a flip in a NUL, reserved or
+    padding byte is a PayloadError; any other flip is a PayloadError or a payload."""
+    data = small()
+    assert len(data) == 368 and all(data[i] == 0 for i in MUST_BE_ZERO)
     rng = random.Random(7)
+    outcomes = {"free": 0, "zero byte": 0, "other error": 0, "other payload": 0}
     for _ in range(3000):
         mutated = bytearray(data)
+        flipped = set()
         for _ in range(rng.randint(1, 3)):
-            mutated[rng.randrange(len(mutated))] ^= 1 << rng.randrange(8)
-        try:
-            ep.decode(bytes(mutated))
-        except PayloadError:
-            pass
+            at = rng.randrange(len(mutated))
+            mutated[at] ^= 1 << rng.randrange(8)
+            flipped.add(at)
+        mutated = bytes(mutated)
+        if flipped <= FREE:
+            v = ep.decode(mutated)
+            assert v.cmd_data == b"COP1" + mutated[CMD_FREE.start:CMD_FREE.stop]
+            assert v.weight_data == mutated[WEIGHTS.start:WEIGHTS.stop]
+            assert v.scratch_size == int.from_bytes(mutated[SCRATCH.start:SCRATCH.stop], "little")
+            assert (v.inputs, v.outputs) == ((INPUT,), (OUTPUT,))
+            outcomes["free"] += 1
+        elif any(mutated[i] for i in MUST_BE_ZERO):
+            with pytest.raises(PayloadError):
+                ep.decode(mutated)
+            outcomes["zero byte"] += 1
+        else:
+            try:
+                ep.decode(mutated)
+                outcomes["other payload"] += 1
+            except PayloadError as e:
+                assert str(e)
+                outcomes["other error"] += 1
+    assert outcomes["free"] > 0 and outcomes["zero byte"] > 0 and outcomes["other error"] > 0, outcomes
 
 
 @pytest.mark.parametrize("args, message", [
