@@ -129,12 +129,10 @@ def test_decode_rejects_non_empty_stream_markers():
 # (its unused bytes NUL), uint32 size at +16, the external flag at +20, 11 reserved bytes at
 # +21, then the data and its zero padding to 16.
 NAME_ENDS = {0: 15, 32: 8, 80: 11, 128: 12, 176: 6, 256: 7, 336: 15}  # block start: name length
-DATA = {32: 8, 80: 3, 128: 4, 176: 40, 256: 40, 336: 0}  # block start: data bytes (0 for the marker)
-MUST_BE_ZERO = set()
-for start, name_length in NAME_ENDS.items():
-    MUST_BE_ZERO |= set(range(start + name_length, start + 16)) | set(range(start + 21, start + 32))
-    data = DATA.get(start, 0)
-    MUST_BE_ZERO |= set(range(start + 32 + data, start + 32 + -(-data // 16) * 16))
+DATA = {0: 0, 32: 8, 80: 3, 128: 4, 176: 40, 256: 40, 336: 0}  # block start: data bytes
+MUST_BE_ZERO = {i for start, name_length in NAME_ENDS.items()
+                for i in [*range(start + name_length, start + 16), *range(start + 21, start + 32),
+                          *range(start + 32 + DATA[start], start + 32 + -(-DATA[start] // 16) * 16)]}
 # Bytes whose every value is valid: the command stream after its b"COP1" magic, the
 # weights and the scratch size.
 CMD_FREE, WEIGHTS, SCRATCH = range(68, 72), range(112, 115), range(160, 164)
