@@ -93,8 +93,9 @@ def _venv(path: Path, *pip_install: str) -> Venv:
     """A venv reusing this environment's packages, with `pip install --no-deps *pip_install`."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=TIMEOUT_S)
     python = path / "bin" / "python"
-    site_packages = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                        capture_output=True, text=True, check=True).stdout.strip())
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site_packages = Path(subprocess.run([str(python), "-c", purelib], capture_output=True, text=True,
+                                        check=True).stdout.strip())
     ours = sysconfig.get_paths()["purelib"]
     (site_packages / "reused_dependencies.pth").write_text(ours + "\n")
     _launchers(path / "bin", ours)
