@@ -5,15 +5,22 @@ must equal `kiln run-host`'s bit for bit (run-host: numpy kernels and
 tosa_reference_model, independent of the firmware). Damaged programs must end with
 their own error and a non-zero status."""
 
-import json
+import configparser
+import contextlib
+import io
 import shutil
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from elftools.elf.elffile import ELFFile
+from ethosu.vela.architecture_features import ArchitectureFeatures
+from ethosu.vela.errors import VelaError
 
-from kiln import boards, models
+from kiln import models, paths
 from kiln import compile as kiln_compile
 from kiln.reference import run_host as host
 from kiln.pte import schema as pte
@@ -128,10 +135,11 @@ def test_a_cpu_only_program_runs(work, builder, tmp_path):
 
 
 # (model, target, memory mode, where the .pte and the scratch go, fast scratch or not):
-# README's placement table, on corstone-300's regions. Shared_Sram on ethos-u55-128 runs in
-# test_zoo_model_equals_run_host_bit_for_bit. MobileNetV2's 224x224 feature maps do not fit
-# Dedicated_Sram_256KB's cache: Vela keeps some in the DDR scratch (313,600 B, more than the
-# 150,528 B input) besides 258,160 B of fast scratch.
+# README's placement table, on corstone-300's regions; the fast scratch goes to "sram" (the
+# NPU's). Shared_Sram on ethos-u55-128 runs in test_zoo_model_equals_run_host_bit_for_bit.
+# MobileNetV2's 224x224 feature maps do not fit Dedicated_Sram_256KB's cache: Vela keeps
+# some in the DDR scratch (313,600 B, more than the 150,528 B input) besides 258,160 B of
+# fast scratch.
 MEMORY_MODE_CASES = [
     ("tiny_cnn", "ethos-u55-128", "Sram_Only", "sram", "sram", False),
     ("tiny_cnn", "ethos-u65-256", "Shared_Sram", "ddr", "sram", False),
@@ -141,17 +149,48 @@ MEMORY_MODE_CASES = [
     ("mobilenet_v2", "ethos-u65-512", "Dedicated_Sram_256KB", "ddr", "ddr", True),
     ("mobilenet_v1_025", "ethos-u65-512", "Dedicated_Sram_512KB", "ddr", "ddr", True),
 ]
+BOARD = "corstone-300"
+FAST_SCRATCH_REGION = "sram"
 
 
-def test_every_memory_mode_of_every_virtual_platform_board_runs_a_model():
-    """Each NPU family's memory modes on each board the virtual platform runs (corstone-320's
-    Ethos-U85 has no virtual platform, and Debian's GCC 12 cannot build for its Cortex-M85)."""
-    runnable = [board for board in map(boards.load, boards.board_names()) if board.qemu_machine]
-    offered = {(family.name, mode) for board in runnable for family in board.npu.families
-               for mode in family.memory_modes}
-    covered = {(boards.target(target).family.name, mode) for _, target, mode, *_ in MEMORY_MODE_CASES}
+def board_descriptions() -> list[dict]:
+    """Every boards/*/board.toml, read as plain TOML."""
+    return [tomllib.loads(path.read_text()) for path in sorted((ROOT / "boards").glob("*/board.toml"))]
+
+
+def vela_accepts(accelerator: str, system_config: str, memory_mode: str) -> bool:
+    """Vela's own verdict on a memory mode for a system config: the architecture its command
+    line builds from vela.ini refuses, e.g., an arena on an AXI port that is flash."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # Vela prints its warnings
+            ArchitectureFeatures(vela_config_files=[str(paths.vela_ini())], accelerator_config=accelerator,
+                                 system_config=system_config, memory_mode=memory_mode, max_blockdep=3,
+                                 verbose_config=False, arena_cache_size=None)
+    except VelaError:
+        return False
+    return True
+
+
+def test_every_memory_mode_vela_accepts_runs_on_a_virtual_platform_board():
+    """Each board offers, per NPU family, exactly the memory modes of Vela's vela.ini that
+    Vela accepts with the family's system config (Ethos-U55's has flash on AXI1, so no
+    Dedicated_Sram); on the boards with a virtual platform, each runs a model here.
+    (corstone-320's Ethos-U85 has no virtual platform, and Debian's GCC 12 cannot build for
+    its Cortex-M85.)"""
+    ini = configparser.ConfigParser()
+    ini.read(paths.vela_ini())
+    vela_modes = [s.removeprefix("Memory_Mode.") for s in ini.sections() if s.startswith("Memory_Mode.")]
+    runnable = set()
+    for board in board_descriptions():
+        for family in board["npu"]["family"]:
+            accelerator = f"{family['name']}-{family['macs'][0]}"
+            accepted = {m for m in vela_modes if vela_accepts(accelerator, family["system_config"], m)}
+            assert set(family["memory_modes"]) == accepted, (board["name"], family["name"])
+            if "virtual_platform" in board:
+                runnable |= {(family["name"], mode) for mode in accepted}
+    covered = {(target.rsplit("-", 1)[0], mode) for _, target, mode, *_ in MEMORY_MODE_CASES}
     covered.add(("ethos-u55", "Shared_Sram"))  # the zoo test
-    assert offered == covered
+    assert covered == runnable
 
 
 def test_int8_io_program_runs_fully_delegated(work, builder, tmp_path):
@@ -167,20 +206,68 @@ def test_int8_io_program_runs_fully_delegated(work, builder, tmp_path):
     assert all(c > 0 for c in result.npu_cycles)
 
 
+def vela_scratch(tosa: bytes, accelerator: str, system_config: str, memory_mode: str, work: Path) -> tuple[int, int]:
+    """Vela's own scratch and fast scratch bytes for one TOSA graph: its command line, and
+    the sizes in the raw output it writes."""
+    work.mkdir(parents=True)
+    source = work / "graph.tosa"
+    source.write_bytes(tosa)
+    vela = Path(sys.executable).with_name("vela")
+    result = subprocess.run([str(vela), "--accelerator-config", accelerator, "--system-config", system_config,
+                             "--memory-mode", memory_mode, "--output-format", "raw", "--output-dir", str(work),
+                             str(source)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    with np.load(work / "graph_vela.npz") as npz:
+        return int(npz["scratch_size"]), int(npz["scratch_fast_size"])
+
+
+def elf_object(elf: Path, name: str) -> tuple[int, int] | None:
+    """(address, size) of the object `name` in the ELF's symbol table, C++-mangled in a
+    namespace ("...<length><name>E") or not; None when there is none."""
+    with open(elf, "rb") as f:
+        for symbol in ELFFile(f).get_section_by_name(".symtab").iter_symbols():
+            if symbol.name == name or symbol.name.endswith(f"{len(name)}{name}E"):
+                return symbol["st_value"], symbol["st_size"]
+    return None
+
+
 @pytest.mark.parametrize("model,target,memory_mode,pte_region,scratch_region,fast", MEMORY_MODE_CASES)
 def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_mode, pte_region, scratch_region,
                                 fast):
-    """The memory mode comes from the .pte's delegates; the fast scratch is sized to
-    Vela's own figure (the compile report's fast_scratch_bytes, from Vela's output)."""
+    """The memory mode comes from the .pte's delegates (the compile report is moved away).
+    In the ELF, the .pte and the scratch lie in the board regions of README's table and the
+    fast scratch in the NPU's SRAM, each at least as large as Vela itself says the
+    delegates' graphs need (and at most one 32-byte cache line more)."""
     pte_path = compiled(work, model, target=target, memory_mode=memory_mode)
     pte_path.with_suffix(".json").rename(pte_path.with_suffix(".report.json"))  # the .pte alone decides
-    p = runner_build.plan(pte_path, target)
-    assert p.memory_mode == memory_mode
-    assert (p.pte_region, p.scratch.region) == (pte_region, scratch_region)
-    vela_fast = json.loads(pte_path.with_suffix(".report.json").read_text())["memory"]["fast_scratch_bytes"]
-    assert (p.fast_scratch.size if p.fast_scratch else None) == (vela_fast if fast else None)
-    assert not fast or vela_fast > 0
     elf = builder(pte_path, target)
+
+    board = next(b for b in board_descriptions() if b["name"] == BOARD)
+    regions = {m["name"]: range(m["base"], m["base"] + m["size"]) for m in board["memory"]}
+    family = next(f for f in board["npu"]["family"] if target.startswith(f["name"] + "-"))
+    named = pte.deserialize(pte_path.read_bytes()).named()
+    tosa = [named[key] for key in sorted(named) if key.startswith("kiln/tosa/")]
+    assert tosa
+    needed = [vela_scratch(graph, target, family["system_config"], memory_mode, tmp_path / f"vela{i}")
+              for i, graph in enumerate(tosa)]
+    scratch_needed, fast_needed = max(n[0] for n in needed), max(n[1] for n in needed)
+
+    def placed(name: str, region: str, at_least: int):
+        found = elf_object(elf, name)
+        assert found is not None, name
+        address, size = found
+        assert address in regions[region] and address + size - 1 in regions[region], (name, hex(address), region)
+        assert at_least <= size < at_least + 32, (name, size, at_least)
+
+    pte_at = elf_object(elf, "kiln_model_pte")  # an assembler label: no size of its own
+    assert pte_at is not None
+    assert pte_at[0] in regions[pte_region] and pte_at[0] + pte_path.stat().st_size - 1 in regions[pte_region]
+    placed("kiln_ethosu_scratch", scratch_region, scratch_needed)
+    if fast:
+        assert fast_needed > 0
+        placed("kiln_ethosu_fast_scratch", FAST_SCRATCH_REGION, fast_needed)
+    else:
+        assert elf_object(elf, "kiln_ethosu_fast_scratch") is None
     result = assert_matches_host(pte_path, elf, target, random_samples(pte_path, 1, seed=5), tmp_path)
     assert f"({memory_mode}) on corstone-300" in result.stdout
 
