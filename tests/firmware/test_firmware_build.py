@@ -59,4 +59,5 @@ def test_setup_is_idempotent(tmp_path):
     assert not calls.exists(), calls.read_text()
     assert "Configuration file could not be loaded" not in result.stderr, result.stdout + result.stderr
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.splitlines() == ["setup: Debian packages present", "setup: Python environment .venv up to date"]
+    assert result.stdout.splitlines() == [
+        "setup: Debian packages present", "setup: Python environment .venv up to date"]
