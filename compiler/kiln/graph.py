@@ -340,6 +340,13 @@ def schema_arg(target, args: tuple, kwargs: dict, name: str):
     raise KeyError(f"{target} has no argument {name!r}")
 
 
+def pair(x) -> tuple[int, int]:
+    """An int-or-sequence kernel/stride/padding argument as (height, width)."""
+    if isinstance(x, (list, tuple)):
+        return (int(x[0]), int(x[-1]))
+    return (int(x), int(x))
+
+
 def clamp_range(target, arg) -> tuple[float, float]:
     """(low, high) in real units of relu/relu6/hardtanh/clamp; `arg(name)` reads the call's arguments."""
     name = target.overloadpacket.__name__.rstrip("_")

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import tosa_serializer as ts
 
-from kiln.errors import KilnError, LoweringError
-from kiln.graph import QRANGE, Op, QParams, Value, clamp_range
+from kiln.errors import InternalError, KilnError, LoweringError
+from kiln.graph import QRANGE, Op, QParams, Value, clamp_range, pair
+from kiln.partition import vocabulary
+from kiln.partition.partitioner import Partition
 
 aten = torch.ops.aten
 DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "int48": ts.DType.INT48,
@@ -32,16 +33,6 @@ ACCUMULATOR = {"int8": "int32", "int16": "int48"}
 _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constants are built from
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
-
-
-@dataclass
-class Partition:
-    """A connected set of quantized ops the NPU runs as one delegate."""
-
-    index: int
-    ops: list[Op]
-    inputs: list[Value]  # produced outside, in the order the delegate takes them
-    outputs: list[Value]  # used outside or program outputs, in the order it returns them
 
 
 def scale_to_multiplier(scale: float, bits: int = 32) -> tuple[int, int]:
@@ -232,17 +223,12 @@ LOWERINGS: dict[object, Callable[[Lowerer, Op], None]] = {}
 def lowering(*targets):
     def register(fn):
         for target in targets:
+            if target not in vocabulary.LOWERED:
+                raise InternalError(f"{fn.__name__} lowers {target}, which kiln.partition.vocabulary.LOWERED lacks")
             LOWERINGS[target] = fn
         return fn
 
     return register
-
-
-def pair(x) -> tuple[int, int]:
-    """An int-or-sequence kernel/stride/padding argument as (height, width)."""
-    if isinstance(x, (list, tuple)):
-        return (int(x[0]), int(x[-1]))
-    return (int(x), int(x))
 
 
 def conv_geometry(size: int, kernel: int, stride: int, dilation: int, pad: int, out: int) -> tuple[int, int, int]:
@@ -803,6 +789,12 @@ def _matmul(lw: Lowerer, op: Op):
     flat = Value(out.name, (batch, m, n), out.dtype, out.qparams, producer=op)
     lw.result(flat, res)
     lw.bind(out, lw.reshape(lw.names[id(flat)][0], out.shape, out.dtype), False)
+
+
+# The partition stage decides what reaches this stage from kiln.partition.vocabulary: hold to it.
+_DISAGREE = (vocabulary.LOWERED - LOWERINGS.keys()) | (vocabulary.TABLE_OPS ^ TABLE_FUNCTIONS.keys())
+if _DISAGREE:
+    raise InternalError(f"kiln.partition.vocabulary and the lowerings disagree on {sorted(map(str, _DISAGREE))}")
 
 
 def lower(partition: Partition) -> bytes:

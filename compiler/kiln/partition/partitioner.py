@@ -16,7 +16,16 @@ from kiln.errors import KilnError
 from kiln.graph import Graph, Op, Value
 from kiln.spec import Exclusions
 from kiln.partition.support import reason
-from kiln.lower.tosa import Partition
+
+
+@dataclass
+class Partition:
+    """A connected set of quantized ops the NPU runs as one delegate."""
+
+    index: int
+    ops: list[Op]
+    inputs: list[Value]  # produced outside, in the order the delegate takes them
+    outputs: list[Value]  # used outside or program outputs, in the order it returns them
 
 
 @dataclass

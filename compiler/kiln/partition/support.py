@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from kiln.boards import Target
-from kiln.graph import DEQUANTIZE, QUANTIZE, Op, Value
-from kiln.lower.tosa import LOWERINGS, TABLE_FUNCTIONS, pair
+from kiln.graph import DEQUANTIZE, QUANTIZE, Op, Value, pair
+from kiln.partition.vocabulary import LOWERED, TABLE_OPS
 
 aten = torch.ops.aten
 CONV_OPS = {aten.conv2d.default}
@@ -83,7 +83,7 @@ def quantized(op: Op) -> bool:
 
 @rule("kiln has no TOSA lowering for {op_type}")
 def lowered(op: Op) -> bool:
-    return op.target in LOWERINGS
+    return op.target in LOWERED
 
 
 @rule("{dtypes} tensors: the NPU takes int8 and int16 activations")
@@ -245,7 +245,7 @@ def int8_transpose_conv_on_u55(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
 
-@rule("{op_type} on 16-bit values: kiln's tables are 8-bit (int8 input and output)", ops=set(TABLE_FUNCTIONS))
+@rule("{op_type} on 16-bit values: kiln's tables are 8-bit (int8 input and output)", ops=TABLE_OPS)
 def int8_table(op: Op) -> bool:
     return op.inputs[0].dtype == op.output.dtype == "int8"
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from kiln.errors import ProgramError
 import torch
 
-from kiln.graph import DEQUANTIZE, QUANTIZE, Graph, Op, Value, dequantize_array
+from kiln.errors import ProgramError
+from kiln.graph import DEQUANTIZE, DTYPES, QUANTIZE, Graph, Op, Value, dequantize_array
+from kiln.partition.partitioner import Partition, Partitioning
 from kiln.program.kernels import KERNELS, Derived, Fixed, Kernel
-from kiln.partition.partitioner import Partitioning
-from kiln.lower.tosa import Partition
+from kiln.pte.schema import SCALAR_TYPES
 
 ALIGNMENT = 16  # bytes, every planned tensor's offset
 _TORCH = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32}
@@ -94,11 +93,8 @@ class _Builder:
             kind, x = "double_list", [float(i) for i in x]
         elif isinstance(x, Value):
             return self.tensor(x)
-        else:
-            from kiln.pte.writer import scalar_type_code
-
-            code = scalar_type_code(x)  # a torch dtype argument
-            self.values.append(Evalue("int", code))
+        else:  # a torch dtype argument: kernels take its ScalarType code
+            self.values.append(Evalue("int", int(SCALAR_TYPES[DTYPES[x]])))
             return len(self.values) - 1
         self.values.append(Evalue(kind, x))
         return len(self.values) - 1

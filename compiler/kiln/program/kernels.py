@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from kiln.graph import DEQUANTIZE, QUANTIZE
+from kiln.pte.schema import NUMPY_DTYPES, ScalarType
 
 aten = torch.ops.aten
 
@@ -76,10 +77,7 @@ def _dequantize_per_channel(q, scales, zero_points, axis, qmin, qmax, dtype, out
 
 
 def _np_dtype(code: int) -> type:
-    from kiln.pte import schema as pte
-    from kiln.pte import writer as pte_writer
-
-    return pte_writer.NUMPY_DTYPES[pte.ScalarType(code)]
+    return NUMPY_DTYPES[ScalarType(code)]
 
 
 def _avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):

@@ -36,6 +36,7 @@ from enum import IntEnum
 from typing import Mapping, Sequence, Union
 
 import flatbuffers
+import numpy as np
 
 from kiln.errors import PteError
 
@@ -91,6 +92,16 @@ ELEMENT_SIZE = {
     **dict.fromkeys([ScalarType.INT, ScalarType.FLOAT, ScalarType.QINT32, ScalarType.UINT32], 4),
     **dict.fromkeys([ScalarType.LONG, ScalarType.DOUBLE, ScalarType.UINT64], 8),
 }
+
+# The element types kiln reads and writes, as numpy types. The codes are c10's ScalarType
+# numbering, which ExecuTorch's kernels also take as their dtype argument; so the program
+# stage uses them too (this module imports nothing of kiln's but errors: any stage may).
+NUMPY_DTYPES = {
+    ScalarType.FLOAT: np.float32, ScalarType.CHAR: np.int8, ScalarType.SHORT: np.int16,
+    ScalarType.INT: np.int32, ScalarType.LONG: np.int64, ScalarType.BOOL: np.bool_,
+    ScalarType.BYTE: np.uint8,
+}
+SCALAR_TYPES = {np.dtype(t).name: code for code, t in NUMPY_DTYPES.items()}  # "float32" -> FLOAT, ...
 
 
 class TensorShapeDynamism(IntEnum):

@@ -9,7 +9,6 @@ runtimes look data up by key and ignore keys they do not know.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
@@ -23,26 +22,9 @@ COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"),
                  (ethosu_payload.MEMORY_MODE_SPEC, "{memory_mode}"),
                  (ethosu_payload.FAST_SCRATCH_SPEC, "{fast_scratch_size}"))
 
-SCALAR_TYPES = {
-    "float32": pte.ScalarType.FLOAT, "int8": pte.ScalarType.CHAR, "int16": pte.ScalarType.SHORT,
-    "int32": pte.ScalarType.INT, "int64": pte.ScalarType.LONG, "bool": pte.ScalarType.BOOL,
-    "uint8": pte.ScalarType.BYTE,
-}
-TORCH_SCALAR_TYPES = {
-    torch.float32: pte.ScalarType.FLOAT, torch.int8: pte.ScalarType.CHAR, torch.int16: pte.ScalarType.SHORT,
-    torch.int32: pte.ScalarType.INT, torch.int64: pte.ScalarType.LONG, torch.bool: pte.ScalarType.BOOL,
-    torch.uint8: pte.ScalarType.BYTE,
-}
-NUMPY_DTYPES = {
-    pte.ScalarType.FLOAT: np.float32, pte.ScalarType.CHAR: np.int8, pte.ScalarType.SHORT: np.int16,
-    pte.ScalarType.INT: np.int32, pte.ScalarType.LONG: np.int64, pte.ScalarType.BOOL: np.bool_,
-    pte.ScalarType.BYTE: np.uint8,
-}
-
-
-def scalar_type_code(dtype) -> int:
-    """The ScalarType code of a torch dtype (as kernels take their dtype argument)."""
-    return int(TORCH_SCALAR_TYPES[dtype])
+# Kept importable from here for the runner and the tests that read .pte files.
+NUMPY_DTYPES = pte.NUMPY_DTYPES
+SCALAR_TYPES = pte.SCALAR_TYPES
 
 
 def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], target: str,

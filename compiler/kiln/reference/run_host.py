@@ -43,7 +43,7 @@ def quiet_native_output():
 
 def _dtype(tensor: pte.Tensor):
     try:
-        return pte_writer.NUMPY_DTYPES[tensor.scalar_type]
+        return pte.NUMPY_DTYPES[tensor.scalar_type]
     except KeyError:
         raise HostError(f"tensors of scalar type {tensor.scalar_type.name} are not supported") from None
 

@@ -1,0 +1,40 @@
+"""The ops kiln's TOSA lowering covers, named once, in the partition stage.
+
+The support rules (kiln.partition.support) decide what may go to the NPU from these sets;
+the lowering (kiln.lower.tosa), a later stage, registers a lowering for exactly LOWERED
+and an 8-bit table for exactly TABLE_OPS, and checks that it does when it is imported. So
+the partitioner never needs the lowering, and the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+# Unary functions an int8 TABLE computes: 256 entries, quantize(f(dequantize(q))) each.
+TABLE_OPS = frozenset({
+    aten.sigmoid.default, aten.tanh.default, aten.hardswish.default, aten.hardsigmoid.default,
+    aten.leaky_relu.default, aten.exp.default, aten.log.default, aten.reciprocal.default,
+})
+
+LOWERED = frozenset({
+    # MAC ops
+    aten.conv2d.default, aten.linear.default, aten.conv_transpose2d.input,
+    aten.matmul.default, aten.bmm.default, aten.mm.default,
+    # pooling and means
+    aten.avg_pool2d.default, aten.max_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim,
+    # elementwise
+    aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor,
+    aten.relu.default, aten.relu6.default, aten.hardtanh.default, aten.clamp.default,
+    *TABLE_OPS,
+    # reductions along one dim
+    aten.amax.default, aten.sum.dim_IntList,
+    # data movement
+    aten.view.default, aten.reshape.default, aten.flatten.using_ints, aten.squeeze.dim, aten.squeeze.dims,
+    aten.squeeze.default, aten.unsqueeze.default, aten.clone.default, aten.alias.default,
+    aten.permute.default, aten.transpose.int, aten.cat.default, aten.constant_pad_nd.default, aten.pad.default,
+    # resizing
+    aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
+    aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default,
+})
