@@ -47,7 +47,7 @@ def compare_steps(module: torch.nn.Module, inputs: tuple, calibration=None, targ
     assert len(parts.partitions) == 1
     part = parts.partitions[0]
     tosa = tosa_lowering.lower(part)
-    dtype = QuantizationScheme.ACTIVATIONS[bits][0]
+    dtype = getattr(torch, QuantizationScheme(bits).activation_dtype)
     feeds = [quantize_input(x, v.qparams, dtype) for x, v in zip(inputs, g.inputs)]
     outputs = run_tosa(tosa, feeds)
     expected = reference(*inputs)

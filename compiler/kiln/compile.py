@@ -28,8 +28,8 @@ from kiln.partition import support
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
 from kiln.errors import ModelError, UsageError
-from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
-from kiln.spec import CompileSpec
+from kiln.frontend.quantizer import EthosUQuantizer, quantize
+from kiln.spec import CompileSpec, QuantizationScheme
 
 
 @dataclass

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from kiln import boards
 from kiln.errors import UsageError
-from kiln.frontend.quantizer import QuantizationScheme
 from kiln.paths import vela_ini
 
 IO_KINDS = ("float", "int8")
@@ -27,6 +26,31 @@ def vela_system_configs() -> tuple[str, ...]:
     ini.read(vela_ini())
     prefix = "System_Config."
     return tuple(s[len(prefix) :] for s in ini.sections() if s.startswith(prefix))
+
+
+@dataclass(frozen=True)
+class QuantizationScheme:
+    """How the quantizer turns a model into integers: activations of `activation_bits` (8:
+    int8, asymmetric; 16: int16, symmetric), per tensor; weights int8, symmetric (-127..127),
+    per output channel; bias int32 at the activation scale x the weight scale. The torchao
+    specs that carry it out are kiln.frontend.quantizer's."""
+
+    activation_bits: int = 8
+
+    # bits -> (dtype, quant_min, quant_max, symmetric)
+    ACTIVATIONS = {
+        8: ("int8", -128, 127, False),
+        16: ("int16", -32767, 32767, True),
+    }
+
+    def __post_init__(self):
+        if self.activation_bits not in self.ACTIVATIONS:
+            raise UsageError(f"activations can be 8 or 16 bits, not {self.activation_bits}")
+
+    @property
+    def activation_dtype(self) -> str:
+        """"int8" or "int16"."""
+        return self.ACTIVATIONS[self.activation_bits][0]
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,6 @@ Anything else is left in float; the partitioner then keeps it on the CPU.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-
 import torch
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinMaxObserver
@@ -35,7 +33,7 @@ from torchao.quantization.pt2e.quantizer import (
 )
 
 from kiln.frontend import decompose
-from kiln.errors import UsageError
+from kiln.spec import QuantizationScheme
 
 aten = torch.ops.aten
 
@@ -105,60 +103,48 @@ CONCAT_OPS = {aten.cat.default, aten.concat.default}
 FUSING_PRODUCERS = set(MAC_OPS) | {aten.add.Tensor, aten.add_.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 
 
-@dataclass(frozen=True)
-class QuantizationScheme:
-    """Activation precision: 8 (int8, asymmetric) or 16 (int16, symmetric); weights are int8."""
+def activation_spec(scheme: QuantizationScheme) -> QuantizationSpec:
+    """Activations as `scheme` says: per tensor, int8 asymmetric or int16 symmetric."""
+    dtype, quant_min, quant_max, symmetric = scheme.ACTIVATIONS[scheme.activation_bits]
+    return QuantizationSpec(
+        dtype=getattr(torch, dtype),
+        quant_min=quant_min,
+        quant_max=quant_max,
+        qscheme=torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine,
+        observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
+    )
 
-    activation_bits: int = 8
 
-    # bits -> (dtype, quant_min, quant_max, qscheme)
-    ACTIVATIONS = {
-        8: (torch.int8, -128, 127, torch.per_tensor_affine),
-        16: (torch.int16, -32767, 32767, torch.per_tensor_symmetric),
-    }
+def weight_spec(axis: int) -> QuantizationSpec:
+    """Weights: int8, symmetric (-127..127), per output channel along `axis`."""
+    return QuantizationSpec(
+        dtype=torch.int8,
+        quant_min=-127,
+        quant_max=127,
+        qscheme=torch.per_channel_symmetric,
+        ch_axis=axis,
+        observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=2**-12),
+    )
 
-    def __post_init__(self):
-        if self.activation_bits not in self.ACTIVATIONS:
-            raise UsageError(f"activations can be 8 or 16 bits, not {self.activation_bits}")
 
-    def activation(self) -> QuantizationSpec:
-        dtype, quant_min, quant_max, qscheme = self.ACTIVATIONS[self.activation_bits]
-        return QuantizationSpec(
-            dtype=dtype,
-            quant_min=quant_min,
-            quant_max=quant_max,
-            qscheme=qscheme,
-            observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
-        )
+def bias_spec(activation: Node, weight: Node, mac: Node) -> DerivedQuantizationSpec:
+    """Bias: int32, zero point 0, scale = activation scale x weight scale per channel."""
 
-    @staticmethod
-    def weight(axis: int) -> QuantizationSpec:
-        return QuantizationSpec(
-            dtype=torch.int8,
-            quant_min=-127,
-            quant_max=127,
-            qscheme=torch.per_channel_symmetric,
-            ch_axis=axis,
-            observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=2**-12),
-        )
+    def derive(observers):
+        activation_scale, _ = observers[0].calculate_qparams()
+        weight_scale, _ = observers[1].calculate_qparams()
+        scale = (activation_scale * weight_scale).to(torch.float32)
+        return scale, torch.zeros_like(scale, dtype=torch.int32)
 
-    @staticmethod
-    def bias(activation: Node, weight: Node, mac: Node) -> DerivedQuantizationSpec:
-        def derive(observers):
-            activation_scale, _ = observers[0].calculate_qparams()
-            weight_scale, _ = observers[1].calculate_qparams()
-            scale = (activation_scale * weight_scale).to(torch.float32)
-            return scale, torch.zeros_like(scale, dtype=torch.int32)
-
-        return DerivedQuantizationSpec(
-            derived_from=[(activation, mac), (weight, mac)],
-            derive_qparams_fn=derive,
-            dtype=torch.int32,
-            quant_min=-(2**31),
-            quant_max=2**31 - 1,
-            qscheme=torch.per_channel_symmetric,
-            ch_axis=0,
-        )
+    return DerivedQuantizationSpec(
+        derived_from=[(activation, mac), (weight, mac)],
+        derive_qparams_fn=derive,
+        dtype=torch.int32,
+        quant_min=-(2**31),
+        quant_max=2**31 - 1,
+        qscheme=torch.per_channel_symmetric,
+        ch_axis=0,
+    )
 
 
 class EthosUQuantizer(Quantizer):
@@ -176,7 +162,7 @@ class EthosUQuantizer(Quantizer):
         return decompose.for_quantization(model)
 
     def annotate(self, model: GraphModule) -> GraphModule:
-        act = self.scheme.activation()
+        act = activation_spec(self.scheme)
         for node in model.graph.nodes:
             if node.op != "call_function" or _annotated(node) or self.skip(node):
                 continue
@@ -196,9 +182,9 @@ class EthosUQuantizer(Quantizer):
     def _annotate_mac(self, node: Node, act: QuantizationSpec):
         activation, weight = node.args[0], node.args[1]
         bias = node.args[2] if len(node.args) > 2 else None
-        inputs = {activation: act, weight: self.scheme.weight(MAC_OPS[node.target])}
+        inputs = {activation: act, weight: weight_spec(MAC_OPS[node.target])}
         if isinstance(bias, Node):
-            inputs[bias] = self.scheme.bias(activation, weight, node)
+            inputs[bias] = bias_spec(activation, weight, node)
         self._mark_fusing(node, inputs, act)
 
     def _annotate_independent(self, node: Node, act: QuantizationSpec):
