@@ -13,10 +13,10 @@ import pytest
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
 from kiln.errors import KilnError
-from kiln.pte.schema import (AllocationInfo, BackendDelegate, Bool, BoolList, Chain, CompileSpec,
+from kiln.pte.schema import (AllocationInfo, BackendDelegate, Bool, BoolList, Chain, DelegateCompileSpec,
                       DataLocation, DataReference, DataSegment, DelegateCall, Double,
                       DoubleList, ExecutionPlan, Frame, FreeCall, Int, IntList, JumpFalseCall,
-                      KernelCall, MoveCall, Null, Operator, OptionalTensorList, Program,
+                      KernelCall, MoveCall, Null, Operator, OptionalTensorList, PteProgram,
                       PteError, ScalarType, String, Tensor, TensorList)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,8 +77,8 @@ FORWARD = ExecutionPlan(
     operators=[Operator("cortex_m::quantize_per_tensor", "out"),
                Operator("cortex_m::dequantize_per_tensor", "out"), Operator("aten::add", "out")],
     delegates=[BackendDelegate("EthosUBackend", DataReference(DataLocation.INLINE, 0),
-                               [CompileSpec("target", b"ethos-u55-128"),
-                                CompileSpec("output_format", b"vela")])],
+                               [DelegateCompileSpec("target", b"ethos-u55-128"),
+                                DelegateCompileSpec("output_format", b"vela")])],
     non_const_buffer_sizes=[0, 3072])
 
 # A second method: the same payload again (shares its segment) and an empty one (stays inline).
@@ -97,7 +97,7 @@ PAYLOADS = [PAYLOAD, bytes(PAYLOAD), b""]
 
 
 def write_full() -> bytes:
-    return pte.serialize(Program([FORWARD, SECOND]), constants=CONSTANTS,
+    return pte.serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS,
                          delegate_payloads=PAYLOADS, named_data=NAMED)
 
 
@@ -140,7 +140,7 @@ def test_round_trip_keeps_plans_constants_payloads_and_named_data():
 
 
 def test_extended_header_bytes_worked_out_by_hand():
-    data = pte.serialize(Program([FORWARD]), constants=[BIAS, LUT, WEIGHTS],
+    data = pte.serialize(PteProgram([FORWARD]), constants=[BIAS, LUT, WEIGHTS],
                          delegate_payloads=[b"\x5a" * 20])
     assert data[4:8] == b"ET12"
     assert data[8:16] == b"eh00" + bytes([32, 0, 0, 0])
@@ -161,7 +161,7 @@ def test_extended_header_bytes_worked_out_by_hand():
 def test_without_segment_data_there_is_no_header():
     plan = ExecutionPlan("forward", [planned(ScalarType.FLOAT, [2], 0)], [0], [0], [Chain([0], [0], [])],
                          [], [], [0, 8])
-    data = pte.serialize(Program([plan]))
+    data = pte.serialize(PteProgram([plan]))
     assert data[8:12] != b"eh00"
     f = pte.deserialize(data)
     assert f.header is None
@@ -175,7 +175,7 @@ def test_large_offsets_and_64_bit_values_survive():
     plan = ExecutionPlan("big", [planned(ScalarType.BYTE, [16], 5 * 2**32 + 7), Int(-2**63),
                                  IntList([1]), Double(-1e300)], [0], [0], [Chain([0], [0], [])],
                          [], [], [0, 6 * 2**32])
-    f = pte.deserialize(pte.serialize(Program([plan])))
+    f = pte.deserialize(pte.serialize(PteProgram([plan])))
     t = f.program.execution_plans[0].values[0]
     assert t.allocation_info == AllocationInfo(1, 7, 5) and t.allocation_info.offset == 5 * 2**32 + 7
     assert f.program.execution_plans == (plan,)
@@ -198,15 +198,15 @@ def test_serialize_refuses_programs_that_refer_to_nothing(change, message):
                   delegates=[], non_const_buffer_sizes=[0, 16])
     fields.update(change)
     with pytest.raises(PteError, match=re.escape(message)):
-        pte.serialize(Program([ExecutionPlan(**fields)]), constants=[b"\0" * 16],
+        pte.serialize(PteProgram([ExecutionPlan(**fields)]), constants=[b"\0" * 16],
                       delegate_payloads=[b"x"] * ("delegates" in change))
 
 
 def test_serialize_refuses_unused_payloads_and_prefilled_storage():
     with pytest.raises(PteError, match=r"delegate_payloads \[0\] are not used"):
-        pte.serialize(Program([]), delegate_payloads=[b"x"])
+        pte.serialize(PteProgram([]), delegate_payloads=[b"x"])
     with pytest.raises(PteError, match="segments must be empty"):
-        pte.serialize(Program([], segments=[DataSegment(0, 1)]))
+        pte.serialize(PteProgram([], segments=[DataSegment(0, 1)]))
 
 
 # --- A file assembled by hand ------------------------------------------------------------
@@ -344,7 +344,7 @@ def test_overlapping_vectors_cannot_make_reading_slow():
 def bad_program(**storage) -> bytes:
     """A program written without serialize's checks, to see the reader's."""
     plan = storage.pop("plan", ExecutionPlan("m", [], [], [], [], [], [], []))
-    return pte._Writer().program(Program([plan], **storage))
+    return pte._Writer().program(PteProgram([plan], **storage))
 
 
 @pytest.mark.parametrize("storage, message", [

@@ -368,7 +368,10 @@ class DataReference:
 
 
 @dataclass(frozen=True)
-class CompileSpec:
+class DelegateCompileSpec:
+    """program.fbs table CompileSpec: one key/value a backend delegate was compiled with
+    (not kiln.spec.CompileSpec, what a compile is asked to do)."""
+
     key: str
     value: bytes
 
@@ -380,7 +383,7 @@ class CompileSpec:
 class BackendDelegate:
     id: str
     processed: DataReference
-    compile_specs: Sequence[CompileSpec] = ()
+    compile_specs: Sequence[DelegateCompileSpec] = ()
 
     def __post_init__(self):
         _freeze(self, "compile_specs")
@@ -426,9 +429,11 @@ class NamedData:
 
 
 @dataclass(frozen=True)
-class Program:
-    """What the FlatBuffer holds. To write a program, give only execution_plans (and
-    version): `serialize` fills the storage fields from the bytes it is given."""
+class PteProgram:
+    """program.fbs root table Program: what the FlatBuffer holds (kiln's own program before
+    serialization is kiln.program.builder.Program). To write a program, give only
+    execution_plans (and version): `serialize` fills the storage fields from the bytes it is
+    given."""
 
     execution_plans: Sequence[ExecutionPlan]
     version: int = SCHEMA_VERSION
@@ -713,7 +718,7 @@ class _Writer:
             (_Plan.operators, "off", operators), (_Plan.delegates, "off", delegates),
             (_Plan.non_const_buffer_sizes, "off", sizes)], at)
 
-    def program(self, p: Program) -> bytes:
+    def program(self, p: PteProgram) -> bytes:
         plans = self.tables([self.plan(plan, f"execution_plan[{i}]")
                              for i, plan in enumerate(p.execution_plans)])
         buffers = self.tables([self.table(1, [(0, "off", self.blob(s, SCHEMA_MAX_ALIGNMENT))],
@@ -745,7 +750,7 @@ def _align(n: int, alignment: int) -> int:
     return -(-n // alignment) * alignment
 
 
-def serialize(program: Program, *, constants: Sequence[bytes] = (),
+def serialize(program: PteProgram, *, constants: Sequence[bytes] = (),
               delegate_payloads: Sequence[bytes] = (), named_data: Mapping[str, bytes] = {},
               segment_alignment: int = SEGMENT_ALIGNMENT,
               tensor_alignment: int = TENSOR_ALIGNMENT) -> bytes:
@@ -819,7 +824,7 @@ def serialize(program: Program, *, constants: Sequence[bytes] = (),
         data += bytes(start - len(data)) + blob
         segments.append(DataSegment(start, len(blob)))
 
-    flat = _Writer().program(Program(
+    flat = _Writer().program(PteProgram(
         plans, program.version, backend_delegate_data=inline, segments=segments,
         constant_segment=SubsegmentOffsets(0, offsets), named_data=named))
     if not data:
@@ -1035,7 +1040,7 @@ def _read_delegate(t: _Table) -> BackendDelegate:
     location = _enum(DataLocation, ref.scalar(0, _I8, "location"), f"{ref.what}.location")
     return BackendDelegate(
         t.string(_Delegate.id, "id"), DataReference(location, ref.scalar(1, _U32, "index")),
-        [CompileSpec(s.string(0, "key"), s.blob(1, "value"))
+        [DelegateCompileSpec(s.string(0, "key"), s.blob(1, "value"))
          for s in t.tables(_Delegate.compile_specs, "compile_specs")])
 
 
@@ -1056,12 +1061,12 @@ def _read_plan(t: _Table) -> ExecutionPlan:
                                          "non_const_buffer_sizes"))
 
 
-def _read_program(t: _Table) -> Program:
+def _read_program(t: _Table) -> PteProgram:
     if t.tables(_Program.mutable_data_segments, "mutable_data_segments"):
         raise PteError("Program.mutable_data_segments is set (mutable tensors with initial "
                        "state): not supported")
     cs = t.table(_Program.constant_segment, "constant_segment")
-    return Program(
+    return PteProgram(
         version=t.scalar(_Program.version, _U32, "version"),
         execution_plans=[_read_plan(p) for p in t.tables(_Program.execution_plan, "execution_plan")],
         constant_buffers=[b.blob(0, "storage") for b in t.tables(_Program.constant_buffer,
@@ -1109,7 +1114,7 @@ class PteFile:
     """A deserialized .pte: the program as stored, plus access to the data it refers to.
     Every reference was checked by `deserialize`, so the accessors below cannot overrun."""
 
-    program: Program
+    program: PteProgram
     header: ExtendedHeader | None
     data: bytes = field(repr=False)
     segment_data_start: int  # file offset where segment offsets count from

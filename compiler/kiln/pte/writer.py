@@ -63,8 +63,8 @@ def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], t
     payloads = [payload(r) for r in vela_results]
     delegates = [
         pte.BackendDelegate(ethosu_payload.DELEGATE_ID, pte.DataReference(pte.DataLocation.INLINE, i),
-                            [pte.CompileSpec(k, v.format(target=target, memory_mode=memory_mode,
-                                                          fast_scratch_size=r.fast_scratch_size).encode())
+                            [pte.DelegateCompileSpec(k, v.format(target=target, memory_mode=memory_mode,
+                                                                  fast_scratch_size=r.fast_scratch_size).encode())
                              for k, v in COMPILE_SPECS])
         for i, r in enumerate(vela_results)
     ]
@@ -79,7 +79,7 @@ def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], t
         non_const_buffer_sizes=[0, program.planned_size],
     )
     named = {TOSA_KEY.format(i): t for i, t in enumerate(tosa)}
-    return pte.serialize(pte.Program([plan]), constants=constants, delegate_payloads=payloads, named_data=named)
+    return pte.serialize(pte.PteProgram([plan]), constants=constants, delegate_payloads=payloads, named_data=named)
 
 
 def payload(result: VelaResult) -> bytes:

@@ -259,7 +259,7 @@ def _single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_e
     if plan_edit is not None:
         fields = plan_edit(fields)
     plan = pte.ExecutionPlan(**fields)
-    return pte.serialize(pte.Program([plan]), constants=constants), arrays
+    return pte.serialize(pte.PteProgram([plan]), constants=constants), arrays
 
 
 def _rng_array(shape, seed, scale=2.0, dtype=np.float32):
