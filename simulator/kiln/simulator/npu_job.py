@@ -13,19 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
+from kiln.simulator.npu.compiled import CompiledNpuProgram, tensor_bytes
+
 JOB_MAGIC = 0x55504E4B  # "KNPU"
 APP = "kiln_test_npu_run"
 OUTPUT = "npu_output.bin"
 
 
-def tensor_bytes(io) -> int:
-    """Bytes of a Vela I/O tensor (kiln.lower.vela IoTensor: 6-D shape, element size)."""
-    return int(np.prod(io.shape)) * io.elem_size
-
-
-def write_job(directory: Path, vela, data: bytes, cmd: bytes | None = None, timeout_ms: int = 0):
-    """Writes the job files for `vela` (a kiln.lower.vela.VelaResult with one input and one
-    output) with input bytes `data` and, if given, `cmd` instead of vela.cmd_data;
+def write_job(directory: Path, vela: CompiledNpuProgram, data: bytes, cmd: bytes | None = None, timeout_ms: int = 0):
+    """Writes the job files for `vela` (a compiled NPU program with one input and one output,
+    and its fast_scratch_size) with input bytes `data` and, if given, `cmd` instead of vela.cmd_data;
     `timeout_ms` bounds the driver's wait for the NPU (0: its default)."""
     if len(vela.inputs) != 1 or len(vela.outputs) != 1:
         raise ValueError(f"the NPU test app runs one input and one output; this job has "

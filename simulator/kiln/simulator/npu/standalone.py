@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.simulator.npu.compiled import CompiledNpuProgram
 from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.executor import ExecResult, run_stream
@@ -19,12 +20,11 @@ REGION_BASES = (0x1000_0000, 0x2000_0000, 0x3000_0000, 0, 0, 0, 0, 0)
 WEIGHT_SLACK = 16
 
 
-def run_compiled(compiled, inputs: list[np.ndarray], config: NpuConfig,
+def run_compiled(compiled: CompiledNpuProgram, inputs: list[np.ndarray], config: NpuConfig,
                  fast_scratch_size: int | None = None) -> tuple[list[bytes], ExecResult]:
     """(raw bytes of each output, ExecResult) of `compiled` run on `inputs` (one array per
-    compiled.inputs, its bytes as the NPU takes them). `compiled` is a kiln.lower.vela.VelaResult or
-    a kiln.lower.ethosu_payload.VelaPayload: cmd_data (COP1), weight_data, scratch_size, inputs and
-    outputs (IoTensor: offset inside its region), and fast_scratch_size if it has one;
+    compiled.inputs, its bytes as the NPU takes them). `compiled` has the attributes of
+    kiln.simulator.npu.compiled.CompiledNpuProgram, and fast_scratch_size if it has one;
     `fast_scratch_size` (bytes) overrides it."""
     fast = fast_scratch_size if fast_scratch_size is not None else getattr(compiled, "fast_scratch_size", 0) or 0
     regions = {0: bytearray(compiled.weight_data) + bytearray(WEIGHT_SLACK),
