@@ -315,8 +315,10 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
 # --- The size and memory report --------------------------------------------------------
 
 # Which part of the image an input object belongs to, by its archive (else: the app).
-# The runtime core is the loader/executor, the Ethos-U delegate and the driver.
+# The runtime core is the loader/executor, the Ethos-U delegate and the driver; the
+# error text (every error's name and the printer) is linked beside it for the UART.
 PARTS = (("runtime core", ("libkiln_runtime.a", "libkiln_delegate_ethosu.a", "libkiln_ethosu.a")),
+         ("error text", ("libkiln_error_text.a",)),
          ("platform", ("libkiln_platform.a",)),
          ("kernels", ("libkiln_kernels.a", "kernel_table")),
          ("model", ("model_pte", "model_memory")),

@@ -2,6 +2,7 @@
 // inputs from host files or built-in defaults; writes and summarises the outputs,
 // prints CPU and NPU cycles per inference; exits 0 when every inference succeeded
 // (runner.h lists the other statuses).
+#include "kiln/cpu.h"
 #include "kiln/delegates/ethosu_backend.h"
 #include "kiln/platform.h"
 #include "kiln_board.h"
@@ -42,18 +43,17 @@ int main() {
       !runner::open_outputs(options, method.value(), outputs)) {
     return runner::kExitUsage;
   }
-  runner::CycleCounter clock;
-  const bool counting = clock.start();
+  const bool counting = cpu::start_cycle_counter();
   for (uint32_t s = 0; s < inputs.samples; ++s) {
     if (!runner::read_sample(method.value(), inputs)) return runner::kExitUsage;
     delegates::ethosu::reset_counters(npu);
-    const uint32_t begin = clock.read();
-    Status run = method.value().execute();
-    const uint32_t cpu = clock.read() - begin;
+    const uint32_t begin = cpu::cycle_count();
+    runtime::Status run = method.value().execute();
+    const uint32_t cycles = cpu::cycle_count() - begin;
     if (!run.ok()) return runner::fail("inference", run.error(), runner::kExitInference);
     print("inference %u: NPU cycles %u (%u stream(s)), CPU cycles ", unsigned(s),
           unsigned(npu.npu_cycles), unsigned(npu.runs));
-    counting ? print("%u\n", unsigned(cpu)) : print("not counted (no DWT on this platform)\n");
+    counting ? print("%u\n", unsigned(cycles)) : print("not counted (no DWT on this platform)\n");
     runner::summarise_outputs(method.value());
     if (!runner::write_sample(method.value(), outputs)) return runner::kExitUsage;
   }

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "kiln/ethosu/driver.h"
 #include "kiln/platform.h"
 #include "model.h"
 
@@ -214,29 +213,10 @@ void summarise_outputs(const Method& method) {
   }
 }
 
-int fail(const char* what, const Error& error, int status) {
+int fail(const char* what, const runtime::Error& error, int status) {
   print("%s failed: ", what);
-  ethosu::print_error(error);
-  print(" (a=%u, b=%u)\n", unsigned(error.a), unsigned(error.b));
+  runtime::print_error(error);
   return status;
 }
-
-namespace {
-volatile uint32_t& word_at(uintptr_t address) { return *reinterpret_cast<volatile uint32_t*>(address); }
-constexpr uintptr_t kDemcr = 0xE000EDFC, kDwtCtrl = 0xE0001000, kDwtCyccnt = 0xE0001004;
-constexpr uint32_t kDemcrTrcena = 1u << 24, kDwtCyccntena = 1u << 0;
-}  // namespace
-
-bool CycleCounter::start() {
-  word_at(kDemcr) |= kDemcrTrcena;
-  word_at(kDwtCyccnt) = 0;
-  word_at(kDwtCtrl) |= kDwtCyccntena;
-  const uint32_t first = read();
-  for (volatile int i = 0; i < 16; i = i + 1) {
-  }
-  return read() != first;
-}
-
-uint32_t CycleCounter::read() const { return word_at(kDwtCyccnt); }
 
 }  // namespace kiln::runner

@@ -1,6 +1,6 @@
 // The executor runner's steps: options from the semihosting command line, inputs
-// from host files (or the built-in defaults), outputs to host files, the UART
-// summary, and cycle counts. Used by main.cpp only.
+// from host files (or the built-in defaults), outputs to host files, and the UART
+// summary. Used by main.cpp only.
 //
 // Options: --input=PATH (once per program input, in order) and --output-dir=DIR.
 // An input file holds one or more samples back to back (k * the input's bytes; every
@@ -12,9 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/result.h"
-#include "kiln/runtime/method.h"
 #include "kiln/host_file.h"
+#include "kiln/runtime/error.h"
+#include "kiln/runtime/method.h"
 
 namespace kiln::runner {
 
@@ -58,14 +58,8 @@ bool write_sample(const runtime::Method& method, Outputs& outputs);
 // One line per output: type, sizes, bytes and the index of its largest element.
 void summarise_outputs(const runtime::Method& method);
 
-// Prints "<what> failed: <error name> (a=.., b=..)" and returns `status`.
-int fail(const char* what, const Error& error, int status);
-
-// The CPU's cycle counter (DWT CYCCNT); available() is false where it does not run
-// (kiln's virtual platform does not model the DWT).
-struct CycleCounter {
-  bool start();
-  uint32_t read() const;
-};
+// Prints "<what> failed: " and the error (runtime::print_error: one line), and
+// returns `status`.
+int fail(const char* what, const runtime::Error& error, int status);
 
 }  // namespace kiln::runner

@@ -3,26 +3,36 @@
 
 #include <cstring>
 
+#include "kiln/cpu.h"
 #include "kiln/platform.h"
 
 namespace kiln::delegates::ethosu {
 namespace {
 
+using kiln::cpu::Cache;
+using kiln::cpu::maintain_dcache;
+using runtime::DelegateFault;
+using runtime::Error;
+using runtime::ErrorCode;
+using runtime::Result;
+using runtime::Status;
 using runtime::Tensor;
 
-Error init_failed(uint32_t delegate, uint32_t detail) {
-  return Error{ErrorCode::kBackendInitFailed, delegate, detail};
+// Prints the one line every failure gets ("EthosUBackend: delegate <i>: <error>") and
+// passes the error on.
+Error failed(uint32_t delegate, const Error& error) {
+  kiln::print("EthosUBackend: delegate %u: ", unsigned(delegate));
+  runtime::print_error(error);
+  return error;
 }
 
-Result<Payload> checked_payload(uint32_t delegate, runtime::Span<const uint8_t> bytes) {
-  auto payload = parse_payload(bytes.data, bytes.size);
-  if (!payload.ok()) {
-    const Error& e = payload.error();
-    kiln::print("EthosUBackend: delegate %u: %s (0x%x)\n", unsigned(delegate),
-                payload_fault_name(static_cast<PayloadFault>(e.a)), unsigned(e.b));
-    return init_failed(delegate, e.a);
-  }
-  return payload;
+Error init_failed(uint32_t delegate, DelegateFault fault, uint32_t value) {
+  return failed(delegate, Error{ErrorCode::kDelegateInitFailed, static_cast<uint32_t>(fault), value});
+}
+
+Error bad_argument(uint32_t delegate, DelegateFault fault, size_t value) {
+  return failed(delegate, Error{ErrorCode::kDelegateBadArgument, static_cast<uint32_t>(fault),
+                                static_cast<uint32_t>(value)});
 }
 
 // The "kiln.fast_scratch_size" compile spec kiln writes (decimal bytes), or 0 when the
@@ -38,55 +48,37 @@ uint32_t fast_scratch_needed(const runtime::CompileSpecs& specs) {
 }
 
 bool whole_lines(runtime::Span<uint8_t> buffer) {
-  return (reinterpret_cast<uintptr_t>(buffer.data) | buffer.size) % kiln::ethosu::kDcacheLine == 0;
+  return (reinterpret_cast<uintptr_t>(buffer.data) | buffer.size) % kiln::cpu::kDcacheLine == 0;
 }
 
 Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
   Context& context = *static_cast<Context*>(raw);
   const uint32_t delegate = args.delegate_index;
   if (context.used >= context.pool.size) {
-    kiln::print("EthosUBackend: delegate %u: the delegate pool holds %u\n", unsigned(delegate),
-                unsigned(context.pool.size));
-    return init_failed(delegate, kPoolFull);
+    return init_failed(delegate, DelegateFault::kPoolFull, static_cast<uint32_t>(context.pool.size));
   }
-  auto payload = checked_payload(delegate, args.payload);
-  if (!payload.ok()) return payload.error();
+  auto payload = parse_payload(args.payload.data, args.payload.size);
+  if (!payload.ok()) return failed(delegate, payload.error());
   if (payload.value().scratch_size > context.scratch.size) {
-    kiln::print("EthosUBackend: delegate %u needs %u bytes of scratch, %u given\n",
-                unsigned(delegate), unsigned(payload.value().scratch_size),
-                unsigned(context.scratch.size));
-    return init_failed(delegate, kScratchTooSmall);
+    return init_failed(delegate, DelegateFault::kScratchTooSmall, payload.value().scratch_size);
   }
   const uint32_t fast = fast_scratch_needed(args.compile_specs);
-  if (fast > context.fast_scratch.size) {
-    kiln::print("EthosUBackend: delegate %u needs %u bytes of fast scratch, %u given\n",
-                unsigned(delegate), unsigned(fast), unsigned(context.fast_scratch.size));
-    return init_failed(delegate, kFastScratchTooSmall);
-  }
+  if (fast > context.fast_scratch.size) return init_failed(delegate, DelegateFault::kFastScratchTooSmall, fast);
   auto stream = context.driver->check(payload.value().cmd, payload.value().cmd_size);
-  if (!stream.ok()) {
-    kiln::print("EthosUBackend: delegate %u refused: ", unsigned(delegate));
-    kiln::ethosu::print_error(stream.error());
-    kiln::print("\n");
-    return stream.error();
-  }
+  if (!stream.ok()) return failed(delegate, stream.error());
   if (!whole_lines(context.scratch) || !whole_lines(context.fast_scratch)) {
-    kiln::print("EthosUBackend: the scratch must start and end on %u-byte cache lines\n",
-                unsigned(kiln::ethosu::kDcacheLine));
-    return init_failed(delegate, kScratchMisaligned);
+    return init_failed(delegate, DelegateFault::kScratchMisaligned, kiln::cpu::kDcacheLine);
   }
-  // Cache maintenance done once (kiln::ethosu::maintain_dcache states the rules): the
-  // command stream and weights are constants of the .pte that only the NPU reads and
-  // nothing writes after start-up, so one clean serves every run; the scratch and fast
-  // scratch are cleaned and invalidated whole, so no dirty line left by earlier CPU
-  // writes (e.g. zeroing .bss) is ever written back over the NPU's data. From here on
-  // the CPU writes in them only the input bytes execute() cleans.
-  using kiln::ethosu::Cache;
-  kiln::ethosu::maintain_dcache(Cache::kClean, stream.value().words, stream.value().size_bytes);
-  kiln::ethosu::maintain_dcache(Cache::kClean, payload.value().weights, payload.value().weights_size);
-  kiln::ethosu::maintain_dcache(Cache::kCleanInvalidate, context.scratch.data, context.scratch.size);
-  kiln::ethosu::maintain_dcache(Cache::kCleanInvalidate, context.fast_scratch.data,
-                                context.fast_scratch.size);
+  // Cache maintenance done once (kiln/cpu.h states the rules): the command stream and
+  // weights are constants of the .pte that only the NPU reads and nothing writes after
+  // start-up, so one clean serves every run; the scratch and fast scratch are cleaned
+  // and invalidated whole, so no dirty line left by earlier CPU writes (e.g. zeroing
+  // .bss) is ever written back over the NPU's data. From here on the CPU writes in them
+  // only the input bytes execute() cleans.
+  maintain_dcache(Cache::kClean, stream.value().words, stream.value().size_bytes);
+  maintain_dcache(Cache::kClean, payload.value().weights, payload.value().weights_size);
+  maintain_dcache(Cache::kCleanInvalidate, context.scratch.data, context.scratch.size);
+  maintain_dcache(Cache::kCleanInvalidate, context.fast_scratch.data, context.fast_scratch.size);
   DelegateState& state = context.pool[context.used++];
   state.payload = payload.value();
   state.stream = stream.value();
@@ -96,17 +88,13 @@ Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
 
 // args[first..first+count) against the payload's tensors `ios`; their byte sizes must
 // match, and tensors the NPU writes (`written`) must not be the program's constants.
-Status check_tensors(Tensor* const* args, size_t first, const IoTensor* ios, int count, bool written) {
+Status check_tensors(uint32_t delegate, Tensor* const* args, size_t first, const IoTensor* ios, int count,
+                     bool written) {
   for (int i = 0; i < count; ++i) {
     const Tensor& t = *args[first + i];
-    if (written && t.constant) {
-      kiln::print("EthosUBackend: output argument %u is a constant of the program\n", unsigned(first + i));
-      return Error{ErrorCode::kInvalidArgument, static_cast<uint32_t>(first + i), 0};
-    }
+    if (written && t.constant) return bad_argument(delegate, DelegateFault::kConstantOutput, first + i);
     if (t.nbytes != ios[i].bytes || t.data == nullptr) {
-      kiln::print("EthosUBackend: argument %u has %u bytes; the NPU tensor has %u\n",
-                  unsigned(first + i), unsigned(t.nbytes), unsigned(ios[i].bytes));
-      return Error{ErrorCode::kInvalidArgument, static_cast<uint32_t>(first + i), t.nbytes};
+      return bad_argument(delegate, DelegateFault::kArgumentSize, first + i);
     }
   }
   return Status();
@@ -118,23 +106,20 @@ Status execute(void* raw, void* handle, Tensor* const* args, size_t count) {
   const Payload& p = state.payload;
   const size_t inputs = static_cast<size_t>(p.input_count);
   if (count != inputs + static_cast<size_t>(p.output_count)) {
-    kiln::print("EthosUBackend: delegate %u called with %u tensors; it has %d inputs, %d outputs\n",
-                unsigned(state.index), unsigned(count), p.input_count, p.output_count);
-    return Error{ErrorCode::kInvalidArgument, kWrongArgCount, static_cast<uint32_t>(count)};
+    return bad_argument(state.index, DelegateFault::kArgumentCount, count);
   }
-  Status ok = check_tensors(args, 0, p.inputs, p.input_count, false);
-  if (ok.ok()) ok = check_tensors(args, inputs, p.outputs, p.output_count, true);
+  Status ok = check_tensors(state.index, args, 0, p.inputs, p.input_count, false);
+  if (ok.ok()) ok = check_tensors(state.index, args, inputs, p.outputs, p.output_count, true);
   if (!ok.ok()) return ok;
 
   // Per run, the cache maintenance covers only what the CPU touches: each input's bytes
   // in the scratch, written by the copy below or by the app in place (input_place), are
   // cleaned before the run; each output's bytes are invalidated after it, before the
   // copy reads them. The rest of the scratch is the NPU's alone (see init).
-  using kiln::ethosu::Cache;
   for (size_t i = 0; i < inputs; ++i) {
     uint8_t* place = context.scratch.data + p.inputs[i].offset;
     if (args[i]->data != place) std::memcpy(place, args[i]->data, p.inputs[i].bytes);
-    kiln::ethosu::maintain_dcache(Cache::kClean, place, p.inputs[i].bytes);
+    maintain_dcache(Cache::kClean, place, p.inputs[i].bytes);
   }
   const kiln::ethosu::Region regions[] = {
       {p.weights, p.weights_size},
@@ -143,19 +128,12 @@ Status execute(void* raw, void* handle, Tensor* const* args, size_t count) {
   };
   const int region_count = context.fast_scratch.empty() ? 2 : 3;
   auto cycles = context.driver->run(state.stream, regions, region_count, context.options);
-  if (!cycles.ok()) {
-    kiln::print("EthosUBackend: delegate %u: ", unsigned(state.index));
-    kiln::ethosu::print_error(cycles.error());
-    kiln::print("\n");
-    return cycles.error();
-  }
+  if (!cycles.ok()) return failed(state.index, cycles.error());
   context.npu_cycles += cycles.value();
   context.runs += 1;
   for (int o = 0; o < p.output_count; ++o) {
-    kiln::ethosu::maintain_dcache(Cache::kInvalidate, context.scratch.data + p.outputs[o].offset,
-                                  p.outputs[o].bytes);
-    std::memcpy(args[inputs + o]->data, context.scratch.data + p.outputs[o].offset,
-                p.outputs[o].bytes);
+    maintain_dcache(Cache::kInvalidate, context.scratch.data + p.outputs[o].offset, p.outputs[o].bytes);
+    std::memcpy(args[inputs + o]->data, context.scratch.data + p.outputs[o].offset, p.outputs[o].bytes);
   }
   return Status();
 }

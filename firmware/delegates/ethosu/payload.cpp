@@ -8,6 +8,12 @@
 namespace kiln::delegates::ethosu {
 namespace {
 
+using runtime::Error;
+using runtime::ErrorCode;
+using runtime::PayloadFault;
+using runtime::Result;
+using runtime::Status;
+
 constexpr uint32_t kAlignment = 16;
 constexpr uint32_t kHeaderSize = 32;
 constexpr uint32_t kNameSize = 16;
@@ -23,7 +29,7 @@ constexpr const char* kBlockNames[kBlockCount] = {"vela_bin_stream", "cmd_data",
                                                   "vela_end_stream"};
 
 Error fault(PayloadFault what, uint64_t detail) {
-  return Error{kPayloadErrorCode, static_cast<uint32_t>(what), static_cast<uint32_t>(detail)};
+  return Error{ErrorCode::kDelegateBadPayload, static_cast<uint32_t>(what), static_cast<uint32_t>(detail)};
 }
 
 uint32_t load_u32(const uint8_t* p) {
@@ -124,33 +130,7 @@ Status check_contents(const BlockData (&blocks)[kBlockCount], uint64_t footer_at
 
 }  // namespace
 
-ErrorCode payload_error_code() { return kPayloadErrorCode; }
-
-const char* payload_fault_name(PayloadFault fault) {
-  switch (fault) {
-    case PayloadFault::kMisaligned: return "payload not 16-byte aligned";
-    case PayloadFault::kSizeNotPadded: return "payload size not a multiple of 16";
-    case PayloadFault::kHeaderCutOff: return "block header cut off";
-    case PayloadFault::kBadBlockName: return "block name not NUL-padded";
-    case PayloadFault::kUnexpectedBlock: return "block out of order or unknown";
-    case PayloadFault::kExternalBlock: return "block stored as named data (not supported)";
-    case PayloadFault::kReservedNotZero: return "block header's reserved bytes not zero";
-    case PayloadFault::kDataCutOff: return "block data runs past the end of the payload";
-    case PayloadFault::kTrailingBytes: return "bytes after vela_end_stream";
-    case PayloadFault::kMarkerNotEmpty: return "vela_bin_stream/vela_end_stream block not empty";
-    case PayloadFault::kNotCop1: return "cmd_data is not a COP1 command stream";
-    case PayloadFault::kScratchSizeBlock: return "scratch_size block is not 4 bytes";
-    case PayloadFault::kIoBlockSize: return "inputs/outputs block size does not match its count";
-    case PayloadFault::kIoCount: return "too many NPU inputs or outputs";
-    case PayloadFault::kIoShape: return "NPU tensor shape invalid";
-    case PayloadFault::kIoElemSize: return "NPU tensor element size not 1, 2 or 4";
-    case PayloadFault::kIoRegion: return "NPU tensor not in the scratch region";
-    case PayloadFault::kIoOutsideScratch: return "NPU tensor outside the scratch";
-  }
-  return "unknown payload fault";
-}
-
-Result<Payload> parse_payload(const void* data, size_t size) {
+runtime::Result<Payload> parse_payload(const void* data, size_t size) {
   const auto* base = static_cast<const uint8_t*>(data);
   if (reinterpret_cast<uintptr_t>(base) % kAlignment != 0) {
     return fault(PayloadFault::kMisaligned, reinterpret_cast<uintptr_t>(base));

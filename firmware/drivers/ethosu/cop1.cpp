@@ -38,7 +38,7 @@ Result<Parsed> parse(const uint32_t* words, uint32_t count) {
     const uint32_t action = tag & 0xFF;
     const uint32_t at = i++;
     if (action == kActionConfig) {
-      if (count - i < 2) return Error{ErrorCode::kCop1Truncated, count, count};
+      if (count - i < 2) return Error{ErrorCode::kCop1Truncated, i + 2, count};
       parsed.stream.config = words[i];
       parsed.stream.id = words[i + 1];
       parsed.has_config = true;
@@ -95,7 +95,7 @@ Result<CommandStream> Driver::check(const void* payload, size_t size) const {
     return Error{ErrorCode::kMisaligned, static_cast<uint32_t>(address), kStreamAlignment};
   }
   const uint32_t words = static_cast<uint32_t>(size / 4);
-  if (size % 4 != 0) return Error{ErrorCode::kCop1Truncated, words, words};
+  if (size % 4 != 0) return Error{ErrorCode::kCop1Truncated, words + 1, words};  // a partial last word
   auto parsed = parse(static_cast<const uint32_t*>(payload), words);
   if (!parsed.ok()) return parsed.error();
   const CommandStream& stream = parsed.value().stream;

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/result.h"
+#include "kiln/runtime/result.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/types.h"
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kiln/result.h"
+#include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
 
 namespace kiln::runtime::fb {

@@ -35,6 +35,10 @@ struct Verified {
   const void* pointer(uint32_t offset) { return offset ? r.base + offset : nullptr; }
 };
 
+Error bad_instruction(InstructionDefect defect, uint32_t index) {
+  return Error{ErrorCode::kMethodBadInstruction, static_cast<uint32_t>(defect), index};
+}
+
 Error bad_value(uint32_t index, ValueKind kind) {
   return Error{ErrorCode::kMethodBadValue, index, static_cast<uint32_t>(kind)};
 }
@@ -243,14 +247,14 @@ Status Method::run_instruction(uint32_t index, uint32_t* next) {
       uint32_t from = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 0));
       uint32_t to = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 1));
       if (values_[to].kind != values_[from].kind) {
-        return Error{ErrorCode::kMethodBadInstruction, index, 4};
+        return bad_instruction(InstructionDefect::kMoveKindMismatch, index);
       }
       values_[to] = values_[from];
       return {};
     }
     case schema::kJumpFalseCall: {
       const Value& cond = values_[v.scalar<int32_t>(u.value, 0)];
-      if (cond.kind != ValueKind::kBool) return Error{ErrorCode::kMethodBadInstruction, index, 3};
+      if (cond.kind != ValueKind::kBool) return bad_instruction(InstructionDefect::kConditionNotBool, index);
       if (!cond.b) *next = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 1));
       return {};
     }
@@ -258,7 +262,7 @@ Status Method::run_instruction(uint32_t index, uint32_t* next) {
       return {};  // planned memory is static: nothing to free
     default: break;
   }
-  return Error{ErrorCode::kMethodBadInstruction, index, 5};
+  return bad_instruction(InstructionDefect::kUnknownKind, index);
 }
 
 Status Method::call_kernel(const void* table, uint32_t index) {
@@ -266,7 +270,7 @@ Status Method::call_kernel(const void* table, uint32_t index) {
   const auto& call = *static_cast<const fb::Table*>(table);
   int32_t op = v.scalar<int32_t>(call, 0);
   fb::Vector args = v.vector(call, 1, 4);
-  if (args.count < 2) return Error{ErrorCode::kMethodBadInstruction, index, 1};
+  if (args.count < 2) return bad_instruction(InstructionDefect::kKernelWithoutOut, index);
   KernelArgs kernel_args(values_, program_.value_count(),
                          static_cast<const int32_t*>(v.pointer(args.start)), args.count);
   return kernels_[op](kernel_args);
@@ -277,7 +281,7 @@ Status Method::call_delegate(const void* table, uint32_t index) {
   const auto& call = *static_cast<const fb::Table*>(table);
   int32_t delegate = v.scalar<int32_t>(call, 0);
   fb::Vector args = v.vector(call, 1, 4);
-  if (args.count > kMaxDelegateArgs) return Error{ErrorCode::kMethodBadInstruction, index, 2};
+  if (args.count > kMaxDelegateArgs) return bad_instruction(InstructionDefect::kTooManyDelegateArgs, index);
   Tensor* tensors[kMaxDelegateArgs];
   for (uint32_t j = 0; j < args.count; ++j) {
     int32_t value = v.at<int32_t>(args.start + 4ull * j);

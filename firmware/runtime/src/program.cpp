@@ -28,6 +28,10 @@ Error unsupported(Feature feature, uint32_t detail = 0) {
   return Error{ErrorCode::kPteUnsupported, static_cast<uint32_t>(feature), detail};
 }
 
+Error bad_tensor(TensorDefect defect, uint32_t value) {
+  return Error{ErrorCode::kPteBadTensor, static_cast<uint32_t>(defect), value};
+}
+
 Error bad_index(int64_t index, uint32_t count) {
   return Error{ErrorCode::kPteBadIndex, static_cast<uint32_t>(index), count};
 }
@@ -194,15 +198,15 @@ struct ProgramLoader {
     if (elem == 0) return Error{ErrorCode::kPteBadEnum, t.pos, static_cast<uint32_t>(type)};
     KILN_TRY(fb::Vector sizes, fb::vector(r, t, schema::kSizes, 4));
     KILN_TRY(fb::Vector dim_order, fb::vector(r, t, schema::kDimOrder, 1));
-    if (sizes.count > kMaxDims) return Error{ErrorCode::kPteBadTensor, value, 2};
+    if (sizes.count > kMaxDims) return bad_tensor(TensorDefect::kTooManyDims, value);
     uint64_t numel = 1;
     for (uint32_t d = 0; d < sizes.count; ++d) {
       KILN_TRY(int32_t size, r.read<int32_t>(sizes.start + 4ull * d));
-      if (size < 0) return Error{ErrorCode::kPteBadTensor, value, 1};
+      if (size < 0) return bad_tensor(TensorDefect::kNegativeSize, value);
       numel *= static_cast<uint64_t>(size);
-      if (numel * elem > kMaxNbytes) return Error{ErrorCode::kPteBadTensor, value, 4};
+      if (numel * elem > kMaxNbytes) return bad_tensor(TensorDefect::kTooLarge, value);
     }
-    if (dim_order.count != sizes.count) return Error{ErrorCode::kPteBadTensor, value, 3};
+    if (dim_order.count != sizes.count) return bad_tensor(TensorDefect::kDimOrderLength, value);
     for (uint32_t d = 0; d < dim_order.count; ++d) {
       if (r.base[dim_order.start + d] != d) return unsupported(Feature::kDimOrder, value);
     }
@@ -215,24 +219,24 @@ struct ProgramLoader {
     KILN_TRY(uint32_t constant, fb::scalar<uint32_t>(r, t, schema::kDataBufferIdx));
     KILN_TRY(fb::Table alloc, fb::child(r, t, schema::kAllocationInfo));
     if (constant != 0) {
-      if (alloc.present()) return Error{ErrorCode::kPteBadTensor, value, 6};
+      if (alloc.present()) return bad_tensor(TensorDefect::kConstantAndPlanned, value);
       KILN_CHECK(check_index(constant, n_constants));
       Span<const uint8_t> data = p.constant(constant);
-      if (data.size < nbytes) return Error{ErrorCode::kPteBadTensor, value, 5};
-      if (reinterpret_cast<uintptr_t>(data.data) % elem != 0) return Error{ErrorCode::kPteBadTensor, value, 9};
+      if (data.size < nbytes) return bad_tensor(TensorDefect::kConstantTooSmall, value);
+      if (reinterpret_cast<uintptr_t>(data.data) % elem != 0) return bad_tensor(TensorDefect::kMisaligned, value);
     }
     if (alloc.present()) {
       KILN_TRY(uint32_t id, fb::scalar<uint32_t>(r, alloc, 0));
       KILN_TRY(uint32_t low, fb::scalar<uint32_t>(r, alloc, 1));
       KILN_TRY(uint32_t high, fb::scalar<uint32_t>(r, alloc, 2));
-      if (id == 0 || id >= buffer_sizes.count) return Error{ErrorCode::kPteBadTensor, value, 7};
+      if (id == 0 || id >= buffer_sizes.count) return bad_tensor(TensorDefect::kBadMemoryId, value);
       KILN_TRY(int64_t capacity, r.read<int64_t>(buffer_sizes.start + 8ull * id));
       uint64_t offset = (static_cast<uint64_t>(high) << 32) | low;
       // Planned buffers are 16-byte aligned (method.h), so this aligns the data.
-      if (offset % elem != 0) return Error{ErrorCode::kPteBadTensor, value, 9};
+      if (offset % elem != 0) return bad_tensor(TensorDefect::kMisaligned, value);
       if (capacity < 0 || offset > static_cast<uint64_t>(capacity) ||
           nbytes > static_cast<uint64_t>(capacity) - offset) {
-        return Error{ErrorCode::kPteBadTensor, value, 8};
+        return bad_tensor(TensorDefect::kOutsideBuffer, value);
       }
     }
     return {};

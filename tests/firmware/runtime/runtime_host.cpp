@@ -4,14 +4,19 @@
 //   runtime_host corrupt FILE [--execute] [--flip-limit N]
 //                                       loads every truncation and every single-byte
 //                                       flip of FILE; prints outcome counts as JSON
-// Errors print "error <code> <name> a=<a> b=<b>" and exit with status 1. Delegates
-// bind to a stand-in "EthosUBackend" that checks its arguments and leaves outputs as
-// they are (the real one runs on the NPU).
+//   runtime_host result-from-ok         prints what a Result and a Status made from
+//                                       Error{kOk} hold ("<ok> <code>" each)
+//   runtime_host value-of-error         calls value() on a failed Result (it must trap)
+//   runtime_host print-error CODE A B   prints Error{CODE, A, B} with print_error
+// Errors print "error 0x<code> " and the error (kiln::runtime::print_error) and exit
+// with status 1. Delegates bind to a stand-in "EthosUBackend" that checks its
+// arguments and leaves outputs as they are (the real one runs on the NPU).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/runtime/method.h"
@@ -48,8 +53,27 @@ std::vector<uint8_t> read_file(const char* path) {
 }
 
 int fail(const Error& e) {
-  std::printf("error %u %s a=%u b=%u\n", static_cast<unsigned>(e.code), error_name(e.code), e.a, e.b);
+  std::printf("error 0x%03x ", static_cast<unsigned>(e.code));
+  print_error(e);
   return 1;
+}
+
+// A Result cannot be made from a bare code (an Error names its values).
+static_assert(!std::is_constructible_v<Result<int>, ErrorCode>, "Result from a bare code");
+static_assert(!std::is_convertible_v<ErrorCode, Status>, "Status from a bare code");
+
+int cmd_result_from_ok() {
+  const Result<int> value = Error{ErrorCode::kOk, 0, 0};
+  const Status status = Error{ErrorCode::kOk, 0, 0};
+  std::printf("%d %s\n%d %s\n", value.ok(), to_string(value.error().code), status.ok(),
+              to_string(status.error().code));
+  return 0;
+}
+
+int cmd_value_of_error() {
+  const Result<int> failed = Error{ErrorCode::kTooLarge, 1, 2};
+  std::printf("value %d\n", failed.value());  // must not be reached
+  return 0;
 }
 
 uint32_t fnv1a(const uint8_t* p, size_t n) {
@@ -70,7 +94,9 @@ StandIn g_standin;
 
 Result<void*> standin_init(void* context, const BackendInitArgs& args) {
   auto* s = static_cast<StandIn*>(context);
-  if (s->inits >= 64) return Error{ErrorCode::kBackendInitFailed, args.delegate_index, 1};
+  if (s->inits >= 64) {
+    return Error{ErrorCode::kDelegateInitFailed, static_cast<uint32_t>(DelegateFault::kPoolFull), args.delegate_index};
+  }
   s->handles[s->inits] = args.delegate_index;
   return static_cast<void*>(&s->handles[s->inits++]);
 }
@@ -220,7 +246,7 @@ void try_image(const uint8_t* bytes, size_t size, bool execute, std::map<std::st
   if (size) std::memcpy(pte.data, bytes, size);
   Result<Program> loaded = Program::load(pte.data, size);
   if (!loaded.ok()) {
-    ++outcomes[error_name(loaded.error().code)];
+    ++outcomes[to_string(loaded.error().code)];
     return;
   }
   if (!execute) {
@@ -231,11 +257,11 @@ void try_image(const uint8_t* bytes, size_t size, bool execute, std::map<std::st
   g_standin.inits = 0;
   Result<Method> created = Method::create(loaded.value(), memory.method, kKernelTable, kBackends);
   if (!created.ok()) {
-    ++outcomes[std::string("create: ") + error_name(created.error().code)];
+    ++outcomes[std::string("create: ") + to_string(created.error().code)];
     return;
   }
   Status run = created.value().execute();
-  ++outcomes[run.ok() ? "executed" : std::string("execute: ") + error_name(run.error().code)];
+  ++outcomes[run.ok() ? "executed" : std::string("execute: ") + to_string(run.error().code)];
 }
 
 int cmd_corrupt(const char* path, bool execute, size_t flip_limit) {
@@ -282,6 +308,15 @@ int main(int argc, char** argv) {
     }
     return cmd_corrupt(argv[2], execute, limit);
   }
-  std::fprintf(stderr, "usage: runtime_host load FILE | run FILE OUTDIR IN... | corrupt FILE [--execute] [--flip-limit N]\n");
+  if (argc == 2 && std::strcmp(argv[1], "result-from-ok") == 0) return cmd_result_from_ok();
+  if (argc == 2 && std::strcmp(argv[1], "value-of-error") == 0) return cmd_value_of_error();
+  if (argc == 5 && std::strcmp(argv[1], "print-error") == 0) {
+    print_error(Error{static_cast<ErrorCode>(std::strtoul(argv[2], nullptr, 0)),
+                      static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 0)),
+                      static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0))});
+    return 0;
+  }
+  std::fprintf(stderr, "usage: runtime_host load FILE | run FILE OUTDIR IN... | corrupt FILE [--execute] "
+                       "[--flip-limit N] | result-from-ok | value-of-error | print-error CODE A B\n");
   return 2;
 }

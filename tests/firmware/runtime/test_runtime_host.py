@@ -8,6 +8,8 @@ executor and kernels compute, and hand-made corruptions for the loader's errors.
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -111,24 +113,32 @@ def _error(done) -> str:
     return done.stdout.strip()
 
 
+# Each line is the whole of what the loader reports: "error 0x<code> " and print_error's line.
 @pytest.mark.parametrize("name, corrupt, expected", [
-    ("wrong magic", lambda b: b[:4] + b"ET13" + b[8:], "pte: not an ExecuTorch program (identifier)"),
-    ("too short", lambda b: b[:7], "pte: file too short a=7 b=8"),
+    # "ET13" and "ET12" read as little-endian words
+    ("wrong magic", lambda b: b[:4] + b"ET13" + b[8:],
+     lambda b: "error 0x101 pte: not an ExecuTorch program (identifier): found 0x33315445, expected 0x32315445"),
+    ("too short", lambda b: b[:7], lambda b: "error 0x100 pte: file too short (a=7, b=8)"),
     ("root offset past the end", lambda b: (0x7FFFFFF0).to_bytes(4, "little") + b[4:],
-     "pte: offset or size out of bounds"),
+     lambda b: f"error 0x103 pte: offset or size out of bounds (a={0x7FFFFFF0}, b={_program_size(b)})"),
     ("program_size past the end", lambda b: b[:16] + (len(b) + 1).to_bytes(8, "little") + b[24:],
-     "pte: bad extended header a=2"),
+     lambda b: f"error 0x102 pte: bad extended header: program_size {len(b) + 1}"),
     ("segment base past the end", lambda b: b[:24] + (len(b) + 128).to_bytes(8, "little") + b[32:],
-     "pte: bad extended header a=3"),
+     lambda b: f"error 0x102 pte: bad extended header: segment_base_offset {len(b) + 128}"),
     ("segment data past the end", lambda b: b[:32] + (len(b)).to_bytes(8, "little") + b[40:],
-     "pte: bad extended header a=4"),
+     lambda b: f"error 0x102 pte: bad extended header: segment_data_size {len(b)}"),
 ])
 def test_corrupted_header_gives_its_error(runtime_host, programs, tmp_path, name, corrupt, expected):
     data = programs["tiny_cnn"].read_bytes()
     assert data[8:12] == b"eh00"
     bad = tmp_path / "bad.pte"
     bad.write_bytes(corrupt(data))
-    assert expected in _error(run_tool(runtime_host, "load", bad))
+    assert _error(run_tool(runtime_host, "load", bad)) == expected(data)
+
+
+def _program_size(data: bytes) -> int:
+    """The extended header's program_size: the FlatBuffer part's bytes (ExecuTorch's layout)."""
+    return int.from_bytes(data[16:24], "little")
 
 
 def _unchecked_program(monkeypatch, plan_edit) -> bytes:
@@ -143,14 +153,16 @@ def _unchecked_program(monkeypatch, plan_edit) -> bytes:
 @pytest.mark.parametrize("edit, expected", [
     (lambda p: dict(p, chains=[pte.Chain(p["chains"][0].inputs, p["chains"][0].outputs,
                                          [pte.KernelCall(5, p["chains"][0].instructions[0].args)])]),
-     "pte: index out of range a=5 b=1"),
-    (lambda p: dict(p, non_const_buffer_sizes=[0, 20]), "pte: malformed tensor a=1 b=8"),
-    (lambda p: dict(p, outputs=[7]), "pte: index out of range a=7 b=2"),
+     "error 0x109 pte: index out of range (a=5, b=1)"),  # operator 5 of 1
+    # value 1, the output: 16 bytes at offset 16 (after the 2x2 float input) pass the 20 given
+    (lambda p: dict(p, non_const_buffer_sizes=[0, 20]),
+     "error 0x10a pte: malformed tensor: outside its planned buffer (value 1)"),
+    (lambda p: dict(p, outputs=[7]), "error 0x109 pte: index out of range (a=7, b=2)"),  # value 7 of 2
 ])
 def test_out_of_range_reference_gives_its_error(runtime_host, tmp_path, monkeypatch, edit, expected):
     bad = tmp_path / "bad.pte"
     bad.write_bytes(_unchecked_program(monkeypatch, edit))
-    assert expected in _error(run_tool(runtime_host, "load", bad))
+    assert _error(run_tool(runtime_host, "load", bad)) == expected
 
 
 @pytest.mark.parametrize("case, execute", [
@@ -378,7 +390,9 @@ def test_kernel_with_wrong_shapes_is_an_error_not_a_fault(runtime_host, tmp_path
     path = tmp_path / "bad.pte"
     path.write_bytes(data)
     arrays[0].tofile(tmp_path / "in0.bin")
-    assert "kernel: shape mismatch a=1" in _error(run_tool(runtime_host, "run", path, tmp_path, tmp_path / "in0.bin"))
+    # argument 1, the weight: 16 features against the input's 17
+    assert _error(run_tool(runtime_host, "run", path, tmp_path, tmp_path / "in0.bin")) == \
+        "error 0x301 kernel: shape mismatch (a=1, b=0)"
 
 
 # --- Selective build generator ----------------------------------------------------------

@@ -15,10 +15,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kiln/cpu.h"
 #include "kiln/ethosu/driver.h"
 #include "kiln/ethosu/registers.h"
 #include "kiln/host_file.h"
 #include "kiln/platform.h"
+#include "kiln/runtime/error.h"
 #include "kiln_board.h"
 
 namespace {
@@ -95,7 +97,7 @@ int main() {
 
   auto npu = kiln::ethosu::Driver::create(KILN_NPU_BASE);
   if (!npu.ok()) {
-    kiln::ethosu::print_error(npu.error());
+    kiln::runtime::print_error(npu.error());
     return kExitNoNpu;
   }
   const kiln::ethosu::Driver& driver = npu.value();
@@ -106,30 +108,30 @@ int main() {
   auto stream = driver.check(g_payload, job.payload);
   if (!stream.ok()) {
     kiln::print("refused: ");
-    kiln::ethosu::print_error(stream.error());
+    kiln::runtime::print_error(stream.error());
     return kExitRefused;
   }
   const kiln::ethosu::Region regions[] = {{g_weights, job.weights}, {g_scratch, job.scratch}, {g_fast, job.fast}};
-  // D-cache (kiln::ethosu::maintain_dcache): what the CPU wrote is cleaned, the NPU's
-  // working memory cleaned and invalidated whole, the output invalidated after the run.
-  using kiln::ethosu::Cache;
-  kiln::ethosu::maintain_dcache(Cache::kClean, g_payload, job.payload);
-  kiln::ethosu::maintain_dcache(Cache::kClean, g_weights, job.weights);
-  kiln::ethosu::maintain_dcache(Cache::kCleanInvalidate, g_scratch, job.scratch);
-  kiln::ethosu::maintain_dcache(Cache::kCleanInvalidate, g_fast, job.fast);
+  // D-cache (kiln/cpu.h): what the CPU wrote is cleaned, the NPU's working memory
+  // cleaned and invalidated whole, the output invalidated after the run.
+  using kiln::cpu::Cache;
+  kiln::cpu::maintain_dcache(Cache::kClean, g_payload, job.payload);
+  kiln::cpu::maintain_dcache(Cache::kClean, g_weights, job.weights);
+  kiln::cpu::maintain_dcache(Cache::kCleanInvalidate, g_scratch, job.scratch);
+  kiln::cpu::maintain_dcache(Cache::kCleanInvalidate, g_fast, job.fast);
   kiln::ethosu::RunOptions options;
   if (job.timeout_ms != 0) options.timeout_ms = job.timeout_ms;
   auto cycles = driver.run(stream.value(), regions, job.fast ? 3 : 2, options);
   if (!cycles.ok()) {
     kiln::print("run failed: ");
-    kiln::ethosu::print_error(cycles.error());
+    kiln::runtime::print_error(cycles.error());
     // The driver resets the NPU after a fault or timeout: STATUS reads stopped and clear.
     const uint32_t status =
         *reinterpret_cast<volatile uint32_t*>(KILN_NPU_BASE + kiln::ethosu::reg::kStatus);
     kiln::print("STATUS after the failure: 0x%08x\n", unsigned(status));
     return kExitRunFailed;
   }
-  kiln::ethosu::maintain_dcache(Cache::kInvalidate, g_scratch + job.output_offset, job.output);
+  kiln::cpu::maintain_dcache(Cache::kInvalidate, g_scratch + job.output_offset, job.output);
   kiln::print("NPU cycles: %u\n", static_cast<unsigned>(cycles.value()));
   if (!write_file("npu_output.bin", g_scratch + job.output_offset, job.output)) return kExitJob;
   return 0;

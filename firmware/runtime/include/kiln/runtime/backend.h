@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/result.h"
+#include "kiln/runtime/result.h"
 #include "kiln/runtime/program.h"
 #include "kiln/runtime/span.h"
 #include "kiln/runtime/types.h"

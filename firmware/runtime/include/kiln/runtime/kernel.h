@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/result.h"
+#include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
 #include "kiln/runtime/types.h"
 

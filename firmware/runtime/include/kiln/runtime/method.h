@@ -10,8 +10,8 @@
 // Method::create binds every value (planned tensors at their offsets, constants,
 // ints/doubles/bools/lists, null), checks every index and offset against the program
 // and the buffers, finds a kernel for every operator and a backend for every delegate
-// (initialising each delegate once). Error codes: kMethod* (result.h), kMisaligned
-// (a = buffer address, b = 16), and whatever a backend's init returns.
+// (initialising each delegate once). Error codes: kMethod* (kiln/runtime/error.h),
+// kMisaligned (a = buffer address, b = 16), and whatever a backend's init returns.
 //
 // Inputs are consumed by execute(): a program input that only the chain's first
 // instruction reads, once, a DelegateCall whose backend offers an input_place for it,
@@ -23,16 +23,15 @@
 // and read none back after it.
 //
 // execute() runs the chain: KernelCall, DelegateCall, MoveCall, JumpFalseCall,
-// FreeCall. kMethodBadInstruction's b: 1 = a kernel call's args lack the out
-// tensor, 2 = a delegate call has more than kMaxDelegateArgs args, 3 = a jump
-// condition is not a bool, 4 = move between incompatible values, 5 = unknown kind.
-// A jump-back loop is bounded by kMaxSteps instructions (kMethodStepLimit).
+// FreeCall; a malformed one fails with kMethodBadInstruction (a = InstructionDefect,
+// b = the instruction's index). A jump-back loop is bounded by kMaxSteps instructions
+// (kMethodStepLimit); a kernel's or backend's error is returned as it is.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/result.h"
+#include "kiln/runtime/result.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/program.h"

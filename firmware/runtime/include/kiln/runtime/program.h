@@ -9,39 +9,19 @@
 // view or tensor made from it, is used. Alignment: the bytes must start at a
 // 16-byte aligned address (vectors of int64/double are read in place).
 //
-// Error values (kiln::ErrorCode) returned by load:
-//   kMisaligned       a = the address, b = 16
-//   kPteTooShort      a = file size, b = bytes needed
-//   kPteBadIdentifier a = bytes 4..7 as a little-endian word, b = 'ET12' likewise
-//   kPteBadHeader     a = HeaderField below, b = the value (low 32 bits)
-//   kPteUnsupported   a = Feature below, b = detail
-//   the other kPte* codes as result.h describes them.
+// Errors returned by load (kiln/runtime/error.h): kMisaligned (a = the address,
+// b = 16), kTooLarge (a file of 4 GiB or more) and the loader's kPte* codes, with
+// their details (HeaderField, Feature, TensorDefect) as error.h describes them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/result.h"
+#include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
 #include "kiln/runtime/types.h"
 
 namespace kiln::runtime {
-
-enum class HeaderField : uint32_t {
-  kLength = 1, kProgramSize = 2, kSegmentBaseOffset = 3, kSegmentDataSize = 4,
-};
-
-enum class Feature : uint32_t {
-  kNoExecutionPlan = 1,      // the program has no execution plan
-  kMutableDataSegments = 2,  // mutable tensors with initial state
-  kNonConstBufferDevice = 3, // planned buffers on another device
-  kExtraTensorInfo = 4,      // external / mutable tensor data
-  kDimOrder = 5,             // a non-identity dim order (b = value index)
-  kDynamicShape = 6,         // shape_dynamism != STATIC (b = value index)
-  kChains = 7,               // not exactly one chain (b = count)
-  kBothConstantKinds = 8,    // constant_buffer and constant_segment both hold data
-  kNonTensorIo = 9,          // a plan input or output that is not a tensor (b = position)
-};
 
 enum class DataLocation : uint8_t { kInline = 0, kSegment = 1 };
 

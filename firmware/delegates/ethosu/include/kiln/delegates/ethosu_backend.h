@@ -17,22 +17,21 @@
 // stream with BASEP0 = the weights inside the payload, BASEP1 = the scratch, BASEP2 =
 // the fast scratch (only when given: Dedicated_Sram), and copies the outputs back.
 //
-// Cache contract with the app (the D-cache rules are kiln::ethosu::maintain_dcache's):
-// the .pte's bytes are not written after Method::create; after Method::create the app
-// writes nothing in the scratch or fast scratch except the bytes of Method inputs bound
-// there (the delegate cleans those before each run), and reads nothing there.
+// Cache contract with the app (the D-cache rules are kiln/cpu.h's): the .pte's bytes
+// are not written after Method::create; after Method::create the app writes nothing in
+// the scratch or fast scratch except the bytes of Method inputs bound there (the
+// delegate cleans those before each run), and reads nothing there.
 //
 // Memory modes are the app's placement of these buffers: Shared_Sram (weights in the
 // model memory, scratch in SRAM), Sram_Only (the .pte and the scratch in SRAM),
 // Dedicated_Sram (weights and scratch in DDR, fast scratch in the NPU's SRAM).
 //
-// Errors: init: kBackendInitFailed (a = delegate index, b = PayloadFault, or 100 =
-// the pool is full, 101 = the scratch is smaller than the payload's scratch_size,
-// 102 = the fast scratch is smaller than the delegate needs, 103 = the scratch or fast
-// scratch does not start and end on D-cache lines),
-// the driver's kCop1* / kNpu* codes. execute: kInvalidArgument (a =
-// argument position, b = its byte size; 0xFFFF_FFFF: wrong argument count, b = the
-// count), kNpu* from the run. Each failure also prints one line naming it.
+// Errors (kiln/runtime/error.h): init: kDelegateInitFailed (a = DelegateFault, b =
+// the pool's size, the bytes of scratch or fast scratch the delegate needs, or the
+// D-cache line), kDelegateBadPayload from parse_payload, the driver's kCop1* / kNpu*
+// codes from Driver::check; execute: kDelegateBadArgument (a = DelegateFault, b = the
+// argument's position, or the argument count), the driver's kNpu* codes from the run.
+// Each failure also prints one line: "EthosUBackend: delegate <i>: <the error>".
 #pragma once
 
 #include <cstddef>
@@ -46,9 +45,6 @@
 namespace kiln::delegates::ethosu {
 
 constexpr const char* kBackendId = "EthosUBackend";
-constexpr uint32_t kPoolFull = 100, kScratchTooSmall = 101, kFastScratchTooSmall = 102,
-                   kScratchMisaligned = 103;
-constexpr uint32_t kWrongArgCount = 0xFFFF'FFFFu;
 
 // One initialised delegate: its checked payload and command stream (both borrow the
 // .pte bytes).
@@ -60,7 +56,7 @@ struct DelegateState {
 
 // The backend's static state; the app owns it (static storage) and every buffer it
 // points to. scratch and fast_scratch: address and size multiples of
-// kiln::ethosu::kDcacheLine (whole D-cache lines: the NPU writes them), shared by all
+// kiln::cpu::kDcacheLine (whole D-cache lines: the NPU writes them), shared by all
 // delegates (they run one at a time), sized by the build from the payloads.
 struct Context {
   const kiln::ethosu::Driver* driver = nullptr;
