@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kiln import paths
-from kiln.errors import BoardError, KilnError, UsageError
+from kiln.errors import BoardError, UsageError, run_command
 
 BOARDS_DIR = paths.BOARDS_DIR
 SCHEMA_VERSION = 1
@@ -561,18 +561,18 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("check", help="validate board descriptions")
     check.add_argument("files", nargs="*", type=Path)
     args = parser.parse_args(argv)
-    try:
+
+    def command() -> int:
         if args.command == "generate":
             generate(load(args.board), args.out, args.stack_size)
-        else:
-            for path in args.files or [BOARDS_DIR / n / "board.toml" for n in board_names()]:
-                board = load_board(path)
-                print(f"{path}: ok ({board.name}, {len(board.memory)} regions)")
-            targets()
-    except KilnError as error:
-        print(f"kiln: error: {error}", file=sys.stderr)
-        return error.exit_code
-    return 0
+            return 0
+        for path in args.files or [BOARDS_DIR / n / "board.toml" for n in board_names()]:
+            board = load_board(path)
+            print(f"{path}: ok ({board.name}, {len(board.memory)} regions)")
+        targets()
+        return 0
+
+    return run_command("kiln", command)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 The passes, in order (each timed for the report):
   load -> export -> quantize -> fold (kiln's graph) -> partition -> lower (TOSA)
   -> vela -> program (memory plan) -> write (.pte) -> report
+From fold on, kiln.checks verifies each stage's result before the next stage uses it (a
+broken invariant is an InternalError naming the stage); the checks are timed with their stage.
 """
 
 from __future__ import annotations
@@ -18,17 +20,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kiln import boards, graph
+from kiln import boards, checks, graph
+from kiln.errors import ModelError, UsageError
 from kiln.frontend import decompose
 from kiln.frontend import export as frontend
-from kiln.partition import partitioner as partition
-from kiln.program import builder as program
-from kiln.pte import writer as pte_writer
-from kiln.partition import support
+from kiln.frontend.quantizer import EthosUQuantizer, quantize
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
-from kiln.errors import ModelError, UsageError
-from kiln.frontend.quantizer import EthosUQuantizer, quantize
+from kiln.partition import partitioner as partition
+from kiln.partition import support
+from kiln.program import builder as program
+from kiln.pte import writer as pte_writer
 from kiln.spec import CompileSpec, QuantizationScheme
 
 
@@ -118,12 +120,15 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
             decompose.fold_batch_norm(module)
     with stage("fold"):
         g = graph.from_pt2e(module, io_quantized=spec.io == "int8")
+        checks.after("fold", g)
     with stage("partition"):
         parts = partition.partition(g, target, spec.exclusions, delegate=spec.delegate)
+        checks.after("partition", parts)
     tosa: list[bytes] = []
     with stage("lower"):
         for p in parts.partitions:
             tosa.append(tosa_lowering.lower(p))
+        checks.after("lower", parts, tosa)
     results: list[vela.VelaResult] = []
     with stage("vela"):
         for p, flatbuffer in zip(parts.partitions, tosa):
@@ -132,8 +137,10 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
             keep = spec.intermediates / f"partition_{p.index}" if spec.intermediates else None
             results.append(vela.compile_tosa(flatbuffer, f"{loaded.name}_{p.index}", target.name,
                                              spec.system_config, spec.memory_mode, keep))
+        checks.after("vela", parts, results)
     with stage("program"):
         prog = program.build(g, parts)
+        checks.after("program", prog)
         # From here on, per-delegate lists follow the delegate indices of the program.
         tosa = [tosa[p.index] for p in prog.delegates]
         results = [results[p.index] for p in prog.delegates]

@@ -1,7 +1,7 @@
 """Builds kiln's executor runner for one .pte (./scripts/build_executor_runner.sh).
 
-    python -m kiln.firmware.runner_build --pte=FILE --target=ethos-u55-128 [--system_config=NAME]
-        [--memory_mode=NAME] [--build_type=Release|Debug] [--output=DIR] [--default-input=FILE]...
+    kiln build --pte=FILE --target=ethos-u55-128 [--system_config=NAME] [--memory_mode=NAME]
+        [--build_type=Release|Debug] [--output=DIR] [--default-input=FILE]...
 
 Reads the .pte (kiln.pte.schema, kiln.lower.ethosu_payload), plans the runner's memory from it
 (`plan`: every planned buffer, the Ethos-U scratch and fast scratch, the value,
@@ -21,7 +21,6 @@ DATA_RESERVE bytes for the firmware's own variables, else to "bulk".
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -33,7 +32,7 @@ from pathlib import Path
 from kiln import boards, paths
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
-from kiln.errors import KilnError, RunnerBuildError, ToolMissingError, UsageError
+from kiln.errors import RunnerBuildError, ToolMissingError, UsageError
 
 APP_DIR = paths.FIRMWARE_DIR / "apps" / "executor_runner"
 KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
@@ -426,7 +425,7 @@ def report(p: Plan, elf: Path, out: Path) -> str:
     return text
 
 
-# --- Command line ----------------------------------------------------------------------
+# --- Building a runner ----------------------------------------------------------------------
 
 def default_output(pte_path: Path, target: str, memory_mode: str) -> Path:
     return paths.build_root() / "runner" / f"{pte_path.stem}-{target}-{memory_mode}"
@@ -445,38 +444,3 @@ def build_runner(pte_path: Path, target: str, memory_mode: str | None = None, sy
     elf = build(p, gen, out, build_type, Path(bake or pte_path))
     echo(report(p, elf, out), end="")
     return elf
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="build_executor_runner.sh",
-                                     description="Build kiln's executor runner firmware for a .pte.")
-    parser.add_argument("--pte", required=True, type=Path, help="the program (.pte)")
-    parser.add_argument("--target", required=True, help="NPU target, e.g. ethos-u55-128")
-    parser.add_argument("--system_config", help="Vela system config (default: the compile report's or the target's)")
-    parser.add_argument("--memory_mode", help="Shared_Sram, Sram_Only, Dedicated_Sram[_NNNKB] "
-                                              "(default: the compile report's or the target's)")
-    parser.add_argument("--build_type", default="Release", choices=("Release", "Debug"))
-    parser.add_argument("--output", type=Path, help="build directory (default build/runner/<model>-<target>-<mode>)")
-    parser.add_argument("--default-input", action="append", type=Path, default=[],
-                        help="raw bytes baked in as an input when none is given at run time (once per input)")
-    parser.add_argument("--skip-target-check", action="store_true",
-                        help="build even if a delegate was compiled for another target (the firmware refuses it)")
-    parser.add_argument("--bake", type=Path, help="bake this file instead of --pte, sized from --pte "
-                                                  "(tests the firmware's checks of damaged files)")
-    args = parser.parse_args(argv)
-    try:
-        defaults = [path.read_bytes() for path in args.default_input]
-        elf = build_runner(args.pte, args.target, args.memory_mode, args.system_config, args.build_type,
-                           args.output, defaults, not args.skip_target_check, args.bake)
-    except OSError as error:
-        print(f"build_executor_runner.sh: error: {error}", file=sys.stderr)
-        return 2
-    except KilnError as error:
-        print(f"build_executor_runner.sh: error: {error}", file=sys.stderr)
-        return error.exit_code
-    print(elf)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

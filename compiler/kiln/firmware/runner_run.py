@@ -9,13 +9,12 @@ installed, else kiln's virtual platform) and splits the outputs per sample.
 With count_instructions it runs on the virtual platform with kiln's instruction
 counter and returns the CPU instructions of each inference (see RunnerResult).
 
-    python -m kiln.firmware.runner_run digits --elf=FILE --target=ethos-u55-128 [--count=8]
-prints the predicted digit beside the true label for held-out images (run.sh's last step).
+digits_demo prints the predicted digit beside the true label for held-out images
+(`kiln deploy digits`, ./scripts/run.sh's last step).
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import numpy as np
 
 from kiln.pte import schema as pte
 from kiln.pte import writer as pte_writer
-from kiln.errors import KilnError, RunnerError, UsageError
+from kiln.errors import RunnerError, UsageError
 
 _INFERENCE = re.compile(r"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|not counted)")
 # The runner's one call per inference (firmware/apps/executor_runner/main.cpp):
@@ -70,7 +69,7 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     inputs, outputs = program_io(pte_path)
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "kiln.simulator.run", f"--elf={elf}", f"--target={target}", f"--platform={platform}",
+    command = [sys.executable, "-m", "kiln.cli", "run", f"--elf={elf}", f"--target={target}", f"--platform={platform}",
                f"--timeout={timeout}", f"--output-dir={work / 'out'}"]
     if count_instructions or profile_instructions:
         command.append(f"--count-instructions={INFERENCE_CALL}")
@@ -110,14 +109,16 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     return RunnerResult(done.returncode, done.stdout, done.stderr, results, npu, cpu, seconds, instructions)
 
 
-def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: str = "auto") -> int:
+def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: str = "auto",
+                timeout: float = 600) -> int:
     from kiln.models import digits
 
     images, labels = digits.test_split()
     if not 0 < count <= len(labels):
         raise UsageError(f"--count must be 1..{len(labels)}")
     with tempfile.TemporaryDirectory(prefix="kiln-run-") as tmp:
-        result = run(elf, target, pte_path, [[images[k].numpy()] for k in range(count)], Path(tmp), platform)
+        result = run(elf, target, pte_path, [[images[k].numpy()] for k in range(count)], Path(tmp), platform,
+                     timeout)
     if result.status != 0 or len(result.npu_cycles) != count:
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
@@ -137,23 +138,3 @@ def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: st
         print(f", {np.mean(counted):,.0f} CPU cycles", end="")
     print(f"; {result.seconds / count:.2f} s of wall time each on the platform (start-up included)")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kiln.firmware.runner_run")
-    parser.add_argument("model", choices=("digits",), help="the demo to run")
-    parser.add_argument("--elf", required=True, type=Path)
-    parser.add_argument("--pte", required=True, type=Path)
-    parser.add_argument("--target", required=True)
-    parser.add_argument("--count", type=int, default=8, help="held-out images (default 8)")
-    parser.add_argument("--platform", default="auto", choices=("auto", "fvp", "virtual"))
-    args = parser.parse_args(argv)
-    try:
-        return digits_demo(args.elf, args.target, args.pte, args.count, args.platform)
-    except KilnError as error:
-        print(f"kiln: error: {error}", file=sys.stderr)
-        return error.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

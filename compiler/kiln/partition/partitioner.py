@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kiln.boards import Target
-from kiln.errors import KilnError
+from kiln.errors import InternalError
 from kiln.graph import Graph, Op, Value
 from kiln.spec import Exclusions
 from kiln.partition.support import reason
@@ -212,5 +212,5 @@ def _schedule(graph: Graph, placements: list[Placement], partitions: list[Partit
                 done.add(id(unit))
                 break
         else:  # the partitioner never builds a cycle; this is a guard, not a path
-            raise KilnError("internal error: the partitions depend on each other in a cycle")
+            raise InternalError("the partitions depend on each other in a cycle")
     return schedule

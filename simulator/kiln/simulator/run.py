@@ -1,8 +1,8 @@
 """Run a firmware ELF on Arm's FVP when one is installed, else on kiln's virtual platform.
 
-    python -m kiln.simulator.run --elf=FILE --target=ethos-u55-128 [--timeout=S] [--input=FILE]... [--output-dir=DIR]
+    kiln run --elf=FILE --target=ethos-u55-128 [--timeout=S] [--input=FILE]... [--output-dir=DIR]
         [--count-instructions[=FUNCTION] [--profile-instructions]]
-    (./scripts/run_fvp.sh is this command)
+    (./scripts/run_fvp.sh is this command; kiln.cli parses it)
 
 The firmware's UART goes to standard output as it comes. On the virtual
 platform the target's Ethos-U configuration is modelled (simulator/attach.py
@@ -24,7 +24,6 @@ per function.
 
 from __future__ import annotations
 
-import argparse
 import os
 import queue
 import shutil
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kiln import boards
-from kiln.errors import KilnError, ToolMissingError, UsageError
+from kiln.errors import ToolMissingError, UsageError
 from kiln.simulator import qemu_plugin
 from kiln.simulator.faults import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader
 from kiln.simulator.npu.config import CONFIGS
@@ -373,61 +372,3 @@ def _report_instructions(counts: qemu_plugin.Counts | None, elf: Path, top: int 
             _note(f"  {n:>10}  {100 * n / inside:5.1f} %  {function}")
         if len(rows) > top:
             _note(f"  {sum(n for _, n in rows[top:]):>10}  in {len(rows) - top} other function(s)")
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("the timeout must be more than 0 seconds")
-    return value
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="run_fvp.sh",
-        description="Run firmware on Arm's FVP if installed, else on kiln's virtual platform.",
-    )
-    parser.add_argument("--elf", required=True, type=Path, help="the firmware ELF")
-    parser.add_argument("--target", required=True, help="NPU target, e.g. ethos-u55-128")
-    parser.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_S, help="seconds (default 120)")
-    parser.add_argument(
-        "--platform", choices=("auto", "fvp", "virtual"), default="auto",
-        help="auto (default): the FVP when installed, else the virtual platform",
-    )  # fmt: skip
-    parser.add_argument("--input", action="append", type=Path, default=[],
-                        help="a file the firmware reads as an input (kiln's executor runner; repeat per input)")
-    parser.add_argument("--output-dir", type=Path, help="where the firmware writes output_<i>.bin (created)")
-    parser.add_argument("--count-instructions", nargs="?", const="", metavar="FUNCTION",
-                        help="count instructions on the virtual platform: the whole run, and each call of "
-                             "FUNCTION if given (a symbol or demangled name)")
-    parser.add_argument("--profile-instructions", action="store_true",
-                        help="with --count-instructions=FUNCTION: where its calls' instructions went, by function")
-    args = parser.parse_args(argv)
-    counted = None
-    if args.count_instructions is not None:
-        counted = qemu_plugin.Request(args.count_instructions or None, args.profile_instructions)
-    try:
-        if args.profile_instructions and (counted is None or counted.function is None):
-            raise UsageError("--profile-instructions needs --count-instructions=FUNCTION")
-        firmware_args = firmware_arguments(args.input, args.output_dir)
-        result = run(args.elf, args.target, args.timeout, args.platform, echo=lambda line: print(line, flush=True),
-                     firmware_args=firmware_args, count_instructions=counted)
-    except UsageError as error:
-        parser.print_usage(sys.stderr)
-        print(f"run_fvp.sh: error: {error}", file=sys.stderr)
-        return error.exit_code
-    except KilnError as error:
-        print(f"kiln: error: {error}", file=sys.stderr)
-        return error.exit_code
-    except KeyboardInterrupt:
-        print("kiln: interrupted; stopped the platform", file=sys.stderr)
-        return 130
-    report(result, args.elf, args.timeout, counted)
-    return result.status
-
-
-if __name__ == "__main__":
-    sys.exit(main())
