@@ -3,6 +3,7 @@ exclusions, the report, run-host, and bad input."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 import subprocess
@@ -196,6 +197,30 @@ def test_memory_plan_never_overlaps_live_tensors():
             if a is b or a[3] < b[2] or b[3] < a[2]:
                 continue
             assert a[0] + a[1] <= b[0] or b[0] + b[1] <= a[0], (a, b)
+
+
+def test_report_gives_vela_cycles_and_time_as_its_summary_csv_says(tmp_path):
+    """Worked out from the summary CSVs Vela wrote (one per delegate; conv2 kept off the NPU
+    makes two): the report's NPU cycles are Vela's cycles_npu, its total cycles cycles_total,
+    and its milliseconds cycles_total at core_clock, Vela's own inference_time; the NPU cycles
+    alone give another time."""
+    spec = CompileSpec("ethos-u55-128", exclusions=Exclusions(node_names=("conv2d_1",)), intermediates=tmp_path)
+    report = kc.compile_model("tiny_cnn", spec, log=lambda line: None).report
+    rows = []
+    for path in sorted(tmp_path.glob("partition_*/tiny_cnn_*_summary_*.csv")):
+        with open(path, newline="") as f:
+            rows.append(next(csv.DictReader(f)))
+    assert len(rows) == len(report["delegates"]) == 2
+    npu = sum(int(float(row["cycles_npu"])) for row in rows)
+    total = sum(int(float(row["cycles_total"])) for row in rows)
+    (clock,) = {float(row["core_clock"]) for row in rows}
+    ms = total / clock * 1e3
+    assert ms == pytest.approx(sum(float(row["inference_time"]) for row in rows) * 1e3)
+    assert npu / clock * 1e3 != pytest.approx(ms, rel=0.01)
+    assert (report["npu_cycles"], report["npu_total_cycles"], report["npu_clock_hz"]) == (npu, total, clock)
+    assert report["npu_inference_ms"] == pytest.approx(ms, abs=1e-4)
+    assert (f"  Vela estimate: {npu:,} NPU cycles, {total:,} total cycles with memory access = {ms:.3f} ms "
+            f"at {clock / 1e6:g} MHz") in kc.format_report(report).splitlines()
 
 
 def kiln(*args, cwd=None):

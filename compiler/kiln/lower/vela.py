@@ -31,12 +31,17 @@ class VelaResult:
     fast_scratch_size: int  # region 2, bytes (Dedicated_Sram only)
     inputs: tuple[IoTensor, ...]
     outputs: tuple[IoTensor, ...]
-    npu_cycles: int  # Vela's estimate
-    total_cycles: int  # NPU plus memory-access cycles, Vela's estimate
-    inference_s: float  # Vela's estimate at the system config's clock
+    npu_cycles: int  # Vela's estimate of the NPU's own cycles ("NPU cycles")
+    total_cycles: int  # ... with the memory accesses the NPU waits for ("Total cycles")
+    inference_s: float  # total_cycles at the system config's clock (Vela's "inference time")
     macs: int
     sram_bytes: int  # Vela's "Total SRAM used"
     summary: dict  # every field of Vela's summary CSV
+
+    @property
+    def clock_hz(self) -> float:
+        """The NPU clock of the system config Vela compiled for (its core_clock)."""
+        return float(self.summary["core_clock"])
 
 
 def vela_command() -> list[str]:
