@@ -1,0 +1,89 @@
+"""SUPPORTED_OPS.md, generated from the support rules: which ops may run on the NPU and what
+each NPU family checks of them.
+
+    python -m kiln.partition.supported_ops --output SUPPORTED_OPS.md
+
+tests/compiler/test_supported_ops.py fails when the committed file differs from this output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from kiln import boards
+from kiln.partition.support import RULES, Rule
+from kiln.partition.vocabulary import LOWERED
+
+COMMAND = "python -m kiln.partition.supported_ops --output SUPPORTED_OPS.md"
+
+
+def families() -> list[str]:
+    """The NPU families the boards describe, e.g. ["ethos-u55", "ethos-u65", "ethos-u85"]."""
+    return sorted({t.family.name for t in boards.targets().values()})
+
+
+def _text(rule: Rule) -> str:
+    """The rule's reason, its fields (filled in from the op in a report) in italics."""
+    escaped = rule.text.replace("\\", "\\\\").replace("*", "\\*").replace("|", "\\|")
+    return re.sub(r"\{([^}]*)\}", r"*\1*", escaped)
+
+
+def _table(rules: list[Rule], names: list[str]) -> list[str]:
+    short = [n.removeprefix("ethos-").upper() for n in names]
+    lines = [f"| Rule: the op stays on the CPU with this reason when it fails | {' | '.join(short)} |",
+             "|---|" + "---|" * len(names)]
+    for r in rules:
+        cells = ["checked" if r.families is None or name in r.families else "-" for name in names]
+        lines.append(f"| {_text(r)} (`{r.name}`) | {' | '.join(cells)} |")
+    return lines
+
+
+def markdown() -> str:
+    names = families()
+    general = [r for r in RULES if r.ops is None]
+    groups: dict[tuple[str, ...], list[str]] = {}  # names of the op-specific rules -> ops
+    for target in sorted(LOWERED, key=str):
+        specific = tuple(r.name for r in RULES if r.ops is not None and target in r.ops)
+        groups.setdefault(specific, []).append(str(target))
+    by_name = {r.name: r for r in RULES}
+    lines = [
+        "# Operators on the Ethos-U NPU",
+        "",
+        f"Generated from kiln's support rules (compiler/kiln/partition/support.py) by `{COMMAND}`;",
+        "do not edit: tests/compiler/test_supported_ops.py fails when this file is stale.",
+        "",
+        "An op of kiln's graph runs on the NPU when it is one of the operators below, quantized, and every",
+        "rule that applies to it holds on the target's NPU family. Otherwise it stays on the CPU and the",
+        "compile report gives the first rule that failed, its fields (in italics here) filled in from the op.",
+        "Quantize and dequantize always run on the CPU: they convert between the program's float values",
+        "and integers. Columns: the NPU families of the boards in boards/.",
+        "",
+        "## Every operator",
+        "",
+        *_table(general, names),
+    ]
+    for specific, ops in sorted(groups.items(), key=lambda item: (not item[0], item[1][0])):
+        lines += ["", "## " + ", ".join(f"`{op}`" for op in ops), ""]
+        if specific:
+            lines += _table([by_name[n] for n in specific], names)
+        else:
+            lines.append("Only the rules for every operator.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Writes SUPPORTED_OPS.md from kiln's support rules.")
+    parser.add_argument("--output", type=Path, help="the file to write (default: standard output)")
+    args = parser.parse_args(argv)
+    text = markdown()
+    if args.output is None:
+        print(text, end="")
+    else:
+        args.output.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

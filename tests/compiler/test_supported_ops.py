@@ -1,0 +1,49 @@
+"""SUPPORTED_OPS.md at the repository root is what kiln.partition.supported_ops generates
+from the support rules, and says what the rules do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kiln.partition import supported_ops
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def section(text: str, heading: str) -> list[str]:
+    """The lines of the markdown section whose heading is `heading`."""
+    lines = text.splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return lines[start:end]
+
+
+def test_supported_ops_md_is_up_to_date():
+    committed = (ROOT / "SUPPORTED_OPS.md").read_text()
+    assert committed == supported_ops.markdown(), (
+        f"SUPPORTED_OPS.md is stale: run .venv/bin/{supported_ops.COMMAND} and commit it")
+
+
+def test_each_family_column_says_where_a_rule_applies():
+    """Two rules as support.py states them: the 16-bit transpose convolution is refused on
+    Ethos-U55 and U65 only; the stride range holds on every family."""
+    text = supported_ops.markdown()
+    rows = section(text, "## `aten.conv_transpose2d.input`")
+    assert rows[1] == "| Rule: the op stays on the CPU with this reason when it fails | U55 | U65 | U85 |"
+    (u55_only,) = [r for r in rows if "`int8_transpose_conv_on_u55`" in r]
+    assert u55_only.endswith("| checked | checked | - |")
+    (stride,) = [r for r in section(text, "## `aten.conv2d.default`") if "`stride_range`" in r]
+    assert stride == "| stride *stride* is outside the NPU's range 1..3 (`stride_range`) | checked | checked | checked |"
+
+
+def test_every_lowered_op_is_listed_once():
+    from kiln.partition.vocabulary import LOWERED
+
+    headings = [line for line in supported_ops.markdown().splitlines() if line.startswith("## `")]
+    listed = [op.strip("`") for h in headings for op in h.removeprefix("## ").split(", ")]
+    assert sorted(listed) == sorted(str(op) for op in LOWERED)
+
+
+def test_the_command_writes_the_file(tmp_path):
+    assert supported_ops.main(["--output", str(tmp_path / "ops.md")]) == 0
+    assert (tmp_path / "ops.md").read_text() == supported_ops.markdown()
