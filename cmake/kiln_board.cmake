@@ -1,6 +1,7 @@
 # Turns a board description (boards/<name>/board.toml) into a firmware build.
 #
 #   kiln_board_configure(<board> [STACK_SIZE <bytes>])
+#     STACK_SIZE overrides the board's main stack (board.toml's stack_size).
 #     Generates board.ld, kiln_board.h and board.cmake into the build tree with
 #     `python -m kiln.boards` (which validates the description), checks that the
 #     compiler accepts the board's CPU flags, and applies them to every target in
@@ -38,13 +39,14 @@ include(CheckCCompilerFlag)
 
 macro(kiln_board_configure board)
   cmake_parse_arguments(_kb "" "STACK_SIZE" "" ${ARGN})
-  if(NOT _kb_STACK_SIZE)
-    set(_kb_STACK_SIZE 0x8000)
+  set(_kb_stack)
+  if(_kb_STACK_SIZE)
+    set(_kb_stack --stack-size "${_kb_STACK_SIZE}")
   endif()
   set(_kb_out "${CMAKE_BINARY_DIR}/kiln-board")
   execute_process(
     COMMAND "${KILN_PYTHON}" -m kiln.boards generate --board "${board}"
-            --out "${_kb_out}" --stack-size "${_kb_STACK_SIZE}"
+            --out "${_kb_out}" ${_kb_stack}
     RESULT_VARIABLE _kb_rc ERROR_VARIABLE _kb_err)
   if(NOT _kb_rc EQUAL 0)
     string(STRIP "${_kb_err}" _kb_err)

@@ -105,6 +105,7 @@ class Board:
     path: Path
     cpu: Cpu
     memory: tuple[MemoryRegion, ...]
+    stack_size: int  # bytes of the main stack, reserved in the "stack" region (a build may override it)
     uart: Uart
     npu: Npu
     fvp_params: tuple[str, ...]  # -C parameters with {macs} and {cwd} placeholders
@@ -238,6 +239,7 @@ def load_board(path: Path) -> Board:
         path=path,
         cpu=_read_cpu(top.table("cpu")),
         memory=_read_memory(top),
+        stack_size=_read_stack_size(top),
         uart=_read_uart(top.table("uart")),
         npu=_read_npu(top.table("npu")),
         fvp_params=_read_fvp(top.table("fvp")),
@@ -245,6 +247,9 @@ def load_board(path: Path) -> Board:
     )
     top.close()
     _check_peripherals(board, top)
+    stack = board.region_for("stack")
+    if board.stack_size > stack.size:
+        top.fail("stack_size", f"{board.stack_size:#x} bytes do not fit in region {stack.name} ({stack.size:#x} bytes)")
     return board
 
 
@@ -286,6 +291,13 @@ def _read_memory(top: _Table) -> tuple[MemoryRegion, ...]:
         if len(holders) != 1:
             top.fail("memory", f"exactly one region must have purpose {purpose!r}, found {holders or 'none'}")
     return tuple(regions)
+
+
+def _read_stack_size(top: _Table) -> int:
+    size = top.integer("stack_size", minimum=8, limit=_ADDRESS_LIMIT)
+    if size % 8:
+        top.fail("stack_size", f"{size:#x} is not a multiple of 8 bytes (the stack's alignment)")
+    return size
 
 
 def _read_uart(t: _Table) -> Uart:
@@ -404,8 +416,9 @@ def target(name: str) -> Target:
 # ---------------------------------------------------------------- generators
 
 
-def linker_script(board: Board, stack_size: int) -> str:
-    """A GNU ld script for ``board``.
+def linker_script(board: Board, stack_size: int | None = None) -> str:
+    """A GNU ld script for ``board`` with a main stack of ``stack_size`` bytes (default:
+    the board's stack_size).
 
     Layout contract (the startup code relies on these symbols):
     - .vectors first in the code region; .text/.rodata and the .data load image
@@ -417,6 +430,7 @@ def linker_script(board: Board, stack_size: int) -> str:
       not zeroed) for objects placed there with KILN_PLACE_DATA/KILN_PLACE_BSS.
     The linker fails with "region `R' overflowed" when anything does not fit.
     """
+    stack_size = board.stack_size if stack_size is None else stack_size
     if stack_size <= 0 or stack_size % 8:
         raise UsageError(f"stack size {stack_size} must be a positive multiple of 8 bytes")
     code = board.region_for("code").name
@@ -538,8 +552,9 @@ def cmake_fragment(board: Board, out_dir: Path) -> str:
     )
 
 
-def generate(board: Board, out_dir: Path, stack_size: int):
-    """Writes board.ld, kiln_board.h and board.cmake into out_dir, only when changed."""
+def generate(board: Board, out_dir: Path, stack_size: int | None = None):
+    """Writes board.ld, kiln_board.h and board.cmake into out_dir, only when changed.
+    `stack_size`: the main stack in bytes (default: the board's stack_size)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, text in (
         ("board.ld", linker_script(board, stack_size)),
@@ -557,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     gen = sub.add_parser("generate", help="write board.ld, kiln_board.h and board.cmake")
     gen.add_argument("--board", required=True)
     gen.add_argument("--out", required=True, type=Path)
-    gen.add_argument("--stack-size", type=lambda s: int(s, 0), default=0x8000)
+    gen.add_argument("--stack-size", type=lambda s: int(s, 0), help="main stack in bytes (default: the board's)")
     check = sub.add_parser("check", help="validate board descriptions")
     check.add_argument("files", nargs="*", type=Path)
     args = parser.parse_args(argv)

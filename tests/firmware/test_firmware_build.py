@@ -1,4 +1,4 @@
-"""Build-time guarantees of the firmware: no heap, and set-up that is idempotent."""
+"""Build-time guarantees of the firmware: no heap, the board's stack, and set-up that is idempotent."""
 
 import os
 import subprocess
@@ -18,6 +18,18 @@ def test_firmware_links_no_heap(firmware_build):
     for elf in [firmware_build / "hello.elf", *sorted((firmware_build / "test-apps").glob("*.elf"))]:
         result = check_no_heap(elf)
         assert result.returncode == 0, (elf, result.stderr)
+
+
+def test_firmware_links_the_boards_main_stack(firmware_build):
+    """Without an override, every app's .stack is board.toml's stack_size."""
+    from elftools.elf.elffile import ELFFile
+
+    from kiln import boards
+
+    assert boards.load("corstone-300").stack_size == 0x8000  # boards/corstone-300/board.toml
+    for elf in [firmware_build / "hello.elf", *sorted((firmware_build / "test-apps").glob("*.elf"))]:
+        with open(elf, "rb") as stream:
+            assert ELFFile(stream).get_section_by_name(".stack")["sh_size"] == 0x8000, elf
 
 
 def test_an_elf_with_malloc_is_refused(tmp_path):

@@ -8,6 +8,7 @@ their own error and a non-zero status."""
 import configparser
 import contextlib
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from elftools.elf.elffile import ELFFile
 from ethosu.vela.architecture_features import ArchitectureFeatures
 from ethosu.vela.errors import VelaError
 
-from kiln import models, paths
+from kiln import boards, models, paths
 from kiln import compile as kiln_compile
 from kiln.reference import run_host as host
 from kiln.pte import schema as pte
@@ -99,11 +100,47 @@ def assert_matches_host(pte_path: Path, elf: Path, target: str, samples, tmp_pat
     return result
 
 
+def baked_pte(elf: Path) -> bytes:
+    """The .pte bytes the ELF carries: from symbol kiln_model_pte to kiln_model_pte_end."""
+    with open(elf, "rb") as stream:
+        f = ELFFile(stream)
+        symbols = {s.name: s["st_value"] for s in f.get_section_by_name(".symtab").iter_symbols()}
+        start, end = symbols["kiln_model_pte"], symbols["kiln_model_pte_end"]
+        for section in f.iter_sections():
+            base = section["sh_addr"]
+            if section["sh_type"] == "SHT_PROGBITS" and base <= start and end <= base + section["sh_size"]:
+                return section.data()[start - base:end - base]
+    raise AssertionError(f"no section of {elf} holds the .pte")
+
+
+def assert_baked_without_reference_data(pte_path: Path, elf: Path) -> tuple[int, int]:
+    """The firmware carries the program without run-host's TOSA graphs (named data kiln.pte.writer's
+    TOSA_KEY) and otherwise as the file holds it. Returns (bytes on disk, bytes baked)."""
+    prefix = pte_writer.TOSA_KEY.format("")
+    data, baked = pte_path.read_bytes(), baked_pte(elf)
+    on_disk, carried = pte.deserialize(data), pte.deserialize(baked)
+    assert not [key for key in carried.named() if key.startswith(prefix)]
+    assert carried.named() == {k: v for k, v in on_disk.named().items() if not k.startswith(prefix)}
+    assert carried.program.execution_plans == on_disk.program.execution_plans
+    assert carried.program.constant_segment == on_disk.program.constant_segment
+    n_constants = len(on_disk.program.constant_segment.offsets)
+    assert [carried.constant(i) for i in range(n_constants)] == [on_disk.constant(i) for i in range(n_constants)]
+    for d in on_disk.program.execution_plans[0].delegates:
+        assert carried.delegate_payload(d) == on_disk.delegate_payload(d)
+    if len(carried.named()) == len(on_disk.named()):
+        assert baked == data  # nothing to leave out: baked as it is
+    return len(data), len(baked)
+
+
 @pytest.mark.parametrize("model", list(models.MODELS))
 def test_zoo_model_equals_run_host_bit_for_bit(work, builder, tmp_path, model):
-    """Every zoo model, MobileNetV2 1.0 at 224x224 (7.4 MB .pte in DDR) included."""
+    """Every zoo model, MobileNetV2 1.0 at 224x224 (7.4 MB .pte in DDR) included. The firmware
+    carries the program without run-host's TOSA graphs; run-host reads them from the file."""
     pte_path = compiled(work, model)
     elf = builder(pte_path)
+    on_disk, baked = assert_baked_without_reference_data(pte_path, elf)
+    tosa = sum(len(v) for k, v in pte.deserialize(pte_path.read_bytes()).named().items() if k.startswith("kiln/tosa/"))
+    assert tosa > 0 and on_disk - baked >= tosa
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=7), tmp_path)
     assert all(c > 0 for c in result.npu_cycles)
     assert "kiln executor runner: " + pte_path.stem + " (Shared_Sram) on corstone-300" in result.stdout
@@ -124,6 +161,34 @@ def test_digits_on_device_accuracy_equals_host_int8_accuracy(work, builder, tmp_
     labels = labels.numpy()
     assert (device == on_host).all()
     assert (device == labels).mean() == (on_host == labels).mean() > 0.8
+
+
+def test_the_build_and_the_writer_name_the_same_reference_data():
+    assert runner_build.REFERENCE_DATA_PREFIX == pte_writer.TOSA_KEY.format("")
+
+
+def test_the_stack_override_reaches_the_link_and_the_plan(work, tmp_path):
+    """The main stack is board.toml's stack_size unless the build overrides it; either way the
+    ELF's .stack and the planned buffers' placement use the one the build links. digits' one
+    planned buffer fits in DTCM (512 KiB) beside the board's stack and the 64 KiB the runner
+    keeps for its own data; beside a 448 KiB stack it does not, and goes to DDR."""
+    pte_path = compiled(work, "digits")
+    board = boards.load("corstone-300")
+    for override, stack, region in ((None, board.stack_size, "dtcm"), (0x7_0000, 0x7_0000, "ddr")):
+        out = tmp_path / f"stack-{stack:#x}"
+        elf = runner_build.build_runner(pte_path, "ethos-u55-128", output=out, echo=lambda *a, **k: None,
+                                        stack_size=override)
+        with open(elf, "rb") as stream:
+            f = ELFFile(stream)
+            assert f.get_section_by_name(".stack")["sh_size"] == stack
+            (planned,) = [s["st_value"] for s in f.get_section_by_name(".symtab").iter_symbols()
+                          if "kiln_planned_1" in s.name]
+        home = next(r for r in board.memory if r.name == region)
+        assert home.base <= planned < home.end
+        report = json.loads((out / "memory_report.json").read_text())
+        assert report["stack"] == {"size": stack, "region": "dtcm"}
+        assert [b["region"] for b in report["buffers"] if b["what"].startswith("planned buffer")] == [region]
+    assert board.stack_size == 0x8000  # boards/corstone-300/board.toml
 
 
 def test_a_cpu_only_program_runs(work, builder, tmp_path):

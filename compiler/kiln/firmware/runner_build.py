@@ -11,6 +11,10 @@ sections in the board's regions, the selective kernel table), configures and bui
 firmware/apps/executor_runner with CMake and arm-none-eabi-gcc, writes a size and
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
 
+The .pte baked in is the program without run-host's reference TOSA graphs (named data
+"kiln/tosa/<i>", kiln.pte.writer): no firmware reads them, and they can be half the
+file. The .pte on disk keeps them for `kiln run-host`; the memory report shows the saving.
+
 Placement per memory mode (the board's memory purposes):
     Shared_Sram      .pte (and so the weights) in "model", scratch in "npu"
     Sram_Only        .pte and scratch in "npu"
@@ -21,6 +25,7 @@ DATA_RESERVE bytes for the firmware's own variables, else to "bulk".
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -37,7 +42,9 @@ from kiln.errors import RunnerBuildError, ToolMissingError, UsageError
 APP_DIR = paths.FIRMWARE_DIR / "apps" / "executor_runner"
 KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
 APP = "executor_runner"
-STACK_SIZE = 0x8000  # firmware/CMakeLists.txt's default main stack
+BAKED_PTE = "model.pte"  # in the generated sources: the .pte model_pte.S bakes in
+# Named data kiln.pte.writer writes for run-host only (its TOSA_KEY "kiln/tosa/{}"): not baked.
+REFERENCE_DATA_PREFIX = "kiln/tosa/"
 DATA_RESERVE = 64 * 1024  # the runner's and runtime's own .data/.bss beside planned buffers
 BUFFER_ALIGNMENT = 32  # whole D-cache lines: the NPU writes the scratch
 PTE_ALIGNMENT = 128  # ExecuTorch's segment alignment: segments keep theirs in memory
@@ -64,7 +71,7 @@ class Plan:
     memory_mode: str
     system_config: str
     pte_region: str
-    pte_size: int
+    pte_size: int  # bytes of the .pte as baked
     values: int
     operators: list[tuple[str, str]]
     delegates: int
@@ -72,12 +79,40 @@ class Plan:
     scratch: Buffer | None = None
     fast_scratch: Buffer | None = None
     input_sizes: list[int] = field(default_factory=list)
+    stack_size: int = 0  # main stack in bytes, as the build links it (board.toml's, or the override)
+    pte_file_size: int = 0  # bytes of the .pte on disk
+    baked: bytes = field(default=b"", repr=False)  # the .pte to bake (pte_size bytes)
 
     def buffers(self) -> list[Buffer]:
         return self.planned + [b for b in (self.scratch, self.fast_scratch) if b is not None]
 
 
 # --- Planning -------------------------------------------------------------------------
+
+def without_reference_data(data: bytes) -> bytes:
+    """`data` (a .pte) without the named data only run-host reads (REFERENCE_DATA_PREFIX
+    keys); `data` itself when it has none. The program, its constants, delegate payloads
+    and other named data are written back unchanged in kiln.pte.schema.serialize's
+    layout (ExecuTorch's), the one kiln compile wrote them in."""
+    f = pte.deserialize(data)
+    named = f.named()
+    kept = {key: blob for key, blob in named.items() if not key.startswith(REFERENCE_DATA_PREFIX)}
+    if len(kept) == len(named):
+        return data
+    payloads, plans = [], []
+    for plan in f.program.execution_plans:
+        delegates = []
+        for d in plan.delegates:
+            delegates.append(pte.BackendDelegate(d.id, pte.DataReference(pte.DataLocation.INLINE, len(payloads)),
+                                                 d.compile_specs))
+            payloads.append(f.delegate_payload(d))
+        plans.append(dataclasses.replace(plan, delegates=delegates))
+    cs = f.program.constant_segment
+    n_constants = len(cs.offsets) if cs is not None and cs.offsets else len(f.program.constant_buffers)
+    constants = [f.constant(i) for i in range(1, n_constants)]  # 0: the reserved empty one
+    return pte.serialize(pte.PteProgram(plans, f.program.version), constants=constants, delegate_payloads=payloads,
+                         named_data=kept)
+
 
 def _align(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
@@ -128,7 +163,9 @@ def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
 
 
 def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
-         system_config: str | None = None, check_target: bool = True) -> Plan:
+         system_config: str | None = None, check_target: bool = True, stack_size: int | None = None) -> Plan:
+    """`stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
+    the build links exactly this one, so the planned buffers' fit in "data" uses it too."""
     target = boards.target(target_name)
     try:
         data = pte_path.read_bytes()
@@ -150,13 +187,22 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
     dedicated = mode.startswith("Dedicated_Sram")
     p = Plan(model=pte_path.stem, target=target, memory_mode=mode, system_config=config,
              pte_region=(npu_region if mode == "Sram_Only" else model_region).name,
-             pte_size=len(data), values=len(program.values),
+             pte_size=0, values=len(program.values),
              operators=[(op.name, op.overload) for op in program.operators],
              delegates=len(program.delegates),
-             input_sizes=[program.values[i].nbytes for i in program.inputs])
+             input_sizes=[program.values[i].nbytes for i in program.inputs],
+             stack_size=board.stack_size if stack_size is None else stack_size, pte_file_size=len(data))
+    if p.stack_size <= 0 or p.stack_size % 8:
+        raise UsageError(f"stack size {p.stack_size} must be a positive multiple of 8 bytes")
+    try:
+        p.baked = without_reference_data(data)
+    except pte.PteError as error:
+        raise RunnerBuildError(f"{pte_path} could not be rewritten without its reference data: {error}") from None
+    p.pte_size = len(p.baked)
     sizes = list(program.non_const_buffer_sizes[1:])
     data_region = board.region_for("data")
-    fits_in_data = sum(_align(s) for s in sizes) + STACK_SIZE + DATA_RESERVE <= data_region.size
+    beside = p.stack_size if board.region_for("stack") == data_region else 0  # the stack shares the region
+    fits_in_data = sum(_align(s) for s in sizes) + beside + DATA_RESERVE <= data_region.size
     planned_region = (data_region if fits_in_data else board.region_for("bulk")).name
     p.planned = [Buffer(f"kiln_planned_{i + 1}", s, planned_region, f"planned buffer {i + 1}")
                  for i, s in enumerate(sizes)]
@@ -244,10 +290,11 @@ def _kernel_table(p: Plan, out: Path) -> None:
         raise RunnerBuildError(f"{p.model}: {last}")
 
 
-def generate(p: Plan, pte_path: Path, out: Path, default_inputs: list[bytes], bake: Path | None = None) -> Path:
-    """Writes the model's generated sources into out/generated and returns that directory.
-    `bake`: a file baked in instead of `pte_path` (sizes still come from `pte_path`), for
-    testing the firmware's own checks with damaged files."""
+def generate(p: Plan, out: Path, default_inputs: list[bytes], bake: Path | None = None) -> Path:
+    """Writes the model's generated sources into out/generated and returns that directory:
+    the .pte to bake (BAKED_PTE: p.baked), model_pte.S, model_memory.cpp, kernel_table.cpp.
+    `bake`: a file baked in instead (sizes still come from the plan's .pte), for testing
+    the firmware's own checks with damaged files."""
     if default_inputs and len(default_inputs) != len(p.input_sizes):
         raise UsageError(f"the program takes {len(p.input_sizes)} input(s); {len(default_inputs)} "
                          "--default-input given")
@@ -256,7 +303,10 @@ def generate(p: Plan, pte_path: Path, out: Path, default_inputs: list[bytes], ba
             raise UsageError(f"default input {i} has {len(raw)} bytes; the program takes {size}")
     gen = out / "generated"
     gen.mkdir(parents=True, exist_ok=True)
-    _write_if_changed(gen / "model_pte.S", _pte_asm(Path(bake or pte_path), p.pte_region))
+    baked = gen / BAKED_PTE
+    if not baked.is_file() or baked.read_bytes() != p.baked:
+        baked.write_bytes(p.baked)
+    _write_if_changed(gen / "model_pte.S", _pte_asm(Path(bake or baked), p.pte_region))
     _write_if_changed(gen / "model_memory.cpp", _memory_cpp(p, default_inputs))
     _kernel_table(p, gen)
     return gen
@@ -302,7 +352,7 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
           f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}", f"-DKILN_PYTHON={sys.executable}",
           f"-DKILN_BOARD={p.target.board.name}",
           f"-DCMAKE_BUILD_TYPE={build_type}", f"-DKILN_RUNNER_GENERATED={gen}",
-          f"-DKILN_RUNNER_PTE={baked.resolve()}"],
+          f"-DKILN_RUNNER_PTE={baked.resolve()}", f"-DKILN_STACK_SIZE={p.stack_size:#x}"],
          "configuring the runner", p)
     _run(["cmake", "--build", str(build_dir)], "building the runner", p)
     elf = build_dir / f"{APP}.elf"
@@ -402,8 +452,13 @@ def report(p: Plan, elf: Path, out: Path) -> str:
                      f"image {u['image']:,}, uninitialised {u['uninitialised']:,}")
     lines += ["", "buffers planned from the .pte:"]
     lines.append(f"  {'the .pte (weights, command streams)':<40} {p.pte_size:>11,}  {p.pte_region}")
+    if p.pte_file_size != p.pte_size:
+        lines.append(f"    as baked: the {p.pte_file_size:,}-byte file less {p.pte_file_size - p.pte_size:,} bytes of "
+                     "run-host's reference TOSA graphs")
     for b in p.buffers():
         lines.append(f"  {b.what:<40} {b.size:>11,}  {b.region}")
+    stack_region = p.target.board.region_for("stack").name
+    lines.append(f"  {'main stack (board.toml, or the override)':<40} {p.stack_size:>11,}  {stack_region}")
     lines += ["", "image by part, bytes (code = text + rodata; data = initialised; the .pte apart):"]
     totals: dict[str, dict[str, int]] = {}
     for (region, part, kind), size in parts.items():
@@ -419,7 +474,9 @@ def report(p: Plan, elf: Path, out: Path) -> str:
         "model": p.model, "target": p.target.name, "memory_mode": p.memory_mode, "elf": str(elf),
         "regions": {r.name: {"size": r.size, **usage[r.name]} for r in regions},
         "buffers": [{"what": b.what, "size": b.size, "region": b.region} for b in p.buffers()],
-        "pte": {"size": p.pte_size, "region": p.pte_region},
+        "pte": {"size": p.pte_size, "region": p.pte_region, "file_size": p.pte_file_size,
+                "reference_data_left_out": p.pte_file_size - p.pte_size},
+        "stack": {"size": p.stack_size, "region": stack_region},
         "parts": totals,
     }, indent=2) + "\n")
     return text
@@ -433,14 +490,16 @@ def default_output(pte_path: Path, target: str, memory_mode: str) -> Path:
 
 def build_runner(pte_path: Path, target: str, memory_mode: str | None = None, system_config: str | None = None,
                  build_type: str = "Release", output: Path | None = None, default_inputs: list[bytes] = (),
-                 check_target: bool = True, bake: Path | None = None, echo=print) -> Path:
-    """Plans, generates, builds and reports; returns the ELF."""
+                 check_target: bool = True, bake: Path | None = None, echo=print,
+                 stack_size: int | None = None) -> Path:
+    """Plans, generates, builds and reports; returns the ELF. `stack_size`: the main
+    stack in bytes (default: the board's)."""
     if build_type not in ("Release", "Debug"):
         raise UsageError(f"build type {build_type!r} is not Release or Debug")
-    p = plan(Path(pte_path), target, memory_mode, system_config, check_target)
+    p = plan(Path(pte_path), target, memory_mode, system_config, check_target, stack_size)
     out = Path(output or default_output(Path(pte_path), target, p.memory_mode)).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    gen = generate(p, Path(pte_path), out, list(default_inputs), bake)
-    elf = build(p, gen, out, build_type, Path(bake or pte_path))
+    gen = generate(p, out, list(default_inputs), bake)
+    elf = build(p, gen, out, build_type, Path(bake) if bake else gen / BAKED_PTE)
     echo(report(p, elf, out), end="")
     return elf
