@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Build kiln's executor runner firmware for one .pte: reads the program, sizes and
-# places every buffer for the memory mode, links only the kernels the program names,
+# Build kiln's executor runner firmware for one .pte: `kiln build`. Reads the program, sizes
+# and places every buffer for the memory mode, links only the kernels the program names,
 # builds with CMake + arm-none-eabi-gcc for the target's board, writes
 # memory_report.txt/.json beside the build and prints the ELF's path as its last line.
 #   ./scripts/build_executor_runner.sh --pte=FILE --target=ethos-u55-128 [--system_config=NAME]
 #       [--memory_mode=NAME] [--build_type=Release|Debug] [--output=DIR] [--default-input=FILE]...
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ -x "$ROOT/.venv/bin/python" ] || "$ROOT/scripts/setup.sh" >&2
-exec "$ROOT/.venv/bin/python" -m kiln.firmware.runner_build "$@"
+[ -x "$ROOT/.venv/bin/kiln" ] || "$ROOT/scripts/setup.sh" >&2
+exec "$ROOT/.venv/bin/kiln" --as=build_executor_runner.sh build "$@"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run a firmware ELF on Arm's FVP when one is on PATH, else on kiln's virtual platform
-# (QEMU mps3-an547 with kiln's model of the target's Ethos-U55/U65 attached).
+# (QEMU mps3-an547 with kiln's model of the target's Ethos-U55/U65 attached): `kiln run`.
 #   ./scripts/run_fvp.sh --elf=FILE --target=ethos-u55-128 [--timeout=S] [--platform=auto|fvp|virtual]
-#       [--count-instructions[=FUNCTION] [--profile-instructions]]
+#       [--input=FILE]... [--output-dir=DIR] [--count-instructions[=FUNCTION] [--profile-instructions]]
 # --count-instructions: on the virtual platform, the instructions the whole run and each
 # call of FUNCTION executed (kiln's QEMU plugin, simulator/qemu_plugin/), on stderr.
 # Exit status: the firmware's own; 134 fault; 124 timeout; 125 the platform stopped
@@ -10,5 +10,5 @@
 # KILN_VP_NPU_HANG=1: the virtual NPU never finishes a stream (tests firmware timeouts).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ -x "$ROOT/.venv/bin/python" ] || "$ROOT/scripts/setup.sh" >&2
-exec "$ROOT/.venv/bin/python" -m kiln.simulator.run "$@"
+[ -x "$ROOT/.venv/bin/kiln" ] || "$ROOT/scripts/setup.sh" >&2
+exec "$ROOT/.venv/bin/kiln" --as=run_fvp.sh run "$@"

@@ -1,42 +1,55 @@
-"""The `kiln` command."""
+"""The `kiln` command: every job kiln does, one subcommand each.
+
+    kiln compile MODEL --target T --output FILE.pte   a model to a .pte, its report beside it as .json
+    kiln build --pte FILE --target T                  kiln's executor runner firmware for a .pte; prints the ELF
+    kiln build --app NAME --target T                  one of the firmware's plain apps (hello, ...); prints the ELF
+    kiln run --elf FILE --target T                    firmware on Arm's FVP if installed, else the virtual platform
+    kiln run-host PTE --input FILE --output-dir DIR   a .pte on the host: the reference the firmware must match
+    kiln targets                                      the NPU targets, their boards and Vela defaults
+    kiln deploy [MODEL] --target T                    compile, build and run: the whole job on defaults
+
+ExecuTorch's script names stay as thin wrappers: ./scripts/run.sh is `kiln deploy`,
+./scripts/build_executor_runner.sh is `kiln build`, ./scripts/run_fvp.sh is `kiln run`.
+They pass `--as NAME` first, so usage lines and messages name the script a person ran.
+Every command runs through kiln.errors.run_command: an error is one line on standard
+error and an exit status, never a traceback. Options take dashes or underscores
+(--memory-mode or --memory_mode) alike.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import shutil
 import sys
+from pathlib import Path
 
-from kiln import boards
-from kiln.firmware import build as firmware
-from kiln.errors import KilnError
+from kiln.errors import UsageError, run_command
+
+DEFAULT_TARGET = "ethos-u55-128"  # deploy's, as ./scripts/run.sh's
+DEFAULT_TIMEOUT_S = 120.0  # kiln.simulator.run.DEFAULT_TIMEOUT_S; not imported, so --help stays quick
+DEPLOY_TIMEOUT_S = 600.0  # digits classifies 8 images in one run
+RUN_STATUSES = """exit status:
+  the firmware's  it exited ("[kiln] exit N" on the UART, or semihosting)
+  134             the CPU faulted (the fault is explained on standard error)
+  124             timeout: the firmware did not exit in time and was stopped
+  125             the platform stopped without the firmware reporting an exit
+  127             no platform for this target (e.g. Ethos-U85 needs Arm's FVP)
+  2               usage error: unknown target, missing file, bad argument"""
+
+
+# --- The commands ----------------------------------------------------------------------------
 
 
 def _targets(args) -> int:
+    from kiln import boards
+
     print(f"{'target':16} {'board':14} {'system config':30} memory mode")
     for name, target in boards.targets().items():
         print(f"{name:16} {target.board.name:14} {target.system_config:30} {target.memory_mode}")
     return 0
 
 
-def _build_firmware(args) -> int:
-    board = boards.target(args.target).board.name
-    build_dir = firmware.build(board, args.build_dir, test_apps=args.test_apps, build_type=args.build_type)
-    print(firmware.elf(build_dir, args.app))
-    return 0
-
-
-def _quiet_third_party_logs():
-    """torchao warns that its CUDA-only libraries do not load, and torch's pytree about a
-    deprecation inside torchao: neither concerns kiln's users."""
-    for name in ("torchao", "torch.utils._pytree"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-
-
 def _compile(args) -> int:
-    from pathlib import Path
-
-    _quiet_third_party_logs()
-    from kiln import compile as kc
     from kiln.spec import CompileSpec, Exclusions
 
     spec = CompileSpec(
@@ -46,16 +59,81 @@ def _compile(args) -> int:
         exclusions=Exclusions(tuple(args.exclude_op), tuple(args.exclude_module), tuple(args.exclude_node)),
         intermediates=Path(args.intermediates) if args.intermediates else None,
     )
-    result = kc.compile_model(args.model, spec, Path(args.calibration) if args.calibration else None,
-                              log=lambda line: print(line, file=sys.stderr))
-    report_path = kc.write(result, Path(args.output))
-    print(kc.format_report(result.report))
-    print(f"wrote {args.output} and {report_path}")
+    _compile_and_write(args.model, spec, Path(args.output), Path(args.calibration) if args.calibration else None)
     return 0
 
 
+def _compile_and_write(model: str, spec, output: Path, calibration: Path | None = None):
+    """Compiles `model` to `spec`, writes the .pte and its .json report and prints the report."""
+    from kiln import compile as kc
+
+    result = kc.compile_model(model, spec, calibration, log=lambda line: print(line, file=sys.stderr))
+    report_path = kc.write(result, output)
+    print(kc.format_report(result.report))
+    print(f"wrote {output} and {report_path}")
+
+
+def _build(args) -> int:
+    if args.app is not None:
+        return _build_app(args)
+    from kiln.firmware import runner_build
+
+    defaults = []
+    for path in args.default_input:
+        if not path.is_file():
+            raise UsageError(f"--default-input {path}: no such file")
+        defaults.append(path.read_bytes())
+    elf = runner_build.build_runner(args.pte, args.target, args.memory_mode, args.system_config, args.build_type,
+                                    args.output, defaults, not args.skip_target_check, args.bake)
+    print(elf)
+    return 0
+
+
+def _build_app(args) -> int:
+    from kiln import boards
+    from kiln.firmware import build as firmware
+
+    runner_only = [flag for flag, given in (("--memory-mode", args.memory_mode), ("--system-config", args.system_config),
+                                            ("--default-input", args.default_input), ("--bake", args.bake),
+                                            ("--skip-target-check", args.skip_target_check)) if given]
+    if runner_only:
+        raise UsageError(f"{runner_only[0]} applies to a runner built for a .pte (--pte), not to --app")
+    board = boards.target(args.target).board.name
+    build_dir = firmware.build(board, args.output, test_apps=args.test_apps, build_type=args.build_type)
+    print(firmware.elf(build_dir, args.app))
+    return 0
+
+
+def _run(args) -> int:
+    from kiln.simulator import qemu_plugin
+    from kiln.simulator import run as platform
+
+    counted = None
+    if args.count_instructions is not None:
+        counted = qemu_plugin.Request(args.count_instructions or None, args.profile_instructions)
+    if args.profile_instructions and (counted is None or counted.function is None):
+        raise UsageError("--profile-instructions needs --count-instructions=FUNCTION")
+    firmware_args = platform.firmware_arguments(args.input, args.output_dir)
+    return _run_elf(args.elf, args.target, args.timeout, args.platform, firmware_args, counted)
+
+
+def _run_elf(elf: Path, target: str, timeout: float, which: str, firmware_args=(), counted=None) -> int:
+    """Runs an ELF with the UART on standard output; returns the status kiln run documents."""
+    from kiln import boards
+    from kiln.simulator import run as platform
+
+    boards.target(target)  # an unknown target first: it says which targets there are
+    if elf.is_dir():
+        raise UsageError(f"{elf} is a directory, not an ELF file")
+    if elf.is_file() and elf.read_bytes()[:4] != b"\x7fELF":
+        raise UsageError(f"{elf} is not an ELF file (build one with `kiln build`)")
+    result = platform.run(elf, target, timeout, which, echo=lambda line: print(line, flush=True),
+                          firmware_args=firmware_args, count_instructions=counted)
+    platform.report(result, elf, timeout, counted)
+    return result.status
+
+
 def _run_host(args) -> int:
-    _quiet_third_party_logs()
     from kiln.reference import run_host as host
 
     for path in host.run_files(args.pte, args.input, args.output_dir):
@@ -63,54 +141,209 @@ def _run_host(args) -> int:
     return 0
 
 
-def _run_fvp(args) -> int:
-    from kiln.simulator import run
+def _deploy(args) -> int:
+    from kiln import paths
+    from kiln.firmware import runner_build, runner_run
+    from kiln.spec import CompileSpec
 
-    return run.main(args.rest)
+    if args.model is not None and args.model_option is not None and args.model != args.model_option:
+        raise UsageError(f"two models given: {args.model} and --model {args.model_option}")
+    model = args.model_option or args.model or "digits"
+    name = Path(model).stem if model.endswith(".py") else model
+    pte = Path(args.output) if args.output else paths.build_root() / f"{name}.pte"
+    _step(args.prog, f"compiling {model} for {args.target}")
+    _compile_and_write(model, CompileSpec(args.target, args.system_config, args.memory_mode), pte)
+    _step(args.prog, f"building the executor runner for {name} on {args.target}")
+    elf = runner_build.build_runner(pte, args.target)
+    print(elf)
+    _step(args.prog, f"running {elf}")
+    if model == "digits":
+        return runner_run.digits_demo(elf, args.target, pte, args.count, args.platform, args.timeout)
+    return _run_elf(elf, args.target, args.timeout, args.platform)
+
+
+def _step(prog: str, message: str):
+    print(f"{prog}: {message}", flush=True)
+
+
+# --- The command line ------------------------------------------------------------------------
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help with room for the options' names."""
+
+    def __init__(self, prog: str):
+        super().__init__(prog, max_help_position=34, width=min(shutil.get_terminal_size().columns, 110))
+
+
+class _StatusFormatter(_Formatter, argparse.RawDescriptionHelpFormatter):
+    """As _Formatter, and the epilog (a table of exit statuses) as written."""
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the timeout must be more than 0 seconds")
+    return value
+
+
+def _positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the count must be 1 or more")
+    return value
+
+
+def _target_option(parser, default: str | None = None):
+    if default is None:
+        parser.add_argument("--target", required=True, help="the NPU target, e.g. ethos-u55-128 (`kiln targets`)")
+    else:
+        parser.add_argument("--target", default=default, help=f"the NPU target (default {default}; `kiln targets`)")
+
+
+def _vela_options(parser, default: str):
+    parser.add_argument("--system-config", metavar="NAME", help=f"Vela system config (default: {default})")
+    parser.add_argument("--memory-mode", metavar="NAME",
+                        help=f"Shared_Sram, Sram_Only or Dedicated_Sram[_256KB|_384KB|_512KB] (default: {default})")
+
+
+def _platform_options(parser, timeout: float):
+    parser.add_argument("--platform", choices=("auto", "fvp", "virtual"), default="auto",
+                        help="auto (default): Arm's FVP when installed, else kiln's virtual platform")
+    parser.add_argument("--timeout", type=_positive_seconds, default=timeout, metavar="S",
+                        help=f"stop the firmware after S seconds (default {timeout:g}; status 124)")
+
+
+def _parser(script: str | None) -> argparse.ArgumentParser:
+    """kiln's parser; with `script`, every usage line and message names it instead of `kiln`."""
+    parser = argparse.ArgumentParser(
+        prog=script or "kiln", formatter_class=_Formatter, allow_abbrev=False,
+        description="Bake PyTorch models into Cortex-M + Ethos-U firmware: compile a model to an ExecuTorch "
+                    ".pte, build firmware for it, run it on Arm's FVP or kiln's virtual platform.",
+        epilog="`kiln COMMAND --help` lists a command's options; options take dashes or underscores alike "
+               "(--memory-mode, --memory_mode). An error is one line on standard error and a non-zero exit status.",
+    )  # fmt: skip
+    parser.add_argument("--as", dest="script", metavar="NAME",
+                        help="name usage lines and messages after NAME (the ./scripts wrappers; first option only)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, func, description: str | None = None, epilog: str | None = None,
+                formatter=_Formatter):
+        p = sub.add_parser(name, help=summary, description=description or summary, epilog=epilog,
+                           prog=script or f"kiln {name}", formatter_class=formatter, allow_abbrev=False)
+        p.set_defaults(func=func, prog=script or "kiln", usage=p.format_usage)
+        return p
+
+    co = command("compile", "compile a model (a zoo name or a .py file) to a .pte and a .json report", _compile)
+    co.add_argument("model", metavar="MODEL",
+                    help="a zoo model (e.g. digits, resnet8) or a .py file defining ModelUnderTest and ModelInputs")
+    _target_option(co)
+    co.add_argument("--output", required=True, metavar="FILE", help="the .pte to write; the report goes beside it "
+                                                                     "as .json")
+    _vela_options(co, "the board's")
+    co.add_argument("--calibration", metavar="DATA", help="an .npz (or a folder of them) of representative inputs")
+    co.add_argument("--no-quantize", action="store_true", help="keep the model in float (it then runs on the CPU)")
+    co.add_argument("--no-delegate", action="store_true", help="run everything on the CPU")
+    co.add_argument("--io", choices=("float", "int8"), default="float", help="the program's input and output type")
+    co.add_argument("--activation-bits", type=int, choices=(8, 16), default=8,
+                    help="8 (default) or 16-bit activations, with int8 weights")
+    co.add_argument("--exclude-op", action="append", default=[], metavar="OP", help="keep an op type off the NPU")
+    co.add_argument("--exclude-module", action="append", default=[], metavar="PATH",
+                    help="keep a module and its submodules off the NPU")
+    co.add_argument("--exclude-node", action="append", default=[], metavar="NAME", help="keep a node off the NPU")
+    co.add_argument("--intermediates", metavar="DIR", help="keep the TOSA and Vela files in DIR")
+
+    bu = command("build", "build kiln's executor runner for a .pte (or a plain firmware app); prints the ELF",
+                 _build, epilog="The ELF's path is the last line of standard output; a runner build writes "
+                                "memory_report.txt and .json into its build directory.")
+    what = bu.add_mutually_exclusive_group(required=True)
+    what.add_argument("--pte", type=Path, metavar="FILE", help="the program to bake into the runner")
+    what.add_argument("--app", metavar="NAME", help="instead, build the firmware's plain apps; print NAME's ELF")
+    _target_option(bu)
+    _vela_options(bu, "what the .pte was compiled for, else the target's")
+    bu.add_argument("--build-type", choices=("Release", "Debug"), default="Release", help="CMake build type")
+    bu.add_argument("--output", type=Path, metavar="DIR", help="the build directory (default: one under build/)")
+    bu.add_argument("--default-input", action="append", type=Path, default=[], metavar="FILE",
+                    help="raw bytes baked in as an input, used when none is given at run time (once per input)")
+    bu.add_argument("--skip-target-check", action="store_true",
+                    help="build even if a delegate was compiled for another target (the firmware refuses it)")
+    bu.add_argument("--bake", type=Path, metavar="FILE",
+                    help="bake FILE instead of the .pte, sized from the .pte (tests the firmware's checks)")
+    bu.add_argument("--test-apps", action="store_true", help="with --app: build tests/fvp/apps too")
+
+    ru = command("run", "run a firmware ELF on Arm's FVP if installed, else on kiln's virtual platform", _run,
+                 description="Run a firmware ELF on Arm's FVP if installed, else on kiln's virtual platform\n"
+                             "(QEMU and kiln's model of the target's Ethos-U). The UART goes to standard output,\n"
+                             "kiln's notes to standard error.", epilog=RUN_STATUSES, formatter=_StatusFormatter)
+    ru.add_argument("--elf", required=True, type=Path, metavar="FILE", help="the firmware ELF")
+    _target_option(ru)
+    _platform_options(ru, DEFAULT_TIMEOUT_S)
+    ru.add_argument("--input", action="append", type=Path, default=[], metavar="FILE",
+                    help="a file kiln's executor runner reads as an input (once per input)")
+    ru.add_argument("--output-dir", type=Path, metavar="DIR", help="where the runner writes output_<i>.bin")
+    ru.add_argument("--count-instructions", nargs="?", const="", metavar="FUNCTION",
+                    help="virtual platform: count the run's instructions, and each call of FUNCTION")
+    ru.add_argument("--profile-instructions", action="store_true",
+                    help="with --count-instructions=FUNCTION: where its calls' instructions went")
+
+    rh = command("run-host", "run a .pte on the host (the reference the firmware must match)", _run_host)
+    rh.add_argument("pte", metavar="PTE", help="the program")
+    rh.add_argument("--input", action="append", default=[], metavar="FILE",
+                    help="one input's raw little-endian bytes (once per input, in order)")
+    rh.add_argument("--output-dir", required=True, metavar="DIR", help="where output_<i>.bin go (created)")
+
+    command("targets", "list the NPU targets, their boards and Vela defaults", _targets)
+
+    de = command("deploy", "compile a model, build the runner for it and run it (./scripts/run.sh)", _deploy,
+                 description="Compile MODEL for the target (the report on standard output; the .pte and .json in\n"
+                             "build/), build kiln's executor runner for it (`kiln build`) and run it (`kiln run`).\n"
+                             "For digits: the predicted digit beside the true label of held-out images, with the\n"
+                             "NPU and CPU cycles of each inference; other models run once on the runner's\n"
+                             "built-in inputs.",
+                 epilog="exit status: digits 0 when every inference ran; other models `kiln run`'s.",
+                 formatter=_StatusFormatter)
+    de.add_argument("model", nargs="?", metavar="MODEL", help="a zoo model or a .py file (default digits)")
+    de.add_argument("--model", dest="model_option", metavar="MODEL", help="the same as MODEL (run.sh's spelling)")
+    _target_option(de, DEFAULT_TARGET)
+    _vela_options(de, "the board's")
+    de.add_argument("--output", metavar="FILE", help="the .pte to write (default build/MODEL.pte)")
+    de.add_argument("--count", type=_positive_count, default=8, metavar="N",
+                    help="digits: how many held-out images to classify (default 8)")
+    _platform_options(de, DEPLOY_TIMEOUT_S)
+    return parser
+
+
+def _dashed(argv: list[str]) -> list[str]:
+    """--memory_mode=X as --memory-mode=X (ExecuTorch's scripts spell options with
+    underscores); values and everything after "--" are left alone."""
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return out + argv[i:]
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            arg = name.replace("_", "-") + eq + value
+        out.append(arg)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kiln", description="Bake PyTorch models into Cortex-M + Ethos-U firmware.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("targets", help="list the NPU targets and their boards").set_defaults(func=_targets)
-    fw = sub.add_parser("build-firmware", help="build the firmware for a target's board; prints the app's ELF")
-    fw.add_argument("--target", default="ethos-u55-128")
-    fw.add_argument("--app", default="hello")
-    fw.add_argument("--build-dir", default=None)
-    fw.add_argument("--build-type", choices=("Release", "Debug"), default="Release")
-    fw.add_argument("--test-apps", action="store_true", help="also build tests/fvp/apps")
-    fw.set_defaults(func=_build_firmware)
-    co = sub.add_parser("compile", help="compile a model (zoo name or .py file) to a .pte")
-    co.add_argument("model", help="a zoo model name or a .py file defining ModelUnderTest and ModelInputs")
-    co.add_argument("--target", required=True, help="e.g. ethos-u55-128 (see `kiln targets`)")
-    co.add_argument("--output", required=True, help="the .pte to write; the report goes beside it as .json")
-    co.add_argument("--system-config", default=None, help="Vela system config (default: the board's)")
-    co.add_argument("--memory-mode", default=None, help="Vela memory mode (default: the board's)")
-    co.add_argument("--calibration", default=None, help="an .npz (or folder of them) of representative inputs")
-    co.add_argument("--no-quantize", action="store_true", help="keep the model in float (it then runs on the CPU)")
-    co.add_argument("--no-delegate", action="store_true", help="run everything on the CPU")
-    co.add_argument("--io", choices=("float", "int8"), default="float", help="the program's input/output type")
-    co.add_argument("--activation-bits", type=int, choices=(8, 16), default=8)
-    co.add_argument("--exclude-op", action="append", default=[], metavar="OP", help="keep an op type off the NPU")
-    co.add_argument("--exclude-module", action="append", default=[], metavar="PATH",
-                    help="keep a module (and its submodules) off the NPU")
-    co.add_argument("--exclude-node", action="append", default=[], metavar="NAME", help="keep a node off the NPU")
-    co.add_argument("--intermediates", default=None, metavar="DIR", help="keep TOSA and Vela outputs here")
-    co.set_defaults(func=_compile)
-    rh = sub.add_parser("run-host", help="run a .pte on the host (the reference the firmware must match)")
-    rh.add_argument("pte")
-    rh.add_argument("--input", action="append", default=[], help="raw little-endian input bytes, in input order")
-    rh.add_argument("--output-dir", required=True)
-    rh.set_defaults(func=_run_host)
-    rf = sub.add_parser("run-fvp", help="run an ELF (same as ./scripts/run_fvp.sh)", add_help=False)
-    rf.add_argument("rest", nargs=argparse.REMAINDER)
-    rf.set_defaults(func=_run_fvp)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except KilnError as error:
-        print(f"kiln: error: {error}", file=sys.stderr)
-        return error.exit_code
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script = None
+    if argv and argv[0].startswith("--as="):
+        script, argv = argv[0].removeprefix("--as="), argv[1:]
+    elif len(argv) > 1 and argv[0] == "--as":
+        script, argv = argv[1], argv[2:]
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # stays in order with standard error in a shared log
+    args = _parser(script).parse_args(_dashed(argv))
+    return run_command(args.prog, lambda: args.func(args), usage=lambda: sys.stderr.write(args.usage()))
 
 
 if __name__ == "__main__":

@@ -146,14 +146,13 @@ class TinyCnn:
 @pytest.fixture(scope="module")
 def tiny_cnn(installed, work) -> TinyCnn:
     """MODEL compiled by the installed `kiln compile`, run by `kiln run-host` on a random input
-    and built into the executor runner by the installed kiln.firmware.runner_build."""
+    and built into the executor runner by the installed `kiln build`."""
     pte = work / f"{MODEL}.pte"
     installed.run("kiln", "compile", MODEL, "--target", TARGET, "--output", pte, cwd=work)
     sample = np.random.default_rng(7).uniform(-1.0, 1.0, size=(1, 1, 8, 8)).astype("<f4")
     (work / "input_0.bin").write_bytes(sample.tobytes())
     installed.run("kiln", "run-host", pte, "--input", work / "input_0.bin", "--output-dir", work / "host", cwd=work)
-    done = installed.run(installed.python, "-m", "kiln.firmware.runner_build", f"--pte={pte}", f"--target={TARGET}",
-                         f"--output={work / 'runner'}", cwd=work)
+    done = installed.run("kiln", "build", f"--pte={pte}", f"--target={TARGET}", f"--output={work / 'runner'}", cwd=work)
     elf = Path(done.stdout.strip().splitlines()[-1])
     return TinyCnn(pte, work / "input_0.bin", work / "host" / "output_0.bin", elf)
 
@@ -198,9 +197,8 @@ def test_installed_kiln_builds_the_runner_from_its_own_files(installed, tiny_cnn
 @pytest.mark.fvp
 def test_installed_runner_equals_run_host_on_the_virtual_platform(installed, tiny_cnn, work):
     out = work / "virtual"
-    done = installed.run(installed.python, "-m", "kiln.simulator.run", f"--elf={tiny_cnn.elf}", f"--target={TARGET}",
-                         "--platform=virtual", f"--input={tiny_cnn.input}", f"--output-dir={out}",
-                         "--count-instructions", cwd=work)
+    done = installed.run("kiln", "run", f"--elf={tiny_cnn.elf}", f"--target={TARGET}", "--platform=virtual",
+                         f"--input={tiny_cnn.input}", f"--output-dir={out}", "--count-instructions", cwd=work)
     assert "[kiln] exit 0" in done.stdout
     assert (out / "output_0.bin").read_bytes() == tiny_cnn.host_output.read_bytes()
     # The instruction-count plugin, compiled from the installed sources into the user's build/.

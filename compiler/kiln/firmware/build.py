@@ -1,6 +1,6 @@
 """Building kiln's firmware for a board with CMake, Ninja and arm-none-eabi-gcc.
 
-One function serves ./scripts/run.sh, `kiln build-firmware` and the tests, so
+One function serves `kiln build --app` and the tests, so
 the firmware is configured the same way everywhere.
 """
 
