@@ -37,8 +37,10 @@ int main() {
                                         runtime::BackendTable{backends, 1});
   if (!method.ok()) return runner::fail("binding the program", method.error(), runner::kExitBind);
 
-  static runner::Inputs inputs;
-  static runner::Outputs outputs;
+  // On the stack, not static: their destructors close the host files when main returns
+  // (static ones would register with atexit and link newlib's exit handlers).
+  runner::Inputs inputs;
+  runner::Outputs outputs;
   if (!runner::open_inputs(options, method.value(), inputs) ||
       !runner::open_outputs(options, method.value(), outputs)) {
     return runner::kExitUsage;

@@ -12,7 +12,7 @@
 //   0x300..0x3FF  kernel     the CPU kernels
 //   0x400..0x4FF  delegate   the EthosUBackend delegate (payload, scratch, arguments)
 //   0x500..0x5FF  driver     the Ethos-U driver (COP1 payload, the NPU)
-//   0x600..0x6FF  platform   the board's platform layer (none reported yet: reserved)
+//   0x600..0x6FF  platform   reserved for the board's platform layer
 //
 // A code with a named detail carries it in `a` (one of the enums below, each with a
 // to_string) and the value it is about in `b`. Every code and every detail has a
@@ -61,8 +61,9 @@ enum class ErrorCode : uint16_t {
   kMethodStepLimit = 0x209,        // execute ran more instructions than allowed: a = the limit, b = pc
 
   // CPU kernels: a = which argument (position in the call), b = the offending value
-  // (a size, a kind or a scalar type code; 0 when there is none).
-  kKernelBadArgument = 0x300,    // wrong kind or scalar type, or no data
+  // (a size or a count; 0 when there is none).
+  kKernelBadArgument = 0x300,    // b = its ValueKind (wrong kind), 0x100 + its ScalarType
+                                 // (wrong type) or 0x200 (a tensor without data)
   kKernelShapeMismatch = 0x301,  // sizes inconsistent with the operator's semantics
   kKernelUnsupported = 0x302,    // arguments outside what the kernel implements
 
@@ -174,7 +175,7 @@ enum class PayloadFault : uint32_t {
 };
 
 // An error: what went wrong (code) and two values the code's comment explains.
-// Trivially copyable, 12 bytes.
+// Trivially copyable, 12 bytes. Default-constructed it is kInternal, never ok.
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   uint32_t a = 0;

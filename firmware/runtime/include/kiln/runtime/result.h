@@ -17,17 +17,13 @@
 
 namespace kiln::runtime {
 
-namespace result_internal {
-constexpr Error checked(const Error& error) {
-  return error.code == ErrorCode::kOk ? Error{ErrorCode::kInternal, 0, 0} : error;
-}
-}  // namespace result_internal
-
 template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(const T& value) : value_(value), error_{ErrorCode::kOk, 0, 0} {}  // NOLINT: implicit
-  Result(const Error& error) : value_{}, error_(result_internal::checked(error)) {}  // NOLINT
+  Result(const Error& error) : value_{}, error_(error) {  // NOLINT
+    if (error_.code == ErrorCode::kOk) error_ = Error{ErrorCode::kInternal, 0, 0};
+  }
   Result(ErrorCode) = delete;  // an Error names its values: Error{code, a, b}
 
   bool ok() const { return error_.code == ErrorCode::kOk; }
@@ -51,7 +47,9 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() : error_{ErrorCode::kOk, 0, 0} {}
-  Result(const Error& error) : error_(result_internal::checked(error)) {}  // NOLINT
+  Result(const Error& error) : error_(error) {  // NOLINT
+    if (error_.code == ErrorCode::kOk) error_ = Error{ErrorCode::kInternal, 0, 0};
+  }
   Result(ErrorCode) = delete;
 
   bool ok() const { return error_.code == ErrorCode::kOk; }
