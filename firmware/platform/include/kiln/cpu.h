@@ -47,11 +47,12 @@ inline void wait_for_event() { __asm volatile("wfe" ::: "memory"); }
 
 // SysTick as a 1 ms wake-up source whose handler never runs, for waiting with
 // wait_for_event. While one exists: SysTick counts milliseconds of the board's CPU
-// clock (KILN_CPU_CLOCK_HZ) at the lowest priority, BASEPRI masks priorities 0x80 and
-// below (numerically at least 0x80, so only interrupts at a higher priority than that,
-// e.g. enable_irq(irq, 0), run), and SEVONPEND turns the pending SysTick into a
-// wake-up event. Its destructor restores SysTick, SCR, SHPR3 and BASEPRI as they were
-// (an app's own SysTick restarts from its reload value). Thread mode only; one at a time.
+// clock (KILN_CPU_CLOCK_HZ) at the lowest priority (0xFF); BASEPRI is raised to 0x80
+// (unless it already masks more), so no exception with a priority value of 0x80 or
+// more runs (SysTick's handler among them) while those below it do (e.g. an interrupt
+// enabled with enable_irq(irq, 0)); SEVONPEND turns the pending SysTick into a wake-up
+// event. Its destructor restores SysTick, SCR, SHPR3 and BASEPRI as they were (an
+// app's own SysTick restarts from its reload value). Thread mode only; one at a time.
 class MillisecondTicks {
  public:
   MillisecondTicks();
