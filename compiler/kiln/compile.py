@@ -225,8 +225,9 @@ def format_report(report: dict) -> str:
     if macs["total"]:
         lines.append(f"  MACs on the NPU: {macs['npu']:,} of {macs['total']:,} ({100 * macs['npu_share']:.1f} %)")
     if report["delegates"]:
-        lines.append(f"  Vela estimate: {report['npu_cycles']:,} NPU cycles, {report['npu_total_cycles']:,} total cycles "
-                     f"with memory access = {report['npu_inference_ms']:.3f} ms at {report['npu_clock_hz'] / 1e6:g} MHz")
+        lines.append(f"  Vela estimate: {report['npu_cycles']:,} NPU cycles, {report['npu_total_cycles']:,} total "
+                     f"cycles with memory access = {report['npu_inference_ms']:.3f} ms "
+                     f"at {report['npu_clock_hz'] / 1e6:g} MHz")
     else:
         lines.append("  Vela estimate: none (nothing runs on the NPU)")
     m = report["memory"]
