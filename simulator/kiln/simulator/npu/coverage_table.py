@@ -1,5 +1,5 @@
-"""Writes simulator/npu/COVERAGE.md: which command-stream features kiln's NPU tests made
-the model execute.
+"""Writes simulator/kiln/simulator/npu/COVERAGE.md: which command-stream features kiln's
+NPU tests made the model execute.
 
     python -m kiln.simulator.npu.coverage_table            # runs the NPU model tests, writes the table
     python -m kiln.simulator.npu.coverage_table RUN.jsonl  # writes the table from a recorded run
@@ -14,10 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kiln import paths
+from kiln.errors import KilnError, UsageError, run_command
 from kiln.simulator.npu.coverage import COVERAGE_ENV, FEATURES, load
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 TESTS = "tests/simulator"
 PATTERN = "test_npu_*.py"
 
@@ -58,10 +59,23 @@ def table(coverage) -> str:
     return "\n".join(lines)
 
 
+def checkout_tests() -> tuple[Path, list[str]]:
+    """The repository root and its NPU model tests (paths relative to it); the tests are
+    in a checkout only, not in an installed wheel."""
+    root = paths.CHECKOUT
+    if root is None:
+        raise UsageError(f"running the NPU model tests needs a kiln checkout (with {TESTS}/); this kiln is "
+                         "installed, not checked out: give a recorded run (RUN.jsonl) instead")
+    tests = sorted(str(p.relative_to(root)) for p in (root / TESTS).glob(PATTERN))
+    if not tests:
+        raise KilnError(f"no tests match {root / TESTS / PATTERN}")
+    return root, tests
+
+
 def record(path: str) -> None:
+    root, tests = checkout_tests()
     env = dict(os.environ, **{COVERAGE_ENV: path})
-    tests = sorted(str(p.relative_to(REPO)) for p in (REPO / TESTS).glob(PATTERN))
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=REPO, env=env,
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=root, env=env,
                    check=False)
 
 
@@ -83,4 +97,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_command("kiln.simulator.npu.coverage_table", lambda: main(sys.argv[1:])))
