@@ -139,6 +139,18 @@ def test_round_trip_keeps_plans_constants_payloads_and_named_data():
     assert f.named() == NAMED
 
 
+def test_without_reference_data_is_the_file_written_without_the_tosa_graphs():
+    """What the runner bakes: the same program, constants, payloads and other named data,
+    byte for byte the file `serialize` writes when given no TOSA graphs at all."""
+    graphs = {pte.TOSA_KEY.format(0): b"\x10" * 300, pte.TOSA_KEY.format(1): b"graph 1"}
+    assert all(key.startswith("kiln/tosa/") for key in graphs)  # kiln.pte.writer's keys, by hand
+    with_graphs = pte.serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS, delegate_payloads=PAYLOADS,
+                                named_data={**NAMED, **graphs})
+    assert pte.deserialize(with_graphs).named() == {**NAMED, **graphs}
+    assert pte.without_reference_data(pte.deserialize(with_graphs)) == write_full()
+    for data in (write_full(), CPU_FIXTURE.read_bytes(), DELEGATE_FIXTURE.read_bytes()):  # nothing to leave out
+        assert pte.without_reference_data(pte.deserialize(data)) == data
+
 def test_extended_header_bytes_worked_out_by_hand():
     data = pte.serialize(PteProgram([FORWARD]), constants=[BIAS, LUT, WEIGHTS],
                          delegate_payloads=[b"\x5a" * 20])

@@ -25,7 +25,6 @@ from kiln import boards, models, paths
 from kiln import compile as kiln_compile
 from kiln.reference import run_host as host
 from kiln.pte import schema as pte
-from kiln.pte import writer as pte_writer
 from kiln.firmware import runner_build
 from kiln.firmware import runner_run
 from kiln.spec import CompileSpec
@@ -77,7 +76,7 @@ def random_samples(pte_path: Path, count: int, seed: int) -> list[list[np.ndarra
     rng = np.random.default_rng(seed)
 
     def sample(t: pte.Tensor) -> np.ndarray:
-        dtype = np.dtype(pte_writer.NUMPY_DTYPES[t.scalar_type])
+        dtype = np.dtype(pte.NUMPY_DTYPES[t.scalar_type])
         if dtype.kind == "f":
             return rng.uniform(-1.0, 1.0, size=t.sizes).astype(dtype)
         info = np.iinfo(dtype)
@@ -114,9 +113,9 @@ def baked_pte(elf: Path) -> bytes:
 
 
 def assert_baked_without_reference_data(pte_path: Path, elf: Path) -> tuple[int, int]:
-    """The firmware carries the program without run-host's TOSA graphs (named data kiln.pte.writer's
+    """The firmware carries the program without run-host's TOSA graphs (named data kiln.pte.schema's
     TOSA_KEY) and otherwise as the file holds it. Returns (bytes on disk, bytes baked)."""
-    prefix = pte_writer.TOSA_KEY.format("")
+    prefix = pte.TOSA_KEY.format("")
     data, baked = pte_path.read_bytes(), baked_pte(elf)
     on_disk, carried = pte.deserialize(data), pte.deserialize(baked)
     assert not [key for key in carried.named() if key.startswith(prefix)]
@@ -161,10 +160,6 @@ def test_digits_on_device_accuracy_equals_host_int8_accuracy(work, builder, tmp_
     labels = labels.numpy()
     assert (device == on_host).all()
     assert (device == labels).mean() == (on_host == labels).mean() > 0.8
-
-
-def test_the_build_and_the_writer_name_the_same_reference_data():
-    assert runner_build.REFERENCE_DATA_PREFIX == pte_writer.TOSA_KEY.format("")
 
 
 def test_the_stack_override_reaches_the_link_and_the_plan(work, tmp_path):

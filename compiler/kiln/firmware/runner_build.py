@@ -12,8 +12,8 @@ firmware/apps/executor_runner with CMake and arm-none-eabi-gcc, writes a size an
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
 
 The .pte baked in is the program without run-host's reference TOSA graphs (named data
-"kiln/tosa/<i>", kiln.pte.writer): no firmware reads them, and they can be half the
-file. The .pte on disk keeps them for `kiln run-host`; the memory report shows the saving.
+kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>"; kiln.pte.schema.without_reference_data): no
+firmware reads them, and they can be half the file. The .pte on disk keeps them for `kiln run-host`; the memory report shows the saving.
 
 Placement per memory mode (the board's memory purposes):
     Shared_Sram      .pte (and so the weights) in "model", scratch in "npu"
@@ -25,7 +25,6 @@ DATA_RESERVE bytes for the firmware's own variables, else to "bulk".
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -43,8 +42,6 @@ APP_DIR = paths.FIRMWARE_DIR / "apps" / "executor_runner"
 KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
 APP = "executor_runner"
 BAKED_PTE = "model.pte"  # in the generated sources: the .pte model_pte.S bakes in
-# Named data kiln.pte.writer writes for run-host only (its TOSA_KEY "kiln/tosa/{}"): not baked.
-REFERENCE_DATA_PREFIX = "kiln/tosa/"
 DATA_RESERVE = 64 * 1024  # the runner's and runtime's own .data/.bss beside planned buffers
 BUFFER_ALIGNMENT = 32  # whole D-cache lines: the NPU writes the scratch
 PTE_ALIGNMENT = 128  # ExecuTorch's segment alignment: segments keep theirs in memory
@@ -71,7 +68,8 @@ class Plan:
     memory_mode: str
     system_config: str
     pte_region: str
-    pte_size: int  # bytes of the .pte as baked
+    baked: bytes = field(repr=False)  # the .pte to bake: the file without run-host's reference data
+    pte_file_size: int  # bytes of the .pte on disk
     values: int
     operators: list[tuple[str, str]]
     delegates: int
@@ -80,39 +78,17 @@ class Plan:
     fast_scratch: Buffer | None = None
     input_sizes: list[int] = field(default_factory=list)
     stack_size: int = 0  # main stack in bytes, as the build links it (board.toml's, or the override)
-    pte_file_size: int = 0  # bytes of the .pte on disk
-    baked: bytes = field(default=b"", repr=False)  # the .pte to bake (pte_size bytes)
+
+    @property
+    def pte_size(self) -> int:
+        """Bytes of the .pte as baked."""
+        return len(self.baked)
 
     def buffers(self) -> list[Buffer]:
         return self.planned + [b for b in (self.scratch, self.fast_scratch) if b is not None]
 
 
 # --- Planning -------------------------------------------------------------------------
-
-def without_reference_data(data: bytes) -> bytes:
-    """`data` (a .pte) without the named data only run-host reads (REFERENCE_DATA_PREFIX
-    keys); `data` itself when it has none. The program, its constants, delegate payloads
-    and other named data are written back unchanged in kiln.pte.schema.serialize's
-    layout (ExecuTorch's), the one kiln compile wrote them in."""
-    f = pte.deserialize(data)
-    named = f.named()
-    kept = {key: blob for key, blob in named.items() if not key.startswith(REFERENCE_DATA_PREFIX)}
-    if len(kept) == len(named):
-        return data
-    payloads, plans = [], []
-    for plan in f.program.execution_plans:
-        delegates = []
-        for d in plan.delegates:
-            delegates.append(pte.BackendDelegate(d.id, pte.DataReference(pte.DataLocation.INLINE, len(payloads)),
-                                                 d.compile_specs))
-            payloads.append(f.delegate_payload(d))
-        plans.append(dataclasses.replace(plan, delegates=delegates))
-    cs = f.program.constant_segment
-    n_constants = len(cs.offsets) if cs is not None and cs.offsets else len(f.program.constant_buffers)
-    constants = [f.constant(i) for i in range(1, n_constants)]  # 0: the reserved empty one
-    return pte.serialize(pte.PteProgram(plans, f.program.version), constants=constants, delegate_payloads=payloads,
-                         named_data=kept)
-
 
 def _align(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
@@ -185,20 +161,19 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
     board = target.board
     model_region, npu_region = board.region_for("model"), board.region_for("npu")
     dedicated = mode.startswith("Dedicated_Sram")
+    try:
+        baked = pte.without_reference_data(f)
+    except pte.PteError as error:
+        raise RunnerBuildError(f"{pte_path} could not be rewritten without its reference data: {error}") from None
     p = Plan(model=pte_path.stem, target=target, memory_mode=mode, system_config=config,
              pte_region=(npu_region if mode == "Sram_Only" else model_region).name,
-             pte_size=0, values=len(program.values),
+             baked=baked, pte_file_size=len(data), values=len(program.values),
              operators=[(op.name, op.overload) for op in program.operators],
              delegates=len(program.delegates),
              input_sizes=[program.values[i].nbytes for i in program.inputs],
-             stack_size=board.stack_size if stack_size is None else stack_size, pte_file_size=len(data))
+             stack_size=board.stack_size if stack_size is None else stack_size)
     if p.stack_size <= 0 or p.stack_size % 8:
         raise UsageError(f"stack size {p.stack_size} must be a positive multiple of 8 bytes")
-    try:
-        p.baked = without_reference_data(data)
-    except pte.PteError as error:
-        raise RunnerBuildError(f"{pte_path} could not be rewritten without its reference data: {error}") from None
-    p.pte_size = len(p.baked)
     sizes = list(program.non_const_buffer_sizes[1:])
     data_region = board.region_for("data")
     beside = p.stack_size if board.region_for("stack") == data_region else 0  # the stack shares the region
@@ -304,17 +279,18 @@ def generate(p: Plan, out: Path, default_inputs: list[bytes], bake: Path | None 
     gen = out / "generated"
     gen.mkdir(parents=True, exist_ok=True)
     baked = gen / BAKED_PTE
-    if not baked.is_file() or baked.read_bytes() != p.baked:
-        baked.write_bytes(p.baked)
+    _write_if_changed(baked, p.baked)
     _write_if_changed(gen / "model_pte.S", _pte_asm(Path(bake or baked), p.pte_region))
     _write_if_changed(gen / "model_memory.cpp", _memory_cpp(p, default_inputs))
     _kernel_table(p, gen)
     return gen
 
 
-def _write_if_changed(path: Path, text: str) -> None:
-    if not path.is_file() or path.read_text() != text:
-        path.write_text(text)
+def _write_if_changed(path: Path, content: str | bytes) -> None:
+    """Writes `content` unless the file holds it already: CMake rebuilds only what changed."""
+    data = content.encode() if isinstance(content, str) else content
+    if not path.is_file() or path.read_bytes() != data:
+        path.write_bytes(data)
 
 
 # --- Building ------------------------------------------------------------------------

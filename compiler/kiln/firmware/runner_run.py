@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from kiln.pte import schema as pte
-from kiln.pte import writer as pte_writer
 from kiln.errors import RunnerError, UsageError
 
 _INFERENCE = re.compile(r"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|not counted)")
@@ -78,7 +77,7 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     if samples is not None:
         count = len(samples)
         for i, tensor in enumerate(inputs):
-            dtype = pte_writer.NUMPY_DTYPES[tensor.scalar_type]
+            dtype = pte.NUMPY_DTYPES[tensor.scalar_type]
             raw = b"".join(np.ascontiguousarray(np.asarray(s[i], dtype).reshape(tensor.sizes)).tobytes()
                            for s in samples)
             (work / f"input_{i}.bin").write_bytes(raw)
@@ -101,7 +100,7 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     results: list[list[np.ndarray]] = [[] for _ in range(count)]
     if done.returncode == 0:
         for i, tensor in enumerate(outputs):
-            dtype = pte_writer.NUMPY_DTYPES[tensor.scalar_type]
+            dtype = pte.NUMPY_DTYPES[tensor.scalar_type]
             data = np.fromfile(work / "out" / f"output_{i}.bin", dtype=dtype)
             per_sample = data.reshape(count, *tensor.sizes)
             for k in range(count):

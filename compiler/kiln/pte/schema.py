@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Mapping, Sequence, Union
 
@@ -102,6 +102,13 @@ NUMPY_DTYPES = {
     ScalarType.BYTE: np.uint8,
 }
 SCALAR_TYPES = {np.dtype(t).name: code for code, t in NUMPY_DTYPES.items()}  # "float32" -> FLOAT, ...
+
+# kiln's own named data: the TOSA graph each Ethos-U delegate was compiled from, under
+# TOSA_KEY.format(delegate index). kiln.pte.writer writes them for `kiln run-host`, which
+# runs them on tosa_reference_model; runtimes look data up by key and ignore keys they do
+# not know, and no firmware reads these, so the runner bakes a program without them
+# (without_reference_data).
+TOSA_KEY = "kiln/tosa/{}"
 
 
 class TensorShapeDynamism(IntEnum):
@@ -1204,3 +1211,27 @@ def deserialize(data: bytes) -> PteFile:
                     raise PteError(f"execution_plan[{i}].values[{j}] needs {v.nbytes} bytes of "
                                    f"constant {v.data_buffer_idx}, which holds {have}")
     return pte
+
+
+def without_reference_data(f: PteFile) -> bytes:
+    """The .pte `f` without the named data only run-host reads (TOSA_KEY's graphs); `f.data`
+    itself when it has none. The program, its constants, delegate payloads and other named
+    data are written back unchanged in `serialize`'s layout (ExecuTorch's), the one kiln
+    compile wrote them in."""
+    prefix = TOSA_KEY.format("")
+    named = f.named()
+    kept = {key: blob for key, blob in named.items() if not key.startswith(prefix)}
+    if len(kept) == len(named):
+        return f.data
+    payloads, plans = [], []
+    for plan in f.program.execution_plans:
+        delegates = []
+        for d in plan.delegates:
+            delegates.append(BackendDelegate(d.id, DataReference(DataLocation.INLINE, len(payloads)), d.compile_specs))
+            payloads.append(f.delegate_payload(d))
+        plans.append(replace(plan, delegates=delegates))
+    cs = f.program.constant_segment
+    n_constants = len(cs.offsets) if cs is not None and cs.offsets else len(f.program.constant_buffers)
+    constants = [f.constant(i) for i in range(1, n_constants)]  # 0: the reserved empty one
+    return serialize(PteProgram(plans, f.program.version), constants=constants, delegate_payloads=payloads,
+                     named_data=kept)

@@ -1,9 +1,9 @@
 """Turns kiln's program into .pte bytes (kiln.pte.schema holds the format itself).
 
 Each delegate is "EthosUBackend" with the vela_bin_stream payload. The TOSA
-graph each delegate was compiled from travels as named data
-"kiln/tosa/<delegate index>": `kiln run-host` runs it on tosa_reference_model;
-runtimes look data up by key and ignore keys they do not know.
+graph each delegate was compiled from travels as named data under kiln.pte.schema's
+TOSA_KEY ("kiln/tosa/<delegate index>"): `kiln run-host` runs it on
+tosa_reference_model; runtimes look data up by key and ignore keys they do not know.
 """
 
 from __future__ import annotations
@@ -12,19 +12,15 @@ import numpy as np
 
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
+from kiln.pte.schema import TOSA_KEY
 from kiln.program.builder import PLANNED_MEMORY_ID, Program
 from kiln.lower.vela import VelaResult
 
-TOSA_KEY = "kiln/tosa/{}"
 # Each delegate's compile specs: the two ExecuTorch 1.5.1's Arm flow writes (its runtime
 # reads none of them), then kiln's own (see ethosu_payload).
 COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"),
                  (ethosu_payload.MEMORY_MODE_SPEC, "{memory_mode}"),
                  (ethosu_payload.FAST_SCRATCH_SPEC, "{fast_scratch_size}"))
-
-# Kept importable from here for the runner and the tests that read .pte files.
-NUMPY_DTYPES = pte.NUMPY_DTYPES
-SCALAR_TYPES = pte.SCALAR_TYPES
 
 
 def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], target: str,
@@ -34,7 +30,7 @@ def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], t
     for ev in program.values:
         if ev.kind == "tensor":
             v = ev.value
-            scalar_type = SCALAR_TYPES[v.dtype]
+            scalar_type = pte.SCALAR_TYPES[v.dtype]
             common = dict(scalar_type=scalar_type, sizes=list(v.shape), dim_order=list(range(len(v.shape))))
             if v.is_constant:
                 constants.append(np.ascontiguousarray(v.data).tobytes())

@@ -1,7 +1,7 @@
 """`kiln run-host`: runs a .pte on the host, the reference the firmware must match bit for bit.
 
 Kernel calls run kiln.program.kernels' numpy implementations; each Ethos-U delegate runs
-the TOSA graph it was compiled from (named data "kiln/tosa/<i>") on
+the TOSA graph it was compiled from (named data kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>") on
 tosa_reference_model, whose integer results are the NPU's; a delegate without one
 (ExecuTorch's Arm flow keeps none) runs its command stream on kiln's NPU model. Inputs and outputs
 are raw little-endian bytes in the program's order and types.
@@ -18,7 +18,6 @@ import numpy as np
 
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
-from kiln.pte import writer as pte_writer
 from kiln.errors import HostError, NpuConfigError, UsageError
 from kiln.program.kernels import by_name
 
@@ -89,7 +88,7 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
         elif isinstance(instruction, pte.DelegateCall):
             delegate = plan.delegates[instruction.delegate_index]
             payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
-            if pte_writer.TOSA_KEY.format(instruction.delegate_index) in named:
+            if pte.TOSA_KEY.format(instruction.delegate_index) in named:
                 _delegate(instruction, len(payload.inputs), plan, named, slots)
             else:
                 _delegate_on_npu_model(instruction, delegate, payload, plan, slots)
@@ -102,7 +101,7 @@ def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named:
     """A kiln delegate: its TOSA graph (named data kiln/tosa/<index>) on tosa_reference_model."""
     import tosa_reference_model
 
-    key = pte_writer.TOSA_KEY.format(call.delegate_index)
+    key = pte.TOSA_KEY.format(call.delegate_index)
     ins, outs = call.args[:n_in], call.args[n_in:]
     with quiet_native_output():
         results, status = tosa_reference_model.run(named[key], [slots[i] for i in ins])

@@ -194,7 +194,7 @@ def test_cpu_program_equals_run_host_bit_for_bit(runtime_host, programs, tmp_pat
     paths, inputs = [], []
     for n, i in enumerate(plan.inputs):
         t = plan.values[i]
-        x = (rng.standard_normal(t.sizes) * 2).astype(pte_writer.NUMPY_DTYPES[t.scalar_type])
+        x = (rng.standard_normal(t.sizes) * 2).astype(pte.NUMPY_DTYPES[t.scalar_type])
         inputs.append(x)
         paths.append(tmp_path / f"in{n}.bin")
         x.tofile(paths[-1])
@@ -225,7 +225,7 @@ def _single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_e
     planned: list[tuple[int, int]] = []  # (value index, nbytes)
 
     def scalar_type(dtype):
-        return pte_writer.SCALAR_TYPES[np.dtype(dtype).name]
+        return pte.SCALAR_TYPES[np.dtype(dtype).name]
 
     def add(v):
         values.append(v)
