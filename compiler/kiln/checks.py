@@ -28,7 +28,7 @@ import numpy as np
 from kiln.errors import InternalError
 from kiln.graph import DEQUANTIZE, DTYPES, QRANGE, QUANTIZE, Graph, Op, Value
 from kiln.lower.vela import VelaResult
-from kiln.partition.partitioner import Partition, Partitioning
+from kiln.partition.partitioner import Partition, Partitioning, boundary
 from kiln.program.builder import ALIGNMENT, Program
 
 KNOWN_DTYPES = frozenset(DTYPES.values())
@@ -166,25 +166,24 @@ def partitions_hold_quantized_ops(parts: Partitioning) -> str | None:
 
 
 def partition_boundaries_complete(parts: Partitioning) -> str | None:
-    """A partition's inputs are exactly the runtime values its ops read from outside, and its
-    outputs exactly the values it produces that something outside reads or the program returns."""
-    program_outputs = {id(v) for v in parts.graph.outputs}
+    """Each partition takes and returns exactly what its ops exchange with the rest of the
+    graph, in the same order, as kiln.partition.partitioner.boundary defines it. The
+    partitioner builds partitions with that function: this finds inputs or outputs changed
+    after they were built."""
     for partition in parts.partitions:
-        inside = {id(op) for op in partition.ops}
-        reads = {id(v): v for op in partition.ops for v in op.inputs
-                 if not v.is_constant and (v.producer is None or id(v.producer) not in inside)}
-        leaves = {id(v): v for op in partition.ops for v in op.outputs
-                  if id(v) in program_outputs or any(id(u) not in inside for u in v.users)}
-        for name, want, have in (("inputs", reads, partition.inputs), ("outputs", leaves, partition.outputs)):
-            if set(want) != {id(v) for v in have} or len(have) != len(want):
+        inputs, outputs = boundary(partition.ops, parts.graph)
+        for name, have, want in (("inputs", partition.inputs, inputs), ("outputs", partition.outputs, outputs)):
+            if [id(v) for v in have] != [id(v) for v in want]:
                 return (f"partition {partition.index} lists {name} {[v.name for v in have]}, "
-                        f"its ops need {[v.name for v in want.values()]}")
+                        f"its ops need {[v.name for v in want]}")
     return None
 
 
 def partitions_acyclic(parts: Partitioning) -> str | None:
     """The schedule runs each partition and CPU op after everything it reads, so partitions
-    and CPU ops depend on each other without a cycle (each partition is one delegate call)."""
+    and CPU ops depend on each other without a cycle (each partition is one delegate call).
+    The one cycle check: faced with a cycle, the partitioner's scheduler orders what it can and
+    appends the rest, leaving this check to report it."""
     done = {id(v) for v in parts.graph.inputs}
     for unit in parts.schedule:
         ops = unit.ops if isinstance(unit, Partition) else [unit]

@@ -139,22 +139,49 @@ def test_a_partition_missing_an_input(compiled):
     assert "lists inputs []" in broken("partition", checks.partition_boundaries_complete, parts)
 
 
-def test_merged_partitions_around_a_cpu_op_form_a_cycle(compiled):
-    """conv2 excluded: partitions {conv1} and {pool, flatten, linear} around it. Merged into
-    one, the partition needs conv2's output while conv2 needs the partition's: a cycle."""
+def merged_around_a_cpu_op(compiled):
+    """conv2 excluded: partitions {conv1} and {pool, flatten, linear} around it, merged into
+    one, which needs conv2's output while conv2 needs the partition's: a cycle. Returns the
+    graph, the partitioning (consistent in all but order) and conv2."""
     g, parts, _ = stages(compiled, Exclusions(node_names=("conv2d_1",)))
     first, second = parts.partitions
     quantize, conv1, conv2, *_, linear, _ = g.ops
     assert [o.name for o in first.ops] == [conv1.name] and second.ops[-1] is linear
-    first.ops += second.ops  # a partitioning consistent in all but order
+    first.ops += second.ops
     first.inputs, first.outputs = [quantize.output, conv2.output], [conv1.output, linear.output]
     parts.partitions.remove(second)
     parts.schedule.remove(second)
     for placement in parts.placements:
         placement.partition = 0 if placement.partition is not None else None
+    return g, parts, conv2
+
+
+def test_a_partition_taking_its_inputs_in_another_order(compiled):
+    _, parts, conv2 = merged_around_a_cpu_op(compiled)
+    first = parts.partitions[0]
+    quantized_input = first.inputs[0]
+    first.inputs.reverse()
+    problem = broken("partition", checks.partition_boundaries_complete, parts)
+    assert (f"lists inputs {[conv2.output.name, quantized_input.name]}, "
+            f"its ops need {[quantized_input.name, conv2.output.name]}") in problem
+
+
+def test_merged_partitions_around_a_cpu_op_form_a_cycle(compiled):
+    _, parts, conv2 = merged_around_a_cpu_op(compiled)
     with pytest.raises(InternalError, match="after the partition stage: partitions_acyclic: "):
         checks.after("partition", parts)
     problem = checks.partitions_acyclic(parts)
+    assert f"partition 0 reads {conv2.output.name}" in problem and "a cycle" in problem
+
+
+def test_the_scheduler_leaves_a_cycle_to_the_check(compiled):
+    """Scheduled afresh, the cyclic partitioning still lists every unit once (conv2 needs the
+    partition, the partition needs conv2: neither is ever ready), and partitions_acyclic, the
+    one cycle check, reports it."""
+    g, parts, conv2 = merged_around_a_cpu_op(compiled)
+    parts.schedule = partition._schedule(g, parts.placements, parts.partitions)
+    assert checks.every_op_placed_once(parts) is None
+    problem = broken("partition", checks.partitions_acyclic, parts)
     assert f"partition 0 reads {conv2.output.name}" in problem and "a cycle" in problem
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kiln.boards import Target
-from kiln.errors import InternalError
 from kiln.graph import Graph, Op, Value
 from kiln.spec import Exclusions
 from kiln.partition.support import reason
@@ -154,6 +153,26 @@ def _reaches(a: int, b: int, graph: Graph, part, sets: _Sets, indirect) -> bool:
     return False
 
 
+def boundary(ops: list[Op], graph: Graph) -> tuple[list[Value], list[Value]]:
+    """What a partition of `ops` (in graph order) exchanges with the rest of `graph`: its
+    inputs, the runtime values its ops read from outside it, in order of first read; and its
+    outputs, the values its ops produce that an op outside it reads or the program returns,
+    in order of production. The one definition of a delegate's inputs and outputs: the
+    partitioner builds partitions with it and kiln.checks holds them to it."""
+    inside = {id(op) for op in ops}
+    program_outputs = {id(v) for v in graph.outputs}
+    inputs: dict[int, Value] = {}
+    outputs: list[Value] = []
+    for op in ops:
+        for v in op.inputs:
+            if not v.is_constant and (v.producer is None or id(v.producer) not in inside):
+                inputs.setdefault(id(v), v)
+        for v in op.outputs:
+            if id(v) in program_outputs or any(id(u) not in inside for u in v.users):
+                outputs.append(v)
+    return list(inputs.values()), outputs
+
+
 def _assemble(graph: Graph, part, reasons, sets: _Sets) -> Partitioning:
     order: list[int] = []  # canonical partition ids in order of first op
     members: dict[int, list[Op]] = {}
@@ -166,19 +185,9 @@ def _assemble(graph: Graph, part, reasons, sets: _Sets) -> Partitioning:
             members[key].append(op)
     partitions = []
     index_of: dict[int, int] = {}
-    graph_outputs = {id(v) for v in graph.outputs}
     for key in order:
         ops = members[key]
-        inside = {id(op) for op in ops}
-        inputs: list[Value] = []
-        outputs: list[Value] = []
-        for op in ops:
-            for v in op.inputs:
-                if not v.is_constant and (v.producer is None or id(v.producer) not in inside) and v not in inputs:
-                    inputs.append(v)
-            for v in op.outputs:
-                if id(v) in graph_outputs or any(id(u) not in inside for u in v.users):
-                    outputs.append(v)
+        inputs, outputs = boundary(ops, graph)
         index_of[key] = len(partitions)
         partitions.append(Partition(len(partitions), ops, inputs, outputs))
     placements = [
@@ -189,7 +198,10 @@ def _assemble(graph: Graph, part, reasons, sets: _Sets) -> Partitioning:
 
 
 def _schedule(graph: Graph, placements: list[Placement], partitions: list[Partition]) -> list[Op | Partition]:
-    """CPU ops and partitions, each after everything it reads (Kahn's algorithm, graph order as tie-break)."""
+    """CPU ops and partitions, each after everything it reads (Kahn's algorithm, graph order as
+    tie-break). The partitioner never builds a cycle; should it, no order exists, and the units
+    left are appended in graph order: kiln.checks.partitions_acyclic, which the compile driver
+    runs after this stage, is the one place a cycle is found and reported."""
     unit_of = {id(p.op): (partitions[p.partition] if p.partition is not None else p.op) for p in placements}
     units: list[Op | Partition] = []
     for p in placements:
@@ -206,11 +218,9 @@ def _schedule(graph: Graph, placements: list[Placement], partitions: list[Partit
     done: set[int] = set()
     schedule: list[Op | Partition] = []
     while len(schedule) < len(units):
-        for unit in units:
-            if id(unit) not in done and needs[id(unit)] <= done:
-                schedule.append(unit)
-                done.add(id(unit))
-                break
-        else:  # the partitioner never builds a cycle; this is a guard, not a path
-            raise InternalError("the partitions depend on each other in a cycle")
+        waiting = [unit for unit in units if id(unit) not in done]
+        ready = next((unit for unit in waiting if needs[id(unit)] <= done), None)
+        for unit in [ready] if ready is not None else waiting:  # none ready: a cycle, see above
+            schedule.append(unit)
+            done.add(id(unit))
     return schedule
