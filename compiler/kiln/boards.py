@@ -42,6 +42,7 @@ VELA_MEMORY_MODES = (
 UART_KINDS = ("cmsdk-apb-uart",)
 FVP_PLACEHOLDERS = ("macs", "cwd")
 
+STACK_ALIGNMENT = 8  # the AAPCS's: the main stack's size and top are multiples of it
 _IDENT = re.compile(r"[a-z][a-z0-9_]*\Z")
 _FAMILY = re.compile(r"ethos-u(55|65|85)\Z")
 _ADDRESS_LIMIT = 1 << 32
@@ -239,7 +240,7 @@ def load_board(path: Path) -> Board:
         path=path,
         cpu=_read_cpu(top.table("cpu")),
         memory=_read_memory(top),
-        stack_size=_read_stack_size(top),
+        stack_size=top.integer("stack_size", limit=_ADDRESS_LIMIT),
         uart=_read_uart(top.table("uart")),
         npu=_read_npu(top.table("npu")),
         fvp_params=_read_fvp(top.table("fvp")),
@@ -247,10 +248,26 @@ def load_board(path: Path) -> Board:
     )
     top.close()
     _check_peripherals(board, top)
-    stack = board.region_for("stack")
-    if board.stack_size > stack.size:
-        top.fail("stack_size", f"{board.stack_size:#x} bytes do not fit in region {stack.name} ({stack.size:#x} bytes)")
+    try:
+        check_stack_size(board, board.stack_size)
+    except UsageError as error:
+        top.fail("stack_size", str(error))
     return board
+
+
+def check_stack_size(board: Board, size: int) -> int:
+    """`size` if it can be `board`'s main stack: a positive multiple of STACK_ALIGNMENT bytes
+    that fits in the board's "stack" region; else a UsageError saying which. One check for
+    board.toml's stack_size (load_board reports it as a BoardError naming the field) and for
+    a build's override (kiln build's plan, KILN_STACK_SIZE through linker_script)."""
+    if size <= 0 or size % STACK_ALIGNMENT:
+        raise UsageError(f"stack size {size:#x} is not a positive multiple of {STACK_ALIGNMENT} bytes "
+                         "(the stack's alignment)")
+    region = board.region_for("stack")
+    if size > region.size:
+        raise UsageError(f"stack size {size:#x} does not fit in {board.name}'s stack region {region.name} "
+                         f"({region.size:#x} bytes)")
+    return size
 
 
 def _read_cpu(t: _Table) -> Cpu:
@@ -291,13 +308,6 @@ def _read_memory(top: _Table) -> tuple[MemoryRegion, ...]:
         if len(holders) != 1:
             top.fail("memory", f"exactly one region must have purpose {purpose!r}, found {holders or 'none'}")
     return tuple(regions)
-
-
-def _read_stack_size(top: _Table) -> int:
-    size = top.integer("stack_size", minimum=8, limit=_ADDRESS_LIMIT)
-    if size % 8:
-        top.fail("stack_size", f"{size:#x} is not a multiple of 8 bytes (the stack's alignment)")
-    return size
 
 
 def _read_uart(t: _Table) -> Uart:
@@ -430,9 +440,7 @@ def linker_script(board: Board, stack_size: int | None = None) -> str:
       not zeroed) for objects placed there with KILN_PLACE_DATA/KILN_PLACE_BSS.
     The linker fails with "region `R' overflowed" when anything does not fit.
     """
-    stack_size = board.stack_size if stack_size is None else stack_size
-    if stack_size <= 0 or stack_size % 8:
-        raise UsageError(f"stack size {stack_size} must be a positive multiple of 8 bytes")
+    stack_size = check_stack_size(board, board.stack_size if stack_size is None else stack_size)
     code = board.region_for("code").name
     data = board.region_for("data").name
     stack = board.region_for("stack").name

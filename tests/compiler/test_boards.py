@@ -69,6 +69,11 @@ BREAKAGES = [
     ('"-mcpu=cortex-m55", ', '', r"cpu\.compile_flags: must contain -mcpu=cortex-m55"),
     ('schema = 1', 'schema = 2', r"schema: version 2 is not supported"),
     ('[uart]', '[uart', r"not valid TOML"),
+    ('stack_size = 0x8000', 'stack_size = 0x8004', r"stack_size: stack size 0x8004 is not a positive multiple of 8 "),
+    ('stack_size = 0x8000', 'stack_size = 0', r"stack_size: stack size 0x0 is not a positive multiple of 8 "),
+    # dtcm, the stack's region, has 512 KiB
+    ('stack_size = 0x8000', 'stack_size = 0x8_0008',
+     r"stack_size: stack size 0x80008 does not fit in corstone-300's stack region dtcm \(0x80000 bytes\)"),
 ]
 
 
@@ -117,12 +122,39 @@ def test_header_gives_the_descriptions_addresses(firmware_build):
     assert "#define KILN_REGION_SRAM_SIZE 0x00400000u" in header
 
 
+def test_stack_override_is_checked_like_the_boards_own(tmp_path):
+    """A build's stack size (kiln build's plan, KILN_STACK_SIZE through the linker script)
+    passes the check board.toml's stack_size does: a positive multiple of 8 bytes that fits
+    in the stack's region (corstone-300's dtcm: 512 KiB)."""
+    from kiln.firmware import runner_build
+
+    board = boards.load("corstone-300")
+    assert boards.check_stack_size(board, 0x8_0000) == 0x8_0000
+    for size, message in ((0x8_0008, "stack size 0x80008 does not fit in corstone-300's stack region dtcm"),
+                          (0x9_0000, "stack size 0x90000 does not fit in corstone-300's stack region dtcm"),
+                          (12, "stack size 0xc is not a positive multiple of 8 bytes"),
+                          (-8, "stack size -0x8 is not a positive multiple of 8 bytes")):
+        with pytest.raises(UsageError, match=message):
+            boards.check_stack_size(board, size)
+        with pytest.raises(UsageError, match=message):
+            boards.linker_script(board, size)
+        with pytest.raises(UsageError, match=message):  # before the .pte is even read
+            runner_build.plan(tmp_path / "no_such.pte", "ethos-u55-128", stack_size=size)
+    result = subprocess.run([str(ROOT / ".venv/bin/python"), "-m", "kiln.boards", "generate", "--board",
+                             "corstone-300", "--out", str(tmp_path / "gen"), "--stack-size", "0x90000"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "kiln: error: stack size 0x90000 does not fit in corstone-300's stack region dtcm (0x80000 bytes)"]
+
+
 def test_region_overflow_fails_the_link_naming_the_region(tmp_path):
-    """A stack larger than DTCM (512 KiB) must fail at link time, naming the region."""
+    """A stack as large as DTCM (512 KiB) fits the region by itself, but not beside .data and
+    .bss, which DTCM holds too: the link must fail, naming the region."""
     build = tmp_path / "fw"
     result = subprocess.run(
         ["cmake", "-S", str(paths.FIRMWARE_DIR), "-B", str(build), "-G", "Ninja",
-         f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}", "-DKILN_STACK_SIZE=0x90000"],
+         f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}", "-DKILN_STACK_SIZE=0x80000"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

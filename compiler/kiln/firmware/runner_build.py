@@ -143,6 +143,7 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
     """`stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
     the build links exactly this one, so the planned buffers' fit in "data" uses it too."""
     target = boards.target(target_name)
+    stack_size = boards.check_stack_size(target.board, target.board.stack_size if stack_size is None else stack_size)
     try:
         data = pte_path.read_bytes()
     except OSError as error:
@@ -171,9 +172,7 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
              operators=[(op.name, op.overload) for op in program.operators],
              delegates=len(program.delegates),
              input_sizes=[program.values[i].nbytes for i in program.inputs],
-             stack_size=board.stack_size if stack_size is None else stack_size)
-    if p.stack_size <= 0 or p.stack_size % 8:
-        raise UsageError(f"stack size {p.stack_size} must be a positive multiple of 8 bytes")
+             stack_size=stack_size)
     sizes = list(program.non_const_buffer_sizes[1:])
     data_region = board.region_for("data")
     beside = p.stack_size if board.region_for("stack") == data_region else 0  # the stack shares the region
