@@ -126,12 +126,28 @@ def test_allowed_imports_pass_the_checker():
         assert violations(name, imports(name, source, known)) == [], (name, source)
 
 
-def test_the_lowering_covers_the_partition_stage_vocabulary_exactly():
-    from kiln.lower import tosa
-    from kiln.partition import vocabulary
+def test_the_lowering_refuses_to_differ_from_the_partition_stage_vocabulary():
+    """Importing kiln.lower.tosa runs check_vocabulary on its lowerings (the import passing
+    shows they agree); doctored sets, one op more or one fewer on either side, are refused."""
+    import torch
 
-    assert set(tosa.LOWERINGS) == vocabulary.LOWERED
-    assert set(tosa.TABLE_FUNCTIONS) == vocabulary.TABLE_OPS
+    from kiln.errors import InternalError
+    from kiln.lower import tosa
+
+    aten = torch.ops.aten
+    lowered, tables = set(tosa.LOWERINGS), set(tosa.TABLE_FUNCTIONS)
+    tosa.check_vocabulary(lowered, tables)
+    for doctored_lowered, doctored_tables, said in [
+        (lowered | {aten.div.Tensor}, tables, "a lowering for ['aten.div.Tensor'], not in vocabulary.LOWERED"),
+        (lowered - {aten.conv2d.default}, tables, "no lowering for ['aten.conv2d.default'], in vocabulary.LOWERED"),
+        (lowered, tables | {aten.sqrt.default},
+         "a table function for ['aten.sqrt.default'], not in vocabulary.TABLE_OPS"),
+        (lowered, tables - {aten.tanh.default},
+         "no table function for ['aten.tanh.default'], in vocabulary.TABLE_OPS"),
+    ]:
+        with pytest.raises(InternalError, match="kiln.lower.tosa and kiln.partition.vocabulary disagree") as raised:
+            tosa.check_vocabulary(doctored_lowered, doctored_tables)
+        assert str(raised.value).endswith(said), str(raised.value)
 
 
 def test_compiler_results_are_what_the_simulator_takes(tmp_path):

@@ -221,10 +221,10 @@ LOWERINGS: dict[object, Callable[[Lowerer, Op], None]] = {}
 
 
 def lowering(*targets):
+    """Registers the decorated function as the lowering of `targets` (check_vocabulary, run
+    when this module is imported, holds LOWERINGS to kiln.partition.vocabulary.LOWERED)."""
     def register(fn):
         for target in targets:
-            if target not in vocabulary.LOWERED:
-                raise InternalError(f"{fn.__name__} lowers {target}, which kiln.partition.vocabulary.LOWERED lacks")
             LOWERINGS[target] = fn
         return fn
 
@@ -791,10 +791,22 @@ def _matmul(lw: Lowerer, op: Op):
     lw.bind(out, lw.reshape(lw.names[id(flat)][0], out.shape, out.dtype), False)
 
 
-# The partition stage decides what reaches this stage from kiln.partition.vocabulary: hold to it.
-_DISAGREE = (vocabulary.LOWERED - LOWERINGS.keys()) | (vocabulary.TABLE_OPS ^ TABLE_FUNCTIONS.keys())
-if _DISAGREE:
-    raise InternalError(f"kiln.partition.vocabulary and the lowerings disagree on {sorted(map(str, _DISAGREE))}")
+def check_vocabulary(lowered, tables) -> None:
+    """The partition stage decides what reaches this stage from kiln.partition.vocabulary:
+    raises InternalError unless the ops with a lowering (`lowered`) are exactly its LOWERED
+    and the ops with a table function (`tables`) exactly its TABLE_OPS."""
+    problems = []
+    for what, ours, name in (("lowering", set(lowered), "LOWERED"), ("table function", set(tables), "TABLE_OPS")):
+        theirs = getattr(vocabulary, name)
+        if ours - theirs:
+            problems.append(f"a {what} for {sorted(map(str, ours - theirs))}, not in vocabulary.{name}")
+        if theirs - ours:
+            problems.append(f"no {what} for {sorted(map(str, theirs - ours))}, in vocabulary.{name}")
+    if problems:
+        raise InternalError("kiln.lower.tosa and kiln.partition.vocabulary disagree: " + "; ".join(problems))
+
+
+check_vocabulary(LOWERINGS, TABLE_FUNCTIONS)
 
 
 def lower(partition: Partition) -> bytes:
