@@ -3,8 +3,8 @@
 The support rules (kiln.partition.support) decide what may go to the NPU from these sets;
 the lowering (kiln.lower.tosa), a later stage, registers a lowering for exactly LOWERED
 and an 8-bit table for exactly TABLE_OPS, and checks that it does when it is imported
-(kiln.lower.tosa.check_vocabulary). So
-the partitioner never needs the lowering, and the two cannot drift apart.
+(kiln.lower.tosa.check_vocabulary). So the partitioner never needs the lowering, and the
+two cannot drift apart.
 """
 
 from __future__ import annotations
