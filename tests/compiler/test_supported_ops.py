@@ -3,6 +3,8 @@ from the support rules, and says what the rules do."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from kiln.partition import supported_ops
@@ -45,6 +47,34 @@ def test_every_lowered_op_is_listed_once():
     assert sorted(listed) == sorted(str(op) for op in LOWERED)
 
 
+def command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kiln.partition.supported_ops", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+HEADER = ["| Rule: the op stays on the CPU with this reason when it fails | U55 | U65 | U85 |", "|---|---|---|---|"]
+EVERY_FAMILY = " | checked | checked | checked |"
+
+
 def test_the_command_writes_the_file(tmp_path):
-    assert supported_ops.main(["--output", str(tmp_path / "ops.md")]) == 0
-    assert (tmp_path / "ops.md").read_text() == supported_ops.markdown()
+    """The sections of three ops worked out by hand from support.py: mul is in the ops of
+    runtime_operands and scalar_operands only; add and sub are in those and unit_alpha's, so
+    they share a section; relu is in no rule's ops."""
+    run = command("--output", str(tmp_path / "ops.md"))
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+    text = (tmp_path / "ops.md").read_text()
+    constant = "| *op_type* with a constant operand is not lowered (`runtime_operands`)" + EVERY_FAMILY
+    scalar = ("| *op_type* with a scalar operand: kiln lowers multiplication by a positive number only "
+              "(`scalar_operands`)" + EVERY_FAMILY)
+    alpha = "| *op_type* with alpha other than 1 is not lowered (`unit_alpha`)" + EVERY_FAMILY
+    assert section(text, "## `aten.mul.Tensor`") == ["", *HEADER, constant, scalar, ""]
+    assert section(text, "## `aten.add.Tensor`, `aten.sub.Tensor`") == ["", *HEADER, constant, scalar, alpha, ""]
+    (plain,) = [line for line in text.splitlines() if line.startswith("## ") and "`aten.relu.default`" in line]
+    assert section(text, plain) == ["", "Only the rules for every operator."]
+
+
+def test_the_command_reports_an_unwritable_file_in_one_line(tmp_path):
+    run = command("--output", str(tmp_path / "no such folder" / "ops.md"))
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith("python -m kiln.partition.supported_ops: error: ") and run.stderr.count("\n") == 1
+    assert "no such folder" in run.stderr and "Traceback" not in run.stderr

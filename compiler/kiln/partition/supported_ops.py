@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 from kiln import boards
+from kiln.errors import run_command
 from kiln.partition.support import RULES, Rule
 from kiln.partition.vocabulary import LOWERED
 
-COMMAND = "python -m kiln.partition.supported_ops --output SUPPORTED_OPS.md"
+PROG = "python -m kiln.partition.supported_ops"
+COMMAND = f"{PROG} --output SUPPORTED_OPS.md"
 
 
 def families() -> list[str]:
@@ -74,16 +77,22 @@ def markdown() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Writes SUPPORTED_OPS.md from kiln's support rules.")
+    """The command; its errors (an unwritable --output, a malformed board) are one line and an
+    exit status, through kiln.errors.run_command."""
+    parser = argparse.ArgumentParser(prog=PROG, description="Writes SUPPORTED_OPS.md from kiln's support rules.")
     parser.add_argument("--output", type=Path, help="the file to write (default: standard output)")
     args = parser.parse_args(argv)
-    text = markdown()
-    if args.output is None:
-        print(text, end="")
-    else:
-        args.output.write_text(text)
-    return 0
+
+    def command() -> int:
+        text = markdown()
+        if args.output is None:
+            print(text, end="")
+        else:
+            args.output.write_text(text)
+        return 0
+
+    return run_command(PROG, command)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
