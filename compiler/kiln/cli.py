@@ -83,6 +83,8 @@ def _build(args) -> int:
         if not path.is_file():
             raise UsageError(f"--default-input {path}: no such file")
         defaults.append(path.read_bytes())
+    if args.bake is not None and not args.bake.is_file():
+        raise UsageError(f"--bake {args.bake}: no such file")
     elf = runner_build.build_runner(args.pte, args.target, args.memory_mode, args.system_config, args.build_type,
                                     args.output, defaults, not args.skip_target_check, args.bake)
     print(elf)

@@ -114,6 +114,8 @@ CASES = {
                                                       "--memory_mode=Sram_Only"], "was compiled for memory mode"),
     "build: missing --default-input": (["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128",
                                         "--default-input", "/no/such.bin"], "--default-input /no/such.bin: no such"),
+    "build: missing --bake": (["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--bake", "/no/such.bin"],
+                              "--bake /no/such.bin: no such file"),
     "build: neither --pte nor --app": (["build", "--target", "ethos-u55-128"], "one of the arguments --pte --app"),
     "build: --app with a runner's option": (["build", "--app", "hello", "--target", "ethos-u55-128",
                                              "--memory-mode", "Sram_Only"], "--memory-mode applies to a runner"),

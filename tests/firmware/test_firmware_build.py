@@ -4,6 +4,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = ROOT / "cmake" / "check_no_heap.cmake"
 
@@ -44,6 +46,38 @@ def test_an_elf_with_malloc_is_refused(tmp_path):
     result = check_no_heap(elf)
     assert result.returncode != 0
     assert "links the heap allocator (malloc)" in result.stderr
+
+
+def _failing(output: str) -> list[str]:
+    """A command that prints `output` as it is and fails."""
+    return ["sh", "-c", 'printf "%s" "$1"; exit 1', "sh", output]
+
+
+def test_a_failed_build_step_is_one_line_and_its_whole_output_goes_to_the_log(tmp_path):
+    """A build error is one line (kiln.errors): the step, the line that names the error (not
+    Ninja's command line with its -Werror), and the log file in the build directory that
+    keeps the whole output."""
+    from kiln.firmware import build as firmware
+
+    log = tmp_path / "fw" / firmware.BUILD_LOG
+    compile_error = ("[1/3] Building C object CMakeFiles/hello.dir/hello.c.obj\nFAILED: CMakeFiles/hello.dir/hello.c.obj\n"
+                     "arm-none-eabi-gcc -Wall -Wextra -Werror -c hello.c\n"
+                     "hello.c: In function 'main':\nhello.c:3:5: error: 'x' undeclared (first use in this function)\n"
+                     + "".join(f"hello.c:{i}:1: note: more\n" for i in range(4, 40)) + "ninja: build stopped\n")
+    cmake_error = ("-- The C compiler identification is GNU 12.2.1\nCMake Error at CMakeLists.txt:9 (message):\n"
+                   "  kiln: the board's CPU flags\n  are not accepted\n\n\n-- Configuring incomplete, errors occurred!\n")
+    cases = [
+        (compile_error, "hello.c:3:5: error: 'x' undeclared (first use in this function)"),
+        (cmake_error, "the board's CPU flags are not accepted"),
+        ("ld: main.o: in function `main':\nmain.c:(.text+0x8): undefined reference to `foo'\n"
+         "collect2: error: ld returned 1 exit status\n", "main.c:(.text+0x8): undefined reference to `foo'"),
+        ("something went wrong\nand stopped\n", "and stopped"),  # no line names an error: the last one
+    ]
+    for output, line in cases:
+        with pytest.raises(firmware.BuildError) as error:
+            firmware._run(_failing(output), "building the firmware for corstone-300", log)
+        assert str(error.value) == f"building the firmware for corstone-300 failed: {line} (the whole output: {log})"
+        assert log.read_text() == output
 
 
 # The commands ./scripts/setup.sh installs or deletes with, found on PATH. Each stub records

@@ -424,6 +424,27 @@ def test_a_region_overflow_fails_the_link_naming_the_region(work, tmp_path, monk
     assert "Ethos-U scratch (region 1) 5,242,880 B" in str(error.value)
 
 
+def test_a_failed_runner_build_step_is_one_line_and_its_whole_output_goes_to_the_log(tmp_path):
+    """Not 20 lines of compiler output in the error: the line that names the error, and the
+    log in the runner's build directory that keeps the whole output; kiln's own message
+    (e.g. the board generator's, through CMake) as it is."""
+    p = runner_build.plan(FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte", "ethos-u55-128")
+    log = tmp_path / "out" / "build.log"
+    output = ("[12/40] Building CXX object model_memory.cpp.obj\nFAILED: model_memory.cpp.obj\n"
+              "arm-none-eabi-g++ -Wall -Werror -c model_memory.cpp\n"
+              "model_memory.cpp:7:1: error: expected ';' before '}' token\n"
+              + "".join(f"model_memory.cpp:{i}:1: note: more\n" for i in range(8, 40)))
+    with pytest.raises(runner_build.RunnerBuildError) as error:
+        runner_build._run(["sh", "-c", 'printf "%s" "$1"; exit 1', "sh", output], "building the runner", p, log)
+    assert str(error.value) == ("building the runner failed: model_memory.cpp:7:1: error: expected ';' before '}' "
+                                f"token (the whole output: {log})")
+    assert log.read_text() == output
+    output = "CMake Error at kiln_board.cmake:48 (message):\n  kiln: error: no board 'x'\n"
+    with pytest.raises(runner_build.RunnerBuildError) as error:
+        runner_build._run(["sh", "-c", 'printf "%s" "$1"; exit 1', "sh", output], "configuring the runner", p, log)
+    assert str(error.value) == "configuring the runner failed: kiln: error: no board 'x'"
+
+
 def test_an_operator_without_a_kernel_fails_the_build_naming_it(work):
     # tiny_cnn on the CPU with its hardtanh renamed (same length) to softplus, an ATen
     # operator kiln's runtime has no kernel for.

@@ -1,11 +1,14 @@
 """Building kiln's firmware for a board with CMake, Ninja and arm-none-eabi-gcc.
 
 One function serves `kiln build --app` and the tests, so
-the firmware is configured the same way everywhere.
+the firmware is configured the same way everywhere. A step that fails is one line
+(kiln.errors: CMake's own error, else the first line naming an error) and its whole
+output in BUILD_LOG in the build directory (`failed_step`, which kiln build's runner uses too).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +18,9 @@ from kiln import boards, paths
 from kiln.errors import BuildError, ToolMissingError
 
 REQUIRED_TOOLS = ("cmake", "ninja", "arm-none-eabi-gcc")
+BUILD_LOG = "build.log"  # in the build directory: the whole output of the step that failed
+# A line that says what failed: a compiler's or CMake's error, or the linker's.
+_ERROR_LINE = re.compile(r"\berror:|CMake Error|undefined reference|multiple definition", re.IGNORECASE)
 
 
 def default_build_dir(board: str) -> Path:
@@ -43,9 +49,9 @@ def build(
             f"-DKILN_TEST_APPS={'ON' if test_apps else 'OFF'}",
             f"-DCMAKE_BUILD_TYPE={build_type}",
         ],
-        f"configuring the firmware for {board}",
+        f"configuring the firmware for {board}", build_dir / BUILD_LOG,
     )  # fmt: skip
-    _run(["cmake", "--build", str(build_dir)], f"building the firmware for {board}")
+    _run(["cmake", "--build", str(build_dir)], f"building the firmware for {board}", build_dir / BUILD_LOG)
     return build_dir
 
 
@@ -57,15 +63,22 @@ def elf(build_dir: Path, app: str) -> Path:
     raise BuildError(f"no ELF for app {app!r} in {build_dir}")
 
 
-def _run(command: list[str], what: str):
+def _run(command: list[str], what: str, log: Path):
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        output = (result.stderr + result.stdout).strip().splitlines()
-        cmake_message = _cmake_error(output)
-        if cmake_message:
-            raise BuildError(f"{what} failed: {cmake_message}")
-        first = next((i for i, line in enumerate(output) if "error" in line.lower()), max(len(output) - 15, 0))
-        raise BuildError(f"{what} failed:\n" + "\n".join(output[first : first + 20]))
+        raise BuildError(failed_step(what, result.stderr + result.stdout, log))
+
+
+def failed_step(what: str, output: str, log: Path) -> str:
+    """One line for a build step that failed: `what`; CMake's first error, else the first line
+    of its `output` that names an error, else its last line; and `log`, where the whole
+    output is written here."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(output)
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    line = _cmake_error(lines) or next((line.strip() for line in lines if _ERROR_LINE.search(line)),
+                                       lines[-1].strip() if lines else "no output")
+    return f"{what} failed: {line} (the whole output: {log})"
 
 
 def _cmake_error(output: list[str]) -> str | None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kiln import boards, paths
+from kiln.firmware import build as firmware
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
 from kiln.errors import RunnerBuildError, ToolMissingError, UsageError
@@ -294,18 +295,20 @@ def _write_if_changed(path: Path, content: str | bytes) -> None:
 
 # --- Building ------------------------------------------------------------------------
 
-def _run(command: list[str], what: str, p: Plan) -> str:
+def _run(command: list[str], what: str, p: Plan, log: Path) -> str:
+    """Runs one build step; when it fails, a RunnerBuildError of one line: the regions that
+    overflowed, else kiln's own message (a "kiln: ..." line, e.g. from the board generator),
+    else the first error line and `log`, where the whole output is written."""
     result = subprocess.run(command, capture_output=True, text=True)
     output = result.stdout + result.stderr
     if result.returncode != 0:
         overflow = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", output)
         if overflow:
             raise RunnerBuildError("; ".join(_overflow_message(p, region, int(n)) for region, n in overflow))
-        missing = re.search(r"kiln: .*", output)
-        lines = output.strip().splitlines()
-        first = next((i for i, line in enumerate(lines) if "error" in line.lower()), max(len(lines) - 15, 0))
-        raise RunnerBuildError(f"{what} failed: " + (missing.group(0) if missing else
-                                                     "\n".join(lines[first:first + 20])))
+        kiln_message = re.search(r"kiln: .*", output)
+        if kiln_message:
+            raise RunnerBuildError(f"{what} failed: {kiln_message.group(0).strip()}")
+        raise RunnerBuildError(firmware.failed_step(what, output, log))
     return output
 
 
@@ -319,7 +322,7 @@ def _overflow_message(p: Plan, region: str, excess: int) -> str:
 
 
 def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
-    for tool in ("cmake", "ninja", "arm-none-eabi-gcc"):
+    for tool in firmware.REQUIRED_TOOLS:
         if shutil.which(tool) is None:
             raise ToolMissingError(f"{tool} is not installed; run ./scripts/setup.sh")
     build_dir = out / "cmake"
@@ -328,8 +331,8 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
           f"-DKILN_BOARD={p.target.board.name}",
           f"-DCMAKE_BUILD_TYPE={build_type}", f"-DKILN_RUNNER_GENERATED={gen}",
           f"-DKILN_RUNNER_PTE={baked.resolve()}", f"-DKILN_STACK_SIZE={p.stack_size:#x}"],
-         "configuring the runner", p)
-    _run(["cmake", "--build", str(build_dir)], "building the runner", p)
+         "configuring the runner", p, out / firmware.BUILD_LOG)
+    _run(["cmake", "--build", str(build_dir)], "building the runner", p, out / firmware.BUILD_LOG)
     elf = build_dir / f"{APP}.elf"
     if not elf.is_file():
         raise RunnerBuildError(f"the build finished without {elf}")
