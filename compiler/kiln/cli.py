@@ -76,6 +76,8 @@ def _compile_and_write(model: str, spec, output: Path, calibration: Path | None 
 def _build(args) -> int:
     if args.app is not None:
         return _build_app(args)
+    if args.test_apps:
+        raise UsageError("--test-apps applies to the firmware's plain apps (--app), not to a runner built for a .pte")
     from kiln.firmware import runner_build
 
     defaults = []

@@ -117,6 +117,8 @@ CASES = {
     "build: missing --bake": (["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--bake", "/no/such.bin"],
                               "--bake /no/such.bin: no such file"),
     "build: neither --pte nor --app": (["build", "--target", "ethos-u55-128"], "one of the arguments --pte --app"),
+    "build: --pte with --test-apps": (["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--test-apps"],
+                                      "--test-apps applies to the firmware's plain apps (--app)"),
     "build: --app with a runner's option": (["build", "--app", "hello", "--target", "ethos-u55-128",
                                              "--memory-mode", "Sram_Only"], "--memory-mode applies to a runner"),
     # run
