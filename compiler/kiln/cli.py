@@ -184,24 +184,26 @@ class _StatusFormatter(_Formatter, argparse.RawDescriptionHelpFormatter):
     """As _Formatter, and the epilog (a table of exit statuses) as written."""
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("the timeout must be more than 0 seconds")
-    return value
+def _positive(parse, kind: str, too_small: str):
+    """An argparse type: `parse(text)` (float or int) when it is more than 0; else an error
+    saying the text is not `kind`, or `too_small`."""
+
+    def check(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or value != value:  # NaN is no number of anything either
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}")
+        if value <= 0:
+            raise argparse.ArgumentTypeError(too_small)
+        return value
+
+    return check
 
 
-def _positive_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("the count must be 1 or more")
-    return value
+_positive_seconds = _positive(float, "a number of seconds", "the timeout must be more than 0 seconds")
+_positive_count = _positive(int, "a whole number", "the count must be 1 or more")
 
 
 def _target_option(parser, default: str | None = None):
