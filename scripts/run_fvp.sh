@@ -4,7 +4,7 @@
 #   ./scripts/run_fvp.sh --elf=FILE --target=ethos-u55-128 [--timeout=S] [--platform=auto|fvp|virtual]
 #       [--input=FILE]... [--output-dir=DIR] [--count-instructions[=FUNCTION] [--profile-instructions]]
 # --count-instructions: on the virtual platform, the instructions the whole run and each
-# call of FUNCTION executed (kiln's QEMU plugin, simulator/qemu_plugin/), on stderr.
+# call of FUNCTION executed (kiln's QEMU plugin, simulator/kiln/simulator/qemu_plugin/), on stderr.
 # Exit status: the firmware's own; 134 fault; 124 timeout; 125 the platform stopped
 # without an exit (e.g. the NPU model refused an access); 2 usage; 127 no platform.
 # KILN_VP_NPU_HANG=1: the virtual NPU never finishes a stream (tests firmware timeouts).

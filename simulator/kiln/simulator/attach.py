@@ -5,8 +5,8 @@ gdbstub on a Unix socket; the attachment sets an access watchpoint over the
 NPU's 4 KiB register window (the board's npu.base, and npu.ns_alias, the same
 registers through the non-secure alias) and lets the CPU run. A
 load or store there stops the CPU before the access with PC on the
-instruction; the attachment decodes it (simulator/thumb.py: plain 32-bit
-LDR/STR only), performs it on the register file (simulator/npu/device.py),
+instruction; the attachment decodes it (kiln.simulator.thumb: plain 32-bit
+LDR/STR only), performs it on the register file (kiln.simulator.npu.device),
 writes the loaded value or the base writeback into the CPU's registers and
 moves PC past it. Pages without a watchpoint run at full speed, so firmware
 that never touches the NPU is not slowed.

@@ -5,7 +5,7 @@
     (./scripts/run_fvp.sh is this command; kiln.cli parses it)
 
 The firmware's UART goes to standard output as it comes. On the virtual
-platform the target's Ethos-U configuration is modelled (simulator/attach.py
+platform the target's Ethos-U configuration is modelled (kiln.simulator.attach
 attaches kiln.simulator.npu's register file to QEMU at the board's NPU
 address) and a summary of what the NPU model did goes to standard error,
 after "kiln: NPU model:". The exit status is the firmware's own (its

@@ -1,6 +1,6 @@
 """Which command-stream features the model executed: features are recorded as
 (category, value) pairs with a count, so a test run can be turned into a coverage table
-(simulator/npu/coverage_table.py)."""
+(kiln.simulator.npu.coverage_table)."""
 
 from __future__ import annotations
 

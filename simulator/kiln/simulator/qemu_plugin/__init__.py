@@ -9,7 +9,7 @@ holds every instruction the CPU executes in the call, the interrupt handlers tha
 run meanwhile included; while the CPU sleeps (WFI/WFE) nothing is counted. On the
 virtual platform the NPU runs a stream while QEMU is stopped, so the CPU never
 sleeps through one; the attachment does execute one instruction per NPU stream to
-pend the completion interrupt (simulator/attach.py), inside the window.
+pend the completion interrupt (kiln.simulator.attach), inside the window.
 """
 
 from __future__ import annotations
