@@ -97,4 +97,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command("kiln.simulator.npu.coverage_table", lambda: main(sys.argv[1:])))
+    sys.exit(run_command("python -m kiln.simulator.npu.coverage_table", lambda: main(sys.argv[1:])))
