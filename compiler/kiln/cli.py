@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 
 from kiln.errors import UsageError, run_command
+from kiln.simulator.run import DEFAULT_TIMEOUT_S
 
 DEFAULT_TARGET = "ethos-u55-128"  # deploy's, as ./scripts/run.sh's
-DEFAULT_TIMEOUT_S = 120.0  # kiln.simulator.run.DEFAULT_TIMEOUT_S; not imported, so --help stays quick
 DEPLOY_TIMEOUT_S = 600.0  # digits classifies 8 images in one run
 RUN_STATUSES = """exit status:
   the firmware's  it exited ("[kiln] exit N" on the UART, or semihosting)
@@ -117,20 +117,15 @@ def _run(args) -> int:
         counted = qemu_plugin.Request(args.count_instructions or None, args.profile_instructions)
     if args.profile_instructions and (counted is None or counted.function is None):
         raise UsageError("--profile-instructions needs --count-instructions=FUNCTION")
+    platform.check(args.elf, args.target)  # before firmware_arguments creates --output-dir
     firmware_args = platform.firmware_arguments(args.input, args.output_dir)
     return _run_elf(args.elf, args.target, args.timeout, args.platform, firmware_args, counted)
 
 
 def _run_elf(elf: Path, target: str, timeout: float, which: str, firmware_args=(), counted=None) -> int:
     """Runs an ELF with the UART on standard output; returns the status kiln run documents."""
-    from kiln import boards
     from kiln.simulator import run as platform
 
-    boards.target(target)  # an unknown target first: it says which targets there are
-    if elf.is_dir():
-        raise UsageError(f"{elf} is a directory, not an ELF file")
-    if elf.is_file() and elf.read_bytes()[:4] != b"\x7fELF":
-        raise UsageError(f"{elf} is not an ELF file (build one with `kiln build`)")
     result = platform.run(elf, target, timeout, which, echo=lambda line: print(line, flush=True),
                           firmware_args=firmware_args, count_instructions=counted)
     platform.report(result, elf, timeout, counted)

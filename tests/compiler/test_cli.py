@@ -57,6 +57,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     """Bad inputs of every kind, and a valid .pte to damage."""
     d = tmp_path_factory.mktemp("bad")
     (d / "garbage.bin").write_bytes(b"this is not a program or an ELF\n")
+    (d / "fake.elf").write_bytes(b"\x7fELF" + bytes(60))  # passes kiln run's check of the ELF magic
     (d / "folder").mkdir()
     (d / "raises.py").write_text("raise RuntimeError('the model file fails on import')\n")
     (d / "syntax.py").write_text("def broken(:\n")
@@ -136,7 +137,7 @@ CASES = {
     "deploy: --count 2.5": (["deploy", "--count", "2.5"], "'2.5' is not a whole number"),
     "run: bad --platform": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--platform", "hw"],
                             "argument --platform: invalid choice: 'hw'"),
-    "run: missing --input": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--input",
+    "run: missing --input": (["run", "--elf", "F(fake.elf)", "--target", "ethos-u55-128", "--input",
                               "/no/such.bin"], "no such input file: /no/such.bin"),
     "run: --profile-instructions alone": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128",
                                            "--profile-instructions"], "needs --count-instructions=FUNCTION"),
@@ -172,6 +173,24 @@ def test_bad_input_is_one_line_and_a_nonzero_status(case, files, tmp_path):
     run = kiln(*args, cwd=tmp_path)
     assert_one_line(run, expected)
     assert not any(notice in run.stderr for notice in TORCHAO_NOTICES), run.stderr
+
+
+def test_run_checks_the_elf_and_the_target_before_it_creates_the_output_dir(files, tmp_path):
+    out = tmp_path / "out"
+    for elf, target, expected in ((files["garbage.bin"], "ethos-u55-128", "is not an ELF file"),
+                                  (files["folder"], "ethos-u55-128", "is a directory, not an ELF file"),
+                                  (files["fake.elf"], "ethos-u99-1", "unknown target 'ethos-u99-1'")):
+        run = kiln("run", "--elf", str(elf), "--target", target, "--output-dir", str(out))
+        assert_one_line(run, expected)
+        assert not out.exists()
+
+
+def test_the_cli_and_the_simulator_share_one_default_timeout():
+    from kiln.simulator import run as platform
+
+    assert cli.DEFAULT_TIMEOUT_S is platform.DEFAULT_TIMEOUT_S
+    run_options = cli._parser(None).parse_args(["run", "--elf", "E", "--target", "T"])
+    assert run_options.timeout == platform.DEFAULT_TIMEOUT_S == 120.0
 
 
 @pytest.mark.parametrize("script,args,expected", [

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kiln.errors import UsageError
 from kiln.firmware import build as firmware
+from kiln.simulator import run
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
@@ -92,6 +94,19 @@ def test_board_without_a_virtual_platform_asks_for_its_fvp(firmware_build):
     result = run_fvp(f"--elf={elf(firmware_build, 'hello')}", "--target=ethos-u85-256")
     assert result.returncode == 127
     assert "install Arm's FVP_Corstone_SSE-320 and put it on PATH" in result.stderr
+
+
+def test_run_refuses_a_file_that_is_no_elf_before_starting_a_platform(tmp_path):
+    """kiln.simulator.run.run itself checks the ELF (kiln run, kiln deploy and the runner's
+    runs all go through it): by its first 4 bytes, without reading the rest."""
+    not_elf = tmp_path / "firmware.elf"
+    not_elf.write_bytes(b"\x7fEL\x00" + b"F" * 100)  # one byte short of the magic
+    for elf, message in ((not_elf, f"{not_elf} is not an ELF file"), (tmp_path, f"{tmp_path} is a directory"),
+                         (tmp_path / "none.elf", "no such ELF file")):
+        with pytest.raises(UsageError, match=message):
+            run.run(elf, "ethos-u55-128", platform="virtual")
+    with pytest.raises(UsageError, match="unknown target 'ethos-u99-1'"):
+        run.run(not_elf, "ethos-u99-1")
 
 
 def fake_fvp(tmp_path: Path, name: str, prints: str) -> dict:

@@ -41,11 +41,11 @@ from kiln import boards
 from kiln.errors import ToolMissingError, UsageError
 from kiln.simulator import qemu_plugin
 from kiln.simulator.faults import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader
-from kiln.simulator.npu.config import CONFIGS
 
 TIMEOUT_EXIT_STATUS = 124  # as coreutils' timeout
 PLATFORM_ERROR_EXIT_STATUS = 125  # the platform died without the firmware saying why
-DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_TIMEOUT_S = 120.0  # kiln run's default too (kiln.cli imports it: this module imports no NPU model)
+ELF_MAGIC = b"\x7fELF"
 QEMU = "qemu-system-arm"
 # Set to 1, the virtual platform's NPU never finishes a stream (no interrupt, STATUS
 # stays running): for testing a firmware's NPU timeout path.
@@ -107,6 +107,8 @@ def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
     qemu = shutil.which(QEMU)
     if qemu is None:
         raise ToolMissingError(f"{QEMU} is not installed; run ./scripts/setup.sh")
+    from kiln.simulator.npu.config import CONFIGS  # the NPU model: only when a platform is made
+
     attachment = None
     machine_args = ["-M", machine]
     if npu_model and target.name in CONFIGS:
@@ -160,6 +162,22 @@ def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = No
     return args
 
 
+def check(elf: Path, target: str) -> tuple[Path, boards.Target]:
+    """The ELF (resolved) and the target to run it on, or a UsageError: an unknown target
+    first (the message lists the known ones), then an ELF that is missing, a directory, or
+    no ELF file (its first 4 bytes)."""
+    chosen = boards.target(target)
+    elf = Path(elf).resolve()
+    if elf.is_dir():
+        raise UsageError(f"{elf} is a directory, not an ELF file")
+    if not elf.is_file():
+        raise UsageError(f"no such ELF file: {elf}")
+    with open(elf, "rb") as stream:
+        if stream.read(len(ELF_MAGIC)) != ELF_MAGIC:
+            raise UsageError(f"{elf} is not an ELF file (build one with `kiln build`)")
+    return elf, chosen
+
+
 def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str, npu_model: bool = True,
                     firmware_args: Sequence[str] = (), counting: qemu_plugin.Plan | None = None) -> Platform:
     if counting is not None:
@@ -186,15 +204,13 @@ def run(
     firmware_args: Sequence[str] = (),
     count_instructions: qemu_plugin.Request | None = None,
 ) -> RunResult:
-    """Runs `elf` for `target` and returns what happened; `echo(line)` sees UART lines live.
+    """Runs `elf` for `target` and returns what happened (`check` first: a UsageError for an
+    unknown target or a file that is no ELF); `echo(line)` sees UART lines live.
     `npu_model=False` runs the virtual platform without the NPU attachment (for measurements).
     `firmware_args`: the firmware's semihosting command line (see firmware_arguments).
     `count_instructions`: count instructions (always on the virtual platform) into
     RunResult.instructions."""
-    chosen_target = boards.target(target)
-    elf = Path(elf).resolve()
-    if not elf.is_file():
-        raise UsageError(f"no such ELF file: {elf}")
+    elf, chosen_target = check(elf, target)
     cwd = Path(cwd or Path.cwd()).resolve()
     with tempfile.TemporaryDirectory(prefix="kiln-count-") as scratch:
         counting = None
