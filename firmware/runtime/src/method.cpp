@@ -1,6 +1,8 @@
 // Method: binds a verified plan to memory, kernels and backends, and runs its chain.
 #include "kiln/runtime/method.h"
 
+#include <cstring>
+
 #include "fb.h"
 #include "schema.h"
 #include "try.h"
@@ -11,28 +13,92 @@ namespace {
 
 constexpr uintptr_t kBufferAlignment = 16;
 
-// Reader over a verified program's FlatBuffer part: reads cannot fail, the values
-// are taken as they are (a failed read would yield zeros, never a fault).
+// Reader over a verified program's FlatBuffer part. Program::load checked every table,
+// vector, string and field read here (fb.h, which reports errors), so these reads report
+// nothing and cannot fail on a loaded program. Each still checks that its bytes lie
+// inside the FlatBuffer part, and one that does not yields zero (an absent table, an
+// empty vector or string, a zero scalar): a failed read would yield zeros, never a fault,
+// and nothing traps. Offsets stay below `size` (a table lies inside it with its vtable,
+// a field inside its table, a vector's elements inside it), so 32-bit sums cannot wrap.
 struct Verified {
-  fb::Reader r;
-  explicit Verified(const Program& p)
-      : r{p.bytes(), program_bytes(p), INT64_MAX} {}
+  const uint8_t* base;
+  uint32_t size;
+  explicit Verified(const Program& p) : base(p.bytes()), size(program_bytes(p)) {}
 
   static uint32_t program_bytes(const Program& p) {
     // Accessors never read past the FlatBuffer part; the whole file bounds it too.
     return p.flatbuffer_size();
   }
-  fb::Table table(uint32_t pos) { return fb::table_at(r, pos).value(); }
-  fb::Vector vector(const fb::Table& t, unsigned slot, uint32_t elem) {
-    return fb::vector(r, t, slot, elem).value();
+  bool contains(uint32_t at, uint32_t n) const { return at <= size && n <= size - at; }
+  template <typename T>
+  T at(uint32_t offset) const {
+    T v{};
+    if (sizeof(T) <= size && offset <= size - sizeof(T)) std::memcpy(&v, base + offset, sizeof(T));
+    return v;
   }
-  fb::Table element(const fb::Vector& v, uint32_t i) { return fb::element(r, v, i).value(); }
-  fb::Union union_at(const fb::Table& t) { return fb::union_at(r, t, 0).value(); }
+  // `from` (< size) plus a relative offset read there, or 0 when that lies past the end.
+  uint32_t follow(uint32_t from) const {
+    const uint32_t offset = at<uint32_t>(from);
+    return offset <= size - from ? from + offset : 0;
+  }
+  fb::Table table(uint32_t pos) const {
+    if (pos == 0 || !contains(pos, 4)) return {};
+    const int64_t vtable = static_cast<int64_t>(pos) - at<int32_t>(pos);
+    if (vtable < 0 || !contains(static_cast<uint32_t>(vtable), 4)) return {};
+    fb::Table t;
+    t.vtable = static_cast<uint32_t>(vtable);
+    t.vt_size = at<uint16_t>(t.vtable);
+    t.obj_size = at<uint16_t>(t.vtable + 2);
+    if (!contains(t.vtable, t.vt_size) || !contains(pos, t.obj_size)) return {};
+    t.pos = pos;
+    return t;
+  }
+  // The offset of field `slot` (inside its table), or 0 when it is absent.
+  uint32_t field(const fb::Table& t, unsigned slot) const {
+    const uint32_t entry = 4 + 2 * slot;
+    if (!t.present() || entry + 2 > t.vt_size) return 0;
+    const uint16_t voffset = at<uint16_t>(t.vtable + entry);
+    return voffset == 0 || voffset >= t.obj_size ? 0 : t.pos + voffset;
+  }
+  // Where the offset field `slot` points (0 when absent).
+  uint32_t target(const fb::Table& t, unsigned slot) const {
+    const uint32_t from = field(t, slot);
+    return from == 0 ? 0 : follow(from);
+  }
+  fb::Table child(const fb::Table& t, unsigned slot) const { return table(target(t, slot)); }
+  // elem is 1, 4 or 8: the elements lie inside the part, aligned to their size.
+  fb::Vector vector(const fb::Table& t, unsigned slot, uint32_t elem) const {
+    const uint32_t to = target(t, slot);
+    const uint32_t count = to == 0 ? 0 : at<uint32_t>(to);
+    if (count == 0) return {};
+    const uint32_t start = to + 4;  // the count was read: no wrap
+    if (static_cast<uint64_t>(count) * elem > size - start || (start & (elem - 1)) != 0) return {};
+    return fb::Vector{start, count};
+  }
+  StringView string(const fb::Table& t, unsigned slot) const {
+    const fb::Vector v = vector(t, slot, 1);
+    if (v.count == 0 || at<uint8_t>(v.start + v.count) != 0) return {};
+    return StringView{reinterpret_cast<const char*>(base + v.start), v.count};
+  }
+  fb::Table element(const fb::Vector& v, uint32_t i) const {
+    return i < v.count ? table(follow(v.start + 4 * i)) : fb::Table{};
+  }
+  // The union at slots 0 and 1: its type, and its value table (type 0 when absent).
+  fb::Union union_at(const fb::Table& t) const {
+    const uint8_t type = scalar<uint8_t>(t, 0);
+    const fb::Table value = type == 0 ? fb::Table{} : child(t, 1);
+    if (!value.present()) return {};
+    return fb::Union{type, value};
+  }
   template <typename T>
-  T scalar(const fb::Table& t, unsigned slot) { return fb::scalar<T>(r, t, slot).value(); }
-  template <typename T>
-  T at(uint64_t offset) { return r.read<T>(offset).value(); }
-  const void* pointer(uint32_t offset) { return offset ? r.base + offset : nullptr; }
+  T scalar(const fb::Table& t, unsigned slot) const {
+    const uint32_t from = field(t, slot);
+    return from == 0 ? T{} : at<T>(from);
+  }
+  const void* pointer(uint32_t offset) const { return offset ? base + offset : nullptr; }
+  uint32_t offset_of(const void* p) const {
+    return static_cast<uint32_t>(static_cast<const uint8_t*>(p) - base);
+  }
 };
 
 Error bad_instruction(InstructionDefect defect, uint32_t index) {
@@ -102,7 +168,7 @@ void Method::place_inputs() {
       if (u.type != schema::kKernelCall && u.type != schema::kDelegateCall) return;
       fb::Vector args = v.vector(u.value, 1, 4);
       for (uint32_t j = 0; j < args.count; ++j) {
-        if (v.at<int32_t>(args.start + 4ull * j) != value) continue;
+        if (v.at<int32_t>(args.start + 4 * j) != value) continue;
         uses += k == 0 ? 1 : 2;
         arg = j;
       }
@@ -155,7 +221,7 @@ Status Method::bind_values(const MethodMemory& memory) {
       case ValueKind::kInt: value.i = v.scalar<int64_t>(u.value, 0); break;
       case ValueKind::kBool: value.b = v.scalar<uint8_t>(u.value, 0) != 0; break;
       case ValueKind::kDouble: value.d = v.scalar<double>(u.value, 0); break;
-      case ValueKind::kString: value.s = fb::string(v.r, u.value, 0).value(); break;
+      case ValueKind::kString: value.s = v.string(u.value, 0); break;
       case ValueKind::kIntList: case ValueKind::kDoubleList: case ValueKind::kBoolList:
       case ValueKind::kTensorList: case ValueKind::kOptionalTensorList: {
         uint32_t elem = value.kind == ValueKind::kBoolList ? 1
@@ -174,7 +240,7 @@ Status Method::bind_values(const MethodMemory& memory) {
         for (uint32_t d = 0; d < sizes.count; ++d) t.numel *= static_cast<uint32_t>(t.sizes[d]);
         t.nbytes = t.numel * static_cast<uint32_t>(element_size(static_cast<int8_t>(t.type)));
         uint32_t constant = v.scalar<uint32_t>(u.value, schema::kDataBufferIdx);
-        fb::Table alloc = fb::child(v.r, u.value, schema::kAllocationInfo).value();
+        fb::Table alloc = v.child(u.value, schema::kAllocationInfo);
         t.constant = constant != 0;
         t.data = nullptr;
         if (t.constant) {
@@ -199,12 +265,12 @@ Status Method::bind_values(const MethodMemory& memory) {
     const Value& value = values_[i];
     if (value.kind == ValueKind::kIntList) {
       for (uint32_t j = 0; j < value.list.count; ++j) {
-        int64_t item = v.at<int64_t>(reinterpret_cast<const uint8_t*>(value.list.items) - v.r.base + 8ull * j);
+        int64_t item = v.at<int64_t>(v.offset_of(value.list.items) + 8 * j);
         if (values_[item].kind != ValueKind::kInt) return bad_value(static_cast<uint32_t>(item), values_[item].kind);
       }
     } else if (value.kind == ValueKind::kTensorList || value.kind == ValueKind::kOptionalTensorList) {
       for (uint32_t j = 0; j < value.list.count; ++j) {
-        int32_t item = v.at<int32_t>(reinterpret_cast<const uint8_t*>(value.list.items) - v.r.base + 4ull * j);
+        int32_t item = v.at<int32_t>(v.offset_of(value.list.items) + 4 * j);
         if (item >= 0 && values_[item].kind != ValueKind::kTensor) {
           return bad_value(static_cast<uint32_t>(item), values_[item].kind);
         }
@@ -284,7 +350,7 @@ Status Method::call_delegate(const void* table, uint32_t index) {
   if (args.count > kMaxDelegateArgs) return bad_instruction(InstructionDefect::kTooManyDelegateArgs, index);
   Tensor* tensors[kMaxDelegateArgs];
   for (uint32_t j = 0; j < args.count; ++j) {
-    int32_t value = v.at<int32_t>(args.start + 4ull * j);
+    int32_t value = v.at<int32_t>(args.start + 4 * j);
     Value& arg = values_[value];
     if (arg.kind != ValueKind::kTensor) return bad_value(static_cast<uint32_t>(value), arg.kind);
     if (arg.t.data == nullptr && arg.t.nbytes != 0) {
