@@ -1,7 +1,9 @@
 """The runtime's Result contract on the virtual platform (firmware/runtime/include/kiln/runtime/
 result.h): value() of a failed Result traps into the platform's fault path instead of returning
-the default value it holds. (The host build's tests/firmware/runtime checks the rest: a Result
-made from kOk is an internal error, and none is made from a bare code.)"""
+the default value it holds. tests/firmware/runtime/test_runtime_host.py checks the rest on the host
+build: a Result made from kOk is an internal error (test_result_made_from_ok_is_an_internal_error),
+value() of a failed one traps there too (test_value_of_a_failed_result_traps), and none is made from
+a bare code (static_asserts in runtime_host.cpp, which that build compiles)."""
 
 import subprocess
 from pathlib import Path

@@ -6,7 +6,8 @@
 namespace kiln::runtime {
 
 static_assert(sizeof(Error) == 12, "an Error is a code and two words");
-static_assert(layer_of(ErrorCode::kTooLarge) == Layer::kGeneral && layer_of(ErrorCode::kPteTooComplex) == Layer::kLoader &&
+static_assert(layer_of(ErrorCode::kTooLarge) == Layer::kGeneral &&
+                  layer_of(ErrorCode::kPteTooComplex) == Layer::kLoader &&
                   layer_of(ErrorCode::kMethodStepLimit) == Layer::kMethod &&
                   layer_of(ErrorCode::kKernelUnsupported) == Layer::kKernel &&
                   layer_of(ErrorCode::kDelegateBadArgument) == Layer::kDelegate &&
@@ -176,7 +177,15 @@ void print_status_bits(unsigned status) {
   }
 }
 
-const char* product_name(unsigned product) { return product == 0 ? "55" : "65"; }
+// An NPU product as the CONFIG register's product field names it: 0 is Ethos-U55, 1 is
+// Ethos-U65; any other value is printed as it is.
+void print_product(unsigned product) {
+  if (product == 0 || product == 1) {
+    print("Ethos-U%s", product == 0 ? "55" : "65");
+  } else {
+    print("product %u", product);
+  }
+}
 
 }  // namespace
 
@@ -229,7 +238,10 @@ void print_error(const Error& error) {
       print(": ID=0x%08x at 0x%08x", a, b);
       break;
     case ErrorCode::kNpuProductMismatch:
-      print(": stream Ethos-U%s, NPU Ethos-U%s", product_name(a), product_name(b));
+      print(": stream ");
+      print_product(a);
+      print(", NPU ");
+      print_product(b);
       break;
     case ErrorCode::kNpuMacsMismatch:
       print(": stream %u MACs/cycle, NPU %u MACs/cycle", a, b);

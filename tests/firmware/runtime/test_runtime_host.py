@@ -8,6 +8,7 @@ executor and kernels compute, and hand-made corruptions for the loader's errors.
 from __future__ import annotations
 
 import json
+import platform
 import re
 import signal
 import subprocess
@@ -180,6 +181,52 @@ def test_every_truncation_and_byte_flip_ends_in_an_error_or_a_run(runtime_host, 
     assert "loaded" not in outcomes["truncations"]
     assert sum(outcomes["flips"].values()) == 3 * path.stat().st_size
     assert outcomes["flips"].get("executed", 0) > 0  # flips inside constant data still run
+
+
+# --- The error model: Result's contract (result.h) and print_error's one line ------------
+
+def test_result_made_from_ok_is_an_internal_error(runtime_host):
+    """A Result<int> and a Status made from Error{kOk, 0, 0}: neither is ok, each holds kInternal
+    ("<ok> <to_string(code)>" per line)."""
+    done = run_tool(runtime_host, "result-from-ok")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == "0 internal error: an error made from kOk\n" * 2
+
+
+# What __builtin_trap executes on the host: ud2 on x86-64 (SIGILL), brk on AArch64 (SIGTRAP).
+_TRAP_SIGNALS = {"x86_64": signal.SIGILL, "AMD64": signal.SIGILL, "aarch64": signal.SIGTRAP, "arm64": signal.SIGTRAP}
+
+
+def test_value_of_a_failed_result_traps(runtime_host):
+    """value() of a Result holding Error{kTooLarge, 1, 2} traps: the process dies by the trap's signal
+    and never prints the "value %d" line that would follow."""
+    assert platform.machine() in _TRAP_SIGNALS, f"no trap signal known for {platform.machine()}"
+    done = run_tool(runtime_host, "value-of-error")
+    assert done.returncode == -_TRAP_SIGNALS[platform.machine()], (done.returncode, done.stdout + done.stderr)
+    assert done.stdout == ""
+
+
+# One code for each detail enum (its `a`), an out-of-range detail, the values-only kInternal, and
+# kNpuProductMismatch's products: 0 and 1 by name, any other as its number.
+@pytest.mark.parametrize("code, a, b, expected", [
+    (0x001, 0, 0, "internal error: an error made from kOk"),
+    (0x102, 2, 1234, "pte: bad extended header: program_size 1234"),  # HeaderField::kProgramSize
+    (0x10C, 7, 2, "pte: unsupported feature: not exactly one chain (2)"),  # Feature::kChains
+    (0x10A, 8, 3, "pte: malformed tensor: outside its planned buffer (value 3)"),  # TensorDefect::kOutsideBuffer
+    (0x10A, 0, 7, "pte: malformed tensor: unknown tensor defect (value 7)"),  # no TensorDefect 0
+    (0x206, 3, 5, "method: bad instruction: jump condition not a bool (instruction 5)"),  # kConditionNotBool
+    (0x400, 2, 1, "delegate: init failed: scratch too small (delegate 1)"),  # DelegateFault::kScratchTooSmall
+    (0x402, 5, 3, "delegate: bad argument: wrong argument count (3)"),  # DelegateFault::kArgumentCount
+    # PayloadFault::kNotCop1 with b = "COP2" read little-endian, printed in lower-case hex
+    (0x401, 11, 0x32504F43, "delegate: bad payload: cmd_data is not a COP1 command stream (0x32504f43)"),
+    (0x511, 1, 0, "stream compiled for another NPU product: stream Ethos-U65, NPU Ethos-U55"),
+    (0x511, 7, 0, "stream compiled for another NPU product: stream product 7, NPU Ethos-U55"),
+    (0x511, 0, 4294967295, "stream compiled for another NPU product: stream Ethos-U55, NPU product 4294967295"),
+])
+def test_print_error_writes_one_line(runtime_host, code, a, b, expected):
+    done = run_tool(runtime_host, "print-error", hex(code), a, b)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == expected + "\n"
 
 
 # --- Executor -------------------------------------------------------------------------

@@ -81,7 +81,7 @@ enum class ErrorCode : uint16_t {
   kCop1DuplicateStream = 0x505,  // a = word index of the second stream
   // The NPU and a stream compiled for another configuration: a = stream's, b = NPU's.
   kNpuNotFound = 0x510,               // a = the ID register read, b = the NPU base address
-  kNpuProductMismatch = 0x511,        // product (0 = Ethos-U55, 1 = Ethos-U65)
+  kNpuProductMismatch = 0x511,        // product (0 = Ethos-U55, 1 = Ethos-U65, else unknown)
   kNpuMacsMismatch = 0x512,           // MACs per cycle
   kNpuShramMismatch = 0x513,          // SHRAM size in KiB
   kNpuStreamVersionMismatch = 0x514,  // command stream version
