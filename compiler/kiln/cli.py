@@ -157,7 +157,7 @@ def _deploy(args) -> int:
     print(elf)
     _step(args.prog, f"running {elf}")
     if model == "digits":
-        return runner_run.digits_demo(elf, args.target, pte, args.count, args.platform, args.timeout)
+        return runner_run.digits_demo(elf, args.target, pte, args.count, args.platform, args.timeout, args.prog)
     return _run_elf(elf, args.target, args.timeout, args.platform)
 
 
@@ -307,7 +307,8 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
                              "For digits: the predicted digit beside the true label of held-out images, with the\n"
                              "NPU and CPU cycles of each inference; other models run once on the runner's\n"
                              "built-in inputs.",
-                 epilog="exit status: digits 0 when every inference ran; other models `kiln run`'s.",
+                 epilog="exit status: `kiln run`'s; digits also 1 when the runner exited 0 before classifying "
+                        "every image.",
                  formatter=_StatusFormatter)
     de.add_argument("model", nargs="?", metavar="MODEL", help="a zoo model or a .py file (default digits)")
     de.add_argument("--model", dest="model_option", metavar="MODEL", help="the same as MODEL (run.sh's spelling)")

@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from ethosu.vela.errors import VelaError
 
 from kiln import boards, models, paths
 from kiln import compile as kiln_compile
+from kiln.errors import RunnerError
+from kiln.firmware import build as firmware
 from kiln.reference import run_host as host
 from kiln.pte import schema as pte
 from kiln.firmware import runner_build
@@ -160,6 +163,40 @@ def test_digits_on_device_accuracy_equals_host_int8_accuracy(work, builder, tmp_
     labels = labels.numpy()
     assert (device == on_host).all()
     assert (device == labels).mean() == (on_host == labels).mean() > 0.8
+
+
+def test_deploy_digits_keeps_kiln_runs_status_and_its_one_error_line(work, firmware_build, tmp_path, capsys):
+    """`kiln deploy digits` (as ./scripts/run.sh) when the run fails: kiln run's own status and
+    its error line, named after the script, and no second error line of its own; a runner
+    that exits 0 before classifying every image is the deploy's one error."""
+    pte_path = compiled(work, "digits")
+    not_elf = tmp_path / "digits.elf"
+    not_elf.write_bytes(b"not an ELF file\n")
+    assert runner_run.digits_demo(not_elf, "ethos-u55-128", pte_path, 2, "virtual", 60, prog="run.sh") == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert errors == [f"run.sh: error: {not_elf} is not an ELF file (build one with `kiln build`)"]
+    hang = firmware.elf(firmware_build, "kiln_test_hang")
+    assert runner_run.digits_demo(hang, "ethos-u55-128", pte_path, 2, "virtual", 2, prog="run.sh") == 124
+    err = capsys.readouterr().err
+    assert "kiln: timeout: the firmware did not exit within 2 s" in err and ": error: " not in err
+    hello = firmware.elf(firmware_build, "hello")  # exits 0 and classifies nothing
+    with pytest.raises(RunnerError, match=r"^the runner exited with status 0 after 0 of 2 inferences$"):
+        runner_run.digits_demo(hello, "ethos-u55-128", pte_path, 2, "virtual", 60, prog="run.sh")
+
+
+def test_a_run_that_outlives_its_timeout_is_stopped_as_by_ctrl_c(tmp_path):
+    """The `kiln run` child still running past its deadline gets SIGINT (kiln run then stops
+    its platform, which a kill would leave running) and the run ends in a RunnerError, not in
+    subprocess's TimeoutExpired (an internal error)."""
+    marker = tmp_path / "stopped"
+    child = ("import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+             "    open(sys.argv[1], 'w').write('stopped its platform')\n    sys.exit(130)\n")
+    start = time.monotonic()
+    with pytest.raises(RunnerError) as error:
+        runner_run._call([sys.executable, "-c", child, str(marker)], 2)
+    assert time.monotonic() - start < 30
+    assert str(error.value).startswith("`kiln run` had not ended after 2 s (its --timeout and 60 s more")
+    assert marker.read_text() == "stopped its platform"
 
 
 def test_the_stack_override_reaches_the_link_and_the_plan(work, tmp_path):

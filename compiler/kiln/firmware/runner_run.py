@@ -10,12 +10,15 @@ With count_instructions it runs on the virtual platform with kiln's instruction
 counter and returns the CPU instructions of each inference (see RunnerResult).
 
 digits_demo prints the predicted digit beside the true label for held-out images
-(`kiln deploy digits`, ./scripts/run.sh's last step).
+(`kiln deploy digits`, ./scripts/run.sh's last step). When the run fails, its exit status
+is `kiln run`'s and its one error line is kiln run's own, named after the script a person
+ran (`--as`).
 """
 
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +36,9 @@ _INFERENCE = re.compile(r"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)
 # kiln::runtime::Method::execute(), by its symbol.
 INFERENCE_CALL = "_ZN4kiln7runtime6Method7executeEv"
 _CALL_COUNTS = re.compile(r"^kiln: instructions per call of .*: ((?:\d+ ?)+)$")
+# How long the `kiln run` child may take beyond its own --timeout (starting and stopping the
+# platform, writing the outputs) before it is stopped.
+GRACE_S = 60
 
 
 @dataclass
@@ -60,16 +66,18 @@ def program_io(pte_path: Path) -> tuple[list[pte.Tensor], list[pte.Tensor]]:
 
 def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] | None, work: Path,
         platform: str = "auto", timeout: float = 600, env=None, count_instructions: bool = False,
-        profile_instructions: bool = False) -> RunnerResult:
+        profile_instructions: bool = False, prog: str = "kiln") -> RunnerResult:
     """Runs `elf` (built for `pte_path`) on `samples` ([sample][input] arrays of the program's
     input types and shapes; None: the runner's built-in inputs, one inference).
     `count_instructions`: on the virtual platform, CPU instructions per inference;
-    `profile_instructions` also leaves their breakdown by function in the stderr."""
+    `profile_instructions` also leaves their breakdown by function in the stderr.
+    `prog`: the name `kiln run`'s error line goes by (kiln's --as). A run that outlives
+    `timeout` and GRACE_S more is stopped: a RunnerError."""
     inputs, outputs = program_io(pte_path)
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "kiln.cli", "run", f"--elf={elf}", f"--target={target}", f"--platform={platform}",
-               f"--timeout={timeout}", f"--output-dir={work / 'out'}"]
+    command = [sys.executable, "-m", "kiln.cli", f"--as={prog}", "run", f"--elf={elf}", f"--target={target}",
+               f"--platform={platform}", f"--timeout={timeout}", f"--output-dir={work / 'out'}"]
     if count_instructions or profile_instructions:
         command.append(f"--count-instructions={INFERENCE_CALL}")
         command += ["--profile-instructions"] if profile_instructions else []
@@ -83,7 +91,7 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
             (work / f"input_{i}.bin").write_bytes(raw)
             command.append(f"--input={work / f'input_{i}.bin'}")
     start = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 60, env=env)
+    done = _call(command, timeout + GRACE_S, env)
     seconds = time.monotonic() - start
     npu, streams, cpu = [], [], []
     for line in done.stdout.splitlines():
@@ -98,7 +106,7 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
         if len(calls) == len(streams):
             instructions = [int(n) - s for n, s in zip(calls, streams)]
     results: list[list[np.ndarray]] = [[] for _ in range(count)]
-    if done.returncode == 0:
+    if done.returncode == 0 and len(npu) == count:  # else the runner wrote no (or not every) output
         for i, tensor in enumerate(outputs):
             dtype = pte.NUMPY_DTYPES[tensor.scalar_type]
             data = np.fromfile(work / "out" / f"output_{i}.bin", dtype=dtype)
@@ -108,8 +116,31 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     return RunnerResult(done.returncode, done.stdout, done.stderr, results, npu, cpu, seconds, instructions)
 
 
+def _call(command: list[str], timeout: float, env=None) -> subprocess.CompletedProcess:
+    """Runs `command` (a `kiln run`) and returns what it did. One still running after `timeout`
+    seconds is interrupted as by Ctrl-C (kiln run then stops its platform, which runs in a
+    session of its own and would outlive a killed parent), killed if it does not end, and a
+    RunnerError says so."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+            raise RunnerError(f"`kiln run` had not ended after {timeout:g} s (its --timeout and {GRACE_S} s more "
+                              "to start and stop the platform); stopped it") from None
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
 def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: str = "auto",
-                timeout: float = 600) -> int:
+                timeout: float = 600, prog: str = "kiln") -> int:
+    """Classifies `count` held-out images on the runner and prints each prediction beside its
+    label; returns 0, or `kiln run`'s status when the run failed (its own error line, if any,
+    names `prog`). A run that exits 0 before every inference is a RunnerError."""
     from kiln.models import digits
 
     images, labels = digits.test_split()
@@ -117,12 +148,13 @@ def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: st
         raise UsageError(f"--count must be 1..{len(labels)}")
     with tempfile.TemporaryDirectory(prefix="kiln-run-") as tmp:
         result = run(elf, target, pte_path, [[images[k].numpy()] for k in range(count)], Path(tmp), platform,
-                     timeout)
+                     timeout, prog=prog)
     if result.status != 0 or len(result.npu_cycles) != count:
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
-        raise RunnerError(f"the runner exited with status {result.status} after {len(result.npu_cycles)} of "
-                          f"{count} inferences")
+        if result.status != 0:
+            return result.status  # kiln run has said why, as `kiln run` would
+        raise RunnerError(f"the runner exited with status 0 after {len(result.npu_cycles)} of {count} inferences")
     print(f"{'image':>5}  {'label':>5}  {'predicted':>9}  {'NPU cycles':>10}  {'CPU cycles':>10}")
     right = 0
     for k in range(count):
