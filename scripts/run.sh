@@ -8,8 +8,20 @@
 # inference; other models run once on the runner's built-in inputs.
 #   ./scripts/run.sh [--model=digits|NAME|FILE.py] [--target=ethos-u55-128] [--count=8]
 #       [--memory_mode=NAME] [--system_config=NAME] [--platform=auto|fvp|virtual] [--timeout=S]
-# `./scripts/run.sh --help` lists the options; the exit status is kiln deploy's.
+# `./scripts/run.sh --help` lists the options (setting up only a missing .venv first, as the
+# other wrappers do); the exit status is kiln deploy's.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$ROOT/scripts/setup.sh"
+HELP=0
+for arg in "$@"; do
+  case "$arg" in
+    --) break ;;
+    -h|--help) HELP=1 ;;
+  esac
+done
+if [ "$HELP" = 1 ]; then
+  [ -x "$ROOT/.venv/bin/kiln" ] || "$ROOT/scripts/setup.sh" >&2
+else
+  "$ROOT/scripts/setup.sh"
+fi
 exec "$ROOT/.venv/bin/kiln" --as=run.sh deploy "$@"

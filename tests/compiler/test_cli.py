@@ -208,6 +208,16 @@ def test_scripts_name_themselves_in_usage_and_errors(script, args, expected):
     assert f"usage: {script} " in run.stderr
 
 
+@pytest.mark.parametrize("args", [["--help"], ["--model=digits", "-h"]])
+def test_run_sh_help_does_not_set_up_first(args):
+    """As ./scripts/run_fvp.sh and build_executor_runner.sh: with .venv in place, --help runs
+    no ./scripts/setup.sh (which says "setup: ..." for each of its steps) before kiln's help."""
+    run = subprocess.run([str(SCRIPTS / "run.sh"), *args], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: run.sh "), run.stdout
+    assert "setup:" not in run.stdout + run.stderr
+
+
 def test_help_lists_every_command_and_explains_every_option():
     run = kiln("--help")
     assert run.returncode == 0, run.stderr
