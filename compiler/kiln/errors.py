@@ -3,7 +3,8 @@
 Every error kiln reports to a person is a KilnError: ``str(error)`` is a single
 line that says what is wrong, naming the file, node, op or register, and, where
 there is one, what to do. Every command (``kiln ...``, the ./scripts wrappers of
-it, ``python -m kiln.boards``) runs through `run_command`, which prints that line
+it, ``python -m kiln.boards``, ``python -m kiln.partition.supported_ops``,
+``python -m kiln.simulator.npu.coverage_table``) runs through `run_command`, which prints that line
 and exits with the error's ``exit_code``; no traceback.
 
     KilnError                   exit status 1 unless given
@@ -106,7 +107,7 @@ class HostError(KilnError):
 
 
 class BuildError(KilnError):
-    """CMake could not configure or build the firmware; the message ends with its output."""
+    """CMake could not configure or build the firmware; the message names the failing line and the build log."""
 
 
 class RunnerBuildError(KilnError):
@@ -114,7 +115,7 @@ class RunnerBuildError(KilnError):
 
 
 class RunnerError(KilnError):
-    """The runner did not finish its inferences; the message ends with its UART output."""
+    """The runner did not finish its inferences, or left its outputs unwritten; the message says which."""
 
 
 # --- The virtual platform and the NPU model -------------------------------------------------

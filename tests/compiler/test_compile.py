@@ -316,7 +316,7 @@ def test_executorch_reads_a_compiled_model(tmp_path):
     assert payloads == [pte_writer.payload(r) for r in result.vela]
     assert {d["id"] for d in plan["delegates"]} == {"EthosUBackend"}
     named = {k: bytes.fromhex(v) for k, v in dump["named_data"].items()}
-    assert named == {pte_writer.TOSA_KEY.format(i): t for i, t in enumerate(result.tosa)}
+    assert named == {pte.TOSA_KEY.format(i): t for i, t in enumerate(result.tosa)}
 
 
 class CrossingPaths(torch.nn.Module):

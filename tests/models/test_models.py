@@ -88,7 +88,7 @@ def test_registry_lists_the_zoo_in_order():
         assert isinstance(entry, models.ZooEntry)
         assert entry.name == name
         assert entry.summary
-        # Only mobilenet_v2 (1.0) declares a wider tolerance; models/__init__.py says why.
+        # Only mobilenet_v2 (1.0) declares a wider tolerance; models/kiln/models/__init__.py says why.
         assert entry.tolerance_steps == (8 if name == "mobilenet_v2" else 1)
         assert entry.tolerance_fraction == 0.99
 

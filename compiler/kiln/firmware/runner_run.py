@@ -54,7 +54,7 @@ class RunnerResult:
     # Method::execute() (executor, kernels, delegate, driver, the NPU's interrupt
     # handler; not the runner's semihosting input/output or UART lines), less the one
     # instruction per NPU stream the virtual platform itself executes to pend the
-    # NPU's interrupt (simulator/attach.py).
+    # NPU's interrupt (kiln.simulator.attach).
     cpu_instructions: list[int] | None = None
 
 

@@ -20,7 +20,6 @@ import pytest
 
 from kiln.reference import run_host as host
 from kiln.pte import schema as pte
-from kiln.pte import writer as pte_writer
 from kiln.program.kernels import by_name
 
 ROOT = Path(__file__).resolve().parents[3]
