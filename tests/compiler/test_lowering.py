@@ -10,7 +10,8 @@ from torch import nn
 
 from kiln.lower import vela
 from kiln.lower.tosa import bilinear_taps, conv_geometry, scale_to_multiplier
-from lowering_helpers import compare_steps, lower_module
+from kiln.lower import tosa as tosa_lowering
+from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 
 F = nn.functional
 
@@ -150,3 +151,36 @@ def test_conv_geometry_trims_what_pytorch_floors():
     # 17 rows, kernel 5, stride 3, no padding: 5 outputs use 3*4+5 = 17 rows; 16 rows: crop none
     assert conv_geometry(17, 5, 3, 1, 0, 5) == (0, 0, 0)
     assert conv_geometry(16, 5, 3, 1, 0, 4) == (0, 0, 2)
+
+
+PAD_MODES = ["constant", "reflect", "replicate", "circular"]
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+@pytest.mark.parametrize("shape, pads", [((1, 3, 5, 6), (1, 2, 3, 1)), ((1, 4, 7), (3, 2)), ((2, 3, 4), (0, 3))])
+def test_every_pad_mode_equals_eager_pytorch(mode, shape, pads):
+    """Padding copies samples (or writes the zero point): the NPU's result is eager PyTorch's
+    pad of the quantized input, to the last bit, and the PT2E reference's. Zero padding in
+    place of the other modes was off by up to 255 steps."""
+    module = Lambda(lambda m, x: F.pad(x, pads, mode=mode))
+    inputs = seeded(4, shape)
+    reference, g, parts = lower_module(module, inputs)
+    assert [p.reason for p in parts.placements if p.partition is None] == []
+    q_in = g.inputs[0].qparams
+    x_q = quantize_input(inputs[0], q_in, torch.int8)
+    (got,) = run_tosa(tosa_lowering.lower(parts.partitions[0]), [x_q])
+    q_out = g.outputs[0].qparams
+    x_dq = torch.from_numpy((x_q.astype(np.float32) - q_in.zero_point) * np.float32(q_in.scale))
+    want = F.pad(x_dq, pads, mode=mode).numpy()
+    assert got.shape == want.shape
+    assert np.abs((got.astype(np.float32) - q_out.zero_point) * np.float32(q_out.scale) - want).max() <= 1e-6
+    (diff,), _ = compare_steps(module, inputs)
+    assert diff.max() == 0
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_conv_padding_modes_match_pt2e_within_one_step(mode):
+    """A convolution's padding_mode reaches kiln as aten.pad before the convolution."""
+    module = Lambda(lambda m, x: m[0](x), conv(3, 8, 3, padding=1, padding_mode=mode))
+    (diff,), _ = compare_steps(module, seeded(5, (1, 3, 9, 9)))
+    assert diff.max() <= 1, f"{mode}: up to {diff.max()} steps off"

@@ -653,9 +653,12 @@ def _cat(lw: Lowerer, op: Op):
 
 @lowering(aten.constant_pad_nd.default, aten.pad.default)
 def _pad(lw: Lowerer, op: Op):
+    """Constant padding is one PAD; reflect, replicate and circular padding copy samples of
+    the input (the output shares its quantization), so they are SLICEs and CONCATs, one
+    dimension at a time: each mode is separable, as PyTorch defines it."""
     x, out = op.inputs[0], op.output
     pads = list(op.arg("pad"))
-    value = op.arg("value") or 0.0
+    mode = op.arg("mode") if op.target is aten.pad.default else "constant"
     rank = len(x.shape)
     before_after = [[0, 0] for _ in range(rank)]
     for i in range(len(pads) // 2):  # PyTorch lists the last dimension first
@@ -665,11 +668,44 @@ def _pad(lw: Lowerer, op: Op):
         before_after = [before_after[p] for p in NCHW_TO_NHWC]
     else:
         name = lw.torch_order(x)
-    pad_value = _quantize_real(float(value), x.qparams, x.dtype)
+    shape = list(Lowerer.shape_of(x, rank == 4))
+    if mode != "constant":
+        for dim, (before, after) in enumerate(before_after):
+            if before or after:
+                name, shape = _pad_by_copies(lw, name, shape, dim, before, after, mode, x.dtype)
+        lw.result(out, name, rank == 4)
+        return
+    pad_value = _quantize_real(float(op.arg("value") or 0.0), x.qparams, x.dtype)
     result = lw.inter(Lowerer.shape_of(out, rank == 4), out.dtype)
     lw.emit("PAD", [name, lw.shape_const([p for pair in before_after for p in pair]),
                     lw.const(np.array([pad_value]), x.dtype, "pad_value")], [result], _attr("Pad"))
     lw.result(out, result, rank == 4)
+
+
+def _pad_by_copies(lw: Lowerer, name: str, shape: list[int], dim: int, before: int, after: int, mode: str,
+                   dtype: str) -> tuple[str, list[int]]:
+    """`name` (of `shape`) padded along `dim` by `before` and `after` samples copied as
+    `mode` says (the support rules keep the pads within what the mode allows):
+    reflect: x[before], ..., x[1] | x | x[n-2], ..., x[n-1-after];
+    replicate: x[0] repeated | x | x[n-1] repeated; circular: x[n-before:] | x | x[:after]."""
+    n = shape[dim]
+
+    def rows(start: int, count: int) -> str:
+        begin, size = [0] * len(shape), list(shape)
+        begin[dim], size[dim] = start, count
+        return _slice(lw, name, begin, size, dtype)
+
+    if mode == "circular":
+        pieces = ([rows(n - before, before)] if before else []) + [name] + ([rows(0, after)] if after else [])
+    else:
+        first = [before - i for i in range(before)] if mode == "reflect" else [0] * before
+        last = [n - 2 - i for i in range(after)] if mode == "reflect" else [n - 1] * after
+        pieces = [rows(i, 1) for i in first] + [name] + [rows(i, 1) for i in last]
+    padded = list(shape)
+    padded[dim] = n + before + after
+    result = lw.inter(padded, dtype)
+    lw.emit("CONCAT", pieces, [result], _attr("Concat", dim))
+    return result, padded
 
 
 @lowering(aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default)

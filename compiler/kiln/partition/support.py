@@ -65,7 +65,7 @@ def facts(op: Op) -> dict:
          "input_shape": list(op.inputs[0].shape) if op.inputs else [],
          "dtypes": ", ".join(sorted({v.dtype for v in op.inputs + op.outputs if not v.is_constant}))}
     f["operand_shapes"] = " and ".join(str(list(v.shape)) for v in op.inputs)
-    for key in ("stride", "dilation", "kernel_size", "padding", "groups", "dim"):
+    for key in ("stride", "dilation", "kernel_size", "padding", "groups", "dim", "pad", "mode"):
         try:
             f[key] = op.arg(key)
         except KeyError:
@@ -156,6 +156,22 @@ def padded_avg_pool(op: Op) -> bool:
 @rule("average pooling with divisor_override or ceil_mode is not lowered", ops={aten.avg_pool2d.default})
 def plain_avg_pool(op: Op) -> bool:
     return op.arg("divisor_override") is None and not op.arg("ceil_mode")
+
+
+@rule("{mode} padding {pad} of shape {input_shape}: kiln copies reflect, replicate and circular padding from the "
+      "input, so each pad must be 0 or more, below the padded size for reflect and at most it for circular",
+      ops={aten.pad.default})
+def padding_by_copies(op: Op) -> bool:
+    mode, pads, shape = op.arg("mode"), list(op.arg("pad")), op.inputs[0].shape
+    if mode == "constant":
+        return True
+    if mode not in ("reflect", "replicate", "circular"):
+        return False
+    for i in range(len(pads) // 2):  # PyTorch lists the last dimension first
+        size, pad = shape[-1 - i], pads[2 * i : 2 * i + 2]
+        if min(pad) < 0 or (mode == "reflect" and max(pad) >= size) or (mode == "circular" and max(pad) > size):
+            return False
+    return True
 
 
 @rule("max pooling with dilation {dilation} is not supported by the NPU", ops={aten.max_pool2d.default})
