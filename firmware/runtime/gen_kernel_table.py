@@ -5,8 +5,9 @@
 
 OPERATOR is "name.overload" as a .pte's operator table names it (e.g.
 "cortex_m::quantize_per_tensor.out"); --pte adds every operator of a .pte (read with
-kiln.pte.schema, so it needs kiln's Python environment); --all takes every kernel the runtime
-has (the host test build). The generated file defines kiln::runtime::kKernelTable with
+kiln.pte.schema); --all takes every kernel the runtime has (the host test build). It runs in
+kiln's Python environment (CMake's KILN_PYTHON): the kernels, and their C++ names, are
+kiln.program.kernels'. The generated file defines kiln::runtime::kKernelTable with
 exactly those kernels, so only they are linked (the kernels library is built with
 -ffunction-sections and linked with --gc-sections). An operator the runtime has no
 kernel for is an error naming it (exit status 1), so the build fails there.
@@ -18,32 +19,11 @@ import argparse
 import sys
 from pathlib import Path
 
-# (operator name, overload) -> the C++ function in namespace kiln::runtime::kernels.
-KERNELS = {
-    ("cortex_m::quantize_per_tensor", "out"): "quantize_per_tensor_out",
-    ("cortex_m::dequantize_per_tensor", "out"): "dequantize_per_tensor_out",
-    ("quantized_decomposed::dequantize_per_channel", "out"): "dequantize_per_channel_out",
-    ("aten::avg_pool2d", "out"): "avg_pool2d_out",
-    ("aten::convolution", "out"): "convolution_out",
-    ("aten::linear", "out"): "linear_out",
-    ("aten::view_copy", "out"): "view_copy_out",
-    ("aten::mean", "out"): "mean_out",
-    ("aten::relu", "out"): "relu_out",
-    ("aten::hardtanh", "out"): "hardtanh_out",
-    ("aten::sigmoid", "out"): "sigmoid_out",
-    ("aten::tanh", "out"): "tanh_out",
-    ("aten::add", "out"): "add_out",
-    ("aten::mul", "out"): "mul_out",
-    ("aten::sub", "out"): "sub_out",
-    ("aten::exp", "out"): "exp_out",
-    ("aten::log", "out"): "log_out",
-    ("aten::reciprocal", "out"): "reciprocal_out",
-    ("aten::amax", "out"): "amax_out",
-    ("aten::sum", "IntList_out"): "sum_intlist_out",
-    ("aten::_softmax", "out"): "softmax_out",
-    ("aten::_log_softmax", "out"): "log_softmax_out",
-    ("aten::upsample_bilinear2d", "vec_out"): "upsample_bilinear2d_vec_out",
-}
+# (operator name, overload) -> the C++ function in namespace kiln::runtime::kernels: every
+# kernel kiln.program.kernels defines, named by its naming rule (cpp_function).
+from kiln.program.kernels import by_name, cpp_function
+
+KERNELS = {key: cpp_function(*key) for key in by_name()}
 
 
 class MissingKernel(Exception):

@@ -7,9 +7,9 @@ executor and kernels compute, and hand-made corruptions for the loader's errors.
 
 from __future__ import annotations
 
+import importlib
 import json
 import platform
-import re
 import signal
 import subprocess
 import sys
@@ -26,16 +26,7 @@ ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 sys.path.insert(0, str(ROOT / "firmware" / "runtime"))
 import gen_kernel_table  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def runtime_host(tmp_path_factory) -> Path:
-    build = tmp_path_factory.mktemp("runtime-host")
-    subprocess.run(["cmake", "-S", str(ROOT / "tests" / "firmware" / "runtime"), "-B", str(build), "-G", "Ninja",
-                    f"-DKILN_PYTHON={sys.executable}"], check=True, capture_output=True)
-    done = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return build / "runtime_host"
+from kernel_programs import In, X, rng_array, run_tool, single_kernel  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +44,6 @@ def programs(tmp_path_factory) -> dict[str, Path]:
                         *flags], check=True, capture_output=True)
         made[name] = path
     return made
-
-
-def run_tool(tool: Path, *args) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(tool), *map(str, args)], capture_output=True, text=True, timeout=120)
-    assert "runtime error" not in done.stderr and "AddressSanitizer" not in done.stderr, done.stderr
-    return done
 
 
 def fnv1a(data: bytes) -> int:
@@ -145,7 +130,7 @@ def _unchecked_program(monkeypatch, plan_edit) -> bytes:
     """A one-kernel program edited by plan_edit and written without the Python
     writer's own cross-reference checks (it refuses such programs)."""
     monkeypatch.setattr(pte, "_check_plan", lambda *args, **kwargs: None)
-    data, _ = _single_kernel("aten::relu", "out", [_In(np.ones((2, 2), np.float32))], (2, 2),
+    data, _ = single_kernel("aten::relu", "out", [In(np.ones((2, 2), np.float32))], (2, 2),
                              plan_edit=plan_edit)
     return data
 
@@ -253,185 +238,21 @@ def test_cpu_program_equals_run_host_bit_for_bit(runtime_host, programs, tmp_pat
 
 # --- Kernels, one per program, against kiln.program.kernels through `kiln run-host` ------------
 
-class _In:
-    """A tensor the program takes as an input (planned memory)."""
-
-    def __init__(self, array):
-        self.array = np.ascontiguousarray(array)
-
-
-class _Doubles(tuple):
-    """A DoubleList argument."""
-
-
-def _single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_edit=None):
-    """A program of one KernelCall: tensors as planned inputs (_In) or constants
-    (arrays), scalars, int lists, double lists; returns (bytes, input arrays)."""
-    values, constants, inputs, arg_indices, arrays = [], [], [], [], []
-    planned: list[tuple[int, int]] = []  # (value index, nbytes)
-
-    def scalar_type(dtype):
-        return pte.SCALAR_TYPES[np.dtype(dtype).name]
-
-    def add(v):
-        values.append(v)
-        return len(values) - 1
-
-    def planned_tensor(shape, dtype):
-        t = dict(scalar_type=scalar_type(dtype), sizes=list(shape), dim_order=list(range(len(shape))))
-        planned.append((len(values), int(np.prod(shape)) * np.dtype(dtype).itemsize))
-        return add(t)  # completed below, once offsets are known
-
-    for a in args:
-        if isinstance(a, _In):
-            index = planned_tensor(a.array.shape, a.array.dtype)
-            inputs.append(index)
-            arrays.append(a.array)
-        elif isinstance(a, np.ndarray):
-            constants.append(np.ascontiguousarray(a).tobytes())
-            index = add(pte.Tensor(scalar_type=scalar_type(a.dtype), sizes=list(a.shape),
-                                   dim_order=list(range(a.ndim)), data_buffer_idx=len(constants)))
-        elif a is None:
-            index = add(pte.Null())
-        elif isinstance(a, bool):
-            index = add(pte.Bool(a))
-        elif isinstance(a, int):
-            index = add(pte.Int(a))
-        elif isinstance(a, float):
-            index = add(pte.Double(a))
-        elif isinstance(a, _Doubles):
-            index = add(pte.DoubleList(list(a)))
-        else:
-            items = [add(pte.Int(int(i))) for i in a]
-            index = add(pte.IntList(items))
-        arg_indices.append(index)
-    out = planned_tensor(out_shape, out_dtype)
-    offset = 0
-    for index, nbytes in planned:
-        values[index] = pte.Tensor(**values[index], allocation_info=pte.AllocationInfo.at(1, offset))
-        offset += -(-nbytes // 16) * 16
-    call = pte.KernelCall(0, arg_indices + [out, out])
-    fields = dict(name="forward", values=values, inputs=inputs, outputs=[out],
-                  chains=[pte.Chain(inputs, [out], [call])], operators=[pte.Operator(name, overload)],
-                  delegates=[], non_const_buffer_sizes=[0, max(offset, 16)])
-    if plan_edit is not None:
-        fields = plan_edit(fields)
-    plan = pte.ExecutionPlan(**fields)
-    return pte.serialize(pte.PteProgram([plan]), constants=constants), arrays
-
-
-def _rng_array(shape, seed, scale=2.0, dtype=np.float32):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
-
-
-_X = _rng_array((2, 4, 7, 6), 1)
-_SPECIAL = np.array([[0.0, -0.0, 1.5, -1.5], [np.nan, np.inf, -np.inf, 3.0e-39]], np.float32)
-
-KERNEL_CASES = {
-    "quantize": ("cortex_m::quantize_per_tensor", "out",
-                 [_In(_rng_array((3, 50), 2, 40)), 0.37, -3, -128, 127, 1], (3, 50), np.int8),
-    "quantize_int16": ("cortex_m::quantize_per_tensor", "out",
-                       [_In(_rng_array((64,), 3, 900)), 0.021, 5, -32768, 32767, 2], (64,), np.int16),
-    "dequantize": ("cortex_m::dequantize_per_tensor", "out",
-                   [_In(np.arange(-128, 128, dtype=np.int8)), 0.0731, 7, -128, 127, 1], (256,), np.float32),
-    "dequantize_per_channel": (  # weights as ExecuTorch's Arm flow dequantizes them: int8, axis 0
-        "quantized_decomposed::dequantize_per_channel", "out",
-        [_In(np.arange(-128, 128, dtype=np.int8).reshape(4, 1, 8, 8)), np.array([0.5, 0.013, 2.0e-5, 3.0], np.float32),
-         np.array([0, -3, 127, 5], np.int64), 0, -127, 127, 1, None], (4, 1, 8, 8)),
-    "dequantize_per_channel_int32": (  # a bias beyond float32's 24 bits; no zero points; axis 1
-        "quantized_decomposed::dequantize_per_channel", "out",
-        [_In(np.array([[1, -(2**31) + 1, 2**31 - 1], [16_777_217, -5, 0]], np.int32).reshape(1, 2, 3)),
-         np.array([1.5e-4, 7.0], np.float32), None, 1, -(2**31) + 1, 2**31 - 1, 3, 6], (1, 2, 3)),
-    "dequantize_per_channel_int32_long_zp": (  # int64 zero points: the difference does not wrap
-        "quantized_decomposed::dequantize_per_channel", "out",
-        [_In(np.array([-(2**31) + 1, 2**31 - 1, 7], np.int32)), np.array([1.0, 0.5, 3.0], np.float32),
-         np.array([5, -5, 2**31 - 1], np.int64), 0, -(2**31) + 1, 2**31 - 1, 3, None], (3,)),
-    "avg_pool2d": ("aten::avg_pool2d", "out", [_In(_X), [3, 3], [2, 2], [1, 1], False, True, None],
-                   (2, 4, 4, 3)),
-    "avg_pool2d_global": ("aten::avg_pool2d", "out", [_In(_X), [7, 6], [], [0, 0], False, True, None],
-                          (2, 4, 1, 1)),
-    "conv_groups": ("aten::convolution", "out",
-                    [_In(_X), _rng_array((6, 2, 3, 3), 4), _rng_array((6,), 5), [2, 2], [1, 1], [1, 1], False,
-                     [0, 0], 2], (2, 6, 4, 3)),
-    "conv_dilated_no_bias": ("aten::convolution", "out",
-                             [_In(_X), _rng_array((3, 4, 2, 3), 6), None, [1, 1], [2, 1], [2, 2], False,
-                              [0, 0], 1], (2, 3, 9, 4)),
-    "linear": ("aten::linear", "out", [_In(_rng_array((3, 17), 7)), _rng_array((5, 17), 8),
-                                       _rng_array((5,), 9)], (3, 5)),
-    "linear_no_bias": ("aten::linear", "out", [_In(_rng_array((2, 2, 9), 7)), _rng_array((4, 9), 8), None],
-                       (2, 2, 4)),
-    "view_copy": ("aten::view_copy", "out", [_In(_X), [2, 168]], (2, 168)),
-    "mean": ("aten::mean", "out", [_In(_X), [2, 3], True, None], (2, 4, 1, 1)),
-    "relu": ("aten::relu", "out", [_In(_SPECIAL)], (2, 4)),
-    "relu_random": ("aten::relu", "out", [_In(_X)], _X.shape),
-    "hardtanh": ("aten::hardtanh", "out", [_In(_SPECIAL), -1.0, 2.5], (2, 4)),
-    "add_broadcast": ("aten::add", "out", [_In(_rng_array((1, 3, 1, 4), 10)), _In(_rng_array((2, 1, 5, 4), 11)),
-                                           1], (2, 3, 5, 4)),
-    "sub_scalar": ("aten::sub", "out", [_In(_X), 0.3, None], _X.shape),
-    "mul_broadcast": ("aten::mul", "out", [_In(_rng_array((4, 1), 12)), _In(_rng_array((3,), 13))], (4, 3)),
-    "reciprocal": ("aten::reciprocal", "out", [_In(_X)], _X.shape),
-    "amax": ("aten::amax", "out", [_In(_X), [1, 3], False], (2, 7)),
-    "sum": ("aten::sum", "IntList_out", [_In(_X), [-1], True, None], (2, 4, 7, 1)),
-    "upsample": ("aten::upsample_bilinear2d", "vec_out", [_In(_X), [11, 13], False, None], (2, 4, 11, 13)),
-    "upsample_corners": ("aten::upsample_bilinear2d", "vec_out", [_In(_X), [14, 5], True, None], (2, 4, 14, 5)),
-    "upsample_scales": ("aten::upsample_bilinear2d", "vec_out", [_In(_X), None, False, _Doubles((2.0, 1.5))],
-                        (2, 4, 14, 9)),
-    # exp/log/tanh in float64 rounded once to float32 on both sides (kiln.program.kernels)
-    "exp": ("aten::exp", "out", [_In(_X)], _X.shape),
-    "log": ("aten::log", "out", [_In(np.abs(_X) + np.float32(0.01))], _X.shape),
-    "tanh": ("aten::tanh", "out", [_In(_X)], _X.shape),
-    "sigmoid": ("aten::sigmoid", "out", [_In(_X)], _X.shape),
-    "softmax": ("aten::_softmax", "out", [_In(_X), 1, False], _X.shape),
-    "log_softmax": ("aten::_log_softmax", "out", [_In(_X), -1, False], _X.shape),
-}
-
-
-def _run_kernel(runtime_host, tmp_path, case):
-    name, overload, args, out_shape, *dtype = case
-    data, arrays = _single_kernel(name, overload, args, out_shape, *dtype)
-    path = tmp_path / "kernel.pte"
-    path.write_bytes(data)
-    paths = []
-    for n, a in enumerate(arrays):
-        paths.append(tmp_path / f"in{n}.bin")
-        a.tofile(paths[-1])
-    done = run_tool(runtime_host, "run", path, tmp_path, *paths)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (expected,) = host.run(data, arrays)
-    got = np.frombuffer((tmp_path / "output_0.bin").read_bytes(), expected.dtype).reshape(expected.shape)
-    return got, expected
-
-
-@pytest.mark.parametrize("case", KERNEL_CASES)
-def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, case):
-    got, expected = _run_kernel(runtime_host, tmp_path, KERNEL_CASES[case])
-    assert got.tobytes() == np.ascontiguousarray(expected).tobytes()
-
-
-@pytest.mark.parametrize("case", ["dequantize_per_channel", "dequantize_per_channel_int32",
-                                  "dequantize_per_channel_int32_long_zp"])
-def test_dequantize_per_channel_equals_pytorch(case):
-    """kiln.program.kernels' semantics against PyTorch's own quantized_decomposed operator."""
-    import torch
-    from torch.ao.quantization.fx import _decomposed  # noqa: F401 (registers quantized_decomposed)
-
-    q, scales, zero_points, axis, qmin, qmax, dtype, out_dtype = KERNEL_CASES[case][2]
-    torch_dtype = {1: torch.int8, 3: torch.int32}[dtype]
-    expected = torch.ops.quantized_decomposed.dequantize_per_channel(
-        torch.from_numpy(q.array), torch.from_numpy(scales),
-        None if zero_points is None else torch.from_numpy(zero_points), axis, qmin, qmax, torch_dtype).numpy()
-    got = by_name()[("quantized_decomposed::dequantize_per_channel", "out")].run(
-        q.array, scales, zero_points, axis, qmin, qmax, dtype, out_dtype)
-    assert got.dtype == np.float32 and got.tobytes() == expected.tobytes()
+FAMILIES = ("quantize", "nn", "elementwise", "reduce", "movement")
 
 
 def test_every_kiln_kernel_is_tested_and_in_the_table():
-    tested = {(c[0], c[1]) for c in KERNEL_CASES.values()}
+    """Each kernel has a case in its family's test_kernels_<family>.py (the host build links
+    every table entry, so a kernel without its C++ function fails the build)."""
+    tested = set()
+    for family in FAMILIES:
+        cases = importlib.import_module(f"test_kernels_{family}").CASES
+        tested |= {(c[0], c[1]) for c in cases.values()}
     assert set(by_name()) == set(gen_kernel_table.KERNELS) == tested
 
 
 def test_kernel_with_wrong_shapes_is_an_error_not_a_fault(runtime_host, tmp_path):
-    data, arrays = _single_kernel("aten::linear", "out", [_In(_rng_array((3, 17), 7)), _rng_array((5, 16), 8), None],
+    data, arrays = single_kernel("aten::linear", "out", [In(rng_array((3, 17), 7)), rng_array((5, 16), 8), None],
                                   (3, 5))
     path = tmp_path / "bad.pte"
     path.write_bytes(data)
@@ -452,7 +273,7 @@ def test_kernel_table_names_only_the_given_kernels(tmp_path):
 
 
 def test_kernel_table_fails_naming_an_operator_kiln_lacks(tmp_path, capsys):
-    data, _ = _single_kernel("aten::gelu", "out", [_In(_X)], _X.shape)
+    data, _ = single_kernel("aten::gelu", "out", [In(X)], X.shape)
     (tmp_path / "gelu.pte").write_bytes(data)
     assert gen_kernel_table.main(["--output", str(tmp_path / "t.cpp"), "--pte", str(tmp_path / "gelu.pte")]) == 1
     assert "kiln's runtime has no CPU kernel for aten::gelu.out" in capsys.readouterr().err

@@ -1,0 +1,65 @@
+"""What every CPU kernel module shares: the Kernel record and helpers for exact float32.
+
+A kernel names the operator as it appears in the .pte's operator table and defines its
+semantics in numpy, float32 throughout and in a fixed evaluation order, so that
+`kiln run-host` and the firmware's C++ kernels (firmware/runtime/kernels/) compute the same
+bits. Arguments follow the operator's schema; out-variant kernels take the output tensor
+last (the program lists it once more as the returned value). The C++ function of operator
+"ns::name" overload "ov" is kiln::runtime::kernels::<name without leading _>_<ov in lower case>
+(cpp_function), which the firmware's kernel table generator relies on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kiln.pte.schema import NUMPY_DTYPES, ScalarType
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str  # "cortex_m::quantize_per_tensor"
+    overload: str  # "out"
+    # The operator's arguments before the out tensor: the name of the graph op's argument,
+    # or Fixed(value) where the kernel's schema has an argument the graph op lacks.
+    schema_args: tuple
+    run: Callable  # (*args) -> np.ndarray, args as the schema lists them
+    accepts: Callable = lambda op: True  # (graph Op) -> whether `run` covers this call's arguments
+
+
+@dataclass(frozen=True)
+class Fixed:
+    value: object
+
+
+@dataclass(frozen=True)
+class Derived:
+    """An argument the kernel's schema has, computed from the graph op."""
+
+    of: Callable  # (graph Op) -> value
+
+
+def cpp_function(name: str, overload: str) -> str:
+    """The C++ kernel's function name: ("aten::_softmax", "out") -> "softmax_out"."""
+    return f"{name.split('::')[-1].lstrip('_')}_{overload.lower()}"
+
+
+def np_dtype(code: int) -> type:
+    return NUMPY_DTYPES[ScalarType(code)]
+
+
+def in_float64(fn):
+    """float32 `fn` (exp, log, tanh) evaluated in float64 and rounded once, so the result is
+    the correctly rounded one for all but vanishingly rare inputs on any C library (the
+    firmware's kernels do the same; numpy's float32 versions are approximations)."""
+    return lambda x: fn(np.asarray(x, np.float64)).astype(np.float32)
+
+
+exp32, log32, tanh32 = in_float64(np.exp), in_float64(np.log), in_float64(np.tanh)
+
+
+def binary(fn):
+    return lambda a, b, *rest: fn(np.float32(a) if np.isscalar(a) else a, np.float32(b) if np.isscalar(b) else b)

@@ -1,0 +1,113 @@
+"""Programs of one CPU kernel call, run on the host runtime and on `kiln run-host`.
+
+A case is (operator, overload, arguments, output shape[, output dtype]); an argument is a
+planned input tensor (In), a constant tensor (a numpy array), None, a bool, an int, a
+float, a list of ints, or a DoubleList (Doubles). run_kernel returns what the C++ kernel
+wrote and what kiln.program.kernels' numpy computes for the same program.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from kiln.pte import schema as pte
+from kiln.reference import run_host as host
+
+
+def run_tool(tool: Path, *args) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(tool), *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert "runtime error" not in done.stderr and "AddressSanitizer" not in done.stderr, done.stderr
+    return done
+
+
+class In:
+    """A tensor the program takes as an input (planned memory)."""
+
+    def __init__(self, array):
+        self.array = np.ascontiguousarray(array)
+
+
+class Doubles(tuple):
+    """A DoubleList argument."""
+
+
+def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_edit=None):
+    """A program of one KernelCall: tensors as planned inputs (_In) or constants
+    (arrays), scalars, int lists, double lists; returns (bytes, input arrays)."""
+    values, constants, inputs, arg_indices, arrays = [], [], [], [], []
+    planned: list[tuple[int, int]] = []  # (value index, nbytes)
+
+    def scalar_type(dtype):
+        return pte.SCALAR_TYPES[np.dtype(dtype).name]
+
+    def add(v):
+        values.append(v)
+        return len(values) - 1
+
+    def planned_tensor(shape, dtype):
+        t = dict(scalar_type=scalar_type(dtype), sizes=list(shape), dim_order=list(range(len(shape))))
+        planned.append((len(values), int(np.prod(shape)) * np.dtype(dtype).itemsize))
+        return add(t)  # completed below, once offsets are known
+
+    for a in args:
+        if isinstance(a, In):
+            index = planned_tensor(a.array.shape, a.array.dtype)
+            inputs.append(index)
+            arrays.append(a.array)
+        elif isinstance(a, np.ndarray):
+            constants.append(np.ascontiguousarray(a).tobytes())
+            index = add(pte.Tensor(scalar_type=scalar_type(a.dtype), sizes=list(a.shape),
+                                   dim_order=list(range(a.ndim)), data_buffer_idx=len(constants)))
+        elif a is None:
+            index = add(pte.Null())
+        elif isinstance(a, bool):
+            index = add(pte.Bool(a))
+        elif isinstance(a, int):
+            index = add(pte.Int(a))
+        elif isinstance(a, float):
+            index = add(pte.Double(a))
+        elif isinstance(a, Doubles):
+            index = add(pte.DoubleList(list(a)))
+        else:
+            items = [add(pte.Int(int(i))) for i in a]
+            index = add(pte.IntList(items))
+        arg_indices.append(index)
+    out = planned_tensor(out_shape, out_dtype)
+    offset = 0
+    for index, nbytes in planned:
+        values[index] = pte.Tensor(**values[index], allocation_info=pte.AllocationInfo.at(1, offset))
+        offset += -(-nbytes // 16) * 16
+    call = pte.KernelCall(0, arg_indices + [out, out])
+    fields = dict(name="forward", values=values, inputs=inputs, outputs=[out],
+                  chains=[pte.Chain(inputs, [out], [call])], operators=[pte.Operator(name, overload)],
+                  delegates=[], non_const_buffer_sizes=[0, max(offset, 16)])
+    if plan_edit is not None:
+        fields = plan_edit(fields)
+    plan = pte.ExecutionPlan(**fields)
+    return pte.serialize(pte.PteProgram([plan]), constants=constants), arrays
+
+
+def rng_array(shape, seed, scale=2.0, dtype=np.float32):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+X = rng_array((2, 4, 7, 6), 1)
+SPECIAL = np.array([[0.0, -0.0, 1.5, -1.5], [np.nan, np.inf, -np.inf, 3.0e-39]], np.float32)
+
+def run_kernel(runtime_host, tmp_path, case):
+    name, overload, args, out_shape, *dtype = case
+    data, arrays = single_kernel(name, overload, args, out_shape, *dtype)
+    path = tmp_path / "kernel.pte"
+    path.write_bytes(data)
+    paths = []
+    for n, a in enumerate(arrays):
+        paths.append(tmp_path / f"in{n}.bin")
+        a.tofile(paths[-1])
+    done = run_tool(runtime_host, "run", path, tmp_path, *paths)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (expected,) = host.run(data, arrays)
+    got = np.frombuffer((tmp_path / "output_0.bin").read_bytes(), expected.dtype).reshape(expected.shape)
+    return got, expected
