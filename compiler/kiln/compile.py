@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from kiln import boards, checks, graph
-from kiln.errors import ModelError, UsageError
+from kiln.errors import ModelError, UsageError, VelaRefusal
 from kiln.frontend import decompose
 from kiln.frontend import export as frontend
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
@@ -58,7 +58,8 @@ class _Stages:
     def __call__(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
         yield
-        self.seconds[name] = round(time.perf_counter() - start, 3)
+        # a stage that runs again (after a Vela refusal) adds to its time
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - start, 3)
 
 
 def load_calibration(path: Path | None, example: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, ...]]:
@@ -121,23 +122,32 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
     with stage("fold"):
         g = graph.from_pt2e(module, io_quantized=spec.io == "int8")
         checks.after("fold", g)
-    with stage("partition"):
-        parts = partition.partition(g, target, spec.exclusions, delegate=spec.delegate)
-        checks.after("partition", parts)
-    tosa: list[bytes] = []
-    with stage("lower"):
-        for p in parts.partitions:
-            tosa.append(tosa_lowering.lower(p))
-        checks.after("lower", parts, tosa)
-    results: list[vela.VelaResult] = []
-    with stage("vela"):
-        for p, flatbuffer in zip(parts.partitions, tosa):
-            if len(parts.partitions) > 1:
-                log(f"vela: partition {p.index + 1}/{len(parts.partitions)} ({len(p.ops)} ops)")
-            keep = spec.intermediates / f"partition_{p.index}" if spec.intermediates else None
-            results.append(vela.compile_tosa(flatbuffer, f"{loaded.name}_{p.index}", target.name,
-                                             spec.system_config, spec.memory_mode, keep))
-        checks.after("vela", parts, results)
+    refused: dict[str, str] = {}  # op name -> why Vela could not place it (Vela is a rule too)
+    while True:
+        with stage("partition"):
+            parts = partition.partition(g, target, spec.exclusions, delegate=spec.delegate, refused=refused)
+            checks.after("partition", parts)
+        tosa: list[bytes] = []
+        with stage("lower"):
+            for p in parts.partitions:
+                tosa.append(tosa_lowering.lower(p))
+            checks.after("lower", parts, tosa)
+        results: list[vela.VelaResult] = []
+        with stage("vela"):
+            try:
+                for p, flatbuffer in zip(parts.partitions, tosa):
+                    if len(parts.partitions) > 1:
+                        log(f"vela: partition {p.index + 1}/{len(parts.partitions)} ({len(p.ops)} ops)")
+                    keep = spec.intermediates / f"partition_{p.index}" if spec.intermediates else None
+                    results.append(vela.compile_tosa(flatbuffer, f"{loaded.name}_{p.index}", target.name,
+                                                     spec.system_config, spec.memory_mode, keep))
+            except VelaRefusal as refusal:
+                learned = vela_refusals(parts.partitions[len(results)], g, target.name, spec, refusal)
+                log(f"vela: could not place {', '.join(learned)}; they run on the CPU, compiling the rest again")
+                refused.update(learned)
+                continue
+            checks.after("vela", parts, results)
+        break
     with stage("program"):
         prog = program.build(g, parts)
         checks.after("program", prog)
@@ -153,6 +163,25 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
         for i, flatbuffer in enumerate(tosa):
             (spec.intermediates / f"delegate_{i}.tosa").write_bytes(flatbuffer)
     return result
+
+
+def vela_refusals(part: partition.Partition, g: graph.Graph, accelerator: str, spec: CompileSpec,
+                  refusal: VelaRefusal) -> dict[str, str]:
+    """Which ops of `part` Vela refused, and why: each op compiled alone with Vela (a refusal is
+    rare, so this costs one Vela run per op only then). If no op fails alone, the combination
+    does, and the whole partition goes to the CPU. Every op returned is one the partition held,
+    so a compile takes at most as many rounds as it has NPU ops."""
+    learned = {}
+    for op in part.ops:
+        inputs, outputs = partition.boundary([op], g)
+        alone = partition.Partition(0, [op], inputs, outputs)
+        try:
+            vela.compile_tosa(tosa_lowering.lower(alone), op.name, accelerator, spec.system_config, spec.memory_mode)
+        except VelaRefusal as error:
+            learned[op.name] = f"Vela could not place it on the NPU: {error.reason}"
+    if learned:
+        return learned
+    return {op.name: f"Vela could not compile the NPU partition that held it: {refusal.reason}" for op in part.ops}
 
 
 def make_report(name: str, spec: CompileSpec, result: Result) -> dict:

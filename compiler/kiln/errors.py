@@ -14,7 +14,8 @@ and exits with the error's ``exit_code``; no traceback.
     |-- BoardError              a malformed board.toml
     |-- ModelError              a model that cannot be loaded, run, exported or quantized
     |-- LoweringError           TOSA lowering of one node
-    |-- VelaError               Vela rejected a TOSA graph
+    |-- VelaError               Vela failed (timed out, wrote no output)
+    |   `-- VelaRefusal         Vela refused a TOSA graph (the compile moves its ops to the CPU)
     |-- PayloadError            a malformed vela_bin_stream payload
     |-- ProgramError            a graph that is no kiln program
     |-- PteError                a malformed .pte
@@ -88,6 +89,15 @@ class LoweringError(KilnError):
 
 class VelaError(KilnError):
     """Vela rejected or failed on a TOSA graph."""
+
+
+class VelaRefusal(VelaError):
+    """Vela exited with an error on a TOSA graph; `reason` is its last error line. The compile
+    driver treats it as a support rule: the ops Vela refuses run on the CPU instead."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 class PayloadError(KilnError):

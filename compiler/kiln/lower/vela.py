@@ -9,6 +9,7 @@ is `<name>_vela.npz` (command stream, weights, scratch and I/O placement) and
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 import subprocess
 import sys
@@ -18,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln.errors import ToolMissingError, VelaError
+from kiln.errors import ToolMissingError, VelaError, VelaRefusal
 from kiln.lower.ethosu_payload import IoTensor
-
 
 
 @dataclass(frozen=True)
@@ -85,14 +85,16 @@ def _compile(network: bytes, filename: str, accelerator: str, system_config: str
             raise VelaError(f"Vela did not finish compiling {name} within {timeout_s:.0f} s") from None
         (work / f"{name}.vela.log").write_text(run.stdout + run.stderr)
         if run.returncode != 0:
-            raise VelaError(f"Vela failed on {name} for {accelerator}: {_last_error(run.stdout + run.stderr)}")
+            reason = _last_error(run.stdout + run.stderr)
+            raise VelaRefusal(f"Vela failed on {name} for {accelerator}: {reason}", reason)
         return _read(work, name, system_config)
 
 
 def _last_error(text: str) -> str:
+    """Vela's last error line, without the Python exception type it may start with."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if "error" in line.lower()]
-    return (errors or lines or ["no output"])[-1]
+    return re.sub(r"^\w*(Error|Exception): ", "", (errors or lines or ["no output"])[-1])
 
 
 def _read(work: Path, name: str, system_config: str) -> VelaResult:

@@ -9,6 +9,7 @@ it runs and, for the CPU, why.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kiln.boards import Target
@@ -83,7 +84,11 @@ class _Sets:
         return a
 
 
-def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(), delegate: bool = True) -> Partitioning:
+def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(), delegate: bool = True,
+              refused: Mapping[str, str] | None = None) -> Partitioning:
+    """`refused` maps op names to why Vela could not place them (the compile driver learns it by
+    compiling; kiln.compile): those ops stay on the CPU with that reason, as a rule's would."""
+    refused = refused or {}
     sets = _Sets()
     part: dict[int, int] = {}  # op id -> partition id (raw)
     reasons: dict[int, str | None] = {}
@@ -92,7 +97,7 @@ def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(
     part_indirect: dict[int, set[int]] = {}  # canonical partition -> union of its ops' indirect
 
     for op in graph.ops:
-        why = reason(op, target) or excluded(op, exclusions)
+        why = reason(op, target) or excluded(op, exclusions) or refused.get(op.name)
         if why is None and not delegate:
             why = "delegation is off (--no-delegate)"
         reasons[id(op)] = why
