@@ -78,3 +78,24 @@ def test_the_command_reports_an_unwritable_file_in_one_line(tmp_path):
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.startswith("python -m kiln.partition.supported_ops: error: ") and run.stderr.count("\n") == 1
     assert "no such folder" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_an_op_on_bool_or_integer_tensors_is_refused_for_its_types_not_as_unquantized():
+    """A permute of a bool tensor (say, a mask) is kept off the NPU because of its type; the
+    quantizer never quantizes such tensors, so "does not quantize" would name the wrong cause."""
+    import torch
+
+    from kiln import boards
+    from kiln.graph import Op, Value
+    from kiln.partition import support
+
+    aten = torch.ops.aten
+    target = boards.target("ethos-u55-128")
+    for dtype in ("bool", "int32"):
+        x, y = Value("x", (1, 2, 3), dtype), Value("y", (1, 3, 2), dtype)
+        op = Op("permute", aten.permute.default, (x, [0, 2, 1]), {}, [y])
+        assert support.reason(op, target) == f"{dtype} tensors: the NPU takes int8 and int16 activations"
+    x, y = Value("x", (1, 2, 3), "float32"), Value("y", (1, 3, 2), "float32")
+    op = Op("permute", aten.permute.default, (x, [0, 2, 1]), {}, [y])
+    assert support.reason(op, target) == ("stays in float: kiln's quantizer does not quantize aten.permute, "
+                                          "and the NPU computes in integers")

@@ -78,7 +78,8 @@ def facts(op: Op) -> dict:
 # ---- rules for every op --------------------------------------------------------------------------
 @rule("stays in float: kiln's quantizer does not quantize {op_type}, and the NPU computes in integers")
 def quantized(op: Op) -> bool:
-    return op.quantized
+    # an op on integer or bool tensors is never quantized: npu_activation_types names its types
+    return op.quantized or any(v.dtype != "float32" for v in op.inputs + op.outputs if not v.is_constant)
 
 
 @rule("kiln has no TOSA lowering for {op_type}")

@@ -126,6 +126,8 @@ class _Builder:
         """A quantized op the NPU does not run: dequantize its integer inputs, run the
         float kernel, then its fused activation, and quantize, exactly as PT2E's reference."""
         def float_of(v: Value) -> Value:
+            if v.qparams is None:  # an integer or bool operand (indices, a condition) passes as it is
+                return v
             if v.is_constant:
                 return Value(v.name + "_f", v.shape, "float32", data=dequantize_array(v.data, v.qparams))
             f = Value(v.name + "_f", v.shape, "float32")
