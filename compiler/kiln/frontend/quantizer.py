@@ -212,7 +212,8 @@ class EthosUQuantizer(Quantizer):
             return
         first = tensors[0]
         shared = SharedQuantizationSpec((first, node))
-        inputs = {first: act, **{t: shared for t in tensors[1:]}}
+        # a tensor concatenated with itself is observed once (sharing with itself is a cycle)
+        inputs = {first: act, **{t: shared for t in tensors[1:] if t is not first}}
         _mark(node, inputs, shared)
 
 
