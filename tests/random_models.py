@@ -285,13 +285,38 @@ TOLERANCE_STEPS = 2
 TOLERANCE_FRACTION = 0.95
 
 
+def steps_off_pt2e(result, inputs, got) -> tuple[float, float]:
+    """(worst steps off, smallest fraction of an output's elements within TOLERANCE_STEPS) of
+    run-host's outputs `got` against the PT2E reference of compile result `result`. A step is
+    the output's quantization step; a float output (its last op on the CPU in float) counts
+    steps of 16 float32 ulps of its largest value; an integer output must be exact."""
+    from kiln.graph import DEQUANTIZE
+
+    with torch.no_grad():
+        want = result.quantized_module(*inputs) if result.quantized_module is not None else None
+    want = [want] if isinstance(want, torch.Tensor) else list(want)
+    worst, within = 0.0, 1.0
+    for value, g, w in zip(result.graph.outputs, got, want, strict=True):
+        w = w.detach().numpy().astype(np.float64)
+        producer = value.producer
+        if producer is not None and producer.target in DEQUANTIZE:
+            step = float(producer.inputs[0].qparams.scale)
+        elif g.dtype.kind == "f":
+            step = float(np.finfo(np.float32).eps * max(1.0, np.abs(w).max(initial=0))) * 16
+        else:
+            step = 1.0
+        off = np.rint(np.abs(g.astype(np.float64) - w) / step)
+        worst = max(worst, float(off.max(initial=0)))
+        within = min(within, float((off <= TOLERANCE_STEPS).mean()) if off.size else 1.0)
+    return worst, within
+
+
 def check(seed: int, target: str, pte_path=None) -> Outcome:
     """Compiles fuzz graph `seed` for `target` and compares `kiln run-host` with the PT2E
     reference on the example inputs; `pte_path` keeps the program for a firmware run."""
     from kiln import compile as kc
     from kiln.errors import KilnError
     from kiln.frontend.export import LoadedModel
-    from kiln.graph import DEQUANTIZE
     from kiln.reference import run_host as host
     from kiln.spec import CompileSpec
 
@@ -311,19 +336,6 @@ def check(seed: int, target: str, pte_path=None) -> Outcome:
     places = [p for p in result.report["ops"] if "quantize" not in p["op"]]
     outcome.npu_ops = sum(p["where"] == "npu" for p in places)
     outcome.cpu_ops = len(places) - outcome.npu_ops
-    with torch.no_grad():
-        want = result.quantized_module(*inputs)
-    want = [want] if isinstance(want, torch.Tensor) else list(want)
-    worst, within = 0.0, 1.0
-    for value, g, w in zip(result.graph.outputs, got, want):
-        w = w.detach().numpy().astype(np.float64)
-        producer = value.producer
-        if producer is not None and producer.target in DEQUANTIZE:
-            step = float(producer.inputs[0].qparams.scale)
-        else:  # a float output: steps of float32 rounding relative to the output's size
-            step = float(np.finfo(np.float32).eps * max(1.0, np.abs(w).max(initial=0))) * 16
-        off = np.rint(np.abs(g.astype(np.float64) - w) / step)
-        worst = max(worst, float(off.max(initial=0)))
-        within = min(within, float((off <= TOLERANCE_STEPS).mean()) if off.size else 1.0)
+    worst, within = steps_off_pt2e(result, inputs, got)
     outcome.max_steps_off, outcome.within = worst, within
     return outcome

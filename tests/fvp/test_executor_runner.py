@@ -40,30 +40,6 @@ pytestmark = pytest.mark.fvp
 EXIT_LOAD, EXIT_BIND = 3, 5  # firmware/apps/executor_runner/runner.h
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("runner")
-
-
-@pytest.fixture(scope="module")
-def builder(work):
-    """Builds runners in one CMake tree (only the model's sources change between builds)
-    through the script a person uses; returns a copy of each ELF."""
-    tree = work / "build-tree"
-
-    def build(pte_path: Path, target="ethos-u55-128", *extra: str) -> Path:
-        result = subprocess.run([str(BUILD), f"--pte={pte_path}", f"--target={target}", f"--output={tree}", *extra],
-                                capture_output=True, text=True, timeout=600)
-        assert result.returncode == 0, result.stdout + result.stderr
-        elf = Path(result.stdout.strip().splitlines()[-1])
-        assert elf.is_file()
-        copy = pte_path.with_suffix(".elf")
-        shutil.copyfile(elf, copy)
-        return copy
-
-    return build
-
-
 def compiled(work: Path, model: str, target="ethos-u55-128", **spec) -> Path:
     """kiln compile's .pte and report (as the CLI writes them) for `model`."""
     name = "-".join([model, target, *(f"{k}={v}" for k, v in sorted(spec.items()))])
