@@ -1,6 +1,6 @@
 """The compiler's front end: find the model, run it once, export it.
 
-A model is a zoo name (kiln.models) or the path of a Python file that defines
+A model is a zoo or architecture name (kiln.models) or the path of a Python file that defines
 `ModelUnderTest` (an nn.Module) and `ModelInputs` (a tuple of example
 tensors), the convention of ExecuTorch's aot_arm_compiler.
 """
@@ -28,13 +28,13 @@ class LoadedModel:
 
 def load_model(model: str) -> LoadedModel:
     """A zoo model by name, or the model a Python file defines."""
-    if model in models.MODELS:
+    if models.find(model) is not None:
         module, inputs = models.load(model)
         return LoadedModel(model, module.eval(), tuple(inputs))
     path = Path(model)
     if not path.is_file():
         raise UsageError(
-            f"{model!r} is neither a zoo model ({', '.join(models.MODELS)}) nor a file"
+            f"{model!r} is neither a zoo model ({', '.join([*models.MODELS, *models.ARCHITECTURES])}) nor a file"
         )
     namespace = _import_file(path)
     module = namespace.get("ModelUnderTest")

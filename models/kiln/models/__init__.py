@@ -2,7 +2,13 @@
 
 ``MODELS`` maps each zoo name, in a fixed order, to a ``ZooEntry``; ``load(name)``
 builds one: an ``nn.Module`` in eval mode with deterministic weights and a
-tuple of example inputs. Each model lives in its own file here, which also
+tuple of example inputs. ``ARCHITECTURES`` is a second registry, of small
+models with the block structure of published architectures (MobileNetV3,
+EfficientNet, ResNet-18, ShuffleNetV2, SqueezeNet, Inception, ViT, keyword
+spotting, U-Net, YOLO) written as users write them (in-place activations,
+dropout, chunk, channel shuffle, attention): the frontend's test bench. They
+are not zoo models (the zoo's tests hold every zoo model to a fully delegated
+compile); ``load`` and ``kiln compile`` accept both registries' names. Each model lives in its own file here, which also
 defines ``ModelUnderTest`` and ``ModelInputs`` in the convention of
 ExecuTorch's ``aot_arm_compiler`` (built on first access where that is costly).
 
@@ -24,7 +30,7 @@ from kiln.errors import UsageError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["MODELS", "ZooEntry", "load"]
+__all__ = ["ARCHITECTURES", "MODELS", "ZooEntry", "find", "load"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,10 +89,57 @@ MODELS: Mapping[str, ZooEntry] = types.MappingProxyType(
 )
 
 
+
+def _architecture(name: str, summary: str, module: str | None = None, *args: Any) -> ZooEntry:
+    # Within two steps on every output element: what the architecture tests demand.
+    entry = _entry(name, summary, module or name, *args)
+    return dataclasses.replace(entry, tolerance_steps=2, tolerance_fraction=1.0)
+
+
+ARCHITECTURES: Mapping[str, ZooEntry] = types.MappingProxyType(
+    {
+        entry.name: entry
+        for entry in (
+            _architecture(
+                "mobilenet_v3_small",
+                "MobileNetV3-Small blocks (hardswish, squeeze-excitation, in-place activations, dropout); "
+                "1x3x64x64 -> 10",
+            ),
+            _architecture(
+                "efficientnet_b0", "EfficientNet-B0 MBConv blocks (SiLU, SE, stochastic depth, dropout); 1x3x64x64 -> 10"
+            ),
+            _architecture("resnet18", "ResNet-18 at quarter width (in-place residual adds, max pool); 1x3x64x64 -> 10"),
+            _architecture("shufflenet_v2", "ShuffleNetV2 x0.5 (chunk, channel shuffle by view/transpose); 1x3x64x64 -> 10"),
+            _architecture("squeezenet", "SqueezeNet 1.1 at half width (fire modules, ceil-mode max pool); 1x3x50x50 -> 10"),
+            _architecture("inception", "GoogLeNet Inception modules (four parallel branches, cat); 1x3x32x32 -> 10"),
+            _architecture(
+                "vit_tiny", "Vision Transformer (patch embedding, class token, learned positions, attention); 1x3x32x32 -> 10"
+            ),
+            _architecture(
+                "kwt", "Keyword Transformer (frames as tokens, nn.MultiheadAttention, GELU); 1x49x10 MFCC -> 12"
+            ),
+            _architecture("tc_resnet8", "TC-ResNet8 keyword spotting (Conv1d over time, residual); 1x10x49 MFCC -> 12"),
+            _architecture("kws_gru", "keyword spotting GRU (last hidden state, linear); 1x49x10 MFCC -> 12", "kws_rnn", "gru"),
+            _architecture(
+                "kws_lstm", "keyword spotting LSTM (last hidden state, linear); 1x49x10 MFCC -> 12", "kws_rnn", "lstm"
+            ),
+            _architecture("unet_tiny", "U-Net (double convs, max pool, up-convolution and upsampling, cat); 1x3x32x32 -> 1x2x32x32"),
+            _architecture(
+                "yolo_tiny", "YOLO-style detector (SiLU, SPPF, upsample, cat, sigmoid, decoded boxes); 1x3x64x64 -> 1x240x8"
+            ),
+        )
+    }
+)
+
+
+def find(name: str) -> ZooEntry | None:
+    """The entry of `name` in the zoo or among the architectures; None if neither has it."""
+    return MODELS.get(name) or ARCHITECTURES.get(name)
+
+
 def load(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """Build the zoo model `name`: (module in eval mode, tuple of example inputs)."""
-    try:
-        entry = MODELS[name]
-    except KeyError:
-        raise UsageError(f"unknown model {name!r}; known models: {', '.join(MODELS)}") from None
+    """Build the zoo or architecture model `name`: (module in eval mode, tuple of example inputs)."""
+    entry = find(name)
+    if entry is None:
+        raise UsageError(f"unknown model {name!r}; known models: {', '.join([*MODELS, *ARCHITECTURES])}")
     return entry.build()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -22,7 +22,7 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 def init_weights(model: nn.Module) -> None:
-    """Kaiming-uniform (ReLU gain) weights for every conv and linear layer.
+    """Kaiming-uniform (ReLU gain) weights for every conv (1-D, 2-D, transposed) and linear layer.
 
     PyTorch's default init shrinks the signal by about sqrt(6) per ReLU layer,
     which would leave the deeper networks' outputs decided by the BatchNorm
@@ -30,7 +30,7 @@ def init_weights(model: nn.Module) -> None:
     Biases keep PyTorch's default (small uniform) init.
     """
     for module in model.modules():
-        if isinstance(module, (nn.Conv2d, nn.Linear)):
+        if isinstance(module, (nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
             nn.init.kaiming_uniform_(module.weight, nonlinearity="relu")
 
 
@@ -51,8 +51,33 @@ def randomize_batchnorm(model: nn.Module) -> None:
                 module.bias.copy_(0.1 * torch.randn(n))
 
 
+def randomize_layernorm(model: nn.Module) -> None:
+    """Random, non-identity affine parameters for every LayerNorm (scale in [0.5, 1.5], shift
+    about 0.1). Uses the current (seeded) random state; draws nothing for a model without one."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm) and module.elementwise_affine:
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.copy_(0.1 * torch.randn(module.bias.shape))
+
+
 def prepare(model: nn.Module) -> nn.Module:
-    """Deterministic weights and random BN state for a model built under `seeded`; eval mode."""
+    """Deterministic weights and random BN and LayerNorm state for a model built under
+    `seeded`; eval mode."""
     init_weights(model)
     randomize_batchnorm(model)
+    randomize_layernorm(model)
     return model.eval()
+
+
+def build_seeded(
+    seed: int, factory: Callable[[], nn.Module], *input_shapes: tuple[int, ...], signed: bool = False
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """`factory()` prepared under `seed` (see `prepare`) and one example input per shape, drawn
+    after the weights from the same generator: uniform in [0, 1) (an image), or standard normal
+    if `signed` (features such as MFCCs)."""
+    with seeded(seed):
+        model = prepare(factory())
+        draw = torch.randn if signed else torch.rand
+        inputs = tuple(draw(shape) for shape in input_shapes)
+    return model, inputs

@@ -1,0 +1,54 @@
+"""kws_gru and kws_lstm: recurrent keyword spotting (as in Zhang et al., "Hello Edge", 2017). Input 1x49x10.
+
+49 frames of 10 MFCCs, batch first, through one recurrent layer of 32 units and a linear
+classifier to 12 keywords. The GRU model classifies the output sequence's last step
+(output[:, -1]); the LSTM model the final hidden state h_n[-1]: the two ways users read
+a recurrent layer's result. Weights are PyTorch's default initialisation (uniform in
++-1/sqrt(hidden)), seeded.
+``ModelUnderTest`` and ``ModelInputs`` are the GRU model's.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from kiln.models._common import build_seeded
+
+SEED = 30
+INPUT_SHAPE = (1, 49, 10)
+HIDDEN = 32
+CLASSES = 12
+
+
+class KeywordGRU(nn.Module):
+    def __init__(self, classes: int = CLASSES) -> None:
+        super().__init__()
+        self.rnn = nn.GRU(INPUT_SHAPE[2], HIDDEN, batch_first=True)
+        self.fc = nn.Linear(HIDDEN, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        output, _ = self.rnn(x)
+        return self.fc(output[:, -1])
+
+
+class KeywordLSTM(nn.Module):
+    def __init__(self, classes: int = CLASSES) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(INPUT_SHAPE[2], HIDDEN, batch_first=True)
+        self.fc = nn.Linear(HIDDEN, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, (hidden, _) = self.rnn(x)
+        return self.fc(hidden[-1])
+
+
+CELLS = {"gru": KeywordGRU, "lstm": KeywordLSTM}
+
+
+def build(cell: str = "gru") -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The GRU or LSTM model (eval mode, deterministic weights) and one example input."""
+    return build_seeded(SEED, CELLS[cell], INPUT_SHAPE, signed=True)
+
+
+ModelUnderTest, ModelInputs = build()
