@@ -1,7 +1,7 @@
 """`kiln compile`: a model in, a .pte and its report out.
 
 The passes, in order (each timed for the report):
-  load -> export -> quantize -> fold (kiln's graph) -> partition -> lower (TOSA)
+  load -> export -> normalize -> quantize -> fold (kiln's graph) -> partition -> lower (TOSA)
   -> vela -> program (memory plan) -> write (.pte) -> report
 From fold on, kiln.checks verifies each stage's result before the next stage uses it (a
 broken invariant is an InternalError naming the stage); the checks are timed with their stage.
@@ -22,7 +22,7 @@ import torch
 
 from kiln import boards, checks, graph
 from kiln.errors import ModelError, UsageError, VelaRefusal
-from kiln.frontend import decompose
+from kiln.frontend import normalize
 from kiln.frontend import export as frontend
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
 from kiln.lower import tosa as tosa_lowering
@@ -107,6 +107,8 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
     with stage("export"):
         exported = frontend.export(loaded)
         module = exported.module(check_guards=False)
+    with stage("normalize"):
+        normalize.normalize(module)
     quantized = None
     if spec.quantize:
         with stage("quantize"):
@@ -116,9 +118,6 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
             except Exception as error:
                 raise ModelError(f"quantizing {loaded.name} failed: {type(error).__name__}: {error}") from None
             module = quantized
-    else:
-        with stage("decompose"):
-            decompose.fold_batch_norm(module)
     with stage("fold"):
         g = graph.from_pt2e(module, io_quantized=spec.io == "int8")
         checks.after("fold", g)

@@ -12,9 +12,15 @@ Each operator falls in one class, which decides how it is annotated:
 - ops with their own output range (add, sigmoid, softmax, ...): every input and
   the output observed independently.
 - ops that move or select values without arithmetic (reshape, max pool, pad,
-  concat, ...), and average pooling (TOSA's AVG_POOL2D keeps the scale): the
-  output shares the input's quantization parameters, so no rescale is needed.
-Anything else is left in float; the partitioner then keeps it on the CPU.
+  slice, flip, expand, ...), and average pooling (TOSA's AVG_POOL2D keeps the
+  scale): the output shares the input's quantization parameters, so no rescale
+  is needed; cat, minimum and maximum: every input and the output share one range.
+Integer and bool tensors (indices, masks) are never observed, and an op whose
+output is not a float tensor is not annotated. Anything else is left in float;
+the partitioner then keeps it on the CPU and the report says why.
+
+The graph it annotates is the normalised one (kiln.frontend.normalize), which
+transform_for_annotation produces, so the PT2E reference is the rewritten graph.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from torchao.quantization.pt2e.quantizer import (
     SharedQuantizationSpec,
 )
 
-from kiln.frontend import decompose
+from kiln.frontend import normalize
 from kiln.spec import QuantizationScheme
 
 aten = torch.ops.aten
@@ -44,35 +50,36 @@ MAC_OPS = {
     aten.linear.default: 0,
     aten.conv_transpose2d.input: 1,
 }
+# Unary functions of one float tensor: the output gets its own range (on the NPU each is one
+# 8-bit table, exact for every int8 input).
+UNARY_FUNCTIONS = {
+    aten.sigmoid.default, aten.tanh.default, aten.hardswish.default, aten.hardsigmoid.default,
+    aten.leaky_relu.default, aten.exp.default, aten.log.default, aten.reciprocal.default, aten.gelu.default,
+    aten.silu.default, aten.elu.default, aten.selu.default, aten.celu.default, aten.softplus.default,
+    aten.mish.default, aten.sqrt.default, aten.rsqrt.default, aten.sin.default, aten.cos.default,
+    aten.abs.default, aten.neg.default, aten.floor.default, aten.ceil.default, aten.round.default,
+    aten.trunc.default, aten.erf.default, aten.sign.default, aten.pow.Tensor_Scalar,
+}
 INDEPENDENT_OPS = {
     aten.add.Tensor,
-    aten.add_.Tensor,
     aten.sub.Tensor,
     aten.mul.Tensor,
+    aten.div.Tensor,
     aten.matmul.default,
     aten.bmm.default,
     aten.mm.default,
-    aten.sigmoid.default,
-    aten.tanh.default,
-    aten.hardswish.default,
-    aten.hardsigmoid.default,
-    aten.leaky_relu.default,
-    aten.exp.default,
-    aten.log.default,
-    aten.reciprocal.default,
+    aten.where.self,  # its float operands and output; the bool condition is never observed
     aten.sum.dim_IntList,
     aten.mean.dim,
-    aten.mean.default,
+    aten.cumsum.default,
     aten.upsample_bilinear2d.vec,
     aten.upsample_bilinear2d.default,
-}
+} | UNARY_FUNCTIONS
 # Activations the NPU applies as the clamp of the producing MAC or elementwise op.
 FUSIBLE_ACTIVATIONS = {
     aten.relu.default,
-    aten.relu_.default,
     aten.relu6.default,
     aten.hardtanh.default,
-    aten.hardtanh_.default,
     aten.clamp.default,
 }
 SHARED_OPS = {
@@ -90,17 +97,28 @@ SHARED_OPS = {
     aten.unsqueeze.default,
     aten.pad.default,
     aten.constant_pad_nd.default,
+    aten.reflection_pad1d.default,
+    aten.reflection_pad2d.default,
+    aten.reflection_pad3d.default,
+    aten.replication_pad1d.default,
+    aten.replication_pad2d.default,
+    aten.replication_pad3d.default,
+    aten._pad_circular.default,
     aten.upsample_nearest2d.vec,
     aten.upsample_nearest2d.default,
-    aten.clone.default,
-    aten.contiguous.default,
-    aten.dropout.default,
     aten.slice.Tensor,
     aten.select.int,
+    aten.flip.default,
+    aten.expand.default,
+    aten.expand_copy.default,
+    aten.index_select.default,
+    aten.embedding.default,
     aten.amax.default,
+    aten.amin.default,
 } | FUSIBLE_ACTIVATIONS  # on their own (not fused), activations keep their input's range
-CONCAT_OPS = {aten.cat.default, aten.concat.default}
-FUSING_PRODUCERS = set(MAC_OPS) | {aten.add.Tensor, aten.add_.Tensor, aten.sub.Tensor, aten.mul.Tensor}
+# Every float tensor input and the output share one range (the first input's observer).
+CONCAT_OPS = {aten.cat.default, aten.concat.default, aten.minimum.default, aten.maximum.default}
+FUSING_PRODUCERS = set(MAC_OPS) | {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 
 
 def activation_spec(scheme: QuantizationScheme) -> QuantizationSpec:
@@ -159,12 +177,12 @@ class EthosUQuantizer(Quantizer):
         self.skip = skip or (lambda node: False)
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
-        return decompose.for_quantization(model)
+        return normalize.for_quantization(model)
 
     def annotate(self, model: GraphModule) -> GraphModule:
         act = activation_spec(self.scheme)
         for node in model.graph.nodes:
-            if node.op != "call_function" or _annotated(node) or self.skip(node):
+            if node.op != "call_function" or _annotated(node) or self.skip(node) or not _is_float_tensor(node):
                 continue
             if node.target in MAC_OPS:
                 self._annotate_mac(node, act)
@@ -207,7 +225,8 @@ class EthosUQuantizer(Quantizer):
         _mark(node, {source: act}, SharedQuantizationSpec((source, node)))
 
     def _annotate_concat(self, node: Node, act: QuantizationSpec):
-        tensors = [t for t in node.args[0] if isinstance(t, Node)]
+        operands = node.args[0] if node.target in (aten.cat.default, aten.concat.default) else node.args[:2]
+        tensors = [t for t in operands if isinstance(t, Node) and _is_float_tensor(t)]
         if not tensors:
             return
         first = tensors[0]
@@ -215,6 +234,19 @@ class EthosUQuantizer(Quantizer):
         # a tensor concatenated with itself is observed once (sharing with itself is a cycle)
         inputs = {first: act, **{t: shared for t in tensors[1:] if t is not first}}
         _mark(node, inputs, shared)
+
+
+def annotation_table() -> dict:
+    """op -> how the quantizer annotates it (for OPS.md)."""
+    return {
+        **{op: "MAC: int8 per-channel weights, int32 bias; a following relu/hardtanh/clamp is fused"
+           for op in MAC_OPS},
+        **{op: "own output range (on the NPU: one 8-bit table)" for op in UNARY_FUNCTIONS},
+        **{op: "every float input and the output observed independently"
+           for op in INDEPENDENT_OPS - UNARY_FUNCTIONS},
+        **{op: "output shares the input's range" for op in SHARED_OPS},
+        **{op: "every input and the output share one range" for op in CONCAT_OPS},
+    }
 
 
 def _is_float_tensor(node: Node) -> bool:

@@ -23,9 +23,8 @@ import operator
 
 import torch
 from torch.fx import GraphModule, Node
-from torch.fx.node import map_arg
-
 from kiln.errors import ModelError
+from kiln.frontend.rewrite import Emitter, finish
 
 aten = torch.ops.aten
 
@@ -38,35 +37,16 @@ RECURRENT = {
 }
 
 
-class _Emitter:
-    """Emits ops before `anchor`, each with its fake value, the anchor's source location and
-    module path, and the anchor as its origin (meta["kiln_origin"])."""
-
-    def __init__(self, graph, anchor: Node):
-        self.graph, self.anchor = graph, anchor
-        packet = anchor.target.overloadpacket._qualified_op_name.replace("::", ".")
-        self.origin = anchor.meta.get("kiln_origin", (anchor.name, packet))
-
-    def __call__(self, target, *args) -> Node:
-        with self.graph.inserting_before(self.anchor):
-            node = self.graph.call_function(target, args)
-        node.meta["val"] = target(*map_arg(args, lambda n: n.meta["val"]))
-        for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
-            if key in self.anchor.meta:
-                node.meta[key] = self.anchor.meta[key]
-        node.meta["kiln_origin"] = self.origin
-        return node
-
-    def gates(self, projected: Node, count: int, size: int) -> list[Node]:
-        """The `count` gate blocks of width `size` along the last dim."""
-        return [self(aten.slice.Tensor, projected, -1, k * size, (k + 1) * size) for k in range(count)]
+def _gates(emit: Emitter, projected: Node, count: int, size: int) -> list[Node]:
+    """The `count` gate blocks of width `size` along the last dim."""
+    return [emit(aten.slice.Tensor, projected, -1, k * size, (k + 1) * size) for k in range(count)]
 
 
-def _cell(emit: _Emitter, op, x_gates: list[Node], h: Node, c: Node | None, w_hh: Node, b_hh: Node | None,
+def _cell(emit: Emitter, op, x_gates: list[Node], h: Node, c: Node | None, w_hh: Node, b_hh: Node | None,
           size: int) -> tuple[Node, Node | None]:
     """One time step: (h, c) after it, from this step's input gates and the previous state."""
     count = RECURRENT[op][0]
-    h_gates = emit.gates(emit(aten.linear.default, h, w_hh, b_hh), count, size) if count > 1 else [
+    h_gates = _gates(emit, emit(aten.linear.default, h, w_hh, b_hh), count, size) if count > 1 else [
         emit(aten.linear.default, h, w_hh, b_hh)]
     if op is aten.gru.input:
         r = emit(aten.sigmoid.default, emit(aten.add.Tensor, x_gates[0], h_gates[0]))
@@ -89,7 +69,7 @@ def _unroll(gm: GraphModule, node: Node) -> list[Node]:
     if train:
         raise ModelError(f"node {node.name} ({op}): a recurrent layer in training mode; call model.eval()")
     count, has_cell = RECURRENT[op]
-    emit = _Emitter(gm.graph, node)
+    emit = Emitter(gm, node)
     directions = 2 if bidirectional else 1
     per = 4 if has_biases else 2  # tensors per layer and direction
     if len(params) != per * num_layers * directions:
@@ -112,7 +92,7 @@ def _unroll(gm: GraphModule, node: Node) -> list[Node]:
             order = range(steps - 1, -1, -1) if direction else range(steps)
             for t in order:
                 x_t = emit(aten.select.int, projected, time_dim, t)
-                x_gates = emit.gates(x_t, count, size) if count > 1 else [x_t]
+                x_gates = _gates(emit, x_t, count, size) if count > 1 else [x_t]
                 h, c = _cell(emit, op, x_gates, h, c, w_hh, b_hh, size)
                 sequence[t] = emit(aten.unsqueeze.default, h, time_dim)
             outputs.append(emit(aten.cat.default, sequence, time_dim))
@@ -140,8 +120,4 @@ def unroll_recurrent(gm: GraphModule) -> int:
             gm.graph.erase_node(user)
         gm.graph.erase_node(node)
         count += 1
-    if count:
-        gm.graph.eliminate_dead_code()
-        gm.graph.lint()
-        gm.recompile()
-    return count
+    return finish(gm, count)
