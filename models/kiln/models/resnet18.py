@@ -43,21 +43,23 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    def __init__(self, classes: int = CLASSES) -> None:
+    """ResNet-18 with stage widths `widths` (the paper's: 64, 128, 256, 512)."""
+
+    def __init__(self, widths: tuple[int, ...] = WIDTHS, classes: int = CLASSES) -> None:
         super().__init__()
-        self.conv1 = nn.Conv2d(3, WIDTHS[0], 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(WIDTHS[0])
+        self.conv1 = nn.Conv2d(3, widths[0], 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(widths[0])
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
-        stages, channels = [], WIDTHS[0]
-        for i, width in enumerate(WIDTHS):
+        stages, channels = [], widths[0]
+        for i, width in enumerate(widths):
             blocks = [BasicBlock(channels if b == 0 else width, width, 2 if i > 0 and b == 0 else 1)
                       for b in range(BLOCKS_PER_STAGE)]
             stages.append(nn.Sequential(*blocks))
             channels = width
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(WIDTHS[-1], classes)
+        self.fc = nn.Linear(widths[-1], classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))

@@ -22,7 +22,7 @@ INPUT_SHAPE = (1, 3, 64, 64)
 CLASSES = 10
 STEM = 24
 WIDTHS = (48, 96, 192)
-UNITS_PER_STAGE = 2
+UNITS = (2, 2, 2)  # units per stage, the stride-2 one included
 LAST_CONV = 256
 
 
@@ -63,19 +63,22 @@ class ShuffleUnit(nn.Module):
 
 
 class ShuffleNetV2(nn.Module):
-    def __init__(self, classes: int = CLASSES) -> None:
+    """ShuffleNetV2 with stage widths `widths`, `units` per stage and a last 1x1 convolution
+    to `last` channels (x0.5 in the paper: 48, 96, 192; 4, 8, 4; 1024)."""
+
+    def __init__(self, widths: tuple[int, ...] = WIDTHS, units: tuple[int, ...] = UNITS, last: int = LAST_CONV,
+                 classes: int = CLASSES) -> None:
         super().__init__()
         self.conv1 = nn.Sequential(nn.Conv2d(3, STEM, 3, 2, 1, bias=False), nn.BatchNorm2d(STEM), nn.ReLU(inplace=True))
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
         stages, channels = [], STEM
-        for width in WIDTHS:
-            units = [ShuffleUnit(channels, width, 2)]
-            units += [ShuffleUnit(width, width, 1) for _ in range(UNITS_PER_STAGE - 1)]
-            stages.append(nn.Sequential(*units))
+        for width, count in zip(widths, units, strict=True):
+            stage = [ShuffleUnit(channels, width, 2)] + [ShuffleUnit(width, width, 1) for _ in range(count - 1)]
+            stages.append(nn.Sequential(*stage))
             channels = width
         self.stage2, self.stage3, self.stage4 = stages
-        self.conv5 = nn.Sequential(*_pointwise(channels, LAST_CONV))
-        self.fc = nn.Linear(LAST_CONV, classes)
+        self.conv5 = nn.Sequential(*_pointwise(channels, last))
+        self.fc = nn.Linear(last, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.conv1(x))

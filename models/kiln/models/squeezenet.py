@@ -50,11 +50,15 @@ def _pool() -> nn.MaxPool2d:
 
 
 class SqueezeNet(nn.Module):
-    def __init__(self, classes: int = CLASSES) -> None:
+    """SqueezeNet 1.1 with a `stem`-channel first convolution and `fires` (1.1's: 64; (16, 64,
+    64) twice, (32, 128, 128) twice, (48, 192, 192) twice, (64, 256, 256) twice)."""
+
+    def __init__(self, stem: int = STEM, fires: tuple[tuple[int, int, int], ...] = FIRES,
+                 classes: int = CLASSES) -> None:
         super().__init__()
-        layers: list[nn.Module] = [nn.Conv2d(3, STEM, 3, stride=2), nn.ReLU(inplace=True), _pool()]
-        channels = STEM
-        for i, (squeeze, e1, e3) in enumerate(FIRES, start=1):
+        layers: list[nn.Module] = [nn.Conv2d(3, stem, 3, stride=2), nn.ReLU(inplace=True), _pool()]
+        channels = stem
+        for i, (squeeze, e1, e3) in enumerate(fires, start=1):
             layers.append(Fire(channels, squeeze, e1, e3))
             channels = e1 + e3
             if i in POOL_AFTER:
