@@ -103,8 +103,8 @@ def quantized_values_have_qparams(graph: Graph) -> str | None:
             values = [op.output]
         elif op.target in DEQUANTIZE:
             values = [op.inputs[0]]
-        elif op.quantized:
-            values = op.inputs + op.outputs
+        elif op.quantized:  # but the integer indices and bool masks it reads as they are
+            values = [v for v in op.inputs if v.is_constant or v.dtype not in ("bool", "int32", "int64")] + op.outputs
         else:
             continue
         for v in values:

@@ -140,6 +140,11 @@ def _dtype(t) -> str:
         raise ModelError(f"tensors of type {t} are not supported") from None
 
 
+def _is_float(node: Node) -> bool:
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
 def _module_path(node: Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     if not stack:
@@ -204,6 +209,11 @@ class _Builder:
         if node in self.constants:
             return self.constant(node.name, self.constants[node].detach().numpy())
         raise ModelError(f"node {node.name}: its input is not a value kiln understands")
+
+    def integer_of(self, node) -> Value | object:
+        """What a quantized op sees for argument `node`: its integer value (quantized, or an
+        integer/bool tensor as it is)."""
+        return self.dq[node] if node in self.dq else self.float_of(node)
 
     def constant(self, name, array) -> Value:
         array = np.ascontiguousarray(array)
@@ -287,20 +297,22 @@ class _Builder:
     def aten(self, node: Node):
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
-            raise ModelError(
-                f"node {node.name} ({node.target}) returns {type(val).__name__}, not one tensor; "
-                "kiln supports single-output operators"
-            )
+            op = getattr(getattr(node.target, "overloadpacket", None), "_qualified_op_name", str(node.target))
+            returns = f"{len(val)} tensors" if isinstance(val, (tuple, list)) else type(val).__name__
+            raise ModelError(f"node {node.name} ({op.replace('::', '.')}) returns {returns}, not one tensor; "
+                             "kiln supports single-output operators (OPS.md lists the ones it splits)")
         quant, fused, activation = self.quantized_output(node)
         tensor_args = [a for a in _flatten((node.args, tuple(node.kwargs.values()))) if isinstance(a, Node)]
-        inputs_quantized = tensor_args and all(a in self.dq for a in tensor_args)
+        # integer and bool operands (indices, masks) are never quantized: they flow as they are
+        float_args = [a for a in tensor_args if a in self.dq or _is_float(a)]
+        inputs_quantized = float_args and all(a in self.dq for a in float_args)
         module = _module_path(node)
         origin = node.meta.get("kiln_origin", ("", ""))
         if quant is not None and inputs_quantized:
             qp = _qparams(quant, self.constants)
             out = Value(quant.name, tuple(val.shape), _dtype(quant.args[5]), qp)
-            args = self.map_args(node.args, lambda n: self.dq[n])
-            kwargs = self.map_args(node.kwargs, lambda n: self.dq[n])
+            args = self.map_args(node.args, self.integer_of)
+            kwargs = self.map_args(node.kwargs, self.integer_of)
             self.add(node.name, node.target, args, kwargs, [out], module, activation, origin)
             self.env[quant] = out
             self.skipped.update({quant} | ({fused} if fused is not None else set()))

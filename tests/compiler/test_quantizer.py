@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from kiln.errors import UsageError
+from kiln import graph
+from kiln.errors import ModelError, UsageError
 from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 
 qd = torch.ops.quantized_decomposed
@@ -155,3 +156,99 @@ def test_digits_int8_accuracy_is_within_one_percent_of_float():
         int8 = torch.cat([q(x_test[i : i + 1]) for i in range(len(x_test))])
     int8_accuracy = (int8.argmax(1) == y_test).float().mean().item()
     assert int8_accuracy >= float_accuracy - 0.01
+
+
+# ---- what the quantizer annotates after normalisation ----------------------------------------------------
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def quantized_fn(fn, *xs):
+    module = torch.export.export(Fn(fn).eval(), xs, strict=False).module(check_guards=False)
+    return quantize(module, [xs], EthosUQuantizer())
+
+
+UNARY = {
+    aten.gelu.default: nn.functional.gelu, aten.silu.default: nn.functional.silu, aten.elu.default: nn.functional.elu,
+    aten.mish.default: nn.functional.mish, aten.softplus.default: nn.functional.softplus,
+    aten.sqrt.default: lambda x: torch.sqrt(x + 4), aten.rsqrt.default: lambda x: torch.rsqrt(x + 4),
+    aten.sin.default: torch.sin, aten.abs.default: torch.abs, aten.neg.default: torch.neg,
+    aten.floor.default: lambda x: torch.floor(x + 0.5), aten.hardswish.default: nn.functional.hardswish,
+}
+
+
+@pytest.mark.parametrize("target", UNARY, ids=str)
+def test_unary_functions_get_their_own_output_range(target):
+    """Each unary function is one op with an observed input and its own observed output (the NPU's
+    8-bit table maps one to the other): on inputs in [-1, 3], no output range equals its input's."""
+    x = torch.linspace(-1, 3, 64).reshape(1, 64)
+    q = quantized_fn(UNARY[target], x * 1)
+    n = node(q, target)
+    assert output_qparams(n) is not None and input_qparams(n) != output_qparams(n)
+
+
+SHARED = {
+    aten.slice.Tensor: lambda x: x[:, 1:5],
+    aten.select.int: lambda x: x[:, 2],
+    aten.flip.default: lambda x: torch.flip(x, [-1]),
+    aten.expand.default: lambda x: x[:, :1].expand(2, 6, 8),
+    aten.permute.default: lambda x: x.permute(0, 2, 1),
+    aten.pad.default: lambda x: nn.functional.pad(x, [1, 2], mode="replicate"),
+    aten.amin.default: lambda x: torch.amin(x, -1),
+}
+
+
+@pytest.mark.parametrize("target", SHARED, ids=str)
+def test_data_movement_output_shares_the_input_range(target):
+    q = quantized_fn(lambda x: SHARED[target](torch.tanh(x)) * 3, torch.randn(2, 6, 8))
+    n = node(q, target)
+    assert output_qparams(n) == input_qparams(n)
+
+
+@pytest.mark.parametrize("target,fn", [(aten.minimum.default, torch.minimum), (aten.maximum.default, torch.maximum)],
+                         ids=str)
+def test_minimum_and_maximum_share_one_range_like_cat(target, fn):
+    q = quantized_fn(lambda a, b: fn(a, b * 3), torch.randn(2, 8), torch.randn(2, 8))
+    n = node(q, target)
+    assert input_qparams(n, 0) == input_qparams(n, 1) == output_qparams(n)
+
+
+def test_integer_tensors_are_never_observed():
+    """A mul of int32 tensors quantizes (it used to fail in the histogram observer) and stays as it is."""
+    a, b = torch.arange(-6, 6, dtype=torch.int32).reshape(3, 4), torch.arange(12, dtype=torch.int32).reshape(3, 4)
+    q = quantized_fn(lambda a, b: a * b, a, b)
+    assert not [n for n in q.graph.nodes if n.target in (qd.quantize_per_tensor.default,)]
+    assert torch.equal(q(a, b), a * b)
+    g = graph.from_pt2e(q)
+    (op,) = g.ops
+    assert [(v.dtype, v.qparams) for v in op.inputs + op.outputs] == [("int32", None)] * 3
+
+
+def test_a_bool_condition_flows_as_bool_into_a_quantized_where():
+    x, y = torch.randn(2, 8), torch.randn(2, 8)
+    q = quantized_fn(lambda a, b: torch.where(a > b, torch.tanh(a), b), x, y)
+    where = node(q, aten.where.self)
+    assert where.args[0].target is aten.gt.Tensor  # the condition is not quantized
+    assert output_qparams(where) is not None
+    g = graph.from_pt2e(q)
+    (op,) = [o for o in g.ops if o.target is aten.where.self]
+    assert op.quantized and op.inputs[0].dtype == "bool" and op.inputs[0].qparams is None
+    assert [v.dtype for v in op.inputs[1:]] == ["int8", "int8"]
+
+
+def test_argmax_indices_are_not_observed():
+    q = quantized_fn(lambda x: torch.max(torch.tanh(x), dim=1).indices, torch.randn(2, 8))
+    assert node(q, aten.argmax.default).args[0].target is qd.dequantize_per_tensor.default
+    assert output_qparams(node(q, aten.argmax.default)) is None
+
+
+def test_an_op_with_several_outputs_left_in_the_graph_is_a_model_error():
+    module = torch.export.export(Fn(lambda x: torch.topk(x, 2).values), (torch.randn(2, 8),),
+                                 strict=False).module(check_guards=False)  # not normalised
+    with pytest.raises(ModelError, match=r"node topk \(aten.topk\) returns 2 tensors, not one tensor"):
+        graph.from_pt2e(module)
