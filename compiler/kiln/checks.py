@@ -29,7 +29,7 @@ from kiln.errors import InternalError
 from kiln.graph import DEQUANTIZE, DTYPES, QRANGE, QUANTIZE, Graph, Op, Value
 from kiln.lower.vela import VelaResult
 from kiln.partition.partitioner import Partition, Partitioning, boundary
-from kiln.program.builder import ALIGNMENT, Program
+from kiln.program.builder import ALIGNMENT, Program, tensor_args
 
 KNOWN_DTYPES = frozenset(DTYPES.values())
 
@@ -261,7 +261,7 @@ def _reads_and_writes(program: Program, instruction) -> tuple[list[int], list[in
     """The values an instruction reads and writes: a kernel's arguments, then its out tensor
     (listed twice: as the out argument and as the result); a delegate's inputs, then outputs."""
     if instruction.kind == "kernel":
-        return instruction.args[:-2], instruction.args[-1:]
+        return tensor_args(program.values, instruction.args[:-2]), instruction.args[-1:]
     n = len(program.delegates[instruction.index].inputs)
     return instruction.args[:n], instruction.args[n:]
 
@@ -286,7 +286,7 @@ def _lifetimes(program: Program) -> dict[int, tuple[int, int]]:
     end = len(program.instructions)
     span = {i: (-1, -1) for i in program.inputs}
     for step, instruction in enumerate(program.instructions):
-        for i in instruction.args:
+        for i in tensor_args(program.values, instruction.args):
             if program.values[i].kind == "tensor" and not program.values[i].value.is_constant:
                 first, last = span.get(i, (step, step))
                 span[i] = (first, max(last, step))

@@ -20,7 +20,7 @@ import torch
 from kiln.errors import ProgramError
 from kiln.graph import DEQUANTIZE, DTYPES, QUANTIZE, Graph, Op, Value, dequantize_array
 from kiln.partition.partitioner import Partition, Partitioning
-from kiln.program.kernels import KERNELS, Derived, Fixed, Kernel
+from kiln.program.kernels import KERNELS, Derived, Fixed, Kernel, kernel_for
 from kiln.pte.schema import SCALAR_TYPES
 
 ALIGNMENT = 16  # bytes, every planned tensor's offset
@@ -30,8 +30,15 @@ PLANNED_MEMORY_ID = 1
 
 @dataclass
 class Evalue:
-    kind: str  # "tensor", "int", "double", "bool", "null", "int_list", "double_list"
-    value: object = None  # Value for tensors, a number, value indices (int_list) or floats (double_list)
+    kind: str  # "tensor", "int", "double", "bool", "null", "int_list", "double_list", "tensor_list"
+    # Value for tensors, a number, value indices (int_list, tensor_list) or floats (double_list)
+    value: object = None
+
+
+def tensor_args(values: list[Evalue], args: list[int]) -> list[int]:
+    """An instruction's arguments with each tensor list replaced by its tensors: the values it
+    reads and writes."""
+    return [j for i in args for j in (values[i].value if values[i].kind == "tensor_list" else [i])]
 
 
 @dataclass
@@ -93,6 +100,10 @@ class _Builder:
             kind, x = "double_list", [float(i) for i in x]
         elif isinstance(x, Value):
             return self.tensor(x)
+        elif isinstance(x, (list, tuple)) and all(isinstance(i, Value) for i in x):
+            items = [self.tensor(v) for v in x]
+            self.values.append(Evalue("tensor_list", items))
+            return len(self.values) - 1
         else:  # a torch dtype argument: kernels take its ScalarType code
             self.values.append(Evalue("int", int(SCALAR_TYPES[DTYPES[x]])))
             return len(self.values) - 1
@@ -106,11 +117,11 @@ class _Builder:
         return self.operators.index(key)
 
     def kernel_call(self, op: Op, reason: str | None):
-        kernel = KERNELS.get(op.target)
-        if kernel is None or not kernel.accepts(op):
+        kernel = kernel_for(op)
+        if kernel is None:
             raise ProgramError(
                 f"node {op.name} ({op.op_type}) cannot run on the NPU ({reason}) and kiln has no CPU kernel for "
-                f"{'it' if kernel is None else 'these arguments'}; "
+                f"{'it' if op.target not in KERNELS else 'these arguments'}; "
                 "change the model, or check the report for what the NPU supports"
             )
         if op.quantized:
@@ -138,6 +149,8 @@ class _Builder:
         args = []
         for a in kernel.schema_args:
             x = _argument(op, a)
+            if isinstance(x, (list, tuple)) and any(isinstance(v, Value) for v in x):
+                x = [floats[id(v)] for v in x]
             args.append(self.scalar(floats[id(x)] if isinstance(x, Value) else x))
         out = op.output
         result = Value(op.name + "_f", out.shape, "float32")
@@ -191,7 +204,7 @@ def plan_memory(values: list[Evalue], instructions: list[Instruction], inputs: l
     first: dict[int, int] = {i: -1 for i in inputs}
     last: dict[int, int] = {i: end for i in outputs}
     for step, instruction in enumerate(instructions):
-        for i in instruction.args:
+        for i in tensor_args(values, instruction.args):
             if values[i].kind == "tensor":
                 first.setdefault(i, step)
                 last[i] = max(last.get(i, step), step)

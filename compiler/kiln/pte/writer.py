@@ -50,6 +50,8 @@ def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], t
             values.append(pte.IntList(list(ev.value)))
         elif ev.kind == "double_list":
             values.append(pte.DoubleList(list(ev.value)))
+        elif ev.kind == "tensor_list":
+            values.append(pte.TensorList(list(ev.value)))
         else:
             raise ValueError(f"unknown value kind {ev.kind}")
     instructions = [

@@ -70,6 +70,8 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
             slots[i] = [plan.values[j].value for j in value.items]
         elif isinstance(value, pte.DoubleList):
             slots[i] = list(value.items)
+        elif isinstance(value, pte.TensorList):  # its tensors, read when a kernel runs
+            slots[i] = value
     if len(inputs) != len(plan.inputs):
         raise UsageError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
     for i, x in zip(plan.inputs, inputs):
@@ -82,8 +84,10 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
             if kernel is None:
                 raise HostError(f"no host kernel for {op.name}.{op.overload}")
             *args, out, _ = instruction.args
-            result = kernel.run(*(slots.get(a) for a in args))
             t = plan.values[out]
+            args = [[slots[j] for j in slots[a].items] if isinstance(slots.get(a), pte.TensorList) else slots.get(a)
+                    for a in args]
+            result = kernel.run(*args, *([_dtype(t)] if kernel.out_dtype else []))
             slots[out] = np.asarray(result, _dtype(t)).reshape(t.sizes)
         elif isinstance(instruction, pte.DelegateCall):
             delegate = plan.delegates[instruction.delegate_index]

@@ -3,16 +3,14 @@
 #include <cstring>
 
 #include "../src/try.h"
-#include "util.h"
+#include "movement.h"
 
 namespace kiln::runtime::kernels {
 
 Status view_copy_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 2));
-  const Value& in_value = args[0];
-  if (in_value.kind != ValueKind::kTensor) return bad_argument(0);
-  KILN_TRY(const Tensor* in, input_tensor(args, 0, in_value.t.type));
-  KILN_TRY(Tensor* out, output_tensor(args, 2, in->type));
+  KILN_TRY(const Tensor* in, any_tensor(args, 0));
+  KILN_TRY(Tensor* out, output_like(args, 2, *in));
   int64_t sizes[kMaxDims];
   size_t dim = 0;
   KILN_CHECK(int_list_arg(args, 1, sizes, kMaxDims, &dim));

@@ -55,4 +55,10 @@ int64_t KernelArgs::int_item(const Value& list, size_t j) const {
   return values_[index].i;
 }
 
+Tensor& KernelArgs::tensor_item(const Value& list, size_t j) const {
+  int32_t index;
+  std::memcpy(&index, static_cast<const uint8_t*>(list.list.items) + 4 * j, sizeof index);
+  return values_[index].t;
+}
+
 }  // namespace kiln::runtime

@@ -2,7 +2,7 @@
 
 A case is (operator, overload, arguments, output shape[, output dtype]); an argument is a
 planned input tensor (In), a constant tensor (a numpy array), None, a bool, an int, a
-float, a list of ints, or a DoubleList (Doubles). run_kernel returns what the C++ kernel
+float, a list of ints, a DoubleList (Doubles), or a TensorList (Tensors of In or arrays). run_kernel returns what the C++ kernel
 wrote and what kiln.program.kernels' numpy computes for the same program.
 """
 
@@ -34,6 +34,10 @@ class Doubles(tuple):
     """A DoubleList argument."""
 
 
+class Tensors(tuple):
+    """A TensorList argument: planned inputs (In) or constants (arrays)."""
+
+
 def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_edit=None):
     """A program of one KernelCall: tensors as planned inputs (_In) or constants
     (arrays), scalars, int lists, double lists; returns (bytes, input arrays)."""
@@ -52,15 +56,21 @@ def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_ed
         planned.append((len(values), int(np.prod(shape)) * np.dtype(dtype).itemsize))
         return add(t)  # completed below, once offsets are known
 
-    for a in args:
+    def tensor(a):
         if isinstance(a, In):
             index = planned_tensor(a.array.shape, a.array.dtype)
             inputs.append(index)
             arrays.append(a.array)
-        elif isinstance(a, np.ndarray):
-            constants.append(np.ascontiguousarray(a).tobytes())
-            index = add(pte.Tensor(scalar_type=scalar_type(a.dtype), sizes=list(a.shape),
-                                   dim_order=list(range(a.ndim)), data_buffer_idx=len(constants)))
+            return index
+        constants.append(np.ascontiguousarray(a).tobytes())
+        return add(pte.Tensor(scalar_type=scalar_type(a.dtype), sizes=list(a.shape),
+                              dim_order=list(range(a.ndim)), data_buffer_idx=len(constants)))
+
+    for a in args:
+        if isinstance(a, (In, np.ndarray)):
+            index = tensor(a)
+        elif isinstance(a, Tensors):
+            index = add(pte.TensorList([tensor(t) for t in a]))
         elif a is None:
             index = add(pte.Null())
         elif isinstance(a, bool):

@@ -222,7 +222,7 @@ int cmd_run(const char* path, const char* out_dir, char** inputs, int n_inputs) 
     if (t->data == nullptr) {
       Status s = m.set_input(i, input_data.back().data(), input_data.back().size());
       if (!s.ok()) return fail(s.error());
-    } else {
+    } else if (t->nbytes != 0) {  // an empty input's vector has no data
       std::memcpy(t->data, input_data.back().data(), t->nbytes);
     }
   }

@@ -28,6 +28,9 @@ class Kernel:
     schema_args: tuple
     run: Callable  # (*args) -> np.ndarray, args as the schema lists them
     accepts: Callable = lambda op: True  # (graph Op) -> whether `run` covers this call's arguments
+    # run takes one more, last argument: the out tensor's numpy dtype (for operators whose
+    # result type only the out tensor gives, as _to_copy.out).
+    out_dtype: bool = False
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ class KernelArgs {
   Value& operator[](size_t i) const { return values_[indices_[i]]; }  // i < size()
   // Item j of the IntList at argument i (verified at bind time: an Int value).
   int64_t int_item(const Value& list, size_t j) const;
+  // Tensor j of a TensorList (j < list.list.count; verified at bind time: a Tensor value).
+  Tensor& tensor_item(const Value& list, size_t j) const;
 
  private:
   Value* values_;

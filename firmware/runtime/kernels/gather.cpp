@@ -1,0 +1,96 @@
+// Gathers by an index tensor (int32 or int64), of any scalar type, as
+// kiln.program.kernels.movement:
+//   aten::index_select.out (self, dim, index, out): index 0-D or 1-D
+//   aten::embedding.out (weight, indices, padding_idx, scale_grad_by_freq, sparse, out):
+//       weight 2-D, out = indices' sizes + [weight's columns]; padding_idx and the
+//       gradient flags do not change the values
+// Every index must be in [0, size): one outside is kKernelBadArgument (a = the index
+// tensor's position, b = the index's low 32 bits), never a read.
+#include <cstring>
+
+#include "../src/try.h"
+#include "movement.h"
+
+namespace kiln::runtime::kernels {
+
+namespace {
+
+Result<const Tensor*> index_tensor(const KernelArgs& args, size_t i) {
+  const Value& v = args[i];
+  if (v.kind != ValueKind::kTensor) return bad_argument(i, static_cast<uint32_t>(v.kind));
+  if (v.t.type != ScalarType::kInt && v.t.type != ScalarType::kLong) {
+    return bad_argument(i, 0x100u + static_cast<uint32_t>(v.t.type));
+  }
+  return input_tensor(args, i, v.t.type);
+}
+
+int64_t index_at(const Tensor& index, uint32_t j) {
+  if (index.type == ScalarType::kInt) {
+    int32_t v;
+    std::memcpy(&v, static_cast<const uint8_t*>(index.data) + 4 * size_t{j}, sizeof v);
+    return v;
+  }
+  int64_t v;
+  std::memcpy(&v, static_cast<const uint8_t*>(index.data) + 8 * size_t{j}, sizeof v);
+  return v;
+}
+
+// out = `outer` blocks, each index.numel runs of `run` bytes: run index[j] of in's block,
+// which has `rows` runs. out has outer * index.numel * run bytes (the caller checked).
+Status gather_runs(const Tensor& in, const Tensor& index, size_t index_position, Tensor& out, int64_t outer,
+                   int64_t rows, size_t run) {
+  const auto* src = static_cast<const uint8_t*>(in.data);
+  auto* dst = static_cast<uint8_t*>(out.data);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (uint32_t j = 0; j < index.numel; ++j) {
+      int64_t row = index_at(index, j);
+      if (row < 0 || row >= rows) return bad_argument(index_position, static_cast<uint32_t>(row));
+      if (run != 0) std::memcpy(dst, src + static_cast<size_t>(o * rows + row) * run, run);
+      dst += run;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Status index_select_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 3));
+  KILN_TRY(const Tensor* in, any_tensor(args, 0));
+  KILN_TRY(int64_t dim_arg, int_arg(args, 1));
+  KILN_TRY(size_t dim, dim_index(dim_arg, in->dim, 1));
+  KILN_TRY(const Tensor* index, index_tensor(args, 2));
+  if (index->dim > 1) return unsupported(2, index->dim);
+  KILN_TRY(Tensor* out, output_like(args, 3, *in));
+  int64_t sizes[kMaxDims];
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < in->dim; ++d) {
+    sizes[d] = d == dim ? int64_t{index->numel} : in->sizes[d];
+    if (d < dim) outer *= in->sizes[d];
+    if (d > dim) inner *= in->sizes[d];
+  }
+  KILN_CHECK(expect_sizes(*out, sizes, in->dim, 3));
+  const size_t run = static_cast<size_t>(inner) * element_size(static_cast<int8_t>(in->type));
+  return gather_runs(*in, *index, 2, *out, outer, in->sizes[dim], run);
+}
+
+Status embedding_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 5));
+  KILN_TRY(const Tensor* weight, any_tensor(args, 0));
+  if (weight->dim != 2) return unsupported(0, weight->dim);
+  KILN_TRY(const Tensor* indices, index_tensor(args, 1));
+  KILN_TRY(int64_t padding_idx, int_arg(args, 2));
+  KILN_TRY(bool scale_grad_by_freq, bool_arg(args, 3));
+  KILN_TRY(bool sparse, bool_arg(args, 4));
+  (void)padding_idx, (void)scale_grad_by_freq, (void)sparse;  // gradients only
+  if (indices->dim + 1u > kMaxDims) return unsupported(1, indices->dim);
+  KILN_TRY(Tensor* out, output_like(args, 5, *weight));
+  int64_t sizes[kMaxDims];
+  for (size_t d = 0; d < indices->dim; ++d) sizes[d] = indices->sizes[d];
+  sizes[indices->dim] = weight->sizes[1];
+  KILN_CHECK(expect_sizes(*out, sizes, indices->dim + 1u, 5));
+  const size_t run = static_cast<size_t>(weight->sizes[1]) * element_size(static_cast<int8_t>(weight->type));
+  return gather_runs(*weight, *indices, 1, *out, 1, weight->sizes[0], run);
+}
+
+}  // namespace kiln::runtime::kernels
