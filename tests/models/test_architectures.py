@@ -42,8 +42,8 @@ INPUT_SHAPES = {
     "vit_tiny": (1, 3, 32, 32),
     "kwt": (1, 49, 10),
     "tc_resnet8": (1, 10, 49),
-    "kws_gru": (1, 49, 10),
-    "kws_lstm": (1, 49, 10),
+    "kws_gru": (1, 16, 10),
+    "kws_lstm": (1, 16, 10),
     "unet_tiny": (1, 3, 32, 32),
     "yolo_tiny": (1, 3, 64, 64),
 }

@@ -119,9 +119,9 @@ ARCHITECTURES: Mapping[str, ZooEntry] = types.MappingProxyType(
                 "kwt", "Keyword Transformer (frames as tokens, nn.MultiheadAttention, GELU); 1x49x10 MFCC -> 12"
             ),
             _architecture("tc_resnet8", "TC-ResNet8 keyword spotting (Conv1d over time, residual); 1x10x49 MFCC -> 12"),
-            _architecture("kws_gru", "keyword spotting GRU (last hidden state, linear); 1x49x10 MFCC -> 12", "kws_rnn", "gru"),
+            _architecture("kws_gru", "keyword spotting GRU (last output step, linear); 1x16x10 MFCC -> 12", "kws_rnn", "gru"),
             _architecture(
-                "kws_lstm", "keyword spotting LSTM (last hidden state, linear); 1x49x10 MFCC -> 12", "kws_rnn", "lstm"
+                "kws_lstm", "keyword spotting LSTM (last hidden state, linear); 1x16x10 MFCC -> 12", "kws_rnn", "lstm"
             ),
             _architecture("unet_tiny", "U-Net (double convs, max pool, up-convolution and upsampling, cat); 1x3x32x32 -> 1x2x32x32"),
             _architecture(
