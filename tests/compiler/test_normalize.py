@@ -108,6 +108,8 @@ DECOMPOSITIONS = {
     "conv_transpose2d_depthwise_no_bias": (lambda: nn.ConvTranspose2d(4, 4, 2, stride=2, groups=4, bias=False), [X4]),
     "conv1d_batch_norm_folded": (lambda: nn.Sequential(nn.Conv1d(6, 4, 3), _bn(nn.BatchNorm1d, 4)), [X3]),
     "conv2d_batch_norm_folded": (lambda: nn.Sequential(nn.Conv2d(4, 5, 3, bias=False), _bn(nn.BatchNorm2d, 5)), [X4]),
+    "linear_batch_norm_folded": (lambda: nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 5)), [X2]),
+    "linear_3d_batch_norm_not_folded": (lambda: nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 6)), [X3]),
     # normalisations
     "layer_norm": (lambda: nn.LayerNorm(8), [X3]),
     "layer_norm_two_dims_no_affine_eps": (lambda: nn.LayerNorm([6, 8], eps=1e-3, elementwise_affine=False), [X3]),
@@ -240,6 +242,8 @@ def test_decompositions_emit_the_expected_ops():
                                                                 aten.squeeze.dim}
     assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), x3)) == {aten.view.default, aten.conv2d.default}
     assert call_targets(normalised(nn.PReLU(), x3)) == {aten.leaky_relu.default}
+    linear_bn = nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 5))
+    assert call_targets(normalised(linear_bn, (torch.randn(X2),))) == {aten.linear.default}
     assert call_targets(normalised(Fn(lambda s, x: x / 4), x3)) == {aten.mul.Tensor}
     assert call_targets(normalised(nn.GELU(), x3)) == {aten.gelu.default}  # unary functions stay whole
     assert call_targets(normalised(nn.Dropout(), x3)) == set()

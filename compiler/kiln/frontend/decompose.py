@@ -583,30 +583,42 @@ def softmax_to_elementwise(gm: GraphModule) -> int:
     return finish(gm, count)
 
 
-CONVOLUTIONS = {aten.conv2d.default, aten.conv1d.default}
+FOLDABLE = {aten.conv2d.default, aten.conv1d.default, aten.linear.default}
 
 
 def fold_batch_norm(gm: GraphModule) -> int:
-    """Folds each inference batch_norm whose input is a conv1d/conv2d used only by it into that
-    conv's weight and bias (new attributes; the originals stay); returns the count."""
+    """Folds each inference batch_norm whose input is a conv1d/conv2d (or a linear with 2-D
+    output, whose features are the norm's channels) used only by it into that op's weight and
+    bias (new attributes; the originals stay); returns the count."""
     count = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not aten.batch_norm.default:
             continue
         a = bound(node)
         conv = a["input"]
-        if a["training"] or conv.op != "call_function" or conv.target not in CONVOLUTIONS or len(conv.users) != 1:
+        if a["training"] or conv.op != "call_function" or conv.target not in FOLDABLE or len(conv.users) != 1:
+            continue
+        if conv.target is aten.linear.default and _rank(conv) != 2:
             continue
         gamma, beta, mean, var_ = (attribute(gm, a[k]) for k in ("weight", "bias", "running_mean", "running_var"))
         args = list(conv.args) + [None] * (3 - len(conv.args))
         weight, bias = attribute(gm, args[1]), attribute(gm, args[2])
         if weight is None or mean is None or var_ is None or (args[2] is not None and bias is None):
             continue
-        factor = torch.rsqrt(var_ + a["eps"]) * (gamma if gamma is not None else 1)
-        new_bias = ((bias if bias is not None else torch.zeros_like(mean)) - mean) * factor
+        # PT2E's own folding (torch.nn.utils.fusion), operation for operation, so a model compiled
+        # here and one quantized by prepare_pt2e alone get the same bits
+        gamma = torch.ones_like(mean) if gamma is None else gamma
+        beta = torch.zeros_like(mean) if beta is None else beta
+        bias = torch.zeros_like(mean) if bias is None else bias
+        rsqrt = torch.rsqrt(var_ + a["eps"])
+        scale = gamma * rsqrt
+        if conv.target is aten.linear.default:
+            new_bias = (bias - mean) * scale + beta
+        else:
+            new_bias = (bias - mean) * rsqrt * gamma + beta
         emit = Emitter(gm, conv)
-        args[1] = emit.constant(weight * factor.reshape(-1, *[1] * (weight.dim() - 1)), "folded_weight")
-        args[2] = emit.constant(new_bias + (beta if beta is not None else 0), "folded_bias")
+        args[1] = emit.constant(weight * scale.reshape(-1, *[1] * (weight.dim() - 1)), "folded_weight")
+        args[2] = emit.constant(new_bias, "folded_bias")
         conv.args = tuple(args)
         replace(node, conv)
         count += 1

@@ -4,7 +4,7 @@ Run right after torch.export, on both the quantized and the float path, as PASSE
 
   functionalize_inplace   in-place (add_, relu_, ...) and out= variants become functional
   remove_noops            eval-mode dropout, clone, detach, alias, casts to the same dtype, ...
-  fold_batch_norm         a batch_norm after a conv folds into the conv's weight and bias
+  fold_batch_norm         a batch_norm after a conv (or linear) folds into its weight and bias
   unroll_recurrent        GRU / LSTM / RNN layers unrolled over their time steps
   decompose_multi_output  split, chunk, unbind, max.dim, var_mean, ...: one op per output read
   decompose_composites    conv1d, layer_norm, group_norm, glu, prelu, var, stack, roll, ...
@@ -267,7 +267,8 @@ def markdown() -> str:
         "## Decomposed",
         "",
         *_table(("Op", "Becomes"), _grouped({op: d.into for op, d in decompose.COMPOSITES.items()})),
-        "A batch_norm right after a conv1d/conv2d is folded into the conv's weight and bias.",
+        "A batch_norm right after a conv1d/conv2d (or a linear with 2-D output) is folded into its weight and "
+        "bias.",
         "",
         "## Multi-output operators",
         "",
