@@ -651,6 +651,60 @@ def _cat(lw: Lowerer, op: Op):
     lw.result(out, result, rank == 4)
 
 
+# ---- slice and select (the movement agent's region) ------------------------------------------------
+def slice_range(size: int, start, end) -> tuple[int, int]:
+    """(first, count) of PyTorch's slice with step 1: None bounds are the ends, negative ones
+    count from the end, both clamped to [0, size] (Python's slice rule)."""
+    kept = range(size)[slice(start, end)]
+    return kept.start, len(kept)
+
+
+def _slice_in_layout(lw: Lowerer, x: Value, dim: int, first: int, count: int) -> tuple[str, bool]:
+    """`count` entries of x from `first` along PyTorch dim `dim`, in the layout x is bound in
+    (a 4-D value's NHWC stays NHWC); (name, is_nhwc)."""
+    name, is_nhwc = lw.names[id(x)]
+    shape = list(Lowerer.shape_of(x, is_nhwc))
+    axis = NCHW_TO_NHWC.index(dim) if is_nhwc else dim
+    if first == 0 and count == shape[axis]:
+        return name, is_nhwc
+    begin, size = [0] * len(shape), list(shape)
+    begin[axis], size[axis] = first, count
+    return _slice(lw, name, begin, size, x.dtype), is_nhwc
+
+
+def _same_quantization(lw: Lowerer, name: str, shape, x: Value, out: Value) -> str:
+    """`name` (x's values, of `shape`) in out's quantization: itself when they share it."""
+    if x.qparams == out.qparams:
+        return name
+    return lw.rescale(name, shape, x.dtype, out.dtype, x.qparams.scale / out.qparams.scale, x.qparams.zero_point,
+                      out.qparams.zero_point)
+
+
+@lowering(aten.slice.Tensor)
+def _slice_op(lw: Lowerer, op: Op):
+    """A SLICE along one dim (step 1, a support rule), in the input's layout."""
+    x, out = op.inputs[0], op.output
+    dim = op.arg("dim") % len(x.shape)
+    first, count = slice_range(x.shape[dim], op.arg("start"), op.arg("end"))
+    name, is_nhwc = _slice_in_layout(lw, x, dim, first, count)
+    lw.result(out, _same_quantization(lw, name, Lowerer.shape_of(out, is_nhwc), x, out), is_nhwc)
+
+
+@lowering(aten.select.int)
+def _select_op(lw: Lowerer, op: Op):
+    """select(dim, index) = a SLICE of one entry, then a RESHAPE without that dim (in PyTorch's order)."""
+    x, out = op.inputs[0], op.output
+    dim = op.arg("dim") % len(x.shape)
+    index = op.arg("index") % x.shape[dim]
+    name, is_nhwc = _slice_in_layout(lw, x, dim, index, 1)
+    kept = list(x.shape)
+    kept[dim] = 1
+    one = Value(out.name + "_kept", tuple(kept), x.dtype, x.qparams)
+    lw.bind(one, name, is_nhwc)
+    name = lw.reshape(lw.torch_order(one), out.shape, x.dtype)
+    lw.result(out, _same_quantization(lw, name, out.shape, x, out), False)
+
+
 @lowering(aten.constant_pad_nd.default, aten.pad.default)
 def _pad(lw: Lowerer, op: Op):
     """Constant padding is one PAD; reflect, replicate and circular padding copy samples of

@@ -65,7 +65,7 @@ def facts(op: Op) -> dict:
          "input_shape": list(op.inputs[0].shape) if op.inputs else [],
          "dtypes": ", ".join(sorted({v.dtype for v in op.inputs + op.outputs if not v.is_constant}))}
     f["operand_shapes"] = " and ".join(str(list(v.shape)) for v in op.inputs)
-    for key in ("stride", "dilation", "kernel_size", "padding", "groups", "dim", "pad", "mode"):
+    for key in ("stride", "dilation", "kernel_size", "padding", "groups", "dim", "pad", "mode", "step"):
         try:
             f[key] = op.arg(key)
         except KeyError:
@@ -210,6 +210,17 @@ def plain_bilinear(op: Op) -> bool:
     (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
     whole = oh % h == 0 and ow % w == 0 and oh // h <= BILINEAR_FACTOR_MAX and ow // w <= BILINEAR_FACTOR_MAX
     return whole and not op.arg("align_corners")
+
+
+@rule("slice with step {step}: the NPU's SLICE takes consecutive entries (step 1)", ops={aten.slice.Tensor})
+def unit_step_slice(op: Op) -> bool:
+    return op.arg("step") in (None, 1)
+
+
+@rule("{op_type} to shape {shape}: the NPU has no empty or 0-dimensional tensors",
+      ops={aten.slice.Tensor, aten.select.int})
+def nonempty_slice(op: Op) -> bool:
+    return len(op.output.shape) >= 1 and all(op.output.shape)
 
 
 @rule("{op_type} with a constant operand is not lowered", ops={aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor,

@@ -1,0 +1,81 @@
+"""slice and select on the NPU: the lowered TOSA on tosa_reference_model equals the PT2E
+reference (they only copy int8 values, so exactly), and Vela places the graph on
+ethos-u55-128 (and ethos-u85-256); what is not lowered stays on the CPU with its rule's text."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from kiln.lower import vela
+from lowering_helpers import compare_steps, lower_module
+
+F = nn.functional
+
+
+class Lambda(nn.Module):
+    def __init__(self, fn, *modules):
+        super().__init__()
+        self.fn = fn
+        self.layers = nn.ModuleList(modules)
+
+    def forward(self, *xs):
+        return self.fn(self.layers, *xs)
+
+
+def seeded(seed, *shapes):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(*s, generator=g) for s in shapes)
+
+
+def conv(*args, **kwargs):
+    torch.manual_seed(0)
+    return nn.Conv2d(*args, **kwargs)
+
+
+# Each case: (module, input shapes). Slices after a convolution read an NHWC value; the
+# others a value in PyTorch's order.
+CASES = {
+    "slice_channels": (Lambda(lambda m, x: m[0](x)[:, 1:5]), [(1, 3, 8, 7)], conv(3, 8, 3, padding=1)),
+    "slice_rows_negative": (Lambda(lambda m, x: m[0](x)[:, :, -5:-1]), [(1, 3, 8, 7)], conv(3, 8, 3, padding=1)),
+    "slice_columns_clamped": (Lambda(lambda m, x: m[0](x)[..., 2:100]), [(1, 3, 8, 7)], conv(3, 8, 3, padding=1)),
+    "slice_rank3": (Lambda(lambda m, x: torch.relu(x)[:, 3:, :-2]), [(2, 9, 6)]),
+    "slice_rank2_chain": (Lambda(lambda m, x: torch.relu(x)[1:][:, 4:9]), [(5, 11)]),
+    "split_halves": (Lambda(lambda m, x: torch.relu(x[:, :4]) + x[:, 4:]), [(1, 8, 5, 5)]),
+    "select_channel": (Lambda(lambda m, x: m[0](x).select(1, -2)), [(1, 3, 8, 7)], conv(3, 8, 3, padding=1)),
+    "select_row": (Lambda(lambda m, x: m[0](x)[:, :, 3]), [(1, 3, 8, 7)], conv(3, 8, 3, padding=1)),
+    "select_rank3": (Lambda(lambda m, x: torch.relu(x)[:, 0]), [(2, 9, 6)]),
+    "unbind": (Lambda(lambda m, x: (lambda t: t[0] * t[1] + t[2])(torch.relu(x).unbind(2))), [(1, 4, 3, 6)]),
+}
+
+
+def _case(name):
+    module, shapes, *layers = CASES[name]
+    module.layers = nn.ModuleList(layers)
+    return module, seeded(2, *shapes), [seeded(2, *shapes), seeded(3, *shapes)]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_slice_and_select_equal_pt2e_and_vela_places_them(name):
+    module, inputs, calibration = _case(name)
+    diffs, tosa = compare_steps(module, inputs, calibration)
+    limit = 1 if name in ("split_halves", "unbind") else 0  # add and mul round; copies are exact
+    for d in diffs:
+        assert d.max() <= limit, f"{name}: up to {d.max()} steps off"
+    for target, config, mode in (("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+                                 ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB")):
+        result = vela.compile_tosa(tosa, name, target, config, mode)
+        assert result.cmd_data[:4] == b"COP1"
+
+
+@pytest.mark.parametrize("fn, shape, op_type, reason", [
+    (lambda x: torch.relu(x)[:, ::2], (1, 6, 4, 4), "aten.slice",
+     "slice with step 2: the NPU's SLICE takes consecutive entries (step 1)"),
+    (lambda x: torch.relu(x)[3], (5,), "aten.select",
+     "aten.select to shape []: the NPU has no empty or 0-dimensional tensors"),
+])
+def test_what_is_not_lowered_stays_on_the_cpu_with_its_reason(fn, shape, op_type, reason):
+    _, _, parts = lower_module(Lambda(lambda m, x: fn(x)), seeded(6, shape))
+    reasons = {p.op.op_type: p.reason for p in parts.placements if p.partition is None}
+    assert reasons.get(op_type) == reason, reasons
