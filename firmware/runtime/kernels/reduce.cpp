@@ -1,22 +1,203 @@
-// Reductions over float32, as kiln.program.kernels:
-//   aten::amax.out (self, dim, keepdim, out): the maximum over `dim` (NaN wins).
-//   aten::sum.IntList_out (self, dim = [one], keepdim, dtype = None, out): 0 plus the
-//     values along the dimension in index order.
-//   aten::_softmax.out / aten::_log_softmax.out (self, dim, half_to_float = false,
-//     out): shifted = x - max; e = exp(shifted); total = 0 + e in index order;
+// Reductions, cumulative sums and softmax, as kiln.program.kernels.reduce:
+//   aten::sum.IntList_out (self, dim, keepdim, dtype, out) and aten::mean.out (same):
+//     float32; each output starts at +0.0 and adds its inputs one at a time in row-major
+//     order of the reduced dims; mean then divides once by float(count).
+//   aten::amax.out / aten::amin.out (self, dim, keepdim, out): float32; the first extreme
+//     value in that order, a NaN more extreme than any number.
+//   aten::argmax.out / aten::argmin.out (self, dim (int or None), keepdim, out): float32 or
+//     integer input, int64 out; the index (along dim, or flat for None) of that first extreme.
+//   aten::cumsum.out (self, dim, dtype, out): out[i] = out[i - 1] + x[i] from +0.0; float32
+//     to float32, integers to int64 (wrapping modulo 2^64).
+//   aten::_softmax.out / aten::_log_softmax.out (self, dim, half_to_float = false, out):
+//     shifted = x - max; e = exp(shifted); total = 0 + e in index order;
 //     softmax = e / total, log_softmax = shifted - log(total). exp/log as transcendental.h.
+// Dims: negative ones count from the end; a dim list that is None or [] means every dim; a
+// dim named twice is unsupported; reducing an empty dim to an extreme value is unsupported.
+// Offsets are uint32: every reduction reads only when the input has elements, and then each
+// product of its sizes is at most numel, which the loader bounds to uint32.
 #include <cmath>
 
 #include "transcendental.h"
 
 #include "../src/try.h"
 #include "util.h"
+#include "walk.h"
 
 namespace kiln::runtime::kernels {
 
 namespace {
 
-// A tensor seen as [outer, n, inner] around one dimension.
+constexpr int64_t kFloatCode = 6;  // ScalarType codes of a dtype argument
+constexpr int64_t kLongCode = 4;
+constexpr uint64_t kBeyond = uint64_t{1} << 32;  // saturation of size products
+
+// An input seen as kept dims (the outputs, in row-major order) and reduced dims (each
+// output's inputs, in row-major order), with their contiguous strides; outputs and count
+// are the products of their sizes (saturated).
+struct Reduction {
+  Walk<1> kept, reduced;
+  uint64_t outputs = 1, count = 1;
+};
+
+Reduction split(const Tensor& x, uint32_t mask) {
+  uint32_t strides[kMaxDims];
+  uint32_t stride = 1;
+  for (size_t d = x.dim; d-- > 0;) {  // strides wrap only when numel == 0, and are unused then
+    strides[d] = stride;
+    stride *= static_cast<uint32_t>(x.sizes[d]);
+  }
+  Reduction r;
+  for (size_t d = 0; d < x.dim; ++d) {
+    const auto size = static_cast<uint32_t>(x.sizes[d]);
+    const bool reduced = mask & (1u << d);
+    (reduced ? r.reduced : r.kept).add(size, {strides[d]});
+    uint64_t& p = reduced ? r.count : r.outputs;
+    p = p * size > kBeyond ? kBeyond : p * size;
+  }
+  return r;
+}
+
+// Calls visit(output index, the offset of its first input, a Walk over its inputs) for
+// each output in order (r.outputs is the out tensor's numel, checked by the caller).
+// Offsets are meaningful only when r.count > 0; callers read nothing otherwise.
+template <typename Visit>
+void for_each_output(const Reduction& r, Visit visit) {
+  Walk<1> outer = r.kept;
+  for (uint32_t o = 0; o < r.outputs; ++o, outer.next()) visit(o, outer.offset(), r.reduced);
+}
+
+// The dims argument `i` of a reduction over `x` as a bit mask: an IntList (empty: every
+// dim) or, when `optional`, None (every dim). A 0-d tensor takes dim 0 and -1.
+Result<uint32_t> dim_mask(const KernelArgs& args, size_t i, const Tensor& x, bool optional) {
+  const uint32_t all = (1u << x.dim) - 1;
+  if (optional && is_null(args, i)) return all;
+  int64_t dims[kMaxDims];
+  size_t n = 0;
+  KILN_CHECK(int_list_arg(args, i, dims, kMaxDims, &n));
+  if (n == 0) return all;
+  uint32_t mask = 0, seen = 0;
+  for (size_t j = 0; j < n; ++j) {
+    KILN_TRY(size_t d, dim_index(dims[j], x.dim > 0 ? x.dim : 1, i));
+    if (seen & (1u << d)) return unsupported(i, static_cast<uint32_t>(d));
+    seen |= 1u << d;
+    mask |= (1u << d) & all;
+  }
+  return mask;
+}
+
+// The out tensor (position n) of `type`, with x's sizes reduced over `mask` (kept as 1
+// with keepdim, else dropped).
+Result<Tensor*> reduced_output(const KernelArgs& args, size_t n, const Tensor& x, uint32_t mask, bool keepdim,
+                               ScalarType type) {
+  KILN_TRY(Tensor* out, output_tensor(args, n, type));
+  int64_t sizes[kMaxDims];
+  size_t dim = 0;
+  for (size_t d = 0; d < x.dim; ++d) {
+    if (!(mask & (1u << d))) sizes[dim++] = x.sizes[d];
+    else if (keepdim) sizes[dim++] = 1;
+  }
+  KILN_CHECK(expect_sizes(*out, sizes, dim, n));
+  return out;
+}
+
+// Whether v is more extreme than best: a NaN beats any number and no later value beats a
+// NaN; otherwise strictly larger (smaller), so the first of equal extremes stays.
+template <typename T>
+bool beats(T v, T best, bool largest) {
+  if (best != best) return false;
+  if (v != v) return true;
+  return largest ? v > best : v < best;
+}
+
+float max_of(float acc, float v) { return beats(v, acc, true) ? v : acc; }
+
+Status sum_or_mean(KernelArgs& args, bool mean) {
+  KILN_CHECK(expect_arity(args, 4));
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kFloat));
+  KILN_TRY(uint32_t mask, dim_mask(args, 1, *x, true));
+  KILN_TRY(bool keepdim, bool_arg(args, 2));
+  if (!is_null(args, 3)) {
+    KILN_TRY(int64_t dtype, int_arg(args, 3));
+    if (dtype != kFloatCode) return unsupported(3, static_cast<uint32_t>(dtype));
+  }
+  KILN_TRY(Tensor* out, reduced_output(args, 4, *x, mask, keepdim, ScalarType::kFloat));
+  const Reduction r = split(*x, mask);
+  const float* in = f32(*x);
+  float* y = f32(*out);
+  const float count = static_cast<float>(r.count);
+  for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
+    float acc = 0.0f;
+    for (uint64_t k = 0; k < r.count; ++k, walk.next()) acc += in[base + walk.offset()];
+    y[o] = mean ? acc / count : acc;
+  });
+  return {};
+}
+
+Status extreme(KernelArgs& args, bool largest) {
+  KILN_CHECK(expect_arity(args, 3));
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kFloat));
+  KILN_TRY(uint32_t mask, dim_mask(args, 1, *x, false));
+  KILN_TRY(bool keepdim, bool_arg(args, 2));
+  KILN_TRY(Tensor* out, reduced_output(args, 3, *x, mask, keepdim, ScalarType::kFloat));
+  const Reduction r = split(*x, mask);
+  if (r.count == 0) return unsupported(1);
+  const float* in = f32(*x);
+  float* y = f32(*out);
+  for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
+    float best = in[base];
+    for (uint64_t k = 1; k < r.count; ++k) {
+      walk.next();
+      const float v = in[base + walk.offset()];
+      if (beats(v, best, largest)) best = v;
+    }
+    y[o] = best;
+  });
+  return {};
+}
+
+template <typename T>
+void arg_extreme_of(const Reduction& r, const T* in, int64_t* y, bool largest) {
+  for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
+    T best = in[base];
+    int64_t at = 0;
+    for (uint64_t k = 1; k < r.count; ++k) {
+      walk.next();
+      const T v = in[base + walk.offset()];
+      if (beats(v, best, largest)) best = v, at = static_cast<int64_t>(k);
+    }
+    y[o] = at;
+  });
+}
+
+Status arg_extreme(KernelArgs& args, bool largest) {
+  KILN_CHECK(expect_arity(args, 3));
+  const Value& v = args[0];
+  if (v.kind != ValueKind::kTensor) return bad_argument(0, static_cast<uint32_t>(v.kind));
+  const ScalarType type = v.t.type;
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, type));
+  uint32_t mask = (1u << x->dim) - 1;
+  if (!is_null(args, 1)) {
+    KILN_TRY(int64_t dim, int_arg(args, 1));
+    KILN_TRY(size_t d, dim_index(dim, x->dim > 0 ? x->dim : 1, 1));
+    mask &= 1u << d;
+  }
+  KILN_TRY(bool keepdim, bool_arg(args, 2));
+  KILN_TRY(Tensor* out, reduced_output(args, 3, *x, mask, keepdim, ScalarType::kLong));
+  const Reduction r = split(*x, mask);
+  if (r.count == 0) return unsupported(0);
+  auto* y = static_cast<int64_t*>(out->data);
+  switch (type) {
+    case ScalarType::kFloat: arg_extreme_of(r, f32(*x), y, largest); break;
+    case ScalarType::kChar: arg_extreme_of(r, static_cast<const int8_t*>(x->data), y, largest); break;
+    case ScalarType::kShort: arg_extreme_of(r, static_cast<const int16_t*>(x->data), y, largest); break;
+    case ScalarType::kInt: arg_extreme_of(r, static_cast<const int32_t*>(x->data), y, largest); break;
+    case ScalarType::kLong: arg_extreme_of(r, static_cast<const int64_t*>(x->data), y, largest); break;
+    default: return unsupported(0, static_cast<uint32_t>(type));
+  }
+  return {};
+}
+
+// A tensor seen as [outer, n, inner] around one dimension (numel > 0: no product wraps).
 struct Around {
   uint32_t outer = 1, n = 1, inner = 1;
 };
@@ -32,20 +213,21 @@ Around around(const Tensor& t, size_t dim) {
   return a;
 }
 
-// The sizes of `x` reduced over the dims in `mask`: kept as 1 or dropped.
-size_t reduced_sizes(const Tensor& x, uint32_t mask, bool keepdim, int64_t* sizes) {
-  size_t dim = 0;
-  for (size_t d = 0; d < x.dim; ++d) {
-    if (mask & (1u << d)) {
-      if (keepdim) sizes[dim++] = 1;
-    } else {
-      sizes[dim++] = x.sizes[d];
+// Running sums along the middle of `a`: Acc is float (float32 out) or uint64_t (int64 out,
+// wrapping), In the input's element type.
+template <typename Acc, typename In, typename Out>
+void running_sums(const Around& a, const In* in, Out* y) {
+  for (uint32_t o = 0; o < a.outer; ++o) {
+    for (uint32_t k = 0; k < a.inner; ++k) {
+      Acc acc = 0;
+      for (uint32_t i = 0; i < a.n; ++i) {
+        const uint32_t at = (o * a.n + i) * a.inner + k;
+        acc += static_cast<Acc>(in[at]);
+        y[at] = static_cast<Out>(acc);
+      }
     }
   }
-  return dim;
 }
-
-float max_of(float acc, float v) { return (acc != acc || v != v) ? (acc != acc ? acc : v) : (v > acc ? v : acc); }
 
 Status softmax(KernelArgs& args, bool log) {
   KILN_CHECK(expect_arity(args, 3));
@@ -55,8 +237,8 @@ Status softmax(KernelArgs& args, bool log) {
   KILN_TRY(bool half_to_float, bool_arg(args, 2));
   if (half_to_float) return unsupported(2);
   KILN_TRY(Tensor* out, same_shape_output(args, 3, *x));
+  if (x->numel == 0) return {};
   Around a = around(*x, dim);
-  if (a.n == 0) return {};
   const float* in = f32(*x);
   float* y = f32(*out);
   for (uint32_t o = 0; o < a.outer; ++o) {
@@ -78,65 +260,38 @@ Status softmax(KernelArgs& args, bool log) {
 
 }  // namespace
 
-Status amax_out(KernelArgs& args) {
-  KILN_CHECK(expect_arity(args, 3));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kFloat));
-  int64_t dims[kMaxDims];
-  size_t n_dims = 0;
-  KILN_CHECK(int_list_arg(args, 1, dims, kMaxDims, &n_dims));
-  uint32_t mask = 0;
-  for (size_t j = 0; j < n_dims; ++j) {
-    KILN_TRY(size_t d, dim_index(dims[j], x->dim, 1));
-    mask |= 1u << d;
-  }
-  if (n_dims == 0) mask = (1u << x->dim) - 1;  // numpy: no axes given reduces all
-  KILN_TRY(bool keepdim, bool_arg(args, 2));
-  KILN_TRY(Tensor* out, output_tensor(args, 3, ScalarType::kFloat));
-  int64_t sizes[kMaxDims];
-  size_t out_dim = reduced_sizes(*x, mask, keepdim, sizes);
-  KILN_CHECK(expect_sizes(*out, sizes, out_dim, 3));
-  if (x->numel == 0) return unsupported(0);
-  const float* in = f32(*x);
-  float* y = f32(*out);
-  for (uint32_t i = 0; i < out->numel; ++i) y[i] = -INFINITY;
-  uint32_t index[kMaxDims] = {};
-  for (uint32_t i = 0; i < x->numel; ++i) {
-    uint32_t o = 0;
-    for (size_t d = 0; d < x->dim; ++d) {
-      if (!(mask & (1u << d))) o = o * static_cast<uint32_t>(x->sizes[d]) + index[d];
-    }
-    y[o] = max_of(y[o], in[i]);
-    for (size_t d = x->dim; d-- > 0;) {
-      if (++index[d] < static_cast<uint32_t>(x->sizes[d])) break;
-      index[d] = 0;
-    }
-  }
-  return {};
-}
+Status sum_intlist_out(KernelArgs& args) { return sum_or_mean(args, false); }
+Status mean_out(KernelArgs& args) { return sum_or_mean(args, true); }
+Status amax_out(KernelArgs& args) { return extreme(args, true); }
+Status amin_out(KernelArgs& args) { return extreme(args, false); }
+Status argmax_out(KernelArgs& args) { return arg_extreme(args, true); }
+Status argmin_out(KernelArgs& args) { return arg_extreme(args, false); }
 
-Status sum_intlist_out(KernelArgs& args) {
-  KILN_CHECK(expect_arity(args, 4));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kFloat));
-  int64_t dims[1];
-  size_t n_dims = 0;
-  KILN_CHECK(int_list_arg(args, 1, dims, 1, &n_dims));
-  if (n_dims != 1) return unsupported(1);
-  KILN_TRY(size_t dim, dim_index(dims[0], x->dim, 1));
-  KILN_TRY(bool keepdim, bool_arg(args, 2));
-  if (!is_null(args, 3)) return unsupported(3);
-  KILN_TRY(Tensor* out, output_tensor(args, 4, ScalarType::kFloat));
-  int64_t sizes[kMaxDims];
-  size_t out_dim = reduced_sizes(*x, 1u << dim, keepdim, sizes);
-  KILN_CHECK(expect_sizes(*out, sizes, out_dim, 4));
-  Around a = around(*x, dim);
-  const float* in = f32(*x);
-  float* y = f32(*out);
-  for (uint32_t o = 0; o < a.outer; ++o) {
-    for (uint32_t k = 0; k < a.inner; ++k) {
-      float acc = 0.0f;
-      for (uint32_t i = 0; i < a.n; ++i) acc += in[(o * a.n + i) * a.inner + k];
-      y[o * a.inner + k] = acc;
-    }
+Status cumsum_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 3));
+  const Value& v = args[0];
+  if (v.kind != ValueKind::kTensor) return bad_argument(0, static_cast<uint32_t>(v.kind));
+  const ScalarType type = v.t.type;
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, type));
+  KILN_TRY(int64_t dim_arg, int_arg(args, 1));
+  KILN_TRY(size_t dim, dim_index(dim_arg, x->dim > 0 ? x->dim : 1, 1));
+  const bool floats = type == ScalarType::kFloat;
+  if (!is_null(args, 2)) {
+    KILN_TRY(int64_t dtype, int_arg(args, 2));
+    if (dtype != (floats ? kFloatCode : kLongCode)) return unsupported(2, static_cast<uint32_t>(dtype));
+  }
+  KILN_TRY(Tensor* out, output_tensor(args, 3, floats ? ScalarType::kFloat : ScalarType::kLong));
+  if (!same_sizes(*out, *x)) return shape_mismatch(3);
+  if (x->numel == 0) return {};
+  const Around a = around(*x, dim);
+  auto* y = static_cast<int64_t*>(out->data);
+  switch (type) {
+    case ScalarType::kFloat: running_sums<float>(a, f32(*x), f32(*out)); break;
+    case ScalarType::kChar: running_sums<uint64_t>(a, static_cast<const int8_t*>(x->data), y); break;
+    case ScalarType::kShort: running_sums<uint64_t>(a, static_cast<const int16_t*>(x->data), y); break;
+    case ScalarType::kInt: running_sums<uint64_t>(a, static_cast<const int32_t*>(x->data), y); break;
+    case ScalarType::kLong: running_sums<uint64_t>(a, static_cast<const int64_t*>(x->data), y); break;
+    default: return unsupported(0, static_cast<uint32_t>(type));
   }
   return {};
 }
