@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import operator_cases
+from operator_cases import Fn
 from kiln import graph
 from kiln.errors import ModelError
 from kiln.frontend import decompose, normalize
@@ -23,17 +24,6 @@ from kiln.frontend.quantizer import EthosUQuantizer, quantize
 
 aten = torch.ops.aten
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Fn(nn.Module):
-    def __init__(self, fn, **parameters):
-        super().__init__()
-        self.fn = fn
-        for name, value in parameters.items():
-            setattr(self, name, value)
-
-    def forward(self, *xs):
-        return self.fn(self, *xs)
 
 
 def normalised(module: nn.Module, inputs: tuple) -> torch.fx.GraphModule:
@@ -200,6 +190,7 @@ DECOMPOSITIONS = {
     "inplace_on_input": (lambda: Fn(lambda s, x: (x.mul_(2), x + 1)[1]), [X3]),
     "inplace_on_buffer": (lambda: _buffer_update(), [X3]),
     "inplace_on_view_not_read_again": (lambda: Fn(lambda s, x: (x * 1).view(-1).relu_()), [X3]),
+    "copy_into_new_tensor": (lambda: Fn(lambda s, x: torch.zeros(2, 6, 8).copy_(x[:1] > 0) + x), [X3]),
     "out_variant": (lambda: Fn(lambda s, x: torch.add(x, 1, out=torch.empty_like(x)) * 2), [X3]),
     "dropouts": (lambda: nn.Sequential(nn.Dropout(0.5), nn.Dropout2d(0.3), nn.AlphaDropout(0.2), nn.Identity()), [X4]),
     "dropout_inplace": (lambda: Fn(lambda s, x: F.dropout(x * 2, 0.3, training=False, inplace=True)), [X3]),

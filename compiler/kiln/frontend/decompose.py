@@ -98,6 +98,13 @@ def _affine(emit: Emitter, y: Node, weight: Node | None, bias: Node | None) -> N
     return y
 
 
+def _channel_affine(emit: Emitter, y: Node, a: dict) -> Node:
+    """y * weight + bias with a["weight"] and a["bias"] per channel (dim 1), either may be None."""
+    rank = _rank(y)
+    return _affine(emit, y, _channel_shaped(emit, a["weight"], rank, "weight"),
+                   _channel_shaped(emit, a["bias"], rank, "bias"))
+
+
 def _normalised(emit: Emitter, x: Node, dims: list[int], eps: float) -> Node:
     """(x - mean(x)) * rsqrt(mean((x - mean(x))^2) + eps) over `dims` (kept)."""
     mean = emit(aten.mean.dim, x, dims, True)
@@ -232,10 +239,7 @@ def group_norm(emit, node, a):
     x = a["input"]
     shape = _shape(x)
     grouped = emit(aten.view.default, x, [shape[0], a["num_groups"], math.prod(shape[1:]) // a["num_groups"]])
-    y = emit(aten.view.default, _normalised(emit, grouped, [2], a["eps"]), shape)
-    rank = len(shape)
-    return _affine(emit, y, _channel_shaped(emit, a["weight"], rank, "weight"),
-                   _channel_shaped(emit, a["bias"], rank, "bias"))
+    return _channel_affine(emit, emit(aten.view.default, _normalised(emit, grouped, [2], a["eps"]), shape), a)
 
 
 @decomposes(aten.instance_norm.default,
@@ -245,10 +249,7 @@ def instance_norm(emit, node, a):
     if not a["use_input_stats"]:
         return _batch_norm(emit, a["input"], a["weight"], a["bias"], a["running_mean"], a["running_var"], a["eps"])
     x = a["input"]
-    rank = _rank(x)
-    y = _normalised(emit, x, list(range(2, rank)), a["eps"])
-    return _affine(emit, y, _channel_shaped(emit, a["weight"], rank, "weight"),
-                   _channel_shaped(emit, a["bias"], rank, "bias"))
+    return _channel_affine(emit, _normalised(emit, x, list(range(2, _rank(x))), a["eps"]), a)
 
 
 @decomposes(aten.batch_norm.default,
@@ -351,6 +352,16 @@ def cast(emit, node, a):
     if node.target is aten._to_copy.default and set(node.kwargs) == {"dtype"}:
         return None
     return emit(aten._to_copy.default, a["self"], dtype=dtype)
+
+
+@decomposes(aten.copy.default, into="the source, cast and expanded to the destination's dtype and shape")
+def copy(emit, node, a):
+    source = a["src"]
+    if value(source).dtype != value(node).dtype:
+        source = emit(aten._to_copy.default, source, dtype=value(node).dtype)
+    if _shape(source) != _shape(node):
+        source = emit(aten.expand.default, source, _shape(node))
+    return source
 
 
 # ---- matrix products -------------------------------------------------------------------------------
