@@ -107,6 +107,19 @@ def rng_array(shape, seed, scale=2.0, dtype=np.float32):
 X = rng_array((2, 4, 7, 6), 1)
 SPECIAL = np.array([[0.0, -0.0, 1.5, -1.5], [np.nan, np.inf, -np.inf, 3.0e-39]], np.float32)
 
+def kernel_error(runtime_host, tmp_path, case) -> str:
+    """Runs a case the C++ kernel must refuse; returns the runtime's error line."""
+    name, overload, args, out_shape, *dtype = case
+    data, arrays = single_kernel(name, overload, args, out_shape, *dtype)
+    (tmp_path / "kernel.pte").write_bytes(data)
+    paths = [tmp_path / f"in{n}.bin" for n in range(len(arrays))]
+    for a, path in zip(arrays, paths):
+        a.tofile(path)
+    done = run_tool(runtime_host, "run", tmp_path / "kernel.pte", tmp_path, *paths)
+    assert done.returncode == 1, done.stdout + done.stderr
+    return done.stdout.strip()
+
+
 def run_kernel(runtime_host, tmp_path, case):
     name, overload, args, out_shape, *dtype = case
     data, arrays = single_kernel(name, overload, args, out_shape, *dtype)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from kiln.errors import HostError
 from kiln.program.kernels import by_name
-from kernel_programs import Doubles, In, X, rng_array, run_kernel
+from kernel_programs import Doubles, In, X, kernel_error, rng_array, run_kernel
 
 ODD = rng_array((1, 3, 5, 9), 30)
 CHW = rng_array((3, 8, 5), 31)
@@ -180,3 +180,49 @@ def test_nn_kernels_refuse_what_pytorch_refuses():
         kernels[("aten::matmul", "out")].run(rng_array((2, 3), 1), rng_array((4, 2), 2))
     with pytest.raises(HostError, match="bmm"):
         kernels[("aten::bmm", "out")].run(rng_array((2, 3, 4), 1), rng_array((1, 4, 2), 2))
+
+
+UNSUPPORTED, SHAPE = "error 0x302 kernel: unsupported arguments", "error 0x301 kernel: shape mismatch"
+
+# Programs the C++ kernels refuse with an error (a = argument position, b = detail), never a
+# fault; groups and sizes are checked before any arithmetic uses them.
+REFUSED = {
+    "transposed_output_padding_not_below_stride": (
+        ("aten::convolution", "out", [In(SMALL), W_T, None, [2, 2], [0, 0], [1, 1], True, [2, 0], 3], (2, 6, 9, 9)),
+        f"{UNSUPPORTED} (a=7, b=2)"),
+    "transposed_groups_zero": (
+        ("aten::convolution", "out", [In(SMALL), W_T, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 0], (2, 2, 5, 5)),
+        f"{SHAPE} (a=8, b=0)"),
+    "transposed_groups_not_dividing": (
+        ("aten::convolution", "out", [In(SMALL), W_T, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 4], (2, 8, 5, 5)),
+        f"{SHAPE} (a=8, b=4)"),
+    "transposed_groups_huge": (
+        ("aten::convolution", "out", [In(SMALL), W_T, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 2**62],
+         (2, 8, 5, 5)), f"{SHAPE} (a=8, b=0)"),
+    "transposed_stride_zero": (
+        ("aten::convolution", "out", [In(SMALL), W_T, None, [0, 1], [0, 0], [1, 1], True, [0, 0], 3], (2, 6, 5, 5)),
+        f"{UNSUPPORTED} (a=3, b=0)"),
+    "transposed_wrong_out_shape": (
+        ("aten::convolution", "out", [In(SMALL), W_T, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 3], (2, 6, 5, 4)),
+        f"{SHAPE} (a=9, b=3)"),
+    "avg_pool2d_padding_over_half_kernel": (
+        ("aten::avg_pool2d", "out", [In(X), [2, 2], [2, 2], [2, 2], False, True, None], (2, 4, 5, 5)),
+        f"{UNSUPPORTED} (a=3, b=0)"),
+    "avg_pool2d_divisor_zero": (
+        ("aten::avg_pool2d", "out", [In(X), [2, 2], [2, 2], [0, 0], False, True, 0], (2, 4, 3, 3)),
+        f"{UNSUPPORTED} (a=6, b=0)"),
+    "adaptive_avg_pool2d_size_zero": (("aten::_adaptive_avg_pool2d", "out", [In(X), [0, 2]], (2, 4, 1, 2)),
+                                      f"{UNSUPPORTED} (a=1, b=0)"),
+    "matmul_inner_mismatch": (("aten::matmul", "out", [In(rng_array((2, 3), 1)), In(rng_array((4, 2), 2))], (2, 2)),
+                              f"{SHAPE} (a=1, b=4)"),
+    "matmul_batch_mismatch": (("aten::matmul", "out", [In(rng_array((2, 2, 3), 1)), In(rng_array((3, 3, 2), 2))],
+                               (2, 2, 2)), f"{SHAPE} (a=1, b=0)"),
+    "bmm_batch_mismatch": (("aten::bmm", "out", [In(rng_array((2, 2, 3), 1)), In(rng_array((1, 3, 2), 2))],
+                            (2, 2, 2)), f"{SHAPE} (a=1, b=0)"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_kernel_refuses_bad_arguments(runtime_host, tmp_path, case):
+    program, expected = REFUSED[case]
+    assert kernel_error(runtime_host, tmp_path, program) == expected

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kiln.program.kernels import by_name
-from kernel_programs import In, SPECIAL, X, rng_array, run_kernel
+from kernel_programs import In, SPECIAL, X, kernel_error, rng_array, run_kernel
 
 ODD = rng_array((3, 5, 1, 7), 20)
 FLAT = rng_array((11,), 21)
@@ -161,3 +161,31 @@ def test_reductions_refuse_what_pytorch_refuses():
         kernels[("aten::amax", "out")].run(np.zeros((2, 0), np.float32), [1], False)
     with pytest.raises(HostError, match="out of range"):
         kernels[("aten::argmax", "out")].run(X, 4, False)
+
+
+UNSUPPORTED, SHAPE = "error 0x302 kernel: unsupported arguments", "error 0x301 kernel: shape mismatch"
+
+# Programs the C++ kernels refuse with an error (a = argument position, b = detail), never a
+# fault: the detail is the offending dim or size.
+REFUSED = {
+    "sum_dim_twice": (("aten::sum", "IntList_out", [In(X), [1, -3], False, None], (2, 7, 6)),
+                      f"{UNSUPPORTED} (a=1, b=1)"),
+    "mean_dim_out_of_range": (("aten::mean", "out", [In(X), [4], False, None], (2, 4, 7, 6)),
+                              f"{UNSUPPORTED} (a=1, b=4)"),
+    "mean_dtype_long": (("aten::mean", "out", [In(X), [1], False, 4], (2, 7, 6)), f"{UNSUPPORTED} (a=3, b=4)"),
+    "sum_wrong_out_shape": (("aten::sum", "IntList_out", [In(X), [1], True, None], (2, 7, 6)),
+                            f"{SHAPE} (a=4, b=3)"),
+    "amax_empty_dim": (("aten::amax", "out", [In(np.zeros((2, 0), np.float32)), [1], False], (2,)),
+                       f"{UNSUPPORTED} (a=1, b=0)"),
+    "argmax_dim_out_of_range": (("aten::argmax", "out", [In(X), -5, False], (2, 4, 7), np.int64),
+                                f"{UNSUPPORTED} (a=1, b={2**32 - 5})"),
+    "argmax_float_out": (("aten::argmax", "out", [In(X), 1, False], (2, 7, 6)),
+                         "error 0x300 kernel: bad argument (a=3, b=262)"),  # 0x100 + kFloat
+    "cumsum_int_to_float": (("aten::cumsum", "out", [In(INT8), 0, 6], INT8.shape), f"{UNSUPPORTED} (a=2, b=6)"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_kernel_refuses_bad_arguments(runtime_host, tmp_path, case):
+    program, expected = REFUSED[case]
+    assert kernel_error(runtime_host, tmp_path, program) == expected
