@@ -705,6 +705,41 @@ def _select_op(lw: Lowerer, op: Op):
     lw.result(out, _same_quantization(lw, name, out.shape, x, out), False)
 
 
+def _in_tosa_layout(lw: Lowerer, x: Value) -> tuple[str, bool]:
+    """x as flip and expand take it: NHWC when 4-D (then a flip of H or W is a flip of the
+    NPU's height or width axis), else in PyTorch's order; (name, is_nhwc)."""
+    return (lw.nhwc(x), True) if len(x.shape) == 4 else (lw.torch_order(x), False)
+
+
+@lowering(aten.flip.default)
+def _flip_op(lw: Lowerer, op: Op):
+    """One REVERSE per flipped dim (Ethos-U55/U65 reverse no innermost axis: a support rule)."""
+    x, out = op.inputs[0], op.output
+    name, is_nhwc = _in_tosa_layout(lw, x)
+    shape = Lowerer.shape_of(x, is_nhwc)
+    for d in sorted({d % len(x.shape) for d in op.arg("dims")}):
+        flipped = lw.inter(shape, x.dtype)
+        lw.emit("REVERSE", [name], [flipped], _attr("Reverse", NCHW_TO_NHWC.index(d) if is_nhwc else d))
+        name = flipped
+    lw.result(out, _same_quantization(lw, name, shape, x, out), is_nhwc)
+
+
+@lowering(aten.expand.default)
+def _expand_op(lw: Lowerer, op: Op):
+    """A RESHAPE to the output's rank (new leading dims of 1), then a TILE repeating each dim of 1."""
+    x, out = op.inputs[0], op.output
+    if len(x.shape) == len(out.shape):
+        name, is_nhwc = _in_tosa_layout(lw, x)
+    else:
+        ones = (1,) * (len(out.shape) - len(x.shape)) + tuple(x.shape)
+        name, is_nhwc = lw.reshape(lw.torch_order(x), ones, x.dtype), False
+        x = Value(x.name + "_ranked", ones, x.dtype, x.qparams)
+    shape, out_shape = Lowerer.shape_of(x, is_nhwc), Lowerer.shape_of(out, is_nhwc)
+    tiled = lw.inter(out_shape, x.dtype)
+    lw.emit("TILE", [name, lw.shape_const([o // i for o, i in zip(out_shape, shape)])], [tiled], _attr("Tile"))
+    lw.result(out, _same_quantization(lw, tiled, out_shape, x, out), is_nhwc)
+
+
 @lowering(aten.constant_pad_nd.default, aten.pad.default)
 def _pad(lw: Lowerer, op: Op):
     """Constant padding is one PAD; reflect, replicate and circular padding copy samples of
