@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from kiln import models
+from test_models import n_params, run
 
 NAMES = [
     "mobilenet_v3_small",
@@ -108,16 +109,6 @@ IDIOMS = {
                   "split_with_sizes.default", "permute.default", "pow.Tensor_Scalar", "chunk.default",
                   "max_pool2d.default"},
 }
-
-
-def n_params(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-def run(model: nn.Module, inputs: tuple) -> torch.Tensor:
-    with torch.no_grad():
-        return model(*inputs)
-
 
 
 # ---------------------------------------------------------------- registry

@@ -22,34 +22,27 @@ HIDDEN = 32
 CLASSES = 12
 
 
-class KeywordGRU(nn.Module):
-    def __init__(self, classes: int = CLASSES) -> None:
+class KeywordRNN(nn.Module):
+    def __init__(self, cell: str, classes: int = CLASSES) -> None:
         super().__init__()
-        self.rnn = nn.GRU(INPUT_SHAPE[2], HIDDEN, batch_first=True)
+        self.cell = cell
+        self.rnn = CELLS[cell](INPUT_SHAPE[2], HIDDEN, batch_first=True)
         self.fc = nn.Linear(HIDDEN, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        output, _ = self.rnn(x)
+        output, state = self.rnn(x)
+        if self.cell == "lstm":
+            hidden, _ = state
+            return self.fc(hidden[-1])
         return self.fc(output[:, -1])
 
 
-class KeywordLSTM(nn.Module):
-    def __init__(self, classes: int = CLASSES) -> None:
-        super().__init__()
-        self.rnn = nn.LSTM(INPUT_SHAPE[2], HIDDEN, batch_first=True)
-        self.fc = nn.Linear(HIDDEN, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _, (hidden, _) = self.rnn(x)
-        return self.fc(hidden[-1])
-
-
-CELLS = {"gru": KeywordGRU, "lstm": KeywordLSTM}
+CELLS = {"gru": nn.GRU, "lstm": nn.LSTM}
 
 
 def build(cell: str = "gru") -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """The GRU or LSTM model (eval mode, deterministic weights) and one example input."""
-    return build_seeded(SEED, CELLS[cell], INPUT_SHAPE, signed=True)
+    return build_seeded(SEED, lambda: KeywordRNN(cell), INPUT_SHAPE, signed=True)
 
 
 ModelUnderTest, ModelInputs = build()
