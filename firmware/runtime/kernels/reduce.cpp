@@ -15,8 +15,6 @@
 // dim named twice is unsupported; reducing an empty dim to an extreme value is unsupported.
 // Offsets are uint32: every reduction reads only when the input has elements, and then each
 // product of its sizes is at most numel, which the loader bounds to uint32.
-#include <cmath>
-
 #include "transcendental.h"
 
 #include "../src/try.h"

@@ -259,8 +259,8 @@ KERNELS: dict[object, Kernel] = {
         ("self", *_pairs("kernel_size", "stride", "padding"), "ceil_mode", "count_include_pad",
          "divisor_override"),
         _avg_pool2d, _rank(3, 4)),
-    aten.adaptive_avg_pool2d.default: Kernel(
-        "aten::_adaptive_avg_pool2d", "out", ("self", *_pairs("output_size")), _adaptive_avg_pool2d, _rank(3, 4)),
+    **{t: Kernel("aten::_adaptive_avg_pool2d", "out", ("self", *_pairs("output_size")), _adaptive_avg_pool2d,
+                 _rank(3, 4)) for t in (aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)},
     aten.conv2d.default: Kernel(
         "aten::convolution", "out",
         ("input", "weight", "bias", "stride", "padding", "dilation", Fixed(False), Fixed([0, 0]), "groups"), _conv2d),
