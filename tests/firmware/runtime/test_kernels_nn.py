@@ -186,25 +186,20 @@ UNSUPPORTED, SHAPE = "error 0x302 kernel: unsupported arguments", "error 0x301 k
 
 # Programs the C++ kernels refuse with an error (a = argument position, b = detail), never a
 # fault; groups and sizes are checked before any arithmetic uses them.
+def _transposed(stride, output_padding, groups, out_shape):
+    """A transposed convolution of SMALL by W_T, no bias, padding 0, dilation 1."""
+    return ("aten::convolution", "out", [In(SMALL), W_T, None, stride, [0, 0], [1, 1], True, output_padding, groups],
+            out_shape)
+
+
 REFUSED = {
-    "transposed_output_padding_not_below_stride": (
-        ("aten::convolution", "out", [In(SMALL), W_T, None, [2, 2], [0, 0], [1, 1], True, [2, 0], 3], (2, 6, 9, 9)),
-        f"{UNSUPPORTED} (a=7, b=2)"),
-    "transposed_groups_zero": (
-        ("aten::convolution", "out", [In(SMALL), W_T, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 0], (2, 2, 5, 5)),
-        f"{SHAPE} (a=8, b=0)"),
-    "transposed_groups_not_dividing": (
-        ("aten::convolution", "out", [In(SMALL), W_T, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 4], (2, 8, 5, 5)),
-        f"{SHAPE} (a=8, b=4)"),
-    "transposed_groups_huge": (
-        ("aten::convolution", "out", [In(SMALL), W_T, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 2**62],
-         (2, 8, 5, 5)), f"{SHAPE} (a=8, b=0)"),
-    "transposed_stride_zero": (
-        ("aten::convolution", "out", [In(SMALL), W_T, None, [0, 1], [0, 0], [1, 1], True, [0, 0], 3], (2, 6, 5, 5)),
-        f"{UNSUPPORTED} (a=3, b=0)"),
-    "transposed_wrong_out_shape": (
-        ("aten::convolution", "out", [In(SMALL), W_T, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 3], (2, 6, 5, 4)),
-        f"{SHAPE} (a=9, b=3)"),
+    "transposed_output_padding_not_below_stride": (_transposed([2, 2], [2, 0], 3, (2, 6, 9, 9)),
+                                                   f"{UNSUPPORTED} (a=7, b=2)"),
+    "transposed_groups_zero": (_transposed([1, 1], [0, 0], 0, (2, 2, 5, 5)), f"{SHAPE} (a=8, b=0)"),
+    "transposed_groups_not_dividing": (_transposed([1, 1], [0, 0], 4, (2, 8, 5, 5)), f"{SHAPE} (a=8, b=4)"),
+    "transposed_groups_huge": (_transposed([1, 1], [0, 0], 2**62, (2, 8, 5, 5)), f"{SHAPE} (a=8, b=0)"),
+    "transposed_stride_zero": (_transposed([0, 1], [0, 0], 3, (2, 6, 5, 5)), f"{UNSUPPORTED} (a=3, b=0)"),
+    "transposed_wrong_out_shape": (_transposed([1, 1], [0, 0], 3, (2, 6, 5, 4)), f"{SHAPE} (a=9, b=3)"),
     "avg_pool2d_padding_over_half_kernel": (
         ("aten::avg_pool2d", "out", [In(X), [2, 2], [2, 2], [2, 2], False, True, None], (2, 4, 5, 5)),
         f"{UNSUPPORTED} (a=3, b=0)"),
