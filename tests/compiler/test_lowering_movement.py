@@ -1,15 +1,20 @@
-"""slice, select, flip and expand on the NPU: the lowered TOSA on tosa_reference_model equals the PT2E
-reference (they only copy int8 values, so exactly), and Vela places the graph on
-ethos-u55-128 (and ethos-u85-256); what is not lowered stays on the CPU with its rule's text."""
+"""slice, select and expand on the NPU: the lowered TOSA on tosa_reference_model equals the PT2E
+reference (they only copy int8 values, so exactly), Vela places the graph on ethos-u55-128 (and
+ethos-u85-256), and kiln's NPU model runs Vela's stream to the same bytes; what is not lowered
+stays on the CPU with its rule's text."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
-from lowering_helpers import compare_steps, lower_module
+from kiln.simulator.npu.config import config_for
+from kiln.simulator.npu.standalone import run_compiled
+from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 
 F = nn.functional
 
@@ -46,9 +51,6 @@ CASES = {
     "select_channel": (Lambda(lambda m, x: m[0](x).select(1, -2)), [(1, 3, 8, 7)], conv(3, 8, 3, padding=1)),
     "select_row": (Lambda(lambda m, x: m[0](x)[:, :, 3]), [(1, 3, 8, 7)], conv(3, 8, 3, padding=1)),
     "select_rank3": (Lambda(lambda m, x: torch.relu(x)[:, 0]), [(2, 9, 6)]),
-    "flip_height_width": (Lambda(lambda m, x: torch.flip(m[0](x), [-1, 2])), [(1, 3, 8, 7)], conv(3, 8, 3, padding=1)),
-    "flip_batch": (Lambda(lambda m, x: torch.flip(torch.relu(x), [0])), [(3, 4, 5, 6)]),
-    "flip_rank3_outer": (Lambda(lambda m, x: torch.flip(torch.relu(x), [0, 1])), [(4, 5, 6)]),
     "expand_channels": (Lambda(lambda m, x: m[0](x).expand(1, 8, 6, 7)), [(1, 3, 6, 7)], conv(3, 1, 1)),
     "expand_rows": (Lambda(lambda m, x: torch.relu(x).expand(1, 4, 5, 6)), [(1, 4, 1, 6)]),
     "expand_new_dims": (Lambda(lambda m, x: torch.relu(x).expand(2, 3, 5, 6)), [(5, 1)]),
@@ -63,7 +65,7 @@ def _case(name):
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_slice_and_select_equal_pt2e_and_vela_places_them(name):
+def test_lowered_movement_equals_pt2e_and_vela_places_it(name):
     module, inputs, calibration = _case(name)
     diffs, tosa = compare_steps(module, inputs, calibration)
     limit = 1 if name in ("split_halves", "unbind") else 0  # add and mul round; copies are exact
@@ -79,15 +81,25 @@ def _assert_vela_places(tosa: bytes, name: str):
         assert result.cmd_data[:4] == b"COP1"
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_npu_model_runs_the_stream_as_tosa_reference_model(name):
+    """The virtual platform's NPU model runs Vela's ethos-u55-128 stream to tosa_reference_model's
+    bytes (a REVERSE, which flip would need, faults there: flip stays on the CPU)."""
+    module, inputs, calibration = _case(name)
+    _, g, parts = lower_module(module, inputs, calibration)
+    tosa = tosa_lowering.lower(parts.partitions[0])
+    feeds = [quantize_input(x, v.qparams) for x, v in zip(inputs, g.inputs)]
+    result = vela.compile_tosa(tosa, name, "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+    raw, run = run_compiled(result, feeds, config_for("ethos-u55-128"))
+    assert run.fault is None, run.fault
+    for got, want in zip(raw, run_tosa(tosa, feeds)):
+        assert got == np.ascontiguousarray(want).tobytes()
+
+
 @pytest.mark.parametrize("fn, shape, op_type, reason", [
     (lambda x: torch.relu(x)[:, ::2], (1, 6, 4, 4), "aten.slice",
      "slice with step 2: the NPU's SLICE takes consecutive entries (step 1)"),
-    (lambda x: torch.flip(torch.relu(x), [1]), (1, 3, 4, 4), "aten.flip",
-     "flip of dims [1] of shape [1, 3, 4, 4]: Ethos-U55 and U65 reverse height and width (and outer) axes, not the "
-     "innermost one (channels of a 4-D tensor, else the last dim)"),
-    (lambda x: torch.flip(torch.relu(x), [-1]), (3, 5), "aten.flip",
-     "flip of dims [-1] of shape [3, 5]: Ethos-U55 and U65 reverse height and width (and outer) axes, not the "
-     "innermost one (channels of a 4-D tensor, else the last dim)"),
+    (lambda x: torch.flip(torch.relu(x), [2]), (1, 3, 4, 4), "aten.flip", "kiln has no TOSA lowering for aten.flip"),
     (lambda x: torch.relu(x)[3], (5,), "aten.select",
      "aten.select to shape []: the NPU has no empty or 0-dimensional tensors"),
 ])
@@ -95,13 +107,3 @@ def test_what_is_not_lowered_stays_on_the_cpu_with_its_reason(fn, shape, op_type
     _, _, parts = lower_module(Lambda(lambda m, x: fn(x)), seeded(6, shape))
     reasons = {p.op.op_type: p.reason for p in parts.placements if p.partition is None}
     assert reasons.get(op_type) == reason, reasons
-
-
-@pytest.mark.parametrize("dims, shape", [([1], (1, 3, 4, 4)), ([-1], (3, 5))])
-def test_ethos_u85_flips_the_innermost_axis(dims, shape):
-    """What the rule keeps off Ethos-U55 runs on U85: exact against PT2E, and Vela places it."""
-    module = Lambda(lambda m, x: torch.flip(torch.relu(x), dims))
-    diffs, tosa = compare_steps(module, seeded(7, shape), target="ethos-u85-256")
-    assert max(d.max() for d in diffs) == 0
-    result = vela.compile_tosa(tosa, "flip", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB")
-    assert result.cmd_data[:4] == b"COP1"

@@ -706,22 +706,8 @@ def _select_op(lw: Lowerer, op: Op):
 
 
 def _in_tosa_layout(lw: Lowerer, x: Value) -> tuple[str, bool]:
-    """x as flip and expand take it: NHWC when 4-D (then a flip of H or W is a flip of the
-    NPU's height or width axis), else in PyTorch's order; (name, is_nhwc)."""
+    """x as expand takes it: NHWC when 4-D, else in PyTorch's order; (name, is_nhwc)."""
     return (lw.nhwc(x), True) if len(x.shape) == 4 else (lw.torch_order(x), False)
-
-
-@lowering(aten.flip.default)
-def _flip_op(lw: Lowerer, op: Op):
-    """One REVERSE per flipped dim (Ethos-U55/U65 reverse no innermost axis: a support rule)."""
-    x, out = op.inputs[0], op.output
-    name, is_nhwc = _in_tosa_layout(lw, x)
-    shape = Lowerer.shape_of(x, is_nhwc)
-    for d in sorted({d % len(x.shape) for d in op.arg("dims")}):
-        flipped = lw.inter(shape, x.dtype)
-        lw.emit("REVERSE", [name], [flipped], _attr("Reverse", NCHW_TO_NHWC.index(d) if is_nhwc else d))
-        name = flipped
-    lw.result(out, _same_quantization(lw, name, shape, x, out), is_nhwc)
 
 
 @lowering(aten.expand.default)

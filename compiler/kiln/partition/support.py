@@ -65,7 +65,7 @@ def facts(op: Op) -> dict:
          "input_shape": list(op.inputs[0].shape) if op.inputs else [],
          "dtypes": ", ".join(sorted({v.dtype for v in op.inputs + op.outputs if not v.is_constant}))}
     f["operand_shapes"] = " and ".join(str(list(v.shape)) for v in op.inputs)
-    for key in ("stride", "dilation", "kernel_size", "padding", "groups", "dim", "dims", "pad", "mode", "step"):
+    for key in ("stride", "dilation", "kernel_size", "padding", "groups", "dim", "pad", "mode", "step"):
         try:
             f[key] = op.arg(key)
         except KeyError:
@@ -265,15 +265,6 @@ U55_U65 = {"ethos-u55", "ethos-u65"}
       ops={aten.matmul.default, aten.bmm.default, aten.mm.default}, families=U55_U65)
 def int8_matmul_on_u55(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
-
-
-@rule("flip of dims {dims} of shape {input_shape}: Ethos-U55 and U65 reverse height and width (and outer) axes, "
-      "not the innermost one (channels of a 4-D tensor, else the last dim)", ops={aten.flip.default},
-      families=U55_U65)
-def outer_flip_on_u55(op: Op) -> bool:
-    rank = len(op.inputs[0].shape)
-    innermost = 1 if rank == 4 else rank - 1  # 4-D values are lowered as NHWC
-    return all(d % rank != innermost for d in op.arg("dims"))
 
 
 @rule("16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on Ethos-U55 or U65 "

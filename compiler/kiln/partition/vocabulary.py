@@ -35,7 +35,7 @@ LOWERED = frozenset({
     aten.view.default, aten.reshape.default, aten.flatten.using_ints, aten.squeeze.dim, aten.squeeze.dims,
     aten.squeeze.default, aten.unsqueeze.default, aten.clone.default, aten.alias.default,
     aten.permute.default, aten.transpose.int, aten.cat.default, aten.constant_pad_nd.default, aten.pad.default,
-    aten.slice.Tensor, aten.select.int, aten.flip.default, aten.expand.default,
+    aten.slice.Tensor, aten.select.int, aten.expand.default,
     # resizing
     aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
     aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default,
