@@ -23,8 +23,8 @@ struct Window {
   int64_t start, end;  // [start, end) within the input
 };
 
-// An input of 3 (C, H, W) or 4 (N, C, H, W) dims as planes of h x w; `planes` is only
-// used when the input has elements (then planes * h * w == numel).
+// An input of 3 (C, H, W) or 4 (N, C, H, W) dims as planes of h x w (h, w >= 1); `planes`
+// is only used when the input has elements (then planes * h * w == numel).
 struct Planes {
   int64_t planes, h, w;
   size_t dim;
@@ -33,6 +33,7 @@ struct Planes {
 Result<Planes> planes_of(const Tensor& x) {
   if (x.dim != 3 && x.dim != 4) return unsupported(0, x.dim);
   Planes p{1, x.sizes[x.dim - 2], x.sizes[x.dim - 1], x.dim};
+  if (p.h < 1 || p.w < 1) return unsupported(0, 0);  // PyTorch pools no empty plane either
   for (size_t d = 0; d + 2 < x.dim; ++d) p.planes *= x.sizes[d];  // at most 2^62: no overflow
   return p;
 }

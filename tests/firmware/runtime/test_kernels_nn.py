@@ -206,6 +206,9 @@ REFUSED = {
     "avg_pool2d_divisor_zero": (
         ("aten::avg_pool2d", "out", [In(X), [2, 2], [2, 2], [0, 0], False, True, 0], (2, 4, 3, 3)),
         f"{UNSUPPORTED} (a=6, b=0)"),
+    "avg_pool2d_empty_plane": (("aten::avg_pool2d", "out", [In(np.zeros((1, 2, 0, 3), np.float32)), [2, 2], [2, 2],
+                                                        [1, 1], False, True, None], (1, 2, 1, 2)),
+                               f"{UNSUPPORTED} (a=0, b=0)"),
     "adaptive_avg_pool2d_size_zero": (("aten::_adaptive_avg_pool2d", "out", [In(X), [0, 2]], (2, 4, 1, 2)),
                                       f"{UNSUPPORTED} (a=1, b=0)"),
     "matmul_inner_mismatch": (("aten::matmul", "out", [In(rng_array((2, 3), 1)), In(rng_array((4, 2), 2))], (2, 2)),

@@ -24,9 +24,9 @@ def _spatial(fn):
     """`fn` over NCHW applied to CHW too (an unbatched input is a batch of one)."""
     def run(x, *args):
         if x.ndim == 3:
-            return fn(x[None], *args)[0]
-        if x.ndim != 4:
-            raise HostError(f"expected a 3-D or 4-D input, got {x.ndim}-D")
+            return run(x[None], *args)[0]
+        if x.ndim != 4 or 0 in x.shape[2:]:
+            raise HostError(f"expected a 3-D or 4-D input with non-empty planes, got {x.shape}")
         return fn(x, *args)
     return run
 
