@@ -30,7 +30,7 @@ PLANNED_MEMORY_ID = 1
 
 @dataclass
 class Evalue:
-    kind: str  # "tensor", "int", "double", "bool", "null", "int_list", "double_list", "tensor_list"
+    kind: str  # "tensor", "int", "double", "bool", "string", "null", "int_list", "double_list", "tensor_list"
     # Value for tensors, a number, value indices (int_list, tensor_list) or floats (double_list)
     value: object = None
 
@@ -92,6 +92,8 @@ class _Builder:
             kind = "int"
         elif isinstance(x, float):
             kind = "double"
+        elif isinstance(x, str):  # gelu's approximate, div's rounding_mode
+            kind = "string"
         elif isinstance(x, (list, tuple)) and all(isinstance(i, int) for i in x):
             items = [self.scalar(int(i)) for i in x]
             self.values.append(Evalue("int_list", items))

@@ -42,6 +42,8 @@ def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], t
             values.append(pte.Int(int(ev.value)))
         elif ev.kind == "double":
             values.append(pte.Double(float(ev.value)))
+        elif ev.kind == "string":
+            values.append(pte.String(str(ev.value)))
         elif ev.kind == "bool":
             values.append(pte.Bool(bool(ev.value)))
         elif ev.kind == "null":

@@ -62,7 +62,7 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
             raw = f.tensor_data(value)
             if raw is not None:
                 slots[i] = np.frombuffer(raw, _dtype(value)).reshape(value.sizes)
-        elif isinstance(value, (pte.Int, pte.Double, pte.Bool)):
+        elif isinstance(value, (pte.Int, pte.Double, pte.Bool, pte.String)):
             slots[i] = value.value
         elif isinstance(value, pte.Null):
             slots[i] = None

@@ -1,109 +1,121 @@
-// Float32 elementwise kernels, each (self[, ...], out) with out's sizes checked:
+// Elementwise kernels: activations of the first generation and broadcasting arithmetic.
+// Each takes (self[, ...], out) with out's sizes checked; unary.cpp has the other float
+// functions, compare.cpp comparisons, where and logical ops. The numpy twins are in
+// kiln.program.kernels.elementwise, in the same float32 order of evaluation.
 //   aten::relu.out        max(x, 0) as numpy's maximum: NaN stays, -0 becomes +0
-//   aten::hardtanh.out    clip(x, float(min_val), float(max_val)), NaN stays
+//   aten::hardtanh.out    clamp_nan(x, float(min_val), float(max_val))
+//   aten::clamp.out       the same with either bound optional (None: no bound)
 //   aten::sigmoid.out     1 / (1 + exp(-x))
-//   aten::tanh.out, aten::exp.out, aten::log.out   libm's tanhf/expf/logf
+//   aten::tanh.out, aten::exp.out, aten::log.out   in double, rounded once (transcendental.h)
 //   aten::reciprocal.out  1 / x
-//   aten::add.out / aten::sub.out (self, other, alpha = 1) and aten::mul.out
-//   (self, other): numpy broadcasting; a scalar operand (Int or Double) is float32.
-// exp/log/tanh (and sigmoid's exp) are evaluated in double and rounded to float32
-// (transcendental.h), the correctly rounded value in practice; numpy's
-// vectorised float32 versions, which kiln.program.kernels uses, can differ by an ULP or two.
+//   aten::add.out / aten::sub.out (self, other, alpha = 1) and aten::mul.out (self, other):
+//     float32, int32 or int64 (integers wrap); numpy broadcasting; a number operand takes
+//     the tensor's type (elementwise.h)
+//   aten::div.out (self, other)  float32 a / b
+//   aten::div.out_mode (self, other, rounding_mode): float32 with None (a / b), "trunc"
+//     (trunc(a / b)) or "floor" (Python's floor division, div_floor below); int32/int64 with
+//     "trunc" or "floor" (x / -1 wraps; a zero divisor is an error before anything is written)
+//   aten::minimum.out / aten::maximum.out: NaN if either is NaN, else the smaller/larger,
+//     self on ties; float32, int32 or int64
 #include <cmath>
+#include <initializer_list>
+#include <limits>
 
+#include "elementwise.h"
 #include "transcendental.h"
-
-#include "../src/try.h"
-#include "util.h"
 
 namespace kiln::runtime::kernels {
 
-namespace {
+Result<ScalarType> tensor_type(const KernelArgs& args, size_t i, size_t j) {
+  for (size_t k : {i, j}) {
+    if (args[k].kind == ValueKind::kTensor) return args[k].t.type;
+  }
+  return bad_argument(i, static_cast<uint32_t>(args[i].kind));
+}
 
-template <typename F>
-Status unary(KernelArgs& args, size_t arity, F f) {
-  KILN_CHECK(expect_arity(args, arity));
-  KILN_TRY(const Tensor* in, input_tensor(args, 0, ScalarType::kFloat));
-  KILN_TRY(Tensor* out, same_shape_output(args, arity, *in));
-  const float* x = f32(*in);
-  float* y = f32(*out);
-  for (uint32_t i = 0; i < in->numel; ++i) y[i] = f(x[i]);
+Status check_broadcast(const Tensor& out, size_t position, const size_t* dims, const int32_t* const* sizes,
+                       size_t n) {
+  for (size_t k = 0; k < n; ++k) {
+    if (dims[k] > out.dim) return shape_mismatch(position, static_cast<uint32_t>(k));
+  }
+  for (size_t d = 0; d < out.dim; ++d) {
+    bool matched = out.sizes[d] == 1;
+    for (size_t k = 0; k < n; ++k) {
+      size_t lead = out.dim - dims[k];
+      int32_t size = d < lead ? 1 : sizes[k][d - lead];
+      if (size != out.sizes[d] && size != 1) return shape_mismatch(position, static_cast<uint32_t>(d));
+      matched = matched || size == out.sizes[d];
+    }
+    if (!matched) return shape_mismatch(position, static_cast<uint32_t>(d));
+  }
   return {};
 }
 
-// One operand of a broadcasting binary op: a float32 tensor or a scalar.
-struct Operand {
-  const float* data;
-  float scalar;
-  size_t dim;
-  const int32_t* sizes;
-};
-
-Result<Operand> operand(const KernelArgs& args, size_t i) {
-  const Value& v = args[i];
-  if (v.kind == ValueKind::kDouble || v.kind == ValueKind::kInt) {
-    KILN_TRY(double d, number_arg(args, i));
-    return Operand{nullptr, static_cast<float>(d), 0, nullptr};
-  }
-  KILN_TRY(const Tensor* t, input_tensor(args, i, ScalarType::kFloat));
-  return Operand{f32(*t), 0.0f, t->dim, t->sizes};
-}
-
-// The operand's size along output dimension d of `dim` (1 where it has fewer dims).
-int32_t size_at(const Operand& o, size_t d, size_t dim) {
-  size_t lead = dim - o.dim;
-  return d < lead ? 1 : o.sizes[d - lead];
-}
-
-// Element strides of `o` along the output's dims (0 where it broadcasts).
-void strides_of(const Operand& o, const int32_t* out_sizes, size_t dim, uint32_t* strides) {
+void broadcast_strides(const Tensor& out, size_t dim, const int32_t* sizes, uint32_t* strides) {
   uint32_t stride = 1;
-  for (size_t d = dim; d-- > 0;) {
-    int32_t size = size_at(o, d, dim);
-    strides[d] = (size == 1 && out_sizes[d] != 1) ? 0 : stride;
+  size_t lead = out.dim - dim;
+  for (size_t d = out.dim; d-- > 0;) {
+    int32_t size = d < lead ? 1 : sizes[d - lead];
+    strides[d] = (size == 1 && out.sizes[d] != 1) ? 0 : stride;
     stride *= static_cast<uint32_t>(size);
   }
 }
 
-template <typename F>
-Status binary(KernelArgs& args, size_t arity, F f) {
-  KILN_CHECK(expect_arity(args, arity));
-  KILN_TRY(Operand a, operand(args, 0));
-  KILN_TRY(Operand b, operand(args, 1));
-  KILN_TRY(Tensor* out, output_tensor(args, arity, ScalarType::kFloat));
-  size_t dim = out->dim;
-  if (a.dim > dim || b.dim > dim) return shape_mismatch(arity);
-  for (size_t d = 0; d < dim; ++d) {
-    int32_t sa = size_at(a, d, dim), sb = size_at(b, d, dim), so = out->sizes[d];
-    if ((sa != so && sa != 1) || (sb != so && sb != 1) || (sa != so && sb != so)) {
-      return shape_mismatch(arity, static_cast<uint32_t>(d));
-    }
-  }
-  uint32_t stride_a[kMaxDims], stride_b[kMaxDims], index[kMaxDims] = {};
-  strides_of(a, out->sizes, dim, stride_a);
-  strides_of(b, out->sizes, dim, stride_b);
-  float* y = f32(*out);
-  uint32_t ia = 0, ib = 0;
-  for (uint32_t i = 0; i < out->numel; ++i) {
-    y[i] = f(a.data ? a.data[ia] : a.scalar, b.data ? b.data[ib] : b.scalar);
-    // Advance the output index (row-major) and the operands' offsets with it.
-    for (size_t d = dim; d-- > 0;) {
-      ia += stride_a[d];
-      ib += stride_b[d];
-      if (++index[d] < static_cast<uint32_t>(out->sizes[d])) break;
-      ia -= stride_a[d] * index[d];
-      ib -= stride_b[d] * index[d];
-      index[d] = 0;
-    }
-  }
-  return {};
+Result<StringView> string_arg(const KernelArgs& args, size_t i) {
+  const Value& v = args[i];
+  if (v.kind != ValueKind::kString) return bad_argument(i, static_cast<uint32_t>(v.kind));
+  return v.s;
 }
+
+namespace {
 
 Status check_alpha(const KernelArgs& args) {
   if (is_null(args, 2)) return {};
   KILN_TRY(double alpha, number_arg(args, 2));
   if (alpha != 1.0) return unsupported(2);
   return {};
+}
+
+// An optional number argument as a float bound; `none` when it is None.
+Result<float> bound_arg(const KernelArgs& args, size_t i, float none) {
+  if (is_null(args, i)) return none;
+  KILN_TRY(double d, number_arg(args, i));
+  return static_cast<float>(d);
+}
+
+// Python's floor division of floats, as PyTorch computes it: m = fmod(a, b),
+// d = (a - m) / b, less 1 when m != 0 and m's sign differs from b's; then floor(d), plus 1
+// when d - floor(d) > 0.5; d == 0 gives a zero with a / b's sign; b == 0 gives a / b.
+float div_floor(float a, float b) {
+  if (b == 0.0f) return a / b;
+  float m = std::fmod(a, b);
+  float d = (a - m) / b;
+  if (m != 0.0f && (b < 0.0f) != (m < 0.0f)) d -= 1.0f;
+  if (d == 0.0f) return std::copysign(0.0f, a / b);
+  float fl = std::floor(d);
+  return d - fl > 0.5f ? fl + 1.0f : fl;
+}
+
+// Integer division toward zero or down; b != 0 (checked); x / -1 is the wrapped -x.
+template <typename I>
+I div_int(I a, I b, bool floor) {
+  if (b == -1) return wrapping_sub<I>(0, a);
+  I q = a / b;
+  if (floor && a % b != 0 && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+template <typename I>
+Status div_int_out(KernelArgs& args, bool floor) {
+  KILN_TRY(Operand<I> b, operand<I>(args, 1));
+  if (args[1].kind != ValueKind::kTensor) {
+    if (b.scalar == 0) return unsupported(1);
+  } else {
+    for (uint32_t i = 0; i < args[1].t.numel; ++i) {
+      if (b.data[i] == 0) return unsupported(1, i);
+    }
+  }
+  return binary<I, I>(args, 3, [floor](I x, I y) { return div_int(x, y, floor); });
 }
 
 }  // namespace
@@ -117,10 +129,15 @@ Status hardtanh_out(KernelArgs& args) {
   KILN_TRY(double lo_arg, number_arg(args, 1));
   KILN_TRY(double hi_arg, number_arg(args, 2));
   const float lo = static_cast<float>(lo_arg), hi = static_cast<float>(hi_arg);
-  return unary(args, 3, [lo, hi](float x) {
-    float v = (x != x || x > lo) ? x : lo;
-    return (v != v || v < hi) ? v : hi;
-  });
+  return unary(args, 3, [lo, hi](float x) { return clamp_nan(x, lo, hi); });
+}
+
+Status clamp_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 3));
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  KILN_TRY(float lo, bound_arg(args, 1, -kInf));
+  KILN_TRY(float hi, bound_arg(args, 2, kInf));
+  return unary(args, 3, [lo, hi](float x) { return clamp_nan(x, lo, hi); });
 }
 
 Status sigmoid_out(KernelArgs& args) {
@@ -144,19 +161,64 @@ Status reciprocal_out(KernelArgs& args) {
 }
 
 Status add_out(KernelArgs& args) {
-  if (args.size() != 5) return bad_argument(args.size(), 5);
+  KILN_CHECK(expect_arity(args, 3));
   KILN_CHECK(check_alpha(args));
-  return binary(args, 3, [](float a, float b) { return a + b; });
+  return numeric_binary<false>(args, 3, [](auto a, auto b) { return wrapping_add(a, b); });
 }
 
 Status sub_out(KernelArgs& args) {
-  if (args.size() != 5) return bad_argument(args.size(), 5);
+  KILN_CHECK(expect_arity(args, 3));
   KILN_CHECK(check_alpha(args));
-  return binary(args, 3, [](float a, float b) { return a - b; });
+  return numeric_binary<false>(args, 3, [](auto a, auto b) { return wrapping_sub(a, b); });
 }
 
 Status mul_out(KernelArgs& args) {
-  return binary(args, 2, [](float a, float b) { return a * b; });
+  return numeric_binary<false>(args, 2, [](auto a, auto b) { return wrapping_mul(a, b); });
+}
+
+Status div_out(KernelArgs& args) {
+  return binary<float, float>(args, 2, [](float a, float b) { return a / b; });
+}
+
+Status div_out_mode(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 3));
+  enum class Mode { kTrue, kTrunc, kFloor } mode = Mode::kTrue;
+  if (!is_null(args, 2)) {
+    KILN_TRY(StringView s, string_arg(args, 2));
+    if (s == StringView("trunc")) mode = Mode::kTrunc;
+    else if (s == StringView("floor")) mode = Mode::kFloor;
+    else return unsupported(2);
+  }
+  KILN_TRY(ScalarType type, tensor_type(args, 0, 1));
+  if (type == ScalarType::kFloat) {
+    switch (mode) {
+      case Mode::kTrue: return binary<float, float>(args, 3, [](float a, float b) { return a / b; });
+      case Mode::kTrunc: return binary<float, float>(args, 3, [](float a, float b) { return std::trunc(a / b); });
+      case Mode::kFloor: return binary<float, float>(args, 3, div_floor);
+    }
+  }
+  if (mode == Mode::kTrue) return unsupported(2);
+  if (type == ScalarType::kInt) return div_int_out<int32_t>(args, mode == Mode::kFloor);
+  if (type == ScalarType::kLong) return div_int_out<int64_t>(args, mode == Mode::kFloor);
+  return bad_argument(0, 0x100u + static_cast<uint32_t>(type));
+}
+
+Status minimum_out(KernelArgs& args) {
+  return numeric_binary<false>(args, 2, [](auto a, auto b) -> decltype(a) {
+    if constexpr (std::is_floating_point_v<decltype(a)>) {
+      if (a != a || b != b) return std::numeric_limits<float>::quiet_NaN();
+    }
+    return b < a ? b : a;
+  });
+}
+
+Status maximum_out(KernelArgs& args) {
+  return numeric_binary<false>(args, 2, [](auto a, auto b) -> decltype(a) {
+    if constexpr (std::is_floating_point_v<decltype(a)>) {
+      if (a != a || b != b) return std::numeric_limits<float>::quiet_NaN();
+    }
+    return b > a ? b : a;
+  });
 }
 
 }  // namespace kiln::runtime::kernels

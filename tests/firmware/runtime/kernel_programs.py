@@ -2,7 +2,7 @@
 
 A case is (operator, overload, arguments, output shape[, output dtype]); an argument is a
 planned input tensor (In), a constant tensor (a numpy array), None, a bool, an int, a
-float, a list of ints, a DoubleList (Doubles), or a TensorList (Tensors of In or arrays). run_kernel returns what the C++ kernel
+float, a str, a list of ints, a DoubleList (Doubles), or a TensorList (Tensors of In or arrays). run_kernel returns what the C++ kernel
 wrote and what kiln.program.kernels' numpy computes for the same program.
 """
 
@@ -79,6 +79,8 @@ def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_ed
             index = add(pte.Int(a))
         elif isinstance(a, float):
             index = add(pte.Double(a))
+        elif isinstance(a, str):
+            index = add(pte.String(a))
         elif isinstance(a, Doubles):
             index = add(pte.DoubleList(list(a)))
         else:

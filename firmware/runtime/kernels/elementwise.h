@@ -1,0 +1,162 @@
+// Shared by the elementwise kernels (internal): one-tensor maps and numpy broadcasting over
+// up to three operands, each a tensor or a number, of element type T:
+//   float (ScalarType Float), int32_t (Int), int64_t (Long), uint8_t (Bool: nonzero is true,
+//   kernels write 0 or 1).
+// A number operand takes T: a Double or Int as float for float tensors; only an Int for
+// integer tensors, wrapped to T's width (two's complement); never for bool tensors.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../src/try.h"
+#include "util.h"
+
+namespace kiln::runtime::kernels {
+
+template <typename T>
+constexpr ScalarType scalar_type_of() {
+  if constexpr (std::is_same_v<T, float>) return ScalarType::kFloat;
+  if constexpr (std::is_same_v<T, int32_t>) return ScalarType::kInt;
+  if constexpr (std::is_same_v<T, int64_t>) return ScalarType::kLong;
+  if constexpr (std::is_same_v<T, uint8_t>) return ScalarType::kBool;
+}
+
+template <typename T>
+const T* elements(const Tensor& t) { return static_cast<const T*>(t.data); }
+template <typename T>
+T* elements(Tensor& t) { return static_cast<T*>(t.data); }
+
+// Two's complement arithmetic on integers without signed overflow: done in the unsigned
+// type, converted back modulo 2^bits.
+template <typename I>
+I wrap(std::make_unsigned_t<I> u) { return static_cast<I>(u); }
+template <typename T>
+T wrapping_add(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return a + b;
+  else return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+}
+template <typename T>
+T wrapping_sub(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return a - b;
+  else return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) - static_cast<std::make_unsigned_t<T>>(b));
+}
+template <typename T>
+T wrapping_mul(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return a * b;
+  else return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) * static_cast<std::make_unsigned_t<T>>(b));
+}
+
+// y[i] = f(x[i]) for a tensor of In into a same-sized tensor of Out; arguments 1..arity-1
+// are the caller's to check.
+template <typename In, typename Out, typename F>
+Status map(KernelArgs& args, size_t arity, F f) {
+  KILN_CHECK(expect_arity(args, arity));
+  KILN_TRY(const Tensor* in, input_tensor(args, 0, scalar_type_of<In>()));
+  KILN_TRY(Tensor* out, output_tensor(args, arity, scalar_type_of<Out>()));
+  if (!same_sizes(*out, *in)) return shape_mismatch(arity);
+  const In* x = elements<In>(*in);
+  Out* y = elements<Out>(*out);
+  for (uint32_t i = 0; i < in->numel; ++i) y[i] = f(x[i]);
+  return {};
+}
+
+template <typename F>
+Status unary(KernelArgs& args, size_t arity, F f) { return map<float, float>(args, arity, f); }
+
+// max(x, lo) then min(., hi), each keeping x when it is NaN and the bound on ties (so
+// max(-0, 0) is +0), as numpy's maximum and minimum.
+inline float clamp_nan(float x, float lo, float hi) {
+  float v = (x != x || x > lo) ? x : lo;
+  return (v != v || v < hi) ? v : hi;
+}
+
+// A String argument (points into the .pte).
+Result<StringView> string_arg(const KernelArgs& args, size_t i);
+
+// One operand of a broadcasting op: a tensor (data, dim, sizes) or a number (dim 0).
+template <typename T>
+struct Operand {
+  const T* data;
+  T scalar;
+  size_t dim;
+  const int32_t* sizes;
+  T at(uint32_t offset) const { return data ? data[offset] : scalar; }
+};
+
+template <typename T>
+Result<Operand<T>> operand(const KernelArgs& args, size_t i) {
+  const Value& v = args[i];
+  if (v.kind == ValueKind::kDouble || v.kind == ValueKind::kInt) {
+    if constexpr (std::is_same_v<T, float>) {
+      KILN_TRY(double d, number_arg(args, i));
+      return Operand<T>{nullptr, static_cast<float>(d), 0, nullptr};
+    } else if constexpr (std::is_same_v<T, uint8_t>) {
+      return bad_argument(i, static_cast<uint32_t>(v.kind));
+    } else {
+      if (v.kind != ValueKind::kInt) return unsupported(i, static_cast<uint32_t>(v.kind));
+      return Operand<T>{nullptr, wrap<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(v.i))), 0,
+                        nullptr};
+    }
+  }
+  KILN_TRY(const Tensor* t, input_tensor(args, i, scalar_type_of<T>()));
+  return Operand<T>{elements<T>(*t), T{}, t->dim, t->sizes};
+}
+
+// The scalar type of the first tensor among arguments i and j (a number takes it).
+Result<ScalarType> tensor_type(const KernelArgs& args, size_t i, size_t j);
+
+// Operand shapes (dim, sizes) broadcast to `out`: each size is out's or 1, out's sizes come
+// from some operand (or are 1). `position` names out in errors.
+Status check_broadcast(const Tensor& out, size_t position, const size_t* dims, const int32_t* const* sizes,
+                       size_t n);
+
+// Element offsets of operand k along out's dims: 0 where it broadcasts.
+void broadcast_strides(const Tensor& out, size_t dim, const int32_t* sizes, uint32_t* strides);
+
+// Calls f(i, offsets) for each element i of `out` in row-major order, offsets[k] the element
+// of operand k that broadcasts to it. Shapes must have passed check_broadcast.
+template <size_t N, typename F>
+void for_each_broadcast(const Tensor& out, const size_t (&dims)[N], const int32_t* const (&sizes)[N], F f) {
+  uint32_t strides[N][kMaxDims], index[kMaxDims] = {}, offsets[N] = {};
+  for (size_t k = 0; k < N; ++k) broadcast_strides(out, dims[k], sizes[k], strides[k]);
+  for (uint32_t i = 0; i < out.numel; ++i) {
+    f(i, offsets);
+    for (size_t d = out.dim; d-- > 0;) {  // the next output index, and the offsets with it
+      for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
+      if (++index[d] < static_cast<uint32_t>(out.sizes[d])) break;
+      for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// out = f(a, b) with broadcasting: a at argument 0, b at 1 (tensors of T or numbers), out of
+// R at position `arity`.
+template <typename T, typename R, typename F>
+Status binary(KernelArgs& args, size_t arity, F f) {
+  KILN_CHECK(expect_arity(args, arity));
+  KILN_TRY(Operand<T> a, operand<T>(args, 0));
+  KILN_TRY(Operand<T> b, operand<T>(args, 1));
+  KILN_TRY(Tensor* out, output_tensor(args, arity, scalar_type_of<R>()));
+  const size_t dims[2] = {a.dim, b.dim};
+  const int32_t* const sizes[2] = {a.sizes, b.sizes};
+  KILN_CHECK(check_broadcast(*out, arity, dims, sizes, 2));
+  R* y = elements<R>(*out);
+  for_each_broadcast(*out, dims, sizes, [&](uint32_t i, const uint32_t* at) { y[i] = f(a.at(at[0]), b.at(at[1])); });
+  return {};
+}
+
+// binary<T, T or bool> for T the operands' type (float, int32 or int64); `f` is generic.
+template <bool kBoolOut, typename F>
+Status numeric_binary(KernelArgs& args, size_t arity, F f) {
+  KILN_TRY(ScalarType type, tensor_type(args, 0, 1));
+  switch (type) {
+    case ScalarType::kFloat: return binary<float, std::conditional_t<kBoolOut, uint8_t, float>>(args, arity, f);
+    case ScalarType::kInt: return binary<int32_t, std::conditional_t<kBoolOut, uint8_t, int32_t>>(args, arity, f);
+    case ScalarType::kLong: return binary<int64_t, std::conditional_t<kBoolOut, uint8_t, int64_t>>(args, arity, f);
+    default: return bad_argument(0, 0x100u + static_cast<uint32_t>(type));
+  }
+}
+
+}  // namespace kiln::runtime::kernels
