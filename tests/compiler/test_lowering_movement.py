@@ -15,29 +15,7 @@ from kiln.lower import vela
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
-
-F = nn.functional
-
-
-class Lambda(nn.Module):
-    def __init__(self, fn, *modules):
-        super().__init__()
-        self.fn = fn
-        self.layers = nn.ModuleList(modules)
-
-    def forward(self, *xs):
-        return self.fn(self.layers, *xs)
-
-
-def seeded(seed, *shapes):
-    g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(*s, generator=g) for s in shapes)
-
-
-def conv(*args, **kwargs):
-    torch.manual_seed(0)
-    return nn.Conv2d(*args, **kwargs)
-
+from test_lowering import Lambda, conv, seeded
 
 # Each case: (module, input shapes). Slices after a convolution read an NHWC value; the
 # others a value in PyTorch's order.

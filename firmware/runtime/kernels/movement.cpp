@@ -79,6 +79,31 @@ Status gather_n(const Tensor& in, Tensor& out, const Axis* axes, size_t dim, int
   return {};
 }
 
+// A gather's start: the call's input (argument 0) and out (argument n) of one scalar type,
+// and an identity axis for each of the input's dims, which the kernel then changes.
+struct Copy {
+  const Tensor* in = nullptr;
+  Tensor* out = nullptr;
+  int64_t strides[kMaxDims] = {};
+  Axis axes[kMaxDims];
+};
+
+Result<Copy> start_copy(KernelArgs& args, size_t n) {
+  KILN_CHECK(expect_arity(args, n));
+  Copy c;
+  KILN_TRY(c.in, any_tensor(args, 0));
+  KILN_TRY(c.out, output_like(args, n, *c.in));
+  contiguous_strides(*c.in, c.strides);
+  for (size_t d = 0; d < c.in->dim; ++d) c.axes[d] = identity_axis(*c.in, c.strides, d);
+  return c;
+}
+
+// out's sizes checked against `axes`, then the gather.
+Status finish_copy(const Copy& c, const Axis* axes, size_t dim, int64_t base, const void* fill, size_t n) {
+  KILN_CHECK(expect_axes(*c.out, axes, dim, n));
+  return gather(*c.in, *c.out, axes, dim, base, fill, 0);
+}
+
 // The pads (before, after) of each of in's dims, from a list of pairs for the last dims backwards.
 Status read_pads(const KernelArgs& args, size_t i, const Tensor& in, int64_t before[kMaxDims],
                  int64_t after[kMaxDims], size_t* padded) {
@@ -134,8 +159,8 @@ Status fill_value(const KernelArgs& args, size_t i, ScalarType type, uint8_t fil
 
 // Padding in `map` mode of in's last `dims` dims (0: any number, constant mode only).
 Status pad(KernelArgs& args, size_t n_args, Map map, size_t dims) {
-  KILN_CHECK(expect_arity(args, n_args));
-  KILN_TRY(const Tensor* in, any_tensor(args, 0));
+  KILN_TRY(Copy c, start_copy(args, n_args));
+  const Tensor* in = c.in;
   int64_t before[kMaxDims], after[kMaxDims];
   size_t padded = 0;
   KILN_CHECK(read_pads(args, 1, *in, before, after, &padded));
@@ -146,12 +171,8 @@ Status pad(KernelArgs& args, size_t n_args, Map map, size_t dims) {
   }
   uint8_t fill[8] = {};
   if (map == Map::kConstant) KILN_CHECK(fill_value(args, 2, in->type, fill));
-  KILN_TRY(Tensor* out, output_like(args, n_args, *in));
-  int64_t strides[kMaxDims];
-  contiguous_strides(*in, strides);
-  Axis axes[kMaxDims];
+  Axis* axes = c.axes;
   for (size_t d = 0; d < in->dim; ++d) {
-    axes[d] = identity_axis(*in, strides, d);
     const int64_t size = in->sizes[d], b = before[d], a = after[d];
     if (b == 0 && a == 0) continue;
     if (map != Map::kConstant) {
@@ -162,8 +183,7 @@ Status pad(KernelArgs& args, size_t n_args, Map map, size_t dims) {
     if (size + b + a < 0) return shape_mismatch(1, static_cast<uint32_t>(d));
     axes[d].map = map, axes[d].before = b, axes[d].size = size + b + a;
   }
-  KILN_CHECK(expect_axes(*out, axes, in->dim, n_args));
-  return gather(*in, *out, axes, in->dim, 0, fill, 0);
+  return finish_copy(c, axes, in->dim, 0, fill, n_args);
 }
 
 }  // namespace
@@ -214,11 +234,10 @@ Status gather(const Tensor& in, Tensor& out, const Axis* axes, size_t dim, int64
 }
 
 Status slice_copy_tensor_out(KernelArgs& args) {
-  KILN_CHECK(expect_arity(args, 5));
-  KILN_TRY(const Tensor* in, any_tensor(args, 0));
+  KILN_TRY(Copy c, start_copy(args, 5));
   KILN_TRY(int64_t dim_arg, int_arg(args, 1));
-  KILN_TRY(size_t dim, dim_index(dim_arg, in->dim, 1));
-  const int64_t size = in->sizes[dim];
+  KILN_TRY(size_t dim, dim_index(dim_arg, c.in->dim, 1));
+  const int64_t size = c.in->sizes[dim];
   int64_t start = 0, end = size;
   if (!is_null(args, 2)) {
     KILN_TRY(start, int_arg(args, 2));
@@ -232,72 +251,49 @@ Status slice_copy_tensor_out(KernelArgs& args) {
   if (end < 0) end += size;
   start = start < 0 ? 0 : (start > size ? size : start);
   end = end < start ? start : (end > size ? size : end);
-  KILN_TRY(Tensor* out, output_like(args, 5, *in));
-  int64_t strides[kMaxDims];
-  contiguous_strides(*in, strides);
-  Axis axes[kMaxDims];
-  for (size_t d = 0; d < in->dim; ++d) axes[d] = identity_axis(*in, strides, d);
-  axes[dim].first = start, axes[dim].step = step;
-  axes[dim].size = end > start ? (end - start - 1) / step + 1 : 0;
-  KILN_CHECK(expect_axes(*out, axes, in->dim, 5));
-  return gather(*in, *out, axes, in->dim, 0, nullptr, 0);
+  Axis& a = c.axes[dim];
+  a.first = start, a.step = step, a.size = end > start ? (end - start - 1) / step + 1 : 0;
+  return finish_copy(c, c.axes, c.in->dim, 0, nullptr, 5);
 }
 
 Status select_copy_int_out(KernelArgs& args) {
-  KILN_CHECK(expect_arity(args, 3));
-  KILN_TRY(const Tensor* in, any_tensor(args, 0));
+  KILN_TRY(Copy c, start_copy(args, 3));
   KILN_TRY(int64_t dim_arg, int_arg(args, 1));
-  KILN_TRY(size_t dim, dim_index(dim_arg, in->dim, 1));
+  KILN_TRY(size_t dim, dim_index(dim_arg, c.in->dim, 1));
   KILN_TRY(int64_t index, int_arg(args, 2));
-  const int64_t size = in->sizes[dim];
+  const int64_t size = c.in->sizes[dim];
   if (index < -size || index >= size) return bad_argument(2, static_cast<uint32_t>(index));
   if (index < 0) index += size;
-  KILN_TRY(Tensor* out, output_like(args, 3, *in));
-  int64_t strides[kMaxDims];
-  contiguous_strides(*in, strides);
-  Axis axes[kMaxDims];
-  size_t n = 0;
-  for (size_t d = 0; d < in->dim; ++d) {
-    if (d != dim) axes[n++] = identity_axis(*in, strides, d);
-  }
-  KILN_CHECK(expect_axes(*out, axes, n, 3));
-  return gather(*in, *out, axes, n, index * strides[dim], nullptr, 0);
+  for (size_t d = dim; d + 1 < c.in->dim; ++d) c.axes[d] = c.axes[d + 1];  // without dim
+  return finish_copy(c, c.axes, c.in->dim - 1u, index * c.strides[dim], nullptr, 3);
 }
 
 Status permute_copy_out(KernelArgs& args) {
-  KILN_CHECK(expect_arity(args, 2));
-  KILN_TRY(const Tensor* in, any_tensor(args, 0));
+  KILN_TRY(Copy c, start_copy(args, 2));
   int64_t dims[kMaxDims];
   size_t count = 0;
   KILN_CHECK(int_list_arg(args, 1, dims, kMaxDims, &count));
-  if (count != in->dim) return shape_mismatch(1, static_cast<uint32_t>(count));
-  KILN_TRY(Tensor* out, output_like(args, 2, *in));
-  int64_t strides[kMaxDims];
-  contiguous_strides(*in, strides);
+  if (count != c.in->dim) return shape_mismatch(1, static_cast<uint32_t>(count));
   bool seen[kMaxDims] = {};
   Axis axes[kMaxDims];
   for (size_t d = 0; d < count; ++d) {
-    KILN_TRY(size_t source_dim, dim_index(dims[d], in->dim, 1));
+    KILN_TRY(size_t source_dim, dim_index(dims[d], c.in->dim, 1));
     if (seen[source_dim]) return bad_argument(1, static_cast<uint32_t>(d));
     seen[source_dim] = true;
-    axes[d] = identity_axis(*in, strides, source_dim);
+    axes[d] = c.axes[source_dim];
   }
-  KILN_CHECK(expect_axes(*out, axes, count, 2));
-  return gather(*in, *out, axes, count, 0, nullptr, 0);
+  return finish_copy(c, axes, count, 0, nullptr, 2);
 }
 
 Status expand_copy_out(KernelArgs& args) {
-  KILN_CHECK(expect_arity(args, 3));
-  KILN_TRY(const Tensor* in, any_tensor(args, 0));
+  KILN_TRY(Copy c, start_copy(args, 3));
+  const Tensor* in = c.in;
   int64_t size[kMaxDims];
   size_t count = 0;
   KILN_CHECK(int_list_arg(args, 1, size, kMaxDims, &count));
   KILN_TRY(bool implicit, bool_arg(args, 2));
   (void)implicit;  // only autograd reads it
   if (count < in->dim) return shape_mismatch(1, static_cast<uint32_t>(count));
-  KILN_TRY(Tensor* out, output_like(args, 3, *in));
-  int64_t strides[kMaxDims];
-  contiguous_strides(*in, strides);
   Axis axes[kMaxDims];
   const size_t lead = count - in->dim;
   for (size_t d = 0; d < count; ++d) {
@@ -306,33 +302,26 @@ Status expand_copy_out(KernelArgs& args) {
       axes[d].size = size[d], axes[d].step = 0;
       continue;
     }
-    axes[d] = identity_axis(*in, strides, d - lead);
+    axes[d] = c.axes[d - lead];
     if (size[d] == -1 || size[d] == axes[d].size) continue;
     if (axes[d].size != 1 || size[d] < 0 || size[d] > INT32_MAX) return shape_mismatch(1, static_cast<uint32_t>(d));
     axes[d].size = size[d], axes[d].step = 0;
   }
-  KILN_CHECK(expect_axes(*out, axes, count, 3));
-  return gather(*in, *out, axes, count, 0, nullptr, 0);
+  return finish_copy(c, axes, count, 0, nullptr, 3);
 }
 
 Status flip_out(KernelArgs& args) {
-  KILN_CHECK(expect_arity(args, 2));
-  KILN_TRY(const Tensor* in, any_tensor(args, 0));
+  KILN_TRY(Copy c, start_copy(args, 2));
   int64_t dims[kMaxDims];
   size_t count = 0;
   KILN_CHECK(int_list_arg(args, 1, dims, kMaxDims, &count));
-  KILN_TRY(Tensor* out, output_like(args, 2, *in));
-  int64_t strides[kMaxDims];
-  contiguous_strides(*in, strides);
-  Axis axes[kMaxDims];
-  for (size_t d = 0; d < in->dim; ++d) axes[d] = identity_axis(*in, strides, d);
   for (size_t k = 0; k < count; ++k) {
-    KILN_TRY(size_t d, dim_index(dims[k], in->dim, 1));
-    if (axes[d].step == -1) return bad_argument(1, static_cast<uint32_t>(k));  // a dim given twice
-    axes[d].first = axes[d].size - 1, axes[d].step = -1;
+    KILN_TRY(size_t d, dim_index(dims[k], c.in->dim, 1));
+    Axis& a = c.axes[d];
+    if (a.step == -1) return bad_argument(1, static_cast<uint32_t>(k));  // a dim given twice
+    a.first = a.size - 1, a.step = -1;
   }
-  KILN_CHECK(expect_axes(*out, axes, in->dim, 2));
-  return gather(*in, *out, axes, in->dim, 0, nullptr, 0);
+  return finish_copy(c, c.axes, c.in->dim, 0, nullptr, 2);
 }
 
 Status cat_out(KernelArgs& args) {
@@ -384,13 +373,9 @@ Status replication_pad3d_out(KernelArgs& args) { return pad(args, 2, Map::kRepli
 Status pad_circular_out(KernelArgs& args) { return pad(args, 2, Map::kCircular, 0); }
 
 Status upsample_nearest2d_vec_out(KernelArgs& args) {
-  KILN_CHECK(expect_arity(args, 3));
-  KILN_TRY(const Tensor* in, any_tensor(args, 0));
-  if (in->dim != 4) return unsupported(0, in->dim);
-  int64_t strides[kMaxDims];
-  contiguous_strides(*in, strides);
-  Axis axes[4];
-  for (size_t d = 0; d < 4; ++d) axes[d] = identity_axis(*in, strides, d);
+  KILN_TRY(Copy c, start_copy(args, 3));
+  if (c.in->dim != 4) return unsupported(0, c.in->dim);
+  Axis* axes = c.axes;
   if (!is_null(args, 1)) {
     int64_t size[2];
     size_t count = 0;
@@ -416,9 +401,7 @@ Status upsample_nearest2d_vec_out(KernelArgs& args) {
       a.scale = static_cast<float>(1.0 / s);
     }
   }
-  KILN_TRY(Tensor* out, output_like(args, 3, *in));
-  KILN_CHECK(expect_axes(*out, axes, 4, 3));
-  return gather(*in, *out, axes, 4, 0, nullptr, 0);
+  return finish_copy(c, axes, 4, 0, nullptr, 3);
 }
 
 }  // namespace kiln::runtime::kernels
