@@ -17,6 +17,10 @@ from kiln.simulator.npu.standalone import run_compiled
 from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 from test_lowering import Lambda, conv, seeded
 
+def _mul_add(a, b, c):
+    return a * b + c
+
+
 # Each case: (module, input shapes). Slices after a convolution read an NHWC value; the
 # others a value in PyTorch's order.
 CASES = {
@@ -32,7 +36,7 @@ CASES = {
     "expand_channels": (Lambda(lambda m, x: m[0](x).expand(1, 8, 6, 7)), [(1, 3, 6, 7)], conv(3, 1, 1)),
     "expand_rows": (Lambda(lambda m, x: torch.relu(x).expand(1, 4, 5, 6)), [(1, 4, 1, 6)]),
     "expand_new_dims": (Lambda(lambda m, x: torch.relu(x).expand(2, 3, 5, 6)), [(5, 1)]),
-    "unbind": (Lambda(lambda m, x: (lambda t: t[0] * t[1] + t[2])(torch.relu(x).unbind(2))), [(1, 4, 3, 6)]),
+    "unbind": (Lambda(lambda m, x: _mul_add(*torch.relu(x).unbind(2))), [(1, 4, 3, 6)]),
 }
 
 

@@ -238,3 +238,54 @@ def test_index_out_of_range_is_an_error(runtime_host, tmp_path, name, args, out_
     assert done.stdout.strip() == f"error 0x300 kernel: bad argument (a={position}, b={bad})"
     with pytest.raises(HostError, match="out of range"):
         by_name()[(name, "out")].run(*map(_numpy_arg, args))
+
+
+# ---- which kernel a graph op gets ----------------------------------------------------------------
+
+def _op(target, x, out_shape, out_dtype="float32", *args, **kwargs):
+    from kiln.graph import Op, Value
+
+    return Op("node", target, (x, *args), kwargs, [Value("out", out_shape, out_dtype)])
+
+
+@pytest.mark.parametrize("shape, mode, pads, kernel", [
+    ((1, 2, 4, 4), "constant", [1, 1], "aten::constant_pad_nd"),
+    ((2, 4, 4), "reflect", [1, 2], "aten::reflection_pad1d"),
+    ((1, 2, 4, 4), "reflect", [1, 2], None),  # 1-D padding takes 2-D or 3-D input, as PyTorch's
+    ((1, 2, 4, 4), "reflect", [1, 2, 0, 1], "aten::reflection_pad2d"),
+    ((1, 2, 4, 4), "replicate", [1, 1, 1, 1, 1, 1], "aten::replication_pad3d"),
+    ((1, 2, 4, 4), "circular", [3, 0, 2, 2], "aten::_pad_circular"),
+    ((2, 4, 4), "reflect", [4, 0], None),  # a reflect pad must be below the size (4)
+    ((2, 4, 4), "circular", [5, 0], None),  # a circular pad at most the size
+])
+def test_pad_by_mode_picks_its_kernel(shape, mode, pads, kernel):
+    from kiln.graph import Value
+    from kiln.program.kernels import kernel_for
+
+    x = Value("x", shape, "float32")
+    op = _op(torch.ops.aten.pad.default, x, shape, "float32", pads, mode)
+    found = kernel_for(op)
+    assert (found and found.name) == kernel
+
+
+@pytest.mark.parametrize("x_kwargs, dtype, accepted", [
+    ({}, torch.int32, True),  # a float of unknown range: kiln's saturation applies
+    ({"qparams": "int8 range / 100"}, torch.int8, True),  # reals in [-1.28, 1.27]
+    ({"qparams": "int8 range * 2"}, torch.int8, False),  # reals up to 254: beyond int8
+    ({"data": np.array([1.0, np.nan], np.float32)}, torch.int64, False),
+    ({"data": np.array([1.0e10], np.float32)}, torch.int32, False),
+    ({"data": np.array([1.0e10], np.float32)}, torch.int64, True),
+    ({"data": np.array([np.nan], np.float32)}, torch.bool, True),  # bool is defined for NaN
+])
+def test_cast_refuses_inputs_known_to_reach_undefined_conversions(x_kwargs, dtype, accepted):
+    from kiln.graph import QParams, Value
+    from kiln.program.kernels import kernel_for
+
+    scales = {"int8 range / 100": 0.01, "int8 range * 2": 2.0}
+    kwargs = dict(x_kwargs)
+    if "qparams" in kwargs:
+        kwargs["qparams"] = QParams(scales[kwargs["qparams"]])
+    shape = kwargs["data"].shape if "data" in kwargs else (3,)
+    x = Value("x", shape, "float32", **kwargs)
+    op = _op(torch.ops.aten._to_copy.default, x, shape, str(dtype).split(".")[1], dtype=dtype)
+    assert (kernel_for(op) is not None) == accepted
