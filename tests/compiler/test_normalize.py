@@ -191,6 +191,8 @@ DECOMPOSITIONS = {
     "inplace_on_buffer": (lambda: _buffer_update(), [X3]),
     "inplace_on_view_not_read_again": (lambda: Fn(lambda s, x: (x * 1).view(-1).relu_()), [X3]),
     "copy_into_new_tensor": (lambda: Fn(lambda s, x: torch.zeros(2, 6, 8).copy_(x[:1] > 0) + x), [X3]),
+    "constants_made_in_forward": (lambda: Fn(lambda s, x: x * torch.arange(8.0) + torch.zeros(6, 1) + s.w.t()[1]
+                                             + torch.full_like(x, 0.5), w=nn.Parameter(_seeded(8, 6))), [X3]),
     "out_variant": (lambda: Fn(lambda s, x: torch.add(x, 1, out=torch.empty_like(x)) * 2), [X3]),
     "dropouts": (lambda: nn.Sequential(nn.Dropout(0.5), nn.Dropout2d(0.3), nn.AlphaDropout(0.2), nn.Identity()), [X4]),
     "dropout_inplace": (lambda: Fn(lambda s, x: F.dropout(x * 2, 0.3, training=False, inplace=True)), [X3]),
@@ -247,6 +249,11 @@ def test_decomposed_nodes_name_the_op_the_user_wrote():
     gm = normalised(nn.Sequential(nn.LayerNorm(8)), (torch.randn(X3),))
     origins = {n.meta.get("kiln_origin") for n in gm.graph.nodes if n.op == "call_function"}
     assert origins == {("layer_norm", "aten.layer_norm")}
+
+
+def test_constants_are_folded_but_random_tensors_are_not():
+    gm = normalised(Fn(lambda s, x: x + torch.arange(8.0) * 2 + torch.rand(8)), (torch.randn(X3),))
+    assert call_targets(gm) == {aten.rand.default, aten.add.Tensor}
 
 
 def test_later_uses_of_an_updated_tensor_read_the_update():

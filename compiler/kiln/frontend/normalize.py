@@ -4,6 +4,7 @@ Run right after torch.export, on both the quantized and the float path, as PASSE
 
   functionalize_inplace   in-place (add_, relu_, ...) and out= variants become functional
   remove_noops            eval-mode dropout, clone, detach, alias, casts to the same dtype, ...
+  fold_constants          ops of constants only (zeros, arange, a weight's transpose, ...) folded
   fold_batch_norm         a batch_norm after a conv (or linear) folds into its weight and bias
   unroll_recurrent        GRU / LSTM / RNN layers unrolled over their time steps
   decompose_multi_output  split, chunk, unbind, max.dim, var_mean, ...: one op per output read
@@ -28,11 +29,12 @@ from pathlib import Path
 
 import torch
 from torch.fx import GraphModule, Node
+from torch.fx.node import map_arg
 
 from kiln.errors import ModelError
 from kiln.frontend import decompose
 from kiln.frontend.recurrent import RECURRENT, unroll_recurrent
-from kiln.frontend.rewrite import Emitter, bound, finish, op_type, replace, value
+from kiln.frontend.rewrite import Emitter, attribute, bound, finish, op_type, replace, value
 
 aten = torch.ops.aten
 
@@ -160,6 +162,47 @@ def remove_noops(gm: GraphModule) -> int:
     return finish(gm, count)
 
 
+# ---- constants made in the model ----------------------------------------------------------------------
+LIKE = {aten.zeros_like.default, aten.ones_like.default, aten.full_like.default, aten.empty_like.default}
+
+
+def _constant_inputs(gm: GraphModule, node: Node):
+    """(args, kwargs) of `node` with real tensors for its inputs if all are constants (a *_like
+    op only reads its input's shape and dtype), else None."""
+    if node.target in LIKE:
+        like = value(node.args[0])
+        return (torch.empty(like.shape, dtype=like.dtype), *node.args[1:]), node.kwargs
+    inputs = [n for n in (*node.args, *node.kwargs.values()) if isinstance(n, Node)]
+    inputs += [n for a in (*node.args, *node.kwargs.values()) if isinstance(a, (list, tuple))
+               for n in a if isinstance(n, Node)]
+    if any(attribute(gm, n) is None for n in inputs):
+        return None
+    return map_arg(node.args, lambda n: attribute(gm, n)), map_arg(node.kwargs, lambda n: attribute(gm, n))
+
+
+def fold_constants(gm: GraphModule) -> int:
+    """An op whose inputs are all constants (torch.zeros for a recurrent layer's initial state,
+    arange, full, a transposed weight, ...) becomes the constant it computes; random ops stay.
+    Returns how many."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        target = node.target
+        if target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
+            continue
+        if not isinstance(node.meta.get("val"), torch.Tensor):
+            continue
+        inputs = _constant_inputs(gm, node)
+        if inputs is None:
+            continue
+        args, kwargs = inputs
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory")}
+        replace(node, Emitter(gm, node).constant(target(*args, **kwargs), "constant"))
+        count += 1
+    return finish(gm, count)
+
+
 # ---- decompositions ---------------------------------------------------------------------------------
 def decompose_multi_output(gm: GraphModule) -> int:
     """Each multi-output op of decompose.MULTI_OUTPUT becomes one op per output the graph reads
@@ -207,7 +250,7 @@ def decompose_composites(gm: GraphModule) -> int:
     return total
 
 
-PASSES = (functionalize_inplace, remove_noops, decompose.fold_batch_norm, unroll_recurrent, decompose_multi_output,
+PASSES = (functionalize_inplace, remove_noops, fold_constants, decompose.fold_batch_norm, unroll_recurrent, decompose_multi_output,
           decompose_composites)
 QUANTIZATION_PASSES = (decompose.softmax_to_elementwise,)
 
@@ -264,6 +307,10 @@ def markdown() -> str:
         "## Removed",
         "",
         *_table(("Op", "What happens"), _grouped(NOOPS)),
+        "Any other op whose inputs are all constants (`zeros`, `arange`, `full`, a weight's transpose, ...; "
+        "and `zeros_like`, `ones_like`, `full_like`, which read only a shape) is folded into the constant it "
+        "computes; random ops are not.",
+        "",
         "## Decomposed",
         "",
         *_table(("Op", "Becomes"), _grouped({op: d.into for op, d in decompose.COMPOSITES.items()})),
