@@ -537,18 +537,17 @@ def _clamp(lw: Lowerer, op: Op):
     lw.result(out, lw.clamp(name, shape, out.dtype, lo, hi), is_nhwc)
 
 
+def _same_op(t: torch.Tensor, op: Op) -> torch.Tensor:
+    """The graph op's own aten overload on `t` in place of its tensor input, with its other
+    arguments (leaky_relu's slope, gelu's approximate, elu's alpha, pow's exponent, ...): the
+    function PT2E's reference applies to the dequantized input."""
+    return op.target(t, *op.args[1:], **op.kwargs)
+
+
 # Unary functions an int8 TABLE computes exactly as the PT2E reference does:
-# quantize(f(dequantize(q))) for each of the 256 inputs, in float32.
-TABLE_FUNCTIONS = {
-    aten.sigmoid.default: lambda t, op: torch.sigmoid(t),
-    aten.tanh.default: lambda t, op: torch.tanh(t),
-    aten.hardswish.default: lambda t, op: torch.nn.functional.hardswish(t),
-    aten.hardsigmoid.default: lambda t, op: torch.nn.functional.hardsigmoid(t),
-    aten.leaky_relu.default: lambda t, op: torch.nn.functional.leaky_relu(t, float(op.arg("negative_slope"))),
-    aten.exp.default: lambda t, op: torch.exp(t),
-    aten.log.default: lambda t, op: torch.log(t),
-    aten.reciprocal.default: lambda t, op: torch.reciprocal(t),
-}
+# quantize(f(dequantize(q))) for each of the 256 inputs, in float32, with PyTorch's own f.
+# Every table op is a function of one tensor that _same_op evaluates.
+TABLE_FUNCTIONS = dict.fromkeys(vocabulary.TABLE_OPS, _same_op)
 
 
 def table_values(op: Op) -> np.ndarray:
@@ -568,6 +567,24 @@ def _table(lw: Lowerer, op: Op):
     out = lw.inter(Lowerer.shape_of(op.output, is_nhwc), "int8")
     lw.emit("TABLE", [name, lw.const(table_values(op), "int8", "table")], [out], _attr("Table"))
     lw.result(op.output, out, is_nhwc)
+
+
+@lowering(aten.minimum.default, aten.maximum.default)
+def _min_max(lw: Lowerer, op: Op):
+    """Elementwise MINIMUM/MAXIMUM of two tensors broadcast to the output, in int32 (TOSA's
+    integer MINIMUM/MAXIMUM): each input widened without its zero point, in the output's scale,
+    compared, then narrowed with the output's zero point. The quantizer gives both inputs the
+    output's range, and then the integers compare as the reals do (exact); an input of another
+    range is requantized to the output's scale (one rounding) as it is widened."""
+    a, b, out = op.arg("self"), op.arg("other"), op.output
+    names, shapes, nhwc = _broadcast_operands(lw, [a, b], out)
+    wide = [lw.rescale(n, s, v.dtype, "int32", v.qparams.scale / out.qparams.scale, v.qparams.zero_point, 0)
+            for n, s, v in zip(names, shapes, [a, b])]
+    shape = Lowerer.shape_of(out, nhwc)
+    acc = lw.inter(shape, "int32")
+    kind = "Minimum" if op.target is aten.minimum.default else "Maximum"
+    lw.emit(kind.upper(), wide, [acc], _attr(kind, ts.NanPropagationMode.PROPAGATE))
+    lw.result(out, lw.rescale(acc, shape, "int32", out.dtype, 1.0, 0, out.qparams.zero_point), nhwc)
 
 
 def _layout_axis(lw: Lowerer, v: Value, dim: int) -> tuple[str, int, bool]:

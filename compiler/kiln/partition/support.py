@@ -224,7 +224,8 @@ def nonempty_slice(op: Op) -> bool:
 
 
 @rule("{op_type} with a constant operand is not lowered", ops={aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor,
-                                                              aten.matmul.default, aten.bmm.default, aten.mm.default})
+                                                              aten.matmul.default, aten.bmm.default, aten.mm.default,
+                                                              aten.minimum.default, aten.maximum.default})
 def runtime_operands(op: Op) -> bool:
     return not any(v.is_constant for v in op.inputs)
 

@@ -17,6 +17,10 @@ aten = torch.ops.aten
 TABLE_OPS = frozenset({
     aten.sigmoid.default, aten.tanh.default, aten.hardswish.default, aten.hardsigmoid.default,
     aten.leaky_relu.default, aten.exp.default, aten.log.default, aten.reciprocal.default,
+    aten.gelu.default, aten.silu.default, aten.elu.default, aten.selu.default, aten.celu.default,
+    aten.softplus.default, aten.mish.default, aten.sqrt.default, aten.rsqrt.default, aten.sin.default,
+    aten.cos.default, aten.erf.default, aten.abs.default, aten.neg.default, aten.floor.default, aten.ceil.default,
+    aten.round.default, aten.trunc.default, aten.sign.default, aten.pow.Tensor_Scalar,
 })
 
 LOWERED = frozenset({
@@ -28,6 +32,7 @@ LOWERED = frozenset({
     # elementwise
     aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor,
     aten.relu.default, aten.relu6.default, aten.hardtanh.default, aten.clamp.default,
+    aten.minimum.default, aten.maximum.default,
     *TABLE_OPS,
     # reductions along one dim
     aten.amax.default, aten.sum.dim_IntList,
