@@ -4,9 +4,10 @@ by kiln and run on `kiln run-host`, against the PT2E reference.
     .venv/bin/python bench/model_fuzz.py [--graphs 1000] [--first-seed 0]
                                          [--targets ethos-u55-128,ethos-u65-256] [--firmware 0]
 
-Each graph is compiled for the targets in turn; a graph fails when the compile or run raises,
-or when fewer than 95 % of an output's elements are within 2 quantization steps of the
-reference. `--firmware N` also builds the executor runner for the first N graphs that compile
+Each graph is compiled for the targets in turn. A graph fails when the compile or run raises
+(an error: always a defect); it is beyond tolerance when fewer than 95 % of an output's
+elements are within 2 quantization steps of the reference (each NPU op may round one step
+away from PT2E, and steep tables after it can carry that on: look at each such graph). `--firmware N` also builds the executor runner for the first N graphs that compile
 and runs it on the virtual platform, which must equal run-host bit for bit. Prints one line
 per failure (with its seed: random_models.generate(seed) rebuilds the model) and a summary:
 graphs, failures, ops placed on the NPU and the CPU, graphs per second.
@@ -55,7 +56,8 @@ def main() -> int:
     args = parser.parse_args()
     targets = args.targets.split(",")
     start = time.time()
-    failures: list[str] = []
+    failures: list[str] = []  # errors and firmware differences
+    beyond: list[str] = []  # outside the tolerance
     placed: Counter = Counter()
     firmware_runs = 0
     with tempfile.TemporaryDirectory(prefix="kiln-model-fuzz-") as tmp:
@@ -66,9 +68,12 @@ def main() -> int:
             outcome = random_models.check(seed, target, pte_path)
             placed["npu"] += outcome.npu_ops
             placed["cpu"] += outcome.cpu_ops
-            if outcome.failed:
+            if outcome.error is not None:
                 failures.append(outcome.line())
                 print("FAIL " + outcome.line(), flush=True)
+            elif outcome.failed:
+                beyond.append(outcome.line())
+                print("BEYOND TOLERANCE " + outcome.line(), flush=True)
             elif firmware_runs < args.firmware:
                 firmware_runs += 1
                 differs = firmware_matches_host(pte_path, target, Path(tmp))
@@ -80,7 +85,8 @@ def main() -> int:
     elapsed = time.time() - start
     print(f"graphs: {args.graphs} (seeds {args.first_seed}..{args.first_seed + args.graphs - 1}, "
           f"targets {', '.join(targets)})")
-    print(f"failures: {len(failures)}")
+    print(f"failures (errors, firmware differences): {len(failures)}")
+    print(f"beyond tolerance: {len(beyond)}")
     print(f"ops: {placed['npu']} on the NPU, {placed['cpu']} on the CPU")
     print(f"firmware runs on the virtual platform: {firmware_runs}")
     print(f"time: {elapsed:.0f} s, {args.graphs / elapsed:.2f} graphs/s")
