@@ -12,10 +12,12 @@ from torch import nn
 
 from kiln import compile as kiln_compile
 from kiln.frontend.export import LoadedModel
+from kiln.frontend.quantizer import UNARY_FUNCTIONS
 from kiln.graph import QParams
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
 from kiln.partition import vocabulary
+from kiln.program.kernels import KERNELS
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
@@ -87,8 +89,11 @@ def _binary_case(name):
     return Lambda(BINARY[name]), (a, b * 0.5), [(a, b * 0.5), seeded(5, SHAPE, SHAPE)]
 
 
-def test_every_unary_table_op_has_a_case():
-    assert {target for target, _ in UNARY.values()} == set(vocabulary.TABLE_OPS)
+def test_every_unary_table_op_has_a_case_a_range_and_a_cpu_kernel():
+    """The tables are exactly the quantizer's unary functions (each annotated with its own
+    range), each has a case here, and each has a CPU kernel for when it stays off the NPU."""
+    assert {target for target, _ in UNARY.values()} == set(vocabulary.TABLE_OPS) == set(UNARY_FUNCTIONS)
+    assert all(op in KERNELS for op in vocabulary.TABLE_OPS)
 
 
 @pytest.mark.parametrize("name", list(UNARY) + list(BINARY))

@@ -11,6 +11,7 @@ import torch
 
 from kernel_programs import In, SPECIAL, X, rng_array, run_kernel, run_tool, single_kernel
 from kiln.errors import HostError
+from kiln.graph import Op, QParams, Value
 from kiln.program.kernels import elementwise as ew
 
 F = torch.nn.functional
@@ -303,3 +304,34 @@ def test_where_and_logical_ops_equal_eager_pytorch():
 def test_float_number_with_an_integer_tensor_is_refused():
     with pytest.raises(HostError, match="number 0.5 with a int32 tensor"):
         ew.KERNELS[aten.mul.Tensor].run(I32, 0.5)
+
+
+def _value(dtype, quantized=False):
+    return Value("v", (2, 4), dtype, QParams(0.1) if quantized else None)
+
+
+def _op(target, args, out_dtype, kwargs=None):
+    """A graph op; an int8 output is a quantized one (the program runs the float kernel)."""
+    return Op("node", target, tuple(args), kwargs or {}, [_value(out_dtype, out_dtype == "int8")])
+
+
+@pytest.mark.parametrize("target, args, out_dtype, kwargs, accepted", [
+    (aten.add.Tensor, (_value("int32"), _value("int32")), "int32", {}, True),
+    (aten.add.Tensor, (_value("int32"), 2), "int32", {}, True),
+    (aten.add.Tensor, (_value("int32"), 0.5), "float32", {}, False),  # promotes to float: not covered
+    (aten.add.Tensor, (_value("float32"), _value("float32")), "float32", {"alpha": 2}, False),
+    (aten.mul.Tensor, (_value("int32"), _value("int64")), "int64", {}, False),
+    (aten.mul.Tensor, (_value("int8", True), _value("int8", True)), "int8", {}, True),  # dequantized first
+    (aten.gelu.default, (_value("int32"),), "int32", {}, False),
+    (aten.div.Tensor, (_value("int32"), _value("int32")), "float32", {}, False),
+    (aten.div.Tensor_mode, (_value("int64"), _value("int64")), "int64", {"rounding_mode": "floor"}, True),
+    (aten.div.Tensor_mode, (_value("int64"), _value("int64")), "float32", {"rounding_mode": None}, False),
+    (aten.eq.Scalar, (_value("int64"), 3), "bool", {}, True),
+    (aten.eq.Scalar, (_value("int64"), 2.5), "bool", {}, False),
+    (aten.lt.Tensor, (_value("float32"), _value("int32")), "bool", {}, False),
+    (aten.where.self, (_value("bool"), _value("int8", True), _value("int8", True)), "int8", {}, True),
+    (aten.where.self, (_value("float32"), _value("float32"), _value("float32")), "float32", {}, False),
+    (aten.logical_and.default, (_value("bool"), _value("float32")), "bool", {}, False),
+])
+def test_accepts_only_what_the_kernel_covers(target, args, out_dtype, kwargs, accepted):
+    assert ew.KERNELS[target].accepts(_op(target, args, out_dtype, kwargs)) is accepted
