@@ -86,6 +86,13 @@ X4, X3, X2 = (1, 4, 6, 6), (2, 6, 8), (3, 8)
 DECOMPOSITIONS = {
     # convolutions
     "conv1d": (lambda: nn.Conv1d(6, 4, 3, padding=1), [X3]),
+    "avg_pool1d": (lambda: nn.AvgPool1d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False), [X3]),
+    "max_pool1d": (lambda: nn.MaxPool1d(3, stride=2, padding=1, dilation=2), [X3]),
+    "max_pool1d_unbatched": (lambda: nn.MaxPool1d(2), [(6, 8)]),
+    "adaptive_avg_pool1d": (lambda: nn.AdaptiveAvgPool1d(3), [X3]),
+    # ShuffleNet's channel shuffle: a view of what .contiguous() (a no-op to kiln) made contiguous
+    "channel_shuffle": (lambda: Fn(lambda s, x: x.view(1, 2, 2, 6, 6).transpose(1, 2).contiguous().view(1, 4, 6, 6)),
+                        [X4]),
     "conv1d_stride_dilation_groups": (lambda: nn.Conv1d(6, 4, 3, stride=2, dilation=2, groups=2, bias=False), [X3]),
     "conv1d_same_even_kernel": (lambda: nn.Conv1d(6, 4, 4, padding="same"), [X3]),
     "conv1d_valid": (lambda: nn.Conv1d(6, 4, 3, padding="valid"), [X3]),
@@ -233,7 +240,7 @@ def test_decompositions_emit_the_expected_ops():
     x3 = (torch.randn(X3),)
     assert call_targets(normalised(nn.Conv1d(6, 4, 3), x3)) == {aten.unsqueeze.default, aten.conv2d.default,
                                                                 aten.squeeze.dim}
-    assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), x3)) == {aten.view.default, aten.conv2d.default}
+    assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), x3)) == {aten.reshape.default, aten.conv2d.default}
     assert call_targets(normalised(nn.PReLU(), x3)) == {aten.leaky_relu.default}
     linear_bn = nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 5))
     assert call_targets(normalised(linear_bn, (torch.randn(X2),))) == {aten.linear.default}

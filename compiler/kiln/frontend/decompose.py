@@ -80,7 +80,7 @@ def _reshaped(emit: Emitter, node: Node, shape: list[int], name: str) -> Node:
     tensor = attribute(emit.gm, node)
     if tensor is not None:
         return emit.constant(tensor.reshape(shape), name)
-    return emit(aten.view.default, node, shape)
+    return emit(aten.reshape.default, node, shape)
 
 
 def _channel_shaped(emit: Emitter, param: Node | None, rank: int, name: str) -> Node | None:
@@ -189,6 +189,36 @@ def conv_transpose1d(emit, node, a):
     return _unbatched(emit, emit(aten.squeeze.dim, y, 2), unbatched)
 
 
+def _as_2d(emit: Emitter, x: Node, target, args: list, out: Node) -> Node:
+    """A 1-D op on [N, C, L] (or [C, L]) as its 2-D form on [N, C, 1, L], squeezed back."""
+    unbatched = _rank(x) == 2
+    y = emit(target, emit(aten.unsqueeze.default, _batched(emit, x, unbatched), 2), *args)
+    return _unbatched(emit, emit(aten.squeeze.dim, y, 2), unbatched)
+
+
+@decomposes(aten.avg_pool1d.default, into="unsqueeze, avg_pool2d on [N, C, 1, L], squeeze")
+def avg_pool1d(emit, node, a):
+    kernel = _ints(a["kernel_size"], 1)
+    stride = _ints(a["stride"], 1) if a["stride"] else kernel
+    return _as_2d(emit, a["self"], aten.avg_pool2d.default,
+                  [[1, *kernel], [1, *stride], [0, *_ints(a["padding"], 1)], a["ceil_mode"], a["count_include_pad"]],
+                  node)
+
+
+@decomposes(aten.max_pool1d.default, into="unsqueeze, max_pool2d on [N, C, 1, L], squeeze")
+def max_pool1d(emit, node, a):
+    kernel = _ints(a["kernel_size"], 1)
+    stride = _ints(a["stride"], 1) if a["stride"] else kernel
+    return _as_2d(emit, a["self"], aten.max_pool2d.default,
+                  [[1, *kernel], [1, *stride], [0, *_ints(a["padding"], 1)], [1, *_ints(a["dilation"], 1)],
+                   a["ceil_mode"]], node)
+
+
+@decomposes(aten.adaptive_avg_pool1d.default, into="unsqueeze, adaptive_avg_pool2d on [N, C, 1, L], squeeze")
+def adaptive_avg_pool1d(emit, node, a):
+    return _as_2d(emit, a["self"], aten.adaptive_avg_pool2d.default, [[1, *_ints(a["output_size"], 1)]], node)
+
+
 def _part(emit: Emitter, node: Node | None, dim: int, index: int, count: int, name: str) -> Node | None:
     """Part `index` of `count` equal parts of `node` along `dim` (a new constant for a constant)."""
     if node is None:
@@ -238,8 +268,8 @@ def rms_norm(emit, node, a):
 def group_norm(emit, node, a):
     x = a["input"]
     shape = _shape(x)
-    grouped = emit(aten.view.default, x, [shape[0], a["num_groups"], math.prod(shape[1:]) // a["num_groups"]])
-    return _channel_affine(emit, emit(aten.view.default, _normalised(emit, grouped, [2], a["eps"]), shape), a)
+    grouped = emit(aten.reshape.default, x, [shape[0], a["num_groups"], math.prod(shape[1:]) // a["num_groups"]])
+    return _channel_affine(emit, emit(aten.reshape.default, _normalised(emit, grouped, [2], a["eps"]), shape), a)
 
 
 @decomposes(aten.instance_norm.default,
@@ -273,10 +303,10 @@ def _batch_norm(emit: Emitter, x: Node, weight, bias, mean, var, eps: float) -> 
     channels = shape[1]
     flat = len(shape) != 4
     if flat:
-        x = emit(aten.view.default, x, [shape[0], channels, math.prod(shape[2:]), 1])
+        x = emit(aten.reshape.default, x, [shape[0], channels, math.prod(shape[2:]), 1])
     y = emit(aten.conv2d.default, x, emit.constant(scale.reshape(channels, 1, 1, 1), "scale"),
              emit.constant(shift, "shift"), [1, 1], [0, 0], [1, 1], channels)
-    return emit(aten.view.default, y, shape) if flat else y
+    return emit(aten.reshape.default, y, shape) if flat else y
 
 
 # ---- elementwise -----------------------------------------------------------------------------------
@@ -418,13 +448,14 @@ def extreme_all(emit, node, a):
 
 
 # ---- data movement ---------------------------------------------------------------------------------
-@decomposes(aten.flatten.using_ints, aten.unflatten.int, aten.narrow.default,
-            into="view (narrow: slice)")
+@decomposes(aten.view.default, aten.flatten.using_ints, aten.unflatten.int, aten.narrow.default,
+            into="reshape (narrow: slice); a view of what was made contiguous (.contiguous(), removed as a "
+                 "no-op) need not be viewable in eager, so every view is a reshape")
 def as_view(emit, node, a):
     if node.target is aten.narrow.default:
         start = a["start"]
         return emit(aten.slice.Tensor, a["self"], a["dim"], start, start + a["length"])
-    return emit(aten.view.default, a["self"], _shape(node))
+    return emit(aten.reshape.default, a["self"], _shape(node))
 
 
 @decomposes(aten.pixel_shuffle.default, aten.pixel_unshuffle.default, into="view, permute, reshape")
@@ -440,7 +471,7 @@ def pixel_shuffle(emit, node, a):
         r = a["downscale_factor"]
         split = [*batch, channels, height // r, r, width // r, r]
         order = [0, 2, 4, 1, 3]  # C, r, r, H, W
-    permuted = emit(aten.permute.default, emit(aten.view.default, x, split), [*range(b), *(b + i for i in order)])
+    permuted = emit(aten.permute.default, emit(aten.reshape.default, x, split), [*range(b), *(b + i for i in order)])
     return emit(aten.reshape.default, permuted, _shape(node))  # a permuted tensor is not viewable in eager
 
 
@@ -455,7 +486,7 @@ def repeat(emit, node, a):
     x, repeats = a["self"], list(a["repeats"])
     shape = _shape(x)
     if len(repeats) > len(shape):
-        x = emit(aten.view.default, x, [1] * (len(repeats) - len(shape)) + shape)
+        x = emit(aten.reshape.default, x, [1] * (len(repeats) - len(shape)) + shape)
     for dim, times in enumerate(repeats):
         if times != 1:
             x = emit(aten.cat.default, [x] * times, dim)
@@ -477,8 +508,8 @@ def expand(emit, node, a):
 def roll(emit, node, a):
     x, shifts, dims = a["self"], list(a["shifts"]), list(a["dims"])
     if not dims:
-        flat = emit(aten.view.default, x, [value(x).numel()])
-        return emit(aten.view.default, _roll(emit, flat, shifts[0], 0), _shape(x))
+        flat = emit(aten.reshape.default, x, [value(x).numel()])
+        return emit(aten.reshape.default, _roll(emit, flat, shifts[0], 0), _shape(x))
     for shift, dim in zip(shifts, dims):
         x = _roll(emit, x, shift, dim % _rank(x))
     return x
