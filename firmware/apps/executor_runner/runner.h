@@ -28,7 +28,9 @@ enum Exit : int {
   kExitInference = 6, // execute() failed
 };
 
-constexpr int kMaxIo = 8;
+// Program inputs and outputs the runner reads and writes, each: a path pointer and a
+// HostFile on main's stack (the stack is the board's stack_size, 32 KiB on corstone-300).
+constexpr int kMaxIo = 64;
 
 struct Options {
   const char* inputs[kMaxIo] = {};
