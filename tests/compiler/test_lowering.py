@@ -64,6 +64,11 @@ CASES = {
     "hardswish": (Lambda(lambda m, x: F.hardswish(x)), [(1, 3, 4, 4)]),
     "leaky_relu": (Lambda(lambda m, x: F.leaky_relu(x, 0.1)), [(1, 3, 4, 4)]),
     "cat_channels": (Lambda(lambda m, a, b: torch.cat([a, b], 1)), [(1, 2, 4, 4), (1, 3, 4, 4)]),
+    # a learned class token before the tokens (ViT): one CONCAT operand is a constant
+    "cat_constant_token": (Lambda(lambda m, x: torch.cat([m[0].weight.reshape(1, 1, 6), x], 1), nn.Linear(6, 1)),
+                           [(1, 5, 6)]),
+    "cat_constant_map": (Lambda(lambda m, x: torch.cat([x, m[0].weight.reshape(1, 2, 2, 2)], 1), nn.Linear(2, 4)),
+                         [(1, 3, 2, 2)]),
     "flatten_nchw": (Lambda(lambda m, x: torch.flatten(x, 1)), [(1, 3, 4, 5)]),
     "permute": (Lambda(lambda m, x: x.permute(0, 2, 3, 1)), [(1, 3, 4, 5)]),
     "view_squeeze_unsqueeze": (Lambda(lambda m, x: x.view(1, 4, 6).unsqueeze(1).squeeze(1)), [(1, 2, 3, 4)]),

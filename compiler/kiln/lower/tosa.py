@@ -87,6 +87,7 @@ class Lowerer:
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         self.names: dict[int, tuple[str, bool]] = {}  # value id -> (tosa name, stored as NHWC)
         self.tensors: dict[str, ts.TosaSerializerTensor] = {}  # non-constant tensors by name
+        self.producers: dict[str, tuple[str, list[str]]] = {}  # tensor name -> (TOSA op, its inputs)
         self.count = 0
 
     # ---- tensors -----------------------------------------------------------------
@@ -111,20 +112,60 @@ class Lowerer:
         return name
 
     def emit(self, op: str, inputs: list[str], outputs: list[str], attribute):
+        if op == "CONCAT":  # the first operand lands at offset 0, where Vela's slip does no harm
+            inputs = inputs[:1] + [self.placeable(name) for name in inputs[1:]]
+        elif op == "PAD":
+            inputs = [self.placeable(inputs[0]), *inputs[1:]]
         self.ser.addOperator(getattr(ts.Op, op), inputs, outputs, attribute)
+        for name in outputs:
+            self.producers[name] = (op, list(inputs))
+
+    def placeable(self, name: str) -> str:
+        """`name`, or an identity copy of it, fit to be written at an offset inside a larger
+        tensor (a CONCAT operand after the first, a PAD input).
+
+        Vela 5.2.0 (regor) writes such an operand straight into the larger tensor through
+        its producer's output slice. A RESCALE from 32 or 48 bits that it cannot fold into
+        its producer's output stage (anything but a convolution: TRANSPOSE_CONV2D, the int32
+        ADD/SUB/MUL/MINIMUM/MAXIMUM of the 8-bit elementwise lowerings, REDUCE_SUM, a graph
+        input) it rewrites into elementwise MULs by the multipliers (GraphIrOptimiser::
+        RewriteRescale), and that rewrite replaces the output slice with the channel range
+        of each MUL, dropping the operand's offset: the command stream writes it at offset 0,
+        over the first operand, and leaves its own place unwritten (measured: unet_tiny's
+        up-convolution, concatenated after its skip connection). An identity RESCALE of the
+        narrow type between the two is a copy Vela keeps (the NPU runs 8/16-bit rescales
+        natively), and that copy writes the slice at its offset."""
+        source, through = name, self.producers.get(name)
+        while through is not None and through[0] == "CLAMP":  # a clamp Vela fuses into the MUL
+            source = through[1][0]
+            through = self.producers.get(source)
+        if through is None or through[0] != "RESCALE":
+            return name
+        wide = self.tensors.get(through[1][0])
+        if wide is None or wide.dtype not in (ts.DType.INT32, ts.DType.INT48):
+            return name
+        if self.producers.get(through[1][0], ("",))[0] in ("CONV2D", "DEPTHWISE_CONV2D"):
+            return name  # folded into the convolution, which writes the slice correctly
+        tensor = self.tensors[name]
+        dtype = next(key for key, value in DT.items() if value == tensor.dtype)
+        return self.rescale(name, list(tensor.shape), dtype, dtype, 1.0)
 
     def zp(self, value: int, dtype: str) -> str:
         return self.const(np.array([value]), dtype, "zp")
 
     def nhwc(self, v: Value) -> str:
-        """`v` as a rank-4 NHWC tensor."""
+        """`v` as a rank-4 NHWC tensor (a constant: its data so laid out)."""
+        if v.is_constant:
+            return self.const(np.ascontiguousarray(v.data.transpose(NCHW_TO_NHWC)), v.dtype)
         name, is_nhwc = self.names[id(v)]
         if is_nhwc:
             return name
         return self.to_layout(name, v.shape, v.dtype, NCHW_TO_NHWC)
 
     def torch_order(self, v: Value) -> str:
-        """`v` with PyTorch's shape and element order."""
+        """`v` with PyTorch's shape and element order (a constant: its data)."""
+        if v.is_constant:
+            return self.const(np.ascontiguousarray(v.data), v.dtype)
         name, is_nhwc = self.names[id(v)]
         if not is_nhwc:
             return name
