@@ -48,3 +48,16 @@ def test_unrolled_layer_equals_pytorch(case):
     for g, w in zip(got, want):
         assert g.shape == w.shape
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_exporting_a_recurrent_layer_warns_nothing():
+    """torch.export's warning about the layers' flat weight list is not for kiln's users."""
+    import warnings
+
+    from kiln.frontend import export as frontend
+
+    module = Recurrent(torch.nn.GRU(4, 3, batch_first=True)).eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frontend.export(frontend.LoadedModel("gru", module, (torch.randn(1, 5, 4),)))
+    assert [str(w.message) for w in caught] == []
