@@ -31,6 +31,10 @@ DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "
 # The accumulator of a MAC op (convolutions, matmul) per activation type (weights are int8).
 ACCUMULATOR = {"int8": "int32", "int16": "int48"}
 _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constants are built from
+# TOSA ops whose int32/int48 result Vela 5.2.0 rescales in the op itself when a RESCALE
+# follows (the elementwise ones as kiln lowers them, with widening RESCALEs on their
+# operands); see Lowerer.placeable. Each is checked in tests/simulator/test_npu_concat_offsets.py.
+_FOLDS_RESCALE = {"CONV2D", "DEPTHWISE_CONV2D", "ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "REDUCE_SUM", "MATMUL"}
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
 
@@ -126,9 +130,8 @@ class Lowerer:
 
         Vela 5.2.0 (regor) writes such an operand straight into the larger tensor through
         its producer's output slice. A RESCALE from 32 or 48 bits that it cannot fold into
-        its producer's output stage (anything but a convolution: TRANSPOSE_CONV2D, the int32
-        ADD/SUB/MUL/MINIMUM/MAXIMUM of the 8-bit elementwise lowerings, REDUCE_SUM, a graph
-        input) it rewrites into elementwise MULs by the multipliers (GraphIrOptimiser::
+        its producer (on Ethos-U55/U65: TRANSPOSE_CONV2D's, which takes only unit output
+        scales) it rewrites into elementwise MULs by the multipliers (GraphIrOptimiser::
         RewriteRescale), and that rewrite replaces the output slice with the channel range
         of each MUL, dropping the operand's offset: the command stream writes it at offset 0,
         over the first operand, and leaves its own place unwritten (measured: unet_tiny's
@@ -144,8 +147,8 @@ class Lowerer:
         wide = self.tensors.get(through[1][0])
         if wide is None or wide.dtype not in (ts.DType.INT32, ts.DType.INT48):
             return name
-        if self.producers.get(through[1][0], ("",))[0] in ("CONV2D", "DEPTHWISE_CONV2D"):
-            return name  # folded into the convolution, which writes the slice correctly
+        if self.producers.get(through[1][0], ("",))[0] in _FOLDS_RESCALE:
+            return name
         tensor = self.tensors[name]
         dtype = next(key for key, value in DT.items() if value == tensor.dtype)
         return self.rescale(name, list(tensor.shape), dtype, dtype, 1.0)
