@@ -233,6 +233,27 @@ def run_command(prog: str, command: Callable[[], int], usage: Callable[[], None]
         return _fail(prog, "internal error", message, InternalError.exit_code)
 
 
+def document_command(prog: str, description: str, markdown: Callable[[], str], argv: list[str] | None) -> int:
+    """The command of a generated document (OPS.md, SUPPORTED_OPS.md): `markdown()` written to
+    --output FILE, or to standard output without it; errors through run_command."""
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--output", type=Path, help="the file to write (default: standard output)")
+    args = parser.parse_args(argv)
+
+    def command() -> int:
+        text = markdown()
+        if args.output is None:
+            print(text, end="")
+        else:
+            args.output.write_text(text)
+        return 0
+
+    return run_command(prog, command)
+
+
 def _fail(prog: str, kind: str, message: str, status: int) -> int:
     sys.stdout.flush()  # what the command printed before comes first in a shared log
     print(f"{prog}: {kind}: {message}", file=sys.stderr, flush=True)

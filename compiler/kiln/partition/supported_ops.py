@@ -8,13 +8,11 @@ tests/compiler/test_supported_ops.py fails when the committed file differs from 
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
-from pathlib import Path
 
 from kiln import boards
-from kiln.errors import run_command
+from kiln.errors import document_command
 from kiln.partition.support import RULES, Rule
 from kiln.partition.vocabulary import LOWERED
 
@@ -77,21 +75,7 @@ def markdown() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command; its errors (an unwritable --output, a malformed board) are one line and an
-    exit status, through kiln.errors.run_command."""
-    parser = argparse.ArgumentParser(prog=PROG, description="Writes SUPPORTED_OPS.md from kiln's support rules.")
-    parser.add_argument("--output", type=Path, help="the file to write (default: standard output)")
-    args = parser.parse_args(argv)
-
-    def command() -> int:
-        text = markdown()
-        if args.output is None:
-            print(text, end="")
-        else:
-            args.output.write_text(text)
-        return 0
-
-    return run_command(PROG, command)
+    return document_command(PROG, "Writes SUPPORTED_OPS.md from kiln's support rules.", markdown, argv)
 
 
 if __name__ == "__main__":
