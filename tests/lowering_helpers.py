@@ -48,8 +48,11 @@ def compare_steps(module: torch.nn.Module, inputs: tuple, calibration=None, targ
     part = parts.partitions[0]
     tosa = tosa_lowering.lower(part)
     dtype = getattr(torch, QuantizationScheme(bits).activation_dtype)
-    feeds = [quantize_input(x, v.qparams, dtype) for x, v in zip(inputs, g.inputs)]
-    outputs = run_tosa(tosa, feeds)
+    # the partition takes its inputs in order of first use and returns its outputs in order of
+    # production, which need not be the model's orders
+    feeds = {id(v): quantize_input(x, v.qparams, dtype) for x, v in zip(inputs, g.inputs)}
+    produced = dict(zip((id(v) for v in part.outputs), run_tosa(tosa, [feeds[id(v)] for v in part.inputs])))
+    outputs = [produced[id(v)] for v in g.outputs]
     expected = reference(*inputs)
     expected = expected if isinstance(expected, (tuple, list)) else (expected,)
     diffs = []
