@@ -11,6 +11,7 @@ namespace {
 
 using kiln::cpu::Cache;
 using kiln::cpu::maintain_dcache;
+using runtime::DelegateArgs;
 using runtime::DelegateFault;
 using runtime::Error;
 using runtime::ErrorCode;
@@ -86,40 +87,43 @@ Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
   return static_cast<void*>(&state);
 }
 
-// args[first..first+count) against the payload's tensors `ios`; their byte sizes must
-// match, and tensors the NPU writes (`written`) must not be the program's constants.
-Status check_tensors(uint32_t delegate, Tensor* const* args, size_t first, const IoTensor* ios, int count,
-                     bool written) {
-  for (int i = 0; i < count; ++i) {
-    const Tensor& t = *args[first + i];
-    if (written && t.constant) return bad_argument(delegate, DelegateFault::kConstantOutput, first + i);
-    if (t.nbytes != ios[i].bytes || t.data == nullptr) {
-      return bad_argument(delegate, DelegateFault::kArgumentSize, first + i);
-    }
+// Argument `arg` against the payload's tensor `io`: its byte size must match, and a
+// tensor the NPU writes (`written`) must not be one of the program's constants.
+Status check_tensor(uint32_t delegate, const Tensor& t, size_t arg, const IoTensor& io, bool written) {
+  if (written && t.constant) return bad_argument(delegate, DelegateFault::kConstantOutput, arg);
+  if (t.nbytes != io.bytes || t.data == nullptr) {
+    return bad_argument(delegate, DelegateFault::kArgumentSize, arg);
   }
   return Status();
 }
 
-Status execute(void* raw, void* handle, Tensor* const* args, size_t count) {
+Status execute(void* raw, void* handle, const DelegateArgs& args) {
   Context& context = *static_cast<Context*>(raw);
   const DelegateState& state = *static_cast<const DelegateState*>(handle);
   const Payload& p = state.payload;
-  const size_t inputs = static_cast<size_t>(p.input_count);
-  if (count != inputs + static_cast<size_t>(p.output_count)) {
-    return bad_argument(state.index, DelegateFault::kArgumentCount, count);
+  const size_t inputs = p.input_count;
+  if (args.size() != inputs + p.output_count) {
+    return bad_argument(state.index, DelegateFault::kArgumentCount, args.size());
   }
-  Status ok = check_tensors(state.index, args, 0, p.inputs, p.input_count, false);
-  if (ok.ok()) ok = check_tensors(state.index, args, inputs, p.outputs, p.output_count, true);
-  if (!ok.ok()) return ok;
-
   // Per run, the cache maintenance covers only what the CPU touches: each input's bytes
   // in the scratch, written by the copy below or by the app in place (input_place), are
   // cleaned before the run; each output's bytes are invalidated after it, before the
-  // copy reads them. The rest of the scratch is the NPU's alone (see init).
-  for (size_t i = 0; i < inputs; ++i) {
-    uint8_t* place = context.scratch.data + p.inputs[i].offset;
-    if (args[i]->data != place) std::memcpy(place, args[i]->data, p.inputs[i].bytes);
-    maintain_dcache(Cache::kClean, place, p.inputs[i].bytes);
+  // copy reads them. The rest of the scratch is the NPU's alone (see init). Each input
+  // is checked as it is copied (one decode of its record), every output before the run;
+  // a refused argument may leave earlier inputs copied into the scratch, which is
+  // harmless: every run copies them again.
+  for (uint32_t i = 0; i < p.input_count; ++i) {
+    const IoTensor io = p.input(i);
+    const Tensor& t = args[i];
+    Status ok = check_tensor(state.index, t, i, io, false);
+    if (!ok.ok()) return ok;
+    uint8_t* place = context.scratch.data + io.offset;
+    if (t.data != place) std::memcpy(place, t.data, io.bytes);
+    maintain_dcache(Cache::kClean, place, io.bytes);
+  }
+  for (uint32_t o = 0; o < p.output_count; ++o) {
+    Status ok = check_tensor(state.index, args[inputs + o], inputs + o, p.output(o), true);
+    if (!ok.ok()) return ok;
   }
   const kiln::ethosu::Region regions[] = {
       {p.weights, p.weights_size},
@@ -131,9 +135,11 @@ Status execute(void* raw, void* handle, Tensor* const* args, size_t count) {
   if (!cycles.ok()) return failed(state.index, cycles.error());
   context.npu_cycles += cycles.value();
   context.runs += 1;
-  for (int o = 0; o < p.output_count; ++o) {
-    maintain_dcache(Cache::kInvalidate, context.scratch.data + p.outputs[o].offset, p.outputs[o].bytes);
-    std::memcpy(args[inputs + o]->data, context.scratch.data + p.outputs[o].offset, p.outputs[o].bytes);
+  for (uint32_t o = 0; o < p.output_count; ++o) {
+    const IoTensor io = p.output(o);
+    const uint8_t* place = context.scratch.data + io.offset;
+    maintain_dcache(Cache::kInvalidate, place, io.bytes);
+    std::memcpy(args[inputs + o].data, place, io.bytes);
   }
   return Status();
 }
@@ -141,8 +147,10 @@ Status execute(void* raw, void* handle, Tensor* const* args, size_t count) {
 // Input `arg` of the delegate is read from its offset in the scratch.
 void* input_place(void* raw, void* handle, size_t arg, size_t nbytes) {
   const Payload& p = static_cast<const DelegateState*>(handle)->payload;
-  if (arg >= static_cast<size_t>(p.input_count) || nbytes != p.inputs[arg].bytes) return nullptr;
-  return static_cast<Context*>(raw)->scratch.data + p.inputs[arg].offset;
+  if (arg >= p.input_count) return nullptr;
+  const IoTensor io = p.input(static_cast<uint32_t>(arg));
+  if (nbytes != io.bytes) return nullptr;
+  return static_cast<Context*>(raw)->scratch.data + io.offset;
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ constexpr uint32_t kHeaderSize = 32;
 constexpr uint32_t kNameSize = 16;
 constexpr uint32_t kReservedOffset = 21, kReservedSize = 11;
 constexpr uint32_t kShapeDims = 6;
-constexpr uint32_t kIoRecordSize = (kShapeDims + 3) * 4;  // shape[6], elem_size, offset, region
+static_assert(kIoRecordSize == (kShapeDims + 3) * 4, "shape[6], elem_size, offset, region");
 constexpr uint32_t kCop1Magic = 0x3150'4F43;              // "COP1" little-endian
 
 enum Block { kStreamHeader, kCmdData, kWeightData, kScratchSize, kInputs, kOutputs, kStreamFooter,
@@ -74,7 +74,8 @@ Result<BlockData> read_block(const uint8_t* base, size_t size, uint64_t pos, int
   return BlockData{header + kHeaderSize, data_size};
 }
 
-Result<IoTensor> read_io(const uint8_t* record, uint32_t scratch_size, uint64_t at) {
+// Checks one I/O record; decode_io reads it afterwards without checks.
+Status check_io(const uint8_t* record, uint32_t scratch_size, uint64_t at) {
   uint64_t elements = 1;
   for (uint32_t d = 0; d < kShapeDims; ++d) {
     const int32_t dim = load_i32(record + 4 * d);
@@ -93,24 +94,30 @@ Result<IoTensor> read_io(const uint8_t* record, uint32_t scratch_size, uint64_t 
   if (offset < 0 || static_cast<uint64_t>(offset) + bytes > scratch_size) {
     return fault(PayloadFault::kIoOutsideScratch, static_cast<uint32_t>(offset));
   }
-  return IoTensor{static_cast<uint32_t>(offset), static_cast<uint32_t>(bytes),
-                  static_cast<uint32_t>(elem_size)};
+  return Status();
 }
 
-// Decodes an inputs/outputs block into `out[0..count)`.
-Result<int> read_ios(const BlockData& block, uint32_t scratch_size, uint64_t at, IoTensor* out) {
+struct IoRecords {
+  const uint8_t* records = nullptr;
+  uint32_t count = 0;
+};
+
+// Checks an inputs/outputs block: its count against the block's size (which read_block
+// bounded by the payload's), then every record.
+Result<IoRecords> read_ios(const BlockData& block, uint32_t scratch_size, uint64_t at) {
   if (block.size < 4) return fault(PayloadFault::kIoBlockSize, block.size);
   const int32_t count = load_i32(block.data);
-  if (count < 0 || count > kMaxIo) return fault(PayloadFault::kIoCount, static_cast<uint32_t>(count));
-  if (block.size != 4 + static_cast<uint32_t>(count) * kIoRecordSize) {
-    return fault(PayloadFault::kIoBlockSize, block.size);
+  if (count < 0 || static_cast<uint32_t>(count) > (block.size - 4) / kIoRecordSize) {
+    return fault(PayloadFault::kIoCount, static_cast<uint32_t>(count));
   }
-  for (int i = 0; i < count; ++i) {
-    auto io = read_io(block.data + 4 + i * kIoRecordSize, scratch_size, at);
+  const uint32_t n = static_cast<uint32_t>(count);
+  if (block.size != 4 + n * kIoRecordSize) return fault(PayloadFault::kIoBlockSize, block.size);
+  const uint8_t* records = block.data + 4;
+  for (uint32_t i = 0; i < n; ++i) {
+    Status io = check_io(records + i * kIoRecordSize, scratch_size, at);
     if (!io.ok()) return io.error();
-    out[i] = io.value();
   }
-  return count;
+  return IoRecords{records, n};
 }
 
 Status check_contents(const BlockData (&blocks)[kBlockCount], uint64_t footer_at) {
@@ -155,12 +162,14 @@ runtime::Result<Payload> parse_payload(const void* data, size_t size) {
   p.weights = blocks[kWeightData].data;
   p.weights_size = blocks[kWeightData].size;
   p.scratch_size = load_u32(blocks[kScratchSize].data);
-  auto inputs = read_ios(blocks[kInputs], p.scratch_size, blocks[kInputs].data - base, p.inputs);
+  auto inputs = read_ios(blocks[kInputs], p.scratch_size, blocks[kInputs].data - base);
   if (!inputs.ok()) return inputs.error();
-  auto outputs = read_ios(blocks[kOutputs], p.scratch_size, blocks[kOutputs].data - base, p.outputs);
+  auto outputs = read_ios(blocks[kOutputs], p.scratch_size, blocks[kOutputs].data - base);
   if (!outputs.ok()) return outputs.error();
-  p.input_count = inputs.value();
-  p.output_count = outputs.value();
+  p.input_records = inputs.value().records;
+  p.input_count = inputs.value().count;
+  p.output_records = outputs.value().records;
+  p.output_count = outputs.value().count;
   return p;
 }
 

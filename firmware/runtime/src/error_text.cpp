@@ -115,7 +115,6 @@ const char* to_string(TensorDefect defect) {
 const char* to_string(InstructionDefect defect) {
   switch (defect) {
     case InstructionDefect::kKernelWithoutOut: return "kernel call without an out tensor";
-    case InstructionDefect::kTooManyDelegateArgs: return "delegate call with too many arguments";
     case InstructionDefect::kConditionNotBool: return "jump condition not a bool";
     case InstructionDefect::kMoveKindMismatch: return "move between values of different kinds";
     case InstructionDefect::kUnknownKind: return "unknown instruction kind";
@@ -151,7 +150,7 @@ const char* to_string(PayloadFault fault) {
     case PayloadFault::kNotCop1: return "cmd_data is not a COP1 command stream";
     case PayloadFault::kScratchSizeBlock: return "scratch_size block is not 4 bytes";
     case PayloadFault::kIoBlockSize: return "inputs/outputs block size does not match its count";
-    case PayloadFault::kIoCount: return "too many NPU inputs or outputs";
+    case PayloadFault::kIoCount: return "NPU input/output count does not fit its block";
     case PayloadFault::kIoShape: return "NPU tensor shape invalid";
     case PayloadFault::kIoElemSize: return "NPU tensor element size not 1, 2 or 4";
     case PayloadFault::kIoRegion: return "NPU tensor not in the scratch region";

@@ -308,7 +308,7 @@ Status Method::run_instruction(uint32_t index, uint32_t* next) {
   fb::Union u = v.union_at(v.element(fb::Vector{instructions_, instruction_count_}, index));
   switch (u.type) {
     case schema::kKernelCall: return call_kernel(&u.value, index);
-    case schema::kDelegateCall: return call_delegate(&u.value, index);
+    case schema::kDelegateCall: return call_delegate(&u.value);
     case schema::kMoveCall: {
       uint32_t from = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 0));
       uint32_t to = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 1));
@@ -342,24 +342,22 @@ Status Method::call_kernel(const void* table, uint32_t index) {
   return kernels_[op](kernel_args);
 }
 
-Status Method::call_delegate(const void* table, uint32_t index) {
+Status Method::call_delegate(const void* table) {
   Verified v(program_);
   const auto& call = *static_cast<const fb::Table*>(table);
   int32_t delegate = v.scalar<int32_t>(call, 0);
   fb::Vector args = v.vector(call, 1, 4);
-  if (args.count > kMaxDelegateArgs) return bad_instruction(InstructionDefect::kTooManyDelegateArgs, index);
-  Tensor* tensors[kMaxDelegateArgs];
   for (uint32_t j = 0; j < args.count; ++j) {
     int32_t value = v.at<int32_t>(args.start + 4 * j);
-    Value& arg = values_[value];
+    const Value& arg = values_[value];
     if (arg.kind != ValueKind::kTensor) return bad_value(static_cast<uint32_t>(value), arg.kind);
     if (arg.t.data == nullptr && arg.t.nbytes != 0) {
       return Error{ErrorCode::kMethodNoData, static_cast<uint32_t>(value), 0};
     }
-    tensors[j] = &arg.t;
   }
+  const DelegateArgs tensors(values_, static_cast<const int32_t*>(v.pointer(args.start)), args.count);
   const DelegateSlot& slot = delegates_[delegate];
-  return slot.backend->execute(slot.backend->context, slot.handle, tensors, args.count);
+  return slot.backend->execute(slot.backend->context, slot.handle, tensors);
 }
 
 size_t Method::input_count() const { return program_.input_count(); }

@@ -8,6 +8,12 @@
 //                                       Error{kOk} hold ("<ok> <code>" each)
 //   runtime_host value-of-error         calls value() on a failed Result (it must trap)
 //   runtime_host print-error CODE A B   prints Error{CODE, A, B} with print_error
+//   runtime_host parse-payload FILE     the Ethos-U delegate's parse_payload of FILE (a
+//                                       vela_bin_stream payload) as JSON, or the error
+//   runtime_host parse-payload FILE --corrupt
+//                                       parses every truncation and single-byte flip of
+//                                       FILE; prints outcome counts as JSON (each parsed
+//                                       one's tensors must lie inside its scratch)
 // Errors print "error 0x<code> " and the error (kiln::runtime::print_error) and exit
 // with status 1. Delegates bind to a stand-in "EthosUBackend" that checks its
 // arguments and leaves outputs as they are (the real one runs on the NPU).
@@ -19,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/delegates/ethosu_payload.h"
 #include "kiln/runtime/method.h"
 
 using namespace kiln;
@@ -101,12 +108,12 @@ Result<void*> standin_init(void* context, const BackendInitArgs& args) {
   return static_cast<void*>(&s->handles[s->inits++]);
 }
 
-Status standin_execute(void* context, void* handle, Tensor* const* args, size_t count) {
+Status standin_execute(void* context, void* handle, const DelegateArgs& args) {
   auto* s = static_cast<StandIn*>(context);
   ++s->executes;
   if (handle == nullptr) return Error{ErrorCode::kInvalidArgument, 0, 0};
-  for (size_t i = 0; i < count; ++i) {
-    if (args[i] == nullptr || (args[i]->data == nullptr && args[i]->nbytes != 0)) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].data == nullptr && args[i].nbytes != 0) {
       return Error{ErrorCode::kInvalidArgument, 1, static_cast<uint32_t>(i)};
     }
   }
@@ -294,6 +301,76 @@ int cmd_corrupt(const char* path, bool execute, size_t flip_limit) {
   return 0;
 }
 
+// --- The Ethos-U delegate's payload parser ----------------------------------------
+
+namespace ethosu = kiln::delegates::ethosu;
+
+void print_ios(const char* name, const ethosu::Payload& p, bool outputs) {
+  std::printf("\"%s\": [", name);
+  const uint32_t count = outputs ? p.output_count : p.input_count;
+  for (uint32_t i = 0; i < count; ++i) {
+    const ethosu::IoTensor io = outputs ? p.output(i) : p.input(i);
+    std::printf("%s[%u, %u, %u]", i ? ", " : "", io.offset, io.bytes, io.elem_size);
+  }
+  std::printf("]");
+}
+
+// Every tensor of a parsed payload lies inside its scratch (what parse_payload promises).
+bool inside_scratch(const ethosu::Payload& p) {
+  for (uint32_t i = 0; i < p.input_count + p.output_count; ++i) {
+    const ethosu::IoTensor io = i < p.input_count ? p.input(i) : p.output(i - p.input_count);
+    if (uint64_t{io.offset} + io.bytes > p.scratch_size) return false;
+  }
+  return true;
+}
+
+int cmd_parse_payload(const char* path, bool corrupt) {
+  std::vector<uint8_t> file = read_file(path);
+  if (!corrupt) {
+    Aligned data(file.size());  // exactly the payload's bytes: AddressSanitizer sees any read past them
+    if (!file.empty()) std::memcpy(data.data, file.data(), file.size());
+    Result<ethosu::Payload> parsed = ethosu::parse_payload(data.data, data.size);
+    if (!parsed.ok()) return fail(parsed.error());
+    const ethosu::Payload& p = parsed.value();
+    std::printf("{\"cmd\": [%zu, %u], \"weights\": [%zu, %u], \"scratch_size\": %u, ",
+                static_cast<size_t>(p.cmd - data.data), p.cmd_size, static_cast<size_t>(p.weights - data.data),
+                p.weights_size, p.scratch_size);
+    print_ios("inputs", p, false);
+    std::printf(", ");
+    print_ios("outputs", p, true);
+    std::printf(", \"sizeof_payload\": %zu}\n", sizeof(ethosu::Payload));
+    return 0;
+  }
+  std::map<std::string, int> outcomes;
+  auto one = [&outcomes](const uint8_t* bytes, size_t size) {
+    Aligned data(size);
+    if (size) std::memcpy(data.data, bytes, size);
+    Result<ethosu::Payload> parsed = ethosu::parse_payload(data.data, size);
+    if (!parsed.ok()) {
+      ++outcomes[to_string(static_cast<PayloadFault>(parsed.error().a))];
+    } else {
+      ++outcomes[inside_scratch(parsed.value()) ? "parsed" : "parsed, a tensor outside the scratch"];
+    }
+  };
+  for (size_t n = 0; n < file.size(); ++n) one(file.data(), n);
+  std::vector<uint8_t> copy = file;
+  for (size_t i = 0; i < copy.size(); ++i) {
+    for (uint8_t mask : {0x01, 0x80, 0xFF}) {
+      copy[i] ^= mask;
+      one(copy.data(), copy.size());
+      copy[i] ^= mask;
+    }
+  }
+  std::printf("{");
+  bool first = true;
+  for (const auto& [k, v] : outcomes) {
+    std::printf("%s\"%s\": %d", first ? "" : ", ", k.c_str(), v);
+    first = false;
+  }
+  std::printf("}\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -316,7 +393,12 @@ int main(int argc, char** argv) {
                       static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0))});
     return 0;
   }
+  if ((argc == 3 || argc == 4) && std::strcmp(argv[1], "parse-payload") == 0) {
+    if (argc == 4 && std::strcmp(argv[3], "--corrupt") != 0) return 2;
+    return cmd_parse_payload(argv[2], argc == 4);
+  }
   std::fprintf(stderr, "usage: runtime_host load FILE | run FILE OUTDIR IN... | corrupt FILE [--execute] "
-                       "[--flip-limit N] | result-from-ok | value-of-error | print-error CODE A B\n");
+                       "[--flip-limit N] | result-from-ok | value-of-error | print-error CODE A B | "
+                       "parse-payload FILE [--corrupt]\n");
   return 2;
 }

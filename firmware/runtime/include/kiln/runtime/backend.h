@@ -27,6 +27,23 @@ struct BackendInitArgs {
   CompileSpecs compile_specs;
 };
 
+// The tensors of one DelegateCall: its inputs then its outputs, in the order the
+// instruction lists them. A view, not a copy: the Method's values through the
+// instruction's value indices (inside the .pte, checked when it was loaded), so any
+// number of arguments takes no storage; valid only during the execute call.
+class DelegateArgs {
+ public:
+  DelegateArgs(Value* values, const int32_t* indices, size_t count)
+      : values_(values), indices_(indices), count_(count) {}
+  size_t size() const { return count_; }
+  Tensor& operator[](size_t i) const { return values_[indices_[i]].t; }  // i < size()
+
+ private:
+  Value* values_;
+  const int32_t* indices_;
+  size_t count_;
+};
+
 struct Backend {
   const char* id;  // matched against the delegate's id string, e.g. "EthosUBackend"
   void* context;   // the backend's static state; passed back to both calls
@@ -35,7 +52,7 @@ struct Backend {
   // args: the DelegateCall's tensors, its inputs then its outputs, in the order the
   // instruction lists them (each has data; the runtime checked they are tensors).
   // An input already at the address input_place gave for it is not copied.
-  Status (*execute)(void* context, void* handle, Tensor* const* args, size_t count);
+  Status (*execute)(void* context, void* handle, const DelegateArgs& args);
   // Optional (nullptr: none). Where the backend reads argument `arg` of its DelegateCall
   // from, when that argument is one of its inputs and has `nbytes` bytes (else nullptr):
   // memory the backend owns, valid while the handle is. Method::create binds there a

@@ -135,7 +135,7 @@ enum class TensorDefect : uint32_t {
 // kMethodBadInstruction: what is wrong with an instruction of the chain.
 enum class InstructionDefect : uint32_t {
   kKernelWithoutOut = 1,      // a kernel call's arguments lack the out tensor
-  kTooManyDelegateArgs = 2,   // a delegate call has more than kMaxDelegateArgs arguments
+  // 2: retired (kTooManyDelegateArgs; a delegate call takes any number of arguments)
   kConditionNotBool = 3,      // a jump's condition is not a Bool
   kMoveKindMismatch = 4,      // a move between values of different kinds
   kUnknownKind = 5,           // an instruction kind the executor does not run
@@ -167,7 +167,7 @@ enum class PayloadFault : uint32_t {
   kNotCop1 = 11,           // b = first word of cmd_data (COP2 is Ethos-U85's)
   kScratchSizeBlock = 12,  // b = size of the scratch_size block (must be 4)
   kIoBlockSize = 13,       // b = size of an inputs/outputs block that does not match its count
-  kIoCount = 14,           // b = count outside 0..kMaxIo
+  kIoCount = 14,           // b = an inputs/outputs count below 0 or more records than its block holds
   kIoShape = 15,           // b = a negative dimension, or the block offset when the count passes 2^31
   kIoElemSize = 16,        // b = element size (must be 1, 2 or 4)
   kIoRegion = 17,          // b = region (must be 1, the scratch)

@@ -40,7 +40,6 @@
 
 namespace kiln::runtime {
 
-constexpr size_t kMaxDelegateArgs = 32;
 constexpr uint32_t kMaxSteps = 1u << 20;
 
 struct DelegateSlot {
@@ -82,7 +81,7 @@ class Method {
   void place_inputs();
   Status run_instruction(uint32_t index, uint32_t* next);
   Status call_kernel(const void* table, uint32_t index);
-  Status call_delegate(const void* table, uint32_t index);
+  Status call_delegate(const void* table);
 
   Program program_;
   uint32_t instructions_ = 0;  // offset of the chain's instruction vector in the .pte
