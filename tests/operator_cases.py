@@ -72,6 +72,9 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
     "split": (lambda: Fn(lambda s, x: torch.cat(list(reversed(torch.split(x, [2, 4], dim=1))), 1)), X3),
     "unbind": (lambda: Fn(lambda s, x: torch.unbind(x, 1)[2] + torch.unbind(x, 1)[0]), X3),
     "max_dim": (lambda: Fn(lambda s, x: torch.max(x, dim=-1).values), X3),
+    # kept whole: one op with two outputs, on the CPU
+    "sort": (lambda: Fn(lambda s, x: torch.sort(x, dim=-1, descending=True).values * 2), X2),
+    "topk": (lambda: Fn(lambda s, x: (lambda t: t.values + t.indices.float())(torch.topk(x, 3))), X2),
     # composite and single operators
     "conv1d": (lambda: nn.Conv1d(6, 8, 3, padding=1), X3),
     "div": (lambda: Fn(lambda s, a, b: a / (b.abs() + 0.5)), PAIR),

@@ -30,6 +30,7 @@ from kiln.graph import DEQUANTIZE, DTYPES, QRANGE, QUANTIZE, Graph, Op, Value
 from kiln.lower.vela import VelaResult
 from kiln.partition.partitioner import Partition, Partitioning, boundary
 from kiln.program.builder import ALIGNMENT, Program, tensor_args
+from kiln.program.kernels import by_name
 
 KNOWN_DTYPES = frozenset(DTYPES.values())
 
@@ -258,10 +259,13 @@ def every_tensor_planned(program: Program) -> str | None:
 
 
 def _reads_and_writes(program: Program, instruction) -> tuple[list[int], list[int]]:
-    """The values an instruction reads and writes: a kernel's arguments, then its out tensor
-    (listed twice: as the out argument and as the result); a delegate's inputs, then outputs."""
+    """The values an instruction reads and writes: a kernel's arguments, then its out tensors
+    (then the result: the out tensor again, or a TensorList of several); a delegate's inputs,
+    then outputs."""
     if instruction.kind == "kernel":
-        return tensor_args(program.values, instruction.args[:-2]), instruction.args[-1:]
+        kernel = by_name().get(program.operators[instruction.index])
+        n = kernel.outputs if kernel is not None else 1
+        return tensor_args(program.values, instruction.args[:-1 - n]), instruction.args[-1 - n:-1]
     n = len(program.delegates[instruction.index].inputs)
     return instruction.args[:n], instruction.args[n:]
 

@@ -13,6 +13,7 @@ Shapes are in PyTorch's order (NCHW); the TOSA lowering chooses layouts.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -296,6 +297,9 @@ class _Builder:
 
     def aten(self, node: Node):
         val = node.meta.get("val")
+        if isinstance(val, (tuple, list)) and val and all(isinstance(v, torch.Tensor) for v in val):
+            self.several_outputs(node, val)
+            return
         if not isinstance(val, torch.Tensor):
             op = getattr(getattr(node.target, "overloadpacket", None), "_qualified_op_name", str(node.target))
             returns = f"{len(val)} tensors" if isinstance(val, (tuple, list)) else type(val).__name__
@@ -322,6 +326,26 @@ class _Builder:
         out = Value(node.name, tuple(val.shape), _dtype(val.dtype))
         self.add(node.name, node.target, args, kwargs, [out], module, origin=origin)
         self.env[node] = out
+
+    def several_outputs(self, node: Node, vals):
+        """An op returning several tensors (sort, topk: values and indices) is one float op with
+        one Value per output; each operator.getitem node reading an output stands for its Value
+        (getitem nodes are not ops). A quantized input is dequantized first; an output the graph
+        quantizes afterwards gets an explicit quantize op, as any float op's."""
+        users = {}
+        for user in node.users:
+            if user.op != "call_function" or user.target is not operator.getitem:
+                raise ModelError(f"node {node.name}: its outputs are read other than one by one ({user.name})")
+            users.setdefault(user.args[1], user)
+        outputs = [Value(users[i].name if i in users else f"{node.name}_{i}", tuple(v.shape), _dtype(v.dtype))
+                   for i, v in enumerate(vals)]
+        args = self.map_args(node.args, self.float_of)
+        kwargs = self.map_args(node.kwargs, self.float_of)
+        self.add(node.name, node.target, args, kwargs, outputs, _module_path(node),
+                 origin=node.meta.get("kiln_origin", ("", "")))
+        for user in node.users:
+            self.env[user] = outputs[user.args[1]]
+            self.skipped.add(user)
 
     def quantized_output(self, node: Node):
         """(quantize node, fused activation node or None, activation range) if `node`'s

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from kiln import graph
-from kiln.errors import ModelError, UsageError
+from kiln.errors import UsageError
 from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 
 qd = torch.ops.quantized_decomposed
@@ -247,8 +247,34 @@ def test_argmax_indices_are_not_observed():
     assert output_qparams(node(q, aten.argmax.default)) is None
 
 
-def test_an_op_with_several_outputs_left_in_the_graph_is_a_model_error():
+def test_an_op_with_two_outputs_is_one_op_with_two_values():
+    """topk stays whole: one float Op whose outputs are the values and the indices; the getitem
+    nodes reading them are not ops, and an output nothing reads still has its Value."""
     module = torch.export.export(Fn(lambda x: torch.topk(x, 2).values), (torch.randn(2, 8),),
-                                 strict=False).module(check_guards=False)  # not normalised
-    with pytest.raises(ModelError, match=r"node topk \(aten.topk\) returns 2 tensors, not one tensor"):
-        graph.from_pt2e(module)
+                                 strict=False).module(check_guards=False)
+    g = graph.from_pt2e(module)
+    (op,) = [op for op in g.ops if op.op_type == "aten.topk"]
+    assert [(v.dtype, v.shape) for v in op.outputs] == [("float32", (2, 2)), ("int64", (2, 2))]
+    assert all(v.producer is op for v in op.outputs)
+    assert g.outputs == [op.outputs[0]] and not op.outputs[1].users
+    assert not any("getitem" in o.op_type for o in g.ops)
+
+
+def test_sort_is_not_annotated_its_input_is_dequantized_and_its_outputs_quantized_after():
+    """sort and topk stay in float: a quantized input is dequantized for them; their values
+    are quantized again by the ops that read them, their int64 indices never observed."""
+    def fn(x):
+        s = torch.sort(torch.tanh(x), 1)
+        return torch.tanh(s.values) + s.indices.float()
+
+    q = quantized_fn(fn, torch.randn(2, 8))
+    sort = node(q, aten.sort.default)
+    assert sort.args[0].target is qd.dequantize_per_tensor.default
+    values, indices = sorted(sort.users, key=lambda u: u.args[1])
+    assert [u.target for u in values.users] == [qd.quantize_per_tensor.default]
+    assert all(u.target is not qd.quantize_per_tensor.default for u in indices.users)
+    g = graph.from_pt2e(q)
+    (op,) = [op for op in g.ops if op.op_type == "aten.sort"]
+    assert not op.quantized and op.inputs[0].producer.target is qd.dequantize_per_tensor.default
+    assert [v.dtype for v in op.outputs] == ["float32", "int64"]
+

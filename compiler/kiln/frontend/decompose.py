@@ -590,12 +590,15 @@ def moments(emit, node, a, index):
     return emit(aten.sqrt.default, result) if std_op else result
 
 
-# Multi-output ops kiln refuses, with the advice its error gives.
-REFUSED = {
-    aten.sort.default: "sorting has no kernel; sort outside the model or use amax/argmax for the top value",
-    aten.sort.stable: "sorting has no kernel; sort outside the model or use amax/argmax for the top value",
-    aten.topk.default: "top-k has no kernel; for k = 1 use torch.max(x, dim) (amax + argmax)",
+# Multi-output ops kept whole: one op with several outputs in kiln's graph (kiln.graph), in float
+# on the CPU (kiln.program.kernels.sort); the quantizer leaves them unannotated.
+KEPT_WHOLE = {
+    op: "kept whole: one op with two outputs (values, int64 indices), in float on the CPU; stable order"
+    for op in (aten.sort.default, aten.sort.stable, aten.topk.default)
 }
+
+# Multi-output ops kiln refuses, with the advice its error gives.
+REFUSED: dict[object, str] = {}
 
 
 # ---- folding and quantization-only passes -----------------------------------------------------------

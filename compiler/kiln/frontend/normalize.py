@@ -323,10 +323,12 @@ def markdown() -> str:
             **{op: d.into for op, d in decompose.MULTI_OUTPUT.items()},
             **{op: "unrolled over the sequence: linear, slice, sigmoid/tanh, mul, add, cat (recurrent.py)"
                for op in RECURRENT},
+            **decompose.KEPT_WHOLE,
         })),
         "## Refused",
         "",
-        *_table(("Op", "Error message"), _grouped(decompose.REFUSED)),
+        *(_table(("Op", "Error message"), _grouped(decompose.REFUSED)) if decompose.REFUSED
+          else ["No multi-output operator is refused.", ""]),
         "## Quantization",
         "",
         "Before annotation, softmax and log_softmax become amax, sub, exp, sum, reciprocal (log), mul (sub), "

@@ -2,7 +2,10 @@
 
 Contract of the program kiln writes:
 - one execution plan "forward", one chain, instructions in the partitioner's schedule;
-- CPU ops are KernelCalls (kiln.program.kernels names them); each NPU partition is one
+- CPU ops are KernelCalls (kiln.program.kernels names them): the schema's arguments, the out
+  tensor, then it again as the returned value; an op with several out tensors (sort, topk) lists
+  them, then one TensorList of them as the returned value, as ExecuTorch's emitter does; each
+  NPU partition is one
   DelegateCall to "EthosUBackend" whose args are its inputs then its outputs;
 - every non-constant tensor is memory-planned in buffer 1 (buffer 0 is
   ExecuTorch's reserved entry) at a 16-byte aligned offset; tensors whose
@@ -129,11 +132,19 @@ class _Builder:
         if op.quantized:
             self.quantized_on_cpu(op, kernel)
             return
-        self.call(kernel, [self.scalar(_argument(op, a)) for a in kernel.schema_args], op.output)
+        outputs = op.outputs if kernel.outputs > 1 else op.output
+        self.call(kernel, [self.scalar(_argument(op, a)) for a in kernel.schema_args], outputs)
 
-    def call(self, kernel: Kernel, args: list[int], output: Value):
-        out = self.tensor(output)
-        self.instructions.append(Instruction("kernel", self.operator(kernel), args + [out, out]))
+    def call(self, kernel: Kernel, args: list[int], output: Value | list[Value]):
+        """A KernelCall: the schema's arguments, the out tensor, then it again as the result; with
+        several out tensors (a list), the result is one TensorList of them (ExecuTorch's emitter)."""
+        if not isinstance(output, list):
+            out = self.tensor(output)
+            self.instructions.append(Instruction("kernel", self.operator(kernel), args + [out, out]))
+            return
+        outs = [self.tensor(v) for v in output]
+        self.values.append(Evalue("tensor_list", outs))
+        self.instructions.append(Instruction("kernel", self.operator(kernel), args + outs + [len(self.values) - 1]))
 
     def quantized_on_cpu(self, op: Op, kernel: Kernel):
         """A quantized op the NPU does not run: dequantize its integer inputs, run the

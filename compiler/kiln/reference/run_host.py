@@ -83,12 +83,14 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
             kernel = kernels.get((op.name, op.overload))
             if kernel is None:
                 raise HostError(f"no host kernel for {op.name}.{op.overload}")
-            *args, out, _ = instruction.args
-            t = plan.values[out]
+            n = kernel.outputs  # n out tensors, then the result: the out tensor, or a TensorList of them
+            args, outs = instruction.args[:-1 - n], instruction.args[-1 - n:-1]
             args = [[slots[j] for j in slots[a].items] if isinstance(slots.get(a), pte.TensorList) else slots.get(a)
                     for a in args]
-            result = kernel.run(*args, *([_dtype(t)] if kernel.out_dtype else []))
-            slots[out] = np.asarray(result, _dtype(t)).reshape(t.sizes)
+            result = kernel.run(*args, *([_dtype(plan.values[outs[0]])] if kernel.out_dtype else []))
+            for out, r in zip(outs, [result] if n == 1 else result):
+                t = plan.values[out]
+                slots[out] = np.asarray(r, _dtype(t)).reshape(t.sizes)
         elif isinstance(instruction, pte.DelegateCall):
             delegate = plan.delegates[instruction.delegate_index]
             payload = ethosu_payload.decode(f.delegate_payload(delegate), named)

@@ -1,9 +1,10 @@
 """Programs of one CPU kernel call, run on the host runtime and on `kiln run-host`.
 
-A case is (operator, overload, arguments, output shape[, output dtype]); an argument is a
+A case is (operator, overload, arguments, output shape[, output dtype]), or with Outs((shape,
+dtype), ...) in place of the shape for several outputs; an argument is a
 planned input tensor (In), a constant tensor (a numpy array), None, a bool, an int, a
 float, a str, a list of ints, a DoubleList (Doubles), or a TensorList (Tensors of In or arrays). run_kernel returns what the C++ kernel
-wrote and what kiln.program.kernels' numpy computes for the same program.
+wrote and what kiln.program.kernels' numpy computes for the same program (lists of them for Outs).
 """
 
 from __future__ import annotations
@@ -38,9 +39,15 @@ class Tensors(tuple):
     """A TensorList argument: planned inputs (In) or constants (arrays)."""
 
 
+class Outs(tuple):
+    """Several out tensors, each (shape, dtype), in place of a case's output shape (sort, topk):
+    the call lists them after the arguments, then one TensorList of them as the result."""
+
+
 def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_edit=None):
     """A program of one KernelCall: tensors as planned inputs (_In) or constants
-    (arrays), scalars, int lists, double lists; returns (bytes, input arrays)."""
+    (arrays), scalars, int lists, double lists; returns (bytes, input arrays). `out_shape`
+    is an Outs for an operator with several outputs."""
     values, constants, inputs, arg_indices, arrays = [], [], [], [], []
     planned: list[tuple[int, int]] = []  # (value index, nbytes)
 
@@ -87,14 +94,16 @@ def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_ed
             items = [add(pte.Int(int(i))) for i in a]
             index = add(pte.IntList(items))
         arg_indices.append(index)
-    out = planned_tensor(out_shape, out_dtype)
+    outs = [planned_tensor(shape, dtype) for shape, dtype in
+            (out_shape if isinstance(out_shape, Outs) else [(out_shape, out_dtype)])]
     offset = 0
     for index, nbytes in planned:
         values[index] = pte.Tensor(**values[index], allocation_info=pte.AllocationInfo.at(1, offset))
         offset += -(-nbytes // 16) * 16
-    call = pte.KernelCall(0, arg_indices + [out, out])
-    fields = dict(name="forward", values=values, inputs=inputs, outputs=[out],
-                  chains=[pte.Chain(inputs, [out], [call])], operators=[pte.Operator(name, overload)],
+    result = outs if len(outs) == 1 else [add(pte.TensorList(outs))]  # several: one TensorList
+    call = pte.KernelCall(0, arg_indices + outs + result)
+    fields = dict(name="forward", values=values, inputs=inputs, outputs=outs,
+                  chains=[pte.Chain(inputs, outs, [call])], operators=[pte.Operator(name, overload)],
                   delegates=[], non_const_buffer_sizes=[0, max(offset, 16)])
     if plan_edit is not None:
         fields = plan_edit(fields)
@@ -133,6 +142,9 @@ def run_kernel(runtime_host, tmp_path, case):
         a.tofile(paths[-1])
     done = run_tool(runtime_host, "run", path, tmp_path, *paths)
     assert done.returncode == 0, done.stdout + done.stderr
-    (expected,) = host.run(data, arrays)
-    got = np.frombuffer((tmp_path / "output_0.bin").read_bytes(), expected.dtype).reshape(expected.shape)
-    return got, expected
+    expected = host.run(data, arrays)
+    got = [np.frombuffer((tmp_path / f"output_{n}.bin").read_bytes(), e.dtype).reshape(e.shape)
+           for n, e in enumerate(expected)]
+    if isinstance(out_shape, Outs):
+        return got, expected
+    return got[0], expected[0]

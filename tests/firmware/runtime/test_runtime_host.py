@@ -238,7 +238,7 @@ def test_cpu_program_equals_run_host_bit_for_bit(runtime_host, programs, tmp_pat
 
 # --- Kernels, one per program, against kiln.program.kernels through `kiln run-host` ------------
 
-FAMILIES = ("quantize", "nn", "elementwise", "reduce", "movement")
+FAMILIES = ("quantize", "nn", "elementwise", "reduce", "movement", "sort")
 
 
 def test_every_kiln_kernel_is_tested_and_in_the_table():

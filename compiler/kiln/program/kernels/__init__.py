@@ -1,6 +1,6 @@
 """The CPU kernels a kiln program may call, with ExecuTorch's operator names.
 
-One module per family (quantize, nn, elementwise, reduce, movement), each a KERNELS dict
+One module per family (quantize, nn, elementwise, reduce, movement, sort), each a KERNELS dict
 from the graph op's aten overload to its Kernel, or to a tuple of Kernels when the op's
 arguments choose the operator (aten.pad's mode); kiln.program.kernels.core says what a
 kernel promises. KERNELS here is their union, kernel_for(op) picks an op's kernel, and
@@ -9,10 +9,10 @@ by_name() indexes every kernel the runtime has by the (operator, overload) a .pt
 
 from __future__ import annotations
 
-from kiln.program.kernels import elementwise, movement, nn, quantize, reduce
+from kiln.program.kernels import elementwise, movement, nn, quantize, reduce, sort
 from kiln.program.kernels.core import Derived, Fixed, Kernel, cpp_function
 
-FAMILIES = (quantize, nn, elementwise, reduce, movement)
+FAMILIES = (quantize, nn, elementwise, reduce, movement, sort)
 
 KERNELS: dict[object, Kernel] = {}
 for _family in FAMILIES:

@@ -4,7 +4,8 @@ A kernel names the operator as it appears in the .pte's operator table and defin
 semantics in numpy, float32 throughout and in a fixed evaluation order, so that
 `kiln run-host` and the firmware's C++ kernels (firmware/runtime/kernels/) compute the same
 bits. Arguments follow the operator's schema; out-variant kernels take the output tensor
-last (the program lists it once more as the returned value). The C++ function of operator
+last (the program lists it once more as the returned value); one with several outputs
+(Kernel.outputs) takes its out tensors last, then one TensorList of them. The C++ function of operator
 "ns::name" overload "ov" is kiln::runtime::kernels::<name without leading _>_<ov in lower case>
 (cpp_function), which the firmware's kernel table generator relies on.
 """
@@ -31,6 +32,10 @@ class Kernel:
     # run takes one more, last argument: the out tensor's numpy dtype (for operators whose
     # result type only the out tensor gives, as _to_copy.out).
     out_dtype: bool = False
+    # How many out tensors the operator writes (sort, topk: values and indices). With more
+    # than one, run returns a tuple of them, and a call lists the schema's arguments, then
+    # each out tensor, then one TensorList of them as the returned value (ExecuTorch's emitter).
+    outputs: int = 1
 
 
 @dataclass(frozen=True)
