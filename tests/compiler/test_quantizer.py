@@ -90,7 +90,7 @@ def test_relu_is_fused_into_the_conv(small):
 
 def test_data_movement_keeps_quantization_parameters(small):
     _, _, q = small
-    for target in (aten.max_pool2d.default, aten.slice.Tensor, aten.view.default):  # flatten is normalised to view
+    for target in (aten.max_pool2d.default, aten.slice.Tensor, aten.reshape.default):  # flatten is normalised to reshape
         n = node(q, target)
         assert output_qparams(n) == input_qparams(n), target
     cat = node(q, aten.cat.default)
