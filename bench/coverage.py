@@ -148,7 +148,8 @@ def main() -> int:
             for op, n in left.most_common(10):
                 why = "; ".join(f"{reason} ({k})" if len(reasons[op]) > 1 else reason
                                 for reason, k in reasons[op].most_common(3))
-                more = f"; and {len(reasons[op]) - 3} other reasons" if len(reasons[op]) > 3 else ""
+                others = len(reasons[op]) - 3
+                more = f"; and {others} other reason{'s' if others > 1 else ''}" if others > 0 else ""
                 print(f"  {op} x{n}: {why}{more}")
         print()
     return status
