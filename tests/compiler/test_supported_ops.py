@@ -64,8 +64,8 @@ def test_the_command_writes_the_file(tmp_path):
     assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
     text = (tmp_path / "ops.md").read_text()
     constant = "| *op_type* with a constant operand is not lowered (`runtime_operands`)" + EVERY_FAMILY
-    scalar = ("| *op_type* with a scalar operand: kiln lowers multiplication by a positive number only "
-              "(`scalar_operands`)" + EVERY_FAMILY)
+    scalar = ("| *op_type* with a scalar operand is not lowered (the only scalar operand kiln lowers is a positive "
+              "factor of aten.mul) (`scalar_operands`)" + EVERY_FAMILY)
     alpha = "| *op_type* with alpha other than 1 is not lowered (`unit_alpha`)" + EVERY_FAMILY
     assert section(text, "## `aten.mul.Tensor`") == ["", *HEADER, constant, scalar, ""]
     assert section(text, "## `aten.add.Tensor`, `aten.sub.Tensor`") == ["", *HEADER, constant, scalar, alpha, ""]

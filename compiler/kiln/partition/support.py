@@ -230,7 +230,7 @@ def runtime_operands(op: Op) -> bool:
     return not any(v.is_constant for v in op.inputs)
 
 
-@rule("{op_type} with a scalar operand: kiln lowers multiplication by a positive number only",
+@rule("{op_type} with a scalar operand is not lowered (the only scalar operand kiln lowers is a positive factor of aten.mul)",
       ops={aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor})
 def scalar_operands(op: Op) -> bool:
     other = op.arg("other")
