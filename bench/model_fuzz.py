@@ -34,7 +34,7 @@ def firmware_matches_host(pte_path: Path, target: str, work: Path) -> str | None
     from kiln.firmware import runner_build, runner_run
     from kiln.reference import run_host as host
 
-    elf = runner_build.build_runner(pte_path, target, output=work / "build", echo=lambda *line: None)
+    elf = runner_build.build_runner(pte_path, target, output=work / "build", echo=lambda *line, **kwargs: None)
     inputs, _ = runner_run.program_io(pte_path)
     rng = np.random.default_rng(0)
     sample = [rng.uniform(-1, 1, t.sizes).astype(np.float32) for t in inputs]

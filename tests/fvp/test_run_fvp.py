@@ -187,3 +187,18 @@ def test_run_sh_writes_its_whole_output_to_a_log(tmp_path):
     assert any(line.startswith("  MACs on the NPU: ") for line in lines[at[1]:at[2]])
     assert re.match(r"[0-2] of 2 right; per inference: ", lines[at[-1] + 3]), lines[at[-1]:]
     assert "Failed to load" not in text and "is an Enum subclass" not in text
+
+
+def test_a_command_line_the_runner_cannot_hold_is_refused_before_running(tmp_path):
+    """The runner reads its command line into kCommandLineCapacity bytes; a longer one came back
+    from semihosting as none at all, and the runner ran its built-in inputs instead."""
+    source = (Path(__file__).resolve().parents[2] / "firmware" / "apps" / "executor_runner" / "runner.cpp").read_text()
+    (capacity,) = re.findall(r"constexpr size_t kCommandLineCapacity = (\d+);", source)
+    assert int(capacity) == run.FIRMWARE_COMMAND_LINE_BYTES
+    inputs = []
+    for i in range(40):
+        inputs.append(tmp_path / f"a_rather_long_input_file_name_{i:02}.bin")
+        inputs[-1].write_bytes(b"\0")
+    assert len(run.firmware_arguments(inputs[:4], tmp_path / "out")) == 5
+    with pytest.raises(UsageError, match=r"command line would take about \d+ bytes .* reads at most 1024"):
+        run.firmware_arguments(inputs, tmp_path / "out")

@@ -142,6 +142,11 @@ def _semihosting_config(elf: Path, firmware_args: Sequence[str]) -> str:
     return config
 
 
+# The executor runner's command-line buffer (kCommandLineCapacity in
+# firmware/apps/executor_runner/runner.cpp; tests/fvp/test_run_fvp.py holds the two equal).
+FIRMWARE_COMMAND_LINE_BYTES = 1024
+
+
 def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = None) -> list[str]:
     """The firmware's semihosting command line for --input/--output-dir: absolute paths
     (the firmware splits its command line at spaces, so none may contain one). Creates
@@ -159,6 +164,11 @@ def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = No
     for arg in args:
         if " " in arg:
             raise UsageError(f"{arg.split('=', 1)[1]!r} contains a space; the firmware's command line cannot carry it")
+    length = len(" ".join(["firmware.elf", *args])) + 1  # the ELF's name (any short one) and a NUL
+    if args and length > FIRMWARE_COMMAND_LINE_BYTES:
+        raise UsageError(f"the firmware's command line would take about {length} bytes (--input and --output-dir "
+                         f"as absolute paths); the executor runner reads at most {FIRMWARE_COMMAND_LINE_BYTES}: "
+                         "use shorter paths or fewer input files")
     return args
 
 
