@@ -11,6 +11,7 @@
 
 #include "../src/try.h"
 #include "util.h"
+#include "walk.h"
 
 namespace kiln::runtime::kernels {
 
@@ -118,16 +119,19 @@ void broadcast_strides(const Tensor& out, size_t dim, const int32_t* sizes, uint
 // of operand k that broadcasts to it. Shapes must have passed check_broadcast.
 template <size_t N, typename F>
 void for_each_broadcast(const Tensor& out, const size_t (&dims)[N], const int32_t* const (&sizes)[N], F f) {
-  uint32_t strides[N][kMaxDims], index[kMaxDims] = {}, offsets[N] = {};
+  uint32_t strides[N][kMaxDims];
   for (size_t k = 0; k < N; ++k) broadcast_strides(out, dims[k], sizes[k], strides[k]);
+  Walk<N> walk;
+  for (size_t d = 0; d < out.dim; ++d) {
+    uint32_t along[N];
+    for (size_t k = 0; k < N; ++k) along[k] = strides[k][d];
+    walk.add(static_cast<uint32_t>(out.sizes[d]), along);
+  }
+  uint32_t offsets[N];
   for (uint32_t i = 0; i < out.numel; ++i) {
+    for (size_t k = 0; k < N; ++k) offsets[k] = walk.offset(k);
     f(i, offsets);
-    for (size_t d = out.dim; d-- > 0;) {  // the next output index, and the offsets with it
-      for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
-      if (++index[d] < static_cast<uint32_t>(out.sizes[d])) break;
-      for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][d] * index[d];
-      index[d] = 0;
-    }
+    walk.next();
   }
 }
 

@@ -1,6 +1,7 @@
 // A row-major walk over up to kMaxDims dims that tracks the element offsets of N tensors
 // at once, each with its own strides (0 along a dim it broadcasts). Used by reduce.cpp
-// (the outputs and each output's reduced inputs) and linalg.cpp (matmul's batch dims).
+// (the outputs and each output's reduced inputs), linalg.cpp (matmul's batch dims) and
+// elementwise.h (broadcast operands).
 // Offsets are uint32: callers walk only tensors with elements, whose offsets are below
 // their numel (bounded to uint32 by the loader).
 #pragma once
