@@ -142,8 +142,8 @@ class Head(torch.nn.Module):
 
 
 def test_softmax_excluded_by_op_type_and_bilinear_rule_run_on_the_cpu_bit_exactly():
-    """The parts softmax is decomposed into follow an exclusion of 'softmax'; the bilinear
-    upsampling stays on the CPU with its rule's text. run-host equals PT2E's reference."""
+    """An exclusion of 'softmax' keeps the (whole) softmax on the CPU; the bilinear upsampling
+    stays on the CPU with its rule's text. run-host equals PT2E's reference."""
     torch.manual_seed(1)
     x = torch.randn(1, 2, 5, 5)
     loaded = frontend.LoadedModel("head", Head().eval(), (x,))
@@ -152,8 +152,7 @@ def test_softmax_excluded_by_op_type_and_bilinear_rule_run_on_the_cpu_bit_exactl
     cpu = {o["node"]: o["reason"] for o in result.report["ops"] if o["where"] == "cpu"}
     assert cpu["upsample_bilinear2d"] == (
         "bilinear upsampling from [1, 4, 5, 5]: kiln lowers whole scale factors up to 5 without align_corners")
-    softmax_parts = [node for node, reason in cpu.items() if reason == "excluded by op type 'softmax'"]
-    assert len(softmax_parts) == 6, cpu  # amax, sub, exp, sum, reciprocal, mul
+    assert cpu["softmax"] == "excluded by op type 'softmax'", cpu
     npu = [o["node"] for o in result.report["ops"] if o["where"] == "npu"]
     assert npu == ["conv2d"]
     (out,) = host.run(result.pte, [x.numpy()])
@@ -382,30 +381,29 @@ class SoftmaxHead(torch.nn.Module):
         return torch.softmax(self.fc(x), dim=-1)
 
 
-def test_softmax_runs_on_the_npu_close_to_float():
-    """Softmax becomes max, sub, exp table, sum, reciprocal table and mul, all on the NPU,
-    equal to PT2E's reference of that graph. Against eager float softmax, over 100 inputs
-    from the calibration's distribution (64 calibration inputs), the int8 probabilities'
-    worst error per input has median below 0.01 and 90th percentile below 0.02 (measured
-    0.006 and 0.012; the rare larger ones are inputs beyond the calibrated input range)."""
+def test_softmax_of_several_rows_runs_on_the_npu_within_one_step():
+    """A softmax over 8 rows stays whole and runs on the NPU; over 100 inputs from the
+    calibration's distribution, run-host is within one output step (1/256) of PT2E's reference,
+    which applies eager softmax to the dequantized logits (the decomposition into int8 exp,
+    sum, reciprocal and mul this replaced was 2-3 steps off here), and at least 95 % of the
+    probabilities are exact (measured 99.8 %)."""
     torch.manual_seed(0)
     module = SoftmaxHead().eval()
-    calibration = [(torch.randn(1, 16) * 3,) for _ in range(64)]
-    loaded = frontend.LoadedModel("softmax_head", module, calibration[0])
+    calibration = torch.randn(8, 8, 16) * 3
+    loaded = frontend.LoadedModel("softmax_head", module, (calibration[0],))
     with tempfile.TemporaryDirectory() as tmp:
-        np.savez(Path(tmp) / "cal.npz", torch.stack([c[0] for c in calibration]).numpy())
+        np.savez(Path(tmp) / "cal.npz", calibration.numpy())
         result = kc.compile_model(loaded, CompileSpec("ethos-u55-128"), Path(tmp) / "cal.npz", log=lambda line: None)
     cpu = [p.op.op_type for p in result.partitioning.placements if p.partition is None]
     assert all("quantize" in op_type for op_type in cpu), cpu
-    assert {"aten.exp", "aten.reciprocal", "aten.amax", "aten.sum"} <= {
-        p.op.op_type for p in result.partitioning.placements if p.partition is not None}
-    errors = []
+    assert "aten.softmax" in {p.op.op_type for p in result.partitioning.placements if p.partition is not None}
+    steps = []
     for _ in range(100):
-        x = torch.randn(1, 16) * 3
+        x = torch.randn(8, 16) * 3
         (out,) = host.run(result.pte, [x.numpy()])
-        np.testing.assert_array_equal(out, result.quantized_module(x).detach().numpy())
-        errors.append(float(np.abs(out - module(x).detach().numpy()).max()))
-    assert np.median(errors) < 0.01 and np.percentile(errors, 90) < 0.02, np.percentile(errors, [50, 90])
+        steps.append(np.round(np.abs(out - result.quantized_module(x).detach().numpy()) * 256))
+    steps = np.concatenate(steps)
+    assert steps.max() <= 1 and (steps == 0).mean() >= 0.95, (steps.max(), (steps == 0).mean())
 
 
 def test_run_host_bad_input_is_one_clear_line(tmp_path):

@@ -13,8 +13,7 @@ not decomposed: on the NPU each is one exact 8-bit table, where a decomposition 
 exp/mul/add would add a rounding per step, and each has its own CPU kernel.
 
 fold_batch_norm folds an inference batch_norm into the convolution before it (the same
-folding PT2E's prepare does), and softmax_to_elementwise gives each step of a softmax its
-own observed range; the latter runs for quantization only (the CPU has a float softmax).
+folding PT2E's prepare does).
 """
 
 from __future__ import annotations
@@ -601,33 +600,7 @@ KEPT_WHOLE = {
 REFUSED: dict[object, str] = {}
 
 
-# ---- folding and quantization-only passes -----------------------------------------------------------
-SOFTMAX = {aten.softmax.int, aten._softmax.default}
-LOG_SOFTMAX = {aten.log_softmax.int, aten._log_softmax.default}
-
-
-def softmax_to_elementwise(gm: GraphModule) -> int:
-    """softmax(x) = exp(x - max(x)) * reciprocal(sum(exp(x - max(x)))) and
-    log_softmax(x) = (x - max(x)) - log(sum(exp(x - max(x)))) along the op's dim; the max
-    keeps every exp input at or below 0, so exp's int8 range is [0, 1]. Returns the count."""
-    count = 0
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.target not in SOFTMAX | LOG_SOFTMAX:
-            continue
-        emit = Emitter(gm, node)
-        x, dim = node.args[0], node.args[1]
-        shifted = emit(aten.sub.Tensor, x, emit(aten.amax.default, x, [dim], True))
-        exps = emit(aten.exp.default, shifted)
-        total = emit(aten.sum.dim_IntList, exps, [dim], True)
-        if node.target in SOFTMAX:
-            result = emit(aten.mul.Tensor, exps, emit(aten.reciprocal.default, total))
-        else:
-            result = emit(aten.sub.Tensor, shifted, emit(aten.log.default, total))
-        replace(node, result)
-        count += 1
-    return finish(gm, count)
-
-
+# ---- folding ------------------------------------------------------------------------------------------------
 FOLDABLE = {aten.conv2d.default, aten.conv1d.default, aten.linear.default}
 
 

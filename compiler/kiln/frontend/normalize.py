@@ -10,10 +10,9 @@ Run right after torch.export, on both the quantized and the float path, as PASSE
   decompose_multi_output  split, chunk, unbind, max.dim, var_mean, ...: one op per output read
   decompose_composites    conv1d, layer_norm, group_norm, glu, prelu, var, stack, roll, ...
 
-For quantization, the quantizer's transform_for_annotation runs `for_quantization`: the same
-passes (they find nothing left to do on a normalised graph) and QUANTIZATION_PASSES, which
-split ops whose steps need their own ranges (softmax). So the PT2E reference is the
-quantized rewritten graph, op for op what kiln compiles.
+The quantizer's transform_for_annotation runs the same passes (they find nothing left to do
+on a normalised graph), so the PT2E reference is the quantized rewritten graph, op for op
+what kiln compiles.
 
 In-place updates of a model input or buffer are treated as functional: kiln compiles one
 inference, which reads the updated value but does not keep it for the next inference.
@@ -252,20 +251,11 @@ def decompose_composites(gm: GraphModule) -> int:
 
 PASSES = (functionalize_inplace, remove_noops, fold_constants, decompose.fold_batch_norm, unroll_recurrent, decompose_multi_output,
           decompose_composites)
-QUANTIZATION_PASSES = (decompose.softmax_to_elementwise,)
 
 
 def normalize(gm: GraphModule) -> GraphModule:
     """Runs PASSES on `gm` in place; returns it."""
     for rewrite in PASSES:
-        rewrite(gm)
-    return gm
-
-
-def for_quantization(gm: GraphModule) -> GraphModule:
-    """PASSES, then QUANTIZATION_PASSES: the graph the quantizer annotates."""
-    normalize(gm)
-    for rewrite in QUANTIZATION_PASSES:
         rewrite(gm)
     return gm
 
@@ -331,9 +321,10 @@ def markdown() -> str:
           else ["No multi-output operator is refused.", ""]),
         "## Quantization",
         "",
-        "Before annotation, softmax and log_softmax become amax, sub, exp, sum, reciprocal (log), mul (sub), "
-        "so each step gets its own range. Unary functions are kept whole: on the NPU each is one exact "
-        "8-bit table. Integer and bool tensors are never observed; ops on them stay in float (integer).",
+        "Softmax and log_softmax are kept whole (on the NPU: 16-bit exp and normalisation tables, one "
+        "rounding at the end); softmax's output has the fixed range [0, 1). Unary functions are kept "
+        "whole: on the NPU each is one exact 8-bit table. Integer and bool tensors are never observed; "
+        "ops on them stay in float (integer).",
         "",
         *_table(("Op", "How it is quantized"), _grouped(quantizer.annotation_table())),
     ]

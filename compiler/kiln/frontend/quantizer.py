@@ -33,6 +33,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import (
     DerivedQuantizationSpec,
     QuantizationAnnotation,
+    FixedQParamsQuantizationSpec,
     QuantizationSpec,
     Quantizer,
     SharedQuantizationSpec,
@@ -74,7 +75,12 @@ INDEPENDENT_OPS = {
     aten.cumsum.default,
     aten.upsample_bilinear2d.vec,
     aten.upsample_bilinear2d.default,
+    aten.log_softmax.int,
+    aten._log_softmax.default,
 } | UNARY_FUNCTIONS
+# Probabilities: the input observed, the output in the fixed range [0, 1) (scale 1/256 at
+# int8, 1/32768 at int16), whatever the calibration saw.
+SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default}
 # Activations the NPU applies as the clamp of the producing MAC or elementwise op.
 FUSIBLE_ACTIVATIONS = {
     aten.relu.default,
@@ -133,6 +139,16 @@ def activation_spec(scheme: QuantizationScheme) -> QuantizationSpec:
     )
 
 
+def probability_spec(scheme: QuantizationScheme) -> FixedQParamsQuantizationSpec:
+    """A softmax's output: [0, 1) in the activation type, zero at its lowest value (int8) or
+    at 0 (int16, symmetric)."""
+    dtype, quant_min, quant_max, symmetric = scheme.ACTIVATIONS[scheme.activation_bits]
+    bits = 16 if symmetric else 8
+    return FixedQParamsQuantizationSpec(dtype=getattr(torch, dtype), scale=2.0 ** -(bits - 1 if symmetric else bits),
+                                        zero_point=0 if symmetric else quant_min, quant_min=quant_min,
+                                        quant_max=quant_max, qscheme=torch.per_tensor_affine)
+
+
 def weight_spec(axis: int) -> QuantizationSpec:
     """Weights: int8, symmetric (-127..127), per output channel along `axis`."""
     return QuantizationSpec(
@@ -177,7 +193,7 @@ class EthosUQuantizer(Quantizer):
         self.skip = skip or (lambda node: False)
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
-        return normalize.for_quantization(model)
+        return normalize.normalize(model)
 
     def annotate(self, model: GraphModule) -> GraphModule:
         act = activation_spec(self.scheme)
@@ -188,6 +204,8 @@ class EthosUQuantizer(Quantizer):
                 self._annotate_mac(node, act)
             elif node.target in INDEPENDENT_OPS:
                 self._annotate_independent(node, act)
+            elif node.target in SOFTMAX_OPS:
+                _mark(node, {node.args[0]: act}, probability_spec(self.scheme))
             elif node.target in CONCAT_OPS:
                 self._annotate_concat(node, act)
             elif node.target in SHARED_OPS:
@@ -246,6 +264,7 @@ def annotation_table() -> dict:
            for op in INDEPENDENT_OPS - UNARY_FUNCTIONS},
         **{op: "output shares the input's range" for op in SHARED_OPS},
         **{op: "every input and the output share one range" for op in CONCAT_OPS},
+        **{op: "input observed; output in the fixed range [0, 1)" for op in SOFTMAX_OPS},
     }
 
 

@@ -691,6 +691,115 @@ def _sum(lw: Lowerer, op: Op):
     lw.result(out, result, is_nhwc)
 
 
+# ---- softmax and log_softmax: exp and normalisation at 16 and 32 bits --------------------------------
+# With x int8, d = x - max(x) along the dim is an integer in [-255, 0]. Scaled by 128 to int16,
+# d indexes a 16-bit TABLE exactly (513 entries, one per 128 inputs, no interpolation): the
+# table holds exp(scale * d) in Q(EXP_BITS) and TABLE returns it times 2^7, so e is
+# exp(scale * d) * 2^(EXP_BITS + 7) in int32 and the row sum S is exact. CLZ normalises S:
+# S << (clz(S) - 1) = m * 2^31 with m in [0.5, 1), and a second, interpolated 16-bit table
+# gives 1/m (or ln m) to about 2^-20. Softmax is then e * (1/m) shifted by the row's clz,
+# log_softmax scale * d - ln m - (clz-dependent) * ln 2, each requantized once: within
+# half a step and a few 2^-16 of the exact value; the PT2E reference applies float softmax.
+SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default}
+LOG_SOFTMAX_OPS = {aten.log_softmax.int, aten._log_softmax.default}
+EXP_BITS_MAX = 14  # Q14: 2^14 fits an int16 table entry
+RECIPROCAL_ONE = 16383.5  # 1/m entries: RECIPROCAL_ONE / m, at most 32767 (m >= 0.5)
+LN_BITS = 15  # ln m entries in Q15 (ln 0.5 = -22713)
+LOG_FRACTION_BITS = 16  # log_softmax's int32 fixed point, where it fits
+
+
+def softmax_exp_bits(length: int) -> int:
+    """The exp table's fraction bits for a softmax over `length` values: the row sum of
+    exp * 2^(bits + 7) must stay below 2^31. Below 8 bits (length >= 2^16) the result would
+    lose precision: a support rule keeps such a softmax on the CPU."""
+    return min(EXP_BITS_MAX, 24 - length.bit_length())
+
+
+def softmax_exp_table(scale: float, bits: int) -> np.ndarray:
+    """Entry i: exp(scale * (i - 256)) in Q(bits), for d = i - 256 in [-256, 0]; the entries
+    for d > 0, which a row's maximum never leaves, hold 1.0."""
+    d = np.minimum(np.arange(513, dtype=np.float64) - 256, 0)
+    return np.round(np.exp(scale * d) * 2.0 ** bits).astype(np.int16)
+
+
+def _mantissa_points() -> np.ndarray:
+    """The m each entry of a normalised-sum table stands for: entry j is read at
+    t = j * 128 - 32768, and t = (m - 0.75) * 2^17, so m = 0.5 + j / 1024."""
+    return 0.5 + np.arange(513, dtype=np.float64) / 1024
+
+
+def reciprocal_table() -> np.ndarray:
+    return np.round(RECIPROCAL_ONE / _mantissa_points()).astype(np.int16)
+
+
+def ln_table() -> np.ndarray:
+    return np.round(np.log(_mantissa_points()) * 2.0 ** LN_BITS).astype(np.int16)
+
+
+@lowering(*SOFTMAX_OPS, *LOG_SOFTMAX_OPS)
+def _softmax(lw: Lowerer, op: Op):
+    """Softmax or log_softmax of int8 `x` along `dim` (a support rule: int8, < 2^16 values)."""
+    x, out = op.inputs[0], op.output
+    name, axis, is_nhwc = _layout_axis(lw, x, op.arg("dim"))
+    shape = Lowerer.shape_of(x, is_nhwc)
+    row = list(shape)
+    row[axis] = 1
+    ones = [1] * len(shape)
+    bits = softmax_exp_bits(shape[axis])
+    scalar = lambda value: lw.const(np.full(ones, value), "int32", "scalar")  # noqa: E731
+
+    def binary(kind: str, a: str, b: str, result_shape, dtype="int32", *extra) -> str:
+        result = lw.inter(result_shape, dtype)
+        attribute = _attr("ArithmeticRightShift", True) if kind == "ARITHMETIC_RIGHT_SHIFT" else _attr(
+            "".join(w.capitalize() for w in kind.split("_")))
+        lw.emit(kind, [a, b, *extra], [result], attribute)
+        return result
+
+    def table(values: str, entries: np.ndarray, result_shape) -> str:
+        result = lw.inter(result_shape, "int32")
+        lw.emit("TABLE", [values, lw.const(entries, "int16", "table")], [result], _attr("Table"))
+        return result
+
+    # d * 128 in int16, d = x - max(x) in [-255, 0] (TOSA subtracts int32 only)
+    top = lw.inter(row, x.dtype)
+    lw.emit("REDUCE_MAX", [name], [top], _attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
+    d = binary("SUB", lw.rescale(name, shape, x.dtype, "int32", 128.0), lw.rescale(top, row, x.dtype, "int32", 128.0),
+               shape)
+    d = lw.rescale(d, shape, "int32", "int16", 1.0)
+    e = table(d, softmax_exp_table(x.qparams.scale, bits), shape)  # exp(scale d) * 2^(bits + 7)
+    total = lw.inter(row, "int32")
+    lw.emit("REDUCE_SUM", [e], [total], _attr("ReduceSum", axis))
+    clz = lw.inter(row, "int32")
+    lw.emit("CLZ", [total], [clz], _attr("Clz"))
+    normalised = binary("LOGICAL_LEFT_SHIFT", total, binary("SUB", clz, scalar(1), row), row)  # m * 2^31
+    t = lw.rescale(binary("SUB", normalised, scalar(3 << 29), row), row, "int32", "int16", 2.0 ** -14)
+    clz_of_one = 31 - (bits + 7)  # the clz of a sum of 1.0, the least a row's sum can be
+    if op.target in LOG_SOFTMAX_OPS:
+        # ln(sum) = ln m + (31 - (clz - 1) - (bits + 7)) ln 2, in 2^-f units
+        f = min(LOG_FRACTION_BITS, 30 - math.ceil(math.log2(x.qparams.scale * 255 + 32 * math.log(2) + 1)))
+        ln_m = lw.rescale(table(t, ln_table(), row), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
+        octaves = binary("SUB", scalar(clz_of_one + 1), clz, row)
+        ln2 = binary("MUL", octaves, scalar(round(math.log(2) * 2 ** f)), row, "int32",
+                     lw.const(np.array([0]), "int8", "shift"))
+        ln_sum = binary("ADD", ln_m, ln2, row)
+        shifted = lw.rescale(d, shape, "int16", "int32", x.qparams.scale * 2.0 ** f / 128)  # scale d in 2^-f
+        result, unit = binary("SUB", shifted, ln_sum, shape), 2.0 ** -f
+    else:
+        # e / sum = e * (1/m) * 2^(clz - 32) / 2^(bits + 7)... in units of 1/RECIPROCAL_ONE / 2^7
+        reciprocal = table(t, reciprocal_table(), row)  # RECIPROCAL_ONE * 2^7 / m
+        one = RECIPROCAL_ONE * 2 ** 7
+        if clz_of_one <= 10:  # (1/m) << (clz - 1) stays below 2^31: the row's shift goes there
+            reciprocal = binary("LOGICAL_LEFT_SHIFT", reciprocal, binary("SUB", clz, scalar(1), row), row)
+            result = binary("MUL", e, reciprocal, shape, "int32", lw.const(np.array([22]), "int8", "shift"))
+            unit = 1 / (one * 2 ** 9)
+        else:  # a long row: shift each product right by the row's clz instead
+            product = binary("MUL", e, reciprocal, shape, "int32", lw.const(np.array([22]), "int8", "shift"))
+            result = binary("ARITHMETIC_RIGHT_SHIFT", product, binary("SUB", scalar(clz_of_one), clz, row), shape)
+            unit = 1 / (one * 2.0 ** (10 - clz_of_one))
+    lw.result(out, lw.rescale(result, shape, "int32", out.dtype, unit / out.qparams.scale, 0, out.qparams.zero_point),
+              is_nhwc)
+
+
 @lowering(aten.view.default, aten.reshape.default, aten.flatten.using_ints, aten.squeeze.dim, aten.squeeze.dims,
           aten.squeeze.default, aten.unsqueeze.default, aten.clone.default, aten.alias.default)
 def _reshape(lw: Lowerer, op: Op):

@@ -274,6 +274,21 @@ def int8_transpose_conv_on_u55(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
 
+SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default}
+SOFTMAX_LENGTH_MAX = 65535  # the row sum of 16-bit exps must fit int32 with 8 fraction bits
+
+
+@rule("{op_type} on 16-bit values: kiln lowers softmax of int8 input (its exp table is indexed by x - max(x))",
+      ops=SOFTMAX_OPS)
+def int8_softmax(op: Op) -> bool:
+    return op.inputs[0].dtype == op.output.dtype == "int8"
+
+
+@rule("{op_type} over {input_shape} along dim {dim}: more than 65535 values to normalise", ops=SOFTMAX_OPS)
+def softmax_length(op: Op) -> bool:
+    return op.inputs[0].shape[op.arg("dim") % len(op.inputs[0].shape)] <= SOFTMAX_LENGTH_MAX
+
+
 @rule("{op_type} on 16-bit values: kiln's tables are 8-bit (int8 input and output)", ops=TABLE_OPS)
 def int8_table(op: Op) -> bool:
     return op.inputs[0].dtype == op.output.dtype == "int8"

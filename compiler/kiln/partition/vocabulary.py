@@ -36,6 +36,8 @@ LOWERED = frozenset({
     *TABLE_OPS,
     # reductions along one dim
     aten.amax.default, aten.sum.dim_IntList,
+    # softmax along one dim
+    aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default,
     # data movement
     aten.view.default, aten.reshape.default, aten.flatten.using_ints, aten.squeeze.dim, aten.squeeze.dims,
     aten.squeeze.default, aten.unsqueeze.default, aten.clone.default, aten.alias.default,
