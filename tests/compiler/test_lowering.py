@@ -36,6 +36,21 @@ def conv(*args, **kwargs):
     return nn.Conv2d(*args, **kwargs)
 
 
+class Constants(nn.Module):
+    """fn(self, *xs) on tensor attributes of the module (a bias, a scale, a positional
+    embedding, a matrix), seeded parameters of the shapes given by name."""
+
+    def __init__(self, fn, **shapes):
+        super().__init__()
+        g = torch.Generator().manual_seed(7)
+        for name, shape in shapes.items():
+            setattr(self, name, nn.Parameter(torch.randn(*shape, generator=g)))
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(self, *xs)
+
+
 CASES = {
     "conv_stride2_pad1": (Lambda(lambda m, x: m[0](x), conv(3, 8, 3, stride=2, padding=1)), [(1, 3, 15, 15)]),
     "conv_dilation2": (Lambda(lambda m, x: m[0](x), conv(4, 8, 3, dilation=2, padding=2)), [(1, 4, 12, 12)]),
@@ -55,6 +70,20 @@ CASES = {
     "global_avg_pool": (Lambda(lambda m, x: F.adaptive_avg_pool2d(x, 1)), [(1, 16, 7, 5)]),
     "adaptive_avg_pool_2x2": (Lambda(lambda m, x: F.adaptive_avg_pool2d(x, 2)), [(1, 4, 8, 6)]),
     "mean_hw": (Lambda(lambda m, x: x.mean(dim=(2, 3))), [(1, 8, 5, 5)]),
+    # reductions over any dims: merged runs of adjacent dims, a chain of one-axis REDUCEs
+    "sum_last_2d": (Lambda(lambda m, x: x.sum(-1)), [(4, 10)]),
+    "sum_channels_and_width_keepdim": (Lambda(lambda m, x: x.sum((1, 3), keepdim=True)), [(1, 6, 4, 5)]),
+    "sum_all_to_scalar": (Lambda(lambda m, x: x.sum()), [(2, 3, 5)]),
+    "mean_last_centred": (Lambda(lambda m, x: x - x.mean(-1, keepdim=True)), [(1, 5, 12)]),  # layer norm's
+    "mean_dims_0_2": (Lambda(lambda m, x: x.mean((0, 2))), [(3, 4, 5)]),
+    "mean_channels_keepdim": (Lambda(lambda m, x: x.mean(1, keepdim=True)), [(1, 8, 3, 4)]),
+    "mean_chw_batch2": (Lambda(lambda m, x: x.mean((-3, -2, -1))), [(2, 4, 3, 3)]),
+    "amax_last": (Lambda(lambda m, x: x.amax(-1)), [(4, 10)]),  # through a transpose
+    "amax_two_dims_keepdim": (Lambda(lambda m, x: x.amax((1, 3), keepdim=True)), [(1, 6, 4, 5)]),
+    "amax_all": (Lambda(lambda m, x: x.amax((0, 1, 2))), [(2, 3, 40)]),  # 240 values as 16 x 15
+    "amin_last_keepdim": (Lambda(lambda m, x: x.amin(-1, keepdim=True)), [(2, 3, 10)]),
+    "amin_first": (Lambda(lambda m, x: x.amin(0)), [(5, 7)]),
+    "amin_hw": (Lambda(lambda m, x: torch.minimum(x.amin((2, 3)), x.mean((2, 3)))), [(1, 4, 6, 6)]),
     "add_broadcast": (Lambda(lambda m, a, b: a + b), [(1, 4, 5, 5), (1, 4, 1, 5)]),
     "sub": (Lambda(lambda m, a, b: F.relu(a - b)), [(1, 3, 4, 4), (1, 3, 4, 4)]),
     "mul": (Lambda(lambda m, a, b: a * b), [(1, 6, 3, 3), (1, 6, 3, 3)]),
@@ -82,6 +111,19 @@ CASES = {
     "log_softmax": (Lambda(lambda m, x: torch.log_softmax(x, -1)), [(1, 12)]),
     "conv_transpose": (Lambda(lambda m, x: m[0](x), nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1)),
                        [(1, 4, 5, 5)]),
+    # a constant operand (a parameter) is a TOSA constant with its own scale and zero point
+    "add_constant_bias": (Constants(lambda m, x: x + m.bias, bias=(1, 4, 1, 1)), [(1, 4, 5, 5)]),
+    "add_positional_embedding": (Constants(lambda m, x: x + m.pos, pos=(1, 6, 8)), [(1, 6, 8)]),
+    "sub_constant_both_orders": (Constants(lambda m, x: m.c - (x - m.row), c=(1, 6, 8), row=(6, 1)), [(1, 6, 8)]),
+    "mul_constant_broadcast": (Constants(lambda m, x: x * m.scale, scale=(1, 4, 1, 1)), [(1, 4, 3, 3)]),
+    "min_max_constant": (Constants(lambda m, x: torch.maximum(m.low, torch.minimum(x, m.high)), low=(1, 3, 1, 4),
+                                   high=(3, 4, 1)), [(1, 3, 4, 4)]),
+    # x @ W, W @ x and mm with W a parameter (not nn.Linear)
+    "matmul_constant": (Constants(lambda m, x: m.v @ (x @ m.w), w=(8, 5), v=(4, 6)), [(2, 6, 8)]),
+    "mm_constant": (Constants(lambda m, x: torch.mm(x, m.w), w=(8, 5)), [(6, 8)]),
+    # a scalar is a one-element constant; 1.0 - x is normalised to a sub from a constant
+    "scalar_add_sub": (Lambda(lambda m, x: 1.0 - ((x + 1.0) - 0.5) + -2.0), [(1, 3, 4, 4)]),
+    "scalar_mul": (Lambda(lambda m, x: (x * 2.5) * -0.5 + x * 0), [(1, 6, 8)]),
 }
 
 
@@ -100,10 +142,12 @@ def test_op_matches_pt2e_within_one_step(name):
 
 INT16_CASES = ["conv_stride2_pad1", "depthwise_multiplier2", "conv_grouped", "linear", "avg_pool_pad", "max_pool_ceil",
                "global_avg_pool", "mean_hw", "add_broadcast", "mul", "hardtanh_clamp", "cat_channels", "pad",
-               "upsample_bilinear_x2", "matmul", "conv_transpose"]
+               "upsample_bilinear_x2", "matmul", "conv_transpose", "add_constant_bias", "scalar_add_sub",
+               "scalar_mul"]
 U85_ONLY_INT16 = {"matmul": "16-bit aten.matmul: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
                   "conv_transpose": "16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on "
                                     "Ethos-U55 or U65 (it can on Ethos-U85)"}
+INT16_CASES += ["sum_channels_and_width_keepdim", "mean_last_centred", "amax_two_dims_keepdim"]  # reductions
 
 
 @pytest.mark.parametrize("name", INT16_CASES)
@@ -189,3 +233,34 @@ def test_conv_padding_modes_match_pt2e_within_one_step(mode):
     module = Lambda(lambda m, x: m[0](x), conv(3, 8, 3, padding=1, padding_mode=mode))
     (diff,), _ = compare_steps(module, seeded(5, (1, 3, 9, 9)))
     assert diff.max() <= 1, f"{mode}: up to {diff.max()} steps off"
+
+
+def test_16_bit_amin_stays_on_the_cpu_with_its_reason():
+    """kiln's amin is ~max(~x) through two 8-bit tables (Vela's REDUCE_MIN, reshaped, reads past
+    its weight data on kiln's NPU model): at 16 bits the rule keeps it on the CPU and says why."""
+    module, shapes = CASES["amin_last_keepdim"]
+    _, _, parts = lower_module(module, seeded(2, *shapes), bits=16)
+    (reason,) = {p.reason for p in parts.placements if p.op.op_type == "aten.amin"}
+    assert reason.startswith("16-bit amin: Vela 5.2.0's REDUCE_MIN"), reason
+
+
+@pytest.mark.parametrize("shape, dtype, zero_point, dims, fits", [
+    ((384, 21931), "int8", -128, None, True),  # 8,421,504 values of up to 255 steps: at most 2^31 - 1
+    ((385, 21931), "int8", -128, [0, 1], False),
+    ((385, 21931), "int8", 0, [-1, 0], True),  # up to 128 steps each
+    ((2, 65535), "int16", 0, [1], True),  # 65,535 values of up to 32,768 steps
+    ((2, 32768), "int16", 0, [0, 1], False),
+])
+def test_a_sum_or_mean_that_could_overflow_int32_stays_on_the_cpu(shape, dtype, zero_point, dims, fits):
+    from kiln import boards
+    from kiln.graph import Op, QParams, Value
+    from kiln.partition import support
+
+    qmin, qmax = (-128, 127) if dtype == "int8" else (-32768, 32767)
+    x = Value("x", shape, dtype, QParams(0.05, zero_point, qmin=qmin, qmax=qmax))
+    for target in (torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.dim):
+        op = Op("reduce", target, (x, dims, False), {}, [Value("y", (1,), dtype, QParams(0.5, 0, qmin=qmin, qmax=qmax))])
+        reason = support.reason(op, boards.target("ethos-u55-128"))
+        assert (reason is None) == fits, reason
+        if not fits:
+            assert "the NPU sums in int32" in reason, reason

@@ -58,17 +58,19 @@ EVERY_FAMILY = " | checked | checked | checked |"
 
 def test_the_command_writes_the_file(tmp_path):
     """The sections of three ops worked out by hand from support.py: mul is in the ops of
-    runtime_operands and scalar_operands only; add and sub are in those and unit_alpha's, so
-    they share a section; relu is in no rule's ops."""
+    quantized_constants and finite_scalars only; add and sub are in those and
+    unit_alpha's, so they share a section; relu is in no rule's ops."""
     run = command("--output", str(tmp_path / "ops.md"))
     assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
     text = (tmp_path / "ops.md").read_text()
-    constant = "| *op_type* with a constant operand is not lowered (`runtime_operands`)" + EVERY_FAMILY
-    scalar = ("| *op_type* with a scalar operand is not lowered (the only scalar operand kiln lowers is a positive "
-              "factor of aten.mul) (`scalar_operands`)" + EVERY_FAMILY)
+    constant = ("| *op_type* with a constant operand that is not an int8 or int16 tensor quantized per tensor is not "
+                "lowered (`quantized_constants`)" + EVERY_FAMILY)
+    scalar = ("| *op_type* with a scalar operand that is not a finite number is not lowered (`finite_scalars`)"
+              + EVERY_FAMILY)
     alpha = "| *op_type* with alpha other than 1 is not lowered (`unit_alpha`)" + EVERY_FAMILY
     assert section(text, "## `aten.mul.Tensor`") == ["", *HEADER, constant, scalar, ""]
-    assert section(text, "## `aten.add.Tensor`, `aten.sub.Tensor`") == ["", *HEADER, constant, scalar, alpha, ""]
+    assert section(text, "## `aten.add.Tensor`, `aten.sub.Tensor`") == [
+        "", *HEADER, constant, scalar, alpha, ""]
     (plain,) = [line for line in text.splitlines() if line.startswith("## ") and "`aten.relu.default`" in line]
     assert section(text, plain) == ["", "Only the rules for every operator."]
 
@@ -99,3 +101,34 @@ def test_an_op_on_bool_or_integer_tensors_is_refused_for_its_types_not_as_unquan
     op = Op("permute", aten.permute.default, (x, [0, 2, 1]), {}, [y])
     assert support.reason(op, target) == ("stays in float: kiln's quantizer does not quantize aten.permute, "
                                           "and the NPU computes in integers")
+
+
+def test_constant_and_scalar_operands_are_refused_only_when_they_cannot_be_lowered():
+    """A quantized constant operand (a parameter: int8 data, per-tensor qparams) and a finite
+    scalar pass; a float constant and an infinite scalar are refused with the rule's reason."""
+    import math
+
+    import numpy as np
+    import torch
+
+    from kiln import boards
+    from kiln.graph import Op, QParams, Value
+    from kiln.partition import support
+
+    aten = torch.ops.aten
+    target = boards.target("ethos-u55-128")
+    qp = QParams(0.02, 3)
+    x, y = Value("x", (1, 4, 6), "int8", qp), Value("y", (1, 4, 6), "int8", qp)
+    weight = Value("w", (6,), "int8", QParams(0.01, -2), data=np.arange(6, dtype=np.int8))
+    assert support.reason(Op("add", aten.add.Tensor, (x, weight), {}, [y]), target) is None
+    for c in (1.0, -0.5, 0, 3):
+        assert support.reason(Op("mul", aten.mul.Tensor, (x, c), {}, [y]), target) is None
+        assert support.reason(Op("sub", aten.sub.Tensor, (x, c), {}, [y]), target) is None
+    float_weight = Value("w", (6,), "float32", data=np.ones(6, np.float32))
+    assert support.reason(Op("sub", aten.sub.Tensor, (x, float_weight), {}, [y]), target) == (
+        "aten.sub with a constant operand that is not an int8 or int16 tensor quantized per tensor is not lowered")
+    assert support.reason(Op("add", aten.add.Tensor, (x, math.inf), {}, [y]), target) == (
+        "aten.add with a scalar operand that is not a finite number is not lowered")
+    matrix = Value("m", (6, 5), "int8", QParams(0.01, 1), data=np.ones((6, 5), np.int8))
+    assert support.reason(Op("matmul", aten.matmul.default, (x, matrix), {}, [Value("z", (1, 4, 5), "int8", qp)]),
+                          target) is None

@@ -344,6 +344,16 @@ def div(emit, node, a):
     return emit(aten.mul.Tensor, x, emit.constant(torch.reciprocal(tensor), "reciprocal"))
 
 
+@decomposes(aten.rsub.Scalar, aten.rsub.Tensor, into="c - alpha * x: sub of the constant (or tensor) c and x")
+def rsub(emit, node, a):
+    x, other, alpha = a["self"], a["other"], a.get("alpha", 1)
+    if alpha != 1:
+        x = emit(aten.mul.Tensor, x, alpha)
+    if not isinstance(other, Node):
+        other = emit.constant(torch.tensor(other, dtype=value(node.args[0]).dtype), "minuend")
+    return emit(aten.sub.Tensor, other, x)
+
+
 @decomposes(aten.clamp_min.default, aten.clamp_max.default, into="clamp with one bound")
 def clamp_bound(emit, node, a):
     low = a.get("min") if node.target is aten.clamp_min.default else None

@@ -24,6 +24,7 @@ from kiln.errors import InternalError, KilnError, LoweringError
 from kiln.graph import QRANGE, Op, QParams, Value, clamp_range, pair
 from kiln.partition import vocabulary
 from kiln.partition.partitioner import Partition
+from kiln.partition.support import reduced_dims
 
 aten = torch.ops.aten
 DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "int48": ts.DType.INT48,
@@ -487,8 +488,12 @@ def _adaptive_avg_pool(lw: Lowerer, op: Op):
 
 @lowering(aten.mean.dim)
 def _mean(lw: Lowerer, op: Op):
-    """Mean over H and W (the support rule checks the dims)."""
+    """Mean over any dims: an int32 sum, then one RESCALE by x's scale / (count x the output's);
+    over H and W of a 4-D value, _global_mean (the same REDUCE_SUM, of NHWC [N, 1, H*W, C])."""
     x, out = op.arg("self"), op.output
+    if len(x.shape) != 4 or reduced_dims(op) != [2, 3]:
+        _reduction(lw, op, "REDUCE_SUM")
+        return
     result = _global_mean(lw, x, out)
     if len(out.shape) == 4:
         lw.result(out, result, True)
@@ -532,9 +537,26 @@ def _max_pool_pad(size, kernel, stride, pad, out):
     return pad, max(0, after), max(0, -after)
 
 
+def scalar_constant(c: float, dtype: str) -> Value:
+    """Scalar operand `c` as a constant of one element (it broadcasts to any shape) whose
+    integer is -1, 0 or 1 and whose scale is |c|: its real value is c itself, so the op
+    computes with the exact scalar, as PT2E's reference does, whatever the other range."""
+    lo, hi = QRANGE[dtype]
+    return Value(f"scalar_{c:g}", (), dtype, QParams(abs(c) or 1.0, 0, None, lo, hi),
+                 data=np.array(int(np.sign(c)), dtype))
+
+
+def _two_operands(op: Op) -> list[Value]:
+    """The operands of a binary elementwise op, a scalar as a constant (scalar_constant)."""
+    a, b = op.arg("self"), op.arg("other")
+    return [v if isinstance(v, Value) else scalar_constant(float(v), op.output.dtype) for v in (a, b)]
+
+
 @lowering(aten.add.Tensor, aten.sub.Tensor)
 def _add_sub(lw: Lowerer, op: Op):
-    a, b = op.arg("self"), op.arg("other")
+    """Both operands (a constant or scalar one as a TOSA constant) widened to int32 in units
+    of 2 * (the larger scale) / 2^shift, added or subtracted, requantized (one rounding)."""
+    a, b = _two_operands(op)
     if op.arg("alpha") not in (None, 1):
         raise LoweringError(f"node {op.name}: alpha != 1 is not supported")
     out = op.output
@@ -545,7 +567,8 @@ def _add_sub(lw: Lowerer, op: Op):
             for n, s, v in zip(names, shape, [a, b])]
     acc_shape = Lowerer.shape_of(out, nhwc)
     acc = lw.inter(acc_shape, "int32")
-    lw.emit("ADD" if op.target is aten.add.Tensor else "SUB", wide, [acc], _attr("Add" if op.target is aten.add.Tensor else "Sub"))
+    kind = "Add" if op.target is aten.add.Tensor else "Sub"
+    lw.emit(kind.upper(), wide, [acc], _attr(kind))
     result = lw.rescale(acc, acc_shape, "int32", out.dtype, top / ((1 << shift) * out.qparams.scale), 0,
                         out.qparams.zero_point)
     lw.result(out, result, nhwc)
@@ -555,13 +578,14 @@ def _add_sub(lw: Lowerer, op: Op):
 def _mul(lw: Lowerer, op: Op):
     a, b = op.arg("self"), op.arg("other")
     out = op.output
-    if not isinstance(b, Value):  # x * c, c > 0 (a support rule): a requantization
+    if not isinstance(b, Value) and float(b) > 0:  # x * c, c > 0: a requantization
         name, is_nhwc = lw.names[id(a)]
         scale = a.qparams.scale * float(b) / out.qparams.scale
         result = lw.rescale(name, Lowerer.shape_of(out, is_nhwc), a.dtype, out.dtype, scale, a.qparams.zero_point,
                             out.qparams.zero_point)
         lw.result(out, result, is_nhwc)
         return
+    a, b = _two_operands(op)  # x * c, c <= 0: a MUL by the constant -1 or 0 of scale |c|
     names, shapes, nhwc = _broadcast_operands(lw, [a, b], out)
     wide = [lw.rescale(n, s, v.dtype, "int32", 1.0, v.qparams.zero_point, 0) for n, s, v in zip(names, shapes, [a, b])]
     acc_shape = Lowerer.shape_of(out, nhwc)
@@ -573,15 +597,17 @@ def _mul(lw: Lowerer, op: Op):
 
 
 def _broadcast_operands(lw: Lowerer, values: list[Value], out: Value):
-    """The operands at the output's rank (NHWC if rank 4), with their TOSA shapes."""
+    """The operands at the output's rank (NHWC if rank 4), with their TOSA shapes; a constant
+    one (a parameter, a buffer, a scalar) becomes a TOSA constant of that shape and layout."""
     rank = len(out.shape)
     nhwc = rank == 4
     names, shapes = [], []
     for v in values:
-        if v.is_constant:
-            raise LoweringError("constant operands are not supported yet")
         shape = (1,) * (rank - len(v.shape)) + tuple(v.shape)
-        if len(v.shape) == rank:
+        if v.is_constant:
+            data = v.data.reshape(shape)
+            name = lw.const(data.transpose(NCHW_TO_NHWC) if nhwc else data, v.dtype)
+        elif len(v.shape) == rank:
             name = lw.nhwc(v) if nhwc else lw.torch_order(v)
         else:
             name = lw.reshape(lw.torch_order(v), shape, v.dtype)
@@ -665,30 +691,139 @@ def _layout_axis(lw: Lowerer, v: Value, dim: int) -> tuple[str, int, bool]:
     return name, (NCHW_TO_NHWC.index(dim) if is_nhwc else dim), is_nhwc
 
 
-@lowering(aten.amax.default)
-def _amax(lw: Lowerer, op: Op):
-    """Max along one dim, kept (a support rule): the output shares the input's qparams."""
+# ---- reductions over any set of dims -------------------------------------------------------------
+# TOSA reduces one axis at a time (REDUCE_SUM/MAX/MIN keep it as 1). Vela 5.2.0 places each on
+# Ethos-U55/U65/U85 along any axis of rank 1..5 for int8 and int16 (REDUCE_MAX/MIN) and int32
+# (REDUCE_SUM), but not an int32 REDUCE_MAX on Ethos-U55 ("Non-passthrough operation (ReduceMax)
+# could not run on NPU"): max and min run in the input's own type, which their output shares.
+# Its estimates on ethos-u55-128 shape the graph: reducing the last axis costs REDUCE_MAX/MIN
+# 3-5x more than reducing another one (1,572 against 531 cycles with the transpose below for
+# [1, 4, 6, 10] over its last dim, 1,050,715 against 237,872 for [1, 512, 512]), and reducing a
+# long axis in two steps less than in one (21,829 cycles for 4,096 values, 2,802 as 256 x 16),
+# while REDUCE_SUM is cheapest along the last axis.
+MAX_MIN_SPLIT = 16  # a whole max/min over K values: K as (K / b, b), b a divisor of K up to this
+
+
+def _reduce_axes(lw: Lowerer, name: str, shape, axes, kind: str, dtype: str) -> tuple[str, list[int]]:
+    """REDUCE_`kind` of `name` (of `shape`) along each of `axes` in turn; (result, its shape)."""
+    attribute_kind = kind.title().replace("_", "")  # REDUCE_SUM -> ReduceSum
+    shape = list(shape)
+    for axis in axes:
+        shape[axis] = 1
+        out = lw.inter(shape, dtype)
+        attribute = (_attr(attribute_kind, axis) if kind == "REDUCE_SUM"
+                     else _attr(attribute_kind, axis, ts.NanPropagationMode.PROPAGATE))
+        lw.emit(kind, [name], [out], attribute)
+        name = out
+    return name, list(shape)
+
+
+def _reduce_last_axis(lw: Lowerer, name: str, shape, kind: str, dtype: str) -> tuple[str, list[int]]:
+    """REDUCE_MAX/MIN of `name` along its last axis, whose other axes are all kept: the M kept
+    values of each of the K entries made rows (a transpose of [1, M, K], one NPU op) and reduced
+    along that non-last axis; with nothing kept (M = 1), the K values reduced as (K / b, b)."""
+    k, m = shape[-1], int(np.prod(shape[:-1], dtype=np.int64))
+    if m > 1:
+        rows = lw.to_layout(lw.reshape(name, [1, m, k], dtype), [1, m, k], dtype, (0, 2, 1))
+        return _reduce_axes(lw, rows, [1, k, m], [1], kind, dtype)
+    b = next((b for b in range(min(MAX_MIN_SPLIT, k // 2), 1, -1) if k % b == 0), None)
+    if b is None:
+        return _reduce_axes(lw, lw.reshape(name, [k], dtype), [k], [0], kind, dtype)
+    return _reduce_axes(lw, lw.reshape(name, [k // b, b], dtype), [k // b, b], [0, 1], kind, dtype)
+
+
+def _bitwise_not(lw: Lowerer, name: str, shape) -> str:
+    """~q = -1 - q of int8 `name`: one 8-bit TABLE, an order-reversing bijection of -128..127,
+    so min(q) = ~max(~q) exactly. amin is lowered so because Vela 5.2.0 turns a REDUCE_MIN whose
+    result is then reshaped (to drop the dim, or NHWC [1, 1, 1, C] to [1, C, 1, 1]) into a
+    command stream that, as kiln's NPU model runs it, reads a constant past the end of its
+    weight data (REDUCE_MIN of [5, 7] along axis 0 reshaped to [7]: a bus error at the read
+    of 7 bytes), while REDUCE_MAX so reshaped runs right; Vela places TABLE as the lookup of
+    the neighbouring operation."""
+    out = lw.inter(shape, "int8")
+    lw.emit("TABLE", [name, lw.const((-1 - np.arange(-128, 128)).astype(np.int8), "int8", "table")], [out],
+            _attr("Table"))
+    return out
+
+
+def _reduction(lw: Lowerer, op: Op, kind: str):
+    """sum, mean, amax or amin of x over reduced_dims(op), with or without keepdim.
+
+    In x's layout (NHWC for a 4-D value so bound), each run of adjacent reduced axes and of
+    adjacent kept ones is merged by a free RESHAPE (axes of size 1 dropped), then each merged
+    reduced axis is reduced in turn. A sum or mean is widened to int32 without the zero point
+    first, and one RESCALE after the last REDUCE_SUM requantizes it (x's scale over the
+    output's, divided by the count for a mean: one rounding, as PT2E's float mean of the
+    dequantized values then quantized). Max and min run in x's type. The result, the input
+    with each reduced dim 1, is then reshaped to the output (through PyTorch's order unless it
+    keeps 4-D NHWC)."""
     x, out = op.arg("self"), op.output
-    name, axis, is_nhwc = _layout_axis(lw, x, op.arg("dim")[0])
-    result = lw.inter(Lowerer.shape_of(out, is_nhwc), out.dtype)
-    lw.emit("REDUCE_MAX", [name], [result], _attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
-    lw.result(out, result, is_nhwc)
+    name, is_nhwc = lw.names[id(x)]
+    shape = list(Lowerer.shape_of(x, is_nhwc))
+    dims = reduced_dims(op)
+    axes = {NCHW_TO_NHWC.index(d) if is_nhwc else d for d in dims}
+    groups: list[list] = []  # [size, reduced] per merged axis
+    for axis, size in enumerate(shape):
+        if size > 1:
+            if groups and groups[-1][1] == (axis in axes):
+                groups[-1][0] *= size
+            else:
+                groups.append([size, axis in axes])
+    reduced = [i for i, (_, is_reduced) in enumerate(groups) if is_reduced]
+    dtype = x.dtype
+    summing = kind == "REDUCE_SUM"
+    if reduced:
+        if summing:
+            name, dtype = lw.rescale(name, shape, x.dtype, "int32", 1.0, x.qparams.zero_point, 0), "int32"
+        merged = [size for size, _ in groups]
+        if merged != shape:
+            name = lw.reshape(name, merged, dtype)
+        flipped = kind == "REDUCE_MIN"  # min(q) = ~max(~q), see _bitwise_not
+        if flipped:
+            name, kind = _bitwise_not(lw, name, merged), "REDUCE_MAX"
+        if summing:
+            name, shape = _reduce_axes(lw, name, merged, reversed(reduced), kind, dtype)
+        elif reduced[-1] == len(groups) - 1:  # the last axis last, after the others shrank the tensor
+            name, shape = _reduce_axes(lw, name, merged, reduced[:-1], kind, dtype)
+            name, shape = _reduce_last_axis(lw, name, shape, kind, dtype)
+        else:
+            name, shape = _reduce_axes(lw, name, merged, reduced, kind, dtype)
+        if flipped:
+            name = _bitwise_not(lw, name, shape)
+    if summing:
+        count = int(np.prod([x.shape[d] for d in dims], dtype=np.int64)) if op.target is aten.mean.dim else 1
+        scale = x.qparams.scale / (count * out.qparams.scale)
+        in_zp = 0 if reduced else x.qparams.zero_point
+        name = lw.rescale(name, shape, dtype, out.dtype, scale, in_zp, out.qparams.zero_point)
+        dtype = out.dtype
+    kept = [1 if d in dims else size for d, size in enumerate(x.shape)]  # torch's keepdim shape
+    if is_nhwc:
+        kept_nhwc = [kept[p] for p in NCHW_TO_NHWC]
+        if shape != kept_nhwc:
+            name = lw.reshape(name, kept_nhwc, dtype)
+        shape = kept_nhwc
+        if len(out.shape) == 4:  # keepdim: the result stays NHWC
+            lw.result(out, _same_quantization(lw, name, shape, x, out) if not summing else name, True)
+            return
+        view = Value(out.name + "_kept", tuple(kept), dtype, out.qparams if summing else x.qparams)
+        lw.bind(view, name, True)
+        name = lw.torch_order(view)
+        shape = kept
+    if list(shape) != list(out.shape):
+        name = lw.reshape(name, out.shape, dtype)
+    lw.result(out, name if summing else _same_quantization(lw, name, out.shape, x, out), False)
+
+
+@lowering(aten.amax.default, aten.amin.default)
+def _amax(lw: Lowerer, op: Op):
+    """Max or min over any dims: the output shares the input's qparams (the quantizer's choice)."""
+    _reduction(lw, op, "REDUCE_MAX" if op.target is aten.amax.default else "REDUCE_MIN")
 
 
 @lowering(aten.sum.dim_IntList)
 def _sum(lw: Lowerer, op: Op):
-    """Sum along one dim, kept: widened to int32 without the zero point, summed, requantized
-    (one rounding)."""
-    x, out = op.arg("self"), op.output
-    name, axis, is_nhwc = _layout_axis(lw, x, op.arg("dim")[0])
-    shape = Lowerer.shape_of(x, is_nhwc)
-    wide = lw.rescale(name, shape, x.dtype, "int32", 1.0, x.qparams.zero_point, 0)
-    acc_shape = Lowerer.shape_of(out, is_nhwc)
-    acc = lw.inter(acc_shape, "int32")
-    lw.emit("REDUCE_SUM", [wide], [acc], _attr("ReduceSum", axis))
-    result = lw.rescale(acc, acc_shape, "int32", out.dtype, x.qparams.scale / out.qparams.scale, 0,
-                        out.qparams.zero_point)
-    lw.result(out, result, is_nhwc)
+    """Sum over any dims: widened to int32 without the zero point, summed, requantized (one rounding)."""
+    _reduction(lw, op, "REDUCE_SUM")
 
 
 # ---- softmax and log_softmax: exp and normalisation at 16 and 32 bits --------------------------------
@@ -1079,15 +1214,24 @@ def _conv_transpose(lw: Lowerer, op: Op):
 
 @lowering(aten.matmul.default, aten.bmm.default, aten.mm.default)
 def _matmul(lw: Lowerer, op: Op):
+    """MATMUL of [batch, m, k] and [batch, k, n], requantized once. A constant operand (x @ W,
+    W a parameter) is a TOSA constant, repeated over the batch it broadcasts to; a constant
+    right operand shared by the whole batch multiplies all batch * m rows in one MATMUL."""
     a, b = op.inputs[0], op.inputs[1]
     out = op.output
-    if a.is_constant or b.is_constant:
-        raise LoweringError(f"node {op.name}: matmul with a constant operand is not supported")
     batch = int(np.prod(out.shape[:-2], dtype=np.int64)) if len(out.shape) > 2 else 1
     m, k = a.shape[-2], a.shape[-1]
     n = b.shape[-1]
-    an = lw.reshape(lw.torch_order(a), [batch, m, k], a.dtype)
-    bn = lw.reshape(lw.torch_order(b), [batch, k, n], b.dtype)
+    if b.is_constant and not a.is_constant and int(np.prod(b.shape[:-2], dtype=np.int64)) == 1:
+        batch, m = 1, batch * m
+
+    def operand(v: Value, shape) -> str:
+        if v.is_constant:
+            data = np.broadcast_to(v.data, (*out.shape[:-2], *v.shape[-2:])) if shape[0] > 1 else v.data
+            return lw.const(data.reshape(shape), v.dtype)
+        return lw.reshape(lw.torch_order(v), shape, v.dtype)
+
+    an, bn = operand(a, [batch, m, k]), operand(b, [batch, k, n])
     acc_type = ACCUMULATOR[a.dtype]
     acc = lw.inter([batch, m, n], acc_type)
     lw.emit("MATMUL", [an, bn, lw.zp(a.qparams.zero_point, a.dtype), lw.zp(b.qparams.zero_point, b.dtype)], [acc],

@@ -10,6 +10,7 @@ what kiln's TOSA lowering covers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,8 +25,10 @@ aten = torch.ops.aten
 CONV_OPS = {aten.conv2d.default}
 POOL_OPS = {aten.avg_pool2d.default, aten.max_pool2d.default}
 SPATIAL_OPS = CONV_OPS | POOL_OPS | {aten.adaptive_avg_pool2d.default, aten.conv_transpose2d.input,
-                                     aten.mean.dim, aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
+                                     aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
                                      aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default}
+SUMS = {aten.sum.dim_IntList, aten.mean.dim}
+INT32_MAX = 2**31 - 1
 MAC_OPS = CONV_OPS | {aten.linear.default, aten.conv_transpose2d.input, aten.matmul.default, aten.bmm.default,
                       aten.mm.default}
 TENSOR_DIM_MAX = 65535
@@ -130,7 +133,8 @@ def weight_sum(op: Op) -> bool:
     weight = op.inputs[1]
     if not weight.is_constant:
         return True
-    axis = 1 if op.target is aten.conv_transpose2d.input else 0  # the output-channel axis
+    # the output-channel axis: a matmul's constant right operand is [..., k, n]
+    axis = {aten.conv_transpose2d.input: 1, aten.conv2d.default: 0, aten.linear.default: 0}.get(op.target, -1)
     per_channel = np.abs(np.moveaxis(weight.data, axis, 0).astype(np.int64)).reshape(weight.shape[axis], -1).sum(1)
     return int(per_channel.max(initial=0)) <= WEIGHT_SUM_MAX
 
@@ -187,15 +191,6 @@ def adaptive_whole_windows(op: Op) -> bool:
     return h % oh == 0 and w % ow == 0 and (h // oh) * (w // ow) <= KERNEL_AREA_MAX
 
 
-@rule("mean over dims {dim}: kiln lowers the mean over H and W of a 4-D tensor, at most 64 rows and 64x64 values",
-      ops={aten.mean.dim})
-def spatial_mean(op: Op) -> bool:
-    x = op.inputs[0]
-    dims = sorted(d % len(x.shape) for d in op.arg("dim"))
-    return (len(x.shape) == 4 and dims == [2, 3] and x.shape[2] <= DILATED_HEIGHT_MAX
-            and x.shape[2] * x.shape[3] <= DILATED_AREA_MAX)
-
-
 # ---- the rest ---------------------------------------------------------------------------------------------
 @rule("nearest upsampling from {input_shape} needs whole scale factors",
       ops={aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default})
@@ -223,27 +218,32 @@ def nonempty_slice(op: Op) -> bool:
     return len(op.output.shape) >= 1 and all(op.output.shape)
 
 
-@rule("{op_type} with a constant operand is not lowered", ops={aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor,
-                                                              aten.matmul.default, aten.bmm.default, aten.mm.default,
-                                                              aten.minimum.default, aten.maximum.default})
-def runtime_operands(op: Op) -> bool:
-    return not any(v.is_constant for v in op.inputs)
+BINARY_ELEMENTWISE = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 
 
-@rule("{op_type} with a scalar operand is not lowered (the only scalar operand kiln lowers is a positive factor of aten.mul)",
-      ops={aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor})
-def scalar_operands(op: Op) -> bool:
-    other = op.arg("other")
-    if isinstance(op.arg("self"), Value) and isinstance(other, Value):
-        return True
-    return op.target is aten.mul.Tensor and isinstance(op.arg("self"), Value) and float(other) > 0
+@rule("{op_type} with a constant operand that is not an int8 or int16 tensor quantized per tensor is not lowered",
+      ops=BINARY_ELEMENTWISE | {aten.matmul.default, aten.bmm.default, aten.mm.default, aten.minimum.default,
+                                aten.maximum.default})
+def quantized_constants(op: Op) -> bool:
+    # a parameter or buffer operand is a TOSA constant with its own scale and zero point
+    return all(v.dtype in ("int8", "int16") and v.qparams is not None and v.qparams.axis is None
+               for v in op.inputs if v.is_constant)
 
 
-@rule("{op_type} of shapes {operand_shapes}: kiln lowers matrix products of equal batch shape",
-      ops={aten.matmul.default, aten.bmm.default, aten.mm.default})
+@rule("{op_type} with a scalar operand that is not a finite number is not lowered", ops=BINARY_ELEMENTWISE)
+def finite_scalars(op: Op) -> bool:
+    # a scalar operand is a one-element TOSA constant of scale |c|
+    scalars = [a for a in (op.arg("self"), op.arg("other")) if not isinstance(a, Value)]
+    return all(isinstance(c, (int, float)) and math.isfinite(c) for c in scalars)
+
+
+@rule("{op_type} of shapes {operand_shapes}: kiln lowers matrix products whose non-constant operands have the "
+      "output's batch shape", ops={aten.matmul.default, aten.bmm.default, aten.mm.default})
 def plain_matmul(op: Op) -> bool:
-    a, b = op.inputs[0].shape, op.inputs[1].shape
-    return len(a) == len(b) >= 2 and a[:-2] == b[:-2] and a[-1] == b[-2]
+    a, b = op.inputs[0], op.inputs[1]
+    if min(len(a.shape), len(b.shape)) < 2 or a.shape[-1] != b.shape[-2]:
+        return False
+    return all(v.is_constant or tuple(v.shape[:-2]) == tuple(op.output.shape[:-2]) for v in (a, b))
 
 
 @rule("{op_type} with alpha other than 1 is not lowered", ops={aten.add.Tensor, aten.sub.Tensor})
@@ -251,11 +251,28 @@ def unit_alpha(op: Op) -> bool:
     return op.arg("alpha") in (None, 1)
 
 
-@rule("{op_type} over dims {dim}: kiln lowers a reduction over one dim, kept",
-      ops={aten.amax.default, aten.sum.dim_IntList})
-def one_kept_dim(op: Op) -> bool:
+def reduced_dims(op: Op) -> list[int]:
+    """The dims of its input a sum, mean, amax or amin reduces, from 0, sorted (None or []: all)."""
+    rank = len(op.inputs[0].shape)
     dims = op.arg("dim")
-    return dims is not None and len(dims) == 1 and bool(op.arg("keepdim"))
+    return sorted({d % rank for d in dims} if dims else set(range(rank)))
+
+
+@rule("{op_type} over dims {dim} of shape {input_shape}: the NPU sums in int32, and that many values of up "
+      "to 255 (int8) or 32768 (int16) steps each could pass 2^31 - 1", ops=SUMS)
+def int32_sum(op: Op) -> bool:
+    x = op.inputs[0]
+    if x.qparams is None:
+        return True  # not quantized: another rule refuses it
+    count = int(np.prod([x.shape[d] for d in reduced_dims(op)], dtype=np.int64))
+    largest = max(x.qparams.qmax - x.qparams.zero_point, x.qparams.zero_point - x.qparams.qmin)
+    return count * largest <= INT32_MAX
+
+
+@rule("16-bit amin: Vela 5.2.0's REDUCE_MIN, its result reshaped, reads past its weight data on kiln's NPU model, "
+      "and kiln's min as ~max(~x) takes two 8-bit tables (int8 input)", ops={aten.amin.default})
+def int8_amin(op: Op) -> bool:
+    return op.inputs[0].dtype == "int8"
 
 
 # ---- where Ethos-U55/U65 and U85 differ (found by compiling each case with Vela 5.2.0) -------------------

@@ -34,8 +34,8 @@ LOWERED = frozenset({
     aten.relu.default, aten.relu6.default, aten.hardtanh.default, aten.clamp.default,
     aten.minimum.default, aten.maximum.default,
     *TABLE_OPS,
-    # reductions along one dim
-    aten.amax.default, aten.sum.dim_IntList,
+    # reductions over any dims (mean.dim is with the means above)
+    aten.amax.default, aten.amin.default, aten.sum.dim_IntList,
     # softmax along one dim
     aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default,
     # data movement
