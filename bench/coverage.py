@@ -11,12 +11,39 @@ the NPU, Vela's NPU cycle estimate and the compile time (in-process time of
 kiln.compile.compile_model, after one warm-up compile per target). After the table, the CPU
 ops of each model grouped by op type with their reasons (--verbose: one line per node), then
 a summary: models compiled, NPU and CPU ops in all, the ops most often left on the CPU.
+
+    .venv/bin/python bench/coverage.py --executorch [--target ...] [--models ...] [--refresh]
+
+--executorch: the same models against ExecuTorch 1.5.1's Arm Ethos-U flow (needs
+.venv-executorch: ./scripts/executorch_env.sh). Sets: zoo, arch, ops (tests/operator_cases.py)
+and more (tests/operator_cases_more.py, the vocabulary in several shapes and operand kinds).
+ExecuTorch's side runs in one process of its own environment (bench/executorch_coverage.py:
+EthosUQuantizer, to_edge_transform_and_lower with an EthosUPartitioner, Vela's summary); its
+JSON is cached under build/bench-cache/, keyed by the target and the content of the case
+files, the model files and the driver, so a rerun only compiles with kiln (--refresh: run
+ExecuTorch again). Per model: ops on the NPU and on the CPU for each (quantize/dequantize
+edges apart; the two count their own graphs: ExecuTorch's edge ops after its decompositions,
+kiln's ops as its report lists them), whether each puts it fully on the NPU (compiled, at
+least one op on the NPU, none on the CPU), Vela's NPU cycles for each and kiln/ET. Then the
+summary per group (single-operator cases, test models): how many each puts fully on the NPU,
+what ExecuTorch fully delegates and kiln does not (the gaps, with kiln's reason), what kiln
+fully delegates and ExecuTorch does not, and the geometric mean of kiln/ET cycles over the
+models both put fully on the NPU.
+
+Measured (ethos-u55-128, 2026-11-25, a 2-core Intel Xeon VM shared with other jobs; kiln at
+the commit of this file's change, its working tree carrying other engineers' uncommitted
+compiler edits): see EXECUTORCH_COVERAGE below.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import math
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections import Counter, defaultdict
@@ -26,6 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import operator_cases
+import operator_cases_more
 from kiln import compile as kc
 from kiln import models
 from kiln.errors import KilnError
@@ -33,7 +61,12 @@ from kiln.frontend.export import LoadedModel
 from kiln.spec import CompileSpec
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
-SETS = ("zoo", "arch", "ops")
+SETS = ("zoo", "arch", "ops", "more")
+CASE_SETS = ("ops", "more")  # single-operator cases; the other sets are test models
+ROOT = Path(__file__).resolve().parent.parent
+ET_PYTHON = ROOT / ".venv-executorch" / "bin" / "python"
+ET_DRIVER = ROOT / "bench" / "executorch_coverage.py"
+CACHE = ROOT / "build" / "bench-cache"
 
 
 def test_models() -> list[tuple[str, str, Callable[[], str | LoadedModel]]]:
@@ -43,6 +76,8 @@ def test_models() -> list[tuple[str, str, Callable[[], str | LoadedModel]]]:
     found += [("arch", name, lambda name=name: name) for name in models.ARCHITECTURES]
     for name, (make, inputs) in operator_cases.CASES.items():
         found.append(("ops", name, lambda name=name, make=make, inputs=inputs: LoadedModel(name, make().eval(), inputs())))
+    for name, (make, inputs) in operator_cases_more.CASES.items():
+        found.append(("more", name, lambda name=name, make=make, inputs=inputs: LoadedModel(name, make().eval(), inputs())))
     return found
 
 
@@ -77,9 +112,13 @@ def main() -> int:
     parser.add_argument("--target", default="ethos-u55-128", help="a target or a comma list")
     parser.add_argument("--models", default=None, help="comma list of model names and sets (zoo, arch, ops)")
     parser.add_argument("--verbose", action="store_true", help="every CPU op by node, not grouped")
+    parser.add_argument("--executorch", action="store_true", help="against ExecuTorch 1.5.1 (.venv-executorch)")
+    parser.add_argument("--refresh", action="store_true", help="with --executorch: ignore its cached result")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")  # torch.export's notes on the models' code: not this table's business
     chosen = pick(test_models(), args.models)
+    if args.executorch:
+        return against_executorch(args, chosen)
     quiet = lambda line: None
     status = 0
     for target in args.target.split(","):
@@ -153,6 +192,172 @@ def main() -> int:
                 print(f"  {op} x{n}: {why}{more}")
         print()
     return status
+
+
+# bench/coverage.py --executorch --target ethos-u55-128, all sets: the 8 zoo and 13 architecture models, the
+# 46 + 168 single-operator cases; measured 2026-11-25 on a 2-core Intel Xeon VM shared with other jobs, kiln at
+# 16ad40e with other engineers' uncommitted compiler edits in the working tree, ExecuTorch 1.5.1+cpu (its
+# driver's run: about 12 minutes for all 235 in one process, the models 8-35 s each, a case about 1-2 s).
+# group -> (models, fully on the NPU by kiln, by ExecuTorch, by both; geometric mean of kiln/ET NPU cycles
+# over the models both put fully on the NPU).
+EXECUTORCH_COVERAGE: dict[str, tuple[int, int, int, int, float]] = {
+    "single-operator cases": (214, 189, 187, 175, 0.98),
+    "test models": (21, 19, 16, 15, 0.90),
+}
+# ExecuTorch fully on the NPU, kiln not (the gaps), with kiln's reason:
+#   div, div_broadcast, div_by_tensor: no TOSA lowering for aten.div (tensor divisor);
+#   cumsum, cumsum_channels, cumsum_2d: no TOSA lowering for aten.cumsum;
+#   mul_int32: int32 tensors (the NPU takes int8 and int16 activations);
+#   max_pool2d_s8: stride 8 outside the NPU's 1..3; vit_tiny: its patch conv2d's stride 8, the same;
+#   adaptive_avg_pool2d_nondiv: 10 -> 3 does not split into equal windows;
+#   slice_step2, slice_hw_step2: a step-2 slice (the NPU's SLICE takes step 1);
+#   transpose_2d: x.t() (aten.t) is not compiled at all (ProgramError: not quantized, no CPU kernel).
+# kiln fully on the NPU, ExecuTorch not: ds_cnn, resnet8 (avg_pool2d), mobilenet_v3_small (hardsigmoid),
+# tc_resnet8 (mean.dim, squeeze/unsqueeze); cases addmm (ET's ReplaceScalarWithTensorByProfilePass fails),
+# grouped_conv_transpose, mish, softplus, sign, trunc, avg_pool2d_global, avg_pool2d_global_16, narrow,
+# upsample_nearest_3x, upsample_bilinear_2x, flatten_4d, reshape_3d_to_4d, view_merge_last (a lone view_copy).
+# Cycles: kiln's softmax/log_softmax cases take 7-14x ExecuTorch's NPU cycles; elementwise unary ops on small
+# tensors (abs, neg, sqrt, ...) 2-6x; minimum/maximum 0.05-0.2x; layer/group/batch norm 0.2-0.6x.
+
+
+def cache_key(target: str) -> str:
+    """What ExecuTorch's result depends on: the target, the cases, the model files and the driver."""
+    digest = hashlib.sha256(target.encode())
+    files = [ROOT / "tests" / "operator_cases.py", ROOT / "tests" / "operator_cases_more.py", ET_DRIVER,
+             *sorted((ROOT / "models" / "kiln" / "models").glob("*.py"))]
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def executorch_results(target: str, names: list[str], refresh: bool) -> tuple[dict[str, dict], str]:
+    """ExecuTorch's result per name (bench/executorch_coverage.py's JSON), from the cache or one run
+    of the driver for the names the cache lacks; and ExecuTorch's version."""
+    path = CACHE / f"executorch-{target}-{cache_key(target)}.json"
+    document = {"results": {}, "executorch": "?"}
+    if path.is_file() and not refresh:
+        document = json.loads(path.read_text())
+    missing = [n for n in names if n not in document["results"]]
+    if missing:
+        if not ET_PYTHON.is_file():
+            raise SystemExit(f"coverage.py: --executorch needs {ET_PYTHON} (./scripts/executorch_env.sh makes it)")
+        print(f"ExecuTorch, {target}: {len(missing)} models in one process of {ET_PYTHON.parent.parent.name} "
+              f"(then cached in {path.relative_to(ROOT)})", flush=True)
+        with tempfile.TemporaryDirectory(prefix="kiln-coverage-") as folder:
+            out = Path(folder) / "executorch.json"
+            command = [str(ET_PYTHON), str(ET_DRIVER), "--target", target, "--names", ",".join(missing),
+                       "--output", str(out)]
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
+            other: list[str] = []
+            for line in process.stdout:
+                if line.startswith("["):  # the driver's progress, one line per model
+                    print(f"  ET {line.rstrip()}", file=sys.stderr, flush=True)
+                else:
+                    other = (other + [line.rstrip()])[-20:]
+            if process.wait() or not out.is_file():
+                raise SystemExit(f"coverage.py: ExecuTorch's driver exited {process.returncode}:\n" + "\n".join(other))
+            run = json.loads(out.read_text())
+        document["results"].update(run["results"])
+        document.update(target=target, executorch=run["executorch"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=1, sort_keys=True))
+    return {n: document["results"][n] for n in names}, document["executorch"]
+
+
+def kiln_result(load: Callable[[], str | LoadedModel], target: str) -> dict:
+    """kiln's placement of one model in the driver's form (plus "reasons": the CPU ops' reasons)."""
+    try:
+        report = kc.compile_model(load(), CompileSpec(target), log=lambda line: None).report
+    except Exception as error:  # noqa: BLE001 (every failure is a finding: keep going)
+        return {"compiled": False, "error": one_line(error), "npu_ops": {}, "cpu_ops": {}, "edges": 0,
+                "npu_cycles": None, "reasons": []}
+    npu, cpu, reasons = Counter(), Counter(), Counter()
+    edges = 0
+    for o in report["ops"]:
+        if o["op"] in EDGES:
+            edges += 1
+        elif o["where"] == "npu":
+            npu[short(o["op"])] += 1
+        else:
+            cpu[short(o["op"])] += 1
+            reasons[f"{short(o['op'])}: {reason_of(o)}"] += 1
+    return {"compiled": True, "error": None, "npu_ops": dict(npu), "cpu_ops": dict(cpu), "edges": edges,
+            "npu_cycles": report["npu_cycles"], "reasons": [f"{r}{f' (x{n})' if n > 1 else ''}" for r, n in reasons.items()]}
+
+
+def fully_on_npu(result: dict) -> bool:
+    """Compiled, at least one op on the NPU and none on the CPU besides the quantize/dequantize edges."""
+    return bool(result["compiled"] and result["npu_ops"] and not result["cpu_ops"])
+
+
+def op_list(ops: dict[str, int]) -> str:
+    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(ops.items())) or "-"
+
+
+def where_text(result: dict) -> str:
+    """What stays on the CPU, or the error."""
+    return op_list(result["cpu_ops"]) if result["compiled"] else f"error: {result['error']}"
+
+
+def ratio_text(kiln: dict, et: dict) -> str:
+    if kiln["npu_cycles"] and et["npu_cycles"]:
+        return f"{kiln['npu_cycles'] / et['npu_cycles']:.2f}"
+    return "-"
+
+
+def summarize(rows: list[tuple[str, str, dict, dict]], label: str) -> list[str]:
+    """The summary lines of one group of rows (set, name, kiln's result, ExecuTorch's result)."""
+    if not rows:
+        return []
+    kiln_full = {name for _, name, k, _ in rows if fully_on_npu(k)}
+    et_full = {name for _, name, _, e in rows if fully_on_npu(e)}
+    ratios = [k["npu_cycles"] / e["npu_cycles"] for _, name, k, e in rows
+              if name in kiln_full & et_full and k["npu_cycles"] and e["npu_cycles"]]
+    gmean = f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}" if ratios else "-"
+    lines = [f"{label}: {len(rows)}; fully on the NPU: kiln {len(kiln_full)}, ExecuTorch {len(et_full)}, both "
+             f"{len(kiln_full & et_full)}, neither {len(rows) - len(kiln_full | et_full)}; "
+             f"kiln not compiled {sum(not k['compiled'] for _, _, k, _ in rows)}, ExecuTorch not lowered "
+             f"{sum(not e['compiled'] for _, _, _, e in rows)}; NPU cycles kiln/ET, geometric mean over the "
+             f"{len(ratios)} both put fully on the NPU: {gmean}"]
+    gaps = [(name, k) for _, name, k, _ in rows if name in et_full - kiln_full]
+    lines.append(f"  ExecuTorch fully on the NPU, kiln not ({len(gaps)}):")
+    for name, k in gaps:
+        why = "; ".join(k["reasons"]) if k["compiled"] else k["error"]
+        lines.append(f"    {name}: {why}")
+    ahead = [(name, e) for _, name, _, e in rows if name in kiln_full - et_full]
+    lines.append(f"  kiln fully on the NPU, ExecuTorch not ({len(ahead)}):")
+    for name, e in ahead:
+        lines.append(f"    {name}: ET on the CPU: {where_text(e)}")
+    return lines
+
+
+def against_executorch(args, chosen: list) -> int:
+    """Per model, kiln's placement and NPU cycles beside ExecuTorch's; the summary after the table."""
+    for target in args.target.split(","):
+        et, version = executorch_results(target, [name for _, name, _ in chosen], args.refresh)
+        kc.compile_model("digits", CompileSpec(target), log=lambda line: None)  # warm-up
+        print(f"kiln against ExecuTorch {version} (EthosUQuantizer int8, EthosUPartitioner), {target}: ops on the "
+              "NPU / CPU besides the quantize/dequantize edges (each counts its own graph), fully on the NPU, "
+              "Vela's NPU cycles")
+        header = (f"{'model':28} {'set':4} {'kiln':>9} {'full':>4} {'ET':>9} {'full':>4} {'kiln cycles':>11} "
+                  f"{'ET cycles':>10} {'kiln/ET':>7}  on the CPU: kiln | ET")
+        print(header)
+        print("-" * len(header))
+        rows: list[tuple[str, str, dict, dict]] = []
+        for group, name, load in chosen:
+            k, e = kiln_result(load, target), et[name]
+            rows.append((group, name, k, e))
+            counts = lambda r: f"{sum(r['npu_ops'].values())}/{sum(r['cpu_ops'].values())}" if r["compiled"] else "-"
+            full = lambda r: "yes" if fully_on_npu(r) else "no"
+            cycles = lambda r: "-" if r["npu_cycles"] is None else format(r["npu_cycles"], ",")
+            print(f"{name:28} {group:4} {counts(k):>9} {full(k):>4} {counts(e):>9} {full(e):>4} {cycles(k):>11} "
+                  f"{cycles(e):>10} {ratio_text(k, e):>7}  {where_text(k)} | {where_text(e)}", flush=True)
+        print("-" * len(header))
+        print("\n".join(summarize([r for r in rows if r[0] in CASE_SETS], f"summary {target}, single-operator cases")))
+        print("\n".join(summarize([r for r in rows if r[0] not in CASE_SETS], f"summary {target}, test models")))
+        print()
+    return 0
 
 
 if __name__ == "__main__":
