@@ -97,6 +97,16 @@ def _last_error(text: str) -> str:
     return re.sub(r"^\w*(Error|Exception): ", "", (errors or lines or ["no output"])[-1])
 
 
+def _npz_bytes(array: np.ndarray) -> bytes:
+    """The bytes Vela saved as `array`. np.savez stores a bytes value as a 0-d array of numpy's
+    fixed-width "S<n>" type, whose .item() drops trailing NUL bytes: region 0 data ending in
+    zero-valued constants came back short (REDUCE_MIN reshaped: the 0xFF pivot kept, the
+    all-zero constant Vela placed at offset 0x10 lost, so the NPU read past the end of the
+    weights). tobytes() gives all n bytes; an empty value is saved as "S1" holding one NUL."""
+    raw = array.tobytes()
+    return b"" if array.dtype.itemsize == 1 and raw == b"\0" else raw
+
+
 def _read(work: Path, name: str, system_config: str) -> VelaResult:
     npz_path = work / f"{name}_vela.npz"
     csv_path = work / f"{name}_summary_{system_config}.csv"
@@ -122,8 +132,8 @@ def _read(work: Path, name: str, system_config: str) -> VelaResult:
         )
 
     return VelaResult(
-        cmd_data=bytes(data["cmd_data"].item()),
-        weight_data=bytes(data["weight_data"].item()),
+        cmd_data=_npz_bytes(data["cmd_data"]),
+        weight_data=_npz_bytes(data["weight_data"]),
         scratch_size=int(data["scratch_size"]),
         fast_scratch_size=int(data["scratch_fast_size"]),
         inputs=io("input"),

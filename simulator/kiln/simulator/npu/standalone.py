@@ -15,9 +15,6 @@ from kiln.simulator.npu.memory import FlatMemory
 # Bus addresses of regions 0 (weights), 1 (scratch), 2 (fast scratch); any distinct,
 # non-overlapping values do.
 REGION_BASES = (0x1000_0000, 0x2000_0000, 0x3000_0000, 0, 0, 0, 0, 0)
-# Vela's weight_data ends at its last constant, but regor may read a whole 32-bit word
-# for a constant it stored in fewer bytes; in a real image other data follows there.
-WEIGHT_SLACK = 16
 
 
 def run_compiled(compiled: CompiledNpuProgram, inputs: list[np.ndarray], config: NpuConfig,
@@ -27,7 +24,7 @@ def run_compiled(compiled: CompiledNpuProgram, inputs: list[np.ndarray], config:
     kiln.simulator.npu.compiled.CompiledNpuProgram, and fast_scratch_size if it has one;
     `fast_scratch_size` (bytes) overrides it."""
     fast = fast_scratch_size if fast_scratch_size is not None else getattr(compiled, "fast_scratch_size", 0) or 0
-    regions = {0: bytearray(compiled.weight_data) + bytearray(WEIGHT_SLACK),
+    regions = {0: bytearray(compiled.weight_data),  # nothing past it: a read there faults
                1: bytearray(max(compiled.scratch_size, 16)),
                2: bytearray(max(fast, 16))}
     memory = FlatMemory({REGION_BASES[r]: buf for r, buf in regions.items()})
