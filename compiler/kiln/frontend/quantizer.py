@@ -218,13 +218,13 @@ class EthosUQuantizer(Quantizer):
     def _annotate_mac(self, node: Node, act: QuantizationSpec):
         activation, weight = node.args[0], node.args[1]
         bias = node.args[2] if len(node.args) > 2 else None
-        inputs = {activation: act, weight: weight_spec(MAC_OPS[node.target])}
+        inputs = {activation: _input_spec(activation, act), weight: weight_spec(MAC_OPS[node.target])}
         if isinstance(bias, Node):
             inputs[bias] = bias_spec(activation, weight, node)
         self._mark_fusing(node, inputs, act)
 
     def _annotate_independent(self, node: Node, act: QuantizationSpec):
-        inputs = {arg: act for arg in node.args if isinstance(arg, Node) and _is_float_tensor(arg)}
+        inputs = {arg: _input_spec(arg, act) for arg in node.args if isinstance(arg, Node) and _is_float_tensor(arg)}
         self._mark_fusing(node, inputs, act)
 
     def _mark_fusing(self, node: Node, inputs: dict, act: QuantizationSpec):
@@ -240,7 +240,7 @@ class EthosUQuantizer(Quantizer):
         source = node.args[0]
         if not isinstance(source, Node) or not _is_float_tensor(source):
             return
-        _mark(node, {source: act}, SharedQuantizationSpec((source, node)))
+        _mark(node, {source: _input_spec(source, act)}, SharedQuantizationSpec((source, node)))
 
     def _annotate_concat(self, node: Node, act: QuantizationSpec):
         operands = node.args[0] if node.target in (aten.cat.default, aten.concat.default) else node.args[:2]
@@ -250,7 +250,7 @@ class EthosUQuantizer(Quantizer):
         first = tensors[0]
         shared = SharedQuantizationSpec((first, node))
         # a tensor concatenated with itself is observed once (sharing with itself is a cycle)
-        inputs = {first: act, **{t: shared for t in tensors[1:] if t is not first}}
+        inputs = {first: _input_spec(first, act), **{t: shared for t in tensors[1:] if t is not first}}
         _mark(node, inputs, shared)
 
 
@@ -284,6 +284,12 @@ def _fusible_activation(node: Node) -> Node | None:
         if low is None or low > 0:
             return None  # a clamp that cuts off above zero changes the output range asymmetrically
     return activation
+
+
+def _input_spec(arg: Node, act: QuantizationSpec):
+    """How an op reads `arg`: in the fixed range of a softmax's output (so no requantization
+    separates the two), else observed as `act`."""
+    return SharedQuantizationSpec(arg) if arg.op == "call_function" and arg.target in SOFTMAX_OPS else act
 
 
 def _annotated(node: Node) -> bool:

@@ -734,12 +734,11 @@ def _reduce_last_axis(lw: Lowerer, name: str, shape, kind: str, dtype: str) -> t
 
 def _bitwise_not(lw: Lowerer, name: str, shape) -> str:
     """~q = -1 - q of int8 `name`: one 8-bit TABLE, an order-reversing bijection of -128..127,
-    so min(q) = ~max(~q) exactly. amin is lowered so because Vela 5.2.0 turns a REDUCE_MIN whose
-    result is then reshaped (to drop the dim, or NHWC [1, 1, 1, C] to [1, C, 1, 1]) into a
-    command stream that, as kiln's NPU model runs it, reads a constant past the end of its
-    weight data (REDUCE_MIN of [5, 7] along axis 0 reshaped to [7]: a bus error at the read
-    of 7 bytes), while REDUCE_MAX so reshaped runs right; Vela places TABLE as the lookup of
-    the neighbouring operation."""
+    so min(q) = ~max(~q) exactly. amin is lowered so because Vela 5.2.0 builds REDUCE_MIN as
+    pivot - max(pivot - x), and when the result is reshaped onto other NHWC axes (NHWC
+    [1, 1, 1, C] to [1, C, 1, 1]) its last SUB broadcasts the max's first element to every
+    output (tests/simulator/test_npu_reduce_min.py pins it), while REDUCE_MAX so reshaped is
+    right; Vela places TABLE as the lookup of the neighbouring operation."""
     out = lw.inter(shape, "int8")
     lw.emit("TABLE", [name, lw.const((-1 - np.arange(-128, 128)).astype(np.int8), "int8", "table")], [out],
             _attr("Table"))
@@ -826,111 +825,98 @@ def _sum(lw: Lowerer, op: Op):
     _reduction(lw, op, "REDUCE_SUM")
 
 
-# ---- softmax and log_softmax: exp and normalisation at 16 and 32 bits --------------------------------
-# With x int8, d = x - max(x) along the dim is an integer in [-255, 0]. Scaled by 128 to int16,
-# d indexes a 16-bit TABLE exactly (513 entries, one per 128 inputs, no interpolation): the
-# table holds exp(scale * d) in Q(EXP_BITS) and TABLE returns it times 2^7, so e is
-# exp(scale * d) * 2^(EXP_BITS + 7) in int32 and the row sum S is exact. CLZ normalises S:
-# S << (clz(S) - 1) = m * 2^31 with m in [0.5, 1), and a second, interpolated 16-bit table
-# gives 1/m (or ln m) to about 2^-20. Softmax is then e * (1/m) shifted by the row's clz,
-# log_softmax scale * d - ln m - (clz-dependent) * ln 2, each requantized once: within
-# half a step and a few 2^-16 of the exact value; the PT2E reference applies float softmax.
+# ---- softmax and log_softmax: exp in Q14, normalisation in 32 bits ------------------------------
+# With x int8, d = x - max(x) along the dim is an integer in [-255, 0], so d + 127 is an int8
+# that indexes two 8-bit TABLEs exactly: the high and the low 7 bits of exp(scale * d) in Q13
+# (Vela runs a 16-bit TABLE on Ethos-U55 as three LUT passes, about 2,200 cycles each on
+# ethos-u55-128; an 8-bit one as one). The row sum S of those is exact in int32. CLZ normalises
+# it: S << (clz(S) - 1) = m * 2^31 with m in [0.5, 1). Softmax multiplies e by 1/m from two
+# Newton-Raphson steps (relative error below 2^-16) shifted by the row's clz; log_softmax
+# subtracts ln m (an interpolated 16-bit table, about 2^-20) and the row's octaves of ln 2
+# from scale * d. Each result is requantized once: within half a step and a few 2^-16 of the
+# exact value. The PT2E reference applies float softmax to the dequantized input.
 SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default}
 LOG_SOFTMAX_OPS = {aten.log_softmax.int, aten._log_softmax.default}
-EXP_BITS_MAX = 14  # Q14: 2^14 fits an int16 table entry
-RECIPROCAL_ONE = 16383.5  # 1/m entries: RECIPROCAL_ONE / m, at most 32767 (m >= 0.5)
-LN_BITS = 15  # ln m entries in Q15 (ln 0.5 = -22713)
+EXP_BITS = 13  # Q13: 1.0 = 64 * 128, so the high 7 bits fit int8
+EXP_INDEX_OFFSET = 127  # the table index is d + 127
+EXP_CLZ_MAX = 31 - EXP_BITS  # the clz of a sum of 1.0 (exp(0)), the least a row sum can be
+RECIPROCAL_BITS = 29  # 1/m in (1, 2] in Q29
+LN_BITS = 15  # ln m table entries in Q15 (ln 0.5 = -22713)
 LOG_FRACTION_BITS = 16  # log_softmax's int32 fixed point, where it fits
 
 
-def softmax_exp_bits(length: int) -> int:
-    """The exp table's fraction bits for a softmax over `length` values: the row sum of
-    exp * 2^(bits + 7) must stay below 2^31. Below 8 bits (length >= 2^16) the result would
-    lose precision: a support rule keeps such a softmax on the CPU."""
-    return min(EXP_BITS_MAX, 24 - length.bit_length())
-
-
-def softmax_exp_table(scale: float, bits: int) -> np.ndarray:
-    """Entry i: exp(scale * (i - 256)) in Q(bits), for d = i - 256 in [-256, 0]; the entries
-    for d > 0, which a row's maximum never leaves, hold 1.0."""
-    d = np.minimum(np.arange(513, dtype=np.float64) - 256, 0)
-    return np.round(np.exp(scale * d) * 2.0 ** bits).astype(np.int16)
-
-
-def _mantissa_points() -> np.ndarray:
-    """The m each entry of a normalised-sum table stands for: entry j is read at
-    t = j * 128 - 32768, and t = (m - 0.75) * 2^17, so m = 0.5 + j / 1024."""
-    return 0.5 + np.arange(513, dtype=np.float64) / 1024
-
-
-def reciprocal_table() -> np.ndarray:
-    return np.round(RECIPROCAL_ONE / _mantissa_points()).astype(np.int16)
+def softmax_exp_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(high, low) int8 tables: at the position of d + 127 (d in [-255, 0]), E = exp(scale * d)
+    in Q13 as high * 128 + low."""
+    d = np.arange(256, dtype=np.float64) - 255
+    e = np.round(np.exp(scale * d) * 2.0 ** EXP_BITS).astype(np.int64)
+    return (e >> 7).astype(np.int8), (e & 127).astype(np.int8)
 
 
 def ln_table() -> np.ndarray:
-    return np.round(np.log(_mantissa_points()) * 2.0 ** LN_BITS).astype(np.int16)
+    """Entry j of a 16-bit TABLE read at t = (m - 0.75) * 2^17, i.e. m = 0.5 + j / 1024: ln m in Q15."""
+    return np.round(np.log(0.5 + np.arange(513, dtype=np.float64) / 1024) * 2.0 ** LN_BITS).astype(np.int16)
 
 
 @lowering(*SOFTMAX_OPS, *LOG_SOFTMAX_OPS)
 def _softmax(lw: Lowerer, op: Op):
-    """Softmax or log_softmax of int8 `x` along `dim` (a support rule: int8, < 2^16 values)."""
+    """Softmax or log_softmax of int8 `x` along `dim` (support rules: int8, at most 65535 values)."""
     x, out = op.inputs[0], op.output
     name, axis, is_nhwc = _layout_axis(lw, x, op.arg("dim"))
     shape = Lowerer.shape_of(x, is_nhwc)
     row = list(shape)
     row[axis] = 1
-    ones = [1] * len(shape)
-    bits = softmax_exp_bits(shape[axis])
-    scalar = lambda value: lw.const(np.full(ones, value), "int32", "scalar")  # noqa: E731
+    scalar = lambda value: lw.const(np.full([1] * len(shape), value), "int32", "scalar")  # noqa: E731
 
-    def binary(kind: str, a: str, b: str, result_shape, dtype="int32", *extra) -> str:
-        result = lw.inter(result_shape, dtype)
-        attribute = _attr("ArithmeticRightShift", True) if kind == "ARITHMETIC_RIGHT_SHIFT" else _attr(
-            "".join(w.capitalize() for w in kind.split("_")))
-        lw.emit(kind, [a, b, *extra], [result], attribute)
-        return result
-
-    def table(values: str, entries: np.ndarray, result_shape) -> str:
+    def binary(kind: str, a: str, b: str, result_shape, shift: int | None = None) -> str:
         result = lw.inter(result_shape, "int32")
-        lw.emit("TABLE", [values, lw.const(entries, "int16", "table")], [result], _attr("Table"))
+        if kind == "MUL":
+            lw.emit(kind, [a, b, lw.const(np.array([shift]), "int8", "shift")], [result], _attr("Mul"))
+        elif kind == "ARITHMETIC_RIGHT_SHIFT":
+            lw.emit(kind, [a, b], [result], _attr("ArithmeticRightShift", True))
+        else:
+            lw.emit(kind, [a, b], [result], _attr("".join(w.capitalize() for w in kind.split("_"))))
         return result
 
-    # d * 128 in int16, d = x - max(x) in [-255, 0] (TOSA subtracts int32 only)
+    def table(values: str, entries: np.ndarray, result_shape, dtype: str) -> str:
+        result = lw.inter(result_shape, dtype)
+        lw.emit("TABLE", [values, lw.const(entries, entries.dtype.name, "table")], [result], _attr("Table"))
+        return result
+
     top = lw.inter(row, x.dtype)
     lw.emit("REDUCE_MAX", [name], [top], _attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
-    d = binary("SUB", lw.rescale(name, shape, x.dtype, "int32", 128.0), lw.rescale(top, row, x.dtype, "int32", 128.0),
-               shape)
-    d = lw.rescale(d, shape, "int32", "int16", 1.0)
-    e = table(d, softmax_exp_table(x.qparams.scale, bits), shape)  # exp(scale d) * 2^(bits + 7)
+    d = binary("SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0), lw.rescale(top, row, x.dtype, "int32", 1.0),
+               shape)  # TOSA subtracts int32 only
+    index = lw.rescale(d, shape, "int32", "int8", 1.0, 0, EXP_INDEX_OFFSET)
+    high, low = (table(index, t, shape, "int8") for t in softmax_exp_tables(x.qparams.scale))
+    e = binary("ADD", lw.rescale(high, shape, "int8", "int32", 128.0), lw.rescale(low, shape, "int8", "int32", 1.0),
+               shape)  # exp(scale d) in Q13
     total = lw.inter(row, "int32")
     lw.emit("REDUCE_SUM", [e], [total], _attr("ReduceSum", axis))
     clz = lw.inter(row, "int32")
     lw.emit("CLZ", [total], [clz], _attr("Clz"))
     normalised = binary("LOGICAL_LEFT_SHIFT", total, binary("SUB", clz, scalar(1), row), row)  # m * 2^31
-    t = lw.rescale(binary("SUB", normalised, scalar(3 << 29), row), row, "int32", "int16", 2.0 ** -14)
-    clz_of_one = 31 - (bits + 7)  # the clz of a sum of 1.0, the least a row's sum can be
     if op.target in LOG_SOFTMAX_OPS:
-        # ln(sum) = ln m + (31 - (clz - 1) - (bits + 7)) ln 2, in 2^-f units
+        # ln(sum in reals) = ln m + (EXP_CLZ_MAX + 1 - clz) ln 2, in 2^-f units
         f = min(LOG_FRACTION_BITS, 30 - math.ceil(math.log2(x.qparams.scale * 255 + 32 * math.log(2) + 1)))
-        ln_m = lw.rescale(table(t, ln_table(), row), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
-        octaves = binary("SUB", scalar(clz_of_one + 1), clz, row)
-        ln2 = binary("MUL", octaves, scalar(round(math.log(2) * 2 ** f)), row, "int32",
-                     lw.const(np.array([0]), "int8", "shift"))
-        ln_sum = binary("ADD", ln_m, ln2, row)
-        shifted = lw.rescale(d, shape, "int16", "int32", x.qparams.scale * 2.0 ** f / 128)  # scale d in 2^-f
+        t = lw.rescale(binary("SUB", normalised, scalar(3 << 29), row), row, "int32", "int16", 2.0 ** -14)
+        ln_m = lw.rescale(table(t, ln_table(), row, "int32"), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
+        octaves = binary("SUB", scalar(EXP_CLZ_MAX + 1), clz, row)
+        ln_sum = binary("ADD", ln_m, binary("MUL", octaves, scalar(round(math.log(2) * 2 ** f)), row, 0), row)
+        shifted = lw.rescale(d, shape, "int32", "int32", x.qparams.scale * 2.0 ** f)  # scale d in 2^-f
         result, unit = binary("SUB", shifted, ln_sum, shape), 2.0 ** -f
     else:
-        # e / sum = e * (1/m) * 2^(clz - 32) / 2^(bits + 7)... in units of 1/RECIPROCAL_ONE / 2^7
-        reciprocal = table(t, reciprocal_table(), row)  # RECIPROCAL_ONE * 2^7 / m
-        one = RECIPROCAL_ONE * 2 ** 7
-        if clz_of_one <= 10:  # (1/m) << (clz - 1) stays below 2^31: the row's shift goes there
-            reciprocal = binary("LOGICAL_LEFT_SHIFT", reciprocal, binary("SUB", clz, scalar(1), row), row)
-            result = binary("MUL", e, reciprocal, shape, "int32", lw.const(np.array([22]), "int8", "shift"))
-            unit = 1 / (one * 2 ** 9)
-        else:  # a long row: shift each product right by the row's clz instead
-            product = binary("MUL", e, reciprocal, shape, "int32", lw.const(np.array([22]), "int8", "shift"))
-            result = binary("ARITHMETIC_RIGHT_SHIFT", product, binary("SUB", scalar(clz_of_one), clz, row), shape)
-            unit = 1 / (one * 2.0 ** (10 - clz_of_one))
+        # 1/m in Q29: x0 = 48/17 - 32/17 m (error at most 1/17), then x += x (1 - m x) twice
+        one = 1 << RECIPROCAL_BITS
+        slope = binary("MUL", normalised, scalar(round(32 / 17 * one)), row, 31)
+        inverse = binary("SUB", scalar(round(48 / 17 * one)), slope, row)
+        for _ in range(2):
+            error = binary("SUB", scalar(one), binary("MUL", normalised, inverse, row, 31), row)
+            inverse = binary("ADD", inverse, binary("MUL", inverse, error, row, RECIPROCAL_BITS), row)
+        # e / sum = e (1/m) 2^(clz - 32); with 1/m shifted right by EXP_CLZ_MAX - clz
+        # (what it loses is below 2^-28 of the result), e * that >> EXP_BITS is the result * 2^30
+        inverse = binary("ARITHMETIC_RIGHT_SHIFT", inverse, binary("SUB", scalar(EXP_CLZ_MAX), clz, row), row)
+        result, unit = binary("MUL", e, inverse, shape, EXP_BITS), 2.0 ** -30
     lw.result(out, lw.rescale(result, shape, "int32", out.dtype, unit / out.qparams.scale, 0, out.qparams.zero_point),
               is_nhwc)
 
