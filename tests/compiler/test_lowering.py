@@ -58,6 +58,12 @@ CASES = {
     "depthwise_multiplier2": (Lambda(lambda m, x: m[0](x), conv(4, 8, 3, groups=4, padding=1)), [(1, 4, 9, 9)]),
     "conv_relu6": (Lambda(lambda m, x: F.relu6(m[0](x)), conv(3, 6, 1)), [(1, 3, 6, 6)]),
     "conv_5x5_stride3": (Lambda(lambda m, x: m[0](x), conv(2, 4, 5, stride=3)), [(1, 2, 17, 16)]),
+    # strides beyond the NPU's 1..3: space to depth, then a stride-1 convolution (ViT's patch embedding)
+    "conv_patch_stride8": (Lambda(lambda m, x: m[0](x), conv(3, 16, 8, stride=8)), [(1, 3, 32, 32)]),
+    "conv_5x5_stride4_pad2": (Lambda(lambda m, x: m[0](x), conv(4, 8, 5, stride=4, padding=2)), [(1, 4, 19, 18)]),
+    "conv1d_stride4": (Lambda(lambda m, x: m[0](x), nn.Conv1d(8, 6, 4, stride=4)), [(1, 8, 64)]),
+    "depthwise_6x6_stride4_pad1": (Lambda(lambda m, x: m[0](x), conv(4, 8, 6, stride=4, padding=1, groups=4)),
+                                   [(1, 4, 17, 16)]),
     "linear": (Lambda(lambda m, x: m[0](x), nn.Linear(20, 7)), [(2, 20)]),
     "linear_3d_relu": (Lambda(lambda m, x: F.relu(m[0](x)), nn.Linear(12, 5)), [(1, 3, 12)]),
     "matmul": (Lambda(lambda m, a, b: torch.matmul(a, b)), [(1, 4, 6), (1, 6, 5)]),
@@ -69,6 +75,12 @@ CASES = {
     "avg_pool_floors": (Lambda(lambda m, x: F.avg_pool2d(x, 2)), [(1, 4, 7, 7)]),
     "global_avg_pool": (Lambda(lambda m, x: F.adaptive_avg_pool2d(x, 1)), [(1, 16, 7, 5)]),
     "adaptive_avg_pool_2x2": (Lambda(lambda m, x: F.adaptive_avg_pool2d(x, 2)), [(1, 4, 8, 6)]),
+    # pools with strides beyond 1..3: reductions over separate windows
+    "avg_pool_stride4": (Lambda(lambda m, x: F.avg_pool2d(x, 4)), [(1, 4, 16, 12)]),
+    "avg_pool_4x2": (Lambda(lambda m, x: F.avg_pool2d(x, (4, 2))), [(1, 4, 12, 10)]),
+    "max_pool_5x5_floors": (Lambda(lambda m, x: F.max_pool2d(x, 5)), [(1, 4, 17, 13)]),
+    "max_pool_3x3_stride4_pad1": (Lambda(lambda m, x: F.max_pool2d(x, 3, 4, padding=1)), [(1, 3, 13, 14)]),
+    "adaptive_avg_pool_8x1": (Lambda(lambda m, x: F.adaptive_avg_pool2d(x, (4, 1))), [(1, 3, 32, 8)]),
     "mean_hw": (Lambda(lambda m, x: x.mean(dim=(2, 3))), [(1, 8, 5, 5)]),
     # reductions over any dims: merged runs of adjacent dims, a chain of one-axis REDUCEs
     "sum_last_2d": (Lambda(lambda m, x: x.sum(-1)), [(4, 10)]),
@@ -148,6 +160,7 @@ U85_ONLY_INT16 = {"matmul": "16-bit aten.matmul: Ethos-U55 and U65 have no 16-bi
                   "conv_transpose": "16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on "
                                     "Ethos-U55 or U65 (it can on Ethos-U85)"}
 INT16_CASES += ["sum_channels_and_width_keepdim", "mean_last_centred", "amax_two_dims_keepdim"]  # reductions
+INT16_CASES += ["conv_patch_stride8", "avg_pool_stride4"]  # strides beyond 1..3
 
 
 @pytest.mark.parametrize("name", INT16_CASES)

@@ -28,15 +28,15 @@ def test_supported_ops_md_is_up_to_date():
 
 def test_each_family_column_says_where_a_rule_applies():
     """Two rules as support.py states them: the 16-bit transpose convolution is refused on
-    Ethos-U55 and U65 only; the stride range holds on every family."""
+    Ethos-U55 and U65 only; the limit of strides beyond 1..3 holds on every family."""
     text = supported_ops.markdown()
     rows = section(text, "## `aten.conv_transpose2d.input`")
     assert rows[1] == "| Rule: the op stays on the CPU with this reason when it fails | U55 | U65 | U85 |"
     (u55_only,) = [r for r in rows if "`int8_transpose_conv_on_u55`" in r]
     assert u55_only.endswith("| checked | checked | - |")
-    (stride,) = [r for r in section(text, "## `aten.conv2d.default`") if "`stride_range`" in r]
-    assert stride == ("| stride *stride* is outside the NPU's range 1..3 (`stride_range`) "
-                      "| checked | checked | checked |")
+    (stride,) = [r for r in section(text, "## `aten.conv2d.default`") if "`strided_conv_groups`" in r]
+    assert stride.startswith("| *op_type* with stride *stride* and groups *groups*: kiln runs a stride beyond")
+    assert stride.endswith("(`strided_conv_groups`) | checked | checked | checked |")
 
 
 def test_every_lowered_op_is_listed_once():

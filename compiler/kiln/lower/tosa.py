@@ -24,7 +24,7 @@ from kiln.errors import InternalError, KilnError, LoweringError
 from kiln.graph import QRANGE, Op, QParams, Value, clamp_range, pair
 from kiln.partition import vocabulary
 from kiln.partition.partitioner import Partition
-from kiln.partition.support import reduced_dims
+from kiln.partition.support import STRIDE_MAX, moving_stride, reduced_dims
 
 aten = torch.ops.aten
 DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "int48": ts.DType.INT48,
@@ -349,7 +349,10 @@ def _mac_rescale(lw: Lowerer, op: Op, acc: str, shape, x: Value, weight: Value, 
 @lowering(aten.conv2d.default)
 def _conv(lw: Lowerer, op: Op):
     x, weight, bias = op.arg("input"), op.arg("weight"), op.arg("bias")
-    stride, dilation, groups = pair(op.arg("stride")), pair(op.arg("dilation")), int(op.arg("groups"))
+    stride, dilation, groups = moving_stride(op), pair(op.arg("dilation")), int(op.arg("groups"))
+    if max(stride) > STRIDE_MAX:
+        _strided_conv(lw, op, stride)
+        return
     n, cin, h, w = x.shape
     cout, cin_g, kh, kw = weight.shape
     oh, ow = op.output.shape[2:]
@@ -379,7 +382,7 @@ def _grouped_conv(lw: Lowerer, op: Op, name: str, pad, zero_points):
     """TOSA has no grouped convolution: slice the NHWC input `name`, convolve and
     requantize each group, concatenate."""
     x, weight, bias, out = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
-    stride, dilation, groups = pair(op.arg("stride")), pair(op.arg("dilation")), int(op.arg("groups"))
+    stride, dilation, groups = moving_stride(op), pair(op.arg("dilation")), int(op.arg("groups"))
     n, cin = x.shape[:2]
     cout = weight.shape[0]
     oh, ow = out.shape[2:]
@@ -402,6 +405,107 @@ def _grouped_conv(lw: Lowerer, op: Op, name: str, pad, zero_points):
     result = lw.inter([n, oh, ow, cout], out.dtype)
     lw.emit("CONCAT", pieces, [result], _attr("Concat", 3))
     lw.result(out, result, True)
+
+
+# ---- strides beyond the NPU's 1..3: space to depth -----------------------------------------------------------
+# Along an axis of stride s > 3, with x' the input padded and cut to s * (out - 1 + t) entries and
+# X'[i][r] = x'[s*i + r] its phases (r < s) moved into channels, a window of extent E (the dilated
+# kernel's) at stride s is one of t = ceil(E / s) taps at stride 1:
+#     out[i] = sum_{u<E} x'[s*i + u] w[u] = sum_{q<t} sum_{r<s} X'[i + q][r] w[q*s + r],  w zero past E.
+# The weights are the op's int8 weights rearranged (and zero-filled), with its bias and scales, so the
+# integers are the strided convolution's. A pool whose windows do not overlap reduces each window.
+def _pad_crop(lw: Lowerer, name: str, shape, dtype: str, pads, crops, value: int) -> tuple[str, list[int]]:
+    """NHWC `name` without its last crops[0] rows and crops[1] columns, then padded by
+    pads [top, bottom, left, right] with `value`; (result, its shape)."""
+    n, h, w, c = shape
+    name = _crop(lw, name, shape, dtype, *crops)
+    shape = [n, h - crops[0], w - crops[1], c]
+    if not any(pads):
+        return name, shape
+    padded = [n, shape[1] + pads[0] + pads[1], shape[2] + pads[2] + pads[3], c]
+    out = lw.inter(padded, dtype)
+    lw.emit("PAD", [name, lw.shape_const([0, 0, *pads, 0, 0]), lw.const(np.array([value]), dtype, "pad_value")],
+            [out], _attr("Pad"))
+    return out, padded
+
+
+def _space_to_depth(lw: Lowerer, name: str, shape, dtype: str, factors) -> tuple[str, list[int]]:
+    """NHWC `name` [1, H, W, C], H and W multiples of factors (fh, fw), as [1, H/fh, W/fw, fh*fw*C]
+    whose channel (rh, rw, c) at (i, j) is x[fh*i + rh, fw*j + rw, c]. W's phases join the channels
+    by a free reshape; H's take a transpose of [H/fh, fh, W/fw, fw*C] to [H/fh, W/fw, fh, fw*C]
+    (N and H swapped with W: Vela runs it as one NPU operation)."""
+    _, h, w, c = shape
+    fh, fw = factors
+    out = [1, h // fh, w // fw, fh * fw * c]
+    if fh > 1:
+        rows = [h // fh, fh, w // fw, fw * c]
+        name = lw.to_layout(lw.reshape(name, rows, dtype), rows, dtype, (0, 2, 1, 3))
+    return lw.reshape(name, out, dtype), out
+
+
+def _strided_conv(lw: Lowerer, op: Op, stride):
+    """A plain or depthwise convolution with a stride beyond 3 (see above). Axes of stride 1..3 keep
+    it, their kernel, dilation and TOSA padding; the others are padded by a PAD of the input's zero
+    point (which the convolution's input zero point makes 0) and folded into channels. A depthwise
+    convolution stays depthwise over the phase channels, its phases then summed by an int32
+    REDUCE_SUM (the bias in phase 0 only)."""
+    x, weight, bias, out = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    dilation, padding = pair(op.arg("dilation")), pair(op.arg("padding"))
+    n, cin, h, w = x.shape
+    cout, cin_g = weight.shape[:2]
+    oh, ow = out.shape[2:]
+    data = np.asarray(weight.data)
+    axes = []  # per axis: (factor, kernel, stride, dilation) of the TOSA convolution
+    tosa_pad, pads, crops = [], [], []
+    for axis, (size, k, s, d, p, o) in enumerate(zip((h, w), weight.shape[2:], stride, dilation, padding, (oh, ow))):
+        if s <= STRIDE_MAX:
+            before, after, crop = conv_geometry(size, k, s, d, p, o)
+            axes.append((1, k, s, d))
+            tosa_pad += [before, after]
+            pads += [0, 0]
+            crops.append(crop)
+            continue
+        extent = (k - 1) * d + 1
+        taps = -(-extent // s)
+        after = s * (o - 1 + taps) - size - p
+        axes.append((s, taps, 1, 1))
+        tosa_pad += [0, 0]
+        pads += [p, max(0, after)]
+        crops.append(max(0, -after))
+        dense = np.zeros(data.shape[:2 + axis] + (taps * s,) + data.shape[3 + axis:], data.dtype)
+        index = [slice(None)] * 4
+        index[2 + axis] = slice(0, extent, d)
+        dense[tuple(index)] = data
+        data = dense
+    name, shape = _pad_crop(lw, lw.nhwc(x), [n, h, w, cin], x.dtype, pads, crops, x.qparams.zero_point)
+    (fh, th, sh, dh), (fw, tw, sw, dw) = axes
+    native_stride, native_dilation = [sh, sw], [dh, dw]
+    name, shape = _space_to_depth(lw, name, shape, x.dtype, (fh, fw))
+    phased = data.reshape(cout, cin_g, th, fh, tw, fw)  # [o][c][q_h][r_h][q_w][r_w]
+    acc_type = ACCUMULATOR[x.dtype]
+    zero_points = [lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")]
+    acc_shape = [n, oh, ow, cout]
+    if int(op.arg("groups")) == 1:
+        w_ohwi = phased.transpose(0, 2, 4, 3, 5, 1).reshape(cout, th, tw, fh * fw * cin)
+        acc = lw.inter(acc_shape, acc_type)
+        attribute = _attr("Conv2d", tosa_pad, native_stride, native_dilation, False, DT[acc_type])
+        lw.emit("CONV2D", [name, lw.const(w_ohwi, "int8", "weight"), _bias(lw, bias, cout, acc_type), *zero_points],
+                [acc], attribute)
+    else:  # depthwise (the support rule): output channel o = c*M + m reads input channel c
+        phases = fh * fw
+        w_hwcm = phased.reshape(cin, cout // cin, th, fh, tw, fw).transpose(2, 4, 3, 5, 0, 1)
+        w_hwcm = w_hwcm.reshape(th, tw, phases * cin, cout // cin)
+        bias_data = np.zeros(phases * cout, np.int64)
+        if bias is not None:
+            bias_data[:cout] = bias.data
+        per_phase = lw.inter([n, oh, ow, phases * cout], acc_type)
+        attribute = _attr("DepthwiseConv2d", tosa_pad, native_stride, native_dilation, False, DT[acc_type])
+        lw.emit("DEPTHWISE_CONV2D", [name, lw.const(w_hwcm, "int8", "weight"), lw.const(bias_data, acc_type, "bias"),
+                                     *zero_points], [per_phase], attribute)
+        grouped = lw.reshape(per_phase, [oh * ow, phases, cout], acc_type)
+        summed, _ = _reduce_axes(lw, grouped, [oh * ow, phases, cout], [1], "REDUCE_SUM", acc_type)
+        acc = lw.reshape(summed, acc_shape, acc_type)
+    _mac_rescale(lw, op, acc, acc_shape, x, weight, True)
 
 
 @lowering(aten.linear.default)
@@ -427,11 +531,9 @@ def _linear(lw: Lowerer, op: Op):
 
 def _pool_args(op: Op, x: Value):
     kernel = pair(op.arg("kernel_size"))
-    stride = pair(op.arg("stride") or kernel)
+    stride = moving_stride(op)  # 1 along an axis of one window: the stride is irrelevant (and TOSA/Vela limit it)
     padding = pair(op.arg("padding"))
     out_hw = op.output.shape[2:]
-    if out_hw == (1, 1) and kernel == x.shape[2:] and padding == (0, 0):
-        stride = (1, 1)  # one window: the stride is irrelevant (and TOSA/Vela limit it)
     return kernel, stride, padding, out_hw
 
 
@@ -444,6 +546,9 @@ def _avg_pool(lw: Lowerer, op: Op):
     n, c, h, w = x.shape
     if out_hw == (1, 1) and kernel == (h, w) and padding == (0, 0):
         lw.result(op.output, _global_mean(lw, x, op.output), True)
+        return
+    if max(stride) > STRIDE_MAX:
+        _strided_pool(lw, op, "REDUCE_SUM", kernel, stride, padding)
         return
     name = lw.nhwc(x)
     if padding != (0, 0) and op.arg("count_include_pad"):
@@ -483,6 +588,10 @@ def _adaptive_avg_pool(lw: Lowerer, op: Op):
         lw.result(op.output, _global_mean(lw, x, op.output), True)
         return
     kernel = (h // oh, w // ow)  # the support rule requires an exact division
+    stride = tuple(1 if o == 1 else k for k, o in zip(kernel, (oh, ow)))
+    if max(stride) > STRIDE_MAX:
+        _strided_pool(lw, op, "REDUCE_SUM", kernel, stride, (0, 0))
+        return
     lw.result(op.output, _avg_pool_nhwc(lw, lw.nhwc(x), x, op.output, kernel, kernel, [0, 0, 0, 0]), True)
 
 
@@ -519,6 +628,9 @@ def _global_mean(lw: Lowerer, x: Value, out: Value) -> str:
 def _max_pool(lw: Lowerer, op: Op):
     x = op.arg("self")
     kernel, stride, padding, out_hw = _pool_args(op, x)
+    if max(stride) > STRIDE_MAX:
+        _strided_pool(lw, op, "REDUCE_MAX", kernel, stride, padding)
+        return
     n, c, h, w = x.shape
     name = lw.nhwc(x)
     ph = _max_pool_pad(h, kernel[0], stride[0], padding[0], out_hw[0])
@@ -535,6 +647,57 @@ def _max_pool_pad(size, kernel, stride, pad, out):
     """Like conv_geometry, but ceil_mode may need extra trailing padding, which max ignores."""
     after = (out - 1) * stride + kernel - size - pad
     return pad, max(0, after), max(0, -after)
+
+
+def _strided_pool(lw: Lowerer, op: Op, kind: str, kernel, stride, padding):
+    """A max or average pool with a stride beyond 3 whose windows do not overlap (the support
+    rule): x padded and cut so each axis is out * stride (along an axis of one window, out *
+    kernel), its rows grouped by window as [OH, SH, OW*SW*C] and then its columns as [OH*OW, SW, C]
+    (free reshapes of NHWC), each group SLICEd to the kernel where it is narrower than the stride
+    and reduced along that middle axis: REDUCE_MAX in x's type (padding of the type's least value,
+    which a window that also holds an input value never takes), or for an average REDUCE_SUM in
+    int32 without the zero point (padding of the zero point, count_include_pad) and one RESCALE by
+    x's scale / (kh*kw * the output's): one rounding, as PT2E's float average then quantized."""
+    x, out = op.arg("self"), op.output
+    n, c, h, w = x.shape
+    out_hw = out.shape[2:]
+    groups, pads, crops = [], [], []
+    for size, k, s, p, o in zip((h, w), kernel, stride, padding, out_hw):
+        group = k if o == 1 else s
+        after = group * o - size - p
+        groups.append(group)
+        pads += [p, max(0, after)]
+        crops.append(max(0, -after))
+    average = kind == "REDUCE_SUM"
+    value = x.qparams.zero_point if average else QRANGE[x.dtype][0]
+    name, _ = _pad_crop(lw, lw.nhwc(x), [n, h, w, c], x.dtype, pads, crops, value)
+    (oh, ow), (gh, gw), (kh, kw) = out_hw, groups, kernel
+    dtype = x.dtype
+    rows = [oh, gh, ow * gw * c]
+    name = lw.reshape(name, rows, dtype)
+    if average:
+        name, dtype = lw.rescale(name, rows, x.dtype, "int32", 1.0, x.qparams.zero_point, 0), "int32"
+    name = _window_reduce(lw, name, rows, kh, kind, dtype)
+    columns = [oh * ow, gw, c]
+    name = _window_reduce(lw, lw.reshape(name, columns, dtype), columns, kw, kind, dtype)
+    shape = [n, oh, ow, c]
+    name = lw.reshape(name, shape, dtype)
+    if average:
+        scale = x.qparams.scale / (kh * kw * out.qparams.scale)
+        name = lw.rescale(name, shape, "int32", out.dtype, scale, 0, out.qparams.zero_point)
+    else:
+        name = _same_quantization(lw, name, shape, x, out)
+    lw.result(out, name, True)
+
+
+def _window_reduce(lw: Lowerer, name: str, shape, kernel: int, kind: str, dtype: str) -> str:
+    """Rank-3 `name` [A, G, B] reduced over its first `kernel` entries along G, kept as [A, 1, B]."""
+    a, group, b = shape
+    if kernel < group:
+        name = _slice(lw, name, [0, 0, 0], [a, kernel, b], dtype)
+    if kernel == 1:
+        return name
+    return _reduce_axes(lw, name, [a, kernel, b], [1], kind, dtype)[0]
 
 
 def scalar_constant(c: float, dtype: str) -> Value:

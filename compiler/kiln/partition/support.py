@@ -110,13 +110,58 @@ def batch_one(op: Op) -> bool:
     return op.inputs[0].shape[0] == 1
 
 
-# ---- convolution ---------------------------------------------------------------------------------------
-@rule("stride {stride} is outside the NPU's range 1..3", ops=CONV_OPS | POOL_OPS)
-def stride_range(op: Op) -> bool:
+# ---- strides beyond the NPU's 1..3 (kiln.lower.tosa._strided_conv, _strided_pool) --------------------
+def moving_stride(op: Op) -> tuple[int, int]:
+    """A convolution's or pool's stride along H and W, 1 along an axis of one output position
+    (there the stride moves no window, and TOSA's geometry does not depend on it)."""
     stride = pair(op.arg("stride") or op.arg("kernel_size"))
-    if op.target in POOL_OPS and op.output.shape[2:] == (1, 1):
-        return True  # a single window: the lowering sets stride 1
-    return all(1 <= s <= STRIDE_MAX for s in stride)
+    return tuple(1 if o == 1 else s for s, o in zip(stride, op.output.shape[2:]))
+
+
+def far_strided(op: Op) -> bool:
+    """Whether a stride is beyond the NPU's 1..3: kiln then lowers the op by space to depth."""
+    return max(moving_stride(op)) > STRIDE_MAX
+
+
+@rule("{op_type} with stride {stride} and groups {groups}: kiln runs a stride beyond the NPU's 1..3 as a "
+      "stride-1 convolution of the input's phases moved into channels (space to depth), which it does for plain "
+      "convolutions and 8-bit depthwise ones, not for grouped or 16-bit depthwise ones", ops=CONV_OPS)
+def strided_conv_groups(op: Op) -> bool:
+    groups, x, weight = int(op.arg("groups")), op.inputs[0], op.inputs[1]
+    if groups == 1 or not far_strided(op):
+        return True
+    # depthwise: the phases are summed by an int32 REDUCE_SUM, and 16-bit convolutions accumulate in 48 bits
+    return groups == x.shape[1] and weight.shape[1] == 1 and x.dtype == "int8"
+
+
+@rule("{op_type} with stride {stride} on {input_shape}: moving the strided axes into channels (space to depth, "
+      "kiln's way past the NPU's strides 1..3) makes more than the NPU's 65535 channels", ops=CONV_OPS)
+def space_to_depth_channels(op: Op) -> bool:
+    stride = moving_stride(op)
+    if max(stride) <= STRIDE_MAX:
+        return True
+    phases = math.prod(s for s in stride if s > STRIDE_MAX)
+    return phases * op.inputs[0].shape[1] <= TENSOR_DIM_MAX
+
+
+@rule("{op_type} with kernel {kernel_size} and stride {stride}: kiln runs a stride beyond the NPU's 1..3 as "
+      "reductions over separate windows, and these overlap (a kernel above its stride)", ops=POOL_OPS)
+def strided_pool_windows(op: Op) -> bool:
+    if not far_strided(op):
+        return True
+    kernel = pair(op.arg("kernel_size"))
+    stride = pair(op.arg("stride") or op.arg("kernel_size"))
+    return all(k <= s or o == 1 for k, s, o in zip(kernel, stride, op.output.shape[2:]))
+
+
+@rule("average pooling with stride {stride} and padding {padding} without count_include_pad: kiln runs a stride "
+      "beyond the NPU's 1..3 as window sums divided by the window's size, and the windows at the edges hold fewer "
+      "values", ops={aten.avg_pool2d.default})
+def strided_avg_pool_count(op: Op) -> bool:
+    return not far_strided(op) or pair(op.arg("padding")) == (0, 0) or bool(op.arg("count_include_pad"))
+
+
+# ---- convolution ---------------------------------------------------------------------------------------
 
 
 @rule("kernel {kernel_size} with dilation {dilation} spans more than the NPU's 64 rows or 64x64 area",
@@ -155,6 +200,8 @@ def pool_kernel(op: Op) -> bool:
       ops={aten.avg_pool2d.default})
 def padded_avg_pool(op: Op) -> bool:
     kh, kw = pair(op.arg("kernel_size"))
+    if far_strided(op):
+        return True  # padded by a TOSA PAD before the window sums
     return pair(op.arg("padding")) == (0, 0) or (kh <= PADDED_POOL_KERNEL_MAX and kw <= PADDED_POOL_KERNEL_MAX)
 
 

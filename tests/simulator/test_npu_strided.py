@@ -1,0 +1,61 @@
+"""Strides beyond the NPU's 1..3 (kiln.lower.tosa._strided_conv, _strided_pool) as Vela compiles
+them: space to depth (a PAD, reshapes and a transpose moving the strided axes' phases into
+channels, then a stride-1 convolution) and window reductions, placed whole on the NPU and run on
+kiln's NPU model bit for bit as tosa_reference_model runs the TOSA graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from kiln.lower import tosa as tosa_lowering
+from kiln.lower.vela import compile_tosa
+from lowering_helpers import lower_module
+
+import npu_harness
+
+F = nn.functional
+
+
+def conv(*args, **kwargs):
+    torch.manual_seed(0)
+    return nn.Conv2d(*args, **kwargs)
+
+
+class Fn(nn.Module):
+    def __init__(self, fn, *modules):
+        super().__init__()
+        self.fn, self.layers = fn, nn.ModuleList(modules)
+
+    def forward(self, x):
+        return self.fn(self.layers, x)
+
+
+CASES = {  # name: (module, input shape)
+    # a Vision Transformer's patch embedding: kernel 8, stride 8, a transpose and one 1x1 convolution
+    "patch_conv": (Fn(lambda m, x: m[0](x), conv(3, 16, 8, stride=8)), (1, 3, 32, 32)),
+    # padding by a PAD, phases summed by an int32 REDUCE_SUM
+    "depthwise_stride4_pad1": (Fn(lambda m, x: m[0](x), conv(4, 8, 6, stride=4, padding=1, groups=4)),
+                               (1, 4, 17, 16)),
+    "avg_pool_stride4": (Fn(lambda m, x: F.avg_pool2d(x, 4)), (1, 4, 16, 12)),
+    "max_pool_stride5_floors": (Fn(lambda m, x: F.max_pool2d(x, 5)), (1, 4, 17, 13)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_strided_op_on_the_npu_model_equals_tosa_reference(name):
+    target = "ethos-u55-128"
+    module, shape = CASES[name]
+    g = torch.Generator().manual_seed(7)
+    calibration = [(torch.randn(*shape, generator=g),) for _ in range(2)]
+    _, _, parts = lower_module(module, calibration[0], calibration, target)
+    (part,) = parts.partitions
+    assert not [p for p in parts.placements if p.partition is None and "quantize" not in p.op.op_type]
+    tosa = tosa_lowering.lower(part)
+    vela = compile_tosa(tosa, name, target, npu_harness.system_config(target), "Shared_Sram")
+    rng = np.random.default_rng(3)
+    inputs = [rng.integers(-128, 128, shape, dtype=np.int8)]
+    diffs, result = npu_harness.compare(tosa, vela, inputs, target)
+    assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
