@@ -135,6 +135,9 @@ CASES = {
     "mm_constant": (Constants(lambda m, x: torch.mm(x, m.w), w=(8, 5)), [(6, 8)]),
     # a scalar is a one-element constant; 1.0 - x is normalised to a sub from a constant
     "scalar_add_sub": (Lambda(lambda m, x: 1.0 - ((x + 1.0) - 0.5) + -2.0), [(1, 3, 4, 4)]),
+    # strided slices: every s-th entry, the last group padded where the input ends first
+    "slice_step2": (Lambda(lambda m, x: x[:, ::2] + x[:, 1::2]), [(1, 6, 8)]),
+    "slice_step_hw": (Lambda(lambda m, x: x[:, :, 1::3, ::2]), [(1, 3, 8, 7)]),
     "scalar_mul": (Lambda(lambda m, x: (x * 2.5) * -0.5 + x * 0), [(1, 6, 8)]),
 }
 

@@ -1163,11 +1163,36 @@ def _same_quantization(lw: Lowerer, name: str, shape, x: Value, out: Value) -> s
 
 @lowering(aten.slice.Tensor)
 def _slice_op(lw: Lowerer, op: Op):
-    """A SLICE along one dim (step 1, a support rule), in the input's layout."""
+    """A SLICE along one dim, in the input's layout. With a step s above 1, the n kept entries
+    are every s-th of n * s consecutive ones (the last group padded with the zero point where
+    the input ends first): RESHAPE to [before, n, s, after], SLICE the first of each s, RESHAPE."""
     x, out = op.inputs[0], op.output
     dim = op.arg("dim") % len(x.shape)
-    first, count = slice_range(x.shape[dim], op.arg("start"), op.arg("end"))
-    name, is_nhwc = _slice_in_layout(lw, x, dim, first, count)
+    step = op.arg("step") or 1
+    kept = range(x.shape[dim])[slice(op.arg("start"), op.arg("end"), step)]
+    if step == 1:
+        name, is_nhwc = _slice_in_layout(lw, x, dim, kept.start, len(kept))
+        lw.result(out, _same_quantization(lw, name, Lowerer.shape_of(out, is_nhwc), x, out), is_nhwc)
+        return
+    n = len(kept)
+    taken = min(x.shape[dim] - kept.start, n * step)
+    name, is_nhwc = _slice_in_layout(lw, x, dim, kept.start, taken)
+    shape = list(Lowerer.shape_of(x, is_nhwc))
+    axis = NCHW_TO_NHWC.index(dim) if is_nhwc else dim
+    shape[axis] = taken
+    if taken < n * step:
+        pads = [0] * (2 * len(shape))
+        pads[2 * axis + 1] = n * step - taken
+        shape[axis] = n * step
+        padded = lw.inter(shape, x.dtype)
+        lw.emit("PAD", [name, lw.shape_const(pads), lw.const(np.array([x.qparams.zero_point]), x.dtype, "pad_value")],
+                [padded], _attr("Pad"))
+        name = padded
+    before, after = int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis + 1:], dtype=np.int64))
+    grouped = lw.reshape(name, [before, n, step, after], x.dtype)
+    firsts = _slice(lw, grouped, [0, 0, 0, 0], [before, n, 1, after], x.dtype)
+    shape[axis] = n
+    name = lw.reshape(firsts, shape, x.dtype)
     lw.result(out, _same_quantization(lw, name, Lowerer.shape_of(out, is_nhwc), x, out), is_nhwc)
 
 

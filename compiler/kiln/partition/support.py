@@ -254,11 +254,6 @@ def plain_bilinear(op: Op) -> bool:
     return whole and not op.arg("align_corners")
 
 
-@rule("slice with step {step}: the NPU's SLICE takes consecutive entries (step 1)", ops={aten.slice.Tensor})
-def unit_step_slice(op: Op) -> bool:
-    return op.arg("step") in (None, 1)
-
-
 @rule("{op_type} to shape {shape}: the NPU has no empty or 0-dimensional tensors",
       ops={aten.slice.Tensor, aten.select.int})
 def nonempty_slice(op: Op) -> bool:
