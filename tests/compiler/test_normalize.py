@@ -57,9 +57,9 @@ def assert_matches_eager(module: nn.Module, inputs: tuple, atol=1e-5) -> torch.f
             assert w.shape == g.shape and w.dtype == g.dtype
             torch.testing.assert_close(g, w, atol=atol, rtol=1e-5)
     left = call_targets(gm)
-    # what decompositions keep on purpose (a runtime divisor, an ungrouped transpose conv, ...) is not a composite
+    # kept on purpose by a decomposition (an integer division, an ungrouped transpose conv, a long cumsum, ...)
     kept = {aten.div.Tensor, aten.conv_transpose2d.input, aten.expand.default, aten.pow.Tensor_Scalar,
-            aten._to_copy.default}
+            aten._to_copy.default, aten.adaptive_avg_pool2d.default, aten.cumsum.default}
     assert not left & (set(decompose.COMPOSITES) - kept), left
     assert not left & set(decompose.MULTI_OUTPUT) and operator.getitem not in left, left
     assert not left & (set(normalize.NOOPS) - normalize.SAME_SHAPE), left
@@ -90,6 +90,20 @@ DECOMPOSITIONS = {
     "max_pool1d": (lambda: nn.MaxPool1d(3, stride=2, padding=1, dilation=2), [X3]),
     "max_pool1d_unbatched": (lambda: nn.MaxPool1d(2), [(6, 8)]),
     "adaptive_avg_pool1d": (lambda: nn.AdaptiveAvgPool1d(3), [X3]),
+    # adaptive pools: PyTorch's windows [floor(i * H / oh), ceil((i + 1) * H / oh)) as one pool when they have one
+    # size at equal steps (10 -> 3: kernel 4, stride 3), else separably: per output row a slice and amax/mean, cat
+    "adaptive_avg_pool2d_whole_windows_kept": (lambda: nn.AdaptiveAvgPool2d((2, 3)), [X4]),
+    "adaptive_avg_pool2d_one_pool": (lambda: nn.AdaptiveAvgPool2d(3), [(1, 2, 10, 10)]),
+    "adaptive_avg_pool2d_separable": (lambda: nn.AdaptiveAvgPool2d((3, 4)), [(1, 2, 5, 9)]),
+    "adaptive_avg_pool2d_rows_to_one_column": (lambda: nn.AdaptiveAvgPool2d((3, 1)), [(1, 2, 5, 6)]),
+    "adaptive_avg_pool2d_far_overlapping": (lambda: nn.AdaptiveAvgPool2d(3), [(1, 2, 13, 13)]),
+    "adaptive_avg_pool2d_unbatched": (lambda: nn.AdaptiveAvgPool2d((3, 2)), [(2, 7, 5)]),
+    "adaptive_max_pool2d_whole_windows": (lambda: nn.AdaptiveMaxPool2d(3), [X4]),
+    "adaptive_max_pool2d_global": (lambda: nn.AdaptiveMaxPool2d(1), [X4]),
+    "adaptive_max_pool2d_one_pool": (lambda: nn.AdaptiveMaxPool2d(3), [(1, 2, 10, 10)]),
+    "adaptive_max_pool2d_separable": (lambda: nn.AdaptiveMaxPool2d((3, 4)), [(1, 2, 5, 9)]),
+    "adaptive_max_pool2d_none_size_unbatched": (lambda: nn.AdaptiveMaxPool2d((None, 3)), [(2, 5, 5)]),
+    "adaptive_max_pool1d": (lambda: nn.AdaptiveMaxPool1d(3), [X3]),
     # ShuffleNet's channel shuffle: a view of what .contiguous() (a no-op to kiln) made contiguous
     "channel_shuffle": (lambda: Fn(lambda s, x: x.view(1, 2, 2, 6, 6).transpose(1, 2).contiguous().view(1, 4, 6, 6)),
                         [X4]),
@@ -139,6 +153,10 @@ DECOMPOSITIONS = {
     "div_negative_int": (lambda: Fn(lambda s, x: torch.div(x, -4)), [X3]),
     "div_constant": (lambda: Fn(lambda s, x: x / s.d, d=nn.Parameter(_seeded(8).abs() + 0.5)), [X3]),
     "div_tensor": (lambda: Fn(lambda s, a, b: a / (b.abs() + 1)), [X3, X3]),
+    "div_tensor_broadcast": (lambda: Fn(lambda s, a, b: a / (b[:, :1].abs() + 0.5)), [X3, X3]),
+    "div_integer_tensors_kept": (lambda: Fn(lambda s, a, b: torch.div((a * 4).long(), (b.abs() * 3).long() + 1)),
+                                 [X3, X3]),
+    "logsigmoid": (lambda: Fn(lambda s, x: F.logsigmoid(x * 30)), [X3]),
     "div_floor_kept": (lambda: Fn(lambda s, a: torch.div(a, 0.3, rounding_mode="floor")), [X3]),
     "clamp_min_max": (lambda: Fn(lambda s, x: x.clamp_min(-0.5) + x.clamp_max(0.25)), [X3]),
     "relu6": (lambda: Fn(lambda s, x: F.relu6(x * 4)), [X3]),
@@ -155,6 +173,11 @@ DECOMPOSITIONS = {
     "baddbmm_beta0": (lambda: Fn(lambda s, a, b: torch.baddbmm(b, a, a.transpose(1, 2), beta=0)),
                       [(2, 3, 4), (2, 3, 3)]),
     "linear_nd": (lambda: nn.Linear(8, 3), [(2, 2, 6, 8)]),
+    "cumsum_last_dim": (lambda: Fn(lambda s, x: torch.cumsum(x, -1)), [X3]),
+    "cumsum_channels": (lambda: Fn(lambda s, x: torch.cumsum(x, dim=1)), [X4]),
+    "cumsum_1d": (lambda: Fn(lambda s, x: torch.cumsum(x[0, 0], 0)), [X3]),
+    "cumsum_longer_than_256_kept": (lambda: Fn(lambda s, x: torch.cumsum(x, 1)), [(2, 300)]),
+    "cumsum_integer_kept": (lambda: Fn(lambda s, x: torch.cumsum((x * 4).long(), 1)), [X3]),
     # reductions
     "var_dim": (lambda: Fn(lambda s, x: torch.var(x, dim=-1, keepdim=True)), [X3]),
     "var_dims_unbiased_false": (lambda: Fn(lambda s, x: torch.var(x, dim=(0, 2), unbiased=False)), [X3]),
@@ -180,6 +203,10 @@ DECOMPOSITIONS = {
     "pixel_unshuffle": (lambda: nn.PixelUnshuffle(2), [X4]),
     "flatten_unflatten": (lambda: nn.Sequential(nn.Flatten(), nn.Unflatten(1, (6, 4, 6))), [X4]),
     "narrow": (lambda: Fn(lambda s, x: x.narrow(2, 1, 4)), [X3]),
+    "t": (lambda: Fn(lambda s, x: x.t() * 2), [X2]),
+    "t_1d": (lambda: Fn(lambda s, x: x[0].t() + 1), [X2]),
+    "numpy_T": (lambda: Fn(lambda s, x: x.T * 2), [X2]),
+    "mT_mH_adjoint": (lambda: Fn(lambda s, x: x.mT + 2 * x.mH - x.adjoint()), [X3]),
     "stack": (lambda: Fn(lambda s, a, b: torch.stack([a, b, a], dim=1)), [X3, X3]),
     "stack_last": (lambda: Fn(lambda s, a, b: torch.stack([a, b], dim=-1)), [X3, X3]),
     "repeat": (lambda: Fn(lambda s, x: x.repeat(2, 1, 3)), [X3]),
