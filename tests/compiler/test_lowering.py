@@ -164,6 +164,7 @@ U85_ONLY_INT16 = {"matmul": "16-bit aten.matmul: Ethos-U55 and U65 have no 16-bi
                                     "Ethos-U55 or U65 (it can on Ethos-U85)"}
 INT16_CASES += ["sum_channels_and_width_keepdim", "mean_last_centred", "amax_two_dims_keepdim"]  # reductions
 INT16_CASES += ["conv_patch_stride8", "avg_pool_stride4"]  # strides beyond 1..3
+INT16_CASES += ["sigmoid", "tanh", "hardswish"]  # interpolated 16-bit tables (kiln.partition.tables)
 
 
 @pytest.mark.parametrize("name", INT16_CASES)
@@ -252,8 +253,8 @@ def test_conv_padding_modes_match_pt2e_within_one_step(mode):
 
 
 def test_16_bit_amin_stays_on_the_cpu_with_its_reason():
-    """kiln's amin is ~max(~x) through two 8-bit tables (Vela's REDUCE_MIN, reshaped, reads past
-    its weight data on kiln's NPU model): at 16 bits the rule keeps it on the CPU and says why."""
+    """kiln's amin is ~max(~x) through two 8-bit tables (Vela's REDUCE_MIN, reshaped across NHWC
+    axes, computes the wrong result): at 16 bits the rule keeps it on the CPU and says why."""
     module, shapes = CASES["amin_last_keepdim"]
     _, _, parts = lower_module(module, seeded(2, *shapes), bits=16)
     (reason,) = {p.reason for p in parts.placements if p.op.op_type == "aten.amin"}

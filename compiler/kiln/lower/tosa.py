@@ -22,6 +22,7 @@ import tosa_serializer as ts
 
 from kiln.errors import InternalError, KilnError, LoweringError
 from kiln.graph import QRANGE, Op, QParams, Value, clamp_range, pair
+from kiln.partition import tables
 from kiln.partition import vocabulary
 from kiln.partition.partitioner import Partition
 from kiln.partition.support import STRIDE_MAX, moving_stride, reduced_dims
@@ -797,36 +798,24 @@ def _clamp(lw: Lowerer, op: Op):
     lw.result(out, lw.clamp(name, shape, out.dtype, lo, hi), is_nhwc)
 
 
-def _same_op(t: torch.Tensor, op: Op) -> torch.Tensor:
-    """The graph op's own aten overload on `t` in place of its tensor input, with its other
-    arguments (leaky_relu's slope, gelu's approximate, elu's alpha, pow's exponent, ...): the
-    function PT2E's reference applies to the dequantized input."""
-    return op.target(t, *op.args[1:], **op.kwargs)
-
-
-# Unary functions an int8 TABLE computes exactly as the PT2E reference does:
-# quantize(f(dequantize(q))) for each of the 256 inputs, in float32, with PyTorch's own f.
-# Every table op is a function of one tensor that _same_op evaluates.
-TABLE_FUNCTIONS = dict.fromkeys(vocabulary.TABLE_OPS, _same_op)
-
-
-def table_values(op: Op) -> np.ndarray:
-    x, out = op.inputs[0], op.output
-    q = torch.arange(-128, 128, dtype=torch.int32)
-    real = (q - x.qparams.zero_point).to(torch.float32) * torch.tensor(x.qparams.scale, dtype=torch.float32)
-    y = TABLE_FUNCTIONS[op.target](real, op)
-    qy = torch.ops.quantized_decomposed.quantize_per_tensor.default(
-        y, out.qparams.scale, out.qparams.zero_point, out.qparams.qmin, out.qparams.qmax, torch.int8)
-    return qy.numpy().astype(np.int8)
+# Unary functions a TABLE computes (kiln.partition.tables): exactly at 8 bits; at 16 bits where the
+# interpolated table stays within a step (a support rule).
+TABLE_FUNCTIONS = dict.fromkeys(vocabulary.TABLE_OPS)
 
 
 @lowering(*TABLE_FUNCTIONS)
 def _table(lw: Lowerer, op: Op):
-    x = op.inputs[0]
+    x, out = op.inputs[0], op.output
     name, is_nhwc = lw.names[id(x)]
-    out = lw.inter(Lowerer.shape_of(op.output, is_nhwc), "int8")
-    lw.emit("TABLE", [name, lw.const(table_values(op), "int8", "table")], [out], _attr("Table"))
-    lw.result(op.output, out, is_nhwc)
+    shape = Lowerer.shape_of(out, is_nhwc)
+    if x.dtype == "int8":
+        result = lw.inter(shape, "int8")
+        lw.emit("TABLE", [name, lw.const(tables.int8_table(op), "int8", "table")], [result], _attr("Table"))
+    else:  # int16 in, int32 out (the interpolation in 2^-7 units), back to int16
+        wide = lw.inter(shape, "int32")
+        lw.emit("TABLE", [name, lw.const(tables.int16_table(op), "int16", "table")], [wide], _attr("Table"))
+        result = lw.rescale(wide, shape, "int32", out.dtype, 2.0 ** -tables.INT16_STEP_BITS)
+    lw.result(out, result, is_nhwc)
 
 
 @lowering(aten.minimum.default, aten.maximum.default)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from kiln.partition import tables
 from kiln.boards import Target
 from kiln.graph import DEQUANTIZE, QUANTIZE, Op, Value, pair
 from kiln.partition.vocabulary import LOWERED, TABLE_OPS
@@ -75,6 +76,8 @@ def facts(op: Op) -> dict:
             pass
     if op.target in CONV_OPS | {aten.conv_transpose2d.input}:
         f["kernel_size"] = list(op.arg("weight").shape[2:])
+    if op.target in TABLE_OPS and op.inputs[0].dtype == "int16":
+        f["table_steps"] = tables.int16_steps(op)
     return f
 
 
@@ -311,8 +314,8 @@ def int32_sum(op: Op) -> bool:
     return count * largest <= INT32_MAX
 
 
-@rule("16-bit amin: Vela 5.2.0's REDUCE_MIN, its result reshaped, reads past its weight data on kiln's NPU model, "
-      "and kiln's min as ~max(~x) takes two 8-bit tables (int8 input)", ops={aten.amin.default})
+@rule("16-bit amin: Vela 5.2.0's REDUCE_MIN gives wrong results when its output is reshaped across axes, and "
+      "kiln's min as ~max(~x) takes an exact 8-bit table (int8 input)", ops={aten.amin.default})
 def int8_amin(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
@@ -348,9 +351,10 @@ def softmax_length(op: Op) -> bool:
     return op.inputs[0].shape[op.arg("dim") % len(op.inputs[0].shape)] <= SOFTMAX_LENGTH_MAX
 
 
-@rule("{op_type} on 16-bit values: kiln's tables are 8-bit (int8 input and output)", ops=TABLE_OPS)
-def int8_table(op: Op) -> bool:
-    return op.inputs[0].dtype == op.output.dtype == "int8"
+@rule("16-bit {op_type}: TOSA's interpolated 16-bit table is {table_steps} steps from PT2E's reference in this "
+      "input's range (kiln takes it within 1 step; an 8-bit table is exact)", ops=TABLE_OPS)
+def table_within_a_step(op: Op) -> bool:
+    return op.inputs[0].dtype == "int8" or tables.int16_steps(op) <= 1
 
 
 def reason(op: Op, target: Target) -> str | None:

@@ -1,0 +1,52 @@
+"""kiln.partition.tables: TOSA's interpolated 16-bit TABLE worked out by hand, and the support rule that
+admits a 16-bit unary function only where that table stays within a step of PT2E."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from kiln.partition import tables
+from lowering_helpers import lower_module
+
+
+def test_int16_lookup_by_hand():
+    """Entry i at q = 128 i - 32768; q = 100 is entry 256 (q = 0) and 100/128 of the way to
+    entry 257: (10 << 7) + (74 - 10) * 100 = 7680, / 128 = 60; q = -32768 is entry 0 itself;
+    q = 127 is (1280 + 64 * 127 + 64) >> 7 = 74 (73.5 rounded up)."""
+    table = np.zeros(513, np.int16)
+    table[0], table[256], table[257] = -5, 10, 74
+    got = tables.int16_lookup(table, np.array([100, -32768, 127, 0]))
+    assert got.tolist() == [60, -5, 74, 10]
+
+
+class Unary(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def placements(fn, spread=2.0):
+    x = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0)) * spread
+    _, _, parts = lower_module(Unary(fn), (x,), [(x,)], bits=16)
+    return {p.op.op_type: p for p in parts.placements if "quantize" not in p.op.op_type}
+
+
+def test_smooth_functions_take_the_16_bit_table_and_steps_stay_on_the_cpu_with_the_distance():
+    """gelu and silu (smooth) are within a step on this range and go to the NPU; floor's
+    table interpolates across its steps, so it stays on the CPU, and the reason gives the
+    distance the rule measured, which the lookup worked out here (over every input) confirms."""
+    for fn in (torch.nn.functional.gelu, torch.nn.functional.silu):
+        (placed,) = placements(fn).values()
+        assert placed.partition is not None, placed.reason
+    floor = placements(torch.floor)["aten.floor"]
+    assert floor.partition is None
+    q = torch.arange(-32767, 32768, dtype=torch.int32)
+    steps = int(np.abs(tables.int16_lookup(tables.int16_table(floor.op), q.numpy())
+                       - tables.reference(floor.op, q).astype(np.int64)).max())
+    assert steps > 1 and floor.reason == (
+        f"16-bit aten.floor: TOSA's interpolated 16-bit table is {steps} steps from PT2E's reference in this input's "
+        "range (kiln takes it within 1 step; an 8-bit table is exact)")
