@@ -135,6 +135,8 @@ CASES = {
     "mm_constant": (Constants(lambda m, x: torch.mm(x, m.w), w=(8, 5)), [(6, 8)]),
     # a scalar is a one-element constant; 1.0 - x is normalised to a sub from a constant
     "scalar_add_sub": (Lambda(lambda m, x: 1.0 - ((x + 1.0) - 0.5) + -2.0), [(1, 3, 4, 4)]),
+    # a mean over H, W whose input feeds another op too (squeeze-excitation): a depthwise sum
+    "mean_hw_shared": (Lambda(lambda m, x: x * x.mean((2, 3), keepdim=True)), [(1, 4, 6, 5)]),
     # strided slices: every s-th entry, the last group padded where the input ends first
     "slice_step2": (Lambda(lambda m, x: x[:, ::2] + x[:, 1::2]), [(1, 6, 8)]),
     "slice_step_hw": (Lambda(lambda m, x: x[:, :, 1::3, ::2]), [(1, 3, 8, 7)]),
@@ -164,7 +166,7 @@ U85_ONLY_INT16 = {"matmul": "16-bit aten.matmul: Ethos-U55 and U65 have no 16-bi
                                     "Ethos-U55 or U65 (it can on Ethos-U85)"}
 INT16_CASES += ["sum_channels_and_width_keepdim", "mean_last_centred", "amax_two_dims_keepdim"]  # reductions
 INT16_CASES += ["conv_patch_stride8", "avg_pool_stride4"]  # strides beyond 1..3
-INT16_CASES += ["sigmoid", "tanh", "hardswish"]  # interpolated 16-bit tables (kiln.partition.tables)
+INT16_CASES += ["sigmoid", "tanh", "hardswish", "mean_hw_shared"]  # interpolated 16-bit tables (kiln.partition.tables)
 
 
 @pytest.mark.parametrize("name", INT16_CASES)
