@@ -91,3 +91,29 @@ def run_batch(seed: int, cases: int, target: str, memory_mode: str, kinds=None):
         else:
             results.extend(got)
     return results, rejected
+
+
+# ---- a PyTorch module through kiln's lowering ---------------------------------------------
+
+def module_on_the_model(module, shape, name: str, target: str = "ethos-u55-128", bits: int = 8,
+                        spread: float = 1.0, seed: int = 7):
+    """Quantizes `module` (calibrated on two random inputs of `shape`, times `spread`), lowers
+    its one NPU partition (nothing but the quantize/dequantize edges may stay on the CPU),
+    compiles it with Vela for `target` and runs one random integer input on kiln's NPU model
+    and on tosa_reference_model; returns compare()'s (differences, ExecResult)."""
+    import torch
+    from kiln.lower import tosa as tosa_lowering
+    from kiln.lower.vela import compile_tosa
+    from lowering_helpers import lower_module
+
+    g = torch.Generator().manual_seed(seed)
+    calibration = [(torch.randn(*shape, generator=g) * spread,) for _ in range(2)]
+    _, _, parts = lower_module(module, calibration[0], calibration, target, bits=bits)
+    (part,) = parts.partitions
+    assert not [p for p in parts.placements if p.partition is None and "quantize" not in p.op.op_type]
+    tosa = tosa_lowering.lower(part)
+    vela = compile_tosa(tosa, name, target, system_config(target), "Shared_Sram")
+    dtype = np.int8 if bits == 8 else np.int16
+    bounds = np.iinfo(dtype)
+    inputs = [np.random.default_rng(seed).integers(bounds.min + (bits == 16), bounds.max + 1, shape, dtype=dtype)]
+    return compare(tosa, vela, inputs, target)

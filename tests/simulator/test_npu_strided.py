@@ -5,14 +5,9 @@ kiln's NPU model bit for bit as tosa_reference_model runs the TOSA graph."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
-
-from kiln.lower import tosa as tosa_lowering
-from kiln.lower.vela import compile_tosa
-from lowering_helpers import lower_module
 
 import npu_harness
 
@@ -46,16 +41,6 @@ CASES = {  # name: (module, input shape)
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_strided_op_on_the_npu_model_equals_tosa_reference(name):
-    target = "ethos-u55-128"
     module, shape = CASES[name]
-    g = torch.Generator().manual_seed(7)
-    calibration = [(torch.randn(*shape, generator=g),) for _ in range(2)]
-    _, _, parts = lower_module(module, calibration[0], calibration, target)
-    (part,) = parts.partitions
-    assert not [p for p in parts.placements if p.partition is None and "quantize" not in p.op.op_type]
-    tosa = tosa_lowering.lower(part)
-    vela = compile_tosa(tosa, name, target, npu_harness.system_config(target), "Shared_Sram")
-    rng = np.random.default_rng(3)
-    inputs = [rng.integers(-128, 128, shape, dtype=np.int8)]
-    diffs, result = npu_harness.compare(tosa, vela, inputs, target)
+    diffs, result = npu_harness.module_on_the_model(module, shape, name)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
