@@ -130,13 +130,17 @@ class Lowerer:
 
     def sliced(self, name: str) -> bool:
         """Whether `name` is a SLICE's result (through RESHAPEs), which a widening RESCALE or a
-        MATMUL must not read directly: Vela 5.2.0 folds the SLICE into that op's read, and in
-        the command stream it emits, as kiln's NPU model executes it, the slice's offset is
-        lost (x[:, 2] + x[:, 0], whose ADD lowering widens each operand: 228 steps off, on 4-D
-        input a write outside memory; attention's q @ k.T of selects from one qkv tensor: 255
-        steps off), while tosa_reference_model reads it right
-        (tests/simulator/test_npu_slice_offsets.py; not yet traced in Vela's register
-        listing). Those ops read an identity copy of the narrow type instead (unsliced()),
+        MATMUL must not read directly: Vela 5.2.0 folds the SLICE into that op's read and then
+        emits a command stream that reads the wrong bytes (traced in its register listing; the
+        NPU model runs it as written, tests/simulator/test_npu_slice_offsets.py). A RESCALE
+        int8 -> int32 of a folded slice it rewrites (RewriteRescale) as an ADD widening the
+        whole input and a MUL that reads that copy from its first byte, without the slice's
+        offset, and writes the whole input's area into the slice-sized tensor (x[:, 2] + x[:, 0]
+        on [1, 4, 6]: 228 steps off, or a write past the scratch area). A MATMUL reading a
+        select in place keeps IFM_BASE0 at batch 0's rows for every batch while IFM2 and OFM
+        step on (x[0] @ x[1] on [3, 2, 4, 4]: batch 1 is x[0, 0] @ x[1, 1]; attention's
+        q @ k.T of selects from one qkv tensor: 255 steps off). tosa_reference_model reads
+        both right. Those ops read an identity copy of the narrow type instead (unsliced()),
         which Vela keeps as its own pass."""
         producer = self.producers.get(name)
         while producer is not None and producer[0] == "RESHAPE":
