@@ -283,3 +283,13 @@ def test_a_sum_or_mean_that_could_overflow_int32_stays_on_the_cpu(shape, dtype, 
         assert (reason is None) == fits, reason
         if not fits:
             assert "the NPU sums in int32" in reason, reason
+
+
+@pytest.mark.parametrize("bits", [8, 16])
+def test_scalar_far_beyond_the_result_stays_within_one_step(bits):
+    """x near 133, minus 133: a scalar operand far beyond the tensor's step must not coarsen
+    the tensor's widening (as a one-element constant of scale 133 it made the int16 result 17
+    steps off; measured)."""
+    x = seeded(4, (1, 3, 8, 8))[0] * 0.01 + 133.0
+    (diff,), _ = compare_steps(Lambda(lambda m, x: x - 133.0), (x,), bits=bits)
+    assert diff.max() <= 1, f"up to {diff.max()} steps off"

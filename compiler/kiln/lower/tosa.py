@@ -738,17 +738,31 @@ def _two_operands(op: Op) -> list[Value]:
 
 @lowering(aten.add.Tensor, aten.sub.Tensor)
 def _add_sub(lw: Lowerer, op: Op):
-    """Both operands (a constant or scalar one as a TOSA constant) widened to int32 in units
-    of 2 * (the larger scale) / 2^shift, added or subtracted, requantized (one rounding)."""
-    a, b = _two_operands(op)
+    """Both operands (a constant one as a TOSA constant) widened to int32 in units of
+    2 * (the larger scale) / 2^shift, added or subtracted, requantized (one rounding). A scalar
+    operand c is an int32 constant in the units of the tensor operand alone, c rounded to
+    2^-shift of its step: as a one-element tensor of scale |c| it would make the units so
+    coarse that an int16 operand far finer than c lost bits in its widening (x - 133 with
+    x's step 0.01: 2 steps off; x near 133 minus 133: 17)."""
     if op.arg("alpha") not in (None, 1):
         raise LoweringError(f"node {op.name}: alpha != 1 is not supported")
     out = op.output
     shift = 20 if out.dtype == "int8" else 15
-    top = 2 * max(a.qparams.scale, b.qparams.scale)
-    names, shape, nhwc = _broadcast_operands(lw, [a, b], out)
+    operands = [op.arg("self"), op.arg("other")]
+    tensors = [v for v in operands if isinstance(v, Value)]
+    top = 2 * max(v.qparams.scale for v in tensors)
+    scalars = [float(c) for c in operands if not isinstance(c, Value)]
+    units = round(scalars[0] / top * (1 << shift)) if scalars else 0
+    if abs(units) >= 1 << 31:  # c dwarfs the tensor's range: c's own scale is precise enough
+        tensors = _two_operands(op)
+        top = 2 * max(v.qparams.scale for v in tensors)
+        scalars = []
+    names, shape, nhwc = _broadcast_operands(lw, tensors, out)
     wide = [lw.rescale(n, s, v.dtype, "int32", v.qparams.scale / top * (1 << shift), v.qparams.zero_point, 0)
-            for n, s, v in zip(names, shape, [a, b])]
+            for n, s, v in zip(names, shape, tensors)]
+    if scalars:
+        constant = lw.const(np.full([1] * len(shape[0]), units), "int32", "scalar")
+        wide = [wide[0], constant] if isinstance(operands[0], Value) else [constant, wide[0]]
     acc_shape = Lowerer.shape_of(out, nhwc)
     acc = lw.inter(acc_shape, "int32")
     kind = "Add" if op.target is aten.add.Tensor else "Sub"
