@@ -93,7 +93,8 @@ def lowered(op: Op) -> bool:
     return op.target in LOWERED
 
 
-@rule("{dtypes} tensors: the NPU takes int8 and int16 activations")
+@rule("{dtypes} tensors: kiln puts int8 and int16 activations on the NPU; integer and bool tensors stay on the "
+      "CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)")
 def npu_activation_types(op: Op) -> bool:
     return all(v.dtype in ("int8", "int16") for v in op.inputs + op.outputs if not v.is_constant)
 
