@@ -24,6 +24,8 @@ class Fn(torch.nn.Module):
         return self.fn(x)
 
 
+_GATE_BIAS = torch.linspace(-2.0, 3.0, 32)
+
 CASES = {
     "select_plus_select": (lambda x: x[:, 2] + x[:, 0], (1, 6, 16)),
     "select_plus_select_4d": (lambda x: x[:, 2] + x[:, 0], (1, 4, 4, 4)),
@@ -31,6 +33,11 @@ CASES = {
     "select_relu_add": (lambda x: torch.relu(x[:, 2]) + x[:, 0], (1, 6, 16)),
     "select_mul": (lambda x: x[:, 2] * x[:, 0], (1, 6, 16)),
     "unbind_sub": (lambda x: torch.unbind(x, 1)[1] - torch.unbind(x, 1)[3], (1, 6, 16)),
+    # a slice beside a constant, a table's result or a slice of another tensor: read in place
+    "gate_slice_plus_constant": (lambda x: x[..., 32:64] + _GATE_BIAS, (1, 96)),
+    "select_plus_constant": (lambda x: x[:, 2] - _GATE_BIAS[:16], (1, 6, 16)),
+    "sigmoid_slice_plus_slice": (lambda x: torch.sigmoid(x[..., 0:32]) + x[..., 64:96], (1, 96)),
+    "slices_of_two_tensors": (lambda x: torch.sigmoid(x)[..., 0:8] * x[..., 8:16], (1, 6, 16)),
     # attention: q and k selected from one qkv tensor, then q @ k.T
     "select_matmul": (lambda x: torch.matmul(x[0], x[1]), (3, 2, 4, 4)),
     "qkv_attention_scores": (lambda x: (lambda y: torch.matmul(y[0], y[1].transpose(-1, -2)))(

@@ -129,27 +129,47 @@ class Lowerer:
             self.producers[name] = (op, list(inputs))
 
     def sliced(self, name: str) -> bool:
-        """Whether `name` is a SLICE's result (through RESHAPEs), which a widening RESCALE or a
-        MATMUL must not read directly: Vela 5.2.0 folds the SLICE into that op's read and then
-        emits a command stream that reads the wrong bytes (traced in its register listing; the
-        NPU model runs it as written, tests/simulator/test_npu_slice_offsets.py). A RESCALE
-        int8 -> int32 of a folded slice it rewrites (RewriteRescale) as an ADD widening the
-        whole input and a MUL that reads that copy from its first byte, without the slice's
-        offset, and writes the whole input's area into the slice-sized tensor (x[:, 2] + x[:, 0]
-        on [1, 4, 6]: 228 steps off, or a write past the scratch area). A MATMUL reading a
-        select in place keeps IFM_BASE0 at batch 0's rows for every batch while IFM2 and OFM
-        step on (x[0] @ x[1] on [3, 2, 4, 4]: batch 1 is x[0, 0] @ x[1, 1]; attention's
-        q @ k.T of selects from one qkv tensor: 255 steps off). tosa_reference_model reads
-        both right. Those ops read an identity copy of the narrow type instead (unsliced()),
-        which Vela keeps as its own pass."""
+        """Whether `name` is a SLICE's result (through RESHAPEs), which a MATMUL, or a widening
+        RESCALE beside another slice of the same tensor (slice_source), must not read directly:
+        Vela 5.2.0 folds the SLICE into that op's read and then emits a command stream that
+        reads the wrong bytes (traced in its register listing; the NPU model runs it as written,
+        tests/simulator/test_npu_slice_offsets.py). Two RESCALEs int8 -> int32 of folded slices
+        of one tensor, as the operands of one elementwise op, it rewrites (RewriteRescale) as an
+        ADD widening the whole input and MULs that read that copy from its first byte, without
+        the slice's offset, and write the whole input's area into the slice-sized tensor
+        (x[:, 2] + x[:, 0] on [1, 4, 6]: 228 steps off, or a write past the scratch area); a
+        slice beside a constant, a table's result or a slice of another tensor it reads right
+        (measured on the NPU model: an LSTM's and a GRU's gate slices, x[..., :32] + c). A
+        MATMUL reading a select in place keeps IFM_BASE0 at batch 0's rows for every batch
+        while IFM2 and OFM step on (x[0] @ x[1] on [3, 2, 4, 4]: batch 1 is x[0, 0] @ x[1, 1];
+        attention's q @ k.T of selects from one qkv tensor: 255 steps off). tosa_reference_model
+        reads both right. Those ops read an identity copy of the narrow type instead
+        (unsliced()), which Vela keeps as its own pass."""
         producer = self.producers.get(name)
         while producer is not None and producer[0] == "RESHAPE":
             producer = self.producers.get(producer[1][0])
         return producer is not None and producer[0] == "SLICE"
 
+    def slice_source(self, name: str) -> str | None:
+        """The tensor a SLICE cut `name` from, through RESHAPEs and CLAMPs (which Vela folds
+        into the read or fuses into the producer), or None."""
+        producer = self.producers.get(name)
+        while producer is not None and producer[0] in ("RESHAPE", "CLAMP"):
+            producer = self.producers.get(producer[1][0])
+        return producer[1][0] if producer is not None and producer[0] == "SLICE" else None
+
     def unsliced(self, name: str) -> str:
         """`name`, or an identity copy of it when it is a SLICE's result (see sliced())."""
         return self.copy(name) if self.sliced(name) else name
+
+    def widen(self, names: list[str], shapes, values: list[Value], scales: list[float]) -> list[str]:
+        """The operands of one elementwise op RESCALEd to int32 without their zero points, each
+        by its scale; a slice read through a copy only where another operand is a slice of the
+        same tensor (see sliced())."""
+        sources = [self.slice_source(name) for name in names]
+        shared = {s for s in sources if s is not None and sources.count(s) > 1}
+        return [self.rescale(name, shape, v.dtype, "int32", scale, v.qparams.zero_point, 0, copy_slice=source in shared)
+                for name, shape, v, scale, source in zip(names, shapes, values, scales, sources)]
 
     def copy(self, name: str) -> str:
         """An identity RESCALE of `name` in its own type: a copy Vela keeps as its own pass."""
@@ -246,9 +266,10 @@ class Lowerer:
         return v.shape
 
     # ---- arithmetic helpers ---------------------------------------------------------
-    def rescale(self, name, shape, in_dtype, out_dtype, scale, in_zp=0, out_zp=0) -> str:
-        """RESCALE with single rounding; `scale` a float or a per-channel (last axis) array."""
-        if out_dtype in ("int32", "int48"):
+    def rescale(self, name, shape, in_dtype, out_dtype, scale, in_zp=0, out_zp=0, copy_slice=True) -> str:
+        """RESCALE with single rounding; `scale` a float or a per-channel (last axis) array. A
+        widening one reads a slice through a copy (see sliced()) unless `copy_slice` is False."""
+        if out_dtype in ("int32", "int48") and copy_slice:
             name = self.unsliced(name)
         per_channel = isinstance(scale, np.ndarray) and scale.size > 1
         scales = np.atleast_1d(np.asarray(scale, np.float64)) if per_channel else [float(np.asarray(scale))]
@@ -758,8 +779,7 @@ def _add_sub(lw: Lowerer, op: Op):
         top = 2 * max(v.qparams.scale for v in tensors)
         scalars = []
     names, shape, nhwc = _broadcast_operands(lw, tensors, out)
-    wide = [lw.rescale(n, s, v.dtype, "int32", v.qparams.scale / top * (1 << shift), v.qparams.zero_point, 0)
-            for n, s, v in zip(names, shape, tensors)]
+    wide = lw.widen(names, shape, tensors, [v.qparams.scale / top * (1 << shift) for v in tensors])
     if scalars:
         constant = lw.const(np.full([1] * len(shape[0]), units), "int32", "scalar")
         wide = [wide[0], constant] if isinstance(operands[0], Value) else [constant, wide[0]]
@@ -785,7 +805,7 @@ def _mul(lw: Lowerer, op: Op):
         return
     a, b = _two_operands(op)  # x * c, c <= 0: a MUL by the constant -1 or 0 of scale |c|
     names, shapes, nhwc = _broadcast_operands(lw, [a, b], out)
-    wide = [lw.rescale(n, s, v.dtype, "int32", 1.0, v.qparams.zero_point, 0) for n, s, v in zip(names, shapes, [a, b])]
+    wide = lw.widen(names, shapes, [a, b], [1.0, 1.0])
     acc_shape = Lowerer.shape_of(out, nhwc)
     acc = lw.inter(acc_shape, "int32")
     lw.emit("MUL", wide + [lw.const(np.array([0]), "int8", "shift")], [acc], _attr("Mul"))
@@ -861,8 +881,7 @@ def _min_max(lw: Lowerer, op: Op):
     range is requantized to the output's scale (one rounding) as it is widened."""
     a, b, out = op.arg("self"), op.arg("other"), op.output
     names, shapes, nhwc = _broadcast_operands(lw, [a, b], out)
-    wide = [lw.rescale(n, s, v.dtype, "int32", v.qparams.scale / out.qparams.scale, v.qparams.zero_point, 0)
-            for n, s, v in zip(names, shapes, [a, b])]
+    wide = lw.widen(names, shapes, [a, b], [v.qparams.scale / out.qparams.scale for v in (a, b)])
     shape = Lowerer.shape_of(out, nhwc)
     acc = lw.inter(shape, "int32")
     kind = "Minimum" if op.target is aten.minimum.default else "Maximum"
