@@ -48,6 +48,17 @@ uint32_t fast_scratch_needed(const runtime::CompileSpecs& specs) {
   return value > 0xFFFFFFFFu ? 0 : static_cast<uint32_t>(value);
 }
 
+// The regions every run of `p` gets: BASEP0 = the weights (read-only), BASEP1 = the
+// scratch, BASEP2 = the fast scratch (only when given). One list for init's bounds check
+// and execute's run, so the check proves the buffers the NPU is given.
+int region_count(const Context& context) { return context.fast_scratch.empty() ? 2 : 3; }
+
+void region_limits(const Context& context, const Payload& p, kiln::ethosu::RegionLimit (&limits)[3]) {
+  limits[kWeightsRegion] = {p.weights_size, false};
+  limits[kScratchRegion] = {p.scratch_size, true};
+  limits[kFastScratchRegion] = {static_cast<uint32_t>(context.fast_scratch.size), true};
+}
+
 bool whole_lines(runtime::Span<uint8_t> buffer) {
   return (reinterpret_cast<uintptr_t>(buffer.data) | buffer.size) % kiln::cpu::kDcacheLine == 0;
 }
@@ -67,6 +78,11 @@ Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
   if (fast > context.fast_scratch.size) return init_failed(delegate, DelegateFault::kFastScratchTooSmall, fast);
   auto stream = context.driver->check(payload.value().cmd, payload.value().cmd_size);
   if (!stream.ok()) return failed(delegate, stream.error());
+  // Once per delegate: every access of the stream lies inside the buffers execute() gives.
+  kiln::ethosu::RegionLimit limits[3];
+  region_limits(context, payload.value(), limits);
+  Status bounded = context.driver->check_bounds(stream.value(), limits, region_count(context));
+  if (!bounded.ok()) return failed(delegate, bounded.error());
   if (!whole_lines(context.scratch) || !whole_lines(context.fast_scratch)) {
     return init_failed(delegate, DelegateFault::kScratchMisaligned, kiln::cpu::kDcacheLine);
   }
@@ -130,8 +146,7 @@ Status execute(void* raw, void* handle, const DelegateArgs& args) {
       {context.scratch.data, p.scratch_size},
       {context.fast_scratch.data, context.fast_scratch.size},
   };
-  const int region_count = context.fast_scratch.empty() ? 2 : 3;
-  auto cycles = context.driver->run(state.stream, regions, region_count, context.options);
+  auto cycles = context.driver->run(state.stream, regions, region_count(context), context.options);
   if (!cycles.ok()) return failed(state.index, cycles.error());
   context.npu_cycles += cycles.value();
   context.runs += 1;

@@ -89,7 +89,7 @@ Status match(uint32_t stream_config, uint32_t stream_id, uint32_t npu_config, ui
 
 }  // namespace
 
-Result<CommandStream> Driver::check(const void* payload, size_t size) const {
+Result<CommandStream> parse_cop1(const void* payload, size_t size) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(payload);
   if (payload == nullptr || address % kStreamAlignment != 0) {
     return Error{ErrorCode::kMisaligned, static_cast<uint32_t>(address), kStreamAlignment};
@@ -103,9 +103,15 @@ Result<CommandStream> Driver::check(const void* payload, size_t size) const {
   if (stream_address % kStreamAlignment != 0) {
     return Error{ErrorCode::kMisaligned, static_cast<uint32_t>(stream_address), kStreamAlignment};
   }
-  Status matched = match(stream.config, stream.id, config_, id_);
-  if (!matched.ok()) return matched.error();
   return stream;
+}
+
+Result<CommandStream> Driver::check(const void* payload, size_t size) const {
+  auto stream = parse_cop1(payload, size);
+  if (!stream.ok()) return stream.error();
+  Status matched = match(stream.value().config, stream.value().id, config_, id_);
+  if (!matched.ok()) return matched.error();
+  return stream.value();
 }
 
 }  // namespace kiln::ethosu

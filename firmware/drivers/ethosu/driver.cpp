@@ -32,6 +32,15 @@ volatile uint32_t& npu_reg(uintptr_t base, uint32_t offset) {
 
 }  // namespace
 
+// The buffers of the run in progress: word 0 the number of regions given to run(), then
+// each region's size in bytes (BASEP<n> holds its base). The Ethos-U55/U65 have no region
+// size registers, so this is how a debugger, and kiln's virtual platform, learn them: the
+// platform's NPU model reads this symbol at each start and refuses any access outside
+// [BASEP<n>, BASEP<n> + size) (kiln.simulator.attach). Written by run() before the start.
+extern "C" {
+volatile uint32_t kiln_npu_region_sizes[1 + reg::kRegions];
+}
+
 extern "C" void kiln_npu_irq_handler() {
   const uintptr_t base = g_base;
   g_status = npu_reg(base, reg::kStatus);
@@ -74,10 +83,12 @@ Result<Driver> Driver::create(uintptr_t base) {
 void Driver::program(const CommandStream& stream, const Region* regions, int count,
                      const RunOptions& options) const {
   write(reg::kRegioncfg, options.regioncfg);
+  kiln_npu_region_sizes[0] = static_cast<uint32_t>(count);
   for (int n = 0; n < count; ++n) {
     const uint64_t address = reinterpret_cast<uintptr_t>(regions[n].base);
     write(reg::kBasep0 + 8 * n, static_cast<uint32_t>(address));
     write(reg::kBasep0 + 8 * n + 4, static_cast<uint32_t>(address >> 32));
+    kiln_npu_region_sizes[1 + n] = static_cast<uint32_t>(regions[n].size);
   }
   write(reg::kPmcr, reg::kPmcrCntEn | reg::kPmcrCycleCntRst | reg::kPmcrEventCntRst);
   write(reg::kPmcntenset, reg::kPmuCycleCounter);

@@ -68,6 +68,10 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::kNpuIncomplete: return "NPU stopped before the end of the stream";
     case ErrorCode::kNpuTimeout: return "NPU timeout";
     case ErrorCode::kNpuResetFailed: return "NPU reset failed";
+    case ErrorCode::kNpuStreamUnprovable: return "NPU stream has a command the bounds check cannot follow";
+    case ErrorCode::kNpuAccessOutside: return "NPU stream accesses memory outside its region's buffer";
+    case ErrorCode::kNpuAccessNoRegion: return "NPU stream accesses a region with no buffer";
+    case ErrorCode::kNpuAccessReadOnly: return "NPU stream writes the read-only weights region";
   }
   return "unknown error";
 }
@@ -157,6 +161,21 @@ const char* to_string(PayloadFault fault) {
     case PayloadFault::kIoOutsideScratch: return "NPU tensor outside the scratch";
   }
   return "unknown payload fault";
+}
+
+const char* to_string(NpuAccess access) {
+  switch (access) {
+    case NpuAccess::kIfm: return "IFM read";
+    case NpuAccess::kIfm2: return "IFM2 read";
+    case NpuAccess::kOfm: return "OFM write";
+    case NpuAccess::kWeights: return "weight read";
+    case NpuAccess::kWeights1: return "weight read (core 1)";
+    case NpuAccess::kScales: return "scale read";
+    case NpuAccess::kScales1: return "scale read (core 1)";
+    case NpuAccess::kDmaSource: return "DMA source read";
+    case NpuAccess::kDmaDestination: return "DMA destination write";
+  }
+  return "unknown NPU access";
 }
 
 namespace {
@@ -268,6 +287,14 @@ void print_error(const Error& error) {
       break;
     case ErrorCode::kNpuResetFailed:
       print(": STATUS=0x%08x, PROT=0x%08x", a, b);
+      break;
+    case ErrorCode::kNpuStreamUnprovable:
+      print(": word %u (0x%08x)", a, b);
+      break;
+    case ErrorCode::kNpuAccessOutside:
+    case ErrorCode::kNpuAccessNoRegion:
+    case ErrorCode::kNpuAccessReadOnly:
+      print(": %s of the operation at word %u", to_string(static_cast<NpuAccess>(a)), b);
       break;
     default:
       print(" (a=%u, b=%u)", a, b);

@@ -92,6 +92,11 @@ enum class ErrorCode : uint16_t {
   kNpuIncomplete = 0x522,  // stopped without cmd_end_reached and without a fault bit
   kNpuTimeout = 0x523,     // no completion interrupt in time; b = the timeout in ms
   kNpuResetFailed = 0x524, // a = STATUS after the reset, b = PROT after the reset
+  // The stream's memory accesses (Driver::check_bounds, at delegate init):
+  kNpuStreamUnprovable = 0x530,  // a command the check cannot follow: a = word index, b = the word
+  kNpuAccessOutside = 0x531,     // an access past its region's buffer: a = NpuAccess, b = word index
+  kNpuAccessNoRegion = 0x532,    // an access to a region with no buffer: a = NpuAccess, b = word index
+  kNpuAccessReadOnly = 0x533,    // a write to a read-only region (the weights): a = NpuAccess, b = word index
 };
 
 enum class Layer : uint8_t {
@@ -182,6 +187,12 @@ struct Error {
   uint32_t b = 0;
 };
 
+// kNpuAccess*: which memory access of a command stream's operation (word index in b).
+enum class NpuAccess : uint32_t {
+  kIfm = 1, kIfm2 = 2, kOfm = 3, kWeights = 4, kWeights1 = 5, kScales = 6, kScales1 = 7,
+  kDmaSource = 8, kDmaDestination = 9,
+};
+
 // --- Text ---------------------------------------------------------------------------
 // Declared here, defined by the kiln_error_text library (src/error_text.cpp), which an
 // app links when it prints errors; the loader, the method and the driver themselves
@@ -195,6 +206,7 @@ const char* to_string(TensorDefect defect);
 const char* to_string(InstructionDefect defect);
 const char* to_string(DelegateFault fault);
 const char* to_string(PayloadFault fault);
+const char* to_string(NpuAccess access);
 
 // Writes `error` through the platform's console (kiln::print) as one line ending in
 // '\n': its name, then its detail or values as its code's comment describes them, e.g.

@@ -7,7 +7,10 @@
 //
 // init (once per delegate): checks every block of the payload, has the driver check
 // the COP1 payload against this NPU (a stream for another configuration fails with
-// the driver's kNpu*Mismatch code), and checks that the scratch (region 1) and fast
+// the driver's kNpu*Mismatch code), proves that every memory access of the stream
+// stays inside the buffers execute gives it (kiln::ethosu::check_stream_bounds: the
+// weights read-only, the payload's scratch_size bytes of the scratch, the fast scratch;
+// else kNpuAccess* or kNpuStreamUnprovable), and checks that the scratch (region 1) and fast
 // scratch (region 2) given here are large enough (the fast scratch against the
 // delegate's "kiln.fast_scratch_size" compile spec; a .pte without it, e.g. from
 // ExecuTorch, is trusted to the given size), that both start and end on D-cache
@@ -29,7 +32,7 @@
 // Errors (kiln/runtime/error.h): init: kDelegateInitFailed (a = DelegateFault, b =
 // the pool's size, the bytes of scratch or fast scratch the delegate needs, or the
 // D-cache line), kDelegateBadPayload from parse_payload, the driver's kCop1* / kNpu*
-// codes from Driver::check; execute: kDelegateBadArgument (a = DelegateFault, b = the
+// codes from Driver::check and Driver::check_bounds; execute: kDelegateBadArgument (a = DelegateFault, b = the
 // argument's position, or the argument count), the driver's kNpu* codes from the run.
 // Each failure also prints one line: "EthosUBackend: delegate <i>: <the error>".
 #pragma once

@@ -44,6 +44,43 @@ struct Region {
   size_t size = 0;
 };
 
+// The command stream of a COP1 payload (Driver::check without the match against an NPU):
+// magic, driver actions, lengths, bounds and alignment. `payload`: 16-byte aligned.
+Result<CommandStream> parse_cop1(const void* payload, size_t size);
+
+// What a command stream may touch, for check_stream_bounds: region n (BASEP<n>, n below
+// `count`) holds regions[n].size bytes, which the NPU writes only if `writable`; an
+// internal DMA destination (the LUT) lies in one core's SHRAM, shram_bytes; `cores` NPU
+// cores each read their own weights and scales.
+struct RegionLimit {
+  uint32_t size = 0;
+  bool writable = false;
+};
+
+struct StreamBounds {
+  const RegionLimit* regions = nullptr;
+  int count = 0;
+  uint32_t shram_bytes = 0;
+  uint32_t cores = 1;
+};
+
+// Proves that every memory access of `stream`'s operations (IFM, IFM2, OFM, weights,
+// scales, DMA source and destination, with their strides, tiles, element sizes, NHWC or
+// NHCWB16 format, kernel, padding and upscaling) lies inside the buffer of the region it
+// names, walking the stream once up to its NPU_OP_STOP (bounds.cpp states the access model).
+// Run it once per stream, before the first run() (the delegate does it at init), with the
+// same buffers run() gets. Errors (runtime/error.h): kNpuAccessOutside, kNpuAccessNoRegion,
+// kNpuAccessReadOnly (a = runtime::NpuAccess, b = the operation's word index),
+// kNpuStreamUnprovable (a = word index, b = the word: an unknown opcode, a missing payload
+// word, a reserved precision, format, upscaling or DMA mode, a DMA from SHRAM, or padding
+// that leaves no IFM), kInvalidArgument (a = 1: bounds malformed). It uses no memory beyond
+// its stack frame and reads each command word once.
+Status check_stream_bounds(const CommandStream& stream, const StreamBounds& bounds);
+
+// The bounds of regions[0..count) on an NPU whose CONFIG register reads `config` (its
+// SHRAM per core and its cores: two on an Ethos-U65-512).
+StreamBounds bounds_for(uint32_t config, const RegionLimit* regions, int count);
+
 struct RunOptions {
   uint32_t timeout_ms = 10000;  // wall time the CPU waits for the completion interrupt
   uint32_t regioncfg = 0;       // REGIONCFG: AXI port / memory type per region (2 bits each)
@@ -62,6 +99,8 @@ class Driver {
   uint32_t config() const { return config_; }
   uint32_t macs_per_cycle() const;
   uint32_t shram_kib() const;
+  // check_stream_bounds for this NPU (bounds_for its CONFIG) with regions[0..count).
+  Status check_bounds(const CommandStream& stream, const RegionLimit* regions, int count) const;
 
   // Validates a COP1 payload (Vela's cmd_data) for this NPU: magic, driver
   // actions, lengths and bounds, then the product, MAC count, SHRAM size,

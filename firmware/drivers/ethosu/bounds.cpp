@@ -1,0 +1,403 @@
+// check_stream_bounds: proves, before a command stream ever runs, that every memory access
+// of its operations stays inside the buffer of the region it names (see driver.h).
+//
+// What each operation accesses (the Ethos-U55/U65 command semantics, as kiln's NPU model
+// simulator/kiln/simulator/npu/{blockops,elementwise,dma,featuremap}.py executes them):
+//   CONV, DEPTHWISE, POOL: the IFM box of rows x cols x channels the kernel covers, minus
+//     padding: rows = (OFM_H - 1) * stride_y + KERNEL_HEIGHT_M1 + 1 - pad_top - pad_bottom
+//     (halved, rounded up, with IFM upscaling), cols likewise; channels = IFM depth (CONV,
+//     POOL REDUCE_SUM) or OFM depth (DEPTHWISE, POOL); the OFM box OFM_H x OFM_W x OFM_D;
+//     CONV and DEPTHWISE also read WEIGHT_LENGTH bytes at WEIGHT_BASE and the scale records
+//     at SCALE_BASE (at least 10 bytes per OFM channel the core computes), per core.
+//   ELEMENTWISE: IFM and OFM boxes of the OFM's shape; a tensor IFM2 (not a scalar) of the
+//     OFM's shape with broadcast axes of size 1 (binary modes only).
+//   DMA_START: LEN bytes per row; a 1-D side is contiguous, a 2-D side SIZE0 rows of LEN
+//     bytes (LEN + SKIP0 apart), a 3-D side SIZE1 planes of those (SIZE0 * LEN + SKIP1
+//     apart); rows = 1 (1-D), SIZE0 (2-D) or SIZE0 * SIZE1 (3-D) of the wider side. An
+//     internal destination is a SHRAM offset (the LUT), checked against the SHRAM.
+// A feature map's element (y, x, c) of tile t is at tile base + y * STRIDE_Y + x * sx +
+// (c / 16) * sc + (c % 16) * element size, with sx = STRIDE_X, sc = 16 * element size for
+// NHWC and sx = 16 * element size, sc = STRIDE_C for NHCWB16 (whose channels are counted in
+// whole bricks of 16). Every term is unsigned, so the box spans [min tile base, max over the
+// used tiles of the last element's end): tiles split the box at WIDTH0 columns, HEIGHT0
+// rows (left) and HEIGHT1 rows (right).
+//
+// Arithmetic: every address, length and stride register is 48 bits; one whose bits 47..32
+// are not zero lies past any region (regions are below 4 GiB) and is refused before use.
+// Sizes are below 2^16 per axis, so each product below is under 2^48 and each sum of a few
+// under 2^51: uint64_t never wraps.
+//
+#include <cstdint>
+
+#include "kiln/ethosu/driver.h"
+#include "kiln/ethosu/registers.h"
+
+namespace kiln::ethosu {
+namespace {
+
+using runtime::NpuAccess;
+namespace c = reg::cmd;
+
+constexpr uint64_t kLow32 = 0xFFFF'FFFFu;
+
+// The registers the accesses depend on; unset registers read as zero, as after reset.
+struct FeatureMapRegs {
+  uint64_t base[c::kTiles] = {};
+  uint64_t stride_x = 0, stride_y = 0, stride_c = 0;
+  uint32_t region = 0, precision = 0;
+  uint32_t width0_m1 = 0, height0_m1 = 0, height1_m1 = 0;
+};
+
+struct Regs {
+  FeatureMapRegs ifm, ifm2, ofm;
+  uint32_t ifm_depth_m1 = 0, ifm_upscale = 0;
+  uint32_t pad_top = 0, pad_left = 0, pad_right = 0, pad_bottom = 0;
+  uint32_t ofm_width_m1 = 0, ofm_height_m1 = 0, ofm_depth_m1 = 0;
+  uint32_t kernel_width_m1 = 0, kernel_height_m1 = 0, kernel_stride = 0;
+  uint32_t ifm2_broadcast = 0;
+  uint32_t weight_region = 0, scale_region = 0;
+  uint64_t weight_base[2] = {}, weight_length[2] = {}, scale_base[2] = {}, scale_length[2] = {};
+  uint32_t dma_src_region = 0, dma_dst_region = 0, dma_size0 = 0, dma_size1 = 0;
+  uint64_t dma_src = 0, dma_dst = 0, dma_len = 0, dma_skip0 = 0, dma_skip1 = 0;
+};
+
+// Known opcodes, as bitmaps (bit n: opcode n is a command of the stream format).
+struct OpcodeSet {
+  uint32_t bits[(0x190 + 31) / 32] = {};
+  constexpr void add(uint16_t op) { bits[op / 32] |= 1u << (op % 32); }
+  constexpr bool has(uint32_t op) const { return op < 0x190 && (bits[op / 32] >> (op % 32)) & 1; }
+};
+
+// Every one-word opcode of the map (Vela's cmd0).
+constexpr uint16_t kCmd0List[] = {
+    c::kOpStop, c::kOpIrq, c::kOpConv, c::kOpDepthwise, c::kOpPool, c::kOpElementwise, c::kOpDmaStart,
+    c::kOpDmaWait, c::kOpKernelWait, c::kOpPmuMask,
+    c::kIfmPadTop, c::kIfmPadLeft, c::kIfmPadRight, c::kIfmPadBottom, c::kIfmDepthM1, c::kIfmPrecision,
+    c::kIfmUpscale, c::kIfmZeroPoint, c::kIfmWidth0M1, c::kIfmHeight0M1, c::kIfmHeight1M1, c::kIfmIbEnd,
+    c::kIfmRegion, c::kOfmWidthM1, c::kOfmHeightM1, c::kOfmDepthM1, c::kOfmPrecision, c::kOfmBlkWidthM1,
+    c::kOfmBlkHeightM1, c::kOfmBlkDepthM1, c::kOfmZeroPoint, c::kOfmWidth0M1, c::kOfmHeight0M1,
+    c::kOfmHeight1M1, c::kOfmRegion, c::kKernelWidthM1, c::kKernelHeightM1, c::kKernelStride,
+    c::kParallelMode, c::kAccFormat, c::kActivation, c::kActivationMin, c::kActivationMax,
+    c::kWeightRegion, c::kScaleRegion, c::kAbStart, c::kBlockdep, c::kDma0SrcRegion, c::kDma0DstRegion,
+    c::kDma0Size0, c::kDma0Size1, c::kIfm2Broadcast, c::kIfm2Scalar, c::kIfm2Precision, c::kIfm2ZeroPoint,
+    c::kIfm2Width0M1, c::kIfm2Height0M1, c::kIfm2Height1M1, c::kIfm2IbStart, c::kIfm2Region,
+};
+
+constexpr OpcodeSet cmd0_opcodes() {
+  OpcodeSet set;
+  for (uint16_t op : kCmd0List) set.add(op);
+  return set;
+}
+
+constexpr OpcodeSet cmd1_opcodes() {
+  OpcodeSet set;
+  for (uint16_t op = 0; op < 0x0A0; ++op) {
+    const uint16_t group = op & 0xFF0, index = op & 0xF;
+    const bool known = ((group == 0x000 || group == 0x010 || group == 0x080) && index <= 6) ||
+                       (group == 0x020 && index <= 6) || (group == 0x030 && index <= 4) ||
+                       (group == 0x090 && index <= 3);
+    if (known) set.add(op);
+  }
+  return set;
+}
+
+constexpr OpcodeSet kCmd0 = cmd0_opcodes();
+constexpr OpcodeSet kCmd1 = cmd1_opcodes();
+
+// A 48-bit register value: payload | parameter << 32.
+uint64_t wide(uint32_t header, uint32_t payload) { return (uint64_t{header >> 16} << 32) | payload; }
+
+void set_cmd0(Regs& r, uint32_t op, uint32_t v) {
+  switch (op) {
+    case c::kIfmPadTop: r.pad_top = v; break;
+    case c::kIfmPadLeft: r.pad_left = v; break;
+    case c::kIfmPadRight: r.pad_right = v; break;
+    case c::kIfmPadBottom: r.pad_bottom = v; break;
+    case c::kIfmDepthM1: r.ifm_depth_m1 = v; break;
+    case c::kIfmPrecision: r.ifm.precision = v; break;
+    case c::kIfmUpscale: r.ifm_upscale = v; break;
+    case c::kIfmWidth0M1: r.ifm.width0_m1 = v; break;
+    case c::kIfmHeight0M1: r.ifm.height0_m1 = v; break;
+    case c::kIfmHeight1M1: r.ifm.height1_m1 = v; break;
+    case c::kIfmRegion: r.ifm.region = v & 7; break;
+    case c::kOfmWidthM1: r.ofm_width_m1 = v; break;
+    case c::kOfmHeightM1: r.ofm_height_m1 = v; break;
+    case c::kOfmDepthM1: r.ofm_depth_m1 = v; break;
+    case c::kOfmPrecision: r.ofm.precision = v; break;
+    case c::kOfmWidth0M1: r.ofm.width0_m1 = v; break;
+    case c::kOfmHeight0M1: r.ofm.height0_m1 = v; break;
+    case c::kOfmHeight1M1: r.ofm.height1_m1 = v; break;
+    case c::kOfmRegion: r.ofm.region = v & 7; break;
+    case c::kKernelWidthM1: r.kernel_width_m1 = v; break;
+    case c::kKernelHeightM1: r.kernel_height_m1 = v; break;
+    case c::kKernelStride: r.kernel_stride = v; break;
+    case c::kWeightRegion: r.weight_region = v & 7; break;
+    case c::kScaleRegion: r.scale_region = v & 7; break;
+    case c::kDma0SrcRegion: r.dma_src_region = v; break;
+    case c::kDma0DstRegion: r.dma_dst_region = v; break;
+    case c::kDma0Size0: r.dma_size0 = v; break;
+    case c::kDma0Size1: r.dma_size1 = v; break;
+    case c::kIfm2Broadcast: r.ifm2_broadcast = v; break;
+    case c::kIfm2Precision: r.ifm2.precision = v; break;
+    case c::kIfm2Width0M1: r.ifm2.width0_m1 = v; break;
+    case c::kIfm2Height0M1: r.ifm2.height0_m1 = v; break;
+    case c::kIfm2Height1M1: r.ifm2.height1_m1 = v; break;
+    case c::kIfm2Region: r.ifm2.region = v & 7; break;
+    default: break;  // no bearing on addresses
+  }
+}
+
+void set_fm_cmd1(FeatureMapRegs& fm, uint32_t index, uint64_t v) {
+  if (index < c::kTiles) {
+    fm.base[index] = v;
+  } else if (index == 4) {
+    fm.stride_x = v;
+  } else if (index == 5) {
+    fm.stride_y = v;
+  } else {
+    fm.stride_c = v;
+  }
+}
+
+void set_cmd1(Regs& r, uint32_t op, uint64_t v) {
+  const uint32_t index = op & 0xF;
+  switch (op & 0xFF0) {
+    case c::kIfmBase0: set_fm_cmd1(r.ifm, index, v); return;
+    case c::kOfmBase0: set_fm_cmd1(r.ofm, index, v); return;
+    case c::kIfm2Base0: set_fm_cmd1(r.ifm2, index, v); return;
+    default: break;
+  }
+  switch (op) {
+    case c::kWeightBase: r.weight_base[0] = v; break;
+    case c::kWeightLength: r.weight_length[0] = v; break;
+    case c::kScaleBase: r.scale_base[0] = v; break;
+    case c::kScaleLength: r.scale_length[0] = v; break;
+    case c::kWeight1Base: r.weight_base[1] = v; break;
+    case c::kWeight1Length: r.weight_length[1] = v; break;
+    case c::kScale1Base: r.scale_base[1] = v; break;
+    case c::kScale1Length: r.scale_length[1] = v; break;
+    case c::kDma0Src: r.dma_src = v; break;
+    case c::kDma0Dst: r.dma_dst = v; break;
+    case c::kDma0Len: r.dma_len = v; break;
+    case c::kDma0Skip0: r.dma_skip0 = v; break;
+    case c::kDma0Skip1: r.dma_skip1 = v; break;
+    default: break;  // scales of the output stage: no bearing on addresses
+  }
+}
+
+// One operation's checks; `at` is the word index of its command.
+class Checker {
+ public:
+  Checker(const StreamBounds& bounds, uint32_t at, uint32_t word) : bounds_(bounds), at_(at), word_(word) {}
+
+  // [offset, offset + length) of `region` for access `what`; `write`: the NPU writes it.
+  Status span(NpuAccess what, uint32_t region, uint64_t offset, uint64_t length, bool write) const {
+    if (region >= static_cast<uint32_t>(bounds_.count)) return fault(runtime::ErrorCode::kNpuAccessNoRegion, what);
+    const RegionLimit& limit = bounds_.regions[region];
+    if (write && !limit.writable) return fault(runtime::ErrorCode::kNpuAccessReadOnly, what);
+    if (offset > kLow32 || length > kLow32 || offset + length > limit.size) {
+      return outside(what);
+    }
+    return {};
+  }
+
+  // The box rows x cols x channels of feature map `fm` (elements of `elem` bytes).
+  Status box(NpuAccess what, const FeatureMapRegs& fm, uint32_t elem, uint32_t rows, uint32_t cols,
+             uint32_t channels, bool write) const {
+    const uint32_t format = c::precision_format(fm.precision);
+    if (format > c::kFormatNhcwb16) return unprovable();
+    if (rows == 0 || cols == 0 || channels == 0) return {};
+    const bool bricks = format == c::kFormatNhcwb16;
+    if (fm.stride_x > kLow32 || fm.stride_y > kLow32 || fm.stride_c > kLow32) {
+      return outside(what);
+    }
+    const uint64_t sx = bricks ? uint64_t{c::kBrick} * elem : fm.stride_x;
+    const uint64_t last_c = bricks ? (channels + c::kBrick - 1) / c::kBrick * c::kBrick - 1 : channels - 1;
+    const uint64_t sc = bricks ? fm.stride_c : uint64_t{c::kBrick} * elem;
+    const uint64_t channel_end = (last_c / c::kBrick) * sc + (last_c % c::kBrick) * elem + elem;
+    const uint32_t width0 = fm.width0_m1 + 1, height0 = fm.height0_m1 + 1, height1 = fm.height1_m1 + 1;
+    const uint32_t left = cols < width0 ? cols : width0;
+    const uint32_t right = cols - left;
+    // (rows, cols) of tiles 0..3
+    const uint32_t tile_rows[c::kTiles] = {rows < height0 ? rows : height0, rows < height1 ? rows : height1,
+                                           rows > height0 ? rows - height0 : 0,
+                                           rows > height1 ? rows - height1 : 0};
+    const uint32_t tile_cols[c::kTiles] = {left, right, left, right};
+    uint64_t lo = ~uint64_t{0}, hi = 0;
+    for (int t = 0; t < c::kTiles; ++t) {
+      if (tile_rows[t] == 0 || tile_cols[t] == 0) continue;
+      if (fm.base[t] > kLow32) return outside(what);
+      const uint64_t end = fm.base[t] + (tile_rows[t] - 1) * fm.stride_y + (tile_cols[t] - 1) * sx + channel_end;
+      if (fm.base[t] < lo) lo = fm.base[t];
+      if (end > hi) hi = end;
+    }
+    return span(what, fm.region, lo, hi - lo, write);
+  }
+
+  Status outside(NpuAccess what) const { return fault(runtime::ErrorCode::kNpuAccessOutside, what); }
+  Status unprovable() const { return runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, at_, word_}; }
+
+ private:
+  Status fault(runtime::ErrorCode code, NpuAccess what) const {
+    return runtime::Error{code, static_cast<uint32_t>(what), at_};
+  }
+
+  const StreamBounds& bounds_;
+  uint32_t at_, word_;
+};
+
+// Bytes of an IFM (size field of bits 3..2) or OFM (bits 2..1) element, 0 if reserved.
+uint32_t elem_bytes(uint32_t size_field) { return size_field <= 2 ? 1u << size_field : 0; }
+
+// Rows or columns of IFM samples the kernel covers (before upscaling), 0 if padding leaves none.
+uint32_t ifm_extent(uint32_t out_m1, uint32_t stride, uint32_t kernel_m1, uint32_t before, uint32_t after,
+                    uint32_t factor) {
+  const int64_t n = int64_t{out_m1} * stride + kernel_m1 + 1 - before - after;
+  if (n <= 0) return 0;
+  return static_cast<uint32_t>((n + factor - 1) / factor);
+}
+
+Status weights_and_scales(const Checker& check, const Regs& r, uint32_t cores) {
+  const uint32_t depth = r.ofm_depth_m1 + 1;
+  for (uint32_t core = 0; core < cores; ++core) {
+    const uint32_t channels = depth / cores + (core < depth % cores ? 1 : 0);  // core k: channels k, k + cores, ...
+    if (channels == 0) continue;
+    Status ok = check.span(core == 0 ? NpuAccess::kWeights : NpuAccess::kWeights1, r.weight_region,
+                           r.weight_base[core], r.weight_length[core], false);
+    if (!ok.ok()) return ok;
+    const uint64_t records = uint64_t{channels} * c::kScaleRecordBytes;
+    const uint64_t length = r.scale_length[core] > records ? r.scale_length[core] : records;
+    ok = check.span(core == 0 ? NpuAccess::kScales : NpuAccess::kScales1, r.scale_region, r.scale_base[core],
+                    length, false);
+    if (!ok.ok()) return ok;
+  }
+  return {};
+}
+
+Status block_operation(const Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
+  const uint32_t upscale = r.ifm_upscale & 3;
+  if (upscale > c::kUpscaleTranspose) return check.unprovable();
+  const uint32_t factor = upscale == c::kUpscaleNone ? 1 : 2;
+  const uint32_t rows = ifm_extent(r.ofm_height_m1, c::stride_y(r.kernel_stride), r.kernel_height_m1, r.pad_top,
+                                   r.pad_bottom, factor);
+  const uint32_t cols = ifm_extent(r.ofm_width_m1, c::stride_x(r.kernel_stride), r.kernel_width_m1, r.pad_left,
+                                   r.pad_right, factor);
+  if (rows == 0 || cols == 0) return check.unprovable();
+  const bool ifm_depth = op == c::kOpConv || (op == c::kOpPool && param == c::kPoolReduceSum);
+  const uint32_t channels = ifm_depth ? r.ifm_depth_m1 + 1 : r.ofm_depth_m1 + 1;
+  const uint32_t elem = elem_bytes(c::precision_ifm_size(r.ifm.precision));
+  if (elem == 0) return check.unprovable();
+  Status ok = check.box(NpuAccess::kIfm, r.ifm, elem, rows, cols, channels, false);
+  if (!ok.ok() || op == c::kOpPool) return ok;
+  return weights_and_scales(check, r, cores);
+}
+
+Status elementwise(const Checker& check, const Regs& r, uint32_t mode) {
+  const uint32_t h = r.ofm_height_m1 + 1, w = r.ofm_width_m1 + 1, d = r.ofm_depth_m1 + 1;
+  const uint32_t elem = elem_bytes(c::precision_ifm_size(r.ifm.precision));
+  if (elem == 0) return check.unprovable();
+  Status ok = check.box(NpuAccess::kIfm, r.ifm, elem, h, w, d, false);
+  const bool unary = mode >= c::kElementwiseFirstUnary && mode <= c::kElementwiseLastUnary;
+  if (!ok.ok() || unary || (r.ifm2_broadcast & c::kIfm2BroadcastScalar)) return ok;
+  const uint32_t elem2 = elem_bytes(c::precision_ifm_size(r.ifm2.precision));
+  if (elem2 == 0) return check.unprovable();
+  const uint32_t b = r.ifm2_broadcast;
+  return check.box(NpuAccess::kIfm2, r.ifm2, elem2, b & c::kIfm2BroadcastH ? 1 : h, b & c::kIfm2BroadcastW ? 1 : w,
+                   b & c::kIfm2BroadcastC ? 1 : d, false);
+}
+
+// Bytes from a DMA side's start to the end of its last row.
+uint64_t dma_extent(uint32_t mode, uint64_t rows, const Regs& r) {
+  const uint64_t size0 = r.dma_size0 ? r.dma_size0 : 1, size1 = r.dma_size1 ? r.dma_size1 : 1;
+  if (mode == c::kDma1d) return rows * r.dma_len;
+  const uint64_t plane = mode == c::kDma3d ? (size1 - 1) * (size0 * r.dma_len + r.dma_skip1) : 0;
+  return plane + (size0 - 1) * (r.dma_len + r.dma_skip0) + r.dma_len;
+}
+
+Status dma(const Checker& check, const Regs& r, uint32_t shram_bytes) {
+  const uint32_t src_mode = c::dma_mode(r.dma_src_region), dst_mode = c::dma_mode(r.dma_dst_region);
+  if (src_mode > c::kDma3d || dst_mode > c::kDma3d || c::dma_internal(r.dma_src_region)) return check.unprovable();
+  if (r.dma_len > kLow32 || r.dma_skip0 > kLow32 || r.dma_skip1 > kLow32) {
+    return check.span(NpuAccess::kDmaSource, c::dma_region(r.dma_src_region), r.dma_src, ~uint64_t{0}, false);
+  }
+  const uint32_t mode = src_mode > dst_mode ? src_mode : dst_mode;
+  const uint64_t size0 = r.dma_size0 ? r.dma_size0 : 1, size1 = r.dma_size1 ? r.dma_size1 : 1;
+  const uint64_t rows = mode == c::kDma1d ? 1 : size0 * (mode == c::kDma3d ? size1 : 1);
+  Status ok = check.span(NpuAccess::kDmaSource, c::dma_region(r.dma_src_region), r.dma_src,
+                         dma_extent(src_mode, rows, r), false);
+  if (!ok.ok()) return ok;
+  const uint64_t dst_length = dma_extent(dst_mode, rows, r);
+  if (c::dma_internal(r.dma_dst_region)) {  // a SHRAM offset, not a region's
+    if (r.dma_dst > kLow32 || r.dma_dst + dst_length > shram_bytes) {
+      return check.outside(NpuAccess::kDmaDestination);
+    }
+    return {};
+  }
+  return check.span(NpuAccess::kDmaDestination, c::dma_region(r.dma_dst_region), r.dma_dst, dst_length, true);
+}
+
+Status operation(const StreamBounds& bounds, const Regs& r, uint32_t at, uint32_t header) {
+  const uint32_t op = header & c::kOpcodeMask, param = header >> 16;
+  const Checker check(bounds, at, header);
+  Status ok;
+  if (op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool) {
+    ok = block_operation(check, r, op, param, bounds.cores);
+  } else if (op == c::kOpElementwise) {
+    ok = elementwise(check, r, param);
+  } else if (op == c::kOpDmaStart) {
+    return dma(check, r, bounds.shram_bytes);
+  } else {
+    return {};  // IRQ, waits, PMU mask: no memory access
+  }
+  if (!ok.ok()) return ok;
+  const uint32_t elem = elem_bytes(c::precision_ofm_size(r.ofm.precision));
+  if (elem == 0) return check.unprovable();
+  return check.box(NpuAccess::kOfm, r.ofm, elem, r.ofm_height_m1 + 1, r.ofm_width_m1 + 1, r.ofm_depth_m1 + 1, true);
+}
+
+}  // namespace
+
+Status check_stream_bounds(const CommandStream& stream, const StreamBounds& bounds) {
+  if (bounds.count < 0 || bounds.count > reg::kRegions || (bounds.count > 0 && bounds.regions == nullptr) ||
+      bounds.cores == 0 || (stream.words == nullptr && stream.size_bytes != 0)) {
+    return runtime::Error{runtime::ErrorCode::kInvalidArgument, 1, static_cast<uint32_t>(bounds.count)};
+  }
+  Regs r;
+  const uint32_t words = stream.size_bytes / 4;
+  for (uint32_t i = 0; i < words;) {
+    const uint32_t header = stream.words[i];
+    const uint32_t op = header & c::kOpcodeMask;
+    const uint32_t payload = (header >> c::kPayloadShift) & 3;
+    if (header & c::kReservedMask) return runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, i, header};
+    if (payload == 0) {
+      if (!kCmd0.has(op)) return runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, i, header};
+      if (op == c::kOpStop) return {};  // the NPU stops here: nothing after it runs
+      if (op < c::kIfmPadTop) {
+        Status ok = operation(bounds, r, i, header);
+        if (!ok.ok()) return ok;
+      } else {
+        set_cmd0(r, op, header >> 16);
+      }
+      i += 1;
+    } else if (payload == 1 && kCmd1.has(op) && words - i >= 2) {
+      set_cmd1(r, op, wide(header, stream.words[i + 1]));
+      i += 2;
+    } else {
+      return runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, i, header};
+    }
+  }
+  return {};
+}
+
+StreamBounds bounds_for(uint32_t config, const RegionLimit* regions, int count) {
+  constexpr uint32_t kProductU65 = 1, kMacsLog2DualCore = 9;  // Ethos-U65-512: two 256-MAC cores
+  const bool dual = reg::config_product(config) == kProductU65 && reg::config_macs_log2(config) == kMacsLog2DualCore;
+  const uint32_t cores = dual ? 2 : 1;
+  return StreamBounds{regions, count, reg::config_shram_kib(config) * 1024 / cores, cores};
+}
+
+Status Driver::check_bounds(const CommandStream& stream, const RegionLimit* regions, int count) const {
+  return check_stream_bounds(stream, bounds_for(config_, regions, count));
+}
+
+}  // namespace kiln::ethosu
