@@ -185,6 +185,21 @@ class MemoryFault(SimulatorError):
         self.access = access
 
 
+class RegionFault(MemoryFault):
+    """An NPU access outside the buffer the firmware registered for the region it names
+    (BASEP<n> plus the size the driver published): the NPU model refuses it as a bus error."""
+
+    def __init__(self, what: str, region: int, offset: int, size: int, limit: int):
+        SimulatorError.__init__(
+            self, f"{what} of {size} bytes at region {region} offset 0x{offset:x} is outside the "
+                  f"{limit} bytes the firmware registered for region {region}")
+        self.address = offset
+        self.size = size
+        self.access = what
+        self.region = region
+        self.limit = limit
+
+
 class AttachmentError(SimulatorError):
     """The attachment cannot go on (unsupported access, model failure, lost connection)."""
 

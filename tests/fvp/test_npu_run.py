@@ -104,10 +104,14 @@ def test_an_ifm_outside_memory_is_a_reported_bus_error(firmware_build, tmp_path,
         i += 2 if words[i] & PAYLOAD_FLAG else 1
     words[i + 1] = 0x0800_0000  # 128 MiB into region 1 (the 4 MiB SRAM): nothing answers there
     write_job(tmp_path, vela, random_input(vela).tobytes(), cmd=words.tobytes())
-    result = run_app(firmware_build, tmp_path)
+    result = run_app(firmware_build, tmp_path)  # the app runs the stream without the bounds check
     assert result.returncode == EXIT_RUN_FAILED, result.stdout + result.stderr
     # irq_raised (bit 1) | bus_status (bit 2)
     assert "run failed: NPU fault: STATUS=0x00000006 (irq_raised, bus_status)" in result.stdout
+    # The model refused it against the scratch size the driver published, before the bus would have.
+    assert "first fault: IFM read of " in result.stderr
+    assert (f"bytes at region 1 offset 0x8000000 is outside the {vela.scratch_size} bytes the firmware registered "
+            "for region 1") in result.stderr
     assert "STATUS after the failure: 0x00000000" in result.stdout
 
 

@@ -17,6 +17,14 @@ m/M packets, cached in pages for the duration of one stream (the CPU is
 stopped while the stream runs) and written back afterwards. Addresses outside
 the board's memory regions are bus errors.
 
+The buffers the firmware gives the NPU: the Ethos-U55/U65 have no region size
+registers, so kiln's driver publishes each run's region sizes in its symbol
+REGION_SIZES_SYMBOL (word 0 the number of regions, then one size per region; the
+bases are BASEP's). When the ELF has that symbol, the attachment reads it at each
+start and the NPU model refuses any access outside [BASEP<n>, BASEP<n> + size) as a
+bus error naming the access (kiln.errors.RegionFault), independently of the driver's
+own check of the stream at delegate init.
+
 The completion interrupt: a debugger write to NVIC_ISPR is ignored by QEMU, so
 the CPU itself pends it: the attachment puts `str r1, [r0]` over the
 instruction it just emulated, points r0 at the ISPR word and r1 at the
@@ -42,6 +50,9 @@ from kiln.simulator.gdb import GdbClient, GdbError
 from kiln.simulator.npu.config import NpuConfig, config_for
 from kiln.simulator.npu.device import WINDOW_SIZE, EthosU
 from kiln.simulator.npu.memory import MemoryFault
+
+REGION_SIZES_SYMBOL = "kiln_npu_region_sizes"  # firmware/drivers/ethosu/driver.cpp
+REGIONS = 8
 
 # QEMU mps3-an547's DDR: one RAM of exactly 2 GiB at 0x6000_0000 (both security
 # aliases of the board's DDR lie inside it); its memory backend can be a file.
@@ -204,6 +215,20 @@ def _runs(pages: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
+def region_sizes_address(elf: Path) -> int | None:
+    """Where the firmware publishes its NPU region sizes (REGION_SIZES_SYMBOL), or None
+    when the ELF has no such symbol (firmware without kiln's driver)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    with open(elf, "rb") as stream:
+        for section in ELFFile(stream).iter_sections():
+            if isinstance(section, SymbolTableSection):
+                for symbol in section.get_symbol_by_name(REGION_SIZES_SYMBOL) or ():
+                    return int(symbol["st_value"])
+    return None
+
+
 def _register_name(index: int) -> str:
     return {13: "sp", 14: "lr", 15: "pc"}.get(index, f"r{index}")
 
@@ -211,7 +236,7 @@ def _register_name(index: int) -> str:
 class NpuAttachment:
     """Serves the NPU's register window of one QEMU run (see the module's docstring)."""
 
-    def __init__(self, target: boards.Target, executor=None, hang: bool = False):
+    def __init__(self, target: boards.Target, executor=None, hang: bool = False, elf: Path | None = None):
         self.board = target.board
         self.config: NpuConfig = config_for(target.name)
         self._executor = executor
@@ -225,6 +250,7 @@ class NpuAttachment:
         self.access_time_s = 0.0  # host time spent on them, including the NPU's runs
         self.npu_time_s = 0.0  # host time spent running streams
         self._irq_rising = False
+        self._region_sizes_at = region_sizes_address(elf) if elf is not None else None
 
     def qemu_args(self) -> list[str]:
         """QEMU arguments: the shared DDR and a halted CPU with a gdbstub on our socket."""
@@ -255,8 +281,9 @@ class NpuAttachment:
         gdb.read_target_description()
         regions = [(r.base, r.size) for r in self.board.memory]
         self.memory = TargetMemory(gdb, regions, self.ddr.view)
+        sizes = self._region_sizes if self._region_sizes_at is not None else None
         self.device = EthosU(self.config, self.memory, executor=self._executor, on_irq=self._irq_changed,
-                             hang=self._hang)
+                             hang=self._hang, region_sizes=sizes)
         for window in self.board.npu.windows:
             gdb.watch(window, WINDOW_SIZE)
         while True:
@@ -269,6 +296,13 @@ class NpuAttachment:
             self._emulate(gdb)
             self.access_time_s += time.perf_counter() - started
             self.accesses += 1
+
+    def _region_sizes(self) -> tuple[int, ...]:
+        """The sizes the driver published for the run it is starting (0: no buffer)."""
+        raw = bytes(self.memory.read(self._region_sizes_at, 4 * (1 + REGIONS)))
+        words = np.frombuffer(raw, "<u4")
+        count = min(int(words[0]), REGIONS)
+        return tuple(int(words[1 + n]) if n < count else 0 for n in range(REGIONS))
 
     def close(self):
         """Removes the shared DDR file and the socket; safe to call twice."""

@@ -114,7 +114,7 @@ def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
     if npu_model and target.name in CONFIGS:
         from kiln.simulator.attach import NpuAttachment
 
-        attachment = NpuAttachment(target, hang=os.environ.get(HANG_VARIABLE) == "1")
+        attachment = NpuAttachment(target, hang=os.environ.get(HANG_VARIABLE) == "1", elf=elf)
         machine_args = attachment.qemu_args()
     command = [
         qemu,
@@ -323,10 +323,13 @@ def _npu_summary(attachment) -> str | None:
     faults = sum(1 for run in device.runs if run.fault is not None)
     per_access_ms = 1e3 * (attachment.access_time_s - attachment.npu_time_s) / attachment.accesses
     memory = attachment.memory
+    first = next((run.fault for run in device.runs if run.fault is not None), None)
+    message = getattr(first, "message", first)
     return (f"NPU model: {len(device.runs)} stream(s), {cycles} cycles, {faults} fault(s); "
             f"{attachment.accesses} register accesses ({per_access_ms:.2f} ms each), "
             f"{attachment.npu_time_s:.2f} s running streams, {memory.bytes_read // 1024} KiB read and "
-            f"{memory.bytes_written // 1024} KiB written through gdb")
+            f"{memory.bytes_written // 1024} KiB written through gdb"
+            + (f"; first fault: {message}" if first is not None else ""))
 
 
 def _stop(process: subprocess.Popen, at_once: bool):

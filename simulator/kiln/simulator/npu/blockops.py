@@ -22,6 +22,7 @@ from kiln.simulator.npu.registers import (
 POOL_MAX, POOL_AVERAGE, POOL_REDUCE_SUM = 0, 1, 2
 POOL_NAMES = {POOL_MAX: "MAX", POOL_AVERAGE: "AVERAGE", POOL_REDUCE_SUM: "REDUCE_SUM"}
 ACC_INT32, ACC_INT40 = 0, 1
+_CORE_NAMES = {0: "", 1: " (core 1)"}
 _UPSCALE_NAMES = {UPSCALE_NONE: "none", UPSCALE_NEAREST: "NEAREST", UPSCALE_TRANSPOSE: "TRANSPOSE"}
 
 
@@ -97,7 +98,7 @@ def _scales(ctx: Context, channels: int, core: int = 0) -> tuple[np.ndarray, np.
     suffix = "" if core == 0 else "1"
     length = regs.address(f"SCALE{suffix}_LENGTH")
     raw = ctx.read_region(regs.param("SCALE_REGION"), regs.address(f"SCALE{suffix}_BASE"),
-                          max(length, channels * wt.SCALE_RECORD_BYTES))
+                          max(length, channels * wt.SCALE_RECORD_BYTES), f"scale read{_CORE_NAMES[core]}")
     return wt.decode_scales(raw, channels)
 
 
@@ -106,7 +107,7 @@ def _weights(ctx: Context, core: int, shape: tuple[int, int, int, int], depthwis
     regs = ctx.registers
     suffix = "" if core == 0 else "1"
     raw = ctx.read_region(regs.param("WEIGHT_REGION"), regs.address(f"WEIGHT{suffix}_BASE"),
-                          regs.address(f"WEIGHT{suffix}_LENGTH"))
+                          regs.address(f"WEIGHT{suffix}_LENGTH"), f"weight read{_CORE_NAMES[core]}")
     k = regs.kernel()
     decomposition = 4 if regs.param("KERNEL_STRIDE") & (1 << 5) else wt.SUBKERNEL_MAX
     ifm_bits = 8 * np.dtype(regs.ifm_dtype("IFM")[0]).itemsize

@@ -162,6 +162,10 @@ class EthosU:
     (run_stream's signature); it defaults to kiln.simulator.npu.run_stream.
     `hang=True` models an NPU that never finishes: a start only sets STATUS.state to
     running (for testing a driver's timeout path; a soft reset stops it).
+    `region_sizes()`, called at each start, gives the bytes of each region's buffer as
+    the firmware registered them (8 sizes; the Ethos-U55/U65 have no region size
+    registers, so these come from the firmware by another channel: kiln.simulator.attach)
+    or None; the executor then refuses any access outside [BASEP<n>, BASEP<n> + size).
     """
 
     def __init__(
@@ -172,12 +176,14 @@ class EthosU:
         executor: Callable | None = None,
         on_irq: Callable[[bool], None] | None = None,
         hang: bool = False,
+        region_sizes: Callable[[], tuple[int, ...] | None] | None = None,
     ):
         self.config = config
         self.memory = memory
         self._executor = executor
         self._on_irq = on_irq or (lambda level: None)
         self._hang = hang
+        self._region_sizes = region_sizes
         self.runs: list[RunRecord] = []
         self._irq_level = False
         self._prot = 0
@@ -372,8 +378,12 @@ class EthosU:
                          record_fault=f"QSIZE {self._qsize} is not a whole number of 32-bit words")
             return
         executor = self._executor or _default_executor()
+        limits = self._region_sizes() if self._region_sizes else None
         try:
-            result = executor(stream, basep, self.memory, self.config)
+            if limits is None:
+                result = executor(stream, basep, self.memory, self.config)
+            else:
+                result = executor(stream, basep, self.memory, self.config, limits=limits)
         except MemoryFault as error:  # an executor that lets the fault escape
             self._finish(0, None, STATUS_BUS_STATUS, qread=0, record_fault=str(error))
             return

@@ -55,7 +55,8 @@ def dma_start(ctx: Context) -> None:
     contiguous = np.arange(rows, dtype=np.int64) * length
     src_rows = contiguous if src_mode == STRIDE_1D else _row_offsets(src_mode, length, size0, skip0, size1, skip1)
     dst_rows = contiguous if dst_mode == STRIDE_1D else _row_offsets(dst_mode, length, size0, skip0, size1, skip1)
-    data = [bytes(ctx.memory.read(src + int(o), length)) for o in src_rows]
+    source = ctx.region(regs.param("DMA0_SRC_REGION") & 0xFF, "DMA source read")
+    data = [bytes(source.read(src + int(o), length)) for o in src_rows]
     if dst_internal:
         ctx.coverage.hit("dma", "to SHRAM (LUT)")
         for o, chunk in zip(dst_rows, data):
@@ -66,5 +67,6 @@ def dma_start(ctx: Context) -> None:
             ctx.shram[start:start + length] = chunk
     else:
         ctx.coverage.hit("dma", "to memory")
+        destination = ctx.region(regs.param("DMA0_DST_REGION") & 0xFF, "DMA destination write")
         for o, chunk in zip(dst_rows, data):
-            ctx.memory.write(dst + int(o), chunk)
+            destination.write(dst + int(o), chunk)

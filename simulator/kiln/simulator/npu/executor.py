@@ -55,8 +55,12 @@ def _operation(ctx: Context, command: cmds.Command) -> None:
     # signal work, and this model completes every operation before the next command.
 
 
-def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None) -> ExecResult:
+def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=None) -> ExecResult:
     """Runs `stream` (uint32 words or bytes) with region r at bus address basep[r].
+
+    `limits`: bytes of each region's buffer (8 sizes, 0 for a region with none) as the
+    firmware registered them; an access outside its region's buffer is then a bus error
+    (the fault's message is RegionFault's, naming the access). None: not checked.
 
     Stops at NPU_OP_STOP, at the end of the stream, or at the first command that faults
     (then outputs written before it stay written). `pmu` may name the event counters the
@@ -66,7 +70,10 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None) -> ExecRes
     if len(bases) != REGIONS:
         raise ValueError(f"basep holds {len(bases)} region bases; the NPU has {REGIONS}")
     registers = Registers()
-    ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage())
+    sizes = None if limits is None else tuple(int(n) for n in limits)
+    if sizes is not None and len(sizes) != REGIONS:
+        raise ValueError(f"limits holds {len(sizes)} region sizes; the NPU has {REGIONS}")
+    ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage(), limits=sizes)
     cycles = CycleModel(config)
     ops = 0
     fault = None

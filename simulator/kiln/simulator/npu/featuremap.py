@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.errors import RegionFault
 from kiln.simulator.npu.memory import MemoryFault
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, FeatureMap
 
@@ -78,6 +79,8 @@ def write(memory, fm: FeatureMap, region_base: int, ys, xs, channels, values: np
     lo, length = _span(address, size)
     try:
         span = np.frombuffer(bytes(memory.read(lo, length)), np.uint8).copy()
+    except RegionFault:
+        raise
     except MemoryFault:
         raise MemoryFault(lo, length, "write") from None
     data = np.ascontiguousarray(values.astype(np.dtype(fm.dtype).newbyteorder("<"))).view(np.uint8)
