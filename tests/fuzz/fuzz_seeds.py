@@ -1,0 +1,173 @@
+"""Seed corpora and dictionaries of kiln's libFuzzer targets (tests/fuzz/CMakeLists.txt),
+made from kiln itself, so they follow the format wherever it goes.
+
+Seeds of `pte`: programs `kiln compile` writes for ethos-u55-128 (one delegate, two
+delegates, CPU-only, `--io int8`, float), without their reference TOSA graphs (run-host's
+only: they would triple the inputs) and one with them; one program per CPU kernel case of
+the runtime's kernel tests (every CASES of tests/firmware/runtime/test_kernels_*.py, built
+by kernel_programs.single_kernel); ExecuTorch 1.5.1's own .pte files (tests/fixtures/executorch).
+Seeds of `payload`: every Ethos-U delegate payload (vela_bin_stream) in those programs;
+of `cop1`: the cmd_data (COP1) block of each payload.
+Dictionaries: the format's magic strings and names as kiln's Python modules define them
+(the .pte identifier and extended-header magic, the delegate id and compile-spec key,
+'COP1' and its action tags, the payload's block names, the stand-in NPU's ID and CONFIG
+words, every operator and overload the runtime has a kernel for).
+
+`write(cache)` makes them once per content (a key over kiln's compiler sources, the kernel
+test cases and this file) under `cache/<key>/`: seeds/<target>/<name> and <target>.dict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import shutil
+import struct
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNEL_TESTS = ROOT / "tests" / "firmware" / "runtime"
+FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
+TARGETS = ("pte", "payload", "cop1")
+# The stand-in NPU the fuzzers are built for (host_npu.h); the compiled seeds target it.
+NPU_TARGET = "ethos-u55-128"
+# (seed name, kiln compile options as CompileSpec fields, keep the reference graphs)
+MODELS = (
+    ("tiny_cnn", {}, True),
+    ("tiny_cnn", {}, False),
+    ("tiny_cnn_two_delegates", {"exclude_op": "aten.flatten"}, False),
+    ("tiny_cnn_cpu_linear", {"exclude_op": "aten.linear"}, False),
+    ("tiny_cnn_cpu", {"delegate": False}, False),
+    ("tiny_cnn_io_int8", {"io": "int8"}, False),
+    ("tiny_cnn_float", {"quantize": False}, False),
+)
+
+
+def npu_registers() -> tuple[int, int]:
+    """(ID, CONFIG) of the stand-in NPU: kiln's NPU model's values for NPU_TARGET."""
+    from kiln.simulator.npu.config import config_for
+
+    config = config_for(NPU_TARGET)
+    return config.id_register, config.config_register
+
+
+def compiled_programs() -> dict[str, bytes]:
+    from kiln import compile as kc
+    from kiln.pte import schema as pte
+    from kiln.spec import CompileSpec, Exclusions
+
+    made = {}
+    for name, options, reference in MODELS:
+        options = dict(options)
+        excluded = (options.pop("exclude_op"),) if "exclude_op" in options else ()
+        spec = CompileSpec(target=NPU_TARGET, exclusions=Exclusions(excluded, (), ()), **options)
+        data = kc.compile_model("tiny_cnn", spec, None, log=lambda line: None).pte
+        if reference:
+            made[f"{name}_reference.pte"] = data
+        else:
+            made[f"{name}.pte"] = pte.without_reference_data(pte.deserialize(data))
+    return made
+
+
+def kernel_test_modules() -> list:
+    """The runtime's kernel test modules (each defines CASES: name -> single_kernel case)."""
+    for directory in (ROOT / "tests", KERNEL_TESTS):  # their imports: tests/ and their own folder
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
+    return [importlib.import_module(path.stem) for path in sorted(KERNEL_TESTS.glob("test_kernels_*.py"))]
+
+
+def kernel_programs() -> dict[str, bytes]:
+    modules = kernel_test_modules()
+    from kernel_programs import single_kernel
+
+    made = {}
+    for module in modules:
+        for case_name, (name, overload, args, out_shape, *dtype) in module.CASES.items():
+            data, _ = single_kernel(name, overload, args, out_shape, *dtype)
+            made[f"kernel_{case_name}.pte"] = data
+    return made
+
+
+def payloads(programs: dict[str, bytes]) -> dict[str, bytes]:
+    from kiln.lower.ethosu_payload import DELEGATE_ID
+    from kiln.pte import schema as pte
+
+    found = {}
+    for name, data in programs.items():
+        f = pte.deserialize(data)
+        for i, d in enumerate(f.program.execution_plans[0].delegates):
+            if d.id == DELEGATE_ID:
+                found[f"{Path(name).stem}_{i}.bin"] = f.delegate_payload(d)
+    return found
+
+
+def cop1s(found: dict[str, bytes]) -> dict[str, bytes]:
+    from kiln.lower import ethosu_payload as ep
+
+    return {name: ep.decode(data).cmd_data for name, data in found.items()}
+
+
+def _word(value: int) -> bytes:
+    return struct.pack("<I", value)
+
+
+def dictionaries() -> dict[str, list[bytes]]:
+    from kiln.lower import ethosu_payload as ep
+    from kiln.program.kernels import by_name
+    from kiln.pte import schema as pte
+    from kiln.simulator.npu import cop1
+
+    npu_id, npu_config = npu_registers()
+    actions = [cop1.ACTION_CONFIG, cop1.ACTION_CMD_STREAM, cop1.ACTION_READ_APB, cop1.ACTION_DUMP_SHRAM,
+               cop1.ACTION_NOP]
+    cop1_words = [cop1.FOURCC, _word(npu_id), _word(npu_config), *(_word(a) for a in actions)]
+    payload_words = [name.encode() for name in ep.BLOCK_ORDER] + cop1_words
+    operators = sorted({part.encode() for key in by_name() for part in key if part})
+    pte_words = [pte.FILE_IDENTIFIER, pte.EXTENDED_HEADER_MAGIC, ep.DELEGATE_ID.encode(),
+                 ep.FAST_SCRATCH_SPEC.encode(), b"forward", *operators, *payload_words]
+    return {"pte": pte_words, "payload": payload_words, "cop1": cop1_words}
+
+
+def dictionary_text(words: list[bytes]) -> str:
+    """libFuzzer's dictionary format: one quoted token a line, other bytes as \\xNN."""
+    def quoted(word: bytes) -> str:
+        return "".join(chr(b) if 0x20 <= b < 0x7F and b not in b'"\\' else f"\\x{b:02x}" for b in word)
+
+    return "".join(f'"{quoted(w)}"\n' for w in dict.fromkeys(words))
+
+
+def content_key() -> str:
+    """Changes whenever what the seeds are made from may have changed."""
+    h = hashlib.sha256()
+    sources = [Path(__file__), KERNEL_TESTS / "kernel_programs.py", *sorted(KERNEL_TESTS.glob("test_kernels_*.py")),
+               *sorted(FIXTURES.glob("*.pte")), *sorted((ROOT / "compiler" / "kiln").rglob("*.py")),
+               *sorted((ROOT / "simulator" / "kiln" / "simulator" / "npu").glob("*.py"))]
+    for path in sources:
+        h.update(str(path.relative_to(ROOT)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def write(cache: Path) -> Path:
+    """The seeds and dictionaries under cache/<content key>/ (made unless already there)."""
+    out = cache / content_key()
+    if (out / "done").exists():
+        return out
+    staging = cache / f"{out.name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    programs = {**compiled_programs(), **kernel_programs(),
+                **{path.name: path.read_bytes() for path in sorted(FIXTURES.glob("*.pte"))}}
+    found = payloads(programs)
+    for target, seeds in (("pte", programs), ("payload", found), ("cop1", cop1s(found))):
+        directory = staging / "seeds" / target
+        directory.mkdir(parents=True)
+        for name, data in seeds.items():
+            (directory / name).write_bytes(data)
+    for target, words in dictionaries().items():
+        (staging / f"{target}.dict").write_text(dictionary_text(words))
+    (staging / "done").write_text("")
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
+    return out
