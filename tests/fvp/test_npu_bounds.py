@@ -1,0 +1,77 @@
+"""The Ethos-U delegate's bounds check end to end on the virtual platform: kiln's executor
+runner baked with a .pte whose command stream was mutated (tests/npu_hostile.py) refuses
+it at init (binding), naming the access, before the NPU ever runs; and the check's cost
+per command word, counted with the virtual platform's instruction counter."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npu_hostile as nh
+from kiln import compile as kiln_compile
+from kiln.firmware import runner_run
+from kiln.lower import ethosu_payload as ep
+from kiln.pte import schema as pte
+from kiln.spec import CompileSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
+pytestmark = pytest.mark.fvp
+EXIT_BIND = 5  # firmware/apps/executor_runner/runner.h
+CHECK = "kiln::ethosu::check_stream_bounds"
+
+
+@pytest.fixture(scope="module")
+def ds_cnn(work) -> Path:
+    path = work / "bounds-ds_cnn.pte"
+    if not path.exists():
+        kiln_compile.write(kiln_compile.compile_model("ds_cnn", CompileSpec(target="ethos-u55-128")), path)
+    return path
+
+
+def with_cmd(data: bytes, cmd: bytes, new: bytes) -> bytes:
+    assert len(new) == len(cmd) and data.count(cmd) == 1
+    return data.replace(cmd, new)
+
+
+@pytest.mark.parametrize("name", ["ofm_base_at_buffer_end", "dma_destination_past_buffer", "ofm_into_weights"])
+def test_a_hostile_stream_is_refused_at_init_on_the_virtual_platform(work, builder, tmp_path, ds_cnn, name):
+    hostile = next(h for h in nh.HOSTILE if h.name == name)
+    data = ds_cnn.read_bytes()
+    f = pte.deserialize(data)
+    payload = ep.decode(f.delegate_payload(f.program.execution_plans[0].delegates[0]))
+    cmd = nh.mutate(payload.cmd_data, hostile, nh.sizes(len(payload.weight_data), payload.scratch_size, 0))
+    bad = work / f"bounds-{name}.bin"
+    bad.write_bytes(with_cmd(data, payload.cmd_data, cmd))
+    elf = builder(ds_cnn, "ethos-u55-128", f"--bake={bad}")
+    result = runner_run.run(elf, "ethos-u55-128", ds_cnn, None, tmp_path, platform="virtual", timeout=120)
+    assert result.status == EXIT_BIND, result.stdout + result.stderr
+    error = f"{nh.TEXT[hostile.code]}: {hostile.access} of the operation at word "
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith("EthosUBackend: delegate 0: " + error) for line in lines) == 1, result.stdout
+    assert sum(line.startswith("binding the program failed: " + error) for line in lines) == 1, result.stdout
+    assert "NPU model: 0 stream(s)" in result.stderr or "NPU model" not in result.stderr
+
+
+def test_the_check_costs_a_few_instructions_per_command_word(work, builder, tmp_path, ds_cnn):
+    elf = builder(ds_cnn)
+    done = subprocess.run([str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual",
+                           f"--count-instructions={CHECK}"], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(l for l in done.stderr.splitlines() if l.startswith("kiln: instructions per call of"))
+    (calls,) = [int(n) for n in line.split(":")[-1].split()]  # one delegate: one check, at init
+    f = pte.deserialize(ds_cnn.read_bytes())
+    cmd = ep.decode(f.delegate_payload(f.program.execution_plans[0].delegates[0])).cmd_data
+    start, end = nh.stream_span(cmd)
+    words = end - start
+    listed = list(nh.commands(np.frombuffer(cmd, "<u4"), start, end))
+    operations = sum(1 for _, op, p in listed if not p and op in nh.OPERATIONS)
+    print(f"check_stream_bounds: {calls} instructions for {len(listed)} commands ({words} words, "
+          f"{operations} operations): {calls / len(listed):.1f} per command")
+    # bounds.cpp states the cost measured here: 25,807 instructions for ds_cnn's 452 words
+    assert calls < 100 * len(listed)
