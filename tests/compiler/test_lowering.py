@@ -115,6 +115,8 @@ CASES = {
     "view_squeeze_unsqueeze": (Lambda(lambda m, x: x.view(1, 4, 6).unsqueeze(1).squeeze(1)), [(1, 2, 3, 4)]),
     "pad": (Lambda(lambda m, x: F.pad(x, (1, 2, 0, 1))), [(1, 3, 4, 4)]),
     "upsample_nearest": (Lambda(lambda m, x: F.interpolate(x, scale_factor=2, mode="nearest")), [(1, 3, 4, 5)]),
+    "upsample_nearest_x4": (Lambda(lambda m, x: F.interpolate(x, scale_factor=4, mode="nearest")), [(1, 2, 3, 2)]),
+    "upsample_nearest_3x2": (Lambda(lambda m, x: F.interpolate(x, size=(9, 4), mode="nearest")), [(1, 2, 3, 2)]),
     "upsample_bilinear_x2": (Lambda(lambda m, x: F.interpolate(x, scale_factor=2, mode="bilinear")), [(1, 3, 5, 6)]),
     "upsample_bilinear_3x1": (Lambda(lambda m, x: F.interpolate(x, size=(12, 5), mode="bilinear")), [(1, 2, 4, 5)]),
     "upsample_bilinear_x4": (Lambda(lambda m, x: F.interpolate(x, scale_factor=4, mode="bilinear")), [(1, 2, 3, 3)]),

@@ -39,6 +39,7 @@ _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constan
 _FOLDS_RESCALE = {"CONV2D", "DEPTHWISE_CONV2D", "ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "REDUCE_SUM", "MATMUL"}
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
+RESIZE_NEAREST_FACTORS = (2, 4, 8)  # nearest upsampling Vela 5.2.0 runs as one RESIZE on Ethos-U55/U65 (both ways)
 
 
 def scale_to_multiplier(scale: float, bits: int = 32) -> tuple[int, int]:
@@ -1334,10 +1335,20 @@ def _pad_by_copies(lw: Lowerer, name: str, shape: list[int], dim: int, before: i
 @lowering(aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default)
 def _upsample_nearest(lw: Lowerer, op: Op):
     """Nearest upsampling by whole factors (a support rule): each value repeated fy x fx
-    times, as CONCATs of copies and RESHAPEs, which Ethos-U55 and U85 both run."""
+    times. By 2, 4 or 8 both ways, one TOSA RESIZE, which Vela 5.2.0 runs on Ethos-U55/U65
+    as one upscaling pool (other factors it refuses there); otherwise CONCATs of copies and
+    RESHAPEs. The RESIZE's scale is 2f / 2 with offset 1 - f and border f - 1: the source
+    row of output row y is then (2y + 1 - f) / 2f rounded half up = floor(y / f), PyTorch's
+    nearest index (scale f / 1 with offset 0 is the same index, but Vela refuses it)."""
     x, out = op.inputs[0], op.output
     fy, fx = out.shape[2] // x.shape[2], out.shape[3] // x.shape[3]
     name = lw.nhwc(x)
+    if fy == fx and fy in RESIZE_NEAREST_FACTORS:
+        resized = lw.inter(Lowerer.shape_of(out, True), out.dtype)
+        lw.emit("RESIZE", [name, lw.shape_const([2 * fy, 2, 2 * fx, 2]), lw.shape_const([1 - fy, 1 - fx]),
+                           lw.shape_const([fy - 1, fx - 1])], [resized], _attr("Resize", ts.ResizeMode.NEAREST))
+        lw.result(out, resized, True)
+        return
     lw.result(out, _interleave(lw, [[name] * fx] * fy, x.shape, x.dtype), True)
 
 

@@ -1,0 +1,64 @@
+"""Nearest upsampling as Vela compiles kiln's lowering (kiln.lower.tosa._upsample_nearest): by 2, 4
+or 8 both ways one TOSA RESIZE (scale 2f / 2, offset 1 - f, border f - 1), otherwise CONCATs of
+copies; each on kiln's NPU model bit for bit as tosa_reference_model runs the TOSA graph, whose
+RESIZE repeats each pixel f x f times (checked against numpy's repeat)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import npu_harness
+from kiln.lower.tosa import _attr
+from kiln.lower.vela import compile_tosa
+
+import tosa_serializer as ts
+
+
+class Upsample(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.size = size
+
+    def forward(self, x):
+        return nn.functional.interpolate(x, size=self.size, mode="nearest")
+
+
+CASES = {  # name: (output size, input shape, target)
+    "x2": ((8, 10), (1, 16, 4, 5), "ethos-u55-128"),
+    "x4": ((12, 8), (1, 3, 3, 2), "ethos-u55-128"),
+    "x8": ((16, 24), (1, 5, 2, 3), "ethos-u65-256"),
+    "x3_interleaved": ((9, 12), (1, 4, 3, 4), "ethos-u55-128"),
+    "x2_by_1_interleaved": ((8, 5), (1, 4, 4, 5), "ethos-u55-256"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_nearest_upsampling_on_the_npu_model_equals_tosa_reference(name):
+    size, shape, target = CASES[name]
+    diffs, result = npu_harness.module_on_the_model(Upsample(size), shape, name, target)
+    assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
+
+
+def test_resize_parameters_repeat_each_pixel_as_pytorch_nearest():
+    """The RESIZE kiln emits, run by tosa_reference_model and by the NPU model after Vela, is
+    numpy's repeat along H and W (PyTorch's nearest index floor(y / f))."""
+    for f, shape in ((2, (1, 3, 5, 8)), (4, (1, 2, 3, 4)), (8, (1, 2, 2, 16))):
+        ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
+        n, h, w, c = shape
+        ser.addInputTensor(ts.TosaSerializerTensor("x", list(shape), ts.DType.INT8))
+        consts = []
+        for i, values in enumerate(([2 * f, 2, 2 * f, 2], [1 - f, 1 - f], [f - 1, f - 1])):
+            ser.addConst([len(values)], ts.DType.SHAPE, np.array(values, np.int64), name=f"s{i}")
+            consts.append(f"s{i}")
+        out = ser.addOutput([n, h * f, w * f, c], ts.DType.INT8).name
+        ser.addOperator(ts.Op.RESIZE, ["x", *consts], [out], _attr("Resize", ts.ResizeMode.NEAREST))
+        tosa = bytes(ser.serialize())
+        x = np.random.default_rng(f).integers(-128, 128, size=shape, dtype=np.int8)
+        want = np.repeat(np.repeat(x, f, 1), f, 2)
+        assert np.array_equal(npu_harness.reference(tosa, [x])[0], want)
+        vela = compile_tosa(tosa, f"resize_{f}", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+        got, result = npu_harness.run_on_model(vela, [x], "ethos-u55-128")
+        assert result.fault is None and np.array_equal(got[0].reshape(want.shape), want), f
