@@ -36,6 +36,11 @@ int main() {
   auto method = runtime::Method::create(program.value(), memory, runtime::kKernelTable,
                                         runtime::BackendTable{backends, 1});
   if (!method.ok()) return runner::fail("binding the program", method.error(), runner::kExitBind);
+  // The watchdog of the CPU path: each execute() may charge at most this many elements
+  // (Method::set_work_budget: per instruction, 1 + the numel of its tensor arguments), a
+  // margin over what one pass of the program charges; beyond it execute() fails with
+  // kMethodWorkBudget (exit kExitInference) instead of running on.
+  method.value().set_work_budget(runtime::runner_work_budget(method.value().work_per_run()));
 
   // On the stack, not static: their destructors close the host files when main returns
   // (static ones would register with atexit and link newlib's exit handlers).

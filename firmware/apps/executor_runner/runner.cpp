@@ -95,6 +95,9 @@ float element(const Tensor& t, uint32_t i) {
   }
 }
 
+// Whether `t` is a tensor whose bytes can be read and written (data, or no bytes at all).
+bool has_memory(const Tensor* t) { return t != nullptr && (t->data != nullptr || t->nbytes == 0); }
+
 uint32_t argmax(const Tensor& t) {
   uint32_t best = 0;
   for (uint32_t i = 1; i < t.numel; ++i) {
@@ -119,10 +122,16 @@ bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {
     return false;
   }
   for (size_t i = 0; i < count; ++i) {
-    const Tensor& t = *method.input(i);
-    if (t.constant || (t.data == nullptr && t.nbytes != 0)) {
+    const Tensor* t = method.input(i);
+    if (t == nullptr || t->constant || !has_memory(t)) {
       print("runner: input %u has no planned memory (it is %s)\n", unsigned(i),
-            t.constant ? "a constant of the program" : "not memory-planned");
+            t != nullptr && t->constant ? "a constant of the program" : "not memory-planned");
+      return false;
+    }
+  }
+  for (size_t i = 0; i < method.output_count(); ++i) {
+    if (!has_memory(method.output(i))) {  // Method::create refuses these; never read address 0
+      print("runner: output %u has no memory\n", unsigned(i));
       return false;
     }
   }
@@ -155,6 +164,7 @@ bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {
 
 bool read_sample(const Method& method, Inputs& inputs) {
   for (size_t i = 0; i < method.input_count(); ++i) {
+    if (!has_memory(method.input(i))) return false;  // open_inputs refused such a program
     Tensor& t = *method.input(i);
     if (inputs.files[i].is_open()) {
       if (!inputs.files[i].read(t.data, t.nbytes)) {
@@ -194,7 +204,7 @@ bool open_outputs(const Options& options, const Method& method, Outputs& outputs
 
 bool write_sample(const Method& method, Outputs& outputs) {
   for (size_t i = 0; i < method.output_count(); ++i) {
-    if (!outputs.files[i].is_open()) continue;
+    if (!outputs.files[i].is_open() || !has_memory(method.output(i))) continue;
     const Tensor& t = *method.output(i);
     if (!outputs.files[i].write(t.data, t.nbytes)) {
       print("runner: writing output %u failed\n", unsigned(i));
@@ -206,6 +216,7 @@ bool write_sample(const Method& method, Outputs& outputs) {
 
 void summarise_outputs(const Method& method) {
   for (size_t i = 0; i < method.output_count(); ++i) {
+    if (!has_memory(method.output(i))) continue;  // open_inputs refused such a program
     const Tensor& t = *method.output(i);
     print("  output %u: %s [", unsigned(i), type_name(t.type));
     for (uint8_t d = 0; d < t.dim; ++d) print(d ? ", %d" : "%d", int(t.sizes[d]));

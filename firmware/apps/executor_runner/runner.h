@@ -41,7 +41,8 @@ struct Options {
 // Reads the command line (none at all: no options).
 bool parse_options(Options& options);
 
-// Open input files and the number of samples they hold.
+// Open input files and the number of samples they hold; false (after printing why) for a
+// program with an input or output that has no memory.
 struct Inputs {
   HostFile files[kMaxIo];
   uint32_t samples = 1;

@@ -8,7 +8,7 @@ namespace kiln::runtime {
 static_assert(sizeof(Error) == 12, "an Error is a code and two words");
 static_assert(layer_of(ErrorCode::kTooLarge) == Layer::kGeneral &&
                   layer_of(ErrorCode::kPteTooComplex) == Layer::kLoader &&
-                  layer_of(ErrorCode::kMethodStepLimit) == Layer::kMethod &&
+                  layer_of(ErrorCode::kMethodWorkBudget) == Layer::kMethod &&
                   layer_of(ErrorCode::kKernelUnsupported) == Layer::kKernel &&
                   layer_of(ErrorCode::kDelegateBadArgument) == Layer::kDelegate &&
                   layer_of(ErrorCode::kNpuResetFailed) == Layer::kDriver,
@@ -44,7 +44,9 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::kMethodBadInstruction: return "method: bad instruction";
     case ErrorCode::kMethodNoData: return "method: tensor has no data";
     case ErrorCode::kMethodBadInput: return "method: bad input";
-    case ErrorCode::kMethodStepLimit: return "method: instruction limit reached";
+    case ErrorCode::kMethodRepeatedIo: return "method: a value listed twice as a program input or output";
+    case ErrorCode::kMethodOutputWithoutMemory: return "method: program output without memory";
+    case ErrorCode::kMethodWorkBudget: return "method: work budget exhausted";
     case ErrorCode::kKernelBadArgument: return "kernel: bad argument";
     case ErrorCode::kKernelShapeMismatch: return "kernel: shape mismatch";
     case ErrorCode::kKernelUnsupported: return "kernel: unsupported arguments";
@@ -97,6 +99,7 @@ const char* to_string(Feature feature) {
     case Feature::kChains: return "not exactly one chain";
     case Feature::kBothConstantKinds: return "constant_buffer and constant_segment both used";
     case Feature::kNonTensorIo: return "a program input or output that is not a tensor";
+    case Feature::kBackwardJump: return "a jump backwards (a loop)";
   }
   return "unknown feature";
 }
@@ -238,6 +241,15 @@ void print_error(const Error& error) {
       break;
     case ErrorCode::kDelegateBadPayload:
       print(": %s (0x%x)", to_string(static_cast<PayloadFault>(a)), b);
+      break;
+    case ErrorCode::kMethodRepeatedIo:
+      print(": value %u (%s)", a, b == 0 ? "inputs" : "outputs");
+      break;
+    case ErrorCode::kMethodOutputWithoutMemory:
+      print(": output %u (value %u)", a, b);
+      break;
+    case ErrorCode::kMethodWorkBudget:
+      print(": instruction %u would pass the budget of %u elements", a, b);
       break;
     case ErrorCode::kInternal:
     case ErrorCode::kCop1MissingConfig:

@@ -109,6 +109,40 @@ Error bad_value(uint32_t index, ValueKind kind) {
   return Error{ErrorCode::kMethodBadValue, index, static_cast<uint32_t>(kind)};
 }
 
+bool is_tensor_list(uint8_t kind) {
+  return kind == static_cast<uint8_t>(ValueKind::kTensorList) ||
+         kind == static_cast<uint8_t>(ValueKind::kOptionalTensorList);
+}
+
+// What Method::survey learns about a value before it is bound, kept in the value's own
+// storage entry (Value::i, packed) until bind_values binds that value.
+struct Survey {
+  uint32_t arg = 0;    // its argument position in instruction 0 (when uses == 1)
+  uint32_t uses = 0;   // 0: none; 1: read once, by instruction 0; 2: more, or elsewhere
+  bool input = false;  // listed among the program's inputs
+  bool output = false; // listed among the program's outputs
+
+  static Survey of(int64_t packed) {
+    const auto bits = static_cast<uint64_t>(packed);
+    Survey s;
+    s.arg = static_cast<uint32_t>(bits);
+    s.uses = static_cast<uint32_t>(bits >> 32) & 3u;
+    s.input = (bits >> 34) & 1u;
+    s.output = (bits >> 35) & 1u;
+    return s;
+  }
+  int64_t packed() const {
+    return static_cast<int64_t>(uint64_t{arg} | uint64_t{uses} << 32 | uint64_t{input} << 34 |
+                                uint64_t{output} << 35);
+  }
+  void use(uint32_t count, uint32_t position) {
+    uses = uses + count > 2 ? 2 : uses + count;
+    arg = position;
+  }
+};
+
+constexpr uint32_t saturate(uint64_t n) { return n > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(n); }
+
 }  // namespace
 
 Result<Method> Method::create(const Program& program, const MethodMemory& memory,
@@ -130,67 +164,81 @@ Result<Method> Method::create(const Program& program, const MethodMemory& memory
   m.values_ = memory.values.data;
   m.kernels_ = memory.kernels.data;
   m.delegates_ = memory.delegates.data;
-  KILN_CHECK(m.bind_values(memory));
+  Verified v(program);
+  fb::Table chain = v.table(program.chain_offset());
+  fb::Vector instructions = v.vector(chain, schema::kInstructions, 4);
+  m.instructions_ = instructions.start;
+  m.instruction_count_ = instructions.count;
   for (size_t i = 0; i < program.operator_count(); ++i) {
     OperatorInfo op = program.op(i);
     m.kernels_[i] = kernels.find(op.name, op.overload);
     if (m.kernels_[i] == nullptr) return Error{ErrorCode::kMethodMissingKernel, static_cast<uint32_t>(i), 0};
   }
   KILN_CHECK(m.bind_delegates(backends));
-  Verified v(program);
-  fb::Table chain = v.table(program.chain_offset());
-  fb::Vector instructions = v.vector(chain, schema::kInstructions, 4);
-  m.instructions_ = instructions.start;
-  m.instruction_count_ = instructions.count;
-  m.place_inputs();
+  KILN_CHECK(m.survey());
+  KILN_CHECK(m.bind_values(memory));
+  KILN_CHECK(m.check_outputs());
+  for (uint32_t k = 0; k < m.instruction_count_; ++k) m.work_per_run_ += m.charge(k);
   return m;
 }
 
-// Binds each program input that only instruction 0, a DelegateCall, reads (once, as
-// one of its arguments) where that delegate's backend reads it (Backend::input_place),
-// so the app's write is the only copy. An input that is a program output, an item of a
-// tensor list, or an argument of a later instruction keeps its planned memory (and is
-// copied), as does every input of a chain with a move, jump or free instruction (a jump
-// could run instruction 0 again after its inputs were consumed).
-void Method::place_inputs() {
-  if (instruction_count_ == 0) return;
+// One pass over the program's inputs and outputs, its instructions' arguments and its
+// tensor lists, before binding (the value storage holds a Survey per value meanwhile):
+// refuses a value listed twice as an input or twice as an output, and counts each value's
+// uses when the chain's inputs can be placed. They can when instruction 0 is a
+// DelegateCall whose backend offers input_place and every instruction is a kernel or
+// delegate call (a jump could run instruction 0 again after its inputs were consumed; a
+// move or free could change them). bind_values then binds a program input where that
+// backend reads it when only instruction 0 reads it, once, and it is neither an output,
+// nor an item of a tensor list, nor a constant.
+Status Method::survey() {
   Verified v(program_);
-  const fb::Vector chain{instructions_, instruction_count_};
-  fb::Union first = v.union_at(v.element(chain, 0));
-  if (first.type != schema::kDelegateCall) return;
-  const DelegateSlot& slot = delegates_[v.scalar<int32_t>(first.value, 0)];
-  if (slot.backend->input_place == nullptr) return;
-  for (size_t i = 0; i < program_.input_count(); ++i) {
-    const int32_t value = static_cast<int32_t>(program_.input(i).value_index);
-    uint32_t uses = 0, arg = 0;  // uses: 1 = once by instruction 0; 2 or more: otherwise
-    for (uint32_t k = 0; k < instruction_count_; ++k) {
-      fb::Union u = v.union_at(v.element(chain, k));
-      if (u.type != schema::kKernelCall && u.type != schema::kDelegateCall) return;
-      fb::Vector args = v.vector(u.value, 1, 4);
-      for (uint32_t j = 0; j < args.count; ++j) {
-        if (v.at<int32_t>(args.start + 4 * j) != value) continue;
-        uses += k == 0 ? 1 : 2;
-        arg = j;
-      }
-    }
-    for (size_t o = 0; o < program_.output_count(); ++o) {
-      if (program_.output(o).value_index == static_cast<uint32_t>(value)) uses += 2;
-    }
-    for (uint32_t n = 0; n < program_.value_count(); ++n) {
-      const Value& list = values_[n];
-      if (list.kind != ValueKind::kTensorList && list.kind != ValueKind::kOptionalTensorList) continue;
-      for (uint32_t j = 0; j < list.list.count; ++j) {
-        if (static_cast<const int32_t*>(list.list.items)[j] == value) uses += 2;
-      }
-    }
-    Tensor& t = values_[value].t;
-    if (uses != 1 || t.constant) continue;
-    void* place = slot.backend->input_place(slot.backend->context, slot.handle, arg, t.nbytes);
-    const size_t alignment = element_size(static_cast<int8_t>(t.type));
-    if (place != nullptr && (alignment <= 1 || reinterpret_cast<uintptr_t>(place) % alignment == 0)) {
-      t.data = place;
+  for (uint32_t i = 0; i < program_.value_count(); ++i) values_[i] = Value{};
+  const fb::Table plan = v.table(program_.plan_offset());
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool outputs = pass == 1;
+    const fb::Vector io = v.vector(plan, outputs ? schema::kOutputs : schema::kInputs, 4);
+    for (uint32_t k = 0; k < io.count; ++k) {
+      const uint32_t index = v.at<uint32_t>(io.start + 4 * k);  // a tensor value (verified)
+      Survey s = Survey::of(values_[index].i);
+      bool& listed = outputs ? s.output : s.input;
+      if (listed) return Error{ErrorCode::kMethodRepeatedIo, index, outputs ? 1u : 0u};
+      listed = true;
+      values_[index].i = s.packed();
     }
   }
+  if (instruction_count_ == 0) return {};
+  const fb::Vector chain{instructions_, instruction_count_};
+  const fb::Union first = v.union_at(v.element(chain, 0));
+  if (first.type != schema::kDelegateCall) return {};
+  const DelegateSlot* slot = &delegates_[v.scalar<int32_t>(first.value, 0)];
+  if (slot->backend->input_place == nullptr) return {};
+  for (uint32_t k = 0; k < instruction_count_; ++k) {
+    const fb::Union u = v.union_at(v.element(chain, k));
+    if (u.type != schema::kKernelCall && u.type != schema::kDelegateCall) return {};
+    const fb::Vector args = v.vector(u.value, 1, 4);
+    for (uint32_t j = 0; j < args.count; ++j) {
+      Value& value = values_[v.at<int32_t>(args.start + 4 * j)];
+      Survey s = Survey::of(value.i);
+      s.use(k == 0 ? 1 : 2, j);
+      value.i = s.packed();
+    }
+  }
+  const fb::Vector values = v.vector(plan, schema::kValues, 4);
+  for (uint32_t n = 0; n < values.count; ++n) {
+    const fb::Union u = v.union_at(v.element(values, n));
+    if (!is_tensor_list(u.type)) continue;
+    const fb::Vector items = v.vector(u.value, 0, 4);
+    for (uint32_t j = 0; j < items.count; ++j) {
+      const int32_t item = v.at<int32_t>(items.start + 4 * j);
+      if (item < 0) continue;  // None in an optional list
+      Survey s = Survey::of(values_[item].i);
+      s.use(2, 0);
+      values_[item].i = s.packed();
+    }
+  }
+  placer_ = slot;
+  return {};
 }
 
 Status Method::bind_values(const MethodMemory& memory) {
@@ -216,6 +264,8 @@ Status Method::bind_values(const MethodMemory& memory) {
   for (uint32_t i = 0; i < values.count; ++i) {
     fb::Union u = v.union_at(v.element(values, i));
     Value& value = values_[i];
+    const Survey survey = Survey::of(value.i);
+    value = Value{};
     value.kind = static_cast<ValueKind>(u.type);
     switch (value.kind) {
       case ValueKind::kInt: value.i = v.scalar<int64_t>(u.value, 0); break;
@@ -253,6 +303,9 @@ Status Method::bind_values(const MethodMemory& memory) {
                             v.scalar<uint32_t>(alloc, 1);
           t.data = memory.planned[id - 1].data + offset;  // within the buffer (verified)
         }
+        if (placer_ != nullptr && survey.input && !survey.output && survey.uses == 1 && !t.constant) {
+          place_input(t, survey.arg);
+        }
         break;
       }
       case ValueKind::kNull:
@@ -280,6 +333,43 @@ Status Method::bind_values(const MethodMemory& memory) {
   return {};
 }
 
+void Method::place_input(Tensor& t, uint32_t arg) {
+  const Backend& backend = *placer_->backend;
+  void* place = backend.input_place(backend.context, placer_->handle, arg, t.nbytes);
+  const size_t alignment = element_size(static_cast<int8_t>(t.type));
+  if (place != nullptr && (alignment <= 1 || reinterpret_cast<uintptr_t>(place) % alignment == 0)) {
+    t.data = place;
+  }
+}
+
+Status Method::check_outputs() const {
+  Verified v(program_);
+  const fb::Vector outputs = v.vector(v.table(program_.plan_offset()), schema::kOutputs, 4);
+  for (uint32_t k = 0; k < outputs.count; ++k) {
+    const uint32_t index = v.at<uint32_t>(outputs.start + 4 * k);
+    const Tensor& t = values_[index].t;  // a tensor (verified at load)
+    if (t.data == nullptr && t.nbytes != 0) return Error{ErrorCode::kMethodOutputWithoutMemory, k, index};
+  }
+  return {};
+}
+
+// Instruction `index`'s charge against the work budget (method.h): 1, plus for a kernel or
+// delegate call the numel of each tensor argument and the item count of each tensor list
+// argument. O(its arguments).
+uint64_t Method::charge(uint32_t index) const {
+  Verified v(program_);
+  const fb::Union u = v.union_at(v.element(fb::Vector{instructions_, instruction_count_}, index));
+  uint64_t work = 1;
+  if (u.type != schema::kKernelCall && u.type != schema::kDelegateCall) return work;
+  const fb::Vector args = v.vector(u.value, 1, 4);
+  for (uint32_t j = 0; j < args.count; ++j) {
+    const Value& arg = values_[v.at<int32_t>(args.start + 4 * j)];
+    if (arg.kind == ValueKind::kTensor) work += arg.t.numel;
+    else if (is_tensor_list(static_cast<uint8_t>(arg.kind))) work += arg.list.count;
+  }
+  return work;
+}
+
 Status Method::bind_delegates(const BackendTable& backends) {
   for (size_t i = 0; i < program_.delegate_count(); ++i) {
     DelegateInfo info = program_.delegate(i);
@@ -292,10 +382,13 @@ Status Method::bind_delegates(const BackendTable& backends) {
   return {};
 }
 
+// Jumps go forward only (verified at load): pc rises with every instruction.
 Status Method::execute() {
-  uint32_t pc = 0;
-  for (uint32_t steps = 0; pc < instruction_count_; ++steps) {
-    if (steps >= kMaxSteps) return Error{ErrorCode::kMethodStepLimit, kMaxSteps, pc};
+  uint64_t left = budget_;
+  for (uint32_t pc = 0; pc < instruction_count_;) {
+    const uint64_t cost = charge(pc);
+    if (cost > left) return Error{ErrorCode::kMethodWorkBudget, pc, saturate(budget_)};
+    left -= cost;
     uint32_t next = pc + 1;
     KILN_CHECK(run_instruction(pc, &next));
     pc = next;

@@ -284,7 +284,10 @@ struct ProgramLoader {
     return Error{ErrorCode::kPteBadUnion, t.pos, u.type};
   }
 
-  Status instruction(const fb::Table& t, const fb::Table& plan, uint32_t n_values,
+  // Instruction `index` of a chain of n_instructions. A jump must go forward (its
+  // destination past itself, at most one past the end): with no loop, one execute() runs
+  // each instruction at most once.
+  Status instruction(const fb::Table& t, const fb::Table& plan, uint32_t n_values, uint32_t index,
                      uint32_t n_instructions) {
     KILN_TRY(fb::Union u, fb::union_at(r, t, 0));
     switch (u.type) {
@@ -301,7 +304,11 @@ struct ProgramLoader {
         KILN_TRY(int32_t first, fb::scalar<int32_t>(r, u.value, 0));
         KILN_TRY(int32_t second, fb::scalar<int32_t>(r, u.value, 1));
         KILN_CHECK(check_index(first, n_values));
-        return check_index(second, u.type == schema::kMoveCall ? n_values : n_instructions + 1);
+        KILN_CHECK(check_index(second, u.type == schema::kMoveCall ? n_values : n_instructions + 1));
+        if (u.type == schema::kJumpFalseCall && static_cast<uint32_t>(second) <= index) {
+          return unsupported(Feature::kBackwardJump, index);
+        }
+        return {};
       }
       case schema::kFreeCall: {
         KILN_TRY(int32_t index, fb::scalar<int32_t>(r, u.value, 0));
@@ -336,7 +343,7 @@ struct ProgramLoader {
     KILN_TRY(fb::Vector instructions, fb::vector(r, t, schema::kInstructions, 4));
     for (uint32_t i = 0; i < instructions.count; ++i) {
       KILN_TRY(fb::Table ins, fb::element(r, instructions, i));
-      KILN_CHECK(instruction(ins, plan, n_values, instructions.count));
+      KILN_CHECK(instruction(ins, plan, n_values, i, instructions.count));
     }
     return stacktrace(t, instructions.count);
   }

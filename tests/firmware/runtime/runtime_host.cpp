@@ -1,6 +1,9 @@
 // Host driver for kiln's runtime core (tests only; uses the heap freely).
 //   runtime_host load FILE              the program's summary as JSON, or the error
-//   runtime_host run FILE OUTDIR IN...  executes with raw input files; writes output_<i>.bin
+//   runtime_host run [--work-budget=N] FILE OUTDIR IN...
+//                                       executes with raw input files; writes output_<i>.bin;
+//                                       the work budget is N elements, by default what the
+//                                       executor runner sets (kRunnerWorkMargin x work_per_run)
 //   runtime_host corrupt FILE [--execute] [--flip-limit N]
 //                                       loads every truncation and every single-byte
 //                                       flip of FILE; prints outcome counts as JSON
@@ -207,7 +210,7 @@ int cmd_load(const char* path) {
   return 0;
 }
 
-int cmd_run(const char* path, const char* out_dir, char** inputs, int n_inputs) {
+int cmd_run(const char* path, const char* out_dir, char** inputs, int n_inputs, const char* budget) {
   std::vector<uint8_t> file = read_file(path);
   Aligned pte(file.size());
   std::memcpy(pte.data, file.data(), file.size());
@@ -217,6 +220,7 @@ int cmd_run(const char* path, const char* out_dir, char** inputs, int n_inputs) 
   Result<Method> created = Method::create(loaded.value(), memory.method, kKernelTable, kBackends);
   if (!created.ok()) return fail(created.error());
   Method& m = created.value();
+  m.set_work_budget(budget != nullptr ? std::strtoull(budget, nullptr, 10) : runner_work_budget(m.work_per_run()));
   if (static_cast<size_t>(n_inputs) != m.input_count()) {
     std::fprintf(stderr, "the program takes %zu inputs\n", m.input_count());
     return 2;
@@ -243,7 +247,8 @@ int cmd_run(const char* path, const char* out_dir, char** inputs, int n_inputs) 
     if (t->nbytes) std::fwrite(t->data, 1, t->nbytes, f);
     std::fclose(f);
   }
-  std::printf("ok delegate_inits=%d delegate_executes=%d\n", g_standin.inits, g_standin.executes);
+  std::printf("ok delegate_inits=%d delegate_executes=%d work_per_run=%llu\n", g_standin.inits, g_standin.executes,
+              static_cast<unsigned long long>(m.work_per_run()));
   return 0;
 }
 
@@ -375,7 +380,13 @@ int cmd_parse_payload(const char* path, bool corrupt) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "load") == 0) return cmd_load(argv[2]);
-  if (argc >= 4 && std::strcmp(argv[1], "run") == 0) return cmd_run(argv[2], argv[3], argv + 4, argc - 4);
+  if (argc >= 4 && std::strcmp(argv[1], "run") == 0) {
+    const char* budget = nullptr;
+    int first = 2;
+    if (std::strncmp(argv[2], "--work-budget=", 14) == 0) budget = argv[first++] + 14;
+    if (argc < first + 2) return 2;
+    return cmd_run(argv[first], argv[first + 1], argv + first + 2, argc - first - 2, budget);
+  }
   if (argc >= 3 && std::strcmp(argv[1], "corrupt") == 0) {
     bool execute = false;
     size_t limit = SIZE_MAX;
@@ -397,7 +408,7 @@ int main(int argc, char** argv) {
     if (argc == 4 && std::strcmp(argv[3], "--corrupt") != 0) return 2;
     return cmd_parse_payload(argv[2], argc == 4);
   }
-  std::fprintf(stderr, "usage: runtime_host load FILE | run FILE OUTDIR IN... | corrupt FILE [--execute] "
+  std::fprintf(stderr, "usage: runtime_host load FILE | run [--work-budget=N] FILE OUTDIR IN... | corrupt FILE [--execute] "
                        "[--flip-limit N] | result-from-ok | value-of-error | print-error CODE A B | "
                        "parse-payload FILE [--corrupt]\n");
   return 2;

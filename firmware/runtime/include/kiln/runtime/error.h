@@ -58,7 +58,12 @@ enum class ErrorCode : uint16_t {
   kMethodBadInstruction = 0x206,   // a = InstructionDefect, b = instruction index
   kMethodNoData = 0x207,           // a tensor has no data pointer yet: a = value index
   kMethodBadInput = 0x208,         // set_input: a = input index, b = bytes given
-  kMethodStepLimit = 0x209,        // execute ran more instructions than allowed: a = the limit, b = pc
+  // 0x209: retired (kMethodStepLimit; jumps go forward only, so a run is at most one pass)
+  kMethodRepeatedIo = 0x20A,       // a value listed twice as a program input (b = 0) or output (b = 1): a = value index
+  kMethodOutputWithoutMemory = 0x20B,  // a program output with neither planned memory nor constant data:
+                                       // a = output position, b = value index
+  kMethodWorkBudget = 0x20C,       // execute's work budget exhausted: a = instruction index, b = the budget
+                                   // in elements (saturated at 2^32 - 1; see Method::set_work_budget)
 
   // CPU kernels: a = which argument (position in the call), b = the offending value
   // (a size or a count; 0 when there is none).
@@ -122,6 +127,7 @@ enum class Feature : uint32_t {
   kChains = 7,               // not exactly one chain (b = count)
   kBothConstantKinds = 8,    // constant_buffer and constant_segment both hold data
   kNonTensorIo = 9,          // a plan input or output that is not a tensor (b = position)
+  kBackwardJump = 10,        // a jump to itself or an earlier instruction, a loop (b = the jump's index)
 };
 
 // kPteBadTensor: what is wrong with a tensor of the plan.

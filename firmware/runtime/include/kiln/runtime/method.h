@@ -10,8 +10,11 @@
 // Method::create binds every value (planned tensors at their offsets, constants,
 // ints/doubles/bools/lists, null), checks every index and offset against the program
 // and the buffers, finds a kernel for every operator and a backend for every delegate
-// (initialising each delegate once). Error codes: kMethod* (kiln/runtime/error.h),
-// kMisaligned (a = buffer address, b = 16), and whatever a backend's init returns.
+// (initialising each delegate once). It refuses a value listed twice among the program's
+// inputs or twice among its outputs (kMethodRepeatedIo) and an output with neither planned
+// memory nor constant data (kMethodOutputWithoutMemory), so every output() of a created
+// Method has data (or no bytes). Error codes: kMethod* (kiln/runtime/error.h), kMisaligned
+// (a = buffer address, b = 16), and whatever a backend's init returns.
 //
 // Inputs are consumed by execute(): a program input that only the chain's first
 // instruction reads, once, a DelegateCall whose backend offers an input_place for it,
@@ -24,8 +27,22 @@
 //
 // execute() runs the chain: KernelCall, DelegateCall, MoveCall, JumpFalseCall,
 // FreeCall; a malformed one fails with kMethodBadInstruction (a = InstructionDefect,
-// b = the instruction's index). A jump-back loop is bounded by kMaxSteps instructions
-// (kMethodStepLimit); a kernel's or backend's error is returned as it is.
+// b = the instruction's index); a kernel's or backend's error is returned as it is. Jumps
+// go forward only (Program::load refuses a loop), so a run executes each instruction at
+// most once, and the work budget (set_work_budget) bounds what those instructions do.
+//
+// Bounds on each call (n = the .pte's size in bytes; "elements" as set_work_budget says):
+//  - Method::create: O(n) reads of the .pte and writes of the values (one pass over the
+//    values, one over the instructions, one over the inputs and outputs; the loader's
+//    work budget, 8 n + 4096 reads, bounds every pass that follows shared tables), plus
+//    each backend's init once per delegate (Ethos-U: its payload's checks) and one kernel
+//    table lookup per operator (O(table size) each).
+//  - execute(): at most instruction_count() instructions and at most the work budget in
+//    elements; each kernel's own work per element is bounded by its arguments (the
+//    window of a pool, the reduction length of a matmul or convolution, the sorted
+//    dim's length for sort and topk), and a DelegateCall's NPU run by the driver's timeout.
+//  - input_count, output_count, input, output, set_input, set_work_budget: O(1) (input
+//    and output read one entry of the .pte's index vectors).
 #pragma once
 
 #include <cstddef>
@@ -40,7 +57,15 @@
 
 namespace kiln::runtime {
 
-constexpr uint32_t kMaxSteps = 1u << 20;
+// A work budget that never runs out (the default of a created Method).
+constexpr uint64_t kUnlimitedWork = UINT64_MAX;
+// The executor runner's work budget per execute(), in elements: kRunnerWorkMargin x the
+// Method's work_per_run() (saturated at kUnlimitedWork). A run needs at most
+// work_per_run(), so only a defect (or a move that grows a tensor) could reach it.
+constexpr uint64_t kRunnerWorkMargin = 4;
+constexpr uint64_t runner_work_budget(uint64_t work_per_run) {
+  return work_per_run > kUnlimitedWork / kRunnerWorkMargin ? kUnlimitedWork : kRunnerWorkMargin * work_per_run;
+}
 
 struct DelegateSlot {
   const Backend* backend;
@@ -61,7 +86,20 @@ class Method {
   static Result<Method> create(const Program& program, const MethodMemory& memory,
                                const KernelTable& kernels, const BackendTable& backends);
 
+  // Runs the chain once; fails with kMethodWorkBudget (a = instruction index, b = the
+  // budget) before the instruction that would take the run past the work budget.
   Status execute();
+
+  // The work budget of each execute(), in elements: every instruction charges, before it
+  // runs, 1, plus the element count (numel) of each tensor it names as an argument, plus
+  // the item count of each TensorList argument: what its kernel reads and writes, or what
+  // a delegate copies and keeps coherent in the caches. Default kUnlimitedWork. A
+  // watchdog on the CPU path: set it from work_per_run() (e.g. a multiple of it).
+  void set_work_budget(uint64_t elements) { budget_ = elements; }
+  uint64_t work_budget() const { return budget_; }
+  // What one execute() charges when it runs every instruction, as bound at create (a run
+  // that skips instructions by a jump charges less).
+  uint64_t work_per_run() const { return work_per_run_; }
 
   size_t input_count() const;
   size_t output_count() const;
@@ -76,9 +114,12 @@ class Method {
   const Program& program() const { return program_; }
 
  private:
+  Status survey();
   Status bind_values(const MethodMemory& memory);
   Status bind_delegates(const BackendTable& backends);
-  void place_inputs();
+  void place_input(Tensor& t, uint32_t arg);
+  Status check_outputs() const;
+  uint64_t charge(uint32_t index) const;
   Status run_instruction(uint32_t index, uint32_t* next);
   Status call_kernel(const void* table, uint32_t index);
   Status call_delegate(const void* table);
@@ -89,6 +130,9 @@ class Method {
   Value* values_ = nullptr;      // program_.value_count() entries
   KernelFn* kernels_ = nullptr;  // per operator
   DelegateSlot* delegates_ = nullptr;
+  const DelegateSlot* placer_ = nullptr;  // the first instruction's backend, when it places inputs
+  uint64_t budget_ = kUnlimitedWork;
+  uint64_t work_per_run_ = 0;
 };
 
 }  // namespace kiln::runtime

@@ -11,7 +11,16 @@
 //
 // Errors returned by load (kiln/runtime/error.h): kMisaligned (a = the address,
 // b = 16), kTooLarge (a file of 4 GiB or more) and the loader's kPte* codes, with
-// their details (HeaderField, Feature, TensorDefect) as error.h describes them.
+// their details (HeaderField, Feature, TensorDefect) as error.h describes them. Among
+// the features refused: a JumpFalseCall to itself or an earlier instruction (a loop;
+// neither kiln nor ExecuTorch's Arm flow writes one), so a Method runs each instruction
+// at most once per execute().
+//
+// Bounds (n = the file's size in bytes): load does O(n) work: its verification pass
+// spends a budget of 8 n + 4096 FlatBuffer reads (shared tables are read again each
+// time they are referenced) and fails with kPteTooComplex beyond it. Each accessor
+// below is O(1) except tensor sizes (O(dims), at most kMaxDims), find_named_data
+// (O(named_data_count())) and CompileSpecs::find (O(its specs)).
 #pragma once
 
 #include <cstddef>
