@@ -24,8 +24,10 @@ Result<const float*> optional_bias(const KernelArgs& args, size_t i, int64_t cha
   return f32(*bias);
 }
 
-// Sizes in int64: each at most 2^31 and each parameter at most 2^16, so the products
-// below stay far inside int64.
+// Sizes in int64: each at most 2^31 and each stride, padding, dilation and output padding
+// at most 2^16 (pair_arg checks), so the shape arithmetic of those stays below 2^48. The
+// groups, any int64 in the program, is checked against the channels and multiplied only
+// through checked_mul.
 struct ConvShape {
   int64_t n, c, h, w, cout, cin_g, cout_g, kh, kw, groups, oh, ow;
   int64_t stride[2], padding[2], dilation[2], output_padding[2];
@@ -53,7 +55,7 @@ Status conv_params(const KernelArgs& args, const Tensor& x, const Tensor& weight
     if (weight.sizes[0] != s->c || s->c % s->groups != 0) return shape_mismatch(8, static_cast<uint32_t>(s->groups));
     s->cin_g = s->c / s->groups;
     s->cout_g = weight.sizes[1];
-    s->cout = s->cout_g * s->groups;
+    KILN_TRY(s->cout, checked_mul(s->cout_g, s->groups, 8));
     for (size_t k = 0; k < 2; ++k) {
       const int64_t limit = s->stride[k] > s->dilation[k] ? s->stride[k] : s->dilation[k];
       if (s->output_padding[k] >= limit) return unsupported(7, static_cast<uint32_t>(s->output_padding[k]));
@@ -66,9 +68,8 @@ Status conv_params(const KernelArgs& args, const Tensor& x, const Tensor& weight
   }
   if (s->output_padding[0] != 0 || s->output_padding[1] != 0) return unsupported(7);
   s->cout = weight.sizes[0], s->cin_g = weight.sizes[1];
-  if (s->cout % s->groups != 0 || s->cin_g * s->groups != s->c) {
-    return shape_mismatch(8, static_cast<uint32_t>(s->groups));
-  }
+  KILN_TRY(const int64_t channels, checked_mul(s->cin_g, s->groups, 8));
+  if (s->cout % s->groups != 0 || channels != s->c) return shape_mismatch(8, static_cast<uint32_t>(s->groups));
   s->cout_g = s->cout / s->groups;
   int64_t span_h = s->dilation[0] * (s->kh - 1) + 1, span_w = s->dilation[1] * (s->kw - 1) + 1;
   int64_t ph = s->h + 2 * s->padding[0], pw = s->w + 2 * s->padding[1];

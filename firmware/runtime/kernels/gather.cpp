@@ -35,21 +35,27 @@ int64_t index_at(const Tensor& index, uint32_t j) {
   return v;
 }
 
+// Every index in [0, rows), else kKernelBadArgument (a = the index tensor's position).
+Status check_indices(const Tensor& index, size_t index_position, int64_t rows) {
+  for (uint32_t j = 0; j < index.numel; ++j) {
+    const int64_t row = index_at(index, j);
+    if (row < 0 || row >= rows) return bad_argument(index_position, static_cast<uint32_t>(row));
+  }
+  return {};
+}
+
 // out = `outer` blocks, each index.numel runs of `run` bytes: run index[j] of in's block,
-// which has `rows` runs. out has outer * index.numel * run bytes (the caller checked).
-Status gather_runs(const Tensor& in, const Tensor& index, size_t index_position, Tensor& out, int64_t outer,
-                   int64_t rows, size_t run) {
+// which has `rows` runs. out has outer * index.numel * run bytes and elements (the caller
+// checked), so in's block offsets o * rows + row stay below in's numel.
+void gather_runs(const Tensor& in, const Tensor& index, Tensor& out, int64_t outer, int64_t rows, size_t run) {
   const auto* src = static_cast<const uint8_t*>(in.data);
   auto* dst = static_cast<uint8_t*>(out.data);
   for (int64_t o = 0; o < outer; ++o) {
     for (uint32_t j = 0; j < index.numel; ++j) {
-      int64_t row = index_at(index, j);
-      if (row < 0 || row >= rows) return bad_argument(index_position, static_cast<uint32_t>(row));
-      if (run != 0) std::memcpy(dst, src + static_cast<size_t>(o * rows + row) * run, run);
+      std::memcpy(dst, src + static_cast<size_t>(o * rows + index_at(index, j)) * run, run);
       dst += run;
     }
   }
-  return {};
 }
 
 }  // namespace
@@ -63,15 +69,15 @@ Status index_select_out(KernelArgs& args) {
   if (index->dim > 1) return unsupported(2, index->dim);
   KILN_TRY(Tensor* out, output_like(args, 3, *in));
   int64_t sizes[kMaxDims];
-  int64_t outer = 1, inner = 1;
-  for (size_t d = 0; d < in->dim; ++d) {
-    sizes[d] = d == dim ? int64_t{index->numel} : in->sizes[d];
-    if (d < dim) outer *= in->sizes[d];
-    if (d > dim) inner *= in->sizes[d];
-  }
+  for (size_t d = 0; d < in->dim; ++d) sizes[d] = d == dim ? int64_t{index->numel} : in->sizes[d];
   KILN_CHECK(expect_sizes(*out, sizes, in->dim, 3));
-  const size_t run = static_cast<size_t>(inner) * element_size(static_cast<int8_t>(in->type));
-  return gather_runs(*in, *index, 2, *out, outer, in->sizes[dim], run);
+  KILN_CHECK(check_indices(*index, 2, in->sizes[dim]));
+  if (out->numel == 0) return {};  // nothing to copy, however many (empty) blocks
+  KILN_TRY(const int64_t outer, size_product(*in, 0, dim, 0));
+  KILN_TRY(const int64_t inner, size_product(*in, dim + 1, in->dim, 0));
+  KILN_TRY(const int64_t run, checked_mul(inner, static_cast<int64_t>(element_size(static_cast<int8_t>(in->type))), 0));
+  gather_runs(*in, *index, *out, outer, in->sizes[dim], static_cast<size_t>(run));
+  return {};
 }
 
 Status embedding_out(KernelArgs& args) {
@@ -89,8 +95,12 @@ Status embedding_out(KernelArgs& args) {
   for (size_t d = 0; d < indices->dim; ++d) sizes[d] = indices->sizes[d];
   sizes[indices->dim] = weight->sizes[1];
   KILN_CHECK(expect_sizes(*out, sizes, indices->dim + 1u, 5));
-  const size_t run = static_cast<size_t>(weight->sizes[1]) * element_size(static_cast<int8_t>(weight->type));
-  return gather_runs(*weight, *indices, 1, *out, 1, weight->sizes[0], run);
+  KILN_CHECK(check_indices(*indices, 1, weight->sizes[0]));
+  if (out->numel == 0) return {};
+  KILN_TRY(const int64_t run,
+           checked_mul(weight->sizes[1], static_cast<int64_t>(element_size(static_cast<int8_t>(weight->type))), 0));
+  gather_runs(*weight, *indices, *out, 1, weight->sizes[0], static_cast<size_t>(run));
+  return {};
 }
 
 }  // namespace kiln::runtime::kernels

@@ -25,7 +25,10 @@ Status multiply(const KernelArgs& args, const Tensor& a, const Tensor& b) {
   const size_t batch = a_batch > b_batch ? a_batch : b_batch;
   int64_t sizes[kMaxDims];
   size_t out_dim = 0;
-  uint32_t a_stride = static_cast<uint32_t>(n * k), b_stride = static_cast<uint32_t>(k * m);
+  KILN_TRY(const int64_t a_matrix, checked_mul(n, k, 0));
+  KILN_TRY(const int64_t b_matrix, checked_mul(k, m, 1));
+  // uint32 strides wrap only when an operand has no elements: unused then
+  uint32_t a_stride = static_cast<uint32_t>(a_matrix), b_stride = static_cast<uint32_t>(b_matrix);
   uint32_t strides[2][kMaxDims];
   for (size_t i = batch; i-- > 0;) {  // innermost batch dim first
     const size_t from_end = batch - 1 - i;

@@ -93,7 +93,7 @@ Result<Copy> start_copy(KernelArgs& args, size_t n) {
   Copy c;
   KILN_TRY(c.in, any_tensor(args, 0));
   KILN_TRY(c.out, output_like(args, n, *c.in));
-  contiguous_strides(*c.in, c.strides);
+  KILN_CHECK(contiguous_strides(*c.in, c.strides, 0));
   for (size_t d = 0; d < c.in->dim; ++d) c.axes[d] = identity_axis(*c.in, c.strides, d);
   return c;
 }
@@ -198,12 +198,13 @@ Result<Tensor*> output_like(const KernelArgs& args, size_t n, const Tensor& like
   return output_tensor(args, n, like.type);
 }
 
-void contiguous_strides(const Tensor& t, int64_t* strides) {
-  int64_t s = 1;
+Status contiguous_strides(const Tensor& t, int64_t* strides, size_t position) {
+  int64_t s = t.numel == 0 ? 0 : 1;
   for (size_t d = t.dim; d-- > 0;) {
     strides[d] = s;
-    s *= t.sizes[d];  // at most numel (or 0): no overflow
+    KILN_TRY(s, checked_mul(s, t.sizes[d], position));
   }
+  return {};
 }
 
 Axis identity_axis(const Tensor& in, const int64_t* strides, size_t d) {
@@ -265,7 +266,8 @@ Status select_copy_int_out(KernelArgs& args) {
   if (index < -size || index >= size) return bad_argument(2, static_cast<uint32_t>(index));
   if (index < 0) index += size;
   for (size_t d = dim; d + 1 < c.in->dim; ++d) c.axes[d] = c.axes[d + 1];  // without dim
-  return finish_copy(c, c.axes, c.in->dim - 1u, index * c.strides[dim], nullptr, 3);
+  KILN_TRY(const int64_t base, checked_mul(index, c.strides[dim], 2));
+  return finish_copy(c, c.axes, c.in->dim - 1u, base, nullptr, 3);
 }
 
 Status permute_copy_out(KernelArgs& args) {
@@ -342,18 +344,19 @@ Status cat_out(KernelArgs& args) {
     for (size_t d = 0; d < out->dim; ++d) {
       if (d != dim && t.sizes[d] != out->sizes[d]) return shape_mismatch(0, static_cast<uint32_t>(k));
     }
-    total += t.sizes[dim];
+    KILN_TRY(total, checked_add(total, t.sizes[dim], 0));
   }
   if (total != out->sizes[dim]) return shape_mismatch(2, static_cast<uint32_t>(dim));
-  // out is `outer` rows, each the inputs' rows (sizes[dim] * inner elements) side by side
-  int64_t outer = 1, inner = 1;
-  for (size_t d = 0; d < dim; ++d) outer *= out->sizes[d];
-  for (size_t d = dim + 1; d < out->dim; ++d) inner *= out->sizes[d];
+  if (out->numel == 0) return {};  // nothing to copy, however many (empty) rows
+  // out is `outer` rows, each the inputs' rows (sizes[dim] * inner elements) side by side;
+  // out has elements, so these products are at most its numel
+  KILN_TRY(const int64_t outer, size_product(*out, 0, dim, 2));
+  KILN_TRY(const int64_t inner, size_product(*out, dim + 1, out->dim, 2));
   auto* dst = static_cast<uint8_t*>(out->data);
   for (int64_t o = 0; o < outer; ++o) {
     for (size_t k = 0; k < list.list.count; ++k) {
       const Tensor& t = args.tensor_item(list, k);
-      const size_t run = static_cast<size_t>(t.sizes[dim] * inner) * elem;  // <= t.nbytes
+      const size_t run = static_cast<size_t>(t.sizes[dim] * inner) * elem;  // <= t.nbytes (rows of t)
       if (run == 0) continue;
       if (t.data == out->data) return bad_argument(0, static_cast<uint32_t>(k));  // never aliased
       std::memcpy(dst, static_cast<const uint8_t*>(t.data) + static_cast<size_t>(o) * run, run);

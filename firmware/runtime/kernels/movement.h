@@ -22,8 +22,10 @@ Result<const Tensor*> any_tensor(const KernelArgs& args, size_t i);
 // The out tensor (position n) of the same scalar type as `like`.
 Result<Tensor*> output_like(const KernelArgs& args, size_t n, const Tensor& like);
 
-// Row-major strides (in elements) of `t`: strides[d] = product of sizes after d.
-void contiguous_strides(const Tensor& t, int64_t* strides);
+// Row-major strides (in elements) of `t`: strides[d] = product of sizes after d, each below
+// numel; all 0 for a tensor without elements (no read of it is inside it: gather refuses any).
+// kKernelUnsupported (a = position) if a product passes int64 (it cannot while numel > 0).
+Status contiguous_strides(const Tensor& t, int64_t* strides, size_t position);
 
 enum class Map : uint8_t {
   kAffine,     // first + step * o

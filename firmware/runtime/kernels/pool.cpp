@@ -17,6 +17,8 @@ namespace kiln::runtime::kernels {
 
 namespace {
 
+// Kernel sizes, strides and padding at most 2^16 (pair_arg checks) and sizes at most 2^31:
+// the window arithmetic below stays under 2^48; a divisor_override at most 2^32.
 constexpr int64_t kMaxParam = 1 << 16;
 
 struct Window {
@@ -34,7 +36,7 @@ Result<Planes> planes_of(const Tensor& x) {
   if (x.dim != 3 && x.dim != 4) return unsupported(0, x.dim);
   Planes p{1, x.sizes[x.dim - 2], x.sizes[x.dim - 1], x.dim};
   if (p.h < 1 || p.w < 1) return unsupported(0, 0);  // PyTorch pools no empty plane either
-  for (size_t d = 0; d + 2 < x.dim; ++d) p.planes *= x.sizes[d];  // at most 2^62: no overflow
+  KILN_TRY(p.planes, size_product(x, 0, x.dim - 2, 0));
   return p;
 }
 

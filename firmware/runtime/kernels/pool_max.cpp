@@ -12,6 +12,8 @@ namespace kiln::runtime::kernels {
 
 namespace {
 
+// Kernel sizes, strides, padding and dilation at most 2^16 (pair_arg checks) and sizes at
+// most 2^31: the window arithmetic below stays under 2^48.
 constexpr int64_t kMaxParam = 1 << 16;
 
 int64_t pool_output_size(int64_t size, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
@@ -75,7 +77,7 @@ Status max_pool2d_out(KernelArgs& args) {
   }
   const size_t d = x->dim;
   g.h = x->sizes[d - 2], g.w = x->sizes[d - 1];
-  g.planes = d == 4 ? int64_t{x->sizes[0]} * x->sizes[1] : x->sizes[0];
+  KILN_TRY(g.planes, size_product(*x, 0, d - 2, 0));
   g.oh = pool_output_size(g.h, g.kernel[0], g.stride[0], g.pad[0], g.dilation[0], ceil_mode);
   g.ow = pool_output_size(g.w, g.kernel[1], g.stride[1], g.pad[1], g.dilation[1], ceil_mode);
   if (g.oh < 1 || g.ow < 1) return shape_mismatch(1);

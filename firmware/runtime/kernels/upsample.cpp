@@ -73,9 +73,10 @@ Status upsample_bilinear2d_vec_out(KernelArgs& args) {
   KILN_TRY(Tensor* out, output_tensor(args, 4, ScalarType::kFloat));
   const int64_t sizes[4] = {n, c, oh, ow};
   KILN_CHECK(expect_sizes(*out, sizes, 4, 4));
+  KILN_TRY(const int64_t planes, checked_mul(n, c, 0));
   const float* in = f32(*x);
   float* y = f32(*out);
-  for (int64_t plane = 0; plane < n * c; ++plane) {
+  for (int64_t plane = 0; plane < planes; ++plane) {
     const float* p = in + plane * h * w;
     for (int64_t oy = 0; oy < oh; ++oy) {
       Source sy_ = source_index(oy, oh, h, sy, align_corners);

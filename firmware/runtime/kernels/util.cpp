@@ -108,4 +108,24 @@ Result<size_t> dim_index(int64_t d, size_t dim, size_t position) {
   return static_cast<size_t>(d < 0 ? d + n : d);
 }
 
+Result<int64_t> checked_add(int64_t a, int64_t b, size_t position) {
+  int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) return unsupported(position);
+  return sum;
+}
+
+Result<int64_t> checked_mul(int64_t a, int64_t b, size_t position) {
+  int64_t product;
+  if (__builtin_mul_overflow(a, b, &product)) return unsupported(position);
+  return product;
+}
+
+Result<int64_t> size_product(const Tensor& t, size_t from, size_t to, size_t position) {
+  int64_t product = 1;
+  for (size_t d = from; d < to && d < t.dim; ++d) {
+    KILN_TRY(product, checked_mul(product, t.sizes[d], position));
+  }
+  return product;
+}
+
 }  // namespace kiln::runtime::kernels

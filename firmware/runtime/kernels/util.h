@@ -50,4 +50,16 @@ Result<Tensor*> same_shape_output(const KernelArgs& args, size_t n, const Tensor
 // Normalises a dimension index (negative counts from the end) into [0, dim).
 Result<size_t> dim_index(int64_t d, size_t dim, size_t position);
 
+// --- Overflow-safe arithmetic on integers from the program --------------------------
+// Sizes, strides, groups, offsets and counts come from the .pte. A tensor's element count
+// fits uint32 (the loader checks it), but a product of some of its sizes need not even
+// fit int64 when another size is 0, and an Int argument is any int64. So kernels combine
+// such integers through these helpers (or after range checks whose bound they state next
+// to the arithmetic): each gives the exact int64 result, or kKernelUnsupported
+// (a = position, the argument the integers came from; b = 0) when it does not fit.
+Result<int64_t> checked_add(int64_t a, int64_t b, size_t position);
+Result<int64_t> checked_mul(int64_t a, int64_t b, size_t position);
+// The product of t's sizes along dims [from, to) (1 when from >= to).
+Result<int64_t> size_product(const Tensor& t, size_t from, size_t to, size_t position);
+
 }  // namespace kiln::runtime::kernels
