@@ -151,9 +151,9 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
         raise UsageError(f"cannot read {pte_path}: {error.strerror}") from None
     try:
         f = pte.deserialize(data)
+        program = f.forward()
     except pte.PteError as error:
         raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
-    program = f.program.execution_plans[0]
     specs = [ethosu_payload.compile_specs(d) for d in program.delegates]
     payloads = _payloads(f, program, specs, target_name, check_target)
     modes = {m for m in map(ethosu_payload.compiled_memory_mode, specs) if m}

@@ -60,7 +60,7 @@ class RunnerResult:
 
 def program_io(pte_path: Path) -> tuple[list[pte.Tensor], list[pte.Tensor]]:
     f = pte.deserialize(Path(pte_path).read_bytes())
-    plan = f.program.execution_plans[0]
+    plan = f.forward()
     return [plan.values[i] for i in plan.inputs], [plan.values[i] for i in plan.outputs]
 
 

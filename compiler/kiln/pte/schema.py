@@ -1156,6 +1156,22 @@ class PteFile:
     def named(self) -> dict[str, bytes]:
         return {n.key: self.segment(n.segment_index) for n in self.program.named_data}
 
+    def forward(self) -> ExecutionPlan:
+        """The plan kiln's runner and `kiln run-host` run: the first, every input and output
+        of it a Tensor without constant data. Raises PteError otherwise."""
+        if not self.program.execution_plans:
+            raise PteError("the program has no execution plan")
+        plan = self.program.execution_plans[0]
+        for name in ("inputs", "outputs"):
+            for j, index in enumerate(getattr(plan, name)):
+                value = plan.values[index]
+                if not isinstance(value, Tensor):
+                    raise PteError(f"execution_plan[0].{name}[{j}] is value {index}, a {type(value).__name__}; "
+                                   "kiln runs programs whose inputs and outputs are tensors")
+                if value.data_buffer_idx:
+                    raise PteError(f"execution_plan[0].{name}[{j}] is value {index}, a constant tensor")
+        return plan
+
 
 def deserialize(data: bytes) -> PteFile:
     """Reads a .pte file written by kiln or by ExecuTorch 1.5.1.

@@ -9,8 +9,14 @@ are raw little-endian bytes in the program's order and types.
 
 from __future__ import annotations
 
+import math
 import os
+import pickle
+import resource
+import select
+import signal
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,6 +26,17 @@ from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
 from kiln.errors import HostError, NpuConfigError, UsageError
 from kiln.program.kernels import by_name
+
+# Bounds on one delegate's TOSA graph on tosa_reference_model, which runs in a child
+# process: a damaged graph can crash its C++ core, or make it allocate or compute without
+# end; the child's crash, address space beyond this many bytes or time beyond this many
+# seconds is a HostError naming the delegate. A kiln delegate needs a small fraction of either.
+REFERENCE_MEMORY_BYTES = 4 << 30
+REFERENCE_SECONDS = 120.0
+# A CPU kernel may take this many times the largest board's memory in address space beyond
+# what the process holds (its result and temporaries); more, on sizes a damaged program's
+# arguments give (pads, strides, output sizes), is a HostError instead of an allocation.
+KERNEL_MEMORY_FACTOR = 4
 
 
 @contextmanager
@@ -53,7 +70,8 @@ def run(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    plan = f.program.execution_plans[0]
+    plan = f.forward()
+    _check_sizes(plan)
     named = f.named()
     kernels = by_name()
     slots: dict[int, object] = {}
@@ -67,6 +85,8 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
         elif isinstance(value, pte.Null):
             slots[i] = None
         elif isinstance(value, pte.IntList):
+            if not all(isinstance(plan.values[j], pte.Int) for j in value.items):
+                raise HostError(f"value {i}, an int list, names items that are not ints")
             slots[i] = [plan.values[j].value for j in value.items]
         elif isinstance(value, pte.DoubleList):
             slots[i] = list(value.items)
@@ -75,32 +95,132 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
     if len(inputs) != len(plan.inputs):
         raise UsageError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
     for i, x in zip(plan.inputs, inputs):
-        t = plan.values[i]
-        slots[i] = np.asarray(x, _dtype(t)).reshape(t.sizes)
-    for instruction in plan.chains[0].instructions:
+        _store(slots, plan, i, x, f"input value {i}")
+    if len(plan.chains) != 1:
+        raise HostError(f"the plan has {len(plan.chains)} chains; run-host runs programs of one")
+    for k, instruction in enumerate(plan.chains[0].instructions):
         if isinstance(instruction, pte.KernelCall):
-            op = plan.operators[instruction.op_index]
-            kernel = kernels.get((op.name, op.overload))
-            if kernel is None:
-                raise HostError(f"no host kernel for {op.name}.{op.overload}")
-            n = kernel.outputs  # n out tensors, then the result: the out tensor, or a TensorList of them
-            args, outs = instruction.args[:-1 - n], instruction.args[-1 - n:-1]
-            args = [[slots[j] for j in slots[a].items] if isinstance(slots.get(a), pte.TensorList) else slots.get(a)
-                    for a in args]
-            result = kernel.run(*args, *([_dtype(plan.values[outs[0]])] if kernel.out_dtype else []))
-            for out, r in zip(outs, [result] if n == 1 else result):
-                t = plan.values[out]
-                slots[out] = np.asarray(r, _dtype(t)).reshape(t.sizes)
+            _kernel_call(k, instruction, plan, kernels, slots)
         elif isinstance(instruction, pte.DelegateCall):
             delegate = plan.delegates[instruction.delegate_index]
             payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
+            n_io = len(payload.inputs) + len(payload.outputs)
+            if len(instruction.args) != n_io:
+                raise HostError(f"instruction {k} calls delegate {instruction.delegate_index} with "
+                                f"{len(instruction.args)} values; its payload has {n_io} inputs and outputs")
+            for n, a in enumerate(instruction.args):
+                _tensor_value(plan, a, f"instruction {k}'s argument")
+                if n < len(payload.inputs) and a not in slots:
+                    raise HostError(f"instruction {k} passes tensor value {a} to delegate "
+                                    f"{instruction.delegate_index} before anything writes it")
             if pte.TOSA_KEY.format(instruction.delegate_index) in named:
                 _delegate(instruction, len(payload.inputs), plan, named, slots)
             else:
                 _delegate_on_npu_model(instruction, delegate, payload, plan, slots)
         else:
-            raise HostError(f"instruction {type(instruction).__name__} is not supported on the host")
+            raise HostError(f"instruction {k} ({type(instruction).__name__}) is not supported on the host")
+    missing = [i for i in plan.outputs if i not in slots]
+    if missing:
+        raise HostError(f"no instruction writes output value(s) {missing}")
     return [slots[i] for i in plan.outputs]
+
+
+def _check_sizes(plan: pte.ExecutionPlan):
+    """Refuses a plan whose memory no board has (so run-host never allocates more than that):
+    its planned buffers together, or any one tensor, larger than the largest board's memory."""
+    bound = _memory_bound()
+    planned = sum(plan.non_const_buffer_sizes)
+    if planned > bound:
+        raise HostError(f"the plan's buffers take {planned:,} bytes; no board has more than {bound:,}")
+    for i, value in enumerate(plan.values):
+        if isinstance(value, pte.Tensor) and value.nbytes > bound:
+            raise HostError(f"value {i} is a tensor of {value.nbytes:,} bytes; no board has more than {bound:,}")
+
+
+def _memory_bound() -> int:
+    """Bytes of memory of the board with the most."""
+    from kiln import boards
+
+    return max(sum(r.size for r in boards.load(name).memory) for name in boards.board_names())
+
+
+@contextmanager
+def _address_space_bound(limit: int):
+    """At most `limit` more bytes of address space for this process while the block runs
+    (an allocation beyond it raises MemoryError); the limit before is restored after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    bound = _address_space() + limit
+    if soft != resource.RLIM_INFINITY and soft <= bound:
+        yield  # a tighter limit is in place already
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (bound if hard == resource.RLIM_INFINITY else min(bound, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _tensor_value(plan: pte.ExecutionPlan, index: int, what: str) -> pte.Tensor:
+    value = plan.values[index]
+    if not isinstance(value, pte.Tensor):
+        raise HostError(f"{what} is value {index}, a {type(value).__name__}, not a tensor")
+    return value
+
+
+def _store(slots: dict, plan: pte.ExecutionPlan, index: int, array, what: str):
+    """slots[index] = `array` as tensor value `index`'s type and shape; HostError if it has another size."""
+    t = _tensor_value(plan, index, what)
+    try:
+        array = np.asarray(array)
+        converted = array.astype(_dtype(t), copy=False)
+    except (TypeError, ValueError) as error:
+        raise HostError(f"{what}: {type(error).__name__}: {error}") from None
+    if converted.size != math.prod(t.sizes):
+        raise HostError(f"{what} has {converted.size} elements {list(array.shape)}; tensor value {index} has "
+                        f"shape {list(t.sizes)}")
+    slots[index] = converted.reshape(t.sizes)
+
+
+def _kernel_call(k: int, instruction: pte.KernelCall, plan: pte.ExecutionPlan, kernels: dict, slots: dict):
+    """Instruction `k`, a kernel call: its arguments checked against the kernel's schema, its
+    out tensors written. A kernel that raises on the program's arguments (values of the
+    wrong kind, shapes that do not fit) is a HostError naming the instruction."""
+    op = plan.operators[instruction.op_index]
+    kernel = kernels.get((op.name, op.overload))
+    if kernel is None:
+        raise HostError(f"no host kernel for {op.name}.{op.overload}")
+    at = f"instruction {k} ({op.name}.{op.overload})"
+    n = kernel.outputs  # n out tensors, then the result: the out tensor, or a TensorList of them
+    expected = len(kernel.schema_args) + n + 1
+    if len(instruction.args) != expected:
+        raise HostError(f"{at} has {len(instruction.args)} arguments; the kernel takes {expected}")
+    args, outs = instruction.args[:-1 - n], instruction.args[-1 - n:-1]
+    out_types = [_dtype(_tensor_value(plan, out, f"{at}'s out argument")) for out in outs]
+    for a in args:
+        if a not in slots:
+            kind = plan.values[a]
+            raise HostError(f"{at} reads tensor value {a} before anything writes it" if isinstance(kind, pte.Tensor)
+                            else f"{at} reads value {a}, a {type(kind).__name__}, which no host kernel takes")
+        if isinstance(slots[a], pte.TensorList) and not all(j in slots for j in slots[a].items):
+            raise HostError(f"{at} reads tensor list value {a}, whose tensors are not all written yet")
+    args = [[slots[j] for j in slots[a].items] if isinstance(slots[a], pte.TensorList) else slots[a] for a in args]
+    try:
+        with _address_space_bound(KERNEL_MEMORY_FACTOR * _memory_bound()):
+            result = kernel.run(*args, *([out_types[0]] if kernel.out_dtype else []))
+        results = [result] if n == 1 else list(result)
+    except HostError:
+        raise
+    except MemoryError:  # sizes from the program's own arguments (pads, strides, output sizes)
+        raise HostError(f"{at} needs more than {KERNEL_MEMORY_FACTOR} times the largest board's memory on the "
+                        "program's arguments") from None
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError, OverflowError,
+            StopIteration, RuntimeError) as error:  # arguments the kernel cannot take
+        raise HostError(f"{at} cannot run on the program's arguments: {type(error).__name__}: "
+                        f"{str(error)[:200]}") from None
+    if len(results) != n:
+        raise HostError(f"{at} gave {len(results)} results for {n} out tensors")
+    for out, r in zip(outs, results):
+        _store(slots, plan, out, r, f"{at}'s result")
 
 
 def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named: dict, slots: dict):
@@ -109,13 +229,79 @@ def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named:
 
     key = pte.TOSA_KEY.format(call.delegate_index)
     ins, outs = call.args[:n_in], call.args[n_in:]
-    with quiet_native_output():
-        results, status = tosa_reference_model.run(named[key], [slots[i] for i in ins])
-    if status != tosa_reference_model.GraphStatus.TOSA_VALID:
+
+    def reference():
+        with quiet_native_output():
+            results, status = tosa_reference_model.run(named[key], [slots[i] for i in ins])
+        return [np.asarray(r) for r in results], status == tosa_reference_model.GraphStatus.TOSA_VALID, str(status)
+
+    results, valid, status = _in_child(reference, f"delegate {call.delegate_index}'s TOSA graph ({key})")
+    if not valid:
         raise HostError(f"tosa_reference_model rejected delegate {call.delegate_index}'s graph: {status}")
+    if len(results) != len(outs):
+        raise HostError(f"delegate {call.delegate_index}'s TOSA graph gives {len(results)} outputs; "
+                        f"the call takes {len(outs)}")
     for i, r in zip(outs, results):
-        t = plan.values[i]
-        slots[i] = np.asarray(r, _dtype(t)).reshape(t.sizes)
+        _store(slots, plan, i, r, f"delegate {call.delegate_index}'s output")
+
+
+def _in_child(function, what: str):
+    """function() in a forked child process bounded by REFERENCE_MEMORY_BYTES and
+    REFERENCE_SECONDS; returns its result, or raises HostError naming `what` if it crashed,
+    raised or ran past a bound. The result comes back pickled through a pipe from this
+    process's own child."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no return from here
+        status = 0
+        try:
+            os.close(read)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash writes no core file
+            os.environ["PATH"] = ""  # nor starts gdb: tosa_reference_model's fault handler would, for seconds
+            resource.setrlimit(resource.RLIMIT_AS, (_address_space() + REFERENCE_MEMORY_BYTES,
+                                                    resource.RLIM_INFINITY))
+            try:
+                message = ("ok", function())
+            except BaseException as error:  # noqa: BLE001 - reported to the parent
+                message = ("error", f"{type(error).__name__}: {error}")
+            with os.fdopen(write, "wb") as out:
+                out.write(pickle.dumps(message))
+        except BaseException:  # noqa: BLE001 - the parent reports the lost child
+            status = 1
+        os._exit(status)
+    os.close(write)
+    chunks, deadline, finished = [], time.monotonic() + REFERENCE_SECONDS, False
+    try:
+        with os.fdopen(read, "rb") as pipe:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([pipe], [], [], left)[0]:
+                    raise HostError(f"{what} ran on tosa_reference_model for more than {REFERENCE_SECONDS:g} s "
+                                    "and was stopped: the .pte is damaged; compile the model again")
+                chunk = os.read(pipe.fileno(), 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finished = True
+    finally:
+        if not finished:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if not chunks:
+        how = f"signal {-os.waitstatus_to_exitcode(status)}" if os.WIFSIGNALED(status) else "no result"
+        raise HostError(f"tosa_reference_model crashed on {what} ({how}): the .pte is damaged; compile the model "
+                        "again")
+    kind, result = pickle.loads(b"".join(chunks))
+    if kind != "ok":
+        raise HostError(f"tosa_reference_model failed on {what} ({result}): the .pte is damaged; compile the "
+                        "model again")
+    return result
+
+
+def _address_space() -> int:
+    """This process's virtual memory in bytes."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate, payload, plan: pte.ExecutionPlan,
@@ -139,12 +325,36 @@ def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate
     if fast is None:  # ExecuTorch's: the mode's whole arena cache
         fast = runner_build.FAST_SCRATCH_SIZES.get(mode)
     n_in = len(payload.inputs)
+    _check_npu_io(call, payload, plan, fast or 0)
     raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config, fast)
     if result.fault is not None:
         raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {result.fault}")
     for data, index in zip(raw, call.args[n_in:]):
-        t = plan.values[index]
-        slots[index] = np.frombuffer(data, _dtype(t)).reshape(t.sizes)
+        _store(slots, plan, index, np.frombuffer(data, _dtype(plan.values[index])),
+               f"delegate {call.delegate_index}'s output")
+
+
+def _check_npu_io(call: pte.DelegateCall, payload, plan: pte.ExecutionPlan, fast: int):
+    """Refuses a payload whose scratch the host cannot hold or whose inputs and outputs lie
+    outside their regions or differ in size from the tensors the call passes."""
+    bound = _memory_bound()
+    d = f"delegate {call.delegate_index}"
+    if payload.scratch_size > bound or fast > bound:
+        raise HostError(f"{d} asks for {payload.scratch_size:,} bytes of scratch and {fast:,} of fast scratch; "
+                        f"no board has more than {bound:,}")
+    sizes = {0: len(payload.weight_data), 1: max(payload.scratch_size, 16), 2: max(fast, 16)}  # as run_compiled's
+    for n, (io, index) in enumerate(zip(payload.inputs + payload.outputs, call.args)):
+        what = f"{d}'s {'input' if n < len(payload.inputs) else 'output'} {n}"
+        if min(io.shape) < 0 or io.elem_size <= 0 or io.offset < 0 or io.region not in sizes:
+            raise HostError(f"{what} has shape {list(io.shape)}, element size {io.elem_size}, offset {io.offset} "
+                            f"and region {io.region}: not a tensor in the scratch")
+        nbytes = math.prod(io.shape) * io.elem_size
+        if io.offset + nbytes > sizes[io.region]:
+            raise HostError(f"{what}: {nbytes:,} bytes at offset {io.offset:,} overrun region {io.region} "
+                            f"({sizes[io.region]:,} bytes)")
+        if nbytes != plan.values[index].nbytes:
+            raise HostError(f"{what} has {nbytes:,} bytes; the call passes value {index} of "
+                            f"{plan.values[index].nbytes:,}")
 
 
 def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Path]:
@@ -154,12 +364,17 @@ def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Pa
     except OSError as error:
         raise UsageError(f"cannot read {pte_path}: {error.strerror}") from None
     f = pte.deserialize(data)
-    plan = f.program.execution_plans[0]
+    plan = f.forward()
+    _check_sizes(plan)
     if len(input_paths) != len(plan.inputs):
         raise UsageError(f"{pte_path} takes {len(plan.inputs)} inputs; give one --input file for each")
     inputs = []
     for n, (path, i) in enumerate(zip(input_paths, plan.inputs)):
         t = plan.values[i]
+        _dtype(t)
+        if Path(path).stat().st_size != t.nbytes:  # before reading a file of any size
+            raise UsageError(f"input {n} ({path}) has {Path(path).stat().st_size} bytes; the program takes "
+                             f"{t.scalar_type.name} {list(t.sizes)} = {t.nbytes} bytes")
         raw = Path(path).read_bytes()
         if len(raw) != t.nbytes:
             raise UsageError(f"input {n} ({path}) has {len(raw)} bytes; the program takes "
