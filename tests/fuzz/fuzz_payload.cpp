@@ -1,5 +1,6 @@
 // libFuzzer target: the Ethos-U delegate's parse_payload (a vela_bin_stream payload),
-// then Driver::check of the COP1 payload it found. What parse_payload promises is
+// then Driver::check of the COP1 payload it found and Driver::check_bounds of its stream
+// against the payload's own buffers, as the delegate's init checks them. What parse_payload promises is
 // checked on every payload it accepts: the blocks lie inside the payload, every I/O
 // tensor inside the scratch.
 #include "fuzz_input.h"
@@ -31,8 +32,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const kiln::delegates::ethosu::Payload& p = parsed.value();
   check_promises(p, bytes);
   auto stream = kiln::fuzz::npu().check(p.cmd, p.cmd_size);
-  if (stream.ok() && !inside(stream.value().words, stream.value().size_bytes, p.cmd, p.cmd_size)) {
+  if (!stream.ok()) return 0;
+  if (!inside(stream.value().words, stream.value().size_bytes, p.cmd, p.cmd_size)) {
     broken("the command stream lies outside cmd_data");
   }
+  const kiln::ethosu::RegionLimit regions[] = {{p.weights_size, false}, {p.scratch_size, true}};
+  (void)kiln::fuzz::npu().check_bounds(stream.value(), regions, 2);
   return 0;
 }

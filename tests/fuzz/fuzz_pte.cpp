@@ -2,7 +2,8 @@
 // Program::load; Method::create with planned memory sized from the program, every CPU
 // kernel (kiln_kernel_table ALL) and the real EthosUBackend (payload parser, Driver::check;
 // the NPU the stand-in of host_npu.h); the inputs filled from the fuzz input's bytes;
-// execute(); then every output's bytes read, as the runner reads them.
+// execute() under the executor runner's work budget; then every output's bytes read, as
+// the runner reads them.
 // With KILN_FUZZ_STATS set, the process prints at exit how many inputs got how far:
 //   kiln fuzz_pte: inputs N loaded L created C executed E
 // Bounded: an input whose planned memory, scratch and inputs need more than kMaxBytes
@@ -127,6 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!created.ok()) return 0;
   ++g_stats.created;
   Method& method = created.value();
+  method.set_work_budget(runner_work_budget(method.work_per_run()));  // the runner's watchdog
 
   std::vector<std::unique_ptr<Buffer>> inputs;
   for (size_t i = 0; i < method.input_count(); ++i) {

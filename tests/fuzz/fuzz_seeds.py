@@ -7,7 +7,9 @@ only: they would triple the inputs) and one with them; one program per CPU kerne
 the runtime's kernel tests (every CASES of tests/firmware/runtime/test_kernels_*.py, built
 by kernel_programs.single_kernel); ExecuTorch 1.5.1's own .pte files (tests/fixtures/executorch).
 Seeds of `payload`: every Ethos-U delegate payload (vela_bin_stream) in those programs;
-of `cop1`: the cmd_data (COP1) block of each payload.
+of `cop1`: the cmd_data (COP1) block of each payload. Both also get each payload's stream
+made hostile by every mutation of tests/npu_hostile.py (one access moved outside its
+buffer), so the runs start at the edges the driver's bounds check decides.
 Dictionaries: the format's magic strings and names as kiln's Python modules define them
 (the .pte identifier and extended-header magic, the delegate id and compile-spec key,
 'COP1' and its action tags, the payload's block names, the stand-in NPU's ID and CONFIG
@@ -109,6 +111,26 @@ def cop1s(found: dict[str, bytes]) -> dict[str, bytes]:
     return {name: ep.decode(data).cmd_data for name, data in found.items()}
 
 
+def hostile_payloads(found: dict[str, bytes]) -> dict[str, bytes]:
+    """Each payload with its stream mutated by each of npu_hostile.HOSTILE (where it applies)."""
+    from kiln.lower import ethosu_payload as ep
+
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+    import npu_hostile
+
+    made = {}
+    for name, data in found.items():
+        p = ep.decode(data)
+        limits = npu_hostile.sizes(len(p.weight_data), p.scratch_size, 0)
+        for hostile in npu_hostile.HOSTILE:
+            cmd = npu_hostile.mutate(p.cmd_data, hostile, limits)
+            if cmd is not None:
+                made[f"{Path(name).stem}_{hostile.name}.bin"] = ep.encode(cmd, p.weight_data, p.scratch_size,
+                                                                          p.inputs, p.outputs)
+    return made
+
+
 def _word(value: int) -> bytes:
     return struct.pack("<I", value)
 
@@ -141,7 +163,7 @@ def dictionary_text(words: list[bytes]) -> str:
 def content_key() -> str:
     """Changes whenever what the seeds are made from may have changed."""
     h = hashlib.sha256()
-    sources = [Path(__file__), KERNEL_TESTS / "kernel_programs.py", *sorted(KERNEL_TESTS.glob("test_kernels_*.py")),
+    sources = [Path(__file__), ROOT / "tests" / "npu_hostile.py", KERNEL_TESTS / "kernel_programs.py", *sorted(KERNEL_TESTS.glob("test_kernels_*.py")),
                *sorted(FIXTURES.glob("*.pte")), *sorted((ROOT / "compiler" / "kiln").rglob("*.py")),
                *sorted((ROOT / "simulator" / "kiln" / "simulator" / "npu").glob("*.py"))]
     for path in sources:
@@ -160,6 +182,7 @@ def write(cache: Path) -> Path:
     programs = {**compiled_programs(), **kernel_programs(),
                 **{path.name: path.read_bytes() for path in sorted(FIXTURES.glob("*.pte"))}}
     found = payloads(programs)
+    found.update(hostile_payloads(found))
     for target, seeds in (("pte", programs), ("payload", found), ("cop1", cop1s(found))):
         directory = staging / "seeds" / target
         directory.mkdir(parents=True)
@@ -170,4 +193,7 @@ def write(cache: Path) -> Path:
     (staging / "done").write_text("")
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)
+    for stale in cache.iterdir():  # what older sources made
+        if stale != out:
+            shutil.rmtree(stale, ignore_errors=True)
     return out
