@@ -141,6 +141,12 @@ struct Survey {
   }
 };
 
+// The argument vector of a kernel or delegate call (slot 1 of both); empty for the others.
+fb::Vector call_args(const Verified& v, const fb::Union& u) {
+  if (u.type != schema::kKernelCall && u.type != schema::kDelegateCall) return {};
+  return v.vector(u.value, 1, 4);
+}
+
 constexpr uint32_t saturate(uint64_t n) { return n > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(n); }
 
 }  // namespace
@@ -178,7 +184,10 @@ Result<Method> Method::create(const Program& program, const MethodMemory& memory
   KILN_CHECK(m.survey());
   KILN_CHECK(m.bind_values(memory));
   KILN_CHECK(m.check_outputs());
-  for (uint32_t k = 0; k < m.instruction_count_; ++k) m.work_per_run_ += m.charge(k);
+  for (uint32_t k = 0; k < m.instruction_count_; ++k) {
+    const fb::Vector args = call_args(v, v.union_at(v.element(instructions, k)));
+    m.work_per_run_ += m.charge(&args);
+  }
   return m;
 }
 
@@ -353,15 +362,13 @@ Status Method::check_outputs() const {
   return {};
 }
 
-// Instruction `index`'s charge against the work budget (method.h): 1, plus for a kernel or
-// delegate call the numel of each tensor argument and the item count of each tensor list
-// argument. O(its arguments).
-uint64_t Method::charge(uint32_t index) const {
+// An instruction's charge against the work budget (method.h): 1, plus the numel of each
+// tensor argument and the item count of each tensor list argument of a kernel or delegate
+// call. O(its arguments). `arguments` is its call_args (an fb::Vector).
+uint64_t Method::charge(const void* arguments) const {
   Verified v(program_);
-  const fb::Union u = v.union_at(v.element(fb::Vector{instructions_, instruction_count_}, index));
+  const auto& args = *static_cast<const fb::Vector*>(arguments);
   uint64_t work = 1;
-  if (u.type != schema::kKernelCall && u.type != schema::kDelegateCall) return work;
-  const fb::Vector args = v.vector(u.value, 1, 4);
   for (uint32_t j = 0; j < args.count; ++j) {
     const Value& arg = values_[v.at<int32_t>(args.start + 4 * j)];
     if (arg.kind == ValueKind::kTensor) work += arg.t.numel;
@@ -384,24 +391,29 @@ Status Method::bind_delegates(const BackendTable& backends) {
 
 // Jumps go forward only (verified at load): pc rises with every instruction.
 Status Method::execute() {
+  Verified v(program_);
+  const fb::Vector chain{instructions_, instruction_count_};
   uint64_t left = budget_;
   for (uint32_t pc = 0; pc < instruction_count_;) {
-    const uint64_t cost = charge(pc);
+    const fb::Union u = v.union_at(v.element(chain, pc));
+    const fb::Vector args = call_args(v, u);
+    const uint64_t cost = charge(&args);
     if (cost > left) return Error{ErrorCode::kMethodWorkBudget, pc, saturate(budget_)};
     left -= cost;
     uint32_t next = pc + 1;
-    KILN_CHECK(run_instruction(pc, &next));
+    KILN_CHECK(run_instruction(&u, &args, pc, &next));
     pc = next;
   }
   return {};
 }
 
-Status Method::run_instruction(uint32_t index, uint32_t* next) {
+// `instruction` is instruction `index`'s fb::Union, `arguments` its call_args.
+Status Method::run_instruction(const void* instruction, const void* arguments, uint32_t index, uint32_t* next) {
   Verified v(program_);
-  fb::Union u = v.union_at(v.element(fb::Vector{instructions_, instruction_count_}, index));
+  const auto& u = *static_cast<const fb::Union*>(instruction);
   switch (u.type) {
-    case schema::kKernelCall: return call_kernel(&u.value, index);
-    case schema::kDelegateCall: return call_delegate(&u.value);
+    case schema::kKernelCall: return call_kernel(&u.value, arguments, index);
+    case schema::kDelegateCall: return call_delegate(&u.value, arguments);
     case schema::kMoveCall: {
       uint32_t from = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 0));
       uint32_t to = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 1));
@@ -424,22 +436,22 @@ Status Method::run_instruction(uint32_t index, uint32_t* next) {
   return bad_instruction(InstructionDefect::kUnknownKind, index);
 }
 
-Status Method::call_kernel(const void* table, uint32_t index) {
+Status Method::call_kernel(const void* table, const void* arguments, uint32_t index) {
   Verified v(program_);
   const auto& call = *static_cast<const fb::Table*>(table);
   int32_t op = v.scalar<int32_t>(call, 0);
-  fb::Vector args = v.vector(call, 1, 4);
+  const auto& args = *static_cast<const fb::Vector*>(arguments);
   if (args.count < 2) return bad_instruction(InstructionDefect::kKernelWithoutOut, index);
   KernelArgs kernel_args(values_, program_.value_count(),
                          static_cast<const int32_t*>(v.pointer(args.start)), args.count);
   return kernels_[op](kernel_args);
 }
 
-Status Method::call_delegate(const void* table) {
+Status Method::call_delegate(const void* table, const void* arguments) {
   Verified v(program_);
   const auto& call = *static_cast<const fb::Table*>(table);
   int32_t delegate = v.scalar<int32_t>(call, 0);
-  fb::Vector args = v.vector(call, 1, 4);
+  const auto& args = *static_cast<const fb::Vector*>(arguments);
   for (uint32_t j = 0; j < args.count; ++j) {
     int32_t value = v.at<int32_t>(args.start + 4 * j);
     const Value& arg = values_[value];

@@ -119,10 +119,10 @@ class Method {
   Status bind_delegates(const BackendTable& backends);
   void place_input(Tensor& t, uint32_t arg);
   Status check_outputs() const;
-  uint64_t charge(uint32_t index) const;
-  Status run_instruction(uint32_t index, uint32_t* next);
-  Status call_kernel(const void* table, uint32_t index);
-  Status call_delegate(const void* table);
+  uint64_t charge(const void* arguments) const;
+  Status run_instruction(const void* instruction, const void* arguments, uint32_t index, uint32_t* next);
+  Status call_kernel(const void* table, const void* arguments, uint32_t index);
+  Status call_delegate(const void* table, const void* arguments);
 
   Program program_;
   uint32_t instructions_ = 0;  // offset of the chain's instruction vector in the .pte
