@@ -10,9 +10,9 @@ N libFuzzer processes (seeds S, S+1, ...) share one corpus, build/fuzz/campaign/
 which grows from campaign to campaign; a process that finds something is started again
 (with the next seed) until the time is up. Findings are saved under
 build/fuzz/findings/<target>/: replay one with `build/fuzz/build/fuzz_<target> FILE`, and
-add it to tests/fuzz/corpus/<target>/ once fixed. Prints, per target: executions,
-executions per second, coverage (libFuzzer's cov: edges and ft: features, the corpus
-size) and findings.
+add it to tests/fuzz/corpus/<target>/ once fixed (python: build/fuzz/findings/python/).
+Prints, per target: executions, executions per second, coverage (libFuzzer's cov: edges
+and ft: features, the corpus size) and findings.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import argparse
 import importlib
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,18 +69,23 @@ def python_campaign(seconds: float, jobs: int, seed: int) -> None:
         mutate = importlib.import_module("mutate")
     except ModuleNotFoundError:
         sys.exit("bench/fuzz.py: tests/fuzz/python/mutate.py is missing: the python target needs it")
-    from concurrent.futures import ProcessPoolExecutor
-
+    saved = WORK / "findings" / "python"
+    saved.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with ProcessPoolExecutor(jobs) as pool:
-        results = list(pool.map(mutate.run, [seconds] * jobs, range(seed, seed + jobs)))
+        results = list(pool.map(mutate.run, [seconds] * jobs, range(seed, seed + jobs), [saved] * jobs))
     elapsed = time.monotonic() - start
     executions = sum(r.get("executions", 0) for r in results)
     findings = [f for r in results for f in (r.get("findings") or [])]
-    print(f"python: {executions:,} executions in {elapsed:.0f} s with {jobs} job(s): {executions / elapsed:,.0f} exec/s")
+    # Each job's own rate leaves out its set-up (imports, compiling the seeds).
+    rate = sum(r.get("executions_per_second", 0) for r in results)
+    print(f"python: {executions:,} executions in {elapsed:.0f} s with {jobs} job(s), set-up included: "
+          f"{rate:,.0f} exec/s while fuzzing")
     print(f"python: findings: {len(findings)}")
-    for finding in findings:
-        print(f"  {finding}")
+    for finding in findings:  # {"what": one line, "input": hex}; the inputs are saved under `saved`
+        print(f"  {finding.get('what', finding) if isinstance(finding, dict) else finding}")
+    if findings:
+        print(f"python: inputs saved under {saved}")
 
 
 def main() -> int:
