@@ -139,6 +139,7 @@ CASES = {
     "scalar_add_sub": (Lambda(lambda m, x: 1.0 - ((x + 1.0) - 0.5) + -2.0), [(1, 3, 4, 4)]),
     # a mean over H, W whose input feeds another op too (squeeze-excitation): a depthwise sum
     "mean_hw_shared": (Lambda(lambda m, x: x * x.mean((2, 3), keepdim=True)), [(1, 4, 6, 5)]),
+    "adaptive_pool_shared": (Lambda(lambda m, x: x + F.adaptive_avg_pool2d(x, 1)), [(1, 4, 6, 5)]),
     # strided slices: every s-th entry, the last group padded where the input ends first
     "slice_step2": (Lambda(lambda m, x: x[:, ::2] + x[:, 1::2]), [(1, 6, 8)]),
     "slice_step_hw": (Lambda(lambda m, x: x[:, :, 1::3, ::2]), [(1, 3, 8, 7)]),

@@ -25,7 +25,7 @@ from kiln.graph import QRANGE, Op, QParams, Value, clamp_range, pair
 from kiln.partition import tables
 from kiln.partition import vocabulary
 from kiln.partition.partitioner import Partition
-from kiln.partition.support import STRIDE_MAX, moving_stride, reduced_dims
+from kiln.partition.support import KERNEL_AREA_MAX, KERNEL_HEIGHT_MAX, STRIDE_MAX, moving_stride, reduced_dims
 
 aten = torch.ops.aten
 DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "int48": ts.DType.INT48,
@@ -646,12 +646,20 @@ def _global_mean(lw: Lowerer, x: Value, out: Value) -> str:
     merged (a free reshape in NHWC) where x feeds nothing else: Vela estimates it below
     AVG_POOL2D and a depthwise sum for ds_cnn's 25x5 and resnet8's 8x8 pools (85,923 and
     191,802 NPU cycles on ethos-u55-128, against 93,923 and 195,564 by depthwise sum). Where
-    x feeds other ops too (a squeeze-excitation block), Vela copies x for that reshape, and a
-    depthwise convolution of ones within the NPU's kernel limits reads it in place instead
-    (efficientnet_b0: 367,262 cycles against 384,866)."""
+    x feeds other ops too (a squeeze-excitation block), Vela copies x for that reshape. Then an
+    int8 x whose step is no coarser than the output's (an adaptive or global average pool,
+    which shares its input's quantization) is read in place by one AVG_POOL2D of the whole
+    map (with a RESCALE to the output's step where they differ: the pool's rounding to x's
+    step stays within one of the output's; efficientnet_b0: 324,634 NPU cycles on
+    ethos-u55-128, against 366,274 by a depthwise convolution of ones and 384,866 by the
+    copy). Otherwise (a mean's finer step, int16) a depthwise convolution of ones within
+    the NPU's kernel limits reads it in place, its sum exact in the accumulator."""
     n, c, h, w = x.shape
     scale = x.qparams.scale / (h * w * out.qparams.scale)
     readers = sum(1 for op in lw.partition.ops for v in op.inputs if v is x) + sum(v is x for v in lw.partition.outputs)
+    coarse = out.qparams.scale >= x.qparams.scale  # the pool's rounding to x's step is then within one of out's
+    if readers > 1 and x.dtype == "int8" and coarse and h <= KERNEL_HEIGHT_MAX and h * w <= KERNEL_AREA_MAX:
+        return _avg_pool_nhwc(lw, lw.nhwc(x), x, out, [h, w], [1, 1], [0, 0, 0, 0])
     if readers > 1 and h <= DEPTHWISE_SUM_HEIGHT_MAX and h * w <= DEPTHWISE_SUM_AREA_MAX:
         acc_type = ACCUMULATOR[x.dtype]
         acc = lw.inter([n, 1, 1, c], acc_type)
