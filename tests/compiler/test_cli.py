@@ -10,6 +10,7 @@ import ast
 import builtins
 import logging
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,13 @@ def files(tmp_path_factory) -> dict[str, Path]:
     """Bad inputs of every kind, and a valid .pte to damage."""
     d = tmp_path_factory.mktemp("bad")
     (d / "garbage.bin").write_bytes(b"this is not a program or an ELF\n")
-    (d / "fake.elf").write_bytes(b"\x7fELF" + bytes(60))  # passes kiln run's check of the ELF magic
+    # A 32-bit Arm ELF header (ELF's e_ident, then e_type EXEC, e_machine 40 = ARM, e_version 1,
+    # no entry, program headers or sections): passes kiln run's checks of the file
+    (d / "fake.elf").write_bytes(b"\x7fELF" + bytes([1, 1, 1]) + bytes(9)
+                                 + struct.pack("<HHIIIIIHHHHHH", 2, 40, 1, 0, 0, 0, 0, 52, 32, 0, 40, 0, 0))
+    (d / "zeros.elf").write_bytes(b"\x7fELF" + bytes(60))  # the magic, and no ELF header after it
+    (d / "x86.elf").write_bytes(b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
+                                + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, 0, 0, 0, 0, 64, 56, 0, 64, 0, 0))
     (d / "folder").mkdir()
     (d / "raises.py").write_text("raise RuntimeError('the model file fails on import')\n")
     (d / "syntax.py").write_text("def broken(:\n")
@@ -125,6 +132,10 @@ CASES = {
     # run
     "run: missing ELF": (["run", "--elf", "/no/such.elf", "--target", "ethos-u55-128"], "no such ELF file"),
     "run: garbage ELF": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128"], "is not an ELF file"),
+    "run: a damaged ELF": (["run", "--elf", "F(zeros.elf)", "--target", "ethos-u55-128"],
+                           "is a damaged ELF file (ELFError: Invalid EI_CLASS"),
+    "run: an ELF for another machine": (["run", "--elf", "F(x86.elf)", "--target", "ethos-u55-128"],
+                                        "is a 64-bit ELF file for EM_X86_64, not firmware for an Arm Cortex-M"),
     "run: a folder as the ELF": (["run", "--elf", "F(folder)", "--target", "ethos-u55-128"], "is a directory"),
     "run: unknown target": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u99-1"],
                             "unknown target 'ethos-u99-1'"),

@@ -185,7 +185,34 @@ def check(elf: Path, target: str) -> tuple[Path, boards.Target]:
     with open(elf, "rb") as stream:
         if stream.read(len(ELF_MAGIC)) != ELF_MAGIC:
             raise UsageError(f"{elf} is not an ELF file (build one with `kiln build`)")
+    _check_elf_structure(elf)
     return elf, chosen
+
+
+def _check_elf_structure(elf: Path):
+    """A UsageError unless `elf` is a 32-bit Arm ELF whose headers, segments, sections and
+    symbols pyelftools reads: what QEMU loads and the fault and symbol readers take from it."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    try:
+        with open(elf, "rb") as stream:
+            f = ELFFile(stream)
+            machine, bits = f["e_machine"], f.elfclass
+            size = elf.stat().st_size
+            for n, segment in enumerate(f.iter_segments()):
+                if segment["p_offset"] + segment["p_filesz"] > size:
+                    raise ValueError(f"segment {n} ends past the end of the file ({size} bytes)")
+            for section in f.iter_sections():
+                if isinstance(section, SymbolTableSection):
+                    for symbol in section.iter_symbols():
+                        symbol.name, symbol["st_value"], symbol["st_size"]
+    except Exception as error:  # noqa: BLE001 - pyelftools' errors on a damaged file are of many kinds
+        raise UsageError(f"{elf} is a damaged ELF file ({type(error).__name__}: {str(error)[:120]}); build it "
+                         "again with `kiln build`") from None
+    if machine != "EM_ARM" or bits != 32:
+        raise UsageError(f"{elf} is a {bits}-bit ELF file for {machine}, not firmware for an Arm Cortex-M "
+                         "(build one with `kiln build`)")
 
 
 def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str, npu_model: bool = True,
