@@ -222,11 +222,13 @@ def _describe(value: object) -> str:
 def load_board(path: Path) -> Board:
     """Reads and validates one board.toml; raises BoardError naming the field."""
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BoardError(f"{path}: no such board description") from None
     except tomllib.TOMLDecodeError as error:
         raise BoardError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise BoardError(f"{path}: not UTF-8 text (byte {error.start}); restore the board description") from None
     top = _Table(data, "", path)
     schema = top.integer("schema")
     if schema != SCHEMA_VERSION:

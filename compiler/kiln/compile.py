@@ -77,10 +77,16 @@ def load_calibration(path: Path | None, example: tuple[torch.Tensor, ...]) -> li
         try:
             with np.load(f, allow_pickle=False) as npz:
                 arrays = [npz[k] for k in npz.files]
+            arrays = [a.astype(a.dtype.newbyteorder("=")) for a in arrays]  # torch takes native byte order only
         except Exception as error:
             raise UsageError(f"--calibration {f}: not a readable .npz ({error})") from None
         if len(arrays) != len(example):
             raise UsageError(f"--calibration {f}: holds {len(arrays)} arrays, the model takes {len(example)} inputs")
+        for i, a in enumerate(arrays):
+            if a.dtype.kind not in "biuf":
+                raise UsageError(f"--calibration {f}: array {i} holds {a.dtype}, not numbers (bool, int or float)")
+            if a.dtype.kind == "f" and not np.isfinite(a).all():
+                raise UsageError(f"--calibration {f}: array {i} holds NaN or infinity")
         batched = [a.shape == tuple(e.shape) for a, e in zip(arrays, example)]
         if all(batched):
             samples.append(tuple(torch.from_numpy(a).to(e.dtype) for a, e in zip(arrays, example)))
@@ -93,6 +99,8 @@ def load_calibration(path: Path | None, example: tuple[torch.Tensor, ...]) -> li
                 )
         for n in range(min(a.shape[0] for a in arrays)):
             samples.append(tuple(torch.from_numpy(a[n]).to(e.dtype) for a, e in zip(arrays, example)))
+    if not samples:
+        raise UsageError(f"--calibration {path}: holds no samples (every array has 0 of them)")
     return samples
 
 

@@ -121,12 +121,7 @@ def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
     compiled for (`compiled_for`, their ethosu_payload.MEMORY_MODE_SPEC), else the compile report's
     beside the .pte (kiln compile writes <name>.json), else the target's defaults."""
     report_path = pte_path.with_suffix(".json")
-    report = {}
-    if report_path.is_file():
-        try:
-            report = json.loads(report_path.read_text())
-        except (OSError, ValueError):
-            report = {}
+    report = _compile_report(report_path) if report_path.exists() else {}
     compiled_mode = compiled_for or (report.get("memory_mode") if report.get("target") == target.name else None)
     mode = memory_mode or compiled_mode or target.memory_mode
     if compiled_mode and mode != compiled_mode:
@@ -137,6 +132,28 @@ def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
         raise UsageError(f"memory mode {mode!r} is not one of {target.name}'s: "
                          f"{', '.join(target.family.memory_modes)}")
     return mode, system_config or report.get("system_config") or target.system_config
+
+
+# The compile report's fields the runner build reads; each, when present, a string.
+REPORT_FIELDS = ("target", "memory_mode", "system_config")
+
+
+def _compile_report(path: Path) -> dict:
+    """The compile report `kiln compile` wrote beside a .pte, or a UsageError naming what is wrong with it."""
+    fix = "delete it or compile the model again"
+    try:
+        report = json.loads(path.read_bytes())
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory, where kiln build looks for the .pte's compile report; "
+                         "move it away") from None
+    except (ValueError, RecursionError) as error:  # JSON or UTF-8 errors are ValueErrors
+        raise UsageError(f"{path} is not a compile report (not JSON: {str(error)[:100]}); {fix}") from None
+    if not isinstance(report, dict):
+        raise UsageError(f"{path} is not a compile report (a JSON {type(report).__name__}, not an object); {fix}")
+    for name in REPORT_FIELDS:
+        if name in report and not isinstance(report[name], str):
+            raise UsageError(f"{path}: {name} is {str(report[name])[:60]}, not a string; {fix}")
+    return report
 
 
 def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
