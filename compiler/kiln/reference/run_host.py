@@ -326,7 +326,12 @@ def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate
         fast = runner_build.FAST_SCRATCH_SIZES.get(mode)
     n_in = len(payload.inputs)
     _check_npu_io(call, payload, plan, fast or 0)
-    raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config, fast)
+    try:
+        with _address_space_bound(KERNEL_MEMORY_FACTOR * _memory_bound()):
+            raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config, fast)
+    except MemoryError:  # feature map sizes from the stream's own registers
+        raise HostError(f"delegate {call.delegate_index}'s command stream needs more than {KERNEL_MEMORY_FACTOR} "
+                        "times the largest board's memory on kiln's NPU model: the .pte is damaged") from None
     if result.fault is not None:
         raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {result.fault}")
     for data, index in zip(raw, call.args[n_in:]):
