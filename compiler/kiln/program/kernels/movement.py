@@ -269,20 +269,36 @@ def _max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
     equal values stays). Float32 and int8, input (N, )C, H, W."""
     (kh, kw), (ph, pw), (dh, dw) = (_pair(kernel_size), _pair(padding), _pair(dilation))
     sh, sw = _pair(stride) if len(stride) else (kh, kw)
+    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0 or x.ndim < 2:
+        raise HostError(f"max_pool2d: kernel {kernel_size}, stride {stride}, padding {padding}, dilation {dilation} "
+                        f"on a tensor of shape {list(x.shape)}")
     h, w = x.shape[-2:]
     oh = pool_output_size(h, kh, sh, ph, dh, ceil_mode)
     ow = pool_output_size(w, kw, sw, pw, dw, ceil_mode)
+    if min(oh, ow) < 0:
+        raise HostError(f"max_pool2d: a {kh}x{kw} window on a {h}x{w} input gives {oh}x{ow} outputs")
     lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     acc = np.full(x.shape[:-2] + (oh, ow), lowest, x.dtype)
     rows, cols = np.arange(oh) * sh - ph, np.arange(ow) * sw - pw
-    for i in range(kh):
-        for j in range(kw):
+    # Window offsets that reach no input for any output leave acc as it is: the loops visit
+    # only the others, at most h + (oh - 1) * sh rows and w + (ow - 1) * sw columns (not the
+    # kernel size a program may give).
+    for i in _reaching(kh, dh, ph, sh, oh, h):
+        for j in _reaching(kw, dw, pw, sw, ow, w):
             r, c = rows + i * dh, cols + j * dw
             inside = ((r >= 0) & (r < h))[:, None] & ((c >= 0) & (c < w))[None, :]
             v = x[..., np.clip(r, 0, h - 1)[:, None], np.clip(c, 0, w - 1)[None, :]]
             take = inside & ((v > acc) | np.isnan(v))
             acc = np.where(take, v, acc)
     return acc
+
+
+def _reaching(kernel: int, dilation: int, pad: int, stride: int, out: int, size: int) -> range:
+    """The window offsets i < kernel whose position i * dilation - pad + o * stride lies in
+    [0, size) for some output o < out (all arguments positive but pad, which is >= 0)."""
+    first = max(0, -(-(pad - (out - 1) * stride) // dilation))
+    end = min(kernel, -(-(pad + size) // dilation))
+    return range(first, max(first, end))
 
 
 def _pair(v) -> tuple[int, int]:

@@ -114,6 +114,9 @@ def _conv2d(x, weight, bias, stride, padding, dilation, transposed, output_paddi
     n, c, h, w = x.shape
     cout, cin_g, kh, kw = weight.shape
     (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    if groups < 1 or c != cin_g * groups or cout % groups or min(sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
+        raise HostError(f"convolution: {c} input channels, weight {weight.shape}, groups {groups}, stride {stride}, "
+                        f"padding {padding}, dilation {dilation}")
     padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), np.float32)
     padded[:, :, ph : ph + h, pw : pw + w] = x
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
