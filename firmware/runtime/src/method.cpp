@@ -420,7 +420,13 @@ Status Method::run_instruction(const void* instruction, const void* arguments, u
       if (values_[to].kind != values_[from].kind) {
         return bad_instruction(InstructionDefect::kMoveKindMismatch, index);
       }
-      values_[to] = values_[from];
+      // A tensor moves with its memory: one without (not yet set) would leave `to`, perhaps
+      // a program output, without memory after create checked that it had some.
+      const Value& moved = values_[from];
+      if (moved.kind == ValueKind::kTensor && moved.t.data == nullptr && moved.t.nbytes != 0) {
+        return Error{ErrorCode::kMethodNoData, from, 0};
+      }
+      values_[to] = moved;
       return {};
     }
     case schema::kJumpFalseCall: {

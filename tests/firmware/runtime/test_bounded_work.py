@@ -89,6 +89,30 @@ def test_empty_output_without_memory_is_allowed(runtime_host, tmp_path):
     assert (tmp_path / "output_1.bin").read_bytes() == b""
 
 
+def _moving(source):
+    """A chain of one MoveCall from value `source` into the output (value 1); value 2 is a
+    2x2 float tensor without memory."""
+    def edit(p):
+        bare = pte.Tensor(scalar_type=pte.SCALAR_TYPES["float32"], sizes=[2, 2], dim_order=[0, 1])
+        chain = p["chains"][0]
+        return dict(p, values=[*p["values"], bare],
+                    chains=[pte.Chain(chain.inputs, chain.outputs, [pte.MoveCall(source, 1)])])
+    return edit
+
+
+def test_move_of_a_tensor_without_memory_is_refused(runtime_host, tmp_path):
+    """A move would leave the output (value 1) without memory: execute() refuses it."""
+    assert _error(_run(runtime_host, tmp_path, _relu(_moving(2)))) == "error 0x207 method: tensor has no data (a=2, b=0)"
+
+
+def test_move_of_a_planned_tensor_into_an_output(runtime_host, tmp_path):
+    """A move takes the tensor with its memory: the output reads the input's bytes."""
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    done = _run(runtime_host, tmp_path, _relu(_moving(0)), inputs=[x])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "output_0.bin").read_bytes() == x.tobytes()
+
+
 # --- Jumps go forward ------------------------------------------------------------------------
 
 def _with_jump(destination: int, position: int):
