@@ -5,6 +5,13 @@ the TOSA graph it was compiled from (named data kiln.pte.schema.TOSA_KEY, "kiln/
 tosa_reference_model, whose integer results are the NPU's; a delegate without one
 (ExecuTorch's Arm flow keeps none) runs its command stream on kiln's NPU model. Inputs and outputs
 are raw little-endian bytes in the program's order and types.
+
+A .pte may be damaged or hostile; every way it can fail is a KilnError (HostError, PteError,
+PayloadError, UsageError), and the work it can cause is bounded: no tensor or set of planned
+buffers larger than the largest board's memory, each kernel call and NPU-model stream within
+KERNEL_MEMORY_FACTOR times that in address space, the kernel calls of one run within
+HOST_WORK_BUDGET element operations (checked before each call), and each TOSA graph on
+tosa_reference_model in a child process within REFERENCE_MEMORY_BYTES and REFERENCE_SECONDS.
 """
 
 from __future__ import annotations
@@ -37,6 +44,11 @@ REFERENCE_SECONDS = 120.0
 # what the process holds (its result and temporaries); more, on sizes a damaged program's
 # arguments give (pads, strides, output sizes), is a HostError instead of an allocation.
 KERNEL_MEMORY_FACTOR = 4
+# Element operations (_call_work) one run's kernel calls may take, 75 times what a CPU-only
+# resnet8 takes (2.8e7, 0.13 s); work beyond it is a HostError before the call that would pass it.
+HOST_WORK_BUDGET = 1 << 31
+MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::matmul", "aten::linear")
+WINDOWED_POOLS = ("aten::max_pool2d", "aten::avg_pool2d")
 
 
 @contextmanager
@@ -74,6 +86,7 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
     _check_sizes(plan)
     named = f.named()
     kernels = by_name()
+    work = [HOST_WORK_BUDGET]  # element operations the run's kernel calls may still take
     slots: dict[int, object] = {}
     for i, value in enumerate(plan.values):
         if isinstance(value, pte.Tensor):
@@ -100,7 +113,7 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
         raise HostError(f"the plan has {len(plan.chains)} chains; run-host runs programs of one")
     for k, instruction in enumerate(plan.chains[0].instructions):
         if isinstance(instruction, pte.KernelCall):
-            _kernel_call(k, instruction, plan, kernels, slots)
+            _kernel_call(k, instruction, plan, kernels, slots, work)
         elif isinstance(instruction, pte.DelegateCall):
             delegate = plan.delegates[instruction.delegate_index]
             payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
@@ -144,6 +157,25 @@ def _memory_bound() -> int:
     return max(sum(r.size for r in boards.load(name).memory) for name in boards.board_names())
 
 
+def _call_work(name: str, args: list, outs: list[int]) -> int:
+    """An upper estimate of one kernel call's element operations: every element of its tensor
+    arguments and results once, and for the kernels whose work grows faster than that, the
+    products each output sums: a convolution's per-output weights, a matrix product's inner
+    dimension, a pooling window."""
+    arrays = [a for arg in args for a in (arg if isinstance(arg, list) else [arg]) if isinstance(a, np.ndarray)]
+    out = sum(outs)
+    work = sum(a.size for a in arrays) + out
+    first = args[0] if args and isinstance(args[0], np.ndarray) else None
+    second = args[1] if len(args) > 1 else None
+    if name == "aten::convolution" and isinstance(second, np.ndarray) and second.ndim and first is not None:
+        work += (out + first.size) * (second.size // max(second.shape[0], 1))
+    elif name in MATRIX_PRODUCTS and first is not None and first.ndim:
+        work += out * first.shape[-1]
+    elif name in WINDOWED_POOLS and isinstance(second, list) and all(isinstance(v, int) for v in second):
+        work += out * math.prod(max(v, 1) for v in second)
+    return work
+
+
 @contextmanager
 def _address_space_bound(limit: int):
     """At most `limit` more bytes of address space for this process while the block runs
@@ -181,7 +213,8 @@ def _store(slots: dict, plan: pte.ExecutionPlan, index: int, array, what: str):
     slots[index] = converted.reshape(t.sizes)
 
 
-def _kernel_call(k: int, instruction: pte.KernelCall, plan: pte.ExecutionPlan, kernels: dict, slots: dict):
+def _kernel_call(k: int, instruction: pte.KernelCall, plan: pte.ExecutionPlan, kernels: dict, slots: dict,
+                 work: list[int]):
     """Instruction `k`, a kernel call: its arguments checked against the kernel's schema, its
     out tensors written. A kernel that raises on the program's arguments (values of the
     wrong kind, shapes that do not fit) is a HostError naming the instruction."""
@@ -204,6 +237,10 @@ def _kernel_call(k: int, instruction: pte.KernelCall, plan: pte.ExecutionPlan, k
         if isinstance(slots[a], pte.TensorList) and not all(j in slots for j in slots[a].items):
             raise HostError(f"{at} reads tensor list value {a}, whose tensors are not all written yet")
     args = [[slots[j] for j in slots[a].items] if isinstance(slots[a], pte.TensorList) else slots[a] for a in args]
+    work[0] -= _call_work(op.name, args, [math.prod(plan.values[out].sizes) for out in outs])
+    if work[0] < 0:
+        raise HostError(f"{at}: the program's kernel calls take more than {HOST_WORK_BUDGET:,} element operations, "
+                        "run-host's bound on one run")
     try:
         with _address_space_bound(KERNEL_MEMORY_FACTOR * _memory_bound()):
             result = kernel.run(*args, *([out_types[0]] if kernel.out_dtype else []))

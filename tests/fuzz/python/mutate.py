@@ -46,7 +46,7 @@ EXECUTORCH_FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 TARGET = "ethos-u55-128"
 EXECUTION_BOUND_S = 10.0  # one execution of the target; the slowest seed takes under 1 s, a stream with 64K x 64K feature maps about 5 s
 MEMORY_BOUND_BYTES = 2 << 30  # address space a worker may add to what its imports took
-MAX_INPUT_BYTES = 1 << 20  # a program input larger than this gets a short file (the size check)
+MAX_INPUT_BYTES = 64 << 20  # a program input larger than this gets a short file (the size check)
 # Kiln-compiled seed programs: (model, options of kiln.spec.CompileSpec).
 COMPILED_SEEDS = (("tiny_cnn", {}), ("tiny_cnn", {"io": "int8"}), ("tiny_cnn", {"delegate": False}),
                   ("fc_autoencoder", {}))
@@ -89,7 +89,8 @@ def execute(data: bytes, workdir: Path) -> None:
         value = plan.values[i]
         size = value.nbytes if isinstance(value, pte.Tensor) else 0
         inputs.append(workdir / f"input_{n}.bin")
-        inputs[-1].write_bytes(bytes(size if size <= MAX_INPUT_BYTES else 1))
+        with open(inputs[-1], "wb") as f:
+            f.truncate(size if size <= MAX_INPUT_BYTES else 1)  # zeros, sparse
     run_host.run_files(str(path), [str(p) for p in inputs], str(workdir / "out"))
 
 
@@ -334,8 +335,15 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
         elif what == 2 and len(cmd) > 8:
             for _ in range(rng.randint(1, 4)):
                 at = rng.randrange(4, len(cmd) - 3) & ~3
-                struct.pack_into("<I", cmd, at, rng.choice(INTERESTING) if rng.random() < 0.5
-                                 else struct.unpack_from("<I", cmd, at)[0] ^ (1 << rng.randrange(32)))
+                word = struct.unpack_from("<I", cmd, at)[0]
+                choice = rng.randrange(3)
+                if choice == 0:  # a command's 16-bit parameter (sizes, strides, regions)
+                    word = (word & 0xFFFF) | rng.choice((0, 1, 0xFF, 0x1000, 0x7FFF, 0xFFFF)) << 16
+                elif choice == 1:
+                    word = rng.choice(INTERESTING)
+                else:
+                    word ^= 1 << rng.randrange(32)
+                struct.pack_into("<I", cmd, at, word)
         else:
             weights = weights[:rng.randrange(len(weights) + 1)]
         try:
