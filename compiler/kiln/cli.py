@@ -78,12 +78,17 @@ def _build(args) -> int:
         return _build_app(args)
     if args.test_apps:
         raise UsageError("--test-apps applies to the firmware's plain apps (--app), not to a runner built for a .pte")
+    from kiln import boards
     from kiln.firmware import runner_build
 
     defaults = []
     for path in args.default_input:
         if not path.is_file():
             raise UsageError(f"--default-input {path}: no such file")
+        memory = sum(r.size for r in boards.target(args.target).board.memory)
+        if path.stat().st_size > memory:  # before reading a file of any size
+            raise UsageError(f"--default-input {path}: {path.stat().st_size:,} bytes, more than the board's "
+                             f"{memory:,} bytes of memory")
         defaults.append(path.read_bytes())
     if args.bake is not None and not args.bake.is_file():
         raise UsageError(f"--bake {args.bake}: no such file")

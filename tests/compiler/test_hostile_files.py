@@ -229,8 +229,14 @@ def test_a_damaged_input_file_is_one_error_line(programs, tmp_path, capsys):
             given = folder
         assert assert_one_error_line(cli.main, ["run-host", str(path), "--input", str(given), "--output-dir",
                                                 str(tmp_path / "out")], capsys), name
-        given.unlink() if given.is_file() else None
+        if given.is_file():
+            given.unlink()
     assert assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET,
                                             "--default-input", str(folder)], capsys)
+    huge = tmp_path / "huge.bin"
+    with open(huge, "wb") as f:
+        f.truncate(16 << 30)
+    assert assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET,
+                                            "--default-input", str(huge)], capsys)
     assert assert_one_error_line(cli.main, ["run", "--elf", str(path), "--target", TARGET, "--input", str(folder)],
                                  capsys)
