@@ -10,8 +10,10 @@ A .pte may be damaged or hostile; every way it can fail is a KilnError (HostErro
 PayloadError, UsageError), and the work it can cause is bounded: no tensor or set of planned
 buffers larger than the largest board's memory, each kernel call and NPU-model stream within
 KERNEL_MEMORY_FACTOR times that in address space, the kernel calls of one run within
-HOST_WORK_BUDGET element operations (checked before each call), and each TOSA graph on
-tosa_reference_model in a child process within REFERENCE_MEMORY_BYTES and REFERENCE_SECONDS.
+HOST_WORK_BUDGET element operations (checked before each call), and each delegate (its TOSA
+graph on tosa_reference_model, or its command stream on kiln's NPU model, whose native parts
+can crash or exit on damaged data) in a child process within DELEGATE_MEMORY_BYTES and
+DELEGATE_SECONDS.
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ from kiln.pte import schema as pte
 from kiln.errors import HostError, NpuConfigError, UsageError
 from kiln.program.kernels import by_name
 
-# Bounds on one delegate's TOSA graph on tosa_reference_model, which runs in a child
-# process: a damaged graph can crash its C++ core, or make it allocate or compute without
-# end; the child's crash, address space beyond this many bytes or time beyond this many
-# seconds is a HostError naming the delegate. A kiln delegate needs a small fraction of either.
-REFERENCE_MEMORY_BYTES = 4 << 30
-REFERENCE_SECONDS = 120.0
+# Bounds on one delegate call, which runs in a child process: a damaged TOSA graph can crash
+# tosa_reference_model's C++ core, a damaged weight stream makes Vela's mlw_codec (the NPU
+# model's weight decoder) exit the process, and either can allocate or compute without end;
+# the child's crash, address space beyond this many bytes or time beyond this many seconds is
+# a HostError naming the delegate. A kiln delegate needs a small fraction of either.
+DELEGATE_MEMORY_BYTES = 4 << 30
+DELEGATE_SECONDS = 120.0
 # A CPU kernel may take this many times the largest board's memory in address space beyond
 # what the process holds (its result and temporaries); more, on sizes a damaged program's
 # arguments give (pads, strides, output sizes), is a HostError instead of an allocation.
@@ -268,11 +271,11 @@ def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named:
     ins, outs = call.args[:n_in], call.args[n_in:]
 
     def reference():
-        with quiet_native_output():
-            results, status = tosa_reference_model.run(named[key], [slots[i] for i in ins])
+        results, status = tosa_reference_model.run(named[key], [slots[i] for i in ins])
         return [np.asarray(r) for r in results], status == tosa_reference_model.GraphStatus.TOSA_VALID, str(status)
 
-    results, valid, status = _in_child(reference, f"delegate {call.delegate_index}'s TOSA graph ({key})")
+    results, valid, status = _in_child(reference, f"delegate {call.delegate_index}'s TOSA graph ({key})",
+                                       "tosa_reference_model")
     if not valid:
         raise HostError(f"tosa_reference_model rejected delegate {call.delegate_index}'s graph: {status}")
     if len(results) != len(outs):
@@ -282,9 +285,10 @@ def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named:
         _store(slots, plan, i, r, f"delegate {call.delegate_index}'s output")
 
 
-def _in_child(function, what: str):
-    """function() in a forked child process bounded by REFERENCE_MEMORY_BYTES and
-    REFERENCE_SECONDS; returns its result, or raises HostError naming `what` if it crashed,
+def _in_child(function, what: str, engine: str):
+    """function() in a forked child process bounded by DELEGATE_MEMORY_BYTES and
+    DELEGATE_SECONDS; returns its result, or raises HostError naming `what` and `engine` (what
+    runs it) if it crashed,
     raised or ran past a bound. The result comes back pickled through a pipe from this
     process's own child."""
     read, write = os.pipe()
@@ -295,10 +299,11 @@ def _in_child(function, what: str):
             os.close(read)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash writes no core file
             os.environ["PATH"] = ""  # nor starts gdb: tosa_reference_model's fault handler would, for seconds
-            resource.setrlimit(resource.RLIMIT_AS, (_address_space() + REFERENCE_MEMORY_BYTES,
+            resource.setrlimit(resource.RLIMIT_AS, (_address_space() + DELEGATE_MEMORY_BYTES,
                                                     resource.RLIM_INFINITY))
             try:
-                message = ("ok", function())
+                with quiet_native_output():  # what native code prints on damaged data goes nowhere
+                    message = ("ok", function())
             except BaseException as error:  # noqa: BLE001 - reported to the parent
                 message = ("error", f"{type(error).__name__}: {error}")
             with os.fdopen(write, "wb") as out:
@@ -307,13 +312,13 @@ def _in_child(function, what: str):
             status = 1
         os._exit(status)
     os.close(write)
-    chunks, deadline, finished = [], time.monotonic() + REFERENCE_SECONDS, False
+    chunks, deadline, finished = [], time.monotonic() + DELEGATE_SECONDS, False
     try:
         with os.fdopen(read, "rb") as pipe:
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([pipe], [], [], left)[0]:
-                    raise HostError(f"{what} ran on tosa_reference_model for more than {REFERENCE_SECONDS:g} s "
+                    raise HostError(f"{what} ran on {engine} for more than {DELEGATE_SECONDS:g} s "
                                     "and was stopped: the .pte is damaged; compile the model again")
                 chunk = os.read(pipe.fileno(), 1 << 20)
                 if not chunk:
@@ -325,12 +330,13 @@ def _in_child(function, what: str):
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     if not chunks:
-        how = f"signal {-os.waitstatus_to_exitcode(status)}" if os.WIFSIGNALED(status) else "no result"
-        raise HostError(f"tosa_reference_model crashed on {what} ({how}): the .pte is damaged; compile the model "
+        code = os.waitstatus_to_exitcode(status)
+        how = f"signal {-code}" if code < 0 else f"it exited with status {code}"
+        raise HostError(f"{engine} crashed on {what} ({how}): the .pte is damaged; compile the model "
                         "again")
     kind, result = pickle.loads(b"".join(chunks))
     if kind != "ok":
-        raise HostError(f"tosa_reference_model failed on {what} ({result}): the .pte is damaged; compile the "
+        raise HostError(f"{engine} failed on {what} ({result}): the .pte is damaged; compile the "
                         "model again")
     return result
 
@@ -363,14 +369,13 @@ def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate
         fast = runner_build.FAST_SCRATCH_SIZES.get(mode)
     n_in = len(payload.inputs)
     _check_npu_io(call, payload, plan, fast or 0)
-    try:
-        with _address_space_bound(KERNEL_MEMORY_FACTOR * _memory_bound()):
-            raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config, fast)
-    except MemoryError:  # feature map sizes from the stream's own registers
-        raise HostError(f"delegate {call.delegate_index}'s command stream needs more than {KERNEL_MEMORY_FACTOR} "
-                        "times the largest board's memory on kiln's NPU model: the .pte is damaged") from None
-    if result.fault is not None:
-        raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {result.fault}")
+    def stream():
+        raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config, fast)
+        return raw, None if result.fault is None else str(result.fault)
+
+    raw, fault = _in_child(stream, f"delegate {call.delegate_index}'s command stream", "kiln's NPU model")
+    if fault is not None:
+        raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {fault}")
     for data, index in zip(raw, call.args[n_in:]):
         _store(slots, plan, index, np.frombuffer(data, _dtype(plan.values[index])),
                f"delegate {call.delegate_index}'s output")

@@ -98,9 +98,12 @@ def classify(data: bytes, workdir: Path) -> str | None:
     """None when `execute` ends or raises a KilnError; else what it did instead (one line)."""
     from kiln.errors import KilnError
 
-    signal.setitimer(signal.ITIMER_REAL, EXECUTION_BOUND_S)
     try:
-        execute(data, workdir)
+        signal.setitimer(signal.ITIMER_REAL, EXECUTION_BOUND_S)
+        try:
+            execute(data, workdir)
+        finally:  # inside the outer try: an alarm up to here is a Hang caught below
+            signal.setitimer(signal.ITIMER_REAL, 0)
     except KilnError:
         return None
     except Hang:
@@ -110,8 +113,6 @@ def classify(data: bytes, workdir: Path) -> str | None:
 
         where = traceback.extract_tb(error.__traceback__)[-1]
         return f"{type(error).__name__} at {Path(where.filename).name}:{where.lineno}: {str(error)[:200]}"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
     return None
 
 
@@ -456,8 +457,8 @@ def run(seconds: float, seed: int, findings_dir: Path | None = None) -> dict:
             current = state / "current"
             if not current.is_file():
                 raise RuntimeError(f"the fuzz worker failed before fuzzing:\n{done.stderr[-4000:]}")
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            findings.append({"what": f"worker died (status {done.returncode}): {last[:200]}",
+            last = " | ".join(done.stderr.strip().splitlines()[-3:]) or "no output"
+            findings.append({"what": f"worker died (status {done.returncode}): {last[:300]}",
                              "input": current.read_bytes().hex()})
             worker_seed = worker_seed * 1_000_003 + 1
     if findings_dir is not None:
