@@ -144,6 +144,23 @@ def test_a_damaged_compile_report_is_one_error_line_for_build(case, programs, tm
                                  accepted=(Planned,))
 
 
+@pytest.mark.parametrize("name", ["aten::relu\0", "aten::relu; rm -rf /", "", "aten::\u00e9"])
+def test_an_operator_name_that_is_no_name_is_one_error_line_for_build(name, tmp_path, capsys):
+    """The runner build passes operator names to the kernel table generator's command line."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "firmware" / "runtime"))
+    from kernel_programs import In, single_kernel
+
+    def rename(fields):
+        return {**fields, "operators": [pte.Operator(name, "out")]}
+
+    data, _ = single_kernel("aten::relu", "out", [In(np.zeros(4, np.float32))], (4,), plan_edit=rename)
+    path = tmp_path / "model.pte"
+    path.write_bytes(data)
+    assert assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET], capsys)
+
+
 def test_a_folder_as_the_compile_report_is_one_error_line(programs, tmp_path, capsys):
     path = tmp_path / "model.pte"
     path.write_bytes(programs["kiln conv"])

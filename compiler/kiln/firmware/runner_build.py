@@ -48,6 +48,9 @@ BUFFER_ALIGNMENT = 32  # whole D-cache lines: the NPU writes the scratch
 PTE_ALIGNMENT = 128  # ExecuTorch's segment alignment: segments keep theirs in memory
 # Vela's arena cache (the fast scratch) per Dedicated_Sram memory mode (vela.ini);
 # plain "Dedicated_Sram" gives the NPU the whole "npu" region.
+# An operator's name or overload as a .pte gives it ("aten::add", "Tensor_out"): the names
+# the kernel table generator takes on its command line.
+OPERATOR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
 FAST_SCRATCH_SIZES = {"Dedicated_Sram_256KB": 256 * 1024, "Dedicated_Sram_384KB": 384 * 1024,
                       "Dedicated_Sram_512KB": 512 * 1024}
 
@@ -171,6 +174,10 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
         program = f.forward()
     except pte.PteError as error:
         raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
+    for i, op in enumerate(program.operators):
+        if not OPERATOR_NAME.fullmatch(op.name) or not OPERATOR_NAME.fullmatch(op.overload or "out"):
+            raise RunnerBuildError(f"{pte_path}: operator {i} is named {op.name!r}, overload {op.overload!r}: "
+                                   "not an operator name (the .pte is damaged)")
     specs = [ethosu_payload.compile_specs(d) for d in program.delegates]
     payloads = _payloads(f, program, specs, target_name, check_target)
     modes = {m for m in map(ethosu_payload.compiled_memory_mode, specs) if m}
