@@ -18,6 +18,7 @@ DELEGATE_SECONDS.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import pickle
@@ -153,6 +154,7 @@ def _check_sizes(plan: pte.ExecutionPlan):
             raise HostError(f"value {i} is a tensor of {value.nbytes:,} bytes; no board has more than {bound:,}")
 
 
+@functools.cache
 def _memory_bound() -> int:
     """Bytes of memory of the board with the most."""
     from kiln import boards
