@@ -161,6 +161,25 @@ def test_an_operator_name_that_is_no_name_is_one_error_line_for_build(name, tmp_
     assert assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET], capsys)
 
 
+@pytest.mark.parametrize("size", [-16, 1 << 40])
+def test_a_planned_buffer_no_memory_holds_is_one_error_line_for_build(size, tmp_path, capsys, monkeypatch):
+    """A second planned buffer, used by no tensor, of a negative or a terabyte size."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "firmware" / "runtime"))
+    from kernel_programs import In, single_kernel
+
+    def extra_buffer(fields):
+        return {**fields, "non_const_buffer_sizes": [*fields["non_const_buffer_sizes"], size]}
+
+    monkeypatch.setattr(runner_build, "generate", lambda *args, **kwargs: (_ for _ in ()).throw(Planned()))
+    data, _ = single_kernel("aten::relu", "out", [In(np.zeros(4, np.float32))], (4,), plan_edit=extra_buffer)
+    path = tmp_path / "model.pte"
+    path.write_bytes(data)
+    assert assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET], capsys,
+                                 accepted=(Planned,))
+
+
 def test_a_folder_as_the_compile_report_is_one_error_line(programs, tmp_path, capsys):
     path = tmp_path / "model.pte"
     path.write_bytes(programs["kiln conv"])

@@ -199,6 +199,10 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
              input_sizes=[program.values[i].nbytes for i in program.inputs],
              stack_size=stack_size)
     sizes = list(program.non_const_buffer_sizes[1:])
+    for i, size in enumerate(sizes):
+        if not 0 <= size <= max(r.size for r in target.board.memory):
+            raise RunnerBuildError(f"{pte_path}: planned buffer {i + 1} has {size:,} bytes; no memory region of "
+                                   f"{target.board.name} holds that (the .pte is damaged)")
     data_region = board.region_for("data")
     beside = p.stack_size if board.region_for("stack") == data_region else 0  # the stack shares the region
     fits_in_data = sum(_align(s) for s in sizes) + beside + DATA_RESERVE <= data_region.size
