@@ -428,7 +428,7 @@ def run(seconds: float, seed: int, findings_dir: Path | None = None) -> dict:
     {"executions", "executions_per_second", "seconds", "seeds", "findings", "restarts"}:
     findings are {"what", "input" (hex)} for inputs that raised anything but a KilnError,
     hung, exhausted the memory bound or killed the worker. `findings_dir`: each finding's
-    input is written there as finding-<n>.pte too. The seeds' set-up (imports, compiles)
+    input is written there as finding-<seed>-<n>.pte too (runs of other seeds may share it). The seeds' set-up (imports, compiles)
     is not counted in `seconds`' executions but is in the elapsed time."""
     executions, spent, findings, restarts, n_seeds = 0, 0.0, [], 0, 0
     deadline = time.monotonic() + seconds
@@ -464,7 +464,7 @@ def run(seconds: float, seed: int, findings_dir: Path | None = None) -> dict:
     if findings_dir is not None:
         findings_dir.mkdir(parents=True, exist_ok=True)
         for n, finding in enumerate(findings):
-            (findings_dir / f"finding-{n}.pte").write_bytes(bytes.fromhex(finding["input"]))
+            (findings_dir / f"finding-{seed}-{n}.pte").write_bytes(bytes.fromhex(finding["input"]))
     return {"executions": executions, "executions_per_second": executions / spent if spent else 0.0,
             "seconds": spent, "seeds": n_seeds, "findings": findings, "restarts": restarts}
 
