@@ -424,12 +424,13 @@ def _worker(seconds: float, seed: int, state: Path) -> dict:
 
 
 def run(seconds: float, seed: int, findings_dir: Path | None = None) -> dict:
-    """Fuzzes for about `seconds` from `seed` (the same seed, the same inputs) and returns
+    """Fuzzes for `seconds` from `seed` (the same seed, the same sequence of inputs) and returns
     {"executions", "executions_per_second", "seconds", "seeds", "findings", "restarts"}:
     findings are {"what", "input" (hex)} for inputs that raised anything but a KilnError,
     hung, exhausted the memory bound or killed the worker. `findings_dir`: each finding's
-    input is written there as finding-<seed>-<n>.pte too (runs of other seeds may share it). The seeds' set-up (imports, compiles)
-    is not counted in `seconds`' executions but is in the elapsed time."""
+    input is written there as finding-<seed>-<n>.pte too (runs of other seeds may share it).
+    The worker's set-up (imports, compiling the seeds: about 10 s) comes on top of `seconds`
+    and out of "seconds" and "executions_per_second"."""
     executions, spent, findings, restarts, n_seeds = 0, 0.0, [], 0, 0
     deadline = time.monotonic() + seconds
     with tempfile.TemporaryDirectory(prefix="kiln-fuzz-") as d:
