@@ -62,6 +62,9 @@ CASES = {
     "conv_patch_stride8": (Lambda(lambda m, x: m[0](x), conv(3, 16, 8, stride=8)), [(1, 3, 32, 32)]),
     "conv_5x5_stride4_pad2": (Lambda(lambda m, x: m[0](x), conv(4, 8, 5, stride=4, padding=2)), [(1, 4, 19, 18)]),
     "conv1d_stride4": (Lambda(lambda m, x: m[0](x), nn.Conv1d(8, 6, 4, stride=4)), [(1, 8, 64)]),
+    # a Conv1d residual block: its rank-3 values stay channels last between the convolutions
+    "conv1d_residual": (Lambda(lambda m, x: F.relu(m[1](F.relu(m[0](x))) + m[2](x)), nn.Conv1d(6, 8, 5, padding=2),
+                               nn.Conv1d(8, 8, 3, padding=1), nn.Conv1d(6, 8, 1)), [(1, 6, 20)]),
     "depthwise_6x6_stride4_pad1": (Lambda(lambda m, x: m[0](x), conv(4, 8, 6, stride=4, padding=1, groups=4)),
                                    [(1, 4, 17, 16)]),
     "linear": (Lambda(lambda m, x: m[0](x), nn.Linear(20, 7)), [(2, 20)]),

@@ -37,9 +37,21 @@ _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constan
 # follows (the elementwise ones as kiln lowers them, with widening RESCALEs on their
 # operands); see Lowerer.placeable. Each is checked in tests/simulator/test_npu_concat_offsets.py.
 _FOLDS_RESCALE = {"CONV2D", "DEPTHWISE_CONV2D", "ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "REDUCE_SUM", "MATMUL"}
-NCHW_TO_NHWC = (0, 2, 3, 1)
-NHWC_TO_NCHW = (0, 3, 1, 2)
 RESIZE_NEAREST_FACTORS = (2, 4, 8)  # nearest upsampling Vela 5.2.0 runs as one RESIZE on Ethos-U55/U65 (both ways)
+
+
+def channels_last(rank: int) -> tuple[int, ...]:
+    """The permutation moving PyTorch dim 1 (channels) last: NCHW -> NHWC at rank 4, NCL -> NLC at 3."""
+    return (0, *range(2, rank), 1)
+
+
+def channels_first(rank: int) -> tuple[int, ...]:
+    """channels_last's inverse."""
+    return (0, rank - 1, *range(1, rank - 1))
+
+
+NCHW_TO_NHWC = channels_last(4)
+NHWC_TO_NCHW = channels_first(4)
 
 
 def scale_to_multiplier(scale: float, bits: int = 32) -> tuple[int, int]:
@@ -92,7 +104,12 @@ class Lowerer:
     def __init__(self, partition: Partition):
         self.partition = partition
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
-        self.names: dict[int, tuple[str, bool]] = {}  # value id -> (tosa name, stored as NHWC)
+        # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
+        # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
+        # which then reach the next convolution without two TRANSPOSEs); see bound().
+        self.names: dict[int, tuple[str, bool]] = {}
+        self.reshaped: dict[tuple[str, tuple[int, ...]], str] = {}  # (tensor, shape) -> its RESHAPE
+        self.transposed: dict[tuple[str, tuple[int, ...]], str] = {}  # (tensor, perm) -> its layout change
         self.tensors: dict[str, ts.TosaSerializerTensor] = {}  # non-constant tensors by name
         self.producers: dict[str, tuple[str, list[str]]] = {}  # tensor name -> (TOSA op, its inputs)
         self.count = 0
@@ -209,13 +226,14 @@ class Lowerer:
         return self.const(np.array([value]), dtype, "zp")
 
     def nhwc(self, v: Value) -> str:
-        """`v` as a rank-4 NHWC tensor (a constant: its data so laid out)."""
+        """`v` (rank 4, or 3) channels last: NHWC (NLC); a constant: its data so laid out."""
+        perm = channels_last(len(v.shape))
         if v.is_constant:
-            return self.const(np.ascontiguousarray(v.data.transpose(NCHW_TO_NHWC)), v.dtype)
+            return self.const(np.ascontiguousarray(v.data.transpose(perm)), v.dtype)
         name, is_nhwc = self.names[id(v)]
         if is_nhwc:
             return name
-        return self.to_layout(name, v.shape, v.dtype, NCHW_TO_NHWC)
+        return self.to_layout(name, v.shape, v.dtype, perm)
 
     def torch_order(self, v: Value) -> str:
         """`v` with PyTorch's shape and element order (a constant: its data)."""
@@ -224,10 +242,26 @@ class Lowerer:
         name, is_nhwc = self.names[id(v)]
         if not is_nhwc:
             return name
-        n, c, h, w = v.shape
-        return self.to_layout(name, (n, h, w, c), v.dtype, NHWC_TO_NCHW)
+        return self.to_layout(name, self.shape_of(v, True), v.dtype, channels_first(len(v.shape)))
+
+    def bound(self, v: Value, any_layout: bool = False) -> tuple[str, bool]:
+        """(name, stored channels last) of non-constant `v`. Lowerings that index dims take a
+        value of another rank than 4 in PyTorch's order (a channels-last rank-3 value goes back
+        through torch_order()); `any_layout`: an elementwise lowering that keeps any layout."""
+        name, is_nhwc = self.names[id(v)]
+        if is_nhwc and len(v.shape) != 4 and not any_layout:
+            return self.torch_order(v), False
+        return name, is_nhwc
 
     def to_layout(self, name: str, shape, dtype: str, perm) -> str:
+        """`name` (of `shape`) permuted by `perm`, once per tensor and permutation however many
+        ops ask (an input that feeds a convolution and a shortcut is transposed once)."""
+        key = (name, tuple(perm))
+        if key not in self.transposed:
+            self.transposed[key] = self._permuted(name, shape, dtype, perm)
+        return self.transposed[key]
+
+    def _permuted(self, name: str, shape, dtype: str, perm) -> str:
         out_shape = [shape[p] for p in perm]
         moved = [p for p in perm if shape[p] != 1]
         if moved == sorted(moved):  # only unit dimensions move: the same element order, a free reshape
@@ -242,10 +276,18 @@ class Lowerer:
         self.emit("TRANSPOSE", [name], [out], _attr("Transpose", list(perm)))
         return out
 
-    def reshape(self, name: str, shape, dtype: str) -> str:
-        out = self.inter(shape, dtype)
-        self.emit("RESHAPE", [name, self.shape_const(list(shape))], [out], _attr("Reshape"))
-        return out
+    def reshape(self, name: str, shape, dtype: str, own: bool = False) -> str:
+        """`name` as `shape`: one RESHAPE per tensor and shape, however many ops ask (Vela copies
+        a tensor that several RESHAPEs read: a Conv1d block's input, unsqueezed for its
+        convolution and for its shortcut's); `own`: a tensor of its own (a graph output)."""
+        key = (name, tuple(shape))
+        if own or key not in self.reshaped:
+            out = self.inter(shape, dtype)
+            self.emit("RESHAPE", [name, self.shape_const(list(shape))], [out], _attr("Reshape"))
+            if own:
+                return out
+            self.reshaped[key] = out
+        return self.reshaped[key]
 
     def bind(self, v: Value, name: str, is_nhwc: bool):
         self.names[id(v)] = (name, is_nhwc)
@@ -262,8 +304,7 @@ class Lowerer:
     @staticmethod
     def shape_of(v: Value, is_nhwc: bool):
         if is_nhwc:
-            n, c, h, w = v.shape
-            return (n, h, w, c)
+            return tuple(v.shape[p] for p in channels_last(len(v.shape)))
         return v.shape
 
     # ---- arithmetic helpers ---------------------------------------------------------
@@ -309,7 +350,7 @@ class Lowerer:
         for v in part.outputs:
             name = self.torch_order(v)
             if name in taken:  # a graph output must be its own tensor
-                name = self.reshape(name, v.shape, v.dtype)
+                name = self.reshape(name, v.shape, v.dtype, own=True)
             taken.add(name)
             self.ser.addOutputTensor(self.tensors[name])
         return self.ser.serialize()
@@ -806,7 +847,7 @@ def _mul(lw: Lowerer, op: Op):
     a, b = op.arg("self"), op.arg("other")
     out = op.output
     if not isinstance(b, Value) and float(b) > 0:  # x * c, c > 0: a requantization
-        name, is_nhwc = lw.names[id(a)]
+        name, is_nhwc = lw.bound(a, any_layout=True)
         scale = a.qparams.scale * float(b) / out.qparams.scale
         result = lw.rescale(name, Lowerer.shape_of(out, is_nhwc), a.dtype, out.dtype, scale, a.qparams.zero_point,
                             out.qparams.zero_point)
@@ -824,16 +865,18 @@ def _mul(lw: Lowerer, op: Op):
 
 
 def _broadcast_operands(lw: Lowerer, values: list[Value], out: Value):
-    """The operands at the output's rank (NHWC if rank 4), with their TOSA shapes; a constant
+    """The operands at the output's rank (channels last at rank 4, and at rank 3 where an operand
+    is so stored), with their TOSA shapes and that layout's flag; a constant
     one (a parameter, a buffer, a scalar) becomes a TOSA constant of that shape and layout."""
     rank = len(out.shape)
-    nhwc = rank == 4
+    nhwc = rank == 4 or (rank == 3 and any(not v.is_constant and len(v.shape) == 3 and lw.names[id(v)][1]
+                                           for v in values))  # rank 3: channels last if an operand is
     names, shapes = [], []
     for v in values:
         shape = (1,) * (rank - len(v.shape)) + tuple(v.shape)
         if v.is_constant:
             data = v.data.reshape(shape)
-            name = lw.const(data.transpose(NCHW_TO_NHWC) if nhwc else data, v.dtype)
+            name = lw.const(data.transpose(channels_last(rank)) if nhwc else data, v.dtype)
         elif len(v.shape) == rank:
             name = lw.nhwc(v) if nhwc else lw.torch_order(v)
         else:
@@ -851,7 +894,7 @@ def _broadcast_operands(lw: Lowerer, values: list[Value], out: Value):
 def _clamp(lw: Lowerer, op: Op):
     x = op.inputs[0]
     out = op.output
-    name, is_nhwc = lw.names[id(x)]
+    name, is_nhwc = lw.bound(x, any_layout=True)
     low, high = clamp_range(op.target, op.arg)
     shape = Lowerer.shape_of(out, is_nhwc)
     if out.qparams != x.qparams:
@@ -869,7 +912,7 @@ TABLE_FUNCTIONS = dict.fromkeys(vocabulary.TABLE_OPS)
 @lowering(*TABLE_FUNCTIONS)
 def _table(lw: Lowerer, op: Op):
     x, out = op.inputs[0], op.output
-    name, is_nhwc = lw.names[id(x)]
+    name, is_nhwc = lw.bound(x, any_layout=True)
     shape = Lowerer.shape_of(out, is_nhwc)
     if x.dtype == "int8":
         result = lw.inter(shape, "int8")
@@ -900,7 +943,7 @@ def _min_max(lw: Lowerer, op: Op):
 
 def _layout_axis(lw: Lowerer, v: Value, dim: int) -> tuple[str, int, bool]:
     """(name, axis, is_nhwc): `v` as bound, and torch dim `dim` as an axis of that layout."""
-    name, is_nhwc = lw.names[id(v)]
+    name, is_nhwc = lw.bound(v)
     dim %= len(v.shape)
     return name, (NCHW_TO_NHWC.index(dim) if is_nhwc else dim), is_nhwc
 
@@ -962,19 +1005,20 @@ def _bitwise_not(lw: Lowerer, name: str, shape) -> str:
 def _reduction(lw: Lowerer, op: Op, kind: str):
     """sum, mean, amax or amin of x over reduced_dims(op), with or without keepdim.
 
-    In x's layout (NHWC for a 4-D value so bound), each run of adjacent reduced axes and of
+    In x's layout (channels last for a value so bound), each run of adjacent reduced axes and of
     adjacent kept ones is merged by a free RESHAPE (axes of size 1 dropped), then each merged
     reduced axis is reduced in turn. A sum or mean is widened to int32 without the zero point
     first, and one RESCALE after the last REDUCE_SUM requantizes it (x's scale over the
     output's, divided by the count for a mean: one rounding, as PT2E's float mean of the
     dequantized values then quantized). Max and min run in x's type. The result, the input
     with each reduced dim 1, is then reshaped to the output (through PyTorch's order unless it
-    keeps 4-D NHWC)."""
+    keeps its rank and so its layout)."""
     x, out = op.arg("self"), op.output
-    name, is_nhwc = lw.names[id(x)]
+    name, is_nhwc = lw.bound(x, any_layout=True)
     shape = list(Lowerer.shape_of(x, is_nhwc))
     dims = reduced_dims(op)
-    axes = {NCHW_TO_NHWC.index(d) if is_nhwc else d for d in dims}
+    layout = channels_last(len(x.shape))
+    axes = {layout.index(d) if is_nhwc else d for d in dims}
     groups: list[list] = []  # [size, reduced] per merged axis
     for axis, size in enumerate(shape):
         if size > 1:
@@ -1011,11 +1055,11 @@ def _reduction(lw: Lowerer, op: Op, kind: str):
         dtype = out.dtype
     kept = [1 if d in dims else size for d, size in enumerate(x.shape)]  # torch's keepdim shape
     if is_nhwc:
-        kept_nhwc = [kept[p] for p in NCHW_TO_NHWC]
+        kept_nhwc = [kept[p] for p in layout]
         if shape != kept_nhwc:
             name = lw.reshape(name, kept_nhwc, dtype)
         shape = kept_nhwc
-        if len(out.shape) == 4:  # keepdim: the result stays NHWC
+        if len(out.shape) == len(x.shape):  # keepdim: the result stays channels last
             lw.result(out, _same_quantization(lw, name, shape, x, out) if not summing else name, True)
             return
         view = Value(out.name + "_kept", tuple(kept), dtype, out.qparams if summing else x.qparams)
@@ -1142,6 +1186,12 @@ def _reshape(lw: Lowerer, op: Op):
     if x.shape == out.shape:
         lw.names[id(out)] = lw.names[id(x)]
         return
+    name, is_nhwc = lw.names[id(x)]
+    spatial = lambda shape: [d for d in shape[2:] if d != 1]  # noqa: E731
+    if is_nhwc and len(out.shape) in (3, 4) and out.shape[:2] == x.shape[:2] and spatial(out.shape) == spatial(x.shape):
+        # only unit spatial dims come or go (a Conv1d's squeeze and unsqueeze): channels last stays, for free
+        lw.bind(out, lw.reshape(name, Lowerer.shape_of(out, True), out.dtype), True)
+        return
     lw.bind(out, lw.reshape(lw.torch_order(x), out.shape, out.dtype), False)
 
 
@@ -1155,7 +1205,7 @@ def _permute(lw: Lowerer, op: Op):
         perm = list(range(rank))
         d0, d1 = op.arg("dim0") % rank, op.arg("dim1") % rank
         perm[d0], perm[d1] = perm[d1], perm[d0]
-    name, is_nhwc = lw.names[id(x)]
+    name, is_nhwc = lw.bound(x)
     if is_nhwc:  # compose with NHWC -> NCHW so one TRANSPOSE does both
         perm = [NHWC_TO_NCHW[p] for p in perm]
         shape = Lowerer.shape_of(x, True)
@@ -1194,7 +1244,7 @@ def slice_range(size: int, start, end) -> tuple[int, int]:
 def _slice_in_layout(lw: Lowerer, x: Value, dim: int, first: int, count: int) -> tuple[str, bool]:
     """`count` entries of x from `first` along PyTorch dim `dim`, in the layout x is bound in
     (a 4-D value's NHWC stays NHWC); (name, is_nhwc)."""
-    name, is_nhwc = lw.names[id(x)]
+    name, is_nhwc = lw.bound(x)
     shape = list(Lowerer.shape_of(x, is_nhwc))
     axis = NCHW_TO_NHWC.index(dim) if is_nhwc else dim
     if first == 0 and count == shape[axis]:
