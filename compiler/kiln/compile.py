@@ -137,7 +137,7 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
         tosa: list[bytes] = []
         with stage("lower"):
             for p in parts.partitions:
-                tosa.append(tosa_lowering.lower(p))
+                tosa.append(tosa_lowering.lower(p, target.name))
             checks.after("lower", parts, tosa)
         results: list[vela.VelaResult] = []
         with stage("vela"):
@@ -183,7 +183,8 @@ def vela_refusals(part: partition.Partition, g: graph.Graph, accelerator: str, s
         inputs, outputs = partition.boundary([op], g)
         alone = partition.Partition(0, [op], inputs, outputs)
         try:
-            vela.compile_tosa(tosa_lowering.lower(alone), op.name, accelerator, spec.system_config, spec.memory_mode)
+            vela.compile_tosa(tosa_lowering.lower(alone, accelerator), op.name, accelerator, spec.system_config,
+                              spec.memory_mode)
         except VelaRefusal as error:
             learned[op.name] = f"Vela could not place it on the NPU: {error.reason}"
     if learned:

@@ -57,3 +57,13 @@ def test_zoo_delegates_bit_exact_other_targets(target, model):
     for i, (tosa, part_shapes) in enumerate(zip(result.tosa, shapes)):
         vela = compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), mode)
         _check(tosa, vela, part_shapes, target)
+
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "resnet8"])
+def test_zoo_delegates_lowered_for_u65_bit_exact(model):
+    """Lowered for ethos-u65-256 (rank-4 TRANSPOSEs, kiln.lower.tosa.RANK4_TRANSPOSE_FAMILIES) and
+    run on that configuration."""
+    result = compile_model(model, CompileSpec(target="ethos-u65-256"))
+    shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
+    for tosa, vela, part_shapes in zip(result.tosa, result.vela, shapes):
+        _check(tosa, vela, part_shapes, "ethos-u65-256")
