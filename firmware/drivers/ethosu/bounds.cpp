@@ -29,7 +29,7 @@
 //
 // Cost: one pass over the stream, no memory beyond the stack frame. Counted on the
 // virtual platform (Cortex-M55, the runner's build; kiln run --count-instructions=
-// kiln::ethosu::check_stream_bounds, tests/fvp/test_npu_bounds.py): ds_cnn's stream of
+// kiln::ethosu::check_stream_bounds, tests/fvp/test_npu_bounds_on_device.py): ds_cnn's stream of
 // 324 commands (452 words, 24 operations) takes 25,807 instructions, 80 per command on
 // average, once per delegate at init; a register command costs a decode and a store, an
 // operation a few hundred instructions for its boxes, weights and scales.
