@@ -132,7 +132,7 @@ def test_exclusion_by_module_and_node_name():
 
 
 class Head(torch.nn.Module):
-    """conv -> bilinear upsampling (align_corners=True: not lowered) -> softmax over channels."""
+    """conv -> bilinear resizing 5 -> 7 (not a whole factor: not lowered) -> softmax over channels."""
 
     def __init__(self):
         super().__init__()
@@ -140,7 +140,7 @@ class Head(torch.nn.Module):
         self.conv = torch.nn.Conv2d(2, 4, 3, padding=1)
 
     def forward(self, x):
-        up = torch.nn.functional.interpolate(self.conv(x), scale_factor=2, mode="bilinear", align_corners=True)
+        up = torch.nn.functional.interpolate(self.conv(x), size=(7, 7), mode="bilinear")
         return torch.softmax(up, dim=1)
 
 
@@ -154,7 +154,8 @@ def test_softmax_excluded_by_op_type_and_bilinear_rule_run_on_the_cpu_bit_exactl
     result = kc.compile_model(loaded, spec, log=lambda line: None)
     cpu = {o["node"]: o["reason"] for o in result.report["ops"] if o["where"] == "cpu"}
     assert cpu["upsample_bilinear2d"] == (
-        "bilinear upsampling from [1, 4, 5, 5]: kiln lowers whole scale factors up to 5 without align_corners")
+        "bilinear upsampling from [1, 4, 5, 5] to [1, 4, 7, 7]: kiln lowers whole scale factors up to 5 without "
+        "align_corners, and int8 align_corners=True to sizes up to 128 a side")
     assert cpu["softmax"] == "excluded by op type 'softmax'", cpu
     npu = [o["node"] for o in result.report["ops"] if o["where"] == "npu"]
     assert npu == ["conv2d"]

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from kiln.lower import vela
-from kiln.lower.tosa import bilinear_taps, conv_geometry, scale_to_multiplier
+from kiln.lower.tosa import aligned_taps, bilinear_taps, conv_geometry, scale_to_multiplier
 from kiln.lower import tosa as tosa_lowering
 from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 
@@ -123,6 +123,11 @@ CASES = {
     "upsample_bilinear_x2": (Lambda(lambda m, x: F.interpolate(x, scale_factor=2, mode="bilinear")), [(1, 3, 5, 6)]),
     "upsample_bilinear_3x1": (Lambda(lambda m, x: F.interpolate(x, size=(12, 5), mode="bilinear")), [(1, 2, 4, 5)]),
     "upsample_bilinear_x4": (Lambda(lambda m, x: F.interpolate(x, scale_factor=4, mode="bilinear")), [(1, 2, 3, 3)]),
+    # align_corners=True: separable integer taps in units of 1/(side - 1), two 1x1 convolutions
+    "upsample_bilinear_aligned": (Lambda(lambda m, x: F.interpolate(x, size=(12, 10), mode="bilinear",
+                                                                    align_corners=True)), [(1, 3, 6, 5)]),
+    "resize_bilinear_aligned_down": (Lambda(lambda m, x: F.interpolate(x, size=(3, 5), mode="bilinear",
+                                                                       align_corners=True)), [(1, 2, 8, 8)]),
     "softmax_last": (Lambda(lambda m, x: torch.softmax(x * 2, -1)), [(2, 10)]),
     "softmax_channels": (Lambda(lambda m, x: torch.softmax(x, 1)), [(1, 6, 3, 4)]),
     "log_softmax": (Lambda(lambda m, x: torch.log_softmax(x, -1)), [(1, 12)]),
@@ -209,6 +214,14 @@ def test_scale_to_multiplier_by_hand():
     assert scale_to_multiplier(1.0) == (1 << 30, 30)
     m, s = scale_to_multiplier(0.0123)
     assert (1 << 30) <= m < (1 << 31) and abs(m * 2.0**-s - 0.0123) < 1e-11
+
+
+@pytest.mark.parametrize("size, out", [(4, 8), (5, 11), (7, 3), (1, 4), (4, 1), (6, 6)])
+def test_aligned_taps_are_pytorchs_align_corners_weights(size, out):
+    """Each input sample's weight in each output sample, as PyTorch interpolates a basis vector."""
+    basis = torch.eye(size).reshape(size, 1, 1, size)
+    weights = F.interpolate(basis, size=(1, out), mode="bilinear", align_corners=True).reshape(size, out).T
+    np.testing.assert_allclose(aligned_taps(size, out) / max(out - 1, 1), weights.numpy(), atol=1e-6)
 
 
 def test_bilinear_taps_by_hand():

@@ -1,7 +1,8 @@
-"""Nearest upsampling as Vela compiles kiln's lowering (kiln.lower.tosa._upsample_nearest): by 2, 4
-or 8 both ways one TOSA RESIZE (scale 2f / 2, offset 1 - f, border f - 1), otherwise CONCATs of
-copies; each on kiln's NPU model bit for bit as tosa_reference_model runs the TOSA graph, whose
-RESIZE repeats each pixel f x f times (checked against numpy's repeat)."""
+"""Resizing as Vela compiles kiln's lowering, each on kiln's NPU model bit for bit as
+tosa_reference_model runs the TOSA graph: nearest upsampling (kiln.lower.tosa._upsample_nearest)
+by 2, 4 or 8 both ways one TOSA RESIZE (scale 2f / 2, offset 1 - f, border f - 1), whose pixel
+repeat is checked against numpy's, otherwise CONCATs of copies; bilinear with align_corners
+(_bilinear_aligned) two 1x1 convolutions of integer taps, the second on int16."""
 
 from __future__ import annotations
 
@@ -18,27 +19,30 @@ import tosa_serializer as ts
 
 
 class Upsample(nn.Module):
-    def __init__(self, size):
+    def __init__(self, size, mode="nearest"):
         super().__init__()
-        self.size = size
+        self.size, self.mode = size, mode
 
     def forward(self, x):
-        return nn.functional.interpolate(x, size=self.size, mode="nearest")
+        aligned = {"align_corners": True} if self.mode == "bilinear" else {}
+        return nn.functional.interpolate(x, size=self.size, mode=self.mode, **aligned)
 
 
-CASES = {  # name: (output size, input shape, target)
+CASES = {  # name: (output size, input shape, target[, mode])
     "x2": ((8, 10), (1, 16, 4, 5), "ethos-u55-128"),
     "x4": ((12, 8), (1, 3, 3, 2), "ethos-u55-128"),
     "x8": ((16, 24), (1, 5, 2, 3), "ethos-u65-256"),
     "x3_interleaved": ((9, 12), (1, 4, 3, 4), "ethos-u55-128"),
     "x2_by_1_interleaved": ((8, 5), (1, 4, 4, 5), "ethos-u55-256"),
+    "bilinear_aligned_x2": ((10, 12), (1, 6, 5, 6), "ethos-u55-128", "bilinear"),
+    "bilinear_aligned_odd": ((9, 4), (1, 3, 4, 7), "ethos-u65-256", "bilinear"),
 }
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_nearest_upsampling_on_the_npu_model_equals_tosa_reference(name):
-    size, shape, target = CASES[name]
-    diffs, result = npu_harness.module_on_the_model(Upsample(size), shape, name, target)
+def test_resizing_on_the_npu_model_equals_tosa_reference(name):
+    size, shape, target, *mode = CASES[name]
+    diffs, result = npu_harness.module_on_the_model(Upsample(size, *mode), shape, name, target)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
 
 

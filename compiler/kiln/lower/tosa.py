@@ -1453,8 +1453,12 @@ def bilinear_taps(factor: int) -> np.ndarray:
 def _upsample_bilinear(lw: Lowerer, op: Op):
     """Bilinear upsampling by whole factors without align_corners (a support rule): the
     input padded by replicating its edges, one 3x3 depthwise convolution per output phase
-    with the exact integer weights, one RESCALE each (one rounding), then interleaved."""
+    with the exact integer weights, one RESCALE each (one rounding), then interleaved. With
+    align_corners: _bilinear_aligned."""
     x, out = op.inputs[0], op.output
+    if op.arg("align_corners"):
+        _bilinear_aligned(lw, x, out)
+        return
     n, c, h, w = x.shape
     fy, fx = out.shape[2] // h, out.shape[3] // w
     padded = _replicate_pad(lw, lw.nhwc(x), [n, h, w, c], x.dtype)
@@ -1472,6 +1476,49 @@ def _upsample_bilinear(lw: Lowerer, op: Op):
             row.append(lw.rescale(acc, [n, h, w, c], acc_type, out.dtype, scale, 0, out.qparams.zero_point))
         phases.append(row)
     lw.result(out, _interleave(lw, phases, x.shape, out.dtype), True)
+
+
+def aligned_taps(size: int, out_size: int) -> np.ndarray:
+    """[out_size, size] integer weights, in units of 1 / max(out_size - 1, 1), of the input
+    samples making each output sample of align_corners=True interpolation (PyTorch's source
+    coordinate i * (size - 1) / (out_size - 1); 0 for one output sample)."""
+    d = max(out_size - 1, 1)
+    taps = np.zeros((out_size, size), np.int64)
+    for i in range(out_size):
+        j, r = divmod(i * (size - 1), d) if out_size > 1 else (0, 0)
+        taps[i, j] += d - r
+        if r:
+            taps[i, j + 1] += r
+    return taps
+
+
+def _bilinear_aligned(lw: Lowerer, x: Value, out: Value):
+    """Bilinear resizing with align_corners (int8, output sides up to 128, so that the taps'
+    unit 1/(side - 1) leaves them within int8: a support rule), separably and exactly: along W a 1x1 CONV2D of each row [.., W] by the
+    integer taps (aligned_taps, in units of 1/dw), whose int32 sums (at most dw * 255) are
+    exact in int16; along H a 1x1 CONV2D of that int16 by the H taps into int48; one RESCALE by
+    x's scale / (dw * dh * the output's). Transposes bring W, then H, innermost."""
+    n, c, h, w = x.shape
+    oh, ow = out.shape[2:]
+    rows = lw.to_layout(lw.nhwc(x), [n, h, w, c], x.dtype, (0, 1, 3, 2))  # [n, h, c, w]
+
+    def along_last(name: str, count: int, size: int, taps: np.ndarray, dtype: str, zp: int) -> str:
+        acc_type = ACCUMULATOR[dtype]
+        flat = lw.reshape(name, [1, count, 1, size], dtype)
+        acc = lw.inter([1, count, 1, len(taps)], acc_type)
+        lw.emit("CONV2D", [flat, lw.const(taps[:, None, None, :], "int8", "taps"), _bias(lw, None, len(taps), acc_type),
+                           lw.zp(zp, dtype), lw.zp(0, "int8")], [acc],
+                _attr("Conv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, DT[acc_type]))
+        return acc
+
+    wide = along_last(rows, n * h * c, w, aligned_taps(w, ow), x.dtype, x.qparams.zero_point)
+    wide = lw.rescale(wide, [1, n * h * c, 1, ow], "int32", "int16", 1.0)  # exact: |sum| <= 127 * 255
+    columns = lw.to_layout(lw.reshape(wide, [n, h, c, ow], "int16"), [n, h, c, ow], "int16", (0, 2, 3, 1))
+    tall = along_last(columns, n * c * ow, h, aligned_taps(h, oh), "int16", 0)  # [1, n*c*ow, 1, oh] int48
+    scale = x.qparams.scale / (max(ow - 1, 1) * max(oh - 1, 1) * out.qparams.scale)
+    result = lw.rescale(tall, [1, n * c * ow, 1, oh], "int48", out.dtype, scale, 0, out.qparams.zero_point)
+    nhwc = lw.to_layout(lw.reshape(result, [n, c, ow, oh], out.dtype), [n, c, ow, oh], out.dtype, (0, 3, 2, 1))
+    lw.result(out, nhwc, True)
 
 
 def _replicate_pad(lw: Lowerer, name: str, shape, dtype: str) -> str:

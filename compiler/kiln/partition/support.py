@@ -40,6 +40,7 @@ KERNEL_HEIGHT_MAX = 256
 KERNEL_AREA_MAX = 256 * 256
 PADDED_POOL_KERNEL_MAX = 8
 BILINEAR_FACTOR_MAX = 5  # larger factors need tap weights above int8's 127
+ALIGNED_SIZE_MAX = 128  # align_corners=True outputs up to 128 a side: taps in units of 1/127 fit int8
 WEIGHT_SUM_MAX = 127 * 65536
 
 
@@ -250,12 +251,14 @@ def whole_upsampling(op: Op) -> bool:
     return oh % h == 0 and ow % w == 0
 
 
-@rule("bilinear upsampling from {input_shape}: kiln lowers whole scale factors up to 5 without align_corners",
+@rule("bilinear upsampling from {input_shape} to {shape}: kiln lowers whole scale factors up to 5 without "
+      "align_corners, and int8 align_corners=True to sizes up to 128 a side",
       ops={aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default})
 def plain_bilinear(op: Op) -> bool:
     (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
-    whole = oh % h == 0 and ow % w == 0 and oh // h <= BILINEAR_FACTOR_MAX and ow // w <= BILINEAR_FACTOR_MAX
-    return whole and not op.arg("align_corners")
+    if op.arg("align_corners"):
+        return op.inputs[0].dtype == "int8" and max(oh, ow) <= ALIGNED_SIZE_MAX
+    return oh % h == 0 and ow % w == 0 and oh // h <= BILINEAR_FACTOR_MAX and ow // w <= BILINEAR_FACTOR_MAX
 
 
 @rule("{op_type} to shape {shape}: the NPU has no empty or 0-dimensional tensors",
