@@ -18,6 +18,7 @@ DELEGATE_SECONDS.
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import math
 import os
@@ -300,6 +301,7 @@ def _in_child(function, what: str, engine: str):
         try:
             os.close(read)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash writes no core file
+            faulthandler.disable()  # nor a Python traceback (where the parent enabled it, as pytest does)
             os.environ["PATH"] = ""  # nor starts gdb: tosa_reference_model's fault handler would, for seconds
             resource.setrlimit(resource.RLIMIT_AS, (_address_space() + DELEGATE_MEMORY_BYTES,
                                                     resource.RLIM_INFINITY))
