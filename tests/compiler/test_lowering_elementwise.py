@@ -152,3 +152,21 @@ def test_kiln_compile_places_every_op_on_the_u55():
     assert not cpu, cpu
     on_npu = {p.op.target for p in result.partitioning.placements}
     assert set(vocabulary.TABLE_OPS) | {aten.minimum.default, aten.maximum.default} <= on_npu
+
+
+def _transposes(tosa: bytes) -> int:
+    from tosa.Op import Op
+    from tosa.TosaGraph import TosaGraph
+
+    block = TosaGraph.GetRootAs(tosa, 0).Regions(0).Blocks(0)
+    return sum(block.Operators(i).Op() == Op.TRANSPOSE for i in range(block.OperatorsLength()))
+
+
+@pytest.mark.parametrize("fn", [lambda x, y: x + y, lambda x, y: torch.maximum(x, y) * y])
+def test_elementwise_ops_on_nchw_inputs_add_no_transposes(fn):
+    """An elementwise op keeps its operands' layout: on the program's NCHW inputs it runs in that
+    order (no TRANSPOSE to NHWC and back), within one step of PT2E."""
+    inputs = seeded(4, (1, 8, 6, 5), (1, 8, 6, 5))
+    diffs, tosa = compare_steps(Lambda(lambda m, x, y: fn(x, y)), inputs, [inputs, seeded(5, (1, 8, 6, 5), (1, 8, 6, 5))])
+    assert all(d.max() <= 1 for d in diffs), [d.max() for d in diffs]
+    assert _transposes(tosa) == 0

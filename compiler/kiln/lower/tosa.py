@@ -873,12 +873,13 @@ def _mul(lw: Lowerer, op: Op):
 
 
 def _broadcast_operands(lw: Lowerer, values: list[Value], out: Value):
-    """The operands at the output's rank (channels last at rank 4, and at rank 3 where an operand
-    is so stored), with their TOSA shapes and that layout's flag; a constant
-    one (a parameter, a buffer, a scalar) becomes a TOSA constant of that shape and layout."""
+    """The operands at the output's rank, with their TOSA shapes and the layout's flag: channels
+    last where an operand of that rank is so stored (a convolution's result), else PyTorch's
+    order (an elementwise op needs no layout of its own: on the program's NCHW inputs it would
+    only add TRANSPOSEs); a constant one (a parameter, a buffer, a scalar) becomes a TOSA
+    constant of that shape and layout."""
     rank = len(out.shape)
-    nhwc = rank == 4 or (rank == 3 and any(not v.is_constant and len(v.shape) == 3 and lw.names[id(v)][1]
-                                           for v in values))  # rank 3: channels last if an operand is
+    nhwc = rank >= 3 and any(not v.is_constant and len(v.shape) == rank and lw.names[id(v)][1] for v in values)
     names, shapes = [], []
     for v in values:
         shape = (1,) * (rank - len(v.shape)) + tuple(v.shape)
