@@ -178,11 +178,18 @@ class Lowerer:
 
     def slice_source(self, name: str) -> str | None:
         """The tensor a SLICE cut `name` from, through RESHAPEs and CLAMPs (which Vela folds
-        into the read or fuses into the producer), or None."""
+        into the read or fuses into the producer), itself traced back through RESHAPEs (the
+        same bytes to Vela: a strided slice's SLICE of a reshaped x and x[..., :3] share x), or
+        None."""
         producer = self.producers.get(name)
         while producer is not None and producer[0] in ("RESHAPE", "CLAMP"):
             producer = self.producers.get(producer[1][0])
-        return producer[1][0] if producer is not None and producer[0] == "SLICE" else None
+        if producer is None or producer[0] != "SLICE":
+            return None
+        source = producer[1][0]
+        while self.producers.get(source, ("",))[0] == "RESHAPE":
+            source = self.producers[source][1][0]
+        return source
 
     def unsliced(self, name: str) -> str:
         """`name`, or an identity copy of it when it is a SLICE's result (see sliced())."""
@@ -879,7 +886,11 @@ def _broadcast_operands(lw: Lowerer, values: list[Value], out: Value):
     only add TRANSPOSEs); a constant one (a parameter, a buffer, a scalar) becomes a TOSA
     constant of that shape and layout."""
     rank = len(out.shape)
-    nhwc = rank >= 3 and any(not v.is_constant and len(v.shape) == rank and lw.names[id(v)][1] for v in values)
+    tensors = [v for v in values if not v.is_constant]
+    # A 4-D slice's op stays NHWC: in PyTorch's order Vela 5.2.0 misreads a strided slice of x
+    # beside x[..., :3, :4] (tests/simulator/test_npu_strided_slice.py: 38 steps off).
+    sliced = rank == 4 and any(lw.slice_source(lw.names[id(v)][0]) is not None for v in tensors)
+    nhwc = rank >= 3 and (sliced or any(len(v.shape) == rank and lw.names[id(v)][1] for v in tensors))
     names, shapes = [], []
     for v in values:
         shape = (1,) * (rank - len(v.shape)) + tuple(v.shape)
