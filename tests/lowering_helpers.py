@@ -11,7 +11,7 @@ from kiln import boards, graph
 from kiln.frontend import export as frontend
 from kiln.partition import partitioner as partition
 from kiln.lower import tosa as tosa_lowering
-from kiln.reference.run_host import quiet_native_output
+from kiln.isolation import quiet_native_output
 from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 
 qd = torch.ops.quantized_decomposed

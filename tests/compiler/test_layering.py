@@ -1,11 +1,11 @@
 """The package's dependencies point one way, read from its source with ast.
 
 Compiler stages, in order: frontend -> graph -> partition -> lower -> program -> pte ->
-firmware -> reference. A stage imports earlier stages and the foundation (errors, paths,
-boards, spec; the model zoo; ExecuTorch's file format, kiln.pte.schema, which imports only
+firmware -> reference. A stage imports earlier stages and the foundation (errors, isolation,
+paths, boards, spec; the model zoo; ExecuTorch's file format, kiln.pte.schema, which imports only
 the foundation), never a later stage. The compile driver (compile, checks) and the command
-line come after every stage. The simulator imports only kiln.errors, kiln.paths, kiln.boards
-and its own modules; of the compiler, only reference and the command line import it.
+line come after every stage. The simulator imports only kiln.errors, kiln.isolation, kiln.paths,
+kiln.boards and its own modules; of the compiler, only reference and the command line import it.
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ FOUNDATION = 0
 STAGES = ("kiln.frontend", "kiln.graph", "kiln.partition", "kiln.lower", "kiln.program", "kiln.pte",
           "kiln.firmware", "kiln.reference")
 RANKS = {
-    "kiln": FOUNDATION, "kiln.errors": FOUNDATION, "kiln.paths": FOUNDATION, "kiln.boards": FOUNDATION,
+    "kiln": FOUNDATION, "kiln.errors": FOUNDATION, "kiln.isolation": FOUNDATION, "kiln.paths": FOUNDATION,
+    "kiln.boards": FOUNDATION,
     "kiln.spec": FOUNDATION, "kiln.models": FOUNDATION, "kiln.pte.schema": FOUNDATION,
     **{stage: rank for rank, stage in enumerate(STAGES, start=1)},
     "kiln.compile": len(STAGES) + 1, "kiln.checks": len(STAGES) + 1,
     "kiln.cli": len(STAGES) + 2,
 }
 SIMULATOR = "kiln.simulator"
-SIMULATOR_MAY_IMPORT = ("kiln.errors", "kiln.paths", "kiln.boards")
+SIMULATOR_MAY_IMPORT = ("kiln.errors", "kiln.isolation", "kiln.paths", "kiln.boards")
 MAY_IMPORT_SIMULATOR = ("kiln.reference", "kiln.cli")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import tosa_reference_model
 
-from kiln.reference.run_host import quiet_native_output
+from kiln.isolation import quiet_native_output
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 

@@ -18,16 +18,9 @@ DELEGATE_SECONDS.
 
 from __future__ import annotations
 
-import faulthandler
 import functools
 import math
-import os
-import pickle
 import resource
-import select
-import signal
-import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,6 +29,7 @@ import numpy as np
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
 from kiln.errors import HostError, NpuConfigError, UsageError
+from kiln.isolation import address_space, in_child
 from kiln.program.kernels import by_name
 
 # Bounds on one delegate call, which runs in a child process: a damaged TOSA graph can crash
@@ -54,24 +48,6 @@ KERNEL_MEMORY_FACTOR = 4
 HOST_WORK_BUDGET = 1 << 31
 MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::matmul", "aten::linear")
 WINDOWED_POOLS = ("aten::max_pool2d", "aten::avg_pool2d")
-
-
-@contextmanager
-def quiet_native_output():
-    """tosa_reference_model's C++ core prints a version notice for every graph it loads."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    try:
-        yield
-    finally:
-        for fd, copy in zip((1, 2), saved):
-            os.dup2(copy, fd)
-            os.close(copy)
-        os.close(devnull)
 
 
 def _dtype(tensor: pte.Tensor):
@@ -187,7 +163,7 @@ def _address_space_bound(limit: int):
     """At most `limit` more bytes of address space for this process while the block runs
     (an allocation beyond it raises MemoryError); the limit before is restored after."""
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    bound = _address_space() + limit
+    bound = address_space() + limit
     if soft != resource.RLIM_INFINITY and soft <= bound:
         yield  # a tighter limit is in place already
         return
@@ -289,66 +265,10 @@ def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named:
 
 
 def _in_child(function, what: str, engine: str):
-    """function() in a forked child process bounded by DELEGATE_MEMORY_BYTES and
-    DELEGATE_SECONDS; returns its result, or raises HostError naming `what` and `engine` (what
-    runs it) if it crashed,
-    raised or ran past a bound. The result comes back pickled through a pipe from this
-    process's own child."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no return from here
-        status = 0
-        try:
-            os.close(read)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash writes no core file
-            faulthandler.disable()  # nor a Python traceback (where the parent enabled it, as pytest does)
-            os.environ["PATH"] = ""  # nor starts gdb: tosa_reference_model's fault handler would, for seconds
-            resource.setrlimit(resource.RLIMIT_AS, (_address_space() + DELEGATE_MEMORY_BYTES,
-                                                    resource.RLIM_INFINITY))
-            try:
-                with quiet_native_output():  # what native code prints on damaged data goes nowhere
-                    message = ("ok", function())
-            except BaseException as error:  # noqa: BLE001 - reported to the parent
-                message = ("error", f"{type(error).__name__}: {error}")
-            with os.fdopen(write, "wb") as out:
-                out.write(pickle.dumps(message))
-        except BaseException:  # noqa: BLE001 - the parent reports the lost child
-            status = 1
-        os._exit(status)
-    os.close(write)
-    chunks, deadline, finished = [], time.monotonic() + DELEGATE_SECONDS, False
-    try:
-        with os.fdopen(read, "rb") as pipe:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([pipe], [], [], left)[0]:
-                    raise HostError(f"{what} ran on {engine} for more than {DELEGATE_SECONDS:g} s "
-                                    "and was stopped: the .pte is damaged; compile the model again")
-                chunk = os.read(pipe.fileno(), 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        finished = True
-    finally:
-        if not finished:
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-    if not chunks:
-        code = os.waitstatus_to_exitcode(status)
-        how = f"signal {-code}" if code < 0 else f"it exited with status {code}"
-        raise HostError(f"{engine} crashed on {what} ({how}): the .pte is damaged; compile the model "
-                        "again")
-    kind, result = pickle.loads(b"".join(chunks))
-    if kind != "ok":
-        raise HostError(f"{engine} failed on {what} ({result}): the .pte is damaged; compile the "
-                        "model again")
-    return result
-
-
-def _address_space() -> int:
-    """This process's virtual memory in bytes."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    """function() (tosa_reference_model or the NPU model on a delegate) in a child process within
+    DELEGATE_MEMORY_BYTES and DELEGATE_SECONDS; a HostError naming `what` and `engine` if it fails."""
+    return in_child(function, DELEGATE_MEMORY_BYTES, DELEGATE_SECONDS,
+                    lambda how: HostError(f"{engine} {how} on {what}: the .pte is damaged; compile the model again"))
 
 
 def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate, payload, plan: pte.ExecutionPlan,

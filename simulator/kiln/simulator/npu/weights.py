@@ -21,13 +21,13 @@ The microblock depths are the configuration's (NpuConfig.ifm_ublock_depth/ofm_ub
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 
 import numpy as np
 from ethosu import mlw_codec
 
 from kiln.errors import WeightStreamError
+from kiln.isolation import in_child
 
 SCALE_RECORD_BYTES = 10
 SUBKERNEL_MAX = 8
@@ -124,53 +124,25 @@ def _subkernel(ofm_block, ofm_block_len, ifm_block, ifm_block_len, sub_y, sub_x,
 
 
 def decode_stream(raw: bytes) -> np.ndarray:
-    """The weight values of one compressed stream, int64 (the caller must not modify them).
+    """The weight values of one compressed stream, int64 (read-only: shared by every caller).
 
     mlw_codec ends the whole process (exit(1), "bitbuf_getbit: underrun") on a stream that
-    runs short, so each stream is first decoded in a forked child (about 4 ms), once per
-    distinct stream: a damaged one is then a WeightStreamError, not a lost simulator."""
-    raw = bytes(raw)
-    if raw not in _DECODED:
-        if len(_DECODED) >= DECODED_STREAMS_KEPT:
-            _DECODED.clear()
-        _DECODED[raw] = _decode_in_child(raw)
-    return _DECODED[raw]
+    runs short, so each distinct stream is decoded once, in a forked child (about 4 ms;
+    kiln.isolation): a damaged one is a WeightStreamError, not a lost simulator."""
+    return _decoded(bytes(raw))
 
 
-DECODED_STREAMS_KEPT = 4096  # distinct streams remembered (a model has one per convolution block)
-_DECODED: dict[bytes, np.ndarray] = {}
+DECODE_MEMORY_BYTES = 1 << 30  # a stream's values, int64, and the codec's own buffers
+DECODE_SECONDS = 60.0
 
 
-def _decode_in_child(raw: bytes) -> np.ndarray:
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: decode, send the values, exit without Python's clean-up
-        status = 1
-        try:
-            os.close(read)
-            quiet = os.open(os.devnull, os.O_WRONLY)  # the codec's complaint (on stdout) goes nowhere
-            os.dup2(quiet, 1)
-            os.dup2(quiet, 2)
-            try:
-                values = np.asarray(mlw_codec.decode(bytearray(raw)), np.int64).reshape(-1)
-                message = b"v" + values.tobytes()
-            except Exception as error:  # noqa: BLE001 - the codec raises plain exceptions for corrupt streams
-                message = b"e" + str(error).encode()[:200]
-            with os.fdopen(write, "wb") as out:
-                out.write(message)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        message = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    if status != 0 or not message:
-        raise WeightStreamError(f"weight stream of {len(raw)} bytes does not decode: the codec stopped "
-                                f"(a stream that runs short)")
-    if message[:1] == b"e":
-        raise WeightStreamError(f"weight stream does not decode: {message[1:].decode(errors='replace')}")
-    values = np.frombuffer(message[1:], np.int64)
+@lru_cache(maxsize=4096)  # distinct streams remembered (a model has one per convolution block)
+def _decoded(raw: bytes) -> np.ndarray:
+    def decode() -> bytes:
+        return np.asarray(mlw_codec.decode(bytearray(raw)), np.int64).reshape(-1).tobytes()
+
+    values = np.frombuffer(in_child(decode, DECODE_MEMORY_BYTES, DECODE_SECONDS, lambda how: WeightStreamError(
+        f"weight stream of {len(raw)} bytes does not decode: the codec {how}")), np.int64)
     values.flags.writeable = False
     return values
 
