@@ -171,25 +171,24 @@ class Lowerer:
         attention's q @ k.T of selects from one qkv tensor: 255 steps off). tosa_reference_model
         reads both right. Those ops read an identity copy of the narrow type instead
         (unsliced()), which Vela keeps as its own pass."""
-        producer = self.producers.get(name)
-        while producer is not None and producer[0] == "RESHAPE":
-            producer = self.producers.get(producer[1][0])
-        return producer is not None and producer[0] == "SLICE"
+        return self.traced(name, ("RESHAPE",))[1][0] == "SLICE"
+
+    def traced(self, name: str, through: tuple[str, ...]) -> tuple[str, tuple[str, list[str]]]:
+        """(tensor, its producer (op, inputs), ("", []) for none) reached from `name` back
+        through producers of the kinds `through` (ops Vela folds away or fuses)."""
+        producer = self.producers.get(name, ("", []))
+        while producer[0] in through:
+            name = producer[1][0]
+            producer = self.producers.get(name, ("", []))
+        return name, producer
 
     def slice_source(self, name: str) -> str | None:
         """The tensor a SLICE cut `name` from, through RESHAPEs and CLAMPs (which Vela folds
         into the read or fuses into the producer), itself traced back through RESHAPEs (the
         same bytes to Vela: a strided slice's SLICE of a reshaped x and x[..., :3] share x), or
         None."""
-        producer = self.producers.get(name)
-        while producer is not None and producer[0] in ("RESHAPE", "CLAMP"):
-            producer = self.producers.get(producer[1][0])
-        if producer is None or producer[0] != "SLICE":
-            return None
-        source = producer[1][0]
-        while self.producers.get(source, ("",))[0] == "RESHAPE":
-            source = self.producers[source][1][0]
-        return source
+        _, producer = self.traced(name, ("RESHAPE", "CLAMP"))
+        return self.traced(producer[1][0], ("RESHAPE",))[0] if producer[0] == "SLICE" else None
 
     def unsliced(self, name: str) -> str:
         """`name`, or an identity copy of it when it is a SLICE's result (see sliced())."""
@@ -224,11 +223,8 @@ class Lowerer:
         up-convolution, concatenated after its skip connection). An identity RESCALE of the
         narrow type between the two is a copy Vela keeps (the NPU runs 8/16-bit rescales
         natively), and that copy writes the slice at its offset."""
-        source, through = name, self.producers.get(name)
-        while through is not None and through[0] == "CLAMP":  # a clamp Vela fuses into the MUL
-            source = through[1][0]
-            through = self.producers.get(source)
-        if through is None or through[0] != "RESCALE":
+        _, through = self.traced(name, ("CLAMP",))  # a clamp Vela fuses into the MUL
+        if through[0] != "RESCALE":
             return name
         wide = self.tensors.get(through[1][0])
         if wide is None or wide.dtype not in (ts.DType.INT32, ts.DType.INT48):
@@ -1506,10 +1502,11 @@ def aligned_taps(size: int, out_size: int) -> np.ndarray:
 
 def _bilinear_aligned(lw: Lowerer, x: Value, out: Value):
     """Bilinear resizing with align_corners (int8, output sides up to 128, so that the taps'
-    unit 1/(side - 1) leaves them within int8: a support rule), separably and exactly: along W a 1x1 CONV2D of each row [.., W] by the
-    integer taps (aligned_taps, in units of 1/dw), whose int32 sums (at most dw * 255) are
-    exact in int16; along H a 1x1 CONV2D of that int16 by the H taps into int48; one RESCALE by
-    x's scale / (dw * dh * the output's). Transposes bring W, then H, innermost."""
+    unit 1/(side - 1) leaves them within int8: a support rule), separably and exactly: along W
+    a 1x1 CONV2D of each row [.., W] by the integer taps (aligned_taps, in units of 1/dw),
+    whose int32 sums (at most dw * 255) are exact in int16; along H a 1x1 CONV2D of that int16
+    by the H taps into int48; one RESCALE by x's scale / (dw * dh * the output's). Transposes
+    bring W, then H, innermost."""
     n, c, h, w = x.shape
     oh, ow = out.shape[2:]
     rows = lw.to_layout(lw.nhwc(x), [n, h, w, c], x.dtype, (0, 1, 3, 2))  # [n, h, c, w]
