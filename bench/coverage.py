@@ -112,6 +112,7 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="every CPU op by node, not grouped")
     parser.add_argument("--executorch", action="store_true", help="against ExecuTorch 1.5.1 (.venv-executorch)")
     parser.add_argument("--refresh", action="store_true", help="with --executorch: ignore its cached result")
+    parser.add_argument("--memory-mode", default=None, help="Vela's memory mode for both (default: the board's)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")  # torch.export's notes on the models' code: not this table's business
     chosen = pick(test_models(), args.models)
@@ -121,9 +122,11 @@ def main() -> int:
     status = 0
     for target in args.target.split(","):
         start = time.perf_counter()
-        kc.compile_model("digits", CompileSpec(target), log=quiet)  # warm-up, not measured
+        spec = CompileSpec(target, memory_mode=args.memory_mode)
+        kc.compile_model("digits", spec, log=quiet)  # warm-up, not measured
         warm = time.perf_counter() - start
-        print(f"kiln compile, {target} (board default system config and memory mode); warm-up {warm:.1f} s")
+        print(f"kiln compile, {target} ({' and '.join(vela_settings(target, args.memory_mode))}); "
+              f"warm-up {warm:.1f} s")
         header = (f"{'model':24} {'set':4} {'compiled':8} {'NPU ops':>7} {'CPU ops':>7} {'q/dq':>5} "
                   f"{'NPU MACs':>9} {'NPU cycles':>11} {'compile s':>9}  CPU op types / error")
         print(header)
@@ -137,7 +140,7 @@ def main() -> int:
         for group, name, load in chosen:
             start = time.perf_counter()
             try:
-                report = kc.compile_model(load(), CompileSpec(target), log=quiet).report
+                report = kc.compile_model(load(), spec, log=quiet).report
             except Exception as error:  # noqa: BLE001 (every failure is a finding: keep going)
                 seconds = time.perf_counter() - start
                 seconds_total += seconds
@@ -217,9 +220,17 @@ EXECUTORCH_COVERAGE: dict[str, tuple[int, int, int, int, float]] = {
 # upsample_bilinear_aligned, flatten_4d, reshape_3d_to_4d, view_merge_last.
 
 
-def cache_key(target: str) -> str:
-    """What ExecuTorch's result depends on: the target, the cases, the model files and the driver."""
-    digest = hashlib.sha256(target.encode())
+def vela_settings(target: str, memory_mode: str | None) -> tuple[str, str]:
+    """The system config and memory mode both flows compile with: the board's defaults for the
+    target (ExecuTorch's own defaults differ on U85: Sram_Only), the memory mode overridden if given."""
+    spec = CompileSpec(target, memory_mode=memory_mode).resolved()
+    return spec.system_config, spec.memory_mode
+
+
+def cache_key(target: str, settings: tuple[str, str]) -> str:
+    """What ExecuTorch's result depends on: the target and Vela settings, the cases, the model files and the
+    driver."""
+    digest = hashlib.sha256("\0".join((target, *settings)).encode())
     files = [ROOT / "tests" / "operator_cases.py", ROOT / "tests" / "operator_cases_more.py", ET_DRIVER,
              *sorted((ROOT / "models" / "kiln" / "models").glob("*.py"))]
     for path in files:
@@ -227,10 +238,11 @@ def cache_key(target: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def executorch_results(target: str, names: list[str], refresh: bool) -> tuple[dict[str, dict], str]:
+def executorch_results(target: str, settings: tuple[str, str], names: list[str],
+                       refresh: bool) -> tuple[dict[str, dict], str]:
     """ExecuTorch's result per name (bench/executorch_coverage.py's JSON), from the cache or one run
     of the driver for the names the cache lacks; and ExecuTorch's version."""
-    path = CACHE / f"executorch-{target}-{cache_key(target)}.json"
+    path = CACHE / f"executorch-{target}-{cache_key(target, settings)}.json"
     document = {"results": {}, "executorch": "?"}
     if path.is_file() and not refresh:
         document = json.loads(path.read_text())
@@ -242,8 +254,8 @@ def executorch_results(target: str, names: list[str], refresh: bool) -> tuple[di
               f"(then cached in {path.relative_to(ROOT)})", flush=True)
         with tempfile.TemporaryDirectory(prefix="kiln-coverage-") as folder:
             out = Path(folder) / "executorch.json"
-            command = [str(ET_PYTHON), str(ET_DRIVER), "--target", target, "--names", ",".join(missing),
-                       "--output", str(out)]
+            command = [str(ET_PYTHON), str(ET_DRIVER), "--target", target, "--system-config", settings[0],
+                       "--memory-mode", settings[1], "--names", ",".join(missing), "--output", str(out)]
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
             other: list[str] = []
@@ -262,10 +274,11 @@ def executorch_results(target: str, names: list[str], refresh: bool) -> tuple[di
     return {n: document["results"][n] for n in names}, document["executorch"]
 
 
-def kiln_result(load: Callable[[], str | LoadedModel], target: str) -> dict:
+def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tuple[str, str]) -> dict:
     """kiln's placement of one model in the driver's form (plus "reasons": the CPU ops' reasons)."""
+    spec = CompileSpec(target, system_config=settings[0], memory_mode=settings[1])
     try:
-        report = kc.compile_model(load(), CompileSpec(target), log=lambda line: None).report
+        report = kc.compile_model(load(), spec, log=lambda line: None).report
     except Exception as error:  # noqa: BLE001 (every failure is a finding: keep going)
         return {"compiled": False, "error": one_line(error), "npu_ops": {}, "cpu_ops": {}, "edges": 0,
                 "npu_cycles": None, "reasons": []}
@@ -332,18 +345,19 @@ def summarize(rows: list[tuple[str, str, dict, dict]], label: str) -> list[str]:
 def against_executorch(args, chosen: list) -> int:
     """Per model, kiln's placement and NPU cycles beside ExecuTorch's; the summary after the table."""
     for target in args.target.split(","):
-        et, version = executorch_results(target, [name for _, name, _ in chosen], args.refresh)
+        settings = vela_settings(target, args.memory_mode)
+        et, version = executorch_results(target, settings, [name for _, name, _ in chosen], args.refresh)
         kc.compile_model("digits", CompileSpec(target), log=lambda line: None)  # warm-up
-        print(f"kiln against ExecuTorch {version} (EthosUQuantizer int8, EthosUPartitioner), {target}: ops on the "
-              "NPU / CPU besides the quantize/dequantize edges (each counts its own graph), fully on the NPU, "
-              "Vela's NPU cycles")
+        print(f"kiln against ExecuTorch {version} (EthosUQuantizer int8, EthosUPartitioner), {target}, "
+              f"{' and '.join(settings)} for both: ops on the NPU / CPU besides the quantize/dequantize edges "
+              "(each counts its own graph), fully on the NPU, Vela's NPU cycles")
         header = (f"{'model':28} {'set':4} {'kiln':>9} {'full':>4} {'ET':>9} {'full':>4} {'kiln cycles':>11} "
                   f"{'ET cycles':>10} {'kiln/ET':>7}  on the CPU: kiln | ET")
         print(header)
         print("-" * len(header))
         rows: list[tuple[str, str, dict, dict]] = []
         for group, name, load in chosen:
-            k, e = kiln_result(load, target), et[name]
+            k, e = kiln_result(load, target, settings), et[name]
             rows.append((group, name, k, e))
             counts = lambda r: f"{sum(r['npu_ops'].values())}/{sum(r['cpu_ops'].values())}" if r["compiled"] else "-"
             full = lambda r: "yes" if fully_on_npu(r) else "no"

@@ -98,14 +98,15 @@ class TimedOut(Exception):
     pass
 
 
-def compile_one(name: str, target: str) -> dict:
+def compile_one(name: str, target: str, system_config: str | None, memory_mode: str | None) -> dict:
     from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     module, inputs = load(name)
-    spec = EthosUCompileSpec(target, extra_flags=["--verbose-cycle-estimate"])
+    spec = EthosUCompileSpec(target, system_config=system_config, memory_mode=memory_mode,
+                             extra_flags=["--verbose-cycle-estimate"])
     quantizer = EthosUQuantizer(spec)
     quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
     exported = torch.export.export(module, inputs)
@@ -130,6 +131,8 @@ def first_line(error: BaseException) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="ethos-u55-128")
+    parser.add_argument("--system-config", default=None, help="Vela's system config (default: ExecuTorch's)")
+    parser.add_argument("--memory-mode", default=None, help="Vela's memory mode (default: ExecuTorch's)")
     parser.add_argument("--names", required=True, help="comma list of case and model names")
     parser.add_argument("--output", default=None, help="JSON file (default: standard output)")
     parser.add_argument("--traceback", action="store_true", help="print each failure's traceback to standard error")
@@ -149,7 +152,7 @@ def main() -> int:
         start = time.perf_counter()
         signal.alarm(CASE_SECONDS)
         try:
-            result = compile_one(name, args.target)
+            result = compile_one(name, args.target, args.system_config, args.memory_mode)
         except Exception as error:  # noqa: BLE001 (every failure is a finding: keep going)
             result = {"compiled": False, "error": first_line(error), "npu_ops": {}, "cpu_ops": {}, "edges": 0,
                       "delegates": 0, "npu_cycles": None}

@@ -46,7 +46,7 @@ def compare_steps(module: torch.nn.Module, inputs: tuple, calibration=None, targ
     assert not cpu, f"ops left on the CPU: {cpu}"
     assert len(parts.partitions) == 1
     part = parts.partitions[0]
-    tosa = tosa_lowering.lower(part)
+    tosa = tosa_lowering.lower(part, target)
     dtype = getattr(torch, QuantizationScheme(bits).activation_dtype)
     # the partition takes its inputs in order of first use and returns its outputs in order of
     # production, which need not be the model's orders

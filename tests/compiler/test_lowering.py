@@ -201,6 +201,24 @@ def test_int16_op_matches_pt2e_within_one_step(name):
         assert U85_ONLY_INT16[name] in reasons, reasons
 
 
+# Lowered otherwise on Ethos-U85, where Vela uses hardware the U55 lacks (kiln.lower.tosa's *_FAMILIES).
+U85_LOWERINGS = {
+    "upsample_nearest_3x": (Lambda(lambda m, x: F.interpolate(x, scale_factor=3, mode="nearest")), [(1, 3, 4, 5)]),
+    "upsample_nearest_5x2": (Lambda(lambda m, x: F.interpolate(x, size=(15, 4), mode="nearest")), [(1, 2, 3, 2)]),
+    "upsample_nearest_3x2": CASES["upsample_nearest_3x2"],
+}
+
+
+@pytest.mark.parametrize("name", list(U85_LOWERINGS))
+def test_u85_lowering_matches_pt2e_and_vela_places_it(name):
+    module, shapes = U85_LOWERINGS[name]
+    inputs = seeded(2, *shapes)
+    diffs, tosa = compare_steps(module, inputs, [inputs, seeded(3, *shapes)], target="ethos-u85-256")
+    for d in diffs:
+        assert d.max() == 0, f"{name}: up to {d.max()} steps off"  # nearest copies values
+    compile_for(tosa, name, "ethos-u85-256")
+
+
 def compile_for(tosa: bytes, name: str, target: str):
     family = target.rsplit("-", 1)[0]
     config = "Ethos_U55_High_End_Embedded" if family == "ethos-u55" else "Ethos_U85_SYS_DRAM_Mid"

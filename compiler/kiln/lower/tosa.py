@@ -38,6 +38,9 @@ _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constan
 # operands); see Lowerer.placeable. Each is checked in tests/simulator/test_npu_concat_offsets.py.
 _FOLDS_RESCALE = {"CONV2D", "DEPTHWISE_CONV2D", "ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "REDUCE_SUM", "MATMUL"}
 RESIZE_NEAREST_FACTORS = (2, 4, 8)  # nearest upsampling Vela 5.2.0 runs as one RESIZE on Ethos-U55/U65 (both ways)
+# NPU families whose hardware RESIZE Vela 5.2.0 uses for nearest upsampling by any whole factors (each
+# axis its own): Ethos-U85 (ethos_u85.cpp maps Resize to NPU_OP_RESIZE).
+RESIZE_ANY_FACTOR_FAMILIES = ("ethos-u85",)
 
 
 def channels_last(rank: int) -> tuple[int, ...]:
@@ -111,6 +114,7 @@ class Lowerer:
     def __init__(self, partition: Partition, accelerator: str | None = None):
         self.partition = partition
         self.grouped_transposes = not (accelerator or "").startswith(RANK4_TRANSPOSE_FAMILIES)
+        self.resize_any_factor = (accelerator or "").startswith(RESIZE_ANY_FACTOR_FAMILIES)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -1410,14 +1414,14 @@ def _pad_by_copies(lw: Lowerer, name: str, shape: list[int], dim: int, before: i
 def _upsample_nearest(lw: Lowerer, op: Op):
     """Nearest upsampling by whole factors (a support rule): each value repeated fy x fx
     times. By 2, 4 or 8 both ways, one TOSA RESIZE, which Vela 5.2.0 runs on Ethos-U55/U65
-    as one upscaling pool (other factors it refuses there); otherwise CONCATs of copies and
-    RESHAPEs. The RESIZE's scale is 2f / 2 with offset 1 - f and border f - 1: the source
+    as one upscaling pool (other factors it refuses there), and by any factors on the
+    families of RESIZE_ANY_FACTOR_FAMILIES; otherwise CONCATs of copies and RESHAPEs. The RESIZE's scale is 2f / 2 with offset 1 - f and border f - 1: the source
     row of output row y is then (2y + 1 - f) / 2f rounded half up = floor(y / f), PyTorch's
     nearest index (scale f / 1 with offset 0 is the same index, but Vela refuses it)."""
     x, out = op.inputs[0], op.output
     fy, fx = out.shape[2] // x.shape[2], out.shape[3] // x.shape[3]
     name = lw.nhwc(x)
-    if fy == fx and fy in RESIZE_NEAREST_FACTORS:
+    if lw.resize_any_factor or (fy == fx and fy in RESIZE_NEAREST_FACTORS):
         resized = lw.inter(Lowerer.shape_of(out, True), out.dtype)
         lw.emit("RESIZE", [name, lw.shape_const([2 * fy, 2, 2 * fx, 2]), lw.shape_const([1 - fy, 1 - fx]),
                            lw.shape_const([fy - 1, fx - 1])], [resized], _attr("Resize", ts.ResizeMode.NEAREST))
