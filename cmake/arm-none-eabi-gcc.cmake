@@ -2,6 +2,7 @@
 # CPU flags come from the board description (see kiln_board.cmake), not from here.
 set(CMAKE_SYSTEM_NAME Generic)
 set(CMAKE_SYSTEM_PROCESSOR arm)
+set(KILN_TOOLCHAIN arm-none-eabi-gcc)
 
 find_program(KILN_ARM_GCC arm-none-eabi-gcc)
 if(NOT KILN_ARM_GCC)

@@ -68,6 +68,9 @@ BREAKAGES = [
     ('name = "corstone-300"', 'name = "corstone-301"', r"name: 'corstone-301' differs from its folder name"),
     ('"-mcpu=cortex-m55", ', '', r"cpu\.compile_flags: must contain -mcpu=cortex-m55"),
     ('schema = 1', 'schema = 2', r"schema: version 2 is not supported"),
+    ('core = "cortex-m55"', 'core = "cortex-m55"\ntoolchain = "icc"', r"cpu\.toolchain: unknown toolchain 'icc'"),
+    ('core = "cortex-m55"', 'core = "cortex-m55"\nlink_flags = ["-mcpu=cortex-m55", "-mfloat-abi=soft"]',
+     r"cpu\.link_flags: must choose the float ABI of compile_flags \(-mfloat-abi=hard\)"),
     ('[uart]', '[uart', r"not valid TOML"),
     ('stack_size = 0x8000', 'stack_size = 0x8004', r"stack_size: stack size 0x8004 is not a positive multiple of 8 "),
     ('stack_size = 0x8000', 'stack_size = 0', r"stack_size: stack size 0x0 is not a positive multiple of 8 "),
@@ -163,8 +166,12 @@ def test_region_overflow_fails_the_link_naming_the_region(tmp_path):
     assert "region `dtcm' overflowed" in result.stdout + result.stderr
 
 
-def test_unsupported_cpu_flags_fail_the_configure_clearly(tmp_path):
-    from kiln.firmware import build as firmware
-
-    with pytest.raises(firmware.BuildError, match="does not accept board corstone-320's CPU flags"):
-        firmware.build("corstone-320", tmp_path / "fw")
+def test_a_toolchain_other_than_the_boards_fails_the_configure_clearly(tmp_path):
+    """corstone-320 names clang (board.toml's cpu.toolchain); GCC 12 cannot build its Cortex-M85."""
+    result = subprocess.run(
+        ["cmake", "-S", str(paths.FIRMWARE_DIR), "-B", str(tmp_path / "fw"), "-G", "Ninja",
+         f"-DCMAKE_TOOLCHAIN_FILE={ROOT / 'cmake' / 'arm-none-eabi-gcc.cmake'}", "-DKILN_BOARD=corstone-320"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "kiln: board corstone-320 is built with toolchain clang-arm-none-eabi" in " ".join(result.stderr.split())

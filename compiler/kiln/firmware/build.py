@@ -1,4 +1,5 @@
-"""Building kiln's firmware for a board with CMake, Ninja and arm-none-eabi-gcc.
+"""Building kiln's firmware for a board with CMake, Ninja and the board's toolchain
+(board.toml's cpu.toolchain: arm-none-eabi-gcc, or clang 19 linked by arm-none-eabi-gcc).
 
 One function serves `kiln build --app` and the tests, so
 the firmware is configured the same way everywhere. A step that fails is one line
@@ -18,6 +19,8 @@ from kiln import boards, paths
 from kiln.errors import BuildError, ToolMissingError
 
 REQUIRED_TOOLS = ("cmake", "ninja", "arm-none-eabi-gcc")
+# What each toolchain needs beyond REQUIRED_TOOLS (cmake/<toolchain>.cmake finds them).
+TOOLCHAIN_TOOLS = {"arm-none-eabi-gcc": (), "clang-arm-none-eabi": ("clang-19", "clang++-19")}
 BUILD_LOG = "build.log"  # in the build directory: the whole output of the step that failed
 # A line that says what failed: a compiler's or CMake's error, or the linker's.
 _ERROR_LINE = re.compile(r"\berror:|CMake Error|undefined reference|multiple definition", re.IGNORECASE)
@@ -35,15 +38,13 @@ def build(
     build_type: str = "Release",
 ) -> Path:
     """Configures (once) and builds the firmware for `board`; returns the build directory."""
-    boards.load(board)  # a usage error for an unknown board, before CMake says it less clearly
-    for tool in REQUIRED_TOOLS:
-        if shutil.which(tool) is None:
-            raise ToolMissingError(f"{tool} is not installed; run ./scripts/setup.sh")
+    described = boards.load(board)  # a usage error for an unknown board, before CMake says it less clearly
+    check_tools(described)
     build_dir = Path(build_dir or default_build_dir(board)).resolve()
     _run(
         [
             "cmake", "-S", str(paths.FIRMWARE_DIR), "-B", str(build_dir), "-G", "Ninja",
-            f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}",
+            f"-DCMAKE_TOOLCHAIN_FILE={described.cpu.toolchain_file}",
             f"-DKILN_PYTHON={sys.executable}",  # this Python imports this kiln, wherever it is installed
             f"-DKILN_BOARD={board}",
             f"-DKILN_TEST_APPS={'ON' if test_apps else 'OFF'}",
@@ -53,6 +54,14 @@ def build(
     )  # fmt: skip
     _run(["cmake", "--build", str(build_dir)], f"building the firmware for {board}", build_dir / BUILD_LOG)
     return build_dir
+
+
+def check_tools(board: boards.Board):
+    """A ToolMissingError naming the first tool that building for `board` needs and PATH lacks."""
+    for tool in REQUIRED_TOOLS + TOOLCHAIN_TOOLS[board.cpu.toolchain]:
+        if shutil.which(tool) is None:
+            raise ToolMissingError(f"{tool} is not installed (building for {board.name} needs it); "
+                                   "run ./scripts/setup.sh")
 
 
 def elf(build_dir: Path, app: str) -> Path:

@@ -8,7 +8,7 @@ Reads the .pte (kiln.pte.schema, kiln.lower.ethosu_payload), plans the runner's 
 kernel and delegate tables, sized exactly from the program), generates the model's
 sources (`generate`: the .pte as an .incbin placed per memory mode, the buffers as
 sections in the board's regions, the selective kernel table), configures and builds
-firmware/apps/executor_runner with CMake and arm-none-eabi-gcc, writes a size and
+firmware/apps/executor_runner with CMake and the board's toolchain, writes a size and
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
 
 The .pte baked in is the program without run-host's reference TOSA graphs (named data
@@ -37,7 +37,7 @@ from kiln import boards, paths
 from kiln.firmware import build as firmware
 from kiln.lower import ethosu_payload
 from kiln.pte import schema as pte
-from kiln.errors import RunnerBuildError, ToolMissingError, UsageError
+from kiln.errors import RunnerBuildError, UsageError
 
 APP_DIR = paths.FIRMWARE_DIR / "apps" / "executor_runner"
 KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
@@ -350,12 +350,10 @@ def _overflow_message(p: Plan, region: str, excess: int) -> str:
 
 
 def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
-    for tool in firmware.REQUIRED_TOOLS:
-        if shutil.which(tool) is None:
-            raise ToolMissingError(f"{tool} is not installed; run ./scripts/setup.sh")
+    firmware.check_tools(p.target.board)
     build_dir = out / "cmake"
     _run(["cmake", "-S", str(APP_DIR), "-B", str(build_dir), "-G", "Ninja",
-          f"-DCMAKE_TOOLCHAIN_FILE={paths.TOOLCHAIN_FILE}", f"-DKILN_PYTHON={sys.executable}",
+          f"-DCMAKE_TOOLCHAIN_FILE={p.target.board.cpu.toolchain_file}", f"-DKILN_PYTHON={sys.executable}",
           f"-DKILN_BOARD={p.target.board.name}",
           f"-DCMAKE_BUILD_TYPE={build_type}", f"-DKILN_RUNNER_GENERATED={gen}",
           f"-DKILN_RUNNER_PTE={baked.resolve()}", f"-DKILN_STACK_SIZE={p.stack_size:#x}"],

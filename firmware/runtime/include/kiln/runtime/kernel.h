@@ -34,7 +34,7 @@ class KernelArgs {
 
  private:
   Value* values_;
-  uint32_t value_count_;
+  [[maybe_unused]] uint32_t value_count_;  // read by no member yet (clang warns)
   const int32_t* indices_;  // checked against value_count at bind time
   size_t count_;
 };
