@@ -33,7 +33,7 @@ RUN_STATUSES = """exit status:
   134             the CPU faulted (the fault is explained on standard error)
   124             timeout: the firmware did not exit in time and was stopped
   125             the platform stopped without the firmware reporting an exit
-  127             no platform for this target (e.g. Ethos-U85 needs Arm's FVP)
+  127             no platform for this target (its board has no virtual platform and no FVP is on PATH)
   2               usage error: unknown target, missing file, bad argument"""
 
 

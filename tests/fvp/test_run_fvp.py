@@ -2,6 +2,7 @@
 platform (QEMU mps3-an547), and on a stand-in FVP to check the FVP command line;
 and run.sh's whole output in a log file."""
 
+import dataclasses
 import os
 import re
 import stat
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kiln.errors import UsageError
+from kiln import boards
+from kiln.errors import ToolMissingError, UsageError
 from kiln.firmware import build as firmware
 from kiln.simulator import run
 
@@ -90,10 +92,13 @@ def test_bad_arguments_are_usage_errors(firmware_build, args, message):
     assert "Traceback" not in result.stderr
 
 
-def test_board_without_a_virtual_platform_asks_for_its_fvp(firmware_build):
-    result = run_fvp(f"--elf={elf(firmware_build, 'hello')}", "--target=ethos-u85-256")
-    assert result.returncode == 127
-    assert "install Arm's FVP_Corstone_SSE-320 and put it on PATH" in result.stderr
+def test_board_without_a_virtual_platform_asks_for_its_fvp(tmp_path):
+    """Both boards have a virtual platform; one without (no [virtual_platform] in its
+    board.toml) needs its FVP, which kiln run reports with status 127."""
+    target = boards.target("ethos-u85-256")
+    unmodelled = dataclasses.replace(target, board=dataclasses.replace(target.board, qemu_machine=None))
+    with pytest.raises(ToolMissingError, match="install Arm's FVP_Corstone_SSE-320 and put it on PATH"):
+        run.virtual_platform(unmodelled, tmp_path / "firmware.elf")
 
 
 def test_run_refuses_a_file_that_is_no_elf_before_starting_a_platform(tmp_path):
@@ -136,6 +141,28 @@ def test_installed_fvp_is_used_with_the_boards_parameters(tmp_path, firmware_bui
         "mps3_board.uart0.out_file=-",
         "mps3_board.uart0.shutdown_on_eot=1",
         "cpu0.semihosting-enable=1",
+    } <= params
+    assert argv[argv.index("-a") + 1] == hello
+
+
+def test_installed_corstone_320_fvp_is_used_with_the_boards_parameters(tmp_path, corstone320_build):
+    env = fake_fvp(tmp_path, "FVP_Corstone_SSE-320", "Hello from a model\\r\\n[kiln] exit 0\\r\\n")
+    hello = str(corstone320_build / "hello.elf")
+    result = run_fvp(f"--elf={hello}", "--target=ethos-u85-512", env=env)
+    assert result.returncode == 0
+    assert "Arm FVP FVP_Corstone_SSE-320 (ethos-u85-512)" in result.stderr
+    argv = (tmp_path / "argv").read_text().splitlines()
+    params = {argv[i + 1] for i, a in enumerate(argv) if a == "-C"}
+    # What ExecuTorch and Arm's Corstone-320 examples pass (shared/notes/ethos-u85.md).
+    assert {
+        "mps4_board.subsystem.ethosu.num_macs=512",
+        "mps4_board.visualisation.disable-visualisation=1",
+        "vis_hdlcd.disable_visualisation=1",
+        "mps4_board.telnetterminal0.start_telnet=0",
+        "mps4_board.uart0.out_file=-",
+        "mps4_board.uart0.shutdown_on_eot=1",
+        "mps4_board.subsystem.cpu0.semihosting-enable=1",
+        f"mps4_board.subsystem.cpu0.semihosting-cwd={Path.cwd()}",
     } <= params
     assert argv[argv.index("-a") + 1] == hello
 

@@ -30,6 +30,13 @@ the CPU itself pends it: the attachment puts `str r1, [r0]` over the
 instruction it just emulated, points r0 at the ISPR word and r1 at the
 interrupt's bit, single-steps it (QEMU steps with interrupts masked) and
 restores memory and registers; the CPU takes the interrupt when it resumes.
+
+Booting where the board boots: QEMU's machine reads the initial SP and PC from its
+own fixed vector table address (QEMU_BOOT_VECTORS; mps3-an547's board code sets it,
+so no option moves it), while a board's CPU boots at its code region's base (the
+SSE-320 at 0x1100_0000). When the two differ, the attachment (BootAttachment, the
+base of NpuAttachment) loads SP and PC from the board's vector table through the
+gdbstub before the first instruction, as the board's reset would.
 """
 
 from __future__ import annotations
@@ -61,6 +68,9 @@ QEMU_DDR_SIZE = 2 << 30
 NVIC_ISPR = 0xE000_E200  # Armv8-M: set-pending registers, one bit per interrupt
 STR_R1_AT_R0 = (0x6001).to_bytes(2, "little")  # Thumb `str r1, [r0]`
 CONNECT_TIMEOUT_S = 10.0
+# Where each QEMU machine's CPU reads its vector table at reset (its INITSVTOR).
+QEMU_BOOT_VECTORS = {"mps3-an547": 0x1000_0000}
+THUMB_STATE = 1 << 24  # xPSR.T: M-profile code always runs in Thumb state
 PAGE = 4096  # bytes; the unit the gdb-backed memory caches
 
 
@@ -233,29 +243,28 @@ def _register_name(index: int) -> str:
     return {13: "sp", 14: "lr", 15: "pc"}.get(index, f"r{index}")
 
 
-class NpuAttachment:
-    """Serves the NPU's register window of one QEMU run (see the module's docstring)."""
+def boots_elsewhere(board: boards.Board) -> bool:
+    """Whether `board`'s CPU boots at another vector table than its QEMU machine's."""
+    return board.region_for("code").base != QEMU_BOOT_VECTORS[board.qemu_machine]
 
-    def __init__(self, target: boards.Target, executor=None, hang: bool = False, elf: Path | None = None):
-        self.board = target.board
-        self.config: NpuConfig = config_for(target.name)
-        self._executor = executor
-        self._hang = hang  # see EthosU: streams never finish (tests of firmware timeouts)
-        self.ddr = SharedDdr()
+
+class BootAttachment:
+    """QEMU halted at start with its gdbstub on a private socket: boots the CPU at the
+    board's vector table if the machine's differs, then lets it run to the end."""
+
+    def __init__(self, board: boards.Board):
+        self.board = board
         self._socket_dir = Path(tempfile.mkdtemp(prefix="kiln-gdb-"))
         self.socket_path = self._socket_dir / "gdb.sock"
-        self.device: EthosU | None = None
-        self.memory: TargetMemory | None = None
-        self.accesses = 0  # intercepted register accesses
-        self.access_time_s = 0.0  # host time spent on them, including the NPU's runs
-        self.npu_time_s = 0.0  # host time spent running streams
-        self._irq_rising = False
-        self._region_sizes_at = region_sizes_address(elf) if elf is not None else None
+        self.device: EthosU | None = None  # no NPU model here
+        self.accesses = 0
 
     def qemu_args(self) -> list[str]:
-        """QEMU arguments: the shared DDR and a halted CPU with a gdbstub on our socket."""
+        """QEMU arguments: the machine and a halted CPU with a gdbstub on our socket."""
+        return ["-M", self.board.qemu_machine, *self._gdbstub_args()]
+
+    def _gdbstub_args(self) -> list[str]:
         return [
-            *self.ddr.qemu_args(self.board.qemu_machine),
             "-chardev", f"socket,id=kiln-gdb,path={self.socket_path},server=on,wait=off",
             "-gdb", "chardev:kiln-gdb",
             "-S",
@@ -276,9 +285,55 @@ class NpuAttachment:
         raise AttachmentError("QEMU's gdbstub did not come up (QEMU exited or did not listen)")
 
     def serve(self, sock: socket.socket):
-        """Runs the CPU until the firmware ends, serving every NPU register access."""
+        """Boots the CPU (boot) and runs it until the firmware ends."""
         gdb = GdbClient(sock)
         gdb.read_target_description()
+        self.boot(gdb)
+        self._run(gdb)
+
+    def boot(self, gdb: GdbClient):
+        """Loads SP and PC from the vector table at the board's code region base, as the
+        board's reset does, when QEMU's machine booted from another address."""
+        if not boots_elsewhere(self.board):
+            return
+        vectors = self.board.region_for("code").base
+        raw = gdb.read_memory(vectors, 8)
+        sp, pc = int.from_bytes(raw[:4], "little"), int.from_bytes(raw[4:], "little")
+        gdb.write_registers({"sp": sp, "pc": pc & ~1, "xpsr": THUMB_STATE})
+
+    def _run(self, gdb: GdbClient):
+        stop = gdb.cont()
+        if not stop.exited:
+            raise AttachmentError("the CPU stopped under the debugger for no reason kiln set")
+
+    def close(self):
+        """Removes the socket; safe to call twice."""
+        self.socket_path.unlink(missing_ok=True)
+        if self._socket_dir.exists():
+            self._socket_dir.rmdir()
+
+
+class NpuAttachment(BootAttachment):
+    """Serves the NPU's register window of one QEMU run (see the module's docstring)."""
+
+    def __init__(self, target: boards.Target, executor=None, hang: bool = False, elf: Path | None = None):
+        super().__init__(target.board)
+        self.config: NpuConfig = config_for(target.name)
+        self._executor = executor
+        self._hang = hang  # see EthosU: streams never finish (tests of firmware timeouts)
+        self.ddr = SharedDdr()
+        self.memory: TargetMemory | None = None
+        self.access_time_s = 0.0  # host time spent on register accesses, including the NPU's runs
+        self.npu_time_s = 0.0  # host time spent running streams
+        self._irq_rising = False
+        self._region_sizes_at = region_sizes_address(elf) if elf is not None else None
+
+    def qemu_args(self) -> list[str]:
+        """QEMU arguments: the shared DDR and a halted CPU with a gdbstub on our socket."""
+        return [*self.ddr.qemu_args(self.board.qemu_machine), *self._gdbstub_args()]
+
+    def _run(self, gdb: GdbClient):
+        """Runs the CPU until the firmware ends, serving every NPU register access."""
         regions = [(r.base, r.size) for r in self.board.memory]
         self.memory = TargetMemory(gdb, regions, self.ddr.view)
         sizes = self._region_sizes if self._region_sizes_at is not None else None
@@ -307,9 +362,7 @@ class NpuAttachment:
     def close(self):
         """Removes the shared DDR file and the socket; safe to call twice."""
         self.ddr.close()
-        self.socket_path.unlink(missing_ok=True)
-        if self._socket_dir.exists():
-            self._socket_dir.rmdir()
+        super().close()
 
     # ---------------------------------------------------------------- one access
 

@@ -109,12 +109,17 @@ def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
         raise ToolMissingError(f"{QEMU} is not installed; run ./scripts/setup.sh")
     from kiln.simulator.npu.config import CONFIGS  # the NPU model: only when a platform is made
 
+    from kiln.simulator import attach
+
     attachment = None
     machine_args = ["-M", machine]
     if npu_model and target.name in CONFIGS:
-        from kiln.simulator.attach import NpuAttachment
-
-        attachment = NpuAttachment(target, hang=os.environ.get(HANG_VARIABLE) == "1", elf=elf)
+        attachment = attach.NpuAttachment(target, hang=os.environ.get(HANG_VARIABLE) == "1", elf=elf)
+        machine_args = attachment.qemu_args()
+    elif attach.boots_elsewhere(target.board):
+        # No NPU model for this target (yet): its NPU window is a bus error, but the CPU
+        # still boots where the board's does.
+        attachment = attach.BootAttachment(target.board)
         machine_args = attachment.qemu_args()
     command = [
         qemu,
@@ -128,7 +133,8 @@ def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
         "-kernel", str(elf),
         *(counting.qemu_args() if counting else []),
     ]  # fmt: skip
-    npu = f"{target.name} NPU model" if attachment else f"{target.name}, no NPU model"
+    modelled = isinstance(attachment, attach.NpuAttachment)
+    npu = f"{target.name} NPU model" if modelled else f"{target.name}, no NPU model"
     name = f"kiln's virtual platform (QEMU {machine}, {npu})"
     return Platform(name, command, is_fvp=False, attachment=attachment)
 

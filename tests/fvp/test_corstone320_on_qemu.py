@@ -1,0 +1,43 @@
+"""corstone-320 firmware (Cortex-M85) on kiln's virtual platform: QEMU mps3-an547 runs the very
+ELF, booted at the SSE-320's boot ROM address; run_fvp.sh chooses it for ethos-u85 targets when
+no FVP_Corstone_SSE-320 is installed."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kiln.simulator import run
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.fvp
+
+# What firmware/apps/hello prints by design on corstone-320 (its board name and CPU core, and
+# sums worked out by hand).
+HELLO = [
+    "Hello from kiln on corstone-320 (cortex-m85)",
+    "startup: .data 42, .bss 0, static constructor 43",
+    "Helium: sum of squares 1..16 = 1496",
+    "FPU: 1.5 * 1.5 * 100 = 225",
+    "[kiln] exit 0",
+]
+
+
+@pytest.mark.skipif(shutil.which("FVP_Corstone_SSE-320") is not None, reason="an FVP is installed: run_fvp.sh runs it")
+def test_hello_for_ethos_u85_runs_on_the_virtual_platform(corstone320_build):
+    elf = corstone320_build / "hello.elf"
+    result = subprocess.run([str(ROOT / "scripts" / "run_fvp.sh"), f"--elf={elf}", "--target=ethos-u85-256"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == HELLO
+    assert "on kiln's virtual platform (QEMU mps3-an547" in result.stderr
+
+
+def test_hello_boots_at_the_boot_rom_without_the_npu_model(corstone320_build):
+    """Without the NPU model there is no NPU attachment, yet the CPU still boots at 0x1100_0000
+    (QEMU's mps3-an547 itself reads its vectors at 0x1000_0000, where this ELF has none)."""
+    result = run.run(corstone320_build / "hello.elf", "ethos-u85-128", timeout=60, platform="virtual",
+                     npu_model=False)
+    assert result.status == 0 and result.uart == HELLO
+
