@@ -42,7 +42,8 @@ def compare(tosa: bytes, vela, inputs: list[np.ndarray], target: str):
 
 # ---- batched random differential cases -------------------------------------------------
 
-SYSTEM_CONFIGS = {"ethos-u55": "Ethos_U55_High_End_Embedded", "ethos-u65": "Ethos_U65_High_End"}
+SYSTEM_CONFIGS = {"ethos-u55": "Ethos_U55_High_End_Embedded", "ethos-u65": "Ethos_U65_High_End",
+                  "ethos-u85": "Ethos_U85_SYS_DRAM_Mid"}
 
 
 def system_config(target: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.simulator.npu.registers import ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE
+from kiln.simulator.npu.registers import ROUND_FLOOR, ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE
 
 _SAFE = 1 << 62
 
@@ -30,6 +30,7 @@ def rescale(x: np.ndarray, multiplier, shift, rounding: int) -> np.ndarray:
       rounding of TFLite's SaturatingRoundingDoublingHighMul followed by a rounding shift,
       as TOSA's apply_scale_32 with double_round).
     TRUNCATE: the exact product shifted toward zero.
+    FLOOR: the exact product shifted toward minus infinity.
     """
     x = np.asarray(x, np.int64)
     multiplier = np.asarray(multiplier, np.int64)
@@ -37,6 +38,8 @@ def rescale(x: np.ndarray, multiplier, shift, rounding: int) -> np.ndarray:
     if not _fits(x, multiplier):
         return _rescale_object(x, multiplier, shift, rounding)
     product = x * multiplier
+    if rounding == ROUND_FLOOR:
+        return product >> shift
     if rounding == ROUND_TRUNCATE:
         magnitude = np.abs(product) >> shift
         return np.where(product < 0, -magnitude, magnitude)
@@ -52,7 +55,9 @@ def _rescale_object(x, multiplier, shift, rounding):
     flat_out = out.reshape(-1)
     for i, (v, m, s) in enumerate(zip(xb.reshape(-1).tolist(), mb.reshape(-1).tolist(), sb.reshape(-1).tolist())):
         p = v * m
-        if rounding == ROUND_TRUNCATE:
+        if rounding == ROUND_FLOOR:
+            r = p >> s
+        elif rounding == ROUND_TRUNCATE:
             r = abs(p) >> s
             r = -r if p < 0 else r
         else:

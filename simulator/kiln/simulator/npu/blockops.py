@@ -31,7 +31,7 @@ def _extent(out: int, kernel: int, stride: int, dilation: int, before: int, afte
     return (out - 1) * stride + (kernel - 1) * dilation + 1 - before - after
 
 
-def _record_kernel(ctx: Context, k: Kernel, pad: Padding) -> None:
+def record_kernel(ctx: Context, k: Kernel, pad: Padding) -> None:
     hit = ctx.coverage.hit
     if k.width == 1 and k.height == 1:
         hit("kernel", "1x1")
@@ -175,7 +175,7 @@ def convolution(ctx: Context) -> None:
     regs = ctx.registers
     out_h, out_w, depth = regs.ofm_shape()
     k, pad = regs.kernel(), regs.padding()
-    _record_kernel(ctx, k, pad)
+    record_kernel(ctx, k, pad)
     ctx.coverage.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
     ifm = regs.feature_map("IFM")
     x, _ = padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
@@ -183,63 +183,46 @@ def convolution(ctx: Context) -> None:
     for core, channels in enumerate(_core_channels(ctx, depth)):
         if len(channels):
             w[channels] = _weights(ctx, core, (len(channels), k.height, k.width, ifm.depth), False)
+    _finish_mac(ctx, convolution_sums(x, w, k, out_h, out_w), depth)
+
+
+def convolution_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
+    """Exact int64 sums (out_h, out_w, O) of padded IFM `x` (padded_ifm's) times OHWI weights
+    `w`; float64 products are exact for 8/16-bit operands and the sums of a real kernel."""
     xf = x.astype(np.float64)
-    acc = np.zeros((out_h, out_w, depth), np.float64)
+    acc = np.zeros((out_h, out_w, w.shape[0]), np.float64)
     for ky, kx, view in _taps(xf, k, out_h, out_w):
         acc += view @ w[:, ky, kx, :].T.astype(np.float64)
-    _finish_mac(ctx, np.rint(acc).astype(np.int64), depth)
+    return np.rint(acc).astype(np.int64)
 
 
 def depthwise(ctx: Context) -> None:
     regs = ctx.registers
     out_h, out_w, depth = regs.ofm_shape()
     k, pad = regs.kernel(), regs.padding()
-    _record_kernel(ctx, k, pad)
+    record_kernel(ctx, k, pad)
     ifm = regs.feature_map("IFM")
     x, _ = padded_ifm(ctx, ifm, np.arange(depth), k, pad, out_h, out_w)
     w = np.zeros((depth, k.height, k.width, 1), np.int64)
     for core, channels in enumerate(_core_channels(ctx, depth)):
         if len(channels):
             w[channels] = _weights(ctx, core, (len(channels), k.height, k.width, 1), True)
-    acc = np.zeros((out_h, out_w, depth), np.int64)
+    _finish_mac(ctx, depthwise_sums(x, w, k, out_h, out_w), depth)
+
+
+def depthwise_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
+    """int64 sums (out_h, out_w, C) of padded IFM `x` times per-channel weights `w` (C, kh, kw, 1)."""
+    acc = np.zeros((out_h, out_w, w.shape[0]), np.int64)
     for ky, kx, view in _taps(x, k, out_h, out_w):
         acc += view * w[:, ky, kx, 0]
-    _finish_mac(ctx, acc, depth)
+    return acc
 
 
 def pooling(ctx: Context, mode: int) -> None:
     regs = ctx.registers
     if mode not in POOL_NAMES:
         raise RegisterError(f"NPU_OP_POOL: reserved pooling mode {mode}")
-    ctx.coverage.hit("pooling", POOL_NAMES[mode])
-    out_h, out_w, depth = regs.ofm_shape()
-    k, pad = regs.kernel(), regs.padding()
-    _record_kernel(ctx, k, pad)
-    ifm = regs.feature_map("IFM")
-    if mode == POOL_REDUCE_SUM and depth != 1:
-        raise RegisterError(f"REDUCE_SUM sums over the IFM's channels into one OFM channel; OFM depth is {depth}")
-    channels = np.arange(ifm.depth if mode == POOL_REDUCE_SUM else depth)
-    x, valid = padded_ifm(ctx, ifm, channels, k, pad, out_h, out_w)
-    if mode == POOL_REDUCE_SUM:
-        x = x.sum(axis=2, keepdims=True)  # REDUCE_SUM: over the kernel window and all IFM channels
-    if mode == POOL_MAX:
-        low = np.iinfo(np.int64).min // 4
-        x = np.where(valid[:, :, None], x, low)
-        result = np.full((out_h, out_w, depth), low, np.int64)
-        for _, _, view in _taps(x, k, out_h, out_w):
-            np.maximum(result, view, out=result)
-    else:
-        result = np.zeros((out_h, out_w, depth), np.int64)
-        for _, _, view in _taps(x, k, out_h, out_w):
-            result += view
-    padded = any((pad.top, pad.left, pad.bottom, pad.right))
-    if mode == POOL_AVERAGE and padded:
-        # with padding the NPU divides each sum by its count of real (unpadded) samples
-        count = np.zeros((out_h, out_w), np.int64)
-        for _, _, view in _taps(valid.astype(np.int64), k, out_h, out_w):
-            count += view
-        multiplier, shift = reciprocal(np.maximum(count, 1))
-        result = scale_values(ctx, result, multiplier[:, :, None], shift[:, :, None])
+    result = pool_values(ctx, POOL_NAMES[mode])
     if regs.global_scale():
         ctx.coverage.hit("ofm_scaling", "global")
         multiplier, shift = regs.ofm_scale()
@@ -247,3 +230,41 @@ def pooling(ctx: Context, mode: int) -> None:
     else:
         ctx.coverage.hit("ofm_scaling", "per-channel")
     store(ctx, result)
+
+
+def pool_values(ctx: Context, name: str, average_divides: bool = False) -> np.ndarray:
+    """The pooled IFM, int64 (out_h, out_w, C), zero point subtracted, before the OFM scale.
+    name: MAX or MIN (over the real samples of the window), SUM (of the window), AVERAGE
+    (the sum; with padding, or always if `average_divides` (Ethos-U85), divided by the count
+    of real samples), REDUCE_SUM (over the window and all IFM channels, into one OFM channel)."""
+    regs = ctx.registers
+    ctx.coverage.hit("pooling", name)
+    out_h, out_w, depth = regs.ofm_shape()
+    k, pad = regs.kernel(), regs.padding()
+    record_kernel(ctx, k, pad)
+    ifm = regs.feature_map("IFM")
+    if name == "REDUCE_SUM" and depth != 1:
+        raise RegisterError(f"REDUCE_SUM sums over the IFM's channels into one OFM channel; OFM depth is {depth}")
+    channels = np.arange(ifm.depth if name == "REDUCE_SUM" else depth)
+    x, valid = padded_ifm(ctx, ifm, channels, k, pad, out_h, out_w)
+    if name == "REDUCE_SUM":
+        x = x.sum(axis=2, keepdims=True)
+    if name in ("MAX", "MIN"):
+        sign = 1 if name == "MAX" else -1
+        low = np.iinfo(np.int64).min // 4
+        x = np.where(valid[:, :, None], sign * x, low)
+        result = np.full((out_h, out_w, depth), low, np.int64)
+        for _, _, view in _taps(x, k, out_h, out_w):
+            np.maximum(result, view, out=result)
+        return sign * result
+    result = np.zeros((out_h, out_w, depth), np.int64)
+    for _, _, view in _taps(x, k, out_h, out_w):
+        result += view
+    if name == "AVERAGE" and (average_divides or any((pad.top, pad.left, pad.bottom, pad.right))):
+        # the NPU divides each sum by its count of real (unpadded) samples
+        count = np.zeros((out_h, out_w), np.int64)
+        for _, _, view in _taps(valid.astype(np.int64), k, out_h, out_w):
+            count += view
+        multiplier, shift = reciprocal(np.maximum(count, 1))
+        result = scale_values(ctx, result, multiplier[:, :, None], shift[:, :, None])
+    return result

@@ -1,4 +1,5 @@
-"""Ethos-U55/U65 command words: opcodes and the decoding of a command stream.
+"""Command words: Ethos-U55/U65 opcodes and the decoding of a command stream (the Ethos-U85's
+opcodes are kiln.simulator.npu.u85_commands; decode takes either family's CommandSet).
 
 A command is one 32-bit word (cmd0: opcode in bits 9..0, a 16-bit parameter in bits
 31..16) or, when bits 15..14 say a 32-bit payload follows (payload size 1), two words
@@ -58,6 +59,18 @@ OPERATIONS = {name for name in CMD0 if name.startswith("NPU_OP_")}
 
 
 @dataclass(frozen=True)
+class CommandSet:
+    """One NPU family's opcodes: cmd0 and cmd1 names by opcode."""
+
+    family: str  # e.g. "Ethos-U55/U65", for messages
+    cmd0_names: dict[int, str]
+    cmd1_names: dict[int, str]
+
+
+U55_COMMANDS = CommandSet("Ethos-U55/U65", CMD0_NAMES, CMD1_NAMES)
+
+
+@dataclass(frozen=True)
 class Command:
     index: int  # word offset of the header in the stream
     name: str  # a key of CMD0 or CMD1
@@ -66,7 +79,7 @@ class Command:
 
     @property
     def is_operation(self) -> bool:
-        return self.name in OPERATIONS
+        return self.name.startswith("NPU_OP_")
 
 
 def as_words(stream) -> np.ndarray:
@@ -81,9 +94,11 @@ def as_words(stream) -> np.ndarray:
     return words.astype(np.uint32)
 
 
-def decode(words: np.ndarray):
-    """Yields the commands of `words` in order; raises CommandError at the first word
-    that is not a valid command (the commands before it have been yielded)."""
+def decode(words: np.ndarray, command_set: CommandSet = U55_COMMANDS):
+    """Yields the commands of `words` (opcodes of `command_set`) in order; raises
+    CommandError at the first word that is not a valid command (the commands before it
+    have been yielded)."""
+    cmd0_names, cmd1_names = command_set.cmd0_names, command_set.cmd1_names
     words = [int(w) for w in words]
     i = 0
     while i < len(words):
@@ -94,13 +109,13 @@ def decode(words: np.ndarray):
         if reserved:
             raise CommandError(i, f"word {i} (0x{header:08x}): reserved bits 13..10 are not zero")
         if payload_size == 0:
-            name = CMD0_NAMES.get(opcode)
+            name = cmd0_names.get(opcode)
             if name is None:
                 raise CommandError(i, f"word {i} (0x{header:08x}): unknown opcode 0x{opcode:03x}")
             yield Command(i, name, header >> 16, None)
             i += 1
         elif payload_size == 1:
-            name = CMD1_NAMES.get(opcode)
+            name = cmd1_names.get(opcode)
             if name is None:
                 raise CommandError(i, f"word {i} (0x{header:08x}): unknown opcode 0x{opcode:03x} with payload")
             if i + 1 >= len(words):

@@ -28,10 +28,11 @@ class Context:
     memory: object  # a kiln.simulator.npu.Memory
     basep: tuple[int, ...]  # 8 region base addresses
     config: NpuConfig
-    shram: bytearray  # one core's SHRAM, bytes; owned by the run
+    shram: bytearray  # one core's SHRAM (Ethos-U85: its LUT RAM), bytes; owned by the run
     coverage: Coverage
     cache: dict = field(default_factory=dict)  # decoded weights by stream content
     limits: tuple[int, ...] | None = None  # bytes of each region's buffer; None: unchecked
+    chained: dict = field(default_factory=dict)  # Ethos-U85 chaining buffers: index -> (H, W, C) array
 
     def region_base(self, region: int) -> int:
         return self.basep[region & 7]

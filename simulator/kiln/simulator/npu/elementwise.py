@@ -77,7 +77,7 @@ def _input_scaling(ctx: Context, a: np.ndarray, b: np.ndarray, bits: int):
     return a << aligned, rescale(b, opa, opa_shift, rounding)
 
 
-def _shift_right(a: np.ndarray, b: np.ndarray, rounding: int) -> np.ndarray:
+def shift_right(a: np.ndarray, b: np.ndarray, rounding: int) -> np.ndarray:
     """SHR: NATURAL rounds half up; TFL (regor's choice for TOSA's round=False) and
     TRUNCATE discard the shifted-out bits (floor)."""
     amount = np.clip(b, 0, 63)
@@ -135,7 +135,7 @@ def _binary(ctx: Context, name: str, a: np.ndarray, b: np.ndarray, bits: int, gl
     elif name == "SHL":
         result = wrap(a << np.clip(b, 0, 31), 32)
     else:  # SHR
-        result = _shift_right(a, b, regs.rounding())
+        result = shift_right(a, b, regs.rounding())
     if global_scale and name in ("ADD", "SUB", "MUL"):
         multiplier, shift = regs.ofm_scale()
         return scale_values(ctx, result, multiplier, shift)

@@ -1,4 +1,5 @@
-"""run_stream: executes an Ethos-U55/U65 register command stream on a Memory."""
+"""run_stream: executes an Ethos-U55/U65/U85 register command stream on a Memory (the
+configuration's family picks the opcodes, register layouts and operations)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from kiln.simulator.npu.memory import MemoryFault
 from kiln.simulator.npu.output import NotModelled
 from kiln.simulator.npu.registers import Registers, RegisterError
 from kiln.simulator.npu.weights import WeightStreamError
+from kiln.simulator.npu import u85_blockops, u85_dma, u85_elementwise
+from kiln.simulator.npu.u85_commands import U85_COMMANDS
+from kiln.simulator.npu.u85_cycles import U85CycleModel
+from kiln.simulator.npu.u85_registers import U85Registers
 
 REGIONS = 8
 
@@ -55,6 +60,24 @@ def _operation(ctx: Context, command: cmds.Command) -> None:
     # signal work, and this model completes every operation before the next command.
 
 
+def _operation_u85(ctx: Context, command: cmds.Command) -> None:
+    name = command.name
+    ctx.coverage.hit("opcode", name)
+    if name == "NPU_OP_CONV":
+        u85_blockops.convolution(ctx, command.param)
+    elif name == "NPU_OP_DEPTHWISE":
+        u85_blockops.depthwise(ctx)
+    elif name == "NPU_OP_POOL":
+        u85_blockops.pooling(ctx, command.param & 7)
+    elif name == "NPU_OP_ELEMENTWISE":
+        u85_elementwise.elementwise(ctx, command.param & 0x3F)
+    elif name == "NPU_OP_DMA_START":
+        u85_dma.dma_start(ctx)
+    elif name in ("NPU_OP_RESIZE", "NPU_OP_BRANCH"):
+        raise NotModelled(f"{name} is not modelled")
+    # IRQ, DMA_WAIT, KERNEL_WAIT and PMU_MASK: as on the U55/U65.
+
+
 def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=None) -> ExecResult:
     """Runs `stream` (uint32 words or bytes) with region r at bus address basep[r].
 
@@ -69,18 +92,20 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
     bases = tuple(int(b) for b in basep)
     if len(bases) != REGIONS:
         raise ValueError(f"basep holds {len(bases)} region bases; the NPU has {REGIONS}")
-    registers = Registers()
+    u85 = config.is_u85
+    registers = U85Registers() if u85 else Registers()
+    command_set, operation = (U85_COMMANDS, _operation_u85) if u85 else (cmds.U55_COMMANDS, _operation)
     sizes = None if limits is None else tuple(int(n) for n in limits)
     if sizes is not None and len(sizes) != REGIONS:
         raise ValueError(f"limits holds {len(sizes)} region sizes; the NPU has {REGIONS}")
     ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage(), limits=sizes)
-    cycles = CycleModel(config)
+    cycles = U85CycleModel(config) if u85 else CycleModel(config)
     ops = 0
     fault = None
     index = 0
     try:
         words = cmds.as_words(stream)
-        for command in cmds.decode(words):
+        for command in cmds.decode(words, command_set):
             index = command.index
             if not command.is_operation:
                 registers.set(command)
@@ -90,7 +115,7 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
                 ctx.coverage.hit("opcode", command.name)
                 break
             cycles.account(command, registers)
-            _operation(ctx, command)
+            operation(ctx, command)
     except cmds.CommandError as error:
         fault = NpuFault("cmd_parse_error", error.index, str(error))
     except (RegisterError, WeightStreamError, NotModelled) as error:

@@ -9,12 +9,14 @@ from kiln.errors import NotModelled
 from kiln.simulator.npu import activation
 from kiln.simulator.npu.arithmetic import rescale, saturate
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.registers import FORMAT_NHCWB16, ROUNDING_NAMES, RegisterError
+from kiln.simulator.npu.registers import FORMAT_NHCWB16, ROUND_FLOOR, ROUNDING_NAMES, RegisterError
 
 ACT_NONE, ACT_TANH, ACT_SIGMOID = 0, 3, 4
 ACT_LUT_FIRST, ACT_LUT_LAST = 16, 23
 CLIP_OFM, CLIP_UINT8, CLIP_INT8, CLIP_INT16 = 0, 2, 3, 5
 _CLIP_DTYPES = {CLIP_UINT8: np.uint8, CLIP_INT8: np.int8, CLIP_INT16: np.int16}
+
+_RESCALE_NAMES = {**ROUNDING_NAMES, ROUND_FLOOR: "FLOOR"}
 
 LUT16_ENTRIES = 512
 LUT16_STEP_BITS = 7  # 65536 inputs / 512 entries = 128 inputs per entry
@@ -22,12 +24,16 @@ LUT16_STEP_BITS = 7  # 65536 inputs / 512 entries = 128 inputs per entry
 
 def scale_values(ctx: Context, values: np.ndarray, multiplier, shift) -> np.ndarray:
     rounding = ctx.registers.rounding()
-    ctx.coverage.hit("rounding", ROUNDING_NAMES[rounding])
+    ctx.coverage.hit("rounding", _RESCALE_NAMES[rounding])
     return rescale(values, multiplier, shift, rounding)
 
 
 def store(ctx: Context, values: np.ndarray) -> None:
-    """values: (H, W, C) int64, already scaled (before the OFM zero point)."""
+    """values: (H, W, C) int64, already scaled (before the OFM zero point). An Ethos-U85's
+    output stage is kiln.simulator.npu.u85_output's."""
+    if ctx.config.is_u85:
+        from kiln.simulator.npu import u85_output
+        return u85_output.store(ctx, values)
     regs = ctx.registers
     ofm = regs.feature_map("OFM")
     ctx.coverage.hit("ofm_precision", np.dtype(ofm.dtype).name)

@@ -1,0 +1,184 @@
+"""Ethos-U85 convolution, depthwise convolution and pooling (NPU_OP_CONV/DEPTHWISE/POOL).
+
+The IFM geometry (kernel, stride, dilation, padding, upscaling) and the sums are the
+Ethos-U55/U65's (kiln.simulator.npu.blockops). What the U85 adds:
+- weights: one stream per core in the U85's order, or one fast-format (FWD) stream
+  interleaving them (kiln.simulator.npu.u85_weights), dense or 2:4 sparse; weights from
+  IFM2 (NPU_OP_CONV's weights_ifm2) are not modelled;
+- one scale stream for every core, with 32-bit biases for a 32-bit accumulator and
+  48-bit ones for a 48-bit accumulator;
+- the accumulator input (ACC_FORMAT acc_input): RESET starts from the bias, IFM2 adds
+  IFM2's values (the OFM's shape, 32- or 64-bit, zero point subtracted) to it; KEEP is
+  not modelled;
+- AVERAGE divides each window's sum by its count of real samples whether or not there is
+  padding (Vela's OFM scale then carries only the requantization);
+- pooling modes SUM, MIN and NONE (the accumulator input passed through); ARGMAX_X/Y are
+  not modelled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.errors import NotModelled, RegisterError, WeightStreamError
+from kiln.simulator.npu import blockops, u85_weights, weights
+from kiln.simulator.npu import u85_registers as u85
+from kiln.simulator.npu.arithmetic import saturate
+from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.output import scale_values, store
+
+POOL_NAMES = {0: "MAX", 1: "AVERAGE", 2: "REDUCE_SUM", 3: "SUM", 4: "NONE", 5: "MIN", 6: "ARGMAX_X",
+              7: "ARGMAX_Y"}
+WEIGHT_PREFIXES = ("WEIGHT", "WEIGHT1", "WEIGHT2", "WEIGHT3")
+_ACC_BITS = {u85.ACC_I32: 32, u85.ACC_I48: 48}
+
+
+def _accumulator(ctx: Context) -> tuple[int, int]:
+    """(accumulator bits, accumulator input); refuses what is not modelled."""
+    acc, source, output, _ = ctx.registers.acc_format()
+    ctx.coverage.hit("accumulator", f"{_ACC_BITS[acc]}-bit")
+    ctx.coverage.hit("acc_input", u85.ACC_INPUT_NAMES[source])
+    if source == u85.ACC_INPUT_KEEP:
+        raise NotModelled("ACC_FORMAT: accumulator input KEEP is not modelled")
+    if not output:
+        raise NotModelled("ACC_FORMAT: a disabled accumulator output is not modelled")
+    return _ACC_BITS[acc], source
+
+
+def _acc_from_ifm2(ctx: Context, shape: tuple[int, int, int]) -> np.ndarray:
+    fm = ctx.registers.feature_map("IFM2")
+    ctx.coverage.hit("ifm_precision", f"IFM2 {np.dtype(fm.dtype).name}")
+    h, w, c = shape
+    return ctx.read_fm(fm, np.arange(h), np.arange(w), np.arange(c), "IFM2 read").astype(np.int64) - fm.zero_point
+
+
+def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) -> np.ndarray:
+    """The OHWI weights of this operation, gathered from every core's stream (or, in the
+    fast weight format, from the one stream interleaving them)."""
+    regs = ctx.registers
+    fast, sparsity = regs.weight_format()
+    config = ctx.config
+    _, _, _, block = regs.acc_format()
+    try:
+        ofm_ublock = u85_weights.OFM_UBLOCK_DEPTH[config.total_macs][block]
+    except KeyError:
+        raise RegisterError(f"ACC_FORMAT: microblock {block[0]}x{block[1]} is not one of "
+                            f"{config.target}'s") from None
+    k = regs.kernel()
+    ifm_bits = 8 * np.dtype(regs.ifm_dtype("IFM")[0]).itemsize
+    ctx.coverage.hit("cores", str(config.cores))
+    ctx.coverage.hit("weights", ("FWD" if fast else "SWD") + (" 2:4 sparse" if sparsity else ""))
+    orders = [u85_weights.traversal_order(
+        shape[0], shape[1], shape[2], shape[3], regs.param("OFM_BLK_DEPTH_M1") + 1, ofm_ublock, ifm_bits,
+        depthwise, k.part_kernel_first, k.stride_x, k.stride_y, k.dilation_x, k.dilation_y, config.total_macs,
+        config.cores, core, bool(sparsity)) for core in range(config.cores)]
+    if fast:
+        if depthwise:
+            raise RegisterError("WEIGHT_FORMAT: a depthwise convolution has no fast-format weights")
+        values = u85_weights.decode_fwd(_stream(ctx, 0))
+        block_size = u85_weights.fwd_block(ofm_ublock, ifm_bits, k.part_kernel_first, bool(sparsity),
+                                           config.total_macs, config.cores)
+        streams = u85_weights.deinterleave(values, [len(o) for o in orders], block_size)
+    else:
+        streams = [weights.decode_stream(_stream(ctx, core)) if (order >= 0).any() else np.zeros(0, np.int64)
+                   for core, order in enumerate(orders)]
+    out = np.zeros(int(np.prod(shape)), np.int64)
+    for core, (order, values) in enumerate(zip(orders, streams)):
+        used = order >= 0
+        if not used.any():
+            continue
+        if len(values) < len(order):
+            raise WeightStreamError(f"core {core}'s weights hold {len(values)} values, the operation needs "
+                                    f"{len(order)}")
+        out[order[used]] = values[:len(order)][used]
+    return out.reshape(shape)
+
+
+def _stream(ctx: Context, core: int) -> bytes:
+    regs = ctx.registers
+    prefix = WEIGHT_PREFIXES[core]
+    length = regs.address(f"{prefix}_LENGTH")
+    if not length:
+        raise RegisterError(f"{prefix}_LENGTH is 0 but core {core} has weights for this operation")
+    return ctx.read_region(regs.param("WEIGHT_REGION"), regs.address(f"{prefix}_BASE"), length,
+                           f"weight read (core {core})")
+
+
+def _per_channel(ctx: Context, depth: int, acc48: bool):
+    regs = ctx.registers
+    raw = ctx.read_region(regs.param("SCALE_REGION"), regs.address("SCALE_BASE"),
+                          max(regs.address("SCALE_LENGTH"), depth * u85_weights.SCALE_RECORD_BYTES), "scale read")
+    return u85_weights.decode_scales(raw, depth, acc48)
+
+
+def _finish(ctx: Context, acc: np.ndarray, bits: int, source: int, per_channel_bias: bool = True) -> None:
+    """Accumulator input, bias, saturation to the accumulator, scaling and store."""
+    regs = ctx.registers
+    depth = acc.shape[2]
+    if source == u85.ACC_INPUT_IFM2:
+        acc = acc + _acc_from_ifm2(ctx, acc.shape)
+    if regs.global_scale():
+        ctx.coverage.hit("ofm_scaling", "global")
+        acc = saturate(acc, np.int32 if bits == 32 else np.int64)
+        multiplier, shift = regs.ofm_scale()
+    else:
+        ctx.coverage.hit("ofm_scaling", "per-channel")
+        bias, multiplier, shift = _per_channel(ctx, depth, bits == 48)
+        if per_channel_bias:
+            acc = acc + bias
+        acc = np.clip(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    ctx.coverage.hit("rounding", regs.rounding_name())
+    store(ctx, scale_values(ctx, acc, multiplier, shift))
+
+
+def convolution(ctx: Context, param: int) -> None:
+    if param & 1:
+        raise NotModelled("NPU_OP_CONV: weights from IFM2 (weights_ifm2) are not modelled")
+    _mac(ctx, depthwise=False)
+
+
+def depthwise(ctx: Context) -> None:
+    _mac(ctx, depthwise=True)
+
+
+def _mac(ctx: Context, depthwise: bool) -> None:
+    regs = ctx.registers
+    bits, source = _accumulator(ctx)
+    out_h, out_w, depth = regs.ofm_shape()
+    k, pad = regs.kernel(), regs.padding()
+    blockops.record_kernel(ctx, k, pad)
+    ifm = regs.feature_map("IFM")
+    _require_memory(ctx, "IFM")
+    if depthwise:
+        x, _ = blockops.padded_ifm(ctx, ifm, np.arange(depth), k, pad, out_h, out_w)
+        w = _weights(ctx, (depth, k.height, k.width, 1), True)
+        acc = blockops.depthwise_sums(x, w, k, out_h, out_w)
+    else:
+        ctx.coverage.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
+        x, _ = blockops.padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
+        w = _weights(ctx, (depth, k.height, k.width, ifm.depth), False)
+        acc = blockops.convolution_sums(x, w, k, out_h, out_w)
+    _finish(ctx, acc, bits, source)
+
+
+def pooling(ctx: Context, mode: int) -> None:
+    name = POOL_NAMES.get(mode)
+    if name is None:
+        raise RegisterError(f"NPU_OP_POOL: reserved pooling mode {mode}")
+    if name.startswith("ARGMAX"):
+        raise NotModelled(f"NPU_OP_POOL: pooling mode {name} is not modelled")
+    bits, source = _accumulator(ctx)
+    if name == "NONE":
+        ctx.coverage.hit("pooling", name)
+        acc = np.zeros(ctx.registers.ofm_shape(), np.int64)
+    else:
+        _require_memory(ctx, "IFM")
+        acc = blockops.pool_values(ctx, name, average_divides=True)
+    _finish(ctx, acc, bits, source, per_channel_bias=True)
+
+
+def _require_memory(ctx: Context, prefix: str) -> None:
+    storage = ctx.registers.storage(prefix)
+    if storage != u85.STORAGE_TILE2X2:
+        raise NotModelled(f"{prefix}_PRECISION: a {u85.STORAGE_NAMES[storage]} {prefix} is not modelled "
+                          f"for this operation")
