@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run a firmware ELF on Arm's FVP when one is on PATH, else on kiln's virtual platform
-# (QEMU mps3-an547 with kiln's model of the target's Ethos-U55/U65 attached): `kiln run`.
+# (QEMU mps3-an547, also for corstone-320 ELFs, with kiln's model of the target's Ethos-U
+# attached): `kiln run`.
 #   ./scripts/run_fvp.sh --elf=FILE --target=ethos-u55-128 [--timeout=S] [--platform=auto|fvp|virtual]
 #       [--input=FILE]... [--output-dir=DIR] [--count-instructions[=FUNCTION] [--profile-instructions]]
 # --count-instructions: on the virtual platform, the instructions the whole run and each

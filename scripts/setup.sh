@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything kiln needs, and only what is missing; a second run takes seconds.
 #   1. Debian packages: the Arm bare-metal toolchain, QEMU, CMake, Ninja, the host
-#      C++ compiler for the runtime's sanitizer tests, and clang 19 with its runtime
-#      (libFuzzer, ASan, UBSan) for the fuzz targets of tests/fuzz (apt, as root).
+#      C++ compiler for the runtime's sanitizer tests, and clang 19 (corstone-320's
+#      Cortex-M85 firmware compiler) with its runtime (libFuzzer, ASan, UBSan) for the
+#      fuzz targets of tests/fuzz (apt, as root).
 #   2. .venv at the repository root: Python 3.11 with the pinned dependencies
 #      (torch==2.13.0 exactly, scripts/constraints.txt for the rest) and kiln, editable.
 # Stops at the first failure and names the step.
