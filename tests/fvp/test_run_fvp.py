@@ -124,37 +124,20 @@ def fake_fvp(tmp_path: Path, name: str, prints: str) -> dict:
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
-def test_installed_fvp_is_used_with_the_boards_parameters(tmp_path, firmware_build):
-    env = fake_fvp(tmp_path, "FVP_Corstone_SSE-300_Ethos-U55", "Hello from a model\\r\\n[kiln] exit 5\\r\\n")
-    hello = elf(firmware_build, "hello")
-    result = run_fvp(f"--elf={hello}", "--target=ethos-u55-64", env=env)
-    assert result.returncode == 5  # the status comes from the firmware's exit line
-    assert "Hello from a model" in result.stdout
-    assert "Arm FVP FVP_Corstone_SSE-300_Ethos-U55" in result.stderr
-    argv = (tmp_path / "argv").read_text().splitlines()
-    params = {argv[i + 1] for i, a in enumerate(argv) if a == "-C"}
+# Per board: the FVP binary, a target on it, the session fixture that builds its firmware and
+# -C parameters the FVP must get.
+FVP_COMMAND_LINES = {
     # What ExecuTorch's run_fvp.sh passes for Corstone-300 (shared/notes/platforms.md).
-    assert {
+    "corstone-300": ("FVP_Corstone_SSE-300_Ethos-U55", "ethos-u55-64", "firmware_build", {
         "ethosu.num_macs=64",
         "mps3_board.visualisation.disable-visualisation=1",
         "mps3_board.telnetterminal0.start_telnet=0",
         "mps3_board.uart0.out_file=-",
         "mps3_board.uart0.shutdown_on_eot=1",
         "cpu0.semihosting-enable=1",
-    } <= params
-    assert argv[argv.index("-a") + 1] == hello
-
-
-def test_installed_corstone_320_fvp_is_used_with_the_boards_parameters(tmp_path, corstone320_build):
-    env = fake_fvp(tmp_path, "FVP_Corstone_SSE-320", "Hello from a model\\r\\n[kiln] exit 0\\r\\n")
-    hello = str(corstone320_build / "hello.elf")
-    result = run_fvp(f"--elf={hello}", "--target=ethos-u85-512", env=env)
-    assert result.returncode == 0
-    assert "Arm FVP FVP_Corstone_SSE-320 (ethos-u85-512)" in result.stderr
-    argv = (tmp_path / "argv").read_text().splitlines()
-    params = {argv[i + 1] for i, a in enumerate(argv) if a == "-C"}
+    }),
     # What ExecuTorch and Arm's Corstone-320 examples pass (shared/notes/ethos-u85.md).
-    assert {
+    "corstone-320": ("FVP_Corstone_SSE-320", "ethos-u85-512", "corstone320_build", {
         "mps4_board.subsystem.ethosu.num_macs=512",
         "mps4_board.visualisation.disable-visualisation=1",
         "vis_hdlcd.disable_visualisation=1",
@@ -163,7 +146,21 @@ def test_installed_corstone_320_fvp_is_used_with_the_boards_parameters(tmp_path,
         "mps4_board.uart0.shutdown_on_eot=1",
         "mps4_board.subsystem.cpu0.semihosting-enable=1",
         f"mps4_board.subsystem.cpu0.semihosting-cwd={Path.cwd()}",
-    } <= params
+    }),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("board", FVP_COMMAND_LINES)
+def test_installed_fvp_is_used_with_the_boards_parameters(tmp_path, request, board):
+    binary, target, build, expected = FVP_COMMAND_LINES[board]
+    env = fake_fvp(tmp_path, binary, "Hello from a model\\r\\n[kiln] exit 5\\r\\n")
+    hello = elf(request.getfixturevalue(build), "hello")
+    result = run_fvp(f"--elf={hello}", f"--target={target}", env=env)
+    assert result.returncode == 5  # the status comes from the firmware's exit line
+    assert "Hello from a model" in result.stdout
+    assert f"Arm FVP {binary} ({target})" in result.stderr
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert expected <= {argv[i + 1] for i, a in enumerate(argv) if a == "-C"}
     assert argv[argv.index("-a") + 1] == hello
 
 

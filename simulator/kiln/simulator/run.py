@@ -107,9 +107,9 @@ def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
     qemu = shutil.which(QEMU)
     if qemu is None:
         raise ToolMissingError(f"{QEMU} is not installed; run ./scripts/setup.sh")
-    from kiln.simulator.npu.config import CONFIGS  # the NPU model: only when a platform is made
-
+    # The NPU model and its attachment: imported only when a platform is made.
     from kiln.simulator import attach
+    from kiln.simulator.npu.config import CONFIGS
 
     attachment = None
     machine_args = ["-M", machine]
