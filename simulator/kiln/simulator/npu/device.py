@@ -1,8 +1,22 @@
-"""The Ethos-U55/U65 register file: what the CPU sees at the NPU's register window.
+"""The Ethos-U55/U65/U85 register file: what the CPU sees at the NPU's register window.
 
 Offsets and bit meanings are the Ethos-U55/U65 register map (as in Vela's
-ethos_u55_regs.py and the TRM). Every register is 32 bits wide; the window is
-4 KiB; offsets not listed read as zero and ignore writes (reserved, RAZ/WI).
+ethos_u55_regs.py and the TRM); the constants below are its offsets. Every register is
+32 bits wide; offsets not listed read as zero and ignore writes (reserved, RAZ/WI).
+The configuration's family picks the layout (LAYOUTS):
+
+  Ethos-U55/U65: a 4 KiB window (WINDOW_SIZE); LOCK 0x02C, AXI_LIMIT0..3 0x040..0x04C;
+    the PMU at 0x180..0x1AC, 4 event counters (PMEVCNTR 0x300, PMEVTYPER 0x380);
+    QBASE1 and the BASEP high words hold 32 bits.
+  Ethos-U85 (Vela 5.2.0's ethos_u85_interface.hpp): a 0x1400-byte window
+    (WINDOW_SIZE_U85); no LOCK or AXI_LIMIT; COND_STATUS 0x030 (read-only, 0),
+    POWER_CTRL 0x038, MEM_ATTR0..3 0x040..0x04C, AXI_SRAM 0x050, AXI_EXT 0x054 store
+    what is written (their fields' widths); CFG_SRAM_CAP, CFG_EXT_CAP and the CFG hashes
+    (0x060..0x07C) read 0; the status/debug/PMU block moves by 0x1000 (PMCR 0x1180,
+    PMCCNTR 0x11A0, PMEVCNTR 0x1300, PMEVTYPER 0x1380) with 8 event counters;
+    0x100..0xFFC read 0; addresses are 40 bits (QBASE1 and each BASEP high word keep
+    bits 7..0); CONFIG.product reads 2. STATUS has the U55's bits (bit 9,
+    branch_fault, stays 0: BRANCH is not modelled).
 
 Execution is synchronous: a write to CMD with transition_to_running_state runs
 the whole command stream at QBASE (QSIZE bytes) through the executor before the
@@ -40,9 +54,12 @@ from kiln.errors import NpuModelError
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.memory import MemoryFault
 
-WINDOW_SIZE = 0x1000  # bytes
+MASK32 = 0xFFFF_FFFF
 
-# Register offsets (bytes from the NPU base).
+WINDOW_SIZE = 0x1000  # bytes, Ethos-U55/U65
+WINDOW_SIZE_U85 = 0x1400  # bytes, Ethos-U85
+
+# Register offsets (bytes from the NPU base; Ethos-U55/U65, and the U85 where it agrees).
 ID = 0x000
 STATUS = 0x004
 CMD = 0x008
@@ -72,9 +89,19 @@ PMCAXI_CHAN = 0x1AC
 PMEVCNTR0 = 0x300  # PMEVCNTR0..3
 PMEVTYPER0 = 0x380  # PMEVTYPER0..3
 
+# Ethos-U85 only.
+COND_STATUS = 0x030
+POWER_CTRL = 0x038
+MEM_ATTR0 = 0x040  # MEM_ATTR0..3 at 0x040, 0x044, 0x048, 0x04C
+AXI_SRAM = 0x050
+AXI_EXT = 0x054
+U85_PMU_SHIFT = 0x1000  # the U85's status/debug/PMU block sits this far above the U55's
+
 REGIONS = 8
 AXI_LIMITS = 4
-EVENT_COUNTERS = 4
+MEM_ATTRS = 4
+EVENT_COUNTERS = 4  # Ethos-U55/U65
+EVENT_COUNTERS_U85 = 8
 
 # STATUS bits.
 STATUS_STATE_RUNNING = 1 << 0
@@ -109,17 +136,48 @@ PMCR_CYCLE_CNT_RST = 1 << 2
 PMCR_MASK_EN = 1 << 3
 PMCR_NUM_EVENT_CNT_SHIFT = 11  # 5 bits, read-only
 
-# PMCNTEN/PMOVS/PMINT bit of the cycle counter (event counters are bits 0..3).
+# PMCNTEN/PMOVS/PMINT bit of the cycle counter (event counters are bits 0..3, U85 0..7).
 PMU_CYCLE_COUNTER = 1 << 31
 PMU_COUNTER_MASK = PMU_CYCLE_COUNTER | ((1 << EVENT_COUNTERS) - 1)
 PMCCNTR_BITS = 48
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one NPU family's registers differ (see the module docstring)."""
+
+    family: str
+    window_size: int
+    event_counters: int
+    address_high_mask: int  # bits of QBASE1 and of each BASEP high word the NPU keeps
+    pmu_shift: int  # the status/debug/PMU block's offset above the Ethos-U55/U65's
+
+    @property
+    def counter_mask(self) -> int:
+        return PMU_CYCLE_COUNTER | ((1 << self.event_counters) - 1)
+
+
+U55_LAYOUT = Layout("Ethos-U55/U65", WINDOW_SIZE, EVENT_COUNTERS, MASK32, 0)
+U85_LAYOUT = Layout("Ethos-U85", WINDOW_SIZE_U85, EVENT_COUNTERS_U85, 0xFF, U85_PMU_SHIFT)
+
+# Ethos-U85 configuration registers that store what is written, with their fields' widths.
+_U85_STORED = {POWER_CTRL: 0x3F, AXI_SRAM: 0x3_1F3F, AXI_EXT: 0x3_1F3F}
+_U85_STORED.update({MEM_ATTR0 + 4 * i: 0xF7 for i in range(MEM_ATTRS)})
+
+
+def layout_for(config: NpuConfig) -> Layout:
+    return U85_LAYOUT if config.is_u85 else U55_LAYOUT
+
+
+def window_size(config: NpuConfig) -> int:
+    """Bytes of the register window of `config`'s NPU."""
+    return layout_for(config).window_size
 
 # pmu_event_type codes whose count the register file derives itself.
 EVENT_CYCLE = 0x11
 EVENT_NPU_IDLE = 0x20
 EVENT_NPU_ACTIVE = 0x23
 
-MASK32 = 0xFFFF_FFFF
 
 
 @dataclass
@@ -154,7 +212,7 @@ EVENT_NAMES = {
 
 
 class EthosU:
-    """One Ethos-U55/U65 as its register window: read(offset) and write(offset, value).
+    """One Ethos-U55/U65/U85 as its register window: read(offset) and write(offset, value).
 
     `memory` is what the NPU reaches over its AXI ports (a kiln.simulator.npu.Memory);
     the register file touches it only while a CMD write runs a stream. `on_irq(level)`
@@ -164,7 +222,8 @@ class EthosU:
     running (for testing a driver's timeout path; a soft reset stops it).
     `region_sizes()`, called at each start, gives the bytes of each region's buffer as
     the firmware registered them (8 sizes; the Ethos-U55/U65 have no region size
-    registers, so these come from the firmware by another channel: kiln.simulator.attach)
+    registers, nor has the U85, so these come from the firmware by another channel:
+    kiln.simulator.attach)
     or None; the executor then refuses any access outside [BASEP<n>, BASEP<n> + size).
     """
 
@@ -179,6 +238,7 @@ class EthosU:
         region_sizes: Callable[[], tuple[int, ...] | None] | None = None,
     ):
         self.config = config
+        self.layout = layout_for(config)
         self.memory = memory
         self._executor = executor
         self._on_irq = on_irq or (lambda level: None)
@@ -201,6 +261,7 @@ class EthosU:
         self._lock = 0
         self._regioncfg = 0
         self._axi_limit = [0] * AXI_LIMITS
+        self._u85_stored = dict.fromkeys(_U85_STORED, 0)
         self._basep = [0] * (2 * REGIONS)
         self._pmcr = 0
         self._pmcnten = 0
@@ -209,8 +270,8 @@ class EthosU:
         self._pmccntr = 0
         self._pmccntr_cfg = 0
         self._pmcaxi_chan = 0
-        self._pmevcntr = [0] * EVENT_COUNTERS
-        self._pmevtyper = [0] * EVENT_COUNTERS
+        self._pmevcntr = [0] * self.layout.event_counters
+        self._pmevtyper = [0] * self.layout.event_counters
         self._update_irq()
 
     @property
@@ -224,9 +285,28 @@ class EthosU:
 
     # ------------------------------------------------------------------ bus
 
+    def _canonical(self, offset: int) -> int | None:
+        """`offset` as the Ethos-U55/U65 map names it: on the U85 its status/debug/PMU block
+        (0x1100..0x13FC) moved back by 0x1000, and None for 0x100..0x10FC, which hold none
+        of the modelled registers."""
+        _check_offset(offset, self.layout.window_size)
+        shift = self.layout.pmu_shift
+        if not shift:
+            return offset
+        if offset >= shift:
+            return offset - shift if offset - shift >= 0x100 else None
+        return offset if offset < 0x100 else None
+
     def read(self, offset: int) -> int:
         """The 32-bit value at `offset` (a multiple of 4 inside the window)."""
-        _check_offset(offset)
+        offset = self._canonical(offset)
+        if offset is None:
+            return 0
+        if self.layout.pmu_shift and offset < 0x100:
+            if offset in self._u85_stored:
+                return self._u85_stored[offset]
+            if offset == LOCK or 0x040 <= offset < 0x080:
+                return 0  # the U85 has no LOCK or AXI_LIMIT; COND_STATUS and the CFG registers read 0
         simple = {
             ID: self.config.id_register,
             STATUS: self._status,
@@ -240,7 +320,7 @@ class EthosU:
             CONFIG: self.config.config_register,
             LOCK: self._lock,
             REGIONCFG: self._regioncfg,
-            PMCR: self._pmcr | (EVENT_COUNTERS << PMCR_NUM_EVENT_CNT_SHIFT),
+            PMCR: self._pmcr | (self.layout.event_counters << PMCR_NUM_EVENT_CNT_SHIFT),
             PMCNTENSET: self._pmcnten,
             PMCNTENCLR: self._pmcnten,
             PMOVSSET: self._pmovs,
@@ -260,19 +340,28 @@ class EthosU:
         index = _array_index(offset, BASEP0, 2 * REGIONS)
         if index is not None:
             return self._basep[index]
-        index = _array_index(offset, PMEVCNTR0, EVENT_COUNTERS)
+        index = _array_index(offset, PMEVCNTR0, self.layout.event_counters)
         if index is not None:
             return self._pmevcntr[index]
-        index = _array_index(offset, PMEVTYPER0, EVENT_COUNTERS)
+        index = _array_index(offset, PMEVTYPER0, self.layout.event_counters)
         if index is not None:
             return self._pmevtyper[index]
         return 0
 
     def write(self, offset: int, value: int):
         """Stores the 32-bit `value` at `offset` with the register's side effects."""
-        _check_offset(offset)
+        offset = self._canonical(offset)
         if not 0 <= value <= MASK32:
             raise ValueError(f"NPU register value {value:#x} does not fit in 32 bits")
+        if offset is None:
+            return
+        if self.layout.pmu_shift and offset < 0x100:
+            if offset in self._u85_stored:
+                self._u85_stored[offset] = value & _U85_STORED[offset]
+                return
+            if offset == LOCK or 0x040 <= offset < 0x080:
+                return
+        counters = self.layout.counter_mask
         handlers = {
             CMD: self._write_cmd,
             RESET: self._write_reset,
@@ -283,11 +372,11 @@ class EthosU:
             LOCK: lambda v: setattr(self, "_lock", v),
             REGIONCFG: lambda v: setattr(self, "_regioncfg", v & 0xFFFF),
             PMCR: self._write_pmcr,
-            PMCNTENSET: lambda v: setattr(self, "_pmcnten", self._pmcnten | (v & PMU_COUNTER_MASK)),
+            PMCNTENSET: lambda v: setattr(self, "_pmcnten", self._pmcnten | (v & counters)),
             PMCNTENCLR: lambda v: setattr(self, "_pmcnten", self._pmcnten & ~v),
-            PMOVSSET: lambda v: self._set_overflow(self._pmovs | (v & PMU_COUNTER_MASK)),
+            PMOVSSET: lambda v: self._set_overflow(self._pmovs | (v & counters)),
             PMOVSCLR: lambda v: self._set_overflow(self._pmovs & ~v),
-            PMINTSET: lambda v: self._set_pmint(self._pmint | (v & PMU_COUNTER_MASK)),
+            PMINTSET: lambda v: self._set_pmint(self._pmint | (v & counters)),
             PMINTCLR: lambda v: self._set_pmint(self._pmint & ~v),
             PMCCNTR_LO: lambda v: setattr(self, "_pmccntr", (self._pmccntr & ~MASK32) | v),
             PMCCNTR_HI: lambda v: setattr(self, "_pmccntr", (self._pmccntr & MASK32) | ((v & 0xFFFF) << 32)),
@@ -300,12 +389,13 @@ class EthosU:
         for base, count, array, mask in (
             (AXI_LIMIT0, AXI_LIMITS, self._axi_limit, 0xFFFF_00F3),
             (BASEP0, 2 * REGIONS, self._basep, MASK32),
-            (PMEVCNTR0, EVENT_COUNTERS, self._pmevcntr, MASK32),
-            (PMEVTYPER0, EVENT_COUNTERS, self._pmevtyper, 0x3FF),
+            (PMEVCNTR0, self.layout.event_counters, self._pmevcntr, MASK32),
+            (PMEVTYPER0, self.layout.event_counters, self._pmevtyper, 0x3FF),
         ):
             index = _array_index(offset, base, count)
             if index is not None:
-                array[index] = value & mask
+                high_word = base == BASEP0 and index % 2
+                array[index] = value & (self.layout.address_high_mask if high_word else mask)
                 return
         # ID, STATUS, QREAD, PROT, CONFIG and reserved offsets are read-only.
 
@@ -313,7 +403,7 @@ class EthosU:
 
     def _set_qbase(self, value: int, high: bool):
         if high:
-            self._qbase = (self._qbase & MASK32) | (value << 32)
+            self._qbase = (self._qbase & MASK32) | ((value & self.layout.address_high_mask) << 32)
         else:
             self._qbase = (self._qbase & ~MASK32) | value
 
@@ -337,16 +427,16 @@ class EthosU:
     def _write_pmcr(self, value: int):
         self._pmcr = value & (PMCR_CNT_EN | PMCR_MASK_EN)
         if value & PMCR_EVENT_CNT_RST:
-            self._pmevcntr = [0] * EVENT_COUNTERS
+            self._pmevcntr = [0] * self.layout.event_counters
         if value & PMCR_CYCLE_CNT_RST:
             self._pmccntr = 0
 
     def _set_overflow(self, value: int):
-        self._pmovs = value & PMU_COUNTER_MASK
+        self._pmovs = value & self.layout.counter_mask
         self._update_pmu_irq()
 
     def _set_pmint(self, value: int):
-        self._pmint = value & PMU_COUNTER_MASK
+        self._pmint = value & self.layout.counter_mask
         self._update_pmu_irq()
 
     def _update_pmu_irq(self):
@@ -419,7 +509,7 @@ class EthosU:
             if total >> PMCCNTR_BITS:
                 overflow |= PMU_CYCLE_COUNTER
             self._pmccntr = total & ((1 << PMCCNTR_BITS) - 1)
-        for i in range(EVENT_COUNTERS):
+        for i in range(self.layout.event_counters):
             if not self._pmcnten & (1 << i):
                 continue
             count = self._event_count(self._pmevtyper[i], result)
@@ -440,9 +530,9 @@ class EthosU:
         return int((result.counters or {}).get(name, 0))
 
 
-def _check_offset(offset: int):
-    if not (0 <= offset < WINDOW_SIZE and offset % 4 == 0):
-        raise ValueError(f"NPU register offset {offset:#x} is not a word inside the {WINDOW_SIZE:#x}-byte window")
+def _check_offset(offset: int, size: int):
+    if not (0 <= offset < size and offset % 4 == 0):
+        raise ValueError(f"NPU register offset {offset:#x} is not a word inside the {size:#x}-byte window")
 
 
 def _array_index(offset: int, base: int, count: int) -> int | None:
