@@ -1,0 +1,54 @@
+"""Every zoo model compiled by kiln for ethos-u85-256 (lowered for the U85, compiled by Vela
+5.2.0), each NPU delegate run on kiln's Ethos-U85 model and compared bit for bit with
+tosa_reference_model on the same TOSA graph (random int8 inputs); a few recompiled for
+the two-core ethos-u85-512 and four-core ethos-u85-2048."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from kiln.compile import compile_model
+from kiln.lower.vela import compile_tosa
+from kiln.simulator.npu.config import config_for
+from kiln.spec import CompileSpec
+
+import npu_harness
+
+MODELS = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits"]
+OTHER_TARGETS = {"ethos-u85-512": ["resnet8", "digits"], "ethos-u85-2048": ["ds_cnn", "tiny_cnn"]}
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(model: str):
+    result = compile_model(model, CompileSpec(target="ethos-u85-256"))
+    shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
+    return result, shapes
+
+
+def _check(tosa: bytes, vela, shapes, target: str):
+    rng = np.random.default_rng(0)
+    inputs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in shapes]
+    diffs, result = npu_harness.compare(tosa, vela, inputs, target)
+    assert diffs == [0] * len(diffs)
+    assert result.ops > 0
+    return result
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_zoo_delegates_bit_exact_u85_256(model):
+    result, shapes = compiled(model)
+    assert result.tosa
+    for tosa, vela, part_shapes in zip(result.tosa, result.vela, shapes):
+        _check(tosa, vela, part_shapes, "ethos-u85-256")
+
+
+@pytest.mark.parametrize("target, model", [(t, m) for t, models in OTHER_TARGETS.items() for m in models])
+def test_zoo_delegates_bit_exact_u85_multicore(target, model):
+    result, shapes = compiled(model)
+    for i, (tosa, part_shapes) in enumerate(zip(result.tosa, shapes)):
+        vela = compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), "Shared_Sram")
+        run = _check(tosa, vela, part_shapes, target)
+        assert run.coverage.as_dict()["cores"].get(str(config_for(target).cores), 0) > 0  # weights on every core
