@@ -68,3 +68,20 @@ def test_a_clang_built_elf_with_operator_new_is_refused(tmp_path):
                              str(ROOT / "cmake" / "check_no_heap.cmake")], capture_output=True, text=True)
     assert result.returncode != 0
     assert "links the heap allocator (malloc)" in " ".join(result.stderr.split())  # operator new calls it
+
+
+def test_building_without_clang_names_it(tmp_path):
+    """kiln build checks the board's toolchain before CMake runs: with cmake, ninja and
+    arm-none-eabi-gcc on PATH but no clang-19, corstone-320 fails in one line naming it."""
+    import shutil
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("cmake", "ninja", "arm-none-eabi-gcc"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    result = subprocess.run([str(ROOT / ".venv" / "bin" / "kiln"), "build", "--app", "hello", "--target",
+                             "ethos-u85-256"], capture_output=True, text=True, env={"PATH": str(tools)},
+                            cwd=tmp_path)
+    assert result.returncode != 0
+    assert result.stderr.splitlines() == [
+        "kiln: error: clang-19 is not installed (building for corstone-320 needs it); run ./scripts/setup.sh"]
