@@ -66,3 +66,15 @@ def test_the_executor_runner_for_ethos_u85_starts_and_reaches_the_npu(work, buil
     assert result.stdout.splitlines()[0] == "kiln executor runner: digits (Dedicated_Sram_384KB) on corstone-320"
     accesses = re.search(r"NPU model: .* (\d+) register accesses", result.stderr)
     assert accesses and int(accesses.group(1)) > 0, result.stderr
+
+
+def test_a_qemu_machine_the_virtual_platform_does_not_know_is_a_board_error(tmp_path):
+    import dataclasses
+
+    from kiln import boards
+    from kiln.errors import BoardError
+
+    target = boards.target("ethos-u85-256")
+    elsewhere = dataclasses.replace(target, board=dataclasses.replace(target.board, qemu_machine="mps2-an505"))
+    with pytest.raises(BoardError, match="does not know QEMU machine 'mps2-an505' \\(known: mps3-an547\\)"):
+        run.virtual_platform(elsewhere, tmp_path / "firmware.elf", npu_model=False)

@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from kiln import boards
-from kiln.errors import AttachmentError
+from kiln.errors import AttachmentError, BoardError
 from kiln.simulator import thumb
 from kiln.simulator.gdb import GdbClient, GdbError
 from kiln.simulator.npu.config import NpuConfig, config_for
@@ -245,6 +245,9 @@ def _register_name(index: int) -> str:
 
 def boots_elsewhere(board: boards.Board) -> bool:
     """Whether `board`'s CPU boots at another vector table than its QEMU machine's."""
+    if board.qemu_machine not in QEMU_BOOT_VECTORS:
+        raise BoardError(f"{board.path}: virtual_platform.qemu_machine: kiln's virtual platform does not know QEMU "
+                         f"machine {board.qemu_machine!r} (known: {', '.join(QEMU_BOOT_VECTORS)})")
     return board.region_for("code").base != QEMU_BOOT_VECTORS[board.qemu_machine]
 
 
