@@ -50,16 +50,18 @@ def system_config(target: str) -> str:
     return SYSTEM_CONFIGS[target.rsplit("-", 1)[0]]
 
 
-def build_batch(seed: int, indices, kinds=None):
+def build_batch(seed: int, indices, kinds=None, generators=None):
     """A Graph holding the random subgraphs `indices` of batch `seed`; case i draws from
-    numpy.random.default_rng([seed, i]) (its kind too), so (seed, i) reproduces it."""
+    numpy.random.default_rng([seed, i]) (its kind too), so (seed, i) reproduces it.
+    `generators`: kind -> generator (default npu_cases.GENERATORS)."""
     import npu_cases
-    kinds = sorted(kinds or npu_cases.GENERATORS)
+    generators = generators or npu_cases.GENERATORS
+    kinds = sorted(kinds or generators)
     graph = npu_cases.Graph()
     for i in indices:
         rng = np.random.default_rng([seed, i])
         kind = kinds[int(rng.integers(len(kinds)))]
-        npu_cases.GENERATORS[kind](graph, rng)
+        generators[kind](graph, rng)
         graph.descriptions[-1] = f"[seed {seed} case {i} {kind}] {graph.descriptions[-1]}"
     return graph
 
@@ -75,17 +77,17 @@ def _compile_and_compare(graph, name: str, target: str, memory_mode: str):
     return list(zip(graph.descriptions, diffs)), None
 
 
-def run_batch(seed: int, cases: int, target: str, memory_mode: str, kinds=None):
+def run_batch(seed: int, cases: int, target: str, memory_mode: str, kinds=None, generators=None):
     """Compiles `cases` random cases of batch `seed` in one Vela call and compares every
     output. If Vela rejects the batch, each case is compiled alone. Returns (results,
     rejected): results = [(description, max abs diff)], rejected = [(description, error)]."""
-    graph = build_batch(seed, range(cases), kinds)
+    graph = build_batch(seed, range(cases), kinds, generators)
     results, error = _compile_and_compare(graph, f"batch{seed}", target, memory_mode)
     if results is not None:
         return results, []
     results, rejected = [], []
     for i in range(cases):
-        single = build_batch(seed, [i], kinds)
+        single = build_batch(seed, [i], kinds, generators)
         got, error = _compile_and_compare(single, f"case{seed}_{i}", target, memory_mode)
         if got is None:
             rejected.append((single.descriptions[0], error))

@@ -19,7 +19,7 @@ from kiln.simulator.npu.memory import MemoryFault
 from kiln.simulator.npu.output import NotModelled
 from kiln.simulator.npu.registers import Registers, RegisterError
 from kiln.simulator.npu.weights import WeightStreamError
-from kiln.simulator.npu import u85_blockops, u85_dma, u85_elementwise
+from kiln.simulator.npu import u85_blockops, u85_dma, u85_elementwise, u85_resize
 from kiln.simulator.npu.u85_commands import U85_COMMANDS
 from kiln.simulator.npu.u85_cycles import U85CycleModel
 from kiln.simulator.npu.u85_registers import U85Registers
@@ -73,7 +73,9 @@ def _operation_u85(ctx: Context, command: cmds.Command) -> None:
         u85_elementwise.elementwise(ctx, command.param & 0x3F)
     elif name == "NPU_OP_DMA_START":
         u85_dma.dma_start(ctx)
-    elif name in ("NPU_OP_RESIZE", "NPU_OP_BRANCH"):
+    elif name == "NPU_OP_RESIZE":
+        u85_resize.resize(ctx, command.param & 3)
+    elif name == "NPU_OP_BRANCH":
         raise NotModelled(f"{name} is not modelled")
     # IRQ, DMA_WAIT, KERNEL_WAIT and PMU_MASK: as on the U55/U65.
 

@@ -81,11 +81,18 @@ def _lut(ctx: Context, values: np.ndarray, slot: int, clip_range: int, ofm_dtype
         table = np.frombuffer(ctx.lut_bytes(slot, 256), dtype=np.dtype(index_dtype))
         return table[index].astype(np.int64)
     ctx.coverage.hit("activation", "LUT16")
+    interpolated = interpolate16(values, ctx.lut_bytes(0, 4 * LUT16_ENTRIES))
+    return rescale(interpolated, 1, LUT16_STEP_BITS, ctx.registers.rounding())
+
+
+def interpolate16(values: np.ndarray, table: bytes) -> np.ndarray:
+    """The 16-bit interpolating LUT: `values` saturated to int16 select one of 512 32-bit
+    entries (base in bits 15..0, slope in bits 31..16, both signed) by their top 9 bits;
+    the result, base * 128 + slope * (low 7 bits), is 128 times the interpolated value."""
     v = saturate(values, np.int16) + 32768
-    table = np.frombuffer(ctx.lut_bytes(0, 4 * LUT16_ENTRIES), dtype="<u4").astype(np.int64)
-    entry = table[v >> LUT16_STEP_BITS]
+    entries = np.frombuffer(table, dtype="<u4").astype(np.int64)
+    entry = entries[v >> LUT16_STEP_BITS]
     base = (entry & 0xFFFF) - ((entry & 0x8000) << 1)
     slope = (entry >> 16) - ((entry >> 16 & 0x8000) << 1)
     frac = v & ((1 << LUT16_STEP_BITS) - 1)
-    interpolated = (base << LUT16_STEP_BITS) + slope * frac
-    return rescale(interpolated, 1, LUT16_STEP_BITS, ctx.registers.rounding())
+    return (base << LUT16_STEP_BITS) + slope * frac
