@@ -32,20 +32,23 @@ def test_hello_is_cortex_m85_code_from_clang(corstone320_build):
 
 def test_hello_boots_from_the_code_region_with_its_stack_in_the_stack_region(corstone320_build):
     """The vector table opens the code region (the SSE-320 boot ROM, where its CPU boots): its
-    first word is the top of the stack region's stack, its second the reset handler, in code."""
+    first word is the top of the stack region's stack, its second the reset handler, and the
+    NPU's interrupt (16 on the SSE-320) has the NPU handler."""
     code, stack = region("code"), region("stack")
     assert code["base"] == 0x1100_0000  # the SSE-320's boot ROM (ExecuTorch's Corstone-320.ld)
+    assert (BOARD["npu"]["base"], BOARD["npu"]["irq"]) == (0x5000_4000, 16)  # issue 15, Zephyr's mps4 dts
     with open(corstone320_build / "hello.elf", "rb") as stream:
         elf = ELFFile(stream)
         text = elf.get_section_by_name(".text")
         assert text["sh_addr"] == code["base"]
-        initial_sp = int.from_bytes(text.data()[:4], "little")
-        reset = int.from_bytes(text.data()[4:8], "little")
+        vectors = [int.from_bytes(text.data()[i : i + 4], "little") for i in range(0, 4 * (16 + 17), 4)]
         symbols = elf.get_section_by_name(".symtab")
-        (handler,) = symbols.get_symbol_by_name("kiln_reset_handler")
+        (reset,) = symbols.get_symbol_by_name("kiln_reset_handler")
+        (npu,) = symbols.get_symbol_by_name("kiln_npu_irq_handler")
         stack_section = elf.get_section_by_name(".stack")
-    assert initial_sp == stack_section["sh_addr"] + stack_section["sh_size"] == stack["base"] + BOARD["stack_size"]
-    assert reset == handler["st_value"] | 1  # a Thumb address
+    assert vectors[0] == stack_section["sh_addr"] + stack_section["sh_size"] == stack["base"] + BOARD["stack_size"]
+    assert vectors[1] == reset["st_value"] | 1  # Thumb addresses
+    assert vectors[16 + 16] == npu["st_value"] | 1  # exception 16 + IRQ 16
 
 
 def test_hello_links_no_heap(corstone320_build):
