@@ -415,10 +415,13 @@ def test_a_payload_for_another_npu_configuration_is_refused(work, builder, tmp_p
     elf = builder(other, "ethos-u55-128", "--skip-target-check")
     result = runner_run.run(elf, "ethos-u55-128", other, None, tmp_path, platform="virtual", timeout=60)
     assert result.status == EXIT_BIND, result.stdout + result.stderr
-    error = "stream compiled for another MAC count: stream 256 MACs/cycle, NPU 128 MACs/cycle"
+    error = ("stream compiled for another NPU: the delegate was compiled for Ethos-U55 with 256 MACs; "
+             "this NPU is an Ethos-U55 with 128 MACs")
     lines = result.stdout.splitlines()
     assert lines.count("EthosUBackend: delegate 0: " + error) == 1
     assert lines.count("binding the program failed: " + error) == 1
+    # the runner names the target this NPU needs
+    assert lines.count("runner: compile the model for this NPU: kiln compile MODEL --target ethos-u55-128") == 1
 
 
 def test_a_region_overflow_fails_the_link_naming_the_region(work, tmp_path, monkeypatch):

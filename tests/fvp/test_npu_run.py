@@ -79,8 +79,8 @@ def test_a_stream_for_another_mac_count_is_refused(firmware_build, tmp_path, tin
     write_job(tmp_path, vela, random_input(vela).tobytes())
     result = run_app(firmware_build, tmp_path)
     assert result.returncode == EXIT_REFUSED, result.stdout + result.stderr
-    assert "refused: stream compiled for another MAC count: stream 256 MACs/cycle, NPU 128 MACs/cycle" \
-        in result.stdout.splitlines()
+    assert ("refused: stream compiled for another NPU: the delegate was compiled for Ethos-U55 with 256 MACs; "
+            "this NPU is an Ethos-U55 with 128 MACs") in result.stdout.splitlines()
     assert not (tmp_path / OUTPUT).exists()
 
 
@@ -193,7 +193,12 @@ def patched_config(cmd: bytes, mask: int, value: int) -> bytes:
     (lambda cmd: patched_config(cmd, 0xF0, 1 << 4),
      lambda cmd: "stream compiled for another command stream version: stream version 1, NPU version 0"),
     (lambda cmd: patched_config(cmd, 0xF000_0000, 1 << 28),
-     lambda cmd: "stream compiled for another NPU product: stream Ethos-U65, NPU Ethos-U55"),
+     lambda cmd: "stream compiled for another NPU: the delegate was compiled for Ethos-U65 with 128 MACs; "
+                 "this NPU is an Ethos-U55 with 128 MACs"),
+    # product 2 with the U55-128's other fields: an Ethos-U85 of 128 MACs
+    (lambda cmd: patched_config(cmd, 0xF000_0000, 2 << 28),
+     lambda cmd: "stream compiled for another NPU: the delegate was compiled for Ethos-U85 with 128 MACs; "
+                 "this NPU is an Ethos-U55 with 128 MACs"),
 ])
 def test_malformed_or_foreign_payloads_are_refused(firmware_build, tmp_path, tiny_cnn, change, message):
     vela = tiny_cnn.vela[0]

@@ -227,6 +227,13 @@ void summarise_outputs(const Method& method) {
 int fail(const char* what, const runtime::Error& error, int status) {
   print("%s failed: ", what);
   runtime::print_error(error);
+  // A .pte for another NPU: say which target this board's NPU is (b = its CONFIG word:
+  // product in bits 31..28, log2 of its MACs per cycle in bits 3..0), in kiln's spelling.
+  const unsigned product = error.b >> 28;
+  if (error.code == runtime::ErrorCode::kNpuTargetMismatch && product <= 2) {
+    print("runner: compile the model for this NPU: kiln compile MODEL --target ethos-u%u-%u\n",
+          55 + 10 * product, 1u << (error.b & 0xF));
+  }
   return status;
 }
 

@@ -62,7 +62,8 @@ bool write_sample(const runtime::Method& method, Outputs& outputs);
 void summarise_outputs(const runtime::Method& method);
 
 // Prints "<what> failed: " and the error (runtime::print_error: one line), and
-// returns `status`.
+// returns `status`. A delegate compiled for another NPU (kNpuTargetMismatch) adds a line
+// naming the --target this board's NPU needs.
 int fail(const char* what, const runtime::Error& error, int status);
 
 }  // namespace kiln::runner

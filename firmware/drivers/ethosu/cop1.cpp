@@ -1,6 +1,7 @@
 // Driver::check: the COP1 payload Vela writes (cmd_data), little-endian words:
 //   'COP1'; driver actions, each a tag word (action id in bits 7..0) and operands:
-//   CONFIG (1): the CONFIG and ID register values the stream was compiled for;
+//   CONFIG (1): the CONFIG and ID register values the stream was compiled for (each
+//               family's layout: kiln/ethosu/registers.h);
 //   CMD_STREAM (2): length in words = (tag bits 15..8) << 16 | (tag bits 31..16),
 //                   followed by that many command words;
 //   READ_APB (3), DUMP_SHRAM (4), NOP (5): no operands (debug actions: ignored).
@@ -59,34 +60,6 @@ Result<Parsed> parse(const uint32_t* words, uint32_t count) {
   return parsed;
 }
 
-// The stream must have been compiled for this NPU: a = the stream's value, b = the NPU's.
-Status match(uint32_t stream_config, uint32_t stream_id, uint32_t npu_config, uint32_t npu_id) {
-  using namespace reg;
-  if (config_product(stream_config) != config_product(npu_config)) {
-    return Error{ErrorCode::kNpuProductMismatch, config_product(stream_config),
-                 config_product(npu_config)};
-  }
-  if (config_macs_log2(stream_config) != config_macs_log2(npu_config)) {
-    return Error{ErrorCode::kNpuMacsMismatch, 1u << config_macs_log2(stream_config),
-                 1u << config_macs_log2(npu_config)};
-  }
-  if (config_shram_kib(stream_config) != config_shram_kib(npu_config)) {
-    return Error{ErrorCode::kNpuShramMismatch, config_shram_kib(stream_config),
-                 config_shram_kib(npu_config)};
-  }
-  if (config_stream_version(stream_config) != config_stream_version(npu_config)) {
-    return Error{ErrorCode::kNpuStreamVersionMismatch, config_stream_version(stream_config),
-                 config_stream_version(npu_config)};
-  }
-  const uint32_t stream_arch = (id_arch_major(stream_id) << 8) | id_arch_minor(stream_id);
-  const uint32_t npu_arch = (id_arch_major(npu_id) << 8) | id_arch_minor(npu_id);
-  // Same major revision; a newer minor revision of the NPU runs older streams.
-  if (id_arch_major(stream_id) != id_arch_major(npu_id) || stream_arch > npu_arch) {
-    return Error{ErrorCode::kNpuArchMismatch, stream_arch, npu_arch};
-  }
-  return {};
-}
-
 }  // namespace
 
 Result<CommandStream> parse_cop1(const void* payload, size_t size) {
@@ -106,10 +79,41 @@ Result<CommandStream> parse_cop1(const void* payload, size_t size) {
   return stream;
 }
 
+// The CONFIG fields that make an NPU's configuration beyond its product and MACs: the
+// SHRAM size on the U55/U65 (its own error), the AXI ports and weight decoders (cores) on
+// the U85 (part of kNpuTargetMismatch: its message shows the ports when they differ).
+constexpr uint32_t kU85PortsAndCores = 0x3F00;  // num_axi_sram 9..8, num_axi_ext 10, num_wd 13..12
+
+Status match_target(const CommandStream& stream, uint32_t npu_config, uint32_t npu_id) {
+  using namespace reg;
+  const uint32_t config = stream.config, id = stream.id;
+  const Family* family = family_of(npu_config);
+  bool same = config_product(config) == config_product(npu_config) &&
+              config_macs_log2(config) == config_macs_log2(npu_config);
+  if (same && family != nullptr && !family->shram_in_config) {
+    same = (config & kU85PortsAndCores) == (npu_config & kU85PortsAndCores);
+  }
+  if (!same) return Error{ErrorCode::kNpuTargetMismatch, config, npu_config};
+  if ((family == nullptr || family->shram_in_config) && config_shram_kib(config) != config_shram_kib(npu_config)) {
+    return Error{ErrorCode::kNpuShramMismatch, config_shram_kib(config), config_shram_kib(npu_config)};
+  }
+  if (config_stream_version(config) != config_stream_version(npu_config)) {
+    return Error{ErrorCode::kNpuStreamVersionMismatch, config_stream_version(config),
+                 config_stream_version(npu_config)};
+  }
+  const uint32_t stream_arch = (id_arch_major(id) << 8) | id_arch_minor(id);
+  const uint32_t npu_arch = (id_arch_major(npu_id) << 8) | id_arch_minor(npu_id);
+  // Same major revision; a newer minor revision of the NPU runs older streams.
+  if (id_arch_major(id) != id_arch_major(npu_id) || stream_arch > npu_arch) {
+    return Error{ErrorCode::kNpuArchMismatch, stream_arch, npu_arch};
+  }
+  return {};
+}
+
 Result<CommandStream> Driver::check(const void* payload, size_t size) const {
   auto stream = parse_cop1(payload, size);
   if (!stream.ok()) return stream.error();
-  Status matched = match(stream.value().config, stream.value().id, config_, id_);
+  Status matched = match_target(stream.value(), config_, id_);
   if (!matched.ok()) return matched.error();
   return stream.value();
 }

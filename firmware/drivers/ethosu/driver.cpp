@@ -1,4 +1,4 @@
-// Driver: create, run, and the completion interrupt.
+// Driver: create, run, and the completion interrupt, for every family (reg::Family).
 //
 // Interrupt contract: run() enables the NPU interrupt (board's KILN_NPU_IRQ) at the
 // highest priority; kiln_npu_irq_handler latches STATUS, clears the NPU's
@@ -15,7 +15,6 @@
 namespace kiln::ethosu {
 namespace {
 
-constexpr uint32_t kArchMajorU55U65 = 1;
 constexpr uint32_t kResetPolls = 1000;
 constexpr uint32_t kClockPower = reg::kCmdClockQEnable | reg::kCmdPowerQEnable;
 constexpr uint32_t kProtPrivilegedSecure = reg::kResetPendingCplPrivileged;
@@ -28,6 +27,13 @@ volatile bool g_done = false;
 
 volatile uint32_t& npu_reg(uintptr_t base, uint32_t offset) {
   return *reinterpret_cast<volatile uint32_t*>(base + offset);
+}
+
+// The family of this driver's NPU: create() refused any CONFIG without one, so a Driver's
+// config_ always has a family; a default-constructed Driver (config 0) reads as an Ethos-U55.
+const reg::Family& family(uint32_t config) {
+  const reg::Family* f = reg::family_of(config);
+  return f != nullptr ? *f : reg::kFamilies[0];
 }
 
 }  // namespace
@@ -52,7 +58,9 @@ uint32_t Driver::read(uint32_t offset) const { return npu_reg(base_, offset); }
 void Driver::write(uint32_t offset, uint32_t value) const { npu_reg(base_, offset) = value; }
 
 uint32_t Driver::macs_per_cycle() const { return 1u << reg::config_macs_log2(config_); }
-uint32_t Driver::shram_kib() const { return reg::config_shram_kib(config_); }
+uint32_t Driver::shram_kib() const {
+  return family(config_).shram_in_config ? reg::config_shram_kib(config_) : 0;
+}
 
 Status Driver::soft_reset() const {
   write(reg::kReset, kProtPrivilegedSecure);
@@ -64,6 +72,10 @@ Status Driver::soft_reset() const {
   if ((status & reg::kStatusResetStatus) || prot != kProtPrivilegedSecure) {
     return Error{ErrorCode::kNpuResetFailed, status, prot};
   }
+  // A reset returns the memory attributes and AXI limits to their reset values: set them again.
+  for (const reg::RegisterValue& w : family(config_).bring_up) {
+    if (w.offset != 0) write(w.offset, w.value);
+  }
   write(reg::kCmd, kClockPower);
   return {};
 }
@@ -71,29 +83,34 @@ Status Driver::soft_reset() const {
 Result<Driver> Driver::create(uintptr_t base) {
   Driver driver(base);
   driver.id_ = driver.read(reg::kId);
-  if (reg::id_arch_major(driver.id_) != kArchMajorU55U65) {
+  driver.config_ = driver.read(reg::kConfig);  // read-only: a reset does not change it
+  const reg::Family* f = reg::family_of(driver.config_);
+  if (f == nullptr || reg::id_arch_major(driver.id_) != f->arch_major) {
     return Error{ErrorCode::kNpuNotFound, driver.id_, static_cast<uint32_t>(base)};
   }
   Status reset = driver.soft_reset();
   if (!reset.ok()) return reset.error();
-  driver.config_ = driver.read(reg::kConfig);
   return driver;
 }
 
 void Driver::program(const CommandStream& stream, const Region* regions, int count,
                      const RunOptions& options) const {
+  const reg::Family& f = family(config_);
   write(reg::kRegioncfg, options.regioncfg);
   kiln_npu_region_sizes[0] = static_cast<uint32_t>(count);
-  for (int n = 0; n < count; ++n) {
+  for (int n = 0; n < count; ++n) {  // 40-bit addresses: the high word is 0 from a 32-bit CPU
     const uint64_t address = reinterpret_cast<uintptr_t>(regions[n].base);
     write(reg::kBasep0 + 8 * n, static_cast<uint32_t>(address));
     write(reg::kBasep0 + 8 * n + 4, static_cast<uint32_t>(address >> 32));
     kiln_npu_region_sizes[1 + n] = static_cast<uint32_t>(regions[n].size);
   }
-  write(reg::kPmcr, reg::kPmcrCntEn | reg::kPmcrCycleCntRst | reg::kPmcrEventCntRst);
-  write(reg::kPmcntenset, reg::kPmuCycleCounter);
-  write(reg::kQbase0, static_cast<uint32_t>(reinterpret_cast<uintptr_t>(stream.words)));
-  write(reg::kQbase1, 0);
+  // Only the cycle counter counts: the family's event counters (4 or 8) are disabled.
+  write(f.pmu_offset + reg::kPmcr, reg::kPmcrCntEn | reg::kPmcrCycleCntRst | reg::kPmcrEventCntRst);
+  write(f.pmu_offset + reg::kPmcntenclr, (1u << f.event_counters) - 1);
+  write(f.pmu_offset + reg::kPmcntenset, reg::kPmuCycleCounter);
+  const uint64_t qbase = reinterpret_cast<uintptr_t>(stream.words);
+  write(reg::kQbase0, static_cast<uint32_t>(qbase));
+  write(reg::kQbase1, static_cast<uint32_t>(qbase >> 32));
   write(reg::kQsize, stream.size_bytes);
 }
 
@@ -109,12 +126,13 @@ Result<uint32_t> Driver::wait_for_completion(uint32_t timeout_ms) const {
 }
 
 uint64_t Driver::read_cycle_counter() const {
-  uint32_t high = read(reg::kPmccntrHi);
-  uint32_t low = read(reg::kPmccntrLo);
-  const uint32_t again = read(reg::kPmccntrHi);
+  const uint32_t pmu = family(config_).pmu_offset;
+  uint32_t high = read(pmu + reg::kPmccntrHi);
+  uint32_t low = read(pmu + reg::kPmccntrLo);
+  const uint32_t again = read(pmu + reg::kPmccntrHi);
   if (again != high) {  // the low word wrapped between the reads
     high = again;
-    low = read(reg::kPmccntrLo);
+    low = read(pmu + reg::kPmccntrLo);
   }
   return (static_cast<uint64_t>(high & 0xFFFF) << 32) | low;
 }
@@ -141,7 +159,7 @@ Result<uint64_t> Driver::run(const CommandStream& stream, const Region* regions,
     return waited.error();
   }
   const uint32_t status = waited.value();
-  if (status & reg::kStatusFaultBits) {
+  if (status & family(config_).fault_bits) {
     const uint32_t qread = read(reg::kQread);
     (void)soft_reset();
     return Error{ErrorCode::kNpuFault, status, qread};

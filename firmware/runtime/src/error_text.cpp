@@ -60,8 +60,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::kCop1MissingStream: return "COP1 payload has no command stream";
     case ErrorCode::kCop1DuplicateStream: return "COP1 payload has two command streams";
     case ErrorCode::kNpuNotFound: return "no Ethos-U NPU at this address";
-    case ErrorCode::kNpuProductMismatch: return "stream compiled for another NPU product";
-    case ErrorCode::kNpuMacsMismatch: return "stream compiled for another MAC count";
+    case ErrorCode::kNpuTargetMismatch: return "stream compiled for another NPU";
     case ErrorCode::kNpuShramMismatch: return "stream compiled for another SHRAM size";
     case ErrorCode::kNpuStreamVersionMismatch: return "stream compiled for another command stream version";
     case ErrorCode::kNpuArchMismatch: return "stream compiled for another NPU architecture";
@@ -177,16 +176,19 @@ const char* to_string(NpuAccess access) {
     case NpuAccess::kScales1: return "scale read (core 1)";
     case NpuAccess::kDmaSource: return "DMA source read";
     case NpuAccess::kDmaDestination: return "DMA destination write";
+    case NpuAccess::kWeights2: return "weight read (core 2)";
+    case NpuAccess::kWeights3: return "weight read (core 3)";
   }
   return "unknown NPU access";
 }
 
 namespace {
 
-// The Ethos-U STATUS register's bits 0..8 (Ethos-U55/U65 register map).
+// The Ethos-U STATUS register's bits 0..9: bit 7 is the U55/U65's (reserved on the U85),
+// bit 9 the U85's (reserved on the U55/U65), so one list names every family's bits.
 const char* const kStatusBitNames[] = {
     "running", "irq_raised", "bus_status", "reset_status", "cmd_parse_error",
-    "cmd_end_reached", "pmu_irq_raised", "wd_fault", "ecc_fault",
+    "cmd_end_reached", "pmu_irq_raised", "wd_fault", "ecc_fault", "branch_fault",
 };
 
 void print_status_bits(unsigned status) {
@@ -198,14 +200,19 @@ void print_status_bits(unsigned status) {
   }
 }
 
-// An NPU product as the CONFIG register's product field names it: 0 is Ethos-U55, 1 is
-// Ethos-U65; any other value is printed as it is.
-void print_product(unsigned product) {
-  if (product == 0 || product == 1) {
-    print("Ethos-U%s", product == 0 ? "55" : "65");
+// An NPU as a CONFIG register word describes it: its product (bits 31..28: 0 Ethos-U55,
+// 1 Ethos-U65, 2 Ethos-U85; any other as its number) and MACs per cycle (2^bits 3..0);
+// `ports`: also an Ethos-U85's AXI ports (2^bits 9..8 SRAM, 2^bit 10 external).
+// `article`: "an Ethos-U55 ..." / "an NPU of product 7 ..." rather than "Ethos-U55 ...".
+void print_npu(unsigned config, bool ports, bool article) {
+  static const char* const kProducts[] = {"Ethos-U55", "Ethos-U65", "Ethos-U85"};
+  const unsigned product = config >> 28;
+  if (product < 3) {
+    print("%s%s with %u MACs", article ? "an " : "", kProducts[product], 1u << (config & 0xF));
   } else {
-    print("product %u", product);
+    print("%sproduct %u with %u MACs", article ? "an NPU of " : "", product, 1u << (config & 0xF));
   }
+  if (ports) print(" (%u SRAM and %u external AXI ports)", 1u << ((config >> 8) & 3), 1u << ((config >> 10) & 1));
 }
 
 }  // namespace
@@ -267,15 +274,15 @@ void print_error(const Error& error) {
     case ErrorCode::kNpuNotFound:
       print(": ID=0x%08x at 0x%08x", a, b);
       break;
-    case ErrorCode::kNpuProductMismatch:
-      print(": stream ");
-      print_product(a);
-      print(", NPU ");
-      print_product(b);
+    case ErrorCode::kNpuTargetMismatch: {
+      // The ports only when they are what differs (two Ethos-U85s with the same MACs).
+      const bool ports = (a >> 28) == 2 && a >> 28 == b >> 28 && (a & 0xF) == (b & 0xF);
+      print(": the delegate was compiled for ");
+      print_npu(a, ports, false);
+      print("; this NPU is ");
+      print_npu(b, ports, true);
       break;
-    case ErrorCode::kNpuMacsMismatch:
-      print(": stream %u MACs/cycle, NPU %u MACs/cycle", a, b);
-      break;
+    }
     case ErrorCode::kNpuShramMismatch:
       print(": stream %u KiB, NPU %u KiB", a, b);
       break;

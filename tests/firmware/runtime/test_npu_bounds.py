@@ -11,22 +11,30 @@ the mutation was made to cause.
 
 from __future__ import annotations
 
+import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import npu_hostile as nh
 from kiln.compile import compile_model
 from kiln.lower import ethosu_payload as ep
+from kiln.lower.ethosu_payload import IoTensor
+from kiln.lower.vela import compile_tosa, vela_command
 from kiln.spec import CompileSpec
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 # (model, target, memory mode): a conv/pool/elementwise stream, one with weight DMAs and
-# depthwise convolutions, and one with a fast scratch (region 2).
+# depthwise convolutions, and one with a fast scratch (region 2); the same on the Ethos-U85
+# (its own command stream: 2:4 sparse weights, strided DMA), and a 4-core U85 (WEIGHT1..3).
 STREAMS = [("tiny_cnn", "ethos-u55-128", None), ("ds_cnn", "ethos-u55-128", None),
-           ("tiny_cnn", "ethos-u65-256", "Dedicated_Sram_384KB")]
+           ("tiny_cnn", "ethos-u65-256", "Dedicated_Sram_384KB"),
+           ("tiny_cnn", "ethos-u85-256", None), ("ds_cnn", "ethos-u85-256", None),
+           ("tiny_cnn", "ethos-u85-256", "Dedicated_Sram_384KB"), ("resnet8", "ethos-u85-2048", None)]
 
 
 @pytest.fixture(scope="session")
@@ -38,14 +46,14 @@ def bounds_host(runtime_host) -> Path:
 
 
 @pytest.fixture(scope="session")
-def payloads(tmp_path_factory) -> dict[tuple, tuple[bytes, int]]:
+def payloads(tmp_path_factory) -> dict[tuple, tuple[bytes, int]]:  # (model, target, mode, delegate) ->
     """(payload, fast scratch bytes) of each delegate Vela compiled for STREAMS."""
     found = {}
     for model, target, mode in STREAMS:
         spec = CompileSpec(target=target, **({"memory_mode": mode} if mode else {}))
         for i, v in enumerate(compile_model(model, spec).vela):
             data = ep.encode(v.cmd_data, v.weight_data, v.scratch_size, v.inputs, v.outputs)
-            found[(model, target, i)] = data, getattr(v, "fast_scratch_size", 0) or 0
+            found[(model, target, mode, i)] = data, getattr(v, "fast_scratch_size", 0) or 0
     return found
 
 
@@ -75,7 +83,7 @@ def test_the_executorch_arm_flow_stream_passes(bounds_host, tmp_path):
 
 
 def test_a_stream_without_its_fast_scratch_is_refused(bounds_host, payloads, tmp_path):
-    payload, fast = payloads[("tiny_cnn", "ethos-u65-256", 0)]
+    payload, fast = payloads[("tiny_cnn", "ethos-u65-256", "Dedicated_Sram_384KB", 0)]
     assert fast > 0
     done = check(bounds_host, tmp_path, payload)  # no region 2 given
     assert done.returncode == 1
@@ -100,3 +108,228 @@ def test_a_hostile_stream_is_refused_naming_the_access(bounds_host, payloads, tm
         assert done.stdout.startswith(prefix), (key, done.stdout)
         refused += 1
     assert refused > 0  # every mutation applies to at least one of the streams
+
+
+def test_a_stream_without_its_fast_scratch_is_refused_on_the_u85(bounds_host, payloads, tmp_path):
+    payload, fast = payloads[("tiny_cnn", "ethos-u85-256", "Dedicated_Sram_384KB", 0)]
+    assert fast > 0
+    done = check(bounds_host, tmp_path, payload)
+    assert done.returncode == 1
+    assert done.stdout.startswith("error 0x532 NPU stream accesses a region with no buffer: ")
+    done = check(bounds_host, tmp_path, payload, fast - 16)
+    assert done.returncode == 1
+    assert done.stdout.startswith("error 0x531 NPU stream accesses memory outside its region's buffer: ")
+
+
+# --- Ethos-U85 streams against Vela's own listing ------------------------------------------
+# `vela --verbose-register-command-stream` prints each command of the stream it writes with its
+# byte offset, e.g. "0x000124:          0000 0002 - NPU_OP_CONV    0, weights_ifm2 = 0" (a cmd1
+# line has its payload word where the blanks are). Parsed here, by hand: the listing is an
+# oracle for where each command and operation of a U85 stream lies, independent of bounds.cpp.
+LISTED = re.compile(r"^0x([0-9a-f]{6}): (?:([0-9a-f]{8})|\s{8}) ([0-9a-f]{4}) ([0-9a-f]{4}) - (NPU_\w+)")
+U85 = ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Shared_Sram")
+BLOCK_OPS = {"NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL", "NPU_OP_ELEMENTWISE", "NPU_OP_RESIZE"}
+
+
+@dataclass(frozen=True)
+class Listed:
+    word: int  # index in the command stream (byte offset / 4)
+    name: str
+    header: int
+    payload: int | None
+
+
+def vela_listing(tosa: bytes, target: str, system_config: str, memory_mode: str, directory: Path) -> list[Listed]:
+    source = directory / "listed.tosa"
+    source.write_bytes(tosa)
+    done = subprocess.run(vela_command() + ["--accelerator-config", target, "--system-config", system_config,
+                                            "--memory-mode", memory_mode, "--output-format", "raw", "--output-dir",
+                                            str(directory / "listing"), "--verbose-register-command-stream",
+                                            str(source)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = []
+    for line in done.stdout.splitlines():
+        m = LISTED.match(line.strip())
+        if m:
+            offset, payload, param, code, name = m.groups()
+            listed.append(Listed(int(offset, 16) // 4, name, int(param, 16) << 16 | int(code, 16),
+                                 None if payload is None else int(payload, 16)))
+    return listed
+
+
+@pytest.fixture(scope="module")
+def u85_listed(tmp_path_factory):
+    """(payload, COP1 stream start word, Vela's listing) of ds_cnn's delegate for ethos-u85-256."""
+    tosa = compile_model("ds_cnn", CompileSpec(target=U85[0])).tosa[0]
+    vela = compile_tosa(tosa, "ds_cnn", *U85)
+    listed = vela_listing(tosa, *U85, tmp_path_factory.mktemp("listing"))
+    start, end = nh.stream_span(vela.cmd_data)
+    words = np.frombuffer(vela.cmd_data, "<u4")[start:end]
+    # The listing is of this very stream: its words, command by command, are the stream's.
+    flat = [w for item in listed for w in ([item.header] if item.payload is None else [item.header, item.payload])]
+    assert flat == [int(w) for w in words]
+    return vela, start, listed
+
+
+def with_words(vela, start: int, changes: dict[int, int]) -> bytes:
+    """The delegate's payload with stream words changed ({stream word index: new word})."""
+    words = np.frombuffer(vela.cmd_data, "<u4").copy()
+    for i, w in changes.items():
+        words[start + i] = w
+    return ep.encode(words.tobytes(), vela.weight_data, vela.scratch_size, vela.inputs, vela.outputs)
+
+
+def last_before(listed: list[Listed], name: str, before: Listed) -> Listed:
+    return [item for item in listed if item.name == name and item.word < before.word][-1]
+
+
+def test_every_u85_operation_is_reached_where_vela_lists_it(bounds_host, u85_listed, tmp_path):
+    """For each block operation Vela lists, an OFM moved past the scratch is refused naming that
+    operation's word: the walk decodes every command before it as Vela does."""
+    vela, start, listed = u85_listed
+    assert check(bounds_host, tmp_path, with_words(vela, start, {})).stdout == "ok\n"
+    ops = [item for item in listed if item.name in BLOCK_OPS]
+    assert len(ops) >= 5 and {"NPU_OP_CONV", "NPU_OP_DEPTHWISE"} <= {op.name for op in ops}
+    for op in ops:
+        base = last_before(listed, "NPU_SET_OFM_BASE0", op)
+        bad = with_words(vela, start, {base.word + 1: vela.scratch_size + (1 << 20)})
+        done = check(bounds_host, tmp_path, bad)
+        assert done.stdout == ("error 0x531 NPU stream accesses memory outside its region's buffer: OFM write of the "
+                               f"operation at word {op.word}\n"), (op, done.stdout)
+
+
+def unprovable(word: int, value: int) -> str:
+    return f"error 0x530 NPU stream has a command the bounds check cannot follow: word {word} (0x{value:08x})\n"
+
+
+def test_u85_commands_the_check_does_not_model_are_refused(bounds_host, u85_listed, tmp_path):
+    vela, start, listed = u85_listed
+    conv = next(item for item in listed if item.name == "NPU_OP_CONV")
+    elementwise = next((item for item in listed if item.name == "NPU_OP_ELEMENTWISE"), None)
+    cases = []
+    # NPU_OP_BRANCH (cmd1 opcode 0x100, a payload word) in place of the first payload-word command
+    first_cmd1 = next(item for item in listed if item.payload is not None)
+    cases.append(({first_cmd1.word: 0x4100, first_cmd1.word + 1: 0}, unprovable(first_cmd1.word, 0x4100)))
+    # the first CONV with its weights in IFM2 (parameter bit 0)
+    cases.append(({conv.word: conv.header | 1 << 16}, unprovable(conv.word, conv.header | 1 << 16)))
+    # accumulators that start from IFM2: ACC_FORMAT's acc_input (bits 5..4) = 2
+    acc = last_before(listed, "NPU_SET_ACC_FORMAT", conv)
+    cases.append(({acc.word: (acc.header & ~(3 << 20)) | 2 << 20}, unprovable(conv.word, conv.header)))
+    # OFM_PRECISION: transpose 4 (reserved: bits 13..11 of the parameter), storage TILE3X1 (15..14 = 1)
+    precision = last_before(listed, "NPU_SET_OFM_PRECISION", conv)
+    cases.append(({precision.word: (precision.header & ~(7 << 27)) | 4 << 27}, unprovable(conv.word, conv.header)))
+    cases.append(({precision.word: (precision.header & ~(3 << 30)) | 1 << 30}, unprovable(conv.word, conv.header)))
+    dma = next((item for item in listed if item.name == "NPU_OP_DMA_START"), None)
+    if dma is not None:  # an indexed (gather) DMA: DMA0_SRC_REGION's idx_mode, bit 11
+        region = last_before(listed, "NPU_SET_DMA0_SRC_REGION", dma)
+        cases.append(({region.word: region.header | 1 << 27}, unprovable(dma.word, dma.header)))
+    if elementwise is not None:  # elementwise_mode 12: none of the U85's 21 modes
+        cases.append(({elementwise.word: (elementwise.header & 0xFFFF) | 12 << 16},
+                      unprovable(elementwise.word, (elementwise.header & 0xFFFF) | 12 << 16)))
+    assert len(cases) >= 6
+    for changes, expected in cases:
+        done = check(bounds_host, tmp_path, with_words(vela, start, changes))
+        assert (done.returncode, done.stdout) == (1, expected), changes
+
+
+def test_u55_streams_refuse_the_u85s_own_opcodes(bounds_host, payloads, tmp_path):
+    """NPU_SET_IFM_BROADCAST (0x108) and NPU_OP_RESIZE (0x007) are U85 commands: in a U55 stream, in
+    place of its first one-word command, they are unknown opcodes."""
+    p = ep.decode(payloads[("tiny_cnn", "ethos-u55-128", None, 0)][0])
+    start, _ = nh.stream_span(p.cmd_data)
+    for word in (0x0108, 0x0007):
+        words = np.frombuffer(p.cmd_data, "<u4").copy()
+        assert not words[start] & nh.PAYLOAD_FLAG
+        words[start] = word
+        bad = ep.encode(words.tobytes(), p.weight_data, p.scratch_size, p.inputs, p.outputs)
+        assert check(bounds_host, tmp_path, bad).stdout == unprovable(0, word)
+
+
+# --- A hand-built Ethos-U85 stream: the OFM's transposes ------------------------------------
+# One ELEMENTWISE ADD of an int8 IFM of H=2, W=8, C=16 (NHWC, 256 bytes at offset 0 of region 1)
+# and a scalar IFM2, its OFM at offset 256 of region 1 in NHWC with rows 32 bytes apart and
+# columns 16 apart (tile 0 of 16 rows x 8 columns holds every case's box, the other tiles unused). Bytes the OFM write spans, worked by hand:
+#   HWC: rows H=2, cols W=8, channels 16:  (2-1)*32 + (8-1)*16 + 16 = 160 -> ends at 416
+#   WHC: rows W=8, cols H=2, channels 16:  (8-1)*32 + (2-1)*16 + 16 = 256 -> ends at 512
+#   CHW: rows C=16, cols H=2, channels W=8: (16-1)*32 + (2-1)*16 + 8 = 504 -> ends at 760
+U85_CONFIG, U85_ID = 0x2000_0118, 0x2000_7000  # ethos-u85-256: Vela's ConfigRegister and IdRegister
+
+
+def cmd0(opcode: int, param: int) -> list[int]:
+    return [opcode | param << 16]
+
+
+def cmd1(opcode: int, value: int) -> list[int]:
+    return [opcode | nh.PAYLOAD_FLAG, value]
+
+
+def cop1(stream: list[int], config: int = U85_CONFIG, ident: int = U85_ID) -> bytes:
+    """'COP1', the CONFIG action (tag 1, CONFIG, ID), three NOPs (tag 5) so the stream starts 16-byte
+    aligned, the CMD_STREAM action (tag 2, length in bits 31..16) and the stream."""
+    words = [0x3150_4F43, 1, config, ident, 5, 5, 5, 2 | len(stream) << 16] + stream
+    return np.array(words, "<u4").tobytes()
+
+
+def transposed_add(transpose: int) -> list[int]:
+    return (cmd0(0x10F, 1) + cmd1(0x000, 0) + cmd1(0x004, 16) + cmd1(0x005, 128) + cmd0(0x105, 1)
+            + cmd0(0x10A, 7) + cmd0(0x10B, 1) + cmd0(0x10C, 1) + cmd0(0x104, 15) + cmd0(0x108, 0)
+            + cmd0(0x180, 8)  # IFM2_BROADCAST: SCALAR
+            + cmd0(0x11F, 1) + cmd1(0x010, 256) + cmd1(0x014, 16) + cmd1(0x015, 32)
+            + cmd0(0x114, 1 | transpose << 11) + cmd0(0x111, 7) + cmd0(0x112, 1) + cmd0(0x113, 15)
+            + cmd0(0x11A, 7) + cmd0(0x11B, 15) + cmd0(0x11C, 15)
+            + cmd0(0x006, 1) + cmd0(0x000, 0))  # NPU_OP_ELEMENTWISE ADD, NPU_OP_STOP
+
+
+@pytest.mark.parametrize("transpose, end", [(0, 416), (1, 512), (6, 760)], ids=["HWC", "WHC", "CHW"])
+def test_a_transposed_u85_ofm_is_bounded_by_its_memory_layout(bounds_host, tmp_path, transpose, end):
+    out = [IoTensor((1, 1, 1, 1, 1, 16), 1, 256, 1)]
+    for scratch, expected in ((end, "ok\n"), (end - 1, "error 0x531 NPU stream accesses memory outside its "
+                                                        "region's buffer: OFM write of the operation at word 28\n")):
+        payload = ep.encode(cop1(transposed_add(transpose)), b"", scratch, [IoTensor((1, 1, 1, 2, 8, 16), 1, 0, 1)], out)
+        assert check(bounds_host, tmp_path, payload).stdout == expected, (transpose, scratch)
+
+
+# --- A delegate compiled for another NPU ---------------------------------------------------
+# CONFIG and ID words of NPUs, worked out from Vela's register layouts: U55/U65 CONFIG = log2 MACs
+# | SHRAM KiB << 8 | product << 28; U85 CONFIG = log2 MACs | stream version 1 << 4 | log2 SRAM
+# AXI ports << 8 | log2 external ports << 10 | log2 cores << 12 | 2 << 28 (ethos_u85.cpp's table).
+NPUS = {
+    "ethos-u55-128": (0x0000_1807, 0x1006_6001),
+    "ethos-u65-256": (0x1000_3008, 0x1006_6001),
+    "ethos-u85-256": (0x2000_0118, 0x2000_7000),
+    "ethos-u85-2048": (0x2000_261B, 0x2000_7000),
+    "ethos-u85-256 with 2 external AXI ports": (0x2000_0518, 0x2000_7000),
+    "ethos-u85-256 of architecture 1.0": (0x2000_0118, 0x1006_6001),
+    "ethos-u85-256 of stream version 0": (0x2000_0108, 0x2000_7000),
+}
+TARGET = "error 0x516 stream compiled for another NPU: "
+
+
+@pytest.mark.parametrize("compiled, npu, expected", [
+    ("ethos-u85-256", "ethos-u85-256", "ok"),
+    ("ethos-u55-128", "ethos-u55-128", "ok"),
+    ("ethos-u85-256", "ethos-u55-128",
+     TARGET + "the delegate was compiled for Ethos-U85 with 256 MACs; this NPU is an Ethos-U55 with 128 MACs"),
+    ("ethos-u55-128", "ethos-u85-256",
+     TARGET + "the delegate was compiled for Ethos-U55 with 128 MACs; this NPU is an Ethos-U85 with 256 MACs"),
+    ("ethos-u65-256", "ethos-u85-256",
+     TARGET + "the delegate was compiled for Ethos-U65 with 256 MACs; this NPU is an Ethos-U85 with 256 MACs"),
+    ("ethos-u85-256", "ethos-u85-2048",
+     TARGET + "the delegate was compiled for Ethos-U85 with 256 MACs; this NPU is an Ethos-U85 with 2048 MACs"),
+    ("ethos-u85-256", "ethos-u85-256 with 2 external AXI ports",
+     TARGET + "the delegate was compiled for Ethos-U85 with 256 MACs (2 SRAM and 1 external AXI ports); "
+              "this NPU is an Ethos-U85 with 256 MACs (2 SRAM and 2 external AXI ports)"),
+    ("ethos-u85-256", "ethos-u85-256 of architecture 1.0",
+     "error 0x515 stream compiled for another NPU architecture: stream 2.0, NPU 1.0"),
+    ("ethos-u85-256", "ethos-u85-256 of stream version 0",
+     "error 0x514 stream compiled for another command stream version: stream version 1, NPU version 0"),
+])
+def test_a_delegate_for_another_npu_is_refused_naming_both(bounds_host, payloads, tmp_path, compiled, npu, expected):
+    mode = "Dedicated_Sram_384KB" if compiled == "ethos-u65-256" else None
+    path = tmp_path / "payload.bin"
+    path.write_bytes(payloads[("tiny_cnn", compiled, mode, 0)][0])
+    config, ident = NPUS[npu]
+    done = subprocess.run([str(bounds_host), "--match", hex(config), hex(ident), str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout == expected + "\n", done.stdout + done.stderr
+    assert done.returncode == (0 if expected == "ok" else 1)

@@ -191,7 +191,7 @@ def test_value_of_a_failed_result_traps(runtime_host):
 
 
 # One code for each detail enum (its `a`), an out-of-range detail, the values-only kInternal, and
-# kNpuProductMismatch's products: 0 and 1 by name, any other as its number.
+# kNpuTargetMismatch's NPUs: products 0, 1 and 2 by name, any other as its number.
 @pytest.mark.parametrize("code, a, b, expected", [
     (0x001, 0, 0, "internal error: an error made from kOk"),
     (0x102, 2, 1234, "pte: bad extended header: program_size 1234"),  # HeaderField::kProgramSize
@@ -203,9 +203,24 @@ def test_value_of_a_failed_result_traps(runtime_host):
     (0x402, 5, 3, "delegate: bad argument: wrong argument count (3)"),  # DelegateFault::kArgumentCount
     # PayloadFault::kNotCop1 with b = "COP2" read little-endian, printed in lower-case hex
     (0x401, 11, 0x32504F43, "delegate: bad payload: cmd_data is not a COP1 command stream (0x32504f43)"),
-    (0x511, 1, 0, "stream compiled for another NPU product: stream Ethos-U65, NPU Ethos-U55"),
-    (0x511, 7, 0, "stream compiled for another NPU product: stream product 7, NPU Ethos-U55"),
-    (0x511, 0, 4294967295, "stream compiled for another NPU product: stream Ethos-U55, NPU product 4294967295"),
+    # kNpuTargetMismatch: two CONFIG words (product 31..28, log2 MACs 3..0; on the U85 log2 of
+    # the SRAM AXI ports 9..8, of the external ports 10)
+    (0x516, 0x2000_0118, 0x0000_1807, "stream compiled for another NPU: the delegate was compiled for Ethos-U85 with "
+                                      "256 MACs; this NPU is an Ethos-U55 with 128 MACs"),
+    (0x516, 0x1000_3008, 0x2000_261B, "stream compiled for another NPU: the delegate was compiled for Ethos-U65 with "
+                                      "256 MACs; this NPU is an Ethos-U85 with 2048 MACs"),
+    (0x516, 0x7000_0005, 0x0000_1807, "stream compiled for another NPU: the delegate was compiled for product 7 with "
+                                      "32 MACs; this NPU is an Ethos-U55 with 128 MACs"),
+    (0x516, 0x0000_1807, 0xF000_0000, "stream compiled for another NPU: the delegate was compiled for Ethos-U55 with "
+                                      "128 MACs; this NPU is an NPU of product 15 with 1 MACs"),
+    # same family and MACs: the U85's AXI ports are what differ, so both are named
+    (0x516, 0x2000_0118, 0x2000_0518, "stream compiled for another NPU: the delegate was compiled for Ethos-U85 with "
+                                      "256 MACs (2 SRAM and 1 external AXI ports); this NPU is an Ethos-U85 with 256 "
+                                      "MACs (2 SRAM and 2 external AXI ports)"),
+    # STATUS bit names: bit 7 the U55/U65's wd_fault, bit 9 the U85's branch_fault
+    (0x521, 0x282, 8, "NPU fault: STATUS=0x00000282 (irq_raised, wd_fault, branch_fault), QREAD=8"),
+    (0x531, 10, 12, "NPU stream accesses memory outside its region's buffer: weight read (core 2) of the operation "
+                    "at word 12"),
 ])
 def test_print_error_writes_one_line(runtime_host, code, a, b, expected):
     done = run_tool(runtime_host, "print-error", hex(code), a, b)

@@ -86,14 +86,16 @@ enum class ErrorCode : uint16_t {
   kCop1DuplicateStream = 0x505,  // a = word index of the second stream
   // The NPU and a stream compiled for another configuration: a = stream's, b = NPU's.
   kNpuNotFound = 0x510,               // a = the ID register read, b = the NPU base address
-  kNpuProductMismatch = 0x511,        // product (0 = Ethos-U55, 1 = Ethos-U65, else unknown)
-  kNpuMacsMismatch = 0x512,           // MACs per cycle
+  // 0x511, 0x512: retired (kNpuProductMismatch, kNpuMacsMismatch: one code, 0x516, names both)
   kNpuShramMismatch = 0x513,          // SHRAM size in KiB
   kNpuStreamVersionMismatch = 0x514,  // command stream version
   kNpuArchMismatch = 0x515,           // architecture revision (major << 8 | minor)
+  kNpuTargetMismatch = 0x516,         // another family or MAC count (or U85 AXI ports/cores):
+                                      // a = the stream's CONFIG word, b = the NPU's
   // Running a stream: a = STATUS register, b = QREAD (bytes of stream consumed).
   kNpuBusy = 0x520,        // the NPU was running when a new stream was started
-  kNpuFault = 0x521,       // STATUS has a fault bit (bus_status, cmd_parse_error, wd/ecc_fault)
+  kNpuFault = 0x521,       // STATUS has a fault bit of its family (bus_status, cmd_parse_error,
+                           // ecc_fault; wd_fault on the U55/U65, branch_fault on the U85)
   kNpuIncomplete = 0x522,  // stopped without cmd_end_reached and without a fault bit
   kNpuTimeout = 0x523,     // no completion interrupt in time; b = the timeout in ms
   kNpuResetFailed = 0x524, // a = STATUS after the reset, b = PROT after the reset
@@ -196,7 +198,7 @@ struct Error {
 // kNpuAccess*: which memory access of a command stream's operation (word index in b).
 enum class NpuAccess : uint32_t {
   kIfm = 1, kIfm2 = 2, kOfm = 3, kWeights = 4, kWeights1 = 5, kScales = 6, kScales1 = 7,
-  kDmaSource = 8, kDmaDestination = 9,
+  kDmaSource = 8, kDmaDestination = 9, kWeights2 = 10, kWeights3 = 11,  // cores 2, 3: Ethos-U85
 };
 
 // --- Text ---------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-// kiln's Ethos-U55/U65 driver: runs a Vela-compiled command stream on the NPU.
+// kiln's Ethos-U driver: runs a Vela-compiled command stream on an Ethos-U55, U65 or U85.
+// One code base: what differs between the families (register offsets, PMU counters, fault
+// bits, AXI set-up, command stream) is data, reg::Family in kiln/ethosu/registers.h.
 //
 //   auto npu = kiln::ethosu::Driver::create(KILN_NPU_BASE);      // reads ID and CONFIG
 //   auto stream = npu.value().check(payload, payload_size);       // validates the COP1 payload
@@ -60,8 +62,9 @@ struct RegionLimit {
 struct StreamBounds {
   const RegionLimit* regions = nullptr;
   int count = 0;
-  uint32_t shram_bytes = 0;
+  uint32_t shram_bytes = 0;  // bytes an internal DMA destination may use (the LUT's memory)
   uint32_t cores = 1;
+  bool u85 = false;          // the stream is an Ethos-U85's (its opcodes and fields)
 };
 
 // Proves that every memory access of `stream`'s operations (IFM, IFM2, OFM, weights,
@@ -73,25 +76,42 @@ struct StreamBounds {
 // kNpuAccessReadOnly (a = runtime::NpuAccess, b = the operation's word index),
 // kNpuStreamUnprovable (a = word index, b = the word: an unknown opcode, a missing payload
 // word, a reserved precision, format, upscaling or DMA mode, a DMA from SHRAM, or padding
-// that leaves no IFM), kInvalidArgument (a = 1: bounds malformed). It uses no memory beyond
+// that leaves no IFM; on the Ethos-U85 also what the check does not model: BRANCH, indexed
+// DMA, weights or accumulators read from IFM2, 3x1 tiles, reserved transposes or modes),
+// kInvalidArgument (a = 1: bounds malformed). It uses no memory beyond
 // its stack frame and reads each command word once: about 80 instructions per command
 // on a Cortex-M55 (measured in bounds.cpp).
 Status check_stream_bounds(const CommandStream& stream, const StreamBounds& bounds);
 
 // The bounds of regions[0..count) on an NPU whose CONFIG register reads `config` (its
-// SHRAM per core and its cores: two on an Ethos-U65-512).
+// family's command stream, its cores (two on an Ethos-U65-512, 2^num_wd on an Ethos-U85)
+// and the memory an internal DMA may write: a core's SHRAM share, the U85's 2 KiB LUT).
 StreamBounds bounds_for(uint32_t config, const RegionLimit* regions, int count);
+
+// The stream must have been compiled for an NPU whose registers read `npu_config` and
+// `npu_id`: the same family and MACs per cycle (else kNpuTargetMismatch, a = the stream's
+// CONFIG, b = the NPU's: the message names both, e.g. "the delegate was compiled for
+// Ethos-U85 with 256 MACs; this NPU is an Ethos-U55 with 128 MACs"; also the U85's AXI port
+// counts), the same SHRAM size (U55/U65: kNpuShramMismatch), command stream version
+// (kNpuStreamVersionMismatch) and architecture major revision, not a newer minor one
+// (kNpuArchMismatch).
+Status match_target(const CommandStream& stream, uint32_t npu_config, uint32_t npu_id);
 
 struct RunOptions {
   uint32_t timeout_ms = 10000;  // wall time the CPU waits for the completion interrupt
-  uint32_t regioncfg = 0;       // REGIONCFG: AXI port / memory type per region (2 bits each)
+  // REGIONCFG: 2 bits per region n (bits 2n+1..2n) choosing one of the four memory
+  // attribute sets the driver sets up after each reset (reg::Family::bring_up: AXI_LIMITn on
+  // the U55/U65, MEM_ATTRn on the U85, whose sets 0 and 1 are its SRAM port, 2 and 3 its
+  // external port). 0: every region uses set 0.
+  uint32_t regioncfg = 0;
 };
 
 class Driver {
  public:
-  // The driver for the NPU whose registers are at `base`. Soft-resets the NPU
-  // (privileged, secure) and reads ID and CONFIG. kNpuNotFound when ID does not
-  // read as an Ethos-U55/U65 (architecture major revision 1).
+  // The driver for the NPU whose registers are at `base`: reads ID and CONFIG, soft-resets
+  // the NPU (privileged, secure) and writes its family's memory attributes and AXI limits.
+  // kNpuNotFound (a = ID, b = base) when CONFIG.product is no family kiln knows or ID's
+  // architecture major revision is not that family's (1: U55/U65, 2: U85).
   static Result<Driver> create(uintptr_t base);
 
   Driver() = default;
@@ -99,14 +119,13 @@ class Driver {
   uint32_t id() const { return id_; }
   uint32_t config() const { return config_; }
   uint32_t macs_per_cycle() const;
-  uint32_t shram_kib() const;
+  uint32_t shram_kib() const;  // 0 on an Ethos-U85 (its CONFIG has no SHRAM field)
   // check_stream_bounds for this NPU (bounds_for its CONFIG) with regions[0..count).
   Status check_bounds(const CommandStream& stream, const RegionLimit* regions, int count) const;
 
   // Validates a COP1 payload (Vela's cmd_data) for this NPU: magic, driver
-  // actions, lengths and bounds, then the product, MAC count, SHRAM size,
-  // command stream version and architecture it was compiled for. Errors name
-  // the stream's value (a) and the NPU's (b). `payload`: 16-byte aligned.
+  // actions, lengths and bounds (parse_cop1), then match_target against this NPU's
+  // CONFIG and ID. `payload`: 16-byte aligned.
   Result<CommandStream> check(const void* payload, size_t size) const;
 
   // Runs `stream` with regions[0..count) as BASEP0..count-1 and returns the NPU's
@@ -115,6 +134,9 @@ class Driver {
   // returning. Call from thread mode with interrupts enabled (PRIMASK clear):
   // completion is signalled by the NPU interrupt, which runs at priority 0; for the
   // wait, SysTick is borrowed and BASEPRI raised to 0x80 (kiln::cpu::MillisecondTicks).
+  // Regions' addresses are written as 40-bit BASEP pairs (low word, high word); a fault
+  // is any of the family's fault bits (U55/U65: bus_status, cmd_parse_error, wd_fault,
+  // ecc_fault; U85: bus_status, cmd_parse_error, ecc_fault, branch_fault).
   // Errors: kInvalidArgument (a = 2, b = count outside 0..kRegions; a = 0: no stream),
   // kNpuBusy, kNpuFault, kNpuIncomplete, kNpuTimeout, kNpuResetFailed.
   Result<uint64_t> run(const CommandStream& stream, const Region* regions, int count,
