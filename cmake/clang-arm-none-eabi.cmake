@@ -38,6 +38,9 @@ set(CMAKE_CXX_FLAGS_INIT "-fshort-enums")
 # flags (clang's --target, the M85's -mcpu) stay off its command line; the link
 # options (the board's link_flags, the linker script) are on it.
 set(KILN_LINKER_DRIVER "${_kiln_gcc_dir}/arm-none-eabi-g++")
+# clang marks its objects' stacks non-executable (.note.GNU-stack) and newlib's are unmarked,
+# which ld warns about; a Cortex-M has no such thing as an executable stack: say so.
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,-z,noexecstack")
 foreach(lang C CXX)
   set(CMAKE_${lang}_LINK_EXECUTABLE
       "${KILN_LINKER_DRIVER} <CMAKE_${lang}_LINK_FLAGS> <LINK_FLAGS> <OBJECTS> -o <TARGET> <LINK_LIBRARIES>")
