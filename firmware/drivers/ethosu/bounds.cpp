@@ -45,6 +45,7 @@
 // 324 commands (452 words, 24 operations) takes 25,807 instructions, 80 per command on
 // average, once per delegate at init; a register command costs a decode and a store, an
 // operation a few hundred instructions for its boxes, weights and scales.
+#include <cstddef>
 #include <cstdint>
 
 #include "kiln/ethosu/driver.h"
@@ -103,24 +104,6 @@ constexpr uint16_t kCmd0List[] = {
     c::kIfm2Width0M1, c::kIfm2Height0M1, c::kIfm2Height1M1, c::kIfm2IbStart, c::kIfm2Region,
 };
 
-constexpr OpcodeSet cmd0_opcodes() {
-  OpcodeSet set;
-  for (uint16_t op : kCmd0List) set.add(op);
-  return set;
-}
-
-constexpr OpcodeSet cmd1_opcodes() {
-  OpcodeSet set;
-  for (uint16_t op = 0; op < 0x0A0; ++op) {
-    const uint16_t group = op & 0xFF0, index = op & 0xF;
-    const bool known = ((group == 0x000 || group == 0x010 || group == 0x080) && index <= 6) ||
-                       (group == 0x020 && index <= 6) || (group == 0x030 && index <= 4) ||
-                       (group == 0x090 && index <= 3);
-    if (known) set.add(op);
-  }
-  return set;
-}
-
 // The Ethos-U85's one-word opcodes (ethos_u85_interface.hpp's cmd0_opcode).
 constexpr uint16_t kCmd0ListU85[] = {
     c::kOpStop, c::kOpIrq, c::kOpConv, c::kOpDepthwise, c::kOpPool, c::kOpElementwise, c::kOpResize,
@@ -137,30 +120,35 @@ constexpr uint16_t kCmd0ListU85[] = {
     c::kIfm2Height1M1, c::kIfm2Region,
 };
 
-constexpr OpcodeSet cmd0_opcodes_u85() {
+// The payload-word opcodes: runs of consecutive numbers, each a group's first opcode and
+// its last index (cmd1_opcode of ethos_u65_interface.hpp and ethos_u85_interface.hpp).
+struct Run {
+  uint16_t first, last_index;
+};
+constexpr Run kCmd1Runs[] = {{0x000, 6}, {0x010, 6}, {0x020, 6}, {0x030, 4}, {0x080, 6}, {0x090, 3}};
+constexpr Run kCmd1RunsU85[] = {{0x000, 6}, {0x010, 6}, {0x020, 7}, {0x030, 9}, {0x080, 6}, {0x090, 7},
+                                {c::kOpBranch, 0}};
+
+template <size_t N>
+constexpr OpcodeSet opcodes(const uint16_t (&list)[N]) {
   OpcodeSet set;
-  for (uint16_t op : kCmd0ListU85) set.add(op);
+  for (uint16_t op : list) set.add(op);
   return set;
 }
 
-// The Ethos-U85's payload-word opcodes (cmd1_opcode): groups of consecutive numbers.
-constexpr OpcodeSet cmd1_opcodes_u85() {
+template <size_t N>
+constexpr OpcodeSet opcodes(const Run (&runs)[N]) {
   OpcodeSet set;
-  for (uint16_t op = 0; op < 0x0A0; ++op) {
-    const uint16_t group = op & 0xFF0, index = op & 0xF;
-    const bool known = ((group == 0x000 || group == 0x010 || group == 0x080) && index <= 6) ||
-                       (group == 0x020 && index <= 7) || (group == 0x030 && index <= 9) ||
-                       (group == 0x090 && index <= 7);
-    if (known) set.add(op);
+  for (const Run& run : runs) {
+    for (uint16_t i = 0; i <= run.last_index; ++i) set.add(run.first + i);
   }
-  set.add(c::kOpBranch);
   return set;
 }
 
-constexpr OpcodeSet kCmd0 = cmd0_opcodes();
-constexpr OpcodeSet kCmd1 = cmd1_opcodes();
-constexpr OpcodeSet kCmd0U85 = cmd0_opcodes_u85();
-constexpr OpcodeSet kCmd1U85 = cmd1_opcodes_u85();
+constexpr OpcodeSet kCmd0 = opcodes(kCmd0List);
+constexpr OpcodeSet kCmd1 = opcodes(kCmd1Runs);
+constexpr OpcodeSet kCmd0U85 = opcodes(kCmd0ListU85);
+constexpr OpcodeSet kCmd1U85 = opcodes(kCmd1RunsU85);
 
 // A 48-bit register value: payload | parameter << 32.
 uint64_t wide(uint32_t header, uint32_t payload) { return (uint64_t{header >> 16} << 32) | payload; }
