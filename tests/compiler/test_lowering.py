@@ -115,6 +115,9 @@ CASES = {
                          [(1, 3, 2, 2)]),
     "flatten_nchw": (Lambda(lambda m, x: torch.flatten(x, 1)), [(1, 3, 4, 5)]),
     "permute": (Lambda(lambda m, x: x.permute(0, 2, 3, 1)), [(1, 3, 4, 5)]),
+    # attention's q, k, v apart: [B, T, 3, heads, d] -> [3, B, heads, T, d]
+    "permute_qkv": (Lambda(lambda m, x: x.reshape(1, 5, 3, 2, 4).permute(2, 0, 3, 1, 4) * 1.5), [(1, 5, 24)]),
+    "permute_batched_nhwc": (Lambda(lambda m, x: x.permute(0, 2, 3, 1) + 0.5), [(2, 3, 4, 5)]),
     "view_squeeze_unsqueeze": (Lambda(lambda m, x: x.view(1, 4, 6).unsqueeze(1).squeeze(1)), [(1, 2, 3, 4)]),
     "pad": (Lambda(lambda m, x: F.pad(x, (1, 2, 0, 1))), [(1, 3, 4, 4)]),
     "upsample_nearest": (Lambda(lambda m, x: F.interpolate(x, scale_factor=2, mode="nearest")), [(1, 3, 4, 5)]),
@@ -201,21 +204,24 @@ def test_int16_op_matches_pt2e_within_one_step(name):
         assert U85_ONLY_INT16[name] in reasons, reasons
 
 
-# Lowered otherwise on Ethos-U85, where Vela uses hardware the U55 lacks (kiln.lower.tosa's *_FAMILIES).
+# Lowered otherwise on Ethos-U85, where Vela uses hardware the U55 lacks (kiln.lower.tosa's *_FAMILIES):
+# name -> (module, input shapes, steps from PT2E allowed).
 U85_LOWERINGS = {
-    "upsample_nearest_3x": (Lambda(lambda m, x: F.interpolate(x, scale_factor=3, mode="nearest")), [(1, 3, 4, 5)]),
-    "upsample_nearest_5x2": (Lambda(lambda m, x: F.interpolate(x, size=(15, 4), mode="nearest")), [(1, 2, 3, 2)]),
-    "upsample_nearest_3x2": CASES["upsample_nearest_3x2"],
+    "upsample_nearest_3x": (Lambda(lambda m, x: F.interpolate(x, scale_factor=3, mode="nearest")), [(1, 3, 4, 5)], 0),
+    "upsample_nearest_5x2": (Lambda(lambda m, x: F.interpolate(x, size=(15, 4), mode="nearest")), [(1, 2, 3, 2)], 0),
+    "upsample_nearest_3x2": (*CASES["upsample_nearest_3x2"], 0),
+    "global_avg_pool": (*CASES["global_avg_pool"], 1),
+    "mean_hw": (*CASES["mean_hw"], 1),
 }
 
 
 @pytest.mark.parametrize("name", list(U85_LOWERINGS))
 def test_u85_lowering_matches_pt2e_and_vela_places_it(name):
-    module, shapes = U85_LOWERINGS[name]
+    module, shapes, steps = U85_LOWERINGS[name]
     inputs = seeded(2, *shapes)
     diffs, tosa = compare_steps(module, inputs, [inputs, seeded(3, *shapes)], target="ethos-u85-256")
     for d in diffs:
-        assert d.max() == 0, f"{name}: up to {d.max()} steps off"  # nearest copies values
+        assert d.max() <= steps, f"{name}: up to {d.max()} steps off"
     compile_for(tosa, name, "ethos-u85-256")
 
 
@@ -225,6 +231,14 @@ def compile_for(tosa: bytes, name: str, target: str):
     mode = "Shared_Sram" if family == "ethos-u55" else "Dedicated_Sram_384KB"
     result = vela.compile_tosa(tosa, name, target, config, mode)
     assert result.cmd_data[:4] == b"COP1"
+
+
+def test_reduced_permutation_by_hand():
+    assert tosa_lowering.reduced_permutation([1, 50, 1, 3, 32], [3, 1, 0, 2, 4]) == ([50, 3, 32], [1, 0, 2])
+    assert tosa_lowering.reduced_permutation([1, 8, 4, 4], [0, 2, 3, 1]) == ([8, 16], [1, 0])  # NCHW -> NHWC
+    assert tosa_lowering.reduced_permutation([2, 3, 4], [0, 1, 2]) == ([24], [0])
+    assert tosa_lowering.reduced_permutation([2, 3, 4, 5], [3, 2, 1, 0]) == ([2, 3, 4, 5], [3, 2, 1, 0])
+    assert tosa_lowering.reduced_permutation([2, 1, 3], [1, 2, 0]) == ([2, 3], [1, 0])
 
 
 def test_scale_to_multiplier_by_hand():

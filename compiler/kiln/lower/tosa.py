@@ -90,18 +90,27 @@ def _quantize_real(x: float, qp: QParams, dtype: str) -> int:
     return int(min(max(round(x / qp.scale) + qp.zero_point, lo), hi))
 
 
-def _swapped_groups(shape, perm) -> tuple[int, int] | None:
-    """(a, b) when `perm` keeps a unit axis 0 and swaps two runs of the other axes
-    (NCHW <-> NHWC of one item is [C][H, W] <-> [H, W][C]): the permutation is then the
-    2-D transpose of an a x b matrix, a and b the element counts of the two runs."""
-    n = len(shape)
-    if n < 3 or shape[0] != 1 or perm[0] != 0:
-        return None
-    for k in range(2, n):
-        if list(perm) == [0, *range(k, n), *range(1, k)]:
-            return int(np.prod(shape[1:k])), int(np.prod(shape[k:]))
-    return None
+def reduced_permutation(shape, perm) -> tuple[list[int], list[int]]:
+    """(shape, perm) of the smallest transpose that moves the same elements as `perm` of `shape`:
+    unit axes dropped, and axes next to each other in the input that stay next to each other in
+    the output merged into one. E.g. [1, 50, 1, 3, 32] by (3, 1, 0, 2, 4) is [50, 3, 32] by (1, 0, 2)."""
+    kept = [p for p in perm if shape[p] != 1]
+    runs: list[list[int]] = []  # runs of input axes, in output order
+    for p in kept:
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    order = sorted(range(len(runs)), key=lambda r: runs[r][0])  # the runs in input order
+    dims = [int(np.prod([shape[a] for a in runs[r]])) for r in order]
+    return dims, [order.index(r) for r in range(len(runs))]
 
+
+# NPU families on which a global mean reads its input in place by a pool or a depthwise sum even where
+# nothing else reads it: on Ethos-U85 Vela 5.2.0 transposes the REDUCE_SUM's input first (Vela's NPU
+# cycles on ethos-u85-256, Sram_Only, REDUCE_SUM against in place: tiny_cnn 1,200 -> 962, ds_cnn
+# 43,336 -> 39,800, resnet8 94,240 -> 91,932, mobilenet_v1_025 199,188 -> 197,366).
+POOLED_MEAN_FAMILIES = ("ethos-u85",)
 
 # NPU families on which Vela runs a layout change (NCHW <-> NHWC) faster as the rank-4 TRANSPOSE it
 # decomposes itself than as one 2-D TRANSPOSE of the swapped groups: measured in Vela's NPU cycles,
@@ -115,6 +124,7 @@ class Lowerer:
         self.partition = partition
         self.grouped_transposes = not (accelerator or "").startswith(RANK4_TRANSPOSE_FAMILIES)
         self.resize_any_factor = (accelerator or "").startswith(RESIZE_ANY_FACTOR_FAMILIES)
+        self.pooled_means = (accelerator or "").startswith(POOLED_MEAN_FAMILIES)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -277,19 +287,21 @@ class Lowerer:
         return self.transposed[key]
 
     def _permuted(self, name: str, shape, dtype: str, perm) -> str:
+        """One TRANSPOSE of the reduced permutation (reduced_permutation) between free RESHAPEs; a
+        2-D one as [1, 1, a, b], which Vela runs as one NPU op. On RANK4_TRANSPOSE_FAMILIES a
+        swap of two runs keeps the given rank (Vela decomposes that faster there)."""
         out_shape = [shape[p] for p in perm]
-        moved = [p for p in perm if shape[p] != 1]
-        if moved == sorted(moved):  # only unit dimensions move: the same element order, a free reshape
+        dims, order = reduced_permutation(shape, perm)
+        if order == sorted(order):  # only unit dimensions move: the same element order, a free reshape
             return self.reshape(name, out_shape, dtype)
-        groups = _swapped_groups(shape, perm) if self.grouped_transposes else None
-        if groups is not None:  # as one 2-D transpose, which Vela runs as one NPU op, not two
-            flat = self.reshape(name, [1, 1, *groups], dtype)
-            out = self.inter([1, 1, groups[1], groups[0]], dtype)
-            self.emit("TRANSPOSE", [flat], [out], _attr("Transpose", [0, 1, 3, 2]))
-            return self.reshape(out, out_shape, dtype)
-        out = self.inter(out_shape, dtype)
-        self.emit("TRANSPOSE", [name], [out], _attr("Transpose", list(perm)))
-        return out
+        if len(order) == 2 and not self.grouped_transposes:
+            dims, order = list(shape), list(perm)
+        elif len(order) == 2:
+            dims, order = [1, 1, *dims], [0, 1, 3, 2]
+        source = name if dims == list(shape) else self.reshape(name, dims, dtype)
+        out = self.inter([dims[p] for p in order], dtype)
+        self.emit("TRANSPOSE", [source], [out], _attr("Transpose", order))
+        return out if [dims[p] for p in order] == out_shape else self.reshape(out, out_shape, dtype)
 
     def reshape(self, name: str, shape, dtype: str, own: bool = False) -> str:
         """`name` as `shape`: one RESHAPE per tensor and shape, however many ops ask (Vela copies
@@ -714,9 +726,10 @@ def _global_mean(lw: Lowerer, x: Value, out: Value) -> str:
     scale = x.qparams.scale / (h * w * out.qparams.scale)
     readers = sum(1 for op in lw.partition.ops for v in op.inputs if v is x) + sum(v is x for v in lw.partition.outputs)
     coarse = out.qparams.scale >= x.qparams.scale  # the pool's rounding to x's step is then within one of out's
-    if readers > 1 and x.dtype == "int8" and coarse and h <= KERNEL_HEIGHT_MAX and h * w <= KERNEL_AREA_MAX:
+    in_place = readers > 1 or lw.pooled_means
+    if in_place and x.dtype == "int8" and coarse and h <= KERNEL_HEIGHT_MAX and h * w <= KERNEL_AREA_MAX:
         return _avg_pool_nhwc(lw, lw.nhwc(x), x, out, [h, w], [1, 1], [0, 0, 0, 0])
-    if readers > 1 and h <= DEPTHWISE_SUM_HEIGHT_MAX and h * w <= DEPTHWISE_SUM_AREA_MAX:
+    if in_place and h <= DEPTHWISE_SUM_HEIGHT_MAX and h * w <= DEPTHWISE_SUM_AREA_MAX:
         acc_type = ACCUMULATOR[x.dtype]
         acc = lw.inter([n, 1, 1, c], acc_type)
         attribute = _attr("DepthwiseConv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, DT[acc_type])
