@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from test_executor_runner import assert_matches_host, compiled, random_samples
+
 from kiln.simulator import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,13 +51,9 @@ def test_the_executor_runner_for_ethos_u85_starts_and_reaches_the_npu(work, buil
     its code and vectors sit in the boot ROM, and on the virtual platform it prints its banner
     and its driver's register accesses reach the NPU model (how far the run gets past them is
     the U85 model's part)."""
-    from kiln import compile as kiln_compile
-    from kiln.spec import CompileSpec
-
     pte_path = work / "corstone-320" / "digits.pte"  # the runner's banner names the .pte's stem
-    if not pte_path.exists():
-        pte_path.parent.mkdir()
-        kiln_compile.write(kiln_compile.compile_model("digits", CompileSpec(target="ethos-u85-256")), pte_path)
+    pte_path.parent.mkdir(exist_ok=True)
+    shutil.copyfile(compiled(work, "digits", "ethos-u85-256"), pte_path)
     elf = builder(pte_path, "ethos-u85-256")
     sections = subprocess.run(["arm-none-eabi-readelf", "-S", "-W", str(elf)], capture_output=True, text=True,
                               check=True).stdout
@@ -66,6 +64,14 @@ def test_the_executor_runner_for_ethos_u85_starts_and_reaches_the_npu(work, buil
     assert result.stdout.splitlines()[0] == "kiln executor runner: digits (Dedicated_Sram_384KB) on corstone-320"
     accesses = re.search(r"NPU model: .* (\d+) register accesses", result.stderr)
     assert accesses and int(accesses.group(1)) > 0, result.stderr
+
+
+def test_a_cpu_only_program_equals_run_host_bit_for_bit(work, builder, tmp_path):
+    """vit_tiny with every op on the CPU: the clang-built Cortex-M85 runtime and kernels, run on
+    the virtual platform, give run-host's outputs bit for bit."""
+    pte_path = compiled(work, "vit_tiny", "ethos-u85-256", delegate=False)
+    assert_matches_host(pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256",
+                        random_samples(pte_path, 2, seed=85), tmp_path)
 
 
 def test_a_qemu_machine_the_virtual_platform_does_not_know_is_a_board_error(tmp_path):
