@@ -2,8 +2,9 @@
 
 How an NPU register access reaches the model: QEMU starts halted with its
 gdbstub on a Unix socket; the attachment sets an access watchpoint over the
-NPU's 4 KiB register window (the board's npu.base, and npu.ns_alias, the same
-registers through the non-secure alias) and lets the CPU run. A
+NPU's register window (npu.device.window_size: 4 KiB, 5 KiB on the Ethos-U85; at
+the board's npu.base, and at npu.ns_alias, the same registers through the
+non-secure alias) and lets the CPU run. A
 load or store there stops the CPU before the access with PC on the
 instruction; the attachment decodes it (kiln.simulator.thumb: plain 32-bit
 LDR/STR only), performs it on the register file (kiln.simulator.npu.device),
@@ -55,7 +56,7 @@ from kiln.errors import AttachmentError, BoardError
 from kiln.simulator import thumb
 from kiln.simulator.gdb import GdbClient, GdbError
 from kiln.simulator.npu.config import NpuConfig, config_for
-from kiln.simulator.npu.device import WINDOW_SIZE, EthosU
+from kiln.simulator.npu.device import EthosU, window_size
 from kiln.simulator.npu.memory import MemoryFault
 
 REGION_SIZES_SYMBOL = "kiln_npu_region_sizes"  # firmware/drivers/ethosu/driver.cpp
@@ -322,6 +323,7 @@ class NpuAttachment(BootAttachment):
     def __init__(self, target: boards.Target, executor=None, hang: bool = False, elf: Path | None = None):
         super().__init__(target.board)
         self.config: NpuConfig = config_for(target.name)
+        self.window_size = window_size(self.config)  # bytes of the NPU's register window (U85: 0x1400)
         self._executor = executor
         self._hang = hang  # see EthosU: streams never finish (tests of firmware timeouts)
         self.ddr = SharedDdr()
@@ -343,7 +345,7 @@ class NpuAttachment(BootAttachment):
         self.device = EthosU(self.config, self.memory, executor=self._executor, on_irq=self._irq_changed,
                              hang=self._hang, region_sizes=sizes)
         for window in self.board.npu.windows:
-            gdb.watch(window, WINDOW_SIZE)
+            gdb.watch(window, self.window_size)
         while True:
             stop = gdb.cont()
             if stop.exited:
@@ -378,7 +380,7 @@ class NpuAttachment(BootAttachment):
         except thumb.UnsupportedAccess as error:
             raise AttachmentError(f"NPU register access at PC {pc:#010x}: {error}") from None
         address = access.address(registers)
-        offset = next((address - w for w in self.board.npu.windows if 0 <= address - w < WINDOW_SIZE), None)
+        offset = next((address - w for w in self.board.npu.windows if 0 <= address - w < self.window_size), None)
         if offset is None or offset % 4:
             raise AttachmentError(f"NPU register access at PC {pc:#010x} to {address:#010x} is not an aligned word "
                                   f"inside the NPU window at {self.board.npu.base:#010x}")
