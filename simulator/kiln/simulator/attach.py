@@ -258,10 +258,12 @@ class BootAttachment:
 
     def __init__(self, board: boards.Board):
         self.board = board
+        # The board's vector table, when QEMU's machine boots from another (else None).
+        self._vectors = board.region_for("code").base if boots_elsewhere(board) else None
         self._socket_dir = Path(tempfile.mkdtemp(prefix="kiln-gdb-"))
         self.socket_path = self._socket_dir / "gdb.sock"
         self.device: EthosU | None = None  # no NPU model here
-        self.accesses = 0
+        self.accesses = 0  # intercepted NPU register accesses
 
     def qemu_args(self) -> list[str]:
         """QEMU arguments: the machine and a halted CPU with a gdbstub on our socket."""
@@ -298,10 +300,9 @@ class BootAttachment:
     def boot(self, gdb: GdbClient):
         """Loads SP and PC from the vector table at the board's code region base, as the
         board's reset does, when QEMU's machine booted from another address."""
-        if not boots_elsewhere(self.board):
+        if self._vectors is None:
             return
-        vectors = self.board.region_for("code").base
-        raw = gdb.read_memory(vectors, 8)
+        raw = gdb.read_memory(self._vectors, 8)
         sp, pc = int.from_bytes(raw[:4], "little"), int.from_bytes(raw[4:], "little")
         gdb.write_registers({"sp": sp, "pc": pc & ~1, "xpsr": THUMB_STATE})
 
