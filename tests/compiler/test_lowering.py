@@ -204,7 +204,8 @@ def test_int16_op_matches_pt2e_within_one_step(name):
         assert U85_ONLY_INT16[name] in reasons, reasons
 
 
-# Lowered otherwise on Ethos-U85, where Vela uses hardware the U55 lacks (kiln.lower.tosa's *_FAMILIES):
+# Lowered otherwise on Ethos-U85, where Vela uses hardware the U55 lacks or runs another graph faster
+# (kiln.lower.tosa's *_FAMILIES):
 # name -> (module, input shapes, steps from PT2E allowed).
 U85_LOWERINGS = {
     "upsample_nearest_3x": (Lambda(lambda m, x: F.interpolate(x, scale_factor=3, mode="nearest")), [(1, 3, 4, 5)], 0),
@@ -212,6 +213,8 @@ U85_LOWERINGS = {
     "upsample_nearest_3x2": (*CASES["upsample_nearest_3x2"], 0),
     "global_avg_pool": (*CASES["global_avg_pool"], 1),
     "mean_hw": (*CASES["mean_hw"], 1),
+    "permute": (*CASES["permute"], 0),
+    "permute_batched_nhwc": (*CASES["permute_batched_nhwc"], 1),
 }
 
 

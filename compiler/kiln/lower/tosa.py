@@ -115,8 +115,12 @@ POOLED_MEAN_FAMILIES = ("ethos-u85",)
 # NPU families on which Vela runs a layout change (NCHW <-> NHWC) faster as the rank-4 TRANSPOSE it
 # decomposes itself than as one 2-D TRANSPOSE of the swapped groups: measured in Vela's NPU cycles,
 # unet_tiny 187,974 -> 138,621 on ethos-u65-256 and 162,326 -> 102,636 on ethos-u65-512, where on
-# ethos-u55-128 and -256 the 2-D one wins (163,018 against 164,330; 108,432 against 113,872).
-RANK4_TRANSPOSE_FAMILIES = ("ethos-u65",)
+# ethos-u55-128 and -256 the 2-D one wins (163,018 against 164,330; 108,432 against 113,872). On
+# ethos-u85-256 the 2-D one costs about as many NPU cycles but waits on memory: Vela's total cycles
+# (board default Dedicated_Sram_384KB) mobilenet_v2_035 20,241,221 -> 902,338, resnet18 4,133,640 ->
+# 327,116, shufflenet_v2 3,987,956 -> 187,481 by the rank-4 TRANSPOSE (NPU cycles 691,839 -> 458,118,
+# 357,207 -> 253,280, 252,067 -> 144,911).
+RANK4_TRANSPOSE_FAMILIES = ("ethos-u65", "ethos-u85")
 
 
 class Lowerer:
