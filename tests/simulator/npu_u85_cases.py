@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import tosa_serializer as ts
 
-from npu_cases import Graph, _rand, attr
+from npu_cases import Graph, _rand, _shapes_with_broadcast, attr
 
 
 def _resize_axis(rng, size: int) -> tuple[int, int, int, int, int]:
@@ -44,7 +44,132 @@ def resize(g: Graph, rng, bilinear: bool) -> None:
     g.output(out, text)
 
 
+def _op(g: Graph, kind: str, inputs: list[str], shape, dtype, attribute) -> str:
+    """g.op for any TOSA dtype enum (bool outputs included)."""
+    tensor = g.ser.addIntermediate(list(shape), dtype)
+    g.tensors[tensor.name] = tensor
+    g.ser.addOperator(getattr(ts.Op, kind), inputs, [tensor.name], attribute)
+    return tensor.name
+
+
+def intdiv(g: Graph, rng) -> None:
+    a_shape, b_shape, out_shape = _shapes_with_broadcast(rng)
+    a = _rand(rng, a_shape, "int32", -(1 << 20), 1 << 20)
+    b = _rand(rng, b_shape, "int32", -300, 300)
+    b[b == 0] = 7
+    out = g.op("INTDIV", [g.input(a, "int32"), g.input(b, "int32")], out_shape, "int32", attr("IntDiv"))
+    g.output(out, f"INTDIV int32 {a_shape} {b_shape}")
+
+
+def compare(g: Graph, rng) -> None:
+    a_shape, b_shape, out_shape = _shapes_with_broadcast(rng)
+    dtype = "int32"  # TOSA's comparisons take int32
+    kind = str(rng.choice(["EQUAL", "GREATER", "GREATER_EQUAL"]))
+    lo, hi = (-4, 4) if kind == "EQUAL" else (None, None)  # equal values must occur
+    a = g.input(_rand(rng, a_shape, dtype, lo, hi), dtype)
+    b = g.input(_rand(rng, b_shape, dtype, lo, hi), dtype)
+    name = "".join(part.capitalize() for part in kind.split("_"))
+    out = _op(g, kind, [a, b], out_shape, ts.DType.BOOL, attr(name))
+    g.output(out, f"{kind} {dtype} {a_shape} {b_shape}")
+
+
+def bitwise(g: Graph, rng) -> None:
+    a_shape, b_shape, out_shape = _shapes_with_broadcast(rng)
+    dtype = str(rng.choice(["int8", "int16", "int32"]))
+    kind = str(rng.choice(["BITWISE_AND", "BITWISE_OR", "BITWISE_XOR", "BITWISE_NOT"]))
+    name = "".join(part.capitalize() for part in kind.split("_"))
+    a = g.input(_rand(rng, a_shape, dtype), dtype)
+    if kind == "BITWISE_NOT":
+        out = g.op(kind, [a], a_shape, dtype, attr(name))
+    else:
+        out = g.op(kind, [a, g.input(_rand(rng, b_shape, dtype), dtype)], out_shape, dtype, attr(name))
+    g.output(out, f"{kind} {dtype} {a_shape} {b_shape}")
+
+
+def logical(g: Graph, rng) -> None:
+    """Bools from comparisons, combined by LOGICAL_AND/OR/XOR/NOT."""
+    a_shape, b_shape, out_shape = _shapes_with_broadcast(rng)
+    kind = str(rng.choice(["LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_NOT"]))
+    name = "".join(part.capitalize() for part in kind.split("_"))
+    x = g.input(_rand(rng, a_shape, "int8"), "int32")
+    zero = g.const(np.zeros([1] * len(a_shape)), "int32")
+    pa = _op(g, "GREATER", [x, zero], a_shape, ts.DType.BOOL, attr("Greater"))
+    if kind == "LOGICAL_NOT":
+        out = _op(g, kind, [pa], a_shape, ts.DType.BOOL, attr(name))
+    else:
+        y = g.input(_rand(rng, b_shape, "int8"), "int32")
+        pb = _op(g, "GREATER", [y, g.const(np.full([1] * len(b_shape), 20), "int32")], b_shape, ts.DType.BOOL,
+                 attr("Greater"))
+        out = _op(g, kind, [pa, pb], out_shape, ts.DType.BOOL, attr(name))
+    g.output(out, f"{kind} {a_shape} {b_shape}")
+
+
+def shifts(g: Graph, rng) -> None:
+    shape = [1, int(rng.integers(1, 6)), int(rng.integers(1, 6)), int(rng.integers(1, 20))]
+    dtype = str(rng.choice(["int8", "int16", "int32"]))
+    bits = int(dtype[3:])
+    kind = str(rng.choice(["LOGICAL_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT", "ARITHMETIC_RIGHT_SHIFT"]))
+    a = g.input(_rand(rng, shape, dtype), dtype)
+    b = g.input(_rand(rng, shape, dtype, 0, bits - 1), dtype)
+    if kind == "ARITHMETIC_RIGHT_SHIFT":
+        rnd = bool(rng.random() < 0.5)
+        out = g.op(kind, [a, b], shape, dtype, attr("ArithmeticRightShift", rnd))
+        kind += f" round {rnd}"
+    else:
+        name = "".join(part.capitalize() for part in kind.split("_"))
+        out = g.op(kind, [a, b], shape, dtype, attr(name))
+    g.output(out, f"{kind} {dtype} {shape}")
+
+
+def transpose(g: Graph, rng) -> None:
+    shape = [int(rng.integers(1, 3)), int(rng.integers(1, 7)), int(rng.integers(1, 7)), int(rng.integers(1, 20))]
+    perm = [int(p) for p in rng.permutation(4)]
+    dtype = str(rng.choice(["int8", "int16"]))
+    out = g.op("TRANSPOSE", [g.input(_rand(rng, shape, dtype), dtype)], [shape[p] for p in perm], dtype,
+               attr("Transpose", perm))
+    g.output(out, f"TRANSPOSE {dtype} {shape} perm {perm}")
+
+
+def reduce_min_max(g: Graph, rng) -> None:
+    shape = [1, int(rng.integers(1, 8)), int(rng.integers(1, 8)), int(rng.integers(1, 30))]
+    axis = int(rng.integers(1, 4))
+    kind = str(rng.choice(["REDUCE_MIN", "REDUCE_MAX"]))
+    dtype = str(rng.choice(["int8", "int16"]))
+    out_shape = list(shape)
+    out_shape[axis] = 1
+    name = "ReduceMin" if kind == "REDUCE_MIN" else "ReduceMax"
+    out = g.op(kind, [g.input(_rand(rng, shape, dtype), dtype)], out_shape, dtype,
+               attr(name, axis, ts.NanPropagationMode.PROPAGATE))
+    g.output(out, f"{kind} {dtype} {shape} axis {axis}")
+
+
+def argmax(g: Graph, rng) -> None:
+    shape = [1, int(rng.integers(1, 8)), int(rng.integers(1, 8)), int(rng.integers(1, 30))]
+    axis = int(rng.integers(1, 4))
+    out_shape = [d for i, d in enumerate(shape) if i != axis]
+    x = g.input(_rand(rng, shape, "int8", -4, 4), "int8")  # ties: the first index wins
+    out = g.op("ARGMAX", [x], out_shape, "int32", attr("ArgMax", axis, ts.NanPropagationMode.PROPAGATE))
+    g.output(out, f"ARGMAX int8 {shape} axis {axis}")
+
+
+def gather(g: Graph, rng) -> None:
+    n, k, c, w = 1, int(rng.integers(1, 20)), int(rng.integers(1, 24)), int(rng.integers(1, 20))
+    values = g.input(_rand(rng, (n, k, c), "int8"), "int8")
+    indices = g.input(rng.integers(0, k, size=(n, w)).astype(np.int32), "int32")
+    out = g.op("GATHER", [values, indices], (n, w, c), "int8", attr("Gather"))
+    g.output(out, f"GATHER int8 K {k} C {c} W {w}")
+
+
 GENERATORS = {
     "resize_nearest_any": lambda g, rng: resize(g, rng, False),
     "resize_bilinear": lambda g, rng: resize(g, rng, True),
+    "intdiv": intdiv,
+    "compare": compare,
+    "bitwise": bitwise,
+    "logical": logical,
+    "shifts": shifts,
+    "transpose": transpose,
+    "reduce_min_max": reduce_min_max,
+    "argmax": argmax,
+    "gather": gather,
 }

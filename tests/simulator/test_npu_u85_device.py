@@ -154,8 +154,8 @@ def test_a_compiled_u85_stream_runs_through_the_window():
 
 
 def test_a_command_the_model_refuses_is_a_parse_error_at_its_offset():
-    # NPU_OP_RESIZE (cmd0 opcode 7) is not modelled: cmd_parse_error, QREAD at its word
-    words = np.array([0x0000_012F, 0x0000_0007, 0x0000_0000], "<u4").tobytes()
+    # NPU_OP_BRANCH (cmd1 opcode 0x100, a payload word) is not modelled: cmd_parse_error, QREAD at its word
+    words = np.array([0x0000_012F, 0x0000_4100, 0x0000_0000, 0x0000_0000], "<u4").tobytes()
     memory = FlatMemory({STREAM_AT: bytearray(words)})
     npu = EthosU(config_for("ethos-u85-256"), memory)
     npu.write(QBASE0, STREAM_AT)

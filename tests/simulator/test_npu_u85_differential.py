@@ -29,14 +29,31 @@ def test_random_graphs_bit_exact_u85(target, mode, seed):
     assert not wrong, wrong
 
 
-def test_u85_only_operations_run_in_hardware():
-    """RESIZE (nearest and bilinear at random scales, offsets and borders) is one
-    NPU_OP_RESIZE on the U85, and the model equals tosa_reference_model on it."""
-    graph = npu_harness.build_batch(8600, range(12), generators=npu_u85_cases.GENERATORS)
+# U85-only features each batch of npu_u85_cases must reach: (coverage category, value)
+U85_FEATURES = [("resize", "NEAREST"), ("resize", "BILINEAR"), ("elementwise", "DIV"), ("elementwise", "CMP_EQ"),
+                ("elementwise", "CMP_GT"), ("elementwise", "CMP_GE"), ("elementwise", "AND"), ("elementwise", "OR"),
+                ("elementwise", "XOR"), ("elementwise", "NOT"), ("elementwise", "LSR"), ("pooling", "ARGMAX_X"),
+                ("pooling", "MIN"), ("dma", "gather"), ("ofm_transpose", "WHC"), ("ofm_transpose", "HCW"),
+                ("ofm_transpose", "CWH")]
+
+
+def test_u85_only_operations_bit_exact():
+    """Operations Vela runs only on the U85 (RESIZE at any scale, INTDIV, comparisons, logical
+    and bitwise ops, shifts, TRANSPOSE, REDUCE_MIN/MAX, ARGMAX, GATHER): each case compiled
+    alone for ethos-u85-256, equal to tosa_reference_model, and the hardware features reached."""
     from kiln.lower.vela import compile_tosa
-    vela = compile_tosa(graph.serialize(), "resize", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"),
-                        "Shared_Sram")
-    diffs, result = npu_harness.compare(graph.serialize(), vela, graph.inputs, "ethos-u85-256")
-    assert diffs == [0] * len(diffs), list(zip(graph.descriptions, diffs))
-    resize = result.coverage.as_dict()["resize"]
-    assert resize["NEAREST"] > 0 and resize["BILINEAR"] > 0, resize
+    from kiln.simulator.npu.coverage import Coverage
+    total = Coverage()
+    wrong = []
+    for seed, i in [(seed, i) for seed in (8720, 8721, 8722) for i in range(30)]:
+        graph = npu_harness.build_batch(seed, [i], generators=npu_u85_cases.GENERATORS)
+        tosa = graph.serialize()
+        vela = compile_tosa(tosa, f"u85only{seed}_{i}", "ethos-u85-256",
+                            npu_harness.system_config("ethos-u85-256"), "Shared_Sram")
+        diffs, result = npu_harness.compare(tosa, vela, graph.inputs, "ethos-u85-256")
+        total.merge(result.coverage)
+        wrong += [(graph.descriptions[0], d) for d in diffs if d]
+    assert not wrong, wrong
+    reached = total.as_dict()
+    missing = [f for f in U85_FEATURES if not reached.get("U85 " + f[0], {}).get(f[1])]
+    assert not missing, missing

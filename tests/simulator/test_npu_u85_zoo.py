@@ -51,4 +51,4 @@ def test_zoo_delegates_bit_exact_u85_multicore(target, model):
     for i, (tosa, part_shapes) in enumerate(zip(result.tosa, shapes)):
         vela = compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), "Shared_Sram")
         run = _check(tosa, vela, part_shapes, target)
-        assert run.coverage.as_dict()["cores"].get(str(config_for(target).cores), 0) > 0  # weights on every core
+        assert run.coverage.as_dict()["U85 cores"].get(str(config_for(target).cores), 0) > 0  # weights on every core

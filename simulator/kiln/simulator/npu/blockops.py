@@ -83,7 +83,7 @@ def padded_ifm(ctx: Context, fm: FeatureMap, channels: np.ndarray, k: Kernel, pa
     return padded, mask
 
 
-def _taps(array: np.ndarray, k: Kernel, out_h: int, out_w: int):
+def taps(array: np.ndarray, k: Kernel, out_h: int, out_w: int):
     """Yields (ky, kx, view of `array` at that tap for every OFM position)."""
     for ky in range(k.height):
         y0 = ky * k.dilation_y
@@ -191,7 +191,7 @@ def convolution_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w:
     `w`; float64 products are exact for 8/16-bit operands and the sums of a real kernel."""
     xf = x.astype(np.float64)
     acc = np.zeros((out_h, out_w, w.shape[0]), np.float64)
-    for ky, kx, view in _taps(xf, k, out_h, out_w):
+    for ky, kx, view in taps(xf, k, out_h, out_w):
         acc += view @ w[:, ky, kx, :].T.astype(np.float64)
     return np.rint(acc).astype(np.int64)
 
@@ -213,7 +213,7 @@ def depthwise(ctx: Context) -> None:
 def depthwise_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
     """int64 sums (out_h, out_w, C) of padded IFM `x` times per-channel weights `w` (C, kh, kw, 1)."""
     acc = np.zeros((out_h, out_w, w.shape[0]), np.int64)
-    for ky, kx, view in _taps(x, k, out_h, out_w):
+    for ky, kx, view in taps(x, k, out_h, out_w):
         acc += view * w[:, ky, kx, 0]
     return acc
 
@@ -254,16 +254,16 @@ def pool_values(ctx: Context, name: str, average_divides: bool = False) -> np.nd
         low = np.iinfo(np.int64).min // 4
         x = np.where(valid[:, :, None], sign * x, low)
         result = np.full((out_h, out_w, depth), low, np.int64)
-        for _, _, view in _taps(x, k, out_h, out_w):
+        for _, _, view in taps(x, k, out_h, out_w):
             np.maximum(result, view, out=result)
         return sign * result
     result = np.zeros((out_h, out_w, depth), np.int64)
-    for _, _, view in _taps(x, k, out_h, out_w):
+    for _, _, view in taps(x, k, out_h, out_w):
         result += view
     if name == "AVERAGE" and (average_divides or any((pad.top, pad.left, pad.bottom, pad.right))):
         # the NPU divides each sum by its count of real (unpadded) samples
         count = np.zeros((out_h, out_w), np.int64)
-        for _, _, view in _taps(valid.astype(np.int64), k, out_h, out_w):
+        for _, _, view in taps(valid.astype(np.int64), k, out_h, out_w):
             count += view
         multiplier, shift = reciprocal(np.maximum(count, 1))
         result = scale_values(ctx, result, multiplier[:, :, None], shift[:, :, None])

@@ -87,12 +87,19 @@ def shift_right(a: np.ndarray, b: np.ndarray, rounding: int) -> np.ndarray:
     return a >> amount
 
 
-def elementwise(ctx: Context, mode: int) -> None:
-    regs = ctx.registers
-    name = MODES.get(mode)
+def mode_name(ctx: Context, modes: dict[int, str], mode: int) -> str:
+    """The name of elementwise `mode` in `modes` (recorded in the coverage); a mode not in
+    it is reserved."""
+    name = modes.get(mode)
     if name is None:
         raise RegisterError(f"NPU_OP_ELEMENTWISE: reserved mode {mode}")
     ctx.coverage.hit("elementwise", name)
+    return name
+
+
+def elementwise(ctx: Context, mode: int) -> None:
+    regs = ctx.registers
+    name = mode_name(ctx, MODES, mode)
     shape = regs.ofm_shape()
     a = _read(ctx, "IFM", shape)
     bits = 8 * regs.feature_map("IFM").elem_size

@@ -11,7 +11,7 @@ from kiln.simulator.npu import commands as cmds
 from kiln.simulator.npu.blockops import convolution, depthwise, pooling
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.coverage import Coverage, record_run
+from kiln.simulator.npu.coverage import U85, Coverage, record_run
 from kiln.simulator.npu.cycles import CycleModel
 from kiln.simulator.npu.dma import dma_start
 from kiln.simulator.npu.elementwise import elementwise
@@ -100,7 +100,8 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
     sizes = None if limits is None else tuple(int(n) for n in limits)
     if sizes is not None and len(sizes) != REGIONS:
         raise ValueError(f"limits holds {len(sizes)} region sizes; the NPU has {REGIONS}")
-    ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage(), limits=sizes)
+    ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage(U85 if u85 else ""),
+                  limits=sizes)
     cycles = U85CycleModel(config) if u85 else CycleModel(config)
     ops = 0
     fault = None

@@ -12,8 +12,8 @@ Ethos-U55/U65's (kiln.simulator.npu.blockops). What the U85 adds:
   not modelled;
 - AVERAGE divides each window's sum by its count of real samples whether or not there is
   padding (Vela's OFM scale then carries only the requantization);
-- pooling modes SUM, MIN and NONE (the accumulator input passed through); ARGMAX_X/Y are
-  not modelled.
+- pooling modes SUM, MIN, NONE (the accumulator input passed through) and ARGMAX_X/Y
+  (the index of the window's maximum along one axis).
 """
 
 from __future__ import annotations
@@ -127,7 +127,6 @@ def _finish(ctx: Context, acc: np.ndarray, bits: int, source: int, per_channel_b
         if per_channel_bias:
             acc = acc + bias
         acc = np.clip(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    ctx.coverage.hit("rounding", regs.rounding_name())
     store(ctx, scale_values(ctx, acc, multiplier, shift))
 
 
@@ -165,10 +164,11 @@ def pooling(ctx: Context, mode: int) -> None:
     name = POOL_NAMES.get(mode)
     if name is None:
         raise RegisterError(f"NPU_OP_POOL: reserved pooling mode {mode}")
-    if name.startswith("ARGMAX"):
-        raise NotModelled(f"NPU_OP_POOL: pooling mode {name} is not modelled")
     bits, source = _accumulator(ctx)
-    if name == "NONE":
+    if name.startswith("ARGMAX"):
+        _require_memory(ctx, "IFM")
+        acc = _argmax(ctx, name)
+    elif name == "NONE":
         ctx.coverage.hit("pooling", name)
         acc = np.zeros(ctx.registers.ofm_shape(), np.int64)
     else:
@@ -182,3 +182,31 @@ def _require_memory(ctx: Context, prefix: str) -> None:
     if storage != u85.STORAGE_TILE2X2:
         raise NotModelled(f"{prefix}_PRECISION: a {u85.STORAGE_NAMES[storage]} {prefix} is not modelled "
                           f"for this operation")
+
+
+ARGMAX_INDEX_SHIFT = 16
+
+
+def _argmax(ctx: Context, name: str) -> np.ndarray:
+    """ARGMAX_X / ARGMAX_Y: the position (0-based, the first of equal maxima) of each window's
+    largest real sample along the kernel's width or height, times 2^16 in the accumulator
+    (Vela's OFM scale, a shift of 16 toward minus infinity, takes it out; what the hardware
+    keeps in the low 16 bits is not modelled, so any other OFM scale is refused)."""
+    regs = ctx.registers
+    if regs.ofm_scale() != (1, ARGMAX_INDEX_SHIFT) or not regs.global_scale():
+        raise NotModelled(f"NPU_OP_POOL: {name} with OFM scale {regs.ofm_scale()} is not modelled")
+    ctx.coverage.hit("pooling", name)
+    out_h, out_w, depth = regs.ofm_shape()
+    k, pad = regs.kernel(), regs.padding()
+    if (k.height if name == "ARGMAX_X" else k.width) != 1:
+        raise NotModelled(f"NPU_OP_POOL: {name} over a {k.width}x{k.height} kernel is not modelled")
+    x, valid = blockops.padded_ifm(ctx, regs.feature_map("IFM"), np.arange(depth), k, pad, out_h, out_w)
+    low = np.iinfo(np.int64).min
+    x = np.where(valid[:, :, None], x, low)
+    best = np.full((out_h, out_w, depth), low, np.int64)
+    index = np.zeros((out_h, out_w, depth), np.int64)
+    for ky, kx, view in blockops.taps(x, k, out_h, out_w):
+        better = view > best
+        best = np.where(better, view, best)
+        index = np.where(better, kx if name == "ARGMAX_X" else ky, index)
+    return index << ARGMAX_INDEX_SHIFT

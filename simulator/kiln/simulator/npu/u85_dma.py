@@ -1,42 +1,88 @@
-"""Ethos-U85 NPU_OP_DMA_START: copies DMA0_LEN bytes from DMA0_SRC to DMA0_DST.
+"""Ethos-U85 NPU_OP_DMA_START: copies rows of DMA0_LEN bytes from DMA0_SRC to DMA0_DST.
 
 DMA0_SRC_REGION: region [2:0], region_mode [8] (1: internal), stride_mode [10:9] (1-D,
 2-D, 3-D), idx_mode [11]; DMA0_DST_REGION: region [2:0], region_mode [8], idx_mode [11].
 An internal destination is the LUT RAM (the address is its byte offset), where Vela
-places activation tables. Modelled: 1-D copies from memory to memory or to the LUT RAM;
-strided (2-D, 3-D) and indexed (gather/scatter) transfers are not (NotModelled).
+places activation tables.
+  1-D: one row.
+  2-D: DMA0_SIZE0 rows; row r is read at SRC + r * SRC_STRIDE0 and written at
+       DST + r * DST_STRIDE0.
+  3-D: DMA0_SIZE1 planes of those rows, plane p SRC_STRIDE1 / DST_STRIDE1 further on.
+  Indexed (gather: source idx_mode; scatter: destination idx_mode; 1-D or 2-D): row r's
+       indexed side uses the r-th little-endian int32 of the index table at DMA0_IDX in
+       DMA0_IDX_REGION in place of r (Vela's GATHER: row stride = the gathered row's
+       bytes); an index outside [0, DMA0_IDX_MAX] is not modelled, nor is a 3-D indexed
+       transfer (its IDX_SKIP1).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from kiln.errors import NotModelled
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.registers import RegisterError
 
+_MODE_NAMES = {0: "1-D", 1: "2-D", 2: "3-D"}
+INDEX_BYTES = 4
+
+
+def _rows(ctx: Context, mode: int, indexed: bool, stride0: int, stride1: int) -> np.ndarray:
+    """Byte offset of every row of one side from its start address."""
+    regs = ctx.registers
+    if mode == 0:
+        return _indices(ctx, 1) * stride0 if indexed else np.zeros(1, np.int64)
+    size0 = regs.param("DMA0_SIZE0") or 1
+    planes = (regs.param("DMA0_SIZE1") or 1) if mode == 2 else 1
+    row = np.arange(size0, dtype=np.int64)
+    if indexed:
+        row = _indices(ctx, size0)
+    return (np.arange(planes, dtype=np.int64)[:, None] * stride1 + row[None, :] * stride0).reshape(-1)
+
+
+def _indices(ctx: Context, count: int) -> np.ndarray:
+    regs = ctx.registers
+    raw = ctx.read_region(regs.param("DMA0_IDX_REGION") & 7, regs.address("DMA0_IDX"), count * INDEX_BYTES,
+                          "DMA index read")
+    index = np.frombuffer(raw, "<i4").astype(np.int64)
+    limit = regs.payload("DMA0_IDX_MAX") & 0x7FFF_FFFF
+    if ((index < 0) | (index > limit)).any():
+        raise NotModelled(f"NPU_OP_DMA_START: an index outside [0, DMA0_IDX_MAX = {limit}] is not modelled")
+    return index
+
 
 def dma_start(ctx: Context) -> None:
     regs = ctx.registers
     src_value, dst_value = regs.param("DMA0_SRC_REGION"), regs.param("DMA0_DST_REGION")
-    stride_mode = (src_value >> 9) & 3
-    if stride_mode == 3:
-        raise RegisterError(f"DMA0_SRC_REGION: reserved stride mode {stride_mode}")
-    if stride_mode:
-        raise NotModelled(f"NPU_OP_DMA_START: a {stride_mode + 1}-D strided transfer is not modelled")
-    if (src_value | dst_value) & (1 << 11):
-        raise NotModelled("NPU_OP_DMA_START: an indexed (gather/scatter) transfer is not modelled")
+    mode = (src_value >> 9) & 3
+    if mode not in _MODE_NAMES:
+        raise RegisterError(f"DMA0_SRC_REGION: reserved stride mode {mode}")
+    gather, scatter = bool(src_value & (1 << 11)), bool(dst_value & (1 << 11))
+    if gather and scatter:
+        raise RegisterError("DMA0: source and destination cannot both be indexed")
+    if (gather or scatter) and mode == 2:
+        raise NotModelled("NPU_OP_DMA_START: a 3-D indexed transfer is not modelled")
     if src_value & (1 << 8):
         raise RegisterError("DMA from the NPU's internal memory is not a transfer the NPU performs")
-    ctx.coverage.hit("dma", "1-D")
+    ctx.coverage.hit("dma", _MODE_NAMES[mode])
+    if gather or scatter:
+        ctx.coverage.hit("dma", "gather" if gather else "scatter")
     length = regs.address("DMA0_LEN")
+    src_rows = _rows(ctx, mode, gather, regs.address("DMA0_SRC_STRIDE0"), regs.address("DMA0_SRC_STRIDE1"))
+    dst_rows = _rows(ctx, mode, scatter, regs.address("DMA0_DST_STRIDE0"), regs.address("DMA0_DST_STRIDE1"))
     src_region, dst_region = src_value & 7, dst_value & 7
-    data = ctx.read_region(src_region, regs.address("DMA0_SRC"), length, "DMA source read")
-    dst = regs.address("DMA0_DST")
+    src, dst = regs.address("DMA0_SRC"), regs.address("DMA0_DST")
+    data = [ctx.read_region(src_region, src + int(o), length, "DMA source read") for o in src_rows]
     if dst_value & (1 << 8):
         ctx.coverage.hit("dma", "to LUT RAM")
-        if dst + length > len(ctx.shram):
-            raise RegisterError(f"DMA to the LUT RAM 0x{dst:x}..0x{dst + length:x} is outside its "
-                                f"{len(ctx.shram)} bytes")
-        ctx.shram[dst:dst + length] = data
+        for o, chunk in zip(dst_rows, data):
+            start = dst + int(o)
+            if start < 0 or start + length > len(ctx.shram):
+                raise RegisterError(f"DMA to the LUT RAM 0x{start:x}..0x{start + length:x} is outside its "
+                                    f"{len(ctx.shram)} bytes")
+            ctx.shram[start:start + length] = chunk
         return
     ctx.coverage.hit("dma", "to memory")
-    ctx.region(dst_region, "DMA destination write").write(ctx.region_base(dst_region) + dst, data)
+    destination = ctx.region(dst_region, "DMA destination write")
+    for o, chunk in zip(dst_rows, data):
+        destination.write(ctx.region_base(dst_region) + dst + int(o), chunk)

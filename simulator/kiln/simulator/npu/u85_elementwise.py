@@ -1,5 +1,5 @@
-"""Ethos-U85 NPU_OP_ELEMENTWISE: MUL, ADD, SUB, MIN, MAX, SHL, SHR (binary) and ABS, CLZ,
-LRELU (unary) on the IFM and IFM2.
+"""Ethos-U85 NPU_OP_ELEMENTWISE: MUL, ADD, SUB, MIN, MAX, SHL, SHR, LSR, DIV, CMP_EQ/NE/GE/GT,
+AND, OR, XOR, AND_NOT (binary) and ABS, CLZ, NOT, LRELU (unary) on the IFM and IFM2.
 
 Operands: a feature map read from memory, a chaining buffer (storage CHAINED: the OFM
 of an earlier operation whose OFM region named that buffer), or OP_SCALAR (broadcast
@@ -9,8 +9,9 @@ Each operand has its zero point subtracted and is rescaled by IFM_SCALE or IFM2_
 (multiplier, shift and rounding mode of its own); the result is rescaled by OFM_SCALE.
 LRELU rescales non-negative values by IFM_SCALE and negative ones by IFM2_SCALE (alpha).
 SHR rounds by OFM_SCALE's rounding mode (NATURAL: half up; otherwise toward minus
-infinity). DIV, LSR, the comparisons and the logical modes are not modelled
-(NotModelled).
+infinity); SHL and LSR work on the IFM's width (SHL wraps, LSR shifts zeros in); DIV truncates
+toward zero (a zero divisor is not modelled); a comparison gives 1 or 0; the bitwise modes
+act on the two's-complement values (bools are 0 and 1).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from kiln.errors import NotModelled
 from kiln.simulator.npu import u85_registers as u85
 from kiln.simulator.npu.arithmetic import count_leading_zeros32, rescale, wrap
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.elementwise import shift_right
+from kiln.simulator.npu.elementwise import mode_name, shift_right
 from kiln.simulator.npu.output import scale_values, store
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError
 
@@ -29,7 +30,11 @@ MODES = {0: "MUL", 1: "ADD", 2: "SUB", 3: "MIN", 4: "MAX", 5: "LRELU", 6: "ABS",
          10: "LSR", 11: "DIV", 16: "CMP_EQ", 17: "CMP_NE", 18: "CMP_GE", 19: "CMP_GT", 33: "AND", 34: "OR",
          35: "XOR", 36: "NOT", 42: "AND_NOT"}
 UNARY = {"LRELU", "ABS", "CLZ", "NOT"}
-MODELLED = {"MUL", "ADD", "SUB", "MIN", "MAX", "LRELU", "ABS", "CLZ", "SHR", "SHL"}
+MODELLED = {"MUL", "ADD", "SUB", "MIN", "MAX", "LRELU", "ABS", "CLZ", "SHR", "SHL", "LSR", "DIV", "CMP_EQ", "CMP_NE",
+            "CMP_GE", "CMP_GT", "AND", "OR", "XOR", "NOT", "AND_NOT"}
+_COMPARE = {"CMP_EQ": np.equal, "CMP_NE": np.not_equal, "CMP_GE": np.greater_equal, "CMP_GT": np.greater}
+_BITWISE = {"AND": np.bitwise_and, "OR": np.bitwise_or, "XOR": np.bitwise_xor,
+            "AND_NOT": lambda a, b: np.bitwise_and(a, np.invert(b))}
 _BROADCAST_AXES = ((1, 0, "H"), (2, 1, "W"), (4, 2, "C"))
 
 
@@ -73,10 +78,7 @@ def _scaled(ctx: Context, prefix: str, values: np.ndarray) -> np.ndarray:
 
 def elementwise(ctx: Context, mode: int) -> None:
     regs = ctx.registers
-    name = MODES.get(mode)
-    if name is None:
-        raise RegisterError(f"NPU_OP_ELEMENTWISE: reserved mode {mode}")
-    ctx.coverage.hit("elementwise", name)
+    name = mode_name(ctx, MODES, mode)
     if name not in MODELLED:
         raise NotModelled(f"NPU_OP_ELEMENTWISE: mode {name} is not modelled")
     acc, source, output, _ = regs.acc_format()
@@ -86,21 +88,34 @@ def elementwise(ctx: Context, mode: int) -> None:
     a = operand(ctx, "IFM", shape)
     if name == "LRELU":
         result = np.where(a < 0, _scaled(ctx, "IFM2", a), _scaled(ctx, "IFM", a))
+    elif name == "NOT":
+        result = np.invert(_scaled(ctx, "IFM", a))
     elif name in UNARY:
         a = _scaled(ctx, "IFM", a)
         result = np.abs(a) if name == "ABS" else count_leading_zeros32(a)
     else:
         b = operand(ctx, "IFM2", shape)
         a, b = np.broadcast_arrays(_scaled(ctx, "IFM", a), _scaled(ctx, "IFM2", b))
-        result = _binary(ctx, name, a, b)
+        bits = 8 * regs.feature_map("IFM").elem_size
+        result = _binary(ctx, name, a, b, bits)
     if not regs.global_scale():
         raise NotModelled("NPU_OP_ELEMENTWISE: per-channel scaling is not modelled")
     multiplier, shift = regs.ofm_scale()
-    ctx.coverage.hit("rounding", regs.rounding_name())
     store(ctx, np.broadcast_to(scale_values(ctx, result, multiplier, shift), shape))
 
 
-def _binary(ctx: Context, name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _binary(ctx: Context, name: str, a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
+    if name in _COMPARE:
+        return _COMPARE[name](a, b).astype(np.int64)
+    if name in _BITWISE:
+        return _BITWISE[name](a, b)
+    if name == "DIV":
+        if (b == 0).any():
+            raise NotModelled("NPU_OP_ELEMENTWISE: DIV by zero is not modelled")
+        quotient = np.abs(a) // np.abs(b)
+        return np.where((a < 0) != (b < 0), -quotient, quotient)
+    if name == "LSR":
+        return wrap((a & ((1 << bits) - 1)) >> np.clip(b, 0, bits - 1), bits)
     if name == "ADD":
         return a + b
     if name == "SUB":
@@ -112,5 +127,5 @@ def _binary(ctx: Context, name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray
     if name == "MAX":
         return np.maximum(a, b)
     if name == "SHL":
-        return wrap(a << np.clip(b, 0, 31), 32)
+        return wrap(a << np.clip(b, 0, bits - 1), bits)
     return shift_right(a, b, ctx.registers.rounding())
