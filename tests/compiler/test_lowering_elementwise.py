@@ -154,12 +154,26 @@ def test_kiln_compile_places_every_op_on_the_u55():
     assert set(vocabulary.TABLE_OPS) | {aten.minimum.default, aten.maximum.default} <= on_npu
 
 
-def _transposes(tosa: bytes) -> int:
+def _count(tosa: bytes, kind: str) -> int:
+    """How many ops of TOSA kind `kind` (e.g. "TRANSPOSE") the graph holds."""
     from tosa.Op import Op
     from tosa.TosaGraph import TosaGraph
 
     block = TosaGraph.GetRootAs(tosa, 0).Regions(0).Blocks(0)
-    return sum(block.Operators(i).Op() == Op.TRANSPOSE for i in range(block.OperatorsLength()))
+    return sum(block.Operators(i).Op() == getattr(Op, kind) for i in range(block.OperatorsLength()))
+
+
+def _transposes(tosa: bytes) -> int:
+    return _count(tosa, "TRANSPOSE")
+
+
+def test_neg_of_a_shared_scale_is_a_negate_without_a_table():
+    """The quantizer gives -x the range of x mirrored, so the same scale: NEGATE, exact (the
+    table case above checks the values) and without a table's load."""
+    module, inputs, calibration = _unary_case("neg")
+    (diff,), tosa = compare_steps(module, inputs, calibration)
+    assert diff.max() == 0
+    assert (_count(tosa, "NEGATE"), _count(tosa, "TABLE")) == (1, 0)
 
 
 @pytest.mark.parametrize("fn", [lambda x, y: x + y, lambda x, y: torch.maximum(x, y) * y])

@@ -948,9 +948,18 @@ TABLE_FUNCTIONS = dict.fromkeys(vocabulary.TABLE_OPS)
 
 @lowering(*TABLE_FUNCTIONS)
 def _table(lw: Lowerer, op: Op):
+    """A TABLE; neg of a value whose output shares its scale (min/max observers give -x the
+    same range width) is a NEGATE, exact then: -(x - zp_in) + zp_out, saturated, which
+    needs no table load (neg_2d on ethos-u65-256: 1,517 NPU cycles by TABLE)."""
     x, out = op.inputs[0], op.output
     name, is_nhwc = lw.bound(x, any_layout=True)
     shape = Lowerer.shape_of(out, is_nhwc)
+    if op.target is aten.neg.default and x.qparams.scale == out.qparams.scale and x.dtype == out.dtype:
+        result = lw.inter(shape, out.dtype)
+        lw.emit("NEGATE", [name, lw.zp(x.qparams.zero_point, x.dtype), lw.zp(out.qparams.zero_point, out.dtype)],
+                [result], _attr("Negate"))
+        lw.result(out, result, is_nhwc)
+        return
     if x.dtype == "int8":
         result = lw.inter(shape, "int8")
         lw.emit("TABLE", [name, lw.const(tables.int8_table(op), "int8", "table")], [result], _attr("Table"))
