@@ -404,19 +404,23 @@ def test_a_damaged_payload_block_is_named(work, builder, tmp_path):
     assert lines.count("binding the program failed: " + error) == 1
 
 
-def test_a_payload_for_another_npu_configuration_is_refused(work, builder, tmp_path):
-    other = compiled(work, "tiny_cnn", target="ethos-u55-256")
+# Another MAC count and another family (in a memory mode the U55 board has): the driver names
+# both NPUs (written by hand).
+@pytest.mark.parametrize("target, compiled_for", [("ethos-u55-256", "Ethos-U55 with 256 MACs"),
+                                                  ("ethos-u85-256", "Ethos-U85 with 256 MACs")])
+def test_a_payload_for_another_npu_configuration_is_refused(work, builder, tmp_path, target, compiled_for):
+    other = compiled(work, "tiny_cnn", target=target, **({"memory_mode": "Shared_Sram"} if "u85" in target else {}))
     # The build refuses it by default, naming both targets ...
     refused = subprocess.run([str(BUILD), f"--pte={other}", "--target=ethos-u55-128", f"--output={work / 'x'}"],
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1
-    assert "delegate 0 was compiled for ethos-u55-256, not ethos-u55-128" in refused.stderr
+    assert f"delegate 0 was compiled for {target}, not ethos-u55-128" in refused.stderr
     # ... and firmware built anyway refuses it on the NPU with the driver's own error.
     elf = builder(other, "ethos-u55-128", "--skip-target-check")
     result = runner_run.run(elf, "ethos-u55-128", other, None, tmp_path, platform="virtual", timeout=60)
     assert result.status == EXIT_BIND, result.stdout + result.stderr
-    error = ("stream compiled for another NPU: the delegate was compiled for Ethos-U55 with 256 MACs; "
-             "this NPU is an Ethos-U55 with 128 MACs")
+    error = f"stream compiled for another NPU: the delegate was compiled for {compiled_for}; " \
+            "this NPU is an Ethos-U55 with 128 MACs"
     lines = result.stdout.splitlines()
     assert lines.count("EthosUBackend: delegate 0: " + error) == 1
     assert lines.count("binding the program failed: " + error) == 1
