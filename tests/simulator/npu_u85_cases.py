@@ -160,6 +160,40 @@ def gather(g: Graph, rng) -> None:
     g.output(out, f"GATHER int8 K {k} C {c} W {w}")
 
 
+def reverse(g: Graph, rng) -> None:
+    shape = [1, int(rng.integers(1, 7)), int(rng.integers(1, 7)), int(rng.integers(1, 20))]
+    axis = int(rng.integers(1, 4))
+    dtype = str(rng.choice(["int8", "int16"]))
+    out = g.op("REVERSE", [g.input(_rand(rng, shape, dtype), dtype)], shape, dtype, attr("Reverse", axis))
+    g.output(out, f"REVERSE {dtype} {shape} axis {axis}")
+
+
+def scatter(g: Graph, rng) -> None:
+    """SCATTER of W rows into K (distinct indices: TOSA leaves repeated ones undefined)."""
+    k, c = int(rng.integers(2, 20)), int(rng.integers(1, 24))
+    w = int(rng.integers(1, k + 1))
+    values_in = g.input(_rand(rng, (1, k, c), "int8"), "int8")
+    indices = g.input(rng.permutation(k)[:w].reshape(1, w).astype(np.int32), "int32")
+    source = g.input(_rand(rng, (1, w, c), "int8"), "int8")
+    out = g.op("SCATTER", [values_in, indices, source], (1, k, c), "int8", attr("Scatter"))
+    g.output(out, f"SCATTER int8 K {k} C {c} W {w}")
+
+
+def scalar_first(g: Graph, rng) -> None:
+    """An int32 SUB, MUL or MAXIMUM whose first operand is a constant scalar."""
+    shape = [1, int(rng.integers(1, 7)), int(rng.integers(1, 7)), int(rng.integers(1, 20))]
+    kind = str(rng.choice(["SUB", "MUL", "MAXIMUM"]))
+    scalar = g.const(np.full([1, 1, 1, 1], int(rng.integers(-1000, 1000))), "int32")
+    x = g.input(_rand(rng, shape, "int32", -(1 << 12), 1 << 12), "int32")
+    if kind == "MUL":
+        out = g.op(kind, [scalar, x, g.const(np.zeros([1]), "int8")], shape, "int32", attr("Mul"))
+    elif kind == "SUB":
+        out = g.op(kind, [scalar, x], shape, "int32", attr("Sub"))
+    else:
+        out = g.op(kind, [scalar, x], shape, "int32", attr("Maximum", ts.NanPropagationMode.PROPAGATE))
+    g.output(out, f"{kind} int32 scalar first {shape}")
+
+
 GENERATORS = {
     "resize_nearest_any": lambda g, rng: resize(g, rng, False),
     "resize_bilinear": lambda g, rng: resize(g, rng, True),
@@ -172,4 +206,7 @@ GENERATORS = {
     "reduce_min_max": reduce_min_max,
     "argmax": argmax,
     "gather": gather,
+    "reverse": reverse,
+    "scatter": scatter,
+    "scalar_first": scalar_first,
 }

@@ -34,18 +34,19 @@ U85_FEATURES = [("resize", "NEAREST"), ("resize", "BILINEAR"), ("elementwise", "
                 ("elementwise", "CMP_GT"), ("elementwise", "CMP_GE"), ("elementwise", "AND"), ("elementwise", "OR"),
                 ("elementwise", "XOR"), ("elementwise", "NOT"), ("elementwise", "LSR"), ("pooling", "ARGMAX_X"),
                 ("pooling", "MIN"), ("dma", "gather"), ("ofm_transpose", "WHC"), ("ofm_transpose", "HCW"),
-                ("ofm_transpose", "CWH")]
+                ("ofm_transpose", "CWH"), ("ofm_reverse", "W"), ("dma", "scatter"), ("broadcast", "IFM SCALAR")]
 
 
 def test_u85_only_operations_bit_exact():
     """Operations Vela runs only on the U85 (RESIZE at any scale, INTDIV, comparisons, logical
-    and bitwise ops, shifts, TRANSPOSE, REDUCE_MIN/MAX, ARGMAX, GATHER): each case compiled
+    and bitwise ops, shifts, TRANSPOSE, REVERSE, REDUCE_MIN/MAX, ARGMAX, GATHER, SCATTER, a
+    scalar first operand): each case compiled
     alone for ethos-u85-256, equal to tosa_reference_model, and the hardware features reached."""
     from kiln.lower.vela import compile_tosa
     from kiln.simulator.npu.coverage import Coverage
     total = Coverage()
     wrong = []
-    for seed, i in [(seed, i) for seed in (8720, 8721, 8722) for i in range(30)]:
+    for seed, i in [(seed, i) for seed in (8730, 8731, 8732) for i in range(30)]:
         graph = npu_harness.build_batch(seed, [i], generators=npu_u85_cases.GENERATORS)
         tosa = graph.serialize()
         vela = compile_tosa(tosa, f"u85only{seed}_{i}", "ethos-u85-256",
