@@ -23,7 +23,6 @@ import numpy as np
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import blockops, u85_weights, weights
 from kiln.simulator.npu import u85_registers as u85
-from kiln.simulator.npu.arithmetic import saturate
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.output import scale_values, store
 
@@ -111,22 +110,21 @@ def _per_channel(ctx: Context, depth: int, acc48: bool):
     return u85_weights.decode_scales(raw, depth, acc48)
 
 
-def _finish(ctx: Context, acc: np.ndarray, bits: int, source: int, per_channel_bias: bool = True) -> None:
-    """Accumulator input, bias, saturation to the accumulator, scaling and store."""
+def _finish(ctx: Context, acc: np.ndarray, bits: int, source: int) -> None:
+    """Accumulator input, bias (per-channel scaling: the scale stream's), saturation to the
+    accumulator's bits, scaling and store."""
     regs = ctx.registers
     depth = acc.shape[2]
     if source == u85.ACC_INPUT_IFM2:
         acc = acc + _acc_from_ifm2(ctx, acc.shape)
     if regs.global_scale():
         ctx.coverage.hit("ofm_scaling", "global")
-        acc = saturate(acc, np.int32 if bits == 32 else np.int64)
         multiplier, shift = regs.ofm_scale()
     else:
         ctx.coverage.hit("ofm_scaling", "per-channel")
         bias, multiplier, shift = _per_channel(ctx, depth, bits == 48)
-        if per_channel_bias:
-            acc = acc + bias
-        acc = np.clip(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        acc = acc + bias
+    acc = np.clip(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     store(ctx, scale_values(ctx, acc, multiplier, shift))
 
 
@@ -174,7 +172,7 @@ def pooling(ctx: Context, mode: int) -> None:
     else:
         _require_memory(ctx, "IFM")
         acc = blockops.pool_values(ctx, name, average_divides=True)
-    _finish(ctx, acc, bits, source, per_channel_bias=True)
+    _finish(ctx, acc, bits, source)
 
 
 def _require_memory(ctx: Context, prefix: str) -> None:
