@@ -24,9 +24,10 @@
 //     memory axes; reverse writes the same bytes); one weight stream per core (WEIGHT,
 //     WEIGHT1..3, zero length: none), one scale stream for all cores; DMA with strides
 //     (rows STRIDE0 apart, planes STRIDE1 apart, the source's stride mode for both sides)
-//     and the 2 KiB LUT as its internal destination. Refused as unprovable: BRANCH,
-//     indexed DMA, CONV with its weights in IFM2, accumulators read from IFM2, 3x1 tiles,
-//     reserved modes and transposes.
+//     and the 2 KiB LUT as its internal destination; accumulators that start from IFM2
+//     (ACC_FORMAT's acc_input) read an IFM2 box of the OFM's shape. Refused as unprovable:
+//     BRANCH, indexed DMA, CONV with its weights in IFM2 (a matmul), 3x1 tiles, reserved
+//     modes and transposes.
 // A feature map's element (y, x, c) of tile t is at tile base + y * STRIDE_Y + x * sx +
 // (c / 16) * sc + (c % 16) * element size, with sx = STRIDE_X, sc = 16 * element size for
 // NHWC and sx = 16 * element size, sc = STRIDE_C for NHCWB16 (whose channels are counted in
@@ -552,9 +553,11 @@ Status operation_u85(const StreamBounds& bounds, const Regs& r, uint32_t at, uin
   if (op == c::kOpDmaStart) return dma_u85(check, r, bounds.shram_bytes);
   const bool block = op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool || op == c::kOpResize;
   if (!block && op != c::kOpElementwise) return {};  // IRQ, waits, PMU mask: no memory access
-  // Accumulators that start from IFM2 read it in a layout the check does not model.
-  if (c::acc_input(r.acc_format) == c::kAccInputIfm2) return check.unprovable();
   Status ok = block ? block_operation_u85(check, r, op, param, bounds.cores) : elementwise_u85(check, r, param);
+  // Accumulators that start from IFM2 read it whole in the OFM's shape (its own element size).
+  if (ok.ok() && c::acc_input(r.acc_format) == c::kAccInputIfm2) {
+    ok = read_u85(check, NpuAccess::kIfm2, r.ifm2, 0, r.ofm_height_m1 + 1, r.ofm_width_m1 + 1, r.ofm_depth_m1 + 1);
+  }
   if (!ok.ok()) return ok;
   return write_ofm_u85(check, r);
 }

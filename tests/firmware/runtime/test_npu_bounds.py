@@ -157,18 +157,22 @@ def vela_listing(tosa: bytes, target: str, system_config: str, memory_mode: str,
     return listed
 
 
-@pytest.fixture(scope="module")
-def u85_listed(tmp_path_factory):
-    """(payload, COP1 stream start word, Vela's listing) of ds_cnn's delegate for ethos-u85-256."""
-    tosa = compile_model("ds_cnn", CompileSpec(target=U85[0])).tosa[0]
-    vela = compile_tosa(tosa, "ds_cnn", *U85)
-    listed = vela_listing(tosa, *U85, tmp_path_factory.mktemp("listing"))
+def listed_delegate(model: str, directory: Path):
+    """(payload, COP1 stream start word, Vela's listing) of `model`'s delegate for ethos-u85-256."""
+    tosa = compile_model(model, CompileSpec(target=U85[0])).tosa[0]
+    vela = compile_tosa(tosa, model, *U85)
+    listed = vela_listing(tosa, *U85, directory)
     start, end = nh.stream_span(vela.cmd_data)
     words = np.frombuffer(vela.cmd_data, "<u4")[start:end]
     # The listing is of this very stream: its words, command by command, are the stream's.
     flat = [w for item in listed for w in ([item.header] if item.payload is None else [item.header, item.payload])]
     assert flat == [int(w) for w in words]
     return vela, start, listed
+
+
+@pytest.fixture(scope="module")
+def u85_listed(tmp_path_factory):
+    return listed_delegate("ds_cnn", tmp_path_factory.mktemp("listing"))
 
 
 def with_words(vela, start: int, changes: dict[int, int]) -> bytes:
@@ -198,6 +202,21 @@ def test_every_u85_operation_is_reached_where_vela_lists_it(bounds_host, u85_lis
                                f"operation at word {op.word}\n"), (op, done.stdout)
 
 
+def test_u85_accumulators_from_ifm2_are_bounded_as_an_ifm2_read(bounds_host, tmp_path):
+    """unet_tiny's U85 stream starts some accumulators from IFM2 (Vela's listing: ACC_FORMAT with
+    acc_input = ACC_INPUT_IFM2): it passes, and that IFM2 moved past the scratch is refused
+    naming the operation Vela lists next."""
+    vela, start, listed = listed_delegate("unet_tiny", tmp_path)
+    assert check(bounds_host, tmp_path, with_words(vela, start, {})).stdout == "ok\n"
+    acc = [item for item in listed if item.name == "NPU_SET_ACC_FORMAT" and (item.header >> 20) & 3 == 2]
+    assert acc, "Vela no longer starts an accumulator from IFM2 here"
+    op = next(item for item in listed if item.name in BLOCK_OPS and item.word > acc[0].word)
+    base = last_before(listed, "NPU_SET_IFM2_BASE0", op)
+    done = check(bounds_host, tmp_path, with_words(vela, start, {base.word + 1: vela.scratch_size + (1 << 20)}))
+    assert done.stdout == ("error 0x531 NPU stream accesses memory outside its region's buffer: IFM2 read of the "
+                           f"operation at word {op.word}\n")
+
+
 def unprovable(word: int, value: int) -> str:
     return f"error 0x530 NPU stream has a command the bounds check cannot follow: word {word} (0x{value:08x})\n"
 
@@ -212,9 +231,6 @@ def test_u85_commands_the_check_does_not_model_are_refused(bounds_host, u85_list
     cases.append(({first_cmd1.word: 0x4100, first_cmd1.word + 1: 0}, unprovable(first_cmd1.word, 0x4100)))
     # the first CONV with its weights in IFM2 (parameter bit 0)
     cases.append(({conv.word: conv.header | 1 << 16}, unprovable(conv.word, conv.header | 1 << 16)))
-    # accumulators that start from IFM2: ACC_FORMAT's acc_input (bits 5..4) = 2
-    acc = last_before(listed, "NPU_SET_ACC_FORMAT", conv)
-    cases.append(({acc.word: (acc.header & ~(3 << 20)) | 2 << 20}, unprovable(conv.word, conv.header)))
     # OFM_PRECISION: transpose 4 (reserved: bits 13..11 of the parameter), storage TILE3X1 (15..14 = 1)
     precision = last_before(listed, "NPU_SET_OFM_PRECISION", conv)
     cases.append(({precision.word: (precision.header & ~(7 << 27)) | 4 << 27}, unprovable(conv.word, conv.header)))
@@ -226,7 +242,7 @@ def test_u85_commands_the_check_does_not_model_are_refused(bounds_host, u85_list
     if elementwise is not None:  # elementwise_mode 12: none of the U85's 21 modes
         cases.append(({elementwise.word: (elementwise.header & 0xFFFF) | 12 << 16},
                       unprovable(elementwise.word, (elementwise.header & 0xFFFF) | 12 << 16)))
-    assert len(cases) >= 6
+    assert len(cases) >= 5
     for changes, expected in cases:
         done = check(bounds_host, tmp_path, with_words(vela, start, changes))
         assert (done.returncode, done.stdout) == (1, expected), changes

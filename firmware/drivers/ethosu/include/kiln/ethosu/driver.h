@@ -77,7 +77,7 @@ struct StreamBounds {
 // kNpuStreamUnprovable (a = word index, b = the word: an unknown opcode, a missing payload
 // word, a reserved precision, format, upscaling or DMA mode, a DMA from SHRAM, or padding
 // that leaves no IFM; on the Ethos-U85 also what the check does not model: BRANCH, indexed
-// DMA, weights or accumulators read from IFM2, 3x1 tiles, reserved transposes or modes),
+// DMA, a CONV's weights read from IFM2 (matmul), 3x1 tiles, reserved transposes or modes),
 // kInvalidArgument (a = 1: bounds malformed). It uses no memory beyond
 // its stack frame and reads each command word once: about 80 instructions per command
 // on a Cortex-M55 (measured in bounds.cpp).
