@@ -194,6 +194,26 @@ def scalar_first(g: Graph, rng) -> None:
     g.output(out, f"{kind} int32 scalar first {shape}")
 
 
+def table16_wide(g: Graph, rng) -> None:
+    """int16 TABLE with its int32 result as the output (no rescale after it)."""
+    shape = [1, int(rng.integers(1, 6)), int(rng.integers(1, 6)), int(rng.integers(1, 20))]
+    steps = np.clip(rng.integers(-300, 300, size=513).cumsum() + int(rng.integers(-20000, 0)), -32768, 32767)
+    x = g.input(_rand(rng, shape, "int16"), "int16")
+    out = g.op("TABLE", [x, g.const(steps, "int16")], shape, "int32", attr("Table"))
+    g.output(out, f"TABLE int16 -> int32 {shape}")
+
+
+def argmax_low_rank(g: Graph, rng) -> None:
+    """ARGMAX of a rank-2 or rank-3 tensor over any axis."""
+    rank = int(rng.integers(2, 4))
+    shape = [int(rng.integers(1, 9)) for _ in range(rank)]
+    axis = int(rng.integers(0, rank))
+    out_shape = [d for i, d in enumerate(shape) if i != axis]
+    x = g.input(_rand(rng, shape, "int8", -4, 4), "int8")
+    out = g.op("ARGMAX", [x], out_shape, "int32", attr("ArgMax", axis, ts.NanPropagationMode.PROPAGATE))
+    g.output(out, f"ARGMAX int8 {shape} axis {axis}")
+
+
 GENERATORS = {
     "resize_nearest_any": lambda g, rng: resize(g, rng, False),
     "resize_bilinear": lambda g, rng: resize(g, rng, True),
@@ -209,4 +229,6 @@ GENERATORS = {
     "reverse": reverse,
     "scatter": scatter,
     "scalar_first": scalar_first,
+    "table16_wide": table16_wide,
+    "argmax_low_rank": argmax_low_rank,
 }

@@ -29,31 +29,35 @@ def test_random_graphs_bit_exact_u85(target, mode, seed):
     assert not wrong, wrong
 
 
-# U85-only features each batch of npu_u85_cases must reach: (coverage category, value)
+# U85-only features the cases of npu_u85_cases must reach: (coverage category, value)
 U85_FEATURES = [("resize", "NEAREST"), ("resize", "BILINEAR"), ("elementwise", "DIV"), ("elementwise", "CMP_EQ"),
                 ("elementwise", "CMP_GT"), ("elementwise", "CMP_GE"), ("elementwise", "AND"), ("elementwise", "OR"),
                 ("elementwise", "XOR"), ("elementwise", "NOT"), ("elementwise", "LSR"), ("pooling", "ARGMAX_X"),
                 ("pooling", "MIN"), ("dma", "gather"), ("ofm_transpose", "WHC"), ("ofm_transpose", "HCW"),
-                ("ofm_transpose", "CWH"), ("ofm_reverse", "W"), ("dma", "scatter"), ("broadcast", "IFM SCALAR")]
+                ("ofm_transpose", "CWH"), ("ofm_reverse", "W"), ("dma", "scatter"), ("broadcast", "IFM SCALAR"),
+                ("activation", "LUT_S16_S32")]
+CASES_PER_KIND = 8
 
 
 def test_u85_only_operations_bit_exact():
     """Operations Vela runs only on the U85 (RESIZE at any scale, INTDIV, comparisons, logical
     and bitwise ops, shifts, TRANSPOSE, REVERSE, REDUCE_MIN/MAX, ARGMAX, GATHER, SCATTER, a
-    scalar first operand): each case compiled
-    alone for ethos-u85-256, equal to tosa_reference_model, and the hardware features reached."""
+    scalar first operand, a 16-bit table with a 32-bit result): CASES_PER_KIND cases of each
+    kind, each compiled alone for ethos-u85-256, equal to tosa_reference_model, and the
+    hardware features reached."""
     from kiln.lower.vela import compile_tosa
     from kiln.simulator.npu.coverage import Coverage
     total = Coverage()
     wrong = []
-    for seed, i in [(seed, i) for seed in (8730, 8731, 8732) for i in range(30)]:
-        graph = npu_harness.build_batch(seed, [i], generators=npu_u85_cases.GENERATORS)
-        tosa = graph.serialize()
-        vela = compile_tosa(tosa, f"u85only{seed}_{i}", "ethos-u85-256",
-                            npu_harness.system_config("ethos-u85-256"), "Shared_Sram")
-        diffs, result = npu_harness.compare(tosa, vela, graph.inputs, "ethos-u85-256")
-        total.merge(result.coverage)
-        wrong += [(graph.descriptions[0], d) for d in diffs if d]
+    for n, kind in enumerate(sorted(npu_u85_cases.GENERATORS)):
+        for i in range(CASES_PER_KIND):
+            graph = npu_harness.build_batch(8800 + n, [i], [kind], npu_u85_cases.GENERATORS)
+            tosa = graph.serialize()
+            vela = compile_tosa(tosa, f"{kind}{i}", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"),
+                                "Shared_Sram")
+            diffs, result = npu_harness.compare(tosa, vela, graph.inputs, "ethos-u85-256")
+            total.merge(result.coverage)
+            wrong += [(graph.descriptions[0], d) for d in diffs if d]
     assert not wrong, wrong
     reached = total.as_dict()
     missing = [f for f in U85_FEATURES if not reached.get("U85 " + f[0], {}).get(f[1])]
