@@ -53,3 +53,15 @@ def test_zoo_delegates_bit_exact_u85(target, model):
     for tosa, vela, part_shapes in zip(result.tosa, streams, shapes):
         run = _check(tosa, vela, part_shapes, target)
         assert run.coverage.as_dict()["U85 cores"].get(str(cores), 0) > 0
+
+
+@pytest.mark.parametrize("model", ["tiny_cnn", "resnet8", "fc_autoencoder", "mobilenet_v2_035"])
+def test_cycle_estimate_near_vela_u85_256(model):
+    """kiln.simulator.npu.u85_cycles against Vela's own NPU cycles for the same streams
+    (its docstring lists every zoo model's ratio; these are the ones within 15 %)."""
+    result, shapes = compiled(model)
+    ours = vela_total = 0
+    for tosa, vela, part_shapes in zip(result.tosa, result.vela, shapes):
+        ours += _check(tosa, vela, part_shapes, "ethos-u85-256").cycles
+        vela_total += vela.npu_cycles
+    assert 0.85 <= ours / vela_total <= 1.15, (ours, vela_total)

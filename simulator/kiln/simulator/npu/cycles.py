@@ -220,7 +220,7 @@ def _block_access_cycles(side: Access, read: bool, cores: int) -> int:
     return cycles + (side.memory.read_latency if read else side.memory.write_latency)
 
 
-def _mem_to_mem(dst: MemoryTiming, src: MemoryTiming, size: int) -> int:
+def mem_to_mem(dst: MemoryTiming, src: MemoryTiming, size: int) -> int:
     """Cycles of a DMA copy of `size` bytes: the slower of its read and its write."""
     return max(int(size / src.bandwidth) + src.read_latency, int(size / dst.bandwidth) + dst.write_latency)
 
@@ -305,7 +305,7 @@ class CycleModel:
         dst_memory = SHRAM if dst & DMA_REGION_INTERNAL else self._memory(dst)
         self._issue(self.dma_ends, MAX_OUTSTANDING_DMA[self.config.product])
         start = max(self.issue, self.dma_ends[-1] if self.dma_ends else 0.0)
-        self.dma_ends.append(start + _mem_to_mem(dst_memory, self._memory(src), size))
+        self.dma_ends.append(start + mem_to_mem(dst_memory, self._memory(src), size))
 
     def _memory(self, region: int) -> MemoryTiming:
         region &= 7
