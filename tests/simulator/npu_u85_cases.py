@@ -214,6 +214,17 @@ def argmax_low_rank(g: Graph, rng) -> None:
     g.output(out, f"ARGMAX int8 {shape} axis {axis}")
 
 
+def matmul(g: Graph, rng) -> None:
+    """int8 MATMUL of two inputs (weights from a feature map), rescaled to int8."""
+    n, h, c, w = 1, int(rng.integers(1, 9)), int(rng.integers(1, 40)), int(rng.integers(1, 24))
+    za, zb = int(rng.integers(-20, 21)), int(rng.integers(-20, 21))
+    a = g.input(_rand(rng, (n, h, c), "int8"), "int8")
+    b = g.input(_rand(rng, (n, c, w), "int8"), "int8")
+    acc = g.op("MATMUL", [a, b, g.zp(za, "int8"), g.zp(zb, "int8")], (n, h, w), "int32", attr("MatMul"))
+    out = g.rescale(acc, (n, h, w), "int32", "int8", [1.0 / (40 * max(c, 1))])
+    g.output(out, f"MATMUL int8 {h}x{c} @ {c}x{w} zp {za},{zb}")
+
+
 GENERATORS = {
     "resize_nearest_any": lambda g, rng: resize(g, rng, False),
     "resize_bilinear": lambda g, rng: resize(g, rng, True),
@@ -231,4 +242,5 @@ GENERATORS = {
     "scalar_first": scalar_first,
     "table16_wide": table16_wide,
     "argmax_low_rank": argmax_low_rank,
+    "matmul": matmul,
 }

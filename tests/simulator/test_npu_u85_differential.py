@@ -35,14 +35,14 @@ U85_FEATURES = [("resize", "NEAREST"), ("resize", "BILINEAR"), ("elementwise", "
                 ("elementwise", "XOR"), ("elementwise", "NOT"), ("elementwise", "LSR"), ("pooling", "ARGMAX_X"),
                 ("pooling", "MIN"), ("dma", "gather"), ("ofm_transpose", "WHC"), ("ofm_transpose", "HCW"),
                 ("ofm_transpose", "CWH"), ("ofm_reverse", "W"), ("dma", "scatter"), ("broadcast", "IFM SCALAR"),
-                ("activation", "LUT_S16_S32")]
+                ("activation", "LUT_S16_S32"), ("weights", "IFM2")]
 CASES_PER_KIND = 8
 
 
 def test_u85_only_operations_bit_exact():
     """Operations Vela runs only on the U85 (RESIZE at any scale, INTDIV, comparisons, logical
     and bitwise ops, shifts, TRANSPOSE, REVERSE, REDUCE_MIN/MAX, ARGMAX, GATHER, SCATTER, a
-    scalar first operand, a 16-bit table with a 32-bit result): CASES_PER_KIND cases of each
+    scalar first operand, a 16-bit table with a 32-bit result, MATMUL): CASES_PER_KIND cases of each
     kind, each compiled alone for ethos-u85-256, equal to tosa_reference_model, and the
     hardware features reached."""
     from kiln.lower.vela import compile_tosa

@@ -1,7 +1,7 @@
-"""Every zoo model compiled by kiln for ethos-u85-256 (lowered for the U85, compiled by Vela
-5.2.0), each NPU delegate run on kiln's Ethos-U85 model and compared bit for bit with
-tosa_reference_model on the same TOSA graph (random int8 inputs); a few recompiled for
-the two-core ethos-u85-512 and four-core ethos-u85-2048."""
+"""Every zoo and architecture model compiled by kiln for ethos-u85-256 (lowered for the U85,
+compiled by Vela 5.2.0), each NPU delegate run on kiln's Ethos-U85 model and compared bit
+for bit with tosa_reference_model on the same TOSA graph (random int8 inputs); a few
+recompiled for the two-core ethos-u85-512 and four-core ethos-u85-2048."""
 
 from __future__ import annotations
 
@@ -37,7 +37,12 @@ def _check(tosa: bytes, vela, shapes, target: str):
     return result
 
 
-CASES = [("ethos-u85-256", m) for m in MODELS] + [(t, m) for t, models in OTHER_TARGETS.items() for m in models]
+# kiln.models.ARCHITECTURES: published architectures' block structure (vit_tiny's and kwt's
+# matmuls take their weights from IFM2 on the U85)
+ARCHITECTURE_MODELS = ["mobilenet_v3_small", "efficientnet_b0", "resnet18", "shufflenet_v2", "squeezenet",
+                       "inception", "vit_tiny", "kwt", "tc_resnet8", "kws_gru", "kws_lstm", "unet_tiny", "yolo_tiny"]
+CASES = [("ethos-u85-256", m) for m in MODELS + ARCHITECTURE_MODELS]
+CASES += [(t, m) for t, models in OTHER_TARGETS.items() for m in models]
 
 
 @pytest.mark.parametrize("target, model", CASES)

@@ -59,7 +59,7 @@ FEATURES_U85: dict[str, tuple[str, ...]] = {U85 + c: v for c, v in {
     "tiles": ("1 tile", "2+ tiles"),
     "kernel": ("1x1", "up to 8x8", "larger than 8x8 (decomposed)", "stride > 1", "dilation 2", "padding",
                "part-kernel-first", "depth-first"),
-    "weights": ("SWD", "SWD 2:4 sparse", "FWD", "FWD 2:4 sparse"),
+    "weights": ("SWD", "SWD 2:4 sparse", "FWD", "FWD 2:4 sparse", "IFM2"),
     "accumulator": ("32-bit", "48-bit"),
     "acc_input": ("RESET", "KEEP", "IFM2"),
     "cores": ("1", "2", "4"),

@@ -3,8 +3,8 @@
 The IFM geometry (kernel, stride, dilation, padding, upscaling) and the sums are the
 Ethos-U55/U65's (kiln.simulator.npu.blockops). What the U85 adds:
 - weights: one stream per core in the U85's order, or one fast-format (FWD) stream
-  interleaving them (kiln.simulator.npu.u85_weights), dense or 2:4 sparse; weights from
-  IFM2 (NPU_OP_CONV's weights_ifm2) are not modelled;
+  interleaving them (kiln.simulator.npu.u85_weights), dense or 2:4 sparse; or, with
+  NPU_OP_CONV's weights_ifm2 (Vela's MATMUL, a 1x1 kernel), the IFM2 feature map;
 - one scale stream for every core, with 32-bit biases for a 32-bit accumulator and
   48-bit ones for a 48-bit accumulator;
 - the accumulator input (ACC_FORMAT acc_input): RESET starts from the bias, IFM2 adds
@@ -130,8 +130,32 @@ def _finish(ctx: Context, acc: np.ndarray, bits: int, source: int) -> None:
 
 def convolution(ctx: Context, param: int) -> None:
     if param & 1:
-        raise NotModelled("NPU_OP_CONV: weights from IFM2 (weights_ifm2) are not modelled")
-    _mac(ctx, depthwise=False)
+        _ifm2_weights(ctx)
+    else:
+        _mac(ctx, depthwise=False)
+
+
+def _ifm2_weights(ctx: Context) -> None:
+    """NPU_OP_CONV with weights_ifm2 (Vela's MATMUL): a 1x1 convolution whose weights are
+    IFM2, one row of OFM-depth columns of IFM-depth channels (weight [o, i] at IFM2 column o,
+    channel i, zero point subtracted), globally scaled, no bias."""
+    regs = ctx.registers
+    bits, source = _accumulator(ctx)
+    if source != u85.ACC_INPUT_RESET or not regs.global_scale():
+        raise NotModelled("NPU_OP_CONV: weights from IFM2 with an accumulator input or per-channel scaling")
+    out_h, out_w, depth = regs.ofm_shape()
+    k, pad = regs.kernel(), regs.padding()
+    if (k.width, k.height) != (1, 1):
+        raise NotModelled(f"NPU_OP_CONV: weights from IFM2 with a {k.width}x{k.height} kernel are not modelled")
+    blockops.record_kernel(ctx, k, pad)
+    ctx.coverage.hit("weights", "IFM2")
+    _require_memory(ctx, "IFM")
+    _require_memory(ctx, "IFM2")
+    ifm, ifm2 = regs.feature_map("IFM"), regs.feature_map("IFM2")
+    x, _ = blockops.padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
+    w = ctx.read_fm(ifm2, np.arange(1), np.arange(depth), np.arange(ifm.depth), "IFM2 read").astype(np.int64)
+    w = (w[0] - ifm2.zero_point)[:, None, None, :]
+    _finish(ctx, blockops.convolution_sums(x, w, k, out_h, out_w), bits, source)
 
 
 def depthwise(ctx: Context) -> None:
