@@ -215,14 +215,17 @@ def argmax_low_rank(g: Graph, rng) -> None:
 
 
 def matmul(g: Graph, rng) -> None:
-    """int8 MATMUL of two inputs (weights from a feature map), rescaled to int8."""
-    n, h, c, w = 1, int(rng.integers(1, 9)), int(rng.integers(1, 40)), int(rng.integers(1, 24))
-    za, zb = int(rng.integers(-20, 21)), int(rng.integers(-20, 21))
-    a = g.input(_rand(rng, (n, h, c), "int8"), "int8")
-    b = g.input(_rand(rng, (n, c, w), "int8"), "int8")
-    acc = g.op("MATMUL", [a, b, g.zp(za, "int8"), g.zp(zb, "int8")], (n, h, w), "int32", attr("MatMul"))
-    out = g.rescale(acc, (n, h, w), "int32", "int8", [1.0 / (40 * max(c, 1))])
-    g.output(out, f"MATMUL int8 {h}x{c} @ {c}x{w} zp {za},{zb}")
+    """MATMUL of two inputs (weights from a feature map): int8 (zero points, int32 result)
+    or int16 (int48 result), rescaled back."""
+    n, h, c, w = int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(1, 40)), int(rng.integers(1, 24))
+    dtype = "int16" if rng.random() < 0.3 else "int8"
+    za, zb = (0, 0) if dtype == "int16" else (int(rng.integers(-20, 21)), int(rng.integers(-20, 21)))
+    acc_dtype = "int48" if dtype == "int16" else "int32"
+    a = g.input(_rand(rng, (n, h, c), dtype), dtype)
+    b = g.input(_rand(rng, (n, c, w), dtype), dtype)
+    acc = g.op("MATMUL", [a, b, g.zp(za, dtype), g.zp(zb, dtype)], (n, h, w), acc_dtype, attr("MatMul"))
+    out = g.rescale(acc, (n, h, w), acc_dtype, dtype, [(64 if dtype == "int16" else 1) / (40 * max(c, 1))])
+    g.output(out, f"MATMUL {dtype} {n}x{h}x{c} @ {c}x{w} zp {za},{zb}")
 
 
 GENERATORS = {
