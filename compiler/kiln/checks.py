@@ -124,7 +124,7 @@ def floats_meet_integers_at_quantize_ops(graph: Graph) -> str | None:
     """Float ops read no quantized value: explicit quantize and dequantize ops stand exactly
     where float and integer values meet."""
     for op in graph.ops:
-        if op.quantized or op.target in QUANTIZE or op.target in DEQUANTIZE:
+        if op.reads_integers or op.target in QUANTIZE or op.target in DEQUANTIZE:
             continue
         for v in op.inputs:
             if v.qparams is not None:
@@ -154,14 +154,15 @@ def every_op_placed_once(parts: Partitioning) -> str | None:
 
 
 def partitions_hold_quantized_ops(parts: Partitioning) -> str | None:
-    """The NPU computes in integers: every op in a partition is quantized (and no quantize or
-    dequantize), and what a partition takes and returns are integer values, never constants."""
+    """The NPU computes in integers: every op in a partition reads integer values (quantized, or a
+    comparison of quantized operands; no quantize or dequantize), and what a partition takes and
+    returns are quantized integer values or bool conditions, never constants."""
     for partition in parts.partitions:
         for op in partition.ops:
-            if not op.quantized:
+            if not op.reads_integers or op.target in QUANTIZE or op.target in DEQUANTIZE:
                 return f"partition {partition.index} holds {op.name} ({op.op_type}), which is not quantized"
         for v in partition.inputs + partition.outputs:
-            if v.is_constant or v.qparams is None:
+            if v.is_constant or (v.qparams is None and v.dtype != "bool"):
                 return f"partition {partition.index} exchanges {v.name}, not a quantized runtime value"
     return None
 

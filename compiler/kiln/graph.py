@@ -22,7 +22,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from kiln.errors import ModelError
-from kiln.frontend.quantizer import FUSIBLE_ACTIVATIONS
+from kiln.frontend.quantizer import COMPARISON_OPS, FUSIBLE_ACTIVATIONS
 
 qd = torch.ops.quantized_decomposed
 QUANTIZE = (qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor)
@@ -103,6 +103,12 @@ class Op:
     @property
     def quantized(self) -> bool:
         return self.output.qparams is not None and self.target not in QUANTIZE
+
+    @property
+    def reads_integers(self) -> bool:
+        """An op on quantized integer values: a quantized op, or a comparison of quantized
+        operands (its bool result has no quantization)."""
+        return self.quantized or (self.target in COMPARISON_OPS and any(v.qparams is not None for v in self.inputs))
 
     def arg(self, name: str):
         """The argument called `name` in the op's schema, or its default."""
@@ -321,8 +327,11 @@ class _Builder:
             self.env[quant] = out
             self.skipped.update({quant} | ({fused} if fused is not None else set()))
             return
-        args = self.map_args(node.args, self.float_of)
-        kwargs = self.map_args(node.kwargs, self.float_of)
+        # a comparison of quantized operands reads their integer values (its bool result has no
+        # quantization); on the CPU the program dequantizes them for the float kernel
+        of = self.integer_of if node.target in COMPARISON_OPS and inputs_quantized else self.float_of
+        args = self.map_args(node.args, of)
+        kwargs = self.map_args(node.kwargs, of)
         out = Value(node.name, tuple(val.shape), _dtype(val.dtype))
         self.add(node.name, node.target, args, kwargs, [out], module, origin=origin)
         self.env[node] = out

@@ -69,7 +69,6 @@ INDEPENDENT_OPS = {
     aten.matmul.default,
     aten.bmm.default,
     aten.mm.default,
-    aten.where.self,  # its float operands and output; the bool condition is never observed
     aten.sum.dim_IntList,
     aten.mean.dim,
     aten.cumsum.default,
@@ -78,6 +77,10 @@ INDEPENDENT_OPS = {
     aten.log_softmax.int,
     aten._log_softmax.default,
 } | UNARY_FUNCTIONS
+# Comparisons read their float operands quantized (each observed as it is read) and return bool,
+# never observed.
+COMPARISON_OPS = {getattr(getattr(aten, name), overload) for name in ("eq", "ne", "gt", "ge", "lt", "le")
+                  for overload in ("Tensor", "Scalar")}
 # Probabilities: the input observed, the output in the fixed range [0, 1) (scale 1/256 at
 # int8, 1/32768 at int16), whatever the calibration saw.
 SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default}
@@ -122,8 +125,9 @@ SHARED_OPS = {
     aten.amax.default,
     aten.amin.default,
 } | FUSIBLE_ACTIVATIONS  # on their own (not fused), activations keep their input's range
-# Every float tensor input and the output share one range (the first input's observer).
-CONCAT_OPS = {aten.cat.default, aten.concat.default, aten.minimum.default, aten.maximum.default}
+# Every float tensor input and the output share one range (the first input's observer): the output
+# is one of the inputs' values (where's bool condition is never observed).
+CONCAT_OPS = {aten.cat.default, aten.concat.default, aten.minimum.default, aten.maximum.default, aten.where.self}
 FUSING_PRODUCERS = set(MAC_OPS) | {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 
 
@@ -198,7 +202,12 @@ class EthosUQuantizer(Quantizer):
     def annotate(self, model: GraphModule) -> GraphModule:
         act = activation_spec(self.scheme)
         for node in model.graph.nodes:
-            if node.op != "call_function" or _annotated(node) or self.skip(node) or not _is_float_tensor(node):
+            if node.op != "call_function" or _annotated(node) or self.skip(node):
+                continue
+            if node.target in COMPARISON_OPS:
+                _mark(node, {a: _input_spec(a, act) for a in node.args if isinstance(a, Node) and _is_float_tensor(a)},
+                      None)
+            if not _is_float_tensor(node):
                 continue
             if node.target in MAC_OPS:
                 self._annotate_mac(node, act)
@@ -243,7 +252,8 @@ class EthosUQuantizer(Quantizer):
         _mark(node, {source: _input_spec(source, act)}, SharedQuantizationSpec((source, node)))
 
     def _annotate_concat(self, node: Node, act: QuantizationSpec):
-        operands = node.args[0] if node.target in (aten.cat.default, aten.concat.default) else node.args[:2]
+        operands = (node.args[0] if node.target in (aten.cat.default, aten.concat.default)
+                    else node.args[1:3] if node.target is aten.where.self else node.args[:2])
         tensors = [t for t in operands if isinstance(t, Node) and _is_float_tensor(t)]
         if not tensors:
             return
@@ -265,6 +275,8 @@ def annotation_table() -> dict:
         **{op: "output shares the input's range" for op in SHARED_OPS},
         **{op: "every input and the output share one range" for op in CONCAT_OPS},
         **{op: "input observed; output in the fixed range [0, 1)" for op in SOFTMAX_OPS},
+        **{op: "float operands observed as they are read and compared as integers; bool result"
+           for op in COMPARISON_OPS},
     }
 
 

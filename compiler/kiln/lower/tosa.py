@@ -987,6 +987,99 @@ def _min_max(lw: Lowerer, op: Op):
     lw.result(out, lw.rescale(acc, shape, "int32", out.dtype, 1.0, 0, out.qparams.zero_point), nhwc)
 
 
+# ---- comparisons and select (Ethos-U85) ------------------------------------------------------------
+# op -> (TOSA comparison, operands swapped, result negated): lt/le are gt/ge of the swapped operands,
+# ne the LOGICAL_NOT of eq.
+COMPARISONS = {"eq": ("EQUAL", False, False), "ne": ("EQUAL", False, True), "gt": ("GREATER", False, False),
+               "ge": ("GREATER_EQUAL", False, False), "lt": ("GREATER", True, False),
+               "le": ("GREATER_EQUAL", True, False)}
+# An int8 operand minus its zero point (9 bits) times up to 2^20: TOSA's RESCALE takes a value below
+# 2^(shift - 1) in magnitude, and 2^20 is multiplier 2^30 with shift 10.
+COMPARE_BITS = 20
+
+
+def comparison_multipliers(scale_a: float, scale_b: float) -> tuple[int, int]:
+    """Integers (Ma, Mb) with Ma / Mb as close to scale_a / scale_b as 2^COMPARE_BITS allows: the
+    larger scale's is 2^COMPARE_BITS. (a - za) * Ma against (b - zb) * Mb then orders the real
+    values as PT2E's float32 dequantizations do, up to the float32 rounding of the reference."""
+    big = max(scale_a, scale_b)
+    return tuple(max(1, round(2**COMPARE_BITS * s / big)) for s in (scale_a, scale_b))
+
+
+def scalar_threshold(op: Op, x: Value, other: float) -> np.ndarray:
+    """Which int8 values of x the comparison with the number `other` holds for, as PT2E's
+    reference computes it (x dequantized in float32, then compared): a bool per value -128..127."""
+    values = torch.arange(-128, 128, dtype=torch.int8)
+    qp = x.qparams
+    real = torch.ops.quantized_decomposed.dequantize_per_tensor(values, qp.scale, qp.zero_point, qp.qmin, qp.qmax,
+                                                                 torch.int8)
+    return op.target(real, other).numpy()
+
+
+@lowering(*vocabulary.COMPARISON_OPS)
+def _compare(lw: Lowerer, op: Op):
+    """An int8 comparison as one TOSA comparison of int32 operands (a support rule keeps it to
+    Ethos-U85, where Vela runs it). Two tensors: each minus its zero point times its integer
+    multiplier (comparison_multipliers), by an exact RESCALE. A number: x's int8 values for which
+    PT2E's reference comparison holds are worked out on the host (scalar_threshold) and the op
+    compares x with the bound of that set: exact."""
+    kind, swapped, negated = COMPARISONS[op.target.__name__.split(".")[0]]
+    a, b, out = op.arg("self"), op.arg("other"), op.output
+    if isinstance(b, Value):
+        names, shapes, nhwc = _broadcast_operands(lw, [a, b], out)
+        wide = [lw.rescale(n, sh, v.dtype, "int32", float(m), v.qparams.zero_point, 0)
+                for n, sh, v, m in zip(names, shapes, (a, b), comparison_multipliers(a.qparams.scale, b.qparams.scale))]
+    else:
+        kind, swapped, negated, bound = threshold_test(scalar_threshold(op, a, float(b)))
+        names, shapes, nhwc = _broadcast_operands(lw, [a], out)
+        names.append(lw.const(np.full([1] * len(shapes[0]), bound), "int8", "bound"))
+        # both widened alike (Vela folds these RESCALEs into the comparison)
+        wide = [lw.rescale(n, sh, "int8", "int32", 1.0) for n, sh in zip(names, [shapes[0], [1] * len(shapes[0])])]
+    shape = Lowerer.shape_of(out, nhwc)
+    result = lw.inter(shape, "bool")
+    lw.emit(kind, wide[::-1] if swapped else wide, [result], _attr(kind.title().replace("_", "")))
+    if negated:
+        flipped = lw.inter(shape, "bool")
+        lw.emit("LOGICAL_NOT", [result], [flipped], _attr("LogicalNot"))
+        result = flipped
+    lw.result(out, result, nhwc)
+
+
+def threshold_test(holds: np.ndarray) -> tuple[str, bool, bool, int]:
+    """(TOSA comparison, operands swapped, negated, int8 bound) testing x against the bound for
+    the set `holds` of x's int8 values (-128..127): x >= bound for an upper run (every value:
+    bound -128), bound >= x for a lower run, x == bound for one value, its negation for all but
+    one, and -128 > x for none."""
+    values = np.arange(-128, 128)
+    if not holds.any():
+        return "GREATER", True, False, -128
+    if holds[-1] and holds[holds.argmax():].all():
+        return "GREATER_EQUAL", False, False, int(values[holds][0])
+    if holds[0] and not holds[holds.argmin():].any():
+        return "GREATER_EQUAL", True, False, int(values[holds][-1])
+    if holds.sum() == 1:
+        return "EQUAL", False, False, int(values[holds][0])
+    if (~holds).sum() == 1:
+        return "EQUAL", False, True, int(values[~holds][0])
+    raise LoweringError("a comparison with a number that holds for no run of int8 values")
+
+
+@lowering(aten.where.self)
+def _where(lw: Lowerer, op: Op):
+    """SELECT between the two operands, each requantized to the output's quantization where it
+    differs (one rounding), broadcast to the output."""
+    cond, a, b, out = op.arg("condition"), op.arg("self"), op.arg("other"), op.output
+    names, shapes, nhwc = _broadcast_operands(lw, [cond, a, b], out)
+    for i, v in ((1, a), (2, b)):
+        if v.qparams != out.qparams:
+            names[i] = lw.rescale(names[i], shapes[i], v.dtype, out.dtype, v.qparams.scale / out.qparams.scale,
+                                  v.qparams.zero_point, out.qparams.zero_point)
+    shape = Lowerer.shape_of(out, nhwc)
+    result = lw.inter(shape, out.dtype)
+    lw.emit("SELECT", names, [result], _attr("Select"))
+    lw.result(out, result, nhwc)
+
+
 def _layout_axis(lw: Lowerer, v: Value, dim: int) -> tuple[str, int, bool]:
     """(name, axis, is_nhwc): `v` as bound, and torch dim `dim` as an axis of that layout."""
     name, is_nhwc = lw.bound(v)

@@ -129,7 +129,7 @@ class _Builder:
                 f"{'it' if op.target not in KERNELS else 'these arguments'}; "
                 "change the model, or check the report for what the NPU supports"
             )
-        if op.quantized:
+        if op.reads_integers:
             self.quantized_on_cpu(op, kernel)
             return
         outputs = op.outputs if kernel.outputs > 1 else op.output
@@ -148,7 +148,9 @@ class _Builder:
 
     def quantized_on_cpu(self, op: Op, kernel: Kernel):
         """A quantized op the NPU does not run: dequantize its integer inputs, run the
-        float kernel, then its fused activation, and quantize, exactly as PT2E's reference."""
+        float kernel, then its fused activation, and quantize, exactly as PT2E's reference.
+        An op of quantized inputs whose result is not quantized (a comparison's bool) is the
+        float kernel's result as it is."""
         def float_of(v: Value) -> Value:
             if v.qparams is None:  # an integer or bool operand (indices, a condition) passes as it is
                 return v
@@ -166,6 +168,9 @@ class _Builder:
                 x = [floats[id(v)] for v in x]
             args.append(self.scalar(floats[id(x)] if isinstance(x, Value) else x))
         out = op.output
+        if out.qparams is None:
+            self.call(kernel, args, out)
+            return
         result = Value(op.name + "_f", out.shape, "float32")
         self.call(kernel, args, result)
         if op.activation is not None:

@@ -10,8 +10,10 @@ Each operand has its zero point subtracted and is rescaled by IFM_SCALE or IFM2_
 LRELU rescales non-negative values by IFM_SCALE and negative ones by IFM2_SCALE (alpha).
 SHR rounds by OFM_SCALE's rounding mode (NATURAL: half up; otherwise toward minus
 infinity); SHL and LSR work on the IFM's width (SHL wraps, LSR shifts zeros in); DIV truncates
-toward zero (a zero divisor is not modelled); a comparison gives 1 or 0; the bitwise modes
-act on the two's-complement values (bools are 0 and 1).
+toward zero (a zero divisor is not modelled); a comparison gives -1 (all bits set) or 0, the
+NPU's bool (Vela 5.2.0's graphir_optimiser.cpp: "The internal boolean representation is -1
+(true) and 0 (false)"; its SELECT is AND and AND_NOT with that mask); the bitwise modes act
+on the two's-complement values.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def elementwise(ctx: Context, mode: int) -> None:
 
 def _binary(ctx: Context, name: str, a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
     if name in _COMPARE:
-        return _COMPARE[name](a, b).astype(np.int64)
+        return -_COMPARE[name](a, b).astype(np.int64)
     if name in _BITWISE:
         return _BITWISE[name](a, b)
     if name == "DIV":

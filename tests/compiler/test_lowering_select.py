@@ -1,0 +1,76 @@
+"""Comparisons and select (Ethos-U85): the lowered TOSA on tosa_reference_model against the
+PT2E reference, Vela places the graph on ethos-u85-256 and refuses it on ethos-u55-128 (the
+support rule's claim), kiln's U85 model runs Vela's stream to tosa_reference_model's bytes, and
+on Ethos-U55 the ops stay on the CPU with the rule's reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kiln.errors import VelaRefusal
+from kiln.lower import tosa as tosa_lowering
+from kiln.lower import vela
+from kiln.simulator.npu.config import config_for
+from kiln.simulator.npu.standalone import run_compiled
+from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
+from test_lowering import Lambda, seeded
+
+# name -> (function, input shapes, steps from PT2E allowed): a select copies one operand's integer
+# (they share the output's quantization), so only an arithmetic op before it may round.
+CASES = {
+    "gt_tensors": (lambda x, y: torch.where(x > y, x, y), [(1, 8, 6, 6), (1, 8, 6, 6)], 0),
+    "le_broadcast": (lambda x, y: torch.where(x <= y, x, y), [(1, 8, 6, 6), (1, 8, 1, 1)], 0),
+    "ge_number": (lambda x: torch.where(x >= 0.3, x, 0.0), [(1, 4, 5, 6)], 0),
+    "lt_number_3d": (lambda x, y: torch.where(x < -0.2, x, y), [(1, 6, 16), (1, 6, 16)], 0),
+    "ne_rounded": (lambda x, y: torch.where(torch.round(x) != torch.round(y), x, -y), [(1, 6, 16), (1, 6, 16)], 0),
+    "eq_number": (lambda x: torch.where(torch.round(x * 2) == 1.0, x, x * 0.5), [(1, 3, 8, 8)], 1),
+    "gt_scaled": (lambda x, y: torch.where(x * 3.0 > y, x, y * 0.25), [(2, 4, 7), (2, 4, 7)], 1),
+}
+
+
+def _case(name):
+    fn, shapes, steps = CASES[name]
+    inputs = seeded(7, *shapes)
+    return Lambda(lambda m, *xs: fn(*xs)), inputs, [inputs, seeded(8, *shapes)], steps
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_select_matches_pt2e_on_the_u85_and_its_npu_model(name):
+    module, inputs, calibration, steps = _case(name)
+    diffs, tosa = compare_steps(module, inputs, calibration, target="ethos-u85-256")
+    for d in diffs:
+        assert d.max() <= steps, f"{name}: up to {d.max()} steps off"
+    result = vela.compile_tosa(tosa, name, "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only")
+    _, g, _ = lower_module(module, inputs, calibration, "ethos-u85-256")
+    feeds = [quantize_input(x, v.qparams) for x, v in zip(inputs, g.inputs)]
+    raw, run = run_compiled(result, feeds, config_for("ethos-u85-256"))
+    assert run.fault is None, run.fault
+    for got, want in zip(raw, run_tosa(tosa, feeds)):
+        assert got == np.ascontiguousarray(want).tobytes()
+    with pytest.raises(VelaRefusal):
+        vela.compile_tosa(tosa, name, "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+
+
+def test_on_the_u55_comparisons_and_select_stay_on_the_cpu_with_the_rules_reason():
+    module, inputs, calibration, _ = _case("gt_tensors")
+    _, _, parts = lower_module(module, inputs, calibration, "ethos-u55-128")
+    reasons = {p.op.op_type: p.reason for p in parts.placements if p.partition is None}
+    rule = "Vela 5.2.0 runs comparisons and selects on Ethos-U85, not on Ethos-U55 or U65"
+    assert reasons == {"aten.gt": f"aten.gt: {rule}", "aten.where": f"aten.where: {rule}"}
+
+
+def test_threshold_test_by_hand():
+    values = np.arange(-128, 128)
+    assert tosa_lowering.threshold_test(values >= 5) == ("GREATER_EQUAL", False, False, 5)
+    assert tosa_lowering.threshold_test(values <= -3) == ("GREATER_EQUAL", True, False, -3)
+    assert tosa_lowering.threshold_test(values == 7) == ("EQUAL", False, False, 7)
+    assert tosa_lowering.threshold_test(values != 7) == ("EQUAL", False, True, 7)
+    assert tosa_lowering.threshold_test(values > 200) == ("GREATER", True, False, -128)  # never: -128 > x
+    assert tosa_lowering.threshold_test(values > -200) == ("GREATER_EQUAL", False, False, -128)  # always
+
+
+def test_comparison_multipliers_by_hand():
+    assert tosa_lowering.comparison_multipliers(0.02, 0.01) == (2**20, 2**19)
+    assert tosa_lowering.comparison_multipliers(0.01, 0.03) == (349525, 2**20)  # round(2^20 / 3)
