@@ -7,10 +7,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from test_executor_runner import assert_matches_host, compiled, random_samples
 
+from kiln import compile as kiln_compile
+from kiln.frontend.export import LoadedModel
 from kiln.simulator import run
+from kiln.spec import CompileSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.fvp
@@ -57,6 +61,33 @@ def test_a_delegated_program_for_ethos_u85_equals_run_host_bit_for_bit(work, bui
     assert text[text.index(".text") + 2] == "11000000"  # the boot ROM (boards/corstone-320/board.toml)
     result = assert_matches_host(pte_path, elf, "ethos-u85-256", random_samples(pte_path, 2, seed=320), tmp_path)
     assert all(cycles > 0 for cycles in result.npu_cycles)  # each inference ran an NPU stream
+
+
+class SelectByMask(torch.nn.Module):
+    """A convolution, a comparison of two tensors and a select, the mask also a program output."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(85)
+        self.conv = torch.nn.Conv2d(4, 8, 3, padding=1)
+
+    def forward(self, x, y):
+        h = self.conv(x)
+        mask = h > y
+        return torch.where(mask, h, y * 0.5), mask
+
+
+def test_comparison_and_select_on_the_u85_equal_run_host_with_a_bool_output(work, builder, tmp_path):
+    """On Ethos-U85 the comparison and the select run on the NPU (whose true is -1 inside a stream)
+    and the bool mask leaves the delegate as PyTorch's 0 and 1: outputs equal run-host's."""
+    inputs = (torch.randn(1, 4, 8, 8), torch.randn(1, 8, 8, 8))
+    result = kiln_compile.compile_model(LoadedModel("select_by_mask", SelectByMask().eval(), inputs),
+                                        CompileSpec("ethos-u85-256"))
+    assert all(p.partition is not None for p in result.partitioning.placements if "quantize" not in p.op.op_type)
+    pte_path = work / "select_by_mask-ethos-u85-256.pte"
+    kiln_compile.write(result, pte_path)
+    elf = builder(pte_path, "ethos-u85-256")
+    assert_matches_host(pte_path, elf, "ethos-u85-256", random_samples(pte_path, 2, seed=85), tmp_path)
 
 
 def test_a_cpu_only_program_equals_run_host_bit_for_bit(work, builder, tmp_path):
