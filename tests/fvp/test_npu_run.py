@@ -206,3 +206,49 @@ def test_malformed_or_foreign_payloads_are_refused(firmware_build, tmp_path, tin
     result = run_app(firmware_build, tmp_path)
     assert result.returncode == EXIT_REFUSED, result.stdout + result.stderr
     assert "refused: " + message(vela.cmd_data) in result.stdout.splitlines()
+
+
+# --- The driver's Ethos-U85 path: corstone-320's executor runner on the virtual platform ---------
+EXIT_INFERENCE = 6  # firmware/apps/executor_runner/runner.h
+NPU_SET_ACTIVATION = 0x125
+BLOCK_OPERATIONS = {0x002, 0x003, 0x005, 0x006, 0x007}  # CONV, DEPTHWISE, POOL, ELEMENTWISE, RESIZE (U85)
+
+
+def test_a_u85_stream_the_npu_cannot_parse_is_a_reported_fault(work, builder, tmp_path):
+    """digits for ethos-u85-256 with its first ACTIVATION's function set to 2 (reserved: the U85's
+    functions are 0, 1, 4, 5, 7..11; the bounds check has no reason to read it) passes the delegate's
+    checks and faults on the NPU: the driver reports the U85 STATUS with cmd_parse_error and QREAD at
+    the operation that read it, and exits through the runner's inference failure."""
+    import npu_hostile as nh
+    from test_executor_runner import compiled
+
+    from kiln.firmware import runner_run
+    from kiln.lower import ethosu_payload as ep
+    from kiln.pte import schema as pte
+
+    good = compiled(work, "digits", "ethos-u85-256")
+    data = bytearray(good.read_bytes())
+    f = pte.deserialize(bytes(data))
+    cmd = ep.decode(f.delegate_payload(f.program.execution_plans[0].delegates[0])).cmd_data
+    at = bytes(data).index(cmd)
+    words = np.frombuffer(cmd, "<u4")
+    start, end = nh.stream_span(cmd)
+    activation = op = None
+    for i, opcode, payload in nh.commands(words, start, end):
+        if not payload and opcode == NPU_SET_ACTIVATION and activation is None:
+            activation = i
+        elif not payload and opcode in BLOCK_OPERATIONS and activation is not None:
+            op = i
+            break
+    word = (int(words[activation]) & ~(0x1F << 16)) | 2 << 16  # activation_function: bits 4..0 of the parameter
+    data[at + 4 * activation:at + 4 * activation + 4] = word.to_bytes(4, "little")
+    bad = work / "digits-u85-reserved-activation.bin"
+    bad.write_bytes(bytes(data))
+    elf = builder(good, "ethos-u85-256", f"--bake={bad}")
+    result = runner_run.run(elf, "ethos-u85-256", good, None, tmp_path, platform="virtual", timeout=120)
+    assert result.status == EXIT_INFERENCE, result.stdout + result.stderr
+    # irq_raised (bit 1) | cmd_parse_error (bit 4); QREAD: bytes of the stream before the operation
+    error = f"NPU fault: STATUS=0x00000012 (irq_raised, cmd_parse_error), QREAD={4 * (op - start)}"
+    lines = result.stdout.splitlines()
+    assert lines.count("EthosUBackend: delegate 0: " + error) == 1, result.stdout
+    assert lines.count("inference failed: " + error) == 1
