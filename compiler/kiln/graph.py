@@ -22,7 +22,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from kiln.errors import ModelError
-from kiln.frontend.quantizer import COMPARISON_OPS, FUSIBLE_ACTIVATIONS
+from kiln.frontend.quantizer import COMPARISON_OPS, FUSIBLE_ACTIVATIONS, LOGICAL_OPS
 
 qd = torch.ops.quantized_decomposed
 QUANTIZE = (qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor)
@@ -106,8 +106,10 @@ class Op:
 
     @property
     def reads_integers(self) -> bool:
-        """An op on quantized integer values: a quantized op, or a comparison of quantized
-        operands (its bool result has no quantization)."""
+        """An op on quantized integer values or their bools: a quantized op, a comparison of
+        quantized operands (its bool result has no quantization), or a logical op of bools."""
+        if self.target in LOGICAL_OPS:
+            return all(v.dtype == "bool" for v in self.inputs + self.outputs)
         return self.quantized or (self.target in COMPARISON_OPS and any(v.qparams is not None for v in self.inputs))
 
     def arg(self, name: str):

@@ -1,4 +1,4 @@
-"""Comparisons and select (Ethos-U85): the lowered TOSA on tosa_reference_model against the
+"""Comparisons, logical ops of masks and select (Ethos-U85): the lowered TOSA on tosa_reference_model against the
 PT2E reference, Vela places the graph on ethos-u85-256 and refuses it on ethos-u55-128 (the
 support rule's claim), kiln's U85 model runs Vela's stream to tosa_reference_model's bytes, and
 on Ethos-U55 the ops stay on the CPU with the rule's reason."""
@@ -27,6 +27,10 @@ CASES = {
     "ne_rounded": (lambda x, y: torch.where(torch.round(x) != torch.round(y), x, -y), [(1, 6, 16), (1, 6, 16)], 0),
     "eq_number": (lambda x: torch.where(torch.round(x * 2) == 1.0, x, x * 0.5), [(1, 3, 8, 8)], 1),
     "gt_scaled": (lambda x, y: torch.where(x * 3.0 > y, x, y * 0.25), [(2, 4, 7), (2, 4, 7)], 1),
+    # masks combined: & | ~ of bool tensors are logical_and / logical_or / logical_not
+    "masks": (lambda x, y: torch.where(((x > 0.2) & (y < x)) | ~(x > y), x, y), [(1, 4, 6, 5), (1, 4, 6, 5)], 0),
+    "mask_broadcast": (lambda x, y: torch.where(torch.logical_or(x < -0.5, y > 0.5), x, 0.0),
+                       [(1, 3, 8), (1, 1, 8)], 0),
 }
 
 
@@ -57,7 +61,7 @@ def test_on_the_u55_comparisons_and_select_stay_on_the_cpu_with_the_rules_reason
     module, inputs, calibration, _ = _case("gt_tensors")
     _, _, parts = lower_module(module, inputs, calibration, "ethos-u55-128")
     reasons = {p.op.op_type: p.reason for p in parts.placements if p.partition is None}
-    rule = "Vela 5.2.0 runs comparisons and selects on Ethos-U85, not on Ethos-U55 or U65"
+    rule = "Vela 5.2.0 runs comparisons, logical ops and selects on Ethos-U85, not on Ethos-U55 or U65"
     assert reasons == {"aten.gt": f"aten.gt: {rule}", "aten.where": f"aten.where: {rule}"}
 
 

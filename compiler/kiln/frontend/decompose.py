@@ -443,6 +443,19 @@ def square(emit, node, a):
     return emit(aten.mul.Tensor, a["self"], a["self"]) if a["exponent"] == 2 else None
 
 
+@decomposes(aten.__and__.Tensor, aten.bitwise_and.Tensor, aten.__or__.Tensor, aten.bitwise_or.Tensor,
+            aten.bitwise_not.default, into="of bool tensors (masks): logical_and / logical_or / logical_not; "
+                                           "of integers: kept")
+def bool_logic(emit, node, a):
+    if value(node).dtype != torch.bool:
+        return None
+    if node.target is aten.bitwise_not.default:
+        return emit(aten.logical_not.default, a["self"])
+    logical = aten.logical_and.default if node.target in (aten.__and__.Tensor, aten.bitwise_and.Tensor) \
+        else aten.logical_or.default
+    return emit(logical, a["self"], a["other"])
+
+
 @decomposes(aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar,
             into="where.self with each number as a 0-d constant")
 def where_scalars(emit, node, a):

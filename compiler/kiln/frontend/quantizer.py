@@ -81,6 +81,8 @@ INDEPENDENT_OPS = {
 # never observed.
 COMPARISON_OPS = {getattr(getattr(aten, name), overload) for name in ("eq", "ne", "gt", "ge", "lt", "le")
                   for overload in ("Tensor", "Scalar")}
+# Logical ops of bool tensors (masks): never observed.
+LOGICAL_OPS = frozenset({aten.logical_and.default, aten.logical_or.default, aten.logical_not.default})
 # Probabilities: the input observed, the output in the fixed range [0, 1) (scale 1/256 at
 # int8, 1/32768 at int16), whatever the calibration saw.
 SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default}

@@ -1064,6 +1064,18 @@ def threshold_test(holds: np.ndarray) -> tuple[str, bool, bool, int]:
     raise LoweringError("a comparison with a number that holds for no run of int8 values")
 
 
+@lowering(*vocabulary.LOGICAL_OPS)
+def _logical(lw: Lowerer, op: Op):
+    """LOGICAL_AND / LOGICAL_OR of two bool tensors broadcast to the output, LOGICAL_NOT of one
+    (a support rule keeps them to bools)."""
+    kind = {aten.logical_and.default: "LOGICAL_AND", aten.logical_or.default: "LOGICAL_OR",
+            aten.logical_not.default: "LOGICAL_NOT"}[op.target]
+    names, shapes, nhwc = _broadcast_operands(lw, op.inputs, op.output)
+    result = lw.inter(Lowerer.shape_of(op.output, nhwc), "bool")
+    lw.emit(kind, names, [result], _attr(kind.title().replace("_", "")))
+    lw.result(op.output, result, nhwc)
+
+
 @lowering(aten.where.self)
 def _where(lw: Lowerer, op: Op):
     """SELECT between the two operands, each requantized to the output's quantization where it

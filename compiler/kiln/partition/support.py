@@ -20,7 +20,7 @@ import torch
 from kiln.partition import tables
 from kiln.boards import Target
 from kiln.graph import DEQUANTIZE, QUANTIZE, Op, Value, pair
-from kiln.partition.vocabulary import COMPARISON_OPS, LOWERED, TABLE_OPS
+from kiln.partition.vocabulary import COMPARISON_OPS, LOGICAL_OPS, LOWERED, TABLE_OPS
 
 aten = torch.ops.aten
 CONV_OPS = {aten.conv2d.default}
@@ -42,7 +42,7 @@ PADDED_POOL_KERNEL_MAX = 8
 BILINEAR_FACTOR_MAX = 5  # larger factors need tap weights above int8's 127
 ALIGNED_SIZE_MAX = 128  # align_corners=True outputs up to 128 a side: taps in units of 1/127 fit int8
 WEIGHT_SUM_MAX = 127 * 65536
-SELECT_OPS = COMPARISON_OPS | {aten.where.self}  # their bool results and conditions may be on the NPU
+SELECT_OPS = COMPARISON_OPS | LOGICAL_OPS | {aten.where.self}  # their bools may be on the NPU
 
 
 @dataclass(frozen=True)
@@ -95,18 +95,23 @@ def lowered(op: Op) -> bool:
     return op.target in LOWERED
 
 
-@rule("{op_type}: Vela 5.2.0 runs comparisons and selects on Ethos-U85, not on Ethos-U55 or U65",
+@rule("{op_type}: Vela 5.2.0 runs comparisons, logical ops and selects on Ethos-U85, not on Ethos-U55 or U65",
       ops=SELECT_OPS, families=("ethos-u55", "ethos-u65"))
 def selects_on_u85(op: Op) -> bool:
     return False
 
 
-@rule("{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, and bool ones as a comparison's result "
-      "or a select's condition; other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as "
+@rule("{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, and bool ones as a comparison's result, "
+      "a logical op's operands or a select's condition; other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as "
       "PyTorch's does (TOSA leaves int32 overflow unpredictable)")
 def npu_activation_types(op: Op) -> bool:
     return all(v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS)
                for v in op.inputs + op.outputs if not v.is_constant)
+
+
+@rule("{op_type} of {dtypes} tensors: kiln runs logical ops of bool tensors on the NPU", ops=LOGICAL_OPS)
+def bool_logic(op: Op) -> bool:
+    return all(v.dtype == "bool" for v in op.inputs + op.outputs)
 
 
 @rule("{op_type} of {operand_shapes}: kiln compares int8 tensors quantized per tensor, or one with a finite number",

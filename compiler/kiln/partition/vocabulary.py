@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from kiln.frontend.quantizer import COMPARISON_OPS
+from kiln.frontend.quantizer import COMPARISON_OPS, LOGICAL_OPS
 
 aten = torch.ops.aten
 
@@ -45,8 +45,8 @@ LOWERED = frozenset({
     aten.squeeze.default, aten.unsqueeze.default, aten.clone.default, aten.alias.default,
     aten.permute.default, aten.transpose.int, aten.cat.default, aten.constant_pad_nd.default, aten.pad.default,
     aten.slice.Tensor, aten.select.int, aten.expand.default,
-    # comparisons of int8 values (bool results) and select (Ethos-U85: support.py)
-    *COMPARISON_OPS, aten.where.self,
+    # comparisons of int8 values (bool results), logical ops of bools and select (Ethos-U85: support.py)
+    *COMPARISON_OPS, aten.where.self, *LOGICAL_OPS,
     # resizing
     aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
     aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default,
