@@ -228,6 +228,19 @@ def matmul(g: Graph, rng) -> None:
     g.output(out, f"MATMUL {dtype} {n}x{h}x{c} @ {c}x{w} zp {za},{zb}")
 
 
+def attention_scores(g: Graph, rng) -> None:
+    """Q @ K^T as attention computes it: K transposed by a TRANSPOSE, int16 or int8."""
+    n, t, d = int(rng.integers(1, 4)), int(rng.integers(2, 20)), int(rng.integers(2, 33))
+    dtype = "int16" if rng.random() < 0.6 else "int8"
+    acc_dtype = "int48" if dtype == "int16" else "int32"
+    q = g.input(_rand(rng, (n, t, d), dtype), dtype)
+    k = g.input(_rand(rng, (n, t, d), dtype), dtype)
+    kt = g.op("TRANSPOSE", [k], (n, d, t), dtype, attr("Transpose", [0, 2, 1]))
+    acc = g.op("MATMUL", [q, kt, g.zp(0, dtype), g.zp(0, dtype)], (n, t, t), acc_dtype, attr("MatMul"))
+    out = g.rescale(acc, (n, t, t), acc_dtype, dtype, [(64 if dtype == "int16" else 1) / (40 * d)])
+    g.output(out, f"Q@K^T {dtype} heads {n} tokens {t} dim {d}")
+
+
 GENERATORS = {
     "resize_nearest_any": lambda g, rng: resize(g, rng, False),
     "resize_bilinear": lambda g, rng: resize(g, rng, True),
@@ -246,4 +259,5 @@ GENERATORS = {
     "table16_wide": table16_wide,
     "argmax_low_rank": argmax_low_rank,
     "matmul": matmul,
+    "attention_scores": attention_scores,
 }

@@ -45,7 +45,7 @@ FEATURES_U85: dict[str, tuple[str, ...]] = {U85 + c: v for c, v in {
     "activation": ("LUT_NONE", "LUT_U8_U8", "LUT_S8_S8", "LUT_S8_S16", "LUT_S8_S32", "LUT_S16_S16", "LUT_S16_S32",
                    "LUT_TANH", "LUT_SIGMOID"),
     "ifm_precision": ("uint8", "int8", "uint16", "int16", "int32", "IFM2 int32", "IFM2 int64"),
-    "ofm_precision": ("uint8", "int8", "uint16", "int16", "int32"),
+    "ofm_precision": ("uint8", "int8", "uint16", "int16", "int32", "int64"),
     "rounding": ("TFL", "NATURAL", "TRUNCATE", "FLOOR"),
     "ofm_scaling": ("per-channel", "global"),
     "broadcast": ("IFM H", "IFM W", "IFM C", "IFM SCALAR", "IFM2 H", "IFM2 W", "IFM2 C", "IFM2 SCALAR"),

@@ -72,10 +72,7 @@ class U85Registers(Registers):
         return _precision(f"{prefix}_PRECISION", self.param(f"{prefix}_PRECISION"), 2)
 
     def ofm_dtype(self) -> tuple[np.dtype, int]:
-        value = self.param("OFM_PRECISION")
-        if (value >> 1) & 3 == 3:
-            raise NotModelled("OFM_PRECISION: a 64-bit OFM is not modelled")
-        return _precision("OFM_PRECISION", value & 0xFF, 1)
+        return _precision("OFM_PRECISION", self.param("OFM_PRECISION") & 0xFF, 1)
 
     def storage(self, prefix: str) -> int:
         return (self.param(f"{prefix}_PRECISION") >> 14) & 3
