@@ -1,5 +1,6 @@
 // The "EthosUBackend" delegate for kiln's runtime: runs each delegate's Vela
-// command stream on the Ethos-U55/U65 through kiln::ethosu::Driver.
+// command stream on the Ethos-U55, U65 or U85 through kiln::ethosu::Driver (the family is the
+// NPU's; a payload compiled for another family or MAC count fails init with kNpuTargetMismatch).
 //
 //   static kiln::delegates::ethosu::DelegateState pool[KILN_MODEL_DELEGATES];
 //   static kiln::delegates::ethosu::Context npu{&driver, scratch, fast_scratch, pool};
