@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kiln.errors import InternalError
+from kiln.frontend.quantizer import INDEX_OPS
 from kiln.graph import DEQUANTIZE, DTYPES, QRANGE, QUANTIZE, Graph, Op, Value
 from kiln.lower.vela import VelaResult
 from kiln.partition.partitioner import Partition, Partitioning, boundary
@@ -156,13 +157,14 @@ def every_op_placed_once(parts: Partitioning) -> str | None:
 def partitions_hold_quantized_ops(parts: Partitioning) -> str | None:
     """The NPU computes in integers: every op in a partition reads integer values (quantized, or a
     comparison of quantized operands; no quantize or dequantize), and what a partition takes and
-    returns are quantized integer values or bool conditions, never constants."""
+    returns are quantized integer values, bool conditions or argmax's indices, never constants."""
     for partition in parts.partitions:
         for op in partition.ops:
             if not op.reads_integers or op.target in QUANTIZE or op.target in DEQUANTIZE:
                 return f"partition {partition.index} holds {op.name} ({op.op_type}), which is not quantized"
         for v in partition.inputs + partition.outputs:
-            if v.is_constant or (v.qparams is None and v.dtype != "bool"):
+            indices = v.dtype == "int32" and v.producer is not None and v.producer.target in INDEX_OPS
+            if v.is_constant or (v.qparams is None and v.dtype != "bool" and not indices):
                 return f"partition {partition.index} exchanges {v.name}, not a quantized runtime value"
     return None
 

@@ -22,9 +22,10 @@ import torch
 from torch.fx import GraphModule, Node
 
 from kiln.errors import ModelError
-from kiln.frontend.quantizer import COMPARISON_OPS, FUSIBLE_ACTIVATIONS, LOGICAL_OPS
+from kiln.frontend.quantizer import COMPARISON_OPS, FUSIBLE_ACTIVATIONS, INDEX_OPS, LOGICAL_OPS
 
 qd = torch.ops.quantized_decomposed
+aten = torch.ops.aten
 QUANTIZE = (qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor)
 DEQUANTIZE = (qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor)
 DEQUANTIZE_CHANNEL = (qd.dequantize_per_channel.default,)
@@ -106,11 +107,13 @@ class Op:
 
     @property
     def reads_integers(self) -> bool:
-        """An op on quantized integer values or their bools: a quantized op, a comparison of
-        quantized operands (its bool result has no quantization), or a logical op of bools."""
+        """An op on quantized integer values or their bools: a quantized op, a comparison or an
+        argmax of quantized operands (its bool or index result has no quantization), or a logical
+        op of bools."""
         if self.target in LOGICAL_OPS:
             return all(v.dtype == "bool" for v in self.inputs + self.outputs)
-        return self.quantized or (self.target in COMPARISON_OPS and any(v.qparams is not None for v in self.inputs))
+        reads = COMPARISON_OPS | INDEX_OPS
+        return self.quantized or (self.target in reads and any(v.qparams is not None for v in self.inputs))
 
     def arg(self, name: str):
         """The argument called `name` in the op's schema, or its default."""
@@ -331,11 +334,18 @@ class _Builder:
             return
         # a comparison of quantized operands reads their integer values (its bool result has no
         # quantization); on the CPU the program dequantizes them for the float kernel
-        of = self.integer_of if node.target in COMPARISON_OPS and inputs_quantized else self.float_of
+        of = self.integer_of if node.target in COMPARISON_OPS | INDEX_OPS and inputs_quantized else self.float_of
         args = self.map_args(node.args, of)
         kwargs = self.map_args(node.kwargs, of)
         out = Value(node.name, tuple(val.shape), _dtype(val.dtype))
-        self.add(node.name, node.target, args, kwargs, [out], module, origin=origin)
+        if node.target in INDEX_OPS and inputs_quantized:
+            # int32 indices (the NPU's; TOSA has no int64), then PyTorch's int64 by a cast
+            narrow = Value(node.name + "_i32", tuple(val.shape), "int32")
+            self.add(node.name, node.target, args, kwargs, [narrow], module, origin=origin)
+            self.add(node.name + "_i64", aten._to_copy.default, (narrow,), {"dtype": torch.int64}, [out], module,
+                     origin=origin)
+        else:
+            self.add(node.name, node.target, args, kwargs, [out], module, origin=origin)
         self.env[node] = out
 
     def several_outputs(self, node: Node, vals):

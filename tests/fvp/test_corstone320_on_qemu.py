@@ -64,7 +64,8 @@ def test_a_delegated_program_for_ethos_u85_equals_run_host_bit_for_bit(work, bui
 
 
 class SelectByMask(torch.nn.Module):
-    """A convolution, a comparison of two tensors and a select, the mask also a program output."""
+    """A convolution, a comparison of two tensors and a select, the mask also a program output,
+    and the convolution's argmax over channels (int32 on the NPU, int64 for PyTorch)."""
 
     def __init__(self):
         super().__init__()
@@ -74,16 +75,19 @@ class SelectByMask(torch.nn.Module):
     def forward(self, x, y):
         h = self.conv(x)
         mask = h > y
-        return torch.where(mask, h, y * 0.5), mask
+        return torch.where(mask, h, y * 0.5), mask, h.argmax(dim=1)
 
 
-def test_comparison_and_select_on_the_u85_equal_run_host_with_a_bool_output(work, builder, tmp_path):
-    """On Ethos-U85 the comparison and the select run on the NPU (whose true is -1 inside a stream)
-    and the bool mask leaves the delegate as PyTorch's 0 and 1: outputs equal run-host's."""
+def test_comparison_select_and_argmax_on_the_u85_equal_run_host(work, builder, tmp_path):
+    """On Ethos-U85 the comparison, the select and the argmax run on the NPU (whose true is -1
+    inside a stream); the bool mask leaves the delegate as PyTorch's 0 and 1, the indices as int32
+    that a CPU cast widens: outputs equal run-host's bit for bit."""
     inputs = (torch.randn(1, 4, 8, 8), torch.randn(1, 8, 8, 8))
     result = kiln_compile.compile_model(LoadedModel("select_by_mask", SelectByMask().eval(), inputs),
                                         CompileSpec("ethos-u85-256"))
-    assert all(p.partition is not None for p in result.partitioning.placements if "quantize" not in p.op.op_type)
+    on_cpu = {p.op.op_type for p in result.partitioning.placements if p.partition is None}
+    assert on_cpu == {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor",
+                      "aten._to_copy"}, on_cpu
     pte_path = work / "select_by_mask-ethos-u85-256.pte"
     kiln_compile.write(result, pte_path)
     elf = builder(pte_path, "ethos-u85-256")

@@ -81,6 +81,9 @@ INDEPENDENT_OPS = {
 # never observed.
 COMPARISON_OPS = {getattr(getattr(aten, name), overload) for name in ("eq", "ne", "gt", "ge", "lt", "le")
                   for overload in ("Tensor", "Scalar")}
+# Index results: argmax reads its float operand quantized (observed as it is read; the integers order
+# as the reals do) and returns indices, never observed.
+INDEX_OPS = frozenset({aten.argmax.default})
 # Logical ops of bool tensors (masks): never observed.
 LOGICAL_OPS = frozenset({aten.logical_and.default, aten.logical_or.default, aten.logical_not.default})
 # Probabilities: the input observed, the output in the fixed range [0, 1) (scale 1/256 at
@@ -206,7 +209,7 @@ class EthosUQuantizer(Quantizer):
         for node in model.graph.nodes:
             if node.op != "call_function" or _annotated(node) or self.skip(node):
                 continue
-            if node.target in COMPARISON_OPS:
+            if node.target in COMPARISON_OPS or node.target in INDEX_OPS:
                 _mark(node, {a: _input_spec(a, act) for a in node.args if isinstance(a, Node) and _is_float_tensor(a)},
                       None)
             if not _is_float_tensor(node):
@@ -279,6 +282,7 @@ def annotation_table() -> dict:
         **{op: "input observed; output in the fixed range [0, 1)" for op in SOFTMAX_OPS},
         **{op: "float operands observed as they are read and compared as integers; bool result"
            for op in COMPARISON_OPS},
+        **{op: "float operand observed as it is read; int64 indices" for op in INDEX_OPS},
     }
 
 

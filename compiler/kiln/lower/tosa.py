@@ -1064,6 +1064,22 @@ def threshold_test(holds: np.ndarray) -> tuple[str, bool, bool, int]:
     raise LoweringError("a comparison with a number that holds for no run of int8 values")
 
 
+@lowering(*vocabulary.INDEX_OPS)
+def _argmax(lw: Lowerer, op: Op):
+    """ARGMAX along one dim (a support rule) of x's integers, which order as its real values do:
+    int32 indices of the first largest value, as PyTorch's. A 4-D value stored NHWC is read so
+    along C; along another dim, in PyTorch's order."""
+    x, out = op.arg("self"), op.output
+    name, axis, nhwc = _layout_axis(lw, x, op.arg("dim"))
+    if nhwc and op.arg("dim") % 4 != 1:
+        name, axis, nhwc = lw.torch_order(x), op.arg("dim") % 4, False
+    shape = list(Lowerer.shape_of(x, nhwc))
+    del shape[axis]
+    indices = lw.inter(shape, "int32")
+    lw.emit("ARGMAX", [name], [indices], _attr("ArgMax", axis, ts.NanPropagationMode.PROPAGATE))
+    lw.result(out, lw.reshape(indices, out.shape, "int32") if list(out.shape) != shape else indices, False)
+
+
 @lowering(*vocabulary.LOGICAL_OPS)
 def _logical(lw: Lowerer, op: Op):
     """LOGICAL_AND / LOGICAL_OR of two bool tensors broadcast to the output, LOGICAL_NOT of one

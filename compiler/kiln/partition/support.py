@@ -20,7 +20,7 @@ import torch
 from kiln.partition import tables
 from kiln.boards import Target
 from kiln.graph import DEQUANTIZE, QUANTIZE, Op, Value, pair
-from kiln.partition.vocabulary import COMPARISON_OPS, LOGICAL_OPS, LOWERED, TABLE_OPS
+from kiln.partition.vocabulary import COMPARISON_OPS, INDEX_OPS, LOGICAL_OPS, LOWERED, TABLE_OPS
 
 aten = torch.ops.aten
 CONV_OPS = {aten.conv2d.default}
@@ -101,12 +101,18 @@ def selects_on_u85(op: Op) -> bool:
     return False
 
 
-@rule("{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, and bool ones as a comparison's result, "
-      "a logical op's operands or a select's condition; other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as "
+@rule("{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
+      "a logical op's operands or a select's condition, and argmax's int32 indices; other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as "
       "PyTorch's does (TOSA leaves int32 overflow unpredictable)")
 def npu_activation_types(op: Op) -> bool:
+    indices = [v for v in op.outputs if op.target in INDEX_OPS and v.dtype == "int32"]
     return all(v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS)
-               for v in op.inputs + op.outputs if not v.is_constant)
+               for v in op.inputs + op.outputs if not v.is_constant and v not in indices)
+
+
+@rule("argmax over all values (dim None) is not lowered: the NPU has no 0-dimensional result", ops=INDEX_OPS)
+def argmax_along_a_dim(op: Op) -> bool:
+    return op.arg("dim") is not None
 
 
 @rule("{op_type} of {dtypes} tensors: kiln runs logical ops of bool tensors on the NPU", ops=LOGICAL_OPS)
@@ -388,6 +394,9 @@ def reason(op: Op, target: Target) -> str | None:
     """Why `op` cannot run on `target`'s NPU, or None if it can."""
     if op.target in QUANTIZE or op.target in DEQUANTIZE:
         return "converts between the program's float values and int8 (a CPU kernel)"
+    source = op.inputs[0].producer if op.target is aten._to_copy.default and op.inputs else None
+    if source is not None and source.target in INDEX_OPS:
+        return "widens argmax's int32 indices (the NPU's) to PyTorch's int64 (a CPU kernel)"
     for r in RULES:
         if r.ops is not None and op.target not in r.ops:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from kiln.frontend.quantizer import COMPARISON_OPS, LOGICAL_OPS
+from kiln.frontend.quantizer import COMPARISON_OPS, INDEX_OPS, LOGICAL_OPS
 
 aten = torch.ops.aten
 
@@ -47,6 +47,8 @@ LOWERED = frozenset({
     aten.slice.Tensor, aten.select.int, aten.expand.default,
     # comparisons of int8 values (bool results), logical ops of bools and select (Ethos-U85: support.py)
     *COMPARISON_OPS, aten.where.self, *LOGICAL_OPS,
+    # indices of quantized values (int32 on the NPU, then int64 by a cast on the CPU)
+    *INDEX_OPS,
     # resizing
     aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
     aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default,

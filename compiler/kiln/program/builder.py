@@ -149,8 +149,8 @@ class _Builder:
     def quantized_on_cpu(self, op: Op, kernel: Kernel):
         """A quantized op the NPU does not run: dequantize its integer inputs, run the
         float kernel, then its fused activation, and quantize, exactly as PT2E's reference.
-        An op of quantized inputs whose result is not quantized (a comparison's bool) is the
-        float kernel's result as it is."""
+        An op of quantized inputs whose result is not quantized (a comparison's bool, argmax's
+        indices) is the float kernel's result as it is (int32 indices through the kernel's int64)."""
         def float_of(v: Value) -> Value:
             if v.qparams is None:  # an integer or bool operand (indices, a condition) passes as it is
                 return v
@@ -168,6 +168,12 @@ class _Builder:
                 x = [floats[id(v)] for v in x]
             args.append(self.scalar(floats[id(x)] if isinstance(x, Value) else x))
         out = op.output
+        if out.qparams is None and out.dtype == "int32":  # argmax's NPU-width indices: the kernel writes int64
+            wide = Value(op.name + "_wide", out.shape, "int64")
+            self.call(kernel, args, wide)
+            to_copy = KERNELS[torch.ops.aten._to_copy.default]
+            self.call(to_copy, [self.scalar(wide), self.scalar(False), self.scalar(None)], out)
+            return
         if out.qparams is None:
             self.call(kernel, args, out)
             return
