@@ -339,7 +339,8 @@ class _Builder:
         kwargs = self.map_args(node.kwargs, of)
         out = Value(node.name, tuple(val.shape), _dtype(val.dtype))
         if node.target in INDEX_OPS and inputs_quantized:
-            # int32 indices (the NPU's; TOSA has no int64), then PyTorch's int64 by a cast
+            # int32 indices (what the NPU writes: Vela 5.2.0 reads no int64 ARGMAX result), then
+            # PyTorch's int64 by a cast
             narrow = Value(node.name + "_i32", tuple(val.shape), "int32")
             self.add(node.name, node.target, args, kwargs, [narrow], module, origin=origin)
             self.add(node.name + "_i64", aten._to_copy.default, (narrow,), {"dtype": torch.int64}, [out], module,

@@ -1562,7 +1562,8 @@ def _upsample_nearest(lw: Lowerer, op: Op):
     """Nearest upsampling by whole factors (a support rule): each value repeated fy x fx
     times. By 2, 4 or 8 both ways, one TOSA RESIZE, which Vela 5.2.0 runs on Ethos-U55/U65
     as one upscaling pool (other factors it refuses there), and by any factors on the
-    families of RESIZE_ANY_FACTOR_FAMILIES; otherwise CONCATs of copies and RESHAPEs. The RESIZE's scale is 2f / 2 with offset 1 - f and border f - 1: the source
+    families of RESIZE_ANY_FACTOR_FAMILIES; otherwise CONCATs of copies and RESHAPEs. The
+    RESIZE's scale is 2f / 2 with offset 1 - f and border f - 1: the source
     row of output row y is then (2y + 1 - f) / 2f rounded half up = floor(y / f), PyTorch's
     nearest index (scale f / 1 with offset 0 is the same index, but Vela refuses it)."""
     x, out = op.inputs[0], op.output

@@ -102,8 +102,9 @@ def selects_on_u85(op: Op) -> bool:
 
 
 @rule("{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
-      "a logical op's operands or a select's condition, and argmax's int32 indices; other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as "
-      "PyTorch's does (TOSA leaves int32 overflow unpredictable)")
+      "a logical op's operands or a select's condition, and argmax's int32 indices; other integer and bool "
+      "tensors stay on the CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow "
+      "unpredictable)")
 def npu_activation_types(op: Op) -> bool:
     indices = [v for v in op.outputs if op.target in INDEX_OPS and v.dtype == "int32"]
     return all(v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS)
