@@ -36,8 +36,13 @@ def compare(tosa: bytes, vela, inputs: list[np.ndarray], target: str):
     diffs = []
     for g, w in zip(got, want):
         assert g.size == w.size, (g.shape, w.shape)
-        diffs.append(int(np.max(np.abs(g.astype(np.int64) - w.reshape(-1).astype(np.int64)))) if w.size else 0)
+        diffs.append(int(np.max(np.abs(_integers(g) - _integers(w.reshape(-1))))) if w.size else 0)
     return diffs, result
+
+
+def _integers(values: np.ndarray) -> np.ndarray:
+    """int64 copy of `values`; a bool array by its bytes (a true stored as 0xFF is not 1)."""
+    return (values.view(np.uint8) if values.dtype == bool else values).astype(np.int64)
 
 
 # ---- batched random differential cases -------------------------------------------------
