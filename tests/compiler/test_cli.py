@@ -74,10 +74,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (d / "in0.bin").write_bytes(bytes(plan.values[plan.inputs[0]].nbytes))
     (d / "short.bin").write_bytes(b"\0")
     # The same ExecuTorch program, its delegate compiled (so its compile specs say) for a
-    # system config Vela does not know, or for a target kiln's NPU model does not model.
+    # system config Vela does not know, or for a target kiln's NPU model does not model (no NPU is an ethos-u99).
     assert data.count(b"Ethos_U55_High_End_Embedded") == 1 and data.count(b"ethos-u55-128") == 2
     (d / "unknown_config.pte").write_bytes(data.replace(b"Ethos_U55_High_End_Embedded", b"Ethos_U55_Nowhere_Embedded_"))
-    (d / "unknown_target.pte").write_bytes(data.replace(b"ethos-u55-128", b"ethos-u85-128"))
+    (d / "unknown_target.pte").write_bytes(data.replace(b"ethos-u55-128", b"ethos-u99-128"))
     (d / "good.pte").write_bytes(data)
     return {p.name: p for p in d.iterdir()}
 
