@@ -25,8 +25,13 @@
 //     WEIGHT1..3, zero length: none), one scale stream for all cores; DMA with strides
 //     (rows STRIDE0 apart, planes STRIDE1 apart, the source's stride mode for both sides)
 //     and the 2 KiB LUT as its internal destination; accumulators that start from IFM2
-//     (ACC_FORMAT's acc_input) read an IFM2 box of the OFM's shape. Refused as unprovable:
-//     BRANCH, indexed DMA, CONV with its weights in IFM2 (a matmul), 3x1 tiles, reserved
+//     (ACC_FORMAT's acc_input) read an IFM2 box of the OFM's shape; CONV with its weights in
+//     IFM2 (weights_ifm2, Vela's MATMUL: a 1x1 kernel whose weight [o, i] is IFM2's element
+//     at row 0, column o, channel i) reads the IFM box as any CONV, the IFM2 box 1 x OFM depth
+//     x IFM depth (IFM_DEPTH_M1 is both inputs') at IFM2's element size whatever
+//     IFM2_BROADCAST holds, no weight stream, and scale records only with per-channel scaling
+//     (OFM_PRECISION's scale_mode). Refused as unprovable: BRANCH, indexed DMA, weights from
+//     IFM2 with a kernel other than 1x1 (what it reads is not modelled), 3x1 tiles, reserved
 //     modes and transposes.
 // A feature map's element (y, x, c) of tile t is at tile base + y * STRIDE_Y + x * sx +
 // (c / 16) * sc + (c % 16) * element size, with sx = STRIDE_X, sc = 16 * element size for
@@ -461,8 +466,14 @@ Status write_ofm_u85(const Checker& check, const Regs& r) {
                    true);
 }
 
-// One weight stream per core (WEIGHT, WEIGHT1..3; a zero length reads nothing) and one
-// scale stream of at least 10 bytes per OFM channel for all cores.
+// The one scale stream of all cores: at least 10 bytes per OFM channel.
+Status scales_u85(const Checker& check, const Regs& r) {
+  const uint64_t records = uint64_t{r.ofm_depth_m1 + 1} * c::kScaleRecordBytes;
+  return check.span(NpuAccess::kScales, r.scale_region, r.scale_base[0],
+                    r.scale_length[0] > records ? r.scale_length[0] : records, false);
+}
+
+// One weight stream per core (WEIGHT, WEIGHT1..3; a zero length reads nothing), then the scales.
 Status weights_and_scales_u85(const Checker& check, const Regs& r, uint32_t cores) {
   static constexpr NpuAccess kStreams[] = {NpuAccess::kWeights, NpuAccess::kWeights1, NpuAccess::kWeights2,
                                            NpuAccess::kWeights3};
@@ -471,22 +482,36 @@ Status weights_and_scales_u85(const Checker& check, const Regs& r, uint32_t core
     Status ok = check.span(kStreams[core], r.weight_region, r.weight_base[core], r.weight_length[core], false);
     if (!ok.ok()) return ok;
   }
-  const uint64_t records = uint64_t{r.ofm_depth_m1 + 1} * c::kScaleRecordBytes;
-  return check.span(NpuAccess::kScales, r.scale_region, r.scale_base[0],
-                    r.scale_length[0] > records ? r.scale_length[0] : records, false);
+  return scales_u85(check, r);
 }
 
-// CONV, DEPTHWISE, POOL and RESIZE: the IFM box, then weights and scales (CONV, DEPTHWISE).
+// OFM_PRECISION's scale_mode (bit 8 of its parameter): 1 = GLOBAL (OFM_SCALE), 0 = per channel.
+constexpr uint32_t kOfmScaleGlobal = 1u << 8;
+
+// NPU_OP_CONV with weights_ifm2 (Vela's MATMUL, a 1x1 kernel; the U85 model's _ifm2_weights):
+// weight [o, i] is IFM2's element (0, o, i), so the NPU reads one IFM2 row of OFM-depth columns
+// of IFM-depth channels from IFM2's tiles, strides and element size. IFM2_BROADCAST does not
+// apply (Vela sets it only for elementwise operations: here it holds an earlier one's). There
+// is no weight stream; scale records are read only with per-channel scaling.
+Status weights_from_ifm2(const Checker& check, const Regs& r) {
+  Status ok = read_u85(check, NpuAccess::kIfm2, r.ifm2, 0, 1, r.ofm_depth_m1 + 1, r.ifm_depth_m1 + 1);
+  if (!ok.ok() || (r.ofm.precision & kOfmScaleGlobal)) return ok;
+  return scales_u85(check, r);
+}
+
+// CONV, DEPTHWISE, POOL and RESIZE: the IFM box, then weights and scales (CONV, DEPTHWISE;
+// a CONV with weights_ifm2: IFM2, see weights_from_ifm2).
 // RESIZE reads at most KERNEL_HEIGHT x KERNEL_WIDTH IFM samples per channel: Vela sets
 // them to the IFM's size for it (ethos_u85_register_cs_generator.cpp, GenerateResizeOp).
 Status block_operation_u85(const Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
   const uint32_t ifm_depth = r.ifm_depth_m1 + 1, ofm_depth = r.ofm_depth_m1 + 1;
+  const bool ifm2_weights = op == c::kOpConv && c::conv_weights_ifm2(param);
   uint32_t rows = r.kernel_height_m1 + 1, cols = r.kernel_width_m1 + 1, channels = ofm_depth;
   if (op == c::kOpResize) {
     if (param > c::kResizeLastMode) return check.unprovable();
   } else {
     const uint32_t upscale = r.ifm_upscale & 3;
-    if (upscale > c::kUpscaleTranspose || (op == c::kOpConv && c::conv_weights_ifm2(param)) ||
+    if (upscale > c::kUpscaleTranspose || (ifm2_weights && (r.kernel_width_m1 | r.kernel_height_m1) != 0) ||
         (op == c::kOpPool && param > c::kPoolLastU85)) {
       return check.unprovable();
     }
@@ -502,7 +527,7 @@ Status block_operation_u85(const Checker& check, const Regs& r, uint32_t op, uin
   }
   Status ok = read_u85(check, NpuAccess::kIfm, r.ifm, 0, rows, cols, channels);
   if (!ok.ok() || op == c::kOpPool || op == c::kOpResize) return ok;
-  return weights_and_scales_u85(check, r, cores);
+  return ifm2_weights ? weights_from_ifm2(check, r) : weights_and_scales_u85(check, r, cores);
 }
 
 // ELEMENTWISE: IFM and IFM2 of the OFM's shape, each with its own broadcast axes or a

@@ -30,11 +30,13 @@ ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 # (model, target, memory mode): a conv/pool/elementwise stream, one with weight DMAs and
 # depthwise convolutions, and one with a fast scratch (region 2); the same on the Ethos-U85
-# (its own command stream: 2:4 sparse weights, strided DMA), and a 4-core U85 (WEIGHT1..3).
+# (its own command stream: 2:4 sparse weights, strided DMA), a 4-core U85 (WEIGHT1..3), and two
+# transformers whose U85 matmuls are CONVs with their weights in IFM2.
 STREAMS = [("tiny_cnn", "ethos-u55-128", None), ("ds_cnn", "ethos-u55-128", None),
            ("tiny_cnn", "ethos-u65-256", "Dedicated_Sram_384KB"),
            ("tiny_cnn", "ethos-u85-256", None), ("ds_cnn", "ethos-u85-256", None),
-           ("tiny_cnn", "ethos-u85-256", "Dedicated_Sram_384KB"), ("resnet8", "ethos-u85-2048", None)]
+           ("tiny_cnn", "ethos-u85-256", "Dedicated_Sram_384KB"), ("resnet8", "ethos-u85-2048", None),
+           ("vit_tiny", "ethos-u85-256", None), ("kwt", "ethos-u85-256", None)]
 
 
 @pytest.fixture(scope="session")
@@ -187,6 +189,22 @@ def last_before(listed: list[Listed], name: str, before: Listed) -> Listed:
     return [item for item in listed if item.name == name and item.word < before.word][-1]
 
 
+def register_at(listed: list[Listed], name: str, op: Listed) -> int:
+    """The value register `name` holds when `op` runs (0, as after reset, if never set): a cmd0's
+    16-bit parameter, a cmd1's 48-bit address (payload | parameter << 32)."""
+    try:
+        item = last_before(listed, name, op)
+    except IndexError:
+        return 0
+    param = item.header >> 16
+    return param if item.payload is None else param << 32 | item.payload
+
+
+def kernel_at(listed: list[Listed], op: Listed) -> tuple[int, int]:
+    """(width, height) of `op`'s kernel."""
+    return tuple(register_at(listed, f"NPU_SET_KERNEL_{axis}_M1", op) + 1 for axis in ("WIDTH", "HEIGHT"))
+
+
 def test_every_u85_operation_is_reached_where_vela_lists_it(bounds_host, u85_listed, tmp_path):
     """For each block operation Vela lists, an OFM moved past the scratch is refused naming that
     operation's word: the walk decodes every command before it as Vela does."""
@@ -217,6 +235,53 @@ def test_u85_accumulators_from_ifm2_are_bounded_as_an_ifm2_read(bounds_host, tmp
                            f"operation at word {op.word}\n")
 
 
+# NPU_OP_CONV with weights_ifm2 = 1 (Vela's MATMUL on the U85): a 1x1 convolution whose weight
+# [o, i] is IFM2's element at row 0, column o, channel i (the U85 model's _ifm2_weights), so it reads
+# one IFM2 row of OFM-depth columns of IFM-depth channels. The bytes that row spans, worked out
+# from the register map (ethos_u85_interface.hpp): IFM2_PRECISION's parameter has the element
+# size in bits 3..2 (8 << n bits) and the format in bits 7..6 (0 NHWC, 1 NHCWB16). NHWC: columns
+# IFM2_STRIDE_X apart, channels contiguous: (cols - 1) * STRIDE_X + channels * size. NHCWB16:
+# columns 16 elements apart inside a brick of 16 channels, bricks IFM2_STRIDE_C apart:
+# (bricks - 1) * STRIDE_C + (cols - 1) * 16 * size + 16 * size. For vit_tiny's first matmul
+# (attention scores, Q @ K^T: 17 tokens of 16 int8 channels in NHCWB16) that is 16 * 16 + 16 =
+# 272 bytes, the distance Vela leaves to the next head's K^T.
+def ifm2_weight_bytes(listed: list[Listed], op: Listed) -> int:
+    precision = register_at(listed, "NPU_SET_IFM2_PRECISION", op)
+    size, nhcwb16 = 1 << ((precision >> 2) & 3), (precision >> 6) & 3 == 1
+    cols = register_at(listed, "NPU_SET_OFM_DEPTH_M1", op) + 1
+    channels = register_at(listed, "NPU_SET_IFM_DEPTH_M1", op) + 1
+    # one row of tile 0 (the box would continue in tile 1 past WIDTH0 columns)
+    assert register_at(listed, "NPU_SET_IFM2_WIDTH0_M1", op) + 1 >= cols
+    if nhcwb16:
+        return ((channels + 15) // 16 - 1) * register_at(listed, "NPU_SET_IFM2_STRIDE_C", op) + cols * 16 * size
+    return (cols - 1) * register_at(listed, "NPU_SET_IFM2_STRIDE_X", op) + channels * size
+
+
+@pytest.mark.parametrize("model", ["vit_tiny", "kwt"])
+def test_u85_weights_from_ifm2_are_bounded_by_the_bytes_of_ifm2_they_read(bounds_host, tmp_path, model):
+    """Each CONV Vela lists with weights_ifm2 = 1: its IFM2 moved so that the bytes it reads end
+    exactly at its region's end passes; one byte further is refused naming that operation."""
+    vela, start, listed = listed_delegate(model, tmp_path)
+    assert check(bounds_host, tmp_path, with_words(vela, start, {})).stdout == "ok\n"
+    matmuls = [item for item in listed if item.name == "NPU_OP_CONV" and (item.header >> 16) & 1]
+    assert len(matmuls) >= 2, "Vela no longer writes this model's matmuls as CONVs with weights from IFM2"
+    sizes = {0: len(vela.weight_data), 1: vela.scratch_size}  # the regions of a Shared_Sram stream
+    if model == "vit_tiny":  # the hand-worked count, and Vela's own placement of the next head's K^T
+        assert ifm2_weight_bytes(listed, matmuls[0]) == 272
+        bases = [register_at(listed, "NPU_SET_IFM2_BASE0", op) for op in matmuls[:2]]
+        assert bases[1] - bases[0] == 272
+    for op in matmuls:
+        assert kernel_at(listed, op) == (1, 1)
+        base = last_before(listed, "NPU_SET_IFM2_BASE0", op)
+        end = sizes[register_at(listed, "NPU_SET_IFM2_REGION", op) & 7]
+        fits = end - ifm2_weight_bytes(listed, op)
+        done = check(bounds_host, tmp_path, with_words(vela, start, {base.word + 1: fits}))
+        assert done.stdout == "ok\n", (op, done.stdout)
+        done = check(bounds_host, tmp_path, with_words(vela, start, {base.word + 1: fits + 1}))
+        assert done.stdout == ("error 0x531 NPU stream accesses memory outside its region's buffer: IFM2 read of "
+                               f"the operation at word {op.word}\n"), (op, done.stdout)
+
+
 def unprovable(word: int, value: int) -> str:
     return f"error 0x530 NPU stream has a command the bounds check cannot follow: word {word} (0x{value:08x})\n"
 
@@ -229,7 +294,9 @@ def test_u85_commands_the_check_does_not_model_are_refused(bounds_host, u85_list
     # NPU_OP_BRANCH (cmd1 opcode 0x100, a payload word) in place of the first payload-word command
     first_cmd1 = next(item for item in listed if item.payload is not None)
     cases.append(({first_cmd1.word: 0x4100, first_cmd1.word + 1: 0}, unprovable(first_cmd1.word, 0x4100)))
-    # the first CONV with its weights in IFM2 (parameter bit 0)
+    # the first CONV with its weights in IFM2 (parameter bit 0): its kernel is not 1x1, and what such
+    # a CONV reads from IFM2 is not modelled
+    assert kernel_at(listed, conv) != (1, 1)
     cases.append(({conv.word: conv.header | 1 << 16}, unprovable(conv.word, conv.header | 1 << 16)))
     # OFM_PRECISION: transpose 4 (reserved: bits 13..11 of the parameter), storage TILE3X1 (15..14 = 1)
     precision = last_before(listed, "NPU_SET_OFM_PRECISION", conv)
@@ -304,6 +371,41 @@ def test_a_transposed_u85_ofm_is_bounded_by_its_memory_layout(bounds_host, tmp_p
         payload = ep.encode(cop1(transposed_add(transpose)), b"", scratch, [IoTensor((1, 1, 1, 2, 8, 16), 1, 0, 1)], out)
         assert check(bounds_host, tmp_path, payload).stdout == expected, (transpose, scratch)
 
+
+# --- A hand-built Ethos-U85 matmul: a CONV with its weights in IFM2 -------------------------------
+# IFM 1 x 1 x 16 int8 at offset 0 of region 1 (16 bytes); OFM 1 x 1 x 4 int8 at offset 16 (4 bytes);
+# IFM2 the weights, one row of 4 columns (the OFM's depth) of 16 channels (the IFM's depth), NHWC,
+# columns 16 bytes apart, at offset 32: (4 - 1) * 16 + 16 = 64 bytes, ending at 96. The scales' region
+# is 0 (the payload's weights: none), based at 0; with global scaling (OFM_PRECISION bit 8) the
+# NPU reads no scales, with per-channel scaling 4 records of 10 bytes there.
+def matmul(ofm_precision: int = 1 | 1 << 8, kernel_width_m1: int = 0, ifm2_broadcast: int = 0) -> list[int]:
+    return (cmd0(0x10F, 1) + cmd1(0x000, 0) + cmd1(0x004, 16) + cmd1(0x005, 16) + cmd0(0x105, 1)
+            + cmd0(0x10A, 0) + cmd0(0x104, 15)
+            + cmd0(0x18F, 1) + cmd1(0x080, 32) + cmd1(0x084, 16) + cmd1(0x085, 64) + cmd0(0x185, 1)
+            + cmd0(0x18A, 3) + cmd0(0x180, ifm2_broadcast)
+            + cmd0(0x11F, 1) + cmd1(0x010, 16) + cmd1(0x014, 4) + cmd1(0x015, 4) + cmd0(0x114, ofm_precision)
+            + cmd0(0x113, 3) + cmd0(0x11C, 0) + cmd0(0x120, kernel_width_m1)
+            + cmd0(0x129, 0) + cmd1(0x022, 0)
+            + cmd0(0x002, 1) + cmd0(0x000, 0))  # NPU_OP_CONV weights_ifm2 = 1, NPU_OP_STOP
+
+
+MATMUL_AT = len(matmul()) - 2  # the word of its NPU_OP_CONV
+OUTSIDE_TEXT = "error 0x531 NPU stream accesses memory outside its region's buffer: "
+
+
+@pytest.mark.parametrize("stream, scratch, expected", [
+    (matmul(), 96, "ok\n"),
+    (matmul(), 95, OUTSIDE_TEXT + f"IFM2 read of the operation at word {MATMUL_AT}\n"),
+    # IFM2_BROADCAST (left by an earlier elementwise operation) does not apply: IFM2 is still read
+    (matmul(ifm2_broadcast=8), 95, OUTSIDE_TEXT + f"IFM2 read of the operation at word {MATMUL_AT}\n"),
+    (matmul(ofm_precision=1), 96, OUTSIDE_TEXT + f"scale read of the operation at word {MATMUL_AT}\n"),
+    (matmul(kernel_width_m1=1), 96, unprovable(MATMUL_AT, 0x0001_0002)),
+], ids=["exact", "one byte short", "broadcast ignored", "per-channel scales", "2x1 kernel"])
+def test_a_hand_built_u85_matmul_reads_its_ifm2_row_and_scales_only_per_channel(bounds_host, tmp_path, stream,
+                                                                               scratch, expected):
+    out = [IoTensor((1, 1, 1, 1, 1, 4), 1, 16, 1)]
+    payload = ep.encode(cop1(stream), b"", scratch, [IoTensor((1, 1, 1, 1, 1, 16), 1, 0, 1)], out)
+    assert check(bounds_host, tmp_path, payload).stdout == expected
 
 # --- A delegate compiled for another NPU ---------------------------------------------------
 # CONFIG and ID words of NPUs, worked out from Vela's register layouts: U55/U65 CONFIG = log2 MACs
