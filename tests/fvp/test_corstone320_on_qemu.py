@@ -6,13 +6,17 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+import npu_hostile as nh
 from test_executor_runner import assert_matches_host, compiled, random_samples
 
 from kiln import compile as kiln_compile
 from kiln.frontend.export import LoadedModel
+from kiln.lower import ethosu_payload as ep
+from kiln.pte import schema as pte
 from kiln.simulator import run
 from kiln.spec import CompileSpec
 
@@ -61,6 +65,23 @@ def test_a_delegated_program_for_ethos_u85_equals_run_host_bit_for_bit(work, bui
     assert text[text.index(".text") + 2] == "11000000"  # the boot ROM (boards/corstone-320/board.toml)
     result = assert_matches_host(pte_path, elf, "ethos-u85-256", random_samples(pte_path, 2, seed=320), tmp_path)
     assert all(cycles > 0 for cycles in result.npu_cycles)  # each inference ran an NPU stream
+
+
+def test_vit_tiny_for_ethos_u85_with_matmuls_on_the_npu_equals_run_host_bit_for_bit(work, builder, tmp_path):
+    """vit_tiny compiled for ethos-u85-256 and built for corstone-320: its attention's matmuls are
+    CONVs with their weights in IFM2 (NPU_OP_CONV parameter bit 0), which the driver's bounds check
+    bounds at delegate init; on the virtual platform the delegate binds, runs on the NPU model and
+    its outputs equal run-host's bit for bit."""
+    pte_path = compiled(work, "vit_tiny", "ethos-u85-256")
+    f = pte.deserialize(pte_path.read_bytes())
+    (delegate,) = f.program.execution_plans[0].delegates
+    words = np.frombuffer(ep.decode(f.delegate_payload(delegate)).cmd_data, "<u4")
+    matmuls = [i for i, op, payload in nh.commands(words, *nh.stream_span(words.tobytes()))
+               if not payload and op == nh.NPU_OP_CONV and (int(words[i]) >> 16) & 1]
+    assert len(matmuls) >= 2
+    result = assert_matches_host(pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256",
+                                 random_samples(pte_path, 2, seed=320), tmp_path)
+    assert all(cycles > 0 for cycles in result.npu_cycles)
 
 
 class SelectByMask(torch.nn.Module):
