@@ -106,6 +106,11 @@ def reduced_permutation(shape, perm) -> tuple[list[int], list[int]]:
     return dims, [order.index(r) for r in range(len(runs))]
 
 
+# NPU families on which Vela 5.2.0 drops an identity RESCALE of int16 values (at int8 it keeps it as its
+# own pass): there a 16-bit copy is a full-range CLAMP, which it keeps (a 16-bit q @ k.T of selects from
+# one qkv tensor gave head 1 head 0's rows on ethos-u85-256 through the RESCALE; see sliced()).
+CLAMP_COPY_FAMILIES = ("ethos-u85",)
+
 # NPU families on which a global mean reads its input in place by a pool or a depthwise sum even where
 # nothing else reads it: on Ethos-U85 Vela 5.2.0 transposes the REDUCE_SUM's input first (Vela's NPU
 # cycles on ethos-u85-256, Sram_Only, REDUCE_SUM against in place: tiny_cnn 1,200 -> 962, ds_cnn
@@ -129,6 +134,7 @@ class Lowerer:
         self.grouped_transposes = not (accelerator or "").startswith(RANK4_TRANSPOSE_FAMILIES)
         self.resize_any_factor = (accelerator or "").startswith(RESIZE_ANY_FACTOR_FAMILIES)
         self.pooled_means = (accelerator or "").startswith(POOLED_MEAN_FAMILIES)
+        self.clamp_copies = (accelerator or "").startswith(CLAMP_COPY_FAMILIES)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -222,9 +228,12 @@ class Lowerer:
                 for name, shape, v, scale, source in zip(names, shapes, values, scales, sources)]
 
     def copy(self, name: str) -> str:
-        """An identity RESCALE of `name` in its own type: a copy Vela keeps as its own pass."""
+        """An identity RESCALE of `name` in its own type, or at 16 bits on CLAMP_COPY_FAMILIES a
+        full-range CLAMP: a copy Vela keeps as its own pass."""
         tensor = self.tensors[name]
         dtype = next(key for key, value in DT.items() if value == tensor.dtype)
+        if dtype == "int16" and self.clamp_copies:
+            return self.clamp(name, list(tensor.shape), dtype, *QRANGE[dtype])
         return self.rescale(name, list(tensor.shape), dtype, dtype, 1.0)
 
     def placeable(self, name: str) -> str:
