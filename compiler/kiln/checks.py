@@ -155,9 +155,9 @@ def every_op_placed_once(parts: Partitioning) -> str | None:
 
 
 def partitions_hold_quantized_ops(parts: Partitioning) -> str | None:
-    """The NPU computes in integers: every op in a partition reads integer values (quantized, or a
-    comparison of quantized operands; no quantize or dequantize), and what a partition takes and
-    returns are quantized integer values, bool conditions or argmax's indices, never constants."""
+    """The NPU computes in integers: every op in a partition reads integer values (Op.reads_integers;
+    no quantize or dequantize), and what a partition takes and returns are quantized integer values,
+    bools or argmax's indices, never constants."""
     for partition in parts.partitions:
         for op in partition.ops:
             if not op.reads_integers or op.target in QUANTIZE or op.target in DEQUANTIZE:

@@ -332,8 +332,8 @@ class _Builder:
             self.env[quant] = out
             self.skipped.update({quant} | ({fused} if fused is not None else set()))
             return
-        # a comparison of quantized operands reads their integer values (its bool result has no
-        # quantization); on the CPU the program dequantizes them for the float kernel
+        # a comparison or argmax of quantized operands reads their integer values (its bool or index
+        # result has no quantization); on the CPU the program dequantizes them for the float kernel
         of = self.integer_of if node.target in COMPARISON_OPS | INDEX_OPS and inputs_quantized else self.float_of
         args = self.map_args(node.args, of)
         kwargs = self.map_args(node.kwargs, of)
