@@ -416,13 +416,13 @@ def test_run_host_bad_input_is_one_clear_line(tmp_path):
     (tmp_path / "short.bin").write_bytes(bytes(10))  # the input is float32[1, 1, 8, 8]: 256 bytes
     (tmp_path / "not.pte").write_bytes(b"hello, not a program")
     executorch = (ROOT / "tests" / "fixtures" / "executorch" / "conv_relu_arm_delegate_ethos-u55-128.pte").read_bytes()
-    (tmp_path / "u85.pte").write_bytes(executorch.replace(b"ethos-u55-128", b"ethos-u85-256"))  # no TOSA, no model
+    (tmp_path / "u99.pte").write_bytes(executorch.replace(b"ethos-u55-128", b"ethos-u99-256"))  # no TOSA, no model
     (tmp_path / "in.bin").write_bytes(bytes(256))
     cases = [
         ((tmp_path / "m.pte", tmp_path / "short.bin"), "has 10 bytes; the program takes FLOAT [1, 1, 8, 8] = 256 bytes"),
         ((tmp_path / "not.pte", tmp_path / "in.bin"), "not an ExecuTorch program"),
-        ((tmp_path / "u85.pte", tmp_path / "in.bin"),
-         "delegate 0 carries no TOSA graph and names no target kiln's NPU model runs (target 'ethos-u85-256')"),
+        ((tmp_path / "u99.pte", tmp_path / "in.bin"),
+         "delegate 0 carries no TOSA graph and names no target kiln's NPU model runs (target 'ethos-u99-256')"),
         ((tmp_path / "missing.pte", tmp_path / "in.bin"), "cannot read"),
     ]
     for (program, data), expected in cases:

@@ -107,3 +107,17 @@ def test_setup_is_idempotent(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [
         "setup: Debian packages present", "setup: Python environment .venv up to date"]
+
+
+def test_a_runner_tree_of_another_toolchain_is_configured_afresh(tmp_path):
+    """--output reused for another board: a CMake cache of another toolchain file is dropped (CMake
+    would keep its compiler), one of the same toolchain file kept for an incremental build."""
+    from kiln.firmware.runner_build import _forget_other_toolchain
+
+    gcc, clang = Path("/k/cmake/arm-none-eabi-gcc.cmake"), Path("/k/cmake/clang-arm-none-eabi.cmake")
+    for recorded, wanted, kept in ((gcc, clang, False), (clang, clang, True)):
+        tree = tmp_path / f"{recorded.stem}-{wanted.stem}"
+        (tree / "CMakeFiles").mkdir(parents=True)
+        (tree / "CMakeCache.txt").write_text(f"CMAKE_BUILD_TYPE:STRING=Release\nCMAKE_TOOLCHAIN_FILE:FILEPATH={recorded}\n")
+        _forget_other_toolchain(tree, wanted)
+        assert (tree / "CMakeCache.txt").exists() == kept and (tree / "CMakeFiles").exists() == kept

@@ -349,9 +349,23 @@ def _overflow_message(p: Plan, region: str, excess: int) -> str:
             f"{excess:,} bytes; placed there for memory mode {p.memory_mode}: {', '.join(placed) or 'code/data'}")
 
 
+def _forget_other_toolchain(build_dir: Path, toolchain_file: Path):
+    """A CMake tree configured with another toolchain (an --output folder reused for another
+    board) keeps its compiler whatever -DCMAKE_TOOLCHAIN_FILE says: drop its cache so the
+    configure starts afresh. A tree of the same toolchain stays incremental."""
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.is_file():
+        return
+    recorded = re.search(r"^CMAKE_TOOLCHAIN_FILE:[A-Z]+=(.*)$", cache.read_text(errors="replace"), re.MULTILINE)
+    if recorded is None or Path(recorded.group(1).strip()) != Path(toolchain_file):
+        cache.unlink()
+        shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
+
+
 def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
     firmware.check_tools(p.target.board)
     build_dir = out / "cmake"
+    _forget_other_toolchain(build_dir, p.target.board.cpu.toolchain_file)
     _run(["cmake", "-S", str(APP_DIR), "-B", str(build_dir), "-G", "Ninja",
           f"-DCMAKE_TOOLCHAIN_FILE={p.target.board.cpu.toolchain_file}", f"-DKILN_PYTHON={sys.executable}",
           f"-DKILN_BOARD={p.target.board.name}",
