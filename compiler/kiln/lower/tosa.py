@@ -1048,8 +1048,9 @@ def _compare(lw: Lowerer, op: Op):
     a, b, out = op.arg("self"), op.arg("other"), op.output
     if isinstance(b, Value):
         names, shapes, nhwc = _broadcast_operands(lw, [a, b], out)
+        multipliers = comparison_multipliers(a.qparams.scale, b.qparams.scale)
         wide = [lw.rescale(n, sh, v.dtype, "int32", float(m), v.qparams.zero_point, 0)
-                for n, sh, v, m in zip(names, shapes, (a, b), comparison_multipliers(a.qparams.scale, b.qparams.scale))]
+                for n, sh, v, m in zip(names, shapes, (a, b), multipliers)]
     else:
         kind, swapped, negated, bound = threshold_test(scalar_threshold(op, a, float(b)))
         names, shapes, nhwc = _broadcast_operands(lw, [a], out)
