@@ -14,6 +14,7 @@ import npu_hostile as nh
 from test_executor_runner import assert_matches_host, compiled, random_samples
 
 from kiln import compile as kiln_compile
+from kiln.models import MODELS
 from kiln.frontend.export import LoadedModel
 from kiln.lower import ethosu_payload as ep
 from kiln.pte import schema as pte
@@ -65,6 +66,15 @@ def test_a_delegated_program_for_ethos_u85_equals_run_host_bit_for_bit(work, bui
     assert text[text.index(".text") + 2] == "11000000"  # the boot ROM (boards/corstone-320/board.toml)
     result = assert_matches_host(pte_path, elf, "ethos-u85-256", random_samples(pte_path, 2, seed=320), tmp_path)
     assert all(cycles > 0 for cycles in result.npu_cycles)  # each inference ran an NPU stream
+
+
+@pytest.mark.parametrize("model", [m for m in MODELS if m != "digits"])
+def test_zoo_model_for_ethos_u85_equals_run_host_bit_for_bit(work, builder, tmp_path, model):
+    """Every zoo model compiled for ethos-u85-256 and built for corstone-320 runs on the virtual
+    platform with outputs equal to run-host's (digits: above)."""
+    pte_path = compiled(work, model, "ethos-u85-256")
+    assert_matches_host(pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256",
+                        random_samples(pte_path, 1, seed=85), tmp_path)
 
 
 def test_vit_tiny_for_ethos_u85_with_matmuls_on_the_npu_equals_run_host_bit_for_bit(work, builder, tmp_path):
