@@ -197,10 +197,11 @@ def main() -> int:
 
 # bench/coverage.py --executorch --target ethos-u55-128,ethos-u65-256 (board defaults, which are ExecuTorch's there)
 # and --target ethos-u85-256 --memory-mode Sram_Only (ExecuTorch's U85 default), all sets: the 8 zoo and 13
-# architecture models, the 46 + 168 single-operator cases; measured 2026-11-26 on a 2-core Intel Xeon VM, kiln at
-# 4299d9c (comparisons and select on U85; argmax on the NPU came after), ExecuTorch 1.5.1+cpu (its driver: about
-# 12 minutes for all 235 names per target in one process). group -> (models, fully on the NPU by kiln, by
-# ExecuTorch, by both; geometric mean of kiln/ET NPU cycles over the models both put fully on the NPU), per target:
+# architecture models, the 46 + 168 single-operator cases; measured 2026-11-26 on a 2-core Intel Xeon VM, kiln
+# at b8f23dc (U55, U65) and 4299d9c (U85: comparisons and select; abs and argmax came after), ExecuTorch
+# 1.5.1+cpu (its driver: about 12 minutes for all 235 names per target in one process). group -> (models, fully
+# on the NPU by kiln, by ExecuTorch, by both; geometric mean of kiln/ET NPU cycles over the models both put fully
+# on the NPU), per target:
 EXECUTORCH_COVERAGE: dict[str, dict[str, tuple[int, int, int, int, float]]] = {
     "ethos-u55-128": {"single-operator cases": (214, 204, 187, 186, 0.91), "test models": (21, 21, 16, 16, 0.79)},
     "ethos-u65-256": {"single-operator cases": (214, 204, 187, 186, 1.16), "test models": (21, 21, 16, 16, 0.74)},
