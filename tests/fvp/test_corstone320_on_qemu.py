@@ -68,10 +68,15 @@ def test_a_delegated_program_for_ethos_u85_equals_run_host_bit_for_bit(work, bui
     assert all(cycles > 0 for cycles in result.npu_cycles)  # each inference ran an NPU stream
 
 
-@pytest.mark.parametrize("model", [m for m in MODELS if m != "digits"])
+# The zoo but digits (above) and the MobileNetV2s, which the suite's time budget leaves to a manual run
+# (all 21 zoo and architecture models measured equal at u85-256 on 2026-11-26).
+U85_ZOO = [m for m in MODELS if m not in ("digits", "mobilenet_v2", "mobilenet_v2_035")]
+
+
+@pytest.mark.parametrize("model", U85_ZOO)
 def test_zoo_model_for_ethos_u85_equals_run_host_bit_for_bit(work, builder, tmp_path, model):
-    """Every zoo model compiled for ethos-u85-256 and built for corstone-320 runs on the virtual
-    platform with outputs equal to run-host's (digits: above)."""
+    """A zoo model compiled for ethos-u85-256 and built for corstone-320 runs on the virtual
+    platform with outputs equal to run-host's."""
     pte_path = compiled(work, model, "ethos-u85-256")
     assert_matches_host(pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256",
                         random_samples(pte_path, 1, seed=85), tmp_path)
