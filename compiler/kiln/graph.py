@@ -29,6 +29,8 @@ aten = torch.ops.aten
 QUANTIZE = (qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor)
 DEQUANTIZE = (qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor)
 DEQUANTIZE_CHANNEL = (qd.dequantize_per_channel.default,)
+# Ops that read their quantized operands' integers and return unquantized results (bools, indices).
+INTEGER_READERS = COMPARISON_OPS | INDEX_OPS
 
 DTYPES = {torch.float32: "float32", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
           torch.int64: "int64", torch.bool: "bool", torch.uint8: "uint8"}
@@ -112,8 +114,7 @@ class Op:
         op of bools."""
         if self.target in LOGICAL_OPS:
             return all(v.dtype == "bool" for v in self.inputs + self.outputs)
-        reads = COMPARISON_OPS | INDEX_OPS
-        return self.quantized or (self.target in reads and any(v.qparams is not None for v in self.inputs))
+        return self.quantized or (self.target in INTEGER_READERS and any(v.qparams is not None for v in self.inputs))
 
     def arg(self, name: str):
         """The argument called `name` in the op's schema, or its default."""
@@ -334,7 +335,7 @@ class _Builder:
             return
         # a comparison or argmax of quantized operands reads their integer values (its bool or index
         # result has no quantization); on the CPU the program dequantizes them for the float kernel
-        of = self.integer_of if node.target in COMPARISON_OPS | INDEX_OPS and inputs_quantized else self.float_of
+        of = self.integer_of if node.target in INTEGER_READERS and inputs_quantized else self.float_of
         args = self.map_args(node.args, of)
         kwargs = self.map_args(node.kwargs, of)
         out = Value(node.name, tuple(val.shape), _dtype(val.dtype))

@@ -82,6 +82,11 @@ def _attr(kind: str, *args) -> ts.TosaSerializerAttribute:
     return attribute
 
 
+def _op_attr(op: str, *args) -> ts.TosaSerializerAttribute:
+    """The attribute of TOSA op `op` named as the op is (REDUCE_SUM -> ReduceSumAttribute)."""
+    return _attr(op.title().replace("_", ""), *args)
+
+
 def _quantize_real(x: float, qp: QParams, dtype: str) -> int:
     """The integer for real value x under `qp`, saturated to dtype (infinities to the ends)."""
     lo, hi = QRANGE[dtype]
@@ -131,10 +136,11 @@ RANK4_TRANSPOSE_FAMILIES = ("ethos-u65", "ethos-u85")
 class Lowerer:
     def __init__(self, partition: Partition, accelerator: str | None = None):
         self.partition = partition
-        self.grouped_transposes = not (accelerator or "").startswith(RANK4_TRANSPOSE_FAMILIES)
-        self.resize_any_factor = (accelerator or "").startswith(RESIZE_ANY_FACTOR_FAMILIES)
-        self.pooled_means = (accelerator or "").startswith(POOLED_MEAN_FAMILIES)
-        self.clamp_copies = (accelerator or "").startswith(CLAMP_COPY_FAMILIES)
+        on = (accelerator or "").startswith  # on(FAMILIES): the target is of one of them
+        self.grouped_transposes = not on(RANK4_TRANSPOSE_FAMILIES)
+        self.resize_any_factor = on(RESIZE_ANY_FACTOR_FAMILIES)
+        self.pooled_means = on(POOLED_MEAN_FAMILIES)
+        self.clamp_copies = on(CLAMP_COPY_FAMILIES)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -1059,7 +1065,7 @@ def _compare(lw: Lowerer, op: Op):
         wide = [lw.rescale(n, sh, "int8", "int32", 1.0) for n, sh in zip(names, [shapes[0], [1] * len(shapes[0])])]
     shape = Lowerer.shape_of(out, nhwc)
     result = lw.inter(shape, "bool")
-    lw.emit(kind, wide[::-1] if swapped else wide, [result], _attr(kind.title().replace("_", "")))
+    lw.emit(kind, wide[::-1] if swapped else wide, [result], _op_attr(kind))
     if negated:
         flipped = lw.inter(shape, "bool")
         lw.emit("LOGICAL_NOT", [result], [flipped], _attr("LogicalNot"))
@@ -1110,7 +1116,7 @@ def _logical(lw: Lowerer, op: Op):
             aten.logical_not.default: "LOGICAL_NOT"}[op.target]
     names, shapes, nhwc = _broadcast_operands(lw, op.inputs, op.output)
     result = lw.inter(Lowerer.shape_of(op.output, nhwc), "bool")
-    lw.emit(kind, names, [result], _attr(kind.title().replace("_", "")))
+    lw.emit(kind, names, [result], _op_attr(kind))
     lw.result(op.output, result, nhwc)
 
 
@@ -1152,13 +1158,12 @@ MAX_MIN_SPLIT = 16  # a whole max/min over K values: K as (K / b, b), b a diviso
 
 def _reduce_axes(lw: Lowerer, name: str, shape, axes, kind: str, dtype: str) -> tuple[str, list[int]]:
     """REDUCE_`kind` of `name` (of `shape`) along each of `axes` in turn; (result, its shape)."""
-    attribute_kind = kind.title().replace("_", "")  # REDUCE_SUM -> ReduceSum
     shape = list(shape)
     for axis in axes:
         shape[axis] = 1
         out = lw.inter(shape, dtype)
-        attribute = (_attr(attribute_kind, axis) if kind == "REDUCE_SUM"
-                     else _attr(attribute_kind, axis, ts.NanPropagationMode.PROPAGATE))
+        attribute = (_op_attr(kind, axis) if kind == "REDUCE_SUM"
+                     else _op_attr(kind, axis, ts.NanPropagationMode.PROPAGATE))
         lw.emit(kind, [name], [out], attribute)
         name = out
     return name, list(shape)
