@@ -12,7 +12,7 @@ with tensor, broadcast, constant and scalar operands, minimum/maximum, the unary
 softmax/log_softmax, layer/group/batch norm, mean/sum/amax/amin over several dims, average
 and max pools (large strides, global), adaptive average pools, permute/transpose, slice/
 select/strided slice, cat/stack, expand/repeat, pad, upsample, flatten/reshape/squeeze,
-comparisons with where, cumsum.
+comparisons with where (and any/all of their masks), cumsum.
 """
 
 from __future__ import annotations
@@ -251,6 +251,10 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
     "where_le_tensor": (_fn(lambda s, a, b: torch.where(a <= b, a, b)), _two((1, 8, 6, 6), (1, 8, 6, 6))),
     "where_ne": (_fn(lambda s, a, b: torch.where(torch.round(a) != torch.round(b), a, -b)), _two((1, 6, 16), (1, 6, 16))),
     "where_gt_broadcast": (_fn(lambda s, a, b: torch.where(a > b, a, b)), _two((1, 8, 6, 6), (1, 8, 1, 1))),
+    "where_any_rows": (_fn(lambda s, a, b: torch.where((a > 0.5).any(dim=-1, keepdim=True), a, b)),
+                       _two((1, 6, 16), (1, 6, 16))),
+    "where_all_channels": (_fn(lambda s, x: torch.where((x > -1.0).all(dim=1, keepdim=True), x, 0.0)),
+                           _x(1, 8, 6, 6)),
     # cumulative sums
     "cumsum_channels": (_fn(lambda s, x: torch.cumsum(x, dim=1)), _x(1, 8, 6, 6)),
     "cumsum_2d": (_fn(lambda s, x: torch.cumsum(x, dim=-1)), _x(2, 24)),

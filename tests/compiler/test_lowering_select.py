@@ -1,4 +1,4 @@
-"""Comparisons, logical ops of masks and select (Ethos-U85): the lowered TOSA on tosa_reference_model against the
+"""Comparisons, logical ops and any/all of masks, and select (Ethos-U85): the lowered TOSA on tosa_reference_model against the
 PT2E reference, Vela places the graph on ethos-u85-256 and refuses it on ethos-u55-128 (the
 support rule's claim), kiln's U85 model runs Vela's stream to tosa_reference_model's bytes, and
 on Ethos-U55 the ops stay on the CPU with the rule's reason."""
@@ -31,6 +31,11 @@ CASES = {
     "masks": (lambda x, y: torch.where(((x > 0.2) & (y < x)) | ~(x > y), x, y), [(1, 4, 6, 5), (1, 4, 6, 5)], 0),
     "mask_broadcast": (lambda x, y: torch.where(torch.logical_or(x < -0.5, y > 0.5), x, 0.0),
                        [(1, 3, 8), (1, 1, 8)], 0),
+    # any / all of masks (REDUCE_ANY / REDUCE_ALL) along the last dim, channels, and two dims
+    "any_rows": (lambda x, y: torch.where((x > 0.2).any(dim=-1, keepdim=True), x, y), [(1, 6, 16), (1, 6, 16)], 0),
+    "all_channels": (lambda x: torch.where((x < 0.5).all(dim=1, keepdim=True), x, 0.0), [(1, 8, 5, 6)], 0),
+    "any_planes": (lambda x, y: torch.where(torch.any(x > y, dim=(2, 3), keepdim=True), x, y),
+                   [(1, 4, 6, 5), (1, 4, 6, 5)], 0),
 }
 
 
@@ -61,7 +66,7 @@ def test_on_the_u55_comparisons_and_select_stay_on_the_cpu_with_the_rules_reason
     module, inputs, calibration, _ = _case("gt_tensors")
     _, _, parts = lower_module(module, inputs, calibration, "ethos-u55-128")
     reasons = {p.op.op_type: p.reason for p in parts.placements if p.partition is None}
-    rule = "Vela 5.2.0 runs comparisons, logical ops and selects on Ethos-U85, not on Ethos-U55 or U65"
+    rule = "Vela 5.2.0 runs comparisons, logical ops (any, all) and selects on Ethos-U85, not on Ethos-U55 or U65"
     assert reasons == {"aten.gt": f"aten.gt: {rule}", "aten.where": f"aten.where: {rule}"}
 
 
@@ -78,3 +83,28 @@ def test_threshold_test_by_hand():
 def test_comparison_multipliers_by_hand():
     assert tosa_lowering.comparison_multipliers(0.02, 0.01) == (2**20, 2**19)
     assert tosa_lowering.comparison_multipliers(0.01, 0.03) == (349525, 2**20)  # round(2^20 / 3)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_any_and_all_through_a_program_equal_pt2e(target):
+    """any/all in every spelling (a dim, dims, none; of a mask or of floats) through the front end,
+    on the CPU kernels (Ethos-U55) or the NPU (Ethos-U85), equal PT2E's reference on run-host."""
+    from kiln import compile as kc
+    from kiln.frontend.export import LoadedModel
+    from kiln.reference import run_host as host
+    from kiln.spec import CompileSpec
+
+    module = Lambda(lambda m, x: ((x > 0.3).any(dim=1), torch.all(x < 0.8, dim=(2, 3), keepdim=True),
+                                  (x * 2.0).any(), (x > -2.0).all(-1)))
+    samples = [seeded(30 + i, (1, 4, 5, 6))[0] for i in range(3)]
+    result = kc.compile_model(LoadedModel("any_all", module.eval(), (samples[0],)), CompileSpec(target),
+                              log=lambda line: None)
+    where = {p.op.op_type: p.partition is not None for p in result.partitioning.placements
+             if p.op.op_type in ("aten.any", "aten.all")}
+    assert where == {"aten.any": target == "ethos-u85-256", "aten.all": target == "ethos-u85-256"}
+    for x in samples:
+        got = host.run(result.pte, [x.numpy()])
+        want = result.quantized_module(x)
+        assert [g.dtype for g in got] == [np.bool_] * 4
+        for g, w in zip(got, want):
+            assert np.array_equal(g, w.numpy())

@@ -561,6 +561,27 @@ def reduce_all(emit, node, a):
     return emit(reduce, x, list(range(_rank(x))), False, **dtype)
 
 
+@decomposes(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims,
+            into="any.dims / all.dims of a bool tensor (x != 0 first) over a non-empty list of dims (none, or "
+                 "any.dims' []: x != 0 itself)")
+def any_all(emit, node, a):
+    x = a["self"]
+    dims = a.get("dim", None)
+    if node.target in (aten.any.dims, aten.all.dims) and dims is not None and not dims:
+        dims = []  # PyTorch's any.dims / all.dims over [] reduce nothing
+    else:
+        dims = _dims(dims, _rank(x)) if _rank(x) else []  # a 0-d tensor reduced over dim 0 is itself
+    plain = node.target in (aten.any.dims, aten.all.dims) and value(x).dtype == torch.bool
+    if plain and dims and list(a.get("dim") or []) == dims:
+        return None
+    if value(x).dtype != torch.bool:
+        x = emit(aten.ne.Scalar, x, 0)
+    if not dims:
+        return x
+    reduce = aten.any.dims if node.target.overloadpacket is aten.any else aten.all.dims
+    return emit(reduce, x, dims, bool(a.get("keepdim", False)))
+
+
 @decomposes(aten.max.default, aten.min.default, into="amax / amin over every dim")
 def extreme_all(emit, node, a):
     reduce = aten.amax.default if node.target is aten.max.default else aten.amin.default

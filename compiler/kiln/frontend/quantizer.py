@@ -84,8 +84,10 @@ COMPARISON_OPS = {getattr(getattr(aten, name), overload) for name in ("eq", "ne"
 # Index results: argmax reads its float operand quantized (observed as it is read; the integers order
 # as the reals do) and returns indices, never observed.
 INDEX_OPS = frozenset({aten.argmax.default})
-# Logical ops of bool tensors (masks): never observed.
-LOGICAL_OPS = frozenset({aten.logical_and.default, aten.logical_or.default, aten.logical_not.default})
+# Logical ops of bool tensors (masks), and any/all reducing them (the frontend's any.dims and
+# all.dims): never observed.
+BOOL_REDUCTIONS = frozenset({aten.any.dims, aten.all.dims})
+LOGICAL_OPS = frozenset({aten.logical_and.default, aten.logical_or.default, aten.logical_not.default}) | BOOL_REDUCTIONS
 # Probabilities: the input observed, the output in the fixed range [0, 1) (scale 1/256 at
 # int8, 1/32768 at int16), whatever the calibration saw.
 SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default}

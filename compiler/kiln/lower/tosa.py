@@ -1108,7 +1108,7 @@ def _argmax(lw: Lowerer, op: Op):
     lw.result(out, lw.reshape(indices, out.shape, "int32") if list(out.shape) != shape else indices, False)
 
 
-@lowering(*vocabulary.LOGICAL_OPS)
+@lowering(*(vocabulary.LOGICAL_OPS - vocabulary.BOOL_REDUCTIONS))
 def _logical(lw: Lowerer, op: Op):
     """LOGICAL_AND / LOGICAL_OR of two bool tensors broadcast to the output, LOGICAL_NOT of one
     (a support rule keeps them to bools)."""
@@ -1153,6 +1153,7 @@ def _layout_axis(lw: Lowerer, v: Value, dim: int) -> tuple[str, int, bool]:
 # [1, 4, 6, 10] over its last dim, 1,050,715 against 237,872 for [1, 512, 512]), and reducing a
 # long axis in two steps less than in one (21,829 cycles for 4,096 values, 2,802 as 256 x 16),
 # while REDUCE_SUM is cheapest along the last axis.
+UNORDERED_REDUCTIONS = ("REDUCE_SUM", "REDUCE_ANY", "REDUCE_ALL")  # no NaN mode
 MAX_MIN_SPLIT = 16  # a whole max/min over K values: K as (K / b, b), b a divisor of K up to this
 
 
@@ -1162,7 +1163,7 @@ def _reduce_axes(lw: Lowerer, name: str, shape, axes, kind: str, dtype: str) -> 
     for axis in axes:
         shape[axis] = 1
         out = lw.inter(shape, dtype)
-        attribute = (_op_attr(kind, axis) if kind == "REDUCE_SUM"
+        attribute = (_op_attr(kind, axis) if kind in UNORDERED_REDUCTIONS
                      else _op_attr(kind, axis, ts.NanPropagationMode.PROPAGATE))
         lw.emit(kind, [name], [out], attribute)
         name = out
@@ -1197,14 +1198,15 @@ def _bitwise_not(lw: Lowerer, name: str, shape) -> str:
 
 
 def _reduction(lw: Lowerer, op: Op, kind: str):
-    """sum, mean, amax or amin of x over reduced_dims(op), with or without keepdim.
+    """sum, mean, amax, amin, any or all of x over reduced_dims(op), with or without keepdim.
 
     In x's layout (channels last for a value so bound), each run of adjacent reduced axes and of
     adjacent kept ones is merged by a free RESHAPE (axes of size 1 dropped), then each merged
     reduced axis is reduced in turn. A sum or mean is widened to int32 without the zero point
     first, and one RESCALE after the last REDUCE_SUM requantizes it (x's scale over the
     output's, divided by the count for a mean: one rounding, as PT2E's float mean of the
-    dequantized values then quantized). Max and min run in x's type. The result, the input
+    dequantized values then quantized). Max and min run in x's type, any and all in bool, each
+    merged axis in turn. The result, the input
     with each reduced dim 1, is then reshaped to the output (through PyTorch's order unless it
     keeps its rank and so its layout)."""
     x, out = op.arg("self"), op.output
@@ -1234,6 +1236,8 @@ def _reduction(lw: Lowerer, op: Op, kind: str):
             name, kind = _bitwise_not(lw, name, merged), "REDUCE_MAX"
         if summing:
             name, shape = _reduce_axes(lw, name, merged, reversed(reduced), kind, dtype)
+        elif kind in ("REDUCE_ANY", "REDUCE_ALL"):
+            name, shape = _reduce_axes(lw, name, merged, reduced, kind, dtype)
         elif reduced[-1] == len(groups) - 1:  # the last axis last, after the others shrank the tensor
             name, shape = _reduce_axes(lw, name, merged, reduced[:-1], kind, dtype)
             name, shape = _reduce_last_axis(lw, name, shape, kind, dtype)
@@ -1269,6 +1273,12 @@ def _reduction(lw: Lowerer, op: Op, kind: str):
 def _amax(lw: Lowerer, op: Op):
     """Max or min over any dims: the output shares the input's qparams (the quantizer's choice)."""
     _reduction(lw, op, "REDUCE_MAX" if op.target is aten.amax.default else "REDUCE_MIN")
+
+
+@lowering(*vocabulary.BOOL_REDUCTIONS)
+def _any_all(lw: Lowerer, op: Op):
+    """any or all of a bool tensor over any dims (REDUCE_ANY / REDUCE_ALL, Ethos-U85: a support rule)."""
+    _reduction(lw, op, "REDUCE_ANY" if op.target is aten.any.dims else "REDUCE_ALL")
 
 
 @lowering(aten.sum.dim_IntList)

@@ -95,7 +95,8 @@ def lowered(op: Op) -> bool:
     return op.target in LOWERED
 
 
-@rule("{op_type}: Vela 5.2.0 runs comparisons, logical ops and selects on Ethos-U85, not on Ethos-U55 or U65",
+@rule("{op_type}: Vela 5.2.0 runs comparisons, logical ops (any, all) and selects on Ethos-U85, not on Ethos-U55 "
+      "or U65",
       ops=SELECT_OPS, families=("ethos-u55", "ethos-u65"))
 def selects_on_u85(op: Op) -> bool:
     return False

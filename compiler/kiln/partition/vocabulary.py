@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from kiln.frontend.quantizer import COMPARISON_OPS, INDEX_OPS, LOGICAL_OPS
+from kiln.frontend.quantizer import BOOL_REDUCTIONS, COMPARISON_OPS, INDEX_OPS, LOGICAL_OPS
 
 aten = torch.ops.aten
 
@@ -45,7 +45,8 @@ LOWERED = frozenset({
     aten.squeeze.default, aten.unsqueeze.default, aten.clone.default, aten.alias.default,
     aten.permute.default, aten.transpose.int, aten.cat.default, aten.constant_pad_nd.default, aten.pad.default,
     aten.slice.Tensor, aten.select.int, aten.expand.default,
-    # comparisons of int8 values (bool results), logical ops of bools and select (Ethos-U85: support.py)
+    # comparisons of int8 values (bool results), logical ops and any/all of bools, and select (Ethos-U85:
+    # support.py)
     *COMPARISON_OPS, aten.where.self, *LOGICAL_OPS,
     # indices of quantized values (int32 on the NPU, then int64 by a cast on the CPU)
     *INDEX_OPS,

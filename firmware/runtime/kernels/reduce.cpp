@@ -6,6 +6,8 @@
 //     value in that order, a NaN more extreme than any number.
 //   aten::argmax.out / aten::argmin.out (self, dim (int or None), keepdim, out): float32 or
 //     integer input, int64 out; the index (along dim, or flat for None) of that first extreme.
+//   aten::any.dims_out / aten::all.dims_out (self, dim, keepdim, out): bool to bool over a
+//     non-empty dim list; whether some / every value is true (any of none: false, all: true).
 //   aten::cumsum.out (self, dim, dtype, out): out[i] = out[i - 1] + x[i] from +0.0; float32
 //     to float32, integers to int64 (wrapping modulo 2^64).
 //   aten::_softmax.out / aten::_log_softmax.out (self, dim, half_to_float = false, out):
@@ -153,6 +155,23 @@ Status extreme(KernelArgs& args, bool largest) {
   return {};
 }
 
+Status any_or_all(KernelArgs& args, bool every) {
+  KILN_CHECK(expect_arity(args, 3));
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kBool));
+  KILN_TRY(uint32_t mask, dim_mask(args, 1, *x, false));
+  KILN_TRY(bool keepdim, bool_arg(args, 2));
+  KILN_TRY(Tensor* out, reduced_output(args, 3, *x, mask, keepdim, ScalarType::kBool));
+  const Reduction r = split(*x, mask);
+  const auto* in = static_cast<const uint8_t*>(x->data);  // bools: one byte each, 0 or not
+  auto* y = static_cast<uint8_t*>(out->data);
+  for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
+    bool acc = every;  // stops at the first value that decides it
+    for (uint64_t k = 0; k < r.count && acc == every; ++k, walk.next()) acc = in[base + walk.offset()] != 0;
+    y[o] = acc ? 1 : 0;
+  });
+  return {};
+}
+
 template <typename T>
 void arg_extreme_of(const Reduction& r, const T* in, int64_t* y, bool largest) {
   for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
@@ -263,6 +282,8 @@ Status mean_out(KernelArgs& args) { return sum_or_mean(args, true); }
 Status amax_out(KernelArgs& args) { return extreme(args, true); }
 Status amin_out(KernelArgs& args) { return extreme(args, false); }
 Status argmax_out(KernelArgs& args) { return arg_extreme(args, true); }
+Status any_dims_out(KernelArgs& args) { return any_or_all(args, false); }
+Status all_dims_out(KernelArgs& args) { return any_or_all(args, true); }
 Status argmin_out(KernelArgs& args) { return arg_extreme(args, false); }
 
 Status cumsum_out(KernelArgs& args) {

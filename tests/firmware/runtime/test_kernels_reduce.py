@@ -1,7 +1,7 @@
 """Reduction, cumulative sum and softmax kernels: each C++ kernel (host build, ASan and UBSan)
 equals kiln.program.kernels' numpy bit for bit on the same one-call program (kernel_programs),
-and the numpy kernel agrees with PyTorch's eager op: exactly for amax/amin/argmax/argmin
-(bytes, so NaN and the sign of zero too), within float32 rounding for sums (the bound in
+and the numpy kernel agrees with PyTorch's eager op: exactly for amax/amin/argmax/argmin,
+any/all (bytes, so NaN and the sign of zero too), within float32 rounding for sums (the bound in
 within_rounding)."""
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ TIES = np.array([[1.0, 3.0, 3.0, 0.0], [-0.0, 0.0, -0.0, -1.0], [np.nan, 2.0, np
                  [-np.inf, -np.inf, 7.0, np.inf]], np.float32)
 INT8 = np.random.default_rng(22).integers(-128, 128, (4, 6), dtype=np.int8)
 INT64 = np.array([[5, -(2**62), 2**62, 2**62], [2**63 - 1, 1, -3, 0]], np.int64)
+# Rows all false, all true and mixed along each dim; a wider random mask.
+MASK = np.array([[[0, 0, 0], [1, 1, 1]], [[1, 0, 1], [0, 0, 1]]], bool)
+WIDE_MASK = np.random.default_rng(23).random((3, 4, 5, 2)) < 0.3
 
 CASES = {
     "sum": ("aten::sum", "IntList_out", [In(X), [-1], True, None], (2, 4, 7, 1)),
@@ -51,6 +54,12 @@ CASES = {
     "argmin_dim": ("aten::argmin", "out", [In(ODD), 1, False], (3, 1, 7), np.int64),
     "argmin_special_all": ("aten::argmin", "out", [In(SPECIAL), None, False], (), np.int64),
     "argmin_int64": ("aten::argmin", "out", [In(INT64), 0, False], (4,), np.int64),
+    "any_last": ("aten::any", "dims_out", [In(MASK), [-1], False], (2, 2), np.bool_),
+    "any_two_dims_keepdim": ("aten::any", "dims_out", [In(WIDE_MASK), [0, 2], True], (1, 4, 1, 2), np.bool_),
+    "any_every_dim": ("aten::any", "dims_out", [In(MASK), [0, 1, 2], False], (), np.bool_),
+    "all_first": ("aten::all", "dims_out", [In(MASK), [0], False], (2, 3), np.bool_),
+    "all_last_keepdim": ("aten::all", "dims_out", [In(MASK), [2], True], (2, 2, 1), np.bool_),
+    "all_wide": ("aten::all", "dims_out", [In(~WIDE_MASK), [1, 3], False], (3, 5), np.bool_),
     "cumsum": ("aten::cumsum", "out", [In(X), 2, None], X.shape),
     "cumsum_last": ("aten::cumsum", "out", [In(ODD), -1, 6], ODD.shape),
     "cumsum_special": ("aten::cumsum", "out", [In(SPECIAL), 1, None], SPECIAL.shape),
@@ -86,11 +95,13 @@ EAGER = {
     "aten::amin": lambda x, dim, keepdim: torch.amin(x, dim, keepdim),
     "aten::argmax": lambda x, dim, keepdim: torch.argmax(x, dim, keepdim),
     "aten::argmin": lambda x, dim, keepdim: torch.argmin(x, dim, keepdim),
+    "aten::any": lambda x, dim, keepdim: torch.ops.aten.any.dims(x, dim, keepdim),
+    "aten::all": lambda x, dim, keepdim: torch.ops.aten.all.dims(x, dim, keepdim),
     "aten::cumsum": lambda x, dim, dtype: torch.cumsum(x, dim),
     "aten::_softmax": lambda x, dim, half: torch.softmax(x, dim),
     "aten::_log_softmax": lambda x, dim, half: torch.log_softmax(x, dim),
 }
-EXACT = {"aten::amax", "aten::amin", "aten::argmax", "aten::argmin"}
+EXACT = {"aten::amax", "aten::amin", "aten::argmax", "aten::argmin", "aten::any", "aten::all"}
 SUMS = {"aten::sum", "aten::mean", "aten::cumsum"}
 
 

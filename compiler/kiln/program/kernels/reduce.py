@@ -5,6 +5,8 @@ Orders of evaluation, the same in the C++ kernels:
   order of the reduced dims, in float32; mean then divides once by float32(count).
 - amax/amin/argmax/argmin: the first extreme value in row-major order of the reduced dims
   wins; a NaN is more extreme than any number (the first NaN wins), as PyTorch's.
+- any/all: of bool values (the frontend compares others with 0 first) over a non-empty dim
+  list; any of no values is false, all of them true.
 - cumsum: out[i] = out[i - 1] + x[i] along the dim, starting at +0.0 (int64 for integer
   inputs, wrapping modulo 2**64).
 - softmax: shifted = x - max, exp, the sum of the exps in index order; softmax divides by it,
@@ -105,6 +107,18 @@ def _extreme(x, dim, keepdim, largest):
     return _restore(values, x.shape, dims, keepdim)
 
 
+def _any_all(x, dim, keepdim, every: bool):
+    dims = reduced_dims(dim, x.ndim)
+    grouped = _grouped(x != 0, dims)
+    return _restore(grouped.all(-1) if every else grouped.any(-1), x.shape, dims, keepdim)
+
+
+def _any_all_accepts(op) -> bool:
+    """A bool tensor over a listed dim (any.dims' [] means no reduction in PyTorch, every dim here)."""
+    (x,) = op.inputs
+    return x.dtype == "bool" and bool(op.arg("dim"))
+
+
 def _arg_extreme(x, dim, keepdim, largest):
     dims = reduced_dims(dim, x.ndim)
     index = _first_extreme(_grouped(x, dims), largest).astype(np.int64)
@@ -168,6 +182,10 @@ KERNELS: dict[object, Kernel] = {
                                 lambda x, dim, keepdim: _arg_extreme(x, dim, keepdim, largest=True), _arg_accepts),
     aten.argmin.default: Kernel("aten::argmin", "out", ("self", "dim", "keepdim"),
                                 lambda x, dim, keepdim: _arg_extreme(x, dim, keepdim, largest=False), _arg_accepts),
+    aten.any.dims: Kernel("aten::any", "dims_out", ("self", "dim", "keepdim"),
+                          lambda x, dim, keepdim: _any_all(x, dim, keepdim, every=False), _any_all_accepts),
+    aten.all.dims: Kernel("aten::all", "dims_out", ("self", "dim", "keepdim"),
+                          lambda x, dim, keepdim: _any_all(x, dim, keepdim, every=True), _any_all_accepts),
     aten.cumsum.default: Kernel("aten::cumsum", "out", ("self", "dim", "dtype"), _cumsum, _cumsum_accepts),
     **{t: Kernel("aten::_softmax", "out", ("self", "dim", Fixed(False)),
                  lambda x, dim, half: _softmax(x, dim, log=False), float_operands)
