@@ -7,6 +7,7 @@
 #     build was given one, makes the board's toolchain (cpu.toolchain:
 #     cmake/<toolchain>.cmake) CMAKE_TOOLCHAIN_FILE. Sets KILN_BOARD_NAME, KILN_BOARD_CPU,
 #     KILN_BOARD_COMPILE_FLAGS, KILN_BOARD_LINK_FLAGS, KILN_BOARD_TOOLCHAIN(_FILE),
+#     KILN_BOARD_UART_DRIVER (the platform's UART source for uart.kind),
 #     KILN_BOARD_LINKER_SCRIPT, KILN_BOARD_INCLUDE_DIR.
 #
 #   kiln_board_configure()                                after project()

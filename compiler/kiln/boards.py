@@ -2,9 +2,15 @@
 
 This module reads and validates them (a malformed description is rejected with
 a message naming the file and the field), maps NPU targets such as
-``ethos-u55-128`` to their board, and generates what a firmware build needs
-from a description: a GNU ld linker script, a C header and a CMake fragment.
-Nothing else in kiln repeats a board's addresses.
+``ethos-u55-128`` to their reference board (or, asked, to another board with that
+NPU configuration), and generates what a firmware build needs from a description:
+a GNU ld linker script, a C header and a CMake fragment. Nothing else in kiln
+repeats a board's addresses.
+
+A description may start from another (``extends = "corstone-300"``: an FPGA image of
+that subsystem, say) and state only what differs; see ``_inherit``. A fact that no
+public source confirmed is listed in the description's ``[unverified]`` table, with
+why, and ``kiln targets`` prints it.
 
 Only the standard library is used, so CMake can run ``python -m kiln.boards``
 early in a configure.
@@ -17,7 +23,7 @@ import re
 import string
 import sys
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kiln import paths
@@ -41,7 +47,13 @@ VELA_MEMORY_MODES = (
     "Dedicated_Sram_384KB",
     "Dedicated_Sram_512KB",
 )
-UART_KINDS = ("cmsdk-apb-uart",)
+# The UARTs kiln's platform layer drives: board.toml's uart.kind -> its driver under
+# firmware/platform/ (the build compiles exactly that one). Both need clock_hz / baud >= 16.
+UART_DRIVERS = {
+    "cmsdk-apb-uart": "uart_cmsdk.cpp",  # Arm CMSDK APB UART (Corstone, MPS3/MPS4)
+    "dw-apb-uart": "uart_dw_apb.cpp",  # Synopsys DesignWare APB UART, 16550-compatible (Alif Ensemble)
+}
+UART_KINDS = tuple(UART_DRIVERS)
 # The compilers a board's firmware can be built with: each a CMake toolchain file
 # cmake/<name>.cmake. arm-none-eabi-gcc is Debian's GCC 12 (up to Cortex-M55);
 # clang-arm-none-eabi is Debian's clang 19 compiling (Cortex-M85 too) against the same
@@ -50,6 +62,11 @@ TOOLCHAINS = ("arm-none-eabi-gcc", "clang-arm-none-eabi")
 DEFAULT_TOOLCHAIN = "arm-none-eabi-gcc"
 FVP_PLACEHOLDERS = ("macs", "cwd")
 
+# Keys of a description that belong to it alone: a description that extends another
+# inherits everything else (see _inherit).
+OWN_KEYS = ("name", "summary", "extends", "drop", "reference")
+# The sections an [unverified] entry may name ("uart.base", "npu.irq", "memory.mram", ...).
+UNVERIFIED_SECTIONS = ("cpu", "memory", "stack_size", "uart", "npu", "fvp", "virtual_platform")
 STACK_ALIGNMENT = 8  # the AAPCS's: the main stack's size and top are multiples of it
 _IDENT = re.compile(r"[a-z][a-z0-9_]*\Z")
 _FAMILY = re.compile(r"ethos-u(55|65|85)\Z")
@@ -99,7 +116,7 @@ class NpuFamily:
     system_config: str  # Vela's default --system-config for this family
     memory_mode: str  # Vela's default --memory-mode
     memory_modes: tuple[str, ...]  # the modes this board supports for the family
-    fvp: str  # Arm FVP binary name
+    fvp: str | None  # Arm FVP binary name; None: no FVP models this board
 
 
 @dataclass(frozen=True)
@@ -125,16 +142,26 @@ class Board:
     stack_size: int  # bytes of the main stack, reserved in the "stack" region (a build may override it)
     uart: Uart
     npu: Npu
-    fvp_params: tuple[str, ...]  # -C parameters with {macs} and {cwd} placeholders
+    fvp_params: tuple[str, ...]  # -C parameters with {macs} and {cwd} placeholders; () without an FVP
     qemu_machine: str | None  # None: no virtual platform for this board yet
+    # The board its NPU configurations are the targets of: `--target T` alone means T on it.
+    reference: bool = False
+    # Facts no public source confirmed: (field, why), e.g. ("uart.base", "...").
+    unverified: tuple[tuple[str, str], ...] = ()
+    extends: str | None = None  # the description this one starts from
 
     def region_for(self, purpose: str) -> MemoryRegion:
         return next(r for r in self.memory if purpose in r.purposes)
 
+    def configurations(self) -> list[str]:
+        """The target names of every NPU configuration this board has ("ethos-u55-128", ...)."""
+        return [f"{f.name}-{m}" for f in self.npu.families for m in f.macs]
+
 
 @dataclass(frozen=True)
 class Target:
-    """One NPU configuration on one board, e.g. ethos-u55-128 on corstone-300."""
+    """One NPU configuration on one board, e.g. ethos-u55-128 on corstone-300 (its reference
+    board) or on mps3-an552."""
 
     name: str
     board: Board
@@ -235,16 +262,96 @@ def _describe(value: object) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def load_board(path: Path) -> Board:
-    """Reads and validates one board.toml; raises BoardError naming the field."""
+def _read_toml(path: Path) -> dict:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BoardError(f"{path}: no such board description") from None
     except tomllib.TOMLDecodeError as error:
         raise BoardError(f"{path}: not valid TOML: {error}") from None
     except UnicodeDecodeError as error:
         raise BoardError(f"{path}: not UTF-8 text (byte {error.start}); restore the board description") from None
+
+
+def _inherit(data: dict, path: Path, seen: tuple[str, ...] = ()) -> dict:
+    """`data` (board.toml at `path`) with what it extends filled in.
+
+    ``extends = "NAME"`` starts from boards/NAME/board.toml (itself resolved first), less
+    that description's OWN_KEYS. Tables merge key by key; arrays of tables whose entries
+    have a ``name`` ([[memory]], [[npu.family]]) merge entry by entry (an entry naming an
+    inherited one changes its fields, a new name is added); any other value replaces.
+    ``drop = ["fvp", "memory.sram1", "npu.family.ethos-u65"]`` then removes inherited
+    tables, fields or named entries (a dotted path; a named entry by its name)."""
+    parent_name = data.get("extends")
+    if parent_name is None:
+        if "drop" in data:
+            raise BoardError(f"{path}: drop: only a description that extends another drops anything")
+        return data
+    if not isinstance(parent_name, str) or not parent_name:
+        raise BoardError(f"{path}: extends: expected the name of a board, got {_describe(parent_name)}")
+    if parent_name in seen:
+        raise BoardError(f"{path}: extends: {' -> '.join((*seen, parent_name))} extends itself")
+    parent_path = path.parent.parent / parent_name / "board.toml"
+    if not parent_path.is_file():
+        raise BoardError(f"{path}: extends: no board {parent_name!r} ({parent_path} is missing)")
+    parent = _inherit(_read_toml(parent_path), parent_path, (*seen, data.get("name", path.parent.name)))
+    merged = _merge({k: v for k, v in parent.items() if k not in OWN_KEYS},
+                    {k: v for k, v in data.items() if k != "drop"})
+    drop = data.get("drop", [])
+    if not isinstance(drop, list) or not all(isinstance(d, str) and d for d in drop):
+        raise BoardError(f"{path}: drop: expected a list of dotted field paths, got {_describe(drop)}")
+    for dotted in drop:
+        if not _drop(merged, dotted.split(".")):
+            raise BoardError(f"{path}: drop: {dotted!r} names nothing {parent_name} describes")
+    return merged
+
+
+def _named(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(e, dict) and "name" in e for e in value)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            out[key] = _merge(old, value)
+        elif _named(old) and _named(value):
+            entries = {e["name"]: e for e in old}
+            for entry in value:
+                entries[entry["name"]] = _merge(entries.get(entry["name"], {}), entry)
+            out[key] = list(entries.values())
+        else:
+            out[key] = value
+    return out
+
+
+def _drop(node: object, parts: list[str]) -> bool:
+    """Removes the field, table or named entry at `parts` under `node`; False if there is none.
+    A key with dots of its own ([unverified]'s "uart.base") is matched whole."""
+    if isinstance(node, dict) and ".".join(parts) in node:
+        del node[".".join(parts)]
+        return True
+    head, rest = parts[0], parts[1:]
+    if _named(node):
+        index = next((i for i, e in enumerate(node) if e["name"] == head), None)
+        if index is None:
+            return False
+        if not rest:
+            del node[index]
+            return True
+        return _drop(node[index], rest)
+    if not isinstance(node, dict) or head not in node:
+        return False
+    if not rest:
+        del node[head]
+        return True
+    return _drop(node[head], rest)
+
+
+def load_board(path: Path) -> Board:
+    """Reads and validates one board.toml (and what it extends); raises BoardError naming the field."""
+    data = _inherit(_read_toml(path), path)
     top = _Table(data, "", path)
     schema = top.integer("schema")
     if schema != SCHEMA_VERSION:
@@ -261,16 +368,42 @@ def load_board(path: Path) -> Board:
         stack_size=top.integer("stack_size", limit=_ADDRESS_LIMIT),
         uart=_read_uart(top.table("uart")),
         npu=_read_npu(top.table("npu")),
-        fvp_params=_read_fvp(top.table("fvp")),
+        fvp_params=_read_fvp(top.table("fvp", optional=True)),
         qemu_machine=_read_virtual_platform(top.table("virtual_platform", optional=True)),
+        reference=_read_reference(top),
+        extends=top.string("extends", optional=True),
     )
+    board = replace(board, unverified=_read_unverified(top.table("unverified", optional=True), board))
     top.close()
+    _check_fvp(board, top)
     _check_peripherals(board, top)
     try:
         check_stack_size(board, board.stack_size)
     except UsageError as error:
         top.fail("stack_size", str(error))
     return board
+
+
+def _read_reference(top: _Table) -> bool:
+    if top.get("reference", optional=True) is None:
+        return False
+    return top.boolean("reference")
+
+
+def _read_unverified(t: _Table | None, board: Board) -> tuple[tuple[str, str], ...]:
+    """[unverified]: "section.field" = "why it is unverified" (a region by its name: "memory.mram")."""
+    if t is None:
+        return ()
+    regions = {r.name for r in board.memory}
+    entries = []
+    for key in list(t.data):
+        section, _, rest = key.partition(".")
+        if section not in UNVERIFIED_SECTIONS or (section == "memory" and rest.split(".")[0] not in regions):
+            t.fail(t.field(key), f"names no field of the description (a section of {', '.join(UNVERIFIED_SECTIONS)}"
+                                 f"; a region of {', '.join(sorted(regions))})")
+        entries.append((key, t.string(key)))
+    t.close()
+    return tuple(entries)
 
 
 def check_stack_size(board: Board, size: int) -> int:
@@ -350,7 +483,7 @@ def _read_uart(t: _Table) -> Uart:
         baud=t.integer("baud", minimum=1),
     )
     if uart.clock_hz // uart.baud < 16:
-        t.fail(t.field("baud"), "the CMSDK UART needs clock_hz / baud >= 16")
+        t.fail(t.field("baud"), f"the {kind} needs clock_hz / baud >= 16 (it samples each bit 16 times)")
     t.close()
     return uart
 
@@ -380,7 +513,7 @@ def _read_npu(t: _Table) -> Npu:
                 system_config=f.string("system_config"),
                 memory_mode=memory_mode,
                 memory_modes=memory_modes,
-                fvp=f.string("fvp"),
+                fvp=f.string("fvp", optional=True),
             )
         )
         f.close()
@@ -388,7 +521,9 @@ def _read_npu(t: _Table) -> Npu:
     return Npu(base, irq, tuple(families), ns_alias)
 
 
-def _read_fvp(t: _Table) -> tuple[str, ...]:
+def _read_fvp(t: _Table | None) -> tuple[str, ...]:
+    if t is None:
+        return ()
     params = t.strings("params")
     for i, param in enumerate(params):
         if "=" not in param:
@@ -406,6 +541,14 @@ def _read_virtual_platform(t: _Table | None) -> str | None:
     machine = t.string("qemu_machine")
     t.close()
     return machine
+
+
+def _check_fvp(board: Board, top: _Table):
+    """An FVP runs a board only with both its binary (npu.family.fvp) and its -C parameters ([fvp])."""
+    for i, family in enumerate(board.npu.families):
+        if (family.fvp is None) != (not board.fvp_params):
+            top.fail(f"npu.family[{i}].fvp", "an FVP needs both the binary (npu.family.fvp) and the board's "
+                                             "[fvp] params: give both or neither")
 
 
 def _check_peripherals(board: Board, top: _Table):
@@ -428,28 +571,59 @@ def load(name: str) -> Board:
     return load_board(BOARDS_DIR / name / "board.toml")
 
 
+def _on(board: Board, name: str) -> Target | None:
+    """Target `name` on `board`, or None when the board lacks that NPU configuration."""
+    for family in board.npu.families:
+        for macs in family.macs:
+            if f"{family.name}-{macs}" == name:
+                return Target(name, board, family, macs)
+    return None
+
+
 def targets() -> dict[str, Target]:
-    """Every NPU target kiln knows, from every board description."""
+    """Every NPU target kiln knows, each on its reference board: the one description with
+    `reference = true` that has the configuration (every configuration of any board needs one)."""
     found: dict[str, Target] = {}
+    described: dict[str, Board] = {}
     for name in board_names():
         board = load(name)
-        for family in board.npu.families:
-            for macs in family.macs:
-                target = Target(f"{family.name}-{macs}", board, family, macs)
-                if target.name in found:
-                    raise BoardError(
-                        f"{board.path}: npu.family: target {target.name} is also described by "
-                        f"{found[target.name].board.path}"
-                    )
-                found[target.name] = target
+        for target_name in board.configurations():
+            described.setdefault(target_name, board)
+            if not board.reference:
+                continue
+            if target_name in found:
+                raise BoardError(f"{board.path}: reference: target {target_name} already has reference board "
+                                 f"{found[target_name].board.name}; one board is a target's reference")
+            found[target_name] = _on(board, target_name)
+    for target_name, board in described.items():
+        if target_name not in found:
+            raise BoardError(f"{board.path}: npu.family: target {target_name} has no reference board; describe "
+                             "it on a board with `reference = true`")
     return found
 
 
-def target(name: str) -> Target:
+def boards_with(target_name: str) -> list[Board]:
+    """Every board that has NPU configuration `target_name`, the reference board first."""
+    reference = target(target_name).board
+    return [reference] + [b for b in map(load, board_names()) if b.name != reference.name
+                          and _on(b, target_name) is not None]
+
+
+def target(name: str, board: str | None = None) -> Target:
+    """Target `name` on `board` (default: its reference board). A UsageError for an unknown
+    target or board, or a board without that NPU configuration (naming what it has)."""
     known = targets()
     if name not in known:
         raise UsageError(f"unknown target {name!r} (known: {', '.join(known)})")
-    return known[name]
+    if board is None or board == known[name].board.name:
+        return known[name]
+    described = load(board)
+    on_board = _on(described, name)
+    if on_board is None:
+        others = ", ".join(b.name for b in boards_with(name))
+        raise UsageError(f"board {board} has no {name} NPU: it has {', '.join(described.configurations())}; "
+                         f"build for one of those, or for {name} on {others}")
+    return on_board
 
 
 # ---------------------------------------------------------------- generators
@@ -581,6 +755,7 @@ def cmake_fragment(board: Board, out_dir: Path) -> str:
             f'set(KILN_BOARD_CPU "{board.cpu.core}")',
             f'set(KILN_BOARD_COMPILE_FLAGS "{";".join(board.cpu.compile_flags)}")',
             f'set(KILN_BOARD_LINK_FLAGS "{";".join(board.cpu.link_flags)}")',
+            f'set(KILN_BOARD_UART_DRIVER "{UART_DRIVERS[board.uart.kind]}")',
             f'set(KILN_BOARD_TOOLCHAIN "{board.cpu.toolchain}")',
             f'set(KILN_BOARD_TOOLCHAIN_FILE "{board.cpu.toolchain_file}")',
             f'set(KILN_BOARD_LINKER_SCRIPT "{out_dir / "board.ld"}")',

@@ -15,7 +15,8 @@ CORSTONE_300 = ROOT / "boards" / "corstone-300" / "board.toml"
 
 
 def test_every_board_validates():
-    assert boards.board_names() == ["corstone-300", "corstone-320"]
+    assert boards.board_names() == ["alif-e7-he", "alif-e7-hp", "alif-e8", "corstone-300", "corstone-320",
+                                    "mps3-an552", "mps4-corstone320"]
     for name in boards.board_names():
         assert boards.load(name).name == name
 

@@ -1,7 +1,10 @@
 """Builds kiln's executor runner for one .pte (./scripts/build_executor_runner.sh).
 
-    kiln build --pte=FILE --target=ethos-u55-128 [--system_config=NAME] [--memory_mode=NAME]
-        [--build_type=Release|Debug] [--output=DIR] [--default-input=FILE]...
+    kiln build --pte=FILE --target=ethos-u55-128 [--board=NAME] [--system_config=NAME]
+        [--memory_mode=NAME] [--build_type=Release|Debug] [--output=DIR] [--default-input=FILE]...
+
+The board is the target's reference board unless --board names another with that NPU
+configuration (kiln.boards.target refuses one without it).
 
 Reads the .pte (kiln.pte.schema, kiln.lower.ethosu_payload), plans the runner's memory from it
 (`plan`: every planned buffer, the Ethos-U scratch and fast scratch, the value,
@@ -132,8 +135,9 @@ def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
                          f"building for {mode} would place its buffers where the command stream does not "
                          f"expect them")
     if mode not in target.family.memory_modes:
-        raise UsageError(f"memory mode {mode!r} is not one of {target.name}'s: "
-                         f"{', '.join(target.family.memory_modes)}")
+        hint = f"; compile the model with --memory-mode {target.family.memory_mode}" if mode == compiled_mode else ""
+        raise UsageError(f"memory mode {mode!r} is not one of {target.name}'s on {target.board.name}: "
+                         f"{', '.join(target.family.memory_modes)}{hint}")
     return mode, system_config or report.get("system_config") or target.system_config
 
 
@@ -160,10 +164,12 @@ def _compile_report(path: Path) -> dict:
 
 
 def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
-         system_config: str | None = None, check_target: bool = True, stack_size: int | None = None) -> Plan:
+         system_config: str | None = None, check_target: bool = True, stack_size: int | None = None,
+         board: str | None = None) -> Plan:
     """`stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
-    the build links exactly this one, so the planned buffers' fit in "data" uses it too."""
-    target = boards.target(target_name)
+    the build links exactly this one, so the planned buffers' fit in "data" uses it too.
+    `board`: a board with the target's NPU configuration (default: the target's reference board)."""
+    target = boards.target(target_name, board)
     stack_size = boards.check_stack_size(target.board, target.board.stack_size if stack_size is None else stack_size)
     try:
         data = pte_path.read_bytes()
@@ -502,20 +508,22 @@ def report(p: Plan, elf: Path, out: Path) -> str:
 
 # --- Building a runner ----------------------------------------------------------------------
 
-def default_output(pte_path: Path, target: str, memory_mode: str) -> Path:
-    return paths.build_root() / "runner" / f"{pte_path.stem}-{target}-{memory_mode}"
+def default_output(pte_path: Path, target: boards.Target, memory_mode: str) -> Path:
+    """build/runner/<model>-<target>-<mode>, with -<board> when the board is not the target's reference."""
+    on = "" if target.board.reference else f"-{target.board.name}"
+    return paths.build_root() / "runner" / f"{pte_path.stem}-{target.name}-{memory_mode}{on}"
 
 
 def build_runner(pte_path: Path, target: str, memory_mode: str | None = None, system_config: str | None = None,
                  build_type: str = "Release", output: Path | None = None, default_inputs: list[bytes] = (),
                  check_target: bool = True, bake: Path | None = None, echo=print,
-                 stack_size: int | None = None) -> Path:
+                 stack_size: int | None = None, board: str | None = None) -> Path:
     """Plans, generates, builds and reports; returns the ELF. `stack_size`: the main
-    stack in bytes (default: the board's)."""
+    stack in bytes (default: the board's); `board`: default the target's reference board."""
     if build_type not in ("Release", "Debug"):
         raise UsageError(f"build type {build_type!r} is not Release or Debug")
-    p = plan(Path(pte_path), target, memory_mode, system_config, check_target, stack_size)
-    out = Path(output or default_output(Path(pte_path), target, p.memory_mode)).resolve()
+    p = plan(Path(pte_path), target, memory_mode, system_config, check_target, stack_size, board)
+    out = Path(output or default_output(Path(pte_path), p.target, p.memory_mode)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     gen = generate(p, out, list(default_inputs), bake)
     elf = build(p, gen, out, build_type, Path(bake) if bake else gen / BAKED_PTE)
