@@ -1,9 +1,11 @@
 """kiln's Ethos-U driver on the virtual platform: a Vela-compiled stream runs through
 the real driver code on QEMU with the NPU model attached; its output must equal
 tosa_reference_model's for the same TOSA graph, bit for bit. Also: a stream compiled
-for another configuration is refused, and faulting streams are reported."""
+for another configuration is refused, faulting streams are reported, and an NPU that
+never finishes times out."""
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -209,7 +211,7 @@ def test_malformed_or_foreign_payloads_are_refused(firmware_build, tmp_path, tin
 
 
 # --- The driver's Ethos-U85 path: corstone-320's executor runner on the virtual platform ---------
-EXIT_INFERENCE = 6  # firmware/apps/executor_runner/runner.h
+EXIT_USAGE, EXIT_INFERENCE = 2, 6  # firmware/apps/executor_runner/runner.h
 NPU_SET_ACTIVATION = 0x125
 BLOCK_OPERATIONS = {0x002, 0x003, 0x005, 0x006, 0x007}  # CONV, DEPTHWISE, POOL, ELEMENTWISE, RESIZE (U85)
 
@@ -252,3 +254,49 @@ def test_a_u85_stream_the_npu_cannot_parse_is_a_reported_fault(work, builder, tm
     lines = result.stdout.splitlines()
     assert lines.count("EthosUBackend: delegate 0: " + error) == 1, result.stdout
     assert lines.count("inference failed: " + error) == 1
+    assert "NPU STATUS after the failure: 0x00000000" in lines  # the driver's reset cleared it
+
+
+@pytest.fixture(scope="module")
+def u85_digits(work, builder):
+    """digits compiled for ethos-u85-256 and corstone-320's runner built for it, under a name of
+    its own (the builder's copy of the ELF is overwritten by the next build of the same .pte)."""
+    from test_executor_runner import compiled
+
+    pte_path = compiled(work, "digits", "ethos-u85-256")
+    elf = work / "digits-ethos-u85-256-runner.elf"
+    shutil.copyfile(builder(pte_path, "ethos-u85-256"), elf)
+    return elf
+
+
+def run_runner(elf: Path, directory: Path, *firmware_args: str):
+    from kiln.simulator import run as platform
+
+    return platform.run(elf, "ethos-u85-256", timeout=60, platform="virtual", cwd=directory,
+                        firmware_args=firmware_args)
+
+
+def test_a_u85_npu_that_never_finishes_times_out_and_is_reset(u85_digits, tmp_path, monkeypatch):
+    """The runner's --npu-timeout-ms reaches the driver: on a virtual platform whose NPU never
+    finishes, the driver waits 20 ms for the completion interrupt, reports the U85's STATUS as it
+    reads then, resets the NPU, and the runner exits with its inference failure."""
+    monkeypatch.setenv("KILN_VP_NPU_HANG", "1")
+    result = run_runner(u85_digits, tmp_path, "--npu-timeout-ms=20")
+    assert result.status == EXIT_INFERENCE, "\n".join(result.uart)
+    assert result.uart[0].endswith(" on corstone-320")  # the runner's banner: the board with the U85
+    # The U85's STATUS while hung: state (bit 0) running; no irq_raised (bit 1), no fault bit.
+    error = "NPU timeout: no completion interrupt within 20 ms, STATUS=0x00000001 (running)"
+    assert result.uart.count("EthosUBackend: delegate 0: " + error) == 1, "\n".join(result.uart)
+    assert result.uart.count("inference failed: " + error) == 1
+    # After the soft reset: STATUS 0 (the model's reset completes at once: reset_status clear).
+    assert "NPU STATUS after the failure: 0x00000000" in result.uart
+    assert result.npu_summary.startswith("NPU model: 0 stream(s)")  # the hung stream never ran
+
+
+@pytest.mark.parametrize("value", ["0", "4294967296", "20ms", ""])
+def test_an_npu_timeout_that_is_no_whole_number_of_milliseconds_is_refused(u85_digits, tmp_path, value):
+    """1 to 2^32 - 1 ms (the driver's RunOptions::timeout_ms); 0 would not wait at all."""
+    result = run_runner(u85_digits, tmp_path, f"--npu-timeout-ms={value}")
+    assert result.status == EXIT_USAGE, "\n".join(result.uart)
+    assert result.uart.count("runner: --npu-timeout-ms takes a whole number of milliseconds from 1 to "
+                             f"4294967295, not '{value}'") == 1, "\n".join(result.uart)

@@ -30,6 +30,7 @@ int main() {
   npu.scratch = m.scratch;
   npu.fast_scratch = m.fast_scratch;
   npu.pool = m.delegate_pool;
+  npu.options.timeout_ms = options.npu_timeout_ms;
   static const runtime::Backend ethosu = delegates::ethosu::backend(npu);
   static const runtime::Backend* const backends[] = {&ethosu};
   const runtime::MethodMemory memory{m.planned, m.values, m.kernels, m.delegates};
@@ -57,7 +58,7 @@ int main() {
     const uint32_t begin = cpu::cycle_count();
     runtime::Status run = method.value().execute();
     const uint32_t cycles = cpu::cycle_count() - begin;
-    if (!run.ok()) return runner::fail("inference", run.error(), runner::kExitInference);
+    if (!run.ok()) return runner::fail_inference(run.error(), driver);
     print("inference %u: NPU cycles %u (%u stream(s)), CPU cycles ", unsigned(s),
           unsigned(npu.npu_cycles), unsigned(npu.runs));
     counting ? print("%u\n", unsigned(cycles)) : print("not counted (no DWT on this platform)\n");

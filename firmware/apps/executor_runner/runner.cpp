@@ -34,6 +34,21 @@ bool for_each_token(char* line, Take take) {
   return true;
 }
 
+// `text` as a decimal number from 1 to 2^32 - 1 into `ms`: digits only (no sign, no
+// spaces); false for anything else, `ms` unchanged.
+bool parse_milliseconds(const char* text, uint32_t& ms) {
+  uint64_t value = 0;
+  if (*text == '\0') return false;
+  for (const char* p = text; *p != '\0'; ++p) {
+    if (*p < '0' || *p > '9') return false;
+    value = value * 10 + static_cast<uint64_t>(*p - '0');
+    if (value > UINT32_MAX) return false;
+  }
+  if (value == 0) return false;
+  ms = static_cast<uint32_t>(value);
+  return true;
+}
+
 bool take_option(Options& options, const char* token) {
   if (starts_with(token, "--input=")) {
     if (options.input_count == kMaxIo) {
@@ -43,8 +58,15 @@ bool take_option(Options& options, const char* token) {
     options.inputs[options.input_count++] = token + std::strlen("--input=");
   } else if (starts_with(token, "--output-dir=")) {
     options.output_dir = token + std::strlen("--output-dir=");
+  } else if (starts_with(token, "--npu-timeout-ms=")) {
+    const char* value = token + std::strlen("--npu-timeout-ms=");
+    if (!parse_milliseconds(value, options.npu_timeout_ms)) {
+      print("runner: --npu-timeout-ms takes a whole number of milliseconds from 1 to 4294967295, not '%s'\n",
+            value);
+      return false;
+    }
   } else if (starts_with(token, "--")) {
-    print("runner: unknown option '%s' (--input=PATH, --output-dir=DIR)\n", token);
+    print("runner: unknown option '%s' (--input=PATH, --output-dir=DIR, --npu-timeout-ms=N)\n", token);
     return false;
   }  // anything else: the program name the platform passes first
   return true;
@@ -235,6 +257,23 @@ int fail(const char* what, const runtime::Error& error, int status) {
           55 + 10 * product, 1u << (error.b & 0xF));
   }
   return status;
+}
+
+int fail_inference(const runtime::Error& error, const kiln::ethosu::Driver& driver) {
+  using runtime::ErrorCode;
+  fail("inference", error, kExitInference);
+  switch (error.code) {
+    case ErrorCode::kNpuBusy:
+    case ErrorCode::kNpuFault:
+    case ErrorCode::kNpuIncomplete:
+    case ErrorCode::kNpuTimeout:
+    case ErrorCode::kNpuResetFailed:
+      print("NPU STATUS after the failure: 0x%08x\n", unsigned(driver.status()));
+      break;
+    default:
+      break;
+  }
+  return kExitInference;
 }
 
 }  // namespace kiln::runner

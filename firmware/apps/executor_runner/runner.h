@@ -2,16 +2,20 @@
 // from host files (or the built-in defaults), outputs to host files, and the UART
 // summary. Used by main.cpp only.
 //
-// Options: --input=PATH (once per program input, in order) and --output-dir=DIR.
-// An input file holds one or more samples back to back (k * the input's bytes; every
-// input the same k); the runner runs k inferences and writes output_<i>.bin with the
-// k results of output i back to back. Paths contain no spaces (the command line is
-// split at spaces).
+// Options: --input=PATH (once per program input, in order), --output-dir=DIR and
+// --npu-timeout-ms=N. An input file holds one or more samples back to back (k * the
+// input's bytes; every input the same k); the runner runs k inferences and writes
+// output_<i>.bin with the k results of output i back to back. Paths contain no spaces
+// (the command line is split at spaces). --npu-timeout-ms: how long the driver waits
+// for each command stream's completion interrupt (kiln::ethosu::RunOptions::timeout_ms,
+// 1 to 4294967295 ms; default the driver's 10000) before it resets the NPU and the
+// inference fails with kNpuTimeout.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "kiln/ethosu/driver.h"
 #include "kiln/host_file.h"
 #include "kiln/runtime/error.h"
 #include "kiln/runtime/method.h"
@@ -36,6 +40,7 @@ struct Options {
   const char* inputs[kMaxIo] = {};
   int input_count = 0;
   const char* output_dir = nullptr;  // nullptr: outputs are only summarised
+  uint32_t npu_timeout_ms = kiln::ethosu::RunOptions().timeout_ms;
 };
 
 // Reads the command line (none at all: no options).
@@ -65,5 +70,10 @@ void summarise_outputs(const runtime::Method& method);
 // returns `status`. A delegate compiled for another NPU (kNpuTargetMismatch) adds a line
 // naming the --target this board's NPU needs.
 int fail(const char* what, const runtime::Error& error, int status);
+
+// fail() for an inference; an error of the driver's running a stream (kNpuBusy,
+// kNpuFault, kNpuIncomplete, kNpuTimeout, kNpuResetFailed) adds the line
+// "NPU STATUS after the failure: 0x<STATUS>" (0 once the driver's reset stopped the NPU).
+int fail_inference(const runtime::Error& error, const kiln::ethosu::Driver& driver);
 
 }  // namespace kiln::runner

@@ -57,6 +57,8 @@ extern "C" void kiln_npu_irq_handler() {
 uint32_t Driver::read(uint32_t offset) const { return npu_reg(base_, offset); }
 void Driver::write(uint32_t offset, uint32_t value) const { npu_reg(base_, offset) = value; }
 
+uint32_t Driver::status() const { return read(reg::kStatus); }
+
 uint32_t Driver::macs_per_cycle() const { return 1u << reg::config_macs_log2(config_); }
 uint32_t Driver::shram_kib() const {
   return family(config_).shram_in_config ? reg::config_shram_kib(config_) : 0;

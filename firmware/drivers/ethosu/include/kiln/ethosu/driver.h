@@ -98,7 +98,10 @@ StreamBounds bounds_for(uint32_t config, const RegionLimit* regions, int count);
 Status match_target(const CommandStream& stream, uint32_t npu_config, uint32_t npu_id);
 
 struct RunOptions {
-  uint32_t timeout_ms = 10000;  // wall time the CPU waits for the completion interrupt
+  // Wall time the CPU waits for the completion interrupt, counted in the platform's 1 ms
+  // SysTick wake-ups. 0 does not wait: a run whose interrupt has not come by the first
+  // check times out.
+  uint32_t timeout_ms = 10000;
   // REGIONCFG: 2 bits per region n (bits 2n+1..2n) choosing one of the four memory
   // attribute sets the driver sets up after each reset (reg::Family::bring_up: AXI_LIMITn on
   // the U55/U65, MEM_ATTRn on the U85, whose sets 0 and 1 are its SRAM port, 2 and 3 its
@@ -120,6 +123,9 @@ class Driver {
   uint32_t config() const { return config_; }
   uint32_t macs_per_cycle() const;
   uint32_t shram_kib() const;  // 0 on an Ethos-U85 (its CONFIG has no SHRAM field)
+  // STATUS as the NPU reads now (reg::kStatus* name its bits): after a run() that failed,
+  // 0 once the driver's reset stopped the NPU. Only on a Driver from create().
+  uint32_t status() const;
   // check_stream_bounds for this NPU (bounds_for its CONFIG) with regions[0..count).
   Status check_bounds(const CommandStream& stream, const RegionLimit* regions, int count) const;
 
