@@ -1,11 +1,12 @@
 """The `kiln` command: every job kiln does, one subcommand each.
 
     kiln compile MODEL --target T --output FILE.pte   a model to a .pte, its report beside it as .json
-    kiln build --pte FILE --target T                  kiln's executor runner firmware for a .pte; prints the ELF
-    kiln build --app NAME --target T                  one of the firmware's plain apps (hello, ...); prints the ELF
-    kiln run --elf FILE --target T                    firmware on Arm's FVP if installed, else the virtual platform
+    kiln build --pte FILE --target T [--board B]      kiln's executor runner firmware for a .pte; prints the ELF
+    kiln build --app NAME --target T [--board B]      one of the firmware's plain apps (hello, ...); prints the ELF
+    kiln run --elf FILE --target T [--board B]        firmware on Arm's FVP if installed, else the virtual platform
     kiln run-host PTE --input FILE --output-dir DIR   a .pte on the host: the reference the firmware must match
-    kiln targets                                      the NPU targets, their boards and Vela defaults
+    kiln targets                                      the NPU targets, the boards, their Vela defaults and
+                                                      the boards' unverified facts
     kiln deploy [MODEL] --target T                    compile, build and run: the whole job on defaults
 
 ExecuTorch's script names stay as thin wrappers: ./scripts/run.sh is `kiln deploy`,
@@ -43,9 +44,22 @@ RUN_STATUSES = """exit status:
 def _targets(args) -> int:
     from kiln import boards
 
-    print(f"{'target':16} {'board':14} {'system config':30} memory mode")
+    described = [boards.load(name) for name in boards.board_names()]
+    print(f"{'target':16} {'board':14} {'system config':30} {'memory mode':22} also on (--board)")
     for name, target in boards.targets().items():
-        print(f"{name:16} {target.board.name:14} {target.system_config:30} {target.memory_mode}")
+        others = ", ".join(b.name for b in boards.boards_with(name)[1:])
+        print(f"{name:16} {target.board.name:14} {target.system_config:30} {target.memory_mode:22} {others or '-'}")
+    print(f"\n{'board':18} {'CPU':20} {'runs on (kiln run)':42} NPU configurations")
+    for board in described:
+        cpu = f"{board.cpu.core} {board.cpu.clock_hz / 1e6:g} MHz"
+        runs = [f"QEMU {board.qemu_machine}"] if board.qemu_machine else []
+        runs += sorted({f.fvp for f in board.npu.families if f.fvp})
+        print(f"{board.name:18} {cpu:20} {', '.join(runs) or 'the board only':42} {', '.join(board.configurations())}")
+    unverified = [(b.name, field, why) for b in described for field, why in b.unverified]
+    if unverified:
+        print("\nunverified facts (board.toml's [unverified]):")
+        for name, field, why in unverified:
+            print(f"  {name} {field}: {why}")
     return 0
 
 
@@ -85,7 +99,7 @@ def _build(args) -> int:
     for path in args.default_input:
         if not path.is_file():
             raise UsageError(f"--default-input {path}: no such file")
-        memory = sum(r.size for r in boards.target(args.target).board.memory)
+        memory = sum(r.size for r in boards.target(args.target, args.board).board.memory)
         if path.stat().st_size > memory:  # before reading a file of any size
             raise UsageError(f"--default-input {path}: {path.stat().st_size:,} bytes, more than the board's "
                              f"{memory:,} bytes of memory")
@@ -93,7 +107,7 @@ def _build(args) -> int:
     if args.bake is not None and not args.bake.is_file():
         raise UsageError(f"--bake {args.bake}: no such file")
     elf = runner_build.build_runner(args.pte, args.target, args.memory_mode, args.system_config, args.build_type,
-                                    args.output, defaults, not args.skip_target_check, args.bake)
+                                    args.output, defaults, not args.skip_target_check, args.bake, board=args.board)
     print(elf)
     return 0
 
@@ -107,7 +121,7 @@ def _build_app(args) -> int:
                                             ("--skip-target-check", args.skip_target_check)) if given]
     if runner_only:
         raise UsageError(f"{runner_only[0]} applies to a runner built for a .pte (--pte), not to --app")
-    board = boards.target(args.target).board.name
+    board = boards.target(args.target, args.board).board.name
     build_dir = firmware.build(board, args.output, test_apps=args.test_apps, build_type=args.build_type)
     print(firmware.elf(build_dir, args.app))
     return 0
@@ -122,17 +136,18 @@ def _run(args) -> int:
         counted = qemu_plugin.Request(args.count_instructions or None, args.profile_instructions)
     if args.profile_instructions and (counted is None or counted.function is None):
         raise UsageError("--profile-instructions needs --count-instructions=FUNCTION")
-    platform.check(args.elf, args.target)  # before firmware_arguments creates --output-dir
+    platform.check(args.elf, args.target, args.board)  # before firmware_arguments creates --output-dir
     firmware_args = platform.firmware_arguments(args.input, args.output_dir)
-    return _run_elf(args.elf, args.target, args.timeout, args.platform, firmware_args, counted)
+    return _run_elf(args.elf, args.target, args.timeout, args.platform, firmware_args, counted, args.board)
 
 
-def _run_elf(elf: Path, target: str, timeout: float, which: str, firmware_args=(), counted=None) -> int:
+def _run_elf(elf: Path, target: str, timeout: float, which: str, firmware_args=(), counted=None,
+             board: str | None = None) -> int:
     """Runs an ELF with the UART on standard output; returns the status kiln run documents."""
     from kiln.simulator import run as platform
 
     result = platform.run(elf, target, timeout, which, echo=lambda line: print(line, flush=True),
-                          firmware_args=firmware_args, count_instructions=counted)
+                          firmware_args=firmware_args, count_instructions=counted, board=board)
     platform.report(result, elf, timeout, counted)
     return result.status
 
@@ -213,6 +228,12 @@ def _target_option(parser, default: str | None = None):
         parser.add_argument("--target", default=default, help=f"the NPU target (default {default}; `kiln targets`)")
 
 
+def _board_option(parser):
+    parser.add_argument("--board", metavar="NAME",
+                        help="a board with the target's NPU configuration (default: the target's reference board; "
+                             "`kiln targets` lists them)")
+
+
 def _vela_options(parser, default: str):
     parser.add_argument("--system-config", metavar="NAME", help=f"Vela system config (default: {default})")
     parser.add_argument("--memory-mode", metavar="NAME",
@@ -272,6 +293,7 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     what.add_argument("--pte", type=Path, metavar="FILE", help="the program to bake into the runner")
     what.add_argument("--app", metavar="NAME", help="instead, build the firmware's plain apps; print NAME's ELF")
     _target_option(bu)
+    _board_option(bu)
     _vela_options(bu, "what the .pte was compiled for, else the target's")
     bu.add_argument("--build-type", choices=("Release", "Debug"), default="Release", help="CMake build type")
     bu.add_argument("--output", type=Path, metavar="DIR", help="the build directory (default: one under build/)")
@@ -289,6 +311,7 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
                              "kiln's notes to standard error.", epilog=RUN_STATUSES, formatter=_StatusFormatter)
     ru.add_argument("--elf", required=True, type=Path, metavar="FILE", help="the firmware ELF")
     _target_option(ru)
+    _board_option(ru)
     _platform_options(ru, DEFAULT_TIMEOUT_S)
     ru.add_argument("--input", action="append", type=Path, default=[], metavar="FILE",
                     help="a file kiln's executor runner reads as an input (once per input)")
@@ -304,7 +327,7 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
                     help="one input's raw little-endian bytes (once per input, in order)")
     rh.add_argument("--output-dir", required=True, metavar="DIR", help="where output_<i>.bin go (created)")
 
-    command("targets", "list the NPU targets, their boards and Vela defaults", _targets)
+    command("targets", "list the NPU targets, the boards (and their unverified facts) and Vela defaults", _targets)
 
     de = command("deploy", "compile a model, build the runner for it and run it (./scripts/run.sh)", _deploy,
                  description="Compile MODEL for the target (the report on standard output; the .pte and .json in\n"

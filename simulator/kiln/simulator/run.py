@@ -78,8 +78,8 @@ class RunResult:
 
 
 def fvp_platform(target: boards.Target, elf: Path, cwd: Path, firmware_args: Sequence[str] = ()) -> Platform | None:
-    """Arm's FVP for the target, if its binary is on PATH."""
-    binary = shutil.which(target.family.fvp)
+    """Arm's FVP for the target, if its board has one (npu.family.fvp) and its binary is on PATH."""
+    binary = shutil.which(target.family.fvp) if target.family.fvp else None
     if binary is None:
         return None
     command = [binary]
@@ -100,9 +100,12 @@ def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
     with `counting`, kiln's instruction-count plugin attached as planned."""
     machine = target.board.qemu_machine
     if machine is None:
+        instead = (f"install Arm's {target.family.fvp} and put it on PATH" if target.family.fvp else
+                   "no FVP models it either: run the ELF on the board itself")
         raise ToolMissingError(
             f"{target.name} runs on {target.board.name}, which kiln's virtual platform does not "
-            f"model yet; install Arm's {target.family.fvp} and put it on PATH"
+            f"model (it models the boards whose map QEMU's mps3-an547 has: "
+            f"{', '.join(b for b in boards.board_names() if boards.load(b).qemu_machine)}); {instead}"
         )
     qemu = shutil.which(QEMU)
     if qemu is None:
@@ -178,11 +181,12 @@ def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = No
     return args
 
 
-def check(elf: Path, target: str) -> tuple[Path, boards.Target]:
-    """The ELF (resolved) and the target to run it on, or a UsageError: an unknown target
-    first (the message lists the known ones), then an ELF that is missing, a directory, or
-    no ELF file (its first 4 bytes)."""
-    chosen = boards.target(target)
+def check(elf: Path, target: str, board: str | None = None) -> tuple[Path, boards.Target]:
+    """The ELF (resolved) and the target to run it on (on `board`, default the target's
+    reference board), or a UsageError: an unknown target or board, or a board without the
+    target's NPU, first (the message lists the known ones), then an ELF that is missing, a
+    directory, or no ELF file (its first 4 bytes)."""
+    chosen = boards.target(target, board)
     elf = Path(elf).resolve()
     if elf.is_dir():
         raise UsageError(f"{elf} is a directory, not an ELF file")
@@ -246,14 +250,15 @@ def run(
     npu_model: bool = True,
     firmware_args: Sequence[str] = (),
     count_instructions: qemu_plugin.Request | None = None,
+    board: str | None = None,
 ) -> RunResult:
     """Runs `elf` for `target` and returns what happened (`check` first: a UsageError for an
     unknown target or a file that is no ELF); `echo(line)` sees UART lines live.
     `npu_model=False` runs the virtual platform without the NPU attachment (for measurements).
     `firmware_args`: the firmware's semihosting command line (see firmware_arguments).
     `count_instructions`: count instructions (always on the virtual platform) into
-    RunResult.instructions."""
-    elf, chosen_target = check(elf, target)
+    RunResult.instructions. `board`: default the target's reference board."""
+    elf, chosen_target = check(elf, target, board)
     cwd = Path(cwd or Path.cwd()).resolve()
     with tempfile.TemporaryDirectory(prefix="kiln-count-") as scratch:
         counting = None
