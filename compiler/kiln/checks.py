@@ -27,13 +27,14 @@ import numpy as np
 
 from kiln.errors import InternalError
 from kiln.frontend.quantizer import INDEX_OPS
-from kiln.graph import DEQUANTIZE, DTYPES, QRANGE, QUANTIZE, Graph, Op, Value
+from kiln.graph import CHECKED_INDEX, DEQUANTIZE, DTYPES, GATHERS, QRANGE, QUANTIZE, Graph, Op, Value
 from kiln.lower.vela import VelaResult
 from kiln.partition.partitioner import Partition, Partitioning, boundary
 from kiln.program.builder import ALIGNMENT, Program, tensor_args
 from kiln.program.kernels import by_name
 
 KNOWN_DTYPES = frozenset(DTYPES.values())
+INDEX_PRODUCERS = INDEX_OPS | {CHECKED_INDEX}  # the ops whose int32 results an NPU partition exchanges
 
 
 # ---- after fold: kiln's graph ---------------------------------------------------------------------
@@ -106,7 +107,9 @@ def quantized_values_have_qparams(graph: Graph) -> str | None:
         elif op.target in DEQUANTIZE:
             values = [op.inputs[0]]
         elif op.quantized:  # but the integer indices and bool masks it reads as they are
-            values = [v for v in op.inputs if v.is_constant or v.dtype not in ("bool", "int32", "int64")] + op.outputs
+            indices = op.inputs[1:2] if op.target in GATHERS else []  # a gather's, constant or not
+            values = [v for v in op.inputs if all(v is not i for i in indices)
+                      and (v.is_constant or v.dtype not in ("bool", "int32", "int64"))] + op.outputs
         else:
             continue
         for v in values:
@@ -157,13 +160,13 @@ def every_op_placed_once(parts: Partitioning) -> str | None:
 def partitions_hold_quantized_ops(parts: Partitioning) -> str | None:
     """The NPU computes in integers: every op in a partition reads integer values (Op.reads_integers;
     no quantize or dequantize), and what a partition takes and returns are quantized integer values,
-    bools or argmax's indices, never constants."""
+    bools, argmax's indices or a gather's checked ones, never constants."""
     for partition in parts.partitions:
         for op in partition.ops:
             if not op.reads_integers or op.target in QUANTIZE or op.target in DEQUANTIZE:
                 return f"partition {partition.index} holds {op.name} ({op.op_type}), which is not quantized"
         for v in partition.inputs + partition.outputs:
-            indices = v.dtype == "int32" and v.producer is not None and v.producer.target in INDEX_OPS
+            indices = v.dtype == "int32" and v.producer is not None and v.producer.target in INDEX_PRODUCERS
             if v.is_constant or (v.qparams is None and v.dtype != "bool" and not indices):
                 return f"partition {partition.index} exchanges {v.name}, not a quantized runtime value"
     return None

@@ -32,6 +32,23 @@ DEQUANTIZE_CHANNEL = (qd.dequantize_per_channel.default,)
 # Ops that read their quantized operands' integers and return unquantized results (bools, indices).
 INTEGER_READERS = COMPARISON_OPS | INDEX_OPS
 
+
+def _checked_index(index: torch.Tensor, size: int) -> torch.Tensor:
+    if index.numel() and not bool(((index >= 0) & (index < size)).all()):
+        raise IndexError(f"an index is out of range 0..{size - 1}")
+    return index.to(torch.int32)
+
+
+# kiln's own operator: the indices of a gather checked against the size of the gathered dim and
+# narrowed to int32 (TOSA GATHER's index type, and the NPU's). PyTorch's embedding and index_select
+# raise on an index out of range; this op's CPU kernel does, before the NPU could read past the table.
+_LIBRARY = torch.library.Library("kiln", "DEF")
+_LIBRARY.define("checked_index(Tensor index, int size) -> Tensor")
+_LIBRARY.impl("checked_index", _checked_index, "CompositeExplicitAutograd")
+CHECKED_INDEX = torch.ops.kiln.checked_index.default
+# Gathers of quantized values by an index tensor -> the position of their index argument.
+GATHERS = {aten.embedding.default: 1, aten.index_select.default: 2}
+
 DTYPES = {torch.float32: "float32", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
           torch.int64: "int64", torch.bool: "bool", torch.uint8: "uint8"}
 QRANGE = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(2**31), 2**31 - 1)}
@@ -329,6 +346,8 @@ class _Builder:
             out = Value(quant.name, tuple(val.shape), _dtype(quant.args[5]), qp)
             args = self.map_args(node.args, self.integer_of)
             kwargs = self.map_args(node.kwargs, self.integer_of)
+            if node.target in GATHERS:
+                args = self.checked_indices(node, args, module, origin)
             self.add(node.name, node.target, args, kwargs, [out], module, activation, origin)
             self.env[quant] = out
             self.skipped.update({quant} | ({fused} if fused is not None else set()))
@@ -349,6 +368,23 @@ class _Builder:
         else:
             self.add(node.name, node.target, args, kwargs, [out], module, origin=origin)
         self.env[node] = out
+
+    def checked_indices(self, node: Node, args: tuple, module: str, origin) -> tuple:
+        """`args` of a quantized gather with its indices through CHECKED_INDEX (int32, each checked
+        against the size of the dim it indexes)."""
+        at = GATHERS[node.target]
+        values, index = args[0], args[at]
+        size = values.shape[0] if node.target is aten.embedding.default else values.shape[args[1] % len(values.shape)]
+        if index.is_constant:  # checked now
+            bad = (index.data < 0) | (index.data >= size)
+            if bad.any():
+                raise ModelError(f"node {node.name} ({node.target.__name__}): index {int(index.data[bad].flat[0])} "
+                                 f"is out of range 0..{size - 1}")
+            checked = Value(node.name + "_index", index.shape, "int32", data=index.data.astype(np.int32))
+        else:
+            checked = Value(node.name + "_index", index.shape, "int32")
+            self.add(checked.name, CHECKED_INDEX, (index, size), {}, [checked], module, origin=origin)
+        return (*args[:at], checked, *args[at + 1:])
 
     def several_outputs(self, node: Node, vals):
         """An op returning several tensors (sort, topk: values and indices) is one float op with

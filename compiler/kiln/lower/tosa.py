@@ -1108,6 +1108,29 @@ def _argmax(lw: Lowerer, op: Op):
     lw.result(out, lw.reshape(indices, out.shape, "int32") if list(out.shape) != shape else indices, False)
 
 
+@lowering(aten.embedding.default, aten.index_select.default)
+def _gather(lw: Lowerer, op: Op):
+    """One GATHER of a [1, K, C] table by [1, W] int32 indices: embedding's rows, or index_select's
+    entries along a dim with only size-1 dims before it (a support rule). The indices come checked
+    against K and narrowed on the CPU (kiln.graph.CHECKED_INDEX), so the NPU reads no row past the
+    table; the result is the table's integers, requantized once if the output's quantization differs."""
+    values, index = op.inputs[0], op.inputs[1]
+    out = op.output
+    dim = 0 if op.target is aten.embedding.default else op.arg("dim") % len(values.shape)
+    k, c = values.shape[dim], int(np.prod(values.shape[dim + 1:], dtype=np.int64))
+    w = int(np.prod(index.shape, dtype=np.int64))
+    if values.is_constant:
+        table = lw.const(values.data.reshape(1, k, c), values.dtype, "table")
+    else:
+        table = lw.reshape(lw.torch_order(values), [1, k, c], values.dtype)
+    indices = (lw.const(index.data.reshape(1, w), "int32", "indices") if index.is_constant
+               else lw.reshape(lw.torch_order(index), [1, w], "int32"))
+    gathered = lw.inter([1, w, c], values.dtype)
+    lw.emit("GATHER", [table, indices], [gathered], _attr("Gather"))
+    name = lw.reshape(gathered, out.shape, values.dtype)
+    lw.result(out, _same_quantization(lw, name, out.shape, values, out), False)
+
+
 @lowering(*(vocabulary.LOGICAL_OPS - vocabulary.BOOL_REDUCTIONS))
 def _logical(lw: Lowerer, op: Op):
     """LOGICAL_AND / LOGICAL_OR of two bool tensors broadcast to the output, LOGICAL_NOT of one

@@ -19,7 +19,7 @@ import torch
 
 from kiln.partition import tables
 from kiln.boards import Target
-from kiln.graph import DEQUANTIZE, QUANTIZE, Op, Value, pair
+from kiln.graph import CHECKED_INDEX, DEQUANTIZE, GATHERS, QUANTIZE, Op, Value, pair
 from kiln.partition.vocabulary import COMPARISON_OPS, INDEX_OPS, LOGICAL_OPS, LOWERED, TABLE_OPS
 
 aten = torch.ops.aten
@@ -103,11 +103,14 @@ def selects_on_u85(op: Op) -> bool:
 
 
 @rule("{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
-      "a logical op's operands or a select's condition, and argmax's int32 indices; other integer and bool "
-      "tensors stay on the CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow "
-      "unpredictable)")
+      "a logical op's operands or a select's condition, argmax's int32 indices and a gather's (checked on the "
+      "CPU); other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as PyTorch's does "
+      "(TOSA leaves int32 overflow unpredictable)")
 def npu_activation_types(op: Op) -> bool:
     indices = [v for v in op.outputs if op.target in INDEX_OPS and v.dtype == "int32"]
+    if op.target in GATHERS and len(op.inputs) > 1 and op.inputs[1].producer is not None \
+            and op.inputs[1].producer.target is CHECKED_INDEX:
+        indices.append(op.inputs[1])
     return all(v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS)
                for v in op.inputs + op.outputs if not v.is_constant and v not in indices)
 
@@ -115,6 +118,19 @@ def npu_activation_types(op: Op) -> bool:
 @rule("argmax over all values (dim None) is not lowered: the NPU has no 0-dimensional result", ops=INDEX_OPS)
 def argmax_along_a_dim(op: Op) -> bool:
     return op.arg("dim") is not None
+
+
+@rule("{op_type}: Vela 5.2.0 gathers (TOSA GATHER, the DMA's indexed mode) on Ethos-U85, not on Ethos-U55 or U65",
+      ops=set(GATHERS), families=("ethos-u55", "ethos-u65"))
+def gathers_on_u85(op: Op) -> bool:
+    return False
+
+
+@rule("index_select along dim {dim} of {input_shape}: kiln gathers along a dim with only size-1 dims before it",
+      ops={aten.index_select.default})
+def leading_gather_dim(op: Op) -> bool:
+    x = op.inputs[0]
+    return int(np.prod(x.shape[:op.arg("dim") % len(x.shape)], dtype=np.int64)) == 1
 
 
 @rule("{op_type} of {dtypes} tensors: kiln runs logical ops of bool tensors on the NPU", ops=LOGICAL_OPS)
@@ -399,6 +415,8 @@ def reason(op: Op, target: Target) -> str | None:
     source = op.inputs[0].producer if op.target is aten._to_copy.default and op.inputs else None
     if source is not None and source.target in INDEX_OPS:
         return "widens argmax's int32 indices (the NPU's) to PyTorch's int64 (a CPU kernel)"
+    if op.target is CHECKED_INDEX:
+        return "checks a gather's indices against its table and narrows them to int32 (a CPU kernel)"
     for r in RULES:
         if r.ops is not None and op.target not in r.ops:
             continue

@@ -50,6 +50,8 @@ LOWERED = frozenset({
     *COMPARISON_OPS, aten.where.self, *LOGICAL_OPS,
     # indices of quantized values (int32 on the NPU, then int64 by a cast on the CPU)
     *INDEX_OPS,
+    # gathers of quantized values by indices checked and narrowed to int32 on the CPU (Ethos-U85)
+    aten.embedding.default, aten.index_select.default,
     # resizing
     aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
     aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default,

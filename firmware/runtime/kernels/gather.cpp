@@ -4,6 +4,8 @@
 //   aten::embedding.out (weight, indices, padding_idx, scale_grad_by_freq, sparse, out):
 //       weight 2-D, out = indices' sizes + [weight's columns]; padding_idx and the
 //       gradient flags do not change the values
+//   kiln::checked_index.out (index, size, out): out = index as int32, same sizes (the
+//       indices of a gather the NPU runs)
 // Every index must be in [0, size): one outside is kKernelBadArgument (a = the index
 // tensor's position, b = the index's low 32 bits), never a read.
 #include <cstring>
@@ -100,6 +102,18 @@ Status embedding_out(KernelArgs& args) {
   KILN_TRY(const int64_t run,
            checked_mul(weight->sizes[1], static_cast<int64_t>(element_size(static_cast<int8_t>(weight->type))), 0));
   gather_runs(*weight, *indices, *out, 1, weight->sizes[0], static_cast<size_t>(run));
+  return {};
+}
+
+Status checked_index_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 2));
+  KILN_TRY(const Tensor* index, index_tensor(args, 0));
+  KILN_TRY(int64_t size, int_arg(args, 1));
+  KILN_TRY(Tensor* out, output_tensor(args, 2, ScalarType::kInt));
+  if (!same_sizes(*out, *index)) return bad_argument(2);
+  KILN_CHECK(check_indices(*index, 0, size));
+  auto* y = static_cast<int32_t*>(out->data);
+  for (uint32_t j = 0; j < index->numel; ++j) y[j] = static_cast<int32_t>(index_at(*index, j));  // in [0, size)
   return {};
 }
 

@@ -108,6 +108,9 @@ CASES = {
     "index_select": ("aten::index_select", "out", [In(X), -1, np.array([5, 0, 5, 2], np.int64)], (2, 4, 7, 4)),
     "index_select_int32": ("aten::index_select", "out", [In(A["bool"]), 0, In(np.array([2, 0], np.int32))],
                            (2, 5, 4), "bool"),
+    "checked_index": ("kiln::checked_index", "out", [In(np.array([[9, 0, 3], [3, 3, 7]], np.int64)), 10], (2, 3),
+                      "int32"),
+    "checked_index_int32": ("kiln::checked_index", "out", [In(np.array([5, 1, 0], np.int32)), 6], (3,), "int32"),
     "max_pool2d": ("aten::max_pool2d", "out", [In(X), [3, 3], [2, 2], [1, 1], [1, 1], False], (2, 4, 4, 3)),
     "max_pool2d_ceil_dilated": ("aten::max_pool2d", "out", [In(NANS), [2, 3], [2, 1], [1, 1], [2, 1], True],
                                 (2, 4, 4, 6)),
@@ -142,6 +145,8 @@ TORCH_OPS = {  # each kernel's functional ATen operator (the kernel is its out v
     "aten::embedding": torch.ops.aten.embedding.default,
     "aten::index_select": torch.ops.aten.index_select.default,
     "aten::max_pool2d": torch.ops.aten.max_pool2d.default,
+    # kiln's own: PyTorch's int32 cast of indices each within [0, size)
+    "kiln::checked_index": lambda index, size: torch.ops.aten._to_copy.default(index, dtype=torch.int32),
 }
 TORCH_DTYPES = {"float32": torch.float32, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
                 "int64": torch.int64, "bool": torch.bool}
@@ -178,6 +183,8 @@ def _eager(name, args, dtype):
         x = _torch_arg(args[0]).float()
         return TORCH_OPS[name](x, *map(_torch_arg, args[1:])).to(torch.int8).numpy()
     op = TORCH_OPS[name]
+    if not hasattr(op, "_schema"):
+        return op(*map(_torch_arg, args)).numpy()
     schema = op._schema.arguments
     positional = [a for a in schema if not a.kwarg_only]
     values = list(map(_torch_arg, args))
@@ -223,11 +230,14 @@ def test_undefined_casts_saturate():
     ("aten::embedding", [array((4, 3), 42), In(np.array([0, 4], np.int64)), -1, False, False], (2, 3), 1, 4),
     ("aten::embedding", [array((4, 3), 42), In(np.array([-1], np.int32)), -1, False, False], (1, 3), 1, 2**32 - 1),
     ("aten::index_select", [In(X), 1, In(np.array([1, 4], np.int64))], (2, 2, 7, 6), 2, 4),
+    ("kiln::checked_index", [In(np.array([2, 7, 1], np.int64)), 7], ((3,), np.int32), 0, 7),
+    ("kiln::checked_index", [In(np.array([-2], np.int32)), 7], ((1,), np.int32), 0, 2**32 - 2),
 ])
 def test_index_out_of_range_is_an_error(runtime_host, tmp_path, name, args, out_shape, position, bad):
     """An index outside the table: the firmware's kernel fails (bad argument, the index's position
     and value), numpy raises; neither reads outside the tensor."""
-    data, arrays = single_kernel(name, "out", args, out_shape)
+    shape, dtype = out_shape if isinstance(out_shape[0], tuple) else (out_shape, np.float32)
+    data, arrays = single_kernel(name, "out", args, shape, dtype)
     (tmp_path / "k.pte").write_bytes(data)
     paths = []
     for n, a in enumerate(arrays):

@@ -4,7 +4,7 @@ Every kernel here copies elements of any dtype (float32, int8, int16, int32, int
 unless it says otherwise, so the firmware's kernels (firmware/runtime/kernels/view.cpp,
 movement.cpp, gather.cpp, cast.cpp, pool_max.cpp) copy bytes and compute the same result
 bit for bit. Index arguments follow PyTorch: negative dims count from the end, slice bounds
-are clamped, a select/index_select/embedding index out of range is an error (HostError here,
+are clamped, a select/index_select/embedding/checked_index index out of range is an error (HostError here,
 kKernelBadArgument on the firmware), never a read.
 
 Pads: `pad` lists (before, after) pairs from the last dimension backwards, as PyTorch's
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from kiln.errors import HostError
-from kiln.graph import DTYPES, Value
+from kiln.graph import CHECKED_INDEX, DTYPES, Value
 from kiln.program.kernels.core import Derived, Fixed, Kernel
 
 aten = torch.ops.aten
@@ -246,6 +246,11 @@ def _index_select(x, dim, index):
     return np.ascontiguousarray(np.take(x, _checked_index(index, x.shape[dim], "index_select").reshape(-1), axis=dim))
 
 
+def _checked_index_kernel(index, size):
+    """kiln::checked_index: `index` as int32, each entry in [0, size) (else an error)."""
+    return _checked_index(index, size, "gather").astype(np.int32)
+
+
 def _embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse):
     """weight's rows for each index (padding_idx and the gradient flags do not change the values)."""
     return np.ascontiguousarray(weight[_checked_index(indices, weight.shape[0], "embedding")])
@@ -378,6 +383,8 @@ KERNELS: dict[object, Kernel | tuple[Kernel, ...]] = _with_aliases({
     **{getattr(aten, k.name.split("::")[1]).default: k for key, k in PAD_KERNELS.items() if isinstance(key, tuple)},
     aten._to_copy.default: Kernel("aten::_to_copy", "out", ("self", Fixed(False), Fixed(None)), _to_copy,
                                   _cast_defined, out_dtype=True),
+    CHECKED_INDEX: Kernel("kiln::checked_index", "out", ("index", "size"), _checked_index_kernel,
+                          lambda op: op.arg("index").dtype in ("int32", "int64") and op.arg("size") < 2**31),
     aten.embedding.default: Kernel("aten::embedding", "out",
                                    ("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"),
                                    _embedding, lambda op: op.arg("indices").dtype in ("int32", "int64")),
