@@ -94,3 +94,17 @@ def test_float_program_equals_eager(name):
     want = module(*xs).detach().numpy()
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())))
+
+
+def test_integer_floor_division_and_remainder_equal_eager():
+    """// and % of integer tensors and numbers (Python's rounding down, either sign of divisor)
+    become div(rounding_mode='floor') and x - q * y, whose CPU kernels equal eager PyTorch;
+    before, neither had a kernel and the compile stopped."""
+    module = Fn(lambda s, i, j: (i // 4, i % 7, torch.remainder(i, j), torch.floor_divide(i, j), i % -3))
+    g = torch.Generator().manual_seed(0)
+    i = torch.randint(-100, 100, (3, 5), generator=g)
+    j = torch.randint(1, 9, (3, 5), generator=g) * torch.where(torch.rand(3, 5, generator=g) > 0.5, 1, -1)
+    result = kc.compile_model(LoadedModel("intdiv", module.eval(), (i, j)), CompileSpec("ethos-u55-128"),
+                              log=lambda line: None)
+    for got, want in zip(run_host.run(result.pte, [i.numpy(), j.numpy()]), module(i, j)):
+        assert got.dtype == np.int64 and np.array_equal(got, want.numpy())

@@ -409,6 +409,22 @@ def div(emit, node, a):
     return emit(aten.mul.Tensor, x, emit.constant(torch.reciprocal(tensor), "reciprocal"))
 
 
+@decomposes(aten.floor_divide.default, aten.floor_divide.Scalar, into="div(rounding_mode='floor')")
+def floor_divide(emit, node, a):
+    return emit(aten.div.Tensor_mode, a["self"], a["other"], rounding_mode="floor")
+
+
+@decomposes(aten.remainder.Tensor, aten.remainder.Scalar,
+            into="of integers: x - div(x, y, rounding_mode='floor') * y (exact, wrapping as PyTorch's); of "
+                 "floats: kept")
+def remainder(emit, node, a):
+    x, y = a["self"], a["other"]
+    if value(node).is_floating_point():
+        return None
+    quotient = emit(aten.div.Tensor_mode, x, y, rounding_mode="floor")
+    return emit(aten.sub.Tensor, x, emit(aten.mul.Tensor, quotient, y))
+
+
 @decomposes(aten.log_sigmoid.default,
             into="softplus(x, beta=-1, threshold=20) = -log(1 + exp(-x)) (x below -20): one 8-bit table on the "
                  "NPU, rounded once")
