@@ -66,18 +66,20 @@ def program_io(pte_path: Path) -> tuple[list[pte.Tensor], list[pte.Tensor]]:
 
 def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] | None, work: Path,
         platform: str = "auto", timeout: float = 600, env=None, count_instructions: bool = False,
-        profile_instructions: bool = False, prog: str = "kiln") -> RunnerResult:
+        profile_instructions: bool = False, prog: str = "kiln", board: str | None = None) -> RunnerResult:
     """Runs `elf` (built for `pte_path`) on `samples` ([sample][input] arrays of the program's
     input types and shapes; None: the runner's built-in inputs, one inference).
     `count_instructions`: on the virtual platform, CPU instructions per inference;
     `profile_instructions` also leaves their breakdown by function in the stderr.
-    `prog`: the name `kiln run`'s error line goes by (kiln's --as). A run that outlives
+    `prog`: the name `kiln run`'s error line goes by (kiln's --as); `board`: the board the ELF
+    was built for (default: the target's reference board). A run that outlives
     `timeout` and GRACE_S more is stopped: a RunnerError."""
     inputs, outputs = program_io(pte_path)
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "kiln.cli", f"--as={prog}", "run", f"--elf={elf}", f"--target={target}",
                f"--platform={platform}", f"--timeout={timeout}", f"--output-dir={work / 'out'}"]
+    command += [f"--board={board}"] if board else []
     if count_instructions or profile_instructions:
         command.append(f"--count-instructions={INFERENCE_CALL}")
         command += ["--profile-instructions"] if profile_instructions else []
