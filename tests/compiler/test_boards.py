@@ -176,3 +176,140 @@ def test_a_toolchain_other_than_the_boards_fails_the_configure_clearly(tmp_path)
     )  # fmt: skip
     assert result.returncode != 0
     assert "kiln: board corstone-320 is built with toolchain clang-arm-none-eabi" in " ".join(result.stderr.split())
+
+
+# --- Boards a user can buy (issue 16): inheritance, references, unverified facts -------------
+
+
+def test_an_fpga_image_inherits_its_subsystems_map_and_states_what_differs():
+    an552, c300 = boards.load("mps3-an552"), boards.load("corstone-300")
+    assert an552.extends == "corstone-300" and not an552.reference
+    assert [(r.name, r.base, r.purposes) for r in an552.memory] == [(r.name, r.base, r.purposes) for r in c300.memory]
+    assert an552.memory[1].size == 0x20_0000  # bram: 2 MiB on the FPGA, 1 MiB on the FVP
+    assert (an552.uart, an552.npu.base, an552.npu.irq) == (c300.uart, c300.npu.base, c300.npu.irq)
+    assert an552.configurations() == ["ethos-u55-128"] and an552.cpu.clock_hz == 32_000_000
+    assert (an552.fvp_params, an552.npu.families[0].fvp, an552.qemu_machine) == ((), None, "mps3-an547")
+    mps4 = boards.load("mps4-corstone320")
+    assert mps4.configurations() == ["ethos-u85-1024"] and mps4.qemu_machine is None
+    assert {"npu.base", "npu.irq", "uart.base"} <= {field for field, _ in mps4.unverified}
+
+
+def test_alif_facts():
+    """Alif's evaluation kit (linker scripts, platform CMake), global_map.h and TF-A: see the files."""
+    hp, he, e8 = boards.load("alif-e7-hp"), boards.load("alif-e7-he"), boards.load("alif-e8")
+    assert (hp.uart.kind, hp.uart.base, hp.uart.clock_hz) == ("dw-apb-uart", 0x4901_A000, 100_000_000)
+    assert (hp.npu.base, hp.npu.irq, hp.configurations()) == (0x400E_1000, 55, ["ethos-u55-256"])
+    assert (he.npu.base, he.npu.irq, he.configurations()) == (0x400E_1000, 55, ["ethos-u55-128"])
+    assert (e8.npu.base, e8.npu.irq, e8.configurations()) == (0x4904_2000, 366, ["ethos-u85-256"])
+    assert (hp.cpu.clock_hz, he.cpu.clock_hz, e8.cpu.clock_hz) == (400_000_000, 160_000_000, 400_000_000)
+    assert (hp.region_for("stack").size, he.region_for("stack").size) == (0x10_0000, 0x4_0000)
+    for board in (hp, he, e8):
+        assert (board.region_for("code").base, board.region_for("model").name) == (0x8000_8000, "mram")
+        assert board.npu.families[0].memory_modes == ("Shared_Sram",)  # the .pte stays in MRAM
+        assert board.qemu_machine is None and board.fvp_params == ()
+    assert [r.name for r in e8.memory] == ["itcm", "dtcm", "mram", "sram"]  # E7's sram0/sram1 dropped
+    assert e8.region_for("npu") == e8.region_for("bulk")
+
+
+def test_a_target_is_built_for_its_reference_board_unless_another_is_asked_for():
+    assert boards.target("ethos-u55-128").board.name == "corstone-300"
+    on_an552 = boards.target("ethos-u55-128", "mps3-an552")
+    assert (on_an552.board.name, on_an552.macs, on_an552.memory_mode) == ("mps3-an552", 128, "Shared_Sram")
+    assert boards.target("ethos-u85-256", "alif-e8").memory_mode == "Shared_Sram"
+    assert [b.name for b in boards.boards_with("ethos-u55-128")] == ["corstone-300", "alif-e7-he", "mps3-an552"]
+    with pytest.raises(UsageError) as error:
+        boards.target("ethos-u85-256", "alif-e7-hp")
+    assert str(error.value) == ("board alif-e7-hp has no ethos-u85-256 NPU: it has ethos-u55-256; build for one of "
+                                "those, or for ethos-u85-256 on corstone-320, alif-e8")
+    with pytest.raises(UsageError, match="unknown board 'alif-e9'"):
+        boards.target("ethos-u85-256", "alif-e9")
+
+
+def _boards_dir(tmp_path: Path, monkeypatch, files: dict[str, str]) -> Path:
+    """A boards folder holding corstone-300 and `files` (name -> board.toml text)."""
+    for name, text in {"corstone-300": CORSTONE_300.read_text(), **files}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "board.toml").write_text(text)
+    monkeypatch.setattr(boards, "BOARDS_DIR", tmp_path)
+    return tmp_path
+
+
+CHILD = '''schema = 1
+name = "child"
+summary = "an FPGA image of corstone-300"
+extends = "corstone-300"
+'''
+
+
+def test_extends_merges_tables_and_named_entries_and_drops_what_it_names(tmp_path, monkeypatch):
+    _boards_dir(tmp_path, monkeypatch, {"child": CHILD + '''drop = ["fvp", "npu.family.ethos-u55.fvp", "npu.family.ethos-u65", "memory.bram"]
+[uart]
+baud = 9600
+[[memory]]
+name = "ddr"
+size = 0x0100_0000
+[[memory]]
+name = "qspi"
+base = 0x3800_0000
+size = 0x0080_0000
+purposes = []
+[[npu.family]]
+name = "ethos-u55"
+macs = [64]
+[unverified]
+"memory.qspi" = "a guess"
+'''})
+    child = boards.load("child")
+    assert (child.uart.baud, child.uart.base) == (9600, 0x5930_3000)
+    assert [(r.name, r.size) for r in child.memory] == [
+        ("itcm", 0x8_0000), ("dtcm", 0x8_0000), ("sram", 0x40_0000), ("ddr", 0x100_0000), ("qspi", 0x80_0000)]
+    assert child.configurations() == ["ethos-u55-64"] and child.npu.families[0].system_config == "Ethos_U55_High_End_Embedded"
+    assert (child.fvp_params, child.reference, child.unverified) == ((), False, (("memory.qspi", "a guess"),))
+    assert boards.target("ethos-u55-64", "child").board.name == "child"
+
+
+@pytest.mark.parametrize("extra,message", [
+    ('drop = ["npu.family.ethos-u75"]\n', r"drop: 'npu.family.ethos-u75' names nothing corstone-300 describes"),
+    ('drop = ["npu.family.ethos-u55.fvp"]\n', r"npu\.family\[0\]\.fvp: an FVP needs both the binary"),
+    ('[unverified]\n"uart.speed" = "x"\n"memory.flash" = "y"\n', r"unverified\.memory\.flash: names no field"),
+    ('[unverified]\n"board" = "x"\n', r"unverified\.board: names no field"),
+])
+def test_a_bad_inheritance_or_unverified_entry_names_the_field(tmp_path, monkeypatch, extra, message):
+    _boards_dir(tmp_path, monkeypatch, {"child": CHILD + extra})
+    with pytest.raises(BoardError, match=message):
+        boards.load("child")
+
+
+def test_extends_an_unknown_board_or_itself_is_refused(tmp_path, monkeypatch):
+    _boards_dir(tmp_path, monkeypatch, {"child": CHILD.replace('"corstone-300"', '"corstone-301"'),
+                                        "loop": CHILD.replace('"child"', '"loop"').replace('"corstone-300"', '"loop"')})
+    with pytest.raises(BoardError, match=r"extends: no board 'corstone-301'"):
+        boards.load("child")
+    with pytest.raises(BoardError, match=r"extends: loop -> loop extends itself"):
+        boards.load("loop")
+
+
+def test_every_target_has_exactly_one_reference_board(tmp_path, monkeypatch):
+    _boards_dir(tmp_path, monkeypatch, {"child": CHILD + "reference = true\n"})
+    with pytest.raises(BoardError, match=r"reference: target ethos-u55-32 already has reference board"):
+        boards.targets()
+    text = CORSTONE_300.read_text().replace('name = "corstone-300"', 'name = "other"').replace("reference = true", "")
+    (tmp_path / "child" / "board.toml").write_text(text.replace("macs = [32, 64, 128, 256]", "macs = [512]"))
+    (tmp_path / "child").rename(tmp_path / "other")
+    with pytest.raises(BoardError, match=r"target ethos-u55-512 has no reference board"):
+        boards.targets()
+
+
+def test_kiln_targets_lists_boards_and_their_unverified_facts():
+    result = subprocess.run([str(ROOT / ".venv/bin/kiln"), "targets"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["target", "board", "system", "config", "memory", "mode", "also", "on", "(--board)"]
+    assert next(line for line in lines if line.startswith("ethos-u55-128 ")).endswith("alif-e7-he, mps3-an552")
+    assert next(line for line in lines if line.startswith("alif-e8 ")).split()[:6] == [
+        "alif-e8", "cortex-m55", "400", "MHz", "the", "board"]
+    assert next(line for line in lines if line.startswith("mps3-an552 ")).split()[4:6] == ["QEMU", "mps3-an547"]
+    start = lines.index("unverified facts (board.toml's [unverified]):")
+    listed = {(line.split()[0], line.split()[1].removesuffix(":")) for line in lines[start + 1:]}
+    assert listed == {(b, field) for b in boards.board_names() for field, _ in boards.load(b).unverified}
+    assert ("mps4-corstone320", "npu.base") in listed
