@@ -119,3 +119,13 @@ def test_a_run_on_a_board_no_platform_models_says_so(built, board, target):
         f"kiln: error: {target} runs on {board}, which kiln's virtual platform does not model (it "
         "models the boards whose map QEMU's mps3-an547 has: corstone-300, corstone-320, mps3-an552); no FVP "
         "models it either: run the ELF on the board itself")
+
+
+def test_an_fvp_run_on_a_board_no_fvp_models_says_so(built):
+    result = subprocess.run([sys.executable, "-m", "kiln.cli", "run", f"--elf={built['mps3-an552']}",
+                             "--target=ethos-u55-128", "--board=mps3-an552", "--platform=fvp"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "kiln: error: no Arm FVP models mps3-an552 (its board.toml names none); run the ELF on the board itself, "
+        "or on kiln's virtual platform if it models the board")

@@ -235,6 +235,9 @@ def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str, npu
         fvp = fvp_platform(target, elf, cwd, firmware_args)
         if fvp is not None:
             return fvp
+        if which == "fvp" and target.family.fvp is None:
+            raise UsageError(f"no Arm FVP models {target.board.name} (its board.toml names none); run the ELF on "
+                             "the board itself, or on kiln's virtual platform if it models the board")
         if which == "fvp":
             raise ToolMissingError(f"{target.family.fvp} is not on PATH (Arm's FVP is a separate download)")
     return virtual_platform(target, elf, npu_model, firmware_args)
@@ -353,6 +356,11 @@ def _serve_npu(attachment, process: subprocess.Popen, errors: list[str]) -> thre
     return thread
 
 
+# The NPU model's AXI data-beat counters (kiln.simulator.npu.pmu), as the summary lists them.
+_BEATS = ("axi0_rd_data_beat_received", "axi0_wr_data_beat_written", "axi1_rd_data_beat_received",
+          "axi1_wr_data_beat_written")
+
+
 def _npu_summary(attachment) -> str | None:
     device = attachment.device
     if device is None or not attachment.accesses:
@@ -363,7 +371,9 @@ def _npu_summary(attachment) -> str | None:
     memory = attachment.memory
     first = next((run.fault for run in device.runs if run.fault is not None), None)
     message = getattr(first, "message", first)
-    return (f"NPU model: {len(device.runs)} stream(s), {cycles} cycles, {faults} fault(s); "
+    beats = [sum((run.counters or {}).get(name, 0) for run in device.runs) for name in _BEATS]
+    return (f"NPU model: {len(device.runs)} stream(s), {cycles} cycles, {faults} fault(s), "
+            f"AXI0 {beats[0]} read {beats[1]} write, AXI1 {beats[2]} read {beats[3]} write beats; "
             f"{attachment.accesses} register accesses ({per_access_ms:.2f} ms each), "
             f"{attachment.npu_time_s:.2f} s running streams, {memory.bytes_read // 1024} KiB read and "
             f"{memory.bytes_written // 1024} KiB written through gdb"
