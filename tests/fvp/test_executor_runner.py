@@ -9,6 +9,7 @@ import configparser
 import contextlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -77,6 +78,34 @@ def assert_matches_host(pte_path: Path, elf: Path, target: str, samples, tmp_pat
     return result
 
 
+# The runner's PMU line (README.md, "The executor runner") and the NPU model's summary line.
+PMU_LINE = re.compile(r"NPU PMU: total (\d+) active (\d+) idle (\d+) cycles, axi0_rd (\d+) axi0_wr (\d+) "
+                      r"axi1_rd (\d+) axi1_wr (\d+|n/a) beats")
+MODEL_SUMMARY = re.compile(r"NPU model: (\d+) stream\(s\), (\d+) cycles, \d+ fault\(s\), AXI0 (\d+) read "
+                           r"(\d+) write, AXI1 (\d+) read (\d+) write beats")
+
+
+def assert_pmu_lines_are_the_models(uart: list[str], summary: str, inferences: int, u85: bool):
+    """One PMU line per inference, whose counts summed over the run are what the NPU model
+    counted independently (its summary: the cycle estimate of every stream, its AXI beats):
+    total = active = the estimate, idle 0 (the model runs a stream in no virtual time); the
+    U55/U65 count no AXI1 write beats (4 event counters), the U85 does."""
+    found = [PMU_LINE.fullmatch(line) for line in uart if line.startswith("NPU PMU: ")]
+    assert len(found) == inferences and all(found), "\n".join(uart)
+    model = MODEL_SUMMARY.search(summary)
+    assert model, summary
+    streams, cycles, *beats = (int(v) for v in model.groups())
+    assert streams >= inferences
+    column = lambda k: sum(int(m.group(k)) for m in found)  # noqa: E731
+    assert column(1) == column(2) == cycles > 0
+    assert column(3) == 0
+    assert [column(4), column(5), column(6)] == beats[:3]
+    if u85:
+        assert column(7) == beats[3]
+    else:
+        assert all(m.group(7) == "n/a" for m in found)
+
+
 def baked_pte(elf: Path) -> bytes:
     """The .pte bytes the ELF carries: from symbol kiln_model_pte to kiln_model_pte_end."""
     with open(elf, "rb") as stream:
@@ -120,6 +149,7 @@ def test_zoo_model_equals_run_host_bit_for_bit(work, builder, tmp_path, model):
     assert tosa > 0 and on_disk - baked >= tosa
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=7), tmp_path)
     assert all(c > 0 for c in result.npu_cycles)
+    assert_pmu_lines_are_the_models(result.stdout.splitlines(), result.stderr, 2, u85=False)
     assert "kiln executor runner: " + pte_path.stem + " (Shared_Sram) on corstone-300" in result.stdout
 
 

@@ -293,6 +293,16 @@ def test_a_u85_npu_that_never_finishes_times_out_and_is_reset(u85_digits, tmp_pa
     assert result.npu_summary.startswith("NPU model: 0 stream(s)")  # the hung stream never ran
 
 
+def test_corstone320s_runner_prints_the_pmu_counts_the_u85_model_made(u85_digits, tmp_path):
+    """The runner's NPU PMU line on an Ethos-U85 (corstone-320): its 8 event counters give
+    active, idle and all four beat counts, equal to the NPU model's own for the stream."""
+    from test_executor_runner import assert_pmu_lines_are_the_models
+
+    result = run_runner(u85_digits, tmp_path)
+    assert result.status == 0, "\n".join(result.uart)
+    assert_pmu_lines_are_the_models(result.uart, result.npu_summary, 1, u85=True)
+
+
 @pytest.mark.parametrize("value", ["0", "4294967296", "20ms", ""])
 def test_an_npu_timeout_that_is_no_whole_number_of_milliseconds_is_refused(u85_digits, tmp_path, value):
     """1 to 2^32 - 1 ms (the driver's RunOptions::timeout_ms); 0 would not wait at all."""

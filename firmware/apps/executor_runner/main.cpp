@@ -1,6 +1,7 @@
 // kiln's executor runner: runs the .pte baked into this image (model.h) with
 // inputs from host files or built-in defaults; writes and summarises the outputs,
-// prints CPU and NPU cycles per inference; exits 0 when every inference succeeded
+// prints CPU and NPU cycles per inference and, when NPU streams ran, the NPU's PMU line
+// (print_pmu); exits 0 when every inference succeeded
 // (runner.h lists the other statuses).
 #include "kiln/cpu.h"
 #include "kiln/delegates/ethosu_backend.h"
@@ -10,6 +11,43 @@
 #include "runner.h"
 
 using namespace kiln;
+
+namespace {
+
+// `value` in decimal (the console's %u takes 32 bits).
+void print_u64(uint64_t value) {
+  constexpr uint64_t kBillion = 1000000000u;
+  if (value < (uint64_t{1} << 32)) {
+    print("%u", unsigned(value));
+  } else {
+    print_u64(value / kBillion);
+    print("%09u", unsigned(value % kBillion));
+  }
+}
+
+// The NPU PMU line of one inference, the driver's counts summed over its streams:
+//   NPU PMU: total T active A idle I cycles, axi0_rd R axi0_wr W axi1_rd R axi1_wr W beats
+// An event the NPU family has no counter for reads n/a (the U55/U65's AXI1 write beats);
+// their active is total - idle (ethosu::PmuCounts). README.md states the format.
+void print_pmu(const ethosu::PmuCounts& pmu) {
+  using P = ethosu::PmuCounts;
+  static const char* const kNames[P::kEvents] = {" active ", " idle ", " cycles, axi0_rd ", " axi0_wr ",
+                                                 " axi1_rd ", " axi1_wr "};
+  print("NPU PMU: total ");
+  print_u64(pmu.total);
+  for (int e = 0; e < P::kEvents; ++e) {
+    print("%s", kNames[e]);
+    const bool derived = e == P::kActive;  // active may be derived; beats are never
+    if (!derived && !(pmu.counted & (1u << e))) {
+      print("n/a");
+    } else {
+      print_u64(pmu.events[e]);
+    }
+  }
+  print(" beats\n");
+}
+
+}  // namespace
 
 int main() {
   const runner::ModelMemory& m = runner::kModel;
@@ -62,6 +100,7 @@ int main() {
     print("inference %u: NPU cycles %u (%u stream(s)), CPU cycles ", unsigned(s),
           unsigned(npu.npu_cycles), unsigned(npu.runs));
     counting ? print("%u\n", unsigned(cycles)) : print("not counted (no DWT on this platform)\n");
+    if (npu.runs > 0) print_pmu(npu.pmu);
     runner::summarise_outputs(method.value());
     if (!runner::write_sample(method.value(), outputs)) return runner::kExitUsage;
   }

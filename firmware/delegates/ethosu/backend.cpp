@@ -150,6 +150,7 @@ Status execute(void* raw, void* handle, const DelegateArgs& args) {
   if (!cycles.ok()) return failed(state.index, cycles.error());
   context.npu_cycles += cycles.value();
   context.runs += 1;
+  context.pmu.add(context.driver->pmu_counts());
   for (uint32_t o = 0; o < p.output_count; ++o) {
     const IoTensor io = p.output(o);
     const uint8_t* place = context.scratch.data + io.offset;
@@ -177,6 +178,7 @@ runtime::Backend backend(Context& context) {
 void reset_counters(Context& context) {
   context.npu_cycles = 0;
   context.runs = 0;
+  context.pmu = kiln::ethosu::PmuCounts();
 }
 
 }  // namespace kiln::delegates::ethosu

@@ -106,10 +106,16 @@ void Driver::program(const CommandStream& stream, const Region* regions, int cou
     write(reg::kBasep0 + 8 * n + 4, static_cast<uint32_t>(address >> 32));
     kiln_npu_region_sizes[1 + n] = static_cast<uint32_t>(regions[n].size);
   }
-  // Only the cycle counter counts: the family's event counters (4 or 8) are disabled.
+  // The cycle counter and the family's event counters, from 0; a counter without an event
+  // (kEventNone) stays disabled.
+  uint32_t enabled = reg::kPmuCycleCounter;
+  for (uint32_t n = 0; n < f.event_counters; ++n) {
+    write(f.pmu_offset + reg::kPmevtyper0 + 4 * n, f.pmu_events[n]);
+    if (f.pmu_events[n] != reg::kEventNone) enabled |= 1u << n;
+  }
   write(f.pmu_offset + reg::kPmcr, reg::kPmcrCntEn | reg::kPmcrCycleCntRst | reg::kPmcrEventCntRst);
-  write(f.pmu_offset + reg::kPmcntenclr, (1u << f.event_counters) - 1);
-  write(f.pmu_offset + reg::kPmcntenset, reg::kPmuCycleCounter);
+  write(f.pmu_offset + reg::kPmcntenclr, ((1u << f.event_counters) - 1) & ~enabled);
+  write(f.pmu_offset + reg::kPmcntenset, enabled);
   const uint64_t qbase = reinterpret_cast<uintptr_t>(stream.words);
   write(reg::kQbase0, static_cast<uint32_t>(qbase));
   write(reg::kQbase1, static_cast<uint32_t>(qbase >> 32));
@@ -137,6 +143,25 @@ uint64_t Driver::read_cycle_counter() const {
     low = read(pmu + reg::kPmccntrLo);
   }
   return (static_cast<uint64_t>(high & 0xFFFF) << 32) | low;
+}
+
+PmuCounts Driver::pmu_counts() const {
+  const reg::Family& f = family(config_);
+  PmuCounts counts;
+  counts.total = read_cycle_counter();
+  for (uint32_t n = 0; n < f.event_counters; ++n) {
+    for (int e = 0; e < PmuCounts::kEvents; ++e) {
+      if (f.pmu_events[n] != reg::kEventNone && f.pmu_events[n] == kPmuEventTypes[e]) {
+        counts.events[e] = read(f.pmu_offset + reg::kPmevcntr0 + 4 * n);
+        counts.counted |= 1u << e;
+      }
+    }
+  }
+  if (!(counts.counted & (1u << PmuCounts::kActive))) {
+    const uint64_t idle = counts.events[PmuCounts::kIdle];
+    counts.events[PmuCounts::kActive] = counts.total > idle ? counts.total - idle : 0;
+  }
+  return counts;
 }
 
 Result<uint64_t> Driver::run(const CommandStream& stream, const Region* regions, int count,

@@ -38,7 +38,13 @@ Choices where the register map leaves room (documented, not measured):
   start/stop events are stored but the cycle counter counts the whole run.
   Event counters count ExecResult.counters[name] where name is the lower-case
   pmu_event_type name (e.g. "mac_active"); CYCLE and NPU_ACTIVE count cycles;
-  events the executor does not report stay unchanged.
+  events the executor does not report stay unchanged. So for each run NPU_ACTIVE and
+  PMCCNTR both advance by the cycle estimate, and the AXI data-beat events (0x82, 0x87,
+  0x182, 0x187: AXI0/AXI1 or, on the U85, SRAM/EXT read and write beats) by the beats of
+  the bytes the run moved (kiln.simulator.npu.pmu). NPU_IDLE counts 0: the model runs a
+  stream within one register write, so the NPU is never enabled and waiting on the
+  virtual clock (on hardware it counts the cycles between the PMU's enable and the start,
+  and any the NPU waits idle).
 - An overflowing counter sets its PMOVSSET bit and, if enabled in PMINTSET,
   STATUS.pmu_irq_raised and the interrupt.
 """
@@ -189,6 +195,7 @@ class RunRecord:
     basep: tuple[int, ...]
     cycles: int
     fault: object | None  # NpuFault or None
+    counters: dict | None = None  # ExecResult.counters of the run (None: it did not run)
 
 
 def _default_executor():
@@ -486,7 +493,7 @@ class EthosU:
             bits = STATUS_BUS_STATUS if fault.kind == "bus_error" else STATUS_CMD_PARSE_ERROR
             qread = min(4 * fault.command_index, self._qsize)
         self._count(result)
-        self._finish(result.cycles, fault, bits, qread)
+        self._finish(result.cycles, fault, bits, qread, counters=dict(result.counters or {}))
 
     def _fetch_stream(self) -> np.ndarray | None:
         if self._qsize % 4:
@@ -494,10 +501,11 @@ class EthosU:
         data = self.memory.read(self._qbase, self._qsize) if self._qsize else b""
         return np.frombuffer(bytes(data), dtype="<u4").astype(np.uint32)
 
-    def _finish(self, cycles: int, fault, bits: int, qread: int, record_fault: str | None = None):
+    def _finish(self, cycles: int, fault, bits: int, qread: int, record_fault: str | None = None,
+                counters: dict | None = None):
         self._qread = qread
         self._status = (self._status & ~STATUS_STATE_RUNNING) | bits | STATUS_IRQ_RAISED
-        self.runs.append(RunRecord(self._qbase, self._qsize, self.basep(), cycles, fault or record_fault))
+        self.runs.append(RunRecord(self._qbase, self._qsize, self.basep(), cycles, fault or record_fault, counters))
         self._update_irq()
 
     def _count(self, result):

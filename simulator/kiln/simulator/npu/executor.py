@@ -17,6 +17,7 @@ from kiln.simulator.npu.dma import dma_start
 from kiln.simulator.npu.elementwise import elementwise
 from kiln.simulator.npu.memory import MemoryFault
 from kiln.simulator.npu.output import NotModelled
+from kiln.simulator.npu.pmu import beat_counters
 from kiln.simulator.npu.registers import Registers, RegisterError
 from kiln.simulator.npu.weights import WeightStreamError
 from kiln.simulator.npu import u85_blockops, u85_dma, u85_elementwise, u85_resize
@@ -90,7 +91,9 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
     Stops at NPU_OP_STOP, at the end of the stream, or at the first command that faults
     (then outputs written before it stay written). `pmu` may name the event counters the
     caller wants (an iterable of counter names); every counter the model keeps is
-    returned in ExecResult.counters regardless."""
+    returned in ExecResult.counters regardless: the cycle estimate's, and the AXI data
+    beats of the bytes the operations moved (kiln.simulator.npu.pmu), a faulting stream's
+    up to its fault."""
     bases = tuple(int(b) for b in basep)
     if len(bases) != REGIONS:
         raise ValueError(f"basep holds {len(bases)} region bases; the NPU has {REGIONS}")
@@ -127,4 +130,5 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
         fault = NpuFault("bus_error", index, str(error))
     record_run(ctx.coverage)
     counters = cycles.counters()
+    counters.update(beat_counters(ctx.traffic, config))
     return ExecResult(cycles=counters["cycles"], ops=ops, fault=fault, counters=counters, coverage=ctx.coverage)

@@ -71,12 +71,13 @@ struct Context {
   kiln::ethosu::RunOptions options;
   uint64_t npu_cycles = 0;  // PMU cycles summed over every run since the last reset
   uint32_t runs = 0;        // command streams run since the last reset
+  kiln::ethosu::PmuCounts pmu;  // the driver's PMU counts summed over the same runs
 };
 
 // The backend record for the runtime's BackendTable; `context` must outlive it.
 runtime::Backend backend(Context& context);
 
-// Clears the cycle and run counters (e.g. before each inference).
+// Clears the cycle, run and PMU counters (e.g. before each inference).
 void reset_counters(Context& context);
 
 }  // namespace kiln::delegates::ethosu

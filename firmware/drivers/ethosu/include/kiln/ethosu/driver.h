@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kiln/ethosu/registers.h"
 #include "kiln/runtime/result.h"
 
 namespace kiln::ethosu {
@@ -109,6 +110,31 @@ struct RunOptions {
   uint32_t regioncfg = 0;
 };
 
+// The PMU's counts of one run(), or summed over several (add). total is the cycle counter
+// (PMCCNTR: every cycle from the PMU's enable before the start to the completion); the
+// events are the family's event counters (reg::Family::pmu_events), 32 bits each per run.
+// Where the family has no counter for one (Ethos-U55/U65: NPU_ACTIVE, AXI1 write beats),
+// `counted` lacks its bit and its value is derived: active = total - idle, else 0.
+// AXI0/AXI1 are the U85's SRAM/external ports. A beat is one AXI data transfer (8 bytes on
+// the Ethos-U55's 64-bit AXI, 16 on the U65's and U85's 128-bit).
+struct PmuCounts {
+  enum Event { kActive, kIdle, kAxi0ReadBeats, kAxi0WriteBeats, kAxi1ReadBeats, kAxi1WriteBeats, kEvents };
+  uint64_t total = 0;
+  uint64_t events[kEvents] = {};
+  uint32_t counted = 0;  // bit e: events[e] came from an event counter
+
+  void add(const PmuCounts& other) {
+    total += other.total;
+    for (int e = 0; e < kEvents; ++e) events[e] += other.events[e];
+    counted |= other.counted;
+  }
+};
+
+// The PMEVTYPER event number that counts PmuCounts::Event e.
+constexpr uint32_t kPmuEventTypes[PmuCounts::kEvents] = {
+    reg::kEventNpuActive, reg::kEventNpuIdle, reg::kEventAxi0RdBeats,
+    reg::kEventAxi0WrBeats, reg::kEventAxi1RdBeats, reg::kEventAxi1WrBeats};
+
 class Driver {
  public:
   // The driver for the NPU whose registers are at `base`: reads ID and CONFIG, soft-resets
@@ -145,8 +171,14 @@ class Driver {
   // ecc_fault; U85: bus_status, cmd_parse_error, ecc_fault, branch_fault).
   // Errors: kInvalidArgument (a = 2, b = count outside 0..kRegions; a = 0: no stream),
   // kNpuBusy, kNpuFault, kNpuIncomplete, kNpuTimeout, kNpuResetFailed.
+  // Before the start it resets the PMU's counters and enables the cycle counter and the
+  // family's event counters (reg::Family::pmu_events); pmu_counts() reads them after.
   Result<uint64_t> run(const CommandStream& stream, const Region* regions, int count,
                        const RunOptions& options = RunOptions()) const;
+
+  // The PMU's counts of the last run() that succeeded, read from the NPU's counters: valid
+  // until the next run() (which resets them) or a failed one (whose reset clears them).
+  PmuCounts pmu_counts() const;
 
  private:
   explicit Driver(uintptr_t base) : base_(base) {}

@@ -100,6 +100,18 @@ constexpr uint32_t kPmcrCntEn = 1u << 0;
 constexpr uint32_t kPmcrEventCntRst = 1u << 1;
 constexpr uint32_t kPmcrCycleCntRst = 1u << 2;
 constexpr uint32_t kPmuCycleCounter = 1u << 31;  // in PMCNTEN*, PMOVS*, PMINT*
+constexpr uint32_t kMaxEventCounters = 8;        // the U85's; the U55/U65 have 4
+
+// PMEVTYPERn values: pmu_event numbers (Vela 5.2.0's ethos_u65_interface.hpp, the U55's
+// too, and ethos_u85_interface.hpp). The U85's SRAM_* and EXT_* port events have the
+// U55/U65's AXI0_* and AXI1_* numbers: its SRAM port is AXI0 here, its external port AXI1.
+constexpr uint32_t kEventNone = 0x00;
+constexpr uint32_t kEventNpuIdle = 0x20;    // NPU_IDLE: cycles the NPU is enabled but idle
+constexpr uint32_t kEventNpuActive = 0x23;  // NPU_ACTIVE: cycles the NPU is running
+constexpr uint32_t kEventAxi0RdBeats = 0x82;   // AXI0_RD_DATA_BEAT_RECEIVED (U85: SRAM_)
+constexpr uint32_t kEventAxi0WrBeats = 0x87;   // AXI0_WR_DATA_BEAT_WRITTEN (U85: SRAM_)
+constexpr uint32_t kEventAxi1RdBeats = 0x182;  // AXI1_RD_DATA_BEAT_RECEIVED (U85: EXT_)
+constexpr uint32_t kEventAxi1WrBeats = 0x187;  // AXI1_WR_DATA_BEAT_WRITTEN (U85: EXT_)
 
 // --- The families -------------------------------------------------------------------
 // A register write of a family's bring-up (after every soft reset, before any run).
@@ -129,6 +141,11 @@ struct Family {
   //   non-shareable, device non-bufferable; AXI_SRAM: 12 reads, 16 writes outstanding,
   //   256-byte bursts (max_beats 2, bits 17..16); AXI_EXT: 64 reads, 32 writes, 256 bytes.
   RegisterValue bring_up[kBringUpWrites];
+  // PMEVTYPERn of event counter n = 0..event_counters - 1, programmed before every run
+  // (kEventNone: the counter stays off). The U55/U65's four count what Arm's ML evaluation
+  // kit counts there (NPU_IDLE and three AXI beat counts; NPU_ACTIVE is then the cycle
+  // counter less NPU_IDLE); the U85's eight also count NPU_ACTIVE and AXI1 write beats.
+  uint32_t pmu_events[kMaxEventCounters];
 };
 
 constexpr uint32_t kProductU55 = 0, kProductU65 = 1, kProductU85 = 2;
@@ -140,13 +157,17 @@ constexpr uint32_t kAxiExtDefault = 63u | (31u << 8) | (2u << 16);
 constexpr Family kFamilies[] = {
     {kProductU55, 1, 0, 4, kStatusFaultBits, true, false, 0,
      {{kAxiLimit0, kAxiLimitDefault}, {kAxiLimit0 + 4, kAxiLimitDefault}, {kAxiLimit0 + 8, kAxiLimitDefault},
-      {kAxiLimit0 + 12, kAxiLimitDefault}, {}, {}}},
+      {kAxiLimit0 + 12, kAxiLimitDefault}, {}, {}},
+     {kEventNpuIdle, kEventAxi0RdBeats, kEventAxi0WrBeats, kEventAxi1RdBeats}},
     {kProductU65, 1, 0, 4, kStatusFaultBits, true, false, 0,
      {{kAxiLimit0, kAxiLimitDefault}, {kAxiLimit0 + 4, kAxiLimitDefault}, {kAxiLimit0 + 8, kAxiLimitDefault},
-      {kAxiLimit0 + 12, kAxiLimitDefault}, {}, {}}},
+      {kAxiLimit0 + 12, kAxiLimitDefault}, {}, {}},
+     {kEventNpuIdle, kEventAxi0RdBeats, kEventAxi0WrBeats, kEventAxi1RdBeats}},
     {kProductU85, 2, 0x1000, 8, kStatusFaultBitsU85, false, true, 2048,
      {{kMemAttr0, kMemAttrSramPort}, {kMemAttr0 + 4, kMemAttrSramPort}, {kMemAttr0 + 8, kMemAttrExtPort},
-      {kMemAttr0 + 12, kMemAttrExtPort}, {kAxiSram, kAxiSramDefault}, {kAxiExt, kAxiExtDefault}}},
+      {kMemAttr0 + 12, kMemAttrExtPort}, {kAxiSram, kAxiSramDefault}, {kAxiExt, kAxiExtDefault}},
+     {kEventNpuActive, kEventNpuIdle, kEventAxi0RdBeats, kEventAxi0WrBeats, kEventAxi1RdBeats,
+      kEventAxi1WrBeats}},
 };
 
 // The family of an NPU whose CONFIG register reads `config`, or nullptr for a product
