@@ -100,34 +100,45 @@ def test_vit_tiny_for_ethos_u85_with_matmuls_on_the_npu_equals_run_host_bit_for_
 
 
 class SelectByMask(torch.nn.Module):
-    """A convolution, a comparison of two tensors and a select, the mask also a program output,
-    and the convolution's argmax over channels (int32 on the NPU, int64 for PyTorch)."""
+    """A convolution, a comparison of two tensors and a select, the mask also a program output; any()
+    of another mask; the convolution's argmax over channels (int32 on the NPU, int64 for
+    PyTorch) and a constant index_select of its channels; an embedding of int64 tokens (checked
+    and narrowed to int32 on the CPU, gathered on the NPU)."""
+
+    TOKENS = 20
 
     def __init__(self):
         super().__init__()
         torch.manual_seed(85)
         self.conv = torch.nn.Conv2d(4, 8, 3, padding=1)
+        self.embed = torch.nn.Embedding(self.TOKENS, 8)
 
-    def forward(self, x, y):
+    def forward(self, x, y, tokens):
         h = self.conv(x)
         mask = h > y
-        return torch.where(mask, h, y * 0.5), mask, h.argmax(dim=1)
+        return (torch.where(mask, h, y * 0.5), mask, h.argmax(dim=1), (h < -0.5).any(dim=1),
+                torch.index_select(h, 1, torch.tensor([7, 0, 3])), self.embed(tokens) * 2.0)
 
 
-def test_comparison_select_and_argmax_on_the_u85_equal_run_host(work, builder, tmp_path):
-    """On Ethos-U85 the comparison, the select and the argmax run on the NPU (whose true is -1
-    inside a stream); the bool mask leaves the delegate as PyTorch's 0 and 1, the indices as int32
-    that a CPU cast widens: outputs equal run-host's bit for bit."""
-    inputs = (torch.randn(1, 4, 8, 8), torch.randn(1, 8, 8, 8))
-    result = kiln_compile.compile_model(LoadedModel("select_by_mask", SelectByMask().eval(), inputs),
+def test_comparison_select_argmax_and_gathers_on_the_u85_equal_run_host(work, builder, tmp_path):
+    """On Ethos-U85 the comparison, select, any, argmax and gathers run on the NPU (whose true is
+    -1 inside a stream); the bool masks leave the delegate as PyTorch's 0 and 1, the indices as
+    int32 that a CPU cast widens: outputs equal run-host's bit for bit."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        return (torch.rand(1, 4, 8, 8, generator=g) * 2 - 1, torch.rand(1, 8, 8, 8, generator=g) * 2 - 1,
+                torch.randint(0, SelectByMask.TOKENS, (1, 6), generator=g))
+
+    result = kiln_compile.compile_model(LoadedModel("select_by_mask", SelectByMask().eval(), inputs(0)),
                                         CompileSpec("ethos-u85-256"))
     on_cpu = {p.op.op_type for p in result.partitioning.placements if p.partition is None}
     assert on_cpu == {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor",
-                      "aten._to_copy"}, on_cpu
+                      "aten._to_copy", "kiln.checked_index"}, on_cpu
     pte_path = work / "select_by_mask-ethos-u85-256.pte"
     kiln_compile.write(result, pte_path)
     elf = builder(pte_path, "ethos-u85-256")
-    assert_matches_host(pte_path, elf, "ethos-u85-256", random_samples(pte_path, 2, seed=85), tmp_path)
+    samples = [[t.numpy() for t in inputs(seed)] for seed in (85, 86)]
+    assert_matches_host(pte_path, elf, "ethos-u85-256", samples, tmp_path)
 
 
 def test_a_cpu_only_program_equals_run_host_bit_for_bit(work, builder, tmp_path):

@@ -30,7 +30,8 @@
 //     at row 0, column o, channel i) reads the IFM box as any CONV, the IFM2 box 1 x OFM depth
 //     x IFM depth (IFM_DEPTH_M1 is both inputs') at IFM2's element size whatever
 //     IFM2_BROADCAST holds, no weight stream, and scale records only with per-channel scaling
-//     (OFM_PRECISION's scale_mode). Refused as unprovable: BRANCH, indexed DMA, weights from
+//     (OFM_PRECISION's scale_mode); indexed DMA (gather, scatter: see dma_u85). Refused as
+//     unprovable: BRANCH, 3-D indexed DMA, weights from
 //     IFM2 with a kernel other than 1x1 (what it reads is not modelled), 3x1 tiles, reserved
 //     modes and transposes.
 // A feature map's element (y, x, c) of tile t is at tile base + y * STRIDE_Y + x * sx +
@@ -86,6 +87,8 @@ struct Regs {
   uint32_t dma_src_region = 0, dma_dst_region = 0, dma_size0 = 0, dma_size1 = 0;
   uint64_t dma_src = 0, dma_dst = 0, dma_len = 0, dma_skip0 = 0, dma_skip1 = 0;
   uint64_t dma_src_stride[2] = {}, dma_dst_stride[2] = {};  // U85
+  uint32_t dma_idx_region = 0;  // U85: a gather's or scatter's index table, and its largest index
+  uint64_t dma_idx = 0, dma_idx_max = 0;
 };
 
 // Known opcodes, as bitmaps (bit n: opcode n is a command of the stream format).
@@ -186,6 +189,7 @@ void set_cmd0(Regs& r, uint32_t op, uint32_t v) {
     case c::kWeightRegion: r.weight_region = v & 7; break;
     case c::kScaleRegion: r.scale_region = v & 7; break;
     case c::kDma0SrcRegion: r.dma_src_region = v; break;
+    case c::kDma0IdxRegion: r.dma_idx_region = v & 7; break;  // U85 only
     case c::kDma0DstRegion: r.dma_dst_region = v; break;
     case c::kDma0Size0: r.dma_size0 = v; break;
     case c::kDma0Size1: r.dma_size1 = v; break;
@@ -220,6 +224,8 @@ bool set_cmd1_u85(Regs& r, uint32_t op, uint64_t v) {
     case c::kDma0SrcStride1: r.dma_src_stride[1] = v; return true;
     case c::kDma0DstStride0: r.dma_dst_stride[0] = v; return true;
     case c::kDma0DstStride1: r.dma_dst_stride[1] = v; return true;
+    case c::kDma0Idx: r.dma_idx = v; return true;
+    case c::kDma0IdxMax: r.dma_idx_max = v; return true;
     case c::kWeight1Base: r.weight_base[1] = v; return true;
     case c::kWeight1Length: r.weight_length[1] = v; return true;
     case c::kWeight2Base: r.weight_base[2] = v; return true;
@@ -550,21 +556,37 @@ uint64_t dma_extent_u85(uint32_t mode, const Regs& r, const uint64_t (&stride)[2
   return planes + (size0 - 1) * stride[0] + r.dma_len;
 }
 
-// DMA_START: the source region's stride mode is both sides'. Indexed (gather/scatter)
-// DMA and an internal source are not modelled: refused.
+// DMA_START: the source region's stride mode is both sides'. Indexed (1-D or 2-D; source:
+// gather, destination: scatter): row r of the indexed side is at index[r] * STRIDE0, index[r]
+// the r-th int32 of the table at DMA0_IDX in DMA0_IDX_REGION (one per row); the side spans
+// IDX_MAX * STRIDE0 + LEN bytes for indices in [0, IDX_MAX]. Vela sets IDX_MAX to the table's
+// last row; kiln's programs bound the indices by it on the CPU first (kiln::checked_index), as
+// the U85's handling of a larger index is not in Vela's sources. A 3-D indexed transfer, both
+// sides indexed, and an internal source are not modelled: refused.
 Status dma_u85(const Checker& check, const Regs& r, uint32_t lut_bytes) {
   const uint32_t src = r.dma_src_region, dst = r.dma_dst_region, mode = c::dma_mode(src);
-  if (mode > c::kDma3d || c::dma_internal(src) || c::u85_dma_indexed(src) || c::u85_dma_indexed(dst)) {
+  const bool gather = c::u85_dma_indexed(src), scatter = c::u85_dma_indexed(dst);
+  if (mode > c::kDma3d || c::dma_internal(src) || (gather && scatter) || ((gather || scatter) && mode == c::kDma3d) ||
+      (scatter && c::dma_internal(dst))) {
     return check.unprovable();
   }
   const uint64_t widest = r.dma_src_stride[0] | r.dma_src_stride[1] | r.dma_dst_stride[0] | r.dma_dst_stride[1];
   if (r.dma_len > kLow32 || widest > kLow32) {  // a negative (40-bit two's complement) or huge stride
     return check.outside(NpuAccess::kDmaSource);
   }
-  Status ok = check.span(NpuAccess::kDmaSource, c::u85_dma_region(src), r.dma_src,
-                         dma_extent_u85(mode, r, r.dma_src_stride), false);
+  if (gather || scatter) {
+    if (r.dma_idx_max > kLow32) return check.outside(NpuAccess::kDmaIndex);
+    const uint64_t rows = mode == c::kDma1d ? 1 : (r.dma_size0 ? r.dma_size0 : 1);
+    Status ok = check.span(NpuAccess::kDmaIndex, r.dma_idx_region, r.dma_idx, rows * 4, false);
+    if (!ok.ok()) return ok;
+  }
+  // each operand below 2^32: the products and sums stay below 2^64
+  const uint64_t src_length = gather ? r.dma_idx_max * r.dma_src_stride[0] + r.dma_len
+                                     : dma_extent_u85(mode, r, r.dma_src_stride);
+  Status ok = check.span(NpuAccess::kDmaSource, c::u85_dma_region(src), r.dma_src, src_length, false);
   if (!ok.ok()) return ok;
-  const uint64_t dst_length = dma_extent_u85(mode, r, r.dma_dst_stride);
+  const uint64_t dst_length = scatter ? r.dma_idx_max * r.dma_dst_stride[0] + r.dma_len
+                                      : dma_extent_u85(mode, r, r.dma_dst_stride);
   if (c::dma_internal(dst)) {  // an offset into the LUT, not a region's
     if (r.dma_dst > kLow32 || r.dma_dst + dst_length > lut_bytes) return check.outside(NpuAccess::kDmaDestination);
     return {};

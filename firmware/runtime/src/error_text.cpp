@@ -178,6 +178,7 @@ const char* to_string(NpuAccess access) {
     case NpuAccess::kDmaDestination: return "DMA destination write";
     case NpuAccess::kWeights2: return "weight read (core 2)";
     case NpuAccess::kWeights3: return "weight read (core 3)";
+    case NpuAccess::kDmaIndex: return "DMA index read";
   }
   return "unknown NPU access";
 }

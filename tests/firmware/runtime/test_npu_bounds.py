@@ -303,9 +303,11 @@ def test_u85_commands_the_check_does_not_model_are_refused(bounds_host, u85_list
     cases.append(({precision.word: (precision.header & ~(7 << 27)) | 4 << 27}, unprovable(conv.word, conv.header)))
     cases.append(({precision.word: (precision.header & ~(3 << 30)) | 1 << 30}, unprovable(conv.word, conv.header)))
     dma = next((item for item in listed if item.name == "NPU_OP_DMA_START"), None)
-    if dma is not None:  # an indexed (gather) DMA: DMA0_SRC_REGION's idx_mode, bit 11
-        region = last_before(listed, "NPU_SET_DMA0_SRC_REGION", dma)
-        cases.append(({region.word: region.header | 1 << 27}, unprovable(dma.word, dma.header)))
+    if dma is not None:  # both sides indexed: DMA0_SRC_REGION's and DMA0_DST_REGION's idx_mode, bit 11
+        src = last_before(listed, "NPU_SET_DMA0_SRC_REGION", dma)
+        dst = last_before(listed, "NPU_SET_DMA0_DST_REGION", dma)
+        cases.append(({src.word: src.header | 1 << 27, dst.word: dst.header | 1 << 27},
+                      unprovable(dma.word, dma.header)))
     if elementwise is not None:  # elementwise_mode 12: none of the U85's 21 modes
         cases.append(({elementwise.word: (elementwise.header & 0xFFFF) | 12 << 16},
                       unprovable(elementwise.word, (elementwise.header & 0xFFFF) | 12 << 16)))
@@ -313,6 +315,46 @@ def test_u85_commands_the_check_does_not_model_are_refused(bounds_host, u85_list
     for changes, expected in cases:
         done = check(bounds_host, tmp_path, with_words(vela, start, changes))
         assert (done.returncode, done.stdout) == (1, expected), changes
+
+
+class Embedding(__import__("torch").nn.Module):
+    def __init__(self):
+        import torch
+        super().__init__()
+        torch.manual_seed(16)
+        self.embed, self.proj = torch.nn.Embedding(40, 16), torch.nn.Linear(16, 8)
+
+    def forward(self, tokens):
+        return self.proj(self.embed(tokens))
+
+
+def test_a_u85_gather_passes_and_its_reach_is_bounded_by_idx_max(bounds_host, tmp_path):
+    """An embedding's GATHER (Vela's indexed DMA: one index per row, rows IDX_MAX at most) passes;
+    an IDX_MAX that reaches past the table's buffer, or an index table outside its region, is
+    refused as the access it would be."""
+    import torch
+    from kiln.compile import compile_model as compile_loaded
+    from kiln.frontend.export import LoadedModel
+
+    loaded = LoadedModel("embedding", Embedding().eval(), (torch.randint(0, 40, (1, 6)),))
+    tosa = compile_loaded(loaded, CompileSpec(target=U85[0]), log=lambda line: None).tosa[0]
+    vela = compile_tosa(tosa, "embedding", *U85)
+    listed = vela_listing(tosa, *U85, tmp_path)
+    start, _ = nh.stream_span(vela.cmd_data)
+    gathers = [item for item in listed if item.name == "NPU_OP_DMA_START"
+               and register_at(listed, "NPU_SET_DMA0_SRC_REGION", item) >> 11 & 1]
+    assert len(gathers) == 1
+    dma = gathers[0]
+    assert register_at(listed, "NPU_SET_DMA0_IDX_MAX", dma) == 39  # the table's last row
+    done = check(bounds_host, tmp_path, with_words(vela, start, {}))
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stdout
+    outside = "error 0x531 NPU stream accesses memory outside its region's buffer: {} of the operation at word {}\n"
+    idx_max = last_before(listed, "NPU_SET_DMA0_IDX_MAX", dma)
+    done = check(bounds_host, tmp_path, with_words(vela, start, {idx_max.word + 1: 1 << 20}))
+    assert done.stdout == outside.format("DMA source read", dma.word)
+    idx = last_before(listed, "NPU_SET_DMA0_IDX", dma)
+    done = check(bounds_host, tmp_path, with_words(vela, start, {idx.word + 1: 1 << 28}))
+    assert done.stdout == outside.format("DMA index read", dma.word)
 
 
 def test_u55_streams_refuse_the_u85s_own_opcodes(bounds_host, payloads, tmp_path):

@@ -199,6 +199,7 @@ struct Error {
 enum class NpuAccess : uint32_t {
   kIfm = 1, kIfm2 = 2, kOfm = 3, kWeights = 4, kWeights1 = 5, kScales = 6, kScales1 = 7,
   kDmaSource = 8, kDmaDestination = 9, kWeights2 = 10, kWeights3 = 11,  // cores 2, 3: Ethos-U85
+  kDmaIndex = 12,  // an Ethos-U85 gather's or scatter's index table
 };
 
 // --- Text ---------------------------------------------------------------------------
