@@ -67,7 +67,7 @@ def _compile(args) -> int:
     from kiln.spec import CompileSpec, Exclusions
 
     spec = CompileSpec(
-        target=args.target, system_config=args.system_config, memory_mode=args.memory_mode,
+        target=args.target, system_config=args.system_config, memory_mode=args.memory_mode, board=args.board,
         quantize=not args.no_quantize, delegate=not args.no_delegate, io=args.io,
         activation_bits=args.activation_bits,
         exclusions=Exclusions(tuple(args.exclude_op), tuple(args.exclude_module), tuple(args.exclude_node)),
@@ -171,14 +171,15 @@ def _deploy(args) -> int:
     name = Path(model).stem if model.endswith(".py") else model
     pte = Path(args.output) if args.output else paths.build_root() / f"{name}.pte"
     _step(args.prog, f"compiling {model} for {args.target}")
-    _compile_and_write(model, CompileSpec(args.target, args.system_config, args.memory_mode), pte)
+    _compile_and_write(model, CompileSpec(args.target, args.system_config, args.memory_mode, board=args.board), pte)
     _step(args.prog, f"building the executor runner for {name} on {args.target}")
-    elf = runner_build.build_runner(pte, args.target)
+    elf = runner_build.build_runner(pte, args.target, board=args.board)
     print(elf)
     _step(args.prog, f"running {elf}")
     if model == "digits":
-        return runner_run.digits_demo(elf, args.target, pte, args.count, args.platform, args.timeout, args.prog)
-    return _run_elf(elf, args.target, args.timeout, args.platform)
+        return runner_run.digits_demo(elf, args.target, pte, args.count, args.platform, args.timeout, args.prog,
+                                      args.board)
+    return _run_elf(elf, args.target, args.timeout, args.platform, board=args.board)
 
 
 def _step(prog: str, message: str):
@@ -271,6 +272,7 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     co.add_argument("model", metavar="MODEL",
                     help="a zoo model (e.g. digits, resnet8) or a .py file defining ModelUnderTest and ModelInputs")
     _target_option(co)
+    _board_option(co)
     co.add_argument("--output", required=True, metavar="FILE", help="the .pte to write; the report goes beside it "
                                                                      "as .json")
     _vela_options(co, "the board's")
@@ -341,6 +343,7 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     de.add_argument("model", nargs="?", metavar="MODEL", help="a zoo model or a .py file (default digits)")
     de.add_argument("--model", dest="model_option", metavar="MODEL", help="the same as MODEL (run.sh's spelling)")
     _target_option(de, DEFAULT_TARGET)
+    _board_option(de)
     _vela_options(de, "the board's")
     de.add_argument("--output", metavar="FILE", help="the .pte to write (default build/MODEL.pte)")
     de.add_argument("--count", type=_positive_count, default=8, metavar="N",

@@ -68,6 +68,7 @@ class CompileSpec:
     target: str
     system_config: str | None = None  # None: the board's default for the target
     memory_mode: str | None = None  # None: the board's default for the target
+    board: str | None = None  # the board whose defaults and memory modes apply; None: the target's reference board
     quantize: bool = True
     delegate: bool = True
     io: str = "float"  # "float": quantize/dequantize at the program's edges; "int8": none
@@ -77,7 +78,7 @@ class CompileSpec:
 
     def resolved(self) -> CompileSpec:
         """This spec with defaults filled in and every choice checked against the target."""
-        target = boards.target(self.target)
+        target = boards.target(self.target, self.board)
         system_config = self.system_config or target.system_config
         memory_mode = self.memory_mode or target.memory_mode
         if system_config not in vela_system_configs():
@@ -86,7 +87,7 @@ class CompileSpec:
             )
         if memory_mode not in target.family.memory_modes:
             raise UsageError(
-                f"memory mode {memory_mode!r} is not available on {target.name} "
+                f"memory mode {memory_mode!r} is not available on {target.name} on {target.board.name} "
                 f"(available: {', '.join(target.family.memory_modes)})"
             )
         if self.io not in IO_KINDS:

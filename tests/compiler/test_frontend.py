@@ -22,7 +22,11 @@ def test_defaults_come_from_the_board_description():
     [
         (CompileSpec("ethos-u55-127"), "unknown target 'ethos-u55-127'"),
         (CompileSpec("ethos-u55-128", memory_mode="Dedicated_Sram"),
-         "memory mode 'Dedicated_Sram' is not available on ethos-u55-128 (available: Shared_Sram, Sram_Only)"),
+         "memory mode 'Dedicated_Sram' is not available on ethos-u55-128 on corstone-300 (available: Shared_Sram, "
+         "Sram_Only)"),
+        (CompileSpec("ethos-u55-256", memory_mode="Sram_Only", board="alif-e7-hp"),
+         "memory mode 'Sram_Only' is not available on ethos-u55-256 on alif-e7-hp (available: Shared_Sram)"),
+        (CompileSpec("ethos-u55-256", board="alif-e7-he"), "board alif-e7-he has no ethos-u55-256 NPU"),
         (CompileSpec("ethos-u55-128", system_config="Ethos_U55_Imaginary"), "unknown Vela system config"),
         (CompileSpec("ethos-u55-128", io="uint8"), "--io must be one of float, int8"),
         (CompileSpec("ethos-u55-128", io="int8", quantize=False), "--io int8 needs quantization"),

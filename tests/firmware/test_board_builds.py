@@ -9,6 +9,7 @@ board (each about 10 s) and prints what each build used."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -32,16 +33,18 @@ SUITE_BOARDS = {"mps3-an552": "ethos-u55-128", "alif-e8": "ethos-u85-256"}
 
 @pytest.fixture(scope="module")
 def digits_pte(tmp_path_factory):
-    """digits compiled once per (target, memory mode): the .pte and its report."""
+    """digits compiled with a board's defaults (`kiln compile --board`; None: the target's
+    reference board's), once per target, system config and memory mode."""
     folder = tmp_path_factory.mktemp("digits")
-    made: dict[tuple[str, str], Path] = {}
+    made: dict[tuple[str, str, str], Path] = {}
 
-    def get(target: str, memory_mode: str) -> Path:
-        if (target, memory_mode) not in made:
-            path = folder / f"digits-{target}-{memory_mode}.pte"
-            kiln_compile.write(kiln_compile.compile_model("digits", CompileSpec(target, memory_mode=memory_mode)), path)
-            made[target, memory_mode] = path
-        return made[target, memory_mode]
+    def get(target: str, board: str | None = None) -> Path:
+        spec = CompileSpec(target, board=board).resolved()
+        key = (spec.target, spec.system_config, spec.memory_mode)
+        if key not in made:
+            made[key] = folder / f"digits-{'-'.join(key)}.pte"
+            kiln_compile.write(kiln_compile.compile_model("digits", spec), made[key])
+        return made[key]
 
     return get
 
@@ -52,7 +55,9 @@ def built(digits_pte, tmp_path_factory):
     folder = tmp_path_factory.mktemp("boards")
     elves = {}
     for board, target in SUITE_BOARDS.items():
-        pte = digits_pte(target, boards.target(target, board).memory_mode)
+        pte = digits_pte(target, board)
+        report = json.loads(pte.with_suffix(".json").read_text())
+        assert report["memory_mode"] == boards.target(target, board).memory_mode  # the board's default
         result = subprocess.run([str(BUILD), f"--pte={pte}", f"--target={target}", f"--board={board}",
                                  f"--output={folder / board}"], capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -90,7 +95,7 @@ def test_alif_firmware_drives_a_designware_uart_and_the_corstone_one_a_cmsdk_uar
 
 
 def test_a_board_without_the_targets_npu_is_refused_naming_what_it_has(digits_pte, tmp_path):
-    pte = digits_pte("ethos-u55-128", "Shared_Sram")
+    pte = digits_pte("ethos-u55-128")
     result = subprocess.run([str(BUILD), f"--pte={pte}", "--target=ethos-u55-128", "--board=alif-e7-hp",
                              f"--output={tmp_path}"], capture_output=True, text=True)
     assert result.returncode == 2  # a usage error: the usage, then the one line
@@ -102,7 +107,7 @@ def test_a_board_without_the_targets_npu_is_refused_naming_what_it_has(digits_pt
 def test_mps3_an552_runs_digits_on_the_virtual_platform(built, digits_pte, tmp_path):
     """AN552 is the SSE-300 map QEMU's mps3-an547 models: its ELF classifies held-out digits."""
     images, labels = digits.test_split()
-    result = runner_run.run(built["mps3-an552"], "ethos-u55-128", digits_pte("ethos-u55-128", "Shared_Sram"),
+    result = runner_run.run(built["mps3-an552"], "ethos-u55-128", digits_pte("ethos-u55-128", "mps3-an552"),
                             [[images[k].numpy()] for k in range(2)], tmp_path, platform="virtual", timeout=120,
                             board="mps3-an552")
     assert result.status == 0, result.stdout + result.stderr

@@ -139,7 +139,7 @@ def _call(command: list[str], timeout: float, env=None) -> subprocess.CompletedP
 
 
 def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: str = "auto",
-                timeout: float = 600, prog: str = "kiln") -> int:
+                timeout: float = 600, prog: str = "kiln", board: str | None = None) -> int:
     """Classifies `count` held-out images on the runner and prints each prediction beside its
     label; returns 0, or `kiln run`'s status when the run failed (its own error line, if any,
     names `prog`). A run that exits 0 before every inference is a RunnerError."""
@@ -150,7 +150,7 @@ def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: st
         raise UsageError(f"--count must be 1..{len(labels)}")
     with tempfile.TemporaryDirectory(prefix="kiln-run-") as tmp:
         result = run(elf, target, pte_path, [[images[k].numpy()] for k in range(count)], Path(tmp), platform,
-                     timeout, prog=prog)
+                     timeout, prog=prog, board=board)
     if result.status != 0 or len(result.npu_cycles) != count:
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
