@@ -49,6 +49,7 @@ ethos-u65-512: Vela 648 cycles, here 240).
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import io
 import math
@@ -69,6 +70,9 @@ class MemoryTiming:
     burst: int  # longest burst, bytes
     read_latency: int  # NPU cycles
     write_latency: int  # NPU cycles
+    ports: int = 1  # AXI ports the memory is reached through (its *_ports_used)
+    max_reads: int = 1  # outstanding transactions the memory accepts (*_max_reads, *_max_writes)
+    max_writes: int = 1
 
 
 # The SHRAM as a DMA destination (activation LUTs), as regor rates it.
@@ -129,11 +133,16 @@ def region_memories(target: str, system_config: str, memory_mode: str) -> tuple[
                              f"{system_config!r} and memory mode {memory_mode!r} ({error}); use a system config "
                              f"and memory mode of {ini}") from None
 
+    parser = configparser.ConfigParser()
+    parser.read(ini)
+    section = parser[f"System_Config.{system_config}"]
+
     def timing(port) -> MemoryTiming:
         area = arch.axi0_port if port == MemPort.Axi0 else arch.axi1_port
         read, write = (int(v) for v in arch.memory_latency[area])
         return MemoryTiming(float(arch.memory_bandwidths_per_cycle[area]), int(arch.memory_burst_length[area]),
-                            read, write)
+                            read, write, int(arch.memory_ports_used[area]),
+                            section.getint(f"{area.name}_max_reads", 1), section.getint(f"{area.name}_max_writes", 1))
 
     return tuple(timing(port) for port in (arch.const_mem_area, arch.arena_mem_area, arch.cache_mem_area))
 
