@@ -10,6 +10,8 @@ from torch import nn
 
 from kiln.lower import vela
 from kiln.lower.tosa import aligned_taps, bilinear_taps, conv_geometry, scale_to_multiplier
+from kiln.simulator.npu.config import config_for
+from kiln.simulator.npu.standalone import run_compiled
 from kiln.lower import tosa as tosa_lowering
 from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 
@@ -215,6 +217,10 @@ U85_LOWERINGS = {
     "mean_hw": (*CASES["mean_hw"], 1),
     "permute": (*CASES["permute"], 0),
     "permute_batched_nhwc": (*CASES["permute_batched_nhwc"], 1),
+    # bilinear to any size (one RESIZE of int16 sums): PyTorch's float weights may round a tie apart
+    "resize_bilinear_1_5x": (Lambda(lambda m, x: F.interpolate(x, size=(9, 9), mode="bilinear")), [(1, 4, 6, 6)], 1),
+    "resize_bilinear_down": (Lambda(lambda m, x: F.interpolate(x, size=(7, 5), mode="bilinear")), [(1, 4, 12, 12)], 1),
+    "upsample_bilinear_6x": (Lambda(lambda m, x: F.interpolate(x, scale_factor=6, mode="bilinear")), [(1, 2, 4, 4)], 1),
 }
 
 
@@ -226,6 +232,25 @@ def test_u85_lowering_matches_pt2e_and_vela_places_it(name):
     for d in diffs:
         assert d.max() <= steps, f"{name}: up to {d.max()} steps off"
     compile_for(tosa, name, "ethos-u85-256")
+
+
+def test_bilinear_to_any_size_runs_on_the_u85_model_as_tosa_reference_model_and_stays_off_the_u55():
+    """kiln's U85 model runs Vela's RESIZE to tosa_reference_model's bytes; on Ethos-U55 a factor
+    of 1.5 stays on the CPU with the rule's reason."""
+    module, shapes, _ = U85_LOWERINGS["resize_bilinear_1_5x"]
+    inputs = seeded(2, *shapes)
+    calibration = [inputs, seeded(3, *shapes)]
+    _, g, parts = lower_module(module, inputs, calibration, "ethos-u85-256")
+    tosa = tosa_lowering.lower(parts.partitions[0], "ethos-u85-256")
+    result = vela.compile_tosa(tosa, "resize", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only")
+    feeds = [quantize_input(inputs[0], g.inputs[0].qparams)]
+    raw, run = run_compiled(result, feeds, config_for("ethos-u85-256"))
+    assert run.fault is None and raw[0] == np.ascontiguousarray(run_tosa(tosa, feeds)[0]).tobytes()
+    _, _, parts = lower_module(module, inputs, calibration, "ethos-u55-128")
+    reasons = {p.reason for p in parts.placements if p.partition is None}
+    assert ("bilinear upsampling from [1, 4, 6, 6] to [1, 4, 9, 9]: kiln lowers whole scale factors up to 5 without "
+            "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)"
+            in reasons), reasons
 
 
 def compile_for(tosa: bytes, name: str, target: str):

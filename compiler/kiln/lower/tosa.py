@@ -25,7 +25,8 @@ from kiln.graph import QRANGE, Op, QParams, Value, clamp_range, pair
 from kiln.partition import tables
 from kiln.partition import vocabulary
 from kiln.partition.partitioner import Partition
-from kiln.partition.support import KERNEL_AREA_MAX, KERNEL_HEIGHT_MAX, STRIDE_MAX, moving_stride, reduced_dims
+from kiln.partition.support import (KERNEL_AREA_MAX, KERNEL_HEIGHT_MAX, STRIDE_MAX, moving_stride, reduced_dims,
+                                   whole_bilinear_factors)
 
 aten = torch.ops.aten
 DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "int48": ts.DType.INT48,
@@ -1679,6 +1680,9 @@ def _upsample_bilinear(lw: Lowerer, op: Op):
     if op.arg("align_corners"):
         _bilinear_aligned(lw, x, out)
         return
+    if not whole_bilinear_factors(x.shape, out.shape):
+        _bilinear_resize(lw, x, out)
+        return
     n, c, h, w = x.shape
     fy, fx = out.shape[2] // h, out.shape[3] // w
     padded = _replicate_pad(lw, lw.nhwc(x), [n, h, w, c], x.dtype)
@@ -1696,6 +1700,23 @@ def _upsample_bilinear(lw: Lowerer, op: Op):
             row.append(lw.rescale(acc, [n, h, w, c], acc_type, out.dtype, scale, 0, out.qparams.zero_point))
         phases.append(row)
     lw.result(out, _interleave(lw, phases, x.shape, out.dtype), True)
+
+
+def _bilinear_resize(lw: Lowerer, x: Value, out: Value):
+    """Bilinear resizing to any size without align_corners as one TOSA RESIZE (Ethos-U85, a
+    support rule). PyTorch's source row of output row y is (y + 0.5) * ih / oh - 0.5, clamped
+    at 0: in units of 1 / (2 oh) that is y * 2 ih + (ih - oh), so scale 2 oh / 2 ih, offset
+    ih - oh and border oh - ih; TOSA clamps the taps at the edges as PyTorch does. The RESIZE
+    weighs raw integers, so x minus its zero point is widened to int16 first (exact), resized to
+    int48 sums of weights totalling 4 oh ow, and requantized once."""
+    n, c, h, w = x.shape
+    oh, ow = out.shape[2:]
+    centred = lw.rescale(lw.nhwc(x), [n, h, w, c], x.dtype, "int16", 1.0, x.qparams.zero_point, 0)
+    sums = lw.inter([n, oh, ow, c], "int48")
+    lw.emit("RESIZE", [centred, lw.shape_const([2 * oh, 2 * h, 2 * ow, 2 * w]), lw.shape_const([h - oh, w - ow]),
+                       lw.shape_const([oh - h, ow - w])], [sums], _attr("Resize", ts.ResizeMode.BILINEAR))
+    scale = x.qparams.scale / (4 * oh * ow * out.qparams.scale)
+    lw.result(out, lw.rescale(sums, [n, oh, ow, c], "int48", out.dtype, scale, 0, out.qparams.zero_point), True)
 
 
 def aligned_taps(size: int, out_size: int) -> np.ndarray:

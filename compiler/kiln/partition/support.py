@@ -40,6 +40,7 @@ KERNEL_HEIGHT_MAX = 256
 KERNEL_AREA_MAX = 256 * 256
 PADDED_POOL_KERNEL_MAX = 8
 BILINEAR_FACTOR_MAX = 5  # larger factors need tap weights above int8's 127
+RESIZE_SIDE_MAX = 1024  # TOSA's RESIZE scale numerator (2 * output side) is at most 2048
 ALIGNED_SIZE_MAX = 128  # align_corners=True outputs up to 128 a side: taps in units of 1/127 fit int8
 WEIGHT_SUM_MAX = 127 * 65536
 SELECT_OPS = COMPARISON_OPS | LOGICAL_OPS | {aten.where.self}  # their bools may be on the NPU
@@ -305,14 +306,37 @@ def whole_upsampling(op: Op) -> bool:
     return oh % h == 0 and ow % w == 0
 
 
-@rule("bilinear upsampling from {input_shape} to {shape}: kiln lowers whole scale factors up to 5 without "
-      "align_corners, and int8 align_corners=True to sizes up to 128 a side",
-      ops={aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default})
-def plain_bilinear(op: Op) -> bool:
-    (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
-    if op.arg("align_corners"):
-        return op.inputs[0].dtype == "int8" and max(oh, ow) <= ALIGNED_SIZE_MAX
+BILINEAR_OPS = {aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default}
+
+
+def whole_bilinear_factors(shape, out_shape) -> bool:
+    """Whether bilinear resizing from `shape` to `out_shape` (NCHW) is by whole factors up to
+    BILINEAR_FACTOR_MAX (kiln's depthwise-convolution lowering, on every family)."""
+    (h, w), (oh, ow) = shape[2:], out_shape[2:]
     return oh % h == 0 and ow % w == 0 and oh // h <= BILINEAR_FACTOR_MAX and ow // w <= BILINEAR_FACTOR_MAX
+
+
+def aligned_bilinear(op: Op) -> bool:
+    (oh, ow) = op.output.shape[2:]
+    return op.inputs[0].dtype == "int8" and max(oh, ow) <= ALIGNED_SIZE_MAX
+
+
+@rule("bilinear upsampling from {input_shape} to {shape}: kiln lowers whole scale factors up to 5 without "
+      "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)",
+      ops=BILINEAR_OPS, families=("ethos-u55", "ethos-u65"))
+def plain_bilinear(op: Op) -> bool:
+    if op.arg("align_corners"):
+        return aligned_bilinear(op)
+    return whole_bilinear_factors(op.inputs[0].shape, op.output.shape)
+
+
+@rule("bilinear resizing from {input_shape} to {shape}: kiln lowers any size up to 1024 a side without "
+      "align_corners (one RESIZE), and int8 align_corners=True to sizes up to 128 a side",
+      ops=BILINEAR_OPS, families=("ethos-u85",))
+def bilinear_on_u85(op: Op) -> bool:
+    if op.arg("align_corners"):
+        return aligned_bilinear(op)
+    return max(op.output.shape[2:]) <= RESIZE_SIDE_MAX
 
 
 @rule("{op_type} to shape {shape}: the NPU has no empty or 0-dimensional tensors",
