@@ -133,16 +133,28 @@ Status sum_or_mean(KernelArgs& args, bool mean) {
   return {};
 }
 
-Status extreme(KernelArgs& args, bool largest) {
+// The operands of a reduction (self, dim list, keepdim, out), input and output both of `type`.
+struct Reduced {
+  const Tensor* x;
+  Tensor* out;
+  Reduction r;
+};
+
+Result<Reduced> reduced_operands(KernelArgs& args, ScalarType type) {
   KILN_CHECK(expect_arity(args, 3));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kFloat));
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, type));
   KILN_TRY(uint32_t mask, dim_mask(args, 1, *x, false));
   KILN_TRY(bool keepdim, bool_arg(args, 2));
-  KILN_TRY(Tensor* out, reduced_output(args, 3, *x, mask, keepdim, ScalarType::kFloat));
-  const Reduction r = split(*x, mask);
+  KILN_TRY(Tensor* out, reduced_output(args, 3, *x, mask, keepdim, type));
+  return Reduced{x, out, split(*x, mask)};
+}
+
+Status extreme(KernelArgs& args, bool largest) {
+  KILN_TRY(const Reduced operands, reduced_operands(args, ScalarType::kFloat));
+  const Reduction& r = operands.r;
   if (r.count == 0) return unsupported(1);
-  const float* in = f32(*x);
-  float* y = f32(*out);
+  const float* in = f32(*operands.x);
+  float* y = f32(*operands.out);
   for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
     float best = in[base];
     for (uint64_t k = 1; k < r.count; ++k) {
@@ -156,14 +168,10 @@ Status extreme(KernelArgs& args, bool largest) {
 }
 
 Status any_or_all(KernelArgs& args, bool every) {
-  KILN_CHECK(expect_arity(args, 3));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kBool));
-  KILN_TRY(uint32_t mask, dim_mask(args, 1, *x, false));
-  KILN_TRY(bool keepdim, bool_arg(args, 2));
-  KILN_TRY(Tensor* out, reduced_output(args, 3, *x, mask, keepdim, ScalarType::kBool));
-  const Reduction r = split(*x, mask);
-  const auto* in = static_cast<const uint8_t*>(x->data);  // bools: one byte each, 0 or not
-  auto* y = static_cast<uint8_t*>(out->data);
+  KILN_TRY(const Reduced operands, reduced_operands(args, ScalarType::kBool));
+  const Reduction& r = operands.r;
+  const auto* in = static_cast<const uint8_t*>(operands.x->data);  // bools: one byte each, 0 or not
+  auto* y = static_cast<uint8_t*>(operands.out->data);
   for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
     bool acc = every;  // stops at the first value that decides it
     for (uint64_t k = 0; k < r.count && acc == every; ++k, walk.next()) acc = in[base + walk.offset()] != 0;
