@@ -5,6 +5,7 @@
     kiln build --app NAME --target T [--board B]      one of the firmware's plain apps (hello, ...); prints the ELF
     kiln run --elf FILE --target T [--board B]        firmware on Arm's FVP if installed, else the virtual platform
     kiln run-host PTE --input FILE --output-dir DIR   a .pte on the host: the reference the firmware must match
+    kiln profile MODEL --target T [--output DIR]      per-layer NPU cycles and bytes beside Vela's estimate
     kiln targets                                      the NPU targets, the boards, their Vela defaults and
                                                       the boards' unverified facts
     kiln deploy [MODEL] --target T                    compile, build and run: the whole job on defaults
@@ -158,6 +159,13 @@ def _run_host(args) -> int:
     for path in host.run_files(args.pte, args.input, args.output_dir):
         print(path)
     return 0
+
+
+def _profile(args) -> int:
+    from kiln import compile as kc
+    from kiln.reference import profile
+
+    return profile.command(args, kc.compile_model)
 
 
 def _deploy(args) -> int:
@@ -328,6 +336,14 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     rh.add_argument("--input", action="append", default=[], metavar="FILE",
                     help="one input's raw little-endian bytes (once per input, in order)")
     rh.add_argument("--output-dir", required=True, metavar="DIR", help="where output_<i>.bin go (created)")
+
+    pf = command("profile", "per-layer NPU cycles and bytes of a model on kiln's NPU model, beside Vela's "
+                            "per-layer estimate", _profile)
+    pf.add_argument("model", metavar="MODEL", help="a zoo model (e.g. digits, resnet8) or a .py file")
+    _target_option(pf)
+    _board_option(pf)
+    _vela_options(pf, "the board's")
+    pf.add_argument("--output", metavar="DIR", help="write profile.json, timeline.png, memory.png, profile.html")
 
     command("targets", "list the NPU targets, the boards (and their unverified facts) and Vela defaults", _targets)
 

@@ -1,0 +1,415 @@
+"""`kiln profile`: a per-layer profile of a compiled model, on the host.
+
+Every NPU command of every delegate runs on kiln's NPU model with per-command accounting
+(kiln.simulator.npu.profile): the cycles it adds to the model's PMU cycle estimate and the
+bytes it reads and writes per region. Each command is then attributed to the model op (and
+PyTorch module path) it came from, joined through what Vela records about which operators
+each command range implements:
+
+  command (its byte offset in the stream)
+    -> Vela's debug database (`vela --enable-debug-db`), table `queue`: the offset of each
+       Vela operation's NPU_OP_* command and its scheduled operation; commands between two
+       such offsets (DMA, waits, register settings) belong to the operation they precede
+    -> table `perf`: the scheduled operation's source operator and Vela's own NPU cycle
+       estimate for it (what `--verbose-performance` prints per layer)
+    -> table `source`: the source operator's `ext_key`, its index in the TOSA graph
+    -> the TOSA operator's output tensor, which kiln's lowering emitted while lowering one
+       kiln op (recorded here by running kiln.lower.tosa's Lowerer again with a hook on
+       emit(); the graph it makes must equal the compiled one byte for byte)
+    -> the kiln op: its name, module path and placement from the compile report.
+
+Per layer the profile gives the model's cycles (integers, rounded so that a delegate's
+layers sum to its PMU cycle count), Vela's per-layer estimate beside them, the bytes per
+region and per AXI port. CPU ops run no NPU commands; their instruction counts need the
+virtual platform's instruction counter on a firmware build (`kiln run --count-instructions`)
+and are not measured by this host profile: they are reported as null, and said so.
+
+The compile driver (kiln.compile) comes after this stage, so the caller compiles and hands
+the result in (the CLI's `kiln profile`, bench/profile.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ElementTree
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kiln.errors import InternalError, VelaError
+from kiln.lower import tosa as tosa_lowering
+from kiln.lower import vela
+
+REGION_NAMES = {0: "weights", 1: "scratch", 2: "fast_scratch"}
+TOLERANCE = 0.10  # the profile's per-layer agreement with Vela's own estimate
+
+
+# ---- TOSA operators to kiln ops ---------------------------------------------------------------
+
+
+class _OpsSeen:
+    """A partition whose ops, as the Lowerer iterates them, tell it which op it is lowering."""
+
+    def __init__(self, partition, lowerer):
+        self._partition, self._lowerer, self._tracked = partition, lowerer, False
+
+    def __getattr__(self, name):
+        return getattr(self._partition, name)
+
+    @property
+    def ops(self):
+        """The first read (Lowerer.lower's loop) tracks; later ones (a lowering that looks at
+        the other ops, as _global_mean does) are the plain list."""
+        if self._tracked:
+            return self._partition.ops
+        self._tracked = True
+        return self._track()
+
+    def _track(self):
+        for op in self._partition.ops:
+            self._lowerer.current = op.name
+            yield op
+        self._lowerer.current = None
+
+
+class _TrackingLowerer(tosa_lowering.Lowerer):
+    """kiln's Lowerer recording, for every TOSA tensor an operator writes, the kiln op being
+    lowered when it was emitted (None: the graph outputs' layout changes after the last op)."""
+
+    def __init__(self, partition, accelerator):
+        self.current = None
+        self.owner: dict[str, str | None] = {}
+        super().__init__(_OpsSeen(partition, self), accelerator)
+
+    def emit(self, op, inputs, outputs, attribute):
+        super().emit(op, inputs, outputs, attribute)
+        for name in outputs:
+            self.owner.setdefault(name, self.current)
+
+
+def tosa_op_owners(partition, accelerator: str, compiled: bytes) -> list[str | None]:
+    """Per operator of the TOSA graph `compiled` (kiln's lowering of `partition`), the name of
+    the kiln op it was lowered from; an operator emitted for no op (a graph output's layout
+    change) is owned by the op that produced its input, a constant by None."""
+    lowerer = _TrackingLowerer(partition, accelerator)
+    again = lowerer.lower()
+    if again != compiled:
+        raise InternalError("lowering a delegate's partition again gave another TOSA graph; its operators "
+                            "cannot be traced to kiln ops")
+    from tosa.TosaGraph import TosaGraph
+
+    block = TosaGraph.GetRootAs(compiled, 0).Regions(0).Blocks(0)
+    owners: list[str | None] = []
+    inputs: list[list[str]] = []
+    producer: dict[str, int] = {}
+    for i in range(block.OperatorsLength()):
+        operator = block.Operators(i)
+        outs = [operator.Outputs(j).decode() for j in range(operator.OutputsLength())]
+        inputs.append([operator.Inputs(j).decode() for j in range(operator.InputsLength())])
+        owners.append(next((lowerer.owner[n] for n in outs if lowerer.owner.get(n)), None))
+        for n in outs:
+            producer[n] = i
+    for i in range(len(owners)):
+        frontier, seen = list(inputs[i]), set()
+        while owners[i] is None and frontier:
+            tensor = frontier.pop(0)
+            if tensor in seen or tensor not in producer:
+                continue
+            seen.add(tensor)
+            owners[i] = owners[producer[tensor]]
+            frontier += inputs[producer[tensor]]
+    return owners
+
+
+# ---- Vela's own record ------------------------------------------------------------------------
+
+
+@dataclass
+class VelaOperation:
+    scheduled_id: int
+    offset: int  # byte offset of its NPU_OP_* command in the command stream
+    operator: str  # Vela's operator, e.g. Conv2D
+    name: str  # its OFM tensor's name
+    tosa_index: int | None  # the TOSA operator it came from
+    npu_cycles: int  # Vela's per-layer NPU cycles (--verbose-performance's "NPU")
+
+
+@dataclass
+class VelaRecord:
+    result: vela.VelaResult
+    operations: list[VelaOperation]  # in command stream order
+    tensors: list[dict]  # Vela's tensor allocation (debug database table `tensors`)
+
+
+def _tables(path: Path) -> dict[str, list[dict]]:
+    tables = {}
+    for table in ElementTree.parse(path).getroot().iter("table"):
+        text = (table.text or "").strip()
+        tables[table.get("name")] = list(csv.DictReader(io.StringIO(text)))
+    return tables
+
+
+def vela_record(tosa: bytes, name: str, accelerator: str, system_config: str, memory_mode: str,
+                timeout_s: float = 600) -> VelaRecord:
+    """Vela run on `tosa` as kiln.lower.vela runs it, with its debug database and per-layer
+    performance: the compiled stream and, per Vela operation, its command and estimate."""
+    with tempfile.TemporaryDirectory(prefix="kiln-profile-") as tmp:
+        work = Path(tmp)
+        (work / f"{name}.tosa").write_bytes(tosa)
+        command = vela.vela_command() + [
+            "--accelerator-config", accelerator, "--system-config", system_config, "--memory-mode", memory_mode,
+            "--output-format", "raw", "--output-dir", str(work), "--enable-debug-db", "--verbose-performance",
+            str(work / f"{name}.tosa"),
+        ]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        if run.returncode != 0:
+            raise VelaError(f"Vela failed on {name} for {accelerator} with --enable-debug-db: "
+                            f"{vela._last_error(run.stdout + run.stderr)}")
+        result = vela._read(work, name, system_config)
+        debug = work / f"{name}_debug.xml"
+        if not debug.exists():
+            raise VelaError(f"Vela wrote no debug database for {name} ({debug.name})")
+        tables = _tables(debug)
+    ext_key = {row["id"]: int(row["ext_key"]) for row in tables.get("source", [])}
+    perf = {row["id"]: row for row in tables.get("perf", [])}
+    operations = []
+    for row in tables.get("queue", []):
+        p = perf.get(row["scheduled_id"], {})
+        operations.append(VelaOperation(
+            int(row["scheduled_id"]), int(row["offset"]), p.get("operator", "?"), p.get("name", "?"),
+            ext_key.get(p.get("source_id")), int(float(p.get("npu_cycles") or 0))))
+    operations.sort(key=lambda o: o.offset)
+    return VelaRecord(result, operations, tables.get("tensors", []))
+
+
+# ---- the profile -----------------------------------------------------------------------------
+
+
+@dataclass
+class Layer:
+    name: str  # the kiln op (graph node) name
+    op: str  # its op type, e.g. aten.conv2d
+    module: str  # the PyTorch module path it came from
+    where: str  # "npu" or "cpu"
+    delegate: int | None = None
+    npu_cycles: int | None = None  # the NPU model's PMU cycles attributed to it (None on the CPU)
+    vela_npu_cycles: int | None = None  # Vela's per-layer estimate of its NPU cycles
+    commands: int = 0  # NPU_OP_* commands attributed to it
+    vela_operations: list[str] = field(default_factory=list)  # Vela's operations, "Operator name"
+    bytes: dict = field(default_factory=dict)  # region name -> {"read": n, "write": n}
+    axi_bytes: dict = field(default_factory=dict)  # "axi0"/"axi1" -> {"read": n, "write": n}
+    cpu_instructions: int | None = None  # not measured by the host profile
+    start_cycle: int | None = None  # where its NPU work starts on the delegate's timeline
+
+    @property
+    def agreement(self) -> float | None:
+        """npu_cycles / vela_npu_cycles, where Vela gives a figure."""
+        if not self.vela_npu_cycles or self.npu_cycles is None:
+            return None
+        return self.npu_cycles / self.vela_npu_cycles
+
+
+@dataclass
+class Delegate:
+    index: int
+    pmu_cycles: int  # the NPU model's PMU cycle count for the delegate's stream
+    vela_npu_cycles: int  # Vela's summary figure
+    weight_bytes: int
+    scratch_bytes: int
+    fast_scratch_bytes: int
+    tensors: list[dict]  # Vela's allocation of the delegate's tensors
+    operations: list[dict]  # per Vela operation: name, operator, layer, vela and model cycles
+
+
+@dataclass
+class Profile:
+    model: str
+    target: str
+    system_config: str
+    memory_mode: str
+    layers: list[Layer]
+    delegates: list[Delegate]
+    schedule: list[tuple[str, object]]  # ("cpu", layer name) or ("npu", delegate index), in run order
+    planned: list[dict]  # the program's planned buffer: one entry per value (name, offset, size)
+    planned_bytes: int
+
+    @property
+    def total_npu_cycles(self) -> int:
+        return sum(d.pmu_cycles for d in self.delegates)
+
+    def to_json(self) -> dict:
+        layers = []
+        for layer in self.layers:
+            entry = asdict(layer)
+            entry["vs_vela"] = None if layer.agreement is None else round(layer.agreement, 4)
+            layers.append(entry)
+        compared = [layer for layer in self.layers if layer.agreement is not None]
+        worst = max(compared, key=lambda x: abs(x.agreement - 1), default=None)
+        return {
+            "model": self.model, "target": self.target, "system_config": self.system_config,
+            "memory_mode": self.memory_mode,
+            "layers": layers,
+            "total_npu_cycles": self.total_npu_cycles,
+            "vela_npu_cycles": sum(d.vela_npu_cycles for d in self.delegates),
+            "worst_layer_vs_vela": None if worst is None else {"name": worst.name,
+                                                              "ratio": round(worst.agreement, 4)},
+            "cpu_instructions_measured": False,
+            "cpu_instructions_note": "CPU ops' instruction counts need a virtual-platform run "
+                                     "(kiln run --count-instructions); the host profile does not measure them",
+            "delegates": [asdict(d) for d in self.delegates],
+            "schedule": [list(s) for s in self.schedule],
+            "planned": self.planned, "planned_bytes": self.planned_bytes,
+        }
+
+
+def _inputs(compiled) -> list[np.ndarray]:
+    """Zero inputs of the delegate's sizes (the cycle estimate and the bytes moved do not
+    depend on values)."""
+    return [np.zeros(int(np.prod(t.shape)) * t.elem_size, np.uint8) for t in compiled.inputs]
+
+
+def profile(result, name: str | None = None) -> Profile:
+    """The profile of `result`, a kiln.compile.Result (compile_model's)."""
+    from kiln.simulator.npu.config import config_for
+    from kiln.simulator.npu.profile import profile_compiled
+
+    report = result.report
+    target, system_config, memory_mode = report["target"], report["system_config"], report["memory_mode"]
+    config = config_for(target, system_config, memory_mode)
+    layers = {op["node"]: Layer(op["node"], op["op"], op["module"], op["where"]) for op in report["ops"]}
+    for layer in layers.values():
+        if layer.where == "npu":
+            layer.npu_cycles = 0
+    delegates = []
+    for index, (partition, tosa) in enumerate(zip(result.program.delegates, result.tosa)):
+        owners = tosa_op_owners(partition, target, tosa)
+        record = vela_record(tosa, f"{report['model']}_{index}", target, system_config, memory_mode)
+        if record.result.cmd_data != result.vela[index].cmd_data:
+            raise InternalError(f"Vela compiled delegate {index} to another command stream with its debug "
+                                "database on; the profile would not be of the compiled program")
+        stream = profile_compiled(record.result, _inputs(record.result), config)
+        # each command to the Vela operation whose NPU_OP_* it is or precedes
+        offsets = [op.offset for op in record.operations]
+        owner_of_vela = [owners[op.tosa_index] if op.tosa_index is not None and op.tosa_index < len(owners)
+                         else None for op in record.operations]
+        fallback = partition.ops[-1].name if partition.ops else f"delegate {index}"
+        groups: dict[str, list[int]] = {}
+        which: list[int] = []
+        for position, command in enumerate(stream.commands):
+            k = next((j for j, offset in enumerate(offsets) if command.index * 4 <= offset), len(offsets) - 1)
+            which.append(k)
+            layer_name = (owner_of_vela[k] if k >= 0 else None) or fallback
+            groups.setdefault(layer_name, []).append(position)
+        names = list(groups)
+        cycles = stream.cycles_of([groups[n] for n in names])
+        cursor = 0
+        for n, c in zip(names, cycles):
+            layer = layers.setdefault(n, Layer(n, "?", "", "npu", npu_cycles=0))
+            layer.delegate = index
+            layer.npu_cycles = (layer.npu_cycles or 0) + c
+            layer.start_cycle = cursor if layer.start_cycle is None else layer.start_cycle
+            cursor += c
+            layer.commands += len(groups[n])
+            for position in groups[n]:
+                for (region, direction), count in stream.commands[position].traffic.items():
+                    key = REGION_NAMES.get(region, f"region{region}")
+                    layer.bytes.setdefault(key, {"read": 0, "write": 0})[direction] += count
+                    port = f"axi{stream.ports[region]}"
+                    layer.axi_bytes.setdefault(port, {"read": 0, "write": 0})[direction] += count
+        model_cycles_of_vela = [0.0] * len(record.operations)
+        for position, k in enumerate(which):
+            if k >= 0:
+                model_cycles_of_vela[k] += stream.commands[position].cycles
+        operations = []
+        for k, (op, owner) in enumerate(zip(record.operations, owner_of_vela)):
+            layer = layers[owner or fallback]
+            layer.vela_npu_cycles = (layer.vela_npu_cycles or 0) + op.npu_cycles
+            layer.vela_operations.append(f"{op.operator} {op.name}")
+            operations.append({"name": op.name, "operator": op.operator, "layer": owner or fallback,
+                               "vela_npu_cycles": op.npu_cycles, "npu_cycles": round(model_cycles_of_vela[k], 1)})
+        delegates.append(Delegate(index, stream.cycles, record.result.npu_cycles, len(record.result.weight_data),
+                                  record.result.scratch_size, record.result.fast_scratch_size, record.tensors,
+                                  operations))
+    schedule = []
+    for unit in result.partitioning.schedule:
+        if hasattr(unit, "ops"):
+            schedule.append(("npu", next(i for i, p in enumerate(result.program.delegates) if p is unit)))
+        else:
+            schedule.append(("cpu", unit.name))
+    prog = result.program
+    planned = []
+    for value_id, offset in sorted(prog.offsets.items(), key=lambda item: item[1]):
+        value = next((ev.value for ev in prog.values if ev.kind == "tensor" and id(ev.value) == value_id), None)
+        if value is None:
+            continue
+        planned.append({"name": value.name, "offset": int(offset), "size": value.nbytes()})
+    return Profile(name or report["model"], target, system_config, memory_mode, list(layers.values()), delegates,
+                   schedule, planned, int(prog.planned_size))
+
+
+# ---- output ----------------------------------------------------------------------------------
+
+
+def _kib(n: int) -> str:
+    return f"{n:,}" if n < 10_000 else f"{n / 1024:,.1f}K"
+
+
+def format_table(p: Profile) -> str:
+    """The per-layer table printed in the terminal."""
+    lines = [f"{p.model} on {p.target} ({p.system_config}, {p.memory_mode}): "
+             f"{p.total_npu_cycles:,} NPU cycles (the NPU model's PMU count), Vela {sum(d.vela_npu_cycles for d in p.delegates):,}"]
+    header = f"{'layer':28} {'module':22} {'where':5} {'NPU cycles':>10} {'Vela':>8} {'model/Vela':>10} " \
+             f"{'read':>8} {'written':>8}  AXI0 rd/wr, AXI1 rd/wr"
+    lines += [header, "-" * len(header)]
+    for layer in p.layers:
+        if layer.where == "npu" and not layer.commands and not layer.vela_npu_cycles:
+            continue  # folded into another op's commands (a reshape Vela makes free)
+        read = sum(b["read"] for b in layer.bytes.values())
+        written = sum(b["write"] for b in layer.bytes.values())
+        ratio = "" if layer.agreement is None else f"{layer.agreement:.3f}"
+        vela_c = "" if layer.vela_npu_cycles is None else f"{layer.vela_npu_cycles:,}"
+        cycles = "-" if layer.npu_cycles is None else f"{layer.npu_cycles:,}"
+        axi = " ".join(f"{_kib(layer.axi_bytes.get(port, {}).get(d, 0))}" for port in ("axi0", "axi1")
+                       for d in ("read", "write")) if layer.where == "npu" else "CPU: instructions not measured"
+        lines.append(f"{layer.name[:28]:28} {layer.module[:22]:22} {layer.where:5} {cycles:>10} {vela_c:>8} "
+                     f"{ratio:>10} {_kib(read):>8} {_kib(written):>8}  {axi}")
+    hidden = [layer.name for layer in p.layers if layer.where == "npu" and not layer.commands
+              and not layer.vela_npu_cycles]
+    if hidden:
+        lines.append(f"({len(hidden)} NPU op(s) ran no commands of their own: {', '.join(hidden[:6])}"
+                     f"{', ...' if len(hidden) > 6 else ''})")
+    lines.append(f"sum of the layers' NPU cycles: {sum(x.npu_cycles or 0 for x in p.layers):,}; "
+                 f"CPU ops' instructions: not measured on the host (kiln run --count-instructions)")
+    return "\n".join(lines)
+
+
+def write(p: Profile, output: Path) -> list[Path]:
+    """profile.json, timeline.png, memory.png and profile.html in `output`."""
+    from kiln.reference import profile_plots
+
+    output.mkdir(parents=True, exist_ok=True)
+    written = [output / "profile.json"]
+    written[0].write_text(json.dumps(p.to_json(), indent=1) + "\n")
+    written += profile_plots.write(p, output, format_table(p))
+    return written
+
+
+def command(args, compile_model) -> int:
+    """`kiln profile` (the CLI hands in kiln.compile.compile_model, a later stage than this)."""
+    import sys
+
+    from kiln.spec import CompileSpec
+
+    spec = CompileSpec(target=args.target, system_config=args.system_config, memory_mode=args.memory_mode,
+                       board=args.board)
+    result = compile_model(args.model, spec, log=lambda line: print(line, file=sys.stderr))
+    p = profile(result)
+    print(format_table(p))
+    if args.output:
+        for path in write(p, Path(args.output)):
+            print(f"wrote {path}")
+    return 0

@@ -1,0 +1,152 @@
+"""The pictures of `kiln profile` (kiln.reference.profile): timeline.png (NPU and CPU work per
+layer in run order, the model's cycles beside Vela's per layer), memory.png (the memory map: the
+NPU regions of each delegate with every tensor Vela placed in them over the operations that use
+it, and the program's planned buffer) and profile.html, which shows both and the table.
+matplotlib with its Agg backend: no display needed."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+NPU_COLOUR, VELA_COLOUR, CPU_COLOUR = "#2a7ab9", "#f29d38", "#9a9a9a"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _short(text: str, n: int = 34) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _rows(p) -> list:
+    """The layers shown, in run order: each delegate's NPU layers on its timeline, the CPU ops
+    where the program runs them."""
+    by_name = {layer.name: layer for layer in p.layers}
+    rows = []
+    for kind, what in p.schedule:
+        if kind == "cpu":
+            rows.append(by_name[what])
+        else:
+            npu = [x for x in p.layers if x.delegate == what and (x.commands or x.vela_npu_cycles)]
+            rows += sorted(npu, key=lambda x: x.start_cycle or 0)
+    return rows
+
+
+def timeline(p, path: Path) -> Path:
+    plt = _pyplot()
+    rows = _rows(p)
+    height = max(3.0, 0.32 * len(rows) + 1.6)
+    fig, (gantt, bars) = plt.subplots(1, 2, figsize=(15, height), sharey=True,
+                                      gridspec_kw={"width_ratios": [3, 2], "wspace": 0.04})
+    labels = [f"{_short(x.name, 26)}  [{_short(x.module or '-', 18)}]" for x in rows]
+    offset = 0  # cycles of the delegates before, on one NPU time axis
+    delegate_base = {}
+    for kind, what in p.schedule:
+        if kind == "npu":
+            delegate_base[what] = offset
+            offset += p.delegates[what].pmu_cycles
+    total = max(offset, 1)
+    for y, layer in enumerate(rows):
+        if layer.where == "npu":
+            start = delegate_base.get(layer.delegate, 0) + (layer.start_cycle or 0)
+            gantt.barh(y, max(layer.npu_cycles or 0, total * 0.002), left=start, color=NPU_COLOUR, height=0.7)
+        else:
+            # no duration measured: a marker at the point of the NPU timeline where it runs
+            before = sum(p.delegates[w].pmu_cycles for k, w in p.schedule[: [s[1] for s in p.schedule].index(layer.name)]
+                         if k == "npu")
+            gantt.plot([before], [y], marker="D", color=CPU_COLOUR, markersize=7)
+            gantt.text(before + total * 0.01, y, "CPU (time not measured)", va="center", fontsize=7, color="#555")
+    gantt.set_yticks(range(len(rows)), labels, fontsize=8)
+    gantt.invert_yaxis()
+    gantt.set_xlabel("NPU cycles from the start of the inference (the NPU model's PMU estimate)")
+    gantt.set_title(f"{p.model} on {p.target}: {p.total_npu_cycles:,} NPU cycles", fontsize=11, loc="left")
+    gantt.set_xlim(0, total * 1.02)
+    gantt.grid(axis="x", alpha=0.3)
+    ys = [y for y, x in enumerate(rows) if x.where == "npu"]
+    model = [rows[y].npu_cycles or 0 for y in ys]
+    vela = [rows[y].vela_npu_cycles or 0 for y in ys]
+    bars.barh([y - 0.18 for y in ys], model, height=0.36, color=NPU_COLOUR, label="kiln's NPU model")
+    bars.barh([y + 0.18 for y in ys], vela, height=0.36, color=VELA_COLOUR, label="Vela's estimate")
+    top = max(model + vela + [1])
+    for y, m, v in zip(ys, model, vela):
+        if v:
+            bars.text(max(m, v) + top * 0.01, y, f"{m / v:.2f}", va="center", fontsize=7)
+    bars.set_xlim(0, top * 1.15)
+    bars.set_xlabel("NPU cycles per layer (model / Vela)")
+    bars.legend(loc="lower right", fontsize=8)
+    bars.grid(axis="x", alpha=0.3)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def memory(p, path: Path) -> Path:
+    plt = _pyplot()
+    from matplotlib.patches import Rectangle
+
+    panels = len(p.delegates) + 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 5.5), squeeze=False)
+    colours = plt.get_cmap("tab20").colors
+    for ax, d in zip(axes[0], p.delegates):
+        tensors = [t for t in d.tensors if t.get("start_address")]
+        end_time = max([int(t["end_time"]) for t in tensors] + [1])
+        memories = sorted({t.get("memory", "?") for t in tensors})
+        for i, t in enumerate(tensors):
+            start, end = int(t["start_address"], 16), int(t["end_address"], 16)
+            t0, t1 = int(t["start_time"]), int(t["end_time"])
+            ax.add_patch(Rectangle((t0, start), max(t1 - t0, 0.6), max(end - start, 1), facecolor=colours[i % 20],
+                                   edgecolor="black", linewidth=0.5, alpha=0.85))
+            if end - start > 0.03 * max(d.scratch_bytes, 1):
+                ax.text(t0 + 0.1, (start + end) / 2, _short(t["name"], 18), fontsize=6.5, va="center")
+        top = max([int(t["end_address"], 16) for t in tensors] + [d.scratch_bytes, 1])
+        ax.axhline(d.scratch_bytes, color="red", linestyle="--", linewidth=0.8)
+        ax.text(0, d.scratch_bytes, f" scratch (region 1): {d.scratch_bytes:,} B", color="red", fontsize=7,
+                va="bottom")
+        ax.set_xlim(0, end_time + 1)
+        ax.set_ylim(0, top * 1.08)
+        ax.set_xlabel("Vela's operation time steps")
+        ax.set_ylabel(f"address in {'/'.join(memories)} (bytes)")
+        ax.set_title(f"delegate {d.index}: tensors in the NPU's scratch\nweights (region 0) {d.weight_bytes:,} B, "
+                     f"fast scratch (region 2) {d.fast_scratch_bytes:,} B", fontsize=9, loc="left")
+    ax = axes[0][-1]
+    regions = [("planned buffers (CPU values)", p.planned_bytes)]
+    regions += [(f"delegate {d.index} weights (region 0)", d.weight_bytes) for d in p.delegates]
+    regions += [(f"NPU scratch (region 1)", max((d.scratch_bytes for d in p.delegates), default=0))]
+    regions += [(f"NPU fast scratch (region 2)", max((d.fast_scratch_bytes for d in p.delegates), default=0))]
+    names = [r[0] for r in regions]
+    sizes = [r[1] for r in regions]
+    ax.barh(range(len(regions)), sizes, color=[colours[(2 * i) % 20] for i in range(len(regions))])
+    for y, size in enumerate(sizes):
+        ax.text(size, y, f" {size:,} B", va="center", fontsize=8)
+    ax.set_yticks(range(len(regions)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(sizes + [1]) * 1.3)
+    ax.set_xlabel("bytes")
+    ax.set_title("regions of the image's memory (sizes)", fontsize=9, loc="left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def write(p, output: Path, table: str) -> list[Path]:
+    paths = [timeline(p, output / "timeline.png"), memory(p, output / "memory.png")]
+    images = "".join(
+        f'<h2>{title}</h2><img alt="{title}" style="max-width:100%" src="data:image/png;base64,'
+        f'{base64.b64encode(path.read_bytes()).decode()}">'
+        for title, path in (("Timeline", paths[0]), ("Memory map", paths[1])))
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>kiln profile: {html.escape(p.model)}</title>"
+            "<style>body{font-family:sans-serif;margin:1.5em} pre{font-size:12px;background:#f6f6f6;padding:1em;"
+            "overflow-x:auto}</style></head><body>"
+            f"<h1>kiln profile: {html.escape(p.model)} on {html.escape(p.target)}</h1>"
+            f"<pre>{html.escape(table)}</pre>{images}</body></html>\n")
+    (output / "profile.html").write_text(page)
+    return paths + [output / "profile.html"]
