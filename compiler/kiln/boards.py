@@ -66,7 +66,11 @@ FVP_PLACEHOLDERS = ("macs", "cwd")
 # inherits everything else (see _inherit).
 OWN_KEYS = ("name", "summary", "extends", "drop", "reference")
 # The sections an [unverified] entry may name ("uart.base", "npu.irq", "memory.mram", ...).
-UNVERIFIED_SECTIONS = ("cpu", "memory", "stack_size", "uart", "npu", "fvp", "virtual_platform")
+UNVERIFIED_SECTIONS = ("cpu", "memory", "stack_size", "uart", "npu", "fvp", "virtual_platform", "flash", "cmsis")
+# How images get onto a board ([flash] method; kiln.firmware.flash writes each):
+# "mps-drive", the MPS3/MPS4 USB drive's SOFTWARE/ folder and images.txt; "alif-setools",
+# Alif's Security Toolkit writing MRAM from a JSON configuration.
+FLASH_METHODS = ("mps-drive", "alif-setools")
 STACK_ALIGNMENT = 8  # the AAPCS's: the main stack's size and top are multiples of it
 _IDENT = re.compile(r"[a-z][a-z0-9_]*\Z")
 _FAMILY = re.compile(r"ethos-u(55|65|85)\Z")
@@ -133,6 +137,36 @@ class Npu:
 
 
 @dataclass(frozen=True)
+class Flash:
+    """[flash]: how a firmware image gets onto the board (kiln flash)."""
+
+    method: str  # one of FLASH_METHODS
+    # mps-drive: the images.txt the board's MCC reads, relative to the drive's root; each
+    # region an image loads into -> the address images.txt names for it (the MCC's view);
+    # how IMAGEnUPDATE reads; IMAGEnPORT (None: no such line); hex digits of an address
+    # (8: 0x0C000000; 10: grouped in fours from the right, 0x00_1100_0000, as MPS4's file).
+    images_txt: str | None = None
+    load_address: tuple[tuple[str, int], ...] = ()
+    update: str | None = None
+    port: int | None = None
+    address_digits: int = 8
+    cpu_id: str | None = None  # alif-setools: the core the Security Toolkit boots the image on
+
+
+@dataclass(frozen=True)
+class Cmsis:
+    """[cmsis]: the board's device in CMSIS packs: what a csolution targets and the
+    device pyOCD flashes (its target name is the device's part number in lower case)."""
+
+    device: str  # Vendor::Device[:Processor], as csolution's target-types' device
+    pack: str  # Vendor::Pack[@version], the pack that describes the device
+
+    @property
+    def pyocd_target(self) -> str:
+        return self.device.split("::")[-1].split(":")[0].lower()
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     summary: str
@@ -149,6 +183,8 @@ class Board:
     # Facts no public source confirmed: (field, why), e.g. ("uart.base", "...").
     unverified: tuple[tuple[str, str], ...] = ()
     extends: str | None = None  # the description this one starts from
+    flash: Flash | None = None  # None: kiln flash has no way to this board
+    cmsis: Cmsis | None = None  # None: no CMSIS device known for it
 
     def region_for(self, purpose: str) -> MemoryRegion:
         return next(r for r in self.memory if purpose in r.purposes)
@@ -372,10 +408,13 @@ def load_board(path: Path) -> Board:
         qemu_machine=_read_virtual_platform(top.table("virtual_platform", optional=True)),
         reference=_read_reference(top),
         extends=top.string("extends", optional=True),
+        flash=_read_flash(top.table("flash", optional=True)),
+        cmsis=_read_cmsis(top.table("cmsis", optional=True)),
     )
     board = replace(board, unverified=_read_unverified(top.table("unverified", optional=True), board))
     top.close()
     _check_fvp(board, top)
+    _check_flash(board, top)
     _check_peripherals(board, top)
     try:
         check_stack_size(board, board.stack_size)
@@ -541,6 +580,44 @@ def _read_virtual_platform(t: _Table | None) -> str | None:
     machine = t.string("qemu_machine")
     t.close()
     return machine
+
+
+def _read_flash(t: _Table | None) -> Flash | None:
+    if t is None:
+        return None
+    method = t.string("method")
+    if method not in FLASH_METHODS:
+        t.fail(t.field("method"), f"unknown method {method!r} (known: {', '.join(FLASH_METHODS)})")
+    if method == "alif-setools":
+        flash = Flash(method, cpu_id=t.string("cpu_id"))
+    else:
+        loads = t.table("load_address")
+        regions = tuple((name, loads.integer(name, limit=1 << 40)) for name in list(loads.data))
+        loads.close()
+        digits = t.integer("address_digits", minimum=8, limit=11)
+        flash = Flash(method, images_txt=t.string("images_txt"), load_address=regions, update=t.string("update"),
+                      port=t.integer("port", optional=True), address_digits=digits)
+    t.close()
+    return flash
+
+
+def _read_cmsis(t: _Table | None) -> Cmsis | None:
+    if t is None:
+        return None
+    cmsis = Cmsis(device=t.string("device"), pack=t.string("pack"))
+    for key, value in (("device", cmsis.device), ("pack", cmsis.pack)):
+        if "::" not in value:
+            t.fail(t.field(key), f"{value!r} is not Vendor::Name")
+    t.close()
+    return cmsis
+
+
+def _check_flash(board: Board, top: _Table):
+    """An mps-drive image loads into a region of the board's memory."""
+    regions = {r.name for r in board.memory}
+    for name, _ in board.flash.load_address if board.flash else ():
+        if name not in regions:
+            top.fail(f"flash.load_address.{name}", f"names no memory region (the board has {', '.join(sorted(regions))})")
 
 
 def _check_fvp(board: Board, top: _Table):

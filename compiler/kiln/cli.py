@@ -9,9 +9,13 @@
     kiln targets                                      the NPU targets, the boards, their Vela defaults and
                                                       the boards' unverified facts
     kiln deploy [MODEL] --target T                    compile, build and run: the whole job on defaults
+    kiln flash --board B --elf FILE [--drive DIR]     firmware onto a board: its USB drive (MPS3/MPS4), Alif's
+                                                      Security Toolkit, or a debug probe (--probe, pyOCD)
+    kiln export --csolution DIR --pte F --target T    the runner for a .pte as a CMSIS-Toolbox project
 
 ExecuTorch's script names stay as thin wrappers: ./scripts/run.sh is `kiln deploy`,
-./scripts/build_executor_runner.sh is `kiln build`, ./scripts/run_fvp.sh is `kiln run`.
+./scripts/build_executor_runner.sh is `kiln build`, ./scripts/run_fvp.sh is `kiln run`
+(./scripts/flash.sh is `kiln flash`).
 They pass `--as NAME` first, so usage lines and messages name the script a person ran.
 Every command runs through kiln.errors.run_command: an error is one line on standard
 error and an exit status, never a traceback. Options take dashes or underscores
@@ -166,6 +170,20 @@ def _profile(args) -> int:
     from kiln.reference import profile
 
     return profile.command(args, kc.compile_model)
+
+
+def _flash(args) -> int:
+    from kiln.firmware import flash
+
+    return flash.flash(args.board, args.elf, args.drive, args.probe, args.pack, args.setools, args.output)
+
+
+def _export(args) -> int:
+    from kiln.firmware import csolution
+
+    for path in csolution.export(args.pte, args.target, args.board, args.csolution):
+        print(path)
+    return 0
 
 
 def _deploy(args) -> int:
@@ -346,6 +364,29 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     pf.add_argument("--output", metavar="DIR", help="write profile.json, timeline.png, memory.png, profile.html")
 
     command("targets", "list the NPU targets, the boards (and their unverified facts) and Vela defaults", _targets)
+
+    fl = command("flash", "put a firmware ELF on a board (./scripts/flash.sh)", _flash,
+                 description="Put a firmware ELF on a board, as its vendor documents: MPS3/MPS4 through the\n"
+                             "board's USB drive (SOFTWARE/ and images.txt), Alif through its Security Toolkit\n"
+                             "(run when on PATH, else the commands are printed), any board with a CMSIS device\n"
+                             "through a debug probe and pyOCD (--probe).", formatter=_StatusFormatter)
+    fl.add_argument("--board", required=True, metavar="NAME", help="the board (`kiln targets` lists them)")
+    fl.add_argument("--elf", required=True, type=Path, metavar="FILE", help="the firmware (kiln build prints it)")
+    fl.add_argument("--drive", type=Path, metavar="DIR", help="MPS3/MPS4: the folder the board's USB drive is mounted at")
+    fl.add_argument("--probe", action="store_true", help="flash through a debug probe with pyOCD")
+    fl.add_argument("--pack", type=Path, metavar="FILE", help="with --probe: the device's CMSIS pack (.pack), if "
+                                                              "`pyocd pack install` did not install it")
+    fl.add_argument("--setools", type=Path, metavar="DIR", help="Alif: the Security Toolkit's folder (default: "
+                                                                "where app-write-mram is on PATH)")
+    fl.add_argument("--output", type=Path, metavar="DIR", help="Alif without the Security Toolkit: where the image "
+                                                               "and its JSON go (default: beside the ELF)")
+
+    ex = command("export", "write kiln's runner for a .pte as a CMSIS-Toolbox project (csolution)", _export)
+    ex.add_argument("--csolution", required=True, type=Path, metavar="DIR",
+                    help="the folder for kiln.csolution.yml, kiln.cproject.yml and their sources")
+    ex.add_argument("--pte", required=True, type=Path, metavar="FILE", help="the program to bake in")
+    _target_option(ex)
+    _board_option(ex)
 
     de = command("deploy", "compile a model, build the runner for it and run it (./scripts/run.sh)", _deploy,
                  description="Compile MODEL for the target (the report on standard output; the .pte and .json in\n"

@@ -23,6 +23,7 @@ and exits with the error's ``exit_code``; no traceback.
     |-- BuildError              CMake could not build the firmware
     |-- RunnerBuildError        the executor runner could not be planned or built
     |-- RunnerError             the runner did not finish its inferences
+    |-- FlashError              firmware could not be put on a board (drive, probe, pack, vendor tool)
     `-- SimulatorError          the virtual platform and its NPU model
         |-- NpuConfigError      a target, system config or memory mode the NPU model lacks
         |-- NpuModelError       the NPU model failed on a stream for a reason of its own
@@ -126,6 +127,12 @@ class RunnerBuildError(KilnError):
 
 class RunnerError(KilnError):
     """The runner did not finish its inferences, or left its outputs unwritten; the message says which."""
+
+
+class FlashError(KilnError):
+    """kiln flash could not put the firmware on the board: the board's drive is read-only, no
+    debug probe is attached, no CMSIS pack describes the device, a vendor tool failed; the
+    message says which and what to do."""
 
 
 # --- The virtual platform and the NPU model -------------------------------------------------
