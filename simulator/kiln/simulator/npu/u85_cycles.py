@@ -6,8 +6,11 @@ Vela's vela.ini (region 0 const, 1 arena, 2 fast scratch).
 Operations. Consecutive commands that slice one operation in depth (same kind and kernel;
 OFM bases less than a row apart; the same IFM, or for depthwise and pooling IFM bases less
 than a row apart) count as one operation of their summed depth, as Vela costs it; each
-command adds what it changes of that operation's figure. An elementwise command whose IFM
-comes from a chaining buffer belongs to the operation that filled the buffer: it adds its
+command adds what it changes of that operation's figure. So do the stripes of a cascade,
+interleaved with other operations' stripes: commands that run the buffered weights their
+operation's first stripe had DMAed (same kernel, IFM and OFM widths and depths, weight and
+scale addresses; until a DMA overwrites those) count as one operation of their summed
+height. An elementwise command whose IFM comes from a chaining buffer belongs to the operation that filled the buffer: it adds its
 output unit's per-element figure to that operation's.
 
 An operation's own cycles (Vela's opCycles). Vela sees a transposed OFM in its transposed
@@ -47,10 +50,9 @@ width but the untransposed depth. A LUT loaded into the NPU before an
 operation adds its DMA time, less the slack of the operation before unless the operation's
 weights are buffered.
 
-Not modelled: the stripes of a cascade (Vela costs each operation once over its whole
-OFM; here each stripe command is an operation of its own), and a sliced operation's weights
-are as many bytes as its slices' streams (Vela times the full-depth encoding, a little
-smaller).
+Not modelled: a sliced operation's weights are as many bytes as its slices' streams (Vela
+times the full-depth encoding, a little smaller); stripes of operations whose weights are
+not buffered count as operations of their own.
 
 Against Vela's NPU cycles (bench/npu.py, each board's default system config and memory
 mode: Ethos_U85_SYS_DRAM_Mid, Dedicated_Sram_384KB), estimate / Vela:
@@ -175,12 +177,14 @@ class _Operation:
     mode: int
     depth: int  # OFM depth of all its commands (before any transpose)
     last_depth: int
+    height: int  # OFM height of all its commands (before any transpose)
     commands: int
     buffered: bool  # weights DMAed into another memory than region 0's
     weight_bytes: int  # weights and scales of all its commands
     first_weight_bytes: int
-    prev_slack: float  # slack of the operation before
+    previous: _Operation | None  # the operation before
     lut: int  # cycles of the LUT DMA before it
+    slices: int = 1  # depth slices
     chain_figure: float = 0.0  # output-unit cycles per element of elementwise operations chained to it
     counted: float = 0.0  # cycles its commands have added so far
     slack: float = 0.0
@@ -198,6 +202,7 @@ class U85CycleModel:
         self.block_ops = 0
         self._operation: _Operation | None = None
         self._operations: list[_Operation] = []
+        self._striped: dict[tuple, _Operation] = {}  # operations later stripes may continue, by their weights
         self._lut = 0  # cycles of LUT DMAs not yet charged to an operation
 
     def account(self, command: Command, regs: Registers) -> float:
@@ -240,15 +245,22 @@ class U85CycleModel:
         self.dma_bytes += size
         if dst & DMA_INTERNAL:
             self._lut += self.mem_to_mem(LUT_RAM, self._memory(src), size)
+            return
+        start = regs.address("DMA0_DST")
+        for key, operation in list(self._striped.items()):
+            regs_first = operation.regs_first
+            if (regs_first.param("WEIGHT_REGION") & 7) == (dst & 7) and any(
+                    start < regs_first.address(f"{what}_BASE") + regs_first.address(f"{what}_LENGTH")
+                    and regs_first.address(f"{what}_BASE") < start + size for what in ("WEIGHT", "SCALE")):
+                del self._striped[key]
 
     # ---- operations ------------------------------------------------------------------------
 
     def _start(self, key, regs: Registers, name: str, mode: int, buffered: bool, weight_bytes: int) -> _Operation:
-        previous = self._operation
         snapshot = _snapshot(regs)
         operation = _Operation(key, snapshot, snapshot, name, mode, regs.param("OFM_DEPTH_M1") + 1,
-                               regs.param("OFM_DEPTH_M1") + 1, 1, buffered,
-                               weight_bytes, weight_bytes, previous.slack if previous else 0.0, self._lut)
+                               regs.param("OFM_DEPTH_M1") + 1, regs.param("OFM_HEIGHT_M1") + 1, 1, buffered,
+                               weight_bytes, weight_bytes, self._operation, self._lut)
         self._lut = 0
         self._operation = operation
         self._operations.append(operation)
@@ -267,16 +279,34 @@ class U85CycleModel:
         weighted = name != "NPU_OP_POOL"
         weight_bytes = self._weight_bytes(regs) if weighted else 0
         buffered = weighted and self._memory(regs.param("WEIGHT_REGION")) is not self.memories[0]
+        # A stripe of a cascade runs the weights its operation's first stripe had DMAed.
+        stripe_key = (name, mode, regs.param("KERNEL_HEIGHT_M1"), regs.param("KERNEL_WIDTH_M1"),
+                      regs.param("KERNEL_STRIDE"), regs.param("IFM_DEPTH_M1"), regs.param("IFM_WIDTH0_M1"),
+                      regs.param("OFM_WIDTH_M1"), regs.param("OFM_DEPTH_M1"), regs.param("OFM_PRECISION"),
+                      regs.param("WEIGHT_REGION"), regs.address("WEIGHT_BASE"), regs.address("WEIGHT_LENGTH"),
+                      regs.address("SCALE_BASE"), regs.address("SCALE_LENGTH")) if buffered else None
         operation = self._operation
+        striped = self._striped.get(stripe_key)
         if operation and operation.key == key and _follows(operation, regs, whole_ifm):
             depth = regs.param("OFM_DEPTH_M1") + 1
             operation.depth += depth
             operation.last_depth = depth
             operation.commands += 1
+            operation.slices += 1
             operation.weight_bytes += weight_bytes
             operation.regs = _snapshot(regs)
+            self._striped.pop(stripe_key, None)
+        elif striped is not None and not striped.chain_figure:
+            operation = striped
+            operation.height += regs.param("OFM_HEIGHT_M1") + 1
+            operation.commands += 1
+            operation.regs = _snapshot(regs)
+            operation.key = None
+            self._operation = operation
         else:
             operation = self._start(key, regs, name, mode, buffered, weight_bytes)
+            if stripe_key is not None:
+                self._striped[stripe_key] = operation
         own = self._mac_cycles(operation, regs.param("OFM_DEPTH_M1") + 1, account=True)
         self.mac_cycles += own
         return self._charge(operation)
@@ -299,20 +329,21 @@ class U85CycleModel:
             own = self._mac_cycles(operation, operation.depth)
         else:
             own = self._elementwise_cycles(operation)
+        prev_slack = operation.previous.slack if operation.previous else 0.0
         if operation.buffered:
             staging = self._memory(operation.regs.param("WEIGHT_REGION"))
             all_weights = self.mem_to_mem(staging, self.memories[0], operation.weight_bytes)
             first_weights = self.mem_to_mem(staging, self.memories[0], operation.first_weight_bytes)
             operation.slack = self._mac_cycles(operation, operation.last_depth, reference=True,
-                                               first=operation.commands == 1, sliced=True)
-            figure = max(all_weights - operation.prev_slack + operation.slack,
-                         own + max(first_weights - operation.prev_slack, 0)) + operation.lut
+                                               first=operation.slices == 1, sliced=True)
+            figure = max(all_weights - prev_slack + operation.slack,
+                         own + max(first_weights - prev_slack, 0)) + operation.lut
         else:
             if operation.name in MAC_COMMANDS:
                 operation.slack = self._mac_cycles(operation, operation.depth, reference=True, dense=True)
             else:
                 operation.slack = self._elementwise_cycles(operation, reference=True)
-            figure = own + max(operation.lut - operation.prev_slack, 0)
+            figure = own + max(operation.lut - prev_slack, 0)
         added = figure - operation.counted
         operation.counted = figure
         return added
@@ -343,11 +374,11 @@ class U85CycleModel:
             figure = max(figure, ACTIVATION_CYCLES[self.macs_total][int(slow)])
         return figure
 
-    def _ofm_shape(self, regs: Registers, depth: int) -> tuple[int, int, int]:
-        """The OFM shape Vela costs: the registers' (with `depth`), transposed as written."""
-        h, w, _ = regs.ofm_shape()
+    def _ofm_shape(self, regs: Registers, height: int, depth: int) -> tuple[int, int, int]:
+        """The OFM shape Vela costs: the registers' width, `height` and `depth`, transposed
+        as written."""
         permutation = TRANSPOSES.get((regs.param("OFM_PRECISION") >> 11) & 7, (0, 1, 2))
-        shape = (h, w, depth)
+        shape = (height, regs.param("OFM_WIDTH_M1") + 1, depth)
         return tuple(shape[axis] for axis in permutation)
 
     def _ofm_side(self, operation: _Operation, reference: bool) -> tuple[MemoryTiming, bool, int]:
@@ -359,7 +390,7 @@ class U85CycleModel:
 
     def _elementwise_cycles(self, operation: _Operation, reference: bool = False) -> float:
         regs, name, param = operation.regs, operation.name, operation.mode
-        shape = self._ofm_shape(regs, operation.depth)
+        shape = self._ofm_shape(regs, operation.height, operation.depth)
         ofm_memory, ofm_nhcwb16, ofm_bits = self._ofm_side(operation, reference)
         h, w, c = shape
         if ofm_nhcwb16:
@@ -398,7 +429,8 @@ class U85CycleModel:
         slack so). `account`: counts the
         command's MACs and returns its MAC-array cycles instead."""
         regs, name, mode = operation.regs, operation.name, operation.mode
-        out = self._ofm_shape(regs, depth)
+        height = regs.param("OFM_HEIGHT_M1") + 1 if account else operation.height
+        out = self._ofm_shape(regs, height, depth)
         if sliced:
             out = (out[0], out[1], depth)
         block_regs = (regs.param("OFM_BLK_HEIGHT_M1") + 1, regs.param("OFM_BLK_WIDTH_M1") + 1,
