@@ -45,6 +45,8 @@ SOURCE_DIRS = ("platform", "runtime/include", "runtime/src", "runtime/kernels", 
 INCLUDE_DIRS = ("platform/include", "runtime/include", "drivers/ethosu/include", "delegates/ethosu/include",
                 "apps/executor_runner")
 SOURCE_SUFFIXES = (".cpp", ".c", ".S", ".h")
+# Plain words YAML 1.1 readers (PyYAML) take for booleans or null: always quoted.
+_YAML11_WORDS = ("true", "false", "null", "yes", "no", "on", "off", "y", "n", "~")
 _PLAIN = re.compile(r"[A-Za-z0-9_./+][A-Za-z0-9_./+=@:-]*\Z")
 
 
@@ -59,7 +61,7 @@ def _scalar(value) -> str:
     if isinstance(value, int):
         return str(value)
     text = str(value)
-    plain = _PLAIN.match(text) and not text.endswith(":") and text.lower() not in ("true", "false", "null", "yes", "no")
+    plain = _PLAIN.match(text) and not text.endswith(":") and text.lower() not in _YAML11_WORDS
     return text if plain and not re.fullmatch(r"[0-9.+-]+", text) else json.dumps(text)
 
 

@@ -84,9 +84,10 @@ def images(elf: Path, board: boards.Board) -> list[Image]:
         region = _region_of(board, address, len(data))
         if region is None:
             fits = [b for b in boards.board_names() if all(_region_of(boards.load(b), a, len(d)) for a, d in segments)]
-            where = f" (it fits {', '.join(fits)})" if fits else ""
+            where = f" (it fits {', '.join(fits)}: flash it with one of those as --board)" if fits else ""
             raise UsageError(f"--elf {elf}: loads {len(data):,} bytes at {address:#010x}, outside every memory region "
-                             f"of {board.name}: it was built for another board{where}; build it with --board {board.name}")
+                             f"of {board.name}: it was built for another board{where}; for {board.name}, build it "
+                             f"with kiln build --board {board.name}")
         by_region.setdefault(region.name, []).append((address, data))
     code = board.region_for("code").name
     if code not in by_region:
