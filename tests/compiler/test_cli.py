@@ -211,6 +211,7 @@ def test_the_cli_and_the_simulator_share_one_default_timeout():
      "argument --build-type: invalid choice: 'Fast'"),
     ("run.sh", ["--count=0"], "argument --count: the count must be 1 or more"),
     ("run.sh", ["--model=digits", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    ("flash.sh", ["--board=mps3-an552", "--elf=/no/such.elf"], "--elf /no/such.elf: no such file"),
 ])
 def test_scripts_name_themselves_in_usage_and_errors(script, args, expected):
     run = subprocess.run([str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=600)
@@ -232,11 +233,11 @@ def test_run_sh_help_does_not_set_up_first(args):
 def test_help_lists_every_command_and_explains_every_option():
     run = kiln("--help")
     assert run.returncode == 0, run.stderr
-    for name in ("compile", "build", "run", "run-host", "targets", "deploy"):
+    for name in ("compile", "build", "run", "run-host", "profile", "targets", "deploy", "flash", "export"):
         assert f"\n    {name} " in run.stdout, run.stdout
     parser = cli._parser(None)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert set(commands) == {"compile", "build", "run", "run-host", "targets", "deploy"}
+    assert set(commands) == {"compile", "build", "run", "run-host", "profile", "targets", "deploy", "flash", "export"}
     for name, command in commands.items():
         for action in command._actions:
             assert action.help and "\n" not in action.help, (name, action.option_strings or action.dest)
