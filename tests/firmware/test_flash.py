@@ -193,6 +193,13 @@ def test_bad_input_says_what_is_wrong(tmp_path, monkeypatch):
         flash.flash("mps3-an552", mps3)
     with pytest.raises(UsageError, match="--drive .*/nowhere: no such folder; connect the mps3-an552's USB port"):
         flash.flash("mps3-an552", mps3, drive=tmp_path / "nowhere")
+    with pytest.raises(UsageError, match=r"--drive does not apply to alif-e7-hp \(--drive is for mps-drive\)"):
+        flash.flash("alif-e7-hp", alif_elf(tmp_path), drive=tmp_path)
+    with pytest.raises(UsageError, match=r"--pack does not apply to mps3-an552 \(--pack is for probe\)"):
+        flash.flash("mps3-an552", mps3, drive=tmp_path, pack=tmp_path)
+    sram = make_elf(tmp_path / "sram.elf", [(0x1000_0000, 0x1000_0000, CODE, 64), (0x3100_0000, 0x3100_0000, MODEL, 40)])
+    with pytest.raises(UsageError, match="into region sram, which the board's images.txt cannot load .*Sram_Only"):
+        flash.flash("mps3-an552", sram, drive=drive(tmp_path / "3", "MB/HBI0309C/AN552"))
     mps4_drive = drive(tmp_path / "4", "MB/HBI0376B/FI101")
     with pytest.raises(UsageError, match="no MB/HBI0309C/AN552 folder, so this is not the drive of a mps3-an552"):
         flash.flash("mps3-an552", mps3, drive=mps4_drive)
@@ -208,6 +215,20 @@ def test_a_read_only_drive(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "write_bytes", refused)  # as a write-protected drive's file system answers
     with pytest.raises(FlashError, match="is read-only .*: remount it writable"):
         flash.flash("mps3-an552", elf, drive=root)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a folder without write permission")
+def test_a_drive_without_write_permission(tmp_path):
+    root = drive(tmp_path, "MB/HBI0309C/AN552")
+    elf = corstone_elf(tmp_path, 0x1000_0000)
+    for folder in (root / "SOFTWARE", root):
+        folder.chmod(0o555)
+    try:
+        with pytest.raises(FlashError, match="is read-only"):
+            flash.flash("mps3-an552", elf, drive=root)
+    finally:
+        for folder in (root, root / "SOFTWARE"):
+            folder.chmod(0o755)
 
 
 def make_pack(path: Path, device: str) -> Path:

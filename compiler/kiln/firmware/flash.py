@@ -133,8 +133,9 @@ def images_txt(board: boards.Board, imgs: list[Image]) -> str:
              f"TOTALIMAGES: {len(imgs)}                  ;Number of Images (Max: 32)", ""]
     for n, image in enumerate(imgs):
         if image.region not in loads:
-            raise UsageError(f"{board.name}: the ELF loads region {image.region}, which images.txt cannot load "
-                             f"(the board loads {', '.join(loads)}; board.toml's flash.load_address)")
+            raise UsageError(f"{board.name}: the ELF loads bytes into region {image.region}, which the board's "
+                             f"images.txt cannot load (it loads {', '.join(loads)}: board.toml's flash.load_address); "
+                             f"a .pte compiled for Sram_Only lies there: build for {board.name}'s default memory mode")
         region = next(r for r in board.memory if r.name == image.region)
         if len(image.file_name) > 12:
             raise UsageError(f"{board.name}: region {image.region}'s image name {image.file_name} is no 8.3 file name")
@@ -307,10 +308,14 @@ def flash(board_name: str, elf: Path, drive: Path | None = None, probe: bool = F
     """`kiln flash`: the ELF onto board `board_name`, by --probe (pyOCD) or the board's [flash]
     method; returns the exit status (0, or the vendor tool's)."""
     board = boards.load(board_name)
+    method = "probe" if probe else board.flash.method if board.flash else None
+    for option, given, methods in (("--drive", drive, ("mps-drive",)), ("--pack", pack, ("probe",)),
+                                   ("--setools", setools, ("alif-setools",)), ("--output", output, ("alif-setools",))):
+        if given is not None and method not in methods:
+            raise UsageError(f"{option} does not apply to {board.name}" + (" with --probe" if probe else "")
+                             + f" ({option} is for {' or '.join(methods)})")
     if probe:
         return flash_probe(board, elf, pack, echo)
-    if pack is not None:
-        raise UsageError("--pack applies to --probe (pyOCD)")
     if board.flash is None:
         raise UsageError(f"board {board.name} has no [flash] in its board.toml: kiln cannot put images on it "
                          "(try --probe with a debug probe)")
