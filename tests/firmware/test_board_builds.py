@@ -20,7 +20,7 @@ from elftools.elf.elffile import ELFFile
 
 from kiln import boards
 from kiln import compile as kiln_compile
-from kiln.firmware import runner_run
+from kiln.firmware import flash, runner_run
 from kiln.models import digits
 from kiln.spec import CompileSpec
 
@@ -83,6 +83,29 @@ def test_each_new_board_builds_the_digits_runner_where_its_description_says(buil
     assert vectors[16 + described.npu.irq] == npu_handler["st_value"] | 1
     for address, size in loads:
         assert any(r.base <= address and address + size <= r.end for r in described.memory), hex(address)
+
+
+@pytest.mark.parametrize("board", SUITE_BOARDS)
+def test_kiln_flash_images_equal_what_objcopy_makes(built, board, tmp_path):
+    """kiln flash reads the ELF's loadable segments itself: each memory region's image equals
+    arm-none-eabi-objcopy -O binary of the sections whose bytes load there (by load address)."""
+    described = boards.load(board)
+    loaded_at = {}
+    with open(built[board], "rb") as stream:
+        elf = ELFFile(stream)
+        for segment in (s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"):
+            for section in elf.iter_sections():
+                if section["sh_type"] != "SHT_NOBITS" and section["sh_size"] and segment.section_in_segment(section):
+                    loaded_at[section.name] = segment["p_paddr"] + section["sh_addr"] - segment["p_vaddr"]
+    images = flash.images(built[board], described)
+    assert {i.region for i in images} >= {described.region_for("code").name}
+    for image in images:
+        region = next(r for r in described.memory if r.name == image.region)
+        sections = [name for name, address in loaded_at.items() if region.base <= address < region.end]
+        out = tmp_path / image.file_name
+        subprocess.run(["arm-none-eabi-objcopy", "-O", "binary", *(f"--only-section={n}" for n in sections),
+                        str(built[board]), str(out)], check=True)
+        assert out.read_bytes() == image.data, image.region
 
 
 def test_alif_firmware_drives_a_designware_uart_and_the_corstone_one_a_cmsdk_uart(built):
