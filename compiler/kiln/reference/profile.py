@@ -7,9 +7,10 @@ PyTorch module path) it came from, joined through what Vela records about which 
 each command range implements:
 
   command (its byte offset in the stream)
-    -> Vela's debug database (`vela --enable-debug-db`), table `queue`: the offset of each
-       Vela operation's NPU_OP_* command and its scheduled operation; commands between two
-       such offsets (DMA, waits, register settings) belong to the operation they precede
+    -> Vela's debug database (`vela --enable-debug-db`), table `queue`: the offset of every
+       NPU_OP_* command Vela emitted for an operation, and that scheduled operation (a sliced
+       or striped one has a row per command); the commands before such an offset (DMA, waits)
+       belong to the operation whose command they precede
     -> table `perf`: the scheduled operation's source operator and Vela's own NPU cycle
        estimate for it (what `--verbose-performance` prints per layer)
     -> table `source`: the source operator's `ext_key`, its index in the TOSA graph
@@ -17,6 +18,11 @@ each command range implements:
        kiln op (recorded here by running kiln.lower.tosa's Lowerer again with a hook on
        emit(); the graph it makes must equal the compiled one byte for byte)
     -> the kiln op: its name, module path and placement from the compile report.
+
+On the Ethos-U85 Vela costs an elementwise operation chained to its producer (a residual ADD
+reading a convolution's output from a chaining buffer) in the producer's figure and gives the
+chained one 0 cycles; the NPU model does the same (kiln.simulator.npu.u85_cycles), and so the
+chained command counts here with the command of the operation the model costed it in.
 
 Per layer the profile gives the model's cycles (integers, rounded so that a delegate's
 layers sum to its PMU cycle count), Vela's per-layer estimate beside them, the bytes per
@@ -299,8 +305,11 @@ def profile(result, name: str | None = None) -> Profile:
         fallback = partition.ops[-1].name if partition.ops else f"delegate {index}"
         groups: dict[str, list[int]] = {}
         which: list[int] = []
+        first_of_operation: dict[int, int] = {}  # the NPU model's operation -> its first command's Vela op
         for position, command in enumerate(stream.commands):
             k = next((j for j, offset in enumerate(offsets) if command.index * 4 <= offset), len(offsets) - 1)
+            if command.operation is not None:  # a chained elementwise costs in its producer's operation
+                k = first_of_operation.setdefault(command.operation, k)
             which.append(k)
             layer_name = (owner_of_vela[k] if k >= 0 else None) or fallback
             groups.setdefault(layer_name, []).append(position)
@@ -324,16 +333,20 @@ def profile(result, name: str | None = None) -> Profile:
         for position, k in enumerate(which):
             if k >= 0:
                 model_cycles_of_vela[k] += stream.commands[position].cycles
-        operations = []
+        operations: dict[int, dict] = {}  # by scheduled operation: one queue row per command of it
         for k, (op, owner) in enumerate(zip(record.operations, owner_of_vela)):
-            layer = layers[owner or fallback]
-            layer.vela_npu_cycles = (layer.vela_npu_cycles or 0) + op.npu_cycles
-            layer.vela_operations.append(f"{op.operator} {op.name}")
-            operations.append({"name": op.name, "operator": op.operator, "layer": owner or fallback,
-                               "vela_npu_cycles": op.npu_cycles, "npu_cycles": round(model_cycles_of_vela[k], 1)})
+            if op.scheduled_id not in operations:
+                layer = layers[owner or fallback]
+                layer.vela_npu_cycles = (layer.vela_npu_cycles or 0) + op.npu_cycles
+                layer.vela_operations.append(f"{op.operator} {op.name}")
+                operations[op.scheduled_id] = {"name": op.name, "operator": op.operator, "layer": owner or fallback,
+                                               "vela_npu_cycles": op.npu_cycles, "npu_cycles": 0.0}
+            operations[op.scheduled_id]["npu_cycles"] += model_cycles_of_vela[k]
+        for entry in operations.values():
+            entry["npu_cycles"] = round(entry["npu_cycles"], 1)
         delegates.append(Delegate(index, stream.cycles, record.result.npu_cycles, len(record.result.weight_data),
                                   record.result.scratch_size, record.result.fast_scratch_size, record.tensors,
-                                  operations))
+                                  list(operations.values())))
     schedule = []
     for unit in result.partitioning.schedule:
         if hasattr(unit, "ops"):
@@ -380,7 +393,7 @@ def format_table(p: Profile) -> str:
     hidden = [layer.name for layer in p.layers if layer.where == "npu" and not layer.commands
               and not layer.vela_npu_cycles]
     if hidden:
-        lines.append(f"({len(hidden)} NPU op(s) ran no commands of their own: {', '.join(hidden[:6])}"
+        lines.append(f"({len(hidden)} NPU op(s) ran no commands of their own (Vela folded them, or chained them into the op before): {', '.join(hidden[:6])}"
                      f"{', ...' if len(hidden) > 6 else ''})")
     lines.append(f"sum of the layers' NPU cycles: {sum(x.npu_cycles or 0 for x in p.layers):,}; "
                  f"CPU ops' instructions: not measured on the host (kiln run --count-instructions)")

@@ -12,7 +12,8 @@ command:
   the timeline's end (a DMA that runs under an operation adds nothing; the operation that
   waits for it adds the wait).
 * Ethos-U85 (kiln.simulator.npu.u85_cycles.U85CycleModel): what account() returns for the
-  command (a depth slice adds what it changes of its operation's figure, possibly negative).
+  command (a depth slice adds what it changes of its operation's figure, possibly negative),
+  and the model's operation it was costed in (CommandCost.operation).
 
 Either way the commands' cycles sum to the model's float estimate, whose ceiling is the
 run's PMU cycle count (ExecResult.cycles); cycles_of() rounds them to integers that sum to it
@@ -48,6 +49,10 @@ class CommandCost:
     name: str  # NPU_OP_*
     cycles: float  # what it added to the cycle estimate
     traffic: dict[tuple[int, str], int] = field(default_factory=dict)  # (region, "read"|"write") -> bytes
+    # Ethos-U85: the cycle model's operation (U85CycleModel.operations() index) the command was
+    # costed in: depth slices, and an elementwise command chained to its producer, share one
+    # (Vela costs a chain in its producer's operation). None: a DMA or wait, or a U55/U65 stream.
+    operation: int | None = None
 
 
 @dataclass
@@ -86,6 +91,7 @@ def profile_stream(stream, basep, memory, config: NpuConfig) -> StreamProfile:
     ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage(U85 if u85 else ""))
     model = U85CycleModel(config) if u85 else CycleModel(config)
     costs: list[CommandCost] = []
+    block_ops = 0
     for command in cmds.decode(cmds.as_words(stream), command_set):
         if not command.is_operation:
             registers.set(command)
@@ -103,7 +109,11 @@ def profile_stream(stream, basep, memory, config: NpuConfig) -> StreamProfile:
             added = model.total - before
         moved = {key: n - before_traffic.get(key, 0) for key, n in ctx.traffic.items()
                  if n - before_traffic.get(key, 0)}
-        costs.append(CommandCost(command.index, command.name, added, moved))
+        costed = None
+        if u85 and model.block_ops != block_ops:
+            costed = next(i for i, op in enumerate(model._operations) if op is model._operation)
+        block_ops = model.block_ops
+        costs.append(CommandCost(command.index, command.name, added, moved, costed))
     estimate = model.cycles if u85 else model.total
     return StreamProfile(costs, int(model.counters()["cycles"]), float(estimate), region_ports(config))
 

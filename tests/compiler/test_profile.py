@@ -1,0 +1,87 @@
+"""`kiln profile` (kiln.reference.profile): per-layer NPU cycles that add up to the run's PMU
+count (checked against an independent run of each delegate's stream, run_compiled), per-layer
+agreement with Vela's own per-layer estimate, the profile.json fields and the pictures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kiln import compile as kc
+from kiln.reference import profile
+from kiln.simulator.npu.config import config_for
+from kiln.simulator.npu.standalone import run_compiled
+from kiln.spec import CompileSpec
+
+CASES = [("tiny_cnn", "ethos-u55-128"), ("tiny_cnn", "ethos-u85-256"),
+         ("digits", "ethos-u55-128"), ("digits", "ethos-u85-256")]
+_cache: dict = {}
+
+
+def profiled(model: str, target: str):
+    if (model, target) not in _cache:
+        result = kc.compile_model(model, CompileSpec(target), log=lambda line: None)
+        _cache[(model, target)] = result, profile.profile(result)
+    return _cache[(model, target)]
+
+
+@pytest.mark.parametrize("model, target", CASES)
+def test_layers_add_up_to_the_runs_pmu_cycles(model, target):
+    result, p = profiled(model, target)
+    report = result.report
+    config = config_for(target, report["system_config"], report["memory_mode"])
+    pmu = 0
+    for compiled in result.vela:  # the compiled program's own streams, run as run-host runs them
+        _, run = run_compiled(compiled, profile._inputs(compiled), config)
+        assert run.fault is None
+        pmu += run.cycles
+    assert sum(layer.npu_cycles or 0 for layer in p.layers) == p.total_npu_cycles == pmu
+    npu = [layer for layer in p.layers if layer.where == "npu" and layer.commands]
+    assert npu and all(layer.module for layer in npu), [(x.name, x.module) for x in npu]
+    assert all(layer.npu_cycles is None and layer.cpu_instructions is None
+               for layer in p.layers if layer.where == "cpu")
+
+
+# The Ethos-U55/U65 cycle model (kiln.simulator.npu.cycles) costs digits' flatten, a TRANSPOSE
+# of [16, 32] bytes, as reading 512 bytes at the SRAM's 8 bytes a cycle plus latency (96
+# cycles); Vela's per-layer figure is 160, as if the write ran in half bursts. Not yet traced in
+# regor's U55 estimator; the rest of digits agrees exactly.
+U55_TRANSPOSE = pytest.mark.xfail(strict=True, reason="the U55 model's transpose estimate: 96 cycles, Vela 160")
+
+
+@pytest.mark.parametrize("model, target", [pytest.param(*case, marks=U55_TRANSPOSE)
+                                           if case == ("digits", "ethos-u55-128") else case for case in CASES])
+def test_layers_agree_with_velas_per_layer_estimate(model, target):
+    _, p = profiled(model, target)
+    compared = [layer for layer in p.layers if layer.agreement is not None]
+    assert len(compared) >= 4
+    off = [(x.name, x.npu_cycles, x.vela_npu_cycles) for x in compared
+           if abs(x.agreement - 1) > profile.TOLERANCE]
+    assert not off, off
+    assert sum(x.vela_npu_cycles for x in compared) == sum(d.vela_npu_cycles for d in p.delegates)
+
+
+def test_every_command_goes_to_the_op_it_came_from():
+    """tiny_cnn's four NPU layers are its conv1, conv2, pool and fc; the flatten runs no command."""
+    _, p = profiled("tiny_cnn", "ethos-u55-128")
+    ran = {layer.module: layer for layer in p.layers if layer.commands}
+    assert set(ran) == {"conv1", "conv2", "pool", "fc"}
+    assert ran["pool"].vela_operations[0].startswith("Transpose") or "ReduceSum" in " ".join(ran["pool"].vela_operations)
+    assert ran["conv1"].bytes["weights"]["read"] > 0 and ran["conv1"].bytes["scratch"]["write"] == 8 * 8 * 8
+
+
+def test_profile_json_pictures_and_html(tmp_path):
+    _, p = profiled("tiny_cnn", "ethos-u85-256")
+    written = profile.write(p, tmp_path)
+    assert {path.name for path in written} == {"profile.json", "timeline.png", "memory.png", "profile.html"}
+    data = json.loads((tmp_path / "profile.json").read_text())
+    assert data["total_npu_cycles"] == sum(layer["npu_cycles"] or 0 for layer in data["layers"])
+    for layer in data["layers"]:
+        assert {"name", "module", "where", "npu_cycles", "vela_npu_cycles", "bytes", "axi_bytes",
+                "cpu_instructions"} <= set(layer)
+    assert data["cpu_instructions_measured"] is False
+    for name in ("timeline.png", "memory.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp_path / "profile.html").read_text()
+    assert page.count("data:image/png;base64,") == 2 and "conv2d_1" in page
