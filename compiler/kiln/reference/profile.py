@@ -388,7 +388,8 @@ def format_table(p: Profile) -> str:
         cycles = "-" if layer.npu_cycles is None else f"{layer.npu_cycles:,}"
         axi = " ".join(f"{_kib(layer.axi_bytes.get(port, {}).get(d, 0))}" for port in ("axi0", "axi1")
                        for d in ("read", "write")) if layer.where == "npu" else "CPU: instructions not measured"
-        lines.append(f"{layer.name[:28]:28} {layer.module[:22]:22} {layer.where:5} {cycles:>10} {vela_c:>8} "
+        module = layer.module if len(layer.module) <= 22 else "…" + layer.module[-21:]
+        lines.append(f"{layer.name[:28]:28} {module:22} {layer.where:5} {cycles:>10} {vela_c:>8} "
                      f"{ratio:>10} {_kib(read):>8} {_kib(written):>8}  {axi}")
     hidden = [layer.name for layer in p.layers if layer.where == "npu" and not layer.commands
               and not layer.vela_npu_cycles]

@@ -26,6 +26,17 @@ def _short(text: str, n: int = 34) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _tail(text: str, n: int) -> str:
+    """`text`'s end (a module path's most specific part)."""
+    return text if len(text) <= n else "…" + text[-(n - 1):]
+
+
+def _thousands(axis) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+
+
 def _rows(p) -> list:
     """The layers shown, in run order: each delegate's NPU layers on its timeline, the CPU ops
     where the program runs them."""
@@ -46,7 +57,7 @@ def timeline(p, path: Path) -> Path:
     height = max(3.0, 0.32 * len(rows) + 1.6)
     fig, (gantt, bars) = plt.subplots(1, 2, figsize=(15, height), sharey=True,
                                       gridspec_kw={"width_ratios": [3, 2], "wspace": 0.04})
-    labels = [f"{_short(x.name, 26)}  [{_short(x.module or '-', 18)}]" for x in rows]
+    labels = [f"{_short(x.name, 26)}  [{_tail(x.module or '-', 20)}]" for x in rows]
     offset = 0  # cycles of the delegates before, on one NPU time axis
     delegate_base = {}
     for kind, what in p.schedule:
@@ -63,13 +74,16 @@ def timeline(p, path: Path) -> Path:
             before = sum(p.delegates[w].pmu_cycles for k, w in p.schedule[: [s[1] for s in p.schedule].index(layer.name)]
                          if k == "npu")
             gantt.plot([before], [y], marker="D", color=CPU_COLOUR, markersize=7)
-            gantt.text(before + total * 0.01, y, "CPU (time not measured)", va="center", fontsize=7, color="#555")
+            late = before > total * 0.6
+            gantt.text(before + (-1 if late else 1) * total * 0.015, y, "CPU op (time not measured)", va="center",
+                       ha="right" if late else "left", fontsize=7, color="#555")
     gantt.set_yticks(range(len(rows)), labels, fontsize=8)
     gantt.invert_yaxis()
     gantt.set_xlabel("NPU cycles from the start of the inference (the NPU model's PMU estimate)")
     gantt.set_title(f"{p.model} on {p.target}: {p.total_npu_cycles:,} NPU cycles", fontsize=11, loc="left")
     gantt.set_xlim(0, total * 1.02)
     gantt.grid(axis="x", alpha=0.3)
+    _thousands(gantt.xaxis)
     ys = [y for y, x in enumerate(rows) if x.where == "npu"]
     model = [rows[y].npu_cycles or 0 for y in ys]
     vela = [rows[y].vela_npu_cycles or 0 for y in ys]
@@ -83,6 +97,7 @@ def timeline(p, path: Path) -> Path:
     bars.set_xlabel("NPU cycles per layer (model / Vela)")
     bars.legend(loc="lower right", fontsize=8)
     bars.grid(axis="x", alpha=0.3)
+    _thousands(bars.xaxis)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -93,9 +108,10 @@ def memory(p, path: Path) -> Path:
     from matplotlib.patches import Rectangle
 
     panels = len(p.delegates) + 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 5.5), squeeze=False)
+    fig, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 6), squeeze=False)
     colours = plt.get_cmap("tab20").colors
     for ax, d in zip(axes[0], p.delegates):
+        layer_of = {op["name"]: op["layer"] for op in d.operations}  # Vela's OFM tensor -> kiln op
         tensors = [t for t in d.tensors if t.get("start_address")]
         end_time = max([int(t["end_time"]) for t in tensors] + [1])
         memories = sorted({t.get("memory", "?") for t in tensors})
@@ -104,16 +120,21 @@ def memory(p, path: Path) -> Path:
             t0, t1 = int(t["start_time"]), int(t["end_time"])
             ax.add_patch(Rectangle((t0, start), max(t1 - t0, 0.6), max(end - start, 1), facecolor=colours[i % 20],
                                    edgecolor="black", linewidth=0.5, alpha=0.85))
-            if end - start > 0.03 * max(d.scratch_bytes, 1):
-                ax.text(t0 + 0.1, (start + end) / 2, _short(t["name"], 18), fontsize=6.5, va="center")
         top = max([int(t["end_address"], 16) for t in tensors] + [d.scratch_bytes, 1])
+        for t in tensors:  # labels where they fit: the kiln op that writes the tensor
+            start, end = int(t["start_address"], 16), int(t["end_address"], 16)
+            t0, t1 = int(t["start_time"]), int(t["end_time"])
+            if end - start > 0.05 * top and t1 - t0 >= 0.02 * end_time:
+                ax.text(t0 + 0.2, (start + end) / 2, _short(layer_of.get(t["name"], t["name"]), 16), fontsize=6.5,
+                        va="center", rotation=90 if t1 - t0 < 0.08 * end_time else 0)
         ax.axhline(d.scratch_bytes, color="red", linestyle="--", linewidth=0.8)
         ax.text(0, d.scratch_bytes, f" scratch (region 1): {d.scratch_bytes:,} B", color="red", fontsize=7,
                 va="bottom")
         ax.set_xlim(0, end_time + 1)
         ax.set_ylim(0, top * 1.08)
         ax.set_xlabel("Vela's operation time steps")
-        ax.set_ylabel(f"address in {'/'.join(memories)} (bytes)")
+        ax.set_ylabel(f"offset in the scratch, {'/'.join(memories)} (bytes)")
+        _thousands(ax.yaxis)
         ax.set_title(f"delegate {d.index}: tensors in the NPU's scratch\nweights (region 0) {d.weight_bytes:,} B, "
                      f"fast scratch (region 2) {d.fast_scratch_bytes:,} B", fontsize=9, loc="left")
     ax = axes[0][-1]
@@ -130,6 +151,7 @@ def memory(p, path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlim(0, max(sizes + [1]) * 1.3)
     ax.set_xlabel("bytes")
+    _thousands(ax.xaxis)
     ax.set_title("regions of the image's memory (sizes)", fontsize=9, loc="left")
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
