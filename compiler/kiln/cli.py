@@ -362,6 +362,8 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     _board_option(pf)
     _vela_options(pf, "the board's")
     pf.add_argument("--output", metavar="DIR", help="write profile.json, timeline.png, memory.png, profile.html")
+    pf.add_argument("--cpu-instructions", action="store_true",
+                    help="build the runner and count each CPU op's instructions on the virtual platform")
 
     command("targets", "list the NPU targets, the boards (and their unverified facts) and Vela defaults", _targets)
 

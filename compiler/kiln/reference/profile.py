@@ -26,9 +26,13 @@ chained command counts here with the command of the operation the model costed i
 
 Per layer the profile gives the model's cycles (integers, rounded so that a delegate's
 layers sum to its PMU cycle count), Vela's per-layer estimate beside them, the bytes per
-region and per AXI port. CPU ops run no NPU commands; their instruction counts need the
-virtual platform's instruction counter on a firmware build (`kiln run --count-instructions`)
-and are not measured by this host profile: they are reported as null, and said so.
+region and per AXI port. CPU ops run no NPU commands: with `cpu=True` (`kiln profile
+--cpu-instructions`) kiln's executor runner is built for the program and run once on the virtual
+platform, counting the instructions of every call of Method::run_instruction (one per program
+instruction, in order: kiln's QEMU plugin, as `kiln run --count-instructions=FUNCTION`); each
+CPU op gets its kernel calls' counts, each delegate the CPU's share of its call (the driver),
+and the run's own NPU PMU line is kept beside the host's total. Without it CPU instructions
+are null, and the profile says they were not measured.
 
 The compile driver (kiln.compile) comes after this stage, so the caller compiles and hands
 the result in (the CLI's `kiln profile`, bench/profile.py)."""
@@ -229,6 +233,7 @@ class Delegate:
     fast_scratch_bytes: int
     tensors: list[dict]  # Vela's allocation of the delegate's tensors
     operations: list[dict]  # per Vela operation: name, operator, layer, vela and model cycles
+    cpu_instructions: int | None = None  # the CPU's instructions in the delegate call (measured runs)
 
 
 @dataclass
@@ -242,6 +247,9 @@ class Profile:
     schedule: list[tuple[str, object]]  # ("cpu", layer name) or ("npu", delegate index), in run order
     planned: list[dict]  # the program's planned buffer: one entry per value (name, offset, size)
     planned_bytes: int
+    cpu_measured: bool = False  # CPU instructions counted on the virtual platform
+    platform_pmu_cycles: int | None = None  # the firmware's NPU PMU total on the virtual platform
+    cpu_instructions_total: int | None = None  # all program instructions' CPU instructions
 
     @property
     def total_npu_cycles(self) -> int:
@@ -263,9 +271,13 @@ class Profile:
             "vela_npu_cycles": sum(d.vela_npu_cycles for d in self.delegates),
             "worst_layer_vs_vela": None if worst is None else {"name": worst.name,
                                                               "ratio": round(worst.agreement, 4)},
-            "cpu_instructions_measured": False,
-            "cpu_instructions_note": "CPU ops' instruction counts need a virtual-platform run "
-                                     "(kiln run --count-instructions); the host profile does not measure them",
+            "cpu_instructions_measured": self.cpu_measured,
+            "cpu_instructions_note": (
+                "per program instruction, from the virtual platform's counter (calls of Method::run_instruction)"
+                if self.cpu_measured else "not measured: kiln profile --cpu-instructions counts them on the "
+                                          "virtual platform"),
+            "cpu_instructions_total": self.cpu_instructions_total,
+            "platform_pmu_cycles": self.platform_pmu_cycles,
             "delegates": [asdict(d) for d in self.delegates],
             "schedule": [list(s) for s in self.schedule],
             "planned": self.planned, "planned_bytes": self.planned_bytes,
@@ -364,6 +376,75 @@ def profile(result, name: str | None = None) -> Profile:
                    schedule, planned, int(prog.planned_size))
 
 
+# ---- CPU instructions on the virtual platform -------------------------------------------------
+
+RUN_INSTRUCTION = "kiln::runtime::Method::run_instruction"  # called once per program instruction
+
+
+def instruction_owners(result) -> list[tuple[str, object]]:
+    """Per instruction of `result`'s program, in order: ("cpu", op name) for a kernel call (an op
+    on the CPU may take several: dequantize, kernel, quantize) or ("npu", delegate index),
+    from the program builder run again over the schedule."""
+    from kiln.partition.partitioner import Partition
+    from kiln.program.builder import _Builder
+
+    builder = _Builder()
+    reasons = {id(p.op): p.reason for p in result.partitioning.placements}
+    owners: list[tuple[str, object]] = []
+    delegates = 0
+    for unit in result.partitioning.schedule:
+        if isinstance(unit, Partition):
+            owners.append(("npu", delegates))
+            delegates += 1
+            continue
+        before = len(builder.instructions)
+        builder.kernel_call(unit, reasons[id(unit)])
+        owners += [("cpu", unit.name)] * (len(builder.instructions) - before)
+    if len(owners) != len(result.program.instructions):
+        raise InternalError(f"the program has {len(result.program.instructions)} instructions, the schedule "
+                            f"gives {len(owners)}")
+    return owners
+
+
+def measure_cpu(p: Profile, result, work: Path, board: str | None = None, timeout: float = 600,
+                echo=lambda *args, **kwargs: None) -> None:
+    """Builds kiln's executor runner for `result`, runs one inference (the runner's built-in
+    inputs) on the virtual platform counting each program instruction's CPU instructions, and
+    fills them into `p`."""
+    import re
+
+    from kiln.errors import RunnerError
+    from kiln.firmware import runner_build
+    from kiln.simulator import qemu_plugin
+    from kiln.simulator import run as platform
+
+    owners = instruction_owners(result)
+    work.mkdir(parents=True, exist_ok=True)
+    pte = work / f"{p.model}.pte"
+    pte.write_bytes(result.pte)
+    pte.with_suffix(".json").write_text(json.dumps(result.report, indent=1, default=str) + "\n")
+    elf = runner_build.build_runner(pte, p.target, output=work / "runner", echo=echo, board=board)
+    run = platform.run(elf, p.target, timeout, "virtual", board=board,
+                       count_instructions=qemu_plugin.Request(RUN_INSTRUCTION))
+    if run.status != 0 or run.instructions is None:
+        raise RunnerError(f"the executor runner for {p.model} exited {run.status} on the virtual platform; "
+                          f"its last lines: {' | '.join(run.uart[-3:])}")
+    calls = run.instructions.calls
+    if len(calls) != len(owners):
+        raise RunnerError(f"counted {len(calls)} calls of {RUN_INSTRUCTION} for a program of {len(owners)} "
+                          "instructions")
+    layers = {layer.name: layer for layer in p.layers}
+    for (kind, what), count in zip(owners, calls):
+        if kind == "cpu":
+            layers[what].cpu_instructions = (layers[what].cpu_instructions or 0) + count
+        else:
+            p.delegates[what].cpu_instructions = count
+    pmu = [int(m.group(1)) for line in run.uart for m in [re.search(r"NPU PMU: total (\d+)", line)] if m]
+    p.platform_pmu_cycles = pmu[-1] if pmu else None
+    p.cpu_instructions_total = sum(calls)
+    p.cpu_measured = True
+
+
 # ---- output ----------------------------------------------------------------------------------
 
 
@@ -386,18 +467,29 @@ def format_table(p: Profile) -> str:
         ratio = "" if layer.agreement is None else f"{layer.agreement:.3f}"
         vela_c = "" if layer.vela_npu_cycles is None else f"{layer.vela_npu_cycles:,}"
         cycles = "-" if layer.npu_cycles is None else f"{layer.npu_cycles:,}"
-        axi = " ".join(f"{_kib(layer.axi_bytes.get(port, {}).get(d, 0))}" for port in ("axi0", "axi1")
-                       for d in ("read", "write")) if layer.where == "npu" else "CPU: instructions not measured"
+        if layer.where == "npu":
+            axi = " ".join(f"{_kib(layer.axi_bytes.get(port, {}).get(d, 0))}" for port in ("axi0", "axi1")
+                           for d in ("read", "write"))
+        elif layer.cpu_instructions is None:
+            axi = "CPU instructions: not measured"
+        else:
+            axi = f"CPU instructions: {layer.cpu_instructions:,}"
         module = layer.module if len(layer.module) <= 22 else "…" + layer.module[-21:]
         lines.append(f"{layer.name[:28]:28} {module:22} {layer.where:5} {cycles:>10} {vela_c:>8} "
-                     f"{ratio:>10} {_kib(read):>8} {_kib(written):>8}  {axi}")
+                     f"{ratio:>10} {_kib(read) if layer.where == 'npu' else '':>8} "
+                     f"{_kib(written) if layer.where == 'npu' else '':>8}  {axi}")
     hidden = [layer.name for layer in p.layers if layer.where == "npu" and not layer.commands
               and not layer.vela_npu_cycles]
     if hidden:
         lines.append(f"({len(hidden)} NPU op(s) ran no commands of their own (Vela folded them, or chained them into the op before): {', '.join(hidden[:6])}"
                      f"{', ...' if len(hidden) > 6 else ''})")
-    lines.append(f"sum of the layers' NPU cycles: {sum(x.npu_cycles or 0 for x in p.layers):,}; "
-                 f"CPU ops' instructions: not measured on the host (kiln run --count-instructions)")
+    lines.append(f"sum of the layers' NPU cycles: {sum(x.npu_cycles or 0 for x in p.layers):,}")
+    if p.cpu_measured:
+        driver = ", ".join(f"delegate {d.index} {d.cpu_instructions:,}" for d in p.delegates)
+        lines.append(f"CPU instructions (virtual platform): {p.cpu_instructions_total:,} in all; in delegate calls "
+                     f"{driver or '-'}; the firmware's NPU PMU total there: {p.platform_pmu_cycles}")
+    else:
+        lines.append("CPU ops' instructions: not measured (--cpu-instructions counts them on the virtual platform)")
     return "\n".join(lines)
 
 
@@ -422,6 +514,11 @@ def command(args, compile_model) -> int:
                        board=args.board)
     result = compile_model(args.model, spec, log=lambda line: print(line, file=sys.stderr))
     p = profile(result)
+    if args.cpu_instructions:
+        from kiln import paths
+
+        work = Path(args.output) / "runner" if args.output else paths.build_root() / "profile" / p.model
+        measure_cpu(p, result, work, args.board)
     print(format_table(p))
     if args.output:
         for path in write(p, Path(args.output)):

@@ -75,7 +75,9 @@ def timeline(p, path: Path) -> Path:
                          if k == "npu")
             gantt.plot([before], [y], marker="D", color=CPU_COLOUR, markersize=7)
             late = before > total * 0.6
-            gantt.text(before + (-1 if late else 1) * total * 0.015, y, "CPU op (time not measured)", va="center",
+            said = ("CPU op (not measured)" if layer.cpu_instructions is None
+                    else f"CPU op: {layer.cpu_instructions:,} instructions")
+            gantt.text(before + (-1 if late else 1) * total * 0.015, y, said, va="center",
                        ha="right" if late else "left", fontsize=7, color="#555")
     gantt.set_yticks(range(len(rows)), labels, fontsize=8)
     gantt.invert_yaxis()
