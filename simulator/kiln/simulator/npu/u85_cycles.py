@@ -29,8 +29,8 @@ convolution. The output unit costs a per-element figure (OUTPUT_CYCLES, by OFM w
 activation, transpose and reverse ACTIVATION_CYCLES, the larger counts; a chain the sum of
 its operations' figures) per block; the slower of the two units sets the pace, a quarter
 of their sum bounds it from below. The output unit is also bounded by the time to fetch a
-block's scales (10 bytes a channel at the scale memory's read latency / 256), the issue
-rate by the imbalance of reading an IFM block and writing an OFM block; the operation then
+block's scales (10 bytes a channel at the read latency / 256 of the weights' memory, where
+Vela takes the scales to be), the issue rate by the imbalance of reading an IFM block and writing an OFM block; the operation then
 waits once for its first IFM block and its last OFM block (latency plus the block's bytes
 at the memory's bandwidth, stretched by short bursts). Elementwise and RESIZE operations
 cost their output elements times the output unit's figure (DIV 33 cycles), at least the
@@ -47,9 +47,10 @@ the slack of the operation before and S its own: the cycles Vela's scheduler est
 for the operation (its last depth slice if sliced) while every feature map was still in
 the arena, which is what Vela measures slack with: unbuffered, as if its weights were not
 2:4 sparse; buffered and writing a transposed OFM, over the transposed OFM's height and
-width but the untransposed depth. A LUT loaded into the NPU before an operation adds its
-DMA time, less the slack of the operation before unless the operation's weights are
-buffered.
+width but the untransposed depth. A LUT loaded into the NPU before an operation that is a
+lookup alone (a 1x1 pooling) adds its DMA time, less the slack of the operation before
+unless the operation's weights are buffered; Vela charges nothing for a LUT that activates
+another operation's output.
 
 Not modelled: a sliced operation's weights are as many bytes as its slices' streams (Vela
 times the full-depth encoding, a little smaller); stripes of operations whose weights are
@@ -61,6 +62,8 @@ mode: Ethos_U85_SYS_DRAM_Mid, Dedicated_Sram_384KB), estimate / Vela:
                   (equal), mobilenet_v2_035 1.000 (+14 cycles), mobilenet_v2 1.000 (-729)
   ethos-u85-128, -512: every zoo model within 0.2 %
   ethos-u85-2048: within 0.3 % but mobilenet_v2 0.991
+Architecture models (kiln.models.ARCHITECTURES) at u85-256: within 1 % but vit_tiny 1.009,
+kwt 0.92 and unet_tiny 0.88; 16-bit activations: resnet8 1.035, vit_tiny 1.026, unet_tiny 0.90.
 Per operation (operations()) the figures equal Vela's per-layer NPU cycles
 (--verbose-performance) or come within 2 % (mobilenet_v2's 55 at u85-256), but for
 depthwise operations sliced in depth on u85-2048 (+5 %, the weights' size)."""
@@ -258,10 +261,15 @@ class U85CycleModel:
     # ---- operations ------------------------------------------------------------------------
 
     def _start(self, key, regs: Registers, name: str, mode: int, buffered: bool, weight_bytes: int) -> _Operation:
+        # Vela charges a LUT's DMA to an operation that is a LUT lookup alone (a 1x1 pooling
+        # here); one that follows another operation in its group is charged nothing.
+        lookup = (name == "NPU_OP_POOL" and mode != 2 and regs.param("KERNEL_HEIGHT_M1") == 0
+                  and regs.param("KERNEL_WIDTH_M1") == 0)
+        lut = self._lut if lookup else 0
         snapshot = _snapshot(regs)
         operation = _Operation(key, snapshot, snapshot, name, mode, regs.param("OFM_DEPTH_M1") + 1,
                                regs.param("OFM_DEPTH_M1") + 1, regs.param("OFM_HEIGHT_M1") + 1, 1, buffered,
-                               weight_bytes, weight_bytes, self._operation, self._lut)
+                               weight_bytes, weight_bytes, self._operation, lut)
         self._lut = 0
         self._operation = operation
         self._operations.append(operation)
@@ -462,7 +470,7 @@ class U85CycleModel:
         figure = operation.chain_figure + self._output_per_element(regs)
         ao = math.ceil(figure * block[0] * block[1] * block[2])
         if name != "NPU_OP_POOL" and regs.address("SCALE_LENGTH"):
-            ao = max(ao, 10 * block[2] * self._memory(regs.param("SCALE_REGION")).read_latency / 256)
+            ao = max(ao, 10 * block[2] * self._memory(regs.param("WEIGHT_REGION")).read_latency / 256)
         # The IFM block that feeds an OFM block (before any transpose of the OFM), in whole
         # allocation units.
         au_h, au_w, au_d = _ifm_allocation_unit(self.macs_total, (uh, uw), block_depth * ifm_bits, ifm_bits)
