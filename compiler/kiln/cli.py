@@ -357,7 +357,7 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
 
     pf = command("profile", "per-layer NPU cycles and bytes of a model on kiln's NPU model, beside Vela's "
                             "per-layer estimate", _profile)
-    pf.add_argument("model", metavar="MODEL", help="a zoo model (e.g. digits, resnet8) or a .py file")
+    pf.add_argument("model", metavar="MODEL", help="a zoo model, a .py file, or a .pte with its .json report beside")
     _target_option(pf)
     _board_option(pf)
     _vela_options(pf, "the board's")

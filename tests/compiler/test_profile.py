@@ -85,3 +85,16 @@ def test_profile_json_pictures_and_html(tmp_path):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (tmp_path / "profile.html").read_text()
     assert page.count("data:image/png;base64,") == 2 and "conv2d_1" in page
+
+
+def test_a_pte_is_profiled_by_its_tosa_operators(tmp_path):
+    """A .pte with its report: the same commands and cycles, its layers named after the TOSA
+    operators Vela's operations came from."""
+    result, p = profiled("tiny_cnn", "ethos-u55-128")
+    kc.write(result, tmp_path / "tiny_cnn.pte")
+    from_pte = profile.profile_pte(tmp_path / "tiny_cnn.pte")
+    assert from_pte.total_npu_cycles == p.total_npu_cycles == sum(x.npu_cycles or 0 for x in from_pte.layers)
+    npu = [x for x in from_pte.layers if x.where == "npu"]
+    assert [x.name.split()[0] for x in npu] == ["CONV2D", "CONV2D", "REDUCE_SUM", "CONV2D"]
+    assert [x.npu_cycles for x in npu] == [x.npu_cycles for x in p.layers if x.where == "npu" and x.commands]
+    assert [x.name for x in from_pte.layers if x.where == "cpu"] == [x.name for x in p.layers if x.where == "cpu"]

@@ -290,10 +290,71 @@ def _inputs(compiled) -> list[np.ndarray]:
     return [np.zeros(int(np.prod(t.shape)) * t.elem_size, np.uint8) for t in compiled.inputs]
 
 
+def _delegate(index: int, tosa: bytes, cmd_data: bytes, owners: list[str | None], fallback: str, layers: dict,
+              model: str, target: str, system_config: str, memory_mode: str, config) -> Delegate:
+    """Delegate `index` (its TOSA graph, compiled to `cmd_data`) profiled: its commands' cycles and
+    bytes added to `layers` (by name; owners: the layer of each TOSA operator, None for none, then
+    `fallback`), and Vela's per-operation estimate beside them."""
+    from kiln.simulator.npu.profile import profile_compiled
+
+    record = vela_record(tosa, f"{model}_{index}", target, system_config, memory_mode)
+    if record.result.cmd_data != cmd_data:
+        raise InternalError(f"Vela compiled delegate {index} to another command stream with its debug "
+                            "database on; the profile would not be of the compiled program")
+    stream = profile_compiled(record.result, _inputs(record.result), config)
+    # each command to the Vela operation whose NPU_OP_* it is or precedes
+    offsets = [op.offset for op in record.operations]
+    owner_of_vela = [owners[op.tosa_index] if op.tosa_index is not None and op.tosa_index < len(owners)
+                     else None for op in record.operations]
+    groups: dict[str, list[int]] = {}
+    which: list[int] = []
+    first_of_operation: dict[int, int] = {}  # the NPU model's operation -> its first command's Vela op
+    for position, command in enumerate(stream.commands):
+        k = next((j for j, offset in enumerate(offsets) if command.index * 4 <= offset), len(offsets) - 1)
+        if command.operation is not None:  # a chained elementwise costs in its producer's operation
+            k = first_of_operation.setdefault(command.operation, k)
+        which.append(k)
+        layer_name = (owner_of_vela[k] if k >= 0 else None) or fallback
+        groups.setdefault(layer_name, []).append(position)
+    names = list(groups)
+    cycles = stream.cycles_of([groups[n] for n in names])
+    cursor = 0
+    for n, c in zip(names, cycles):
+        layer = layers.setdefault(n, Layer(n, "?", "", "npu", npu_cycles=0))
+        layer.delegate = index
+        layer.npu_cycles = (layer.npu_cycles or 0) + c
+        layer.start_cycle = cursor if layer.start_cycle is None else layer.start_cycle
+        cursor += c
+        layer.commands += len(groups[n])
+        for position in groups[n]:
+            for (region, direction), count in stream.commands[position].traffic.items():
+                key = REGION_NAMES.get(region, f"region{region}")
+                layer.bytes.setdefault(key, {"read": 0, "write": 0})[direction] += count
+                port = f"axi{stream.ports[region]}"
+                layer.axi_bytes.setdefault(port, {"read": 0, "write": 0})[direction] += count
+    model_cycles_of_vela = [0.0] * len(record.operations)
+    for position, k in enumerate(which):
+        if k >= 0:
+            model_cycles_of_vela[k] += stream.commands[position].cycles
+    operations: dict[int, dict] = {}  # by scheduled operation: one queue row per command of it
+    for k, (op, owner) in enumerate(zip(record.operations, owner_of_vela)):
+        if op.scheduled_id not in operations:
+            layer = layers[owner or fallback]
+            layer.vela_npu_cycles = (layer.vela_npu_cycles or 0) + op.npu_cycles
+            layer.vela_operations.append(f"{op.operator} {op.name}")
+            operations[op.scheduled_id] = {"name": op.name, "operator": op.operator, "layer": owner or fallback,
+                                           "vela_npu_cycles": op.npu_cycles, "npu_cycles": 0.0}
+        operations[op.scheduled_id]["npu_cycles"] += model_cycles_of_vela[k]
+    for entry in operations.values():
+        entry["npu_cycles"] = round(entry["npu_cycles"], 1)
+    return Delegate(index, stream.cycles, record.result.npu_cycles, len(record.result.weight_data),
+                    record.result.scratch_size, record.result.fast_scratch_size, record.tensors,
+                    list(operations.values()))
+
+
 def profile(result, name: str | None = None) -> Profile:
     """The profile of `result`, a kiln.compile.Result (compile_model's)."""
     from kiln.simulator.npu.config import config_for
-    from kiln.simulator.npu.profile import profile_compiled
 
     report = result.report
     target, system_config, memory_mode = report["target"], report["system_config"], report["memory_mode"]
@@ -305,60 +366,9 @@ def profile(result, name: str | None = None) -> Profile:
     delegates = []
     for index, (partition, tosa) in enumerate(zip(result.program.delegates, result.tosa)):
         owners = tosa_op_owners(partition, target, tosa)
-        record = vela_record(tosa, f"{report['model']}_{index}", target, system_config, memory_mode)
-        if record.result.cmd_data != result.vela[index].cmd_data:
-            raise InternalError(f"Vela compiled delegate {index} to another command stream with its debug "
-                                "database on; the profile would not be of the compiled program")
-        stream = profile_compiled(record.result, _inputs(record.result), config)
-        # each command to the Vela operation whose NPU_OP_* it is or precedes
-        offsets = [op.offset for op in record.operations]
-        owner_of_vela = [owners[op.tosa_index] if op.tosa_index is not None and op.tosa_index < len(owners)
-                         else None for op in record.operations]
         fallback = partition.ops[-1].name if partition.ops else f"delegate {index}"
-        groups: dict[str, list[int]] = {}
-        which: list[int] = []
-        first_of_operation: dict[int, int] = {}  # the NPU model's operation -> its first command's Vela op
-        for position, command in enumerate(stream.commands):
-            k = next((j for j, offset in enumerate(offsets) if command.index * 4 <= offset), len(offsets) - 1)
-            if command.operation is not None:  # a chained elementwise costs in its producer's operation
-                k = first_of_operation.setdefault(command.operation, k)
-            which.append(k)
-            layer_name = (owner_of_vela[k] if k >= 0 else None) or fallback
-            groups.setdefault(layer_name, []).append(position)
-        names = list(groups)
-        cycles = stream.cycles_of([groups[n] for n in names])
-        cursor = 0
-        for n, c in zip(names, cycles):
-            layer = layers.setdefault(n, Layer(n, "?", "", "npu", npu_cycles=0))
-            layer.delegate = index
-            layer.npu_cycles = (layer.npu_cycles or 0) + c
-            layer.start_cycle = cursor if layer.start_cycle is None else layer.start_cycle
-            cursor += c
-            layer.commands += len(groups[n])
-            for position in groups[n]:
-                for (region, direction), count in stream.commands[position].traffic.items():
-                    key = REGION_NAMES.get(region, f"region{region}")
-                    layer.bytes.setdefault(key, {"read": 0, "write": 0})[direction] += count
-                    port = f"axi{stream.ports[region]}"
-                    layer.axi_bytes.setdefault(port, {"read": 0, "write": 0})[direction] += count
-        model_cycles_of_vela = [0.0] * len(record.operations)
-        for position, k in enumerate(which):
-            if k >= 0:
-                model_cycles_of_vela[k] += stream.commands[position].cycles
-        operations: dict[int, dict] = {}  # by scheduled operation: one queue row per command of it
-        for k, (op, owner) in enumerate(zip(record.operations, owner_of_vela)):
-            if op.scheduled_id not in operations:
-                layer = layers[owner or fallback]
-                layer.vela_npu_cycles = (layer.vela_npu_cycles or 0) + op.npu_cycles
-                layer.vela_operations.append(f"{op.operator} {op.name}")
-                operations[op.scheduled_id] = {"name": op.name, "operator": op.operator, "layer": owner or fallback,
-                                               "vela_npu_cycles": op.npu_cycles, "npu_cycles": 0.0}
-            operations[op.scheduled_id]["npu_cycles"] += model_cycles_of_vela[k]
-        for entry in operations.values():
-            entry["npu_cycles"] = round(entry["npu_cycles"], 1)
-        delegates.append(Delegate(index, stream.cycles, record.result.npu_cycles, len(record.result.weight_data),
-                                  record.result.scratch_size, record.result.fast_scratch_size, record.tensors,
-                                  list(operations.values())))
+        delegates.append(_delegate(index, tosa, result.vela[index].cmd_data, owners, fallback, layers,
+                                   report["model"], target, system_config, memory_mode, config))
     schedule = []
     for unit in result.partitioning.schedule:
         if hasattr(unit, "ops"):
@@ -374,6 +384,73 @@ def profile(result, name: str | None = None) -> Profile:
         planned.append({"name": value.name, "offset": int(offset), "size": value.nbytes()})
     return Profile(name or report["model"], target, system_config, memory_mode, list(layers.values()), delegates,
                    schedule, planned, int(prog.planned_size))
+
+
+def tosa_op_labels(tosa: bytes) -> list[str | None]:
+    """Per operator of a TOSA graph, "KIND output-tensor" (None for constants): the layers of a
+    .pte's delegate, which records no map from TOSA operators back to the model's ops."""
+    from tosa.Op import Op
+    from tosa.TosaGraph import TosaGraph
+
+    kinds = {value: name for name, value in vars(Op).items() if not name.startswith("_")}
+    block = TosaGraph.GetRootAs(tosa, 0).Regions(0).Blocks(0)
+    labels = []
+    for i in range(block.OperatorsLength()):
+        operator = block.Operators(i)
+        kind = kinds.get(operator.Op(), "?")
+        out = operator.Outputs(0).decode() if operator.OutputsLength() else ""
+        labels.append(None if kind.startswith("CONST") else f"{kind} {out}")
+    return labels
+
+
+def profile_pte(path: Path) -> Profile:
+    """The profile of a kiln .pte with its compile report (.json) beside it. The .pte keeps each
+    delegate's TOSA graph (named data kiln/tosa/<i>) but not which model op each operator came
+    from, so its NPU layers are the TOSA operators Vela's operations came from ("CONV2D
+    layer-2"); profile the model itself for the model's op names and module paths."""
+    from kiln.errors import UsageError
+    from kiln.lower import ethosu_payload
+    from kiln.pte import schema as pte
+    from kiln.simulator.npu.config import config_for
+
+    path = Path(path)
+    report_path = path.with_suffix(".json")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    if not report_path.is_file():
+        raise UsageError(f"{path}: no compile report {report_path.name} beside it (kiln compile writes one)")
+    report = json.loads(report_path.read_text())
+    f = pte.deserialize(path.read_bytes())
+    named, plan = f.named(), f.forward()
+    target, system_config, memory_mode = report["target"], report["system_config"], report["memory_mode"]
+    config = config_for(target, system_config, memory_mode)
+    layers = {op["node"]: Layer(op["node"], op["op"], op["module"], "cpu")
+              for op in report["ops"] if op["where"] == "cpu"}
+    delegates = []
+    for index, delegate in enumerate(plan.delegates):
+        key = pte.TOSA_KEY.format(index)
+        if key not in named:
+            raise UsageError(f"{path}: delegate {index} carries no TOSA graph ({key}); profile the model instead")
+        payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
+        delegates.append(_delegate(index, named[key], payload.cmd_data, tosa_op_labels(named[key]),
+                                   f"delegate {index}", layers, report["model"], target, system_config,
+                                   memory_mode, config))
+    for layer in layers.values():
+        if layer.op == "?":
+            layer.op = f"tosa.{layer.name.split()[0]}"
+    of_partition = {d["partition"]: d["delegate"] for d in report.get("delegates", [])}
+    schedule: list[tuple[str, object]] = []
+    for op in report["ops"]:
+        if op["where"] == "cpu":
+            schedule.append(("cpu", op["node"]))
+        elif op.get("partition") in of_partition and ("npu", of_partition[op["partition"]]) not in schedule:
+            schedule.append(("npu", of_partition[op["partition"]]))
+    ordered = []
+    for kind, what in schedule:
+        ordered += [layers[what]] if kind == "cpu" else sorted(
+            (x for x in layers.values() if x.where == "npu" and x.delegate == what), key=lambda x: x.start_cycle or 0)
+    return Profile(report["model"], target, system_config, memory_mode, ordered, delegates, schedule, [],
+                   int(report.get("memory", {}).get("planned_bytes", 0)))
 
 
 # ---- CPU instructions on the virtual platform -------------------------------------------------
@@ -512,6 +589,22 @@ def command(args, compile_model) -> int:
 
     spec = CompileSpec(target=args.target, system_config=args.system_config, memory_mode=args.memory_mode,
                        board=args.board)
+    if args.model.endswith(".pte"):
+        if args.cpu_instructions:
+            from kiln.errors import UsageError
+
+            raise UsageError("--cpu-instructions needs the model (a .pte does not say which op each kernel "
+                             "call belongs to)")
+        p = profile_pte(Path(args.model))
+        if p.target != args.target:
+            from kiln.errors import UsageError
+
+            raise UsageError(f"{args.model} was compiled for {p.target}, not {args.target}")
+        print(format_table(p))
+        if args.output:
+            for path in write(p, Path(args.output)):
+                print(f"wrote {path}")
+        return 0
     result = compile_model(args.model, spec, log=lambda line: print(line, file=sys.stderr))
     p = profile(result)
     if args.cpu_instructions:
