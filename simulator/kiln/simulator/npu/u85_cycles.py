@@ -4,8 +4,8 @@ tell, per Vela operation, with memories timed as kiln.simulator.npu.cycles reads
 Vela's vela.ini (region 0 const, 1 arena, 2 fast scratch).
 
 Operations. Consecutive commands that slice one operation in depth (same kind and kernel;
-OFM bases less than a row apart; the same IFM, or for depthwise and pooling IFM bases less
-than a row apart) count as one operation of their summed depth, as Vela costs it; each
+each OFM starting at the channel after the one before, the IFM the same or for depthwise
+and pooling starting so too) count as one operation of their summed depth, as Vela costs it; each
 command adds what it changes of that operation's figure. So do the stripes of a cascade,
 interleaved with other operations' stripes: commands that run the buffered weights their
 operation's first stripe had DMAed (same kernel, IFM and OFM widths and depths, weight and
@@ -30,9 +30,10 @@ activation, transpose and reverse ACTIVATION_CYCLES, the larger counts; a chain 
 its operations' figures) per block; the slower of the two units sets the pace, a quarter
 of their sum bounds it from below. The output unit is also bounded by the time to fetch a
 block's scales (10 bytes a channel at the read latency / 256 of the weights' memory, where
-Vela takes the scales to be), the issue rate by the imbalance of reading an IFM block and writing an OFM block; the operation then
-waits once for its first IFM block and its last OFM block (latency plus the block's bytes
-at the memory's bandwidth, stretched by short bursts). Elementwise and RESIZE operations
+Vela takes the scales to be), the issue rate by the imbalance of reading an IFM block and
+writing an OFM block; the operation then waits once for its first IFM block and its last
+OFM block (latency plus the block's bytes at the memory's bandwidth, stretched by short
+bursts). Elementwise and RESIZE operations
 cost their output elements times the output unit's figure (DIV 33 cycles), at least the
 issue rate of their blocks' memory access.
 
@@ -62,8 +63,8 @@ mode: Ethos_U85_SYS_DRAM_Mid, Dedicated_Sram_384KB), estimate / Vela:
                   (equal), mobilenet_v2_035 1.000 (+14 cycles), mobilenet_v2 1.000 (-729)
   ethos-u85-128, -512: every zoo model within 0.2 %
   ethos-u85-2048: within 0.3 % but mobilenet_v2 0.991
-Architecture models (kiln.models.ARCHITECTURES) at u85-256: within 1 % but vit_tiny 1.009,
-kwt 0.92 and unet_tiny 0.88; 16-bit activations: resnet8 1.035, vit_tiny 1.026, unet_tiny 0.90.
+Architecture models (kiln.models.ARCHITECTURES) at u85-256: within 1 % but kwt 0.92 and
+unet_tiny 0.89 (Vela costs each phase of its transposed convolutions over the whole OFM); 16-bit activations: resnet8 1.035, vit_tiny 1.026, unet_tiny 0.90.
 Per operation (operations()) the figures equal Vela's per-layer NPU cycles
 (--verbose-performance) or come within 2 % (mobilenet_v2's 55 at u85-256), but for
 depthwise operations sliced in depth on u85-2048 (+5 %, the weights' size)."""
@@ -565,13 +566,20 @@ def _ifm_allocation_unit(macs: int, microblock: tuple[int, int], depth_bits: int
 
 
 def _follows(operation: _Operation, regs: Registers, whole_ifm: bool) -> bool:
-    """Whether the command of `regs` is a further depth slice of `operation`: its OFM (and
-    unless it reads the whole IFM, its IFM) starts past the operation's first command's, in
-    the same row."""
+    """Whether the command of `regs` is the next depth slice of `operation`: its OFM (and
+    unless it reads the whole IFM, its IFM) starts at the channel after the operation's."""
     first = operation.regs_first
     for prefix in ("OFM",) if whole_ifm else ("OFM", "IFM"):
         offset = regs.address(f"{prefix}_BASE0") - first.address(f"{prefix}_BASE0")
-        if not 0 < offset < regs.address(f"{prefix}_STRIDE_Y"):
+        precision = regs.param(f"{prefix}_PRECISION")
+        if (precision >> 6) & 3:  # NHCWB16: 16-channel bricks stride_c apart
+            expected = operation.depth // 16 * regs.address(f"{prefix}_STRIDE_C") if operation.depth % 16 == 0 else -1
+        else:  # NHWC: and the rows dense (not one phase of a strided write)
+            dense = regs.address(f"{prefix}_STRIDE_Y") == (
+                regs.param(f"{prefix}_WIDTH0_M1" if prefix == "IFM" else "OFM_WIDTH_M1") + 1) * regs.address(
+                f"{prefix}_STRIDE_X")
+            expected = operation.depth * _bits(regs, prefix) // 8 if dense else -1
+        if offset != expected:
             return False
     return True
 
