@@ -43,15 +43,7 @@ def test_layers_add_up_to_the_runs_pmu_cycles(model, target):
                for layer in p.layers if layer.where == "cpu")
 
 
-# The Ethos-U55/U65 cycle model (kiln.simulator.npu.cycles) costs digits' flatten, a TRANSPOSE
-# of [16, 32] bytes, as reading 512 bytes at the SRAM's 8 bytes a cycle plus latency (96
-# cycles); Vela's per-layer figure is 160, as if the write ran in half bursts. Not yet traced in
-# regor's U55 estimator; the rest of digits agrees exactly.
-U55_TRANSPOSE = pytest.mark.xfail(strict=True, reason="the U55 model's transpose estimate: 96 cycles, Vela 160")
-
-
-@pytest.mark.parametrize("model, target", [pytest.param(*case, marks=U55_TRANSPOSE)
-                                           if case == ("digits", "ethos-u55-128") else case for case in CASES])
+@pytest.mark.parametrize("model, target", CASES)
 def test_layers_agree_with_velas_per_layer_estimate(model, target):
     _, p = profiled(model, target)
     compared = [layer for layer in p.layers if layer.agreement is not None]
