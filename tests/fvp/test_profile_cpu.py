@@ -24,3 +24,6 @@ def test_cpu_ops_get_the_virtual_platforms_instruction_counts(tmp_path):
                                         + sum(d.cpu_instructions for d in p.delegates))
     assert p.platform_pmu_cycles == p.total_npu_cycles == sum(layer.npu_cycles or 0 for layer in p.layers)
     assert p.to_json()["cpu_instructions_measured"] is True
+    assert {"regions", "buffers", "pte", "stack"} <= set(p.image)  # the build's memory map, for memory.png
+    written = profile.write(p, tmp_path / "out")
+    assert (tmp_path / "out" / "memory.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 4

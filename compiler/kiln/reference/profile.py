@@ -250,6 +250,7 @@ class Profile:
     cpu_measured: bool = False  # CPU instructions counted on the virtual platform
     platform_pmu_cycles: int | None = None  # the firmware's NPU PMU total on the virtual platform
     cpu_instructions_total: int | None = None  # all program instructions' CPU instructions
+    image: dict | None = None  # the runner build's memory report (measured runs): regions, buffers, parts
 
     @property
     def total_npu_cycles(self) -> int:
@@ -281,6 +282,7 @@ class Profile:
             "delegates": [asdict(d) for d in self.delegates],
             "schedule": [list(s) for s in self.schedule],
             "planned": self.planned, "planned_bytes": self.planned_bytes,
+            "image": self.image,
         }
 
 
@@ -519,6 +521,8 @@ def measure_cpu(p: Profile, result, work: Path, board: str | None = None, timeou
     pmu = [int(m.group(1)) for line in run.uart for m in [re.search(r"NPU PMU: total (\d+)", line)] if m]
     p.platform_pmu_cycles = pmu[-1] if pmu else None
     p.cpu_instructions_total = sum(calls)
+    report = work / "runner" / "memory_report.json"
+    p.image = json.loads(report.read_text()) if report.is_file() else None
     p.cpu_measured = True
 
 

@@ -140,6 +140,12 @@ def memory(p, path: Path) -> Path:
         ax.set_title(f"delegate {d.index}: tensors in the NPU's scratch\nweights (region 0) {d.weight_bytes:,} B, "
                      f"fast scratch (region 2) {d.fast_scratch_bytes:,} B", fontsize=9, loc="left")
     ax = axes[0][-1]
+    if p.image:
+        _image_map(ax, p.image, colours)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        return path
     regions = [("planned buffers (CPU values)", p.planned_bytes)]
     regions += [(f"delegate {d.index} weights (region 0)", d.weight_bytes) for d in p.delegates]
     regions += [(f"NPU scratch (region 1)", max((d.scratch_bytes for d in p.delegates), default=0))]
@@ -159,6 +165,56 @@ def memory(p, path: Path) -> Path:
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _image_map(ax, image: dict, colours) -> None:
+    """The firmware image's memory (a runner build's memory_report.json): per board memory
+    region, what the image puts there, end to end: code and data, the .pte, each buffer, the
+    stack."""
+    rows = []
+    for region, facts in image["regions"].items():
+        parts = []
+        pte = image.get("pte", {})
+        code = facts.get("image", 0) - (pte.get("size", 0) if pte.get("region") == region else 0)
+        if code > 0:
+            parts.append(("code and data", code))
+        if pte.get("region") == region:
+            parts.append((".pte (NPU weights, program)", pte["size"]))
+        placed = 0
+        for buffer in image.get("buffers", []):
+            if buffer["region"] == region:
+                parts.append((buffer["what"], buffer["size"]))
+                placed += buffer["size"]
+        stack = image.get("stack", {})
+        if stack.get("region") == region:
+            parts.append(("main stack", stack["size"]))
+            placed += stack["size"]
+        rest = facts.get("uninitialised", 0) - placed
+        if rest > 0:
+            parts.append(("other bss", rest))
+        if parts:
+            rows.append((region, facts["size"], parts))
+    names = sorted({name for _, _, parts in rows for name, _ in parts})
+    colour = {name: colours[(2 * i) % 20] for i, name in enumerate(names)}
+    top = max([sum(n for _, n in parts) for _, _, parts in rows] + [1])
+    for y, (region, size, parts) in enumerate(rows):
+        left = 0
+        for name, n in parts:
+            ax.barh(y, n, left=left, color=colour[name], edgecolor="black", linewidth=0.4)
+            if n > 0.08 * top:
+                ax.text(left + n / 2, y, f"{n:,}", ha="center", va="center", fontsize=7)
+            left += n
+        ax.text(left, y, f"  {left:,} of {size:,} B", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlim(0, top * 1.45)
+    ax.set_xlabel("bytes used from the region's start (order as listed)")
+    _thousands(ax.xaxis)
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=colour[n], label=n) for n in names], fontsize=7, loc="upper center",
+              bbox_to_anchor=(0.5, -0.13), ncol=3, frameon=False)
+    ax.set_title(f"the firmware image's memory by region ({image.get('memory_mode', '')})", fontsize=9, loc="left")
 
 
 def write(p, output: Path, table: str) -> list[Path]:
