@@ -51,9 +51,24 @@ def _rows(p) -> list:
     return rows
 
 
+MAX_ROWS = 60  # a picture a person reads at a glance: the largest layers, the rest summed in the title
+
+
+def _shown(rows: list) -> tuple[list, int, int]:
+    """(the rows drawn, how many NPU layers were left out, their cycles): every CPU op and the
+    NPU layers with the most cycles, MAX_ROWS in all, in run order."""
+    npu = [x for x in rows if x.where == "npu"]
+    room = MAX_ROWS - (len(rows) - len(npu))
+    if len(npu) <= room:
+        return rows, 0, 0
+    kept = {id(x) for x in sorted(npu, key=lambda x: x.npu_cycles or 0, reverse=True)[:max(room, 1)]}
+    left = [x for x in npu if id(x) not in kept]
+    return [x for x in rows if x.where != "npu" or id(x) in kept], len(left), sum(x.npu_cycles or 0 for x in left)
+
+
 def timeline(p, path: Path) -> Path:
     plt = _pyplot()
-    rows = _rows(p)
+    rows, hidden, hidden_cycles = _shown(_rows(p))
     height = max(3.0, 0.32 * len(rows) + 1.6)
     fig, (gantt, bars) = plt.subplots(1, 2, figsize=(15, height), sharey=True,
                                       gridspec_kw={"width_ratios": [3, 2], "wspace": 0.04})
@@ -82,7 +97,10 @@ def timeline(p, path: Path) -> Path:
     gantt.set_yticks(range(len(rows)), labels, fontsize=8)
     gantt.invert_yaxis()
     gantt.set_xlabel("NPU cycles from the start of the inference (the NPU model's PMU estimate)")
-    gantt.set_title(f"{p.model} on {p.target}: {p.total_npu_cycles:,} NPU cycles", fontsize=11, loc="left")
+    title = f"{p.model} on {p.target}: {p.total_npu_cycles:,} NPU cycles"
+    if hidden:
+        title += f"\n(the {len(rows)} largest layers shown; {hidden} smaller ones, {hidden_cycles:,} cycles, left out)"
+    gantt.set_title(title, fontsize=11, loc="left")
     gantt.set_xlim(0, total * 1.02)
     gantt.grid(axis="x", alpha=0.3)
     _thousands(gantt.xaxis)
