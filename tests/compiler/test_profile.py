@@ -11,6 +11,7 @@ import pytest
 from kiln import compile as kc
 from kiln.reference import profile
 from kiln.simulator.npu.config import config_for
+from kiln.simulator.npu.pmu import beat_bytes as pmu_beat_bytes
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
 
@@ -31,12 +32,21 @@ def test_layers_add_up_to_the_runs_pmu_cycles(model, target):
     result, p = profiled(model, target)
     report = result.report
     config = config_for(target, report["system_config"], report["memory_mode"])
-    pmu = 0
+    pmu, beats = 0, {}
     for compiled in result.vela:  # the compiled program's own streams, run as run-host runs them
         _, run = run_compiled(compiled, profile._inputs(compiled), config)
         assert run.fault is None
         pmu += run.cycles
+        for name, count in run.counters.items():
+            if name.startswith("axi"):
+                beats[name] = beats.get(name, 0) + count
     assert sum(layer.npu_cycles or 0 for layer in p.layers) == p.total_npu_cycles == pmu
+    # the layers' bytes per AXI port are the run's data beats (one delegate in these models)
+    beat = pmu_beat_bytes(config)
+    for port in ("axi0", "axi1"):
+        for direction, counter in (("read", f"{port}_rd_data_beat_received"), ("write", f"{port}_wr_data_beat_written")):
+            moved = sum(layer.axi_bytes.get(port, {}).get(direction, 0) for layer in p.layers)
+            assert -(-moved // beat) == beats[counter], (port, direction)
     npu = [layer for layer in p.layers if layer.where == "npu" and layer.commands]
     assert npu and all(layer.module for layer in npu), [(x.name, x.module) for x in npu]
     assert all(layer.npu_cycles is None and layer.cpu_instructions is None
