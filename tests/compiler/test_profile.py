@@ -44,7 +44,8 @@ def test_layers_add_up_to_the_runs_pmu_cycles(model, target):
     # the layers' bytes per AXI port are the run's data beats (one delegate in these models)
     beat = pmu_beat_bytes(config)
     for port in ("axi0", "axi1"):
-        for direction, counter in (("read", f"{port}_rd_data_beat_received"), ("write", f"{port}_wr_data_beat_written")):
+        for direction, counter in (("read", f"{port}_rd_data_beat_received"),
+                                   ("write", f"{port}_wr_data_beat_written")):
             moved = sum(layer.axi_bytes.get(port, {}).get(direction, 0) for layer in p.layers)
             assert -(-moved // beat) == beats[counter], (port, direction)
     npu = [layer for layer in p.layers if layer.where == "npu" and layer.commands]
@@ -69,7 +70,7 @@ def test_every_command_goes_to_the_op_it_came_from():
     _, p = profiled("tiny_cnn", "ethos-u55-128")
     ran = {layer.module: layer for layer in p.layers if layer.commands}
     assert set(ran) == {"conv1", "conv2", "pool", "fc"}
-    assert ran["pool"].vela_operations[0].startswith("Transpose") or "ReduceSum" in " ".join(ran["pool"].vela_operations)
+    assert "ReduceSum" in " ".join(ran["pool"].vela_operations)
     assert ran["conv1"].bytes["weights"]["read"] > 0 and ran["conv1"].bytes["scratch"]["write"] == 8 * 8 * 8
 
 

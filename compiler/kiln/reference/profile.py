@@ -341,7 +341,7 @@ def _delegate(index: int, tosa: bytes, cmd_data: bytes, owners: list[str | None]
     operations: dict[int, dict] = {}  # by scheduled operation: one queue row per command of it
     for k, (op, owner) in enumerate(zip(record.operations, owner_of_vela)):
         if op.scheduled_id not in operations:
-            layer = layers[owner or fallback]
+            layer = layers.setdefault(owner or fallback, Layer(owner or fallback, "?", "", "npu", npu_cycles=0))
             layer.vela_npu_cycles = (layer.vela_npu_cycles or 0) + op.npu_cycles
             layer.vela_operations.append(f"{op.operator} {op.name}")
             operations[op.scheduled_id] = {"name": op.name, "operator": op.operator, "layer": owner or fallback,
@@ -536,7 +536,8 @@ def _kib(n: int) -> str:
 def format_table(p: Profile) -> str:
     """The per-layer table printed in the terminal."""
     lines = [f"{p.model} on {p.target} ({p.system_config}, {p.memory_mode}): "
-             f"{p.total_npu_cycles:,} NPU cycles (the NPU model's PMU count), Vela {sum(d.vela_npu_cycles for d in p.delegates):,}"]
+             f"{p.total_npu_cycles:,} NPU cycles (the NPU model's PMU count), "
+             f"Vela {sum(d.vela_npu_cycles for d in p.delegates):,}"]
     header = f"{'layer':28} {'module':22} {'where':5} {'NPU cycles':>10} {'Vela':>8} {'model/Vela':>10} " \
              f"{'read':>8} {'written':>8}  AXI0 rd/wr, AXI1 rd/wr"
     lines += [header, "-" * len(header)]
@@ -562,7 +563,8 @@ def format_table(p: Profile) -> str:
     hidden = [layer.name for layer in p.layers if layer.where == "npu" and not layer.commands
               and not layer.vela_npu_cycles]
     if hidden:
-        lines.append(f"({len(hidden)} NPU op(s) ran no commands of their own (Vela folded them, or chained them into the op before): {', '.join(hidden[:6])}"
+        lines.append(f"({len(hidden)} NPU op(s) ran no commands of their own (Vela folded them, or chained them "
+                     f"into the op before): {', '.join(hidden[:6])}"
                      f"{', ...' if len(hidden) > 6 else ''})")
     lines.append(f"sum of the layers' NPU cycles: {sum(x.npu_cycles or 0 for x in p.layers):,}")
     if p.cpu_measured:

@@ -86,8 +86,8 @@ def timeline(p, path: Path) -> Path:
             gantt.barh(y, max(layer.npu_cycles or 0, total * 0.002), left=start, color=NPU_COLOUR, height=0.7)
         else:
             # no duration measured: a marker at the point of the NPU timeline where it runs
-            before = sum(p.delegates[w].pmu_cycles for k, w in p.schedule[: [s[1] for s in p.schedule].index(layer.name)]
-                         if k == "npu")
+            position = [s[1] for s in p.schedule].index(layer.name)
+            before = sum(p.delegates[w].pmu_cycles for k, w in p.schedule[:position] if k == "npu")
             gantt.plot([before], [y], marker="D", color=CPU_COLOUR, markersize=7)
             late = before > total * 0.6
             said = ("CPU op (not measured)" if layer.cpu_instructions is None
