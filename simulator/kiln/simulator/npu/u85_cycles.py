@@ -4,15 +4,15 @@ tell, per Vela operation, with memories timed as kiln.simulator.npu.cycles reads
 Vela's vela.ini (region 0 const, 1 arena, 2 fast scratch).
 
 Operations. Consecutive commands that slice one operation in depth (same kind and kernel;
-each OFM starting at the channel after the one before, the IFM the same or for depthwise
-and pooling starting so too) count as one operation of their summed depth, as Vela costs it; each
-command adds what it changes of that operation's figure. So do the stripes of a cascade,
+each OFM, unless chained, starting at the channel after the one before, the IFM the same
+or for depthwise and pooling starting so too) count as one operation of their summed
+depth, as Vela costs it; each command adds what it changes of that operation's figure. So do the stripes of a cascade,
 interleaved with other operations' stripes: commands that run the buffered weights their
 operation's first stripe had DMAed (same kernel, IFM and OFM widths and depths, weight and
 scale addresses; until a DMA overwrites those) count as one operation of their summed
 height. An elementwise command whose IFM comes from a chaining buffer belongs to the
-operation that filled the buffer: it adds its output unit's per-element figure to that
-operation's.
+operation that filled the buffer (a MAC or elementwise operation, each of whose slices
+chains the same): it adds its output unit's per-element figure to that operation's.
 
 An operation's own cycles (Vela's opCycles). Vela sees a transposed OFM in its transposed
 shape. MAC operations (CONV, DEPTHWISE, POOL) run in OFM blocks (OFM_BLK_*) of microblocks
@@ -63,8 +63,10 @@ mode: Ethos_U85_SYS_DRAM_Mid, Dedicated_Sram_384KB), estimate / Vela:
                   (equal), mobilenet_v2_035 1.000 (+14 cycles), mobilenet_v2 1.000 (-729)
   ethos-u85-128, -512: every zoo model within 0.2 %
   ethos-u85-2048: within 0.3 % but mobilenet_v2 0.991
-Architecture models (kiln.models.ARCHITECTURES) at u85-256: within 1 % but kwt 0.92 and
-unet_tiny 0.89 (Vela costs each phase of its transposed convolutions over the whole OFM); 16-bit activations: resnet8 1.035, vit_tiny 1.026, unet_tiny 0.90.
+Architecture models (kiln.models.ARCHITECTURES) at u85-256: within 0.1 % but vit_tiny
+0.983, kwt 0.909 and unet_tiny 0.887 (Vela costs each phase of a transposed convolution
+over the whole OFM, and some poolings at the 32-bit width of the tensor they rescale where
+the command reads 8 bits); with 16-bit activations within 0.1 % but unet_tiny 0.906.
 Per operation (operations()) the figures equal Vela's per-layer NPU cycles
 (--verbose-performance) or come within 2 % (mobilenet_v2's 55 at u85-256), but for
 depthwise operations sliced in depth on u85-2048 (+5 %, the weights' size)."""
@@ -73,7 +75,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -190,7 +192,14 @@ class _Operation:
     previous: _Operation | None  # the operation before
     lut: int  # cycles of the LUT DMA before it
     slices: int = 1  # depth slices
-    chain_figure: float = 0.0  # output-unit cycles per element of elementwise operations chained to it
+    parts: int = 1  # its block commands (depth slices or stripes)
+    chained: dict = field(default_factory=dict)  # part -> output figure of the elementwise commands chained to it
+
+    @property
+    def chain_figure(self) -> float:
+        """Output-unit cycles per element of the elementwise operations chained to it (each
+        part chains the same ones)."""
+        return max(self.chained.values(), default=0.0)
     counted: float = 0.0  # cycles its commands have added so far
     slack: float = 0.0
 
@@ -286,7 +295,7 @@ class U85CycleModel:
                regs.param("OFM_WIDTH_M1"), regs.param("OFM_PRECISION"), regs.address("OFM_STRIDE_Y"))
         if whole_ifm:
             key += (regs.address("IFM_BASE0"), regs.param("IFM_DEPTH_M1"))
-        weighted = name != "NPU_OP_POOL"
+        weighted = _weighted(name, mode)
         weight_bytes = self._weight_bytes(regs) if weighted else 0
         buffered = weighted and self._memory(regs.param("WEIGHT_REGION")) is not self.memories[0]
         # A stripe of a cascade runs the weights its operation's first stripe had DMAed.
@@ -302,14 +311,16 @@ class U85CycleModel:
             operation.depth += depth
             operation.last_depth = depth
             operation.commands += 1
+            operation.parts += 1
             operation.slices += 1
             operation.weight_bytes += weight_bytes
             operation.regs = _snapshot(regs)
             self._striped.pop(stripe_key, None)
-        elif striped is not None and not striped.chain_figure:
+        elif striped is not None:
             operation = striped
             operation.height += regs.param("OFM_HEIGHT_M1") + 1
             operation.commands += 1
+            operation.parts += 1
             operation.regs = _snapshot(regs)
             operation.key = None
             self._operation = operation
@@ -325,9 +336,9 @@ class U85CycleModel:
         producer = self._operation
         chained = name == "NPU_OP_ELEMENTWISE" and STORAGE_CHAINED in (
             (regs.param("IFM_PRECISION") >> 14) & 3, (regs.param("IFM2_PRECISION") >> 14) & 3)
-        if chained and producer is not None and producer.name in MAC_COMMANDS:
-            producer.chain_figure += self._output_per_element(regs, param & 0x3F)
-            producer.key = None
+        if chained and producer is not None and producer.name != "NPU_OP_RESIZE":
+            producer.chained[producer.parts] = (producer.chained.get(producer.parts, 0.0)
+                                                + self._output_per_element(regs, param & 0x3F))
             producer.commands += 1
             return self._charge(producer)
         operation = self._start(None, regs, name, param, False, 0)
@@ -414,6 +425,7 @@ class U85CycleModel:
             per_element = DIV_CYCLES
         else:
             per_element = self._output_per_element(regs, param & 0x3F)
+        per_element += operation.chain_figure
         block = (regs.param("OFM_BLK_HEIGHT_M1") + 1, regs.param("OFM_BLK_WIDTH_M1") + 1,
                  regs.param("OFM_BLK_DEPTH_M1") + 1)
         transfers = [_shape_transfer(ofm_memory, ofm_nhcwb16, ofm_bits, block, shape, False)]
@@ -470,7 +482,7 @@ class U85CycleModel:
             return mac * blocks
         figure = operation.chain_figure + self._output_per_element(regs)
         ao = math.ceil(figure * block[0] * block[1] * block[2])
-        if name != "NPU_OP_POOL" and regs.address("SCALE_LENGTH"):
+        if _weighted(name, mode) and regs.address("SCALE_LENGTH"):
             ao = max(ao, 10 * block[2] * self._memory(regs.param("WEIGHT_REGION")).read_latency / 256)
         # The IFM block that feeds an OFM block (before any transpose of the OFM), in whole
         # allocation units.
@@ -565,11 +577,19 @@ def _ifm_allocation_unit(macs: int, microblock: tuple[int, int], depth_bits: int
     return h, w, d * 128 // bits
 
 
+def _weighted(name: str, mode: int) -> bool:
+    """Whether a MAC command reads weights and scales (not a pooling, nor a convolution
+    whose weights are IFM2: Vela's MATMUL)."""
+    return name == "NPU_OP_DEPTHWISE" or (name == "NPU_OP_CONV" and not mode & 1)
+
+
 def _follows(operation: _Operation, regs: Registers, whole_ifm: bool) -> bool:
-    """Whether the command of `regs` is the next depth slice of `operation`: its OFM (and
-    unless it reads the whole IFM, its IFM) starts at the channel after the operation's."""
+    """Whether the command of `regs` is the next depth slice of `operation`: its OFM (unless
+    chained) and unless it reads the whole IFM its IFM start at the channel after the
+    operation's."""
     first = operation.regs_first
-    for prefix in ("OFM",) if whole_ifm else ("OFM", "IFM"):
+    chained = (regs.param("OFM_PRECISION") >> 14) & 3 == STORAGE_CHAINED  # its OFM base is no address
+    for prefix in () if chained and whole_ifm else ("IFM",) if chained else ("OFM",) if whole_ifm else ("OFM", "IFM"):
         offset = regs.address(f"{prefix}_BASE0") - first.address(f"{prefix}_BASE0")
         precision = regs.param(f"{prefix}_PRECISION")
         if (precision >> 6) & 3:  # NHCWB16: 16-channel bricks stride_c apart
