@@ -12,7 +12,7 @@ with tensor, broadcast, constant and scalar operands, minimum/maximum, the unary
 softmax/log_softmax, layer/group/batch norm, mean/sum/amax/amin over several dims, average
 and max pools (large strides, global), adaptive average pools, permute/transpose, slice/
 select/strided slice, cat/stack, expand/repeat, pad, upsample, flatten/reshape/squeeze,
-comparisons with where (and any/all of their masks), cumsum.
+comparisons with where (and any/all of their masks), gathers, cumsum.
 """
 
 from __future__ import annotations
@@ -255,6 +255,11 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
                        _two((1, 6, 16), (1, 6, 16))),
     "where_all_channels": (_fn(lambda s, x: torch.where((x > -1.0).all(dim=1, keepdim=True), x, 0.0)),
                            _x(1, 8, 6, 6)),
+    # gathers: an embedding of int64 tokens (Ethos-U85: GATHER), index_select by constant indices
+    "embedding_tokens": (_seeded_module(lambda: nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 8))),
+                         lambda: (torch.randint(0, 50, (1, 10), generator=torch.Generator().manual_seed(0)),)),
+    "index_select_const": (_fn(lambda s, x: torch.index_select(x * 2.0, 1, torch.tensor([3, 0, 0, 9]))),
+                           _x(1, 10, 16)),
     # cumulative sums
     "cumsum_channels": (_fn(lambda s, x: torch.cumsum(x, dim=1)), _x(1, 8, 6, 6)),
     "cumsum_2d": (_fn(lambda s, x: torch.cumsum(x, dim=-1)), _x(2, 24)),
