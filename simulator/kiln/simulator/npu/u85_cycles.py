@@ -175,7 +175,8 @@ def _shape_transfer(memory: MemoryTiming, nhcwb16: bool, bits: int, block, shape
 
 @dataclass
 class _Operation:
-    """One operation as Vela costs it: one command, or consecutive depth slices of one."""
+    """One operation as Vela costs it: one command, consecutive depth slices of one, or the
+    stripes of one in a cascade."""
 
     key: tuple | None  # what a later command must share to be a slice of it (None: nothing may)
     regs: Registers  # the last command's registers
@@ -194,14 +195,14 @@ class _Operation:
     slices: int = 1  # depth slices
     parts: int = 1  # its block commands (depth slices or stripes)
     chained: dict = field(default_factory=dict)  # part -> output figure of the elementwise commands chained to it
+    counted: float = 0.0  # cycles its commands have added so far
+    slack: float = 0.0
 
     @property
     def chain_figure(self) -> float:
         """Output-unit cycles per element of the elementwise operations chained to it (each
         part chains the same ones)."""
         return max(self.chained.values(), default=0.0)
-    counted: float = 0.0  # cycles its commands have added so far
-    slack: float = 0.0
 
 
 class U85CycleModel:
@@ -315,7 +316,6 @@ class U85CycleModel:
             operation.slices += 1
             operation.weight_bytes += weight_bytes
             operation.regs = _snapshot(regs)
-            self._striped.pop(stripe_key, None)
         elif striped is not None:
             operation = striped
             operation.height += regs.param("OFM_HEIGHT_M1") + 1
