@@ -33,9 +33,8 @@ block's scales (10 bytes a channel at the read latency / 256 of the weights' mem
 Vela takes the scales to be), the issue rate by the imbalance of reading an IFM block and
 writing an OFM block; the operation then waits once for its first IFM block and its last
 OFM block (latency plus the block's bytes at the memory's bandwidth, stretched by short
-bursts). Elementwise and RESIZE operations
-cost their output elements times the output unit's figure (DIV 33 cycles), at least the
-issue rate of their blocks' memory access.
+bursts). Elementwise and RESIZE operations cost their output elements times the output
+unit's figure (DIV 33 cycles), at least the issue rate of their blocks' memory access.
 
 Weights and LUTs. DMA commands cost nothing themselves. An operation whose weights Vela
 buffered into the fast scratch (WEIGHT_REGION in another memory than region 0) costs
