@@ -1,7 +1,8 @@
 """Run a firmware ELF on Arm's FVP when one is installed, else on kiln's virtual platform.
 
     kiln run --elf=FILE --target=ethos-u55-128 [--timeout=S] [--input=FILE]... [--output-dir=DIR]
-        [--count-instructions[=FUNCTION] [--profile-instructions]]
+        [--npu-timeout-ms=N] [--count-instructions[=FUNCTION] [--profile-instructions]]
+        [--profile=PTE [--profile-output=DIR]]
     (./scripts/run_fvp.sh is this command; kiln.cli parses it)
 
 The firmware's UART goes to standard output as it comes. On the virtual
@@ -156,10 +157,20 @@ def _semihosting_config(elf: Path, firmware_args: Sequence[str]) -> str:
 FIRMWARE_COMMAND_LINE_BYTES = 1024
 
 
-def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = None) -> list[str]:
-    """The firmware's semihosting command line for --input/--output-dir: absolute paths
-    (the firmware splits its command line at spaces, so none may contain one). Creates
-    the output directory, which the firmware cannot."""
+# The executor runner's --npu-timeout-ms range (the driver's RunOptions::timeout_ms: a uint32_t; 0
+# would not wait at all).
+NPU_TIMEOUT_MS_RANGE = (1, 2**32 - 1)
+
+
+def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = None,
+                       npu_timeout_ms: int | None = None) -> list[str]:
+    """The firmware's semihosting command line for --input/--output-dir/--npu-timeout-ms: absolute
+    paths (the firmware splits its command line at spaces, so none may contain one), then the
+    NPU timeout (a UsageError outside NPU_TIMEOUT_MS_RANGE). Creates the output directory, which
+    the firmware cannot."""
+    if npu_timeout_ms is not None and not NPU_TIMEOUT_MS_RANGE[0] <= npu_timeout_ms <= NPU_TIMEOUT_MS_RANGE[1]:
+        raise UsageError(f"--npu-timeout-ms takes a whole number of milliseconds from {NPU_TIMEOUT_MS_RANGE[0]} "
+                         f"to {NPU_TIMEOUT_MS_RANGE[1]}, not {npu_timeout_ms}")
     args = []
     for path in inputs:
         path = Path(path).resolve()
@@ -170,6 +181,8 @@ def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = No
         output_dir = Path(output_dir).resolve()
         output_dir.mkdir(parents=True, exist_ok=True)
         args.append(f"--output-dir={output_dir}")
+    if npu_timeout_ms is not None:
+        args.append(f"--npu-timeout-ms={npu_timeout_ms}")
     for arg in args:
         if " " in arg:
             raise UsageError(f"{arg.split('=', 1)[1]!r} contains a space; the firmware's command line cannot carry it")
