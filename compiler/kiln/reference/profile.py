@@ -34,6 +34,9 @@ CPU op gets its kernel calls' counts, each delegate the CPU's share of its call 
 and the run's own NPU PMU line is kept beside the host's total. Without it CPU instructions
 are null, and the profile says they were not measured.
 
+`kiln run --profile=PTE` (profile_elf) profiles a runner already built: the ELF must bake PTE's
+program (check_baked); PTE is profiled as profile_pte does and the ELF itself runs as above.
+
 The compile driver (kiln.compile) comes after this stage, so the caller compiles and hands
 the result in (the CLI's `kiln profile`, bench/profile.py)."""
 
@@ -490,12 +493,8 @@ def measure_cpu(p: Profile, result, work: Path, board: str | None = None, timeou
     """Builds kiln's executor runner for `result`, runs one inference (the runner's built-in
     inputs) on the virtual platform counting each program instruction's CPU instructions, and
     fills them into `p`."""
-    import re
-
     from kiln.errors import RunnerError
     from kiln.firmware import runner_build
-    from kiln.simulator import qemu_plugin
-    from kiln.simulator import run as platform
 
     owners = instruction_owners(result)
     work.mkdir(parents=True, exist_ok=True)
@@ -503,27 +502,146 @@ def measure_cpu(p: Profile, result, work: Path, board: str | None = None, timeou
     pte.write_bytes(result.pte)
     pte.with_suffix(".json").write_text(json.dumps(result.report, indent=1, default=str) + "\n")
     elf = runner_build.build_runner(pte, p.target, output=work / "runner", echo=echo, board=board)
-    run = platform.run(elf, p.target, timeout, "virtual", board=board,
-                       count_instructions=qemu_plugin.Request(RUN_INSTRUCTION))
-    if run.status != 0 or run.instructions is None:
+    run = run_measured(p, elf, owners, board, timeout, memory_report=work / "runner" / "memory_report.json")
+    if run.status != 0:
         raise RunnerError(f"the executor runner for {p.model} exited {run.status} on the virtual platform; "
                           f"its last lines: {' | '.join(run.uart[-3:])}")
-    calls = run.instructions.calls
-    if len(calls) != len(owners):
+
+
+def run_measured(p: Profile, elf: Path, owners: list[tuple[str, object]], board: str | None = None,
+                 timeout: float = 600, firmware_args=(), echo=None, memory_report: Path | None = None):
+    """Runs `elf`, the executor runner of `p`'s program, on the virtual platform counting each call
+    of RUN_INSTRUCTION, and returns the run (kiln.simulator.run.RunResult; `echo` sees its UART
+    lines). When it exits 0, its first inference's counts go into `p`: per `owners` entry (one per
+    program instruction: ("cpu", layer name or None for a call no layer owns) or ("npu", delegate
+    index)) to that layer or delegate, the sum to cpu_instructions_total; and the first NPU PMU
+    total it printed to platform_pmu_cycles. A RunnerError when it exits 0 with fewer counted
+    calls than the program has instructions."""
+    import re
+
+    from kiln.errors import RunnerError
+    from kiln.simulator import qemu_plugin
+    from kiln.simulator import run as platform
+
+    run = platform.run(elf, p.target, timeout, "virtual", echo=echo, board=board, firmware_args=firmware_args,
+                       count_instructions=qemu_plugin.Request(RUN_INSTRUCTION))
+    if run.status != 0:
+        return run
+    calls = run.instructions.calls if run.instructions is not None else []
+    if len(calls) < len(owners) or len(calls) % len(owners):
         raise RunnerError(f"counted {len(calls)} calls of {RUN_INSTRUCTION} for a program of {len(owners)} "
                           "instructions")
+    calls = calls[:len(owners)]  # the first inference
     layers = {layer.name: layer for layer in p.layers}
     for (kind, what), count in zip(owners, calls):
-        if kind == "cpu":
-            layers[what].cpu_instructions = (layers[what].cpu_instructions or 0) + count
-        else:
+        if kind == "npu":
             p.delegates[what].cpu_instructions = count
+        elif what is not None:
+            layers[what].cpu_instructions = (layers[what].cpu_instructions or 0) + count
     pmu = [int(m.group(1)) for line in run.uart for m in [re.search(r"NPU PMU: total (\d+)", line)] if m]
-    p.platform_pmu_cycles = pmu[-1] if pmu else None
+    p.platform_pmu_cycles = pmu[0] if pmu else None
     p.cpu_instructions_total = sum(calls)
-    report = work / "runner" / "memory_report.json"
-    p.image = json.loads(report.read_text()) if report.is_file() else None
+    p.image = json.loads(memory_report.read_text()) if memory_report and memory_report.is_file() else None
     p.cpu_measured = True
+    return run
+
+
+# ---- a built runner's ELF and the .pte it was built from --------------------------------------
+
+BAKED_SYMBOLS = ("kiln_model_pte", "kiln_model_pte_end")  # where the runner's image holds its .pte
+
+
+def baked_program(elf: Path) -> bytes | None:
+    """The .pte bytes kiln's executor runner ELF embeds (between BAKED_SYMBOLS, as
+    kiln.firmware.runner_build bakes it), or None when the ELF has no such symbols."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    with open(elf, "rb") as stream:
+        f = ELFFile(stream)
+        table = next((s for s in f.iter_sections() if isinstance(s, SymbolTableSection)), None)
+        found = {}
+        for name in BAKED_SYMBOLS:
+            symbols = table.get_symbol_by_name(name) if table is not None else None
+            if not symbols:
+                return None
+            found[name] = symbols[0]["st_value"]
+        start, end = (found[name] for name in BAKED_SYMBOLS)
+        for section in f.iter_sections():
+            base = section["sh_addr"]
+            if section["sh_type"] == "SHT_PROGBITS" and base <= start and end <= base + section["sh_size"]:
+                return section.data()[start - base:end - base]
+    return None
+
+
+def check_baked(elf: Path, pte_path: Path) -> None:
+    """A UsageError unless `elf` is an executor runner that bakes exactly the program of `pte_path`
+    (the .pte as kiln build bakes it: without run-host's reference data)."""
+    import hashlib
+
+    from kiln.errors import UsageError
+    from kiln.pte import schema as pte
+
+    baked = baked_program(elf)
+    if baked is None:
+        raise UsageError(f"{elf} is not kiln's executor runner (no {BAKED_SYMBOLS[0]} in it): --profile profiles "
+                         "a runner built with `kiln build --pte`")
+    try:
+        expected = pte.without_reference_data(pte.deserialize(Path(pte_path).read_bytes()))
+    except pte.PteError as error:
+        raise UsageError(f"{pte_path} is not a valid .pte: {error}") from None
+    if baked != expected:
+        digest = lambda data: hashlib.sha256(data).hexdigest()[:12]  # noqa: E731
+        raise UsageError(f"{elf.name} was not built from {Path(pte_path).name}: it bakes a {len(baked):,}-byte program "
+                         f"(sha256 {digest(baked)}), the .pte as baked is {len(expected):,} bytes (sha256 "
+                         f"{digest(expected)}); give the .pte the ELF was built from")
+
+
+def pte_instruction_owners(pte_path: Path, p: Profile) -> list[tuple[str, object]]:
+    """Per instruction of a .pte's program, as instruction_owners: a delegate call is its
+    delegate's; kernel calls go to p's CPU layers (the report's CPU ops, in order) only when
+    there is one per CPU op and each calls its op's operator (its name, the namespace aside; a .pte
+    does not record which op a kernel call belongs to, and a quantized op run on the CPU takes
+    several), else to none."""
+    from kiln.pte import schema as pte
+
+    plan = pte.deserialize(Path(pte_path).read_bytes()).forward()
+    owners: list[tuple[str, object]] = []
+    kernels = []
+    for instruction in (i for chain in plan.chains for i in chain.instructions):  # kiln writes one chain
+        if isinstance(instruction, pte.DelegateCall):
+            owners.append(("npu", instruction.delegate_index))
+        else:
+            owners.append(("cpu", None))
+            kernels.append((len(owners) - 1, instruction))
+    cpu = [layer for layer in p.layers if layer.where == "cpu"]
+    names = [plan.operators[k.op_index].name if isinstance(k, pte.KernelCall) else None for _, k in kernels]
+    # the operator's own name, its namespace aside (quantized_decomposed.quantize_per_tensor runs as
+    # cortex_m::quantize_per_tensor)
+    same = all(n is not None and n.split("::")[-1] == layer.op.split(".")[-1] for n, layer in zip(names, cpu))
+    if len(cpu) == len(kernels) and same:
+        for (position, _), layer in zip(kernels, cpu):
+            owners[position] = ("cpu", layer.name)
+    return owners
+
+
+def profile_elf(elf: Path, pte_path: Path, target: str, board: str | None = None, timeout: float = 600,
+                firmware_args=(), echo=None):
+    """`kiln run --profile=PTE`: the profile of the program `elf` (a runner kiln build made from
+    `pte_path`, checked: check_baked) bakes, as profile_pte makes it on the host, with that very
+    ELF run on the virtual platform counting each program instruction's CPU instructions
+    (run_measured). Returns the profile and the run; the profile's CPU figures are filled only
+    when the run exited 0. A UsageError for a .pte of another target or program."""
+    from kiln.errors import UsageError
+
+    if not Path(pte_path).is_file():
+        raise UsageError(f"{pte_path}: no such file")
+    check_baked(Path(elf), Path(pte_path))  # before Vela runs for the profile
+    p = profile_pte(Path(pte_path))
+    if p.target != target:
+        raise UsageError(f"{pte_path} was compiled for {p.target}, not {target}")
+    run = run_measured(p, Path(elf), pte_instruction_owners(Path(pte_path), p), board, timeout, firmware_args, echo)
+    return p, run
 
 
 # ---- output ----------------------------------------------------------------------------------
