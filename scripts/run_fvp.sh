@@ -3,7 +3,11 @@
 # (QEMU mps3-an547, also for corstone-320 ELFs, with kiln's model of the target's Ethos-U
 # attached): `kiln run`.
 #   ./scripts/run_fvp.sh --elf=FILE --target=ethos-u55-128 [--timeout=S] [--platform=auto|fvp|virtual]
-#       [--input=FILE]... [--output-dir=DIR] [--count-instructions[=FUNCTION] [--profile-instructions]]
+#       [--input=FILE]... [--output-dir=DIR] [--npu-timeout-ms=N]
+#       [--count-instructions[=FUNCTION] [--profile-instructions]]
+#       [--profile=PTE [--profile-output=DIR]]
+# --profile: the .pte the ELF was built from; runs it on the virtual platform and prints kiln
+# profile's per-layer table (README "Profiling a model").
 # --count-instructions: on the virtual platform, the instructions the whole run and each
 # call of FUNCTION executed (kiln's QEMU plugin, simulator/kiln/simulator/qemu_plugin/), on stderr.
 # Exit status: the firmware's own; 134 fault; 124 timeout; 125 the platform stopped

@@ -4,6 +4,7 @@
     kiln build --pte FILE --target T [--board B]      kiln's executor runner firmware for a .pte; prints the ELF
     kiln build --app NAME --target T [--board B]      one of the firmware's plain apps (hello, ...); prints the ELF
     kiln run --elf FILE --target T [--board B]        firmware on Arm's FVP if installed, else the virtual platform
+                                                      (--profile=PTE: with kiln profile's per-layer table)
     kiln run-host PTE --input FILE --output-dir DIR   a .pte on the host: the reference the firmware must match
     kiln profile MODEL --target T [--output DIR]      per-layer NPU cycles and bytes beside Vela's estimate
     kiln targets                                      the NPU targets, the boards, their Vela defaults and
@@ -30,7 +31,7 @@ import sys
 from pathlib import Path
 
 from kiln.errors import UsageError, run_command
-from kiln.simulator.run import DEFAULT_TIMEOUT_S
+from kiln.simulator.run import DEFAULT_TIMEOUT_S, NPU_TIMEOUT_MS_RANGE
 
 DEFAULT_TARGET = "ethos-u55-128"  # deploy's, as ./scripts/run.sh's
 DEPLOY_TIMEOUT_S = 600.0  # digits classifies 8 images in one run
@@ -141,9 +142,48 @@ def _run(args) -> int:
         counted = qemu_plugin.Request(args.count_instructions or None, args.profile_instructions)
     if args.profile_instructions and (counted is None or counted.function is None):
         raise UsageError("--profile-instructions needs --count-instructions=FUNCTION")
+    if args.profile_output is not None and args.profile is None:
+        raise UsageError("--profile-output needs --profile=PTE")
+    if args.profile is not None and counted is not None:
+        raise UsageError("--profile counts each program instruction's CPU instructions itself; leave out "
+                         "--count-instructions")
+    if args.profile is not None and args.platform == "fvp":
+        raise UsageError("--profile needs kiln's virtual platform (its NPU model accounts each NPU command to its "
+                         "layer); on the FVP the runner prints only each inference's NPU PMU totals (its `NPU PMU:` "
+                         "line): leave out --profile, or use --platform=virtual")
     platform.check(args.elf, args.target, args.board)  # before firmware_arguments creates --output-dir
-    firmware_args = platform.firmware_arguments(args.input, args.output_dir)
+    firmware_args = platform.firmware_arguments(args.input, args.output_dir, args.npu_timeout_ms)
+    if args.profile is not None:
+        return _run_profiled(args, firmware_args)
     return _run_elf(args.elf, args.target, args.timeout, args.platform, firmware_args, counted, args.board)
+
+
+def _run_profiled(args, firmware_args) -> int:
+    """`kiln run --profile=PTE`: the ELF on the virtual platform with the UART on standard output,
+    then (when it exited 0) kiln profile's per-layer table of the .pte it was built from, and its
+    files in --profile-output; returns the run's status."""
+    from kiln import boards
+    from kiln.reference import profile
+    from kiln.simulator import run as platform
+
+    fvp = boards.target(args.target, args.board).family.fvp
+    if args.platform == "auto" and fvp and shutil.which(fvp):
+        print(f"{args.prog}: --profile runs on kiln's virtual platform, not {fvp}: per-layer attribution needs "
+              "kiln's NPU model (without --profile the FVP prints each inference's NPU PMU totals)", file=sys.stderr)
+    p, result = profile.profile_elf(args.elf, args.profile, args.target, args.board, args.timeout, firmware_args,
+                                    echo=lambda line: print(line, flush=True))
+    platform.report(result, args.elf.resolve(), args.timeout)
+    if result.status != 0:
+        print(f"{args.prog}: no profile: the firmware exited {result.status}", file=sys.stderr)
+        return result.status
+    print(profile.format_table(p))
+    if p.platform_pmu_cycles != p.total_npu_cycles:
+        print(f"{args.prog}: the firmware's NPU PMU total {p.platform_pmu_cycles} is not the profile's "
+              f"{p.total_npu_cycles:,}", file=sys.stderr)
+    if args.profile_output is not None:
+        for path in profile.write(p, args.profile_output):
+            print(f"wrote {path}")
+    return result.status
 
 
 def _run_elf(elf: Path, target: str, timeout: float, which: str, firmware_args=(), counted=None,
@@ -248,6 +288,16 @@ _positive_seconds = _positive(float, "a number of seconds", "the timeout must be
 _positive_count = _positive(int, "a whole number", "the count must be 1 or more")
 
 
+def _npu_timeout_ms(text: str) -> int:
+    """An argparse type: the executor runner's --npu-timeout-ms, decimal digits within
+    kiln.simulator.run.NPU_TIMEOUT_MS_RANGE (what the runner itself accepts)."""
+    low, high = NPU_TIMEOUT_MS_RANGE
+    value = int(text) if text.isascii() and text.isdigit() else None
+    if value is None or not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of milliseconds from {low} to {high}")
+    return value
+
+
 def _target_option(parser, default: str | None = None):
     if default is None:
         parser.add_argument("--target", required=True, help="the NPU target, e.g. ethos-u55-128 (`kiln targets`)")
@@ -344,10 +394,18 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     ru.add_argument("--input", action="append", type=Path, default=[], metavar="FILE",
                     help="a file kiln's executor runner reads as an input (once per input)")
     ru.add_argument("--output-dir", type=Path, metavar="DIR", help="where the runner writes output_<i>.bin")
+    ru.add_argument("--npu-timeout-ms", type=_npu_timeout_ms, metavar="N",
+                    help="how long kiln's executor runner waits for each NPU stream (1 to 4294967295 ms; "
+                         "default the driver's 10000)")
     ru.add_argument("--count-instructions", nargs="?", const="", metavar="FUNCTION",
                     help="virtual platform: count the run's instructions, and each call of FUNCTION")
     ru.add_argument("--profile-instructions", action="store_true",
                     help="with --count-instructions=FUNCTION: where its calls' instructions went")
+    ru.add_argument("--profile", type=Path, metavar="PTE",
+                    help="the .pte the ELF was built from (its .json report beside it): run on the virtual "
+                         "platform and print kiln profile's per-layer table")
+    ru.add_argument("--profile-output", type=Path, metavar="DIR",
+                    help="with --profile: write profile.json, timeline.png, memory.png, profile.html")
 
     rh = command("run-host", "run a .pte on the host (the reference the firmware must match)", _run_host)
     rh.add_argument("pte", metavar="PTE", help="the program")

@@ -4,6 +4,7 @@ tosa_reference_model's for the same TOSA graph, bit for bit. Also: a stream comp
 for another configuration is refused, faulting streams are reported, and an NPU that
 never finishes times out."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -291,6 +292,66 @@ def test_a_u85_npu_that_never_finishes_times_out_and_is_reset(u85_digits, tmp_pa
     # After the soft reset: STATUS 0 (the model's reset completes at once: reset_status clear).
     assert "NPU STATUS after the failure: 0x00000000" in result.uart
     assert result.npu_summary.startswith("NPU model: 0 stream(s)")  # the hung stream never ran
+
+
+def test_kiln_run_passes_npu_timeout_ms_to_the_runner(u85_digits, tmp_path, monkeypatch, capsys):
+    """`kiln run --npu-timeout-ms=20` puts the option on the runner's command line: the hung NPU
+    times out after 20 ms, not the driver's default 10000."""
+    from kiln import cli
+
+    monkeypatch.setenv("KILN_VP_NPU_HANG", "1")
+    monkeypatch.chdir(tmp_path)
+    status = cli.main(["run", f"--elf={u85_digits}", "--target=ethos-u85-256", "--platform=virtual",
+                       "--npu-timeout-ms=20"])
+    assert status == EXIT_INFERENCE
+    error = "NPU timeout: no completion interrupt within 20 ms, STATUS=0x00000001 (running)"
+    assert capsys.readouterr().out.splitlines().count("inference failed: " + error) == 1
+
+
+def test_kiln_run_profile_attributes_the_runs_pmu_cycles_to_layers(u85_digits, work, tmp_path, capsys):
+    """`kiln run --profile=PTE` (run_fvp.sh --profile) runs the very ELF and prints kiln profile's
+    table: its layers' NPU cycles add up to the PMU total the firmware printed in that run, the
+    CPU ops get the run's instruction counts, and --profile-output writes kiln profile's files."""
+    from test_executor_runner import compiled
+
+    from kiln import cli
+
+    pte_path = compiled(work, "digits", "ethos-u85-256")
+    status = cli.main(["run", f"--elf={u85_digits}", "--target=ethos-u85-256", "--platform=virtual",
+                       f"--profile={pte_path}", f"--profile-output={tmp_path}"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    (pmu,) = [int(line.split()[3]) for line in out.splitlines() if line.startswith("NPU PMU: total ")]
+    written = json.loads((tmp_path / "profile.json").read_text())
+    assert sum(layer["npu_cycles"] or 0 for layer in written["layers"]) == pmu
+    assert f"sum of the layers' NPU cycles: {pmu:,}" in out.splitlines()
+    cpu = [layer for layer in written["layers"] if layer["where"] == "cpu"]
+    assert cpu and all(layer["cpu_instructions"] > 0 for layer in cpu)
+    assert written["platform_pmu_cycles"] == pmu
+    assert {p.name for p in tmp_path.iterdir()} == {"profile.json", "timeline.png", "memory.png", "profile.html"}
+
+
+def test_kiln_run_profile_refuses_a_pte_the_elf_was_not_built_from(u85_digits, work, tmp_path, capsys):
+    """One weight byte changed in the .pte: the ELF's baked program is another; refused before
+    anything runs."""
+    from test_executor_runner import compiled
+
+    from kiln import cli
+    from kiln.pte import schema as pte
+
+    good = compiled(work, "digits", "ethos-u85-256")
+    data = bytearray(good.read_bytes())
+    f = pte.deserialize(bytes(data))
+    payload = f.delegate_payload(f.forward().delegates[0])
+    data[bytes(data).find(payload) + len(payload) // 2] ^= 0xFF
+    bad = tmp_path / "other.pte"
+    bad.write_bytes(bytes(data))
+    shutil.copyfile(good.with_suffix(".json"), bad.with_suffix(".json"))
+    status = cli.main(["run", f"--elf={u85_digits}", "--target=ethos-u85-256", f"--profile={bad}"])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert f"kiln: error: {u85_digits.name} was not built from other.pte: it bakes a " in err, err
+    assert "give the .pte the ELF was built from" in err
 
 
 def test_corstone320s_runner_prints_the_pmu_counts_the_u85_model_made(u85_digits, tmp_path):
