@@ -196,6 +196,7 @@ class _Operation:
     chained: dict = field(default_factory=dict)  # part -> output figure of the elementwise commands chained to it
     counted: float = 0.0  # cycles its commands have added so far
     slack: float = 0.0
+    index: int = 0  # its position in U85CycleModel.operations()
 
     @property
     def chain_figure(self) -> float:
@@ -282,6 +283,7 @@ class U85CycleModel:
                                weight_bytes, weight_bytes, self._operation, lut)
         self._lut = 0
         self._operation = operation
+        operation.index = len(self._operations)
         self._operations.append(operation)
         return operation
 
@@ -540,6 +542,11 @@ class U85CycleModel:
                     stall *= -(-ifm_block // 8)
                 total += cycles + stall
         return total
+
+    def costed_in(self) -> int | None:
+        """Index in operations() of the operation the last block command (CONV, DEPTHWISE,
+        POOL, ELEMENTWISE, RESIZE) was costed in; None before any."""
+        return self._operation.index if self._operation is not None else None
 
     def operations(self) -> list[tuple[str, int, float]]:
         """Per operation as Vela costs it, in stream order: (its first command's name, its
