@@ -44,6 +44,14 @@ class ExecResult:
     coverage: Coverage | None = None
 
 
+def family_machine(config: NpuConfig):
+    """(a fresh register file, the opcode table, the command executor, a fresh cycle model) of
+    config's NPU family: what a run of one stream needs."""
+    if config.is_u85:
+        return U85Registers(), U85_COMMANDS, _operation_u85, U85CycleModel(config)
+    return Registers(), cmds.U55_COMMANDS, _operation, CycleModel(config)
+
+
 def _operation(ctx: Context, command: cmds.Command) -> None:
     name = command.name
     ctx.coverage.hit("opcode", name)
@@ -98,14 +106,12 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
     if len(bases) != REGIONS:
         raise ValueError(f"basep holds {len(bases)} region bases; the NPU has {REGIONS}")
     u85 = config.is_u85
-    registers = U85Registers() if u85 else Registers()
-    command_set, operation = (U85_COMMANDS, _operation_u85) if u85 else (cmds.U55_COMMANDS, _operation)
+    registers, command_set, operation, cycles = family_machine(config)
     sizes = None if limits is None else tuple(int(n) for n in limits)
     if sizes is not None and len(sizes) != REGIONS:
         raise ValueError(f"limits holds {len(sizes)} region sizes; the NPU has {REGIONS}")
     ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage(U85 if u85 else ""),
                   limits=sizes)
-    cycles = U85CycleModel(config) if u85 else CycleModel(config)
     ops = 0
     fault = None
     index = 0

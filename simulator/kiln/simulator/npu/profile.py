@@ -32,15 +32,10 @@ from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.coverage import U85, Coverage
-from kiln.simulator.npu.cycles import CycleModel
-from kiln.simulator.npu.executor import REGIONS, _operation, _operation_u85
+from kiln.simulator.npu.executor import REGIONS, family_machine
 from kiln.simulator.npu.memory import FlatMemory
 from kiln.simulator.npu.pmu import region_ports
-from kiln.simulator.npu.registers import Registers
 from kiln.simulator.npu.standalone import REGION_BASES
-from kiln.simulator.npu.u85_commands import U85_COMMANDS
-from kiln.simulator.npu.u85_cycles import U85CycleModel
-from kiln.simulator.npu.u85_registers import U85Registers
 
 
 @dataclass
@@ -86,10 +81,8 @@ def profile_stream(stream, basep, memory, config: NpuConfig) -> StreamProfile:
     if len(bases) != REGIONS:
         raise ValueError(f"basep holds {len(bases)} region bases; the NPU has {REGIONS}")
     u85 = config.is_u85
-    registers = U85Registers() if u85 else Registers()
-    command_set, operation = (U85_COMMANDS, _operation_u85) if u85 else (cmds.U55_COMMANDS, _operation)
+    registers, command_set, operation, model = family_machine(config)
     ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage(U85 if u85 else ""))
-    model = U85CycleModel(config) if u85 else CycleModel(config)
     costs: list[CommandCost] = []
     block_ops = 0
     for command in cmds.decode(cmds.as_words(stream), command_set):
@@ -111,7 +104,7 @@ def profile_stream(stream, basep, memory, config: NpuConfig) -> StreamProfile:
                  if n - before_traffic.get(key, 0)}
         costed = None
         if u85 and model.block_ops != block_ops:
-            costed = next(i for i, op in enumerate(model._operations) if op is model._operation)
+            costed = model.costed_in()
         block_ops = model.block_ops
         costs.append(CommandCost(command.index, command.name, added, moved, costed))
     estimate = model.cycles if u85 else model.total
