@@ -153,13 +153,17 @@ def test_zoo_model_equals_run_host_bit_for_bit(work, builder, tmp_path, model):
     assert "kiln executor runner: " + pte_path.stem + " (Shared_Sram) on corstone-300" in result.stdout
 
 
+DIGITS_ON_DEVICE = 225  # held-out images classified on the device: half the split, 12 s of the suite's budget
+
+
 def test_digits_on_device_accuracy_equals_host_int8_accuracy(work, builder, tmp_path):
     from kiln.models import digits
 
     pte_path = compiled(work, "digits")
     elf = builder(pte_path)
     images, labels = digits.test_split()
-    samples = [[images[k].numpy()] for k in range(len(labels))]  # the whole held-out split, one run
+    labels = labels[:DIGITS_ON_DEVICE]
+    samples = [[images[k].numpy()] for k in range(len(labels))]  # one run
     result = runner_run.run(elf, "ethos-u55-128", pte_path, samples, tmp_path, platform="virtual", timeout=600)
     assert result.status == 0, result.stdout[-2000:] + result.stderr
     device = np.array([int(np.argmax(out[0])) for out in result.outputs])

@@ -361,7 +361,7 @@ class Lowerer:
         if out_dtype in ("int32", "int48") and copy_slice:
             name = self.unsliced(name)
         per_channel = isinstance(scale, np.ndarray) and scale.size > 1
-        scales = np.atleast_1d(np.asarray(scale, np.float64)) if per_channel else [float(np.asarray(scale))]
+        scales = np.atleast_1d(np.asarray(scale, np.float64)) if per_channel else [float(np.asarray(scale).flat[0])]
         scale32 = in_dtype != "int48"  # TOSA: a 48-bit input takes 16-bit multipliers
         pairs = [scale_to_multiplier(float(s), 32 if scale32 else 16) for s in scales]
         multipliers = self.const(np.array([m for m, _ in pairs]), "int32" if scale32 else "int16", "multiplier")
