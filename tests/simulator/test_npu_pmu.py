@@ -61,6 +61,17 @@ def test_beats_are_the_bytes_moved_on_each_port(target, system_config, memory_mo
     assert got == beats
 
 
+def start(npu, words) -> None:
+    """Runs `words` (at STREAM_AT) as the driver starts a stream: regions 0 and 1 at 0x1000 and
+    0x8000, the queue, CMD's transition-to-running with the clock and power enables; no fault."""
+    npu.write(BASEP0, 0x1000)
+    npu.write(BASEP0 + 8, 0x8000)
+    npu.write(QBASE0, STREAM_AT)
+    npu.write(QSIZE, 4 * len(words))
+    npu.write(CMD, 0x1 | 0xC)
+    assert npu.runs[-1].fault is None
+
+
 def test_the_register_file_counts_active_idle_and_beats_as_programmed():
     """The driver's programming (event counters 0..3: NPU_IDLE, AXI0 read, AXI0 write, AXI1
     read; the cycle counter) on the U55 register file with the real executor."""
@@ -73,12 +84,7 @@ def test_the_register_file_counts_active_idle_and_beats_as_programmed():
         npu.write(PMEVTYPER0 + 4 * i, event)
     npu.write(PMCR, 0x1 | 0x2 | 0x4)  # cnt_en, event and cycle counter reset
     npu.write(PMCNTENSET, (1 << 31) | 0xF)
-    npu.write(BASEP0, 0x1000)
-    npu.write(BASEP0 + 8, 0x8000)
-    npu.write(QBASE0, STREAM_AT)
-    npu.write(QSIZE, 4 * len(words))
-    npu.write(CMD, 0x1 | 0xC)
-    assert npu.runs[-1].fault is None
+    start(npu, words)
     cycles = npu.runs[-1].cycles
     assert cycles > 0 and npu.read(PMCCNTR_LO) == cycles
     assert cycles == run_stream(words, BASES, memory(), config).cycles  # the estimate, independently
@@ -100,12 +106,7 @@ def test_u85_event_counters_count_active_and_the_sram_and_ext_ports():
         npu.write(0x1000 + PMEVTYPER0 + 4 * i, event)
     npu.write(0x1000 + PMCR, 0x1 | 0x2 | 0x4)
     npu.write(0x1000 + PMCNTENSET, (1 << 31) | 0x3F)
-    npu.write(BASEP0, 0x1000)
-    npu.write(BASEP0 + 8, 0x8000)
-    npu.write(QBASE0, STREAM_AT)
-    npu.write(QSIZE, 4 * len(words))
-    npu.write(CMD, 0x1 | 0xC)
-    assert npu.runs[-1].fault is None
+    start(npu, words)
     cycles = npu.read(0x1000 + PMCCNTR_LO)
     assert cycles == npu.runs[-1].cycles  # the U85 estimate of a lone DMA may be 0; the count is the same
     assert [npu.read(0x1000 + PMEVCNTR0 + 4 * i) for i in range(6)] == [cycles, 0, 0, 0, 3, 3]
