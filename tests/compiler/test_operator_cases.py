@@ -30,7 +30,9 @@ def test_operator_case_compiles_and_matches_pt2e(name):
     compile_and_compare(name, make().eval(), inputs(), "ethos-u55-128")
 
 
-@pytest.mark.parametrize("target", ["ethos-u55-256", "ethos-u65-256"])
+# Ethos-U65-256: another family's rules and Vela's; the U55's other MAC counts place the same ops
+# (bench/coverage.py --target ethos-u55-256 compiles every case for it; 14 s of the suite's budget here).
+@pytest.mark.parametrize("target", ["ethos-u65-256"])
 def test_all_operator_cases_in_one_model_compile_for_other_npus(target):
     module, inputs = operator_cases.combined()
     result = compile_and_compare("operator_cases", module, inputs, target)
