@@ -247,7 +247,7 @@ class Lowerer:
         dtype = next(key for key, value in DT.items() if value == tensor.dtype)
         if dtype == "int16" and self.clamp_copies:
             return self.clamp(name, list(tensor.shape), dtype, *QRANGE[dtype])
-        return self.rescale(name, list(tensor.shape), dtype, dtype, 1.0)
+        return self.rescale(name, list(tensor.shape), dtype, dtype, 1.0, as_copy=True)
 
     def placeable(self, name: str) -> str:
         """`name`, or an identity copy of it, fit to be written at an offset inside a larger
@@ -361,14 +361,16 @@ class Lowerer:
         return v.shape
 
     # ---- arithmetic helpers ---------------------------------------------------------
-    def rescale(self, name, shape, in_dtype, out_dtype, scale, in_zp=0, out_zp=0, copy_slice=True) -> str:
+    def rescale(self, name, shape, in_dtype, out_dtype, scale, in_zp=0, out_zp=0, copy_slice=True,
+                as_copy=False) -> str:
         """RESCALE with single rounding; `scale` a float or a per-channel (last axis) array. A
-        widening one reads a slice through a copy (see sliced()) unless `copy_slice` is False."""
+        widening one reads a slice through a copy (see sliced()) unless `copy_slice` is False.
+        On MUL_REQUANTIZE_FAMILIES an 8-bit one is a MUL by 1 between widening and narrowing
+        RESCALEs, unless it is `as_copy` (copy(): a pass of its own, which that MUL would not be)."""
         if out_dtype in ("int32", "int48") and copy_slice:
             name = self.unsliced(name)
         per_channel = isinstance(scale, np.ndarray) and scale.size > 1
-        identity = not per_channel and float(np.asarray(scale).flat[0]) == 1.0 and in_zp == out_zp  # a copy()
-        if self.mul_requantize and in_dtype == out_dtype == "int8" and not per_channel and not identity:
+        if self.mul_requantize and in_dtype == out_dtype == "int8" and not per_channel and not as_copy:
             wide = self.rescale(name, shape, "int8", "int32", 1.0, in_zp, 0, copy_slice)
             product = self.inter(shape, "int32")
             ones = [1] * len(shape)  # an int8 1 widened as the operand is: Vela folds both RESCALEs
