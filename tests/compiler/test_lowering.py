@@ -12,6 +12,7 @@ from kiln.lower import vela
 from kiln.lower.tosa import aligned_taps, bilinear_taps, conv_geometry, scale_to_multiplier
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
+from kiln.spec import CompileSpec
 from kiln.lower import tosa as tosa_lowering
 from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 
@@ -235,6 +236,38 @@ def test_u85_lowering_matches_pt2e_and_vela_places_it(name):
     for d in diffs:
         assert d.max() <= steps, f"{name}: up to {d.max()} steps off"
     compile_for(tosa, name, "ethos-u85-256")
+
+
+def _folded_forms(m, x):
+    """Forms Vela folds into fewer passes (kiln.lower.tosa), all from one requantization so that
+    they are one partition: an 8-bit requantization as RESCALE, MUL by 1, RESCALE (then a
+    table); a scalar added as a one-element constant of scale |c| (c above and below the step,
+    and c - y); strided slices as one copy of rows; pads in PyTorch's order (constant and
+    reflect); cumsum and y @ W as a linear."""
+    h = x * 1.5
+    y = h.reshape(1, 12, 16)
+    return (torch.sin(h * 2), h[:, 2:] * 3, y + 1.5, y - 0.001, 1.0 - y, y[..., ::2], y[..., 1::3], h[:, :, ::2],
+            F.pad(h, [1, 1, 2, 2]), F.pad(h, [1, 2, 2, 1], mode="reflect"), torch.cumsum(y, -1), y @ m.w)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
+def test_folded_forms_match_pt2e_and_run_on_the_npu_model_as_tosa_reference_model(target):
+    """Within a step of PT2E, and kiln's NPU model runs Vela's command stream (its folded
+    scalings) to tosa_reference_model's bytes for every output."""
+    module = Constants(_folded_forms, w=(16, 12))
+    inputs = seeded(2, (1, 4, 6, 8))
+    calibration = [inputs, seeded(3, (1, 4, 6, 8))]
+    diffs, tosa = compare_steps(module, inputs, calibration, target=target)
+    assert max(int(d.max()) for d in diffs) <= 1
+    _, g, parts = lower_module(module, inputs, calibration, target)
+    spec = CompileSpec(target).resolved()
+    result = vela.compile_tosa(tosa, "folded", target, spec.system_config, spec.memory_mode)
+    feeds = [quantize_input(inputs[0], g.inputs[0].qparams)]
+    raw, run = run_compiled(result, feeds, config_for(target))
+    assert run.fault is None
+    expected = [np.ascontiguousarray(e).tobytes() for e in run_tosa(tosa, feeds)]
+    wrong = [i for i, (got, want) in enumerate(zip(raw, expected)) if got != want]
+    assert len(raw) == len(expected) == 12 and not wrong, wrong
 
 
 def test_bilinear_to_any_size_runs_on_the_u85_model_as_tosa_reference_model_and_stays_off_the_u55():

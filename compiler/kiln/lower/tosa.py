@@ -25,8 +25,8 @@ from kiln.graph import QRANGE, Op, QParams, Value, clamp_range, pair
 from kiln.partition import tables
 from kiln.partition import vocabulary
 from kiln.partition.partitioner import Partition
-from kiln.partition.support import (KERNEL_AREA_MAX, KERNEL_HEIGHT_MAX, STRIDE_MAX, moving_stride, reduced_dims,
-                                   whole_bilinear_factors)
+from kiln.partition.support import (KERNEL_AREA_MAX, KERNEL_HEIGHT_MAX, STRIDE_MAX, TENSOR_DIM_MAX, moving_stride,
+                                   reduced_dims, whole_bilinear_factors)
 
 aten = torch.ops.aten
 DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "int48": ts.DType.INT48,
@@ -132,11 +132,6 @@ POOLED_MEAN_FAMILIES = ("ethos-u85",)
 # 327,116, shufflenet_v2 3,987,956 -> 187,481 by the rank-4 TRANSPOSE (NPU cycles 691,839 -> 458,118,
 # 357,207 -> 253,280, 252,067 -> 144,911).
 RANK4_TRANSPOSE_FAMILIES = ("ethos-u65", "ethos-u85")
-# NPU families on which an 8-bit requantization (int8 to int8, another scale or zero point) is
-# lowered as RESCALE to int32 (exact: the zero point off), MUL by 1 and RESCALE to int8 (the one
-# rounding), which Vela 5.2.0 runs as one MUL with its scalings, where it costs a lone RESCALE
-# about five times as much (ethos-u85-256, Sram_Only, x * 2 of [1, 10, 16]: 194 against 40 cycles).
-MUL_REQUANTIZE_FAMILIES = ("ethos-u85",)
 
 
 class Lowerer:
@@ -147,7 +142,6 @@ class Lowerer:
         self.resize_any_factor = on(RESIZE_ANY_FACTOR_FAMILIES)
         self.pooled_means = on(POOLED_MEAN_FAMILIES)
         self.clamp_copies = on(CLAMP_COPY_FAMILIES)
-        self.mul_requantize = on(MUL_REQUANTIZE_FAMILIES)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -365,13 +359,17 @@ class Lowerer:
                 as_copy=False) -> str:
         """RESCALE with single rounding; `scale` a float or a per-channel (last axis) array. A
         widening one reads a slice through a copy (see sliced()) unless `copy_slice` is False.
-        On MUL_REQUANTIZE_FAMILIES an 8-bit one is a MUL by 1 between widening and narrowing
-        RESCALEs, unless it is `as_copy` (copy(): a pass of its own, which that MUL would not be)."""
+        An 8-bit one (int8 to int8, another scale or zero point) is RESCALE to int32 (exact: the
+        zero point off), MUL by 1 and RESCALE to int8 (the one rounding), which Vela 5.2.0 runs
+        as one MUL with its scalings, where a lone RESCALE costs 2 to 5 times as much (x * 2 of
+        [1, 10, 16], ethos-u85-256 Sram_Only: 194 against 40 cycles; x * 2 then sin of
+        [1, 3, 8, 8], ethos-u55-128: 416 against 192); unless it is `as_copy` (copy(): a pass of
+        its own, which that MUL would not be)."""
         if out_dtype in ("int32", "int48") and copy_slice:
             name = self.unsliced(name)
         per_channel = isinstance(scale, np.ndarray) and scale.size > 1
-        if self.mul_requantize and in_dtype == out_dtype == "int8" and not per_channel and not as_copy:
-            wide = self.rescale(name, shape, "int8", "int32", 1.0, in_zp, 0, copy_slice)
+        if in_dtype == out_dtype == "int8" and not per_channel and not as_copy:
+            wide = self.rescale(name, shape, "int8", "int32", 1.0, in_zp, 0, copy_slice=False)  # beside a constant
             product = self.inter(shape, "int32")
             ones = [1] * len(shape)  # an int8 1 widened as the operand is: Vela folds both RESCALEs
             one = self.rescale(self.const(np.ones(ones), "int8", "one"), ones, "int8", "int32", 1.0, 0, 0)
@@ -874,11 +872,17 @@ def _two_operands(op: Op) -> list[Value]:
 @lowering(aten.add.Tensor, aten.sub.Tensor)
 def _add_sub(lw: Lowerer, op: Op):
     """Both operands (a constant one as a TOSA constant) widened to int32 in units of
-    2 * (the larger scale) / 2^shift, added or subtracted, requantized (one rounding). A scalar
-    operand c is an int32 constant in the units of the tensor operand alone, c rounded to
-    2^-shift of its step: as a one-element tensor of scale |c| it would make the units so
-    coarse that an int16 operand far finer than c lost bits in its widening (x - 133 with
-    x's step 0.01: 2 steps off; x near 133 minus 133: 17)."""
+    2 * (the larger scale) / 2^shift, added or subtracted, requantized (one rounding).
+
+    A scalar operand c is a one-element tensor of scale |c| (scalar_constant), which Vela 5.2.0
+    folds with both RESCALEs into one elementwise ADD (its operand scales then are 2^(shift-1)
+    for the larger and less for the other), where c is exact and the tensor operand is rounded
+    to half a unit of 2|c| / 2^shift if |c| is the larger scale. Where that rounding could
+    reach 1/32 of an output step (an int16 operand far finer than c: x - 133 with x's step
+    0.01 came 2 steps off; x near 133 minus 133, 17), c is instead an int32 constant in the
+    units of the tensor alone, rounded to 2^-shift of its step, which Vela runs as int32
+    arithmetic in passes of their own (x + 1.5 on [1, 6, 16], ethos-u55-128: 504 cycles
+    against 144)."""
     if op.arg("alpha") not in (None, 1):
         raise LoweringError(f"node {op.name}: alpha != 1 is not supported")
     out = op.output
@@ -888,10 +892,13 @@ def _add_sub(lw: Lowerer, op: Op):
     top = 2 * max(v.qparams.scale for v in tensors)
     scalars = [float(c) for c in operands if not isinstance(c, Value)]
     units = round(scalars[0] / top * (1 << shift)) if scalars else 0
-    if abs(units) >= 1 << 31:  # c dwarfs the tensor's range: c's own scale is precise enough
-        tensors = _two_operands(op)
-        top = 2 * max(v.qparams.scale for v in tensors)
-        scalars = []
+    if scalars:
+        constant = scalar_constant(scalars[0], out.dtype).qparams.scale
+        loss = constant / ((1 << shift) * out.qparams.scale)  # the tensor's rounding, in output steps
+        if constant <= tensors[0].qparams.scale or loss <= 1 / 32 or abs(units) >= 1 << 31:
+            tensors = _two_operands(op)
+            top = 2 * max(v.qparams.scale for v in tensors)
+            scalars = []
     names, shape, nhwc = _broadcast_operands(lw, tensors, out)
     wide = lw.widen(names, shape, tensors, [v.qparams.scale / top * (1 << shift) for v in tensors])
     if scalars:
@@ -1519,7 +1526,10 @@ def _same_quantization(lw: Lowerer, name: str, shape, x: Value, out: Value) -> s
 def _slice_op(lw: Lowerer, op: Op):
     """A SLICE along one dim, in the input's layout. With a step s above 1, the n kept entries
     are every s-th of n * s consecutive ones (the last group padded with the zero point where
-    the input ends first): RESHAPE to [before, n, s, after], SLICE the first of each s, RESHAPE."""
+    the input ends first): RESHAPE to rows of s * after, [1, 1, before * n, s * after] (one
+    batch: Vela runs a copy per batch; [1, 6, 8] ::2 on ethos-u55-128 1,272 -> 460 NPU cycles)
+    where its dims fit the NPU, [before, n, s, after] if not, SLICE the first `after` of each
+    row, RESHAPE."""
     x, out = op.inputs[0], op.output
     dim = op.arg("dim") % len(x.shape)
     step = op.arg("step") or 1
@@ -1543,8 +1553,10 @@ def _slice_op(lw: Lowerer, op: Op):
                 [padded], _attr("Pad"))
         name = padded
     before, after = int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis + 1:], dtype=np.int64))
-    grouped = lw.reshape(name, [before, n, step, after], x.dtype)
-    firsts = _slice(lw, grouped, [0, 0, 0, 0], [before, n, 1, after], x.dtype)
+    groups, firsts = [1, 1, before * n, step * after], [1, 1, before * n, after]
+    if max(groups) > TENSOR_DIM_MAX:
+        groups, firsts = [before, n, step, after], [before, n, 1, after]
+    firsts = _slice(lw, lw.reshape(name, groups, x.dtype), [0, 0, 0, 0], firsts, x.dtype)
     shape[axis] = n
     name = lw.reshape(firsts, shape, x.dtype)
     lw.result(out, _same_quantization(lw, name, Lowerer.shape_of(out, is_nhwc), x, out), is_nhwc)
@@ -1590,7 +1602,10 @@ def _expand_op(lw: Lowerer, op: Op):
 def _pad(lw: Lowerer, op: Op):
     """Constant padding is one PAD; reflect, replicate and circular padding copy samples of
     the input (the output shares its quantization), so they are SLICEs and CONCATs, one
-    dimension at a time: each mode is separable, as PyTorch defines it."""
+    dimension at a time: each mode is separable, as PyTorch defines it. A rank-4 input is
+    padded in PyTorch's order unless it is stored channels last or padded along its batch
+    (no layout changes: [1, 4, 6, 6] padded by [1, 1, 2, 2] on ethos-u55-128, 4,212 -> 3,408
+    NPU cycles; reflect by [1, 2, 2, 1] 3,073 -> 2,408)."""
     x, out = op.inputs[0], op.output
     pads = list(op.arg("pad"))
     mode = op.arg("mode") if op.target is aten.pad.default else "constant"
@@ -1598,23 +1613,24 @@ def _pad(lw: Lowerer, op: Op):
     before_after = [[0, 0] for _ in range(rank)]
     for i in range(len(pads) // 2):  # PyTorch lists the last dimension first
         before_after[rank - 1 - i] = [pads[2 * i], pads[2 * i + 1]]
-    if rank == 4:
+    nhwc = rank == 4 and (lw.bound(x)[1] or before_after[0] != [0, 0])
+    if nhwc:
         name = lw.nhwc(x)
         before_after = [before_after[p] for p in NCHW_TO_NHWC]
     else:
         name = lw.torch_order(x)
-    shape = list(Lowerer.shape_of(x, rank == 4))
+    shape = list(Lowerer.shape_of(x, nhwc))
     if mode != "constant":
         for dim, (before, after) in enumerate(before_after):
             if before or after:
                 name, shape = _pad_by_copies(lw, name, shape, dim, before, after, mode, x.dtype)
-        lw.result(out, name, rank == 4)
+        lw.result(out, name, nhwc)
         return
     pad_value = _quantize_real(float(op.arg("value") or 0.0), x.qparams, x.dtype)
-    result = lw.inter(Lowerer.shape_of(out, rank == 4), out.dtype)
+    result = lw.inter(Lowerer.shape_of(out, nhwc), out.dtype)
     lw.emit("PAD", [name, lw.shape_const([p for pair in before_after for p in pair]),
                     lw.const(np.array([pad_value]), x.dtype, "pad_value")], [result], _attr("Pad"))
-    lw.result(out, result, rank == 4)
+    lw.result(out, result, nhwc)
 
 
 def _pad_by_copies(lw: Lowerer, name: str, shape: list[int], dim: int, before: int, after: int, mode: str,
