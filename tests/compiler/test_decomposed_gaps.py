@@ -2,7 +2,7 @@
 decomposed (kiln.frontend.decompose) into ops kiln lowers: x.t() and mT, logsigmoid (one
 softplus table with beta -1), adaptive max pools and adaptive average pools to windows of
 unequal size (one pool, or slices and amax/mean per output row), division by a runtime tensor
-(mul by reciprocal) and cumsum (matmul with a constant triu(ones)). Each compiles for
+(mul by reciprocal) and cumsum (linear with the constant weights tril(ones)). Each compiles for
 ethos-u55-128 with everything but the quantize/dequantize edges on the NPU, run-host stays
 within one step of the PT2E reference and that within two steps of eager PyTorch; on the
 float path (--no-quantize) run-host equals eager."""
