@@ -520,14 +520,34 @@ def test_executorch_cpu_only_fixture_runs(work, builder, tmp_path):
     assert result.npu_cycles == [0, 0]
 
 
-def test_run_sh_prints_predictions_beside_labels():
+def test_run_sh_prints_predictions_beside_labels_and_writes_its_whole_output_to_a_log(tmp_path):
+    """`./scripts/run.sh > log 2>&1` keeps everything in order: the compile report, the runner's
+    memory report and ELF, the predictions (it piped through `tee /dev/stderr`, which reopened
+    the log file and truncated it: the compile report was lost), and no torchao import
+    notices. Each prediction is the host's for that held-out image, beside its label."""
     from kiln.models import digits
 
-    result = subprocess.run([str(ROOT / "scripts" / "run.sh"), "--count=5"], capture_output=True, text=True,
-                            timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    lines = result.stdout.splitlines()
-    header = lines.index("image  label  predicted  NPU cycles  CPU cycles")
+    log = tmp_path / "log"
+    with open(log, "w") as out:
+        result = subprocess.run([str(ROOT / "scripts" / "run.sh"), "--count=5"], stdout=out, stderr=subprocess.STDOUT,
+                                timeout=900)
+    text = log.read_text()
+    assert result.returncode == 0, text[-3000:]
+    lines = text.splitlines()
+    order = [
+        "run.sh: compiling digits for ethos-u55-128",
+        "digits for ethos-u55-128 (Ethos_U55_High_End_Embedded, Shared_Sram)",
+        f"wrote {ROOT / 'build' / 'digits.pte'} and {ROOT / 'build' / 'digits.json'}",
+        "run.sh: building the executor runner for digits on ethos-u55-128",
+        "memory per region (bytes):",
+        str(ROOT / "build" / "runner" / "digits-ethos-u55-128-Shared_Sram" / "cmake" / "executor_runner.elf"),
+        "image  label  predicted  NPU cycles  CPU cycles",
+    ]
+    at = [lines.index(line) for line in order]
+    assert at == sorted(at), at
+    assert any(line.startswith("  MACs on the NPU: ") for line in lines[at[1]:at[2]])
+    assert "Failed to load" not in text and "is an Enum subclass" not in text
+    header = at[-1]
     rows = [line.split() for line in lines[header + 1:header + 6]]
     images, labels = digits.test_split()
     data = (ROOT / "build" / "digits.pte").read_bytes()

@@ -186,33 +186,6 @@ def test_cpu_lockup_is_reported_as_a_fault(tmp_path):
     assert "R15=00000000" in result.stderr  # the PC it could not branch to
 
 
-def test_run_sh_writes_its_whole_output_to_a_log(tmp_path):
-    """`./scripts/run.sh > log 2>&1` keeps everything in order: the compile report, the runner's
-    memory report and ELF, the predictions. (It piped through `tee /dev/stderr`, which reopened
-    the log file and truncated it: the compile report was lost.) No torchao import notices."""
-    log = tmp_path / "log"
-    with open(log, "w") as out:
-        result = subprocess.run([str(ROOT / "scripts" / "run.sh"), "--count=2"], stdout=out, stderr=subprocess.STDOUT,
-                                timeout=900)
-    text = log.read_text()
-    assert result.returncode == 0, text[-3000:]
-    lines = text.splitlines()
-    order = [
-        "run.sh: compiling digits for ethos-u55-128",
-        "digits for ethos-u55-128 (Ethos_U55_High_End_Embedded, Shared_Sram)",
-        f"wrote {ROOT / 'build' / 'digits.pte'} and {ROOT / 'build' / 'digits.json'}",
-        "run.sh: building the executor runner for digits on ethos-u55-128",
-        "memory per region (bytes):",
-        str(ROOT / "build" / "runner" / "digits-ethos-u55-128-Shared_Sram" / "cmake" / "executor_runner.elf"),
-        "image  label  predicted  NPU cycles  CPU cycles",
-    ]
-    at = [lines.index(line) for line in order]
-    assert at == sorted(at), at
-    assert any(line.startswith("  MACs on the NPU: ") for line in lines[at[1]:at[2]])
-    assert re.match(r"[0-2] of 2 right; per inference: ", lines[at[-1] + 3]), lines[at[-1]:]
-    assert "Failed to load" not in text and "is an Enum subclass" not in text
-
-
 def test_a_command_line_the_runner_cannot_hold_is_refused_before_running(tmp_path):
     """The runner reads its command line into kCommandLineCapacity bytes; a longer one came back
     from semihosting as none at all, and the runner ran its built-in inputs instead."""
