@@ -151,6 +151,7 @@ class Lowerer:
         self.transposed: dict[tuple[str, tuple[int, ...]], str] = {}  # (tensor, perm) -> its layout change
         self.tensors: dict[str, ts.TosaSerializerTensor] = {}  # non-constant tensors by name
         self.producers: dict[str, tuple[str, list[str]]] = {}  # tensor name -> (TOSA op, its inputs)
+        self.cuts: dict[str, tuple[str, list[int]]] = {}  # a SLICE's result -> (its input, its start)
         self.count = 0
 
     # ---- tensors -----------------------------------------------------------------
@@ -458,8 +459,13 @@ def _crop(lw: Lowerer, name: str, shape, dtype: str, rows: int, columns: int) ->
 
 
 def _slice(lw: Lowerer, name: str, start, size, dtype: str) -> str:
+    """A SLICE of `name`; of a SLICE's result, one SLICE of that one's input (Vela copies once)."""
+    if name in lw.cuts:
+        name, first = lw.cuts[name]
+        start = [a + b for a, b in zip(first, start)]
     out = lw.inter(list(size), dtype)
     lw.emit("SLICE", [name, lw.shape_const(list(start)), lw.shape_const(list(size))], [out], _attr("Slice"))
+    lw.cuts[out] = (name, list(start))
     return out
 
 
