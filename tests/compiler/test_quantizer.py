@@ -211,7 +211,7 @@ def test_data_movement_output_shares_the_input_range(target):
 
 
 @pytest.mark.parametrize("target,fn", [(aten.minimum.default, torch.minimum), (aten.maximum.default, torch.maximum)],
-                         ids=str)
+                         ids=["minimum", "maximum"])
 def test_minimum_and_maximum_share_one_range_like_cat(target, fn):
     q = quantized_fn(lambda a, b: fn(a, b * 3), torch.randn(2, 8), torch.randn(2, 8))
     n = node(q, target)
