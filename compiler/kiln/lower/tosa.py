@@ -133,6 +133,14 @@ POOLED_MEAN_FAMILIES = ("ethos-u85",)
 # 357,207 -> 253,280, 252,067 -> 144,911).
 RANK4_TRANSPOSE_FAMILIES = ("ethos-u65", "ethos-u85")
 
+# NPU families on which a reflect, replicate or circular pad of a rank-4 value stored in PyTorch's
+# order is made channels last first: their CONCATs along PyTorch's last axis (the channels to Vela)
+# cost more there than the layout changes, measured in Vela's NPU cycles at the board's memory mode
+# (F.pad reflect by [1, 2, 2, 1] of [1, 3, 8, 8]: ethos-u65-256 Dedicated_Sram 3,753 against 5,713,
+# ethos-u85-256 Dedicated_Sram_384KB 4,865 against 6,556, where ethos-u55-128 Shared_Sram runs
+# PyTorch's order faster, 2,408 against 3,073). Constant pads are one PAD in PyTorch's order everywhere.
+CHANNELS_LAST_PAD_COPY_FAMILIES = ("ethos-u65", "ethos-u85")
+
 
 class Lowerer:
     def __init__(self, partition: Partition, accelerator: str | None = None):
@@ -142,6 +150,7 @@ class Lowerer:
         self.resize_any_factor = on(RESIZE_ANY_FACTOR_FAMILIES)
         self.pooled_means = on(POOLED_MEAN_FAMILIES)
         self.clamp_copies = on(CLAMP_COPY_FAMILIES)
+        self.channels_last_pad_copies = on(CHANNELS_LAST_PAD_COPY_FAMILIES)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -1609,9 +1618,9 @@ def _pad(lw: Lowerer, op: Op):
     """Constant padding is one PAD; reflect, replicate and circular padding copy samples of
     the input (the output shares its quantization), so they are SLICEs and CONCATs, one
     dimension at a time: each mode is separable, as PyTorch defines it. A rank-4 input is
-    padded in PyTorch's order unless it is stored channels last or padded along its batch
-    (no layout changes: [1, 4, 6, 6] padded by [1, 1, 2, 2] on ethos-u55-128, 4,212 -> 3,408
-    NPU cycles; reflect by [1, 2, 2, 1] 3,073 -> 2,408)."""
+    padded in PyTorch's order (no layout changes: [1, 4, 6, 6] padded by [1, 1, 2, 2] on
+    ethos-u55-128, 4,212 -> 3,408 NPU cycles) unless it is stored channels last, padded along
+    its batch, or padded by copies on CHANNELS_LAST_PAD_COPY_FAMILIES."""
     x, out = op.inputs[0], op.output
     pads = list(op.arg("pad"))
     mode = op.arg("mode") if op.target is aten.pad.default else "constant"
@@ -1619,7 +1628,8 @@ def _pad(lw: Lowerer, op: Op):
     before_after = [[0, 0] for _ in range(rank)]
     for i in range(len(pads) // 2):  # PyTorch lists the last dimension first
         before_after[rank - 1 - i] = [pads[2 * i], pads[2 * i + 1]]
-    nhwc = rank == 4 and (lw.bound(x)[1] or before_after[0] != [0, 0])
+    nhwc = rank == 4 and (lw.bound(x)[1] or before_after[0] != [0, 0]
+                          or (mode != "constant" and lw.channels_last_pad_copies))
     if nhwc:
         name = lw.nhwc(x)
         before_after = [before_after[p] for p in NCHW_TO_NHWC]
