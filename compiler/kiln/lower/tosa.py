@@ -1541,10 +1541,10 @@ def _same_quantization(lw: Lowerer, name: str, shape, x: Value, out: Value) -> s
 def _slice_op(lw: Lowerer, op: Op):
     """A SLICE along one dim, in the input's layout. With a step s above 1, the n kept entries
     are every s-th of n * s consecutive ones (the last group padded with the zero point where
-    the input ends first): RESHAPE to rows of s * after, [1, 1, before * n, s * after] (one
-    batch: Vela runs a copy per batch; [1, 6, 8] ::2 on ethos-u55-128 1,272 -> 460 NPU cycles)
-    where its dims fit the NPU, [before, n, s, after] if not, SLICE the first `after` of each
-    row, RESHAPE."""
+    the input ends first): RESHAPE to rows of s * after in one batch (Vela runs a copy per
+    batch; [1, 6, 16] ::2 on ethos-u55-128 1,272 -> 460 NPU cycles), [1, 1, before * n, s * after]
+    or, where that has a dim beyond the NPU's, [1, before, n, s * after]; else [before, n, s,
+    after]. SLICE the first `after` of each row, RESHAPE."""
     x, out = op.inputs[0], op.output
     dim = op.arg("dim") % len(x.shape)
     step = op.arg("step") or 1
@@ -1568,9 +1568,9 @@ def _slice_op(lw: Lowerer, op: Op):
                 [padded], _attr("Pad"))
         name = padded
     before, after = int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis + 1:], dtype=np.int64))
-    groups, firsts = [1, 1, before * n, step * after], [1, 1, before * n, after]
-    if max(groups) > TENSOR_DIM_MAX:
-        groups, firsts = [before, n, step, after], [before, n, 1, after]
+    forms = [([1, 1, before * n, step * after], [1, 1, before * n, after]),
+             ([1, before, n, step * after], [1, before, n, after]), ([before, n, step, after], [before, n, 1, after])]
+    groups, firsts = next((f for f in forms[:-1] if max(f[0]) <= TENSOR_DIM_MAX), forms[-1])
     firsts = _slice(lw, lw.reshape(name, groups, x.dtype), [0, 0, 0, 0], firsts, x.dtype)
     shape[axis] = n
     name = lw.reshape(firsts, shape, x.dtype)
