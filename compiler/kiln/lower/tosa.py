@@ -1440,10 +1440,14 @@ def _softmax(lw: Lowerer, op: Op):
         for _ in range(2):
             error = binary("SUB", scalar(one), binary("MUL", normalised, inverse, row, 31), row)
             inverse = binary("ADD", inverse, binary("MUL", inverse, error, row, RECIPROCAL_BITS), row)
-        # e / sum = e (1/m) 2^(clz - 32); with 1/m shifted right by EXP_CLZ_MAX - clz
-        # (what it loses is below 2^-28 of the result), e * that >> EXP_BITS is the result * 2^30
-        inverse = binary("ARITHMETIC_RIGHT_SHIFT", inverse, binary("SUB", scalar(EXP_CLZ_MAX), clz, row), row)
-        result, unit = binary("MUL", e, inverse, shape, EXP_BITS), 2.0 ** -30
+        # e / sum = e (1/m) 2^(clz - 32); with 1/m shifted right by EXP_CLZ_MAX + EXP_BITS - clz (its
+        # rounding moves the result by at most e / 2 units of 2^-30, below 2^-18: 1/1024 of an 8-bit
+        # softmax's step), e * that is the result * 2^30 and fits int32: a MUL without a shift, into
+        # which Vela folds the requantization after it (by a power of two: kwt on ethos-u85-256
+        # Sram_Only 193,642 -> 165,624 NPU cycles, ExecuTorch 176,094)
+        shift = binary("SUB", scalar(EXP_CLZ_MAX + EXP_BITS), clz, row)
+        inverse = binary("ARITHMETIC_RIGHT_SHIFT", inverse, shift, row)
+        result, unit = binary("MUL", e, inverse, shape, 0), 2.0 ** -30
     lw.result(out, lw.rescale(result, shape, "int32", out.dtype, unit / out.qparams.scale, 0, out.qparams.zero_point),
               is_nhwc)
 
