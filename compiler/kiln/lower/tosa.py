@@ -1632,7 +1632,7 @@ def _pad(lw: Lowerer, op: Op):
     before_after = [[0, 0] for _ in range(rank)]
     for i in range(len(pads) // 2):  # PyTorch lists the last dimension first
         before_after[rank - 1 - i] = [pads[2 * i], pads[2 * i + 1]]
-    nhwc = rank == 4 and (lw.bound(x)[1] or before_after[0] != [0, 0]
+    nhwc = rank == 4 and ((not x.is_constant and lw.bound(x)[1]) or before_after[0] != [0, 0]
                           or (mode != "constant" and lw.channels_last_pad_copies))
     if nhwc:
         name = lw.nhwc(x)
