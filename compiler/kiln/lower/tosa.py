@@ -346,6 +346,10 @@ class Lowerer:
             self.reshaped[key] = out
         return self.reshaped[key]
 
+    def stored_channels_last(self, v: Value) -> bool:
+        """Whether `v` is a non-constant value stored channels last (a constant takes any layout)."""
+        return not v.is_constant and self.names[id(v)][1]
+
     def bind(self, v: Value, name: str, is_nhwc: bool):
         self.names[id(v)] = (name, is_nhwc)
 
@@ -961,7 +965,7 @@ def _broadcast_operands(lw: Lowerer, values: list[Value], out: Value):
     # A 4-D slice's op stays NHWC: in PyTorch's order Vela 5.2.0 misreads a strided slice of x
     # beside x[..., :3, :4] (tests/simulator/test_npu_strided_slice.py: 38 steps off).
     sliced = rank == 4 and any(lw.slice_source(lw.names[id(v)][0]) is not None for v in tensors)
-    nhwc = rank >= 3 and (sliced or any(len(v.shape) == rank and lw.names[id(v)][1] for v in tensors))
+    nhwc = rank >= 3 and (sliced or any(len(v.shape) == rank and lw.stored_channels_last(v) for v in tensors))
     names, shapes = [], []
     for v in values:
         shape = (1,) * (rank - len(v.shape)) + tuple(v.shape)
@@ -1497,7 +1501,7 @@ def _cat(lw: Lowerer, op: Op):
     tensors, out = op.arg("tensors"), op.output
     rank = len(out.shape)
     axis = op.arg("dim") % rank
-    nhwc = rank == 4 and (axis == 3 or any(lw.bound(t)[1] for t in tensors if not t.is_constant))
+    nhwc = rank == 4 and (axis == 3 or any(lw.stored_channels_last(t) for t in tensors))
     if nhwc:
         names = [lw.nhwc(t) for t in tensors]
         axis = NCHW_TO_NHWC.index(axis)
@@ -1632,7 +1636,7 @@ def _pad(lw: Lowerer, op: Op):
     before_after = [[0, 0] for _ in range(rank)]
     for i in range(len(pads) // 2):  # PyTorch lists the last dimension first
         before_after[rank - 1 - i] = [pads[2 * i], pads[2 * i + 1]]
-    nhwc = rank == 4 and ((not x.is_constant and lw.bound(x)[1]) or before_after[0] != [0, 0]
+    nhwc = rank == 4 and (lw.stored_channels_last(x) or before_after[0] != [0, 0]
                           or (mode != "constant" and lw.channels_last_pad_copies))
     if nhwc:
         name = lw.nhwc(x)
