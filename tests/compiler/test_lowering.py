@@ -218,11 +218,12 @@ U85_LOWERINGS = {
     "mean_hw": (*CASES["mean_hw"], 1),
     "permute": (*CASES["permute"], 0),
     "permute_batched_nhwc": (*CASES["permute_batched_nhwc"], 1),
-    # bilinear to any size (one RESIZE of int16 sums): PyTorch's float weights may round a tie apart
+    # bilinear to any size (one RESIZE of int32 sums): PyTorch's float weights may round a tie apart
     "resize_bilinear_1_5x": (Lambda(lambda m, x: F.interpolate(x, size=(9, 9), mode="bilinear")), [(1, 4, 6, 6)], 1),
     "resize_bilinear_down": (Lambda(lambda m, x: F.interpolate(x, size=(7, 5), mode="bilinear")), [(1, 4, 12, 12)], 1),
     "upsample_bilinear_6x": (Lambda(lambda m, x: F.interpolate(x, scale_factor=6, mode="bilinear")), [(1, 2, 4, 4)], 1),
     "upsample_bilinear_2x": (*CASES["upsample_bilinear_x2"], 1),  # whole factors too: one RESIZE on the U85
+    "upsample_bilinear_aligned": (*CASES["upsample_bilinear_aligned"], 1),  # align_corners: one RESIZE, upward
     # an 8-bit requantization as RESCALE, MUL by 1, RESCALE (one rounding, as the lone RESCALE)
     "requantize_by_number": (Lambda(lambda m, x: x * 2.0 - 0.25), [(1, 10, 16)], 1),
 }

@@ -119,7 +119,7 @@ def module_on_the_model(module, shape, name: str, target: str = "ethos-u55-128",
     _, _, parts = lower_module(module, calibration[0], calibration, target, bits=bits)
     (part,) = parts.partitions
     assert not [p for p in parts.placements if p.partition is None and "quantize" not in p.op.op_type]
-    tosa = tosa_lowering.lower(part)
+    tosa = tosa_lowering.lower(part, target)
     vela = compile_tosa(tosa, name, target, system_config(target), "Shared_Sram")
     dtype = np.int8 if bits == 8 else np.int16
     bounds = np.iinfo(dtype)

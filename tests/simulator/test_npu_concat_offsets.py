@@ -40,20 +40,30 @@ def _tosa_rescale_then_concat() -> npu_cases.Graph:
     return g
 
 
-def test_vela_places_a_standalone_rescale_at_offset_zero():
-    """Documents the Vela behaviour kiln works around (if this fails, a newer Vela keeps
-    the offset and Lowerer.placeable may go): the stream writes the rescaled operand over
-    the first one, so the first four channels hold the skip operand (the later copy) and
-    the last four are never written."""
+@pytest.mark.parametrize("target, mode", [("ethos-u55-128", "Shared_Sram"), ("ethos-u65-256", "Dedicated_Sram")])
+def test_vela_places_a_standalone_rescale_at_offset_zero(target, mode):
+    """Documents the Vela behaviour kiln works around on OFFSET_COPY_FAMILIES (if this fails,
+    a newer Vela keeps the offset and Lowerer.placeable may go): the stream writes the
+    rescaled operand over the first one, so the first four channels hold the skip operand
+    (the later copy) and the last four are never written."""
     g = _tosa_rescale_then_concat()
     tosa = g.serialize()
-    vela = compile_tosa(tosa, "offset", "ethos-u55-128", npu_harness.system_config("ethos-u55-128"), "Shared_Sram")
+    vela = compile_tosa(tosa, "offset", target, npu_harness.system_config(target), mode)
     want = npu_harness.reference(tosa, g.inputs)[0].reshape(-1, 8)
-    got, result = npu_harness.run_on_model(vela, g.inputs, "ethos-u55-128", [np.int8])
+    got, result = npu_harness.run_on_model(vela, g.inputs, target, [np.int8])
     assert result.fault is None
     got = got[0].reshape(-1, 8)
     assert np.array_equal(got[:, :4], want[:, :4])
     assert not np.array_equal(got[:, 4:], want[:, 4:])
+
+
+@pytest.mark.parametrize("mode", ["Dedicated_Sram_384KB", "Sram_Only"])
+def test_vela_keeps_the_offset_on_ethos_u85(mode):
+    """Why OFFSET_COPY_FAMILIES leaves Ethos-U85 out: its stream writes the same graph right."""
+    g = _tosa_rescale_then_concat()
+    tosa = g.serialize()
+    vela = compile_tosa(tosa, "offset", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"), mode)
+    assert npu_harness.compare(tosa, vela, g.inputs, "ethos-u85-256")[0] == [0]
 
 
 def test_identity_rescale_between_keeps_the_offset():
@@ -151,6 +161,26 @@ def test_offset_operands_bit_exact_u55_128(name):
     assert _delegate_diffs(name, "ethos-u55-128") == [0]
 
 
-@pytest.mark.parametrize("target", ["ethos-u55-32", "ethos-u65-256"])
+@pytest.mark.parametrize("target", ["ethos-u55-32", "ethos-u65-256", "ethos-u85-256"])
 def test_up_cat_bit_exact_other_targets(target):
     assert _delegate_diffs("up_cat", target) == [0]
+
+
+def test_up_cat_takes_no_copy_on_ethos_u85():
+    """The copy is gone where Vela keeps the offset: the concatenated operand is the
+    up-convolution's own RESCALE from int32."""
+    build, shapes = CASES["up_cat"]
+    torch.manual_seed(0)
+    inputs = tuple(torch.randn(shape) for shape in shapes)
+    result = compile_model(LoadedModel("up_cat", build().eval(), inputs), CompileSpec(target="ethos-u85-256"),
+                           log=lambda *args, **kwargs: None)
+    from tosa.Op import Op
+    from tosa.TosaGraph import TosaGraph
+
+    block = TosaGraph.GetRootAs(result.tosa[0], 0).Regions(0).Blocks(0)
+    types = {block.Tensors(i).Name().decode(): block.Tensors(i).Type() for i in range(block.TensorsLength())}
+    ops = [block.Operators(i) for i in range(block.OperatorsLength())]
+    producer = {op.Outputs(0).decode(): op for op in ops if op.OutputsLength()}
+    cat = next(op for op in ops if op.Op() == Op.CONCAT)
+    second = producer[cat.Inputs(1).decode()]
+    assert second.Op() == Op.RESCALE and types[second.Inputs(0).decode()] == ts.DType.INT32

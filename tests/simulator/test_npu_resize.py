@@ -2,7 +2,8 @@
 tosa_reference_model runs the TOSA graph: nearest upsampling (kiln.lower.tosa._upsample_nearest)
 by 2, 4 or 8 both ways one TOSA RESIZE (scale 2f / 2, offset 1 - f, border f - 1), whose pixel
 repeat is checked against numpy's, otherwise CONCATs of copies; bilinear with align_corners
-(_bilinear_aligned) two 1x1 convolutions of integer taps, the second on int16."""
+(_bilinear_aligned) two 1x1 convolutions of integer taps, the second on int16, and on Ethos-U85
+one RESIZE of int8 to int32 sums (_resize_weighed) at the weights' unit 1 / 2 (side - 1), reduced."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ CASES = {  # name: (output size, input shape, target[, mode])
     "x2_by_1_interleaved": ((8, 5), (1, 4, 4, 5), "ethos-u55-256"),
     "bilinear_aligned_x2": ((10, 12), (1, 6, 5, 6), "ethos-u55-128", "bilinear"),
     "bilinear_aligned_odd": ((9, 4), (1, 3, 4, 7), "ethos-u65-256", "bilinear"),
+    "bilinear_aligned_u85": ((10, 12), (1, 6, 5, 6), "ethos-u85-256", "bilinear"),
+    "bilinear_aligned_u85_odd": ((9, 13), (1, 3, 4, 7), "ethos-u85-256", "bilinear"),
 }
 
 

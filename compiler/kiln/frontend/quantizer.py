@@ -72,8 +72,6 @@ INDEPENDENT_OPS = {
     aten.sum.dim_IntList,
     aten.mean.dim,
     aten.cumsum.default,
-    aten.upsample_bilinear2d.vec,
-    aten.upsample_bilinear2d.default,
     aten.log_softmax.int,
     aten._log_softmax.default,
 } | UNARY_FUNCTIONS
@@ -122,6 +120,8 @@ SHARED_OPS = {
     aten._pad_circular.default,
     aten.upsample_nearest2d.vec,
     aten.upsample_nearest2d.default,
+    aten.upsample_bilinear2d.vec,  # bilinear weights are convex: the output stays within the input's range
+    aten.upsample_bilinear2d.default,
     aten.slice.Tensor,
     aten.select.int,
     aten.flip.default,

@@ -38,6 +38,9 @@ _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constan
 # follows (the elementwise ones as kiln lowers them, with widening RESCALEs on their
 # operands); see Lowerer.placeable. Each is checked in tests/simulator/test_npu_concat_offsets.py.
 _FOLDS_RESCALE = {"CONV2D", "DEPTHWISE_CONV2D", "ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "REDUCE_SUM", "MATMUL"}
+# NPU families where Vela 5.2.0 writes such an unfolded RESCALE's result at offset 0 of the larger
+# tensor (Lowerer.placeable copies it); on Ethos-U85 it keeps the offset (the same test).
+OFFSET_COPY_FAMILIES = ("ethos-u55", "ethos-u65")
 RESIZE_NEAREST_FACTORS = (2, 4, 8)  # nearest upsampling Vela 5.2.0 runs as one RESIZE on Ethos-U55/U65 (both ways)
 # NPU families whose hardware RESIZE Vela 5.2.0 uses for nearest upsampling by any whole factors (each
 # axis its own): Ethos-U85 (ethos_u85.cpp maps Resize to NPU_OP_RESIZE).
@@ -151,6 +154,7 @@ class Lowerer:
         self.pooled_means = on(POOLED_MEAN_FAMILIES)
         self.clamp_copies = on(CLAMP_COPY_FAMILIES)
         self.channels_last_pad_copies = on(CHANNELS_LAST_PAD_COPY_FAMILIES)
+        self.offset_copies = on(OFFSET_COPY_FAMILIES)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -266,7 +270,10 @@ class Lowerer:
         over the first operand, and leaves its own place unwritten (measured: unet_tiny's
         up-convolution, concatenated after its skip connection). An identity RESCALE of the
         narrow type between the two is a copy Vela keeps (the NPU runs 8/16-bit rescales
-        natively), and that copy writes the slice at its offset."""
+        natively), and that copy writes the slice at its offset. Ethos-U85 needs no copy
+        (OFFSET_COPY_FAMILIES)."""
+        if not self.offset_copies:
+            return name
         _, through = self.traced(name, ("CLAMP",))  # a clamp Vela fuses into the MUL
         if through[0] != "RESCALE":
             return name
@@ -1773,17 +1780,36 @@ def _bilinear_resize(lw: Lowerer, x: Value, out: Value):
     """Bilinear resizing to any size without align_corners as one TOSA RESIZE (Ethos-U85, a
     support rule). PyTorch's source row of output row y is (y + 0.5) * ih / oh - 0.5, clamped
     at 0: in units of 1 / (2 oh) that is y * 2 ih + (ih - oh), so scale 2 oh / 2 ih, offset
-    ih - oh and border oh - ih; TOSA clamps the taps at the edges as PyTorch does. The RESIZE
-    weighs raw integers, so x minus its zero point is widened to int16 first (exact), resized to
-    int48 sums of weights totalling 4 oh ow, and requantized once."""
+    ih - oh and border oh - ih; TOSA clamps the taps at the edges as PyTorch does."""
     n, c, h, w = x.shape
     oh, ow = out.shape[2:]
-    centred = lw.rescale(lw.nhwc(x), [n, h, w, c], x.dtype, "int16", 1.0, x.qparams.zero_point, 0)
-    sums = lw.inter([n, oh, ow, c], "int48")
-    lw.emit("RESIZE", [centred, lw.shape_const([2 * oh, 2 * h, 2 * ow, 2 * w]), lw.shape_const([h - oh, w - ow]),
-                       lw.shape_const([oh - h, ow - w])], [sums], _attr("Resize", ts.ResizeMode.BILINEAR))
-    scale = x.qparams.scale / (4 * oh * ow * out.qparams.scale)
-    lw.result(out, lw.rescale(sums, [n, oh, ow, c], "int48", out.dtype, scale, 0, out.qparams.zero_point), True)
+    _resize_weighed(lw, x, out, [2 * oh, 2 * h, 2 * ow, 2 * w], [h - oh, w - ow], [oh - h, ow - w])
+
+
+def _resize_weighed(lw: Lowerer, x: Value, out: Value, scale: list[int], offset: list[int], border: list[int]):
+    """One bilinear RESIZE (TOSA scale [y_n, y_d, x_n, x_d]), requantized once. The RESIZE weighs
+    raw integers by weights totalling y_n * x_n, so the zero point is weighed too: where the
+    output has x's scale it is x's zero point in the int32 sums of int8 x, taken off by the
+    output's zero point; otherwise x minus its zero point is widened to int16 first (exact) and
+    resized to int48 sums."""
+    n, c, h, w = x.shape
+    oh, ow = out.shape[2:]
+    for axis in (0, 1):  # the same positions in the smallest units: fewer weights, a power of two more often
+        g = math.gcd(scale[2 * axis], scale[2 * axis + 1], offset[axis], border[axis])
+        scale[2 * axis: 2 * axis + 2] = [v // g for v in scale[2 * axis: 2 * axis + 2]]
+        offset[axis], border[axis] = offset[axis] // g, border[axis] // g
+    total = scale[0] * scale[2]
+    shift = out.qparams.zero_point - x.qparams.zero_point
+    if x.dtype == "int8" and x.qparams.scale == out.qparams.scale and -128 <= shift <= 127:
+        source, sums_type, out_zp = lw.nhwc(x), "int32", shift
+    else:
+        source = lw.rescale(lw.nhwc(x), [n, h, w, c], x.dtype, "int16", 1.0, x.qparams.zero_point, 0)
+        sums_type, out_zp = "int48", out.qparams.zero_point
+    sums = lw.inter([n, oh, ow, c], sums_type)
+    lw.emit("RESIZE", [source, lw.shape_const(scale), lw.shape_const(offset), lw.shape_const(border)], [sums],
+            _attr("Resize", ts.ResizeMode.BILINEAR))
+    requant = x.qparams.scale / (total * out.qparams.scale)
+    lw.result(out, lw.rescale(sums, [n, oh, ow, c], sums_type, out.dtype, requant, 0, out_zp), True)
 
 
 def aligned_taps(size: int, out_size: int) -> np.ndarray:
@@ -1809,6 +1835,10 @@ def _bilinear_aligned(lw: Lowerer, x: Value, out: Value):
     bring W, then H, innermost."""
     n, c, h, w = x.shape
     oh, ow = out.shape[2:]
+    if lw.resize_any_factor and min(h, w) > 1 and oh >= h and ow >= w:
+        # source row y * (h - 1) / (oh - 1): scale 2 (oh - 1) / 2 (h - 1), no offset or border
+        _resize_weighed(lw, x, out, [2 * (oh - 1), 2 * (h - 1), 2 * (ow - 1), 2 * (w - 1)], [0, 0], [0, 0])
+        return
     rows = lw.to_layout(lw.nhwc(x), [n, h, w, c], x.dtype, (0, 1, 3, 2))  # [n, h, c, w]
 
     def along_last(name: str, count: int, size: int, taps: np.ndarray, dtype: str, zp: int) -> str:
