@@ -223,7 +223,7 @@ U85_LOWERINGS = {
     "resize_bilinear_down": (Lambda(lambda m, x: F.interpolate(x, size=(7, 5), mode="bilinear")), [(1, 4, 12, 12)], 1),
     "upsample_bilinear_6x": (Lambda(lambda m, x: F.interpolate(x, scale_factor=6, mode="bilinear")), [(1, 2, 4, 4)], 1),
     "upsample_bilinear_2x": (*CASES["upsample_bilinear_x2"], 1),  # whole factors too: one RESIZE on the U85
-    "upsample_bilinear_aligned": (*CASES["upsample_bilinear_aligned"], 1),  # align_corners: one RESIZE, upward
+    "upsample_bilinear_aligned": (*CASES["upsample_bilinear_aligned"], 1),  # align_corners: the two convolutions
     # an 8-bit requantization as RESCALE, MUL by 1, RESCALE (one rounding, as the lone RESCALE)
     "requantize_by_number": (Lambda(lambda m, x: x * 2.0 - 0.25), [(1, 10, 16)], 1),
 }

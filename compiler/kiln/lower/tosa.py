@@ -1832,13 +1832,11 @@ def _bilinear_aligned(lw: Lowerer, x: Value, out: Value):
     a 1x1 CONV2D of each row [.., W] by the integer taps (aligned_taps, in units of 1/dw),
     whose int32 sums (at most dw * 255) are exact in int16; along H a 1x1 CONV2D of that int16
     by the H taps into int48; one RESCALE by x's scale / (dw * dh * the output's). Transposes
-    bring W, then H, innermost."""
+    bring W, then H, innermost. Also on Ethos-U85, where one RESIZE (scale 2 (oh - 1) / 2 (h - 1))
+    leaves a RESCALE of int32 by 1 / (4 (oh - 1) (ow - 1)) that Vela cannot fold: unet_tiny,
+    ethos-u85-256 Dedicated_Sram_384KB, 130,027 NPU cycles this way against 135,741."""
     n, c, h, w = x.shape
     oh, ow = out.shape[2:]
-    if lw.resize_any_factor and min(h, w) > 1 and oh >= h and ow >= w:
-        # source row y * (h - 1) / (oh - 1): scale 2 (oh - 1) / 2 (h - 1), no offset or border
-        _resize_weighed(lw, x, out, [2 * (oh - 1), 2 * (h - 1), 2 * (ow - 1), 2 * (w - 1)], [0, 0], [0, 0])
-        return
     rows = lw.to_layout(lw.nhwc(x), [n, h, w, c], x.dtype, (0, 1, 3, 2))  # [n, h, c, w]
 
     def along_last(name: str, count: int, size: int, taps: np.ndarray, dtype: str, zp: int) -> str:
