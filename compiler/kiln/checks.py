@@ -26,15 +26,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kiln.errors import InternalError
-from kiln.frontend.quantizer import INDEX_OPS
-from kiln.graph import CHECKED_INDEX, DEQUANTIZE, DTYPES, GATHERS, QRANGE, QUANTIZE, Graph, Op, Value
+from kiln.graph import DEQUANTIZE, DTYPES, GATHERS, QRANGE, QUANTIZE, Graph, Op, Value
 from kiln.lower.vela import VelaResult
 from kiln.partition.partitioner import Partition, Partitioning, boundary
 from kiln.program.builder import ALIGNMENT, Program, tensor_args
 from kiln.program.kernels import by_name
 
 KNOWN_DTYPES = frozenset(DTYPES.values())
-INDEX_PRODUCERS = INDEX_OPS | {CHECKED_INDEX}  # the ops whose int32 results an NPU partition exchanges
 
 
 # ---- after fold: kiln's graph ---------------------------------------------------------------------
@@ -160,14 +158,14 @@ def every_op_placed_once(parts: Partitioning) -> str | None:
 def partitions_hold_quantized_ops(parts: Partitioning) -> str | None:
     """The NPU computes in integers: every op in a partition reads integer values (Op.reads_integers;
     no quantize or dequantize), and what a partition takes and returns are quantized integer values,
-    bools, argmax's indices or a gather's checked ones, never constants."""
+    bools, argmax's indices or a gather's checked ones, or int32 tensors (an int32 product's),
+    never constants."""
     for partition in parts.partitions:
         for op in partition.ops:
             if not op.reads_integers or op.target in QUANTIZE or op.target in DEQUANTIZE:
                 return f"partition {partition.index} holds {op.name} ({op.op_type}), which is not quantized"
         for v in partition.inputs + partition.outputs:
-            indices = v.dtype == "int32" and v.producer is not None and v.producer.target in INDEX_PRODUCERS
-            if v.is_constant or (v.qparams is None and v.dtype != "bool" and not indices):
+            if v.is_constant or (v.qparams is None and v.dtype not in ("bool", "int32")):
                 return f"partition {partition.index} exchanges {v.name}, not a quantized runtime value"
     return None
 

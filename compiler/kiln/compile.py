@@ -132,7 +132,8 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
     refused: dict[str, str] = {}  # op name -> why Vela could not place it (Vela is a rule too)
     while True:
         with stage("partition"):
-            parts = partition.partition(g, target, spec.exclusions, delegate=spec.delegate, refused=refused)
+            parts = partition.partition(g, target, spec.exclusions, delegate=spec.delegate and spec.quantize,
+                                        refused=refused)
             checks.after("partition", parts)
         tosa: list[bytes] = []
         with stage("lower"):

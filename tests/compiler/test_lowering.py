@@ -410,3 +410,51 @@ def test_scalar_far_beyond_the_result_stays_within_one_step(bits):
     x = seeded(4, (1, 3, 8, 8))[0] * 0.01 + 133.0
     (diff,), _ = compare_steps(Lambda(lambda m, x: x - 133.0), (x,), bits=bits)
     assert diff.max() <= 1, f"up to {diff.max()} steps off"
+
+
+class Int32Products(nn.Module):
+    """int32 products of two tensors (broadcast), of a tensor and an integer, and of a tensor
+    and an int32 buffer: PyTorch wraps each modulo 2^32."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.tensor([[2**31 - 1, -2**31, 65535, -32768, 46341, 7] * 2], dtype=torch.int32))
+
+    def forward(self, a, b):
+        return a * b, a * -98765, b * self.k, (a * b) * a
+
+
+def _int32_edges(seed: int, shape) -> torch.Tensor:
+    """Random int32 values with the limbs' edges (0, +-1, 2^15, 2^16 - 1, the extremes) in front."""
+    edges = [0, 1, -1, 2**15 - 1, 2**15, -2**15, 2**16 - 1, 2**16, -2**16, 46341, 2**31 - 1, -2**31]
+    values = torch.randint(-2**31, 2**31, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.int64)
+    flat = values.reshape(-1)
+    flat[:len(edges)] = torch.tensor(edges[::1 if seed % 2 else -1])
+    return values.to(torch.int32)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_int32_products_wrap_as_pytorch_on_the_npu(target):
+    """Every product on the NPU; kiln run-host (tosa_reference_model) and kiln's NPU model running
+    Vela's command stream both give PyTorch's wrapped products bit for bit, extremes included."""
+    from kiln import compile as kc
+    from kiln.frontend.export import LoadedModel
+    from kiln.reference import run_host
+
+    a, b = _int32_edges(1, (4, 12)), _int32_edges(2, (1, 12))
+    module = Int32Products().eval()
+    result = kc.compile_model(LoadedModel("int32_products", module, (a, b)), CompileSpec(target),
+                              log=lambda line: None)
+    assert {o["op"]: o["where"] for o in result.report["ops"]} == {"aten.mul": "npu"}, result.report["ops"]
+    want = [w.numpy() for w in module(a, b)]
+    got = run_host.run(result.pte, [a.numpy(), b.numpy()])
+    assert all(np.array_equal(g.reshape(w.shape), w) for g, w in zip(got, want))
+    values = {id(v): x.numpy() for x, v in zip((a, b), result.graph.inputs)}
+    for part in result.partitioning.partitions:  # in order: each takes the model's inputs or an earlier one's outputs
+        index = [d.index for d in result.program.delegates].index(part.index)
+        tosa, compiled = result.tosa[index], result.vela[index]
+        feeds = [values[id(v)] for v in part.inputs]
+        raw, run = run_compiled(compiled, feeds, config_for(target))
+        expected = run_tosa(tosa, feeds)
+        assert run.fault is None and raw == [np.ascontiguousarray(e).tobytes() for e in expected]
+        values.update((id(v), e) for v, e in zip(part.outputs, expected))

@@ -943,6 +943,10 @@ def _add_sub(lw: Lowerer, op: Op):
 def _mul(lw: Lowerer, op: Op):
     a, b = op.arg("self"), op.arg("other")
     out = op.output
+    if out.dtype == "int32":
+        _mul_int32(lw, [v if isinstance(v, Value) else Value(f"scalar_{v}", (), "int32", data=np.array(v, np.int32))
+                        for v in (a, b)], out)
+        return
     if not isinstance(b, Value) and float(b) > 0:  # x * c, c > 0: a requantization
         name, is_nhwc = lw.bound(a, any_layout=True)
         scale = a.qparams.scale * float(b) / out.qparams.scale
@@ -959,6 +963,63 @@ def _mul(lw: Lowerer, op: Op):
     result = lw.rescale(acc, acc_shape, "int32", out.dtype, a.qparams.scale * b.qparams.scale / out.qparams.scale,
                         0, out.qparams.zero_point)
     lw.result(out, result, nhwc)
+
+
+def _mul_int32(lw: Lowerer, operands: list[Value], out: Value):
+    """a * b of int32 tensors modulo 2^32, as PyTorch computes it (the NPU's MUL saturates
+    instead, and TOSA leaves int32 overflow unpredictable), in int32 steps none of which
+    overflows: a = ah 2^16 + al with al in [0, 2^16), b = bh 2^16 + bl with bl in [-2^15, 2^15)
+    (bh up to 2^15), so p = al bl, x = ah bl and y = al bh each fit int32, and
+    a b = p + 2^16 (x + y) modulo 2^32 = 2^16 h + (p mod 2^16), where h = (p >> 16) + x + (y mod
+    2^16) taken into [-2^15, 2^15): 28 elementwise ops on two tensors, fewer on constants
+    (their limbs are computed here). Shifts are arithmetic right (floor) and left shifts of
+    values whose result fits."""
+    names, shapes, nhwc = _broadcast_operands(lw, operands, out)
+    shape = dict(zip(names, map(tuple, shapes)))  # TOSA name -> its shape, for the broadcasts
+
+    def const(value) -> str:
+        data = np.array(value, np.int32)
+        data = data.reshape((1,) * len(shapes[0])) if data.ndim == 0 else data
+        name = lw.const(data, "int32", "int")
+        shape[name] = data.shape
+        return name
+
+    def emit(kind: str, x: str, y: str, *attribute) -> str:
+        shape_out = np.broadcast_shapes(shape[x], shape[y])
+        result = lw.inter(list(shape_out), "int32")
+        shape[result] = shape_out
+        extra = [lw.const(np.array([0]), "int8", "shift")] if kind == "MUL" else []
+        name = {"ARITHMETIC_RIGHT_SHIFT": "ArithmeticRightShift", "LOGICAL_LEFT_SHIFT": "LogicalLeftShift"}
+        lw.emit(kind, [x, y, *extra], [result], _attr(name.get(kind, kind.title()), *attribute))
+        return result
+
+    shr = lambda x, n: emit("ARITHMETIC_RIGHT_SHIFT", x, const(n), False)  # noqa: E731 (floor)
+    shl = lambda x, n: emit("LOGICAL_LEFT_SHIFT", x, const(n))  # noqa: E731
+    add, sub, mul = (lambda x, y, k=k: emit(k, x, y) for k in ("ADD", "SUB", "MUL"))
+    low = lambda x, high: sub(x, shl(high, 16))  # noqa: E731 (x - high 2^16)
+
+    def limbs(v: Value, name: str, signed_low: bool) -> tuple[str, str]:
+        if v.is_constant:
+            rank = len(shapes[0])
+            data = v.data.astype(np.int64).reshape((1,) * (rank - v.data.ndim) + v.data.shape)
+            data = data.transpose(channels_last(rank)) if nhwc else data  # as _broadcast_operands lays it out
+            high = data >> 16
+            if signed_low:
+                high += (data - (high << 16)) >= 2**15
+            return const(high), const(data - (high << 16))
+        high = shr(name, 16)
+        low_part = low(name, high)  # [0, 2^16)
+        if not signed_low:
+            return high, low_part
+        carry = shr(add(low_part, const(2**15)), 16)  # 1 where the low limb is 2^15 or more
+        return add(high, carry), sub(low_part, shl(carry, 16))
+
+    (ah, al), (bh, bl) = limbs(operands[0], names[0], False), limbs(operands[1], names[1], True)
+    p, x, y = mul(al, bl), mul(ah, bl), mul(al, bh)
+    p_high = shr(p, 16)
+    s = add(add(p_high, x), low(y, shr(y, 16)))
+    h = sub(s, shl(shr(add(s, const(2**15)), 16), 16))
+    lw.result(out, add(shl(h, 16), low(p, p_high)), nhwc)
 
 
 def _broadcast_operands(lw: Lowerer, values: list[Value], out: Value):

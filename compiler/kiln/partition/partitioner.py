@@ -99,7 +99,7 @@ def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(
     for op in graph.ops:
         why = reason(op, target) or excluded(op, exclusions) or refused.get(op.name)
         if why is None and not delegate:
-            why = "delegation is off (--no-delegate)"
+            why = "delegation is off (--no-delegate, or --no-quantize: a float program runs on the CPU)"
         reasons[id(op)] = why
         producers = [v.producer for v in op.inputs if v.producer is not None]
         deps: set[int] = set()

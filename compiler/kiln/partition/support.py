@@ -103,11 +103,23 @@ def selects_on_u85(op: Op) -> bool:
     return False
 
 
+def int32_multiply(op: Op) -> bool:
+    """A product of int32 tensors (or an int32 tensor and an integer that fits int32): kiln's
+    lowering computes it modulo 2^32, as PyTorch does."""
+    if op.target is not aten.mul.Tensor or op.output.dtype != "int32":
+        return False
+    operands = (op.arg("self"), op.arg("other"))
+    return all(v.dtype == "int32" if isinstance(v, Value)
+               else isinstance(v, int) and not isinstance(v, bool) and -2**31 <= v <= INT32_MAX for v in operands)
+
+
 @rule("{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
       "a logical op's operands or a select's condition, argmax's int32 indices and a gather's (checked on the "
-      "CPU); other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as PyTorch's does "
-      "(TOSA leaves int32 overflow unpredictable)")
+      "CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool tensors stay on the "
+      "CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)")
 def npu_activation_types(op: Op) -> bool:
+    if int32_multiply(op):
+        return True
     indices = [v for v in op.outputs if op.target in INDEX_OPS and v.dtype == "int32"]
     if op.target in GATHERS and len(op.inputs) > 1 and op.inputs[1].producer is not None \
             and op.inputs[1].producer.target is CHECKED_INDEX:
@@ -353,7 +365,7 @@ BINARY_ELEMENTWISE = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
                                 aten.maximum.default})
 def quantized_constants(op: Op) -> bool:
     # a parameter or buffer operand is a TOSA constant with its own scale and zero point
-    return all(v.dtype in ("int8", "int16") and v.qparams is not None and v.qparams.axis is None
+    return int32_multiply(op) or all(v.dtype in ("int8", "int16") and v.qparams is not None and v.qparams.axis is None
                for v in op.inputs if v.is_constant)
 
 
