@@ -56,6 +56,7 @@ from kiln import compile as kc
 from kiln import models
 from kiln.errors import KilnError
 from kiln.frontend.export import LoadedModel
+from kiln.lower import vela
 from kiln.spec import CompileSpec
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
@@ -234,6 +235,11 @@ EXECUTORCH_COVERAGE: dict[str, dict[str, tuple[int, int, int, int, float]]] = {
 # upsample_bilinear_aligned, flatten_4d, reshape_3d_to_4d, view_merge_last (the U85 list is shorter).
 
 
+def kiln_vela_version() -> str:
+    from importlib.metadata import version
+    return version("ethos-u-vela")
+
+
 def vela_settings(target: str, memory_mode: str | None) -> tuple[str, str]:
     """The system config and memory mode both flows compile with: the board's defaults for the
     target (ExecuTorch's own defaults differ on U85: Sram_Only), the memory mode overridden if given."""
@@ -255,12 +261,15 @@ def cache_key(target: str, settings: tuple[str, str]) -> str:
 def executorch_results(target: str, settings: tuple[str, str], names: list[str],
                        refresh: bool) -> tuple[dict[str, dict], str]:
     """ExecuTorch's result per name (bench/executorch_coverage.py's JSON), from the cache or one run
-    of the driver for the names the cache lacks; and ExecuTorch's version."""
+    of the driver for the names the cache lacks; and ExecuTorch's version with its Vela's."""
     path = CACHE / f"executorch-{target}-{cache_key(target, settings)}.json"
+    tosa_dir = path.with_suffix("")  # the delegates' TOSA files beside the JSON
     document = {"results": {}, "executorch": "?"}
     if path.is_file() and not refresh:
         document = json.loads(path.read_text())
-    missing = [n for n in names if n not in document["results"]]
+    # a cached result from before the driver kept TOSA files is run again
+    missing = [n for n in names if n not in document["results"]
+               or (document["results"][n]["compiled"] and "tosa" not in document["results"][n])]
     if missing:
         if not ET_PYTHON.is_file():
             raise SystemExit(f"coverage.py: --executorch needs {ET_PYTHON} (./scripts/executorch_env.sh makes it)")
@@ -269,7 +278,8 @@ def executorch_results(target: str, settings: tuple[str, str], names: list[str],
         with tempfile.TemporaryDirectory(prefix="kiln-coverage-") as folder:
             out = Path(folder) / "executorch.json"
             command = [str(ET_PYTHON), str(ET_DRIVER), "--target", target, "--system-config", settings[0],
-                       "--memory-mode", settings[1], "--names", ",".join(missing), "--output", str(out)]
+                       "--memory-mode", settings[1], "--names", ",".join(missing), "--output", str(out),
+                       "--tosa-dir", str(tosa_dir)]
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
             other: list[str] = []
@@ -282,10 +292,33 @@ def executorch_results(target: str, settings: tuple[str, str], names: list[str],
                 raise SystemExit(f"coverage.py: ExecuTorch's driver exited {process.returncode}:\n" + "\n".join(other))
             run = json.loads(out.read_text())
         document["results"].update(run["results"])
-        document.update(target=target, executorch=run["executorch"])
+        document.update(target=target, executorch=run["executorch"], vela=run["vela"])
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(document, indent=1, sort_keys=True))
-    return {n: document["results"][n] for n in names}, document["executorch"]
+    if estimate_again(document, names, tosa_dir, target, settings):
+        path.write_text(json.dumps(document, indent=1, sort_keys=True))
+    return {n: document["results"][n] for n in names}, f"{document['executorch']} (Vela {document.get('vela', '?')})"
+
+
+def estimate_again(document: dict, names: list[str], tosa_dir: Path, target: str, settings: tuple[str, str]) -> bool:
+    """Sets "kiln_vela_cycles" of each named result that lacks it: ExecuTorch's TOSA delegates
+    compiled by kiln's Vela with the same settings, NPU cycles summed (None where ExecuTorch
+    lowered nothing or a file is gone). ExecuTorch 1.5.1 pins its own, older Vela, whose
+    estimates differ for the same command stream; this figure compares the two lowerings alone.
+    Whether any was set."""
+    changed = False
+    for name in names:
+        result = document["results"][name]
+        if "kiln_vela_cycles" in result or not result.get("tosa"):
+            continue
+        files = [tosa_dir / f for f in result["tosa"]]
+        if not all(f.is_file() for f in files):
+            result["kiln_vela_cycles"] = None
+        else:
+            result["kiln_vela_cycles"] = sum(
+                vela.compile_tosa(f.read_bytes(), f"executorch_{name}", target, *settings).npu_cycles for f in files)
+        changed = True
+    return changed
 
 
 def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tuple[str, str]) -> dict:
@@ -324,9 +357,9 @@ def where_text(result: dict) -> str:
     return op_list(result["cpu_ops"]) if result["compiled"] else f"error: {result['error']}"
 
 
-def ratio_text(kiln: dict, et: dict) -> str:
-    if kiln["npu_cycles"] and et["npu_cycles"]:
-        return f"{kiln['npu_cycles'] / et['npu_cycles']:.2f}"
+def ratio_text(kiln: dict, et: dict, key: str = "npu_cycles") -> str:
+    if kiln["npu_cycles"] and et.get(key):
+        return f"{kiln['npu_cycles'] / et[key]:.2f}"
     return "-"
 
 
@@ -336,14 +369,22 @@ def summarize(rows: list[tuple[str, str, dict, dict]], label: str) -> list[str]:
         return []
     kiln_full = {name for _, name, k, _ in rows if fully_on_npu(k)}
     et_full = {name for _, name, _, e in rows if fully_on_npu(e)}
-    ratios = [k["npu_cycles"] / e["npu_cycles"] for _, name, k, e in rows
-              if name in kiln_full & et_full and k["npu_cycles"] and e["npu_cycles"]]
-    gmean = f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}" if ratios else "-"
+
+    def ratios(key: str) -> list[float]:
+        return [k["npu_cycles"] / e[key] for _, name, k, e in rows
+                if name in kiln_full & et_full and k["npu_cycles"] and e.get(key)]
+
+    def gmean(values: list[float]) -> str:
+        return f"{math.exp(sum(map(math.log, values)) / len(values)):.2f}" if values else "-"
+
+    shipped, same = ratios("npu_cycles"), ratios("kiln_vela_cycles")
     lines = [f"{label}: {len(rows)}; fully on the NPU: kiln {len(kiln_full)}, ExecuTorch {len(et_full)}, both "
              f"{len(kiln_full & et_full)}, neither {len(rows) - len(kiln_full | et_full)}; "
              f"kiln not compiled {sum(not k['compiled'] for _, _, k, _ in rows)}, ExecuTorch not lowered "
-             f"{sum(not e['compiled'] for _, _, _, e in rows)}; NPU cycles kiln/ET, geometric mean over the "
-             f"{len(ratios)} both put fully on the NPU: {gmean}"]
+             f"{sum(not e['compiled'] for _, _, _, e in rows)}",
+             f"  NPU cycles kiln/ET, geometric mean over those both put fully on the NPU: {gmean(shipped)} "
+             f"({len(shipped)}; ExecuTorch's Vela), {gmean(same)} ({len(same)}; ExecuTorch's TOSA on kiln's Vela); "
+             f"above 1.0x: {sum(r > 1.005 for r in shipped)} and {sum(r > 1.005 for r in same)}"]
     gaps = [(name, k) for _, name, k, _ in rows if name in et_full - kiln_full]
     lines.append(f"  ExecuTorch fully on the NPU, kiln not ({len(gaps)}):")
     for name, k in gaps:
@@ -364,9 +405,10 @@ def against_executorch(args, chosen: list) -> int:
         kc.compile_model("digits", CompileSpec(target), log=lambda line: None)  # warm-up
         print(f"kiln against ExecuTorch {version} (EthosUQuantizer int8, EthosUPartitioner), {target}, "
               f"{' and '.join(settings)} for both: ops on the NPU / CPU besides the quantize/dequantize edges "
-              "(each counts its own graph), fully on the NPU, Vela's NPU cycles")
+              "(each counts its own graph), fully on the NPU, Vela's NPU cycles (ExecuTorch's with its own Vela, "
+              f"and ET@kVela: its TOSA with kiln's Vela {kiln_vela_version()})")
         header = (f"{'model':28} {'set':4} {'kiln':>9} {'full':>4} {'ET':>9} {'full':>4} {'kiln cycles':>11} "
-                  f"{'ET cycles':>10} {'kiln/ET':>7}  on the CPU: kiln | ET")
+                  f"{'ET cycles':>10} {'kiln/ET':>7} {'ET@kVela':>10} {'kiln/':>5}  on the CPU: kiln | ET")
         print(header)
         print("-" * len(header))
         rows: list[tuple[str, str, dict, dict]] = []
@@ -375,9 +417,10 @@ def against_executorch(args, chosen: list) -> int:
             rows.append((group, name, k, e))
             counts = lambda r: f"{sum(r['npu_ops'].values())}/{sum(r['cpu_ops'].values())}" if r["compiled"] else "-"
             full = lambda r: "yes" if fully_on_npu(r) else "no"
-            cycles = lambda r: "-" if r["npu_cycles"] is None else format(r["npu_cycles"], ",")
+            cycles = lambda r, key="npu_cycles": "-" if r.get(key) is None else format(r[key], ",")
             print(f"{name:28} {group:4} {counts(k):>9} {full(k):>4} {counts(e):>9} {full(e):>4} {cycles(k):>11} "
-                  f"{cycles(e):>10} {ratio_text(k, e):>7}  {where_text(k)} | {where_text(e)}", flush=True)
+                  f"{cycles(e):>10} {ratio_text(k, e):>7} {cycles(e, 'kiln_vela_cycles'):>10} "
+                  f"{ratio_text(k, e, 'kiln_vela_cycles'):>5}  {where_text(k)} | {where_text(e)}", flush=True)
         print("-" * len(header))
         print("\n".join(summarize([r for r in rows if r[0] in CASE_SETS], f"summary {target}, single-operator cases")))
         print("\n".join(summarize([r for r in rows if r[0] not in CASE_SETS], f"summary {target}, test models")))

@@ -13,14 +13,15 @@ torch.export again, to_edge_transform_and_lower with an EthosUPartitioner; Vela 
 the partitioner's preprocess and its summary (captured from standard output) gives the NPU
 cycles, summed over the delegates.
 
-Output (JSON, to --output or standard output): {"target", "executorch", "results": {name:
-{"compiled", "error", "npu_ops", "cpu_ops", "edges", "delegates", "npu_cycles", "seconds"}}}
+Output (JSON, to --output or standard output): {"target", "executorch", "vela", "results": {name:
+{"compiled", "error", "npu_ops", "cpu_ops", "edges", "delegates", "npu_cycles", "seconds"[, "tosa"]}}}
 where npu_ops / cpu_ops map an edge op (aten. and .default dropped) to its count, the
 float<->int8 quantize/dequantize nodes counted apart in "edges" (those on the CPU) and left
-out of npu_ops. "compiled" means lowered: to_edge_transform_and_lower succeeded (to_executorch
-is not run; placement and Vela's figures are known by then). A case that fails has compiled
-false and its error's first line. Progress
-goes to standard error, one line per name.
+out of npu_ops; with --tosa-dir, "tosa" lists the delegates' TOSA files kept there (what
+bench/coverage.py estimates again with kiln's Vela). "compiled" means lowered:
+to_edge_transform_and_lower succeeded (to_executorch is not run; placement and Vela's figures
+are known by then). A case that fails has compiled false and its error's first line.
+Progress goes to standard error, one line per name.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ import io
 import json
 import logging
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -98,7 +101,8 @@ class TimedOut(Exception):
     pass
 
 
-def compile_one(name: str, target: str, system_config: str | None, memory_mode: str | None) -> dict:
+def compile_one(name: str, target: str, system_config: str | None, memory_mode: str | None,
+                tosa_dir: Path | None = None) -> dict:
     from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
@@ -107,6 +111,9 @@ def compile_one(name: str, target: str, system_config: str | None, memory_mode: 
     module, inputs = load(name)
     spec = EthosUCompileSpec(target, system_config=system_config, memory_mode=memory_mode,
                              extra_flags=["--verbose-cycle-estimate"])
+    dump = tempfile.TemporaryDirectory(prefix="et-tosa-") if tosa_dir else None
+    if dump:
+        spec.dump_intermediate_artifacts_to(dump.name)
     quantizer = EthosUQuantizer(spec)
     quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
     exported = torch.export.export(module, inputs)
@@ -119,8 +126,24 @@ def compile_one(name: str, target: str, system_config: str | None, memory_mode: 
                                            compile_config=EdgeCompileConfig(_check_ir_validity=False))
     npu, cpu, edges, delegates = count(edge.exported_program().graph_module)
     cycles = [int(n) for n in CYCLES.findall(vela_output.getvalue())]
-    return {"compiled": True, "error": None, "npu_ops": dict(npu), "cpu_ops": dict(cpu), "edges": edges,
-            "delegates": delegates, "npu_cycles": sum(cycles) if cycles else None}
+    result = {"compiled": True, "error": None, "npu_ops": dict(npu), "cpu_ops": dict(cpu), "edges": edges,
+              "delegates": delegates, "npu_cycles": sum(cycles) if cycles else None}
+    if dump:
+        with dump:
+            result["tosa"] = keep_tosa(Path(dump.name), tosa_dir, name)
+    return result
+
+
+def keep_tosa(dump: Path, tosa_dir: Path, name: str) -> list[str]:
+    """The TOSA flatbuffers the partitioner gave Vela (one per delegate, output_tag<N>_*.tosa in
+    delegate order), copied to tosa_dir as <name>.<N>.tosa; their file names."""
+    tagged = sorted(dump.glob("output_tag*.tosa"), key=lambda p: int(re.match(r"output_tag(\d+)", p.name)[1]))
+    tosa_dir.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for i, path in enumerate(tagged):
+        kept.append(f"{name}.{i}.tosa")
+        shutil.copyfile(path, tosa_dir / kept[-1])
+    return kept
 
 
 def first_line(error: BaseException) -> str:
@@ -135,6 +158,8 @@ def main() -> int:
     parser.add_argument("--memory-mode", default=None, help="Vela's memory mode (default: ExecuTorch's)")
     parser.add_argument("--names", required=True, help="comma list of case and model names")
     parser.add_argument("--output", default=None, help="JSON file (default: standard output)")
+    parser.add_argument("--tosa-dir", default=None, type=Path,
+                        help="keep each name's TOSA flatbuffers here (<name>.<delegate>.tosa; result key tosa)")
     parser.add_argument("--traceback", action="store_true", help="print each failure's traceback to standard error")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -152,7 +177,7 @@ def main() -> int:
         start = time.perf_counter()
         signal.alarm(CASE_SECONDS)
         try:
-            result = compile_one(name, args.target, args.system_config, args.memory_mode)
+            result = compile_one(name, args.target, args.system_config, args.memory_mode, args.tosa_dir)
         except Exception as error:  # noqa: BLE001 (every failure is a finding: keep going)
             result = {"compiled": False, "error": first_line(error), "npu_ops": {}, "cpu_ops": {}, "edges": 0,
                       "delegates": 0, "npu_cycles": None}
@@ -164,7 +189,9 @@ def main() -> int:
         results[name] = result
         state = "ok" if result["compiled"] else result["error"]
         print(f"[{i}/{len(names)}] {name}: {state} ({result['seconds']} s)", file=sys.stderr, flush=True)
-    document = {"target": args.target, "executorch": executorch.version.__version__, "results": results}
+    from importlib.metadata import version
+    document = {"target": args.target, "executorch": executorch.version.__version__, "vela": version("ethos-u-vela"),
+                "results": results}
     text = json.dumps(document, indent=1, sort_keys=True)
     if args.output:
         Path(args.output).write_text(text)
