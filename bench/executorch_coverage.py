@@ -135,9 +135,11 @@ def compile_one(name: str, target: str, system_config: str | None, memory_mode: 
 
 
 def keep_tosa(dump: Path, tosa_dir: Path, name: str) -> list[str]:
-    """The TOSA flatbuffers the partitioner gave Vela (one per delegate, output_tag<N>_*.tosa in
-    delegate order), copied to tosa_dir as <name>.<N>.tosa; their file names."""
-    tagged = sorted(dump.glob("output_tag*.tosa"), key=lambda p: int(re.match(r"output_tag(\d+)", p.name)[1]))
+    """The TOSA flatbuffers the partitioner gave Vela (one per delegate: output_TOSA-*.tosa, or
+    output_tag<N>_TOSA-*.tosa in delegate order), copied to tosa_dir as <name>.<i>.tosa; their
+    file names."""
+    tagged = sorted(dump.glob("output*_TOSA-*.tosa"),
+                    key=lambda p: int(re.match(r"output(?:_tag(\d+))?_TOSA", p.name)[1] or 0))
     tosa_dir.mkdir(parents=True, exist_ok=True)
     kept = []
     for i, path in enumerate(tagged):
