@@ -433,7 +433,7 @@ def _int32_edges(seed: int, shape) -> torch.Tensor:
     return values.to(torch.int32)
 
 
-@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
 def test_int32_products_wrap_as_pytorch_on_the_npu(target):
     """Every product on the NPU; kiln run-host (tosa_reference_model) and kiln's NPU model running
     Vela's command stream both give PyTorch's wrapped products bit for bit, extremes included."""
