@@ -162,7 +162,8 @@ def partitions_hold_quantized_ops(parts: Partitioning) -> str | None:
     never constants."""
     for partition in parts.partitions:
         for op in partition.ops:
-            if not op.reads_integers or op.target in QUANTIZE or op.target in DEQUANTIZE:
+            int32_arithmetic = all(v.dtype == "int32" for v in op.inputs + op.outputs)
+            if not (op.reads_integers or int32_arithmetic) or op.target in QUANTIZE or op.target in DEQUANTIZE:
                 return f"partition {partition.index} holds {op.name} ({op.op_type}), which is not quantized"
         for v in partition.inputs + partition.outputs:
             if v.is_constant or (v.qparams is None and v.dtype not in ("bool", "int32")):

@@ -127,12 +127,10 @@ class Op:
     @property
     def reads_integers(self) -> bool:
         """An op on quantized integer values or their bools: a quantized op, a comparison or an
-        argmax of quantized operands (its bool or index result has no quantization), a logical
-        op of bools, or arithmetic of int32 tensors (integers themselves)."""
+        argmax of quantized operands (its bool or index result has no quantization), or a logical
+        op of bools."""
         if self.target in LOGICAL_OPS:
             return all(v.dtype == "bool" for v in self.inputs + self.outputs)
-        if self.outputs and all(v.dtype == "int32" for v in self.inputs + self.outputs):
-            return True
         return self.quantized or (self.target in INTEGER_READERS and any(v.qparams is not None for v in self.inputs))
 
     def arg(self, name: str):

@@ -26,3 +26,13 @@ def test_float_program_equals_eager(name):
     want = module(*xs).detach().numpy()
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())))
+
+
+def test_int32_arithmetic_on_the_cpu_is_one_plain_kernel_call():
+    """In a float program an int32 product stays on the CPU as its own kernel (which wraps as
+    PyTorch does), not as an integer op through another width."""
+    make, inputs = operator_cases.CASES["mul_int32"]
+    result = kc.compile_model(LoadedModel("mul_int32", make().eval(), inputs()),
+                              CompileSpec("ethos-u55-128", quantize=False), log=lambda line: None)
+    assert result.program.operators == [("aten::mul", "out")]
+    assert [i.kind for i in result.program.instructions] == ["kernel"]
