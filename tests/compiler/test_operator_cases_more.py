@@ -49,7 +49,8 @@ def _result(npu: dict, cpu: dict, cycles: int | None = 100, error: str | None = 
 def test_summary_lists_the_gaps_both_ways():
     coverage = _coverage()
     rows = [
-        ("more", "both", _result({"conv2d": 1}, {}, 50), {**_result({"convolution": 1}, {}, 100), "kiln_vela_cycles": 40}),
+        ("more", "both", _result({"conv2d": 1}, {}, 50),
+         {**_result({"convolution": 1}, {}, 100), "kiln_vela_cycles": 40}),
         ("more", "gap", _result({}, {"cumsum": 1}, 0, reasons=["cumsum: no lowering"]), _result({"cumsum": 1}, {})),
         ("more", "crash", _result({}, {}, None, error="CRASH KeyError: x"), _result({"pad": 1}, {})),
         ("more", "ahead", _result({"sign": 1}, {}), _result({"mul.Tensor": 1}, {"where.self": 3})),

@@ -1503,8 +1503,8 @@ def _softmax(lw: Lowerer, op: Op):
                          2.0 ** -12)
         widened = lambda: lw.rescale(e16, shape, "int16", "int32", 1.0)  # noqa: E731
     else:
-        e32 = binary("ADD", lw.rescale(high, shape, "int8", "int32", 128.0), lw.rescale(low, shape, "int8", "int32", 1.0),
-                     shape)
+        e32 = binary("ADD", lw.rescale(high, shape, "int8", "int32", 128.0),
+                     lw.rescale(low, shape, "int8", "int32", 1.0), shape)
         widened = lambda: e32  # noqa: E731
     e = widened()
     total = lw.inter(row, "int32")
@@ -1872,6 +1872,7 @@ def _resize_weighed(lw: Lowerer, x: Value, out: Value, scale: list[int], offset:
     resized to int48 sums."""
     n, c, h, w = x.shape
     oh, ow = out.shape[2:]
+    scale, offset, border = list(scale), list(offset), list(border)
     for axis in (0, 1):  # the same positions in the smallest units: fewer weights, a power of two more often
         g = math.gcd(scale[2 * axis], scale[2 * axis + 1], offset[axis], border[axis])
         scale[2 * axis: 2 * axis + 2] = [v // g for v in scale[2 * axis: 2 * axis + 2]]
