@@ -45,12 +45,13 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
 @pytest.mark.parametrize("name", CASES)
-def test_slices_feeding_arithmetic_are_bit_exact_u55_128(name):
+def test_slices_feeding_arithmetic_are_bit_exact(name, target):
     fn, shape = CASES[name]
     torch.manual_seed(0)
     x = torch.randn(*shape)
-    result = compile_model(LoadedModel(name, Fn(fn).eval(), (x,)), CompileSpec("ethos-u55-128"),
+    result = compile_model(LoadedModel(name, Fn(fn).eval(), (x,)), CompileSpec(target),
                            log=lambda *args, **kwargs: None)
     on_npu = {p.op.op_type for p in result.partitioning.placements if p.partition is not None}
     assert on_npu & {"aten.slice", "aten.select"}, on_npu
@@ -58,8 +59,18 @@ def test_slices_feeding_arithmetic_are_bit_exact_u55_128(name):
     for tosa, vela, part in zip(result.tosa, result.vela, result.partitioning.partitions):
         rng = np.random.default_rng(0)
         arrays = [rng.integers(-128, 128, size=tuple(v.shape), dtype=np.int8) for v in part.inputs]
-        diffs += npu_harness.compare(tosa, vela, arrays, "ethos-u55-128")[0]
+        diffs += npu_harness.compare(tosa, vela, arrays, target)[0]
     assert diffs == [0] * len(diffs) and diffs
+
+
+@pytest.mark.parametrize("mode", ["Dedicated_Sram_384KB", "Sram_Only"])
+def test_vela_reads_widened_slices_right_on_ethos_u85(mode):
+    """Why SLICE_WIDEN_COPY_FAMILIES leaves Ethos-U85 out: the graph below that Vela places
+    wrongly for Ethos-U55 runs right on the U85 model."""
+    tosa = rows_added_graph()
+    vela = compile_tosa(tosa, "rows_added", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"), mode)
+    x = [np.random.default_rng(0).integers(-128, 128, size=(1, 4, 6), dtype=np.int8)]
+    assert npu_harness.compare(tosa, vela, x, "ethos-u85-256")[0] == [0]
 
 
 # ---- Vela 5.2.0's own slips, which the copies above avoid --------------------------------

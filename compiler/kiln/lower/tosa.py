@@ -41,6 +41,10 @@ _FOLDS_RESCALE = {"CONV2D", "DEPTHWISE_CONV2D", "ADD", "SUB", "MUL", "MINIMUM", 
 # NPU families where Vela 5.2.0 writes such an unfolded RESCALE's result at offset 0 of the larger
 # tensor (Lowerer.placeable copies it); on Ethos-U85 it keeps the offset (the same test).
 OFFSET_COPY_FAMILIES = ("ethos-u55", "ethos-u65")
+# NPU families where Vela 5.2.0 rewrites widening RESCALEs of two slices of one tensor so that they read
+# the whole tensor from its start (Lowerer.widen copies such slices first); on Ethos-U85 it reads them
+# right (tests/simulator/test_npu_slice_offsets.py). A MATMUL reading a slice is copied on every family.
+SLICE_WIDEN_COPY_FAMILIES = ("ethos-u55", "ethos-u65")
 # NPU families where softmax's exps are summed into int16 (_softmax): kwt on ethos-u55-128 611,059 ->
 # 583,951 NPU cycles, on ethos-u65-256 711,917 -> 687,779; on ethos-u85-256 (Dedicated_Sram_384KB) the
 # int32 sum is cheaper (171,727 against 182,921).
@@ -159,6 +163,7 @@ class Lowerer:
         self.clamp_copies = on(CLAMP_COPY_FAMILIES)
         self.channels_last_pad_copies = on(CHANNELS_LAST_PAD_COPY_FAMILIES)
         self.offset_copies = on(OFFSET_COPY_FAMILIES)
+        self.slice_widen_copies = on(SLICE_WIDEN_COPY_FAMILIES)
         self.int16_exps = on(INT16_EXP_FAMILIES)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
@@ -247,9 +252,9 @@ class Lowerer:
     def widen(self, names: list[str], shapes, values: list[Value], scales: list[float]) -> list[str]:
         """The operands of one elementwise op RESCALEd to int32 without their zero points, each
         by its scale; a slice read through a copy only where another operand is a slice of the
-        same tensor (see sliced())."""
+        same tensor (see sliced()), on SLICE_WIDEN_COPY_FAMILIES."""
         sources = [self.slice_source(name) for name in names]
-        shared = {s for s in sources if s is not None and sources.count(s) > 1}
+        shared = {s for s in sources if s is not None and sources.count(s) > 1} if self.slice_widen_copies else set()
         return [self.rescale(name, shape, v.dtype, "int32", scale, v.qparams.zero_point, 0, copy_slice=source in shared)
                 for name, shape, v, scale, source in zip(names, shapes, values, scales, sources)]
 
