@@ -309,20 +309,23 @@ def executorch_results(target: str, settings: tuple[str, str], names: list[str],
 def estimate_again(document: dict, names: list[str], tosa_dir: Path, target: str, settings: tuple[str, str]) -> bool:
     """Sets "kiln_vela_cycles" of each named result that lacks it: ExecuTorch's TOSA delegates
     compiled by kiln's Vela with the same settings, NPU cycles summed (None where ExecuTorch
-    lowered nothing or a file is gone). ExecuTorch 1.5.1 pins its own, older Vela, whose
-    estimates differ for the same command stream; this figure compares the two lowerings alone.
-    Whether any was set."""
+    lowered nothing, a file is gone or kiln's Vela refuses one). ExecuTorch 1.5.1 pins its own,
+    older Vela, whose estimates differ for the same command stream; this figure compares the two
+    lowerings alone. Whether any was set."""
     changed = False
     for name in names:
         result = document["results"][name]
         if "kiln_vela_cycles" in result or not result.get("tosa"):
             continue
         files = [tosa_dir / f for f in result["tosa"]]
-        if not all(f.is_file() for f in files):
-            result["kiln_vela_cycles"] = None
-        else:
-            result["kiln_vela_cycles"] = sum(
-                vela.compile_tosa(f.read_bytes(), f"executorch_{name}", target, *settings).npu_cycles for f in files)
+        result["kiln_vela_cycles"] = None
+        if all(f.is_file() for f in files):
+            try:
+                result["kiln_vela_cycles"] = sum(
+                    vela.compile_tosa(f.read_bytes(), f"executorch_{name}", target, *settings).npu_cycles
+                    for f in files)
+            except KilnError as error:  # kiln's Vela refuses ExecuTorch's graph: no figure, said so
+                print(f"  {name}: kiln's Vela on ExecuTorch's TOSA: {one_line(error)}", file=sys.stderr)
         changed = True
     return changed
 
