@@ -999,8 +999,7 @@ def _mul_int32(lw: Lowerer, operands: list[Value], out: Value):
         result = lw.inter(list(shape_out), "int32")
         shape[result] = shape_out
         extra = [lw.const(np.array([0]), "int8", "shift")] if kind == "MUL" else []
-        name = {"ARITHMETIC_RIGHT_SHIFT": "ArithmeticRightShift", "LOGICAL_LEFT_SHIFT": "LogicalLeftShift"}
-        lw.emit(kind, [x, y, *extra], [result], _attr(name.get(kind, kind.title()), *attribute))
+        lw.emit(kind, [x, y, *extra], [result], _op_attr(kind, *attribute))
         return result
 
     shr = lambda x, n: emit("ARITHMETIC_RIGHT_SHIFT", x, const(n), False)  # noqa: E731 (floor)
@@ -1863,26 +1862,20 @@ def _bilinear_resize(lw: Lowerer, x: Value, out: Value):
     """Bilinear resizing to any size without align_corners as one TOSA RESIZE (Ethos-U85, a
     support rule). PyTorch's source row of output row y is (y + 0.5) * ih / oh - 0.5, clamped
     at 0: in units of 1 / (2 oh) that is y * 2 ih + (ih - oh), so scale 2 oh / 2 ih, offset
-    ih - oh and border oh - ih; TOSA clamps the taps at the edges as PyTorch does."""
-    n, c, h, w = x.shape
-    oh, ow = out.shape[2:]
-    _resize_weighed(lw, x, out, [2 * oh, 2 * h, 2 * ow, 2 * w], [h - oh, w - ow], [oh - h, ow - w])
-
-
-def _resize_weighed(lw: Lowerer, x: Value, out: Value, scale: list[int], offset: list[int], border: list[int]):
-    """One bilinear RESIZE (TOSA scale [y_n, y_d, x_n, x_d]), requantized once. The RESIZE weighs
-    raw integers by weights totalling y_n * x_n, so the zero point is weighed too: where the
-    output has x's scale it is x's zero point in the int32 sums of int8 x, taken off by the
+    ih - oh and border oh - ih, each axis then reduced to its smallest units (fewer weights, a
+    power of two more often); TOSA clamps the taps at the edges as PyTorch does. The RESIZE
+    weighs raw integers by weights totalling y_n * x_n, so the zero point is weighed too: where
+    the output has x's scale it is x's zero point in the int32 sums of int8 x, taken off by the
     output's zero point; otherwise x minus its zero point is widened to int16 first (exact) and
-    resized to int48 sums."""
+    resized to int48 sums. Requantized once."""
     n, c, h, w = x.shape
     oh, ow = out.shape[2:]
-    scale, offset, border = list(scale), list(offset), list(border)
-    for axis in (0, 1):  # the same positions in the smallest units: fewer weights, a power of two more often
-        g = math.gcd(scale[2 * axis], scale[2 * axis + 1], offset[axis], border[axis])
-        scale[2 * axis: 2 * axis + 2] = [v // g for v in scale[2 * axis: 2 * axis + 2]]
-        offset[axis], border[axis] = offset[axis] // g, border[axis] // g
-    total = scale[0] * scale[2]
+    scale, offset, border = [], [], []
+    for size, out_size in ((h, oh), (w, ow)):
+        g = math.gcd(2 * out_size, 2 * size, size - out_size)
+        scale += [2 * out_size // g, 2 * size // g]
+        offset.append((size - out_size) // g)
+        border.append((out_size - size) // g)
     shift = out.qparams.zero_point - x.qparams.zero_point
     if x.dtype == "int8" and x.qparams.scale == out.qparams.scale and -128 <= shift <= 127:
         source, sums_type, out_zp = lw.nhwc(x), "int32", shift
@@ -1892,7 +1885,7 @@ def _resize_weighed(lw: Lowerer, x: Value, out: Value, scale: list[int], offset:
     sums = lw.inter([n, oh, ow, c], sums_type)
     lw.emit("RESIZE", [source, lw.shape_const(scale), lw.shape_const(offset), lw.shape_const(border)], [sums],
             _attr("Resize", ts.ResizeMode.BILINEAR))
-    requant = x.qparams.scale / (total * out.qparams.scale)
+    requant = x.qparams.scale / (scale[0] * scale[2] * out.qparams.scale)
     lw.result(out, lw.rescale(sums, [n, oh, ow, c], sums_type, out.dtype, requant, 0, out_zp), True)
 
 

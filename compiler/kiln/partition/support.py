@@ -365,8 +365,9 @@ BINARY_ELEMENTWISE = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
                                 aten.maximum.default})
 def quantized_constants(op: Op) -> bool:
     # a parameter or buffer operand is a TOSA constant with its own scale and zero point
-    return int32_multiply(op) or all(v.dtype in ("int8", "int16") and v.qparams is not None and v.qparams.axis is None
-               for v in op.inputs if v.is_constant)
+    return int32_multiply(op) or all(
+        v.dtype in ("int8", "int16") and v.qparams is not None and v.qparams.axis is None
+        for v in op.inputs if v.is_constant)
 
 
 @rule("{op_type} with a scalar operand that is not a finite number is not lowered", ops=BINARY_ELEMENTWISE)
