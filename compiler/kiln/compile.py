@@ -43,6 +43,7 @@ class Result:
     program: program.Program
     tosa: list[bytes]  # per delegate, in the program's delegate order
     vela: list[vela.VelaResult]  # per delegate, in the program's delegate order
+    flipped: list[frozenset[str]]  # per delegate, the lowering choices taken against the target's default
     quantized_module: torch.nn.Module | None  # the PT2E reference (None without quantization)
     inputs: tuple[torch.Tensor, ...]  # the model's example inputs
     stages: dict[str, float] = field(default_factory=dict)
@@ -135,20 +136,25 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
             parts = partition.partition(g, target, spec.exclusions, delegate=spec.delegate and spec.quantize,
                                         refused=refused)
             checks.after("partition", parts)
-        tosa: list[bytes] = []
+        choices: list[list[tuple[frozenset[str], bytes]]] = []  # per partition, its default graph first
         with stage("lower"):
             for p in parts.partitions:
-                tosa.append(tosa_lowering.lower(p, target.name))
-            checks.after("lower", parts, tosa)
+                choices.append(tosa_lowering.lower_choices(p, target.name))
+            checks.after("lower", parts, [graphs[0][1] for graphs in choices])
         results: list[vela.VelaResult] = []
+        tosa: list[bytes] = []
+        flipped: list[frozenset[str]] = []  # per partition, the choices its chosen graph took the other way
         with stage("vela"):
             try:
-                for p, flatbuffer in zip(parts.partitions, tosa):
+                for p, graphs in zip(parts.partitions, choices):
                     if len(parts.partitions) > 1:
                         log(f"vela: partition {p.index + 1}/{len(parts.partitions)} ({len(p.ops)} ops)")
                     keep = spec.intermediates / f"partition_{p.index}" if spec.intermediates else None
-                    results.append(vela.compile_tosa(flatbuffer, f"{loaded.name}_{p.index}", target.name,
-                                                     spec.system_config, spec.memory_mode, keep))
+                    chosen, flatbuffer, compiled = fastest(graphs, f"{loaded.name}_{p.index}", target.name, spec,
+                                                          keep)
+                    flipped.append(chosen)
+                    tosa.append(flatbuffer)
+                    results.append(compiled)
             except VelaRefusal as refusal:
                 learned = vela_refusals(parts.partitions[len(results)], g, target.name, spec, refusal)
                 log(f"vela: could not place {', '.join(learned)}; they run on the CPU, compiling the rest again")
@@ -162,15 +168,36 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
         # From here on, per-delegate lists follow the delegate indices of the program.
         tosa = [tosa[p.index] for p in prog.delegates]
         results = [results[p.index] for p in prog.delegates]
+        flipped = [flipped[p.index] for p in prog.delegates]
     with stage("write"):
         data = pte_writer.write(prog, results, tosa, target.name, spec.memory_mode)
-    result = Result(data, {}, g, parts, prog, tosa, results, quantized, loaded.inputs, stage.seconds)
+    result = Result(data, {}, g, parts, prog, tosa, results, flipped, quantized, loaded.inputs, stage.seconds)
     result.report = make_report(loaded.name, spec, result)
     if spec.intermediates:
         spec.intermediates.mkdir(parents=True, exist_ok=True)
         for i, flatbuffer in enumerate(tosa):
             (spec.intermediates / f"delegate_{i}.tosa").write_bytes(flatbuffer)
     return result
+
+
+def fastest(graphs: list[tuple[frozenset[str], bytes]], name: str, accelerator: str, spec: CompileSpec,
+            keep: Path | None) -> tuple[frozenset[str], bytes, vela.VelaResult]:
+    """Of one partition's equivalent TOSA graphs (lower_choices': the default first), the one
+    Vela estimates takes the fewest NPU cycles, with its flipped choices and Vela's result (a
+    tie keeps the earlier). Vela refusing the default raises VelaRefusal; refusing another
+    graph only drops it. `keep` receives Vela's files for the graph chosen."""
+    best_flipped, best_tosa = graphs[0]
+    best = vela.compile_tosa(best_tosa, name, accelerator, spec.system_config, spec.memory_mode, keep)
+    for flipped, flatbuffer in graphs[1:]:
+        try:
+            other = vela.compile_tosa(flatbuffer, name, accelerator, spec.system_config, spec.memory_mode)
+        except VelaRefusal:
+            continue
+        if other.npu_cycles < best.npu_cycles:
+            best_flipped, best_tosa, best = flipped, flatbuffer, other
+    if keep is not None and best_flipped:
+        best = vela.compile_tosa(best_tosa, name, accelerator, spec.system_config, spec.memory_mode, keep)
+    return best_flipped, best_tosa, best
 
 
 def vela_refusals(part: partition.Partition, g: graph.Graph, accelerator: str, spec: CompileSpec,

@@ -131,8 +131,18 @@ CLAMP_COPY_FAMILIES = ("ethos-u85",)
 # NPU families on which a global mean reads its input in place by a pool or a depthwise sum even where
 # nothing else reads it: on Ethos-U85 Vela 5.2.0 transposes the REDUCE_SUM's input first (Vela's NPU
 # cycles on ethos-u85-256, Sram_Only, REDUCE_SUM against in place: tiny_cnn 1,200 -> 962, ds_cnn
-# 43,336 -> 39,800, resnet8 94,240 -> 91,932, mobilenet_v1_025 199,188 -> 197,366).
+# 43,336 -> 39,800, resnet8 94,240 -> 91,932, mobilenet_v1_025 199,188 -> 197,366). This is only the
+# first guess: the form is a CHOICE (see Lowerer.choices), as on ethos-u65-256 no shape rule predicts
+# it. There the pool is cheaper for efficientnet_b0's 4x4x128 map (306,593 NPU cycles against
+# 309,203) and dearer for a conv -> mean -> linear chain's (11,016 against 8,816): Vela's schedule
+# around the two forms differs (after its REDUCE_SUM the next layer's weights load unhidden).
 POOLED_MEAN_FAMILIES = ("ethos-u85",)
+
+# Choices between equivalent graphs that Vela's scheduling, not the op's shape, makes cheaper or
+# dearer. A lowering that meets one adds its name to Lowerer.choices; kiln.compile then lowers the
+# partition again with it flipped (Lowerer(flipped=...)) and keeps the graph Vela estimates takes
+# fewer NPU cycles. Each is a Lowerer attribute whose target default comes from its FAMILIES.
+POOLED_MEANS = "pooled_means"
 
 # NPU families on which Vela runs a layout change (NCHW <-> NHWC) faster as the rank-4 TRANSPOSE it
 # decomposes itself than as one 2-D TRANSPOSE of the swapped groups: measured in Vela's NPU cycles,
@@ -154,12 +164,13 @@ CHANNELS_LAST_PAD_COPY_FAMILIES = ("ethos-u65", "ethos-u85")
 
 
 class Lowerer:
-    def __init__(self, partition: Partition, accelerator: str | None = None):
+    def __init__(self, partition: Partition, accelerator: str | None = None, flipped: frozenset[str] = frozenset()):
         self.partition = partition
         on = (accelerator or "").startswith  # on(FAMILIES): the target is of one of them
         self.grouped_transposes = not on(RANK4_TRANSPOSE_FAMILIES)
         self.resize_any_factor = on(RESIZE_ANY_FACTOR_FAMILIES)
-        self.pooled_means = on(POOLED_MEAN_FAMILIES)
+        self.pooled_means = on(POOLED_MEAN_FAMILIES) != (POOLED_MEANS in flipped)
+        self.choices: set[str] = set()  # the choices (POOLED_MEANS, ...) that shaped this graph; see lower_choices
         self.clamp_copies = on(CLAMP_COPY_FAMILIES)
         self.channels_last_pad_copies = on(CHANNELS_LAST_PAD_COPY_FAMILIES)
         self.offset_copies = on(OFFSET_COPY_FAMILIES)
@@ -796,10 +807,14 @@ def _global_mean(lw: Lowerer, x: Value, out: Value) -> str:
     scale = x.qparams.scale / (h * w * out.qparams.scale)
     readers = sum(1 for op in lw.partition.ops for v in op.inputs if v is x) + sum(v is x for v in lw.partition.outputs)
     coarse = out.qparams.scale >= x.qparams.scale  # the pool's rounding to x's step is then within one of out's
+    pool = x.dtype == "int8" and coarse and h <= KERNEL_HEIGHT_MAX and h * w <= KERNEL_AREA_MAX
+    depthwise = h <= DEPTHWISE_SUM_HEIGHT_MAX and h * w <= DEPTHWISE_SUM_AREA_MAX
+    if readers == 1 and (pool or depthwise):
+        lw.choices.add(POOLED_MEANS)
     in_place = readers > 1 or lw.pooled_means
-    if in_place and x.dtype == "int8" and coarse and h <= KERNEL_HEIGHT_MAX and h * w <= KERNEL_AREA_MAX:
+    if in_place and pool:
         return _avg_pool_nhwc(lw, lw.nhwc(x), x, out, [h, w], [1, 1], [0, 0, 0, 0])
-    if in_place and h <= DEPTHWISE_SUM_HEIGHT_MAX and h * w <= DEPTHWISE_SUM_AREA_MAX:
+    if in_place and depthwise:
         acc_type = ACCUMULATOR[x.dtype]
         acc = lw.inter([n, 1, 1, c], acc_type)
         attribute = _attr("DepthwiseConv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, DT[acc_type])
@@ -2015,8 +2030,19 @@ def check_vocabulary(lowered, tables) -> None:
 check_vocabulary(LOWERINGS, TABLE_FUNCTIONS)
 
 
-def lower(partition: Partition, accelerator: str | None = None) -> bytes:
+def lower(partition: Partition, accelerator: str | None = None, flipped: frozenset[str] = frozenset()) -> bytes:
     """The partition as a TOSA 1.0 flatbuffer; its inputs and outputs in the partition's order.
     `accelerator` (e.g. ethos-u65-256) picks among equivalent graphs the one Vela runs faster
-    there (RANK4_TRANSPOSE_FAMILIES); the results are the same."""
-    return Lowerer(partition, accelerator).lower()
+    there (RANK4_TRANSPOSE_FAMILIES); `flipped` names choices (POOLED_MEANS) to take the other
+    way from the target's default. The results are the same."""
+    return Lowerer(partition, accelerator, flipped).lower()
+
+
+def lower_choices(partition: Partition, accelerator: str | None = None) -> list[tuple[frozenset[str], bytes]]:
+    """(flipped, TOSA flatbuffer) per equivalent graph of `partition` worth compiling: the target's
+    default first (nothing flipped), then one with each choice it met flipped."""
+    lowerer = Lowerer(partition, accelerator)
+    graphs = [(frozenset(), lowerer.lower())]
+    for choice in sorted(lowerer.choices):
+        graphs.append((frozenset({choice}), lower(partition, accelerator, frozenset({choice}))))
+    return graphs

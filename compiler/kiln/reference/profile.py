@@ -93,10 +93,10 @@ class _TrackingLowerer(tosa_lowering.Lowerer):
     """kiln's Lowerer recording, for every TOSA tensor an operator writes, the kiln op being
     lowered when it was emitted (None: the graph outputs' layout changes after the last op)."""
 
-    def __init__(self, partition, accelerator):
+    def __init__(self, partition, accelerator, flipped):
         self.current = None
         self.owner: dict[str, str | None] = {}
-        super().__init__(_OpsSeen(partition, self), accelerator)
+        super().__init__(_OpsSeen(partition, self), accelerator, flipped)
 
     def emit(self, op, inputs, outputs, attribute):
         super().emit(op, inputs, outputs, attribute)
@@ -104,11 +104,12 @@ class _TrackingLowerer(tosa_lowering.Lowerer):
             self.owner.setdefault(name, self.current)
 
 
-def tosa_op_owners(partition, accelerator: str, compiled: bytes) -> list[str | None]:
-    """Per operator of the TOSA graph `compiled` (kiln's lowering of `partition`), the name of
-    the kiln op it was lowered from; an operator emitted for no op (a graph output's layout
-    change) is owned by the op that produced its input, a constant by None."""
-    lowerer = _TrackingLowerer(partition, accelerator)
+def tosa_op_owners(partition, accelerator: str, compiled: bytes, flipped: frozenset[str]) -> list[str | None]:
+    """Per operator of the TOSA graph `compiled` (kiln's lowering of `partition` with the choices
+    `flipped`, as compile_model's Result records them), the name of the kiln op it was lowered
+    from; an operator emitted for no op (a graph output's layout change) is owned by the op that
+    produced its input, a constant by None."""
+    lowerer = _TrackingLowerer(partition, accelerator, flipped)
     again = lowerer.lower()
     if again != compiled:
         raise InternalError("lowering a delegate's partition again gave another TOSA graph; its operators "
@@ -370,7 +371,7 @@ def profile(result, name: str | None = None) -> Profile:
             layer.npu_cycles = 0
     delegates = []
     for index, (partition, tosa) in enumerate(zip(result.program.delegates, result.tosa)):
-        owners = tosa_op_owners(partition, target, tosa)
+        owners = tosa_op_owners(partition, target, tosa, result.flipped[index])
         fallback = partition.ops[-1].name if partition.ops else f"delegate {index}"
         delegates.append(_delegate(index, tosa, result.vela[index].cmd_data, owners, fallback, layers,
                                    report["model"], target, system_config, memory_mode, config))
