@@ -1,7 +1,7 @@
 """Softmax's two 8-bit exp tables, CLZ, Newton-Raphson reciprocal and shifts, and
 log_softmax's 16-bit ln table (kiln.lower.tosa._softmax), as Vela compiles them: placed whole
 on the NPU, and run on kiln's NPU model bit for bit as tosa_reference_model runs the TOSA
-graph, for short rows and long ones (row sums up to 2^24)."""
+graph, for short rows and long ones (row sums up to 2^24), on each NPU family."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ CASES = {  # name: (shape, dim, log)
 }
 
 
-@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256"])
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_softmax_on_the_npu_model_equals_tosa_reference(name, target):
     shape, dim, log = CASES[name]

@@ -1,5 +1,6 @@
 """16-bit unary functions as interpolated TOSA TABLEs (kiln.partition.tables), which Vela runs
-on Ethos-U55 as three LUT passes: on kiln's NPU model bit for bit as tosa_reference_model."""
+on Ethos-U55 as three LUT passes and on Ethos-U85 as a 16-bit LUT activation: on kiln's NPU
+model bit for bit as tosa_reference_model."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import npu_harness
 FUNCTIONS = {"gelu": torch.nn.functional.gelu, "sigmoid": torch.sigmoid}
 
 
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
 @pytest.mark.parametrize("name", list(FUNCTIONS))
-def test_16_bit_table_on_the_npu_model_equals_tosa_reference(name):
+def test_16_bit_table_on_the_npu_model_equals_tosa_reference(name, target):
     fn = FUNCTIONS[name]
     module = type("M", (torch.nn.Module,), {"forward": lambda self, x: fn(x)})()
-    diffs, _ = npu_harness.module_on_the_model(module, (1, 4, 8, 8), name, bits=16, spread=2.0)
+    diffs, _ = npu_harness.module_on_the_model(module, (1, 4, 8, 8), name, target, bits=16, spread=2.0)
     assert diffs == [0], diffs

@@ -7,9 +7,11 @@ saturated to 8 bits); LUT_S8_S16 (256 int16 entries, table * 512) and LUT_S8_S32
 int32 entries, table * 1024); LUT_S16_S16 and LUT_S16_S32 (the whole LUT RAM: 512
 interpolating entries as on the Ethos-U55/U65, kiln.simulator.npu.output.interpolate16;
 S16 rounds the 128-times result back by OFM_SCALE's rounding mode, S32 keeps it). The
-TANH/SIGMOID functions are not modelled (NotModelled). Clipping (clip_range B16) bounds the result by
-ACTIVATION_MIN/MAX, read as 16-bit values of the OFM's signedness, then the OFM's type
-saturates it.
+TANH/SIGMOID functions are not modelled (NotModelled). Clipping (clip_range B16) bounds the value
+by ACTIVATION_MIN/MAX, read as 16-bit values of the OFM's signedness, before the LUT: Vela
+derives those bounds from the type the LUT reads (its ethos_u85_register_cs_generator takes
+the fused activation's IFM type), so a LUT_S16_S32 pass clips its 16-bit index and not its
+32-bit result. The OFM's type then saturates the result.
 
 The OFM registers give the shape before transposition; OFM_PRECISION's transpose writes
 the values in the axis order it names (e.g. WHC: the OFM's rows are the input's
@@ -47,10 +49,10 @@ def store(ctx: Context, values: np.ndarray) -> None:
         raise RegisterError(f"ACTIVATION: reserved function {function}")
     ctx.coverage.hit("activation", FUNCTION_NAMES[function])
     values = values + ofm.zero_point
-    if function != LUT_NONE:
-        values = _lut(ctx, values, function, table)
     if clip:
         values = np.clip(values, lo, hi)
+    if function != LUT_NONE:
+        values = _lut(ctx, values, function, table)
     out = saturate(values, ofm.dtype).astype(ofm.dtype)
     storage = regs.storage("OFM")
     ctx.coverage.hit("ofm_storage", u85.STORAGE_NAMES[storage])
