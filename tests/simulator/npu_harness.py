@@ -104,9 +104,10 @@ def run_batch(seed: int, cases: int, target: str, memory_mode: str, kinds=None, 
 # ---- a PyTorch module through kiln's lowering ---------------------------------------------
 
 def module_on_the_model(module, shape, name: str, target: str = "ethos-u55-128", bits: int = 8,
-                        spread: float = 1.0, seed: int = 7):
+                        spread: float = 1.0, seed: int = 7, flipped: frozenset[str] = frozenset()):
     """Quantizes `module` (calibrated on two random inputs of `shape`, times `spread`), lowers
-    its one NPU partition (nothing but the quantize/dequantize edges may stay on the CPU),
+    its one NPU partition (nothing but the quantize/dequantize edges may stay on the CPU; the
+    lowering choices `flipped` taken against the target's default),
     compiles it with Vela for `target` and runs one random integer input on kiln's NPU model
     and on tosa_reference_model; returns compare()'s (differences, ExecResult)."""
     import torch
@@ -119,7 +120,7 @@ def module_on_the_model(module, shape, name: str, target: str = "ethos-u55-128",
     _, _, parts = lower_module(module, calibration[0], calibration, target, bits=bits)
     (part,) = parts.partitions
     assert not [p for p in parts.placements if p.partition is None and "quantize" not in p.op.op_type]
-    tosa = tosa_lowering.lower(part, target)
+    tosa = tosa_lowering.lower(part, target, flipped)
     vela = compile_tosa(tosa, name, target, system_config(target), "Shared_Sram")
     dtype = np.int8 if bits == 8 else np.int16
     bounds = np.iinfo(dtype)

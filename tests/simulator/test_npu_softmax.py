@@ -1,7 +1,8 @@
 """Softmax's two 8-bit exp tables, CLZ, Newton-Raphson reciprocal and shifts, and
 log_softmax's 16-bit ln table (kiln.lower.tosa._softmax), as Vela compiles them: placed whole
 on the NPU, and run on kiln's NPU model bit for bit as tosa_reference_model runs the TOSA
-graph, for short rows and long ones (row sums up to 2^24), on each NPU family."""
+graph, for short rows and long ones (row sums up to 2^24), attention's rows of several heads,
+on each NPU family, with the tables reading one difference or one each (FUSED_EXPS)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,23 @@ import pytest
 import torch
 
 import npu_harness
+from kiln.lower import tosa as tosa_lowering
 
 CASES = {  # name: (shape, dim, log)
     "rows": ((8, 10), -1, False),
     "channels": ((1, 6, 5, 4), 1, False),
     "long_rows": ((3, 1500), -1, False),
     "log_rows": ((8, 10), -1, True),
+    "heads": ((1, 2, 12, 12), -1, False),
 }
 
 
+@pytest.mark.parametrize("flipped", [frozenset(), frozenset({tosa_lowering.FUSED_EXPS})])
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_softmax_on_the_npu_model_equals_tosa_reference(name, target):
+def test_softmax_on_the_npu_model_equals_tosa_reference(name, target, flipped):
     shape, dim, log = CASES[name]
     fn = torch.log_softmax if log else torch.softmax
     module = type("M", (torch.nn.Module,), {"forward": lambda self, x: fn(x, dim)})()
-    diffs, result = npu_harness.module_on_the_model(module, shape, name, target, spread=3.0)
+    diffs, result = npu_harness.module_on_the_model(module, shape, name, target, spread=3.0, flipped=flipped)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

@@ -49,6 +49,11 @@ SLICE_WIDEN_COPY_FAMILIES = ("ethos-u55", "ethos-u65")
 # 583,951 NPU cycles, on ethos-u65-256 711,917 -> 687,779; on ethos-u85-256 (Dedicated_Sram_384KB) the
 # int32 sum is cheaper (171,727 against 182,921).
 INT16_EXP_FAMILIES = ("ethos-u55", "ethos-u65")
+# NPU families where softmax's two exp TABLEs each read their own x - max (a SUB each, into which
+# Vela fuses the TABLE), not one shared by both (two LUT passes of their own): kwt 138,145 -> 128,647
+# NPU cycles on ethos-u85-256, 560,267 -> 555,611 on ethos-u55-128; on ethos-u65-256 the SUB costs
+# more than the LUT pass it saves (681,301 -> 682,005). The first guess of the choice FUSED_EXPS.
+FUSED_EXP_FAMILIES = ("ethos-u55", "ethos-u85")
 RESIZE_NEAREST_FACTORS = (2, 4, 8)  # nearest upsampling Vela 5.2.0 runs as one RESIZE on Ethos-U55/U65 (both ways)
 # NPU families whose hardware RESIZE Vela 5.2.0 uses for nearest upsampling by any whole factors (each
 # axis its own): Ethos-U85 (ethos_u85.cpp maps Resize to NPU_OP_RESIZE).
@@ -143,6 +148,7 @@ POOLED_MEAN_FAMILIES = ("ethos-u85",)
 # partition again with it flipped (Lowerer(flipped=...)) and keeps the graph Vela estimates takes
 # fewer NPU cycles. Each is a Lowerer attribute whose target default comes from its FAMILIES.
 POOLED_MEANS = "pooled_means"
+FUSED_EXPS = "fused_exps"
 
 # NPU families on which Vela runs a layout change (NCHW <-> NHWC) faster as the rank-4 TRANSPOSE it
 # decomposes itself than as one 2-D TRANSPOSE of the swapped groups: measured in Vela's NPU cycles,
@@ -176,6 +182,7 @@ class Lowerer:
         self.offset_copies = on(OFFSET_COPY_FAMILIES)
         self.slice_widen_copies = on(SLICE_WIDEN_COPY_FAMILIES)
         self.int16_exps = on(INT16_EXP_FAMILIES)
+        self.fused_exps = on(FUSED_EXP_FAMILIES) != (FUSED_EXPS in flipped)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -1506,12 +1513,20 @@ def _softmax(lw: Lowerer, op: Op):
         lw.emit("TABLE", [values, lw.const(entries, entries.dtype.name, "table")], [result], _attr("Table"))
         return result
 
-    top = lw.inter(row, x.dtype)
-    lw.emit("REDUCE_MAX", [name], [top], _attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
-    d = binary("SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0), lw.rescale(top, row, x.dtype, "int32", 1.0),
-               shape)  # TOSA subtracts int32 only
-    index = lw.rescale(d, shape, "int32", "int8", 1.0, 0, EXP_INDEX_OFFSET)
-    high, low = (table(index, t, shape, "int8") for t in softmax_exp_tables(x.qparams.scale))
+    if axis == len(shape) - 1:  # as amax's: kwt on ethos-u85-256 162,229 -> 128,647 NPU cycles
+        top = lw.reshape(_reduce_last_axis(lw, name, shape, "REDUCE_MAX", x.dtype)[0], row, x.dtype)
+    else:
+        top = lw.inter(row, x.dtype)
+        lw.emit("REDUCE_MAX", [name], [top], _attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
+    difference = lambda: binary("SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0),  # noqa: E731
+                                lw.rescale(top, row, x.dtype, "int32", 1.0), shape)  # TOSA subtracts int32 only
+    index = lambda d: lw.rescale(d, shape, "int32", "int8", 1.0, 0, EXP_INDEX_OFFSET)  # noqa: E731
+    lw.choices.add(FUSED_EXPS)
+    d = difference()
+    first = index(d)
+    high_entries, low_entries = softmax_exp_tables(x.qparams.scale)
+    high = table(first, high_entries, shape, "int8")
+    low = table(index(difference()) if lw.fused_exps else first, low_entries, shape, "int8")
     # exp(scale d) in Q13, high * 128 + low, at most 2^13
     if lw.int16_exps:
         # the operands widened by 2^19 and 2^12 and the sum narrowed by 2^-12 to int16 (exact): Vela
