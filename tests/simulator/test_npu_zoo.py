@@ -67,3 +67,30 @@ def test_zoo_delegates_lowered_for_u65_bit_exact(model):
     shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
     for tosa, vela, part_shapes in zip(result.tosa, result.vela, shapes):
         _check(tosa, vela, part_shapes, "ethos-u65-256")
+
+
+CHOICES_MET = {"tiny_cnn": {"pooled_means"}, "tc_resnet8": {"pooled_means", "rank4_transposes"},
+               "kwt": {"fused_exps", "rank4_transposes"}}
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
+@pytest.mark.parametrize("model", list(CHOICES_MET))
+def test_every_lowering_choice_bit_exact(model, target):
+    """The graphs compile_model weighs (kiln.compile.fastest: the target's first guess, each
+    choice flipped, such as rank-4 TRANSPOSEs on Ethos-U55) and the one it kept, run as Vela
+    compiles each for that family."""
+    from kiln.lower import tosa as tosa_lowering
+
+    result = compile_model(model, CompileSpec(target=target))
+    spec = CompileSpec(target=target).resolved()
+    met = set()
+    for part, kept, kept_flipped in zip(result.program.delegates, result.tosa, result.flipped):
+        shapes = [tuple(v.shape) for v in part.inputs]
+        first, choices = tosa_lowering.lower_noting_choices(part, target)
+        met |= choices
+        graphs = [(frozenset(), first), (kept_flipped, kept)]
+        graphs += [(frozenset({c}), tosa_lowering.lower(part, target, frozenset({c}))) for c in sorted(choices)]
+        for flipped, tosa in graphs:
+            vela = compile_tosa(tosa, f"{model}_{sorted(flipped)}", target, spec.system_config, spec.memory_mode)
+            _check(tosa, vela, shapes, target)
+    assert met == CHOICES_MET[model]  # every choice there is, each form of it checked somewhere

@@ -144,11 +144,12 @@ CLAMP_COPY_FAMILIES = ("ethos-u85",)
 POOLED_MEAN_FAMILIES = ("ethos-u85",)
 
 # Choices between equivalent graphs that Vela's scheduling, not the op's shape, makes cheaper or
-# dearer. A lowering that meets one adds its name to Lowerer.choices; kiln.compile then lowers the
-# partition again with it flipped (Lowerer(flipped=...)) and keeps the graph Vela estimates takes
-# fewer NPU cycles. Each is a Lowerer attribute whose target default comes from its FAMILIES.
+# dearer. A lowering that meets one adds its name to Lowerer.choices; kiln.compile.fastest then
+# lowers the partition again with it flipped (Lowerer(flipped=...)) and keeps the graph Vela
+# estimates runs faster. Each is a Lowerer attribute whose first guess comes from its FAMILIES.
 POOLED_MEANS = "pooled_means"
 FUSED_EXPS = "fused_exps"
+RANK4_TRANSPOSES = "rank4_transposes"
 
 # NPU families on which Vela runs a layout change (NCHW <-> NHWC) faster as the rank-4 TRANSPOSE it
 # decomposes itself than as one 2-D TRANSPOSE of the swapped groups: measured in Vela's NPU cycles,
@@ -157,7 +158,10 @@ FUSED_EXPS = "fused_exps"
 # ethos-u85-256 the 2-D one costs about as many NPU cycles but waits on memory: Vela's total cycles
 # (board default Dedicated_Sram_384KB) mobilenet_v2_035 20,241,221 -> 902,338, resnet18 4,133,640 ->
 # 327,116, shufflenet_v2 3,987,956 -> 187,481 by the rank-4 TRANSPOSE (NPU cycles 691,839 -> 458,118,
-# 357,207 -> 253,280, 252,067 -> 144,911).
+# 357,207 -> 253,280, 252,067 -> 144,911). Only the first guess of the choice RANK4_TRANSPOSES: with
+# unit axes the 2-D one can win on those families too (Conv1d's [1, 6, 1, 16] to channels last:
+# conv1d on ethos-u85-256 2,134 -> 1,284 NPU cycles), and mobilenet_v2 on ethos-u65-256 runs in
+# fewer NPU cycles with 2-D ones (3,886,204 -> 3,725,141).
 RANK4_TRANSPOSE_FAMILIES = ("ethos-u65", "ethos-u85")
 
 # NPU families on which a reflect, replicate or circular pad of a rank-4 value stored in PyTorch's
@@ -173,10 +177,10 @@ class Lowerer:
     def __init__(self, partition: Partition, accelerator: str | None = None, flipped: frozenset[str] = frozenset()):
         self.partition = partition
         on = (accelerator or "").startswith  # on(FAMILIES): the target is of one of them
-        self.grouped_transposes = not on(RANK4_TRANSPOSE_FAMILIES)
+        self.grouped_transposes = (not on(RANK4_TRANSPOSE_FAMILIES)) != (RANK4_TRANSPOSES in flipped)
         self.resize_any_factor = on(RESIZE_ANY_FACTOR_FAMILIES)
         self.pooled_means = on(POOLED_MEAN_FAMILIES) != (POOLED_MEANS in flipped)
-        self.choices: set[str] = set()  # the choices (POOLED_MEANS, ...) that shaped this graph; see lower_choices
+        self.choices: set[str] = set()  # the choices (POOLED_MEANS, ...) that shaped this graph
         self.clamp_copies = on(CLAMP_COPY_FAMILIES)
         self.channels_last_pad_copies = on(CHANNELS_LAST_PAD_COPY_FAMILIES)
         self.offset_copies = on(OFFSET_COPY_FAMILIES)
@@ -359,10 +363,11 @@ class Lowerer:
         dims, order = reduced_permutation(shape, perm)
         if order == sorted(order):  # only unit dimensions move: the same element order, a free reshape
             return self.reshape(name, out_shape, dtype)
-        if len(order) == 2 and not self.grouped_transposes:
-            dims, order = list(shape), list(perm)
-        elif len(order) == 2:
-            dims, order = [1, 1, *dims], [0, 1, 3, 2]
+        if len(order) == 2:
+            grouped = [1, 1, *dims], [0, 1, 3, 2]
+            if grouped != (list(shape), list(perm)):
+                self.choices.add(RANK4_TRANSPOSES)
+            dims, order = grouped if self.grouped_transposes else (list(shape), list(perm))
         source = name if dims == list(shape) else self.reshape(name, dims, dtype)
         out = self.inter([dims[p] for p in order], dtype)
         self.emit("TRANSPOSE", [source], [out], _attr("Transpose", order))
@@ -2053,11 +2058,8 @@ def lower(partition: Partition, accelerator: str | None = None, flipped: frozens
     return Lowerer(partition, accelerator, flipped).lower()
 
 
-def lower_choices(partition: Partition, accelerator: str | None = None) -> list[tuple[frozenset[str], bytes]]:
-    """(flipped, TOSA flatbuffer) per equivalent graph of `partition` worth compiling: the target's
-    default first (nothing flipped), then one with each choice it met flipped."""
+def lower_noting_choices(partition: Partition, accelerator: str | None = None) -> tuple[bytes, frozenset[str]]:
+    """lower()'s graph, and the choices (POOLED_MEANS, ...) the lowering met: flipping one of
+    them gives another equivalent graph (kiln.compile.fastest compiles them)."""
     lowerer = Lowerer(partition, accelerator)
-    graphs = [(frozenset(), lowerer.lower())]
-    for choice in sorted(lowerer.choices):
-        graphs.append((frozenset({choice}), lower(partition, accelerator, frozenset({choice}))))
-    return graphs
+    return lowerer.lower(), frozenset(lowerer.choices)
