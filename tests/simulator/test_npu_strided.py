@@ -1,7 +1,9 @@
 """Strides beyond the NPU's 1..3 (kiln.lower.tosa._strided_conv, _strided_pool) as Vela compiles
 them: space to depth (a PAD, reshapes and a transpose moving the strided axes' phases into
 channels, then a stride-1 convolution) and window reductions, placed whole on the NPU and run on
-kiln's NPU model bit for bit as tosa_reference_model runs the TOSA graph."""
+kiln's NPU model bit for bit as tosa_reference_model runs the TOSA graph; and an average pool
+so strided as one AVG_POOL2D that Vela decomposes (the choice VELA_STRIDED_POOLS), on each
+NPU family."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import torch
 from torch import nn
 
 import npu_harness
+from kiln.lower import tosa as tosa_lowering
 
 F = nn.functional
 
@@ -43,4 +46,21 @@ CASES = {  # name: (module, input shape)
 def test_strided_op_on_the_npu_model_equals_tosa_reference(name):
     module, shape = CASES[name]
     diffs, result = npu_harness.module_on_the_model(module, shape, name)
+    assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
+
+
+AVG_POOLS = {  # name: (module, input shape)
+    "avg_pool_stride4": CASES["avg_pool_stride4"],
+    "avg_pool_stride5_pad2": (Fn(lambda m, x: F.avg_pool2d(x, 5, padding=2)), (1, 3, 20, 15)),
+    "avg_pool_4x6_uneven": (Fn(lambda m, x: F.avg_pool2d(x, (4, 6))), (1, 5, 17, 13)),
+    "adaptive_to_3x2": (Fn(lambda m, x: F.adaptive_avg_pool2d(x, (3, 2))), (1, 6, 15, 10)),
+}
+
+
+@pytest.mark.parametrize("flipped", [frozenset(), frozenset({tosa_lowering.VELA_STRIDED_POOLS})])
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
+@pytest.mark.parametrize("name", list(AVG_POOLS))
+def test_strided_average_pool_either_way_equals_tosa_reference(name, target, flipped):
+    module, shape = AVG_POOLS[name]
+    diffs, result = npu_harness.module_on_the_model(module, shape, name, target, flipped=flipped)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

@@ -54,6 +54,12 @@ INT16_EXP_FAMILIES = ("ethos-u55", "ethos-u65")
 # NPU cycles on ethos-u85-256, 560,267 -> 555,611 on ethos-u55-128; on ethos-u65-256 the SUB costs
 # more than the LUT pass it saves (681,301 -> 682,005). The first guess of the choice FUSED_EXPS.
 FUSED_EXP_FAMILIES = ("ethos-u55", "ethos-u85")
+# NPU families where an average pool with a stride beyond 3 is one AVG_POOL2D that Vela 5.2.0 decomposes
+# itself (its constraints ask for it on every family), not kiln's _strided_pool: AvgPool2d(4, stride=4)
+# of [1, 8, 16, 16], NPU cycles, ethos-u55-128 4,122 -> 3,280, ethos-u85-256 13,974 -> 6,682, where on
+# ethos-u65-256 kiln's is cheaper (4,287 against 4,690). The first guess of the choice VELA_STRIDED_POOLS.
+# Max pools stay kiln's everywhere (MaxPool2d(8, stride=8): 1,506 against 2,392 on ethos-u55-128).
+VELA_STRIDED_POOL_FAMILIES = ("ethos-u55", "ethos-u85")
 RESIZE_NEAREST_FACTORS = (2, 4, 8)  # nearest upsampling Vela 5.2.0 runs as one RESIZE on Ethos-U55/U65 (both ways)
 # NPU families whose hardware RESIZE Vela 5.2.0 uses for nearest upsampling by any whole factors (each
 # axis its own): Ethos-U85 (ethos_u85.cpp maps Resize to NPU_OP_RESIZE).
@@ -150,6 +156,7 @@ POOLED_MEAN_FAMILIES = ("ethos-u85",)
 POOLED_MEANS = "pooled_means"
 FUSED_EXPS = "fused_exps"
 RANK4_TRANSPOSES = "rank4_transposes"
+VELA_STRIDED_POOLS = "vela_strided_pools"
 
 # NPU families on which Vela runs a layout change (NCHW <-> NHWC) faster as the rank-4 TRANSPOSE it
 # decomposes itself than as one 2-D TRANSPOSE of the swapped groups: measured in Vela's NPU cycles,
@@ -187,6 +194,7 @@ class Lowerer:
         self.slice_widen_copies = on(SLICE_WIDEN_COPY_FAMILIES)
         self.int16_exps = on(INT16_EXP_FAMILIES)
         self.fused_exps = on(FUSED_EXP_FAMILIES) != (FUSED_EXPS in flipped)
+        self.vela_strided_pools = on(VELA_STRIDED_POOL_FAMILIES) != (VELA_STRIDED_POOLS in flipped)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -735,7 +743,7 @@ def _avg_pool(lw: Lowerer, op: Op):
     if out_hw == (1, 1) and kernel == (h, w) and padding == (0, 0):
         lw.result(op.output, _global_mean(lw, x, op.output), True)
         return
-    if max(stride) > STRIDE_MAX:
+    if _kiln_strides(lw, stride):
         _strided_pool(lw, op, "REDUCE_SUM", kernel, stride, padding)
         return
     name = lw.nhwc(x)
@@ -750,6 +758,16 @@ def _avg_pool(lw: Lowerer, op: Op):
     pw = conv_geometry(w, kernel[1], stride[1], 1, padding[1], out_hw[1])
     name = _crop(lw, name, [n, h, w, c], x.dtype, ph[2], pw[2])
     lw.result(op.output, _avg_pool_nhwc(lw, name, x, op.output, kernel, stride, [ph[0], ph[1], pw[0], pw[1]]), True)
+
+
+def _kiln_strides(lw: Lowerer, stride) -> bool:
+    """Whether an average pool of `stride` is lowered by _strided_pool: a stride beyond the NPU's
+    1..3 where the choice VELA_STRIDED_POOLS leaves it to kiln (else one AVG_POOL2D that Vela
+    decomposes itself)."""
+    if max(stride) <= STRIDE_MAX:
+        return False
+    lw.choices.add(VELA_STRIDED_POOLS)
+    return not lw.vela_strided_pools
 
 
 def _avg_pool_nhwc(lw: Lowerer, name: str, x: Value, out: Value, kernel, stride, pad) -> str:
@@ -777,7 +795,7 @@ def _adaptive_avg_pool(lw: Lowerer, op: Op):
         return
     kernel = (h // oh, w // ow)  # the support rule requires an exact division
     stride = tuple(1 if o == 1 else k for k, o in zip(kernel, (oh, ow)))
-    if max(stride) > STRIDE_MAX:
+    if _kiln_strides(lw, stride):
         _strided_pool(lw, op, "REDUCE_SUM", kernel, stride, (0, 0))
         return
     lw.result(op.output, _avg_pool_nhwc(lw, lw.nhwc(x), x, op.output, kernel, kernel, [0, 0, 0, 0]), True)
