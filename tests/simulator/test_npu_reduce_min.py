@@ -15,7 +15,9 @@ the last SUB (pivot - max) reads the max in its pre-reshape shape as IFM2 and br
 along the OFM axis it lacks, so every output along that axis takes IFM2's element 0
 (test_vela_reduce_min_reshaped_across_axes_reuses_one_row). No register setting lets
 channel c of IFM2 feed OFM row c, so the hardware computes the same; kiln lowers amin as
-~max(~q) and never emits REDUCE_MIN (compiler/kiln/lower/tosa.py, _bitwise_not)."""
+~max(~q) there and emits no REDUCE_MIN (compiler/kiln/lower/tosa.py, _bitwise_not). The same
+graphs compiled for ethos-u85-256, whose NPU reduces by min itself, run right, so on U85
+kiln's amin is one REDUCE_MIN (MIN_AS_MAX_FAMILIES)."""
 
 from __future__ import annotations
 
@@ -121,3 +123,24 @@ def test_vela_reduce_min_reshaped_across_axes_reuses_one_row(case):
     assert not np.array_equal(got[0], want.reshape(-1))
     tosa, vela = compile_graph("REDUCE_MAX", shape, axis, reshape_to)
     assert npu_harness.compare(tosa, vela, x, TARGET)[0] == [0]
+
+
+@pytest.mark.parametrize("case", list(CASES) + list(VELA_WRONG))
+def test_reduce_min_on_ethos_u85_bit_exact(case):
+    shape, axis, reshape_to = (CASES.get(case) or VELA_WRONG[case])[:3]
+    tosa = reduce_graph("REDUCE_MIN", shape, axis, reshape_to)
+    vela = compile_tosa(tosa, "reduce_min", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Shared_Sram")
+    for seed in range(3):
+        assert npu_harness.compare(tosa, vela, inputs(shape, seed), "ethos-u85-256")[0] == [0], seed
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
+@pytest.mark.parametrize("dims, keepdim, shape", [(-1, False, (1, 6, 16)), (1, True, (1, 8, 6, 6)),
+                                                  ((2, 3), False, (1, 4, 5, 6))])
+def test_amin_lowered_for_each_family_bit_exact(dims, keepdim, shape, target):
+    """kiln's amin (~max(~q) on U55/U65, REDUCE_MIN on U85) on the NPU model as tosa_reference_model."""
+    import torch
+
+    module = type("M", (torch.nn.Module,), {"forward": lambda self, x: x.amin(dims, keepdim=keepdim)})()
+    diffs, result = npu_harness.module_on_the_model(module, shape, "amin", target)
+    assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

@@ -45,6 +45,10 @@ OFFSET_COPY_FAMILIES = ("ethos-u55", "ethos-u65")
 # the whole tensor from its start (Lowerer.widen copies such slices first); on Ethos-U85 it reads them
 # right (tests/simulator/test_npu_slice_offsets.py). A MATMUL reading a slice is copied on every family.
 SLICE_WIDEN_COPY_FAMILIES = ("ethos-u55", "ethos-u65")
+# NPU families where amin is lowered as ~max(~q) (_bitwise_not): Vela 5.2.0's REDUCE_MIN there is
+# pivot - max(pivot - x), wrong when its result is reshaped onto other axes; on Ethos-U85 the NPU
+# reduces by min itself and those graphs run right (tests/simulator/test_npu_reduce_min.py).
+MIN_AS_MAX_FAMILIES = ("ethos-u55", "ethos-u65")
 # NPU families where softmax's exps are summed into int16 (_softmax): kwt on ethos-u55-128 611,059 ->
 # 583,951 NPU cycles, on ethos-u65-256 711,917 -> 687,779; on ethos-u85-256 (Dedicated_Sram_384KB) the
 # int32 sum is cheaper (171,727 against 182,921).
@@ -193,6 +197,7 @@ class Lowerer:
         self.offset_copies = on(OFFSET_COPY_FAMILIES)
         self.slice_widen_copies = on(SLICE_WIDEN_COPY_FAMILIES)
         self.int16_exps = on(INT16_EXP_FAMILIES)
+        self.min_as_max = on(MIN_AS_MAX_FAMILIES)
         self.fused_exps = on(FUSED_EXP_FAMILIES) != (FUSED_EXPS in flipped)
         self.vela_strided_pools = on(VELA_STRIDED_POOL_FAMILIES) != (VELA_STRIDED_POOLS in flipped)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
@@ -1377,11 +1382,12 @@ def _reduce_last_axis(lw: Lowerer, name: str, shape, kind: str, dtype: str) -> t
 
 def _bitwise_not(lw: Lowerer, name: str, shape) -> str:
     """~q = -1 - q of int8 `name`: one 8-bit TABLE, an order-reversing bijection of -128..127,
-    so min(q) = ~max(~q) exactly. amin is lowered so because Vela 5.2.0 builds REDUCE_MIN as
-    pivot - max(pivot - x), and when the result is reshaped onto other NHWC axes (NHWC
-    [1, 1, 1, C] to [1, C, 1, 1]) its last SUB broadcasts the max's first element to every
-    output (tests/simulator/test_npu_reduce_min.py pins it), while REDUCE_MAX so reshaped is
-    right; Vela places TABLE as the lookup of the neighbouring operation."""
+    so min(q) = ~max(~q) exactly. amin is lowered so on MIN_AS_MAX_FAMILIES, where Vela 5.2.0
+    builds REDUCE_MIN as pivot - max(pivot - x), and when the result is reshaped onto other
+    NHWC axes (NHWC [1, 1, 1, C] to [1, C, 1, 1]) its last SUB broadcasts the max's first
+    element to every output (tests/simulator/test_npu_reduce_min.py pins it), while
+    REDUCE_MAX so reshaped is right; Vela places TABLE as the lookup of the neighbouring
+    operation."""
     out = lw.inter(shape, "int8")
     lw.emit("TABLE", [name, lw.const((-1 - np.arange(-128, 128)).astype(np.int8), "int8", "table")], [out],
             _attr("Table"))
@@ -1422,7 +1428,7 @@ def _reduction(lw: Lowerer, op: Op, kind: str):
         merged = [size for size, _ in groups]
         if merged != shape:
             name = lw.reshape(name, merged, dtype)
-        flipped = kind == "REDUCE_MIN"  # min(q) = ~max(~q), see _bitwise_not
+        flipped = kind == "REDUCE_MIN" and lw.min_as_max  # min(q) = ~max(~q), see _bitwise_not
         if flipped:
             name, kind = _bitwise_not(lw, name, merged), "REDUCE_MAX"
         if summing:
