@@ -64,6 +64,11 @@ FUSED_EXP_FAMILIES = ("ethos-u55", "ethos-u85")
 # ethos-u65-256 kiln's is cheaper (4,287 against 4,690). The first guess of the choice VELA_STRIDED_POOLS.
 # Max pools stay kiln's everywhere (MaxPool2d(8, stride=8): 1,506 against 2,392 on ethos-u55-128).
 VELA_STRIDED_POOL_FAMILIES = ("ethos-u55", "ethos-u85")
+# NPU families where a strided slice's rows are first grouped as [1, 1, before * n, step * after] rather
+# than [1, before, n, step * after] (_slice_op): x[..., ::2] of [1, 6, 16], NPU cycles, the first form
+# against the second: ethos-u55-128 460 against 498, but ethos-u55-256 460 against 289, ethos-u65-256
+# 1,703 against 1,204, ethos-u85-256 1,673 against 1,249. So none: the choice FLAT_STRIDED_SLICES.
+FLAT_STRIDED_SLICE_FAMILIES = ()
 RESIZE_NEAREST_FACTORS = (2, 4, 8)  # nearest upsampling Vela 5.2.0 runs as one RESIZE on Ethos-U55/U65 (both ways)
 # NPU families whose hardware RESIZE Vela 5.2.0 uses for nearest upsampling by any whole factors (each
 # axis its own): Ethos-U85 (ethos_u85.cpp maps Resize to NPU_OP_RESIZE).
@@ -161,6 +166,7 @@ POOLED_MEANS = "pooled_means"
 FUSED_EXPS = "fused_exps"
 RANK4_TRANSPOSES = "rank4_transposes"
 VELA_STRIDED_POOLS = "vela_strided_pools"
+FLAT_STRIDED_SLICES = "flat_strided_slices"
 
 # NPU families on which Vela runs a layout change (NCHW <-> NHWC) faster as the rank-4 TRANSPOSE it
 # decomposes itself than as one 2-D TRANSPOSE of the swapped groups: measured in Vela's NPU cycles,
@@ -198,6 +204,7 @@ class Lowerer:
         self.slice_widen_copies = on(SLICE_WIDEN_COPY_FAMILIES)
         self.int16_exps = on(INT16_EXP_FAMILIES)
         self.min_as_max = on(MIN_AS_MAX_FAMILIES)
+        self.flat_strided_slices = on(FLAT_STRIDED_SLICE_FAMILIES) != (FLAT_STRIDED_SLICES in flipped)
         self.fused_exps = on(FUSED_EXP_FAMILIES) != (FUSED_EXPS in flipped)
         self.vela_strided_pools = on(VELA_STRIDED_POOL_FAMILIES) != (VELA_STRIDED_POOLS in flipped)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
@@ -1698,9 +1705,9 @@ def _slice_op(lw: Lowerer, op: Op):
     """A SLICE along one dim, in the input's layout. With a step s above 1, the n kept entries
     are every s-th of n * s consecutive ones (the last group padded with the zero point where
     the input ends first): RESHAPE to rows of s * after in one batch (Vela runs a copy per
-    batch; [1, 6, 16] ::2 on ethos-u55-128 1,272 -> 460 NPU cycles), [1, 1, before * n, s * after]
-    or, where that has a dim beyond the NPU's, [1, before, n, s * after]; else [before, n, s,
-    after]. SLICE the first `after` of each row, RESHAPE."""
+    batch; [1, 6, 16] ::2 on ethos-u55-128 1,272 -> 498 NPU cycles), [1, before, n, s * after]
+    or [1, 1, before * n, s * after] (the choice FLAT_STRIDED_SLICES), either where it has no
+    dim beyond the NPU's; else [before, n, s, after]. SLICE the first `after` of each row, RESHAPE."""
     x, out = op.inputs[0], op.output
     dim = op.arg("dim") % len(x.shape)
     step = op.arg("step") or 1
@@ -1726,7 +1733,12 @@ def _slice_op(lw: Lowerer, op: Op):
     before, after = int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis + 1:], dtype=np.int64))
     forms = [([1, 1, before * n, step * after], [1, 1, before * n, after]),
              ([1, before, n, step * after], [1, before, n, after]), ([before, n, step, after], [before, n, 1, after])]
-    groups, firsts = next((f for f in forms[:-1] if max(f[0]) <= TENSOR_DIM_MAX), forms[-1])
+    fitting = [f for f in forms[:-1] if max(f[0]) <= TENSOR_DIM_MAX]
+    if len(fitting) == 2 and before > 1:
+        lw.choices.add(FLAT_STRIDED_SLICES)
+        if not lw.flat_strided_slices:
+            fitting.reverse()
+    groups, firsts = (fitting or forms[-1:])[0]
     firsts = _slice(lw, lw.reshape(name, groups, x.dtype), [0, 0, 0, 0], firsts, x.dtype)
     shape[axis] = n
     name = lw.reshape(firsts, shape, x.dtype)
