@@ -247,8 +247,9 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
          "total_cycles": r.total_cycles,
          "inference_ms": round(r.inference_s * 1e3, 4), "weight_bytes": len(r.weight_data),
          "command_stream_bytes": len(r.cmd_data), "scratch_bytes": r.scratch_size,
-         "fast_scratch_bytes": r.fast_scratch_size, "sram_bytes": r.sram_bytes}
-        for i, (part, r) in enumerate(zip(result.program.delegates, result.vela))
+         "fast_scratch_bytes": r.fast_scratch_size, "sram_bytes": r.sram_bytes,
+         "flipped_choices": sorted(flipped)}  # the lowering choices Vela's estimate took the other way
+        for i, (part, r, flipped) in enumerate(zip(result.program.delegates, result.vela, result.flipped))
     ]
     prog = result.program
     io = []

@@ -64,7 +64,7 @@ def test_the_program_holds_the_graph_vela_estimates_fastest(h, w, c):
     graphs = every_combination(result)
     assert set(graphs) >= {frozenset({tosa_lowering.POOLED_MEANS}), frozenset({tosa_lowering.RANK4_TRANSPOSES})}
     (flipped,) = result.flipped
-    assert result.tosa == [graphs[flipped][1]]
+    assert result.tosa == [graphs[flipped][1]] and result.report["delegates"][0]["flipped_choices"] == sorted(flipped)
     assert kc.run_time(result.vela[0]) == graphs[flipped][0] == min(time for time, _ in graphs.values())
 
 
