@@ -112,24 +112,24 @@ def compile_one(name: str, target: str, system_config: str | None, memory_mode: 
     spec = EthosUCompileSpec(target, system_config=system_config, memory_mode=memory_mode,
                              extra_flags=["--verbose-cycle-estimate"])
     dump = tempfile.TemporaryDirectory(prefix="et-tosa-") if tosa_dir else None
-    if dump:
-        spec.dump_intermediate_artifacts_to(dump.name)
-    quantizer = EthosUQuantizer(spec)
-    quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
-    exported = torch.export.export(module, inputs)
-    prepared = prepare_pt2e(exported.module(), quantizer)
-    prepared(*inputs)
-    quantized = torch.export.export(convert_pt2e(prepared), inputs)
-    vela_output = io.StringIO()
-    with contextlib.redirect_stdout(vela_output):
-        edge = to_edge_transform_and_lower(quantized, partitioner=[EthosUPartitioner(spec)],
-                                           compile_config=EdgeCompileConfig(_check_ir_validity=False))
-    npu, cpu, edges, delegates = count(edge.exported_program().graph_module)
-    cycles = [int(n) for n in CYCLES.findall(vela_output.getvalue())]
-    result = {"compiled": True, "error": None, "npu_ops": dict(npu), "cpu_ops": dict(cpu), "edges": edges,
-              "delegates": delegates, "npu_cycles": sum(cycles) if cycles else None}
-    if dump:
-        with dump:
+    with dump or contextlib.nullcontext():  # the dump folder goes however the case ends
+        if dump:
+            spec.dump_intermediate_artifacts_to(dump.name)
+        quantizer = EthosUQuantizer(spec)
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+        exported = torch.export.export(module, inputs)
+        prepared = prepare_pt2e(exported.module(), quantizer)
+        prepared(*inputs)
+        quantized = torch.export.export(convert_pt2e(prepared), inputs)
+        vela_output = io.StringIO()
+        with contextlib.redirect_stdout(vela_output):
+            edge = to_edge_transform_and_lower(quantized, partitioner=[EthosUPartitioner(spec)],
+                                               compile_config=EdgeCompileConfig(_check_ir_validity=False))
+        npu, cpu, edges, delegates = count(edge.exported_program().graph_module)
+        cycles = [int(n) for n in CYCLES.findall(vela_output.getvalue())]
+        result = {"compiled": True, "error": None, "npu_ops": dict(npu), "cpu_ops": dict(cpu), "edges": edges,
+                  "delegates": delegates, "npu_cycles": sum(cycles) if cycles else None}
+        if dump:
             result["tosa"] = keep_tosa(Path(dump.name), tosa_dir, name)
     return result
 
