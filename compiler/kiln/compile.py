@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from kiln import boards, checks, graph
-from kiln.errors import ModelError, UsageError, VelaRefusal
+from kiln.errors import ModelError, UsageError, VelaError, VelaRefusal
 from kiln.frontend import normalize
 from kiln.frontend import export as frontend
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
@@ -192,8 +192,9 @@ def fastest(part: partition.Partition, first: bytes, choices: frozenset[str], na
     """(flipped choices, TOSA graph, Vela's result) of the partition's fastest equivalent graph
     found by flipping its lowering choices one at a time, in name order, each kept where Vela
     estimates it runs faster (run_time) than the best so far: one Vela run per choice beyond
-    the first graph's. Vela refusing the first graph raises VelaRefusal; refusing another
-    drops it. `keep` receives Vela's files for the graph returned."""
+    the first graph's. Vela refusing the first graph raises VelaRefusal; failing on another
+    in any way (a refusal, a timeout) drops that one. `keep` receives Vela's files for the
+    graph returned."""
     best_flipped, best_tosa = frozenset(), first
     best = vela.compile_tosa(first, name, accelerator, spec.system_config, spec.memory_mode, keep)
     for choice in sorted(choices):
@@ -201,7 +202,7 @@ def fastest(part: partition.Partition, first: bytes, choices: frozenset[str], na
         flatbuffer = tosa_lowering.lower(part, accelerator, flipped)
         try:
             other = vela.compile_tosa(flatbuffer, name, accelerator, spec.system_config, spec.memory_mode)
-        except VelaRefusal:
+        except VelaError:
             continue
         if run_time(other) < run_time(best):
             best_flipped, best_tosa, best = flipped, flatbuffer, other

@@ -84,3 +84,22 @@ def test_a_flipped_graph_is_profiled_and_matches_pt2e():
     want = result.quantized_module(*result.inputs).detach().numpy()
     step = result.graph.outputs[0].producer.inputs[0].qparams.scale  # the dequantized int8 output's
     assert np.abs(got - want).max() <= step * 1.0001
+
+
+def test_a_graph_vela_fails_on_is_dropped(monkeypatch):
+    """Vela failing on a flipped graph (here: each after the first, as a timeout) leaves the first."""
+    from kiln.errors import VelaError
+
+    (part,) = compiled(4, 4, 128).program.delegates
+    first, choices = tosa_lowering.lower_noting_choices(part, TARGET)
+    real, calls = vela.compile_tosa, []
+
+    def failing(flatbuffer, *args, **kwargs):
+        calls.append(flatbuffer)
+        if len(calls) > 1:
+            raise VelaError("Vela did not finish compiling alone within 600 s")
+        return real(flatbuffer, *args, **kwargs)
+
+    monkeypatch.setattr(vela, "compile_tosa", failing)
+    flipped, flatbuffer, _ = kc.fastest(part, first, choices, "alone", TARGET, CompileSpec(TARGET).resolved(), None)
+    assert flipped == frozenset() and flatbuffer == first and len(calls) == 1 + len(choices) > 1
