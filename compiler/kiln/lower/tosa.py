@@ -194,9 +194,10 @@ class Lowerer:
     def __init__(self, partition: Partition, accelerator: str | None = None, flipped: frozenset[str] = frozenset()):
         self.partition = partition
         on = (accelerator or "").startswith  # on(FAMILIES): the target is of one of them
-        self.grouped_transposes = (not on(RANK4_TRANSPOSE_FAMILIES)) != (RANK4_TRANSPOSES in flipped)
+        taken = lambda families, choice: on(families) != (choice in flipped)  # noqa: E731 (its first guess, or not)
+        self.grouped_transposes = not taken(RANK4_TRANSPOSE_FAMILIES, RANK4_TRANSPOSES)
         self.resize_any_factor = on(RESIZE_ANY_FACTOR_FAMILIES)
-        self.pooled_means = on(POOLED_MEAN_FAMILIES) != (POOLED_MEANS in flipped)
+        self.pooled_means = taken(POOLED_MEAN_FAMILIES, POOLED_MEANS)
         self.choices: set[str] = set()  # the choices (POOLED_MEANS, ...) that shaped this graph
         self.clamp_copies = on(CLAMP_COPY_FAMILIES)
         self.channels_last_pad_copies = on(CHANNELS_LAST_PAD_COPY_FAMILIES)
@@ -204,9 +205,9 @@ class Lowerer:
         self.slice_widen_copies = on(SLICE_WIDEN_COPY_FAMILIES)
         self.int16_exps = on(INT16_EXP_FAMILIES)
         self.min_as_max = on(MIN_AS_MAX_FAMILIES)
-        self.flat_strided_slices = on(FLAT_STRIDED_SLICE_FAMILIES) != (FLAT_STRIDED_SLICES in flipped)
-        self.fused_exps = on(FUSED_EXP_FAMILIES) != (FUSED_EXPS in flipped)
-        self.vela_strided_pools = on(VELA_STRIDED_POOL_FAMILIES) != (VELA_STRIDED_POOLS in flipped)
+        self.flat_strided_slices = taken(FLAT_STRIDED_SLICE_FAMILIES, FLAT_STRIDED_SLICES)
+        self.fused_exps = taken(FUSED_EXP_FAMILIES, FUSED_EXPS)
+        self.vela_strided_pools = taken(VELA_STRIDED_POOL_FAMILIES, VELA_STRIDED_POOLS)
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
