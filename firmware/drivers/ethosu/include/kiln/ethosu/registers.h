@@ -154,7 +154,8 @@ constexpr uint32_t kMemAttrSramPort = 0, kMemAttrExtPort = 1u << 2;
 constexpr uint32_t kAxiSramDefault = 11u | (15u << 8) | (2u << 16);
 constexpr uint32_t kAxiExtDefault = 63u | (31u << 8) | (2u << 16);
 
-constexpr Family kFamilies[] = {
+// inline: one copy in the image, however many sources include this header.
+inline constexpr Family kFamilies[] = {
     {kProductU55, 1, 0, 4, kStatusFaultBits, true, false, 0,
      {{kAxiLimit0, kAxiLimitDefault}, {kAxiLimit0 + 4, kAxiLimitDefault}, {kAxiLimit0 + 8, kAxiLimitDefault},
       {kAxiLimit0 + 12, kAxiLimitDefault}, {}, {}},
