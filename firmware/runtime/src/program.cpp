@@ -5,7 +5,7 @@
 
 #include "fb.h"
 #include "schema.h"
-#include "try.h"
+#include "kiln/runtime/try.h"
 
 namespace kiln::runtime {
 
