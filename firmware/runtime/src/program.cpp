@@ -54,22 +54,6 @@ uint32_t u32_at(const uint8_t* p) {
   return v;
 }
 
-// A reader over the verified FlatBuffer part (no work budget: verification is done).
-fb::Reader reader_of(const uint8_t* base, uint32_t program_size) {
-  return fb::Reader{base, program_size, INT64_MAX};
-}
-
-// `fb` calls on verified data cannot fail; this takes the value.
-template <typename T>
-T verified(const Result<T>& r) {
-  return r.value();
-}
-
-Span<const uint8_t> blob(fb::Reader& r, const fb::Table& t, unsigned slot) {
-  fb::Vector v = verified(fb::vector(r, t, slot, 1));
-  return {v.count ? r.base + v.start : nullptr, v.count};
-}
-
 }  // namespace
 
 // The verification pass: walks everything once, spending the reader's budget.
@@ -470,110 +454,89 @@ Result<Program> Program::load(const void* pte, size_t size) {
   return p;
 }
 
-// --- Accessors (on verified data) --------------------------------------------------
+// --- Accessors (on verified data: fb::Verified) ------------------------------------
+
+namespace fb {
+
+uint32_t io_value(const Verified& v, uint32_t plan, unsigned slot, size_t i) {
+  return v.at<uint32_t>(v.vector(v.table(plan), slot, 4).start + 4 * static_cast<uint32_t>(i));
+}
+
+TensorInfo tensor_info(const Verified& v, const Table& tensor, uint32_t value_index) {
+  const Vector sizes = v.vector(tensor, schema::kSizes, 4);
+  const int8_t type = v.scalar<int8_t>(tensor, schema::kScalarType);
+  const auto* dims = static_cast<const int32_t*>(v.pointer(sizes.start));  // 4-byte aligned (verified)
+  size_t numel = 1;
+  for (uint32_t d = 0; d < sizes.count; ++d) numel *= static_cast<size_t>(dims[d]);
+  return TensorInfo{static_cast<ScalarType>(type), {dims, sizes.count}, numel * element_size(type), value_index,
+                    numel};
+}
+
+}  // namespace fb
 
 namespace {
 
-fb::Table plan_table(fb::Reader& r, uint32_t plan) { return verified(fb::table_at(r, plan)); }
-
-fb::Vector plan_vector(fb::Reader& r, uint32_t plan, unsigned slot, uint32_t elem) {
-  return verified(fb::vector(r, plan_table(r, plan), slot, elem));
+fb::Vector plan_vector(const fb::Verified& v, uint32_t plan, unsigned slot, uint32_t elem) {
+  return v.vector(v.table(plan), slot, elem);
 }
 
-TensorInfo tensor_info(fb::Reader& r, uint32_t plan, unsigned slot, size_t i) {
-  fb::Vector io = plan_vector(r, plan, slot, 4);
-  auto index = verified(r.read<int32_t>(io.start + 4ull * i));
-  fb::Vector values = plan_vector(r, plan, schema::kValues, 4);
-  fb::Table tensor = verified(fb::union_at(r, verified(fb::element(r, values, index)), 0)).value;
-  fb::Vector sizes = verified(fb::vector(r, tensor, schema::kSizes, 4));
-  int8_t type = verified(fb::scalar<int8_t>(r, tensor, schema::kScalarType));
-  size_t nbytes = element_size(type);
-  for (uint32_t d = 0; d < sizes.count; ++d) {
-    nbytes *= static_cast<size_t>(verified(r.read<int32_t>(sizes.start + 4ull * d)));
-  }
-  const int32_t* data = sizes.count ? reinterpret_cast<const int32_t*>(r.base + sizes.start) : nullptr;
-  return TensorInfo{static_cast<ScalarType>(type), {data, sizes.count}, nbytes,
-                    static_cast<uint32_t>(index)};
+TensorInfo io_tensor(const Program& p, unsigned slot, size_t i) {
+  const fb::Verified v(p);
+  const uint32_t index = fb::io_value(v, p.plan_offset(), slot, i);
+  const fb::Table value = v.element(plan_vector(v, p.plan_offset(), schema::kValues, 4), index);
+  return fb::tensor_info(v, v.union_at(value).value, index);
 }
 
 }  // namespace
 
-size_t Program::input_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return plan_vector(r, plan_, schema::kInputs, 4).count;
-}
-
-size_t Program::output_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return plan_vector(r, plan_, schema::kOutputs, 4).count;
-}
-
-TensorInfo Program::input(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return tensor_info(r, plan_, schema::kInputs, i);
-}
-
-TensorInfo Program::output(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return tensor_info(r, plan_, schema::kOutputs, i);
-}
+size_t Program::input_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kInputs, 4).count; }
+size_t Program::output_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kOutputs, 4).count; }
+TensorInfo Program::input(size_t i) const { return io_tensor(*this, schema::kInputs, i); }
+TensorInfo Program::output(size_t i) const { return io_tensor(*this, schema::kOutputs, i); }
 
 size_t Program::planned_buffer_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  uint32_t n = plan_vector(r, plan_, schema::kNonConstBufferSizes, 8).count;
+  const uint32_t n = plan_vector(fb::Verified(*this), plan_, schema::kNonConstBufferSizes, 8).count;
   return n ? n - 1 : 0;
 }
 
 uint64_t Program::planned_buffer_size(uint32_t memory_id) const {
   if (memory_id == 0 || memory_id > planned_buffer_count()) return 0;
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Vector v = plan_vector(r, plan_, schema::kNonConstBufferSizes, 8);
-  int64_t size = verified(r.read<int64_t>(v.start + 8ull * memory_id));
+  const fb::Verified v(*this);
+  const int64_t size = v.at<int64_t>(plan_vector(v, plan_, schema::kNonConstBufferSizes, 8).start + 8 * memory_id);
   return size < 0 ? 0 : static_cast<uint64_t>(size);
 }
 
-size_t Program::operator_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return plan_vector(r, plan_, schema::kOperators, 4).count;
-}
+size_t Program::operator_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kOperators, 4).count; }
 
 OperatorInfo Program::op(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Table t = verified(fb::element(r, plan_vector(r, plan_, schema::kOperators, 4), i));
-  return OperatorInfo{verified(fb::string(r, t, 0)), verified(fb::string(r, t, 1))};
+  const fb::Verified v(*this);
+  const fb::Table t = v.element(plan_vector(v, plan_, schema::kOperators, 4), static_cast<uint32_t>(i));
+  return OperatorInfo{v.string(t, 0), v.string(t, 1)};
 }
 
-size_t Program::delegate_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return plan_vector(r, plan_, schema::kDelegates, 4).count;
-}
+size_t Program::delegate_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kDelegates, 4).count; }
 
 Span<const uint8_t> Program::segment(uint32_t index) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Vector v = verified(fb::vector(r, verified(fb::table_at(r, root_)), schema::kSegments, 4));
-  if (index >= v.count) return {};
-  fb::Table s = verified(fb::element(r, v, index));
-  uint64_t offset = verified(fb::scalar<uint64_t>(r, s, 0));
-  uint64_t size = verified(fb::scalar<uint64_t>(r, s, 1));
-  return {base_ + segment_base_ + offset, static_cast<size_t>(size)};
+  const fb::Verified v(*this);
+  const fb::Table s = v.element(v.vector(v.table(root_), schema::kSegments, 4), index);
+  if (!s.present()) return {};
+  return {base_ + segment_base_ + v.scalar<uint64_t>(s, 0), static_cast<size_t>(v.scalar<uint64_t>(s, 1))};
 }
 
 DelegateInfo Program::delegate(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Table t = verified(fb::element(r, plan_vector(r, plan_, schema::kDelegates, 4), i));
-  fb::Table processed = verified(fb::child(r, t, schema::kProcessed));
-  auto location = verified(fb::scalar<int8_t>(r, processed, 0));
-  uint32_t index = verified(fb::scalar<uint32_t>(r, processed, 1));
+  const fb::Verified v(*this);
+  const fb::Table t = v.element(plan_vector(v, plan_, schema::kDelegates, 4), static_cast<uint32_t>(i));
+  const fb::Table processed = v.child(t, schema::kProcessed);
+  const uint32_t index = v.scalar<uint32_t>(processed, 1);
   DelegateInfo info;
-  info.id = verified(fb::string(r, t, schema::kId));
-  if (location == static_cast<int8_t>(DataLocation::kSegment)) {
+  info.id = v.string(t, schema::kId);
+  if (v.scalar<int8_t>(processed, 0) == static_cast<int8_t>(DataLocation::kSegment)) {
     info.payload = segment(index);
   } else {
-    fb::Table program = verified(fb::table_at(r, root_));
-    fb::Vector inline_data = verified(fb::vector(r, program, schema::kBackendDelegateData, 4));
-    info.payload = blob(r, verified(fb::element(r, inline_data, index)), 0);
+    const fb::Vector inline_data = v.vector(v.table(root_), schema::kBackendDelegateData, 4);
+    info.payload = v.bytes(v.element(inline_data, index), 0);
   }
-  fb::Vector specs = verified(fb::vector(r, t, schema::kCompileSpecs, 4));
+  const fb::Vector specs = v.vector(t, schema::kCompileSpecs, 4);
   info.compile_specs.base_ = base_;
   info.compile_specs.vector_ = specs.start;
   info.compile_specs.count_ = specs.count;
@@ -583,9 +546,9 @@ DelegateInfo Program::delegate(size_t i) const {
 }
 
 CompileSpec CompileSpecs::operator[](size_t i) const {
-  fb::Reader r = reader_of(base_, limit_);
-  fb::Table t = verified(fb::element(r, fb::Vector{vector_, count_}, static_cast<uint32_t>(i)));
-  return CompileSpec{verified(fb::string(r, t, 0)), blob(r, t, 1)};
+  const fb::Verified v(base_, limit_);
+  const fb::Table t = v.element(fb::Vector{vector_, count_}, static_cast<uint32_t>(i));
+  return CompileSpec{v.string(t, 0), v.bytes(t, 1)};
 }
 
 Span<const uint8_t> CompileSpecs::find(StringView key) const {
@@ -597,15 +560,14 @@ Span<const uint8_t> CompileSpecs::find(StringView key) const {
 }
 
 size_t Program::named_data_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return verified(fb::vector(r, verified(fb::table_at(r, root_)), schema::kNamedData, 4)).count;
+  const fb::Verified v(*this);
+  return v.vector(v.table(root_), schema::kNamedData, 4).count;
 }
 
 NamedData Program::named_data(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Vector v = verified(fb::vector(r, verified(fb::table_at(r, root_)), schema::kNamedData, 4));
-  fb::Table t = verified(fb::element(r, v, static_cast<uint32_t>(i)));
-  return NamedData{verified(fb::string(r, t, 0)), segment(verified(fb::scalar<uint32_t>(r, t, 1)))};
+  const fb::Verified v(*this);
+  const fb::Table t = v.element(v.vector(v.table(root_), schema::kNamedData, 4), static_cast<uint32_t>(i));
+  return NamedData{v.string(t, 0), segment(v.scalar<uint32_t>(t, 1))};
 }
 
 Span<const uint8_t> Program::find_named_data(StringView key) const {
@@ -618,27 +580,23 @@ Span<const uint8_t> Program::find_named_data(StringView key) const {
 }
 
 Span<const uint8_t> Program::constant(uint32_t index) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Table program = verified(fb::table_at(r, root_));
-  fb::Table cs = verified(fb::child(r, program, schema::kConstantSegment));
-  fb::Vector offsets = cs.present() ? verified(fb::vector(r, cs, 1, 8)) : fb::Vector{};
+  const fb::Verified v(*this);
+  const fb::Table program = v.table(root_);
+  const fb::Table cs = v.child(program, schema::kConstantSegment);
+  const fb::Vector offsets = v.vector(cs, 1, 8);
   if (offsets.count != 0) {
     if (index >= offsets.count) return {};
-    Span<const uint8_t> seg = segment(verified(fb::scalar<uint32_t>(r, cs, 0)));
-    uint64_t start = verified(r.read<uint64_t>(offsets.start + 8ull * index));
-    uint64_t end = index + 1 < offsets.count
-                       ? verified(r.read<uint64_t>(offsets.start + 8ull * (index + 1)))
-                       : seg.size;
+    const Span<const uint8_t> seg = segment(v.scalar<uint32_t>(cs, 0));
+    const uint64_t start = v.at<uint64_t>(offsets.start + 8 * index);
+    const uint64_t end = index + 1 < offsets.count ? v.at<uint64_t>(offsets.start + 8 * (index + 1)) : seg.size;
     return {seg.data + start, static_cast<size_t>(end - start)};
   }
-  fb::Vector buffers = verified(fb::vector(r, program, schema::kConstantBuffer, 4));
-  if (index >= buffers.count) return {};
-  return blob(r, verified(fb::element(r, buffers, index)), 0);
+  return v.bytes(v.element(v.vector(program, schema::kConstantBuffer, 4), index), 0);
 }
 
 size_t Program::instruction_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return verified(fb::vector(r, verified(fb::table_at(r, chain_)), schema::kInstructions, 4)).count;
+  const fb::Verified v(*this);
+  return v.vector(v.table(chain_), schema::kInstructions, 4).count;
 }
 
 }  // namespace kiln::runtime

@@ -42,6 +42,7 @@ struct TensorInfo {
   Span<const int32_t> sizes;  // into the .pte
   size_t nbytes;
   uint32_t value_index;       // into the plan's values
+  size_t numel;               // elements: the product of sizes
 };
 
 struct OperatorInfo {
