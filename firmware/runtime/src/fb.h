@@ -1,7 +1,6 @@
 // A minimal FlatBuffer reader (internal to the runtime), in two kinds:
-//  - Reader and the functions below it: the loader's verification pass. Every access
-//    checks its bytes lie inside the buffer and the table, vector, string or union is
-//    well formed, and returns an Error naming the offset otherwise.
+//  - Verifier: the loader's one verification pass over a .pte (Program::load). Every read
+//    is checked, and the first failure is kept as an Error naming the offset.
 //  - Verified: every read after Program::load verified the program (Program's accessors,
 //    the Method). It reports nothing (see its comment).
 // Offset 0 never holds a table (the root offset is there), so a Table with pos 0 means
@@ -18,32 +17,6 @@
 
 namespace kiln::runtime::fb {
 
-struct Reader {
-  const uint8_t* base;
-  uint32_t size;
-  // Work left before the file counts as hostile (aliased tables / vectors); only
-  // the loader's verification pass spends it.
-  int64_t budget;
-
-  bool contains(uint64_t at, uint64_t n) const { return at <= size && n <= size - at; }
-
-  template <typename T>
-  Result<T> read(uint64_t at) const {
-    if (!contains(at, sizeof(T))) {
-      return Error{ErrorCode::kPteOutOfBounds, static_cast<uint32_t>(at), size};
-    }
-    T v;
-    std::memcpy(&v, base + at, sizeof(T));
-    return v;
-  }
-
-  Status spend(uint64_t n, uint32_t at) {
-    budget -= static_cast<int64_t>(n);
-    if (budget < 0) return Error{ErrorCode::kPteTooComplex, at, size};
-    return {};
-  }
-};
-
 struct Table {
   uint32_t pos = 0;
   uint32_t vtable = 0;
@@ -57,39 +30,71 @@ struct Vector {
   uint32_t count = 0;
 };
 
-Result<Table> table_at(Reader& r, uint64_t pos);
-
-// The absolute offset of field `slot`, or 0 when it is absent.
-Result<uint32_t> field(const Reader& r, const Table& t, unsigned slot);
-
-template <typename T>
-Result<T> scalar(const Reader& r, const Table& t, unsigned slot, T fallback = T{}) {
-  Result<uint32_t> at = field(r, t, slot);
-  if (!at.ok()) return at.error();
-  if (at.value() == 0) return fallback;
-  return r.read<T>(at.value());
-}
-
-// The table field `slot` points at (pos 0 when absent).
-Result<Table> child(Reader& r, const Table& t, unsigned slot);
-
-// The vector field `slot` (count 0 when absent); checks its bounds and that its
-// start is aligned to `elem_size` (as FlatBuffer writers align vectors).
-Result<Vector> vector(Reader& r, const Table& t, unsigned slot, uint32_t elem_size);
-
-// The string field `slot` (size 0 and data nullptr when absent); checks the NUL.
-Result<StringView> string(Reader& r, const Table& t, unsigned slot);
-
-// Element i (< v.count) of a vector of tables.
-Result<Table> element(Reader& r, const Vector& v, uint32_t i);
-
-// The union at slots (slot, slot + 1): its type code and value table. The value
-// must be present when the type is not 0.
+// A union's type code and value table (type 0: none).
 struct Union {
   uint8_t type = 0;
   Table value;
 };
-Result<Union> union_at(Reader& r, const Table& t, unsigned slot);
+
+// The loader's reader over the FlatBuffer part of a .pte not yet verified. Every read
+// checks that its bytes lie inside the part (else kPteOutOfBounds), and every table,
+// vector, string and union that it is well formed (fb.cpp: the errors each can give). It
+// keeps the first failure (error()); every read after one returns zero, an absent table
+// or an empty vector without reading, so a pass reads straight on and reports at its end
+// the error an early return would have given (its reads up to that failure are the same).
+// The work budget (reads of tables and vectors, in bytes) bounds a pass over a hostile
+// file whose tables and vectors overlap: spent, it fails with kPteTooComplex.
+class Verifier {
+ public:
+  Verifier(const uint8_t* base, uint32_t size, int64_t budget) : base_(base), size_(size), budget_(budget) {}
+
+  bool ok() const { return error_.code == ErrorCode::kOk; }
+  const Error& error() const { return error_; }  // Error{kOk} while ok()
+  // Keeps `error` if it is the first failure.
+  void fail(const Error& error) {
+    if (ok()) error_ = error;
+  }
+  // Fails with kPteBadIndex (a = index, b = count) unless 0 <= index < count.
+  void check_index(int64_t index, uint32_t count);
+
+  template <typename T>
+  T read(uint64_t at) {
+    T v{};
+    if (readable(at, sizeof(T))) std::memcpy(&v, base_ + at, sizeof(T));
+    return v;
+  }
+  Table table(uint64_t pos);
+  // The absolute offset of field `slot`, or 0 when it is absent.
+  uint32_t field(const Table& t, unsigned slot);
+  template <typename T>
+  T scalar(const Table& t, unsigned slot) {
+    const uint32_t at = field(t, slot);
+    return at == 0 ? T{} : read<T>(at);
+  }
+  // The table field `slot` points at (absent when the field is).
+  Table child(const Table& t, unsigned slot);
+  // The vector field `slot` (count 0 when absent): its elements inside the part, its start
+  // aligned to `elem_size` (as FlatBuffer writers align vectors).
+  Vector vector(const Table& t, unsigned slot, uint32_t elem_size);
+  // Checks the string field `slot` (absent, or bytes followed by their NUL).
+  void string(const Table& t, unsigned slot);
+  // Element i (< v.count) of a vector of tables.
+  Table element(const Vector& v, uint32_t i);
+  // The union at slots (slot, slot + 1); its value must be present when its type is not 0.
+  Union union_at(const Table& t, unsigned slot);
+
+ private:
+  // ok() and [at, at + n) inside the part; else fails with kPteOutOfBounds (a = at, b = size).
+  bool readable(uint64_t at, uint64_t n);
+  bool contains(uint64_t at, uint64_t n) const { return at <= size_ && n <= size_ - at; }
+  void spend(uint64_t n, uint32_t at);
+  uint32_t target(const Table& t, unsigned slot);
+
+  const uint8_t* base_;
+  uint32_t size_;
+  int64_t budget_;
+  Error error_{ErrorCode::kOk, 0, 0};
+};
 
 // Reader over a verified program's FlatBuffer part. Program::load checked every table,
 // vector, string and field read here, so these reads report nothing and cannot fail on
