@@ -191,35 +191,36 @@ constexpr OpcodeSet kCmd1U85 = opcodes(kCmd1RunsU85);
 // A 48-bit register value: payload | parameter << 32.
 uint64_t wide(uint32_t header, uint32_t payload) { return (uint64_t{header >> 16} << 32) | payload; }
 
-// One operation's checks; `at` is the word index of its command.
+// One operation's checks, on the registers as its command finds them. Each check records
+// a failure and returns; the first failure is kept (error()) and every check after it does
+// nothing, so an operation's checks run straight on and the stream's walk stops after it.
+// `at` is the word index of the operation's command, `word` the command.
 class Checker {
  public:
   Checker(const StreamBounds& bounds, const Regs& regs, uint32_t at, uint32_t word)
       : bounds_(bounds), regs_(regs), at_(at), word_(word) {}
 
+  bool ok() const { return error_.code == runtime::ErrorCode::kOk; }
+  const runtime::Error& error() const { return error_; }
+
   // [offset, offset + length) of `region` for access `what`; `write`: the NPU writes it.
-  Status span(NpuAccess what, uint32_t region, uint64_t offset, uint64_t length, bool write) const {
+  void span(NpuAccess what, uint32_t region, uint64_t offset, uint64_t length, bool write) {
     if (region >= static_cast<uint32_t>(bounds_.count)) return fault(runtime::ErrorCode::kNpuAccessNoRegion, what);
     const RegionLimit& limit = bounds_.regions[region];
     if (write && !limit.writable) return fault(runtime::ErrorCode::kNpuAccessReadOnly, what);
-    if (offset > kLow32 || length > kLow32 || offset + length > limit.size) {
-      return outside(what);
-    }
-    return {};
+    if (offset > kLow32 || length > kLow32 || offset + length > limit.size) outside(what);
   }
 
   // The box rows x cols x channels of feature map `fm` (elements of `elem` bytes).
-  Status box(NpuAccess what, const FeatureMap& fm, uint32_t elem, uint32_t rows, uint32_t cols,
-             uint32_t channels, bool write) const {
+  void box(NpuAccess what, const FeatureMap& fm, uint32_t elem, uint32_t rows, uint32_t cols, uint32_t channels,
+           bool write) {
     const Regs& r = regs_;
     const uint32_t format = c::precision_format(r.param(fm.precision));
     if (format > c::kFormatNhcwb16) return unprovable();
-    if (rows == 0 || cols == 0 || channels == 0) return {};
+    if (rows == 0 || cols == 0 || channels == 0) return;
     const bool bricks = format == c::kFormatNhcwb16;
     const uint64_t stride_x = fm.stride(r, 0), stride_y = fm.stride(r, 1), stride_c = fm.stride(r, 2);
-    if (stride_x > kLow32 || stride_y > kLow32 || stride_c > kLow32) {
-      return outside(what);
-    }
+    if (stride_x > kLow32 || stride_y > kLow32 || stride_c > kLow32) return outside(what);
     const uint64_t sx = bricks ? uint64_t{c::kBrick} * elem : stride_x;
     const uint64_t last_c = bricks ? (channels + c::kBrick - 1) / c::kBrick * c::kBrick - 1 : channels - 1;
     const uint64_t sc = bricks ? stride_c : uint64_t{c::kBrick} * elem;
@@ -241,21 +242,28 @@ class Checker {
       if (base < lo) lo = base;
       if (end > hi) hi = end;
     }
-    return span(what, fm.region(r), lo, hi - lo, write);
+    span(what, fm.region(r), lo, hi - lo, write);
   }
 
-  Status outside(NpuAccess what) const { return fault(runtime::ErrorCode::kNpuAccessOutside, what); }
-  Status unprovable() const { return runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, at_, word_}; }
+  void outside(NpuAccess what) { fault(runtime::ErrorCode::kNpuAccessOutside, what); }
+  void unprovable() { fail(runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, at_, word_}); }
 
  private:
-  Status fault(runtime::ErrorCode code, NpuAccess what) const {
-    return runtime::Error{code, static_cast<uint32_t>(what), at_};
+  void fault(runtime::ErrorCode code, NpuAccess what) { fail(runtime::Error{code, static_cast<uint32_t>(what), at_}); }
+  void fail(const runtime::Error& error) {
+    if (ok()) error_ = error;
   }
 
   const StreamBounds& bounds_;
   const Regs& regs_;
   uint32_t at_, word_;
+  runtime::Error error_{runtime::ErrorCode::kOk, 0, 0};
 };
+
+// The OFM's H, W and C.
+uint32_t ofm_height(const Regs& r) { return r.param(c::kOfmHeightM1) + 1; }
+uint32_t ofm_width(const Regs& r) { return r.param(c::kOfmWidthM1) + 1; }
+uint32_t ofm_depth(const Regs& r) { return r.param(c::kOfmDepthM1) + 1; }
 
 // Bytes of an IFM (size field of bits 3..2) or OFM (bits 2..1) element, 0 if reserved.
 uint32_t elem_bytes(uint32_t size_field) { return size_field <= 2 ? 1u << size_field : 0; }
@@ -268,102 +276,103 @@ uint32_t ifm_extent(uint32_t out_m1, uint32_t stride, uint32_t kernel_m1, uint32
   return static_cast<uint32_t>((n + factor - 1) / factor);
 }
 
-Status weights_and_scales(const Checker& check, const Regs& r, uint32_t cores) {
-  const uint32_t depth = r.param(c::kOfmDepthM1) + 1;
-  for (uint32_t core = 0; core < cores; ++core) {
+// IFM rows and columns the kernel covers (`stride_y`, `stride_x`: the family's decoding of
+// KERNEL_STRIDE), halved with IFM upscaling; 0 and 0 when padding leaves none.
+void ifm_rows_cols(const Regs& r, uint32_t stride_y, uint32_t stride_x, uint32_t& rows, uint32_t& cols) {
+  const uint32_t factor = (r.param(c::kIfmUpscale) & 3) == c::kUpscaleNone ? 1 : 2;
+  rows = ifm_extent(r.param(c::kOfmHeightM1), stride_y, r.param(c::kKernelHeightM1), r.param(c::kIfmPadTop),
+                    r.param(c::kIfmPadBottom), factor);
+  cols = ifm_extent(r.param(c::kOfmWidthM1), stride_x, r.param(c::kKernelWidthM1), r.param(c::kIfmPadLeft),
+                    r.param(c::kIfmPadRight), factor);
+}
+
+// The U55/U65's weight and scale streams, one of each per core.
+void weights_and_scales(Checker& check, const Regs& r, uint32_t cores) {
+  const uint32_t depth = ofm_depth(r);
+  for (uint32_t core = 0; core < cores && core < 2; ++core) {
     const uint32_t channels = depth / cores + (core < depth % cores ? 1 : 0);  // core k: channels k, k + cores, ...
     if (channels == 0) continue;
-    Status ok = check.span(core == 0 ? NpuAccess::kWeights : NpuAccess::kWeights1, r.region(c::kWeightRegion),
-                           r.value(kWeightBases[core]), r.value(kWeightBases[core] + 1), false);
-    if (!ok.ok()) return ok;
+    check.span(core == 0 ? NpuAccess::kWeights : NpuAccess::kWeights1, r.region(c::kWeightRegion),
+               r.value(kWeightBases[core]), r.value(kWeightBases[core] + 1), false);
     const uint64_t records = uint64_t{channels} * c::kScaleRecordBytes;
-    const uint64_t length = r.value(kScaleBases[core] + 1) > records ? r.value(kScaleBases[core] + 1) : records;
-    ok = check.span(core == 0 ? NpuAccess::kScales : NpuAccess::kScales1, r.region(c::kScaleRegion), r.value(kScaleBases[core]),
-                    length, false);
-    if (!ok.ok()) return ok;
+    const uint64_t length = r.value(kScaleBases[core] + 1);
+    check.span(core == 0 ? NpuAccess::kScales : NpuAccess::kScales1, r.region(c::kScaleRegion),
+               r.value(kScaleBases[core]), length > records ? length : records, false);
   }
-  return {};
 }
 
-Status block_operation(const Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
-  const uint32_t upscale = r.param(c::kIfmUpscale) & 3;
-  if (upscale > c::kUpscaleTranspose) return check.unprovable();
-  const uint32_t factor = upscale == c::kUpscaleNone ? 1 : 2;
-  const uint32_t rows = ifm_extent(r.param(c::kOfmHeightM1), c::stride_y(r.param(c::kKernelStride)), r.param(c::kKernelHeightM1), r.param(c::kIfmPadTop),
-                                   r.param(c::kIfmPadBottom), factor);
-  const uint32_t cols = ifm_extent(r.param(c::kOfmWidthM1), c::stride_x(r.param(c::kKernelStride)), r.param(c::kKernelWidthM1), r.param(c::kIfmPadLeft),
-                                   r.param(c::kIfmPadRight), factor);
+void block_operation(Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
+  if ((r.param(c::kIfmUpscale) & 3) > c::kUpscaleTranspose) return check.unprovable();
+  const uint32_t stride = r.param(c::kKernelStride);
+  uint32_t rows, cols;
+  ifm_rows_cols(r, c::stride_y(stride), c::stride_x(stride), rows, cols);
   if (rows == 0 || cols == 0) return check.unprovable();
   const bool ifm_depth = op == c::kOpConv || (op == c::kOpPool && param == c::kPoolReduceSum);
-  const uint32_t channels = ifm_depth ? r.param(c::kIfmDepthM1) + 1 : r.param(c::kOfmDepthM1) + 1;
+  const uint32_t channels = ifm_depth ? r.param(c::kIfmDepthM1) + 1 : ofm_depth(r);
   const uint32_t elem = elem_bytes(c::precision_ifm_size(r.param(c::kIfmPrecision)));
   if (elem == 0) return check.unprovable();
-  Status ok = check.box(NpuAccess::kIfm, kIfm, elem, rows, cols, channels, false);
-  if (!ok.ok() || op == c::kOpPool) return ok;
-  return weights_and_scales(check, r, cores);
+  check.box(NpuAccess::kIfm, kIfm, elem, rows, cols, channels, false);
+  if (op != c::kOpPool) weights_and_scales(check, r, cores);
 }
 
-Status elementwise(const Checker& check, const Regs& r, uint32_t mode) {
-  const uint32_t h = r.param(c::kOfmHeightM1) + 1, w = r.param(c::kOfmWidthM1) + 1, d = r.param(c::kOfmDepthM1) + 1;
+void elementwise(Checker& check, const Regs& r, uint32_t mode) {
+  const uint32_t h = ofm_height(r), w = ofm_width(r), d = ofm_depth(r);
   const uint32_t elem = elem_bytes(c::precision_ifm_size(r.param(c::kIfmPrecision)));
   if (elem == 0) return check.unprovable();
-  Status ok = check.box(NpuAccess::kIfm, kIfm, elem, h, w, d, false);
+  check.box(NpuAccess::kIfm, kIfm, elem, h, w, d, false);
+  const uint32_t b = r.param(c::kIfm2Broadcast);
   const bool unary = mode >= c::kElementwiseFirstUnary && mode <= c::kElementwiseLastUnary;
-  if (!ok.ok() || unary || (r.param(c::kIfm2Broadcast) & c::kIfm2BroadcastScalar)) return ok;
+  if (unary || (b & c::kIfm2BroadcastScalar)) return;
   const uint32_t elem2 = elem_bytes(c::precision_ifm_size(r.param(c::kIfm2Precision)));
   if (elem2 == 0) return check.unprovable();
-  const uint32_t b = r.param(c::kIfm2Broadcast);
-  return check.box(NpuAccess::kIfm2, kIfm2, elem2, b & c::kIfm2BroadcastH ? 1 : h, b & c::kIfm2BroadcastW ? 1 : w,
-                   b & c::kIfm2BroadcastC ? 1 : d, false);
+  check.box(NpuAccess::kIfm2, kIfm2, elem2, b & c::kIfm2BroadcastH ? 1 : h, b & c::kIfm2BroadcastW ? 1 : w,
+            b & c::kIfm2BroadcastC ? 1 : d, false);
 }
+
+// DMA0_SIZE0 and DMA0_SIZE1, 0 read as 1.
+uint64_t dma_size(const Regs& r, uint32_t op) { return r.param(op) ? r.param(op) : 1; }
 
 // Bytes from a DMA side's start to the end of its last row.
 uint64_t dma_extent(uint32_t mode, uint64_t rows, const Regs& r) {
-  const uint64_t size0 = r.param(c::kDma0Size0) ? r.param(c::kDma0Size0) : 1, size1 = r.param(c::kDma0Size1) ? r.param(c::kDma0Size1) : 1;
-  if (mode == c::kDma1d) return rows * r.value(c::kDma0Len);
-  const uint64_t plane = mode == c::kDma3d ? (size1 - 1) * (size0 * r.value(c::kDma0Len) + r.value(c::kDma0Skip1)) : 0;
-  return plane + (size0 - 1) * (r.value(c::kDma0Len) + r.value(c::kDma0Skip0)) + r.value(c::kDma0Len);
+  const uint64_t size0 = dma_size(r, c::kDma0Size0), size1 = dma_size(r, c::kDma0Size1), len = r.value(c::kDma0Len);
+  if (mode == c::kDma1d) return rows * len;
+  const uint64_t plane = mode == c::kDma3d ? (size1 - 1) * (size0 * len + r.value(c::kDma0Skip1)) : 0;
+  return plane + (size0 - 1) * (len + r.value(c::kDma0Skip0)) + len;
 }
 
-Status dma(const Checker& check, const Regs& r, uint32_t shram_bytes) {
-  const uint32_t src_mode = c::dma_mode(r.param(c::kDma0SrcRegion)), dst_mode = c::dma_mode(r.param(c::kDma0DstRegion));
-  if (src_mode > c::kDma3d || dst_mode > c::kDma3d || c::dma_internal(r.param(c::kDma0SrcRegion))) return check.unprovable();
+void dma(Checker& check, const Regs& r, uint32_t shram_bytes) {
+  const uint32_t src = r.param(c::kDma0SrcRegion), dst = r.param(c::kDma0DstRegion);
+  const uint32_t src_mode = c::dma_mode(src), dst_mode = c::dma_mode(dst);
+  if (src_mode > c::kDma3d || dst_mode > c::kDma3d || c::dma_internal(src)) return check.unprovable();
   if (r.value(c::kDma0Len) > kLow32 || r.value(c::kDma0Skip0) > kLow32 || r.value(c::kDma0Skip1) > kLow32) {
-    return check.span(NpuAccess::kDmaSource, c::dma_region(r.param(c::kDma0SrcRegion)), r.value(c::kDma0Src), ~uint64_t{0}, false);
+    return check.span(NpuAccess::kDmaSource, c::dma_region(src), r.value(c::kDma0Src), ~uint64_t{0}, false);
   }
   const uint32_t mode = src_mode > dst_mode ? src_mode : dst_mode;
-  const uint64_t size0 = r.param(c::kDma0Size0) ? r.param(c::kDma0Size0) : 1, size1 = r.param(c::kDma0Size1) ? r.param(c::kDma0Size1) : 1;
+  const uint64_t size0 = dma_size(r, c::kDma0Size0), size1 = dma_size(r, c::kDma0Size1);
   const uint64_t rows = mode == c::kDma1d ? 1 : size0 * (mode == c::kDma3d ? size1 : 1);
-  Status ok = check.span(NpuAccess::kDmaSource, c::dma_region(r.param(c::kDma0SrcRegion)), r.value(c::kDma0Src),
-                         dma_extent(src_mode, rows, r), false);
-  if (!ok.ok()) return ok;
+  check.span(NpuAccess::kDmaSource, c::dma_region(src), r.value(c::kDma0Src), dma_extent(src_mode, rows, r), false);
   const uint64_t dst_length = dma_extent(dst_mode, rows, r);
-  if (c::dma_internal(r.param(c::kDma0DstRegion))) {  // a SHRAM offset, not a region's
-    if (r.value(c::kDma0Dst) > kLow32 || r.value(c::kDma0Dst) + dst_length > shram_bytes) {
-      return check.outside(NpuAccess::kDmaDestination);
-    }
-    return {};
+  if (!c::dma_internal(dst)) {
+    return check.span(NpuAccess::kDmaDestination, c::dma_region(dst), r.value(c::kDma0Dst), dst_length, true);
   }
-  return check.span(NpuAccess::kDmaDestination, c::dma_region(r.param(c::kDma0DstRegion)), r.value(c::kDma0Dst), dst_length, true);
+  // a SHRAM offset, not a region's
+  if (r.value(c::kDma0Dst) > kLow32 || r.value(c::kDma0Dst) + dst_length > shram_bytes) {
+    check.outside(NpuAccess::kDmaDestination);
+  }
 }
 
-Status operation(const StreamBounds& bounds, const Regs& r, uint32_t at, uint32_t header) {
-  const uint32_t op = header & c::kOpcodeMask, param = header >> 16;
-  const Checker check(bounds, r, at, header);
-  Status ok;
+void operation(Checker& check, const StreamBounds& bounds, const Regs& r, uint32_t op, uint32_t param) {
   if (op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool) {
-    ok = block_operation(check, r, op, param, bounds.cores);
+    block_operation(check, r, op, param, bounds.cores);
   } else if (op == c::kOpElementwise) {
-    ok = elementwise(check, r, param);
-  } else if (op == c::kOpDmaStart) {
-    return dma(check, r, bounds.shram_bytes);
+    elementwise(check, r, param);
   } else {
-    return {};  // IRQ, waits, PMU mask: no memory access
+    if (op == c::kOpDmaStart) dma(check, r, bounds.shram_bytes);
+    return;  // DMA done; IRQ, waits, PMU mask: no memory access
   }
-  if (!ok.ok()) return ok;
   const uint32_t elem = elem_bytes(c::precision_ofm_size(r.param(c::kOfmPrecision)));
   if (elem == 0) return check.unprovable();
-  return check.box(NpuAccess::kOfm, kOfm, elem, r.param(c::kOfmHeightM1) + 1, r.param(c::kOfmWidthM1) + 1, r.param(c::kOfmDepthM1) + 1, true);
+  check.box(NpuAccess::kOfm, kOfm, elem, ofm_height(r), ofm_width(r), ofm_depth(r), true);
 }
 
 // --- Ethos-U85 operations -----------------------------------------------------------
@@ -373,24 +382,23 @@ uint32_t elem_bytes_u85(uint32_t size_field) { return 1u << (size_field & 3); }
 
 // A U85 feature map read of rows x cols x channels (before broadcasting: a broadcast axis
 // reads 1). Chained (the chain buffer) and NONE (a scalar) storage read no memory.
-Status read_u85(const Checker& check, const Regs& r, NpuAccess what, const FeatureMap& fm, uint32_t broadcast,
-                uint32_t rows, uint32_t cols, uint32_t channels) {
+void read_u85(Checker& check, const Regs& r, NpuAccess what, const FeatureMap& fm, uint32_t broadcast, uint32_t rows,
+              uint32_t cols, uint32_t channels) {
   const uint32_t precision = r.param(fm.precision), storage = c::precision_storage(precision);
   if (storage == c::kStorageTile3x1 || broadcast > c::kBroadcastLastU85) return check.unprovable();
-  if (storage == c::kStorageChained || storage == c::kStorageNone || broadcast == c::kBroadcastScalarU85) return {};
-  return check.box(what, fm, elem_bytes_u85(c::precision_ifm_size(precision)),
-                   broadcast & c::kIfm2BroadcastH ? 1 : rows, broadcast & c::kIfm2BroadcastW ? 1 : cols,
-                   broadcast & c::kIfm2BroadcastC ? 1 : channels, false);
+  if (storage == c::kStorageChained || storage == c::kStorageNone || broadcast == c::kBroadcastScalarU85) return;
+  check.box(what, fm, elem_bytes_u85(c::precision_ifm_size(precision)), broadcast & c::kIfm2BroadcastH ? 1 : rows,
+            broadcast & c::kIfm2BroadcastW ? 1 : cols, broadcast & c::kIfm2BroadcastC ? 1 : channels, false);
 }
 
 // The OFM write: the computed H x W x C box laid out in memory as OFM_PRECISION's
 // transpose says (reverse writes the same bytes in another order); chained or NONE
 // storage writes no memory.
-Status write_ofm_u85(const Checker& check, const Regs& r) {
+void write_ofm_u85(Checker& check, const Regs& r) {
   const uint32_t precision = r.param(c::kOfmPrecision), storage = c::precision_storage(precision);
   if (storage == c::kStorageTile3x1) return check.unprovable();
-  if (storage == c::kStorageChained || storage == c::kStorageNone) return {};
-  const uint32_t h = r.param(c::kOfmHeightM1) + 1, w = r.param(c::kOfmWidthM1) + 1, d = r.param(c::kOfmDepthM1) + 1;
+  if (storage == c::kStorageChained || storage == c::kStorageNone) return;
+  const uint32_t h = ofm_height(r), w = ofm_width(r), d = ofm_depth(r);
   uint32_t rows = h, cols = w, channels = d;
   switch (c::ofm_transpose(precision)) {
     case c::kTransposeHwc: break;
@@ -401,27 +409,25 @@ Status write_ofm_u85(const Checker& check, const Regs& r) {
     case c::kTransposeCwh: rows = d, cols = w, channels = h; break;
     default: return check.unprovable();  // 4, 5: reserved
   }
-  return check.box(NpuAccess::kOfm, kOfm, elem_bytes_u85(c::precision_ofm_size(precision)), rows, cols, channels,
-                   true);
+  check.box(NpuAccess::kOfm, kOfm, elem_bytes_u85(c::precision_ofm_size(precision)), rows, cols, channels, true);
 }
 
 // The one scale stream of all cores: at least 10 bytes per OFM channel.
-Status scales_u85(const Checker& check, const Regs& r) {
-  const uint64_t records = uint64_t{r.param(c::kOfmDepthM1) + 1} * c::kScaleRecordBytes;
-  return check.span(NpuAccess::kScales, r.region(c::kScaleRegion), r.value(c::kScaleBase),
-                    r.value(c::kScaleLength) > records ? r.value(c::kScaleLength) : records, false);
+void scales_u85(Checker& check, const Regs& r) {
+  const uint64_t records = uint64_t{ofm_depth(r)} * c::kScaleRecordBytes, length = r.value(c::kScaleLength);
+  check.span(NpuAccess::kScales, r.region(c::kScaleRegion), r.value(c::kScaleBase),
+             length > records ? length : records, false);
 }
 
 // One weight stream per core (WEIGHT, WEIGHT1..3; a zero length reads nothing), then the scales.
-Status weights_and_scales_u85(const Checker& check, const Regs& r, uint32_t cores) {
+void weights_and_scales_u85(Checker& check, const Regs& r, uint32_t cores) {
   static constexpr NpuAccess kStreams[] = {NpuAccess::kWeights, NpuAccess::kWeights1, NpuAccess::kWeights2,
                                            NpuAccess::kWeights3};
   for (uint32_t core = 0; core < cores && core < 4; ++core) {
-    if (r.value(kWeightBases[core] + 1) == 0) continue;
-    Status ok = check.span(kStreams[core], r.region(c::kWeightRegion), r.value(kWeightBases[core]), r.value(kWeightBases[core] + 1), false);
-    if (!ok.ok()) return ok;
+    const uint64_t length = r.value(kWeightBases[core] + 1);
+    if (length != 0) check.span(kStreams[core], r.region(c::kWeightRegion), r.value(kWeightBases[core]), length, false);
   }
-  return scales_u85(check, r);
+  scales_u85(check, r);
 }
 
 // OFM_PRECISION's scale_mode (bit 8 of its parameter): 1 = GLOBAL (OFM_SCALE), 0 = per channel.
@@ -432,51 +438,46 @@ constexpr uint32_t kOfmScaleGlobal = 1u << 8;
 // of IFM-depth channels from IFM2's tiles, strides and element size. IFM2_BROADCAST does not
 // apply (Vela sets it only for elementwise operations: here it holds an earlier one's). There
 // is no weight stream; scale records are read only with per-channel scaling.
-Status weights_from_ifm2(const Checker& check, const Regs& r) {
-  Status ok = read_u85(check, r, NpuAccess::kIfm2, kIfm2, 0, 1, r.param(c::kOfmDepthM1) + 1, r.param(c::kIfmDepthM1) + 1);
-  if (!ok.ok() || (r.param(c::kOfmPrecision) & kOfmScaleGlobal)) return ok;
-  return scales_u85(check, r);
+void weights_from_ifm2(Checker& check, const Regs& r) {
+  read_u85(check, r, NpuAccess::kIfm2, kIfm2, 0, 1, ofm_depth(r), r.param(c::kIfmDepthM1) + 1);
+  if (!(r.param(c::kOfmPrecision) & kOfmScaleGlobal)) scales_u85(check, r);
 }
 
 // CONV, DEPTHWISE, POOL and RESIZE: the IFM box, then weights and scales (CONV, DEPTHWISE;
 // a CONV with weights_ifm2: IFM2, see weights_from_ifm2).
 // RESIZE reads at most KERNEL_HEIGHT x KERNEL_WIDTH IFM samples per channel: Vela sets
 // them to the IFM's size for it (ethos_u85_register_cs_generator.cpp, GenerateResizeOp).
-Status block_operation_u85(const Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
-  const uint32_t ifm_depth = r.param(c::kIfmDepthM1) + 1, ofm_depth = r.param(c::kOfmDepthM1) + 1;
+void block_operation_u85(Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
+  const uint32_t ifm_depth = r.param(c::kIfmDepthM1) + 1;
   const bool ifm2_weights = op == c::kOpConv && c::conv_weights_ifm2(param);
-  uint32_t rows = r.param(c::kKernelHeightM1) + 1, cols = r.param(c::kKernelWidthM1) + 1, channels = ofm_depth;
+  uint32_t rows = r.param(c::kKernelHeightM1) + 1, cols = r.param(c::kKernelWidthM1) + 1, channels = ofm_depth(r);
   if (op == c::kOpResize) {
     if (param > c::kResizeLastMode) return check.unprovable();
   } else {
-    const uint32_t upscale = r.param(c::kIfmUpscale) & 3;
-    if (upscale > c::kUpscaleTranspose || (ifm2_weights && (r.param(c::kKernelWidthM1) | r.param(c::kKernelHeightM1)) != 0) ||
+    const bool kernel_1x1 = (r.param(c::kKernelWidthM1) | r.param(c::kKernelHeightM1)) == 0;
+    if ((r.param(c::kIfmUpscale) & 3) > c::kUpscaleTranspose || (ifm2_weights && !kernel_1x1) ||
         (op == c::kOpPool && param > c::kPoolLastU85)) {
       return check.unprovable();
     }
-    const uint32_t factor = upscale == c::kUpscaleNone ? 1 : 2;
-    rows = ifm_extent(r.param(c::kOfmHeightM1), c::u85_stride_y(r.param(c::kKernelStride)), r.param(c::kKernelHeightM1), r.param(c::kIfmPadTop),
-                      r.param(c::kIfmPadBottom), factor);
-    cols = ifm_extent(r.param(c::kOfmWidthM1), c::u85_stride_x(r.param(c::kKernelStride)), r.param(c::kKernelWidthM1), r.param(c::kIfmPadLeft),
-                      r.param(c::kIfmPadRight), factor);
+    const uint32_t stride = r.param(c::kKernelStride);
+    ifm_rows_cols(r, c::u85_stride_y(stride), c::u85_stride_x(stride), rows, cols);
     if (rows == 0 || cols == 0) return check.unprovable();
     if (op == c::kOpConv || (op == c::kOpPool && param == c::kPoolReduceSum)) channels = ifm_depth;
     // ARGMAX over X or Y: the box of whichever depth is larger (bounds over-approximated).
     if (op == c::kOpPool && param >= c::kPoolArgmaxX && ifm_depth > channels) channels = ifm_depth;
   }
-  Status ok = read_u85(check, r, NpuAccess::kIfm, kIfm, 0, rows, cols, channels);
-  if (!ok.ok() || op == c::kOpPool || op == c::kOpResize) return ok;
-  return ifm2_weights ? weights_from_ifm2(check, r) : weights_and_scales_u85(check, r, cores);
+  read_u85(check, r, NpuAccess::kIfm, kIfm, 0, rows, cols, channels);
+  if (op == c::kOpPool || op == c::kOpResize) return;
+  ifm2_weights ? weights_from_ifm2(check, r) : weights_and_scales_u85(check, r, cores);
 }
 
 // ELEMENTWISE: IFM and IFM2 of the OFM's shape, each with its own broadcast axes or a
 // scalar; the unary modes read no IFM2.
-Status elementwise_u85(const Checker& check, const Regs& r, uint32_t mode) {
+void elementwise_u85(Checker& check, const Regs& r, uint32_t mode) {
   if (!c::u85_elementwise_known(mode)) return check.unprovable();
-  const uint32_t h = r.param(c::kOfmHeightM1) + 1, w = r.param(c::kOfmWidthM1) + 1, d = r.param(c::kOfmDepthM1) + 1;
-  Status ok = read_u85(check, r, NpuAccess::kIfm, kIfm, r.param(c::kIfmBroadcast), h, w, d);
-  if (!ok.ok() || c::u85_elementwise_unary(mode)) return ok;
-  return read_u85(check, r, NpuAccess::kIfm2, kIfm2, r.param(c::kIfm2Broadcast), h, w, d);
+  const uint32_t h = ofm_height(r), w = ofm_width(r), d = ofm_depth(r);
+  read_u85(check, r, NpuAccess::kIfm, kIfm, r.param(c::kIfmBroadcast), h, w, d);
+  if (!c::u85_elementwise_unary(mode)) read_u85(check, r, NpuAccess::kIfm2, kIfm2, r.param(c::kIfm2Broadcast), h, w, d);
 }
 
 // Bytes from a U85 DMA side's start to the end of its last row: LEN bytes per row, SIZE0
@@ -485,7 +486,7 @@ Status elementwise_u85(const Checker& check, const Regs& r, uint32_t mode) {
 static_assert(c::kDma0SrcStride1 == c::kDma0SrcStride0 + 1 && c::kDma0DstStride1 == c::kDma0DstStride0 + 1,
               "a DMA side's STRIDE1 follows its STRIDE0");
 uint64_t dma_extent_u85(uint32_t mode, const Regs& r, uint32_t stride0) {
-  const uint64_t size0 = r.param(c::kDma0Size0) ? r.param(c::kDma0Size0) : 1, size1 = r.param(c::kDma0Size1) ? r.param(c::kDma0Size1) : 1;
+  const uint64_t size0 = dma_size(r, c::kDma0Size0), size1 = dma_size(r, c::kDma0Size1);
   if (mode == c::kDma1d) return size0 * r.value(c::kDma0Len);
   const uint64_t planes = mode == c::kDma3d ? (size1 - 1) * r.value(stride0 + 1) : 0;
   return planes + (size0 - 1) * r.value(stride0) + r.value(c::kDma0Len);
@@ -498,50 +499,48 @@ uint64_t dma_extent_u85(uint32_t mode, const Regs& r, uint32_t stride0) {
 // last row; kiln's programs bound the indices by it on the CPU first (kiln::checked_index), as
 // the U85's handling of a larger index is not in Vela's sources. A 3-D indexed transfer, both
 // sides indexed, and an internal source are not modelled: refused.
-Status dma_u85(const Checker& check, const Regs& r, uint32_t lut_bytes) {
+void dma_u85(Checker& check, const Regs& r, uint32_t lut_bytes) {
   const uint32_t src = r.param(c::kDma0SrcRegion), dst = r.param(c::kDma0DstRegion), mode = c::dma_mode(src);
   const bool gather = c::u85_dma_indexed(src), scatter = c::u85_dma_indexed(dst);
   if (mode > c::kDma3d || c::dma_internal(src) || (gather && scatter) || ((gather || scatter) && mode == c::kDma3d) ||
       (scatter && c::dma_internal(dst))) {
     return check.unprovable();
   }
-  const uint64_t widest = r.value(c::kDma0SrcStride0) | r.value(c::kDma0SrcStride1) | r.value(c::kDma0DstStride0) | r.value(c::kDma0DstStride1);
-  if (r.value(c::kDma0Len) > kLow32 || widest > kLow32) {  // a negative (40-bit two's complement) or huge stride
-    return check.outside(NpuAccess::kDmaSource);
-  }
+  const uint64_t len = r.value(c::kDma0Len), idx_max = r.value(c::kDma0IdxMax);
+  const uint64_t widest = r.value(c::kDma0SrcStride0) | r.value(c::kDma0SrcStride1) | r.value(c::kDma0DstStride0) |
+                          r.value(c::kDma0DstStride1);
+  // a negative (40-bit two's complement) or huge stride
+  if (len > kLow32 || widest > kLow32) return check.outside(NpuAccess::kDmaSource);
   if (gather || scatter) {
-    if (r.value(c::kDma0IdxMax) > kLow32) return check.outside(NpuAccess::kDmaIndex);
-    const uint64_t rows = mode == c::kDma1d ? 1 : (r.param(c::kDma0Size0) ? r.param(c::kDma0Size0) : 1);
-    Status ok = check.span(NpuAccess::kDmaIndex, r.region(c::kDma0IdxRegion), r.value(c::kDma0Idx), rows * 4, false);
-    if (!ok.ok()) return ok;
+    if (idx_max > kLow32) return check.outside(NpuAccess::kDmaIndex);
+    const uint64_t rows = mode == c::kDma1d ? 1 : dma_size(r, c::kDma0Size0);
+    check.span(NpuAccess::kDmaIndex, r.region(c::kDma0IdxRegion), r.value(c::kDma0Idx), rows * 4, false);
   }
   // each operand below 2^32: the products and sums stay below 2^64
-  const uint64_t src_length = gather ? r.value(c::kDma0IdxMax) * r.value(c::kDma0SrcStride0) + r.value(c::kDma0Len)
+  const uint64_t src_length = gather ? idx_max * r.value(c::kDma0SrcStride0) + len
                                      : dma_extent_u85(mode, r, c::kDma0SrcStride0);
-  Status ok = check.span(NpuAccess::kDmaSource, c::u85_dma_region(src), r.value(c::kDma0Src), src_length, false);
-  if (!ok.ok()) return ok;
-  const uint64_t dst_length = scatter ? r.value(c::kDma0IdxMax) * r.value(c::kDma0DstStride0) + r.value(c::kDma0Len)
+  check.span(NpuAccess::kDmaSource, c::u85_dma_region(src), r.value(c::kDma0Src), src_length, false);
+  const uint64_t dst_length = scatter ? idx_max * r.value(c::kDma0DstStride0) + len
                                       : dma_extent_u85(mode, r, c::kDma0DstStride0);
-  if (c::dma_internal(dst)) {  // an offset into the LUT, not a region's
-    if (r.value(c::kDma0Dst) > kLow32 || r.value(c::kDma0Dst) + dst_length > lut_bytes) return check.outside(NpuAccess::kDmaDestination);
-    return {};
+  if (!c::dma_internal(dst)) {
+    return check.span(NpuAccess::kDmaDestination, c::u85_dma_region(dst), r.value(c::kDma0Dst), dst_length, true);
   }
-  return check.span(NpuAccess::kDmaDestination, c::u85_dma_region(dst), r.value(c::kDma0Dst), dst_length, true);
+  // an offset into the LUT, not a region's
+  if (r.value(c::kDma0Dst) > kLow32 || r.value(c::kDma0Dst) + dst_length > lut_bytes) {
+    check.outside(NpuAccess::kDmaDestination);
+  }
 }
 
-Status operation_u85(const StreamBounds& bounds, const Regs& r, uint32_t at, uint32_t header) {
-  const uint32_t op = header & c::kOpcodeMask, param = header >> 16;
-  const Checker check(bounds, r, at, header);
+void operation_u85(Checker& check, const StreamBounds& bounds, const Regs& r, uint32_t op, uint32_t param) {
   if (op == c::kOpDmaStart) return dma_u85(check, r, bounds.shram_bytes);
   const bool block = op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool || op == c::kOpResize;
-  if (!block && op != c::kOpElementwise) return {};  // IRQ, waits, PMU mask: no memory access
-  Status ok = block ? block_operation_u85(check, r, op, param, bounds.cores) : elementwise_u85(check, r, param);
+  if (!block && op != c::kOpElementwise) return;  // IRQ, waits, PMU mask: no memory access
+  block ? block_operation_u85(check, r, op, param, bounds.cores) : elementwise_u85(check, r, param);
   // Accumulators that start from IFM2 read it whole in the OFM's shape (its own element size).
-  if (ok.ok() && c::acc_input(r.param(c::kAccFormat)) == c::kAccInputIfm2) {
-    ok = read_u85(check, r, NpuAccess::kIfm2, kIfm2, 0, r.param(c::kOfmHeightM1) + 1, r.param(c::kOfmWidthM1) + 1, r.param(c::kOfmDepthM1) + 1);
+  if (c::acc_input(r.param(c::kAccFormat)) == c::kAccInputIfm2) {
+    read_u85(check, r, NpuAccess::kIfm2, kIfm2, 0, ofm_height(r), ofm_width(r), ofm_depth(r));
   }
-  if (!ok.ok()) return ok;
-  return write_ofm_u85(check, r);
+  write_ofm_u85(check, r);
 }
 
 }  // namespace
@@ -565,8 +564,9 @@ Status check_stream_bounds(const CommandStream& stream, const StreamBounds& boun
       if (!cmd0.has(op)) return runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, i, header};
       if (op == c::kOpStop) return {};  // the NPU stops here: nothing after it runs
       if (op < c::kIfmPadTop) {
-        Status ok = u85 ? operation_u85(bounds, r, i, header) : operation(bounds, r, i, header);
-        if (!ok.ok()) return ok;
+        Checker check(bounds, r, i, header);
+        u85 ? operation_u85(check, bounds, r, op, header >> 16) : operation(check, bounds, r, op, header >> 16);
+        if (!check.ok()) return check.error();
       } else {
         r.cmd0[op - Regs::kCmd0First] = static_cast<uint16_t>(header >> 16);
       }

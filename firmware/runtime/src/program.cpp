@@ -187,7 +187,9 @@ struct ProgramLoader {
       r.check_index(constant, n_constants);
       const Span<const uint8_t> data = p.constant(constant);
       if (data.size < nbytes) return r.fail(bad_tensor(TensorDefect::kConstantTooSmall, value));
-      if (reinterpret_cast<uintptr_t>(data.data) % elem != 0) return r.fail(bad_tensor(TensorDefect::kMisaligned, value));
+      if (reinterpret_cast<uintptr_t>(data.data) % elem != 0) {
+        return r.fail(bad_tensor(TensorDefect::kMisaligned, value));
+      }
     }
     if (alloc.present()) {
       const uint32_t id = r.scalar<uint32_t>(alloc, 0);
@@ -334,7 +336,9 @@ struct ProgramLoader {
       r.string(meta, 0);
       r.string(meta, 1);
     }
-    if (r.vector(t, schema::kNonConstBufferDevice, 4).count != 0) return r.fail(unsupported(Feature::kNonConstBufferDevice));
+    if (r.vector(t, schema::kNonConstBufferDevice, 4).count != 0) {
+      return r.fail(unsupported(Feature::kNonConstBufferDevice));
+    }
     const fb::Vector buffer_sizes = r.vector(t, schema::kNonConstBufferSizes, 8);
     const fb::Vector values = r.vector(t, schema::kValues, 4);
     for (uint32_t i = 0; i < values.count; ++i) evalue(r.element(values, i), i, values.count, buffer_sizes);
