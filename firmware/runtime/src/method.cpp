@@ -191,7 +191,11 @@ Status Method::bind_values(const MethodMemory& memory) {
     switch (value.kind) {
       case ValueKind::kInt: value.i = v.scalar<int64_t>(u.value, 0); break;
       case ValueKind::kBool: value.b = v.scalar<uint8_t>(u.value, 0) != 0; break;
-      case ValueKind::kDouble: value.d = v.scalar<double>(u.value, 0); break;
+      case ValueKind::kDouble: {  // its 64 bits, as the Int's: one read for both
+        const int64_t bits = v.scalar<int64_t>(u.value, 0);
+        std::memcpy(&value.d, &bits, sizeof value.d);
+        break;
+      }
       case ValueKind::kString: value.s = v.string(u.value, 0); break;
       case ValueKind::kIntList: case ValueKind::kDoubleList: case ValueKind::kBoolList:
       case ValueKind::kTensorList: case ValueKind::kOptionalTensorList: {
