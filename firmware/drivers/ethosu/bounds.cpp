@@ -219,12 +219,13 @@ class Checker {
     if (format > c::kFormatNhcwb16) return unprovable();
     if (rows == 0 || cols == 0 || channels == 0) return;
     const bool bricks = format == c::kFormatNhcwb16;
-    const uint64_t stride_x = fm.stride(r, 0), stride_y = fm.stride(r, 1), stride_c = fm.stride(r, 2);
-    if (stride_x > kLow32 || stride_y > kLow32 || stride_c > kLow32) return outside(what);
-    const uint64_t sx = bricks ? uint64_t{c::kBrick} * elem : stride_x;
-    const uint64_t last_c = bricks ? (channels + c::kBrick - 1) / c::kBrick * c::kBrick - 1 : channels - 1;
-    const uint64_t sc = bricks ? stride_c : uint64_t{c::kBrick} * elem;
-    const uint64_t channel_end = (last_c / c::kBrick) * sc + (last_c % c::kBrick) * elem + elem;
+    if ((fm.stride(r, 0) | fm.stride(r, 1) | fm.stride(r, 2)) > kLow32) return outside(what);
+    // Each factor below is under 2^32 (elements of at most 8 bytes, sizes under 2^16): 64-bit products.
+    const uint32_t stride_y = static_cast<uint32_t>(fm.stride(r, 1));
+    const uint32_t sx = bricks ? c::kBrick * elem : static_cast<uint32_t>(fm.stride(r, 0));
+    const uint32_t sc = bricks ? static_cast<uint32_t>(fm.stride(r, 2)) : c::kBrick * elem;
+    const uint32_t last_c = bricks ? (channels + c::kBrick - 1) / c::kBrick * c::kBrick - 1 : channels - 1;
+    const uint64_t channel_end = uint64_t{last_c / c::kBrick} * sc + (last_c % c::kBrick) * elem + elem;
     const uint32_t width0 = fm.extent(r, 0), height0 = fm.extent(r, 1), height1 = fm.extent(r, 2);
     const uint32_t left = cols < width0 ? cols : width0;
     const uint32_t right = cols - left;
@@ -238,7 +239,7 @@ class Checker {
       if (tile_rows[t] == 0 || tile_cols[t] == 0) continue;
       const uint64_t base = fm.base(r, t);
       if (base > kLow32) return outside(what);
-      const uint64_t end = base + (tile_rows[t] - 1) * stride_y + (tile_cols[t] - 1) * sx + channel_end;
+      const uint64_t end = base + uint64_t{tile_rows[t] - 1} * stride_y + uint64_t{tile_cols[t] - 1} * sx + channel_end;
       if (base < lo) lo = base;
       if (end > hi) hi = end;
     }
@@ -265,15 +266,35 @@ uint32_t ofm_height(const Regs& r) { return r.param(c::kOfmHeightM1) + 1; }
 uint32_t ofm_width(const Regs& r) { return r.param(c::kOfmWidthM1) + 1; }
 uint32_t ofm_depth(const Regs& r) { return r.param(c::kOfmDepthM1) + 1; }
 
-// Bytes of an IFM (size field of bits 3..2) or OFM (bits 2..1) element, 0 if reserved.
+// Bytes of a U55/U65 OFM element (size field of bits 2..1), 0 if reserved.
 uint32_t elem_bytes(uint32_t size_field) { return size_field <= 2 ? 1u << size_field : 0; }
 
+// A feature map read of rows x cols x channels; an axis whose bit is set in `broadcast` (H,
+// W, C: bits 0..2 on every family) reads 1. The U55/U65 (`u85` false): an element size the
+// family reserves is unprovable. The Ethos-U85: elements of up to 64 bits; chained (the
+// chain buffer) or NONE (a scalar) storage reads no memory, nor does a SCALAR broadcast; 3x1
+// tiles and reserved broadcasts are unprovable.
+void read(Checker& check, const Regs& r, bool u85, NpuAccess what, const FeatureMap& fm, uint32_t broadcast,
+          uint32_t rows, uint32_t cols, uint32_t channels) {
+  const uint32_t precision = r.param(fm.precision), size = c::precision_ifm_size(precision);
+  if (u85) {
+    const uint32_t storage = c::precision_storage(precision);
+    if (storage == c::kStorageTile3x1 || broadcast > c::kBroadcastLastU85) return check.unprovable();
+    if (storage == c::kStorageChained || storage == c::kStorageNone || broadcast == c::kBroadcastScalarU85) return;
+  } else if (size > 2) {
+    return check.unprovable();
+  }
+  check.box(what, fm, 1u << size, broadcast & c::kIfm2BroadcastH ? 1 : rows, broadcast & c::kIfm2BroadcastW ? 1 : cols,
+            broadcast & c::kIfm2BroadcastC ? 1 : channels, false);
+}
+
 // Rows or columns of IFM samples the kernel covers (before upscaling), 0 if padding leaves none.
+// Every operand is a 16-bit register field (the stride at most 16), so 32 bits hold each sum.
 uint32_t ifm_extent(uint32_t out_m1, uint32_t stride, uint32_t kernel_m1, uint32_t before, uint32_t after,
                     uint32_t factor) {
-  const int64_t n = int64_t{out_m1} * stride + kernel_m1 + 1 - before - after;
+  const int32_t n = static_cast<int32_t>(out_m1 * stride + kernel_m1 + 1) - static_cast<int32_t>(before + after);
   if (n <= 0) return 0;
-  return static_cast<uint32_t>((n + factor - 1) / factor);
+  return (static_cast<uint32_t>(n) + factor - 1) / factor;
 }
 
 // IFM rows and columns the kernel covers (`stride_y`, `stride_x`: the family's decoding of
@@ -309,37 +330,32 @@ void block_operation(Checker& check, const Regs& r, uint32_t op, uint32_t param,
   if (rows == 0 || cols == 0) return check.unprovable();
   const bool ifm_depth = op == c::kOpConv || (op == c::kOpPool && param == c::kPoolReduceSum);
   const uint32_t channels = ifm_depth ? r.param(c::kIfmDepthM1) + 1 : ofm_depth(r);
-  const uint32_t elem = elem_bytes(c::precision_ifm_size(r.param(c::kIfmPrecision)));
-  if (elem == 0) return check.unprovable();
-  check.box(NpuAccess::kIfm, kIfm, elem, rows, cols, channels, false);
+  read(check, r, false, NpuAccess::kIfm, kIfm, 0, rows, cols, channels);
   if (op != c::kOpPool) weights_and_scales(check, r, cores);
 }
 
 void elementwise(Checker& check, const Regs& r, uint32_t mode) {
   const uint32_t h = ofm_height(r), w = ofm_width(r), d = ofm_depth(r);
-  const uint32_t elem = elem_bytes(c::precision_ifm_size(r.param(c::kIfmPrecision)));
-  if (elem == 0) return check.unprovable();
-  check.box(NpuAccess::kIfm, kIfm, elem, h, w, d, false);
+  read(check, r, false, NpuAccess::kIfm, kIfm, 0, h, w, d);
   const uint32_t b = r.param(c::kIfm2Broadcast);
   const bool unary = mode >= c::kElementwiseFirstUnary && mode <= c::kElementwiseLastUnary;
-  if (unary || (b & c::kIfm2BroadcastScalar)) return;
-  const uint32_t elem2 = elem_bytes(c::precision_ifm_size(r.param(c::kIfm2Precision)));
-  if (elem2 == 0) return check.unprovable();
-  check.box(NpuAccess::kIfm2, kIfm2, elem2, b & c::kIfm2BroadcastH ? 1 : h, b & c::kIfm2BroadcastW ? 1 : w,
-            b & c::kIfm2BroadcastC ? 1 : d, false);
+  if (!unary && !(b & c::kIfm2BroadcastScalar)) read(check, r, false, NpuAccess::kIfm2, kIfm2, b, h, w, d);
 }
 
 // DMA0_SIZE0 and DMA0_SIZE1, 0 read as 1.
-uint64_t dma_size(const Regs& r, uint32_t op) { return r.param(op) ? r.param(op) : 1; }
+uint32_t dma_size(const Regs& r, uint32_t op) { return r.param(op) ? r.param(op) : 1; }
 
-// Bytes from a DMA side's start to the end of its last row.
-uint64_t dma_extent(uint32_t mode, uint64_t rows, const Regs& r) {
-  const uint64_t size0 = dma_size(r, c::kDma0Size0), size1 = dma_size(r, c::kDma0Size1), len = r.value(c::kDma0Len);
+// Bytes from a DMA side's start to the end of its last row, LEN bytes per row: 1-D, `rows`
+// rows back to back; 2-D, SIZE0 rows `row_stride` apart; 3-D, SIZE1 planes of those
+// `plane_stride` apart. (Each family's strides: dma() and dma_u85().)
+uint64_t dma_extent(const Regs& r, uint32_t mode, uint64_t rows, uint64_t row_stride, uint64_t plane_stride) {
+  const uint64_t len = r.value(c::kDma0Len);
   if (mode == c::kDma1d) return rows * len;
-  const uint64_t plane = mode == c::kDma3d ? (size1 - 1) * (size0 * len + r.value(c::kDma0Skip1)) : 0;
-  return plane + (size0 - 1) * (len + r.value(c::kDma0Skip0)) + len;
+  const uint64_t planes = mode == c::kDma3d ? (dma_size(r, c::kDma0Size1) - 1) * plane_stride : 0;
+  return planes + (dma_size(r, c::kDma0Size0) - 1) * row_stride + len;
 }
 
+// The U55/U65's DMA: rows LEN + SKIP0 apart, planes SIZE0 rows + SKIP1 apart.
 void dma(Checker& check, const Regs& r, uint32_t shram_bytes) {
   const uint32_t src = r.param(c::kDma0SrcRegion), dst = r.param(c::kDma0DstRegion);
   const uint32_t src_mode = c::dma_mode(src), dst_mode = c::dma_mode(dst);
@@ -350,8 +366,11 @@ void dma(Checker& check, const Regs& r, uint32_t shram_bytes) {
   const uint32_t mode = src_mode > dst_mode ? src_mode : dst_mode;
   const uint64_t size0 = dma_size(r, c::kDma0Size0), size1 = dma_size(r, c::kDma0Size1);
   const uint64_t rows = mode == c::kDma1d ? 1 : size0 * (mode == c::kDma3d ? size1 : 1);
-  check.span(NpuAccess::kDmaSource, c::dma_region(src), r.value(c::kDma0Src), dma_extent(src_mode, rows, r), false);
-  const uint64_t dst_length = dma_extent(dst_mode, rows, r);
+  const uint64_t len = r.value(c::kDma0Len);
+  const uint64_t row = len + r.value(c::kDma0Skip0), plane = size0 * len + r.value(c::kDma0Skip1);
+  const uint64_t src_length = dma_extent(r, src_mode, rows, row, plane);
+  check.span(NpuAccess::kDmaSource, c::dma_region(src), r.value(c::kDma0Src), src_length, false);
+  const uint64_t dst_length = dma_extent(r, dst_mode, rows, row, plane);
   if (!c::dma_internal(dst)) {
     return check.span(NpuAccess::kDmaDestination, c::dma_region(dst), r.value(c::kDma0Dst), dst_length, true);
   }
@@ -377,20 +396,6 @@ void operation(Checker& check, const StreamBounds& bounds, const Regs& r, uint32
 
 // --- Ethos-U85 operations -----------------------------------------------------------
 
-// Bytes of a U85 element: precision fields 0..3 are 8, 16, 32 and 64 bits.
-uint32_t elem_bytes_u85(uint32_t size_field) { return 1u << (size_field & 3); }
-
-// A U85 feature map read of rows x cols x channels (before broadcasting: a broadcast axis
-// reads 1). Chained (the chain buffer) and NONE (a scalar) storage read no memory.
-void read_u85(Checker& check, const Regs& r, NpuAccess what, const FeatureMap& fm, uint32_t broadcast, uint32_t rows,
-              uint32_t cols, uint32_t channels) {
-  const uint32_t precision = r.param(fm.precision), storage = c::precision_storage(precision);
-  if (storage == c::kStorageTile3x1 || broadcast > c::kBroadcastLastU85) return check.unprovable();
-  if (storage == c::kStorageChained || storage == c::kStorageNone || broadcast == c::kBroadcastScalarU85) return;
-  check.box(what, fm, elem_bytes_u85(c::precision_ifm_size(precision)), broadcast & c::kIfm2BroadcastH ? 1 : rows,
-            broadcast & c::kIfm2BroadcastW ? 1 : cols, broadcast & c::kIfm2BroadcastC ? 1 : channels, false);
-}
-
 // The OFM write: the computed H x W x C box laid out in memory as OFM_PRECISION's
 // transpose says (reverse writes the same bytes in another order); chained or NONE
 // storage writes no memory.
@@ -409,7 +414,7 @@ void write_ofm_u85(Checker& check, const Regs& r) {
     case c::kTransposeCwh: rows = d, cols = w, channels = h; break;
     default: return check.unprovable();  // 4, 5: reserved
   }
-  check.box(NpuAccess::kOfm, kOfm, elem_bytes_u85(c::precision_ofm_size(precision)), rows, cols, channels, true);
+  check.box(NpuAccess::kOfm, kOfm, 1u << c::precision_ofm_size(precision), rows, cols, channels, true);
 }
 
 // The one scale stream of all cores: at least 10 bytes per OFM channel.
@@ -439,7 +444,7 @@ constexpr uint32_t kOfmScaleGlobal = 1u << 8;
 // apply (Vela sets it only for elementwise operations: here it holds an earlier one's). There
 // is no weight stream; scale records are read only with per-channel scaling.
 void weights_from_ifm2(Checker& check, const Regs& r) {
-  read_u85(check, r, NpuAccess::kIfm2, kIfm2, 0, 1, ofm_depth(r), r.param(c::kIfmDepthM1) + 1);
+  read(check, r, true, NpuAccess::kIfm2, kIfm2, 0, 1, ofm_depth(r), r.param(c::kIfmDepthM1) + 1);
   if (!(r.param(c::kOfmPrecision) & kOfmScaleGlobal)) scales_u85(check, r);
 }
 
@@ -466,7 +471,7 @@ void block_operation_u85(Checker& check, const Regs& r, uint32_t op, uint32_t pa
     // ARGMAX over X or Y: the box of whichever depth is larger (bounds over-approximated).
     if (op == c::kOpPool && param >= c::kPoolArgmaxX && ifm_depth > channels) channels = ifm_depth;
   }
-  read_u85(check, r, NpuAccess::kIfm, kIfm, 0, rows, cols, channels);
+  read(check, r, true, NpuAccess::kIfm, kIfm, 0, rows, cols, channels);
   if (op == c::kOpPool || op == c::kOpResize) return;
   ifm2_weights ? weights_from_ifm2(check, r) : weights_and_scales_u85(check, r, cores);
 }
@@ -476,20 +481,18 @@ void block_operation_u85(Checker& check, const Regs& r, uint32_t op, uint32_t pa
 void elementwise_u85(Checker& check, const Regs& r, uint32_t mode) {
   if (!c::u85_elementwise_known(mode)) return check.unprovable();
   const uint32_t h = ofm_height(r), w = ofm_width(r), d = ofm_depth(r);
-  read_u85(check, r, NpuAccess::kIfm, kIfm, r.param(c::kIfmBroadcast), h, w, d);
-  if (!c::u85_elementwise_unary(mode)) read_u85(check, r, NpuAccess::kIfm2, kIfm2, r.param(c::kIfm2Broadcast), h, w, d);
+  read(check, r, true, NpuAccess::kIfm, kIfm, r.param(c::kIfmBroadcast), h, w, d);
+  if (!c::u85_elementwise_unary(mode)) {
+    read(check, r, true, NpuAccess::kIfm2, kIfm2, r.param(c::kIfm2Broadcast), h, w, d);
+  }
 }
 
-// Bytes from a U85 DMA side's start to the end of its last row: LEN bytes per row, SIZE0
-// rows STRIDE0 apart (2-D), SIZE1 planes of them STRIDE1 apart (3-D). 1-D reads LEN bytes;
-// SIZE0 (1 there, as Vela writes it) is counted as contiguous rows in case it is not.
+// A U85 DMA side's extent (dma_extent): SIZE0 rows in 1-D (1 there, as Vela writes it,
+// counted as contiguous rows in case it is not), STRIDE0 and STRIDE1 from `stride0`.
 static_assert(c::kDma0SrcStride1 == c::kDma0SrcStride0 + 1 && c::kDma0DstStride1 == c::kDma0DstStride0 + 1,
               "a DMA side's STRIDE1 follows its STRIDE0");
-uint64_t dma_extent_u85(uint32_t mode, const Regs& r, uint32_t stride0) {
-  const uint64_t size0 = dma_size(r, c::kDma0Size0), size1 = dma_size(r, c::kDma0Size1);
-  if (mode == c::kDma1d) return size0 * r.value(c::kDma0Len);
-  const uint64_t planes = mode == c::kDma3d ? (size1 - 1) * r.value(stride0 + 1) : 0;
-  return planes + (size0 - 1) * r.value(stride0) + r.value(c::kDma0Len);
+uint64_t dma_extent_u85(const Regs& r, uint32_t mode, uint32_t stride0) {
+  return dma_extent(r, mode, dma_size(r, c::kDma0Size0), r.value(stride0), r.value(stride0 + 1));
 }
 
 // DMA_START: the source region's stride mode is both sides'. Indexed (1-D or 2-D; source:
@@ -518,10 +521,10 @@ void dma_u85(Checker& check, const Regs& r, uint32_t lut_bytes) {
   }
   // each operand below 2^32: the products and sums stay below 2^64
   const uint64_t src_length = gather ? idx_max * r.value(c::kDma0SrcStride0) + len
-                                     : dma_extent_u85(mode, r, c::kDma0SrcStride0);
+                                     : dma_extent_u85(r, mode, c::kDma0SrcStride0);
   check.span(NpuAccess::kDmaSource, c::u85_dma_region(src), r.value(c::kDma0Src), src_length, false);
   const uint64_t dst_length = scatter ? idx_max * r.value(c::kDma0DstStride0) + len
-                                      : dma_extent_u85(mode, r, c::kDma0DstStride0);
+                                      : dma_extent_u85(r, mode, c::kDma0DstStride0);
   if (!c::dma_internal(dst)) {
     return check.span(NpuAccess::kDmaDestination, c::u85_dma_region(dst), r.value(c::kDma0Dst), dst_length, true);
   }
@@ -538,7 +541,7 @@ void operation_u85(Checker& check, const StreamBounds& bounds, const Regs& r, ui
   block ? block_operation_u85(check, r, op, param, bounds.cores) : elementwise_u85(check, r, param);
   // Accumulators that start from IFM2 read it whole in the OFM's shape (its own element size).
   if (c::acc_input(r.param(c::kAccFormat)) == c::kAccInputIfm2) {
-    read_u85(check, r, NpuAccess::kIfm2, kIfm2, 0, ofm_height(r), ofm_width(r), ofm_depth(r));
+    read(check, r, true, NpuAccess::kIfm2, kIfm2, 0, ofm_height(r), ofm_width(r), ofm_depth(r));
   }
   write_ofm_u85(check, r);
 }
