@@ -322,18 +322,6 @@ void weights_and_scales(Checker& check, const Regs& r, uint32_t cores) {
   }
 }
 
-void block_operation(Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
-  if ((r.param(c::kIfmUpscale) & 3) > c::kUpscaleTranspose) return check.unprovable();
-  const uint32_t stride = r.param(c::kKernelStride);
-  uint32_t rows, cols;
-  ifm_rows_cols(r, c::stride_y(stride), c::stride_x(stride), rows, cols);
-  if (rows == 0 || cols == 0) return check.unprovable();
-  const bool ifm_depth = op == c::kOpConv || (op == c::kOpPool && param == c::kPoolReduceSum);
-  const uint32_t channels = ifm_depth ? r.param(c::kIfmDepthM1) + 1 : ofm_depth(r);
-  read(check, r, false, NpuAccess::kIfm, kIfm, 0, rows, cols, channels);
-  if (op != c::kOpPool) weights_and_scales(check, r, cores);
-}
-
 void elementwise(Checker& check, const Regs& r, uint32_t mode) {
   const uint32_t h = ofm_height(r), w = ofm_width(r), d = ofm_depth(r);
   read(check, r, false, NpuAccess::kIfm, kIfm, 0, h, w, d);
@@ -378,20 +366,6 @@ void dma(Checker& check, const Regs& r, uint32_t shram_bytes) {
   if (r.value(c::kDma0Dst) > kLow32 || r.value(c::kDma0Dst) + dst_length > shram_bytes) {
     check.outside(NpuAccess::kDmaDestination);
   }
-}
-
-void operation(Checker& check, const StreamBounds& bounds, const Regs& r, uint32_t op, uint32_t param) {
-  if (op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool) {
-    block_operation(check, r, op, param, bounds.cores);
-  } else if (op == c::kOpElementwise) {
-    elementwise(check, r, param);
-  } else {
-    if (op == c::kOpDmaStart) dma(check, r, bounds.shram_bytes);
-    return;  // DMA done; IRQ, waits, PMU mask: no memory access
-  }
-  const uint32_t elem = elem_bytes(c::precision_ofm_size(r.param(c::kOfmPrecision)));
-  if (elem == 0) return check.unprovable();
-  check.box(NpuAccess::kOfm, kOfm, elem, ofm_height(r), ofm_width(r), ofm_depth(r), true);
 }
 
 // --- Ethos-U85 operations -----------------------------------------------------------
@@ -448,31 +422,34 @@ void weights_from_ifm2(Checker& check, const Regs& r) {
   if (!(r.param(c::kOfmPrecision) & kOfmScaleGlobal)) scales_u85(check, r);
 }
 
-// CONV, DEPTHWISE, POOL and RESIZE: the IFM box, then weights and scales (CONV, DEPTHWISE;
-// a CONV with weights_ifm2: IFM2, see weights_from_ifm2).
+// CONV, DEPTHWISE, POOL and (Ethos-U85) RESIZE: the IFM box, then weights and scales (CONV,
+// DEPTHWISE; a U85 CONV with weights_ifm2: IFM2, see weights_from_ifm2). Each family decodes
+// KERNEL_STRIDE its own way; the U85's pooling modes go further (SUM, MIN, ARGMAX_X/Y).
 // RESIZE reads at most KERNEL_HEIGHT x KERNEL_WIDTH IFM samples per channel: Vela sets
 // them to the IFM's size for it (ethos_u85_register_cs_generator.cpp, GenerateResizeOp).
-void block_operation_u85(Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
+void block_operation(Checker& check, const Regs& r, bool u85, uint32_t op, uint32_t param, uint32_t cores) {
   const uint32_t ifm_depth = r.param(c::kIfmDepthM1) + 1;
-  const bool ifm2_weights = op == c::kOpConv && c::conv_weights_ifm2(param);
+  const bool ifm2_weights = u85 && op == c::kOpConv && c::conv_weights_ifm2(param);
   uint32_t rows = r.param(c::kKernelHeightM1) + 1, cols = r.param(c::kKernelWidthM1) + 1, channels = ofm_depth(r);
-  if (op == c::kOpResize) {
+  if (op == c::kOpResize) {  // the U55/U65 have no such opcode
     if (param > c::kResizeLastMode) return check.unprovable();
   } else {
     const bool kernel_1x1 = (r.param(c::kKernelWidthM1) | r.param(c::kKernelHeightM1)) == 0;
     if ((r.param(c::kIfmUpscale) & 3) > c::kUpscaleTranspose || (ifm2_weights && !kernel_1x1) ||
-        (op == c::kOpPool && param > c::kPoolLastU85)) {
+        (u85 && op == c::kOpPool && param > c::kPoolLastU85)) {
       return check.unprovable();
     }
     const uint32_t stride = r.param(c::kKernelStride);
-    ifm_rows_cols(r, c::u85_stride_y(stride), c::u85_stride_x(stride), rows, cols);
+    ifm_rows_cols(r, u85 ? c::u85_stride_y(stride) : c::stride_y(stride),
+                  u85 ? c::u85_stride_x(stride) : c::stride_x(stride), rows, cols);
     if (rows == 0 || cols == 0) return check.unprovable();
     if (op == c::kOpConv || (op == c::kOpPool && param == c::kPoolReduceSum)) channels = ifm_depth;
     // ARGMAX over X or Y: the box of whichever depth is larger (bounds over-approximated).
-    if (op == c::kOpPool && param >= c::kPoolArgmaxX && ifm_depth > channels) channels = ifm_depth;
+    if (u85 && op == c::kOpPool && param >= c::kPoolArgmaxX && ifm_depth > channels) channels = ifm_depth;
   }
-  read(check, r, true, NpuAccess::kIfm, kIfm, 0, rows, cols, channels);
+  read(check, r, u85, NpuAccess::kIfm, kIfm, 0, rows, cols, channels);
   if (op == c::kOpPool || op == c::kOpResize) return;
+  if (!u85) return weights_and_scales(check, r, cores);
   ifm2_weights ? weights_from_ifm2(check, r) : weights_and_scales_u85(check, r, cores);
 }
 
@@ -534,11 +511,27 @@ void dma_u85(Checker& check, const Regs& r, uint32_t lut_bytes) {
   }
 }
 
+// --- An operation of each family ----------------------------------------------------
+
+void operation(Checker& check, const StreamBounds& bounds, const Regs& r, uint32_t op, uint32_t param) {
+  if (op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool) {
+    block_operation(check, r, false, op, param, bounds.cores);
+  } else if (op == c::kOpElementwise) {
+    elementwise(check, r, param);
+  } else {
+    if (op == c::kOpDmaStart) dma(check, r, bounds.shram_bytes);
+    return;  // DMA done; IRQ, waits, PMU mask: no memory access
+  }
+  const uint32_t elem = elem_bytes(c::precision_ofm_size(r.param(c::kOfmPrecision)));
+  if (elem == 0) return check.unprovable();
+  check.box(NpuAccess::kOfm, kOfm, elem, ofm_height(r), ofm_width(r), ofm_depth(r), true);
+}
+
 void operation_u85(Checker& check, const StreamBounds& bounds, const Regs& r, uint32_t op, uint32_t param) {
   if (op == c::kOpDmaStart) return dma_u85(check, r, bounds.shram_bytes);
   const bool block = op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool || op == c::kOpResize;
   if (!block && op != c::kOpElementwise) return;  // IRQ, waits, PMU mask: no memory access
-  block ? block_operation_u85(check, r, op, param, bounds.cores) : elementwise_u85(check, r, param);
+  block ? block_operation(check, r, true, op, param, bounds.cores) : elementwise_u85(check, r, param);
   // Accumulators that start from IFM2 read it whole in the OFM's shape (its own element size).
   if (c::acc_input(r.param(c::kAccFormat)) == c::kAccInputIfm2) {
     read(check, r, true, NpuAccess::kIfm2, kIfm2, 0, ofm_height(r), ofm_width(r), ofm_depth(r));
