@@ -80,7 +80,7 @@ struct StreamBounds {
 // that leaves no IFM; on the Ethos-U85 also what the check does not model: BRANCH, indexed
 // DMA, a CONV's weights read from IFM2 (matmul), 3x1 tiles, reserved transposes or modes),
 // kInvalidArgument (a = 1: bounds malformed). It uses no memory beyond
-// its stack frame and reads each command word once: about 80 instructions per command
+// its stack frame and reads each command word once: about 70 instructions per command
 // on a Cortex-M55 (measured in bounds.cpp).
 Status check_stream_bounds(const CommandStream& stream, const StreamBounds& bounds);
 
