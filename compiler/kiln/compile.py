@@ -30,7 +30,7 @@ from kiln.lower import vela
 from kiln.partition import partitioner as partition
 from kiln.partition import support
 from kiln.program import builder as program
-from kiln.pte import writer as pte_writer
+from kiln.pte import from_program
 from kiln.spec import CompileSpec, QuantizationScheme
 
 
@@ -170,7 +170,7 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
         results = [results[p.index] for p in prog.delegates]
         flipped = [flipped[p.index] for p in prog.delegates]
     with stage("write"):
-        data = pte_writer.write(prog, results, tosa, target.name, spec.memory_mode)
+        data = from_program.write(prog, results, tosa, target.name, spec.memory_mode)
     result = Result(data, {}, g, parts, prog, tosa, results, flipped, quantized, loaded.inputs, stage.seconds)
     result.report = make_report(loaded.name, spec, result)
     if spec.intermediates:

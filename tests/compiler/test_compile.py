@@ -290,7 +290,7 @@ def test_bad_input_is_one_clear_line(case, tmp_path):
 def test_executorch_reads_a_compiled_model(tmp_path):
     """ExecuTorch 1.5.1's own deserializer reads what `kiln compile` wrote: operators,
     kernel arguments, tensors, the delegate's payload and the reference TOSA graph."""
-    from kiln.pte import writer as pte_writer
+    from kiln.pte import from_program
 
     et_python = ROOT / ".venv-executorch" / "bin" / "python"
     if not et_python.exists():
@@ -318,7 +318,7 @@ def test_executorch_reads_a_compiled_model(tmp_path):
     assert et_args == [ins.args for ins in result.program.instructions]
     inline = [bytes.fromhex(b["data"]) for b in dump["restored"]["backend_delegate_data"]]
     payloads = [inline[d["processed"]["index"]] for d in plan["delegates"]]
-    assert payloads == [pte_writer.payload(r) for r in result.vela]
+    assert payloads == [from_program.payload(r) for r in result.vela]
     assert {d["id"] for d in plan["delegates"]} == {"EthosUBackend"}
     named = {k: bytes.fromhex(v) for k, v in dump["named_data"].items()}
     assert named == {pte.TOSA_KEY.format(i): t for i, t in enumerate(result.tosa)}

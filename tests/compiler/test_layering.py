@@ -108,9 +108,9 @@ def test_dependencies_point_one_way():
 @pytest.mark.parametrize("name, source, broken", [
     ("kiln.partition.support", "from kiln.lower.tosa import LOWERINGS", "kiln.lower.tosa (layer 4), a later stage"),
     ("kiln.spec", "from kiln.frontend import quantizer", "kiln.frontend.quantizer (layer 1), a later stage"),
-    ("kiln.program.kernels", "def f():\n    from kiln.pte import writer\n", "kiln.pte.writer (layer 6)"),
+    ("kiln.program.kernels", "def f():\n    from kiln.pte import from_program\n", "kiln.pte.from_program (layer 6)"),
     ("kiln.simulator.npu.standalone", "import kiln.lower.ethosu_payload", "compiler internals: kiln.lower"),
-    ("kiln.pte.writer", "from kiln.simulator.npu import standalone", "imports the simulator"),
+    ("kiln.pte.from_program", "from kiln.simulator.npu import standalone", "imports the simulator"),
 ])
 def test_the_checker_finds_a_backward_import(name, source, broken):
     """The rules above are not vacuous: one known-bad import of each kind is reported."""

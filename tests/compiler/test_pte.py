@@ -143,7 +143,7 @@ def test_without_reference_data_is_the_file_written_without_the_tosa_graphs():
     """What the runner bakes: the same program, constants, payloads and other named data,
     byte for byte the file `serialize` writes when given no TOSA graphs at all."""
     graphs = {pte.TOSA_KEY.format(0): b"\x10" * 300, pte.TOSA_KEY.format(1): b"graph 1"}
-    assert all(key.startswith("kiln/tosa/") for key in graphs)  # kiln.pte.writer's keys, by hand
+    assert all(key.startswith("kiln/tosa/") for key in graphs)  # kiln.pte.from_program's keys, by hand
     with_graphs = pte.serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS, delegate_payloads=PAYLOADS,
                                 named_data={**NAMED, **graphs})
     assert pte.deserialize(with_graphs).named() == {**NAMED, **graphs}

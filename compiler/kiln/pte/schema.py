@@ -104,7 +104,7 @@ NUMPY_DTYPES = {
 SCALAR_TYPES = {np.dtype(t).name: code for code, t in NUMPY_DTYPES.items()}  # "float32" -> FLOAT, ...
 
 # kiln's own named data: the TOSA graph each Ethos-U delegate was compiled from, under
-# TOSA_KEY.format(delegate index). kiln.pte.writer writes them for `kiln run-host`, which
+# TOSA_KEY.format(delegate index). kiln.pte.from_program writes them for `kiln run-host`, which
 # runs them on tosa_reference_model; runtimes look data up by key and ignore keys they do
 # not know, and no firmware reads these, so the runner bakes a program without them
 # (without_reference_data).
