@@ -6,7 +6,7 @@
 The board is the target's reference board unless --board names another with that NPU
 configuration (kiln.boards.target refuses one without it).
 
-Reads the .pte (kiln.pte.schema, kiln.lower.ethosu_payload), plans the runner's memory from it
+Reads the .pte (kiln.pte.reader, kiln.lower.ethosu_payload), plans the runner's memory from it
 (`plan`: every planned buffer, the Ethos-U scratch and fast scratch, the value,
 kernel and delegate tables, sized exactly from the program), generates the model's
 sources (`generate`: the .pte as an .incbin placed per memory mode, the buffers as
@@ -15,7 +15,7 @@ firmware/apps/executor_runner with CMake and the board's toolchain, writes a siz
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
 
 The .pte baked in is the program without run-host's reference TOSA graphs (named data
-kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>"; kiln.pte.schema.without_reference_data): no
+kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>"; kiln.pte.writer.without_reference_data): no
 firmware reads them, and they can be half the file. The .pte on disk keeps them for `kiln run-host`; the memory report shows the saving.
 
 Placement per memory mode (the board's memory purposes):
@@ -37,10 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kiln import boards, paths
+from kiln.errors import PteError, RunnerBuildError, UsageError
 from kiln.firmware import build as firmware
 from kiln.lower import ethosu_payload
-from kiln.pte import schema as pte
-from kiln.errors import RunnerBuildError, UsageError
+from kiln.pte.reader import PteFile, deserialize
+from kiln.pte.schema import ExecutionPlan
+from kiln.pte.writer import without_reference_data
 
 APP_DIR = paths.FIRMWARE_DIR / "apps" / "executor_runner"
 KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
@@ -101,7 +103,7 @@ def _align(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
 
 
-def _payloads(f: pte.PteFile, plan: pte.ExecutionPlan, specs: list[dict[str, str]], target: str,
+def _payloads(f: PteFile, plan: ExecutionPlan, specs: list[dict[str, str]], target: str,
               check_target: bool):
     """The delegates' decoded payloads; `specs` are their compile specs, in order."""
     payloads = []
@@ -176,9 +178,9 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
     except OSError as error:
         raise UsageError(f"cannot read {pte_path}: {error.strerror}") from None
     try:
-        f = pte.deserialize(data)
+        f = deserialize(data)
         program = f.forward()
-    except pte.PteError as error:
+    except PteError as error:
         raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
     for i, op in enumerate(program.operators):
         if not OPERATOR_NAME.fullmatch(op.name) or not OPERATOR_NAME.fullmatch(op.overload or "out"):
@@ -194,8 +196,8 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
     model_region, npu_region = board.region_for("model"), board.region_for("npu")
     dedicated = mode.startswith("Dedicated_Sram")
     try:
-        baked = pte.without_reference_data(f)
-    except pte.PteError as error:
+        baked = without_reference_data(f)
+    except PteError as error:
         raise RunnerBuildError(f"{pte_path} could not be rewritten without its reference data: {error}") from None
     p = Plan(model=pte_path.stem, target=target, memory_mode=mode, system_config=config,
              pte_region=(npu_region if mode == "Sram_Only" else model_region).name,

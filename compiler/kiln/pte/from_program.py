@@ -11,8 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.lower import ethosu_payload
-from kiln.pte import schema as pte
-from kiln.pte.schema import TOSA_KEY
+from kiln.pte.schema import (SCALAR_TYPES, TOSA_KEY, AllocationInfo, BackendDelegate, Bool, Chain, DataLocation,
+                             DataReference, DelegateCall, DelegateCompileSpec, Double, DoubleList, EValue,
+                             ExecutionPlan, Int, IntList, KernelCall, Null, Operator, PteProgram, String, Tensor,
+                             TensorList)
+from kiln.pte.writer import serialize
 from kiln.program.builder import PLANNED_MEMORY_ID, Program
 from kiln.lower.vela import VelaResult
 
@@ -25,61 +28,61 @@ COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"),
 
 def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], target: str,
           memory_mode: str) -> bytes:
-    values: list[pte.EValue] = []
+    values: list[EValue] = []
     constants: list[bytes] = []
     for ev in program.values:
         if ev.kind == "tensor":
             v = ev.value
-            scalar_type = pte.SCALAR_TYPES[v.dtype]
+            scalar_type = SCALAR_TYPES[v.dtype]
             common = dict(scalar_type=scalar_type, sizes=list(v.shape), dim_order=list(range(len(v.shape))))
             if v.is_constant:
                 constants.append(np.ascontiguousarray(v.data).tobytes())
-                values.append(pte.Tensor(**common, data_buffer_idx=len(constants)))
+                values.append(Tensor(**common, data_buffer_idx=len(constants)))
             else:
                 offset = program.offsets[id(v)]
-                values.append(pte.Tensor(**common, allocation_info=pte.AllocationInfo.at(PLANNED_MEMORY_ID, offset)))
+                values.append(Tensor(**common, allocation_info=AllocationInfo.at(PLANNED_MEMORY_ID, offset)))
         elif ev.kind == "int":
-            values.append(pte.Int(int(ev.value)))
+            values.append(Int(int(ev.value)))
         elif ev.kind == "double":
-            values.append(pte.Double(float(ev.value)))
+            values.append(Double(float(ev.value)))
         elif ev.kind == "string":
-            values.append(pte.String(str(ev.value)))
+            values.append(String(str(ev.value)))
         elif ev.kind == "bool":
-            values.append(pte.Bool(bool(ev.value)))
+            values.append(Bool(bool(ev.value)))
         elif ev.kind == "null":
-            values.append(pte.Null())
+            values.append(Null())
         elif ev.kind == "int_list":
-            values.append(pte.IntList(list(ev.value)))
+            values.append(IntList(list(ev.value)))
         elif ev.kind == "double_list":
-            values.append(pte.DoubleList(list(ev.value)))
+            values.append(DoubleList(list(ev.value)))
         elif ev.kind == "tensor_list":
-            values.append(pte.TensorList(list(ev.value)))
+            values.append(TensorList(list(ev.value)))
         else:
             raise ValueError(f"unknown value kind {ev.kind}")
     instructions = [
-        pte.KernelCall(i.index, i.args) if i.kind == "kernel" else pte.DelegateCall(i.index, i.args)
+        KernelCall(i.index, i.args) if i.kind == "kernel" else DelegateCall(i.index, i.args)
         for i in program.instructions
     ]
     payloads = [payload(r) for r in vela_results]
     delegates = [
-        pte.BackendDelegate(ethosu_payload.DELEGATE_ID, pte.DataReference(pte.DataLocation.INLINE, i),
-                            [pte.DelegateCompileSpec(k, v.format(target=target, memory_mode=memory_mode,
-                                                                  fast_scratch_size=r.fast_scratch_size).encode())
-                             for k, v in COMPILE_SPECS])
+        BackendDelegate(ethosu_payload.DELEGATE_ID, DataReference(DataLocation.INLINE, i),
+                        [DelegateCompileSpec(k, v.format(target=target, memory_mode=memory_mode,
+                                                              fast_scratch_size=r.fast_scratch_size).encode())
+                         for k, v in COMPILE_SPECS])
         for i, r in enumerate(vela_results)
     ]
-    plan = pte.ExecutionPlan(
+    plan = ExecutionPlan(
         name="forward",
         values=values,
         inputs=program.inputs,
         outputs=program.outputs,
-        chains=[pte.Chain(program.inputs, program.outputs, instructions)],
-        operators=[pte.Operator(name, overload) for name, overload in program.operators],
+        chains=[Chain(program.inputs, program.outputs, instructions)],
+        operators=[Operator(name, overload) for name, overload in program.operators],
         delegates=delegates,
         non_const_buffer_sizes=[0, program.planned_size],
     )
     named = {TOSA_KEY.format(i): t for i, t in enumerate(tosa)}
-    return pte.serialize(pte.PteProgram([plan]), constants=constants, delegate_payloads=payloads, named_data=named)
+    return serialize(PteProgram([plan]), constants=constants, delegate_payloads=payloads, named_data=named)
 
 
 def payload(result: VelaResult) -> bytes:
