@@ -13,11 +13,11 @@ import pytest
 from kiln.errors import KilnError, PteError
 from kiln.lower import ethosu_payload
 from kiln.pte.reader import deserialize
-from kiln.pte.schema import (FILE_IDENTIFIER, TOSA_KEY, _Plan, _Program, AllocationInfo, BackendDelegate, Bool,
-                             BoolList, Chain, DataLocation, DataReference, DataSegment, DelegateCall,
-                             DelegateCompileSpec, Double, DoubleList, ExecutionPlan, ExtendedHeader, Frame, FreeCall,
-                             Int, IntList, JumpFalseCall, KernelCall, KernelTypes, MoveCall, NamedData, Null, Operator,
-                             OptionalTensorList, PteProgram, ScalarType, String, SubsegmentOffsets, Tensor, TensorList)
+from kiln.pte.schema import (FILE_IDENTIFIER, TOSA_KEY, AllocationInfo, BackendDelegate, Bool, BoolList, Chain,
+                             DataLocation, DataReference, DataSegment, DelegateCall, DelegateCompileSpec, Double,
+                             DoubleList, ExecutionPlan, ExtendedHeader, Frame, FreeCall, Int, IntList, JumpFalseCall,
+                             KernelCall, KernelTypes, MoveCall, NamedData, Null, Operator, OptionalTensorList, PlanSlot,
+                             ProgramSlot, PteProgram, ScalarType, String, SubsegmentOffsets, Tensor, TensorList)
 from kiln.pte.writer import _Writer, _align, serialize, without_reference_data
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -347,8 +347,8 @@ def test_overlapping_vectors_cannot_make_reading_slow():
     big = IntList([0] * 10000)
     flat = _Writer()
     values = flat.tables([flat.evalue(big, "v")] * 2000)
-    plan = flat.table(len(_Plan), [(_Plan.values, "off", values)], "plan")
-    root = flat.table(len(_Program), [(_Program.execution_plan, "off", flat.tables([plan]))], "p")
+    plan = flat.table(len(PlanSlot), [(PlanSlot.values, "off", values)], "plan")
+    root = flat.table(len(ProgramSlot), [(ProgramSlot.execution_plan, "off", flat.tables([plan]))], "p")
     flat.b.Finish(root, file_identifier=FILE_IDENTIFIER)
     with pytest.raises(PteError, match="overlap"):
         deserialize(bytes(flat.b.Output()))
@@ -395,8 +395,8 @@ def test_unsupported_features_are_named():
     # mutable_data_segments (slot 6) present and non-empty.
     flat = _Writer()
     seg = flat.table(2, [(0, "u32", 0), (1, "off", flat.scalars("u64", [0], "o"))], "s")
-    root = flat.table(len(_Program), [(_Program.mutable_data_segments, "off",
-                                           flat.tables([seg]))], "p")
+    root = flat.table(len(ProgramSlot), [(ProgramSlot.mutable_data_segments, "off",
+                                                 flat.tables([seg]))], "p")
     flat.b.Finish(root, file_identifier=FILE_IDENTIFIER)
     with pytest.raises(PteError, match="mutable_data_segments"):
         deserialize(bytes(flat.b.Output()))

@@ -10,14 +10,14 @@ from enum import IntEnum
 
 from kiln.errors import PteError
 from kiln.pte.schema import (EXTENDED_HEADER_HEAD_BYTES, EXTENDED_HEADER_MAGIC, EXTENDED_HEADER_MIN_LENGTH,
-                             EXTENDED_HEADER_OFFSET, FILE_IDENTIFIER, _Chain, _Delegate, _Frame, _Plan, _Program,
-                             _Tensor, AllocationInfo, BackendDelegate, Bool, BoolList, Chain, DataLocation,
-                             DataReference, DataSegment, DelegateCall, DelegateCompileSpec, Double, DoubleList, EValue,
-                             ExecutionPlan, ExtendedHeader, Frame, FreeCall, Instruction, InstructionArguments, Int,
+                             EXTENDED_HEADER_OFFSET, FILE_IDENTIFIER, AllocationInfo, BackendDelegate, Bool, BoolList,
+                             Chain, ChainSlot, DataLocation, DataReference, DataSegment, DelegateCall,
+                             DelegateCompileSpec, DelegateSlot, Double, DoubleList, EValue, ExecutionPlan,
+                             ExtendedHeader, Frame, FrameSlot, FreeCall, Instruction, InstructionArguments, Int,
                              IntList, JumpFalseCall, KernelCall, KernelTypes, MoveCall, NamedData, Null, Operator,
-                             OptionalTensorList, PteProgram, ScalarType, String, SubsegmentOffsets, Tensor, TensorList,
-                             TensorShapeDynamism)
-from kiln.pte.validate import _check_index, _check_plan
+                             OptionalTensorList, PlanSlot, ProgramSlot, PteProgram, ScalarType, String,
+                             SubsegmentOffsets, Tensor, TensorList, TensorShapeDynamism, TensorSlot)
+from kiln.pte.validate import check_index, check_plan
 
 
 _U8, _I8, _U16, _I32, _U32 = (struct.Struct(f) for f in ("<B", "<b", "<H", "<i", "<I"))
@@ -144,24 +144,24 @@ def _enum(enum: type[IntEnum], value: int, what: str) -> IntEnum:
 
 
 def _read_tensor(t: _Table) -> Tensor:
-    if t.table(_Tensor.extra_tensor_info, "extra_tensor_info") is not None:
+    if t.table(TensorSlot.extra_tensor_info, "extra_tensor_info") is not None:
         raise PteError(f"{t.what}.extra_tensor_info is set (external or mutable tensor "
                        "data): not supported")
-    alloc = t.table(_Tensor.allocation_info, "allocation_info")
+    alloc = t.table(TensorSlot.allocation_info, "allocation_info")
     return Tensor(
-        scalar_type=_enum(ScalarType, t.scalar(_Tensor.scalar_type, _I8, "scalar_type"),
+        scalar_type=_enum(ScalarType, t.scalar(TensorSlot.scalar_type, _I8, "scalar_type"),
                           f"{t.what}.scalar_type"),
-        storage_offset=t.scalar(_Tensor.storage_offset, _I32, "storage_offset"),
-        sizes=t.scalars(_Tensor.sizes, "i", "sizes"),
-        dim_order=t.scalars(_Tensor.dim_order, "B", "dim_order"),
-        requires_grad=bool(t.scalar(_Tensor.requires_grad, _U8, "requires_grad")),
-        data_buffer_idx=t.scalar(_Tensor.data_buffer_idx, _U32, "data_buffer_idx"),
+        storage_offset=t.scalar(TensorSlot.storage_offset, _I32, "storage_offset"),
+        sizes=t.scalars(TensorSlot.sizes, "i", "sizes"),
+        dim_order=t.scalars(TensorSlot.dim_order, "B", "dim_order"),
+        requires_grad=bool(t.scalar(TensorSlot.requires_grad, _U8, "requires_grad")),
+        data_buffer_idx=t.scalar(TensorSlot.data_buffer_idx, _U32, "data_buffer_idx"),
         allocation_info=None if alloc is None else AllocationInfo(
             alloc.scalar(0, _U32, "memory_id"), alloc.scalar(1, _U32, "memory_offset_low"),
             alloc.scalar(2, _U32, "memory_offset_high")),
-        layout=t.scalar(_Tensor.layout, _I8, "layout"),
+        layout=t.scalar(TensorSlot.layout, _I8, "layout"),
         shape_dynamism=_enum(TensorShapeDynamism,
-                             t.scalar(_Tensor.shape_dynamism, _I8, "shape_dynamism"),
+                             t.scalar(TensorSlot.shape_dynamism, _I8, "shape_dynamism"),
                              f"{t.what}.shape_dynamism"))
 
 
@@ -202,63 +202,63 @@ def _read_instruction(t: _Table) -> Instruction:
 
 def _read_chain(t: _Table) -> Chain:
     stacktrace = None
-    if t._target(_Chain.stacktrace, "stacktrace") is not None:
-        stacktrace = [[Frame(f.string(_Frame.filename, "filename"),
-                             f.scalar(_Frame.lineno, _I32, "lineno"),
-                             f.string(_Frame.name, "name"), f.string(_Frame.context, "context"))
+    if t._target(ChainSlot.stacktrace, "stacktrace") is not None:
+        stacktrace = [[Frame(f.string(FrameSlot.filename, "filename"),
+                             f.scalar(FrameSlot.lineno, _I32, "lineno"),
+                             f.string(FrameSlot.name, "name"), f.string(FrameSlot.context, "context"))
                        for f in frames.tables(0, "items")]
-                      for frames in t.tables(_Chain.stacktrace, "stacktrace")]
-    return Chain(t.scalars(_Chain.inputs, "i", "inputs"), t.scalars(_Chain.outputs, "i", "outputs"),
-                 [_read_instruction(i) for i in t.tables(_Chain.instructions, "instructions")],
+                      for frames in t.tables(ChainSlot.stacktrace, "stacktrace")]
+    return Chain(t.scalars(ChainSlot.inputs, "i", "inputs"), t.scalars(ChainSlot.outputs, "i", "outputs"),
+                 [_read_instruction(i) for i in t.tables(ChainSlot.instructions, "instructions")],
                  stacktrace)
 
 
 def _read_delegate(t: _Table) -> BackendDelegate:
-    ref = t.table(_Delegate.processed, "processed")
+    ref = t.table(DelegateSlot.processed, "processed")
     if ref is None:
         raise PteError(f"{t.what}.processed is missing")
     location = _enum(DataLocation, ref.scalar(0, _I8, "location"), f"{ref.what}.location")
     return BackendDelegate(
-        t.string(_Delegate.id, "id"), DataReference(location, ref.scalar(1, _U32, "index")),
+        t.string(DelegateSlot.id, "id"), DataReference(location, ref.scalar(1, _U32, "index")),
         [DelegateCompileSpec(s.string(0, "key"), s.blob(1, "value"))
-         for s in t.tables(_Delegate.compile_specs, "compile_specs")])
+         for s in t.tables(DelegateSlot.compile_specs, "compile_specs")])
 
 
 def _read_plan(t: _Table) -> ExecutionPlan:
-    if t.tables(_Plan.non_const_buffer_device, "non_const_buffer_device"):
+    if t.tables(PlanSlot.non_const_buffer_device, "non_const_buffer_device"):
         raise PteError(f"{t.what}.non_const_buffer_device is set (buffers on another device): "
                        "not supported")
     return ExecutionPlan(
-        name=t.string(_Plan.name, "name"),
-        values=[_read_evalue(v) for v in t.tables(_Plan.values, "values")],
-        inputs=t.scalars(_Plan.inputs, "i", "inputs"),
-        outputs=t.scalars(_Plan.outputs, "i", "outputs"),
-        chains=[_read_chain(c) for c in t.tables(_Plan.chains, "chains")],
+        name=t.string(PlanSlot.name, "name"),
+        values=[_read_evalue(v) for v in t.tables(PlanSlot.values, "values")],
+        inputs=t.scalars(PlanSlot.inputs, "i", "inputs"),
+        outputs=t.scalars(PlanSlot.outputs, "i", "outputs"),
+        chains=[_read_chain(c) for c in t.tables(PlanSlot.chains, "chains")],
         operators=[Operator(o.string(0, "name"), o.string(1, "overload"))
-                   for o in t.tables(_Plan.operators, "operators")],
-        delegates=[_read_delegate(d) for d in t.tables(_Plan.delegates, "delegates")],
-        non_const_buffer_sizes=t.scalars(_Plan.non_const_buffer_sizes, "q",
+                   for o in t.tables(PlanSlot.operators, "operators")],
+        delegates=[_read_delegate(d) for d in t.tables(PlanSlot.delegates, "delegates")],
+        non_const_buffer_sizes=t.scalars(PlanSlot.non_const_buffer_sizes, "q",
                                          "non_const_buffer_sizes"))
 
 
 def _read_program(t: _Table) -> PteProgram:
-    if t.tables(_Program.mutable_data_segments, "mutable_data_segments"):
+    if t.tables(ProgramSlot.mutable_data_segments, "mutable_data_segments"):
         raise PteError("Program.mutable_data_segments is set (mutable tensors with initial "
                        "state): not supported")
-    cs = t.table(_Program.constant_segment, "constant_segment")
+    cs = t.table(ProgramSlot.constant_segment, "constant_segment")
     return PteProgram(
-        version=t.scalar(_Program.version, _U32, "version"),
-        execution_plans=[_read_plan(p) for p in t.tables(_Program.execution_plan, "execution_plan")],
-        constant_buffers=[b.blob(0, "storage") for b in t.tables(_Program.constant_buffer,
-                                                                 "constant_buffer")],
-        backend_delegate_data=[d.blob(0, "data") for d in t.tables(_Program.backend_delegate_data,
-                                                                   "backend_delegate_data")],
+        version=t.scalar(ProgramSlot.version, _U32, "version"),
+        execution_plans=[_read_plan(p) for p in t.tables(ProgramSlot.execution_plan, "execution_plan")],
+        constant_buffers=[b.blob(0, "storage") for b in t.tables(ProgramSlot.constant_buffer,
+                                                                    "constant_buffer")],
+        backend_delegate_data=[d.blob(0, "data") for d in t.tables(ProgramSlot.backend_delegate_data,
+                                                                      "backend_delegate_data")],
         segments=[DataSegment(s.scalar(0, _U64, "offset"), s.scalar(1, _U64, "size"))
-                  for s in t.tables(_Program.segments, "segments")],
+                  for s in t.tables(ProgramSlot.segments, "segments")],
         constant_segment=None if cs is None else SubsegmentOffsets(
             cs.scalar(0, _U32, "segment_index"), cs.scalars(1, "Q", "offsets")),
         named_data=[NamedData(n.string(0, "key"), n.scalar(1, _U32, "segment_index"))
-                    for n in t.tables(_Program.named_data, "named_data")])
+                    for n in t.tables(ProgramSlot.named_data, "named_data")])
 
 
 def _read_header(data: bytes) -> ExtendedHeader | None:
@@ -378,7 +378,7 @@ def deserialize(data: bytes) -> PteFile:
     if cs is not None and cs.offsets:
         if program.constant_buffers:
             raise PteError("both constant_buffer and constant_segment hold constants")
-        _check_index(cs.segment_index, len(program.segments), "constant_segment.segment_index")
+        check_index(cs.segment_index, len(program.segments), "constant_segment.segment_index")
         seg_size = program.segments[cs.segment_index].size
         if any(b < a for a, b in zip(cs.offsets, cs.offsets[1:])) or cs.offsets[-1] > seg_size:
             raise PteError(f"constant_segment.offsets {list(cs.offsets)[:8]}... are not "
@@ -387,12 +387,12 @@ def deserialize(data: bytes) -> PteFile:
     else:
         n_constants = len(program.constant_buffers)
     for i, n in enumerate(program.named_data):
-        _check_index(n.segment_index, len(program.segments), f"named_data[{i}].segment_index")
+        check_index(n.segment_index, len(program.segments), f"named_data[{i}].segment_index")
     pte = PteFile(program, header, data, start, end)
     targets = {DataLocation.INLINE: len(program.backend_delegate_data),
                DataLocation.SEGMENT: len(program.segments)}
     for i, plan in enumerate(program.execution_plans):
-        _check_plan(plan, f"execution_plan[{i}]", n_constants, targets)
+        check_plan(plan, f"execution_plan[{i}]", n_constants, targets)
         for j, v in enumerate(plan.values):
             if isinstance(v, Tensor) and v.data_buffer_idx:
                 have = len(pte.constant(v.data_buffer_idx))

@@ -149,30 +149,30 @@ class InstructionArguments(IntEnum):
 
 
 # Field slots (declaration order in program.fbs; a union takes two: its type, then its value).
-class _Program(IntEnum):
+class ProgramSlot(IntEnum):
     version, execution_plan, constant_buffer, backend_delegate_data, segments, \
         constant_segment, mutable_data_segments, named_data = range(8)
 
 
-class _Plan(IntEnum):
+class PlanSlot(IntEnum):
     name, container_meta_type, values, inputs, outputs, chains, operators, delegates, \
         non_const_buffer_sizes, non_const_buffer_device = range(10)
 
 
-class _Tensor(IntEnum):
+class TensorSlot(IntEnum):
     scalar_type, storage_offset, sizes, dim_order, requires_grad, data_buffer_idx, \
         allocation_info, layout, shape_dynamism, extra_tensor_info = range(10)
 
 
-class _Chain(IntEnum):
+class ChainSlot(IntEnum):
     inputs, outputs, instructions, stacktrace = range(4)
 
 
-class _Frame(IntEnum):
+class FrameSlot(IntEnum):
     filename, lineno, name, context = range(4)
 
 
-class _Delegate(IntEnum):
+class DelegateSlot(IntEnum):
     id, processed, compile_specs = range(3)
 
 
@@ -284,12 +284,6 @@ class OptionalTensorList(_Items):
 
 EValue = Union[Null, Int, Bool, Double, String, IntList, DoubleList, BoolList, TensorList,
                OptionalTensorList, Tensor]
-_EVALUE_CODE = {Null: KernelTypes.Null, Int: KernelTypes.Int, Bool: KernelTypes.Bool,
-                Double: KernelTypes.Double, Tensor: KernelTypes.Tensor,
-                String: KernelTypes.String, IntList: KernelTypes.IntList,
-                DoubleList: KernelTypes.DoubleList, BoolList: KernelTypes.BoolList,
-                TensorList: KernelTypes.TensorList,
-                OptionalTensorList: KernelTypes.OptionalTensorList}
 
 
 @dataclass(frozen=True)
@@ -330,11 +324,6 @@ class FreeCall:
 
 
 Instruction = Union[KernelCall, DelegateCall, MoveCall, JumpFalseCall, FreeCall]
-_INSTRUCTION_CODE = {KernelCall: InstructionArguments.KernelCall,
-                     DelegateCall: InstructionArguments.DelegateCall,
-                     MoveCall: InstructionArguments.MoveCall,
-                     JumpFalseCall: InstructionArguments.JumpFalseCall,
-                     FreeCall: InstructionArguments.FreeCall}
 
 
 @dataclass(frozen=True)

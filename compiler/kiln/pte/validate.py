@@ -12,14 +12,14 @@ from kiln.pte.schema import (ELEMENT_SIZE, DataLocation, DelegateCall, Execution
                              JumpFalseCall, KernelCall, MoveCall, OptionalTensorList, Tensor, TensorList)
 
 
-def _check_index(index: int, count: int, what: str) -> None:
+def check_index(index: int, count: int, what: str) -> None:
     if not 0 <= index < count:
         raise PteError(f"{what} is {index}, outside 0..{count - 1}" if count
                        else f"{what} is {index}, but there is nothing to refer to")
 
 
-def _check_plan(plan: ExecutionPlan, p: str, n_constants: int,
-                delegate_targets: Mapping[DataLocation, int]) -> None:
+def check_plan(plan: ExecutionPlan, p: str, n_constants: int,
+               delegate_targets: Mapping[DataLocation, int]) -> None:
     """Cross-references inside a plan. n_constants counts the reserved constant 0;
     delegate_targets gives, per allowed location, how many entries it can index."""
     n_values = len(plan.values)
@@ -27,21 +27,21 @@ def _check_plan(plan: ExecutionPlan, p: str, n_constants: int,
         at = f"{p}.values[{i}]"
         if isinstance(v, (IntList, TensorList)):
             for j, item in enumerate(v.items):
-                _check_index(item, n_values, f"{at}.items[{j}]")
+                check_index(item, n_values, f"{at}.items[{j}]")
         elif isinstance(v, OptionalTensorList):
             for j, item in enumerate(v.items):
                 if item != -1:
-                    _check_index(item, n_values, f"{at}.items[{j}]")
+                    check_index(item, n_values, f"{at}.items[{j}]")
         elif isinstance(v, Tensor):
             _check_tensor(v, at, n_constants, plan.non_const_buffer_sizes)
     for name in ("inputs", "outputs"):
         for j, index in enumerate(getattr(plan, name)):
-            _check_index(index, n_values, f"{p}.{name}[{j}]")
+            check_index(index, n_values, f"{p}.{name}[{j}]")
     for c, chain in enumerate(plan.chains):
         at = f"{p}.chains[{c}]"
         for name in ("inputs", "outputs"):
             for j, index in enumerate(getattr(chain, name)):
-                _check_index(index, n_values, f"{at}.{name}[{j}]")
+                check_index(index, n_values, f"{at}.{name}[{j}]")
         if chain.stacktrace is not None and len(chain.stacktrace) != len(chain.instructions):
             raise PteError(f"{at}.stacktrace has {len(chain.stacktrace)} entries for "
                            f"{len(chain.instructions)} instructions")
@@ -52,27 +52,27 @@ def _check_plan(plan: ExecutionPlan, p: str, n_constants: int,
         if ref.location not in delegate_targets:
             raise PteError(f"{at}.location is {ref.location!r}, expected one of "
                            f"{[loc.name for loc in delegate_targets]}")
-        _check_index(ref.index, delegate_targets[ref.location], f"{at}.index")
+        check_index(ref.index, delegate_targets[ref.location], f"{at}.index")
 
 
 def _check_instruction(ins: Instruction, at: str, plan: ExecutionPlan, n_ins: int) -> None:
     n_values = len(plan.values)
     if isinstance(ins, KernelCall):
-        _check_index(ins.op_index, len(plan.operators), f"{at}.op_index")
+        check_index(ins.op_index, len(plan.operators), f"{at}.op_index")
         for j, a in enumerate(ins.args):
-            _check_index(a, n_values, f"{at}.args[{j}]")
+            check_index(a, n_values, f"{at}.args[{j}]")
     elif isinstance(ins, DelegateCall):
-        _check_index(ins.delegate_index, len(plan.delegates), f"{at}.delegate_index")
+        check_index(ins.delegate_index, len(plan.delegates), f"{at}.delegate_index")
         for j, a in enumerate(ins.args):
-            _check_index(a, n_values, f"{at}.args[{j}]")
+            check_index(a, n_values, f"{at}.args[{j}]")
     elif isinstance(ins, MoveCall):
-        _check_index(ins.move_from, n_values, f"{at}.move_from")
-        _check_index(ins.move_to, n_values, f"{at}.move_to")
+        check_index(ins.move_from, n_values, f"{at}.move_from")
+        check_index(ins.move_to, n_values, f"{at}.move_to")
     elif isinstance(ins, JumpFalseCall):
-        _check_index(ins.cond_value_index, n_values, f"{at}.cond_value_index")
-        _check_index(ins.destination_instruction, n_ins + 1, f"{at}.destination_instruction")
+        check_index(ins.cond_value_index, n_values, f"{at}.cond_value_index")
+        check_index(ins.destination_instruction, n_ins + 1, f"{at}.destination_instruction")
     elif isinstance(ins, FreeCall):
-        _check_index(ins.value_index, n_values, f"{at}.value_index")
+        check_index(ins.value_index, n_values, f"{at}.value_index")
     else:
         raise PteError(f"{at} is a {type(ins).__name__}, not an instruction")
 
@@ -89,7 +89,7 @@ def _check_tensor(t: Tensor, at: str, n_constants: int, buffer_sizes: Sequence[i
         if t.allocation_info is not None:
             raise PteError(f"{at} has both constant data and allocation_info (a mutable "
                            "tensor with initial state): not supported")
-        _check_index(t.data_buffer_idx, n_constants, f"{at}.data_buffer_idx")
+        check_index(t.data_buffer_idx, n_constants, f"{at}.data_buffer_idx")
     if t.allocation_info is not None:
         a = t.allocation_info
         if not 1 <= a.memory_id < len(buffer_sizes):

@@ -12,13 +12,28 @@ import flatbuffers
 
 from kiln.errors import PteError
 from kiln.pte.reader import PteFile
-from kiln.pte.schema import (_EVALUE_CODE, _INSTRUCTION_CODE, EXTENDED_HEADER_LENGTH, FILE_IDENTIFIER,
-                             SCHEMA_MAX_ALIGNMENT, SEGMENT_ALIGNMENT, TENSOR_ALIGNMENT, TOSA_KEY, _Chain, _Delegate,
-                             _Frame, _Plan, _Program, _Tensor, BackendDelegate, Bool, BoolList, Chain, DataLocation,
-                             DataReference, DataSegment, DelegateCall, Double, DoubleList, EValue, ExecutionPlan,
-                             ExtendedHeader, Instruction, Int, IntList, JumpFalseCall, KernelCall, MoveCall, NamedData,
-                             Null, OptionalTensorList, PteProgram, String, SubsegmentOffsets, Tensor, TensorList)
-from kiln.pte.validate import _check_plan
+from kiln.pte.schema import (EXTENDED_HEADER_LENGTH, FILE_IDENTIFIER, SCHEMA_MAX_ALIGNMENT, SEGMENT_ALIGNMENT,
+                             TENSOR_ALIGNMENT, TOSA_KEY, BackendDelegate, Bool, BoolList, Chain, ChainSlot,
+                             DataLocation, DataReference, DataSegment, DelegateCall, DelegateSlot, Double, DoubleList,
+                             EValue, ExecutionPlan, ExtendedHeader, FrameSlot, FreeCall, Instruction,
+                             InstructionArguments, Int, IntList, JumpFalseCall, KernelCall, KernelTypes, MoveCall,
+                             NamedData, Null, OptionalTensorList, PlanSlot, ProgramSlot, PteProgram, String,
+                             SubsegmentOffsets, Tensor, TensorList, TensorSlot)
+from kiln.pte.validate import check_plan
+
+
+# The union type code of each value and instruction dataclass.
+_EVALUE_CODE = {Null: KernelTypes.Null, Int: KernelTypes.Int, Bool: KernelTypes.Bool,
+                Double: KernelTypes.Double, Tensor: KernelTypes.Tensor,
+                String: KernelTypes.String, IntList: KernelTypes.IntList,
+                DoubleList: KernelTypes.DoubleList, BoolList: KernelTypes.BoolList,
+                TensorList: KernelTypes.TensorList,
+                OptionalTensorList: KernelTypes.OptionalTensorList}
+_INSTRUCTION_CODE = {KernelCall: InstructionArguments.KernelCall,
+                     DelegateCall: InstructionArguments.DelegateCall,
+                     MoveCall: InstructionArguments.MoveCall,
+                     JumpFalseCall: InstructionArguments.JumpFalseCall,
+                     FreeCall: InstructionArguments.FreeCall}
 
 
 # kind -> (struct code, size, Builder slot method, smallest, largest)
@@ -92,14 +107,14 @@ class _Writer:
             a = t.allocation_info
             alloc = self.table(3, [(0, "u32", a.memory_id), (1, "u32", a.memory_offset_low),
                                    (2, "u32", a.memory_offset_high)], f"{at}.allocation_info")
-        return self.table(len(_Tensor), [
-            (_Tensor.scalar_type, "i8", int(t.scalar_type)),
-            (_Tensor.storage_offset, "i32", t.storage_offset),
-            (_Tensor.sizes, "off", sizes), (_Tensor.dim_order, "off", dim_order),
-            (_Tensor.requires_grad, "bool", bool(t.requires_grad)),
-            (_Tensor.data_buffer_idx, "u32", t.data_buffer_idx),
-            (_Tensor.allocation_info, "off", alloc), (_Tensor.layout, "i8", t.layout),
-            (_Tensor.shape_dynamism, "i8", int(t.shape_dynamism))], at)
+        return self.table(len(TensorSlot), [
+            (TensorSlot.scalar_type, "i8", int(t.scalar_type)),
+            (TensorSlot.storage_offset, "i32", t.storage_offset),
+            (TensorSlot.sizes, "off", sizes), (TensorSlot.dim_order, "off", dim_order),
+            (TensorSlot.requires_grad, "bool", bool(t.requires_grad)),
+            (TensorSlot.data_buffer_idx, "u32", t.data_buffer_idx),
+            (TensorSlot.allocation_info, "off", alloc), (TensorSlot.layout, "i8", t.layout),
+            (TensorSlot.shape_dynamism, "i8", int(t.shape_dynamism))], at)
 
     def evalue(self, v: EValue, at: str) -> int:
         code = _EVALUE_CODE.get(type(v))
@@ -145,16 +160,16 @@ class _Writer:
         if c.stacktrace is not None:
             lists = []
             for k, frames in enumerate(c.stacktrace):
-                offs = [self.table(len(_Frame), [
-                    (_Frame.filename, "off", self.string(f.filename)),
-                    (_Frame.lineno, "i32", f.lineno), (_Frame.name, "off", self.string(f.name)),
-                    (_Frame.context, "off", self.string(f.context))], f"{at}.stacktrace[{k}]")
+                offs = [self.table(len(FrameSlot), [
+                    (FrameSlot.filename, "off", self.string(f.filename)),
+                    (FrameSlot.lineno, "i32", f.lineno), (FrameSlot.name, "off", self.string(f.name)),
+                    (FrameSlot.context, "off", self.string(f.context))], f"{at}.stacktrace[{k}]")
                     for f in frames]
                 lists.append(self.table(1, [(0, "off", self.tables(offs))], f"{at}.stacktrace"))
             stacktrace = self.tables(lists)
-        return self.table(len(_Chain), [
-            (_Chain.inputs, "off", inputs), (_Chain.outputs, "off", outputs),
-            (_Chain.instructions, "off", instructions), (_Chain.stacktrace, "off", stacktrace)], at)
+        return self.table(len(ChainSlot), [
+            (ChainSlot.inputs, "off", inputs), (ChainSlot.outputs, "off", outputs),
+            (ChainSlot.instructions, "off", instructions), (ChainSlot.stacktrace, "off", stacktrace)], at)
 
     def delegate(self, d: BackendDelegate, at: str) -> int:
         id_ = self.string(d.id)
@@ -163,9 +178,9 @@ class _Writer:
         specs = self.tables([self.table(2, [(0, "off", self.string(s.key)),
                                             (1, "off", self.blob(s.value))], f"{at}.compile_specs")
                              for s in d.compile_specs])
-        return self.table(len(_Delegate), [(_Delegate.id, "off", id_),
-                                           (_Delegate.processed, "off", processed),
-                                           (_Delegate.compile_specs, "off", specs)], at)
+        return self.table(len(DelegateSlot), [(DelegateSlot.id, "off", id_),
+                                                 (DelegateSlot.processed, "off", processed),
+                                                 (DelegateSlot.compile_specs, "off", specs)], at)
 
     def plan(self, plan: ExecutionPlan, at: str) -> int:
         name = self.string(plan.name)
@@ -179,11 +194,11 @@ class _Writer:
         delegates = self.tables([self.delegate(d, f"{at}.delegates[{i}]")
                                  for i, d in enumerate(plan.delegates)])
         sizes = self.scalars("i64", plan.non_const_buffer_sizes, f"{at}.non_const_buffer_sizes")
-        return self.table(len(_Plan), [
-            (_Plan.name, "off", name), (_Plan.values, "off", values), (_Plan.inputs, "off", inputs),
-            (_Plan.outputs, "off", outputs), (_Plan.chains, "off", chains),
-            (_Plan.operators, "off", operators), (_Plan.delegates, "off", delegates),
-            (_Plan.non_const_buffer_sizes, "off", sizes)], at)
+        return self.table(len(PlanSlot), [
+            (PlanSlot.name, "off", name), (PlanSlot.values, "off", values), (PlanSlot.inputs, "off", inputs),
+            (PlanSlot.outputs, "off", outputs), (PlanSlot.chains, "off", chains),
+            (PlanSlot.operators, "off", operators), (PlanSlot.delegates, "off", delegates),
+            (PlanSlot.non_const_buffer_sizes, "off", sizes)], at)
 
     def program(self, p: PteProgram) -> bytes:
         plans = self.tables([self.plan(plan, f"execution_plan[{i}]")
@@ -203,12 +218,12 @@ class _Writer:
         named = self.tables([self.table(2, [(0, "off", self.string(n.key)),
                                             (1, "u32", n.segment_index)], f"named_data[{i}]")
                              for i, n in enumerate(p.named_data)])
-        root = self.table(len(_Program), [
-            (_Program.version, "u32", p.version), (_Program.execution_plan, "off", plans),
-            (_Program.constant_buffer, "off", buffers),
-            (_Program.backend_delegate_data, "off", inline), (_Program.segments, "off", segments),
-            (_Program.constant_segment, "off", constant_segment),
-            (_Program.named_data, "off", named)], "Program")
+        root = self.table(len(ProgramSlot), [
+            (ProgramSlot.version, "u32", p.version), (ProgramSlot.execution_plan, "off", plans),
+            (ProgramSlot.constant_buffer, "off", buffers),
+            (ProgramSlot.backend_delegate_data, "off", inline), (ProgramSlot.segments, "off", segments),
+            (ProgramSlot.constant_segment, "off", constant_segment),
+            (ProgramSlot.named_data, "off", named)], "Program")
         self.b.Finish(root, file_identifier=FILE_IDENTIFIER)
         return bytes(self.b.Output())
 
@@ -244,8 +259,8 @@ def serialize(program: PteProgram, *, constants: Sequence[bytes] = (),
         if alignment < 1 or alignment & (alignment - 1):
             raise PteError(f"{what} {alignment} is not a power of two")
     for i, plan in enumerate(program.execution_plans):
-        _check_plan(plan, f"execution_plan[{i}]", len(constants) + 1,
-                    {DataLocation.INLINE: len(delegate_payloads)})
+        check_plan(plan, f"execution_plan[{i}]", len(constants) + 1,
+                   {DataLocation.INLINE: len(delegate_payloads)})
 
     # The constant segment: the empty placeholder, then each constant, padded to the
     # tensor alignment except the last.

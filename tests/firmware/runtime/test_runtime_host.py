@@ -131,7 +131,7 @@ def _program_size(data: bytes) -> int:
 def _unchecked_program(monkeypatch, plan_edit) -> bytes:
     """A one-kernel program edited by plan_edit and written without the Python
     writer's own cross-reference checks (it refuses such programs)."""
-    monkeypatch.setattr(writer, "_check_plan", lambda *args, **kwargs: None)
+    monkeypatch.setattr(writer, "check_plan", lambda *args, **kwargs: None)
     data, _ = single_kernel("aten::relu", "out", [In(np.ones((2, 2), np.float32))], (2, 2),
                              plan_edit=plan_edit)
     return data
