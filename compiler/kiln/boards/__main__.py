@@ -1,0 +1,7 @@
+"""``python -m kiln.boards``: see kiln.boards.loader."""
+
+import sys
+
+from kiln.boards.loader import main
+
+sys.exit(main())
