@@ -8,7 +8,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from kiln import boards, paths
-from kiln.boards import loader
+from kiln.boards import catalogue
 from kiln.errors import BoardError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,7 +231,7 @@ def _boards_dir(tmp_path: Path, monkeypatch, files: dict[str, str]) -> Path:
     for name, text in {"corstone-300": CORSTONE_300.read_text(), **files}.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "board.toml").write_text(text)
-    monkeypatch.setattr(loader, "BOARDS_DIR", tmp_path)
+    monkeypatch.setattr(catalogue, "BOARDS_DIR", tmp_path)
     return tmp_path
 
 

@@ -1,7 +1,7 @@
-"""``python -m kiln.boards``: see kiln.boards.loader."""
+"""``python -m kiln.boards``: see kiln.boards.command."""
 
 import sys
 
-from kiln.boards.loader import main
+from kiln.boards.command import main
 
 sys.exit(main())

@@ -1,0 +1,78 @@
+"""The boards kiln knows (one folder each under boards/) and the NPU targets they have: a
+target name such as ``ethos-u55-128`` maps to its reference board, or, asked, to another
+board with that NPU configuration.
+"""
+
+from __future__ import annotations
+
+from kiln import paths
+from kiln.boards.loader import load_board
+from kiln.boards.model import Board, Target
+from kiln.errors import BoardError, UsageError
+
+BOARDS_DIR = paths.BOARDS_DIR
+
+
+def board_names() -> list[str]:
+    return sorted(p.parent.name for p in BOARDS_DIR.glob("*/board.toml"))
+
+
+def load(name: str) -> Board:
+    if name not in board_names():
+        raise UsageError(f"unknown board {name!r} (known: {', '.join(board_names())})")
+    return load_board(BOARDS_DIR / name / "board.toml")
+
+
+def _on(board: Board, name: str) -> Target | None:
+    """Target `name` on `board`, or None when the board lacks that NPU configuration."""
+    for family in board.npu.families:
+        for macs in family.macs:
+            if f"{family.name}-{macs}" == name:
+                return Target(name, board, family, macs)
+    return None
+
+
+def targets() -> dict[str, Target]:
+    """Every NPU target kiln knows, each on its reference board: the one description with
+    `reference = true` that has the configuration (every configuration of any board needs one)."""
+    found: dict[str, Target] = {}
+    described: dict[str, Board] = {}
+    for name in board_names():
+        board = load(name)
+        for target_name in board.configurations():
+            described.setdefault(target_name, board)
+            if not board.reference:
+                continue
+            if target_name in found:
+                raise BoardError(f"{board.path}: reference: target {target_name} already has reference board "
+                                 f"{found[target_name].board.name}; one board is a target's reference")
+            found[target_name] = _on(board, target_name)
+    for target_name, board in described.items():
+        if target_name not in found:
+            raise BoardError(f"{board.path}: npu.family: target {target_name} has no reference board; describe "
+                             "it on a board with `reference = true`")
+    return found
+
+
+def boards_with(target_name: str) -> list[Board]:
+    """Every board that has NPU configuration `target_name`, the reference board first."""
+    reference = target(target_name).board
+    return [reference] + [b for b in map(load, board_names()) if b.name != reference.name
+                          and _on(b, target_name) is not None]
+
+
+def target(name: str, board: str | None = None) -> Target:
+    """Target `name` on `board` (default: its reference board). A UsageError for an unknown
+    target or board, or a board without that NPU configuration (naming what it has)."""
+    known = targets()
+    if name not in known:
+        raise UsageError(f"unknown target {name!r} (known: {', '.join(known)})")
+    if board is None or board == known[name].board.name:
+        return known[name]
+    described = load(board)
+    on_board = _on(described, name)
+    if on_board is None:
+        others = ", ".join(b.name for b in boards_with(name))
+        raise UsageError(f"board {board} has no {name} NPU: it has {', '.join(described.configurations())}; "
+                         f"build for one of those, or for {name} on {others}")
+    return on_board
