@@ -27,13 +27,13 @@ from kiln.boards.command import main
 from kiln.boards.generators import c_header, cmake_fragment, generate, linker_script
 from kiln.boards.loader import OWN_KEYS, SCHEMA_VERSION, UNVERIFIED_SECTIONS, load_board
 from kiln.boards.model import (DEFAULT_TOOLCHAIN, FLASH_METHODS, FVP_PLACEHOLDERS, PURPOSES, SINGLE_PURPOSES,
-                               STACK_ALIGNMENT, TOOLCHAINS, UART_DRIVERS, UART_KINDS, VELA_MEMORY_MODES, Board, Cmsis,
-                               Cpu, Flash, MemoryRegion, Npu, NpuFamily, Target, Uart, check_stack_size)
+                               STACK_ALIGNMENT, TOOLCHAINS, UART_DRIVERS, UART_KINDS, VELA_MEMORY_MODES, Board,
+                               BoardFamily, Cmsis, Cpu, Flash, MemoryRegion, Npu, Target, Uart, check_stack_size)
 
 __all__ = [
     "BOARDS_DIR", "DEFAULT_TOOLCHAIN", "FLASH_METHODS", "FVP_PLACEHOLDERS", "OWN_KEYS", "PURPOSES", "SCHEMA_VERSION",
     "SINGLE_PURPOSES", "STACK_ALIGNMENT", "TOOLCHAINS", "UART_DRIVERS", "UART_KINDS", "UNVERIFIED_SECTIONS",
-    "VELA_MEMORY_MODES", "Board", "Cmsis", "Cpu", "Flash", "MemoryRegion", "Npu", "NpuFamily", "Target", "Uart",
+    "VELA_MEMORY_MODES", "Board", "BoardFamily", "Cmsis", "Cpu", "Flash", "MemoryRegion", "Npu", "Target", "Uart",
     "board_names", "boards_with", "c_header", "check_stack_size", "cmake_fragment", "generate", "linker_script", "load",
     "load_board", "main", "target", "targets",
 ]

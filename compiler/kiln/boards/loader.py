@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from kiln.boards.model import (DEFAULT_TOOLCHAIN, FLASH_METHODS, FVP_PLACEHOLDERS, PURPOSES, SINGLE_PURPOSES,
-                               TOOLCHAINS, UART_KINDS, VELA_MEMORY_MODES, Board, Cmsis, Cpu, Flash, MemoryRegion,
-                               Npu, NpuFamily, Uart, check_stack_size)
+                               TOOLCHAINS, UART_KINDS, VELA_MEMORY_MODES, Board, BoardFamily, Cmsis, Cpu, Flash,
+                               MemoryRegion, Npu, Uart, check_stack_size)
 from kiln.errors import BoardError, UsageError
 
 SCHEMA_VERSION = 1
@@ -347,7 +347,7 @@ def _read_npu(t: _Table) -> Npu:
         if memory_mode not in memory_modes:
             f.fail(f.field("memory_mode"), f"{memory_mode!r} is not one of memory_modes {list(memory_modes)}")
         families.append(
-            NpuFamily(
+            BoardFamily(
                 name=name,
                 macs=tuple(macs),
                 system_config=f.string("system_config"),

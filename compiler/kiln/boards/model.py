@@ -86,7 +86,11 @@ class Uart:
 
 
 @dataclass(frozen=True)
-class NpuFamily:
+class BoardFamily:
+    """One NPU family as one board has it ([[npu.family]]): the MAC configurations it is built
+    with, Vela's defaults and the memory modes on this board, and the FVP that models it.
+    What the family itself can do, on any board, is the compiler's business, not the board's."""
+
     name: str  # "ethos-u55"
     macs: tuple[int, ...]
     system_config: str  # Vela's default --system-config for this family
@@ -99,7 +103,7 @@ class NpuFamily:
 class Npu:
     base: int  # the register window's address as the firmware uses it (secure)
     irq: int
-    families: tuple[NpuFamily, ...]
+    families: tuple[BoardFamily, ...]
     ns_alias: int | None = None  # the same window's non-secure alias, if the board has one
 
     @property
@@ -173,7 +177,7 @@ class Target:
 
     name: str
     board: Board
-    family: NpuFamily
+    family: BoardFamily
     macs: int
 
     @property
