@@ -1,5 +1,6 @@
 """Board descriptions: validation, target mapping, and what the generated files do."""
 
+import os
 import subprocess
 import tomllib
 from pathlib import Path
@@ -90,6 +91,28 @@ def test_malformed_description_names_the_field(tmp_path, old, new, message):
     with pytest.raises(BoardError, match=message) as error:
         boards.load_board(path)
     assert str(path) in str(error.value)
+
+
+def test_a_description_is_read_once_and_an_edit_is_seen(tmp_path):
+    """load_board keeps the Board it made of a file; an edit, even one that keeps the file's
+    size and modification time, is read again."""
+    text = CORSTONE_300.read_text()
+    path = _write(tmp_path, text)
+    first = boards.load_board(path)
+    assert boards.load_board(path) is first and first.uart.baud == 115_200
+    before = path.stat()
+    path.write_text(text.replace("baud = 115_200", "baud = 115_201", 1))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert boards.load_board(path).uart.baud == 115_201
+
+
+def test_an_edit_of_what_a_description_extends_is_seen(tmp_path, monkeypatch):
+    folder = _boards_dir(tmp_path, monkeypatch, {"child": CHILD})
+    assert boards.load("child").uart.baud == 115_200
+    parent = folder / "corstone-300" / "board.toml"
+    parent.write_text(parent.read_text().replace("baud = 115_200", "baud = 57_600", 1))
+    assert boards.load("child").uart.baud == 57_600
 
 
 def test_check_command_rejects_a_malformed_file_in_one_line(tmp_path):

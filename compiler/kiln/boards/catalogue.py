@@ -23,6 +23,11 @@ def load(name: str) -> Board:
     return load_board(BOARDS_DIR / name / "board.toml")
 
 
+def _described() -> list[Board]:
+    """Every board, in name order (each read once per process: see load_board)."""
+    return [load_board(BOARDS_DIR / name / "board.toml") for name in board_names()]
+
+
 def _on(board: Board, name: str) -> Target | None:
     """Target `name` on `board`, or None when the board lacks that NPU configuration."""
     for family in board.npu.families:
@@ -37,8 +42,7 @@ def targets() -> dict[str, Target]:
     `reference = true` that has the configuration (every configuration of any board needs one)."""
     found: dict[str, Target] = {}
     described: dict[str, Board] = {}
-    for name in board_names():
-        board = load(name)
+    for board in _described():
         for target_name in board.configurations():
             described.setdefault(target_name, board)
             if not board.reference:
@@ -57,7 +61,7 @@ def targets() -> dict[str, Target]:
 def boards_with(target_name: str) -> list[Board]:
     """Every board that has NPU configuration `target_name`, the reference board first."""
     reference = target(target_name).board
-    return [reference] + [b for b in map(load, board_names()) if b.name != reference.name
+    return [reference] + [b for b in _described() if b.name != reference.name
                           and _on(b, target_name) is not None]
 
 

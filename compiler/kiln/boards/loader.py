@@ -7,6 +7,7 @@ FPGA image of that subsystem, say) and state only what differs; see ``_inherit``
 
 from __future__ import annotations
 
+import io
 import re
 import string
 import tomllib
@@ -114,9 +115,13 @@ def _describe(value: object) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def _read_toml(path: Path) -> dict:
+def _read_toml(path: Path, read: list[tuple[Path, bytes]]) -> dict:
+    """The TOML at `path`, its bytes appended to `read`."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        read.append((path, raw))
+        # decoded as Path.read_text decodes (universal newlines), then parsed
+        return tomllib.loads(io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read())
     except FileNotFoundError:
         raise BoardError(f"{path}: no such board description") from None
     except tomllib.TOMLDecodeError as error:
@@ -125,8 +130,9 @@ def _read_toml(path: Path) -> dict:
         raise BoardError(f"{path}: not UTF-8 text (byte {error.start}); restore the board description") from None
 
 
-def _inherit(data: dict, path: Path, seen: tuple[str, ...] = ()) -> dict:
-    """`data` (board.toml at `path`) with what it extends filled in.
+def _inherit(data: dict, path: Path, read: list[tuple[Path, bytes]], seen: tuple[str, ...] = ()) -> dict:
+    """`data` (board.toml at `path`) with what it extends filled in; each file read is appended
+    to `read` with its bytes.
 
     ``extends = "NAME"`` starts from boards/NAME/board.toml (itself resolved first), less
     that description's OWN_KEYS. Tables merge key by key; arrays of tables whose entries
@@ -146,7 +152,7 @@ def _inherit(data: dict, path: Path, seen: tuple[str, ...] = ()) -> dict:
     parent_path = path.parent.parent / parent_name / "board.toml"
     if not parent_path.is_file():
         raise BoardError(f"{path}: extends: no board {parent_name!r} ({parent_path} is missing)")
-    parent = _inherit(_read_toml(parent_path), parent_path, (*seen, data.get("name", path.parent.name)))
+    parent = _inherit(_read_toml(parent_path, read), parent_path, read, (*seen, data.get("name", path.parent.name)))
     merged = _merge({k: v for k, v in parent.items() if k not in OWN_KEYS},
                     {k: v for k, v in data.items() if k != "drop"})
     drop = data.get("drop", [])
@@ -201,9 +207,36 @@ def _drop(node: object, parts: list[str]) -> bool:
     return _drop(node[head], rest)
 
 
+# What load_board read, by path: the bytes of every file (the description and what it
+# extends) and the Board made of them. Entries live as long as the process.
+_LOADED: dict[Path, tuple[tuple[tuple[Path, bytes], ...], Board]] = {}
+
+
 def load_board(path: Path) -> Board:
-    """Reads and validates one board.toml (and what it extends); raises BoardError naming the field."""
-    data = _inherit(_read_toml(path), path)
+    """Reads and validates one board.toml (and what it extends); raises BoardError naming the field.
+
+    Parsed and validated once per process: a later call re-reads the files and returns the
+    same Board while their bytes are the ones it was made of (a file's size and mtime can
+    stay the same through an edit, so they are not enough), else reads it again."""
+    cached = _LOADED.get(path)
+    if cached is not None and all(_bytes(p) == raw for p, raw in cached[0]):
+        return cached[1]
+    read: list[tuple[Path, bytes]] = []
+    board = _validated(path, read)
+    _LOADED[path] = (tuple(read), board)
+    return board
+
+
+def _bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _validated(path: Path, read: list[tuple[Path, bytes]]) -> Board:
+    """The Board of the board.toml at `path`; each file read is appended to `read` with its bytes."""
+    data = _inherit(_read_toml(path, read), path, read)
     top = _Table(data, "", path)
     schema = top.integer("schema")
     if schema != SCHEMA_VERSION:
