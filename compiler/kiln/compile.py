@@ -107,8 +107,8 @@ def load_calibration(path: Path | None, example: tuple[torch.Tensor, ...]) -> li
 
 def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibration: Path | None = None,
                   log=print) -> Result:
-    spec = spec.resolved()
     target = boards.target(spec.target, spec.board)
+    spec = spec.resolved(target)
     stage = _Stages()
     with stage("load"):
         loaded = model if isinstance(model, frontend.LoadedModel) else frontend.load_model(model)

@@ -10,7 +10,7 @@ from elftools.elf.elffile import ELFFile
 
 from kiln import boards, paths
 from kiln.boards import catalogue
-from kiln.errors import BoardError, UsageError
+from kiln.errors import BoardError, InternalError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 CORSTONE_300 = ROOT / "boards" / "corstone-300" / "board.toml"
@@ -247,6 +247,15 @@ def test_a_target_is_built_for_its_reference_board_unless_another_is_asked_for()
                                 "those, or for ethos-u85-256 on corstone-320, alif-e8")
     with pytest.raises(UsageError, match="unknown board 'alif-e9'"):
         boards.target("ethos-u85-256", "alif-e9")
+
+
+def test_resolve_takes_a_name_or_the_target_already_resolved():
+    on_an552 = boards.target("ethos-u55-128", "mps3-an552")
+    assert boards.resolve(on_an552) is on_an552 and boards.resolve(on_an552, "mps3-an552") is on_an552
+    assert boards.resolve("ethos-u55-128", "mps3-an552") == on_an552
+    assert boards.resolve("ethos-u55-128").board.name == "corstone-300"
+    with pytest.raises(InternalError, match="ethos-u55-128 on mps3-an552 was passed with board corstone-300"):
+        boards.resolve(on_an552, "corstone-300")
 
 
 def _boards_dir(tmp_path: Path, monkeypatch, files: dict[str, str]) -> Path:

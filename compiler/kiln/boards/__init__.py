@@ -22,7 +22,7 @@ Only the standard library is used, so CMake can run ``python -m kiln.boards``
 early in a configure.
 """
 
-from kiln.boards.catalogue import BOARDS_DIR, board_names, boards_with, load, target, targets
+from kiln.boards.catalogue import BOARDS_DIR, board_names, boards_with, load, resolve, target, targets
 from kiln.boards.command import main
 from kiln.boards.generators import c_header, cmake_fragment, generate, linker_script
 from kiln.boards.loader import OWN_KEYS, SCHEMA_VERSION, UNVERIFIED_SECTIONS, load_board
@@ -35,5 +35,5 @@ __all__ = [
     "SINGLE_PURPOSES", "STACK_ALIGNMENT", "TOOLCHAINS", "UART_DRIVERS", "UART_KINDS", "UNVERIFIED_SECTIONS",
     "VELA_MEMORY_MODES", "Board", "BoardFamily", "Cmsis", "Cpu", "Flash", "MemoryRegion", "Npu", "Target", "Uart",
     "board_names", "boards_with", "c_header", "check_stack_size", "cmake_fragment", "generate", "linker_script", "load",
-    "load_board", "main", "target", "targets",
+    "load_board", "main", "resolve", "target", "targets",
 ]

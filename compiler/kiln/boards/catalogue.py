@@ -8,7 +8,7 @@ from __future__ import annotations
 from kiln import paths
 from kiln.boards.loader import load_board
 from kiln.boards.model import Board, Target
-from kiln.errors import BoardError, UsageError
+from kiln.errors import BoardError, InternalError, UsageError
 
 BOARDS_DIR = paths.BOARDS_DIR
 
@@ -28,15 +28,6 @@ def _described() -> list[Board]:
     return [load_board(BOARDS_DIR / name / "board.toml") for name in board_names()]
 
 
-def _on(board: Board, name: str) -> Target | None:
-    """Target `name` on `board`, or None when the board lacks that NPU configuration."""
-    for family in board.npu.families:
-        for macs in family.macs:
-            if f"{family.name}-{macs}" == name:
-                return Target(name, board, family, macs)
-    return None
-
-
 def targets() -> dict[str, Target]:
     """Every NPU target kiln knows, each on its reference board: the one description with
     `reference = true` that has the configuration (every configuration of any board needs one)."""
@@ -50,7 +41,7 @@ def targets() -> dict[str, Target]:
             if target_name in found:
                 raise BoardError(f"{board.path}: reference: target {target_name} already has reference board "
                                  f"{found[target_name].board.name}; one board is a target's reference")
-            found[target_name] = _on(board, target_name)
+            found[target_name] = board.target(target_name)
     for target_name, board in described.items():
         if target_name not in found:
             raise BoardError(f"{board.path}: npu.family: target {target_name} has no reference board; describe "
@@ -62,7 +53,7 @@ def boards_with(target_name: str) -> list[Board]:
     """Every board that has NPU configuration `target_name`, the reference board first."""
     reference = target(target_name).board
     return [reference] + [b for b in _described() if b.name != reference.name
-                          and _on(b, target_name) is not None]
+                          and b.target(target_name) is not None]
 
 
 def target(name: str, board: str | None = None) -> Target:
@@ -74,9 +65,20 @@ def target(name: str, board: str | None = None) -> Target:
     if board is None or board == known[name].board.name:
         return known[name]
     described = load(board)
-    on_board = _on(described, name)
+    on_board = described.target(name)
     if on_board is None:
         others = ", ".join(b.name for b in boards_with(name))
         raise UsageError(f"board {board} has no {name} NPU: it has {', '.join(described.configurations())}; "
                          f"build for one of those, or for {name} on {others}")
     return on_board
+
+
+def resolve(target_or_name: Target | str, board: str | None = None) -> Target:
+    """The Target a caller resolved already, as it is; else target(target_or_name, board). For
+    functions a caller may hand either, so a name is turned into a Target once per command."""
+    if not isinstance(target_or_name, Target):
+        return target(target_or_name, board)
+    if board is not None and board != target_or_name.board.name:
+        raise InternalError(f"target {target_or_name.name} on {target_or_name.board.name} was passed with "
+                            f"board {board}")
+    return target_or_name

@@ -169,6 +169,14 @@ class Board:
         """The target names of every NPU configuration this board has ("ethos-u55-128", ...)."""
         return [f"{f.name}-{m}" for f in self.npu.families for m in f.macs]
 
+    def target(self, name: str) -> Target | None:
+        """NPU configuration `name` ("ethos-u55-128") on this board, or None when it lacks it."""
+        for family in self.npu.families:
+            for macs in family.macs:
+                if f"{family.name}-{macs}" == name:
+                    return Target(name, self, family, macs)
+        return None
+
 
 @dataclass(frozen=True)
 class Target:

@@ -165,13 +165,14 @@ def _compile_report(path: Path) -> dict:
     return report
 
 
-def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
+def plan(pte_path: Path, target: boards.Target | str, memory_mode: str | None = None,
          system_config: str | None = None, check_target: bool = True, stack_size: int | None = None,
          board: str | None = None) -> Plan:
-    """`stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
+    """`target`: its name, or the Target a caller has already (see boards.resolve).
+    `stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
     the build links exactly this one, so the planned buffers' fit in "data" uses it too.
     `board`: a board with the target's NPU configuration (default: the target's reference board)."""
-    target = boards.target(target_name, board)
+    target = boards.resolve(target, board)
     stack_size = boards.check_stack_size(target.board, target.board.stack_size if stack_size is None else stack_size)
     try:
         data = pte_path.read_bytes()
@@ -187,7 +188,7 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
             raise RunnerBuildError(f"{pte_path}: operator {i} is named {op.name!r}, overload {op.overload!r}: "
                                    "not an operator name (the .pte is damaged)")
     specs = [ethosu_payload.compile_specs(d) for d in program.delegates]
-    payloads = _payloads(f, program, specs, target_name, check_target)
+    payloads = _payloads(f, program, specs, target.name, check_target)
     modes = {m for m in map(ethosu_payload.compiled_memory_mode, specs) if m}
     if len(modes) > 1:
         raise RunnerBuildError(f"{pte_path.name}'s delegates were compiled for different memory modes: {sorted(modes)}")
@@ -516,12 +517,13 @@ def default_output(pte_path: Path, target: boards.Target, memory_mode: str) -> P
     return paths.build_root() / "runner" / f"{pte_path.stem}-{target.name}-{memory_mode}{on}"
 
 
-def build_runner(pte_path: Path, target: str, memory_mode: str | None = None, system_config: str | None = None,
-                 build_type: str = "Release", output: Path | None = None, default_inputs: list[bytes] = (),
-                 check_target: bool = True, bake: Path | None = None, echo=print,
-                 stack_size: int | None = None, board: str | None = None) -> Path:
-    """Plans, generates, builds and reports; returns the ELF. `stack_size`: the main
-    stack in bytes (default: the board's); `board`: default the target's reference board."""
+def build_runner(pte_path: Path, target: boards.Target | str, memory_mode: str | None = None,
+                 system_config: str | None = None, build_type: str = "Release", output: Path | None = None,
+                 default_inputs: list[bytes] = (), check_target: bool = True, bake: Path | None = None,
+                 echo=print, stack_size: int | None = None, board: str | None = None) -> Path:
+    """Plans, generates, builds and reports; returns the ELF. `target`: its name or its Target;
+    `stack_size`: the main stack in bytes (default: the board's); `board`: default the target's
+    reference board."""
     if build_type not in ("Release", "Debug"):
         raise UsageError(f"build type {build_type!r} is not Release or Debug")
     p = plan(Path(pte_path), target, memory_mode, system_config, check_target, stack_size, board)
