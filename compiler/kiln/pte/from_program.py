@@ -1,4 +1,5 @@
-"""Turns kiln's program into .pte bytes (kiln.pte.schema holds the format itself).
+"""kiln's compiled program (kiln.program.builder.Program and its delegates' Vela results) as a
+.pte: the PteProgram it makes, written by kiln.pte.writer (kiln.pte.schema holds the format).
 
 Each delegate is "EthosUBackend" with the vela_bin_stream payload. The TOSA
 graph each delegate was compiled from travels as named data under kiln.pte.schema's
@@ -26,39 +27,17 @@ COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"),
                  (ethosu_payload.FAST_SCRATCH_SPEC, "{fast_scratch_size}"))
 
 
+# kiln's value kinds (kiln.program.builder) that box one value: its .pte value type and the
+# Python type of what it holds.
+_BOXED = {"int": (Int, int), "double": (Double, float), "string": (String, str), "bool": (Bool, bool),
+          "int_list": (IntList, list), "double_list": (DoubleList, list), "tensor_list": (TensorList, list)}
+
+
 def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], target: str,
           memory_mode: str) -> bytes:
-    values: list[EValue] = []
-    constants: list[bytes] = []
-    for ev in program.values:
-        if ev.kind == "tensor":
-            v = ev.value
-            scalar_type = SCALAR_TYPES[v.dtype]
-            common = dict(scalar_type=scalar_type, sizes=list(v.shape), dim_order=list(range(len(v.shape))))
-            if v.is_constant:
-                constants.append(np.ascontiguousarray(v.data).tobytes())
-                values.append(Tensor(**common, data_buffer_idx=len(constants)))
-            else:
-                offset = program.offsets[id(v)]
-                values.append(Tensor(**common, allocation_info=AllocationInfo.at(PLANNED_MEMORY_ID, offset)))
-        elif ev.kind == "int":
-            values.append(Int(int(ev.value)))
-        elif ev.kind == "double":
-            values.append(Double(float(ev.value)))
-        elif ev.kind == "string":
-            values.append(String(str(ev.value)))
-        elif ev.kind == "bool":
-            values.append(Bool(bool(ev.value)))
-        elif ev.kind == "null":
-            values.append(Null())
-        elif ev.kind == "int_list":
-            values.append(IntList(list(ev.value)))
-        elif ev.kind == "double_list":
-            values.append(DoubleList(list(ev.value)))
-        elif ev.kind == "tensor_list":
-            values.append(TensorList(list(ev.value)))
-        else:
-            raise ValueError(f"unknown value kind {ev.kind}")
+    """The .pte of `program`: plan "forward" with its values and one chain of its instructions, an
+    EthosUBackend delegate per Vela result (in order), and each delegate's TOSA graph as named data."""
+    values, constants = _values(program)
     instructions = [
         KernelCall(i.index, i.args) if i.kind == "kernel" else DelegateCall(i.index, i.args)
         for i in program.instructions
@@ -83,6 +62,31 @@ def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], t
     )
     named = {TOSA_KEY.format(i): t for i, t in enumerate(tosa)}
     return serialize(PteProgram([plan]), constants=constants, delegate_payloads=payloads, named_data=named)
+
+
+def _values(program: Program) -> tuple[list[EValue], list[bytes]]:
+    """The plan's values, and the data of its constant tensors (data_buffer_idx i is constants[i - 1])."""
+    values: list[EValue] = []
+    constants: list[bytes] = []
+    for ev in program.values:
+        if ev.kind == "tensor":
+            v = ev.value
+            scalar_type = SCALAR_TYPES[v.dtype]
+            common = dict(scalar_type=scalar_type, sizes=list(v.shape), dim_order=list(range(len(v.shape))))
+            if v.is_constant:
+                constants.append(np.ascontiguousarray(v.data).tobytes())
+                values.append(Tensor(**common, data_buffer_idx=len(constants)))
+            else:
+                offset = program.offsets[id(v)]
+                values.append(Tensor(**common, allocation_info=AllocationInfo.at(PLANNED_MEMORY_ID, offset)))
+        elif ev.kind == "null":
+            values.append(Null())
+        elif ev.kind in _BOXED:
+            kind, content = _BOXED[ev.kind]
+            values.append(kind(content(ev.value)))
+        else:
+            raise ValueError(f"unknown value kind {ev.kind}")
+    return values, constants
 
 
 def payload(result: VelaResult) -> bytes:
