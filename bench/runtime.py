@@ -1,7 +1,8 @@
 """Figures for kiln's runtime on the board: per model, the executor runner's code by part
-(runtime core = loader + executor + Ethos-U delegate + driver), the RAM it uses beyond
-the planned buffers and the Ethos-U scratch, NPU PMU cycles and CPU instructions per
-inference, and the virtual platform's wall time for a batch of inferences.
+(runtime core = loader + executor + Ethos-U delegate + driver, each shown, and the error
+text beside it), the RAM it uses beyond the planned buffers and the Ethos-U scratch, NPU
+PMU cycles and CPU instructions per inference, and the virtual platform's wall time for a
+batch of inferences.
 
     .venv/bin/python bench/runtime.py [--models digits,tiny_cnn,ds_cnn] [--target ethos-u55-128] [--samples 16]
         [--io float|int8] [--profile]
@@ -68,9 +69,11 @@ def bench(model: str, target: str, samples: int, io: str, profile: bool, work: P
     if result.status != 0 or result.cpu_instructions is None:
         raise SystemExit(f"{model}: the runner exited {result.status}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
     code = {part: v["code"] for part, v in report["parts"].items()}
+    core = {part: v["code"] for part, v in report["core_parts"].items()}
     breakdown = [line.removeprefix("kiln: ") for line in result.stderr.splitlines()
                  if line.startswith("kiln:   ") or line.startswith("kiln: instructions inside")]
-    return {"model": model, "pte": report["pte"]["size"], "code": code, "ram_extra": ram_beyond_buffers(report),
+    return {"model": model, "pte": report["pte"]["size"], "code": code, "core": core,
+            "ram_extra": ram_beyond_buffers(report),
             "buffers": sum(b["size"] for b in report["buffers"]), "npu_cycles": int(np.mean(result.npu_cycles)),
             "instructions": result.cpu_instructions, "cpu_ops": cpu_ops, "delegates": len(compiled.report["delegates"]),
             "seconds": result.seconds, "samples": samples, "breakdown": breakdown}
@@ -103,6 +106,14 @@ def main():
     print("runtime core = loader + executor + EthosUBackend + driver (goal <= 20,480); RAM extra = all data and "
           "bss but the planned buffers and scratch, stack excluded (goal <= 4,096); CPU instr = instructions per "
           "inference in Method::execute() on the virtual platform")
+    core_parts = [part for part, _ in runner_build.CORE_PARTS]
+    print("\nruntime core by part, bytes of code (text + rodata):")
+    print(f"{'model':<16} " + " ".join(f"{p:>9}" for p in core_parts) + f" {'core':>9} {'error text':>10}")
+    for r in rows:
+        print(f"{r['model']:<16} " + " ".join(f"{r['core'].get(p, 0):>9,}" for p in core_parts) +
+              f" {r['code'].get(runner_build.CORE, 0):>9,} {r['code'].get('error text', 0):>10,}")
+    print("loader = Program::load's verification and Program's accessors; executor = Method; error text = every "
+          "error's name and the printer, counted apart from the core")
     delegated = [r for r in rows if r["cpu_ops"] == 0]
     if args.io == "int8" and delegated:
         worst = max(delegated, key=lambda r: max(r["instructions"]))

@@ -233,6 +233,24 @@ def test_the_stack_override_reaches_the_link_and_the_plan(work, tmp_path):
     assert board.stack_size == 0x8000  # boards/corstone-300/board.toml
 
 
+# The runtime core's budget in bytes of code (issue 5; ExecuTorch's core is about 50 KB):
+# loader + executor + Ethos-U delegate + driver, as the runner's size report counts them.
+CORE_BUDGET = 20_480
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_the_runtime_core_of_the_digits_runner_fits_its_budget(work, tmp_path, target):
+    """On both NPU families' reference boards (GCC for the Cortex-M55, clang for the M85), with
+    every check the core makes; the report lists the core's parts, which add up to it."""
+    out = tmp_path / "runner"
+    runner_build.build_runner(compiled(work, "digits", target), target, output=out, echo=lambda *a, **k: None)
+    report = json.loads((out / "memory_report.json").read_text())
+    core = report["parts"][runner_build.CORE]["code"]
+    assert list(report["core_parts"]) == [name for name, _ in runner_build.CORE_PARTS]
+    assert sum(part["code"] for part in report["core_parts"].values()) == core
+    assert 0 < core <= CORE_BUDGET, report["core_parts"]
+
+
 def test_a_cpu_only_program_runs(work, builder, tmp_path):
     pte_path = compiled(work, "tiny_cnn", delegate=False)
     assert not deserialize(pte_path.read_bytes()).program.execution_plans[0].delegates

@@ -390,19 +390,29 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
 
 # --- The size and memory report --------------------------------------------------------
 
-# Which part of the image an input object belongs to, by its archive (else: the app).
-# The runtime core is the loader/executor, the Ethos-U delegate and the driver; the
-# error text (every error's name and the printer) is linked beside it for the UART.
-PARTS = (("runtime core", ("libkiln_runtime.a", "libkiln_delegate_ethosu.a", "libkiln_ethosu.a")),
-         ("error text", ("libkiln_error_text.a",)),
-         ("platform", ("libkiln_platform.a",)),
-         ("kernels", ("libkiln_kernels.a", "kernel_table")),
-         ("model", ("model_pte", "model_memory")),
-         ("C/C++ library", ("libc", "libgcc", "libstdc++", "libm", "libnosys")))
+# The runtime core's parts, by the archive and object an input section comes from: the
+# loader (Program::load's verification pass and Program's accessors), the executor (Method),
+# the Ethos-U delegate and the driver. The runtime core is their sum. The first part with a
+# marker in the origin is its part.
+CORE = "runtime core"
+CORE_PARTS = (("loader", ("libkiln_runtime.a(fb.cpp", "libkiln_runtime.a(program.cpp")),
+              ("executor", ("libkiln_runtime.a(",)),  # method.cpp, support.cpp
+              ("delegate", ("libkiln_delegate_ethosu.a(",)),
+              ("driver", ("libkiln_ethosu.a(",)))
+# The other parts of the image, by archive (else: the runner app). The error text (every
+# error's name and the printer) is linked beside the core for the UART.
+OTHER_PARTS = (("error text", ("libkiln_error_text.a",)),
+               ("platform", ("libkiln_platform.a",)),
+               ("kernels", ("libkiln_kernels.a", "kernel_table")),
+               ("model", ("model_pte", "model_memory")),
+               ("C/C++ library", ("libc", "libgcc", "libstdc++", "libm", "libnosys")))
+# The parts the report shows, in order (the runtime core as one, the sum of its parts).
+PARTS = ((CORE, tuple(marker for _, markers in CORE_PARTS for marker in markers)), *OTHER_PARTS)
 
 
 def _part(origin: str) -> str:
-    for part, markers in PARTS:
+    """The part an input object belongs to: one of the runtime core's, another, or the app."""
+    for part, markers in CORE_PARTS + OTHER_PARTS:
         if any(marker in origin for marker in markers):
             return part
     return "runner app"
@@ -413,7 +423,7 @@ _MAP_LINE = re.compile(r"^\s*(\.\S+)?\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S+\.(?
 
 def _map_parts(map_text: str, regions: list[boards.MemoryRegion]) -> dict:
     """Bytes per (region, part, kind) from the linker map's input sections; kind is
-    "code" (text/rodata), "data" (initialised) or "bss"."""
+    "code" (text/rodata), "data" (initialised) or "bss"; the runtime core's by its parts."""
     usage: dict = {}
     section = None
     in_map = False
@@ -487,13 +497,21 @@ def report(p: Plan, elf: Path, out: Path) -> str:
     stack_region = p.target.board.region_for("stack").name
     lines.append(f"  {'main stack (board.toml, or the override)':<40} {p.stack_size:>11,}  {stack_region}")
     lines += ["", "image by part, bytes (code = text + rodata; data = initialised; the .pte apart):"]
-    totals: dict[str, dict[str, int]] = {}
+    core_names = [name for name, _ in CORE_PARTS]
+    totals: dict[str, dict[str, int]] = {}  # per part, the runtime core as one
+    core: dict[str, dict[str, int]] = {}  # per part of the runtime core
     for (region, part, kind), size in parts.items():
-        totals.setdefault(part, {"code": 0, "data": 0, "bss": 0})[kind] += size
+        for table, name in ((core, part), (totals, CORE)) if part in core_names else ((totals, part),):
+            table.setdefault(name, {"code": 0, "data": 0, "bss": 0})[kind] += size
+
+    def line(name: str, t: dict[str, int], indent: str = "  ") -> str:
+        return f"{indent}{name:<{18 - len(indent)}} code {t['code']:>10,}  data {t['data']:>8,}  bss {t['bss']:>10,}"
+
     for part in [name for name, _ in PARTS] + ["runner app"]:
         if part in totals:
-            t = totals[part]
-            lines.append(f"  {part:<16} code {t['code']:>10,}  data {t['data']:>8,}  bss {t['bss']:>10,}")
+            lines.append(line(part, totals[part]))
+        if part == CORE:
+            lines += [line(name, core[name], "    ") for name in core_names if name in core]
     lines.append(f"  {'the .pte':<16} {p.pte_size:>15,}  in {p.pte_region}")
     text = "\n".join(lines) + "\n"
     (out / "memory_report.txt").write_text(text)
@@ -505,6 +523,7 @@ def report(p: Plan, elf: Path, out: Path) -> str:
                 "reference_data_left_out": p.pte_file_size - p.pte_size},
         "stack": {"size": p.stack_size, "region": stack_region},
         "parts": totals,
+        "core_parts": {name: core[name] for name in core_names if name in core},
     }, indent=2) + "\n")
     return text
 

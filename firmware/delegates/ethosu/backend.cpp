@@ -5,6 +5,7 @@
 
 #include "kiln/cpu.h"
 #include "kiln/platform.h"
+#include "kiln/runtime/try.h"
 
 namespace kiln::delegates::ethosu {
 namespace {
@@ -19,21 +20,23 @@ using runtime::Result;
 using runtime::Status;
 using runtime::Tensor;
 
-// Prints the one line every failure gets ("EthosUBackend: delegate <i>: <error>") and
-// passes the error on.
-Error failed(uint32_t delegate, const Error& error) {
-  kiln::print("EthosUBackend: delegate %u: ", unsigned(delegate));
-  runtime::print_error(error);
-  return error;
+// Prints the one line every failure gets ("EthosUBackend: delegate <i>: <error>"): init
+// and execute pass each failure of their checks (init_checked, run) through it.
+template <typename T>
+T reported(uint32_t delegate, T result) {
+  if (!result.ok()) {
+    kiln::print("EthosUBackend: delegate %u: ", unsigned(delegate));
+    runtime::print_error(result.error());
+  }
+  return result;
 }
 
-Error init_failed(uint32_t delegate, DelegateFault fault, uint32_t value) {
-  return failed(delegate, Error{ErrorCode::kDelegateInitFailed, static_cast<uint32_t>(fault), value});
+Error init_failed(DelegateFault fault, uint32_t value) {
+  return Error{ErrorCode::kDelegateInitFailed, static_cast<uint32_t>(fault), value};
 }
 
-Error bad_argument(uint32_t delegate, DelegateFault fault, size_t value) {
-  return failed(delegate, Error{ErrorCode::kDelegateBadArgument, static_cast<uint32_t>(fault),
-                                static_cast<uint32_t>(value)});
+Error bad_argument(DelegateFault fault, size_t value) {
+  return Error{ErrorCode::kDelegateBadArgument, static_cast<uint32_t>(fault), static_cast<uint32_t>(value)};
 }
 
 // The "kiln.fast_scratch_size" compile spec kiln writes (decimal bytes), or 0 when the
@@ -63,28 +66,23 @@ bool whole_lines(runtime::Span<uint8_t> buffer) {
   return (reinterpret_cast<uintptr_t>(buffer.data) | buffer.size) % kiln::cpu::kDcacheLine == 0;
 }
 
-Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
-  Context& context = *static_cast<Context*>(raw);
-  const uint32_t delegate = args.delegate_index;
+Result<void*> init_checked(Context& context, const runtime::BackendInitArgs& args) {
   if (context.used >= context.pool.size) {
-    return init_failed(delegate, DelegateFault::kPoolFull, static_cast<uint32_t>(context.pool.size));
+    return init_failed(DelegateFault::kPoolFull, static_cast<uint32_t>(context.pool.size));
   }
-  auto payload = parse_payload(args.payload.data, args.payload.size);
-  if (!payload.ok()) return failed(delegate, payload.error());
-  if (payload.value().scratch_size > context.scratch.size) {
-    return init_failed(delegate, DelegateFault::kScratchTooSmall, payload.value().scratch_size);
+  KILN_TRY(const Payload payload, parse_payload(args.payload.data, args.payload.size));
+  if (payload.scratch_size > context.scratch.size) {
+    return init_failed(DelegateFault::kScratchTooSmall, payload.scratch_size);
   }
   const uint32_t fast = fast_scratch_needed(args.compile_specs);
-  if (fast > context.fast_scratch.size) return init_failed(delegate, DelegateFault::kFastScratchTooSmall, fast);
-  auto stream = context.driver->check(payload.value().cmd, payload.value().cmd_size);
-  if (!stream.ok()) return failed(delegate, stream.error());
+  if (fast > context.fast_scratch.size) return init_failed(DelegateFault::kFastScratchTooSmall, fast);
+  KILN_TRY(const kiln::ethosu::CommandStream stream, context.driver->check(payload.cmd, payload.cmd_size));
   // Once per delegate: every access of the stream lies inside the buffers execute() gives.
   kiln::ethosu::RegionLimit limits[3];
-  region_limits(context, payload.value(), limits);
-  Status bounded = context.driver->check_bounds(stream.value(), limits, region_count(context));
-  if (!bounded.ok()) return failed(delegate, bounded.error());
+  region_limits(context, payload, limits);
+  KILN_CHECK(context.driver->check_bounds(stream, limits, region_count(context)));
   if (!whole_lines(context.scratch) || !whole_lines(context.fast_scratch)) {
-    return init_failed(delegate, DelegateFault::kScratchMisaligned, kiln::cpu::kDcacheLine);
+    return init_failed(DelegateFault::kScratchMisaligned, kiln::cpu::kDcacheLine);
   }
   // Cache maintenance done once (kiln/cpu.h states the rules): the command stream and
   // weights are constants of the .pte that only the NPU reads and nothing writes after
@@ -92,35 +90,33 @@ Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
   // and invalidated whole, so no dirty line left by earlier CPU writes (e.g. zeroing
   // .bss) is ever written back over the NPU's data. From here on the CPU writes in them
   // only the input bytes execute() cleans.
-  maintain_dcache(Cache::kClean, stream.value().words, stream.value().size_bytes);
-  maintain_dcache(Cache::kClean, payload.value().weights, payload.value().weights_size);
+  maintain_dcache(Cache::kClean, stream.words, stream.size_bytes);
+  maintain_dcache(Cache::kClean, payload.weights, payload.weights_size);
   maintain_dcache(Cache::kCleanInvalidate, context.scratch.data, context.scratch.size);
   maintain_dcache(Cache::kCleanInvalidate, context.fast_scratch.data, context.fast_scratch.size);
   DelegateState& state = context.pool[context.used++];
-  state.payload = payload.value();
-  state.stream = stream.value();
-  state.index = delegate;
+  state.payload = payload;
+  state.stream = stream;
+  state.index = args.delegate_index;
   return static_cast<void*>(&state);
+}
+
+Result<void*> init(void* raw, const runtime::BackendInitArgs& args) {
+  return reported(args.delegate_index, init_checked(*static_cast<Context*>(raw), args));
 }
 
 // Argument `arg` against the payload's tensor `io`: its byte size must match, and a
 // tensor the NPU writes (`written`) must not be one of the program's constants.
-Status check_tensor(uint32_t delegate, const Tensor& t, size_t arg, const IoTensor& io, bool written) {
-  if (written && t.constant) return bad_argument(delegate, DelegateFault::kConstantOutput, arg);
-  if (t.nbytes != io.bytes || t.data == nullptr) {
-    return bad_argument(delegate, DelegateFault::kArgumentSize, arg);
-  }
+Status check_tensor(const Tensor& t, size_t arg, const IoTensor& io, bool written) {
+  if (written && t.constant) return bad_argument(DelegateFault::kConstantOutput, arg);
+  if (t.nbytes != io.bytes || t.data == nullptr) return bad_argument(DelegateFault::kArgumentSize, arg);
   return Status();
 }
 
-Status execute(void* raw, void* handle, const DelegateArgs& args) {
-  Context& context = *static_cast<Context*>(raw);
-  const DelegateState& state = *static_cast<const DelegateState*>(handle);
+Status run(Context& context, const DelegateState& state, const DelegateArgs& args) {
   const Payload& p = state.payload;
   const size_t inputs = p.input_count;
-  if (args.size() != inputs + p.output_count) {
-    return bad_argument(state.index, DelegateFault::kArgumentCount, args.size());
-  }
+  if (args.size() != inputs + p.output_count) return bad_argument(DelegateFault::kArgumentCount, args.size());
   // Per run, the cache maintenance covers only what the CPU touches: each input's bytes
   // in the scratch, written by the copy below or by the app in place (input_place), are
   // cleaned before the run; each output's bytes are invalidated after it, before the
@@ -131,24 +127,21 @@ Status execute(void* raw, void* handle, const DelegateArgs& args) {
   for (uint32_t i = 0; i < p.input_count; ++i) {
     const IoTensor io = p.input(i);
     const Tensor& t = args[i];
-    Status ok = check_tensor(state.index, t, i, io, false);
-    if (!ok.ok()) return ok;
+    KILN_CHECK(check_tensor(t, i, io, false));
     uint8_t* place = context.scratch.data + io.offset;
     if (t.data != place) std::memcpy(place, t.data, io.bytes);
     maintain_dcache(Cache::kClean, place, io.bytes);
   }
   for (uint32_t o = 0; o < p.output_count; ++o) {
-    Status ok = check_tensor(state.index, args[inputs + o], inputs + o, p.output(o), true);
-    if (!ok.ok()) return ok;
+    KILN_CHECK(check_tensor(args[inputs + o], inputs + o, p.output(o), true));
   }
   const kiln::ethosu::Region regions[] = {
       {p.weights, p.weights_size},
       {context.scratch.data, p.scratch_size},
       {context.fast_scratch.data, context.fast_scratch.size},
   };
-  auto cycles = context.driver->run(state.stream, regions, region_count(context), context.options);
-  if (!cycles.ok()) return failed(state.index, cycles.error());
-  context.npu_cycles += cycles.value();
+  KILN_TRY(const uint64_t cycles, context.driver->run(state.stream, regions, region_count(context), context.options));
+  context.npu_cycles += cycles;
   context.runs += 1;
   context.pmu.add(context.driver->pmu_counts());
   for (uint32_t o = 0; o < p.output_count; ++o) {
@@ -158,6 +151,11 @@ Status execute(void* raw, void* handle, const DelegateArgs& args) {
     std::memcpy(args[inputs + o].data, place, io.bytes);
   }
   return Status();
+}
+
+Status execute(void* raw, void* handle, const DelegateArgs& args) {
+  const DelegateState& state = *static_cast<const DelegateState*>(handle);
+  return reported(state.index, run(*static_cast<Context*>(raw), state, args));
 }
 
 // Input `arg` of the delegate is read from its offset in the scratch.

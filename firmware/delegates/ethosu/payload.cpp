@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "kiln/runtime/try.h"
+
 namespace kiln::delegates::ethosu {
 namespace {
 
@@ -113,10 +115,7 @@ Result<IoRecords> read_ios(const BlockData& block, uint32_t scratch_size, uint64
   const uint32_t n = static_cast<uint32_t>(count);
   if (block.size != 4 + n * kIoRecordSize) return fault(PayloadFault::kIoBlockSize, block.size);
   const uint8_t* records = block.data + 4;
-  for (uint32_t i = 0; i < n; ++i) {
-    Status io = check_io(records + i * kIoRecordSize, scratch_size, at);
-    if (!io.ok()) return io.error();
-  }
+  for (uint32_t i = 0; i < n; ++i) KILN_CHECK(check_io(records + i * kIoRecordSize, scratch_size, at));
   return IoRecords{records, n};
 }
 
@@ -147,14 +146,11 @@ runtime::Result<Payload> parse_payload(const void* data, size_t size) {
   uint64_t pos = 0;
   for (int b = 0; b < kBlockCount; ++b) {
     if (pos + kHeaderSize > size) return fault(PayloadFault::kHeaderCutOff, pos);
-    auto block = read_block(base, size, pos, b);
-    if (!block.ok()) return block.error();
-    blocks[b] = block.value();
+    KILN_TRY(blocks[b], read_block(base, size, pos, b));
     pos += kHeaderSize + padded(blocks[b].size);
   }
   if (pos != size) return fault(PayloadFault::kTrailingBytes, pos);
-  Status contents = check_contents(blocks, size - kHeaderSize);
-  if (!contents.ok()) return contents.error();
+  KILN_CHECK(check_contents(blocks, size - kHeaderSize));
 
   Payload p;
   p.cmd = blocks[kCmdData].data;
@@ -162,14 +158,12 @@ runtime::Result<Payload> parse_payload(const void* data, size_t size) {
   p.weights = blocks[kWeightData].data;
   p.weights_size = blocks[kWeightData].size;
   p.scratch_size = load_u32(blocks[kScratchSize].data);
-  auto inputs = read_ios(blocks[kInputs], p.scratch_size, blocks[kInputs].data - base);
-  if (!inputs.ok()) return inputs.error();
-  auto outputs = read_ios(blocks[kOutputs], p.scratch_size, blocks[kOutputs].data - base);
-  if (!outputs.ok()) return outputs.error();
-  p.input_records = inputs.value().records;
-  p.input_count = inputs.value().count;
-  p.output_records = outputs.value().records;
-  p.output_count = outputs.value().count;
+  KILN_TRY(const IoRecords inputs, read_ios(blocks[kInputs], p.scratch_size, blocks[kInputs].data - base));
+  KILN_TRY(const IoRecords outputs, read_ios(blocks[kOutputs], p.scratch_size, blocks[kOutputs].data - base));
+  p.input_records = inputs.records;
+  p.input_count = inputs.count;
+  p.output_records = outputs.records;
+  p.output_count = outputs.count;
   return p;
 }
 

@@ -46,12 +46,12 @@
 // Sizes are below 2^16 per axis, so each product below is under 2^48 and each sum of a few
 // under 2^51: uint64_t never wraps.
 //
-// Cost: one pass over the stream, no memory beyond the stack frame. Counted on the
-// virtual platform (Cortex-M55, the runner's build; kiln run --count-instructions=
-// kiln::ethosu::check_stream_bounds, tests/fvp/test_npu_bounds_on_device.py): ds_cnn's stream of
-// 324 commands (452 words, 24 operations) takes 25,807 instructions, 80 per command on
-// average, once per delegate at init; a register command costs a decode and a store, an
-// operation a few hundred instructions for its boxes, weights and scales.
+// Cost: one pass over the stream, no memory beyond the stack frame (the registers: Regs,
+// 1.5 KiB). Counted on the virtual platform (Cortex-M55, the runner's build; kiln run
+// --count-instructions=kiln::ethosu::check_stream_bounds, tests/fvp/test_npu_bounds_on_device.py):
+// ds_cnn's stream of 324 commands (452 words, 24 operations) takes 22,948 instructions, 71 per
+// command on average, once per delegate at init; a register command costs a decode and a
+// store, an operation a few hundred instructions for its boxes, weights and scales.
 #include <cstddef>
 #include <cstdint>
 
@@ -66,36 +66,55 @@ namespace c = reg::cmd;
 
 constexpr uint64_t kLow32 = 0xFFFF'FFFFu;
 
-// The registers the accesses depend on; unset registers read as zero, as after reset.
-struct FeatureMapRegs {
-  uint64_t base[c::kTiles] = {};
-  uint64_t stride_x = 0, stride_y = 0, stride_c = 0;
-  uint32_t region = 0, precision = 0;
-  uint32_t width0_m1 = 0, height0_m1 = 0, height1_m1 = 0;
+// The registers the accesses depend on, as the NPU holds them, each at its opcode: the
+// one-word commands' 16-bit parameters (opcodes 0x100..0x18F) and the payload commands'
+// 48-bit values (payload | parameter << 32; opcodes 0x000..0x097). A number means what its
+// family's map says (the U85 reuses some: DMA0_SKIP0 is its DMA0_SRC_STRIDE0), and the
+// checks below read each by its family's name. Unset registers read as zero, as after
+// reset. 1.5 KiB, on the stack of check_stream_bounds.
+struct Regs {
+  static constexpr uint32_t kCmd0First = 0x100, kCmd0End = 0x190, kCmd1End = 0x098;
+  uint16_t cmd0[kCmd0End - kCmd0First] = {};
+  uint64_t cmd1[kCmd1End] = {};
+
+  uint32_t param(uint32_t op) const { return cmd0[op - kCmd0First]; }
+  uint64_t value(uint32_t op) const { return cmd1[op]; }
+  uint32_t region(uint32_t op) const { return param(op) & 7; }  // a *_REGION register's region
 };
 
-struct Regs {
-  FeatureMapRegs ifm, ifm2, ofm;
-  uint32_t ifm_depth_m1 = 0, ifm_upscale = 0;
-  uint32_t pad_top = 0, pad_left = 0, pad_right = 0, pad_bottom = 0;
-  uint32_t ofm_width_m1 = 0, ofm_height_m1 = 0, ofm_depth_m1 = 0;
-  uint32_t kernel_width_m1 = 0, kernel_height_m1 = 0, kernel_stride = 0;
-  uint32_t ifm2_broadcast = 0, ifm_broadcast = 0, acc_format = 0;
-  uint32_t weight_region = 0, scale_region = 0;
-  // Weight streams: cores 0..1 on the U65-512, 0..3 on the U85; scale streams 0..1 (the U85 has one).
-  uint64_t weight_base[4] = {}, weight_length[4] = {}, scale_base[2] = {}, scale_length[2] = {};
-  uint32_t dma_src_region = 0, dma_dst_region = 0, dma_size0 = 0, dma_size1 = 0;
-  uint64_t dma_src = 0, dma_dst = 0, dma_len = 0, dma_skip0 = 0, dma_skip1 = 0;
-  uint64_t dma_src_stride[2] = {}, dma_dst_stride[2] = {};  // U85
-  uint32_t dma_idx_region = 0;  // U85: a gather's or scatter's index table, and its largest index
-  uint64_t dma_idx = 0, dma_idx_max = 0;
+// A feature map's registers: BASE0..3 then STRIDE_X, _Y, _C from its *_BASE0 (payload
+// commands); WIDTH0_M1, HEIGHT0_M1, HEIGHT1_M1 from its *_WIDTH0_M1, and its REGION 5 after.
+struct FeatureMap {
+  uint16_t base0, width0_m1, precision;
+  uint64_t base(const Regs& r, int tile) const { return r.value(base0 + tile); }
+  uint64_t stride(const Regs& r, int axis) const { return r.value(base0 + c::kTiles + axis); }  // X, Y, C
+  uint32_t extent(const Regs& r, int n) const { return r.param(width0_m1 + n) + 1; }  // WIDTH0, HEIGHT0, HEIGHT1
+  uint32_t region(const Regs& r) const { return r.region(width0_m1 + 5); }
 };
+constexpr FeatureMap kIfm{c::kIfmBase0, c::kIfmWidth0M1, c::kIfmPrecision};
+constexpr FeatureMap kIfm2{c::kIfm2Base0, c::kIfm2Width0M1, c::kIfm2Precision};
+constexpr FeatureMap kOfm{c::kOfmBase0, c::kOfmWidth0M1, c::kOfmPrecision};
+static_assert(c::kIfmStrideC == c::kIfmBase0 + 6 && c::kIfm2StrideC == c::kIfm2Base0 + 6 &&
+                  c::kOfmStrideC == c::kOfmBase0 + 6 && c::kIfmHeight1M1 == c::kIfmWidth0M1 + 2 &&
+                  c::kIfmRegion == c::kIfmWidth0M1 + 5 && c::kIfm2Region == c::kIfm2Width0M1 + 5 &&
+                  c::kOfmRegion == c::kOfmWidth0M1 + 5 && c::kOfmHeight1M1 == c::kOfmWidth0M1 + 2 &&
+                  c::kIfm2Height1M1 == c::kIfm2Width0M1 + 2,
+              "each feature map's registers lie at these distances");
+
+// Each core's weight stream (*_BASE; its *_LENGTH is the next opcode): cores 0..1 on an
+// Ethos-U65-512, 0..3 on an Ethos-U85; the U55/U65's scale stream per core (the U85 has one).
+constexpr uint16_t kWeightBases[] = {c::kWeightBase, c::kWeight1Base, c::kWeight2Base, c::kWeight3Base};
+constexpr uint16_t kScaleBases[] = {c::kScaleBase, c::kScale1Base};
+static_assert(c::kWeightLength == c::kWeightBase + 1 && c::kWeight1Length == c::kWeight1Base + 1 &&
+                  c::kWeight2Length == c::kWeight2Base + 1 && c::kWeight3Length == c::kWeight3Base + 1 &&
+                  c::kScaleLength == c::kScaleBase + 1 && c::kScale1Length == c::kScale1Base + 1,
+              "a stream's length follows its base");
 
 // Known opcodes, as bitmaps (bit n: opcode n is a command of the stream format).
 struct OpcodeSet {
-  uint32_t bits[(0x190 + 31) / 32] = {};
+  uint32_t bits[(Regs::kCmd0End + 31) / 32] = {};
   constexpr void add(uint16_t op) { bits[op / 32] |= 1u << (op % 32); }
-  constexpr bool has(uint32_t op) const { return op < 0x190 && (bits[op / 32] >> (op % 32)) & 1; }
+  constexpr bool has(uint32_t op) const { return op < Regs::kCmd0End && (bits[op / 32] >> (op % 32)) & 1; }
 };
 
 // Every one-word opcode of the map (Vela's cmd0).
@@ -154,6 +173,16 @@ constexpr OpcodeSet opcodes(const Run (&runs)[N]) {
   return set;
 }
 
+// Every payload-word register has its place in Regs::cmd1 (BRANCH is refused, never stored).
+template <size_t N>
+constexpr bool stored(const Run (&runs)[N]) {
+  for (const Run& run : runs) {
+    if (run.first != c::kOpBranch && run.first + run.last_index >= Regs::kCmd1End) return false;
+  }
+  return true;
+}
+static_assert(stored(kCmd1Runs) && stored(kCmd1RunsU85), "Regs::cmd1 holds every payload-word register");
+
 constexpr OpcodeSet kCmd0 = opcodes(kCmd0List);
 constexpr OpcodeSet kCmd1 = opcodes(kCmd1Runs);
 constexpr OpcodeSet kCmd0U85 = opcodes(kCmd0ListU85);
@@ -162,138 +191,42 @@ constexpr OpcodeSet kCmd1U85 = opcodes(kCmd1RunsU85);
 // A 48-bit register value: payload | parameter << 32.
 uint64_t wide(uint32_t header, uint32_t payload) { return (uint64_t{header >> 16} << 32) | payload; }
 
-void set_cmd0(Regs& r, uint32_t op, uint32_t v) {
-  switch (op) {
-    case c::kIfmPadTop: r.pad_top = v; break;
-    case c::kIfmPadLeft: r.pad_left = v; break;
-    case c::kIfmPadRight: r.pad_right = v; break;
-    case c::kIfmPadBottom: r.pad_bottom = v; break;
-    case c::kIfmDepthM1: r.ifm_depth_m1 = v; break;
-    case c::kIfmPrecision: r.ifm.precision = v; break;
-    case c::kIfmUpscale: r.ifm_upscale = v; break;
-    case c::kIfmWidth0M1: r.ifm.width0_m1 = v; break;
-    case c::kIfmHeight0M1: r.ifm.height0_m1 = v; break;
-    case c::kIfmHeight1M1: r.ifm.height1_m1 = v; break;
-    case c::kIfmRegion: r.ifm.region = v & 7; break;
-    case c::kOfmWidthM1: r.ofm_width_m1 = v; break;
-    case c::kOfmHeightM1: r.ofm_height_m1 = v; break;
-    case c::kOfmDepthM1: r.ofm_depth_m1 = v; break;
-    case c::kOfmPrecision: r.ofm.precision = v; break;
-    case c::kOfmWidth0M1: r.ofm.width0_m1 = v; break;
-    case c::kOfmHeight0M1: r.ofm.height0_m1 = v; break;
-    case c::kOfmHeight1M1: r.ofm.height1_m1 = v; break;
-    case c::kOfmRegion: r.ofm.region = v & 7; break;
-    case c::kKernelWidthM1: r.kernel_width_m1 = v; break;
-    case c::kKernelHeightM1: r.kernel_height_m1 = v; break;
-    case c::kKernelStride: r.kernel_stride = v; break;
-    case c::kWeightRegion: r.weight_region = v & 7; break;
-    case c::kScaleRegion: r.scale_region = v & 7; break;
-    case c::kDma0SrcRegion: r.dma_src_region = v; break;
-    case c::kDma0IdxRegion: r.dma_idx_region = v & 7; break;  // U85 only
-    case c::kDma0DstRegion: r.dma_dst_region = v; break;
-    case c::kDma0Size0: r.dma_size0 = v; break;
-    case c::kDma0Size1: r.dma_size1 = v; break;
-    case c::kIfm2Broadcast: r.ifm2_broadcast = v; break;
-    case c::kIfm2Precision: r.ifm2.precision = v; break;
-    case c::kIfm2Width0M1: r.ifm2.width0_m1 = v; break;
-    case c::kIfm2Height0M1: r.ifm2.height0_m1 = v; break;
-    case c::kIfm2Height1M1: r.ifm2.height1_m1 = v; break;
-    case c::kIfm2Region: r.ifm2.region = v & 7; break;
-    case c::kIfmBroadcast: r.ifm_broadcast = v; break;  // U85 only (not a U55/U65 opcode)
-    case c::kAccFormat: r.acc_format = v; break;
-    default: break;  // no bearing on addresses
-  }
-}
-
-void set_fm_cmd1(FeatureMapRegs& fm, uint32_t index, uint64_t v) {
-  if (index < c::kTiles) {
-    fm.base[index] = v;
-  } else if (index == 4) {
-    fm.stride_x = v;
-  } else if (index == 5) {
-    fm.stride_y = v;
-  } else {
-    fm.stride_c = v;
-  }
-}
-
-// The Ethos-U85's own meanings of opcodes 0x033..0x036 and 0x090..0x095; false: not one.
-bool set_cmd1_u85(Regs& r, uint32_t op, uint64_t v) {
-  switch (op) {
-    case c::kDma0SrcStride0: r.dma_src_stride[0] = v; return true;
-    case c::kDma0SrcStride1: r.dma_src_stride[1] = v; return true;
-    case c::kDma0DstStride0: r.dma_dst_stride[0] = v; return true;
-    case c::kDma0DstStride1: r.dma_dst_stride[1] = v; return true;
-    case c::kDma0Idx: r.dma_idx = v; return true;
-    case c::kDma0IdxMax: r.dma_idx_max = v; return true;
-    case c::kWeight1Base: r.weight_base[1] = v; return true;
-    case c::kWeight1Length: r.weight_length[1] = v; return true;
-    case c::kWeight2Base: r.weight_base[2] = v; return true;
-    case c::kWeight2Length: r.weight_length[2] = v; return true;
-    case c::kWeight3Base: r.weight_base[3] = v; return true;
-    case c::kWeight3Length: r.weight_length[3] = v; return true;
-    default: return false;
-  }
-}
-
-void set_cmd1(Regs& r, uint32_t op, uint64_t v, bool u85) {
-  const uint32_t index = op & 0xF;
-  switch (op & 0xFF0) {
-    case c::kIfmBase0: set_fm_cmd1(r.ifm, index, v); return;
-    case c::kOfmBase0: set_fm_cmd1(r.ofm, index, v); return;
-    case c::kIfm2Base0: set_fm_cmd1(r.ifm2, index, v); return;
-    default: break;
-  }
-  if (u85 && set_cmd1_u85(r, op, v)) return;
-  switch (op) {
-    case c::kWeightBase: r.weight_base[0] = v; break;
-    case c::kWeightLength: r.weight_length[0] = v; break;
-    case c::kScaleBase: r.scale_base[0] = v; break;
-    case c::kScaleLength: r.scale_length[0] = v; break;
-    case c::kWeight1Base: r.weight_base[1] = v; break;
-    case c::kWeight1Length: r.weight_length[1] = v; break;
-    case c::kScale1Base: r.scale_base[1] = v; break;
-    case c::kScale1Length: r.scale_length[1] = v; break;
-    case c::kDma0Src: r.dma_src = v; break;
-    case c::kDma0Dst: r.dma_dst = v; break;
-    case c::kDma0Len: r.dma_len = v; break;
-    case c::kDma0Skip0: r.dma_skip0 = v; break;
-    case c::kDma0Skip1: r.dma_skip1 = v; break;
-    default: break;  // scales of the output stage: no bearing on addresses
-  }
-}
-
-// One operation's checks; `at` is the word index of its command.
+// One operation's checks, on the registers as its command finds them. Each check records
+// a failure and returns; the first failure is kept (error()) and every check after it does
+// nothing, so an operation's checks run straight on and the stream's walk stops after it.
+// `at` is the word index of the operation's command, `word` the command.
 class Checker {
  public:
-  Checker(const StreamBounds& bounds, uint32_t at, uint32_t word) : bounds_(bounds), at_(at), word_(word) {}
+  Checker(const StreamBounds& bounds, const Regs& regs, uint32_t at, uint32_t word)
+      : bounds_(bounds), regs_(regs), at_(at), word_(word) {}
+
+  bool ok() const { return error_.code == runtime::ErrorCode::kOk; }
+  const runtime::Error& error() const { return error_; }
 
   // [offset, offset + length) of `region` for access `what`; `write`: the NPU writes it.
-  Status span(NpuAccess what, uint32_t region, uint64_t offset, uint64_t length, bool write) const {
+  void span(NpuAccess what, uint32_t region, uint64_t offset, uint64_t length, bool write) {
     if (region >= static_cast<uint32_t>(bounds_.count)) return fault(runtime::ErrorCode::kNpuAccessNoRegion, what);
     const RegionLimit& limit = bounds_.regions[region];
     if (write && !limit.writable) return fault(runtime::ErrorCode::kNpuAccessReadOnly, what);
-    if (offset > kLow32 || length > kLow32 || offset + length > limit.size) {
-      return outside(what);
-    }
-    return {};
+    if (offset > kLow32 || length > kLow32 || offset + length > limit.size) outside(what);
   }
 
   // The box rows x cols x channels of feature map `fm` (elements of `elem` bytes).
-  Status box(NpuAccess what, const FeatureMapRegs& fm, uint32_t elem, uint32_t rows, uint32_t cols,
-             uint32_t channels, bool write) const {
-    const uint32_t format = c::precision_format(fm.precision);
+  void box(NpuAccess what, const FeatureMap& fm, uint32_t elem, uint32_t rows, uint32_t cols, uint32_t channels,
+           bool write) {
+    const Regs& r = regs_;
+    const uint32_t format = c::precision_format(r.param(fm.precision));
     if (format > c::kFormatNhcwb16) return unprovable();
-    if (rows == 0 || cols == 0 || channels == 0) return {};
+    if (rows == 0 || cols == 0 || channels == 0) return;
     const bool bricks = format == c::kFormatNhcwb16;
-    if (fm.stride_x > kLow32 || fm.stride_y > kLow32 || fm.stride_c > kLow32) {
-      return outside(what);
-    }
-    const uint64_t sx = bricks ? uint64_t{c::kBrick} * elem : fm.stride_x;
-    const uint64_t last_c = bricks ? (channels + c::kBrick - 1) / c::kBrick * c::kBrick - 1 : channels - 1;
-    const uint64_t sc = bricks ? fm.stride_c : uint64_t{c::kBrick} * elem;
-    const uint64_t channel_end = (last_c / c::kBrick) * sc + (last_c % c::kBrick) * elem + elem;
-    const uint32_t width0 = fm.width0_m1 + 1, height0 = fm.height0_m1 + 1, height1 = fm.height1_m1 + 1;
+    if ((fm.stride(r, 0) | fm.stride(r, 1) | fm.stride(r, 2)) > kLow32) return outside(what);
+    // Each factor below is under 2^32 (elements of at most 8 bytes, sizes under 2^16): 64-bit products.
+    const uint32_t stride_y = static_cast<uint32_t>(fm.stride(r, 1));
+    const uint32_t sx = bricks ? c::kBrick * elem : static_cast<uint32_t>(fm.stride(r, 0));
+    const uint32_t sc = bricks ? static_cast<uint32_t>(fm.stride(r, 2)) : c::kBrick * elem;
+    const uint32_t last_c = bricks ? (channels + c::kBrick - 1) / c::kBrick * c::kBrick - 1 : channels - 1;
+    const uint64_t channel_end = uint64_t{last_c / c::kBrick} * sc + (last_c % c::kBrick) * elem + elem;
+    const uint32_t width0 = fm.extent(r, 0), height0 = fm.extent(r, 1), height1 = fm.extent(r, 2);
     const uint32_t left = cols < width0 ? cols : width0;
     const uint32_t right = cols - left;
     // (rows, cols) of tiles 0..3
@@ -304,160 +237,147 @@ class Checker {
     uint64_t lo = ~uint64_t{0}, hi = 0;
     for (int t = 0; t < c::kTiles; ++t) {
       if (tile_rows[t] == 0 || tile_cols[t] == 0) continue;
-      if (fm.base[t] > kLow32) return outside(what);
-      const uint64_t end = fm.base[t] + (tile_rows[t] - 1) * fm.stride_y + (tile_cols[t] - 1) * sx + channel_end;
-      if (fm.base[t] < lo) lo = fm.base[t];
+      const uint64_t base = fm.base(r, t);
+      if (base > kLow32) return outside(what);
+      const uint64_t end = base + uint64_t{tile_rows[t] - 1} * stride_y + uint64_t{tile_cols[t] - 1} * sx + channel_end;
+      if (base < lo) lo = base;
       if (end > hi) hi = end;
     }
-    return span(what, fm.region, lo, hi - lo, write);
+    span(what, fm.region(r), lo, hi - lo, write);
   }
 
-  Status outside(NpuAccess what) const { return fault(runtime::ErrorCode::kNpuAccessOutside, what); }
-  Status unprovable() const { return runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, at_, word_}; }
+  void outside(NpuAccess what) { fault(runtime::ErrorCode::kNpuAccessOutside, what); }
+  void unprovable() { fail(runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, at_, word_}); }
 
  private:
-  Status fault(runtime::ErrorCode code, NpuAccess what) const {
-    return runtime::Error{code, static_cast<uint32_t>(what), at_};
+  void fault(runtime::ErrorCode code, NpuAccess what) { fail(runtime::Error{code, static_cast<uint32_t>(what), at_}); }
+  void fail(const runtime::Error& error) {
+    if (ok()) error_ = error;
   }
 
   const StreamBounds& bounds_;
+  const Regs& regs_;
   uint32_t at_, word_;
+  runtime::Error error_{runtime::ErrorCode::kOk, 0, 0};
 };
 
-// Bytes of an IFM (size field of bits 3..2) or OFM (bits 2..1) element, 0 if reserved.
+// The OFM's H, W and C.
+uint32_t ofm_height(const Regs& r) { return r.param(c::kOfmHeightM1) + 1; }
+uint32_t ofm_width(const Regs& r) { return r.param(c::kOfmWidthM1) + 1; }
+uint32_t ofm_depth(const Regs& r) { return r.param(c::kOfmDepthM1) + 1; }
+
+// Bytes of a U55/U65 OFM element (size field of bits 2..1), 0 if reserved.
 uint32_t elem_bytes(uint32_t size_field) { return size_field <= 2 ? 1u << size_field : 0; }
 
+// A feature map read of rows x cols x channels; an axis whose bit is set in `broadcast` (H,
+// W, C: bits 0..2 on every family) reads 1. The U55/U65 (`u85` false): an element size the
+// family reserves is unprovable. The Ethos-U85: elements of up to 64 bits; chained (the
+// chain buffer) or NONE (a scalar) storage reads no memory, nor does a SCALAR broadcast; 3x1
+// tiles and reserved broadcasts are unprovable.
+void read(Checker& check, const Regs& r, bool u85, NpuAccess what, const FeatureMap& fm, uint32_t broadcast,
+          uint32_t rows, uint32_t cols, uint32_t channels) {
+  const uint32_t precision = r.param(fm.precision), size = c::precision_ifm_size(precision);
+  if (u85) {
+    const uint32_t storage = c::precision_storage(precision);
+    if (storage == c::kStorageTile3x1 || broadcast > c::kBroadcastLastU85) return check.unprovable();
+    if (storage == c::kStorageChained || storage == c::kStorageNone || broadcast == c::kBroadcastScalarU85) return;
+  } else if (size > 2) {
+    return check.unprovable();
+  }
+  check.box(what, fm, 1u << size, broadcast & c::kIfm2BroadcastH ? 1 : rows, broadcast & c::kIfm2BroadcastW ? 1 : cols,
+            broadcast & c::kIfm2BroadcastC ? 1 : channels, false);
+}
+
 // Rows or columns of IFM samples the kernel covers (before upscaling), 0 if padding leaves none.
+// Every operand is a 16-bit register field (the stride at most 16), so 32 bits hold each sum.
 uint32_t ifm_extent(uint32_t out_m1, uint32_t stride, uint32_t kernel_m1, uint32_t before, uint32_t after,
                     uint32_t factor) {
-  const int64_t n = int64_t{out_m1} * stride + kernel_m1 + 1 - before - after;
+  const int32_t n = static_cast<int32_t>(out_m1 * stride + kernel_m1 + 1) - static_cast<int32_t>(before + after);
   if (n <= 0) return 0;
-  return static_cast<uint32_t>((n + factor - 1) / factor);
+  return (static_cast<uint32_t>(n) + factor - 1) / factor;
 }
 
-Status weights_and_scales(const Checker& check, const Regs& r, uint32_t cores) {
-  const uint32_t depth = r.ofm_depth_m1 + 1;
-  for (uint32_t core = 0; core < cores; ++core) {
+// IFM rows and columns the kernel covers (`stride_y`, `stride_x`: the family's decoding of
+// KERNEL_STRIDE), halved with IFM upscaling; 0 and 0 when padding leaves none.
+void ifm_rows_cols(const Regs& r, uint32_t stride_y, uint32_t stride_x, uint32_t& rows, uint32_t& cols) {
+  const uint32_t factor = (r.param(c::kIfmUpscale) & 3) == c::kUpscaleNone ? 1 : 2;
+  rows = ifm_extent(r.param(c::kOfmHeightM1), stride_y, r.param(c::kKernelHeightM1), r.param(c::kIfmPadTop),
+                    r.param(c::kIfmPadBottom), factor);
+  cols = ifm_extent(r.param(c::kOfmWidthM1), stride_x, r.param(c::kKernelWidthM1), r.param(c::kIfmPadLeft),
+                    r.param(c::kIfmPadRight), factor);
+}
+
+// The U55/U65's weight and scale streams, one of each per core.
+void weights_and_scales(Checker& check, const Regs& r, uint32_t cores) {
+  const uint32_t depth = ofm_depth(r);
+  for (uint32_t core = 0; core < cores && core < 2; ++core) {
     const uint32_t channels = depth / cores + (core < depth % cores ? 1 : 0);  // core k: channels k, k + cores, ...
     if (channels == 0) continue;
-    Status ok = check.span(core == 0 ? NpuAccess::kWeights : NpuAccess::kWeights1, r.weight_region,
-                           r.weight_base[core], r.weight_length[core], false);
-    if (!ok.ok()) return ok;
+    check.span(core == 0 ? NpuAccess::kWeights : NpuAccess::kWeights1, r.region(c::kWeightRegion),
+               r.value(kWeightBases[core]), r.value(kWeightBases[core] + 1), false);
     const uint64_t records = uint64_t{channels} * c::kScaleRecordBytes;
-    const uint64_t length = r.scale_length[core] > records ? r.scale_length[core] : records;
-    ok = check.span(core == 0 ? NpuAccess::kScales : NpuAccess::kScales1, r.scale_region, r.scale_base[core],
-                    length, false);
-    if (!ok.ok()) return ok;
+    const uint64_t length = r.value(kScaleBases[core] + 1);
+    check.span(core == 0 ? NpuAccess::kScales : NpuAccess::kScales1, r.region(c::kScaleRegion),
+               r.value(kScaleBases[core]), length > records ? length : records, false);
   }
-  return {};
 }
 
-Status block_operation(const Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
-  const uint32_t upscale = r.ifm_upscale & 3;
-  if (upscale > c::kUpscaleTranspose) return check.unprovable();
-  const uint32_t factor = upscale == c::kUpscaleNone ? 1 : 2;
-  const uint32_t rows = ifm_extent(r.ofm_height_m1, c::stride_y(r.kernel_stride), r.kernel_height_m1, r.pad_top,
-                                   r.pad_bottom, factor);
-  const uint32_t cols = ifm_extent(r.ofm_width_m1, c::stride_x(r.kernel_stride), r.kernel_width_m1, r.pad_left,
-                                   r.pad_right, factor);
-  if (rows == 0 || cols == 0) return check.unprovable();
-  const bool ifm_depth = op == c::kOpConv || (op == c::kOpPool && param == c::kPoolReduceSum);
-  const uint32_t channels = ifm_depth ? r.ifm_depth_m1 + 1 : r.ofm_depth_m1 + 1;
-  const uint32_t elem = elem_bytes(c::precision_ifm_size(r.ifm.precision));
-  if (elem == 0) return check.unprovable();
-  Status ok = check.box(NpuAccess::kIfm, r.ifm, elem, rows, cols, channels, false);
-  if (!ok.ok() || op == c::kOpPool) return ok;
-  return weights_and_scales(check, r, cores);
-}
-
-Status elementwise(const Checker& check, const Regs& r, uint32_t mode) {
-  const uint32_t h = r.ofm_height_m1 + 1, w = r.ofm_width_m1 + 1, d = r.ofm_depth_m1 + 1;
-  const uint32_t elem = elem_bytes(c::precision_ifm_size(r.ifm.precision));
-  if (elem == 0) return check.unprovable();
-  Status ok = check.box(NpuAccess::kIfm, r.ifm, elem, h, w, d, false);
+void elementwise(Checker& check, const Regs& r, uint32_t mode) {
+  const uint32_t h = ofm_height(r), w = ofm_width(r), d = ofm_depth(r);
+  read(check, r, false, NpuAccess::kIfm, kIfm, 0, h, w, d);
+  const uint32_t b = r.param(c::kIfm2Broadcast);
   const bool unary = mode >= c::kElementwiseFirstUnary && mode <= c::kElementwiseLastUnary;
-  if (!ok.ok() || unary || (r.ifm2_broadcast & c::kIfm2BroadcastScalar)) return ok;
-  const uint32_t elem2 = elem_bytes(c::precision_ifm_size(r.ifm2.precision));
-  if (elem2 == 0) return check.unprovable();
-  const uint32_t b = r.ifm2_broadcast;
-  return check.box(NpuAccess::kIfm2, r.ifm2, elem2, b & c::kIfm2BroadcastH ? 1 : h, b & c::kIfm2BroadcastW ? 1 : w,
-                   b & c::kIfm2BroadcastC ? 1 : d, false);
+  if (!unary && !(b & c::kIfm2BroadcastScalar)) read(check, r, false, NpuAccess::kIfm2, kIfm2, b, h, w, d);
 }
 
-// Bytes from a DMA side's start to the end of its last row.
-uint64_t dma_extent(uint32_t mode, uint64_t rows, const Regs& r) {
-  const uint64_t size0 = r.dma_size0 ? r.dma_size0 : 1, size1 = r.dma_size1 ? r.dma_size1 : 1;
-  if (mode == c::kDma1d) return rows * r.dma_len;
-  const uint64_t plane = mode == c::kDma3d ? (size1 - 1) * (size0 * r.dma_len + r.dma_skip1) : 0;
-  return plane + (size0 - 1) * (r.dma_len + r.dma_skip0) + r.dma_len;
+// DMA0_SIZE0 and DMA0_SIZE1, 0 read as 1.
+uint32_t dma_size(const Regs& r, uint32_t op) { return r.param(op) ? r.param(op) : 1; }
+
+// Bytes from a DMA side's start to the end of its last row, LEN bytes per row: 1-D, `rows`
+// rows back to back; 2-D, SIZE0 rows `row_stride` apart; 3-D, SIZE1 planes of those
+// `plane_stride` apart. (Each family's strides: dma() and dma_u85().)
+uint64_t dma_extent(const Regs& r, uint32_t mode, uint64_t rows, uint64_t row_stride, uint64_t plane_stride) {
+  const uint64_t len = r.value(c::kDma0Len);
+  if (mode == c::kDma1d) return rows * len;
+  const uint64_t planes = mode == c::kDma3d ? (dma_size(r, c::kDma0Size1) - 1) * plane_stride : 0;
+  return planes + (dma_size(r, c::kDma0Size0) - 1) * row_stride + len;
 }
 
-Status dma(const Checker& check, const Regs& r, uint32_t shram_bytes) {
-  const uint32_t src_mode = c::dma_mode(r.dma_src_region), dst_mode = c::dma_mode(r.dma_dst_region);
-  if (src_mode > c::kDma3d || dst_mode > c::kDma3d || c::dma_internal(r.dma_src_region)) return check.unprovable();
-  if (r.dma_len > kLow32 || r.dma_skip0 > kLow32 || r.dma_skip1 > kLow32) {
-    return check.span(NpuAccess::kDmaSource, c::dma_region(r.dma_src_region), r.dma_src, ~uint64_t{0}, false);
+// The U55/U65's DMA: rows LEN + SKIP0 apart, planes SIZE0 rows + SKIP1 apart.
+void dma(Checker& check, const Regs& r, uint32_t shram_bytes) {
+  const uint32_t src = r.param(c::kDma0SrcRegion), dst = r.param(c::kDma0DstRegion);
+  const uint32_t src_mode = c::dma_mode(src), dst_mode = c::dma_mode(dst);
+  if (src_mode > c::kDma3d || dst_mode > c::kDma3d || c::dma_internal(src)) return check.unprovable();
+  if (r.value(c::kDma0Len) > kLow32 || r.value(c::kDma0Skip0) > kLow32 || r.value(c::kDma0Skip1) > kLow32) {
+    return check.span(NpuAccess::kDmaSource, c::dma_region(src), r.value(c::kDma0Src), ~uint64_t{0}, false);
   }
   const uint32_t mode = src_mode > dst_mode ? src_mode : dst_mode;
-  const uint64_t size0 = r.dma_size0 ? r.dma_size0 : 1, size1 = r.dma_size1 ? r.dma_size1 : 1;
+  const uint64_t size0 = dma_size(r, c::kDma0Size0), size1 = dma_size(r, c::kDma0Size1);
   const uint64_t rows = mode == c::kDma1d ? 1 : size0 * (mode == c::kDma3d ? size1 : 1);
-  Status ok = check.span(NpuAccess::kDmaSource, c::dma_region(r.dma_src_region), r.dma_src,
-                         dma_extent(src_mode, rows, r), false);
-  if (!ok.ok()) return ok;
-  const uint64_t dst_length = dma_extent(dst_mode, rows, r);
-  if (c::dma_internal(r.dma_dst_region)) {  // a SHRAM offset, not a region's
-    if (r.dma_dst > kLow32 || r.dma_dst + dst_length > shram_bytes) {
-      return check.outside(NpuAccess::kDmaDestination);
-    }
-    return {};
+  const uint64_t len = r.value(c::kDma0Len);
+  const uint64_t row = len + r.value(c::kDma0Skip0), plane = size0 * len + r.value(c::kDma0Skip1);
+  const uint64_t src_length = dma_extent(r, src_mode, rows, row, plane);
+  check.span(NpuAccess::kDmaSource, c::dma_region(src), r.value(c::kDma0Src), src_length, false);
+  const uint64_t dst_length = dma_extent(r, dst_mode, rows, row, plane);
+  if (!c::dma_internal(dst)) {
+    return check.span(NpuAccess::kDmaDestination, c::dma_region(dst), r.value(c::kDma0Dst), dst_length, true);
   }
-  return check.span(NpuAccess::kDmaDestination, c::dma_region(r.dma_dst_region), r.dma_dst, dst_length, true);
-}
-
-Status operation(const StreamBounds& bounds, const Regs& r, uint32_t at, uint32_t header) {
-  const uint32_t op = header & c::kOpcodeMask, param = header >> 16;
-  const Checker check(bounds, at, header);
-  Status ok;
-  if (op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool) {
-    ok = block_operation(check, r, op, param, bounds.cores);
-  } else if (op == c::kOpElementwise) {
-    ok = elementwise(check, r, param);
-  } else if (op == c::kOpDmaStart) {
-    return dma(check, r, bounds.shram_bytes);
-  } else {
-    return {};  // IRQ, waits, PMU mask: no memory access
+  // a SHRAM offset, not a region's
+  if (r.value(c::kDma0Dst) > kLow32 || r.value(c::kDma0Dst) + dst_length > shram_bytes) {
+    check.outside(NpuAccess::kDmaDestination);
   }
-  if (!ok.ok()) return ok;
-  const uint32_t elem = elem_bytes(c::precision_ofm_size(r.ofm.precision));
-  if (elem == 0) return check.unprovable();
-  return check.box(NpuAccess::kOfm, r.ofm, elem, r.ofm_height_m1 + 1, r.ofm_width_m1 + 1, r.ofm_depth_m1 + 1, true);
 }
 
 // --- Ethos-U85 operations -----------------------------------------------------------
 
-// Bytes of a U85 element: precision fields 0..3 are 8, 16, 32 and 64 bits.
-uint32_t elem_bytes_u85(uint32_t size_field) { return 1u << (size_field & 3); }
-
-// A U85 feature map read of rows x cols x channels (before broadcasting: a broadcast axis
-// reads 1). Chained (the chain buffer) and NONE (a scalar) storage read no memory.
-Status read_u85(const Checker& check, NpuAccess what, const FeatureMapRegs& fm, uint32_t broadcast, uint32_t rows,
-                uint32_t cols, uint32_t channels) {
-  const uint32_t storage = c::precision_storage(fm.precision);
-  if (storage == c::kStorageTile3x1 || broadcast > c::kBroadcastLastU85) return check.unprovable();
-  if (storage == c::kStorageChained || storage == c::kStorageNone || broadcast == c::kBroadcastScalarU85) return {};
-  return check.box(what, fm, elem_bytes_u85(c::precision_ifm_size(fm.precision)),
-                   broadcast & c::kIfm2BroadcastH ? 1 : rows, broadcast & c::kIfm2BroadcastW ? 1 : cols,
-                   broadcast & c::kIfm2BroadcastC ? 1 : channels, false);
-}
-
 // The OFM write: the computed H x W x C box laid out in memory as OFM_PRECISION's
 // transpose says (reverse writes the same bytes in another order); chained or NONE
 // storage writes no memory.
-Status write_ofm_u85(const Checker& check, const Regs& r) {
-  const uint32_t precision = r.ofm.precision, storage = c::precision_storage(precision);
+void write_ofm_u85(Checker& check, const Regs& r) {
+  const uint32_t precision = r.param(c::kOfmPrecision), storage = c::precision_storage(precision);
   if (storage == c::kStorageTile3x1) return check.unprovable();
-  if (storage == c::kStorageChained || storage == c::kStorageNone) return {};
-  const uint32_t h = r.ofm_height_m1 + 1, w = r.ofm_width_m1 + 1, d = r.ofm_depth_m1 + 1;
+  if (storage == c::kStorageChained || storage == c::kStorageNone) return;
+  const uint32_t h = ofm_height(r), w = ofm_width(r), d = ofm_depth(r);
   uint32_t rows = h, cols = w, channels = d;
   switch (c::ofm_transpose(precision)) {
     case c::kTransposeHwc: break;
@@ -468,27 +388,25 @@ Status write_ofm_u85(const Checker& check, const Regs& r) {
     case c::kTransposeCwh: rows = d, cols = w, channels = h; break;
     default: return check.unprovable();  // 4, 5: reserved
   }
-  return check.box(NpuAccess::kOfm, r.ofm, elem_bytes_u85(c::precision_ofm_size(precision)), rows, cols, channels,
-                   true);
+  check.box(NpuAccess::kOfm, kOfm, 1u << c::precision_ofm_size(precision), rows, cols, channels, true);
 }
 
 // The one scale stream of all cores: at least 10 bytes per OFM channel.
-Status scales_u85(const Checker& check, const Regs& r) {
-  const uint64_t records = uint64_t{r.ofm_depth_m1 + 1} * c::kScaleRecordBytes;
-  return check.span(NpuAccess::kScales, r.scale_region, r.scale_base[0],
-                    r.scale_length[0] > records ? r.scale_length[0] : records, false);
+void scales_u85(Checker& check, const Regs& r) {
+  const uint64_t records = uint64_t{ofm_depth(r)} * c::kScaleRecordBytes, length = r.value(c::kScaleLength);
+  check.span(NpuAccess::kScales, r.region(c::kScaleRegion), r.value(c::kScaleBase),
+             length > records ? length : records, false);
 }
 
 // One weight stream per core (WEIGHT, WEIGHT1..3; a zero length reads nothing), then the scales.
-Status weights_and_scales_u85(const Checker& check, const Regs& r, uint32_t cores) {
+void weights_and_scales_u85(Checker& check, const Regs& r, uint32_t cores) {
   static constexpr NpuAccess kStreams[] = {NpuAccess::kWeights, NpuAccess::kWeights1, NpuAccess::kWeights2,
                                            NpuAccess::kWeights3};
   for (uint32_t core = 0; core < cores && core < 4; ++core) {
-    if (r.weight_length[core] == 0) continue;
-    Status ok = check.span(kStreams[core], r.weight_region, r.weight_base[core], r.weight_length[core], false);
-    if (!ok.ok()) return ok;
+    const uint64_t length = r.value(kWeightBases[core] + 1);
+    if (length != 0) check.span(kStreams[core], r.region(c::kWeightRegion), r.value(kWeightBases[core]), length, false);
   }
-  return scales_u85(check, r);
+  scales_u85(check, r);
 }
 
 // OFM_PRECISION's scale_mode (bit 8 of its parameter): 1 = GLOBAL (OFM_SCALE), 0 = per channel.
@@ -499,61 +417,59 @@ constexpr uint32_t kOfmScaleGlobal = 1u << 8;
 // of IFM-depth channels from IFM2's tiles, strides and element size. IFM2_BROADCAST does not
 // apply (Vela sets it only for elementwise operations: here it holds an earlier one's). There
 // is no weight stream; scale records are read only with per-channel scaling.
-Status weights_from_ifm2(const Checker& check, const Regs& r) {
-  Status ok = read_u85(check, NpuAccess::kIfm2, r.ifm2, 0, 1, r.ofm_depth_m1 + 1, r.ifm_depth_m1 + 1);
-  if (!ok.ok() || (r.ofm.precision & kOfmScaleGlobal)) return ok;
-  return scales_u85(check, r);
+void weights_from_ifm2(Checker& check, const Regs& r) {
+  read(check, r, true, NpuAccess::kIfm2, kIfm2, 0, 1, ofm_depth(r), r.param(c::kIfmDepthM1) + 1);
+  if (!(r.param(c::kOfmPrecision) & kOfmScaleGlobal)) scales_u85(check, r);
 }
 
-// CONV, DEPTHWISE, POOL and RESIZE: the IFM box, then weights and scales (CONV, DEPTHWISE;
-// a CONV with weights_ifm2: IFM2, see weights_from_ifm2).
+// CONV, DEPTHWISE, POOL and (Ethos-U85) RESIZE: the IFM box, then weights and scales (CONV,
+// DEPTHWISE; a U85 CONV with weights_ifm2: IFM2, see weights_from_ifm2). Each family decodes
+// KERNEL_STRIDE its own way; the U85's pooling modes go further (SUM, MIN, ARGMAX_X/Y).
 // RESIZE reads at most KERNEL_HEIGHT x KERNEL_WIDTH IFM samples per channel: Vela sets
 // them to the IFM's size for it (ethos_u85_register_cs_generator.cpp, GenerateResizeOp).
-Status block_operation_u85(const Checker& check, const Regs& r, uint32_t op, uint32_t param, uint32_t cores) {
-  const uint32_t ifm_depth = r.ifm_depth_m1 + 1, ofm_depth = r.ofm_depth_m1 + 1;
-  const bool ifm2_weights = op == c::kOpConv && c::conv_weights_ifm2(param);
-  uint32_t rows = r.kernel_height_m1 + 1, cols = r.kernel_width_m1 + 1, channels = ofm_depth;
-  if (op == c::kOpResize) {
+void block_operation(Checker& check, const Regs& r, bool u85, uint32_t op, uint32_t param, uint32_t cores) {
+  const uint32_t ifm_depth = r.param(c::kIfmDepthM1) + 1;
+  const bool ifm2_weights = u85 && op == c::kOpConv && c::conv_weights_ifm2(param);
+  uint32_t rows = r.param(c::kKernelHeightM1) + 1, cols = r.param(c::kKernelWidthM1) + 1, channels = ofm_depth(r);
+  if (op == c::kOpResize) {  // the U55/U65 have no such opcode
     if (param > c::kResizeLastMode) return check.unprovable();
   } else {
-    const uint32_t upscale = r.ifm_upscale & 3;
-    if (upscale > c::kUpscaleTranspose || (ifm2_weights && (r.kernel_width_m1 | r.kernel_height_m1) != 0) ||
-        (op == c::kOpPool && param > c::kPoolLastU85)) {
+    const bool kernel_1x1 = (r.param(c::kKernelWidthM1) | r.param(c::kKernelHeightM1)) == 0;
+    if ((r.param(c::kIfmUpscale) & 3) > c::kUpscaleTranspose || (ifm2_weights && !kernel_1x1) ||
+        (u85 && op == c::kOpPool && param > c::kPoolLastU85)) {
       return check.unprovable();
     }
-    const uint32_t factor = upscale == c::kUpscaleNone ? 1 : 2;
-    rows = ifm_extent(r.ofm_height_m1, c::u85_stride_y(r.kernel_stride), r.kernel_height_m1, r.pad_top,
-                      r.pad_bottom, factor);
-    cols = ifm_extent(r.ofm_width_m1, c::u85_stride_x(r.kernel_stride), r.kernel_width_m1, r.pad_left,
-                      r.pad_right, factor);
+    const uint32_t stride = r.param(c::kKernelStride);
+    ifm_rows_cols(r, u85 ? c::u85_stride_y(stride) : c::stride_y(stride),
+                  u85 ? c::u85_stride_x(stride) : c::stride_x(stride), rows, cols);
     if (rows == 0 || cols == 0) return check.unprovable();
     if (op == c::kOpConv || (op == c::kOpPool && param == c::kPoolReduceSum)) channels = ifm_depth;
     // ARGMAX over X or Y: the box of whichever depth is larger (bounds over-approximated).
-    if (op == c::kOpPool && param >= c::kPoolArgmaxX && ifm_depth > channels) channels = ifm_depth;
+    if (u85 && op == c::kOpPool && param >= c::kPoolArgmaxX && ifm_depth > channels) channels = ifm_depth;
   }
-  Status ok = read_u85(check, NpuAccess::kIfm, r.ifm, 0, rows, cols, channels);
-  if (!ok.ok() || op == c::kOpPool || op == c::kOpResize) return ok;
-  return ifm2_weights ? weights_from_ifm2(check, r) : weights_and_scales_u85(check, r, cores);
+  read(check, r, u85, NpuAccess::kIfm, kIfm, 0, rows, cols, channels);
+  if (op == c::kOpPool || op == c::kOpResize) return;
+  if (!u85) return weights_and_scales(check, r, cores);
+  ifm2_weights ? weights_from_ifm2(check, r) : weights_and_scales_u85(check, r, cores);
 }
 
 // ELEMENTWISE: IFM and IFM2 of the OFM's shape, each with its own broadcast axes or a
 // scalar; the unary modes read no IFM2.
-Status elementwise_u85(const Checker& check, const Regs& r, uint32_t mode) {
+void elementwise_u85(Checker& check, const Regs& r, uint32_t mode) {
   if (!c::u85_elementwise_known(mode)) return check.unprovable();
-  const uint32_t h = r.ofm_height_m1 + 1, w = r.ofm_width_m1 + 1, d = r.ofm_depth_m1 + 1;
-  Status ok = read_u85(check, NpuAccess::kIfm, r.ifm, r.ifm_broadcast, h, w, d);
-  if (!ok.ok() || c::u85_elementwise_unary(mode)) return ok;
-  return read_u85(check, NpuAccess::kIfm2, r.ifm2, r.ifm2_broadcast, h, w, d);
+  const uint32_t h = ofm_height(r), w = ofm_width(r), d = ofm_depth(r);
+  read(check, r, true, NpuAccess::kIfm, kIfm, r.param(c::kIfmBroadcast), h, w, d);
+  if (!c::u85_elementwise_unary(mode)) {
+    read(check, r, true, NpuAccess::kIfm2, kIfm2, r.param(c::kIfm2Broadcast), h, w, d);
+  }
 }
 
-// Bytes from a U85 DMA side's start to the end of its last row: LEN bytes per row, SIZE0
-// rows STRIDE0 apart (2-D), SIZE1 planes of them STRIDE1 apart (3-D). 1-D reads LEN bytes;
-// SIZE0 (1 there, as Vela writes it) is counted as contiguous rows in case it is not.
-uint64_t dma_extent_u85(uint32_t mode, const Regs& r, const uint64_t (&stride)[2]) {
-  const uint64_t size0 = r.dma_size0 ? r.dma_size0 : 1, size1 = r.dma_size1 ? r.dma_size1 : 1;
-  if (mode == c::kDma1d) return size0 * r.dma_len;
-  const uint64_t planes = mode == c::kDma3d ? (size1 - 1) * stride[1] : 0;
-  return planes + (size0 - 1) * stride[0] + r.dma_len;
+// A U85 DMA side's extent (dma_extent): SIZE0 rows in 1-D (1 there, as Vela writes it,
+// counted as contiguous rows in case it is not), STRIDE0 and STRIDE1 from `stride0`.
+static_assert(c::kDma0SrcStride1 == c::kDma0SrcStride0 + 1 && c::kDma0DstStride1 == c::kDma0DstStride0 + 1,
+              "a DMA side's STRIDE1 follows its STRIDE0");
+uint64_t dma_extent_u85(const Regs& r, uint32_t mode, uint32_t stride0) {
+  return dma_extent(r, mode, dma_size(r, c::kDma0Size0), r.value(stride0), r.value(stride0 + 1));
 }
 
 // DMA_START: the source region's stride mode is both sides'. Indexed (1-D or 2-D; source:
@@ -563,50 +479,64 @@ uint64_t dma_extent_u85(uint32_t mode, const Regs& r, const uint64_t (&stride)[2
 // last row; kiln's programs bound the indices by it on the CPU first (kiln::checked_index), as
 // the U85's handling of a larger index is not in Vela's sources. A 3-D indexed transfer, both
 // sides indexed, and an internal source are not modelled: refused.
-Status dma_u85(const Checker& check, const Regs& r, uint32_t lut_bytes) {
-  const uint32_t src = r.dma_src_region, dst = r.dma_dst_region, mode = c::dma_mode(src);
+void dma_u85(Checker& check, const Regs& r, uint32_t lut_bytes) {
+  const uint32_t src = r.param(c::kDma0SrcRegion), dst = r.param(c::kDma0DstRegion), mode = c::dma_mode(src);
   const bool gather = c::u85_dma_indexed(src), scatter = c::u85_dma_indexed(dst);
   if (mode > c::kDma3d || c::dma_internal(src) || (gather && scatter) || ((gather || scatter) && mode == c::kDma3d) ||
       (scatter && c::dma_internal(dst))) {
     return check.unprovable();
   }
-  const uint64_t widest = r.dma_src_stride[0] | r.dma_src_stride[1] | r.dma_dst_stride[0] | r.dma_dst_stride[1];
-  if (r.dma_len > kLow32 || widest > kLow32) {  // a negative (40-bit two's complement) or huge stride
-    return check.outside(NpuAccess::kDmaSource);
-  }
+  const uint64_t len = r.value(c::kDma0Len), idx_max = r.value(c::kDma0IdxMax);
+  const uint64_t widest = r.value(c::kDma0SrcStride0) | r.value(c::kDma0SrcStride1) | r.value(c::kDma0DstStride0) |
+                          r.value(c::kDma0DstStride1);
+  // a negative (40-bit two's complement) or huge stride
+  if (len > kLow32 || widest > kLow32) return check.outside(NpuAccess::kDmaSource);
   if (gather || scatter) {
-    if (r.dma_idx_max > kLow32) return check.outside(NpuAccess::kDmaIndex);
-    const uint64_t rows = mode == c::kDma1d ? 1 : (r.dma_size0 ? r.dma_size0 : 1);
-    Status ok = check.span(NpuAccess::kDmaIndex, r.dma_idx_region, r.dma_idx, rows * 4, false);
-    if (!ok.ok()) return ok;
+    if (idx_max > kLow32) return check.outside(NpuAccess::kDmaIndex);
+    const uint64_t rows = mode == c::kDma1d ? 1 : dma_size(r, c::kDma0Size0);
+    check.span(NpuAccess::kDmaIndex, r.region(c::kDma0IdxRegion), r.value(c::kDma0Idx), rows * 4, false);
   }
   // each operand below 2^32: the products and sums stay below 2^64
-  const uint64_t src_length = gather ? r.dma_idx_max * r.dma_src_stride[0] + r.dma_len
-                                     : dma_extent_u85(mode, r, r.dma_src_stride);
-  Status ok = check.span(NpuAccess::kDmaSource, c::u85_dma_region(src), r.dma_src, src_length, false);
-  if (!ok.ok()) return ok;
-  const uint64_t dst_length = scatter ? r.dma_idx_max * r.dma_dst_stride[0] + r.dma_len
-                                      : dma_extent_u85(mode, r, r.dma_dst_stride);
-  if (c::dma_internal(dst)) {  // an offset into the LUT, not a region's
-    if (r.dma_dst > kLow32 || r.dma_dst + dst_length > lut_bytes) return check.outside(NpuAccess::kDmaDestination);
-    return {};
+  const uint64_t src_length = gather ? idx_max * r.value(c::kDma0SrcStride0) + len
+                                     : dma_extent_u85(r, mode, c::kDma0SrcStride0);
+  check.span(NpuAccess::kDmaSource, c::u85_dma_region(src), r.value(c::kDma0Src), src_length, false);
+  const uint64_t dst_length = scatter ? idx_max * r.value(c::kDma0DstStride0) + len
+                                      : dma_extent_u85(r, mode, c::kDma0DstStride0);
+  if (!c::dma_internal(dst)) {
+    return check.span(NpuAccess::kDmaDestination, c::u85_dma_region(dst), r.value(c::kDma0Dst), dst_length, true);
   }
-  return check.span(NpuAccess::kDmaDestination, c::u85_dma_region(dst), r.dma_dst, dst_length, true);
+  // an offset into the LUT, not a region's
+  if (r.value(c::kDma0Dst) > kLow32 || r.value(c::kDma0Dst) + dst_length > lut_bytes) {
+    check.outside(NpuAccess::kDmaDestination);
+  }
 }
 
-Status operation_u85(const StreamBounds& bounds, const Regs& r, uint32_t at, uint32_t header) {
-  const uint32_t op = header & c::kOpcodeMask, param = header >> 16;
-  const Checker check(bounds, at, header);
+// --- An operation of each family ----------------------------------------------------
+
+void operation(Checker& check, const StreamBounds& bounds, const Regs& r, uint32_t op, uint32_t param) {
+  if (op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool) {
+    block_operation(check, r, false, op, param, bounds.cores);
+  } else if (op == c::kOpElementwise) {
+    elementwise(check, r, param);
+  } else {
+    if (op == c::kOpDmaStart) dma(check, r, bounds.shram_bytes);
+    return;  // DMA done; IRQ, waits, PMU mask: no memory access
+  }
+  const uint32_t elem = elem_bytes(c::precision_ofm_size(r.param(c::kOfmPrecision)));
+  if (elem == 0) return check.unprovable();
+  check.box(NpuAccess::kOfm, kOfm, elem, ofm_height(r), ofm_width(r), ofm_depth(r), true);
+}
+
+void operation_u85(Checker& check, const StreamBounds& bounds, const Regs& r, uint32_t op, uint32_t param) {
   if (op == c::kOpDmaStart) return dma_u85(check, r, bounds.shram_bytes);
   const bool block = op == c::kOpConv || op == c::kOpDepthwise || op == c::kOpPool || op == c::kOpResize;
-  if (!block && op != c::kOpElementwise) return {};  // IRQ, waits, PMU mask: no memory access
-  Status ok = block ? block_operation_u85(check, r, op, param, bounds.cores) : elementwise_u85(check, r, param);
+  if (!block && op != c::kOpElementwise) return;  // IRQ, waits, PMU mask: no memory access
+  block ? block_operation(check, r, true, op, param, bounds.cores) : elementwise_u85(check, r, param);
   // Accumulators that start from IFM2 read it whole in the OFM's shape (its own element size).
-  if (ok.ok() && c::acc_input(r.acc_format) == c::kAccInputIfm2) {
-    ok = read_u85(check, NpuAccess::kIfm2, r.ifm2, 0, r.ofm_height_m1 + 1, r.ofm_width_m1 + 1, r.ofm_depth_m1 + 1);
+  if (c::acc_input(r.param(c::kAccFormat)) == c::kAccInputIfm2) {
+    read(check, r, true, NpuAccess::kIfm2, kIfm2, 0, ofm_height(r), ofm_width(r), ofm_depth(r));
   }
-  if (!ok.ok()) return ok;
-  return write_ofm_u85(check, r);
+  write_ofm_u85(check, r);
 }
 
 }  // namespace
@@ -630,15 +560,16 @@ Status check_stream_bounds(const CommandStream& stream, const StreamBounds& boun
       if (!cmd0.has(op)) return runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, i, header};
       if (op == c::kOpStop) return {};  // the NPU stops here: nothing after it runs
       if (op < c::kIfmPadTop) {
-        Status ok = u85 ? operation_u85(bounds, r, i, header) : operation(bounds, r, i, header);
-        if (!ok.ok()) return ok;
+        Checker check(bounds, r, i, header);
+        u85 ? operation_u85(check, bounds, r, op, header >> 16) : operation(check, bounds, r, op, header >> 16);
+        if (!check.ok()) return check.error();
       } else {
-        set_cmd0(r, op, header >> 16);
+        r.cmd0[op - Regs::kCmd0First] = static_cast<uint16_t>(header >> 16);
       }
       i += 1;
     } else if (payload == 1 && cmd1.has(op) && op != c::kOpBranch && words - i >= 2) {
       // (A U85 BRANCH may jump anywhere in the stream: a one-pass check cannot follow it.)
-      set_cmd1(r, op, wide(header, stream.words[i + 1]), u85);
+      r.cmd1[op] = wide(header, stream.words[i + 1]);
       i += 2;
     } else {
       return runtime::Error{runtime::ErrorCode::kNpuStreamUnprovable, i, header};

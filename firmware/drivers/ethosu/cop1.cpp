@@ -9,6 +9,7 @@
 
 #include "kiln/ethosu/driver.h"
 #include "kiln/ethosu/registers.h"
+#include "kiln/runtime/try.h"
 
 namespace kiln::ethosu {
 namespace {
@@ -69,9 +70,8 @@ Result<CommandStream> parse_cop1(const void* payload, size_t size) {
   }
   const uint32_t words = static_cast<uint32_t>(size / 4);
   if (size % 4 != 0) return Error{ErrorCode::kCop1Truncated, words + 1, words};  // a partial last word
-  auto parsed = parse(static_cast<const uint32_t*>(payload), words);
-  if (!parsed.ok()) return parsed.error();
-  const CommandStream& stream = parsed.value().stream;
+  KILN_TRY(const Parsed parsed, parse(static_cast<const uint32_t*>(payload), words));
+  const CommandStream& stream = parsed.stream;
   const uintptr_t stream_address = reinterpret_cast<uintptr_t>(stream.words);
   if (stream_address % kStreamAlignment != 0) {
     return Error{ErrorCode::kMisaligned, static_cast<uint32_t>(stream_address), kStreamAlignment};
@@ -111,11 +111,9 @@ Status match_target(const CommandStream& stream, uint32_t npu_config, uint32_t n
 }
 
 Result<CommandStream> Driver::check(const void* payload, size_t size) const {
-  auto stream = parse_cop1(payload, size);
-  if (!stream.ok()) return stream.error();
-  Status matched = match_target(stream.value(), config_, id_);
-  if (!matched.ok()) return matched.error();
-  return stream.value();
+  KILN_TRY(const CommandStream stream, parse_cop1(payload, size));
+  KILN_CHECK(match_target(stream, config_, id_));
+  return stream;
 }
 
 }  // namespace kiln::ethosu

@@ -10,6 +10,7 @@
 
 #include "kiln/cpu.h"
 #include "kiln/ethosu/registers.h"
+#include "kiln/runtime/try.h"
 #include "kiln_board.h"
 
 namespace kiln::ethosu {
@@ -90,8 +91,7 @@ Result<Driver> Driver::create(uintptr_t base) {
   if (f == nullptr || reg::id_arch_major(driver.id_) != f->arch_major) {
     return Error{ErrorCode::kNpuNotFound, driver.id_, static_cast<uint32_t>(base)};
   }
-  Status reset = driver.soft_reset();
-  if (!reset.ok()) return reset.error();
+  KILN_CHECK(driver.soft_reset());
   return driver;
 }
 
@@ -110,8 +110,10 @@ void Driver::program(const CommandStream& stream, const Region* regions, int cou
   // (kEventNone) stays disabled.
   uint32_t enabled = reg::kPmuCycleCounter;
   for (uint32_t n = 0; n < f.event_counters; ++n) {
-    write(f.pmu_offset + reg::kPmevtyper0 + 4 * n, f.pmu_events[n]);
-    if (f.pmu_events[n] != reg::kEventNone) enabled |= 1u << n;
+    const reg::CountedEvent e = f.pmu_events[n];
+    const uint32_t type = e == reg::kNotCounted ? reg::kEventNone : reg::kCountedEventTypes[e];
+    write(f.pmu_offset + reg::kPmevtyper0 + 4 * n, type);
+    if (e != reg::kNotCounted) enabled |= 1u << n;
   }
   write(f.pmu_offset + reg::kPmcr, reg::kPmcrCntEn | reg::kPmcrCycleCntRst | reg::kPmcrEventCntRst);
   write(f.pmu_offset + reg::kPmcntenclr, ((1u << f.event_counters) - 1) & ~enabled);
@@ -150,12 +152,10 @@ PmuCounts Driver::pmu_counts() const {
   PmuCounts counts;
   counts.total = read_cycle_counter();
   for (uint32_t n = 0; n < f.event_counters; ++n) {
-    for (int e = 0; e < PmuCounts::kEvents; ++e) {
-      if (f.pmu_events[n] != reg::kEventNone && f.pmu_events[n] == kPmuEventTypes[e]) {
-        counts.events[e] = read(f.pmu_offset + reg::kPmevcntr0 + 4 * n);
-        counts.counted |= 1u << e;
-      }
-    }
+    const reg::CountedEvent e = f.pmu_events[n];
+    if (e == reg::kNotCounted) continue;
+    counts.events[e] = read(f.pmu_offset + reg::kPmevcntr0 + 4 * n);
+    counts.counted |= 1u << e;
   }
   if (!(counts.counted & (1u << PmuCounts::kActive))) {
     const uint64_t idle = counts.events[PmuCounts::kIdle];

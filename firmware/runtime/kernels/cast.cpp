@@ -8,7 +8,7 @@
 //   anything -> bool: != 0 (NaN is true); bool -> anything: 0 or 1
 #include <cstring>
 
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "movement.h"
 
 namespace kiln::runtime::kernels {

@@ -8,7 +8,7 @@
 //     (iy*s - p + i*d, ix*s - p + j*d); an output adds only the products that reach it.
 //     Output size (size - 1)*s - 2p + d*(k - 1) + output_padding + 1, output_padding below
 //     the stride or the dilation, as PyTorch requires.
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "util.h"
 
 namespace kiln::runtime::kernels {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "util.h"
 #include "walk.h"
 

@@ -10,7 +10,7 @@
 // tensor's position, b = the index's low 32 bits), never a read.
 #include <cstring>
 
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "movement.h"
 
 namespace kiln::runtime::kernels {

@@ -5,7 +5,7 @@
 //   aten::mm.out (self, mat2, out): [n, k] x [k, m].
 //   aten::bmm.out (self, mat2, out): [b, n, k] x [b, k, m], the same b.
 // Each output starts at 0 and adds a[.., i, kk] * b[.., kk, j] for kk = 0, 1, ... in float32.
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "util.h"
 #include "walk.h"
 

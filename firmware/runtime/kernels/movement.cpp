@@ -15,7 +15,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "movement.h"
 
 namespace kiln::runtime::kernels {

@@ -10,7 +10,7 @@
 //     [floor(o * size / out), ceil((o + 1) * size / out)); the divisor is its size.
 // Each output is 0 plus its window's values row by row, left to right, then divided once
 // by float(divisor), in float32.
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "util.h"
 
 namespace kiln::runtime::kernels {

@@ -5,7 +5,7 @@
 //   each output: the running max over the window's positions inside the input, row by row,
 //                left to right, starting from -inf (int8: -128); a value replaces it when
 //                greater or NaN (PyTorch's rule)
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "movement.h"
 
 namespace kiln::runtime::kernels {

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "util.h"
 
 namespace kiln::runtime::kernels {

@@ -19,7 +19,7 @@
 // product of its sizes is at most numel, which the loader bounds to uint32.
 #include "transcendental.h"
 
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "util.h"
 #include "walk.h"
 

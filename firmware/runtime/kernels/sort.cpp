@@ -11,7 +11,7 @@
 // each element inserted into the kept list (at most k long) after every element not strictly
 // behind it, shifting the ones behind it; work per slice is O(n k) <= O(n^2) comparisons and
 // moves, n = the size of dim. Offsets are uint32: numel is bounded by the loader.
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "util.h"
 
 namespace kiln::runtime::kernels {

@@ -6,7 +6,7 @@
 //                    scale factor is given, else float(in / out)  (ratios in double)
 //   i0 = min(trunc(src), in - 1), i1 = min(i0 + 1, in - 1), l1 = src - i0, l0 = 1 - l1
 //   out = l0y * (x[y0,x0] * l0x + x[y0,x1] * l1x) + l1y * (x[y1,x0] * l0x + x[y1,x1] * l1x)
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "util.h"
 
 namespace kiln::runtime::kernels {

@@ -1,6 +1,6 @@
 #include "util.h"
 
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 
 namespace kiln::runtime::kernels {
 

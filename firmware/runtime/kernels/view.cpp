@@ -2,7 +2,7 @@
 // sizes (kiln writes them in full) and the element counts must match.
 #include <cstring>
 
-#include "../src/try.h"
+#include "kiln/runtime/try.h"
 #include "movement.h"
 
 namespace kiln::runtime::kernels {

@@ -1,7 +1,8 @@
 // The error model's text: the name of every error code and detail, and the one printer.
-#include "kiln/runtime/error.h"
-
+// Tables, not code: one row per code (its name and how its values print) and one list of
+// names per detail enum.
 #include "kiln/platform.h"
+#include "kiln/runtime/error.h"
 
 namespace kiln::runtime {
 
@@ -14,176 +15,180 @@ static_assert(layer_of(ErrorCode::kTooLarge) == Layer::kGeneral &&
                   layer_of(ErrorCode::kNpuResetFailed) == Layer::kDriver,
               "each code lies in its layer's range");
 
-const char* to_string(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kOk: return "ok";
-    case ErrorCode::kInternal: return "internal error: an error made from kOk";
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kMisaligned: return "misaligned address";
-    case ErrorCode::kTooLarge: return "too large";
-    case ErrorCode::kPteTooShort: return "pte: file too short";
-    case ErrorCode::kPteBadIdentifier: return "pte: not an ExecuTorch program (identifier)";
-    case ErrorCode::kPteBadHeader: return "pte: bad extended header";
-    case ErrorCode::kPteOutOfBounds: return "pte: offset or size out of bounds";
-    case ErrorCode::kPteBadTable: return "pte: malformed table";
-    case ErrorCode::kPteMisaligned: return "pte: misaligned vector";
-    case ErrorCode::kPteBadString: return "pte: string not NUL-terminated";
-    case ErrorCode::kPteBadUnion: return "pte: unknown union type";
-    case ErrorCode::kPteBadEnum: return "pte: enum value out of range";
-    case ErrorCode::kPteBadIndex: return "pte: index out of range";
-    case ErrorCode::kPteBadTensor: return "pte: malformed tensor";
-    case ErrorCode::kPteMissingField: return "pte: required field missing";
-    case ErrorCode::kPteUnsupported: return "pte: unsupported feature";
-    case ErrorCode::kPteTooComplex: return "pte: overlapping tables beyond any valid file";
-    case ErrorCode::kMethodStorageTooSmall: return "method: value/kernel/delegate storage too small";
-    case ErrorCode::kMethodBufferMissing: return "method: planned buffer not supplied";
-    case ErrorCode::kMethodBufferTooSmall: return "method: planned buffer too small";
-    case ErrorCode::kMethodMissingKernel: return "method: no kernel for operator";
-    case ErrorCode::kMethodMissingBackend: return "method: no backend for delegate";
-    case ErrorCode::kMethodBadValue: return "method: value of the wrong kind";
-    case ErrorCode::kMethodBadInstruction: return "method: bad instruction";
-    case ErrorCode::kMethodNoData: return "method: tensor has no data";
-    case ErrorCode::kMethodBadInput: return "method: bad input";
-    case ErrorCode::kMethodRepeatedIo: return "method: a value listed twice as a program input or output";
-    case ErrorCode::kMethodOutputWithoutMemory: return "method: program output without memory";
-    case ErrorCode::kMethodWorkBudget: return "method: work budget exhausted";
-    case ErrorCode::kKernelBadArgument: return "kernel: bad argument";
-    case ErrorCode::kKernelShapeMismatch: return "kernel: shape mismatch";
-    case ErrorCode::kKernelUnsupported: return "kernel: unsupported arguments";
-    case ErrorCode::kDelegateInitFailed: return "delegate: init failed";
-    case ErrorCode::kDelegateBadPayload: return "delegate: bad payload";
-    case ErrorCode::kDelegateBadArgument: return "delegate: bad argument";
-    case ErrorCode::kCop1BadMagic: return "not a COP1 payload";
-    case ErrorCode::kCop1Truncated: return "COP1 payload truncated";
-    case ErrorCode::kCop1UnknownAction: return "COP1 payload has an unknown driver action";
-    case ErrorCode::kCop1MissingConfig: return "COP1 payload has no NPU configuration";
-    case ErrorCode::kCop1MissingStream: return "COP1 payload has no command stream";
-    case ErrorCode::kCop1DuplicateStream: return "COP1 payload has two command streams";
-    case ErrorCode::kNpuNotFound: return "no Ethos-U NPU at this address";
-    case ErrorCode::kNpuTargetMismatch: return "stream compiled for another NPU";
-    case ErrorCode::kNpuShramMismatch: return "stream compiled for another SHRAM size";
-    case ErrorCode::kNpuStreamVersionMismatch: return "stream compiled for another command stream version";
-    case ErrorCode::kNpuArchMismatch: return "stream compiled for another NPU architecture";
-    case ErrorCode::kNpuBusy: return "NPU busy";
-    case ErrorCode::kNpuFault: return "NPU fault";
-    case ErrorCode::kNpuIncomplete: return "NPU stopped before the end of the stream";
-    case ErrorCode::kNpuTimeout: return "NPU timeout";
-    case ErrorCode::kNpuResetFailed: return "NPU reset failed";
-    case ErrorCode::kNpuStreamUnprovable: return "NPU stream has a command the bounds check cannot follow";
-    case ErrorCode::kNpuAccessOutside: return "NPU stream accesses memory outside its region's buffer";
-    case ErrorCode::kNpuAccessNoRegion: return "NPU stream accesses a region with no buffer";
-    case ErrorCode::kNpuAccessReadOnly: return "NPU stream writes the read-only weights region";
-  }
-  return "unknown error";
-}
-
-const char* to_string(HeaderField field) {
-  switch (field) {
-    case HeaderField::kLength: return "header length";
-    case HeaderField::kProgramSize: return "program_size";
-    case HeaderField::kSegmentBaseOffset: return "segment_base_offset";
-    case HeaderField::kSegmentDataSize: return "segment_data_size";
-  }
-  return "unknown header field";
-}
-
-const char* to_string(Feature feature) {
-  switch (feature) {
-    case Feature::kNoExecutionPlan: return "no execution plan";
-    case Feature::kMutableDataSegments: return "mutable data segments";
-    case Feature::kNonConstBufferDevice: return "planned buffers on another device";
-    case Feature::kExtraTensorInfo: return "external or mutable tensor data";
-    case Feature::kDimOrder: return "non-identity dim order";
-    case Feature::kDynamicShape: return "dynamic shape";
-    case Feature::kChains: return "not exactly one chain";
-    case Feature::kBothConstantKinds: return "constant_buffer and constant_segment both used";
-    case Feature::kNonTensorIo: return "a program input or output that is not a tensor";
-    case Feature::kBackwardJump: return "a jump backwards (a loop)";
-  }
-  return "unknown feature";
-}
-
-const char* to_string(TensorDefect defect) {
-  switch (defect) {
-    case TensorDefect::kNegativeSize: return "negative size";
-    case TensorDefect::kTooManyDims: return "too many dimensions";
-    case TensorDefect::kDimOrderLength: return "dim_order length differs from sizes";
-    case TensorDefect::kTooLarge: return "more than 4 GiB";
-    case TensorDefect::kConstantTooSmall: return "constant data too small";
-    case TensorDefect::kConstantAndPlanned: return "both constant and planned";
-    case TensorDefect::kBadMemoryId: return "no such planned buffer";
-    case TensorDefect::kOutsideBuffer: return "outside its planned buffer";
-    case TensorDefect::kMisaligned: return "data misaligned for its element size";
-  }
-  return "unknown tensor defect";
-}
-
-const char* to_string(InstructionDefect defect) {
-  switch (defect) {
-    case InstructionDefect::kKernelWithoutOut: return "kernel call without an out tensor";
-    case InstructionDefect::kConditionNotBool: return "jump condition not a bool";
-    case InstructionDefect::kMoveKindMismatch: return "move between values of different kinds";
-    case InstructionDefect::kUnknownKind: return "unknown instruction kind";
-  }
-  return "unknown instruction defect";
-}
-
-const char* to_string(DelegateFault fault) {
-  switch (fault) {
-    case DelegateFault::kPoolFull: return "the delegate pool is full";
-    case DelegateFault::kScratchTooSmall: return "scratch too small";
-    case DelegateFault::kFastScratchTooSmall: return "fast scratch too small";
-    case DelegateFault::kScratchMisaligned: return "scratch not whole D-cache lines";
-    case DelegateFault::kArgumentCount: return "wrong argument count";
-    case DelegateFault::kConstantOutput: return "output is a constant of the program";
-    case DelegateFault::kArgumentSize: return "argument size differs from the NPU tensor's";
-  }
-  return "unknown delegate fault";
-}
-
-const char* to_string(PayloadFault fault) {
-  switch (fault) {
-    case PayloadFault::kMisaligned: return "payload not 16-byte aligned";
-    case PayloadFault::kSizeNotPadded: return "payload size not a multiple of 16";
-    case PayloadFault::kHeaderCutOff: return "block header cut off";
-    case PayloadFault::kBadBlockName: return "block name not NUL-padded";
-    case PayloadFault::kUnexpectedBlock: return "block out of order or unknown";
-    case PayloadFault::kExternalBlock: return "block stored as named data (not supported)";
-    case PayloadFault::kReservedNotZero: return "block header's reserved bytes not zero";
-    case PayloadFault::kDataCutOff: return "block data runs past the end of the payload";
-    case PayloadFault::kTrailingBytes: return "bytes after vela_end_stream";
-    case PayloadFault::kMarkerNotEmpty: return "vela_bin_stream/vela_end_stream block not empty";
-    case PayloadFault::kNotCop1: return "cmd_data is not a COP1 command stream";
-    case PayloadFault::kScratchSizeBlock: return "scratch_size block is not 4 bytes";
-    case PayloadFault::kIoBlockSize: return "inputs/outputs block size does not match its count";
-    case PayloadFault::kIoCount: return "NPU input/output count does not fit its block";
-    case PayloadFault::kIoShape: return "NPU tensor shape invalid";
-    case PayloadFault::kIoElemSize: return "NPU tensor element size not 1, 2 or 4";
-    case PayloadFault::kIoRegion: return "NPU tensor not in the scratch region";
-    case PayloadFault::kIoOutsideScratch: return "NPU tensor outside the scratch";
-  }
-  return "unknown payload fault";
-}
-
-const char* to_string(NpuAccess access) {
-  switch (access) {
-    case NpuAccess::kIfm: return "IFM read";
-    case NpuAccess::kIfm2: return "IFM2 read";
-    case NpuAccess::kOfm: return "OFM write";
-    case NpuAccess::kWeights: return "weight read";
-    case NpuAccess::kWeights1: return "weight read (core 1)";
-    case NpuAccess::kScales: return "scale read";
-    case NpuAccess::kScales1: return "scale read (core 1)";
-    case NpuAccess::kDmaSource: return "DMA source read";
-    case NpuAccess::kDmaDestination: return "DMA destination write";
-    case NpuAccess::kWeights2: return "weight read (core 2)";
-    case NpuAccess::kWeights3: return "weight read (core 3)";
-    case NpuAccess::kDmaIndex: return "DMA index read";
-  }
-  return "unknown NPU access";
-}
-
 namespace {
+
+// --- The details' names: entry n - 1 names value n (nullptr: a retired value) ---------
+
+constexpr const char* kHeaderFields[] = {"header length", "program_size", "segment_base_offset",
+                                         "segment_data_size"};
+
+constexpr const char* kFeatures[] = {
+    "no execution plan", "mutable data segments", "planned buffers on another device",
+    "external or mutable tensor data", "non-identity dim order", "dynamic shape", "not exactly one chain",
+    "constant_buffer and constant_segment both used", "a program input or output that is not a tensor",
+    "a jump backwards (a loop)"};
+
+constexpr const char* kTensorDefects[] = {
+    "negative size", "too many dimensions", "dim_order length differs from sizes", "more than 4 GiB",
+    "constant data too small", "both constant and planned", "no such planned buffer", "outside its planned buffer",
+    "data misaligned for its element size"};
+
+constexpr const char* kInstructionDefects[] = {"kernel call without an out tensor", nullptr,
+                                               "jump condition not a bool", "move between values of different kinds",
+                                               "unknown instruction kind"};
+
+constexpr const char* kDelegateFaults[] = {
+    "the delegate pool is full", "scratch too small", "fast scratch too small", "scratch not whole D-cache lines",
+    "wrong argument count", "output is a constant of the program", "argument size differs from the NPU tensor's"};
+
+constexpr const char* kPayloadFaults[] = {
+    "payload not 16-byte aligned", "payload size not a multiple of 16", "block header cut off",
+    "block name not NUL-padded", "block out of order or unknown", "block stored as named data (not supported)",
+    "block header's reserved bytes not zero", "block data runs past the end of the payload",
+    "bytes after vela_end_stream", "vela_bin_stream/vela_end_stream block not empty",
+    "cmd_data is not a COP1 command stream", "scratch_size block is not 4 bytes",
+    "inputs/outputs block size does not match its count", "NPU input/output count does not fit its block",
+    "NPU tensor shape invalid", "NPU tensor element size not 1, 2 or 4", "NPU tensor not in the scratch region",
+    "NPU tensor outside the scratch"};
+
+constexpr const char* kNpuAccesses[] = {
+    "IFM read", "IFM2 read", "OFM write", "weight read", "weight read (core 1)", "scale read", "scale read (core 1)",
+    "DMA source read", "DMA destination write", "weight read (core 2)", "weight read (core 3)", "DMA index read"};
+
+// A detail enum's names and the name of a value outside it.
+struct Details {
+  const char* const* names;
+  uint32_t count;
+  const char* unknown;
+};
+
+template <size_t N>
+constexpr Details details(const char* const (&names)[N], const char* unknown) {
+  return Details{names, N, unknown};
+}
+
+enum Detail : uint8_t { kHeaderField, kFeature, kTensorDefect, kInstructionDefect, kDelegateFault, kPayloadFault,
+                        kNpuAccess };
+constexpr Details kDetails[] = {
+    details(kHeaderFields, "unknown header field"),
+    details(kFeatures, "unknown feature"),
+    details(kTensorDefects, "unknown tensor defect"),
+    details(kInstructionDefects, "unknown instruction defect"),
+    details(kDelegateFaults, "unknown delegate fault"),
+    details(kPayloadFaults, "unknown payload fault"),
+    details(kNpuAccesses, "unknown NPU access"),
+};
+
+const char* name_of(Detail detail, uint32_t value) {
+  const Details& d = kDetails[detail];
+  const char* name = value >= 1 && value <= d.count ? d.names[value - 1] : nullptr;
+  return name != nullptr ? name : d.unknown;
+}
+
+// --- The codes --------------------------------------------------------------------------
+
+// How print_error writes a code's values after its name.
+enum class Values : uint8_t {
+  kNumbers,     // " (a=..., b=...)"
+  kNone,        // nothing
+  kAB,          // `format` with a, then b
+  kBA,          // `format` with b, then a
+  kDetailB,     // `format` with the name of detail a (the row's `detail`), then b
+  kRepeatedIo,  // a, and b as "inputs" (0) or "outputs"
+  kArch,        // a and b as major << 8 | minor revisions
+  kTarget,      // a and b as the NPUs two CONFIG words describe
+  kStatus,      // a as a STATUS word with its bits named, then b (QREAD)
+  kTimeout,     // b (the timeout), then a as a STATUS word with its bits named
+};
+
+struct CodeText {
+  ErrorCode code;
+  Values values;
+  Detail detail;       // kDetailB rows
+  const char* name;    // to_string(code)
+  const char* format;  // kAB, kBA, kDetailB rows
+};
+
+constexpr CodeText kCodes[] = {
+    {ErrorCode::kOk, Values::kNumbers, {}, "ok", nullptr},
+    {ErrorCode::kInternal, Values::kNone, {}, "internal error: an error made from kOk", nullptr},
+    {ErrorCode::kInvalidArgument, Values::kNumbers, {}, "invalid argument", nullptr},
+    {ErrorCode::kMisaligned, Values::kAB, {}, "misaligned address", ": address 0x%08x, alignment %u"},
+    {ErrorCode::kTooLarge, Values::kNumbers, {}, "too large", nullptr},
+    {ErrorCode::kPteTooShort, Values::kNumbers, {}, "pte: file too short", nullptr},
+    {ErrorCode::kPteBadIdentifier, Values::kAB, {}, "pte: not an ExecuTorch program (identifier)",
+     ": found 0x%08x, expected 0x%08x"},
+    {ErrorCode::kPteBadHeader, Values::kDetailB, kHeaderField, "pte: bad extended header", ": %s %u"},
+    {ErrorCode::kPteOutOfBounds, Values::kNumbers, {}, "pte: offset or size out of bounds", nullptr},
+    {ErrorCode::kPteBadTable, Values::kNumbers, {}, "pte: malformed table", nullptr},
+    {ErrorCode::kPteMisaligned, Values::kNumbers, {}, "pte: misaligned vector", nullptr},
+    {ErrorCode::kPteBadString, Values::kNumbers, {}, "pte: string not NUL-terminated", nullptr},
+    {ErrorCode::kPteBadUnion, Values::kNumbers, {}, "pte: unknown union type", nullptr},
+    {ErrorCode::kPteBadEnum, Values::kNumbers, {}, "pte: enum value out of range", nullptr},
+    {ErrorCode::kPteBadIndex, Values::kNumbers, {}, "pte: index out of range", nullptr},
+    {ErrorCode::kPteBadTensor, Values::kDetailB, kTensorDefect, "pte: malformed tensor", ": %s (value %u)"},
+    {ErrorCode::kPteMissingField, Values::kNumbers, {}, "pte: required field missing", nullptr},
+    {ErrorCode::kPteUnsupported, Values::kDetailB, kFeature, "pte: unsupported feature", ": %s (%u)"},
+    {ErrorCode::kPteTooComplex, Values::kNumbers, {}, "pte: overlapping tables beyond any valid file", nullptr},
+    {ErrorCode::kMethodStorageTooSmall, Values::kNumbers, {}, "method: value/kernel/delegate storage too small",
+     nullptr},
+    {ErrorCode::kMethodBufferMissing, Values::kNumbers, {}, "method: planned buffer not supplied", nullptr},
+    {ErrorCode::kMethodBufferTooSmall, Values::kNumbers, {}, "method: planned buffer too small", nullptr},
+    {ErrorCode::kMethodMissingKernel, Values::kNumbers, {}, "method: no kernel for operator", nullptr},
+    {ErrorCode::kMethodMissingBackend, Values::kNumbers, {}, "method: no backend for delegate", nullptr},
+    {ErrorCode::kMethodBadValue, Values::kNumbers, {}, "method: value of the wrong kind", nullptr},
+    {ErrorCode::kMethodBadInstruction, Values::kDetailB, kInstructionDefect, "method: bad instruction",
+     ": %s (instruction %u)"},
+    {ErrorCode::kMethodNoData, Values::kNumbers, {}, "method: tensor has no data", nullptr},
+    {ErrorCode::kMethodBadInput, Values::kNumbers, {}, "method: bad input", nullptr},
+    {ErrorCode::kMethodRepeatedIo, Values::kRepeatedIo, {},
+     "method: a value listed twice as a program input or output", nullptr},
+    {ErrorCode::kMethodOutputWithoutMemory, Values::kAB, {}, "method: program output without memory",
+     ": output %u (value %u)"},
+    {ErrorCode::kMethodWorkBudget, Values::kAB, {}, "method: work budget exhausted",
+     ": instruction %u would pass the budget of %u elements"},
+    {ErrorCode::kKernelBadArgument, Values::kNumbers, {}, "kernel: bad argument", nullptr},
+    {ErrorCode::kKernelShapeMismatch, Values::kNumbers, {}, "kernel: shape mismatch", nullptr},
+    {ErrorCode::kKernelUnsupported, Values::kNumbers, {}, "kernel: unsupported arguments", nullptr},
+    {ErrorCode::kDelegateInitFailed, Values::kDetailB, kDelegateFault, "delegate: init failed", ": %s (delegate %u)"},
+    {ErrorCode::kDelegateBadPayload, Values::kDetailB, kPayloadFault, "delegate: bad payload", ": %s (0x%x)"},
+    {ErrorCode::kDelegateBadArgument, Values::kDetailB, kDelegateFault, "delegate: bad argument", ": %s (%u)"},
+    {ErrorCode::kCop1BadMagic, Values::kAB, {}, "not a COP1 payload", ": found 0x%08x, expected 0x%08x"},
+    {ErrorCode::kCop1Truncated, Values::kAB, {}, "COP1 payload truncated", ": needs %u words, has %u"},
+    {ErrorCode::kCop1UnknownAction, Values::kBA, {}, "COP1 payload has an unknown driver action",
+     ": action 0x%x at word %u"},
+    {ErrorCode::kCop1MissingConfig, Values::kNone, {}, "COP1 payload has no NPU configuration", nullptr},
+    {ErrorCode::kCop1MissingStream, Values::kNone, {}, "COP1 payload has no command stream", nullptr},
+    {ErrorCode::kCop1DuplicateStream, Values::kAB, {}, "COP1 payload has two command streams", ": at word %u"},
+    {ErrorCode::kNpuNotFound, Values::kAB, {}, "no Ethos-U NPU at this address", ": ID=0x%08x at 0x%08x"},
+    {ErrorCode::kNpuTargetMismatch, Values::kTarget, {}, "stream compiled for another NPU", nullptr},
+    {ErrorCode::kNpuShramMismatch, Values::kAB, {}, "stream compiled for another SHRAM size",
+     ": stream %u KiB, NPU %u KiB"},
+    {ErrorCode::kNpuStreamVersionMismatch, Values::kAB, {}, "stream compiled for another command stream version",
+     ": stream version %u, NPU version %u"},
+    {ErrorCode::kNpuArchMismatch, Values::kArch, {}, "stream compiled for another NPU architecture", nullptr},
+    {ErrorCode::kNpuBusy, Values::kStatus, {}, "NPU busy", nullptr},
+    {ErrorCode::kNpuFault, Values::kStatus, {}, "NPU fault", nullptr},
+    {ErrorCode::kNpuIncomplete, Values::kStatus, {}, "NPU stopped before the end of the stream", nullptr},
+    {ErrorCode::kNpuTimeout, Values::kTimeout, {}, "NPU timeout", nullptr},
+    {ErrorCode::kNpuResetFailed, Values::kAB, {}, "NPU reset failed", ": STATUS=0x%08x, PROT=0x%08x"},
+    {ErrorCode::kNpuStreamUnprovable, Values::kAB, {}, "NPU stream has a command the bounds check cannot follow",
+     ": word %u (0x%08x)"},
+    {ErrorCode::kNpuAccessOutside, Values::kDetailB, kNpuAccess,
+     "NPU stream accesses memory outside its region's buffer", ": %s of the operation at word %u"},
+    {ErrorCode::kNpuAccessNoRegion, Values::kDetailB, kNpuAccess, "NPU stream accesses a region with no buffer",
+     ": %s of the operation at word %u"},
+    {ErrorCode::kNpuAccessReadOnly, Values::kDetailB, kNpuAccess, "NPU stream writes the read-only weights region",
+     ": %s of the operation at word %u"},
+};
+
+// The row of `code`; nullptr for a value that is not an ErrorCode.
+const CodeText* row_of(ErrorCode code) {
+  for (const CodeText& row : kCodes) {
+    if (row.code == code) return &row;
+  }
+  return nullptr;
+}
 
 // The Ethos-U STATUS register's bits 0..9: bit 7 is the U55/U65's (reserved on the U85),
 // bit 9 the U85's (reserved on the U55/U65), so one list names every family's bits.
@@ -218,64 +223,34 @@ void print_npu(unsigned config, bool ports, bool article) {
 
 }  // namespace
 
+const char* to_string(ErrorCode code) {
+  const CodeText* row = row_of(code);
+  return row != nullptr ? row->name : "unknown error";
+}
+
+const char* to_string(HeaderField field) { return name_of(kHeaderField, static_cast<uint32_t>(field)); }
+const char* to_string(Feature feature) { return name_of(kFeature, static_cast<uint32_t>(feature)); }
+const char* to_string(TensorDefect defect) { return name_of(kTensorDefect, static_cast<uint32_t>(defect)); }
+const char* to_string(InstructionDefect defect) {
+  return name_of(kInstructionDefect, static_cast<uint32_t>(defect));
+}
+const char* to_string(DelegateFault fault) { return name_of(kDelegateFault, static_cast<uint32_t>(fault)); }
+const char* to_string(PayloadFault fault) { return name_of(kPayloadFault, static_cast<uint32_t>(fault)); }
+const char* to_string(NpuAccess access) { return name_of(kNpuAccess, static_cast<uint32_t>(access)); }
+
 void print_error(const Error& error) {
-  print("%s", to_string(error.code));
+  const CodeText* row = row_of(error.code);
   const unsigned a = error.a, b = error.b;
-  switch (error.code) {
-    case ErrorCode::kMisaligned:
-      print(": address 0x%08x, alignment %u", a, b);
-      break;
-    case ErrorCode::kPteBadIdentifier:
-    case ErrorCode::kCop1BadMagic:
-      print(": found 0x%08x, expected 0x%08x", a, b);
-      break;
-    case ErrorCode::kPteBadHeader:
-      print(": %s %u", to_string(static_cast<HeaderField>(a)), b);
-      break;
-    case ErrorCode::kPteUnsupported:
-      print(": %s (%u)", to_string(static_cast<Feature>(a)), b);
-      break;
-    case ErrorCode::kPteBadTensor:
-      print(": %s (value %u)", to_string(static_cast<TensorDefect>(a)), b);
-      break;
-    case ErrorCode::kMethodBadInstruction:
-      print(": %s (instruction %u)", to_string(static_cast<InstructionDefect>(a)), b);
-      break;
-    case ErrorCode::kDelegateInitFailed:
-      print(": %s (delegate %u)", to_string(static_cast<DelegateFault>(a)), b);
-      break;
-    case ErrorCode::kDelegateBadArgument:
-      print(": %s (%u)", to_string(static_cast<DelegateFault>(a)), b);
-      break;
-    case ErrorCode::kDelegateBadPayload:
-      print(": %s (0x%x)", to_string(static_cast<PayloadFault>(a)), b);
-      break;
-    case ErrorCode::kMethodRepeatedIo:
-      print(": value %u (%s)", a, b == 0 ? "inputs" : "outputs");
-      break;
-    case ErrorCode::kMethodOutputWithoutMemory:
-      print(": output %u (value %u)", a, b);
-      break;
-    case ErrorCode::kMethodWorkBudget:
-      print(": instruction %u would pass the budget of %u elements", a, b);
-      break;
-    case ErrorCode::kInternal:
-    case ErrorCode::kCop1MissingConfig:
-    case ErrorCode::kCop1MissingStream:
-      break;  // no values
-    case ErrorCode::kCop1Truncated:
-      print(": needs %u words, has %u", a, b);
-      break;
-    case ErrorCode::kCop1UnknownAction:
-      print(": action 0x%x at word %u", b, a);
-      break;
-    case ErrorCode::kCop1DuplicateStream:
-      print(": at word %u", a);
-      break;
-    case ErrorCode::kNpuNotFound:
-      print(": ID=0x%08x at 0x%08x", a, b);
-      break;
-    case ErrorCode::kNpuTargetMismatch: {
+  print("%s", row != nullptr ? row->name : "unknown error");
+  switch (row != nullptr ? row->values : Values::kNumbers) {
+    case Values::kNumbers: print(" (a=%u, b=%u)", a, b); break;
+    case Values::kNone: break;
+    case Values::kAB: print(row->format, a, b); break;
+    case Values::kBA: print(row->format, b, a); break;
+    case Values::kDetailB: print(row->format, name_of(row->detail, a), b); break;
+    case Values::kRepeatedIo: print(": value %u (%s)", a, b == 0 ? "inputs" : "outputs"); break;
+    case Values::kArch: print(": stream %u.%u, NPU %u.%u", a >> 8, a & 0xFF, b >> 8, b & 0xFF); break;
+    case Values::kTarget: {
       // The ports only when they are what differs (two Ethos-U85s with the same MACs).
       const bool ports = (a >> 28) == 2 && a >> 28 == b >> 28 && (a & 0xF) == (b & 0xF);
       print(": the delegate was compiled for ");
@@ -284,40 +259,16 @@ void print_error(const Error& error) {
       print_npu(b, ports, true);
       break;
     }
-    case ErrorCode::kNpuShramMismatch:
-      print(": stream %u KiB, NPU %u KiB", a, b);
-      break;
-    case ErrorCode::kNpuStreamVersionMismatch:
-      print(": stream version %u, NPU version %u", a, b);
-      break;
-    case ErrorCode::kNpuArchMismatch:
-      print(": stream %u.%u, NPU %u.%u", a >> 8, a & 0xFF, b >> 8, b & 0xFF);
-      break;
-    case ErrorCode::kNpuFault:
-    case ErrorCode::kNpuIncomplete:
-    case ErrorCode::kNpuBusy:
+    case Values::kStatus:
       print(": STATUS=0x%08x (", a);
       print_status_bits(a);
       print("), QREAD=%u", b);
       break;
-    case ErrorCode::kNpuTimeout:
+    case Values::kTimeout:
       print(": no completion interrupt within %u ms, STATUS=0x%08x (", b, a);
       print_status_bits(a);
       print(")");
       break;
-    case ErrorCode::kNpuResetFailed:
-      print(": STATUS=0x%08x, PROT=0x%08x", a, b);
-      break;
-    case ErrorCode::kNpuStreamUnprovable:
-      print(": word %u (0x%08x)", a, b);
-      break;
-    case ErrorCode::kNpuAccessOutside:
-    case ErrorCode::kNpuAccessNoRegion:
-    case ErrorCode::kNpuAccessReadOnly:
-      print(": %s of the operation at word %u", to_string(static_cast<NpuAccess>(a)), b);
-      break;
-    default:
-      print(" (a=%u, b=%u)", a, b);
   }
   print("\n");
 }

@@ -5,101 +5,13 @@
 
 #include "fb.h"
 #include "schema.h"
-#include "try.h"
+#include "kiln/runtime/try.h"
 
 namespace kiln::runtime {
 
 namespace {
 
 constexpr uintptr_t kBufferAlignment = 16;
-
-// Reader over a verified program's FlatBuffer part. Program::load checked every table,
-// vector, string and field read here (fb.h, which reports errors), so these reads report
-// nothing and cannot fail on a loaded program. Each still checks that its bytes lie
-// inside the FlatBuffer part, and one that does not yields zero (an absent table, an
-// empty vector or string, a zero scalar): a failed read would yield zeros, never a fault,
-// and nothing traps. Offsets stay below `size` (a table lies inside it with its vtable,
-// a field inside its table, a vector's elements inside it), so 32-bit sums cannot wrap.
-struct Verified {
-  const uint8_t* base;
-  uint32_t size;
-  explicit Verified(const Program& p) : base(p.bytes()), size(program_bytes(p)) {}
-
-  static uint32_t program_bytes(const Program& p) {
-    // Accessors never read past the FlatBuffer part; the whole file bounds it too.
-    return p.flatbuffer_size();
-  }
-  bool contains(uint32_t at, uint32_t n) const { return at <= size && n <= size - at; }
-  template <typename T>
-  T at(uint32_t offset) const {
-    T v{};
-    if (sizeof(T) <= size && offset <= size - sizeof(T)) std::memcpy(&v, base + offset, sizeof(T));
-    return v;
-  }
-  // `from` (< size) plus a relative offset read there, or 0 when that lies past the end.
-  uint32_t follow(uint32_t from) const {
-    const uint32_t offset = at<uint32_t>(from);
-    return offset <= size - from ? from + offset : 0;
-  }
-  fb::Table table(uint32_t pos) const {
-    if (pos == 0 || !contains(pos, 4)) return {};
-    const int64_t vtable = static_cast<int64_t>(pos) - at<int32_t>(pos);
-    if (vtable < 0 || !contains(static_cast<uint32_t>(vtable), 4)) return {};
-    fb::Table t;
-    t.vtable = static_cast<uint32_t>(vtable);
-    t.vt_size = at<uint16_t>(t.vtable);
-    t.obj_size = at<uint16_t>(t.vtable + 2);
-    if (!contains(t.vtable, t.vt_size) || !contains(pos, t.obj_size)) return {};
-    t.pos = pos;
-    return t;
-  }
-  // The offset of field `slot` (inside its table), or 0 when it is absent.
-  uint32_t field(const fb::Table& t, unsigned slot) const {
-    const uint32_t entry = 4 + 2 * slot;
-    if (!t.present() || entry + 2 > t.vt_size) return 0;
-    const uint16_t voffset = at<uint16_t>(t.vtable + entry);
-    return voffset == 0 || voffset >= t.obj_size ? 0 : t.pos + voffset;
-  }
-  // Where the offset field `slot` points (0 when absent).
-  uint32_t target(const fb::Table& t, unsigned slot) const {
-    const uint32_t from = field(t, slot);
-    return from == 0 ? 0 : follow(from);
-  }
-  fb::Table child(const fb::Table& t, unsigned slot) const { return table(target(t, slot)); }
-  // elem is 1, 4 or 8: the elements lie inside the part, aligned to their size.
-  fb::Vector vector(const fb::Table& t, unsigned slot, uint32_t elem) const {
-    const uint32_t to = target(t, slot);
-    const uint32_t count = to == 0 ? 0 : at<uint32_t>(to);
-    if (count == 0) return {};
-    const uint32_t start = to + 4;  // the count was read: no wrap
-    if (static_cast<uint64_t>(count) * elem > size - start || (start & (elem - 1)) != 0) return {};
-    return fb::Vector{start, count};
-  }
-  StringView string(const fb::Table& t, unsigned slot) const {
-    const fb::Vector v = vector(t, slot, 1);
-    if (v.count == 0 || at<uint8_t>(v.start + v.count) != 0) return {};
-    return StringView{reinterpret_cast<const char*>(base + v.start), v.count};
-  }
-  fb::Table element(const fb::Vector& v, uint32_t i) const {
-    return i < v.count ? table(follow(v.start + 4 * i)) : fb::Table{};
-  }
-  // The union at slots 0 and 1: its type, and its value table (type 0 when absent).
-  fb::Union union_at(const fb::Table& t) const {
-    const uint8_t type = scalar<uint8_t>(t, 0);
-    const fb::Table value = type == 0 ? fb::Table{} : child(t, 1);
-    if (!value.present()) return {};
-    return fb::Union{type, value};
-  }
-  template <typename T>
-  T scalar(const fb::Table& t, unsigned slot) const {
-    const uint32_t from = field(t, slot);
-    return from == 0 ? T{} : at<T>(from);
-  }
-  const void* pointer(uint32_t offset) const { return offset ? base + offset : nullptr; }
-  uint32_t offset_of(const void* p) const {
-    return static_cast<uint32_t>(static_cast<const uint8_t*>(p) - base);
-  }
-};
 
 Error bad_instruction(InstructionDefect defect, uint32_t index) {
   return Error{ErrorCode::kMethodBadInstruction, static_cast<uint32_t>(defect), index};
@@ -142,7 +54,7 @@ struct Survey {
 };
 
 // The argument vector of a kernel or delegate call (slot 1 of both); empty for the others.
-fb::Vector call_args(const Verified& v, const fb::Union& u) {
+fb::Vector call_args(const fb::Verified& v, const fb::Union& u) {
   if (u.type != schema::kKernelCall && u.type != schema::kDelegateCall) return {};
   return v.vector(u.value, 1, 4);
 }
@@ -170,7 +82,7 @@ Result<Method> Method::create(const Program& program, const MethodMemory& memory
   m.values_ = memory.values.data;
   m.kernels_ = memory.kernels.data;
   m.delegates_ = memory.delegates.data;
-  Verified v(program);
+  fb::Verified v(program);
   fb::Table chain = v.table(program.chain_offset());
   fb::Vector instructions = v.vector(chain, schema::kInstructions, 4);
   m.instructions_ = instructions.start;
@@ -201,7 +113,7 @@ Result<Method> Method::create(const Program& program, const MethodMemory& memory
 // backend reads it when only instruction 0 reads it, once, and it is neither an output,
 // nor an item of a tensor list, nor a constant.
 Status Method::survey() {
-  Verified v(program_);
+  fb::Verified v(program_);
   for (uint32_t i = 0; i < program_.value_count(); ++i) values_[i] = Value{};
   const fb::Table plan = v.table(program_.plan_offset());
   for (int pass = 0; pass < 2; ++pass) {
@@ -268,7 +180,7 @@ Status Method::bind_values(const MethodMemory& memory) {
       return Error{ErrorCode::kMisaligned, static_cast<uint32_t>(address), kBufferAlignment};
     }
   }
-  Verified v(program_);
+  fb::Verified v(program_);
   fb::Vector values = v.vector(v.table(program_.plan_offset()), schema::kValues, 4);
   for (uint32_t i = 0; i < values.count; ++i) {
     fb::Union u = v.union_at(v.element(values, i));
@@ -279,7 +191,11 @@ Status Method::bind_values(const MethodMemory& memory) {
     switch (value.kind) {
       case ValueKind::kInt: value.i = v.scalar<int64_t>(u.value, 0); break;
       case ValueKind::kBool: value.b = v.scalar<uint8_t>(u.value, 0) != 0; break;
-      case ValueKind::kDouble: value.d = v.scalar<double>(u.value, 0); break;
+      case ValueKind::kDouble: {  // its 64 bits, as the Int's: one read for both
+        const int64_t bits = v.scalar<int64_t>(u.value, 0);
+        std::memcpy(&value.d, &bits, sizeof value.d);
+        break;
+      }
       case ValueKind::kString: value.s = v.string(u.value, 0); break;
       case ValueKind::kIntList: case ValueKind::kDoubleList: case ValueKind::kBoolList:
       case ValueKind::kTensorList: case ValueKind::kOptionalTensorList: {
@@ -291,13 +207,12 @@ Status Method::bind_values(const MethodMemory& memory) {
       }
       case ValueKind::kTensor: {
         Tensor& t = value.t;
-        fb::Vector sizes = v.vector(u.value, schema::kSizes, 4);
-        t.type = static_cast<ScalarType>(v.scalar<int8_t>(u.value, schema::kScalarType));
-        t.dim = static_cast<uint8_t>(sizes.count);
-        t.sizes = static_cast<const int32_t*>(v.pointer(sizes.start));
-        t.numel = 1;
-        for (uint32_t d = 0; d < sizes.count; ++d) t.numel *= static_cast<uint32_t>(t.sizes[d]);
-        t.nbytes = t.numel * static_cast<uint32_t>(element_size(static_cast<int8_t>(t.type)));
+        const TensorInfo info = fb::tensor_info(v, u.value, i);  // below 2^32 bytes (verified)
+        t.type = info.type;
+        t.dim = static_cast<uint8_t>(info.sizes.size);
+        t.sizes = info.sizes.data;
+        t.numel = static_cast<uint32_t>(info.numel);
+        t.nbytes = static_cast<uint32_t>(info.nbytes);
         uint32_t constant = v.scalar<uint32_t>(u.value, schema::kDataBufferIdx);
         fb::Table alloc = v.child(u.value, schema::kAllocationInfo);
         t.constant = constant != 0;
@@ -352,7 +267,7 @@ void Method::place_input(Tensor& t, uint32_t arg) {
 }
 
 Status Method::check_outputs() const {
-  Verified v(program_);
+  fb::Verified v(program_);
   const fb::Vector outputs = v.vector(v.table(program_.plan_offset()), schema::kOutputs, 4);
   for (uint32_t k = 0; k < outputs.count; ++k) {
     const uint32_t index = v.at<uint32_t>(outputs.start + 4 * k);
@@ -366,7 +281,7 @@ Status Method::check_outputs() const {
 // tensor argument and the item count of each tensor list argument of a kernel or delegate
 // call. O(its arguments). `arguments` is its call_args (an fb::Vector).
 uint64_t Method::charge(const void* arguments) const {
-  Verified v(program_);
+  fb::Verified v(program_);
   const auto& args = *static_cast<const fb::Vector*>(arguments);
   uint64_t work = 1;
   for (uint32_t j = 0; j < args.count; ++j) {
@@ -391,7 +306,7 @@ Status Method::bind_delegates(const BackendTable& backends) {
 
 // Jumps go forward only (verified at load): pc rises with every instruction.
 Status Method::execute() {
-  Verified v(program_);
+  fb::Verified v(program_);
   const fb::Vector chain{instructions_, instruction_count_};
   uint64_t left = budget_;
   for (uint32_t pc = 0; pc < instruction_count_;) {
@@ -409,7 +324,7 @@ Status Method::execute() {
 
 // `instruction` is instruction `index`'s fb::Union, `arguments` its call_args.
 Status Method::run_instruction(const void* instruction, const void* arguments, uint32_t index, uint32_t* next) {
-  Verified v(program_);
+  fb::Verified v(program_);
   const auto& u = *static_cast<const fb::Union*>(instruction);
   switch (u.type) {
     case schema::kKernelCall: return call_kernel(&u.value, arguments, index);
@@ -443,7 +358,7 @@ Status Method::run_instruction(const void* instruction, const void* arguments, u
 }
 
 Status Method::call_kernel(const void* table, const void* arguments, uint32_t index) {
-  Verified v(program_);
+  fb::Verified v(program_);
   const auto& call = *static_cast<const fb::Table*>(table);
   int32_t op = v.scalar<int32_t>(call, 0);
   const auto& args = *static_cast<const fb::Vector*>(arguments);
@@ -454,7 +369,7 @@ Status Method::call_kernel(const void* table, const void* arguments, uint32_t in
 }
 
 Status Method::call_delegate(const void* table, const void* arguments) {
-  Verified v(program_);
+  fb::Verified v(program_);
   const auto& call = *static_cast<const fb::Table*>(table);
   int32_t delegate = v.scalar<int32_t>(call, 0);
   const auto& args = *static_cast<const fb::Vector*>(arguments);
@@ -476,12 +391,12 @@ size_t Method::output_count() const { return program_.output_count(); }
 
 Tensor* Method::input(size_t i) const {
   if (values_ == nullptr || i >= program_.input_count()) return nullptr;
-  return &values_[program_.input(i).value_index].t;
+  return &values_[fb::io_value(fb::Verified(program_), program_.plan_offset(), schema::kInputs, i)].t;
 }
 
 const Tensor* Method::output(size_t i) const {
   if (values_ == nullptr || i >= program_.output_count()) return nullptr;
-  return &values_[program_.output(i).value_index].t;
+  return &values_[fb::io_value(fb::Verified(program_), program_.plan_offset(), schema::kOutputs, i)].t;
 }
 
 Status Method::set_input(size_t i, void* data, size_t nbytes) {

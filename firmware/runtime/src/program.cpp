@@ -5,7 +5,7 @@
 
 #include "fb.h"
 #include "schema.h"
-#include "try.h"
+#include "kiln/runtime/try.h"
 
 namespace kiln::runtime {
 
@@ -32,15 +32,6 @@ Error bad_tensor(TensorDefect defect, uint32_t value) {
   return Error{ErrorCode::kPteBadTensor, static_cast<uint32_t>(defect), value};
 }
 
-Error bad_index(int64_t index, uint32_t count) {
-  return Error{ErrorCode::kPteBadIndex, static_cast<uint32_t>(index), count};
-}
-
-Status check_index(int64_t index, uint32_t count) {
-  if (index < 0 || index >= count) return bad_index(index, count);
-  return {};
-}
-
 // Reads a little-endian uint64 from the file header (size already checked).
 uint64_t u64_at(const uint8_t* p) {
   uint64_t v;
@@ -54,28 +45,14 @@ uint32_t u32_at(const uint8_t* p) {
   return v;
 }
 
-// A reader over the verified FlatBuffer part (no work budget: verification is done).
-fb::Reader reader_of(const uint8_t* base, uint32_t program_size) {
-  return fb::Reader{base, program_size, INT64_MAX};
-}
-
-// `fb` calls on verified data cannot fail; this takes the value.
-template <typename T>
-T verified(const Result<T>& r) {
-  return r.value();
-}
-
-Span<const uint8_t> blob(fb::Reader& r, const fb::Table& t, unsigned slot) {
-  fb::Vector v = verified(fb::vector(r, t, slot, 1));
-  return {v.count ? r.base + v.start : nullptr, v.count};
-}
-
 }  // namespace
 
-// The verification pass: walks everything once, spending the reader's budget.
+// The verification pass: walks everything once, spending the verifier's budget. Each
+// step records a failure in the verifier (the first one is kept: fb::Verifier) and
+// returns; Program::load reports it when the pass is over.
 struct ProgramLoader {
   Program& p;
-  fb::Reader r;
+  fb::Verifier r;
   fb::Vector segments;
   uint32_t n_constants = 0;   // including the reserved constant 0
   uint32_t n_inline = 0;      // backend_delegate_data entries
@@ -117,337 +94,285 @@ struct ProgramLoader {
     return {};
   }
 
-  Status segment_table(const fb::Table& program) {
-    KILN_TRY(segments, fb::vector(r, program, schema::kSegments, 4));
+  void segment_table(const fb::Table& program) {
+    segments = r.vector(program, schema::kSegments, 4);
     uint64_t room = p.segment_end_ - p.segment_base_;
     for (uint32_t i = 0; i < segments.count; ++i) {
-      KILN_TRY(fb::Table s, fb::element(r, segments, i));
-      KILN_TRY(uint64_t offset, fb::scalar<uint64_t>(r, s, 0));
-      KILN_TRY(uint64_t size, fb::scalar<uint64_t>(r, s, 1));
+      const fb::Table s = r.element(segments, i);
+      const uint64_t offset = r.scalar<uint64_t>(s, 0);
+      const uint64_t size = r.scalar<uint64_t>(s, 1);
       if (offset > room || size > room - offset) {
-        return Error{ErrorCode::kPteOutOfBounds, static_cast<uint32_t>(p.segment_base_ + offset),
-                     static_cast<uint32_t>(room)};
+        return r.fail(Error{ErrorCode::kPteOutOfBounds, static_cast<uint32_t>(p.segment_base_ + offset),
+                            static_cast<uint32_t>(room)});
       }
     }
-    return {};
   }
 
-  Status blobs(const fb::Table& program, unsigned slot, uint32_t* count) {
-    KILN_TRY(fb::Vector v, fb::vector(r, program, slot, 4));
-    for (uint32_t i = 0; i < v.count; ++i) {
-      KILN_TRY(fb::Table t, fb::element(r, v, i));
-      KILN_CHECK(fb::vector(r, t, 0, 1));
-    }
-    *count = v.count;
-    return {};
+  // The vector of byte-vector tables at `slot` (constant_buffer, backend_delegate_data): its count.
+  uint32_t blobs(const fb::Table& program, unsigned slot) {
+    const fb::Vector v = r.vector(program, slot, 4);
+    for (uint32_t i = 0; i < v.count; ++i) r.vector(r.element(v, i), 0, 1);
+    return v.count;
   }
 
-  Status constants(const fb::Table& program) {
-    uint32_t n_buffers = 0;
-    KILN_CHECK(blobs(program, schema::kConstantBuffer, &n_buffers));
-    KILN_TRY(fb::Table cs, fb::child(r, program, schema::kConstantSegment));
-    fb::Vector offsets;
-    if (cs.present()) {
-      KILN_TRY(offsets, fb::vector(r, cs, 1, 8));
-    }
+  void constants(const fb::Table& program) {
+    const uint32_t n_buffers = blobs(program, schema::kConstantBuffer);
+    const fb::Table cs = r.child(program, schema::kConstantSegment);
+    const fb::Vector offsets = r.vector(cs, 1, 8);
     if (offsets.count == 0) {
       n_constants = n_buffers;
-      return {};
+      return;
     }
-    if (n_buffers != 0) return unsupported(Feature::kBothConstantKinds);
-    KILN_TRY(uint32_t index, fb::scalar<uint32_t>(r, cs, 0));
-    KILN_CHECK(check_index(index, segments.count));
-    uint64_t size = p.segment(index).size, previous = 0;
+    if (n_buffers != 0) return r.fail(unsupported(Feature::kBothConstantKinds));
+    const uint32_t index = r.scalar<uint32_t>(cs, 0);
+    r.check_index(index, segments.count);
+    const uint64_t size = p.segment(index).size;
+    uint64_t previous = 0;
     for (uint32_t i = 0; i < offsets.count; ++i) {
-      KILN_TRY(uint64_t at, r.read<uint64_t>(offsets.start + 8ull * i));
+      const uint64_t at = r.read<uint64_t>(offsets.start + 8ull * i);
       if (at < previous || at > size) {
-        return Error{ErrorCode::kPteOutOfBounds, static_cast<uint32_t>(at), static_cast<uint32_t>(size)};
+        return r.fail(Error{ErrorCode::kPteOutOfBounds, static_cast<uint32_t>(at), static_cast<uint32_t>(size)});
       }
       previous = at;
     }
     n_constants = offsets.count;
-    return {};
   }
 
-  Status named_data(const fb::Table& program) {
-    KILN_TRY(fb::Vector v, fb::vector(r, program, schema::kNamedData, 4));
+  void named_data(const fb::Table& program) {
+    const fb::Vector v = r.vector(program, schema::kNamedData, 4);
     for (uint32_t i = 0; i < v.count; ++i) {
-      KILN_TRY(fb::Table t, fb::element(r, v, i));
-      KILN_CHECK(fb::string(r, t, 0));
-      KILN_TRY(uint32_t index, fb::scalar<uint32_t>(r, t, 1));
-      KILN_CHECK(check_index(index, segments.count));
+      const fb::Table t = r.element(v, i);
+      r.string(t, 0);
+      r.check_index(r.scalar<uint32_t>(t, 1), segments.count);
     }
-    return {};
   }
 
-  Status index_vector(const fb::Table& t, unsigned slot, uint32_t n_values, bool optional) {
-    KILN_TRY(fb::Vector v, fb::vector(r, t, slot, 4));
+  void index_vector(const fb::Table& t, unsigned slot, uint32_t n_values, bool optional) {
+    const fb::Vector v = r.vector(t, slot, 4);
     for (uint32_t i = 0; i < v.count; ++i) {
-      KILN_TRY(int32_t index, r.read<int32_t>(v.start + 4ull * i));
-      if (optional && index == -1) continue;
-      KILN_CHECK(check_index(index, n_values));
+      const int32_t index = r.read<int32_t>(v.start + 4ull * i);
+      if (!(optional && index == -1)) r.check_index(index, n_values);
     }
-    return {};
   }
 
-  Status tensor(const fb::Table& t, uint32_t value, const fb::Vector& buffer_sizes) {
-    KILN_TRY(fb::Table extra, fb::child(r, t, schema::kExtraTensorInfo));
-    if (extra.present()) return unsupported(Feature::kExtraTensorInfo, value);
-    KILN_TRY(int8_t type, fb::scalar<int8_t>(r, t, schema::kScalarType));
-    size_t elem = element_size(type);
-    if (elem == 0) return Error{ErrorCode::kPteBadEnum, t.pos, static_cast<uint32_t>(type)};
-    KILN_TRY(fb::Vector sizes, fb::vector(r, t, schema::kSizes, 4));
-    KILN_TRY(fb::Vector dim_order, fb::vector(r, t, schema::kDimOrder, 1));
-    if (sizes.count > kMaxDims) return bad_tensor(TensorDefect::kTooManyDims, value);
+  void tensor(const fb::Table& t, uint32_t value, const fb::Vector& buffer_sizes) {
+    if (r.child(t, schema::kExtraTensorInfo).present()) return r.fail(unsupported(Feature::kExtraTensorInfo, value));
+    const int8_t type = r.scalar<int8_t>(t, schema::kScalarType);
+    const size_t elem = element_size(type);
+    if (elem == 0) return r.fail(Error{ErrorCode::kPteBadEnum, t.pos, static_cast<uint32_t>(type)});
+    const fb::Vector sizes = r.vector(t, schema::kSizes, 4);
+    const fb::Vector dim_order = r.vector(t, schema::kDimOrder, 1);
+    if (sizes.count > kMaxDims) return r.fail(bad_tensor(TensorDefect::kTooManyDims, value));
     uint64_t numel = 1;
     for (uint32_t d = 0; d < sizes.count; ++d) {
-      KILN_TRY(int32_t size, r.read<int32_t>(sizes.start + 4ull * d));
-      if (size < 0) return bad_tensor(TensorDefect::kNegativeSize, value);
+      const int32_t size = r.read<int32_t>(sizes.start + 4ull * d);
+      if (size < 0) return r.fail(bad_tensor(TensorDefect::kNegativeSize, value));
       numel *= static_cast<uint64_t>(size);
-      if (numel * elem > kMaxNbytes) return bad_tensor(TensorDefect::kTooLarge, value);
+      if (numel * elem > kMaxNbytes) return r.fail(bad_tensor(TensorDefect::kTooLarge, value));
     }
-    if (dim_order.count != sizes.count) return bad_tensor(TensorDefect::kDimOrderLength, value);
+    if (dim_order.count != sizes.count) return r.fail(bad_tensor(TensorDefect::kDimOrderLength, value));
     for (uint32_t d = 0; d < dim_order.count; ++d) {
-      if (r.base[dim_order.start + d] != d) return unsupported(Feature::kDimOrder, value);
+      if (r.read<uint8_t>(dim_order.start + d) != d) return r.fail(unsupported(Feature::kDimOrder, value));
     }
-    KILN_TRY(int8_t dynamism, fb::scalar<int8_t>(r, t, schema::kShapeDynamism));
+    const int8_t dynamism = r.scalar<int8_t>(t, schema::kShapeDynamism);
     if (dynamism < 0 || dynamism > 2) {
-      return Error{ErrorCode::kPteBadEnum, t.pos, static_cast<uint32_t>(dynamism)};
+      return r.fail(Error{ErrorCode::kPteBadEnum, t.pos, static_cast<uint32_t>(dynamism)});
     }
-    if (dynamism != 0) return unsupported(Feature::kDynamicShape, value);
-    uint64_t nbytes = numel * elem;
-    KILN_TRY(uint32_t constant, fb::scalar<uint32_t>(r, t, schema::kDataBufferIdx));
-    KILN_TRY(fb::Table alloc, fb::child(r, t, schema::kAllocationInfo));
+    if (dynamism != 0) return r.fail(unsupported(Feature::kDynamicShape, value));
+    const uint64_t nbytes = numel * elem;
+    const uint32_t constant = r.scalar<uint32_t>(t, schema::kDataBufferIdx);
+    const fb::Table alloc = r.child(t, schema::kAllocationInfo);
     if (constant != 0) {
-      if (alloc.present()) return bad_tensor(TensorDefect::kConstantAndPlanned, value);
-      KILN_CHECK(check_index(constant, n_constants));
-      Span<const uint8_t> data = p.constant(constant);
-      if (data.size < nbytes) return bad_tensor(TensorDefect::kConstantTooSmall, value);
-      if (reinterpret_cast<uintptr_t>(data.data) % elem != 0) return bad_tensor(TensorDefect::kMisaligned, value);
+      if (alloc.present()) return r.fail(bad_tensor(TensorDefect::kConstantAndPlanned, value));
+      r.check_index(constant, n_constants);
+      const Span<const uint8_t> data = p.constant(constant);
+      if (data.size < nbytes) return r.fail(bad_tensor(TensorDefect::kConstantTooSmall, value));
+      if (reinterpret_cast<uintptr_t>(data.data) % elem != 0) {
+        return r.fail(bad_tensor(TensorDefect::kMisaligned, value));
+      }
     }
     if (alloc.present()) {
-      KILN_TRY(uint32_t id, fb::scalar<uint32_t>(r, alloc, 0));
-      KILN_TRY(uint32_t low, fb::scalar<uint32_t>(r, alloc, 1));
-      KILN_TRY(uint32_t high, fb::scalar<uint32_t>(r, alloc, 2));
-      if (id == 0 || id >= buffer_sizes.count) return bad_tensor(TensorDefect::kBadMemoryId, value);
-      KILN_TRY(int64_t capacity, r.read<int64_t>(buffer_sizes.start + 8ull * id));
-      uint64_t offset = (static_cast<uint64_t>(high) << 32) | low;
+      const uint32_t id = r.scalar<uint32_t>(alloc, 0);
+      const uint32_t low = r.scalar<uint32_t>(alloc, 1);
+      const uint32_t high = r.scalar<uint32_t>(alloc, 2);
+      if (id == 0 || id >= buffer_sizes.count) return r.fail(bad_tensor(TensorDefect::kBadMemoryId, value));
+      const int64_t capacity = r.read<int64_t>(buffer_sizes.start + 8ull * id);
+      const uint64_t offset = (static_cast<uint64_t>(high) << 32) | low;
       // Planned buffers are 16-byte aligned (method.h), so this aligns the data.
-      if (offset % elem != 0) return bad_tensor(TensorDefect::kMisaligned, value);
+      if (offset % elem != 0) return r.fail(bad_tensor(TensorDefect::kMisaligned, value));
       if (capacity < 0 || offset > static_cast<uint64_t>(capacity) ||
           nbytes > static_cast<uint64_t>(capacity) - offset) {
-        return bad_tensor(TensorDefect::kOutsideBuffer, value);
+        return r.fail(bad_tensor(TensorDefect::kOutsideBuffer, value));
       }
     }
-    return {};
   }
 
-  Status evalue(const fb::Table& t, uint32_t index, uint32_t n_values, const fb::Vector& buffer_sizes) {
-    KILN_TRY(fb::Union u, fb::union_at(r, t, 0));
-    auto kind = static_cast<ValueKind>(u.type);
-    switch (kind) {
-      case ValueKind::kNull: return {};
+  void evalue(const fb::Table& t, uint32_t index, uint32_t n_values, const fb::Vector& buffer_sizes) {
+    const fb::Union u = r.union_at(t, 0);
+    switch (static_cast<ValueKind>(u.type)) {
+      case ValueKind::kNull: return;
       case ValueKind::kInt:
-      case ValueKind::kDouble: {
-        KILN_CHECK(fb::scalar<int64_t>(r, u.value, 0));
-        return {};
-      }
-      case ValueKind::kBool: {
-        KILN_CHECK(fb::scalar<uint8_t>(r, u.value, 0));
-        return {};
-      }
-      case ValueKind::kString: {
-        KILN_CHECK(fb::string(r, u.value, 0));
-        return {};
-      }
+      case ValueKind::kDouble: r.scalar<int64_t>(u.value, 0); return;
+      case ValueKind::kBool: r.scalar<uint8_t>(u.value, 0); return;
+      case ValueKind::kString: r.string(u.value, 0); return;
       case ValueKind::kTensor: return tensor(u.value, index, buffer_sizes);
       case ValueKind::kIntList: {
-        KILN_TRY(fb::Vector v, fb::vector(r, u.value, 0, 8));
-        for (uint32_t i = 0; i < v.count; ++i) {
-          KILN_TRY(int64_t item, r.read<int64_t>(v.start + 8ull * i));
-          KILN_CHECK(check_index(item, n_values));
-        }
-        return {};
+        const fb::Vector v = r.vector(u.value, 0, 8);
+        for (uint32_t i = 0; i < v.count; ++i) r.check_index(r.read<int64_t>(v.start + 8ull * i), n_values);
+        return;
       }
-      case ValueKind::kDoubleList: {
-        KILN_CHECK(fb::vector(r, u.value, 0, 8));
-        return {};
-      }
-      case ValueKind::kBoolList: {
-        KILN_CHECK(fb::vector(r, u.value, 0, 1));
-        return {};
-      }
+      case ValueKind::kDoubleList: r.vector(u.value, 0, 8); return;
+      case ValueKind::kBoolList: r.vector(u.value, 0, 1); return;
       case ValueKind::kTensorList: return index_vector(u.value, 0, n_values, false);
       case ValueKind::kOptionalTensorList: return index_vector(u.value, 0, n_values, true);
       case ValueKind::kNone: break;
     }
-    return Error{ErrorCode::kPteBadUnion, t.pos, u.type};
+    r.fail(Error{ErrorCode::kPteBadUnion, t.pos, u.type});
   }
 
   // Instruction `index` of a chain of n_instructions. A jump must go forward (its
   // destination past itself, at most one past the end): with no loop, one execute() runs
   // each instruction at most once.
-  Status instruction(const fb::Table& t, const fb::Table& plan, uint32_t n_values, uint32_t index,
-                     uint32_t n_instructions) {
-    KILN_TRY(fb::Union u, fb::union_at(r, t, 0));
+  void instruction(const fb::Table& t, const fb::Table& plan, uint32_t n_values, uint32_t index,
+                   uint32_t n_instructions) {
+    const fb::Union u = r.union_at(t, 0);
     switch (u.type) {
       case schema::kKernelCall:
       case schema::kDelegateCall: {
-        KILN_TRY(int32_t target, fb::scalar<int32_t>(r, u.value, 0));
-        unsigned slot = u.type == schema::kKernelCall ? schema::kOperators : schema::kDelegates;
-        KILN_TRY(fb::Vector targets, fb::vector(r, plan, slot, 4));
-        KILN_CHECK(check_index(target, targets.count));
+        const int32_t target = r.scalar<int32_t>(u.value, 0);
+        const unsigned slot = u.type == schema::kKernelCall ? schema::kOperators : schema::kDelegates;
+        r.check_index(target, r.vector(plan, slot, 4).count);
         return index_vector(u.value, 1, n_values, false);
       }
       case schema::kMoveCall:
       case schema::kJumpFalseCall: {
-        KILN_TRY(int32_t first, fb::scalar<int32_t>(r, u.value, 0));
-        KILN_TRY(int32_t second, fb::scalar<int32_t>(r, u.value, 1));
-        KILN_CHECK(check_index(first, n_values));
-        KILN_CHECK(check_index(second, u.type == schema::kMoveCall ? n_values : n_instructions + 1));
+        const int32_t first = r.scalar<int32_t>(u.value, 0);
+        const int32_t second = r.scalar<int32_t>(u.value, 1);
+        r.check_index(first, n_values);
+        r.check_index(second, u.type == schema::kMoveCall ? n_values : n_instructions + 1);
         if (u.type == schema::kJumpFalseCall && static_cast<uint32_t>(second) <= index) {
-          return unsupported(Feature::kBackwardJump, index);
+          r.fail(unsupported(Feature::kBackwardJump, index));
         }
-        return {};
+        return;
       }
-      case schema::kFreeCall: {
-        KILN_TRY(int32_t index, fb::scalar<int32_t>(r, u.value, 0));
-        return check_index(index, n_values);
-      }
+      case schema::kFreeCall: return r.check_index(r.scalar<int32_t>(u.value, 0), n_values);
       default: break;
     }
-    return Error{ErrorCode::kPteBadUnion, t.pos, u.type};
+    r.fail(Error{ErrorCode::kPteBadUnion, t.pos, u.type});
   }
 
-  Status stacktrace(const fb::Table& chain, uint32_t n_instructions) {
-    KILN_TRY(fb::Vector lists, fb::vector(r, chain, schema::kStacktrace, 4));
-    KILN_TRY(uint32_t present, fb::field(r, chain, schema::kStacktrace));
-    if (present != 0 && lists.count != n_instructions) return bad_index(lists.count, n_instructions);
+  void stacktrace(const fb::Table& chain, uint32_t n_instructions) {
+    const fb::Vector lists = r.vector(chain, schema::kStacktrace, 4);
+    if (r.field(chain, schema::kStacktrace) != 0 && lists.count != n_instructions) {
+      return r.fail(Error{ErrorCode::kPteBadIndex, lists.count, n_instructions});
+    }
     for (uint32_t i = 0; i < lists.count; ++i) {
-      KILN_TRY(fb::Table list, fb::element(r, lists, i));
-      KILN_TRY(fb::Vector frames, fb::vector(r, list, 0, 4));
+      const fb::Vector frames = r.vector(r.element(lists, i), 0, 4);
       for (uint32_t j = 0; j < frames.count; ++j) {
-        KILN_TRY(fb::Table frame, fb::element(r, frames, j));
-        KILN_CHECK(fb::string(r, frame, 0));
-        KILN_CHECK(fb::scalar<int32_t>(r, frame, 1));
-        KILN_CHECK(fb::string(r, frame, 2));
-        KILN_CHECK(fb::string(r, frame, 3));
+        const fb::Table frame = r.element(frames, j);
+        r.string(frame, 0);
+        r.scalar<int32_t>(frame, 1);
+        r.string(frame, 2);
+        r.string(frame, 3);
       }
     }
-    return {};
   }
 
-  Status chain(const fb::Table& t, const fb::Table& plan, uint32_t n_values) {
-    KILN_CHECK(index_vector(t, schema::kChainInputs, n_values, false));
-    KILN_CHECK(index_vector(t, schema::kChainOutputs, n_values, false));
-    KILN_TRY(fb::Vector instructions, fb::vector(r, t, schema::kInstructions, 4));
+  void chain(const fb::Table& t, const fb::Table& plan, uint32_t n_values) {
+    index_vector(t, schema::kChainInputs, n_values, false);
+    index_vector(t, schema::kChainOutputs, n_values, false);
+    const fb::Vector instructions = r.vector(t, schema::kInstructions, 4);
     for (uint32_t i = 0; i < instructions.count; ++i) {
-      KILN_TRY(fb::Table ins, fb::element(r, instructions, i));
-      KILN_CHECK(instruction(ins, plan, n_values, i, instructions.count));
+      instruction(r.element(instructions, i), plan, n_values, i, instructions.count);
     }
-    return stacktrace(t, instructions.count);
+    stacktrace(t, instructions.count);
   }
 
-  Status delegate(const fb::Table& t) {
-    KILN_CHECK(fb::string(r, t, schema::kId));
-    KILN_TRY(fb::Table processed, fb::child(r, t, schema::kProcessed));
-    if (!processed.present()) return Error{ErrorCode::kPteMissingField, t.pos, schema::kProcessed};
-    KILN_TRY(int8_t location, fb::scalar<int8_t>(r, processed, 0));
-    KILN_TRY(uint32_t index, fb::scalar<uint32_t>(r, processed, 1));
+  void delegate(const fb::Table& t) {
+    r.string(t, schema::kId);
+    const fb::Table processed = r.child(t, schema::kProcessed);
+    if (!processed.present()) return r.fail(Error{ErrorCode::kPteMissingField, t.pos, schema::kProcessed});
+    const int8_t location = r.scalar<int8_t>(processed, 0);
+    const uint32_t index = r.scalar<uint32_t>(processed, 1);
     if (location == static_cast<int8_t>(DataLocation::kInline)) {
-      KILN_CHECK(check_index(index, n_inline));
+      r.check_index(index, n_inline);
     } else if (location == static_cast<int8_t>(DataLocation::kSegment)) {
-      KILN_CHECK(check_index(index, segments.count));
+      r.check_index(index, segments.count);
     } else {
-      return Error{ErrorCode::kPteBadEnum, processed.pos, static_cast<uint32_t>(location)};
+      return r.fail(Error{ErrorCode::kPteBadEnum, processed.pos, static_cast<uint32_t>(location)});
     }
-    KILN_TRY(fb::Vector specs, fb::vector(r, t, schema::kCompileSpecs, 4));
+    const fb::Vector specs = r.vector(t, schema::kCompileSpecs, 4);
     for (uint32_t i = 0; i < specs.count; ++i) {
-      KILN_TRY(fb::Table spec, fb::element(r, specs, i));
-      KILN_CHECK(fb::string(r, spec, 0));
-      KILN_CHECK(fb::vector(r, spec, 1, 1));
+      const fb::Table spec = r.element(specs, i);
+      r.string(spec, 0);
+      r.vector(spec, 1, 1);
     }
-    return {};
   }
 
-  Status tables_each(const fb::Table& plan, unsigned slot, Status (ProgramLoader::*check)(const fb::Table&)) {
-    KILN_TRY(fb::Vector v, fb::vector(r, plan, slot, 4));
+  void op(const fb::Table& t) {
+    r.string(t, 0);
+    r.string(t, 1);
+  }
+
+  void tables_each(const fb::Table& plan, unsigned slot, void (ProgramLoader::*check)(const fb::Table&)) {
+    const fb::Vector v = r.vector(plan, slot, 4);
+    for (uint32_t i = 0; i < v.count; ++i) (this->*check)(r.element(v, i));
+  }
+
+  void io_tensors(const fb::Table& plan, const fb::Vector& values, unsigned slot) {
+    const fb::Vector v = r.vector(plan, slot, 4);
     for (uint32_t i = 0; i < v.count; ++i) {
-      KILN_TRY(fb::Table t, fb::element(r, v, i));
-      KILN_CHECK((this->*check)(t));
+      const int32_t index = r.read<int32_t>(v.start + 4ull * i);
+      r.check_index(index, values.count);
+      const fb::Union u = r.union_at(r.element(values, static_cast<uint32_t>(index)), 0);
+      if (u.type != static_cast<uint8_t>(ValueKind::kTensor)) return r.fail(unsupported(Feature::kNonTensorIo, i));
     }
-    return {};
   }
 
-  Status op(const fb::Table& t) {
-    KILN_CHECK(fb::string(r, t, 0));
-    KILN_CHECK(fb::string(r, t, 1));
-    return {};
-  }
-
-  Status io_tensors(const fb::Table& plan, const fb::Vector& values, unsigned slot) {
-    KILN_TRY(fb::Vector v, fb::vector(r, plan, slot, 4));
-    for (uint32_t i = 0; i < v.count; ++i) {
-      KILN_TRY(int32_t index, r.read<int32_t>(v.start + 4ull * i));
-      KILN_CHECK(check_index(index, values.count));
-      KILN_TRY(fb::Table value, fb::element(r, values, static_cast<uint32_t>(index)));
-      KILN_TRY(fb::Union u, fb::union_at(r, value, 0));
-      if (u.type != static_cast<uint8_t>(ValueKind::kTensor)) return unsupported(Feature::kNonTensorIo, i);
-    }
-    return {};
-  }
-
-  Status plan(const fb::Table& t, bool first) {
-    KILN_CHECK(fb::string(r, t, schema::kName));
-    KILN_TRY(fb::Table meta, fb::child(r, t, schema::kContainerMetaType));
+  void plan(const fb::Table& t, bool first) {
+    r.string(t, schema::kName);
+    const fb::Table meta = r.child(t, schema::kContainerMetaType);
     if (meta.present()) {
-      KILN_CHECK(fb::string(r, meta, 0));
-      KILN_CHECK(fb::string(r, meta, 1));
+      r.string(meta, 0);
+      r.string(meta, 1);
     }
-    KILN_TRY(fb::Vector devices, fb::vector(r, t, schema::kNonConstBufferDevice, 4));
-    if (devices.count != 0) return unsupported(Feature::kNonConstBufferDevice);
-    KILN_TRY(fb::Vector buffer_sizes, fb::vector(r, t, schema::kNonConstBufferSizes, 8));
-    KILN_TRY(fb::Vector values, fb::vector(r, t, schema::kValues, 4));
-    for (uint32_t i = 0; i < values.count; ++i) {
-      KILN_TRY(fb::Table v, fb::element(r, values, i));
-      KILN_CHECK(evalue(v, i, values.count, buffer_sizes));
+    if (r.vector(t, schema::kNonConstBufferDevice, 4).count != 0) {
+      return r.fail(unsupported(Feature::kNonConstBufferDevice));
     }
-    KILN_CHECK(io_tensors(t, values, schema::kInputs));
-    KILN_CHECK(io_tensors(t, values, schema::kOutputs));
-    KILN_CHECK(tables_each(t, schema::kOperators, &ProgramLoader::op));
-    KILN_CHECK(tables_each(t, schema::kDelegates, &ProgramLoader::delegate));
-    KILN_TRY(fb::Vector chains, fb::vector(r, t, schema::kChains, 4));
-    if (first && chains.count != 1) return unsupported(Feature::kChains, chains.count);
+    const fb::Vector buffer_sizes = r.vector(t, schema::kNonConstBufferSizes, 8);
+    const fb::Vector values = r.vector(t, schema::kValues, 4);
+    for (uint32_t i = 0; i < values.count; ++i) evalue(r.element(values, i), i, values.count, buffer_sizes);
+    io_tensors(t, values, schema::kInputs);
+    io_tensors(t, values, schema::kOutputs);
+    tables_each(t, schema::kOperators, &ProgramLoader::op);
+    tables_each(t, schema::kDelegates, &ProgramLoader::delegate);
+    const fb::Vector chains = r.vector(t, schema::kChains, 4);
+    if (first && chains.count != 1) return r.fail(unsupported(Feature::kChains, chains.count));
     for (uint32_t i = 0; i < chains.count; ++i) {
-      KILN_TRY(fb::Table c, fb::element(r, chains, i));
-      KILN_CHECK(chain(c, t, values.count));
+      const fb::Table c = r.element(chains, i);
+      chain(c, t, values.count);
       if (first) p.chain_ = c.pos;
     }
     if (first) {
       p.plan_ = t.pos;
       p.value_count_ = values.count;
     }
-    return {};
   }
 
-  Status program() {
-    KILN_TRY(uint32_t root, r.read<uint32_t>(0));
-    KILN_TRY(fb::Table program, fb::table_at(r, root));
+  void program() {
+    const fb::Table program = r.table(r.read<uint32_t>(0));
     p.root_ = program.pos;
-    KILN_CHECK(fb::scalar<uint32_t>(r, program, schema::kVersion));
-    KILN_TRY(fb::Vector mutable_segments, fb::vector(r, program, schema::kMutableDataSegments, 4));
-    if (mutable_segments.count != 0) return unsupported(Feature::kMutableDataSegments);
-    KILN_CHECK(segment_table(program));
-    KILN_CHECK(blobs(program, schema::kBackendDelegateData, &n_inline));
-    KILN_CHECK(constants(program));
-    KILN_CHECK(named_data(program));
-    KILN_TRY(fb::Vector plans, fb::vector(r, program, schema::kExecutionPlan, 4));
-    if (plans.count == 0) return unsupported(Feature::kNoExecutionPlan);
-    for (uint32_t i = 0; i < plans.count; ++i) {
-      KILN_TRY(fb::Table t, fb::element(r, plans, i));
-      KILN_CHECK(plan(t, i == 0));
+    r.scalar<uint32_t>(program, schema::kVersion);
+    if (r.vector(program, schema::kMutableDataSegments, 4).count != 0) {
+      return r.fail(unsupported(Feature::kMutableDataSegments));
     }
-    return {};
+    segment_table(program);
+    n_inline = blobs(program, schema::kBackendDelegateData);
+    constants(program);
+    named_data(program);
+    const fb::Vector plans = r.vector(program, schema::kExecutionPlan, 4);
+    if (plans.count == 0) return r.fail(unsupported(Feature::kNoExecutionPlan));
+    for (uint32_t i = 0; i < plans.count; ++i) plan(r.element(plans, i), i == 0);
   }
 };
 
@@ -463,117 +388,97 @@ Result<Program> Program::load(const void* pte, size_t size) {
   p.size_ = size;
   uint32_t identifier = u32_at(p.base_ + 4);
   if (identifier != kIdentifier) return Error{ErrorCode::kPteBadIdentifier, identifier, kIdentifier};
-  ProgramLoader loader{p, {}, {}};
+  ProgramLoader loader{p, fb::Verifier(nullptr, 0, 0), {}};
   KILN_CHECK(loader.header());
-  loader.r = fb::Reader{p.base_, p.program_size_, 8 * static_cast<int64_t>(p.program_size_) + 4096};
-  KILN_CHECK(loader.program());
+  loader.r = fb::Verifier(p.base_, p.program_size_, 8 * static_cast<int64_t>(p.program_size_) + 4096);
+  loader.program();
+  if (!loader.r.ok()) return loader.r.error();
   return p;
 }
 
-// --- Accessors (on verified data) --------------------------------------------------
+// --- Accessors (on verified data: fb::Verified) ------------------------------------
+
+namespace fb {
+
+uint32_t io_value(const Verified& v, uint32_t plan, unsigned slot, size_t i) {
+  return v.at<uint32_t>(v.vector(v.table(plan), slot, 4).start + 4 * static_cast<uint32_t>(i));
+}
+
+TensorInfo tensor_info(const Verified& v, const Table& tensor, uint32_t value_index) {
+  const Vector sizes = v.vector(tensor, schema::kSizes, 4);
+  const int8_t type = v.scalar<int8_t>(tensor, schema::kScalarType);
+  const auto* dims = static_cast<const int32_t*>(v.pointer(sizes.start));  // 4-byte aligned (verified)
+  size_t numel = 1;
+  for (uint32_t d = 0; d < sizes.count; ++d) numel *= static_cast<size_t>(dims[d]);
+  return TensorInfo{static_cast<ScalarType>(type), {dims, sizes.count}, numel * element_size(type), value_index,
+                    numel};
+}
+
+}  // namespace fb
 
 namespace {
 
-fb::Table plan_table(fb::Reader& r, uint32_t plan) { return verified(fb::table_at(r, plan)); }
-
-fb::Vector plan_vector(fb::Reader& r, uint32_t plan, unsigned slot, uint32_t elem) {
-  return verified(fb::vector(r, plan_table(r, plan), slot, elem));
+fb::Vector plan_vector(const fb::Verified& v, uint32_t plan, unsigned slot, uint32_t elem) {
+  return v.vector(v.table(plan), slot, elem);
 }
 
-TensorInfo tensor_info(fb::Reader& r, uint32_t plan, unsigned slot, size_t i) {
-  fb::Vector io = plan_vector(r, plan, slot, 4);
-  auto index = verified(r.read<int32_t>(io.start + 4ull * i));
-  fb::Vector values = plan_vector(r, plan, schema::kValues, 4);
-  fb::Table tensor = verified(fb::union_at(r, verified(fb::element(r, values, index)), 0)).value;
-  fb::Vector sizes = verified(fb::vector(r, tensor, schema::kSizes, 4));
-  int8_t type = verified(fb::scalar<int8_t>(r, tensor, schema::kScalarType));
-  size_t nbytes = element_size(type);
-  for (uint32_t d = 0; d < sizes.count; ++d) {
-    nbytes *= static_cast<size_t>(verified(r.read<int32_t>(sizes.start + 4ull * d)));
-  }
-  const int32_t* data = sizes.count ? reinterpret_cast<const int32_t*>(r.base + sizes.start) : nullptr;
-  return TensorInfo{static_cast<ScalarType>(type), {data, sizes.count}, nbytes,
-                    static_cast<uint32_t>(index)};
+TensorInfo io_tensor(const Program& p, unsigned slot, size_t i) {
+  const fb::Verified v(p);
+  const uint32_t index = fb::io_value(v, p.plan_offset(), slot, i);
+  const fb::Table value = v.element(plan_vector(v, p.plan_offset(), schema::kValues, 4), index);
+  return fb::tensor_info(v, v.union_at(value).value, index);
 }
 
 }  // namespace
 
-size_t Program::input_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return plan_vector(r, plan_, schema::kInputs, 4).count;
-}
-
-size_t Program::output_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return plan_vector(r, plan_, schema::kOutputs, 4).count;
-}
-
-TensorInfo Program::input(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return tensor_info(r, plan_, schema::kInputs, i);
-}
-
-TensorInfo Program::output(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return tensor_info(r, plan_, schema::kOutputs, i);
-}
+size_t Program::input_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kInputs, 4).count; }
+size_t Program::output_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kOutputs, 4).count; }
+TensorInfo Program::input(size_t i) const { return io_tensor(*this, schema::kInputs, i); }
+TensorInfo Program::output(size_t i) const { return io_tensor(*this, schema::kOutputs, i); }
 
 size_t Program::planned_buffer_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  uint32_t n = plan_vector(r, plan_, schema::kNonConstBufferSizes, 8).count;
+  const uint32_t n = plan_vector(fb::Verified(*this), plan_, schema::kNonConstBufferSizes, 8).count;
   return n ? n - 1 : 0;
 }
 
 uint64_t Program::planned_buffer_size(uint32_t memory_id) const {
   if (memory_id == 0 || memory_id > planned_buffer_count()) return 0;
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Vector v = plan_vector(r, plan_, schema::kNonConstBufferSizes, 8);
-  int64_t size = verified(r.read<int64_t>(v.start + 8ull * memory_id));
+  const fb::Verified v(*this);
+  const int64_t size = v.at<int64_t>(plan_vector(v, plan_, schema::kNonConstBufferSizes, 8).start + 8 * memory_id);
   return size < 0 ? 0 : static_cast<uint64_t>(size);
 }
 
-size_t Program::operator_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return plan_vector(r, plan_, schema::kOperators, 4).count;
-}
+size_t Program::operator_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kOperators, 4).count; }
 
 OperatorInfo Program::op(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Table t = verified(fb::element(r, plan_vector(r, plan_, schema::kOperators, 4), i));
-  return OperatorInfo{verified(fb::string(r, t, 0)), verified(fb::string(r, t, 1))};
+  const fb::Verified v(*this);
+  const fb::Table t = v.element(plan_vector(v, plan_, schema::kOperators, 4), static_cast<uint32_t>(i));
+  return OperatorInfo{v.string(t, 0), v.string(t, 1)};
 }
 
-size_t Program::delegate_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return plan_vector(r, plan_, schema::kDelegates, 4).count;
-}
+size_t Program::delegate_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kDelegates, 4).count; }
 
 Span<const uint8_t> Program::segment(uint32_t index) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Vector v = verified(fb::vector(r, verified(fb::table_at(r, root_)), schema::kSegments, 4));
-  if (index >= v.count) return {};
-  fb::Table s = verified(fb::element(r, v, index));
-  uint64_t offset = verified(fb::scalar<uint64_t>(r, s, 0));
-  uint64_t size = verified(fb::scalar<uint64_t>(r, s, 1));
-  return {base_ + segment_base_ + offset, static_cast<size_t>(size)};
+  const fb::Verified v(*this);
+  const fb::Table s = v.element(v.vector(v.table(root_), schema::kSegments, 4), index);
+  if (!s.present()) return {};
+  return {base_ + segment_base_ + v.scalar<uint64_t>(s, 0), static_cast<size_t>(v.scalar<uint64_t>(s, 1))};
 }
 
 DelegateInfo Program::delegate(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Table t = verified(fb::element(r, plan_vector(r, plan_, schema::kDelegates, 4), i));
-  fb::Table processed = verified(fb::child(r, t, schema::kProcessed));
-  auto location = verified(fb::scalar<int8_t>(r, processed, 0));
-  uint32_t index = verified(fb::scalar<uint32_t>(r, processed, 1));
+  const fb::Verified v(*this);
+  const fb::Table t = v.element(plan_vector(v, plan_, schema::kDelegates, 4), static_cast<uint32_t>(i));
+  const fb::Table processed = v.child(t, schema::kProcessed);
+  const uint32_t index = v.scalar<uint32_t>(processed, 1);
   DelegateInfo info;
-  info.id = verified(fb::string(r, t, schema::kId));
-  if (location == static_cast<int8_t>(DataLocation::kSegment)) {
+  info.id = v.string(t, schema::kId);
+  if (v.scalar<int8_t>(processed, 0) == static_cast<int8_t>(DataLocation::kSegment)) {
     info.payload = segment(index);
   } else {
-    fb::Table program = verified(fb::table_at(r, root_));
-    fb::Vector inline_data = verified(fb::vector(r, program, schema::kBackendDelegateData, 4));
-    info.payload = blob(r, verified(fb::element(r, inline_data, index)), 0);
+    const fb::Vector inline_data = v.vector(v.table(root_), schema::kBackendDelegateData, 4);
+    info.payload = v.bytes(v.element(inline_data, index), 0);
   }
-  fb::Vector specs = verified(fb::vector(r, t, schema::kCompileSpecs, 4));
+  const fb::Vector specs = v.vector(t, schema::kCompileSpecs, 4);
   info.compile_specs.base_ = base_;
   info.compile_specs.vector_ = specs.start;
   info.compile_specs.count_ = specs.count;
@@ -583,9 +488,9 @@ DelegateInfo Program::delegate(size_t i) const {
 }
 
 CompileSpec CompileSpecs::operator[](size_t i) const {
-  fb::Reader r = reader_of(base_, limit_);
-  fb::Table t = verified(fb::element(r, fb::Vector{vector_, count_}, static_cast<uint32_t>(i)));
-  return CompileSpec{verified(fb::string(r, t, 0)), blob(r, t, 1)};
+  const fb::Verified v(base_, limit_);
+  const fb::Table t = v.element(fb::Vector{vector_, count_}, static_cast<uint32_t>(i));
+  return CompileSpec{v.string(t, 0), v.bytes(t, 1)};
 }
 
 Span<const uint8_t> CompileSpecs::find(StringView key) const {
@@ -597,15 +502,14 @@ Span<const uint8_t> CompileSpecs::find(StringView key) const {
 }
 
 size_t Program::named_data_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return verified(fb::vector(r, verified(fb::table_at(r, root_)), schema::kNamedData, 4)).count;
+  const fb::Verified v(*this);
+  return v.vector(v.table(root_), schema::kNamedData, 4).count;
 }
 
 NamedData Program::named_data(size_t i) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Vector v = verified(fb::vector(r, verified(fb::table_at(r, root_)), schema::kNamedData, 4));
-  fb::Table t = verified(fb::element(r, v, static_cast<uint32_t>(i)));
-  return NamedData{verified(fb::string(r, t, 0)), segment(verified(fb::scalar<uint32_t>(r, t, 1)))};
+  const fb::Verified v(*this);
+  const fb::Table t = v.element(v.vector(v.table(root_), schema::kNamedData, 4), static_cast<uint32_t>(i));
+  return NamedData{v.string(t, 0), segment(v.scalar<uint32_t>(t, 1))};
 }
 
 Span<const uint8_t> Program::find_named_data(StringView key) const {
@@ -618,27 +522,23 @@ Span<const uint8_t> Program::find_named_data(StringView key) const {
 }
 
 Span<const uint8_t> Program::constant(uint32_t index) const {
-  fb::Reader r = reader_of(base_, program_size_);
-  fb::Table program = verified(fb::table_at(r, root_));
-  fb::Table cs = verified(fb::child(r, program, schema::kConstantSegment));
-  fb::Vector offsets = cs.present() ? verified(fb::vector(r, cs, 1, 8)) : fb::Vector{};
+  const fb::Verified v(*this);
+  const fb::Table program = v.table(root_);
+  const fb::Table cs = v.child(program, schema::kConstantSegment);
+  const fb::Vector offsets = v.vector(cs, 1, 8);
   if (offsets.count != 0) {
     if (index >= offsets.count) return {};
-    Span<const uint8_t> seg = segment(verified(fb::scalar<uint32_t>(r, cs, 0)));
-    uint64_t start = verified(r.read<uint64_t>(offsets.start + 8ull * index));
-    uint64_t end = index + 1 < offsets.count
-                       ? verified(r.read<uint64_t>(offsets.start + 8ull * (index + 1)))
-                       : seg.size;
+    const Span<const uint8_t> seg = segment(v.scalar<uint32_t>(cs, 0));
+    const uint64_t start = v.at<uint64_t>(offsets.start + 8 * index);
+    const uint64_t end = index + 1 < offsets.count ? v.at<uint64_t>(offsets.start + 8 * (index + 1)) : seg.size;
     return {seg.data + start, static_cast<size_t>(end - start)};
   }
-  fb::Vector buffers = verified(fb::vector(r, program, schema::kConstantBuffer, 4));
-  if (index >= buffers.count) return {};
-  return blob(r, verified(fb::element(r, buffers, index)), 0);
+  return v.bytes(v.element(v.vector(program, schema::kConstantBuffer, 4), index), 0);
 }
 
 size_t Program::instruction_count() const {
-  fb::Reader r = reader_of(base_, program_size_);
-  return verified(fb::vector(r, verified(fb::table_at(r, chain_)), schema::kInstructions, 4)).count;
+  const fb::Verified v(*this);
+  return v.vector(v.table(chain_), schema::kInstructions, 4).count;
 }
 
 }  // namespace kiln::runtime

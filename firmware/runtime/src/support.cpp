@@ -1,5 +1,6 @@
 // Small shared pieces: StringView, element sizes, table look-ups, list items.
 #include <cstring>
+#include <initializer_list>
 
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
@@ -14,23 +15,34 @@ bool StringView::operator==(const StringView& other) const {
   return size == other.size && (size == 0 || std::memcmp(data, other.data, size) == 0);
 }
 
-size_t element_size(int8_t type) {
-  switch (static_cast<ScalarType>(type)) {
-    case ScalarType::kByte: case ScalarType::kChar: case ScalarType::kBool:
-    case ScalarType::kQInt8: case ScalarType::kQUInt8: case ScalarType::kQUInt4x2:
-    case ScalarType::kQUInt2x4: case ScalarType::kFloat8e5m2: case ScalarType::kFloat8e4m3fn:
-    case ScalarType::kFloat8e5m2fnuz: case ScalarType::kFloat8e4m3fnuz:
-      return 1;
-    case ScalarType::kShort: case ScalarType::kHalf: case ScalarType::kBFloat16:
-    case ScalarType::kBits16: case ScalarType::kUInt16:
-      return 2;
-    case ScalarType::kInt: case ScalarType::kFloat: case ScalarType::kQInt32:
-    case ScalarType::kUInt32:
-      return 4;
-    case ScalarType::kLong: case ScalarType::kDouble: case ScalarType::kUInt64:
-      return 8;
+namespace {
+
+// Bytes per element, by ScalarType code (0: a code that is not a ScalarType).
+struct ElementSizes {
+  static constexpr int kCodes = 30;  // ScalarType codes 0..29
+  uint8_t bytes[kCodes] = {};
+  constexpr void set(std::initializer_list<ScalarType> types, uint8_t n) {
+    for (ScalarType t : types) bytes[static_cast<int>(t)] = n;
   }
-  return 0;
+};
+
+constexpr ElementSizes kElementSizes = [] {
+  using T = ScalarType;
+  ElementSizes s;
+  s.set({T::kByte, T::kChar, T::kBool, T::kQInt8, T::kQUInt8, T::kQUInt4x2, T::kQUInt2x4, T::kFloat8e5m2,
+         T::kFloat8e4m3fn, T::kFloat8e5m2fnuz, T::kFloat8e4m3fnuz},
+        1);
+  s.set({T::kShort, T::kHalf, T::kBFloat16, T::kBits16, T::kUInt16}, 2);
+  s.set({T::kInt, T::kFloat, T::kQInt32, T::kUInt32}, 4);
+  s.set({T::kLong, T::kDouble, T::kUInt64}, 8);
+  return s;
+}();
+
+}  // namespace
+
+size_t element_size(int8_t type) {
+  const auto code = static_cast<uint8_t>(type);
+  return code < ElementSizes::kCodes ? kElementSizes.bytes[code] : 0;
 }
 
 const Backend* BackendTable::find(StringView id) const {

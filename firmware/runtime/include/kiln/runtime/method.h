@@ -44,13 +44,13 @@
 //  - input_count, output_count, input, output, set_input, set_work_budget: O(1) (input
 //    and output read one entry of the .pte's index vectors).
 // Measured with kiln's instruction counter on the virtual platform (Cortex-M55, the
-// executor runner's Release build): Method::create takes 29,708 instructions for tiny_cnn
-// --io int8 (15,788 bytes, the Ethos-U init's stream checks included) and 56,359 for
-// ExecuTorch's conv+relu CPU program (3,984 bytes), 4,448,560 (10.3 a byte) for a
-// 432,592-byte program of 12,000 Int values and an IntList of them; a 53,804-byte tiny_cnn
-// listing its input and output 1,000 times each is refused after 24,492. execute() takes 1,150 for one
-// fully delegated tiny_cnn inference (the budget's charge about 100 of them) and 171,356
-// for the conv+relu program.
+// executor runner's Release build): Method::create takes 19,508 instructions for tiny_cnn
+// --io int8 (13,656 bytes, the Ethos-U init's stream checks included) and 41,771 for
+// ExecuTorch's conv+relu CPU program (3,984 bytes), 4,253,564 (9.8 a byte) for a
+// 432,592-byte program of 12,000 Int values and an IntList of them; a 51,904-byte tiny_cnn
+// listing its input and output 1,000 times each is refused after 15,307. execute() takes
+// 1,512 for one fully delegated tiny_cnn inference (the budget's charge about 100 of them)
+// and 170,701 for the conv+relu program.
 #pragma once
 
 #include <cstddef>

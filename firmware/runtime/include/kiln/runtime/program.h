@@ -21,8 +21,8 @@
 // time they are referenced) and fails with kPteTooComplex beyond it. Each accessor
 // below is O(1) except tensor sizes (O(dims), at most kMaxDims), find_named_data
 // (O(named_data_count())) and CompileSpecs::find (O(its specs)). Measured with kiln's
-// instruction counter on the virtual platform (Cortex-M55, Release): load takes 9,616,177
-// instructions (22 a byte) for a 432,592-byte program of 12,000 Int values and an IntList
+// instruction counter on the virtual platform (Cortex-M55, Release): load takes 9,843,422
+// instructions (23 a byte) for a 432,592-byte program of 12,000 Int values and an IntList
 // of them.
 #pragma once
 
@@ -42,6 +42,7 @@ struct TensorInfo {
   Span<const int32_t> sizes;  // into the .pte
   size_t nbytes;
   uint32_t value_index;       // into the plan's values
+  size_t numel;               // elements: the product of sizes
 };
 
 struct OperatorInfo {

@@ -113,6 +113,15 @@ constexpr uint32_t kEventAxi0WrBeats = 0x87;   // AXI0_WR_DATA_BEAT_WRITTEN (U85
 constexpr uint32_t kEventAxi1RdBeats = 0x182;  // AXI1_RD_DATA_BEAT_RECEIVED (U85: EXT_)
 constexpr uint32_t kEventAxi1WrBeats = 0x187;  // AXI1_WR_DATA_BEAT_WRITTEN (U85: EXT_)
 
+// The events the driver counts, in the order of ethosu::PmuCounts::Event (kiln/ethosu/driver.h),
+// and the PMEVTYPER number of each.
+enum CountedEvent : uint8_t {
+  kCountActive, kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kCountAxi1Write, kCountedEvents,
+  kNotCounted = 0xFF,  // an event counter the driver leaves off
+};
+constexpr uint16_t kCountedEventTypes[kCountedEvents] = {kEventNpuActive,   kEventNpuIdle,     kEventAxi0RdBeats,
+                                                         kEventAxi0WrBeats, kEventAxi1RdBeats, kEventAxi1WrBeats};
+
 // --- The families -------------------------------------------------------------------
 // A register write of a family's bring-up (after every soft reset, before any run).
 struct RegisterValue {
@@ -123,14 +132,14 @@ constexpr int kBringUpWrites = 6;
 
 // What differs between the Ethos-U55, U65 and U85 for the driver and the bounds check.
 struct Family {
-  uint32_t product;         // CONFIG.product: 0 Ethos-U55, 1 Ethos-U65, 2 Ethos-U85
-  uint32_t arch_major;      // ID.arch_major_rev of every NPU of the family
-  uint32_t pmu_offset;      // added to kPmcr..kPmevtyper0 (the PMU block moves on the U85)
-  uint32_t event_counters;  // PMEVCNTR/PMEVTYPER pairs
-  uint32_t fault_bits;      // STATUS bits that end a run as a fault
+  uint8_t product;          // CONFIG.product: 0 Ethos-U55, 1 Ethos-U65, 2 Ethos-U85
+  uint8_t arch_major;       // ID.arch_major_rev of every NPU of the family
+  uint8_t event_counters;   // PMEVCNTR/PMEVTYPER pairs
   bool shram_in_config;     // CONFIG bits 15..8 are the SHRAM size in KiB
   bool u85_commands;        // the command stream is the Ethos-U85's (bounds.cpp)
-  uint32_t lut_bytes;       // bytes of the internal DMA destination (the LUT) per core;
+  uint16_t pmu_offset;      // added to kPmcr..kPmevtyper0 (the PMU block moves on the U85)
+  uint16_t fault_bits;      // STATUS bits that end a run as a fault
+  uint16_t lut_bytes;       // bytes of the internal DMA destination (the LUT) per core;
                             // 0: the core's share of the SHRAM that CONFIG states
   // Memory attribute sets and AXI limits, written in this order after each reset
   // (offset 0 ends the list). Values: Arm's driver defaults (zephyrproject-rtos/hal_ethos_u,
@@ -141,11 +150,12 @@ struct Family {
   //   non-shareable, device non-bufferable; AXI_SRAM: 12 reads, 16 writes outstanding,
   //   256-byte bursts (max_beats 2, bits 17..16); AXI_EXT: 64 reads, 32 writes, 256 bytes.
   RegisterValue bring_up[kBringUpWrites];
-  // PMEVTYPERn of event counter n = 0..event_counters - 1, programmed before every run
-  // (kEventNone: the counter stays off). The U55/U65's four count what Arm's ML evaluation
-  // kit counts there (NPU_IDLE and three AXI beat counts; NPU_ACTIVE is then the cycle
-  // counter less NPU_IDLE); the U85's eight also count NPU_ACTIVE and AXI1 write beats.
-  uint32_t pmu_events[kMaxEventCounters];
+  // What event counter n = 0..event_counters - 1 counts (its PMEVTYPERn is programmed
+  // before every run: kCountedEventTypes, or kEventNone for kNotCounted, which stays off).
+  // The U55/U65's four count what Arm's ML evaluation kit counts there (NPU_IDLE and three
+  // AXI beat counts; NPU_ACTIVE is then the cycle counter less NPU_IDLE); the U85's eight
+  // also count NPU_ACTIVE and AXI1 write beats.
+  CountedEvent pmu_events[kMaxEventCounters];
 };
 
 constexpr uint32_t kProductU55 = 0, kProductU65 = 1, kProductU85 = 2;
@@ -154,20 +164,23 @@ constexpr uint32_t kMemAttrSramPort = 0, kMemAttrExtPort = 1u << 2;
 constexpr uint32_t kAxiSramDefault = 11u | (15u << 8) | (2u << 16);
 constexpr uint32_t kAxiExtDefault = 63u | (31u << 8) | (2u << 16);
 
-constexpr Family kFamilies[] = {
-    {kProductU55, 1, 0, 4, kStatusFaultBits, true, false, 0,
+// inline: one copy in the image, however many sources include this header.
+inline constexpr Family kFamilies[] = {
+    {kProductU55, 1, 4, true, false, 0, kStatusFaultBits, 0,
      {{kAxiLimit0, kAxiLimitDefault}, {kAxiLimit0 + 4, kAxiLimitDefault}, {kAxiLimit0 + 8, kAxiLimitDefault},
       {kAxiLimit0 + 12, kAxiLimitDefault}, {}, {}},
-     {kEventNpuIdle, kEventAxi0RdBeats, kEventAxi0WrBeats, kEventAxi1RdBeats}},
-    {kProductU65, 1, 0, 4, kStatusFaultBits, true, false, 0,
+     {kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kNotCounted, kNotCounted, kNotCounted,
+      kNotCounted}},
+    {kProductU65, 1, 4, true, false, 0, kStatusFaultBits, 0,
      {{kAxiLimit0, kAxiLimitDefault}, {kAxiLimit0 + 4, kAxiLimitDefault}, {kAxiLimit0 + 8, kAxiLimitDefault},
       {kAxiLimit0 + 12, kAxiLimitDefault}, {}, {}},
-     {kEventNpuIdle, kEventAxi0RdBeats, kEventAxi0WrBeats, kEventAxi1RdBeats}},
-    {kProductU85, 2, 0x1000, 8, kStatusFaultBitsU85, false, true, 2048,
+     {kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kNotCounted, kNotCounted, kNotCounted,
+      kNotCounted}},
+    {kProductU85, 2, 8, false, true, 0x1000, kStatusFaultBitsU85, 2048,
      {{kMemAttr0, kMemAttrSramPort}, {kMemAttr0 + 4, kMemAttrSramPort}, {kMemAttr0 + 8, kMemAttrExtPort},
       {kMemAttr0 + 12, kMemAttrExtPort}, {kAxiSram, kAxiSramDefault}, {kAxiExt, kAxiExtDefault}},
-     {kEventNpuActive, kEventNpuIdle, kEventAxi0RdBeats, kEventAxi0WrBeats, kEventAxi1RdBeats,
-      kEventAxi1WrBeats}},
+     {kCountActive, kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kCountAxi1Write, kNotCounted,
+      kNotCounted}},
 };
 
 // The family of an NPU whose CONFIG register reads `config`, or nullptr for a product
