@@ -7,7 +7,7 @@ import pytest
 
 from kiln.errors import NpuConfigError
 from kiln.simulator.npu.config import config_for
-from kiln.simulator.npu.cycles import CycleModel
+from kiln.simulator.npu.u55.cycles import CycleModel
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.lower.vela import compile_tosa
 from test_npu_zoo import MODELS, compiled, _inputs

@@ -1,5 +1,5 @@
 """Command words: Ethos-U55/U65 opcodes and the decoding of a command stream (the Ethos-U85's
-opcodes are kiln.simulator.npu.u85_commands; decode takes either family's CommandSet).
+opcodes are kiln.simulator.npu.u85.commands; decode takes either family's CommandSet).
 
 A command is one 32-bit word (cmd0: opcode in bits 9..0, a 16-bit parameter in bits
 31..16) or, when bits 15..14 say a 32-bit payload follows (payload size 1), two words

@@ -12,18 +12,21 @@ from kiln.simulator.npu.blockops import convolution, depthwise, pooling
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.coverage import U85, Coverage, record_run
-from kiln.simulator.npu.cycles import CycleModel
-from kiln.simulator.npu.dma import dma_start
-from kiln.simulator.npu.elementwise import elementwise
+from kiln.simulator.npu.u55.cycles import CycleModel
+from kiln.simulator.npu.u55.dma import dma_start
+from kiln.simulator.npu.u55.elementwise import elementwise
 from kiln.simulator.npu.memory import MemoryFault
-from kiln.simulator.npu.output import NotModelled
+from kiln.simulator.npu.u55.output import NotModelled
 from kiln.simulator.npu.pmu import beat_counters
 from kiln.simulator.npu.registers import Registers, RegisterError
-from kiln.simulator.npu.weights import WeightStreamError
-from kiln.simulator.npu import u85_blockops, u85_dma, u85_elementwise, u85_resize
-from kiln.simulator.npu.u85_commands import U85_COMMANDS
-from kiln.simulator.npu.u85_cycles import U85CycleModel
-from kiln.simulator.npu.u85_registers import U85Registers
+from kiln.simulator.npu.u55.weights import WeightStreamError
+from kiln.simulator.npu.u85 import blockops as u85_blockops
+from kiln.simulator.npu.u85 import dma as u85_dma
+from kiln.simulator.npu.u85 import elementwise as u85_elementwise
+from kiln.simulator.npu.u85 import resize as u85_resize
+from kiln.simulator.npu.u85.commands import U85_COMMANDS
+from kiln.simulator.npu.u85.cycles import U85CycleModel
+from kiln.simulator.npu.u85.registers import U85Registers
 
 REGIONS = 8
 
@@ -37,7 +40,7 @@ class NpuFault:
 
 @dataclass
 class ExecResult:
-    cycles: int  # estimated PMU cycle count (see kiln.simulator.npu.cycles)
+    cycles: int  # estimated PMU cycle count (see kiln.simulator.npu.u55.cycles)
     ops: int  # NPU_OP_* commands executed (including DMA and waits)
     fault: NpuFault | None
     counters: dict[str, int] = field(default_factory=dict)

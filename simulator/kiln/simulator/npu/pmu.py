@@ -6,7 +6,7 @@ destination, each byte once per access the operation makes; a read-modify-write 
 model does to keep bytes between elements is not counted). This module puts each region
 on an AXI port and turns bytes into beats:
 
-* Port. Regions sit where the cycle estimate (kiln.simulator.npu.cycles.memories_for)
+* Port. Regions sit where the cycle estimate (kiln.simulator.npu.u55.cycles.memories_for)
   puts them: region 0 (weights, scales, constants) on Vela's const_mem_area, region 1
   (scratch) on arena_mem_area, region 2 (fast scratch) on cache_mem_area, any other region
   on the arena's port. Each *_mem_area is a Vela MemPort, Axi0 or Axi1, read from vela.ini's

@@ -7,11 +7,11 @@ It runs the stream as kiln.simulator.npu.executor.run_stream does (the same deco
 registers, operations and cycle models), reading the estimate and Context.traffic after each
 command:
 
-* Ethos-U55/U65 (kiln.simulator.npu.cycles.CycleModel): the estimate is the end of a timeline
+* Ethos-U55/U65 (kiln.simulator.npu.u55.cycles.CycleModel): the estimate is the end of a timeline
   on which operations and DMA transfers overlap, so a command's cycles are how far it moved
   the timeline's end (a DMA that runs under an operation adds nothing; the operation that
   waits for it adds the wait).
-* Ethos-U85 (kiln.simulator.npu.u85_cycles.U85CycleModel): what account() returns for the
+* Ethos-U85 (kiln.simulator.npu.u85.cycles.U85CycleModel): what account() returns for the
   command (a depth slice adds what it changes of its operation's figure, possibly negative),
   and the model's operation it was costed in (CommandCost.operation).
 

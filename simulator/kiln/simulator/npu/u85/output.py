@@ -5,7 +5,7 @@ ACTIVATION's function (activation_function): LUT_NONE; LUT_U8_U8 and LUT_S8_S8 (
 entries of the OFM's type at table * 256 in the 2 KiB LUT RAM, indexed by the value
 saturated to 8 bits); LUT_S8_S16 (256 int16 entries, table * 512) and LUT_S8_S32 (256
 int32 entries, table * 1024); LUT_S16_S16 and LUT_S16_S32 (the whole LUT RAM: 512
-interpolating entries as on the Ethos-U55/U65, kiln.simulator.npu.output.interpolate16;
+interpolating entries as on the Ethos-U55/U65, kiln.simulator.npu.u55.output.interpolate16;
 S16 rounds the 128-times result back by OFM_SCALE's rounding mode, S32 keeps it). The
 TANH/SIGMOID functions are not modelled (NotModelled). Clipping (clip_range B16) bounds the value
 by ACTIVATION_MIN/MAX, read as 16-bit values of the OFM's signedness, before the LUT: Vela
@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import NotModelled
-from kiln.simulator.npu import output
-from kiln.simulator.npu import u85_registers as u85
+from kiln.simulator.npu.u55 import output
+from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.arithmetic import rescale, saturate
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError

@@ -30,9 +30,9 @@ def scale_values(ctx: Context, values: np.ndarray, multiplier, shift) -> np.ndar
 
 def store(ctx: Context, values: np.ndarray) -> None:
     """values: (H, W, C) int64, already scaled (before the OFM zero point). An Ethos-U85's
-    output stage is kiln.simulator.npu.u85_output's."""
+    output stage is kiln.simulator.npu.u85.output's."""
     if ctx.config.is_u85:
-        from kiln.simulator.npu import u85_output
+        from kiln.simulator.npu.u85 import output as u85_output
         return u85_output.store(ctx, values)
     regs = ctx.registers
     ofm = regs.feature_map("OFM")
