@@ -15,7 +15,8 @@ import numpy as np
 from kiln.simulator.npu.u55 import weights as wt
 from kiln.simulator.npu.arithmetic import reciprocal
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.u55.output import scale_values, store
+from kiln.simulator.npu.output import scale_values
+from kiln.simulator.npu.u55.output import store
 from kiln.simulator.npu.registers import (
     FORMAT_NHCWB16, UPSCALE_NEAREST, UPSCALE_NONE, UPSCALE_TRANSPOSE, FeatureMap, Kernel, Padding, RegisterError)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kiln.errors import NotModelled
 from kiln.simulator.npu import commands as cmds
 from kiln.simulator.npu.blockops import convolution, depthwise, pooling
 from kiln.simulator.npu.config import NpuConfig
@@ -16,7 +17,6 @@ from kiln.simulator.npu.u55.cycles import CycleModel
 from kiln.simulator.npu.u55.dma import dma_start
 from kiln.simulator.npu.u55.elementwise import elementwise
 from kiln.simulator.npu.memory import MemoryFault
-from kiln.simulator.npu.u55.output import NotModelled
 from kiln.simulator.npu.pmu import beat_counters
 from kiln.simulator.npu.registers import Registers, RegisterError
 from kiln.simulator.npu.u55.weights import WeightStreamError

@@ -14,7 +14,8 @@ import numpy as np
 
 from kiln.simulator.npu.arithmetic import count_leading_zeros32, rescale, wrap
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.u55.output import scale_values, store
+from kiln.simulator.npu.output import scale_values
+from kiln.simulator.npu.u55.output import store
 from kiln.simulator.npu.registers import (
     FORMAT_NHCWB16, IFM_SCALE_16BIT, IFM_SCALE_OPA_32BIT, IFM_SCALE_OPB_32BIT, ROUND_NATURAL, RegisterError,
     signed16)

@@ -1,5 +1,5 @@
-"""The output stage every NPU operation ends with: scaling, zero point, activation
-(LUT), clipping, and the store of the OFM."""
+"""The Ethos-U55/U65's output stage: zero point, activation (TANH, SIGMOID or a LUT from the
+SHRAM), clipping, and the store of the OFM."""
 
 from __future__ import annotations
 
@@ -9,31 +9,17 @@ from kiln.errors import NotModelled
 from kiln.simulator.npu import activation
 from kiln.simulator.npu.arithmetic import rescale, saturate
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.registers import FORMAT_NHCWB16, ROUND_FLOOR, ROUNDING_NAMES, RegisterError
+from kiln.simulator.npu.output import LUT16_ENTRIES, LUT16_STEP_BITS, interpolate16
+from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError
 
 ACT_NONE, ACT_TANH, ACT_SIGMOID = 0, 3, 4
 ACT_LUT_FIRST, ACT_LUT_LAST = 16, 23
 CLIP_OFM, CLIP_UINT8, CLIP_INT8, CLIP_INT16 = 0, 2, 3, 5
 _CLIP_DTYPES = {CLIP_UINT8: np.uint8, CLIP_INT8: np.int8, CLIP_INT16: np.int16}
 
-_RESCALE_NAMES = {**ROUNDING_NAMES, ROUND_FLOOR: "FLOOR"}
-
-LUT16_ENTRIES = 512
-LUT16_STEP_BITS = 7  # 65536 inputs / 512 entries = 128 inputs per entry
-
-
-def scale_values(ctx: Context, values: np.ndarray, multiplier, shift) -> np.ndarray:
-    rounding = ctx.registers.rounding()
-    ctx.coverage.hit("rounding", _RESCALE_NAMES[rounding])
-    return rescale(values, multiplier, shift, rounding)
-
 
 def store(ctx: Context, values: np.ndarray) -> None:
-    """values: (H, W, C) int64, already scaled (before the OFM zero point). An Ethos-U85's
-    output stage is kiln.simulator.npu.u85.output's."""
-    if ctx.config.is_u85:
-        from kiln.simulator.npu.u85 import output as u85_output
-        return u85_output.store(ctx, values)
+    """values: (H, W, C) int64, already scaled (before the OFM zero point)."""
     regs = ctx.registers
     ofm = regs.feature_map("OFM")
     ctx.coverage.hit("ofm_precision", np.dtype(ofm.dtype).name)
@@ -83,16 +69,3 @@ def _lut(ctx: Context, values: np.ndarray, slot: int, clip_range: int, ofm_dtype
     ctx.coverage.hit("activation", "LUT16")
     interpolated = interpolate16(values, ctx.lut_bytes(0, 4 * LUT16_ENTRIES))
     return rescale(interpolated, 1, LUT16_STEP_BITS, ctx.registers.rounding())
-
-
-def interpolate16(values: np.ndarray, table: bytes) -> np.ndarray:
-    """The 16-bit interpolating LUT: `values` saturated to int16 select one of 512 32-bit
-    entries (base in bits 15..0, slope in bits 31..16, both signed) by their top 9 bits;
-    the result, base * 128 + slope * (low 7 bits), is 128 times the interpolated value."""
-    v = saturate(values, np.int16) + 32768
-    entries = np.frombuffer(table, dtype="<u4").astype(np.int64)
-    entry = entries[v >> LUT16_STEP_BITS]
-    base = (entry & 0xFFFF) - ((entry & 0x8000) << 1)
-    slope = (entry >> 16) - ((entry >> 16 & 0x8000) << 1)
-    frac = v & ((1 << LUT16_STEP_BITS) - 1)
-    return (base << LUT16_STEP_BITS) + slope * frac

@@ -5,7 +5,7 @@ ACTIVATION's function (activation_function): LUT_NONE; LUT_U8_U8 and LUT_S8_S8 (
 entries of the OFM's type at table * 256 in the 2 KiB LUT RAM, indexed by the value
 saturated to 8 bits); LUT_S8_S16 (256 int16 entries, table * 512) and LUT_S8_S32 (256
 int32 entries, table * 1024); LUT_S16_S16 and LUT_S16_S32 (the whole LUT RAM: 512
-interpolating entries as on the Ethos-U55/U65, kiln.simulator.npu.u55.output.interpolate16;
+interpolating entries as on the Ethos-U55/U65, kiln.simulator.npu.output.interpolate16;
 S16 rounds the 128-times result back by OFM_SCALE's rounding mode, S32 keeps it). The
 TANH/SIGMOID functions are not modelled (NotModelled). Clipping (clip_range B16) bounds the value
 by ACTIVATION_MIN/MAX, read as 16-bit values of the OFM's signedness, before the LUT: Vela
@@ -25,10 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import NotModelled
-from kiln.simulator.npu.u55 import output
 from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.arithmetic import rescale, saturate
 from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.output import LUT16_ENTRIES, LUT16_STEP_BITS, interpolate16
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError
 
 LUT_NONE, LUT_U8_U8, LUT_S8_S8, LUT_S8_S16, LUT_S8_S32, LUT_S16_S16, LUT_S16_S32 = 0, 1, 4, 5, 7, 8, 9
@@ -81,10 +81,10 @@ def _lut(ctx: Context, values: np.ndarray, function: int, table: int) -> np.ndar
     if function in (LUT_S16_S16, LUT_S16_S32):
         if table:
             raise RegisterError(f"ACTIVATION: a 16-bit LUT fills the LUT RAM; table {table} is not 0")
-        interpolated = output.interpolate16(values, bytes(ctx.shram[:output.LUT16_ENTRIES * 4]))
+        interpolated = interpolate16(values, bytes(ctx.shram[:LUT16_ENTRIES * 4]))
         if function == LUT_S16_S32:
             return interpolated
-        return rescale(interpolated, 1, output.LUT16_STEP_BITS, ctx.registers.rounding())
+        return rescale(interpolated, 1, LUT16_STEP_BITS, ctx.registers.rounding())
     if function not in _LUT8:
         raise NotModelled(f"ACTIVATION: function {FUNCTION_NAMES[function]} is not modelled")
     index_dtype, entry = _LUT8[function]

@@ -20,7 +20,8 @@ import numpy as np
 
 from kiln.errors import NotModelled
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.u55.output import scale_values, store
+from kiln.simulator.npu.output import scale_values
+from kiln.simulator.npu.u85.output import store
 from kiln.simulator.npu.registers import RegisterError
 
 MODES = {0: "BILINEAR", 1: "REPLICATE", 2: "NEAREST"}
