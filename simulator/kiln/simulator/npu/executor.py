@@ -18,7 +18,8 @@ from kiln.simulator.npu.u55.dma import dma_start
 from kiln.simulator.npu.u55.elementwise import elementwise
 from kiln.simulator.npu.memory import MemoryFault
 from kiln.simulator.npu.pmu import beat_counters
-from kiln.simulator.npu.registers import Registers, RegisterError
+from kiln.simulator.npu.registers import RegisterError
+from kiln.simulator.npu.u55.registers import U55Registers
 from kiln.simulator.npu.u55.weights import WeightStreamError
 from kiln.simulator.npu.u85 import blockops as u85_blockops
 from kiln.simulator.npu.u85 import dma as u85_dma
@@ -52,7 +53,7 @@ def family_machine(config: NpuConfig):
     config's NPU family: what a run of one stream needs."""
     if config.is_u85:
         return U85Registers(), U85_COMMANDS, _operation_u85, U85CycleModel(config)
-    return Registers(), cmds.U55_COMMANDS, _operation, CycleModel(config)
+    return U55Registers(), cmds.U55_COMMANDS, _operation, CycleModel(config)
 
 
 def _operation(ctx: Context, command: cmds.Command) -> None:
