@@ -9,7 +9,7 @@ import pytest
 from ethosu import mlw_codec
 
 from kiln.errors import WeightStreamError
-from kiln.simulator.npu.u55 import weights
+from kiln.simulator.npu import weights
 
 
 def test_a_stream_decodes_to_the_values_vela_encoded():

@@ -9,10 +9,11 @@ import numpy as np
 
 from kiln.errors import NotModelled
 from kiln.simulator.npu import commands as cmds
-from kiln.simulator.npu.blockops import convolution, depthwise, pooling
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.coverage import U85, Coverage, record_run
+from kiln.simulator.npu.u55.blockops import convolution, depthwise, pooling
+from kiln.simulator.npu.u55.commands import U55_COMMANDS
 from kiln.simulator.npu.u55.cycles import CycleModel
 from kiln.simulator.npu.u55.dma import dma_start
 from kiln.simulator.npu.u55.elementwise import elementwise
@@ -53,7 +54,7 @@ def family_machine(config: NpuConfig):
     config's NPU family: what a run of one stream needs."""
     if config.is_u85:
         return U85Registers(), U85_COMMANDS, _operation_u85, U85CycleModel(config)
-    return U55Registers(), cmds.U55_COMMANDS, _operation, CycleModel(config)
+    return U55Registers(), U55_COMMANDS, _operation, CycleModel(config)
 
 
 def _operation(ctx: Context, command: cmds.Command) -> None:

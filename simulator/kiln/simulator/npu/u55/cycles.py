@@ -12,8 +12,8 @@ registers of each command say, and runs the operations and DMA transfers on a ti
   in arena_mem_area, region 2 (fast scratch) in cache_mem_area; other regions count as
   the scratch's. A memory moves `bandwidth` bytes per NPU cycle (the AXI port's 8 bytes on
   U55, 16 on U65, times the memory's clock scale); an access waits its read or write
-  latency first; transfers in bursts shorter than the memory's longest cost as if every
-  burst were the longest (_transfer_bytes).
+  latency first (kiln.simulator.npu.cycles); transfers in bursts shorter than the memory's
+  longest cost as if every burst were the longest (_transfer_bytes).
 * CONV, DEPTHWISE, POOL run the OFM in blocks of OFM_BLK_HEIGHT x WIDTH x DEPTH; blocks
   are counted in microblocks (1x1x4 on U55-32, 1x1x8 on U55-64, 1x2x8 on U55-128, 2x2x8
   otherwise; 1x4x8 for a one-row OFM of a 1-row kernel), so a partial block counts as its
@@ -50,30 +50,13 @@ ethos-u65-512: Vela 648 cycles, here 240).
 
 from __future__ import annotations
 
-import configparser
-import contextlib
-import io
 import math
 from dataclasses import dataclass
-from functools import cache
 
-from kiln.errors import NpuConfigError
 from kiln.simulator.npu.commands import Command
 from kiln.simulator.npu.config import NpuConfig
+from kiln.simulator.npu.cycles import MemoryTiming, memories_for
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, UPSCALE_NONE, Kernel, Registers
-
-
-@dataclass(frozen=True)
-class MemoryTiming:
-    """What the estimate needs of one memory."""
-
-    bandwidth: float  # bytes per NPU cycle
-    burst: int  # longest burst, bytes
-    read_latency: int  # NPU cycles
-    write_latency: int  # NPU cycles
-    ports: int = 1  # AXI ports the memory is reached through (its *_ports_used)
-    max_reads: int = 1  # outstanding transactions the memory accepts (*_max_reads, *_max_writes)
-    max_writes: int = 1
 
 
 # The SHRAM as a DMA destination (activation LUTs), as regor rates it.
@@ -114,58 +97,6 @@ UNARY_ELEMENTWISE = (5, 6, 7)  # LRELU, ABS, CLZ
 MAC_OPERATIONS = ("NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL")
 DMA_REGION_INTERNAL = 1 << 8  # DMA0_*_REGION: the side is the SHRAM
 STRIDE_1D, STRIDE_3D = 0, 2
-
-
-@cache
-def region_memories(target: str, system_config: str, memory_mode: str) -> tuple[MemoryTiming, ...]:
-    """Timing of the memory behind regions 0, 1 and 2 of streams Vela compiled for
-    `target` with `system_config` and `memory_mode`; NpuConfigError if Vela does not know them."""
-    from ethosu.vela.architecture_features import ArchitectureFeatures, MemPort
-    from ethosu.vela.errors import VelaError
-
-    from kiln.paths import vela_ini
-
-    ini = str(vela_ini())
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # Vela prints notes; stdout may be a UART
-            arch = ArchitectureFeatures([ini], target, system_config, memory_mode, 3, False, None)
-    except VelaError as error:
-        raise NpuConfigError(f"kiln's NPU cycle model has no memory timing for {target} with system config "
-                             f"{system_config!r} and memory mode {memory_mode!r} ({error}); use a system config "
-                             f"and memory mode of {ini}") from None
-
-    parser = configparser.ConfigParser()
-    parser.read(ini)
-    section = parser[f"System_Config.{system_config}"]
-
-    def timing(port) -> MemoryTiming:
-        area = arch.axi0_port if port == MemPort.Axi0 else arch.axi1_port
-        read, write = (int(v) for v in arch.memory_latency[area])
-        return MemoryTiming(float(arch.memory_bandwidths_per_cycle[area]), int(arch.memory_burst_length[area]),
-                            read, write, int(arch.memory_ports_used[area]),
-                            section.getint(f"{area.name}_max_reads", 1), section.getint(f"{area.name}_max_writes", 1))
-
-    return tuple(timing(port) for port in (arch.const_mem_area, arch.arena_mem_area, arch.cache_mem_area))
-
-
-def memories_for(config: NpuConfig) -> tuple[MemoryTiming, ...]:
-    """region_memories of `config`, its unset system config or memory mode taken from the
-    target's board description."""
-    system_config, memory_mode = config.system_config, config.memory_mode
-    if system_config is None or memory_mode is None:
-        default_config, default_mode = _board_defaults(config.target)
-        system_config = system_config or default_config
-        memory_mode = memory_mode or default_mode
-    return region_memories(config.target, system_config, memory_mode)
-
-
-@cache
-def _board_defaults(target: str) -> tuple[str, str]:
-    """(system config, memory mode) the board description gives `target`."""
-    from kiln import boards
-
-    found = boards.target(target)
-    return found.system_config, found.memory_mode
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""NPU_OP_ELEMENTWISE: binary (MUL, ADD, SUB, MIN, MAX, SHR, SHL) and unary (LRELU, ABS,
+"""Ethos-U55/U65 NPU_OP_ELEMENTWISE: binary (MUL, ADD, SUB, MIN, MAX, SHR, SHL) and unary (LRELU, ABS,
 CLZ) operations on the IFM (and IFM2, a tensor or a scalar, optionally broadcast).
 
 Operands have their zero points subtracted. ADD/SUB on 8/16-bit operands scale the
@@ -14,9 +14,10 @@ import numpy as np
 
 from kiln.simulator.npu.arithmetic import count_leading_zeros32, rescale, wrap
 from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.elementwise import mode_name, shift_right
 from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.u55.output import store
-from kiln.simulator.npu.registers import FORMAT_NHCWB16, ROUND_NATURAL, RegisterError, signed16
+from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError, signed16
 from kiln.simulator.npu.u55.registers import IFM_SCALE_16BIT, IFM_SCALE_OPA_32BIT, IFM_SCALE_OPB_32BIT
 
 MODES = {0: "MUL", 1: "ADD", 2: "SUB", 3: "MIN", 4: "MAX", 5: "LRELU", 6: "ABS", 7: "CLZ", 8: "SHR", 9: "SHL"}
@@ -75,26 +76,6 @@ def _input_scaling(ctx: Context, a: np.ndarray, b: np.ndarray, bits: int):
     if mode == IFM_SCALE_OPA_32BIT:
         return rescale(a, opa, opa_shift, rounding), b << aligned
     return a << aligned, rescale(b, opa, opa_shift, rounding)
-
-
-def shift_right(a: np.ndarray, b: np.ndarray, rounding: int) -> np.ndarray:
-    """SHR: NATURAL rounds half up; TFL (regor's choice for TOSA's round=False) and
-    TRUNCATE discard the shifted-out bits (floor)."""
-    amount = np.clip(b, 0, 63)
-    if rounding == ROUND_NATURAL:
-        half = np.where(amount > 0, np.left_shift(np.int64(1), np.maximum(amount - 1, 0)), 0)
-        return (a + half) >> amount
-    return a >> amount
-
-
-def mode_name(ctx: Context, modes: dict[int, str], mode: int) -> str:
-    """The name of elementwise `mode` in `modes` (recorded in the coverage); a mode not in
-    it is reserved."""
-    name = modes.get(mode)
-    if name is None:
-        raise RegisterError(f"NPU_OP_ELEMENTWISE: reserved mode {mode}")
-    ctx.coverage.hit("elementwise", name)
-    return name
 
 
 def elementwise(ctx: Context, mode: int) -> None:

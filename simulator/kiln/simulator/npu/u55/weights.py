@@ -1,4 +1,5 @@
-"""Weight and bias/scale streams of convolution-type operations.
+"""The Ethos-U55/U65's weight and bias/scale streams of convolution-type operations (the
+streams' decoding is kiln.simulator.npu.weights').
 
 Bias/scale stream: one 10-byte record per output channel, little-endian: bits 39..0 a
 signed bias, bits 71..40 an unsigned 32-bit multiplier, bits 77..72 the shift.
@@ -24,10 +25,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from ethosu import mlw_codec
 
 from kiln.errors import WeightStreamError
-from kiln.isolation import in_child
 
 SCALE_RECORD_BYTES = 10
 SUBKERNEL_MAX = 8
@@ -121,30 +120,6 @@ def _subkernel(ofm_block, ofm_block_len, ifm_block, ifm_block_len, sub_y, sub_x,
         valid = (o < ofm_depth) & (i < ifm_depth) & (ou + oi < ofm_block_len) & (iu + ii < ifm_block_len) & (ky < sub_h)
         flat = ((o * kernel_h + y) * kernel_w + x) * ifm_depth + i
     return np.where(valid, flat, -1).astype(np.int64)
-
-
-def decode_stream(raw: bytes) -> np.ndarray:
-    """The weight values of one compressed stream, int64 (read-only: shared by every caller).
-
-    mlw_codec ends the whole process (exit(1), "bitbuf_getbit: underrun") on a stream that
-    runs short, so each distinct stream is decoded once, in a forked child (about 4 ms;
-    kiln.isolation): a damaged one is a WeightStreamError, not a lost simulator."""
-    return _decoded(bytes(raw))
-
-
-DECODE_MEMORY_BYTES = 1 << 30  # a stream's values, int64, and the codec's own buffers
-DECODE_SECONDS = 60.0
-
-
-@lru_cache(maxsize=4096)  # distinct streams remembered (a model has one per convolution block)
-def _decoded(raw: bytes) -> np.ndarray:
-    def decode() -> bytes:
-        return np.asarray(mlw_codec.decode(bytearray(raw)), np.int64).reshape(-1).tobytes()
-
-    values = np.frombuffer(in_child(decode, DECODE_MEMORY_BYTES, DECODE_SECONDS, lambda how: WeightStreamError(
-        f"weight stream of {len(raw)} bytes does not decode: the codec {how}")), np.int64)
-    values.flags.writeable = False
-    return values
 
 
 def unpack(values: np.ndarray, order: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -12,9 +12,9 @@ plus NEW_CMD0/NEW_CMD1 (the U55 opcodes kept have the same numbers on the U85).
 
 from __future__ import annotations
 
-from kiln.simulator.npu.commands import CMD0 as U55_CMD0
-from kiln.simulator.npu.commands import CMD1 as U55_CMD1
 from kiln.simulator.npu.commands import CommandSet
+from kiln.simulator.npu.u55.commands import CMD0 as U55_CMD0
+from kiln.simulator.npu.u55.commands import CMD1 as U55_CMD1
 
 # The Ethos-U55/U65's registers the U85 does not have, and the U85's own (same word format).
 GONE = {"PARALLEL_MODE", "AB_START", "IFM_IB_END", "IFM2_IB_START", "IFM2_SCALAR", "OPA_SCALE", "OPB_SCALE",

@@ -1,6 +1,6 @@
 """A PMU cycle estimate for Ethos-U85 command streams: Vela 5.2.0's "NPU cycles" (regor's
 ethos_u85_performance.cpp and network_performance.cpp) evaluated on what the registers
-tell, per Vela operation, with memories timed as kiln.simulator.npu.u55.cycles reads them from
+tell, per Vela operation, with memories timed as kiln.simulator.npu.cycles reads them from
 Vela's vela.ini (region 0 const, 1 arena, 2 fast scratch).
 
 Operations. Consecutive commands that slice one operation in depth (same kind and kernel;
@@ -81,7 +81,7 @@ import numpy as np
 from kiln.simulator.npu.u85 import weights as u85_weights
 from kiln.simulator.npu.commands import Command, as_words, decode
 from kiln.simulator.npu.config import NpuConfig
-from kiln.simulator.npu.u55.cycles import MemoryTiming, memories_for
+from kiln.simulator.npu.cycles import MemoryTiming, memories_for
 from kiln.simulator.npu.registers import Registers
 from kiln.simulator.npu.u85.commands import U85_COMMANDS
 from kiln.simulator.npu.u85.registers import STORAGE_CHAINED, TRANSPOSES, U85Registers

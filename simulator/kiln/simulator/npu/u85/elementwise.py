@@ -24,7 +24,7 @@ from kiln.errors import NotModelled
 from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.arithmetic import count_leading_zeros32, rescale, wrap
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.u55.elementwise import mode_name, shift_right
+from kiln.simulator.npu.elementwise import mode_name, shift_right
 from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.u85.output import store
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError

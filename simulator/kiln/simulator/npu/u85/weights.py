@@ -2,7 +2,7 @@
 
 Each core reads its own weight stream (WEIGHT_BASE/LENGTH for core 0, WEIGHT1..3 for
 cores 1..3), ethosu.mlw_codec-compressed as on the Ethos-U55/U65
-(kiln.simulator.npu.u55.weights.decode_stream). The order of the values in a stream
+(kiln.simulator.npu.weights.decode_stream). The order of the values in a stream
 (`traversal_order`, read from Vela 5.2.0's ethos_u85_weight_encoder.cpp):
 
   per OFM block (OFM_BLK_DEPTH channels)
