@@ -16,8 +16,8 @@ from kiln.compile import compile_model
 from kiln.lower.vela import compile_tosa, vela_command
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.cop1 import parse_cop1
+from kiln.simulator.npu.executor import estimate
 from kiln.simulator.npu.standalone import run_compiled
-from kiln.simulator.npu.u85.cycles import estimate
 from kiln.spec import CompileSpec
 
 import npu_harness

@@ -1,8 +1,9 @@
-"""What both families' cycle estimates share: the timing of the memory behind each region, as
-Vela reads it from its vela.ini for the system config and memory mode the stream was compiled
-for (region 0, weights and constants: const_mem_area; region 1, the scratch: arena_mem_area;
-region 2, the fast scratch: cache_mem_area). Each family's estimate is its own
-(kiln.simulator.npu.u55.cycles, kiln.simulator.npu.u85.cycles)."""
+"""What both families' cycle estimates share: the interface a run feeds (CycleModel), and the
+timing of the memory behind each region, as Vela reads it from its vela.ini for the system
+config and memory mode the stream was compiled for (region 0, weights and constants:
+const_mem_area; region 1, the scratch: arena_mem_area; region 2, the fast scratch:
+cache_mem_area). Each family's estimate is its own (kiln.simulator.npu.u55.cycles,
+kiln.simulator.npu.u85.cycles)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,32 @@ import contextlib
 import io
 from dataclasses import dataclass
 from functools import cache
+from typing import Protocol
 
 from kiln.errors import NpuConfigError
+from kiln.simulator.npu.commands import Command
 from kiln.simulator.npu.config import NpuConfig
+from kiln.simulator.npu.registers import Registers
+
+
+class CycleModel(Protocol):
+    """One family's cycle estimate over one run of a stream, fed its NPU_OP_* commands but
+    STOP in stream order, each with the registers as the commands before it left them."""
+
+    def account(self, command: Command, registers: Registers) -> float:
+        """Adds `command`; returns the cycles it added to the estimate (may be negative where
+        it changes the figure of an operation it continues)."""
+
+    @property
+    def estimate(self) -> float:
+        """The cycles so far, unrounded; the run's PMU cycle count is its ceiling."""
+
+    def counters(self) -> dict[str, int]:
+        """The PMU counters the estimate keeps: cycles, mac_active, macs, dma_bytes, block_ops."""
+
+    def costed_in(self) -> int | None:
+        """The estimate's operation the last command was costed in, where commands share one
+        (depth slices, chained elementwise); None for a command costed on its own."""
 
 
 @dataclass(frozen=True)

@@ -181,8 +181,9 @@ def _transposes(regs: Registers, prefix: str, shape: tuple[int, int, int]) -> bo
     return (h > 1 and w > 1 and sy < sx) or (w > 1 and c > 1 and sx < sc)
 
 
-class CycleModel:
-    """Accumulates the estimate over one run_stream; counters() reads it out."""
+class U55CycleModel:
+    """The Ethos-U55/U65's estimate over one run of a stream (the interface of
+    kiln.simulator.npu.cycles.CycleModel)."""
 
     def __init__(self, config: NpuConfig):
         self.config = config
@@ -201,11 +202,23 @@ class CycleModel:
         self._previous_mac: tuple | None = None  # what a depth slice of the last MAC command shares with it
 
     @property
-    def total(self) -> float:
+    def estimate(self) -> float:
+        """The end of the timeline: when the last operation or transfer ends."""
         return max(self.kernel_ends[-1:] + self.dma_ends[-1:], default=0.0)
 
-    def account(self, command: Command, regs: Registers) -> None:
-        """Adds `command` (an NPU_OP_*) run with the register state `regs`."""
+    def account(self, command: Command, regs: Registers) -> float:
+        """Adds `command` (an NPU_OP_*) run with the register state `regs`; returns how far it
+        moved the timeline's end (a DMA that runs under an operation adds nothing; the
+        operation that waits for it adds the wait)."""
+        before = self.estimate
+        self._account(command, regs)
+        return self.estimate - before
+
+    def costed_in(self) -> None:
+        """None: this estimate costs every command on its own."""
+        return None
+
+    def _account(self, command: Command, regs: Registers) -> None:
         name = command.name
         if name in MAC_OPERATIONS:
             self._run(self._mac_operation(name, command.param, regs))
@@ -484,5 +497,5 @@ class CycleModel:
         return stalls
 
     def counters(self) -> dict[str, int]:
-        return {"cycles": int(math.ceil(self.total)), "mac_active": int(math.ceil(self.mac_cycles)),
+        return {"cycles": int(math.ceil(self.estimate)), "mac_active": int(math.ceil(self.mac_cycles)),
                 "macs": self.macs, "dma_bytes": self.dma_bytes, "block_ops": self.block_ops}
