@@ -10,14 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.simulator.npu.arithmetic import saturate
-from kiln.simulator.npu.blockops import (convolution_sums, depthwise_sums, padded_ifm, pool_values,
-                                         record_kernel)
+from kiln.simulator.npu.blockops import convolution_sums, depthwise_sums, padded_ifm, pool_values, record_kernel
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.weights import decode_stream
 from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.registers import RegisterError
 from kiln.simulator.npu.u55 import weights as wt
 from kiln.simulator.npu.u55.output import store
+from kiln.simulator.npu.weights import decode_stream
 
 POOL_MAX, POOL_AVERAGE, POOL_REDUCE_SUM = 0, 1, 2
 POOL_NAMES = {POOL_MAX: "MAX", POOL_AVERAGE: "AVERAGE", POOL_REDUCE_SUM: "REDUCE_SUM"}

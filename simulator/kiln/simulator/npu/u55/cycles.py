@@ -58,7 +58,6 @@ from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.cycles import MemoryTiming, memories_for
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, UPSCALE_NONE, Kernel, Registers
 
-
 # The SHRAM as a DMA destination (activation LUTs), as regor rates it.
 SHRAM = MemoryTiming(bandwidth=1.0, burst=1, read_latency=0, write_latency=0)
 

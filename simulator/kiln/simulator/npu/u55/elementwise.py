@@ -16,8 +16,8 @@ from kiln.simulator.npu.arithmetic import count_leading_zeros32, rescale, wrap
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.elementwise import mode_name, shift_right
 from kiln.simulator.npu.output import scale_values
-from kiln.simulator.npu.u55.output import store
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError, signed16
+from kiln.simulator.npu.u55.output import store
 from kiln.simulator.npu.u55.registers import IFM_SCALE_16BIT, IFM_SCALE_OPA_32BIT, IFM_SCALE_OPB_32BIT
 
 MODES = {0: "MUL", 1: "ADD", 2: "SUB", 3: "MIN", 4: "MAX", 5: "LRELU", 6: "ABS", 7: "CLZ", 8: "SHR", 9: "SHL"}

@@ -22,12 +22,12 @@ import numpy as np
 
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import blockops
-from kiln.simulator.npu.u85 import registers as u85
-from kiln.simulator.npu.u85 import weights as u85_weights
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.output import scale_values
-from kiln.simulator.npu.weights import decode_stream
+from kiln.simulator.npu.u85 import registers as u85
+from kiln.simulator.npu.u85 import weights as u85_weights
 from kiln.simulator.npu.u85.output import store
+from kiln.simulator.npu.weights import decode_stream
 
 POOL_NAMES = {0: "MAX", 1: "AVERAGE", 2: "REDUCE_SUM", 3: "SUM", 4: "NONE", 5: "MIN", 6: "ARGMAX_X",
               7: "ARGMAX_Y"}
