@@ -37,7 +37,7 @@ class CycleModel(Protocol):
 
     def costed_in(self) -> int | None:
         """The estimate's operation the last command was costed in, where commands share one
-        (depth slices, chained elementwise); None for a command costed on its own."""
+        (depth slices, chained elementwise); None for a command costed on its own or not at all."""
 
 
 @dataclass(frozen=True)
