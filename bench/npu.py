@@ -8,7 +8,7 @@ Each delegate runs on random int8 inputs; the model's outputs are checked bit fo
 against tosa_reference_model once (the "exact" column). The system config and memory
 mode (default: the board's) go to both Vela and the cycle estimate. Several targets
 (comma-separated; the default puts the Ethos-U85 model beside the U55's) print one table
-each. The U85's cycle column is kiln.simulator.npu.u85_cycles' evaluation of Vela's U85
+each. The U85's cycle column is kiln.simulator.npu.u85.cycles' evaluation of Vela's U85
 performance model."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Builds command streams by hand for the NPU model tests: cmd0 and cmd1 words from the
-register names of kiln.simulator.npu.commands."""
+register names of kiln.simulator.npu.u55.commands."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from kiln.simulator.npu.commands import CMD0, CMD1
+from kiln.simulator.npu.u55.commands import CMD0, CMD1
 
 
 class Stream:

@@ -1,7 +1,7 @@
 """Single-operator int16 TFLite models for the NPU model tests.
 
 Vela emits some command-stream features only for TFLite graphs, never for TOSA (see
-simulator/kiln/simulator/npu/COVERAGE.md): the built-in TANH/SIGMOID activations (int16
+simulator/kiln/simulator/npu/u55/COVERAGE.md): the built-in TANH/SIGMOID activations (int16
 TANH and LOGISTIC) and the LRELU elementwise mode (int16 LEAKY_RELU with equal input and
 output scales and alpha > 0). This writes such a model with the TFLite schema bindings that ship
 with Vela (ethosu.vela.tflite)."""

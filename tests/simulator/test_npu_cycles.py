@@ -7,7 +7,7 @@ import pytest
 
 from kiln.errors import NpuConfigError
 from kiln.simulator.npu.config import config_for
-from kiln.simulator.npu.cycles import CycleModel
+from kiln.simulator.npu.u55.cycles import U55CycleModel
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.lower.vela import compile_tosa
 from test_npu_zoo import MODELS, compiled, _inputs
@@ -78,4 +78,4 @@ def test_cycles_follow_the_memory_mode(target, memory_mode):
 
 def test_unknown_system_config_is_named():
     with pytest.raises(NpuConfigError, match="No_Such_System"):
-        CycleModel(config_for("ethos-u55-128", system_config="No_Such_System"))
+        U55CycleModel(config_for("ethos-u55-128", system_config="No_Such_System"))

@@ -12,6 +12,7 @@ import pytest
 
 from kiln.simulator.npu import Cop1Error, parse_cop1
 from kiln.simulator.npu.commands import CommandError, as_words, decode
+from kiln.simulator.npu.u55.commands import U55_COMMANDS
 from kiln.simulator.npu.config import config_for
 from kiln.lower.vela import vela_command
 
@@ -46,7 +47,7 @@ def test_decoder_matches_vela_listing(tmp_path, target):
     cop1 = parse_cop1(cmd_data)
     assert cop1.config_word == config_for(target).config_register
     decoded = [(c.index, c.name if c.is_operation else f"NPU_SET_{c.name}", c.param, c.payload)
-               for c in decode(cop1.stream)]
+               for c in decode(cop1.stream, U55_COMMANDS)]
     assert decoded == rows
 
 
@@ -86,7 +87,7 @@ def test_cop1_malformed(payload, message):
 ])
 def test_decoder_rejects(words, message):
     with pytest.raises(CommandError, match=message):
-        list(decode(np.array(words, np.uint32)))
+        list(decode(np.array(words, np.uint32), U55_COMMANDS))
 
 
 def test_stream_as_bytes():

@@ -85,7 +85,8 @@ from kiln.lower.tosa import _attr, scale_to_multiplier  # noqa: E402
 from kiln.lower.vela import compile_tosa  # noqa: E402
 from kiln.simulator.npu import commands as npu_commands  # noqa: E402
 from kiln.simulator.npu.cop1 import parse_cop1  # noqa: E402
-from kiln.simulator.npu.registers import Registers  # noqa: E402
+from kiln.simulator.npu.u55.commands import U55_COMMANDS  # noqa: E402
+from kiln.simulator.npu.u55.registers import U55Registers  # noqa: E402
 
 TARGET = "ethos-u55-128"
 
@@ -148,8 +149,8 @@ def selects_matmul_graph(shape=(3, 2, 4, 4)) -> bytes:
 def elementwise_registers(cmd_data: bytes, mode: int):
     """(IFM base 0, IFM2 base 0, OFM base 0, OFM (height, width, depth)) at every
     NPU_OP_ELEMENTWISE `mode`, as the command stream in Vela's driver payload sets them."""
-    registers, found = Registers(), []
-    for command in npu_commands.decode(npu_commands.as_words(parse_cop1(cmd_data).stream)):
+    registers, found = U55Registers(), []
+    for command in npu_commands.decode(npu_commands.as_words(parse_cop1(cmd_data).stream), U55_COMMANDS):
         if not command.is_operation:
             registers.set(command)
         elif command.name == "NPU_OP_ELEMENTWISE" and command.param == mode:

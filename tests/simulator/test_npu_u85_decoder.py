@@ -12,12 +12,14 @@ import pytest
 
 from kiln.lower.vela import compile_tosa
 from kiln.simulator.npu import commands as cmds
-from kiln.simulator.npu import u85_blockops, u85_elementwise, u85_output
-from kiln.simulator.npu import u85_registers as u85
+from kiln.simulator.npu.u85 import blockops as u85_blockops
+from kiln.simulator.npu.u85 import elementwise as u85_elementwise
+from kiln.simulator.npu.u85 import output as u85_output
+from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.config import CONFIGS, config_for
 from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.registers import ROUND_NATURAL, ROUND_TFL
-from kiln.simulator.npu.u85_commands import U85_COMMANDS
+from kiln.simulator.npu.u85.commands import U85_COMMANDS
 
 import npu_harness
 import npu_u85_listing

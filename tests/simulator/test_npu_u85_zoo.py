@@ -16,8 +16,8 @@ from kiln.compile import compile_model
 from kiln.lower.vela import compile_tosa, vela_command
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.cop1 import parse_cop1
+from kiln.simulator.npu.executor import estimate
 from kiln.simulator.npu.standalone import run_compiled
-from kiln.simulator.npu.u85_cycles import estimate
 from kiln.spec import CompileSpec
 
 import npu_harness
@@ -67,7 +67,7 @@ def test_zoo_delegates_bit_exact_u85(target, model):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_cycle_estimate_near_vela_u85_256(model):
-    """kiln.simulator.npu.u85_cycles against Vela's own NPU cycles for the same streams:
+    """kiln.simulator.npu.u85.cycles against Vela's own NPU cycles for the same streams:
     within 10 % on every zoo model (its docstring's aim)."""
     result, _ = compiled(model)
     config = config_for("ethos-u85-256")

@@ -1,5 +1,5 @@
 """A damaged weight stream is the NPU model's WeightStreamError, never the end of the process:
-ethosu.mlw_codec calls exit(1) on a stream that runs short, so kiln.simulator.npu.weights decodes
+ethosu.mlw_codec calls exit(1) on a stream that runs short, so kiln.simulator.npu.u55.weights decodes
 each distinct stream in a forked child. Values round-trip through Vela's own encoder."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from ethosu import mlw_codec
 
-from kiln.simulator.npu.weights import WeightStreamError, decode_scales, traversal_order
+from kiln.simulator.npu.u55.weights import WeightStreamError, decode_scales, traversal_order
 
 DIGIT = 127  # values 1..127 encode one base-127 digit of a position; 0 marks padding
 

@@ -21,7 +21,7 @@ each command range implements:
 
 On the Ethos-U85 Vela costs an elementwise operation chained to its producer (a residual ADD
 reading a convolution's output from a chaining buffer) in the producer's figure and gives the
-chained one 0 cycles; the NPU model does the same (kiln.simulator.npu.u85_cycles), and so the
+chained one 0 cycles; the NPU model does the same (kiln.simulator.npu.u85.cycles), and so the
 chained command counts here with the command of the operation the model costed it in.
 
 Per layer the profile gives the model's cycles (integers, rounded so that a delegate's

@@ -1,4 +1,7 @@
-"""Convolution, depthwise convolution and pooling (NPU_OP_CONV/DEPTHWISE/POOL).
+"""What convolution, depthwise convolution and pooling (NPU_OP_CONV/DEPTHWISE/POOL) compute on
+both families: the IFM window a kernel runs over, its taps, and the exact sums; each family's
+operations (kiln.simulator.npu.u55.blockops, kiln.simulator.npu.u85.blockops) add the weights,
+scales and accumulator its registers describe.
 
 The IFM has no size registers: its extent follows from the OFM size, kernel, stride,
 dilation and padding (rows past the last one read, as counted by PAD_BOTTOM/PAD_RIGHT,
@@ -12,17 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.simulator.npu import weights as wt
 from kiln.simulator.npu.arithmetic import reciprocal
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.output import scale_values, store
+from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.registers import (
     FORMAT_NHCWB16, UPSCALE_NEAREST, UPSCALE_NONE, UPSCALE_TRANSPOSE, FeatureMap, Kernel, Padding, RegisterError)
 
-POOL_MAX, POOL_AVERAGE, POOL_REDUCE_SUM = 0, 1, 2
-POOL_NAMES = {POOL_MAX: "MAX", POOL_AVERAGE: "AVERAGE", POOL_REDUCE_SUM: "REDUCE_SUM"}
-ACC_INT32, ACC_INT40 = 0, 1
-_CORE_NAMES = {0: "", 1: " (core 1)"}
 _UPSCALE_NAMES = {UPSCALE_NONE: "none", UPSCALE_NEAREST: "NEAREST", UPSCALE_TRANSPOSE: "TRANSPOSE"}
 
 
@@ -93,99 +91,6 @@ def taps(array: np.ndarray, k: Kernel, out_h: int, out_w: int):
                                 x0:x0 + (out_w - 1) * k.stride_x + 1:k.stride_x]
 
 
-def _scales(ctx: Context, channels: int, core: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    regs = ctx.registers
-    suffix = "" if core == 0 else "1"
-    length = regs.address(f"SCALE{suffix}_LENGTH")
-    raw = ctx.read_region(regs.param("SCALE_REGION"), regs.address(f"SCALE{suffix}_BASE"),
-                          max(length, channels * wt.SCALE_RECORD_BYTES), f"scale read{_CORE_NAMES[core]}")
-    return wt.decode_scales(raw, channels)
-
-
-def _weights(ctx: Context, core: int, shape: tuple[int, int, int, int], depthwise: bool) -> np.ndarray:
-    """The OHWI weights one core holds for this operation."""
-    regs = ctx.registers
-    suffix = "" if core == 0 else "1"
-    raw = ctx.read_region(regs.param("WEIGHT_REGION"), regs.address(f"WEIGHT{suffix}_BASE"),
-                          regs.address(f"WEIGHT{suffix}_LENGTH"), f"weight read{_CORE_NAMES[core]}")
-    k = regs.kernel()
-    decomposition = 4 if regs.param("KERNEL_STRIDE") & (1 << 5) else wt.SUBKERNEL_MAX
-    ifm_bits = 8 * np.dtype(regs.ifm_dtype("IFM")[0]).itemsize
-    block_depth = (regs.param("OFM_BLK_DEPTH_M1") + 1) // ctx.config.cores
-    key = (raw, shape, depthwise, k.part_kernel_first, block_depth, ifm_bits, k.dilation_x, k.dilation_y,
-           decomposition)
-    cached = ctx.cache.get(key)
-    if cached is not None:
-        return cached
-    order = wt.traversal_order(shape[0], shape[1], shape[2], shape[3], block_depth,
-                               ctx.config.ifm_ublock_depth, ctx.config.ofm_ublock_depth, depthwise,
-                               k.part_kernel_first, ifm_bits, decomposition // k.dilation_y,
-                               decomposition // k.dilation_x)
-    values = wt.unpack(wt.decode_stream(raw), order, shape)
-    ctx.cache[key] = values
-    return values
-
-
-def _core_channels(ctx: Context, depth: int) -> list[np.ndarray]:
-    """OFM channels each core computes: with two cores, even channels on core 0, odd on core 1."""
-    cores = ctx.config.cores
-    ctx.coverage.hit("cores", str(cores))
-    return [np.arange(core, depth, cores) for core in range(cores)]
-
-
-def _per_channel(ctx: Context, depth: int):
-    """(bias, multiplier, shift) for every OFM channel, gathered from each core's stream."""
-    bias = np.zeros(depth, np.int64)
-    multiplier = np.zeros(depth, np.int64)
-    shift = np.zeros(depth, np.int64)
-    for core, channels in enumerate(_core_channels(ctx, depth)):
-        if len(channels):
-            b, m, s = _scales(ctx, len(channels), core)
-            bias[channels], multiplier[channels], shift[channels] = b, m, s
-    return bias, multiplier, shift
-
-
-def _accumulator_bits(ctx: Context) -> int:
-    acc = ctx.registers.param("ACC_FORMAT") & 3
-    if acc == ACC_INT32:
-        ctx.coverage.hit("accumulator", "32-bit")
-        return 32
-    if acc == ACC_INT40:
-        ctx.coverage.hit("accumulator", "40-bit")
-        return 40
-    raise RegisterError(f"ACC_FORMAT: accumulator format {acc} is not an integer format")
-
-
-def _finish_mac(ctx: Context, acc: np.ndarray, depth: int) -> None:
-    """Bias, per-channel scaling and store of a convolution's accumulators."""
-    from kiln.simulator.npu.arithmetic import saturate
-    bits = _accumulator_bits(ctx)
-    bias, multiplier, shift = _per_channel(ctx, depth)
-    acc = acc + bias
-    acc = np.clip(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    if ctx.registers.global_scale():
-        ctx.coverage.hit("ofm_scaling", "global")
-        multiplier, shift = ctx.registers.ofm_scale()
-    else:
-        ctx.coverage.hit("ofm_scaling", "per-channel")
-    store(ctx, scale_values(ctx, acc, multiplier, shift))
-
-
-def convolution(ctx: Context) -> None:
-    regs = ctx.registers
-    out_h, out_w, depth = regs.ofm_shape()
-    k, pad = regs.kernel(), regs.padding()
-    record_kernel(ctx, k, pad)
-    ctx.coverage.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
-    ifm = regs.feature_map("IFM")
-    x, _ = padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
-    w = np.zeros((depth, k.height, k.width, ifm.depth), np.int64)
-    for core, channels in enumerate(_core_channels(ctx, depth)):
-        if len(channels):
-            w[channels] = _weights(ctx, core, (len(channels), k.height, k.width, ifm.depth), False)
-    _finish_mac(ctx, convolution_sums(x, w, k, out_h, out_w), depth)
-
-
 def convolution_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
     """Exact int64 sums (out_h, out_w, O) of padded IFM `x` (padded_ifm's) times OHWI weights
     `w`; float64 products are exact for 8/16-bit operands and the sums of a real kernel."""
@@ -196,40 +101,12 @@ def convolution_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w:
     return np.rint(acc).astype(np.int64)
 
 
-def depthwise(ctx: Context) -> None:
-    regs = ctx.registers
-    out_h, out_w, depth = regs.ofm_shape()
-    k, pad = regs.kernel(), regs.padding()
-    record_kernel(ctx, k, pad)
-    ifm = regs.feature_map("IFM")
-    x, _ = padded_ifm(ctx, ifm, np.arange(depth), k, pad, out_h, out_w)
-    w = np.zeros((depth, k.height, k.width, 1), np.int64)
-    for core, channels in enumerate(_core_channels(ctx, depth)):
-        if len(channels):
-            w[channels] = _weights(ctx, core, (len(channels), k.height, k.width, 1), True)
-    _finish_mac(ctx, depthwise_sums(x, w, k, out_h, out_w), depth)
-
-
 def depthwise_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
     """int64 sums (out_h, out_w, C) of padded IFM `x` times per-channel weights `w` (C, kh, kw, 1)."""
     acc = np.zeros((out_h, out_w, w.shape[0]), np.int64)
     for ky, kx, view in taps(x, k, out_h, out_w):
         acc += view * w[:, ky, kx, 0]
     return acc
-
-
-def pooling(ctx: Context, mode: int) -> None:
-    regs = ctx.registers
-    if mode not in POOL_NAMES:
-        raise RegisterError(f"NPU_OP_POOL: reserved pooling mode {mode}")
-    result = pool_values(ctx, POOL_NAMES[mode])
-    if regs.global_scale():
-        ctx.coverage.hit("ofm_scaling", "global")
-        multiplier, shift = regs.ofm_scale()
-        result = scale_values(ctx, result, multiplier, shift)
-    else:
-        ctx.coverage.hit("ofm_scaling", "per-channel")
-    store(ctx, result)
 
 
 def pool_values(ctx: Context, name: str, average_divides: bool = False) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""Writes simulator/kiln/simulator/npu/COVERAGE.md: which command-stream features kiln's
-NPU tests made the model execute (Ethos-U55/U65), or with --u85 COVERAGE_U85.md from the
+"""Writes simulator/kiln/simulator/npu/u55/COVERAGE.md: which command-stream features kiln's
+NPU tests made the model execute (Ethos-U55/U65), or with --u85 u85/COVERAGE.md from the
 Ethos-U85 tests (test_npu_u85_*.py).
 
     python -m kiln.simulator.npu.coverage_table [--u85]            # runs the tests, writes the table
@@ -118,7 +118,7 @@ def main(argv: list[str]) -> int:
                 return 1
             coverage = load(path)
     features = FEATURES_U85 if u85 else FEATURES
-    out = HERE / ("COVERAGE_U85.md" if u85 else "COVERAGE.md")
+    out = HERE / ("u85" if u85 else "u55") / "COVERAGE.md"
     out.write_text(table(coverage, u85))
     print(f"wrote {out} ({len(features)} categories)")
     return 0

@@ -3,7 +3,7 @@
 Offsets and bit meanings are the Ethos-U55/U65 register map (as in Vela's
 ethos_u55_regs.py and the TRM); the constants below are its offsets. Every register is
 32 bits wide; offsets not listed read as zero and ignore writes (reserved, RAZ/WI).
-The configuration's family picks the layout (LAYOUTS):
+The configuration's family (kiln.simulator.npu.family) picks the layout (LAYOUTS):
 
   Ethos-U55/U65: a 4 KiB window (WINDOW_SIZE); LOCK 0x02C, AXI_LIMIT0..3 0x040..0x04C;
     the PMU at 0x180..0x1AC, 4 event counters (PMEVCNTR 0x300, PMEVTYPER 0x380);
@@ -58,6 +58,7 @@ import numpy as np
 
 from kiln.errors import NpuModelError
 from kiln.simulator.npu.config import NpuConfig
+from kiln.simulator.npu.family import U55, U85, family_of
 from kiln.simulator.npu.memory import MemoryFault
 
 MASK32 = 0xFFFF_FFFF
@@ -163,8 +164,9 @@ class Layout:
         return PMU_CYCLE_COUNTER | ((1 << self.event_counters) - 1)
 
 
-U55_LAYOUT = Layout("Ethos-U55/U65", WINDOW_SIZE, EVENT_COUNTERS, MASK32, 0)
-U85_LAYOUT = Layout("Ethos-U85", WINDOW_SIZE_U85, EVENT_COUNTERS_U85, 0xFF, U85_PMU_SHIFT)
+U55_LAYOUT = Layout(U55.name, WINDOW_SIZE, EVENT_COUNTERS, MASK32, 0)
+U85_LAYOUT = Layout(U85.name, WINDOW_SIZE_U85, EVENT_COUNTERS_U85, 0xFF, U85_PMU_SHIFT)
+LAYOUTS = {U55: U55_LAYOUT, U85: U85_LAYOUT}  # by kiln.simulator.npu.family
 
 # Ethos-U85 configuration registers that store what is written, with their fields' widths.
 _U85_STORED = {POWER_CTRL: 0x3F, AXI_SRAM: 0x3_1F3F, AXI_EXT: 0x3_1F3F}
@@ -172,7 +174,7 @@ _U85_STORED.update({MEM_ATTR0 + 4 * i: 0xF7 for i in range(MEM_ATTRS)})
 
 
 def layout_for(config: NpuConfig) -> Layout:
-    return U85_LAYOUT if config.is_u85 else U55_LAYOUT
+    return LAYOUTS[family_of(config)]
 
 
 def window_size(config: NpuConfig) -> int:

@@ -1,29 +1,25 @@
 """run_stream: executes an Ethos-U55/U65/U85 register command stream on a Memory (the
-configuration's family picks the opcodes, register layouts and operations)."""
+configuration's family, kiln.simulator.npu.family, gives the opcodes, register layouts,
+operations and cycle estimate).
+
+One loop (execute) runs every stream: run_stream turns its faults into an NpuFault, the
+profiler (kiln.simulator.npu.profile) watches each command through its observer, and
+estimate runs it without the operations."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import commands as cmds
-from kiln.simulator.npu.blockops import convolution, depthwise, pooling
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.coverage import U85, Coverage, record_run
+from kiln.simulator.npu.coverage import Coverage, record_run
 from kiln.simulator.npu.cycles import CycleModel
-from kiln.simulator.npu.dma import dma_start
-from kiln.simulator.npu.elementwise import elementwise
+from kiln.simulator.npu.family import Family, family_of
 from kiln.simulator.npu.memory import MemoryFault
-from kiln.simulator.npu.output import NotModelled
 from kiln.simulator.npu.pmu import beat_counters
-from kiln.simulator.npu.registers import Registers, RegisterError
-from kiln.simulator.npu.weights import WeightStreamError
-from kiln.simulator.npu import u85_blockops, u85_dma, u85_elementwise, u85_resize
-from kiln.simulator.npu.u85_commands import U85_COMMANDS
-from kiln.simulator.npu.u85_cycles import U85CycleModel
-from kiln.simulator.npu.u85_registers import U85Registers
 
 REGIONS = 8
 
@@ -44,49 +40,57 @@ class ExecResult:
     coverage: Coverage | None = None
 
 
-def family_machine(config: NpuConfig):
-    """(a fresh register file, the opcode table, the command executor, a fresh cycle model) of
-    config's NPU family: what a run of one stream needs."""
-    if config.is_u85:
-        return U85Registers(), U85_COMMANDS, _operation_u85, U85CycleModel(config)
-    return Registers(), cmds.U55_COMMANDS, _operation, CycleModel(config)
+@dataclass
+class Run:
+    """One run of a stream: the family's machine and what the loop has done so far."""
+
+    family: Family
+    ctx: Context  # registers, memory, regions, SHRAM, coverage, traffic
+    cycles: CycleModel
+    operation: Callable[[Context, cmds.Command], None]  # the family's, or none (estimate)
+    ops: int = 0  # NPU_OP_* commands run, STOP included
+    index: int = 0  # word offset of the last NPU_OP_* command started (a fault's)
 
 
-def _operation(ctx: Context, command: cmds.Command) -> None:
-    name = command.name
-    ctx.coverage.hit("opcode", name)
-    if name == "NPU_OP_CONV":
-        convolution(ctx)
-    elif name == "NPU_OP_DEPTHWISE":
-        depthwise(ctx)
-    elif name == "NPU_OP_POOL":
-        pooling(ctx, command.param)
-    elif name == "NPU_OP_ELEMENTWISE":
-        elementwise(ctx, command.param)
-    elif name == "NPU_OP_DMA_START":
-        dma_start(ctx)
-    # STOP is handled by the caller; IRQ, DMA_WAIT, KERNEL_WAIT and PMU_MASK only order or
-    # signal work, and this model completes every operation before the next command.
+# observe(command, cycles): called after each NPU_OP_* command but STOP has run, with the
+# cycles it added to the estimate.
+Observer = Callable[[cmds.Command, float], None]
 
 
-def _operation_u85(ctx: Context, command: cmds.Command) -> None:
-    name = command.name
-    ctx.coverage.hit("opcode", name)
-    if name == "NPU_OP_CONV":
-        u85_blockops.convolution(ctx, command.param)
-    elif name == "NPU_OP_DEPTHWISE":
-        u85_blockops.depthwise(ctx)
-    elif name == "NPU_OP_POOL":
-        u85_blockops.pooling(ctx, command.param & 7)
-    elif name == "NPU_OP_ELEMENTWISE":
-        u85_elementwise.elementwise(ctx, command.param & 0x3F)
-    elif name == "NPU_OP_DMA_START":
-        u85_dma.dma_start(ctx)
-    elif name == "NPU_OP_RESIZE":
-        u85_resize.resize(ctx, command.param & 3)
-    elif name == "NPU_OP_BRANCH":
-        raise NotModelled(f"{name} is not modelled")
-    # IRQ, DMA_WAIT, KERNEL_WAIT and PMU_MASK: as on the U55/U65.
+def start(basep, memory, config: NpuConfig, limits=None) -> Run:
+    """A run of `config`'s family with region r at bus address basep[r] of `memory`
+    (`limits`: see run_stream); ValueError if basep or limits do not hold 8 regions."""
+    bases = tuple(int(b) for b in basep)
+    if len(bases) != REGIONS:
+        raise ValueError(f"basep holds {len(bases)} region bases; the NPU has {REGIONS}")
+    family = family_of(config)
+    cycles = family.cycle_model(config)
+    sizes = None if limits is None else tuple(int(n) for n in limits)
+    if sizes is not None and len(sizes) != REGIONS:
+        raise ValueError(f"limits holds {len(sizes)} region sizes; the NPU has {REGIONS}")
+    ctx = Context(family.registers(), memory, bases, config, bytearray(config.shram_bytes),
+                  Coverage(family.coverage), limits=sizes)
+    return Run(family, ctx, cycles, family.operation)
+
+
+def execute(run: Run, words, observe: Observer | None = None) -> None:
+    """Runs the commands of `words` (uint32) until NPU_OP_STOP or their end; raises the first
+    fault (CommandError, RegisterError, WeightStreamError, NotModelled, MemoryFault), the
+    outputs of the commands before it written."""
+    registers, ctx, cycles, operation = run.ctx.registers, run.ctx, run.cycles, run.operation
+    for command in cmds.decode(words, run.family.commands):
+        if not command.is_operation:
+            registers.set(command)
+            continue
+        run.index = command.index
+        run.ops += 1
+        if command.name == "NPU_OP_STOP":
+            ctx.coverage.hit("opcode", command.name)
+            break
+        added = cycles.account(command, registers)
+        operation(ctx, command)
+        if observe is not None:
+            observe(command, added)
 
 
 def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=None) -> ExecResult:
@@ -102,39 +106,31 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
     returned in ExecResult.counters regardless: the cycle estimate's, and the AXI data
     beats of the bytes the operations moved (kiln.simulator.npu.pmu), a faulting stream's
     up to its fault."""
-    bases = tuple(int(b) for b in basep)
-    if len(bases) != REGIONS:
-        raise ValueError(f"basep holds {len(bases)} region bases; the NPU has {REGIONS}")
-    u85 = config.is_u85
-    registers, command_set, operation, cycles = family_machine(config)
-    sizes = None if limits is None else tuple(int(n) for n in limits)
-    if sizes is not None and len(sizes) != REGIONS:
-        raise ValueError(f"limits holds {len(sizes)} region sizes; the NPU has {REGIONS}")
-    ctx = Context(registers, memory, bases, config, bytearray(config.shram_bytes), Coverage(U85 if u85 else ""),
-                  limits=sizes)
-    ops = 0
+    run = start(basep, memory, config, limits)
     fault = None
-    index = 0
     try:
-        words = cmds.as_words(stream)
-        for command in cmds.decode(words, command_set):
-            index = command.index
-            if not command.is_operation:
-                registers.set(command)
-                continue
-            ops += 1
-            if command.name == "NPU_OP_STOP":
-                ctx.coverage.hit("opcode", command.name)
-                break
-            cycles.account(command, registers)
-            operation(ctx, command)
+        execute(run, cmds.as_words(stream))
     except cmds.CommandError as error:
         fault = NpuFault("cmd_parse_error", error.index, str(error))
     except (RegisterError, WeightStreamError, NotModelled) as error:
-        fault = NpuFault("cmd_parse_error", index, str(error))
+        fault = NpuFault("cmd_parse_error", run.index, str(error))
     except MemoryFault as error:
-        fault = NpuFault("bus_error", index, str(error))
-    record_run(ctx.coverage)
-    counters = cycles.counters()
-    counters.update(beat_counters(ctx.traffic, config))
-    return ExecResult(cycles=counters["cycles"], ops=ops, fault=fault, counters=counters, coverage=ctx.coverage)
+        fault = NpuFault("bus_error", run.index, str(error))
+    record_run(run.ctx.coverage)
+    counters = run.cycles.counters()
+    counters.update(beat_counters(run.ctx.traffic, config))
+    return ExecResult(cycles=counters["cycles"], ops=run.ops, fault=fault, counters=counters,
+                      coverage=run.ctx.coverage)
+
+
+def estimate(stream, config: NpuConfig) -> CycleModel:
+    """The cycle estimate of `stream` (uint32 words or bytes) read without running its
+    operations (the registers alone set it), up to NPU_OP_STOP."""
+    run = start((0,) * REGIONS, None, config)
+    run.operation = _skip
+    execute(run, cmds.as_words(stream))
+    return run.cycles
+
+
+def _skip(ctx: Context, command: cmds.Command) -> None:
+    """Runs nothing: estimate's operation."""

@@ -33,6 +33,7 @@ from functools import cache
 
 from kiln.errors import NpuConfigError
 from kiln.simulator.npu.config import PRODUCT_U55, NpuConfig
+from kiln.simulator.npu.cycles import compiled_for
 
 BEAT_BYTES_U55 = 8
 BEAT_BYTES_WIDE = 16  # Ethos-U65 and U85
@@ -68,14 +69,7 @@ def _ports(target: str, system_config: str, memory_mode: str) -> tuple[int, int,
 def region_ports(config: NpuConfig) -> tuple[int, ...]:
     """The AXI port (0 or 1) of regions 0..7 for streams Vela compiled for `config` (its
     unset system config or memory mode: the board's defaults, as the cycle estimate's)."""
-    system_config, memory_mode = config.system_config, config.memory_mode
-    if system_config is None or memory_mode is None:
-        from kiln import boards
-
-        found = boards.target(config.target)
-        system_config = system_config or found.system_config
-        memory_mode = memory_mode or found.memory_mode
-    const, arena, cache_port = _ports(config.target, system_config, memory_mode)
+    const, arena, cache_port = _ports(config.target, *compiled_for(config))
     return (const, arena, cache_port) + (arena,) * 5
 
 

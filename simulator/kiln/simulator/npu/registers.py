@@ -1,23 +1,20 @@
-"""The NPU's register state while it parses a command stream, and typed views of it.
-
-Field layouts (bit positions inside a command's 16-bit parameter) are the Ethos-U55/U65
-command-stream register map. Unset registers read as zero, as after reset.
+"""The NPU's register state while it parses a command stream, and the typed views whose
+fields sit in the same place on both families (feature-map geometry, kernel, stride,
+dilation, padding, upscale, OFM scale mode). Each family's register file is a subclass
+that reads the fields it lays out its own way (kiln.simulator.npu.u55.registers,
+kiln.simulator.npu.u85.registers): addresses, element types, rounding, OFM scale and
+activation. Unset registers read as zero, as after reset.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
 
 from kiln.errors import RegisterError
 from kiln.simulator.npu.commands import Command
-
-# Element types: IFM precision field (4 bits: bit 0 signed, bits 3..2 size) and OFM
-# precision field (3 bits: bit 0 signed, bits 2..1 size); size 0 = 8, 1 = 16, 2 = 32 bits.
-_SIZE_BITS = {0: 8, 1: 16, 2: 32}
-_DTYPES = {(8, False): np.uint8, (8, True): np.int8, (16, False): np.uint16, (16, True): np.int16,
-           (32, True): np.int32, (32, False): np.uint32}
 
 FORMAT_NHWC = 0
 FORMAT_NHCWB16 = 1
@@ -27,8 +24,6 @@ ROUNDING_NAMES = {ROUND_TFL: "TFL", ROUND_TRUNCATE: "TRUNCATE", ROUND_NATURAL: "
 ROUND_FLOOR = 3  # not an Ethos-U55/U65 mode: the Ethos-U85's TRUNCATE_TO_LOWER
 
 UPSCALE_NONE, UPSCALE_NEAREST, UPSCALE_TRANSPOSE = 0, 1, 2
-
-IFM_SCALE_16BIT, IFM_SCALE_OPA_32BIT, IFM_SCALE_OPB_32BIT = 0, 1, 2
 
 
 def signed16(value: int) -> int:
@@ -76,9 +71,9 @@ class Padding:
     right: int
 
 
-class Registers:
+class Registers(ABC):
     """The last value written to every register: cmd0 parameters by name, cmd1 as
-    (parameter, payload)."""
+    (parameter, payload). A family's subclass reads the fields it lays out its own way."""
 
     def __init__(self):
         self.values: dict[str, int] = {}
@@ -92,22 +87,33 @@ class Registers:
     def param(self, name: str) -> int:
         return self.values.get(name, 0)
 
-    def address(self, name: str) -> int:
-        """A cmd1 address register: payload is bits 31..0, the parameter bits 47..32."""
-        return self.payloads.get(name, 0) | (self.values.get(name, 0) << 32)
-
     def payload(self, name: str) -> int:
         return self.payloads.get(name, 0)
 
-    # typed views -------------------------------------------------------------------
+    # the family's own field layouts --------------------------------------------------
 
+    @abstractmethod
+    def address(self, name: str) -> int:
+        """A cmd1 address register: its payload, and above it the address bits its
+        parameter holds."""
+
+    @abstractmethod
     def ifm_dtype(self, prefix: str) -> tuple[np.dtype, int]:
-        """(element type, layout) of IFM or IFM2: the precision's size field is bits 3:2."""
-        return _precision(f"{prefix}_PRECISION", self.param(f"{prefix}_PRECISION"), 2)
+        """(element type, layout) of IFM or IFM2."""
 
+    @abstractmethod
     def ofm_dtype(self) -> tuple[np.dtype, int]:
-        """(element type, layout) of the OFM: its precision's size field is bits 2:1."""
-        return _precision("OFM_PRECISION", self.param("OFM_PRECISION"), 1)
+        """(element type, layout) of the OFM."""
+
+    @abstractmethod
+    def rounding(self) -> int:
+        """The rounding of the OFM's rescale (ROUND_*)."""
+
+    @abstractmethod
+    def ofm_scale(self) -> tuple[int, int]:
+        """(multiplier, shift) of the OFM_SCALE register."""
+
+    # typed views -------------------------------------------------------------------
 
     def feature_map(self, prefix: str) -> FeatureMap:
         """prefix: "IFM", "IFM2" or "OFM"."""
@@ -152,43 +158,11 @@ class Registers:
         return Padding(self.param("IFM_PAD_TOP"), self.param("IFM_PAD_LEFT"),
                        self.param("IFM_PAD_BOTTOM"), self.param("IFM_PAD_RIGHT"))
 
-    def rounding(self) -> int:
-        mode = (self.param("OFM_PRECISION") >> 14) & 3
-        if mode not in ROUNDING_NAMES:
-            raise RegisterError(f"OFM_PRECISION: reserved rounding mode {mode}")
-        return mode
-
     def global_scale(self) -> bool:
         return bool((self.param("OFM_PRECISION") >> 8) & 1)
-
-    def ofm_scale(self) -> tuple[int, int]:
-        """(multiplier, shift) of the OFM_SCALE register."""
-        return self.payload("OFM_SCALE"), self.param("OFM_SCALE") & 0x3F
-
-    def activation(self) -> tuple[int, int, int, int]:
-        """(function, clip range, min, max)."""
-        value = self.param("ACTIVATION")
-        return (value & 0xFFF, (value >> 12) & 0xF,
-                signed16(self.param("ACTIVATION_MIN")), signed16(self.param("ACTIVATION_MAX")))
 
     def upscale(self) -> int:
         mode = self.param("IFM_UPSCALE") & 3
         if mode > UPSCALE_TRANSPOSE:
             raise RegisterError(f"IFM_UPSCALE: reserved mode {mode}")
         return mode
-
-    def ifm_scale_mode(self) -> int:
-        return (self.param("IFM_PRECISION") >> 8) & 3
-
-
-def _precision(name: str, value: int, size_shift: int) -> tuple[np.dtype, int]:
-    """A *_PRECISION register: bit 0 signed, a 2-bit size field at `size_shift`, the
-    layout (NHWC or NHCWB16) in bits 7:6."""
-    signed = bool(value & 1)
-    size = (value >> size_shift) & 3
-    if size not in _SIZE_BITS:
-        raise RegisterError(f"{name} 0x{value:04x}: reserved activation precision {size}")
-    layout = (value >> 6) & 3
-    if layout > FORMAT_NHCWB16:
-        raise RegisterError(f"{name} 0x{value:04x}: reserved format {layout}")
-    return np.dtype(_DTYPES[(_SIZE_BITS[size], signed)]), layout

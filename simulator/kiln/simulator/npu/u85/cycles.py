@@ -78,13 +78,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kiln.simulator.npu import u85_weights
-from kiln.simulator.npu.commands import Command, as_words, decode
+from kiln.simulator.npu.commands import Command
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.cycles import MemoryTiming, memories_for
 from kiln.simulator.npu.registers import Registers
-from kiln.simulator.npu.u85_commands import U85_COMMANDS
-from kiln.simulator.npu.u85_registers import STORAGE_CHAINED, TRANSPOSES, U85Registers
+from kiln.simulator.npu.u85 import weights as u85_weights
+from kiln.simulator.npu.u85.registers import STORAGE_CHAINED, TRANSPOSES
 
 # Per configuration (MACs of all cores): output unit cycles per element for 8-, 16-, 32-,
 # 64-bit OFMs, 32-bit-input binary elementwise to a narrow / 32-bit OFM (the first of these
@@ -206,16 +205,20 @@ class _Operation:
 
 
 class U85CycleModel:
+    """The Ethos-U85's estimate over one run of a stream (the interface of
+    kiln.simulator.npu.cycles.CycleModel)."""
+
     def __init__(self, config: NpuConfig):
         self.config = config
         self.memories = memories_for(config)
         self.macs_total = config.total_macs
-        self.cycles = 0.0
+        self.estimate = 0.0  # the sum of the operations' figures
         self.mac_cycles = 0.0
         self.macs = 0
         self.dma_bytes = 0
         self.block_ops = 0
-        self._operation: _Operation | None = None
+        self._operation: _Operation | None = None  # the one the last block command was costed in
+        self._costed: int | None = None  # costed_in()'s answer
         self._operations: list[_Operation] = []
         self._striped: dict[tuple, _Operation] = {}  # operations later stripes may continue, by their weights
         self._lut = 0  # cycles of LUT DMAs not yet charged to an operation
@@ -228,16 +231,19 @@ class U85CycleModel:
         slack, one of several does not). operations() gives the per-operation figures."""
         name = command.name
         added = 0.0
+        self._costed = None
         if name == "NPU_OP_DMA_START":
             self._dma(regs)
         elif name in MAC_COMMANDS:
             self.block_ops += 1
             added = self._mac_command(name, command.param & 7, regs)
+            self._costed = self._operation.index
         elif name in ("NPU_OP_ELEMENTWISE", "NPU_OP_RESIZE"):
             self.block_ops += 1
             added = self._elementwise_command(name, command.param, regs)
-        self.cycles += added
-        return added
+            self._costed = self._operation.index
+        self.estimate += added
+        return float(added)  # an operation's figure may be a whole number
 
     # ---- memories ------------------------------------------------------------------------
 
@@ -544,9 +550,9 @@ class U85CycleModel:
         return total
 
     def costed_in(self) -> int | None:
-        """Index in operations() of the operation the last block command (CONV, DEPTHWISE,
-        POOL, ELEMENTWISE, RESIZE) was costed in; None before any."""
-        return self._operation.index if self._operation is not None else None
+        """Index in operations() of the operation the last command was costed in if it was a
+        block command (CONV, DEPTHWISE, POOL, ELEMENTWISE, RESIZE); None for a DMA or wait."""
+        return self._costed
 
     def operations(self) -> list[tuple[str, int, float]]:
         """Per operation as Vela costs it, in stream order: (its first command's name, its
@@ -555,23 +561,8 @@ class U85CycleModel:
         return [(op.name, op.commands, float(op.counted)) for op in self._operations]
 
     def counters(self) -> dict[str, int]:
-        return {"cycles": int(math.ceil(self.cycles)), "mac_active": int(math.ceil(self.mac_cycles)),
+        return {"cycles": int(math.ceil(self.estimate)), "mac_active": int(math.ceil(self.mac_cycles)),
                 "macs": self.macs, "dma_bytes": self.dma_bytes, "block_ops": self.block_ops}
-
-
-def estimate(stream, config: NpuConfig) -> U85CycleModel:
-    """The estimate of an Ethos-U85 command stream (uint32 words or bytes) read without
-    running it (the registers alone set it), up to NPU_OP_STOP."""
-    model = U85CycleModel(config)
-    registers = U85Registers()
-    for command in decode(as_words(stream), U85_COMMANDS):
-        if not command.is_operation:
-            registers.set(command)
-        elif command.name == "NPU_OP_STOP":
-            break
-        else:
-            model.account(command, registers)
-    return model
 
 
 def _ifm_allocation_unit(macs: int, microblock: tuple[int, int], depth_bits: int, bits: int) -> tuple[int, int, int]:

@@ -20,8 +20,9 @@ import numpy as np
 
 from kiln.errors import NotModelled
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.output import scale_values, store
+from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.registers import RegisterError
+from kiln.simulator.npu.u85.output import store
 
 MODES = {0: "BILINEAR", 1: "REPLICATE", 2: "NEAREST"}
 FRACTION_BITS = 16

@@ -1,4 +1,4 @@
-"""NPU_OP_DMA_START: copies DMA0_LEN bytes per row from source to destination.
+"""Ethos-U55/U65 NPU_OP_DMA_START: copies DMA0_LEN bytes per row from source to destination.
 
 DMA0_SRC_REGION / DMA0_DST_REGION: bits 7..0 region, bit 8 internal (the destination is
 the NPU's SHRAM, where activation LUTs live; the address is a SHRAM byte offset),

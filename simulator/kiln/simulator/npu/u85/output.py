@@ -25,11 +25,11 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import NotModelled
-from kiln.simulator.npu import output
-from kiln.simulator.npu import u85_registers as u85
 from kiln.simulator.npu.arithmetic import rescale, saturate
 from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.output import LUT16_ENTRIES, LUT16_STEP_BITS, interpolate16
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError
+from kiln.simulator.npu.u85 import registers as u85
 
 LUT_NONE, LUT_U8_U8, LUT_S8_S8, LUT_S8_S16, LUT_S8_S32, LUT_S16_S16, LUT_S16_S32 = 0, 1, 4, 5, 7, 8, 9
 FUNCTION_NAMES = {0: "LUT_NONE", 1: "LUT_U8_U8", 4: "LUT_S8_S8", 5: "LUT_S8_S16", 7: "LUT_S8_S32", 8: "LUT_S16_S16",
@@ -81,10 +81,10 @@ def _lut(ctx: Context, values: np.ndarray, function: int, table: int) -> np.ndar
     if function in (LUT_S16_S16, LUT_S16_S32):
         if table:
             raise RegisterError(f"ACTIVATION: a 16-bit LUT fills the LUT RAM; table {table} is not 0")
-        interpolated = output.interpolate16(values, bytes(ctx.shram[:output.LUT16_ENTRIES * 4]))
+        interpolated = interpolate16(values, bytes(ctx.shram[:LUT16_ENTRIES * 4]))
         if function == LUT_S16_S32:
             return interpolated
-        return rescale(interpolated, 1, output.LUT16_STEP_BITS, ctx.registers.rounding())
+        return rescale(interpolated, 1, LUT16_STEP_BITS, ctx.registers.rounding())
     if function not in _LUT8:
         raise NotModelled(f"ACTIVATION: function {FUNCTION_NAMES[function]} is not modelled")
     index_dtype, entry = _LUT8[function]

@@ -5,16 +5,16 @@ The word format is the Ethos-U55/U65's (kiln.simulator.npu.commands): opcode in 
 9..0, payload size in bits 15..14, a 16-bit parameter in bits 31..16, and one payload
 word after a cmd1 header. Names drop the NPU_SET_ prefix as the U55/U65 tables do; the
 same name means the same register on both families, though some fields differ
-(kiln.simulator.npu.u85_registers). Addresses are 40 bits: a cmd1 address's parameter
+(kiln.simulator.npu.u85.registers). Addresses are 40 bits: a cmd1 address's parameter
 holds bits 39..32 in its low byte. 63 cmd0 and 48 cmd1 opcodes: the U55/U65's less GONE,
 plus NEW_CMD0/NEW_CMD1 (the U55 opcodes kept have the same numbers on the U85).
 """
 
 from __future__ import annotations
 
-from kiln.simulator.npu.commands import CMD0 as U55_CMD0
-from kiln.simulator.npu.commands import CMD1 as U55_CMD1
 from kiln.simulator.npu.commands import CommandSet
+from kiln.simulator.npu.u55.commands import CMD0 as U55_CMD0
+from kiln.simulator.npu.u55.commands import CMD1 as U55_CMD1
 
 # The Ethos-U55/U65's registers the U85 does not have, and the U85's own (same word format).
 GONE = {"PARALLEL_MODE", "AB_START", "IFM_IB_END", "IFM2_IB_START", "IFM2_SCALAR", "OPA_SCALE", "OPB_SCALE",

@@ -1,9 +1,9 @@
 """Ethos-U85 convolution, depthwise convolution and pooling (NPU_OP_CONV/DEPTHWISE/POOL).
 
-The IFM geometry (kernel, stride, dilation, padding, upscaling) and the sums are the
-Ethos-U55/U65's (kiln.simulator.npu.blockops). What the U85 adds:
+The IFM geometry (kernel, stride, dilation, padding, upscaling) and the sums are the ones both
+families share (kiln.simulator.npu.blockops). What the U85 adds:
 - weights: one stream per core in the U85's order, or one fast-format (FWD) stream
-  interleaving them (kiln.simulator.npu.u85_weights), dense or 2:4 sparse; or, with
+  interleaving them (kiln.simulator.npu.u85.weights), dense or 2:4 sparse; or, with
   NPU_OP_CONV's weights_ifm2 (Vela's MATMUL, a 1x1 kernel), the IFM2 feature map;
 - one scale stream for every core, with 32-bit biases for a 32-bit accumulator and
   48-bit ones for a 48-bit accumulator;
@@ -21,10 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
-from kiln.simulator.npu import blockops, u85_weights, weights
-from kiln.simulator.npu import u85_registers as u85
+from kiln.simulator.npu import blockops
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.output import scale_values, store
+from kiln.simulator.npu.output import scale_values
+from kiln.simulator.npu.u85 import registers as u85
+from kiln.simulator.npu.u85 import weights as u85_weights
+from kiln.simulator.npu.u85.output import store
+from kiln.simulator.npu.weights import decode_stream
 
 POOL_NAMES = {0: "MAX", 1: "AVERAGE", 2: "REDUCE_SUM", 3: "SUM", 4: "NONE", 5: "MIN", 6: "ARGMAX_X",
               7: "ARGMAX_Y"}
@@ -79,7 +82,7 @@ def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) ->
                                            config.total_macs, config.cores)
         streams = u85_weights.deinterleave(values, [len(o) for o in orders], block_size)
     else:
-        streams = [weights.decode_stream(_stream(ctx, core)) if (order >= 0).any() else np.zeros(0, np.int64)
+        streams = [decode_stream(_stream(ctx, core)) if (order >= 0).any() else np.zeros(0, np.int64)
                    for core, order in enumerate(orders)]
     out = np.zeros(int(np.prod(shape)), np.int64)
     for core, (order, values) in enumerate(zip(orders, streams)):

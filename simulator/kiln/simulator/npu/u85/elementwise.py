@@ -21,12 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import NotModelled
-from kiln.simulator.npu import u85_registers as u85
 from kiln.simulator.npu.arithmetic import count_leading_zeros32, rescale, wrap
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.elementwise import mode_name, shift_right
-from kiln.simulator.npu.output import scale_values, store
+from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError
+from kiln.simulator.npu.u85 import registers as u85
+from kiln.simulator.npu.u85.output import store
 
 MODES = {0: "MUL", 1: "ADD", 2: "SUB", 3: "MIN", 4: "MAX", 5: "LRELU", 6: "ABS", 7: "CLZ", 8: "SHR", 9: "SHL",
          10: "LSR", 11: "DIV", 16: "CMP_EQ", 17: "CMP_NE", 18: "CMP_GE", 19: "CMP_GT", 33: "AND", 34: "OR",

@@ -1,0 +1,27 @@
+"""The Ethos-U55/U65's NPU_OP_* commands: which function runs each."""
+
+from __future__ import annotations
+
+from kiln.simulator.npu.commands import Command
+from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.u55.blockops import convolution, depthwise, pooling
+from kiln.simulator.npu.u55.dma import dma_start
+from kiln.simulator.npu.u55.elementwise import elementwise
+
+
+def operation(ctx: Context, command: Command) -> None:
+    """Runs `command` (an NPU_OP_* other than STOP) with the registers and memory of `ctx`."""
+    name = command.name
+    ctx.coverage.hit("opcode", name)
+    if name == "NPU_OP_CONV":
+        convolution(ctx)
+    elif name == "NPU_OP_DEPTHWISE":
+        depthwise(ctx)
+    elif name == "NPU_OP_POOL":
+        pooling(ctx, command.param)
+    elif name == "NPU_OP_ELEMENTWISE":
+        elementwise(ctx, command.param)
+    elif name == "NPU_OP_DMA_START":
+        dma_start(ctx)
+    # IRQ, DMA_WAIT, KERNEL_WAIT and PMU_MASK only order or signal work, and this model
+    # completes every operation before the next command.
