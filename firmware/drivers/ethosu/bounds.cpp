@@ -2,7 +2,7 @@
 // of its operations stays inside the buffer of the region it names (see driver.h).
 //
 // What each operation accesses (the Ethos-U55/U65 command semantics, as kiln's NPU model
-// simulator/kiln/simulator/npu/{blockops,elementwise,dma,featuremap}.py executes them):
+// simulator/kiln/simulator/npu/{blockops,featuremap}.py and npu/u55/{blockops,elementwise,dma}.py execute them):
 //   CONV, DEPTHWISE, POOL: the IFM box of rows x cols x channels the kernel covers, minus
 //     padding: rows = (OFM_H - 1) * stride_y + KERNEL_HEIGHT_M1 + 1 - pad_top - pad_bottom
 //     (halved, rounded up, with IFM upscaling), cols likewise; channels = IFM depth (CONV,

@@ -6,7 +6,7 @@
 //  - values: at least program.value_count() entries (one per EValue);
 //  - kernels: at least program.operator_count() entries (the kernel per operator);
 //  - delegates: at least program.delegate_count() entries (backend and handle each).
-// A build step sizes these from the .pte (kiln.pte.schema gives the counts).
+// A build step sizes these from the .pte (kiln.pte.reader gives the counts).
 // Method::create binds every value (planned tensors at their offsets, constants,
 // ints/doubles/bools/lists, null), checks every index and offset against the program
 // and the buffers, finds a kernel for every operator and a backend for every delegate

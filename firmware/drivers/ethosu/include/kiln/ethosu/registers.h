@@ -204,7 +204,7 @@ constexpr uint32_t cores_of(uint32_t config) {
 // payload word. Register commands (NPU_SET_*) set a register the NPU_OP_* commands read;
 // an address, length or stride register holds payload | parameter << 32 (48 bits).
 // Opcodes are Vela's cmd0/cmd1 (ethos_u65_interface.hpp for the U55/U65, the same facts
-// as kiln's NPU model, simulator/kiln/simulator/npu/commands.py; ethos_u85_interface.hpp
+// as kiln's NPU model, simulator/kiln/simulator/npu/u55/commands.py; ethos_u85_interface.hpp
 // for the U85). Most opcodes mean the same on both; the U85's own are marked "U85", the
 // U55/U65's own "U55/U65", and a few numbers mean different registers (kAbStart and
 // kResizeYOffset, kDma0Skip0/1 and kDma0SrcStride0/1, kScale1* and kWeight2*).
