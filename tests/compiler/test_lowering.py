@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from kiln.lower import vela
-from kiln.lower.tosa import aligned_taps, bilinear_taps, conv_geometry, scale_to_multiplier
+from kiln.lower.lowerer import conv_geometry, reduced_permutation, scale_to_multiplier
+from kiln.lower.resize import aligned_taps, bilinear_taps
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
@@ -300,11 +301,11 @@ def compile_for(tosa: bytes, name: str, target: str):
 
 
 def test_reduced_permutation_by_hand():
-    assert tosa_lowering.reduced_permutation([1, 50, 1, 3, 32], [3, 1, 0, 2, 4]) == ([50, 3, 32], [1, 0, 2])
-    assert tosa_lowering.reduced_permutation([1, 8, 4, 4], [0, 2, 3, 1]) == ([8, 16], [1, 0])  # NCHW -> NHWC
-    assert tosa_lowering.reduced_permutation([2, 3, 4], [0, 1, 2]) == ([24], [0])
-    assert tosa_lowering.reduced_permutation([2, 3, 4, 5], [3, 2, 1, 0]) == ([2, 3, 4, 5], [3, 2, 1, 0])
-    assert tosa_lowering.reduced_permutation([2, 1, 3], [1, 2, 0]) == ([2, 3], [1, 0])
+    assert reduced_permutation([1, 50, 1, 3, 32], [3, 1, 0, 2, 4]) == ([50, 3, 32], [1, 0, 2])
+    assert reduced_permutation([1, 8, 4, 4], [0, 2, 3, 1]) == ([8, 16], [1, 0])  # NCHW -> NHWC
+    assert reduced_permutation([2, 3, 4], [0, 1, 2]) == ([24], [0])
+    assert reduced_permutation([2, 3, 4, 5], [3, 2, 1, 0]) == ([2, 3, 4, 5], [3, 2, 1, 0])
+    assert reduced_permutation([2, 1, 3], [1, 2, 0]) == ([2, 3], [1, 0])
 
 
 def test_scale_to_multiplier_by_hand():

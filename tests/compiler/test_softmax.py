@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from kiln.lower.tosa import softmax_exp_tables
+from kiln.lower.softmax import softmax_exp_tables
 from lowering_helpers import compare_steps
 
 # name: (shape, dim, input spread, log): several rows (the case the PT2E decomposition got

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import npu_harness
-from kiln.lower.tosa import _attr
+from kiln.lower.lowerer import attr
 from kiln.lower.vela import compile_tosa
 
 import tosa_serializer as ts
@@ -60,7 +60,7 @@ def test_resize_parameters_repeat_each_pixel_as_pytorch_nearest():
             ser.addConst([len(values)], ts.DType.SHAPE, np.array(values, np.int64), name=f"s{i}")
             consts.append(f"s{i}")
         out = ser.addOutput([n, h * f, w * f, c], ts.DType.INT8).name
-        ser.addOperator(ts.Op.RESIZE, ["x", *consts], [out], _attr("Resize", ts.ResizeMode.NEAREST))
+        ser.addOperator(ts.Op.RESIZE, ["x", *consts], [out], attr("Resize", ts.ResizeMode.NEAREST))
         tosa = bytes(ser.serialize())
         x = np.random.default_rng(f).integers(-128, 128, size=shape, dtype=np.int8)
         want = np.repeat(np.repeat(x, f, 1), f, 2)

@@ -81,7 +81,7 @@ def test_vela_reads_widened_slices_right_on_ethos_u85(mode):
 
 import tosa_serializer as ts  # noqa: E402
 
-from kiln.lower.tosa import _attr, scale_to_multiplier  # noqa: E402
+from kiln.lower.lowerer import attr, scale_to_multiplier  # noqa: E402
 from kiln.lower.vela import compile_tosa  # noqa: E402
 from kiln.simulator.npu import commands as npu_commands  # noqa: E402
 from kiln.simulator.npu.cop1 import parse_cop1  # noqa: E402
@@ -100,7 +100,7 @@ def _const(ser, array, dtype, names=[0]):
 def _slice(ser, source, start, size):
     out = ser.addIntermediate(list(size), ts.DType.INT8).name
     ser.addOperator(ts.Op.SLICE, [source, _const(ser, np.array(start, np.int64), ts.DType.SHAPE),
-                                  _const(ser, np.array(size, np.int64), ts.DType.SHAPE)], [out], _attr("Slice"))
+                                  _const(ser, np.array(size, np.int64), ts.DType.SHAPE)], [out], attr("Slice"))
     return out
 
 
@@ -109,7 +109,7 @@ def _rescale(ser, source, shape, in_dtype, out_dtype, scale, output=False):
     out = (ser.addOutput if output else ser.addIntermediate)(list(shape), out_dtype).name
     ser.addOperator(ts.Op.RESCALE, [source, _const(ser, [multiplier], ts.DType.INT32), _const(ser, [shift], ts.DType.INT8),
                                     _const(ser, [0], in_dtype), _const(ser, [0], out_dtype)], [out],
-                    _attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, False, False, False))
+                    attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, False, False, False))
     return out
 
 
@@ -122,7 +122,7 @@ def rows_added_graph(rows=(2, 0), shape=(1, 4, 6)) -> bytes:
     wide = [_rescale(ser, _slice(ser, "input-0", [0, r] + [0] * (len(shape) - 2), size), size,
                      ts.DType.INT8, ts.DType.INT32, 0.5) for r in rows]
     total = ser.addIntermediate(size, ts.DType.INT32).name
-    ser.addOperator(ts.Op.ADD, wide, [total], _attr("Add"))
+    ser.addOperator(ts.Op.ADD, wide, [total], attr("Add"))
     _rescale(ser, total, size, ts.DType.INT32, ts.DType.INT8, 1.0, output=True)
     return bytes(ser.serialize())
 
@@ -137,11 +137,11 @@ def selects_matmul_graph(shape=(3, 2, 4, 4)) -> bytes:
         piece = _slice(ser, "input-0", [i, 0, 0, 0], [1, *shape[1:]])
         flat = ser.addIntermediate(list(shape[1:]), ts.DType.INT8).name
         ser.addOperator(ts.Op.RESHAPE, [piece, _const(ser, np.array(shape[1:], np.int64), ts.DType.SHAPE)], [flat],
-                        _attr("Reshape"))
+                        attr("Reshape"))
         operands.append(flat)
     out = ser.addOutput(list(shape[1:]), ts.DType.INT32).name
     ser.addOperator(ts.Op.MATMUL, operands + [_const(ser, [0], ts.DType.INT8), _const(ser, [0], ts.DType.INT8)], [out],
-                    _attr("MatMul"))
+                    attr("MatMul"))
     return bytes(ser.serialize())
 
 
