@@ -26,7 +26,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kiln import paths
+from kiln import families, paths
 from kiln.errors import BoardError, UsageError, run_command
 
 BOARDS_DIR = paths.BOARDS_DIR
@@ -211,6 +211,12 @@ class Target:
     @property
     def memory_mode(self) -> str:
         return self.family.memory_mode
+
+    @property
+    def npu(self) -> families.NpuFamily:
+        """What the compiler knows of this target's NPU family (kiln.families): the stages below
+        the command line ask it, never the target's name."""
+        return families.FAMILIES[self.family.name]
 
 
 class _Table:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import npu_harness
-from kiln.lower import lowerer
+from kiln import families
 
 F = nn.functional
 
@@ -57,7 +57,7 @@ AVG_POOLS = {  # name: (module, input shape)
 }
 
 
-@pytest.mark.parametrize("flipped", [frozenset(), frozenset({lowerer.VELA_STRIDED_POOLS})])
+@pytest.mark.parametrize("flipped", [frozenset(), frozenset({families.VELA_STRIDED_POOLS.name})])
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
 @pytest.mark.parametrize("name", list(AVG_POOLS))
 def test_strided_average_pool_either_way_equals_tosa_reference(name, target, flipped):

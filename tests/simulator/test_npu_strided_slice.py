@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import npu_harness
-from kiln.lower import lowerer
+from kiln import families
 
 CASES = {  # name: (shape, function)
     "rows": ((1, 6, 8), lambda x: x[:, ::2] + x[:, 1::2]),
@@ -19,7 +19,7 @@ CASES = {  # name: (shape, function)
 }
 
 
-@pytest.mark.parametrize("flipped", [frozenset(), frozenset({lowerer.FLAT_STRIDED_SLICES})])
+@pytest.mark.parametrize("flipped", [frozenset(), frozenset({families.FLAT_STRIDED_SLICES.name})])
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_strided_slice_on_the_npu_model_equals_tosa_reference(name, target, flipped):

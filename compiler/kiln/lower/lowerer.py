@@ -15,6 +15,7 @@ import torch
 import tosa_serializer as ts
 
 from kiln.errors import KilnError, LoweringError
+from kiln.families import CLAMP_COPIES, OFFSET_COPIES, RANK4_TRANSPOSES, SLICE_WIDEN_COPIES, NpuFamily, Row
 from kiln.graph import QRANGE, Op, QParams, Value
 from kiln.partition.partitioner import Partition
 
@@ -28,40 +29,6 @@ _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constan
 # follows (the elementwise ones as kiln lowers them, with widening RESCALEs on their
 # operands); see Lowerer.placeable. Each is checked in tests/simulator/test_npu_concat_offsets.py.
 _FOLDS_RESCALE = {"CONV2D", "DEPTHWISE_CONV2D", "ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM", "REDUCE_SUM", "MATMUL"}
-# NPU families where Vela 5.2.0 writes such an unfolded RESCALE's result at offset 0 of the larger
-# tensor (Lowerer.placeable copies it); on Ethos-U85 it keeps the offset (the same test).
-OFFSET_COPY_FAMILIES = ("ethos-u55", "ethos-u65")
-# NPU families where Vela 5.2.0 rewrites widening RESCALEs of two slices of one tensor so that they read
-# the whole tensor from its start (Lowerer.widen copies such slices first); on Ethos-U85 it reads them
-# right (tests/simulator/test_npu_slice_offsets.py). A MATMUL reading a slice is copied on every family.
-SLICE_WIDEN_COPY_FAMILIES = ("ethos-u55", "ethos-u65")
-# NPU families where amin is lowered as ~max(~q) (_bitwise_not): Vela 5.2.0's REDUCE_MIN there is
-# pivot - max(pivot - x), wrong when its result is reshaped onto other axes; on Ethos-U85 the NPU
-# reduces by min itself and those graphs run right (tests/simulator/test_npu_reduce_min.py).
-MIN_AS_MAX_FAMILIES = ("ethos-u55", "ethos-u65")
-# NPU families where softmax's exps are summed into int16 (_softmax): kwt on ethos-u55-128 611,059 ->
-# 583,951 NPU cycles, on ethos-u65-256 711,917 -> 687,779; on ethos-u85-256 (Dedicated_Sram_384KB) the
-# int32 sum is cheaper (171,727 against 182,921).
-INT16_EXP_FAMILIES = ("ethos-u55", "ethos-u65")
-# NPU families where softmax's two exp TABLEs each read their own x - max (a SUB each, into which
-# Vela fuses the TABLE), not one shared by both (two LUT passes of their own): kwt 138,145 -> 128,647
-# NPU cycles on ethos-u85-256, 560,267 -> 555,611 on ethos-u55-128; on ethos-u65-256 the SUB costs
-# more than the LUT pass it saves (681,301 -> 682,005). The first guess of the choice FUSED_EXPS.
-FUSED_EXP_FAMILIES = ("ethos-u55", "ethos-u85")
-# NPU families where an average pool with a stride beyond 3 is one AVG_POOL2D that Vela 5.2.0 decomposes
-# itself (its constraints ask for it on every family), not kiln's _strided_pool: AvgPool2d(4, stride=4)
-# of [1, 8, 16, 16], NPU cycles, ethos-u55-128 4,122 -> 3,280, ethos-u85-256 13,974 -> 6,682, where on
-# ethos-u65-256 kiln's is cheaper (4,287 against 4,690). The first guess of the choice VELA_STRIDED_POOLS.
-# Max pools stay kiln's everywhere (MaxPool2d(8, stride=8): 1,506 against 2,392 on ethos-u55-128).
-VELA_STRIDED_POOL_FAMILIES = ("ethos-u55", "ethos-u85")
-# NPU families where a strided slice's rows are first grouped as [1, 1, before * n, step * after] rather
-# than [1, before, n, step * after] (_slice_op): x[..., ::2] of [1, 6, 16], NPU cycles, the first form
-# against the second: ethos-u55-128 460 against 498, but ethos-u55-256 460 against 289, ethos-u65-256
-# 1,703 against 1,204, ethos-u85-256 1,673 against 1,249. So none: the choice FLAT_STRIDED_SLICES.
-FLAT_STRIDED_SLICE_FAMILIES = ()
-# NPU families whose hardware RESIZE Vela 5.2.0 uses for nearest upsampling by any whole factors (each
-# axis its own): Ethos-U85 (ethos_u85.cpp maps Resize to NPU_OP_RESIZE).
-RESIZE_ANY_FACTOR_FAMILIES = ("ethos-u85",)
 
 
 def channels_last(rank: int) -> tuple[int, ...]:
@@ -132,71 +99,16 @@ def reduced_permutation(shape, perm) -> tuple[list[int], list[int]]:
     return dims, [order.index(r) for r in range(len(runs))]
 
 
-# NPU families on which Vela 5.2.0 drops an identity RESCALE of int16 values (at int8 it keeps it as its
-# own pass): there a 16-bit copy is a full-range CLAMP, which it keeps (a 16-bit q @ k.T of selects from
-# one qkv tensor gave head 1 head 0's rows on ethos-u85-256 through the RESCALE; see sliced()).
-CLAMP_COPY_FAMILIES = ("ethos-u85",)
-
-# NPU families on which a global mean reads its input in place by a pool or a depthwise sum even where
-# nothing else reads it: on Ethos-U85 Vela 5.2.0 transposes the REDUCE_SUM's input first (Vela's NPU
-# cycles on ethos-u85-256, Sram_Only, REDUCE_SUM against in place: tiny_cnn 1,200 -> 962, ds_cnn
-# 43,336 -> 39,800, resnet8 94,240 -> 91,932, mobilenet_v1_025 199,188 -> 197,366). This is only the
-# first guess: the form is a CHOICE (see Lowerer.choices), as on ethos-u65-256 no shape rule predicts
-# it. There the pool is cheaper for efficientnet_b0's 4x4x128 map (306,593 NPU cycles against
-# 309,203) and dearer for a conv -> mean -> linear chain's (11,016 against 8,816): Vela's schedule
-# around the two forms differs (after its REDUCE_SUM the next layer's weights load unhidden).
-POOLED_MEAN_FAMILIES = ("ethos-u85",)
-
-# Choices between equivalent graphs that Vela's scheduling, not the op's shape, makes cheaper or
-# dearer. A lowering that meets one adds its name to Lowerer.choices; kiln.compile.fastest then
-# lowers the partition again with it flipped (Lowerer(flipped=...)) and keeps the graph Vela
-# estimates runs faster. Each is a Lowerer attribute whose first guess comes from its FAMILIES.
-POOLED_MEANS = "pooled_means"
-FUSED_EXPS = "fused_exps"
-RANK4_TRANSPOSES = "rank4_transposes"
-VELA_STRIDED_POOLS = "vela_strided_pools"
-FLAT_STRIDED_SLICES = "flat_strided_slices"
-
-# NPU families on which Vela runs a layout change (NCHW <-> NHWC) faster as the rank-4 TRANSPOSE it
-# decomposes itself than as one 2-D TRANSPOSE of the swapped groups: measured in Vela's NPU cycles,
-# unet_tiny 187,974 -> 138,621 on ethos-u65-256 and 162,326 -> 102,636 on ethos-u65-512, where on
-# ethos-u55-128 and -256 the 2-D one wins (163,018 against 164,330; 108,432 against 113,872). On
-# ethos-u85-256 the 2-D one costs about as many NPU cycles but waits on memory: Vela's total cycles
-# (board default Dedicated_Sram_384KB) mobilenet_v2_035 20,241,221 -> 902,338, resnet18 4,133,640 ->
-# 327,116, shufflenet_v2 3,987,956 -> 187,481 by the rank-4 TRANSPOSE (NPU cycles 691,839 -> 458,118,
-# 357,207 -> 253,280, 252,067 -> 144,911). Only the first guess of the choice RANK4_TRANSPOSES: with
-# unit axes the 2-D one can win on those families too (Conv1d's [1, 6, 1, 16] to channels last:
-# conv1d on ethos-u85-256 2,134 -> 1,284 NPU cycles), and mobilenet_v2 on ethos-u65-256 runs in
-# fewer NPU cycles with 2-D ones (3,886,204 -> 3,725,141).
-RANK4_TRANSPOSE_FAMILIES = ("ethos-u65", "ethos-u85")
-
-# NPU families on which a reflect, replicate or circular pad of a rank-4 value stored in PyTorch's
-# order is made channels last first: their CONCATs along PyTorch's last axis (the channels to Vela)
-# cost more there than the layout changes, measured in Vela's NPU cycles at the board's memory mode
-# (F.pad reflect by [1, 2, 2, 1] of [1, 3, 8, 8]: ethos-u65-256 Dedicated_Sram 3,753 against 5,713,
-# ethos-u85-256 Dedicated_Sram_384KB 4,865 against 6,556, where ethos-u55-128 Shared_Sram runs
-# PyTorch's order faster, 2,408 against 3,073). Constant pads are one PAD in PyTorch's order everywhere.
-CHANNELS_LAST_PAD_COPY_FAMILIES = ("ethos-u65", "ethos-u85")
-
-
 class Lowerer:
-    def __init__(self, partition: Partition, accelerator: str | None = None, flipped: frozenset[str] = frozenset()):
+    """One partition's TOSA graph under construction for one NPU family: the lowerings (LOWERINGS)
+    add its operators; `family` says which workarounds and first guesses apply (kiln.families),
+    `flipped` names the choices taken against the family's first guess."""
+
+    def __init__(self, partition: Partition, family: NpuFamily, flipped: frozenset[str] = frozenset()):
         self.partition = partition
-        on = (accelerator or "").startswith  # on(FAMILIES): the target is of one of them
-        taken = lambda families, choice: on(families) != (choice in flipped)  # noqa: E731 (its first guess, or not)
-        self.grouped_transposes = not taken(RANK4_TRANSPOSE_FAMILIES, RANK4_TRANSPOSES)
-        self.resize_any_factor = on(RESIZE_ANY_FACTOR_FAMILIES)
-        self.pooled_means = taken(POOLED_MEAN_FAMILIES, POOLED_MEANS)
-        self.choices: set[str] = set()  # the choices (POOLED_MEANS, ...) that shaped this graph
-        self.clamp_copies = on(CLAMP_COPY_FAMILIES)
-        self.channels_last_pad_copies = on(CHANNELS_LAST_PAD_COPY_FAMILIES)
-        self.offset_copies = on(OFFSET_COPY_FAMILIES)
-        self.slice_widen_copies = on(SLICE_WIDEN_COPY_FAMILIES)
-        self.int16_exps = on(INT16_EXP_FAMILIES)
-        self.min_as_max = on(MIN_AS_MAX_FAMILIES)
-        self.flat_strided_slices = taken(FLAT_STRIDED_SLICE_FAMILIES, FLAT_STRIDED_SLICES)
-        self.fused_exps = taken(FUSED_EXP_FAMILIES, FUSED_EXPS)
-        self.vela_strided_pools = taken(VELA_STRIDED_POOL_FAMILIES, VELA_STRIDED_POOLS)
+        self.family = family
+        self.flipped = flipped
+        self.choices: set[str] = set()  # the choices (kiln.families.CHOICES) that shaped this graph
         self.ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
         # value id -> (TOSA name, stored channels last): NHWC at rank 4 (where the NPU's ops work),
         # and at rank 3 NLC where a squeeze of an NHWC map made it (a Conv1d network's values,
@@ -208,6 +120,13 @@ class Lowerer:
         self.producers: dict[str, tuple[str, list[str]]] = {}  # tensor name -> (TOSA op, its inputs)
         self.cuts: dict[str, tuple[str, list[int]]] = {}  # a SLICE's result -> (its input, its start)
         self.count = 0
+
+    def choose(self, choice: Row) -> bool:
+        """Whether this graph takes `choice` (a kiln.families CHOICE row), noted among the choices
+        it met: the family's first guess unless flipped. kiln.compile.fastest lowers the
+        partition again with each met choice flipped and keeps the graph Vela estimates faster."""
+        self.choices.add(choice.name)
+        return self.family.takes(choice, self.flipped)
 
     # ---- tensors -----------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -284,18 +203,19 @@ class Lowerer:
     def widen(self, names: list[str], shapes, values: list[Value], scales: list[float]) -> list[str]:
         """The operands of one elementwise op RESCALEd to int32 without their zero points, each
         by its scale; a slice read through a copy only where another operand is a slice of the
-        same tensor (see sliced()), on SLICE_WIDEN_COPY_FAMILIES."""
+        same tensor (see sliced()), where the family needs it (kiln.families.SLICE_WIDEN_COPIES)."""
         sources = [self.slice_source(name) for name in names]
-        shared = {s for s in sources if s is not None and sources.count(s) > 1} if self.slice_widen_copies else set()
+        shared = ({s for s in sources if s is not None and sources.count(s) > 1}
+                  if self.family.has(SLICE_WIDEN_COPIES) else set())
         return [self.rescale(name, shape, v.dtype, "int32", scale, v.qparams.zero_point, 0, copy_slice=source in shared)
                 for name, shape, v, scale, source in zip(names, shapes, values, scales, sources)]
 
     def copy(self, name: str) -> str:
-        """An identity RESCALE of `name` in its own type, or at 16 bits on CLAMP_COPY_FAMILIES a
-        full-range CLAMP: a copy Vela keeps as its own pass."""
+        """An identity RESCALE of `name` in its own type, or at 16 bits where the family needs it
+        (kiln.families.CLAMP_COPIES) a full-range CLAMP: a copy Vela keeps as its own pass."""
         tensor = self.tensors[name]
         dtype = next(key for key, value in DT.items() if value == tensor.dtype)
-        if dtype == "int16" and self.clamp_copies:
+        if dtype == "int16" and self.family.has(CLAMP_COPIES):
             return self.clamp(name, list(tensor.shape), dtype, *QRANGE[dtype])
         return self.rescale(name, list(tensor.shape), dtype, dtype, 1.0, as_copy=True)
 
@@ -313,8 +233,8 @@ class Lowerer:
         up-convolution, concatenated after its skip connection). An identity RESCALE of the
         narrow type between the two is a copy Vela keeps (the NPU runs 8/16-bit rescales
         natively), and that copy writes the slice at its offset. Ethos-U85 needs no copy
-        (OFFSET_COPY_FAMILIES)."""
-        if not self.offset_copies:
+        (kiln.families.OFFSET_COPIES)."""
+        if not self.family.has(OFFSET_COPIES):
             return name
         _, through = self.traced(name, ("CLAMP",))  # a clamp Vela fuses into the MUL
         if through[0] != "RESCALE":
@@ -367,17 +287,15 @@ class Lowerer:
 
     def _permuted(self, name: str, shape, dtype: str, perm) -> str:
         """One TRANSPOSE of the reduced permutation (reduced_permutation) between free RESHAPEs; a
-        2-D one as [1, 1, a, b], which Vela runs as one NPU op. On RANK4_TRANSPOSE_FAMILIES a
-        swap of two runs keeps the given rank (Vela decomposes that faster there)."""
+        2-D one as [1, 1, a, b], which Vela runs as one NPU op, unless the choice
+        kiln.families.RANK4_TRANSPOSES keeps a swap of two runs at the given rank."""
         out_shape = [shape[p] for p in perm]
         dims, order = reduced_permutation(shape, perm)
         if order == sorted(order):  # only unit dimensions move: the same element order, a free reshape
             return self.reshape(name, out_shape, dtype)
         if len(order) == 2:
-            grouped = [1, 1, *dims], [0, 1, 3, 2]
-            if grouped != (list(shape), list(perm)):
-                self.choices.add(RANK4_TRANSPOSES)
-            dims, order = grouped if self.grouped_transposes else (list(shape), list(perm))
+            grouped, ranked = ([1, 1, *dims], [0, 1, 3, 2]), (list(shape), list(perm))
+            dims, order = ranked if grouped != ranked and self.choose(RANK4_TRANSPOSES) else grouped
         source = name if dims == list(shape) else self.reshape(name, dims, dtype)
         out = self.inter([dims[p] for p in order], dtype)
         self.emit("TRANSPOSE", [source], [out], attr("Transpose", order))

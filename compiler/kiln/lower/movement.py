@@ -6,8 +6,9 @@ import numpy as np
 import torch
 
 from kiln.graph import Op, Value
-from kiln.lower.lowerer import (FLAT_STRIDED_SLICES, Lowerer, NCHW_TO_NHWC, NHWC_TO_NCHW, attr, lowering, quantize_real,
-                                same_quantization, slice_of)
+from kiln.families import CHANNELS_LAST_PAD_COPIES, FLAT_STRIDED_SLICES
+from kiln.lower.lowerer import (Lowerer, NCHW_TO_NHWC, NHWC_TO_NCHW, attr, lowering, quantize_real, same_quantization,
+                                slice_of)
 from kiln.partition.support import TENSOR_DIM_MAX
 
 aten = torch.ops.aten
@@ -100,7 +101,7 @@ def _slice_op(lw: Lowerer, op: Op):
     are every s-th of n * s consecutive ones (the last group padded with the zero point where
     the input ends first): RESHAPE to rows of s * after in one batch (Vela runs a copy per
     batch; [1, 6, 16] ::2 on ethos-u55-128 1,272 -> 498 NPU cycles), [1, before, n, s * after]
-    or [1, 1, before * n, s * after] (the choice FLAT_STRIDED_SLICES), either where it has no
+    or [1, 1, before * n, s * after] (the choice kiln.families.FLAT_STRIDED_SLICES), either where it has no
     dim beyond the NPU's; else [before, n, s, after]. SLICE the first `after` of each row, RESHAPE."""
     x, out = op.inputs[0], op.output
     dim = op.arg("dim") % len(x.shape)
@@ -128,10 +129,8 @@ def _slice_op(lw: Lowerer, op: Op):
     forms = [([1, 1, before * n, step * after], [1, 1, before * n, after]),
              ([1, before, n, step * after], [1, before, n, after]), ([before, n, step, after], [before, n, 1, after])]
     fitting = [f for f in forms[:-1] if max(f[0]) <= TENSOR_DIM_MAX]
-    if len(fitting) == 2 and before > 1:
-        lw.choices.add(FLAT_STRIDED_SLICES)
-        if not lw.flat_strided_slices:
-            fitting.reverse()
+    if len(fitting) == 2 and before > 1 and not lw.choose(FLAT_STRIDED_SLICES):
+        fitting.reverse()
     groups, firsts = (fitting or forms[-1:])[0]
     firsts = slice_of(lw, lw.reshape(name, groups, x.dtype), [0, 0, 0, 0], firsts, x.dtype)
     shape[axis] = n
@@ -182,7 +181,8 @@ def _pad(lw: Lowerer, op: Op):
     dimension at a time: each mode is separable, as PyTorch defines it. A rank-4 input is
     padded in PyTorch's order (no layout changes: [1, 4, 6, 6] padded by [1, 1, 2, 2] on
     ethos-u55-128, 4,212 -> 3,408 NPU cycles) unless it is stored channels last, padded along
-    its batch, or padded by copies on CHANNELS_LAST_PAD_COPY_FAMILIES."""
+    its batch, or padded by copies where the family runs that faster
+    (kiln.families.CHANNELS_LAST_PAD_COPIES)."""
     x, out = op.inputs[0], op.output
     pads = list(op.arg("pad"))
     mode = op.arg("mode") if op.target is aten.pad.default else "constant"
@@ -191,7 +191,7 @@ def _pad(lw: Lowerer, op: Op):
     for i in range(len(pads) // 2):  # PyTorch lists the last dimension first
         before_after[rank - 1 - i] = [pads[2 * i], pads[2 * i + 1]]
     nhwc = rank == 4 and (lw.stored_channels_last(x) or before_after[0] != [0, 0]
-                          or (mode != "constant" and lw.channels_last_pad_copies))
+                          or (mode != "constant" and lw.family.has(CHANNELS_LAST_PAD_COPIES)))
     if nhwc:
         name = lw.nhwc(x)
         before_after = [before_after[p] for p in NCHW_TO_NHWC]

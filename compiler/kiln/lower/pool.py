@@ -9,8 +9,9 @@ import tosa_serializer as ts
 
 from kiln.errors import LoweringError
 from kiln.graph import Op, QRANGE, Value, pair
-from kiln.lower.lowerer import (ACCUMULATOR, DT, Lowerer, POOLED_MEANS, VELA_STRIDED_POOLS, attr, biases,
-                                conv_geometry, cropped, lowering, pad_crop, same_quantization, slice_of)
+from kiln.families import POOLED_MEANS, VELA_STRIDED_POOLS
+from kiln.lower.lowerer import (ACCUMULATOR, DT, Lowerer, attr, biases, conv_geometry, cropped, lowering, pad_crop,
+                                same_quantization, slice_of)
 from kiln.lower.reduce import reduce_axes, reduction
 from kiln.partition.support import KERNEL_AREA_MAX, KERNEL_HEIGHT_MAX, STRIDE_MAX, moving_stride, reduced_dims
 
@@ -54,12 +55,11 @@ def _avg_pool(lw: Lowerer, op: Op):
 
 def _kiln_strides(lw: Lowerer, stride) -> bool:
     """Whether an average pool of `stride` is lowered by _strided_pool: a stride beyond the NPU's
-    1..3 where the choice VELA_STRIDED_POOLS leaves it to kiln (else one AVG_POOL2D that Vela
+    1..3 where the choice kiln.families.VELA_STRIDED_POOLS leaves it to kiln (else one AVG_POOL2D that Vela
     decomposes itself)."""
     if max(stride) <= STRIDE_MAX:
         return False
-    lw.choices.add(VELA_STRIDED_POOLS)
-    return not lw.vela_strided_pools
+    return not lw.choose(VELA_STRIDED_POOLS)
 
 
 def _avg_pool_nhwc(lw: Lowerer, name: str, x: Value, out: Value, kernel, stride, pad) -> str:
@@ -131,9 +131,7 @@ def _global_mean(lw: Lowerer, x: Value, out: Value) -> str:
     coarse = out.qparams.scale >= x.qparams.scale  # the pool's rounding to x's step is then within one of out's
     pool = x.dtype == "int8" and coarse and h <= KERNEL_HEIGHT_MAX and h * w <= KERNEL_AREA_MAX
     depthwise = h <= DEPTHWISE_SUM_HEIGHT_MAX and h * w <= DEPTHWISE_SUM_AREA_MAX
-    if readers == 1 and (pool or depthwise):
-        lw.choices.add(POOLED_MEANS)
-    in_place = readers > 1 or lw.pooled_means
+    in_place = readers > 1 or ((pool or depthwise) and lw.choose(POOLED_MEANS))
     if in_place and pool:
         return _avg_pool_nhwc(lw, lw.nhwc(x), x, out, [h, w], [1, 1], [0, 0, 0, 0])
     if in_place and depthwise:

@@ -7,6 +7,7 @@ import torch
 import tosa_serializer as ts
 
 from kiln.graph import Op, Value
+from kiln.families import MIN_AS_MAX
 from kiln.lower.lowerer import Lowerer, attr, channels_last, layout_axis, lowering, op_attr, same_quantization
 from kiln.partition import vocabulary
 from kiln.partition.support import reduced_dims
@@ -57,8 +58,8 @@ def reduce_last_axis(lw: Lowerer, name: str, shape, kind: str, dtype: str) -> tu
 
 def _bitwise_not(lw: Lowerer, name: str, shape) -> str:
     """~q = -1 - q of int8 `name`: one 8-bit TABLE, an order-reversing bijection of -128..127,
-    so min(q) = ~max(~q) exactly. amin is lowered so on MIN_AS_MAX_FAMILIES, where Vela 5.2.0
-    builds REDUCE_MIN as pivot - max(pivot - x), and when the result is reshaped onto other
+    so min(q) = ~max(~q) exactly. amin is lowered so where Vela 5.2.0 builds REDUCE_MIN as
+    pivot - max(pivot - x) (kiln.families.MIN_AS_MAX), and when the result is reshaped onto other
     NHWC axes (NHWC [1, 1, 1, C] to [1, C, 1, 1]) its last SUB broadcasts the max's first
     element to every output (tests/simulator/test_npu_reduce_min.py pins it), while
     REDUCE_MAX so reshaped is right; Vela places TABLE as the lookup of the neighbouring
@@ -103,7 +104,7 @@ def reduction(lw: Lowerer, op: Op, kind: str):
         merged = [size for size, _ in groups]
         if merged != shape:
             name = lw.reshape(name, merged, dtype)
-        flipped = kind == "REDUCE_MIN" and lw.min_as_max  # min(q) = ~max(~q), see _bitwise_not
+        flipped = kind == "REDUCE_MIN" and lw.family.has(MIN_AS_MAX)  # min(q) = ~max(~q), see _bitwise_not
         if flipped:
             name, kind = _bitwise_not(lw, name, merged), "REDUCE_MAX"
         if summing:

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 import tosa_serializer as ts
 
+from kiln.families import HARDWARE_RESIZE
 from kiln.graph import Op, Value
 from kiln.lower.lowerer import ACCUMULATOR, DT, Lowerer, attr, biases, lowering, slice_of
 from kiln.partition.support import whole_bilinear_factors
@@ -22,15 +23,16 @@ RESIZE_NEAREST_FACTORS = (2, 4, 8)  # nearest upsampling Vela 5.2.0 runs as one 
 def _upsample_nearest(lw: Lowerer, op: Op):
     """Nearest upsampling by whole factors (a support rule): each value repeated fy x fx
     times. By 2, 4 or 8 both ways, one TOSA RESIZE, which Vela 5.2.0 runs on Ethos-U55/U65
-    as one upscaling pool (other factors it refuses there), and by any factors on the
-    families of RESIZE_ANY_FACTOR_FAMILIES; otherwise CONCATs of copies and RESHAPEs. The
+    as one upscaling pool (other factors it refuses there), and by any factors where the
+    family has resize hardware (kiln.families.HARDWARE_RESIZE); otherwise CONCATs of copies
+    and RESHAPEs. The
     RESIZE's scale is 2f / 2 with offset 1 - f and border f - 1: the source
     row of output row y is then (2y + 1 - f) / 2f rounded half up = floor(y / f), PyTorch's
     nearest index (scale f / 1 with offset 0 is the same index, but Vela refuses it)."""
     x, out = op.inputs[0], op.output
     fy, fx = out.shape[2] // x.shape[2], out.shape[3] // x.shape[3]
     name = lw.nhwc(x)
-    if lw.resize_any_factor or (fy == fx and fy in RESIZE_NEAREST_FACTORS):
+    if lw.family.has(HARDWARE_RESIZE) or (fy == fx and fy in RESIZE_NEAREST_FACTORS):
         resized = lw.inter(Lowerer.shape_of(out, True), out.dtype)
         lw.emit("RESIZE", [name, lw.shape_const([2 * fy, 2, 2 * fx, 2]), lw.shape_const([1 - fy, 1 - fx]),
                            lw.shape_const([fy - 1, fx - 1])], [resized], attr("Resize", ts.ResizeMode.NEAREST))
@@ -75,14 +77,13 @@ def _upsample_bilinear(lw: Lowerer, op: Op):
     """Bilinear upsampling by whole factors without align_corners (a support rule): the
     input padded by replicating its edges, one 3x3 depthwise convolution per output phase
     with the exact integer weights, one RESCALE each (one rounding), then interleaved. With
-    align_corners: _bilinear_aligned. On RESIZE_ANY_FACTOR_FAMILIES, and for other sizes, one
-    RESIZE (_bilinear_resize: Ethos-U85-256, Sram_Only, [1, 4, 6, 6] by 2: 9,476 -> 4,486
-    NPU cycles)."""
+    align_corners: _bilinear_aligned. Where the family has resize hardware (faster there:
+    kiln.families.HARDWARE_RESIZE), and for other sizes, one RESIZE (_bilinear_resize)."""
     x, out = op.inputs[0], op.output
     if op.arg("align_corners"):
         _bilinear_aligned(lw, x, out)
         return
-    if lw.resize_any_factor or not whole_bilinear_factors(x.shape, out.shape):
+    if lw.family.has(HARDWARE_RESIZE) or not whole_bilinear_factors(x.shape, out.shape):
         _bilinear_resize(lw, x, out)
         return
     n, c, h, w = x.shape

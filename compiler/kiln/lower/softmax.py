@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
 import tosa_serializer as ts
 
-from kiln.graph import Op
-from kiln.lower.lowerer import FUSED_EXPS, Lowerer, attr, layout_axis, lowering
+from kiln.families import FUSED_EXPS, INT16_EXPS
+from kiln.graph import Op, Value
+from kiln.lower.lowerer import Lowerer, attr, layout_axis, lowering
 from kiln.lower.reduce import reduce_last_axis
 
 aten = torch.ops.aten
@@ -48,6 +50,29 @@ def ln_table() -> np.ndarray:
     return np.round(np.log(0.5 + np.arange(513, dtype=np.float64) / 1024) * 2.0 ** LN_BITS).astype(np.int16)
 
 
+def _binary(lw: Lowerer, kind: str, a: str, b: str, shape, shift: int | None = None) -> str:
+    """The int32 result of elementwise `kind` of `a` and `b` (a MUL by 2^-shift)."""
+    result = lw.inter(shape, "int32")
+    if kind == "MUL":
+        lw.emit(kind, [a, b, lw.const(np.array([shift]), "int8", "shift")], [result], attr("Mul"))
+    elif kind == "ARITHMETIC_RIGHT_SHIFT":
+        lw.emit(kind, [a, b], [result], attr("ArithmeticRightShift", True))
+    else:
+        lw.emit(kind, [a, b], [result], attr("".join(w.capitalize() for w in kind.split("_"))))
+    return result
+
+
+def _table(lw: Lowerer, values: str, entries: np.ndarray, shape, dtype: str) -> str:
+    result = lw.inter(shape, dtype)
+    lw.emit("TABLE", [values, lw.const(entries, entries.dtype.name, "table")], [result], attr("Table"))
+    return result
+
+
+def _scalar(lw: Lowerer, rank: int, value: int) -> str:
+    """An int32 constant of one element that broadcasts to any shape of `rank`."""
+    return lw.const(np.full([1] * rank, value), "int32", "scalar")
+
+
 @lowering(*SOFTMAX_OPS, *LOG_SOFTMAX_OPS)
 def _softmax(lw: Lowerer, op: Op):
     """Softmax or log_softmax of int8 `x` along `dim` (support rules: int8, at most 65535 values)."""
@@ -56,80 +81,80 @@ def _softmax(lw: Lowerer, op: Op):
     shape = Lowerer.shape_of(x, is_nhwc)
     row = list(shape)
     row[axis] = 1
-    scalar = lambda value: lw.const(np.full([1] * len(shape), value), "int32", "scalar")  # noqa: E731
-
-    def binary(kind: str, a: str, b: str, result_shape, shift: int | None = None) -> str:
-        result = lw.inter(result_shape, "int32")
-        if kind == "MUL":
-            lw.emit(kind, [a, b, lw.const(np.array([shift]), "int8", "shift")], [result], attr("Mul"))
-        elif kind == "ARITHMETIC_RIGHT_SHIFT":
-            lw.emit(kind, [a, b], [result], attr("ArithmeticRightShift", True))
-        else:
-            lw.emit(kind, [a, b], [result], attr("".join(w.capitalize() for w in kind.split("_"))))
-        return result
-
-    def table(values: str, entries: np.ndarray, result_shape, dtype: str) -> str:
-        result = lw.inter(result_shape, dtype)
-        lw.emit("TABLE", [values, lw.const(entries, entries.dtype.name, "table")], [result], attr("Table"))
-        return result
-
-    if axis == len(shape) - 1:  # as amax's: kwt on ethos-u85-256 162,229 -> 128,647 NPU cycles
-        top = lw.reshape(reduce_last_axis(lw, name, shape, "REDUCE_MAX", x.dtype)[0], row, x.dtype)
-    else:
-        top = lw.inter(row, x.dtype)
-        lw.emit("REDUCE_MAX", [name], [top], attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
-    difference = lambda: binary("SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0),  # noqa: E731
-                                lw.rescale(top, row, x.dtype, "int32", 1.0), shape)  # TOSA subtracts int32 only
-    index = lambda d: lw.rescale(d, shape, "int32", "int8", 1.0, 0, EXP_INDEX_OFFSET)  # noqa: E731
-    lw.choices.add(FUSED_EXPS)
-    d = difference()
-    first = index(d)
-    high_entries, low_entries = softmax_exp_tables(x.qparams.scale)
-    high = table(first, high_entries, shape, "int8")
-    low = table(index(difference()) if lw.fused_exps else first, low_entries, shape, "int8")
-    # exp(scale d) in Q13, high * 128 + low, at most 2^13
-    if lw.int16_exps:
-        # the operands widened by 2^19 and 2^12 and the sum narrowed by 2^-12 to int16 (exact): Vela
-        # 5.2.0 runs it as one ADD pass with its operand scalings and widens e back to int32 inside the
-        # REDUCE_SUM (each consumer widens its own), where an int32 sum costs two passes per operand
-        e16 = lw.rescale(binary("ADD", lw.rescale(high, shape, "int8", "int32", 2.0 ** 19),
-                                lw.rescale(low, shape, "int8", "int32", 2.0 ** 12), shape), shape, "int32", "int16",
-                         2.0 ** -12)
-        widened = lambda: lw.rescale(e16, shape, "int16", "int32", 1.0)  # noqa: E731
-    else:
-        e32 = binary("ADD", lw.rescale(high, shape, "int8", "int32", 128.0),
-                     lw.rescale(low, shape, "int8", "int32", 1.0), shape)
-        widened = lambda: e32  # noqa: E731
+    d, widened = _exps(lw, x, name, shape, row, axis)
     e = widened()
     total = lw.inter(row, "int32")
     lw.emit("REDUCE_SUM", [e], [total], attr("ReduceSum", axis))
     clz = lw.inter(row, "int32")
     lw.emit("CLZ", [total], [clz], attr("Clz"))
-    normalised = binary("LOGICAL_LEFT_SHIFT", total, binary("SUB", clz, scalar(1), row), row)  # m * 2^31
+    normalised = _binary(lw, "LOGICAL_LEFT_SHIFT", total, _binary(lw, "SUB", clz, _scalar(lw, len(row), 1), row),
+                         row)  # m * 2^31
     if op.target in LOG_SOFTMAX_OPS:
-        # ln(sum in reals) = ln m + (EXP_CLZ_MAX + 1 - clz) ln 2, in 2^-f units
-        f = min(LOG_FRACTION_BITS, 30 - math.ceil(math.log2(x.qparams.scale * 255 + 32 * math.log(2) + 1)))
-        t = lw.rescale(binary("SUB", normalised, scalar(3 << 29), row), row, "int32", "int16", 2.0 ** -14)
-        ln_m = lw.rescale(table(t, ln_table(), row, "int32"), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
-        octaves = binary("SUB", scalar(EXP_CLZ_MAX + 1), clz, row)
-        ln_sum = binary("ADD", ln_m, binary("MUL", octaves, scalar(round(math.log(2) * 2 ** f)), row, 0), row)
-        shifted = lw.rescale(d, shape, "int32", "int32", x.qparams.scale * 2.0 ** f)  # scale d in 2^-f
-        result, unit = binary("SUB", shifted, ln_sum, shape), 2.0 ** -f
+        result, unit = _log_softmax(lw, x, d, shape, row, normalised, clz)
     else:
-        # 1/m in Q29: x0 = 48/17 - 32/17 m (error at most 1/17), then x += x (1 - m x) twice
-        one = 1 << RECIPROCAL_BITS
-        slope = binary("MUL", normalised, scalar(round(32 / 17 * one)), row, 31)
-        inverse = binary("SUB", scalar(round(48 / 17 * one)), slope, row)
-        for _ in range(2):
-            error = binary("SUB", scalar(one), binary("MUL", normalised, inverse, row, 31), row)
-            inverse = binary("ADD", inverse, binary("MUL", inverse, error, row, RECIPROCAL_BITS), row)
-        # e / sum = e (1/m) 2^(clz - 32); with 1/m shifted right by EXP_CLZ_MAX + EXP_BITS - clz (its
-        # rounding moves the result by at most e / 2 units of 2^-30, below 2^-18: 1/1024 of an 8-bit
-        # softmax's step), e * that is the result * 2^30 and fits int32: a MUL without a shift, into
-        # which Vela folds the requantization after it (by a power of two: kwt on ethos-u85-256
-        # Sram_Only 193,642 -> 165,624 NPU cycles, ExecuTorch 176,094)
-        shift = binary("SUB", scalar(EXP_CLZ_MAX + EXP_BITS), clz, row)
-        inverse = binary("ARITHMETIC_RIGHT_SHIFT", inverse, shift, row)
-        result, unit = binary("MUL", widened(), inverse, shape, 0), 2.0 ** -30
+        inverse = _reciprocal(lw, normalised, clz, row)
+        result, unit = _binary(lw, "MUL", widened(), inverse, shape, 0), 2.0 ** -30
     lw.result(out, lw.rescale(result, shape, "int32", out.dtype, unit / out.qparams.scale, 0, out.qparams.zero_point),
               is_nhwc)
+
+
+def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str, Callable[[], str]]:
+    """(d, e): d = x - max(x) along `axis` in int32, and e() giving exp(scale d) in Q13 (high * 128
+    + low, at most 2^13) as int32, each call its own widening where the exps are int16."""
+    if axis == len(shape) - 1:  # as amax's: kwt on ethos-u85-256 162,229 -> 128,647 NPU cycles
+        top = lw.reshape(reduce_last_axis(lw, name, shape, "REDUCE_MAX", x.dtype)[0], row, x.dtype)
+    else:
+        top = lw.inter(row, x.dtype)
+        lw.emit("REDUCE_MAX", [name], [top], attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
+    difference = lambda: _binary(lw, "SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0),  # noqa: E731
+                                 lw.rescale(top, row, x.dtype, "int32", 1.0), shape)  # TOSA subtracts int32 only
+    index = lambda d: lw.rescale(d, shape, "int32", "int8", 1.0, 0, EXP_INDEX_OFFSET)  # noqa: E731
+    fused = lw.choose(FUSED_EXPS)
+    d = difference()
+    first = index(d)
+    high_entries, low_entries = softmax_exp_tables(x.qparams.scale)
+    high = _table(lw, first, high_entries, shape, "int8")
+    low = _table(lw, index(difference()) if fused else first, low_entries, shape, "int8")
+    if lw.family.has(INT16_EXPS):
+        # the operands widened by 2^19 and 2^12 and the sum narrowed by 2^-12 to int16 (exact): Vela
+        # 5.2.0 runs it as one ADD pass with its operand scalings and widens e back to int32 inside the
+        # REDUCE_SUM (each consumer widens its own)
+        e16 = lw.rescale(_binary(lw, "ADD", lw.rescale(high, shape, "int8", "int32", 2.0 ** 19),
+                                 lw.rescale(low, shape, "int8", "int32", 2.0 ** 12), shape), shape, "int32", "int16",
+                         2.0 ** -12)
+        return d, lambda: lw.rescale(e16, shape, "int16", "int32", 1.0)
+    e32 = _binary(lw, "ADD", lw.rescale(high, shape, "int8", "int32", 128.0),
+                  lw.rescale(low, shape, "int8", "int32", 1.0), shape)
+    return d, lambda: e32
+
+
+def _log_softmax(lw: Lowerer, x: Value, d: str, shape, row, normalised: str, clz: str) -> tuple[str, float]:
+    """(scale d - ln(sum), its unit): ln(sum in reals) = ln m + (EXP_CLZ_MAX + 1 - clz) ln 2, in 2^-f units."""
+    rank = len(row)
+    f = min(LOG_FRACTION_BITS, 30 - math.ceil(math.log2(x.qparams.scale * 255 + 32 * math.log(2) + 1)))
+    t = lw.rescale(_binary(lw, "SUB", normalised, _scalar(lw, rank, 3 << 29), row), row, "int32", "int16", 2.0 ** -14)
+    ln_m = lw.rescale(_table(lw, t, ln_table(), row, "int32"), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
+    octaves = _binary(lw, "SUB", _scalar(lw, rank, EXP_CLZ_MAX + 1), clz, row)
+    ln_sum = _binary(lw, "ADD", ln_m, _binary(lw, "MUL", octaves, _scalar(lw, rank, round(math.log(2) * 2 ** f)), row,
+                                              0), row)
+    shifted = lw.rescale(d, shape, "int32", "int32", x.qparams.scale * 2.0 ** f)  # scale d in 2^-f
+    return _binary(lw, "SUB", shifted, ln_sum, shape), 2.0 ** -f
+
+
+def _reciprocal(lw: Lowerer, normalised: str, clz: str, row) -> str:
+    """1/m in Q29, shifted right by EXP_CLZ_MAX + EXP_BITS - clz: e times it is e / sum * 2^30.
+
+    x0 = 48/17 - 32/17 m (error at most 1/17), then x += x (1 - m x) twice. e / sum = e (1/m)
+    2^(clz - 32); the shift's rounding moves the result by at most e / 2 units of 2^-30, below
+    2^-18 (1/1024 of an 8-bit softmax's step), and e * that fits int32: a MUL without a shift, into
+    which Vela folds the requantization after it (by a power of two: kwt on ethos-u85-256
+    Sram_Only 193,642 -> 165,624 NPU cycles, ExecuTorch 176,094)."""
+    rank = len(row)
+    one = 1 << RECIPROCAL_BITS
+    slope = _binary(lw, "MUL", normalised, _scalar(lw, rank, round(32 / 17 * one)), row, 31)
+    inverse = _binary(lw, "SUB", _scalar(lw, rank, round(48 / 17 * one)), slope, row)
+    for _ in range(2):
+        error = _binary(lw, "SUB", _scalar(lw, rank, one), _binary(lw, "MUL", normalised, inverse, row, 31), row)
+        inverse = _binary(lw, "ADD", inverse, _binary(lw, "MUL", inverse, error, row, RECIPROCAL_BITS), row)
+    shift = _binary(lw, "SUB", _scalar(lw, rank, EXP_CLZ_MAX + EXP_BITS), clz, row)
+    return _binary(lw, "ARITHMETIC_RIGHT_SHIFT", inverse, shift, row)

@@ -14,6 +14,7 @@ through TOSA RESCALE (single rounding) and CLAMP.
 from __future__ import annotations
 
 from kiln.errors import InternalError
+from kiln.families import NpuFamily
 # The families of lowerings: importing each registers its lowerings (kiln.lower.lowerer.LOWERINGS).
 from kiln.lower import conv, elementwise, gather, movement, pool, reduce, resize, softmax  # noqa: F401
 from kiln.lower.elementwise import TABLE_FUNCTIONS
@@ -40,16 +41,15 @@ def check_vocabulary(lowered, tables) -> None:
 check_vocabulary(LOWERINGS, TABLE_FUNCTIONS)
 
 
-def lower(partition: Partition, accelerator: str | None = None, flipped: frozenset[str] = frozenset()) -> bytes:
-    """The partition as a TOSA 1.0 flatbuffer; its inputs and outputs in the partition's order.
-    `accelerator` (e.g. ethos-u65-256) picks among equivalent graphs the one Vela runs faster
-    there (RANK4_TRANSPOSE_FAMILIES); `flipped` names choices (POOLED_MEANS) to take the other
-    way from the target's default. The results are the same."""
-    return Lowerer(partition, accelerator, flipped).lower()
+def lower(partition: Partition, family: NpuFamily, flipped: frozenset[str] = frozenset()) -> bytes:
+    """The partition as a TOSA 1.0 flatbuffer for an NPU of `family`; its inputs and outputs in the
+    partition's order. `flipped` names choices (kiln.families.CHOICES) to take the other way from
+    the family's first guess: the results are the same, Vela's estimate of them not."""
+    return Lowerer(partition, family, flipped).lower()
 
 
-def lower_noting_choices(partition: Partition, accelerator: str | None = None) -> tuple[bytes, frozenset[str]]:
-    """lower()'s graph, and the choices (POOLED_MEANS, ...) the lowering met: flipping one of
-    them gives another equivalent graph (kiln.compile.fastest compiles them)."""
-    lowerer = Lowerer(partition, accelerator)
+def lower_noting_choices(partition: Partition, family: NpuFamily) -> tuple[bytes, frozenset[str]]:
+    """lower()'s graph, and the choices the lowering met: flipping one of them gives another
+    equivalent graph (kiln.compile.fastest compiles them)."""
+    lowerer = Lowerer(partition, family)
     return lowerer.lower(), frozenset(lowerer.choices)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from kiln.partition import tables
-from kiln.boards import Target
+from kiln.families import DMA_GATHERS, HARDWARE_RESIZE, INT16_MATMUL, INT16_TRANSPOSE_CONV, SELECTS, NpuFamily, Row
 from kiln.graph import CHECKED_INDEX, DEQUANTIZE, GATHERS, QUANTIZE, Op, Value, pair
 from kiln.partition.vocabulary import BOOL_REDUCTIONS, COMPARISON_OPS, INDEX_OPS, LOGICAL_OPS, LOWERED, TABLE_OPS
 
@@ -52,15 +52,21 @@ class Rule:
     text: str  # the reason shown to users; {fields} come from facts(op)
     holds: Callable[[Op], bool]
     ops: frozenset | None = None  # the targets it checks; None: every op
-    families: tuple[str, ...] | None = None  # the NPU families it applies to; None: all
+    having: Row | None = None  # checked only on the NPU families that have this row of kiln.families
+    lacking: Row | None = None  # checked only on those that lack it
+
+    def checked_on(self, family: NpuFamily) -> bool:
+        """Whether the rule applies on an NPU of `family`."""
+        return (self.having is None or family.has(self.having)) and (self.lacking is None
+                                                                      or not family.has(self.lacking))
 
 
 RULES: list[Rule] = []
 
 
-def rule(text: str, ops=None, families=None):
+def rule(text: str, ops=None, having: Row | None = None, lacking: Row | None = None):
     def register(fn):
-        RULES.append(Rule(fn.__name__, text, fn, frozenset(ops) if ops is not None else None, families))
+        RULES.append(Rule(fn.__name__, text, fn, frozenset(ops) if ops is not None else None, having, lacking))
         return fn
 
     return register
@@ -98,7 +104,7 @@ def lowered(op: Op) -> bool:
 
 @rule("{op_type}: Vela 5.2.0 runs comparisons, logical ops (any, all) and selects on Ethos-U85, not on Ethos-U55 "
       "or U65",
-      ops=SELECT_OPS, families=("ethos-u55", "ethos-u65"))
+      ops=SELECT_OPS, lacking=SELECTS)
 def selects_on_u85(op: Op) -> bool:
     return False
 
@@ -134,7 +140,7 @@ def argmax_along_a_dim(op: Op) -> bool:
 
 
 @rule("{op_type}: Vela 5.2.0 gathers (TOSA GATHER, the DMA's indexed mode) on Ethos-U85, not on Ethos-U55 or U65",
-      ops=set(GATHERS), families=("ethos-u55", "ethos-u65"))
+      ops=set(GATHERS), lacking=DMA_GATHERS)
 def gathers_on_u85(op: Op) -> bool:
     return False
 
@@ -335,7 +341,7 @@ def aligned_bilinear(op: Op) -> bool:
 
 @rule("bilinear upsampling from {input_shape} to {shape}: kiln lowers whole scale factors up to 5 without "
       "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)",
-      ops=BILINEAR_OPS, families=("ethos-u55", "ethos-u65"))
+      ops=BILINEAR_OPS, lacking=HARDWARE_RESIZE)
 def plain_bilinear(op: Op) -> bool:
     if op.arg("align_corners"):
         return aligned_bilinear(op)
@@ -344,7 +350,7 @@ def plain_bilinear(op: Op) -> bool:
 
 @rule("bilinear resizing from {input_shape} to {shape}: kiln lowers any size up to 1024 a side without "
       "align_corners (one RESIZE), and int8 align_corners=True to sizes up to 128 a side",
-      ops=BILINEAR_OPS, families=("ethos-u85",))
+      ops=BILINEAR_OPS, having=HARDWARE_RESIZE)
 def bilinear_on_u85(op: Op) -> bool:
     if op.arg("align_corners"):
         return aligned_bilinear(op)
@@ -415,18 +421,15 @@ def int8_amin(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
 
-# ---- where Ethos-U55/U65 and U85 differ (found by compiling each case with Vela 5.2.0) -------------------
-U55_U65 = {"ethos-u55", "ethos-u65"}
-
-
+# ---- where Ethos-U55/U65 and U85 differ (kiln.families) ----------------------------------------------
 @rule("16-bit {op_type}: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
-      ops={aten.matmul.default, aten.bmm.default, aten.mm.default}, families=U55_U65)
+      ops={aten.matmul.default, aten.bmm.default, aten.mm.default}, lacking=INT16_MATMUL)
 def int8_matmul_on_u55(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
 
 @rule("16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on Ethos-U55 or U65 "
-      "(it can on Ethos-U85)", ops={aten.conv_transpose2d.input}, families=U55_U65)
+      "(it can on Ethos-U85)", ops={aten.conv_transpose2d.input}, lacking=INT16_TRANSPOSE_CONV)
 def int8_transpose_conv_on_u55(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
@@ -452,8 +455,8 @@ def table_within_a_step(op: Op) -> bool:
     return op.inputs[0].dtype == "int8" or tables.int16_steps(op) <= 1
 
 
-def reason(op: Op, target: Target) -> str | None:
-    """Why `op` cannot run on `target`'s NPU, or None if it can."""
+def reason(op: Op, family: NpuFamily) -> str | None:
+    """Why `op` cannot run on an NPU of `family`, or None if it can."""
     if op.target in QUANTIZE or op.target in DEQUANTIZE:
         return "converts between the program's float values and int8 (a CPU kernel)"
     source = op.inputs[0].producer if op.target is aten._to_copy.default and op.inputs else None
@@ -464,7 +467,7 @@ def reason(op: Op, target: Target) -> str | None:
     for r in RULES:
         if r.ops is not None and op.target not in r.ops:
             continue
-        if r.families is not None and target.family.name not in r.families:
+        if not r.checked_on(family):
             continue
         if not r.holds(op):
             try:
