@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kiln import boards, checks, graph
+from kiln import boards, checks, graph, vocabulary
 from kiln.errors import ModelError, UsageError, VelaError, VelaRefusal
 from kiln.frontend import normalize
 from kiln.frontend import export as frontend
@@ -235,7 +235,7 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
     parts = result.partitioning
     ops = []
     for p in parts.placements:
-        if p.op.target in graph.QUANTIZE or p.op.target in graph.DEQUANTIZE:
+        if p.op.target in vocabulary.QUANTIZE or p.op.target in vocabulary.DEQUANTIZE:
             where = "cpu"
         else:
             where = "npu" if p.partition is not None else "cpu"

@@ -10,18 +10,17 @@ import pytest
 import torch
 from torch import nn
 
-from kiln import boards
+from kiln import boards, vocabulary
 from kiln import compile as kiln_compile
 from kiln.frontend.export import LoadedModel
-from kiln.frontend.quantizer import UNARY_FUNCTIONS
 from kiln.graph import QParams
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
-from kiln.partition import vocabulary
 from kiln.program.kernels import KERNELS
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
+from kiln.vocabulary import Quantized
 from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 from test_lowering import Lambda, seeded
 
@@ -93,7 +92,7 @@ def _binary_case(name):
 def test_every_unary_table_op_has_a_case_a_range_and_a_cpu_kernel():
     """The tables are exactly the quantizer's unary functions (each annotated with its own
     range), each has a case here, and each has a CPU kernel for when it stays off the NPU."""
-    assert {target for target, _ in UNARY.values()} == set(vocabulary.TABLE_OPS) == set(UNARY_FUNCTIONS)
+    assert {target for target, _ in UNARY.values()} == vocabulary.TABLE_OPS == vocabulary.annotated(Quantized.OWN_RANGE)
     assert all(op in KERNELS for op in vocabulary.TABLE_OPS)
 
 

@@ -40,7 +40,7 @@ def test_each_family_column_says_where_a_rule_applies():
 
 
 def test_every_lowered_op_is_listed_once():
-    from kiln.partition.vocabulary import LOWERED
+    from kiln.vocabulary import LOWERED
 
     headings = [line for line in supported_ops.markdown().splitlines() if line.startswith("## `")]
     listed = [op.strip("`") for h in headings for op in h.removeprefix("## ").split(", ")]

@@ -11,7 +11,7 @@ from kiln.errors import LoweringError
 from kiln.graph import Op, QParams, QRANGE, Value, clamp_range
 from kiln.lower.lowerer import Lowerer, attr, channels_last, lowering, op_attr, quantize_real
 from kiln.partition import tables
-from kiln.partition import vocabulary
+from kiln.vocabulary import COMPARISON_OPS, TABLE_OPS, Kind, of_kind
 
 aten = torch.ops.aten
 
@@ -204,10 +204,7 @@ def _clamp(lw: Lowerer, op: Op):
 
 # Unary functions a TABLE computes (kiln.partition.tables): exactly at 8 bits; at 16 bits where the
 # interpolated table stays within a step (a support rule).
-TABLE_FUNCTIONS = dict.fromkeys(vocabulary.TABLE_OPS)
-
-
-@lowering(*TABLE_FUNCTIONS)
+@lowering(*TABLE_OPS)
 def _table(lw: Lowerer, op: Op):
     """A TABLE; neg of a value whose output shares its scale (min/max observers give -x the
     same range width) is a NEGATE, exact then: -(x - zp_in) + zp_out, saturated, which
@@ -289,7 +286,7 @@ def scalar_threshold(op: Op, x: Value, other: float) -> np.ndarray:
     return op.target(real, other).numpy()
 
 
-@lowering(*vocabulary.COMPARISON_OPS)
+@lowering(*COMPARISON_OPS)
 def _compare(lw: Lowerer, op: Op):
     """An int8 comparison as one TOSA comparison of int32 operands (a support rule keeps it to
     Ethos-U85, where Vela runs it). Two tensors: each minus its zero point times its integer
@@ -338,7 +335,7 @@ def threshold_test(holds: np.ndarray) -> tuple[str, bool, bool, int]:
     raise LoweringError("a comparison with a number that holds for no run of int8 values")
 
 
-@lowering(*(vocabulary.LOGICAL_OPS - vocabulary.BOOL_REDUCTIONS))
+@lowering(*of_kind(Kind.LOGICAL))
 def _logical(lw: Lowerer, op: Op):
     """LOGICAL_AND / LOGICAL_OR of two bool tensors broadcast to the output, LOGICAL_NOT of one
     (a support rule keeps them to bools)."""

@@ -15,7 +15,7 @@ aten = torch.ops.aten
 def _gather(lw: Lowerer, op: Op):
     """One GATHER of a [1, K, C] table by [1, W] int32 indices: embedding's rows, or index_select's
     entries along a dim with only size-1 dims before it (a support rule). The indices come checked
-    against K and narrowed on the CPU (kiln.graph.CHECKED_INDEX), so the NPU reads no row past the
+    against K and narrowed on the CPU (kiln.vocabulary.CHECKED_INDEX), so the NPU reads no row past the
     table; the result is the table's integers, requantized once if the output's quantization differs."""
     values, index = op.inputs[0], op.inputs[1]
     out = op.output

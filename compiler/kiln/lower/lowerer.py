@@ -11,7 +11,6 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-import torch
 import tosa_serializer as ts
 
 from kiln.errors import KilnError, LoweringError
@@ -19,7 +18,6 @@ from kiln.families import CLAMP_COPIES, OFFSET_COPIES, RANK4_TRANSPOSES, SLICE_W
 from kiln.graph import QRANGE, Op, QParams, Value
 from kiln.partition.partitioner import Partition
 
-aten = torch.ops.aten
 DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "int48": ts.DType.INT48,
       "bool": ts.DType.BOOL}
 # The accumulator of a MAC op (convolutions, matmul) per activation type (weights are int8).
@@ -404,8 +402,8 @@ LOWERINGS: dict[object, Callable[[Lowerer, Op], None]] = {}
 
 
 def lowering(*targets):
-    """Registers the decorated function as the lowering of `targets` (check_vocabulary, run
-    when this module is imported, holds LOWERINGS to kiln.partition.vocabulary.LOWERED)."""
+    """Registers the decorated function as the lowering of `targets` (kiln.lower.tosa.check_vocabulary
+    holds LOWERINGS to the kiln.vocabulary rows that name the function's module)."""
     def register(fn):
         for target in targets:
             LOWERINGS[target] = fn

@@ -6,11 +6,11 @@ import numpy as np
 import torch
 import tosa_serializer as ts
 
-from kiln.graph import Op, Value
 from kiln.families import MIN_AS_MAX
+from kiln.graph import Op, Value
 from kiln.lower.lowerer import Lowerer, attr, channels_last, layout_axis, lowering, op_attr, same_quantization
-from kiln.partition import vocabulary
 from kiln.partition.support import reduced_dims
+from kiln.vocabulary import BOOL_REDUCTIONS, INDEX_OPS
 
 aten = torch.ops.aten
 
@@ -148,7 +148,7 @@ def _amax(lw: Lowerer, op: Op):
     reduction(lw, op, "REDUCE_MAX" if op.target is aten.amax.default else "REDUCE_MIN")
 
 
-@lowering(*vocabulary.BOOL_REDUCTIONS)
+@lowering(*BOOL_REDUCTIONS)
 def _any_all(lw: Lowerer, op: Op):
     """any or all of a bool tensor over any dims (REDUCE_ANY / REDUCE_ALL, Ethos-U85: a support rule)."""
     reduction(lw, op, "REDUCE_ANY" if op.target is aten.any.dims else "REDUCE_ALL")
@@ -160,7 +160,7 @@ def _sum(lw: Lowerer, op: Op):
     reduction(lw, op, "REDUCE_SUM")
 
 
-@lowering(*vocabulary.INDEX_OPS)
+@lowering(*INDEX_OPS)
 def _argmax(lw: Lowerer, op: Op):
     """ARGMAX along one dim (a support rule) of x's integers, which order as its real values do:
     int32 indices of the first largest value, as PyTorch's. A 4-D value stored NHWC is read so

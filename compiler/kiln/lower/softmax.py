@@ -6,15 +6,13 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-import torch
 import tosa_serializer as ts
 
 from kiln.families import FUSED_EXPS, INT16_EXPS
 from kiln.graph import Op, Value
 from kiln.lower.lowerer import Lowerer, attr, layout_axis, lowering
 from kiln.lower.reduce import reduce_last_axis
-
-aten = torch.ops.aten
+from kiln.vocabulary import LOG_SOFTMAX_OPS, SOFTMAX_OPS
 
 
 # ---- softmax and log_softmax: exp in Q14, normalisation in 32 bits ------------------------------
@@ -27,8 +25,6 @@ aten = torch.ops.aten
 # subtracts ln m (an interpolated 16-bit table, about 2^-20) and the row's octaves of ln 2
 # from scale * d. Each result is requantized once: within half a step and a few 2^-16 of the
 # exact value. The PT2E reference applies float softmax to the dequantized input.
-SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default}
-LOG_SOFTMAX_OPS = {aten.log_softmax.int, aten._log_softmax.default}
 EXP_BITS = 13  # Q13: 1.0 = 64 * 128, so the high 7 bits fit int8
 EXP_INDEX_OFFSET = 127  # the table index is d + 127
 EXP_CLZ_MAX = 31 - EXP_BITS  # the clz of a sum of 1.0 (exp(0)), the least a row sum can be
@@ -118,7 +114,7 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
     if lw.family.has(INT16_EXPS):
         # the operands widened by 2^19 and 2^12 and the sum narrowed by 2^-12 to int16 (exact): Vela
         # 5.2.0 runs it as one ADD pass with its operand scalings and widens e back to int32 inside the
-        # REDUCE_SUM (each consumer widens its own)
+        # REDUCE_SUM (each consumer widens its own), where an int32 sum costs two passes per operand
         e16 = lw.rescale(_binary(lw, "ADD", lw.rescale(high, shape, "int8", "int32", 2.0 ** 19),
                                  lw.rescale(low, shape, "int8", "int32", 2.0 ** 12), shape), shape, "int32", "int16",
                          2.0 ** -12)

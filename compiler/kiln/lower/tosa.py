@@ -13,32 +13,34 @@ through TOSA RESCALE (single rounding) and CLAMP.
 
 from __future__ import annotations
 
+from kiln import vocabulary
 from kiln.errors import InternalError
 from kiln.families import NpuFamily
 # The families of lowerings: importing each registers its lowerings (kiln.lower.lowerer.LOWERINGS).
 from kiln.lower import conv, elementwise, gather, movement, pool, reduce, resize, softmax  # noqa: F401
-from kiln.lower.elementwise import TABLE_FUNCTIONS
 from kiln.lower.lowerer import LOWERINGS, Lowerer
-from kiln.partition import vocabulary
 from kiln.partition.partitioner import Partition
 
 
-def check_vocabulary(lowered, tables) -> None:
-    """The partition stage decides what reaches this stage from kiln.partition.vocabulary:
-    raises InternalError unless the ops with a lowering (`lowered`) are exactly its LOWERED
-    and the ops with a table function (`tables`) exactly its TABLE_OPS."""
+def check_vocabulary(lowerings: dict) -> None:
+    """Raises InternalError unless `lowerings` (op -> its lowering) cover exactly the ops of
+    kiln.vocabulary that have a lowering (LOWERED, which the partition stage puts on the NPU),
+    each op's in the module its row names."""
     problems = []
-    for what, ours, name in (("lowering", set(lowered), "LOWERED"), ("table function", set(tables), "TABLE_OPS")):
-        theirs = getattr(vocabulary, name)
-        if ours - theirs:
-            problems.append(f"a {what} for {sorted(map(str, ours - theirs))}, not in vocabulary.{name}")
-        if theirs - ours:
-            problems.append(f"no {what} for {sorted(map(str, theirs - ours))}, in vocabulary.{name}")
+    if set(lowerings) - vocabulary.LOWERED:
+        problems.append(f"a lowering for {sorted(map(str, set(lowerings) - vocabulary.LOWERED))}, not in its row")
+    if vocabulary.LOWERED - set(lowerings):
+        problems.append(f"no lowering for {sorted(map(str, vocabulary.LOWERED - set(lowerings)))}, in its row")
+    for row in (row for row in vocabulary.OPERATORS if row.lowering is not None):
+        misplaced = sorted(str(op) for op in row.overloads
+                           if op in lowerings and lowerings[op].__module__ != f"kiln.lower.{row.lowering}")
+        if misplaced:
+            problems.append(f"{misplaced} lowered outside kiln.lower.{row.lowering}, which its row names")
     if problems:
-        raise InternalError("kiln.lower.tosa and kiln.partition.vocabulary disagree: " + "; ".join(problems))
+        raise InternalError("kiln.lower and kiln.vocabulary disagree: " + "; ".join(problems))
 
 
-check_vocabulary(LOWERINGS, TABLE_FUNCTIONS)
+check_vocabulary(LOWERINGS)
 
 
 def lower(partition: Partition, family: NpuFamily, flipped: frozenset[str] = frozenset()) -> bytes:

@@ -15,7 +15,7 @@ from kiln import boards
 from kiln.errors import document_command
 from kiln.families import NpuFamily
 from kiln.partition.support import RULES, Rule
-from kiln.partition.vocabulary import LOWERED
+from kiln.vocabulary import LOWERED
 
 PROG = "python -m kiln.partition.supported_ops"
 COMMAND = f"{PROG} --output SUPPORTED_OPS.md"
