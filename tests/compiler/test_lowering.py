@@ -210,7 +210,7 @@ def test_int16_op_matches_pt2e_within_one_step(name):
 
 
 # Lowered otherwise on Ethos-U85, where Vela uses hardware the U55 lacks or runs another graph faster
-# (kiln.lower.tosa's *_FAMILIES):
+# (the rows of kiln.families):
 # name -> (module, input shapes, steps from PT2E allowed).
 U85_LOWERINGS = {
     "upsample_nearest_3x": (Lambda(lambda m, x: F.interpolate(x, scale_factor=3, mode="nearest")), [(1, 3, 4, 5)], 0),

@@ -1,4 +1,4 @@
-"""Softmax and log_softmax on the NPU (kiln.lower.tosa._softmax): the TOSA graph on
+"""Softmax and log_softmax on the NPU (kiln.lower.softmax): the TOSA graph on
 tosa_reference_model against the PT2E reference, which for a softmax kept whole is
 quantize(torch.softmax(dequantize(x))): eager PyTorch's own function on the same values."""
 

@@ -17,7 +17,7 @@ along the OFM axis it lacks, so every output along that axis takes IFM2's elemen
 channel c of IFM2 feed OFM row c, so the hardware computes the same; kiln lowers amin as
 ~max(~q) there and emits no REDUCE_MIN (compiler/kiln/lower/tosa.py, _bitwise_not). The same
 graphs compiled for ethos-u85-256, whose NPU reduces by min itself, run right, so on U85
-kiln's amin is one REDUCE_MIN (MIN_AS_MAX_FAMILIES)."""
+kiln's amin is one REDUCE_MIN (kiln.families.MIN_AS_MAX)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Resizing as Vela compiles kiln's lowering, each on kiln's NPU model bit for bit as
-tosa_reference_model runs the TOSA graph: nearest upsampling (kiln.lower.tosa._upsample_nearest)
+tosa_reference_model runs the TOSA graph: nearest upsampling (kiln.lower.resize._upsample_nearest)
 by 2, 4 or 8 both ways one TOSA RESIZE (scale 2f / 2, offset 1 - f, border f - 1), whose pixel
 repeat is checked against numpy's, otherwise CONCATs of copies; bilinear with align_corners
 (_bilinear_aligned) two 1x1 convolutions of integer taps, the second on int16 (on Ethos-U85 too)."""

@@ -1,6 +1,6 @@
 """Slices on the NPU: every delegate of small kiln-compiled models with slices feeding
 arithmetic runs on kiln's NPU model (Vela's command stream) bit for bit as on
-tosa_reference_model (kiln.lower.tosa's Lowerer.sliced says why a slice read by a widening
+tosa_reference_model (kiln.lower.lowerer's Lowerer.sliced says why a slice read by a widening
 RESCALE goes through a copy)."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_slices_feeding_arithmetic_are_bit_exact(name, target):
 
 @pytest.mark.parametrize("mode", ["Dedicated_Sram_384KB", "Sram_Only"])
 def test_vela_reads_widened_slices_right_on_ethos_u85(mode):
-    """Why SLICE_WIDEN_COPY_FAMILIES leaves Ethos-U85 out: the graph below that Vela places
+    """Why kiln.families.SLICE_WIDEN_COPIES leaves Ethos-U85 out: the graph below that Vela places
     wrongly for Ethos-U55 runs right on the U85 model."""
     tosa = rows_added_graph()
     vela = compile_tosa(tosa, "rows_added", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"), mode)

@@ -1,5 +1,5 @@
 """Softmax's two 8-bit exp tables, CLZ, Newton-Raphson reciprocal and shifts, and
-log_softmax's 16-bit ln table (kiln.lower.tosa._softmax), as Vela compiles them: placed whole
+log_softmax's 16-bit ln table (kiln.lower.softmax), as Vela compiles them: placed whole
 on the NPU, and run on kiln's NPU model bit for bit as tosa_reference_model runs the TOSA
 graph, for short rows and long ones (row sums up to 2^24), attention's rows of several heads,
 on each NPU family, with the tables reading one difference or one each (FUSED_EXPS)."""

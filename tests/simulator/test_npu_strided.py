@@ -1,4 +1,4 @@
-"""Strides beyond the NPU's 1..3 (kiln.lower.tosa._strided_conv, _strided_pool) as Vela compiles
+"""Strides beyond the NPU's 1..3 (kiln.lower.conv._strided_conv, kiln.lower.pool._strided_pool) as Vela compiles
 them: space to depth (a PAD, reshapes and a transpose moving the strided axes' phases into
 channels, then a stride-1 convolution) and window reductions, placed whole on the NPU and run on
 kiln's NPU model bit for bit as tosa_reference_model runs the TOSA graph; and an average pool

@@ -1,4 +1,4 @@
-"""Strided slices (kiln.lower.tosa._slice_op with a step above 1: SLICE, PAD, RESHAPE to
+"""Strided slices (kiln.lower.movement._slice_op with a step above 1: SLICE, PAD, RESHAPE to
 groups, SLICE of each group's first) as Vela compiles them, run on kiln's NPU model bit for
 bit as tosa_reference_model runs the TOSA graph; each case read by an add, whose widening
 RESCALE is where Vela lost a folded slice's offset before (Lowerer.sliced); in both groupings

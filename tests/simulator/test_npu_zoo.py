@@ -62,7 +62,7 @@ def test_zoo_delegates_bit_exact_other_targets(target, model):
 
 @pytest.mark.parametrize("model", ["tiny_cnn", "resnet8"])
 def test_zoo_delegates_lowered_for_u65_bit_exact(model):
-    """Lowered for ethos-u65-256 (rank-4 TRANSPOSEs, kiln.lower.tosa.RANK4_TRANSPOSE_FAMILIES) and
+    """Lowered for ethos-u65-256 (rank-4 TRANSPOSEs, kiln.families.RANK4_TRANSPOSES) and
     run on that configuration."""
     result = compile_model(model, CompileSpec(target="ethos-u65-256"))
     shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]

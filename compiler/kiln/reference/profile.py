@@ -15,7 +15,7 @@ each command range implements:
        estimate for it (what `--verbose-performance` prints per layer)
     -> table `source`: the source operator's `ext_key`, its index in the TOSA graph
     -> the TOSA operator's output tensor, which kiln's lowering emitted while lowering one
-       kiln op (recorded here by running kiln.lower.tosa's Lowerer again with a hook on
+       kiln op (recorded here by running kiln.lower's Lowerer again with a hook on
        emit(); the graph it makes must equal the compiled one byte for byte)
     -> the kiln op: its name, module path and placement from the compile report.
 
