@@ -68,10 +68,10 @@ INT16_TRANSPOSE_CONV = _row(
     "tests/compiler/test_lowering.py::test_int16_op_matches_pt2e_within_one_step")
 HARDWARE_RESIZE = _row(
     "hardware_resize", Kind.SUPPORT, (U85,),
-    "Vela 5.2.0 runs a TOSA RESIZE on Ethos-U85's resize hardware for any whole factors and any size; on "
-    "Ethos-U55/U65 only nearest upsampling by 2, 4 or 8 both ways (as an upscaling pool).",
+    "Vela 5.2.0 runs a TOSA RESIZE on Ethos-U85's resize hardware for any whole factors and any size (faster "
+    "there than kiln's depthwise bilinear); on Ethos-U55/U65 only nearest upsampling by 2, 4 or 8 both ways.",
     "tests/compiler/test_lowering.py::test_bilinear_to_any_size_runs_on_the_u85_model_as_tosa_reference_model_and_"
-    "stays_off_the_u55")
+    "stays_off_the_u55", measured=True)
 
 # ---- workarounds: what Vela 5.2.0 gets wrong ------------------------------------------------------
 OFFSET_COPIES = _row(

@@ -114,16 +114,15 @@ DEPTHWISE_SUM_HEIGHT_MAX, DEPTHWISE_SUM_AREA_MAX = 64, 64 * 64  # a depthwise ke
 def _global_mean(lw: Lowerer, x: Value, out: Value) -> str:
     """The mean over all of H and W as NHWC [N, 1, 1, C], summed exactly in the accumulator
     type and requantized by one RESCALE (one rounding). The sum is a REDUCE_SUM of H and W
-    merged (a free reshape in NHWC) where x feeds nothing else: Vela estimates it below
-    AVG_POOL2D and a depthwise sum for ds_cnn's 25x5 and resnet8's 8x8 pools (85,923 and
-    191,802 NPU cycles on ethos-u55-128, against 93,923 and 195,564 by depthwise sum). Where
-    x feeds other ops too (a squeeze-excitation block), Vela copies x for that reshape. Then an
-    int8 x whose step is no coarser than the output's (an adaptive or global average pool,
-    which shares its input's quantization) is read in place by one AVG_POOL2D of the whole
-    map (with a RESCALE to the output's step where they differ: the pool's rounding to x's
-    step stays within one of the output's; efficientnet_b0: 324,634 NPU cycles on
-    ethos-u55-128, against 366,274 by a depthwise convolution of ones and 384,866 by the
-    copy). Otherwise (a mean's finer step, int16) a depthwise convolution of ones within
+    merged (a free reshape in NHWC), or x is read in place: where x feeds other ops too (a
+    squeeze-excitation block: Vela would copy x for the reshape), and where the choice
+    kiln.families.POOLED_MEANS takes it (which form Vela estimates faster depends on the model
+    and the family). In place, an int8 x whose step is no coarser than the output's (an
+    adaptive or global average pool, which shares its input's quantization) is read by one
+    AVG_POOL2D of the whole map (with a RESCALE to the output's step where they differ: the
+    pool's rounding to x's step stays within one of the output's; efficientnet_b0: 324,634 NPU
+    cycles on ethos-u55-128, against 366,274 by a depthwise convolution of ones and 384,866 by
+    the copy). Otherwise (a mean's finer step, int16) a depthwise convolution of ones within
     the NPU's kernel limits reads it in place, its sum exact in the accumulator."""
     n, c, h, w = x.shape
     scale = x.qparams.scale / (h * w * out.qparams.scale)
