@@ -154,4 +154,4 @@ class NpuFamily:
 
 
 FAMILIES = {name: NpuFamily(name, frozenset(r.name for r in ROWS if name in r.families)) for name in NAMES}
-CHOICES = tuple(r.name for r in ROWS if r.kind is Kind.CHOICE)
+CHOICES = tuple(r.name for r in ROWS if r.kind is Kind.CHOICE)  # as a report's flipped_choices names them

@@ -74,6 +74,12 @@ def test_each_target_has_its_familys_rows():
     assert not boards.target("ethos-u55-128").npu.has(families.DMA_GATHERS)
 
 
+def test_the_choices_keep_the_names_reports_give_them():
+    """A compile report's delegates list the choices flipped by these names (flipped_choices)."""
+    assert set(families.CHOICES) == {"pooled_means", "fused_exps", "rank4_transposes", "vela_strided_pools",
+                                     "flat_strided_slices"}
+
+
 def test_a_choice_is_taken_by_its_first_guess_unless_flipped():
     u65, u85 = families.FAMILIES[families.U65], families.FAMILIES[families.U85]
     choice = families.POOLED_MEANS  # the first guess on Ethos-U85 only
