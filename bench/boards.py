@@ -21,7 +21,7 @@ from kiln.spec import CompileSpec
 
 
 def build(board: boards.Board, work: Path, compiled: dict) -> dict:
-    target = boards.target(board.configurations()[0], board.name)
+    target = board.target(board.configurations()[0])
     key = (target.name, target.memory_mode)
     started = time.perf_counter()
     if key not in compiled:
@@ -30,8 +30,7 @@ def build(board: boards.Board, work: Path, compiled: dict) -> dict:
                            compiled[key])
     compile_s = time.perf_counter() - started
     started = time.perf_counter()
-    elf = runner_build.build_runner(compiled[key], target.name, output=work / board.name, board=board.name,
-                                    echo=lambda *args, **kwargs: None)
+    elf = runner_build.build_runner(compiled[key], target, output=work / board.name, echo=lambda *args, **kwargs: None)
     build_s = time.perf_counter() - started
     report = json.loads((elf.parent.parent / "memory_report.json").read_text())
     used = {name: r["image"] + r["uninitialised"] for name, r in report["regions"].items()

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from kiln import compile as kiln_compile
-from kiln.pte import schema as pte
+from kiln.pte.schema import NUMPY_DTYPES
 from kiln.firmware import runner_build
 from kiln.firmware import runner_run
 from kiln.spec import CompileSpec
@@ -45,7 +45,7 @@ def ram_beyond_buffers(report: dict) -> int:
 
 
 def random_sample(tensor, rng) -> np.ndarray:
-    dtype = np.dtype(pte.NUMPY_DTYPES[tensor.scalar_type])
+    dtype = np.dtype(NUMPY_DTYPES[tensor.scalar_type])
     if dtype.kind == "f":
         return rng.uniform(-1, 1, size=tensor.sizes).astype(dtype)
     info = np.iinfo(dtype)

@@ -34,13 +34,15 @@ if(NOT KILN_PYTHON)
                         "checkout run ./scripts/setup.sh (it makes .venv).")
   endif()
 endif()
-# The generator of the board files: compiler/kiln/boards.py in a checkout,
-# kiln/boards.py beside kiln/_share/ in an installed package.
-if(EXISTS "${KILN_ROOT}/compiler/kiln/boards.py")
-  set(KILN_BOARD_GENERATOR "${KILN_ROOT}/compiler/kiln/boards.py")
+# The generator of the board files, the package kiln.boards: compiler/kiln/boards/ in a
+# checkout, kiln/boards/ beside kiln/_share/ in an installed package. A configure depends
+# on each of its modules.
+if(EXISTS "${KILN_ROOT}/compiler/kiln/boards/__init__.py")
+  set(_kb_package "${KILN_ROOT}/compiler/kiln/boards")
 else()
-  get_filename_component(KILN_BOARD_GENERATOR "${KILN_ROOT}/../boards.py" ABSOLUTE)
+  get_filename_component(_kb_package "${KILN_ROOT}/../boards" ABSOLUTE)
 endif()
+file(GLOB KILN_BOARD_GENERATOR "${_kb_package}/*.py")
 
 macro(kiln_board_generate board)
   cmake_parse_arguments(_kb "" "STACK_SIZE" "" ${ARGN})

@@ -2,7 +2,7 @@
 # Regenerates tests/fixtures/executorch/*.pte with ExecuTorch 1.5.1's own Arm flow, in the
 # throwaway environment of scripts/executorch_env.sh (created if missing). The model is
 # tests/fixtures/executorch/conv_relu.py (conv 1->4, 3x3, + relu on a 1x1x8x8 input, fixed
-# seeds). kiln's tests read these files to check that kiln.pte.schema reads what ExecuTorch writes.
+# seeds). kiln's tests read these files to check that kiln.pte.reader reads what ExecuTorch writes.
 #   conv_relu_arm_delegate_ethos-u55-128.pte  --delegate --quantize: one EthosUBackend
 #       delegate (payload inline, as aot_arm_compiler writes it) between the cortex_m
 #       quantize/dequantize kernels; no extended header.

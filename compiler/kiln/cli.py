@@ -53,7 +53,7 @@ def _targets(args) -> int:
     described = [boards.load(name) for name in boards.board_names()]
     print(f"{'target':16} {'board':14} {'system config':30} {'memory mode':22} also on (--board)")
     for name, target in boards.targets().items():
-        others = ", ".join(b.name for b in boards.boards_with(name)[1:])
+        others = ", ".join(b.name for b in described if b.name != target.board.name and b.target(name))
         print(f"{name:16} {target.board.name:14} {target.system_config:30} {target.memory_mode:22} {others or '-'}")
     print(f"\n{'board':18} {'CPU':20} {'runs on (kiln run)':42} NPU configurations")
     for board in described:
@@ -101,19 +101,22 @@ def _build(args) -> int:
     from kiln import boards
     from kiln.firmware import runner_build
 
+    target = None  # resolved where first needed: a default input's size check, else the build
     defaults = []
     for path in args.default_input:
         if not path.is_file():
             raise UsageError(f"--default-input {path}: no such file")
-        memory = sum(r.size for r in boards.target(args.target, args.board).board.memory)
+        target = target or boards.target(args.target, args.board)
+        memory = sum(r.size for r in target.board.memory)
         if path.stat().st_size > memory:  # before reading a file of any size
             raise UsageError(f"--default-input {path}: {path.stat().st_size:,} bytes, more than the board's "
                              f"{memory:,} bytes of memory")
         defaults.append(path.read_bytes())
     if args.bake is not None and not args.bake.is_file():
         raise UsageError(f"--bake {args.bake}: no such file")
-    elf = runner_build.build_runner(args.pte, args.target, args.memory_mode, args.system_config, args.build_type,
-                                    args.output, defaults, not args.skip_target_check, args.bake, board=args.board)
+    elf = runner_build.build_runner(args.pte, target or args.target, args.memory_mode, args.system_config,
+                                    args.build_type, args.output, defaults, not args.skip_target_check, args.bake,
+                                    board=args.board)
     print(elf)
     return 0
 
@@ -127,7 +130,7 @@ def _build_app(args) -> int:
                                             ("--skip-target-check", args.skip_target_check)) if given]
     if runner_only:
         raise UsageError(f"{runner_only[0]} applies to a runner built for a .pte (--pte), not to --app")
-    board = boards.target(args.target, args.board).board.name
+    board = boards.target(args.target, args.board).board
     build_dir = firmware.build(board, args.output, test_apps=args.test_apps, build_type=args.build_type)
     print(firmware.elf(build_dir, args.app))
     return 0

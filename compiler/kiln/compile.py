@@ -30,7 +30,7 @@ from kiln.lower import vela
 from kiln.partition import partitioner as partition
 from kiln.partition import support
 from kiln.program import builder as program
-from kiln.pte import writer as pte_writer
+from kiln.pte import from_program
 from kiln.spec import CompileSpec, QuantizationScheme
 
 
@@ -107,8 +107,8 @@ def load_calibration(path: Path | None, example: tuple[torch.Tensor, ...]) -> li
 
 def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibration: Path | None = None,
                   log=print) -> Result:
-    spec = spec.resolved()
     target = boards.target(spec.target, spec.board)
+    spec = spec.resolved(target)
     stage = _Stages()
     with stage("load"):
         loaded = model if isinstance(model, frontend.LoadedModel) else frontend.load_model(model)
@@ -170,7 +170,7 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
         results = [results[p.index] for p in prog.delegates]
         flipped = [flipped[p.index] for p in prog.delegates]
     with stage("write"):
-        data = pte_writer.write(prog, results, tosa, target.name, spec.memory_mode)
+        data = from_program.write(prog, results, tosa, target.name, spec.memory_mode)
     result = Result(data, {}, g, parts, prog, tosa, results, flipped, quantized, loaded.inputs, stage.seconds)
     result.report = make_report(loaded.name, spec, result)
     if spec.intermediates:

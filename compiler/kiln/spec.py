@@ -76,9 +76,10 @@ class CompileSpec:
     exclusions: Exclusions = Exclusions()
     intermediates: Path | None = None  # where to keep TOSA, Vela output and graphs
 
-    def resolved(self) -> CompileSpec:
-        """This spec with defaults filled in and every choice checked against the target."""
-        target = boards.target(self.target, self.board)
+    def resolved(self, target: boards.Target | None = None) -> CompileSpec:
+        """This spec with defaults filled in and every choice checked against the target: `target`
+        when the caller resolved it already (boards.target(spec.target, spec.board)), else resolved here."""
+        target = boards.resolve(target or self.target, self.board)
         system_config = self.system_config or target.system_config
         memory_mode = self.memory_mode or target.memory_mode
         if system_config not in vela_system_configs():

@@ -5,7 +5,7 @@
 
 OPERATOR is "name.overload" as a .pte's operator table names it (e.g.
 "cortex_m::quantize_per_tensor.out"); --pte adds every operator of a .pte (read with
-kiln.pte.schema); --all takes every kernel the runtime has (the host test build). It runs in
+kiln.pte.reader); --all takes every kernel the runtime has (the host test build). It runs in
 kiln's Python environment (CMake's KILN_PYTHON): the kernels, and their C++ names, are
 kiln.program.kernels'. The generated file defines kiln::runtime::kKernelTable with
 exactly those kernels, so only they are linked (the kernels library is built with
@@ -37,9 +37,9 @@ def parse_operator(text: str) -> tuple[str, str]:
 
 
 def pte_operators(path: str) -> list[tuple[str, str]]:
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
 
-    plan = pte.deserialize(Path(path).read_bytes()).program.execution_plans[0]
+    plan = deserialize(Path(path).read_bytes()).program.execution_plans[0]
     return [(op.name, op.overload) for op in plan.operators]
 
 

@@ -1,5 +1,6 @@
 """Board descriptions: validation, target mapping, and what the generated files do."""
 
+import os
 import subprocess
 import tomllib
 from pathlib import Path
@@ -8,7 +9,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from kiln import boards, paths
-from kiln.errors import BoardError, UsageError
+from kiln.boards import catalogue
+from kiln.errors import BoardError, InternalError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 CORSTONE_300 = ROOT / "boards" / "corstone-300" / "board.toml"
@@ -89,6 +91,28 @@ def test_malformed_description_names_the_field(tmp_path, old, new, message):
     with pytest.raises(BoardError, match=message) as error:
         boards.load_board(path)
     assert str(path) in str(error.value)
+
+
+def test_a_description_is_read_once_and_an_edit_is_seen(tmp_path):
+    """load_board keeps the Board it made of a file; an edit, even one that keeps the file's
+    size and modification time, is read again."""
+    text = CORSTONE_300.read_text()
+    path = _write(tmp_path, text)
+    first = boards.load_board(path)
+    assert boards.load_board(path) is first and first.uart.baud == 115_200
+    before = path.stat()
+    path.write_text(text.replace("baud = 115_200", "baud = 115_201", 1))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert boards.load_board(path).uart.baud == 115_201
+
+
+def test_an_edit_of_what_a_description_extends_is_seen(tmp_path, monkeypatch):
+    folder = _boards_dir(tmp_path, monkeypatch, {"child": CHILD})
+    assert boards.load("child").uart.baud == 115_200
+    parent = folder / "corstone-300" / "board.toml"
+    parent.write_text(parent.read_text().replace("baud = 115_200", "baud = 57_600", 1))
+    assert boards.load("child").uart.baud == 57_600
 
 
 def test_check_command_rejects_a_malformed_file_in_one_line(tmp_path):
@@ -225,12 +249,21 @@ def test_a_target_is_built_for_its_reference_board_unless_another_is_asked_for()
         boards.target("ethos-u85-256", "alif-e9")
 
 
+def test_resolve_takes_a_name_or_the_target_already_resolved():
+    on_an552 = boards.target("ethos-u55-128", "mps3-an552")
+    assert boards.resolve(on_an552) is on_an552 and boards.resolve(on_an552, "mps3-an552") is on_an552
+    assert boards.resolve("ethos-u55-128", "mps3-an552") == on_an552
+    assert boards.resolve("ethos-u55-128").board.name == "corstone-300"
+    with pytest.raises(InternalError, match="ethos-u55-128 on mps3-an552 was passed with board corstone-300"):
+        boards.resolve(on_an552, "corstone-300")
+
+
 def _boards_dir(tmp_path: Path, monkeypatch, files: dict[str, str]) -> Path:
     """A boards folder holding corstone-300 and `files` (name -> board.toml text)."""
     for name, text in {"corstone-300": CORSTONE_300.read_text(), **files}.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "board.toml").write_text(text)
-    monkeypatch.setattr(boards, "BOARDS_DIR", tmp_path)
+    monkeypatch.setattr(catalogue, "BOARDS_DIR", tmp_path)
     return tmp_path
 
 

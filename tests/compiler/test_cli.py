@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kiln import cli, errors
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -70,7 +70,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (d / "syntax.py").write_text("def broken(:\n")
     (d / "not_npz.npz").write_bytes(b"not a zip\n")
     data = FIXTURE.read_bytes()
-    plan = pte.deserialize(data).program.execution_plans[0]
+    plan = deserialize(data).program.execution_plans[0]
     (d / "in0.bin").write_bytes(bytes(plan.values[plan.inputs[0]].nbytes))
     (d / "short.bin").write_bytes(b"\0")
     # The same ExecuTorch program, its delegate compiled (so its compile specs say) for a

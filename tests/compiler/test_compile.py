@@ -19,7 +19,8 @@ from kiln import compile as kc
 from kiln import models
 from kiln.frontend import export as frontend
 from kiln.reference import run_host as host
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import TOSA_KEY
 from kiln.models import digits
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
 from kiln.spec import CompileSpec, Exclusions
@@ -167,7 +168,7 @@ def test_softmax_excluded_by_op_type_and_bilinear_rule_run_on_the_cpu_bit_exactl
 
 def test_int8_io_has_no_cpu_kernels_and_reports_qparams(tmp_path):
     result = kc.compile_model("tiny_cnn", CompileSpec("ethos-u55-128", io="int8"), log=lambda line: None)
-    f = pte.deserialize(result.pte)
+    f = deserialize(result.pte)
     plan = f.program.execution_plans[0]
     assert plan.operators == () and len(plan.delegates) == 1
     io = result.report["io"]
@@ -290,7 +291,7 @@ def test_bad_input_is_one_clear_line(case, tmp_path):
 def test_executorch_reads_a_compiled_model(tmp_path):
     """ExecuTorch 1.5.1's own deserializer reads what `kiln compile` wrote: operators,
     kernel arguments, tensors, the delegate's payload and the reference TOSA graph."""
-    from kiln.pte import writer as pte_writer
+    from kiln.pte import from_program
 
     et_python = ROOT / ".venv-executorch" / "bin" / "python"
     if not et_python.exists():
@@ -318,10 +319,10 @@ def test_executorch_reads_a_compiled_model(tmp_path):
     assert et_args == [ins.args for ins in result.program.instructions]
     inline = [bytes.fromhex(b["data"]) for b in dump["restored"]["backend_delegate_data"]]
     payloads = [inline[d["processed"]["index"]] for d in plan["delegates"]]
-    assert payloads == [pte_writer.payload(r) for r in result.vela]
+    assert payloads == [from_program.payload(r) for r in result.vela]
     assert {d["id"] for d in plan["delegates"]} == {"EthosUBackend"}
     named = {k: bytes.fromhex(v) for k, v in dump["named_data"].items()}
-    assert named == {pte.TOSA_KEY.format(i): t for i, t in enumerate(result.tosa)}
+    assert named == {TOSA_KEY.format(i): t for i, t in enumerate(result.tosa)}
 
 
 class CrossingPaths(torch.nn.Module):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kiln.lower import ethosu_payload as ep
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
 from kiln.lower.ethosu_payload import IoTensor, PayloadError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_decode_round_trip():
 def test_executorch_payload_byte_for_byte():
     """The payload ExecuTorch 1.5.1's Arm flow wrote decodes, and encoding it again gives
     the same bytes."""
-    f = pte.deserialize((FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte").read_bytes())
+    f = deserialize((FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte").read_bytes())
     (delegate,) = f.program.execution_plans[0].delegates
     payload = f.delegate_payload(delegate)
     v = ep.decode(payload)
@@ -213,7 +213,7 @@ def test_encode_from_vela_output_equals_executorch_payload(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (pte_path,) = (tmp_path / "out").glob("*.pte")
-    f = pte.deserialize(pte_path.read_bytes())
+    f = deserialize(pte_path.read_bytes())
     (delegate,) = f.program.execution_plans[0].delegates
     with np.load(tmp_path / "inter" / "output" / "out_vela.npz", allow_pickle=False) as z:
         ios = {kind: [IoTensor(shape, size, offset, region) for shape, size, offset, region in zip(

@@ -20,7 +20,8 @@ import pytest
 
 from kiln import boards, cli
 from kiln.firmware import runner_build
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import Operator
 from test_cli import error_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +90,7 @@ def programs() -> dict[str, bytes]:
 
 
 def _inputs(data: bytes, folder: Path) -> list[str]:
-    plan = pte.deserialize(data).forward()
+    plan = deserialize(data).forward()
     paths = []
     for n, i in enumerate(plan.inputs):
         paths.append(folder / f"in{n}.bin")
@@ -153,7 +154,7 @@ def test_an_operator_name_that_is_no_name_is_one_error_line_for_build(name, tmp_
     from kernel_programs import In, single_kernel
 
     def rename(fields):
-        return {**fields, "operators": [pte.Operator(name, "out")]}
+        return {**fields, "operators": [Operator(name, "out")]}
 
     data, _ = single_kernel("aten::relu", "out", [In(np.zeros(4, np.float32))], (4,), plan_edit=rename)
     path = tmp_path / "model.pte"
@@ -250,7 +251,7 @@ def test_a_damaged_calibration_file_is_one_error_line(tmp_path, capsys):
 def test_a_damaged_input_file_is_one_error_line(programs, tmp_path, capsys):
     path = tmp_path / "model.pte"
     path.write_bytes(programs["kiln conv"])
-    size = pte.deserialize(programs["kiln conv"]).forward().values[0].nbytes
+    size = deserialize(programs["kiln conv"]).forward().values[0].nbytes
     folder = tmp_path / "folder.bin"
     folder.mkdir()
     for name, raw in {"empty": b"", "one byte short": bytes(size - 1), "one byte long": bytes(size + 1),

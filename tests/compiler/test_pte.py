@@ -1,4 +1,4 @@
-"""kiln.pte.schema: round trips, hand-made files, hostile input, ExecuTorch 1.5.1's own files and
+"""kiln.pte (schema, reader, writer): round trips, hand-made files, hostile input, ExecuTorch 1.5.1's own files and
 (marked `executorch`) ExecuTorch's own deserializer reading what kiln writes."""
 
 import json
@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from kiln.errors import KilnError, PteError
 from kiln.lower import ethosu_payload
-from kiln.pte import schema as pte
-from kiln.errors import KilnError
-from kiln.pte.schema import (AllocationInfo, BackendDelegate, Bool, BoolList, Chain, DelegateCompileSpec,
-                      DataLocation, DataReference, DataSegment, DelegateCall, Double,
-                      DoubleList, ExecutionPlan, Frame, FreeCall, Int, IntList, JumpFalseCall,
-                      KernelCall, MoveCall, Null, Operator, OptionalTensorList, PteProgram,
-                      PteError, ScalarType, String, Tensor, TensorList)
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import (FILE_IDENTIFIER, TOSA_KEY, AllocationInfo, BackendDelegate, Bool, BoolList, Chain,
+                             DataLocation, DataReference, DataSegment, DelegateCall, DelegateCompileSpec, Double,
+                             DoubleList, ExecutionPlan, ExtendedHeader, Frame, FreeCall, Int, IntList, JumpFalseCall,
+                             KernelCall, KernelTypes, MoveCall, NamedData, Null, Operator, OptionalTensorList, PlanSlot,
+                             ProgramSlot, PteProgram, ScalarType, String, SubsegmentOffsets, Tensor, TensorList)
+from kiln.pte.writer import _Writer, _align, serialize, without_reference_data
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
@@ -97,8 +98,8 @@ PAYLOADS = [PAYLOAD, bytes(PAYLOAD), b""]
 
 
 def write_full() -> bytes:
-    return pte.serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS,
-                         delegate_payloads=PAYLOADS, named_data=NAMED)
+    return serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS,
+                     delegate_payloads=PAYLOADS, named_data=NAMED)
 
 
 def as_written(plan: ExecutionPlan, refs) -> ExecutionPlan:
@@ -112,18 +113,18 @@ def as_written(plan: ExecutionPlan, refs) -> ExecutionPlan:
 
 def test_round_trip_keeps_plans_constants_payloads_and_named_data():
     data = write_full()
-    f = pte.deserialize(data)
+    f = deserialize(data)
     p = f.program
     # Segments worked out by hand: the constant segment (placeholder 0 bytes, BIAS 16,
     # LUT 3 padded to 16, WEIGHTS 36 last and unpadded: 68 bytes, offsets 0,0,16,32), then
     # the one distinct non-empty payload at 128, then the two distinct named blobs.
     payload_at = 128
-    named_at = pte._align(payload_at + len(PAYLOAD), 128)
+    named_at = _align(payload_at + len(PAYLOAD), 128)
     assert p.segments == (DataSegment(0, 68), DataSegment(payload_at, len(PAYLOAD)),
                           DataSegment(named_at, 40), DataSegment(named_at + 128, 2))
-    assert p.constant_segment == pte.SubsegmentOffsets(0, (0, 0, 16, 32))
-    assert p.named_data == (pte.NamedData("npu.weights", 2), pte.NamedData("npu.copy", 2),
-                            pte.NamedData("npu.other", 3))
+    assert p.constant_segment == SubsegmentOffsets(0, (0, 0, 16, 32))
+    assert p.named_data == (NamedData("npu.weights", 2), NamedData("npu.copy", 2),
+                            NamedData("npu.other", 3))
     assert p.backend_delegate_data == (b"",)
     seg = DataReference(DataLocation.SEGMENT, 1)
     assert p.execution_plans == (as_written(FORWARD, [seg]), as_written(
@@ -142,18 +143,18 @@ def test_round_trip_keeps_plans_constants_payloads_and_named_data():
 def test_without_reference_data_is_the_file_written_without_the_tosa_graphs():
     """What the runner bakes: the same program, constants, payloads and other named data,
     byte for byte the file `serialize` writes when given no TOSA graphs at all."""
-    graphs = {pte.TOSA_KEY.format(0): b"\x10" * 300, pte.TOSA_KEY.format(1): b"graph 1"}
-    assert all(key.startswith("kiln/tosa/") for key in graphs)  # kiln.pte.writer's keys, by hand
-    with_graphs = pte.serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS, delegate_payloads=PAYLOADS,
-                                named_data={**NAMED, **graphs})
-    assert pte.deserialize(with_graphs).named() == {**NAMED, **graphs}
-    assert pte.without_reference_data(pte.deserialize(with_graphs)) == write_full()
+    graphs = {TOSA_KEY.format(0): b"\x10" * 300, TOSA_KEY.format(1): b"graph 1"}
+    assert all(key.startswith("kiln/tosa/") for key in graphs)  # kiln.pte.from_program's keys, by hand
+    with_graphs = serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS, delegate_payloads=PAYLOADS,
+                            named_data={**NAMED, **graphs})
+    assert deserialize(with_graphs).named() == {**NAMED, **graphs}
+    assert without_reference_data(deserialize(with_graphs)) == write_full()
     for data in (write_full(), CPU_FIXTURE.read_bytes(), DELEGATE_FIXTURE.read_bytes()):  # nothing to leave out
-        assert pte.without_reference_data(pte.deserialize(data)) == data
+        assert without_reference_data(deserialize(data)) == data
 
 def test_extended_header_bytes_worked_out_by_hand():
-    data = pte.serialize(PteProgram([FORWARD]), constants=[BIAS, LUT, WEIGHTS],
-                         delegate_payloads=[b"\x5a" * 20])
+    data = serialize(PteProgram([FORWARD]), constants=[BIAS, LUT, WEIGHTS],
+                     delegate_payloads=[b"\x5a" * 20])
     assert data[4:8] == b"ET12"
     assert data[8:16] == b"eh00" + bytes([32, 0, 0, 0])
     program_size, base, seg_size = struct.unpack_from("<QQQ", data, 16)
@@ -173,13 +174,13 @@ def test_extended_header_bytes_worked_out_by_hand():
 def test_without_segment_data_there_is_no_header():
     plan = ExecutionPlan("forward", [planned(ScalarType.FLOAT, [2], 0)], [0], [0], [Chain([0], [0], [])],
                          [], [], [0, 8])
-    data = pte.serialize(PteProgram([plan]))
+    data = serialize(PteProgram([plan]))
     assert data[8:12] != b"eh00"
-    f = pte.deserialize(data)
+    f = deserialize(data)
     assert f.header is None
     # As ExecuTorch writes it: an empty constant segment holding only the placeholder.
     assert f.program.segments == (DataSegment(0, 0),)
-    assert f.program.constant_segment == pte.SubsegmentOffsets(0, (0,))
+    assert f.program.constant_segment == SubsegmentOffsets(0, (0,))
     assert f.program.execution_plans == (plan,)
 
 
@@ -187,7 +188,7 @@ def test_large_offsets_and_64_bit_values_survive():
     plan = ExecutionPlan("big", [planned(ScalarType.BYTE, [16], 5 * 2**32 + 7), Int(-2**63),
                                  IntList([1]), Double(-1e300)], [0], [0], [Chain([0], [0], [])],
                          [], [], [0, 6 * 2**32])
-    f = pte.deserialize(pte.serialize(PteProgram([plan])))
+    f = deserialize(serialize(PteProgram([plan])))
     t = f.program.execution_plans[0].values[0]
     assert t.allocation_info == AllocationInfo(1, 7, 5) and t.allocation_info.offset == 5 * 2**32 + 7
     assert f.program.execution_plans == (plan,)
@@ -210,15 +211,15 @@ def test_serialize_refuses_programs_that_refer_to_nothing(change, message):
                   delegates=[], non_const_buffer_sizes=[0, 16])
     fields.update(change)
     with pytest.raises(PteError, match=re.escape(message)):
-        pte.serialize(PteProgram([ExecutionPlan(**fields)]), constants=[b"\0" * 16],
-                      delegate_payloads=[b"x"] * ("delegates" in change))
+        serialize(PteProgram([ExecutionPlan(**fields)]), constants=[b"\0" * 16],
+                  delegate_payloads=[b"x"] * ("delegates" in change))
 
 
 def test_serialize_refuses_unused_payloads_and_prefilled_storage():
     with pytest.raises(PteError, match=r"delegate_payloads \[0\] are not used"):
-        pte.serialize(PteProgram([]), delegate_payloads=[b"x"])
+        serialize(PteProgram([]), delegate_payloads=[b"x"])
     with pytest.raises(PteError, match="segments must be empty"):
-        pte.serialize(PteProgram([], segments=[DataSegment(0, 1)]))
+        serialize(PteProgram([], segments=[DataSegment(0, 1)]))
 
 
 # --- A file assembled by hand ------------------------------------------------------------
@@ -238,7 +239,7 @@ def hand_made() -> bytearray:
     h += struct.pack("<I4s", 3, b"fwd\0")
     h += struct.pack("<II", 1, 0x54 - 0x48)  # values: count, offset to EValue
     h += struct.pack("<4H", 8, 12, 4, 8)  # val_type at +4, val at +8
-    h += struct.pack("<iB3xI", 0x54 - 0x4C, int(pte.KernelTypes.Int), 0x68 - 0x5C)
+    h += struct.pack("<iB3xI", 0x54 - 0x4C, int(KernelTypes.Int), 0x68 - 0x5C)
     h += struct.pack("<3H2x", 6, 16, 8)  # int_val at +8
     h += struct.pack("<i4xq", 0x68 - 0x60, 42)
     assert len(h) == 0x78
@@ -246,7 +247,7 @@ def hand_made() -> bytearray:
 
 
 def test_reads_a_file_assembled_by_hand():
-    p = pte.deserialize(bytes(hand_made())).program
+    p = deserialize(bytes(hand_made())).program
     assert p.version == 7
     assert p.execution_plans == (ExecutionPlan("fwd", [Int(42)], [], [], [], [], [], []),)
     assert p.segments == () and p.constant_segment is None
@@ -270,7 +271,7 @@ def test_hand_made_file_with_one_bad_field(offset, fmt, value, message):
     h = hand_made()
     struct.pack_into(fmt, h, offset, value)
     with pytest.raises(PteError, match=message):
-        pte.deserialize(bytes(h))
+        deserialize(bytes(h))
 
 
 # --- Hostile input ----------------------------------------------------------------------
@@ -283,11 +284,11 @@ def samples():
 @pytest.mark.parametrize("name", ["kiln", "et-delegate", "et-cpu", "hand"])
 def test_every_truncation_is_a_pte_error(name):
     data = samples()[name]
-    pte.deserialize(data)
+    deserialize(data)
     step = 1 if len(data) < 5000 else 7
     for n in range(0, len(data), step):
         with pytest.raises(PteError):
-            pte.deserialize(data[:n])
+            deserialize(data[:n])
 
 
 @pytest.mark.parametrize("name", ["kiln", "et-delegate", "et-cpu", "hand"])
@@ -300,7 +301,7 @@ def test_random_byte_flips_give_a_pte_error_or_a_valid_program(name):
         for _ in range(rng.randint(1, 4)):
             mutated[rng.randrange(len(mutated))] ^= 1 << rng.randrange(8)
         try:
-            pte.deserialize(bytes(mutated))
+            deserialize(bytes(mutated))
             outcomes["ok"] += 1
         except PteError as e:
             assert isinstance(e, KilnError) and str(e)
@@ -317,14 +318,14 @@ def test_random_garbage_after_a_valid_prefix():
     # The extended header read by hand: b"eh00" at 8, then length, program_size, segment_base_offset.
     assert data[8:12] == b"eh00"
     segment_base = struct.unpack_from("<Q", data, 24)[0]
-    original = pte.deserialize(data).program
+    original = deserialize(data).program
     outcomes = {"error": 0, "program": 0, "segments only": 0}
     for _ in range(300):
         cut = rng.randrange(8, len(data))
         garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
         mutated = data[:cut] + garbage + data[cut + len(garbage):]
         if segment_base <= cut and cut + len(garbage) <= len(data):
-            f = pte.deserialize(mutated)
+            f = deserialize(mutated)
             assert f.program == original
             for i, segment in enumerate(original.segments):
                 at = segment_base + segment.offset
@@ -332,7 +333,7 @@ def test_random_garbage_after_a_valid_prefix():
             outcomes["segments only"] += 1
             continue
         try:
-            pte.deserialize(mutated)
+            deserialize(mutated)
             outcomes["program"] += 1
         except PteError as e:
             assert isinstance(e, KilnError) and str(e)
@@ -344,28 +345,28 @@ def test_overlapping_vectors_cannot_make_reading_slow():
     # 2000 values all pointing at one IntList whose items are most of the file: a reader
     # without a work limit would decode 2000 x 10000 items.
     big = IntList([0] * 10000)
-    flat = pte._Writer()
+    flat = _Writer()
     values = flat.tables([flat.evalue(big, "v")] * 2000)
-    plan = flat.table(len(pte._Plan), [(pte._Plan.values, "off", values)], "plan")
-    root = flat.table(len(pte._Program), [(pte._Program.execution_plan, "off", flat.tables([plan]))], "p")
-    flat.b.Finish(root, file_identifier=pte.FILE_IDENTIFIER)
+    plan = flat.table(len(PlanSlot), [(PlanSlot.values, "off", values)], "plan")
+    root = flat.table(len(ProgramSlot), [(ProgramSlot.execution_plan, "off", flat.tables([plan]))], "p")
+    flat.b.Finish(root, file_identifier=FILE_IDENTIFIER)
     with pytest.raises(PteError, match="overlap"):
-        pte.deserialize(bytes(flat.b.Output()))
+        deserialize(bytes(flat.b.Output()))
 
 
 def bad_program(**storage) -> bytes:
     """A program written without serialize's checks, to see the reader's."""
     plan = storage.pop("plan", ExecutionPlan("m", [], [], [], [], [], [], []))
-    return pte._Writer().program(PteProgram([plan], **storage))
+    return _Writer().program(PteProgram([plan], **storage))
 
 
 @pytest.mark.parametrize("storage, message", [
     (dict(segments=[DataSegment(0, 10**6)]), r"segments\[0\] \(offset 0, size 1000000\) runs past"),
     (dict(segments=[DataSegment(2**63, 1)]), "runs past"),
-    (dict(constant_segment=pte.SubsegmentOffsets(3, (0,))), "constant_segment.segment_index is 3"),
-    (dict(named_data=[pte.NamedData("k", 0)]), r"named_data\[0\].segment_index is 0"),
+    (dict(constant_segment=SubsegmentOffsets(3, (0,))), "constant_segment.segment_index is 3"),
+    (dict(named_data=[NamedData("k", 0)]), r"named_data\[0\].segment_index is 0"),
     (dict(constant_buffers=[b""], segments=[DataSegment(0, 0)],
-          constant_segment=pte.SubsegmentOffsets(0, (0,))), "both constant_buffer and constant_segment"),
+          constant_segment=SubsegmentOffsets(0, (0,))), "both constant_buffer and constant_segment"),
     (dict(plan=ExecutionPlan("m", [constant(ScalarType.FLOAT, [4], 1)], [], [], [], [], [], []),
           constant_buffers=[b"", b"\0" * 8]), "needs 16 bytes of constant 1, which holds 8"),
     (dict(plan=ExecutionPlan("m", [], [], [], [], [], [BackendDelegate(
@@ -373,7 +374,7 @@ def bad_program(**storage) -> bytes:
 ])
 def test_reader_checks_storage_references(storage, message):
     with pytest.raises(PteError, match=message):
-        pte.deserialize(bad_program(**storage))
+        deserialize(bad_program(**storage))
 
 
 def test_bad_extended_headers():
@@ -385,27 +386,27 @@ def test_bad_extended_headers():
         bad = bytearray(data)
         struct.pack_into("<I" if offset == 12 else "<Q", bad, offset, value)
         with pytest.raises(PteError, match=message):
-            pte.deserialize(bytes(bad))
+            deserialize(bytes(bad))
     with pytest.raises(PteError, match="too short"):
-        pte.deserialize(b"\0\0\0\0ET1")
+        deserialize(b"\0\0\0\0ET1")
 
 
 def test_unsupported_features_are_named():
     # mutable_data_segments (slot 6) present and non-empty.
-    flat = pte._Writer()
+    flat = _Writer()
     seg = flat.table(2, [(0, "u32", 0), (1, "off", flat.scalars("u64", [0], "o"))], "s")
-    root = flat.table(len(pte._Program), [(pte._Program.mutable_data_segments, "off",
-                                           flat.tables([seg]))], "p")
-    flat.b.Finish(root, file_identifier=pte.FILE_IDENTIFIER)
+    root = flat.table(len(ProgramSlot), [(ProgramSlot.mutable_data_segments, "off",
+                                                 flat.tables([seg]))], "p")
+    flat.b.Finish(root, file_identifier=FILE_IDENTIFIER)
     with pytest.raises(PteError, match="mutable_data_segments"):
-        pte.deserialize(bytes(flat.b.Output()))
+        deserialize(bytes(flat.b.Output()))
 
 
 # --- ExecuTorch 1.5.1's own files ---------------------------------------------------------
 # Expected values below were read with ExecuTorch's deserializer (tests/tools/et_dump.py).
 
 def test_reads_executorch_arm_delegate_fixture():
-    f = pte.deserialize(DELEGATE_FIXTURE.read_bytes())
+    f = deserialize(DELEGATE_FIXTURE.read_bytes())
     assert f.header is None
     p = f.program
     assert p.segments == (DataSegment(0, 0),) and p.constant_segment.offsets == (0,)
@@ -434,11 +435,11 @@ def test_reads_executorch_arm_delegate_fixture():
 
 
 def test_reads_executorch_arm_cpu_fixture_with_constant_segment():
-    f = pte.deserialize(CPU_FIXTURE.read_bytes())
-    assert f.header == pte.ExtendedHeader(3832, 3840, 144)
+    f = deserialize(CPU_FIXTURE.read_bytes())
+    assert f.header == ExtendedHeader(3832, 3840, 144)
     p = f.program
     assert p.segments == (DataSegment(0, 144),)
-    assert p.constant_segment == pte.SubsegmentOffsets(0, (0, 0, 16, 48, 96, 112, 128))
+    assert p.constant_segment == SubsegmentOffsets(0, (0, 0, 16, 48, 96, 112, 128))
     (plan,) = p.execution_plans
     assert [o.name for o in plan.operators] == [
         "quantized_decomposed::dequantize_per_channel", "cortex_m::quantize_per_tensor",
@@ -473,7 +474,7 @@ def test_run_host_runs_executorch_fixtures_close_to_eager(fixture):
     with torch.no_grad():
         expected = module.ModelUnderTest(x).numpy()
     (got,) = host.run(fixture.read_bytes(), [x.numpy()])
-    plan = pte.deserialize(CPU_FIXTURE.read_bytes()).program.execution_plans[0]
+    plan = deserialize(CPU_FIXTURE.read_bytes()).program.execution_plans[0]
     output_scale = plan.values[48].value  # the CPU program's final quantize's scale (same calibration)
     assert got.shape == expected.shape and got.dtype == np.float32
     assert np.abs(got - expected).max() <= 2 * output_scale
@@ -517,7 +518,7 @@ needs_executorch = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def et_dump(tmp_path_factory):
-    path = tmp_path_factory.mktemp("et") / "kiln.pte.schema"
+    path = tmp_path_factory.mktemp("et") / "kiln.pte"
     path.write_bytes(write_full())
     run = subprocess.run([str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_dump.py"), str(path)],
                          capture_output=True, text=True, timeout=600)
@@ -573,7 +574,7 @@ def test_layout_matches_executorch_serializer(et_dump):
     """ExecuTorch's serialize_pte_binary, given the program it read back, lays out the
     same segments, constant offsets, delegate and named-data references, segment bytes."""
     data, dump = et_dump
-    f = pte.deserialize(data)
+    f = deserialize(data)
     ours = {"length": 32, "program_size": f.header.program_size,
             "segment_base_offset": f.header.segment_base_offset,
             "segment_data_size": f.header.segment_data_size}

@@ -56,7 +56,8 @@ def npu_registers() -> tuple[int, int]:
 
 def compiled_programs() -> dict[str, bytes]:
     from kiln import compile as kc
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
+    from kiln.pte.writer import without_reference_data
     from kiln.spec import CompileSpec, Exclusions
 
     made = {}
@@ -68,7 +69,7 @@ def compiled_programs() -> dict[str, bytes]:
         if reference:
             made[f"{name}_reference.pte"] = data
         else:
-            made[f"{name}.pte"] = pte.without_reference_data(pte.deserialize(data))
+            made[f"{name}.pte"] = without_reference_data(deserialize(data))
     return made
 
 
@@ -94,11 +95,11 @@ def kernel_programs() -> dict[str, bytes]:
 
 def payloads(programs: dict[str, bytes]) -> dict[str, bytes]:
     from kiln.lower.ethosu_payload import DELEGATE_ID
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
 
     found = {}
     for name, data in programs.items():
-        f = pte.deserialize(data)
+        f = deserialize(data)
         for i, d in enumerate(f.program.execution_plans[0].delegates):
             if d.id == DELEGATE_ID:
                 found[f"{Path(name).stem}_{i}.bin"] = f.delegate_payload(d)
@@ -138,7 +139,7 @@ def _word(value: int) -> bytes:
 def dictionaries() -> dict[str, list[bytes]]:
     from kiln.lower import ethosu_payload as ep
     from kiln.program.kernels import by_name
-    from kiln.pte import schema as pte
+    from kiln.pte.schema import EXTENDED_HEADER_MAGIC, FILE_IDENTIFIER
     from kiln.simulator.npu import cop1
 
     npu_id, npu_config = npu_registers()
@@ -147,7 +148,7 @@ def dictionaries() -> dict[str, list[bytes]]:
     cop1_words = [cop1.FOURCC, _word(npu_id), _word(npu_config), *(_word(a) for a in actions)]
     payload_words = [name.encode() for name in ep.BLOCK_ORDER] + cop1_words
     operators = sorted({part.encode() for key in by_name() for part in key if part})
-    pte_words = [pte.FILE_IDENTIFIER, pte.EXTENDED_HEADER_MAGIC, ep.DELEGATE_ID.encode(),
+    pte_words = [FILE_IDENTIFIER, EXTENDED_HEADER_MAGIC, ep.DELEGATE_ID.encode(),
                  ep.FAST_SCRATCH_SPEC.encode(), b"forward", *operators, *payload_words]
     return {"pte": pte_words, "payload": payload_words, "cop1": cop1_words}
 

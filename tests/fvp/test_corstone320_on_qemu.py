@@ -17,7 +17,7 @@ from kiln import compile as kiln_compile
 from kiln.models import MODELS
 from kiln.frontend.export import LoadedModel
 from kiln.lower import ethosu_payload as ep
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
 from kiln.simulator import run
 from kiln.spec import CompileSpec
 
@@ -88,7 +88,7 @@ def test_vit_tiny_for_ethos_u85_with_matmuls_on_the_npu_equals_run_host_bit_for_
     bounds at delegate init; on the virtual platform the delegate binds, runs on the NPU model and
     its outputs equal run-host's bit for bit."""
     pte_path = compiled(work, "vit_tiny", "ethos-u85-256")
-    f = pte.deserialize(pte_path.read_bytes())
+    f = deserialize(pte_path.read_bytes())
     (delegate,) = f.program.execution_plans[0].delegates
     words = np.frombuffer(ep.decode(f.delegate_payload(delegate)).cmd_data, "<u4")
     matmuls = [i for i, op, payload in nh.commands(words, *nh.stream_span(words.tobytes()))

@@ -27,7 +27,8 @@ from kiln import compile as kiln_compile
 from kiln.errors import RunnerError
 from kiln.firmware import build as firmware
 from kiln.reference import run_host as host
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import NUMPY_DTYPES, TOSA_KEY, ScalarType, Tensor
 from kiln.firmware import runner_build
 from kiln.firmware import runner_run
 from kiln.spec import CompileSpec
@@ -54,8 +55,8 @@ def random_samples(pte_path: Path, count: int, seed: int) -> list[list[np.ndarra
     inputs, _ = runner_run.program_io(pte_path)
     rng = np.random.default_rng(seed)
 
-    def sample(t: pte.Tensor) -> np.ndarray:
-        dtype = np.dtype(pte.NUMPY_DTYPES[t.scalar_type])
+    def sample(t: Tensor) -> np.ndarray:
+        dtype = np.dtype(NUMPY_DTYPES[t.scalar_type])
         if dtype.kind == "f":
             return rng.uniform(-1.0, 1.0, size=t.sizes).astype(dtype)
         info = np.iinfo(dtype)
@@ -122,9 +123,9 @@ def baked_pte(elf: Path) -> bytes:
 def assert_baked_without_reference_data(pte_path: Path, elf: Path) -> tuple[int, int]:
     """The firmware carries the program without run-host's TOSA graphs (named data kiln.pte.schema's
     TOSA_KEY) and otherwise as the file holds it. Returns (bytes on disk, bytes baked)."""
-    prefix = pte.TOSA_KEY.format("")
+    prefix = TOSA_KEY.format("")
     data, baked = pte_path.read_bytes(), baked_pte(elf)
-    on_disk, carried = pte.deserialize(data), pte.deserialize(baked)
+    on_disk, carried = deserialize(data), deserialize(baked)
     assert not [key for key in carried.named() if key.startswith(prefix)]
     assert carried.named() == {k: v for k, v in on_disk.named().items() if not k.startswith(prefix)}
     assert carried.program.execution_plans == on_disk.program.execution_plans
@@ -145,7 +146,7 @@ def test_zoo_model_equals_run_host_bit_for_bit(work, builder, tmp_path, model):
     pte_path = compiled(work, model)
     elf = builder(pte_path)
     on_disk, baked = assert_baked_without_reference_data(pte_path, elf)
-    tosa = sum(len(v) for k, v in pte.deserialize(pte_path.read_bytes()).named().items() if k.startswith("kiln/tosa/"))
+    tosa = sum(len(v) for k, v in deserialize(pte_path.read_bytes()).named().items() if k.startswith("kiln/tosa/"))
     assert tosa > 0 and on_disk - baked >= tosa
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=7), tmp_path)
     assert all(c > 0 for c in result.npu_cycles)
@@ -234,7 +235,7 @@ def test_the_stack_override_reaches_the_link_and_the_plan(work, tmp_path):
 
 def test_a_cpu_only_program_runs(work, builder, tmp_path):
     pte_path = compiled(work, "tiny_cnn", delegate=False)
-    assert not pte.deserialize(pte_path.read_bytes()).program.execution_plans[0].delegates
+    assert not deserialize(pte_path.read_bytes()).program.execution_plans[0].delegates
     elf = builder(pte_path)
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 1, seed=3), tmp_path)
     assert result.npu_cycles == [0]
@@ -300,10 +301,10 @@ def test_int8_io_program_runs_fully_delegated(work, builder, tmp_path):
     """--io int8: the program takes and returns int8 and calls no CPU kernel at all: its
     inputs and outputs are the delegate's own."""
     pte_path = compiled(work, "resnet8", io="int8")
-    program = pte.deserialize(pte_path.read_bytes()).program.execution_plans[0]
+    program = deserialize(pte_path.read_bytes()).program.execution_plans[0]
     assert not program.operators and len(program.delegates) == 1
     inputs, outputs = runner_run.program_io(pte_path)
-    assert {t.scalar_type for t in inputs + outputs} == {pte.ScalarType.CHAR}
+    assert {t.scalar_type for t in inputs + outputs} == {ScalarType.CHAR}
     elf = builder(pte_path)
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=11), tmp_path)
     assert all(c > 0 for c in result.npu_cycles)
@@ -348,7 +349,7 @@ def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_m
     board = boards.load(BOARD)
     regions = {r.name: range(r.base, r.end) for r in board.memory}
     family = next(f for f in board.npu.families if target.startswith(f.name + "-"))
-    named = pte.deserialize(pte_path.read_bytes()).named()
+    named = deserialize(pte_path.read_bytes()).named()
     tosa = [named[key] for key in sorted(named) if key.startswith("kiln/tosa/")]
     assert tosa
     needed = [vela_scratch(graph, target, family.system_config, memory_mode, tmp_path / f"vela{i}")
@@ -421,7 +422,7 @@ def test_a_wrong_magic_is_refused(work, builder, tmp_path):
 def test_a_damaged_payload_block_is_named(work, builder, tmp_path):
     good = compiled(work, "tiny_cnn")
     data = bytearray(good.read_bytes())
-    f = pte.deserialize(bytes(data))
+    f = deserialize(bytes(data))
     payload = f.delegate_payload(f.program.execution_plans[0].delegates[0])
     at = bytes(data).index(payload)
     cmd_header = at + 32  # the second block: cmd_data
@@ -513,7 +514,7 @@ def test_executorch_cpu_only_fixture_runs(work, builder, tmp_path):
     """ExecuTorch's own CPU-only Arm program (weights dequantized per channel on the CPU)."""
     pte_path = work / "et_cpu_only.pte"
     shutil.copyfile(FIXTURES / "conv_relu_arm_ethos-u55-128.pte", pte_path)
-    operators = pte.deserialize(pte_path.read_bytes()).program.execution_plans[0].operators
+    operators = deserialize(pte_path.read_bytes()).program.execution_plans[0].operators
     assert ("quantized_decomposed::dequantize_per_channel", "out") in {(o.name, o.overload) for o in operators}
     elf = builder(pte_path)
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=17), tmp_path)

@@ -15,7 +15,7 @@ import npu_hostile as nh
 from kiln import compile as kiln_compile
 from kiln.firmware import runner_run
 from kiln.lower import ethosu_payload as ep
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
 from kiln.spec import CompileSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def with_cmd(data: bytes, cmd: bytes, new: bytes) -> bytes:
 def test_a_hostile_stream_is_refused_at_init_on_the_virtual_platform(work, builder, tmp_path, ds_cnn, name):
     hostile = next(h for h in nh.HOSTILE if h.name == name)
     data = ds_cnn.read_bytes()
-    f = pte.deserialize(data)
+    f = deserialize(data)
     payload = ep.decode(f.delegate_payload(f.program.execution_plans[0].delegates[0]))
     cmd = nh.mutate(payload.cmd_data, hostile, nh.sizes(len(payload.weight_data), payload.scratch_size, 0))
     bad = work / f"bounds-{name}.bin"
@@ -65,7 +65,7 @@ def test_the_check_costs_a_few_instructions_per_command_word(work, builder, tmp_
     assert done.returncode == 0, done.stdout + done.stderr
     line = next(l for l in done.stderr.splitlines() if l.startswith("kiln: instructions per call of"))
     (calls,) = [int(n) for n in line.split(":")[-1].split()]  # one delegate: one check, at init
-    f = pte.deserialize(ds_cnn.read_bytes())
+    f = deserialize(ds_cnn.read_bytes())
     cmd = ep.decode(f.delegate_payload(f.program.execution_plans[0].delegates[0])).cmd_data
     start, end = nh.stream_span(cmd)
     words = end - start

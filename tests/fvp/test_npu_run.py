@@ -227,11 +227,11 @@ def test_a_u85_stream_the_npu_cannot_parse_is_a_reported_fault(work, builder, tm
 
     from kiln.firmware import runner_run
     from kiln.lower import ethosu_payload as ep
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
 
     good = compiled(work, "digits", "ethos-u85-256")
     data = bytearray(good.read_bytes())
-    f = pte.deserialize(bytes(data))
+    f = deserialize(bytes(data))
     cmd = ep.decode(f.delegate_payload(f.program.execution_plans[0].delegates[0])).cmd_data
     at = bytes(data).index(cmd)
     words = np.frombuffer(cmd, "<u4")
@@ -337,11 +337,11 @@ def test_kiln_run_profile_refuses_a_pte_the_elf_was_not_built_from(u85_digits, w
     from test_executor_runner import compiled
 
     from kiln import cli
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
 
     good = compiled(work, "digits", "ethos-u85-256")
     data = bytearray(good.read_bytes())
-    f = pte.deserialize(bytes(data))
+    f = deserialize(bytes(data))
     payload = f.delegate_payload(f.forward().delegates[0])
     data[bytes(data).find(payload) + len(payload) // 2] ^= 0xFF
     bad = tmp_path / "other.pte"

@@ -31,14 +31,17 @@ def default_build_dir(board: str) -> Path:
 
 
 def build(
-    board: str,
+    board: str | boards.Board,
     build_dir: Path | None = None,
     *,
     test_apps: bool = False,
     build_type: str = "Release",
 ) -> Path:
-    """Configures (once) and builds the firmware for `board`; returns the build directory."""
-    described = boards.load(board)  # a usage error for an unknown board, before CMake says it less clearly
+    """Configures (once) and builds the firmware for `board` (its name, or the Board a caller
+    has already); returns the build directory."""
+    # an unknown board is a usage error here, before CMake says it less clearly
+    described = board if isinstance(board, boards.Board) else boards.load(board)
+    board = described.name
     check_tools(described)
     build_dir = Path(build_dir or default_build_dir(board)).resolve()
     _run(

@@ -159,7 +159,7 @@ def export(pte: Path, target: str, board: str | None, out: Path) -> tuple[Path, 
                          f"writes {COMPILER} projects only")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--csolution {out}: a file, not a folder")
-    plan = runner_build.plan(pte, target, board=board)
+    plan = runner_build.plan(pte, t)
     runner_build.generate(plan, out, [])
     boards.generate(b, out / "board", plan.stack_size)
     _copy_sources(out)

@@ -6,7 +6,7 @@
 The board is the target's reference board unless --board names another with that NPU
 configuration (kiln.boards.target refuses one without it).
 
-Reads the .pte (kiln.pte.schema, kiln.lower.ethosu_payload), plans the runner's memory from it
+Reads the .pte (kiln.pte.reader, kiln.lower.ethosu_payload), plans the runner's memory from it
 (`plan`: every planned buffer, the Ethos-U scratch and fast scratch, the value,
 kernel and delegate tables, sized exactly from the program), generates the model's
 sources (`generate`: the .pte as an .incbin placed per memory mode, the buffers as
@@ -15,7 +15,7 @@ firmware/apps/executor_runner with CMake and the board's toolchain, writes a siz
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
 
 The .pte baked in is the program without run-host's reference TOSA graphs (named data
-kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>"; kiln.pte.schema.without_reference_data): no
+kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>"; kiln.pte.writer.without_reference_data): no
 firmware reads them, and they can be half the file. The .pte on disk keeps them for `kiln run-host`; the memory report shows the saving.
 
 Placement per memory mode (the board's memory purposes):
@@ -37,10 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kiln import boards, paths
+from kiln.errors import PteError, RunnerBuildError, UsageError
 from kiln.firmware import build as firmware
 from kiln.lower import ethosu_payload
-from kiln.pte import schema as pte
-from kiln.errors import RunnerBuildError, UsageError
+from kiln.pte.reader import PteFile, deserialize
+from kiln.pte.schema import ExecutionPlan
+from kiln.pte.writer import without_reference_data
 
 APP_DIR = paths.FIRMWARE_DIR / "apps" / "executor_runner"
 KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
@@ -101,7 +103,7 @@ def _align(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
 
 
-def _payloads(f: pte.PteFile, plan: pte.ExecutionPlan, specs: list[dict[str, str]], target: str,
+def _payloads(f: PteFile, plan: ExecutionPlan, specs: list[dict[str, str]], target: str,
               check_target: bool):
     """The delegates' decoded payloads; `specs` are their compile specs, in order."""
     payloads = []
@@ -163,29 +165,30 @@ def _compile_report(path: Path) -> dict:
     return report
 
 
-def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
+def plan(pte_path: Path, target: boards.Target | str, memory_mode: str | None = None,
          system_config: str | None = None, check_target: bool = True, stack_size: int | None = None,
          board: str | None = None) -> Plan:
-    """`stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
+    """`target`: its name, or the Target a caller has already (see boards.resolve).
+    `stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
     the build links exactly this one, so the planned buffers' fit in "data" uses it too.
     `board`: a board with the target's NPU configuration (default: the target's reference board)."""
-    target = boards.target(target_name, board)
+    target = boards.resolve(target, board)
     stack_size = boards.check_stack_size(target.board, target.board.stack_size if stack_size is None else stack_size)
     try:
         data = pte_path.read_bytes()
     except OSError as error:
         raise UsageError(f"cannot read {pte_path}: {error.strerror}") from None
     try:
-        f = pte.deserialize(data)
+        f = deserialize(data)
         program = f.forward()
-    except pte.PteError as error:
+    except PteError as error:
         raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
     for i, op in enumerate(program.operators):
         if not OPERATOR_NAME.fullmatch(op.name) or not OPERATOR_NAME.fullmatch(op.overload or "out"):
             raise RunnerBuildError(f"{pte_path}: operator {i} is named {op.name!r}, overload {op.overload!r}: "
                                    "not an operator name (the .pte is damaged)")
     specs = [ethosu_payload.compile_specs(d) for d in program.delegates]
-    payloads = _payloads(f, program, specs, target_name, check_target)
+    payloads = _payloads(f, program, specs, target.name, check_target)
     modes = {m for m in map(ethosu_payload.compiled_memory_mode, specs) if m}
     if len(modes) > 1:
         raise RunnerBuildError(f"{pte_path.name}'s delegates were compiled for different memory modes: {sorted(modes)}")
@@ -194,8 +197,8 @@ def plan(pte_path: Path, target_name: str, memory_mode: str | None = None,
     model_region, npu_region = board.region_for("model"), board.region_for("npu")
     dedicated = mode.startswith("Dedicated_Sram")
     try:
-        baked = pte.without_reference_data(f)
-    except pte.PteError as error:
+        baked = without_reference_data(f)
+    except PteError as error:
         raise RunnerBuildError(f"{pte_path} could not be rewritten without its reference data: {error}") from None
     p = Plan(model=pte_path.stem, target=target, memory_mode=mode, system_config=config,
              pte_region=(npu_region if mode == "Sram_Only" else model_region).name,
@@ -514,12 +517,13 @@ def default_output(pte_path: Path, target: boards.Target, memory_mode: str) -> P
     return paths.build_root() / "runner" / f"{pte_path.stem}-{target.name}-{memory_mode}{on}"
 
 
-def build_runner(pte_path: Path, target: str, memory_mode: str | None = None, system_config: str | None = None,
-                 build_type: str = "Release", output: Path | None = None, default_inputs: list[bytes] = (),
-                 check_target: bool = True, bake: Path | None = None, echo=print,
-                 stack_size: int | None = None, board: str | None = None) -> Path:
-    """Plans, generates, builds and reports; returns the ELF. `stack_size`: the main
-    stack in bytes (default: the board's); `board`: default the target's reference board."""
+def build_runner(pte_path: Path, target: boards.Target | str, memory_mode: str | None = None,
+                 system_config: str | None = None, build_type: str = "Release", output: Path | None = None,
+                 default_inputs: list[bytes] = (), check_target: bool = True, bake: Path | None = None,
+                 echo=print, stack_size: int | None = None, board: str | None = None) -> Path:
+    """Plans, generates, builds and reports; returns the ELF. `target`: its name or its Target;
+    `stack_size`: the main stack in bytes (default: the board's); `board`: default the target's
+    reference board."""
     if build_type not in ("Release", "Debug"):
         raise UsageError(f"build type {build_type!r} is not Release or Debug")
     p = plan(Path(pte_path), target, memory_mode, system_config, check_target, stack_size, board)

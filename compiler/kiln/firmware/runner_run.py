@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import NUMPY_DTYPES, Tensor
 from kiln.errors import RunnerError, UsageError
 
 _INFERENCE = re.compile(r"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|not counted)")
@@ -58,8 +59,8 @@ class RunnerResult:
     cpu_instructions: list[int] | None = None
 
 
-def program_io(pte_path: Path) -> tuple[list[pte.Tensor], list[pte.Tensor]]:
-    f = pte.deserialize(Path(pte_path).read_bytes())
+def program_io(pte_path: Path) -> tuple[list[Tensor], list[Tensor]]:
+    f = deserialize(Path(pte_path).read_bytes())
     plan = f.forward()
     return [plan.values[i] for i in plan.inputs], [plan.values[i] for i in plan.outputs]
 
@@ -87,7 +88,7 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     if samples is not None:
         count = len(samples)
         for i, tensor in enumerate(inputs):
-            dtype = pte.NUMPY_DTYPES[tensor.scalar_type]
+            dtype = NUMPY_DTYPES[tensor.scalar_type]
             raw = b"".join(np.ascontiguousarray(np.asarray(s[i], dtype).reshape(tensor.sizes)).tobytes()
                            for s in samples)
             (work / f"input_{i}.bin").write_bytes(raw)
@@ -110,7 +111,7 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     results: list[list[np.ndarray]] = [[] for _ in range(count)]
     if done.returncode == 0 and len(npu) == count:  # else the runner wrote no (or not every) output
         for i, tensor in enumerate(outputs):
-            dtype = pte.NUMPY_DTYPES[tensor.scalar_type]
+            dtype = NUMPY_DTYPES[tensor.scalar_type]
             data = np.fromfile(work / "out" / f"output_{i}.bin", dtype=dtype)
             per_sample = data.reshape(count, *tensor.sizes)
             for k in range(count):

@@ -419,7 +419,8 @@ def profile_pte(path: Path) -> Profile:
     layer-2"); profile the model itself for the model's op names and module paths."""
     from kiln.errors import UsageError
     from kiln.lower import ethosu_payload
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
+    from kiln.pte.schema import TOSA_KEY
     from kiln.simulator.npu.config import config_for
 
     path = Path(path)
@@ -429,7 +430,7 @@ def profile_pte(path: Path) -> Profile:
     if not report_path.is_file():
         raise UsageError(f"{path}: no compile report {report_path.name} beside it (kiln compile writes one)")
     report = json.loads(report_path.read_text())
-    f = pte.deserialize(path.read_bytes())
+    f = deserialize(path.read_bytes())
     named, plan = f.named(), f.forward()
     target, system_config, memory_mode = report["target"], report["system_config"], report["memory_mode"]
     config = config_for(target, system_config, memory_mode)
@@ -437,7 +438,7 @@ def profile_pte(path: Path) -> Profile:
               for op in report["ops"] if op["where"] == "cpu"}
     delegates = []
     for index, delegate in enumerate(plan.delegates):
-        key = pte.TOSA_KEY.format(index)
+        key = TOSA_KEY.format(index)
         if key not in named:
             raise UsageError(f"{path}: delegate {index} carries no TOSA graph ({key}); profile the model instead")
         payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
@@ -583,16 +584,17 @@ def check_baked(elf: Path, pte_path: Path) -> None:
     (the .pte as kiln build bakes it: without run-host's reference data)."""
     import hashlib
 
-    from kiln.errors import UsageError
-    from kiln.pte import schema as pte
+    from kiln.errors import PteError, UsageError
+    from kiln.pte.reader import deserialize
+    from kiln.pte.writer import without_reference_data
 
     baked = baked_program(elf)
     if baked is None:
         raise UsageError(f"{elf} is not kiln's executor runner (no {BAKED_SYMBOLS[0]} in it): --profile profiles "
                          "a runner built with `kiln build --pte`")
     try:
-        expected = pte.without_reference_data(pte.deserialize(Path(pte_path).read_bytes()))
-    except pte.PteError as error:
+        expected = without_reference_data(deserialize(Path(pte_path).read_bytes()))
+    except PteError as error:
         raise UsageError(f"{pte_path} is not a valid .pte: {error}") from None
     if baked != expected:
         digest = lambda data: hashlib.sha256(data).hexdigest()[:12]  # noqa: E731
@@ -607,19 +609,20 @@ def pte_instruction_owners(pte_path: Path, p: Profile) -> list[tuple[str, object
     there is one per CPU op and each calls its op's operator (its name, the namespace aside; a .pte
     does not record which op a kernel call belongs to, and a quantized op run on the CPU takes
     several), else to none."""
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
+    from kiln.pte.schema import DelegateCall, KernelCall
 
-    plan = pte.deserialize(Path(pte_path).read_bytes()).forward()
+    plan = deserialize(Path(pte_path).read_bytes()).forward()
     owners: list[tuple[str, object]] = []
     kernels = []
     for instruction in (i for chain in plan.chains for i in chain.instructions):  # kiln writes one chain
-        if isinstance(instruction, pte.DelegateCall):
+        if isinstance(instruction, DelegateCall):
             owners.append(("npu", instruction.delegate_index))
         else:
             owners.append(("cpu", None))
             kernels.append((len(owners) - 1, instruction))
     cpu = [layer for layer in p.layers if layer.where == "cpu"]
-    names = [plan.operators[k.op_index].name if isinstance(k, pte.KernelCall) else None for _, k in kernels]
+    names = [plan.operators[k.op_index].name if isinstance(k, KernelCall) else None for _, k in kernels]
     # the operator's own name, its namespace aside (quantized_decomposed.quantize_per_tensor runs as
     # cortex_m::quantize_per_tensor)
     same = all(n is not None and n.split("::")[-1] == layer.op.split(".")[-1] for n, layer in zip(names, cpu))

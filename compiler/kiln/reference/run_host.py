@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from kiln.lower import ethosu_payload
-from kiln.pte import schema as pte
+from kiln.pte.reader import PteFile, deserialize
+from kiln.pte.schema import (NUMPY_DTYPES, TOSA_KEY, BackendDelegate, Bool, DelegateCall, Double, DoubleList,
+                             ExecutionPlan, Int, IntList, KernelCall, Null, String, Tensor, TensorList)
 from kiln.errors import HostError, NpuConfigError, UsageError
 from kiln.isolation import address_space, in_child
 from kiln.program.kernels import by_name
@@ -50,19 +52,19 @@ MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::matmul", "aten::linear")
 WINDOWED_POOLS = ("aten::max_pool2d", "aten::avg_pool2d")
 
 
-def _dtype(tensor: pte.Tensor):
+def _dtype(tensor: Tensor):
     try:
-        return pte.NUMPY_DTYPES[tensor.scalar_type]
+        return NUMPY_DTYPES[tensor.scalar_type]
     except KeyError:
         raise HostError(f"tensors of scalar type {tensor.scalar_type.name} are not supported") from None
 
 
 def run(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Runs plan "forward" of the .pte `data` on `inputs` (arrays of the input types and shapes)."""
-    return _run(pte.deserialize(data), inputs)
+    return _run(deserialize(data), inputs)
 
 
-def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def _run(f: PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
     plan = f.forward()
     _check_sizes(plan)
     named = f.named()
@@ -70,21 +72,21 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
     work = [HOST_WORK_BUDGET]  # element operations the run's kernel calls may still take
     slots: dict[int, object] = {}
     for i, value in enumerate(plan.values):
-        if isinstance(value, pte.Tensor):
+        if isinstance(value, Tensor):
             raw = f.tensor_data(value)
             if raw is not None:
                 slots[i] = np.frombuffer(raw, _dtype(value)).reshape(value.sizes)
-        elif isinstance(value, (pte.Int, pte.Double, pte.Bool, pte.String)):
+        elif isinstance(value, (Int, Double, Bool, String)):
             slots[i] = value.value
-        elif isinstance(value, pte.Null):
+        elif isinstance(value, Null):
             slots[i] = None
-        elif isinstance(value, pte.IntList):
-            if not all(isinstance(plan.values[j], pte.Int) for j in value.items):
+        elif isinstance(value, IntList):
+            if not all(isinstance(plan.values[j], Int) for j in value.items):
                 raise HostError(f"value {i}, an int list, names items that are not ints")
             slots[i] = [plan.values[j].value for j in value.items]
-        elif isinstance(value, pte.DoubleList):
+        elif isinstance(value, DoubleList):
             slots[i] = list(value.items)
-        elif isinstance(value, pte.TensorList):  # its tensors, read when a kernel runs
+        elif isinstance(value, TensorList):  # its tensors, read when a kernel runs
             slots[i] = value
     if len(inputs) != len(plan.inputs):
         raise UsageError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
@@ -93,9 +95,9 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
     if len(plan.chains) != 1:
         raise HostError(f"the plan has {len(plan.chains)} chains; run-host runs programs of one")
     for k, instruction in enumerate(plan.chains[0].instructions):
-        if isinstance(instruction, pte.KernelCall):
+        if isinstance(instruction, KernelCall):
             _kernel_call(k, instruction, plan, kernels, slots, work)
-        elif isinstance(instruction, pte.DelegateCall):
+        elif isinstance(instruction, DelegateCall):
             delegate = plan.delegates[instruction.delegate_index]
             payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
             n_io = len(payload.inputs) + len(payload.outputs)
@@ -107,7 +109,7 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
                 if n < len(payload.inputs) and a not in slots:
                     raise HostError(f"instruction {k} passes tensor value {a} to delegate "
                                     f"{instruction.delegate_index} before anything writes it")
-            if pte.TOSA_KEY.format(instruction.delegate_index) in named:
+            if TOSA_KEY.format(instruction.delegate_index) in named:
                 _delegate(instruction, len(payload.inputs), plan, named, slots)
             else:
                 _delegate_on_npu_model(instruction, delegate, payload, plan, slots)
@@ -119,7 +121,7 @@ def _run(f: pte.PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [slots[i] for i in plan.outputs]
 
 
-def _check_sizes(plan: pte.ExecutionPlan):
+def _check_sizes(plan: ExecutionPlan):
     """Refuses a plan whose memory no board has (so run-host never allocates more than that):
     its planned buffers together, or any one tensor, larger than the largest board's memory."""
     bound = _memory_bound()
@@ -127,7 +129,7 @@ def _check_sizes(plan: pte.ExecutionPlan):
     if planned > bound:
         raise HostError(f"the plan's buffers take {planned:,} bytes; no board has more than {bound:,}")
     for i, value in enumerate(plan.values):
-        if isinstance(value, pte.Tensor) and value.nbytes > bound:
+        if isinstance(value, Tensor) and value.nbytes > bound:
             raise HostError(f"value {i} is a tensor of {value.nbytes:,} bytes; no board has more than {bound:,}")
 
 
@@ -174,14 +176,14 @@ def _address_space_bound(limit: int):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def _tensor_value(plan: pte.ExecutionPlan, index: int, what: str) -> pte.Tensor:
+def _tensor_value(plan: ExecutionPlan, index: int, what: str) -> Tensor:
     value = plan.values[index]
-    if not isinstance(value, pte.Tensor):
+    if not isinstance(value, Tensor):
         raise HostError(f"{what} is value {index}, a {type(value).__name__}, not a tensor")
     return value
 
 
-def _store(slots: dict, plan: pte.ExecutionPlan, index: int, array, what: str):
+def _store(slots: dict, plan: ExecutionPlan, index: int, array, what: str):
     """slots[index] = `array` as tensor value `index`'s type and shape; HostError if it has another size."""
     t = _tensor_value(plan, index, what)
     try:
@@ -195,7 +197,7 @@ def _store(slots: dict, plan: pte.ExecutionPlan, index: int, array, what: str):
     slots[index] = converted.reshape(t.sizes)
 
 
-def _kernel_call(k: int, instruction: pte.KernelCall, plan: pte.ExecutionPlan, kernels: dict, slots: dict,
+def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: dict, slots: dict,
                  work: list[int]):
     """Instruction `k`, a kernel call: its arguments checked against the kernel's schema, its
     out tensors written. A kernel that raises on the program's arguments (values of the
@@ -214,11 +216,11 @@ def _kernel_call(k: int, instruction: pte.KernelCall, plan: pte.ExecutionPlan, k
     for a in args:
         if a not in slots:
             kind = plan.values[a]
-            raise HostError(f"{at} reads tensor value {a} before anything writes it" if isinstance(kind, pte.Tensor)
+            raise HostError(f"{at} reads tensor value {a} before anything writes it" if isinstance(kind, Tensor)
                             else f"{at} reads value {a}, a {type(kind).__name__}, which no host kernel takes")
-        if isinstance(slots[a], pte.TensorList) and not all(j in slots for j in slots[a].items):
+        if isinstance(slots[a], TensorList) and not all(j in slots for j in slots[a].items):
             raise HostError(f"{at} reads tensor list value {a}, whose tensors are not all written yet")
-    args = [[slots[j] for j in slots[a].items] if isinstance(slots[a], pte.TensorList) else slots[a] for a in args]
+    args = [[slots[j] for j in slots[a].items] if isinstance(slots[a], TensorList) else slots[a] for a in args]
     work[0] -= _call_work(op.name, args, [math.prod(plan.values[out].sizes) for out in outs])
     if work[0] < 0:
         raise HostError(f"{at}: the program's kernel calls take more than {HOST_WORK_BUDGET:,} element operations, "
@@ -242,11 +244,11 @@ def _kernel_call(k: int, instruction: pte.KernelCall, plan: pte.ExecutionPlan, k
         _store(slots, plan, out, r, f"{at}'s result")
 
 
-def _delegate(call: pte.DelegateCall, n_in: int, plan: pte.ExecutionPlan, named: dict, slots: dict):
+def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, slots: dict):
     """A kiln delegate: its TOSA graph (named data kiln/tosa/<index>) on tosa_reference_model."""
     import tosa_reference_model
 
-    key = pte.TOSA_KEY.format(call.delegate_index)
+    key = TOSA_KEY.format(call.delegate_index)
     ins, outs = call.args[:n_in], call.args[n_in:]
 
     def reference():
@@ -271,7 +273,7 @@ def _in_child(function, what: str, engine: str):
                     lambda how: HostError(f"{engine} {how} on {what}: the .pte is damaged; compile the model again"))
 
 
-def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate, payload, plan: pte.ExecutionPlan,
+def _delegate_on_npu_model(call: DelegateCall, delegate: BackendDelegate, payload, plan: ExecutionPlan,
                            slots: dict):
     """A delegate without a TOSA graph (ExecuTorch's Arm flow writes none): its command
     stream on kiln's NPU model, for the target its compile specs name. The model is
@@ -305,7 +307,7 @@ def _delegate_on_npu_model(call: pte.DelegateCall, delegate: pte.BackendDelegate
                f"delegate {call.delegate_index}'s output")
 
 
-def _check_npu_io(call: pte.DelegateCall, payload, plan: pte.ExecutionPlan, fast: int):
+def _check_npu_io(call: DelegateCall, payload, plan: ExecutionPlan, fast: int):
     """Refuses a payload whose scratch the host cannot hold or whose inputs and outputs lie
     outside their regions or differ in size from the tensors the call passes."""
     bound = _memory_bound()
@@ -334,7 +336,7 @@ def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Pa
         data = Path(pte_path).read_bytes()
     except OSError as error:
         raise UsageError(f"cannot read {pte_path}: {error.strerror}") from None
-    f = pte.deserialize(data)
+    f = deserialize(data)
     plan = f.forward()
     _check_sizes(plan)
     if len(input_paths) != len(plan.inputs):

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln.pte import schema as pte
+from kiln.pte.schema import (SCALAR_TYPES, AllocationInfo, Bool, Chain, Double, DoubleList, ExecutionPlan, Int, IntList,
+                             KernelCall, Null, Operator, PteProgram, String, Tensor, TensorList)
+from kiln.pte.writer import serialize
 from kiln.reference import run_host as host
 
 
@@ -52,7 +54,7 @@ def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_ed
     planned: list[tuple[int, int]] = []  # (value index, nbytes)
 
     def scalar_type(dtype):
-        return pte.SCALAR_TYPES[np.dtype(dtype).name]
+        return SCALAR_TYPES[np.dtype(dtype).name]
 
     def add(v):
         values.append(v)
@@ -70,45 +72,45 @@ def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_ed
             arrays.append(a.array)
             return index
         constants.append(np.ascontiguousarray(a).tobytes())
-        return add(pte.Tensor(scalar_type=scalar_type(a.dtype), sizes=list(a.shape),
-                              dim_order=list(range(a.ndim)), data_buffer_idx=len(constants)))
+        return add(Tensor(scalar_type=scalar_type(a.dtype), sizes=list(a.shape),
+                          dim_order=list(range(a.ndim)), data_buffer_idx=len(constants)))
 
     for a in args:
         if isinstance(a, (In, np.ndarray)):
             index = tensor(a)
         elif isinstance(a, Tensors):
-            index = add(pte.TensorList([tensor(t) for t in a]))
+            index = add(TensorList([tensor(t) for t in a]))
         elif a is None:
-            index = add(pte.Null())
+            index = add(Null())
         elif isinstance(a, bool):
-            index = add(pte.Bool(a))
+            index = add(Bool(a))
         elif isinstance(a, int):
-            index = add(pte.Int(a))
+            index = add(Int(a))
         elif isinstance(a, float):
-            index = add(pte.Double(a))
+            index = add(Double(a))
         elif isinstance(a, str):
-            index = add(pte.String(a))
+            index = add(String(a))
         elif isinstance(a, Doubles):
-            index = add(pte.DoubleList(list(a)))
+            index = add(DoubleList(list(a)))
         else:
-            items = [add(pte.Int(int(i))) for i in a]
-            index = add(pte.IntList(items))
+            items = [add(Int(int(i))) for i in a]
+            index = add(IntList(items))
         arg_indices.append(index)
     outs = [planned_tensor(shape, dtype) for shape, dtype in
             (out_shape if isinstance(out_shape, Outs) else [(out_shape, out_dtype)])]
     offset = 0
     for index, nbytes in planned:
-        values[index] = pte.Tensor(**values[index], allocation_info=pte.AllocationInfo.at(1, offset))
+        values[index] = Tensor(**values[index], allocation_info=AllocationInfo.at(1, offset))
         offset += -(-nbytes // 16) * 16
-    result = outs if len(outs) == 1 else [add(pte.TensorList(outs))]  # several: one TensorList
-    call = pte.KernelCall(0, arg_indices + outs + result)
+    result = outs if len(outs) == 1 else [add(TensorList(outs))]  # several: one TensorList
+    call = KernelCall(0, arg_indices + outs + result)
     fields = dict(name="forward", values=values, inputs=inputs, outputs=outs,
-                  chains=[pte.Chain(inputs, outs, [call])], operators=[pte.Operator(name, overload)],
+                  chains=[Chain(inputs, outs, [call])], operators=[Operator(name, overload)],
                   delegates=[], non_const_buffer_sizes=[0, max(offset, 16)])
     if plan_edit is not None:
         fields = plan_edit(fields)
-    plan = pte.ExecutionPlan(**fields)
-    return pte.serialize(pte.PteProgram([plan]), constants=constants), arrays
+    plan = ExecutionPlan(**fields)
+    return serialize(PteProgram([plan]), constants=constants), arrays
 
 
 def rng_array(shape, seed, scale=2.0, dtype=np.float32):

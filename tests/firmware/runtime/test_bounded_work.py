@@ -1,7 +1,7 @@
 """Hostile programs against the runtime's bounds (issue 14): method set-up linear in the
 program, no loops, a work budget per execute(), every output with memory, and kernels that
 never overflow on integers taken from the program. Each program is built here, byte for byte
-through kiln.pte.schema's writer, and run by the host build under AddressSanitizer and UBSan.
+through kiln.pte.writer, and run by the host build under AddressSanitizer and UBSan.
 
 Expected lines are print_error's text for the error named in kiln/runtime/error.h; work
 figures are worked out here from the program's own values (the rule method.h states)."""
@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import (SCALAR_TYPES, Bool, Chain, DelegateCall, JumpFalseCall, KernelCall, MoveCall,
+                             OptionalTensorList, String, Tensor, TensorList)
 from kernel_programs import In, Outs, Tensors, run_tool, single_kernel
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,7 +33,7 @@ def _run(runtime_host, tmp_path, data: bytes, *options, inputs=None):
     """Loads, binds and runs `data` with inputs of zeros for each program input (or `inputs`)."""
     path = tmp_path / "program.pte"
     path.write_bytes(data)
-    plan = pte.deserialize(data).program.execution_plans[0]
+    plan = deserialize(data).program.execution_plans[0]
     files = []
     for n, index in enumerate(plan.inputs if inputs is None else []):
         files.append(tmp_path / f"in{n}.bin")
@@ -55,7 +57,7 @@ def _error(done) -> str:
     # 1,000 times each: what made Method::create quadratic (inputs x outputs); a 30,000-byte
     # string value pads the FlatBuffer so that the loader's work budget (8 reads a byte)
     # covers reading the 2,000 entries' tensors
-    (lambda p: dict(p, values=[*p["values"], pte.String("x" * 30000)], inputs=[0] * 1000, outputs=[1] * 1000),
+    (lambda p: dict(p, values=[*p["values"], String("x" * 30000)], inputs=[0] * 1000, outputs=[1] * 1000),
      "value 0 (inputs)"),
 ])
 def test_value_listed_twice_as_input_or_output_is_refused(runtime_host, tmp_path, edit, expected):
@@ -73,7 +75,7 @@ def test_output_without_memory_is_refused(runtime_host, tmp_path):
     """A plan output with neither planned memory nor constant data (value 2, output 1): create
     refuses it, so nothing reads its null data after execute()."""
     def edit(p):
-        bare = pte.Tensor(scalar_type=pte.SCALAR_TYPES["float32"], sizes=[4], dim_order=[0])
+        bare = Tensor(scalar_type=SCALAR_TYPES["float32"], sizes=[4], dim_order=[0])
         return dict(p, values=[*p["values"], bare], outputs=[*p["outputs"], len(p["values"])])
     assert _error(_run(runtime_host, tmp_path, _relu(edit))) == \
         "error 0x20b method: program output without memory: output 1 (value 2)"
@@ -82,7 +84,7 @@ def test_output_without_memory_is_refused(runtime_host, tmp_path):
 def test_empty_output_without_memory_is_allowed(runtime_host, tmp_path):
     """An output of no bytes needs no memory."""
     def edit(p):
-        empty = pte.Tensor(scalar_type=pte.SCALAR_TYPES["float32"], sizes=[0], dim_order=[0])
+        empty = Tensor(scalar_type=SCALAR_TYPES["float32"], sizes=[0], dim_order=[0])
         return dict(p, values=[*p["values"], empty], outputs=[*p["outputs"], len(p["values"])])
     done = _run(runtime_host, tmp_path, _relu(edit))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -93,10 +95,10 @@ def _moving(source):
     """A chain of one MoveCall from value `source` into the output (value 1); value 2 is a
     2x2 float tensor without memory."""
     def edit(p):
-        bare = pte.Tensor(scalar_type=pte.SCALAR_TYPES["float32"], sizes=[2, 2], dim_order=[0, 1])
+        bare = Tensor(scalar_type=SCALAR_TYPES["float32"], sizes=[2, 2], dim_order=[0, 1])
         chain = p["chains"][0]
         return dict(p, values=[*p["values"], bare],
-                    chains=[pte.Chain(chain.inputs, chain.outputs, [pte.MoveCall(source, 1)])])
+                    chains=[Chain(chain.inputs, chain.outputs, [MoveCall(source, 1)])])
     return edit
 
 
@@ -120,9 +122,9 @@ def _with_jump(destination: int, position: int):
     def edit(p):
         chain = p["chains"][0]
         instructions = list(chain.instructions)
-        instructions.insert(position, pte.JumpFalseCall(len(p["values"]), destination))
-        return dict(p, values=[*p["values"], pte.Bool(False)],
-                    chains=[pte.Chain(chain.inputs, chain.outputs, instructions)])
+        instructions.insert(position, JumpFalseCall(len(p["values"]), destination))
+        return dict(p, values=[*p["values"], Bool(False)],
+                    chains=[Chain(chain.inputs, chain.outputs, instructions)])
     return edit
 
 
@@ -152,12 +154,12 @@ def _work_per_run(plan) -> int:
     total = 0
     for ins in plan.chains[0].instructions:
         total += 1
-        if isinstance(ins, (pte.KernelCall, pte.DelegateCall)):
+        if isinstance(ins, (KernelCall, DelegateCall)):
             for a in ins.args:
                 v = plan.values[a]
-                if isinstance(v, pte.Tensor):
+                if isinstance(v, Tensor):
                     total += math.prod(v.sizes)
-                elif isinstance(v, (pte.TensorList, pte.OptionalTensorList)):
+                elif isinstance(v, (TensorList, OptionalTensorList)):
                     total += len(v.items)
     return total
 
@@ -167,7 +169,7 @@ def test_work_budget_stops_a_real_program(runtime_host, tmp_path):
     and with exactly its work per run; one element less stops it before its last instruction,
     a budget of 1 before its first."""
     data = CPU_FIXTURE.read_bytes()
-    plan = pte.deserialize(data).program.execution_plans[0]
+    plan = deserialize(data).program.execution_plans[0]
     work, last = _work_per_run(plan), len(plan.chains[0].instructions) - 1
     assert last > 0 and work > 1000
     default = _run(runtime_host, tmp_path, data)

@@ -20,7 +20,7 @@ import pytest
 from kernel_programs import run_tool
 from kiln.lower import ethosu_payload as ep
 from kiln.lower.ethosu_payload import IoTensor
-from kiln.pte import schema as pte
+from kiln.pte.reader import deserialize
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
@@ -94,7 +94,7 @@ def test_forty_inputs_and_forty_outputs_parse(runtime_host, tmp_path):
 
 
 def test_executorch_payload_parses_as_kiln_reads_it(runtime_host, tmp_path):
-    f = pte.deserialize((FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte").read_bytes())
+    f = deserialize((FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte").read_bytes())
     data = f.delegate_payload(f.program.execution_plans[0].delegates[0])
     vela = ep.decode(data)
     done = parse(runtime_host, tmp_path, data)

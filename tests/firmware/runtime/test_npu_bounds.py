@@ -76,9 +76,9 @@ def test_every_stream_vela_writes_passes(bounds_host, payloads, tmp_path):
 
 
 def test_the_executorch_arm_flow_stream_passes(bounds_host, tmp_path):
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
 
-    f = pte.deserialize((FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte").read_bytes())
+    f = deserialize((FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte").read_bytes())
     payload = f.delegate_payload(f.program.execution_plans[0].delegates[0])
     done = check(bounds_host, tmp_path, payload)
     assert (done.returncode, done.stdout) == (0, "ok\n"), done.stdout + done.stderr

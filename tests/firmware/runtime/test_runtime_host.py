@@ -1,6 +1,6 @@
 """kiln's runtime core built for the host under AddressSanitizer and UBSan.
 
-References independent of the C++ code: kiln.pte.schema (the Python reader) for what the
+References independent of the C++ code: kiln.pte.reader (the Python reader) for what the
 loader reports, `kiln run-host` (kiln.reference.run_host over kiln.program.kernels' numpy) for what the
 executor and kernels compute, and hand-made corruptions for the loader's errors.
 """
@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 
 from kiln.reference import run_host as host
-from kiln.pte import schema as pte
+from kiln.pte import writer
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import NUMPY_DTYPES, Chain, KernelCall
 from kiln.program.kernels import by_name
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -78,7 +80,7 @@ def test_load_reports_what_kiln_pte_reads(runtime_host, programs, case):
     done = run_tool(runtime_host, "load", path)
     assert done.returncode == 0, done.stdout
     got = json.loads(done.stdout)
-    f = pte.deserialize(path.read_bytes())
+    f = deserialize(path.read_bytes())
     plan = f.program.execution_plans[0]
     assert got["values"] == len(plan.values)
     assert got["instructions"] == len(plan.chains[0].instructions)
@@ -129,15 +131,15 @@ def _program_size(data: bytes) -> int:
 def _unchecked_program(monkeypatch, plan_edit) -> bytes:
     """A one-kernel program edited by plan_edit and written without the Python
     writer's own cross-reference checks (it refuses such programs)."""
-    monkeypatch.setattr(pte, "_check_plan", lambda *args, **kwargs: None)
+    monkeypatch.setattr(writer, "check_plan", lambda *args, **kwargs: None)
     data, _ = single_kernel("aten::relu", "out", [In(np.ones((2, 2), np.float32))], (2, 2),
                              plan_edit=plan_edit)
     return data
 
 
 @pytest.mark.parametrize("edit, expected", [
-    (lambda p: dict(p, chains=[pte.Chain(p["chains"][0].inputs, p["chains"][0].outputs,
-                                         [pte.KernelCall(5, p["chains"][0].instructions[0].args)])]),
+    (lambda p: dict(p, chains=[Chain(p["chains"][0].inputs, p["chains"][0].outputs,
+                                     [KernelCall(5, p["chains"][0].instructions[0].args)])]),
      "error 0x109 pte: index out of range (a=5, b=1)"),  # operator 5 of 1
     # value 1, the output: 16 bytes at offset 16 (after the 2x2 float input) pass the 20 given
     (lambda p: dict(p, non_const_buffer_sizes=[0, 20]),
@@ -234,13 +236,13 @@ def test_print_error_writes_one_line(runtime_host, code, a, b, expected):
                                   "executorch:conv_relu_arm_ethos-u55-128.pte"])
 def test_cpu_program_equals_run_host_bit_for_bit(runtime_host, programs, tmp_path, case):
     path = _pte_path(case, programs)
-    f = pte.deserialize(path.read_bytes())
+    f = deserialize(path.read_bytes())
     plan = f.program.execution_plans[0]
     rng = np.random.default_rng(5)
     paths, inputs = [], []
     for n, i in enumerate(plan.inputs):
         t = plan.values[i]
-        x = (rng.standard_normal(t.sizes) * 2).astype(pte.NUMPY_DTYPES[t.scalar_type])
+        x = (rng.standard_normal(t.sizes) * 2).astype(NUMPY_DTYPES[t.scalar_type])
         inputs.append(x)
         paths.append(tmp_path / f"in{n}.bin")
         x.tofile(paths[-1])

@@ -1,6 +1,6 @@
 """A plain-Python mutation fuzzer of kiln's host-side .pte readers (issue 14, item 1c).
 
-The target (`execute`) is what kiln does with a .pte it is given: kiln.pte.schema's reader,
+The target (`execute`) is what kiln does with a .pte it is given: kiln.pte.reader,
 `kiln build`'s reader and planner (kiln.firmware.runner_build.plan: payloads, compile specs,
 memory placement, the program rewritten without reference data) and `kiln run-host`
 (kiln.reference.run_host.run_files: the interpreter, every kernel, the delegates on
@@ -14,7 +14,7 @@ kernel tests (tests/firmware/runtime/test_kernels_*.py, built by kernel_programs
 models compiled by kiln (delegated, --io int8, CPU-only) and ExecuTorch's fixtures
 (tests/fixtures/executorch). Mutations are byte-level (bit flips, interesting integers,
 cuts, duplicated or deleted runs, the format's magic strings) and structural (a field of the
-deserialized program changed, then written again with kiln.pte.schema.serialize).
+deserialized program changed, then written again with kiln.pte.writer.serialize).
 
     run(seconds, seed) -> {"executions", "executions_per_second", "findings", ...}
 
@@ -71,14 +71,15 @@ def execute(data: bytes, workdir: Path) -> None:
     """Runs every host-side reader of a .pte on `data`; raises whatever they raise."""
     from kiln.errors import KilnError
     from kiln.firmware import runner_build
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
+    from kiln.pte.schema import Tensor
     from kiln.reference import run_host
 
     path = workdir / "program.pte"
     path.write_bytes(data)
     report = workdir / "program.json"  # a stale report would choose the memory mode
     report.unlink(missing_ok=True)
-    f = pte.deserialize(data)
+    f = deserialize(data)
     try:
         runner_build.plan(path, TARGET)
     except KilnError:
@@ -87,7 +88,7 @@ def execute(data: bytes, workdir: Path) -> None:
     inputs = []
     for n, i in enumerate(plan.inputs):
         value = plan.values[i]
-        size = value.nbytes if isinstance(value, pte.Tensor) else 0
+        size = value.nbytes if isinstance(value, Tensor) else 0
         inputs.append(workdir / f"input_{n}.bin")
         with open(inputs[-1], "wb") as f:
             f.truncate(size if size <= MAX_INPUT_BYTES else 1)  # zeros, sparse
@@ -220,10 +221,13 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
     """The program with one field changed, written again; None when it cannot be read or written."""
     from kiln.errors import KilnError
     from kiln.lower import ethosu_payload
-    from kiln.pte import schema as pte
+    from kiln.pte.reader import deserialize
+    from kiln.pte.schema import (Bool, DataLocation, DataReference, DelegateCall, DelegateCompileSpec, Double, Int,
+                                 IntList, KernelCall, Null, Operator, PteProgram, ScalarType, Tensor, TensorList)
+    from kiln.pte.writer import serialize
 
     try:
-        f = pte.deserialize(data)
+        f = deserialize(data)
         plan = f.forward()
     except KilnError:
         return None
@@ -245,26 +249,26 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
     if kind == 0 and values:  # a tensor's shape, type or placement
         i = rng.randrange(len(values))
         v = values[i]
-        if isinstance(v, pte.Tensor):
+        if isinstance(v, Tensor):
             what = rng.randrange(4)
             if what == 0 and v.sizes:
                 sizes = list(v.sizes)
                 sizes[rng.randrange(len(sizes))] = rng.choice((0, 1, 2, 7, 1000, 65536, 2**31 - 1))
                 values[i] = replace(v, sizes=sizes)
             elif what == 1:
-                values[i] = replace(v, scalar_type=rng.choice(list(pte.ScalarType)))
+                values[i] = replace(v, scalar_type=rng.choice(list(ScalarType)))
             elif what == 2:
                 extra = rng.choice((0, 1, 3))
                 values[i] = replace(v, sizes=list(v.sizes) + [extra], dim_order=list(range(len(v.sizes) + 1)))
             else:
                 values[i] = replace(v, allocation_info=None, data_buffer_idx=0)
-        elif isinstance(v, pte.Int):
-            values[i] = pte.Int(rng.choice((number(), -v.value, v.value + 1, 2**62, -2**63)))
-        elif isinstance(v, pte.Double):
-            values[i] = pte.Double(rng.choice((0.0, -1.0, 1e300, float("nan"), float("inf"), 1e-45)))
-        elif isinstance(v, pte.Bool):
-            values[i] = pte.Bool(not v.value)
-        elif isinstance(v, (pte.IntList, pte.TensorList)) and len(values) > 1:
+        elif isinstance(v, Int):
+            values[i] = Int(rng.choice((number(), -v.value, v.value + 1, 2**62, -2**63)))
+        elif isinstance(v, Double):
+            values[i] = Double(rng.choice((0.0, -1.0, 1e300, float("nan"), float("inf"), 1e-45)))
+        elif isinstance(v, Bool):
+            values[i] = Bool(not v.value)
+        elif isinstance(v, (IntList, TensorList)) and len(values) > 1:
             items = list(v.items)
             if items and rng.random() < 0.5:
                 del items[rng.randrange(len(items))]
@@ -272,11 +276,11 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
                 items.append(rng.randrange(len(values)))
             values[i] = type(v)(items)
         else:
-            values[i] = rng.choice((pte.Null(), pte.Int(number()), pte.Double(1.5), pte.Bool(True)))
+            values[i] = rng.choice((Null(), Int(number()), Double(1.5), Bool(True)))
     elif kind == 1 and instructions:  # an instruction's arguments
         k = rng.randrange(len(instructions))
         ins = instructions[k]
-        if isinstance(ins, (pte.KernelCall, pte.DelegateCall)) and ins.args:
+        if isinstance(ins, (KernelCall, DelegateCall)) and ins.args:
             args = list(ins.args)
             j = rng.randrange(len(args))
             what = rng.randrange(3)
@@ -310,7 +314,7 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
         from kiln.program.kernels import by_name
 
         name, overload = rng.choice(sorted(by_name()))
-        operators[rng.randrange(len(operators))] = pte.Operator(name, overload)
+        operators[rng.randrange(len(operators))] = Operator(name, overload)
         plan = replace(plan, operators=operators)
     elif kind == 5 and payloads:  # a delegate payload's fields
         d = rng.randrange(len(payloads))
@@ -359,7 +363,7 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
                           ethosu_payload.TARGET_SPEC, ethosu_payload.COMPILE_FLAGS_SPEC))
         value = rng.choice((b"", b"Sram_Only", b"Dedicated_Sram", b"99999999999999", b"0", b"ethos-u55-64",
                             b"--memory-mode=Nowhere --system-config=Ethos_U55_High_End_Embedded", b"\xff\xfe"))
-        specs = [s for s in specs if s.key != key] + [pte.DelegateCompileSpec(key, value)]
+        specs = [s for s in specs if s.key != key] + [DelegateCompileSpec(key, value)]
         delegates[d] = replace(delegates[d], compile_specs=specs)
     elif kind == 7 and named:  # a reference TOSA graph damaged or dropped
         key = rng.choice(sorted(named))
@@ -373,13 +377,13 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
     else:
         return None
     # serialize wants every delegate INLINE, indexing delegate_payloads
-    delegates = [replace(d, processed=pte.DataReference(pte.DataLocation.INLINE, i)) for i, d in enumerate(delegates)]
+    delegates = [replace(d, processed=DataReference(DataLocation.INLINE, i)) for i, d in enumerate(delegates)]
     plan = replace(plan, values=values, chains=[replace(chain, instructions=instructions, stacktrace=None)],
                    inputs=fields["inputs"], outputs=fields["outputs"], non_const_buffer_sizes=fields["sizes"],
                    delegates=delegates)
     try:
-        return pte.serialize(pte.PteProgram([plan], f.program.version), constants=constants,
-                             delegate_payloads=payloads, named_data=named)
+        return serialize(PteProgram([plan], f.program.version), constants=constants,
+                         delegate_payloads=payloads, named_data=named)
     except (KilnError, struct.error, OverflowError):
         return None
 
