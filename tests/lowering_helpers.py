@@ -35,7 +35,7 @@ def lower_module(module: torch.nn.Module, inputs: tuple, calibration: list[tuple
     reference = quantize(frontend.export(loaded).module(check_guards=False), calibration or [inputs],
                          EthosUQuantizer(QuantizationScheme(bits)))
     g = graph.from_pt2e(reference, io_quantized=True)
-    return reference, g, partition.partition(g, boards.target(target))
+    return reference, g, partition.partition(g, boards.target(target).npu)
 
 
 def compare_steps(module: torch.nn.Module, inputs: tuple, calibration=None, target="ethos-u55-128", bits=8):
@@ -46,7 +46,7 @@ def compare_steps(module: torch.nn.Module, inputs: tuple, calibration=None, targ
     assert not cpu, f"ops left on the CPU: {cpu}"
     assert len(parts.partitions) == 1
     part = parts.partitions[0]
-    tosa = tosa_lowering.lower(part, target)
+    tosa = tosa_lowering.lower(part, boards.target(target).npu)
     dtype = getattr(torch, QuantizationScheme(bits).activation_dtype)
     # the partition takes its inputs in order of first use and returns its outputs in order of
     # production, which need not be the model's orders

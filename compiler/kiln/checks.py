@@ -26,11 +26,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kiln.errors import InternalError
-from kiln.graph import DEQUANTIZE, DTYPES, GATHERS, QRANGE, QUANTIZE, Graph, Op, Value
+from kiln.graph import DTYPES, QRANGE, Graph, Op, Value
 from kiln.lower.vela import VelaResult
 from kiln.partition.partitioner import Partition, Partitioning, boundary
 from kiln.program.builder import ALIGNMENT, Program, tensor_args
 from kiln.program.kernels import by_name
+from kiln.vocabulary import DEQUANTIZE, GATHERS, QUANTIZE
 
 KNOWN_DTYPES = frozenset(DTYPES.values())
 

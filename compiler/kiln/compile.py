@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kiln import boards, checks, graph
+from kiln import boards, checks, graph, vocabulary
 from kiln.errors import ModelError, UsageError, VelaError, VelaRefusal
 from kiln.frontend import normalize
 from kiln.frontend import export as frontend
@@ -133,13 +133,13 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
     refused: dict[str, str] = {}  # op name -> why Vela could not place it (Vela is a rule too)
     while True:
         with stage("partition"):
-            parts = partition.partition(g, target, spec.exclusions, delegate=spec.delegate and spec.quantize,
+            parts = partition.partition(g, target.npu, spec.exclusions, delegate=spec.delegate and spec.quantize,
                                         refused=refused)
             checks.after("partition", parts)
         lowered: list[tuple[bytes, frozenset[str]]] = []  # per partition: its first graph, the choices met
         with stage("lower"):
             for p in parts.partitions:
-                lowered.append(tosa_lowering.lower_noting_choices(p, target.name))
+                lowered.append(tosa_lowering.lower_noting_choices(p, target.npu))
             checks.after("lower", parts, [graph for graph, _ in lowered])
         results: list[vela.VelaResult] = []
         tosa: list[bytes] = []
@@ -151,12 +151,12 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
                         log(f"vela: partition {p.index + 1}/{len(parts.partitions)} ({len(p.ops)} ops)")
                     keep = spec.intermediates / f"partition_{p.index}" if spec.intermediates else None
                     chosen, flatbuffer, compiled = fastest(p, first, choices, f"{loaded.name}_{p.index}",
-                                                          target.name, spec, keep)
+                                                          target, spec, keep)
                     flipped.append(chosen)
                     tosa.append(flatbuffer)
                     results.append(compiled)
             except VelaRefusal as refusal:
-                learned = vela_refusals(parts.partitions[len(results)], g, target.name, spec, refusal)
+                learned = vela_refusals(parts.partitions[len(results)], g, target, spec, refusal)
                 log(f"vela: could not place {', '.join(learned)}; they run on the CPU, compiling the rest again")
                 refused.update(learned)
                 continue
@@ -187,7 +187,7 @@ def run_time(result: vela.VelaResult) -> tuple[int, int]:
     return result.total_cycles, result.npu_cycles
 
 
-def fastest(part: partition.Partition, first: bytes, choices: frozenset[str], name: str, accelerator: str,
+def fastest(part: partition.Partition, first: bytes, choices: frozenset[str], name: str, target: boards.Target,
             spec: CompileSpec, keep: Path | None) -> tuple[frozenset[str], bytes, vela.VelaResult]:
     """(flipped choices, TOSA graph, Vela's result) of the partition's fastest equivalent graph
     found by flipping its lowering choices one at a time, in name order, each kept where Vela
@@ -196,22 +196,22 @@ def fastest(part: partition.Partition, first: bytes, choices: frozenset[str], na
     in any way (a refusal, a timeout) drops that one. `keep` receives Vela's files for the
     graph returned."""
     best_flipped, best_tosa = frozenset(), first
-    best = vela.compile_tosa(first, name, accelerator, spec.system_config, spec.memory_mode, keep)
+    best = vela.compile_tosa(first, name, target.name, spec.system_config, spec.memory_mode, keep)
     for choice in sorted(choices):
         flipped = best_flipped ^ {choice}
-        flatbuffer = tosa_lowering.lower(part, accelerator, flipped)
+        flatbuffer = tosa_lowering.lower(part, target.npu, flipped)
         try:
-            other = vela.compile_tosa(flatbuffer, name, accelerator, spec.system_config, spec.memory_mode)
+            other = vela.compile_tosa(flatbuffer, name, target.name, spec.system_config, spec.memory_mode)
         except VelaError:
             continue
         if run_time(other) < run_time(best):
             best_flipped, best_tosa, best = flipped, flatbuffer, other
     if keep is not None and best_flipped:
-        best = vela.compile_tosa(best_tosa, name, accelerator, spec.system_config, spec.memory_mode, keep)
+        best = vela.compile_tosa(best_tosa, name, target.name, spec.system_config, spec.memory_mode, keep)
     return best_flipped, best_tosa, best
 
 
-def vela_refusals(part: partition.Partition, g: graph.Graph, accelerator: str, spec: CompileSpec,
+def vela_refusals(part: partition.Partition, g: graph.Graph, target: boards.Target, spec: CompileSpec,
                   refusal: VelaRefusal) -> dict[str, str]:
     """Which ops of `part` Vela refused, and why: each op compiled alone with Vela (a refusal is
     rare, so this costs one Vela run per op only then). If no op fails alone, the combination
@@ -222,7 +222,7 @@ def vela_refusals(part: partition.Partition, g: graph.Graph, accelerator: str, s
         inputs, outputs = partition.boundary([op], g)
         alone = partition.Partition(0, [op], inputs, outputs)
         try:
-            vela.compile_tosa(tosa_lowering.lower(alone, accelerator), op.name, accelerator, spec.system_config,
+            vela.compile_tosa(tosa_lowering.lower(alone, target.npu), op.name, target.name, spec.system_config,
                               spec.memory_mode)
         except VelaRefusal as error:
             learned[op.name] = f"Vela could not place it on the NPU: {error.reason}"
@@ -235,7 +235,7 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
     parts = result.partitioning
     ops = []
     for p in parts.placements:
-        if p.op.target in graph.QUANTIZE or p.op.target in graph.DEQUANTIZE:
+        if p.op.target in vocabulary.QUANTIZE or p.op.target in vocabulary.DEQUANTIZE:
             where = "cpu"
         else:
             where = "npu" if p.partition is not None else "cpu"

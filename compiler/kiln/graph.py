@@ -22,32 +22,13 @@ import torch
 from torch.fx import GraphModule, Node
 
 from kiln.errors import ModelError
-from kiln.frontend.quantizer import COMPARISON_OPS, FUSIBLE_ACTIVATIONS, INDEX_OPS, LOGICAL_OPS
+from kiln.vocabulary import (CHECKED_INDEX, COMPARISON_OPS, DEQUANTIZE, DEQUANTIZE_CHANNEL, FUSIBLE_ACTIVATIONS,
+                             GATHERS, INDEX_OPS, LOGICAL_OPS, QUANTIZE, index_argument)
 
 qd = torch.ops.quantized_decomposed
 aten = torch.ops.aten
-QUANTIZE = (qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor)
-DEQUANTIZE = (qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor)
-DEQUANTIZE_CHANNEL = (qd.dequantize_per_channel.default,)
 # Ops that read their quantized operands' integers and return unquantized results (bools, indices).
 INTEGER_READERS = COMPARISON_OPS | INDEX_OPS
-
-
-def _checked_index(index: torch.Tensor, size: int) -> torch.Tensor:
-    if index.numel() and not bool(((index >= 0) & (index < size)).all()):
-        raise IndexError(f"an index is out of range 0..{size - 1}")
-    return index.to(torch.int32)
-
-
-# kiln's own operator: the indices of a gather checked against the size of the gathered dim and
-# narrowed to int32 (TOSA GATHER's index type, and the NPU's). PyTorch's embedding and index_select
-# raise on an index out of range; this op's CPU kernel does, before the NPU could read past the table.
-_LIBRARY = torch.library.Library("kiln", "DEF")
-_LIBRARY.define("checked_index(Tensor index, int size) -> Tensor")
-_LIBRARY.impl("checked_index", _checked_index, "CompositeExplicitAutograd")
-CHECKED_INDEX = torch.ops.kiln.checked_index.default
-# Gathers of quantized values by an index tensor -> the position of their index argument.
-GATHERS = {aten.embedding.default: 1, aten.index_select.default: 2}
 
 DTYPES = {torch.float32: "float32", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
           torch.int64: "int64", torch.bool: "bool", torch.uint8: "uint8"}
@@ -372,7 +353,7 @@ class _Builder:
     def checked_indices(self, node: Node, args: tuple, module: str, origin) -> tuple:
         """`args` of a quantized gather with its indices through CHECKED_INDEX (int32, each checked
         against the size of the dim it indexes)."""
-        at = GATHERS[node.target]
+        at = index_argument(node.target)
         values, index = args[0], args[at]
         size = values.shape[0] if node.target is aten.embedding.default else values.shape[args[1] % len(values.shape)]
         if index.is_constant:  # checked now

@@ -27,7 +27,7 @@ def compiled():
 def stages(compiled, exclusions=Exclusions()):
     """A fresh graph, partitioning and program of the compiled model, to break at will."""
     g = graph.from_pt2e(compiled.quantized_module)
-    parts = partition.partition(g, boards.target(TARGET), exclusions)
+    parts = partition.partition(g, boards.target(TARGET).npu, exclusions)
     return g, parts, program.build(g, parts)
 
 

@@ -8,8 +8,10 @@ import pytest
 import torch
 from torch import nn
 
+from kiln import boards, families
 from kiln.lower import vela
-from kiln.lower.tosa import aligned_taps, bilinear_taps, conv_geometry, scale_to_multiplier
+from kiln.lower.lowerer import conv_geometry, reduced_permutation, scale_to_multiplier
+from kiln.lower.resize import aligned_taps, bilinear_taps
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
@@ -208,7 +210,7 @@ def test_int16_op_matches_pt2e_within_one_step(name):
 
 
 # Lowered otherwise on Ethos-U85, where Vela uses hardware the U55 lacks or runs another graph faster
-# (kiln.lower.tosa's *_FAMILIES):
+# (the rows of kiln.families):
 # name -> (module, input shapes, steps from PT2E allowed).
 U85_LOWERINGS = {
     "upsample_nearest_3x": (Lambda(lambda m, x: F.interpolate(x, scale_factor=3, mode="nearest")), [(1, 3, 4, 5)], 0),
@@ -279,7 +281,7 @@ def test_bilinear_to_any_size_runs_on_the_u85_model_as_tosa_reference_model_and_
     inputs = seeded(2, *shapes)
     calibration = [inputs, seeded(3, *shapes)]
     _, g, parts = lower_module(module, inputs, calibration, "ethos-u85-256")
-    tosa = tosa_lowering.lower(parts.partitions[0], "ethos-u85-256")
+    tosa = tosa_lowering.lower(parts.partitions[0], boards.target("ethos-u85-256").npu)
     result = vela.compile_tosa(tosa, "resize", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only")
     feeds = [quantize_input(inputs[0], g.inputs[0].qparams)]
     raw, run = run_compiled(result, feeds, config_for("ethos-u85-256"))
@@ -300,11 +302,11 @@ def compile_for(tosa: bytes, name: str, target: str):
 
 
 def test_reduced_permutation_by_hand():
-    assert tosa_lowering.reduced_permutation([1, 50, 1, 3, 32], [3, 1, 0, 2, 4]) == ([50, 3, 32], [1, 0, 2])
-    assert tosa_lowering.reduced_permutation([1, 8, 4, 4], [0, 2, 3, 1]) == ([8, 16], [1, 0])  # NCHW -> NHWC
-    assert tosa_lowering.reduced_permutation([2, 3, 4], [0, 1, 2]) == ([24], [0])
-    assert tosa_lowering.reduced_permutation([2, 3, 4, 5], [3, 2, 1, 0]) == ([2, 3, 4, 5], [3, 2, 1, 0])
-    assert tosa_lowering.reduced_permutation([2, 1, 3], [1, 2, 0]) == ([2, 3], [1, 0])
+    assert reduced_permutation([1, 50, 1, 3, 32], [3, 1, 0, 2, 4]) == ([50, 3, 32], [1, 0, 2])
+    assert reduced_permutation([1, 8, 4, 4], [0, 2, 3, 1]) == ([8, 16], [1, 0])  # NCHW -> NHWC
+    assert reduced_permutation([2, 3, 4], [0, 1, 2]) == ([24], [0])
+    assert reduced_permutation([2, 3, 4, 5], [3, 2, 1, 0]) == ([2, 3, 4, 5], [3, 2, 1, 0])
+    assert reduced_permutation([2, 1, 3], [1, 2, 0]) == ([2, 3], [1, 0])
 
 
 def test_scale_to_multiplier_by_hand():
@@ -353,12 +355,13 @@ def test_every_pad_mode_equals_eager_pytorch(mode, shape, pads):
     assert [p.reason for p in parts.placements if p.partition is None] == []
     q_in = g.inputs[0].qparams
     x_q = quantize_input(inputs[0], q_in, torch.int8)
-    (got,) = run_tosa(tosa_lowering.lower(parts.partitions[0]), [x_q])
     q_out = g.outputs[0].qparams
     x_dq = torch.from_numpy((x_q.astype(np.float32) - q_in.zero_point) * np.float32(q_in.scale))
     want = F.pad(x_dq, pads, mode=mode).numpy()
-    assert got.shape == want.shape
-    assert np.abs((got.astype(np.float32) - q_out.zero_point) * np.float32(q_out.scale) - want).max() <= 1e-6
+    for family in families.FAMILIES.values():  # in PyTorch's order, or channels last (CHANNELS_LAST_PAD_COPIES)
+        (got,) = run_tosa(tosa_lowering.lower(parts.partitions[0], family), [x_q])
+        assert got.shape == want.shape
+        assert np.abs((got.astype(np.float32) - q_out.zero_point) * np.float32(q_out.scale) - want).max() <= 1e-6
     (diff,), _ = compare_steps(module, inputs)
     assert diff.max() == 0
 
@@ -396,7 +399,7 @@ def test_a_sum_or_mean_that_could_overflow_int32_stays_on_the_cpu(shape, dtype, 
     x = Value("x", shape, dtype, QParams(0.05, zero_point, qmin=qmin, qmax=qmax))
     for target in (torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.dim):
         op = Op("reduce", target, (x, dims, False), {}, [Value("y", (1,), dtype, QParams(0.5, 0, qmin=qmin, qmax=qmax))])
-        reason = support.reason(op, boards.target("ethos-u55-128"))
+        reason = support.reason(op, boards.target("ethos-u55-128").npu)
         assert (reason is None) == fits, reason
         if not fits:
             assert "the NPU sums in int32" in reason, reason

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from kiln import boards
 from kiln import compile as kc
 from kiln.errors import VelaRefusal
 from kiln.frontend.export import LoadedModel
@@ -47,7 +48,7 @@ def test_argmax_equals_pt2e_on_tosa_and_the_npu_model(name, target):
     cpu = {p.op.op_type for p in parts.placements if p.partition is None}
     assert cpu <= {"aten._to_copy", "quantized_decomposed.quantize_per_tensor"}, cpu
     part = parts.partitions[0]
-    tosa = tosa_lowering.lower(part, target)
+    tosa = tosa_lowering.lower(part, boards.target(target).npu)
     feeds = [quantize_input(inputs[0], g.inputs[0].qparams)]
     (indices,) = run_tosa(tosa, feeds)
     want = reference(*inputs)  # PT2E's argmax of the dequantized integers

@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from kiln import boards, families
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.lower import tosa as tosa_lowering
@@ -48,11 +49,11 @@ def every_combination(result) -> dict[frozenset[str], tuple[tuple[int, int], byt
     """(run time, TOSA) per combination of the choices the result's one delegate meets, by Vela."""
     spec = CompileSpec(TARGET).resolved()
     (part,) = result.program.delegates
-    _, choices = tosa_lowering.lower_noting_choices(part, TARGET)
+    _, choices = tosa_lowering.lower_noting_choices(part, boards.target(TARGET).npu)
     graphs = {}
     for k in range(len(choices) + 1):
         for flipped in map(frozenset, itertools.combinations(sorted(choices), k)):
-            flatbuffer = tosa_lowering.lower(part, TARGET, flipped)
+            flatbuffer = tosa_lowering.lower(part, boards.target(TARGET).npu, flipped)
             compiled_alone = vela.compile_tosa(flatbuffer, "alone", TARGET, spec.system_config, spec.memory_mode)
             graphs[flipped] = kc.run_time(compiled_alone), flatbuffer
     return graphs
@@ -62,7 +63,7 @@ def every_combination(result) -> dict[frozenset[str], tuple[tuple[int, int], byt
 def test_the_program_holds_the_graph_vela_estimates_fastest(h, w, c):
     result = compiled(h, w, c)
     graphs = every_combination(result)
-    assert set(graphs) >= {frozenset({tosa_lowering.POOLED_MEANS}), frozenset({tosa_lowering.RANK4_TRANSPOSES})}
+    assert set(graphs) >= {frozenset({families.POOLED_MEANS.name}), frozenset({families.RANK4_TRANSPOSES.name})}
     (flipped,) = result.flipped
     assert result.tosa == [graphs[flipped][1]] and result.report["delegates"][0]["flipped_choices"] == sorted(flipped)
     assert kc.run_time(result.vela[0]) == graphs[flipped][0] == min(time for time, _ in graphs.values())
@@ -70,12 +71,12 @@ def test_the_program_holds_the_graph_vela_estimates_fastest(h, w, c):
 
 def test_both_forms_of_a_mean_are_taken_on_one_target():
     """Not a rule of shapes: of these two maps, Vela's estimate favours a different form each."""
-    assert {tosa_lowering.POOLED_MEANS in compiled(*shape).flipped[0] for shape in SHAPES} == {True, False}
+    assert {families.POOLED_MEANS.name in compiled(*shape).flipped[0] for shape in SHAPES} == {True, False}
 
 
 def test_a_flipped_graph_is_profiled_and_matches_pt2e():
     result = compiled(2, 2, 128)
-    assert tosa_lowering.POOLED_MEANS in result.flipped[0]
+    assert families.POOLED_MEANS.name in result.flipped[0]
     p = profile.profile(result)
     assert sum(layer.npu_cycles or 0 for layer in p.layers) == p.total_npu_cycles > 0
     (mean,) = [layer for layer in p.layers if layer.name == "mean"]
@@ -91,7 +92,7 @@ def test_a_graph_vela_fails_on_is_dropped(monkeypatch):
     from kiln.errors import VelaError
 
     (part,) = compiled(4, 4, 128).program.delegates
-    first, choices = tosa_lowering.lower_noting_choices(part, TARGET)
+    first, choices = tosa_lowering.lower_noting_choices(part, boards.target(TARGET).npu)
     real, calls = vela.compile_tosa, []
 
     def failing(flatbuffer, *args, **kwargs):
@@ -101,5 +102,6 @@ def test_a_graph_vela_fails_on_is_dropped(monkeypatch):
         return real(flatbuffer, *args, **kwargs)
 
     monkeypatch.setattr(vela, "compile_tosa", failing)
-    flipped, flatbuffer, _ = kc.fastest(part, first, choices, "alone", TARGET, CompileSpec(TARGET).resolved(), None)
+    flipped, flatbuffer, _ = kc.fastest(part, first, choices, "alone", boards.target(TARGET), CompileSpec(TARGET).resolved(),
+                                      None)
     assert flipped == frozenset() and flatbuffer == first and len(calls) == 1 + len(choices) > 1

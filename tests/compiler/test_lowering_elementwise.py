@@ -10,17 +10,17 @@ import pytest
 import torch
 from torch import nn
 
+from kiln import boards, vocabulary
 from kiln import compile as kiln_compile
 from kiln.frontend.export import LoadedModel
-from kiln.frontend.quantizer import UNARY_FUNCTIONS
 from kiln.graph import QParams
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
-from kiln.partition import vocabulary
 from kiln.program.kernels import KERNELS
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
+from kiln.vocabulary import Quantized
 from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 from test_lowering import Lambda, seeded
 
@@ -92,7 +92,7 @@ def _binary_case(name):
 def test_every_unary_table_op_has_a_case_a_range_and_a_cpu_kernel():
     """The tables are exactly the quantizer's unary functions (each annotated with its own
     range), each has a case here, and each has a CPU kernel for when it stays off the NPU."""
-    assert {target for target, _ in UNARY.values()} == set(vocabulary.TABLE_OPS) == set(UNARY_FUNCTIONS)
+    assert {target for target, _ in UNARY.values()} == vocabulary.TABLE_OPS == vocabulary.annotated(Quantized.OWN_RANGE)
     assert all(op in KERNELS for op in vocabulary.TABLE_OPS)
 
 
@@ -127,7 +127,7 @@ def test_operands_of_other_ranges_are_requantized_first(target):
     a.qparams = QParams(out.scale * 0.75, out.zero_point - 9)
     b.qparams = QParams(out.scale * 2.5, 4)
     feeds = [quantize_input(x, v.qparams) for x, v in zip(inputs, (a, b))]
-    (got,) = run_tosa(tosa_lowering.lower(parts.partitions[0]), feeds)
+    (got,) = run_tosa(tosa_lowering.lower(parts.partitions[0], boards.target("ethos-u55-128").npu), feeds)
     real = [(q.astype(np.float64) - v.qparams.zero_point) * v.qparams.scale for q, v in zip(feeds, (a, b))]
     best = np.minimum(*real) if target is aten.minimum.default else np.maximum(*real)
     want = np.clip(np.round(best / out.scale) + out.zero_point, -128, 127)

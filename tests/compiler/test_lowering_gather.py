@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from kiln import boards
 from kiln import compile as kc
-from kiln.errors import HostError
+from kiln.errors import HostError, VelaRefusal
 from kiln.frontend.export import LoadedModel
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
@@ -89,7 +90,7 @@ def test_the_u85_model_runs_vela_s_gathers_to_tosa_reference_model_s_bytes(compi
                if op.op_type in ("aten.embedding", "aten.index_select")]
     assert len(gathers) == 3
     for partition in result.partitioning.partitions:
-        tosa = tosa_lowering.lower(partition, target)
+        tosa = tosa_lowering.lower(partition, boards.target(target).npu)
         feeds = []
         for v in partition.inputs:
             if v.dtype == "int32":  # checked indices: within the table they index
@@ -101,3 +102,6 @@ def test_the_u85_model_runs_vela_s_gathers_to_tosa_reference_model_s_bytes(compi
         assert run.fault is None, run.fault
         for got, want in zip(raw, run_tosa(tosa, feeds)):
             assert got == np.ascontiguousarray(want).tobytes()
+        if any(op in gathers for op in partition.ops):  # kiln.families.DMA_GATHERS: Ethos-U85 only
+            with pytest.raises(VelaRefusal, match="Gather"):
+                vela.compile_tosa(tosa, "gathers", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from kiln import boards
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
 from kiln.simulator.npu.config import config_for
@@ -69,7 +70,7 @@ def test_npu_model_runs_the_stream_as_tosa_reference_model(name):
     bytes (a REVERSE, which flip would need, faults there: flip stays on the CPU)."""
     module, inputs, calibration = _case(name)
     _, g, parts = lower_module(module, inputs, calibration)
-    tosa = tosa_lowering.lower(parts.partitions[0])
+    tosa = tosa_lowering.lower(parts.partitions[0], boards.target("ethos-u55-128").npu)
     feeds = [quantize_input(x, v.qparams) for x, v in zip(inputs, g.inputs)]
     result = vela.compile_tosa(tosa, name, "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
     raw, run = run_compiled(result, feeds, config_for("ethos-u55-128"))

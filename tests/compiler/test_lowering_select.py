@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kiln.errors import VelaRefusal
-from kiln.lower import tosa as tosa_lowering
+from kiln.lower import elementwise
 from kiln.lower import vela
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
@@ -72,17 +72,17 @@ def test_on_the_u55_comparisons_and_select_stay_on_the_cpu_with_the_rules_reason
 
 def test_threshold_test_by_hand():
     values = np.arange(-128, 128)
-    assert tosa_lowering.threshold_test(values >= 5) == ("GREATER_EQUAL", False, False, 5)
-    assert tosa_lowering.threshold_test(values <= -3) == ("GREATER_EQUAL", True, False, -3)
-    assert tosa_lowering.threshold_test(values == 7) == ("EQUAL", False, False, 7)
-    assert tosa_lowering.threshold_test(values != 7) == ("EQUAL", False, True, 7)
-    assert tosa_lowering.threshold_test(values > 200) == ("GREATER", True, False, -128)  # never: -128 > x
-    assert tosa_lowering.threshold_test(values > -200) == ("GREATER_EQUAL", False, False, -128)  # always
+    assert elementwise.threshold_test(values >= 5) == ("GREATER_EQUAL", False, False, 5)
+    assert elementwise.threshold_test(values <= -3) == ("GREATER_EQUAL", True, False, -3)
+    assert elementwise.threshold_test(values == 7) == ("EQUAL", False, False, 7)
+    assert elementwise.threshold_test(values != 7) == ("EQUAL", False, True, 7)
+    assert elementwise.threshold_test(values > 200) == ("GREATER", True, False, -128)  # never: -128 > x
+    assert elementwise.threshold_test(values > -200) == ("GREATER_EQUAL", False, False, -128)  # always
 
 
 def test_comparison_multipliers_by_hand():
-    assert tosa_lowering.comparison_multipliers(0.02, 0.01) == (2**20, 2**19)
-    assert tosa_lowering.comparison_multipliers(0.01, 0.03) == (349525, 2**20)  # round(2^20 / 3)
+    assert elementwise.comparison_multipliers(0.02, 0.01) == (2**20, 2**19)
+    assert elementwise.comparison_multipliers(0.01, 0.03) == (349525, 2**20)  # round(2^20 / 3)
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])

@@ -1,4 +1,4 @@
-"""Softmax and log_softmax on the NPU (kiln.lower.tosa._softmax): the TOSA graph on
+"""Softmax and log_softmax on the NPU (kiln.lower.softmax): the TOSA graph on
 tosa_reference_model against the PT2E reference, which for a softmax kept whole is
 quantize(torch.softmax(dequantize(x))): eager PyTorch's own function on the same values."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from kiln.lower.tosa import softmax_exp_tables
+from kiln.lower.softmax import softmax_exp_tables
 from lowering_helpers import compare_steps
 
 # name: (shape, dim, input spread, log): several rows (the case the PT2E decomposition got

@@ -40,7 +40,7 @@ def test_each_family_column_says_where_a_rule_applies():
 
 
 def test_every_lowered_op_is_listed_once():
-    from kiln.partition.vocabulary import LOWERED
+    from kiln.vocabulary import LOWERED
 
     headings = [line for line in supported_ops.markdown().splitlines() if line.startswith("## `")]
     listed = [op.strip("`") for h in headings for op in h.removeprefix("## ").split(", ")]
@@ -92,7 +92,7 @@ def test_an_op_on_bool_or_integer_tensors_is_refused_for_its_types_not_as_unquan
     from kiln.partition import support
 
     aten = torch.ops.aten
-    target = boards.target("ethos-u55-128")
+    target = boards.target("ethos-u55-128").npu
     for dtype in ("bool", "int32"):
         x, y = Value("x", (1, 2, 3), dtype), Value("y", (1, 3, 2), dtype)
         op = Op("permute", aten.permute.default, (x, [0, 2, 1]), {}, [y])
@@ -120,7 +120,7 @@ def test_constant_and_scalar_operands_are_refused_only_when_they_cannot_be_lower
     from kiln.partition import support
 
     aten = torch.ops.aten
-    target = boards.target("ethos-u55-128")
+    target = boards.target("ethos-u55-128").npu
     qp = QParams(0.02, 3)
     x, y = Value("x", (1, 4, 6), "int8", qp), Value("y", (1, 4, 6), "int8", qp)
     weight = Value("w", (6,), "int8", QParams(0.01, -2), data=np.arange(6, dtype=np.int8))

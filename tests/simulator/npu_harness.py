@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import tosa_reference_model
 
+from kiln import boards
 from kiln.isolation import quiet_native_output
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
@@ -120,7 +121,7 @@ def module_on_the_model(module, shape, name: str, target: str = "ethos-u55-128",
     _, _, parts = lower_module(module, calibration[0], calibration, target, bits=bits)
     (part,) = parts.partitions
     assert not [p for p in parts.placements if p.partition is None and "quantize" not in p.op.op_type]
-    tosa = tosa_lowering.lower(part, target, flipped)
+    tosa = tosa_lowering.lower(part, boards.target(target).npu, flipped)
     vela = compile_tosa(tosa, name, target, system_config(target), "Shared_Sram")
     dtype = np.int8 if bits == 8 else np.int16
     bounds = np.iinfo(dtype)

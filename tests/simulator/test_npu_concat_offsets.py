@@ -42,7 +42,7 @@ def _tosa_rescale_then_concat() -> npu_cases.Graph:
 
 @pytest.mark.parametrize("target, mode", [("ethos-u55-128", "Shared_Sram"), ("ethos-u65-256", "Dedicated_Sram")])
 def test_vela_places_a_standalone_rescale_at_offset_zero(target, mode):
-    """Documents the Vela behaviour kiln works around on OFFSET_COPY_FAMILIES (if this fails,
+    """Documents the Vela behaviour kiln works around (kiln.families.OFFSET_COPIES; if this fails,
     a newer Vela keeps the offset and Lowerer.placeable may go): the stream writes the
     rescaled operand over the first one, so the first four channels hold the skip operand
     (the later copy) and the last four are never written."""
@@ -59,7 +59,7 @@ def test_vela_places_a_standalone_rescale_at_offset_zero(target, mode):
 
 @pytest.mark.parametrize("mode", ["Dedicated_Sram_384KB", "Sram_Only"])
 def test_vela_keeps_the_offset_on_ethos_u85(mode):
-    """Why OFFSET_COPY_FAMILIES leaves Ethos-U85 out: its stream writes the same graph right."""
+    """Why kiln.families.OFFSET_COPIES leaves Ethos-U85 out: its stream writes the same graph right."""
     g = _tosa_rescale_then_concat()
     tosa = g.serialize()
     vela = compile_tosa(tosa, "offset", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"), mode)

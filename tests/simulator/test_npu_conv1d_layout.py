@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import npu_harness
+from kiln import boards
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower.vela import compile_tosa
 from lowering_helpers import lower_module
@@ -37,7 +38,7 @@ def test_conv1d_block_transposes_only_its_input_and_runs_bit_exact():
     calibration = [(torch.randn(*shape, generator=g),) for _ in range(2)]
     _, _, parts = lower_module(Conv1dBlock(), calibration[0], calibration, "ethos-u55-128")
     (part,) = parts.partitions
-    tosa = tosa_lowering.lower(part)
+    tosa = tosa_lowering.lower(part, boards.target("ethos-u55-128").npu)
     import tosa.TosaGraph as graph_module
     from tosa.Op import Op
 

@@ -1,5 +1,5 @@
 """A global mean whose input feeds other ops too (a squeeze-excitation block), as Vela compiles
-kiln's lowering (kiln.lower.tosa._global_mean): one AVG_POOL2D of the whole map where the
+kiln's lowering (kiln.lower.pool._global_mean): one AVG_POOL2D of the whole map where the
 output's step is no finer than the input's (an adaptive pool's, which shares its input's
 quantization), else a depthwise convolution of ones; each on kiln's NPU model bit for bit as
 tosa_reference_model runs the TOSA graph (test_lowering's mean_hw_shared and

@@ -17,7 +17,7 @@ along the OFM axis it lacks, so every output along that axis takes IFM2's elemen
 channel c of IFM2 feed OFM row c, so the hardware computes the same; kiln lowers amin as
 ~max(~q) there and emits no REDUCE_MIN (compiler/kiln/lower/tosa.py, _bitwise_not). The same
 graphs compiled for ethos-u85-256, whose NPU reduces by min itself, run right, so on U85
-kiln's amin is one REDUCE_MIN (MIN_AS_MAX_FAMILIES)."""
+kiln's amin is one REDUCE_MIN (kiln.families.MIN_AS_MAX)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import pytest
 import tosa_serializer as ts
 
 import npu_harness
-from kiln.lower.tosa import _attr
+from kiln.lower.lowerer import attr
 from kiln.lower.vela import compile_tosa
 
 TARGET = "ethos-u55-128"
@@ -38,7 +38,7 @@ def reduce_graph(kind: str, shape, axis: int, reshape_to=None) -> bytes:
     ser.addInputTensor(ts.TosaSerializerTensor("input-0", list(shape), ts.DType.INT8))
     reduced = list(shape)
     reduced[axis] = 1
-    attribute = _attr(kind.title().replace("_", ""), axis, ts.NanPropagationMode.PROPAGATE)
+    attribute = attr(kind.title().replace("_", ""), axis, ts.NanPropagationMode.PROPAGATE)
     if reshape_to is None:
         out = ser.addOutput(reduced, ts.DType.INT8)
         ser.addOperator(getattr(ts.Op, kind), ["input-0"], [out.name], attribute)
@@ -47,7 +47,7 @@ def reduce_graph(kind: str, shape, axis: int, reshape_to=None) -> bytes:
         ser.addOperator(getattr(ts.Op, kind), ["input-0"], [mid.name], attribute)
         ser.addConst([len(reshape_to)], ts.DType.SHAPE, np.array(reshape_to, np.int64), name="new_shape")
         out = ser.addOutput(list(reshape_to), ts.DType.INT8)
-        ser.addOperator(ts.Op.RESHAPE, [mid.name, "new_shape"], [out.name], _attr("Reshape"))
+        ser.addOperator(ts.Op.RESHAPE, [mid.name, "new_shape"], [out.name], attr("Reshape"))
     return bytes(ser.serialize())
 
 

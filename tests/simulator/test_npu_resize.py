@@ -1,5 +1,5 @@
 """Resizing as Vela compiles kiln's lowering, each on kiln's NPU model bit for bit as
-tosa_reference_model runs the TOSA graph: nearest upsampling (kiln.lower.tosa._upsample_nearest)
+tosa_reference_model runs the TOSA graph: nearest upsampling (kiln.lower.resize._upsample_nearest)
 by 2, 4 or 8 both ways one TOSA RESIZE (scale 2f / 2, offset 1 - f, border f - 1), whose pixel
 repeat is checked against numpy's, otherwise CONCATs of copies; bilinear with align_corners
 (_bilinear_aligned) two 1x1 convolutions of integer taps, the second on int16 (on Ethos-U85 too)."""
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import npu_harness
-from kiln.lower.tosa import _attr
+from kiln.lower.lowerer import attr
 from kiln.lower.vela import compile_tosa
 
 import tosa_serializer as ts
@@ -60,7 +60,7 @@ def test_resize_parameters_repeat_each_pixel_as_pytorch_nearest():
             ser.addConst([len(values)], ts.DType.SHAPE, np.array(values, np.int64), name=f"s{i}")
             consts.append(f"s{i}")
         out = ser.addOutput([n, h * f, w * f, c], ts.DType.INT8).name
-        ser.addOperator(ts.Op.RESIZE, ["x", *consts], [out], _attr("Resize", ts.ResizeMode.NEAREST))
+        ser.addOperator(ts.Op.RESIZE, ["x", *consts], [out], attr("Resize", ts.ResizeMode.NEAREST))
         tosa = bytes(ser.serialize())
         x = np.random.default_rng(f).integers(-128, 128, size=shape, dtype=np.int8)
         want = np.repeat(np.repeat(x, f, 1), f, 2)

@@ -1,6 +1,6 @@
 """Slices on the NPU: every delegate of small kiln-compiled models with slices feeding
 arithmetic runs on kiln's NPU model (Vela's command stream) bit for bit as on
-tosa_reference_model (kiln.lower.tosa's Lowerer.sliced says why a slice read by a widening
+tosa_reference_model (kiln.lower.lowerer's Lowerer.sliced says why a slice read by a widening
 RESCALE goes through a copy)."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_slices_feeding_arithmetic_are_bit_exact(name, target):
 
 @pytest.mark.parametrize("mode", ["Dedicated_Sram_384KB", "Sram_Only"])
 def test_vela_reads_widened_slices_right_on_ethos_u85(mode):
-    """Why SLICE_WIDEN_COPY_FAMILIES leaves Ethos-U85 out: the graph below that Vela places
+    """Why kiln.families.SLICE_WIDEN_COPIES leaves Ethos-U85 out: the graph below that Vela places
     wrongly for Ethos-U55 runs right on the U85 model."""
     tosa = rows_added_graph()
     vela = compile_tosa(tosa, "rows_added", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"), mode)
@@ -81,7 +81,7 @@ def test_vela_reads_widened_slices_right_on_ethos_u85(mode):
 
 import tosa_serializer as ts  # noqa: E402
 
-from kiln.lower.tosa import _attr, scale_to_multiplier  # noqa: E402
+from kiln.lower.lowerer import attr, scale_to_multiplier  # noqa: E402
 from kiln.lower.vela import compile_tosa  # noqa: E402
 from kiln.simulator.npu import commands as npu_commands  # noqa: E402
 from kiln.simulator.npu.cop1 import parse_cop1  # noqa: E402
@@ -101,7 +101,7 @@ def _const(ser, array, dtype, names=[0]):
 def _slice(ser, source, start, size):
     out = ser.addIntermediate(list(size), ts.DType.INT8).name
     ser.addOperator(ts.Op.SLICE, [source, _const(ser, np.array(start, np.int64), ts.DType.SHAPE),
-                                  _const(ser, np.array(size, np.int64), ts.DType.SHAPE)], [out], _attr("Slice"))
+                                  _const(ser, np.array(size, np.int64), ts.DType.SHAPE)], [out], attr("Slice"))
     return out
 
 
@@ -110,7 +110,7 @@ def _rescale(ser, source, shape, in_dtype, out_dtype, scale, output=False):
     out = (ser.addOutput if output else ser.addIntermediate)(list(shape), out_dtype).name
     ser.addOperator(ts.Op.RESCALE, [source, _const(ser, [multiplier], ts.DType.INT32), _const(ser, [shift], ts.DType.INT8),
                                     _const(ser, [0], in_dtype), _const(ser, [0], out_dtype)], [out],
-                    _attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, False, False, False))
+                    attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, False, False, False))
     return out
 
 
@@ -123,7 +123,7 @@ def rows_added_graph(rows=(2, 0), shape=(1, 4, 6)) -> bytes:
     wide = [_rescale(ser, _slice(ser, "input-0", [0, r] + [0] * (len(shape) - 2), size), size,
                      ts.DType.INT8, ts.DType.INT32, 0.5) for r in rows]
     total = ser.addIntermediate(size, ts.DType.INT32).name
-    ser.addOperator(ts.Op.ADD, wide, [total], _attr("Add"))
+    ser.addOperator(ts.Op.ADD, wide, [total], attr("Add"))
     _rescale(ser, total, size, ts.DType.INT32, ts.DType.INT8, 1.0, output=True)
     return bytes(ser.serialize())
 
@@ -138,11 +138,11 @@ def selects_matmul_graph(shape=(3, 2, 4, 4)) -> bytes:
         piece = _slice(ser, "input-0", [i, 0, 0, 0], [1, *shape[1:]])
         flat = ser.addIntermediate(list(shape[1:]), ts.DType.INT8).name
         ser.addOperator(ts.Op.RESHAPE, [piece, _const(ser, np.array(shape[1:], np.int64), ts.DType.SHAPE)], [flat],
-                        _attr("Reshape"))
+                        attr("Reshape"))
         operands.append(flat)
     out = ser.addOutput(list(shape[1:]), ts.DType.INT32).name
     ser.addOperator(ts.Op.MATMUL, operands + [_const(ser, [0], ts.DType.INT8), _const(ser, [0], ts.DType.INT8)], [out],
-                    _attr("MatMul"))
+                    attr("MatMul"))
     return bytes(ser.serialize())
 
 

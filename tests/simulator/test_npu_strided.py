@@ -1,4 +1,4 @@
-"""Strides beyond the NPU's 1..3 (kiln.lower.tosa._strided_conv, _strided_pool) as Vela compiles
+"""Strides beyond the NPU's 1..3 (kiln.lower.conv._strided_conv, kiln.lower.pool._strided_pool) as Vela compiles
 them: space to depth (a PAD, reshapes and a transpose moving the strided axes' phases into
 channels, then a stride-1 convolution) and window reductions, placed whole on the NPU and run on
 kiln's NPU model bit for bit as tosa_reference_model runs the TOSA graph; and an average pool
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import npu_harness
-from kiln.lower import tosa as tosa_lowering
+from kiln import families
 
 F = nn.functional
 
@@ -57,7 +57,7 @@ AVG_POOLS = {  # name: (module, input shape)
 }
 
 
-@pytest.mark.parametrize("flipped", [frozenset(), frozenset({tosa_lowering.VELA_STRIDED_POOLS})])
+@pytest.mark.parametrize("flipped", [frozenset(), frozenset({families.VELA_STRIDED_POOLS.name})])
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
 @pytest.mark.parametrize("name", list(AVG_POOLS))
 def test_strided_average_pool_either_way_equals_tosa_reference(name, target, flipped):

@@ -1,4 +1,4 @@
-"""Strided slices (kiln.lower.tosa._slice_op with a step above 1: SLICE, PAD, RESHAPE to
+"""Strided slices (kiln.lower.movement._slice_op with a step above 1: SLICE, PAD, RESHAPE to
 groups, SLICE of each group's first) as Vela compiles them, run on kiln's NPU model bit for
 bit as tosa_reference_model runs the TOSA graph; each case read by an add, whose widening
 RESCALE is where Vela lost a folded slice's offset before (Lowerer.sliced); in both groupings
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import npu_harness
-from kiln.lower import tosa as tosa_lowering
+from kiln import families
 
 CASES = {  # name: (shape, function)
     "rows": ((1, 6, 8), lambda x: x[:, ::2] + x[:, 1::2]),
@@ -19,7 +19,7 @@ CASES = {  # name: (shape, function)
 }
 
 
-@pytest.mark.parametrize("flipped", [frozenset(), frozenset({tosa_lowering.FLAT_STRIDED_SLICES})])
+@pytest.mark.parametrize("flipped", [frozenset(), frozenset({families.FLAT_STRIDED_SLICES.name})])
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_strided_slice_on_the_npu_model_equals_tosa_reference(name, target, flipped):

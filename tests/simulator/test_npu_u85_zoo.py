@@ -124,7 +124,7 @@ def test_operation_cycles_near_vela_layers_u85_256(model, tmp_path):
 # 16-bit activations (kiln compile --activation-bits 16): int48 accumulators, 16-bit tables,
 # unet_tiny's 64-bit OFM, vit_tiny's 16-bit attention (Q @ K^T of selects from one qkv tensor, which
 # Vela 5.2.0 reads at head 0's rows for every head unless the select is copied by a CLAMP:
-# kiln.lower.tosa.CLAMP_COPY_FAMILIES).
+# kiln.families.CLAMP_COPIES).
 MODELS_16 = ["resnet8", "mobilenet_v2_035", "kwt", "unet_tiny", "kws_gru", "vit_tiny"]
 
 

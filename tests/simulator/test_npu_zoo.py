@@ -8,6 +8,7 @@ import functools
 import numpy as np
 import pytest
 
+from kiln import boards
 from kiln.compile import compile_model
 from kiln.spec import CompileSpec
 from kiln.lower.vela import compile_tosa
@@ -61,7 +62,7 @@ def test_zoo_delegates_bit_exact_other_targets(target, model):
 
 @pytest.mark.parametrize("model", ["tiny_cnn", "resnet8"])
 def test_zoo_delegates_lowered_for_u65_bit_exact(model):
-    """Lowered for ethos-u65-256 (rank-4 TRANSPOSEs, kiln.lower.tosa.RANK4_TRANSPOSE_FAMILIES) and
+    """Lowered for ethos-u65-256 (rank-4 TRANSPOSEs, kiln.families.RANK4_TRANSPOSES) and
     run on that configuration."""
     result = compile_model(model, CompileSpec(target="ethos-u65-256"))
     shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
@@ -86,12 +87,12 @@ def test_every_lowering_choice_bit_exact(model, target):
     met = set()
     for part, kept, kept_flipped in zip(result.program.delegates, result.tosa, result.flipped):
         shapes = [tuple(v.shape) for v in part.inputs]
-        first, choices = tosa_lowering.lower_noting_choices(part, target)
+        first, choices = tosa_lowering.lower_noting_choices(part, boards.target(target).npu)
         met |= choices
         graphs = {first: frozenset()}  # TOSA -> its flipped choices, each distinct graph once
         graphs.setdefault(kept, kept_flipped)
         for c in sorted(choices):
-            graphs.setdefault(tosa_lowering.lower(part, target, frozenset({c})), frozenset({c}))
+            graphs.setdefault(tosa_lowering.lower(part, boards.target(target).npu, frozenset({c})), frozenset({c}))
         for tosa, flipped in graphs.items():
             vela = compile_tosa(tosa, f"{model}_{sorted(flipped)}", target, spec.system_config, spec.memory_mode)
             _check(tosa, vela, shapes, target)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kiln import paths
+from kiln import families, paths
 from kiln.errors import UsageError
 
 # What a memory region may be used for. Exactly one region holds each of
@@ -195,6 +195,12 @@ class Target:
     @property
     def memory_mode(self) -> str:
         return self.family.memory_mode
+
+    @property
+    def npu(self) -> families.NpuFamily:
+        """What the compiler knows of this target's NPU family (kiln.families): the stages below
+        the command line ask it, never the target's name."""
+        return families.FAMILIES[self.family.name]
 
 
 def check_stack_size(board: Board, size: int) -> int:

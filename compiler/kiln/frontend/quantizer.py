@@ -5,7 +5,7 @@ The scheme is the one TOSA's INT profile and the Ethos-U run natively:
 - weights: int8, symmetric (zero point 0, range -127..127), per output channel;
 - bias: int32, zero point 0, scale = input scale x weight scale per channel.
 
-Each operator falls in one class, which decides how it is annotated:
+Each operator falls in one class (its row of kiln.vocabulary), which decides how it is annotated:
 - MAC ops (conv, linear, ...) quantize their weights and bias; a following
   relu/relu6/hardtanh/clamp is fused: only the activation's output is observed,
   as the NPU clamps in the same operation.
@@ -41,101 +41,17 @@ from torchao.quantization.pt2e.quantizer import (
 
 from kiln.frontend import normalize
 from kiln.spec import QuantizationScheme
+from kiln.vocabulary import FUSIBLE_ACTIVATIONS, FUSING_PRODUCERS, WEIGHT_AXIS, Quantized, annotated
 
 aten = torch.ops.aten
 
-# Weight tensor axis that indexes output channels, per MAC op.
-MAC_OPS = {
-    aten.conv2d.default: 0,
-    aten.conv1d.default: 0,
-    aten.linear.default: 0,
-    aten.conv_transpose2d.input: 1,
-}
-# Unary functions of one float tensor: the output gets its own range (on the NPU each is one
-# 8-bit table, exact for every int8 input).
-UNARY_FUNCTIONS = {
-    aten.sigmoid.default, aten.tanh.default, aten.hardswish.default, aten.hardsigmoid.default,
-    aten.leaky_relu.default, aten.exp.default, aten.log.default, aten.reciprocal.default, aten.gelu.default,
-    aten.silu.default, aten.elu.default, aten.selu.default, aten.celu.default, aten.softplus.default,
-    aten.mish.default, aten.sqrt.default, aten.rsqrt.default, aten.sin.default, aten.cos.default,
-    aten.abs.default, aten.neg.default, aten.floor.default, aten.ceil.default, aten.round.default,
-    aten.trunc.default, aten.erf.default, aten.sign.default, aten.pow.Tensor_Scalar,
-}
-INDEPENDENT_OPS = {
-    aten.add.Tensor,
-    aten.sub.Tensor,
-    aten.mul.Tensor,
-    aten.div.Tensor,
-    aten.matmul.default,
-    aten.bmm.default,
-    aten.mm.default,
-    aten.sum.dim_IntList,
-    aten.mean.dim,
-    aten.cumsum.default,
-    aten.log_softmax.int,
-    aten._log_softmax.default,
-} | UNARY_FUNCTIONS
-# Comparisons read their float operands quantized (each observed as it is read) and return bool,
-# never observed.
-COMPARISON_OPS = {getattr(getattr(aten, name), overload) for name in ("eq", "ne", "gt", "ge", "lt", "le")
-                  for overload in ("Tensor", "Scalar")}
-# Index results: argmax reads its float operand quantized (observed as it is read; the integers order
-# as the reals do) and returns indices, never observed.
-INDEX_OPS = frozenset({aten.argmax.default})
-# Logical ops of bool tensors (masks), and any/all reducing them (the frontend's any.dims and
-# all.dims): never observed.
-BOOL_REDUCTIONS = frozenset({aten.any.dims, aten.all.dims})
-LOGICAL_OPS = frozenset({aten.logical_and.default, aten.logical_or.default, aten.logical_not.default}) | BOOL_REDUCTIONS
-# Probabilities: the input observed, the output in the fixed range [0, 1) (scale 1/256 at
-# int8, 1/32768 at int16), whatever the calibration saw.
-SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default}
-# Activations the NPU applies as the clamp of the producing MAC or elementwise op.
-FUSIBLE_ACTIVATIONS = {
-    aten.relu.default,
-    aten.relu6.default,
-    aten.hardtanh.default,
-    aten.clamp.default,
-}
-SHARED_OPS = {
-    aten.max_pool2d.default,
-    aten.avg_pool2d.default,
-    aten.adaptive_avg_pool2d.default,
-    aten.flatten.using_ints,
-    aten.view.default,
-    aten.reshape.default,
-    aten.permute.default,
-    aten.transpose.int,
-    aten.squeeze.dim,
-    aten.squeeze.dims,
-    aten.squeeze.default,
-    aten.unsqueeze.default,
-    aten.pad.default,
-    aten.constant_pad_nd.default,
-    aten.reflection_pad1d.default,
-    aten.reflection_pad2d.default,
-    aten.reflection_pad3d.default,
-    aten.replication_pad1d.default,
-    aten.replication_pad2d.default,
-    aten.replication_pad3d.default,
-    aten._pad_circular.default,
-    aten.upsample_nearest2d.vec,
-    aten.upsample_nearest2d.default,
-    aten.upsample_bilinear2d.vec,  # bilinear weights are convex: the output stays within the input's range
-    aten.upsample_bilinear2d.default,
-    aten.slice.Tensor,
-    aten.select.int,
-    aten.flip.default,
-    aten.expand.default,
-    aten.expand_copy.default,
-    aten.index_select.default,
-    aten.embedding.default,
-    aten.amax.default,
-    aten.amin.default,
-} | FUSIBLE_ACTIVATIONS  # on their own (not fused), activations keep their input's range
-# Every float tensor input and the output share one range (the first input's observer): the output
-# is one of the inputs' values (where's bool condition is never observed).
-CONCAT_OPS = {aten.cat.default, aten.concat.default, aten.minimum.default, aten.maximum.default, aten.where.self}
-FUSING_PRODUCERS = set(MAC_OPS) | {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
+# How each op is annotated: kiln.vocabulary's quantized column.
+WEIGHTED_OPS = annotated(Quantized.MAC)  # int8 weights per channel along vocabulary.WEIGHT_AXIS, a bias
+INDEPENDENT_OPS = annotated(Quantized.INDEPENDENT, Quantized.OWN_RANGE)
+PROBABILITY_OPS = annotated(Quantized.PROBABILITY)
+ONE_RANGE_OPS = annotated(Quantized.ONE_RANGE)
+SHARED_OPS = annotated(Quantized.SHARED)
+OBSERVED_READERS = annotated(Quantized.COMPARISON, Quantized.INDEX)  # float operands observed, result never
 
 
 def activation_spec(scheme: QuantizationScheme) -> QuantizationSpec:
@@ -211,18 +127,18 @@ class EthosUQuantizer(Quantizer):
         for node in model.graph.nodes:
             if node.op != "call_function" or _annotated(node) or self.skip(node):
                 continue
-            if node.target in COMPARISON_OPS or node.target in INDEX_OPS:
+            if node.target in OBSERVED_READERS:
                 _mark(node, {a: _input_spec(a, act) for a in node.args if isinstance(a, Node) and _is_float_tensor(a)},
                       None)
             if not _is_float_tensor(node):
                 continue
-            if node.target in MAC_OPS:
+            if node.target in WEIGHTED_OPS:
                 self._annotate_mac(node, act)
             elif node.target in INDEPENDENT_OPS:
                 self._annotate_independent(node, act)
-            elif node.target in SOFTMAX_OPS:
+            elif node.target in PROBABILITY_OPS:
                 _mark(node, {node.args[0]: act}, probability_spec(self.scheme))
-            elif node.target in CONCAT_OPS:
+            elif node.target in ONE_RANGE_OPS:
                 self._annotate_concat(node, act)
             elif node.target in SHARED_OPS:
                 self._annotate_shared(node, act)
@@ -234,7 +150,7 @@ class EthosUQuantizer(Quantizer):
     def _annotate_mac(self, node: Node, act: QuantizationSpec):
         activation, weight = node.args[0], node.args[1]
         bias = node.args[2] if len(node.args) > 2 else None
-        inputs = {activation: _input_spec(activation, act), weight: weight_spec(MAC_OPS[node.target])}
+        inputs = {activation: _input_spec(activation, act), weight: weight_spec(WEIGHT_AXIS[node.target])}
         if isinstance(bias, Node):
             inputs[bias] = bias_spec(activation, weight, node)
         self._mark_fusing(node, inputs, act)
@@ -271,23 +187,6 @@ class EthosUQuantizer(Quantizer):
         _mark(node, inputs, shared)
 
 
-def annotation_table() -> dict:
-    """op -> how the quantizer annotates it (for OPS.md)."""
-    return {
-        **{op: "MAC: int8 per-channel weights, int32 bias; a following relu/hardtanh/clamp is fused"
-           for op in MAC_OPS},
-        **{op: "own output range (on the NPU: one 8-bit table)" for op in UNARY_FUNCTIONS},
-        **{op: "every float input and the output observed independently"
-           for op in INDEPENDENT_OPS - UNARY_FUNCTIONS},
-        **{op: "output shares the input's range" for op in SHARED_OPS},
-        **{op: "every input and the output share one range" for op in CONCAT_OPS},
-        **{op: "input observed; output in the fixed range [0, 1)" for op in SOFTMAX_OPS},
-        **{op: "float operands observed as they are read and compared as integers; bool result"
-           for op in COMPARISON_OPS},
-        **{op: "float operand observed as it is read; int64 indices" for op in INDEX_OPS},
-    }
-
-
 def _is_float_tensor(node: Node) -> bool:
     value = node.meta.get("val")
     return isinstance(value, torch.Tensor) and value.is_floating_point()
@@ -309,7 +208,7 @@ def _fusible_activation(node: Node) -> Node | None:
 def _input_spec(arg: Node, act: QuantizationSpec):
     """How an op reads `arg`: in the fixed range of a softmax's output (so no requantization
     separates the two), else observed as `act`."""
-    return SharedQuantizationSpec(arg) if arg.op == "call_function" and arg.target in SOFTMAX_OPS else act
+    return SharedQuantizationSpec(arg) if arg.op == "call_function" and arg.target in PROBABILITY_OPS else act
 
 
 def _annotated(node: Node) -> bool:

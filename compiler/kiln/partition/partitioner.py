@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kiln.boards import Target
+from kiln.families import NpuFamily
 from kiln.graph import Graph, Op, Value
 from kiln.spec import Exclusions
 from kiln.partition.support import reason
@@ -84,7 +84,7 @@ class _Sets:
         return a
 
 
-def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(), delegate: bool = True,
+def partition(graph: Graph, family: NpuFamily, exclusions: Exclusions = Exclusions(), delegate: bool = True,
               refused: Mapping[str, str] | None = None) -> Partitioning:
     """`refused` maps op names to why Vela could not place them (the compile driver learns it by
     compiling; kiln.compile): those ops stay on the CPU with that reason, as a rule's would."""
@@ -97,7 +97,7 @@ def partition(graph: Graph, target: Target, exclusions: Exclusions = Exclusions(
     part_indirect: dict[int, set[int]] = {}  # canonical partition -> union of its ops' indirect
 
     for op in graph.ops:
-        why = reason(op, target) or excluded(op, exclusions) or refused.get(op.name)
+        why = reason(op, family) or excluded(op, exclusions) or refused.get(op.name)
         if why is None and not delegate:
             why = "delegation is off (--no-delegate, or --no-quantize: a float program runs on the CPU)"
         reasons[id(op)] = why

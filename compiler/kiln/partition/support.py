@@ -18,20 +18,20 @@ import numpy as np
 import torch
 
 from kiln.partition import tables
-from kiln.boards import Target
-from kiln.graph import CHECKED_INDEX, DEQUANTIZE, GATHERS, QUANTIZE, Op, Value, pair
-from kiln.partition.vocabulary import BOOL_REDUCTIONS, COMPARISON_OPS, INDEX_OPS, LOGICAL_OPS, LOWERED, TABLE_OPS
+from kiln.families import DMA_GATHERS, HARDWARE_RESIZE, INT16_MATMUL, INT16_TRANSPOSE_CONV, SELECTS, NpuFamily, Row
+from kiln.graph import Op, Value, pair
+from kiln.vocabulary import (BOOL_REDUCTIONS, CHECKED_INDEX, COMPARISON_OPS, DEQUANTIZE, GATHERS, INDEX_OPS,
+                             LOG_SOFTMAX_OPS, LOGICAL_OPS, LOWERED, MATMUL_OPS, QUANTIZE, SOFTMAX_OPS, TABLE_OPS,
+                             WEIGHT_AXIS, Kind, of_kind)
 
 aten = torch.ops.aten
-CONV_OPS = {aten.conv2d.default}
-POOL_OPS = {aten.avg_pool2d.default, aten.max_pool2d.default}
-SPATIAL_OPS = CONV_OPS | POOL_OPS | {aten.adaptive_avg_pool2d.default, aten.conv_transpose2d.input,
-                                     aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
-                                     aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default}
-SUMS = {aten.sum.dim_IntList, aten.mean.dim}
+CONV_OPS = of_kind(Kind.CONV)
+POOL_OPS = of_kind(Kind.AVG_POOL, Kind.MAX_POOL)
+SPATIAL_OPS = CONV_OPS | POOL_OPS | of_kind(Kind.ADAPTIVE_POOL, Kind.CONV_TRANSPOSE, Kind.UPSAMPLE_NEAREST,
+                                            Kind.UPSAMPLE_BILINEAR)
+SUMS = of_kind(Kind.SUM, Kind.MEAN)
 INT32_MAX = 2**31 - 1
-MAC_OPS = CONV_OPS | {aten.linear.default, aten.conv_transpose2d.input, aten.matmul.default, aten.bmm.default,
-                      aten.mm.default}
+MAC_OPS = of_kind(Kind.CONV, Kind.LINEAR, Kind.CONV_TRANSPOSE, Kind.MATMUL)  # the NPU's MAC array computes them
 TENSOR_DIM_MAX = 65535
 STRIDE_MAX = 3
 DILATED_HEIGHT_MAX = 64
@@ -43,7 +43,7 @@ BILINEAR_FACTOR_MAX = 5  # larger factors need tap weights above int8's 127
 RESIZE_SIDE_MAX = 1024  # TOSA's RESIZE scale numerator (2 * output side) is at most 2048
 ALIGNED_SIZE_MAX = 128  # align_corners=True outputs up to 128 a side: taps in units of 1/127 fit int8
 WEIGHT_SUM_MAX = 127 * 65536
-SELECT_OPS = COMPARISON_OPS | LOGICAL_OPS | {aten.where.self}  # their bools may be on the NPU
+SELECT_OPS = COMPARISON_OPS | LOGICAL_OPS | of_kind(Kind.WHERE)  # their bools may be on the NPU
 
 
 @dataclass(frozen=True)
@@ -52,15 +52,21 @@ class Rule:
     text: str  # the reason shown to users; {fields} come from facts(op)
     holds: Callable[[Op], bool]
     ops: frozenset | None = None  # the targets it checks; None: every op
-    families: tuple[str, ...] | None = None  # the NPU families it applies to; None: all
+    having: Row | None = None  # checked only on the NPU families that have this row of kiln.families
+    lacking: Row | None = None  # checked only on those that lack it
+
+    def checked_on(self, family: NpuFamily) -> bool:
+        """Whether the rule applies on an NPU of `family`."""
+        return (self.having is None or family.has(self.having)) and (self.lacking is None
+                                                                      or not family.has(self.lacking))
 
 
 RULES: list[Rule] = []
 
 
-def rule(text: str, ops=None, families=None):
+def rule(text: str, ops=None, having: Row | None = None, lacking: Row | None = None):
     def register(fn):
-        RULES.append(Rule(fn.__name__, text, fn, frozenset(ops) if ops is not None else None, families))
+        RULES.append(Rule(fn.__name__, text, fn, frozenset(ops) if ops is not None else None, having, lacking))
         return fn
 
     return register
@@ -98,7 +104,7 @@ def lowered(op: Op) -> bool:
 
 @rule("{op_type}: Vela 5.2.0 runs comparisons, logical ops (any, all) and selects on Ethos-U85, not on Ethos-U55 "
       "or U65",
-      ops=SELECT_OPS, families=("ethos-u55", "ethos-u65"))
+      ops=SELECT_OPS, lacking=SELECTS)
 def selects_on_u85(op: Op) -> bool:
     return False
 
@@ -134,7 +140,7 @@ def argmax_along_a_dim(op: Op) -> bool:
 
 
 @rule("{op_type}: Vela 5.2.0 gathers (TOSA GATHER, the DMA's indexed mode) on Ethos-U85, not on Ethos-U55 or U65",
-      ops=set(GATHERS), families=("ethos-u55", "ethos-u65"))
+      ops=set(GATHERS), lacking=DMA_GATHERS)
 def gathers_on_u85(op: Op) -> bool:
     return False
 
@@ -182,7 +188,7 @@ def batch_one(op: Op) -> bool:
     return op.inputs[0].shape[0] == 1
 
 
-# ---- strides beyond the NPU's 1..3 (kiln.lower.tosa._strided_conv, _strided_pool) --------------------
+# ---- strides beyond the NPU's 1..3 (kiln.lower.conv._strided_conv, kiln.lower.pool._strided_pool) -----
 def moving_stride(op: Op) -> tuple[int, int]:
     """A convolution's or pool's stride along H and W, 1 along an axis of one output position
     (there the stride moves no window, and TOSA's geometry does not depend on it)."""
@@ -250,8 +256,7 @@ def weight_sum(op: Op) -> bool:
     weight = op.inputs[1]
     if not weight.is_constant:
         return True
-    # the output-channel axis: a matmul's constant right operand is [..., k, n]
-    axis = {aten.conv_transpose2d.input: 1, aten.conv2d.default: 0, aten.linear.default: 0}.get(op.target, -1)
+    axis = WEIGHT_AXIS[op.target]  # the output-channel axis: a matmul's constant right operand is [..., k, n]
     per_channel = np.abs(np.moveaxis(weight.data, axis, 0).astype(np.int64)).reshape(weight.shape[axis], -1).sum(1)
     return int(per_channel.max(initial=0)) <= WEIGHT_SUM_MAX
 
@@ -312,13 +317,13 @@ def adaptive_whole_windows(op: Op) -> bool:
 
 # ---- the rest ---------------------------------------------------------------------------------------------
 @rule("nearest upsampling from {input_shape} needs whole scale factors",
-      ops={aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default})
+      ops=of_kind(Kind.UPSAMPLE_NEAREST))
 def whole_upsampling(op: Op) -> bool:
     (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
     return oh % h == 0 and ow % w == 0
 
 
-BILINEAR_OPS = {aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default}
+BILINEAR_OPS = of_kind(Kind.UPSAMPLE_BILINEAR)
 
 
 def whole_bilinear_factors(shape, out_shape) -> bool:
@@ -335,7 +340,7 @@ def aligned_bilinear(op: Op) -> bool:
 
 @rule("bilinear upsampling from {input_shape} to {shape}: kiln lowers whole scale factors up to 5 without "
       "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)",
-      ops=BILINEAR_OPS, families=("ethos-u55", "ethos-u65"))
+      ops=BILINEAR_OPS, lacking=HARDWARE_RESIZE)
 def plain_bilinear(op: Op) -> bool:
     if op.arg("align_corners"):
         return aligned_bilinear(op)
@@ -344,7 +349,7 @@ def plain_bilinear(op: Op) -> bool:
 
 @rule("bilinear resizing from {input_shape} to {shape}: kiln lowers any size up to 1024 a side without "
       "align_corners (one RESIZE), and int8 align_corners=True to sizes up to 128 a side",
-      ops=BILINEAR_OPS, families=("ethos-u85",))
+      ops=BILINEAR_OPS, having=HARDWARE_RESIZE)
 def bilinear_on_u85(op: Op) -> bool:
     if op.arg("align_corners"):
         return aligned_bilinear(op)
@@ -357,12 +362,11 @@ def nonempty_slice(op: Op) -> bool:
     return len(op.output.shape) >= 1 and all(op.output.shape)
 
 
-BINARY_ELEMENTWISE = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
+BINARY_ELEMENTWISE = of_kind(Kind.BINARY)
 
 
 @rule("{op_type} with a constant operand that is not an int8 or int16 tensor quantized per tensor is not lowered",
-      ops=BINARY_ELEMENTWISE | {aten.matmul.default, aten.bmm.default, aten.mm.default, aten.minimum.default,
-                                aten.maximum.default})
+      ops=BINARY_ELEMENTWISE | MATMUL_OPS | of_kind(Kind.MINMAX))
 def quantized_constants(op: Op) -> bool:
     # a parameter or buffer operand is a TOSA constant with its own scale and zero point
     return int32_multiply(op) or all(
@@ -378,7 +382,7 @@ def finite_scalars(op: Op) -> bool:
 
 
 @rule("{op_type} of shapes {operand_shapes}: kiln lowers matrix products whose non-constant operands have the "
-      "output's batch shape", ops={aten.matmul.default, aten.bmm.default, aten.mm.default})
+      "output's batch shape", ops=MATMUL_OPS)
 def plain_matmul(op: Op) -> bool:
     a, b = op.inputs[0], op.inputs[1]
     if min(len(a.shape), len(b.shape)) < 2 or a.shape[-1] != b.shape[-2]:
@@ -415,33 +419,30 @@ def int8_amin(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
 
-# ---- where Ethos-U55/U65 and U85 differ (found by compiling each case with Vela 5.2.0) -------------------
-U55_U65 = {"ethos-u55", "ethos-u65"}
-
-
+# ---- where Ethos-U55/U65 and U85 differ (kiln.families) ----------------------------------------------
 @rule("16-bit {op_type}: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
-      ops={aten.matmul.default, aten.bmm.default, aten.mm.default}, families=U55_U65)
+      ops=MATMUL_OPS, lacking=INT16_MATMUL)
 def int8_matmul_on_u55(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
 
 @rule("16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on Ethos-U55 or U65 "
-      "(it can on Ethos-U85)", ops={aten.conv_transpose2d.input}, families=U55_U65)
+      "(it can on Ethos-U85)", ops={aten.conv_transpose2d.input}, lacking=INT16_TRANSPOSE_CONV)
 def int8_transpose_conv_on_u55(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
 
-SOFTMAX_OPS = {aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default}
+SOFTMAXES = SOFTMAX_OPS | LOG_SOFTMAX_OPS
 SOFTMAX_LENGTH_MAX = 65535  # the row sum of 16-bit exps must fit int32 with 8 fraction bits
 
 
 @rule("{op_type} on 16-bit values: kiln lowers softmax of int8 input (its exp table is indexed by x - max(x))",
-      ops=SOFTMAX_OPS)
+      ops=SOFTMAXES)
 def int8_softmax(op: Op) -> bool:
     return op.inputs[0].dtype == op.output.dtype == "int8"
 
 
-@rule("{op_type} over {input_shape} along dim {dim}: more than 65535 values to normalise", ops=SOFTMAX_OPS)
+@rule("{op_type} over {input_shape} along dim {dim}: more than 65535 values to normalise", ops=SOFTMAXES)
 def softmax_length(op: Op) -> bool:
     return op.inputs[0].shape[op.arg("dim") % len(op.inputs[0].shape)] <= SOFTMAX_LENGTH_MAX
 
@@ -452,8 +453,8 @@ def table_within_a_step(op: Op) -> bool:
     return op.inputs[0].dtype == "int8" or tables.int16_steps(op) <= 1
 
 
-def reason(op: Op, target: Target) -> str | None:
-    """Why `op` cannot run on `target`'s NPU, or None if it can."""
+def reason(op: Op, family: NpuFamily) -> str | None:
+    """Why `op` cannot run on an NPU of `family`, or None if it can."""
     if op.target in QUANTIZE or op.target in DEQUANTIZE:
         return "converts between the program's float values and int8 (a CPU kernel)"
     source = op.inputs[0].producer if op.target is aten._to_copy.default and op.inputs else None
@@ -464,7 +465,7 @@ def reason(op: Op, target: Target) -> str | None:
     for r in RULES:
         if r.ops is not None and op.target not in r.ops:
             continue
-        if r.families is not None and target.family.name not in r.families:
+        if not r.checked_on(family):
             continue
         if not r.holds(op):
             try:
@@ -485,6 +486,6 @@ def macs(op: Op) -> int:
     if op.target is aten.conv_transpose2d.input:
         x, weight = op.inputs[0].shape, op.inputs[1].shape
         return int(np.prod(x, dtype=np.int64)) * int(np.prod(weight[1:], dtype=np.int64))
-    if op.target in (aten.matmul.default, aten.bmm.default, aten.mm.default):
+    if op.target in MATMUL_OPS:
         return int(np.prod(out, dtype=np.int64)) * op.inputs[0].shape[-1]
     return 0

@@ -13,16 +13,17 @@ import sys
 
 from kiln import boards
 from kiln.errors import document_command
+from kiln.families import NpuFamily
 from kiln.partition.support import RULES, Rule
-from kiln.partition.vocabulary import LOWERED
+from kiln.vocabulary import LOWERED
 
 PROG = "python -m kiln.partition.supported_ops"
 COMMAND = f"{PROG} --output SUPPORTED_OPS.md"
 
 
-def families() -> list[str]:
-    """The NPU families the boards describe, e.g. ["ethos-u55", "ethos-u65", "ethos-u85"]."""
-    return sorted({t.family.name for t in boards.targets().values()})
+def families() -> list[NpuFamily]:
+    """The NPU families the boards describe (ethos-u55, ethos-u65, ethos-u85), by name."""
+    return sorted({t.npu for t in boards.targets().values()}, key=lambda family: family.name)
 
 
 def _text(rule: Rule) -> str:
@@ -31,18 +32,18 @@ def _text(rule: Rule) -> str:
     return re.sub(r"\{([^}]*)\}", r"*\1*", escaped)
 
 
-def _table(rules: list[Rule], names: list[str]) -> list[str]:
-    short = [n.removeprefix("ethos-").upper() for n in names]
+def _table(rules: list[Rule], columns: list[NpuFamily]) -> list[str]:
+    short = [family.name.removeprefix("ethos-").upper() for family in columns]
     lines = [f"| Rule: the op stays on the CPU with this reason when it fails | {' | '.join(short)} |",
-             "|---|" + "---|" * len(names)]
+             "|---|" + "---|" * len(columns)]
     for r in rules:
-        cells = ["checked" if r.families is None or name in r.families else "-" for name in names]
+        cells = ["checked" if r.checked_on(family) else "-" for family in columns]
         lines.append(f"| {_text(r)} (`{r.name}`) | {' | '.join(cells)} |")
     return lines
 
 
 def markdown() -> str:
-    names = families()
+    columns = families()
     general = [r for r in RULES if r.ops is None]
     groups: dict[tuple[str, ...], list[str]] = {}  # names of the op-specific rules -> ops
     for target in sorted(LOWERED, key=str):
@@ -63,12 +64,12 @@ def markdown() -> str:
         "",
         "## Every operator",
         "",
-        *_table(general, names),
+        *_table(general, columns),
     ]
     for specific, ops in sorted(groups.items(), key=lambda item: (not item[0], item[1][0])):
         lines += ["", "## " + ", ".join(f"`{op}`" for op in ops), ""]
         if specific:
-            lines += _table([by_name[n] for n in specific], names)
+            lines += _table([by_name[n] for n in specific], columns)
         else:
             lines.append("Only the rules for every operator.")
     return "\n".join(lines) + "\n"

@@ -1,6 +1,6 @@
 """What an Ethos-U TABLE computes for a unary function of kiln's graph (the ops of
-kiln.partition.vocabulary.TABLE_OPS), shared by the support rule that admits it and the
-lowering that emits it.
+kiln.vocabulary.TABLE_OPS), shared by the support rule that admits it and the lowering that
+emits it.
 
 - int8: 256 entries, one per input, each quantize(f(dequantize(q))) as PT2E's reference
   computes it (float32, PyTorch's own f): exact.

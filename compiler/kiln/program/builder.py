@@ -21,10 +21,11 @@ import numpy as np
 import torch
 
 from kiln.errors import ProgramError
-from kiln.graph import DEQUANTIZE, DTYPES, QUANTIZE, Graph, Op, Value, dequantize_array
+from kiln.graph import DTYPES, Graph, Op, Value, dequantize_array
 from kiln.partition.partitioner import Partition, Partitioning
 from kiln.program.kernels import KERNELS, Derived, Fixed, Kernel, kernel_for
 from kiln.pte.schema import SCALAR_TYPES
+from kiln.vocabulary import DEQUANTIZE, QUANTIZE
 
 ALIGNMENT = 16  # bytes, every planned tensor's offset
 _TORCH = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32}

@@ -15,7 +15,7 @@ each command range implements:
        estimate for it (what `--verbose-performance` prints per layer)
     -> table `source`: the source operator's `ext_key`, its index in the TOSA graph
     -> the TOSA operator's output tensor, which kiln's lowering emitted while lowering one
-       kiln op (recorded here by running kiln.lower.tosa's Lowerer again with a hook on
+       kiln op (recorded here by running kiln.lower's Lowerer again with a hook on
        emit(); the graph it makes must equal the compiled one byte for byte)
     -> the kiln op: its name, module path and placement from the compile report.
 
@@ -53,7 +53,9 @@ from pathlib import Path
 
 import numpy as np
 
+from kiln import boards
 from kiln.errors import InternalError, VelaError
+from kiln.families import NpuFamily
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
 
@@ -93,10 +95,10 @@ class _TrackingLowerer(tosa_lowering.Lowerer):
     """kiln's Lowerer recording, for every TOSA tensor an operator writes, the kiln op being
     lowered when it was emitted (None: the graph outputs' layout changes after the last op)."""
 
-    def __init__(self, partition, accelerator, flipped):
+    def __init__(self, partition, family: NpuFamily, flipped):
         self.current = None
         self.owner: dict[str, str | None] = {}
-        super().__init__(_OpsSeen(partition, self), accelerator, flipped)
+        super().__init__(_OpsSeen(partition, self), family, flipped)
 
     def emit(self, op, inputs, outputs, attribute):
         super().emit(op, inputs, outputs, attribute)
@@ -104,12 +106,12 @@ class _TrackingLowerer(tosa_lowering.Lowerer):
             self.owner.setdefault(name, self.current)
 
 
-def tosa_op_owners(partition, accelerator: str, compiled: bytes, flipped: frozenset[str]) -> list[str | None]:
+def tosa_op_owners(partition, family: NpuFamily, compiled: bytes, flipped: frozenset[str]) -> list[str | None]:
     """Per operator of the TOSA graph `compiled` (kiln's lowering of `partition` with the choices
     `flipped`, as compile_model's Result records them), the name of the kiln op it was lowered
     from; an operator emitted for no op (a graph output's layout change) is owned by the op that
     produced its input, a constant by None."""
-    lowerer = _TrackingLowerer(partition, accelerator, flipped)
+    lowerer = _TrackingLowerer(partition, family, flipped)
     again = lowerer.lower()
     if again != compiled:
         raise InternalError("lowering a delegate's partition again gave another TOSA graph; its operators "
@@ -365,13 +367,14 @@ def profile(result, name: str | None = None) -> Profile:
     report = result.report
     target, system_config, memory_mode = report["target"], report["system_config"], report["memory_mode"]
     config = config_for(target, system_config, memory_mode)
+    family = boards.target(target).npu
     layers = {op["node"]: Layer(op["node"], op["op"], op["module"], op["where"]) for op in report["ops"]}
     for layer in layers.values():
         if layer.where == "npu":
             layer.npu_cycles = 0
     delegates = []
     for index, (partition, tosa) in enumerate(zip(result.program.delegates, result.tosa)):
-        owners = tosa_op_owners(partition, target, tosa, result.flipped[index])
+        owners = tosa_op_owners(partition, family, tosa, result.flipped[index])
         fallback = partition.ops[-1].name if partition.ops else f"delegate {index}"
         delegates.append(_delegate(index, tosa, result.vela[index].cmd_data, owners, fallback, layers,
                                    report["model"], target, system_config, memory_mode, config))

@@ -119,7 +119,7 @@ ARCHITECTURES: Mapping[str, ZooEntry] = types.MappingProxyType(
             _architecture("squeezenet", "SqueezeNet 1.1 at half width (fire modules, ceil-mode max pool); 1x3x50x50 -> 10"),
             _architecture("inception", "GoogLeNet Inception modules (four parallel branches, cat); 1x3x32x32 -> 10"),
             # Transformers: the attention softmax is within one step of PT2E's float softmax on
-            # every probability but not equal to it (99.6-100 % exact, kiln.lower.tosa._softmax);
+            # every probability but not equal to it (99.6-100 % exact, kiln.lower.softmax);
             # the attention layers and MLPs carry those steps to up to 4 at a logit (measured on
             # vit_tiny and kwt; kwt's was 3 until softmax's last MUL lost its shift, which leaves
             # the probabilities as exact: 99.97 % of 26,425 both ways on test_softmax's shapes, and

@@ -3,22 +3,39 @@
 One module per family (quantize, nn, elementwise, reduce, movement, sort), each a KERNELS dict
 from the graph op's aten overload to its Kernel, or to a tuple of Kernels when the op's
 arguments choose the operator (aten.pad's mode); kiln.program.kernels.core says what a
-kernel promises. KERNELS here is their union, kernel_for(op) picks an op's kernel, and
-by_name() indexes every kernel the runtime has by the (operator, overload) a .pte names.
+kernel promises. The ops of each family are those whose kiln.vocabulary row names it
+(check_vocabulary, run when this package is imported). KERNELS here is their union,
+kernel_for(op) picks an op's kernel, and by_name() indexes every kernel the runtime has by
+the (operator, overload) a .pte names.
 """
 
 from __future__ import annotations
 
+from kiln import vocabulary
+from kiln.errors import InternalError
 from kiln.program.kernels import elementwise, movement, nn, quantize, reduce, sort
 from kiln.program.kernels.core import Derived, Fixed, Kernel, cpp_function
 
 FAMILIES = (quantize, nn, elementwise, reduce, movement, sort)
 
-KERNELS: dict[object, Kernel] = {}
-for _family in FAMILIES:
-    _clash = KERNELS.keys() & _family.KERNELS.keys()
-    assert not _clash, f"{_family.__name__} redefines kernels for {_clash}"
-    KERNELS.update(_family.KERNELS)
+
+def check_vocabulary(families) -> None:
+    """Raises InternalError unless each family module's KERNELS are exactly the ops whose
+    kiln.vocabulary row names that module."""
+    problems = []
+    for family in families:
+        name = family.__name__.rpartition(".")[2]
+        ours, theirs = set(family.KERNELS), vocabulary.kernels_in(name)
+        if ours - theirs:
+            problems.append(f"{name} has kernels for {sorted(map(str, ours - theirs))}, whose rows name no such kernel")
+        if theirs - ours:
+            problems.append(f"{name} has no kernel for {sorted(map(str, theirs - ours))}, whose rows name it")
+    if problems:
+        raise InternalError("kiln.program.kernels and kiln.vocabulary disagree: " + "; ".join(problems))
+
+
+check_vocabulary(FAMILIES)
+KERNELS: dict[object, Kernel] = {op: kernel for family in FAMILIES for op, kernel in family.KERNELS.items()}
 
 # Kernels kiln's compiler never calls but other programs (ExecuTorch's) do.
 FOREIGN_KERNELS = quantize.FOREIGN_KERNELS

@@ -25,8 +25,9 @@ import numpy as np
 import torch
 
 from kiln.errors import HostError
-from kiln.graph import CHECKED_INDEX, DTYPES, Value
+from kiln.graph import DTYPES, Value
 from kiln.program.kernels.core import Derived, Fixed, Kernel
+from kiln.vocabulary import CHECKED_INDEX
 
 aten = torch.ops.aten
 

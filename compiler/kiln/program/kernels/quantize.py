@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kiln.graph import DEQUANTIZE, QUANTIZE
 from kiln.program.kernels.core import Kernel, np_dtype
+from kiln.vocabulary import DEQUANTIZE, QUANTIZE
 
 aten = torch.ops.aten
 
