@@ -7,8 +7,7 @@ ExecuTorch's file format, kiln.pte.schema, which imports nothing of kiln's, whil
 writer are the pte stage), never a later stage. The compile driver (compile, checks) and the
 command line come after every stage. The simulator imports only kiln.errors, kiln.isolation,
 kiln.paths, kiln.boards and its own modules; of the compiler, only reference and the command line
-import it. No module imports itself through others, within a layer either (KNOWN_CYCLES lists the
-exceptions left).
+import it. No module imports itself through others, within a layer either.
 """
 
 from __future__ import annotations
@@ -39,10 +38,6 @@ MAY_IMPORT_SIMULATOR = ("kiln.reference", "kiln.cli")
 # - kiln.simulator.npu.output <-> npu.u85_output: issue 27's simulator work (one object per NPU family)
 #   removes it;
 # - kiln.boards <-> kiln.boards.command: command.main() imports the package for its docstring (--help).
-KNOWN_CYCLES = [{"kiln.simulator.npu.output", "kiln.simulator.npu.u85_output"},
-                {"kiln.boards", "kiln.boards.command"}]
-
-
 def modules() -> dict[str, Path]:
     """Every module of the kiln package, by dotted name."""
     found = {}
@@ -151,14 +146,8 @@ def test_dependencies_point_one_way():
 
 
 def test_no_module_imports_itself_through_others():
-    cycles = [sorted(c) for c in import_cycles(import_graph()) if c not in KNOWN_CYCLES]
+    cycles = [sorted(c) for c in import_cycles(import_graph())]
     assert not cycles, f"import cycles: {cycles}"
-
-
-def test_the_known_cycles_are_still_there():
-    """An exception for a cycle that is gone would hide its coming back: remove it instead."""
-    cycles = import_cycles(import_graph())
-    assert all(known in cycles for known in KNOWN_CYCLES), cycles
 
 
 def test_the_cycle_checker_finds_a_cycle_within_a_layer():

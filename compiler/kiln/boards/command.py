@@ -13,10 +13,11 @@ from kiln.boards.loader import load_board
 from kiln.errors import run_command
 
 
-def main(argv: list[str] | None = None) -> int:
-    from kiln import boards
+DESCRIPTION = "Write a board's build files (linker script, C header, CMake fragment), or check board descriptions."
 
-    parser = argparse.ArgumentParser(prog="python -m kiln.boards", description=boards.__doc__.split("\n\n")[0])
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kiln.boards", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="write board.ld, kiln_board.h and board.cmake")
     gen.add_argument("--board", required=True)
