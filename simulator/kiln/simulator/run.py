@@ -41,7 +41,7 @@ from pathlib import Path
 from kiln import boards
 from kiln.errors import ToolMissingError, UsageError
 from kiln.simulator import qemu_plugin
-from kiln.simulator.faults import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader
+from kiln.simulator.protocol import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader
 
 TIMEOUT_EXIT_STATUS = 124  # as coreutils' timeout
 PLATFORM_ERROR_EXIT_STATUS = 125  # the platform died without the firmware saying why
