@@ -26,17 +26,27 @@ def build(board: boards.Board, work: Path, compiled: dict) -> dict:
     started = time.perf_counter()
     if key not in compiled:
         compiled[key] = work / f"digits-{target.name}-{target.memory_mode}.pte"
-        kiln_compile.write(kiln_compile.compile_model("digits", CompileSpec(target.name, board=board.name)),
-                           compiled[key])
+        kiln_compile.write(
+            kiln_compile.compile_model("digits", CompileSpec(target.name, board=board.name)), compiled[key]
+        )
     compile_s = time.perf_counter() - started
     started = time.perf_counter()
     elf = runner_build.build_runner(compiled[key], target, output=work / board.name, echo=lambda *args, **kwargs: None)
     build_s = time.perf_counter() - started
     report = json.loads((elf.parent.parent / "memory_report.json").read_text())
-    used = {name: r["image"] + r["uninitialised"] for name, r in report["regions"].items()
-            if r["image"] + r["uninitialised"]}
-    return {"board": board.name, "target": target.name, "memory_mode": target.memory_mode,
-            "compile_s": compile_s, "build_s": build_s, "used": used}
+    used = {
+        name: r["image"] + r["uninitialised"]
+        for name, r in report["regions"].items()
+        if r["image"] + r["uninitialised"]
+    }
+    return {
+        "board": board.name,
+        "target": target.name,
+        "memory_mode": target.memory_mode,
+        "compile_s": compile_s,
+        "build_s": build_s,
+        "used": used,
+    }
 
 
 def main():
@@ -53,8 +63,11 @@ def main():
         for name in names:
             row = build(boards.load(name), work, compiled)
             regions = ", ".join(f"{region} {n:,}" for region, n in row["used"].items())
-            print(f"{row['board']:18} {row['target']:15} {row['memory_mode']:21} {row['compile_s']:7.1f}s "
-                  f"{row['build_s']:6.1f}s  {regions}", flush=True)
+            print(
+                f"{row['board']:18} {row['target']:15} {row['memory_mode']:21} {row['compile_s']:7.1f}s "
+                f"{row['build_s']:6.1f}s  {regions}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

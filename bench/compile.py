@@ -78,7 +78,9 @@ def run_seconds(command: list[str], log: Path) -> tuple[float, int]:
     """Wall seconds of one whole process and its exit status (its output appended to `log`)."""
     with log.open("a") as out:
         start = time.perf_counter()
-        status = subprocess.run(command, check=False, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+        status = subprocess.run(
+            command, check=False, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        ).returncode
         return time.perf_counter() - start, status
 
 
@@ -93,9 +95,11 @@ def executorch_run(log: Path) -> tuple[int | None, int | None, str]:
     runs = log.read_text(errors="replace").split("PTE file saved")
     last = runs[-2] if len(runs) > 1 else runs[-1]
     cycles = sum(int(n) for n in re.findall(r"^NPU cycles\s+(\d+) cycles/batch", last, re.MULTILINE))
-    left = [f"{op}{f' x{n}' if n != '1' else ''}"
-            for op, n in re.findall(r"^\s+- (\w+): (\d+)$", last.split("Non-delegated operators")[-1], re.MULTILINE)
-            if op != "getitem" and not re.match(r"cortex_m_(de)?quantize_per_tensor", op)]
+    left = [
+        f"{op}{f' x{n}' if n != '1' else ''}"
+        for op, n in re.findall(r"^\s+- (\w+): (\d+)$", last.split("Non-delegated operators")[-1], re.MULTILINE)
+        if op != "getitem" and not re.match(r"cortex_m_(de)?quantize_per_tensor", op)
+    ]
     delegates = re.findall(r"Delegated partitions for silicon acceleration: (\d+)", last)
     return cycles or None, int(delegates[-1]) if delegates else None, ", ".join(left) or "-"
 
@@ -112,16 +116,22 @@ def architectures(args) -> int:
         raise SystemExit(f"compile.py: --executorch needs {ET_PYTHON} (./scripts/executorch_env.sh makes it)")
     kiln_cli = Path(sys.executable).parent / "kiln"
     stored_figures = EXECUTORCH_PROCESS if args.target == "ethos-u55-128" else {}
-    print(f"whole-process compile, {args.target}: median of {args.runs} runs after one warm-up run; "
-          f"ET {'measured now, in turn with kiln' if args.executorch else 'from EXECUTORCH_PROCESS (2026-11-25)'}")
-    header = (f"{'model':20} {'kiln s':>7} {'ET s':>6} {'kiln/ET':>8} {'runs':>5} {'kiln cycles':>12} {'ET cycles':>10} "
-              f"{'delegates':>9}  on the CPU besides q/dq (kiln | ET) / errors")
+    print(
+        f"whole-process compile, {args.target}: median of {args.runs} runs after one warm-up run; "
+        f"ET {'measured now, in turn with kiln' if args.executorch else 'from EXECUTORCH_PROCESS (2026-11-25)'}"
+    )
+    header = (
+        f"{'model':20} {'kiln s':>7} {'ET s':>6} {'kiln/ET':>8} {'runs':>5} {'kiln cycles':>12} {'ET cycles':>10} "
+        f"{'delegates':>9}  on the CPU besides q/dq (kiln | ET) / errors"
+    )
     print(header)
     print("-" * len(header))
     with tempfile.TemporaryDirectory(prefix="kiln-compile-bench-") as folder:
         status = compare(names, args, kiln_cli, stored_figures, Path(folder))
-    print("kiln/ET: the median of the pairwise ratios with --executorch, else kiln's median over the stored ET median;"
-          " runs: kiln's[/ET's]; delegates: kiln's/ET's.")
+    print(
+        "kiln/ET: the median of the pairwise ratios with --executorch, else kiln's median over the stored ET median;"
+        " runs: kiln's[/ET's]; delegates: kiln's/ET's."
+    )
     return status
 
 
@@ -134,11 +144,22 @@ def compare(names: list[str], args, kiln_cli: Path, stored_figures: dict, work: 
         et_command = []
         if args.executorch:
             wrapper = work / f"{name}.py"
-            wrapper.write_text(ET_WRAPPER.format(compiler=str(ROOT / "compiler"), models=str(ROOT / "models" / "kiln"),
-                                                 name=name))
-            et_command = [str(ET_PYTHON), "-m", "executorch.backends.arm.scripts.aot_arm_compiler", "--model_name",
-                          str(wrapper), "--delegate", "--quantize", "--target", args.target,
-                          "--output", str(work / f"{name}.et.pte")]
+            wrapper.write_text(
+                ET_WRAPPER.format(compiler=str(ROOT / "compiler"), models=str(ROOT / "models" / "kiln"), name=name)
+            )
+            et_command = [
+                str(ET_PYTHON),
+                "-m",
+                "executorch.backends.arm.scripts.aot_arm_compiler",
+                "--model_name",
+                str(wrapper),
+                "--delegate",
+                "--quantize",
+                "--target",
+                args.target,
+                "--output",
+                str(work / f"{name}.et.pte"),
+            ]
         kiln_s, et_s, ratios, errors = [], [], [], []
         for n in range(args.runs + 1):  # the first run of each is the warm-up
             k, k_status = run_seconds(kiln_command, kiln_log)
@@ -165,52 +186,77 @@ def compare(names: list[str], args, kiln_cli: Path, stored_figures: dict, work: 
             et_cycles, et_delegates, et_cpu = executorch_run(et_log)
             runs = f"{len(kiln_s)}"
         elif stored:
-            et_median, ratio, et_cycles, et_delegates, et_cpu = (stored[0], kiln_median / stored[0], stored[2],
-                                                                 stored[3], stored[4])
+            et_median, ratio, et_cycles, et_delegates, et_cpu = (
+                stored[0],
+                kiln_median / stored[0],
+                stored[2],
+                stored[3],
+                stored[4],
+            )
             runs = f"{len(kiln_s)}/{stored[1]}"
         else:
             et_median = ratio = et_cycles = et_delegates = None
             et_cpu, runs = "no ExecuTorch figure (--executorch measures one)", f"{len(kiln_s)}"
         report = json.loads(pte.with_suffix(".json").read_text())
         cpu = sorted({o["op"].split(".")[-1] for o in report["ops"] if o["where"] == "cpu" and o["op"] not in EDGES})
-        fmt = lambda value, spec: "-" if value is None else format(value, spec)
+
+        def fmt(value, spec):
+            return "-" if value is None else format(value, spec)
+
         delegates = f"{len(report['delegates'])}/{fmt(et_delegates, 'd')}"
-        print(f"{name:20} {kiln_median:7.2f} {fmt(et_median, '6.1f')} {fmt(ratio, '8.2f')} {runs:>5} "
-              f"{report['npu_cycles']:12,} {fmt(et_cycles, '10,')} {delegates:>9}  {', '.join(cpu) or '-'} | {et_cpu}",
-              flush=True)
+        print(
+            f"{name:20} {kiln_median:7.2f} {fmt(et_median, '6.1f')} {fmt(ratio, '8.2f')} {runs:>5} "
+            f"{report['npu_cycles']:12,} {fmt(et_cycles, '10,')} {delegates:>9}  {', '.join(cpu) or '-'} | {et_cpu}",
+            flush=True,
+        )
     return status
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="ethos-u55-128")
-    parser.add_argument("--architectures", action="store_true",
-                        help="whole-process times of `kiln compile` on the architecture models against ExecuTorch's CLI")
+    parser.add_argument(
+        "--architectures",
+        action="store_true",
+        help="whole-process times of `kiln compile` on the architecture models against ExecuTorch's CLI",
+    )
     parser.add_argument("--models", default=None, help="with --architectures: a comma list of models")
     parser.add_argument("--runs", type=int, default=3, help="with --architectures: counted runs per command")
-    parser.add_argument("--executorch", action="store_true",
-                        help="with --architectures: run ExecuTorch's CLI now too (.venv-executorch)")
+    parser.add_argument(
+        "--executorch",
+        action="store_true",
+        help="with --architectures: run ExecuTorch's CLI now too (.venv-executorch)",
+    )
     args = parser.parse_args()
     if args.architectures:
         return architectures(args)
-    quiet = lambda line: None
+
+    def quiet(line):
+        pass
+
     kc.compile_model("digits", CompileSpec(args.target), log=quiet)  # warm-up, not measured
     print(f"kiln compile, {args.target} (board default system config and memory mode)")
-    header = (f"{'model':18} {'kiln s':>7} {'ET s':>6} {'kiln/ET':>8} {'NPU MACs':>9} {'CPU ops':>12} "
-              f"{'kiln cycles':>12} {'ET cycles':>10} {'cycles ratio':>12}")
+    header = (
+        f"{'model':18} {'kiln s':>7} {'ET s':>6} {'kiln/ET':>8} {'NPU MACs':>9} {'CPU ops':>12} "
+        f"{'kiln cycles':>12} {'ET cycles':>10} {'cycles ratio':>12}"
+    )
     print(header)
     print("-" * len(header))
-    for name, (et_seconds, et_cycles, et_cpu) in EXECUTORCH.items():
+    for name, (et_seconds, et_cycles, _et_cpu) in EXECUTORCH.items():
         start = time.perf_counter()
         result = kc.compile_model(name, CompileSpec(args.target), log=quiet)
         seconds = time.perf_counter() - start
         report = result.report
         cpu = sorted({o["op"].split(".")[-1] for o in report["ops"] if o["where"] == "cpu" and o["op"] not in EDGES})
-        print(f"{name:18} {seconds:7.2f} {et_seconds:6.1f} {seconds / et_seconds:8.2f} "
-              f"{100 * report['macs']['npu_share']:8.1f}% {', '.join(cpu) or '-':>12} "
-              f"{report['npu_cycles']:12,} {et_cycles:10,} {report['npu_cycles'] / et_cycles:12.3f}")
-    print("ET: ExecuTorch 1.5.1's Arm flow on this machine kind; its CPU ops for ds_cnn and resnet8:"
-          " the final avg_pool2d.")
+        print(
+            f"{name:18} {seconds:7.2f} {et_seconds:6.1f} {seconds / et_seconds:8.2f} "
+            f"{100 * report['macs']['npu_share']:8.1f}% {', '.join(cpu) or '-':>12} "
+            f"{report['npu_cycles']:12,} {et_cycles:10,} {report['npu_cycles'] / et_cycles:12.3f}"
+        )
+    print(
+        "ET: ExecuTorch 1.5.1's Arm flow on this machine kind; its CPU ops for ds_cnn and resnet8:"
+        " the final avg_pool2d."
+    )
     return 0
 
 

@@ -30,7 +30,8 @@ what ExecuTorch fully delegates and kiln does not (the gaps, with kiln's reason)
 fully delegates and ExecuTorch does not, and the geometric mean of kiln/ET cycles over the
 models both put fully on the NPU.
 
-Measured figures (ethos-u55-128, ethos-u55-256, ethos-u65-256, ethos-u85-256; 2026-11-26): see EXECUTORCH_COVERAGE below.
+Measured figures (ethos-u55-128, ethos-u55-256, ethos-u65-256, ethos-u85-256; 2026-11-26): see
+EXECUTORCH_COVERAGE below.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import operator_cases
 import operator_cases_more
+
 from kiln import compile as kc
 from kiln import models
 from kiln.errors import KilnError
@@ -74,9 +76,13 @@ def test_models() -> list[tuple[str, str, Callable[[], str | LoadedModel]]]:
     found += [("zoo", name, lambda name=name: name) for name in models.MODELS]
     found += [("arch", name, lambda name=name: name) for name in models.ARCHITECTURES]
     for name, (make, inputs) in operator_cases.CASES.items():
-        found.append(("ops", name, lambda name=name, make=make, inputs=inputs: LoadedModel(name, make().eval(), inputs())))
+        found.append(
+            ("ops", name, lambda name=name, make=make, inputs=inputs: LoadedModel(name, make().eval(), inputs()))
+        )
     for name, (make, inputs) in operator_cases_more.CASES.items():
-        found.append(("more", name, lambda name=name, make=make, inputs=inputs: LoadedModel(name, make().eval(), inputs())))
+        found.append(
+            ("more", name, lambda name=name, make=make, inputs=inputs: LoadedModel(name, make().eval(), inputs()))
+        )
     return found
 
 
@@ -119,17 +125,21 @@ def main() -> int:
     chosen = pick(test_models(), args.models)
     if args.executorch:
         return against_executorch(args, chosen)
-    quiet = lambda line: None
+
+    def quiet(line):
+        pass
+
     status = 0
     for target in args.target.split(","):
         start = time.perf_counter()
         spec = CompileSpec(target, memory_mode=args.memory_mode)
         kc.compile_model("digits", spec, log=quiet)  # warm-up, not measured
         warm = time.perf_counter() - start
-        print(f"kiln compile, {target} ({' and '.join(vela_settings(target, args.memory_mode))}); "
-              f"warm-up {warm:.1f} s")
-        header = (f"{'model':24} {'set':4} {'compiled':8} {'NPU ops':>7} {'CPU ops':>7} {'q/dq':>5} "
-                  f"{'NPU MACs':>9} {'NPU cycles':>11} {'compile s':>9}  CPU op types / error")
+        print(f"kiln compile, {target} ({' and '.join(vela_settings(target, args.memory_mode))}); warm-up {warm:.1f} s")
+        header = (
+            f"{'model':24} {'set':4} {'compiled':8} {'NPU ops':>7} {'CPU ops':>7} {'q/dq':>5} "
+            f"{'NPU MACs':>9} {'NPU cycles':>11} {'compile s':>9}  CPU op types / error"
+        )
         print(header)
         print("-" * len(header))
         failures: list[tuple[str, str]] = []
@@ -146,8 +156,11 @@ def main() -> int:
                 seconds = time.perf_counter() - start
                 seconds_total += seconds
                 failures.append((name, one_line(error)))
-                print(f"{name:24} {group:4} {'no':8} {'-':>7} {'-':>7} {'-':>5} {'-':>9} {'-':>11} {seconds:9.2f}  "
-                      f"{one_line(error)}", flush=True)
+                print(
+                    f"{name:24} {group:4} {'no':8} {'-':>7} {'-':>7} {'-':>5} {'-':>9} {'-':>11} {seconds:9.2f}  "
+                    f"{one_line(error)}",
+                    flush=True,
+                )
                 continue
             seconds = time.perf_counter() - start
             seconds_total += seconds
@@ -166,8 +179,11 @@ def main() -> int:
             share = report["macs"]["npu_share"]
             share_text = "-" if share is None else f"{100 * share:.1f}%"
             types = ", ".join(f"{op} x{sum(r.values())}" if sum(r.values()) > 1 else op for op, r in by_type.items())
-            print(f"{name:24} {group:4} {'yes':8} {len(npu):7} {len(cpu):7} {len(edges):5} {share_text:>9} "
-                  f"{report['npu_cycles']:11,} {seconds:9.2f}  {types or '-'}", flush=True)
+            print(
+                f"{name:24} {group:4} {'yes':8} {len(npu):7} {len(cpu):7} {len(edges):5} {share_text:>9} "
+                f"{report['npu_cycles']:11,} {seconds:9.2f}  {types or '-'}",
+                flush=True,
+            )
             if args.verbose:
                 listing += [f"  {name}: {o['node']} ({short(o['op'])}): {reason_of(o)}" for o in cpu]
             else:
@@ -182,13 +198,16 @@ def main() -> int:
             status = 1
             print("not compiled:")
             print("\n".join(f"  {name}: {line}" for name, line in failures))
-        print(f"summary {target}: {compiled}/{len(chosen)} models compiled in {seconds_total:.1f} s; "
-              f"{npu_total} ops on the NPU, {cpu_total} on the CPU (+ {edge_total} quantize/dequantize edges)")
+        print(
+            f"summary {target}: {compiled}/{len(chosen)} models compiled in {seconds_total:.1f} s; "
+            f"{npu_total} ops on the NPU, {cpu_total} on the CPU (+ {edge_total} quantize/dequantize edges)"
+        )
         if left:
             print("most often on the CPU:")
             for op, n in left.most_common(10):
-                why = "; ".join(f"{reason} ({k})" if len(reasons[op]) > 1 else reason
-                                for reason, k in reasons[op].most_common(3))
+                why = "; ".join(
+                    f"{reason} ({k})" if len(reasons[op]) > 1 else reason for reason, k in reasons[op].most_common(3)
+                )
                 others = len(reasons[op]) - 3
                 more = f"; and {others} other reason{'s' if others > 1 else ''}" if others > 0 else ""
                 print(f"  {op} x{n}: {why}{more}")
@@ -205,14 +224,22 @@ def main() -> int:
 # cycles over the models both put fully on the NPU, ExecuTorch as shipped, then ExecuTorch's TOSA compiled by
 # kiln's Vela), per target:
 EXECUTORCH_COVERAGE: dict[str, dict[str, tuple[int, int, int, int, float, float]]] = {
-    "ethos-u55-128": {"single-operator cases": (218, 205, 187, 187, 0.75, 0.82),
-                      "test models": (21, 21, 16, 16, 0.77, 0.88)},
-    "ethos-u55-256": {"single-operator cases": (218, 205, 187, 187, 0.67, 0.83),
-                      "test models": (21, 21, 16, 16, 0.63, 0.86)},
-    "ethos-u65-256": {"single-operator cases": (218, 205, 187, 187, 0.85, 0.91),
-                      "test models": (21, 21, 16, 16, 0.72, 0.92)},
-    "ethos-u85-256": {"single-operator cases": (218, 215, 202, 202, 0.96, 0.98),
-                      "test models": (21, 21, 19, 19, 0.82, 0.83)},
+    "ethos-u55-128": {
+        "single-operator cases": (218, 205, 187, 187, 0.75, 0.82),
+        "test models": (21, 21, 16, 16, 0.77, 0.88),
+    },
+    "ethos-u55-256": {
+        "single-operator cases": (218, 205, 187, 187, 0.67, 0.83),
+        "test models": (21, 21, 16, 16, 0.63, 0.86),
+    },
+    "ethos-u65-256": {
+        "single-operator cases": (218, 205, 187, 187, 0.85, 0.91),
+        "test models": (21, 21, 16, 16, 0.72, 0.92),
+    },
+    "ethos-u85-256": {
+        "single-operator cases": (218, 215, 202, 202, 0.96, 0.98),
+        "test models": (21, 21, 19, 19, 0.82, 0.83),
+    },
 }
 # ExecuTorch fully on the NPU and kiln not: none on any target. Test models, among those both put fully on the NPU:
 # none above 1.00 on any target, as shipped or with the same Vela (mobilenet_v2 5,800,320 against 8,158,398 on
@@ -243,6 +270,7 @@ EXECUTORCH_COVERAGE: dict[str, dict[str, tuple[int, int, int, int, float, float]
 
 def kiln_vela_version() -> str:
     from importlib.metadata import version
+
     return version("ethos-u-vela")
 
 
@@ -257,15 +285,20 @@ def cache_key(target: str, settings: tuple[str, str]) -> str:
     """What ExecuTorch's result depends on: the target and Vela settings, the cases, the model files and the
     driver."""
     digest = hashlib.sha256("\0".join((target, *settings)).encode())
-    files = [ROOT / "tests" / "operator_cases.py", ROOT / "tests" / "operator_cases_more.py", ET_DRIVER,
-             *sorted((ROOT / "models" / "kiln" / "models").glob("*.py"))]
+    files = [
+        ROOT / "tests" / "operator_cases.py",
+        ROOT / "tests" / "operator_cases_more.py",
+        ET_DRIVER,
+        *sorted((ROOT / "models" / "kiln" / "models").glob("*.py")),
+    ]
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def executorch_results(target: str, settings: tuple[str, str], names: list[str],
-                       refresh: bool) -> tuple[dict[str, dict], str]:
+def executorch_results(
+    target: str, settings: tuple[str, str], names: list[str], refresh: bool
+) -> tuple[dict[str, dict], str]:
     """ExecuTorch's result per name (bench/executorch_coverage.py's JSON), from the cache or one run
     of the driver for the names the cache lacks; and ExecuTorch's version with its Vela's."""
     path = CACHE / f"executorch-{target}-{cache_key(target, settings)}.json"
@@ -274,20 +307,41 @@ def executorch_results(target: str, settings: tuple[str, str], names: list[str],
     if path.is_file() and not refresh:
         document = json.loads(path.read_text())
     # a cached result without the TOSA files of its delegates is run again
-    missing = [n for n in names if n not in document["results"]
-               or (document["results"][n]["npu_cycles"] is not None and not document["results"][n].get("tosa"))]
+    missing = [
+        n
+        for n in names
+        if n not in document["results"]
+        or (document["results"][n]["npu_cycles"] is not None and not document["results"][n].get("tosa"))
+    ]
     if missing:
         if not ET_PYTHON.is_file():
             raise SystemExit(f"coverage.py: --executorch needs {ET_PYTHON} (./scripts/executorch_env.sh makes it)")
-        print(f"ExecuTorch, {target}: {len(missing)} models in one process of {ET_PYTHON.parent.parent.name} "
-              f"(then cached in {path.relative_to(ROOT)})", flush=True)
+        print(
+            f"ExecuTorch, {target}: {len(missing)} models in one process of {ET_PYTHON.parent.parent.name} "
+            f"(then cached in {path.relative_to(ROOT)})",
+            flush=True,
+        )
         with tempfile.TemporaryDirectory(prefix="kiln-coverage-") as folder:
             out = Path(folder) / "executorch.json"
-            command = [str(ET_PYTHON), str(ET_DRIVER), "--target", target, "--system-config", settings[0],
-                       "--memory-mode", settings[1], "--names", ",".join(missing), "--output", str(out),
-                       "--tosa-dir", str(tosa_dir)]
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True)
+            command = [
+                str(ET_PYTHON),
+                str(ET_DRIVER),
+                "--target",
+                target,
+                "--system-config",
+                settings[0],
+                "--memory-mode",
+                settings[1],
+                "--names",
+                ",".join(missing),
+                "--output",
+                str(out),
+                "--tosa-dir",
+                str(tosa_dir),
+            ]
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
             other: list[str] = []
             for line in process.stdout:
                 if line.startswith("["):  # the driver's progress, one line per model
@@ -322,8 +376,8 @@ def estimate_again(document: dict, names: list[str], tosa_dir: Path, target: str
         if all(f.is_file() for f in files):
             try:
                 result["kiln_vela_cycles"] = sum(
-                    vela.compile_tosa(f.read_bytes(), f"executorch_{name}", target, *settings).npu_cycles
-                    for f in files)
+                    vela.compile_tosa(f.read_bytes(), f"executorch_{name}", target, *settings).npu_cycles for f in files
+                )
             except KilnError as error:  # kiln's Vela refuses ExecuTorch's graph: no figure, said so
                 print(f"  {name}: kiln's Vela on ExecuTorch's TOSA: {one_line(error)}", file=sys.stderr)
         changed = True
@@ -336,8 +390,15 @@ def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tu
     try:
         report = kc.compile_model(load(), spec, log=lambda line: None).report
     except Exception as error:  # noqa: BLE001 (every failure is a finding: keep going)
-        return {"compiled": False, "error": one_line(error), "npu_ops": {}, "cpu_ops": {}, "edges": 0,
-                "npu_cycles": None, "reasons": []}
+        return {
+            "compiled": False,
+            "error": one_line(error),
+            "npu_ops": {},
+            "cpu_ops": {},
+            "edges": 0,
+            "npu_cycles": None,
+            "reasons": [],
+        }
     npu, cpu, reasons = Counter(), Counter(), Counter()
     edges = 0
     for o in report["ops"]:
@@ -348,8 +409,15 @@ def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tu
         else:
             cpu[short(o["op"])] += 1
             reasons[f"{short(o['op'])}: {reason_of(o)}"] += 1
-    return {"compiled": True, "error": None, "npu_ops": dict(npu), "cpu_ops": dict(cpu), "edges": edges,
-            "npu_cycles": report["npu_cycles"], "reasons": [f"{r}{f' (x{n})' if n > 1 else ''}" for r, n in reasons.items()]}
+    return {
+        "compiled": True,
+        "error": None,
+        "npu_ops": dict(npu),
+        "cpu_ops": dict(cpu),
+        "edges": edges,
+        "npu_cycles": report["npu_cycles"],
+        "reasons": [f"{r}{f' (x{n})' if n > 1 else ''}" for r, n in reasons.items()],
+    }
 
 
 def fully_on_npu(result: dict) -> bool:
@@ -380,20 +448,25 @@ def summarize(rows: list[tuple[str, str, dict, dict]], label: str) -> list[str]:
     et_full = {name for _, name, _, e in rows if fully_on_npu(e)}
 
     def ratios(key: str) -> list[float]:
-        return [k["npu_cycles"] / e[key] for _, name, k, e in rows
-                if name in kiln_full & et_full and k["npu_cycles"] and e.get(key)]
+        return [
+            k["npu_cycles"] / e[key]
+            for _, name, k, e in rows
+            if name in kiln_full & et_full and k["npu_cycles"] and e.get(key)
+        ]
 
     def gmean(values: list[float]) -> str:
         return f"{math.exp(sum(map(math.log, values)) / len(values)):.2f}" if values else "-"
 
     shipped, same = ratios("npu_cycles"), ratios("kiln_vela_cycles")
-    lines = [f"{label}: {len(rows)}; fully on the NPU: kiln {len(kiln_full)}, ExecuTorch {len(et_full)}, both "
-             f"{len(kiln_full & et_full)}, neither {len(rows) - len(kiln_full | et_full)}; "
-             f"kiln not compiled {sum(not k['compiled'] for _, _, k, _ in rows)}, ExecuTorch not lowered "
-             f"{sum(not e['compiled'] for _, _, _, e in rows)}",
-             f"  NPU cycles kiln/ET, geometric mean over those both put fully on the NPU: {gmean(shipped)} "
-             f"({len(shipped)}; ExecuTorch's Vela), {gmean(same)} ({len(same)}; ExecuTorch's TOSA on kiln's Vela); "
-             f"above 1.0x: {sum(r > 1.005 for r in shipped)} and {sum(r > 1.005 for r in same)}"]
+    lines = [
+        f"{label}: {len(rows)}; fully on the NPU: kiln {len(kiln_full)}, ExecuTorch {len(et_full)}, both "
+        f"{len(kiln_full & et_full)}, neither {len(rows) - len(kiln_full | et_full)}; "
+        f"kiln not compiled {sum(not k['compiled'] for _, _, k, _ in rows)}, ExecuTorch not lowered "
+        f"{sum(not e['compiled'] for _, _, _, e in rows)}",
+        f"  NPU cycles kiln/ET, geometric mean over those both put fully on the NPU: {gmean(shipped)} "
+        f"({len(shipped)}; ExecuTorch's Vela), {gmean(same)} ({len(same)}; ExecuTorch's TOSA on kiln's Vela); "
+        f"above 1.0x: {sum(r > 1.005 for r in shipped)} and {sum(r > 1.005 for r in same)}",
+    ]
     gaps = [(name, k) for _, name, k, _ in rows if name in et_full - kiln_full]
     lines.append(f"  ExecuTorch fully on the NPU, kiln not ({len(gaps)}):")
     for name, k in gaps:
@@ -406,30 +479,46 @@ def summarize(rows: list[tuple[str, str, dict, dict]], label: str) -> list[str]:
     return lines
 
 
+def _counts(r: dict) -> str:
+    return f"{sum(r['npu_ops'].values())}/{sum(r['cpu_ops'].values())}" if r["compiled"] else "-"
+
+
+def _full(r: dict) -> str:
+    return "yes" if fully_on_npu(r) else "no"
+
+
+def _cycles(r: dict, key: str = "npu_cycles") -> str:
+    return "-" if r.get(key) is None else format(r[key], ",")
+
+
 def against_executorch(args, chosen: list) -> int:
     """Per model, kiln's placement and NPU cycles beside ExecuTorch's; the summary after the table."""
     for target in args.target.split(","):
         settings = vela_settings(target, args.memory_mode)
         et, version = executorch_results(target, settings, [name for _, name, _ in chosen], args.refresh)
         kc.compile_model("digits", CompileSpec(target), log=lambda line: None)  # warm-up
-        print(f"kiln against ExecuTorch {version} (EthosUQuantizer int8, EthosUPartitioner), {target}, "
-              f"{' and '.join(settings)} for both: ops on the NPU / CPU besides the quantize/dequantize edges "
-              "(each counts its own graph), fully on the NPU, Vela's NPU cycles (ExecuTorch's with its own Vela, "
-              f"and ET@kVela: its TOSA with kiln's Vela {kiln_vela_version()})")
-        header = (f"{'model':28} {'set':4} {'kiln':>9} {'full':>4} {'ET':>9} {'full':>4} {'kiln cycles':>11} "
-                  f"{'ET cycles':>10} {'kiln/ET':>7} {'ET@kVela':>10} {'kiln/':>5}  on the CPU: kiln | ET")
+        print(
+            f"kiln against ExecuTorch {version} (EthosUQuantizer int8, EthosUPartitioner), {target}, "
+            f"{' and '.join(settings)} for both: ops on the NPU / CPU besides the quantize/dequantize edges "
+            "(each counts its own graph), fully on the NPU, Vela's NPU cycles (ExecuTorch's with its own Vela, "
+            f"and ET@kVela: its TOSA with kiln's Vela {kiln_vela_version()})"
+        )
+        header = (
+            f"{'model':28} {'set':4} {'kiln':>9} {'full':>4} {'ET':>9} {'full':>4} {'kiln cycles':>11} "
+            f"{'ET cycles':>10} {'kiln/ET':>7} {'ET@kVela':>10} {'kiln/':>5}  on the CPU: kiln | ET"
+        )
         print(header)
         print("-" * len(header))
         rows: list[tuple[str, str, dict, dict]] = []
         for group, name, load in chosen:
             k, e = kiln_result(load, target, settings), et[name]
             rows.append((group, name, k, e))
-            counts = lambda r: f"{sum(r['npu_ops'].values())}/{sum(r['cpu_ops'].values())}" if r["compiled"] else "-"
-            full = lambda r: "yes" if fully_on_npu(r) else "no"
-            cycles = lambda r, key="npu_cycles": "-" if r.get(key) is None else format(r[key], ",")
-            print(f"{name:28} {group:4} {counts(k):>9} {full(k):>4} {counts(e):>9} {full(e):>4} {cycles(k):>11} "
-                  f"{cycles(e):>10} {ratio_text(k, e):>7} {cycles(e, 'kiln_vela_cycles'):>10} "
-                  f"{ratio_text(k, e, 'kiln_vela_cycles'):>5}  {where_text(k)} | {where_text(e)}", flush=True)
+            print(
+                f"{name:28} {group:4} {_counts(k):>9} {_full(k):>4} {_counts(e):>9} {_full(e):>4} {_cycles(k):>11} "
+                f"{_cycles(e):>10} {ratio_text(k, e):>7} {_cycles(e, 'kiln_vela_cycles'):>10} "
+                f"{ratio_text(k, e, 'kiln_vela_cycles'):>5}  {where_text(k)} | {where_text(e)}",
+                flush=True,
+            )
         print("-" * len(header))
         print("\n".join(summarize([r for r in rows if r[0] in CASE_SETS], f"summary {target}, single-operator cases")))
         print("\n".join(summarize([r for r in rows if r[0] not in CASE_SETS], f"summary {target}, test models")))

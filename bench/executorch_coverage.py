@@ -101,16 +101,18 @@ class TimedOut(Exception):
     pass
 
 
-def compile_one(name: str, target: str, system_config: str | None, memory_mode: str | None,
-                tosa_dir: Path | None = None) -> dict:
+def compile_one(
+    name: str, target: str, system_config: str | None, memory_mode: str | None, tosa_dir: Path | None = None
+) -> dict:
     from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     module, inputs = load(name)
-    spec = EthosUCompileSpec(target, system_config=system_config, memory_mode=memory_mode,
-                             extra_flags=["--verbose-cycle-estimate"])
+    spec = EthosUCompileSpec(
+        target, system_config=system_config, memory_mode=memory_mode, extra_flags=["--verbose-cycle-estimate"]
+    )
     dump = tempfile.TemporaryDirectory(prefix="et-tosa-") if tosa_dir else None
     with dump or contextlib.nullcontext():  # the dump folder goes however the case ends
         if dump:
@@ -123,12 +125,22 @@ def compile_one(name: str, target: str, system_config: str | None, memory_mode: 
         quantized = torch.export.export(convert_pt2e(prepared), inputs)
         vela_output = io.StringIO()
         with contextlib.redirect_stdout(vela_output):
-            edge = to_edge_transform_and_lower(quantized, partitioner=[EthosUPartitioner(spec)],
-                                               compile_config=EdgeCompileConfig(_check_ir_validity=False))
+            edge = to_edge_transform_and_lower(
+                quantized,
+                partitioner=[EthosUPartitioner(spec)],
+                compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            )
         npu, cpu, edges, delegates = count(edge.exported_program().graph_module)
         cycles = [int(n) for n in CYCLES.findall(vela_output.getvalue())]
-        result = {"compiled": True, "error": None, "npu_ops": dict(npu), "cpu_ops": dict(cpu), "edges": edges,
-                  "delegates": delegates, "npu_cycles": sum(cycles) if cycles else None}
+        result = {
+            "compiled": True,
+            "error": None,
+            "npu_ops": dict(npu),
+            "cpu_ops": dict(cpu),
+            "edges": edges,
+            "delegates": delegates,
+            "npu_cycles": sum(cycles) if cycles else None,
+        }
         if dump:
             result["tosa"] = keep_tosa(Path(dump.name), tosa_dir, name)
     return result
@@ -138,8 +150,9 @@ def keep_tosa(dump: Path, tosa_dir: Path, name: str) -> list[str]:
     """The TOSA flatbuffers the partitioner gave Vela (one per delegate: output_TOSA-*.tosa, or
     output_tag<N>_TOSA-*.tosa in delegate order), copied to tosa_dir as <name>.<i>.tosa; their
     file names."""
-    tagged = sorted(dump.glob("output*_TOSA-*.tosa"),
-                    key=lambda p: int(re.match(r"output(?:_tag(\d+))?_TOSA", p.name)[1] or 0))
+    tagged = sorted(
+        dump.glob("output*_TOSA-*.tosa"), key=lambda p: int(re.match(r"output(?:_tag(\d+))?_TOSA", p.name)[1] or 0)
+    )
     tosa_dir.mkdir(parents=True, exist_ok=True)
     kept = []
     for i, path in enumerate(tagged):
@@ -160,8 +173,12 @@ def main() -> int:
     parser.add_argument("--memory-mode", default=None, help="Vela's memory mode (default: ExecuTorch's)")
     parser.add_argument("--names", required=True, help="comma list of case and model names")
     parser.add_argument("--output", default=None, help="JSON file (default: standard output)")
-    parser.add_argument("--tosa-dir", default=None, type=Path,
-                        help="keep each name's TOSA flatbuffers here (<name>.<delegate>.tosa; result key tosa)")
+    parser.add_argument(
+        "--tosa-dir",
+        default=None,
+        type=Path,
+        help="keep each name's TOSA flatbuffers here (<name>.<delegate>.tosa; result key tosa)",
+    )
     parser.add_argument("--traceback", action="store_true", help="print each failure's traceback to standard error")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -181,8 +198,15 @@ def main() -> int:
         try:
             result = compile_one(name, args.target, args.system_config, args.memory_mode, args.tosa_dir)
         except Exception as error:  # noqa: BLE001 (every failure is a finding: keep going)
-            result = {"compiled": False, "error": first_line(error), "npu_ops": {}, "cpu_ops": {}, "edges": 0,
-                      "delegates": 0, "npu_cycles": None}
+            result = {
+                "compiled": False,
+                "error": first_line(error),
+                "npu_ops": {},
+                "cpu_ops": {},
+                "edges": 0,
+                "delegates": 0,
+                "npu_cycles": None,
+            }
             if args.traceback:
                 traceback.print_exc()
         finally:
@@ -192,8 +216,13 @@ def main() -> int:
         state = "ok" if result["compiled"] else result["error"]
         print(f"[{i}/{len(names)}] {name}: {state} ({result['seconds']} s)", file=sys.stderr, flush=True)
     from importlib.metadata import version
-    document = {"target": args.target, "executorch": executorch.version.__version__, "vela": version("ethos-u-vela"),
-                "results": results}
+
+    document = {
+        "target": args.target,
+        "executorch": executorch.version.__version__,
+        "vela": version("ethos-u-vela"),
+        "results": results,
+    }
     text = json.dumps(document, indent=1, sort_keys=True)
     if args.output:
         Path(args.output).write_text(text)

@@ -64,17 +64,22 @@ def main():
 
         reports = [runner_report(model, args.target, Path(tmp)) for model in args.models.split(",") if model]
         if reports:
-            parts = [name for name in [p for p, _ in runner_build.PARTS] + ["runner app"]
-                     if any(name in r["parts"] for r in reports)]
+            parts = [
+                name
+                for name in [p for p, _ in runner_build.PARTS] + ["runner app"]
+                if any(name in r["parts"] for r in reports)
+            ]
             print(f"\nexecutor runner on {args.target}, code (text + rodata) by part, bytes:")
             print(f"{'model':16} " + " ".join(f"{p:>13}" for p in parts) + f" {'.pte file':>11} {'.pte baked':>11}")
             for r in reports:
                 code = " ".join(f"{r['parts'].get(p, {}).get('code', 0):>13,}" for p in parts)
                 print(f"{r['model']:16} {code} {r['pte']['file_size']:>11,} {r['pte']['size']:>11,}")
             worst = max(r["parts"]["runtime core"]["code"] for r in reports)
-            print(f"runtime core = loader + executor + EthosUBackend + driver: at most {worst:,} bytes "
-                  f"({'within' if worst <= CORE_GOAL else 'over'} the goal of {CORE_GOAL:,}); error text = every "
-                  "error's name and the printer; .pte baked = without run-host's reference TOSA graphs")
+            print(
+                f"runtime core = loader + executor + EthosUBackend + driver: at most {worst:,} bytes "
+                f"({'within' if worst <= CORE_GOAL else 'over'} the goal of {CORE_GOAL:,}); error text = every "
+                "error's name and the printer; .pte baked = without run-host's reference TOSA graphs"
+            )
 
         walls = []
         for _ in range(args.runs):
@@ -82,8 +87,10 @@ def main():
             result = run.run(build / "hello.elf", "ethos-u55-128", platform="virtual")
             walls.append(time.perf_counter() - start)
             assert result.status == 0, result.uart
-        print(f"\nhello on the virtual platform, start to exit: median {statistics.median(walls) * 1000:.0f} ms "
-              f"over {args.runs} runs (min {min(walls) * 1000:.0f}, max {max(walls) * 1000:.0f})")
+        print(
+            f"\nhello on the virtual platform, start to exit: median {statistics.median(walls) * 1000:.0f} ms "
+            f"over {args.runs} runs (min {min(walls) * 1000:.0f}, max {max(walls) * 1000:.0f})"
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ def worker(build: Path, seeds: Path, target: str, seed: int, seconds: float, ste
     """One job: libFuzzer processes one after another until `seconds` are used."""
     runs, deadline, seed_now = [], time.monotonic() + seconds, seed
     while (left := deadline - time.monotonic()) >= 1:
-        figures = libfuzzer.run(build, target, seeds, WORK / "campaign" / target, WORK / "findings" / target,
-                                seconds=left, seed=seed_now)
+        figures = libfuzzer.run(
+            build, target, seeds, WORK / "campaign" / target, WORK / "findings" / target, seconds=left, seed=seed_now
+        )
         runs.append(figures)
         if not figures.findings and figures.status != 0:
             raise RuntimeError(f"fuzz_{target} stopped with status {figures.status}:\n{figures.log[-3000:]}")
@@ -54,8 +55,10 @@ def campaign(build: Path, seeds: Path, target: str, seconds: float, jobs: int, s
     runs = [f for job in done for f in job]
     executions = sum(f.executions for f in runs)
     last = max((job[-1] for job in done if job), key=lambda f: f.ft)
-    print(f"{target}: {executions:,} executions in {elapsed:.0f} s with {jobs} job(s): "
-          f"{executions / elapsed:,.0f} exec/s; coverage cov {last.cov} ft {last.ft}, corpus {last.corpus} units")
+    print(
+        f"{target}: {executions:,} executions in {elapsed:.0f} s with {jobs} job(s): "
+        f"{executions / elapsed:,.0f} exec/s; coverage cov {last.cov} ft {last.ft}, corpus {last.corpus} units"
+    )
     findings = [(path, f.summaries) for f in runs for path in f.findings]
     print(f"{target}: findings: {len(findings)}")
     for path, summaries in findings:
@@ -79,8 +82,10 @@ def python_campaign(seconds: float, jobs: int, seed: int) -> None:
     findings = [f for r in results for f in (r.get("findings") or [])]
     # Each job's own rate leaves out its set-up (imports, compiling the seeds).
     rate = sum(r.get("executions_per_second", 0) for r in results)
-    print(f"python: {executions:,} executions in {elapsed:.0f} s with {jobs} job(s), set-up included: "
-          f"{rate:,.0f} exec/s while fuzzing")
+    print(
+        f"python: {executions:,} executions in {elapsed:.0f} s with {jobs} job(s), set-up included: "
+        f"{rate:,.0f} exec/s while fuzzing"
+    )
     print(f"python: findings: {len(findings)}")
     for finding in findings:  # {"what": one line, "input": hex}; the inputs are saved under `saved`
         print(f"  {finding.get('what', finding) if isinstance(finding, dict) else finding}")

@@ -25,8 +25,10 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    print(f"{'model':18} {'target':15} {'PMU cycles':>11} {'layer sum':>10} {'Vela':>10} "
-          f"{'layers':>6} {'in 10%':>6}  worst layer (model / Vela)  seconds")
+    print(
+        f"{'model':18} {'target':15} {'PMU cycles':>11} {'layer sum':>10} {'Vela':>10} "
+        f"{'layers':>6} {'in 10%':>6}  worst layer (model / Vela)  seconds"
+    )
     failures = 0
     for target in args.target.split(","):
         for model in args.models.split(","):
@@ -40,10 +42,16 @@ def main() -> int:
             summed = sum(x.npu_cycles or 0 for x in p.layers)
             vela = sum(d.vela_npu_cycles for d in p.delegates)
             failures += summed != p.total_npu_cycles or len(within) != len(compared)
-            said = "-" if worst is None else (f"{worst.name} {worst.npu_cycles:,} / {worst.vela_npu_cycles:,} = "
-                                              f"{worst.agreement:.3f}")
-            print(f"{model:18} {target:15} {p.total_npu_cycles:>11,} {summed:>10,} {vela:>10,} {len(compared):>6} "
-                  f"{len(within):>6}  {said}  {time.perf_counter() - start:.1f}", flush=True)
+            said = (
+                "-"
+                if worst is None
+                else (f"{worst.name} {worst.npu_cycles:,} / {worst.vela_npu_cycles:,} = {worst.agreement:.3f}")
+            )
+            print(
+                f"{model:18} {target:15} {p.total_npu_cycles:>11,} {summed:>10,} {vela:>10,} {len(compared):>6} "
+                f"{len(within):>6}  {said}  {time.perf_counter() - start:.1f}",
+                flush=True,
+            )
     return 1 if failures else 0
 
 

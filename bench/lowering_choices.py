@@ -24,6 +24,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from operator_cases import Fn  # noqa: E402
+
 from kiln import boards, families  # noqa: E402
 from kiln.compile import compile_model  # noqa: E402
 from kiln.frontend.export import LoadedModel  # noqa: E402
@@ -40,8 +41,9 @@ def _seeded(*shape) -> torch.Tensor:
 
 def _conv_mean_linear(h: int, w: int, c: int) -> LoadedModel:
     torch.manual_seed(0)
-    module = Fn(lambda s, x: s.fc(torch.relu(s.conv(x)).mean((2, 3))), conv=nn.Conv2d(16, c, 3, padding=1),
-                fc=nn.Linear(c, 10))
+    module = Fn(
+        lambda s, x: s.fc(torch.relu(s.conv(x)).mean((2, 3))), conv=nn.Conv2d(16, c, 3, padding=1), fc=nn.Linear(c, 10)
+    )
     return LoadedModel(f"conv_mean_linear_{h}x{w}x{c}", module.eval(), (_seeded(1, 16, h, w),))
 
 
@@ -59,28 +61,42 @@ U55, U55_256, U65, U65_512, U85 = "ethos-u55-128", "ethos-u55-256", "ethos-u65-2
 CASES = {
     families.INT16_EXPS: [("kwt", [(U55, None), (U65, None), (U85, None)])],
     families.CHANNELS_LAST_PAD_COPIES: [
-        (lambda: _op("pad_reflect", lambda x: F.pad(x, [1, 2, 2, 1], mode="reflect"), 1, 3, 8, 8),
-         [(U65, "Dedicated_Sram"), (U85, "Dedicated_Sram_384KB"), (U55, "Shared_Sram")])],
+        (
+            lambda: _op("pad_reflect", lambda x: F.pad(x, [1, 2, 2, 1], mode="reflect"), 1, 3, 8, 8),
+            [(U65, "Dedicated_Sram"), (U85, "Dedicated_Sram_384KB"), (U55, "Shared_Sram")],
+        )
+    ],
     families.POOLED_MEANS: [
         *[(model, [(U85, "Sram_Only")]) for model in ("tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025")],
         *[(model, [(U55, None)]) for model in ("ds_cnn", "resnet8")],
         ("efficientnet_b0", [(U65, None)]),
-        *[(lambda h=h: _conv_mean_linear(h, h, 128), [(U65, None)]) for h in (2, 4)]],
+        *[(lambda h=h: _conv_mean_linear(h, h, 128), [(U65, None)]) for h in (2, 4)],
+    ],
     families.FUSED_EXPS: [("kwt", [(U85, None), (U55, None), (U65, None)])],
     families.RANK4_TRANSPOSES: [
         ("unet_tiny", [(U65, None), (U65_512, None), (U55, None), (U55_256, None)]),
         *[(model, [(U85, None)]) for model in ("mobilenet_v2_035", "resnet18", "shufflenet_v2")],
         (_conv1d, [(U85, None)]),
-        ("mobilenet_v2", [(U65, None)])],
+        ("mobilenet_v2", [(U65, None)]),
+    ],
     families.VELA_STRIDED_POOLS: [
-        (lambda: _op("avg_pool_4_stride_4", lambda x: F.avg_pool2d(x, 4, stride=4), 1, 8, 16, 16),
-         [(U55, None), (U85, None), (U65, None)])],
+        (
+            lambda: _op("avg_pool_4_stride_4", lambda x: F.avg_pool2d(x, 4, stride=4), 1, 8, 16, 16),
+            [(U55, None), (U85, None), (U65, None)],
+        )
+    ],
     families.FLAT_STRIDED_SLICES: [
-        (lambda: _op("slice_step_2", lambda x: x[..., ::2], 1, 6, 16), [(U55, None), (U55_256, None),
-                                                                               (U65, None), (U85, None)])],
+        (
+            lambda: _op("slice_step_2", lambda x: x[..., ::2], 1, 6, 16),
+            [(U55, None), (U55_256, None), (U65, None), (U85, None)],
+        )
+    ],
     families.HARDWARE_RESIZE: [
-        (lambda: _op("bilinear_2x", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), 1, 4, 6, 6),
-         [(U85, "Sram_Only")])],
+        (
+            lambda: _op("bilinear_2x", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), 1, 4, 6, 6),
+            [(U85, "Sram_Only")],
+        )
+    ],
 }
 
 
@@ -101,8 +117,14 @@ def both_ways(graph, row: families.Row, target_name: str, memory_mode: str | Non
             npu, total = npu + compiled.npu_cycles, total + compiled.total_cycles
         figures[taken] = (npu, total)
     name = graph if isinstance(graph, str) else model.name
-    return {"graph": name, "target": target_name, "memory_mode": spec.memory_mode, "taken": figures[True],
-            "not_taken": figures[False], "first_guess": "taken" if family.has(row) else "not taken"}
+    return {
+        "graph": name,
+        "target": target_name,
+        "memory_mode": spec.memory_mode,
+        "taken": figures[True],
+        "not_taken": figures[False],
+        "first_guess": "taken" if family.has(row) else "not taken",
+    }
 
 
 def main() -> int:
@@ -118,16 +140,21 @@ def main() -> int:
         if row.name not in wanted:
             continue
         print(f"\n{row.name} ({row.kind.value}; {', '.join(sorted(row.families)) or 'no family'}): {row.why}")
-        print(f"  {'graph':24} {'target':14} {'memory mode':21} {'taken: NPU / total cycles':>30} "
-              f"{'not taken: NPU / total':>30}  first guess")
+        print(
+            f"  {'graph':24} {'target':14} {'memory mode':21} {'taken: NPU / total cycles':>30} "
+            f"{'not taken: NPU / total':>30}  first guess"
+        )
         for graph, targets in cases:
             if args.quick and isinstance(graph, str) and graph in LARGE:
                 continue
             for target_name, mode in targets:
                 r = both_ways(graph, row, target_name, mode)
                 taken, other = (f"{r[k][0]:,} / {r[k][1]:,}" for k in ("taken", "not_taken"))
-                print(f"  {r['graph']:24} {r['target']:14} {r['memory_mode']:21} {taken:>30} {other:>30}  "
-                      f"{r['first_guess']}", flush=True)
+                print(
+                    f"  {r['graph']:24} {r['target']:14} {r['memory_mode']:21} {taken:>30} {other:>30}  "
+                    f"{r['first_guess']}",
+                    flush=True,
+                )
     return 0
 
 

@@ -7,10 +7,11 @@ by kiln and run on `kiln run-host`, against the PT2E reference.
 Each graph is compiled for the targets in turn. A graph fails when the compile or run raises
 (an error: always a defect); it is beyond tolerance when fewer than 95 % of an output's
 elements are within 2 quantization steps of the reference (each NPU op may round one step
-away from PT2E, and steep tables after it can carry that on: look at each such graph). `--firmware N` also builds the executor runner for the first N graphs that compile
-and runs it on the virtual platform, which must equal run-host bit for bit. Prints one line
-per failure (with its seed: random_models.generate(seed) rebuilds the model) and a summary:
-graphs, failures, ops placed on the NPU and the CPU, graphs per second.
+away from PT2E, and steep tables after it can carry that on: look at each such graph).
+`--firmware N` also builds the executor runner for the first N graphs that compile and runs it
+on the virtual platform, which must equal run-host bit for bit. Prints one line per failure
+(with its seed: random_models.generate(seed) rebuilds the model) and a summary: graphs,
+failures, ops placed on the NPU and the CPU, graphs per second.
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ def main() -> int:
             if (n + 1) % 50 == 0:
                 print(f"{n + 1} graphs, {len(failures)} failures, {time.time() - start:.0f} s", flush=True)
     elapsed = time.time() - start
-    print(f"graphs: {args.graphs} (seeds {args.first_seed}..{args.first_seed + args.graphs - 1}, "
-          f"targets {', '.join(targets)})")
+    print(
+        f"graphs: {args.graphs} (seeds {args.first_seed}..{args.first_seed + args.graphs - 1}, "
+        f"targets {', '.join(targets)})"
+    )
     print(f"failures (errors, firmware differences): {len(failures)}")
     print(f"beyond tolerance: {len(beyond)}")
     print(f"ops: {placed['npu']} on the NPU, {placed['cpu']} on the CPU")

@@ -23,17 +23,27 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "simulator"))
 
 import npu_harness  # noqa: E402
+
 from kiln.compile import compile_model  # noqa: E402
 from kiln.simulator.npu.config import config_for  # noqa: E402
 from kiln.simulator.npu.standalone import run_compiled  # noqa: E402
 from kiln.spec import CompileSpec  # noqa: E402
 
-ZOO = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits",
-       "mobilenet_v2"]
+ZOO = [
+    "tiny_cnn",
+    "ds_cnn",
+    "resnet8",
+    "mobilenet_v1_025",
+    "fc_autoencoder",
+    "mobilenet_v2_035",
+    "digits",
+    "mobilenet_v2",
+]
 
 
-def bench(model: str, target: str, repeat: int, system_config: str | None = None,
-          memory_mode: str | None = None) -> dict:
+def bench(
+    model: str, target: str, repeat: int, system_config: str | None = None, memory_mode: str | None = None
+) -> dict:
     result = compile_model(model, CompileSpec(target=target, system_config=system_config, memory_mode=memory_mode))
     config = config_for(target, system_config, memory_mode)
     rng = np.random.default_rng(0)
@@ -74,8 +84,10 @@ def table(target: str, args) -> None:
         row = bench(model, target, args.repeat, args.system_config, args.memory_mode)
         ratio = row["cycles"] / row["vela"] if row["vela"] else float("nan")
         worst = max(worst, abs(ratio - 1))
-        print(f"{model:18} {row['wall_s']:8.3f} {row['cycles']:10d} {row['vela']:10d} {ratio:6.2f} {row['exact']}",
-              flush=True)
+        print(
+            f"{model:18} {row['wall_s']:8.3f} {row['cycles']:10d} {row['vela']:10d} {ratio:6.2f} {row['exact']}",
+            flush=True,
+        )
     print(f"largest cycle deviation from Vela: {worst:.0%}\n")
 
 

@@ -34,6 +34,7 @@ def modes(target: str) -> tuple[str, str]:
 def npu_u85_fuzz_generators() -> dict:
     import npu_cases
     import npu_u85_cases
+
     return {**npu_cases.GENERATORS, **npu_u85_cases.GENERATORS}
 
 
@@ -66,13 +67,17 @@ def main() -> int:
         bad = [(d, diff) for d, diff in results if diff]
         compared += len(results)
         failed += len(bad)
-        print(f"seed {seed} {target} {mode}: {len(results)} compared, {len(bad)} differ, {len(refused)} refused by Vela",
-              flush=True)
+        print(
+            f"seed {seed} {target} {mode}: {len(results)} compared, {len(bad)} differ, {len(refused)} refused by Vela",
+            flush=True,
+        )
         for description, diff in bad:
             print(f"  DIFF {diff}: {description}", flush=True)
         seed += 1
-    print(f"{compared} cases compared, {failed} failed, {rejected} refused by Vela, seeds "
-          f"{args.first_seed}..{seed - 1}, {time.time() - start:.0f} s")
+    print(
+        f"{compared} cases compared, {failed} failed, {rejected} refused by Vela, seeds "
+        f"{args.first_seed}..{seed - 1}, {time.time() - start:.0f} s"
+    )
     return 1 if failed else 0
 
 

@@ -28,9 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from kiln import compile as kiln_compile
+from kiln.firmware import runner_build, runner_run
 from kiln.pte.schema import NUMPY_DTYPES
-from kiln.firmware import runner_build
-from kiln.firmware import runner_run
 from kiln.spec import CompileSpec
 
 INSTRUCTION_GOAL = 5_000
@@ -64,19 +63,42 @@ def bench(model: str, target: str, samples: int, io: str, profile: bool, work: P
     inputs, _ = runner_run.program_io(pte_path)
     rng = np.random.default_rng(0)
     batch = [[random_sample(t, rng) for t in inputs] for _ in range(samples)]
-    result = runner_run.run(elf, target, pte_path, batch, work / f"run-{model}", platform="virtual",
-                            count_instructions=True, profile_instructions=profile)
+    result = runner_run.run(
+        elf,
+        target,
+        pte_path,
+        batch,
+        work / f"run-{model}",
+        platform="virtual",
+        count_instructions=True,
+        profile_instructions=profile,
+    )
     if result.status != 0 or result.cpu_instructions is None:
-        raise SystemExit(f"{model}: the runner exited {result.status}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+        raise SystemExit(
+            f"{model}: the runner exited {result.status}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+        )
     code = {part: v["code"] for part, v in report["parts"].items()}
     core = {part: v["code"] for part, v in report["core_parts"].items()}
-    breakdown = [line.removeprefix("kiln: ") for line in result.stderr.splitlines()
-                 if line.startswith("kiln:   ") or line.startswith("kiln: instructions inside")]
-    return {"model": model, "pte": report["pte"]["size"], "code": code, "core": core,
-            "ram_extra": ram_beyond_buffers(report),
-            "buffers": sum(b["size"] for b in report["buffers"]), "npu_cycles": int(np.mean(result.npu_cycles)),
-            "instructions": result.cpu_instructions, "cpu_ops": cpu_ops, "delegates": len(compiled.report["delegates"]),
-            "seconds": result.seconds, "samples": samples, "breakdown": breakdown}
+    breakdown = [
+        line.removeprefix("kiln: ")
+        for line in result.stderr.splitlines()
+        if line.startswith("kiln:   ") or line.startswith("kiln: instructions inside")
+    ]
+    return {
+        "model": model,
+        "pte": report["pte"]["size"],
+        "code": code,
+        "core": core,
+        "ram_extra": ram_beyond_buffers(report),
+        "buffers": sum(b["size"] for b in report["buffers"]),
+        "npu_cycles": int(np.mean(result.npu_cycles)),
+        "instructions": result.cpu_instructions,
+        "cpu_ops": cpu_ops,
+        "delegates": len(compiled.report["delegates"]),
+        "seconds": result.seconds,
+        "samples": samples,
+        "breakdown": breakdown,
+    }
 
 
 def main():
@@ -84,42 +106,62 @@ def main():
     parser.add_argument("--models", default="digits,tiny_cnn,ds_cnn")
     parser.add_argument("--target", default="ethos-u55-128")
     parser.add_argument("--samples", type=int, default=16)
-    parser.add_argument("--io", choices=("float", "int8"), default="float",
-                        help="the programs' inputs and outputs (int8: no quantize/dequantize on the CPU)")
+    parser.add_argument(
+        "--io",
+        choices=("float", "int8"),
+        default="float",
+        help="the programs' inputs and outputs (int8: no quantize/dequantize on the CPU)",
+    )
     parser.add_argument("--profile", action="store_true", help="where each model's CPU instructions went")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:
         rows = [bench(m, args.target, args.samples, args.io, args.profile, Path(tmp)) for m in args.models.split(",")]
     print(f"executor runner on {args.target} (kiln's virtual platform), --io {args.io}, bytes:")
-    print(f"{'model':<16} {'runtime core':>12} {'kernels':>8} {'app+platform':>12} {'.pte':>9} "
-          f"{'buffers':>9} {'RAM extra':>9} {'NPU cycles':>10} {'CPU ops':>7} {'CPU instr':>9} {'s/inference':>11}")
+    print(
+        f"{'model':<16} {'runtime core':>12} {'kernels':>8} {'app+platform':>12} {'.pte':>9} "
+        f"{'buffers':>9} {'RAM extra':>9} {'NPU cycles':>10} {'CPU ops':>7} {'CPU instr':>9} {'s/inference':>11}"
+    )
     for r in rows:
         c = r["code"]
         other = c.get("runner app", 0) + c.get("platform", 0) + c.get("C/C++ library", 0) + c.get("model", 0)
         instructions = r["instructions"]
         # The same program and a fresh copy of the inputs each time: every inference should count the same.
-        shown = f"{instructions[0]:,}" if min(instructions) == max(instructions) else \
-            f"{min(instructions):,}..{max(instructions):,}"
-        print(f"{r['model']:<16} {c.get('runtime core', 0):>12,} {c.get('kernels', 0):>8,} {other:>12,} "
-              f"{r['pte']:>9,} {r['buffers']:>9,} {r['ram_extra']:>9,} {r['npu_cycles']:>10,} {r['cpu_ops']:>7} "
-              f"{shown:>9} {r['seconds'] / r['samples']:>11.3f}")
-    print("runtime core = loader + executor + EthosUBackend + driver (goal <= 20,480); RAM extra = all data and "
-          "bss but the planned buffers and scratch, stack excluded (goal <= 4,096); CPU instr = instructions per "
-          "inference in Method::execute() on the virtual platform")
+        shown = (
+            f"{instructions[0]:,}"
+            if min(instructions) == max(instructions)
+            else f"{min(instructions):,}..{max(instructions):,}"
+        )
+        print(
+            f"{r['model']:<16} {c.get('runtime core', 0):>12,} {c.get('kernels', 0):>8,} {other:>12,} "
+            f"{r['pte']:>9,} {r['buffers']:>9,} {r['ram_extra']:>9,} {r['npu_cycles']:>10,} {r['cpu_ops']:>7} "
+            f"{shown:>9} {r['seconds'] / r['samples']:>11.3f}"
+        )
+    print(
+        "runtime core = loader + executor + EthosUBackend + driver (goal <= 20,480); RAM extra = all data and "
+        "bss but the planned buffers and scratch, stack excluded (goal <= 4,096); CPU instr = instructions per "
+        "inference in Method::execute() on the virtual platform"
+    )
     core_parts = [part for part, _ in runner_build.CORE_PARTS]
     print("\nruntime core by part, bytes of code (text + rodata):")
     print(f"{'model':<16} " + " ".join(f"{p:>9}" for p in core_parts) + f" {'core':>9} {'error text':>10}")
     for r in rows:
-        print(f"{r['model']:<16} " + " ".join(f"{r['core'].get(p, 0):>9,}" for p in core_parts) +
-              f" {r['code'].get(runner_build.CORE, 0):>9,} {r['code'].get('error text', 0):>10,}")
-    print("loader = Program::load's verification and Program's accessors; executor = Method; error text = every "
-          "error's name and the printer, counted apart from the core")
+        print(
+            f"{r['model']:<16} "
+            + " ".join(f"{r['core'].get(p, 0):>9,}" for p in core_parts)
+            + f" {r['code'].get(runner_build.CORE, 0):>9,} {r['code'].get('error text', 0):>10,}"
+        )
+    print(
+        "loader = Program::load's verification and Program's accessors; executor = Method; error text = every "
+        "error's name and the printer, counted apart from the core"
+    )
     delegated = [r for r in rows if r["cpu_ops"] == 0]
     if args.io == "int8" and delegated:
         worst = max(delegated, key=lambda r: max(r["instructions"]))
         verdict = "meets" if max(worst["instructions"]) <= INSTRUCTION_GOAL else "misses"
-        print(f"fully delegated with int8 I/O: at most {max(worst['instructions']):,} CPU instructions per inference "
-              f"({worst['model']}); {verdict} the goal of <= {INSTRUCTION_GOAL:,}")
+        print(
+            f"fully delegated with int8 I/O: at most {max(worst['instructions']):,} CPU instructions per inference "
+            f"({worst['model']}); {verdict} the goal of <= {INSTRUCTION_GOAL:,}"
+        )
     for r in rows:
         if r["breakdown"]:
             print(f"\n{r['model']}: " + "\n".join(r["breakdown"]))

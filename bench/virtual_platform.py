@@ -31,8 +31,16 @@ from kiln.simulator.gdb import GdbClient
 from kiln.simulator.npu_job import APP, OUTPUT, write_job
 
 TARGET = "ethos-u55-128"
-MODELS = ("tiny_cnn", "digits", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035",
-          "mobilenet_v2")
+MODELS = (
+    "tiny_cnn",
+    "digits",
+    "ds_cnn",
+    "resnet8",
+    "mobilenet_v1_025",
+    "fc_autoencoder",
+    "mobilenet_v2_035",
+    "mobilenet_v2",
+)
 
 
 def timed_runs(elf: Path, runs: int, **options) -> list[float]:
@@ -68,8 +76,18 @@ def gdb_transfer(build: Path, mib: int):
     sram = target.board.region_for("npu")
     size = min(mib << 20, sram.size)
     attachment = NpuAttachment(target)
-    command = ["qemu-system-arm", *attachment.qemu_args(), "-display", "none", "-monitor", "none",
-               "-serial", "null", "-kernel", str(build / "hello.elf")]
+    command = [
+        "qemu-system-arm",
+        *attachment.qemu_args(),
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-serial",
+        "null",
+        "-kernel",
+        str(build / "hello.elf"),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         gdb = GdbClient(attachment.connect(lambda: process.poll() is None))
@@ -87,8 +105,10 @@ def gdb_transfer(build: Path, mib: int):
         process.wait()
         attachment.close()
     mib_moved = size / (1 << 20)
-    print(f"{mib_moved:g} MiB of SRAM through gdb: write {wrote:.2f} s ({mib_moved / wrote:.1f} MiB/s), "
-          f"read {read:.2f} s ({mib_moved / read:.1f} MiB/s)")
+    print(
+        f"{mib_moved:g} MiB of SRAM through gdb: write {wrote:.2f} s ({mib_moved / wrote:.1f} MiB/s), "
+        f"read {read:.2f} s ({mib_moved / read:.1f} MiB/s)"
+    )
 
 
 def inference(build: Path, name: str, work: Path) -> str:
@@ -116,9 +136,11 @@ def inference(build: Path, name: str, work: Path) -> str:
     (expected,) = run_tosa(compiled.tosa[0], [x])
     exact = (directory / OUTPUT).read_bytes() == expected.astype(np.int8).tobytes()
     stream_s = _stream_seconds(result.npu_summary)
-    return (f"{name:18} {wall:6.2f} s wall, {stream_s:5.2f} s in the NPU model, "
-            f"{wall - stream_s:5.2f} s the rest; cycles {cycles:>9} (Vela {vela.npu_cycles:>9}); "
-            f"bit-exact: {'yes' if exact else 'NO'}\n{'':19}{result.npu_summary}")
+    return (
+        f"{name:18} {wall:6.2f} s wall, {stream_s:5.2f} s in the NPU model, "
+        f"{wall - stream_s:5.2f} s the rest; cycles {cycles:>9} (Vela {vela.npu_cycles:>9}); "
+        f"bit-exact: {'yes' if exact else 'NO'}\n{'':19}{result.npu_summary}"
+    )
 
 
 def _stream_seconds(summary: str | None) -> float:

@@ -3,7 +3,7 @@
 #   1. Debian packages: the Arm bare-metal toolchain, QEMU, CMake, Ninja, the host
 #      C++ compiler for the runtime's sanitizer tests, and clang 19 (corstone-320's
 #      Cortex-M85 firmware compiler) with its runtime (libFuzzer, ASan, UBSan) for the
-#      fuzz targets of tests/fuzz (apt, as root).
+#      fuzz targets of tests/fuzz, and clang-format 19 for the style check (apt, as root).
 #   2. .venv at the repository root: Python 3.11 with the pinned dependencies
 #      (torch==2.13.0 exactly, scripts/constraints.txt for the rest) and kiln, editable.
 # Stops at the first failure and names the step.
@@ -14,7 +14,7 @@ VENV="$ROOT/.venv"
 CONSTRAINTS="$ROOT/scripts/constraints.txt"
 STAMP="$VENV/.kiln-setup"
 APT_PACKAGES=(gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
-              qemu-system-arm cmake ninja-build g++ clang-19 libclang-rt-19-dev)
+              qemu-system-arm cmake ninja-build g++ clang-19 libclang-rt-19-dev clang-format-19)
 
 STEP="start"
 say() { echo "setup: $*"; }

@@ -9,10 +9,10 @@ import tosa_reference_model
 
 from kiln import boards, graph
 from kiln.frontend import export as frontend
-from kiln.partition import partitioner as partition
-from kiln.lower import tosa as tosa_lowering
-from kiln.isolation import quiet_native_output
 from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
+from kiln.isolation import quiet_native_output
+from kiln.lower import tosa as tosa_lowering
+from kiln.partition import partitioner as partition
 
 qd = torch.ops.quantized_decomposed
 
@@ -28,12 +28,20 @@ def run_tosa(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return outputs
 
 
-def lower_module(module: torch.nn.Module, inputs: tuple, calibration: list[tuple] | None = None,
-                 target: str = "ethos-u55-128", bits: int = 8):
+def lower_module(
+    module: torch.nn.Module,
+    inputs: tuple,
+    calibration: list[tuple] | None = None,
+    target: str = "ethos-u55-128",
+    bits: int = 8,
+):
     """(quantized reference module, kiln graph with integer I/O, partitioning) of `module`."""
     loaded = frontend.LoadedModel("case", module.eval(), inputs)
-    reference = quantize(frontend.export(loaded).module(check_guards=False), calibration or [inputs],
-                         EthosUQuantizer(QuantizationScheme(bits)))
+    reference = quantize(
+        frontend.export(loaded).module(check_guards=False),
+        calibration or [inputs],
+        EthosUQuantizer(QuantizationScheme(bits)),
+    )
     g = graph.from_pt2e(reference, io_quantized=True)
     return reference, g, partition.partition(g, boards.target(target).npu)
 

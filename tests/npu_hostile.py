@@ -12,8 +12,8 @@ here from the register map, not imported from either checker.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -29,9 +29,11 @@ WEIGHT_BASE, WEIGHT_LENGTH, SCALE_BASE, DMA0_SRC, DMA0_DST, DMA0_LEN = 0x020, 0x
 
 # error codes (firmware/runtime/include/kiln/runtime/error.h)
 OUTSIDE, NO_REGION, READ_ONLY = 0x531, 0x532, 0x533
-TEXT = {OUTSIDE: "NPU stream accesses memory outside its region's buffer",
-        NO_REGION: "NPU stream accesses a region with no buffer",
-        READ_ONLY: "NPU stream writes the read-only weights region"}
+TEXT = {
+    OUTSIDE: "NPU stream accesses memory outside its region's buffer",
+    NO_REGION: "NPU stream accesses a region with no buffer",
+    READ_ONLY: "NPU stream writes the read-only weights region",
+}
 
 
 def stream_span(cmd: bytes) -> tuple[int, int]:
@@ -80,32 +82,68 @@ BLOCK = {NPU_OP_CONV, NPU_OP_DEPTHWISE, NPU_OP_POOL, NPU_OP_ELEMENTWISE}
 MAC = {NPU_OP_CONV, NPU_OP_DEPTHWISE}
 HOSTILE = [
     # an OFM based at the last byte of the largest buffer: the write runs past its region's
-    Hostile("ofm_base_at_buffer_end", OFM_BASE0, True, BLOCK, _payload(lambda s: s["largest"] - 1),
-            OUTSIDE, "OFM write"),
+    Hostile(
+        "ofm_base_at_buffer_end", OFM_BASE0, True, BLOCK, _payload(lambda s: s["largest"] - 1), OUTSIDE, "OFM write"
+    ),
     # an IFM 1 MiB past its start
-    Hostile("ifm_base_past_buffer", IFM_BASE0, True, BLOCK, _payload(lambda s: s["largest"] + (1 << 20)),
-            OUTSIDE, "IFM read"),
+    Hostile(
+        "ifm_base_past_buffer",
+        IFM_BASE0,
+        True,
+        BLOCK,
+        _payload(lambda s: s["largest"] + (1 << 20)),
+        OUTSIDE,
+        "IFM read",
+    ),
     # rows 64 KiB apart: the second row is far past the scratch
-    Hostile("ifm_stride_y_huge", IFM_STRIDE_Y, True, {NPU_OP_CONV}, _payload(lambda s: 1 << 24),
-            OUTSIDE, "IFM read"),
+    Hostile("ifm_stride_y_huge", IFM_STRIDE_Y, True, {NPU_OP_CONV}, _payload(lambda s: 1 << 24), OUTSIDE, "IFM read"),
     # an OFM address with bits 47..32 set (parameter of OFM_BASE0)
-    Hostile("ofm_base_high_bits", OFM_BASE0, True, BLOCK, lambda w, p, s: ((w & 0xFFFF) | (1 << 16), p),
-            OUTSIDE, "OFM write"),
+    Hostile(
+        "ofm_base_high_bits",
+        OFM_BASE0,
+        True,
+        BLOCK,
+        lambda w, p, s: ((w & 0xFFFF) | (1 << 16), p),
+        OUTSIDE,
+        "OFM write",
+    ),
     # weights read past the .pte's weights
-    Hostile("weight_length_past_weights", WEIGHT_LENGTH, True, MAC, _payload(lambda s: s["weights"] + 16),
-            OUTSIDE, "weight read"),
-    Hostile("scale_base_at_weights_end", SCALE_BASE, True, MAC, _payload(lambda s: s["weights"]),
-            OUTSIDE, "scale read"),
+    Hostile(
+        "weight_length_past_weights",
+        WEIGHT_LENGTH,
+        True,
+        MAC,
+        _payload(lambda s: s["weights"] + 16),
+        OUTSIDE,
+        "weight read",
+    ),
+    Hostile(
+        "scale_base_at_weights_end", SCALE_BASE, True, MAC, _payload(lambda s: s["weights"]), OUTSIDE, "scale read"
+    ),
     # the OFM in region 5, which has no buffer
     Hostile("ofm_region_without_buffer", OFM_REGION, False, BLOCK, _param(lambda s: 5), NO_REGION, "OFM write"),
     # the OFM written into the .pte's weights (region 0)
     Hostile("ofm_into_weights", OFM_REGION, False, BLOCK, _param(lambda s: 0), READ_ONLY, "OFM write"),
     # a DMA reading 1 MiB more than the weights hold
     # a DMA writing 1 MiB past every buffer (and the SHRAM, for a LUT)
-    Hostile("dma_destination_past_buffer", DMA0_DST, True, {NPU_OP_DMA_START},
-            _payload(lambda s: s["largest"] + (1 << 20)), OUTSIDE, "DMA destination write"),
-    Hostile("dma_length_past_source", DMA0_LEN, True, {NPU_OP_DMA_START}, _payload(lambda s: s["weights"] + (1 << 20)),
-            OUTSIDE, "DMA source read"),
+    Hostile(
+        "dma_destination_past_buffer",
+        DMA0_DST,
+        True,
+        {NPU_OP_DMA_START},
+        _payload(lambda s: s["largest"] + (1 << 20)),
+        OUTSIDE,
+        "DMA destination write",
+    ),
+    Hostile(
+        "dma_length_past_source",
+        DMA0_LEN,
+        True,
+        {NPU_OP_DMA_START},
+        _payload(lambda s: s["weights"] + (1 << 20)),
+        OUTSIDE,
+        "DMA source read",
+    ),
 ]
 
 

@@ -51,6 +51,7 @@ def _inplace_residual(op: str) -> nn.Module:
         y = torch.relu(x * 1.5)
         getattr(y, op)(x) if op in ("add_", "mul_") else getattr(y, op)()
         return y
+
     return Fn(fn)
 
 
@@ -103,17 +104,26 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
     "glu": (lambda: nn.GLU(dim=1), X3),
     "var": (lambda: Fn(lambda s, x: torch.var(x, dim=-1, keepdim=True)), X3),
     "cumsum": (lambda: Fn(lambda s, x: torch.cumsum(x, dim=-1)), X3),
-    "addmm": (lambda: Fn(lambda s, x: torch.addmm(s.bias, x, s.weight),
-                         bias=nn.Parameter(_seeded(5, seed=5)), weight=nn.Parameter(_seeded(12, 5, seed=6))), X2),
+    "addmm": (
+        lambda: Fn(
+            lambda s, x: torch.addmm(s.bias, x, s.weight),
+            bias=nn.Parameter(_seeded(5, seed=5)),
+            weight=nn.Parameter(_seeded(12, 5, seed=6)),
+        ),
+        X2,
+    ),
     "where_eq": (lambda: Fn(lambda s, a, b: torch.where(torch.round(a) == torch.round(b), a, b)), PAIR),
     "where_gt": (lambda: Fn(lambda s, a, b: torch.where(a > b, a, b * 0.5)), PAIR),
     "where_lt": (lambda: Fn(lambda s, a, b: torch.where(a < 0.2, a, b)), PAIR),
-    "mul_int32": (lambda: Fn(lambda s, a, b: a * b),
-                  lambda: (torch.arange(-6, 6, dtype=torch.int32).reshape(3, 4),
-                           torch.arange(12, dtype=torch.int32).reshape(3, 4) - 3)),
+    "mul_int32": (
+        lambda: Fn(lambda s, a, b: a * b),
+        lambda: (
+            torch.arange(-6, 6, dtype=torch.int32).reshape(3, 4),
+            torch.arange(12, dtype=torch.int32).reshape(3, 4) - 3,
+        ),
+    ),
     "pad_reflect": (lambda: Fn(lambda s, x: F.pad(x, [1, 2, 2, 1], mode="reflect")), X4),
-    "grouped_conv_transpose": (lambda: nn.ConvTranspose2d(4, 4, 2, stride=2, groups=2),
-                               lambda: (_seeded(1, 4, 5, 5),)),
+    "grouped_conv_transpose": (lambda: nn.ConvTranspose2d(4, 4, 2, stride=2, groups=2), lambda: (_seeded(1, 4, 5, 5),)),
 }
 
 

@@ -21,9 +21,8 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from operator_cases import Fn, _seeded
+from torch import nn
 
 
 def _x(*shape, seed=0, scale=1.0):
@@ -43,9 +42,11 @@ def _two(a, b):
 
 def _seeded_module(make: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
     """A module factory whose parameters are the same on every call."""
+
     def build():
         torch.manual_seed(0)
         return make().eval()
+
     return build
 
 
@@ -92,8 +93,10 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
     "conv1d_depthwise": (M(lambda: nn.Conv1d(12, 12, 3, groups=12, padding=1)), _x(1, 12, 24)),
     "conv1d_1x1": (M(lambda: nn.Conv1d(16, 8, 1)), _x(1, 16, 20)),
     "conv_transpose2d_s2": (M(lambda: nn.ConvTranspose2d(8, 4, 2, stride=2)), _x(1, 8, 6, 6)),
-    "conv_transpose2d_k3": (M(lambda: nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1)),
-                            _x(1, 4, 5, 5)),
+    "conv_transpose2d_k3": (
+        M(lambda: nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1)),
+        _x(1, 4, 5, 5),
+    ),
     # linear layers and matrix products
     "linear_2d": (M(lambda: nn.Linear(40, 16)), _x(2, 40)),
     "linear_3d": (M(lambda: nn.Linear(16, 32)), _x(1, 10, 16)),
@@ -122,12 +125,14 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
     "mul_const": (_fn(lambda s, x: x * s.c, c=lambda: _param(1, 6, 1)), _x(1, 6, 16)),
     "mul_scalar": (_fn(lambda s, x: x * 0.75), _x(2, 24)),
     "div_broadcast": (_fn(lambda s, a, b: a / (b.abs() + 0.5)), _two((1, 8, 6, 6), (1, 8, 1, 1))),
-    "div_const": (_fn(lambda s, x: x / s.c, c=lambda: nn.Parameter(_seeded(16, seed=7).abs() + 0.5,
-                                                                    requires_grad=False)), _x(1, 6, 16)),
+    "div_const": (
+        _fn(lambda s, x: x / s.c, c=lambda: nn.Parameter(_seeded(16, seed=7).abs() + 0.5, requires_grad=False)),
+        _x(1, 6, 16),
+    ),
     "div_by_tensor": (_fn(lambda s, a, b: a / b), lambda: (_seeded(1, 6, 16), _seeded(1, 6, 16, seed=1).abs() + 0.5)),
-    "pow_2": (_fn(lambda s, x: x ** 2), _x(1, 8, 8, 8)),
+    "pow_2": (_fn(lambda s, x: x**2), _x(1, 8, 8, 8)),
     "pow_3": (_fn(lambda s, x: torch.pow(x, 3)), _x(1, 6, 16)),
-    "pow_half": (_fn(lambda s, x: x ** 0.5), _pos(1, 6, 16)),
+    "pow_half": (_fn(lambda s, x: x**0.5), _pos(1, 6, 16)),
     "minimum_broadcast": (_fn(lambda s, a, b: torch.minimum(a, b)), _two((1, 8, 6, 6), (1, 8, 1, 1))),
     "maximum_const": (_fn(lambda s, x: torch.maximum(x, s.c), c=lambda: _param(16, scale=0.3)), _x(1, 6, 16)),
     "maximum_4d": (_fn(lambda s, a, b: torch.maximum(a, b)), _two((1, 4, 8, 8), (1, 4, 8, 8))),
@@ -238,8 +243,10 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
     "upsample_nearest_2x": (lambda: nn.Upsample(scale_factor=2, mode="nearest"), _x(1, 4, 6, 6)),
     "upsample_nearest_3x": (lambda: nn.Upsample(scale_factor=3, mode="nearest"), _x(1, 4, 4, 5)),
     "upsample_bilinear_2x": (lambda: nn.Upsample(scale_factor=2, mode="bilinear"), _x(1, 4, 6, 6)),
-    "upsample_bilinear_aligned": (lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
-                                  _x(1, 4, 5, 5)),
+    "upsample_bilinear_aligned": (
+        lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+        _x(1, 4, 5, 5),
+    ),
     "flatten_4d": (lambda: nn.Flatten(), _x(1, 4, 6, 6)),
     "reshape_3d_to_4d": (_fn(lambda s, x: x.reshape(1, 6, 4, 4)), _x(1, 6, 16)),
     "view_merge_last": (_fn(lambda s, x: x.view(1, 8, 36)), _x(1, 8, 6, 6)),
@@ -249,19 +256,23 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
     # comparisons and where
     "where_ge_scalar": (_fn(lambda s, x: torch.where(x >= 0.3, x, 0.0)), _x(1, 8, 8, 8)),
     "where_le_tensor": (_fn(lambda s, a, b: torch.where(a <= b, a, b)), _two((1, 8, 6, 6), (1, 8, 6, 6))),
-    "where_ne": (_fn(lambda s, a, b: torch.where(torch.round(a) != torch.round(b), a, -b)), _two((1, 6, 16), (1, 6, 16))),
+    "where_ne": (
+        _fn(lambda s, a, b: torch.where(torch.round(a) != torch.round(b), a, -b)),
+        _two((1, 6, 16), (1, 6, 16)),
+    ),
     "where_gt_broadcast": (_fn(lambda s, a, b: torch.where(a > b, a, b)), _two((1, 8, 6, 6), (1, 8, 1, 1))),
-    "where_any_rows": (_fn(lambda s, a, b: torch.where((a > 0.5).any(dim=-1, keepdim=True), a, b)),
-                       _two((1, 6, 16), (1, 6, 16))),
-    "where_all_channels": (_fn(lambda s, x: torch.where((x > -1.0).all(dim=1, keepdim=True), x, 0.0)),
-                           _x(1, 8, 6, 6)),
+    "where_any_rows": (
+        _fn(lambda s, a, b: torch.where((a > 0.5).any(dim=-1, keepdim=True), a, b)),
+        _two((1, 6, 16), (1, 6, 16)),
+    ),
+    "where_all_channels": (_fn(lambda s, x: torch.where((x > -1.0).all(dim=1, keepdim=True), x, 0.0)), _x(1, 8, 6, 6)),
     # gathers: an embedding of int64 tokens (Ethos-U85: GATHER), index_select by constant indices
-    "embedding_tokens": (_seeded_module(lambda: nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 8))),
-                         lambda: (torch.randint(0, 50, (1, 10), generator=torch.Generator().manual_seed(0)),)),
-    "index_select_const": (_fn(lambda s, x: torch.index_select(x * 2.0, 1, torch.tensor([3, 0, 0, 9]))),
-                           _x(1, 10, 16)),
+    "embedding_tokens": (
+        _seeded_module(lambda: nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 8))),
+        lambda: (torch.randint(0, 50, (1, 10), generator=torch.Generator().manual_seed(0)),),
+    ),
+    "index_select_const": (_fn(lambda s, x: torch.index_select(x * 2.0, 1, torch.tensor([3, 0, 0, 9]))), _x(1, 10, 16)),
     # cumulative sums
     "cumsum_channels": (_fn(lambda s, x: torch.cumsum(x, dim=1)), _x(1, 8, 6, 6)),
     "cumsum_2d": (_fn(lambda s, x: torch.cumsum(x, dim=-1)), _x(2, 24)),
 }
-

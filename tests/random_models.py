@@ -47,8 +47,11 @@ class RandomModel(torch.nn.Module):
     def forward(self, *inputs):
         env = list(inputs)
         for step in self.steps:
-            params = {k: (self.weights[v] if k in step.params.get("_tensors", ()) else v)
-                      for k, v in step.params.items() if k != "_tensors"}
+            params = {
+                k: (self.weights[v] if k in step.params.get("_tensors", ()) else v)
+                for k, v in step.params.items()
+                if k != "_tensors"
+            }
             env.append(STEPS[step.name].apply([env[i] for i in step.inputs], params))
         return tuple(env[i] for i in self.outputs)
 
@@ -98,9 +101,13 @@ def _conv_params(rng, shapes):
     groups = c if rng.random() < 0.3 else 1
     out = c if groups > 1 else int(rng.choice([4, 8, 12]))
     k = int(rng.choice([1, 3]))
-    return {"weight": _t(rng, out, c // groups, k, k, scale=1 / np.sqrt(c // groups * k * k)),
-            "bias": _t(rng, out, scale=0.1), "stride": int(rng.choice([1, 1, 2])), "padding": k // 2,
-            "groups": groups}
+    return {
+        "weight": _t(rng, out, c // groups, k, k, scale=1 / np.sqrt(c // groups * k * k)),
+        "bias": _t(rng, out, scale=0.1),
+        "stride": int(rng.choice([1, 1, 2])),
+        "padding": k // 2,
+        "groups": groups,
+    }
 
 
 def _linear_params(rng, shapes):
@@ -112,8 +119,10 @@ def _linear_params(rng, shapes):
 def _dims(rng, shapes):
     rank = len(shapes[0])
     count = int(rng.integers(1, rank + 1))
-    return {"dim": sorted(int(d) for d in rng.choice(rank, size=count, replace=False)),
-            "keepdim": bool(rng.random() < 0.5)}
+    return {
+        "dim": sorted(int(d) for d in rng.choice(rank, size=count, replace=False)),
+        "keepdim": bool(rng.random() < 0.5),
+    }
 
 
 def _permutation(rng, shapes):
@@ -134,8 +143,15 @@ def _image(shapes):
 def _pad_params(rng, shapes):
     mode = str(rng.choice(["constant", "reflect", "replicate", "circular"]))
     h, w = shapes[0][2:]
-    return {"pad": [int(rng.integers(0, min(2, w - 1) + 1)), int(rng.integers(0, min(2, w - 1) + 1)),
-                    int(rng.integers(0, min(2, h - 1) + 1)), int(rng.integers(0, min(2, h - 1) + 1))], "mode": mode}
+    return {
+        "pad": [
+            int(rng.integers(0, min(2, w - 1) + 1)),
+            int(rng.integers(0, min(2, w - 1) + 1)),
+            int(rng.integers(0, min(2, h - 1) + 1)),
+            int(rng.integers(0, min(2, h - 1) + 1)),
+        ],
+        "mode": mode,
+    }
 
 
 def _inplace(name):
@@ -143,20 +159,33 @@ def _inplace(name):
         y = xs[0] * 1.0  # a fresh tensor the in-place op may change
         getattr(y, name)()
         return y
+
     return Kind(1, _any, _none, run)
 
 
 STEPS: dict[str, Kind] = {
-    "relu": _unary(torch.relu), "relu6": _unary(F.relu6), "sigmoid": _unary(torch.sigmoid),
-    "tanh": _unary(torch.tanh), "hardswish": _unary(F.hardswish), "hardsigmoid": _unary(F.hardsigmoid),
-    "gelu": _unary(F.gelu), "gelu_tanh": _unary(lambda x: F.gelu(x, approximate="tanh")), "silu": _unary(F.silu),
-    "elu": _unary(F.elu), "leaky_relu": _unary(lambda x: F.leaky_relu(x, 0.1)), "abs": _unary(torch.abs),
-    "neg": _unary(torch.neg), "softplus": _unary(F.softplus), "mish": _unary(F.mish),
+    "relu": _unary(torch.relu),
+    "relu6": _unary(F.relu6),
+    "sigmoid": _unary(torch.sigmoid),
+    "tanh": _unary(torch.tanh),
+    "hardswish": _unary(F.hardswish),
+    "hardsigmoid": _unary(F.hardsigmoid),
+    "gelu": _unary(F.gelu),
+    "gelu_tanh": _unary(lambda x: F.gelu(x, approximate="tanh")),
+    "silu": _unary(F.silu),
+    "elu": _unary(F.elu),
+    "leaky_relu": _unary(lambda x: F.leaky_relu(x, 0.1)),
+    "abs": _unary(torch.abs),
+    "neg": _unary(torch.neg),
+    "softplus": _unary(F.softplus),
+    "mish": _unary(F.mish),
     "sqrt_of_abs": _unary(lambda x: torch.sqrt(torch.abs(x) + 0.25)),
     "rsqrt_of_abs": _unary(lambda x: torch.rsqrt(torch.abs(x) + 0.25)),
-    "sin": _unary(torch.sin), "clamp": _unary(lambda x: torch.clamp(x, -0.5, 0.75)),
+    "sin": _unary(torch.sin),
+    "clamp": _unary(lambda x: torch.clamp(x, -0.5, 0.75)),
     "dropout": _unary(lambda x: F.dropout(x, 0.2, training=False)),
-    "relu_": _inplace("relu_"), "sigmoid_": _inplace("sigmoid_"),
+    "relu_": _inplace("relu_"),
+    "sigmoid_": _inplace("sigmoid_"),
     "add": Kind(2, _broadcastable, _none, lambda xs, p: xs[0] + xs[1]),
     "add_": Kind(2, _broadcastable, _none, lambda xs, p: (xs[0] * 1.0).add_(xs[1])),
     "sub": Kind(2, _broadcastable, _none, lambda xs, p: xs[0] - xs[1]),
@@ -165,29 +194,54 @@ STEPS: dict[str, Kind] = {
     "minimum": Kind(2, _same, _none, lambda xs, p: torch.minimum(xs[0], xs[1])),
     "div": Kind(2, _same, _none, lambda xs, p: xs[0] / (torch.abs(xs[1]) + 1.0)),
     "add_constant": Kind(1, _any, lambda rng, s: {"c": _t(rng, *s[0][1:])}, lambda xs, p: xs[0] + p["c"]),
-    "mul_scalar": Kind(1, _any, lambda rng, s: {"k": float(rng.choice([-1.5, 0.5, 2.0]))},
-                       lambda xs, p: xs[0] * p["k"]),
+    "mul_scalar": Kind(
+        1, _any, lambda rng, s: {"k": float(rng.choice([-1.5, 0.5, 2.0]))}, lambda xs, p: xs[0] * p["k"]
+    ),
     "where": Kind(2, _same, _none, lambda xs, p: torch.where(xs[0] > xs[1], xs[0], xs[1] * 0.5)),
-    "conv2d": Kind(1, _image, _conv_params,
-                   lambda xs, p: F.conv2d(xs[0], p["weight"], p["bias"], p["stride"], p["padding"], 1, p["groups"])),
-    "conv1d": Kind(1, _rank(3), lambda rng, s: {"weight": _t(rng, 8, s[0][1], 3, scale=0.3), "bias": _t(rng, 8)},
-                   lambda xs, p: F.conv1d(xs[0], p["weight"], p["bias"], padding=1)),
+    "conv2d": Kind(
+        1,
+        _image,
+        _conv_params,
+        lambda xs, p: F.conv2d(xs[0], p["weight"], p["bias"], p["stride"], p["padding"], 1, p["groups"]),
+    ),
+    "conv1d": Kind(
+        1,
+        _rank(3),
+        lambda rng, s: {"weight": _t(rng, 8, s[0][1], 3, scale=0.3), "bias": _t(rng, 8)},
+        lambda xs, p: F.conv1d(xs[0], p["weight"], p["bias"], padding=1),
+    ),
     "linear": Kind(1, _rank(2, 3), _linear_params, lambda xs, p: F.linear(xs[0], p["weight"], p["bias"])),
-    "max_pool": Kind(1, _image, lambda rng, s: {"ceil": bool(rng.random() < 0.3)},
-                     lambda xs, p: F.max_pool2d(xs[0], 2, 2, ceil_mode=p["ceil"])),
+    "max_pool": Kind(
+        1,
+        _image,
+        lambda rng, s: {"ceil": bool(rng.random() < 0.3)},
+        lambda xs, p: F.max_pool2d(xs[0], 2, 2, ceil_mode=p["ceil"]),
+    ),
     "avg_pool": Kind(1, _image, _none, lambda xs, p: F.avg_pool2d(xs[0], 2, 2)),
     "global_pool": Kind(1, _rank(4), _none, lambda xs, p: F.adaptive_avg_pool2d(xs[0], 1)),
     "upsample": Kind(1, _rank(4), _none, lambda xs, p: F.interpolate(xs[0], scale_factor=2, mode="nearest")),
     "pad": Kind(1, _image, _pad_params, lambda xs, p: F.pad(xs[0], p["pad"], mode=p["mode"])),
-    "batch_norm": Kind(1, _rank(4), lambda rng, s: {"mean": _t(rng, s[0][1]), "var": _t(rng, s[0][1]).abs() + 0.5,
-                                                     "w": _t(rng, s[0][1]) + 1, "b": _t(rng, s[0][1])},
-                       lambda xs, p: F.batch_norm(xs[0], p["mean"], p["var"], p["w"], p["b"], False)),
-    "layer_norm": Kind(1, _any, lambda rng, s: {"w": _t(rng, s[0][-1]) + 1, "b": _t(rng, s[0][-1])},
-                       lambda xs, p: F.layer_norm(xs[0], xs[0].shape[-1:], p["w"], p["b"])),
-    "group_norm": Kind(1, lambda s: len(s[0]) == 4 and s[0][1] % 2 == 0, _none,
-                       lambda xs, p: F.group_norm(xs[0], 2)),
-    "softmax": Kind(1, _any, lambda rng, s: {"dim": int(rng.integers(len(s[0])))},
-                    lambda xs, p: torch.softmax(xs[0], p["dim"])),
+    "batch_norm": Kind(
+        1,
+        _rank(4),
+        lambda rng, s: {
+            "mean": _t(rng, s[0][1]),
+            "var": _t(rng, s[0][1]).abs() + 0.5,
+            "w": _t(rng, s[0][1]) + 1,
+            "b": _t(rng, s[0][1]),
+        },
+        lambda xs, p: F.batch_norm(xs[0], p["mean"], p["var"], p["w"], p["b"], False),
+    ),
+    "layer_norm": Kind(
+        1,
+        _any,
+        lambda rng, s: {"w": _t(rng, s[0][-1]) + 1, "b": _t(rng, s[0][-1])},
+        lambda xs, p: F.layer_norm(xs[0], xs[0].shape[-1:], p["w"], p["b"]),
+    ),
+    "group_norm": Kind(1, lambda s: len(s[0]) == 4 and s[0][1] % 2 == 0, _none, lambda xs, p: F.group_norm(xs[0], 2)),
+    "softmax": Kind(
+        1, _any, lambda rng, s: {"dim": int(rng.integers(len(s[0])))}, lambda xs, p: torch.softmax(xs[0], p["dim"])
+    ),
     "mean": Kind(1, _any, _dims, lambda xs, p: torch.mean(xs[0], p["dim"], p["keepdim"])),
     "sum": Kind(1, _any, _dims, lambda xs, p: torch.sum(xs[0], p["dim"], p["keepdim"])),
     "amax": Kind(1, _any, _dims, lambda xs, p: torch.amax(xs[0], p["dim"], p["keepdim"])),
@@ -195,8 +249,12 @@ STEPS: dict[str, Kind] = {
     "transpose": Kind(1, _rank(2, 3, 4), _none, lambda xs, p: xs[0].transpose(-1, -2)),
     "flatten": Kind(1, _rank(3, 4), _none, lambda xs, p: torch.flatten(xs[0], 1)),
     "slice": Kind(1, _any, _slice, lambda xs, p: xs[0].narrow(p["dim"], p["start"], p["end"] - p["start"])),
-    "chunk_cat": Kind(1, lambda s: s[0][-1] % 2 == 0, _none,
-                      lambda xs, p: torch.cat(list(reversed(torch.chunk(xs[0], 2, dim=-1))), dim=-1)),
+    "chunk_cat": Kind(
+        1,
+        lambda s: s[0][-1] % 2 == 0,
+        _none,
+        lambda xs, p: torch.cat(list(reversed(torch.chunk(xs[0], 2, dim=-1))), dim=-1),
+    ),
     "cat": Kind(2, lambda s: s[0][1:] == s[1][1:] and len(s[0]) >= 2, _none, lambda xs, p: torch.cat(xs, dim=0)),
     "cat_last": Kind(2, lambda s: s[0][:-1] == s[1][:-1], _none, lambda xs, p: torch.cat(xs, dim=-1)),
     "stack_sum": Kind(2, _same, _none, lambda xs, p: torch.stack(xs, dim=1).sum(1)),
@@ -219,9 +277,11 @@ def generate(seed: int, steps: int | None = None) -> tuple[RandomModel, tuple[to
     """(model in eval mode, example inputs, the step names) for `seed`."""
     rng = np.random.default_rng(seed)
     rank = int(rng.choice([2, 3, 4, 4]))
-    shape = {2: lambda: (1, int(rng.choice([8, 16, 32]))),
-             3: lambda: (1, int(rng.choice([4, 8])), int(rng.choice([8, 16]))),
-             4: lambda: (1, int(rng.choice([3, 4, 8])), int(rng.choice([6, 8, 12])), int(rng.choice([6, 8, 12])))}[rank]()
+    shape = {
+        2: lambda: (1, int(rng.choice([8, 16, 32]))),
+        3: lambda: (1, int(rng.choice([4, 8])), int(rng.choice([8, 16]))),
+        4: lambda: (1, int(rng.choice([3, 4, 8])), int(rng.choice([6, 8, 12])), int(rng.choice([6, 8, 12]))),
+    }[rank]()
     inputs = [torch.from_numpy(rng.uniform(-1, 1, shape).astype(np.float32))]
     if rng.random() < 0.3:
         inputs.append(torch.from_numpy(rng.uniform(-1, 1, shape).astype(np.float32)))
@@ -274,8 +334,10 @@ class Outcome:
         head = f"seed {self.seed} {self.target} [{' '.join(self.steps)}]"
         if self.error is not None:
             return f"{head}: ERROR {self.error}"
-        return (f"{head}: {self.npu_ops} NPU / {self.cpu_ops} CPU ops, max {self.max_steps_off:g} steps off PT2E, "
-                f"{100 * self.within:.1f} % within {TOLERANCE_STEPS}")
+        return (
+            f"{head}: {self.npu_ops} NPU / {self.cpu_ops} CPU ops, max {self.max_steps_off:g} steps off PT2E, "
+            f"{100 * self.within:.1f} % within {TOLERANCE_STEPS}"
+        )
 
 
 # A fuzz graph matches its PT2E reference when at least this fraction of every output's

@@ -22,8 +22,11 @@ class _TorchaoImportNotices(logging.Filter):
             return not (isinstance(record.msg, str) and self._LIBRARY.match(record.msg))
         args = record.args if isinstance(record.args, tuple) else ()
         registered = args[0] if args else None
-        return not (isinstance(record.msg, str) and record.msg.startswith(self._ENUM)
-                    and getattr(registered, "__module__", "").startswith("torchao."))
+        return not (
+            isinstance(record.msg, str)
+            and record.msg.startswith(self._ENUM)
+            and getattr(registered, "__module__", "").startswith("torchao.")
+        )
 
 
 for _logger in ("torchao", "torch.utils._pytree"):

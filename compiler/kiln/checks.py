@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kiln.errors import InternalError
-from kiln.graph import DTYPES, QRANGE, Graph, Op, Value
+from kiln.graph import DTYPES, QRANGE, Graph, Op
 from kiln.lower.vela import VelaResult
 from kiln.partition.partitioner import Partition, Partitioning, boundary
 from kiln.program.builder import ALIGNMENT, Program, tensor_args
@@ -107,8 +107,11 @@ def quantized_values_have_qparams(graph: Graph) -> str | None:
             values = [op.inputs[0]]
         elif op.quantized:  # but the integer indices and bool masks it reads as they are
             indices = op.inputs[1:2] if op.target in GATHERS else []  # a gather's, constant or not
-            values = [v for v in op.inputs if all(v is not i for i in indices)
-                      and (v.is_constant or v.dtype not in ("bool", "int32", "int64"))] + op.outputs
+            values = [
+                v
+                for v in op.inputs
+                if all(v is not i for i in indices) and (v.is_constant or v.dtype not in ("bool", "int32", "int64"))
+            ] + op.outputs
         else:
             continue
         for v in values:
@@ -181,8 +184,10 @@ def partition_boundaries_complete(parts: Partitioning) -> str | None:
         inputs, outputs = boundary(partition.ops, parts.graph)
         for name, have, want in (("inputs", partition.inputs, inputs), ("outputs", partition.outputs, outputs)):
             if [id(v) for v in have] != [id(v) for v in want]:
-                return (f"partition {partition.index} lists {name} {[v.name for v in have]}, "
-                        f"its ops need {[v.name for v in want]}")
+                return (
+                    f"partition {partition.index} lists {name} {[v.name for v in have]}, "
+                    f"its ops need {[v.name for v in want]}"
+                )
     return None
 
 
@@ -218,8 +223,10 @@ def delegate_io_matches_partitions(parts: Partitioning, results: Sequence[VelaRe
     if len(results) != len(parts.partitions):
         return f"{len(results)} Vela results for {len(parts.partitions)} partitions"
     for partition, result in zip(parts.partitions, results):
-        for name, values, tensors in (("inputs", partition.inputs, result.inputs),
-                                      ("outputs", partition.outputs, result.outputs)):
+        for name, values, tensors in (
+            ("inputs", partition.inputs, result.inputs),
+            ("outputs", partition.outputs, result.outputs),
+        ):
             sizes = [v.nbytes() for v in values]
             npu = [int(np.prod(t.shape, dtype=np.int64)) * t.elem_size for t in tensors]
             if sizes != npu:
@@ -259,8 +266,10 @@ def every_tensor_planned(program: Program) -> str | None:
         if offset is None:
             return f"value {i} ({v.name}) has no place in the planned buffer"
         if offset % ALIGNMENT or offset < 0 or offset + v.nbytes() > program.planned_size:
-            return (f"value {i} ({v.name}): {v.nbytes()} bytes at offset {offset} of a "
-                    f"{program.planned_size}-byte buffer ({ALIGNMENT}-byte aligned)")
+            return (
+                f"value {i} ({v.name}): {v.nbytes()} bytes at offset {offset} of a "
+                f"{program.planned_size}-byte buffer ({ALIGNMENT}-byte aligned)"
+            )
     return None
 
 
@@ -271,7 +280,7 @@ def _reads_and_writes(program: Program, instruction) -> tuple[list[int], list[in
     if instruction.kind == "kernel":
         kernel = by_name().get(program.operators[instruction.index])
         n = kernel.outputs if kernel is not None else 1
-        return tensor_args(program.values, instruction.args[:-1 - n]), instruction.args[-1 - n:-1]
+        return tensor_args(program.values, instruction.args[: -1 - n]), instruction.args[-1 - n : -1]
     n = len(program.delegates[instruction.index].inputs)
     return instruction.args[:n], instruction.args[n:]
 
@@ -307,29 +316,46 @@ def _lifetimes(program: Program) -> dict[int, tuple[int, int]]:
 
 def live_buffers_disjoint(program: Program) -> str | None:
     """Tensors alive at the same time never share a byte of the planned buffer."""
-    blocks = sorted((program.offsets[id(program.values[i].value)], program.values[i].value.nbytes(), i, first, last)
-                    for i, (first, last) in _lifetimes(program).items())
+    blocks = sorted(
+        (program.offsets[id(program.values[i].value)], program.values[i].value.nbytes(), i, first, last)
+        for i, (first, last) in _lifetimes(program).items()
+    )
     for n, (offset, size, i, first, last) in enumerate(blocks):
-        for other_offset, _, j, other_first, other_last in blocks[n + 1:]:
+        for other_offset, _, j, other_first, other_last in blocks[n + 1 :]:
             if other_offset >= offset + size:
                 break
             if first <= other_last and other_first <= last:
-                return (f"values {i} and {j} ({program.values[i].value.name}, {program.values[j].value.name}) "
-                        f"are alive together (instructions {first}..{last} and {other_first}..{other_last}) "
-                        f"and overlap at offset {other_offset}")
+                return (
+                    f"values {i} and {j} ({program.values[i].value.name}, {program.values[j].value.name}) "
+                    f"are alive together (instructions {first}..{last} and {other_first}..{other_last}) "
+                    f"and overlap at offset {other_offset}"
+                )
     return None
 
 
 # ---- the driver's entry point ---------------------------------------------------------------------
 CHECKS: dict[str, tuple[Callable[..., str | None], ...]] = {
-    "fold": (values_produced_before_use, producers_and_users_agree, shapes_and_dtypes_consistent,
-             quantized_values_have_qparams, floats_meet_integers_at_quantize_ops),
-    "partition": (every_op_placed_once, partitions_hold_quantized_ops, partition_boundaries_complete,
-                  partitions_acyclic),
+    "fold": (
+        values_produced_before_use,
+        producers_and_users_agree,
+        shapes_and_dtypes_consistent,
+        quantized_values_have_qparams,
+        floats_meet_integers_at_quantize_ops,
+    ),
+    "partition": (
+        every_op_placed_once,
+        partitions_hold_quantized_ops,
+        partition_boundaries_complete,
+        partitions_acyclic,
+    ),
     "lower": (one_tosa_graph_per_partition,),
     "vela": (delegate_io_matches_partitions,),
-    "program": (instructions_reference_valid_indices, every_tensor_planned, values_written_before_read,
-                live_buffers_disjoint),
+    "program": (
+        instructions_reference_valid_indices,
+        every_tensor_planned,
+        values_written_before_read,
+        live_buffers_disjoint,
+    ),
 }
 
 
@@ -340,5 +366,7 @@ def after(stage: str, *results) -> None:
     for check in CHECKS[stage]:
         problem = check(*results)
         if problem is not None:
-            raise InternalError(f"internal error after the {stage} stage: {check.__name__}: {problem} "
-                                "(a bug in kiln; please report it with the model)")
+            raise InternalError(
+                f"internal error after the {stage} stage: {check.__name__}: {problem} "
+                "(a bug in kiln; please report it with the model)"
+            )

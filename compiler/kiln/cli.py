@@ -73,8 +73,13 @@ def _compile(args) -> int:
     from kiln.spec import CompileSpec, Exclusions
 
     spec = CompileSpec(
-        target=args.target, system_config=args.system_config, memory_mode=args.memory_mode, board=args.board,
-        quantize=not args.no_quantize, delegate=not args.no_delegate, io=args.io,
+        target=args.target,
+        system_config=args.system_config,
+        memory_mode=args.memory_mode,
+        board=args.board,
+        quantize=not args.no_quantize,
+        delegate=not args.no_delegate,
+        io=args.io,
         activation_bits=args.activation_bits,
         exclusions=Exclusions(tuple(args.exclude_op), tuple(args.exclude_module), tuple(args.exclude_node)),
         intermediates=Path(args.intermediates) if args.intermediates else None,
@@ -109,14 +114,25 @@ def _build(args) -> int:
         target = target or boards.target(args.target, args.board)
         memory = sum(r.size for r in target.board.memory)
         if path.stat().st_size > memory:  # before reading a file of any size
-            raise UsageError(f"--default-input {path}: {path.stat().st_size:,} bytes, more than the board's "
-                             f"{memory:,} bytes of memory")
+            raise UsageError(
+                f"--default-input {path}: {path.stat().st_size:,} bytes, more than the board's "
+                f"{memory:,} bytes of memory"
+            )
         defaults.append(path.read_bytes())
     if args.bake is not None and not args.bake.is_file():
         raise UsageError(f"--bake {args.bake}: no such file")
-    elf = runner_build.build_runner(args.pte, target or args.target, args.memory_mode, args.system_config,
-                                    args.build_type, args.output, defaults, not args.skip_target_check, args.bake,
-                                    board=args.board)
+    elf = runner_build.build_runner(
+        args.pte,
+        target or args.target,
+        args.memory_mode,
+        args.system_config,
+        args.build_type,
+        args.output,
+        defaults,
+        not args.skip_target_check,
+        args.bake,
+        board=args.board,
+    )
     print(elf)
     return 0
 
@@ -125,9 +141,17 @@ def _build_app(args) -> int:
     from kiln import boards
     from kiln.firmware import build as firmware
 
-    runner_only = [flag for flag, given in (("--memory-mode", args.memory_mode), ("--system-config", args.system_config),
-                                            ("--default-input", args.default_input), ("--bake", args.bake),
-                                            ("--skip-target-check", args.skip_target_check)) if given]
+    runner_only = [
+        flag
+        for flag, given in (
+            ("--memory-mode", args.memory_mode),
+            ("--system-config", args.system_config),
+            ("--default-input", args.default_input),
+            ("--bake", args.bake),
+            ("--skip-target-check", args.skip_target_check),
+        )
+        if given
+    ]
     if runner_only:
         raise UsageError(f"{runner_only[0]} applies to a runner built for a .pte (--pte), not to --app")
     board = boards.target(args.target, args.board).board
@@ -148,12 +172,15 @@ def _run(args) -> int:
     if args.profile_output is not None and args.profile is None:
         raise UsageError("--profile-output needs --profile=PTE")
     if args.profile is not None and counted is not None:
-        raise UsageError("--profile counts each program instruction's CPU instructions itself; leave out "
-                         "--count-instructions")
+        raise UsageError(
+            "--profile counts each program instruction's CPU instructions itself; leave out --count-instructions"
+        )
     if args.profile is not None and args.platform == "fvp":
-        raise UsageError("--profile needs kiln's virtual platform (its NPU model accounts each NPU command to its "
-                         "layer); on the FVP the runner prints only each inference's NPU PMU totals (its `NPU PMU:` "
-                         "line): leave out --profile, or use --platform=virtual")
+        raise UsageError(
+            "--profile needs kiln's virtual platform (its NPU model accounts each NPU command to its "
+            "layer); on the FVP the runner prints only each inference's NPU PMU totals (its `NPU PMU:` "
+            "line): leave out --profile, or use --platform=virtual"
+        )
     platform.check(args.elf, args.target, args.board)  # before firmware_arguments creates --output-dir
     firmware_args = platform.firmware_arguments(args.input, args.output_dir, args.npu_timeout_ms)
     if args.profile is not None:
@@ -171,31 +198,53 @@ def _run_profiled(args, firmware_args) -> int:
 
     fvp = boards.target(args.target, args.board).family.fvp
     if args.platform == "auto" and fvp and shutil.which(fvp):
-        print(f"{args.prog}: --profile runs on kiln's virtual platform, not {fvp}: per-layer attribution needs "
-              "kiln's NPU model (without --profile the FVP prints each inference's NPU PMU totals)", file=sys.stderr)
-    p, result = profile.profile_elf(args.elf, args.profile, args.target, args.board, args.timeout, firmware_args,
-                                    echo=lambda line: print(line, flush=True))
+        print(
+            f"{args.prog}: --profile runs on kiln's virtual platform, not {fvp}: per-layer attribution needs "
+            "kiln's NPU model (without --profile the FVP prints each inference's NPU PMU totals)",
+            file=sys.stderr,
+        )
+    p, result = profile.profile_elf(
+        args.elf,
+        args.profile,
+        args.target,
+        args.board,
+        args.timeout,
+        firmware_args,
+        echo=lambda line: print(line, flush=True),
+    )
     platform.report(result, args.elf.resolve(), args.timeout)
     if result.status != 0:
         print(f"{args.prog}: no profile: the firmware exited {result.status}", file=sys.stderr)
         return result.status
     print(profile.format_table(p))
     if p.platform_pmu_cycles != p.total_npu_cycles:
-        print(f"{args.prog}: the firmware's NPU PMU total {p.platform_pmu_cycles} is not the profile's "
-              f"{p.total_npu_cycles:,}", file=sys.stderr)
+        print(
+            f"{args.prog}: the firmware's NPU PMU total {p.platform_pmu_cycles} is not the profile's "
+            f"{p.total_npu_cycles:,}",
+            file=sys.stderr,
+        )
     if args.profile_output is not None:
         for path in profile.write(p, args.profile_output):
             print(f"wrote {path}")
     return result.status
 
 
-def _run_elf(elf: Path, target: str, timeout: float, which: str, firmware_args=(), counted=None,
-             board: str | None = None) -> int:
+def _run_elf(
+    elf: Path, target: str, timeout: float, which: str, firmware_args=(), counted=None, board: str | None = None
+) -> int:
     """Runs an ELF with the UART on standard output; returns the status kiln run documents."""
     from kiln.simulator import run as platform
 
-    result = platform.run(elf, target, timeout, which, echo=lambda line: print(line, flush=True),
-                          firmware_args=firmware_args, count_instructions=counted, board=board)
+    result = platform.run(
+        elf,
+        target,
+        timeout,
+        which,
+        echo=lambda line: print(line, flush=True),
+        firmware_args=firmware_args,
+        count_instructions=counted,
+        board=board,
+    )
     platform.report(result, elf, timeout, counted)
     return result.status
 
@@ -246,8 +295,9 @@ def _deploy(args) -> int:
     print(elf)
     _step(args.prog, f"running {elf}")
     if model == "digits":
-        return runner_run.digits_demo(elf, args.target, pte, args.count, args.platform, args.timeout, args.prog,
-                                      args.board)
+        return runner_run.digits_demo(
+            elf, args.target, pte, args.count, args.platform, args.timeout, args.prog, args.board
+        )
     return _run_elf(elf, args.target, args.timeout, args.platform, board=args.board)
 
 
@@ -309,22 +359,37 @@ def _target_option(parser, default: str | None = None):
 
 
 def _board_option(parser):
-    parser.add_argument("--board", metavar="NAME",
-                        help="a board with the target's NPU configuration (default: the target's reference board; "
-                             "`kiln targets` lists them)")
+    parser.add_argument(
+        "--board",
+        metavar="NAME",
+        help="a board with the target's NPU configuration (default: the target's reference board; "
+        "`kiln targets` lists them)",
+    )
 
 
 def _vela_options(parser, default: str):
     parser.add_argument("--system-config", metavar="NAME", help=f"Vela system config (default: {default})")
-    parser.add_argument("--memory-mode", metavar="NAME",
-                        help=f"Shared_Sram, Sram_Only or Dedicated_Sram[_256KB|_384KB|_512KB] (default: {default})")
+    parser.add_argument(
+        "--memory-mode",
+        metavar="NAME",
+        help=f"Shared_Sram, Sram_Only or Dedicated_Sram[_256KB|_384KB|_512KB] (default: {default})",
+    )
 
 
 def _platform_options(parser, timeout: float):
-    parser.add_argument("--platform", choices=("auto", "fvp", "virtual"), default="auto",
-                        help="auto (default): Arm's FVP when installed, else kiln's virtual platform")
-    parser.add_argument("--timeout", type=_positive_seconds, default=timeout, metavar="S",
-                        help=f"stop the firmware after S seconds (default {timeout:g}; status 124)")
+    parser.add_argument(
+        "--platform",
+        choices=("auto", "fvp", "virtual"),
+        default="auto",
+        help="auto (default): Arm's FVP when installed, else kiln's virtual platform",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=timeout,
+        metavar="S",
+        help=f"stop the firmware after S seconds (default {timeout:g}; status 124)",
+    )
 
 
 def _parser(script: str | None) -> argparse.ArgumentParser:
@@ -336,40 +401,70 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         epilog="`kiln COMMAND --help` lists a command's options; options take dashes or underscores alike "
                "(--memory-mode, --memory_mode). An error is one line on standard error and a non-zero exit status.",
     )  # fmt: skip
-    parser.add_argument("--as", dest="script", metavar="NAME",
-                        help="name usage lines and messages after NAME (the ./scripts wrappers; first option only)")
+    parser.add_argument(
+        "--as",
+        dest="script",
+        metavar="NAME",
+        help="name usage lines and messages after NAME (the ./scripts wrappers; first option only)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, summary: str, func, description: str | None = None, epilog: str | None = None,
-                formatter=_Formatter):
-        p = sub.add_parser(name, help=summary, description=description or summary, epilog=epilog,
-                           prog=script or f"kiln {name}", formatter_class=formatter, allow_abbrev=False)
+    def command(
+        name: str, summary: str, func, description: str | None = None, epilog: str | None = None, formatter=_Formatter
+    ):
+        p = sub.add_parser(
+            name,
+            help=summary,
+            description=description or summary,
+            epilog=epilog,
+            prog=script or f"kiln {name}",
+            formatter_class=formatter,
+            allow_abbrev=False,
+        )
         p.set_defaults(func=func, prog=script or "kiln", usage=p.format_usage)
         return p
 
     co = command("compile", "compile a model (a zoo name or a .py file) to a .pte and a .json report", _compile)
-    co.add_argument("model", metavar="MODEL",
-                    help="a zoo model (e.g. digits, resnet8) or a .py file defining ModelUnderTest and ModelInputs")
+    co.add_argument(
+        "model",
+        metavar="MODEL",
+        help="a zoo model (e.g. digits, resnet8) or a .py file defining ModelUnderTest and ModelInputs",
+    )
     _target_option(co)
     _board_option(co)
-    co.add_argument("--output", required=True, metavar="FILE", help="the .pte to write; the report goes beside it "
-                                                                     "as .json")
+    co.add_argument(
+        "--output", required=True, metavar="FILE", help="the .pte to write; the report goes beside it as .json"
+    )
     _vela_options(co, "the board's")
     co.add_argument("--calibration", metavar="DATA", help="an .npz (or a folder of them) of representative inputs")
     co.add_argument("--no-quantize", action="store_true", help="keep the model in float (it then runs on the CPU)")
     co.add_argument("--no-delegate", action="store_true", help="run everything on the CPU")
     co.add_argument("--io", choices=("float", "int8"), default="float", help="the program's input and output type")
-    co.add_argument("--activation-bits", type=int, choices=(8, 16), default=8,
-                    help="8 (default) or 16-bit activations, with int8 weights")
+    co.add_argument(
+        "--activation-bits",
+        type=int,
+        choices=(8, 16),
+        default=8,
+        help="8 (default) or 16-bit activations, with int8 weights",
+    )
     co.add_argument("--exclude-op", action="append", default=[], metavar="OP", help="keep an op type off the NPU")
-    co.add_argument("--exclude-module", action="append", default=[], metavar="PATH",
-                    help="keep a module and its submodules off the NPU")
+    co.add_argument(
+        "--exclude-module",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="keep a module and its submodules off the NPU",
+    )
     co.add_argument("--exclude-node", action="append", default=[], metavar="NAME", help="keep a node off the NPU")
     co.add_argument("--intermediates", metavar="DIR", help="keep the TOSA and Vela files in DIR")
 
-    bu = command("build", "build kiln's executor runner for a .pte (or a plain firmware app); prints the ELF",
-                 _build, epilog="The ELF's path is the last line of standard output; a runner build writes "
-                                "memory_report.txt and .json into its build directory.")
+    bu = command(
+        "build",
+        "build kiln's executor runner for a .pte (or a plain firmware app); prints the ELF",
+        _build,
+        epilog="The ELF's path is the last line of standard output; a runner build writes "
+        "memory_report.txt and .json into its build directory.",
+    )
     what = bu.add_mutually_exclusive_group(required=True)
     what.add_argument("--pte", type=Path, metavar="FILE", help="the program to bake into the runner")
     what.add_argument("--app", metavar="NAME", help="instead, build the firmware's plain apps; print NAME's ELF")
@@ -378,96 +473,184 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     _vela_options(bu, "what the .pte was compiled for, else the target's")
     bu.add_argument("--build-type", choices=("Release", "Debug"), default="Release", help="CMake build type")
     bu.add_argument("--output", type=Path, metavar="DIR", help="the build directory (default: one under build/)")
-    bu.add_argument("--default-input", action="append", type=Path, default=[], metavar="FILE",
-                    help="raw bytes baked in as an input, used when none is given at run time (once per input)")
-    bu.add_argument("--skip-target-check", action="store_true",
-                    help="build even if a delegate was compiled for another target (the firmware refuses it)")
-    bu.add_argument("--bake", type=Path, metavar="FILE",
-                    help="bake FILE instead of the .pte, sized from the .pte (tests the firmware's checks)")
+    bu.add_argument(
+        "--default-input",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="raw bytes baked in as an input, used when none is given at run time (once per input)",
+    )
+    bu.add_argument(
+        "--skip-target-check",
+        action="store_true",
+        help="build even if a delegate was compiled for another target (the firmware refuses it)",
+    )
+    bu.add_argument(
+        "--bake",
+        type=Path,
+        metavar="FILE",
+        help="bake FILE instead of the .pte, sized from the .pte (tests the firmware's checks)",
+    )
     bu.add_argument("--test-apps", action="store_true", help="with --app: build tests/fvp/apps too")
 
-    ru = command("run", "run a firmware ELF on Arm's FVP if installed, else on kiln's virtual platform", _run,
-                 description="Run a firmware ELF on Arm's FVP if installed, else on kiln's virtual platform\n"
-                             "(QEMU and kiln's model of the target's Ethos-U). The UART goes to standard output,\n"
-                             "kiln's notes to standard error.", epilog=RUN_STATUSES, formatter=_StatusFormatter)
+    ru = command(
+        "run",
+        "run a firmware ELF on Arm's FVP if installed, else on kiln's virtual platform",
+        _run,
+        description="Run a firmware ELF on Arm's FVP if installed, else on kiln's virtual platform\n"
+        "(QEMU and kiln's model of the target's Ethos-U). The UART goes to standard output,\n"
+        "kiln's notes to standard error.",
+        epilog=RUN_STATUSES,
+        formatter=_StatusFormatter,
+    )
     ru.add_argument("--elf", required=True, type=Path, metavar="FILE", help="the firmware ELF")
     _target_option(ru)
     _board_option(ru)
     _platform_options(ru, DEFAULT_TIMEOUT_S)
-    ru.add_argument("--input", action="append", type=Path, default=[], metavar="FILE",
-                    help="a file kiln's executor runner reads as an input (once per input)")
+    ru.add_argument(
+        "--input",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="a file kiln's executor runner reads as an input (once per input)",
+    )
     ru.add_argument("--output-dir", type=Path, metavar="DIR", help="where the runner writes output_<i>.bin")
-    ru.add_argument("--npu-timeout-ms", type=_npu_timeout_ms, metavar="N",
-                    help="how long kiln's executor runner waits for each NPU stream (1 to 4294967295 ms; "
-                         "default the driver's 10000)")
-    ru.add_argument("--count-instructions", nargs="?", const="", metavar="FUNCTION",
-                    help="virtual platform: count the run's instructions, and each call of FUNCTION")
-    ru.add_argument("--profile-instructions", action="store_true",
-                    help="with --count-instructions=FUNCTION: where its calls' instructions went")
-    ru.add_argument("--profile", type=Path, metavar="PTE",
-                    help="the .pte the ELF was built from (its .json report beside it): run on the virtual "
-                         "platform and print kiln profile's per-layer table")
-    ru.add_argument("--profile-output", type=Path, metavar="DIR",
-                    help="with --profile: write profile.json, timeline.png, memory.png, profile.html")
+    ru.add_argument(
+        "--npu-timeout-ms",
+        type=_npu_timeout_ms,
+        metavar="N",
+        help="how long kiln's executor runner waits for each NPU stream (1 to 4294967295 ms; "
+        "default the driver's 10000)",
+    )
+    ru.add_argument(
+        "--count-instructions",
+        nargs="?",
+        const="",
+        metavar="FUNCTION",
+        help="virtual platform: count the run's instructions, and each call of FUNCTION",
+    )
+    ru.add_argument(
+        "--profile-instructions",
+        action="store_true",
+        help="with --count-instructions=FUNCTION: where its calls' instructions went",
+    )
+    ru.add_argument(
+        "--profile",
+        type=Path,
+        metavar="PTE",
+        help="the .pte the ELF was built from (its .json report beside it): run on the virtual "
+        "platform and print kiln profile's per-layer table",
+    )
+    ru.add_argument(
+        "--profile-output",
+        type=Path,
+        metavar="DIR",
+        help="with --profile: write profile.json, timeline.png, memory.png, profile.html",
+    )
 
     rh = command("run-host", "run a .pte on the host (the reference the firmware must match)", _run_host)
     rh.add_argument("pte", metavar="PTE", help="the program")
-    rh.add_argument("--input", action="append", default=[], metavar="FILE",
-                    help="one input's raw little-endian bytes (once per input, in order)")
+    rh.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="one input's raw little-endian bytes (once per input, in order)",
+    )
     rh.add_argument("--output-dir", required=True, metavar="DIR", help="where output_<i>.bin go (created)")
 
-    pf = command("profile", "per-layer NPU cycles and bytes of a model on kiln's NPU model, beside Vela's "
-                            "per-layer estimate", _profile)
+    pf = command(
+        "profile",
+        "per-layer NPU cycles and bytes of a model on kiln's NPU model, beside Vela's per-layer estimate",
+        _profile,
+    )
     pf.add_argument("model", metavar="MODEL", help="a zoo model, a .py file, or a .pte with its .json report beside")
     _target_option(pf)
     _board_option(pf)
     _vela_options(pf, "the board's")
     pf.add_argument("--output", metavar="DIR", help="write profile.json, timeline.png, memory.png, profile.html")
-    pf.add_argument("--cpu-instructions", action="store_true",
-                    help="build the runner and count each CPU op's instructions on the virtual platform")
+    pf.add_argument(
+        "--cpu-instructions",
+        action="store_true",
+        help="build the runner and count each CPU op's instructions on the virtual platform",
+    )
 
     command("targets", "list the NPU targets, the boards (and their unverified facts) and Vela defaults", _targets)
 
-    fl = command("flash", "put a firmware ELF on a board (./scripts/flash.sh)", _flash,
-                 description="Put a firmware ELF on a board, as its vendor documents: MPS3/MPS4 through the\n"
-                             "board's USB drive (SOFTWARE/ and images.txt), Alif through its Security Toolkit\n"
-                             "(run when on PATH, else the commands are printed), any board with a CMSIS device\n"
-                             "through a debug probe and pyOCD (--probe).", formatter=_StatusFormatter)
+    fl = command(
+        "flash",
+        "put a firmware ELF on a board (./scripts/flash.sh)",
+        _flash,
+        description="Put a firmware ELF on a board, as its vendor documents: MPS3/MPS4 through the\n"
+        "board's USB drive (SOFTWARE/ and images.txt), Alif through its Security Toolkit\n"
+        "(run when on PATH, else the commands are printed), any board with a CMSIS device\n"
+        "through a debug probe and pyOCD (--probe).",
+        formatter=_StatusFormatter,
+    )
     fl.add_argument("--board", required=True, metavar="NAME", help="the board (`kiln targets` lists them)")
     fl.add_argument("--elf", required=True, type=Path, metavar="FILE", help="the firmware (kiln build prints it)")
-    fl.add_argument("--drive", type=Path, metavar="DIR", help="MPS3/MPS4: the folder the board's USB drive is mounted at")
+    fl.add_argument(
+        "--drive", type=Path, metavar="DIR", help="MPS3/MPS4: the folder the board's USB drive is mounted at"
+    )
     fl.add_argument("--probe", action="store_true", help="flash through a debug probe with pyOCD")
-    fl.add_argument("--pack", type=Path, metavar="FILE", help="with --probe: the device's CMSIS pack (.pack), if "
-                                                              "`pyocd pack install` did not install it")
-    fl.add_argument("--setools", type=Path, metavar="DIR", help="Alif: the Security Toolkit's folder (default: "
-                                                                "where app-write-mram is on PATH)")
-    fl.add_argument("--output", type=Path, metavar="DIR", help="Alif without the Security Toolkit: where the image "
-                                                               "and its JSON go (default: beside the ELF)")
+    fl.add_argument(
+        "--pack",
+        type=Path,
+        metavar="FILE",
+        help="with --probe: the device's CMSIS pack (.pack), if `pyocd pack install` did not install it",
+    )
+    fl.add_argument(
+        "--setools",
+        type=Path,
+        metavar="DIR",
+        help="Alif: the Security Toolkit's folder (default: where app-write-mram is on PATH)",
+    )
+    fl.add_argument(
+        "--output",
+        type=Path,
+        metavar="DIR",
+        help="Alif without the Security Toolkit: where the image and its JSON go (default: beside the ELF)",
+    )
 
     ex = command("export", "write kiln's runner for a .pte as a CMSIS-Toolbox project (csolution)", _export)
-    ex.add_argument("--csolution", required=True, type=Path, metavar="DIR",
-                    help="the folder for kiln.csolution.yml, kiln.cproject.yml and their sources")
+    ex.add_argument(
+        "--csolution",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="the folder for kiln.csolution.yml, kiln.cproject.yml and their sources",
+    )
     ex.add_argument("--pte", required=True, type=Path, metavar="FILE", help="the program to bake in")
     _target_option(ex)
     _board_option(ex)
 
-    de = command("deploy", "compile a model, build the runner for it and run it (./scripts/run.sh)", _deploy,
-                 description="Compile MODEL for the target (the report on standard output; the .pte and .json in\n"
-                             "build/), build kiln's executor runner for it (`kiln build`) and run it (`kiln run`).\n"
-                             "For digits: the predicted digit beside the true label of held-out images, with the\n"
-                             "NPU and CPU cycles of each inference; other models run once on the runner's\n"
-                             "built-in inputs.",
-                 epilog="exit status: `kiln run`'s; digits also 1 when the runner exited 0 before classifying "
-                        "every image.",
-                 formatter=_StatusFormatter)
+    de = command(
+        "deploy",
+        "compile a model, build the runner for it and run it (./scripts/run.sh)",
+        _deploy,
+        description="Compile MODEL for the target (the report on standard output; the .pte and .json in\n"
+        "build/), build kiln's executor runner for it (`kiln build`) and run it (`kiln run`).\n"
+        "For digits: the predicted digit beside the true label of held-out images, with the\n"
+        "NPU and CPU cycles of each inference; other models run once on the runner's\n"
+        "built-in inputs.",
+        epilog="exit status: `kiln run`'s; digits also 1 when the runner exited 0 before classifying every image.",
+        formatter=_StatusFormatter,
+    )
     de.add_argument("model", nargs="?", metavar="MODEL", help="a zoo model or a .py file (default digits)")
     de.add_argument("--model", dest="model_option", metavar="MODEL", help="the same as MODEL (run.sh's spelling)")
     _target_option(de, DEFAULT_TARGET)
     _board_option(de)
     _vela_options(de, "the board's")
     de.add_argument("--output", metavar="FILE", help="the .pte to write (default build/MODEL.pte)")
-    de.add_argument("--count", type=_positive_count, default=8, metavar="N",
-                    help="digits: how many held-out images to classify (default 8)")
+    de.add_argument(
+        "--count",
+        type=_positive_count,
+        default=8,
+        metavar="N",
+        help="digits: how many held-out images to classify (default 8)",
+    )
     _platform_options(de, DEPLOY_TIMEOUT_S)
     return parser
 

@@ -10,11 +10,10 @@ broken invariant is an InternalError naming the stage); the checks are timed wit
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +21,8 @@ import torch
 
 from kiln import boards, checks, graph, vocabulary
 from kiln.errors import ModelError, UsageError, VelaError, VelaRefusal
-from kiln.frontend import normalize
 from kiln.frontend import export as frontend
+from kiln.frontend import normalize
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
@@ -105,8 +104,9 @@ def load_calibration(path: Path | None, example: tuple[torch.Tensor, ...]) -> li
     return samples
 
 
-def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibration: Path | None = None,
-                  log=print) -> Result:
+def compile_model(
+    model: str | frontend.LoadedModel, spec: CompileSpec, calibration: Path | None = None, log=print
+) -> Result:
     target = boards.target(spec.target, spec.board)
     spec = spec.resolved(target)
     stage = _Stages()
@@ -133,8 +133,9 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
     refused: dict[str, str] = {}  # op name -> why Vela could not place it (Vela is a rule too)
     while True:
         with stage("partition"):
-            parts = partition.partition(g, target.npu, spec.exclusions, delegate=spec.delegate and spec.quantize,
-                                        refused=refused)
+            parts = partition.partition(
+                g, target.npu, spec.exclusions, delegate=spec.delegate and spec.quantize, refused=refused
+            )
             checks.after("partition", parts)
         lowered: list[tuple[bytes, frozenset[str]]] = []  # per partition: its first graph, the choices met
         with stage("lower"):
@@ -150,8 +151,9 @@ def compile_model(model: str | frontend.LoadedModel, spec: CompileSpec, calibrat
                     if len(parts.partitions) > 1:
                         log(f"vela: partition {p.index + 1}/{len(parts.partitions)} ({len(p.ops)} ops)")
                     keep = spec.intermediates / f"partition_{p.index}" if spec.intermediates else None
-                    chosen, flatbuffer, compiled = fastest(p, first, choices, f"{loaded.name}_{p.index}",
-                                                          target, spec, keep)
+                    chosen, flatbuffer, compiled = fastest(
+                        p, first, choices, f"{loaded.name}_{p.index}", target, spec, keep
+                    )
                     flipped.append(chosen)
                     tosa.append(flatbuffer)
                     results.append(compiled)
@@ -187,8 +189,15 @@ def run_time(result: vela.VelaResult) -> tuple[int, int]:
     return result.total_cycles, result.npu_cycles
 
 
-def fastest(part: partition.Partition, first: bytes, choices: frozenset[str], name: str, target: boards.Target,
-            spec: CompileSpec, keep: Path | None) -> tuple[frozenset[str], bytes, vela.VelaResult]:
+def fastest(
+    part: partition.Partition,
+    first: bytes,
+    choices: frozenset[str],
+    name: str,
+    target: boards.Target,
+    spec: CompileSpec,
+    keep: Path | None,
+) -> tuple[frozenset[str], bytes, vela.VelaResult]:
     """(flipped choices, TOSA graph, Vela's result) of the partition's fastest equivalent graph
     found by flipping its lowering choices one at a time, in name order, each kept where Vela
     estimates it runs faster (run_time) than the best so far: one Vela run per choice beyond
@@ -211,8 +220,9 @@ def fastest(part: partition.Partition, first: bytes, choices: frozenset[str], na
     return best_flipped, best_tosa, best
 
 
-def vela_refusals(part: partition.Partition, g: graph.Graph, target: boards.Target, spec: CompileSpec,
-                  refusal: VelaRefusal) -> dict[str, str]:
+def vela_refusals(
+    part: partition.Partition, g: graph.Graph, target: boards.Target, spec: CompileSpec, refusal: VelaRefusal
+) -> dict[str, str]:
     """Which ops of `part` Vela refused, and why: each op compiled alone with Vela (a refusal is
     rare, so this costs one Vela run per op only then). If no op fails alone, the combination
     does, and the whole partition goes to the CPU. Every op returned is one the partition held,
@@ -222,8 +232,9 @@ def vela_refusals(part: partition.Partition, g: graph.Graph, target: boards.Targ
         inputs, outputs = partition.boundary([op], g)
         alone = partition.Partition(0, [op], inputs, outputs)
         try:
-            vela.compile_tosa(tosa_lowering.lower(alone, target.npu), op.name, target.name, spec.system_config,
-                              spec.memory_mode)
+            vela.compile_tosa(
+                tosa_lowering.lower(alone, target.npu), op.name, target.name, spec.system_config, spec.memory_mode
+            )
         except VelaRefusal as error:
             learned[op.name] = f"Vela could not place it on the NPU: {error.reason}"
     if learned:
@@ -239,17 +250,34 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
             where = "cpu"
         else:
             where = "npu" if p.partition is not None else "cpu"
-        ops.append({"node": p.op.name, "op": p.op.op_type, "module": p.op.module, "where": where,
-                    "partition": p.partition, "reason": p.reason, "macs": support.macs(p.op)})
+        ops.append(
+            {
+                "node": p.op.name,
+                "op": p.op.op_type,
+                "module": p.op.module,
+                "where": where,
+                "partition": p.partition,
+                "reason": p.reason,
+                "macs": support.macs(p.op),
+            }
+        )
     total_macs = sum(o["macs"] for o in ops)
     npu_macs = sum(o["macs"] for o in ops if o["where"] == "npu")
     delegates = [
-        {"delegate": i, "partition": part.index, "ops": len(part.ops), "npu_cycles": r.npu_cycles,
-         "total_cycles": r.total_cycles,
-         "inference_ms": round(r.inference_s * 1e3, 4), "weight_bytes": len(r.weight_data),
-         "command_stream_bytes": len(r.cmd_data), "scratch_bytes": r.scratch_size,
-         "fast_scratch_bytes": r.fast_scratch_size, "sram_bytes": r.sram_bytes,
-         "flipped_choices": sorted(flipped)}  # the lowering choices Vela's estimate took the other way
+        {
+            "delegate": i,
+            "partition": part.index,
+            "ops": len(part.ops),
+            "npu_cycles": r.npu_cycles,
+            "total_cycles": r.total_cycles,
+            "inference_ms": round(r.inference_s * 1e3, 4),
+            "weight_bytes": len(r.weight_data),
+            "command_stream_bytes": len(r.cmd_data),
+            "scratch_bytes": r.scratch_size,
+            "fast_scratch_bytes": r.fast_scratch_size,
+            "sram_bytes": r.sram_bytes,
+            "flipped_choices": sorted(flipped),
+        }  # the lowering choices Vela's estimate took the other way
         for i, (part, r, flipped) in enumerate(zip(result.program.delegates, result.vela, result.flipped))
     ]
     prog = result.program
@@ -268,8 +296,11 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
         "memory_mode": spec.memory_mode,
         "io": io,
         "ops": ops,
-        "macs": {"total": total_macs, "npu": npu_macs,
-                 "npu_share": round(npu_macs / total_macs, 6) if total_macs else None},
+        "macs": {
+            "total": total_macs,
+            "npu": npu_macs,
+            "npu_share": round(npu_macs / total_macs, 6) if total_macs else None,
+        },
         "delegates": delegates,
         # Vela's estimates: the NPU's own cycles, and its total cycles (with the memory accesses it
         # waits for), which at the NPU clock of the system config give the inference time (Vela's own).
@@ -302,16 +333,22 @@ def format_report(report: dict) -> str:
     if macs["total"]:
         lines.append(f"  MACs on the NPU: {macs['npu']:,} of {macs['total']:,} ({100 * macs['npu_share']:.1f} %)")
     if report["delegates"]:
-        lines.append(f"  Vela estimate: {report['npu_cycles']:,} NPU cycles, {report['npu_total_cycles']:,} total "
-                     f"cycles with memory access = {report['npu_inference_ms']:.3f} ms "
-                     f"at {report['npu_clock_hz'] / 1e6:g} MHz")
+        lines.append(
+            f"  Vela estimate: {report['npu_cycles']:,} NPU cycles, {report['npu_total_cycles']:,} total "
+            f"cycles with memory access = {report['npu_inference_ms']:.3f} ms "
+            f"at {report['npu_clock_hz'] / 1e6:g} MHz"
+        )
     else:
         lines.append("  Vela estimate: none (nothing runs on the NPU)")
     m = report["memory"]
-    lines.append(f"  .pte {m['pte_bytes']:,} B (NPU weights {m['npu_weight_bytes']:,} B, reference TOSA graphs "
-                 f"{m['reference_tosa_bytes']:,} B)")
-    lines.append(f"  RAM: scratch {m['scratch_bytes']:,} B, fast scratch {m['fast_scratch_bytes']:,} B, "
-                 f"planned buffers {m['planned_bytes']:,} B")
+    lines.append(
+        f"  .pte {m['pte_bytes']:,} B (NPU weights {m['npu_weight_bytes']:,} B, reference TOSA graphs "
+        f"{m['reference_tosa_bytes']:,} B)"
+    )
+    lines.append(
+        f"  RAM: scratch {m['scratch_bytes']:,} B, fast scratch {m['fast_scratch_bytes']:,} B, "
+        f"planned buffers {m['planned_bytes']:,} B"
+    )
     for entry in report["io"]:
         q = f", scale {entry['scale']:.6g}, zero point {entry['zero_point']}" if "scale" in entry else ""
         lines.append(f"  {entry['name']}: {entry['dtype']}{entry['shape']}{q}")

@@ -43,7 +43,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 # Set to 1, an unexpected exception (a bug in kiln) prints its traceback too.
 TRACEBACK_VARIABLE = "KILN_TRACEBACK"
@@ -198,8 +198,10 @@ class RegionFault(MemoryFault):
 
     def __init__(self, what: str, region: int, offset: int, size: int, limit: int):
         SimulatorError.__init__(
-            self, f"{what} of {size} bytes at region {region} offset 0x{offset:x} is outside the "
-                  f"{limit} bytes the firmware registered for region {region}")
+            self,
+            f"{what} of {size} bytes at region {region} offset 0x{offset:x} is outside the "
+            f"{limit} bytes the firmware registered for region {region}",
+        )
         self.address = offset
         self.size = size
         self.access = what
@@ -250,8 +252,10 @@ def run_command(prog: str, command: Callable[[], int], usage: Callable[[], None]
     except Exception as error:
         if os.environ.get(TRACEBACK_VARIABLE) == "1":
             traceback.print_exc()
-        message = (f"{type(error).__name__}: {error} (a bug in kiln: please report it with the command line; "
-                   f"{TRACEBACK_VARIABLE}=1 prints where it happened)")
+        message = (
+            f"{type(error).__name__}: {error} (a bug in kiln: please report it with the command line; "
+            f"{TRACEBACK_VARIABLE}=1 prints where it happened)"
+        )
         return _fail(prog, "internal error", message, InternalError.exit_code)
 
 

@@ -51,90 +51,144 @@ def _row(name: str, kind: Kind, families: tuple[str, ...], why: str, test: str, 
 
 # ---- what each family supports ------------------------------------------------------------------
 SELECTS = _row(
-    "selects", Kind.SUPPORT, (U85,),
+    "selects",
+    Kind.SUPPORT,
+    (U85,),
     "Vela 5.2.0 places comparisons, logical ops (any, all among them) and selects on Ethos-U85 only.",
-    "tests/compiler/test_lowering_select.py::test_select_matches_pt2e_on_the_u85_and_its_npu_model")
+    "tests/compiler/test_lowering_select.py::test_select_matches_pt2e_on_the_u85_and_its_npu_model",
+)
 DMA_GATHERS = _row(
-    "dma_gathers", Kind.SUPPORT, (U85,),
+    "dma_gathers",
+    Kind.SUPPORT,
+    (U85,),
     "Vela 5.2.0 places TOSA GATHER (the DMA's indexed mode) on Ethos-U85 only.",
-    "tests/compiler/test_lowering_gather.py::test_the_u85_model_runs_vela_s_gathers_to_tosa_reference_model_s_bytes")
+    "tests/compiler/test_lowering_gather.py::test_the_u85_model_runs_vela_s_gathers_to_tosa_reference_model_s_bytes",
+)
 INT16_MATMUL = _row(
-    "int16_matmul", Kind.SUPPORT, (U85,),
+    "int16_matmul",
+    Kind.SUPPORT,
+    (U85,),
     "Ethos-U55 and U65 have no 16-bit matrix multiply: Vela 5.2.0 refuses a 16-bit MATMUL there.",
-    "tests/compiler/test_vela_refusal.py::test_an_op_vela_refuses_runs_on_the_cpu_with_velas_reason")
+    "tests/compiler/test_vela_refusal.py::test_an_op_vela_refuses_runs_on_the_cpu_with_velas_reason",
+)
 INT16_TRANSPOSE_CONV = _row(
-    "int16_transpose_conv", Kind.SUPPORT, (U85,),
+    "int16_transpose_conv",
+    Kind.SUPPORT,
+    (U85,),
     "Vela 5.2.0 cannot place a 16-bit TRANSPOSE_CONV2D on Ethos-U55 or U65.",
-    "tests/compiler/test_lowering.py::test_int16_op_matches_pt2e_within_one_step")
+    "tests/compiler/test_lowering.py::test_int16_op_matches_pt2e_within_one_step",
+)
 HARDWARE_RESIZE = _row(
-    "hardware_resize", Kind.SUPPORT, (U85,),
+    "hardware_resize",
+    Kind.SUPPORT,
+    (U85,),
     "Vela 5.2.0 runs a TOSA RESIZE on Ethos-U85's resize hardware for any whole factors and any size (faster "
     "there than kiln's depthwise bilinear); on Ethos-U55/U65 only nearest upsampling by 2, 4 or 8 both ways.",
     "tests/compiler/test_lowering.py::test_bilinear_to_any_size_runs_on_the_u85_model_as_tosa_reference_model_and_"
-    "stays_off_the_u55", measured=True)
+    "stays_off_the_u55",
+    measured=True,
+)
 
 # ---- workarounds: what Vela 5.2.0 gets wrong ------------------------------------------------------
 OFFSET_COPIES = _row(
-    "offset_copies", Kind.WORKAROUND, (U55, U65),
+    "offset_copies",
+    Kind.WORKAROUND,
+    (U55, U65),
     "Vela 5.2.0 writes a RESCALE from 32 or 48 bits that it cannot fold into its producer at offset 0 of the "
     "CONCAT or PAD it feeds, so the lowering copies such an operand first (Lowerer.placeable).",
-    "tests/simulator/test_npu_concat_offsets.py::test_vela_places_a_standalone_rescale_at_offset_zero")
+    "tests/simulator/test_npu_concat_offsets.py::test_vela_places_a_standalone_rescale_at_offset_zero",
+)
 SLICE_WIDEN_COPIES = _row(
-    "slice_widen_copies", Kind.WORKAROUND, (U55, U65),
+    "slice_widen_copies",
+    Kind.WORKAROUND,
+    (U55, U65),
     "Vela 5.2.0 rewrites the widening RESCALEs of two slices of one tensor into reads of the whole tensor from "
     "its start, so the lowering copies such slices first (Lowerer.widen).",
-    "tests/simulator/test_npu_slice_offsets.py::test_vela_widening_rescale_of_slices_reads_and_writes_the_whole_input")
+    "tests/simulator/test_npu_slice_offsets.py::test_vela_widening_rescale_of_slices_reads_and_writes_the_whole_input",
+)
 MIN_AS_MAX = _row(
-    "min_as_max", Kind.WORKAROUND, (U55, U65),
+    "min_as_max",
+    Kind.WORKAROUND,
+    (U55, U65),
     "Vela 5.2.0 builds REDUCE_MIN as pivot - max(pivot - x), wrong when its result is reshaped onto other axes, "
     "so amin is lowered as ~max(~x) (Ethos-U85 reduces by min itself).",
-    "tests/simulator/test_npu_reduce_min.py::test_vela_reduce_min_reshaped_across_axes_reuses_one_row")
+    "tests/simulator/test_npu_reduce_min.py::test_vela_reduce_min_reshaped_across_axes_reuses_one_row",
+)
 CLAMP_COPIES = _row(
-    "clamp_copies", Kind.WORKAROUND, (U85,),
+    "clamp_copies",
+    Kind.WORKAROUND,
+    (U85,),
     "Vela 5.2.0 drops an identity RESCALE of int16 values, so a 16-bit copy is a full-range CLAMP, which it keeps "
     "(at int8 it keeps the RESCALE as its own pass).",
-    "tests/simulator/test_npu_u85_zoo.py::test_16_bit_activations_bit_exact_u85_256")
+    "tests/simulator/test_npu_u85_zoo.py::test_16_bit_activations_bit_exact_u85_256",
+)
 
 # ---- equivalent graphs Vela 5.2.0 estimates faster on some families -------------------------------
 INT16_EXPS = _row(
-    "int16_exps", Kind.FASTER, (U55, U65),
+    "int16_exps",
+    Kind.FASTER,
+    (U55, U65),
     "Softmax's exps summed into int16 (one ADD pass, each reader widening its own) cost fewer NPU cycles than "
     "an int32 sum (two passes per operand) there; on Ethos-U85 the int32 sum is cheaper.",
-    "tests/simulator/test_npu_softmax.py::test_softmax_on_the_npu_model_equals_tosa_reference", measured=True)
+    "tests/simulator/test_npu_softmax.py::test_softmax_on_the_npu_model_equals_tosa_reference",
+    measured=True,
+)
 CHANNELS_LAST_PAD_COPIES = _row(
-    "channels_last_pad_copies", Kind.FASTER, (U65, U85),
+    "channels_last_pad_copies",
+    Kind.FASTER,
+    (U65, U85),
     "A reflect, replicate or circular pad of a rank-4 value made channels last first: CONCATs along PyTorch's "
     "last axis (the channels to Vela) cost more there than the layout changes.",
-    "tests/compiler/test_lowering.py::test_every_pad_mode_equals_eager_pytorch", measured=True)
+    "tests/compiler/test_lowering.py::test_every_pad_mode_equals_eager_pytorch",
+    measured=True,
+)
 
 # ---- lowering choices: kiln.compile.fastest compiles both forms, the first guess first ---------
 POOLED_MEANS = _row(
-    "pooled_means", Kind.CHOICE, (U85,),
+    "pooled_means",
+    Kind.CHOICE,
+    (U85,),
     "A global mean read in place by a pool or a depthwise sum rather than summed by REDUCE_SUM: on Ethos-U85 "
     "Vela 5.2.0 transposes a REDUCE_SUM's input first; elsewhere Vela's schedule around either form decides.",
     "tests/compiler/test_lowering_choices.py::test_the_program_holds_the_graph_vela_estimates_fastest",
-    measured=True)
+    measured=True,
+)
 FUSED_EXPS = _row(
-    "fused_exps", Kind.CHOICE, (U55, U85),
+    "fused_exps",
+    Kind.CHOICE,
+    (U55, U85),
     "Softmax's two exp TABLEs each read their own x - max (a SUB Vela fuses the TABLE into) rather than one "
     "shared: fewer NPU cycles there, where on Ethos-U65 the SUB costs more than the LUT pass it saves.",
-    "tests/simulator/test_npu_softmax.py::test_softmax_on_the_npu_model_equals_tosa_reference", measured=True)
+    "tests/simulator/test_npu_softmax.py::test_softmax_on_the_npu_model_equals_tosa_reference",
+    measured=True,
+)
 RANK4_TRANSPOSES = _row(
-    "rank4_transposes", Kind.CHOICE, (U65, U85),
+    "rank4_transposes",
+    Kind.CHOICE,
+    (U65, U85),
     "A layout change as the rank-4 TRANSPOSE Vela 5.2.0 decomposes itself rather than one 2-D TRANSPOSE of the "
     "swapped groups: faster there (on Ethos-U85 the 2-D one waits on memory), though unit axes can reverse it.",
-    "tests/simulator/test_npu_zoo.py::test_every_lowering_choice_bit_exact", measured=True)
+    "tests/simulator/test_npu_zoo.py::test_every_lowering_choice_bit_exact",
+    measured=True,
+)
 VELA_STRIDED_POOLS = _row(
-    "vela_strided_pools", Kind.CHOICE, (U55, U85),
+    "vela_strided_pools",
+    Kind.CHOICE,
+    (U55, U85),
     "An average pool with a stride beyond 3 as one AVG_POOL2D that Vela 5.2.0 decomposes itself rather than "
     "kiln's window sums: faster there, slower on Ethos-U65 (max pools stay kiln's everywhere).",
-    "tests/simulator/test_npu_strided.py::test_strided_average_pool_either_way_equals_tosa_reference", measured=True)
+    "tests/simulator/test_npu_strided.py::test_strided_average_pool_either_way_equals_tosa_reference",
+    measured=True,
+)
 FLAT_STRIDED_SLICES = _row(
-    "flat_strided_slices", Kind.CHOICE, (),
+    "flat_strided_slices",
+    Kind.CHOICE,
+    (),
     "A strided slice's rows grouped as [1, 1, before * n, step * after] rather than [1, before, n, step * after]: "
     "no family's first guess, as Vela 5.2.0 estimates it faster only on the smallest configurations.",
     "tests/simulator/test_npu_strided_slice.py::test_strided_slice_on_the_npu_model_equals_tosa_reference",
-    measured=True)
+    measured=True,
+)
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,33 @@ import torch
 from torch.fx import GraphModule, Node
 
 from kiln.errors import ModelError
-from kiln.vocabulary import (CHECKED_INDEX, COMPARISON_OPS, DEQUANTIZE, DEQUANTIZE_CHANNEL, FUSIBLE_ACTIVATIONS,
-                             GATHERS, INDEX_OPS, LOGICAL_OPS, QUANTIZE, index_argument)
+from kiln.vocabulary import (
+    CHECKED_INDEX,
+    COMPARISON_OPS,
+    DEQUANTIZE,
+    DEQUANTIZE_CHANNEL,
+    FUSIBLE_ACTIVATIONS,
+    GATHERS,
+    INDEX_OPS,
+    LOGICAL_OPS,
+    QUANTIZE,
+    index_argument,
+)
 
 qd = torch.ops.quantized_decomposed
 aten = torch.ops.aten
 # Ops that read their quantized operands' integers and return unquantized results (bools, indices).
 INTEGER_READERS = COMPARISON_OPS | INDEX_OPS
 
-DTYPES = {torch.float32: "float32", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
-          torch.int64: "int64", torch.bool: "bool", torch.uint8: "uint8"}
+DTYPES = {
+    torch.float32: "float32",
+    torch.int8: "int8",
+    torch.int16: "int16",
+    torch.int32: "int32",
+    torch.int64: "int64",
+    torch.bool: "bool",
+    torch.uint8: "uint8",
+}
 QRANGE = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(2**31), 2**31 - 1)}
 
 
@@ -211,8 +228,13 @@ class _Builder:
             if key not in self.dequantized:
                 out = Value(f"{value.name}_dq", value.shape, "float32")
                 qp = value.qparams
-                self.add(f"{value.name}_dq", qd.dequantize_per_tensor.default,
-                         (value, qp.scale, qp.zero_point, qp.qmin, qp.qmax, _torch_dtype(value.dtype)), {}, [out])
+                self.add(
+                    f"{value.name}_dq",
+                    qd.dequantize_per_tensor.default,
+                    (value, qp.scale, qp.zero_point, qp.qmin, qp.qmax, _torch_dtype(value.dtype)),
+                    {},
+                    [out],
+                )
                 self.dequantized[key] = out
             return self.dequantized[key]
         if node in self.env:
@@ -296,8 +318,13 @@ class _Builder:
             source = node.args[0]
             if source in self.constants:  # a quantized constant (weight, bias)
                 array = self.constants[source].detach().numpy()
-                self.dq[node] = Value(source.name, tuple(array.shape), _dtype(self.constants[source].dtype),
-                                      _qparams(node, self.constants), data=array)
+                self.dq[node] = Value(
+                    source.name,
+                    tuple(array.shape),
+                    _dtype(self.constants[source].dtype),
+                    _qparams(node, self.constants),
+                    data=array,
+                )
             else:
                 self.dq[node] = self.env[source]
             return
@@ -313,8 +340,10 @@ class _Builder:
         if not isinstance(val, torch.Tensor):
             op = getattr(getattr(node.target, "overloadpacket", None), "_qualified_op_name", str(node.target))
             returns = f"{len(val)} tensors" if isinstance(val, (tuple, list)) else type(val).__name__
-            raise ModelError(f"node {node.name} ({op.replace('::', '.')}) returns {returns}, not one tensor; "
-                             "kiln supports single-output operators (OPS.md lists the ones it splits)")
+            raise ModelError(
+                f"node {node.name} ({op.replace('::', '.')}) returns {returns}, not one tensor; "
+                "kiln supports single-output operators (OPS.md lists the ones it splits)"
+            )
         quant, fused, activation = self.quantized_output(node)
         tensor_args = [a for a in _flatten((node.args, tuple(node.kwargs.values()))) if isinstance(a, Node)]
         # integer and bool operands (indices, masks) are never quantized: they flow as they are
@@ -344,8 +373,15 @@ class _Builder:
             # PyTorch's int64 by a cast
             narrow = Value(node.name + "_i32", tuple(val.shape), "int32")
             self.add(node.name, node.target, args, kwargs, [narrow], module, origin=origin)
-            self.add(node.name + "_i64", aten._to_copy.default, (narrow,), {"dtype": torch.int64}, [out], module,
-                     origin=origin)
+            self.add(
+                node.name + "_i64",
+                aten._to_copy.default,
+                (narrow,),
+                {"dtype": torch.int64},
+                [out],
+                module,
+                origin=origin,
+            )
         else:
             self.add(node.name, node.target, args, kwargs, [out], module, origin=origin)
         self.env[node] = out
@@ -359,13 +395,15 @@ class _Builder:
         if index.is_constant:  # checked now
             bad = (index.data < 0) | (index.data >= size)
             if bad.any():
-                raise ModelError(f"node {node.name} ({node.target.__name__}): index {int(index.data[bad].flat[0])} "
-                                 f"is out of range 0..{size - 1}")
+                raise ModelError(
+                    f"node {node.name} ({node.target.__name__}): index {int(index.data[bad].flat[0])} "
+                    f"is out of range 0..{size - 1}"
+                )
             checked = Value(node.name + "_index", index.shape, "int32", data=index.data.astype(np.int32))
         else:
             checked = Value(node.name + "_index", index.shape, "int32")
             self.add(checked.name, CHECKED_INDEX, (index, size), {}, [checked], module, origin=origin)
-        return (*args[:at], checked, *args[at + 1:])
+        return (*args[:at], checked, *args[at + 1 :])
 
     def several_outputs(self, node: Node, vals):
         """An op returning several tensors (sort, topk: values and indices) is one float op with
@@ -377,12 +415,21 @@ class _Builder:
             if user.op != "call_function" or user.target is not operator.getitem:
                 raise ModelError(f"node {node.name}: its outputs are read other than one by one ({user.name})")
             users.setdefault(user.args[1], user)
-        outputs = [Value(users[i].name if i in users else f"{node.name}_{i}", tuple(v.shape), _dtype(v.dtype))
-                   for i, v in enumerate(vals)]
+        outputs = [
+            Value(users[i].name if i in users else f"{node.name}_{i}", tuple(v.shape), _dtype(v.dtype))
+            for i, v in enumerate(vals)
+        ]
         args = self.map_args(node.args, self.float_of)
         kwargs = self.map_args(node.kwargs, self.float_of)
-        self.add(node.name, node.target, args, kwargs, outputs, _module_path(node),
-                 origin=node.meta.get("kiln_origin", ("", "")))
+        self.add(
+            node.name,
+            node.target,
+            args,
+            kwargs,
+            outputs,
+            _module_path(node),
+            origin=node.meta.get("kiln_origin", ("", "")),
+        )
         for user in node.users:
             self.env[user] = outputs[user.args[1]]
             self.skipped.add(user)
@@ -399,8 +446,11 @@ class _Builder:
         if user.target in FUSIBLE_ACTIVATIONS:
             after = list(user.users)
             if len(after) == 1 and after[0].target in QUANTIZE:
-                return after[0], user, clamp_range(user.target,
-                                                   lambda name: schema_arg(user.target, user.args, user.kwargs, name))
+                return (
+                    after[0],
+                    user,
+                    clamp_range(user.target, lambda name: schema_arg(user.target, user.args, user.kwargs, name)),
+                )
         return None, None, None
 
 

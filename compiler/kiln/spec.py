@@ -49,7 +49,7 @@ class QuantizationScheme:
 
     @property
     def activation_dtype(self) -> str:
-        """"int8" or "int16"."""
+        """ "int8" or "int16"."""
         return self.ACTIVATIONS[self.activation_bits][0]
 
 

@@ -20,8 +20,7 @@ struct Sink {
 };
 
 // Writes `value` in `base` right-aligned in `width` characters.
-void put_number(Sink& out, uint32_t value, bool negative, unsigned base, bool upper, char fill,
-                int width) {
+void put_number(Sink& out, uint32_t value, bool negative, unsigned base, bool upper, char fill, int width) {
   char digits[11];
   int n = 0;
   const char* alphabet = upper ? "0123456789ABCDEF" : "0123456789abcdef";
@@ -67,16 +66,10 @@ void print(const char* format, ...) {
         put_number(out, magnitude, v < 0, 10, false, fill, width);
         break;
       }
-      case 'u':
-        put_number(out, va_arg(args, unsigned), false, 10, false, fill, width);
-        break;
+      case 'u': put_number(out, va_arg(args, unsigned), false, 10, false, fill, width); break;
       case 'x':
-      case 'X':
-        put_number(out, va_arg(args, unsigned), false, 16, *p == 'X', fill, width);
-        break;
-      case 'c':
-        out.put(static_cast<char>(va_arg(args, int)));
-        break;
+      case 'X': put_number(out, va_arg(args, unsigned), false, 16, *p == 'X', fill, width); break;
+      case 'c': out.put(static_cast<char>(va_arg(args, int))); break;
       case 's': {
         const char* s = va_arg(args, const char*);
         int length = 0;
@@ -85,15 +78,11 @@ void print(const char* format, ...) {
         while (*s != '\0') out.put(*s++);
         break;
       }
-      case '%':
-        out.put('%');
-        break;
+      case '%': out.put('%'); break;
       case '\0':
         --p;  // a lone '%' at the end: stop at the terminator
         break;
-      default:
-        out.put('%');
-        out.put(*p);
+      default: out.put('%'); out.put(*p);
     }
   }
   va_end(args);

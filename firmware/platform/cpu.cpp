@@ -55,8 +55,11 @@ void disable_irq(unsigned irq) {
 }
 
 MillisecondTicks::MillisecondTicks()
-    : scr_(reg(armv8m::kScr)), shpr3_(reg(armv8m::kShpr3)), basepri_(armv8m::basepri()),
-      syst_csr_(reg(armv8m::kSystCsr)), syst_rvr_(reg(armv8m::kSystRvr)) {
+    : scr_(reg(armv8m::kScr)),
+      shpr3_(reg(armv8m::kShpr3)),
+      basepri_(armv8m::basepri()),
+      syst_csr_(reg(armv8m::kSystCsr)),
+      syst_rvr_(reg(armv8m::kSystRvr)) {
   armv8m::raise_basepri(kMaskFrom);
   reg(armv8m::kShpr3) = (shpr3_ & 0x00FFFFFFu) | (kSysTickPriority << 24);
   reg(armv8m::kScr) = scr_ | armv8m::kScrSevonpend;

@@ -33,17 +33,15 @@ uint32_t ipsr() {
 
 }  // namespace
 
-extern "C" __attribute__((noreturn, used)) void kiln_fault_report(const ExceptionFrame* frame,
-                                                                   uint32_t exc_return) {
+extern "C" __attribute__((noreturn, used)) void kiln_fault_report(const ExceptionFrame* frame, uint32_t exc_return) {
   using namespace kiln::armv8m;
   kiln::print("\n[kiln] FAULT exception=%u\n", u(ipsr()));
-  kiln::print("[kiln] CFSR=%08x HFSR=%08x MMFAR=%08x BFAR=%08x SFSR=%08x SFAR=%08x\n",
-              u(reg(kCfsr)), u(reg(kHfsr)), u(reg(kMmfar)), u(reg(kBfar)), u(reg(kSfsr)),
-              u(reg(kSfar)));
-  kiln::print("[kiln] PC=%08x LR=%08x XPSR=%08x SP=%08x EXC_RETURN=%08x\n", u(frame->pc),
-              u(frame->lr), u(frame->xpsr), u(reinterpret_cast<uint32_t>(frame)), u(exc_return));
-  kiln::print("[kiln] R0=%08x R1=%08x R2=%08x R3=%08x R12=%08x\n", u(frame->r0), u(frame->r1),
-              u(frame->r2), u(frame->r3), u(frame->r12));
+  kiln::print("[kiln] CFSR=%08x HFSR=%08x MMFAR=%08x BFAR=%08x SFSR=%08x SFAR=%08x\n", u(reg(kCfsr)), u(reg(kHfsr)),
+              u(reg(kMmfar)), u(reg(kBfar)), u(reg(kSfsr)), u(reg(kSfar)));
+  kiln::print("[kiln] PC=%08x LR=%08x XPSR=%08x SP=%08x EXC_RETURN=%08x\n", u(frame->pc), u(frame->lr), u(frame->xpsr),
+              u(reinterpret_cast<uint32_t>(frame)), u(exc_return));
+  kiln::print("[kiln] R0=%08x R1=%08x R2=%08x R3=%08x R12=%08x\n", u(frame->r0), u(frame->r1), u(frame->r2),
+              u(frame->r3), u(frame->r12));
   kiln::exit(kiln::kFaultExitStatus);
 }
 

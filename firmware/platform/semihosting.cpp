@@ -33,8 +33,8 @@ void semihosting_exit(int status) {
   const uint32_t block[2] = {kAdpStoppedApplicationExit, static_cast<uint32_t>(status)};
   semihost(kSysExitExtended, block);
   // A host without SYS_EXIT_EXTENDED: plain SYS_EXIT (status reads 0 or 1).
-  semihost(kSysExit, reinterpret_cast<const void*>(
-                         status == 0 ? kAdpStoppedApplicationExit : kAdpStoppedRunTimeErrorUnknown));
+  semihost(kSysExit,
+           reinterpret_cast<const void*>(status == 0 ? kAdpStoppedApplicationExit : kAdpStoppedRunTimeErrorUnknown));
   for (;;) __asm volatile("wfi");
 }
 

@@ -25,9 +25,7 @@ void kiln_fault_entry();  // fault.cpp: reports any fault or unexpected exceptio
 
 // The NPU driver overrides this; until then the NPU interrupt is unexpected and
 // reported like a fault (a branch keeps EXC_RETURN in LR for the report).
-extern "C" __attribute__((weak, naked)) void kiln_npu_irq_handler() {
-  __asm volatile("b kiln_fault_entry");
-}
+extern "C" __attribute__((weak, naked)) void kiln_npu_irq_handler() { __asm volatile("b kiln_fault_entry"); }
 
 namespace {
 

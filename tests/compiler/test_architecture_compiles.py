@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_compile import steps_off
 
 from kiln import compile as kc
 from kiln import models
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
-from test_compile import steps_off
 
 TARGETS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 CASES = [(name, target) for name in models.ARCHITECTURES for target in TARGETS]
@@ -45,7 +45,8 @@ def output_scales(module: torch.fx.GraphModule) -> list[float]:
     scales = []
     for i, node in enumerate(output.args[0]):
         assert node.target == torch.ops.quantized_decomposed.dequantize_per_tensor.default, (
-            f"output {i} of the PT2E reference is {node.target}, not a dequantized int8 value")
+            f"output {i} of the PT2E reference is {node.target}, not a dequantized int8 value"
+        )
         scales.append(float(node.args[1]))
     return scales
 
@@ -58,9 +59,11 @@ def test_compiles(name, target):
     assert {op["where"] for op in report["ops"]} <= {"npu", "cpu"}
     inputs = [tuple(e["shape"]) for e in report["io"] if e["kind"] == "input"]
     assert inputs == [tuple(x.shape) for x in result.inputs]
-    print(f"{name} {target}: NPU share of MACs {report['macs']['npu_share']:.3f}, "
-          f"{len(report['delegates'])} delegate(s), CPU ops "
-          f"{sorted({o['op'] for o in report['ops'] if o['where'] == 'cpu'})}")
+    print(
+        f"{name} {target}: NPU share of MACs {report['macs']['npu_share']:.3f}, "
+        f"{len(report['delegates'])} delegate(s), CPU ops "
+        f"{sorted({o['op'] for o in report['ops'] if o['where'] == 'cpu'})}"
+    )
 
 
 @pytest.mark.parametrize("name, target", CASES)
@@ -78,4 +81,5 @@ def test_run_host_within_two_steps_of_pt2e(name, target):
         off = steps_off(g, w, scale)
         assert (off <= entry.tolerance_steps).mean() >= entry.tolerance_fraction, (
             f"{name} on {target}, output {i}: up to {int(off.max())} steps of {scale:g} off the PT2E reference, "
-            f"{(off > entry.tolerance_steps).sum()} of {off.size} elements beyond {entry.tolerance_steps}")
+            f"{(off > entry.tolerance_steps).sum()} of {off.size} elements beyond {entry.tolerance_steps}"
+        )

@@ -17,8 +17,15 @@ CORSTONE_300 = ROOT / "boards" / "corstone-300" / "board.toml"
 
 
 def test_every_board_validates():
-    assert boards.board_names() == ["alif-e7-he", "alif-e7-hp", "alif-e8", "corstone-300", "corstone-320",
-                                    "mps3-an552", "mps4-corstone320"]
+    assert boards.board_names() == [
+        "alif-e7-he",
+        "alif-e7-hp",
+        "alif-e8",
+        "corstone-300",
+        "corstone-320",
+        "mps3-an552",
+        "mps4-corstone320",
+    ]
     for name in boards.board_names():
         assert boards.load(name).name == name
 
@@ -56,30 +63,40 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 # Each edit of the real description breaks one thing; the error must name the field.
 BREAKAGES = [
-    ('base = 0x5930_3000\n', 'base = "0x5930_3000"\n', r"uart\.base: expected an integer"),
-    ('irq = 56', 'irq = 56\nirqs = 3', r"npu\.irqs: unknown field"),
-    ('clock_hz = 25_000_000\ndcache', 'dcache', r"cpu\.clock_hz: missing"),
+    ("base = 0x5930_3000\n", 'base = "0x5930_3000"\n', r"uart\.base: expected an integer"),
+    ("irq = 56", "irq = 56\nirqs = 3", r"npu\.irqs: unknown field"),
+    ("clock_hz = 25_000_000\ndcache", "dcache", r"cpu\.clock_hz: missing"),
     ('purposes = ["npu"]', 'purposes = ["npu", "cache"]', r"memory\[3\]\.purposes: unknown value 'cache'"),
     # sram at 0x3100_0000 + 0x4000_0000 ends at 0x7100_0000, past ddr's base 0x7000_0000
-    ('size = 0x0040_0000', 'size = 0x4000_0000', r"memory\[4\]: region ddr overlaps region sram"),
-    ('memory_mode = "Shared_Sram"', 'memory_mode = "Dedicated_Sram"', r"npu\.family\[0\]\.memory_mode: 'Dedicated_Sram' is not one of"),
-    ('macs = [32, 64, 128, 256]', 'macs = [32, 100]', r"npu\.family\[0\]\.macs: expected a list of MAC counts"),
+    ("size = 0x0040_0000", "size = 0x4000_0000", r"memory\[4\]: region ddr overlaps region sram"),
+    (
+        'memory_mode = "Shared_Sram"',
+        'memory_mode = "Dedicated_Sram"',
+        r"npu\.family\[0\]\.memory_mode: 'Dedicated_Sram' is not one of",
+    ),
+    ("macs = [32, 64, 128, 256]", "macs = [32, 100]", r"npu\.family\[0\]\.macs: expected a list of MAC counts"),
     ('name = "ethos-u55"', 'name = "ethos-u99"', r"npu\.family\[0\]\.name: unknown NPU family"),
     ('"ethosu.num_macs={macs}"', '"ethosu.num_macs={cores}"', r"fvp\.params\[0\]: unknown placeholder \{cores\}"),
     ('purposes = ["data", "stack"]', 'purposes = ["stack"]', r"memory: exactly one region must have purpose 'data'"),
-    ('base = 0x5810_2000', 'base = 0x3100_1000', r"npu\.base: 0x31001000 lies inside memory region sram"),
+    ("base = 0x5810_2000", "base = 0x3100_1000", r"npu\.base: 0x31001000 lies inside memory region sram"),
     ('name = "corstone-300"', 'name = "corstone-301"', r"name: 'corstone-301' differs from its folder name"),
-    ('"-mcpu=cortex-m55", ', '', r"cpu\.compile_flags: must contain -mcpu=cortex-m55"),
-    ('schema = 1', 'schema = 2', r"schema: version 2 is not supported"),
+    ('"-mcpu=cortex-m55", ', "", r"cpu\.compile_flags: must contain -mcpu=cortex-m55"),
+    ("schema = 1", "schema = 2", r"schema: version 2 is not supported"),
     ('core = "cortex-m55"', 'core = "cortex-m55"\ntoolchain = "icc"', r"cpu\.toolchain: unknown toolchain 'icc'"),
-    ('core = "cortex-m55"', 'core = "cortex-m55"\nlink_flags = ["-mcpu=cortex-m55", "-mfloat-abi=soft"]',
-     r"cpu\.link_flags: must choose the float ABI of compile_flags \(-mfloat-abi=hard\)"),
-    ('[uart]', '[uart', r"not valid TOML"),
-    ('stack_size = 0x8000', 'stack_size = 0x8004', r"stack_size: stack size 0x8004 is not a positive multiple of 8 "),
-    ('stack_size = 0x8000', 'stack_size = 0', r"stack_size: stack size 0x0 is not a positive multiple of 8 "),
+    (
+        'core = "cortex-m55"',
+        'core = "cortex-m55"\nlink_flags = ["-mcpu=cortex-m55", "-mfloat-abi=soft"]',
+        r"cpu\.link_flags: must choose the float ABI of compile_flags \(-mfloat-abi=hard\)",
+    ),
+    ("[uart]", "[uart", r"not valid TOML"),
+    ("stack_size = 0x8000", "stack_size = 0x8004", r"stack_size: stack size 0x8004 is not a positive multiple of 8 "),
+    ("stack_size = 0x8000", "stack_size = 0", r"stack_size: stack size 0x0 is not a positive multiple of 8 "),
     # dtcm, the stack's region, has 512 KiB
-    ('stack_size = 0x8000', 'stack_size = 0x8_0008',
-     r"stack_size: stack size 0x80008 does not fit in corstone-300's stack region dtcm \(0x80000 bytes\)"),
+    (
+        "stack_size = 0x8000",
+        "stack_size = 0x8_0008",
+        r"stack_size: stack size 0x80008 does not fit in corstone-300's stack region dtcm \(0x80000 bytes\)",
+    ),
 ]
 
 
@@ -158,22 +175,38 @@ def test_stack_override_is_checked_like_the_boards_own(tmp_path):
 
     board = boards.load("corstone-300")
     assert boards.check_stack_size(board, 0x8_0000) == 0x8_0000
-    for size, message in ((0x8_0008, "stack size 0x80008 does not fit in corstone-300's stack region dtcm"),
-                          (0x9_0000, "stack size 0x90000 does not fit in corstone-300's stack region dtcm"),
-                          (12, "stack size 0xc is not a positive multiple of 8 bytes"),
-                          (-8, "stack size -0x8 is not a positive multiple of 8 bytes")):
+    for size, message in (
+        (0x8_0008, "stack size 0x80008 does not fit in corstone-300's stack region dtcm"),
+        (0x9_0000, "stack size 0x90000 does not fit in corstone-300's stack region dtcm"),
+        (12, "stack size 0xc is not a positive multiple of 8 bytes"),
+        (-8, "stack size -0x8 is not a positive multiple of 8 bytes"),
+    ):
         with pytest.raises(UsageError, match=message):
             boards.check_stack_size(board, size)
         with pytest.raises(UsageError, match=message):
             boards.linker_script(board, size)
         with pytest.raises(UsageError, match=message):  # before the .pte is even read
             runner_build.plan(tmp_path / "no_such.pte", "ethos-u55-128", stack_size=size)
-    result = subprocess.run([str(ROOT / ".venv/bin/python"), "-m", "kiln.boards", "generate", "--board",
-                             "corstone-300", "--out", str(tmp_path / "gen"), "--stack-size", "0x90000"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            str(ROOT / ".venv/bin/python"),
+            "-m",
+            "kiln.boards",
+            "generate",
+            "--board",
+            "corstone-300",
+            "--out",
+            str(tmp_path / "gen"),
+            "--stack-size",
+            "0x90000",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "kiln: error: stack size 0x90000 does not fit in corstone-300's stack region dtcm (0x80000 bytes)"]
+        "kiln: error: stack size 0x90000 does not fit in corstone-300's stack region dtcm (0x80000 bytes)"
+    ]
 
 
 def test_region_overflow_fails_the_link_naming_the_region(tmp_path):
@@ -243,8 +276,10 @@ def test_a_target_is_built_for_its_reference_board_unless_another_is_asked_for()
     assert [b.name for b in boards.boards_with("ethos-u55-128")] == ["corstone-300", "alif-e7-he", "mps3-an552"]
     with pytest.raises(UsageError) as error:
         boards.target("ethos-u85-256", "alif-e7-hp")
-    assert str(error.value) == ("board alif-e7-hp has no ethos-u85-256 NPU: it has ethos-u55-256; build for one of "
-                                "those, or for ethos-u85-256 on corstone-320, alif-e8")
+    assert str(error.value) == (
+        "board alif-e7-hp has no ethos-u85-256 NPU: it has ethos-u55-256; build for one of "
+        "those, or for ethos-u85-256 on corstone-320, alif-e8"
+    )
     with pytest.raises(UsageError, match="unknown board 'alif-e9'"):
         boards.target("ethos-u85-256", "alif-e9")
 
@@ -267,15 +302,20 @@ def _boards_dir(tmp_path: Path, monkeypatch, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-CHILD = '''schema = 1
+CHILD = """schema = 1
 name = "child"
 summary = "an FPGA image of corstone-300"
 extends = "corstone-300"
-'''
+"""
 
 
 def test_extends_merges_tables_and_named_entries_and_drops_what_it_names(tmp_path, monkeypatch):
-    _boards_dir(tmp_path, monkeypatch, {"child": CHILD + '''drop = ["fvp", "npu.family.ethos-u55.fvp", "npu.family.ethos-u65", "memory.bram"]
+    _boards_dir(
+        tmp_path,
+        monkeypatch,
+        {
+            "child": CHILD
+            + """drop = ["fvp", "npu.family.ethos-u55.fvp", "npu.family.ethos-u65", "memory.bram"]
 [uart]
 baud = 9600
 [[memory]]
@@ -291,22 +331,35 @@ name = "ethos-u55"
 macs = [64]
 [unverified]
 "memory.qspi" = "a guess"
-'''})
+"""
+        },
+    )
     child = boards.load("child")
     assert (child.uart.baud, child.uart.base) == (9600, 0x5930_3000)
     assert [(r.name, r.size) for r in child.memory] == [
-        ("itcm", 0x8_0000), ("dtcm", 0x8_0000), ("sram", 0x40_0000), ("ddr", 0x100_0000), ("qspi", 0x80_0000)]
-    assert child.configurations() == ["ethos-u55-64"] and child.npu.families[0].system_config == "Ethos_U55_High_End_Embedded"
+        ("itcm", 0x8_0000),
+        ("dtcm", 0x8_0000),
+        ("sram", 0x40_0000),
+        ("ddr", 0x100_0000),
+        ("qspi", 0x80_0000),
+    ]
+    assert (
+        child.configurations() == ["ethos-u55-64"]
+        and child.npu.families[0].system_config == "Ethos_U55_High_End_Embedded"
+    )
     assert (child.fvp_params, child.reference, child.unverified) == ((), False, (("memory.qspi", "a guess"),))
     assert boards.target("ethos-u55-64", "child").board.name == "child"
 
 
-@pytest.mark.parametrize("extra,message", [
-    ('drop = ["npu.family.ethos-u75"]\n', r"drop: 'npu.family.ethos-u75' names nothing corstone-300 describes"),
-    ('drop = ["npu.family.ethos-u55.fvp"]\n', r"npu\.family\[0\]\.fvp: an FVP needs both the binary"),
-    ('[unverified]\n"uart.speed" = "x"\n"memory.flash" = "y"\n', r"unverified\.memory\.flash: names no field"),
-    ('[unverified]\n"board" = "x"\n', r"unverified\.board: names no field"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ('drop = ["npu.family.ethos-u75"]\n', r"drop: 'npu.family.ethos-u75' names nothing corstone-300 describes"),
+        ('drop = ["npu.family.ethos-u55.fvp"]\n', r"npu\.family\[0\]\.fvp: an FVP needs both the binary"),
+        ('[unverified]\n"uart.speed" = "x"\n"memory.flash" = "y"\n', r"unverified\.memory\.flash: names no field"),
+        ('[unverified]\n"board" = "x"\n', r"unverified\.board: names no field"),
+    ],
+)
 def test_a_bad_inheritance_or_unverified_entry_names_the_field(tmp_path, monkeypatch, extra, message):
     _boards_dir(tmp_path, monkeypatch, {"child": CHILD + extra})
     with pytest.raises(BoardError, match=message):
@@ -314,8 +367,14 @@ def test_a_bad_inheritance_or_unverified_entry_names_the_field(tmp_path, monkeyp
 
 
 def test_extends_an_unknown_board_or_itself_is_refused(tmp_path, monkeypatch):
-    _boards_dir(tmp_path, monkeypatch, {"child": CHILD.replace('"corstone-300"', '"corstone-301"'),
-                                        "loop": CHILD.replace('"child"', '"loop"').replace('"corstone-300"', '"loop"')})
+    _boards_dir(
+        tmp_path,
+        monkeypatch,
+        {
+            "child": CHILD.replace('"corstone-300"', '"corstone-301"'),
+            "loop": CHILD.replace('"child"', '"loop"').replace('"corstone-300"', '"loop"'),
+        },
+    )
     with pytest.raises(BoardError, match=r"extends: no board 'corstone-301'"):
         boards.load("child")
     with pytest.raises(BoardError, match=r"extends: loop -> loop extends itself"):
@@ -340,9 +399,15 @@ def test_kiln_targets_lists_boards_and_their_unverified_facts():
     assert lines[0].split() == ["target", "board", "system", "config", "memory", "mode", "also", "on", "(--board)"]
     assert next(line for line in lines if line.startswith("ethos-u55-128 ")).endswith("alif-e7-he, mps3-an552")
     assert next(line for line in lines if line.startswith("alif-e8 ")).split()[:6] == [
-        "alif-e8", "cortex-m55", "400", "MHz", "the", "board"]
+        "alif-e8",
+        "cortex-m55",
+        "400",
+        "MHz",
+        "the",
+        "board",
+    ]
     assert next(line for line in lines if line.startswith("mps3-an552 ")).split()[4:6] == ["QEMU", "mps3-an547"]
     start = lines.index("unverified facts (board.toml's [unverified]):")
-    listed = {(line.split()[0], line.split()[1].removesuffix(":")) for line in lines[start + 1:]}
+    listed = {(line.split()[0], line.split()[1].removesuffix(":")) for line in lines[start + 1 :]}
     assert listed == {(b, field) for b in boards.board_names() for field, _ in boards.load(b).unverified}
     assert ("mps4-corstone320", "npu.base") in listed

@@ -49,8 +49,13 @@ def broken(stage: str, check, *results) -> str:
 def test_a_healthy_compile_passes_every_check(compiled):
     g, parts, prog = stages(compiled)
     assert len(parts.partitions) == 1 and len(compiled.vela) == 1
-    for stage, results in [("fold", (g,)), ("partition", (parts,)), ("lower", (compiled.partitioning, compiled.tosa)),
-                           ("vela", (compiled.partitioning, compiled.vela)), ("program", (prog,))]:
+    for stage, results in [
+        ("fold", (g,)),
+        ("partition", (parts,)),
+        ("lower", (compiled.partitioning, compiled.tosa)),
+        ("vela", (compiled.partitioning, compiled.vela)),
+        ("program", (prog,)),
+    ]:
         for check in checks.CHECKS[stage]:
             assert check(*results) is None, (stage, check.__name__)
     two = stages(compiled, Exclusions(node_names=("conv2d_1",)))[1]
@@ -162,8 +167,10 @@ def test_a_partition_taking_its_inputs_in_another_order(compiled):
     quantized_input = first.inputs[0]
     first.inputs.reverse()
     problem = broken("partition", checks.partition_boundaries_complete, parts)
-    assert (f"lists inputs {[conv2.output.name, quantized_input.name]}, "
-            f"its ops need {[quantized_input.name, conv2.output.name]}") in problem
+    assert (
+        f"lists inputs {[conv2.output.name, quantized_input.name]}, "
+        f"its ops need {[quantized_input.name, conv2.output.name]}"
+    ) in problem
 
 
 def test_merged_partitions_around_a_cpu_op_form_a_cycle(compiled):

@@ -9,7 +9,6 @@ import argparse
 import ast
 import builtins
 import logging
-import os
 import struct
 import subprocess
 import sys
@@ -28,8 +27,9 @@ TORCHAO_NOTICES = ("Failed to load", "is an Enum subclass")
 
 
 def kiln(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kiln.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "kiln.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+    )
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -60,11 +60,19 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (d / "garbage.bin").write_bytes(b"this is not a program or an ELF\n")
     # A 32-bit Arm ELF header (ELF's e_ident, then e_type EXEC, e_machine 40 = ARM, e_version 1,
     # no entry, program headers or sections): passes kiln run's checks of the file
-    (d / "fake.elf").write_bytes(b"\x7fELF" + bytes([1, 1, 1]) + bytes(9)
-                                 + struct.pack("<HHIIIIIHHHHHH", 2, 40, 1, 0, 0, 0, 0, 52, 32, 0, 40, 0, 0))
+    (d / "fake.elf").write_bytes(
+        b"\x7fELF"
+        + bytes([1, 1, 1])
+        + bytes(9)
+        + struct.pack("<HHIIIIIHHHHHH", 2, 40, 1, 0, 0, 0, 0, 52, 32, 0, 40, 0, 0)
+    )
     (d / "zeros.elf").write_bytes(b"\x7fELF" + bytes(60))  # the magic, and no ELF header after it
-    (d / "x86.elf").write_bytes(b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
-                                + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, 0, 0, 0, 0, 64, 56, 0, 64, 0, 0))
+    (d / "x86.elf").write_bytes(
+        b"\x7fELF"
+        + bytes([2, 1, 1])
+        + bytes(9)
+        + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, 0, 0, 0, 0, 64, 56, 0, 64, 0, 0)
+    )
     (d / "folder").mkdir()
     (d / "raises.py").write_text("raise RuntimeError('the model file fails on import')\n")
     (d / "syntax.py").write_text("def broken(:\n")
@@ -88,100 +96,172 @@ CASES = {
     "unknown command": (["frobnicate"], "invalid choice: 'frobnicate'"),
     "targets: an extra argument": (["targets", "extra"], "unrecognized arguments: extra"),
     # compile
-    "compile: missing model file": (["compile", "/no/such/model.py", "--target", "ethos-u55-128", "--output", "O"],
-                                    "'/no/such/model.py' is neither a zoo model"),
-    "compile: a folder as the model": (["compile", "F(folder)", "--target", "ethos-u55-128", "--output", "O"],
-                                       "is neither a zoo model"),
-    "compile: a model file that raises": (["compile", "F(raises.py)", "--target", "ethos-u55-128", "--output", "O"],
-                                          "the model file fails on import"),
-    "compile: a model file that is no Python": (["compile", "F(syntax.py)", "--target", "ethos-u55-128",
-                                                 "--output", "O"], "importing it failed: SyntaxError"),
-    "compile: unknown target": (["compile", "tiny_cnn", "--target", "ethos-u99-1", "--output", "O"],
-                                "unknown target 'ethos-u99-1'"),
-    "compile: no --output": (["compile", "tiny_cnn", "--target", "ethos-u55-128"],
-                             "the following arguments are required: --output"),
-    "compile: bad --io": (["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--io", "int4"],
-                          "argument --io: invalid choice: 'int4'"),
-    "compile: bad --activation-bits": (["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O",
-                                        "--activation-bits", "12"], "argument --activation-bits: invalid choice"),
-    "compile: garbage calibration": (["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O",
-                                      "--calibration", "F(not_npz.npz)"], "not a readable .npz"),
-    "compile: a folder as --output": (["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "F(folder)"],
-                                      "Is a directory"),
+    "compile: missing model file": (
+        ["compile", "/no/such/model.py", "--target", "ethos-u55-128", "--output", "O"],
+        "'/no/such/model.py' is neither a zoo model",
+    ),
+    "compile: a folder as the model": (
+        ["compile", "F(folder)", "--target", "ethos-u55-128", "--output", "O"],
+        "is neither a zoo model",
+    ),
+    "compile: a model file that raises": (
+        ["compile", "F(raises.py)", "--target", "ethos-u55-128", "--output", "O"],
+        "the model file fails on import",
+    ),
+    "compile: a model file that is no Python": (
+        ["compile", "F(syntax.py)", "--target", "ethos-u55-128", "--output", "O"],
+        "importing it failed: SyntaxError",
+    ),
+    "compile: unknown target": (
+        ["compile", "tiny_cnn", "--target", "ethos-u99-1", "--output", "O"],
+        "unknown target 'ethos-u99-1'",
+    ),
+    "compile: no --output": (
+        ["compile", "tiny_cnn", "--target", "ethos-u55-128"],
+        "the following arguments are required: --output",
+    ),
+    "compile: bad --io": (
+        ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--io", "int4"],
+        "argument --io: invalid choice: 'int4'",
+    ),
+    "compile: bad --activation-bits": (
+        ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--activation-bits", "12"],
+        "argument --activation-bits: invalid choice",
+    ),
+    "compile: garbage calibration": (
+        ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--calibration", "F(not_npz.npz)"],
+        "not a readable .npz",
+    ),
+    "compile: a folder as --output": (
+        ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "F(folder)"],
+        "Is a directory",
+    ),
     # build
-    "build: missing .pte": (["build", "--pte", "/no/such.pte", "--target", "ethos-u55-128"],
-                            "cannot read /no/such.pte: No such file or directory"),
-    "build: garbage .pte": (["build", "--pte", "F(garbage.bin)", "--target", "ethos-u55-128"],
-                            "is not a valid .pte: not an ExecuTorch program"),
+    "build: missing .pte": (
+        ["build", "--pte", "/no/such.pte", "--target", "ethos-u55-128"],
+        "cannot read /no/such.pte: No such file or directory",
+    ),
+    "build: garbage .pte": (
+        ["build", "--pte", "F(garbage.bin)", "--target", "ethos-u55-128"],
+        "is not a valid .pte: not an ExecuTorch program",
+    ),
     "build: a folder as the .pte": (["build", "--pte", "F(folder)", "--target", "ethos-u55-128"], "Is a directory"),
-    "build: unknown target": (["build", "--pte", "F(good.pte)", "--target", "ethos-u99-1"],
-                              "unknown target 'ethos-u99-1'"),
-    "build: bad --build_type": (["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--build_type", "Fast"],
-                                "argument --build-type: invalid choice: 'Fast'"),
-    "build: another memory mode than compiled for": (["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128",
-                                                      "--memory_mode=Sram_Only"], "was compiled for memory mode"),
-    "build: missing --default-input": (["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128",
-                                        "--default-input", "/no/such.bin"], "--default-input /no/such.bin: no such"),
-    "build: missing --bake": (["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--bake", "/no/such.bin"],
-                              "--bake /no/such.bin: no such file"),
+    "build: unknown target": (
+        ["build", "--pte", "F(good.pte)", "--target", "ethos-u99-1"],
+        "unknown target 'ethos-u99-1'",
+    ),
+    "build: bad --build_type": (
+        ["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--build_type", "Fast"],
+        "argument --build-type: invalid choice: 'Fast'",
+    ),
+    "build: another memory mode than compiled for": (
+        ["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--memory_mode=Sram_Only"],
+        "was compiled for memory mode",
+    ),
+    "build: missing --default-input": (
+        ["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--default-input", "/no/such.bin"],
+        "--default-input /no/such.bin: no such",
+    ),
+    "build: missing --bake": (
+        ["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--bake", "/no/such.bin"],
+        "--bake /no/such.bin: no such file",
+    ),
     "build: neither --pte nor --app": (["build", "--target", "ethos-u55-128"], "one of the arguments --pte --app"),
-    "build: --pte with --test-apps": (["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--test-apps"],
-                                      "--test-apps applies to the firmware's plain apps (--app)"),
-    "build: --app with a runner's option": (["build", "--app", "hello", "--target", "ethos-u55-128",
-                                             "--memory-mode", "Sram_Only"], "--memory-mode applies to a runner"),
+    "build: --pte with --test-apps": (
+        ["build", "--pte", "F(good.pte)", "--target", "ethos-u55-128", "--test-apps"],
+        "--test-apps applies to the firmware's plain apps (--app)",
+    ),
+    "build: --app with a runner's option": (
+        ["build", "--app", "hello", "--target", "ethos-u55-128", "--memory-mode", "Sram_Only"],
+        "--memory-mode applies to a runner",
+    ),
     # run
     "run: missing ELF": (["run", "--elf", "/no/such.elf", "--target", "ethos-u55-128"], "no such ELF file"),
     "run: garbage ELF": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128"], "is not an ELF file"),
-    "run: a damaged ELF": (["run", "--elf", "F(zeros.elf)", "--target", "ethos-u55-128"],
-                           "is a damaged ELF file (ELFError: Invalid EI_CLASS"),
-    "run: an ELF for another machine": (["run", "--elf", "F(x86.elf)", "--target", "ethos-u55-128"],
-                                        "is a 64-bit ELF file for EM_X86_64, not firmware for an Arm Cortex-M"),
+    "run: a damaged ELF": (
+        ["run", "--elf", "F(zeros.elf)", "--target", "ethos-u55-128"],
+        "is a damaged ELF file (ELFError: Invalid EI_CLASS",
+    ),
+    "run: an ELF for another machine": (
+        ["run", "--elf", "F(x86.elf)", "--target", "ethos-u55-128"],
+        "is a 64-bit ELF file for EM_X86_64, not firmware for an Arm Cortex-M",
+    ),
     "run: a folder as the ELF": (["run", "--elf", "F(folder)", "--target", "ethos-u55-128"], "is a directory"),
-    "run: unknown target": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u99-1"],
-                            "unknown target 'ethos-u99-1'"),
-    "run: bad --timeout": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--timeout", "soon"],
-                           "'soon' is not a number of seconds"),
-    "run: --timeout nan": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--timeout", "nan"],
-                           "'nan' is not a number of seconds"),
-    "run: --timeout 0": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--timeout", "0"],
-                         "argument --timeout: the timeout must be more than 0 seconds"),
+    "run: unknown target": (
+        ["run", "--elf", "F(garbage.bin)", "--target", "ethos-u99-1"],
+        "unknown target 'ethos-u99-1'",
+    ),
+    "run: bad --timeout": (
+        ["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--timeout", "soon"],
+        "'soon' is not a number of seconds",
+    ),
+    "run: --timeout nan": (
+        ["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--timeout", "nan"],
+        "'nan' is not a number of seconds",
+    ),
+    "run: --timeout 0": (
+        ["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--timeout", "0"],
+        "argument --timeout: the timeout must be more than 0 seconds",
+    ),
     "deploy: --count 2.5": (["deploy", "--count", "2.5"], "'2.5' is not a whole number"),
-    "run: bad --platform": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--platform", "hw"],
-                            "argument --platform: invalid choice: 'hw'"),
-    "run: missing --input": (["run", "--elf", "F(fake.elf)", "--target", "ethos-u55-128", "--input",
-                              "/no/such.bin"], "no such input file: /no/such.bin"),
-    "run: --profile-instructions alone": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128",
-                                           "--profile-instructions"], "needs --count-instructions=FUNCTION"),
-    "run: --npu-timeout-ms 0": (["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--npu-timeout-ms",
-                                 "0"], "'0' is not a whole number of milliseconds from 1 to 4294967295"),
-    "run: --profile-output alone": (["run", "--elf", "F(fake.elf)", "--target", "ethos-u55-128", "--profile-output",
-                                     "O"], "--profile-output needs --profile=PTE"),
-    "run: --profile on the FVP": (["run", "--elf", "F(fake.elf)", "--target", "ethos-u55-128", "--profile",
-                                   "F(good.pte)", "--platform", "fvp"], "--profile needs kiln's virtual platform"),
-    "run: --profile of an ELF that is no runner": (["run", "--elf", "F(fake.elf)", "--target", "ethos-u55-128",
-                                                    "--profile", "F(good.pte)"],
-                                                   "is not kiln's executor runner (no kiln_model_pte in it)"),
+    "run: bad --platform": (
+        ["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--platform", "hw"],
+        "argument --platform: invalid choice: 'hw'",
+    ),
+    "run: missing --input": (
+        ["run", "--elf", "F(fake.elf)", "--target", "ethos-u55-128", "--input", "/no/such.bin"],
+        "no such input file: /no/such.bin",
+    ),
+    "run: --profile-instructions alone": (
+        ["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--profile-instructions"],
+        "needs --count-instructions=FUNCTION",
+    ),
+    "run: --npu-timeout-ms 0": (
+        ["run", "--elf", "F(garbage.bin)", "--target", "ethos-u55-128", "--npu-timeout-ms", "0"],
+        "'0' is not a whole number of milliseconds from 1 to 4294967295",
+    ),
+    "run: --profile-output alone": (
+        ["run", "--elf", "F(fake.elf)", "--target", "ethos-u55-128", "--profile-output", "O"],
+        "--profile-output needs --profile=PTE",
+    ),
+    "run: --profile on the FVP": (
+        ["run", "--elf", "F(fake.elf)", "--target", "ethos-u55-128", "--profile", "F(good.pte)", "--platform", "fvp"],
+        "--profile needs kiln's virtual platform",
+    ),
+    "run: --profile of an ELF that is no runner": (
+        ["run", "--elf", "F(fake.elf)", "--target", "ethos-u55-128", "--profile", "F(good.pte)"],
+        "is not kiln's executor runner (no kiln_model_pte in it)",
+    ),
     # run-host
     "run-host: missing .pte": (["run-host", "/no/such.pte", "--output-dir", "O"], "cannot read /no/such.pte"),
     "run-host: garbage .pte": (["run-host", "F(garbage.bin)", "--output-dir", "O"], "not an ExecuTorch program"),
     "run-host: a folder as the .pte": (["run-host", "F(folder)", "--output-dir", "O"], "Is a directory"),
     "run-host: no input": (["run-host", "F(good.pte)", "--output-dir", "O"], "takes 1 inputs"),
-    "run-host: missing input": (["run-host", "F(good.pte)", "--input", "/no/such.bin", "--output-dir", "O"],
-                                "/no/such.bin: No such file or directory"),
-    "run-host: input of the wrong size": (["run-host", "F(good.pte)", "--input", "F(short.bin)", "--output-dir", "O"],
-                                          "has 1 bytes; the program takes"),
-    "run-host: a system config Vela lacks": (["run-host", "F(unknown_config.pte)", "--input", "F(in0.bin)",
-                                              "--output-dir", "O"],
-                                             "no memory timing for ethos-u55-128 with system config "
-                                             "'Ethos_U55_Nowhere_Embedded_'"),
-    "run-host: a target the NPU model lacks": (["run-host", "F(unknown_target.pte)", "--input", "F(in0.bin)",
-                                                "--output-dir", "O"], "names no target kiln's NPU model runs"),
+    "run-host: missing input": (
+        ["run-host", "F(good.pte)", "--input", "/no/such.bin", "--output-dir", "O"],
+        "/no/such.bin: No such file or directory",
+    ),
+    "run-host: input of the wrong size": (
+        ["run-host", "F(good.pte)", "--input", "F(short.bin)", "--output-dir", "O"],
+        "has 1 bytes; the program takes",
+    ),
+    "run-host: a system config Vela lacks": (
+        ["run-host", "F(unknown_config.pte)", "--input", "F(in0.bin)", "--output-dir", "O"],
+        "no memory timing for ethos-u55-128 with system config 'Ethos_U55_Nowhere_Embedded_'",
+    ),
+    "run-host: a target the NPU model lacks": (
+        ["run-host", "F(unknown_target.pte)", "--input", "F(in0.bin)", "--output-dir", "O"],
+        "names no target kiln's NPU model runs",
+    ),
     # deploy
     "deploy: --count 0": (["deploy", "--count", "0"], "argument --count: the count must be 1 or more"),
     "deploy: --count not a number": (["deploy", "--count=many"], "'many' is not a whole number"),
     "deploy: unknown model": (["deploy", "no_such_model", "--output", "O"], "'no_such_model' is neither a zoo model"),
     "deploy: unknown target": (["deploy", "--target", "ethos-u99-1", "--output", "O"], "unknown target 'ethos-u99-1'"),
-    "deploy: two models": (["deploy", "digits", "--model", "tiny_cnn"], "two models given: digits and --model tiny_cnn"),
+    "deploy: two models": (
+        ["deploy", "digits", "--model", "tiny_cnn"],
+        "two models given: digits and --model tiny_cnn",
+    ),
 }
 
 
@@ -197,9 +277,11 @@ def test_bad_input_is_one_line_and_a_nonzero_status(case, files, tmp_path):
 
 def test_run_checks_the_elf_and_the_target_before_it_creates_the_output_dir(files, tmp_path):
     out = tmp_path / "out"
-    for elf, target, expected in ((files["garbage.bin"], "ethos-u55-128", "is not an ELF file"),
-                                  (files["folder"], "ethos-u55-128", "is a directory, not an ELF file"),
-                                  (files["fake.elf"], "ethos-u99-1", "unknown target 'ethos-u99-1'")):
+    for elf, target, expected in (
+        (files["garbage.bin"], "ethos-u55-128", "is not an ELF file"),
+        (files["folder"], "ethos-u55-128", "is a directory, not an ELF file"),
+        (files["fake.elf"], "ethos-u99-1", "unknown target 'ethos-u99-1'"),
+    ):
         run = kiln("run", "--elf", str(elf), "--target", target, "--output-dir", str(out))
         assert_one_line(run, expected)
         assert not out.exists()
@@ -213,15 +295,21 @@ def test_the_cli_and_the_simulator_share_one_default_timeout():
     assert run_options.timeout == platform.DEFAULT_TIMEOUT_S == 120.0
 
 
-@pytest.mark.parametrize("script,args,expected", [
-    ("run_fvp.sh", ["--elf=/no/such.elf", "--target=ethos-u55-128"], "no such ELF file: /no/such.elf"),
-    ("build_executor_runner.sh", ["--pte=/no/such.pte", "--target=ethos-u55-128"], "cannot read /no/such.pte"),
-    ("build_executor_runner.sh", ["--pte=/no/such.pte", "--target=ethos-u55-128", "--build_type=Fast"],
-     "argument --build-type: invalid choice: 'Fast'"),
-    ("run.sh", ["--count=0"], "argument --count: the count must be 1 or more"),
-    ("run.sh", ["--model=digits", "--frobnicate"], "unrecognized arguments: --frobnicate"),
-    ("flash.sh", ["--board=mps3-an552", "--elf=/no/such.elf"], "--elf /no/such.elf: no such file"),
-])
+@pytest.mark.parametrize(
+    "script,args,expected",
+    [
+        ("run_fvp.sh", ["--elf=/no/such.elf", "--target=ethos-u55-128"], "no such ELF file: /no/such.elf"),
+        ("build_executor_runner.sh", ["--pte=/no/such.pte", "--target=ethos-u55-128"], "cannot read /no/such.pte"),
+        (
+            "build_executor_runner.sh",
+            ["--pte=/no/such.pte", "--target=ethos-u55-128", "--build_type=Fast"],
+            "argument --build-type: invalid choice: 'Fast'",
+        ),
+        ("run.sh", ["--count=0"], "argument --count: the count must be 1 or more"),
+        ("run.sh", ["--model=digits", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        ("flash.sh", ["--board=mps3-an552", "--elf=/no/such.elf"], "--elf /no/such.elf: no such file"),
+    ],
+)
 def test_scripts_name_themselves_in_usage_and_errors(script, args, expected):
     run = subprocess.run([str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=600)
     assert_one_line(run, expected, prog=script)
@@ -259,9 +347,21 @@ def test_help_lists_every_command_and_explains_every_option():
 
 def test_options_take_underscores_as_the_executorch_scripts_spell_them():
     parser = cli._parser(None)
-    args = parser.parse_args(cli._dashed(["build", "--pte=P", "--target", "T", "--memory_mode=Dedicated_Sram_384KB",
-                                          "--system_config", "Sys_Config", "--build_type=Debug",
-                                          "--default_input=a_b.bin"]))
+    args = parser.parse_args(
+        cli._dashed(
+            [
+                "build",
+                "--pte=P",
+                "--target",
+                "T",
+                "--memory_mode=Dedicated_Sram_384KB",
+                "--system_config",
+                "Sys_Config",
+                "--build_type=Debug",
+                "--default_input=a_b.bin",
+            ]
+        )
+    )
     assert (args.memory_mode, args.system_config, args.build_type) == ("Dedicated_Sram_384KB", "Sys_Config", "Debug")
     assert args.default_input == [Path("a_b.bin")]  # values keep their underscores
     assert cli._dashed(["run-host", "--", "--a_b"]) == ["run-host", "--", "--a_b"]
@@ -276,6 +376,7 @@ def test_run_command_maps_each_error_to_its_status(capsys, monkeypatch):
     def raising(error):
         def command():
             raise error
+
         return command
 
     usage = []
@@ -284,8 +385,11 @@ def test_run_command_maps_each_error_to_its_status(capsys, monkeypatch):
         (errors.ToolMissingError("no qemu"), 127, "prog: error: no qemu"),
         (errors.PteError("bad pte"), 1, "prog: error: bad pte"),
         (errors.NpuConfigError("no timing"), 1, "prog: error: no timing"),
-        (FileNotFoundError(2, "No such file or directory", "/x.bin"), 2,
-         "prog: error: /x.bin: No such file or directory"),
+        (
+            FileNotFoundError(2, "No such file or directory", "/x.bin"),
+            2,
+            "prog: error: /x.bin: No such file or directory",
+        ),
         (KeyboardInterrupt(), 130, "prog: interrupted: stopped"),
         (KeyError("k"), errors.InternalError.exit_code, "prog: internal error: KeyError: 'k' (a bug in kiln"),
     ]
@@ -308,7 +412,8 @@ def _is_exception(base: str) -> bool:
     """A base class that makes an exception: a builtin exception, or one named as kiln names them."""
     builtin = getattr(builtins, base, None)
     return (isinstance(builtin, type) and issubclass(builtin, BaseException)) or base.endswith(
-        ("Error", "Exception", "Fault"))
+        ("Error", "Exception", "Fault")
+    )
 
 
 def test_every_exception_class_is_a_kiln_error_defined_in_errors():
@@ -325,9 +430,21 @@ def test_every_exception_class_is_a_kiln_error_defined_in_errors():
     assert len(names) >= 29
     for name in names:
         assert issubclass(getattr(errors, name), errors.KilnError), name
-    simulator = ["NpuConfigError", "NpuModelError", "NpuStreamError", "CommandError", "Cop1Error", "RegisterError",
-                 "WeightStreamError", "NotModelled", "MemoryFault", "AttachmentError", "GdbError",
-                 "UnsupportedAccess", "PluginError"]
+    simulator = [
+        "NpuConfigError",
+        "NpuModelError",
+        "NpuStreamError",
+        "CommandError",
+        "Cop1Error",
+        "RegisterError",
+        "WeightStreamError",
+        "NotModelled",
+        "MemoryFault",
+        "AttachmentError",
+        "GdbError",
+        "UnsupportedAccess",
+        "PluginError",
+    ]
     assert all(issubclass(getattr(errors, name), errors.SimulatorError) for name in simulator)
 
 
@@ -336,12 +453,15 @@ def test_every_exception_class_is_a_kiln_error_defined_in_errors():
 
 def test_torchao_notices_are_silenced_at_the_import_of_kiln_and_nothing_else():
     # The premise: torchao itself logs them on this torch.
-    bare = subprocess.run([sys.executable, "-c", "import torchao.quantization"], capture_output=True, text=True,
-                          timeout=300)
+    bare = subprocess.run(
+        [sys.executable, "-c", "import torchao.quantization"], capture_output=True, text=True, timeout=300
+    )
     assert all(notice in bare.stderr for notice in TORCHAO_NOTICES), bare.stderr
-    code = ("import kiln.compile, kiln.reference.run_host, logging\n"
-            "logging.getLogger('torchao').warning('Failed to load something else')\n"
-            "logging.getLogger('torch.utils._pytree').warning('another pytree warning')\n")
+    code = (
+        "import kiln.compile, kiln.reference.run_host, logging\n"
+        "logging.getLogger('torchao').warning('Failed to load something else')\n"
+        "logging.getLogger('torch.utils._pytree').warning('another pytree warning')\n"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     lines = run.stderr.splitlines()  # torch's own handler prefixes its records ("W1124 ... <string>:3] ")
@@ -385,6 +505,7 @@ def test_build_app_builds_the_plain_firmware_and_prints_the_apps_elf(firmware_bu
         run = kiln("build", "--app", app, "--target", "ethos-u55-128", "--output", str(firmware_build), "--test-apps")
         assert run.returncode == 0, run.stderr
         assert run.stdout.splitlines()[-1] == str(firmware.elf(firmware_build, app))
-    run = kiln("build", "--app", "no_such_app", "--target", "ethos-u55-128", "--output", str(firmware_build),
-               "--test-apps")
+    run = kiln(
+        "build", "--app", "no_such_app", "--target", "ethos-u55-128", "--output", str(firmware_build), "--test-apps"
+    )
     assert_one_line(run, f"no ELF for app 'no_such_app' in {firmware_build}")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import csv
 import functools
 import json
-from pathlib import Path
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,11 +18,11 @@ import torch
 from kiln import compile as kc
 from kiln import models
 from kiln.frontend import export as frontend
-from kiln.reference import run_host as host
+from kiln.frontend.quantizer import EthosUQuantizer, quantize
+from kiln.models import digits
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import TOSA_KEY
-from kiln.models import digits
-from kiln.frontend.quantizer import EthosUQuantizer, quantize
+from kiln.reference import run_host as host
 from kiln.spec import CompileSpec, Exclusions
 
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
@@ -50,13 +50,15 @@ def test_zoo_model_matches_pt2e(name, target):
     report = result.report
     assert report["macs"]["npu_share"] == 1.0, [o for o in report["ops"] if o["where"] == "cpu"]
     assert [o["op"] for o in report["ops"] if o["where"] == "cpu"] == [
-        "quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"]
+        "quantized_decomposed.quantize_per_tensor",
+        "quantized_decomposed.dequantize_per_tensor",
+    ]
     (out,) = host.run(result.pte, [x.numpy() for x in inputs])
     scale = result.graph.outputs[0].producer.inputs[0].qparams.scale  # the dequantized int8 output's
     off = steps_off(out, ref(*inputs), scale)
     assert (off <= entry.tolerance_steps).mean() >= entry.tolerance_fraction, (
-        f"{name}: max {off.max()} steps, {(off <= entry.tolerance_steps).mean():.3f} within "
-        f"{entry.tolerance_steps}")
+        f"{name}: max {off.max()} steps, {(off <= entry.tolerance_steps).mean():.3f} within {entry.tolerance_steps}"
+    )
     assert report["npu_cycles"] > 0 and report["delegates"][0]["scratch_bytes"] > 0
 
 
@@ -67,7 +69,9 @@ def test_zoo_model_with_int16_activations_runs_on_the_npu(name):
     result = kc.compile_model(name, CompileSpec("ethos-u55-128", activation_bits=16), log=lambda line: None)
     assert result.report["macs"]["npu_share"] == 1.0
     assert [o["op"] for o in result.report["ops"] if o["where"] == "cpu"] == [
-        "quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"]
+        "quantized_decomposed.quantize_per_tensor",
+        "quantized_decomposed.dequantize_per_tensor",
+    ]
     _, inputs = models.load(name)
     (out,) = host.run(result.pte, [x.numpy() for x in inputs])
     qp = result.graph.outputs[0].producer.inputs[0].qparams
@@ -112,10 +116,12 @@ def test_unsupported_stride_falls_back_with_the_rule_text():
     loaded = frontend.LoadedModel("stride4", module, inputs)
     result = kc.compile_model(loaded, CompileSpec("ethos-u55-128"), log=lambda line: None)
     cpu = {o["node"]: o["reason"] for o in result.report["ops"] if o["where"] == "cpu"}
-    assert cpu["conv2d_1"] == ("aten.conv2d with stride [4, 4] and groups 2: kiln runs a stride beyond the NPU's "
-                               "1..3 as a stride-1 convolution of the input's phases moved into channels (space to "
-                               "depth), which it does for plain convolutions and 8-bit depthwise ones, not for "
-                               "grouped or 16-bit depthwise ones")
+    assert cpu["conv2d_1"] == (
+        "aten.conv2d with stride [4, 4] and groups 2: kiln runs a stride beyond the NPU's "
+        "1..3 as a stride-1 convolution of the input's phases moved into channels (space to "
+        "depth), which it does for plain convolutions and 8-bit depthwise ones, not for "
+        "grouped or 16-bit depthwise ones"
+    )
     assert 0 < result.report["macs"]["npu_share"] < 1
     ref = quantize(frontend.export(loaded).module(check_guards=False), [inputs], EthosUQuantizer())
     (out,) = host.run(result.pte, [inputs[0].numpy()])
@@ -158,7 +164,8 @@ def test_softmax_excluded_by_op_type_and_bilinear_rule_run_on_the_cpu_bit_exactl
     cpu = {o["node"]: o["reason"] for o in result.report["ops"] if o["where"] == "cpu"}
     assert cpu["upsample_bilinear2d"] == (
         "bilinear upsampling from [1, 4, 5, 5] to [1, 4, 7, 7]: kiln lowers whole scale factors up to 5 without "
-        "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)")
+        "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)"
+    )
     assert cpu["softmax"] == "excluded by op type 'softmax'", cpu
     npu = [o["node"] for o in result.report["ops"] if o["where"] == "npu"]
     assert npu == ["conv2d"]
@@ -176,10 +183,12 @@ def test_int8_io_has_no_cpu_kernels_and_reports_qparams(tmp_path):
     ref, inputs = reference("tiny_cnn")
     qin = io[0]
     x = torch.ops.quantized_decomposed.quantize_per_tensor.default(
-        inputs[0], qin["scale"], qin["zero_point"], -128, 127, torch.int8)
+        inputs[0], qin["scale"], qin["zero_point"], -128, 127, torch.int8
+    )
     (out,) = host.run(result.pte, [x.numpy()])
     want = torch.ops.quantized_decomposed.quantize_per_tensor.default(
-        ref(*inputs), io[1]["scale"], io[1]["zero_point"], -128, 127, torch.int8)
+        ref(*inputs), io[1]["scale"], io[1]["zero_point"], -128, 127, torch.int8
+    )
     assert np.abs(out.astype(int) - want.numpy().astype(int)).max() <= 1
 
 
@@ -225,13 +234,16 @@ def test_report_gives_vela_cycles_and_time_as_its_summary_csv_says(tmp_path):
     assert npu / clock * 1e3 != pytest.approx(ms, rel=0.01)
     assert (report["npu_cycles"], report["npu_total_cycles"], report["npu_clock_hz"]) == (npu, total, clock)
     assert report["npu_inference_ms"] == pytest.approx(ms, abs=1e-4)
-    assert (f"  Vela estimate: {npu:,} NPU cycles, {total:,} total cycles with memory access = {ms:.3f} ms "
-            f"at {clock / 1e6:g} MHz") in kc.format_report(report).splitlines()
+    assert (
+        f"  Vela estimate: {npu:,} NPU cycles, {total:,} total cycles with memory access = {ms:.3f} ms "
+        f"at {clock / 1e6:g} MHz"
+    ) in kc.format_report(report).splitlines()
 
 
 def kiln(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "kiln.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "kiln.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
 
 
 def test_cli_compile_writes_pte_and_json_report_and_run_host_reads_it(tmp_path):
@@ -243,8 +255,9 @@ def test_cli_compile_writes_pte_and_json_report_and_run_host_reads_it(tmp_path):
     assert set(report["stages_s"]) >= {"export", "quantize", "partition", "lower", "vela", "write"}
     _, inputs = models.load("tiny_cnn")
     (tmp_path / "in0.bin").write_bytes(inputs[0].numpy().astype("<f4").tobytes())
-    run = kiln("run-host", str(tmp_path / "m.pte"), "--input", str(tmp_path / "in0.bin"), "--output-dir",
-               str(tmp_path / "out"))
+    run = kiln(
+        "run-host", str(tmp_path / "m.pte"), "--input", str(tmp_path / "in0.bin"), "--output-dir", str(tmp_path / "out")
+    )
     assert run.returncode == 0, run.stderr
     out = np.frombuffer((tmp_path / "out" / "output_0.bin").read_bytes(), "<f4")
     ref, _ = reference("tiny_cnn")
@@ -261,7 +274,9 @@ BAD = {
         "    def forward(self, x):\n"
         "        return x if x.sum() > 0 else -x\n"
         "ModelUnderTest = M()\nModelInputs = (torch.ones(1, 4),)\n",
-        [], "torch.export cannot capture"),
+        [],
+        "torch.export cannot capture",
+    ),
     "unknown target": (None, ["--target", "ethos-u99-1"], "ethos-u99-1"),
     "memory mode the target lacks": (None, ["--memory-mode", "Dedicated_Sram"], "is not available on ethos-u55-128"),
     "calibration of the wrong shape": (None, ["--calibration", "CAL"], "the model takes [1, 1, 8, 8]"),
@@ -299,8 +314,12 @@ def test_executorch_reads_a_compiled_model(tmp_path):
     spec = CompileSpec("ethos-u55-128", exclusions=Exclusions(op_types=("avg_pool2d",)))
     result = kc.compile_model("ds_cnn", spec, log=lambda line: None)
     (tmp_path / "m.pte").write_bytes(result.pte)
-    run = subprocess.run([str(et_python), str(ROOT / "tests" / "tools" / "et_dump.py"), str(tmp_path / "m.pte")],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [str(et_python), str(ROOT / "tests" / "tools" / "et_dump.py"), str(tmp_path / "m.pte")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     dump = json.loads(run.stdout)
     (plan,) = dump["restored"]["execution_plan"]
@@ -422,10 +441,15 @@ def test_run_host_bad_input_is_one_clear_line(tmp_path):
     (tmp_path / "u99.pte").write_bytes(executorch.replace(b"ethos-u55-128", b"ethos-u99-256"))  # no TOSA, no model
     (tmp_path / "in.bin").write_bytes(bytes(256))
     cases = [
-        ((tmp_path / "m.pte", tmp_path / "short.bin"), "has 10 bytes; the program takes FLOAT [1, 1, 8, 8] = 256 bytes"),
+        (
+            (tmp_path / "m.pte", tmp_path / "short.bin"),
+            "has 10 bytes; the program takes FLOAT [1, 1, 8, 8] = 256 bytes",
+        ),
         ((tmp_path / "not.pte", tmp_path / "in.bin"), "not an ExecuTorch program"),
-        ((tmp_path / "u99.pte", tmp_path / "in.bin"),
-         "delegate 0 carries no TOSA graph and names no target kiln's NPU model runs (target 'ethos-u99-256')"),
+        (
+            (tmp_path / "u99.pte", tmp_path / "in.bin"),
+            "delegate 0 carries no TOSA graph and names no target kiln's NPU model runs (target 'ethos-u99-256')",
+        ),
         ((tmp_path / "missing.pte", tmp_path / "in.bin"), "cannot read"),
     ]
     for (program, data), expected in cases:
@@ -436,8 +460,8 @@ def test_run_host_bad_input_is_one_clear_line(tmp_path):
 
 
 def test_vela_missing_or_hanging_is_a_clear_error(tmp_path, monkeypatch):
-    from kiln.lower import vela
     from kiln.errors import ToolMissingError
+    from kiln.lower import vela
 
     tosa = kc.compile_model("tiny_cnn", CompileSpec("ethos-u55-128"), log=lambda line: None).tosa[0]
     python = sys.executable

@@ -10,14 +10,14 @@ float path (--no-quantize) run-host equals eager."""
 from __future__ import annotations
 
 import numpy as np
+import operator_cases_more as more
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
-import operator_cases_more as more
 from operator_cases import Fn, _seeded
 from test_compile import steps_off
+from torch import nn
+
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host
@@ -71,8 +71,9 @@ def test_compiles_onto_the_npu_within_a_step_of_pt2e(name):
 
 def test_what_stays_as_it_was():
     """Integer division and integer or long cumsum are kept; an adaptive max pool's indices are refused."""
-    from kiln.errors import ModelError
     from test_normalize import call_targets, normalised
+
+    from kiln.errors import ModelError
 
     aten = torch.ops.aten
     x = (torch.randn(2, 6, 8),)
@@ -88,8 +89,9 @@ def test_float_program_equals_eager(name):
     """--no-quantize: the decomposed ops' float CPU kernels compute what eager PyTorch does."""
     make, inputs = CASES[name]
     module, xs = make().eval(), inputs()
-    result = kc.compile_model(LoadedModel(name, module, xs), CompileSpec("ethos-u55-128", quantize=False),
-                              log=lambda line: None)
+    result = kc.compile_model(
+        LoadedModel(name, module, xs), CompileSpec("ethos-u55-128", quantize=False), log=lambda line: None
+    )
     (got,) = run_host.run(result.pte, [x.numpy() for x in xs])
     want = module(*xs).detach().numpy()
     assert got.shape == want.shape
@@ -104,7 +106,8 @@ def test_integer_floor_division_and_remainder_equal_eager():
     g = torch.Generator().manual_seed(0)
     i = torch.randint(-100, 100, (3, 5), generator=g)
     j = torch.randint(1, 9, (3, 5), generator=g) * torch.where(torch.rand(3, 5, generator=g) > 0.5, 1, -1)
-    result = kc.compile_model(LoadedModel("intdiv", module.eval(), (i, j)), CompileSpec("ethos-u55-128"),
-                              log=lambda line: None)
+    result = kc.compile_model(
+        LoadedModel("intdiv", module.eval(), (i, j)), CompileSpec("ethos-u55-128"), log=lambda line: None
+    )
     for got, want in zip(run_host.run(result.pte, [i.numpy(), j.numpy()]), module(i, j)):
         assert got.dtype == np.int64 and np.array_equal(got, want.numpy())

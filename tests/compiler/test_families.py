@@ -35,11 +35,19 @@ def names_used(path: Path) -> set[str]:
 def code_strings(path: Path) -> list[tuple[int, str]]:
     """(line, text) of the string constants of a module that are not docstrings."""
     tree = ast.parse(path.read_text())
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
-    return [(node.lineno, node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
 
 
 def test_every_row_has_a_name_of_its_own():
@@ -57,8 +65,13 @@ def test_every_row_is_used_by_a_stage():
 
 def test_every_rows_test_exists():
     ids = sorted({row.test for row in families.ROWS})
-    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *ids],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *ids],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     collected = {line.split("[")[0] for line in run.stdout.splitlines() if "::" in line}
     missing = [test for test in ids if test not in collected]
     assert run.returncode == 0 and not missing, (missing, run.stdout[-2000:], run.stderr[-2000:])
@@ -76,8 +89,13 @@ def test_each_target_has_its_familys_rows():
 
 def test_the_choices_keep_the_names_reports_give_them():
     """A compile report's delegates list the choices flipped by these names (flipped_choices)."""
-    assert set(families.CHOICES) == {"pooled_means", "fused_exps", "rank4_transposes", "vela_strided_pools",
-                                     "flat_strided_slices"}
+    assert set(families.CHOICES) == {
+        "pooled_means",
+        "fused_exps",
+        "rank4_transposes",
+        "vela_strided_pools",
+        "flat_strided_slices",
+    }
 
 
 def test_a_choice_is_taken_by_its_first_guess_unless_flipped():
@@ -91,7 +109,11 @@ def test_a_choice_is_taken_by_its_first_guess_unless_flipped():
 def test_no_lowering_or_support_rule_tests_a_target_name():
     """The lowering and the partition stage ask the NpuFamily; a target's name ("ethos-u55-128")
     reaches only Vela's command line (kiln.lower.vela) and the messages about it."""
-    found = [f"{path.relative_to(ROOT)}:{line}: {text!r}"
-             for folder in ("lower", "partition") for path in sorted((COMPILER / folder).glob("*.py"))
-             for line, text in code_strings(path) if "ethos-u" in text]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {text!r}"
+        for folder in ("lower", "partition")
+        for path in sorted((COMPILER / folder).glob("*.py"))
+        for line, text in code_strings(path)
+        if "ethos-u" in text
+    ]
     assert not found, "\n".join(found)

@@ -10,19 +10,18 @@ from __future__ import annotations
 import io
 import json
 import random
-import shutil
 import struct
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cli import error_lines
 
 from kiln import boards, cli
 from kiln.firmware import runner_build
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import Operator
-from test_cli import error_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "executorch" / "conv_relu_arm_delegate_ethos-u55-128.pte"
@@ -60,12 +59,12 @@ def damaged(data: bytes, seed: int) -> dict[str, bytes]:
     out = {"empty": b"", "wrong magic": b"XXXX" + data[4:] if data[4:8] != b"ET12" else data[:4] + b"XT12" + data[8:]}
     for n in sorted({1, 7, 8, 16, 40, len(data) // 2, len(data) - 1}):
         out[f"cut to {n} bytes"] = data[:n]
-    for k in range(FLIPS):
+    for _ in range(FLIPS):
         flipped = bytearray(data)
         at = rng.randrange(len(data))
         flipped[at] ^= 1 << rng.randrange(8)
         out[f"bit flip at {at}"] = bytes(flipped)
-    for k in range(HUGE):
+    for _ in range(HUGE):
         huge = bytearray(data)
         at = rng.randrange(len(data) // 4) * 4
         struct.pack_into("<I", huge, at, rng.choice((0xFFFFFFFF, 0x7FFFFFFF)))
@@ -84,8 +83,9 @@ def programs() -> dict[str, bytes]:
 
     x = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)
     w = np.random.default_rng(1).standard_normal((3, 2, 3, 3)).astype(np.float32)
-    conv, _ = single_kernel("aten::convolution", "out", [In(x), w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1],
-                            (1, 3, 5, 5))
+    conv, _ = single_kernel(
+        "aten::convolution", "out", [In(x), w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1], (1, 3, 5, 5)
+    )
     return {"kiln conv": conv, "executorch delegate": FIXTURE.read_bytes()}
 
 
@@ -105,13 +105,20 @@ def test_a_damaged_pte_is_one_error_line_for_run_host_and_build(program, program
     monkeypatch.setattr(runner_build, "generate", lambda *args, **kwargs: (_ for _ in ()).throw(Planned()))
     refused = 0
     cases = damaged(data, seed=len(program))
-    for name, bad in cases.items():
+    for bad in cases.values():
         path = tmp_path / "bad.pte"
         path.write_bytes(bad)
-        ran = assert_one_error_line(cli.main, ["run-host", str(path), *sum((["--input", i] for i in inputs), []),
-                                               "--output-dir", str(tmp_path / "out")], capsys)
-        built = assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET,
-                                                 "--output", str(tmp_path / "build")], capsys, accepted=(Planned,))
+        ran = assert_one_error_line(
+            cli.main,
+            ["run-host", str(path), *sum((["--input", i] for i in inputs), []), "--output-dir", str(tmp_path / "out")],
+            capsys,
+        )
+        built = assert_one_error_line(
+            cli.main,
+            ["build", "--pte", str(path), "--target", TARGET, "--output", str(tmp_path / "build")],
+            capsys,
+            accepted=(Planned,),
+        )
         refused += ran + built
     assert refused >= len(cases), f"only {refused} of {2 * len(cases)} runs refused the damage"
     folder = tmp_path / "folder.pte"
@@ -121,7 +128,7 @@ def test_a_damaged_pte_is_one_error_line_for_run_host_and_build(program, program
 
 
 REPORTS = {
-    "not JSON": b"{\"target\": ",
+    "not JSON": b'{"target": ',
     "not UTF-8": b"\xff\xfe{}",
     "empty": b"",
     "a list": b"[1, 2, 3]",
@@ -141,8 +148,9 @@ def test_a_damaged_compile_report_is_one_error_line_for_build(case, programs, tm
     path = tmp_path / "model.pte"
     path.write_bytes(programs["kiln conv"])  # no delegate: the report alone names the memory mode
     path.with_suffix(".json").write_bytes(REPORTS[case])
-    assert assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET], capsys,
-                                 accepted=(Planned,))
+    assert assert_one_error_line(
+        cli.main, ["build", "--pte", str(path), "--target", TARGET], capsys, accepted=(Planned,)
+    )
 
 
 @pytest.mark.parametrize("name", ["aten::relu\0", "aten::relu; rm -rf /", "", "aten::\u00e9"])
@@ -177,8 +185,9 @@ def test_a_planned_buffer_no_memory_holds_is_one_error_line_for_build(size, tmp_
     data, _ = single_kernel("aten::relu", "out", [In(np.zeros(4, np.float32))], (4,), plan_edit=extra_buffer)
     path = tmp_path / "model.pte"
     path.write_bytes(data)
-    assert assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET], capsys,
-                                 accepted=(Planned,))
+    assert assert_one_error_line(
+        cli.main, ["build", "--pte", str(path), "--target", TARGET], capsys, accepted=(Planned,)
+    )
 
 
 def test_a_folder_as_the_compile_report_is_one_error_line(programs, tmp_path, capsys):
@@ -194,15 +203,21 @@ def test_a_damaged_board_description_is_one_error_line(tmp_path, capsys):
     folder.mkdir()
     path = folder / "board.toml"
     cases = damaged(text, seed=300)
-    replaced = [("stack_size = 0x8000", "stack_size = 0x7fffffffffffffffffff"),  # beyond TOML's int64
-                ("stack_size = 0x8000", "stack_size = \"big\""), ("size = 0x0040_0000", "size = -1"),
-                ("base = 0x3100_0000", "base = 0xffff_ffff_ffff"), ("clock_hz = 25_000_000", "clock_hz = 2.5e7"),
-                ("schema = 1", "schema = [1]"), ("[cpu]", "[[cpu]]"), ("name = \"sram\"", "name = 7")]
+    replaced = [
+        ("stack_size = 0x8000", "stack_size = 0x7fffffffffffffffffff"),  # beyond TOML's int64
+        ("stack_size = 0x8000", 'stack_size = "big"'),
+        ("size = 0x0040_0000", "size = -1"),
+        ("base = 0x3100_0000", "base = 0xffff_ffff_ffff"),
+        ("clock_hz = 25_000_000", "clock_hz = 2.5e7"),
+        ("schema = 1", "schema = [1]"),
+        ("[cpu]", "[[cpu]]"),
+        ('name = "sram"', "name = 7"),
+    ]
     for old, new in replaced:
         assert old.encode() in text, old
         cases[f"{old} -> {new}"] = text.replace(old.encode(), new.encode(), 1)
     refused = 0
-    for name, bad in cases.items():
+    for bad in cases.values():
         path.write_bytes(bad)
         refused += assert_one_error_line(boards.main, ["check", str(path)], capsys)
     assert refused >= len(cases) - FLIPS, f"only {refused} of {len(cases)} damaged board descriptions refused"
@@ -240,12 +255,27 @@ def test_a_damaged_calibration_file_is_one_error_line(tmp_path, capsys):
     for name, bad in cases.items():
         path = tmp_path / "calibration.npz"
         path.write_bytes(bad)
-        assert assert_one_error_line(cli.main, ["compile", "tiny_cnn", "--target", TARGET, "--output",
-                                                str(tmp_path / "o.pte"), "--calibration", str(path)], capsys), name
+        assert assert_one_error_line(
+            cli.main,
+            [
+                "compile",
+                "tiny_cnn",
+                "--target",
+                TARGET,
+                "--output",
+                str(tmp_path / "o.pte"),
+                "--calibration",
+                str(path),
+            ],
+            capsys,
+        ), name
     empty = tmp_path / "empty_folder"
     empty.mkdir()
-    assert assert_one_error_line(cli.main, ["compile", "tiny_cnn", "--target", TARGET, "--output",
-                                            str(tmp_path / "o.pte"), "--calibration", str(empty)], capsys)
+    assert assert_one_error_line(
+        cli.main,
+        ["compile", "tiny_cnn", "--target", TARGET, "--output", str(tmp_path / "o.pte"), "--calibration", str(empty)],
+        capsys,
+    )
 
 
 def test_a_damaged_input_file_is_one_error_line(programs, tmp_path, capsys):
@@ -254,8 +284,13 @@ def test_a_damaged_input_file_is_one_error_line(programs, tmp_path, capsys):
     size = deserialize(programs["kiln conv"]).forward().values[0].nbytes
     folder = tmp_path / "folder.bin"
     folder.mkdir()
-    for name, raw in {"empty": b"", "one byte short": bytes(size - 1), "one byte long": bytes(size + 1),
-                      "huge": None, "a folder": None}.items():
+    for name, raw in {
+        "empty": b"",
+        "one byte short": bytes(size - 1),
+        "one byte long": bytes(size + 1),
+        "huge": None,
+        "a folder": None,
+    }.items():
         given = tmp_path / "input.bin"
         if name == "huge":
             with open(given, "wb") as f:  # sparse: 16 GiB that take no disk
@@ -264,16 +299,20 @@ def test_a_damaged_input_file_is_one_error_line(programs, tmp_path, capsys):
             given.write_bytes(raw)
         else:
             given = folder
-        assert assert_one_error_line(cli.main, ["run-host", str(path), "--input", str(given), "--output-dir",
-                                                str(tmp_path / "out")], capsys), name
+        assert assert_one_error_line(
+            cli.main, ["run-host", str(path), "--input", str(given), "--output-dir", str(tmp_path / "out")], capsys
+        ), name
         if given.is_file():
             given.unlink()
-    assert assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET,
-                                            "--default-input", str(folder)], capsys)
+    assert assert_one_error_line(
+        cli.main, ["build", "--pte", str(path), "--target", TARGET, "--default-input", str(folder)], capsys
+    )
     huge = tmp_path / "huge.bin"
     with open(huge, "wb") as f:
         f.truncate(16 << 30)
-    assert assert_one_error_line(cli.main, ["build", "--pte", str(path), "--target", TARGET,
-                                            "--default-input", str(huge)], capsys)
-    assert assert_one_error_line(cli.main, ["run", "--elf", str(path), "--target", TARGET, "--input", str(folder)],
-                                 capsys)
+    assert assert_one_error_line(
+        cli.main, ["build", "--pte", str(path), "--target", TARGET, "--default-input", str(huge)], capsys
+    )
+    assert assert_one_error_line(
+        cli.main, ["run", "--elf", str(path), "--target", TARGET, "--input", str(folder)], capsys
+    )

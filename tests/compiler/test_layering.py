@@ -21,19 +21,37 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCE_ROOTS = (ROOT / "compiler", ROOT / "simulator", ROOT / "models")
 
 FOUNDATION = 0
-STAGES = ("kiln.frontend", "kiln.graph", "kiln.partition", "kiln.lower", "kiln.program", "kiln.pte",
-          "kiln.firmware", "kiln.reference")
+STAGES = (
+    "kiln.frontend",
+    "kiln.graph",
+    "kiln.partition",
+    "kiln.lower",
+    "kiln.program",
+    "kiln.pte",
+    "kiln.firmware",
+    "kiln.reference",
+)
 RANKS = {
-    "kiln": FOUNDATION, "kiln.errors": FOUNDATION, "kiln.isolation": FOUNDATION, "kiln.paths": FOUNDATION,
-    "kiln.boards": FOUNDATION, "kiln.families": FOUNDATION, "kiln.vocabulary": FOUNDATION,
-    "kiln.spec": FOUNDATION, "kiln.models": FOUNDATION, "kiln.pte.schema": FOUNDATION,
+    "kiln": FOUNDATION,
+    "kiln.errors": FOUNDATION,
+    "kiln.isolation": FOUNDATION,
+    "kiln.paths": FOUNDATION,
+    "kiln.boards": FOUNDATION,
+    "kiln.families": FOUNDATION,
+    "kiln.vocabulary": FOUNDATION,
+    "kiln.spec": FOUNDATION,
+    "kiln.models": FOUNDATION,
+    "kiln.pte.schema": FOUNDATION,
     **{stage: rank for rank, stage in enumerate(STAGES, start=1)},
-    "kiln.compile": len(STAGES) + 1, "kiln.checks": len(STAGES) + 1,
+    "kiln.compile": len(STAGES) + 1,
+    "kiln.checks": len(STAGES) + 1,
     "kiln.cli": len(STAGES) + 2,
 }
 SIMULATOR = "kiln.simulator"
 SIMULATOR_MAY_IMPORT = ("kiln.errors", "kiln.isolation", "kiln.paths", "kiln.boards")
 MAY_IMPORT_SIMULATOR = ("kiln.reference", "kiln.cli")
+
+
 # Import cycles still in the tree, each to be removed, then deleted here:
 # - kiln.simulator.npu.output <-> npu.u85_output: issue 27's simulator work (one object per NPU family)
 #   removes it;
@@ -128,8 +146,10 @@ def import_cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 
 def import_graph() -> dict[str, set[str]]:
     known = modules()
-    return {name: {m for m in imports(name, path.read_text(), known) if m in known and m != name}
-            for name, path in known.items()}
+    return {
+        name: {m for m in imports(name, path.read_text(), known) if m in known and m != name}
+        for name, path in known.items()
+    }
 
 
 def test_every_module_has_a_layer():
@@ -151,21 +171,32 @@ def test_no_module_imports_itself_through_others():
 
 
 def test_the_cycle_checker_finds_a_cycle_within_a_layer():
-    graph = {"kiln.frontend.a": {"kiln.frontend.b"}, "kiln.frontend.b": {"kiln.frontend.c"},
-             "kiln.frontend.c": {"kiln.frontend.a", "kiln.errors"}, "kiln.frontend.d": {"kiln.frontend.a"},
-             "kiln.errors": set()}
+    graph = {
+        "kiln.frontend.a": {"kiln.frontend.b"},
+        "kiln.frontend.b": {"kiln.frontend.c"},
+        "kiln.frontend.c": {"kiln.frontend.a", "kiln.errors"},
+        "kiln.frontend.d": {"kiln.frontend.a"},
+        "kiln.errors": set(),
+    }
     assert import_cycles(graph) == [{"kiln.frontend.a", "kiln.frontend.b", "kiln.frontend.c"}]
     assert import_cycles({"kiln.x": {"kiln.y"}, "kiln.y": set()}) == []
 
 
-@pytest.mark.parametrize("name, source, broken", [
-    ("kiln.partition.support", "from kiln.lower.tosa import LOWERINGS", "kiln.lower.tosa (layer 4), a later stage"),
-    ("kiln.spec", "from kiln.frontend import quantizer", "kiln.frontend.quantizer (layer 1), a later stage"),
-    ("kiln.program.kernels", "def f():\n    from kiln.pte import from_program\n", "kiln.pte.from_program (layer 6)"),
-    ("kiln.program.builder", "from kiln.pte.reader import deserialize", "kiln.pte.reader (layer 6)"),
-    ("kiln.simulator.npu.standalone", "import kiln.lower.ethosu_payload", "compiler internals: kiln.lower"),
-    ("kiln.pte.from_program", "from kiln.simulator.npu import standalone", "imports the simulator"),
-])
+@pytest.mark.parametrize(
+    "name, source, broken",
+    [
+        ("kiln.partition.support", "from kiln.lower.tosa import LOWERINGS", "kiln.lower.tosa (layer 4), a later stage"),
+        ("kiln.spec", "from kiln.frontend import quantizer", "kiln.frontend.quantizer (layer 1), a later stage"),
+        (
+            "kiln.program.kernels",
+            "def f():\n    from kiln.pte import from_program\n",
+            "kiln.pte.from_program (layer 6)",
+        ),
+        ("kiln.program.builder", "from kiln.pte.reader import deserialize", "kiln.pte.reader (layer 6)"),
+        ("kiln.simulator.npu.standalone", "import kiln.lower.ethosu_payload", "compiler internals: kiln.lower"),
+        ("kiln.pte.from_program", "from kiln.simulator.npu import standalone", "imports the simulator"),
+    ],
+)
 def test_the_checker_finds_a_backward_import(name, source, broken):
     """The rules above are not vacuous: one known-bad import of each kind is reported."""
     found = violations(name, imports(name, source, modules()))
@@ -174,10 +205,12 @@ def test_the_checker_finds_a_backward_import(name, source, broken):
 
 def test_allowed_imports_pass_the_checker():
     known = modules()
-    for name, source in [("kiln.program.kernels", "from kiln.pte.schema import ScalarType"),
-                         ("kiln.lower.tosa", "from kiln.partition.partitioner import Partition"),
-                         ("kiln.reference.run_host", "from kiln.simulator.npu.standalone import run_compiled"),
-                         ("kiln.simulator.npu.cycles", "from kiln import boards")]:
+    for name, source in [
+        ("kiln.program.kernels", "from kiln.pte.schema import ScalarType"),
+        ("kiln.lower.tosa", "from kiln.partition.partitioner import Partition"),
+        ("kiln.reference.run_host", "from kiln.simulator.npu.standalone import run_compiled"),
+        ("kiln.simulator.npu.cycles", "from kiln import boards"),
+    ]:
         assert violations(name, imports(name, source, known)) == [], (name, source)
 
 

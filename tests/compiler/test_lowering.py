@@ -6,17 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 from torch import nn
 
 from kiln import boards, families
+from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
 from kiln.lower.lowerer import conv_geometry, reduced_permutation, scale_to_multiplier
 from kiln.lower.resize import aligned_taps, bilinear_taps
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
-from kiln.lower import tosa as tosa_lowering
-from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 
 F = nn.functional
 
@@ -68,10 +68,19 @@ CASES = {
     "conv_5x5_stride4_pad2": (Lambda(lambda m, x: m[0](x), conv(4, 8, 5, stride=4, padding=2)), [(1, 4, 19, 18)]),
     "conv1d_stride4": (Lambda(lambda m, x: m[0](x), nn.Conv1d(8, 6, 4, stride=4)), [(1, 8, 64)]),
     # a Conv1d residual block: its rank-3 values stay channels last between the convolutions
-    "conv1d_residual": (Lambda(lambda m, x: F.relu(m[1](F.relu(m[0](x))) + m[2](x)), nn.Conv1d(6, 8, 5, padding=2),
-                               nn.Conv1d(8, 8, 3, padding=1), nn.Conv1d(6, 8, 1)), [(1, 6, 20)]),
-    "depthwise_6x6_stride4_pad1": (Lambda(lambda m, x: m[0](x), conv(4, 8, 6, stride=4, padding=1, groups=4)),
-                                   [(1, 4, 17, 16)]),
+    "conv1d_residual": (
+        Lambda(
+            lambda m, x: F.relu(m[1](F.relu(m[0](x))) + m[2](x)),
+            nn.Conv1d(6, 8, 5, padding=2),
+            nn.Conv1d(8, 8, 3, padding=1),
+            nn.Conv1d(6, 8, 1),
+        ),
+        [(1, 6, 20)],
+    ),
+    "depthwise_6x6_stride4_pad1": (
+        Lambda(lambda m, x: m[0](x), conv(4, 8, 6, stride=4, padding=1, groups=4)),
+        [(1, 4, 17, 16)],
+    ),
     "linear": (Lambda(lambda m, x: m[0](x), nn.Linear(20, 7)), [(2, 20)]),
     "linear_3d_relu": (Lambda(lambda m, x: F.relu(m[0](x)), nn.Linear(12, 5)), [(1, 3, 12)]),
     "matmul": (Lambda(lambda m, a, b: torch.matmul(a, b)), [(1, 4, 6), (1, 6, 5)]),
@@ -114,10 +123,14 @@ CASES = {
     "leaky_relu": (Lambda(lambda m, x: F.leaky_relu(x, 0.1)), [(1, 3, 4, 4)]),
     "cat_channels": (Lambda(lambda m, a, b: torch.cat([a, b], 1)), [(1, 2, 4, 4), (1, 3, 4, 4)]),
     # a learned class token before the tokens (ViT): one CONCAT operand is a constant
-    "cat_constant_token": (Lambda(lambda m, x: torch.cat([m[0].weight.reshape(1, 1, 6), x], 1), nn.Linear(6, 1)),
-                           [(1, 5, 6)]),
-    "cat_constant_map": (Lambda(lambda m, x: torch.cat([x, m[0].weight.reshape(1, 2, 2, 2)], 1), nn.Linear(2, 4)),
-                         [(1, 3, 2, 2)]),
+    "cat_constant_token": (
+        Lambda(lambda m, x: torch.cat([m[0].weight.reshape(1, 1, 6), x], 1), nn.Linear(6, 1)),
+        [(1, 5, 6)],
+    ),
+    "cat_constant_map": (
+        Lambda(lambda m, x: torch.cat([x, m[0].weight.reshape(1, 2, 2, 2)], 1), nn.Linear(2, 4)),
+        [(1, 3, 2, 2)],
+    ),
     "flatten_nchw": (Lambda(lambda m, x: torch.flatten(x, 1)), [(1, 3, 4, 5)]),
     "permute": (Lambda(lambda m, x: x.permute(0, 2, 3, 1)), [(1, 3, 4, 5)]),
     # attention's q, k, v apart: [B, T, 3, heads, d] -> [3, B, heads, T, d]
@@ -132,22 +145,30 @@ CASES = {
     "upsample_bilinear_3x1": (Lambda(lambda m, x: F.interpolate(x, size=(12, 5), mode="bilinear")), [(1, 2, 4, 5)]),
     "upsample_bilinear_x4": (Lambda(lambda m, x: F.interpolate(x, scale_factor=4, mode="bilinear")), [(1, 2, 3, 3)]),
     # align_corners=True: separable integer taps in units of 1/(side - 1), two 1x1 convolutions
-    "upsample_bilinear_aligned": (Lambda(lambda m, x: F.interpolate(x, size=(12, 10), mode="bilinear",
-                                                                    align_corners=True)), [(1, 3, 6, 5)]),
-    "resize_bilinear_aligned_down": (Lambda(lambda m, x: F.interpolate(x, size=(3, 5), mode="bilinear",
-                                                                       align_corners=True)), [(1, 2, 8, 8)]),
+    "upsample_bilinear_aligned": (
+        Lambda(lambda m, x: F.interpolate(x, size=(12, 10), mode="bilinear", align_corners=True)),
+        [(1, 3, 6, 5)],
+    ),
+    "resize_bilinear_aligned_down": (
+        Lambda(lambda m, x: F.interpolate(x, size=(3, 5), mode="bilinear", align_corners=True)),
+        [(1, 2, 8, 8)],
+    ),
     "softmax_last": (Lambda(lambda m, x: torch.softmax(x * 2, -1)), [(2, 10)]),
     "softmax_channels": (Lambda(lambda m, x: torch.softmax(x, 1)), [(1, 6, 3, 4)]),
     "log_softmax": (Lambda(lambda m, x: torch.log_softmax(x, -1)), [(1, 12)]),
-    "conv_transpose": (Lambda(lambda m, x: m[0](x), nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1)),
-                       [(1, 4, 5, 5)]),
+    "conv_transpose": (
+        Lambda(lambda m, x: m[0](x), nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1)),
+        [(1, 4, 5, 5)],
+    ),
     # a constant operand (a parameter) is a TOSA constant with its own scale and zero point
     "add_constant_bias": (Constants(lambda m, x: x + m.bias, bias=(1, 4, 1, 1)), [(1, 4, 5, 5)]),
     "add_positional_embedding": (Constants(lambda m, x: x + m.pos, pos=(1, 6, 8)), [(1, 6, 8)]),
     "sub_constant_both_orders": (Constants(lambda m, x: m.c - (x - m.row), c=(1, 6, 8), row=(6, 1)), [(1, 6, 8)]),
     "mul_constant_broadcast": (Constants(lambda m, x: x * m.scale, scale=(1, 4, 1, 1)), [(1, 4, 3, 3)]),
-    "min_max_constant": (Constants(lambda m, x: torch.maximum(m.low, torch.minimum(x, m.high)), low=(1, 3, 1, 4),
-                                   high=(3, 4, 1)), [(1, 3, 4, 4)]),
+    "min_max_constant": (
+        Constants(lambda m, x: torch.maximum(m.low, torch.minimum(x, m.high)), low=(1, 3, 1, 4), high=(3, 4, 1)),
+        [(1, 3, 4, 4)],
+    ),
     # x @ W, W @ x and mm with W a parameter (not nn.Linear)
     "matmul_constant": (Constants(lambda m, x: m.v @ (x @ m.w), w=(8, 5), v=(4, 6)), [(2, 6, 8)]),
     "mm_constant": (Constants(lambda m, x: torch.mm(x, m.w), w=(8, 5)), [(6, 8)]),
@@ -176,13 +197,32 @@ def test_op_matches_pt2e_within_one_step(name):
         compile_for(tosa, name, target)
 
 
-INT16_CASES = ["conv_stride2_pad1", "depthwise_multiplier2", "conv_grouped", "linear", "avg_pool_pad", "max_pool_ceil",
-               "global_avg_pool", "mean_hw", "add_broadcast", "mul", "hardtanh_clamp", "cat_channels", "pad",
-               "upsample_bilinear_x2", "matmul", "conv_transpose", "add_constant_bias", "scalar_add_sub",
-               "scalar_mul"]
-U85_ONLY_INT16 = {"matmul": "16-bit aten.matmul: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
-                  "conv_transpose": "16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on "
-                                    "Ethos-U55 or U65 (it can on Ethos-U85)"}
+INT16_CASES = [
+    "conv_stride2_pad1",
+    "depthwise_multiplier2",
+    "conv_grouped",
+    "linear",
+    "avg_pool_pad",
+    "max_pool_ceil",
+    "global_avg_pool",
+    "mean_hw",
+    "add_broadcast",
+    "mul",
+    "hardtanh_clamp",
+    "cat_channels",
+    "pad",
+    "upsample_bilinear_x2",
+    "matmul",
+    "conv_transpose",
+    "add_constant_bias",
+    "scalar_add_sub",
+    "scalar_mul",
+]
+U85_ONLY_INT16 = {
+    "matmul": "16-bit aten.matmul: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
+    "conv_transpose": "16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on "
+    "Ethos-U55 or U65 (it can on Ethos-U85)",
+}
 INT16_CASES += ["sum_channels_and_width_keepdim", "mean_last_centred", "amax_two_dims_keepdim"]  # reductions
 INT16_CASES += ["conv_patch_stride8", "avg_pool_stride4"]  # strides beyond 1..3
 INT16_CASES += ["sigmoid", "tanh", "hardswish", "mean_hw_shared"]  # interpolated 16-bit tables (kiln.partition.tables)
@@ -249,9 +289,21 @@ def _folded_forms(m, x):
     order (constant and reflect); cumsum and y @ W as a linear."""
     h = x * 1.5
     y = h.reshape(1, 12, 16)
-    return (torch.sin(h * 2), h[:, 2:] * 3, y + 1.5, y - 0.001, 1.0 - y, y[..., ::2], y[..., 1::3], h[:, :, ::2],
-            h[:, 1:3, 2:5], F.pad(h, [1, 1, 2, 2]), F.pad(h, [1, 2, 2, 1], mode="reflect"), torch.cumsum(y, -1),
-            y @ m.w)
+    return (
+        torch.sin(h * 2),
+        h[:, 2:] * 3,
+        y + 1.5,
+        y - 0.001,
+        1.0 - y,
+        y[..., ::2],
+        y[..., 1::3],
+        h[:, :, ::2],
+        h[:, 1:3, 2:5],
+        F.pad(h, [1, 1, 2, 2]),
+        F.pad(h, [1, 2, 2, 1], mode="reflect"),
+        torch.cumsum(y, -1),
+        y @ m.w,
+    )
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
@@ -288,9 +340,10 @@ def test_bilinear_to_any_size_runs_on_the_u85_model_as_tosa_reference_model_and_
     assert run.fault is None and raw[0] == np.ascontiguousarray(run_tosa(tosa, feeds)[0]).tobytes()
     _, _, parts = lower_module(module, inputs, calibration, "ethos-u55-128")
     reasons = {p.reason for p in parts.placements if p.partition is None}
-    assert ("bilinear upsampling from [1, 4, 6, 6] to [1, 4, 9, 9]: kiln lowers whole scale factors up to 5 without "
-            "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)"
-            in reasons), reasons
+    assert (
+        "bilinear upsampling from [1, 4, 6, 6] to [1, 4, 9, 9]: kiln lowers whole scale factors up to 5 without "
+        "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)" in reasons
+    ), reasons
 
 
 def compile_for(tosa: bytes, name: str, target: str):
@@ -383,13 +436,16 @@ def test_16_bit_amin_stays_on_the_cpu_with_its_reason():
     assert reason.startswith("16-bit amin: Vela 5.2.0's REDUCE_MIN"), reason
 
 
-@pytest.mark.parametrize("shape, dtype, zero_point, dims, fits", [
-    ((384, 21931), "int8", -128, None, True),  # 8,421,504 values of up to 255 steps: at most 2^31 - 1
-    ((385, 21931), "int8", -128, [0, 1], False),
-    ((385, 21931), "int8", 0, [-1, 0], True),  # up to 128 steps each
-    ((2, 65535), "int16", 0, [1], True),  # 65,535 values of up to 32,768 steps
-    ((2, 32768), "int16", 0, [0, 1], False),
-])
+@pytest.mark.parametrize(
+    "shape, dtype, zero_point, dims, fits",
+    [
+        ((384, 21931), "int8", -128, None, True),  # 8,421,504 values of up to 255 steps: at most 2^31 - 1
+        ((385, 21931), "int8", -128, [0, 1], False),
+        ((385, 21931), "int8", 0, [-1, 0], True),  # up to 128 steps each
+        ((2, 65535), "int16", 0, [1], True),  # 65,535 values of up to 32,768 steps
+        ((2, 32768), "int16", 0, [0, 1], False),
+    ],
+)
 def test_a_sum_or_mean_that_could_overflow_int32_stays_on_the_cpu(shape, dtype, zero_point, dims, fits):
     from kiln import boards
     from kiln.graph import Op, QParams, Value
@@ -398,7 +454,9 @@ def test_a_sum_or_mean_that_could_overflow_int32_stays_on_the_cpu(shape, dtype, 
     qmin, qmax = (-128, 127) if dtype == "int8" else (-32768, 32767)
     x = Value("x", shape, dtype, QParams(0.05, zero_point, qmin=qmin, qmax=qmax))
     for target in (torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.dim):
-        op = Op("reduce", target, (x, dims, False), {}, [Value("y", (1,), dtype, QParams(0.5, 0, qmin=qmin, qmax=qmax))])
+        op = Op(
+            "reduce", target, (x, dims, False), {}, [Value("y", (1,), dtype, QParams(0.5, 0, qmin=qmin, qmax=qmax))]
+        )
         reason = support.reason(op, boards.target("ethos-u55-128").npu)
         assert (reason is None) == fits, reason
         if not fits:
@@ -421,7 +479,7 @@ class Int32Products(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.register_buffer("k", torch.tensor([[2**31 - 1, -2**31, 65535, -32768, 46341, 7] * 2], dtype=torch.int32))
+        self.register_buffer("k", torch.tensor([[2**31 - 1, -(2**31), 65535, -32768, 46341, 7] * 2], dtype=torch.int32))
 
     def forward(self, a, b):
         return a * b, a * -98765, b * self.k, (a * b) * a
@@ -429,10 +487,10 @@ class Int32Products(nn.Module):
 
 def _int32_edges(seed: int, shape) -> torch.Tensor:
     """Random int32 values with the limbs' edges (0, +-1, 2^15, 2^16 - 1, the extremes) in front."""
-    edges = [0, 1, -1, 2**15 - 1, 2**15, -2**15, 2**16 - 1, 2**16, -2**16, 46341, 2**31 - 1, -2**31]
-    values = torch.randint(-2**31, 2**31, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.int64)
+    edges = [0, 1, -1, 2**15 - 1, 2**15, -(2**15), 2**16 - 1, 2**16, -(2**16), 46341, 2**31 - 1, -(2**31)]
+    values = torch.randint(-(2**31), 2**31, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.int64)
     flat = values.reshape(-1)
-    flat[:len(edges)] = torch.tensor(edges[::1 if seed % 2 else -1])
+    flat[: len(edges)] = torch.tensor(edges[:: 1 if seed % 2 else -1])
     return values.to(torch.int32)
 
 
@@ -446,8 +504,7 @@ def test_int32_products_wrap_as_pytorch_on_the_npu(target):
 
     a, b = _int32_edges(1, (4, 12)), _int32_edges(2, (1, 12))
     module = Int32Products().eval()
-    result = kc.compile_model(LoadedModel("int32_products", module, (a, b)), CompileSpec(target),
-                              log=lambda line: None)
+    result = kc.compile_model(LoadedModel("int32_products", module, (a, b)), CompileSpec(target), log=lambda line: None)
     assert {o["op"]: o["where"] for o in result.report["ops"]} == {"aten.mul": "npu"}, result.report["ops"]
     want = [w.numpy() for w in module(a, b)]
     got = run_host.run(result.pte, [a.numpy(), b.numpy()])

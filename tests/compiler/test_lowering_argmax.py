@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from lowering_helpers import lower_module, quantize_input, run_tosa
+from test_lowering import Lambda, seeded
 
 from kiln import boards
 from kiln import compile as kc
@@ -18,11 +20,11 @@ from kiln.reference import run_host as host
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
-from lowering_helpers import lower_module, quantize_input, run_tosa
-from test_lowering import Lambda, seeded
 
-SYSTEMS = {"ethos-u55-128": ("Ethos_U55_High_End_Embedded", "Shared_Sram"),
-           "ethos-u85-256": ("Ethos_U85_SYS_DRAM_Mid", "Sram_Only")}
+SYSTEMS = {
+    "ethos-u55-128": ("Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    "ethos-u85-256": ("Ethos_U85_SYS_DRAM_Mid", "Sram_Only"),
+}
 # name -> (function of x, x's shape): along channels of an NHWC-stored map, along another dim of it,
 # and of a rank-2 and rank-3 value (keepdim or not)
 CASES = {
@@ -70,8 +72,9 @@ def test_a_classifier_returns_int64_indices_equal_to_pt2e():
     model = torch.nn.Sequential(torch.nn.Linear(16, 10)).eval()
     classify = Lambda(lambda m, x: m[0](x).argmax(dim=1), model[0])
     samples = [seeded(20 + i, (4, 16))[0] for i in range(4)]
-    result = kc.compile_model(LoadedModel("classify", classify.eval(), (samples[0],)),
-                              CompileSpec("ethos-u55-128"), log=lambda line: None)
+    result = kc.compile_model(
+        LoadedModel("classify", classify.eval(), (samples[0],)), CompileSpec("ethos-u55-128"), log=lambda line: None
+    )
     reasons = {p.op.op_type: p.reason for p in result.partitioning.placements if p.partition is None}
     assert reasons["aten._to_copy"] == "widens argmax's int32 indices (the NPU's) to PyTorch's int64 (a CPU kernel)"
     assert "aten.argmax" not in reasons

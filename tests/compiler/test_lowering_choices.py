@@ -102,6 +102,7 @@ def test_a_graph_vela_fails_on_is_dropped(monkeypatch):
         return real(flatbuffer, *args, **kwargs)
 
     monkeypatch.setattr(vela, "compile_tosa", failing)
-    flipped, flatbuffer, _ = kc.fastest(part, first, choices, "alone", boards.target(TARGET), CompileSpec(TARGET).resolved(),
-                                      None)
+    flipped, flatbuffer, _ = kc.fastest(
+        part, first, choices, "alone", boards.target(TARGET), CompileSpec(TARGET).resolved(), None
+    )
     assert flipped == frozenset() and flatbuffer == first and len(calls) == 1 + len(choices) > 1

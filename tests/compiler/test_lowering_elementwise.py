@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
+from test_lowering import Lambda, seeded
 from torch import nn
 
 from kiln import boards, vocabulary
@@ -21,8 +23,6 @@ from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
 from kiln.vocabulary import Quantized
-from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
-from test_lowering import Lambda, seeded
 
 F = nn.functional
 aten = torch.ops.aten
@@ -50,8 +50,8 @@ UNARY = {
     "round": (aten.round.default, lambda x: torch.round(4 * x)),
     "trunc": (aten.trunc.default, lambda x: torch.trunc(4 * x)),
     "sign": (aten.sign.default, torch.sign),
-    "pow": (aten.pow.Tensor_Scalar, lambda x: x ** 1.5),
-    "square": (aten.pow.Tensor_Scalar, lambda x: x ** 2),
+    "pow": (aten.pow.Tensor_Scalar, lambda x: x**1.5),
+    "square": (aten.pow.Tensor_Scalar, lambda x: x**2),
     "hardswish": (aten.hardswish.default, F.hardswish),
     "hardsigmoid": (aten.hardsigmoid.default, F.hardsigmoid),
     "leaky_relu": (aten.leaky_relu.default, lambda x: F.leaky_relu(x, 0.2)),
@@ -145,9 +145,11 @@ class AllElementwise(nn.Module):
 
 def test_kiln_compile_places_every_op_on_the_u55():
     """kiln compile for ethos-u55-128 (Vela included): every op on the NPU, none refused."""
-    result = kiln_compile.compile_model(LoadedModel("elementwise", AllElementwise().eval(),
-                                                    _inputs("gelu", 7) + _inputs("sqrt", 7)),
-                                        CompileSpec(target="ethos-u55-128", io="int8"), log=lambda *_: None)
+    result = kiln_compile.compile_model(
+        LoadedModel("elementwise", AllElementwise().eval(), _inputs("gelu", 7) + _inputs("sqrt", 7)),
+        CompileSpec(target="ethos-u55-128", io="int8"),
+        log=lambda *_: None,
+    )
     cpu = [(p.op.name, p.reason) for p in result.partitioning.placements if p.partition is None]
     assert not cpu, cpu
     on_npu = {p.op.target for p in result.partitioning.placements}
@@ -182,6 +184,8 @@ def test_elementwise_ops_on_nchw_inputs_add_no_transposes(fn):
     """An elementwise op keeps its operands' layout: on the program's NCHW inputs it runs in that
     order (no TRANSPOSE to NHWC and back), within one step of PT2E."""
     inputs = seeded(4, (1, 8, 6, 5), (1, 8, 6, 5))
-    diffs, tosa = compare_steps(Lambda(lambda m, x, y: fn(x, y)), inputs, [inputs, seeded(5, (1, 8, 6, 5), (1, 8, 6, 5))])
+    diffs, tosa = compare_steps(
+        Lambda(lambda m, x, y: fn(x, y)), inputs, [inputs, seeded(5, (1, 8, 6, 5), (1, 8, 6, 5))]
+    )
     assert all(d.max() <= 1 for d in diffs), [d.max() for d in diffs]
     assert _transposes(tosa) == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from lowering_helpers import run_tosa
 
 from kiln import boards
 from kiln import compile as kc
@@ -19,7 +20,6 @@ from kiln.reference import run_host as host
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
-from lowering_helpers import run_tosa
 
 TOKENS, ROWS = 50, 10
 
@@ -34,22 +34,29 @@ class Gathers(torch.nn.Module):
         self.proj = torch.nn.Linear(16, 8)
 
     def forward(self, tokens, rows, x):
-        return (self.proj(self.embed(tokens) + x), torch.index_select(x[0] * 2.0, 0, rows),
-                torch.index_select(x * 0.5, 1, torch.tensor([3, 0, 0, 9])))
+        return (
+            self.proj(self.embed(tokens) + x),
+            torch.index_select(x[0] * 2.0, 0, rows),
+            torch.index_select(x * 0.5, 1, torch.tensor([3, 0, 0, 9])),
+        )
 
 
 def _inputs(seed):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randint(0, TOKENS, (1, ROWS), generator=g), torch.randint(0, ROWS, (4,), generator=g),
-            torch.randn(1, ROWS, 16, generator=g))
+    return (
+        torch.randint(0, TOKENS, (1, ROWS), generator=g),
+        torch.randint(0, ROWS, (4,), generator=g),
+        torch.randn(1, ROWS, 16, generator=g),
+    )
 
 
 @pytest.fixture(scope="module", params=["ethos-u85-256", "ethos-u55-128"])
 def compiled(request):
     torch.manual_seed(5)
     model = Gathers().eval()
-    return request.param, kc.compile_model(LoadedModel("gathers", model, _inputs(0)), CompileSpec(request.param),
-                                           log=lambda line: None)
+    return request.param, kc.compile_model(
+        LoadedModel("gathers", model, _inputs(0)), CompileSpec(request.param), log=lambda line: None
+    )
 
 
 def test_gathers_run_where_the_rules_say_and_equal_pt2e_on_run_host(compiled):
@@ -58,8 +65,10 @@ def test_gathers_run_where_the_rules_say_and_equal_pt2e_on_run_host(compiled):
     for p in result.partitioning.placements:
         if p.partition is None:
             cpu.setdefault(p.op.op_type, p.reason)
-    assert cpu["kiln.checked_index"] == "checks a gather's indices against its table and narrows them to int32 " \
-                                        "(a CPU kernel)"
+    assert (
+        cpu["kiln.checked_index"] == "checks a gather's indices against its table and narrows them to int32 "
+        "(a CPU kernel)"
+    )
     if target == "ethos-u85-256":
         assert "aten.embedding" not in cpu and "aten.index_select" not in cpu
     else:
@@ -86,8 +95,12 @@ def test_the_u85_model_runs_vela_s_gathers_to_tosa_reference_model_s_bytes(compi
     if target != "ethos-u85-256":
         pytest.skip("Vela gathers on Ethos-U85 only")
     rng = np.random.default_rng(3)
-    gathers = [op for p in result.partitioning.partitions for op in p.ops
-               if op.op_type in ("aten.embedding", "aten.index_select")]
+    gathers = [
+        op
+        for p in result.partitioning.partitions
+        for op in p.ops
+        if op.op_type in ("aten.embedding", "aten.index_select")
+    ]
     assert len(gathers) == 3
     for partition in result.partitioning.partitions:
         tosa = tosa_lowering.lower(partition, boards.target(target).npu)

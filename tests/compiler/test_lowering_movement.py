@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
+from test_lowering import Lambda, conv, seeded
 from torch import nn
 
 from kiln import boards
@@ -15,8 +17,7 @@ from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
-from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
-from test_lowering import Lambda, conv, seeded
+
 
 def _mul_add(a, b, c):
     return a * b + c
@@ -58,8 +59,10 @@ def test_lowered_movement_equals_pt2e_and_vela_places_it(name):
 
 
 def _assert_vela_places(tosa: bytes, name: str):
-    for target, config, mode in (("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
-                                 ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB")):
+    for target, config, mode in (
+        ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+        ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB"),
+    ):
         result = vela.compile_tosa(tosa, name, target, config, mode)
         assert result.cmd_data[:4] == b"COP1"
 
@@ -79,11 +82,23 @@ def test_npu_model_runs_the_stream_as_tosa_reference_model(name):
         assert got == np.ascontiguousarray(want).tobytes()
 
 
-@pytest.mark.parametrize("fn, shape, op_type, reason", [
-    (lambda x: torch.flip(torch.relu(x), [2]), (1, 3, 4, 4), "aten.flip", "kiln has no TOSA lowering for aten.flip"),
-    (lambda x: torch.relu(x)[3], (5,), "aten.select",
-     "aten.select to shape []: the NPU has no empty or 0-dimensional tensors"),
-])
+@pytest.mark.parametrize(
+    "fn, shape, op_type, reason",
+    [
+        (
+            lambda x: torch.flip(torch.relu(x), [2]),
+            (1, 3, 4, 4),
+            "aten.flip",
+            "kiln has no TOSA lowering for aten.flip",
+        ),
+        (
+            lambda x: torch.relu(x)[3],
+            (5,),
+            "aten.select",
+            "aten.select to shape []: the NPU has no empty or 0-dimensional tensors",
+        ),
+    ],
+)
 def test_what_is_not_lowered_stays_on_the_cpu_with_its_reason(fn, shape, op_type, reason):
     _, _, parts = lower_module(Lambda(lambda m, x: fn(x)), seeded(6, shape))
     reasons = {p.op.op_type: p.reason for p in parts.placements if p.partition is None}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from lowering_helpers import compare_steps
 
 F = torch.nn.functional
@@ -38,12 +37,13 @@ def draw(seed: int, kinds=KINDS, reductions=tuple(REDUCTIONS)):
     rank = len(shape)
     if kind == "binary":
         name = list(BINARY)[int(rng.integers(len(BINARY)))]
-        other = tuple(d if rng.random() < 0.6 else 1 for d in shape)[int(rng.integers(rank)):]
+        other = tuple(d if rng.random() < 0.6 else 1 for d in shape)[int(rng.integers(rank)) :]
         return f"{name} {shape} {other}", Fn(BINARY[name]), [shape, other or (1,)], spread, offset
     if kind == "scalar":
         c = float(rng.choice([-1, 1]) * 10.0 ** rng.uniform(-2, 2)) * spread
         name, fn = [("add", lambda x: x + c), ("sub", lambda x: x - c), ("mul", lambda x: x * (c / spread))][
-            int(rng.integers(3))]
+            int(rng.integers(3))
+        ]
         return f"{name} scalar {c:g} {shape}", Fn(fn), [shape], spread, offset
     if kind == "unary":
         name = list(UNARY)[int(rng.integers(len(UNARY)))]
@@ -54,13 +54,23 @@ def draw(seed: int, kinds=KINDS, reductions=tuple(REDUCTIONS)):
         keep = bool(rng.random() < 0.5)
         if all(shape[d] == 1 for d in dims) or (not keep and len(dims) == rank):
             keep = True  # a 0-dimensional or unreduced result is no test of the arithmetic
-        return (f"{name} {shape} dims {dims} keepdim {keep}",
-                Fn(lambda x: REDUCTIONS[name](x, dim=dims, keepdim=keep)), [shape], spread, offset)
+        return (
+            f"{name} {shape} dims {dims} keepdim {keep}",
+            Fn(lambda x: REDUCTIONS[name](x, dim=dims, keepdim=keep)),
+            [shape],
+            spread,
+            offset,
+        )
     dim = int(rng.integers(rank))
     log = bool(rng.random() < 0.3)
     fn = torch.log_softmax if log else torch.softmax
-    return (f"{'log_' if log else ''}softmax {shape} dim {dim}", Fn(lambda x: fn(x, dim)), [shape],
-            min(spread, 30.0), offset)
+    return (
+        f"{'log_' if log else ''}softmax {shape} dim {dim}",
+        Fn(lambda x: fn(x, dim)),
+        [shape],
+        min(spread, 30.0),
+        offset,
+    )
 
 
 @pytest.mark.parametrize("seed", range(DRAWS))

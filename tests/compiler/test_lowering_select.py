@@ -1,21 +1,21 @@
-"""Comparisons, logical ops and any/all of masks, and select (Ethos-U85): the lowered TOSA on tosa_reference_model against the
-PT2E reference, Vela places the graph on ethos-u85-256 and refuses it on ethos-u55-128 (the
-support rule's claim), kiln's U85 model runs Vela's stream to tosa_reference_model's bytes, and
-on Ethos-U55 the ops stay on the CPU with the rule's reason."""
+"""Comparisons, logical ops and any/all of masks, and select (Ethos-U85): the lowered TOSA on
+tosa_reference_model against the PT2E reference, Vela places the graph on ethos-u85-256 and
+refuses it on ethos-u55-128 (the support rule's claim), kiln's U85 model runs Vela's stream to
+tosa_reference_model's bytes, and on Ethos-U55 the ops stay on the CPU with the rule's
+reason."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-
-from kiln.errors import VelaRefusal
-from kiln.lower import elementwise
-from kiln.lower import vela
-from kiln.simulator.npu.config import config_for
-from kiln.simulator.npu.standalone import run_compiled
 from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 from test_lowering import Lambda, seeded
+
+from kiln.errors import VelaRefusal
+from kiln.lower import elementwise, vela
+from kiln.simulator.npu.config import config_for
+from kiln.simulator.npu.standalone import run_compiled
 
 # name -> (function, input shapes, steps from PT2E allowed): a select copies one operand's integer
 # (they share the output's quantization), so only an arithmetic op before it may round.
@@ -29,13 +29,19 @@ CASES = {
     "gt_scaled": (lambda x, y: torch.where(x * 3.0 > y, x, y * 0.25), [(2, 4, 7), (2, 4, 7)], 1),
     # masks combined: & | ~ of bool tensors are logical_and / logical_or / logical_not
     "masks": (lambda x, y: torch.where(((x > 0.2) & (y < x)) | ~(x > y), x, y), [(1, 4, 6, 5), (1, 4, 6, 5)], 0),
-    "mask_broadcast": (lambda x, y: torch.where(torch.logical_or(x < -0.5, y > 0.5), x, 0.0),
-                       [(1, 3, 8), (1, 1, 8)], 0),
+    "mask_broadcast": (
+        lambda x, y: torch.where(torch.logical_or(x < -0.5, y > 0.5), x, 0.0),
+        [(1, 3, 8), (1, 1, 8)],
+        0,
+    ),
     # any / all of masks (REDUCE_ANY / REDUCE_ALL) along the last dim, channels, and two dims
     "any_rows": (lambda x, y: torch.where((x > 0.2).any(dim=-1, keepdim=True), x, y), [(1, 6, 16), (1, 6, 16)], 0),
     "all_channels": (lambda x: torch.where((x < 0.5).all(dim=1, keepdim=True), x, 0.0), [(1, 8, 5, 6)], 0),
-    "any_planes": (lambda x, y: torch.where(torch.any(x > y, dim=(2, 3), keepdim=True), x, y),
-                   [(1, 4, 6, 5), (1, 4, 6, 5)], 0),
+    "any_planes": (
+        lambda x, y: torch.where(torch.any(x > y, dim=(2, 3), keepdim=True), x, y),
+        [(1, 4, 6, 5), (1, 4, 6, 5)],
+        0,
+    ),
 }
 
 
@@ -94,13 +100,23 @@ def test_any_and_all_through_a_program_equal_pt2e(target):
     from kiln.reference import run_host as host
     from kiln.spec import CompileSpec
 
-    module = Lambda(lambda m, x: ((x > 0.3).any(dim=1), torch.all(x < 0.8, dim=(2, 3), keepdim=True),
-                                  (x * 2.0).any(), (x > -2.0).all(-1)))
+    module = Lambda(
+        lambda m, x: (
+            (x > 0.3).any(dim=1),
+            torch.all(x < 0.8, dim=(2, 3), keepdim=True),
+            (x * 2.0).any(),
+            (x > -2.0).all(-1),
+        )
+    )
     samples = [seeded(30 + i, (1, 4, 5, 6))[0] for i in range(3)]
-    result = kc.compile_model(LoadedModel("any_all", module.eval(), (samples[0],)), CompileSpec(target),
-                              log=lambda line: None)
-    where = {p.op.op_type: p.partition is not None for p in result.partitioning.placements
-             if p.op.op_type in ("aten.any", "aten.all")}
+    result = kc.compile_model(
+        LoadedModel("any_all", module.eval(), (samples[0],)), CompileSpec(target), log=lambda line: None
+    )
+    where = {
+        p.op.op_type: p.partition is not None
+        for p in result.partitioning.placements
+        if p.op.op_type in ("aten.any", "aten.all")
+    }
     assert where == {"aten.any": target == "ethos-u85-256", "aten.all": target == "ethos-u85-256"}
     for x in samples:
         got = host.run(result.pte, [x.numpy()])

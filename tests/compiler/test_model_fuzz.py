@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import random_models
 import torch
 
-import random_models
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host as host
@@ -56,8 +56,9 @@ def test_regressions_found_by_the_fuzzer_compile_and_match_pt2e(module):
     """CatWithItself: a tensor concatenated with itself made the quantizer share its range with
     itself (RecursionError in prepare_pt2e; fuzz seeds 19 and 24 of the first generator)."""
     x = torch.randn(1, 3, 4, 4, generator=torch.Generator().manual_seed(0))
-    result = kc.compile_model(LoadedModel(type(module).__name__, module.eval(), (x,)), CompileSpec("ethos-u55-128"),
-                              log=lambda line: None)
+    result = kc.compile_model(
+        LoadedModel(type(module).__name__, module.eval(), (x,)), CompileSpec("ethos-u55-128"), log=lambda line: None
+    )
     (got,) = host.run(result.pte, [x.numpy()])
     scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
     want = result.quantized_module(x).detach().numpy()

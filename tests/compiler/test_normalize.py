@@ -10,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import operator_cases
 import pytest
 import torch
 import torch.nn.functional as F
+from operator_cases import Fn
 from torch import nn
 
-import operator_cases
-from operator_cases import Fn
 from kiln import graph
 from kiln.errors import ModelError
 from kiln.frontend import decompose, normalize
@@ -59,9 +59,17 @@ def assert_matches_eager(module: nn.Module, inputs: tuple, atol=1e-5) -> torch.f
     left = call_targets(gm)
     # kept on purpose by a decomposition (an integer division, an ungrouped transpose conv, a long cumsum,
     # a product of two runtime matrices, ...)
-    kept = {aten.div.Tensor, aten.conv_transpose2d.input, aten.expand.default, aten.pow.Tensor_Scalar,
-            aten._to_copy.default, aten.adaptive_avg_pool2d.default, aten.cumsum.default, aten.mm.default,
-            aten.matmul.default}
+    kept = {
+        aten.div.Tensor,
+        aten.conv_transpose2d.input,
+        aten.expand.default,
+        aten.pow.Tensor_Scalar,
+        aten._to_copy.default,
+        aten.adaptive_avg_pool2d.default,
+        aten.cumsum.default,
+        aten.mm.default,
+        aten.matmul.default,
+    }
     assert not left & (set(decompose.COMPOSITES) - kept), left
     assert not left & set(decompose.MULTI_OUTPUT) and operator.getitem not in left, left
     assert not left & (set(normalize.NOOPS) - normalize.SAME_SHAPE), left
@@ -107,8 +115,10 @@ DECOMPOSITIONS = {
     "adaptive_max_pool2d_none_size_unbatched": (lambda: nn.AdaptiveMaxPool2d((None, 3)), [(2, 5, 5)]),
     "adaptive_max_pool1d": (lambda: nn.AdaptiveMaxPool1d(3), [X3]),
     # ShuffleNet's channel shuffle: a view of what .contiguous() (a no-op to kiln) made contiguous
-    "channel_shuffle": (lambda: Fn(lambda s, x: x.view(1, 2, 2, 6, 6).transpose(1, 2).contiguous().view(1, 4, 6, 6)),
-                        [X4]),
+    "channel_shuffle": (
+        lambda: Fn(lambda s, x: x.view(1, 2, 2, 6, 6).transpose(1, 2).contiguous().view(1, 4, 6, 6)),
+        [X4],
+    ),
     "conv1d_stride_dilation_groups": (lambda: nn.Conv1d(6, 4, 3, stride=2, dilation=2, groups=2, bias=False), [X3]),
     "conv1d_same_even_kernel": (lambda: nn.Conv1d(6, 4, 4, padding="same"), [X3]),
     "conv1d_valid": (lambda: nn.Conv1d(6, 4, 3, padding="valid"), [X3]),
@@ -134,14 +144,18 @@ DECOMPOSITIONS = {
     "group_norm_one_group": (lambda: nn.GroupNorm(1, 4), [X4]),
     "instance_norm": (lambda: nn.InstanceNorm2d(4, affine=True), [X4]),
     "instance_norm_1d": (lambda: nn.InstanceNorm1d(6), [X3]),
-    "instance_norm_running_stats": (lambda: _bn(lambda c: nn.InstanceNorm2d(c, affine=True, track_running_stats=True),
-                                                4), [X4]),
+    "instance_norm_running_stats": (
+        lambda: _bn(lambda c: nn.InstanceNorm2d(c, affine=True, track_running_stats=True), 4),
+        [X4],
+    ),
     "batch_norm_2d_alone": (lambda: _bn(nn.BatchNorm2d, 4), [X4]),
     "batch_norm_1d_on_3d": (lambda: _bn(nn.BatchNorm1d, 6), [X3]),
     "batch_norm_1d_on_2d": (lambda: _bn(nn.BatchNorm1d, 8), [X2]),
     "batch_norm_no_affine": (lambda: nn.Sequential(nn.ReLU(), nn.BatchNorm2d(4, affine=False)), [X4]),
-    "batch_norm_after_shared_conv": (lambda: Fn(lambda s, x: s.bn(s.conv(x)) + s.conv(x), conv=nn.Conv2d(4, 4, 1),
-                                                bn=_bn(nn.BatchNorm2d, 4)), [X4]),
+    "batch_norm_after_shared_conv": (
+        lambda: Fn(lambda s, x: s.bn(s.conv(x)) + s.conv(x), conv=nn.Conv2d(4, 4, 1), bn=_bn(nn.BatchNorm2d, 4)),
+        [X4],
+    ),
     # elementwise
     "glu": (lambda: nn.GLU(), [X3]),
     "glu_dim1": (lambda: nn.GLU(dim=1), [X3]),
@@ -156,24 +170,36 @@ DECOMPOSITIONS = {
     "div_constant": (lambda: Fn(lambda s, x: x / s.d, d=nn.Parameter(_seeded(8).abs() + 0.5)), [X3]),
     "div_tensor": (lambda: Fn(lambda s, a, b: a / (b.abs() + 1)), [X3, X3]),
     "div_tensor_broadcast": (lambda: Fn(lambda s, a, b: a / (b[:, :1].abs() + 0.5)), [X3, X3]),
-    "div_integer_tensors_kept": (lambda: Fn(lambda s, a, b: torch.div((a * 4).long(), (b.abs() * 3).long() + 1)),
-                                 [X3, X3]),
+    "div_integer_tensors_kept": (
+        lambda: Fn(lambda s, a, b: torch.div((a * 4).long(), (b.abs() * 3).long() + 1)),
+        [X3, X3],
+    ),
     "logsigmoid": (lambda: Fn(lambda s, x: F.logsigmoid(x * 30)), [X3]),
     "div_floor_kept": (lambda: Fn(lambda s, a: torch.div(a, 0.3, rounding_mode="floor")), [X3]),
     "clamp_min_max": (lambda: Fn(lambda s, x: x.clamp_min(-0.5) + x.clamp_max(0.25)), [X3]),
     "relu6": (lambda: Fn(lambda s, x: F.relu6(x * 4)), [X3]),
-    "square": (lambda: Fn(lambda s, x: x ** 2 + x ** 3), [X3]),
+    "square": (lambda: Fn(lambda s, x: x**2 + x**3), [X3]),
     "where_scalars": (lambda: Fn(lambda s, x: torch.where(x > 0, x, 0.5) + torch.where(x < 0.2, -1.0, x)), [X3]),
     "where_two_scalars": (lambda: Fn(lambda s, x: torch.where(x > 0, 2.0, -3.0)), [X3]),
     "casts": (lambda: Fn(lambda s, x: (x > 0).to(x.dtype) * x.float() + (x < 0).type_as(x)), [X3]),
     # matrix products
-    "addmm_linear": (lambda: Fn(lambda s, x: torch.addmm(s.b, x, s.w, beta=0.5, alpha=2.0),
-                                b=nn.Parameter(_seeded(5)), w=nn.Parameter(_seeded(8, 5, seed=1))), [X2]),
+    "addmm_linear": (
+        lambda: Fn(
+            lambda s, x: torch.addmm(s.b, x, s.w, beta=0.5, alpha=2.0),
+            b=nn.Parameter(_seeded(5)),
+            w=nn.Parameter(_seeded(8, 5, seed=1)),
+        ),
+        [X2],
+    ),
     "addmm_runtime": (lambda: Fn(lambda s, x, y: torch.addmm(y, x, x.t(), alpha=0.5)), [X2, (3, 3)]),
-    "baddbmm": (lambda: Fn(lambda s, a, b: torch.baddbmm(b, a, a.transpose(1, 2), beta=0.5, alpha=2)),
-                [(2, 3, 4), (2, 3, 3)]),
-    "baddbmm_beta0": (lambda: Fn(lambda s, a, b: torch.baddbmm(b, a, a.transpose(1, 2), beta=0)),
-                      [(2, 3, 4), (2, 3, 3)]),
+    "baddbmm": (
+        lambda: Fn(lambda s, a, b: torch.baddbmm(b, a, a.transpose(1, 2), beta=0.5, alpha=2)),
+        [(2, 3, 4), (2, 3, 3)],
+    ),
+    "baddbmm_beta0": (
+        lambda: Fn(lambda s, a, b: torch.baddbmm(b, a, a.transpose(1, 2), beta=0)),
+        [(2, 3, 4), (2, 3, 3)],
+    ),
     "linear_nd": (lambda: nn.Linear(8, 3), [(2, 2, 6, 8)]),
     "cumsum_last_dim": (lambda: Fn(lambda s, x: torch.cumsum(x, -1)), [X3]),
     "cumsum_channels": (lambda: Fn(lambda s, x: torch.cumsum(x, dim=1)), [X4]),
@@ -224,19 +250,25 @@ DECOMPOSITIONS = {
     # in-place, out= and no-ops
     "inplace_residual": (lambda: Fn(lambda s, x: (lambda y: (y.add_(x), y.relu_(), y * 2)[2])(x * 1.5)), [X3]),
     "inplace_activations": (lambda: Fn(lambda s, x: F.silu(F.hardswish(x * 2, inplace=True), inplace=True)), [X3]),
-    "inplace_chain": (lambda: Fn(lambda s, x: (lambda y: (y.mul_(2).clamp_(-1, 1).sigmoid_(), y + 1)[1])(x + 0)),
-                      [X3]),
+    "inplace_chain": (lambda: Fn(lambda s, x: (lambda y: (y.mul_(2).clamp_(-1, 1).sigmoid_(), y + 1)[1])(x + 0)), [X3]),
     "inplace_on_input": (lambda: Fn(lambda s, x: (x.mul_(2), x + 1)[1]), [X3]),
     "inplace_on_buffer": (lambda: _buffer_update(), [X3]),
     "inplace_on_view_not_read_again": (lambda: Fn(lambda s, x: (x * 1).view(-1).relu_()), [X3]),
     "copy_into_new_tensor": (lambda: Fn(lambda s, x: torch.zeros(2, 6, 8).copy_(x[:1] > 0) + x), [X3]),
-    "constants_made_in_forward": (lambda: Fn(lambda s, x: x * torch.arange(8.0) + torch.zeros(6, 1) + s.w.t()[1]
-                                             + torch.full_like(x, 0.5), w=nn.Parameter(_seeded(8, 6))), [X3]),
+    "constants_made_in_forward": (
+        lambda: Fn(
+            lambda s, x: x * torch.arange(8.0) + torch.zeros(6, 1) + s.w.t()[1] + torch.full_like(x, 0.5),
+            w=nn.Parameter(_seeded(8, 6)),
+        ),
+        [X3],
+    ),
     "out_variant": (lambda: Fn(lambda s, x: torch.add(x, 1, out=torch.empty_like(x)) * 2), [X3]),
     "dropouts": (lambda: nn.Sequential(nn.Dropout(0.5), nn.Dropout2d(0.3), nn.AlphaDropout(0.2), nn.Identity()), [X4]),
     "dropout_inplace": (lambda: Fn(lambda s, x: F.dropout(x * 2, 0.3, training=False, inplace=True)), [X3]),
-    "clone_detach_contiguous_to": (lambda: Fn(lambda s, x: x.clone().detach().contiguous().to(torch.float32) + 1),
-                                   [X3]),
+    "clone_detach_contiguous_to": (
+        lambda: Fn(lambda s, x: x.clone().detach().contiguous().to(torch.float32) + 1),
+        [X3],
+    ),
 }
 
 
@@ -270,8 +302,11 @@ def test_normalised_graph_equals_eager(name):
 def test_decompositions_emit_the_expected_ops():
     """What a few decompositions make, as OPS.md says."""
     x3 = (torch.randn(X3),)
-    assert call_targets(normalised(nn.Conv1d(6, 4, 3), x3)) == {aten.unsqueeze.default, aten.conv2d.default,
-                                                                aten.squeeze.dim}
+    assert call_targets(normalised(nn.Conv1d(6, 4, 3), x3)) == {
+        aten.unsqueeze.default,
+        aten.conv2d.default,
+        aten.squeeze.dim,
+    }
     assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), x3)) == {aten.reshape.default, aten.conv2d.default}
     assert call_targets(normalised(nn.PReLU(), x3)) == {aten.leaky_relu.default}
     linear_bn = nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 5))
@@ -308,10 +343,13 @@ def test_later_uses_of_an_updated_tensor_read_the_update():
     assert aten.add.Tensor in call_targets(gm)
 
 
-@pytest.mark.parametrize("fn,message", [
-    (lambda s, x: (lambda y: (y[:, :2].add_(1), y * 2)[1])(x * 1), "a view of mul, which is read afterwards"),
-    (lambda s, x: F.dropout(x, 0.5, training=True), "(aten.dropout): dropout in training mode"),
-])
+@pytest.mark.parametrize(
+    "fn,message",
+    [
+        (lambda s, x: (lambda y: (y[:, :2].add_(1), y * 2)[1])(x * 1), "a view of mul, which is read afterwards"),
+        (lambda s, x: F.dropout(x, 0.5, training=True), "(aten.dropout): dropout in training mode"),
+    ],
+)
 def test_what_kiln_cannot_normalise_is_a_model_error_naming_node_and_op(fn, message):
     with pytest.raises(ModelError, match="node ") as error:
         normalised(Fn(fn), (torch.randn(X3),))
@@ -352,7 +390,8 @@ def test_single_operator_case_normalises_quantizes_and_stays_close_to_eager(name
 # ---- OPS.md ---------------------------------------------------------------------------------------------
 def test_ops_md_is_up_to_date():
     assert (ROOT / "OPS.md").read_text() == normalize.markdown(), (
-        f"OPS.md is stale: run .venv/bin/{normalize.COMMAND} and commit it")
+        f"OPS.md is stale: run .venv/bin/{normalize.COMMAND} and commit it"
+    )
 
 
 def test_ops_md_rows_worked_out_by_hand():
@@ -364,7 +403,11 @@ def test_ops_md_rows_worked_out_by_hand():
 
 def test_the_command_writes_the_file(tmp_path):
     out = tmp_path / "OPS.md"
-    result = subprocess.run([sys.executable, "-m", "kiln.frontend.normalize", "--output", str(out)],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "kiln.frontend.normalize", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert out.read_text() == (ROOT / "OPS.md").read_text()

@@ -5,11 +5,11 @@ The firmware side is tests/fvp/test_operator_cases.py."""
 
 from __future__ import annotations
 
+import operator_cases
 import pytest
 import torch
-
-import operator_cases
 from random_models import TOLERANCE_FRACTION, TOLERANCE_STEPS, steps_off_pt2e
+
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host as host

@@ -9,11 +9,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
-import torch
-
 import operator_cases
 import operator_cases_more
+import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,15 +41,26 @@ def _coverage():
 
 
 def _result(npu: dict, cpu: dict, cycles: int | None = 100, error: str | None = None, reasons=()) -> dict:
-    return {"compiled": error is None, "error": error, "npu_ops": npu, "cpu_ops": cpu, "edges": 2,
-            "npu_cycles": cycles, "reasons": list(reasons)}
+    return {
+        "compiled": error is None,
+        "error": error,
+        "npu_ops": npu,
+        "cpu_ops": cpu,
+        "edges": 2,
+        "npu_cycles": cycles,
+        "reasons": list(reasons),
+    }
 
 
 def test_summary_lists_the_gaps_both_ways():
     coverage = _coverage()
     rows = [
-        ("more", "both", _result({"conv2d": 1}, {}, 50),
-         {**_result({"convolution": 1}, {}, 100), "kiln_vela_cycles": 40}),
+        (
+            "more",
+            "both",
+            _result({"conv2d": 1}, {}, 50),
+            {**_result({"convolution": 1}, {}, 100), "kiln_vela_cycles": 40},
+        ),
         ("more", "gap", _result({}, {"cumsum": 1}, 0, reasons=["cumsum: no lowering"]), _result({"cumsum": 1}, {})),
         ("more", "crash", _result({}, {}, None, error="CRASH KeyError: x"), _result({"pad": 1}, {})),
         ("more", "ahead", _result({"sign": 1}, {}), _result({"mul.Tensor": 1}, {"where.self": 3})),
@@ -59,8 +69,10 @@ def test_summary_lists_the_gaps_both_ways():
     lines = coverage.summarize(rows, "cases")
     text = "\n".join(lines)
     assert lines[0].startswith("cases: 5; fully on the NPU: kiln 2, ExecuTorch 3, both 1, neither 1;")
-    assert lines[1] == ("  NPU cycles kiln/ET, geometric mean over those both put fully on the NPU: 0.50 (1; "
-                        "ExecuTorch's Vela), 1.25 (1; ExecuTorch's TOSA on kiln's Vela); above 1.0x: 0 and 1")
+    assert lines[1] == (
+        "  NPU cycles kiln/ET, geometric mean over those both put fully on the NPU: 0.50 (1; "
+        "ExecuTorch's Vela), 1.25 (1; ExecuTorch's TOSA on kiln's Vela); above 1.0x: 0 and 1"
+    )
     assert "    gap: cumsum: no lowering" in lines
     assert "    crash: CRASH KeyError: x" in lines
     assert "    ahead: ET on the CPU: where.self x3" in lines

@@ -15,8 +15,12 @@ from kiln.simulator.npu.pmu import beat_bytes as pmu_beat_bytes
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
 
-CASES = [("tiny_cnn", "ethos-u55-128"), ("tiny_cnn", "ethos-u85-256"),
-         ("digits", "ethos-u55-128"), ("digits", "ethos-u85-256")]
+CASES = [
+    ("tiny_cnn", "ethos-u55-128"),
+    ("tiny_cnn", "ethos-u85-256"),
+    ("digits", "ethos-u55-128"),
+    ("digits", "ethos-u85-256"),
+]
 _cache: dict = {}
 
 
@@ -44,14 +48,17 @@ def test_layers_add_up_to_the_runs_pmu_cycles(model, target):
     # the layers' bytes per AXI port are the run's data beats (one delegate in these models)
     beat = pmu_beat_bytes(config)
     for port in ("axi0", "axi1"):
-        for direction, counter in (("read", f"{port}_rd_data_beat_received"),
-                                   ("write", f"{port}_wr_data_beat_written")):
+        for direction, counter in (
+            ("read", f"{port}_rd_data_beat_received"),
+            ("write", f"{port}_wr_data_beat_written"),
+        ):
             moved = sum(layer.axi_bytes.get(port, {}).get(direction, 0) for layer in p.layers)
             assert -(-moved // beat) == beats[counter], (port, direction)
     npu = [layer for layer in p.layers if layer.where == "npu" and layer.commands]
     assert npu and all(layer.module for layer in npu), [(x.name, x.module) for x in npu]
-    assert all(layer.npu_cycles is None and layer.cpu_instructions is None
-               for layer in p.layers if layer.where == "cpu")
+    assert all(
+        layer.npu_cycles is None and layer.cpu_instructions is None for layer in p.layers if layer.where == "cpu"
+    )
 
 
 @pytest.mark.parametrize("model, target", CASES)
@@ -59,8 +66,7 @@ def test_layers_agree_with_velas_per_layer_estimate(model, target):
     _, p = profiled(model, target)
     compared = [layer for layer in p.layers if layer.agreement is not None]
     assert len(compared) >= 4
-    off = [(x.name, x.npu_cycles, x.vela_npu_cycles) for x in compared
-           if abs(x.agreement - 1) > profile.TOLERANCE]
+    off = [(x.name, x.npu_cycles, x.vela_npu_cycles) for x in compared if abs(x.agreement - 1) > profile.TOLERANCE]
     assert not off, off
     assert sum(x.vela_npu_cycles for x in compared) == sum(d.vela_npu_cycles for d in p.delegates)
 
@@ -82,8 +88,16 @@ def test_profile_json_pictures_and_html(tmp_path):
     data = json.loads((tmp_path / "profile.json").read_text())
     assert data["total_npu_cycles"] == sum(layer["npu_cycles"] or 0 for layer in data["layers"])
     for layer in data["layers"]:
-        assert {"name", "module", "where", "npu_cycles", "vela_npu_cycles", "bytes", "axi_bytes",
-                "cpu_instructions"} <= set(layer)
+        assert {
+            "name",
+            "module",
+            "where",
+            "npu_cycles",
+            "vela_npu_cycles",
+            "bytes",
+            "axi_bytes",
+            "cpu_instructions",
+        } <= set(layer)
     assert data["cpu_instructions_measured"] is False
     for name in ("timeline.png", "memory.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -13,12 +13,45 @@ import pytest
 from kiln.errors import KilnError, PteError
 from kiln.lower import ethosu_payload
 from kiln.pte.reader import deserialize
-from kiln.pte.schema import (FILE_IDENTIFIER, TOSA_KEY, AllocationInfo, BackendDelegate, Bool, BoolList, Chain,
-                             DataLocation, DataReference, DataSegment, DelegateCall, DelegateCompileSpec, Double,
-                             DoubleList, ExecutionPlan, ExtendedHeader, Frame, FreeCall, Int, IntList, JumpFalseCall,
-                             KernelCall, KernelTypes, MoveCall, NamedData, Null, Operator, OptionalTensorList, PlanSlot,
-                             ProgramSlot, PteProgram, ScalarType, String, SubsegmentOffsets, Tensor, TensorList)
-from kiln.pte.writer import _Writer, _align, serialize, without_reference_data
+from kiln.pte.schema import (
+    FILE_IDENTIFIER,
+    TOSA_KEY,
+    AllocationInfo,
+    BackendDelegate,
+    Bool,
+    BoolList,
+    Chain,
+    DataLocation,
+    DataReference,
+    DataSegment,
+    DelegateCall,
+    DelegateCompileSpec,
+    Double,
+    DoubleList,
+    ExecutionPlan,
+    ExtendedHeader,
+    Frame,
+    FreeCall,
+    Int,
+    IntList,
+    JumpFalseCall,
+    KernelCall,
+    KernelTypes,
+    MoveCall,
+    NamedData,
+    Null,
+    Operator,
+    OptionalTensorList,
+    PlanSlot,
+    ProgramSlot,
+    PteProgram,
+    ScalarType,
+    String,
+    SubsegmentOffsets,
+    Tensor,
+    TensorList,
+)
+from kiln.pte.writer import _align, _Writer, serialize, without_reference_data
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
@@ -28,20 +61,26 @@ ET_PYTHON = ROOT / ".venv-executorch" / "bin" / "python"
 
 
 def planned(scalar_type, sizes, offset, memory_id=1):
-    return Tensor(scalar_type=scalar_type, sizes=sizes, dim_order=range(len(sizes)),
-                  allocation_info=AllocationInfo.at(memory_id, offset))
+    return Tensor(
+        scalar_type=scalar_type,
+        sizes=sizes,
+        dim_order=range(len(sizes)),
+        allocation_info=AllocationInfo.at(memory_id, offset),
+    )
 
 
 def constant(scalar_type, sizes, index):
-    return Tensor(scalar_type=scalar_type, sizes=sizes, dim_order=range(len(sizes)),
-                  data_buffer_idx=index)
+    return Tensor(scalar_type=scalar_type, sizes=sizes, dim_order=range(len(sizes)), data_buffer_idx=index)
 
 
 # A payload like Vela's, and constants of odd sizes so the 16-byte padding shows.
 PAYLOAD = ethosu_payload.encode(
-    b"COP1" + bytes(range(60)), bytes(range(100, 148)), 512,
+    b"COP1" + bytes(range(60)),
+    bytes(range(100, 148)),
+    512,
     [ethosu_payload.IoTensor((1, 1, 1, 8, 8, 1), 1, 256, 1)],
-    [ethosu_payload.IoTensor((1, 1, 1, 4, 8, 8), 1, 0, 1)])
+    [ethosu_payload.IoTensor((1, 1, 1, 4, 8, 8), 1, 0, 1)],
+)
 BIAS = struct.pack("<4f", 0.5, -1.0, 2.25, 0.0)  # 16 bytes
 LUT = bytes([7, 8, 9])  # 3 bytes: padded to 16 when not last
 WEIGHTS = bytes(range(36))  # 36 bytes, last: not padded
@@ -52,64 +91,104 @@ FORWARD = ExecutionPlan(
     values=[
         planned(ScalarType.FLOAT, [1, 1, 8, 8], 0),  # 0 input
         planned(ScalarType.CHAR, [1, 1, 8, 8], 256),  # 1 quantized input
-        Double(0.0039), Int(-128), Int(-128), Int(127), Int(int(ScalarType.CHAR)),  # 2..6
+        Double(0.0039),
+        Int(-128),
+        Int(-128),
+        Int(127),
+        Int(int(ScalarType.CHAR)),  # 2..6
         planned(ScalarType.CHAR, [1, 4, 8, 8], 512),  # 7 delegate output
         planned(ScalarType.FLOAT, [1, 4, 8, 8], 1024),  # 8 dequantized
         Double(0.0042),  # 9
         constant(ScalarType.FLOAT, [4], 1),  # 10 bias
         planned(ScalarType.FLOAT, [1, 4, 8, 8], 2048),  # 11 output
         Int(1),  # 12 alpha
-        IntList([3, 4]), String("héllo"), Bool(True), DoubleList([1.5, -2.0]),  # 13..16
-        BoolList([True, False, True]), TensorList([0, 1]), OptionalTensorList([0, -1]),  # 17..19
-        Null(), constant(ScalarType.CHAR, [3], 2), constant(ScalarType.CHAR, [4, 1, 3, 3], 3),
-        Tensor(scalar_type=ScalarType.LONG, sizes=[], dim_order=[], storage_offset=0,
-               requires_grad=True, layout=0),  # 23: a scalar tensor with no data
+        IntList([3, 4]),
+        String("héllo"),
+        Bool(True),
+        DoubleList([1.5, -2.0]),  # 13..16
+        BoolList([True, False, True]),
+        TensorList([0, 1]),
+        OptionalTensorList([0, -1]),  # 17..19
+        Null(),
+        constant(ScalarType.CHAR, [3], 2),
+        constant(ScalarType.CHAR, [4, 1, 3, 3], 3),
+        Tensor(
+            scalar_type=ScalarType.LONG, sizes=[], dim_order=[], storage_offset=0, requires_grad=True, layout=0
+        ),  # 23: a scalar tensor with no data
     ],
-    inputs=[0], outputs=[11],
-    chains=[Chain(
-        inputs=[0], outputs=[11],
-        instructions=[
-            KernelCall(0, [0, 2, 3, 4, 5, 6, 1, 1]),
-            DelegateCall(0, [1, 7]),
-            KernelCall(1, [7, 9, 3, 4, 5, 6, 8, 8]),
-            KernelCall(2, [8, 10, 12, 11, 11]),
-            MoveCall(11, 11), JumpFalseCall(15, 6), FreeCall(1)],
-        stacktrace=[[Frame("model.py", i + 1, "forward", f"line {i}")] for i in range(7)])],
-    operators=[Operator("cortex_m::quantize_per_tensor", "out"),
-               Operator("cortex_m::dequantize_per_tensor", "out"), Operator("aten::add", "out")],
-    delegates=[BackendDelegate("EthosUBackend", DataReference(DataLocation.INLINE, 0),
-                               [DelegateCompileSpec("target", b"ethos-u55-128"),
-                                DelegateCompileSpec("output_format", b"vela")])],
-    non_const_buffer_sizes=[0, 3072])
+    inputs=[0],
+    outputs=[11],
+    chains=[
+        Chain(
+            inputs=[0],
+            outputs=[11],
+            instructions=[
+                KernelCall(0, [0, 2, 3, 4, 5, 6, 1, 1]),
+                DelegateCall(0, [1, 7]),
+                KernelCall(1, [7, 9, 3, 4, 5, 6, 8, 8]),
+                KernelCall(2, [8, 10, 12, 11, 11]),
+                MoveCall(11, 11),
+                JumpFalseCall(15, 6),
+                FreeCall(1),
+            ],
+            stacktrace=[[Frame("model.py", i + 1, "forward", f"line {i}")] for i in range(7)],
+        )
+    ],
+    operators=[
+        Operator("cortex_m::quantize_per_tensor", "out"),
+        Operator("cortex_m::dequantize_per_tensor", "out"),
+        Operator("aten::add", "out"),
+    ],
+    delegates=[
+        BackendDelegate(
+            "EthosUBackend",
+            DataReference(DataLocation.INLINE, 0),
+            [DelegateCompileSpec("target", b"ethos-u55-128"), DelegateCompileSpec("output_format", b"vela")],
+        )
+    ],
+    non_const_buffer_sizes=[0, 3072],
+)
 
 # A second method: the same payload again (shares its segment) and an empty one (stays inline).
 SECOND = ExecutionPlan(
     name="second",
     values=[planned(ScalarType.CHAR, [1, 1, 8, 8], 0), planned(ScalarType.CHAR, [1, 4, 8, 8], 64)],
-    inputs=[0], outputs=[1],
+    inputs=[0],
+    outputs=[1],
     chains=[Chain([0], [1], [DelegateCall(0, [0, 1]), DelegateCall(1, [0, 1])])],
     operators=[],
-    delegates=[BackendDelegate("EthosUBackend", DataReference(DataLocation.INLINE, 1)),
-               BackendDelegate("EmptyBackend", DataReference(DataLocation.INLINE, 2))],
-    non_const_buffer_sizes=[0, 320])
+    delegates=[
+        BackendDelegate("EthosUBackend", DataReference(DataLocation.INLINE, 1)),
+        BackendDelegate("EmptyBackend", DataReference(DataLocation.INLINE, 2)),
+    ],
+    non_const_buffer_sizes=[0, 320],
+)
 
 CONSTANTS = [BIAS, LUT, WEIGHTS]
 PAYLOADS = [PAYLOAD, bytes(PAYLOAD), b""]
 
 
 def write_full() -> bytes:
-    return serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS,
-                     delegate_payloads=PAYLOADS, named_data=NAMED)
+    return serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS, delegate_payloads=PAYLOADS, named_data=NAMED)
 
 
 def as_written(plan: ExecutionPlan, refs) -> ExecutionPlan:
     """The plan with its delegates' processed references replaced by the file's."""
     delegates = [BackendDelegate(d.id, ref, d.compile_specs) for d, ref in zip(plan.delegates, refs)]
-    return ExecutionPlan(plan.name, plan.values, plan.inputs, plan.outputs, plan.chains,
-                         plan.operators, delegates, plan.non_const_buffer_sizes)
+    return ExecutionPlan(
+        plan.name,
+        plan.values,
+        plan.inputs,
+        plan.outputs,
+        plan.chains,
+        plan.operators,
+        delegates,
+        plan.non_const_buffer_sizes,
+    )
 
 
 # --- Round trips -----------------------------------------------------------------------
+
 
 def test_round_trip_keeps_plans_constants_payloads_and_named_data():
     data = write_full()
@@ -120,15 +199,20 @@ def test_round_trip_keeps_plans_constants_payloads_and_named_data():
     # the one distinct non-empty payload at 128, then the two distinct named blobs.
     payload_at = 128
     named_at = _align(payload_at + len(PAYLOAD), 128)
-    assert p.segments == (DataSegment(0, 68), DataSegment(payload_at, len(PAYLOAD)),
-                          DataSegment(named_at, 40), DataSegment(named_at + 128, 2))
+    assert p.segments == (
+        DataSegment(0, 68),
+        DataSegment(payload_at, len(PAYLOAD)),
+        DataSegment(named_at, 40),
+        DataSegment(named_at + 128, 2),
+    )
     assert p.constant_segment == SubsegmentOffsets(0, (0, 0, 16, 32))
-    assert p.named_data == (NamedData("npu.weights", 2), NamedData("npu.copy", 2),
-                            NamedData("npu.other", 3))
+    assert p.named_data == (NamedData("npu.weights", 2), NamedData("npu.copy", 2), NamedData("npu.other", 3))
     assert p.backend_delegate_data == (b"",)
     seg = DataReference(DataLocation.SEGMENT, 1)
-    assert p.execution_plans == (as_written(FORWARD, [seg]), as_written(
-        SECOND, [seg, DataReference(DataLocation.INLINE, 0)]))
+    assert p.execution_plans == (
+        as_written(FORWARD, [seg]),
+        as_written(SECOND, [seg, DataReference(DataLocation.INLINE, 0)]),
+    )
     assert p.version == 0
     values = p.execution_plans[0].values
     assert f.tensor_data(values[10]) == BIAS
@@ -145,16 +229,17 @@ def test_without_reference_data_is_the_file_written_without_the_tosa_graphs():
     byte for byte the file `serialize` writes when given no TOSA graphs at all."""
     graphs = {TOSA_KEY.format(0): b"\x10" * 300, TOSA_KEY.format(1): b"graph 1"}
     assert all(key.startswith("kiln/tosa/") for key in graphs)  # kiln.pte.from_program's keys, by hand
-    with_graphs = serialize(PteProgram([FORWARD, SECOND]), constants=CONSTANTS, delegate_payloads=PAYLOADS,
-                            named_data={**NAMED, **graphs})
+    with_graphs = serialize(
+        PteProgram([FORWARD, SECOND]), constants=CONSTANTS, delegate_payloads=PAYLOADS, named_data={**NAMED, **graphs}
+    )
     assert deserialize(with_graphs).named() == {**NAMED, **graphs}
     assert without_reference_data(deserialize(with_graphs)) == write_full()
     for data in (write_full(), CPU_FIXTURE.read_bytes(), DELEGATE_FIXTURE.read_bytes()):  # nothing to leave out
         assert without_reference_data(deserialize(data)) == data
 
+
 def test_extended_header_bytes_worked_out_by_hand():
-    data = serialize(PteProgram([FORWARD]), constants=[BIAS, LUT, WEIGHTS],
-                     delegate_payloads=[b"\x5a" * 20])
+    data = serialize(PteProgram([FORWARD]), constants=[BIAS, LUT, WEIGHTS], delegate_payloads=[b"\x5a" * 20])
     assert data[4:8] == b"ET12"
     assert data[8:16] == b"eh00" + bytes([32, 0, 0, 0])
     program_size, base, seg_size = struct.unpack_from("<QQQ", data, 16)
@@ -163,17 +248,18 @@ def test_extended_header_bytes_worked_out_by_hand():
     assert base % 128 == 0 and 0 <= base - program_size < 128
     assert data[program_size:base] == bytes(base - program_size)
     assert len(data) == base + seg_size
-    assert data[base:base + 68] == BIAS + LUT + bytes(13) + WEIGHTS
-    assert data[base + 68:base + 128] == bytes(60)
-    assert data[base + 128:] == b"\x5a" * 20
+    assert data[base : base + 68] == BIAS + LUT + bytes(13) + WEIGHTS
+    assert data[base + 68 : base + 128] == bytes(60)
+    assert data[base + 128 :] == b"\x5a" * 20
     # The root offset skips the header: the Program table's vtable offset is readable there.
     root = struct.unpack_from("<I", data)[0]
     assert 40 <= root < program_size
 
 
 def test_without_segment_data_there_is_no_header():
-    plan = ExecutionPlan("forward", [planned(ScalarType.FLOAT, [2], 0)], [0], [0], [Chain([0], [0], [])],
-                         [], [], [0, 8])
+    plan = ExecutionPlan(
+        "forward", [planned(ScalarType.FLOAT, [2], 0)], [0], [0], [Chain([0], [0], [])], [], [], [0, 8]
+    )
     data = serialize(PteProgram([plan]))
     assert data[8:12] != b"eh00"
     f = deserialize(data)
@@ -185,34 +271,55 @@ def test_without_segment_data_there_is_no_header():
 
 
 def test_large_offsets_and_64_bit_values_survive():
-    plan = ExecutionPlan("big", [planned(ScalarType.BYTE, [16], 5 * 2**32 + 7), Int(-2**63),
-                                 IntList([1]), Double(-1e300)], [0], [0], [Chain([0], [0], [])],
-                         [], [], [0, 6 * 2**32])
+    plan = ExecutionPlan(
+        "big",
+        [planned(ScalarType.BYTE, [16], 5 * 2**32 + 7), Int(-(2**63)), IntList([1]), Double(-1e300)],
+        [0],
+        [0],
+        [Chain([0], [0], [])],
+        [],
+        [],
+        [0, 6 * 2**32],
+    )
     f = deserialize(serialize(PteProgram([plan])))
     t = f.program.execution_plans[0].values[0]
     assert t.allocation_info == AllocationInfo(1, 7, 5) and t.allocation_info.offset == 5 * 2**32 + 7
     assert f.program.execution_plans == (plan,)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(values=[constant(ScalarType.FLOAT, [4], 9)]), "data_buffer_idx is 9"),
-    (dict(chains=[Chain([], [], [KernelCall(5, [])])]), "op_index is 5"),
-    (dict(chains=[Chain([], [], [KernelCall(0, [0, 99])])], operators=[Operator("x")]), "args[1] is 99"),
-    (dict(delegates=[BackendDelegate("X", DataReference(DataLocation.INLINE, 3))]), "index is 3"),
-    (dict(delegates=[BackendDelegate("X", DataReference(DataLocation.SEGMENT, 0))]), "location"),
-    (dict(values=[planned(ScalarType.FLOAT, [4], 8)]), "overrun planned buffer 1"),
-    (dict(values=[planned(ScalarType.FLOAT, [4], 0, memory_id=0)]), "memory_id is 0"),
-    (dict(values=[Int(2**63)]), "outside the range of i64"),
-    (dict(values=[Tensor(scalar_type=ScalarType.FLOAT, sizes=[2, 3], dim_order=[0, 0])]), "dim_order"),
-    (dict(inputs=[4]), "inputs[0] is 4"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(values=[constant(ScalarType.FLOAT, [4], 9)]), "data_buffer_idx is 9"),
+        (dict(chains=[Chain([], [], [KernelCall(5, [])])]), "op_index is 5"),
+        (dict(chains=[Chain([], [], [KernelCall(0, [0, 99])])], operators=[Operator("x")]), "args[1] is 99"),
+        (dict(delegates=[BackendDelegate("X", DataReference(DataLocation.INLINE, 3))]), "index is 3"),
+        (dict(delegates=[BackendDelegate("X", DataReference(DataLocation.SEGMENT, 0))]), "location"),
+        (dict(values=[planned(ScalarType.FLOAT, [4], 8)]), "overrun planned buffer 1"),
+        (dict(values=[planned(ScalarType.FLOAT, [4], 0, memory_id=0)]), "memory_id is 0"),
+        (dict(values=[Int(2**63)]), "outside the range of i64"),
+        (dict(values=[Tensor(scalar_type=ScalarType.FLOAT, sizes=[2, 3], dim_order=[0, 0])]), "dim_order"),
+        (dict(inputs=[4]), "inputs[0] is 4"),
+    ],
+)
 def test_serialize_refuses_programs_that_refer_to_nothing(change, message):
-    fields = dict(name="m", values=[Int(0)], inputs=[0], outputs=[0], chains=[], operators=[],
-                  delegates=[], non_const_buffer_sizes=[0, 16])
+    fields = dict(
+        name="m",
+        values=[Int(0)],
+        inputs=[0],
+        outputs=[0],
+        chains=[],
+        operators=[],
+        delegates=[],
+        non_const_buffer_sizes=[0, 16],
+    )
     fields.update(change)
     with pytest.raises(PteError, match=re.escape(message)):
-        serialize(PteProgram([ExecutionPlan(**fields)]), constants=[b"\0" * 16],
-                  delegate_payloads=[b"x"] * ("delegates" in change))
+        serialize(
+            PteProgram([ExecutionPlan(**fields)]),
+            constants=[b"\0" * 16],
+            delegate_payloads=[b"x"] * ("delegates" in change),
+        )
 
 
 def test_serialize_refuses_unused_payloads_and_prefilled_storage():
@@ -223,6 +330,7 @@ def test_serialize_refuses_unused_payloads_and_prefilled_storage():
 
 
 # --- A file assembled by hand ------------------------------------------------------------
+
 
 def hand_made() -> bytearray:
     """Program{version 7, execution_plan [{name "fwd", values [Int 42]}]}, laid out by hand:
@@ -253,20 +361,23 @@ def test_reads_a_file_assembled_by_hand():
     assert p.segments == () and p.constant_segment is None
 
 
-@pytest.mark.parametrize("offset, fmt, value, message", [
-    (0x00, "<I", 0x1000, "root offset|outside the program"),
-    (0x04, "<4s", b"ET11", "file identifier is b'ET11'"),
-    (0x10, "<i", -0x100, "vtable"),
-    (0x08, "<H", 3, "vtable at offset 8 has a bad size 3"),
-    (0x0C, "<H", 200, r"version: field at offset 200 lies outside its table"),
-    (0x1C, "<I", 2**30, "execution_plan: 1073741824 elements"),
-    (0x3C, "<I", 200, r"name: 200 elements"),
-    (0x43, "<B", ord("!"), "not NUL-terminated"),
-    (0x40, "<B", 0xFF, "not UTF-8"),
-    (0x58, "<B", 99, "val_type is 99, not a KernelTypes"),
-    (0x58, "<B", 0, "val_type is 0"),
-    (0x5C, "<I", 0x7FFFFFFF, "val"),
-])
+@pytest.mark.parametrize(
+    "offset, fmt, value, message",
+    [
+        (0x00, "<I", 0x1000, "root offset|outside the program"),
+        (0x04, "<4s", b"ET11", "file identifier is b'ET11'"),
+        (0x10, "<i", -0x100, "vtable"),
+        (0x08, "<H", 3, "vtable at offset 8 has a bad size 3"),
+        (0x0C, "<H", 200, r"version: field at offset 200 lies outside its table"),
+        (0x1C, "<I", 2**30, "execution_plan: 1073741824 elements"),
+        (0x3C, "<I", 200, r"name: 200 elements"),
+        (0x43, "<B", ord("!"), "not NUL-terminated"),
+        (0x40, "<B", 0xFF, "not UTF-8"),
+        (0x58, "<B", 99, "val_type is 99, not a KernelTypes"),
+        (0x58, "<B", 0, "val_type is 0"),
+        (0x5C, "<I", 0x7FFFFFFF, "val"),
+    ],
+)
 def test_hand_made_file_with_one_bad_field(offset, fmt, value, message):
     h = hand_made()
     struct.pack_into(fmt, h, offset, value)
@@ -276,9 +387,14 @@ def test_hand_made_file_with_one_bad_field(offset, fmt, value, message):
 
 # --- Hostile input ----------------------------------------------------------------------
 
+
 def samples():
-    return {"kiln": write_full(), "et-delegate": DELEGATE_FIXTURE.read_bytes(),
-            "et-cpu": CPU_FIXTURE.read_bytes(), "hand": bytes(hand_made())}
+    return {
+        "kiln": write_full(),
+        "et-delegate": DELEGATE_FIXTURE.read_bytes(),
+        "et-cpu": CPU_FIXTURE.read_bytes(),
+        "hand": bytes(hand_made()),
+    }
 
 
 @pytest.mark.parametrize("name", ["kiln", "et-delegate", "et-cpu", "hand"])
@@ -323,13 +439,13 @@ def test_random_garbage_after_a_valid_prefix():
     for _ in range(300):
         cut = rng.randrange(8, len(data))
         garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
-        mutated = data[:cut] + garbage + data[cut + len(garbage):]
+        mutated = data[:cut] + garbage + data[cut + len(garbage) :]
         if segment_base <= cut and cut + len(garbage) <= len(data):
             f = deserialize(mutated)
             assert f.program == original
             for i, segment in enumerate(original.segments):
                 at = segment_base + segment.offset
-                assert f.segment(i) == mutated[at:at + segment.size]
+                assert f.segment(i) == mutated[at : at + segment.size]
             outcomes["segments only"] += 1
             continue
         try:
@@ -360,18 +476,34 @@ def bad_program(**storage) -> bytes:
     return _Writer().program(PteProgram([plan], **storage))
 
 
-@pytest.mark.parametrize("storage, message", [
-    (dict(segments=[DataSegment(0, 10**6)]), r"segments\[0\] \(offset 0, size 1000000\) runs past"),
-    (dict(segments=[DataSegment(2**63, 1)]), "runs past"),
-    (dict(constant_segment=SubsegmentOffsets(3, (0,))), "constant_segment.segment_index is 3"),
-    (dict(named_data=[NamedData("k", 0)]), r"named_data\[0\].segment_index is 0"),
-    (dict(constant_buffers=[b""], segments=[DataSegment(0, 0)],
-          constant_segment=SubsegmentOffsets(0, (0,))), "both constant_buffer and constant_segment"),
-    (dict(plan=ExecutionPlan("m", [constant(ScalarType.FLOAT, [4], 1)], [], [], [], [], [], []),
-          constant_buffers=[b"", b"\0" * 8]), "needs 16 bytes of constant 1, which holds 8"),
-    (dict(plan=ExecutionPlan("m", [], [], [], [], [], [BackendDelegate(
-        "E", DataReference(DataLocation.SEGMENT, 0))], [])), "processed.index is 0"),
-])
+@pytest.mark.parametrize(
+    "storage, message",
+    [
+        (dict(segments=[DataSegment(0, 10**6)]), r"segments\[0\] \(offset 0, size 1000000\) runs past"),
+        (dict(segments=[DataSegment(2**63, 1)]), "runs past"),
+        (dict(constant_segment=SubsegmentOffsets(3, (0,))), "constant_segment.segment_index is 3"),
+        (dict(named_data=[NamedData("k", 0)]), r"named_data\[0\].segment_index is 0"),
+        (
+            dict(constant_buffers=[b""], segments=[DataSegment(0, 0)], constant_segment=SubsegmentOffsets(0, (0,))),
+            "both constant_buffer and constant_segment",
+        ),
+        (
+            dict(
+                plan=ExecutionPlan("m", [constant(ScalarType.FLOAT, [4], 1)], [], [], [], [], [], []),
+                constant_buffers=[b"", b"\0" * 8],
+            ),
+            "needs 16 bytes of constant 1, which holds 8",
+        ),
+        (
+            dict(
+                plan=ExecutionPlan(
+                    "m", [], [], [], [], [], [BackendDelegate("E", DataReference(DataLocation.SEGMENT, 0))], []
+                )
+            ),
+            "processed.index is 0",
+        ),
+    ],
+)
 def test_reader_checks_storage_references(storage, message):
     with pytest.raises(PteError, match=message):
         deserialize(bad_program(**storage))
@@ -379,10 +511,12 @@ def test_reader_checks_storage_references(storage, message):
 
 def test_bad_extended_headers():
     data = bytearray(write_full())
-    for offset, value, message in [(12, 8, "header length is 8"),
-                                   (16, len(data) + 1, "program_size"),
-                                   (24, len(data) + 128, "segment_base_offset"),
-                                   (32, len(data), "segment data")]:
+    for offset, value, message in [
+        (12, 8, "header length is 8"),
+        (16, len(data) + 1, "program_size"),
+        (24, len(data) + 128, "segment_base_offset"),
+        (32, len(data), "segment data"),
+    ]:
         bad = bytearray(data)
         struct.pack_into("<I" if offset == 12 else "<Q", bad, offset, value)
         with pytest.raises(PteError, match=message):
@@ -395,8 +529,7 @@ def test_unsupported_features_are_named():
     # mutable_data_segments (slot 6) present and non-empty.
     flat = _Writer()
     seg = flat.table(2, [(0, "u32", 0), (1, "off", flat.scalars("u64", [0], "o"))], "s")
-    root = flat.table(len(ProgramSlot), [(ProgramSlot.mutable_data_segments, "off",
-                                                 flat.tables([seg]))], "p")
+    root = flat.table(len(ProgramSlot), [(ProgramSlot.mutable_data_segments, "off", flat.tables([seg]))], "p")
     flat.b.Finish(root, file_identifier=FILE_IDENTIFIER)
     with pytest.raises(PteError, match="mutable_data_segments"):
         deserialize(bytes(flat.b.Output()))
@@ -405,19 +538,24 @@ def test_unsupported_features_are_named():
 # --- ExecuTorch 1.5.1's own files ---------------------------------------------------------
 # Expected values below were read with ExecuTorch's deserializer (tests/tools/et_dump.py).
 
+
 def test_reads_executorch_arm_delegate_fixture():
     f = deserialize(DELEGATE_FIXTURE.read_bytes())
     assert f.header is None
     p = f.program
     assert p.segments == (DataSegment(0, 0),) and p.constant_segment.offsets == (0,)
     (plan,) = p.execution_plans
-    assert plan.operators == (Operator("cortex_m::quantize_per_tensor", "out"),
-                              Operator("cortex_m::dequantize_per_tensor", "out"))
+    assert plan.operators == (
+        Operator("cortex_m::quantize_per_tensor", "out"),
+        Operator("cortex_m::dequantize_per_tensor", "out"),
+    )
     assert plan.non_const_buffer_sizes == (0, 1280)
     assert plan.inputs == (0,) and plan.outputs == (8,)
     assert plan.chains[0].instructions == (
-        KernelCall(0, (0, 2, 3, 4, 5, 6, 1, 1)), DelegateCall(0, (1, 7)),
-        KernelCall(1, (7, 9, 10, 11, 12, 13, 8, 8)))
+        KernelCall(0, (0, 2, 3, 4, 5, 6, 1, 1)),
+        DelegateCall(0, (1, 7)),
+        KernelCall(1, (7, 9, 10, 11, 12, 13, 8, 8)),
+    )
     assert plan.values[0] == planned(ScalarType.FLOAT, [1, 1, 8, 8], 0)
     assert plan.values[1] == planned(ScalarType.CHAR, [1, 1, 8, 8], 256)
     assert plan.values[7] == planned(ScalarType.CHAR, [1, 4, 8, 8], 1024)
@@ -442,15 +580,25 @@ def test_reads_executorch_arm_cpu_fixture_with_constant_segment():
     assert p.constant_segment == SubsegmentOffsets(0, (0, 0, 16, 48, 96, 112, 128))
     (plan,) = p.execution_plans
     assert [o.name for o in plan.operators] == [
-        "quantized_decomposed::dequantize_per_channel", "cortex_m::quantize_per_tensor",
-        "cortex_m::dequantize_per_tensor", "aten::convolution", "aten::relu"]
+        "quantized_decomposed::dequantize_per_channel",
+        "cortex_m::quantize_per_tensor",
+        "cortex_m::dequantize_per_tensor",
+        "aten::convolution",
+        "aten::relu",
+    ]
     consts = [v for v in plan.values if isinstance(v, Tensor) and v.data_buffer_idx]
     assert [(t.sizes, t.scalar_type, t.data_buffer_idx) for t in consts] == [
-        ((4,), ScalarType.FLOAT, 1), ((4,), ScalarType.LONG, 2), ((4, 1, 3, 3), ScalarType.CHAR, 3),
-        ((4,), ScalarType.FLOAT, 4), ((4,), ScalarType.INT, 5), ((4,), ScalarType.INT, 6)]
+        ((4,), ScalarType.FLOAT, 1),
+        ((4,), ScalarType.LONG, 2),
+        ((4, 1, 3, 3), ScalarType.CHAR, 3),
+        ((4,), ScalarType.FLOAT, 4),
+        ((4,), ScalarType.INT, 5),
+        ((4,), ScalarType.INT, 6),
+    ]
     assert all(t.allocation_info is None for t in consts)
     assert f.tensor_data(consts[2]) == bytes.fromhex(
-        "ff53818ec529fd7af223d8e681a8c9053550a1c33374e369e90f7f82abdecb75a8c2a181")
+        "ff53818ec529fd7af223d8e681a8c9053550a1c33374e369e90f7f82abdecb75a8c2a181"
+    )
     assert f.constant(3) == f.tensor_data(consts[2]) + bytes(12)
 
 
@@ -483,45 +631,70 @@ def test_run_host_runs_executorch_fixtures_close_to_eager(fixture):
 
 # --- ExecuTorch's own deserializer reading kiln's file ---------------------------------------
 
+
 def et_value(d):
     """A kiln value from ExecuTorch's JSON (field names as in program.fbs)."""
     kind = d["_type"]
     if kind == "Tensor":
         a = d["allocation_info"]
-        return Tensor(scalar_type=ScalarType(d["scalar_type"]), sizes=d["sizes"],
-                      dim_order=d["dim_order"], storage_offset=d["storage_offset"],
-                      requires_grad=d["requires_grad"], data_buffer_idx=d["data_buffer_idx"],
-                      allocation_info=a and AllocationInfo(a["memory_id"], a["memory_offset_low"],
-                                                           a["memory_offset_high"]),
-                      layout=d["layout"], shape_dynamism=d["shape_dynamism"])
-    scalar = {"Int": (Int, "int_val"), "Bool": (Bool, "bool_val"),
-              "Double": (Double, "double_val"), "String": (String, "string_val")}
+        return Tensor(
+            scalar_type=ScalarType(d["scalar_type"]),
+            sizes=d["sizes"],
+            dim_order=d["dim_order"],
+            storage_offset=d["storage_offset"],
+            requires_grad=d["requires_grad"],
+            data_buffer_idx=d["data_buffer_idx"],
+            allocation_info=a and AllocationInfo(a["memory_id"], a["memory_offset_low"], a["memory_offset_high"]),
+            layout=d["layout"],
+            shape_dynamism=d["shape_dynamism"],
+        )
+    scalar = {
+        "Int": (Int, "int_val"),
+        "Bool": (Bool, "bool_val"),
+        "Double": (Double, "double_val"),
+        "String": (String, "string_val"),
+    }
     if kind in scalar:
         cls, name = scalar[kind]
         return cls(d[name])
     if kind == "Null":
         return Null()
-    return {"IntList": IntList, "DoubleList": DoubleList, "BoolList": BoolList,
-            "TensorList": TensorList, "OptionalTensorList": OptionalTensorList}[kind](d["items"])
+    return {
+        "IntList": IntList,
+        "DoubleList": DoubleList,
+        "BoolList": BoolList,
+        "TensorList": TensorList,
+        "OptionalTensorList": OptionalTensorList,
+    }[kind](d["items"])
 
 
 def et_instruction(d):
-    cls = {"KernelCall": KernelCall, "DelegateCall": DelegateCall, "MoveCall": MoveCall,
-           "JumpFalseCall": JumpFalseCall, "FreeCall": FreeCall}[d["_type"]]
+    cls = {
+        "KernelCall": KernelCall,
+        "DelegateCall": DelegateCall,
+        "MoveCall": MoveCall,
+        "JumpFalseCall": JumpFalseCall,
+        "FreeCall": FreeCall,
+    }[d["_type"]]
     return cls(*[d[k] for k in d if k != "_type"])
 
 
 needs_executorch = pytest.mark.skipif(
-    not ET_PYTHON.exists(), reason="ExecuTorch 1.5.1 environment .venv-executorch is missing: "
-                                   "run ./scripts/executorch_env.sh")
+    not ET_PYTHON.exists(),
+    reason="ExecuTorch 1.5.1 environment .venv-executorch is missing: run ./scripts/executorch_env.sh",
+)
 
 
 @pytest.fixture(scope="module")
 def et_dump(tmp_path_factory):
     path = tmp_path_factory.mktemp("et") / "kiln.pte"
     path.write_bytes(write_full())
-    run = subprocess.run([str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_dump.py"), str(path)],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_dump.py"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return path.read_bytes(), json.loads(run.stdout)
 
@@ -538,13 +711,13 @@ def test_executorch_reads_plans_values_and_instructions(et_dump):
         assert theirs["inputs"] == list(ours.inputs) and theirs["outputs"] == list(ours.outputs)
         assert theirs["non_const_buffer_sizes"] == list(ours.non_const_buffer_sizes)
         for chain, et_chain in zip(ours.chains, theirs["chains"]):
-            assert [et_instruction(i["instr_args"]) for i in et_chain["instructions"]] == \
-                list(chain.instructions)
+            assert [et_instruction(i["instr_args"]) for i in et_chain["instructions"]] == list(chain.instructions)
             assert et_chain["inputs"] == list(chain.inputs)
         for d, et_d in zip(ours.delegates, theirs["delegates"]):
             assert et_d["id"] == d.id
-            assert [(c["key"], bytes.fromhex(c["value"])) for c in et_d["compile_specs"]] == \
-                [(c.key, c.value) for c in d.compile_specs]
+            assert [(c["key"], bytes.fromhex(c["value"])) for c in et_d["compile_specs"]] == [
+                (c.key, c.value) for c in d.compile_specs
+            ]
     frames = plans[0]["chains"][0]["stacktrace"]
     assert [[f["lineno"] for f in fl["items"]] for fl in frames] == [[i + 1] for i in range(7)]
 
@@ -558,14 +731,13 @@ def test_executorch_reads_constants_payloads_and_named_data(et_dump):
     buffers = [bytes.fromhex(b["storage"]) for b in restored["constant_buffer"]]
     assert buffers == [b"", BIAS, LUT + bytes(13), WEIGHTS]
     inline = [bytes.fromhex(b["data"]) for b in restored["backend_delegate_data"]]
-    payloads = [inline[d["processed"]["index"]] for p in restored["execution_plan"]
-                for d in p["delegates"]]
+    payloads = [inline[d["processed"]["index"]] for p in restored["execution_plan"] for d in p["delegates"]]
     assert payloads == [PAYLOAD, PAYLOAD, b""]
     assert {k: bytes.fromhex(v) for k, v in dump["named_data"].items()} == NAMED
     stored = dump["stored"]
     assert [d["processed"] for p in stored["execution_plan"] for d in p["delegates"]] == [
-        {"_type": "BackendDelegateDataReference", "location": 1, "index": 1}] * 2 + [
-        {"_type": "BackendDelegateDataReference", "location": 0, "index": 0}]
+        {"_type": "BackendDelegateDataReference", "location": 1, "index": 1}
+    ] * 2 + [{"_type": "BackendDelegateDataReference", "location": 0, "index": 0}]
 
 
 @pytest.mark.executorch
@@ -575,18 +747,21 @@ def test_layout_matches_executorch_serializer(et_dump):
     same segments, constant offsets, delegate and named-data references, segment bytes."""
     data, dump = et_dump
     f = deserialize(data)
-    ours = {"length": 32, "program_size": f.header.program_size,
-            "segment_base_offset": f.header.segment_base_offset,
-            "segment_data_size": f.header.segment_data_size}
+    ours = {
+        "length": 32,
+        "program_size": f.header.program_size,
+        "segment_base_offset": f.header.segment_base_offset,
+        "segment_data_size": f.header.segment_data_size,
+    }
     assert dump["header"] == ours
     again = dump["reserialized"]
     assert again["header"]["segment_data_size"] == f.header.segment_data_size
-    assert [(s["offset"], s["size"]) for s in again["segments"]] == \
-        [(s.offset, s.size) for s in f.program.segments]
+    assert [(s["offset"], s["size"]) for s in again["segments"]] == [(s.offset, s.size) for s in f.program.segments]
     assert again["constant_segment"]["offsets"] == list(f.program.constant_segment.offsets)
-    assert [(d["location"], d["index"]) for d in again["delegates"]] == \
-        [(d.processed.location, d.processed.index) for p in f.program.execution_plans
-         for d in p.delegates]
-    assert [(n["key"], n["segment_index"]) for n in again["named_data"]] == \
-        [(n.key, n.segment_index) for n in f.program.named_data]
-    assert bytes.fromhex(again["segment_data"]) == data[f.header.segment_base_offset:]
+    assert [(d["location"], d["index"]) for d in again["delegates"]] == [
+        (d.processed.location, d.processed.index) for p in f.program.execution_plans for d in p.delegates
+    ]
+    assert [(n["key"], n["segment_index"]) for n in again["named_data"]] == [
+        (n.key, n.segment_index) for n in f.program.named_data
+    ]
+    assert bytes.fromhex(again["segment_data"]) == data[f.header.segment_base_offset :]

@@ -90,7 +90,11 @@ def test_relu_is_fused_into_the_conv(small):
 
 def test_data_movement_keeps_quantization_parameters(small):
     _, _, q = small
-    for target in (aten.max_pool2d.default, aten.slice.Tensor, aten.reshape.default):  # flatten is normalised to reshape
+    for target in (
+        aten.max_pool2d.default,
+        aten.slice.Tensor,
+        aten.reshape.default,
+    ):  # flatten is normalised to reshape
         n = node(q, target)
         assert output_qparams(n) == input_qparams(n), target
     cat = node(q, aten.cat.default)
@@ -129,7 +133,9 @@ def test_unknown_precision_is_a_usage_error():
         QuantizationScheme(activation_bits=4)
 
 
-@pytest.mark.parametrize("name", ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035"])
+@pytest.mark.parametrize(
+    "name", ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035"]
+)
 def test_every_mac_of_a_zoo_model_is_quantized(name):
     from kiln.frontend.export import export, load_model
 
@@ -150,7 +156,9 @@ def test_digits_int8_accuracy_is_within_one_percent_of_float():
     model = load_model("digits")
     x_train, _ = digits.train_split()
     x_test, y_test = digits.test_split()
-    q = quantize(export(model).module(check_guards=False), [(x_train[i : i + 1],) for i in range(200)], EthosUQuantizer())
+    q = quantize(
+        export(model).module(check_guards=False), [(x_train[i : i + 1],) for i in range(200)], EthosUQuantizer()
+    )
     with torch.no_grad():
         float_accuracy = (model.module(x_test).argmax(1) == y_test).float().mean().item()
         int8 = torch.cat([q(x_test[i : i + 1]) for i in range(len(x_test))])
@@ -174,11 +182,18 @@ def quantized_fn(fn, *xs):
 
 
 UNARY = {
-    aten.gelu.default: nn.functional.gelu, aten.silu.default: nn.functional.silu, aten.elu.default: nn.functional.elu,
-    aten.mish.default: nn.functional.mish, aten.softplus.default: nn.functional.softplus,
-    aten.sqrt.default: lambda x: torch.sqrt(x + 4), aten.rsqrt.default: lambda x: torch.rsqrt(x + 4),
-    aten.sin.default: torch.sin, aten.abs.default: torch.abs, aten.neg.default: torch.neg,
-    aten.floor.default: lambda x: torch.floor(x + 0.5), aten.hardswish.default: nn.functional.hardswish,
+    aten.gelu.default: nn.functional.gelu,
+    aten.silu.default: nn.functional.silu,
+    aten.elu.default: nn.functional.elu,
+    aten.mish.default: nn.functional.mish,
+    aten.softplus.default: nn.functional.softplus,
+    aten.sqrt.default: lambda x: torch.sqrt(x + 4),
+    aten.rsqrt.default: lambda x: torch.rsqrt(x + 4),
+    aten.sin.default: torch.sin,
+    aten.abs.default: torch.abs,
+    aten.neg.default: torch.neg,
+    aten.floor.default: lambda x: torch.floor(x + 0.5),
+    aten.hardswish.default: nn.functional.hardswish,
 }
 
 
@@ -210,8 +225,11 @@ def test_data_movement_output_shares_the_input_range(target):
     assert output_qparams(n) == input_qparams(n)
 
 
-@pytest.mark.parametrize("target,fn", [(aten.minimum.default, torch.minimum), (aten.maximum.default, torch.maximum)],
-                         ids=["minimum", "maximum"])
+@pytest.mark.parametrize(
+    "target,fn",
+    [(aten.minimum.default, torch.minimum), (aten.maximum.default, torch.maximum)],
+    ids=["minimum", "maximum"],
+)
 def test_minimum_and_maximum_share_one_range_like_cat(target, fn):
     q = quantized_fn(lambda a, b: fn(a, b * 3), torch.randn(2, 8), torch.randn(2, 8))
     n = node(q, target)
@@ -250,8 +268,9 @@ def test_argmax_indices_are_not_observed():
 def test_an_op_with_two_outputs_is_one_op_with_two_values():
     """topk stays whole: one float Op whose outputs are the values and the indices; the getitem
     nodes reading them are not ops, and an output nothing reads still has its Value."""
-    module = torch.export.export(Fn(lambda x: torch.topk(x, 2).values), (torch.randn(2, 8),),
-                                 strict=False).module(check_guards=False)
+    module = torch.export.export(Fn(lambda x: torch.topk(x, 2).values), (torch.randn(2, 8),), strict=False).module(
+        check_guards=False
+    )
     g = graph.from_pt2e(module)
     (op,) = [op for op in g.ops if op.op_type == "aten.topk"]
     assert [(v.dtype, v.shape) for v in op.outputs] == [("float32", (2, 2)), ("int64", (2, 2))]
@@ -263,6 +282,7 @@ def test_an_op_with_two_outputs_is_one_op_with_two_values():
 def test_sort_is_not_annotated_its_input_is_dequantized_and_its_outputs_quantized_after():
     """sort and topk stay in float: a quantized input is dequantized for them; their values
     are quantized again by the ops that read them, their int64 indices never observed."""
+
     def fn(x):
         s = torch.sort(torch.tanh(x), 1)
         return torch.tanh(s.values) + s.indices.float()
@@ -277,4 +297,3 @@ def test_sort_is_not_annotated_its_input_is_dequantized_and_its_outputs_quantize
     (op,) = [op for op in g.ops if op.op_type == "aten.sort"]
     assert not op.quantized and op.inputs[0].producer.target is qd.dequantize_per_tensor.default
     assert [v.dtype for v in op.outputs] == ["float32", "int64"]
-

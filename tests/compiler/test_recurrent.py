@@ -24,8 +24,10 @@ CASES = {
     "gru": (lambda: torch.nn.GRU(6, 5, batch_first=True), (2, 7, 6)),
     "gru_time_first_2_layers": (lambda: torch.nn.GRU(6, 5, num_layers=2), (7, 2, 6)),
     "lstm": (lambda: torch.nn.LSTM(6, 5, batch_first=True), (1, 9, 6)),
-    "lstm_bidirectional_2_layers": (lambda: torch.nn.LSTM(4, 3, num_layers=2, bidirectional=True,
-                                                          batch_first=True), (2, 5, 4)),
+    "lstm_bidirectional_2_layers": (
+        lambda: torch.nn.LSTM(4, 3, num_layers=2, bidirectional=True, batch_first=True),
+        (2, 5, 4),
+    ),
     "lstm_no_bias": (lambda: torch.nn.LSTM(4, 3, bias=False), (5, 1, 4)),
     "lstm_unbatched": (lambda: torch.nn.LSTM(4, 3), (6, 4)),
     "rnn_tanh": (lambda: torch.nn.RNN(4, 8, batch_first=True), (1, 6, 4)),

@@ -6,9 +6,9 @@ tests/compiler/test_operator_cases.py."""
 from __future__ import annotations
 
 import numpy as np
+import operator_cases
 import pytest
 
-import operator_cases
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host as host
@@ -19,8 +19,9 @@ from kiln.spec import CompileSpec
 def test_float_program_equals_eager(name):
     make, inputs = operator_cases.CASES[name]
     module, xs = make().eval(), inputs()
-    result = kc.compile_model(LoadedModel(name, module, xs), CompileSpec("ethos-u55-128", quantize=False),
-                              log=lambda line: None)
+    result = kc.compile_model(
+        LoadedModel(name, module, xs), CompileSpec("ethos-u55-128", quantize=False), log=lambda line: None
+    )
     assert not result.report["delegates"]  # float programs run on the CPU
     (got,) = host.run(result.pte, [x.numpy() for x in xs])
     want = module(*xs).detach().numpy()
@@ -32,7 +33,10 @@ def test_int32_arithmetic_on_the_cpu_is_one_plain_kernel_call():
     """In a float program an int32 product stays on the CPU as its own kernel (which wraps as
     PyTorch does), not as an integer op through another width."""
     make, inputs = operator_cases.CASES["mul_int32"]
-    result = kc.compile_model(LoadedModel("mul_int32", make().eval(), inputs()),
-                              CompileSpec("ethos-u55-128", quantize=False), log=lambda line: None)
+    result = kc.compile_model(
+        LoadedModel("mul_int32", make().eval(), inputs()),
+        CompileSpec("ethos-u55-128", quantize=False),
+        log=lambda line: None,
+    )
     assert result.program.operators == [("aten::mul", "out")]
     assert [i.kind for i in result.program.instructions] == ["kernel"]

@@ -23,7 +23,8 @@ def section(text: str, heading: str) -> list[str]:
 def test_supported_ops_md_is_up_to_date():
     committed = (ROOT / "SUPPORTED_OPS.md").read_text()
     assert committed == supported_ops.markdown(), (
-        f"SUPPORTED_OPS.md is stale: run .venv/bin/{supported_ops.COMMAND} and commit it")
+        f"SUPPORTED_OPS.md is stale: run .venv/bin/{supported_ops.COMMAND} and commit it"
+    )
 
 
 def test_each_family_column_says_where_a_rule_applies():
@@ -48,8 +49,9 @@ def test_every_lowered_op_is_listed_once():
 
 
 def command(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kiln.partition.supported_ops", *args], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kiln.partition.supported_ops", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 HEADER = ["| Rule: the op stays on the CPU with this reason when it fails | U55 | U65 | U85 |", "|---|---|---|---|"]
@@ -63,14 +65,16 @@ def test_the_command_writes_the_file(tmp_path):
     run = command("--output", str(tmp_path / "ops.md"))
     assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
     text = (tmp_path / "ops.md").read_text()
-    constant = ("| *op_type* with a constant operand that is not an int8 or int16 tensor quantized per tensor is not "
-                "lowered (`quantized_constants`)" + EVERY_FAMILY)
-    scalar = ("| *op_type* with a scalar operand that is not a finite number is not lowered (`finite_scalars`)"
-              + EVERY_FAMILY)
+    constant = (
+        "| *op_type* with a constant operand that is not an int8 or int16 tensor quantized per tensor is not "
+        "lowered (`quantized_constants`)" + EVERY_FAMILY
+    )
+    scalar = (
+        "| *op_type* with a scalar operand that is not a finite number is not lowered (`finite_scalars`)" + EVERY_FAMILY
+    )
     alpha = "| *op_type* with alpha other than 1 is not lowered (`unit_alpha`)" + EVERY_FAMILY
     assert section(text, "## `aten.mul.Tensor`") == ["", *HEADER, constant, scalar, ""]
-    assert section(text, "## `aten.add.Tensor`, `aten.sub.Tensor`") == [
-        "", *HEADER, constant, scalar, alpha, ""]
+    assert section(text, "## `aten.add.Tensor`, `aten.sub.Tensor`") == ["", *HEADER, constant, scalar, alpha, ""]
     (plain,) = [line for line in text.splitlines() if line.startswith("## ") and "`aten.relu.default`" in line]
     assert section(text, plain) == ["", "Only the rules for every operator."]
 
@@ -100,11 +104,13 @@ def test_an_op_on_bool_or_integer_tensors_is_refused_for_its_types_not_as_unquan
             f"{dtype} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
             "a logical op's operands or a select's condition, argmax's int32 indices and a gather's (checked on the "
             "CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool tensors stay on the "
-            "CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)")
+            "CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)"
+        )
     x, y = Value("x", (1, 2, 3), "float32"), Value("y", (1, 3, 2), "float32")
     op = Op("permute", aten.permute.default, (x, [0, 2, 1]), {}, [y])
-    assert support.reason(op, target) == ("stays in float: kiln's quantizer does not quantize aten.permute, "
-                                          "and the NPU computes in integers")
+    assert support.reason(op, target) == (
+        "stays in float: kiln's quantizer does not quantize aten.permute, and the NPU computes in integers"
+    )
 
 
 def test_constant_and_scalar_operands_are_refused_only_when_they_cannot_be_lowered():
@@ -130,9 +136,13 @@ def test_constant_and_scalar_operands_are_refused_only_when_they_cannot_be_lower
         assert support.reason(Op("sub", aten.sub.Tensor, (x, c), {}, [y]), target) is None
     float_weight = Value("w", (6,), "float32", data=np.ones(6, np.float32))
     assert support.reason(Op("sub", aten.sub.Tensor, (x, float_weight), {}, [y]), target) == (
-        "aten.sub with a constant operand that is not an int8 or int16 tensor quantized per tensor is not lowered")
+        "aten.sub with a constant operand that is not an int8 or int16 tensor quantized per tensor is not lowered"
+    )
     assert support.reason(Op("add", aten.add.Tensor, (x, math.inf), {}, [y]), target) == (
-        "aten.add with a scalar operand that is not a finite number is not lowered")
+        "aten.add with a scalar operand that is not a finite number is not lowered"
+    )
     matrix = Value("m", (6, 5), "int8", QParams(0.01, 1), data=np.ones((6, 5), np.int8))
-    assert support.reason(Op("matmul", aten.matmul.default, (x, matrix), {}, [Value("z", (1, 4, 5), "int8", qp)]),
-                          target) is None
+    assert (
+        support.reason(Op("matmul", aten.matmul.default, (x, matrix), {}, [Value("z", (1, 4, 5), "int8", qp)]), target)
+        is None
+    )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from lowering_helpers import lower_module
 
 from kiln.partition import tables
-from lowering_helpers import lower_module
 
 
 def test_int16_lookup_by_hand():
@@ -45,8 +45,13 @@ def test_smooth_functions_take_the_16_bit_table_and_steps_stay_on_the_cpu_with_t
     floor = placements(torch.floor)["aten.floor"]
     assert floor.partition is None
     q = torch.arange(-32767, 32768, dtype=torch.int32)
-    steps = int(np.abs(tables.int16_lookup(tables.int16_table(floor.op), q.numpy())
-                       - tables.reference(floor.op, q).astype(np.int64)).max())
+    steps = int(
+        np.abs(
+            tables.int16_lookup(tables.int16_table(floor.op), q.numpy())
+            - tables.reference(floor.op, q).astype(np.int64)
+        ).max()
+    )
     assert steps > 1 and floor.reason == (
         f"16-bit aten.floor: TOSA's interpolated 16-bit table is {steps} steps from PT2E's reference in this input's "
-        "range (kiln takes it within 1 step; an 8-bit table is exact)")
+        "range (kiln takes it within 1 step; an 8-bit table is exact)"
+    )

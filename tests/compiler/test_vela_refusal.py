@@ -46,11 +46,14 @@ def test_an_op_vela_refuses_runs_on_the_cpu_with_velas_reason(monkeypatch):
     lines = []
     result = kc.compile_model(loaded, CompileSpec("ethos-u55-128", activation_bits=16), log=lines.append)
     cpu = _cpu_reasons(result)
-    assert cpu["matmul"] == "Vela could not place it on the NPU: Non-passthrough operation (MatMul) could not run on NPU"
+    assert (
+        cpu["matmul"] == "Vela could not place it on the NPU: Non-passthrough operation (MatMul) could not run on NPU"
+    )
     assert {o["node"] for o in result.report["ops"] if o["where"] == "npu"} == {"relu", "add"}
     assert any(line.startswith("vela: could not place matmul;") for line in lines)
-    ref = quantize(frontend.export(loaded).module(check_guards=False), [inputs],
-                   EthosUQuantizer(QuantizationScheme(16)))
+    ref = quantize(
+        frontend.export(loaded).module(check_guards=False), [inputs], EthosUQuantizer(QuantizationScheme(16))
+    )
     assert _steps_off(result, ref, inputs) <= 1
 
 
@@ -80,7 +83,6 @@ def test_vela_refusal_is_a_vela_error_with_its_reason(tmp_path):
     from kiln.lower import vela
 
     with pytest.raises(VelaRefusal) as caught:
-        vela.compile_tosa(b"not a flatbuffer", "junk", "ethos-u55-128", "Ethos_U55_High_End_Embedded",
-                          "Shared_Sram")
+        vela.compile_tosa(b"not a flatbuffer", "junk", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
     assert caught.value.reason and not caught.value.reason.startswith(("RuntimeError", "ValueError"))
     assert str(caught.value).startswith("Vela failed on junk for ethos-u55-128: ")

@@ -34,13 +34,20 @@ def test_the_lowering_refuses_to_differ_from_the_vocabulary():
     lowerings = dict(tosa.LOWERINGS)
     tosa.check_vocabulary(lowerings)
     from kiln.lower import pool
+
     for doctored, said in [
-        ({**lowerings, aten.div.Tensor: lowerings[aten.mul.Tensor]},
-         "a lowering for ['aten.div.Tensor'], not in its row"),
-        ({k: v for k, v in lowerings.items() if k is not aten.conv2d.default},
-         "no lowering for ['aten.conv2d.default'], in its row"),
-        ({**lowerings, aten.conv2d.default: pool._avg_pool},
-         "['aten.conv2d.default'] lowered outside kiln.lower.conv, which its row names"),
+        (
+            {**lowerings, aten.div.Tensor: lowerings[aten.mul.Tensor]},
+            "a lowering for ['aten.div.Tensor'], not in its row",
+        ),
+        (
+            {k: v for k, v in lowerings.items() if k is not aten.conv2d.default},
+            "no lowering for ['aten.conv2d.default'], in its row",
+        ),
+        (
+            {**lowerings, aten.conv2d.default: pool._avg_pool},
+            "['aten.conv2d.default'] lowered outside kiln.lower.conv, which its row names",
+        ),
     ]:
         with pytest.raises(InternalError, match="kiln.lower and kiln.vocabulary disagree") as raised:
             tosa.check_vocabulary(doctored)
@@ -57,10 +64,14 @@ def test_the_cpu_kernels_refuse_to_differ_from_the_vocabulary():
     kernels.check_vocabulary(kernels.FAMILIES)
     sort = vocabulary.kernels_in("sort")
     for doctored, said in [
-        (_Family("sort", sort | {aten.cumsum.default}), "sort has kernels for ['aten.cumsum.default'], whose rows "
-                                                        "name no such kernel"),
-        (_Family("sort", sort - {aten.topk.default}), "sort has no kernel for ['aten.topk.default'], whose rows "
-                                                      "name it"),
+        (
+            _Family("sort", sort | {aten.cumsum.default}),
+            "sort has kernels for ['aten.cumsum.default'], whose rows name no such kernel",
+        ),
+        (
+            _Family("sort", sort - {aten.topk.default}),
+            "sort has no kernel for ['aten.topk.default'], whose rows name it",
+        ),
     ]:
         with pytest.raises(InternalError, match="kiln.program.kernels and kiln.vocabulary disagree") as raised:
             kernels.check_vocabulary([doctored])
@@ -71,8 +82,14 @@ def test_the_quantizer_annotates_each_op_one_way():
     """Each annotated op is in exactly one of the quantizer's classes, as its row says."""
     from kiln.frontend import quantizer
 
-    classes = [quantizer.WEIGHTED_OPS, quantizer.INDEPENDENT_OPS, quantizer.PROBABILITY_OPS, quantizer.ONE_RANGE_OPS,
-               quantizer.SHARED_OPS, quantizer.OBSERVED_READERS]
+    classes = [
+        quantizer.WEIGHTED_OPS,
+        quantizer.INDEPENDENT_OPS,
+        quantizer.PROBABILITY_OPS,
+        quantizer.ONE_RANGE_OPS,
+        quantizer.SHARED_OPS,
+        quantizer.OBSERVED_READERS,
+    ]
     every = [op for c in classes for op in c]
     assert len(every) == len(set(every)) == len(vocabulary.annotation_table())
     assert all(op in vocabulary.WEIGHT_AXIS for op in quantizer.WEIGHTED_OPS)

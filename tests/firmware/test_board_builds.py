@@ -58,8 +58,12 @@ def built(digits_pte, tmp_path_factory):
         pte = digits_pte(target, board)
         report = json.loads(pte.with_suffix(".json").read_text())
         assert report["memory_mode"] == boards.target(target, board).memory_mode  # the board's default
-        result = subprocess.run([str(BUILD), f"--pte={pte}", f"--target={target}", f"--board={board}",
-                                 f"--output={folder / board}"], capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            [str(BUILD), f"--pte={pte}", f"--target={target}", f"--board={board}", f"--output={folder / board}"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"on {board} (" in result.stdout  # the memory report names the board
         elves[board] = Path(result.stdout.strip().splitlines()[-1])
@@ -103,13 +107,23 @@ def test_kiln_flash_images_equal_what_objcopy_makes(built, board, tmp_path):
         region = next(r for r in described.memory if r.name == image.region)
         sections = [name for name, address in loaded_at.items() if region.base <= address < region.end]
         out = tmp_path / image.file_name
-        subprocess.run(["arm-none-eabi-objcopy", "-O", "binary", *(f"--only-section={n}" for n in sections),
-                        str(built[board]), str(out)], check=True)
+        subprocess.run(
+            [
+                "arm-none-eabi-objcopy",
+                "-O",
+                "binary",
+                *(f"--only-section={n}" for n in sections),
+                str(built[board]),
+                str(out),
+            ],
+            check=True,
+        )
         assert out.read_bytes() == image.data, image.region
 
 
 def test_alif_firmware_drives_a_designware_uart_and_the_corstone_one_a_cmsdk_uart(built):
     """uart.kind chooses the platform's driver (the linker map names the object linked)."""
+
     def linked(board: str) -> str:
         return built[board].with_suffix(".map").read_text()
 
@@ -119,20 +133,31 @@ def test_alif_firmware_drives_a_designware_uart_and_the_corstone_one_a_cmsdk_uar
 
 def test_a_board_without_the_targets_npu_is_refused_naming_what_it_has(digits_pte, tmp_path):
     pte = digits_pte("ethos-u55-128")
-    result = subprocess.run([str(BUILD), f"--pte={pte}", "--target=ethos-u55-128", "--board=alif-e7-hp",
-                             f"--output={tmp_path}"], capture_output=True, text=True)
+    result = subprocess.run(
+        [str(BUILD), f"--pte={pte}", "--target=ethos-u55-128", "--board=alif-e7-hp", f"--output={tmp_path}"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2  # a usage error: the usage, then the one line
     assert result.stderr.strip().splitlines()[-1] == (
         "build_executor_runner.sh: error: board alif-e7-hp has no ethos-u55-128 NPU: it has ethos-u55-256; build "
-        "for one of those, or for ethos-u55-128 on corstone-300, alif-e7-he, mps3-an552")
+        "for one of those, or for ethos-u55-128 on corstone-300, alif-e7-he, mps3-an552"
+    )
 
 
 def test_mps3_an552_runs_digits_on_the_virtual_platform(built, digits_pte, tmp_path):
     """AN552 is the SSE-300 map QEMU's mps3-an547 models: its ELF classifies held-out digits."""
     images, labels = digits.test_split()
-    result = runner_run.run(built["mps3-an552"], "ethos-u55-128", digits_pte("ethos-u55-128", "mps3-an552"),
-                            [[images[k].numpy()] for k in range(2)], tmp_path, platform="virtual", timeout=120,
-                            board="mps3-an552")
+    result = runner_run.run(
+        built["mps3-an552"],
+        "ethos-u55-128",
+        digits_pte("ethos-u55-128", "mps3-an552"),
+        [[images[k].numpy()] for k in range(2)],
+        tmp_path,
+        platform="virtual",
+        timeout=120,
+        board="mps3-an552",
+    )
     assert result.status == 0, result.stdout + result.stderr
     assert [int(np.argmax(out[0])) for out in result.outputs] == [int(labels[k]) for k in range(2)]
 
@@ -140,20 +165,44 @@ def test_mps3_an552_runs_digits_on_the_virtual_platform(built, digits_pte, tmp_p
 @pytest.mark.parametrize(("board", "target"), [("alif-e8", "ethos-u85-256"), ("mps4-corstone320", "ethos-u85-1024")])
 def test_a_run_on_a_board_no_platform_models_says_so(built, board, target):
     """Refused before any ELF is loaded: the alif-e8 ELF stands in for either board's."""
-    result = subprocess.run([sys.executable, "-m", "kiln.cli", "run", f"--elf={built['alif-e8']}",
-                             f"--target={target}", f"--board={board}"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kiln.cli",
+            "run",
+            f"--elf={built['alif-e8']}",
+            f"--target={target}",
+            f"--board={board}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 127
     assert result.stderr.strip() == (
         f"kiln: error: {target} runs on {board}, which kiln's virtual platform does not model (it "
         "models the boards whose map QEMU's mps3-an547 has: corstone-300, corstone-320, mps3-an552); no FVP "
-        "models it either: run the ELF on the board itself")
+        "models it either: run the ELF on the board itself"
+    )
 
 
 def test_an_fvp_run_on_a_board_no_fvp_models_says_so(built):
-    result = subprocess.run([sys.executable, "-m", "kiln.cli", "run", f"--elf={built['mps3-an552']}",
-                             "--target=ethos-u55-128", "--board=mps3-an552", "--platform=fvp"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kiln.cli",
+            "run",
+            f"--elf={built['mps3-an552']}",
+            "--target=ethos-u55-128",
+            "--board=mps3-an552",
+            "--platform=fvp",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         "kiln: error: no Arm FVP models mps3-an552 (its board.toml names none); run the ELF on the board itself, "
-        "or on kiln's virtual platform if it models the board")
+        "or on kiln's virtual platform if it models the board"
+    )

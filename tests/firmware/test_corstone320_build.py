@@ -23,8 +23,14 @@ def test_hello_is_cortex_m85_code_from_clang(corstone320_build):
     """The build attributes say Cortex-M85 (Armv8.1-M mainline with Helium and the FPU), the
     enums are GCC's short ones (the libraries' ABI), and clang 19 compiled the objects."""
     attributes = readelf("-A", str(corstone320_build / "hello.elf"))
-    for line in ('Tag_CPU_name: "cortex-m85"', "Tag_CPU_arch: v8.1-M.mainline", "Tag_MVE_arch: MVE Integer and FP",
-                 "Tag_FP_arch: FPv5/FP-D16 for ARMv8", "Tag_ABI_enum_size: small", "Tag_ABI_VFP_args: VFP registers"):
+    for line in (
+        'Tag_CPU_name: "cortex-m85"',
+        "Tag_CPU_arch: v8.1-M.mainline",
+        "Tag_MVE_arch: MVE Integer and FP",
+        "Tag_FP_arch: FPv5/FP-D16 for ARMv8",
+        "Tag_ABI_enum_size: small",
+        "Tag_ABI_VFP_args: VFP registers",
+    ):
         assert line in attributes, attributes
     comment = readelf("-p", ".comment", str(corstone320_build / "hello.elf"))
     assert "clang version 19" in comment, comment
@@ -52,8 +58,17 @@ def test_hello_boots_from_the_code_region_with_its_stack_in_the_stack_region(cor
 
 
 def test_hello_links_no_heap(corstone320_build):
-    result = subprocess.run(["cmake", "-DNM=arm-none-eabi-nm", f"-DELF={corstone320_build / 'hello.elf'}", "-P",
-                             str(ROOT / "cmake" / "check_no_heap.cmake")], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            "cmake",
+            "-DNM=arm-none-eabi-nm",
+            f"-DELF={corstone320_build / 'hello.elf'}",
+            "-P",
+            str(ROOT / "cmake" / "check_no_heap.cmake"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -63,12 +78,38 @@ def test_a_clang_built_elf_with_operator_new_is_refused(tmp_path):
     source = tmp_path / "uses_new.cpp"
     source.write_text("int main() { return *new int(3); }\n")
     obj, elf = tmp_path / "uses_new.o", tmp_path / "uses_new.elf"
-    subprocess.run(["clang++-19", "--target=arm-none-eabi", *BOARD["cpu"]["compile_flags"], "-fno-exceptions",
-                    "-c", str(source), "-o", str(obj)], check=True, capture_output=True)
-    subprocess.run(["arm-none-eabi-g++", *BOARD["cpu"]["link_flags"], "--specs=nano.specs", "--specs=nosys.specs",
-                    str(obj), "-o", str(elf)], check=True, capture_output=True)
-    result = subprocess.run(["cmake", "-DNM=arm-none-eabi-nm", f"-DELF={elf}", "-P",
-                             str(ROOT / "cmake" / "check_no_heap.cmake")], capture_output=True, text=True)
+    subprocess.run(
+        [
+            "clang++-19",
+            "--target=arm-none-eabi",
+            *BOARD["cpu"]["compile_flags"],
+            "-fno-exceptions",
+            "-c",
+            str(source),
+            "-o",
+            str(obj),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            "arm-none-eabi-g++",
+            *BOARD["cpu"]["link_flags"],
+            "--specs=nano.specs",
+            "--specs=nosys.specs",
+            str(obj),
+            "-o",
+            str(elf),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    result = subprocess.run(
+        ["cmake", "-DNM=arm-none-eabi-nm", f"-DELF={elf}", "-P", str(ROOT / "cmake" / "check_no_heap.cmake")],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0
     assert "links the heap allocator (malloc)" in " ".join(result.stderr.split())  # operator new calls it
 
@@ -82,9 +123,14 @@ def test_building_without_clang_names_it(tmp_path):
     tools.mkdir()
     for tool in ("cmake", "ninja", "arm-none-eabi-gcc"):
         (tools / tool).symlink_to(shutil.which(tool))
-    result = subprocess.run([str(ROOT / ".venv" / "bin" / "kiln"), "build", "--app", "hello", "--target",
-                             "ethos-u85-256"], capture_output=True, text=True, env={"PATH": str(tools)},
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "kiln"), "build", "--app", "hello", "--target", "ethos-u85-256"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tools)},
+        cwd=tmp_path,
+    )
     assert result.returncode != 0
     assert result.stderr.splitlines() == [
-        "kiln: error: clang-19 is not installed (building for corstone-320 needs it); run ./scripts/setup.sh"]
+        "kiln: error: clang-19 is not installed (building for corstone-320 needs it); run ./scripts/setup.sh"
+    ]

@@ -29,61 +29,177 @@ PTE = ROOT / "tests" / "fixtures" / "executorch" / "conv_relu_arm_delegate_ethos
 
 STRINGS = {"type": "array", "items": {"type": "string"}}  # ArrayOfStrings
 ADD_PATH = {"type": "array", "uniqueItems": True, "minItems": 1, "items": {"type": "string"}}  # AddpathsType
-MISC = {"type": "object", "additionalProperties": False,  # MiscType (kiln's subset of its keys)
-        "properties": {"C": STRINGS, "CPP": STRINGS, "C-CPP": STRINGS, "ASM": STRINGS, "Link": STRINGS}}
+MISC = {
+    "type": "object",
+    "additionalProperties": False,  # MiscType (kiln's subset of its keys)
+    "properties": {"C": STRINGS, "CPP": STRINGS, "C-CPP": STRINGS, "ASM": STRINGS, "Link": STRINGS},
+}
 MISCS = {"oneOf": [{"type": "array", "uniqueItems": True, "minItems": 1, "items": MISC}, MISC]}  # MiscTypes
 NAME = {"type": "string", "pattern": r"^([a-zA-Z0-9_-]{1,32})$"}  # TargetType / BuildType "type"
 VERSION = r"[0-9]+\.[0-9]+\.[0-9]+((\+|\-)[a-zA-Z0-9_\.\+-]+)?"
-SCHEMA = {"definitions": {
-    "solution": {"type": "object", "additionalProperties": False, "required": ["target-types"],  # SolutionDescType
-                 "properties": {
-                     "description": {"type": "string"},
-                     "created-for": {"type": "string",  # CreatedInfoType
-                                     "pattern": r"^.*@[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?"
-                                                r"(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"},
-                     "cdefault": {"type": "null"},
-                     "compiler": {"type": "string",  # CompilerType
-                                  "pattern": rf"^(GCC|CLANG|AC6|IAR|CLANG_TI|XC)(@(>=)?({VERSION}))?$"},
-                     "language-C": {"enum": ["c90", "gnu90", "c99", "gnu99", "c11", "gnu11", "c17", "gnu17", "c23",
-                                             "gnu23"]},
-                     "language-CPP": {"enum": ["c++98", "gnu++98", "c++03", "gnu++03", "c++11", "gnu++11", "c++14",
-                                               "gnu++14", "c++17", "gnu++17", "c++20", "gnu++20", "c++23", "gnu++23"]},
-                     "packs": {"type": "array", "uniqueItems": True, "items": {  # PacksType / PackType
-                         "type": "object", "additionalProperties": False, "required": ["pack"],
-                         "properties": {"pack": {"type": "string",  # PackID
-                                                 "pattern": r"^([a-zA-Z0-9_ \.-]+)((::[a-zA-Z0-9_ \.\*-]+)"
-                                                            rf"(@(>=|\~|\^)?({VERSION}))?)?$"}}}},
-                     "target-types": {"type": "array", "items": {  # TargetTypes / TargetType
-                         "type": "object", "additionalProperties": False, "required": ["type"],
-                         "properties": {"type": NAME, "device": {"type": "string",  # DeviceType
-                                                                 "pattern": r"^(([ -9;-~]+::)?[ -9;-~]+)?(:[ -9;-~]+)?$"}}}},
-                     "build-types": {"type": "array", "items": {  # BuildTypes / BuildType
-                         "type": "object", "additionalProperties": False, "required": ["type"],
-                         "properties": {"type": NAME, "debug": {"enum": ["on", "off"]},  # DebugType
-                                        "optimize": {"enum": ["size", "speed", "balanced", "none", "debug"]}}}},
-                     "projects": {"type": "array", "uniqueItems": True, "minItems": 1, "items": {  # ProjectsType
-                         "type": "object", "additionalProperties": False, "required": ["project"],
-                         "properties": {"project": {"type": "string", "pattern": r"^.*[/]([^.+]*\.cproject\.(yml|yaml))$"
-                                                                                 r"|^([^.+]+)\.cproject\.(yml|yaml)$"}}}},
-                 }},
-    "project": {"type": ["object", "null"], "additionalProperties": False,  # ProjectDescType
-                "properties": {"description": {"type": "string"}, "add-path": ADD_PATH, "misc": MISCS,
-                               "groups": {"$ref": "#/definitions/groups"},
-                               "linker": {"type": "array", "uniqueItems": True, "items": {  # LinkersType / LinkerType
-                                   "type": "object", "additionalProperties": False,
-                                   "properties": {"script": {"type": "string"}}}}}},
-    "groups": {"type": "array", "uniqueItems": True, "minItems": 1, "items": {  # GroupsType / GroupType
-        "type": "object", "additionalProperties": False, "required": ["group"],
-        "properties": {"group": {"type": "string"}, "add-path": ADD_PATH, "misc": MISCS,
-                       "groups": {"$ref": "#/definitions/groups"},
-                       "files": {"type": "array", "uniqueItems": True, "items": {  # FilesType / FileType
-                           "type": "object", "additionalProperties": False, "required": ["file"],
-                           "properties": {"file": {"type": "string"}}}}}}},
-}}
-CSOLUTION = {**SCHEMA, "type": "object", "additionalProperties": False, "required": ["solution"],
-             "properties": {"solution": {"$ref": "#/definitions/solution"}}}
-CPROJECT = {**SCHEMA, "type": "object", "additionalProperties": False, "required": ["project"],
-            "properties": {"project": {"$ref": "#/definitions/project"}}}
+SCHEMA = {
+    "definitions": {
+        "solution": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["target-types"],  # SolutionDescType
+            "properties": {
+                "description": {"type": "string"},
+                "created-for": {
+                    "type": "string",  # CreatedInfoType
+                    "pattern": r"^.*@[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?"
+                    r"(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$",
+                },
+                "cdefault": {"type": "null"},
+                "compiler": {
+                    "type": "string",  # CompilerType
+                    "pattern": rf"^(GCC|CLANG|AC6|IAR|CLANG_TI|XC)(@(>=)?({VERSION}))?$",
+                },
+                "language-C": {
+                    "enum": ["c90", "gnu90", "c99", "gnu99", "c11", "gnu11", "c17", "gnu17", "c23", "gnu23"]
+                },
+                "language-CPP": {
+                    "enum": [
+                        "c++98",
+                        "gnu++98",
+                        "c++03",
+                        "gnu++03",
+                        "c++11",
+                        "gnu++11",
+                        "c++14",
+                        "gnu++14",
+                        "c++17",
+                        "gnu++17",
+                        "c++20",
+                        "gnu++20",
+                        "c++23",
+                        "gnu++23",
+                    ]
+                },
+                "packs": {
+                    "type": "array",
+                    "uniqueItems": True,
+                    "items": {  # PacksType / PackType
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["pack"],
+                        "properties": {
+                            "pack": {
+                                "type": "string",  # PackID
+                                "pattern": r"^([a-zA-Z0-9_ \.-]+)((::[a-zA-Z0-9_ \.\*-]+)"
+                                rf"(@(>=|\~|\^)?({VERSION}))?)?$",
+                            }
+                        },
+                    },
+                },
+                "target-types": {
+                    "type": "array",
+                    "items": {  # TargetTypes / TargetType
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["type"],
+                        "properties": {
+                            "type": NAME,
+                            "device": {
+                                "type": "string",  # DeviceType
+                                "pattern": r"^(([ -9;-~]+::)?[ -9;-~]+)?(:[ -9;-~]+)?$",
+                            },
+                        },
+                    },
+                },
+                "build-types": {
+                    "type": "array",
+                    "items": {  # BuildTypes / BuildType
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["type"],
+                        "properties": {
+                            "type": NAME,
+                            "debug": {"enum": ["on", "off"]},  # DebugType
+                            "optimize": {"enum": ["size", "speed", "balanced", "none", "debug"]},
+                        },
+                    },
+                },
+                "projects": {
+                    "type": "array",
+                    "uniqueItems": True,
+                    "minItems": 1,
+                    "items": {  # ProjectsType
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["project"],
+                        "properties": {
+                            "project": {
+                                "type": "string",
+                                "pattern": r"^.*[/]([^.+]*\.cproject\.(yml|yaml))$"
+                                r"|^([^.+]+)\.cproject\.(yml|yaml)$",
+                            }
+                        },
+                    },
+                },
+            },
+        },
+        "project": {
+            "type": ["object", "null"],
+            "additionalProperties": False,  # ProjectDescType
+            "properties": {
+                "description": {"type": "string"},
+                "add-path": ADD_PATH,
+                "misc": MISCS,
+                "groups": {"$ref": "#/definitions/groups"},
+                "linker": {
+                    "type": "array",
+                    "uniqueItems": True,
+                    "items": {  # LinkersType / LinkerType
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"script": {"type": "string"}},
+                    },
+                },
+            },
+        },
+        "groups": {
+            "type": "array",
+            "uniqueItems": True,
+            "minItems": 1,
+            "items": {  # GroupsType / GroupType
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["group"],
+                "properties": {
+                    "group": {"type": "string"},
+                    "add-path": ADD_PATH,
+                    "misc": MISCS,
+                    "groups": {"$ref": "#/definitions/groups"},
+                    "files": {
+                        "type": "array",
+                        "uniqueItems": True,
+                        "items": {  # FilesType / FileType
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["file"],
+                            "properties": {"file": {"type": "string"}},
+                        },
+                    },
+                },
+            },
+        },
+    }
+}
+CSOLUTION = {
+    **SCHEMA,
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["solution"],
+    "properties": {"solution": {"$ref": "#/definitions/solution"}},
+}
+CPROJECT = {
+    **SCHEMA,
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["project"],
+    "properties": {"project": {"$ref": "#/definitions/project"}},
+}
 
 
 def errors(schema: dict, document) -> list[str]:
@@ -139,7 +255,7 @@ def test_the_project_builds_what_the_runner_build_compiles(exported):
     assert copied - other_uarts == {f for f in named if f.startswith("kiln/")}
     assert {"generated/model_pte.S", "generated/model_memory.cpp", "generated/kernel_table.cpp"} <= set(named)
     assert all((out / d).is_dir() for d in p["add-path"])
-    script, = (entry["script"] for entry in p["linker"])
+    (script,) = (entry["script"] for entry in p["linker"])
     assert (out / script).read_text() == boards.linker_script(boards.load("mps3-an552"))
 
 
@@ -153,6 +269,13 @@ def test_boards_it_cannot_target(tmp_path):
 
 
 def test_yaml_reads_back_as_written():
-    value = {"a": [{"b": "on", "c": None, "d": ["-Wl,--gc-sections", "x: y", "12", "ARM::SSE-300-MPS3", ""]},
-                   {"e": {"f": "c++17"}}], "g": "./kiln.cproject.yml", "h": "it's #1", "i": 3}
+    value = {
+        "a": [
+            {"b": "on", "c": None, "d": ["-Wl,--gc-sections", "x: y", "12", "ARM::SSE-300-MPS3", ""]},
+            {"e": {"f": "c++17"}},
+        ],
+        "g": "./kiln.cproject.yml",
+        "h": "it's #1",
+        "i": 3,
+    }
     assert yaml.safe_load(csolution.to_yaml(value)) == value

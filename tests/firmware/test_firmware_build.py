@@ -60,17 +60,25 @@ def test_a_failed_build_step_is_one_line_and_its_whole_output_goes_to_the_log(tm
     from kiln.firmware import build as firmware
 
     log = tmp_path / "fw" / firmware.BUILD_LOG
-    compile_error = ("[1/3] Building C object CMakeFiles/hello.dir/hello.c.obj\nFAILED: CMakeFiles/hello.dir/hello.c.obj\n"
-                     "arm-none-eabi-gcc -Wall -Wextra -Werror -c hello.c\n"
-                     "hello.c: In function 'main':\nhello.c:3:5: error: 'x' undeclared (first use in this function)\n"
-                     + "".join(f"hello.c:{i}:1: note: more\n" for i in range(4, 40)) + "ninja: build stopped\n")
-    cmake_error = ("-- The C compiler identification is GNU 12.2.1\nCMake Error at CMakeLists.txt:9 (message):\n"
-                   "  kiln: the board's CPU flags\n  are not accepted\n\n\n-- Configuring incomplete, errors occurred!\n")
+    compile_error = (
+        "[1/3] Building C object CMakeFiles/hello.dir/hello.c.obj\nFAILED: CMakeFiles/hello.dir/hello.c.obj\n"
+        "arm-none-eabi-gcc -Wall -Wextra -Werror -c hello.c\n"
+        "hello.c: In function 'main':\nhello.c:3:5: error: 'x' undeclared (first use in this function)\n"
+        + "".join(f"hello.c:{i}:1: note: more\n" for i in range(4, 40))
+        + "ninja: build stopped\n"
+    )
+    cmake_error = (
+        "-- The C compiler identification is GNU 12.2.1\nCMake Error at CMakeLists.txt:9 (message):\n"
+        "  kiln: the board's CPU flags\n  are not accepted\n\n\n-- Configuring incomplete, errors occurred!\n"
+    )
     cases = [
         (compile_error, "hello.c:3:5: error: 'x' undeclared (first use in this function)"),
         (cmake_error, "the board's CPU flags are not accepted"),
-        ("ld: main.o: in function `main':\nmain.c:(.text+0x8): undefined reference to `foo'\n"
-         "collect2: error: ld returned 1 exit status\n", "main.c:(.text+0x8): undefined reference to `foo'"),
+        (
+            "ld: main.o: in function `main':\nmain.c:(.text+0x8): undefined reference to `foo'\n"
+            "collect2: error: ld returned 1 exit status\n",
+            "main.c:(.text+0x8): undefined reference to `foo'",
+        ),
         ("something went wrong\nand stopped\n", "and stopped"),  # no line names an error: the last one
     ]
     for output, line in cases:
@@ -106,7 +114,9 @@ def test_setup_is_idempotent(tmp_path):
     assert "Configuration file could not be loaded" not in result.stderr, result.stdout + result.stderr
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [
-        "setup: Debian packages present", "setup: Python environment .venv up to date"]
+        "setup: Debian packages present",
+        "setup: Python environment .venv up to date",
+    ]
 
 
 def test_a_runner_tree_of_another_toolchain_is_configured_afresh(tmp_path):
@@ -118,6 +128,8 @@ def test_a_runner_tree_of_another_toolchain_is_configured_afresh(tmp_path):
     for recorded, wanted, kept in ((gcc, clang, False), (clang, clang, True)):
         tree = tmp_path / f"{recorded.stem}-{wanted.stem}"
         (tree / "CMakeFiles").mkdir(parents=True)
-        (tree / "CMakeCache.txt").write_text(f"CMAKE_BUILD_TYPE:STRING=Release\nCMAKE_TOOLCHAIN_FILE:FILEPATH={recorded}\n")
+        (tree / "CMakeCache.txt").write_text(
+            f"CMAKE_BUILD_TYPE:STRING=Release\nCMAKE_TOOLCHAIN_FILE:FILEPATH={recorded}\n"
+        )
         _forget_other_toolchain(tree, wanted)
         assert (tree / "CMakeCache.txt").exists() == kept and (tree / "CMakeFiles").exists() == kept

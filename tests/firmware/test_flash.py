@@ -23,7 +23,6 @@ import os
 import re
 import struct
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -47,23 +46,49 @@ def make_elf(path: Path, segments: list[tuple[int, int, bytes, int]], machine: i
         headers += struct.pack("<8I", 1, offset + len(blobs), vaddr, paddr, len(data), memsz, 5, 4)
         blobs += data
     ident = b"\x7fELF" + bytes([1, 1, 1]) + bytes(9)
-    path.write_bytes(ident + struct.pack("<HHIIIIIHHHHHH", 2, machine, 1, segments[0][1] | 1, header_size, 0,
-                                         0x05000400, header_size, ph_size, len(segments), 40, 0, 0) + headers + blobs)
+    path.write_bytes(
+        ident
+        + struct.pack(
+            "<HHIIIIIHHHHHH",
+            2,
+            machine,
+            1,
+            segments[0][1] | 1,
+            header_size,
+            0,
+            0x05000400,
+            header_size,
+            ph_size,
+            len(segments),
+            40,
+            0,
+            0,
+        )
+        + headers
+        + blobs
+    )
     return path
 
 
 def corstone_elf(tmp_path: Path, code_base: int) -> Path:
     """Code at the code region, .data's initial values after it (loaded there, run in DTCM at
     0x3000_0000), .bss with no bytes, the .pte in DDR: as kiln's linker script lays them out."""
-    return make_elf(tmp_path / "runner.elf", [(code_base, code_base, CODE, len(CODE)),
-                                              (code_base + 0x100, 0x3000_0000, DATA, 0x40),
-                                              (0x3000_0100, 0x3000_0100, b"", 0x200),
-                                              (0x7000_0000, 0x7000_0000, MODEL, len(MODEL))])
+    return make_elf(
+        tmp_path / "runner.elf",
+        [
+            (code_base, code_base, CODE, len(CODE)),
+            (code_base + 0x100, 0x3000_0000, DATA, 0x40),
+            (0x3000_0100, 0x3000_0100, b"", 0x200),
+            (0x7000_0000, 0x7000_0000, MODEL, len(MODEL)),
+        ],
+    )
 
 
 def alif_elf(tmp_path: Path) -> Path:
-    return make_elf(tmp_path / "alif.elf", [(0x8000_8000, 0x8000_8000, CODE, len(CODE)),
-                                            (0x8000_8200, 0x2000_0000, DATA, len(DATA))])
+    return make_elf(
+        tmp_path / "alif.elf",
+        [(0x8000_8000, 0x8000_8000, CODE, len(CODE)), (0x8000_8200, 0x2000_0000, DATA, len(DATA))],
+    )
 
 
 def drive(tmp_path: Path, folder: str) -> Path:
@@ -95,7 +120,9 @@ def read_images_txt(path: Path) -> list[dict[str, str]]:
     assert 1 <= total <= 32
     images = []
     for n in range(total):
-        images.append({k.removeprefix(f"IMAGE{n}"): fields.pop(k) for k in list(fields) if re.match(f"IMAGE{n}[A-Z]", k)})
+        images.append(
+            {k.removeprefix(f"IMAGE{n}"): fields.pop(k) for k in list(fields) if re.match(f"IMAGE{n}[A-Z]", k)}
+        )
     assert not fields, f"keys of no image: {fields}"
     return images
 
@@ -139,10 +166,14 @@ def check_setools_config(config: Path, cpu_id: str) -> Path:
     """The JSON as Alif documents it; returns the binary it names (in build/images beside build/config)."""
     entries = json.loads(config.read_text())
     assert config.parent.name == "config" and config.parent.parent.name == "build"
-    (name, entry), = entries.items()
+    ((name, entry),) = entries.items()
     assert set(entry) == {"binary", "version", "mramAddress", "cpu_id", "flags", "signed"}
-    assert (entry["mramAddress"], entry["cpu_id"], entry["flags"], entry["signed"]) == ("0x80008000", cpu_id, ["boot"],
-                                                                                       False)
+    assert (entry["mramAddress"], entry["cpu_id"], entry["flags"], entry["signed"]) == (
+        "0x80008000",
+        cpu_id,
+        ["boot"],
+        False,
+    )
     assert re.fullmatch(r"\d+\.\d+\.\d+", entry["version"])
     return config.parent.parent / "images" / entry["binary"]
 
@@ -152,7 +183,7 @@ def test_alif_bundle_and_the_commands_without_the_toolkit(tmp_path, monkeypatch,
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     lines = []
     flash.flash(board, alif_elf(tmp_path), output=tmp_path / "out", echo=lines.append)
-    config, = (tmp_path / "out" / "build" / "config").glob("*.json")
+    (config,) = (tmp_path / "out" / "build" / "config").glob("*.json")
     binary = check_setools_config(config, cpu_id)
     assert binary.read_bytes() == CODE + bytes(0x200 - len(CODE)) + DATA
     printed = "\n".join(lines)
@@ -171,19 +202,27 @@ def test_alif_runs_the_toolkit_found_on_path(tmp_path, monkeypatch):
     assert flash.flash("alif-e7-hp", alif_elf(tmp_path), echo=lambda _: None) == 0
     config = setools / "build" / "config" / "alif-alif-e7-hp.json"
     assert check_setools_config(config, "M55_HP").is_file()
-    assert log.read_text().splitlines() == [f"app-gen-toc -f build/config/{config.name} in {setools}",
-                                            f"app-write-mram -p in {setools}"]
+    assert log.read_text().splitlines() == [
+        f"app-gen-toc -f build/config/{config.name} in {setools}",
+        f"app-write-mram -p in {setools}",
+    ]
 
 
 def test_bad_input_says_what_is_wrong(tmp_path, monkeypatch):
     mps3 = corstone_elf(tmp_path, 0x1000_0000)
     with pytest.raises(UsageError, match="unknown board 'mps9'"):
         flash.flash("mps9", mps3)
-    with pytest.raises(UsageError, match=r"outside every memory region of alif-e7-hp: it was built for another "
-                                         r"board \(it fits corstone-300, corstone-320, mps3-an552, mps4-corstone320:"):
+    with pytest.raises(
+        UsageError,
+        match=r"outside every memory region of alif-e7-hp: it was built for another "
+        r"board \(it fits corstone-300, corstone-320, mps3-an552, mps4-corstone320:",
+    ):
         flash.flash("alif-e7-hp", mps3)
-    with pytest.raises(UsageError, match=r"another board \(it fits alif-e7-he, alif-e7-hp, alif-e8: flash it with one of those as "
-                                         r"--board\); for mps3-an552, build it with kiln build --board mps3-an552"):
+    with pytest.raises(
+        UsageError,
+        match=r"another board \(it fits alif-e7-he, alif-e7-hp, alif-e8: flash it with one of those as "
+        r"--board\); for mps3-an552, build it with kiln build --board mps3-an552",
+    ):
         flash.flash("mps3-an552", alif_elf(tmp_path), drive=tmp_path)
     with pytest.raises(UsageError, match="not an ELF file"):
         flash.flash("mps3-an552", tmp_path.joinpath("x.elf").write_bytes(b"MZ") and tmp_path / "x.elf", drive=tmp_path)
@@ -197,7 +236,9 @@ def test_bad_input_says_what_is_wrong(tmp_path, monkeypatch):
         flash.flash("alif-e7-hp", alif_elf(tmp_path), drive=tmp_path)
     with pytest.raises(UsageError, match=r"--pack does not apply to mps3-an552 \(--pack is for probe\)"):
         flash.flash("mps3-an552", mps3, drive=tmp_path, pack=tmp_path)
-    sram = make_elf(tmp_path / "sram.elf", [(0x1000_0000, 0x1000_0000, CODE, 64), (0x3100_0000, 0x3100_0000, MODEL, 40)])
+    sram = make_elf(
+        tmp_path / "sram.elf", [(0x1000_0000, 0x1000_0000, CODE, 64), (0x3100_0000, 0x3100_0000, MODEL, 40)]
+    )
     with pytest.raises(UsageError, match="into region sram, which the board's images.txt cannot load .*Sram_Only"):
         flash.flash("mps3-an552", sram, drive=drive(tmp_path / "3", "MB/HBI0309C/AN552"))
     mps4_drive = drive(tmp_path / "4", "MB/HBI0376B/FI101")
@@ -249,9 +290,12 @@ def test_probe_without_a_pack_then_without_a_probe(tmp_path, monkeypatch):
     pytest.importorskip("pyocd")
     elf = corstone_elf(tmp_path, 0x1000_0000)
     monkeypatch.setattr(flash, "installed_pack_targets", lambda: set())  # whatever this machine installed
-    with pytest.raises(FlashError, match=r"no CMSIS pack for ARM::SSE-300-MPS3 \(no installed pack describes it\): "
-                                         r"install ARM::V2M_MPS3_SSE_300_BSP@1.5.0 with `pyocd pack install "
-                                         r"sse-300-mps3`, or pass its .pack file as --pack"):
+    with pytest.raises(
+        FlashError,
+        match=r"no CMSIS pack for ARM::SSE-300-MPS3 \(no installed pack describes it\): "
+        r"install ARM::V2M_MPS3_SSE_300_BSP@1.5.0 with `pyocd pack install "
+        r"sse-300-mps3`, or pass its .pack file as --pack",
+    ):
         flash.flash("mps3-an552", elf, probe=True)
     with pytest.raises(FlashError, match="--pack .* does not describe it"):
         flash.flash("mps3-an552", elf, probe=True, pack=make_pack(tmp_path / "other.pack", "SSE-310-MPS3"))
@@ -266,12 +310,22 @@ def test_probe_without_a_pack_then_without_a_probe(tmp_path, monkeypatch):
 def test_flash_sh_reports_one_line(tmp_path):
     """The script and the command: a missing pack is one line on standard error and status 1."""
     pytest.importorskip("pyocd")
-    result = subprocess.run([str(ROOT / "scripts" / "flash.sh"), "--board=mps3-an552",
-                             f"--elf={corstone_elf(tmp_path, 0x1000_0000)}", "--probe",
-                             f"--pack={make_pack(tmp_path / 'other.pack', 'SSE-310-MPS3')}"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            str(ROOT / "scripts" / "flash.sh"),
+            "--board=mps3-an552",
+            f"--elf={corstone_elf(tmp_path, 0x1000_0000)}",
+            "--probe",
+            f"--pack={make_pack(tmp_path / 'other.pack', 'SSE-310-MPS3')}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1, result.stderr
-    assert result.stderr.splitlines() == [f"flash.sh: error: no CMSIS pack for ARM::SSE-300-MPS3 (--pack "
-                                          f"{tmp_path / 'other.pack'} does not describe it): install "
-                                          "ARM::V2M_MPS3_SSE_300_BSP@1.5.0 with `pyocd pack install sse-300-mps3`, "
-                                          "or pass its .pack file as --pack"]
+    assert result.stderr.splitlines() == [
+        f"flash.sh: error: no CMSIS pack for ARM::SSE-300-MPS3 (--pack "
+        f"{tmp_path / 'other.pack'} does not describe it): install "
+        "ARM::V2M_MPS3_SSE_300_BSP@1.5.0 with `pyocd pack install sse-300-mps3`, "
+        "or pass its .pack file as --pack"
+    ]

@@ -43,8 +43,9 @@ class Venv:
     env: dict[str, str]
 
     def run(self, *command, cwd: Path) -> subprocess.CompletedProcess:
-        done = subprocess.run([str(c) for c in command], cwd=cwd, env=self.env, capture_output=True, text=True,
-                              timeout=TIMEOUT_S)
+        done = subprocess.run(
+            [str(c) for c in command], cwd=cwd, env=self.env, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
         assert done.returncode == 0, f"{' '.join(map(str, command))}:\n{done.stdout}{done.stderr}"
         return done
 
@@ -72,19 +73,24 @@ def _launchers(bin_dir: Path, site_packages: str) -> None:
             if script.exists():
                 continue
             head = entry.attr.split(".")[0]
-            script.write_text(f"#!{bin_dir / 'python'}\nimport sys\nfrom {entry.module} import {head}\n"
-                              f"sys.exit({entry.attr}())\n")
+            script.write_text(
+                f"#!{bin_dir / 'python'}\nimport sys\nfrom {entry.module} import {head}\nsys.exit({entry.attr}())\n"
+            )
             script.chmod(0o755)
 
 
 def _environment(bin_dir: Path) -> dict[str, str]:
     """This process's environment with the venv's bin/ first on PATH and nothing that would
     lead back to the checkout or to this environment's kiln."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "KILN_BUILD_DIR")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "KILN_BUILD_DIR")
+    }
     ours = (Path(sys.prefix).resolve(), ROOT)
-    kept = [p for p in env.get("PATH", "").split(os.pathsep)
-            if p and not any(Path(p).resolve().is_relative_to(prefix) for prefix in ours)]
+    kept = [
+        p
+        for p in env.get("PATH", "").split(os.pathsep)
+        if p and not any(Path(p).resolve().is_relative_to(prefix) for prefix in ours)
+    ]
     env["PATH"] = os.pathsep.join([str(bin_dir), *kept])
     return env
 
@@ -94,16 +100,27 @@ def _venv(path: Path, *pip_install: str) -> Venv:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=TIMEOUT_S)
     python = path / "bin" / "python"
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    site_packages = Path(subprocess.run([str(python), "-c", purelib], capture_output=True, text=True,
-                                        check=True).stdout.strip())
+    site_packages = Path(
+        subprocess.run([str(python), "-c", purelib], capture_output=True, text=True, check=True).stdout.strip()
+    )
     ours = sysconfig.get_paths()["purelib"]
     (site_packages / "reused_dependencies.pth").write_text(ours + "\n")
     _launchers(path / "bin", ours)
     venv = Venv(path, python, site_packages, _environment(path / "bin"))
     # pip comes from the reused packages; --ignore-installed: this environment's editable kiln is
     # visible on sys.path, and pip must neither count it as installed nor uninstall it.
-    venv.run(python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "--no-build-isolation",
-             *pip_install, cwd=path)
+    venv.run(
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--ignore-installed",
+        "--no-build-isolation",
+        *pip_install,
+        cwd=path,
+    )
     return venv
 
 
@@ -115,8 +132,23 @@ def source(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def wheel(source) -> Path:
     dist = source.parent / "dist"
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation",
-                           "-w", str(dist), str(source)], capture_output=True, text=True, timeout=TIMEOUT_S)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (built,) = dist.glob("kiln-*.whl")
     return built
@@ -160,8 +192,11 @@ def tiny_cnn(installed, work) -> TinyCnn:
 def test_the_wheel_ships_the_firmware_boards_and_cmake_helpers_but_no_tests(source, wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder in SHARED:
-        expected = {f"kiln/_share/{folder}/{p.relative_to(source / folder).as_posix()}"
-                    for p in (source / folder).rglob("*") if p.is_file() and not p.name.startswith(".")}
+        expected = {
+            f"kiln/_share/{folder}/{p.relative_to(source / folder).as_posix()}"
+            for p in (source / folder).rglob("*")
+            if p.is_file() and not p.name.startswith(".")
+        }
         assert expected and expected <= names, sorted(expected - names)
     assert "kiln/_share/firmware/runtime/gen_kernel_table.py" in names
     assert {"kiln/simulator/qemu_plugin/insn_count.c", "kiln/simulator/qemu_plugin/qemu_plugin_api.h"} <= names
@@ -170,8 +205,13 @@ def test_the_wheel_ships_the_firmware_boards_and_cmake_helpers_but_no_tests(sour
 
 def test_kiln_runs_from_the_venv_not_the_checkout(installed, work):
     assert shutil.which("kiln", path=installed.env["PATH"]) == str(installed.path / "bin" / "kiln")
-    done = installed.run(installed.python, "-c", "import json, kiln, kiln.paths as p; print(json.dumps("
-                         "[kiln.__file__, str(p.CHECKOUT), str(p.SOURCE_ROOT), str(p.build_root())]))", cwd=work)
+    done = installed.run(
+        installed.python,
+        "-c",
+        "import json, kiln, kiln.paths as p; print(json.dumps("
+        "[kiln.__file__, str(p.CHECKOUT), str(p.SOURCE_ROOT), str(p.build_root())]))",
+        cwd=work,
+    )
     package, checkout, source_root, build_root = json.loads(done.stdout)
     assert Path(package) == installed.site_packages / "kiln" / "__init__.py"
     assert checkout == "None"
@@ -190,15 +230,26 @@ def test_installed_kiln_builds_the_runner_from_its_own_files(installed, tiny_cnn
     assert f"{ROOT}/" not in ninja
     assert f"{installed.site_packages}/kiln/_share/firmware/runtime/src/program.cpp" in ninja
     assert f"{installed.site_packages}/kiln/boards/generators.py" in ninja
-    assert "// Generated by firmware/runtime/gen_kernel_table.py" in (
-        tiny_cnn.elf.parent.parent / "generated" / "kernel_table.cpp").read_text()
+    assert (
+        "// Generated by firmware/runtime/gen_kernel_table.py"
+        in (tiny_cnn.elf.parent.parent / "generated" / "kernel_table.cpp").read_text()
+    )
 
 
 @pytest.mark.fvp
 def test_installed_runner_equals_run_host_on_the_virtual_platform(installed, tiny_cnn, work):
     out = work / "virtual"
-    done = installed.run("kiln", "run", f"--elf={tiny_cnn.elf}", f"--target={TARGET}", "--platform=virtual",
-                         f"--input={tiny_cnn.input}", f"--output-dir={out}", "--count-instructions", cwd=work)
+    done = installed.run(
+        "kiln",
+        "run",
+        f"--elf={tiny_cnn.elf}",
+        f"--target={TARGET}",
+        "--platform=virtual",
+        f"--input={tiny_cnn.input}",
+        f"--output-dir={out}",
+        "--count-instructions",
+        cwd=work,
+    )
     assert "[kiln] exit 0" in done.stdout
     assert (out / "output_0.bin").read_bytes() == tiny_cnn.host_output.read_bytes()
     # The instruction-count plugin, compiled from the installed sources into the user's build/.
@@ -207,13 +258,16 @@ def test_installed_runner_equals_run_host_on_the_virtual_platform(installed, tin
 
 
 def test_installed_kiln_builds_the_firmware_and_asks_for_a_checkout_for_test_apps(installed, work):
-    done = installed.run(installed.python, "-c", "from kiln.firmware import build; print(build.build('corstone-300'))",
-                         cwd=work)
+    done = installed.run(
+        installed.python, "-c", "from kiln.firmware import build; print(build.build('corstone-300'))", cwd=work
+    )
     assert Path(done.stdout.strip()) == work.resolve() / "build" / "firmware" / "corstone-300"
     assert (work / "build" / "firmware" / "corstone-300" / "hello.elf").is_file()
-    script = ("from kiln.firmware import build\n"
-              "try:\n    build.build('corstone-300', 'test-apps', test_apps=True)\n"
-              "except build.BuildError as error:\n    print(error)\n")
+    script = (
+        "from kiln.firmware import build\n"
+        "try:\n    build.build('corstone-300', 'test-apps', test_apps=True)\n"
+        "except build.BuildError as error:\n    print(error)\n"
+    )
     done = installed.run(installed.python, "-c", script, cwd=work)
     assert "KILN_TEST_APPS needs a checkout of kiln" in done.stdout
 
@@ -221,8 +275,12 @@ def test_installed_kiln_builds_the_firmware_and_asks_for_a_checkout_for_test_app
 def test_an_editable_install_reads_the_checkout(tmp_path):
     source = _copy_sources(tmp_path / "checkout")
     venv = _venv(tmp_path / "venv", "--editable", str(source))
-    done = venv.run(venv.python, "-c", "import json, kiln, kiln.paths as p; print(json.dumps("
-                    "[kiln.__file__, str(p.CHECKOUT), str(p.FIRMWARE_DIR)]))", cwd=tmp_path)
+    done = venv.run(
+        venv.python,
+        "-c",
+        "import json, kiln, kiln.paths as p; print(json.dumps([kiln.__file__, str(p.CHECKOUT), str(p.FIRMWARE_DIR)]))",
+        cwd=tmp_path,
+    )
     package, checkout, firmware = json.loads(done.stdout)
     assert Path(package) == source / "compiler" / "kiln" / "__init__.py"
     assert Path(checkout) == source

@@ -110,8 +110,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<Value> values(program.value_count());
   std::vector<KernelFn> kernels(program.operator_count());
   std::vector<DelegateSlot> slots(program.delegate_count());
-  const MethodMemory memory{{planned.data(), planned.size()}, {values.data(), values.size()},
-                            {kernels.data(), kernels.size()}, {slots.data(), slots.size()}};
+  const MethodMemory memory{{planned.data(), planned.size()},
+                            {values.data(), values.size()},
+                            {kernels.data(), kernels.size()},
+                            {slots.data(), slots.size()}};
 
   const uint64_t scratch_size = scratch_needed(program);
   const Buffer scratch(budget.take(scratch_size) ? static_cast<size_t>(scratch_size) : 0, kiln::cpu::kDcacheLine);

@@ -127,8 +127,9 @@ def hostile_payloads(found: dict[str, bytes]) -> dict[str, bytes]:
         for hostile in npu_hostile.HOSTILE:
             cmd = npu_hostile.mutate(p.cmd_data, hostile, limits)
             if cmd is not None:
-                made[f"{Path(name).stem}_{hostile.name}.bin"] = ep.encode(cmd, p.weight_data, p.scratch_size,
-                                                                          p.inputs, p.outputs)
+                made[f"{Path(name).stem}_{hostile.name}.bin"] = ep.encode(
+                    cmd, p.weight_data, p.scratch_size, p.inputs, p.outputs
+                )
     return made
 
 
@@ -143,18 +144,31 @@ def dictionaries() -> dict[str, list[bytes]]:
     from kiln.simulator.npu import cop1
 
     npu_id, npu_config = npu_registers()
-    actions = [cop1.ACTION_CONFIG, cop1.ACTION_CMD_STREAM, cop1.ACTION_READ_APB, cop1.ACTION_DUMP_SHRAM,
-               cop1.ACTION_NOP]
+    actions = [
+        cop1.ACTION_CONFIG,
+        cop1.ACTION_CMD_STREAM,
+        cop1.ACTION_READ_APB,
+        cop1.ACTION_DUMP_SHRAM,
+        cop1.ACTION_NOP,
+    ]
     cop1_words = [cop1.FOURCC, _word(npu_id), _word(npu_config), *(_word(a) for a in actions)]
     payload_words = [name.encode() for name in ep.BLOCK_ORDER] + cop1_words
     operators = sorted({part.encode() for key in by_name() for part in key if part})
-    pte_words = [FILE_IDENTIFIER, EXTENDED_HEADER_MAGIC, ep.DELEGATE_ID.encode(),
-                 ep.FAST_SCRATCH_SPEC.encode(), b"forward", *operators, *payload_words]
+    pte_words = [
+        FILE_IDENTIFIER,
+        EXTENDED_HEADER_MAGIC,
+        ep.DELEGATE_ID.encode(),
+        ep.FAST_SCRATCH_SPEC.encode(),
+        b"forward",
+        *operators,
+        *payload_words,
+    ]
     return {"pte": pte_words, "payload": payload_words, "cop1": cop1_words}
 
 
 def dictionary_text(words: list[bytes]) -> str:
     """libFuzzer's dictionary format: one quoted token a line, other bytes as \\xNN."""
+
     def quoted(word: bytes) -> str:
         return "".join(chr(b) if 0x20 <= b < 0x7F and b not in b'"\\' else f"\\x{b:02x}" for b in word)
 
@@ -164,9 +178,15 @@ def dictionary_text(words: list[bytes]) -> str:
 def content_key() -> str:
     """Changes whenever what the seeds are made from may have changed."""
     h = hashlib.sha256()
-    sources = [Path(__file__), ROOT / "tests" / "npu_hostile.py", KERNEL_TESTS / "kernel_programs.py", *sorted(KERNEL_TESTS.glob("test_kernels_*.py")),
-               *sorted(FIXTURES.glob("*.pte")), *sorted((ROOT / "compiler" / "kiln").rglob("*.py")),
-               *sorted((ROOT / "simulator" / "kiln" / "simulator" / "npu").glob("*.py"))]
+    sources = [
+        Path(__file__),
+        ROOT / "tests" / "npu_hostile.py",
+        KERNEL_TESTS / "kernel_programs.py",
+        *sorted(KERNEL_TESTS.glob("test_kernels_*.py")),
+        *sorted(FIXTURES.glob("*.pte")),
+        *sorted((ROOT / "compiler" / "kiln").rglob("*.py")),
+        *sorted((ROOT / "simulator" / "kiln" / "simulator" / "npu").glob("*.py")),
+    ]
     for path in sources:
         h.update(str(path.relative_to(ROOT)).encode())
         h.update(path.read_bytes())
@@ -180,8 +200,11 @@ def write(cache: Path) -> Path:
         return out
     staging = cache / f"{out.name}.partial"
     shutil.rmtree(staging, ignore_errors=True)
-    programs = {**compiled_programs(), **kernel_programs(),
-                **{path.name: path.read_bytes() for path in sorted(FIXTURES.glob("*.pte"))}}
+    programs = {
+        **compiled_programs(),
+        **kernel_programs(),
+        **{path.name: path.read_bytes() for path in sorted(FIXTURES.glob("*.pte"))},
+    }
     found = payloads(programs)
     found.update(hostile_payloads(found))
     for target, seeds in (("pte", programs), ("payload", found), ("cop1", cop1s(found))):

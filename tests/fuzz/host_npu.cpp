@@ -28,8 +28,7 @@ Result<Driver> Driver::create(uintptr_t base) {
 // The stand-in NPU's job: the argument checks of the real run(), then, for every region,
 // a read of its first and last byte (AddressSanitizer thus sees a region that is not
 // memory the caller owns); cycles = the stream's bytes.
-Result<uint64_t> Driver::run(const CommandStream& stream, const Region* regions, int count,
-                             const RunOptions&) const {
+Result<uint64_t> Driver::run(const CommandStream& stream, const Region* regions, int count, const RunOptions&) const {
   if (count < 0 || count > reg::kRegions) {
     return Error{ErrorCode::kInvalidArgument, 2, static_cast<uint32_t>(count)};
   }

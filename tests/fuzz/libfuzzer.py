@@ -51,10 +51,23 @@ def build(directory: Path) -> Path:
     """Configures and builds the fuzz targets in `directory` (ninja -j2); returns it."""
     npu_id, npu_config = fuzz_seeds.npu_registers()
     clang = shutil.which(CLANG)
-    subprocess.run(["cmake", "-S", str(SOURCE), "-B", str(directory), "-G", "Ninja",
-                    f"-DCMAKE_CXX_COMPILER={clang}", f"-DKILN_PYTHON={sys.executable}",
-                    f"-DKILN_FUZZ_NPU_ID={npu_id:#x}", f"-DKILN_FUZZ_NPU_CONFIG={npu_config:#x}"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(SOURCE),
+            "-B",
+            str(directory),
+            "-G",
+            "Ninja",
+            f"-DCMAKE_CXX_COMPILER={clang}",
+            f"-DKILN_PYTHON={sys.executable}",
+            f"-DKILN_FUZZ_NPU_ID={npu_id:#x}",
+            f"-DKILN_FUZZ_NPU_CONFIG={npu_config:#x}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     done = subprocess.run(["ninja", "-j2", "-C", str(directory)], capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"building the fuzz targets failed:\n{done.stdout[-4000:]}{done.stderr[-2000:]}")
@@ -96,8 +109,18 @@ def parse(target: str, log: str, status: int, findings: list[Path]) -> Figures:
     return figures
 
 
-def run(build_dir: Path, target: str, seeds: Path, corpus: Path, artifacts: Path, *, seconds: float,
-        runs: int | None = None, seed: int = 1, extra: tuple[Path, ...] = ()) -> Figures:
+def run(
+    build_dir: Path,
+    target: str,
+    seeds: Path,
+    corpus: Path,
+    artifacts: Path,
+    *,
+    seconds: float,
+    runs: int | None = None,
+    seed: int = 1,
+    extra: tuple[Path, ...] = (),
+) -> Figures:
     """One libFuzzer process on `target`: new units go to `corpus`, findings to `artifacts`;
     it reads seeds/seeds/<target>, the regression corpus and `extra` too. Stops after `runs`
     executions or `seconds`, whichever is first."""
@@ -105,14 +128,23 @@ def run(build_dir: Path, target: str, seeds: Path, corpus: Path, artifacts: Path
     artifacts.mkdir(parents=True, exist_ok=True)
     before = set(artifacts.iterdir())
     read = [d for d in (seeds / "seeds" / target, CORPUS / target, *extra) if d.is_dir()]
-    command = [str(binary(build_dir, target)), f"-seed={seed}", f"-max_total_time={max(1, round(seconds))}",
-               f"-timeout={UNIT_TIMEOUT}", "-print_final_stats=1", f"-dict={seeds / f'{target}.dict'}",
-               f"-artifact_prefix={artifacts}/", str(corpus), *map(str, read)]
+    command = [
+        str(binary(build_dir, target)),
+        f"-seed={seed}",
+        f"-max_total_time={max(1, round(seconds))}",
+        f"-timeout={UNIT_TIMEOUT}",
+        "-print_final_stats=1",
+        f"-dict={seeds / f'{target}.dict'}",
+        f"-artifact_prefix={artifacts}/",
+        str(corpus),
+        *map(str, read),
+    ]
     if runs is not None:
         command.insert(1, f"-runs={runs}")
     start = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=artifacts,
-                          timeout=seconds + 10 * UNIT_TIMEOUT + 60)
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=artifacts, timeout=seconds + 10 * UNIT_TIMEOUT + 60
+    )
     elapsed = time.monotonic() - start
     found = sorted(p for p in set(artifacts.iterdir()) - before if p.name.startswith(FINDING_PREFIXES))
     figures = parse(target, done.stderr, done.returncode, found)
@@ -123,5 +155,9 @@ def run(build_dir: Path, target: str, seeds: Path, corpus: Path, artifacts: Path
 
 def replay(build_dir: Path, target: str, files: list[Path]) -> subprocess.CompletedProcess:
     """Runs each of `files` through `target` once (libFuzzer's replay: no mutation)."""
-    return subprocess.run([str(binary(build_dir, target)), f"-timeout={UNIT_TIMEOUT}", *map(str, files)],
-                          capture_output=True, text=True, timeout=60 + UNIT_TIMEOUT * len(files))
+    return subprocess.run(
+        [str(binary(build_dir, target)), f"-timeout={UNIT_TIMEOUT}", *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=60 + UNIT_TIMEOUT * len(files),
+    )

@@ -14,10 +14,9 @@ from __future__ import annotations
 import re
 import subprocess
 
-import pytest
-
 import fuzz_seeds
 import libfuzzer
+import pytest
 
 # Executions per target of the short run (seeded, so the same inputs each time), and the
 # seconds it may take at most (whichever comes first); 5-10 s each on the 2-core machine.
@@ -42,15 +41,18 @@ def seeds():
 def finding_message(figures: libfuzzer.Figures) -> str:
     saved = ", ".join(str(p) for p in figures.findings) or "no input saved"
     summary = "; ".join(figures.summaries) or figures.log[-3000:]
-    return (f"fuzz_{figures.target} found a defect ({summary}); input: {saved}. Fix it and add the input to "
-            f"tests/fuzz/corpus/{figures.target}/")
+    return (
+        f"fuzz_{figures.target} found a defect ({summary}); input: {saved}. Fix it and add the input to "
+        f"tests/fuzz/corpus/{figures.target}/"
+    )
 
 
 @pytest.mark.parametrize("target", libfuzzer.TARGETS)
 def test_short_seeded_run_finds_nothing(fuzzers, seeds, target, tmp_path):
     artifacts = libfuzzer.ROOT / "build" / "fuzz" / "findings" / target
-    figures = libfuzzer.run(fuzzers, target, seeds, tmp_path / "corpus", artifacts, seconds=SHORT_SECONDS,
-                            runs=SHORT_RUNS[target], seed=1)
+    figures = libfuzzer.run(
+        fuzzers, target, seeds, tmp_path / "corpus", artifacts, seconds=SHORT_SECONDS, runs=SHORT_RUNS[target], seed=1
+    )
     assert figures.status == 0 and not figures.findings, finding_message(figures)
     # It ran: the seeds loaded (INITED) and it executed until the run count or the time was up.
     assert figures.cov > 0 and figures.executions > 0, figures.log[-3000:]
@@ -68,8 +70,13 @@ def test_regression_corpus_replays_clean(fuzzers, target):
 
 
 def stats(fuzzers, files) -> dict[str, int]:
-    done = subprocess.run([str(libfuzzer.binary(fuzzers, "pte")), *map(str, files)], capture_output=True, text=True,
-                          env={"KILN_FUZZ_STATS": "1"}, timeout=120)
+    done = subprocess.run(
+        [str(libfuzzer.binary(fuzzers, "pte")), *map(str, files)],
+        capture_output=True,
+        text=True,
+        env={"KILN_FUZZ_STATS": "1"},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     found = re.search(r"kiln fuzz_pte: inputs (\d+) loaded (\d+) created (\d+) executed (\d+)", done.stderr)
     return dict(zip(("inputs", "loaded", "created", "executed"), map(int, found.groups())))
@@ -83,8 +90,12 @@ def test_pte_target_runs_every_kiln_and_executorch_program(fuzzers, seeds):
     whole = [p for p in directory.iterdir() if not p.name.startswith("kernel_")]
     kernels = sorted(directory.glob("kernel_*"))
     assert len(whole) == len(fuzz_seeds.MODELS) + len(list(fuzz_seeds.FIXTURES.glob("*.pte")))
-    assert stats(fuzzers, whole) == {"inputs": len(whole), "loaded": len(whole), "created": len(whole),
-                                     "executed": len(whole)}
+    assert stats(fuzzers, whole) == {
+        "inputs": len(whole),
+        "loaded": len(whole),
+        "created": len(whole),
+        "executed": len(whole),
+    }
     counts = stats(fuzzers, kernels)
     # every input libFuzzer ran binds (in one full-suite run it reported 261 inputs for these 260
     # files, cause not found; alone it runs each once)

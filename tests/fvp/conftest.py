@@ -25,8 +25,12 @@ def builder(work):
     tree = work / "build-tree"
 
     def build(pte_path: Path, target="ethos-u55-128", *extra: str) -> Path:
-        result = subprocess.run([str(BUILD), f"--pte={pte_path}", f"--target={target}", f"--output={tree}", *extra],
-                                capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            [str(BUILD), f"--pte={pte_path}", f"--target={target}", f"--output={tree}", *extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         elf = Path(result.stdout.strip().splitlines()[-1])
         assert elf.is_file()

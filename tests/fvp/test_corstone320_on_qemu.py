@@ -6,17 +6,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import npu_hostile as nh
 import numpy as np
 import pytest
 import torch
-
-import npu_hostile as nh
 from test_executor_runner import assert_matches_host, compiled, random_samples
 
 from kiln import compile as kiln_compile
-from kiln.models import MODELS
 from kiln.frontend.export import LoadedModel
 from kiln.lower import ethosu_payload as ep
+from kiln.models import MODELS
 from kiln.pte.reader import deserialize
 from kiln.simulator import run
 from kiln.spec import CompileSpec
@@ -38,8 +37,12 @@ HELLO = [
 @pytest.mark.skipif(shutil.which("FVP_Corstone_SSE-320") is not None, reason="an FVP is installed: run_fvp.sh runs it")
 def test_hello_for_ethos_u85_runs_on_the_virtual_platform(corstone320_build):
     elf = corstone320_build / "hello.elf"
-    result = subprocess.run([str(ROOT / "scripts" / "run_fvp.sh"), f"--elf={elf}", "--target=ethos-u85-256"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "run_fvp.sh"), f"--elf={elf}", "--target=ethos-u85-256"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == HELLO
     assert "on kiln's virtual platform (QEMU mps3-an547" in result.stderr
@@ -48,10 +51,8 @@ def test_hello_for_ethos_u85_runs_on_the_virtual_platform(corstone320_build):
 def test_hello_boots_at_the_boot_rom_without_the_npu_model(corstone320_build):
     """Without the NPU model there is no NPU attachment, yet the CPU still boots at 0x1100_0000
     (QEMU's mps3-an547 itself reads its vectors at 0x1000_0000, where this ELF has none)."""
-    result = run.run(corstone320_build / "hello.elf", "ethos-u85-128", timeout=60, platform="virtual",
-                     npu_model=False)
+    result = run.run(corstone320_build / "hello.elf", "ethos-u85-128", timeout=60, platform="virtual", npu_model=False)
     assert result.status == 0 and result.uart == HELLO
-
 
 
 def test_a_delegated_program_for_ethos_u85_equals_run_host_bit_for_bit(work, builder, tmp_path):
@@ -60,8 +61,9 @@ def test_a_delegated_program_for_ethos_u85_equals_run_host_bit_for_bit(work, bui
     command stream on the NPU model, and the outputs equal run-host's bit for bit."""
     pte_path = compiled(work, "digits", "ethos-u85-256")
     elf = builder(pte_path, "ethos-u85-256")
-    sections = subprocess.run(["arm-none-eabi-readelf", "-S", "-W", str(elf)], capture_output=True, text=True,
-                              check=True).stdout
+    sections = subprocess.run(
+        ["arm-none-eabi-readelf", "-S", "-W", str(elf)], capture_output=True, text=True, check=True
+    ).stdout
     (text,) = [line.split() for line in sections.splitlines() if " .text " in line]
     assert text[text.index(".text") + 2] == "11000000"  # the boot ROM (boards/corstone-320/board.toml)
     result = assert_matches_host(pte_path, elf, "ethos-u85-256", random_samples(pte_path, 2, seed=320), tmp_path)
@@ -78,8 +80,9 @@ def test_zoo_model_for_ethos_u85_equals_run_host_bit_for_bit(work, builder, tmp_
     """A zoo model compiled for ethos-u85-256 and built for corstone-320 runs on the virtual
     platform with outputs equal to run-host's."""
     pte_path = compiled(work, model, "ethos-u85-256")
-    assert_matches_host(pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256",
-                        random_samples(pte_path, 1, seed=85), tmp_path)
+    assert_matches_host(
+        pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256", random_samples(pte_path, 1, seed=85), tmp_path
+    )
 
 
 def test_vit_tiny_for_ethos_u85_with_matmuls_on_the_npu_equals_run_host_bit_for_bit(work, builder, tmp_path):
@@ -91,11 +94,15 @@ def test_vit_tiny_for_ethos_u85_with_matmuls_on_the_npu_equals_run_host_bit_for_
     f = deserialize(pte_path.read_bytes())
     (delegate,) = f.program.execution_plans[0].delegates
     words = np.frombuffer(ep.decode(f.delegate_payload(delegate)).cmd_data, "<u4")
-    matmuls = [i for i, op, payload in nh.commands(words, *nh.stream_span(words.tobytes()))
-               if not payload and op == nh.NPU_OP_CONV and (int(words[i]) >> 16) & 1]
+    matmuls = [
+        i
+        for i, op, payload in nh.commands(words, *nh.stream_span(words.tobytes()))
+        if not payload and op == nh.NPU_OP_CONV and (int(words[i]) >> 16) & 1
+    ]
     assert len(matmuls) >= 2
-    result = assert_matches_host(pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256",
-                                 random_samples(pte_path, 2, seed=320), tmp_path)
+    result = assert_matches_host(
+        pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256", random_samples(pte_path, 2, seed=320), tmp_path
+    )
     assert all(cycles > 0 for cycles in result.npu_cycles)
 
 
@@ -116,24 +123,39 @@ class SelectByMask(torch.nn.Module):
     def forward(self, x, y, tokens):
         h = self.conv(x)
         mask = h > y
-        return (torch.where(mask, h, y * 0.5), mask, h.argmax(dim=1), (h < -0.5).any(dim=1),
-                torch.index_select(h, 1, torch.tensor([7, 0, 3])), self.embed(tokens) * 2.0)
+        return (
+            torch.where(mask, h, y * 0.5),
+            mask,
+            h.argmax(dim=1),
+            (h < -0.5).any(dim=1),
+            torch.index_select(h, 1, torch.tensor([7, 0, 3])),
+            self.embed(tokens) * 2.0,
+        )
 
 
 def test_comparison_select_argmax_and_gathers_on_the_u85_equal_run_host(work, builder, tmp_path):
     """On Ethos-U85 the comparison, select, any, argmax and gathers run on the NPU (whose true is
     -1 inside a stream); the bool masks leave the delegate as PyTorch's 0 and 1, the indices as
     int32 that a CPU cast widens: outputs equal run-host's bit for bit."""
+
     def inputs(seed):
         g = torch.Generator().manual_seed(seed)
-        return (torch.rand(1, 4, 8, 8, generator=g) * 2 - 1, torch.rand(1, 8, 8, 8, generator=g) * 2 - 1,
-                torch.randint(0, SelectByMask.TOKENS, (1, 6), generator=g))
+        return (
+            torch.rand(1, 4, 8, 8, generator=g) * 2 - 1,
+            torch.rand(1, 8, 8, 8, generator=g) * 2 - 1,
+            torch.randint(0, SelectByMask.TOKENS, (1, 6), generator=g),
+        )
 
-    result = kiln_compile.compile_model(LoadedModel("select_by_mask", SelectByMask().eval(), inputs(0)),
-                                        CompileSpec("ethos-u85-256"))
+    result = kiln_compile.compile_model(
+        LoadedModel("select_by_mask", SelectByMask().eval(), inputs(0)), CompileSpec("ethos-u85-256")
+    )
     on_cpu = {p.op.op_type for p in result.partitioning.placements if p.partition is None}
-    assert on_cpu == {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor",
-                      "aten._to_copy", "kiln.checked_index"}, on_cpu
+    assert on_cpu == {
+        "quantized_decomposed.quantize_per_tensor",
+        "quantized_decomposed.dequantize_per_tensor",
+        "aten._to_copy",
+        "kiln.checked_index",
+    }, on_cpu
     pte_path = work / "select_by_mask-ethos-u85-256.pte"
     kiln_compile.write(result, pte_path)
     elf = builder(pte_path, "ethos-u85-256")
@@ -145,8 +167,9 @@ def test_a_cpu_only_program_equals_run_host_bit_for_bit(work, builder, tmp_path)
     """vit_tiny with every op on the CPU: the clang-built Cortex-M85 runtime and kernels, run on
     the virtual platform, give run-host's outputs bit for bit."""
     pte_path = compiled(work, "vit_tiny", "ethos-u85-256", delegate=False)
-    assert_matches_host(pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256",
-                        random_samples(pte_path, 2, seed=85), tmp_path)
+    assert_matches_host(
+        pte_path, builder(pte_path, "ethos-u85-256"), "ethos-u85-256", random_samples(pte_path, 2, seed=85), tmp_path
+    )
 
 
 def test_a_qemu_machine_the_virtual_platform_does_not_know_is_a_board_error(tmp_path):

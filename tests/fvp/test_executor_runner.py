@@ -26,11 +26,10 @@ from kiln import boards, models, paths
 from kiln import compile as kiln_compile
 from kiln.errors import RunnerError
 from kiln.firmware import build as firmware
-from kiln.reference import run_host as host
+from kiln.firmware import runner_build, runner_run
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import NUMPY_DTYPES, TOSA_KEY, ScalarType, Tensor
-from kiln.firmware import runner_build
-from kiln.firmware import runner_run
+from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,10 +79,14 @@ def assert_matches_host(pte_path: Path, elf: Path, target: str, samples, tmp_pat
 
 
 # The runner's PMU line (README.md, "The executor runner") and the NPU model's summary line.
-PMU_LINE = re.compile(r"NPU PMU: total (\d+) active (\d+) idle (\d+) cycles, axi0_rd (\d+) axi0_wr (\d+) "
-                      r"axi1_rd (\d+) axi1_wr (\d+|n/a) beats")
-MODEL_SUMMARY = re.compile(r"NPU model: (\d+) stream\(s\), (\d+) cycles, \d+ fault\(s\), AXI0 (\d+) read "
-                           r"(\d+) write, AXI1 (\d+) read (\d+) write beats")
+PMU_LINE = re.compile(
+    r"NPU PMU: total (\d+) active (\d+) idle (\d+) cycles, axi0_rd (\d+) axi0_wr (\d+) "
+    r"axi1_rd (\d+) axi1_wr (\d+|n/a) beats"
+)
+MODEL_SUMMARY = re.compile(
+    r"NPU model: (\d+) stream\(s\), (\d+) cycles, \d+ fault\(s\), AXI0 (\d+) read "
+    r"(\d+) write, AXI1 (\d+) read (\d+) write beats"
+)
 
 
 def assert_pmu_lines_are_the_models(uart: list[str], summary: str, inferences: int, u85: bool):
@@ -116,7 +119,7 @@ def baked_pte(elf: Path) -> bytes:
         for section in f.iter_sections():
             base = section["sh_addr"]
             if section["sh_type"] == "SHT_PROGBITS" and base <= start and end <= base + section["sh_size"]:
-                return section.data()[start - base:end - base]
+                return section.data()[start - base : end - base]
     raise AssertionError(f"no section of {elf} holds the .pte")
 
 
@@ -199,8 +202,10 @@ def test_a_run_that_outlives_its_timeout_is_stopped_as_by_ctrl_c(tmp_path):
     its platform, which a kill would leave running) and the run ends in a RunnerError, not in
     subprocess's TimeoutExpired (an internal error)."""
     marker = tmp_path / "stopped"
-    child = ("import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
-             "    open(sys.argv[1], 'w').write('stopped its platform')\n    sys.exit(130)\n")
+    child = (
+        "import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+        "    open(sys.argv[1], 'w').write('stopped its platform')\n    sys.exit(130)\n"
+    )
     start = time.monotonic()
     with pytest.raises(RunnerError) as error:
         runner_run._call([sys.executable, "-c", child, str(marker)], 2)
@@ -218,13 +223,15 @@ def test_the_stack_override_reaches_the_link_and_the_plan(work, tmp_path):
     board = boards.load("corstone-300")
     for override, stack, region in ((None, board.stack_size, "dtcm"), (0x7_0000, 0x7_0000, "ddr")):
         out = tmp_path / f"stack-{stack:#x}"
-        elf = runner_build.build_runner(pte_path, "ethos-u55-128", output=out, echo=lambda *a, **k: None,
-                                        stack_size=override)
+        elf = runner_build.build_runner(
+            pte_path, "ethos-u55-128", output=out, echo=lambda *a, **k: None, stack_size=override
+        )
         with open(elf, "rb") as stream:
             f = ELFFile(stream)
             assert f.get_section_by_name(".stack")["sh_size"] == stack
-            (planned,) = [s["st_value"] for s in f.get_section_by_name(".symtab").iter_symbols()
-                          if "kiln_planned_1" in s.name]
+            (planned,) = [
+                s["st_value"] for s in f.get_section_by_name(".symtab").iter_symbols() if "kiln_planned_1" in s.name
+            ]
         home = next(r for r in board.memory if r.name == region)
         assert home.base <= planned < home.end
         report = json.loads((out / "memory_report.json").read_text())
@@ -283,9 +290,15 @@ def vela_accepts(accelerator: str, system_config: str, memory_mode: str) -> bool
     line builds from vela.ini refuses, e.g., an arena on an AXI port that is flash."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # Vela prints its warnings
-            ArchitectureFeatures(vela_config_files=[str(paths.vela_ini())], accelerator_config=accelerator,
-                                 system_config=system_config, memory_mode=memory_mode, max_blockdep=3,
-                                 verbose_config=False, arena_cache_size=None)
+            ArchitectureFeatures(
+                vela_config_files=[str(paths.vela_ini())],
+                accelerator_config=accelerator,
+                system_config=system_config,
+                memory_mode=memory_mode,
+                max_blockdep=3,
+                verbose_config=False,
+                arena_cache_size=None,
+            )
     except VelaError:
         return False
     return True
@@ -335,9 +348,25 @@ def vela_scratch(tosa: bytes, accelerator: str, system_config: str, memory_mode:
     source = work / "graph.tosa"
     source.write_bytes(tosa)
     vela = Path(sys.executable).with_name("vela")
-    result = subprocess.run([str(vela), "--accelerator-config", accelerator, "--system-config", system_config,
-                             "--memory-mode", memory_mode, "--output-format", "raw", "--output-dir", str(work),
-                             str(source)], capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            str(vela),
+            "--accelerator-config",
+            accelerator,
+            "--system-config",
+            system_config,
+            "--memory-mode",
+            memory_mode,
+            "--output-format",
+            "raw",
+            "--output-dir",
+            str(work),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     with np.load(work / "graph_vela.npz") as npz:
         return int(npz["scratch_size"]), int(npz["scratch_fast_size"])
@@ -354,8 +383,7 @@ def elf_object(elf: Path, name: str) -> tuple[int, int] | None:
 
 
 @pytest.mark.parametrize("model,target,memory_mode,pte_region,scratch_region,fast", MEMORY_MODE_CASES)
-def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_mode, pte_region, scratch_region,
-                                fast):
+def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_mode, pte_region, scratch_region, fast):
     """The memory mode comes from the .pte's delegates (the compile report is moved away).
     In the ELF, the .pte and the scratch lie in the board regions of README's table and the
     fast scratch in the NPU's SRAM, each at least as large as Vela itself says the
@@ -370,8 +398,10 @@ def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_m
     named = deserialize(pte_path.read_bytes()).named()
     tosa = [named[key] for key in sorted(named) if key.startswith("kiln/tosa/")]
     assert tosa
-    needed = [vela_scratch(graph, target, family.system_config, memory_mode, tmp_path / f"vela{i}")
-              for i, graph in enumerate(tosa)]
+    needed = [
+        vela_scratch(graph, target, family.system_config, memory_mode, tmp_path / f"vela{i}")
+        for i, graph in enumerate(tosa)
+    ]
     scratch_needed, fast_needed = max(n[0] for n in needed), max(n[1] for n in needed)
 
     def placed(name: str, region: str, at_least: int):
@@ -417,7 +447,7 @@ def test_a_truncated_pte_is_refused(work, builder, tmp_path):
     half = data[: len(data) // 2]
     # The eh00 header (bytes 8..40: program_size, segment_base_offset, segment_data_size):
     # the FlatBuffer part fits in the half, the segment data does not.
-    program_size, base, segment_data = (int.from_bytes(data[at:at + 8], "little") for at in (16, 24, 32))
+    program_size, base, segment_data = (int.from_bytes(data[at : at + 8], "little") for at in (16, 24, 32))
     assert program_size <= base <= len(half) < base + segment_data
     result = run_damaged(builder, work, tmp_path, good, half, "truncated")
     assert result.status == EXIT_LOAD, result.stdout + result.stderr
@@ -433,8 +463,9 @@ def test_a_wrong_magic_is_refused(work, builder, tmp_path):
     result = run_damaged(builder, work, tmp_path, good, bytes(data), "magic")
     assert result.status == EXIT_LOAD, result.stdout + result.stderr
     # "XX12" and "ET12" read as little-endian words
-    assert ("loading the .pte failed: pte: not an ExecuTorch program (identifier): found 0x32315858, "
-            "expected 0x32315445") in result.stdout.splitlines()
+    assert (
+        "loading the .pte failed: pte: not an ExecuTorch program (identifier): found 0x32315858, expected 0x32315445"
+    ) in result.stdout.splitlines()
 
 
 def test_a_damaged_payload_block_is_named(work, builder, tmp_path):
@@ -444,7 +475,7 @@ def test_a_damaged_payload_block_is_named(work, builder, tmp_path):
     payload = f.delegate_payload(f.program.execution_plans[0].delegates[0])
     at = bytes(data).index(payload)
     cmd_header = at + 32  # the second block: cmd_data
-    data[cmd_header + 16:cmd_header + 20] = (0x7FFF_FFF0).to_bytes(4, "little")  # its size: past the end
+    data[cmd_header + 16 : cmd_header + 20] = (0x7FFF_FFF0).to_bytes(4, "little")  # its size: past the end
     result = run_damaged(builder, work, tmp_path, good, bytes(data), "payload")
     assert result.status == EXIT_BIND, result.stdout + result.stderr
     error = "delegate: bad payload: block data runs past the end of the payload (0x20)"  # cmd_data's header at 0x20
@@ -455,21 +486,28 @@ def test_a_damaged_payload_block_is_named(work, builder, tmp_path):
 
 # Another MAC count and another family (in a memory mode the U55 board has): the driver names
 # both NPUs (written by hand).
-@pytest.mark.parametrize("target, compiled_for", [("ethos-u55-256", "Ethos-U55 with 256 MACs"),
-                                                  ("ethos-u85-256", "Ethos-U85 with 256 MACs")])
+@pytest.mark.parametrize(
+    "target, compiled_for", [("ethos-u55-256", "Ethos-U55 with 256 MACs"), ("ethos-u85-256", "Ethos-U85 with 256 MACs")]
+)
 def test_a_payload_for_another_npu_configuration_is_refused(work, builder, tmp_path, target, compiled_for):
     other = compiled(work, "tiny_cnn", target=target, **({"memory_mode": "Shared_Sram"} if "u85" in target else {}))
     # The build refuses it by default, naming both targets ...
-    refused = subprocess.run([str(BUILD), f"--pte={other}", "--target=ethos-u55-128", f"--output={work / 'x'}"],
-                             capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [str(BUILD), f"--pte={other}", "--target=ethos-u55-128", f"--output={work / 'x'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode == 1
     assert f"delegate 0 was compiled for {target}, not ethos-u55-128" in refused.stderr
     # ... and firmware built anyway refuses it on the NPU with the driver's own error.
     elf = builder(other, "ethos-u55-128", "--skip-target-check")
     result = runner_run.run(elf, "ethos-u55-128", other, None, tmp_path, platform="virtual", timeout=60)
     assert result.status == EXIT_BIND, result.stdout + result.stderr
-    error = f"stream compiled for another NPU: the delegate was compiled for {compiled_for}; " \
-            "this NPU is an Ethos-U55 with 128 MACs"
+    error = (
+        f"stream compiled for another NPU: the delegate was compiled for {compiled_for}; "
+        "this NPU is an Ethos-U55 with 128 MACs"
+    )
     lines = result.stdout.splitlines()
     assert lines.count("EthosUBackend: delegate 0: " + error) == 1
     assert lines.count("binding the program failed: " + error) == 1
@@ -499,14 +537,18 @@ def test_a_failed_runner_build_step_is_one_line_and_its_whole_output_goes_to_the
     (e.g. the board generator's, through CMake) as it is."""
     p = runner_build.plan(FIXTURES / "conv_relu_arm_delegate_ethos-u55-128.pte", "ethos-u55-128")
     log = tmp_path / "out" / "build.log"
-    output = ("[12/40] Building CXX object model_memory.cpp.obj\nFAILED: model_memory.cpp.obj\n"
-              "arm-none-eabi-g++ -Wall -Werror -c model_memory.cpp\n"
-              "model_memory.cpp:7:1: error: expected ';' before '}' token\n"
-              + "".join(f"model_memory.cpp:{i}:1: note: more\n" for i in range(8, 40)))
+    output = (
+        "[12/40] Building CXX object model_memory.cpp.obj\nFAILED: model_memory.cpp.obj\n"
+        "arm-none-eabi-g++ -Wall -Werror -c model_memory.cpp\n"
+        "model_memory.cpp:7:1: error: expected ';' before '}' token\n"
+        + "".join(f"model_memory.cpp:{i}:1: note: more\n" for i in range(8, 40))
+    )
     with pytest.raises(runner_build.RunnerBuildError) as error:
         runner_build._run(["sh", "-c", 'printf "%s" "$1"; exit 1', "sh", output], "building the runner", p, log)
-    assert str(error.value) == ("building the runner failed: model_memory.cpp:7:1: error: expected ';' before '}' "
-                                f"token (the whole output: {log})")
+    assert str(error.value) == (
+        "building the runner failed: model_memory.cpp:7:1: error: expected ';' before '}' "
+        f"token (the whole output: {log})"
+    )
     assert log.read_text() == output
     output = "CMake Error at kiln_board.cmake:48 (message):\n  kiln: error: no board 'x'\n"
     with pytest.raises(runner_build.RunnerBuildError) as error:
@@ -521,8 +563,12 @@ def test_an_operator_without_a_kernel_fails_the_build_naming_it(work):
     assert data.count(b"aten::hardtanh") == 1
     bad = work / "no_kernel.pte"
     bad.write_bytes(data.replace(b"aten::hardtanh", b"aten::isfinite"))
-    result = subprocess.run([str(BUILD), f"--pte={bad}", "--target=ethos-u55-128", f"--output={work / 'no-kernel'}"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(BUILD), f"--pte={bad}", "--target=ethos-u55-128", f"--output={work / 'no-kernel'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert "error: no_kernel: kiln's runtime has no CPU kernel for aten::isfinite.out" in result.stderr
     assert not (work / "no-kernel" / "cmake").exists()  # refused before CMake runs
@@ -548,8 +594,9 @@ def test_run_sh_prints_predictions_beside_labels_and_writes_its_whole_output_to_
 
     log = tmp_path / "log"
     with open(log, "w") as out:
-        result = subprocess.run([str(ROOT / "scripts" / "run.sh"), "--count=5"], stdout=out, stderr=subprocess.STDOUT,
-                                timeout=900)
+        result = subprocess.run(
+            [str(ROOT / "scripts" / "run.sh"), "--count=5"], stdout=out, stderr=subprocess.STDOUT, timeout=900
+        )
     text = log.read_text()
     assert result.returncode == 0, text[-3000:]
     lines = text.splitlines()
@@ -564,10 +611,10 @@ def test_run_sh_prints_predictions_beside_labels_and_writes_its_whole_output_to_
     ]
     at = [lines.index(line) for line in order]
     assert at == sorted(at), at
-    assert any(line.startswith("  MACs on the NPU: ") for line in lines[at[1]:at[2]])
+    assert any(line.startswith("  MACs on the NPU: ") for line in lines[at[1] : at[2]])
     assert "Failed to load" not in text and "is an Enum subclass" not in text
     header = at[-1]
-    rows = [line.split() for line in lines[header + 1:header + 6]]
+    rows = [line.split() for line in lines[header + 1 : header + 6]]
     images, labels = digits.test_split()
     data = (ROOT / "build" / "digits.pte").read_bytes()
     for k, row in enumerate(rows):

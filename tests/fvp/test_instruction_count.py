@@ -11,11 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kiln.firmware import build as firmware
-from kiln.firmware import runner_build
-from kiln.firmware import runner_run
 from kiln import compile as kiln_compile
-from kiln.errors import ToolMissingError, UsageError
+from kiln.errors import ToolMissingError
+from kiln.firmware import build as firmware
+from kiln.firmware import runner_build, runner_run
 from kiln.simulator import qemu_plugin, run
 from kiln.spec import CompileSpec
 
@@ -36,19 +35,23 @@ def loop_elf(firmware_build) -> Path:
 
 def objdump_call_sites(elf: Path, function: str) -> list[int]:
     """Addresses after each `bl <function>` in arm-none-eabi-objdump's disassembly."""
-    text = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True, text=True,
-                          check=True).stdout
+    text = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True, text=True, check=True).stdout
     sites = []
-    for m in re.finditer(rf"^\s*([0-9a-f]+):\s+([0-9a-f]{{4}}) ([0-9a-f]{{4}})\s+bl\s+[0-9a-f]+ <{function}>$",
-                         text, re.MULTILINE):
+    for m in re.finditer(
+        rf"^\s*([0-9a-f]+):\s+([0-9a-f]{{4}}) ([0-9a-f]{{4}})\s+bl\s+[0-9a-f]+ <{function}>$", text, re.MULTILINE
+    ):
         sites.append(int(m.group(1), 16) + 4)
     return sites
 
 
 def test_the_loop_is_what_the_formula_assumes(loop_elf):
     """objdump shows kiln_insn_loop as the six instructions loop_instructions counts."""
-    text = subprocess.run(["arm-none-eabi-objdump", "-d", "--disassemble=kiln_insn_loop", str(loop_elf)],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        ["arm-none-eabi-objdump", "-d", "--disassemble=kiln_insn_loop", str(loop_elf)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     body = [line.split("\t")[2].split()[0] for line in text.splitlines() if re.match(r"^\s*[0-9a-f]+:\t", line)]
     assert body == ["movs", "adds", "subs", "bne.n", "mov", "bx"]
 
@@ -64,10 +67,11 @@ def test_branch_destinations_match_objdump(firmware_build):
     """Every B (16-bit T1/T2, 32-bit T3/T4) and BL in a firmware image decodes to the
     destination objdump prints: a tail call to the counted function must be recognised."""
     elf = firmware.elf(firmware_build, "kiln_test_npu_run")
-    text = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True, text=True,
-                          check=True).stdout
-    pattern = (r"^\s*([0-9a-f]+):\s+([0-9a-f]{4})(?: ([0-9a-f]{4}))?\s+"
-               r"(b|bl|b(?:eq|ne|cs|cc|hs|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le))(?:\.[nw])?\s+([0-9a-f]+) <")
+    text = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True, text=True, check=True).stdout
+    pattern = (
+        r"^\s*([0-9a-f]+):\s+([0-9a-f]{4})(?: ([0-9a-f]{4}))?\s+"
+        r"(b|bl|b(?:eq|ne|cs|cc|hs|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le))(?:\.[nw])?\s+([0-9a-f]+) <"
+    )
     seen = {"16": 0, "32": 0}
     for m in re.finditer(pattern, text, re.MULTILINE):
         address, hw1, want = int(m.group(1), 16), int(m.group(2), 16), int(m.group(5), 16)
@@ -83,8 +87,13 @@ def test_branch_destinations_match_objdump(firmware_build):
 
 def test_each_call_counts_exactly(loop_elf):
     ns = [1, 2, 7, 1000, 12345]
-    result = run.run(loop_elf, "ethos-u55-128", timeout=60, firmware_args=[str(n) for n in ns],
-                     count_instructions=qemu_plugin.Request("kiln_insn_loop", profile=True))
+    result = run.run(
+        loop_elf,
+        "ethos-u55-128",
+        timeout=60,
+        firmware_args=[str(n) for n in ns],
+        count_instructions=qemu_plugin.Request("kiln_insn_loop", profile=True),
+    )
     assert result.status == 0, result.uart
     assert [f"kiln_insn_loop({n}) = {3 * n}" for n in ns] == [line for line in result.uart if "=" in line]
     counts = result.instructions
@@ -103,30 +112,39 @@ def test_whole_run_grows_by_the_extra_iterations(loop_elf):
     (n and 3n have as many digits in both runs, so parsing and printing run the same path)."""
     totals = []
     for n in (100, 300):
-        result = run.run(loop_elf, "ethos-u55-128", timeout=60, firmware_args=[str(n)],
-                         count_instructions=qemu_plugin.Request())
+        result = run.run(
+            loop_elf, "ethos-u55-128", timeout=60, firmware_args=[str(n)], count_instructions=qemu_plugin.Request()
+        )
         assert result.status == 0, result.uart
         totals.append(result.instructions.total)
     assert totals[1] - totals[0] == 3 * 200
 
 
 def test_run_fvp_prints_the_counts(loop_elf):
-    done = subprocess.run([str(RUN_FVP), f"--elf={loop_elf}", "--target=ethos-u55-128",
-                           "--count-instructions=kiln_insn_loop"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(RUN_FVP), f"--elf={loop_elf}", "--target=ethos-u55-128", "--count-instructions=kiln_insn_loop"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     expected = " ".join(str(loop_instructions(n)) for n in (1, 7, 1000))  # the app's default calls
     assert f"kiln: instructions per call of kiln_insn_loop: {expected}" in done.stderr.splitlines()
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--count-instructions=no_such_function"], "has no function 'no_such_function'"),
-    (["--count-instructions=kiln_reset_handler"], "nothing in kiln_test_insn_count.elf calls kiln_reset_handler"),
-    (["--profile-instructions"], "--profile-instructions needs --count-instructions=FUNCTION"),
-    (["--count-instructions=kiln_insn_loop", "--platform=fvp"], "counted on kiln's virtual platform only"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--count-instructions=no_such_function"], "has no function 'no_such_function'"),
+        (["--count-instructions=kiln_reset_handler"], "nothing in kiln_test_insn_count.elf calls kiln_reset_handler"),
+        (["--profile-instructions"], "--profile-instructions needs --count-instructions=FUNCTION"),
+        (["--count-instructions=kiln_insn_loop", "--platform=fvp"], "counted on kiln's virtual platform only"),
+    ],
+)
 def test_bad_requests_are_usage_errors(loop_elf, args, message):
-    done = subprocess.run([str(RUN_FVP), f"--elf={loop_elf}", "--target=ethos-u55-128", *args],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(RUN_FVP), f"--elf={loop_elf}", "--target=ethos-u55-128", *args], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2
     assert message in done.stderr
 
@@ -152,9 +170,24 @@ def test_plugin_is_rebuilt_only_when_its_source_changes(tmp_path, monkeypatch):
 
 def test_plugin_refuses_bad_arguments(tmp_path, loop_elf):
     plugin = qemu_plugin.build(tmp_path)
-    done = subprocess.run(["qemu-system-arm", "-M", "mps3-an547", "-display", "none", "-monitor", "none",
-                           "-kernel", str(loop_elf), "-plugin", f"{plugin},out={tmp_path / 'r'},start=0x10"],
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [
+            "qemu-system-arm",
+            "-M",
+            "mps3-an547",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-kernel",
+            str(loop_elf),
+            "-plugin",
+            f"{plugin},out={tmp_path / 'r'},start=0x10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode != 0
     assert "kiln insn_count: needs out=FILE, and start=ADDR with stop=ADDR or neither" in done.stderr
 
@@ -178,8 +211,9 @@ def test_executor_runner_counts_each_inference(tmp_path):
     elf = runner_build.build_runner(pte_path, "ethos-u55-128", output=tmp_path / "build", echo=lambda *a, **k: None)
     rng = np.random.default_rng(1)
     samples = [[rng.integers(-128, 127, size=(1, 1, 8, 8), endpoint=True).astype(np.int8)] for _ in range(3)]
-    result = runner_run.run(elf, "ethos-u55-128", pte_path, samples, tmp_path / "run", platform="virtual",
-                            count_instructions=True)
+    result = runner_run.run(
+        elf, "ethos-u55-128", pte_path, samples, tmp_path / "run", platform="virtual", count_instructions=True
+    )
     assert result.status == 0, result.stdout + result.stderr
     assert result.cpu_instructions is not None and len(result.cpu_instructions) == 3
     assert len(set(result.cpu_instructions)) == 1

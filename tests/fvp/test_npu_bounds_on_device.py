@@ -8,10 +8,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import npu_hostile as nh
 import numpy as np
 import pytest
 
-import npu_hostile as nh
 from kiln import compile as kiln_compile
 from kiln.firmware import runner_run
 from kiln.lower import ethosu_payload as ep
@@ -59,11 +59,15 @@ def test_a_hostile_stream_is_refused_at_init_on_the_virtual_platform(work, build
 
 def test_the_check_costs_a_few_instructions_per_command_word(work, builder, tmp_path, ds_cnn):
     elf = builder(ds_cnn)
-    done = subprocess.run([str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual",
-                           f"--count-instructions={CHECK}"], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        [str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual", f"--count-instructions={CHECK}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    line = next(l for l in done.stderr.splitlines() if l.startswith("kiln: instructions per call of"))
+    line = next(x for x in done.stderr.splitlines() if x.startswith("kiln: instructions per call of"))
     (calls,) = [int(n) for n in line.split(":")[-1].split()]  # one delegate: one check, at init
     f = deserialize(ds_cnn.read_bytes())
     cmd = ep.decode(f.delegate_payload(f.program.execution_plans[0].delegates[0])).cmd_data
@@ -71,7 +75,9 @@ def test_the_check_costs_a_few_instructions_per_command_word(work, builder, tmp_
     words = end - start
     listed = list(nh.commands(np.frombuffer(cmd, "<u4"), start, end))
     operations = sum(1 for _, op, p in listed if not p and op in nh.OPERATIONS)
-    print(f"check_stream_bounds: {calls} instructions for {len(listed)} commands ({words} words, "
-          f"{operations} operations): {calls / len(listed):.1f} per command")
+    print(
+        f"check_stream_bounds: {calls} instructions for {len(listed)} commands ({words} words, "
+        f"{operations} operations): {calls / len(listed):.1f} per command"
+    )
     # bounds.cpp states the cost measured here: 22,948 instructions for ds_cnn's 452 words
     assert calls < 100 * len(listed)

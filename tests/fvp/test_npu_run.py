@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from lowering_helpers import run_tosa
 
-from kiln.firmware import build as firmware
 from kiln.compile import compile_model
+from kiln.firmware import build as firmware
+from kiln.lower.vela import compile_tosa
 from kiln.simulator.npu_job import APP, OUTPUT, write_job
 from kiln.spec import CompileSpec
-from kiln.lower.vela import compile_tosa
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
@@ -40,8 +40,14 @@ def tiny_cnn():
 
 def run_app(build: Path, directory: Path, target="ethos-u55-128", env=None):
     elf = firmware.elf(build, APP)
-    return subprocess.run([str(RUN_FVP), f"--elf={elf}", f"--target={target}", "--platform=virtual", "--timeout=60"],
-                          cwd=directory, capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [str(RUN_FVP), f"--elf={elf}", f"--target={target}", "--platform=virtual", "--timeout=60"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def random_input(vela, seed=1) -> np.ndarray:
@@ -82,8 +88,10 @@ def test_a_stream_for_another_mac_count_is_refused(firmware_build, tmp_path, tin
     write_job(tmp_path, vela, random_input(vela).tobytes())
     result = run_app(firmware_build, tmp_path)
     assert result.returncode == EXIT_REFUSED, result.stdout + result.stderr
-    assert ("refused: stream compiled for another NPU: the delegate was compiled for Ethos-U55 with 256 MACs; "
-            "this NPU is an Ethos-U55 with 128 MACs") in result.stdout.splitlines()
+    assert (
+        "refused: stream compiled for another NPU: the delegate was compiled for Ethos-U55 with 256 MACs; "
+        "this NPU is an Ethos-U55 with 128 MACs"
+    ) in result.stdout.splitlines()
     assert not (tmp_path / OUTPUT).exists()
 
 
@@ -95,7 +103,9 @@ def test_a_bad_opcode_is_a_reported_parse_error(firmware_build, tmp_path, tiny_c
     result = run_app(firmware_build, tmp_path)
     assert result.returncode == EXIT_RUN_FAILED, result.stdout + result.stderr
     # STATUS as latched by the interrupt: irq_raised (bit 1) | cmd_parse_error (bit 4).
-    assert "run failed: NPU fault: STATUS=0x00000012 (irq_raised, cmd_parse_error), QREAD=0" in result.stdout.splitlines()
+    assert (
+        "run failed: NPU fault: STATUS=0x00000012 (irq_raised, cmd_parse_error), QREAD=0" in result.stdout.splitlines()
+    )
     assert "STATUS after the failure: 0x00000000" in result.stdout
 
 
@@ -113,8 +123,10 @@ def test_an_ifm_outside_memory_is_a_reported_bus_error(firmware_build, tmp_path,
     assert "run failed: NPU fault: STATUS=0x00000006 (irq_raised, bus_status)" in result.stdout
     # The model refused it against the scratch size the driver published, before the bus would have.
     assert "first fault: IFM read of " in result.stderr
-    assert (f"bytes at region 1 offset 0x8000000 is outside the {vela.scratch_size} bytes the firmware registered "
-            "for region 1") in result.stderr
+    assert (
+        f"bytes at region 1 offset 0x8000000 is outside the {vela.scratch_size} bytes the firmware registered "
+        "for region 1"
+    ) in result.stderr
     assert "STATUS after the failure: 0x00000000" in result.stdout
 
 
@@ -124,21 +136,27 @@ def test_an_npu_that_never_finishes_times_out_and_is_reset(firmware_build, tmp_p
     result = run_app(firmware_build, tmp_path, env={**os.environ, "KILN_VP_NPU_HANG": "1"})
     assert result.returncode == EXIT_RUN_FAILED, result.stdout + result.stderr
     # STATUS while hung: state running (bit 0), no interrupt.
-    assert "run failed: NPU timeout: no completion interrupt within 20 ms, STATUS=0x00000001 (running)" \
+    assert (
+        "run failed: NPU timeout: no completion interrupt within 20 ms, STATUS=0x00000001 (running)"
         in result.stdout.splitlines()
+    )
     assert "STATUS after the failure: 0x00000000" in result.stdout  # the driver's reset stopped it
     assert "NPU model: 0 stream(s)" in result.stderr
 
 
-@pytest.mark.parametrize("target,system_config,memory_mode,config", [
-    # product 1 (Ethos-U65), 48 KiB SHRAM, 2^8 MACs/cycle; Dedicated_Sram adds region 2.
-    ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram_384KB", "0x10003008"),
-    ("ethos-u55-32", "Ethos_U55_High_End_Embedded", "Sram_Only", "0x00001005"),
-    # two cores: 2^9 MACs/cycle and 96 KiB SHRAM in total
-    ("ethos-u65-512", "Ethos_U65_High_End", "Shared_Sram", "0x10006009"),
-])
-def test_other_configurations_match_the_reference(firmware_build, tmp_path, tiny_cnn, target, system_config,
-                                                  memory_mode, config):
+@pytest.mark.parametrize(
+    "target,system_config,memory_mode,config",
+    [
+        # product 1 (Ethos-U65), 48 KiB SHRAM, 2^8 MACs/cycle; Dedicated_Sram adds region 2.
+        ("ethos-u65-256", "Ethos_U65_High_End", "Dedicated_Sram_384KB", "0x10003008"),
+        ("ethos-u55-32", "Ethos_U55_High_End_Embedded", "Sram_Only", "0x00001005"),
+        # two cores: 2^9 MACs/cycle and 96 KiB SHRAM in total
+        ("ethos-u65-512", "Ethos_U65_High_End", "Shared_Sram", "0x10006009"),
+    ],
+)
+def test_other_configurations_match_the_reference(
+    firmware_build, tmp_path, tiny_cnn, target, system_config, memory_mode, config
+):
     vela = compile_tosa(tiny_cnn.tosa[0], "tiny", target, system_config, memory_mode)
     x = random_input(vela, seed=2)
     write_job(tmp_path, vela, x.tobytes())
@@ -151,8 +169,12 @@ def test_other_configurations_match_the_reference(firmware_build, tmp_path, tiny
 
 def test_an_access_the_attachment_cannot_emulate_stops_the_run_loudly(firmware_build):
     elf = firmware.elf(firmware_build, "kiln_test_npu_ldrd")
-    result = subprocess.run([str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 125, result.stdout + result.stderr  # the platform stopped, no firmware exit
     assert "the NPU model stopped the platform: NPU register access at PC 0x" in result.stderr
     assert "is not a 32-bit LDR/STR (LDRD/STRD" in result.stderr
@@ -165,10 +187,14 @@ def test_the_non_secure_alias_reaches_the_same_registers(firmware_build):
     board = boards.load("corstone-300")
     assert (board.npu.base, board.npu.ns_alias) == (0x5810_2000, 0x4810_2000)  # shared/notes/platforms.md
     elf = firmware.elf(firmware_build, "kiln_test_npu_alias")
-    result = subprocess.run([str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    line = next(l for l in result.stdout.splitlines() if l.startswith("ID secure"))
+    line = next(x for x in result.stdout.splitlines() if x.startswith("ID secure"))
     id_secure, id_alias = line.split()[2], line.split()[4].rstrip(";")
     assert id_secure == id_alias != "0x00000000"
     assert line.endswith("QBASE0 written through the alias reads 0x12345670")
@@ -182,27 +208,47 @@ def patched_config(cmd: bytes, mask: int, value: int) -> bytes:
     return words.tobytes()
 
 
-@pytest.mark.parametrize("change,message", [
-    # "COP2" and "COP1" read as little-endian words
-    (lambda cmd: b"COP2" + cmd[4:], lambda cmd: "not a COP1 payload: found 0x32504f43, expected 0x31504f43"),
-    # the command stream (the last action) runs to the end: it needs every word of the original
-    (lambda cmd: cmd[:-16], lambda cmd: f"COP1 payload truncated: needs {len(cmd) // 4} words, has {len(cmd) // 4 - 4}"),
-    (lambda cmd: cmd[:16], lambda cmd: "COP1 payload has no command stream"),
-    (lambda cmd: cmd[:4] + (0x77).to_bytes(4, "little") + cmd[8:],
-     lambda cmd: "COP1 payload has an unknown driver action: action 0x77 at word 1"),
-    # CONFIG fields: shram_size [15:8], cmd_stream_version [7:4], product [31:28].
-    (lambda cmd: patched_config(cmd, 0xFF00, 48 << 8),
-     lambda cmd: "stream compiled for another SHRAM size: stream 48 KiB, NPU 24 KiB"),
-    (lambda cmd: patched_config(cmd, 0xF0, 1 << 4),
-     lambda cmd: "stream compiled for another command stream version: stream version 1, NPU version 0"),
-    (lambda cmd: patched_config(cmd, 0xF000_0000, 1 << 28),
-     lambda cmd: "stream compiled for another NPU: the delegate was compiled for Ethos-U65 with 128 MACs; "
-                 "this NPU is an Ethos-U55 with 128 MACs"),
-    # product 2 with the U55-128's other fields: an Ethos-U85 of 128 MACs
-    (lambda cmd: patched_config(cmd, 0xF000_0000, 2 << 28),
-     lambda cmd: "stream compiled for another NPU: the delegate was compiled for Ethos-U85 with 128 MACs; "
-                 "this NPU is an Ethos-U55 with 128 MACs"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        # "COP2" and "COP1" read as little-endian words
+        (lambda cmd: b"COP2" + cmd[4:], lambda cmd: "not a COP1 payload: found 0x32504f43, expected 0x31504f43"),
+        # the command stream (the last action) runs to the end: it needs every word of the original
+        (
+            lambda cmd: cmd[:-16],
+            lambda cmd: f"COP1 payload truncated: needs {len(cmd) // 4} words, has {len(cmd) // 4 - 4}",
+        ),
+        (lambda cmd: cmd[:16], lambda cmd: "COP1 payload has no command stream"),
+        (
+            lambda cmd: cmd[:4] + (0x77).to_bytes(4, "little") + cmd[8:],
+            lambda cmd: "COP1 payload has an unknown driver action: action 0x77 at word 1",
+        ),
+        # CONFIG fields: shram_size [15:8], cmd_stream_version [7:4], product [31:28].
+        (
+            lambda cmd: patched_config(cmd, 0xFF00, 48 << 8),
+            lambda cmd: "stream compiled for another SHRAM size: stream 48 KiB, NPU 24 KiB",
+        ),
+        (
+            lambda cmd: patched_config(cmd, 0xF0, 1 << 4),
+            lambda cmd: "stream compiled for another command stream version: stream version 1, NPU version 0",
+        ),
+        (
+            lambda cmd: patched_config(cmd, 0xF000_0000, 1 << 28),
+            lambda cmd: (
+                "stream compiled for another NPU: the delegate was compiled for Ethos-U65 with 128 MACs; "
+                "this NPU is an Ethos-U55 with 128 MACs"
+            ),
+        ),
+        # product 2 with the U55-128's other fields: an Ethos-U85 of 128 MACs
+        (
+            lambda cmd: patched_config(cmd, 0xF000_0000, 2 << 28),
+            lambda cmd: (
+                "stream compiled for another NPU: the delegate was compiled for Ethos-U85 with 128 MACs; "
+                "this NPU is an Ethos-U55 with 128 MACs"
+            ),
+        ),
+    ],
+)
 def test_malformed_or_foreign_payloads_are_refused(firmware_build, tmp_path, tiny_cnn, change, message):
     vela = tiny_cnn.vela[0]
     write_job(tmp_path, vela, random_input(vela).tobytes(), cmd=change(vela.cmd_data))
@@ -244,7 +290,7 @@ def test_a_u85_stream_the_npu_cannot_parse_is_a_reported_fault(work, builder, tm
             op = i
             break
     word = (int(words[activation]) & ~(0x1F << 16)) | 2 << 16  # activation_function: bits 4..0 of the parameter
-    data[at + 4 * activation:at + 4 * activation + 4] = word.to_bytes(4, "little")
+    data[at + 4 * activation : at + 4 * activation + 4] = word.to_bytes(4, "little")
     bad = work / "digits-u85-reserved-activation.bin"
     bad.write_bytes(bytes(data))
     elf = builder(good, "ethos-u85-256", f"--bake={bad}")
@@ -273,8 +319,9 @@ def u85_digits(work, builder):
 def run_runner(elf: Path, directory: Path, *firmware_args: str):
     from kiln.simulator import run as platform
 
-    return platform.run(elf, "ethos-u85-256", timeout=60, platform="virtual", cwd=directory,
-                        firmware_args=firmware_args)
+    return platform.run(
+        elf, "ethos-u85-256", timeout=60, platform="virtual", cwd=directory, firmware_args=firmware_args
+    )
 
 
 def test_a_u85_npu_that_never_finishes_times_out_and_is_reset(u85_digits, tmp_path, monkeypatch):
@@ -301,8 +348,9 @@ def test_kiln_run_passes_npu_timeout_ms_to_the_runner(u85_digits, tmp_path, monk
 
     monkeypatch.setenv("KILN_VP_NPU_HANG", "1")
     monkeypatch.chdir(tmp_path)
-    status = cli.main(["run", f"--elf={u85_digits}", "--target=ethos-u85-256", "--platform=virtual",
-                       "--npu-timeout-ms=20"])
+    status = cli.main(
+        ["run", f"--elf={u85_digits}", "--target=ethos-u85-256", "--platform=virtual", "--npu-timeout-ms=20"]
+    )
     assert status == EXIT_INFERENCE
     error = "NPU timeout: no completion interrupt within 20 ms, STATUS=0x00000001 (running)"
     assert capsys.readouterr().out.splitlines().count("inference failed: " + error) == 1
@@ -317,8 +365,16 @@ def test_kiln_run_profile_attributes_the_runs_pmu_cycles_to_layers(u85_digits, w
     from kiln import cli
 
     pte_path = compiled(work, "digits", "ethos-u85-256")
-    status = cli.main(["run", f"--elf={u85_digits}", "--target=ethos-u85-256", "--platform=virtual",
-                       f"--profile={pte_path}", f"--profile-output={tmp_path}"])
+    status = cli.main(
+        [
+            "run",
+            f"--elf={u85_digits}",
+            "--target=ethos-u85-256",
+            "--platform=virtual",
+            f"--profile={pte_path}",
+            f"--profile-output={tmp_path}",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0, out
     (pmu,) = [int(line.split()[3]) for line in out.splitlines() if line.startswith("NPU PMU: total ")]
@@ -369,5 +425,9 @@ def test_an_npu_timeout_that_is_no_whole_number_of_milliseconds_is_refused(u85_d
     """1 to 2^32 - 1 ms (the driver's RunOptions::timeout_ms); 0 would not wait at all."""
     result = run_runner(u85_digits, tmp_path, f"--npu-timeout-ms={value}")
     assert result.status == EXIT_USAGE, "\n".join(result.uart)
-    assert result.uart.count("runner: --npu-timeout-ms takes a whole number of milliseconds from 1 to "
-                             f"4294967295, not '{value}'") == 1, "\n".join(result.uart)
+    assert (
+        result.uart.count(
+            f"runner: --npu-timeout-ms takes a whole number of milliseconds from 1 to 4294967295, not '{value}'"
+        )
+        == 1
+    ), "\n".join(result.uart)

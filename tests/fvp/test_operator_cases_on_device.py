@@ -7,13 +7,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import pytest
-
 import operator_cases
+import pytest
+from test_executor_runner import assert_matches_host, random_samples
+
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.spec import CompileSpec
-from test_executor_runner import assert_matches_host, random_samples
 
 pytestmark = pytest.mark.fvp
 GROUP_INPUTS = 16  # inputs per image: 16 absolute paths of the short folder below fit in 1024 bytes
@@ -35,8 +35,12 @@ def groups() -> list[list[str]]:
 def test_operator_cases_run_on_the_virtual_platform_as_run_host(work, builder, names):
     module, inputs = operator_cases.combined(names)
     path = work / f"operator_cases_{names[0]}.pte"
-    kc.write(kc.compile_model(LoadedModel("operator_cases", module, inputs), CompileSpec("ethos-u55-128"),
-                              log=lambda line: None), path)
+    kc.write(
+        kc.compile_model(
+            LoadedModel("operator_cases", module, inputs), CompileSpec("ethos-u55-128"), log=lambda line: None
+        ),
+        path,
+    )
     elf = builder(path)
     with tempfile.TemporaryDirectory(prefix="k") as short:
         assert_matches_host(path, elf, "ethos-u55-128", random_samples(path, 2, seed=11), Path(short))

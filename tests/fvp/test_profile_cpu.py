@@ -20,8 +20,9 @@ def test_cpu_ops_get_the_virtual_platforms_instruction_counts(tmp_path):
     assert cpu and all(layer.cpu_instructions and layer.cpu_instructions > 0 for layer in cpu)
     assert all(layer.cpu_instructions is None for layer in p.layers if layer.where == "npu")
     assert all(d.cpu_instructions and d.cpu_instructions > 0 for d in p.delegates)
-    assert p.cpu_instructions_total == (sum(layer.cpu_instructions for layer in cpu)
-                                        + sum(d.cpu_instructions for d in p.delegates))
+    assert p.cpu_instructions_total == (
+        sum(layer.cpu_instructions for layer in cpu) + sum(d.cpu_instructions for d in p.delegates)
+    )
     assert p.platform_pmu_cycles == p.total_npu_cycles == sum(layer.npu_cycles or 0 for layer in p.layers)
     assert p.to_json()["cpu_instructions_measured"] is True
     assert {"regions", "buffers", "pte", "stack"} <= set(p.image)  # the build's memory map, for memory.png

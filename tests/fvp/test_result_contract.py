@@ -19,8 +19,9 @@ pytestmark = pytest.mark.fvp
 
 def test_value_of_a_failed_result_traps(firmware_build):
     elf = firmware.elf(firmware_build, "kiln_test_result_trap")
-    result = subprocess.run([str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128"], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 134, result.stdout + result.stderr  # kiln::kFaultExitStatus
     lines = result.stdout.splitlines()
     assert "about to read the value of a failed Result" in lines

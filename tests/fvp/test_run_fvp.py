@@ -106,8 +106,11 @@ def test_run_refuses_a_file_that_is_no_elf_before_starting_a_platform(tmp_path):
     runs all go through it): by its first 4 bytes, without reading the rest."""
     not_elf = tmp_path / "firmware.elf"
     not_elf.write_bytes(b"\x7fEL\x00" + b"F" * 100)  # one byte short of the magic
-    for elf, message in ((not_elf, f"{not_elf} is not an ELF file"), (tmp_path, f"{tmp_path} is a directory"),
-                         (tmp_path / "none.elf", "no such ELF file")):
+    for elf, message in (
+        (not_elf, f"{not_elf} is not an ELF file"),
+        (tmp_path, f"{tmp_path} is a directory"),
+        (tmp_path / "none.elf", "no such ELF file"),
+    ):
         with pytest.raises(UsageError, match=message):
             run.run(elf, "ethos-u55-128", platform="virtual")
     with pytest.raises(UsageError, match="unknown target 'ethos-u99-1'"):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_models import n_params, run
 from torch import nn
 
 from kiln import models
-from test_models import n_params, run
 
 NAMES = [
     "mobilenet_v3_small",
@@ -90,24 +90,54 @@ LAYERNORM_LAYERS = {"vit_tiny": 5, "kwt": 4}
 # kiln's frontend rewrites anything): in-place activations and adds, dropout, chunk, the
 # channel shuffle's transpose, attention's pieces, 1-D convolution, recurrent layers...
 IDIOMS = {
-    "mobilenet_v3_small": {"hardswish_.default", "hardsigmoid_.default", "relu_.default", "add_.Tensor",
-                           "dropout_.default", "adaptive_avg_pool2d.default", "mul.Tensor"},
+    "mobilenet_v3_small": {
+        "hardswish_.default",
+        "hardsigmoid_.default",
+        "relu_.default",
+        "add_.Tensor",
+        "dropout_.default",
+        "adaptive_avg_pool2d.default",
+        "mul.Tensor",
+    },
     "efficientnet_b0": {"silu_.default", "silu.default", "sigmoid.default", "add_.Tensor", "dropout_.default"},
     "resnet18": {"add_.Tensor", "relu_.default", "max_pool2d.default"},
-    "shufflenet_v2": {"chunk.default", "transpose.int", "view.default", "contiguous.default", "cat.default",
-                      "mean.dim"},
+    "shufflenet_v2": {
+        "chunk.default",
+        "transpose.int",
+        "view.default",
+        "contiguous.default",
+        "cat.default",
+        "mean.dim",
+    },
     "squeezenet": {"max_pool2d.default", "cat.default", "relu_.default", "dropout.default"},
     "inception": {"max_pool2d.default", "cat.default", "relu_.default", "dropout.default"},
-    "vit_tiny": {"layer_norm.default", "gelu.default", "softmax.int", "matmul.default", "unbind.int",
-                 "cat.default", "expand.default", "add.Tensor", "select.int"},
+    "vit_tiny": {
+        "layer_norm.default",
+        "gelu.default",
+        "softmax.int",
+        "matmul.default",
+        "unbind.int",
+        "cat.default",
+        "expand.default",
+        "add.Tensor",
+        "select.int",
+    },
     "kwt": {"layer_norm.default", "gelu.default", "softmax.int", "bmm.default", "dropout.default", "cat.default"},
     "tc_resnet8": {"conv1d.default", "batch_norm.default", "add_.Tensor", "adaptive_avg_pool1d.default"},
     "kws_gru": {"gru.input"},
     "kws_lstm": {"lstm.input"},
     "unet_tiny": {"conv_transpose2d.input", "upsample_bilinear2d.vec", "cat.default", "max_pool2d.default"},
-    "yolo_tiny": {"silu_.default", "upsample_nearest2d.vec", "cat.default", "sigmoid.default",
-                  "split_with_sizes.default", "permute.default", "pow.Tensor_Scalar", "chunk.default",
-                  "max_pool2d.default"},
+    "yolo_tiny": {
+        "silu_.default",
+        "upsample_nearest2d.vec",
+        "cat.default",
+        "sigmoid.default",
+        "split_with_sizes.default",
+        "permute.default",
+        "pow.Tensor_Scalar",
+        "chunk.default",
+        "max_pool2d.default",
+    },
 }
 
 
@@ -264,8 +294,9 @@ def test_efficientnet_b0_parameter_count():
         return expand + conv_bn(hidden, hidden, k, hidden) + se + conv_bn(hidden, cout, 1)
 
     stem = conv_bn(3, 16, 3)  # 464
-    blocks = (mbconv(16, 8, 1, 3) + mbconv(8, 16, 6, 3) + mbconv(16, 16, 6, 3) + mbconv(16, 24, 6, 5)
-              + mbconv(24, 40, 6, 3))  # 468 + 2050 + 5220 + 7540 + 13046
+    blocks = (
+        mbconv(16, 8, 1, 3) + mbconv(8, 16, 6, 3) + mbconv(16, 16, 6, 3) + mbconv(16, 24, 6, 5) + mbconv(24, 40, 6, 3)
+    )  # 468 + 2050 + 5220 + 7540 + 13046
     head = conv_bn(40, 128, 1) + linear(128, 10)  # 5376 + 1290
     assert n_params(models.load("efficientnet_b0")[0]) == stem + blocks + head  # 35454
 
@@ -299,16 +330,30 @@ def test_squeezenet_parameter_count():
         return conv(cin, squeeze, 1, bias=True) + conv(squeeze, e1, 1, bias=True) + conv(squeeze, e3, 3, bias=True)
 
     stem = conv(3, 32, 3, bias=True)  # 896
-    fires = (fire(32, 8, 32, 32) + fire(64, 8, 32, 32) + fire(64, 16, 64, 64) + fire(128, 16, 64, 64)
-             + fire(128, 24, 96, 96) + fire(192, 24, 96, 96) + fire(192, 32, 128, 128) + fire(256, 32, 128, 128))
+    fires = (
+        fire(32, 8, 32, 32)
+        + fire(64, 8, 32, 32)
+        + fire(64, 16, 64, 64)
+        + fire(128, 16, 64, 64)
+        + fire(128, 24, 96, 96)
+        + fire(192, 24, 96, 96)
+        + fire(192, 32, 128, 128)
+        + fire(256, 32, 128, 128)
+    )
     classifier = conv(256, 10, 1, bias=True)  # 2570
     assert n_params(models.load("squeezenet")[0]) == stem + fires + classifier  # 184362
 
 
 def test_inception_parameter_count():
     def module(cin, c1, c3r, c3, c5r, c5, pool):
-        return (conv_bn(cin, c1, 1) + conv_bn(cin, c3r, 1) + conv_bn(c3r, c3, 3) + conv_bn(cin, c5r, 1)
-                + conv_bn(c5r, c5, 5) + conv_bn(cin, pool, 1))
+        return (
+            conv_bn(cin, c1, 1)
+            + conv_bn(cin, c3r, 1)
+            + conv_bn(c3r, c3, 3)
+            + conv_bn(cin, c5r, 1)
+            + conv_bn(c5r, c5, 5)
+            + conv_bn(cin, pool, 1)
+        )
 
     stem = conv_bn(3, 48, 3)  # 1392
     # (3a): 16 + 32 + 8 + 8 = 64 channels out; (3b): 32 + 48 + 24 + 16 = 120

@@ -72,16 +72,35 @@ class Graph:
     def zp(self, value: int, dtype: str) -> str:
         return self.const([value], dtype)
 
-    def rescale(self, x: str, shape, in_dtype: str, out_dtype: str, scales, in_zp: int = 0, out_zp: int = 0,
-                double_round: bool = False) -> str:
+    def rescale(
+        self,
+        x: str,
+        shape,
+        in_dtype: str,
+        out_dtype: str,
+        scales,
+        in_zp: int = 0,
+        out_zp: int = 0,
+        double_round: bool = False,
+    ) -> str:
         scales = np.atleast_1d(np.asarray(scales, np.float64))
         scale32 = in_dtype != "int48"  # TOSA: a 48-bit input takes 16-bit multipliers
         pairs = [multiplier_for(float(s), 32 if scale32 else 16) for s in scales]
         mode = ts.RoundingMode.DOUBLE_ROUND if double_round and scale32 else ts.RoundingMode.SINGLE_ROUND
         multipliers = self.const([m for m, _ in pairs], "int32" if scale32 else "int16")
-        return self.op("RESCALE", [x, multipliers, self.const([s for _, s in pairs], "int8"),
-                                   self.zp(in_zp, in_dtype), self.zp(out_zp, out_dtype)],
-                       shape, out_dtype, attr("Rescale", scale32, mode, len(pairs) > 1, False, False))
+        return self.op(
+            "RESCALE",
+            [
+                x,
+                multipliers,
+                self.const([s for _, s in pairs], "int8"),
+                self.zp(in_zp, in_dtype),
+                self.zp(out_zp, out_dtype),
+            ],
+            shape,
+            out_dtype,
+            attr("Rescale", scale32, mode, len(pairs) > 1, False, False),
+        )
 
     def serialize(self) -> bytes:
         return self.ser.serialize()
@@ -105,8 +124,17 @@ def _geometry(rng, kernel: int, stride: int, dilation: int, max_size: int = 14):
     return extent, 0, 0, 1
 
 
-def _output_stage(g: Graph, rng, acc: str, shape, acc_dtype: str, out_dtype: str, spread: float, channels: int,
-                  per_channel: bool = True) -> tuple[str, str]:
+def _output_stage(
+    g: Graph,
+    rng,
+    acc: str,
+    shape,
+    acc_dtype: str,
+    out_dtype: str,
+    spread: float,
+    channels: int,
+    per_channel: bool = True,
+) -> tuple[str, str]:
     """RESCALE of an accumulator to the output type (random scale, zero point, rounding) and
     sometimes a CLAMP; returns (name, description)."""
     lo, hi = RANGE[out_dtype]
@@ -121,8 +149,9 @@ def _output_stage(g: Graph, rng, acc: str, shape, acc_dtype: str, out_dtype: str
         a = int(rng.integers(lo, (lo + hi) // 2))
         b = int(rng.integers((lo + hi) // 2, hi + 1))
         as_bytes = lambda v: list(np.array([v], out_dtype).view(np.uint8))  # noqa: E731
-        name = g.op("CLAMP", [name], shape, out_dtype, attr("Clamp", as_bytes(a), as_bytes(b),
-                                                           ts.NanPropagationMode.PROPAGATE))
+        name = g.op(
+            "CLAMP", [name], shape, out_dtype, attr("Clamp", as_bytes(a), as_bytes(b), ts.NanPropagationMode.PROPAGATE)
+        )
         text += f" clamp [{a},{b}]"
     return name, text
 
@@ -148,17 +177,24 @@ def conv(g: Graph, rng, depthwise: bool = False, int16: bool = False) -> None:
     zps = [g.zp(in_zp, in_dtype), g.zp(0, "int8")]
     if depthwise:
         weights = _rand(rng, (kh, kw, cin, 1), "int8")
-        kind, attribute = "DEPTHWISE_CONV2D", attr("DepthwiseConv2d", [pt, pb, pl, pr], [sy, sx], [dy, dx], False, DT[acc_dtype])
+        kind, attribute = (
+            "DEPTHWISE_CONV2D",
+            attr("DepthwiseConv2d", [pt, pb, pl, pr], [sy, sx], [dy, dx], False, DT[acc_dtype]),
+        )
     else:
         weights = _rand(rng, (cout, kh, kw, cin), "int8")
         kind, attribute = "CONV2D", attr("Conv2d", [pt, pb, pl, pr], [sy, sx], [dy, dx], False, DT[acc_dtype])
-    acc = g.op(kind, [x, g.const(weights, "int8"), g.const(bias, bias_dtype), *zps], (1, oh, ow, cout), acc_dtype,
-               attribute)
+    acc = g.op(
+        kind, [x, g.const(weights, "int8"), g.const(bias, bias_dtype), *zps], (1, oh, ow, cout), acc_dtype, attribute
+    )
     spread = amplitude * 80 * math.sqrt(taps)
     out_dtype = "int16" if int16 else "int8"
     out, text = _output_stage(g, rng, acc, (1, oh, ow, cout), acc_dtype, out_dtype, spread, cout)
-    g.output(out, f"{kind} {in_dtype} in {h}x{w}x{cin} k {kh}x{kw} s {sy}x{sx} d {dy}x{dx} "
-                  f"pad {pt},{pb},{pl},{pr} cout {cout} zp {in_zp}; {text}")
+    g.output(
+        out,
+        f"{kind} {in_dtype} in {h}x{w}x{cin} k {kh}x{kw} s {sy}x{sx} d {dy}x{dx} "
+        f"pad {pt},{pb},{pl},{pr} cout {cout} zp {in_zp}; {text}",
+    )
 
 
 def pool(g: Graph, rng, average: bool, dtype: str = "int8") -> None:
@@ -170,13 +206,23 @@ def pool(g: Graph, rng, average: bool, dtype: str = "int8") -> None:
     x = g.input(_rand(rng, (1, h, w, c), dtype), dtype)
     if average:
         in_zp, out_zp = (int(rng.integers(-128, 128)), int(rng.integers(-128, 128))) if dtype == "int8" else (0, 0)
-        out = g.op("AVG_POOL2D", [x, g.zp(in_zp, dtype), g.zp(out_zp, dtype)], (1, oh, ow, c), dtype,
-                   attr("AvgPool2d", [kh, kw], [sy, sx], [pt, pb, pl, pr], ts.DType.INT32))
+        out = g.op(
+            "AVG_POOL2D",
+            [x, g.zp(in_zp, dtype), g.zp(out_zp, dtype)],
+            (1, oh, ow, c),
+            dtype,
+            attr("AvgPool2d", [kh, kw], [sy, sx], [pt, pb, pl, pr], ts.DType.INT32),
+        )
         text = f"AVG_POOL2D {dtype} zp {in_zp}->{out_zp}"
     else:
         # MAX_POOL2D requires pads smaller than the kernel, and at least one real sample per window
-        out = g.op("MAX_POOL2D", [x], (1, oh, ow, c), dtype,
-                   attr("MaxPool2d", [kh, kw], [sy, sx], [pt, pb, pl, pr], ts.NanPropagationMode.PROPAGATE))
+        out = g.op(
+            "MAX_POOL2D",
+            [x],
+            (1, oh, ow, c),
+            dtype,
+            attr("MaxPool2d", [kh, kw], [sy, sx], [pt, pb, pl, pr], ts.NanPropagationMode.PROPAGATE),
+        )
         text = f"MAX_POOL2D {dtype}"
     g.output(out, f"{text} in {h}x{w}x{c} k {kh}x{kw} s {sy}x{sx} pad {pt},{pb},{pl},{pr}")
 
@@ -234,8 +280,13 @@ def min_max(g: Graph, rng) -> None:
     b = g.input(_rand(rng, b_shape, "int8"), "int8")
     wa = g.rescale(a, a_shape, "int8", "int32", 1.0, za, 0)
     wb = g.rescale(b, b_shape, "int8", "int32", 1.0, zb, 0)
-    y = g.op(kind, [wa, wb], out_shape, "int32", attr("Maximum" if kind == "MAXIMUM" else "Minimum",
-                                                     ts.NanPropagationMode.PROPAGATE))
+    y = g.op(
+        kind,
+        [wa, wb],
+        out_shape,
+        "int32",
+        attr("Maximum" if kind == "MAXIMUM" else "Minimum", ts.NanPropagationMode.PROPAGATE),
+    )
     out = g.rescale(y, out_shape, "int32", "int8", float(np.exp(rng.uniform(-1, 0.5))), 0, zo)
     g.output(out, f"{kind} int32 {a_shape} {b_shape} zp {za},{zb}->{zo}")
 
@@ -269,11 +320,24 @@ def rescale_unsigned(g: Graph, rng) -> None:
     x = g.input(_rand(rng, shape, "int8"), "int8")
     scale = float(np.exp(rng.uniform(-2, 1)))
     multiplier, shift = multiplier_for(scale)
-    out = g.op("RESCALE", [x, g.const([multiplier], "int32"), g.const([shift], "int8"),
-                           g.const(np.array([in_zp], np.int64).astype(np.uint8).view(np.int8) if unsigned_in else [in_zp], "int8"),
-                           g.const(np.array([out_zp], np.int64).astype(np.uint8).view(np.int8) if not unsigned_in else [out_zp], "int8")],
-               shape, "int8", attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, False, unsigned_in, not unsigned_in))
-    g.output(out, f"RESCALE {'uint8->int8' if unsigned_in else 'int8->uint8'} {shape} scale {scale:.4g} zp {in_zp}->{out_zp}")
+    out = g.op(
+        "RESCALE",
+        [
+            x,
+            g.const([multiplier], "int32"),
+            g.const([shift], "int8"),
+            g.const(np.array([in_zp], np.int64).astype(np.uint8).view(np.int8) if unsigned_in else [in_zp], "int8"),
+            g.const(
+                np.array([out_zp], np.int64).astype(np.uint8).view(np.int8) if not unsigned_in else [out_zp], "int8"
+            ),
+        ],
+        shape,
+        "int8",
+        attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, False, unsigned_in, not unsigned_in),
+    )
+    g.output(
+        out, f"RESCALE {'uint8->int8' if unsigned_in else 'int8->uint8'} {shape} scale {scale:.4g} zp {in_zp}->{out_zp}"
+    )
 
 
 def rescale_only(g: Graph, rng) -> None:
@@ -325,9 +389,16 @@ def transpose_conv(g: Graph, rng) -> None:
     x = g.input(_rand(rng, (1, h, w, cin), "int8"), "int8")
     weights = _rand(rng, (cout, kh, kw, cin), "int8")
     bias = _rand(rng, (cout,), "int32", -5000, 5000)
-    acc = g.op("TRANSPOSE_CONV2D", [x, g.const(weights, "int8"), g.const(bias, "int32"), g.zp(zp, "int8"), g.zp(0, "int8")],
-               (1, oh, ow, cout), "int32", attr("TransposeConv2d", pads, [s, s], False, ts.DType.INT32))
-    out, text = _output_stage(g, rng, acc, (1, oh, ow, cout), "int32", "int8", 128 * 80 * math.sqrt(kh * kw * cin), cout)
+    acc = g.op(
+        "TRANSPOSE_CONV2D",
+        [x, g.const(weights, "int8"), g.const(bias, "int32"), g.zp(zp, "int8"), g.zp(0, "int8")],
+        (1, oh, ow, cout),
+        "int32",
+        attr("TransposeConv2d", pads, [s, s], False, ts.DType.INT32),
+    )
+    out, text = _output_stage(
+        g, rng, acc, (1, oh, ow, cout), "int32", "int8", 128 * 80 * math.sqrt(kh * kw * cin), cout
+    )
     g.output(out, f"TRANSPOSE_CONV2D in {h}x{w}x{cin} k {kh}x{kw} s {s} out_pad {pads} cout {cout} zp {zp}; {text}")
 
 
@@ -337,7 +408,13 @@ def resize_nearest(g: Graph, rng) -> None:
     scale = g.ser.addConst([4], ts.DType.SHAPE, np.array([2, 1, 2, 1], np.int64), name=g.name("scale")).name
     offset = g.ser.addConst([2], ts.DType.SHAPE, np.array([0, 0], np.int64), name=g.name("offset")).name
     border = g.ser.addConst([2], ts.DType.SHAPE, np.array([0, 0], np.int64), name=g.name("border")).name
-    out = g.op("RESIZE", [x, scale, offset, border], (1, 2 * h - 1, 2 * w - 1, c), "int8", attr("Resize", ts.ResizeMode.NEAREST))
+    out = g.op(
+        "RESIZE",
+        [x, scale, offset, border],
+        (1, 2 * h - 1, 2 * w - 1, c),
+        "int8",
+        attr("Resize", ts.ResizeMode.NEAREST),
+    )
     g.output(out, f"RESIZE NEAREST x2 in {h}x{w}x{c}")
 
 

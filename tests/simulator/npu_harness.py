@@ -24,8 +24,10 @@ def reference(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
 def run_on_model(vela, inputs: list[np.ndarray], target: str, dtypes=None):
     """(outputs, ExecResult) of a kiln.lower.vela.VelaResult run on the NPU model."""
     raw, result = run_compiled(vela, inputs, config_for(target))
-    outputs = [np.frombuffer(r, (dtypes[i] if dtypes else None) or _DTYPES[t.elem_size])
-               for i, (r, t) in enumerate(zip(raw, vela.outputs))]
+    outputs = [
+        np.frombuffer(r, (dtypes[i] if dtypes else None) or _DTYPES[t.elem_size])
+        for i, (r, t) in enumerate(zip(raw, vela.outputs))
+    ]
     return outputs, result
 
 
@@ -48,8 +50,11 @@ def _integers(values: np.ndarray) -> np.ndarray:
 
 # ---- batched random differential cases -------------------------------------------------
 
-SYSTEM_CONFIGS = {"ethos-u55": "Ethos_U55_High_End_Embedded", "ethos-u65": "Ethos_U65_High_End",
-                  "ethos-u85": "Ethos_U85_SYS_DRAM_Mid"}
+SYSTEM_CONFIGS = {
+    "ethos-u55": "Ethos_U55_High_End_Embedded",
+    "ethos-u65": "Ethos_U65_High_End",
+    "ethos-u85": "Ethos_U85_SYS_DRAM_Mid",
+}
 
 
 def system_config(target: str) -> str:
@@ -61,6 +66,7 @@ def build_batch(seed: int, indices, kinds=None, generators=None):
     numpy.random.default_rng([seed, i]) (its kind too), so (seed, i) reproduces it.
     `generators`: kind -> generator (default npu_cases.GENERATORS)."""
     import npu_cases
+
     generators = generators or npu_cases.GENERATORS
     kinds = sorted(kinds or generators)
     graph = npu_cases.Graph()
@@ -74,6 +80,7 @@ def build_batch(seed: int, indices, kinds=None, generators=None):
 
 def _compile_and_compare(graph, name: str, target: str, memory_mode: str):
     from kiln.lower.vela import VelaError, compile_tosa
+
     tosa = graph.serialize()
     try:
         vela = compile_tosa(tosa, name, target, system_config(target), memory_mode)
@@ -104,17 +111,27 @@ def run_batch(seed: int, cases: int, target: str, memory_mode: str, kinds=None, 
 
 # ---- a PyTorch module through kiln's lowering ---------------------------------------------
 
-def module_on_the_model(module, shape, name: str, target: str = "ethos-u55-128", bits: int = 8,
-                        spread: float = 1.0, seed: int = 7, flipped: frozenset[str] = frozenset()):
+
+def module_on_the_model(
+    module,
+    shape,
+    name: str,
+    target: str = "ethos-u55-128",
+    bits: int = 8,
+    spread: float = 1.0,
+    seed: int = 7,
+    flipped: frozenset[str] = frozenset(),
+):
     """Quantizes `module` (calibrated on two random inputs of `shape`, times `spread`), lowers
     its one NPU partition (nothing but the quantize/dequantize edges may stay on the CPU; the
     lowering choices `flipped` taken against the target's default),
     compiles it with Vela for `target` and runs one random integer input on kiln's NPU model
     and on tosa_reference_model; returns compare()'s (differences, ExecResult)."""
     import torch
+    from lowering_helpers import lower_module
+
     from kiln.lower import tosa as tosa_lowering
     from kiln.lower.vela import compile_tosa
-    from lowering_helpers import lower_module
 
     g = torch.Generator().manual_seed(seed)
     calibration = [(torch.randn(*shape, generator=g) * spread,) for _ in range(2)]

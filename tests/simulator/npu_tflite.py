@@ -9,8 +9,19 @@ with Vela (ethosu.vela.tflite)."""
 from __future__ import annotations
 
 import flatbuffers
-from ethosu.vela.tflite import (Buffer, BuiltinOperator, BuiltinOptions, LeakyReluOptions, Model, Operator,
-                                OperatorCode, QuantizationParameters, SubGraph, Tensor, TensorType)
+from ethosu.vela.tflite import (
+    Buffer,
+    BuiltinOperator,
+    BuiltinOptions,
+    LeakyReluOptions,
+    Model,
+    Operator,
+    OperatorCode,
+    QuantizationParameters,
+    SubGraph,
+    Tensor,
+    TensorType,
+)
 
 TANH = BuiltinOperator.BuiltinOperator.TANH
 LOGISTIC = BuiltinOperator.BuiltinOperator.LOGISTIC
@@ -26,8 +37,9 @@ def _vector(builder, start, items, prepend) -> int:
     return builder.EndVector()
 
 
-def single_op(opcode: int, shape: list[int], input_scale: float, output_scale: float,
-              alpha: float | None = None) -> bytes:
+def single_op(
+    opcode: int, shape: list[int], input_scale: float, output_scale: float, alpha: float | None = None
+) -> bytes:
     """A model with one int16 input, one operator and one int16 output (zero points 0);
     `alpha` is LEAKY_RELU's option."""
     b = flatbuffers.Builder(1024)

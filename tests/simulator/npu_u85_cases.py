@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import tosa_serializer as ts
-
 from npu_cases import Graph, _rand, _shapes_with_broadcast, attr
 
 
@@ -30,12 +29,18 @@ def resize(g: Graph, rng, bilinear: bool) -> None:
     def shape_const(stem, values):
         return g.ser.addConst([len(values)], ts.DType.SHAPE, np.array(values, np.int64), name=g.name(stem)).name
 
-    inputs = [x, shape_const("scale", [ny, dy, nx, dx]), shape_const("offset", [oy, ox]),
-              shape_const("border", [by, bx])]
+    inputs = [
+        x,
+        shape_const("scale", [ny, dy, nx, dx]),
+        shape_const("offset", [oy, ox]),
+        shape_const("border", [by, bx]),
+    ]
     mode = ts.ResizeMode.BILINEAR if bilinear else ts.ResizeMode.NEAREST
     shape = (1, out_h, out_w, c)
-    text = f"RESIZE {'BILINEAR' if bilinear else 'NEAREST'} in {h}x{w}x{c} scale {ny}/{dy},{nx}/{dx} " \
-           f"offset {oy},{ox} border {by},{bx}"
+    text = (
+        f"RESIZE {'BILINEAR' if bilinear else 'NEAREST'} in {h}x{w}x{c} scale {ny}/{dy},{nx}/{dx} "
+        f"offset {oy},{ox} border {by},{bx}"
+    )
     if bilinear:
         acc = g.op("RESIZE", inputs, shape, "int32", attr("Resize", mode))
         out = g.rescale(acc, shape, "int32", "int8", [1.0 / (ny * nx)])
@@ -98,8 +103,14 @@ def logical(g: Graph, rng) -> None:
         out = _op(g, kind, [pa], a_shape, ts.DType.BOOL, attr(name))
     else:
         y = g.input(_rand(rng, b_shape, "int8"), "int32")
-        pb = _op(g, "GREATER", [y, g.const(np.full([1] * len(b_shape), 20), "int32")], b_shape, ts.DType.BOOL,
-                 attr("Greater"))
+        pb = _op(
+            g,
+            "GREATER",
+            [y, g.const(np.full([1] * len(b_shape), 20), "int32")],
+            b_shape,
+            ts.DType.BOOL,
+            attr("Greater"),
+        )
         out = _op(g, kind, [pa, pb], out_shape, ts.DType.BOOL, attr(name))
     g.output(out, f"{kind} {a_shape} {b_shape}")
 
@@ -125,8 +136,13 @@ def transpose(g: Graph, rng) -> None:
     shape = [int(rng.integers(1, 3)), int(rng.integers(1, 7)), int(rng.integers(1, 7)), int(rng.integers(1, 20))]
     perm = [int(p) for p in rng.permutation(4)]
     dtype = str(rng.choice(["int8", "int16"]))
-    out = g.op("TRANSPOSE", [g.input(_rand(rng, shape, dtype), dtype)], [shape[p] for p in perm], dtype,
-               attr("Transpose", perm))
+    out = g.op(
+        "TRANSPOSE",
+        [g.input(_rand(rng, shape, dtype), dtype)],
+        [shape[p] for p in perm],
+        dtype,
+        attr("Transpose", perm),
+    )
     g.output(out, f"TRANSPOSE {dtype} {shape} perm {perm}")
 
 
@@ -138,8 +154,13 @@ def reduce_min_max(g: Graph, rng) -> None:
     out_shape = list(shape)
     out_shape[axis] = 1
     name = "ReduceMin" if kind == "REDUCE_MIN" else "ReduceMax"
-    out = g.op(kind, [g.input(_rand(rng, shape, dtype), dtype)], out_shape, dtype,
-               attr(name, axis, ts.NanPropagationMode.PROPAGATE))
+    out = g.op(
+        kind,
+        [g.input(_rand(rng, shape, dtype), dtype)],
+        out_shape,
+        dtype,
+        attr(name, axis, ts.NanPropagationMode.PROPAGATE),
+    )
     g.output(out, f"{kind} {dtype} {shape} axis {axis}")
 
 

@@ -13,7 +13,9 @@ from kiln.lower.vela import vela_command
 
 # "0x000004: 00000001 2000 4025 - NPU_SET_IFM_SCALE    8192, shift = 0, dbl_rnd = 0, ..."
 # (a cmd0 line has blanks where the payload would be)
-_LINE = re.compile(r"^0x([0-9a-f]{6}): (?:([0-9a-f]{8})|\s{8}) ([0-9a-f]{4}) ([0-9a-f]{4}) - (NPU_\w+)\s+(\d+)(?:, (.*))?$")
+_LINE = re.compile(
+    r"^0x([0-9a-f]{6}): (?:([0-9a-f]{8})|\s{8}) ([0-9a-f]{4}) ([0-9a-f]{4}) - (NPU_\w+)\s+(\d+)(?:, (.*))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,16 @@ def parse(text: str) -> list[Listed]:
             continue
         offset, payload, param, code, name, _, fields = m.groups()
         pairs = dict(item.split(" = ", 1) for item in (fields or "").split(", ") if " = " in item)
-        listed.append(Listed(int(offset, 16), None if payload is None else int(payload, 16), int(param, 16),
-                             int(code, 16), name, pairs))
+        listed.append(
+            Listed(
+                int(offset, 16),
+                None if payload is None else int(payload, 16),
+                int(param, 16),
+                int(code, 16),
+                name,
+                pairs,
+            )
+        )
     return listed
 
 
@@ -48,8 +58,25 @@ def listing(tosa: bytes, target: str, system_config: str, memory_mode: str) -> l
     with tempfile.TemporaryDirectory(prefix="kiln-vela-listing-") as tmp:
         source = Path(tmp) / "listing.tosa"
         source.write_bytes(tosa)
-        run = subprocess.run(vela_command() + [
-            "--accelerator-config", target, "--system-config", system_config, "--memory-mode", memory_mode,
-            "--output-format", "raw", "--output-dir", tmp, "--verbose-register-command-stream", str(source)],
-            capture_output=True, text=True, timeout=600, check=True)
+        run = subprocess.run(
+            vela_command()
+            + [
+                "--accelerator-config",
+                target,
+                "--system-config",
+                system_config,
+                "--memory-mode",
+                memory_mode,
+                "--output-format",
+                "raw",
+                "--output-dir",
+                tmp,
+                "--verbose-register-command-stream",
+                str(source),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
     return parse(run.stdout)

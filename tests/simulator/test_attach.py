@@ -37,8 +37,9 @@ def assemble(source: str) -> list[int]:
         d = Path(d)
         (d / "a.s").write_text(f".syntax unified\n.thumb\n{source}\n")
         subprocess.run(["arm-none-eabi-as", "-march=armv8.1-m.main", str(d / "a.s"), "-o", str(d / "a.o")], check=True)
-        subprocess.run(["arm-none-eabi-objcopy", "-O", "binary", "-j", ".text", str(d / "a.o"), str(d / "a.bin")],
-                       check=True)
+        subprocess.run(
+            ["arm-none-eabi-objcopy", "-O", "binary", "-j", ".text", str(d / "a.o"), str(d / "a.bin")], check=True
+        )
         code = (d / "a.bin").read_bytes()
     return [int.from_bytes(code[i : i + 2], "little") for i in range(0, len(code), 2)]
 
@@ -48,19 +49,36 @@ def test_word_loads_and_stores_decode_as_assembled(source, load, rt, rn, offset,
     halfwords = assemble(source)
     assert len(halfwords) * 2 == size
     access = thumb.decode(*halfwords)
-    assert (access.load, access.rt, access.rn, access.rm, access.index, access.writeback, access.size) == \
-        (load, rt, rn, rm, index, writeback, size)
+    assert (access.load, access.rt, access.rn, access.rm, access.index, access.writeback, access.size) == (
+        load,
+        rt,
+        rn,
+        rm,
+        index,
+        writeback,
+        size,
+    )
     if rm is None:
         assert access.offset == offset
     else:
         assert access.shift == shift
 
 
-@pytest.mark.parametrize("source", [
-    "strd r2, r3, [r0]", "ldrd r2, r3, [r0, #8]", "stm r0!, {r1, r2}", "ldm r0, {r1, r2}",
-    "strb r1, [r0]", "ldrh r1, [r0, #2]", "ldrb.w r1, [r0, #1]", "strh.w r1, [r0, #2]",
-    "ldr r0, [sp, #4]", "push {r4, lr}",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "strd r2, r3, [r0]",
+        "ldrd r2, r3, [r0, #8]",
+        "stm r0!, {r1, r2}",
+        "ldm r0, {r1, r2}",
+        "strb r1, [r0]",
+        "ldrh r1, [r0, #2]",
+        "ldrb.w r1, [r0, #1]",
+        "strh.w r1, [r0, #2]",
+        "ldr r0, [sp, #4]",
+        "push {r4, lr}",
+    ],
+)
 def test_anything_but_a_word_access_is_refused(source):
     halfwords = assemble(source)
     with pytest.raises(thumb.UnsupportedAccess):
@@ -117,19 +135,19 @@ def memory(ddr=None):
 def test_reads_fetch_each_page_once():
     gdb, mem = memory()
     assert bytes(mem.read(0x3100_0010, 8)) == bytes(gdb.sram[16:24])
-    assert bytes(mem.read(0x3100_0ff0, 32)) == bytes(gdb.sram[0xFF0:0x1010])
+    assert bytes(mem.read(0x3100_0FF0, 32)) == bytes(gdb.sram[0xFF0:0x1010])
     assert gdb.reads == [(0x3100_0000, PAGE), (0x3100_1000, PAGE)]
 
 
 def test_writes_stay_in_the_cache_until_flushed():
     gdb, mem = memory()
-    mem.write(0x3100_0100, b"\xAA" * 4)
+    mem.write(0x3100_0100, b"\xaa" * 4)
     mem.write(0x3100_1000, np.full(PAGE, 0x55, dtype=np.uint8))  # a whole page: no fetch
     assert gdb.sram[0x100] != 0xAA and gdb.reads == [(0x3100_0000, PAGE)]
-    assert bytes(mem.read(0x3100_00FE, 4)) == bytes(gdb.sram[0xFE:0x100]) + b"\xAA\xAA"
+    assert bytes(mem.read(0x3100_00FE, 4)) == bytes(gdb.sram[0xFE:0x100]) + b"\xaa\xaa"
     mem.flush()
     assert gdb.writes == [(0x3100_0000, 2 * PAGE)]
-    assert gdb.sram[0x100:0x104] == b"\xAA" * 4 and gdb.sram[0x1000:0x2000] == b"\x55" * PAGE
+    assert gdb.sram[0x100:0x104] == b"\xaa" * 4 and gdb.sram[0x1000:0x2000] == b"\x55" * PAGE
     mem.begin()
     mem.read(0x3100_0000, 4)
     assert len(gdb.reads) == 2  # begin() dropped the cache

@@ -48,7 +48,8 @@ class FakeExecutor:
         return self.result
 
 
-def device(result=Result(cycles=1000), target="ethos-u55-128", words=(0x0001_0000, 0x0000_0000)):
+def device(result=None, target="ethos-u55-128", words=(0x0001_0000, 0x0000_0000)):
+    result = Result(cycles=1000) if result is None else result
     memory = FlatMemory({STREAM_AT: bytearray(np.array(words, dtype="<u4").tobytes() + bytes(64))})
     executor = FakeExecutor(result)
     edges = []
@@ -94,7 +95,7 @@ def test_start_runs_the_stream_and_raises_the_interrupt():
     npu.write(BASEP0 + 12, 0)
     npu.write(BASEP0 + 8 * 7, 0x6000_0000)  # region 7: BASEP14
     npu.write(CMD, 0x1)
-    (stream, basep, config), = executor.calls
+    ((stream, basep, config),) = executor.calls
     assert stream.tolist() == [0x0001_0000, 0x4000_0010, 0x1234_5678]
     assert basep == (0, 0x3100_1000, 0, 0, 0, 0, 0, 0x6000_0000)
     assert config.target == "ethos-u55-128"

@@ -11,6 +11,8 @@ that writes at the right offset."""
 
 from __future__ import annotations
 
+import npu_cases
+import npu_harness
 import numpy as np
 import pytest
 import torch
@@ -22,9 +24,6 @@ from kiln.compile import compile_model
 from kiln.frontend.export import LoadedModel
 from kiln.lower.vela import compile_tosa
 from kiln.spec import CompileSpec
-
-import npu_cases
-import npu_harness
 
 
 def _tosa_rescale_then_concat() -> npu_cases.Graph:
@@ -83,6 +82,7 @@ def test_identity_rescale_between_keeps_the_offset():
 
 # ---- kiln-lowered models: every delegate bit-exact -------------------------------------------
 
+
 class UpCat(nn.Module):
     """unet_tiny's up step in small: ConvTranspose2d 2x2 stride 2, concatenated after the skip."""
 
@@ -117,8 +117,12 @@ class Elementwise(nn.Module):
 
     def forward(self, x):
         y = self.b(x)
-        second = {"add": lambda: x + y, "mul": lambda: x * y, "max": lambda: torch.maximum(x, y),
-                  "sum": lambda: y.sum(dim=1, keepdim=True)}[self.kind]()
+        second = {
+            "add": lambda: x + y,
+            "mul": lambda: x * y,
+            "max": lambda: torch.maximum(x, y),
+            "sum": lambda: y.sum(dim=1, keepdim=True),
+        }[self.kind]()
         return torch.cat([self.a(x), second], dim=1)
 
 
@@ -136,7 +140,9 @@ CASES = {
     "up_cat": (lambda: UpCat(), (IMAGE, SMALL)),
     "up_cat_first": (lambda: UpCat(first=True), (IMAGE, SMALL)),
     "up_pad": (UpPad, (IMAGE,)),
-    **{f"{kind}_cat": ((lambda kind=kind: Elementwise(kind)), ((1, 4, 6, 6),)) for kind in ("add", "mul", "max", "sum")},
+    **{
+        f"{kind}_cat": ((lambda kind=kind: Elementwise(kind)), ((1, 4, 6, 6),)) for kind in ("add", "mul", "max", "sum")
+    },
     "matmul_cat": (MatmulCat, ((1, 8, 8),)),
 }
 
@@ -145,8 +151,9 @@ def _delegate_diffs(name: str, target: str):
     build, shapes = CASES[name]
     torch.manual_seed(0)
     inputs = tuple(torch.randn(shape) for shape in shapes)
-    result = compile_model(LoadedModel(name, build().eval(), inputs), CompileSpec(target=target),
-                           log=lambda *args, **kwargs: None)
+    result = compile_model(
+        LoadedModel(name, build().eval(), inputs), CompileSpec(target=target), log=lambda *args, **kwargs: None
+    )
     assert result.tosa
     diffs = []
     for tosa, vela, part in zip(result.tosa, result.vela, result.partitioning.partitions):
@@ -172,8 +179,11 @@ def test_up_cat_takes_no_copy_on_ethos_u85():
     build, shapes = CASES["up_cat"]
     torch.manual_seed(0)
     inputs = tuple(torch.randn(shape) for shape in shapes)
-    result = compile_model(LoadedModel("up_cat", build().eval(), inputs), CompileSpec(target="ethos-u85-256"),
-                           log=lambda *args, **kwargs: None)
+    result = compile_model(
+        LoadedModel("up_cat", build().eval(), inputs),
+        CompileSpec(target="ethos-u85-256"),
+        log=lambda *args, **kwargs: None,
+    )
     from tosa.Op import Op
     from tosa.TosaGraph import TosaGraph
 

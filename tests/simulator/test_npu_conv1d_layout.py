@@ -6,15 +6,15 @@ graph (test_lowering's conv1d_residual checks the graph against PT2E)."""
 
 from __future__ import annotations
 
+import npu_harness
 import numpy as np
 import torch
+from lowering_helpers import lower_module
 from torch import nn
 
-import npu_harness
 from kiln import boards
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower.vela import compile_tosa
-from lowering_helpers import lower_module
 
 
 class Conv1dBlock(nn.Module):

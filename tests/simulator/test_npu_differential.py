@@ -6,15 +6,18 @@ case i of batch s is rebuilt by npu_harness.build_batch(s, [i])."""
 
 from __future__ import annotations
 
+import npu_harness
 import pytest
 
-import npu_harness
-
 CASES = 10
-COMBINATIONS = [(target, mode) for target in ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256")
-                for mode in ("Shared_Sram", "Sram_Only")]
-COMBINATIONS += [(target, mode) for target in ("ethos-u65-256", "ethos-u65-512")
-                 for mode in ("Shared_Sram", "Dedicated_Sram")]
+COMBINATIONS = [
+    (target, mode)
+    for target in ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256")
+    for mode in ("Shared_Sram", "Sram_Only")
+]
+COMBINATIONS += [
+    (target, mode) for target in ("ethos-u65-256", "ethos-u65-512") for mode in ("Shared_Sram", "Dedicated_Sram")
+]
 BATCHES = [(target, mode, 1000 * i + b) for i, (target, mode) in enumerate(COMBINATIONS) for b in range(2)]
 
 

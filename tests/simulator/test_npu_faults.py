@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from npu_streams import Stream
 
 from kiln.simulator.npu import FlatMemory, MemoryFault, run_stream
 from kiln.simulator.npu.config import config_for
-
-from npu_streams import Stream
 
 BASES = (0x1000, 0x8000, 0, 0, 0, 0, 0, 0)
 CONFIG = config_for("ethos-u55-128")
@@ -57,7 +56,9 @@ def test_read_outside_memory_is_a_bus_error():
 def test_write_outside_memory_is_a_bus_error():
     scratch, memory = _memory()
     stream = Stream().feature_map("IFM", 1, 0, 2, 2, 4).feature_map("OFM", 1, 62, 2, 2, 4)
-    stream.set("KERNEL_WIDTH_M1", 0).set("KERNEL_HEIGHT_M1", 0).set("ACTIVATION_MIN", 0xFF80).set("ACTIVATION_MAX", 0x7F)
+    stream.set("KERNEL_WIDTH_M1", 0).set("KERNEL_HEIGHT_M1", 0).set("ACTIVATION_MIN", 0xFF80).set(
+        "ACTIVATION_MAX", 0x7F
+    )
     stream.set1("OFM_SCALE", 1, 0).set("OFM_PRECISION", 1 | (1 << 8))
     stream.op("POOL", 0)
     result = run_stream(stream.array(), BASES, memory, CONFIG)

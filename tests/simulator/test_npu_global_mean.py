@@ -7,11 +7,10 @@ adaptive_pool_shared check the graph against PT2E)."""
 
 from __future__ import annotations
 
+import npu_harness
 import pytest
 import torch
 from torch import nn
-
-import npu_harness
 
 
 class SqueezeExcite(nn.Module):
@@ -28,11 +27,17 @@ class SqueezeExcite(nn.Module):
         return y * gate
 
 
-@pytest.mark.parametrize("pool, shape, bits, target", [(True, (1, 16, 12, 12), 8, "ethos-u55-128"),
-                                                       (True, (1, 8, 7, 24), 8, "ethos-u65-256"),
-                                                       (False, (1, 16, 12, 12), 8, "ethos-u55-128"),
-                                                       (False, (1, 8, 6, 6), 16, "ethos-u55-128")])
+@pytest.mark.parametrize(
+    "pool, shape, bits, target",
+    [
+        (True, (1, 16, 12, 12), 8, "ethos-u55-128"),
+        (True, (1, 8, 7, 24), 8, "ethos-u65-256"),
+        (False, (1, 16, 12, 12), 8, "ethos-u55-128"),
+        (False, (1, 8, 6, 6), 16, "ethos-u55-128"),
+    ],
+)
 def test_squeeze_excite_mean_on_the_npu_model_equals_tosa_reference(pool, shape, bits, target):
-    diffs, result = npu_harness.module_on_the_model(SqueezeExcite(shape[1], pool), shape, f"se_{bits}", target,
-                                                    bits=bits)
+    diffs, result = npu_harness.module_on_the_model(
+        SqueezeExcite(shape[1], pool), shape, f"se_{bits}", target, bits=bits
+    )
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

@@ -21,11 +21,11 @@ kiln's amin is one REDUCE_MIN (kiln.families.MIN_AS_MAX)."""
 
 from __future__ import annotations
 
+import npu_harness
 import numpy as np
 import pytest
 import tosa_serializer as ts
 
-import npu_harness
 from kiln.lower.lowerer import attr
 from kiln.lower.vela import compile_tosa
 
@@ -79,8 +79,15 @@ VELA_WRONG = {
 }
 
 
-@pytest.mark.parametrize("kind, case", [(kind, case) for kind in ("REDUCE_MIN", "REDUCE_MAX") for case in CASES
-                                         if not (kind == "REDUCE_MIN" and case in VELA_WRONG)])
+@pytest.mark.parametrize(
+    "kind, case",
+    [
+        (kind, case)
+        for kind in ("REDUCE_MIN", "REDUCE_MAX")
+        for case in CASES
+        if not (kind == "REDUCE_MIN" and case in VELA_WRONG)
+    ],
+)
 def test_reduce_bit_exact(kind, case):
     shape, axis, reshape_to = CASES[case]
     tosa, vela = compile_graph(kind, shape, axis, reshape_to)
@@ -135,8 +142,9 @@ def test_reduce_min_on_ethos_u85_bit_exact(case):
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
-@pytest.mark.parametrize("dims, keepdim, shape", [(-1, False, (1, 6, 16)), (1, True, (1, 8, 6, 6)),
-                                                  ((2, 3), False, (1, 4, 5, 6))])
+@pytest.mark.parametrize(
+    "dims, keepdim, shape", [(-1, False, (1, 6, 16)), (1, True, (1, 8, 6, 6)), ((2, 3), False, (1, 4, 5, 6))]
+)
 def test_amin_lowered_for_each_family_bit_exact(dims, keepdim, shape, target):
     """kiln's amin (~max(~q) on U55/U65, REDUCE_MIN on U85) on the NPU model as tosa_reference_model."""
     import torch

@@ -6,10 +6,10 @@ the reference for "inside" is Vela's own stream, which must run unchanged under 
 
 from __future__ import annotations
 
+import npu_hostile as nh
 import numpy as np
 import pytest
 
-import npu_hostile as nh
 from kiln.compile import compile_model
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.cop1 import parse_cop1
@@ -32,7 +32,7 @@ def run(vela, cmd: bytes, limits):
     scratch = bytearray(vela.scratch_size + SLACK)
     (inp,) = vela.inputs
     n = int(np.prod(inp.shape)) * inp.elem_size
-    scratch[inp.offset:inp.offset + n] = np.random.default_rng(3).integers(0, 256, n, dtype=np.uint8).tobytes()
+    scratch[inp.offset : inp.offset + n] = np.random.default_rng(3).integers(0, 256, n, dtype=np.uint8).tobytes()
     memory = FlatMemory({BASES[0]: weights, BASES[1]: scratch})
     result = run_stream(parse_cop1(cmd).stream, BASES, memory, config_for("ethos-u55-128"), limits=limits)
     return result, bytes(scratch)

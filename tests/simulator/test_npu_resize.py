@@ -6,16 +6,14 @@ repeat is checked against numpy's, otherwise CONCATs of copies; bilinear with al
 
 from __future__ import annotations
 
+import npu_harness
 import numpy as np
 import pytest
-import torch
+import tosa_serializer as ts
 from torch import nn
 
-import npu_harness
 from kiln.lower.lowerer import attr
 from kiln.lower.vela import compile_tosa
-
-import tosa_serializer as ts
 
 
 class Upsample(nn.Module):

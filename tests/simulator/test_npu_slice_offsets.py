@@ -5,11 +5,13 @@ RESCALE goes through a copy)."""
 
 from __future__ import annotations
 
+import itertools
+
+import npu_harness
 import numpy as np
 import pytest
 import torch
 
-import npu_harness
 from kiln.compile import compile_model
 from kiln.frontend.export import LoadedModel
 from kiln.spec import CompileSpec
@@ -40,8 +42,12 @@ CASES = {
     "slices_of_two_tensors": (lambda x: torch.sigmoid(x)[..., 0:8] * x[..., 8:16], (1, 6, 16)),
     # attention: q and k selected from one qkv tensor, then q @ k.T
     "select_matmul": (lambda x: torch.matmul(x[0], x[1]), (3, 2, 4, 4)),
-    "qkv_attention_scores": (lambda x: (lambda y: torch.matmul(y[0], y[1].transpose(-1, -2)))(
-        x.reshape(1, 5, 3, 2, 4).permute(2, 0, 3, 1, 4)), (1, 5, 24)),
+    "qkv_attention_scores": (
+        lambda x: (lambda y: torch.matmul(y[0], y[1].transpose(-1, -2)))(
+            x.reshape(1, 5, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        ),
+        (1, 5, 24),
+    ),
 }
 
 
@@ -51,8 +57,9 @@ def test_slices_feeding_arithmetic_are_bit_exact(name, target):
     fn, shape = CASES[name]
     torch.manual_seed(0)
     x = torch.randn(*shape)
-    result = compile_model(LoadedModel(name, Fn(fn).eval(), (x,)), CompileSpec(target),
-                           log=lambda *args, **kwargs: None)
+    result = compile_model(
+        LoadedModel(name, Fn(fn).eval(), (x,)), CompileSpec(target), log=lambda *args, **kwargs: None
+    )
     on_npu = {p.op.op_type for p in result.partitioning.placements if p.partition is not None}
     assert on_npu & {"aten.slice", "aten.select"}, on_npu
     diffs = []
@@ -91,26 +98,45 @@ from kiln.simulator.npu.u55.registers import U55Registers  # noqa: E402
 TARGET = "ethos-u55-128"
 
 
-def _const(ser, array, dtype, names=[0]):
-    names[0] += 1
-    name = f"c{names[0]}"
+_CONSTANTS = itertools.count(1)  # names of the constants the graphs below add
+
+
+def _const(ser, array, dtype):
+    name = f"c{next(_CONSTANTS)}"
     ser.addConst(list(np.shape(array)), dtype, np.array(array), name=name)
     return name
 
 
 def _slice(ser, source, start, size):
     out = ser.addIntermediate(list(size), ts.DType.INT8).name
-    ser.addOperator(ts.Op.SLICE, [source, _const(ser, np.array(start, np.int64), ts.DType.SHAPE),
-                                  _const(ser, np.array(size, np.int64), ts.DType.SHAPE)], [out], attr("Slice"))
+    ser.addOperator(
+        ts.Op.SLICE,
+        [
+            source,
+            _const(ser, np.array(start, np.int64), ts.DType.SHAPE),
+            _const(ser, np.array(size, np.int64), ts.DType.SHAPE),
+        ],
+        [out],
+        attr("Slice"),
+    )
     return out
 
 
 def _rescale(ser, source, shape, in_dtype, out_dtype, scale, output=False):
     multiplier, shift = scale_to_multiplier(scale, 32)
     out = (ser.addOutput if output else ser.addIntermediate)(list(shape), out_dtype).name
-    ser.addOperator(ts.Op.RESCALE, [source, _const(ser, [multiplier], ts.DType.INT32), _const(ser, [shift], ts.DType.INT8),
-                                    _const(ser, [0], in_dtype), _const(ser, [0], out_dtype)], [out],
-                    attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, False, False, False))
+    ser.addOperator(
+        ts.Op.RESCALE,
+        [
+            source,
+            _const(ser, [multiplier], ts.DType.INT32),
+            _const(ser, [shift], ts.DType.INT8),
+            _const(ser, [0], in_dtype),
+            _const(ser, [0], out_dtype),
+        ],
+        [out],
+        attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, False, False, False),
+    )
     return out
 
 
@@ -120,8 +146,12 @@ def rows_added_graph(rows=(2, 0), shape=(1, 4, 6)) -> bytes:
     ser = ts.TosaSerializer("", targetMinor=0, targetDraft=False)
     ser.addInputTensor(ts.TosaSerializerTensor("input-0", list(shape), ts.DType.INT8))
     size = [shape[0], 1, *shape[2:]]
-    wide = [_rescale(ser, _slice(ser, "input-0", [0, r] + [0] * (len(shape) - 2), size), size,
-                     ts.DType.INT8, ts.DType.INT32, 0.5) for r in rows]
+    wide = [
+        _rescale(
+            ser, _slice(ser, "input-0", [0, r] + [0] * (len(shape) - 2), size), size, ts.DType.INT8, ts.DType.INT32, 0.5
+        )
+        for r in rows
+    ]
     total = ser.addIntermediate(size, ts.DType.INT32).name
     ser.addOperator(ts.Op.ADD, wide, [total], attr("Add"))
     _rescale(ser, total, size, ts.DType.INT32, ts.DType.INT8, 1.0, output=True)
@@ -137,12 +167,17 @@ def selects_matmul_graph(shape=(3, 2, 4, 4)) -> bytes:
     for i in (0, 1):
         piece = _slice(ser, "input-0", [i, 0, 0, 0], [1, *shape[1:]])
         flat = ser.addIntermediate(list(shape[1:]), ts.DType.INT8).name
-        ser.addOperator(ts.Op.RESHAPE, [piece, _const(ser, np.array(shape[1:], np.int64), ts.DType.SHAPE)], [flat],
-                        attr("Reshape"))
+        ser.addOperator(
+            ts.Op.RESHAPE, [piece, _const(ser, np.array(shape[1:], np.int64), ts.DType.SHAPE)], [flat], attr("Reshape")
+        )
         operands.append(flat)
     out = ser.addOutput(list(shape[1:]), ts.DType.INT32).name
-    ser.addOperator(ts.Op.MATMUL, operands + [_const(ser, [0], ts.DType.INT8), _const(ser, [0], ts.DType.INT8)], [out],
-                    attr("MatMul"))
+    ser.addOperator(
+        ts.Op.MATMUL,
+        operands + [_const(ser, [0], ts.DType.INT8), _const(ser, [0], ts.DType.INT8)],
+        [out],
+        attr("MatMul"),
+    )
     return bytes(ser.serialize())
 
 
@@ -154,8 +189,14 @@ def elementwise_registers(cmd_data: bytes, mode: int):
         if not command.is_operation:
             registers.set(command)
         elif command.name == "NPU_OP_ELEMENTWISE" and command.param == mode:
-            found.append((registers.address("IFM_BASE0"), registers.address("IFM2_BASE0"),
-                          registers.address("OFM_BASE0"), registers.ofm_shape()))
+            found.append(
+                (
+                    registers.address("IFM_BASE0"),
+                    registers.address("IFM2_BASE0"),
+                    registers.address("OFM_BASE0"),
+                    registers.ofm_shape(),
+                )
+            )
     return found
 
 

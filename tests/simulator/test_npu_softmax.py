@@ -6,10 +6,10 @@ on each NPU family, with the tables reading one difference or one each (FUSED_EX
 
 from __future__ import annotations
 
+import npu_harness
 import pytest
 import torch
 
-import npu_harness
 from kiln import families
 
 CASES = {  # name: (shape, dim, log)

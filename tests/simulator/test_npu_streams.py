@@ -4,11 +4,10 @@ tiled NHCWB16 feature map and TRUNCATE rounding, which Vela never emits for U55/
 from __future__ import annotations
 
 import numpy as np
+from npu_streams import Stream
 
 from kiln.simulator.npu import FlatMemory, run_stream
 from kiln.simulator.npu.config import config_for
-
-from npu_streams import Stream
 
 BASES = (0x1000, 0x8000, 0, 0, 0, 0, 0, 0)
 
@@ -19,10 +18,20 @@ def test_dma_3d_destination_strides():
     src = bytearray(range(1, 25))
     dst = bytearray(64)
     memory = FlatMemory({0x1000: src, 0x8000: dst})
-    stream = (Stream().set("DMA0_SRC_REGION", 0).set1("DMA0_SRC", 0)
-              .set("DMA0_DST_REGION", 1 | (2 << 9)).set1("DMA0_DST", 4).set1("DMA0_LEN", 4)
-              .set("DMA0_SIZE0", 3).set1("DMA0_SKIP0", 2).set("DMA0_SIZE1", 2).set1("DMA0_SKIP1", 12)
-              .op("DMA_START").op("DMA_WAIT"))
+    stream = (
+        Stream()
+        .set("DMA0_SRC_REGION", 0)
+        .set1("DMA0_SRC", 0)
+        .set("DMA0_DST_REGION", 1 | (2 << 9))
+        .set1("DMA0_DST", 4)
+        .set1("DMA0_LEN", 4)
+        .set("DMA0_SIZE0", 3)
+        .set1("DMA0_SKIP0", 2)
+        .set("DMA0_SIZE1", 2)
+        .set1("DMA0_SKIP1", 12)
+        .op("DMA_START")
+        .op("DMA_WAIT")
+    )
     result = run_stream(stream.array(), BASES, memory, config_for("ethos-u65-256"))
     assert result.fault is None
     want = bytearray(64)
@@ -30,7 +39,7 @@ def test_dma_3d_destination_strides():
         for row in range(3):
             start = 4 + plane * 24 + row * 6
             first = 1 + (plane * 3 + row) * 4
-            want[start:start + 4] = bytes(range(first, first + 4))
+            want[start : start + 4] = bytes(range(first, first + 4))
     assert dst == want
 
 
@@ -40,7 +49,7 @@ def test_copy_into_two_tile_nhcwb16():
     h, w, c = 2, 3, 20
     ifm = np.arange(h * w * c, dtype=np.int64).reshape(h, w, c) % 200 - 100
     scratch = bytearray(1024)
-    scratch[:ifm.size] = ifm.astype(np.int8).tobytes()
+    scratch[: ifm.size] = ifm.astype(np.int8).tobytes()
     memory = FlatMemory({0x1000: bytearray(16), 0x8000: scratch})
     stream = Stream().feature_map("IFM", 1, 0, h, w, c)
     stream.set("OFM_REGION", 1).set1("OFM_BASE0", 256).set1("OFM_BASE1", 640).set1("OFM_BASE2", 0).set1("OFM_BASE3", 0)
@@ -68,9 +77,18 @@ def test_dma_2d_source_gathers_rows():
     src = bytearray(range(1, 33))
     dst = bytearray(16)
     memory = FlatMemory({0x1000: src, 0x8000: dst})
-    stream = (Stream().set("DMA0_SRC_REGION", 0 | (1 << 9)).set1("DMA0_SRC", 2)
-              .set("DMA0_DST_REGION", 1).set1("DMA0_DST", 0).set1("DMA0_LEN", 4)
-              .set("DMA0_SIZE0", 3).set1("DMA0_SKIP0", 6).op("DMA_START").op("DMA_WAIT"))
+    stream = (
+        Stream()
+        .set("DMA0_SRC_REGION", 0 | (1 << 9))
+        .set1("DMA0_SRC", 2)
+        .set("DMA0_DST_REGION", 1)
+        .set1("DMA0_DST", 0)
+        .set1("DMA0_LEN", 4)
+        .set("DMA0_SIZE0", 3)
+        .set1("DMA0_SKIP0", 6)
+        .op("DMA_START")
+        .op("DMA_WAIT")
+    )
     result = run_stream(stream.array(), BASES, memory, config_for("ethos-u55-64"))
     assert result.fault is None
     assert result.coverage.counts[("dma", "2-D")] == 1
@@ -85,7 +103,7 @@ def test_truncate_rounding_rounds_toward_zero():
     ifm = [-9, -7, -6, -5, -4, -3, -1, 0, 1, 3, 4, 5, 7, 9]
     want = [-2, -1, -1, -1, -1, 0, 0, 0, 0, 0, 1, 1, 1, 2]
     scratch = bytearray(64)
-    scratch[:len(ifm)] = np.array(ifm, np.int8).tobytes()
+    scratch[: len(ifm)] = np.array(ifm, np.int8).tobytes()
     memory = FlatMemory({0x1000: bytearray(16), 0x8000: scratch})
     stream = Stream().feature_map("IFM", 1, 0, 1, 1, len(ifm)).feature_map("OFM", 1, 32, 1, 1, len(ifm))
     stream.set("OFM_PRECISION", 1 | (1 << 8) | (1 << 14)).set1("OFM_SCALE", 1, 2)
@@ -94,4 +112,4 @@ def test_truncate_rounding_rounds_toward_zero():
     result = run_stream(stream.array(), BASES, memory, config_for("ethos-u55-128"))
     assert result.fault is None
     assert result.coverage.counts[("rounding", "TRUNCATE")] == 1
-    assert np.frombuffer(bytes(scratch[32:32 + len(ifm)]), np.int8).tolist() == want
+    assert np.frombuffer(bytes(scratch[32 : 32 + len(ifm)]), np.int8).tolist() == want

@@ -7,11 +7,11 @@ NPU family."""
 
 from __future__ import annotations
 
+import npu_harness
 import pytest
 import torch
 from torch import nn
 
-import npu_harness
 from kiln import families
 
 F = nn.functional
@@ -35,8 +35,7 @@ CASES = {  # name: (module, input shape)
     # a Vision Transformer's patch embedding: kernel 8, stride 8, a transpose and one 1x1 convolution
     "patch_conv": (Fn(lambda m, x: m[0](x), conv(3, 16, 8, stride=8)), (1, 3, 32, 32)),
     # padding by a PAD, phases summed by an int32 REDUCE_SUM
-    "depthwise_stride4_pad1": (Fn(lambda m, x: m[0](x), conv(4, 8, 6, stride=4, padding=1, groups=4)),
-                               (1, 4, 17, 16)),
+    "depthwise_stride4_pad1": (Fn(lambda m, x: m[0](x), conv(4, 8, 6, stride=4, padding=1, groups=4)), (1, 4, 17, 16)),
     "avg_pool_stride4": (Fn(lambda m, x: F.avg_pool2d(x, 4)), (1, 4, 16, 12)),
     "max_pool_stride5_floors": (Fn(lambda m, x: F.max_pool2d(x, 5)), (1, 4, 17, 13)),
 }

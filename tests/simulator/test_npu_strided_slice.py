@@ -6,10 +6,10 @@ of the rows (the choice FLAT_STRIDED_SLICES), on each NPU family."""
 
 from __future__ import annotations
 
+import npu_harness
 import pytest
 import torch
 
-import npu_harness
 from kiln import families
 
 CASES = {  # name: (shape, function)

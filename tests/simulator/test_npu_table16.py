@@ -4,10 +4,9 @@ model bit for bit as tosa_reference_model."""
 
 from __future__ import annotations
 
+import npu_harness
 import pytest
 import torch
-
-import npu_harness
 
 FUNCTIONS = {"gelu": torch.nn.functional.gelu, "sigmoid": torch.sigmoid}
 

@@ -8,13 +8,13 @@ LiteRT's reference int16 kernels (ai-edge-litert, a test dependency) on every in
 
 from __future__ import annotations
 
+import npu_cases
+import npu_harness
+import npu_tflite
 import numpy as np
 import pytest
 import tosa_serializer as ts
 
-import npu_cases
-import npu_harness
-import npu_tflite
 from kiln.lower.vela import compile_tflite
 
 EVERY_INT16 = np.arange(-32768, 32768, dtype=np.int16).reshape(1, 256, 256, 1)
@@ -54,8 +54,12 @@ def test_leaky_relu_int16_is_lrelu_and_bit_exact(target, seed):
     assert result.coverage.counts[("elementwise", "LRELU")] >= 1
     want = _leaky_relu_reference(EVERY_INT16, alpha)
     wrong = np.flatnonzero(got != want)
-    assert wrong.size == 0, (alpha, EVERY_INT16.reshape(-1)[wrong[:5]], got.reshape(-1)[wrong[:5]],
-                             want.reshape(-1)[wrong[:5]])
+    assert wrong.size == 0, (
+        alpha,
+        EVERY_INT16.reshape(-1)[wrong[:5]],
+        got.reshape(-1)[wrong[:5]],
+        want.reshape(-1)[wrong[:5]],
+    )
 
 
 # Input scale 2^-12: regor sets OFM_SCALE to 3 (shift 0), so the activation sees 3x in
@@ -92,7 +96,8 @@ def _litert_reference(model: bytes, x: np.ndarray) -> np.ndarray:
     # int16 TANH/LOGISTIC compute in gemmlowp fixed point instead of the table, and
     # differ from it by up to 12; Vela's OFM_SCALE (3 << shift, shift 0) is the table's.
     interpreter = interpreter_module.Interpreter(
-        model_content=model, experimental_op_resolver_type=interpreter_module.OpResolverType.BUILTIN_REF)
+        model_content=model, experimental_op_resolver_type=interpreter_module.OpResolverType.BUILTIN_REF
+    )
     interpreter.allocate_tensors()
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
     interpreter.invoke()
@@ -101,17 +106,29 @@ def _litert_reference(model: bytes, x: np.ndarray) -> np.ndarray:
 
 # (operator, input scale): power-of-two scales take regor's special case (multiplier 3 <<
 # shift); the others its general multiplier of about 0x3000 * scale * 2^shift.
-LITERT_CASES = [(npu_tflite.TANH, 2.0 ** -12), (npu_tflite.TANH, 2.0 ** -11), (npu_tflite.TANH, 3.0e-4),
-                (npu_tflite.TANH, 0.01), (npu_tflite.LOGISTIC, 2.0 ** -12), (npu_tflite.LOGISTIC, 7.1e-4),
-                (npu_tflite.LOGISTIC, 1.0e-5)]
+LITERT_CASES = [
+    (npu_tflite.TANH, 2.0**-12),
+    (npu_tflite.TANH, 2.0**-11),
+    (npu_tflite.TANH, 3.0e-4),
+    (npu_tflite.TANH, 0.01),
+    (npu_tflite.LOGISTIC, 2.0**-12),
+    (npu_tflite.LOGISTIC, 7.1e-4),
+    (npu_tflite.LOGISTIC, 1.0e-5),
+]
 
 
-@pytest.mark.parametrize("opcode, scale", LITERT_CASES, ids=[f"{'tanh' if o == npu_tflite.TANH else 'sigmoid'}-{s:.3g}"
-                                                          for o, s in LITERT_CASES])
+@pytest.mark.parametrize(
+    "opcode, scale",
+    LITERT_CASES,
+    ids=[f"{'tanh' if o == npu_tflite.TANH else 'sigmoid'}-{s:.3g}" for o, s in LITERT_CASES],
+)
 def test_builtin_activation_matches_litert_on_every_int16(opcode, scale):
     model = npu_tflite.single_op(opcode, list(EVERY_INT16.shape), scale, npu_tflite.Q15)
     want = _litert_reference(model, EVERY_INT16)
     got, _ = _run(model, f"act{opcode}", "ethos-u55-256", EVERY_INT16)
     wrong = np.flatnonzero(got != want)
-    assert wrong.size == 0, (EVERY_INT16.reshape(-1)[wrong[:5]], got.reshape(-1)[wrong[:5]],
-                             want.reshape(-1)[wrong[:5]])
+    assert wrong.size == 0, (
+        EVERY_INT16.reshape(-1)[wrong[:5]],
+        got.reshape(-1)[wrong[:5]],
+        want.reshape(-1)[wrong[:5]],
+    )

@@ -7,22 +7,21 @@ from __future__ import annotations
 import functools
 import re
 
+import npu_harness
+import npu_u85_listing
 import numpy as np
 import pytest
 
 from kiln.lower.vela import compile_tosa
 from kiln.simulator.npu import commands as cmds
+from kiln.simulator.npu.config import CONFIGS, config_for
+from kiln.simulator.npu.cop1 import parse_cop1
+from kiln.simulator.npu.registers import ROUND_NATURAL, ROUND_TFL
 from kiln.simulator.npu.u85 import blockops as u85_blockops
 from kiln.simulator.npu.u85 import elementwise as u85_elementwise
 from kiln.simulator.npu.u85 import output as u85_output
 from kiln.simulator.npu.u85 import registers as u85
-from kiln.simulator.npu.config import CONFIGS, config_for
-from kiln.simulator.npu.cop1 import parse_cop1
-from kiln.simulator.npu.registers import ROUND_NATURAL, ROUND_TFL
 from kiln.simulator.npu.u85.commands import U85_COMMANDS
-
-import npu_harness
-import npu_u85_listing
 
 U85_TARGETS = [t for t in CONFIGS if t.startswith("ethos-u85")]
 SYSTEM_CONFIG = "Ethos_U85_SYS_DRAM_Mid"
@@ -31,7 +30,7 @@ SYSTEM_CONFIG = "Ethos_U85_SYS_DRAM_Mid"
 STREAMS = [("ethos-u85-256", 0, 10), ("ethos-u85-256", 1, 10), ("ethos-u85-512", 2, 10)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(target: str, seed: int, cases: int):
     graph = npu_harness.build_batch(seed, range(cases))
     tosa = graph.serialize()
@@ -62,10 +61,12 @@ def test_commands_match_vela_listing(target, seed, cases):
 
 
 def _precision_fields(dtype: np.dtype, layout: int, storage: int) -> dict[str, str]:
-    return {"activation_type": "ACTIVATION_TYPE_" + ("SIGNED" if dtype.kind == "i" else "UNSIGNED"),
-            "activation_precision": f"ACTIVATION_PRECISION_B{8 * dtype.itemsize}",
-            "activation_format": "ACTIVATION_FORMAT_" + ("NHCWB16" if layout else "NHWC"),
-            "activation_storage": f"ACTIVATION_STORAGE_{u85.STORAGE_NAMES[storage]}"}
+    return {
+        "activation_type": "ACTIVATION_TYPE_" + ("SIGNED" if dtype.kind == "i" else "UNSIGNED"),
+        "activation_precision": f"ACTIVATION_PRECISION_B{8 * dtype.itemsize}",
+        "activation_format": "ACTIVATION_FORMAT_" + ("NHCWB16" if layout else "NHWC"),
+        "activation_storage": f"ACTIVATION_STORAGE_{u85.STORAGE_NAMES[storage]}",
+    }
 
 
 _IFM_ROUNDING = {"ROUND_MODE_IFM_NATURAL": ROUND_NATURAL, "ROUND_MODE_IFM_DOUBLE_SYMMETRIC": ROUND_TFL}
@@ -82,28 +83,38 @@ def _views(regs: u85.U85Registers, command: cmds.Command) -> dict[str, str]:
     if name == "OFM_PRECISION":
         dtype, layout = regs.ofm_dtype()
         transpose, reverse = regs.transpose()
-        return {**_precision_fields(dtype, layout, regs.storage("OFM")),
-                "scale_mode": "OFM_SCALE_MODE_" + ("GLOBAL" if regs.global_scale() else "PER_CHANNEL"),
-                "activation_reverse": f"ACTIVATION_REVERSE_{u85.REVERSE_NAMES[reverse]}",
-                "activation_transpose": f"ACTIVATION_TRANSPOSE_{u85.TRANSPOSE_NAMES[transpose]}"}
+        return {
+            **_precision_fields(dtype, layout, regs.storage("OFM")),
+            "scale_mode": "OFM_SCALE_MODE_" + ("GLOBAL" if regs.global_scale() else "PER_CHANNEL"),
+            "activation_reverse": f"ACTIVATION_REVERSE_{u85.REVERSE_NAMES[reverse]}",
+            "activation_transpose": f"ACTIVATION_TRANSPOSE_{u85.TRANSPOSE_NAMES[transpose]}",
+        }
     if name == "OFM_SCALE":
         scale, shift = regs.ofm_scale()
         return {"scale": str(scale), "shift": str(shift), "round_mode": f"ROUND_MODE_OFM_{regs.rounding_name()}"}
     if name == "ACC_FORMAT":
         acc, source, output, (h, w) = regs.acc_format()
-        return {"acc_format": "ACC_FORMAT_" + ("I32" if acc == u85.ACC_I32 else "I48"),
-                "acc_input": f"ACC_INPUT_{u85.ACC_INPUT_NAMES[source]}",
-                "acc_output": "ACC_OUTPUT_" + ("ENABLE" if output else "DISABLE"), "microblock": f"MICROBLOCK_U{h}X{w}"}
+        return {
+            "acc_format": "ACC_FORMAT_" + ("I32" if acc == u85.ACC_I32 else "I48"),
+            "acc_input": f"ACC_INPUT_{u85.ACC_INPUT_NAMES[source]}",
+            "acc_output": "ACC_OUTPUT_" + ("ENABLE" if output else "DISABLE"),
+            "microblock": f"MICROBLOCK_U{h}X{w}",
+        }
     if name == "ACTIVATION":
         function, table, clip, _, _ = regs.activation()
-        return {"activation_function": f"ACTIVATION_FUNCTION_{u85_output.FUNCTION_NAMES[function]}",
-                "table": str(table), "activation_clip_range": "ACTIVATION_CLIP_RANGE_" + ("B16" if clip else "NONE")}
+        return {
+            "activation_function": f"ACTIVATION_FUNCTION_{u85_output.FUNCTION_NAMES[function]}",
+            "table": str(table),
+            "activation_clip_range": "ACTIVATION_CLIP_RANGE_" + ("B16" if clip else "NONE"),
+        }
     if name in ("IFM_BROADCAST", "IFM2_BROADCAST"):
         return {"broadcast_mode": f"BROADCAST_MODE_{u85.BROADCAST_NAMES[regs.broadcast(name.split('_')[0])]}"}
     if name == "WEIGHT_FORMAT":
         fmt, sparsity = regs.weight_format()
-        return {"weight_format": "WEIGHT_FORMAT_" + ("FWD" if fmt else "SWD"),
-                "weight_sparsity": "WEIGHT_SPARSITY_" + ("SPARSE_2_4" if sparsity else "NONE")}
+        return {
+            "weight_format": "WEIGHT_FORMAT_" + ("FWD" if fmt else "SWD"),
+            "weight_sparsity": "WEIGHT_SPARSITY_" + ("SPARSE_2_4" if sparsity else "NONE"),
+        }
     if name == "NPU_OP_POOL":
         return {"pooling_mode": f"POOLING_MODE_{u85_blockops.POOL_NAMES[command.param & 7]}"}
     if name == "NPU_OP_ELEMENTWISE":
@@ -139,7 +150,13 @@ def test_register_views_match_vela_listing(target, seed, cases):
             assert k.dilation_x == (2 if f["dilation_x"] == "KERNEL_DILATION_X2" else 1)
             seen.add((command.name, "stride"))
     # the streams exercise the fields that differ from the U55's
-    for wanted in [("OFM_PRECISION", "activation_storage"), ("OFM_SCALE", "round_mode"), ("ACC_FORMAT", "microblock"),
-                   ("ACTIVATION", "activation_function"), ("IFM2_BROADCAST", "broadcast_mode"),
-                   ("KERNEL_STRIDE", "stride"), ("IFM_SCALE", "scale")]:
+    for wanted in [
+        ("OFM_PRECISION", "activation_storage"),
+        ("OFM_SCALE", "round_mode"),
+        ("ACC_FORMAT", "microblock"),
+        ("ACTIVATION", "activation_function"),
+        ("IFM2_BROADCAST", "broadcast_mode"),
+        ("KERNEL_STRIDE", "stride"),
+        ("IFM_SCALE", "scale"),
+    ]:
         assert wanted in seen or target == "ethos-u85-512", wanted

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import npu_harness
 import numpy as np
 import pytest
 
@@ -16,11 +17,17 @@ from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.device import EthosU, window_size
 from kiln.simulator.npu.memory import FlatMemory
 
-import npu_harness
-
 # Ethos-U85 offsets, typed out from the register map.
 ID, STATUS, CMD, RESET, QBASE0, QBASE1, QREAD, QSIZE, CONFIG = 0x0, 0x4, 0x8, 0xC, 0x10, 0x14, 0x18, 0x20, 0x28
-COND_STATUS, POWER_CTRL, REGIONCFG, MEM_ATTR0, AXI_SRAM, AXI_EXT, CFG_SRAM_CAP = 0x30, 0x38, 0x3C, 0x40, 0x50, 0x54, 0x60
+COND_STATUS, POWER_CTRL, REGIONCFG, MEM_ATTR0, AXI_SRAM, AXI_EXT, CFG_SRAM_CAP = (
+    0x30,
+    0x38,
+    0x3C,
+    0x40,
+    0x50,
+    0x54,
+    0x60,
+)
 BASEP0 = 0x80
 PMCR, PMCNTENSET, PMOVSSET, PMINTSET, PMCCNTR_LO, PMCCNTR_HI = 0x1180, 0x1184, 0x118C, 0x1194, 0x11A0, 0x11A4
 PMEVCNTR0, PMEVTYPER0 = 0x1300, 0x1380
@@ -33,7 +40,8 @@ def Result(cycles: int, counters: dict | None = None):  # noqa: N802 - stands in
     return SimpleNamespace(cycles=cycles, ops=1, fault=None, counters=counters or {})
 
 
-def device(target="ethos-u85-256", result=Result(cycles=1000)):
+def device(target="ethos-u85-256", result=None):
+    result = Result(cycles=1000) if result is None else result
     memory = FlatMemory({STREAM_AT: bytearray(64)})
     calls = []
 
@@ -47,11 +55,18 @@ def device(target="ethos-u85-256", result=Result(cycles=1000)):
     return npu, calls
 
 
-@pytest.mark.parametrize("target, config", [
-    # macs_per_cc [3:0], cmd_stream_version [7:4] = 1, num_axi_sram [9:8], num_axi_ext [10],
-    # num_wd [13:12] = log2(cores), product [31:28] = 2 (Ethos-U85)
-    ("ethos-u85-128", 0x2000_0117), ("ethos-u85-256", 0x2000_0118), ("ethos-u85-512", 0x2000_1119),
-    ("ethos-u85-1024", 0x2000_251A), ("ethos-u85-2048", 0x2000_261B)])
+@pytest.mark.parametrize(
+    "target, config",
+    [
+        # macs_per_cc [3:0], cmd_stream_version [7:4] = 1, num_axi_sram [9:8], num_axi_ext [10],
+        # num_wd [13:12] = log2(cores), product [31:28] = 2 (Ethos-U85)
+        ("ethos-u85-128", 0x2000_0117),
+        ("ethos-u85-256", 0x2000_0118),
+        ("ethos-u85-512", 0x2000_1119),
+        ("ethos-u85-1024", 0x2000_251A),
+        ("ethos-u85-2048", 0x2000_261B),
+    ],
+)
 def test_id_and_config(target, config):
     npu, _ = device(target)
     assert npu.read(CONFIG) == config
@@ -131,7 +146,7 @@ def test_a_compiled_u85_stream_runs_through_the_window():
     memory = FlatMemory({STREAM_AT: bytearray(stream), 0x6000_0000: weights, 0x7000_0000: scratch})
     for tensor, value in zip(vela.inputs, graph.inputs):
         raw = np.ascontiguousarray(value).tobytes()
-        scratch[tensor.offset:tensor.offset + len(raw)] = raw
+        scratch[tensor.offset : tensor.offset + len(raw)] = raw
     npu = EthosU(config_for("ethos-u85-256"), memory)
     npu.write(QBASE0, STREAM_AT)
     npu.write(QSIZE, len(stream))
@@ -145,7 +160,7 @@ def test_a_compiled_u85_stream_runs_through_the_window():
     assert npu.read(PMCCNTR_LO) > 0
     want = npu_harness.reference(graph.serialize(), graph.inputs)
     for tensor, expected in zip(vela.outputs, want):
-        got = np.frombuffer(bytes(scratch[tensor.offset:tensor.offset + expected.nbytes]), expected.dtype)
+        got = np.frombuffer(bytes(scratch[tensor.offset : tensor.offset + expected.nbytes]), expected.dtype)
         assert np.array_equal(got, expected.reshape(-1))
 
 

@@ -7,18 +7,23 @@ case i of batch s is rebuilt by npu_harness.build_batch(s, [i], generators=GENER
 
 from __future__ import annotations
 
-import pytest
-
 import npu_cases
 import npu_harness
 import npu_u85_cases
+import pytest
 
 CASES = 10
 GENERATORS = {**npu_cases.GENERATORS, **npu_u85_cases.GENERATORS}  # the U55's kinds and U85-only ones
-BATCHES = [("ethos-u85-256", "Shared_Sram", 8500), ("ethos-u85-256", "Shared_Sram", 8501),
-           ("ethos-u85-256", "Sram_Only", 8502), ("ethos-u85-256", "Dedicated_Sram_384KB", 8503),
-           ("ethos-u85-128", "Shared_Sram", 8504), ("ethos-u85-512", "Shared_Sram", 8505),
-           ("ethos-u85-512", "Sram_Only", 8506), ("ethos-u85-2048", "Shared_Sram", 8507)]
+BATCHES = [
+    ("ethos-u85-256", "Shared_Sram", 8500),
+    ("ethos-u85-256", "Shared_Sram", 8501),
+    ("ethos-u85-256", "Sram_Only", 8502),
+    ("ethos-u85-256", "Dedicated_Sram_384KB", 8503),
+    ("ethos-u85-128", "Shared_Sram", 8504),
+    ("ethos-u85-512", "Shared_Sram", 8505),
+    ("ethos-u85-512", "Sram_Only", 8506),
+    ("ethos-u85-2048", "Shared_Sram", 8507),
+]
 
 
 @pytest.mark.parametrize("target, mode, seed", BATCHES, ids=[f"{t}-{m}-{s}" for t, m, s in BATCHES])
@@ -30,12 +35,30 @@ def test_random_graphs_bit_exact_u85(target, mode, seed):
 
 
 # U85-only features the cases of npu_u85_cases must reach: (coverage category, value)
-U85_FEATURES = [("resize", "NEAREST"), ("resize", "BILINEAR"), ("elementwise", "DIV"), ("elementwise", "CMP_EQ"),
-                ("elementwise", "CMP_GT"), ("elementwise", "CMP_GE"), ("elementwise", "AND"), ("elementwise", "OR"),
-                ("elementwise", "XOR"), ("elementwise", "NOT"), ("elementwise", "LSR"), ("pooling", "ARGMAX_X"),
-                ("pooling", "MIN"), ("dma", "gather"), ("ofm_transpose", "WHC"), ("ofm_transpose", "HCW"),
-                ("ofm_transpose", "CWH"), ("ofm_reverse", "W"), ("dma", "scatter"), ("broadcast", "IFM SCALAR"),
-                ("activation", "LUT_S16_S32"), ("weights", "IFM2")]
+U85_FEATURES = [
+    ("resize", "NEAREST"),
+    ("resize", "BILINEAR"),
+    ("elementwise", "DIV"),
+    ("elementwise", "CMP_EQ"),
+    ("elementwise", "CMP_GT"),
+    ("elementwise", "CMP_GE"),
+    ("elementwise", "AND"),
+    ("elementwise", "OR"),
+    ("elementwise", "XOR"),
+    ("elementwise", "NOT"),
+    ("elementwise", "LSR"),
+    ("pooling", "ARGMAX_X"),
+    ("pooling", "MIN"),
+    ("dma", "gather"),
+    ("ofm_transpose", "WHC"),
+    ("ofm_transpose", "HCW"),
+    ("ofm_transpose", "CWH"),
+    ("ofm_reverse", "W"),
+    ("dma", "scatter"),
+    ("broadcast", "IFM SCALAR"),
+    ("activation", "LUT_S16_S32"),
+    ("weights", "IFM2"),
+]
 CASES_PER_KIND = 5
 
 
@@ -47,14 +70,16 @@ def test_u85_only_operations_bit_exact():
     hardware features reached."""
     from kiln.lower.vela import compile_tosa
     from kiln.simulator.npu.coverage import Coverage
+
     total = Coverage()
     wrong = []
     for n, kind in enumerate(sorted(npu_u85_cases.GENERATORS)):
         for i in range(CASES_PER_KIND):
             graph = npu_harness.build_batch(8800 + n, [i], [kind], npu_u85_cases.GENERATORS)
             tosa = graph.serialize()
-            vela = compile_tosa(tosa, f"{kind}{i}", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"),
-                                "Shared_Sram")
+            vela = compile_tosa(
+                tosa, f"{kind}{i}", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"), "Shared_Sram"
+            )
             diffs, result = npu_harness.compare(tosa, vela, graph.inputs, "ethos-u85-256")
             total.merge(result.coverage)
             wrong += [(graph.descriptions[0], d) for d in diffs if d]

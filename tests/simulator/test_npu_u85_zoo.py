@@ -9,6 +9,7 @@ import functools
 import re
 import subprocess
 
+import npu_harness
 import numpy as np
 import pytest
 
@@ -20,13 +21,11 @@ from kiln.simulator.npu.executor import estimate
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
 
-import npu_harness
-
 MODELS = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits"]
 OTHER_TARGETS = {"ethos-u85-512": ["resnet8", "digits"], "ethos-u85-2048": ["ds_cnn", "tiny_cnn"]}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(model: str):
     result = compile_model(model, CompileSpec(target="ethos-u85-256"))
     shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
@@ -44,8 +43,21 @@ def _check(tosa: bytes, vela, shapes, target: str):
 
 # kiln.models.ARCHITECTURES: published architectures' block structure (vit_tiny's and kwt's
 # matmuls take their weights from IFM2 on the U85)
-ARCHITECTURE_MODELS = ["mobilenet_v3_small", "efficientnet_b0", "resnet18", "shufflenet_v2", "squeezenet",
-                       "inception", "vit_tiny", "kwt", "tc_resnet8", "kws_gru", "kws_lstm", "unet_tiny", "yolo_tiny"]
+ARCHITECTURE_MODELS = [
+    "mobilenet_v3_small",
+    "efficientnet_b0",
+    "resnet18",
+    "shufflenet_v2",
+    "squeezenet",
+    "inception",
+    "vit_tiny",
+    "kwt",
+    "tc_resnet8",
+    "kws_gru",
+    "kws_lstm",
+    "unet_tiny",
+    "yolo_tiny",
+]
 CASES = [("ethos-u85-256", m) for m in MODELS + ARCHITECTURE_MODELS]
 CASES += [(t, m) for t, models in OTHER_TARGETS.items() for m in models]
 
@@ -56,9 +68,14 @@ def test_zoo_delegates_bit_exact_u85(target, model):
     graphs recompiled by Vela for it (with weights on every core)."""
     result, shapes = compiled(model)
     assert result.tosa
-    streams = result.vela if target == "ethos-u85-256" else [
-        compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), "Shared_Sram")
-        for i, tosa in enumerate(result.tosa)]
+    streams = (
+        result.vela
+        if target == "ethos-u85-256"
+        else [
+            compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), "Shared_Sram")
+            for i, tosa in enumerate(result.tosa)
+        ]
+    )
     cores = config_for(target).cores
     for tosa, vela, part_shapes in zip(result.tosa, streams, shapes):
         run = _check(tosa, vela, part_shapes, target)
@@ -81,16 +98,32 @@ def _vela_layer_cycles(tosa: bytes, vela, directory) -> list[int]:
     `tosa` compiled as `vela` was (ethos-u85-256, its system config and memory mode)."""
     source = directory / "graph.tosa"
     source.write_bytes(tosa)
-    run = subprocess.run(vela_command() + [
-        "--accelerator-config", "ethos-u85-256", "--system-config", vela.summary["system_config"],
-        "--memory-mode", vela.summary["memory_mode"], "--output-format", "raw", "--verbose-performance",
-        "--output-dir", str(directory), str(source)], capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        vela_command()
+        + [
+            "--accelerator-config",
+            "ethos-u85-256",
+            "--system-config",
+            vela.summary["system_config"],
+            "--memory-mode",
+            vela.summary["memory_mode"],
+            "--output-format",
+            "raw",
+            "--verbose-performance",
+            "--output-dir",
+            str(directory),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     lines = run.stdout.splitlines()
     rule = next(i for i, line in enumerate(lines) if line.startswith("---") and " NPU " in lines[i - 1])
     spans = [m.span() for m in re.finditer(r"-+", lines[rule])]
     start, end = next((a, b) for a, b in spans if lines[rule - 1][a:b].strip() == "NPU")
     layers = []
-    for line in lines[rule + 1:]:
+    for line in lines[rule + 1 :]:
         if not line.strip():
             break
         layers.append(int(line[start:end]))
@@ -128,7 +161,7 @@ def test_operation_cycles_near_vela_layers_u85_256(model, tmp_path):
 MODELS_16 = ["resnet8", "mobilenet_v2_035", "kwt", "unet_tiny", "kws_gru", "vit_tiny"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled_16(model: str):
     result = compile_model(model, CompileSpec(target="ethos-u85-256", activation_bits=16))
     return result, [list(part.inputs) for part in result.partitioning.partitions]

@@ -20,7 +20,7 @@ def test_a_stream_decodes_to_the_values_vela_encoded():
 @pytest.mark.parametrize("keep", [0, 3, 0.5])
 def test_a_stream_that_runs_short_is_an_error_and_the_process_lives_on(keep, capfd):
     encoded = bytes(mlw_codec.encode(list(np.random.default_rng(2).integers(-127, 128, 600))))
-    cut = encoded[:int(len(encoded) * keep) if isinstance(keep, float) else keep]
+    cut = encoded[: int(len(encoded) * keep) if isinstance(keep, float) else keep]
     with pytest.raises(WeightStreamError, match="does not decode"):
         weights.decode_stream(cut)
     assert "underrun" not in capfd.readouterr().out  # the codec's own complaint is not printed

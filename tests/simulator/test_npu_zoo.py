@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import functools
 
+import npu_harness
 import numpy as np
 import pytest
 
 from kiln import boards
 from kiln.compile import compile_model
-from kiln.spec import CompileSpec
 from kiln.lower.vela import compile_tosa
-
-import npu_harness
+from kiln.spec import CompileSpec
 
 MODELS = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits"]
 OTHER_TARGETS = {
@@ -25,7 +24,7 @@ OTHER_TARGETS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(model: str):
     result = compile_model(model, CompileSpec(target="ethos-u55-128"))
     shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
@@ -70,8 +69,11 @@ def test_zoo_delegates_lowered_for_u65_bit_exact(model):
         _check(tosa, vela, part_shapes, "ethos-u65-256")
 
 
-CHOICES_MET = {"tiny_cnn": {"pooled_means"}, "tc_resnet8": {"pooled_means", "rank4_transposes"},
-               "kwt": {"fused_exps", "rank4_transposes"}}
+CHOICES_MET = {
+    "tiny_cnn": {"pooled_means"},
+    "tc_resnet8": {"pooled_means", "rank4_transposes"},
+    "kwt": {"fused_exps", "rank4_transposes"},
+}
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])

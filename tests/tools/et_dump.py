@@ -43,47 +43,50 @@ def header_json(data: bytes):
     header = _get_extended_header(data)
     if header is None:
         return None
-    return {"length": header.length, "program_size": header.program_size,
-            "segment_base_offset": header.segment_base_offset,
-            "segment_data_size": header.segment_data_size}
+    return {
+        "length": header.length,
+        "program_size": header.program_size,
+        "segment_base_offset": header.segment_base_offset,
+        "segment_data_size": header.segment_data_size,
+    }
 
 
 def main(path: str) -> None:
     from executorch.exir._serialize._flatbuffer_program import _flatbuffer_to_program
-    from executorch.exir._serialize._program import (
-        deserialize_pte_binary, serialize_pte_binary)
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
 
     data = open(path, "rb").read()
     header = header_json(data)
-    stored = _flatbuffer_to_program(data[:header["program_size"]] if header else data)
+    stored = _flatbuffer_to_program(data[: header["program_size"]] if header else data)
     pte = deserialize_pte_binary(data)
     named = {}
     if pte.named_data is not None:
-        named = {key: pte.named_data.buffers[entry.buffer_index].hex()
-                 for key, entry in pte.named_data.pte_data.items()}
+        named = {
+            key: pte.named_data.buffers[entry.buffer_index].hex() for key, entry in pte.named_data.pte_data.items()
+        }
     restored = to_json(pte.program)
 
-    again = bytes(serialize_pte_binary(pte, extract_delegate_segments=True,
-                                       segment_alignment=128))
+    again = bytes(serialize_pte_binary(pte, extract_delegate_segments=True, segment_alignment=128))
     again_header = header_json(again)
-    again_program = _flatbuffer_to_program(
-        again[:again_header["program_size"]] if again_header else again)
+    again_program = _flatbuffer_to_program(again[: again_header["program_size"]] if again_header else again)
     base = again_header["segment_base_offset"] if again_header else len(again)
-    json.dump({
-        "header": header,
-        "stored": to_json(stored),
-        "restored": restored,
-        "named_data": named,
-        "reserialized": {
-            "header": again_header,
-            "segments": to_json(again_program.segments),
-            "constant_segment": to_json(again_program.constant_segment),
-            "delegates": [to_json(d.processed) for plan in again_program.execution_plan
-                          for d in plan.delegates],
-            "named_data": to_json(again_program.named_data),
-            "segment_data": again[base:].hex(),
+    json.dump(
+        {
+            "header": header,
+            "stored": to_json(stored),
+            "restored": restored,
+            "named_data": named,
+            "reserialized": {
+                "header": again_header,
+                "segments": to_json(again_program.segments),
+                "constant_segment": to_json(again_program.constant_segment),
+                "delegates": [to_json(d.processed) for plan in again_program.execution_plan for d in plan.delegates],
+                "named_data": to_json(again_program.named_data),
+                "segment_data": again[base:].hex(),
+            },
         },
-    }, sys.stdout)
+        sys.stdout,
+    )
 
 
 if __name__ == "__main__":

@@ -39,21 +39,24 @@ def targets() -> dict[str, Target]:
             if not board.reference:
                 continue
             if target_name in found:
-                raise BoardError(f"{board.path}: reference: target {target_name} already has reference board "
-                                 f"{found[target_name].board.name}; one board is a target's reference")
+                raise BoardError(
+                    f"{board.path}: reference: target {target_name} already has reference board "
+                    f"{found[target_name].board.name}; one board is a target's reference"
+                )
             found[target_name] = board.target(target_name)
     for target_name, board in described.items():
         if target_name not in found:
-            raise BoardError(f"{board.path}: npu.family: target {target_name} has no reference board; describe "
-                             "it on a board with `reference = true`")
+            raise BoardError(
+                f"{board.path}: npu.family: target {target_name} has no reference board; describe "
+                "it on a board with `reference = true`"
+            )
     return found
 
 
 def boards_with(target_name: str) -> list[Board]:
     """Every board that has NPU configuration `target_name`, the reference board first."""
     reference = target(target_name).board
-    return [reference] + [b for b in _described() if b.name != reference.name
-                          and b.target(target_name) is not None]
+    return [reference] + [b for b in _described() if b.name != reference.name and b.target(target_name) is not None]
 
 
 def target(name: str, board: str | None = None) -> Target:
@@ -68,8 +71,10 @@ def target(name: str, board: str | None = None) -> Target:
     on_board = described.target(name)
     if on_board is None:
         others = ", ".join(b.name for b in boards_with(name))
-        raise UsageError(f"board {board} has no {name} NPU: it has {', '.join(described.configurations())}; "
-                         f"build for one of those, or for {name} on {others}")
+        raise UsageError(
+            f"board {board} has no {name} NPU: it has {', '.join(described.configurations())}; "
+            f"build for one of those, or for {name} on {others}"
+        )
     return on_board
 
 
@@ -79,6 +84,7 @@ def resolve(target_or_name: Target | str, board: str | None = None) -> Target:
     if not isinstance(target_or_name, Target):
         return target(target_or_name, board)
     if board is not None and board != target_or_name.board.name:
-        raise InternalError(f"target {target_or_name.name} on {target_or_name.board.name} was passed with "
-                            f"board {board}")
+        raise InternalError(
+            f"target {target_or_name.name} on {target_or_name.board.name} was passed with board {board}"
+        )
     return target_or_name

@@ -12,7 +12,6 @@ from kiln.boards.generators import generate
 from kiln.boards.loader import load_board
 from kiln.errors import run_command
 
-
 DESCRIPTION = "Write a board's build files (linker script, C header, CMake fragment), or check board descriptions."
 
 

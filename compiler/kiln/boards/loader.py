@@ -14,9 +14,25 @@ import tomllib
 from dataclasses import replace
 from pathlib import Path
 
-from kiln.boards.model import (DEFAULT_TOOLCHAIN, FLASH_METHODS, FVP_PLACEHOLDERS, PURPOSES, SINGLE_PURPOSES,
-                               TOOLCHAINS, UART_KINDS, VELA_MEMORY_MODES, Board, BoardFamily, Cmsis, Cpu, Flash,
-                               MemoryRegion, Npu, Uart, check_stack_size)
+from kiln.boards.model import (
+    DEFAULT_TOOLCHAIN,
+    FLASH_METHODS,
+    FVP_PLACEHOLDERS,
+    PURPOSES,
+    SINGLE_PURPOSES,
+    TOOLCHAINS,
+    UART_KINDS,
+    VELA_MEMORY_MODES,
+    Board,
+    BoardFamily,
+    Cmsis,
+    Cpu,
+    Flash,
+    MemoryRegion,
+    Npu,
+    Uart,
+    check_stack_size,
+)
 from kiln.errors import BoardError, UsageError
 
 SCHEMA_VERSION = 1
@@ -153,8 +169,9 @@ def _inherit(data: dict, path: Path, read: list[tuple[Path, bytes]], seen: tuple
     if not parent_path.is_file():
         raise BoardError(f"{path}: extends: no board {parent_name!r} ({parent_path} is missing)")
     parent = _inherit(_read_toml(parent_path, read), parent_path, read, (*seen, data.get("name", path.parent.name)))
-    merged = _merge({k: v for k, v in parent.items() if k not in OWN_KEYS},
-                    {k: v for k, v in data.items() if k != "drop"})
+    merged = _merge(
+        {k: v for k, v in parent.items() if k not in OWN_KEYS}, {k: v for k, v in data.items() if k != "drop"}
+    )
     drop = data.get("drop", [])
     if not isinstance(drop, list) or not all(isinstance(d, str) and d for d in drop):
         raise BoardError(f"{path}: drop: expected a list of dotted field paths, got {_describe(drop)}")
@@ -287,8 +304,11 @@ def _read_unverified(t: _Table | None, board: Board) -> tuple[tuple[str, str], .
     for key in list(t.data):
         section, _, rest = key.partition(".")
         if section not in UNVERIFIED_SECTIONS or (section == "memory" and rest.split(".")[0] not in regions):
-            t.fail(t.field(key), f"names no field of the description (a section of {', '.join(UNVERIFIED_SECTIONS)}"
-                                 f"; a region of {', '.join(sorted(regions))})")
+            t.fail(
+                t.field(key),
+                f"names no field of the description (a section of {', '.join(UNVERIFIED_SECTIONS)}"
+                f"; a region of {', '.join(sorted(regions))})",
+            )
         entries.append((key, t.string(key)))
     t.close()
     return tuple(entries)
@@ -312,8 +332,11 @@ def _read_cpu(t: _Table) -> Cpu:
         t.fail(t.field("compile_flags"), f"must contain -mcpu={cpu.core} to match cpu.core")
     float_abi = [f for f in compile_flags if f.startswith("-mfloat-abi=")]
     if float_abi != [f for f in link_flags if f.startswith("-mfloat-abi=")]:
-        t.fail(t.field("link_flags"), f"must choose the float ABI of compile_flags ({' '.join(float_abi) or 'none'}): "
-                                      "code and libraries pass floats alike")
+        t.fail(
+            t.field("link_flags"),
+            f"must choose the float ABI of compile_flags ({' '.join(float_abi) or 'none'}): "
+            "code and libraries pass floats alike",
+        )
     t.close()
     return cpu
 
@@ -371,8 +394,10 @@ def _read_npu(t: _Table) -> Npu:
         if not _FAMILY.match(name):
             f.fail(f.field("name"), f"unknown NPU family {name!r} (ethos-u55, ethos-u65 or ethos-u85)")
         macs = f.get("macs")
-        if not isinstance(macs, list) or not macs or not all(
-            isinstance(m, int) and not isinstance(m, bool) and m > 0 and m & (m - 1) == 0 for m in macs
+        if (
+            not isinstance(macs, list)
+            or not macs
+            or not all(isinstance(m, int) and not isinstance(m, bool) and m > 0 and m & (m - 1) == 0 for m in macs)
         ):
             f.fail(f.field("macs"), f"expected a list of MAC counts (powers of two), got {_describe(macs)}")
         memory_modes = f.strings("memory_modes", VELA_MEMORY_MODES)
@@ -403,7 +428,10 @@ def _read_fvp(t: _Table | None) -> tuple[str, ...]:
             t.fail(f"{t.field('params')}[{i}]", f"{param!r} is not NAME=VALUE")
         for _, field, _, _ in string.Formatter().parse(param):
             if field is not None and field not in FVP_PLACEHOLDERS:
-                t.fail(f"{t.field('params')}[{i}]", f"unknown placeholder {{{field}}} (known: {', '.join(FVP_PLACEHOLDERS)})")
+                t.fail(
+                    f"{t.field('params')}[{i}]",
+                    f"unknown placeholder {{{field}}} (known: {', '.join(FVP_PLACEHOLDERS)})",
+                )
     t.close()
     return params
 
@@ -429,8 +457,14 @@ def _read_flash(t: _Table | None) -> Flash | None:
         regions = tuple((name, loads.integer(name, limit=1 << 40)) for name in list(loads.data))
         loads.close()
         digits = t.integer("address_digits", minimum=8, limit=11)
-        flash = Flash(method, images_txt=t.string("images_txt"), load_address=regions, update=t.string("update"),
-                      port=t.integer("port", optional=True), address_digits=digits)
+        flash = Flash(
+            method,
+            images_txt=t.string("images_txt"),
+            load_address=regions,
+            update=t.string("update"),
+            port=t.integer("port", optional=True),
+            address_digits=digits,
+        )
     t.close()
     return flash
 
@@ -451,15 +485,19 @@ def _check_flash(board: Board, top: _Table):
     regions = {r.name for r in board.memory}
     for name, _ in board.flash.load_address if board.flash else ():
         if name not in regions:
-            top.fail(f"flash.load_address.{name}", f"names no memory region (the board has {', '.join(sorted(regions))})")
+            top.fail(
+                f"flash.load_address.{name}", f"names no memory region (the board has {', '.join(sorted(regions))})"
+            )
 
 
 def _check_fvp(board: Board, top: _Table):
     """An FVP runs a board only with both its binary (npu.family.fvp) and its -C parameters ([fvp])."""
     for i, family in enumerate(board.npu.families):
         if (family.fvp is None) != (not board.fvp_params):
-            top.fail(f"npu.family[{i}].fvp", "an FVP needs both the binary (npu.family.fvp) and the board's "
-                                             "[fvp] params: give both or neither")
+            top.fail(
+                f"npu.family[{i}].fvp",
+                "an FVP needs both the binary (npu.family.fvp) and the board's [fvp] params: give both or neither",
+            )
 
 
 def _check_peripherals(board: Board, top: _Table):

@@ -209,11 +209,12 @@ def check_stack_size(board: Board, size: int) -> int:
     board.toml's stack_size (load_board reports it as a BoardError naming the field) and for
     a build's override (kiln build's plan, KILN_STACK_SIZE through linker_script)."""
     if size <= 0 or size % STACK_ALIGNMENT:
-        raise UsageError(f"stack size {size:#x} is not a positive multiple of {STACK_ALIGNMENT} bytes "
-                         "(the stack's alignment)")
+        raise UsageError(
+            f"stack size {size:#x} is not a positive multiple of {STACK_ALIGNMENT} bytes (the stack's alignment)"
+        )
     region = board.region_for("stack")
     if size > region.size:
-        raise UsageError(f"stack size {size:#x} does not fit in {board.name}'s stack region {region.name} "
-                         f"({region.size:#x} bytes)")
+        raise UsageError(
+            f"stack size {size:#x} does not fit in {board.name}'s stack region {region.name} ({region.size:#x} bytes)"
+        )
     return size
-

@@ -63,8 +63,9 @@ def check_tools(board: boards.Board):
     """A ToolMissingError naming the first tool that building for `board` needs and PATH lacks."""
     for tool in REQUIRED_TOOLS + TOOLCHAIN_TOOLS[board.cpu.toolchain]:
         if shutil.which(tool) is None:
-            raise ToolMissingError(f"{tool} is not installed (building for {board.name} needs it); "
-                                   "run ./scripts/setup.sh")
+            raise ToolMissingError(
+                f"{tool} is not installed (building for {board.name} needs it); run ./scripts/setup.sh"
+            )
 
 
 def elf(build_dir: Path, app: str) -> Path:
@@ -88,8 +89,9 @@ def failed_step(what: str, output: str, log: Path) -> str:
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(output)
     lines = [line.rstrip() for line in output.splitlines() if line.strip()]
-    line = _cmake_error(lines) or next((line.strip() for line in lines if _ERROR_LINE.search(line)),
-                                       lines[-1].strip() if lines else "no output")
+    line = _cmake_error(lines) or next(
+        (line.strip() for line in lines if _ERROR_LINE.search(line)), lines[-1].strip() if lines else "no output"
+    )
     return f"{what} failed: {line} (the whole output: {log})"
 
 

@@ -35,15 +35,29 @@ CREATED_FOR = "CMSIS-Toolbox@2.14.1"  # the version ExecuTorch's Arm csolution f
 COMPILER = "GCC"  # kiln's firmware is GCC's (arm-none-eabi-gcc); clang-only boards are refused
 # kiln's firmware flags (firmware/CMakeLists.txt, cmake/kiln_board.cmake), less the CPU's: the
 # device's processor gives CMSIS-Toolbox those.
-MISC = {"C-CPP": ["-ffunction-sections", "-fdata-sections", "-Wall", "-Wextra"],
-        "CPP": ["-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics", "-fno-use-cxa-atexit"],
-        "Link": ["-nostartfiles", "--specs=nano.specs", "-Wl,--gc-sections"]}
+MISC = {
+    "C-CPP": ["-ffunction-sections", "-fdata-sections", "-Wall", "-Wextra"],
+    "CPP": ["-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics", "-fno-use-cxa-atexit"],
+    "Link": ["-nostartfiles", "--specs=nano.specs", "-Wl,--gc-sections"],
+}
 EXACT_FLOAT = [{"C-CPP": ["-ffp-contract=off"]}]  # the runtime and kernels: float32 equal to numpy's
 # firmware/ folders copied under kiln/, and the include folders among them.
-SOURCE_DIRS = ("platform", "runtime/include", "runtime/src", "runtime/kernels", "drivers/ethosu",
-               "delegates/ethosu", "apps/executor_runner")
-INCLUDE_DIRS = ("platform/include", "runtime/include", "drivers/ethosu/include", "delegates/ethosu/include",
-                "apps/executor_runner")
+SOURCE_DIRS = (
+    "platform",
+    "runtime/include",
+    "runtime/src",
+    "runtime/kernels",
+    "drivers/ethosu",
+    "delegates/ethosu",
+    "apps/executor_runner",
+)
+INCLUDE_DIRS = (
+    "platform/include",
+    "runtime/include",
+    "drivers/ethosu/include",
+    "delegates/ethosu/include",
+    "apps/executor_runner",
+)
 SOURCE_SUFFIXES = (".cpp", ".c", ".S", ".h")
 # Plain words YAML 1.1 readers (PyYAML) take for booleans or null: always quoted.
 _YAML11_WORDS = ("true", "false", "null", "yes", "no", "on", "off", "y", "n", "~")
@@ -89,33 +103,39 @@ def to_yaml(value, indent: int = 0) -> str:
 
 
 def _files(root: Path, folder: str, suffixes=(".cpp", ".c", ".S")) -> list[dict]:
-    return [{"file": p.relative_to(root).as_posix()} for p in sorted((root / folder).glob("*"))
-            if p.suffix in suffixes]
+    return [{"file": p.relative_to(root).as_posix()} for p in sorted((root / folder).glob("*")) if p.suffix in suffixes]
 
 
 def solution(board: boards.Board) -> dict:
     """The csolution: one target-type for the board, Debug and Release, the one project."""
-    return {"solution": {
-        "description": f"kiln's executor runner for {board.name} ({board.summary})",
-        "created-for": CREATED_FOR,
-        "cdefault": None,
-        "compiler": COMPILER,
-        "language-C": "gnu11",
-        "language-CPP": "c++17",
-        "packs": [{"pack": board.cmsis.pack}],
-        "target-types": [{"type": board.name, "device": board.cmsis.device}],
-        "build-types": [{"type": "Debug", "optimize": "debug", "debug": "on"},
-                        {"type": "Release", "optimize": "size", "debug": "off"}],
-        "projects": [{"project": f"./{SOLUTION}.cproject.yml"}],
-    }}
+    return {
+        "solution": {
+            "description": f"kiln's executor runner for {board.name} ({board.summary})",
+            "created-for": CREATED_FOR,
+            "cdefault": None,
+            "compiler": COMPILER,
+            "language-C": "gnu11",
+            "language-CPP": "c++17",
+            "packs": [{"pack": board.cmsis.pack}],
+            "target-types": [{"type": board.name, "device": board.cmsis.device}],
+            "build-types": [
+                {"type": "Debug", "optimize": "debug", "debug": "on"},
+                {"type": "Release", "optimize": "size", "debug": "off"},
+            ],
+            "projects": [{"project": f"./{SOLUTION}.cproject.yml"}],
+        }
+    }
 
 
 def project(root: Path, board: boards.Board, model: str) -> dict:
     """The cproject: kiln's sources under root/kiln, the model under root/generated, the
     board's linker script under root/board."""
     uart = boards.UART_DRIVERS[board.uart.kind]
-    platform = [f for f in _files(root, "kiln/platform")
-                if not f["file"].startswith("kiln/platform/uart_") or f["file"].endswith(uart)]
+    platform = [
+        f
+        for f in _files(root, "kiln/platform")
+        if not f["file"].startswith("kiln/platform/uart_") or f["file"].endswith(uart)
+    ]
     groups = [
         {"group": "platform", "add-path": ["kiln/platform"], "files": platform},
         {"group": "runtime", "misc": EXACT_FLOAT, "files": _files(root, "kiln/runtime/src")},
@@ -125,13 +145,15 @@ def project(root: Path, board: boards.Board, model: str) -> dict:
         {"group": "executor runner", "files": _files(root, "kiln/apps/executor_runner")},
         {"group": f"model {model}", "files": _files(root, "generated")},
     ]
-    return {"project": {
-        "description": f"kiln's executor runner with {model} baked in, for {board.name}",
-        "add-path": [f"kiln/{d}" for d in INCLUDE_DIRS] + ["board"],
-        "misc": [MISC],
-        "groups": groups,
-        "linker": [{"script": "board/board.ld"}],
-    }}
+    return {
+        "project": {
+            "description": f"kiln's executor runner with {model} baked in, for {board.name}",
+            "add-path": [f"kiln/{d}" for d in INCLUDE_DIRS] + ["board"],
+            "misc": [MISC],
+            "groups": groups,
+            "linker": [{"script": "board/board.ld"}],
+        }
+    }
 
 
 def _copy_sources(root: Path):
@@ -152,11 +174,15 @@ def export(pte: Path, target: str, board: str | None, out: Path) -> tuple[Path, 
     b = t.board
     if b.cmsis is None:
         have = [n for n in boards.board_names() if boards.load(n).cmsis is not None]
-        raise UsageError(f"board {b.name} names no CMSIS device ([cmsis] in its board.toml), so no csolution can "
-                         f"target it; boards that do: {', '.join(have)}")
+        raise UsageError(
+            f"board {b.name} names no CMSIS device ([cmsis] in its board.toml), so no csolution can "
+            f"target it; boards that do: {', '.join(have)}"
+        )
     if b.cpu.toolchain != boards.DEFAULT_TOOLCHAIN:
-        raise UsageError(f"board {b.name}'s firmware is built with {b.cpu.toolchain}; kiln's csolution export "
-                         f"writes {COMPILER} projects only")
+        raise UsageError(
+            f"board {b.name}'s firmware is built with {b.cpu.toolchain}; kiln's csolution export "
+            f"writes {COMPILER} projects only"
+        )
     if out.exists() and not out.is_dir():
         raise UsageError(f"--csolution {out}: a file, not a folder")
     plan = runner_build.plan(pte, t)
@@ -164,10 +190,11 @@ def export(pte: Path, target: str, board: str | None, out: Path) -> tuple[Path, 
     boards.generate(b, out / "board", plan.stack_size)
     _copy_sources(out)
     written = []
-    for name, content in ((f"{SOLUTION}.csolution.yml", solution(b)),
-                          (f"{SOLUTION}.cproject.yml", project(out, b, plan.model))):
+    for name, content in (
+        (f"{SOLUTION}.csolution.yml", solution(b)),
+        (f"{SOLUTION}.cproject.yml", project(out, b, plan.model)),
+    ):
         path = out / name
-        path.write_text(f"# Written by kiln export --csolution: {b.name}, {target}, {pte.name}\n"
-                        f"{to_yaml(content)}\n")
+        path.write_text(f"# Written by kiln export --csolution: {b.name}, {target}, {pte.name}\n{to_yaml(content)}\n")
         written.append(path)
     return written[0], written[1]

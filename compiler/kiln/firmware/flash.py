@@ -62,10 +62,13 @@ def _segments(elf: Path) -> list[tuple[int, bytes]]:
         with elf.open("rb") as f:
             e = ELFFile(f)
             if e["e_machine"] != "EM_ARM" or e.elfclass != 32:
-                raise UsageError(f"--elf {elf}: a {e.elfclass}-bit {e['e_machine']} ELF, not Arm firmware; "
-                                 "give the ELF kiln build printed")
-            return [(s["p_paddr"], s.data()) for s in e.iter_segments()
-                    if s["p_type"] == "PT_LOAD" and s["p_filesz"] > 0]
+                raise UsageError(
+                    f"--elf {elf}: a {e.elfclass}-bit {e['e_machine']} ELF, not Arm firmware; "
+                    "give the ELF kiln build printed"
+                )
+            return [
+                (s["p_paddr"], s.data()) for s in e.iter_segments() if s["p_type"] == "PT_LOAD" and s["p_filesz"] > 0
+            ]
     except ELFError as error:
         raise UsageError(f"--elf {elf}: not an ELF file ({error})") from None
 
@@ -85,20 +88,24 @@ def images(elf: Path, board: boards.Board) -> list[Image]:
         if region is None:
             fits = [b for b in boards.board_names() if all(_region_of(boards.load(b), a, len(d)) for a, d in segments)]
             where = f" (it fits {', '.join(fits)}: flash it with one of those as --board)" if fits else ""
-            raise UsageError(f"--elf {elf}: loads {len(data):,} bytes at {address:#010x}, outside every memory region "
-                             f"of {board.name}: it was built for another board{where}; for {board.name}, build it "
-                             f"with kiln build --board {board.name}")
+            raise UsageError(
+                f"--elf {elf}: loads {len(data):,} bytes at {address:#010x}, outside every memory region "
+                f"of {board.name}: it was built for another board{where}; for {board.name}, build it "
+                f"with kiln build --board {board.name}"
+            )
         by_region.setdefault(region.name, []).append((address, data))
     code = board.region_for("code").name
     if code not in by_region:
-        raise UsageError(f"--elf {elf}: loads nothing into {board.name}'s code region {code} (its vector table "
-                         "and code): not firmware for this board")
+        raise UsageError(
+            f"--elf {elf}: loads nothing into {board.name}'s code region {code} (its vector table "
+            "and code): not firmware for this board"
+        )
     out = []
     for name, parts in by_region.items():
         start = min(a for a, _ in parts)
         blob = bytearray(max(a + len(d) for a, d in parts) - start)
         for address, data in parts:
-            blob[address - start:address - start + len(data)] = data
+            blob[address - start : address - start + len(data)] = data
         out.append(Image(name, start, bytes(blob)))
     return sorted(out, key=lambda i: i.address)
 
@@ -118,7 +125,7 @@ def _address(value: int, digits: int) -> str:
     text = f"{value:0{digits}X}"
     if digits == 8:
         return f"0x{text}"
-    groups = [text[max(0, i - 4):i] for i in range(len(text), 0, -4)][::-1]
+    groups = [text[max(0, i - 4) : i] for i in range(len(text), 0, -4)][::-1]
     return "0x" + "_".join(groups)
 
 
@@ -129,22 +136,32 @@ def images_txt(board: boards.Board, imgs: list[Image]) -> str:
     IMAGEnFILE (\\SOFTWARE\\<region>.bin)."""
     flash = _flash(board, "mps-drive")
     loads = dict(flash.load_address)
-    lines = [f"TITLE: {board.summary}: images written by kiln flash", "", "[IMAGES]",
-             f"TOTALIMAGES: {len(imgs)}                  ;Number of Images (Max: 32)", ""]
+    lines = [
+        f"TITLE: {board.summary}: images written by kiln flash",
+        "",
+        "[IMAGES]",
+        f"TOTALIMAGES: {len(imgs)}                  ;Number of Images (Max: 32)",
+        "",
+    ]
     for n, image in enumerate(imgs):
         if image.region not in loads:
-            raise UsageError(f"{board.name}: the ELF loads bytes into region {image.region}, which the board's "
-                             f"images.txt cannot load (it loads {', '.join(loads)}: board.toml's flash.load_address); "
-                             f"a .pte compiled for Sram_Only lies there: build for {board.name}'s default memory mode")
+            raise UsageError(
+                f"{board.name}: the ELF loads bytes into region {image.region}, which the board's "
+                f"images.txt cannot load (it loads {', '.join(loads)}: board.toml's flash.load_address); "
+                f"a .pte compiled for Sram_Only lies there: build for {board.name}'s default memory mode"
+            )
         region = next(r for r in board.memory if r.name == image.region)
         if len(image.file_name) > 12:
             raise UsageError(f"{board.name}: region {image.region}'s image name {image.file_name} is no 8.3 file name")
         if flash.port is not None:
             lines.append(f"IMAGE{n}PORT: {flash.port}")
-        lines += [f"IMAGE{n}ADDRESS: {_address(loads[image.region] + image.address - region.base, flash.address_digits)}"
-                  f"  ; {image.region} at {image.address:#010x}",
-                  f"IMAGE{n}UPDATE: {flash.update}",
-                  f"IMAGE{n}FILE: \\SOFTWARE\\{image.file_name}", ""]
+        lines += [
+            f"IMAGE{n}ADDRESS: {_address(loads[image.region] + image.address - region.base, flash.address_digits)}"
+            f"  ; {image.region} at {image.address:#010x}",
+            f"IMAGE{n}UPDATE: {flash.update}",
+            f"IMAGE{n}FILE: \\SOFTWARE\\{image.file_name}",
+            "",
+        ]
     return "\r\n".join(lines)  # the MCC's files are DOS text
 
 
@@ -155,12 +172,16 @@ def write_drive(board: boards.Board, imgs: list[Image], drive: Path) -> list[Pat
     is read-only. Returns the files written."""
     flash = _flash(board, "mps-drive")
     if not drive.is_dir():
-        raise UsageError(f"--drive {drive}: no such folder; connect the {board.name}'s USB port, power it on and "
-                         "give the folder its drive is mounted at")
+        raise UsageError(
+            f"--drive {drive}: no such folder; connect the {board.name}'s USB port, power it on and "
+            "give the folder its drive is mounted at"
+        )
     listing = drive / flash.images_txt
     if not listing.parent.is_dir():
-        raise UsageError(f"--drive {drive}: no {flash.images_txt.rsplit('/', 1)[0]} folder, so this is not the drive "
-                         f"of a {board.name} ({board.summary}); check --board and the board's FPGA image")
+        raise UsageError(
+            f"--drive {drive}: no {flash.images_txt.rsplit('/', 1)[0]} folder, so this is not the drive "
+            f"of a {board.name} ({board.summary}); check --board and the board's FPGA image"
+        )
     read_only = bool(os.statvfs(drive).f_flag & os.ST_RDONLY)
     written = []
     try:
@@ -179,8 +200,10 @@ def write_drive(board: boards.Board, imgs: list[Image], drive: Path) -> list[Pat
     except OSError as error:
         if error.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise
-        raise FlashError(f"--drive {drive} is read-only ({error.strerror}): remount it writable (the board's USB "
-                         "drive mounts read-write unless write-protected) and run kiln flash again") from None
+        raise FlashError(
+            f"--drive {drive} is read-only ({error.strerror}): remount it writable (the board's USB "
+            "drive mounts read-write unless write-protected) and run kiln flash again"
+        ) from None
     return written
 
 
@@ -191,8 +214,16 @@ def setools_config(board: boards.Board, image: Image, binary: str) -> dict:
     """The Security Toolkit's JSON configuration booting `binary` (in its build/images) from MRAM
     at the image's address on the board's core, as Alif's evaluation kit documents it."""
     flash = _flash(board, "alif-setools")
-    return {SETOOLS_ENTRY: {"binary": binary, "version": SETOOLS_VERSION, "mramAddress": f"{image.address:#010x}",
-                            "cpu_id": flash.cpu_id, "flags": ["boot"], "signed": False}}
+    return {
+        SETOOLS_ENTRY: {
+            "binary": binary,
+            "version": SETOOLS_VERSION,
+            "mramAddress": f"{image.address:#010x}",
+            "cpu_id": flash.cpu_id,
+            "flags": ["boot"],
+            "signed": False,
+        }
+    }
 
 
 def setools_commands(config_name: str) -> list[list[str]]:
@@ -208,8 +239,10 @@ def write_setools(board: boards.Board, imgs: list[Image], root: Path, name: str)
     code = board.region_for("code").name
     others = [i.region for i in imgs if i.region != code]
     if others:
-        raise UsageError(f"{board.name}: the ELF loads bytes into {', '.join(others)}; Alif's Security Toolkit "
-                         f"writes only the image in {code}")
+        raise UsageError(
+            f"{board.name}: the ELF loads bytes into {', '.join(others)}; Alif's Security Toolkit "
+            f"writes only the image in {code}"
+        )
     image = imgs[0]
     binary, config = root / "build" / "images" / f"{name}.bin", root / "build" / "config" / f"{name}.json"
     for path in (binary, config):
@@ -223,8 +256,10 @@ def find_setools(given: Path | None) -> Path | None:
     """The Security Toolkit's folder: --setools, else the folder of app-write-mram on PATH."""
     if given is not None:
         if not all((given / tool).exists() for tool in SETOOLS_TOOLS):
-            raise UsageError(f"--setools {given}: no {' or '.join(SETOOLS_TOOLS)} there; give the folder Alif's "
-                             "Security Toolkit was unpacked into")
+            raise UsageError(
+                f"--setools {given}: no {' or '.join(SETOOLS_TOOLS)} there; give the folder Alif's "
+                "Security Toolkit was unpacked into"
+            )
         return given
     found = shutil.which(SETOOLS_TOOLS[-1])
     return Path(found).resolve().parent if found else None
@@ -283,18 +318,24 @@ def flash_probe(board: boards.Board, elf: Path, pack: Path | None, echo=print) -
     board's CMSIS device, then that a debug probe is attached; each missing one is a FlashError
     saying what to do. Returns pyocd flash's exit status."""
     if board.cmsis is None:
-        raise UsageError(f"board {board.name} names no CMSIS device ([cmsis] in its board.toml), so pyOCD cannot "
-                         "flash it; flash it the board's own way (kiln flash without --probe)")
+        raise UsageError(
+            f"board {board.name} names no CMSIS device ([cmsis] in its board.toml), so pyOCD cannot "
+            "flash it; flash it the board's own way (kiln flash without --probe)"
+        )
     _pyocd()
     images(elf, board)  # the ELF is this board's
     target = board.cmsis.pyocd_target
     if target not in _pack_targets(pack):
         where = f"--pack {pack} does not describe it" if pack else "no installed pack describes it"
-        raise FlashError(f"no CMSIS pack for {board.cmsis.device} ({where}): install {board.cmsis.pack} with "
-                         f"`pyocd pack install {target}`, or pass its .pack file as --pack")
+        raise FlashError(
+            f"no CMSIS pack for {board.cmsis.device} ({where}): install {board.cmsis.pack} with "
+            f"`pyocd pack install {target}`, or pass its .pack file as --pack"
+        )
     if not connected_probes():
-        raise FlashError(f"no debug probe attached: connect the {board.name}'s debug USB (CMSIS-DAP, J-Link or "
-                         "ST-Link), check `pyocd list` shows it, and run kiln flash again")
+        raise FlashError(
+            f"no debug probe attached: connect the {board.name}'s debug USB (CMSIS-DAP, J-Link or "
+            "ST-Link), check `pyocd list` shows it, and run kiln flash again"
+        )
     command = pyocd_command(board, elf, pack)
     echo(" ".join(command))
     return subprocess.run(command).returncode
@@ -303,27 +344,45 @@ def flash_probe(board: boards.Board, elf: Path, pack: Path | None, echo=print) -
 # --- kiln flash --------------------------------------------------------------------------------
 
 
-def flash(board_name: str, elf: Path, drive: Path | None = None, probe: bool = False, pack: Path | None = None,
-          setools: Path | None = None, output: Path | None = None, echo=print) -> int:
+def flash(
+    board_name: str,
+    elf: Path,
+    drive: Path | None = None,
+    probe: bool = False,
+    pack: Path | None = None,
+    setools: Path | None = None,
+    output: Path | None = None,
+    echo=print,
+) -> int:
     """`kiln flash`: the ELF onto board `board_name`, by --probe (pyOCD) or the board's [flash]
     method; returns the exit status (0, or the vendor tool's)."""
     board = boards.load(board_name)
     method = "probe" if probe else board.flash.method if board.flash else None
-    for option, given, methods in (("--drive", drive, ("mps-drive",)), ("--pack", pack, ("probe",)),
-                                   ("--setools", setools, ("alif-setools",)), ("--output", output, ("alif-setools",))):
+    for option, given, methods in (
+        ("--drive", drive, ("mps-drive",)),
+        ("--pack", pack, ("probe",)),
+        ("--setools", setools, ("alif-setools",)),
+        ("--output", output, ("alif-setools",)),
+    ):
         if given is not None and method not in methods:
-            raise UsageError(f"{option} does not apply to {board.name}" + (" with --probe" if probe else "")
-                             + f" ({option} is for {' or '.join(methods)})")
+            raise UsageError(
+                f"{option} does not apply to {board.name}"
+                + (" with --probe" if probe else "")
+                + f" ({option} is for {' or '.join(methods)})"
+            )
     if probe:
         return flash_probe(board, elf, pack, echo)
     if board.flash is None:
-        raise UsageError(f"board {board.name} has no [flash] in its board.toml: kiln cannot put images on it "
-                         "(try --probe with a debug probe)")
+        raise UsageError(
+            f"board {board.name} has no [flash] in its board.toml: kiln cannot put images on it "
+            "(try --probe with a debug probe)"
+        )
     imgs = images(elf, board)
     if board.flash.method == "mps-drive":
         if drive is None:
-            raise UsageError(f"{board.name} is flashed through its USB drive: give --drive DIR, the folder it is "
-                             "mounted at")
+            raise UsageError(
+                f"{board.name} is flashed through its USB drive: give --drive DIR, the folder it is mounted at"
+            )
         for path in write_drive(board, imgs, drive):
             echo(f"wrote {path}")
         echo(f"power-cycle the {board.name} (or press its reset button): the MCC loads the images at boot")
@@ -335,8 +394,10 @@ def flash(board_name: str, elf: Path, drive: Path | None = None, probe: bool = F
     echo(f"wrote {binary}\nwrote {config}")
     commands = setools_commands(config.name)
     if root is None:
-        echo(f"Alif's Security Toolkit ({', '.join(SETOOLS_TOOLS)}) is not on PATH; with the board's SE-UART "
-             "connected, run:")
+        echo(
+            f"Alif's Security Toolkit ({', '.join(SETOOLS_TOOLS)}) is not on PATH; with the board's SE-UART "
+            "connected, run:"
+        )
         echo(f"  cp {binary} SETOOLS/build/images/ && cp {config} SETOOLS/build/config/")
         echo("  cd SETOOLS && " + " && ".join(" ".join(c) for c in commands))
         return 0
@@ -344,6 +405,8 @@ def flash(board_name: str, elf: Path, drive: Path | None = None, probe: bool = F
         echo(f"{root}$ {' '.join(command)}")
         status = subprocess.run(command, cwd=root).returncode
         if status != 0:
-            raise FlashError(f"{command[0]} exited with status {status} in {root}; its output is above "
-                             "(is the board's SE-UART connected and the device chosen with tools-config?)")
+            raise FlashError(
+                f"{command[0]} exited with status {status} in {root}; its output is above "
+                "(is the board's SE-UART connected and the device chosen with tools-config?)"
+            )
     return 0

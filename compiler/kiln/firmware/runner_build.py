@@ -16,7 +16,8 @@ memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its las
 
 The .pte baked in is the program without run-host's reference TOSA graphs (named data
 kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>"; kiln.pte.writer.without_reference_data): no
-firmware reads them, and they can be half the file. The .pte on disk keeps them for `kiln run-host`; the memory report shows the saving.
+firmware reads them, and they can be half the file. The .pte on disk keeps them for
+`kiln run-host`; the memory report shows the saving.
 
 Placement per memory mode (the board's memory purposes):
     Shared_Sram      .pte (and so the weights) in "model", scratch in "npu"
@@ -56,8 +57,11 @@ PTE_ALIGNMENT = 128  # ExecuTorch's segment alignment: segments keep theirs in m
 # An operator's name or overload as a .pte gives it ("aten::add", "Tensor_out"): the names
 # the kernel table generator takes on its command line.
 OPERATOR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
-FAST_SCRATCH_SIZES = {"Dedicated_Sram_256KB": 256 * 1024, "Dedicated_Sram_384KB": 384 * 1024,
-                      "Dedicated_Sram_512KB": 512 * 1024}
+FAST_SCRATCH_SIZES = {
+    "Dedicated_Sram_256KB": 256 * 1024,
+    "Dedicated_Sram_384KB": 384 * 1024,
+    "Dedicated_Sram_512KB": 512 * 1024,
+}
 
 
 @dataclass(frozen=True)
@@ -99,32 +103,40 @@ class Plan:
 
 # --- Planning -------------------------------------------------------------------------
 
+
 def _align(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
 
 
-def _payloads(f: PteFile, plan: ExecutionPlan, specs: list[dict[str, str]], target: str,
-              check_target: bool):
+def _payloads(f: PteFile, plan: ExecutionPlan, specs: list[dict[str, str]], target: str, check_target: bool):
     """The delegates' decoded payloads; `specs` are their compile specs, in order."""
     payloads = []
     named = f.named()
     for i, delegate in enumerate(plan.delegates):
         if delegate.id != ethosu_payload.DELEGATE_ID:
-            raise RunnerBuildError(f"delegate {i} is for backend {delegate.id!r}; kiln's runner has only "
-                                   f"{ethosu_payload.DELEGATE_ID}")
+            raise RunnerBuildError(
+                f"delegate {i} is for backend {delegate.id!r}; kiln's runner has only {ethosu_payload.DELEGATE_ID}"
+            )
         try:
             payloads.append(ethosu_payload.decode(f.delegate_payload(delegate), named))
         except ethosu_payload.PayloadError as error:
             raise RunnerBuildError(f"delegate {i}'s payload: {error}") from None
         compiled_for = specs[i].get(ethosu_payload.TARGET_SPEC, target)
         if check_target and compiled_for != target:
-            raise RunnerBuildError(f"delegate {i} was compiled for {compiled_for}, not {target}; "
-                                   f"compile the model for {target} (or build for {compiled_for})")
+            raise RunnerBuildError(
+                f"delegate {i} was compiled for {compiled_for}, not {target}; "
+                f"compile the model for {target} (or build for {compiled_for})"
+            )
     return payloads
 
 
-def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
-                 system_config: str | None, compiled_for: str | None = None) -> tuple[str, str]:
+def _memory_mode(
+    pte_path: Path,
+    target: boards.Target,
+    memory_mode: str | None,
+    system_config: str | None,
+    compiled_for: str | None = None,
+) -> tuple[str, str]:
     """The memory mode and system config: given, else the one the .pte's delegates were
     compiled for (`compiled_for`, their ethosu_payload.MEMORY_MODE_SPEC), else the compile report's
     beside the .pte (kiln compile writes <name>.json), else the target's defaults."""
@@ -133,13 +145,17 @@ def _memory_mode(pte_path: Path, target: boards.Target, memory_mode: str | None,
     compiled_mode = compiled_for or (report.get("memory_mode") if report.get("target") == target.name else None)
     mode = memory_mode or compiled_mode or target.memory_mode
     if compiled_mode and mode != compiled_mode:
-        raise UsageError(f"{pte_path.name} was compiled for memory mode {compiled_mode} ({report_path.name}); "
-                         f"building for {mode} would place its buffers where the command stream does not "
-                         f"expect them")
+        raise UsageError(
+            f"{pte_path.name} was compiled for memory mode {compiled_mode} ({report_path.name}); "
+            f"building for {mode} would place its buffers where the command stream does not "
+            f"expect them"
+        )
     if mode not in target.family.memory_modes:
         hint = f"; compile the model with --memory-mode {target.family.memory_mode}" if mode == compiled_mode else ""
-        raise UsageError(f"memory mode {mode!r} is not one of {target.name}'s on {target.board.name}: "
-                         f"{', '.join(target.family.memory_modes)}{hint}")
+        raise UsageError(
+            f"memory mode {mode!r} is not one of {target.name}'s on {target.board.name}: "
+            f"{', '.join(target.family.memory_modes)}{hint}"
+        )
     return mode, system_config or report.get("system_config") or target.system_config
 
 
@@ -153,8 +169,9 @@ def _compile_report(path: Path) -> dict:
     try:
         report = json.loads(path.read_bytes())
     except IsADirectoryError:
-        raise UsageError(f"{path} is a directory, where kiln build looks for the .pte's compile report; "
-                         "move it away") from None
+        raise UsageError(
+            f"{path} is a directory, where kiln build looks for the .pte's compile report; move it away"
+        ) from None
     except (ValueError, RecursionError) as error:  # JSON or UTF-8 errors are ValueErrors
         raise UsageError(f"{path} is not a compile report (not JSON: {str(error)[:100]}); {fix}") from None
     if not isinstance(report, dict):
@@ -165,9 +182,15 @@ def _compile_report(path: Path) -> dict:
     return report
 
 
-def plan(pte_path: Path, target: boards.Target | str, memory_mode: str | None = None,
-         system_config: str | None = None, check_target: bool = True, stack_size: int | None = None,
-         board: str | None = None) -> Plan:
+def plan(
+    pte_path: Path,
+    target: boards.Target | str,
+    memory_mode: str | None = None,
+    system_config: str | None = None,
+    check_target: bool = True,
+    stack_size: int | None = None,
+    board: str | None = None,
+) -> Plan:
     """`target`: its name, or the Target a caller has already (see boards.resolve).
     `stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
     the build links exactly this one, so the planned buffers' fit in "data" uses it too.
@@ -185,8 +208,10 @@ def plan(pte_path: Path, target: boards.Target | str, memory_mode: str | None = 
         raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
     for i, op in enumerate(program.operators):
         if not OPERATOR_NAME.fullmatch(op.name) or not OPERATOR_NAME.fullmatch(op.overload or "out"):
-            raise RunnerBuildError(f"{pte_path}: operator {i} is named {op.name!r}, overload {op.overload!r}: "
-                                   "not an operator name (the .pte is damaged)")
+            raise RunnerBuildError(
+                f"{pte_path}: operator {i} is named {op.name!r}, overload {op.overload!r}: "
+                "not an operator name (the .pte is damaged)"
+            )
     specs = [ethosu_payload.compile_specs(d) for d in program.delegates]
     payloads = _payloads(f, program, specs, target.name, check_target)
     modes = {m for m in map(ethosu_payload.compiled_memory_mode, specs) if m}
@@ -200,28 +225,42 @@ def plan(pte_path: Path, target: boards.Target | str, memory_mode: str | None = 
         baked = without_reference_data(f)
     except PteError as error:
         raise RunnerBuildError(f"{pte_path} could not be rewritten without its reference data: {error}") from None
-    p = Plan(model=pte_path.stem, target=target, memory_mode=mode, system_config=config,
-             pte_region=(npu_region if mode == "Sram_Only" else model_region).name,
-             baked=baked, pte_file_size=len(data), values=len(program.values),
-             operators=[(op.name, op.overload) for op in program.operators],
-             delegates=len(program.delegates),
-             input_sizes=[program.values[i].nbytes for i in program.inputs],
-             stack_size=stack_size)
+    p = Plan(
+        model=pte_path.stem,
+        target=target,
+        memory_mode=mode,
+        system_config=config,
+        pte_region=(npu_region if mode == "Sram_Only" else model_region).name,
+        baked=baked,
+        pte_file_size=len(data),
+        values=len(program.values),
+        operators=[(op.name, op.overload) for op in program.operators],
+        delegates=len(program.delegates),
+        input_sizes=[program.values[i].nbytes for i in program.inputs],
+        stack_size=stack_size,
+    )
     sizes = list(program.non_const_buffer_sizes[1:])
     for i, size in enumerate(sizes):
         if not 0 <= size <= max(r.size for r in target.board.memory):
-            raise RunnerBuildError(f"{pte_path}: planned buffer {i + 1} has {size:,} bytes; no memory region of "
-                                   f"{target.board.name} holds that (the .pte is damaged)")
+            raise RunnerBuildError(
+                f"{pte_path}: planned buffer {i + 1} has {size:,} bytes; no memory region of "
+                f"{target.board.name} holds that (the .pte is damaged)"
+            )
     data_region = board.region_for("data")
     beside = p.stack_size if board.region_for("stack") == data_region else 0  # the stack shares the region
     fits_in_data = sum(_align(s) for s in sizes) + beside + DATA_RESERVE <= data_region.size
     planned_region = (data_region if fits_in_data else board.region_for("bulk")).name
-    p.planned = [Buffer(f"kiln_planned_{i + 1}", s, planned_region, f"planned buffer {i + 1}")
-                 for i, s in enumerate(sizes)]
+    p.planned = [
+        Buffer(f"kiln_planned_{i + 1}", s, planned_region, f"planned buffer {i + 1}") for i, s in enumerate(sizes)
+    ]
     if payloads:
         scratch = max(pl.scratch_size for pl in payloads)
-        p.scratch = Buffer("kiln_ethosu_scratch", scratch, (model_region if dedicated else npu_region).name,
-                           "Ethos-U scratch (region 1)")
+        p.scratch = Buffer(
+            "kiln_ethosu_scratch",
+            scratch,
+            (model_region if dedicated else npu_region).name,
+            "Ethos-U scratch (region 1)",
+        )
         if dedicated:
             # Vela's own figure from the .pte when kiln wrote it; else the mode's whole cache
             try:
@@ -229,12 +268,14 @@ def plan(pte_path: Path, target: boards.Target | str, memory_mode: str | None = 
             except ethosu_payload.PayloadError as error:
                 raise RunnerBuildError(f"{pte_path.name}: {error}") from None
             fast = max(needed) if needed else FAST_SCRATCH_SIZES.get(mode, npu_region.size)
-            p.fast_scratch = Buffer("kiln_ethosu_fast_scratch", fast, npu_region.name,
-                                    "Ethos-U fast scratch (region 2)")
+            p.fast_scratch = Buffer(
+                "kiln_ethosu_fast_scratch", fast, npu_region.name, "Ethos-U fast scratch (region 2)"
+            )
     return p
 
 
 # --- Generation ----------------------------------------------------------------------
+
 
 def _pte_asm(pte_path: Path, region: str) -> str:
     # The readable slack after the .pte: the NPU may read a word past the end of weights.
@@ -255,21 +296,31 @@ def _c_bytes(data: bytes) -> str:
 
 
 def _memory_cpp(p: Plan, default_inputs: list[bytes]) -> str:
-    lines = ["// Generated by kiln.firmware.runner_build from the .pte: do not edit.",
-             '#include "model.h"', '#include "kiln_board.h"', "", "namespace kiln::runner {", "namespace {"]
+    lines = [
+        "// Generated by kiln.firmware.runner_build from the .pte: do not edit.",
+        '#include "model.h"',
+        '#include "kiln_board.h"',
+        "",
+        "namespace kiln::runner {",
+        "namespace {",
+    ]
     # Whole D-cache lines, start and end: the NPU writes the scratch, and no other object
     # may share a line with it (the firmware's cache maintenance relies on it).
     for b in p.buffers():
-        lines.append(f"alignas({BUFFER_ALIGNMENT}) KILN_PLACE_BSS({b.region}) uint8_t {b.symbol}"
-                     f"[{_align(max(b.size, 1))}];  // {b.what}: {b.size} bytes")
+        lines.append(
+            f"alignas({BUFFER_ALIGNMENT}) KILN_PLACE_BSS({b.region}) uint8_t {b.symbol}"
+            f"[{_align(max(b.size, 1))}];  // {b.what}: {b.size} bytes"
+        )
     planned = ", ".join(f"{{{b.symbol}, {b.size}}}" for b in p.planned)
-    lines += [f"runtime::Span<uint8_t> planned[{max(len(p.planned), 1)}] = {{{planned}}};",
-              # runtime::Value has no default constructor (a union with a StringView):
-              # raw storage the Method binds every entry of.
-              f"alignas(runtime::Value) uint8_t value_storage[{max(p.values, 1)} * sizeof(runtime::Value)];",
-              f"runtime::KernelFn kernels[{max(len(p.operators), 1)}];",
-              f"runtime::DelegateSlot delegates[{max(p.delegates, 1)}];",
-              f"delegates::ethosu::DelegateState pool[{max(p.delegates, 1)}];"]
+    lines += [
+        f"runtime::Span<uint8_t> planned[{max(len(p.planned), 1)}] = {{{planned}}};",
+        # runtime::Value has no default constructor (a union with a StringView):
+        # raw storage the Method binds every entry of.
+        f"alignas(runtime::Value) uint8_t value_storage[{max(p.values, 1)} * sizeof(runtime::Value)];",
+        f"runtime::KernelFn kernels[{max(len(p.operators), 1)}];",
+        f"runtime::DelegateSlot delegates[{max(p.delegates, 1)}];",
+        f"delegates::ethosu::DelegateState pool[{max(p.delegates, 1)}];",
+    ]
     for i, raw in enumerate(default_inputs):
         lines.append(f"alignas(16) const uint8_t default_input_{i}[{max(len(raw), 1)}] = {{{_c_bytes(raw)}}};")
     spans = ", ".join(f"{{default_input_{i}, {len(raw)}}}" for i, raw in enumerate(default_inputs))
@@ -278,14 +329,22 @@ def _memory_cpp(p: Plan, default_inputs: list[bytes]) -> str:
     def span(b: Buffer | None) -> str:
         return f"{{{b.symbol}, {_align(b.size)}}}" if b is not None else "{}"
 
-    lines += ["}  // namespace", "", "const ModelMemory kModel = {",
-              f'    "{p.model}", "{p.memory_mode}",',
-              f"    {{planned, {len(p.planned)}}},",
-              f"    {{reinterpret_cast<runtime::Value*>(value_storage), {p.values}}},",
-              f"    {{kernels, {len(p.operators)}}},",
-              f"    {{delegates, {p.delegates}}}, {{pool, {p.delegates}}},",
-              f"    {span(p.scratch)}, {span(p.fast_scratch)},",
-              f"    {{default_inputs, {len(default_inputs)}}},", "};", "", "}  // namespace kiln::runner", ""]
+    lines += [
+        "}  // namespace",
+        "",
+        "const ModelMemory kModel = {",
+        f'    "{p.model}", "{p.memory_mode}",',
+        f"    {{planned, {len(p.planned)}}},",
+        f"    {{reinterpret_cast<runtime::Value*>(value_storage), {p.values}}},",
+        f"    {{kernels, {len(p.operators)}}},",
+        f"    {{delegates, {p.delegates}}}, {{pool, {p.delegates}}},",
+        f"    {span(p.scratch)}, {span(p.fast_scratch)},",
+        f"    {{default_inputs, {len(default_inputs)}}},",
+        "};",
+        "",
+        "}  // namespace kiln::runner",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -294,8 +353,11 @@ def _kernel_table(p: Plan, out: Path) -> None:
     if not KERNEL_TABLE_GENERATOR.is_file():
         raise RunnerBuildError(f"{KERNEL_TABLE_GENERATOR} is missing (the runtime's selective-build generator)")
     operators = [f"{name}.{overload}" if overload else name for name, overload in p.operators]
-    result = subprocess.run([sys.executable, str(KERNEL_TABLE_GENERATOR), "--output", str(out / "kernel_table.cpp"),
-                             *operators], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(KERNEL_TABLE_GENERATOR), "--output", str(out / "kernel_table.cpp"), *operators],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         message = (result.stderr or result.stdout).strip().splitlines()
         last = message[-1].removeprefix("error: ") if message else "the kernel table generator failed"
@@ -308,8 +370,9 @@ def generate(p: Plan, out: Path, default_inputs: list[bytes], bake: Path | None 
     `bake`: a file baked in instead (sizes still come from the plan's .pte), for testing
     the firmware's own checks with damaged files."""
     if default_inputs and len(default_inputs) != len(p.input_sizes):
-        raise UsageError(f"the program takes {len(p.input_sizes)} input(s); {len(default_inputs)} "
-                         "--default-input given")
+        raise UsageError(
+            f"the program takes {len(p.input_sizes)} input(s); {len(default_inputs)} --default-input given"
+        )
     for i, (raw, size) in enumerate(zip(default_inputs, p.input_sizes)):
         if len(raw) != size:
             raise UsageError(f"default input {i} has {len(raw)} bytes; the program takes {size}")
@@ -331,6 +394,7 @@ def _write_if_changed(path: Path, content: str | bytes) -> None:
 
 
 # --- Building ------------------------------------------------------------------------
+
 
 def _run(command: list[str], what: str, p: Plan, log: Path) -> str:
     """Runs one build step; when it fails, a RunnerBuildError of one line: the regions that
@@ -354,8 +418,10 @@ def _overflow_message(p: Plan, region: str, excess: int) -> str:
     placed = [f"{b.what} {b.size:,} B" for b in p.buffers() if b.region == region]
     if p.pte_region == region:
         placed.append(f"the .pte {p.pte_size:,} B")
-    return (f"the link does not fit: region {region} ({r.size:,} bytes on {p.target.board.name}) overflows by "
-            f"{excess:,} bytes; placed there for memory mode {p.memory_mode}: {', '.join(placed) or 'code/data'}")
+    return (
+        f"the link does not fit: region {region} ({r.size:,} bytes on {p.target.board.name}) overflows by "
+        f"{excess:,} bytes; placed there for memory mode {p.memory_mode}: {', '.join(placed) or 'code/data'}"
+    )
 
 
 def _forget_other_toolchain(build_dir: Path, toolchain_file: Path):
@@ -375,12 +441,27 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
     firmware.check_tools(p.target.board)
     build_dir = out / "cmake"
     _forget_other_toolchain(build_dir, p.target.board.cpu.toolchain_file)
-    _run(["cmake", "-S", str(APP_DIR), "-B", str(build_dir), "-G", "Ninja",
-          f"-DCMAKE_TOOLCHAIN_FILE={p.target.board.cpu.toolchain_file}", f"-DKILN_PYTHON={sys.executable}",
-          f"-DKILN_BOARD={p.target.board.name}",
-          f"-DCMAKE_BUILD_TYPE={build_type}", f"-DKILN_RUNNER_GENERATED={gen}",
-          f"-DKILN_RUNNER_PTE={baked.resolve()}", f"-DKILN_STACK_SIZE={p.stack_size:#x}"],
-         "configuring the runner", p, out / firmware.BUILD_LOG)
+    _run(
+        [
+            "cmake",
+            "-S",
+            str(APP_DIR),
+            "-B",
+            str(build_dir),
+            "-G",
+            "Ninja",
+            f"-DCMAKE_TOOLCHAIN_FILE={p.target.board.cpu.toolchain_file}",
+            f"-DKILN_PYTHON={sys.executable}",
+            f"-DKILN_BOARD={p.target.board.name}",
+            f"-DCMAKE_BUILD_TYPE={build_type}",
+            f"-DKILN_RUNNER_GENERATED={gen}",
+            f"-DKILN_RUNNER_PTE={baked.resolve()}",
+            f"-DKILN_STACK_SIZE={p.stack_size:#x}",
+        ],
+        "configuring the runner",
+        p,
+        out / firmware.BUILD_LOG,
+    )
     _run(["cmake", "--build", str(build_dir)], "building the runner", p, out / firmware.BUILD_LOG)
     elf = build_dir / f"{APP}.elf"
     if not elf.is_file():
@@ -395,17 +476,21 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
 # the Ethos-U delegate and the driver. The runtime core is their sum. The first part with a
 # marker in the origin is its part.
 CORE = "runtime core"
-CORE_PARTS = (("loader", ("libkiln_runtime.a(fb.cpp", "libkiln_runtime.a(program.cpp")),
-              ("executor", ("libkiln_runtime.a(",)),  # method.cpp, support.cpp
-              ("delegate", ("libkiln_delegate_ethosu.a(",)),
-              ("driver", ("libkiln_ethosu.a(",)))
+CORE_PARTS = (
+    ("loader", ("libkiln_runtime.a(fb.cpp", "libkiln_runtime.a(program.cpp")),
+    ("executor", ("libkiln_runtime.a(",)),  # method.cpp, support.cpp
+    ("delegate", ("libkiln_delegate_ethosu.a(",)),
+    ("driver", ("libkiln_ethosu.a(",)),
+)
 # The other parts of the image, by archive (else: the runner app). The error text (every
 # error's name and the printer) is linked beside the core for the UART.
-OTHER_PARTS = (("error text", ("libkiln_error_text.a",)),
-               ("platform", ("libkiln_platform.a",)),
-               ("kernels", ("libkiln_kernels.a", "kernel_table")),
-               ("model", ("model_pte", "model_memory")),
-               ("C/C++ library", ("libc", "libgcc", "libstdc++", "libm", "libnosys")))
+OTHER_PARTS = (
+    ("error text", ("libkiln_error_text.a",)),
+    ("platform", ("libkiln_platform.a",)),
+    ("kernels", ("libkiln_kernels.a", "kernel_table")),
+    ("model", ("model_pte", "model_memory")),
+    ("C/C++ library", ("libc", "libgcc", "libstdc++", "libm", "libnosys")),
+)
 # The parts the report shows, in order (the runtime core as one, the sum of its parts).
 PARTS = ((CORE, tuple(marker for _, markers in CORE_PARTS for marker in markers)), *OTHER_PARTS)
 
@@ -478,20 +563,29 @@ def report(p: Plan, elf: Path, out: Path) -> str:
     regions = list(p.target.board.memory)
     usage = _region_usage(elf, regions)
     parts = _map_parts(elf.with_suffix(".map").read_text(), regions)
-    lines = [f"kiln executor runner: {p.model} for {p.target.name} on {p.target.board.name} "
-             f"({p.system_config}, {p.memory_mode})", f"  ELF {elf}", "", "memory per region (bytes):"]
+    lines = [
+        f"kiln executor runner: {p.model} for {p.target.name} on {p.target.board.name} "
+        f"({p.system_config}, {p.memory_mode})",
+        f"  ELF {elf}",
+        "",
+        "memory per region (bytes):",
+    ]
     for r in regions:
         u = usage[r.name]
         used = u["image"] + u["uninitialised"]
         if used == 0:
             continue
-        lines.append(f"  {r.name:<6} {used:>11,} of {r.size:>11,} ({100 * used / r.size:5.1f} %)  "
-                     f"image {u['image']:,}, uninitialised {u['uninitialised']:,}")
+        lines.append(
+            f"  {r.name:<6} {used:>11,} of {r.size:>11,} ({100 * used / r.size:5.1f} %)  "
+            f"image {u['image']:,}, uninitialised {u['uninitialised']:,}"
+        )
     lines += ["", "buffers planned from the .pte:"]
     lines.append(f"  {'the .pte (weights, command streams)':<40} {p.pte_size:>11,}  {p.pte_region}")
     if p.pte_file_size != p.pte_size:
-        lines.append(f"    as baked: the {p.pte_file_size:,}-byte file less {p.pte_file_size - p.pte_size:,} bytes of "
-                     "run-host's reference TOSA graphs")
+        lines.append(
+            f"    as baked: the {p.pte_file_size:,}-byte file less {p.pte_file_size - p.pte_size:,} bytes of "
+            "run-host's reference TOSA graphs"
+        )
     for b in p.buffers():
         lines.append(f"  {b.what:<40} {b.size:>11,}  {b.region}")
     stack_region = p.target.board.region_for("stack").name
@@ -500,7 +594,7 @@ def report(p: Plan, elf: Path, out: Path) -> str:
     core_names = [name for name, _ in CORE_PARTS]
     totals: dict[str, dict[str, int]] = {}  # per part, the runtime core as one
     core: dict[str, dict[str, int]] = {}  # per part of the runtime core
-    for (region, part, kind), size in parts.items():
+    for (_region, part, kind), size in parts.items():
         for table, name in ((core, part), (totals, CORE)) if part in core_names else ((totals, part),):
             table.setdefault(name, {"code": 0, "data": 0, "bss": 0})[kind] += size
 
@@ -515,20 +609,34 @@ def report(p: Plan, elf: Path, out: Path) -> str:
     lines.append(f"  {'the .pte':<16} {p.pte_size:>15,}  in {p.pte_region}")
     text = "\n".join(lines) + "\n"
     (out / "memory_report.txt").write_text(text)
-    (out / "memory_report.json").write_text(json.dumps({
-        "model": p.model, "target": p.target.name, "memory_mode": p.memory_mode, "elf": str(elf),
-        "regions": {r.name: {"size": r.size, **usage[r.name]} for r in regions},
-        "buffers": [{"what": b.what, "size": b.size, "region": b.region} for b in p.buffers()],
-        "pte": {"size": p.pte_size, "region": p.pte_region, "file_size": p.pte_file_size,
-                "reference_data_left_out": p.pte_file_size - p.pte_size},
-        "stack": {"size": p.stack_size, "region": stack_region},
-        "parts": totals,
-        "core_parts": {name: core[name] for name in core_names if name in core},
-    }, indent=2) + "\n")
+    (out / "memory_report.json").write_text(
+        json.dumps(
+            {
+                "model": p.model,
+                "target": p.target.name,
+                "memory_mode": p.memory_mode,
+                "elf": str(elf),
+                "regions": {r.name: {"size": r.size, **usage[r.name]} for r in regions},
+                "buffers": [{"what": b.what, "size": b.size, "region": b.region} for b in p.buffers()],
+                "pte": {
+                    "size": p.pte_size,
+                    "region": p.pte_region,
+                    "file_size": p.pte_file_size,
+                    "reference_data_left_out": p.pte_file_size - p.pte_size,
+                },
+                "stack": {"size": p.stack_size, "region": stack_region},
+                "parts": totals,
+                "core_parts": {name: core[name] for name in core_names if name in core},
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return text
 
 
 # --- Building a runner ----------------------------------------------------------------------
+
 
 def default_output(pte_path: Path, target: boards.Target, memory_mode: str) -> Path:
     """build/runner/<model>-<target>-<mode>, with -<board> when the board is not the target's reference."""
@@ -536,10 +644,20 @@ def default_output(pte_path: Path, target: boards.Target, memory_mode: str) -> P
     return paths.build_root() / "runner" / f"{pte_path.stem}-{target.name}-{memory_mode}{on}"
 
 
-def build_runner(pte_path: Path, target: boards.Target | str, memory_mode: str | None = None,
-                 system_config: str | None = None, build_type: str = "Release", output: Path | None = None,
-                 default_inputs: list[bytes] = (), check_target: bool = True, bake: Path | None = None,
-                 echo=print, stack_size: int | None = None, board: str | None = None) -> Path:
+def build_runner(
+    pte_path: Path,
+    target: boards.Target | str,
+    memory_mode: str | None = None,
+    system_config: str | None = None,
+    build_type: str = "Release",
+    output: Path | None = None,
+    default_inputs: list[bytes] = (),
+    check_target: bool = True,
+    bake: Path | None = None,
+    echo=print,
+    stack_size: int | None = None,
+    board: str | None = None,
+) -> Path:
     """Plans, generates, builds and reports; returns the ELF. `target`: its name or its Target;
     `stack_size`: the main stack in bytes (default: the board's); `board`: default the target's
     reference board."""

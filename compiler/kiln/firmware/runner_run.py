@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from kiln.errors import RunnerError, UsageError
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import NUMPY_DTYPES, Tensor
-from kiln.errors import RunnerError, UsageError
 
 _INFERENCE = re.compile(r"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|not counted)")
 # The runner's one call per inference (firmware/apps/executor_runner/main.cpp):
@@ -65,9 +65,20 @@ def program_io(pte_path: Path) -> tuple[list[Tensor], list[Tensor]]:
     return [plan.values[i] for i in plan.inputs], [plan.values[i] for i in plan.outputs]
 
 
-def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] | None, work: Path,
-        platform: str = "auto", timeout: float = 600, env=None, count_instructions: bool = False,
-        profile_instructions: bool = False, prog: str = "kiln", board: str | None = None) -> RunnerResult:
+def run(
+    elf: Path,
+    target: str,
+    pte_path: Path,
+    samples: list[list[np.ndarray]] | None,
+    work: Path,
+    platform: str = "auto",
+    timeout: float = 600,
+    env=None,
+    count_instructions: bool = False,
+    profile_instructions: bool = False,
+    prog: str = "kiln",
+    board: str | None = None,
+) -> RunnerResult:
     """Runs `elf` (built for `pte_path`) on `samples` ([sample][input] arrays of the program's
     input types and shapes; None: the runner's built-in inputs, one inference).
     `count_instructions`: on the virtual platform, CPU instructions per inference;
@@ -78,8 +89,18 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
     inputs, outputs = program_io(pte_path)
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "kiln.cli", f"--as={prog}", "run", f"--elf={elf}", f"--target={target}",
-               f"--platform={platform}", f"--timeout={timeout}", f"--output-dir={work / 'out'}"]
+    command = [
+        sys.executable,
+        "-m",
+        "kiln.cli",
+        f"--as={prog}",
+        "run",
+        f"--elf={elf}",
+        f"--target={target}",
+        f"--platform={platform}",
+        f"--timeout={timeout}",
+        f"--output-dir={work / 'out'}",
+    ]
     command += [f"--board={board}"] if board else []
     if count_instructions or profile_instructions:
         command.append(f"--count-instructions={INFERENCE_CALL}")
@@ -89,8 +110,9 @@ def run(elf: Path, target: str, pte_path: Path, samples: list[list[np.ndarray]] 
         count = len(samples)
         for i, tensor in enumerate(inputs):
             dtype = NUMPY_DTYPES[tensor.scalar_type]
-            raw = b"".join(np.ascontiguousarray(np.asarray(s[i], dtype).reshape(tensor.sizes)).tobytes()
-                           for s in samples)
+            raw = b"".join(
+                np.ascontiguousarray(np.asarray(s[i], dtype).reshape(tensor.sizes)).tobytes() for s in samples
+            )
             (work / f"input_{i}.bin").write_bytes(raw)
             command.append(f"--input={work / f'input_{i}.bin'}")
     start = time.monotonic()
@@ -134,13 +156,23 @@ def _call(command: list[str], timeout: float, env=None) -> subprocess.CompletedP
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.communicate()
-            raise RunnerError(f"`kiln run` had not ended after {timeout:g} s (its --timeout and {GRACE_S} s more "
-                              "to start and stop the platform); stopped it") from None
+            raise RunnerError(
+                f"`kiln run` had not ended after {timeout:g} s (its --timeout and {GRACE_S} s more "
+                "to start and stop the platform); stopped it"
+            ) from None
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
-def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: str = "auto",
-                timeout: float = 600, prog: str = "kiln", board: str | None = None) -> int:
+def digits_demo(
+    elf: Path,
+    target: str,
+    pte_path: Path,
+    count: int,
+    platform: str = "auto",
+    timeout: float = 600,
+    prog: str = "kiln",
+    board: str | None = None,
+) -> int:
     """Classifies `count` held-out images on the runner and prints each prediction beside its
     label; returns 0, or `kiln run`'s status when the run failed (its own error line, if any,
     names `prog`). A run that exits 0 before every inference is a RunnerError."""
@@ -150,8 +182,17 @@ def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: st
     if not 0 < count <= len(labels):
         raise UsageError(f"--count must be 1..{len(labels)}")
     with tempfile.TemporaryDirectory(prefix="kiln-run-") as tmp:
-        result = run(elf, target, pte_path, [[images[k].numpy()] for k in range(count)], Path(tmp), platform,
-                     timeout, prog=prog, board=board)
+        result = run(
+            elf,
+            target,
+            pte_path,
+            [[images[k].numpy()] for k in range(count)],
+            Path(tmp),
+            platform,
+            timeout,
+            prog=prog,
+            board=board,
+        )
     if result.status != 0 or len(result.npu_cycles) != count:
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
@@ -164,8 +205,10 @@ def digits_demo(elf: Path, target: str, pte_path: Path, count: int, platform: st
         predicted = int(np.argmax(result.outputs[k][0]))
         right += predicted == int(labels[k])
         cpu = result.cpu_cycles[k]
-        print(f"{k:>5}  {int(labels[k]):>5}  {predicted:>9}  {result.npu_cycles[k]:>10,}  "
-              f"{cpu if cpu is not None else 'n/a':>10}")
+        print(
+            f"{k:>5}  {int(labels[k]):>5}  {predicted:>9}  {result.npu_cycles[k]:>10,}  "
+            f"{cpu if cpu is not None else 'n/a':>10}"
+        )
     print(f"{right} of {count} right; per inference: {np.mean(result.npu_cycles):,.0f} NPU cycles", end="")
     counted = [c for c in result.cpu_cycles if c is not None]
     if counted:

@@ -100,8 +100,9 @@ def _affine(emit: Emitter, y: Node, weight: Node | None, bias: Node | None) -> N
 def _channel_affine(emit: Emitter, y: Node, a: dict) -> Node:
     """y * weight + bias with a["weight"] and a["bias"] per channel (dim 1), either may be None."""
     rank = _rank(y)
-    return _affine(emit, y, _channel_shaped(emit, a["weight"], rank, "weight"),
-                   _channel_shaped(emit, a["bias"], rank, "bias"))
+    return _affine(
+        emit, y, _channel_shaped(emit, a["weight"], rank, "weight"), _channel_shaped(emit, a["bias"], rank, "bias")
+    )
 
 
 def _normalised(emit: Emitter, x: Node, dims: list[int], eps: float) -> Node:
@@ -142,8 +143,10 @@ def _variance(emit: Emitter, x: Node, dims, correction, keepdim: bool) -> Node:
     n = math.prod(_shape(x)[d] for d in dims)
     correction = 1 if correction is None else correction
     if n - correction <= 0:
-        raise ModelError(f"node {emit.anchor.name} ({op_type(emit.anchor)}): variance of {n} values "
-                         f"with correction {correction} is not defined")
+        raise ModelError(
+            f"node {emit.anchor.name} ({op_type(emit.anchor)}): variance of {n} values "
+            f"with correction {correction} is not defined"
+        )
     centred = emit(aten.sub.Tensor, x, emit(aten.mean.dim, x, dims, True))
     var = emit(aten.mean.dim, emit(aten.mul.Tensor, centred, centred), dims, keepdim)
     return emit(aten.mul.Tensor, var, n / (n - correction)) if correction else var
@@ -164,8 +167,16 @@ def conv1d(emit, node, a):
     dilation = _ints(a["dilation"], 1)
     x, padding = _explicit_padding(emit, x, a["padding"], [k], dilation)
     weight = _reshaped(emit, a["weight"], [out_channels, in_channels, 1, k], "weight")
-    y = emit(aten.conv2d.default, emit(aten.unsqueeze.default, x, 2), weight, a["bias"],
-             [1, *_ints(a["stride"], 1)], [0, *padding], [1, *dilation], a["groups"])
+    y = emit(
+        aten.conv2d.default,
+        emit(aten.unsqueeze.default, x, 2),
+        weight,
+        a["bias"],
+        [1, *_ints(a["stride"], 1)],
+        [0, *padding],
+        [1, *dilation],
+        a["groups"],
+    )
     return _unbatched(emit, emit(aten.squeeze.dim, y, 2), unbatched)
 
 
@@ -182,9 +193,17 @@ def conv_transpose1d(emit, node, a):
     x = emit(aten.unsqueeze.default, _batched(emit, a["input"], unbatched), 2)
     in_channels, out_channels, k = _shape(a["weight"])
     weight = _reshaped(emit, a["weight"], [in_channels, out_channels, 1, k], "weight")
-    y = emit(aten.conv_transpose2d.input, x, weight, a["bias"], [1, *_ints(a["stride"], 1)],
-             [0, *_ints(a["padding"], 1)], [0, *_ints(a["output_padding"], 1)], a["groups"],
-             [1, *_ints(a["dilation"], 1)])
+    y = emit(
+        aten.conv_transpose2d.input,
+        x,
+        weight,
+        a["bias"],
+        [1, *_ints(a["stride"], 1)],
+        [0, *_ints(a["padding"], 1)],
+        [0, *_ints(a["output_padding"], 1)],
+        a["groups"],
+        [1, *_ints(a["dilation"], 1)],
+    )
     return _unbatched(emit, emit(aten.squeeze.dim, y, 2), unbatched)
 
 
@@ -199,18 +218,26 @@ def _as_2d(emit: Emitter, x: Node, target, args: list, out: Node) -> Node:
 def avg_pool1d(emit, node, a):
     kernel = _ints(a["kernel_size"], 1)
     stride = _ints(a["stride"], 1) if a["stride"] else kernel
-    return _as_2d(emit, a["self"], aten.avg_pool2d.default,
-                  [[1, *kernel], [1, *stride], [0, *_ints(a["padding"], 1)], a["ceil_mode"], a["count_include_pad"]],
-                  node)
+    return _as_2d(
+        emit,
+        a["self"],
+        aten.avg_pool2d.default,
+        [[1, *kernel], [1, *stride], [0, *_ints(a["padding"], 1)], a["ceil_mode"], a["count_include_pad"]],
+        node,
+    )
 
 
 @decomposes(aten.max_pool1d.default, into="unsqueeze, max_pool2d on [N, C, 1, L], squeeze")
 def max_pool1d(emit, node, a):
     kernel = _ints(a["kernel_size"], 1)
     stride = _ints(a["stride"], 1) if a["stride"] else kernel
-    return _as_2d(emit, a["self"], aten.max_pool2d.default,
-                  [[1, *kernel], [1, *stride], [0, *_ints(a["padding"], 1)], [1, *_ints(a["dilation"], 1)],
-                   a["ceil_mode"]], node)
+    return _as_2d(
+        emit,
+        a["self"],
+        aten.max_pool2d.default,
+        [[1, *kernel], [1, *stride], [0, *_ints(a["padding"], 1)], [1, *_ints(a["dilation"], 1)], a["ceil_mode"]],
+        node,
+    )
 
 
 @decomposes(aten.adaptive_avg_pool1d.default, into="unsqueeze, adaptive_avg_pool2d on [N, C, 1, L], squeeze")
@@ -271,10 +298,12 @@ def _adaptive_pool2d(emit: Emitter, x: Node, out: list[int], maximum: bool) -> N
     return x
 
 
-@decomposes(aten.adaptive_avg_pool2d.default,
-            into="PyTorch's windows [floor(i * H / oh), ceil((i + 1) * H / oh)): equal whole windows: kept; windows "
-                 "of one size at equal steps (not overlapping, or stride 1..3): avg_pool2d; else separably, along H "
-                 "then W: avg_pool2d along that dim, or per output position a slice and mean.dim, then cat")
+@decomposes(
+    aten.adaptive_avg_pool2d.default,
+    into="PyTorch's windows [floor(i * H / oh), ceil((i + 1) * H / oh)): equal whole windows: kept; windows "
+    "of one size at equal steps (not overlapping, or stride 1..3): avg_pool2d; else separably, along H "
+    "then W: avg_pool2d along that dim, or per output position a slice and mean.dim, then cat",
+)
 def adaptive_avg_pool2d(emit, node, a):
     return _adaptive_pool2d(emit, a["self"], _shape(node)[-2:], maximum=False)
 
@@ -297,17 +326,26 @@ def grouped_conv_transpose2d(emit, node, a):
         return None
     channel = _rank(a["input"]) - 3
     outputs = [
-        emit(aten.conv_transpose2d.input, _part(emit, a["input"], channel, g, groups, "input"),
-             _part(emit, a["weight"], 0, g, groups, "weight"), _part(emit, a["bias"], 0, g, groups, "bias"),
-             a["stride"], a["padding"], a["output_padding"], 1, a["dilation"])
+        emit(
+            aten.conv_transpose2d.input,
+            _part(emit, a["input"], channel, g, groups, "input"),
+            _part(emit, a["weight"], 0, g, groups, "weight"),
+            _part(emit, a["bias"], 0, g, groups, "bias"),
+            a["stride"],
+            a["padding"],
+            a["output_padding"],
+            1,
+            a["dilation"],
+        )
         for g in range(groups)
     ]
     return emit(aten.cat.default, outputs, channel)
 
 
 # ---- normalisations --------------------------------------------------------------------------------
-@decomposes(aten.layer_norm.default,
-            into="mean.dim, sub, mul, mean.dim, add eps, rsqrt, mul; then mul weight, add bias")
+@decomposes(
+    aten.layer_norm.default, into="mean.dim, sub, mul, mean.dim, add eps, rsqrt, mul; then mul weight, add bias"
+)
 def layer_norm(emit, node, a):
     dims = list(range(-len(a["normalized_shape"]), 0))
     return _affine(emit, _normalised(emit, a["input"], dims, a["eps"]), a["weight"], a["bias"])
@@ -323,8 +361,10 @@ def rms_norm(emit, node, a):
     return _affine(emit, y, a["weight"], None)
 
 
-@decomposes(aten.group_norm.default,
-            into="view [N, G, -1], layer_norm's steps over the last dim, view back; mul/add per-channel constants")
+@decomposes(
+    aten.group_norm.default,
+    into="view [N, G, -1], layer_norm's steps over the last dim, view back; mul/add per-channel constants",
+)
 def group_norm(emit, node, a):
     x = a["input"]
     shape = _shape(x)
@@ -332,9 +372,11 @@ def group_norm(emit, node, a):
     return _channel_affine(emit, emit(aten.reshape.default, _normalised(emit, grouped, [2], a["eps"]), shape), a)
 
 
-@decomposes(aten.instance_norm.default,
-            into="over the spatial dims: layer_norm's steps; mul/add per-channel constants "
-                 "(with running statistics: as batch_norm)")
+@decomposes(
+    aten.instance_norm.default,
+    into="over the spatial dims: layer_norm's steps; mul/add per-channel constants "
+    "(with running statistics: as batch_norm)",
+)
 def instance_norm(emit, node, a):
     if not a["use_input_stats"]:
         return _batch_norm(emit, a["input"], a["weight"], a["bias"], a["running_mean"], a["running_var"], a["eps"])
@@ -342,9 +384,11 @@ def instance_norm(emit, node, a):
     return _channel_affine(emit, _normalised(emit, x, list(range(2, _rank(x))), a["eps"]), a)
 
 
-@decomposes(aten.batch_norm.default,
-            into="not after a conv: a depthwise 1x1 conv2d (scale as weight, shift as bias), views around it "
-                 "for other than 4-D input")
+@decomposes(
+    aten.batch_norm.default,
+    into="not after a conv: a depthwise 1x1 conv2d (scale as weight, shift as bias), views around it "
+    "for other than 4-D input",
+)
 def batch_norm(emit, node, a):
     if a["training"]:
         raise ModelError(f"node {node.name} (aten.batch_norm): batch norm in training mode; call model.eval()")
@@ -354,8 +398,10 @@ def batch_norm(emit, node, a):
 def _batch_norm(emit: Emitter, x: Node, weight, bias, mean, var, eps: float) -> Node:
     constants = [attribute(emit.gm, p) for p in (weight, bias, mean, var)]
     if any(c is None for c, p in zip(constants, (weight, bias, mean, var)) if p is not None) or mean is None:
-        raise ModelError(f"node {emit.anchor.name} ({op_type(emit.anchor)}): kiln folds batch norms whose "
-                         "statistics and affine parameters are constants (buffers or parameters)")
+        raise ModelError(
+            f"node {emit.anchor.name} ({op_type(emit.anchor)}): kiln folds batch norms whose "
+            "statistics and affine parameters are constants (buffers or parameters)"
+        )
     gamma, beta, mean, var = constants
     scale = torch.rsqrt(var + eps) * (1 if gamma is None else gamma)
     shift = (0 if beta is None else beta) - mean * scale
@@ -364,8 +410,16 @@ def _batch_norm(emit: Emitter, x: Node, weight, bias, mean, var, eps: float) -> 
     flat = len(shape) != 4
     if flat:
         x = emit(aten.reshape.default, x, [shape[0], channels, math.prod(shape[2:]), 1])
-    y = emit(aten.conv2d.default, x, emit.constant(scale.reshape(channels, 1, 1, 1), "scale"),
-             emit.constant(shift, "shift"), [1, 1], [0, 0], [1, 1], channels)
+    y = emit(
+        aten.conv2d.default,
+        x,
+        emit.constant(scale.reshape(channels, 1, 1, 1), "scale"),
+        emit.constant(shift, "shift"),
+        [1, 1],
+        [0, 0],
+        [1, 1],
+        channels,
+    )
     return emit(aten.reshape.default, y, shape) if flat else y
 
 
@@ -379,8 +433,7 @@ def glu(emit, node, a):
     return emit(aten.mul.Tensor, first, emit(aten.sigmoid.default, second))
 
 
-@decomposes(aten.prelu.default,
-            into="one constant weight: leaky_relu; else relu(x) + weight * clamp(x, max=0)")
+@decomposes(aten.prelu.default, into="one constant weight: leaky_relu; else relu(x) + weight * clamp(x, max=0)")
 def prelu(emit, node, a):
     x, weight = a["self"], a["weight"]
     tensor = attribute(emit.gm, weight)
@@ -393,9 +446,12 @@ def prelu(emit, node, a):
     return emit(aten.add.Tensor, emit(aten.relu.default, x), negative)
 
 
-@decomposes(aten.div.Tensor, aten.div.Scalar,
-            into="by a number or a constant: mul by its reciprocal; by a float runtime tensor: mul by reciprocal "
-                 "(an 8-bit table on the NPU); integer division: kept")
+@decomposes(
+    aten.div.Tensor,
+    aten.div.Scalar,
+    into="by a number or a constant: mul by its reciprocal; by a float runtime tensor: mul by reciprocal "
+    "(an 8-bit table on the NPU); integer division: kept",
+)
 def div(emit, node, a):
     x, other = a["self"], a["other"]
     if isinstance(other, (int, float)) and not isinstance(other, bool):
@@ -414,9 +470,11 @@ def floor_divide(emit, node, a):
     return emit(aten.div.Tensor_mode, a["self"], a["other"], rounding_mode="floor")
 
 
-@decomposes(aten.remainder.Tensor, aten.remainder.Scalar,
-            into="of integers: x - div(x, y, rounding_mode='floor') * y (exact, wrapping as PyTorch's); of "
-                 "floats: kept")
+@decomposes(
+    aten.remainder.Tensor,
+    aten.remainder.Scalar,
+    into="of integers: x - div(x, y, rounding_mode='floor') * y (exact, wrapping as PyTorch's); of floats: kept",
+)
 def remainder(emit, node, a):
     x, y = a["self"], a["other"]
     if value(node).is_floating_point():
@@ -425,9 +483,11 @@ def remainder(emit, node, a):
     return emit(aten.sub.Tensor, x, emit(aten.mul.Tensor, quotient, y))
 
 
-@decomposes(aten.log_sigmoid.default,
-            into="softplus(x, beta=-1, threshold=20) = -log(1 + exp(-x)) (x below -20): one 8-bit table on the "
-                 "NPU, rounded once")
+@decomposes(
+    aten.log_sigmoid.default,
+    into="softplus(x, beta=-1, threshold=20) = -log(1 + exp(-x)) (x below -20): one 8-bit table on the "
+    "NPU, rounded once",
+)
 def log_sigmoid(emit, node, a):
     return emit(aten.softplus.default, a["self"], -1.0, 20.0)
 
@@ -459,21 +519,33 @@ def square(emit, node, a):
     return emit(aten.mul.Tensor, a["self"], a["self"]) if a["exponent"] == 2 else None
 
 
-@decomposes(aten.__and__.Tensor, aten.bitwise_and.Tensor, aten.__or__.Tensor, aten.bitwise_or.Tensor,
-            aten.bitwise_not.default, into="of bool tensors (masks): logical_and / logical_or / logical_not; "
-                                           "of integers: kept")
+@decomposes(
+    aten.__and__.Tensor,
+    aten.bitwise_and.Tensor,
+    aten.__or__.Tensor,
+    aten.bitwise_or.Tensor,
+    aten.bitwise_not.default,
+    into="of bool tensors (masks): logical_and / logical_or / logical_not; of integers: kept",
+)
 def bool_logic(emit, node, a):
     if value(node).dtype != torch.bool:
         return None
     if node.target is aten.bitwise_not.default:
         return emit(aten.logical_not.default, a["self"])
-    logical = aten.logical_and.default if node.target in (aten.__and__.Tensor, aten.bitwise_and.Tensor) \
+    logical = (
+        aten.logical_and.default
+        if node.target in (aten.__and__.Tensor, aten.bitwise_and.Tensor)
         else aten.logical_or.default
+    )
     return emit(logical, a["self"], a["other"])
 
 
-@decomposes(aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar,
-            into="where.self with each number as a 0-d constant")
+@decomposes(
+    aten.where.ScalarOther,
+    aten.where.ScalarSelf,
+    aten.where.Scalar,
+    into="where.self with each number as a 0-d constant",
+)
 def where_scalars(emit, node, a):
     dtype = value(node).dtype
 
@@ -483,8 +555,13 @@ def where_scalars(emit, node, a):
     return emit(aten.where.self, a["condition"], tensor(a["self"], "self"), tensor(a["other"], "other"))
 
 
-@decomposes(aten.to.dtype, aten.to.dtype_layout, aten._to_copy.default, aten.type_as.default,
-            into="a change of dtype: _to_copy(dtype) (to the same dtype: removed)")
+@decomposes(
+    aten.to.dtype,
+    aten.to.dtype_layout,
+    aten._to_copy.default,
+    aten.type_as.default,
+    into="a change of dtype: _to_copy(dtype) (to the same dtype: removed)",
+)
 def cast(emit, node, a):
     dtype = value(node).dtype
     if dtype == value(a["self"]).dtype:
@@ -505,21 +582,27 @@ def copy(emit, node, a):
 
 
 # ---- matrix products -------------------------------------------------------------------------------
-@decomposes(aten.addmm.default,
-            into="constant mat2 and bias: linear (alpha, beta folded into them); else mm, mul, add")
+@decomposes(aten.addmm.default, into="constant mat2 and bias: linear (alpha, beta folded into them); else mm, mul, add")
 def addmm(emit, node, a):
     weight, bias = attribute(emit.gm, a["mat2"]), attribute(emit.gm, a["self"])
     columns = _shape(a["mat2"])[1]
     if weight is not None and bias is not None and bias.numel() == columns and bias.shape[-1] == columns:
-        return emit(aten.linear.default, a["mat1"], emit.constant(a["alpha"] * weight.t(), "weight"),
-                    emit.constant(a["beta"] * bias.reshape(-1), "bias"))
+        return emit(
+            aten.linear.default,
+            a["mat1"],
+            emit.constant(a["alpha"] * weight.t(), "weight"),
+            emit.constant(a["beta"] * bias.reshape(-1), "bias"),
+        )
     return _scaled_sum(emit, a, emit(aten.mm.default, a["mat1"], a["mat2"]))
 
 
-@decomposes(aten.matmul.default, aten.mm.default,
-            into="by a constant 2-D right operand W: linear with the weights W.T, a convolution that reads its "
-                 "weights as they are stored, where the NPU's MATMUL transposes a constant operand first ([1, 8, 16] "
-                 "@ [16, 12] on ethos-u55-128: 4,528 -> 216 NPU cycles); else kept")
+@decomposes(
+    aten.matmul.default,
+    aten.mm.default,
+    into="by a constant 2-D right operand W: linear with the weights W.T, a convolution that reads its "
+    "weights as they are stored, where the NPU's MATMUL transposes a constant operand first ([1, 8, 16] "
+    "@ [16, 12] on ethos-u55-128: 4,528 -> 216 NPU cycles); else kept",
+)
 def matmul_by_constant(emit, node, a):
     weight = attribute(emit.gm, a.get("other", a.get("mat2")))
     if weight is None or weight.dim() != 2 or not weight.is_floating_point():
@@ -545,11 +628,13 @@ def _scaled_sum(emit: Emitter, a: dict, product: Node) -> Node:
 CUMSUM_LENGTH_MAX = 256
 
 
-@decomposes(aten.cumsum.default,
-            into=f"float, length L <= {CUMSUM_LENGTH_MAX} along dim: linear with the constant weights "
-                 "tril(ones(L, L)) (dim moved last by transpose and back), one convolution rounded once, which "
-                 "reads its weights where a matmul by a constant transposes it first; longer (L x L weights and L^2 MACs per "
-                 "row against L adds on the CPU) and integer cumsum: kept")
+@decomposes(
+    aten.cumsum.default,
+    into=f"float, length L <= {CUMSUM_LENGTH_MAX} along dim: linear with the constant weights "
+    "tril(ones(L, L)) (dim moved last by transpose and back), one convolution rounded once, which "
+    "reads its weights where a matmul by a constant transposes it first; longer (L x L weights and L^2 MACs per "
+    "row against L adds on the CPU) and integer cumsum: kept",
+)
 def cumsum(emit, node, a):
     x, dim = a["self"], a["dim"]
     rank = _rank(x)
@@ -570,8 +655,12 @@ def cumsum(emit, node, a):
 
 
 # ---- reductions ------------------------------------------------------------------------------------
-@decomposes(aten.var.dim, aten.var.correction, aten.var.default,
-            into="mean.dim, sub, mul, mean.dim, mul by n / (n - correction)")
+@decomposes(
+    aten.var.dim,
+    aten.var.correction,
+    aten.var.default,
+    into="mean.dim, sub, mul, mean.dim, mul by n / (n - correction)",
+)
 def var(emit, node, a):
     return _variance(emit, a["self"], a.get("dim"), _correction(a), a.get("keepdim", False))
 
@@ -589,9 +678,16 @@ def reduce_all(emit, node, a):
     return emit(reduce, x, list(range(_rank(x))), False, **dtype)
 
 
-@decomposes(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims,
-            into="any.dims / all.dims of a bool tensor (x != 0 first) over a non-empty list of dims (none, or "
-                 "any.dims' []: x != 0 itself)")
+@decomposes(
+    aten.any.default,
+    aten.any.dim,
+    aten.any.dims,
+    aten.all.default,
+    aten.all.dim,
+    aten.all.dims,
+    into="any.dims / all.dims of a bool tensor (x != 0 first) over a non-empty list of dims (none, or "
+    "any.dims' []: x != 0 itself)",
+)
 def any_all(emit, node, a):
     x = a["self"]
     dims = a.get("dim", None)
@@ -617,9 +713,14 @@ def extreme_all(emit, node, a):
 
 
 # ---- data movement ---------------------------------------------------------------------------------
-@decomposes(aten.view.default, aten.flatten.using_ints, aten.unflatten.int, aten.narrow.default,
-            into="reshape (narrow: slice); a view of what was made contiguous (.contiguous(), removed as a "
-                 "no-op) need not be viewable in eager, so every view is a reshape")
+@decomposes(
+    aten.view.default,
+    aten.flatten.using_ints,
+    aten.unflatten.int,
+    aten.narrow.default,
+    into="reshape (narrow: slice); a view of what was made contiguous (.contiguous(), removed as a "
+    "no-op) need not be viewable in eager, so every view is a reshape",
+)
 def as_view(emit, node, a):
     if node.target is aten.narrow.default:
         start = a["start"]
@@ -644,9 +745,15 @@ def pixel_shuffle(emit, node, a):
     return emit(aten.reshape.default, permuted, _shape(node))  # a permuted tensor is not viewable in eager
 
 
-@decomposes(aten.t.default, aten.mT.default, aten.mH.default, aten.adjoint.default, aten.numpy_T.default,
-            into="transpose.int of the last two dims (t of a 1-D tensor: removed; numpy_T: permute reversing "
-                 "every dim; mH, adjoint: of real tensors)")
+@decomposes(
+    aten.t.default,
+    aten.mT.default,
+    aten.mH.default,
+    aten.adjoint.default,
+    aten.numpy_T.default,
+    into="transpose.int of the last two dims (t of a 1-D tensor: removed; numpy_T: permute reversing "
+    "every dim; mH, adjoint: of real tensors)",
+)
 def transposed(emit, node, a):
     x = a["self"]
     rank = _rank(x)
@@ -675,8 +782,9 @@ def repeat(emit, node, a):
     return x
 
 
-@decomposes(aten.expand.default, aten.expand_as.default,
-            into="expand to the output's sizes (to the same shape: removed)")
+@decomposes(
+    aten.expand.default, aten.expand_as.default, into="expand to the output's sizes (to the same shape: removed)"
+)
 def expand(emit, node, a):
     x = a["self"]
     if _shape(x) == _shape(node):
@@ -717,8 +825,14 @@ def _split_sizes(length: int, size: int) -> list[int]:
     return [min(size, length - s) for s in range(0, length, size)] if size else [0]
 
 
-@decomposes(aten.split.Tensor, aten.split_with_sizes.default, aten.unsafe_split.Tensor,
-            aten.unsafe_split_with_sizes.default, into="slice per output", table=MULTI_OUTPUT)
+@decomposes(
+    aten.split.Tensor,
+    aten.split_with_sizes.default,
+    aten.unsafe_split.Tensor,
+    aten.unsafe_split_with_sizes.default,
+    into="slice per output",
+    table=MULTI_OUTPUT,
+)
 def split(emit, node, a, index):
     x, dim = a["self"], a["dim"]
     size = a.get("split_size")
@@ -761,8 +875,14 @@ def extreme_dim(emit, node, a, index):
     return emit(arg, x, dim, keepdim)
 
 
-@decomposes(aten.var_mean.dim, aten.var_mean.correction, aten.std_mean.dim, aten.std_mean.correction,
-            into="var (std) as above, mean.dim", table=MULTI_OUTPUT)
+@decomposes(
+    aten.var_mean.dim,
+    aten.var_mean.correction,
+    aten.std_mean.dim,
+    aten.std_mean.correction,
+    into="var (std) as above, mean.dim",
+    table=MULTI_OUTPUT,
+)
 def moments(emit, node, a, index):
     x, keepdim = a["self"], a.get("keepdim", False)
     if index == 1:
@@ -772,16 +892,21 @@ def moments(emit, node, a, index):
     return emit(aten.sqrt.default, result) if std_op else result
 
 
-@decomposes(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool1d.default,
-            into="values: as adaptive_avg_pool2d, with max_pool2d and amax (equal whole windows: max_pool2d with "
-                 "kernel = stride = input / output; 1-D: on [N, C, 1, L]); indices: refused if read",
-            table=MULTI_OUTPUT)
+@decomposes(
+    aten.adaptive_max_pool2d.default,
+    aten.adaptive_max_pool1d.default,
+    into="values: as adaptive_avg_pool2d, with max_pool2d and amax (equal whole windows: max_pool2d with "
+    "kernel = stride = input / output; 1-D: on [N, C, 1, L]); indices: refused if read",
+    table=MULTI_OUTPUT,
+)
 def adaptive_max_pool(emit, node, a, index):
     if index != 0:
         if not any(user.users for user in node.users if user.args[1] == index):
             return a["self"]  # export reads the indices even when nothing uses them: a dead getitem, dropped
-        raise ModelError(f"node {node.name} ({op_type(node)}): kiln computes an adaptive max pool's values, not its "
-                         "indices; pass return_indices=False")
+        raise ModelError(
+            f"node {node.name} ({op_type(node)}): kiln computes an adaptive max pool's values, not its "
+            "indices; pass return_indices=False"
+        )
     x = a["self"]
     if node.target is aten.adaptive_max_pool2d.default:
         return _adaptive_pool2d(emit, x, list(value(node)[0].shape[-2:]), maximum=True)

@@ -75,8 +75,9 @@ def export(model: LoadedModel) -> torch.export.ExportedProgram:
         with warnings.catch_warnings():
             # nn.GRU/LSTM/RNN reassign their flat weight list while being traced; torch.export
             # warns about it to the model's author, though the export is right (kiln unrolls them)
-            warnings.filterwarnings("ignore", r"The tensor attributes .*_flat_weights\[\d+\].* were assigned during export",
-                                    UserWarning)
+            warnings.filterwarnings(
+                "ignore", r"The tensor attributes .*_flat_weights\[\d+\].* were assigned during export", UserWarning
+            )
             return torch.export.export(model.module, model.inputs, strict=False)
     except Exception as error:
         raise ModelError(f"torch.export cannot capture model {model.name}: {_where(error)}") from None

@@ -42,11 +42,30 @@ COMMAND = f"{PROG} --output OPS.md"
 
 
 # ---- in-place and out= variants -----------------------------------------------------------------------
-VIEWS = {aten.view.default, aten.reshape.default, aten.slice.Tensor, aten.select.int, aten.squeeze.dim,
-         aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default, aten.permute.default, aten.transpose.int,
-         aten.t.default, aten.expand.default, aten.flatten.using_ints, aten.unflatten.int, aten.narrow.default,
-         aten.alias.default, aten.detach.default, aten.as_strided.default, aten.diagonal.default,
-         aten.unfold.default, aten.view_as.default, aten.expand_as.default}
+VIEWS = {
+    aten.view.default,
+    aten.reshape.default,
+    aten.slice.Tensor,
+    aten.select.int,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.unsqueeze.default,
+    aten.permute.default,
+    aten.transpose.int,
+    aten.t.default,
+    aten.expand.default,
+    aten.flatten.using_ints,
+    aten.unflatten.int,
+    aten.narrow.default,
+    aten.alias.default,
+    aten.detach.default,
+    aten.as_strided.default,
+    aten.diagonal.default,
+    aten.unfold.default,
+    aten.view_as.default,
+    aten.expand_as.default,
+}
 
 
 def _written(target) -> list[int]:
@@ -95,15 +114,19 @@ def functionalize_inplace(gm: GraphModule) -> int:
         functional = functional_variant(node.target)
         where = f"node {node.name} ({op_type(node)})"
         if functional is None:
-            raise ModelError(f"{where} updates a tensor in place and has no functional form kiln knows; "
-                             "write the update without in-place ops")
+            raise ModelError(
+                f"{where} updates a tensor in place and has no functional form kiln knows; "
+                "write the update without in-place ops"
+            )
         a = bound(node)
         target_name = node.target._schema.arguments[_written(node.target)[0]].name
         written = a[target_name]
         base = _view_base(written)
         if base is not written and any(order.get(u, -1) > order[node] for u in base.users):
-            raise ModelError(f"{where} updates {written.name}, a view of {base.name}, which is read afterwards; "
-                             "kiln cannot make that functional: compute the new tensor instead (e.g. torch.cat)")
+            raise ModelError(
+                f"{where} updates {written.name}, a view of {base.name}, which is read afterwards; "
+                "kiln cannot make that functional: compute the new tensor instead (e.g. torch.cat)"
+            )
         # an in-place op's arguments match its functional variant's by position, an out= op's by name
         names = [arg.name for arg in node.target._schema.arguments]
         inplace = len(names) == len(functional._schema.arguments)
@@ -121,13 +144,28 @@ def functionalize_inplace(gm: GraphModule) -> int:
 
 
 # ---- eval-mode no-ops -------------------------------------------------------------------------------
-DROPOUTS = {aten.dropout.default, aten.feature_dropout.default, aten.alpha_dropout.default,
-            aten.feature_alpha_dropout.default}
-IDENTITIES = {aten.clone.default, aten.detach.default, aten.alias.default, aten.contiguous.default,
-              aten.lift_fresh_copy.default, aten.lift_fresh.default}
+DROPOUTS = {
+    aten.dropout.default,
+    aten.feature_dropout.default,
+    aten.alpha_dropout.default,
+    aten.feature_alpha_dropout.default,
+}
+IDENTITIES = {
+    aten.clone.default,
+    aten.detach.default,
+    aten.alias.default,
+    aten.contiguous.default,
+    aten.lift_fresh_copy.default,
+    aten.lift_fresh.default,
+}
 SAME_SHAPE = {aten.view.default, aten.reshape.default}  # removed when the shape does not change
-ASSERTIONS = {aten._assert_tensor_metadata.default, aten._assert_async.msg, aten._assert_scalar.default,
-              aten.sym_constrain_range_for_size.default, aten.sym_constrain_range.default}
+ASSERTIONS = {
+    aten._assert_tensor_metadata.default,
+    aten._assert_async.msg,
+    aten._assert_scalar.default,
+    aten.sym_constrain_range_for_size.default,
+    aten.sym_constrain_range.default,
+}
 NOOPS = {
     **{op: "removed in eval mode (training=True is an error)" for op in DROPOUTS},
     **{op: "removed: the value itself" for op in IDENTITIES},
@@ -153,8 +191,10 @@ def remove_noops(gm: GraphModule) -> int:
             continue
         source = node.args[0]
         if node.target in DROPOUTS and bound(node)["train"]:
-            raise ModelError(f"node {node.name} ({op_type(node)}): dropout in training mode; call model.eval() "
-                             "or pass training=False")
+            raise ModelError(
+                f"node {node.name} ({op_type(node)}): dropout in training mode; call model.eval() "
+                "or pass training=False"
+            )
         if node.target in SAME_SHAPE and list(value(source).shape) != list(value(node).shape):
             continue
         replace(node, source)
@@ -173,8 +213,9 @@ def _constant_inputs(gm: GraphModule, node: Node):
         like = value(node.args[0])
         return (torch.empty(like.shape, dtype=like.dtype), *node.args[1:]), node.kwargs
     inputs = [n for n in (*node.args, *node.kwargs.values()) if isinstance(n, Node)]
-    inputs += [n for a in (*node.args, *node.kwargs.values()) if isinstance(a, (list, tuple))
-               for n in a if isinstance(n, Node)]
+    inputs += [
+        n for a in (*node.args, *node.kwargs.values()) if isinstance(a, (list, tuple)) for n in a if isinstance(n, Node)
+    ]
     if any(attribute(gm, n) is None for n in inputs):
         return None
     return map_arg(node.args, lambda n: attribute(gm, n)), map_arg(node.kwargs, lambda n: attribute(gm, n))
@@ -250,8 +291,15 @@ def decompose_composites(gm: GraphModule) -> int:
     return total
 
 
-PASSES = (functionalize_inplace, remove_noops, fold_constants, decompose.fold_batch_norm, unroll_recurrent, decompose_multi_output,
-          decompose_composites)
+PASSES = (
+    functionalize_inplace,
+    remove_noops,
+    fold_constants,
+    decompose.fold_batch_norm,
+    unroll_recurrent,
+    decompose_multi_output,
+    decompose_composites,
+)
 
 
 def normalize(gm: GraphModule) -> GraphModule:
@@ -304,21 +352,30 @@ def markdown() -> str:
         "## Decomposed",
         "",
         *_table(("Op", "Becomes"), _grouped({op: d.into for op, d in decompose.COMPOSITES.items()})),
-        "A batch_norm right after a conv1d/conv2d (or a linear with 2-D output) is folded into its weight and "
-        "bias.",
+        "A batch_norm right after a conv1d/conv2d (or a linear with 2-D output) is folded into its weight and bias.",
         "",
         "## Multi-output operators",
         "",
-        *_table(("Op", "Becomes"), _grouped({
-            **{op: d.into for op, d in decompose.MULTI_OUTPUT.items()},
-            **{op: "unrolled over the sequence: linear, slice, sigmoid/tanh, mul, add, cat (recurrent.py)"
-               for op in RECURRENT},
-            **decompose.KEPT_WHOLE,
-        })),
+        *_table(
+            ("Op", "Becomes"),
+            _grouped(
+                {
+                    **{op: d.into for op, d in decompose.MULTI_OUTPUT.items()},
+                    **{
+                        op: "unrolled over the sequence: linear, slice, sigmoid/tanh, mul, add, cat (recurrent.py)"
+                        for op in RECURRENT
+                    },
+                    **decompose.KEPT_WHOLE,
+                }
+            ),
+        ),
         "## Refused",
         "",
-        *(_table(("Op", "Error message"), _grouped(decompose.REFUSED)) if decompose.REFUSED
-          else ["No multi-output operator is refused.", ""]),
+        *(
+            _table(("Op", "Error message"), _grouped(decompose.REFUSED))
+            if decompose.REFUSED
+            else ["No multi-output operator is refused.", ""]
+        ),
         "## Quantization",
         "",
         "Softmax and log_softmax are kept whole (on the NPU: 16-bit exp and normalisation tables, one "

@@ -26,14 +26,15 @@ transform_for_annotation produces, so the PT2E reference is the rewritten graph.
 from __future__ import annotations
 
 from collections.abc import Iterable
+
 import torch
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinMaxObserver
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import (
     DerivedQuantizationSpec,
-    QuantizationAnnotation,
     FixedQParamsQuantizationSpec,
+    QuantizationAnnotation,
     QuantizationSpec,
     Quantizer,
     SharedQuantizationSpec,
@@ -71,9 +72,14 @@ def probability_spec(scheme: QuantizationScheme) -> FixedQParamsQuantizationSpec
     at 0 (int16, symmetric)."""
     dtype, quant_min, quant_max, symmetric = scheme.ACTIVATIONS[scheme.activation_bits]
     bits = 16 if symmetric else 8
-    return FixedQParamsQuantizationSpec(dtype=getattr(torch, dtype), scale=2.0 ** -(bits - 1 if symmetric else bits),
-                                        zero_point=0 if symmetric else quant_min, quant_min=quant_min,
-                                        quant_max=quant_max, qscheme=torch.per_tensor_affine)
+    return FixedQParamsQuantizationSpec(
+        dtype=getattr(torch, dtype),
+        scale=2.0 ** -(bits - 1 if symmetric else bits),
+        zero_point=0 if symmetric else quant_min,
+        quant_min=quant_min,
+        quant_max=quant_max,
+        qscheme=torch.per_tensor_affine,
+    )
 
 
 def weight_spec(axis: int) -> QuantizationSpec:
@@ -128,8 +134,11 @@ class EthosUQuantizer(Quantizer):
             if node.op != "call_function" or _annotated(node) or self.skip(node):
                 continue
             if node.target in OBSERVED_READERS:
-                _mark(node, {a: _input_spec(a, act) for a in node.args if isinstance(a, Node) and _is_float_tensor(a)},
-                      None)
+                _mark(
+                    node,
+                    {a: _input_spec(a, act) for a in node.args if isinstance(a, Node) and _is_float_tensor(a)},
+                    None,
+                )
             if not _is_float_tensor(node):
                 continue
             if node.target in WEIGHTED_OPS:
@@ -175,8 +184,13 @@ class EthosUQuantizer(Quantizer):
         _mark(node, {source: _input_spec(source, act)}, SharedQuantizationSpec((source, node)))
 
     def _annotate_concat(self, node: Node, act: QuantizationSpec):
-        operands = (node.args[0] if node.target in (aten.cat.default, aten.concat.default)
-                    else node.args[1:3] if node.target is aten.where.self else node.args[:2])
+        operands = (
+            node.args[0]
+            if node.target in (aten.cat.default, aten.concat.default)
+            else node.args[1:3]
+            if node.target is aten.where.self
+            else node.args[:2]
+        )
         tensors = [t for t in operands if isinstance(t, Node) and _is_float_tensor(t)]
         if not tensors:
             return

@@ -23,6 +23,7 @@ import operator
 
 import torch
 from torch.fx import GraphModule, Node
+
 from kiln.errors import ModelError
 from kiln.frontend.rewrite import Emitter, finish
 
@@ -42,12 +43,16 @@ def _gates(emit: Emitter, projected: Node, count: int, size: int) -> list[Node]:
     return [emit(aten.slice.Tensor, projected, -1, k * size, (k + 1) * size) for k in range(count)]
 
 
-def _cell(emit: Emitter, op, x_gates: list[Node], h: Node, c: Node | None, w_hh: Node, b_hh: Node | None,
-          size: int) -> tuple[Node, Node | None]:
+def _cell(
+    emit: Emitter, op, x_gates: list[Node], h: Node, c: Node | None, w_hh: Node, b_hh: Node | None, size: int
+) -> tuple[Node, Node | None]:
     """One time step: (h, c) after it, from this step's input gates and the previous state."""
     count = RECURRENT[op][0]
-    h_gates = _gates(emit, emit(aten.linear.default, h, w_hh, b_hh), count, size) if count > 1 else [
-        emit(aten.linear.default, h, w_hh, b_hh)]
+    h_gates = (
+        _gates(emit, emit(aten.linear.default, h, w_hh, b_hh), count, size)
+        if count > 1
+        else [emit(aten.linear.default, h, w_hh, b_hh)]
+    )
     if op is aten.gru.input:
         r = emit(aten.sigmoid.default, emit(aten.add.Tensor, x_gates[0], h_gates[0]))
         z = emit(aten.sigmoid.default, emit(aten.add.Tensor, x_gates[1], h_gates[1]))
@@ -73,7 +78,9 @@ def _unroll(gm: GraphModule, node: Node) -> list[Node]:
     directions = 2 if bidirectional else 1
     per = 4 if has_biases else 2  # tensors per layer and direction
     if len(params) != per * num_layers * directions:
-        raise ModelError(f"node {node.name} ({op}): {len(params)} weight tensors, expected {per * num_layers * directions}")
+        raise ModelError(
+            f"node {node.name} ({op}): {len(params)} weight tensors, expected {per * num_layers * directions}"
+        )
     time_dim = 1 if batch_first and x.meta["val"].dim() == 3 else 0  # unbatched [T, I] input: time first
     steps = x.meta["val"].shape[time_dim]
     h0, c0 = (hx[0], hx[1]) if has_cell else (hx, None)

@@ -7,8 +7,18 @@ import numpy as np
 import torch
 
 from kiln.graph import Op, Value, pair
-from kiln.lower.lowerer import (ACCUMULATOR, DT, Lowerer, attr, biases, conv_geometry, cropped, lowering, pad_crop,
-                                slice_of)
+from kiln.lower.lowerer import (
+    ACCUMULATOR,
+    DT,
+    Lowerer,
+    attr,
+    biases,
+    conv_geometry,
+    cropped,
+    lowering,
+    pad_crop,
+    slice_of,
+)
 from kiln.lower.reduce import reduce_axes
 from kiln.partition.support import STRIDE_MAX, moving_stride
 
@@ -48,14 +58,22 @@ def _conv(lw: Lowerer, op: Op):
         acc = lw.inter(acc_shape, acc_type)
         w_ohwi = weight.data.transpose(0, 2, 3, 1)
         attribute = attr("Conv2d", pad, list(stride), list(dilation), False, DT[acc_type])
-        lw.emit("CONV2D", [name, lw.const(w_ohwi, "int8", "weight"), biases(lw, bias, cout, acc_type), *zero_points],
-                [acc], attribute)
+        lw.emit(
+            "CONV2D",
+            [name, lw.const(w_ohwi, "int8", "weight"), biases(lw, bias, cout, acc_type), *zero_points],
+            [acc],
+            attribute,
+        )
     elif groups == cin and cin_g == 1:
         acc = lw.inter(acc_shape, acc_type)
         w_hwcm = weight.data.reshape(cin, cout // cin, kh, kw).transpose(2, 3, 0, 1)
         attribute = attr("DepthwiseConv2d", pad, list(stride), list(dilation), False, DT[acc_type])
-        lw.emit("DEPTHWISE_CONV2D", [name, lw.const(w_hwcm, "int8", "weight"), biases(lw, bias, cout, acc_type),
-                                     *zero_points], [acc], attribute)
+        lw.emit(
+            "DEPTHWISE_CONV2D",
+            [name, lw.const(w_hwcm, "int8", "weight"), biases(lw, bias, cout, acc_type), *zero_points],
+            [acc],
+            attribute,
+        )
     else:
         _grouped_conv(lw, op, name, pad, zero_points)
         return
@@ -71,8 +89,9 @@ def _grouped_conv(lw: Lowerer, op: Op, name: str, pad, zero_points):
     cout = weight.shape[0]
     oh, ow = out.shape[2:]
     acc_type = ACCUMULATOR[x.dtype]
-    scales = np.broadcast_to(x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale,
-                             (cout,))
+    scales = np.broadcast_to(
+        x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale, (cout,)
+    )
     bias_data = bias.data if bias is not None else np.zeros(cout, np.int32)
     cin_g, cout_g = cin // groups, cout // groups
     in_shape = lw.tensors[name].shape
@@ -82,10 +101,20 @@ def _grouped_conv(lw: Lowerer, op: Op, name: str, pad, zero_points):
         channels = slice(g * cout_g, (g + 1) * cout_g)
         piece = slice_of(lw, name, [0, 0, 0, g * cin_g], [n, in_shape[1], in_shape[2], cin_g], x.dtype)
         part = lw.inter([n, oh, ow, cout_g], acc_type)
-        lw.emit("CONV2D", [piece, lw.const(weight.data[channels].transpose(0, 2, 3, 1), "int8", "weight"),
-                           lw.const(bias_data[channels], acc_type, "bias"), *zero_points], [part], attribute)
-        pieces.append(lw.rescale(part, [n, oh, ow, cout_g], acc_type, out.dtype, scales[channels], 0,
-                                 out.qparams.zero_point))
+        lw.emit(
+            "CONV2D",
+            [
+                piece,
+                lw.const(weight.data[channels].transpose(0, 2, 3, 1), "int8", "weight"),
+                lw.const(bias_data[channels], acc_type, "bias"),
+                *zero_points,
+            ],
+            [part],
+            attribute,
+        )
+        pieces.append(
+            lw.rescale(part, [n, oh, ow, cout_g], acc_type, out.dtype, scales[channels], 0, out.qparams.zero_point)
+        )
     result = lw.inter([n, oh, ow, cout], out.dtype)
     lw.emit("CONCAT", pieces, [result], attr("Concat", 3))
     lw.result(out, result, True)
@@ -142,7 +171,7 @@ def _strided_conv(lw: Lowerer, op: Op, stride):
         tosa_pad += [0, 0]
         pads += [p, max(0, after)]
         crops.append(max(0, -after))
-        dense = np.zeros(data.shape[:2 + axis] + (taps * s,) + data.shape[3 + axis:], data.dtype)
+        dense = np.zeros(data.shape[: 2 + axis] + (taps * s,) + data.shape[3 + axis :], data.dtype)
         index = [slice(None)] * 4
         index[2 + axis] = slice(0, extent, d)
         dense[tuple(index)] = data
@@ -159,8 +188,12 @@ def _strided_conv(lw: Lowerer, op: Op, stride):
         w_ohwi = phased.transpose(0, 2, 4, 3, 5, 1).reshape(cout, th, tw, fh * fw * cin)
         acc = lw.inter(acc_shape, acc_type)
         attribute = attr("Conv2d", tosa_pad, native_stride, native_dilation, False, DT[acc_type])
-        lw.emit("CONV2D", [name, lw.const(w_ohwi, "int8", "weight"), biases(lw, bias, cout, acc_type), *zero_points],
-                [acc], attribute)
+        lw.emit(
+            "CONV2D",
+            [name, lw.const(w_ohwi, "int8", "weight"), biases(lw, bias, cout, acc_type), *zero_points],
+            [acc],
+            attribute,
+        )
     else:  # depthwise (the support rule): output channel o = c*M + m reads input channel c
         phases = fh * fw
         w_hwcm = phased.reshape(cin, cout // cin, th, fh, tw, fw).transpose(2, 4, 3, 5, 0, 1)
@@ -170,8 +203,12 @@ def _strided_conv(lw: Lowerer, op: Op, stride):
             bias_data[:cout] = bias.data
         per_phase = lw.inter([n, oh, ow, phases * cout], acc_type)
         attribute = attr("DepthwiseConv2d", tosa_pad, native_stride, native_dilation, False, DT[acc_type])
-        lw.emit("DEPTHWISE_CONV2D", [name, lw.const(w_hwcm, "int8", "weight"), lw.const(bias_data, acc_type, "bias"),
-                                     *zero_points], [per_phase], attribute)
+        lw.emit(
+            "DEPTHWISE_CONV2D",
+            [name, lw.const(w_hwcm, "int8", "weight"), lw.const(bias_data, acc_type, "bias"), *zero_points],
+            [per_phase],
+            attribute,
+        )
         grouped = lw.reshape(per_phase, [oh * ow, phases, cout], acc_type)
         summed, _ = reduce_axes(lw, grouped, [oh * ow, phases, cout], [1], "REDUCE_SUM", acc_type)
         acc = lw.reshape(summed, acc_shape, acc_type)
@@ -189,9 +226,18 @@ def _linear(lw: Lowerer, op: Op):
     acc_type = ACCUMULATOR[x.dtype]
     acc = lw.inter([rows, 1, 1, cout], acc_type)
     attribute = attr("Conv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, DT[acc_type])
-    lw.emit("CONV2D", [name, lw.const(weight.data.reshape(cout, 1, 1, k), "int8", "weight"),
-                       biases(lw, op.arg("bias"), cout, acc_type), lw.zp(x.qparams.zero_point, x.dtype),
-                       lw.zp(0, "int8")], [acc], attribute)
+    lw.emit(
+        "CONV2D",
+        [
+            name,
+            lw.const(weight.data.reshape(cout, 1, 1, k), "int8", "weight"),
+            biases(lw, op.arg("bias"), cout, acc_type),
+            lw.zp(x.qparams.zero_point, x.dtype),
+            lw.zp(0, "int8"),
+        ],
+        [acc],
+        attribute,
+    )
     scale = x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale
     res = lw.rescale(acc, [rows, 1, 1, cout], acc_type, out.dtype, scale, 0, out.qparams.zero_point)
     flat = Value(out.name, (rows, 1, 1, cout), out.dtype, out.qparams, producer=op)
@@ -211,9 +257,18 @@ def _conv_transpose(lw: Lowerer, op: Op):
     acc_type = ACCUMULATOR[x.dtype]
     acc = lw.inter([n, oh, ow, cout], acc_type)
     attribute = attr("TransposeConv2d", out_pad, list(stride), False, DT[acc_type])
-    lw.emit("TRANSPOSE_CONV2D", [lw.nhwc(x), lw.const(w_ohwi, "int8", "weight"),
-                                 biases(lw, op.arg("bias"), cout, acc_type),
-                                 lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")], [acc], attribute)
+    lw.emit(
+        "TRANSPOSE_CONV2D",
+        [
+            lw.nhwc(x),
+            lw.const(w_ohwi, "int8", "weight"),
+            biases(lw, op.arg("bias"), cout, acc_type),
+            lw.zp(x.qparams.zero_point, x.dtype),
+            lw.zp(0, "int8"),
+        ],
+        [acc],
+        attribute,
+    )
     _mac_rescale(lw, op, acc, [n, oh, ow, cout], x, weight, True)
 
 
@@ -239,10 +294,21 @@ def _matmul(lw: Lowerer, op: Op):
     an, bn = operand(a, [batch, m, k]), operand(b, [batch, k, n])
     acc_type = ACCUMULATOR[a.dtype]
     acc = lw.inter([batch, m, n], acc_type)
-    lw.emit("MATMUL", [an, bn, lw.zp(a.qparams.zero_point, a.dtype), lw.zp(b.qparams.zero_point, b.dtype)], [acc],
-            attr("MatMul"))
-    res = lw.rescale(acc, [batch, m, n], acc_type, out.dtype, a.qparams.scale * b.qparams.scale / out.qparams.scale,
-                     0, out.qparams.zero_point)
+    lw.emit(
+        "MATMUL",
+        [an, bn, lw.zp(a.qparams.zero_point, a.dtype), lw.zp(b.qparams.zero_point, b.dtype)],
+        [acc],
+        attr("MatMul"),
+    )
+    res = lw.rescale(
+        acc,
+        [batch, m, n],
+        acc_type,
+        out.dtype,
+        a.qparams.scale * b.qparams.scale / out.qparams.scale,
+        0,
+        out.qparams.zero_point,
+    )
     flat = Value(out.name, (batch, m, n), out.dtype, out.qparams, producer=op)
     lw.result(flat, res)
     lw.bind(out, lw.reshape(lw.names[id(flat)][0], out.shape, out.dtype), False)

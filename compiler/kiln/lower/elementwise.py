@@ -8,7 +8,7 @@ import torch
 import tosa_serializer as ts
 
 from kiln.errors import LoweringError
-from kiln.graph import Op, QParams, QRANGE, Value, clamp_range
+from kiln.graph import QRANGE, Op, QParams, Value, clamp_range
 from kiln.lower.lowerer import Lowerer, attr, channels_last, lowering, op_attr, quantize_real
 from kiln.partition import tables
 from kiln.vocabulary import COMPARISON_OPS, TABLE_OPS, Kind, of_kind
@@ -21,8 +21,9 @@ def scalar_constant(c: float, dtype: str) -> Value:
     integer is -1, 0 or 1 and whose scale is |c|: its real value is c itself, so the op
     computes with the exact scalar, as PT2E's reference does, whatever the other range."""
     lo, hi = QRANGE[dtype]
-    return Value(f"scalar_{c:g}", (), dtype, QParams(abs(c) or 1.0, 0, None, lo, hi),
-                 data=np.array(int(np.sign(c)), dtype))
+    return Value(
+        f"scalar_{c:g}", (), dtype, QParams(abs(c) or 1.0, 0, None, lo, hi), data=np.array(int(np.sign(c)), dtype)
+    )
 
 
 def _two_operands(op: Op) -> list[Value]:
@@ -70,8 +71,9 @@ def _add_sub(lw: Lowerer, op: Op):
     acc = lw.inter(acc_shape, "int32")
     kind = "Add" if op.target is aten.add.Tensor else "Sub"
     lw.emit(kind.upper(), wide, [acc], attr(kind))
-    result = lw.rescale(acc, acc_shape, "int32", out.dtype, top / ((1 << shift) * out.qparams.scale), 0,
-                        out.qparams.zero_point)
+    result = lw.rescale(
+        acc, acc_shape, "int32", out.dtype, top / ((1 << shift) * out.qparams.scale), 0, out.qparams.zero_point
+    )
     lw.result(out, result, nhwc)
 
 
@@ -80,14 +82,27 @@ def _mul(lw: Lowerer, op: Op):
     a, b = op.arg("self"), op.arg("other")
     out = op.output
     if out.dtype == "int32":
-        _mul_int32(lw, [v if isinstance(v, Value) else Value(f"scalar_{v}", (), "int32", data=np.array(v, np.int32))
-                        for v in (a, b)], out)
+        _mul_int32(
+            lw,
+            [
+                v if isinstance(v, Value) else Value(f"scalar_{v}", (), "int32", data=np.array(v, np.int32))
+                for v in (a, b)
+            ],
+            out,
+        )
         return
     if not isinstance(b, Value) and float(b) > 0:  # x * c, c > 0: a requantization
         name, is_nhwc = lw.bound(a, any_layout=True)
         scale = a.qparams.scale * float(b) / out.qparams.scale
-        result = lw.rescale(name, Lowerer.shape_of(out, is_nhwc), a.dtype, out.dtype, scale, a.qparams.zero_point,
-                            out.qparams.zero_point)
+        result = lw.rescale(
+            name,
+            Lowerer.shape_of(out, is_nhwc),
+            a.dtype,
+            out.dtype,
+            scale,
+            a.qparams.zero_point,
+            out.qparams.zero_point,
+        )
         lw.result(out, result, is_nhwc)
         return
     a, b = _two_operands(op)  # x * c, c <= 0: a MUL by the constant -1 or 0 of scale |c|
@@ -96,8 +111,15 @@ def _mul(lw: Lowerer, op: Op):
     acc_shape = Lowerer.shape_of(out, nhwc)
     acc = lw.inter(acc_shape, "int32")
     lw.emit("MUL", wide + [lw.const(np.array([0]), "int8", "shift")], [acc], attr("Mul"))
-    result = lw.rescale(acc, acc_shape, "int32", out.dtype, a.qparams.scale * b.qparams.scale / out.qparams.scale,
-                        0, out.qparams.zero_point)
+    result = lw.rescale(
+        acc,
+        acc_shape,
+        "int32",
+        out.dtype,
+        a.qparams.scale * b.qparams.scale / out.qparams.scale,
+        0,
+        out.qparams.zero_point,
+    )
     lw.result(out, result, nhwc)
 
 
@@ -196,8 +218,15 @@ def _clamp(lw: Lowerer, op: Op):
     low, high = clamp_range(op.target, op.arg)
     shape = Lowerer.shape_of(out, is_nhwc)
     if out.qparams != x.qparams:
-        name = lw.rescale(name, shape, x.dtype, out.dtype, x.qparams.scale / out.qparams.scale,
-                          x.qparams.zero_point, out.qparams.zero_point)
+        name = lw.rescale(
+            name,
+            shape,
+            x.dtype,
+            out.dtype,
+            x.qparams.scale / out.qparams.scale,
+            x.qparams.zero_point,
+            out.qparams.zero_point,
+        )
     lo, hi = quantize_real(low, out.qparams, out.dtype), quantize_real(high, out.qparams, out.dtype)
     lw.result(out, lw.clamp(name, shape, out.dtype, lo, hi), is_nhwc)
 
@@ -220,14 +249,19 @@ def _table(lw: Lowerer, op: Op):
         wide = lw.rescale(name, shape, x.dtype, "int32", 1.0, x.qparams.zero_point, 0)
         magnitude = lw.inter(shape, "int32")
         lw.emit("ABS", [wide], [magnitude], attr("Abs"))
-        result = lw.rescale(magnitude, shape, "int32", out.dtype, x.qparams.scale / out.qparams.scale, 0,
-                            out.qparams.zero_point)
+        result = lw.rescale(
+            magnitude, shape, "int32", out.dtype, x.qparams.scale / out.qparams.scale, 0, out.qparams.zero_point
+        )
         lw.result(out, result, is_nhwc)
         return
     if op.target is aten.neg.default and x.qparams.scale == out.qparams.scale and x.dtype == out.dtype:
         result = lw.inter(shape, out.dtype)
-        lw.emit("NEGATE", [name, lw.zp(x.qparams.zero_point, x.dtype), lw.zp(out.qparams.zero_point, out.dtype)],
-                [result], attr("Negate"))
+        lw.emit(
+            "NEGATE",
+            [name, lw.zp(x.qparams.zero_point, x.dtype), lw.zp(out.qparams.zero_point, out.dtype)],
+            [result],
+            attr("Negate"),
+        )
         lw.result(out, result, is_nhwc)
         return
     if x.dtype == "int8":
@@ -236,7 +270,7 @@ def _table(lw: Lowerer, op: Op):
     else:  # int16 in, int32 out (the interpolation in 2^-7 units), back to int16
         wide = lw.inter(shape, "int32")
         lw.emit("TABLE", [name, lw.const(tables.int16_table(op), "int16", "table")], [wide], attr("Table"))
-        result = lw.rescale(wide, shape, "int32", out.dtype, 2.0 ** -tables.INT16_STEP_BITS)
+        result = lw.rescale(wide, shape, "int32", out.dtype, 2.0**-tables.INT16_STEP_BITS)
     lw.result(out, result, is_nhwc)
 
 
@@ -260,9 +294,14 @@ def _min_max(lw: Lowerer, op: Op):
 # ---- comparisons and select (Ethos-U85) ------------------------------------------------------------
 # op -> (TOSA comparison, operands swapped, result negated): lt/le are gt/ge of the swapped operands,
 # ne the LOGICAL_NOT of eq.
-COMPARISONS = {"eq": ("EQUAL", False, False), "ne": ("EQUAL", False, True), "gt": ("GREATER", False, False),
-               "ge": ("GREATER_EQUAL", False, False), "lt": ("GREATER", True, False),
-               "le": ("GREATER_EQUAL", True, False)}
+COMPARISONS = {
+    "eq": ("EQUAL", False, False),
+    "ne": ("EQUAL", False, True),
+    "gt": ("GREATER", False, False),
+    "ge": ("GREATER_EQUAL", False, False),
+    "lt": ("GREATER", True, False),
+    "le": ("GREATER_EQUAL", True, False),
+}
 # An int8 operand minus its zero point (9 bits) times up to 2^20: TOSA's RESCALE takes a value below
 # 2^(shift - 1) in magnitude, and 2^20 is multiplier 2^30 with shift 10.
 COMPARE_BITS = 20
@@ -281,8 +320,9 @@ def scalar_threshold(op: Op, x: Value, other: float) -> np.ndarray:
     reference computes it (x dequantized in float32, then compared): a bool per value -128..127."""
     values = torch.arange(-128, 128, dtype=torch.int8)
     qp = x.qparams
-    real = torch.ops.quantized_decomposed.dequantize_per_tensor(values, qp.scale, qp.zero_point, qp.qmin, qp.qmax,
-                                                                 torch.int8)
+    real = torch.ops.quantized_decomposed.dequantize_per_tensor(
+        values, qp.scale, qp.zero_point, qp.qmin, qp.qmax, torch.int8
+    )
     return op.target(real, other).numpy()
 
 
@@ -298,8 +338,10 @@ def _compare(lw: Lowerer, op: Op):
     if isinstance(b, Value):
         names, shapes, nhwc = _broadcast_operands(lw, [a, b], out)
         multipliers = comparison_multipliers(a.qparams.scale, b.qparams.scale)
-        wide = [lw.rescale(n, sh, v.dtype, "int32", float(m), v.qparams.zero_point, 0)
-                for n, sh, v, m in zip(names, shapes, (a, b), multipliers)]
+        wide = [
+            lw.rescale(n, sh, v.dtype, "int32", float(m), v.qparams.zero_point, 0)
+            for n, sh, v, m in zip(names, shapes, (a, b), multipliers)
+        ]
     else:
         kind, swapped, negated, bound = threshold_test(scalar_threshold(op, a, float(b)))
         names, shapes, nhwc = _broadcast_operands(lw, [a], out)
@@ -324,9 +366,9 @@ def threshold_test(holds: np.ndarray) -> tuple[str, bool, bool, int]:
     values = np.arange(-128, 128)
     if not holds.any():
         return "GREATER", True, False, -128
-    if holds[-1] and holds[holds.argmax():].all():
+    if holds[-1] and holds[holds.argmax() :].all():
         return "GREATER_EQUAL", False, False, int(values[holds][0])
-    if holds[0] and not holds[holds.argmin():].any():
+    if holds[0] and not holds[holds.argmin() :].any():
         return "GREATER_EQUAL", True, False, int(values[holds][-1])
     if holds.sum() == 1:
         return "EQUAL", False, False, int(values[holds][0])
@@ -339,8 +381,11 @@ def threshold_test(holds: np.ndarray) -> tuple[str, bool, bool, int]:
 def _logical(lw: Lowerer, op: Op):
     """LOGICAL_AND / LOGICAL_OR of two bool tensors broadcast to the output, LOGICAL_NOT of one
     (a support rule keeps them to bools)."""
-    kind = {aten.logical_and.default: "LOGICAL_AND", aten.logical_or.default: "LOGICAL_OR",
-            aten.logical_not.default: "LOGICAL_NOT"}[op.target]
+    kind = {
+        aten.logical_and.default: "LOGICAL_AND",
+        aten.logical_or.default: "LOGICAL_OR",
+        aten.logical_not.default: "LOGICAL_NOT",
+    }[op.target]
     names, shapes, nhwc = _broadcast_operands(lw, op.inputs, op.output)
     result = lw.inter(Lowerer.shape_of(op.output, nhwc), "bool")
     lw.emit(kind, names, [result], op_attr(kind))
@@ -355,8 +400,15 @@ def _where(lw: Lowerer, op: Op):
     names, shapes, nhwc = _broadcast_operands(lw, [cond, a, b], out)
     for i, v in ((1, a), (2, b)):
         if v.qparams != out.qparams:
-            names[i] = lw.rescale(names[i], shapes[i], v.dtype, out.dtype, v.qparams.scale / out.qparams.scale,
-                                  v.qparams.zero_point, out.qparams.zero_point)
+            names[i] = lw.rescale(
+                names[i],
+                shapes[i],
+                v.dtype,
+                out.dtype,
+                v.qparams.scale / out.qparams.scale,
+                v.qparams.zero_point,
+                out.qparams.zero_point,
+            )
     shape = Lowerer.shape_of(out, nhwc)
     result = lw.inter(shape, out.dtype)
     lw.emit("SELECT", names, [result], attr("Select"))

@@ -20,11 +20,10 @@ this order:
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from kiln.errors import PayloadError
-
 
 DELEGATE_ID = "EthosUBackend"
 # kiln's own compile specs on each Ethos-U delegate (ExecuTorch ignores unknown keys): the
@@ -43,15 +42,14 @@ EXTERNAL_REFERENCE = 1
 EXTERNAL_KEY_LENGTH = 64  # sha256 hex digest, as arm_vela.py makes the keys
 STREAM_HEADER = "vela_bin_stream"
 STREAM_FOOTER = "vela_end_stream"
-BLOCK_ORDER = (STREAM_HEADER, "cmd_data", "weight_data", "scratch_size", "inputs", "outputs",
-               STREAM_FOOTER)
+BLOCK_ORDER = (STREAM_HEADER, "cmd_data", "weight_data", "scratch_size", "inputs", "outputs", STREAM_FOOTER)
 COMMAND_STREAM_MAGICS = (b"COP1", b"COP2")
 IO_SHAPE_DIMS = 6
 IO_COUNT = struct.Struct("<i")
 IO_TENSOR = struct.Struct(f"<{IO_SHAPE_DIMS}iiii")  # shape[6], elem_size, offset, region
 SCRATCH_SIZE = struct.Struct("<I")
 
-_INT32 = (-2**31, 2**31 - 1)
+_INT32 = (-(2**31), 2**31 - 1)
 
 
 @dataclass(frozen=True)
@@ -67,10 +65,14 @@ class IoTensor:
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         if len(self.shape) != IO_SHAPE_DIMS:
-            raise PayloadError(f"IoTensor shape {self.shape} has {len(self.shape)} dimensions; "
-                               f"Vela gives {IO_SHAPE_DIMS}")
+            raise PayloadError(
+                f"IoTensor shape {self.shape} has {len(self.shape)} dimensions; Vela gives {IO_SHAPE_DIMS}"
+            )
         for name, value in [("shape", d) for d in self.shape] + [
-                ("elem_size", self.elem_size), ("offset", self.offset), ("region", self.region)]:
+            ("elem_size", self.elem_size),
+            ("offset", self.offset),
+            ("region", self.region),
+        ]:
             if not _INT32[0] <= value <= _INT32[1]:
                 raise PayloadError(f"IoTensor {name} {value} does not fit in int32")
 
@@ -130,21 +132,31 @@ def _block(name: str, data: bytes) -> bytes:
 
 def _pack_ios(ios: Sequence[IoTensor]) -> bytes:
     return IO_COUNT.pack(len(ios)) + b"".join(
-        IO_TENSOR.pack(*io.shape, io.elem_size, io.offset, io.region) for io in ios)
+        IO_TENSOR.pack(*io.shape, io.elem_size, io.offset, io.region) for io in ios
+    )
 
 
-def encode(cmd_data: bytes, weight_data: bytes, scratch_size: int,
-           inputs: Sequence[IoTensor], outputs: Sequence[IoTensor]) -> bytes:
+def encode(
+    cmd_data: bytes, weight_data: bytes, scratch_size: int, inputs: Sequence[IoTensor], outputs: Sequence[IoTensor]
+) -> bytes:
     """The payload, byte for byte as ExecuTorch 1.5.1's vela_compile builds it from Vela's
     output (all blocks inline)."""
     if bytes(cmd_data[:4]) not in COMMAND_STREAM_MAGICS:
-        raise PayloadError(f"cmd_data starts with {bytes(cmd_data[:4])!r}, not a Vela command "
-                           f"stream ({' or '.join(map(repr, COMMAND_STREAM_MAGICS))})")
+        raise PayloadError(
+            f"cmd_data starts with {bytes(cmd_data[:4])!r}, not a Vela command "
+            f"stream ({' or '.join(map(repr, COMMAND_STREAM_MAGICS))})"
+        )
     if not 0 <= scratch_size < 2**32:
         raise PayloadError(f"scratch_size {scratch_size} does not fit in uint32")
-    blocks = {STREAM_HEADER: b"", "cmd_data": bytes(cmd_data), "weight_data": bytes(weight_data),
-              "scratch_size": SCRATCH_SIZE.pack(scratch_size), "inputs": _pack_ios(inputs),
-              "outputs": _pack_ios(outputs), STREAM_FOOTER: b""}
+    blocks = {
+        STREAM_HEADER: b"",
+        "cmd_data": bytes(cmd_data),
+        "weight_data": bytes(weight_data),
+        "scratch_size": SCRATCH_SIZE.pack(scratch_size),
+        "inputs": _pack_ios(inputs),
+        "outputs": _pack_ios(outputs),
+        STREAM_FOOTER: b"",
+    }
     return b"".join(_block(name, blocks[name]) for name in BLOCK_ORDER)
 
 
@@ -163,16 +175,18 @@ def _read_blocks(data: bytes) -> list[tuple[str, bytes, bool]]:
             raise PayloadError(f"{at}: name {raw_name!r} is not a NUL-padded string")
         name = name_bytes.decode("ascii", "replace")
         if external not in (0, EXTERNAL_REFERENCE) or reserved.strip(b"\0"):
-            raise PayloadError(f"{at} ({name}): external flag {external} or reserved bytes "
-                               f"{reserved.hex()} are not valid")
+            raise PayloadError(
+                f"{at} ({name}): external flag {external} or reserved bytes {reserved.hex()} are not valid"
+            )
         start = pos + BLOCK_HEADER.size
         end = start + -(-size // BLOCK_ALIGNMENT) * BLOCK_ALIGNMENT
         if end > len(data):
-            raise PayloadError(f"{at} ({name}): {size} bytes of data run past the end of the "
-                               f"payload ({len(data)} bytes)")
-        if data[start + size:end].strip(b"\0"):
+            raise PayloadError(
+                f"{at} ({name}): {size} bytes of data run past the end of the payload ({len(data)} bytes)"
+            )
+        if data[start + size : end].strip(b"\0"):
             raise PayloadError(f"{at} ({name}): padding after the data is not zero")
-        blocks.append((name, bytes(data[start:start + size]), external == EXTERNAL_REFERENCE))
+        blocks.append((name, bytes(data[start : start + size]), external == EXTERNAL_REFERENCE))
         pos = end
     return blocks
 
@@ -182,8 +196,10 @@ def _unpack_ios(name: str, data: bytes) -> tuple[IoTensor, ...]:
         raise PayloadError(f"{name} block has {len(data)} bytes, too few for its count")
     count = IO_COUNT.unpack_from(data)[0]
     if count < 0 or len(data) != IO_COUNT.size + count * IO_TENSOR.size:
-        raise PayloadError(f"{name} block has {len(data)} bytes for a count of {count}; "
-                           f"expected {IO_COUNT.size} + {IO_TENSOR.size} per tensor")
+        raise PayloadError(
+            f"{name} block has {len(data)} bytes for a count of {count}; "
+            f"expected {IO_COUNT.size} + {IO_TENSOR.size} per tensor"
+        )
     ios = []
     for i in range(count):
         *shape, elem_size, offset, region = IO_TENSOR.unpack_from(data, 4 + i * IO_TENSOR.size)
@@ -203,8 +219,10 @@ def decode(data: bytes, named_data: Mapping[str, bytes] | None = None) -> VelaPa
     for name, content, is_external in blocks:
         if is_external:
             if len(content) != EXTERNAL_KEY_LENGTH:
-                raise PayloadError(f"{name} block refers to named data with a {len(content)}-byte "
-                                   f"key; keys are {EXTERNAL_KEY_LENGTH} bytes")
+                raise PayloadError(
+                    f"{name} block refers to named data with a {len(content)}-byte "
+                    f"key; keys are {EXTERNAL_KEY_LENGTH} bytes"
+                )
             key = content.decode("ascii", "replace")
             if named_data is None or key not in named_data:
                 raise PayloadError(f"{name} block refers to named data {key!r}, which was not given")
@@ -214,12 +232,19 @@ def decode(data: bytes, named_data: Mapping[str, bytes] | None = None) -> VelaPa
         if contents[name]:
             raise PayloadError(f"{name} block holds {len(contents[name])} bytes; it must be empty")
     if contents["cmd_data"][:4] not in COMMAND_STREAM_MAGICS:
-        raise PayloadError(f"cmd_data starts with {contents['cmd_data'][:4]!r}, not a Vela "
-                           f"command stream ({' or '.join(map(repr, COMMAND_STREAM_MAGICS))})")
+        raise PayloadError(
+            f"cmd_data starts with {contents['cmd_data'][:4]!r}, not a Vela "
+            f"command stream ({' or '.join(map(repr, COMMAND_STREAM_MAGICS))})"
+        )
     if len(contents["scratch_size"]) != SCRATCH_SIZE.size:
-        raise PayloadError(f"scratch_size block has {len(contents['scratch_size'])} bytes, "
-                           f"expected {SCRATCH_SIZE.size}")
-    return VelaPayload(contents["cmd_data"], contents["weight_data"],
-                       SCRATCH_SIZE.unpack(contents["scratch_size"])[0],
-                       _unpack_ios("inputs", contents["inputs"]),
-                       _unpack_ios("outputs", contents["outputs"]), external)
+        raise PayloadError(
+            f"scratch_size block has {len(contents['scratch_size'])} bytes, expected {SCRATCH_SIZE.size}"
+        )
+    return VelaPayload(
+        contents["cmd_data"],
+        contents["weight_data"],
+        SCRATCH_SIZE.unpack(contents["scratch_size"])[0],
+        _unpack_ios("inputs", contents["inputs"]),
+        _unpack_ios("outputs", contents["outputs"]),
+        external,
+    )

@@ -20,8 +20,9 @@ def _gather(lw: Lowerer, op: Op):
     values, index = op.inputs[0], op.inputs[1]
     out = op.output
     dim = 0 if op.target is aten.embedding.default else op.arg("dim") % len(values.shape)
-    k, c = values.shape[dim], int(np.prod(values.shape[dim + 1:], dtype=np.int64))
+    k, c = values.shape[dim], int(np.prod(values.shape[dim + 1 :], dtype=np.int64))
     w = int(np.prod(index.shape, dtype=np.int64))
+
     def as_shape(name: str, shape, want, dtype: str) -> str:  # a RESHAPE only where the shape changes
         return name if list(shape) == list(want) else lw.reshape(name, want, dtype)
 
@@ -29,8 +30,11 @@ def _gather(lw: Lowerer, op: Op):
         table = lw.const(values.data.reshape(1, k, c), values.dtype, "table")
     else:
         table = as_shape(lw.torch_order(values), values.shape, [1, k, c], values.dtype)
-    indices = (lw.const(index.data.reshape(1, w), "int32", "indices") if index.is_constant
-               else as_shape(lw.torch_order(index), index.shape, [1, w], "int32"))
+    indices = (
+        lw.const(index.data.reshape(1, w), "int32", "indices")
+        if index.is_constant
+        else as_shape(lw.torch_order(index), index.shape, [1, w], "int32")
+    )
     gathered = lw.inter([1, w, c], values.dtype)
     lw.emit("GATHER", [table, indices], [gathered], attr("Gather"))
     name = as_shape(gathered, [1, w, c], out.shape, values.dtype)

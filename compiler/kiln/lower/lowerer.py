@@ -18,8 +18,13 @@ from kiln.families import CLAMP_COPIES, OFFSET_COPIES, RANK4_TRANSPOSES, SLICE_W
 from kiln.graph import QRANGE, Op, QParams, Value
 from kiln.partition.partitioner import Partition
 
-DT = {"int8": ts.DType.INT8, "int16": ts.DType.INT16, "int32": ts.DType.INT32, "int48": ts.DType.INT48,
-      "bool": ts.DType.BOOL}
+DT = {
+    "int8": ts.DType.INT8,
+    "int16": ts.DType.INT16,
+    "int32": ts.DType.INT32,
+    "int48": ts.DType.INT48,
+    "bool": ts.DType.BOOL,
+}
 # The accumulator of a MAC op (convolutions, matmul) per activation type (weights are int8).
 ACCUMULATOR = {"int8": "int32", "int16": "int48"}
 _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constants are built from
@@ -203,10 +208,15 @@ class Lowerer:
         by its scale; a slice read through a copy only where another operand is a slice of the
         same tensor (see sliced()), where the family needs it (kiln.families.SLICE_WIDEN_COPIES)."""
         sources = [self.slice_source(name) for name in names]
-        shared = ({s for s in sources if s is not None and sources.count(s) > 1}
-                  if self.family.has(SLICE_WIDEN_COPIES) else set())
-        return [self.rescale(name, shape, v.dtype, "int32", scale, v.qparams.zero_point, 0, copy_slice=source in shared)
-                for name, shape, v, scale, source in zip(names, shapes, values, scales, sources)]
+        shared = (
+            {s for s in sources if s is not None and sources.count(s) > 1}
+            if self.family.has(SLICE_WIDEN_COPIES)
+            else set()
+        )
+        return [
+            self.rescale(name, shape, v.dtype, "int32", scale, v.qparams.zero_point, 0, copy_slice=source in shared)
+            for name, shape, v, scale, source in zip(names, shapes, values, scales, sources)
+        ]
 
     def copy(self, name: str) -> str:
         """An identity RESCALE of `name` in its own type, or at 16 bits where the family needs it
@@ -335,8 +345,9 @@ class Lowerer:
         return v.shape
 
     # ---- arithmetic helpers ---------------------------------------------------------
-    def rescale(self, name, shape, in_dtype, out_dtype, scale, in_zp=0, out_zp=0, copy_slice=True,
-                as_copy=False) -> str:
+    def rescale(
+        self, name, shape, in_dtype, out_dtype, scale, in_zp=0, out_zp=0, copy_slice=True, as_copy=False
+    ) -> str:
         """RESCALE with single rounding; `scale` a float or a per-channel (last axis) array. A
         widening one reads a slice through a copy (see sliced()) unless `copy_slice` is False.
         An 8-bit one (int8 to int8, another scale or zero point) is RESCALE to int32 (exact: the
@@ -362,8 +373,12 @@ class Lowerer:
         shifts = self.const(np.array([s for _, s in pairs]), "int8", "shift")
         out = self.inter(shape, out_dtype)
         attribute = attr("Rescale", scale32, ts.RoundingMode.SINGLE_ROUND, per_channel, False, False)
-        self.emit("RESCALE", [name, multipliers, shifts, self.zp(in_zp, in_dtype), self.zp(out_zp, out_dtype)],
-                  [out], attribute)
+        self.emit(
+            "RESCALE",
+            [name, multipliers, shifts, self.zp(in_zp, in_dtype), self.zp(out_zp, out_dtype)],
+            [out],
+            attribute,
+        )
         return out
 
     def clamp(self, name, shape, dtype, lo, hi) -> str:
@@ -404,6 +419,7 @@ LOWERINGS: dict[object, Callable[[Lowerer, Op], None]] = {}
 def lowering(*targets):
     """Registers the decorated function as the lowering of `targets` (kiln.lower.tosa.check_vocabulary
     holds LOWERINGS to the kiln.vocabulary rows that name the function's module)."""
+
     def register(fn):
         for target in targets:
             LOWERINGS[target] = fn
@@ -456,8 +472,12 @@ def pad_crop(lw: Lowerer, name: str, shape, dtype: str, pads, crops, value: int)
         return name, shape
     padded = [n, shape[1] + pads[0] + pads[1], shape[2] + pads[2] + pads[3], c]
     out = lw.inter(padded, dtype)
-    lw.emit("PAD", [name, lw.shape_const([0, 0, *pads, 0, 0]), lw.const(np.array([value]), dtype, "pad_value")],
-            [out], attr("Pad"))
+    lw.emit(
+        "PAD",
+        [name, lw.shape_const([0, 0, *pads, 0, 0]), lw.const(np.array([value]), dtype, "pad_value")],
+        [out],
+        attr("Pad"),
+    )
     return out, padded
 
 
@@ -465,8 +485,15 @@ def same_quantization(lw: Lowerer, name: str, shape, x: Value, out: Value) -> st
     """`name` (x's values, of `shape`) in out's quantization: itself when they share it."""
     if x.qparams == out.qparams:
         return name
-    return lw.rescale(name, shape, x.dtype, out.dtype, x.qparams.scale / out.qparams.scale, x.qparams.zero_point,
-                      out.qparams.zero_point)
+    return lw.rescale(
+        name,
+        shape,
+        x.dtype,
+        out.dtype,
+        x.qparams.scale / out.qparams.scale,
+        x.qparams.zero_point,
+        out.qparams.zero_point,
+    )
 
 
 def layout_axis(lw: Lowerer, v: Value, dim: int) -> tuple[str, int, bool]:

@@ -5,17 +5,34 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kiln.graph import Op, Value
 from kiln.families import CHANNELS_LAST_PAD_COPIES, FLAT_STRIDED_SLICES
-from kiln.lower.lowerer import (Lowerer, NCHW_TO_NHWC, NHWC_TO_NCHW, attr, lowering, quantize_real, same_quantization,
-                                slice_of)
+from kiln.graph import Op, Value
+from kiln.lower.lowerer import (
+    NCHW_TO_NHWC,
+    NHWC_TO_NCHW,
+    Lowerer,
+    attr,
+    lowering,
+    quantize_real,
+    same_quantization,
+    slice_of,
+)
 from kiln.partition.support import TENSOR_DIM_MAX
 
 aten = torch.ops.aten
 
 
-@lowering(aten.view.default, aten.reshape.default, aten.flatten.using_ints, aten.squeeze.dim, aten.squeeze.dims,
-          aten.squeeze.default, aten.unsqueeze.default, aten.clone.default, aten.alias.default)
+@lowering(
+    aten.view.default,
+    aten.reshape.default,
+    aten.flatten.using_ints,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.unsqueeze.default,
+    aten.clone.default,
+    aten.alias.default,
+)
 def _reshape(lw: Lowerer, op: Op):
     x, out = op.inputs[0], op.output
     if x.shape == out.shape:
@@ -65,10 +82,20 @@ def _cat(lw: Lowerer, op: Op):
         axis = NCHW_TO_NHWC.index(axis)
     else:
         names = [lw.torch_order(t) for t in tensors]
-    names = [n if t.qparams == out.qparams else lw.rescale(n, Lowerer.shape_of(t, nhwc), t.dtype, out.dtype,
-                                                             t.qparams.scale / out.qparams.scale,
-                                                             t.qparams.zero_point, out.qparams.zero_point)
-             for n, t in zip(names, tensors)]
+    names = [
+        n
+        if t.qparams == out.qparams
+        else lw.rescale(
+            n,
+            Lowerer.shape_of(t, nhwc),
+            t.dtype,
+            out.dtype,
+            t.qparams.scale / out.qparams.scale,
+            t.qparams.zero_point,
+            out.qparams.zero_point,
+        )
+        for n, t in zip(names, tensors)
+    ]
     result = lw.inter(Lowerer.shape_of(out, nhwc), out.dtype)
     lw.emit("CONCAT", names, [result], attr("Concat", axis))
     lw.result(out, result, nhwc)
@@ -122,12 +149,19 @@ def _slice_op(lw: Lowerer, op: Op):
         pads[2 * axis + 1] = n * step - taken
         shape[axis] = n * step
         padded = lw.inter(shape, x.dtype)
-        lw.emit("PAD", [name, lw.shape_const(pads), lw.const(np.array([x.qparams.zero_point]), x.dtype, "pad_value")],
-                [padded], attr("Pad"))
+        lw.emit(
+            "PAD",
+            [name, lw.shape_const(pads), lw.const(np.array([x.qparams.zero_point]), x.dtype, "pad_value")],
+            [padded],
+            attr("Pad"),
+        )
         name = padded
-    before, after = int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis + 1:], dtype=np.int64))
-    forms = [([1, 1, before * n, step * after], [1, 1, before * n, after]),
-             ([1, before, n, step * after], [1, before, n, after]), ([before, n, step, after], [before, n, 1, after])]
+    before, after = int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis + 1 :], dtype=np.int64))
+    forms = [
+        ([1, 1, before * n, step * after], [1, 1, before * n, after]),
+        ([1, before, n, step * after], [1, before, n, after]),
+        ([before, n, step, after], [before, n, 1, after]),
+    ]
     fitting = [f for f in forms[:-1] if max(f[0]) <= TENSOR_DIM_MAX]
     if len(fitting) == 2 and before > 1 and not lw.choose(FLAT_STRIDED_SLICES):
         fitting.reverse()
@@ -190,8 +224,11 @@ def _pad(lw: Lowerer, op: Op):
     before_after = [[0, 0] for _ in range(rank)]
     for i in range(len(pads) // 2):  # PyTorch lists the last dimension first
         before_after[rank - 1 - i] = [pads[2 * i], pads[2 * i + 1]]
-    nhwc = rank == 4 and (lw.stored_channels_last(x) or before_after[0] != [0, 0]
-                          or (mode != "constant" and lw.family.has(CHANNELS_LAST_PAD_COPIES)))
+    nhwc = rank == 4 and (
+        lw.stored_channels_last(x)
+        or before_after[0] != [0, 0]
+        or (mode != "constant" and lw.family.has(CHANNELS_LAST_PAD_COPIES))
+    )
     if nhwc:
         name = lw.nhwc(x)
         before_after = [before_after[p] for p in NCHW_TO_NHWC]
@@ -206,13 +243,22 @@ def _pad(lw: Lowerer, op: Op):
         return
     pad_value = quantize_real(float(op.arg("value") or 0.0), x.qparams, x.dtype)
     result = lw.inter(Lowerer.shape_of(out, nhwc), out.dtype)
-    lw.emit("PAD", [name, lw.shape_const([p for pair in before_after for p in pair]),
-                    lw.const(np.array([pad_value]), x.dtype, "pad_value")], [result], attr("Pad"))
+    lw.emit(
+        "PAD",
+        [
+            name,
+            lw.shape_const([p for pair in before_after for p in pair]),
+            lw.const(np.array([pad_value]), x.dtype, "pad_value"),
+        ],
+        [result],
+        attr("Pad"),
+    )
     lw.result(out, result, nhwc)
 
 
-def _pad_by_copies(lw: Lowerer, name: str, shape: list[int], dim: int, before: int, after: int, mode: str,
-                   dtype: str) -> tuple[str, list[int]]:
+def _pad_by_copies(
+    lw: Lowerer, name: str, shape: list[int], dim: int, before: int, after: int, mode: str, dtype: str
+) -> tuple[str, list[int]]:
     """`name` (of `shape`) padded along `dim` by `before` and `after` samples copied as
     `mode` says (the support rules keep the pads within what the mode allows):
     reflect: x[before], ..., x[1] | x | x[n-2], ..., x[n-1-after];

@@ -8,10 +8,21 @@ import torch
 import tosa_serializer as ts
 
 from kiln.errors import LoweringError
-from kiln.graph import Op, QRANGE, Value, pair
 from kiln.families import POOLED_MEANS, VELA_STRIDED_POOLS
-from kiln.lower.lowerer import (ACCUMULATOR, DT, Lowerer, attr, biases, conv_geometry, cropped, lowering, pad_crop,
-                                same_quantization, slice_of)
+from kiln.graph import QRANGE, Op, Value, pair
+from kiln.lower.lowerer import (
+    ACCUMULATOR,
+    DT,
+    Lowerer,
+    attr,
+    biases,
+    conv_geometry,
+    cropped,
+    lowering,
+    pad_crop,
+    same_quantization,
+    slice_of,
+)
 from kiln.lower.reduce import reduce_axes, reduction
 from kiln.partition.support import KERNEL_AREA_MAX, KERNEL_HEIGHT_MAX, STRIDE_MAX, moving_stride, reduced_dims
 
@@ -44,8 +55,16 @@ def _avg_pool(lw: Lowerer, op: Op):
         # PyTorch divides by the whole window, padding included; TOSA by the valid count only.
         padded = [n, h + 2 * padding[0], w + 2 * padding[1], c]
         out = lw.inter(padded, x.dtype)
-        lw.emit("PAD", [name, lw.shape_const([0, 0, padding[0], padding[0], padding[1], padding[1], 0, 0]),
-                        lw.const(np.array([x.qparams.zero_point]), x.dtype, "pad_value")], [out], attr("Pad"))
+        lw.emit(
+            "PAD",
+            [
+                name,
+                lw.shape_const([0, 0, padding[0], padding[0], padding[1], padding[1], 0, 0]),
+                lw.const(np.array([x.qparams.zero_point]), x.dtype, "pad_value"),
+            ],
+            [out],
+            attr("Pad"),
+        )
         name, (n, h, w, c), padding = out, padded, (0, 0)
     ph = conv_geometry(h, kernel[0], stride[0], 1, padding[0], out_hw[0])
     pw = conv_geometry(w, kernel[1], stride[1], 1, padding[1], out_hw[1])
@@ -73,8 +92,15 @@ def _avg_pool_nhwc(lw: Lowerer, name: str, x: Value, out: Value, kernel, stride,
     lw.emit("AVG_POOL2D", [name, lw.zp(x.qparams.zero_point, x.dtype), lw.zp(out_zp, x.dtype)], [pooled], attribute)
     if same:
         return pooled
-    return lw.rescale(pooled, shape, x.dtype, out.dtype, x.qparams.scale / out.qparams.scale, x.qparams.zero_point,
-                      out.qparams.zero_point)
+    return lw.rescale(
+        pooled,
+        shape,
+        x.dtype,
+        out.dtype,
+        x.qparams.scale / out.qparams.scale,
+        x.qparams.zero_point,
+        out.qparams.zero_point,
+    )
 
 
 @lowering(aten.adaptive_avg_pool2d.default)
@@ -137,9 +163,18 @@ def _global_mean(lw: Lowerer, x: Value, out: Value) -> str:
         acc_type = ACCUMULATOR[x.dtype]
         acc = lw.inter([n, 1, 1, c], acc_type)
         attribute = attr("DepthwiseConv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, DT[acc_type])
-        lw.emit("DEPTHWISE_CONV2D", [lw.nhwc(x), lw.const(np.ones((h, w, c, 1)), "int8", "ones"),
-                                     biases(lw, None, c, acc_type), lw.zp(x.qparams.zero_point, x.dtype),
-                                     lw.zp(0, "int8")], [acc], attribute)
+        lw.emit(
+            "DEPTHWISE_CONV2D",
+            [
+                lw.nhwc(x),
+                lw.const(np.ones((h, w, c, 1)), "int8", "ones"),
+                biases(lw, None, c, acc_type),
+                lw.zp(x.qparams.zero_point, x.dtype),
+                lw.zp(0, "int8"),
+            ],
+            [acc],
+            attribute,
+        )
         return lw.rescale(acc, [n, 1, 1, c], acc_type, out.dtype, scale, 0, out.qparams.zero_point)
     flat = lw.reshape(lw.nhwc(x), [n, 1, h * w, c], x.dtype)
     wide = lw.rescale(flat, [n, 1, h * w, c], x.dtype, "int32", 1.0, x.qparams.zero_point, 0)
@@ -161,8 +196,9 @@ def _max_pool(lw: Lowerer, op: Op):
     pw = _max_pool_pad(w, kernel[1], stride[1], padding[1], out_hw[1])
     name = cropped(lw, name, [n, h, w, c], x.dtype, ph[2], pw[2])
     out = lw.inter([n, out_hw[0], out_hw[1], c], x.dtype)
-    attribute = attr("MaxPool2d", list(kernel), list(stride), [ph[0], ph[1], pw[0], pw[1]],
-                     ts.NanPropagationMode.PROPAGATE)
+    attribute = attr(
+        "MaxPool2d", list(kernel), list(stride), [ph[0], ph[1], pw[0], pw[1]], ts.NanPropagationMode.PROPAGATE
+    )
     lw.emit("MAX_POOL2D", [name], [out], attribute)
     lw.result(op.output, out, True)
 

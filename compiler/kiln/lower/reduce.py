@@ -35,8 +35,11 @@ def reduce_axes(lw: Lowerer, name: str, shape, axes, kind: str, dtype: str) -> t
     for axis in axes:
         shape[axis] = 1
         out = lw.inter(shape, dtype)
-        attribute = (op_attr(kind, axis) if kind in UNORDERED_REDUCTIONS
-                     else op_attr(kind, axis, ts.NanPropagationMode.PROPAGATE))
+        attribute = (
+            op_attr(kind, axis)
+            if kind in UNORDERED_REDUCTIONS
+            else op_attr(kind, axis, ts.NanPropagationMode.PROPAGATE)
+        )
         lw.emit(kind, [name], [out], attribute)
         name = out
     return name, list(shape)
@@ -65,8 +68,9 @@ def _bitwise_not(lw: Lowerer, name: str, shape) -> str:
     REDUCE_MAX so reshaped is right; Vela places TABLE as the lookup of the neighbouring
     operation."""
     out = lw.inter(shape, "int8")
-    lw.emit("TABLE", [name, lw.const((-1 - np.arange(-128, 128)).astype(np.int8), "int8", "table")], [out],
-            attr("Table"))
+    lw.emit(
+        "TABLE", [name, lw.const((-1 - np.arange(-128, 128)).astype(np.int8), "int8", "table")], [out], attr("Table")
+    )
     return out
 
 

@@ -34,8 +34,17 @@ def _upsample_nearest(lw: Lowerer, op: Op):
     name = lw.nhwc(x)
     if lw.family.has(HARDWARE_RESIZE) or (fy == fx and fy in RESIZE_NEAREST_FACTORS):
         resized = lw.inter(Lowerer.shape_of(out, True), out.dtype)
-        lw.emit("RESIZE", [name, lw.shape_const([2 * fy, 2, 2 * fx, 2]), lw.shape_const([1 - fy, 1 - fx]),
-                           lw.shape_const([fy - 1, fx - 1])], [resized], attr("Resize", ts.ResizeMode.NEAREST))
+        lw.emit(
+            "RESIZE",
+            [
+                name,
+                lw.shape_const([2 * fy, 2, 2 * fx, 2]),
+                lw.shape_const([1 - fy, 1 - fx]),
+                lw.shape_const([fy - 1, fx - 1]),
+            ],
+            [resized],
+            attr("Resize", ts.ResizeMode.NEAREST),
+        )
         lw.result(out, resized, True)
         return
     lw.result(out, _interleave(lw, [[name] * fx] * fy, x.shape, x.dtype), True)
@@ -98,8 +107,18 @@ def _upsample_bilinear(lw: Lowerer, op: Op):
         for tx in bilinear_taps(fx):
             weights = np.broadcast_to(np.outer(ty, tx)[:, :, None, None], (3, 3, c, 1))
             acc = lw.inter([n, h, w, c], acc_type)
-            lw.emit("DEPTHWISE_CONV2D", [padded, lw.const(weights, "int8", "taps"), biases(lw, None, c, acc_type),
-                                         lw.zp(x.qparams.zero_point, x.dtype), lw.zp(0, "int8")], [acc], attribute)
+            lw.emit(
+                "DEPTHWISE_CONV2D",
+                [
+                    padded,
+                    lw.const(weights, "int8", "taps"),
+                    biases(lw, None, c, acc_type),
+                    lw.zp(x.qparams.zero_point, x.dtype),
+                    lw.zp(0, "int8"),
+                ],
+                [acc],
+                attribute,
+            )
             row.append(lw.rescale(acc, [n, h, w, c], acc_type, out.dtype, scale, 0, out.qparams.zero_point))
         phases.append(row)
     lw.result(out, _interleave(lw, phases, x.shape, out.dtype), True)
@@ -130,8 +149,12 @@ def _bilinear_resize(lw: Lowerer, x: Value, out: Value):
         source = lw.rescale(lw.nhwc(x), [n, h, w, c], x.dtype, "int16", 1.0, x.qparams.zero_point, 0)
         sums_type, out_zp = "int48", out.qparams.zero_point
     sums = lw.inter([n, oh, ow, c], sums_type)
-    lw.emit("RESIZE", [source, lw.shape_const(scale), lw.shape_const(offset), lw.shape_const(border)], [sums],
-            attr("Resize", ts.ResizeMode.BILINEAR))
+    lw.emit(
+        "RESIZE",
+        [source, lw.shape_const(scale), lw.shape_const(offset), lw.shape_const(border)],
+        [sums],
+        attr("Resize", ts.ResizeMode.BILINEAR),
+    )
     requant = x.qparams.scale / (scale[0] * scale[2] * out.qparams.scale)
     lw.result(out, lw.rescale(sums, [n, oh, ow, c], sums_type, out.dtype, requant, 0, out_zp), True)
 
@@ -167,9 +190,18 @@ def _bilinear_aligned(lw: Lowerer, x: Value, out: Value):
         acc_type = ACCUMULATOR[dtype]
         flat = lw.reshape(name, [1, count, 1, size], dtype)
         acc = lw.inter([1, count, 1, len(taps)], acc_type)
-        lw.emit("CONV2D", [flat, lw.const(taps[:, None, None, :], "int8", "taps"),
-                           biases(lw, None, len(taps), acc_type), lw.zp(zp, dtype), lw.zp(0, "int8")], [acc],
-                attr("Conv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, DT[acc_type]))
+        lw.emit(
+            "CONV2D",
+            [
+                flat,
+                lw.const(taps[:, None, None, :], "int8", "taps"),
+                biases(lw, None, len(taps), acc_type),
+                lw.zp(zp, dtype),
+                lw.zp(0, "int8"),
+            ],
+            [acc],
+            attr("Conv2d", [0, 0, 0, 0], [1, 1], [1, 1], False, DT[acc_type]),
+        )
         return acc
 
     wide = along_last(rows, n * h * c, w, aligned_taps(w, ow), x.dtype, x.qparams.zero_point)

@@ -14,7 +14,6 @@ from kiln.lower.lowerer import Lowerer, attr, layout_axis, lowering
 from kiln.lower.reduce import reduce_last_axis
 from kiln.vocabulary import LOG_SOFTMAX_OPS, SOFTMAX_OPS
 
-
 # ---- softmax and log_softmax: exp in Q14, normalisation in 32 bits ------------------------------
 # With x int8, d = x - max(x) along the dim is an integer in [-255, 0], so d + 127 is an int8
 # that indexes two 8-bit TABLEs exactly: the high and the low 7 bits of exp(scale * d) in Q13
@@ -37,13 +36,13 @@ def softmax_exp_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
     """(high, low) int8 tables: at the position of d + 127 (d in [-255, 0]), E = exp(scale * d)
     in Q13 as high * 128 + low."""
     d = np.arange(256, dtype=np.float64) - 255
-    e = np.round(np.exp(scale * d) * 2.0 ** EXP_BITS).astype(np.int64)
+    e = np.round(np.exp(scale * d) * 2.0**EXP_BITS).astype(np.int64)
     return (e >> 7).astype(np.int8), (e & 127).astype(np.int8)
 
 
 def ln_table() -> np.ndarray:
     """Entry j of a 16-bit TABLE read at t = (m - 0.75) * 2^17, i.e. m = 0.5 + j / 1024: ln m in Q15."""
-    return np.round(np.log(0.5 + np.arange(513, dtype=np.float64) / 1024) * 2.0 ** LN_BITS).astype(np.int16)
+    return np.round(np.log(0.5 + np.arange(513, dtype=np.float64) / 1024) * 2.0**LN_BITS).astype(np.int16)
 
 
 def _binary(lw: Lowerer, kind: str, a: str, b: str, shape, shift: int | None = None) -> str:
@@ -83,15 +82,17 @@ def _softmax(lw: Lowerer, op: Op):
     lw.emit("REDUCE_SUM", [e], [total], attr("ReduceSum", axis))
     clz = lw.inter(row, "int32")
     lw.emit("CLZ", [total], [clz], attr("Clz"))
-    normalised = _binary(lw, "LOGICAL_LEFT_SHIFT", total, _binary(lw, "SUB", clz, _scalar(lw, len(row), 1), row),
-                         row)  # m * 2^31
+    normalised = _binary(
+        lw, "LOGICAL_LEFT_SHIFT", total, _binary(lw, "SUB", clz, _scalar(lw, len(row), 1), row), row
+    )  # m * 2^31
     if op.target in LOG_SOFTMAX_OPS:
         result, unit = _log_softmax(lw, x, d, shape, row, normalised, clz)
     else:
         inverse = _reciprocal(lw, normalised, clz, row)
-        result, unit = _binary(lw, "MUL", widened(), inverse, shape, 0), 2.0 ** -30
-    lw.result(out, lw.rescale(result, shape, "int32", out.dtype, unit / out.qparams.scale, 0, out.qparams.zero_point),
-              is_nhwc)
+        result, unit = _binary(lw, "MUL", widened(), inverse, shape, 0), 2.0**-30
+    lw.result(
+        out, lw.rescale(result, shape, "int32", out.dtype, unit / out.qparams.scale, 0, out.qparams.zero_point), is_nhwc
+    )
 
 
 def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str, Callable[[], str]]:
@@ -102,9 +103,19 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
     else:
         top = lw.inter(row, x.dtype)
         lw.emit("REDUCE_MAX", [name], [top], attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
-    difference = lambda: _binary(lw, "SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0),  # noqa: E731
-                                 lw.rescale(top, row, x.dtype, "int32", 1.0), shape)  # TOSA subtracts int32 only
-    index = lambda d: lw.rescale(d, shape, "int32", "int8", 1.0, 0, EXP_INDEX_OFFSET)  # noqa: E731
+
+    def difference() -> str:  # TOSA subtracts int32 only
+        return _binary(
+            lw,
+            "SUB",
+            lw.rescale(name, shape, x.dtype, "int32", 1.0),
+            lw.rescale(top, row, x.dtype, "int32", 1.0),
+            shape,
+        )
+
+    def index(d: str) -> str:
+        return lw.rescale(d, shape, "int32", "int8", 1.0, 0, EXP_INDEX_OFFSET)
+
     fused = lw.choose(FUSED_EXPS)
     d = difference()
     first = index(d)
@@ -115,12 +126,23 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
         # the operands widened by 2^19 and 2^12 and the sum narrowed by 2^-12 to int16 (exact): Vela
         # 5.2.0 runs it as one ADD pass with its operand scalings and widens e back to int32 inside the
         # REDUCE_SUM (each consumer widens its own), where an int32 sum costs two passes per operand
-        e16 = lw.rescale(_binary(lw, "ADD", lw.rescale(high, shape, "int8", "int32", 2.0 ** 19),
-                                 lw.rescale(low, shape, "int8", "int32", 2.0 ** 12), shape), shape, "int32", "int16",
-                         2.0 ** -12)
+        e16 = lw.rescale(
+            _binary(
+                lw,
+                "ADD",
+                lw.rescale(high, shape, "int8", "int32", 2.0**19),
+                lw.rescale(low, shape, "int8", "int32", 2.0**12),
+                shape,
+            ),
+            shape,
+            "int32",
+            "int16",
+            2.0**-12,
+        )
         return d, lambda: lw.rescale(e16, shape, "int16", "int32", 1.0)
-    e32 = _binary(lw, "ADD", lw.rescale(high, shape, "int8", "int32", 128.0),
-                  lw.rescale(low, shape, "int8", "int32", 1.0), shape)
+    e32 = _binary(
+        lw, "ADD", lw.rescale(high, shape, "int8", "int32", 128.0), lw.rescale(low, shape, "int8", "int32", 1.0), shape
+    )
     return d, lambda: e32
 
 
@@ -128,13 +150,14 @@ def _log_softmax(lw: Lowerer, x: Value, d: str, shape, row, normalised: str, clz
     """(scale d - ln(sum), its unit): ln(sum in reals) = ln m + (EXP_CLZ_MAX + 1 - clz) ln 2, in 2^-f units."""
     rank = len(row)
     f = min(LOG_FRACTION_BITS, 30 - math.ceil(math.log2(x.qparams.scale * 255 + 32 * math.log(2) + 1)))
-    t = lw.rescale(_binary(lw, "SUB", normalised, _scalar(lw, rank, 3 << 29), row), row, "int32", "int16", 2.0 ** -14)
+    t = lw.rescale(_binary(lw, "SUB", normalised, _scalar(lw, rank, 3 << 29), row), row, "int32", "int16", 2.0**-14)
     ln_m = lw.rescale(_table(lw, t, ln_table(), row, "int32"), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
     octaves = _binary(lw, "SUB", _scalar(lw, rank, EXP_CLZ_MAX + 1), clz, row)
-    ln_sum = _binary(lw, "ADD", ln_m, _binary(lw, "MUL", octaves, _scalar(lw, rank, round(math.log(2) * 2 ** f)), row,
-                                              0), row)
-    shifted = lw.rescale(d, shape, "int32", "int32", x.qparams.scale * 2.0 ** f)  # scale d in 2^-f
-    return _binary(lw, "SUB", shifted, ln_sum, shape), 2.0 ** -f
+    ln_sum = _binary(
+        lw, "ADD", ln_m, _binary(lw, "MUL", octaves, _scalar(lw, rank, round(math.log(2) * 2**f)), row, 0), row
+    )
+    shifted = lw.rescale(d, shape, "int32", "int32", x.qparams.scale * 2.0**f)  # scale d in 2^-f
+    return _binary(lw, "SUB", shifted, ln_sum, shape), 2.0**-f
 
 
 def _reciprocal(lw: Lowerer, normalised: str, clz: str, row) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from kiln import vocabulary
 from kiln.errors import InternalError
 from kiln.families import NpuFamily
+
 # The families of lowerings: importing each registers its lowerings (kiln.lower.lowerer.LOWERINGS).
 from kiln.lower import conv, elementwise, gather, movement, pool, reduce, resize, softmax  # noqa: F401
 from kiln.lower.lowerer import LOWERINGS, Lowerer
@@ -32,8 +33,11 @@ def check_vocabulary(lowerings: dict) -> None:
     if vocabulary.LOWERED - set(lowerings):
         problems.append(f"no lowering for {sorted(map(str, vocabulary.LOWERED - set(lowerings)))}, in its row")
     for row in (row for row in vocabulary.OPERATORS if row.lowering is not None):
-        misplaced = sorted(str(op) for op in row.overloads
-                           if op in lowerings and lowerings[op].__module__ != f"kiln.lower.{row.lowering}")
+        misplaced = sorted(
+            str(op)
+            for op in row.overloads
+            if op in lowerings and lowerings[op].__module__ != f"kiln.lower.{row.lowering}"
+        )
         if misplaced:
             problems.append(f"{misplaced} lowered outside kiln.lower.{row.lowering}, which its row names")
     if problems:

@@ -54,21 +54,42 @@ def vela_command() -> list[str]:
     return [found]
 
 
-def compile_tosa(tosa: bytes, name: str, accelerator: str, system_config: str, memory_mode: str,
-                 keep_dir: Path | None = None, timeout_s: float = 600) -> VelaResult:
+def compile_tosa(
+    tosa: bytes,
+    name: str,
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    keep_dir: Path | None = None,
+    timeout_s: float = 600,
+) -> VelaResult:
     """Compiles one TOSA flatbuffer for `accelerator` (e.g. "ethos-u55-128")."""
     return _compile(tosa, f"{name}.tosa", accelerator, system_config, memory_mode, keep_dir, timeout_s)
 
 
-def compile_tflite(tflite: bytes, name: str, accelerator: str, system_config: str, memory_mode: str,
-                   keep_dir: Path | None = None, timeout_s: float = 600) -> VelaResult:
+def compile_tflite(
+    tflite: bytes,
+    name: str,
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    keep_dir: Path | None = None,
+    timeout_s: float = 600,
+) -> VelaResult:
     """Compiles one TFLite flatbuffer (the NPU model's tests use it to reach command-stream
     features Vela emits only for TFLite graphs)."""
     return _compile(tflite, f"{name}.tflite", accelerator, system_config, memory_mode, keep_dir, timeout_s)
 
 
-def _compile(network: bytes, filename: str, accelerator: str, system_config: str, memory_mode: str,
-             keep_dir: Path | None, timeout_s: float) -> VelaResult:
+def _compile(
+    network: bytes,
+    filename: str,
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    keep_dir: Path | None,
+    timeout_s: float,
+) -> VelaResult:
     name = Path(filename).stem
     with tempfile.TemporaryDirectory(prefix="kiln-vela-") as tmp:
         work = Path(keep_dir) if keep_dir is not None else Path(tmp)
@@ -76,8 +97,17 @@ def _compile(network: bytes, filename: str, accelerator: str, system_config: str
         source = work / filename
         source.write_bytes(network)
         command = vela_command() + [
-            "--accelerator-config", accelerator, "--system-config", system_config, "--memory-mode", memory_mode,
-            "--output-format", "raw", "--output-dir", str(work), str(source),
+            "--accelerator-config",
+            accelerator,
+            "--system-config",
+            system_config,
+            "--memory-mode",
+            memory_mode,
+            "--output-format",
+            "raw",
+            "--output-dir",
+            str(work),
+            str(source),
         ]
         try:
             run = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
@@ -113,7 +143,8 @@ def _read(work: Path, name: str, system_config: str) -> VelaResult:
     if not npz_path.exists() or not csv_path.exists():
         raise VelaError(f"Vela wrote no raw output for {name} (expected {npz_path.name} and {csv_path.name})")
     wanted = ("cmd_data", "weight_data", "scratch_size", "scratch_fast_size") + tuple(
-        f"{kind}_{field}" for kind in ("input", "output") for field in ("shape", "elem_size", "offset", "region"))
+        f"{kind}_{field}" for kind in ("input", "output") for field in ("shape", "elem_size", "offset", "region")
+    )
     with np.load(npz_path, allow_pickle=False) as npz:  # other keys hold pickled objects: never loaded
         missing = [key for key in wanted if key not in npz.files]
         if missing:
@@ -126,9 +157,12 @@ def _read(work: Path, name: str, system_config: str) -> VelaResult:
         shapes = data[f"{kind}_shape"].reshape(-1, 6)
         return tuple(
             IoTensor(tuple(int(d) for d in shape), int(size), int(offset), int(region))
-            for shape, size, offset, region in zip(shapes, data[f"{kind}_elem_size"].reshape(-1),
-                                                   data[f"{kind}_offset"].reshape(-1),
-                                                   data[f"{kind}_region"].reshape(-1))
+            for shape, size, offset, region in zip(
+                shapes,
+                data[f"{kind}_elem_size"].reshape(-1),
+                data[f"{kind}_offset"].reshape(-1),
+                data[f"{kind}_region"].reshape(-1),
+            )
         )
 
     return VelaResult(

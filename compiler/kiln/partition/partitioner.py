@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from kiln.families import NpuFamily
 from kiln.graph import Graph, Op, Value
-from kiln.spec import Exclusions
 from kiln.partition.support import reason
+from kiln.spec import Exclusions
 
 
 @dataclass
@@ -84,8 +84,13 @@ class _Sets:
         return a
 
 
-def partition(graph: Graph, family: NpuFamily, exclusions: Exclusions = Exclusions(), delegate: bool = True,
-              refused: Mapping[str, str] | None = None) -> Partitioning:
+def partition(
+    graph: Graph,
+    family: NpuFamily,
+    exclusions: Exclusions = Exclusions(),
+    delegate: bool = True,
+    refused: Mapping[str, str] | None = None,
+) -> Partitioning:
     """`refused` maps op names to why Vela could not place them (the compile driver learns it by
     compiling; kiln.compile): those ops stay on the CPU with that reason, as a rule's would."""
     refused = refused or {}
@@ -217,7 +222,9 @@ def _schedule(graph: Graph, placements: list[Placement], partitions: list[Partit
     for unit in units:
         ops = unit.ops if isinstance(unit, Partition) else [unit]
         needs[id(unit)] = {
-            id(unit_of[id(v.producer)]) for op in ops for v in op.inputs
+            id(unit_of[id(v.producer)])
+            for op in ops
+            for v in op.inputs
             if v.producer is not None and unit_of[id(v.producer)] is not unit
         }
     done: set[int] = set()

@@ -17,18 +17,36 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kiln.partition import tables
 from kiln.families import DMA_GATHERS, HARDWARE_RESIZE, INT16_MATMUL, INT16_TRANSPOSE_CONV, SELECTS, NpuFamily, Row
 from kiln.graph import Op, Value, pair
-from kiln.vocabulary import (BOOL_REDUCTIONS, CHECKED_INDEX, COMPARISON_OPS, DEQUANTIZE, GATHERS, INDEX_OPS,
-                             LOG_SOFTMAX_OPS, LOGICAL_OPS, LOWERED, MATMUL_OPS, QUANTIZE, SOFTMAX_OPS, TABLE_OPS,
-                             WEIGHT_AXIS, Kind, of_kind)
+from kiln.partition import tables
+from kiln.vocabulary import (
+    BOOL_REDUCTIONS,
+    CHECKED_INDEX,
+    COMPARISON_OPS,
+    DEQUANTIZE,
+    GATHERS,
+    INDEX_OPS,
+    LOG_SOFTMAX_OPS,
+    LOGICAL_OPS,
+    LOWERED,
+    MATMUL_OPS,
+    QUANTIZE,
+    SOFTMAX_OPS,
+    TABLE_OPS,
+    WEIGHT_AXIS,
+    Kind,
+    of_kind,
+)
 
 aten = torch.ops.aten
 CONV_OPS = of_kind(Kind.CONV)
 POOL_OPS = of_kind(Kind.AVG_POOL, Kind.MAX_POOL)
-SPATIAL_OPS = CONV_OPS | POOL_OPS | of_kind(Kind.ADAPTIVE_POOL, Kind.CONV_TRANSPOSE, Kind.UPSAMPLE_NEAREST,
-                                            Kind.UPSAMPLE_BILINEAR)
+SPATIAL_OPS = (
+    CONV_OPS
+    | POOL_OPS
+    | of_kind(Kind.ADAPTIVE_POOL, Kind.CONV_TRANSPOSE, Kind.UPSAMPLE_NEAREST, Kind.UPSAMPLE_BILINEAR)
+)
 SUMS = of_kind(Kind.SUM, Kind.MEAN)
 INT32_MAX = 2**31 - 1
 MAC_OPS = of_kind(Kind.CONV, Kind.LINEAR, Kind.CONV_TRANSPOSE, Kind.MATMUL)  # the NPU's MAC array computes them
@@ -57,8 +75,9 @@ class Rule:
 
     def checked_on(self, family: NpuFamily) -> bool:
         """Whether the rule applies on an NPU of `family`."""
-        return (self.having is None or family.has(self.having)) and (self.lacking is None
-                                                                      or not family.has(self.lacking))
+        return (self.having is None or family.has(self.having)) and (
+            self.lacking is None or not family.has(self.lacking)
+        )
 
 
 RULES: list[Rule] = []
@@ -74,9 +93,13 @@ def rule(text: str, ops=None, having: Row | None = None, lacking: Row | None = N
 
 def facts(op: Op) -> dict:
     """Everything a rule's text may mention about `op`."""
-    f = {"op_type": op.op_type, "node": op.name, "shape": list(op.output.shape),
-         "input_shape": list(op.inputs[0].shape) if op.inputs else [],
-         "dtypes": ", ".join(sorted({v.dtype for v in op.inputs + op.outputs if not v.is_constant}))}
+    f = {
+        "op_type": op.op_type,
+        "node": op.name,
+        "shape": list(op.output.shape),
+        "input_shape": list(op.inputs[0].shape) if op.inputs else [],
+        "dtypes": ", ".join(sorted({v.dtype for v in op.inputs + op.outputs if not v.is_constant})),
+    }
     f["operand_shapes"] = " and ".join(str(list(v.shape)) for v in op.inputs)
     for key in ("stride", "dilation", "kernel_size", "padding", "groups", "dim", "pad", "mode", "step"):
         try:
@@ -102,9 +125,11 @@ def lowered(op: Op) -> bool:
     return op.target in LOWERED
 
 
-@rule("{op_type}: Vela 5.2.0 runs comparisons, logical ops (any, all) and selects on Ethos-U85, not on Ethos-U55 "
-      "or U65",
-      ops=SELECT_OPS, lacking=SELECTS)
+@rule(
+    "{op_type}: Vela 5.2.0 runs comparisons, logical ops (any, all) and selects on Ethos-U85, not on Ethos-U55 or U65",
+    ops=SELECT_OPS,
+    lacking=SELECTS,
+)
 def selects_on_u85(op: Op) -> bool:
     return False
 
@@ -115,23 +140,36 @@ def int32_multiply(op: Op) -> bool:
     if op.target is not aten.mul.Tensor or op.output.dtype != "int32":
         return False
     operands = (op.arg("self"), op.arg("other"))
-    return all(v.dtype == "int32" if isinstance(v, Value)
-               else isinstance(v, int) and not isinstance(v, bool) and -2**31 <= v <= INT32_MAX for v in operands)
+    return all(
+        v.dtype == "int32"
+        if isinstance(v, Value)
+        else isinstance(v, int) and not isinstance(v, bool) and -(2**31) <= v <= INT32_MAX
+        for v in operands
+    )
 
 
-@rule("{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
-      "a logical op's operands or a select's condition, argmax's int32 indices and a gather's (checked on the "
-      "CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool tensors stay on the "
-      "CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)")
+@rule(
+    "{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
+    "a logical op's operands or a select's condition, argmax's int32 indices and a gather's (checked on the "
+    "CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool tensors stay on the "
+    "CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)"
+)
 def npu_activation_types(op: Op) -> bool:
     if int32_multiply(op):
         return True
     indices = [v for v in op.outputs if op.target in INDEX_OPS and v.dtype == "int32"]
-    if op.target in GATHERS and len(op.inputs) > 1 and op.inputs[1].producer is not None \
-            and op.inputs[1].producer.target is CHECKED_INDEX:
+    if (
+        op.target in GATHERS
+        and len(op.inputs) > 1
+        and op.inputs[1].producer is not None
+        and op.inputs[1].producer.target is CHECKED_INDEX
+    ):
         indices.append(op.inputs[1])
-    return all(v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS)
-               for v in op.inputs + op.outputs if not v.is_constant and v not in indices)
+    return all(
+        v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS)
+        for v in op.inputs + op.outputs
+        if not v.is_constant and v not in indices
+    )
 
 
 @rule("argmax over all values (dim None) is not lowered: the NPU has no 0-dimensional result", ops=INDEX_OPS)
@@ -139,22 +177,30 @@ def argmax_along_a_dim(op: Op) -> bool:
     return op.arg("dim") is not None
 
 
-@rule("{op_type}: Vela 5.2.0 gathers (TOSA GATHER, the DMA's indexed mode) on Ethos-U85, not on Ethos-U55 or U65",
-      ops=set(GATHERS), lacking=DMA_GATHERS)
+@rule(
+    "{op_type}: Vela 5.2.0 gathers (TOSA GATHER, the DMA's indexed mode) on Ethos-U85, not on Ethos-U55 or U65",
+    ops=set(GATHERS),
+    lacking=DMA_GATHERS,
+)
 def gathers_on_u85(op: Op) -> bool:
     return False
 
 
-@rule("index_select along dim {dim} of {input_shape}: kiln gathers along a dim with only size-1 dims before it",
-      ops={aten.index_select.default})
+@rule(
+    "index_select along dim {dim} of {input_shape}: kiln gathers along a dim with only size-1 dims before it",
+    ops={aten.index_select.default},
+)
 def leading_gather_dim(op: Op) -> bool:
     x = op.inputs[0]
-    return int(np.prod(x.shape[:op.arg("dim") % len(x.shape)], dtype=np.int64)) == 1
+    return int(np.prod(x.shape[: op.arg("dim") % len(x.shape)], dtype=np.int64)) == 1
 
 
-@rule("{op_type} of a mask that other ops also read: on such a stream of Vela 5.2.0 kiln's Ethos-U85 model and "
-      "tosa_reference_model disagree on the other reader (a select; not yet traced to either), so kiln keeps "
-      "the reduction on the CPU", ops=BOOL_REDUCTIONS)
+@rule(
+    "{op_type} of a mask that other ops also read: on such a stream of Vela 5.2.0 kiln's Ethos-U85 model and "
+    "tosa_reference_model disagree on the other reader (a select; not yet traced to either), so kiln keeps "
+    "the reduction on the CPU",
+    ops=BOOL_REDUCTIONS,
+)
 def sole_reader_of_its_mask(op: Op) -> bool:
     return len(op.inputs[0].users) == 1
 
@@ -164,8 +210,10 @@ def bool_logic(op: Op) -> bool:
     return all(v.dtype == "bool" for v in op.inputs + op.outputs)
 
 
-@rule("{op_type} of {operand_shapes}: kiln compares int8 tensors quantized per tensor, or one with a finite number",
-      ops=COMPARISON_OPS)
+@rule(
+    "{op_type} of {operand_shapes}: kiln compares int8 tensors quantized per tensor, or one with a finite number",
+    ops=COMPARISON_OPS,
+)
 def int8_comparison(op: Op) -> bool:
     other = op.arg("other")
     tensors = [op.arg("self")] + ([other] if isinstance(other, Value) else [])
@@ -201,9 +249,12 @@ def far_strided(op: Op) -> bool:
     return max(moving_stride(op)) > STRIDE_MAX
 
 
-@rule("{op_type} with stride {stride} and groups {groups}: kiln runs a stride beyond the NPU's 1..3 as a "
-      "stride-1 convolution of the input's phases moved into channels (space to depth), which it does for plain "
-      "convolutions and 8-bit depthwise ones, not for grouped or 16-bit depthwise ones", ops=CONV_OPS)
+@rule(
+    "{op_type} with stride {stride} and groups {groups}: kiln runs a stride beyond the NPU's 1..3 as a "
+    "stride-1 convolution of the input's phases moved into channels (space to depth), which it does for plain "
+    "convolutions and 8-bit depthwise ones, not for grouped or 16-bit depthwise ones",
+    ops=CONV_OPS,
+)
 def strided_conv_groups(op: Op) -> bool:
     groups, x, weight = int(op.arg("groups")), op.inputs[0], op.inputs[1]
     if groups == 1 or not far_strided(op):
@@ -212,8 +263,11 @@ def strided_conv_groups(op: Op) -> bool:
     return groups == x.shape[1] and weight.shape[1] == 1 and x.dtype == "int8"
 
 
-@rule("{op_type} with stride {stride} on {input_shape}: moving the strided axes into channels (space to depth, "
-      "kiln's way past the NPU's strides 1..3) makes more than the NPU's 65535 channels", ops=CONV_OPS)
+@rule(
+    "{op_type} with stride {stride} on {input_shape}: moving the strided axes into channels (space to depth, "
+    "kiln's way past the NPU's strides 1..3) makes more than the NPU's 65535 channels",
+    ops=CONV_OPS,
+)
 def space_to_depth_channels(op: Op) -> bool:
     stride = moving_stride(op)
     if max(stride) <= STRIDE_MAX:
@@ -222,8 +276,11 @@ def space_to_depth_channels(op: Op) -> bool:
     return phases * op.inputs[0].shape[1] <= TENSOR_DIM_MAX
 
 
-@rule("{op_type} with kernel {kernel_size} and stride {stride}: kiln runs a stride beyond the NPU's 1..3 as "
-      "reductions over separate windows, and these overlap (a kernel above its stride)", ops=POOL_OPS)
+@rule(
+    "{op_type} with kernel {kernel_size} and stride {stride}: kiln runs a stride beyond the NPU's 1..3 as "
+    "reductions over separate windows, and these overlap (a kernel above its stride)",
+    ops=POOL_OPS,
+)
 def strided_pool_windows(op: Op) -> bool:
     if not far_strided(op):
         return True
@@ -232,9 +289,12 @@ def strided_pool_windows(op: Op) -> bool:
     return all(k <= s or o == 1 for k, s, o in zip(kernel, stride, op.output.shape[2:]))
 
 
-@rule("average pooling with stride {stride} and padding {padding} without count_include_pad: kiln runs a stride "
-      "beyond the NPU's 1..3 as window sums divided by the window's size, and the windows at the edges hold fewer "
-      "values", ops={aten.avg_pool2d.default})
+@rule(
+    "average pooling with stride {stride} and padding {padding} without count_include_pad: kiln runs a stride "
+    "beyond the NPU's 1..3 as window sums divided by the window's size, and the windows at the edges hold fewer "
+    "values",
+    ops={aten.avg_pool2d.default},
+)
 def strided_avg_pool_count(op: Op) -> bool:
     return not far_strided(op) or pair(op.arg("padding")) == (0, 0) or bool(op.arg("count_include_pad"))
 
@@ -242,8 +302,7 @@ def strided_avg_pool_count(op: Op) -> bool:
 # ---- convolution ---------------------------------------------------------------------------------------
 
 
-@rule("kernel {kernel_size} with dilation {dilation} spans more than the NPU's 64 rows or 64x64 area",
-      ops=CONV_OPS)
+@rule("kernel {kernel_size} with dilation {dilation} spans more than the NPU's 64 rows or 64x64 area", ops=CONV_OPS)
 def dilated_kernel(op: Op) -> bool:
     kh, kw = op.arg("weight").shape[2:]
     dh, dw = pair(op.arg("dilation"))
@@ -273,8 +332,7 @@ def pool_kernel(op: Op) -> bool:
     return kh <= KERNEL_HEIGHT_MAX and kh * kw <= KERNEL_AREA_MAX
 
 
-@rule("padded average pooling with kernel {kernel_size}: the NPU pads kernels up to 8x8",
-      ops={aten.avg_pool2d.default})
+@rule("padded average pooling with kernel {kernel_size}: the NPU pads kernels up to 8x8", ops={aten.avg_pool2d.default})
 def padded_avg_pool(op: Op) -> bool:
     kh, kw = pair(op.arg("kernel_size"))
     if far_strided(op):
@@ -287,9 +345,11 @@ def plain_avg_pool(op: Op) -> bool:
     return op.arg("divisor_override") is None and not op.arg("ceil_mode")
 
 
-@rule("{mode} padding {pad} of shape {input_shape}: kiln copies reflect, replicate and circular padding from the "
-      "input, so each pad must be 0 or more, below the padded size for reflect and at most it for circular",
-      ops={aten.pad.default})
+@rule(
+    "{mode} padding {pad} of shape {input_shape}: kiln copies reflect, replicate and circular padding from the "
+    "input, so each pad must be 0 or more, below the padded size for reflect and at most it for circular",
+    ops={aten.pad.default},
+)
 def padding_by_copies(op: Op) -> bool:
     mode, pads, shape = op.arg("mode"), list(op.arg("pad")), op.inputs[0].shape
     if mode == "constant":
@@ -308,16 +368,14 @@ def undilated_max_pool(op: Op) -> bool:
     return pair(op.arg("dilation")) == (1, 1)
 
 
-@rule("adaptive pooling to {shape} does not split the input into equal windows",
-      ops={aten.adaptive_avg_pool2d.default})
+@rule("adaptive pooling to {shape} does not split the input into equal windows", ops={aten.adaptive_avg_pool2d.default})
 def adaptive_whole_windows(op: Op) -> bool:
     (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
     return h % oh == 0 and w % ow == 0 and (h // oh) * (w // ow) <= KERNEL_AREA_MAX
 
 
 # ---- the rest ---------------------------------------------------------------------------------------------
-@rule("nearest upsampling from {input_shape} needs whole scale factors",
-      ops=of_kind(Kind.UPSAMPLE_NEAREST))
+@rule("nearest upsampling from {input_shape} needs whole scale factors", ops=of_kind(Kind.UPSAMPLE_NEAREST))
 def whole_upsampling(op: Op) -> bool:
     (h, w), (oh, ow) = op.inputs[0].shape[2:], op.output.shape[2:]
     return oh % h == 0 and ow % w == 0
@@ -338,26 +396,34 @@ def aligned_bilinear(op: Op) -> bool:
     return op.inputs[0].dtype == "int8" and max(oh, ow) <= ALIGNED_SIZE_MAX
 
 
-@rule("bilinear upsampling from {input_shape} to {shape}: kiln lowers whole scale factors up to 5 without "
-      "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)",
-      ops=BILINEAR_OPS, lacking=HARDWARE_RESIZE)
+@rule(
+    "bilinear upsampling from {input_shape} to {shape}: kiln lowers whole scale factors up to 5 without "
+    "align_corners, and int8 align_corners=True to sizes up to 128 a side (on Ethos-U85 also any size)",
+    ops=BILINEAR_OPS,
+    lacking=HARDWARE_RESIZE,
+)
 def plain_bilinear(op: Op) -> bool:
     if op.arg("align_corners"):
         return aligned_bilinear(op)
     return whole_bilinear_factors(op.inputs[0].shape, op.output.shape)
 
 
-@rule("bilinear resizing from {input_shape} to {shape}: kiln lowers any size up to 1024 a side without "
-      "align_corners (one RESIZE), and int8 align_corners=True to sizes up to 128 a side",
-      ops=BILINEAR_OPS, having=HARDWARE_RESIZE)
+@rule(
+    "bilinear resizing from {input_shape} to {shape}: kiln lowers any size up to 1024 a side without "
+    "align_corners (one RESIZE), and int8 align_corners=True to sizes up to 128 a side",
+    ops=BILINEAR_OPS,
+    having=HARDWARE_RESIZE,
+)
 def bilinear_on_u85(op: Op) -> bool:
     if op.arg("align_corners"):
         return aligned_bilinear(op)
     return max(op.output.shape[2:]) <= RESIZE_SIDE_MAX
 
 
-@rule("{op_type} to shape {shape}: the NPU has no empty or 0-dimensional tensors",
-      ops={aten.slice.Tensor, aten.select.int})
+@rule(
+    "{op_type} to shape {shape}: the NPU has no empty or 0-dimensional tensors",
+    ops={aten.slice.Tensor, aten.select.int},
+)
 def nonempty_slice(op: Op) -> bool:
     return len(op.output.shape) >= 1 and all(op.output.shape)
 
@@ -365,13 +431,17 @@ def nonempty_slice(op: Op) -> bool:
 BINARY_ELEMENTWISE = of_kind(Kind.BINARY)
 
 
-@rule("{op_type} with a constant operand that is not an int8 or int16 tensor quantized per tensor is not lowered",
-      ops=BINARY_ELEMENTWISE | MATMUL_OPS | of_kind(Kind.MINMAX))
+@rule(
+    "{op_type} with a constant operand that is not an int8 or int16 tensor quantized per tensor is not lowered",
+    ops=BINARY_ELEMENTWISE | MATMUL_OPS | of_kind(Kind.MINMAX),
+)
 def quantized_constants(op: Op) -> bool:
     # a parameter or buffer operand is a TOSA constant with its own scale and zero point
     return int32_multiply(op) or all(
         v.dtype in ("int8", "int16") and v.qparams is not None and v.qparams.axis is None
-        for v in op.inputs if v.is_constant)
+        for v in op.inputs
+        if v.is_constant
+    )
 
 
 @rule("{op_type} with a scalar operand that is not a finite number is not lowered", ops=BINARY_ELEMENTWISE)
@@ -381,8 +451,11 @@ def finite_scalars(op: Op) -> bool:
     return all(isinstance(c, (int, float)) and math.isfinite(c) for c in scalars)
 
 
-@rule("{op_type} of shapes {operand_shapes}: kiln lowers matrix products whose non-constant operands have the "
-      "output's batch shape", ops=MATMUL_OPS)
+@rule(
+    "{op_type} of shapes {operand_shapes}: kiln lowers matrix products whose non-constant operands have the "
+    "output's batch shape",
+    ops=MATMUL_OPS,
+)
 def plain_matmul(op: Op) -> bool:
     a, b = op.inputs[0], op.inputs[1]
     if min(len(a.shape), len(b.shape)) < 2 or a.shape[-1] != b.shape[-2]:
@@ -402,8 +475,11 @@ def reduced_dims(op: Op) -> list[int]:
     return sorted({d % rank for d in dims} if dims else set(range(rank)))
 
 
-@rule("{op_type} over dims {dim} of shape {input_shape}: the NPU sums in int32, and that many values of up "
-      "to 255 (int8) or 32768 (int16) steps each could pass 2^31 - 1", ops=SUMS)
+@rule(
+    "{op_type} over dims {dim} of shape {input_shape}: the NPU sums in int32, and that many values of up "
+    "to 255 (int8) or 32768 (int16) steps each could pass 2^31 - 1",
+    ops=SUMS,
+)
 def int32_sum(op: Op) -> bool:
     x = op.inputs[0]
     if x.qparams is None:
@@ -413,21 +489,31 @@ def int32_sum(op: Op) -> bool:
     return count * largest <= INT32_MAX
 
 
-@rule("16-bit amin: Vela 5.2.0's REDUCE_MIN gives wrong results when its output is reshaped across axes, and "
-      "kiln's min as ~max(~x) takes an exact 8-bit table (int8 input)", ops={aten.amin.default})
+@rule(
+    "16-bit amin: Vela 5.2.0's REDUCE_MIN gives wrong results when its output is reshaped across axes, and "
+    "kiln's min as ~max(~x) takes an exact 8-bit table (int8 input)",
+    ops={aten.amin.default},
+)
 def int8_amin(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
 
 # ---- where Ethos-U55/U65 and U85 differ (kiln.families) ----------------------------------------------
-@rule("16-bit {op_type}: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
-      ops=MATMUL_OPS, lacking=INT16_MATMUL)
+@rule(
+    "16-bit {op_type}: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
+    ops=MATMUL_OPS,
+    lacking=INT16_MATMUL,
+)
 def int8_matmul_on_u55(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
 
-@rule("16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on Ethos-U55 or U65 "
-      "(it can on Ethos-U85)", ops={aten.conv_transpose2d.input}, lacking=INT16_TRANSPOSE_CONV)
+@rule(
+    "16-bit conv_transpose2d: Vela cannot place a 16-bit transpose convolution on Ethos-U55 or U65 "
+    "(it can on Ethos-U85)",
+    ops={aten.conv_transpose2d.input},
+    lacking=INT16_TRANSPOSE_CONV,
+)
 def int8_transpose_conv_on_u55(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
 
@@ -436,8 +522,10 @@ SOFTMAXES = SOFTMAX_OPS | LOG_SOFTMAX_OPS
 SOFTMAX_LENGTH_MAX = 65535  # the row sum of 16-bit exps must fit int32 with 8 fraction bits
 
 
-@rule("{op_type} on 16-bit values: kiln lowers softmax of int8 input (its exp table is indexed by x - max(x))",
-      ops=SOFTMAXES)
+@rule(
+    "{op_type} on 16-bit values: kiln lowers softmax of int8 input (its exp table is indexed by x - max(x))",
+    ops=SOFTMAXES,
+)
 def int8_softmax(op: Op) -> bool:
     return op.inputs[0].dtype == op.output.dtype == "int8"
 
@@ -447,8 +535,11 @@ def softmax_length(op: Op) -> bool:
     return op.inputs[0].shape[op.arg("dim") % len(op.inputs[0].shape)] <= SOFTMAX_LENGTH_MAX
 
 
-@rule("16-bit {op_type}: TOSA's interpolated 16-bit table is {table_steps} steps from PT2E's reference in this "
-      "input's range (kiln takes it within 1 step; an 8-bit table is exact)", ops=TABLE_OPS)
+@rule(
+    "16-bit {op_type}: TOSA's interpolated 16-bit table is {table_steps} steps from PT2E's reference in this "
+    "input's range (kiln takes it within 1 step; an 8-bit table is exact)",
+    ops=TABLE_OPS,
+)
 def table_within_a_step(op: Op) -> bool:
     return op.inputs[0].dtype == "int8" or tables.int16_steps(op) <= 1
 

@@ -34,8 +34,10 @@ def _text(rule: Rule) -> str:
 
 def _table(rules: list[Rule], columns: list[NpuFamily]) -> list[str]:
     short = [family.name.removeprefix("ethos-").upper() for family in columns]
-    lines = [f"| Rule: the op stays on the CPU with this reason when it fails | {' | '.join(short)} |",
-             "|---|" + "---|" * len(columns)]
+    lines = [
+        f"| Rule: the op stays on the CPU with this reason when it fails | {' | '.join(short)} |",
+        "|---|" + "---|" * len(columns),
+    ]
     for r in rules:
         cells = ["checked" if r.checked_on(family) else "-" for family in columns]
         lines.append(f"| {_text(r)} (`{r.name}`) | {' | '.join(cells)} |")

@@ -26,11 +26,13 @@ INT16_STEP_BITS = 7  # 128 inputs per entry
 def reference(op: Op, q: torch.Tensor) -> np.ndarray:
     """quantize(f(dequantize(q))) for the integers `q` of op's input, in op's output type."""
     x, out = op.inputs[0], op.output
-    real = (q.to(torch.int64) - x.qparams.zero_point).to(torch.float32) * torch.tensor(x.qparams.scale,
-                                                                                       dtype=torch.float32)
+    real = (q.to(torch.int64) - x.qparams.zero_point).to(torch.float32) * torch.tensor(
+        x.qparams.scale, dtype=torch.float32
+    )
     y = op.target(real, *op.args[1:], **op.kwargs)
-    return qd.quantize_per_tensor.default(y, out.qparams.scale, out.qparams.zero_point, out.qparams.qmin,
-                                          out.qparams.qmax, getattr(torch, out.dtype)).numpy()
+    return qd.quantize_per_tensor.default(
+        y, out.qparams.scale, out.qparams.zero_point, out.qparams.qmin, out.qparams.qmax, getattr(torch, out.dtype)
+    ).numpy()
 
 
 def int8_table(op: Op) -> np.ndarray:

@@ -152,6 +152,7 @@ class _Builder:
         float kernel, then its fused activation, and quantize, exactly as PT2E's reference.
         An op of quantized inputs whose result is not quantized (a comparison's bool, argmax's
         indices) is the float kernel's result as it is (int32 indices through the kernel's int64)."""
+
         def float_of(v: Value) -> Value:
             if v.qparams is None:  # an integer or bool operand (indices, a condition) passes as it is
                 return v
@@ -183,17 +184,20 @@ class _Builder:
         if op.activation is not None:
             low, high = op.activation
             clamped = Value(op.name + "_act", out.shape, "float32")
-            self.call(KERNELS[torch.ops.aten.hardtanh.default],
-                      [self.tensor(result), self.scalar(float(max(low, -3.0e38))), self.scalar(float(min(high, 3.0e38)))],
-                      clamped)
+            self.call(
+                KERNELS[torch.ops.aten.hardtanh.default],
+                [self.tensor(result), self.scalar(float(max(low, -3.0e38))), self.scalar(float(min(high, 3.0e38)))],
+                clamped,
+            )
             result = clamped
         self.call(KERNELS[QUANTIZE[0]], self.qargs(result, out), out)
 
     def qargs(self, source: Value, quantized: Value) -> list[int]:
         """quantize/dequantize arguments: source, then the integer value's scale, zero point, range and type."""
         qp = quantized.qparams
-        return [self.scalar(x) for x in (source, float(qp.scale), qp.zero_point, qp.qmin, qp.qmax,
-                                         _TORCH[quantized.dtype])]
+        return [
+            self.scalar(x) for x in (source, float(qp.scale), qp.zero_point, qp.qmin, qp.qmax, _TORCH[quantized.dtype])
+        ]
 
 
 def _argument(op: Op, a):
@@ -244,8 +248,8 @@ def plan_memory(values: list[Evalue], instructions: list[Instruction], inputs: l
         nbytes = values[i].value.nbytes()
         begin, finish = first[i], last[i]
         offset = 0
-        for o, s, f, l in sorted(placed):
-            if f > finish or l < begin:
+        for o, s, f, f_end in sorted(placed):
+            if f > finish or f_end < begin:
                 continue  # lifetimes do not overlap
             if offset + nbytes <= o:
                 break

@@ -12,29 +12,59 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.lower import ethosu_payload
-from kiln.pte.schema import (SCALAR_TYPES, TOSA_KEY, AllocationInfo, BackendDelegate, Bool, Chain, DataLocation,
-                             DataReference, DelegateCall, DelegateCompileSpec, Double, DoubleList, EValue,
-                             ExecutionPlan, Int, IntList, KernelCall, Null, Operator, PteProgram, String, Tensor,
-                             TensorList)
-from kiln.pte.writer import serialize
-from kiln.program.builder import PLANNED_MEMORY_ID, Program
 from kiln.lower.vela import VelaResult
+from kiln.program.builder import PLANNED_MEMORY_ID, Program
+from kiln.pte.schema import (
+    SCALAR_TYPES,
+    TOSA_KEY,
+    AllocationInfo,
+    BackendDelegate,
+    Bool,
+    Chain,
+    DataLocation,
+    DataReference,
+    DelegateCall,
+    DelegateCompileSpec,
+    Double,
+    DoubleList,
+    EValue,
+    ExecutionPlan,
+    Int,
+    IntList,
+    KernelCall,
+    Null,
+    Operator,
+    PteProgram,
+    String,
+    Tensor,
+    TensorList,
+)
+from kiln.pte.writer import serialize
 
 # Each delegate's compile specs: the two ExecuTorch 1.5.1's Arm flow writes (its runtime
 # reads none of them), then kiln's own (see ethosu_payload).
-COMPILE_SPECS = (("target", "{target}"), ("output_format", "vela"),
-                 (ethosu_payload.MEMORY_MODE_SPEC, "{memory_mode}"),
-                 (ethosu_payload.FAST_SCRATCH_SPEC, "{fast_scratch_size}"))
+COMPILE_SPECS = (
+    ("target", "{target}"),
+    ("output_format", "vela"),
+    (ethosu_payload.MEMORY_MODE_SPEC, "{memory_mode}"),
+    (ethosu_payload.FAST_SCRATCH_SPEC, "{fast_scratch_size}"),
+)
 
 
 # kiln's value kinds (kiln.program.builder) that box one value: its .pte value type and the
 # Python type of what it holds.
-_BOXED = {"int": (Int, int), "double": (Double, float), "string": (String, str), "bool": (Bool, bool),
-          "int_list": (IntList, list), "double_list": (DoubleList, list), "tensor_list": (TensorList, list)}
+_BOXED = {
+    "int": (Int, int),
+    "double": (Double, float),
+    "string": (String, str),
+    "bool": (Bool, bool),
+    "int_list": (IntList, list),
+    "double_list": (DoubleList, list),
+    "tensor_list": (TensorList, list),
+}
 
 
-def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], target: str,
-          memory_mode: str) -> bytes:
+def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], target: str, memory_mode: str) -> bytes:
     """The .pte of `program`: plan "forward" with its values and one chain of its instructions, an
     EthosUBackend delegate per Vela result (in order), and each delegate's TOSA graph as named data."""
     values, constants = _values(program)
@@ -44,10 +74,16 @@ def write(program: Program, vela_results: list[VelaResult], tosa: list[bytes], t
     ]
     payloads = [payload(r) for r in vela_results]
     delegates = [
-        BackendDelegate(ethosu_payload.DELEGATE_ID, DataReference(DataLocation.INLINE, i),
-                        [DelegateCompileSpec(k, v.format(target=target, memory_mode=memory_mode,
-                                                              fast_scratch_size=r.fast_scratch_size).encode())
-                         for k, v in COMPILE_SPECS])
+        BackendDelegate(
+            ethosu_payload.DELEGATE_ID,
+            DataReference(DataLocation.INLINE, i),
+            [
+                DelegateCompileSpec(
+                    k, v.format(target=target, memory_mode=memory_mode, fast_scratch_size=r.fast_scratch_size).encode()
+                )
+                for k, v in COMPILE_SPECS
+            ],
+        )
         for i, r in enumerate(vela_results)
     ]
     plan = ExecutionPlan(
@@ -91,5 +127,6 @@ def _values(program: Program) -> tuple[list[EValue], list[bytes]]:
 
 def payload(result: VelaResult) -> bytes:
     """The vela_bin_stream of one Vela compilation."""
-    return ethosu_payload.encode(result.cmd_data, result.weight_data, result.scratch_size, result.inputs,
-                                 result.outputs)
+    return ethosu_payload.encode(
+        result.cmd_data, result.weight_data, result.scratch_size, result.inputs, result.outputs
+    )

@@ -9,16 +9,56 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from kiln.errors import PteError
-from kiln.pte.schema import (EXTENDED_HEADER_HEAD_BYTES, EXTENDED_HEADER_MAGIC, EXTENDED_HEADER_MIN_LENGTH,
-                             EXTENDED_HEADER_OFFSET, FILE_IDENTIFIER, AllocationInfo, BackendDelegate, Bool, BoolList,
-                             Chain, ChainSlot, DataLocation, DataReference, DataSegment, DelegateCall,
-                             DelegateCompileSpec, DelegateSlot, Double, DoubleList, EValue, ExecutionPlan,
-                             ExtendedHeader, Frame, FrameSlot, FreeCall, Instruction, InstructionArguments, Int,
-                             IntList, JumpFalseCall, KernelCall, KernelTypes, MoveCall, NamedData, Null, Operator,
-                             OptionalTensorList, PlanSlot, ProgramSlot, PteProgram, ScalarType, String,
-                             SubsegmentOffsets, Tensor, TensorList, TensorShapeDynamism, TensorSlot)
+from kiln.pte.schema import (
+    EXTENDED_HEADER_HEAD_BYTES,
+    EXTENDED_HEADER_MAGIC,
+    EXTENDED_HEADER_MIN_LENGTH,
+    EXTENDED_HEADER_OFFSET,
+    FILE_IDENTIFIER,
+    AllocationInfo,
+    BackendDelegate,
+    Bool,
+    BoolList,
+    Chain,
+    ChainSlot,
+    DataLocation,
+    DataReference,
+    DataSegment,
+    DelegateCall,
+    DelegateCompileSpec,
+    DelegateSlot,
+    Double,
+    DoubleList,
+    EValue,
+    ExecutionPlan,
+    ExtendedHeader,
+    Frame,
+    FrameSlot,
+    FreeCall,
+    Instruction,
+    InstructionArguments,
+    Int,
+    IntList,
+    JumpFalseCall,
+    KernelCall,
+    KernelTypes,
+    MoveCall,
+    NamedData,
+    Null,
+    Operator,
+    OptionalTensorList,
+    PlanSlot,
+    ProgramSlot,
+    PteProgram,
+    ScalarType,
+    String,
+    SubsegmentOffsets,
+    Tensor,
+    TensorList,
+    TensorShapeDynamism,
+    TensorSlot,
+)
 from kiln.pte.validate import check_index, check_plan
-
 
 _U8, _I8, _U16, _I32, _U32 = (struct.Struct(f) for f in ("<B", "<b", "<H", "<i", "<I"))
 _I64, _U64, _F64 = (struct.Struct(f) for f in ("<q", "<Q", "<d"))
@@ -34,17 +74,15 @@ class _Reader:
 
     def get(self, fmt: struct.Struct, pos: int, what: str):
         if pos < 0 or pos + fmt.size > self.size:
-            raise PteError(f"{what}: {fmt.size} bytes at offset {pos} lie outside the "
-                           f"program ({self.size} bytes)")
+            raise PteError(f"{what}: {fmt.size} bytes at offset {pos} lie outside the program ({self.size} bytes)")
         return fmt.unpack_from(self.data, pos)[0]
 
     def spend(self, n: int, what: str) -> None:
         self.budget -= n
         if self.budget < 0:
-            raise PteError(f"{what}: the program's tables and vectors overlap far more "
-                           "than a valid file's can")
+            raise PteError(f"{what}: the program's tables and vectors overlap far more than a valid file's can")
 
-    def table(self, pos: int, what: str) -> "_Table":
+    def table(self, pos: int, what: str) -> _Table:
         vtable = pos - self.get(_I32, pos, f"{what}: vtable offset")
         vt_size = self.get(_U16, vtable, f"{what}: vtable")
         obj_size = self.get(_U16, vtable + 2, f"{what}: vtable")
@@ -75,8 +113,9 @@ class _Table:
         # Only the start is checked against the table: writers (ExecuTorch's included)
         # record object sizes that can end before an 8-byte field does.
         if not 4 <= voffset < self.obj_size:
-            raise PteError(f"{self.what}.{name}: field at offset {voffset} lies outside "
-                           f"its table ({self.obj_size} bytes)")
+            raise PteError(
+                f"{self.what}.{name}: field at offset {voffset} lies outside its table ({self.obj_size} bytes)"
+            )
         return self.pos + voffset
 
     def scalar(self, slot: int, fmt: struct.Struct, name: str, default=0):
@@ -87,7 +126,7 @@ class _Table:
         p = self._field(slot, 4, name)
         return None if p is None else p + self.r.get(_U32, p, f"{self.what}.{name}")
 
-    def table(self, slot: int, name: str) -> "_Table | None":
+    def table(self, slot: int, name: str) -> _Table | None:
         t = self._target(slot, name)
         return None if t is None else self.r.table(t, f"{self.what}.{name}")
 
@@ -98,8 +137,10 @@ class _Table:
             return 0, 0, what
         count = self.r.get(_U32, t, f"{what}: length")
         if t + 4 + count * elem_size > self.r.size:
-            raise PteError(f"{what}: {count} elements of {elem_size} bytes at offset {t + 4} "
-                           f"run past the end of the program ({self.r.size} bytes)")
+            raise PteError(
+                f"{what}: {count} elements of {elem_size} bytes at offset {t + 4} "
+                f"run past the end of the program ({self.r.size} bytes)"
+            )
         self.r.spend(count * elem_size + 4, what)
         return t + 4, count, what
 
@@ -109,7 +150,7 @@ class _Table:
 
     def blob(self, slot: int, name: str) -> bytes:
         start, count, _ = self._vector(slot, 1, name)
-        return bytes(self.r.data[start:start + count])
+        return bytes(self.r.data[start : start + count])
 
     def string(self, slot: int, name: str) -> str:
         start, count, what = self._vector(slot, 1, name)
@@ -118,16 +159,18 @@ class _Table:
         if self.r.get(_U8, start + count, f"{what}: terminator") != 0:
             raise PteError(f"{what}: string is not NUL-terminated")
         try:
-            return bytes(self.r.data[start:start + count]).decode("utf-8")
+            return bytes(self.r.data[start : start + count]).decode("utf-8")
         except UnicodeDecodeError as e:
             raise PteError(f"{what}: string is not UTF-8 ({e.reason})") from None
 
-    def tables(self, slot: int, name: str) -> list["_Table"]:
+    def tables(self, slot: int, name: str) -> list[_Table]:
         start, count, what = self._vector(slot, 4, name)
-        return [self.r.table(p + self.r.get(_U32, p, f"{what}[{i}]"), f"{what}[{i}]")
-                for i, p in enumerate(range(start, start + 4 * count, 4))]
+        return [
+            self.r.table(p + self.r.get(_U32, p, f"{what}[{i}]"), f"{what}[{i}]")
+            for i, p in enumerate(range(start, start + 4 * count, 4))
+        ]
 
-    def union(self, slot: int, name: str, codes: type[IntEnum]) -> tuple[IntEnum, "_Table"]:
+    def union(self, slot: int, name: str, codes: type[IntEnum]) -> tuple[IntEnum, _Table]:
         code = self.scalar(slot, _U8, f"{name}_type")
         if code not in codes._value2member_map_ or code == 0:
             raise PteError(f"{self.what}.{name}_type is {code}, not a {codes.__name__} type")
@@ -145,24 +188,27 @@ def _enum(enum: type[IntEnum], value: int, what: str) -> IntEnum:
 
 def _read_tensor(t: _Table) -> Tensor:
     if t.table(TensorSlot.extra_tensor_info, "extra_tensor_info") is not None:
-        raise PteError(f"{t.what}.extra_tensor_info is set (external or mutable tensor "
-                       "data): not supported")
+        raise PteError(f"{t.what}.extra_tensor_info is set (external or mutable tensor data): not supported")
     alloc = t.table(TensorSlot.allocation_info, "allocation_info")
     return Tensor(
-        scalar_type=_enum(ScalarType, t.scalar(TensorSlot.scalar_type, _I8, "scalar_type"),
-                          f"{t.what}.scalar_type"),
+        scalar_type=_enum(ScalarType, t.scalar(TensorSlot.scalar_type, _I8, "scalar_type"), f"{t.what}.scalar_type"),
         storage_offset=t.scalar(TensorSlot.storage_offset, _I32, "storage_offset"),
         sizes=t.scalars(TensorSlot.sizes, "i", "sizes"),
         dim_order=t.scalars(TensorSlot.dim_order, "B", "dim_order"),
         requires_grad=bool(t.scalar(TensorSlot.requires_grad, _U8, "requires_grad")),
         data_buffer_idx=t.scalar(TensorSlot.data_buffer_idx, _U32, "data_buffer_idx"),
-        allocation_info=None if alloc is None else AllocationInfo(
-            alloc.scalar(0, _U32, "memory_id"), alloc.scalar(1, _U32, "memory_offset_low"),
-            alloc.scalar(2, _U32, "memory_offset_high")),
+        allocation_info=None
+        if alloc is None
+        else AllocationInfo(
+            alloc.scalar(0, _U32, "memory_id"),
+            alloc.scalar(1, _U32, "memory_offset_low"),
+            alloc.scalar(2, _U32, "memory_offset_high"),
+        ),
         layout=t.scalar(TensorSlot.layout, _I8, "layout"),
-        shape_dynamism=_enum(TensorShapeDynamism,
-                             t.scalar(TensorSlot.shape_dynamism, _I8, "shape_dynamism"),
-                             f"{t.what}.shape_dynamism"))
+        shape_dynamism=_enum(
+            TensorShapeDynamism, t.scalar(TensorSlot.shape_dynamism, _I8, "shape_dynamism"), f"{t.what}.shape_dynamism"
+        ),
+    )
 
 
 def _read_evalue(t: _Table) -> EValue:
@@ -179,9 +225,13 @@ def _read_evalue(t: _Table) -> EValue:
         return Double(v.scalar(0, _F64, "double_val", 0.0))
     if code == KernelTypes.String:
         return String(v.string(0, "string_val"))
-    kind, fmt = {KernelTypes.IntList: (IntList, "q"), KernelTypes.DoubleList: (DoubleList, "d"),
-                 KernelTypes.BoolList: (BoolList, "B"), KernelTypes.TensorList: (TensorList, "i"),
-                 KernelTypes.OptionalTensorList: (OptionalTensorList, "i")}[code]
+    kind, fmt = {
+        KernelTypes.IntList: (IntList, "q"),
+        KernelTypes.DoubleList: (DoubleList, "d"),
+        KernelTypes.BoolList: (BoolList, "B"),
+        KernelTypes.TensorList: (TensorList, "i"),
+        KernelTypes.OptionalTensorList: (OptionalTensorList, "i"),
+    }[code]
     items = v.scalars(0, fmt, "items")
     return kind(tuple(map(bool, items)) if kind is BoolList else items)
 
@@ -195,22 +245,31 @@ def _read_instruction(t: _Table) -> Instruction:
     if code == InstructionArguments.MoveCall:
         return MoveCall(v.scalar(0, _I32, "move_from"), v.scalar(1, _I32, "move_to"))
     if code == InstructionArguments.JumpFalseCall:
-        return JumpFalseCall(v.scalar(0, _I32, "cond_value_index"),
-                             v.scalar(1, _I32, "destination_instruction"))
+        return JumpFalseCall(v.scalar(0, _I32, "cond_value_index"), v.scalar(1, _I32, "destination_instruction"))
     return FreeCall(v.scalar(0, _I32, "value_index"))
 
 
 def _read_chain(t: _Table) -> Chain:
     stacktrace = None
     if t._target(ChainSlot.stacktrace, "stacktrace") is not None:
-        stacktrace = [[Frame(f.string(FrameSlot.filename, "filename"),
-                             f.scalar(FrameSlot.lineno, _I32, "lineno"),
-                             f.string(FrameSlot.name, "name"), f.string(FrameSlot.context, "context"))
-                       for f in frames.tables(0, "items")]
-                      for frames in t.tables(ChainSlot.stacktrace, "stacktrace")]
-    return Chain(t.scalars(ChainSlot.inputs, "i", "inputs"), t.scalars(ChainSlot.outputs, "i", "outputs"),
-                 [_read_instruction(i) for i in t.tables(ChainSlot.instructions, "instructions")],
-                 stacktrace)
+        stacktrace = [
+            [
+                Frame(
+                    f.string(FrameSlot.filename, "filename"),
+                    f.scalar(FrameSlot.lineno, _I32, "lineno"),
+                    f.string(FrameSlot.name, "name"),
+                    f.string(FrameSlot.context, "context"),
+                )
+                for f in frames.tables(0, "items")
+            ]
+            for frames in t.tables(ChainSlot.stacktrace, "stacktrace")
+        ]
+    return Chain(
+        t.scalars(ChainSlot.inputs, "i", "inputs"),
+        t.scalars(ChainSlot.outputs, "i", "outputs"),
+        [_read_instruction(i) for i in t.tables(ChainSlot.instructions, "instructions")],
+        stacktrace,
+    )
 
 
 def _read_delegate(t: _Table) -> BackendDelegate:
@@ -219,73 +278,87 @@ def _read_delegate(t: _Table) -> BackendDelegate:
         raise PteError(f"{t.what}.processed is missing")
     location = _enum(DataLocation, ref.scalar(0, _I8, "location"), f"{ref.what}.location")
     return BackendDelegate(
-        t.string(DelegateSlot.id, "id"), DataReference(location, ref.scalar(1, _U32, "index")),
-        [DelegateCompileSpec(s.string(0, "key"), s.blob(1, "value"))
-         for s in t.tables(DelegateSlot.compile_specs, "compile_specs")])
+        t.string(DelegateSlot.id, "id"),
+        DataReference(location, ref.scalar(1, _U32, "index")),
+        [
+            DelegateCompileSpec(s.string(0, "key"), s.blob(1, "value"))
+            for s in t.tables(DelegateSlot.compile_specs, "compile_specs")
+        ],
+    )
 
 
 def _read_plan(t: _Table) -> ExecutionPlan:
     if t.tables(PlanSlot.non_const_buffer_device, "non_const_buffer_device"):
-        raise PteError(f"{t.what}.non_const_buffer_device is set (buffers on another device): "
-                       "not supported")
+        raise PteError(f"{t.what}.non_const_buffer_device is set (buffers on another device): not supported")
     return ExecutionPlan(
         name=t.string(PlanSlot.name, "name"),
         values=[_read_evalue(v) for v in t.tables(PlanSlot.values, "values")],
         inputs=t.scalars(PlanSlot.inputs, "i", "inputs"),
         outputs=t.scalars(PlanSlot.outputs, "i", "outputs"),
         chains=[_read_chain(c) for c in t.tables(PlanSlot.chains, "chains")],
-        operators=[Operator(o.string(0, "name"), o.string(1, "overload"))
-                   for o in t.tables(PlanSlot.operators, "operators")],
+        operators=[
+            Operator(o.string(0, "name"), o.string(1, "overload")) for o in t.tables(PlanSlot.operators, "operators")
+        ],
         delegates=[_read_delegate(d) for d in t.tables(PlanSlot.delegates, "delegates")],
-        non_const_buffer_sizes=t.scalars(PlanSlot.non_const_buffer_sizes, "q",
-                                         "non_const_buffer_sizes"))
+        non_const_buffer_sizes=t.scalars(PlanSlot.non_const_buffer_sizes, "q", "non_const_buffer_sizes"),
+    )
 
 
 def _read_program(t: _Table) -> PteProgram:
     if t.tables(ProgramSlot.mutable_data_segments, "mutable_data_segments"):
-        raise PteError("Program.mutable_data_segments is set (mutable tensors with initial "
-                       "state): not supported")
+        raise PteError("Program.mutable_data_segments is set (mutable tensors with initial state): not supported")
     cs = t.table(ProgramSlot.constant_segment, "constant_segment")
     return PteProgram(
         version=t.scalar(ProgramSlot.version, _U32, "version"),
         execution_plans=[_read_plan(p) for p in t.tables(ProgramSlot.execution_plan, "execution_plan")],
-        constant_buffers=[b.blob(0, "storage") for b in t.tables(ProgramSlot.constant_buffer,
-                                                                    "constant_buffer")],
-        backend_delegate_data=[d.blob(0, "data") for d in t.tables(ProgramSlot.backend_delegate_data,
-                                                                      "backend_delegate_data")],
-        segments=[DataSegment(s.scalar(0, _U64, "offset"), s.scalar(1, _U64, "size"))
-                  for s in t.tables(ProgramSlot.segments, "segments")],
-        constant_segment=None if cs is None else SubsegmentOffsets(
-            cs.scalar(0, _U32, "segment_index"), cs.scalars(1, "Q", "offsets")),
-        named_data=[NamedData(n.string(0, "key"), n.scalar(1, _U32, "segment_index"))
-                    for n in t.tables(ProgramSlot.named_data, "named_data")])
+        constant_buffers=[b.blob(0, "storage") for b in t.tables(ProgramSlot.constant_buffer, "constant_buffer")],
+        backend_delegate_data=[
+            d.blob(0, "data") for d in t.tables(ProgramSlot.backend_delegate_data, "backend_delegate_data")
+        ],
+        segments=[
+            DataSegment(s.scalar(0, _U64, "offset"), s.scalar(1, _U64, "size"))
+            for s in t.tables(ProgramSlot.segments, "segments")
+        ],
+        constant_segment=None
+        if cs is None
+        else SubsegmentOffsets(cs.scalar(0, _U32, "segment_index"), cs.scalars(1, "Q", "offsets")),
+        named_data=[
+            NamedData(n.string(0, "key"), n.scalar(1, _U32, "segment_index"))
+            for n in t.tables(ProgramSlot.named_data, "named_data")
+        ],
+    )
 
 
 def _read_header(data: bytes) -> ExtendedHeader | None:
     at = EXTENDED_HEADER_OFFSET
-    if data[at:at + 4] != EXTENDED_HEADER_MAGIC:
+    if data[at : at + 4] != EXTENDED_HEADER_MAGIC:
         return None
     if len(data) < at + EXTENDED_HEADER_MIN_LENGTH:
         raise PteError(f"extended header is cut off: the file has {len(data)} bytes")
     length, program_size, base = struct.unpack_from("<IQQ", data, at + 4)
     if not EXTENDED_HEADER_MIN_LENGTH <= length <= EXTENDED_HEADER_HEAD_BYTES - at:
-        raise PteError(f"extended header length is {length}, expected "
-                       f"{EXTENDED_HEADER_MIN_LENGTH}..{EXTENDED_HEADER_HEAD_BYTES - at}")
+        raise PteError(
+            f"extended header length is {length}, expected "
+            f"{EXTENDED_HEADER_MIN_LENGTH}..{EXTENDED_HEADER_HEAD_BYTES - at}"
+        )
     if len(data) < at + length:
         raise PteError(f"extended header ({length} bytes) is cut off: the file has {len(data)} bytes")
     size = struct.unpack_from("<Q", data, at + 24)[0] if length >= 32 else None
     if not at + length <= program_size <= len(data):
-        raise PteError(f"extended header says program_size {program_size}, but the file has "
-                       f"{len(data)} bytes (truncated?)")
+        raise PteError(
+            f"extended header says program_size {program_size}, but the file has {len(data)} bytes (truncated?)"
+        )
     if base and not program_size <= base <= len(data):
-        raise PteError(f"extended header says segment_base_offset {base}, outside "
-                       f"{program_size}..{len(data)} (truncated?)")
+        raise PteError(
+            f"extended header says segment_base_offset {base}, outside {program_size}..{len(data)} (truncated?)"
+        )
     if size and not base:
-        raise PteError(f"extended header says {size} bytes of segment data but no "
-                       "segment_base_offset")
+        raise PteError(f"extended header says {size} bytes of segment data but no segment_base_offset")
     if size is not None and base + size > len(data):
-        raise PteError(f"extended header says {size} bytes of segment data from offset "
-                       f"{base}, but the file has {len(data)} bytes (truncated?)")
+        raise PteError(
+            f"extended header says {size} bytes of segment data from offset "
+            f"{base}, but the file has {len(data)} bytes (truncated?)"
+        )
     return ExtendedHeader(program_size, base, size, length)
 
 
@@ -303,7 +376,7 @@ class PteFile:
     def segment(self, index: int) -> bytes:
         s = self.program.segments[index]
         start = self.segment_data_start + s.offset
-        return self.data[start:start + s.size]
+        return self.data[start : start + s.size]
 
     def constant(self, index: int) -> bytes:
         """Constant `index` (1-based, as data_buffer_idx) up to the next one, padding included."""
@@ -311,14 +384,14 @@ class PteFile:
         if cs is not None and cs.offsets:
             seg = self.segment(cs.segment_index)
             end = cs.offsets[index + 1] if index + 1 < len(cs.offsets) else len(seg)
-            return seg[cs.offsets[index]:end]
+            return seg[cs.offsets[index] : end]
         return self.program.constant_buffers[index]
 
     def tensor_data(self, tensor: Tensor) -> bytes | None:
         """A constant tensor's bytes (exactly nbytes), or None for a tensor without data."""
         if not tensor.data_buffer_idx:
             return None
-        return self.constant(tensor.data_buffer_idx)[:tensor.nbytes]
+        return self.constant(tensor.data_buffer_idx)[: tensor.nbytes]
 
     def delegate_payload(self, delegate: BackendDelegate) -> bytes:
         ref = delegate.processed
@@ -339,8 +412,10 @@ class PteFile:
             for j, index in enumerate(getattr(plan, name)):
                 value = plan.values[index]
                 if not isinstance(value, Tensor):
-                    raise PteError(f"execution_plan[0].{name}[{j}] is value {index}, a {type(value).__name__}; "
-                                   "kiln runs programs whose inputs and outputs are tensors")
+                    raise PteError(
+                        f"execution_plan[0].{name}[{j}] is value {index}, a {type(value).__name__}; "
+                        "kiln runs programs whose inputs and outputs are tensors"
+                    )
                 if value.data_buffer_idx:
                     raise PteError(f"execution_plan[0].{name}[{j}] is value {index}, a constant tensor")
         return plan
@@ -356,8 +431,7 @@ def deserialize(data: bytes) -> PteFile:
     if len(data) < 8:
         raise PteError(f"not an ExecuTorch program: {len(data)} bytes is too short")
     if data[4:8] != FILE_IDENTIFIER:
-        raise PteError(f"not an ExecuTorch program: file identifier is {data[4:8]!r}, "
-                       f"expected {FILE_IDENTIFIER!r}")
+        raise PteError(f"not an ExecuTorch program: file identifier is {data[4:8]!r}, expected {FILE_IDENTIFIER!r}")
     header = _read_header(data)
     program_size = header.program_size if header else len(data)
     reader = _Reader(memoryview(data)[:program_size])
@@ -372,8 +446,10 @@ def deserialize(data: bytes) -> PteFile:
         start = end = len(data)
     for i, s in enumerate(program.segments):
         if start + s.offset + s.size > end:
-            raise PteError(f"segments[{i}] (offset {s.offset}, size {s.size}) runs past the "
-                           f"segment data ({end - start} bytes from file offset {start})")
+            raise PteError(
+                f"segments[{i}] (offset {s.offset}, size {s.size}) runs past the "
+                f"segment data ({end - start} bytes from file offset {start})"
+            )
     cs = program.constant_segment
     if cs is not None and cs.offsets:
         if program.constant_buffers:
@@ -381,22 +457,25 @@ def deserialize(data: bytes) -> PteFile:
         check_index(cs.segment_index, len(program.segments), "constant_segment.segment_index")
         seg_size = program.segments[cs.segment_index].size
         if any(b < a for a, b in zip(cs.offsets, cs.offsets[1:])) or cs.offsets[-1] > seg_size:
-            raise PteError(f"constant_segment.offsets {list(cs.offsets)[:8]}... are not "
-                           f"ascending within the segment ({seg_size} bytes)")
+            raise PteError(
+                f"constant_segment.offsets {list(cs.offsets)[:8]}... are not "
+                f"ascending within the segment ({seg_size} bytes)"
+            )
         n_constants = len(cs.offsets)
     else:
         n_constants = len(program.constant_buffers)
     for i, n in enumerate(program.named_data):
         check_index(n.segment_index, len(program.segments), f"named_data[{i}].segment_index")
     pte = PteFile(program, header, data, start, end)
-    targets = {DataLocation.INLINE: len(program.backend_delegate_data),
-               DataLocation.SEGMENT: len(program.segments)}
+    targets = {DataLocation.INLINE: len(program.backend_delegate_data), DataLocation.SEGMENT: len(program.segments)}
     for i, plan in enumerate(program.execution_plans):
         check_plan(plan, f"execution_plan[{i}]", n_constants, targets)
         for j, v in enumerate(plan.values):
             if isinstance(v, Tensor) and v.data_buffer_idx:
                 have = len(pte.constant(v.data_buffer_idx))
                 if v.nbytes > have:
-                    raise PteError(f"execution_plan[{i}].values[{j}] needs {v.nbytes} bytes of "
-                                   f"constant {v.data_buffer_idx}, which holds {have}")
+                    raise PteError(
+                        f"execution_plan[{i}].values[{j}] needs {v.nbytes} bytes of "
+                        f"constant {v.data_buffer_idx}, which holds {have}"
+                    )
     return pte

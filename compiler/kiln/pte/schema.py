@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Sequence, Union
 
 import numpy as np
-
 
 # --- Constants of the format ----------------------------------------------------------
 
@@ -81,12 +80,23 @@ class ScalarType(IntEnum):
 
 # Bytes per element (QUINT4X2/QUINT2X4 pack sub-byte values into one byte each).
 ELEMENT_SIZE = {
-    **dict.fromkeys([ScalarType.BYTE, ScalarType.CHAR, ScalarType.BOOL, ScalarType.QINT8,
-                     ScalarType.QUINT8, ScalarType.QUINT4X2, ScalarType.QUINT2X4,
-                     ScalarType.FLOAT8E5M2, ScalarType.FLOAT8E4M3FN,
-                     ScalarType.FLOAT8E5M2FNUZ, ScalarType.FLOAT8E4M3FNUZ], 1),
-    **dict.fromkeys([ScalarType.SHORT, ScalarType.HALF, ScalarType.BFLOAT16,
-                     ScalarType.BITS16, ScalarType.UINT16], 2),
+    **dict.fromkeys(
+        [
+            ScalarType.BYTE,
+            ScalarType.CHAR,
+            ScalarType.BOOL,
+            ScalarType.QINT8,
+            ScalarType.QUINT8,
+            ScalarType.QUINT4X2,
+            ScalarType.QUINT2X4,
+            ScalarType.FLOAT8E5M2,
+            ScalarType.FLOAT8E4M3FN,
+            ScalarType.FLOAT8E5M2FNUZ,
+            ScalarType.FLOAT8E4M3FNUZ,
+        ],
+        1,
+    ),
+    **dict.fromkeys([ScalarType.SHORT, ScalarType.HALF, ScalarType.BFLOAT16, ScalarType.BITS16, ScalarType.UINT16], 2),
     **dict.fromkeys([ScalarType.INT, ScalarType.FLOAT, ScalarType.QINT32, ScalarType.UINT32], 4),
     **dict.fromkeys([ScalarType.LONG, ScalarType.DOUBLE, ScalarType.UINT64], 8),
 }
@@ -95,8 +105,12 @@ ELEMENT_SIZE = {
 # numbering, which ExecuTorch's kernels also take as their dtype argument; so the program
 # stage uses them too (this module imports nothing of kiln's: any stage may).
 NUMPY_DTYPES = {
-    ScalarType.FLOAT: np.float32, ScalarType.CHAR: np.int8, ScalarType.SHORT: np.int16,
-    ScalarType.INT: np.int32, ScalarType.LONG: np.int64, ScalarType.BOOL: np.bool_,
+    ScalarType.FLOAT: np.float32,
+    ScalarType.CHAR: np.int8,
+    ScalarType.SHORT: np.int16,
+    ScalarType.INT: np.int32,
+    ScalarType.LONG: np.int64,
+    ScalarType.BOOL: np.bool_,
     ScalarType.BYTE: np.uint8,
 }
 SCALAR_TYPES = {np.dtype(t).name: code for code, t in NUMPY_DTYPES.items()}  # "float32" -> FLOAT, ...
@@ -150,18 +164,46 @@ class InstructionArguments(IntEnum):
 
 # Field slots (declaration order in program.fbs; a union takes two: its type, then its value).
 class ProgramSlot(IntEnum):
-    version, execution_plan, constant_buffer, backend_delegate_data, segments, \
-        constant_segment, mutable_data_segments, named_data = range(8)
+    (
+        version,
+        execution_plan,
+        constant_buffer,
+        backend_delegate_data,
+        segments,
+        constant_segment,
+        mutable_data_segments,
+        named_data,
+    ) = range(8)
 
 
 class PlanSlot(IntEnum):
-    name, container_meta_type, values, inputs, outputs, chains, operators, delegates, \
-        non_const_buffer_sizes, non_const_buffer_device = range(10)
+    (
+        name,
+        container_meta_type,
+        values,
+        inputs,
+        outputs,
+        chains,
+        operators,
+        delegates,
+        non_const_buffer_sizes,
+        non_const_buffer_device,
+    ) = range(10)
 
 
 class TensorSlot(IntEnum):
-    scalar_type, storage_offset, sizes, dim_order, requires_grad, data_buffer_idx, \
-        allocation_info, layout, shape_dynamism, extra_tensor_info = range(10)
+    (
+        scalar_type,
+        storage_offset,
+        sizes,
+        dim_order,
+        requires_grad,
+        data_buffer_idx,
+        allocation_info,
+        layout,
+        shape_dynamism,
+        extra_tensor_info,
+    ) = range(10)
 
 
 class ChainSlot(IntEnum):
@@ -179,6 +221,7 @@ class DelegateSlot(IntEnum):
 # --- Schema dataclasses -------------------------------------------------------------
 # Sequence fields accept any iterable and are stored as tuples, so values compare and hash.
 
+
 def _freeze(obj, *names: str) -> None:
     for name in names:
         object.__setattr__(obj, name, tuple(getattr(obj, name)))
@@ -193,7 +236,7 @@ class AllocationInfo:
     memory_offset_high: int = 0
 
     @classmethod
-    def at(cls, memory_id: int, offset: int) -> "AllocationInfo":
+    def at(cls, memory_id: int, offset: int) -> AllocationInfo:
         return cls(memory_id, offset & 0xFFFFFFFF, offset >> 32)
 
     @property
@@ -282,8 +325,9 @@ class OptionalTensorList(_Items):
     """items: indices of Tensor values, -1 for None."""
 
 
-EValue = Union[Null, Int, Bool, Double, String, IntList, DoubleList, BoolList, TensorList,
-               OptionalTensorList, Tensor]
+EValue = (
+    Null | Int | Bool | Double | String | IntList | DoubleList | BoolList | TensorList | OptionalTensorList | Tensor
+)
 
 
 @dataclass(frozen=True)
@@ -323,7 +367,7 @@ class FreeCall:
     value_index: int
 
 
-Instruction = Union[KernelCall, DelegateCall, MoveCall, JumpFalseCall, FreeCall]
+Instruction = KernelCall | DelegateCall | MoveCall | JumpFalseCall | FreeCall
 
 
 @dataclass(frozen=True)
@@ -397,8 +441,7 @@ class ExecutionPlan:
     non_const_buffer_sizes: Sequence[int]
 
     def __post_init__(self):
-        _freeze(self, "values", "inputs", "outputs", "chains", "operators", "delegates",
-                "non_const_buffer_sizes")
+        _freeze(self, "values", "inputs", "outputs", "chains", "operators", "delegates", "non_const_buffer_sizes")
 
 
 @dataclass(frozen=True)
@@ -438,8 +481,7 @@ class PteProgram:
     named_data: Sequence[NamedData] = ()
 
     def __post_init__(self):
-        _freeze(self, "execution_plans", "constant_buffers", "backend_delegate_data",
-                "segments", "named_data")
+        _freeze(self, "execution_plans", "constant_buffers", "backend_delegate_data", "segments", "named_data")
 
 
 @dataclass(frozen=True)
@@ -451,6 +493,11 @@ class ExtendedHeader:
 
     def encode(self) -> bytes:
         """The 32-byte header as ExecuTorch 1.5.1 writes it."""
-        return struct.pack("<4sIQQQ", EXTENDED_HEADER_MAGIC, EXTENDED_HEADER_LENGTH,
-                           self.program_size, self.segment_base_offset,
-                           self.segment_data_size or 0)
+        return struct.pack(
+            "<4sIQQQ",
+            EXTENDED_HEADER_MAGIC,
+            EXTENDED_HEADER_LENGTH,
+            self.program_size,
+            self.segment_base_offset,
+            self.segment_data_size or 0,
+        )

@@ -5,21 +5,36 @@ kiln.pte.reader after reading; either raises PteError naming the field.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from kiln.errors import PteError
-from kiln.pte.schema import (ELEMENT_SIZE, DataLocation, DelegateCall, ExecutionPlan, FreeCall, Instruction, IntList,
-                             JumpFalseCall, KernelCall, MoveCall, OptionalTensorList, Tensor, TensorList)
+from kiln.pte.schema import (
+    ELEMENT_SIZE,
+    DataLocation,
+    DelegateCall,
+    ExecutionPlan,
+    FreeCall,
+    Instruction,
+    IntList,
+    JumpFalseCall,
+    KernelCall,
+    MoveCall,
+    OptionalTensorList,
+    Tensor,
+    TensorList,
+)
 
 
 def check_index(index: int, count: int, what: str) -> None:
     if not 0 <= index < count:
-        raise PteError(f"{what} is {index}, outside 0..{count - 1}" if count
-                       else f"{what} is {index}, but there is nothing to refer to")
+        raise PteError(
+            f"{what} is {index}, outside 0..{count - 1}"
+            if count
+            else f"{what} is {index}, but there is nothing to refer to"
+        )
 
 
-def check_plan(plan: ExecutionPlan, p: str, n_constants: int,
-               delegate_targets: Mapping[DataLocation, int]) -> None:
+def check_plan(plan: ExecutionPlan, p: str, n_constants: int, delegate_targets: Mapping[DataLocation, int]) -> None:
     """Cross-references inside a plan. n_constants counts the reserved constant 0;
     delegate_targets gives, per allowed location, how many entries it can index."""
     n_values = len(plan.values)
@@ -43,15 +58,17 @@ def check_plan(plan: ExecutionPlan, p: str, n_constants: int,
             for j, index in enumerate(getattr(chain, name)):
                 check_index(index, n_values, f"{at}.{name}[{j}]")
         if chain.stacktrace is not None and len(chain.stacktrace) != len(chain.instructions):
-            raise PteError(f"{at}.stacktrace has {len(chain.stacktrace)} entries for "
-                           f"{len(chain.instructions)} instructions")
+            raise PteError(
+                f"{at}.stacktrace has {len(chain.stacktrace)} entries for {len(chain.instructions)} instructions"
+            )
         for k, ins in enumerate(chain.instructions):
             _check_instruction(ins, f"{at}.instructions[{k}]", plan, len(chain.instructions))
     for d, delegate in enumerate(plan.delegates):
         ref, at = delegate.processed, f"{p}.delegates[{d}].processed"
         if ref.location not in delegate_targets:
-            raise PteError(f"{at}.location is {ref.location!r}, expected one of "
-                           f"{[loc.name for loc in delegate_targets]}")
+            raise PteError(
+                f"{at}.location is {ref.location!r}, expected one of {[loc.name for loc in delegate_targets]}"
+            )
         check_index(ref.index, delegate_targets[ref.location], f"{at}.index")
 
 
@@ -83,18 +100,22 @@ def _check_tensor(t: Tensor, at: str, n_constants: int, buffer_sizes: Sequence[i
     if any(s < 0 for s in t.sizes):
         raise PteError(f"{at}.sizes {list(t.sizes)} has a negative size")
     if sorted(t.dim_order) != list(range(len(t.sizes))):
-        raise PteError(f"{at}.dim_order {list(t.dim_order)} is not a permutation of the "
-                       f"{len(t.sizes)} dimensions")
+        raise PteError(f"{at}.dim_order {list(t.dim_order)} is not a permutation of the {len(t.sizes)} dimensions")
     if t.data_buffer_idx:
         if t.allocation_info is not None:
-            raise PteError(f"{at} has both constant data and allocation_info (a mutable "
-                           "tensor with initial state): not supported")
+            raise PteError(
+                f"{at} has both constant data and allocation_info (a mutable tensor with initial state): not supported"
+            )
         check_index(t.data_buffer_idx, n_constants, f"{at}.data_buffer_idx")
     if t.allocation_info is not None:
         a = t.allocation_info
         if not 1 <= a.memory_id < len(buffer_sizes):
-            raise PteError(f"{at}.allocation_info.memory_id is {a.memory_id}; the plan has "
-                           f"planned buffers 1..{len(buffer_sizes) - 1}")
+            raise PteError(
+                f"{at}.allocation_info.memory_id is {a.memory_id}; the plan has "
+                f"planned buffers 1..{len(buffer_sizes) - 1}"
+            )
         if a.offset + t.nbytes > buffer_sizes[a.memory_id]:
-            raise PteError(f"{at}: {t.nbytes} bytes at offset {a.offset} overrun planned "
-                           f"buffer {a.memory_id} ({buffer_sizes[a.memory_id]} bytes)")
+            raise PteError(
+                f"{at}: {t.nbytes} bytes at offset {a.offset} overrun planned "
+                f"buffer {a.memory_id} ({buffer_sizes[a.memory_id]} bytes)"
+            )

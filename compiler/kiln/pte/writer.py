@@ -5,45 +5,90 @@ and rewrites a read .pte without kiln's reference data.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Mapping, Sequence
 
 import flatbuffers
 
 from kiln.errors import PteError
 from kiln.pte.reader import PteFile
-from kiln.pte.schema import (EXTENDED_HEADER_LENGTH, FILE_IDENTIFIER, SCHEMA_MAX_ALIGNMENT, SEGMENT_ALIGNMENT,
-                             TENSOR_ALIGNMENT, TOSA_KEY, BackendDelegate, Bool, BoolList, Chain, ChainSlot,
-                             DataLocation, DataReference, DataSegment, DelegateCall, DelegateSlot, Double, DoubleList,
-                             EValue, ExecutionPlan, ExtendedHeader, FrameSlot, FreeCall, Instruction,
-                             InstructionArguments, Int, IntList, JumpFalseCall, KernelCall, KernelTypes, MoveCall,
-                             NamedData, Null, OptionalTensorList, PlanSlot, ProgramSlot, PteProgram, String,
-                             SubsegmentOffsets, Tensor, TensorList, TensorSlot)
+from kiln.pte.schema import (
+    EXTENDED_HEADER_LENGTH,
+    FILE_IDENTIFIER,
+    SCHEMA_MAX_ALIGNMENT,
+    SEGMENT_ALIGNMENT,
+    TENSOR_ALIGNMENT,
+    TOSA_KEY,
+    BackendDelegate,
+    Bool,
+    BoolList,
+    Chain,
+    ChainSlot,
+    DataLocation,
+    DataReference,
+    DataSegment,
+    DelegateCall,
+    DelegateSlot,
+    Double,
+    DoubleList,
+    EValue,
+    ExecutionPlan,
+    ExtendedHeader,
+    FrameSlot,
+    FreeCall,
+    Instruction,
+    InstructionArguments,
+    Int,
+    IntList,
+    JumpFalseCall,
+    KernelCall,
+    KernelTypes,
+    MoveCall,
+    NamedData,
+    Null,
+    OptionalTensorList,
+    PlanSlot,
+    ProgramSlot,
+    PteProgram,
+    String,
+    SubsegmentOffsets,
+    Tensor,
+    TensorList,
+    TensorSlot,
+)
 from kiln.pte.validate import check_plan
 
-
 # The union type code of each value and instruction dataclass.
-_EVALUE_CODE = {Null: KernelTypes.Null, Int: KernelTypes.Int, Bool: KernelTypes.Bool,
-                Double: KernelTypes.Double, Tensor: KernelTypes.Tensor,
-                String: KernelTypes.String, IntList: KernelTypes.IntList,
-                DoubleList: KernelTypes.DoubleList, BoolList: KernelTypes.BoolList,
-                TensorList: KernelTypes.TensorList,
-                OptionalTensorList: KernelTypes.OptionalTensorList}
-_INSTRUCTION_CODE = {KernelCall: InstructionArguments.KernelCall,
-                     DelegateCall: InstructionArguments.DelegateCall,
-                     MoveCall: InstructionArguments.MoveCall,
-                     JumpFalseCall: InstructionArguments.JumpFalseCall,
-                     FreeCall: InstructionArguments.FreeCall}
+_EVALUE_CODE = {
+    Null: KernelTypes.Null,
+    Int: KernelTypes.Int,
+    Bool: KernelTypes.Bool,
+    Double: KernelTypes.Double,
+    Tensor: KernelTypes.Tensor,
+    String: KernelTypes.String,
+    IntList: KernelTypes.IntList,
+    DoubleList: KernelTypes.DoubleList,
+    BoolList: KernelTypes.BoolList,
+    TensorList: KernelTypes.TensorList,
+    OptionalTensorList: KernelTypes.OptionalTensorList,
+}
+_INSTRUCTION_CODE = {
+    KernelCall: InstructionArguments.KernelCall,
+    DelegateCall: InstructionArguments.DelegateCall,
+    MoveCall: InstructionArguments.MoveCall,
+    JumpFalseCall: InstructionArguments.JumpFalseCall,
+    FreeCall: InstructionArguments.FreeCall,
+}
 
 
 # kind -> (struct code, size, Builder slot method, smallest, largest)
 _SCALAR = {
     "bool": ("B", 1, "PrependBoolSlot", 0, 1),
-    "i8": ("b", 1, "PrependInt8Slot", -2**7, 2**7 - 1),
+    "i8": ("b", 1, "PrependInt8Slot", -(2**7), 2**7 - 1),
     "u8": ("B", 1, "PrependUint8Slot", 0, 2**8 - 1),
-    "i32": ("i", 4, "PrependInt32Slot", -2**31, 2**31 - 1),
+    "i32": ("i", 4, "PrependInt32Slot", -(2**31), 2**31 - 1),
     "u32": ("I", 4, "PrependUint32Slot", 0, 2**32 - 1),
-    "i64": ("q", 8, "PrependInt64Slot", -2**63, 2**63 - 1),
+    "i64": ("q", 8, "PrependInt64Slot", -(2**63), 2**63 - 1),
     "u64": ("Q", 8, "PrependUint64Slot", 0, 2**64 - 1),
     "f64": ("d", 8, "PrependFloat64Slot", None, None),
 }
@@ -63,7 +108,7 @@ class _Writer:
         b = self.b
         b.StartVector(elem_size, count, alignment)
         b.head = b.Head() - len(raw)
-        b.Bytes[b.Head():b.Head() + len(raw)] = raw
+        b.Bytes[b.Head() : b.Head() + len(raw)] = raw
         return b.EndVector()
 
     def scalars(self, kind: str, items: Sequence, what: str) -> int:
@@ -105,16 +150,26 @@ class _Writer:
         alloc = 0
         if t.allocation_info is not None:
             a = t.allocation_info
-            alloc = self.table(3, [(0, "u32", a.memory_id), (1, "u32", a.memory_offset_low),
-                                   (2, "u32", a.memory_offset_high)], f"{at}.allocation_info")
-        return self.table(len(TensorSlot), [
-            (TensorSlot.scalar_type, "i8", int(t.scalar_type)),
-            (TensorSlot.storage_offset, "i32", t.storage_offset),
-            (TensorSlot.sizes, "off", sizes), (TensorSlot.dim_order, "off", dim_order),
-            (TensorSlot.requires_grad, "bool", bool(t.requires_grad)),
-            (TensorSlot.data_buffer_idx, "u32", t.data_buffer_idx),
-            (TensorSlot.allocation_info, "off", alloc), (TensorSlot.layout, "i8", t.layout),
-            (TensorSlot.shape_dynamism, "i8", int(t.shape_dynamism))], at)
+            alloc = self.table(
+                3,
+                [(0, "u32", a.memory_id), (1, "u32", a.memory_offset_low), (2, "u32", a.memory_offset_high)],
+                f"{at}.allocation_info",
+            )
+        return self.table(
+            len(TensorSlot),
+            [
+                (TensorSlot.scalar_type, "i8", int(t.scalar_type)),
+                (TensorSlot.storage_offset, "i32", t.storage_offset),
+                (TensorSlot.sizes, "off", sizes),
+                (TensorSlot.dim_order, "off", dim_order),
+                (TensorSlot.requires_grad, "bool", bool(t.requires_grad)),
+                (TensorSlot.data_buffer_idx, "u32", t.data_buffer_idx),
+                (TensorSlot.allocation_info, "off", alloc),
+                (TensorSlot.layout, "i8", t.layout),
+                (TensorSlot.shape_dynamism, "i8", int(t.shape_dynamism)),
+            ],
+            at,
+        )
 
     def evalue(self, v: EValue, at: str) -> int:
         code = _EVALUE_CODE.get(type(v))
@@ -130,8 +185,9 @@ class _Writer:
         elif isinstance(v, String):
             val = self.table(1, [(0, "off", self.string(v.value))], at)
         else:
-            kind = {IntList: "i64", DoubleList: "f64", BoolList: "bool",
-                    TensorList: "i32", OptionalTensorList: "i32"}[type(v)]
+            kind = {IntList: "i64", DoubleList: "f64", BoolList: "bool", TensorList: "i32", OptionalTensorList: "i32"}[
+                type(v)
+            ]
             val = self.table(1, [(0, "off", self.scalars(kind, v.items, f"{at}.items"))], at)
         return self.table(2, [(0, "u8", int(code)), (1, "off", val)], at)
 
@@ -145,8 +201,7 @@ class _Writer:
         elif isinstance(ins, MoveCall):
             val = self.table(2, [(0, "i32", ins.move_from), (1, "i32", ins.move_to)], at)
         elif isinstance(ins, JumpFalseCall):
-            val = self.table(2, [(0, "i32", ins.cond_value_index),
-                                 (1, "i32", ins.destination_instruction)], at)
+            val = self.table(2, [(0, "i32", ins.cond_value_index), (1, "i32", ins.destination_instruction)], at)
         else:
             val = self.table(1, [(0, "i32", ins.value_index)], at)
         return self.table(2, [(0, "u8", int(_INSTRUCTION_CODE[type(ins)])), (1, "off", val)], at)
@@ -154,33 +209,59 @@ class _Writer:
     def chain(self, c: Chain, at: str) -> int:
         inputs = self.scalars("i32", c.inputs, f"{at}.inputs")
         outputs = self.scalars("i32", c.outputs, f"{at}.outputs")
-        instructions = self.tables([self.instruction(ins, f"{at}.instructions[{k}]")
-                                    for k, ins in enumerate(c.instructions)])
+        instructions = self.tables(
+            [self.instruction(ins, f"{at}.instructions[{k}]") for k, ins in enumerate(c.instructions)]
+        )
         stacktrace = 0
         if c.stacktrace is not None:
             lists = []
             for k, frames in enumerate(c.stacktrace):
-                offs = [self.table(len(FrameSlot), [
-                    (FrameSlot.filename, "off", self.string(f.filename)),
-                    (FrameSlot.lineno, "i32", f.lineno), (FrameSlot.name, "off", self.string(f.name)),
-                    (FrameSlot.context, "off", self.string(f.context))], f"{at}.stacktrace[{k}]")
-                    for f in frames]
+                offs = [
+                    self.table(
+                        len(FrameSlot),
+                        [
+                            (FrameSlot.filename, "off", self.string(f.filename)),
+                            (FrameSlot.lineno, "i32", f.lineno),
+                            (FrameSlot.name, "off", self.string(f.name)),
+                            (FrameSlot.context, "off", self.string(f.context)),
+                        ],
+                        f"{at}.stacktrace[{k}]",
+                    )
+                    for f in frames
+                ]
                 lists.append(self.table(1, [(0, "off", self.tables(offs))], f"{at}.stacktrace"))
             stacktrace = self.tables(lists)
-        return self.table(len(ChainSlot), [
-            (ChainSlot.inputs, "off", inputs), (ChainSlot.outputs, "off", outputs),
-            (ChainSlot.instructions, "off", instructions), (ChainSlot.stacktrace, "off", stacktrace)], at)
+        return self.table(
+            len(ChainSlot),
+            [
+                (ChainSlot.inputs, "off", inputs),
+                (ChainSlot.outputs, "off", outputs),
+                (ChainSlot.instructions, "off", instructions),
+                (ChainSlot.stacktrace, "off", stacktrace),
+            ],
+            at,
+        )
 
     def delegate(self, d: BackendDelegate, at: str) -> int:
         id_ = self.string(d.id)
-        processed = self.table(2, [(0, "i8", int(d.processed.location)),
-                                   (1, "u32", d.processed.index)], f"{at}.processed")
-        specs = self.tables([self.table(2, [(0, "off", self.string(s.key)),
-                                            (1, "off", self.blob(s.value))], f"{at}.compile_specs")
-                             for s in d.compile_specs])
-        return self.table(len(DelegateSlot), [(DelegateSlot.id, "off", id_),
-                                                 (DelegateSlot.processed, "off", processed),
-                                                 (DelegateSlot.compile_specs, "off", specs)], at)
+        processed = self.table(
+            2, [(0, "i8", int(d.processed.location)), (1, "u32", d.processed.index)], f"{at}.processed"
+        )
+        specs = self.tables(
+            [
+                self.table(2, [(0, "off", self.string(s.key)), (1, "off", self.blob(s.value))], f"{at}.compile_specs")
+                for s in d.compile_specs
+            ]
+        )
+        return self.table(
+            len(DelegateSlot),
+            [
+                (DelegateSlot.id, "off", id_),
+                (DelegateSlot.processed, "off", processed),
+                (DelegateSlot.compile_specs, "off", specs),
+            ],
+            at,
+        )
 
     def plan(self, plan: ExecutionPlan, at: str) -> int:
         name = self.string(plan.name)
@@ -188,42 +269,73 @@ class _Writer:
         inputs = self.scalars("i32", plan.inputs, f"{at}.inputs")
         outputs = self.scalars("i32", plan.outputs, f"{at}.outputs")
         chains = self.tables([self.chain(c, f"{at}.chains[{i}]") for i, c in enumerate(plan.chains)])
-        operators = self.tables([self.table(2, [(0, "off", self.string(o.name)),
-                                                (1, "off", self.string(o.overload))], f"{at}.operators")
-                                 for o in plan.operators])
-        delegates = self.tables([self.delegate(d, f"{at}.delegates[{i}]")
-                                 for i, d in enumerate(plan.delegates)])
+        operators = self.tables(
+            [
+                self.table(2, [(0, "off", self.string(o.name)), (1, "off", self.string(o.overload))], f"{at}.operators")
+                for o in plan.operators
+            ]
+        )
+        delegates = self.tables([self.delegate(d, f"{at}.delegates[{i}]") for i, d in enumerate(plan.delegates)])
         sizes = self.scalars("i64", plan.non_const_buffer_sizes, f"{at}.non_const_buffer_sizes")
-        return self.table(len(PlanSlot), [
-            (PlanSlot.name, "off", name), (PlanSlot.values, "off", values), (PlanSlot.inputs, "off", inputs),
-            (PlanSlot.outputs, "off", outputs), (PlanSlot.chains, "off", chains),
-            (PlanSlot.operators, "off", operators), (PlanSlot.delegates, "off", delegates),
-            (PlanSlot.non_const_buffer_sizes, "off", sizes)], at)
+        return self.table(
+            len(PlanSlot),
+            [
+                (PlanSlot.name, "off", name),
+                (PlanSlot.values, "off", values),
+                (PlanSlot.inputs, "off", inputs),
+                (PlanSlot.outputs, "off", outputs),
+                (PlanSlot.chains, "off", chains),
+                (PlanSlot.operators, "off", operators),
+                (PlanSlot.delegates, "off", delegates),
+                (PlanSlot.non_const_buffer_sizes, "off", sizes),
+            ],
+            at,
+        )
 
     def program(self, p: PteProgram) -> bytes:
-        plans = self.tables([self.plan(plan, f"execution_plan[{i}]")
-                             for i, plan in enumerate(p.execution_plans)])
-        buffers = self.tables([self.table(1, [(0, "off", self.blob(s, SCHEMA_MAX_ALIGNMENT))],
-                                          "constant_buffer") for s in p.constant_buffers])
-        inline = self.tables([self.table(1, [(0, "off", self.blob(s, SCHEMA_MAX_ALIGNMENT))],
-                                         "backend_delegate_data") for s in p.backend_delegate_data])
-        segments = self.tables([self.table(2, [(0, "u64", s.offset), (1, "u64", s.size)],
-                                           f"segments[{i}]") for i, s in enumerate(p.segments)])
+        plans = self.tables([self.plan(plan, f"execution_plan[{i}]") for i, plan in enumerate(p.execution_plans)])
+        buffers = self.tables(
+            [
+                self.table(1, [(0, "off", self.blob(s, SCHEMA_MAX_ALIGNMENT))], "constant_buffer")
+                for s in p.constant_buffers
+            ]
+        )
+        inline = self.tables(
+            [
+                self.table(1, [(0, "off", self.blob(s, SCHEMA_MAX_ALIGNMENT))], "backend_delegate_data")
+                for s in p.backend_delegate_data
+            ]
+        )
+        segments = self.tables(
+            [
+                self.table(2, [(0, "u64", s.offset), (1, "u64", s.size)], f"segments[{i}]")
+                for i, s in enumerate(p.segments)
+            ]
+        )
         constant_segment = 0
         if p.constant_segment is not None:
             cs = p.constant_segment
             offsets = self.scalars("u64", cs.offsets, "constant_segment.offsets")
-            constant_segment = self.table(2, [(0, "u32", cs.segment_index), (1, "off", offsets)],
-                                          "constant_segment")
-        named = self.tables([self.table(2, [(0, "off", self.string(n.key)),
-                                            (1, "u32", n.segment_index)], f"named_data[{i}]")
-                             for i, n in enumerate(p.named_data)])
-        root = self.table(len(ProgramSlot), [
-            (ProgramSlot.version, "u32", p.version), (ProgramSlot.execution_plan, "off", plans),
-            (ProgramSlot.constant_buffer, "off", buffers),
-            (ProgramSlot.backend_delegate_data, "off", inline), (ProgramSlot.segments, "off", segments),
-            (ProgramSlot.constant_segment, "off", constant_segment),
-            (ProgramSlot.named_data, "off", named)], "Program")
+            constant_segment = self.table(2, [(0, "u32", cs.segment_index), (1, "off", offsets)], "constant_segment")
+        named = self.tables(
+            [
+                self.table(2, [(0, "off", self.string(n.key)), (1, "u32", n.segment_index)], f"named_data[{i}]")
+                for i, n in enumerate(p.named_data)
+            ]
+        )
+        root = self.table(
+            len(ProgramSlot),
+            [
+                (ProgramSlot.version, "u32", p.version),
+                (ProgramSlot.execution_plan, "off", plans),
+                (ProgramSlot.constant_buffer, "off", buffers),
+                (ProgramSlot.backend_delegate_data, "off", inline),
+                (ProgramSlot.segments, "off", segments),
+                (ProgramSlot.constant_segment, "off", constant_segment),
+                (ProgramSlot.named_data, "off", named),
+            ],
+            "Program",
+        )
         self.b.Finish(root, file_identifier=FILE_IDENTIFIER)
         return bytes(self.b.Output())
 
@@ -232,10 +344,15 @@ def _align(n: int, alignment: int) -> int:
     return -(-n // alignment) * alignment
 
 
-def serialize(program: PteProgram, *, constants: Sequence[bytes] = (),
-              delegate_payloads: Sequence[bytes] = (), named_data: Mapping[str, bytes] = {},
-              segment_alignment: int = SEGMENT_ALIGNMENT,
-              tensor_alignment: int = TENSOR_ALIGNMENT) -> bytes:
+def serialize(
+    program: PteProgram,
+    *,
+    constants: Sequence[bytes] = (),
+    delegate_payloads: Sequence[bytes] = (),
+    named_data: Mapping[str, bytes] = {},
+    segment_alignment: int = SEGMENT_ALIGNMENT,
+    tensor_alignment: int = TENSOR_ALIGNMENT,
+) -> bytes:
     """The .pte bytes of `program`, laid out as ExecuTorch 1.5.1's serializer does with
     extract_delegate_segments=True (the default of to_executorch()).
 
@@ -254,13 +371,11 @@ def serialize(program: PteProgram, *, constants: Sequence[bytes] = (),
             raise PteError(f"Program.{name} must be empty: serialize lays out the data itself")
     if program.constant_segment is not None:
         raise PteError("Program.constant_segment must be None: serialize lays out the data itself")
-    for alignment, what in ((segment_alignment, "segment_alignment"),
-                            (tensor_alignment, "tensor_alignment")):
+    for alignment, what in ((segment_alignment, "segment_alignment"), (tensor_alignment, "tensor_alignment")):
         if alignment < 1 or alignment & (alignment - 1):
             raise PteError(f"{what} {alignment} is not a power of two")
     for i, plan in enumerate(program.execution_plans):
-        check_plan(plan, f"execution_plan[{i}]", len(constants) + 1,
-                   {DataLocation.INLINE: len(delegate_payloads)})
+        check_plan(plan, f"execution_plan[{i}]", len(constants) + 1, {DataLocation.INLINE: len(delegate_payloads)})
 
     # The constant segment: the empty placeholder, then each constant, padded to the
     # tensor alignment except the last.
@@ -291,14 +406,23 @@ def serialize(program: PteProgram, *, constants: Sequence[bytes] = (),
                 ref = DataReference(DataLocation.INLINE, len(inline))
                 inline.append(payload)
             delegates.append(BackendDelegate(d.id, ref, d.compile_specs))
-        plans.append(ExecutionPlan(plan.name, plan.values, plan.inputs, plan.outputs, plan.chains,
-                                   plan.operators, delegates, plan.non_const_buffer_sizes))
+        plans.append(
+            ExecutionPlan(
+                plan.name,
+                plan.values,
+                plan.inputs,
+                plan.outputs,
+                plan.chains,
+                plan.operators,
+                delegates,
+                plan.non_const_buffer_sizes,
+            )
+        )
     unused = sorted(set(range(len(delegate_payloads))) - used)
     if unused:
         raise PteError(f"delegate_payloads {unused} are not used by any delegate")
     named_segments: dict = {}
-    named = [NamedData(key, segment_for(bytes(blob), named_segments))
-             for key, blob in named_data.items()]
+    named = [NamedData(key, segment_for(bytes(blob), named_segments)) for key, blob in named_data.items()]
 
     segments, data = [], bytearray()
     for blob in segment_blobs:
@@ -306,9 +430,16 @@ def serialize(program: PteProgram, *, constants: Sequence[bytes] = (),
         data += bytes(start - len(data)) + blob
         segments.append(DataSegment(start, len(blob)))
 
-    flat = _Writer().program(PteProgram(
-        plans, program.version, backend_delegate_data=inline, segments=segments,
-        constant_segment=SubsegmentOffsets(0, offsets), named_data=named))
+    flat = _Writer().program(
+        PteProgram(
+            plans,
+            program.version,
+            backend_delegate_data=inline,
+            segments=segments,
+            constant_segment=SubsegmentOffsets(0, offsets),
+            named_data=named,
+        )
+    )
     if not data:
         return flat
     header_length = _align(EXTENDED_HEADER_LENGTH, SCHEMA_MAX_ALIGNMENT)
@@ -316,8 +447,16 @@ def serialize(program: PteProgram, *, constants: Sequence[bytes] = (),
     base = _align(program_size, segment_alignment)
     header = ExtendedHeader(program_size, base, len(data)).encode()
     root = struct.unpack_from("<I", flat)[0] + header_length
-    return b"".join([struct.pack("<I", root), flat[4:8], header.ljust(header_length, b"\0"),
-                     flat[8:], bytes(base - program_size), data])
+    return b"".join(
+        [
+            struct.pack("<I", root),
+            flat[4:8],
+            header.ljust(header_length, b"\0"),
+            flat[8:],
+            bytes(base - program_size),
+            data,
+        ]
+    )
 
 
 def without_reference_data(f: PteFile) -> bytes:
@@ -340,5 +479,6 @@ def without_reference_data(f: PteFile) -> bytes:
     cs = f.program.constant_segment
     n_constants = len(cs.offsets) if cs is not None and cs.offsets else len(f.program.constant_buffers)
     constants = [f.constant(i) for i in range(1, n_constants)]  # 0: the reserved empty one
-    return serialize(PteProgram(plans, f.program.version), constants=constants, delegate_payloads=payloads,
-                     named_data=kept)
+    return serialize(
+        PteProgram(plans, f.program.version), constants=constants, delegate_payloads=payloads, named_data=kept
+    )

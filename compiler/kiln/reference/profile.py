@@ -114,8 +114,9 @@ def tosa_op_owners(partition, family: NpuFamily, compiled: bytes, flipped: froze
     lowerer = _TrackingLowerer(partition, family, flipped)
     again = lowerer.lower()
     if again != compiled:
-        raise InternalError("lowering a delegate's partition again gave another TOSA graph; its operators "
-                            "cannot be traced to kiln ops")
+        raise InternalError(
+            "lowering a delegate's partition again gave another TOSA graph; its operators cannot be traced to kiln ops"
+        )
     from tosa.TosaGraph import TosaGraph
 
     block = TosaGraph.GetRootAs(compiled, 0).Regions(0).Blocks(0)
@@ -169,22 +170,35 @@ def _tables(path: Path) -> dict[str, list[dict]]:
     return tables
 
 
-def vela_record(tosa: bytes, name: str, accelerator: str, system_config: str, memory_mode: str,
-                timeout_s: float = 600) -> VelaRecord:
+def vela_record(
+    tosa: bytes, name: str, accelerator: str, system_config: str, memory_mode: str, timeout_s: float = 600
+) -> VelaRecord:
     """Vela run on `tosa` as kiln.lower.vela runs it, with its debug database and per-layer
     performance: the compiled stream and, per Vela operation, its command and estimate."""
     with tempfile.TemporaryDirectory(prefix="kiln-profile-") as tmp:
         work = Path(tmp)
         (work / f"{name}.tosa").write_bytes(tosa)
         command = vela.vela_command() + [
-            "--accelerator-config", accelerator, "--system-config", system_config, "--memory-mode", memory_mode,
-            "--output-format", "raw", "--output-dir", str(work), "--enable-debug-db", "--verbose-performance",
+            "--accelerator-config",
+            accelerator,
+            "--system-config",
+            system_config,
+            "--memory-mode",
+            memory_mode,
+            "--output-format",
+            "raw",
+            "--output-dir",
+            str(work),
+            "--enable-debug-db",
+            "--verbose-performance",
             str(work / f"{name}.tosa"),
         ]
         run = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
         if run.returncode != 0:
-            raise VelaError(f"Vela failed on {name} for {accelerator} with --enable-debug-db: "
-                            f"{vela._last_error(run.stdout + run.stderr)}")
+            raise VelaError(
+                f"Vela failed on {name} for {accelerator} with --enable-debug-db: "
+                f"{vela._last_error(run.stdout + run.stderr)}"
+            )
         result = vela._read(work, name, system_config)
         debug = work / f"{name}_debug.xml"
         if not debug.exists():
@@ -195,9 +209,16 @@ def vela_record(tosa: bytes, name: str, accelerator: str, system_config: str, me
     operations = []
     for row in tables.get("queue", []):
         p = perf.get(row["scheduled_id"], {})
-        operations.append(VelaOperation(
-            int(row["scheduled_id"]), int(row["offset"]), p.get("operator", "?"), p.get("name", "?"),
-            ext_key.get(p.get("source_id")), int(float(p.get("npu_cycles") or 0))))
+        operations.append(
+            VelaOperation(
+                int(row["scheduled_id"]),
+                int(row["offset"]),
+                p.get("operator", "?"),
+                p.get("name", "?"),
+                ext_key.get(p.get("source_id")),
+                int(float(p.get("npu_cycles") or 0)),
+            )
+        )
     operations.sort(key=lambda o: o.offset)
     return VelaRecord(result, operations, tables.get("tensors", []))
 
@@ -271,23 +292,26 @@ class Profile:
         compared = [layer for layer in self.layers if layer.agreement is not None]
         worst = max(compared, key=lambda x: abs(x.agreement - 1), default=None)
         return {
-            "model": self.model, "target": self.target, "system_config": self.system_config,
+            "model": self.model,
+            "target": self.target,
+            "system_config": self.system_config,
             "memory_mode": self.memory_mode,
             "layers": layers,
             "total_npu_cycles": self.total_npu_cycles,
             "vela_npu_cycles": sum(d.vela_npu_cycles for d in self.delegates),
-            "worst_layer_vs_vela": None if worst is None else {"name": worst.name,
-                                                              "ratio": round(worst.agreement, 4)},
+            "worst_layer_vs_vela": None if worst is None else {"name": worst.name, "ratio": round(worst.agreement, 4)},
             "cpu_instructions_measured": self.cpu_measured,
             "cpu_instructions_note": (
                 "per program instruction, from the virtual platform's counter (calls of Method::run_instruction)"
-                if self.cpu_measured else "not measured: kiln profile --cpu-instructions counts them on the "
-                                          "virtual platform"),
+                if self.cpu_measured
+                else "not measured: kiln profile --cpu-instructions counts them on the virtual platform"
+            ),
             "cpu_instructions_total": self.cpu_instructions_total,
             "platform_pmu_cycles": self.platform_pmu_cycles,
             "delegates": [asdict(d) for d in self.delegates],
             "schedule": [list(s) for s in self.schedule],
-            "planned": self.planned, "planned_bytes": self.planned_bytes,
+            "planned": self.planned,
+            "planned_bytes": self.planned_bytes,
             "image": self.image,
         }
 
@@ -298,8 +322,19 @@ def _inputs(compiled) -> list[np.ndarray]:
     return [np.zeros(int(np.prod(t.shape)) * t.elem_size, np.uint8) for t in compiled.inputs]
 
 
-def _delegate(index: int, tosa: bytes, cmd_data: bytes, owners: list[str | None], fallback: str, layers: dict,
-              model: str, target: str, system_config: str, memory_mode: str, config) -> Delegate:
+def _delegate(
+    index: int,
+    tosa: bytes,
+    cmd_data: bytes,
+    owners: list[str | None],
+    fallback: str,
+    layers: dict,
+    model: str,
+    target: str,
+    system_config: str,
+    memory_mode: str,
+    config,
+) -> Delegate:
     """Delegate `index` (its TOSA graph, compiled to `cmd_data`) profiled: its commands' cycles and
     bytes added to `layers` (by name; owners: the layer of each TOSA operator, None for none, then
     `fallback`), and Vela's per-operation estimate beside them."""
@@ -307,13 +342,17 @@ def _delegate(index: int, tosa: bytes, cmd_data: bytes, owners: list[str | None]
 
     record = vela_record(tosa, f"{model}_{index}", target, system_config, memory_mode)
     if record.result.cmd_data != cmd_data:
-        raise InternalError(f"Vela compiled delegate {index} to another command stream with its debug "
-                            "database on; the profile would not be of the compiled program")
+        raise InternalError(
+            f"Vela compiled delegate {index} to another command stream with its debug "
+            "database on; the profile would not be of the compiled program"
+        )
     stream = profile_compiled(record.result, _inputs(record.result), config)
     # each command to the Vela operation whose NPU_OP_* it is or precedes
     offsets = [op.offset for op in record.operations]
-    owner_of_vela = [owners[op.tosa_index] if op.tosa_index is not None and op.tosa_index < len(owners)
-                     else None for op in record.operations]
+    owner_of_vela = [
+        owners[op.tosa_index] if op.tosa_index is not None and op.tosa_index < len(owners) else None
+        for op in record.operations
+    ]
     groups: dict[str, list[int]] = {}
     which: list[int] = []
     first_of_operation: dict[int, int] = {}  # the NPU model's operation -> its first command's Vela op
@@ -350,14 +389,26 @@ def _delegate(index: int, tosa: bytes, cmd_data: bytes, owners: list[str | None]
             layer = layers.setdefault(owner or fallback, Layer(owner or fallback, "?", "", "npu", npu_cycles=0))
             layer.vela_npu_cycles = (layer.vela_npu_cycles or 0) + op.npu_cycles
             layer.vela_operations.append(f"{op.operator} {op.name}")
-            operations[op.scheduled_id] = {"name": op.name, "operator": op.operator, "layer": owner or fallback,
-                                           "vela_npu_cycles": op.npu_cycles, "npu_cycles": 0.0}
+            operations[op.scheduled_id] = {
+                "name": op.name,
+                "operator": op.operator,
+                "layer": owner or fallback,
+                "vela_npu_cycles": op.npu_cycles,
+                "npu_cycles": 0.0,
+            }
         operations[op.scheduled_id]["npu_cycles"] += model_cycles_of_vela[k]
     for entry in operations.values():
         entry["npu_cycles"] = round(entry["npu_cycles"], 1)
-    return Delegate(index, stream.cycles, record.result.npu_cycles, len(record.result.weight_data),
-                    record.result.scratch_size, record.result.fast_scratch_size, record.tensors,
-                    list(operations.values()))
+    return Delegate(
+        index,
+        stream.cycles,
+        record.result.npu_cycles,
+        len(record.result.weight_data),
+        record.result.scratch_size,
+        record.result.fast_scratch_size,
+        record.tensors,
+        list(operations.values()),
+    )
 
 
 def profile(result, name: str | None = None) -> Profile:
@@ -376,8 +427,21 @@ def profile(result, name: str | None = None) -> Profile:
     for index, (partition, tosa) in enumerate(zip(result.program.delegates, result.tosa)):
         owners = tosa_op_owners(partition, family, tosa, result.flipped[index])
         fallback = partition.ops[-1].name if partition.ops else f"delegate {index}"
-        delegates.append(_delegate(index, tosa, result.vela[index].cmd_data, owners, fallback, layers,
-                                   report["model"], target, system_config, memory_mode, config))
+        delegates.append(
+            _delegate(
+                index,
+                tosa,
+                result.vela[index].cmd_data,
+                owners,
+                fallback,
+                layers,
+                report["model"],
+                target,
+                system_config,
+                memory_mode,
+                config,
+            )
+        )
     schedule = []
     for unit in result.partitioning.schedule:
         if hasattr(unit, "ops"):
@@ -391,8 +455,17 @@ def profile(result, name: str | None = None) -> Profile:
         if value is None:
             continue
         planned.append({"name": value.name, "offset": int(offset), "size": value.nbytes()})
-    return Profile(name or report["model"], target, system_config, memory_mode, list(layers.values()), delegates,
-                   schedule, planned, int(prog.planned_size))
+    return Profile(
+        name or report["model"],
+        target,
+        system_config,
+        memory_mode,
+        list(layers.values()),
+        delegates,
+        schedule,
+        planned,
+        int(prog.planned_size),
+    )
 
 
 def tosa_op_labels(tosa: bytes) -> list[str | None]:
@@ -434,17 +507,30 @@ def profile_pte(path: Path) -> Profile:
     named, plan = f.named(), f.forward()
     target, system_config, memory_mode = report["target"], report["system_config"], report["memory_mode"]
     config = config_for(target, system_config, memory_mode)
-    layers = {op["node"]: Layer(op["node"], op["op"], op["module"], "cpu")
-              for op in report["ops"] if op["where"] == "cpu"}
+    layers = {
+        op["node"]: Layer(op["node"], op["op"], op["module"], "cpu") for op in report["ops"] if op["where"] == "cpu"
+    }
     delegates = []
     for index, delegate in enumerate(plan.delegates):
         key = TOSA_KEY.format(index)
         if key not in named:
             raise UsageError(f"{path}: delegate {index} carries no TOSA graph ({key}); profile the model instead")
         payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
-        delegates.append(_delegate(index, named[key], payload.cmd_data, tosa_op_labels(named[key]),
-                                   f"delegate {index}", layers, report["model"], target, system_config,
-                                   memory_mode, config))
+        delegates.append(
+            _delegate(
+                index,
+                named[key],
+                payload.cmd_data,
+                tosa_op_labels(named[key]),
+                f"delegate {index}",
+                layers,
+                report["model"],
+                target,
+                system_config,
+                memory_mode,
+                config,
+            )
+        )
     for layer in layers.values():
         if layer.op == "?":
             layer.op = f"tosa.{layer.name.split()[0]}"
@@ -457,10 +543,25 @@ def profile_pte(path: Path) -> Profile:
             schedule.append(("npu", of_partition[op["partition"]]))
     ordered = []
     for kind, what in schedule:
-        ordered += [layers[what]] if kind == "cpu" else sorted(
-            (x for x in layers.values() if x.where == "npu" and x.delegate == what), key=lambda x: x.start_cycle or 0)
-    return Profile(report["model"], target, system_config, memory_mode, ordered, delegates, schedule, [],
-                   int(report.get("memory", {}).get("planned_bytes", 0)))
+        ordered += (
+            [layers[what]]
+            if kind == "cpu"
+            else sorted(
+                (x for x in layers.values() if x.where == "npu" and x.delegate == what),
+                key=lambda x: x.start_cycle or 0,
+            )
+        )
+    return Profile(
+        report["model"],
+        target,
+        system_config,
+        memory_mode,
+        ordered,
+        delegates,
+        schedule,
+        [],
+        int(report.get("memory", {}).get("planned_bytes", 0)),
+    )
 
 
 # ---- CPU instructions on the virtual platform -------------------------------------------------
@@ -488,13 +589,15 @@ def instruction_owners(result) -> list[tuple[str, object]]:
         builder.kernel_call(unit, reasons[id(unit)])
         owners += [("cpu", unit.name)] * (len(builder.instructions) - before)
     if len(owners) != len(result.program.instructions):
-        raise InternalError(f"the program has {len(result.program.instructions)} instructions, the schedule "
-                            f"gives {len(owners)}")
+        raise InternalError(
+            f"the program has {len(result.program.instructions)} instructions, the schedule gives {len(owners)}"
+        )
     return owners
 
 
-def measure_cpu(p: Profile, result, work: Path, board: str | None = None, timeout: float = 600,
-                echo=lambda *args, **kwargs: None) -> None:
+def measure_cpu(
+    p: Profile, result, work: Path, board: str | None = None, timeout: float = 600, echo=lambda *args, **kwargs: None
+) -> None:
     """Builds kiln's executor runner for `result`, runs one inference (the runner's built-in
     inputs) on the virtual platform counting each program instruction's CPU instructions, and
     fills them into `p`."""
@@ -509,12 +612,22 @@ def measure_cpu(p: Profile, result, work: Path, board: str | None = None, timeou
     elf = runner_build.build_runner(pte, p.target, output=work / "runner", echo=echo, board=board)
     run = run_measured(p, elf, owners, board, timeout, memory_report=work / "runner" / "memory_report.json")
     if run.status != 0:
-        raise RunnerError(f"the executor runner for {p.model} exited {run.status} on the virtual platform; "
-                          f"its last lines: {' | '.join(run.uart[-3:])}")
+        raise RunnerError(
+            f"the executor runner for {p.model} exited {run.status} on the virtual platform; "
+            f"its last lines: {' | '.join(run.uart[-3:])}"
+        )
 
 
-def run_measured(p: Profile, elf: Path, owners: list[tuple[str, object]], board: str | None = None,
-                 timeout: float = 600, firmware_args=(), echo=None, memory_report: Path | None = None):
+def run_measured(
+    p: Profile,
+    elf: Path,
+    owners: list[tuple[str, object]],
+    board: str | None = None,
+    timeout: float = 600,
+    firmware_args=(),
+    echo=None,
+    memory_report: Path | None = None,
+):
     """Runs `elf`, the executor runner of `p`'s program, on the virtual platform counting each call
     of RUN_INSTRUCTION, and returns the run (kiln.simulator.run.RunResult; `echo` sees its UART
     lines). When it exits 0, its first inference's counts go into `p`: per `owners` entry (one per
@@ -528,15 +641,24 @@ def run_measured(p: Profile, elf: Path, owners: list[tuple[str, object]], board:
     from kiln.simulator import qemu_plugin
     from kiln.simulator import run as platform
 
-    run = platform.run(elf, p.target, timeout, "virtual", echo=echo, board=board, firmware_args=firmware_args,
-                       count_instructions=qemu_plugin.Request(RUN_INSTRUCTION))
+    run = platform.run(
+        elf,
+        p.target,
+        timeout,
+        "virtual",
+        echo=echo,
+        board=board,
+        firmware_args=firmware_args,
+        count_instructions=qemu_plugin.Request(RUN_INSTRUCTION),
+    )
     if run.status != 0:
         return run
     calls = run.instructions.calls if run.instructions is not None else []
     if len(calls) < len(owners) or len(calls) % len(owners):
-        raise RunnerError(f"counted {len(calls)} calls of {RUN_INSTRUCTION} for a program of {len(owners)} "
-                          "instructions")
-    calls = calls[:len(owners)]  # the first inference
+        raise RunnerError(
+            f"counted {len(calls)} calls of {RUN_INSTRUCTION} for a program of {len(owners)} instructions"
+        )
+    calls = calls[: len(owners)]  # the first inference
     layers = {layer.name: layer for layer in p.layers}
     for (kind, what), count in zip(owners, calls):
         if kind == "npu":
@@ -575,7 +697,7 @@ def baked_program(elf: Path) -> bytes | None:
         for section in f.iter_sections():
             base = section["sh_addr"]
             if section["sh_type"] == "SHT_PROGBITS" and base <= start and end <= base + section["sh_size"]:
-                return section.data()[start - base:end - base]
+                return section.data()[start - base : end - base]
     return None
 
 
@@ -590,17 +712,21 @@ def check_baked(elf: Path, pte_path: Path) -> None:
 
     baked = baked_program(elf)
     if baked is None:
-        raise UsageError(f"{elf} is not kiln's executor runner (no {BAKED_SYMBOLS[0]} in it): --profile profiles "
-                         "a runner built with `kiln build --pte`")
+        raise UsageError(
+            f"{elf} is not kiln's executor runner (no {BAKED_SYMBOLS[0]} in it): --profile profiles "
+            "a runner built with `kiln build --pte`"
+        )
     try:
         expected = without_reference_data(deserialize(Path(pte_path).read_bytes()))
     except PteError as error:
         raise UsageError(f"{pte_path} is not a valid .pte: {error}") from None
     if baked != expected:
         digest = lambda data: hashlib.sha256(data).hexdigest()[:12]  # noqa: E731
-        raise UsageError(f"{elf.name} was not built from {Path(pte_path).name}: it bakes a {len(baked):,}-byte program "
-                         f"(sha256 {digest(baked)}), the .pte as baked is {len(expected):,} bytes (sha256 "
-                         f"{digest(expected)}); give the .pte the ELF was built from")
+        raise UsageError(
+            f"{elf.name} was not built from {Path(pte_path).name}: it bakes a {len(baked):,}-byte program "
+            f"(sha256 {digest(baked)}), the .pte as baked is {len(expected):,} bytes (sha256 "
+            f"{digest(expected)}); give the .pte the ELF was built from"
+        )
 
 
 def pte_instruction_owners(pte_path: Path, p: Profile) -> list[tuple[str, object]]:
@@ -632,8 +758,9 @@ def pte_instruction_owners(pte_path: Path, p: Profile) -> list[tuple[str, object
     return owners
 
 
-def profile_elf(elf: Path, pte_path: Path, target: str, board: str | None = None, timeout: float = 600,
-                firmware_args=(), echo=None):
+def profile_elf(
+    elf: Path, pte_path: Path, target: str, board: str | None = None, timeout: float = 600, firmware_args=(), echo=None
+):
     """`kiln run --profile=PTE`: the profile of the program `elf` (a runner kiln build made from
     `pte_path`, checked: check_baked) bakes, as profile_pte makes it on the host, with that very
     ELF run on the virtual platform counting each program instruction's CPU instructions
@@ -660,11 +787,15 @@ def _kib(n: int) -> str:
 
 def format_table(p: Profile) -> str:
     """The per-layer table printed in the terminal."""
-    lines = [f"{p.model} on {p.target} ({p.system_config}, {p.memory_mode}): "
-             f"{p.total_npu_cycles:,} NPU cycles (the NPU model's PMU count), "
-             f"Vela {sum(d.vela_npu_cycles for d in p.delegates):,}"]
-    header = f"{'layer':28} {'module':22} {'where':5} {'NPU cycles':>10} {'Vela':>8} {'model/Vela':>10} " \
-             f"{'read':>8} {'written':>8}  AXI0 rd/wr, AXI1 rd/wr"
+    lines = [
+        f"{p.model} on {p.target} ({p.system_config}, {p.memory_mode}): "
+        f"{p.total_npu_cycles:,} NPU cycles (the NPU model's PMU count), "
+        f"Vela {sum(d.vela_npu_cycles for d in p.delegates):,}"
+    ]
+    header = (
+        f"{'layer':28} {'module':22} {'where':5} {'NPU cycles':>10} {'Vela':>8} {'model/Vela':>10} "
+        f"{'read':>8} {'written':>8}  AXI0 rd/wr, AXI1 rd/wr"
+    )
     lines += [header, "-" * len(header)]
     for layer in p.layers:
         if layer.where == "npu" and not layer.commands and not layer.vela_npu_cycles:
@@ -675,27 +806,37 @@ def format_table(p: Profile) -> str:
         vela_c = "" if layer.vela_npu_cycles is None else f"{layer.vela_npu_cycles:,}"
         cycles = "-" if layer.npu_cycles is None else f"{layer.npu_cycles:,}"
         if layer.where == "npu":
-            axi = " ".join(f"{_kib(layer.axi_bytes.get(port, {}).get(d, 0))}" for port in ("axi0", "axi1")
-                           for d in ("read", "write"))
+            axi = " ".join(
+                f"{_kib(layer.axi_bytes.get(port, {}).get(d, 0))}"
+                for port in ("axi0", "axi1")
+                for d in ("read", "write")
+            )
         elif layer.cpu_instructions is None:
             axi = "CPU instructions: not measured"
         else:
             axi = f"CPU instructions: {layer.cpu_instructions:,}"
         module = layer.module if len(layer.module) <= 22 else "…" + layer.module[-21:]
-        lines.append(f"{layer.name[:28]:28} {module:22} {layer.where:5} {cycles:>10} {vela_c:>8} "
-                     f"{ratio:>10} {_kib(read) if layer.where == 'npu' else '':>8} "
-                     f"{_kib(written) if layer.where == 'npu' else '':>8}  {axi}")
-    hidden = [layer.name for layer in p.layers if layer.where == "npu" and not layer.commands
-              and not layer.vela_npu_cycles]
+        lines.append(
+            f"{layer.name[:28]:28} {module:22} {layer.where:5} {cycles:>10} {vela_c:>8} "
+            f"{ratio:>10} {_kib(read) if layer.where == 'npu' else '':>8} "
+            f"{_kib(written) if layer.where == 'npu' else '':>8}  {axi}"
+        )
+    hidden = [
+        layer.name for layer in p.layers if layer.where == "npu" and not layer.commands and not layer.vela_npu_cycles
+    ]
     if hidden:
-        lines.append(f"({len(hidden)} NPU op(s) ran no commands of their own (Vela folded them, or chained them "
-                     f"into the op before): {', '.join(hidden[:6])}"
-                     f"{', ...' if len(hidden) > 6 else ''})")
+        lines.append(
+            f"({len(hidden)} NPU op(s) ran no commands of their own (Vela folded them, or chained them "
+            f"into the op before): {', '.join(hidden[:6])}"
+            f"{', ...' if len(hidden) > 6 else ''})"
+        )
     lines.append(f"sum of the layers' NPU cycles: {sum(x.npu_cycles or 0 for x in p.layers):,}")
     if p.cpu_measured:
         driver = ", ".join(f"delegate {d.index} {d.cpu_instructions:,}" for d in p.delegates)
-        lines.append(f"CPU instructions (virtual platform): {p.cpu_instructions_total:,} in all; in delegate calls "
-                     f"{driver or '-'}; the firmware's NPU PMU total there: {p.platform_pmu_cycles}")
+        lines.append(
+            f"CPU instructions (virtual platform): {p.cpu_instructions_total:,} in all; in delegate calls "
+            f"{driver or '-'}; the firmware's NPU PMU total there: {p.platform_pmu_cycles}"
+        )
     else:
         lines.append("CPU ops' instructions: not measured (--cpu-instructions counts them on the virtual platform)")
     return "\n".join(lines)
@@ -718,14 +859,16 @@ def command(args, compile_model) -> int:
 
     from kiln.spec import CompileSpec
 
-    spec = CompileSpec(target=args.target, system_config=args.system_config, memory_mode=args.memory_mode,
-                       board=args.board)
+    spec = CompileSpec(
+        target=args.target, system_config=args.system_config, memory_mode=args.memory_mode, board=args.board
+    )
     if args.model.endswith(".pte"):
         if args.cpu_instructions:
             from kiln.errors import UsageError
 
-            raise UsageError("--cpu-instructions needs the model (a .pte does not say which op each kernel "
-                             "call belongs to)")
+            raise UsageError(
+                "--cpu-instructions needs the model (a .pte does not say which op each kernel call belongs to)"
+            )
         p = profile_pte(Path(args.model))
         if p.target != args.target:
             from kiln.errors import UsageError

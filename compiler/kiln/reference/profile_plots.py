@@ -28,7 +28,7 @@ def _short(text: str, n: int = 34) -> str:
 
 def _tail(text: str, n: int) -> str:
     """`text`'s end (a module path's most specific part)."""
-    return text if len(text) <= n else "…" + text[-(n - 1):]
+    return text if len(text) <= n else "…" + text[-(n - 1) :]
 
 
 def _thousands(axis) -> None:
@@ -61,7 +61,7 @@ def _shown(rows: list) -> tuple[list, int, int]:
     room = MAX_ROWS - (len(rows) - len(npu))
     if len(npu) <= room:
         return rows, 0, 0
-    kept = {id(x) for x in sorted(npu, key=lambda x: x.npu_cycles or 0, reverse=True)[:max(room, 1)]}
+    kept = {id(x) for x in sorted(npu, key=lambda x: x.npu_cycles or 0, reverse=True)[: max(room, 1)]}
     left = [x for x in npu if id(x) not in kept]
     return [x for x in rows if x.where != "npu" or id(x) in kept], len(left), sum(x.npu_cycles or 0 for x in left)
 
@@ -70,8 +70,9 @@ def timeline(p, path: Path) -> Path:
     plt = _pyplot()
     rows, hidden, hidden_cycles = _shown(_rows(p))
     height = max(3.0, 0.32 * len(rows) + 1.6)
-    fig, (gantt, bars) = plt.subplots(1, 2, figsize=(15, height), sharey=True,
-                                      gridspec_kw={"width_ratios": [3, 2], "wspace": 0.04})
+    fig, (gantt, bars) = plt.subplots(
+        1, 2, figsize=(15, height), sharey=True, gridspec_kw={"width_ratios": [3, 2], "wspace": 0.04}
+    )
     labels = [f"{_short(x.name, 26)}  [{_tail(x.module or '-', 20)}]" for x in rows]
     offset = 0  # cycles of the delegates before, on one NPU time axis
     delegate_base = {}
@@ -90,10 +91,20 @@ def timeline(p, path: Path) -> Path:
             before = sum(p.delegates[w].pmu_cycles for k, w in p.schedule[:position] if k == "npu")
             gantt.plot([before], [y], marker="D", color=CPU_COLOUR, markersize=7)
             late = before > total * 0.6
-            said = ("CPU op (not measured)" if layer.cpu_instructions is None
-                    else f"CPU op: {layer.cpu_instructions:,} instructions")
-            gantt.text(before + (-1 if late else 1) * total * 0.015, y, said, va="center",
-                       ha="right" if late else "left", fontsize=7, color="#555")
+            said = (
+                "CPU op (not measured)"
+                if layer.cpu_instructions is None
+                else f"CPU op: {layer.cpu_instructions:,} instructions"
+            )
+            gantt.text(
+                before + (-1 if late else 1) * total * 0.015,
+                y,
+                said,
+                va="center",
+                ha="right" if late else "left",
+                fontsize=7,
+                color="#555",
+            )
     gantt.set_yticks(range(len(rows)), labels, fontsize=8)
     gantt.invert_yaxis()
     gantt.set_xlabel("NPU cycles from the start of the inference (the NPU model's PMU estimate)")
@@ -138,25 +149,43 @@ def memory(p, path: Path) -> Path:
         for i, t in enumerate(tensors):
             start, end = int(t["start_address"], 16), int(t["end_address"], 16)
             t0, t1 = int(t["start_time"]), int(t["end_time"])
-            ax.add_patch(Rectangle((t0, start), max(t1 - t0, 0.6), max(end - start, 1), facecolor=colours[i % 20],
-                                   edgecolor="black", linewidth=0.5, alpha=0.85))
+            ax.add_patch(
+                Rectangle(
+                    (t0, start),
+                    max(t1 - t0, 0.6),
+                    max(end - start, 1),
+                    facecolor=colours[i % 20],
+                    edgecolor="black",
+                    linewidth=0.5,
+                    alpha=0.85,
+                )
+            )
         top = max([int(t["end_address"], 16) for t in tensors] + [d.scratch_bytes, 1])
         for t in tensors:  # labels where they fit: the kiln op that writes the tensor
             start, end = int(t["start_address"], 16), int(t["end_address"], 16)
             t0, t1 = int(t["start_time"]), int(t["end_time"])
             if end - start > 0.05 * top and t1 - t0 >= 0.02 * end_time:
-                ax.text(t0 + 0.2, (start + end) / 2, _short(layer_of.get(t["name"], t["name"]), 16), fontsize=6.5,
-                        va="center", rotation=90 if t1 - t0 < 0.08 * end_time else 0)
+                ax.text(
+                    t0 + 0.2,
+                    (start + end) / 2,
+                    _short(layer_of.get(t["name"], t["name"]), 16),
+                    fontsize=6.5,
+                    va="center",
+                    rotation=90 if t1 - t0 < 0.08 * end_time else 0,
+                )
         ax.axhline(d.scratch_bytes, color="red", linestyle="--", linewidth=0.8)
-        ax.text(0, d.scratch_bytes, f" scratch (region 1): {d.scratch_bytes:,} B", color="red", fontsize=7,
-                va="bottom")
+        ax.text(0, d.scratch_bytes, f" scratch (region 1): {d.scratch_bytes:,} B", color="red", fontsize=7, va="bottom")
         ax.set_xlim(0, end_time + 1)
         ax.set_ylim(0, top * 1.08)
         ax.set_xlabel("Vela's operation time steps")
         ax.set_ylabel(f"offset in the scratch, {'/'.join(memories)} (bytes)")
         _thousands(ax.yaxis)
-        ax.set_title(f"delegate {d.index}: tensors in the NPU's scratch\nweights (region 0) {d.weight_bytes:,} B, "
-                     f"fast scratch (region 2) {d.fast_scratch_bytes:,} B", fontsize=9, loc="left")
+        ax.set_title(
+            f"delegate {d.index}: tensors in the NPU's scratch\nweights (region 0) {d.weight_bytes:,} B, "
+            f"fast scratch (region 2) {d.fast_scratch_bytes:,} B",
+            fontsize=9,
+            loc="left",
+        )
     ax = axes[0][-1]
     if p.image:
         _image_map(ax, p.image, colours)
@@ -166,8 +195,8 @@ def memory(p, path: Path) -> Path:
         return path
     regions = [("planned buffers (CPU values)", p.planned_bytes)]
     regions += [(f"delegate {d.index} weights (region 0)", d.weight_bytes) for d in p.delegates]
-    regions += [(f"NPU scratch (region 1)", max((d.scratch_bytes for d in p.delegates), default=0))]
-    regions += [(f"NPU fast scratch (region 2)", max((d.fast_scratch_bytes for d in p.delegates), default=0))]
+    regions += [("NPU scratch (region 1)", max((d.scratch_bytes for d in p.delegates), default=0))]
+    regions += [("NPU fast scratch (region 2)", max((d.fast_scratch_bytes for d in p.delegates), default=0))]
     names = [r[0] for r in regions]
     sizes = [r[1] for r in regions]
     ax.barh(range(len(regions)), sizes, color=[colours[(2 * i) % 20] for i in range(len(regions))])
@@ -215,7 +244,7 @@ def _image_map(ax, image: dict, colours) -> None:
     names = sorted({name for _, _, parts in rows for name, _ in parts})
     colour = {name: colours[(2 * i) % 20] for i, name in enumerate(names)}
     top = max([sum(n for _, n in parts) for _, _, parts in rows] + [1])
-    for y, (region, size, parts) in enumerate(rows):
+    for y, (_region, size, parts) in enumerate(rows):
         left = 0
         for name, n in parts:
             ax.barh(y, n, left=left, color=colour[name], edgecolor="black", linewidth=0.4)
@@ -230,8 +259,14 @@ def _image_map(ax, image: dict, colours) -> None:
     _thousands(ax.xaxis)
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=colour[n], label=n) for n in names], fontsize=7, loc="upper center",
-              bbox_to_anchor=(0.5, -0.13), ncol=3, frameon=False)
+    ax.legend(
+        handles=[Patch(color=colour[n], label=n) for n in names],
+        fontsize=7,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.13),
+        ncol=3,
+        frameon=False,
+    )
     ax.set_title(f"the firmware image's memory by region ({image.get('memory_mode', '')})", fontsize=9, loc="left")
 
 
@@ -240,11 +275,14 @@ def write(p, output: Path, table: str) -> list[Path]:
     images = "".join(
         f'<h2>{title}</h2><img alt="{title}" style="max-width:100%" src="data:image/png;base64,'
         f'{base64.b64encode(path.read_bytes()).decode()}">'
-        for title, path in (("Timeline", paths[0]), ("Memory map", paths[1])))
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>kiln profile: {html.escape(p.model)}</title>"
-            "<style>body{font-family:sans-serif;margin:1.5em} pre{font-size:12px;background:#f6f6f6;padding:1em;"
-            "overflow-x:auto}</style></head><body>"
-            f"<h1>kiln profile: {html.escape(p.model)} on {html.escape(p.target)}</h1>"
-            f"<pre>{html.escape(table)}</pre>{images}</body></html>\n")
+        for title, path in (("Timeline", paths[0]), ("Memory map", paths[1]))
+    )
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>kiln profile: {html.escape(p.model)}</title>"
+        "<style>body{font-family:sans-serif;margin:1.5em} pre{font-size:12px;background:#f6f6f6;padding:1em;"
+        "overflow-x:auto}</style></head><body>"
+        f"<h1>kiln profile: {html.escape(p.model)} on {html.escape(p.target)}</h1>"
+        f"<pre>{html.escape(table)}</pre>{images}</body></html>\n"
+    )
     (output / "profile.html").write_text(page)
     return paths + [output / "profile.html"]

@@ -26,13 +26,28 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln.lower import ethosu_payload
-from kiln.pte.reader import PteFile, deserialize
-from kiln.pte.schema import (NUMPY_DTYPES, TOSA_KEY, BackendDelegate, Bool, DelegateCall, Double, DoubleList,
-                             ExecutionPlan, Int, IntList, KernelCall, Null, String, Tensor, TensorList)
 from kiln.errors import HostError, NpuConfigError, UsageError
 from kiln.isolation import address_space, in_child
+from kiln.lower import ethosu_payload
 from kiln.program.kernels import by_name
+from kiln.pte.reader import PteFile, deserialize
+from kiln.pte.schema import (
+    NUMPY_DTYPES,
+    TOSA_KEY,
+    BackendDelegate,
+    Bool,
+    DelegateCall,
+    Double,
+    DoubleList,
+    ExecutionPlan,
+    Int,
+    IntList,
+    KernelCall,
+    Null,
+    String,
+    Tensor,
+    TensorList,
+)
 
 # Bounds on one delegate call, which runs in a child process: a damaged TOSA graph can crash
 # tosa_reference_model's C++ core, a damaged weight stream makes Vela's mlw_codec (the NPU
@@ -102,13 +117,17 @@ def _run(f: PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
             payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
             n_io = len(payload.inputs) + len(payload.outputs)
             if len(instruction.args) != n_io:
-                raise HostError(f"instruction {k} calls delegate {instruction.delegate_index} with "
-                                f"{len(instruction.args)} values; its payload has {n_io} inputs and outputs")
+                raise HostError(
+                    f"instruction {k} calls delegate {instruction.delegate_index} with "
+                    f"{len(instruction.args)} values; its payload has {n_io} inputs and outputs"
+                )
             for n, a in enumerate(instruction.args):
                 _tensor_value(plan, a, f"instruction {k}'s argument")
                 if n < len(payload.inputs) and a not in slots:
-                    raise HostError(f"instruction {k} passes tensor value {a} to delegate "
-                                    f"{instruction.delegate_index} before anything writes it")
+                    raise HostError(
+                        f"instruction {k} passes tensor value {a} to delegate "
+                        f"{instruction.delegate_index} before anything writes it"
+                    )
             if TOSA_KEY.format(instruction.delegate_index) in named:
                 _delegate(instruction, len(payload.inputs), plan, named, slots)
             else:
@@ -192,13 +211,13 @@ def _store(slots: dict, plan: ExecutionPlan, index: int, array, what: str):
     except (TypeError, ValueError) as error:
         raise HostError(f"{what}: {type(error).__name__}: {error}") from None
     if converted.size != math.prod(t.sizes):
-        raise HostError(f"{what} has {converted.size} elements {list(array.shape)}; tensor value {index} has "
-                        f"shape {list(t.sizes)}")
+        raise HostError(
+            f"{what} has {converted.size} elements {list(array.shape)}; tensor value {index} has shape {list(t.sizes)}"
+        )
     slots[index] = converted.reshape(t.sizes)
 
 
-def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: dict, slots: dict,
-                 work: list[int]):
+def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: dict, slots: dict, work: list[int]):
     """Instruction `k`, a kernel call: its arguments checked against the kernel's schema, its
     out tensors written. A kernel that raises on the program's arguments (values of the
     wrong kind, shapes that do not fit) is a HostError naming the instruction."""
@@ -211,20 +230,25 @@ def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: 
     expected = len(kernel.schema_args) + n + 1
     if len(instruction.args) != expected:
         raise HostError(f"{at} has {len(instruction.args)} arguments; the kernel takes {expected}")
-    args, outs = instruction.args[:-1 - n], instruction.args[-1 - n:-1]
+    args, outs = instruction.args[: -1 - n], instruction.args[-1 - n : -1]
     out_types = [_dtype(_tensor_value(plan, out, f"{at}'s out argument")) for out in outs]
     for a in args:
         if a not in slots:
             kind = plan.values[a]
-            raise HostError(f"{at} reads tensor value {a} before anything writes it" if isinstance(kind, Tensor)
-                            else f"{at} reads value {a}, a {type(kind).__name__}, which no host kernel takes")
+            raise HostError(
+                f"{at} reads tensor value {a} before anything writes it"
+                if isinstance(kind, Tensor)
+                else f"{at} reads value {a}, a {type(kind).__name__}, which no host kernel takes"
+            )
         if isinstance(slots[a], TensorList) and not all(j in slots for j in slots[a].items):
             raise HostError(f"{at} reads tensor list value {a}, whose tensors are not all written yet")
     args = [[slots[j] for j in slots[a].items] if isinstance(slots[a], TensorList) else slots[a] for a in args]
     work[0] -= _call_work(op.name, args, [math.prod(plan.values[out].sizes) for out in outs])
     if work[0] < 0:
-        raise HostError(f"{at}: the program's kernel calls take more than {HOST_WORK_BUDGET:,} element operations, "
-                        "run-host's bound on one run")
+        raise HostError(
+            f"{at}: the program's kernel calls take more than {HOST_WORK_BUDGET:,} element operations, "
+            "run-host's bound on one run"
+        )
     try:
         with _address_space_bound(KERNEL_MEMORY_FACTOR * _memory_bound()):
             result = kernel.run(*args, *([out_types[0]] if kernel.out_dtype else []))
@@ -232,12 +256,23 @@ def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: 
     except HostError:
         raise
     except MemoryError:  # sizes from the program's own arguments (pads, strides, output sizes)
-        raise HostError(f"{at} needs more than {KERNEL_MEMORY_FACTOR} times the largest board's memory on the "
-                        "program's arguments") from None
-    except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError, OverflowError,
-            StopIteration, RuntimeError) as error:  # arguments the kernel cannot take
-        raise HostError(f"{at} cannot run on the program's arguments: {type(error).__name__}: "
-                        f"{str(error)[:200]}") from None
+        raise HostError(
+            f"{at} needs more than {KERNEL_MEMORY_FACTOR} times the largest board's memory on the program's arguments"
+        ) from None
+    except (
+        TypeError,
+        ValueError,
+        IndexError,
+        KeyError,
+        AttributeError,
+        ZeroDivisionError,
+        OverflowError,
+        StopIteration,
+        RuntimeError,
+    ) as error:  # arguments the kernel cannot take
+        raise HostError(
+            f"{at} cannot run on the program's arguments: {type(error).__name__}: {str(error)[:200]}"
+        ) from None
     if len(results) != n:
         raise HostError(f"{at} gave {len(results)} results for {n} out tensors")
     for out, r in zip(outs, results):
@@ -255,13 +290,15 @@ def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, s
         results, status = tosa_reference_model.run(named[key], [slots[i] for i in ins])
         return [np.asarray(r) for r in results], status == tosa_reference_model.GraphStatus.TOSA_VALID, str(status)
 
-    results, valid, status = _in_child(reference, f"delegate {call.delegate_index}'s TOSA graph ({key})",
-                                       "tosa_reference_model")
+    results, valid, status = _in_child(
+        reference, f"delegate {call.delegate_index}'s TOSA graph ({key})", "tosa_reference_model"
+    )
     if not valid:
         raise HostError(f"tosa_reference_model rejected delegate {call.delegate_index}'s graph: {status}")
     if len(results) != len(outs):
-        raise HostError(f"delegate {call.delegate_index}'s TOSA graph gives {len(results)} outputs; "
-                        f"the call takes {len(outs)}")
+        raise HostError(
+            f"delegate {call.delegate_index}'s TOSA graph gives {len(results)} outputs; the call takes {len(outs)}"
+        )
     for i, r in zip(outs, results):
         _store(slots, plan, i, r, f"delegate {call.delegate_index}'s output")
 
@@ -269,12 +306,15 @@ def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, s
 def _in_child(function, what: str, engine: str):
     """function() (tosa_reference_model or the NPU model on a delegate) in a child process within
     DELEGATE_MEMORY_BYTES and DELEGATE_SECONDS; a HostError naming `what` and `engine` if it fails."""
-    return in_child(function, DELEGATE_MEMORY_BYTES, DELEGATE_SECONDS,
-                    lambda how: HostError(f"{engine} {how} on {what}: the .pte is damaged; compile the model again"))
+    return in_child(
+        function,
+        DELEGATE_MEMORY_BYTES,
+        DELEGATE_SECONDS,
+        lambda how: HostError(f"{engine} {how} on {what}: the .pte is damaged; compile the model again"),
+    )
 
 
-def _delegate_on_npu_model(call: DelegateCall, delegate: BackendDelegate, payload, plan: ExecutionPlan,
-                           slots: dict):
+def _delegate_on_npu_model(call: DelegateCall, delegate: BackendDelegate, payload, plan: ExecutionPlan, slots: dict):
     """A delegate without a TOSA graph (ExecuTorch's Arm flow writes none): its command
     stream on kiln's NPU model, for the target its compile specs name. The model is
     bit-exact with tosa_reference_model on every stream the tests compare."""
@@ -288,13 +328,16 @@ def _delegate_on_npu_model(call: DelegateCall, delegate: BackendDelegate, payloa
     try:
         config = config_for(target, ethosu_payload.compiled_system_config(specs), mode)
     except NpuConfigError:
-        raise HostError(f"delegate {call.delegate_index} carries no TOSA graph and names no target kiln's NPU "
-                        f"model runs (target {target!r})") from None
+        raise HostError(
+            f"delegate {call.delegate_index} carries no TOSA graph and names no target kiln's NPU "
+            f"model runs (target {target!r})"
+        ) from None
     fast = ethosu_payload.compiled_fast_scratch(specs)
     if fast is None:  # ExecuTorch's: the mode's whole arena cache
         fast = runner_build.FAST_SCRATCH_SIZES.get(mode)
     n_in = len(payload.inputs)
     _check_npu_io(call, payload, plan, fast or 0)
+
     def stream():
         raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config, fast)
         return raw, None if result.fault is None else str(result.fault)
@@ -303,8 +346,13 @@ def _delegate_on_npu_model(call: DelegateCall, delegate: BackendDelegate, payloa
     if fault is not None:
         raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {fault}")
     for data, index in zip(raw, call.args[n_in:]):
-        _store(slots, plan, index, np.frombuffer(data, _dtype(plan.values[index])),
-               f"delegate {call.delegate_index}'s output")
+        _store(
+            slots,
+            plan,
+            index,
+            np.frombuffer(data, _dtype(plan.values[index])),
+            f"delegate {call.delegate_index}'s output",
+        )
 
 
 def _check_npu_io(call: DelegateCall, payload, plan: ExecutionPlan, fast: int):
@@ -313,21 +361,28 @@ def _check_npu_io(call: DelegateCall, payload, plan: ExecutionPlan, fast: int):
     bound = _memory_bound()
     d = f"delegate {call.delegate_index}"
     if payload.scratch_size > bound or fast > bound:
-        raise HostError(f"{d} asks for {payload.scratch_size:,} bytes of scratch and {fast:,} of fast scratch; "
-                        f"no board has more than {bound:,}")
+        raise HostError(
+            f"{d} asks for {payload.scratch_size:,} bytes of scratch and {fast:,} of fast scratch; "
+            f"no board has more than {bound:,}"
+        )
     sizes = {0: len(payload.weight_data), 1: max(payload.scratch_size, 16), 2: max(fast, 16)}  # as run_compiled's
     for n, (io, index) in enumerate(zip(payload.inputs + payload.outputs, call.args)):
         what = f"{d}'s {'input' if n < len(payload.inputs) else 'output'} {n}"
         if min(io.shape) < 0 or io.elem_size <= 0 or io.offset < 0 or io.region not in sizes:
-            raise HostError(f"{what} has shape {list(io.shape)}, element size {io.elem_size}, offset {io.offset} "
-                            f"and region {io.region}: not a tensor in the scratch")
+            raise HostError(
+                f"{what} has shape {list(io.shape)}, element size {io.elem_size}, offset {io.offset} "
+                f"and region {io.region}: not a tensor in the scratch"
+            )
         nbytes = math.prod(io.shape) * io.elem_size
         if io.offset + nbytes > sizes[io.region]:
-            raise HostError(f"{what}: {nbytes:,} bytes at offset {io.offset:,} overrun region {io.region} "
-                            f"({sizes[io.region]:,} bytes)")
+            raise HostError(
+                f"{what}: {nbytes:,} bytes at offset {io.offset:,} overrun region {io.region} "
+                f"({sizes[io.region]:,} bytes)"
+            )
         if nbytes != plan.values[index].nbytes:
-            raise HostError(f"{what} has {nbytes:,} bytes; the call passes value {index} of "
-                            f"{plan.values[index].nbytes:,}")
+            raise HostError(
+                f"{what} has {nbytes:,} bytes; the call passes value {index} of {plan.values[index].nbytes:,}"
+            )
 
 
 def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Path]:
@@ -346,12 +401,16 @@ def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Pa
         t = plan.values[i]
         _dtype(t)
         if Path(path).stat().st_size != t.nbytes:  # before reading a file of any size
-            raise UsageError(f"input {n} ({path}) has {Path(path).stat().st_size} bytes; the program takes "
-                             f"{t.scalar_type.name} {list(t.sizes)} = {t.nbytes} bytes")
+            raise UsageError(
+                f"input {n} ({path}) has {Path(path).stat().st_size} bytes; the program takes "
+                f"{t.scalar_type.name} {list(t.sizes)} = {t.nbytes} bytes"
+            )
         raw = Path(path).read_bytes()
         if len(raw) != t.nbytes:
-            raise UsageError(f"input {n} ({path}) has {len(raw)} bytes; the program takes "
-                             f"{t.scalar_type.name} {list(t.sizes)} = {t.nbytes} bytes")
+            raise UsageError(
+                f"input {n} ({path}) has {len(raw)} bytes; the program takes "
+                f"{t.scalar_type.name} {list(t.sizes)} = {t.nbytes} bytes"
+            )
         inputs.append(np.frombuffer(raw, _dtype(t)).reshape(t.sizes))
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -31,8 +31,8 @@ void print_u64(uint64_t value) {
 // their active is total - idle (ethosu::PmuCounts). README.md states the format.
 void print_pmu(const ethosu::PmuCounts& pmu) {
   using P = ethosu::PmuCounts;
-  static const char* const kNames[P::kEvents] = {" active ", " idle ", " cycles, axi0_rd ", " axi0_wr ",
-                                                 " axi1_rd ", " axi1_wr "};
+  static const char* const kNames[P::kEvents] = {" active ",  " idle ",    " cycles, axi0_rd ",
+                                                 " axi0_wr ", " axi1_rd ", " axi1_wr "};
   print("NPU PMU: total ");
   print_u64(pmu.total);
   for (int e = 0; e < P::kEvents; ++e) {
@@ -72,8 +72,8 @@ int main() {
   static const runtime::Backend ethosu = delegates::ethosu::backend(npu);
   static const runtime::Backend* const backends[] = {&ethosu};
   const runtime::MethodMemory memory{m.planned, m.values, m.kernels, m.delegates};
-  auto method = runtime::Method::create(program.value(), memory, runtime::kKernelTable,
-                                        runtime::BackendTable{backends, 1});
+  auto method =
+      runtime::Method::create(program.value(), memory, runtime::kKernelTable, runtime::BackendTable{backends, 1});
   if (!method.ok()) return runner::fail("binding the program", method.error(), runner::kExitBind);
   // The watchdog of the CPU path: each execute() may charge at most this many elements
   // (Method::set_work_budget: per instruction, 1 + the numel of its tensor arguments), a
@@ -97,8 +97,8 @@ int main() {
     runtime::Status run = method.value().execute();
     const uint32_t cycles = cpu::cycle_count() - begin;
     if (!run.ok()) return runner::fail_inference(run.error(), driver);
-    print("inference %u: NPU cycles %u (%u stream(s)), CPU cycles ", unsigned(s),
-          unsigned(npu.npu_cycles), unsigned(npu.runs));
+    print("inference %u: NPU cycles %u (%u stream(s)), CPU cycles ", unsigned(s), unsigned(npu.npu_cycles),
+          unsigned(npu.runs));
     counting ? print("%u\n", unsigned(cycles)) : print("not counted (no DWT on this platform)\n");
     if (npu.runs > 0) print_pmu(npu.pmu);
     runner::summarise_outputs(method.value());

@@ -15,9 +15,7 @@ using runtime::Tensor;
 constexpr size_t kCommandLineCapacity = 1024;
 constexpr size_t kPathCapacity = 512;
 
-bool starts_with(const char* text, const char* prefix) {
-  return std::strncmp(text, prefix, std::strlen(prefix)) == 0;
-}
+bool starts_with(const char* text, const char* prefix) { return std::strncmp(text, prefix, std::strlen(prefix)) == 0; }
 
 // Splits `line` in place at spaces; calls take(token) for each token.
 template <typename Take>
@@ -61,8 +59,7 @@ bool take_option(Options& options, const char* token) {
   } else if (starts_with(token, "--npu-timeout-ms=")) {
     const char* value = token + std::strlen("--npu-timeout-ms=");
     if (!parse_milliseconds(value, options.npu_timeout_ms)) {
-      print("runner: --npu-timeout-ms takes a whole number of milliseconds from 1 to 4294967295, not '%s'\n",
-            value);
+      print("runner: --npu-timeout-ms takes a whole number of milliseconds from 1 to 4294967295, not '%s'\n", value);
       return false;
     }
   } else if (starts_with(token, "--")) {
@@ -139,8 +136,8 @@ bool parse_options(Options& options) {
 bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {
   const size_t count = method.input_count();
   if (count > kMaxIo || method.output_count() > kMaxIo) {
-    print("runner: the program has %u inputs and %u outputs; the runner handles at most %d each\n",
-          unsigned(count), unsigned(method.output_count()), kMaxIo);
+    print("runner: the program has %u inputs and %u outputs; the runner handles at most %d each\n", unsigned(count),
+          unsigned(method.output_count()), kMaxIo);
     return false;
   }
   for (size_t i = 0; i < count; ++i) {
@@ -159,8 +156,7 @@ bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {
   }
   if (options.input_count == 0) return true;  // built-in defaults, one sample
   if (static_cast<size_t>(options.input_count) != count || count > kMaxIo) {
-    print("runner: the program takes %u input(s); %d --input given\n", unsigned(count),
-          options.input_count);
+    print("runner: the program takes %u input(s); %d --input given\n", unsigned(count), options.input_count);
     return false;
   }
   for (size_t i = 0; i < count; ++i) {
@@ -172,11 +168,9 @@ bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {
       return false;
     }
     const uint32_t samples = nbytes == 0 ? 1 : static_cast<uint32_t>(length) / nbytes;
-    if (samples == 0 || static_cast<uint32_t>(length) != samples * nbytes ||
-        (i > 0 && samples != inputs.samples)) {
-      print("runner: input %u (%s) has %d bytes; the program takes %u bytes per sample%s\n",
-            unsigned(i), options.inputs[i], int(length), unsigned(nbytes),
-            i > 0 ? ", as many samples as input 0" : "");
+    if (samples == 0 || static_cast<uint32_t>(length) != samples * nbytes || (i > 0 && samples != inputs.samples)) {
+      print("runner: input %u (%s) has %d bytes; the program takes %u bytes per sample%s\n", unsigned(i),
+            options.inputs[i], int(length), unsigned(nbytes), i > 0 ? ", as many samples as input 0" : "");
       return false;
     }
     inputs.samples = samples;
@@ -195,8 +189,7 @@ bool read_sample(const Method& method, Inputs& inputs) {
       }
       continue;
     }
-    const auto& given = i < kModel.default_inputs.size ? kModel.default_inputs[i]
-                                                        : runtime::Span<const uint8_t>();
+    const auto& given = i < kModel.default_inputs.size ? kModel.default_inputs[i] : runtime::Span<const uint8_t>();
     if (given.size == t.nbytes) {
       std::memcpy(t.data, given.data, t.nbytes);
     } else {
@@ -209,14 +202,13 @@ bool read_sample(const Method& method, Inputs& inputs) {
 bool open_outputs(const Options& options, const Method& method, Outputs& outputs) {
   if (options.output_dir == nullptr) return true;
   if (method.output_count() > kMaxIo) {
-    print("runner: the program has %u outputs; the runner writes at most %d\n",
-          unsigned(method.output_count()), kMaxIo);
+    print("runner: the program has %u outputs; the runner writes at most %d\n", unsigned(method.output_count()),
+          kMaxIo);
     return false;
   }
   for (size_t i = 0; i < method.output_count(); ++i) {
     char path[kPathCapacity];
-    if (!output_path(options.output_dir, i, path) ||
-        !outputs.files[i].open(path, HostFile::Mode::kWriteBinary)) {
+    if (!output_path(options.output_dir, i, path) || !outputs.files[i].open(path, HostFile::Mode::kWriteBinary)) {
       print("runner: cannot write output %u to %s\n", unsigned(i), options.output_dir);
       return false;
     }
@@ -253,8 +245,8 @@ int fail(const char* what, const runtime::Error& error, int status) {
   // product in bits 31..28, log2 of its MACs per cycle in bits 3..0), in kiln's spelling.
   const unsigned product = error.b >> 28;
   if (error.code == runtime::ErrorCode::kNpuTargetMismatch && product <= 2) {
-    print("runner: compile the model for this NPU: kiln compile MODEL --target ethos-u%u-%u\n",
-          55 + 10 * product, 1u << (error.b & 0xF));
+    print("runner: compile the model for this NPU: kiln compile MODEL --target ethos-u%u-%u\n", 55 + 10 * product,
+          1u << (error.b & 0xF));
   }
   return status;
 }
@@ -267,11 +259,8 @@ int fail_inference(const runtime::Error& error, const kiln::ethosu::Driver& driv
     case ErrorCode::kNpuFault:
     case ErrorCode::kNpuIncomplete:
     case ErrorCode::kNpuTimeout:
-    case ErrorCode::kNpuResetFailed:
-      print("NPU STATUS after the failure: 0x%08x\n", unsigned(driver.status()));
-      break;
-    default:
-      break;
+    case ErrorCode::kNpuResetFailed: print("NPU STATUS after the failure: 0x%08x\n", unsigned(driver.status())); break;
+    default: break;
   }
   return kExitInference;
 }

@@ -23,8 +23,7 @@ Constructed constructed;
 
 int main() {
   kiln::print("Hello from kiln on %s (%s)\n", KILN_BOARD_NAME, KILN_CPU_CORE);
-  kiln::print("startup: .data %d, .bss %d, static constructor %d\n", loaded, zeroed,
-              constructed.value);
+  kiln::print("startup: .data %d, .bss %d, static constructor %d\n", loaded, zeroed, constructed.value);
 
   int8_t values[16];
   for (int i = 0; i < 16; ++i) values[i] = static_cast<int8_t>(i + 1);

@@ -24,11 +24,9 @@ constexpr uint32_t kShapeDims = 6;
 static_assert(kIoRecordSize == (kShapeDims + 3) * 4, "shape[6], elem_size, offset, region");
 constexpr uint32_t kCop1Magic = 0x3150'4F43;              // "COP1" little-endian
 
-enum Block { kStreamHeader, kCmdData, kWeightData, kScratchSize, kInputs, kOutputs, kStreamFooter,
-             kBlockCount };
-constexpr const char* kBlockNames[kBlockCount] = {"vela_bin_stream", "cmd_data",   "weight_data",
-                                                  "scratch_size",    "inputs",     "outputs",
-                                                  "vela_end_stream"};
+enum Block { kStreamHeader, kCmdData, kWeightData, kScratchSize, kInputs, kOutputs, kStreamFooter, kBlockCount };
+constexpr const char* kBlockNames[kBlockCount] = {"vela_bin_stream", "cmd_data", "weight_data",    "scratch_size",
+                                                  "inputs",          "outputs",  "vela_end_stream"};
 
 Error fault(PayloadFault what, uint64_t detail) {
   return Error{ErrorCode::kDelegateBadPayload, static_cast<uint32_t>(what), static_cast<uint32_t>(detail)};
@@ -62,8 +60,7 @@ Result<BlockData> read_block(const uint8_t* base, size_t size, uint64_t pos, int
   // The name is NUL-padded: name bytes, then only NULs up to 16.
   for (uint32_t i = name_length; i < kNameSize; ++i) {
     if (header[i] != 0) {
-      return i == name_length ? fault(PayloadFault::kUnexpectedBlock, pos)
-                              : fault(PayloadFault::kBadBlockName, pos);
+      return i == name_length ? fault(PayloadFault::kUnexpectedBlock, pos) : fault(PayloadFault::kBadBlockName, pos);
     }
   }
   if (std::memcmp(header, name, name_length) != 0) return fault(PayloadFault::kUnexpectedBlock, pos);
@@ -125,8 +122,7 @@ Status check_contents(const BlockData (&blocks)[kBlockCount], uint64_t footer_at
   }
   if (blocks[kStreamFooter].size != 0) return fault(PayloadFault::kMarkerNotEmpty, footer_at);
   if (blocks[kCmdData].size < 4 || load_u32(blocks[kCmdData].data) != kCop1Magic) {
-    return fault(PayloadFault::kNotCop1,
-                 blocks[kCmdData].size < 4 ? 0 : load_u32(blocks[kCmdData].data));
+    return fault(PayloadFault::kNotCop1, blocks[kCmdData].size < 4 ? 0 : load_u32(blocks[kCmdData].data));
   }
   if (blocks[kScratchSize].size != 4) {
     return fault(PayloadFault::kScratchSizeBlock, blocks[kScratchSize].size);

@@ -119,33 +119,33 @@ struct OpcodeSet {
 
 // Every one-word opcode of the map (Vela's cmd0).
 constexpr uint16_t kCmd0List[] = {
-    c::kOpStop, c::kOpIrq, c::kOpConv, c::kOpDepthwise, c::kOpPool, c::kOpElementwise, c::kOpDmaStart,
-    c::kOpDmaWait, c::kOpKernelWait, c::kOpPmuMask,
-    c::kIfmPadTop, c::kIfmPadLeft, c::kIfmPadRight, c::kIfmPadBottom, c::kIfmDepthM1, c::kIfmPrecision,
-    c::kIfmUpscale, c::kIfmZeroPoint, c::kIfmWidth0M1, c::kIfmHeight0M1, c::kIfmHeight1M1, c::kIfmIbEnd,
-    c::kIfmRegion, c::kOfmWidthM1, c::kOfmHeightM1, c::kOfmDepthM1, c::kOfmPrecision, c::kOfmBlkWidthM1,
-    c::kOfmBlkHeightM1, c::kOfmBlkDepthM1, c::kOfmZeroPoint, c::kOfmWidth0M1, c::kOfmHeight0M1,
-    c::kOfmHeight1M1, c::kOfmRegion, c::kKernelWidthM1, c::kKernelHeightM1, c::kKernelStride,
-    c::kParallelMode, c::kAccFormat, c::kActivation, c::kActivationMin, c::kActivationMax,
-    c::kWeightRegion, c::kScaleRegion, c::kAbStart, c::kBlockdep, c::kDma0SrcRegion, c::kDma0DstRegion,
-    c::kDma0Size0, c::kDma0Size1, c::kIfm2Broadcast, c::kIfm2Scalar, c::kIfm2Precision, c::kIfm2ZeroPoint,
-    c::kIfm2Width0M1, c::kIfm2Height0M1, c::kIfm2Height1M1, c::kIfm2IbStart, c::kIfm2Region,
+    c::kOpStop,         c::kOpIrq,        c::kOpConv,        c::kOpDepthwise,   c::kOpPool,         c::kOpElementwise,
+    c::kOpDmaStart,     c::kOpDmaWait,    c::kOpKernelWait,  c::kOpPmuMask,     c::kIfmPadTop,      c::kIfmPadLeft,
+    c::kIfmPadRight,    c::kIfmPadBottom, c::kIfmDepthM1,    c::kIfmPrecision,  c::kIfmUpscale,     c::kIfmZeroPoint,
+    c::kIfmWidth0M1,    c::kIfmHeight0M1, c::kIfmHeight1M1,  c::kIfmIbEnd,      c::kIfmRegion,      c::kOfmWidthM1,
+    c::kOfmHeightM1,    c::kOfmDepthM1,   c::kOfmPrecision,  c::kOfmBlkWidthM1, c::kOfmBlkHeightM1, c::kOfmBlkDepthM1,
+    c::kOfmZeroPoint,   c::kOfmWidth0M1,  c::kOfmHeight0M1,  c::kOfmHeight1M1,  c::kOfmRegion,      c::kKernelWidthM1,
+    c::kKernelHeightM1, c::kKernelStride, c::kParallelMode,  c::kAccFormat,     c::kActivation,     c::kActivationMin,
+    c::kActivationMax,  c::kWeightRegion, c::kScaleRegion,   c::kAbStart,       c::kBlockdep,       c::kDma0SrcRegion,
+    c::kDma0DstRegion,  c::kDma0Size0,    c::kDma0Size1,     c::kIfm2Broadcast, c::kIfm2Scalar,     c::kIfm2Precision,
+    c::kIfm2ZeroPoint,  c::kIfm2Width0M1, c::kIfm2Height0M1, c::kIfm2Height1M1, c::kIfm2IbStart,    c::kIfm2Region,
 };
 
 // The Ethos-U85's one-word opcodes (ethos_u85_interface.hpp's cmd0_opcode).
 constexpr uint16_t kCmd0ListU85[] = {
-    c::kOpStop, c::kOpIrq, c::kOpConv, c::kOpDepthwise, c::kOpPool, c::kOpElementwise, c::kOpResize,
-    c::kOpDmaStart, c::kOpDmaWait, c::kOpKernelWait, c::kOpPmuMask,
-    c::kIfmPadTop, c::kIfmPadLeft, c::kIfmPadRight, c::kIfmPadBottom, c::kIfmDepthM1, c::kIfmPrecision,
-    c::kIfmUpscale, c::kIfmBroadcast, c::kIfmZeroPoint, c::kIfmWidth0M1, c::kIfmHeight0M1, c::kIfmHeight1M1,
-    c::kIfmRegion, c::kOfmWidthM1, c::kOfmHeightM1, c::kOfmDepthM1, c::kOfmPrecision, c::kOfmBlkWidthM1,
-    c::kOfmBlkHeightM1, c::kOfmBlkDepthM1, c::kOfmZeroPoint, c::kOfmWidth0M1, c::kOfmHeight0M1,
-    c::kOfmHeight1M1, c::kOfmRegion, c::kKernelWidthM1, c::kKernelHeightM1, c::kKernelStride,
-    c::kAccFormat, c::kActivation, c::kActivationMin, c::kActivationMax, c::kWeightRegion, c::kScaleRegion,
-    c::kResizeXScaleNM1, c::kResizeYScaleNM1, c::kResizeXOffset, c::kResizeYOffset, c::kWeightFormat,
-    c::kBlockdep, c::kDma0SrcRegion, c::kDma0DstRegion, c::kDma0Size0, c::kDma0Size1, c::kDma0IdxRegion,
-    c::kIfm2Broadcast, c::kIfm2Precision, c::kIfm2ZeroPoint, c::kIfm2Width0M1, c::kIfm2Height0M1,
-    c::kIfm2Height1M1, c::kIfm2Region,
+    c::kOpStop,          c::kOpIrq,           c::kOpConv,         c::kOpDepthwise,   c::kOpPool,
+    c::kOpElementwise,   c::kOpResize,        c::kOpDmaStart,     c::kOpDmaWait,     c::kOpKernelWait,
+    c::kOpPmuMask,       c::kIfmPadTop,       c::kIfmPadLeft,     c::kIfmPadRight,   c::kIfmPadBottom,
+    c::kIfmDepthM1,      c::kIfmPrecision,    c::kIfmUpscale,     c::kIfmBroadcast,  c::kIfmZeroPoint,
+    c::kIfmWidth0M1,     c::kIfmHeight0M1,    c::kIfmHeight1M1,   c::kIfmRegion,     c::kOfmWidthM1,
+    c::kOfmHeightM1,     c::kOfmDepthM1,      c::kOfmPrecision,   c::kOfmBlkWidthM1, c::kOfmBlkHeightM1,
+    c::kOfmBlkDepthM1,   c::kOfmZeroPoint,    c::kOfmWidth0M1,    c::kOfmHeight0M1,  c::kOfmHeight1M1,
+    c::kOfmRegion,       c::kKernelWidthM1,   c::kKernelHeightM1, c::kKernelStride,  c::kAccFormat,
+    c::kActivation,      c::kActivationMin,   c::kActivationMax,  c::kWeightRegion,  c::kScaleRegion,
+    c::kResizeXScaleNM1, c::kResizeYScaleNM1, c::kResizeXOffset,  c::kResizeYOffset, c::kWeightFormat,
+    c::kBlockdep,        c::kDma0SrcRegion,   c::kDma0DstRegion,  c::kDma0Size0,     c::kDma0Size1,
+    c::kDma0IdxRegion,   c::kIfm2Broadcast,   c::kIfm2Precision,  c::kIfm2ZeroPoint, c::kIfm2Width0M1,
+    c::kIfm2Height0M1,   c::kIfm2Height1M1,   c::kIfm2Region,
 };
 
 // The payload-word opcodes: runs of consecutive numbers, each a group's first opcode and
@@ -154,8 +154,8 @@ struct Run {
   uint16_t first, last_index;
 };
 constexpr Run kCmd1Runs[] = {{0x000, 6}, {0x010, 6}, {0x020, 6}, {0x030, 4}, {0x080, 6}, {0x090, 3}};
-constexpr Run kCmd1RunsU85[] = {{0x000, 6}, {0x010, 6}, {0x020, 7}, {0x030, 9}, {0x080, 6}, {0x090, 7},
-                                {c::kOpBranch, 0}};
+constexpr Run kCmd1RunsU85[] = {{0x000, 6}, {0x010, 6}, {0x020, 7},       {0x030, 9},
+                                {0x080, 6}, {0x090, 7}, {c::kOpBranch, 0}};
 
 template <size_t N>
 constexpr OpcodeSet opcodes(const uint16_t (&list)[N]) {
@@ -231,8 +231,7 @@ class Checker {
     const uint32_t right = cols - left;
     // (rows, cols) of tiles 0..3
     const uint32_t tile_rows[c::kTiles] = {rows < height0 ? rows : height0, rows < height1 ? rows : height1,
-                                           rows > height0 ? rows - height0 : 0,
-                                           rows > height1 ? rows - height1 : 0};
+                                           rows > height0 ? rows - height0 : 0, rows > height1 ? rows - height1 : 0};
     const uint32_t tile_cols[c::kTiles] = {left, right, left, right};
     uint64_t lo = ~uint64_t{0}, hi = 0;
     for (int t = 0; t < c::kTiles; ++t) {
@@ -394,8 +393,8 @@ void write_ofm_u85(Checker& check, const Regs& r) {
 // The one scale stream of all cores: at least 10 bytes per OFM channel.
 void scales_u85(Checker& check, const Regs& r) {
   const uint64_t records = uint64_t{ofm_depth(r)} * c::kScaleRecordBytes, length = r.value(c::kScaleLength);
-  check.span(NpuAccess::kScales, r.region(c::kScaleRegion), r.value(c::kScaleBase),
-             length > records ? length : records, false);
+  check.span(NpuAccess::kScales, r.region(c::kScaleRegion), r.value(c::kScaleBase), length > records ? length : records,
+             false);
 }
 
 // One weight stream per core (WEIGHT, WEIGHT1..3; a zero length reads nothing), then the scales.
@@ -497,11 +496,11 @@ void dma_u85(Checker& check, const Regs& r, uint32_t lut_bytes) {
     check.span(NpuAccess::kDmaIndex, r.region(c::kDma0IdxRegion), r.value(c::kDma0Idx), rows * 4, false);
   }
   // each operand below 2^32: the products and sums stay below 2^64
-  const uint64_t src_length = gather ? idx_max * r.value(c::kDma0SrcStride0) + len
-                                     : dma_extent_u85(r, mode, c::kDma0SrcStride0);
+  const uint64_t src_length =
+      gather ? idx_max * r.value(c::kDma0SrcStride0) + len : dma_extent_u85(r, mode, c::kDma0SrcStride0);
   check.span(NpuAccess::kDmaSource, c::u85_dma_region(src), r.value(c::kDma0Src), src_length, false);
-  const uint64_t dst_length = scatter ? idx_max * r.value(c::kDma0DstStride0) + len
-                                      : dma_extent_u85(r, mode, c::kDma0DstStride0);
+  const uint64_t dst_length =
+      scatter ? idx_max * r.value(c::kDma0DstStride0) + len : dma_extent_u85(r, mode, c::kDma0DstStride0);
   if (!c::dma_internal(dst)) {
     return check.span(NpuAccess::kDmaDestination, c::u85_dma_region(dst), r.value(c::kDma0Dst), dst_length, true);
   }

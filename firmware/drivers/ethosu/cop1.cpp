@@ -88,8 +88,8 @@ Status match_target(const CommandStream& stream, uint32_t npu_config, uint32_t n
   using namespace reg;
   const uint32_t config = stream.config, id = stream.id;
   const Family* family = family_of(npu_config);
-  bool same = config_product(config) == config_product(npu_config) &&
-              config_macs_log2(config) == config_macs_log2(npu_config);
+  bool same =
+      config_product(config) == config_product(npu_config) && config_macs_log2(config) == config_macs_log2(npu_config);
   if (same && family != nullptr && !family->shram_in_config) {
     same = (config & kU85PortsAndCores) == (npu_config & kU85PortsAndCores);
   }

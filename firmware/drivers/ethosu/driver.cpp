@@ -61,9 +61,7 @@ void Driver::write(uint32_t offset, uint32_t value) const { npu_reg(base_, offse
 uint32_t Driver::status() const { return read(reg::kStatus); }
 
 uint32_t Driver::macs_per_cycle() const { return 1u << reg::config_macs_log2(config_); }
-uint32_t Driver::shram_kib() const {
-  return family(config_).shram_in_config ? reg::config_shram_kib(config_) : 0;
-}
+uint32_t Driver::shram_kib() const { return family(config_).shram_in_config ? reg::config_shram_kib(config_) : 0; }
 
 Status Driver::soft_reset() const {
   write(reg::kReset, kProtPrivilegedSecure);
@@ -95,8 +93,7 @@ Result<Driver> Driver::create(uintptr_t base) {
   return driver;
 }
 
-void Driver::program(const CommandStream& stream, const Region* regions, int count,
-                     const RunOptions& options) const {
+void Driver::program(const CommandStream& stream, const Region* regions, int count, const RunOptions& options) const {
   const reg::Family& f = family(config_);
   write(reg::kRegioncfg, options.regioncfg);
   kiln_npu_region_sizes[0] = static_cast<uint32_t>(count);

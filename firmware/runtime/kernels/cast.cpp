@@ -23,11 +23,13 @@ struct Number {
 
 bool castable(ScalarType t) {
   switch (t) {
-    case ScalarType::kFloat: case ScalarType::kChar: case ScalarType::kShort: case ScalarType::kInt:
-    case ScalarType::kLong: case ScalarType::kBool:
-      return true;
-    default:
-      return false;
+    case ScalarType::kFloat:
+    case ScalarType::kChar:
+    case ScalarType::kShort:
+    case ScalarType::kInt:
+    case ScalarType::kLong:
+    case ScalarType::kBool: return true;
+    default: return false;
   }
 }
 
@@ -84,7 +86,7 @@ Status to_copy_out(KernelArgs& args) {
   if (!is_null(args, 2)) return unsupported(2);
   const Value& out_value = args[3];
   if (out_value.kind != ValueKind::kTensor) return bad_argument(3);
-  KILN_TRY(Tensor* out, output_tensor(args, 3, out_value.t.type));
+  KILN_TRY(Tensor * out, output_tensor(args, 3, out_value.t.type));
   if (!castable(in->type)) return unsupported(0, static_cast<uint32_t>(in->type));
   if (!castable(out->type)) return unsupported(3, static_cast<uint32_t>(out->type));
   if (!same_sizes(*in, *out)) return shape_mismatch(3);
@@ -92,7 +94,8 @@ Status to_copy_out(KernelArgs& args) {
   const size_t out_size = element_size(static_cast<int8_t>(out->type));
   const auto* src = static_cast<const uint8_t*>(in->data);
   auto* dst = static_cast<uint8_t*>(out->data);
-  for (uint32_t e = 0; e < in->numel; ++e) write(out->type, dst + size_t{e} * out_size, read(in->type, src + size_t{e} * in_size));
+  for (uint32_t e = 0; e < in->numel; ++e)
+    write(out->type, dst + size_t{e} * out_size, read(in->type, src + size_t{e} * in_size));
   return {};
 }
 

@@ -22,7 +22,7 @@ Status where_typed(KernelArgs& args) {
   KILN_TRY(Operand<uint8_t> cond, operand<uint8_t>(args, 0));
   KILN_TRY(Operand<T> a, operand<T>(args, 1));
   KILN_TRY(Operand<T> b, operand<T>(args, 2));
-  KILN_TRY(Tensor* out, output_tensor(args, 3, scalar_type_of<T>()));
+  KILN_TRY(Tensor * out, output_tensor(args, 3, scalar_type_of<T>()));
   const size_t dims[3] = {cond.dim, a.dim, b.dim};
   const int32_t* const sizes[3] = {cond.sizes, a.sizes, b.sizes};
   KILN_CHECK(check_broadcast(*out, 3, dims, sizes, 3));
@@ -34,12 +34,24 @@ Status where_typed(KernelArgs& args) {
 
 }  // namespace
 
-Status eq_tensor_out(KernelArgs& args) { return compare(args, [](auto a, auto b) { return a == b; }); }
-Status ne_tensor_out(KernelArgs& args) { return compare(args, [](auto a, auto b) { return a != b; }); }
-Status lt_tensor_out(KernelArgs& args) { return compare(args, [](auto a, auto b) { return a < b; }); }
-Status le_tensor_out(KernelArgs& args) { return compare(args, [](auto a, auto b) { return a <= b; }); }
-Status gt_tensor_out(KernelArgs& args) { return compare(args, [](auto a, auto b) { return a > b; }); }
-Status ge_tensor_out(KernelArgs& args) { return compare(args, [](auto a, auto b) { return a >= b; }); }
+Status eq_tensor_out(KernelArgs& args) {
+  return compare(args, [](auto a, auto b) { return a == b; });
+}
+Status ne_tensor_out(KernelArgs& args) {
+  return compare(args, [](auto a, auto b) { return a != b; });
+}
+Status lt_tensor_out(KernelArgs& args) {
+  return compare(args, [](auto a, auto b) { return a < b; });
+}
+Status le_tensor_out(KernelArgs& args) {
+  return compare(args, [](auto a, auto b) { return a <= b; });
+}
+Status gt_tensor_out(KernelArgs& args) {
+  return compare(args, [](auto a, auto b) { return a > b; });
+}
+Status ge_tensor_out(KernelArgs& args) {
+  return compare(args, [](auto a, auto b) { return a >= b; });
+}
 // The Scalar overloads differ only in that `other` is a number, which operand() reads.
 Status eq_scalar_out(KernelArgs& args) { return eq_tensor_out(args); }
 Status ne_scalar_out(KernelArgs& args) { return ne_tensor_out(args); }

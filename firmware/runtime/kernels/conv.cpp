@@ -139,7 +139,7 @@ Status convolution_out(KernelArgs& args) {
   ConvShape s;
   KILN_CHECK(conv_params(args, *x, *weight, &s));
   KILN_TRY(const float* bias, optional_bias(args, 2, s.cout));
-  KILN_TRY(Tensor* out, output_tensor(args, 9, ScalarType::kFloat));
+  KILN_TRY(Tensor * out, output_tensor(args, 9, ScalarType::kFloat));
   const int64_t sizes[4] = {s.n, s.cout, s.oh, s.ow};
   KILN_CHECK(expect_sizes(*out, sizes, 4, 9));
   const float* in = f32(*x);
@@ -151,7 +151,8 @@ Status convolution_out(KernelArgs& args) {
         for (int64_t ox = 0; ox < s.ow; ++ox) {
           float acc = 0.0f;
           if (bias != nullptr) acc += bias[co];
-          acc = s.transposed ? convolve_transposed(in, w, s, b, co, oy, ox, acc) : convolve(in, w, s, b, co, oy, ox, acc);
+          acc =
+              s.transposed ? convolve_transposed(in, w, s, b, co, oy, ox, acc) : convolve(in, w, s, b, co, oy, ox, acc);
           y[((b * s.cout + co) * s.oh + oy) * s.ow + ox] = acc;
         }
       }
@@ -169,12 +170,13 @@ Status linear_out(KernelArgs& args) {
   if (weight->dim != 2 || weight->sizes[1] != in_features) return shape_mismatch(1);
   const int32_t out_features = weight->sizes[0];
   KILN_TRY(const float* bias, optional_bias(args, 2, int64_t{out_features}));
-  KILN_TRY(Tensor* out, output_tensor(args, 3, ScalarType::kFloat));
+  KILN_TRY(Tensor * out, output_tensor(args, 3, ScalarType::kFloat));
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d + 1 < x->dim; ++d) sizes[d] = x->sizes[d];
   sizes[x->dim - 1] = out_features;
   KILN_CHECK(expect_sizes(*out, sizes, x->dim, 3));
-  const uint32_t rows = in_features ? x->numel / static_cast<uint32_t>(in_features) : out->numel / (out_features ? out_features : 1);
+  const uint32_t rows =
+      in_features ? x->numel / static_cast<uint32_t>(in_features) : out->numel / (out_features ? out_features : 1);
   const float* in = f32(*x);
   const float* w = f32(*weight);
   float* y = f32(*out);

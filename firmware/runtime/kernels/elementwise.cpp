@@ -33,8 +33,7 @@ Result<ScalarType> tensor_type(const KernelArgs& args, size_t i, size_t j) {
   return bad_argument(i, static_cast<uint32_t>(args[i].kind));
 }
 
-Status check_broadcast(const Tensor& out, size_t position, const size_t* dims, const int32_t* const* sizes,
-                       size_t n) {
+Status check_broadcast(const Tensor& out, size_t position, const size_t* dims, const int32_t* const* sizes, size_t n) {
   for (size_t k = 0; k < n; ++k) {
     if (dims[k] > out.dim) return shape_mismatch(position, static_cast<uint32_t>(k));
   }
@@ -185,9 +184,12 @@ Status div_out_mode(KernelArgs& args) {
   enum class Mode { kTrue, kTrunc, kFloor } mode = Mode::kTrue;
   if (!is_null(args, 2)) {
     KILN_TRY(StringView s, string_arg(args, 2));
-    if (s == StringView("trunc")) mode = Mode::kTrunc;
-    else if (s == StringView("floor")) mode = Mode::kFloor;
-    else return unsupported(2);
+    if (s == StringView("trunc"))
+      mode = Mode::kTrunc;
+    else if (s == StringView("floor"))
+      mode = Mode::kFloor;
+    else
+      return unsupported(2);
   }
   KILN_TRY(ScalarType type, tensor_type(args, 0, 1));
   if (type == ScalarType::kFloat) {

@@ -24,28 +24,40 @@ constexpr ScalarType scalar_type_of() {
 }
 
 template <typename T>
-const T* elements(const Tensor& t) { return static_cast<const T*>(t.data); }
+const T* elements(const Tensor& t) {
+  return static_cast<const T*>(t.data);
+}
 template <typename T>
-T* elements(Tensor& t) { return static_cast<T*>(t.data); }
+T* elements(Tensor& t) {
+  return static_cast<T*>(t.data);
+}
 
 // Two's complement arithmetic on integers without signed overflow: done in the unsigned
 // type, converted back modulo 2^bits.
 template <typename I>
-I wrap(std::make_unsigned_t<I> u) { return static_cast<I>(u); }
+I wrap(std::make_unsigned_t<I> u) {
+  return static_cast<I>(u);
+}
 template <typename T>
 T wrapping_add(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return a + b;
-  else return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+  if constexpr (std::is_floating_point_v<T>)
+    return a + b;
+  else
+    return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
 }
 template <typename T>
 T wrapping_sub(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return a - b;
-  else return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) - static_cast<std::make_unsigned_t<T>>(b));
+  if constexpr (std::is_floating_point_v<T>)
+    return a - b;
+  else
+    return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) - static_cast<std::make_unsigned_t<T>>(b));
 }
 template <typename T>
 T wrapping_mul(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return a * b;
-  else return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) * static_cast<std::make_unsigned_t<T>>(b));
+  if constexpr (std::is_floating_point_v<T>)
+    return a * b;
+  else
+    return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) * static_cast<std::make_unsigned_t<T>>(b));
 }
 
 // y[i] = f(x[i]) for a tensor of In into a same-sized tensor of Out; arguments 1..arity-1
@@ -54,7 +66,7 @@ template <typename In, typename Out, typename F>
 Status map(KernelArgs& args, size_t arity, F f) {
   KILN_CHECK(expect_arity(args, arity));
   KILN_TRY(const Tensor* in, input_tensor(args, 0, scalar_type_of<In>()));
-  KILN_TRY(Tensor* out, output_tensor(args, arity, scalar_type_of<Out>()));
+  KILN_TRY(Tensor * out, output_tensor(args, arity, scalar_type_of<Out>()));
   if (!same_sizes(*out, *in)) return shape_mismatch(arity);
   const In* x = elements<In>(*in);
   Out* y = elements<Out>(*out);
@@ -63,7 +75,9 @@ Status map(KernelArgs& args, size_t arity, F f) {
 }
 
 template <typename F>
-Status unary(KernelArgs& args, size_t arity, F f) { return map<float, float>(args, arity, f); }
+Status unary(KernelArgs& args, size_t arity, F f) {
+  return map<float, float>(args, arity, f);
+}
 
 // max(x, lo) then min(., hi), each keeping x when it is NaN and the bound on ties (so
 // max(-0, 0) is +0), as numpy's maximum and minimum.
@@ -96,8 +110,7 @@ Result<Operand<T>> operand(const KernelArgs& args, size_t i) {
       return bad_argument(i, static_cast<uint32_t>(v.kind));
     } else {
       if (v.kind != ValueKind::kInt) return unsupported(i, static_cast<uint32_t>(v.kind));
-      return Operand<T>{nullptr, wrap<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(v.i))), 0,
-                        nullptr};
+      return Operand<T>{nullptr, wrap<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(v.i))), 0, nullptr};
     }
   }
   KILN_TRY(const Tensor* t, input_tensor(args, i, scalar_type_of<T>()));
@@ -109,8 +122,7 @@ Result<ScalarType> tensor_type(const KernelArgs& args, size_t i, size_t j);
 
 // Operand shapes (dim, sizes) broadcast to `out`: each size is out's or 1, out's sizes come
 // from some operand (or are 1). `position` names out in errors.
-Status check_broadcast(const Tensor& out, size_t position, const size_t* dims, const int32_t* const* sizes,
-                       size_t n);
+Status check_broadcast(const Tensor& out, size_t position, const size_t* dims, const int32_t* const* sizes, size_t n);
 
 // Element offsets of operand k along out's dims: 0 where it broadcasts.
 void broadcast_strides(const Tensor& out, size_t dim, const int32_t* sizes, uint32_t* strides);
@@ -142,7 +154,7 @@ Status binary(KernelArgs& args, size_t arity, F f) {
   KILN_CHECK(expect_arity(args, arity));
   KILN_TRY(Operand<T> a, operand<T>(args, 0));
   KILN_TRY(Operand<T> b, operand<T>(args, 1));
-  KILN_TRY(Tensor* out, output_tensor(args, arity, scalar_type_of<R>()));
+  KILN_TRY(Tensor * out, output_tensor(args, arity, scalar_type_of<R>()));
   const size_t dims[2] = {a.dim, b.dim};
   const int32_t* const sizes[2] = {a.sizes, b.sizes};
   KILN_CHECK(check_broadcast(*out, arity, dims, sizes, 2));

@@ -69,7 +69,7 @@ Status index_select_out(KernelArgs& args) {
   KILN_TRY(size_t dim, dim_index(dim_arg, in->dim, 1));
   KILN_TRY(const Tensor* index, index_tensor(args, 2));
   if (index->dim > 1) return unsupported(2, index->dim);
-  KILN_TRY(Tensor* out, output_like(args, 3, *in));
+  KILN_TRY(Tensor * out, output_like(args, 3, *in));
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d < in->dim; ++d) sizes[d] = d == dim ? int64_t{index->numel} : in->sizes[d];
   KILN_CHECK(expect_sizes(*out, sizes, in->dim, 3));
@@ -92,7 +92,7 @@ Status embedding_out(KernelArgs& args) {
   KILN_TRY(bool sparse, bool_arg(args, 4));
   (void)padding_idx, (void)scale_grad_by_freq, (void)sparse;  // gradients only
   if (indices->dim + 1u > kMaxDims) return unsupported(1, indices->dim);
-  KILN_TRY(Tensor* out, output_like(args, 5, *weight));
+  KILN_TRY(Tensor * out, output_like(args, 5, *weight));
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d < indices->dim; ++d) sizes[d] = indices->sizes[d];
   sizes[indices->dim] = weight->sizes[1];
@@ -109,7 +109,7 @@ Status checked_index_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 2));
   KILN_TRY(const Tensor* index, index_tensor(args, 0));
   KILN_TRY(int64_t size, int_arg(args, 1));
-  KILN_TRY(Tensor* out, output_tensor(args, 2, ScalarType::kInt));
+  KILN_TRY(Tensor * out, output_tensor(args, 2, ScalarType::kInt));
   if (!same_sizes(*out, *index)) return bad_argument(2);
   KILN_CHECK(check_indices(*index, 0, size));
   auto* y = static_cast<int32_t*>(out->data);

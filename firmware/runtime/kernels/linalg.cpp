@@ -44,7 +44,7 @@ Status multiply(const KernelArgs& args, const Tensor& a, const Tensor& b) {
   out_dim = batch;
   if (a.dim >= 2) sizes[out_dim++] = n;
   if (b.dim >= 2) sizes[out_dim++] = m;
-  KILN_TRY(Tensor* out, output_tensor(args, 2, ScalarType::kFloat));
+  KILN_TRY(Tensor * out, output_tensor(args, 2, ScalarType::kFloat));
   KILN_CHECK(expect_sizes(*out, sizes, out_dim, 2));
   if (out->numel == 0) return {};
   // out has elements, so n, m and every batch size are positive and out's products fit

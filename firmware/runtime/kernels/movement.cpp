@@ -105,8 +105,8 @@ Status finish_copy(const Copy& c, const Axis* axes, size_t dim, int64_t base, co
 }
 
 // The pads (before, after) of each of in's dims, from a list of pairs for the last dims backwards.
-Status read_pads(const KernelArgs& args, size_t i, const Tensor& in, int64_t before[kMaxDims],
-                 int64_t after[kMaxDims], size_t* padded) {
+Status read_pads(const KernelArgs& args, size_t i, const Tensor& in, int64_t before[kMaxDims], int64_t after[kMaxDims],
+                 size_t* padded) {
   int64_t pads[2 * kMaxDims];
   size_t count = 0;
   KILN_CHECK(int_list_arg(args, i, pads, 2 * kMaxDims, &count));
@@ -333,7 +333,7 @@ Status cat_out(KernelArgs& args) {
   KILN_TRY(int64_t dim_arg, int_arg(args, 1));
   const Value& out_value = args[2];
   if (out_value.kind != ValueKind::kTensor) return bad_argument(2);
-  KILN_TRY(Tensor* out, output_tensor(args, 2, out_value.t.type));
+  KILN_TRY(Tensor * out, output_tensor(args, 2, out_value.t.type));
   KILN_TRY(size_t dim, dim_index(dim_arg, out->dim, 1));
   const size_t elem = element_size(static_cast<int8_t>(out->type));
   int64_t total = 0;

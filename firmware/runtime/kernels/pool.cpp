@@ -42,7 +42,7 @@ Result<Planes> planes_of(const Tensor& x) {
 
 // The out tensor: x's sizes with H, W replaced by oh, ow.
 Result<Tensor*> pooled_output(const KernelArgs& args, size_t n, const Tensor& x, int64_t oh, int64_t ow) {
-  KILN_TRY(Tensor* out, output_tensor(args, n, ScalarType::kFloat));
+  KILN_TRY(Tensor * out, output_tensor(args, n, ScalarType::kFloat));
   int64_t sizes[4];
   for (size_t d = 0; d + 2 < x.dim; ++d) sizes[d] = x.sizes[d];
   sizes[x.dim - 2] = oh, sizes[x.dim - 1] = ow;
@@ -124,14 +124,17 @@ Status avg_pool2d_out(KernelArgs& args) {
   const int64_t oh = pool_size(p.h, kernel[0], stride[0], padding[0], ceil_mode);
   const int64_t ow = pool_size(p.w, kernel[1], stride[1], padding[1], ceil_mode);
   if (oh < 1 || ow < 1) return shape_mismatch(1);
-  KILN_TRY(Tensor* out, pooled_output(args, 7, *x, oh, ow));
+  KILN_TRY(Tensor * out, pooled_output(args, 7, *x, oh, ow));
   average(*x, p, *out, oh, ow, [&](int64_t oy, int64_t ox, Window* rows, Window* cols, int64_t* divisor) {
     int64_t padded_h, padded_w;
     *rows = pool_window(oy, p.h, kernel[0], stride[0], padding[0], &padded_h);
     *cols = pool_window(ox, p.w, kernel[1], stride[1], padding[1], &padded_w);
-    if (divisor_override != 0) *divisor = divisor_override;
-    else if (count_include_pad) *divisor = padded_h * padded_w;
-    else *divisor = (rows->end - rows->start) * (cols->end - cols->start);
+    if (divisor_override != 0)
+      *divisor = divisor_override;
+    else if (count_include_pad)
+      *divisor = padded_h * padded_w;
+    else
+      *divisor = (rows->end - rows->start) * (cols->end - cols->start);
   });
   return {};
 }
@@ -142,7 +145,7 @@ Status adaptive_avg_pool2d_out(KernelArgs& args) {
   KILN_TRY(Planes p, planes_of(*x));
   int64_t size[2];
   KILN_CHECK(pair_arg(args, 1, 1, kMaxParam, size));
-  KILN_TRY(Tensor* out, pooled_output(args, 2, *x, size[0], size[1]));
+  KILN_TRY(Tensor * out, pooled_output(args, 2, *x, size[0], size[1]));
   average(*x, p, *out, size[0], size[1], [&](int64_t oy, int64_t ox, Window* rows, Window* cols, int64_t* divisor) {
     *rows = adaptive_window(oy, p.h, size[0]);
     *cols = adaptive_window(ox, p.w, size[1]);

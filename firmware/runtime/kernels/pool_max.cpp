@@ -16,8 +16,7 @@ namespace {
 // most 2^31: the window arithmetic below stays under 2^48.
 constexpr int64_t kMaxParam = 1 << 16;
 
-int64_t pool_output_size(int64_t size, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
-                         bool ceil_mode) {
+int64_t pool_output_size(int64_t size, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation, bool ceil_mode) {
   const int64_t span = size + 2 * pad - dilation * (kernel - 1) - 1;
   if (span < 0) return 0;
   int64_t out = (span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
@@ -57,7 +56,8 @@ void max_pool(const T* in, T* out, const Geometry& g, T lowest) {
 Status max_pool2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 6));
   KILN_TRY(const Tensor* x, any_tensor(args, 0));
-  if (x->type != ScalarType::kFloat && x->type != ScalarType::kChar) return unsupported(0, static_cast<uint32_t>(x->type));
+  if (x->type != ScalarType::kFloat && x->type != ScalarType::kChar)
+    return unsupported(0, static_cast<uint32_t>(x->type));
   if (x->dim != 3 && x->dim != 4) return unsupported(0, x->dim);
   Geometry g{};
   KILN_CHECK(pair_arg(args, 1, 1, kMaxParam, g.kernel));
@@ -81,7 +81,7 @@ Status max_pool2d_out(KernelArgs& args) {
   g.oh = pool_output_size(g.h, g.kernel[0], g.stride[0], g.pad[0], g.dilation[0], ceil_mode);
   g.ow = pool_output_size(g.w, g.kernel[1], g.stride[1], g.pad[1], g.dilation[1], ceil_mode);
   if (g.oh < 1 || g.ow < 1) return shape_mismatch(1);
-  KILN_TRY(Tensor* out, output_like(args, 6, *x));
+  KILN_TRY(Tensor * out, output_like(args, 6, *x));
   int64_t sizes[4];
   for (size_t k = 0; k + 2 < d; ++k) sizes[k] = x->sizes[k];
   sizes[d - 2] = g.oh, sizes[d - 1] = g.ow;

@@ -22,8 +22,7 @@ namespace {
 constexpr size_t kArity = 6;
 
 bool is_integer_type(ScalarType t) {
-  return t == ScalarType::kChar || t == ScalarType::kByte || t == ScalarType::kShort ||
-         t == ScalarType::kInt;
+  return t == ScalarType::kChar || t == ScalarType::kByte || t == ScalarType::kShort || t == ScalarType::kInt;
 }
 
 struct QuantParams {
@@ -70,8 +69,8 @@ void store_integer(Tensor& t, uint32_t i, int64_t v) {
 
 // Channel `c`'s zero point from an Int or Long tensor of the channel count (int32 range).
 Result<int32_t> channel_zero_point(const Tensor& zp, uint32_t c, size_t position) {
-  const int64_t v = zp.type == ScalarType::kLong ? static_cast<const int64_t*>(zp.data)[c]
-                                                 : static_cast<const int32_t*>(zp.data)[c];
+  const int64_t v =
+      zp.type == ScalarType::kLong ? static_cast<const int64_t*>(zp.data)[c] : static_cast<const int32_t*>(zp.data)[c];
   if (v < INT32_MIN || v > INT32_MAX) return unsupported(position, c);
   return static_cast<int32_t>(v);
 }
@@ -91,7 +90,7 @@ Status quantize_per_tensor_out(KernelArgs& args) {
   if (out_value.kind != ValueKind::kTensor || !is_integer_type(out_value.t.type)) {
     return bad_argument(kArity);
   }
-  KILN_TRY(Tensor* out, output_tensor(args, kArity, out_value.t.type));
+  KILN_TRY(Tensor * out, output_tensor(args, kArity, out_value.t.type));
   if (!same_sizes(*in, *out)) return shape_mismatch(kArity);
   KILN_TRY(QuantParams q, quant_params(args));
   KILN_CHECK(check_dtype(args, out->type));
@@ -114,7 +113,7 @@ Status dequantize_per_tensor_out(KernelArgs& args) {
     return bad_argument(0);
   }
   KILN_TRY(const Tensor* in, input_tensor(args, 0, in_value.t.type));
-  KILN_TRY(Tensor* out, same_shape_output(args, kArity, *in));
+  KILN_TRY(Tensor * out, same_shape_output(args, kArity, *in));
   KILN_TRY(QuantParams q, quant_params(args));
   KILN_CHECK(check_dtype(args, in->type));
   const auto zero_point = static_cast<int32_t>(q.zero_point);
@@ -129,7 +128,7 @@ Status dequantize_per_channel_out(KernelArgs& args) {
   const Value& in_value = args[0];
   if (in_value.kind != ValueKind::kTensor || !is_integer_type(in_value.t.type)) return bad_argument(0);
   KILN_TRY(const Tensor* in, input_tensor(args, 0, in_value.t.type));
-  KILN_TRY(Tensor* out, same_shape_output(args, kChannelArity, *in));
+  KILN_TRY(Tensor * out, same_shape_output(args, kChannelArity, *in));
   KILN_TRY(int64_t axis_arg, int_arg(args, 3));
   KILN_TRY(size_t axis, dim_index(axis_arg, in->dim, 3));
   KILN_TRY(const Tensor* scales, input_tensor(args, 1, ScalarType::kFloat));

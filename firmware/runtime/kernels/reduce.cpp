@@ -89,12 +89,14 @@ Result<uint32_t> dim_mask(const KernelArgs& args, size_t i, const Tensor& x, boo
 // with keepdim, else dropped).
 Result<Tensor*> reduced_output(const KernelArgs& args, size_t n, const Tensor& x, uint32_t mask, bool keepdim,
                                ScalarType type) {
-  KILN_TRY(Tensor* out, output_tensor(args, n, type));
+  KILN_TRY(Tensor * out, output_tensor(args, n, type));
   int64_t sizes[kMaxDims];
   size_t dim = 0;
   for (size_t d = 0; d < x.dim; ++d) {
-    if (!(mask & (1u << d))) sizes[dim++] = x.sizes[d];
-    else if (keepdim) sizes[dim++] = 1;
+    if (!(mask & (1u << d)))
+      sizes[dim++] = x.sizes[d];
+    else if (keepdim)
+      sizes[dim++] = 1;
   }
   KILN_CHECK(expect_sizes(*out, sizes, dim, n));
   return out;
@@ -120,7 +122,7 @@ Status sum_or_mean(KernelArgs& args, bool mean) {
     KILN_TRY(int64_t dtype, int_arg(args, 3));
     if (dtype != kFloatCode) return unsupported(3, static_cast<uint32_t>(dtype));
   }
-  KILN_TRY(Tensor* out, reduced_output(args, 4, *x, mask, keepdim, ScalarType::kFloat));
+  KILN_TRY(Tensor * out, reduced_output(args, 4, *x, mask, keepdim, ScalarType::kFloat));
   const Reduction r = split(*x, mask);
   const float* in = f32(*x);
   float* y = f32(*out);
@@ -145,7 +147,7 @@ Result<Reduced> reduced_operands(KernelArgs& args, ScalarType type) {
   KILN_TRY(const Tensor* x, input_tensor(args, 0, type));
   KILN_TRY(uint32_t mask, dim_mask(args, 1, *x, false));
   KILN_TRY(bool keepdim, bool_arg(args, 2));
-  KILN_TRY(Tensor* out, reduced_output(args, 3, *x, mask, keepdim, type));
+  KILN_TRY(Tensor * out, reduced_output(args, 3, *x, mask, keepdim, type));
   return Reduced{x, out, split(*x, mask)};
 }
 
@@ -207,7 +209,7 @@ Status arg_extreme(KernelArgs& args, bool largest) {
     mask &= 1u << d;
   }
   KILN_TRY(bool keepdim, bool_arg(args, 2));
-  KILN_TRY(Tensor* out, reduced_output(args, 3, *x, mask, keepdim, ScalarType::kLong));
+  KILN_TRY(Tensor * out, reduced_output(args, 3, *x, mask, keepdim, ScalarType::kLong));
   const Reduction r = split(*x, mask);
   if (r.count == 0) return unsupported(0);
   auto* y = static_cast<int64_t*>(out->data);
@@ -231,9 +233,12 @@ Around around(const Tensor& t, size_t dim) {
   Around a;
   for (size_t d = 0; d < t.dim; ++d) {
     auto size = static_cast<uint32_t>(t.sizes[d]);
-    if (d < dim) a.outer *= size;
-    else if (d == dim) a.n = size;
-    else a.inner *= size;
+    if (d < dim)
+      a.outer *= size;
+    else if (d == dim)
+      a.n = size;
+    else
+      a.inner *= size;
   }
   return a;
 }
@@ -261,7 +266,7 @@ Status softmax(KernelArgs& args, bool log) {
   KILN_TRY(size_t dim, dim_index(dim_arg, x->dim, 1));
   KILN_TRY(bool half_to_float, bool_arg(args, 2));
   if (half_to_float) return unsupported(2);
-  KILN_TRY(Tensor* out, same_shape_output(args, 3, *x));
+  KILN_TRY(Tensor * out, same_shape_output(args, 3, *x));
   if (x->numel == 0) return {};
   Around a = around(*x, dim);
   const float* in = f32(*x);
@@ -307,7 +312,7 @@ Status cumsum_out(KernelArgs& args) {
     KILN_TRY(int64_t dtype, int_arg(args, 2));
     if (dtype != (floats ? kFloatCode : kLongCode)) return unsupported(2, static_cast<uint32_t>(dtype));
   }
-  KILN_TRY(Tensor* out, output_tensor(args, 3, floats ? ScalarType::kFloat : ScalarType::kLong));
+  KILN_TRY(Tensor * out, output_tensor(args, 3, floats ? ScalarType::kFloat : ScalarType::kLong));
   if (!same_sizes(*out, *x)) return shape_mismatch(3);
   if (x->numel == 0) return {};
   const Around a = around(*x, dim);

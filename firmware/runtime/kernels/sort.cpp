@@ -89,8 +89,8 @@ Status sort_or_topk(KernelArgs& args, size_t n, bool topk) {
   const int64_t size = x->dim > 0 ? x->sizes[dim] : 1;
   if (!topk) k = size;
   if (k < 0 || k > size) return unsupported(1, static_cast<uint32_t>(k));
-  KILN_TRY(Tensor* values, output_tensor(args, n, type));
-  KILN_TRY(Tensor* indices, output_tensor(args, n + 1, ScalarType::kLong));
+  KILN_TRY(Tensor * values, output_tensor(args, n, type));
+  KILN_TRY(Tensor * indices, output_tensor(args, n + 1, ScalarType::kLong));
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d < x->dim; ++d) sizes[d] = d == dim ? k : x->sizes[d];
   KILN_CHECK(expect_sizes(*values, sizes, x->dim, n));

@@ -21,8 +21,6 @@ inline float kiln_cosf(float x) { return static_cast<float>(std::cos(widen(x)));
 inline float kiln_powf(float x, float e) { return static_cast<float>(std::pow(widen(x), widen(e))); }
 // log1p(exp(x)) (softplus's core), and tanh(log1p(exp(x))) (mish's), each rounded once.
 inline float kiln_log1p_expf(float x) { return static_cast<float>(std::log1p(std::exp(widen(x)))); }
-inline float kiln_tanh_log1p_expf(float x) {
-  return static_cast<float>(std::tanh(std::log1p(std::exp(widen(x)))));
-}
+inline float kiln_tanh_log1p_expf(float x) { return static_cast<float>(std::tanh(std::log1p(std::exp(widen(x))))); }
 
 }  // namespace kiln::runtime::kernels

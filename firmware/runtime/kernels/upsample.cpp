@@ -23,14 +23,12 @@ struct Source {
 Source source_index(int64_t o, int64_t out_size, int64_t in_size, double scale, bool align_corners) {
   float src;
   if (align_corners) {
-    float ratio = out_size > 1 ? static_cast<float>(static_cast<double>(in_size - 1) /
-                                                    static_cast<double>(out_size - 1))
-                               : 0.0f;
+    float ratio =
+        out_size > 1 ? static_cast<float>(static_cast<double>(in_size - 1) / static_cast<double>(out_size - 1)) : 0.0f;
     src = static_cast<float>(o) * ratio;
   } else {
     float ratio = scale != 0.0 ? static_cast<float>(1.0 / scale)
-                               : static_cast<float>(static_cast<double>(in_size) /
-                                                    static_cast<double>(out_size));
+                               : static_cast<float>(static_cast<double>(in_size) / static_cast<double>(out_size));
     src = (static_cast<float>(o) + 0.5f) * ratio - 0.5f;
     src = src > 0.0f ? src : 0.0f;
   }
@@ -41,9 +39,7 @@ Source source_index(int64_t o, int64_t out_size, int64_t in_size, double scale, 
   return Source{static_cast<int32_t>(i0), static_cast<int32_t>(i1), 1.0f - l1, l1};
 }
 
-double double_item(const Value& list, size_t j) {
-  return static_cast<const double*>(list.list.items)[j];
-}
+double double_item(const Value& list, size_t j) { return static_cast<const double*>(list.list.items)[j]; }
 
 }  // namespace
 
@@ -70,7 +66,7 @@ Status upsample_bilinear2d_vec_out(KernelArgs& args) {
     ow = static_cast<int64_t>(static_cast<double>(w) * sx);
   }
   if (oh < 1 || ow < 1 || oh > kMaxSize || ow > kMaxSize || h < 1 || w < 1) return unsupported(1);
-  KILN_TRY(Tensor* out, output_tensor(args, 4, ScalarType::kFloat));
+  KILN_TRY(Tensor * out, output_tensor(args, 4, ScalarType::kFloat));
   const int64_t sizes[4] = {n, c, oh, ow};
   KILN_CHECK(expect_sizes(*out, sizes, 4, 4));
   KILN_TRY(const int64_t planes, checked_mul(n, c, 0));

@@ -29,12 +29,12 @@ static Result<Tensor*> tensor_arg(const KernelArgs& args, size_t i, ScalarType t
 }
 
 Result<const Tensor*> input_tensor(const KernelArgs& args, size_t i, ScalarType type) {
-  KILN_TRY(Tensor* t, tensor_arg(args, i, type));
+  KILN_TRY(Tensor * t, tensor_arg(args, i, type));
   return static_cast<const Tensor*>(t);
 }
 
 Result<Tensor*> output_tensor(const KernelArgs& args, size_t n, ScalarType type) {
-  KILN_TRY(Tensor* t, tensor_arg(args, n, type));
+  KILN_TRY(Tensor * t, tensor_arg(args, n, type));
   if (t->constant) return bad_argument(n, 0x300);
   return t;
 }
@@ -97,7 +97,7 @@ Status expect_sizes(const Tensor& t, const int64_t* sizes, size_t dim, size_t po
 }
 
 Result<Tensor*> same_shape_output(const KernelArgs& args, size_t n, const Tensor& like) {
-  KILN_TRY(Tensor* out, output_tensor(args, n, ScalarType::kFloat));
+  KILN_TRY(Tensor * out, output_tensor(args, n, ScalarType::kFloat));
   if (!same_sizes(*out, like)) return shape_mismatch(n);
   return out;
 }

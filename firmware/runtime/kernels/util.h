@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/runtime/result.h"
 #include "kiln/runtime/kernel.h"
+#include "kiln/runtime/result.h"
 #include "kiln/runtime/types.h"
 
 namespace kiln::runtime::kernels {

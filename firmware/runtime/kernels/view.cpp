@@ -10,7 +10,7 @@ namespace kiln::runtime::kernels {
 Status view_copy_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 2));
   KILN_TRY(const Tensor* in, any_tensor(args, 0));
-  KILN_TRY(Tensor* out, output_like(args, 2, *in));
+  KILN_TRY(Tensor * out, output_like(args, 2, *in));
   int64_t sizes[kMaxDims];
   size_t dim = 0;
   KILN_CHECK(int_list_arg(args, 1, sizes, kMaxDims, &dim));

@@ -19,41 +19,67 @@ namespace {
 
 // --- The details' names: entry n - 1 names value n (nullptr: a retired value) ---------
 
-constexpr const char* kHeaderFields[] = {"header length", "program_size", "segment_base_offset",
-                                         "segment_data_size"};
+constexpr const char* kHeaderFields[] = {"header length", "program_size", "segment_base_offset", "segment_data_size"};
 
-constexpr const char* kFeatures[] = {
-    "no execution plan", "mutable data segments", "planned buffers on another device",
-    "external or mutable tensor data", "non-identity dim order", "dynamic shape", "not exactly one chain",
-    "constant_buffer and constant_segment both used", "a program input or output that is not a tensor",
-    "a jump backwards (a loop)"};
+constexpr const char* kFeatures[] = {"no execution plan",
+                                     "mutable data segments",
+                                     "planned buffers on another device",
+                                     "external or mutable tensor data",
+                                     "non-identity dim order",
+                                     "dynamic shape",
+                                     "not exactly one chain",
+                                     "constant_buffer and constant_segment both used",
+                                     "a program input or output that is not a tensor",
+                                     "a jump backwards (a loop)"};
 
 constexpr const char* kTensorDefects[] = {
-    "negative size", "too many dimensions", "dim_order length differs from sizes", "more than 4 GiB",
-    "constant data too small", "both constant and planned", "no such planned buffer", "outside its planned buffer",
-    "data misaligned for its element size"};
+    "negative size",          "too many dimensions",        "dim_order length differs from sizes",
+    "more than 4 GiB",        "constant data too small",    "both constant and planned",
+    "no such planned buffer", "outside its planned buffer", "data misaligned for its element size"};
 
 constexpr const char* kInstructionDefects[] = {"kernel call without an out tensor", nullptr,
                                                "jump condition not a bool", "move between values of different kinds",
                                                "unknown instruction kind"};
 
-constexpr const char* kDelegateFaults[] = {
-    "the delegate pool is full", "scratch too small", "fast scratch too small", "scratch not whole D-cache lines",
-    "wrong argument count", "output is a constant of the program", "argument size differs from the NPU tensor's"};
+constexpr const char* kDelegateFaults[] = {"the delegate pool is full",
+                                           "scratch too small",
+                                           "fast scratch too small",
+                                           "scratch not whole D-cache lines",
+                                           "wrong argument count",
+                                           "output is a constant of the program",
+                                           "argument size differs from the NPU tensor's"};
 
-constexpr const char* kPayloadFaults[] = {
-    "payload not 16-byte aligned", "payload size not a multiple of 16", "block header cut off",
-    "block name not NUL-padded", "block out of order or unknown", "block stored as named data (not supported)",
-    "block header's reserved bytes not zero", "block data runs past the end of the payload",
-    "bytes after vela_end_stream", "vela_bin_stream/vela_end_stream block not empty",
-    "cmd_data is not a COP1 command stream", "scratch_size block is not 4 bytes",
-    "inputs/outputs block size does not match its count", "NPU input/output count does not fit its block",
-    "NPU tensor shape invalid", "NPU tensor element size not 1, 2 or 4", "NPU tensor not in the scratch region",
-    "NPU tensor outside the scratch"};
+constexpr const char* kPayloadFaults[] = {"payload not 16-byte aligned",
+                                          "payload size not a multiple of 16",
+                                          "block header cut off",
+                                          "block name not NUL-padded",
+                                          "block out of order or unknown",
+                                          "block stored as named data (not supported)",
+                                          "block header's reserved bytes not zero",
+                                          "block data runs past the end of the payload",
+                                          "bytes after vela_end_stream",
+                                          "vela_bin_stream/vela_end_stream block not empty",
+                                          "cmd_data is not a COP1 command stream",
+                                          "scratch_size block is not 4 bytes",
+                                          "inputs/outputs block size does not match its count",
+                                          "NPU input/output count does not fit its block",
+                                          "NPU tensor shape invalid",
+                                          "NPU tensor element size not 1, 2 or 4",
+                                          "NPU tensor not in the scratch region",
+                                          "NPU tensor outside the scratch"};
 
-constexpr const char* kNpuAccesses[] = {
-    "IFM read", "IFM2 read", "OFM write", "weight read", "weight read (core 1)", "scale read", "scale read (core 1)",
-    "DMA source read", "DMA destination write", "weight read (core 2)", "weight read (core 3)", "DMA index read"};
+constexpr const char* kNpuAccesses[] = {"IFM read",
+                                        "IFM2 read",
+                                        "OFM write",
+                                        "weight read",
+                                        "weight read (core 1)",
+                                        "scale read",
+                                        "scale read (core 1)",
+                                        "DMA source read",
+                                        "DMA destination write",
+                                        "weight read (core 2)",
+                                        "weight read (core 3)",
+                                        "DMA index read"};
 
 // A detail enum's names and the name of a value outside it.
 struct Details {
@@ -67,15 +93,19 @@ constexpr Details details(const char* const (&names)[N], const char* unknown) {
   return Details{names, N, unknown};
 }
 
-enum Detail : uint8_t { kHeaderField, kFeature, kTensorDefect, kInstructionDefect, kDelegateFault, kPayloadFault,
-                        kNpuAccess };
+enum Detail : uint8_t {
+  kHeaderField,
+  kFeature,
+  kTensorDefect,
+  kInstructionDefect,
+  kDelegateFault,
+  kPayloadFault,
+  kNpuAccess
+};
 constexpr Details kDetails[] = {
-    details(kHeaderFields, "unknown header field"),
-    details(kFeatures, "unknown feature"),
-    details(kTensorDefects, "unknown tensor defect"),
-    details(kInstructionDefects, "unknown instruction defect"),
-    details(kDelegateFaults, "unknown delegate fault"),
-    details(kPayloadFaults, "unknown payload fault"),
+    details(kHeaderFields, "unknown header field"),     details(kFeatures, "unknown feature"),
+    details(kTensorDefects, "unknown tensor defect"),   details(kInstructionDefects, "unknown instruction defect"),
+    details(kDelegateFaults, "unknown delegate fault"), details(kPayloadFaults, "unknown payload fault"),
     details(kNpuAccesses, "unknown NPU access"),
 };
 
@@ -116,7 +146,10 @@ constexpr CodeText kCodes[] = {
     {ErrorCode::kMisaligned, Values::kAB, {}, "misaligned address", ": address 0x%08x, alignment %u"},
     {ErrorCode::kTooLarge, Values::kNumbers, {}, "too large", nullptr},
     {ErrorCode::kPteTooShort, Values::kNumbers, {}, "pte: file too short", nullptr},
-    {ErrorCode::kPteBadIdentifier, Values::kAB, {}, "pte: not an ExecuTorch program (identifier)",
+    {ErrorCode::kPteBadIdentifier,
+     Values::kAB,
+     {},
+     "pte: not an ExecuTorch program (identifier)",
      ": found 0x%08x, expected 0x%08x"},
     {ErrorCode::kPteBadHeader, Values::kDetailB, kHeaderField, "pte: bad extended header", ": %s %u"},
     {ErrorCode::kPteOutOfBounds, Values::kNumbers, {}, "pte: offset or size out of bounds", nullptr},
@@ -130,7 +163,10 @@ constexpr CodeText kCodes[] = {
     {ErrorCode::kPteMissingField, Values::kNumbers, {}, "pte: required field missing", nullptr},
     {ErrorCode::kPteUnsupported, Values::kDetailB, kFeature, "pte: unsupported feature", ": %s (%u)"},
     {ErrorCode::kPteTooComplex, Values::kNumbers, {}, "pte: overlapping tables beyond any valid file", nullptr},
-    {ErrorCode::kMethodStorageTooSmall, Values::kNumbers, {}, "method: value/kernel/delegate storage too small",
+    {ErrorCode::kMethodStorageTooSmall,
+     Values::kNumbers,
+     {},
+     "method: value/kernel/delegate storage too small",
      nullptr},
     {ErrorCode::kMethodBufferMissing, Values::kNumbers, {}, "method: planned buffer not supplied", nullptr},
     {ErrorCode::kMethodBufferTooSmall, Values::kNumbers, {}, "method: planned buffer too small", nullptr},
@@ -141,11 +177,20 @@ constexpr CodeText kCodes[] = {
      ": %s (instruction %u)"},
     {ErrorCode::kMethodNoData, Values::kNumbers, {}, "method: tensor has no data", nullptr},
     {ErrorCode::kMethodBadInput, Values::kNumbers, {}, "method: bad input", nullptr},
-    {ErrorCode::kMethodRepeatedIo, Values::kRepeatedIo, {},
-     "method: a value listed twice as a program input or output", nullptr},
-    {ErrorCode::kMethodOutputWithoutMemory, Values::kAB, {}, "method: program output without memory",
+    {ErrorCode::kMethodRepeatedIo,
+     Values::kRepeatedIo,
+     {},
+     "method: a value listed twice as a program input or output",
+     nullptr},
+    {ErrorCode::kMethodOutputWithoutMemory,
+     Values::kAB,
+     {},
+     "method: program output without memory",
      ": output %u (value %u)"},
-    {ErrorCode::kMethodWorkBudget, Values::kAB, {}, "method: work budget exhausted",
+    {ErrorCode::kMethodWorkBudget,
+     Values::kAB,
+     {},
+     "method: work budget exhausted",
      ": instruction %u would pass the budget of %u elements"},
     {ErrorCode::kKernelBadArgument, Values::kNumbers, {}, "kernel: bad argument", nullptr},
     {ErrorCode::kKernelShapeMismatch, Values::kNumbers, {}, "kernel: shape mismatch", nullptr},
@@ -155,16 +200,25 @@ constexpr CodeText kCodes[] = {
     {ErrorCode::kDelegateBadArgument, Values::kDetailB, kDelegateFault, "delegate: bad argument", ": %s (%u)"},
     {ErrorCode::kCop1BadMagic, Values::kAB, {}, "not a COP1 payload", ": found 0x%08x, expected 0x%08x"},
     {ErrorCode::kCop1Truncated, Values::kAB, {}, "COP1 payload truncated", ": needs %u words, has %u"},
-    {ErrorCode::kCop1UnknownAction, Values::kBA, {}, "COP1 payload has an unknown driver action",
+    {ErrorCode::kCop1UnknownAction,
+     Values::kBA,
+     {},
+     "COP1 payload has an unknown driver action",
      ": action 0x%x at word %u"},
     {ErrorCode::kCop1MissingConfig, Values::kNone, {}, "COP1 payload has no NPU configuration", nullptr},
     {ErrorCode::kCop1MissingStream, Values::kNone, {}, "COP1 payload has no command stream", nullptr},
     {ErrorCode::kCop1DuplicateStream, Values::kAB, {}, "COP1 payload has two command streams", ": at word %u"},
     {ErrorCode::kNpuNotFound, Values::kAB, {}, "no Ethos-U NPU at this address", ": ID=0x%08x at 0x%08x"},
     {ErrorCode::kNpuTargetMismatch, Values::kTarget, {}, "stream compiled for another NPU", nullptr},
-    {ErrorCode::kNpuShramMismatch, Values::kAB, {}, "stream compiled for another SHRAM size",
+    {ErrorCode::kNpuShramMismatch,
+     Values::kAB,
+     {},
+     "stream compiled for another SHRAM size",
      ": stream %u KiB, NPU %u KiB"},
-    {ErrorCode::kNpuStreamVersionMismatch, Values::kAB, {}, "stream compiled for another command stream version",
+    {ErrorCode::kNpuStreamVersionMismatch,
+     Values::kAB,
+     {},
+     "stream compiled for another command stream version",
      ": stream version %u, NPU version %u"},
     {ErrorCode::kNpuArchMismatch, Values::kArch, {}, "stream compiled for another NPU architecture", nullptr},
     {ErrorCode::kNpuBusy, Values::kStatus, {}, "NPU busy", nullptr},
@@ -172,7 +226,10 @@ constexpr CodeText kCodes[] = {
     {ErrorCode::kNpuIncomplete, Values::kStatus, {}, "NPU stopped before the end of the stream", nullptr},
     {ErrorCode::kNpuTimeout, Values::kTimeout, {}, "NPU timeout", nullptr},
     {ErrorCode::kNpuResetFailed, Values::kAB, {}, "NPU reset failed", ": STATUS=0x%08x, PROT=0x%08x"},
-    {ErrorCode::kNpuStreamUnprovable, Values::kAB, {}, "NPU stream has a command the bounds check cannot follow",
+    {ErrorCode::kNpuStreamUnprovable,
+     Values::kAB,
+     {},
+     "NPU stream has a command the bounds check cannot follow",
      ": word %u (0x%08x)"},
     {ErrorCode::kNpuAccessOutside, Values::kDetailB, kNpuAccess,
      "NPU stream accesses memory outside its region's buffer", ": %s of the operation at word %u"},
@@ -193,8 +250,8 @@ const CodeText* row_of(ErrorCode code) {
 // The Ethos-U STATUS register's bits 0..9: bit 7 is the U55/U65's (reserved on the U85),
 // bit 9 the U85's (reserved on the U55/U65), so one list names every family's bits.
 const char* const kStatusBitNames[] = {
-    "running", "irq_raised", "bus_status", "reset_status", "cmd_parse_error",
-    "cmd_end_reached", "pmu_irq_raised", "wd_fault", "ecc_fault", "branch_fault",
+    "running",         "irq_raised",     "bus_status", "reset_status", "cmd_parse_error",
+    "cmd_end_reached", "pmu_irq_raised", "wd_fault",   "ecc_fault",    "branch_fault",
 };
 
 void print_status_bits(unsigned status) {
@@ -231,9 +288,7 @@ const char* to_string(ErrorCode code) {
 const char* to_string(HeaderField field) { return name_of(kHeaderField, static_cast<uint32_t>(field)); }
 const char* to_string(Feature feature) { return name_of(kFeature, static_cast<uint32_t>(feature)); }
 const char* to_string(TensorDefect defect) { return name_of(kTensorDefect, static_cast<uint32_t>(defect)); }
-const char* to_string(InstructionDefect defect) {
-  return name_of(kInstructionDefect, static_cast<uint32_t>(defect));
-}
+const char* to_string(InstructionDefect defect) { return name_of(kInstructionDefect, static_cast<uint32_t>(defect)); }
 const char* to_string(DelegateFault fault) { return name_of(kDelegateFault, static_cast<uint32_t>(fault)); }
 const char* to_string(PayloadFault fault) { return name_of(kPayloadFault, static_cast<uint32_t>(fault)); }
 const char* to_string(NpuAccess access) { return name_of(kNpuAccess, static_cast<uint32_t>(access)); }

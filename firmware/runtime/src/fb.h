@@ -167,9 +167,7 @@ struct Verified {
     const Vector v = vector(t, slot, 1);
     return {static_cast<const uint8_t*>(pointer(v.start)), v.count};
   }
-  Table element(const Vector& v, uint32_t i) const {
-    return i < v.count ? table(follow(v.start + 4 * i)) : Table{};
-  }
+  Table element(const Vector& v, uint32_t i) const { return i < v.count ? table(follow(v.start + 4 * i)) : Table{}; }
   // The union at slots 0 and 1: its type, and its value table (type 0 when absent).
   Union union_at(const Table& t) const {
     const uint8_t type = scalar<uint8_t>(t, 0);
@@ -183,9 +181,7 @@ struct Verified {
     return from == 0 ? T{} : at<T>(from);
   }
   const void* pointer(uint32_t offset) const { return offset ? base + offset : nullptr; }
-  uint32_t offset_of(const void* p) const {
-    return static_cast<uint32_t>(static_cast<const uint8_t*>(p) - base);
-  }
+  uint32_t offset_of(const void* p) const { return static_cast<uint32_t>(static_cast<const uint8_t*>(p) - base); }
 };
 
 // --- The program's tables, read verified ------------------------------------------------

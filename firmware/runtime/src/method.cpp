@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "fb.h"
-#include "schema.h"
 #include "kiln/runtime/try.h"
+#include "schema.h"
 
 namespace kiln::runtime {
 
@@ -44,8 +44,7 @@ struct Survey {
     return s;
   }
   int64_t packed() const {
-    return static_cast<int64_t>(uint64_t{arg} | uint64_t{uses} << 32 | uint64_t{input} << 34 |
-                                uint64_t{output} << 35);
+    return static_cast<int64_t>(uint64_t{arg} | uint64_t{uses} << 32 | uint64_t{input} << 34 | uint64_t{output} << 35);
   }
   void use(uint32_t count, uint32_t position) {
     uses = uses + count > 2 ? 2 : uses + count;
@@ -63,13 +62,12 @@ constexpr uint32_t saturate(uint64_t n) { return n > UINT32_MAX ? UINT32_MAX : s
 
 }  // namespace
 
-Result<Method> Method::create(const Program& program, const MethodMemory& memory,
-                              const KernelTable& kernels, const BackendTable& backends) {
+Result<Method> Method::create(const Program& program, const MethodMemory& memory, const KernelTable& kernels,
+                              const BackendTable& backends) {
   Method m;
   m.program_ = program;
   if (memory.values.size < program.value_count()) {
-    return Error{ErrorCode::kMethodStorageTooSmall, program.value_count(),
-                 static_cast<uint32_t>(memory.values.size)};
+    return Error{ErrorCode::kMethodStorageTooSmall, program.value_count(), static_cast<uint32_t>(memory.values.size)};
   }
   if (memory.kernels.size < program.operator_count()) {
     return Error{ErrorCode::kMethodStorageTooSmall, static_cast<uint32_t>(program.operator_count()),
@@ -172,8 +170,7 @@ Status Method::bind_values(const MethodMemory& memory) {
     const Span<uint8_t>& buffer = memory.planned[k];
     uint64_t need = program_.planned_buffer_size(static_cast<uint32_t>(k + 1));
     if (buffer.size < need || (need != 0 && buffer.data == nullptr)) {
-      return Error{ErrorCode::kMethodBufferTooSmall, static_cast<uint32_t>(k + 1),
-                   static_cast<uint32_t>(need)};
+      return Error{ErrorCode::kMethodBufferTooSmall, static_cast<uint32_t>(k + 1), static_cast<uint32_t>(need)};
     }
     auto address = reinterpret_cast<uintptr_t>(buffer.data);
     if (address % kBufferAlignment != 0) {
@@ -197,10 +194,14 @@ Status Method::bind_values(const MethodMemory& memory) {
         break;
       }
       case ValueKind::kString: value.s = v.string(u.value, 0); break;
-      case ValueKind::kIntList: case ValueKind::kDoubleList: case ValueKind::kBoolList:
-      case ValueKind::kTensorList: case ValueKind::kOptionalTensorList: {
-        uint32_t elem = value.kind == ValueKind::kBoolList ? 1
-                        : (value.kind == ValueKind::kIntList || value.kind == ValueKind::kDoubleList) ? 8 : 4;
+      case ValueKind::kIntList:
+      case ValueKind::kDoubleList:
+      case ValueKind::kBoolList:
+      case ValueKind::kTensorList:
+      case ValueKind::kOptionalTensorList: {
+        uint32_t elem = value.kind == ValueKind::kBoolList                                            ? 1
+                        : (value.kind == ValueKind::kIntList || value.kind == ValueKind::kDoubleList) ? 8
+                                                                                                      : 4;
         fb::Vector items = v.vector(u.value, 0, elem);
         value.list = ListRef{v.pointer(items.start), items.count};
         break;
@@ -223,8 +224,7 @@ Status Method::bind_values(const MethodMemory& memory) {
           t.data = const_cast<uint8_t*>(program_.constant(constant).data);
         } else if (alloc.present()) {
           uint32_t id = v.scalar<uint32_t>(alloc, 0);
-          uint64_t offset = (static_cast<uint64_t>(v.scalar<uint32_t>(alloc, 2)) << 32) |
-                            v.scalar<uint32_t>(alloc, 1);
+          uint64_t offset = (static_cast<uint64_t>(v.scalar<uint32_t>(alloc, 2)) << 32) | v.scalar<uint32_t>(alloc, 1);
           t.data = memory.planned[id - 1].data + offset;  // within the buffer (verified)
         }
         if (placer_ != nullptr && survey.input && !survey.output && survey.uses == 1 && !t.constant) {
@@ -233,8 +233,7 @@ Status Method::bind_values(const MethodMemory& memory) {
         break;
       }
       case ValueKind::kNull:
-      case ValueKind::kNone:
-        break;
+      case ValueKind::kNone: break;
     }
   }
   // Lists refer to other values; their kinds are known only now.
@@ -286,8 +285,10 @@ uint64_t Method::charge(const void* arguments) const {
   uint64_t work = 1;
   for (uint32_t j = 0; j < args.count; ++j) {
     const Value& arg = values_[v.at<int32_t>(args.start + 4 * j)];
-    if (arg.kind == ValueKind::kTensor) work += arg.t.numel;
-    else if (is_tensor_list(static_cast<uint8_t>(arg.kind))) work += arg.list.count;
+    if (arg.kind == ValueKind::kTensor)
+      work += arg.t.numel;
+    else if (is_tensor_list(static_cast<uint8_t>(arg.kind)))
+      work += arg.list.count;
   }
   return work;
 }
@@ -350,8 +351,7 @@ Status Method::run_instruction(const void* instruction, const void* arguments, u
       if (!cond.b) *next = static_cast<uint32_t>(v.scalar<int32_t>(u.value, 1));
       return {};
     }
-    case schema::kFreeCall:
-      return {};  // planned memory is static: nothing to free
+    case schema::kFreeCall: return {};  // planned memory is static: nothing to free
     default: break;
   }
   return bad_instruction(InstructionDefect::kUnknownKind, index);
@@ -363,8 +363,8 @@ Status Method::call_kernel(const void* table, const void* arguments, uint32_t in
   int32_t op = v.scalar<int32_t>(call, 0);
   const auto& args = *static_cast<const fb::Vector*>(arguments);
   if (args.count < 2) return bad_instruction(InstructionDefect::kKernelWithoutOut, index);
-  KernelArgs kernel_args(values_, program_.value_count(),
-                         static_cast<const int32_t*>(v.pointer(args.start)), args.count);
+  KernelArgs kernel_args(values_, program_.value_count(), static_cast<const int32_t*>(v.pointer(args.start)),
+                         args.count);
   return kernels_[op](kernel_args);
 }
 

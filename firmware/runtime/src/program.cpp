@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "fb.h"
-#include "schema.h"
 #include "kiln/runtime/try.h"
+#include "schema.h"
 
 namespace kiln::runtime {
 
@@ -20,8 +20,7 @@ constexpr uint32_t kAlignment = 16;
 constexpr uint64_t kMaxNbytes = 0xFFFFFFFFu;
 
 Error header_error(HeaderField field, uint64_t value) {
-  return Error{ErrorCode::kPteBadHeader, static_cast<uint32_t>(field),
-               static_cast<uint32_t>(value)};
+  return Error{ErrorCode::kPteBadHeader, static_cast<uint32_t>(field), static_cast<uint32_t>(value)};
 }
 
 Error unsupported(Feature feature, uint32_t detail = 0) {
@@ -63,8 +62,7 @@ struct ProgramLoader {
     p.segment_base_ = p.segment_end_ = p.size_;
     if (p.size_ < kHeaderOffset + 4 || u32_at(b + kHeaderOffset) != kHeaderMagic) return {};
     if (p.size_ < kHeaderOffset + kHeaderMinLength) {
-      return Error{ErrorCode::kPteTooShort, static_cast<uint32_t>(p.size_),
-                   kHeaderOffset + kHeaderMinLength};
+      return Error{ErrorCode::kPteTooShort, static_cast<uint32_t>(p.size_), kHeaderOffset + kHeaderMinLength};
     }
     uint32_t length = u32_at(b + kHeaderOffset + 4);
     if (length < kHeaderMinLength || length > kHeaderMaxLength) {
@@ -410,8 +408,7 @@ TensorInfo tensor_info(const Verified& v, const Table& tensor, uint32_t value_in
   const auto* dims = static_cast<const int32_t*>(v.pointer(sizes.start));  // 4-byte aligned (verified)
   size_t numel = 1;
   for (uint32_t d = 0; d < sizes.count; ++d) numel *= static_cast<size_t>(dims[d]);
-  return TensorInfo{static_cast<ScalarType>(type), {dims, sizes.count}, numel * element_size(type), value_index,
-                    numel};
+  return TensorInfo{static_cast<ScalarType>(type), {dims, sizes.count}, numel * element_size(type), value_index, numel};
 }
 
 }  // namespace fb

@@ -4,12 +4,40 @@
 
 namespace kiln::runtime::schema {
 
-enum ProgramSlot { kVersion, kExecutionPlan, kConstantBuffer, kBackendDelegateData,
-                   kSegments, kConstantSegment, kMutableDataSegments, kNamedData };
-enum PlanSlot { kName, kContainerMetaType, kValues, kInputs, kOutputs, kChains, kOperators,
-                kDelegates, kNonConstBufferSizes, kNonConstBufferDevice };
-enum TensorSlot { kScalarType, kStorageOffset, kSizes, kDimOrder, kRequiresGrad,
-                  kDataBufferIdx, kAllocationInfo, kLayout, kShapeDynamism, kExtraTensorInfo };
+enum ProgramSlot {
+  kVersion,
+  kExecutionPlan,
+  kConstantBuffer,
+  kBackendDelegateData,
+  kSegments,
+  kConstantSegment,
+  kMutableDataSegments,
+  kNamedData
+};
+enum PlanSlot {
+  kName,
+  kContainerMetaType,
+  kValues,
+  kInputs,
+  kOutputs,
+  kChains,
+  kOperators,
+  kDelegates,
+  kNonConstBufferSizes,
+  kNonConstBufferDevice
+};
+enum TensorSlot {
+  kScalarType,
+  kStorageOffset,
+  kSizes,
+  kDimOrder,
+  kRequiresGrad,
+  kDataBufferIdx,
+  kAllocationInfo,
+  kLayout,
+  kShapeDynamism,
+  kExtraTensorInfo
+};
 enum ChainSlot { kChainInputs, kChainOutputs, kInstructions, kStacktrace };
 enum DelegateSlot { kId, kProcessed, kCompileSpecs };
 enum InstructionKind { kKernelCall = 1, kDelegateCall, kMoveCall, kJumpFalseCall, kFreeCall };

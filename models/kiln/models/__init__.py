@@ -89,7 +89,6 @@ MODELS: Mapping[str, ZooEntry] = types.MappingProxyType(
 )
 
 
-
 def _architecture(name: str, summary: str, module: str | None = None, *args: Any, steps: int = 2) -> ZooEntry:
     # Within `steps` (two unless a model says why not) on every output element.
     entry = _entry(name, summary, module or name, *args)
@@ -106,7 +105,8 @@ ARCHITECTURES: Mapping[str, ZooEntry] = types.MappingProxyType(
                 "1x3x64x64 -> 10",
             ),
             _architecture(
-                "efficientnet_b0", "EfficientNet-B0 MBConv blocks (SiLU, SE, stochastic depth, dropout); 1x3x64x64 -> 10"
+                "efficientnet_b0",
+                "EfficientNet-B0 MBConv blocks (SiLU, SE, stochastic depth, dropout); 1x3x64x64 -> 10",
             ),
             # The last stage's 2x2 maps average to quarters: a quarter of the pooled values are
             # ties, which the NPU's average pool and PT2E's float rounding (half to even) round
@@ -115,8 +115,12 @@ ARCHITECTURES: Mapping[str, ZooEntry] = types.MappingProxyType(
             _architecture(
                 "resnet18", "ResNet-18 at quarter width (in-place residual adds, max pool); 1x3x64x64 -> 10", steps=3
             ),
-            _architecture("shufflenet_v2", "ShuffleNetV2 x0.5 (chunk, channel shuffle by view/transpose); 1x3x64x64 -> 10"),
-            _architecture("squeezenet", "SqueezeNet 1.1 at half width (fire modules, ceil-mode max pool); 1x3x50x50 -> 10"),
+            _architecture(
+                "shufflenet_v2", "ShuffleNetV2 x0.5 (chunk, channel shuffle by view/transpose); 1x3x64x64 -> 10"
+            ),
+            _architecture(
+                "squeezenet", "SqueezeNet 1.1 at half width (fire modules, ceil-mode max pool); 1x3x50x50 -> 10"
+            ),
             _architecture("inception", "GoogLeNet Inception modules (four parallel branches, cat); 1x3x32x32 -> 10"),
             # Transformers: the attention softmax is within one step of PT2E's float softmax on
             # every probability but not equal to it (99.6-100 % exact, kiln.lower.softmax);
@@ -128,25 +132,37 @@ ARCHITECTURES: Mapping[str, ZooEntry] = types.MappingProxyType(
             # that PT2E reproduced exactly: median worst error 7.5 % of the largest logit vs 8.2 %
             # (vit_tiny), 7.0 % vs 7.4 % (kwt), over 20 inputs.
             _architecture(
-                "vit_tiny", "Vision Transformer (patch embedding, class token, learned positions, attention); 1x3x32x32 -> 10",
+                "vit_tiny",
+                "Vision Transformer (patch embedding, class token, learned positions, attention); 1x3x32x32 -> 10",
                 steps=4,
             ),
             _architecture(
-                "kwt", "Keyword Transformer (frames as tokens, nn.MultiheadAttention, GELU); 1x49x10 MFCC -> 12", steps=4
+                "kwt",
+                "Keyword Transformer (frames as tokens, nn.MultiheadAttention, GELU); 1x49x10 MFCC -> 12",
+                steps=4,
             ),
             _architecture("tc_resnet8", "TC-ResNet8 keyword spotting (Conv1d over time, residual); 1x10x49 MFCC -> 12"),
-            _architecture("kws_gru", "keyword spotting GRU (last output step, linear); 1x16x10 MFCC -> 12", "kws_rnn", "gru"),
+            _architecture(
+                "kws_gru", "keyword spotting GRU (last output step, linear); 1x16x10 MFCC -> 12", "kws_rnn", "gru"
+            ),
             # The hidden state's projection (linear, on the NPU) rounds one step away from PT2E's
             # float rounding now and then, and 16 recurrent steps of sigmoid/tanh gates carry
             # that on: up to 4 steps at 3 of the 12 logits (measured; exact with the linear ops on
             # the CPU, and with the whole model on the CPU).
             _architecture(
-                "kws_lstm", "keyword spotting LSTM (last hidden state, linear); 1x16x10 MFCC -> 12", "kws_rnn", "lstm",
+                "kws_lstm",
+                "keyword spotting LSTM (last hidden state, linear); 1x16x10 MFCC -> 12",
+                "kws_rnn",
+                "lstm",
                 steps=4,
             ),
-            _architecture("unet_tiny", "U-Net (double convs, max pool, up-convolution and upsampling, cat); 1x3x32x32 -> 1x2x32x32"),
             _architecture(
-                "yolo_tiny", "YOLO-style detector (SiLU, SPPF, upsample, cat, sigmoid, decoded boxes); 1x3x64x64 -> 1x240x8"
+                "unet_tiny",
+                "U-Net (double convs, max pool, up-convolution and upsampling, cat); 1x3x32x32 -> 1x2x32x32",
+            ),
+            _architecture(
+                "yolo_tiny",
+                "YOLO-style detector (SiLU, SPPF, upsample, cat, sigmoid, decoded boxes); 1x3x64x64 -> 1x240x8",
             ),
         )
     }

@@ -60,9 +60,7 @@ def _splits() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
     y = digits.target.astype(np.int64)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=TEST_SIZE, random_state=SPLIT_SEED, stratify=y
-    )
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=TEST_SIZE, random_state=SPLIT_SEED, stratify=y)
     return (
         torch.from_numpy(x_train),
         torch.from_numpy(y_train),

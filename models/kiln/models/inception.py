@@ -40,7 +40,9 @@ class Inception(nn.Module):
         self.branch1 = BasicConv2d(cin, ch1x1, 1)
         self.branch2 = nn.Sequential(BasicConv2d(cin, ch3x3red, 1), BasicConv2d(ch3x3red, ch3x3, 3))
         self.branch3 = nn.Sequential(BasicConv2d(cin, ch5x5red, 1), BasicConv2d(ch5x5red, ch5x5, 5))
-        self.branch4 = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1, ceil_mode=True), BasicConv2d(cin, pool_proj, 1))
+        self.branch4 = nn.Sequential(
+            nn.MaxPool2d(3, stride=1, padding=1, ceil_mode=True), BasicConv2d(cin, pool_proj, 1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         branches = [self.branch1(x), self.branch2(x), self.branch3(x), self.branch4(x)]

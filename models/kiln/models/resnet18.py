@@ -53,8 +53,10 @@ class ResNet18(nn.Module):
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         stages, channels = [], widths[0]
         for i, width in enumerate(widths):
-            blocks = [BasicBlock(channels if b == 0 else width, width, 2 if i > 0 and b == 0 else 1)
-                      for b in range(BLOCKS_PER_STAGE)]
+            blocks = [
+                BasicBlock(channels if b == 0 else width, width, 2 if i > 0 and b == 0 else 1)
+                for b in range(BLOCKS_PER_STAGE)
+            ]
             stages.append(nn.Sequential(*blocks))
             channels = width
         self.layer1, self.layer2, self.layer3, self.layer4 = stages

@@ -66,8 +66,13 @@ class ShuffleNetV2(nn.Module):
     """ShuffleNetV2 with stage widths `widths`, `units` per stage and a last 1x1 convolution
     to `last` channels (x0.5 in the paper: 48, 96, 192; 4, 8, 4; 1024)."""
 
-    def __init__(self, widths: tuple[int, ...] = WIDTHS, units: tuple[int, ...] = UNITS, last: int = LAST_CONV,
-                 classes: int = CLASSES) -> None:
+    def __init__(
+        self,
+        widths: tuple[int, ...] = WIDTHS,
+        units: tuple[int, ...] = UNITS,
+        last: int = LAST_CONV,
+        classes: int = CLASSES,
+    ) -> None:
         super().__init__()
         self.conv1 = nn.Sequential(nn.Conv2d(3, STEM, 3, 2, 1, bias=False), nn.BatchNorm2d(STEM), nn.ReLU(inplace=True))
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)

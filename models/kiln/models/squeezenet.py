@@ -22,8 +22,16 @@ INPUT_SHAPE = (1, 3, 50, 50)
 CLASSES = 10
 STEM = 32
 # (squeeze, expand 1x1, expand 3x3) per fire module; each module's input is the previous one's output.
-FIRES = ((8, 32, 32), (8, 32, 32), (16, 64, 64), (16, 64, 64), (24, 96, 96), (24, 96, 96), (32, 128, 128),
-         (32, 128, 128))
+FIRES = (
+    (8, 32, 32),
+    (8, 32, 32),
+    (16, 64, 64),
+    (16, 64, 64),
+    (24, 96, 96),
+    (24, 96, 96),
+    (32, 128, 128),
+    (32, 128, 128),
+)
 POOL_AFTER = (2, 4)  # max pools after these many fire modules (and one after the stem)
 DROPOUT = 0.5
 
@@ -53,8 +61,9 @@ class SqueezeNet(nn.Module):
     """SqueezeNet 1.1 with a `stem`-channel first convolution and `fires` (1.1's: 64; (16, 64,
     64) twice, (32, 128, 128) twice, (48, 192, 192) twice, (64, 256, 256) twice)."""
 
-    def __init__(self, stem: int = STEM, fires: tuple[tuple[int, int, int], ...] = FIRES,
-                 classes: int = CLASSES) -> None:
+    def __init__(
+        self, stem: int = STEM, fires: tuple[tuple[int, int, int], ...] = FIRES, classes: int = CLASSES
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Conv2d(3, stem, 3, stride=2), nn.ReLU(inplace=True), _pool()]
         channels = stem

@@ -80,8 +80,9 @@ class SPPF(nn.Module):
 
 def _grids(size: int, stride: int, anchors: tuple[tuple[int, int], ...]) -> tuple[torch.Tensor, torch.Tensor]:
     """(cell offsets - 0.5, anchor sizes in pixels), each 1 x anchors x size x size x 2."""
-    ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32),
-                            indexing="ij")
+    ys, xs = torch.meshgrid(
+        torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32), indexing="ij"
+    )
     grid = torch.stack((xs, ys), 2).expand(1, len(anchors), size, size, 2) - 0.5
     anchor_grid = torch.tensor(anchors, dtype=torch.float32).view(1, len(anchors), 1, 1, 2)
     return grid.contiguous(), anchor_grid.expand(1, len(anchors), size, size, 2).contiguous()

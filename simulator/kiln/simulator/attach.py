@@ -247,8 +247,10 @@ def _register_name(index: int) -> str:
 def boots_elsewhere(board: boards.Board) -> bool:
     """Whether `board`'s CPU boots at another vector table than its QEMU machine's."""
     if board.qemu_machine not in QEMU_BOOT_VECTORS:
-        raise BoardError(f"{board.path}: virtual_platform.qemu_machine: kiln's virtual platform does not know QEMU "
-                         f"machine {board.qemu_machine!r} (known: {', '.join(QEMU_BOOT_VECTORS)})")
+        raise BoardError(
+            f"{board.path}: virtual_platform.qemu_machine: kiln's virtual platform does not know QEMU "
+            f"machine {board.qemu_machine!r} (known: {', '.join(QEMU_BOOT_VECTORS)})"
+        )
     return board.region_for("code").base != QEMU_BOOT_VECTORS[board.qemu_machine]
 
 
@@ -343,8 +345,14 @@ class NpuAttachment(BootAttachment):
         regions = [(r.base, r.size) for r in self.board.memory]
         self.memory = TargetMemory(gdb, regions, self.ddr.view)
         sizes = self._region_sizes if self._region_sizes_at is not None else None
-        self.device = EthosU(self.config, self.memory, executor=self._executor, on_irq=self._irq_changed,
-                             hang=self._hang, region_sizes=sizes)
+        self.device = EthosU(
+            self.config,
+            self.memory,
+            executor=self._executor,
+            on_irq=self._irq_changed,
+            hang=self._hang,
+            region_sizes=sizes,
+        )
         for window in self.board.npu.windows:
             gdb.watch(window, self.window_size)
         while True:
@@ -383,8 +391,10 @@ class NpuAttachment(BootAttachment):
         address = access.address(registers)
         offset = next((address - w for w in self.board.npu.windows if 0 <= address - w < self.window_size), None)
         if offset is None or offset % 4:
-            raise AttachmentError(f"NPU register access at PC {pc:#010x} to {address:#010x} is not an aligned word "
-                                  f"inside the NPU window at {self.board.npu.base:#010x}")
+            raise AttachmentError(
+                f"NPU register access at PC {pc:#010x} to {address:#010x} is not an aligned word "
+                f"inside the NPU window at {self.board.npu.base:#010x}"
+            )
         writes: dict[int, int] = {}  # register number -> new value
         if access.load:
             writes[access.rt] = self.device.read(offset)

@@ -126,8 +126,10 @@ class GdbClient:
 
     def write_registers(self, values: dict[str, int]):
         """Writes 32-bit registers by name, pipelined."""
-        payloads = [f"P{self._number(name):x}={(value & 0xFFFF_FFFF).to_bytes(4, 'little').hex()}"
-                    for name, value in values.items()]
+        payloads = [
+            f"P{self._number(name):x}={(value & 0xFFFF_FFFF).to_bytes(4, 'little').hex()}"
+            for name, value in values.items()
+        ]
         for name, reply in zip(values, self.pipelined(payloads)):
             if reply != b"OK":
                 raise GdbError(f"writing {name} failed ({_short(reply)})")

@@ -25,14 +25,25 @@ def write_job(directory: Path, vela: CompiledNpuProgram, data: bytes, cmd: bytes
     and its fast_scratch_size) with input bytes `data` and, if given, `cmd` instead of vela.cmd_data;
     `timeout_ms` bounds the driver's wait for the NPU (0: its default)."""
     if len(vela.inputs) != 1 or len(vela.outputs) != 1:
-        raise ValueError(f"the NPU test app runs one input and one output; this job has "
-                         f"{len(vela.inputs)} and {len(vela.outputs)}")
+        raise ValueError(
+            f"the NPU test app runs one input and one output; this job has {len(vela.inputs)} and {len(vela.outputs)}"
+        )
     (inp,), (out,) = vela.inputs, vela.outputs
     if len(data) != tensor_bytes(inp):
         raise ValueError(f"input of {len(data)} bytes for a tensor of {tensor_bytes(inp)}")
     cmd = vela.cmd_data if cmd is None else cmd
-    words = [JOB_MAGIC, len(cmd), len(vela.weight_data), vela.scratch_size, vela.fast_scratch_size,
-             inp.offset, len(data), out.offset, tensor_bytes(out), timeout_ms]
+    words = [
+        JOB_MAGIC,
+        len(cmd),
+        len(vela.weight_data),
+        vela.scratch_size,
+        vela.fast_scratch_size,
+        inp.offset,
+        len(data),
+        out.offset,
+        tensor_bytes(out),
+        timeout_ms,
+    ]
     directory = Path(directory)
     (directory / "npu_job.bin").write_bytes(np.array(words, dtype="<u4").tobytes())
     (directory / "npu_cmd.bin").write_bytes(cmd)

@@ -34,9 +34,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from kiln import boards
 from kiln.errors import ToolMissingError, UsageError
@@ -94,15 +94,23 @@ def fvp_platform(target: boards.Target, elf: Path, cwd: Path, firmware_args: Seq
     return Platform(f"Arm FVP {target.family.fvp} ({target.name})", command, is_fvp=True)
 
 
-def virtual_platform(target: boards.Target, elf: Path, npu_model: bool = True,
-                     firmware_args: Sequence[str] = (), counting: qemu_plugin.Plan | None = None) -> Platform:
+def virtual_platform(
+    target: boards.Target,
+    elf: Path,
+    npu_model: bool = True,
+    firmware_args: Sequence[str] = (),
+    counting: qemu_plugin.Plan | None = None,
+) -> Platform:
     """kiln's virtual platform: QEMU runs the very ELF that would be flashed, with the
     target's NPU modelled unless `npu_model` is False (then the NPU window reads as zero);
     with `counting`, kiln's instruction-count plugin attached as planned."""
     machine = target.board.qemu_machine
     if machine is None:
-        instead = (f"install Arm's {target.family.fvp} and put it on PATH" if target.family.fvp else
-                   "no FVP models it either: run the ELF on the board itself")
+        instead = (
+            f"install Arm's {target.family.fvp} and put it on PATH"
+            if target.family.fvp
+            else "no FVP models it either: run the ELF on the board itself"
+        )
         raise ToolMissingError(
             f"{target.name} runs on {target.board.name}, which kiln's virtual platform does not "
             f"model (it models the boards whose map QEMU's mps3-an547 has: "
@@ -162,15 +170,18 @@ FIRMWARE_COMMAND_LINE_BYTES = 1024
 NPU_TIMEOUT_MS_RANGE = (1, 2**32 - 1)
 
 
-def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = None,
-                       npu_timeout_ms: int | None = None) -> list[str]:
+def firmware_arguments(
+    inputs: Sequence[Path] = (), output_dir: Path | None = None, npu_timeout_ms: int | None = None
+) -> list[str]:
     """The firmware's semihosting command line for --input/--output-dir/--npu-timeout-ms: absolute
     paths (the firmware splits its command line at spaces, so none may contain one), then the
     NPU timeout (a UsageError outside NPU_TIMEOUT_MS_RANGE). Creates the output directory, which
     the firmware cannot."""
     if npu_timeout_ms is not None and not NPU_TIMEOUT_MS_RANGE[0] <= npu_timeout_ms <= NPU_TIMEOUT_MS_RANGE[1]:
-        raise UsageError(f"--npu-timeout-ms takes a whole number of milliseconds from {NPU_TIMEOUT_MS_RANGE[0]} "
-                         f"to {NPU_TIMEOUT_MS_RANGE[1]}, not {npu_timeout_ms}")
+        raise UsageError(
+            f"--npu-timeout-ms takes a whole number of milliseconds from {NPU_TIMEOUT_MS_RANGE[0]} "
+            f"to {NPU_TIMEOUT_MS_RANGE[1]}, not {npu_timeout_ms}"
+        )
     args = []
     for path in inputs:
         path = Path(path).resolve()
@@ -188,9 +199,11 @@ def firmware_arguments(inputs: Sequence[Path] = (), output_dir: Path | None = No
             raise UsageError(f"{arg.split('=', 1)[1]!r} contains a space; the firmware's command line cannot carry it")
     length = len(" ".join(["firmware.elf", *args])) + 1  # the ELF's name (any short one) and a NUL
     if args and length > FIRMWARE_COMMAND_LINE_BYTES:
-        raise UsageError(f"the firmware's command line would take about {length} bytes (--input and --output-dir "
-                         f"as absolute paths); the executor runner reads at most {FIRMWARE_COMMAND_LINE_BYTES}: "
-                         "use shorter paths or fewer input files")
+        raise UsageError(
+            f"the firmware's command line would take about {length} bytes (--input and --output-dir "
+            f"as absolute paths); the executor runner reads at most {FIRMWARE_COMMAND_LINE_BYTES}: "
+            "use shorter paths or fewer input files"
+        )
     return args
 
 
@@ -231,15 +244,26 @@ def _check_elf_structure(elf: Path):
                     for symbol in section.iter_symbols():
                         symbol.name, symbol["st_value"], symbol["st_size"]
     except Exception as error:  # noqa: BLE001 - pyelftools' errors on a damaged file are of many kinds
-        raise UsageError(f"{elf} is a damaged ELF file ({type(error).__name__}: {str(error)[:120]}); build it "
-                         "again with `kiln build`") from None
+        raise UsageError(
+            f"{elf} is a damaged ELF file ({type(error).__name__}: {str(error)[:120]}); build it "
+            "again with `kiln build`"
+        ) from None
     if machine != "EM_ARM" or bits != 32:
-        raise UsageError(f"{elf} is a {bits}-bit ELF file for {machine}, not firmware for an Arm Cortex-M "
-                         "(build one with `kiln build`)")
+        raise UsageError(
+            f"{elf} is a {bits}-bit ELF file for {machine}, not firmware for an Arm Cortex-M "
+            "(build one with `kiln build`)"
+        )
 
 
-def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str, npu_model: bool = True,
-                    firmware_args: Sequence[str] = (), counting: qemu_plugin.Plan | None = None) -> Platform:
+def choose_platform(
+    target: boards.Target,
+    elf: Path,
+    cwd: Path,
+    which: str,
+    npu_model: bool = True,
+    firmware_args: Sequence[str] = (),
+    counting: qemu_plugin.Plan | None = None,
+) -> Platform:
     if counting is not None:
         if which == "fvp":
             raise UsageError("instructions are counted on kiln's virtual platform only (--platform=virtual)")
@@ -249,8 +273,10 @@ def choose_platform(target: boards.Target, elf: Path, cwd: Path, which: str, npu
         if fvp is not None:
             return fvp
         if which == "fvp" and target.family.fvp is None:
-            raise UsageError(f"no Arm FVP models {target.board.name} (its board.toml names none); run the ELF on "
-                             "the board itself, or on kiln's virtual platform if it models the board")
+            raise UsageError(
+                f"no Arm FVP models {target.board.name} (its board.toml names none); run the ELF on "
+                "the board itself, or on kiln's virtual platform if it models the board"
+            )
         if which == "fvp":
             raise ToolMissingError(f"{target.family.fvp} is not on PATH (Arm's FVP is a separate download)")
     return virtual_platform(target, elf, npu_model, firmware_args)
@@ -370,8 +396,12 @@ def _serve_npu(attachment, process: subprocess.Popen, errors: list[str]) -> thre
 
 
 # The NPU model's AXI data-beat counters (kiln.simulator.npu.pmu), as the summary lists them.
-_BEATS = ("axi0_rd_data_beat_received", "axi0_wr_data_beat_written", "axi1_rd_data_beat_received",
-          "axi1_wr_data_beat_written")
+_BEATS = (
+    "axi0_rd_data_beat_received",
+    "axi0_wr_data_beat_written",
+    "axi1_rd_data_beat_received",
+    "axi1_wr_data_beat_written",
+)
 
 
 def _npu_summary(attachment) -> str | None:
@@ -385,12 +415,14 @@ def _npu_summary(attachment) -> str | None:
     first = next((run.fault for run in device.runs if run.fault is not None), None)
     message = getattr(first, "message", first)
     beats = [sum((run.counters or {}).get(name, 0) for run in device.runs) for name in _BEATS]
-    return (f"NPU model: {len(device.runs)} stream(s), {cycles} cycles, {faults} fault(s), "
-            f"AXI0 {beats[0]} read {beats[1]} write, AXI1 {beats[2]} read {beats[3]} write beats; "
-            f"{attachment.accesses} register accesses ({per_access_ms:.2f} ms each), "
-            f"{attachment.npu_time_s:.2f} s running streams, {memory.bytes_read // 1024} KiB read and "
-            f"{memory.bytes_written // 1024} KiB written through gdb"
-            + (f"; first fault: {message}" if first is not None else ""))
+    return (
+        f"NPU model: {len(device.runs)} stream(s), {cycles} cycles, {faults} fault(s), "
+        f"AXI0 {beats[0]} read {beats[1]} write, AXI1 {beats[2]} read {beats[3]} write beats; "
+        f"{attachment.accesses} register accesses ({per_access_ms:.2f} ms each), "
+        f"{attachment.npu_time_s:.2f} s running streams, {memory.bytes_read // 1024} KiB read and "
+        f"{memory.bytes_written // 1024} KiB written through gdb"
+        + (f"; first fault: {message}" if first is not None else "")
+    )
 
 
 def _stop(process: subprocess.Popen, at_once: bool):

@@ -61,8 +61,10 @@ def _decode16(hw: int) -> Access:
         return Access(bool(hw & 0x0800), rt, rn, ((hw >> 6) & 0x1F) * 4, None, 0, True, False, 2)
     if hw >> 9 in (0b0101000, 0b0101100):  # STR/LDR (register) T1
         return Access(bool(hw & 0x0800), rt, rn, 0, (hw >> 6) & 7, 0, True, False, 2)
-    raise UnsupportedAccess(f"16-bit instruction {hw:#06x} is not a 32-bit LDR/STR (byte, halfword, "
-                            f"SP-relative, LDM/STM or another instruction)")
+    raise UnsupportedAccess(
+        f"16-bit instruction {hw:#06x} is not a 32-bit LDR/STR (byte, halfword, "
+        f"SP-relative, LDM/STM or another instruction)"
+    )
 
 
 def _decode32(hw1: int, hw2: int) -> Access:
@@ -82,8 +84,10 @@ def _decode32(hw1: int, hw2: int) -> Access:
     elif top in (0xF840, 0xF850) and (hw2 & 0x0FC0) == 0:  # T2: register, LSL imm2
         access = Access(top == 0xF850, rt, rn, 0, hw2 & 0xF, (hw2 >> 4) & 3, True, False, 4)
     else:
-        raise UnsupportedAccess(f"{name} is not a 32-bit LDR/STR (LDRD/STRD, LDM/STM, byte, halfword, "
-                                f"exclusive, vector or another instruction)")
+        raise UnsupportedAccess(
+            f"{name} is not a 32-bit LDR/STR (LDRD/STRD, LDM/STM, byte, halfword, "
+            f"exclusive, vector or another instruction)"
+        )
     if rn == PC:
         raise UnsupportedAccess(f"{name}: PC-relative (literal) access")
     if rt == PC or (access.rm is not None and access.rm in (SP, PC)):

@@ -3,8 +3,9 @@
 A case is (operator, overload, arguments, output shape[, output dtype]), or with Outs((shape,
 dtype), ...) in place of the shape for several outputs; an argument is a
 planned input tensor (In), a constant tensor (a numpy array), None, a bool, an int, a
-float, a str, a list of ints, a DoubleList (Doubles), or a TensorList (Tensors of In or arrays). run_kernel returns what the C++ kernel
-wrote and what kiln.program.kernels' numpy computes for the same program (lists of them for Outs).
+float, a str, a list of ints, a DoubleList (Doubles), or a TensorList (Tensors of In or arrays).
+run_kernel returns what the C++ kernel wrote and what kiln.program.kernels' numpy computes for
+the same program (lists of them for Outs).
 """
 
 from __future__ import annotations
@@ -14,8 +15,24 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln.pte.schema import (SCALAR_TYPES, AllocationInfo, Bool, Chain, Double, DoubleList, ExecutionPlan, Int, IntList,
-                             KernelCall, Null, Operator, PteProgram, String, Tensor, TensorList)
+from kiln.pte.schema import (
+    SCALAR_TYPES,
+    AllocationInfo,
+    Bool,
+    Chain,
+    Double,
+    DoubleList,
+    ExecutionPlan,
+    Int,
+    IntList,
+    KernelCall,
+    Null,
+    Operator,
+    PteProgram,
+    String,
+    Tensor,
+    TensorList,
+)
 from kiln.pte.writer import serialize
 from kiln.reference import run_host as host
 
@@ -72,8 +89,14 @@ def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_ed
             arrays.append(a.array)
             return index
         constants.append(np.ascontiguousarray(a).tobytes())
-        return add(Tensor(scalar_type=scalar_type(a.dtype), sizes=list(a.shape),
-                          dim_order=list(range(a.ndim)), data_buffer_idx=len(constants)))
+        return add(
+            Tensor(
+                scalar_type=scalar_type(a.dtype),
+                sizes=list(a.shape),
+                dim_order=list(range(a.ndim)),
+                data_buffer_idx=len(constants),
+            )
+        )
 
     for a in args:
         if isinstance(a, (In, np.ndarray)):
@@ -96,17 +119,26 @@ def single_kernel(name, overload, args, out_shape, out_dtype=np.float32, plan_ed
             items = [add(Int(int(i))) for i in a]
             index = add(IntList(items))
         arg_indices.append(index)
-    outs = [planned_tensor(shape, dtype) for shape, dtype in
-            (out_shape if isinstance(out_shape, Outs) else [(out_shape, out_dtype)])]
+    outs = [
+        planned_tensor(shape, dtype)
+        for shape, dtype in (out_shape if isinstance(out_shape, Outs) else [(out_shape, out_dtype)])
+    ]
     offset = 0
     for index, nbytes in planned:
         values[index] = Tensor(**values[index], allocation_info=AllocationInfo.at(1, offset))
         offset += -(-nbytes // 16) * 16
     result = outs if len(outs) == 1 else [add(TensorList(outs))]  # several: one TensorList
     call = KernelCall(0, arg_indices + outs + result)
-    fields = dict(name="forward", values=values, inputs=inputs, outputs=outs,
-                  chains=[Chain(inputs, outs, [call])], operators=[Operator(name, overload)],
-                  delegates=[], non_const_buffer_sizes=[0, max(offset, 16)])
+    fields = dict(
+        name="forward",
+        values=values,
+        inputs=inputs,
+        outputs=outs,
+        chains=[Chain(inputs, outs, [call])],
+        operators=[Operator(name, overload)],
+        delegates=[],
+        non_const_buffer_sizes=[0, max(offset, 16)],
+    )
     if plan_edit is not None:
         fields = plan_edit(fields)
     plan = ExecutionPlan(**fields)
@@ -119,6 +151,7 @@ def rng_array(shape, seed, scale=2.0, dtype=np.float32):
 
 X = rng_array((2, 4, 7, 6), 1)
 SPECIAL = np.array([[0.0, -0.0, 1.5, -1.5], [np.nan, np.inf, -np.inf, 3.0e-39]], np.float32)
+
 
 def kernel_error(runtime_host, tmp_path, case) -> str:
     """Runs a case the C++ kernel must refuse; returns the runtime's error line."""
@@ -145,8 +178,10 @@ def run_kernel(runtime_host, tmp_path, case):
     done = run_tool(runtime_host, "run", path, tmp_path, *paths)
     assert done.returncode == 0, done.stdout + done.stderr
     expected = host.run(data, arrays)
-    got = [np.frombuffer((tmp_path / f"output_{n}.bin").read_bytes(), e.dtype).reshape(e.shape)
-           for n, e in enumerate(expected)]
+    got = [
+        np.frombuffer((tmp_path / f"output_{n}.bin").read_bytes(), e.dtype).reshape(e.shape)
+        for n, e in enumerate(expected)
+    ]
     if isinstance(out_shape, Outs):
         return got, expected
     return got[0], expected[0]

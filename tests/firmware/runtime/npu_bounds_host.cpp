@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
     } else {
       const ethosu::RegionLimit limits[] = {
           {payload.value().weights_size, false}, {payload.value().scratch_size, true}, {fast, true}};
-      auto checked = ethosu::check_stream_bounds(
-          stream.value(), ethosu::bounds_for(stream.value().config, limits, argc == 3 ? 3 : 2));
+      auto checked = ethosu::check_stream_bounds(stream.value(),
+                                                 ethosu::bounds_for(stream.value().config, limits, argc == 3 ? 3 : 2));
       if (checked.ok()) {
         std::printf("ok\n");
       } else {

@@ -75,8 +75,7 @@ static_assert(!std::is_convertible_v<ErrorCode, Status>, "Status from a bare cod
 int cmd_result_from_ok() {
   const Result<int> value = Error{ErrorCode::kOk, 0, 0};
   const Status status = Error{ErrorCode::kOk, 0, 0};
-  std::printf("%d %s\n%d %s\n", value.ok(), to_string(value.error().code), status.ok(),
-              to_string(status.error().code));
+  std::printf("%d %s\n%d %s\n", value.ok(), to_string(value.error().code), status.ok(), to_string(status.error().code));
   return 0;
 }
 
@@ -146,8 +145,10 @@ struct Memory {
       std::memset(buffers.back()->data, 0, size);
       spans.push_back(Span<uint8_t>{buffers.back()->data, size});
     }
-    method = MethodMemory{{spans.data(), spans.size()}, {values.data(), values.size()},
-                          {kernels.data(), kernels.size()}, {delegates.data(), delegates.size()}};
+    method = MethodMemory{{spans.data(), spans.size()},
+                          {values.data(), values.size()},
+                          {kernels.data(), kernels.size()},
+                          {delegates.data(), delegates.size()}};
   }
   ~Memory() {
     for (Aligned* b : buffers) delete b;
@@ -155,8 +156,8 @@ struct Memory {
 };
 
 void print_tensor(const TensorInfo& t) {
-  std::printf("{\"type\": %d, \"nbytes\": %zu, \"value\": %u, \"sizes\": [", static_cast<int>(t.type),
-              t.nbytes, t.value_index);
+  std::printf("{\"type\": %d, \"nbytes\": %zu, \"value\": %u, \"sizes\": [", static_cast<int>(t.type), t.nbytes,
+              t.value_index);
   for (size_t d = 0; d < t.sizes.size; ++d) std::printf("%s%d", d ? ", " : "", t.sizes[d]);
   std::printf("]}");
 }
@@ -229,7 +230,8 @@ int cmd_run(const char* path, const char* out_dir, char** inputs, int n_inputs, 
   for (int i = 0; i < n_inputs; ++i) {
     input_data.push_back(read_file(inputs[i]));
     Tensor* t = m.input(i);
-    if (input_data.back().size() != t->nbytes) return fail(Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), 0});
+    if (input_data.back().size() != t->nbytes)
+      return fail(Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), 0});
     if (t->data == nullptr) {
       Status s = m.set_input(i, input_data.back().data(), input_data.back().size());
       if (!s.ok()) return fail(s.error());
@@ -408,8 +410,9 @@ int main(int argc, char** argv) {
     if (argc == 4 && std::strcmp(argv[3], "--corrupt") != 0) return 2;
     return cmd_parse_payload(argv[2], argc == 4);
   }
-  std::fprintf(stderr, "usage: runtime_host load FILE | run [--work-budget=N] FILE OUTDIR IN... | corrupt FILE [--execute] "
-                       "[--flip-limit N] | result-from-ok | value-of-error | print-error CODE A B | "
-                       "parse-payload FILE [--corrupt]\n");
+  std::fprintf(stderr,
+               "usage: runtime_host load FILE | run [--work-budget=N] FILE OUTDIR IN... | corrupt FILE [--execute] "
+               "[--flip-limit N] | result-from-ok | value-of-error | print-error CODE A B | "
+               "parse-payload FILE [--corrupt]\n");
   return 2;
 }

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from kernel_programs import run_tool
+
 from kiln.lower import ethosu_payload as ep
 from kiln.lower.ethosu_payload import IoTensor
 from kiln.pte.reader import deserialize
@@ -59,9 +60,17 @@ def block(name: str, data: bytes) -> bytes:
 
 def raw_payload(inputs: bytes, outputs: bytes, scratch: int = SCRATCH) -> bytes:
     """A payload with the inputs/outputs blocks' bytes as given (count and records)."""
-    return b"".join([block("vela_bin_stream", b""), block("cmd_data", CMD), block("weight_data", WEIGHTS),
-                     block("scratch_size", struct.pack("<I", scratch)), block("inputs", inputs),
-                     block("outputs", outputs), block("vela_end_stream", b"")])
+    return b"".join(
+        [
+            block("vela_bin_stream", b""),
+            block("cmd_data", CMD),
+            block("weight_data", WEIGHTS),
+            block("scratch_size", struct.pack("<I", scratch)),
+            block("inputs", inputs),
+            block("outputs", outputs),
+            block("vela_end_stream", b""),
+        ]
+    )
 
 
 def records(ios) -> bytes:
@@ -118,30 +127,60 @@ LAST = OUTPUTS[-1]
 LAST_BYTES = math.prod(LAST.shape) * LAST.elem_size
 HOSTILE = {
     # a count the block cannot hold: far too many, negative, one more than its 40 records
-    "count_huge": (_count(0x7FFF_FFFF) + records(INPUTS), io_block(OUTPUTS),
-                   "NPU input/output count does not fit its block (0x7fffffff)"),
-    "count_negative": (io_block(INPUTS), _count(-1) + records(OUTPUTS),
-                       "NPU input/output count does not fit its block (0xffffffff)"),
-    "count_one_more": (_count(41) + records(INPUTS), io_block(OUTPUTS),
-                       "NPU input/output count does not fit its block (0x29)"),
+    "count_huge": (
+        _count(0x7FFF_FFFF) + records(INPUTS),
+        io_block(OUTPUTS),
+        "NPU input/output count does not fit its block (0x7fffffff)",
+    ),
+    "count_negative": (
+        io_block(INPUTS),
+        _count(-1) + records(OUTPUTS),
+        "NPU input/output count does not fit its block (0xffffffff)",
+    ),
+    "count_one_more": (
+        _count(41) + records(INPUTS),
+        io_block(OUTPUTS),
+        "NPU input/output count does not fit its block (0x29)",
+    ),
     # a count the block holds, but the block is longer: its size is named (4 + 40 * 36 = 0x5a4)
-    "count_one_less": (_count(39) + records(INPUTS), io_block(OUTPUTS),
-                       "inputs/outputs block size does not match its count (0x5a4)"),
+    "count_one_less": (
+        _count(39) + records(INPUTS),
+        io_block(OUTPUTS),
+        "inputs/outputs block size does not match its count (0x5a4)",
+    ),
     "block_no_count": (io_block(INPUTS), b"\x01\x00", "inputs/outputs block size does not match its count (0x2)"),
     # a record outside the scratch: the last output one byte past its end, one far out
-    "record_past_scratch_end": (io_block(INPUTS), io_block(_with(OUTPUTS, 39, offset=SCRATCH - LAST_BYTES + 1)),
-                                f"NPU tensor outside the scratch ({SCRATCH - LAST_BYTES + 1:#x})"),
-    "record_far_out": (io_block(_with(INPUTS, 17, offset=0x7FFF_FFF0)), io_block(OUTPUTS),
-                       "NPU tensor outside the scratch (0x7ffffff0)"),
-    "record_negative_offset": (io_block(_with(INPUTS, 3, offset=-16)), io_block(OUTPUTS),
-                               "NPU tensor outside the scratch (0xfffffff0)"),
+    "record_past_scratch_end": (
+        io_block(INPUTS),
+        io_block(_with(OUTPUTS, 39, offset=SCRATCH - LAST_BYTES + 1)),
+        f"NPU tensor outside the scratch ({SCRATCH - LAST_BYTES + 1:#x})",
+    ),
+    "record_far_out": (
+        io_block(_with(INPUTS, 17, offset=0x7FFF_FFF0)),
+        io_block(OUTPUTS),
+        "NPU tensor outside the scratch (0x7ffffff0)",
+    ),
+    "record_negative_offset": (
+        io_block(_with(INPUTS, 3, offset=-16)),
+        io_block(OUTPUTS),
+        "NPU tensor outside the scratch (0xfffffff0)",
+    ),
     # more elements than 2^31 (the 64-bit product is checked after every dimension)
-    "record_shape_overflow": (io_block(_with(INPUTS, 0, shape=(1, 1, 65536, 65536, 2, 1))),
-                              io_block(OUTPUTS), "NPU tensor shape invalid (0x{at:x})"),
-    "record_wrong_region": (io_block(INPUTS), io_block(_with(OUTPUTS, 5, region=2)),
-                            "NPU tensor not in the scratch region (0x2)"),
-    "record_elem_size": (io_block(_with(INPUTS, 39, elem_size=3)), io_block(OUTPUTS),
-                         "NPU tensor element size not 1, 2 or 4 (0x3)"),
+    "record_shape_overflow": (
+        io_block(_with(INPUTS, 0, shape=(1, 1, 65536, 65536, 2, 1))),
+        io_block(OUTPUTS),
+        "NPU tensor shape invalid (0x{at:x})",
+    ),
+    "record_wrong_region": (
+        io_block(INPUTS),
+        io_block(_with(OUTPUTS, 5, region=2)),
+        "NPU tensor not in the scratch region (0x2)",
+    ),
+    "record_elem_size": (
+        io_block(_with(INPUTS, 39, elem_size=3)),
+        io_block(OUTPUTS),
+        "NPU tensor element size not 1, 2 or 4 (0x3)",
+    ),
 }
 
 
@@ -168,6 +207,9 @@ def test_every_truncation_and_flip_is_refused_or_stays_inside_the_scratch(runtim
     assert "parsed, a tensor outside the scratch" not in outcomes
     assert not any(k.startswith("unknown") for k in outcomes), outcomes
     assert outcomes["parsed"] > 0  # e.g. flips in the command stream's body or the weights
-    for fault in ("NPU input/output count does not fit its block", "NPU tensor outside the scratch",
-                  "payload size not a multiple of 16"):
+    for fault in (
+        "NPU input/output count does not fit its block",
+        "NPU tensor outside the scratch",
+        "payload size not a multiple of 16",
+    ):
         assert outcomes.get(fault, 0) > 0, outcomes

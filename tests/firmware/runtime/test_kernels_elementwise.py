@@ -8,15 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from kernel_programs import SPECIAL, In, X, rng_array, run_kernel, run_tool, single_kernel
 
-from kernel_programs import In, SPECIAL, X, rng_array, run_kernel, run_tool, single_kernel
 from kiln.errors import HostError
 from kiln.graph import Op, QParams, Value
 from kiln.program.kernels import elementwise as ew
 
 F = torch.nn.functional
-I32_MIN, I32_MAX = -2**31, 2**31 - 1
-I64_MIN, I64_MAX = -2**63, 2**63 - 1
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
 # Halves (round to even), integers, near-integers, and the special values.
 STEPS = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -3.0, 3.0, 2.9999998, -0.49999997, 1e8, -7.25], np.float32)
@@ -42,8 +42,13 @@ def out_shape(*xs):
 def binary_case(name, a, b, *args, overload="out", dtype=None):
     shape = out_shape(a, b)
     out = dtype or next(np.asarray(x).dtype for x in (a, b) if isinstance(x, np.ndarray))
-    return (f"aten::{name}", overload, [In(a) if isinstance(a, np.ndarray) else a,
-                                        In(b) if isinstance(b, np.ndarray) else b, *args], shape, out)
+    return (
+        f"aten::{name}",
+        overload,
+        [In(a) if isinstance(a, np.ndarray) else a, In(b) if isinstance(b, np.ndarray) else b, *args],
+        shape,
+        out,
+    )
 
 
 CASES = {
@@ -53,8 +58,12 @@ CASES = {
     "clamp_min_only": unary_case("clamp", SPECIAL, -1.0, None),
     "clamp_max_only": unary_case("clamp", X, None, 0.5),
     "clamp_int_bounds": unary_case("clamp", X, -1, 1),
-    "add_broadcast": ("aten::add", "out", [In(rng_array((1, 3, 1, 4), 10)), In(rng_array((2, 1, 5, 4), 11)),
-                                           1], (2, 3, 5, 4)),
+    "add_broadcast": (
+        "aten::add",
+        "out",
+        [In(rng_array((1, 3, 1, 4), 10)), In(rng_array((2, 1, 5, 4), 11)), 1],
+        (2, 3, 5, 4),
+    ),
     "sub_scalar": ("aten::sub", "out", [In(X), 0.3, None], X.shape),
     "mul_broadcast": ("aten::mul", "out", [In(rng_array((4, 1), 12)), In(rng_array((3,), 13))], (4, 3)),
     "add_int32_wraps": binary_case("add", I32, I32_B[:1], 1),
@@ -94,8 +103,9 @@ CASES = {
     "trunc": unary_case("trunc", np.concatenate([SPECIAL.ravel(), STEPS])),
     "sign": unary_case("sign", SPECIAL),
     "pow": unary_case("pow", np.concatenate([SPECIAL.ravel(), WIDE.ravel()]), 2.5, overload="Tensor_Scalar_out"),
-    "pow_square_int": unary_case("pow", np.concatenate([SPECIAL.ravel(), WIDE.ravel()]), 2,
-                                 overload="Tensor_Scalar_out"),
+    "pow_square_int": unary_case(
+        "pow", np.concatenate([SPECIAL.ravel(), WIDE.ravel()]), 2, overload="Tensor_Scalar_out"
+    ),
     "pow_cube": unary_case("pow", WIDE, 3.0, overload="Tensor_Scalar_out"),
     "pow_inverse_square": unary_case("pow", WIDE, -2.0, overload="Tensor_Scalar_out"),
     "pow_sqrt": unary_case("pow", SPECIAL, 0.5, overload="Tensor_Scalar_out"),
@@ -106,8 +116,9 @@ CASES = {
     "div": binary_case("div", SPECIAL, SPECIAL[::-1].copy()),
     "div_broadcast_scalar": binary_case("div", WIDE, 0.3),
     "div_floor": binary_case("div", WIDE, rng_array((5, 1), 22), "floor", overload="out_mode"),
-    "div_floor_special": binary_case("div", SPECIAL, np.array([2.0, -2.0, 0.0, -0.0], np.float32), "floor",
-                                     overload="out_mode"),
+    "div_floor_special": binary_case(
+        "div", SPECIAL, np.array([2.0, -2.0, 0.0, -0.0], np.float32), "floor", overload="out_mode"
+    ),
     "div_trunc": binary_case("div", WIDE, rng_array((8,), 23), "trunc", overload="out_mode"),
     "div_true_mode": binary_case("div", WIDE, rng_array((8,), 23), None, overload="out_mode"),
     "div_floor_int32": binary_case("div", I32, I32_B, "floor", overload="out_mode"),
@@ -118,16 +129,23 @@ CASES = {
     "maximum": binary_case("maximum", SPECIAL, NAN_ROW),
     "maximum_int32": binary_case("maximum", I32, I32_B[1]),
     "minimum_int64": binary_case("minimum", I64, I64_B),
-    **{f"{op}_tensor": binary_case(op, SPECIAL, NAN_ROW, overload="Tensor_out", dtype=np.bool_)
-       for op in ew.COMPARE},
+    **{f"{op}_tensor": binary_case(op, SPECIAL, NAN_ROW, overload="Tensor_out", dtype=np.bool_) for op in ew.COMPARE},
     **{f"{op}_scalar": binary_case(op, SPECIAL, 1.5, overload="Scalar_out", dtype=np.bool_) for op in ew.COMPARE},
     "lt_int32_broadcast": binary_case("lt", I32, I32_B[:, :1].copy(), overload="Tensor_out", dtype=np.bool_),
     "eq_int64_scalar": binary_case("eq", I64, -7, overload="Scalar_out", dtype=np.bool_),
     "ge_float_int_scalar": binary_case("ge", WIDE, 1, overload="Scalar_out", dtype=np.bool_),
-    "where": ("aten::where", "self_out", [In(np.array([[True], [False], [True]])), In(WIDE[0, :3, :1].copy()),
-                                          In(np.array(-1.5, np.float32))], (3, 1)),
-    "where_broadcast": ("aten::where", "self_out", [In(BOOLS_A), In(SPECIAL), np.zeros((3, 1, 1), np.float32)],
-                        (3, 2, 4)),
+    "where": (
+        "aten::where",
+        "self_out",
+        [In(np.array([[True], [False], [True]])), In(WIDE[0, :3, :1].copy()), In(np.array(-1.5, np.float32))],
+        (3, 1),
+    ),
+    "where_broadcast": (
+        "aten::where",
+        "self_out",
+        [In(BOOLS_A), In(SPECIAL), np.zeros((3, 1, 1), np.float32)],
+        (3, 2, 4),
+    ),
     "where_int64": ("aten::where", "self_out", [In(BOOLS_B), In(I64), In(I64_B)], (2, 4), np.int64),
     "where_bool": ("aten::where", "self_out", [In(BOOLS_B), In(BOOLS_A), np.array(True)], (2, 4), np.bool_),
     "logical_not": ("aten::logical_not", "out", [In(BOOLS_A)], (1, 4), np.bool_),
@@ -157,19 +175,24 @@ def test_integer_division_by_zero_is_an_error_on_both_sides(runtime_host, tmp_pa
 
 # --- numpy kernels against PyTorch's eager ops ------------------------------------------------
 
+
 def ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Distance in float32 steps (0 for two NaNs; -0 and +0 are 0 apart)."""
+
     def ordered(x):
         i = np.asarray(x, np.float32).view(np.int32).astype(np.int64)
         return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
     d = np.abs(ordered(a) - ordered(b))
     return np.where(np.isnan(a) & np.isnan(b), 0, d)
 
 
 # Inputs for the comparisons with PyTorch: the special values, steps, and 40,000 normal
 # samples at four scales (PyTorch's vectorised and scalar loops both run on these lengths).
-SAMPLES = np.concatenate([SPECIAL.ravel(), STEPS, np.float32([1e-39, -1e-39, 88.7, -88.7, -20, 20])]
-                         + [rng_array((10_000,), 30 + i, scale=s) for i, s in enumerate((0.01, 1.0, 4.0, 30.0))])
+SAMPLES = np.concatenate(
+    [SPECIAL.ravel(), STEPS, np.float32([1e-39, -1e-39, 88.7, -88.7, -20, 20])]
+    + [rng_array((10_000,), 30 + i, scale=s) for i, s in enumerate((0.01, 1.0, 4.0, 30.0))]
+)
 FINITE = SAMPLES[np.isfinite(SAMPLES)]
 
 
@@ -179,9 +202,10 @@ def run_numpy(target, *args, x=SAMPLES):
 
 
 # (aten op, numpy schema arguments, the eager PyTorch function, bound). A bound is "exact"
-# (bit for bit, NaNs equal), "value" (equal values: -0 == +0), an int k (within k float32 steps), or (k, c): within k steps or
-# within c * 2^-24 * |x| (where PyTorch's float32 formula cancels, 1 + erf(x) or 1 + tanh(x)
-# near zero, its own rounding of the transcendental term leaves only that absolute accuracy).
+# (bit for bit, NaNs equal), "value" (equal values: -0 == +0), an int k (within k float32
+# steps), or (k, c): within k steps or within c * 2^-24 * |x| (where PyTorch's float32 formula
+# cancels, 1 + erf(x) or 1 + tanh(x) near zero, its own rounding of the transcendental term
+# leaves only that absolute accuracy).
 aten = torch.ops.aten
 EAGER = {
     "hardsigmoid": (aten.hardsigmoid.default, (), F.hardsigmoid, "exact"),
@@ -252,27 +276,42 @@ def test_numpy_kernel_matches_eager_pytorch(name):
 
 
 def _binary_eager(name, a, b, *args, **kwargs):
-    target = {"add": aten.add.Tensor, "sub": aten.sub.Tensor, "mul": aten.mul.Tensor, "div": aten.div.Tensor_mode,
-              "minimum": aten.minimum.default, "maximum": aten.maximum.default}[name]
+    target = {
+        "add": aten.add.Tensor,
+        "sub": aten.sub.Tensor,
+        "mul": aten.mul.Tensor,
+        "div": aten.div.Tensor_mode,
+        "minimum": aten.minimum.default,
+        "maximum": aten.maximum.default,
+    }[name]
     got = ew.KERNELS[target].run(a, b, *args)
     torch_args = [torch.from_numpy(x) if isinstance(x, np.ndarray) else x for x in (a, b)]
     want = getattr(torch, name)(*torch_args, **kwargs).numpy()
     return got, want
 
 
-@pytest.mark.parametrize("name, a, b, args, kwargs", [
-    ("add", I32, I32_B, (1,), {}), ("sub", I32, I32_B, (1,), {}), ("mul", I32, I32_B, (), {}),
-    ("add", I64, I64_B, (1,), {}), ("mul", I64, I64_B, (), {}), ("mul", I32, 3, (), {}),
-    ("div", WIDE, rng_array((5, 1), 22), ("floor",), {"rounding_mode": "floor"}),
-    ("div", SAMPLES, SAMPLES[::-1].copy(), ("floor",), {"rounding_mode": "floor"}),
-    ("div", SAMPLES, SAMPLES[::-1].copy(), ("trunc",), {"rounding_mode": "trunc"}),
-    ("div", SAMPLES, SAMPLES[::-1].copy(), (None,), {}),
-    ("div", I32, I32_B_EAGER, ("floor",), {"rounding_mode": "floor"}),
-    ("div", I32, I32_B_EAGER, ("trunc",), {"rounding_mode": "trunc"}),
-    ("div", I64[:, 2:], I64_B[1:3], ("floor",), {"rounding_mode": "floor"}),
-    ("minimum", SAMPLES, SAMPLES[::-1].copy(), (), {}), ("maximum", SAMPLES, SAMPLES[::-1].copy(), (), {}),
-    ("minimum", I64, I64_B, (), {}), ("maximum", WIDE, rng_array((8,), 25, 10.0), (), {}),
-])
+@pytest.mark.parametrize(
+    "name, a, b, args, kwargs",
+    [
+        ("add", I32, I32_B, (1,), {}),
+        ("sub", I32, I32_B, (1,), {}),
+        ("mul", I32, I32_B, (), {}),
+        ("add", I64, I64_B, (1,), {}),
+        ("mul", I64, I64_B, (), {}),
+        ("mul", I32, 3, (), {}),
+        ("div", WIDE, rng_array((5, 1), 22), ("floor",), {"rounding_mode": "floor"}),
+        ("div", SAMPLES, SAMPLES[::-1].copy(), ("floor",), {"rounding_mode": "floor"}),
+        ("div", SAMPLES, SAMPLES[::-1].copy(), ("trunc",), {"rounding_mode": "trunc"}),
+        ("div", SAMPLES, SAMPLES[::-1].copy(), (None,), {}),
+        ("div", I32, I32_B_EAGER, ("floor",), {"rounding_mode": "floor"}),
+        ("div", I32, I32_B_EAGER, ("trunc",), {"rounding_mode": "trunc"}),
+        ("div", I64[:, 2:], I64_B[1:3], ("floor",), {"rounding_mode": "floor"}),
+        ("minimum", SAMPLES, SAMPLES[::-1].copy(), (), {}),
+        ("maximum", SAMPLES, SAMPLES[::-1].copy(), (), {}),
+        ("minimum", I64, I64_B, (), {}),
+        ("maximum", WIDE, rng_array((8,), 25, 10.0), (), {}),
+    ],
+)
 def test_binary_numpy_kernel_equals_eager_pytorch(name, a, b, args, kwargs):
     """Exact (values; the sign of a zero only where PyTorch's own loops agree on it)."""
     with np.errstate(all="ignore"):
@@ -283,8 +322,14 @@ def test_binary_numpy_kernel_equals_eager_pytorch(name, a, b, args, kwargs):
 
 @pytest.mark.parametrize("op", list(ew.COMPARE))
 def test_comparisons_equal_eager_pytorch(op):
-    for a, b in ((SPECIAL, NAN_ROW), (SAMPLES, SAMPLES[::-1].copy()), (SAMPLES, 1.5), (I32, I32_B), (I64, -7),
-                 (WIDE, 1)):
+    for a, b in (
+        (SPECIAL, NAN_ROW),
+        (SAMPLES, SAMPLES[::-1].copy()),
+        (SAMPLES, 1.5),
+        (I32, I32_B),
+        (I64, -7),
+        (WIDE, 1),
+    ):
         overload = "Scalar" if np.isscalar(b) else "Tensor"
         got = ew.KERNELS[getattr(getattr(aten, op), overload)].run(a, b)
         want = getattr(torch, op)(torch.from_numpy(a), torch.from_numpy(b) if isinstance(b, np.ndarray) else b)
@@ -315,23 +360,26 @@ def _op(target, args, out_dtype, kwargs=None):
     return Op("node", target, tuple(args), kwargs or {}, [_value(out_dtype, out_dtype == "int8")])
 
 
-@pytest.mark.parametrize("target, args, out_dtype, kwargs, accepted", [
-    (aten.add.Tensor, (_value("int32"), _value("int32")), "int32", {}, True),
-    (aten.add.Tensor, (_value("int32"), 2), "int32", {}, True),
-    (aten.add.Tensor, (_value("int32"), 0.5), "float32", {}, False),  # promotes to float: not covered
-    (aten.add.Tensor, (_value("float32"), _value("float32")), "float32", {"alpha": 2}, False),
-    (aten.mul.Tensor, (_value("int32"), _value("int64")), "int64", {}, False),
-    (aten.mul.Tensor, (_value("int8", True), _value("int8", True)), "int8", {}, True),  # dequantized first
-    (aten.gelu.default, (_value("int32"),), "int32", {}, False),
-    (aten.div.Tensor, (_value("int32"), _value("int32")), "float32", {}, False),
-    (aten.div.Tensor_mode, (_value("int64"), _value("int64")), "int64", {"rounding_mode": "floor"}, True),
-    (aten.div.Tensor_mode, (_value("int64"), _value("int64")), "float32", {"rounding_mode": None}, False),
-    (aten.eq.Scalar, (_value("int64"), 3), "bool", {}, True),
-    (aten.eq.Scalar, (_value("int64"), 2.5), "bool", {}, False),
-    (aten.lt.Tensor, (_value("float32"), _value("int32")), "bool", {}, False),
-    (aten.where.self, (_value("bool"), _value("int8", True), _value("int8", True)), "int8", {}, True),
-    (aten.where.self, (_value("float32"), _value("float32"), _value("float32")), "float32", {}, False),
-    (aten.logical_and.default, (_value("bool"), _value("float32")), "bool", {}, False),
-])
+@pytest.mark.parametrize(
+    "target, args, out_dtype, kwargs, accepted",
+    [
+        (aten.add.Tensor, (_value("int32"), _value("int32")), "int32", {}, True),
+        (aten.add.Tensor, (_value("int32"), 2), "int32", {}, True),
+        (aten.add.Tensor, (_value("int32"), 0.5), "float32", {}, False),  # promotes to float: not covered
+        (aten.add.Tensor, (_value("float32"), _value("float32")), "float32", {"alpha": 2}, False),
+        (aten.mul.Tensor, (_value("int32"), _value("int64")), "int64", {}, False),
+        (aten.mul.Tensor, (_value("int8", True), _value("int8", True)), "int8", {}, True),  # dequantized first
+        (aten.gelu.default, (_value("int32"),), "int32", {}, False),
+        (aten.div.Tensor, (_value("int32"), _value("int32")), "float32", {}, False),
+        (aten.div.Tensor_mode, (_value("int64"), _value("int64")), "int64", {"rounding_mode": "floor"}, True),
+        (aten.div.Tensor_mode, (_value("int64"), _value("int64")), "float32", {"rounding_mode": None}, False),
+        (aten.eq.Scalar, (_value("int64"), 3), "bool", {}, True),
+        (aten.eq.Scalar, (_value("int64"), 2.5), "bool", {}, False),
+        (aten.lt.Tensor, (_value("float32"), _value("int32")), "bool", {}, False),
+        (aten.where.self, (_value("bool"), _value("int8", True), _value("int8", True)), "int8", {}, True),
+        (aten.where.self, (_value("float32"), _value("float32"), _value("float32")), "float32", {}, False),
+        (aten.logical_and.default, (_value("bool"), _value("float32")), "bool", {}, False),
+    ],
+)
 def test_accepts_only_what_the_kernel_covers(target, args, out_dtype, kwargs, accepted):
     assert ew.KERNELS[target].accepts(_op(target, args, out_dtype, kwargs)) is accepted

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from kernel_programs import Doubles, In, X, kernel_error, rng_array, run_kernel
 
 from kiln.errors import HostError
 from kiln.program.kernels import by_name
-from kernel_programs import Doubles, In, X, kernel_error, rng_array, run_kernel
 
 ODD = rng_array((1, 3, 5, 9), 30)
 CHW = rng_array((3, 8, 5), 31)
@@ -20,67 +20,96 @@ SMALL = rng_array((2, 6, 3, 4), 32)
 W_T = rng_array((6, 2, 3, 2), 33)  # transposed: (C_in, C_out / groups, kh, kw)
 
 CASES = {
-    "avg_pool2d": ("aten::avg_pool2d", "out", [In(X), [3, 3], [2, 2], [1, 1], False, True, None],
-                   (2, 4, 4, 3)),
-    "avg_pool2d_global": ("aten::avg_pool2d", "out", [In(X), [7, 6], [], [0, 0], False, True, None],
-                          (2, 4, 1, 1)),
-    "avg_pool2d_exclude_pad": ("aten::avg_pool2d", "out", [In(X), [3, 3], [2, 2], [1, 1], False, False, None],
-                               (2, 4, 4, 3)),
+    "avg_pool2d": ("aten::avg_pool2d", "out", [In(X), [3, 3], [2, 2], [1, 1], False, True, None], (2, 4, 4, 3)),
+    "avg_pool2d_global": ("aten::avg_pool2d", "out", [In(X), [7, 6], [], [0, 0], False, True, None], (2, 4, 1, 1)),
+    "avg_pool2d_exclude_pad": (
+        "aten::avg_pool2d",
+        "out",
+        [In(X), [3, 3], [2, 2], [1, 1], False, False, None],
+        (2, 4, 4, 3),
+    ),
     # ceil_mode where it changes nothing: 4 windows either way along H (7 + 2 - 3 = 6) and W
-    "avg_pool2d_ceil": ("aten::avg_pool2d", "out", [In(X), [3, 2], [2, 2], [1, 1], True, True, None],
-                        (2, 4, 4, 4)),
+    "avg_pool2d_ceil": ("aten::avg_pool2d", "out", [In(X), [3, 2], [2, 2], [1, 1], True, True, None], (2, 4, 4, 4)),
     # H: ceil gives 4 windows, the 4th would start at row 5 = size (inside the padding): dropped,
     # so 3; W: 6 by ceil, the 6th would start at column 9 = size: dropped, so 5
-    "avg_pool2d_ceil_last_window_in_padding": ("aten::avg_pool2d", "out",
-                                               [In(ODD), [2, 2], [2, 2], [1, 1], True, False, None], (1, 3, 3, 5)),
+    "avg_pool2d_ceil_last_window_in_padding": (
+        "aten::avg_pool2d",
+        "out",
+        [In(ODD), [2, 2], [2, 2], [1, 1], True, False, None],
+        (1, 3, 3, 5),
+    ),
     # H: (5 - 2) / 2 -> 2 windows by floor, 3 by ceil; the 3rd covers row 4 and one row past
     # the input (divisor 1 even with count_include_pad: no padding there)
-    "avg_pool2d_ceil_partial_window": ("aten::avg_pool2d", "out",
-                                       [In(ODD), [2, 4], [2, 3], [0, 0], True, True, None], (1, 3, 3, 3)),
-    "avg_pool2d_divisor": ("aten::avg_pool2d", "out", [In(X), [2, 3], [1, 2], [1, 1], True, False, 5],
-                           (2, 4, 8, 4)),
+    "avg_pool2d_ceil_partial_window": (
+        "aten::avg_pool2d",
+        "out",
+        [In(ODD), [2, 4], [2, 3], [0, 0], True, True, None],
+        (1, 3, 3, 3),
+    ),
+    "avg_pool2d_divisor": ("aten::avg_pool2d", "out", [In(X), [2, 3], [1, 2], [1, 1], True, False, 5], (2, 4, 8, 4)),
     "avg_pool2d_chw": ("aten::avg_pool2d", "out", [In(CHW), [3, 3], [3, 3], [1, 0], False, True, None], (3, 3, 1)),
     "adaptive_avg_pool2d_global": ("aten::_adaptive_avg_pool2d", "out", [In(X), [1, 1]], (2, 4, 1, 1)),
     "adaptive_avg_pool2d_overlapping": ("aten::_adaptive_avg_pool2d", "out", [In(X), [3, 4]], (2, 4, 3, 4)),
     "adaptive_avg_pool2d_larger": ("aten::_adaptive_avg_pool2d", "out", [In(ODD), [7, 11]], (1, 3, 7, 11)),
     "adaptive_avg_pool2d_chw": ("aten::_adaptive_avg_pool2d", "out", [In(CHW), [5, 2]], (3, 5, 2)),
-    "conv_groups": ("aten::convolution", "out",
-                    [In(X), rng_array((6, 2, 3, 3), 4), rng_array((6,), 5), [2, 2], [1, 1], [1, 1], False,
-                     [0, 0], 2], (2, 6, 4, 3)),
-    "conv_dilated_no_bias": ("aten::convolution", "out",
-                             [In(X), rng_array((3, 4, 2, 3), 6), None, [1, 1], [2, 1], [2, 2], False,
-                              [0, 0], 1], (2, 3, 9, 4)),
-    "conv_transposed": ("aten::convolution", "out",
-                        [In(SMALL), W_T[:, :, :, :], rng_array((2,), 34), [2, 2], [1, 1], [1, 1], True, [1, 1], 1],
-                        (2, 2, 6, 7)),
-    "conv_transposed_groups": ("aten::convolution", "out",
-                               [In(SMALL), W_T, rng_array((6,), 35), [2, 1], [0, 1], [1, 2], True, [1, 0], 3],
-                               (2, 6, 8, 4)),
-    "conv_transposed_groups_no_bias": ("aten::convolution", "out",
-                                       [In(SMALL), W_T, None, [3, 2], [2, 0], [2, 1], True, [2, 1], 2],
-                                       (2, 4, 9, 9)),
-    "conv_transposed_depthwise": ("aten::convolution", "out",
-                                  [In(SMALL), rng_array((6, 1, 4, 4), 36), None, [2, 2], [1, 1], [1, 1], True,
-                                   [0, 0], 6], (2, 6, 6, 8)),
-    "linear": ("aten::linear", "out", [In(rng_array((3, 17), 7)), rng_array((5, 17), 8),
-                                       rng_array((5,), 9)], (3, 5)),
-    "linear_no_bias": ("aten::linear", "out", [In(rng_array((2, 2, 9), 7)), rng_array((4, 9), 8), None],
-                       (2, 2, 4)),
-    "matmul_broadcast": ("aten::matmul", "out", [In(rng_array((2, 1, 3, 5), 40)), In(rng_array((4, 5, 2), 41))],
-                         (2, 4, 3, 2)),
+    "conv_groups": (
+        "aten::convolution",
+        "out",
+        [In(X), rng_array((6, 2, 3, 3), 4), rng_array((6,), 5), [2, 2], [1, 1], [1, 1], False, [0, 0], 2],
+        (2, 6, 4, 3),
+    ),
+    "conv_dilated_no_bias": (
+        "aten::convolution",
+        "out",
+        [In(X), rng_array((3, 4, 2, 3), 6), None, [1, 1], [2, 1], [2, 2], False, [0, 0], 1],
+        (2, 3, 9, 4),
+    ),
+    "conv_transposed": (
+        "aten::convolution",
+        "out",
+        [In(SMALL), W_T[:, :, :, :], rng_array((2,), 34), [2, 2], [1, 1], [1, 1], True, [1, 1], 1],
+        (2, 2, 6, 7),
+    ),
+    "conv_transposed_groups": (
+        "aten::convolution",
+        "out",
+        [In(SMALL), W_T, rng_array((6,), 35), [2, 1], [0, 1], [1, 2], True, [1, 0], 3],
+        (2, 6, 8, 4),
+    ),
+    "conv_transposed_groups_no_bias": (
+        "aten::convolution",
+        "out",
+        [In(SMALL), W_T, None, [3, 2], [2, 0], [2, 1], True, [2, 1], 2],
+        (2, 4, 9, 9),
+    ),
+    "conv_transposed_depthwise": (
+        "aten::convolution",
+        "out",
+        [In(SMALL), rng_array((6, 1, 4, 4), 36), None, [2, 2], [1, 1], [1, 1], True, [0, 0], 6],
+        (2, 6, 6, 8),
+    ),
+    "linear": ("aten::linear", "out", [In(rng_array((3, 17), 7)), rng_array((5, 17), 8), rng_array((5,), 9)], (3, 5)),
+    "linear_no_bias": ("aten::linear", "out", [In(rng_array((2, 2, 9), 7)), rng_array((4, 9), 8), None], (2, 2, 4)),
+    "matmul_broadcast": (
+        "aten::matmul",
+        "out",
+        [In(rng_array((2, 1, 3, 5), 40)), In(rng_array((4, 5, 2), 41))],
+        (2, 4, 3, 2),
+    ),
     "matmul_dot": ("aten::matmul", "out", [In(rng_array((7,), 42)), In(rng_array((7,), 43))], ()),
-    "matmul_vector_matrix_batch": ("aten::matmul", "out", [In(rng_array((5,), 44)), rng_array((3, 5, 2), 45)],
-                                   (3, 2)),
-    "matmul_matrix_vector": ("aten::matmul", "out", [In(rng_array((2, 3, 4), 46)), In(rng_array((4,), 47))],
-                             (2, 3)),
-    "matmul_constant_weight": ("aten::matmul", "out", [In(rng_array((2, 3, 6), 48)), rng_array((6, 5), 49)],
-                               (2, 3, 5)),
+    "matmul_vector_matrix_batch": ("aten::matmul", "out", [In(rng_array((5,), 44)), rng_array((3, 5, 2), 45)], (3, 2)),
+    "matmul_matrix_vector": ("aten::matmul", "out", [In(rng_array((2, 3, 4), 46)), In(rng_array((4,), 47))], (2, 3)),
+    "matmul_constant_weight": ("aten::matmul", "out", [In(rng_array((2, 3, 6), 48)), rng_array((6, 5), 49)], (2, 3, 5)),
     "mm": ("aten::mm", "out", [In(rng_array((3, 9), 50)), In(rng_array((9, 4), 51))], (3, 4)),
     "bmm": ("aten::bmm", "out", [In(rng_array((3, 2, 5), 52)), In(rng_array((3, 5, 7), 53))], (3, 2, 7)),
     "upsample": ("aten::upsample_bilinear2d", "vec_out", [In(X), [11, 13], False, None], (2, 4, 11, 13)),
     "upsample_corners": ("aten::upsample_bilinear2d", "vec_out", [In(X), [14, 5], True, None], (2, 4, 14, 5)),
-    "upsample_scales": ("aten::upsample_bilinear2d", "vec_out", [In(X), None, False, Doubles((2.0, 1.5))],
-                        (2, 4, 14, 9)),
+    "upsample_scales": (
+        "aten::upsample_bilinear2d",
+        "vec_out",
+        [In(X), None, False, Doubles((2.0, 1.5))],
+        (2, 4, 14, 9),
+    ),
 }
 
 
@@ -104,13 +133,18 @@ def _convolution(x, w, b, stride, padding, dilation, transposed, output_padding,
 # reference is the exact result to float64's precision), and the number of float32
 # roundings per output of kiln's kernel.
 EAGER = {
-    "aten::avg_pool2d": (lambda x, k, s, p, ceil, inc, div: F.avg_pool2d(x, k, s or None, p, ceil, inc, div),
-                         lambda args: args[1][0] * args[1][1]),
-    "aten::_adaptive_avg_pool2d": (F.adaptive_avg_pool2d,
-                                   lambda args: (-(-args[0].shape[-2] // args[1][0]) + 1)
-                                   * (-(-args[0].shape[-1] // args[1][1]) + 1)),
-    "aten::convolution": (_convolution, lambda args: (args[0].shape[1] // args[8]) * args[1].shape[2]
-                          * args[1].shape[3] + 1),
+    "aten::avg_pool2d": (
+        lambda x, k, s, p, ceil, inc, div: F.avg_pool2d(x, k, s or None, p, ceil, inc, div),
+        lambda args: args[1][0] * args[1][1],
+    ),
+    "aten::_adaptive_avg_pool2d": (
+        F.adaptive_avg_pool2d,
+        lambda args: (-(-args[0].shape[-2] // args[1][0]) + 1) * (-(-args[0].shape[-1] // args[1][1]) + 1),
+    ),
+    "aten::convolution": (
+        _convolution,
+        lambda args: (args[0].shape[1] // args[8]) * args[1].shape[2] * args[1].shape[3] + 1,
+    ),
     "aten::linear": (F.linear, lambda args: args[0].shape[-1] + 1),
     "aten::matmul": (torch.matmul, lambda args: args[0].shape[-1]),
     "aten::mm": (torch.mm, lambda args: args[0].shape[-1]),
@@ -184,17 +218,24 @@ def test_nn_kernels_refuse_what_pytorch_refuses():
 
 UNSUPPORTED, SHAPE = "error 0x302 kernel: unsupported arguments", "error 0x301 kernel: shape mismatch"
 
+
 # Programs the C++ kernels refuse with an error (a = argument position, b = detail), never a
 # fault; groups and sizes are checked before any arithmetic uses them.
 def _transposed(stride, output_padding, groups, out_shape):
     """A transposed convolution of SMALL by W_T, no bias, padding 0, dilation 1."""
-    return ("aten::convolution", "out", [In(SMALL), W_T, None, stride, [0, 0], [1, 1], True, output_padding, groups],
-            out_shape)
+    return (
+        "aten::convolution",
+        "out",
+        [In(SMALL), W_T, None, stride, [0, 0], [1, 1], True, output_padding, groups],
+        out_shape,
+    )
 
 
 REFUSED = {
-    "transposed_output_padding_not_below_stride": (_transposed([2, 2], [2, 0], 3, (2, 6, 9, 9)),
-                                                   f"{UNSUPPORTED} (a=7, b=2)"),
+    "transposed_output_padding_not_below_stride": (
+        _transposed([2, 2], [2, 0], 3, (2, 6, 9, 9)),
+        f"{UNSUPPORTED} (a=7, b=2)",
+    ),
     "transposed_groups_zero": (_transposed([1, 1], [0, 0], 0, (2, 2, 5, 5)), f"{SHAPE} (a=8, b=0)"),
     "transposed_groups_not_dividing": (_transposed([1, 1], [0, 0], 4, (2, 8, 5, 5)), f"{SHAPE} (a=8, b=4)"),
     "transposed_groups_huge": (_transposed([1, 1], [0, 0], 2**62, (2, 8, 5, 5)), f"{SHAPE} (a=8, b=0)"),
@@ -202,21 +243,37 @@ REFUSED = {
     "transposed_wrong_out_shape": (_transposed([1, 1], [0, 0], 3, (2, 6, 5, 4)), f"{SHAPE} (a=9, b=3)"),
     "avg_pool2d_padding_over_half_kernel": (
         ("aten::avg_pool2d", "out", [In(X), [2, 2], [2, 2], [2, 2], False, True, None], (2, 4, 5, 5)),
-        f"{UNSUPPORTED} (a=3, b=0)"),
+        f"{UNSUPPORTED} (a=3, b=0)",
+    ),
     "avg_pool2d_divisor_zero": (
         ("aten::avg_pool2d", "out", [In(X), [2, 2], [2, 2], [0, 0], False, True, 0], (2, 4, 3, 3)),
-        f"{UNSUPPORTED} (a=6, b=0)"),
-    "avg_pool2d_empty_plane": (("aten::avg_pool2d", "out", [In(np.zeros((1, 2, 0, 3), np.float32)), [2, 2], [2, 2],
-                                                        [1, 1], False, True, None], (1, 2, 1, 2)),
-                               f"{UNSUPPORTED} (a=0, b=0)"),
-    "adaptive_avg_pool2d_size_zero": (("aten::_adaptive_avg_pool2d", "out", [In(X), [0, 2]], (2, 4, 1, 2)),
-                                      f"{UNSUPPORTED} (a=1, b=0)"),
-    "matmul_inner_mismatch": (("aten::matmul", "out", [In(rng_array((2, 3), 1)), In(rng_array((4, 2), 2))], (2, 2)),
-                              f"{SHAPE} (a=1, b=4)"),
-    "matmul_batch_mismatch": (("aten::matmul", "out", [In(rng_array((2, 2, 3), 1)), In(rng_array((3, 3, 2), 2))],
-                               (2, 2, 2)), f"{SHAPE} (a=1, b=0)"),
-    "bmm_batch_mismatch": (("aten::bmm", "out", [In(rng_array((2, 2, 3), 1)), In(rng_array((1, 3, 2), 2))],
-                            (2, 2, 2)), f"{SHAPE} (a=1, b=0)"),
+        f"{UNSUPPORTED} (a=6, b=0)",
+    ),
+    "avg_pool2d_empty_plane": (
+        (
+            "aten::avg_pool2d",
+            "out",
+            [In(np.zeros((1, 2, 0, 3), np.float32)), [2, 2], [2, 2], [1, 1], False, True, None],
+            (1, 2, 1, 2),
+        ),
+        f"{UNSUPPORTED} (a=0, b=0)",
+    ),
+    "adaptive_avg_pool2d_size_zero": (
+        ("aten::_adaptive_avg_pool2d", "out", [In(X), [0, 2]], (2, 4, 1, 2)),
+        f"{UNSUPPORTED} (a=1, b=0)",
+    ),
+    "matmul_inner_mismatch": (
+        ("aten::matmul", "out", [In(rng_array((2, 3), 1)), In(rng_array((4, 2), 2))], (2, 2)),
+        f"{SHAPE} (a=1, b=4)",
+    ),
+    "matmul_batch_mismatch": (
+        ("aten::matmul", "out", [In(rng_array((2, 2, 3), 1)), In(rng_array((3, 3, 2), 2))], (2, 2, 2)),
+        f"{SHAPE} (a=1, b=0)",
+    ),
+    "bmm_batch_mismatch": (
+        ("aten::bmm", "out", [In(rng_array((2, 2, 3), 1)), In(rng_array((1, 3, 2), 2))], (2, 2, 2)),
+        f"{SHAPE} (a=1, b=0)",
+    ),
 }
 
 

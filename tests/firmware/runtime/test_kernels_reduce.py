@@ -9,15 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from kernel_programs import SPECIAL, In, X, kernel_error, rng_array, run_kernel
 
 from kiln.program.kernels import by_name
-from kernel_programs import In, SPECIAL, X, kernel_error, rng_array, run_kernel
 
 ODD = rng_array((3, 5, 1, 7), 20)
 FLAT = rng_array((11,), 21)
 # Ties (the first index wins), signed zeros that compare equal, NaNs (the first one wins).
-TIES = np.array([[1.0, 3.0, 3.0, 0.0], [-0.0, 0.0, -0.0, -1.0], [np.nan, 2.0, np.nan, 5.0],
-                 [-np.inf, -np.inf, 7.0, np.inf]], np.float32)
+TIES = np.array(
+    [[1.0, 3.0, 3.0, 0.0], [-0.0, 0.0, -0.0, -1.0], [np.nan, 2.0, np.nan, 5.0], [-np.inf, -np.inf, 7.0, np.inf]],
+    np.float32,
+)
 INT8 = np.random.default_rng(22).integers(-128, 128, (4, 6), dtype=np.int8)
 INT64 = np.array([[5, -(2**62), 2**62, 2**62], [2**63 - 1, 1, -3, 0]], np.int64)
 # Rows all false, all true and mixed along each dim; a wider random mask.
@@ -143,8 +145,9 @@ def test_sums_equal_pytorch_within_rounding(case):
         assert np.array_equal(got, expected, equal_nan=True)
         return
     magnitude = EAGER[name](_t(np.abs(x).astype(np.float64)), *args[1:]).numpy()
-    within_rounding(got, expected, magnitude, terms=x.size // max(expected.size, 1) if name != "aten::cumsum"
-                    else x.shape[args[1]])
+    within_rounding(
+        got, expected, magnitude, terms=x.size // max(expected.size, 1) if name != "aten::cumsum" else x.shape[args[1]]
+    )
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if "softmax" in CASES[c][0]])
@@ -179,19 +182,28 @@ UNSUPPORTED, SHAPE = "error 0x302 kernel: unsupported arguments", "error 0x301 k
 # Programs the C++ kernels refuse with an error (a = argument position, b = detail), never a
 # fault: the detail is the offending dim or size.
 REFUSED = {
-    "sum_dim_twice": (("aten::sum", "IntList_out", [In(X), [1, -3], False, None], (2, 7, 6)),
-                      f"{UNSUPPORTED} (a=1, b=1)"),
-    "mean_dim_out_of_range": (("aten::mean", "out", [In(X), [4], False, None], (2, 4, 7, 6)),
-                              f"{UNSUPPORTED} (a=1, b=4)"),
+    "sum_dim_twice": (
+        ("aten::sum", "IntList_out", [In(X), [1, -3], False, None], (2, 7, 6)),
+        f"{UNSUPPORTED} (a=1, b=1)",
+    ),
+    "mean_dim_out_of_range": (
+        ("aten::mean", "out", [In(X), [4], False, None], (2, 4, 7, 6)),
+        f"{UNSUPPORTED} (a=1, b=4)",
+    ),
     "mean_dtype_long": (("aten::mean", "out", [In(X), [1], False, 4], (2, 7, 6)), f"{UNSUPPORTED} (a=3, b=4)"),
-    "sum_wrong_out_shape": (("aten::sum", "IntList_out", [In(X), [1], True, None], (2, 7, 6)),
-                            f"{SHAPE} (a=4, b=3)"),
-    "amax_empty_dim": (("aten::amax", "out", [In(np.zeros((2, 0), np.float32)), [1], False], (2,)),
-                       f"{UNSUPPORTED} (a=1, b=0)"),
-    "argmax_dim_out_of_range": (("aten::argmax", "out", [In(X), -5, False], (2, 4, 7), np.int64),
-                                f"{UNSUPPORTED} (a=1, b={2**32 - 5})"),
-    "argmax_float_out": (("aten::argmax", "out", [In(X), 1, False], (2, 7, 6)),
-                         "error 0x300 kernel: bad argument (a=3, b=262)"),  # 0x100 + kFloat
+    "sum_wrong_out_shape": (("aten::sum", "IntList_out", [In(X), [1], True, None], (2, 7, 6)), f"{SHAPE} (a=4, b=3)"),
+    "amax_empty_dim": (
+        ("aten::amax", "out", [In(np.zeros((2, 0), np.float32)), [1], False], (2,)),
+        f"{UNSUPPORTED} (a=1, b=0)",
+    ),
+    "argmax_dim_out_of_range": (
+        ("aten::argmax", "out", [In(X), -5, False], (2, 4, 7), np.int64),
+        f"{UNSUPPORTED} (a=1, b={2**32 - 5})",
+    ),
+    "argmax_float_out": (
+        ("aten::argmax", "out", [In(X), 1, False], (2, 7, 6)),
+        "error 0x300 kernel: bad argument (a=3, b=262)",
+    ),  # 0x100 + kFloat
     "cumsum_int_to_float": (("aten::cumsum", "out", [In(INT8), 0, 6], INT8.shape), f"{UNSUPPORTED} (a=2, b=6)"),
 }
 

@@ -20,18 +20,24 @@ from kernel_programs import (
     run_kernel,
     run_tool,
 )
+from operator_cases import Fn
+
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.program.kernels import by_name
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
-from operator_cases import Fn
 
 ODD = rng_array((3, 5, 1, 7), 30)
 # Ties (index order kept), signed zeros that compare equal, NaNs (greatest), infinities.
-TIES = np.array([[1.0, 3.0, 3.0, 0.0, np.nan, 3.0, -0.0, 0.0, np.nan, np.inf, -np.inf, 1.0],
-                 [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
-                 [-1.0, np.nan, 5.0, 5.0, -1.0, 0.0, -0.0, -0.0, 0.0, np.nan, -np.inf, -np.inf]], np.float32)
+TIES = np.array(
+    [
+        [1.0, 3.0, 3.0, 0.0, np.nan, 3.0, -0.0, 0.0, np.nan, np.inf, -np.inf, 1.0],
+        [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        [-1.0, np.nan, 5.0, 5.0, -1.0, 0.0, -0.0, -0.0, 0.0, np.nan, -np.inf, -np.inf],
+    ],
+    np.float32,
+)
 SMALL_INTS = np.random.default_rng(31).integers(0, 4, (4, 3, 9)).astype(np.float32)  # many ties
 INT32 = np.random.default_rng(32).integers(-3, 3, (5, 8), dtype=np.int32)
 INT64 = np.array([[5, -(2**63), 2**63 - 1, 5, 0, -1], [3, 3, -3, -3, 3, 2**62]], np.int64)
@@ -45,8 +51,12 @@ def _sort(x, dim, descending):
 def _topk(x, k, dim, largest, sorted_=True):
     shape = list(x.shape)
     shape[dim] = k
-    return ("aten::topk", "values", [In(x), k, dim, largest, sorted_],
-            Outs(((tuple(shape), x.dtype), (tuple(shape), np.int64))))
+    return (
+        "aten::topk",
+        "values",
+        [In(x), k, dim, largest, sorted_],
+        Outs(((tuple(shape), x.dtype), (tuple(shape), np.int64))),
+    )
 
 
 CASES = {
@@ -128,14 +138,22 @@ def test_sort_refuses_what_pytorch_refuses():
 
 UNSUPPORTED, SHAPE = "error 0x302 kernel: unsupported arguments", "error 0x301 kernel: shape mismatch"
 REFUSED = {
-    "sort_dim_out_of_range": ((*_sort(X, 4, False)[:2], [In(X), 4, False], _sort(X, 4, False)[3]),
-                              f"{UNSUPPORTED} (a=1, b=4)"),
-    "topk_k_too_large": (_topk(X, 3, 1, True)[:2] + ([In(X), 5, 1, True, True], _topk(X, 3, 1, True)[3]),
-                         f"{UNSUPPORTED} (a=1, b=5)"),
-    "topk_wrong_out_shape": (_topk(X, 3, 1, True)[:2] + ([In(X), 2, 1, True, True], _topk(X, 3, 1, True)[3]),
-                             f"{SHAPE} (a=5, b=1)"),
-    "sort_float_indices": (("aten::sort", "values", [In(X), 1, False], Outs(((X.shape, np.float32),) * 2)),
-                           "error 0x300 kernel: bad argument (a=4, b=262)"),  # 0x100 + kFloat
+    "sort_dim_out_of_range": (
+        (*_sort(X, 4, False)[:2], [In(X), 4, False], _sort(X, 4, False)[3]),
+        f"{UNSUPPORTED} (a=1, b=4)",
+    ),
+    "topk_k_too_large": (
+        _topk(X, 3, 1, True)[:2] + ([In(X), 5, 1, True, True], _topk(X, 3, 1, True)[3]),
+        f"{UNSUPPORTED} (a=1, b=5)",
+    ),
+    "topk_wrong_out_shape": (
+        _topk(X, 3, 1, True)[:2] + ([In(X), 2, 1, True, True], _topk(X, 3, 1, True)[3]),
+        f"{SHAPE} (a=5, b=1)",
+    ),
+    "sort_float_indices": (
+        ("aten::sort", "values", [In(X), 1, False], Outs(((X.shape, np.float32),) * 2)),
+        "error 0x300 kernel: bad argument (a=4, b=262)",
+    ),  # 0x100 + kFloat
     "sort_int8": (_sort(X.astype(np.int8), 1, False), f"{UNSUPPORTED} (a=0, b=1)"),
 }
 
@@ -158,8 +176,11 @@ def test_compiled_program_with_sort_and_topk_equals_run_host_bit_for_bit(runtime
     run on the C++ runtime as on `kiln run-host`, and run-host matches eager on the float path
     (the sort exactly; tanh within float32 rounding)."""
     module, x = Fn(lambda s, x: _both_outputs(x)).eval(), rng_array((2, 5, 9), 33)
-    result = kc.compile_model(LoadedModel("sort_topk", module, (torch.from_numpy(x),)),
-                              CompileSpec("ethos-u55-128", quantize=quantize, delegate=False), log=lambda line: None)
+    result = kc.compile_model(
+        LoadedModel("sort_topk", module, (torch.from_numpy(x),)),
+        CompileSpec("ethos-u55-128", quantize=quantize, delegate=False),
+        log=lambda line: None,
+    )
     ops = [op for op in result.graph.ops if op.op_type in ("aten.sort", "aten.topk")]
     assert [len(op.outputs) for op in ops] == [2, 2]
     path = tmp_path / "sort.pte"

@@ -16,10 +16,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import npu_hostile as nh
 import numpy as np
 import pytest
 
-import npu_hostile as nh
 from kiln.compile import compile_model
 from kiln.lower import ethosu_payload as ep
 from kiln.lower.ethosu_payload import IoTensor
@@ -32,11 +32,17 @@ FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 # depthwise convolutions, and one with a fast scratch (region 2); the same on the Ethos-U85
 # (its own command stream: 2:4 sparse weights, strided DMA), a 4-core U85 (WEIGHT1..3), and two
 # transformers whose U85 matmuls are CONVs with their weights in IFM2.
-STREAMS = [("tiny_cnn", "ethos-u55-128", None), ("ds_cnn", "ethos-u55-128", None),
-           ("tiny_cnn", "ethos-u65-256", "Dedicated_Sram_384KB"),
-           ("tiny_cnn", "ethos-u85-256", None), ("ds_cnn", "ethos-u85-256", None),
-           ("tiny_cnn", "ethos-u85-256", "Dedicated_Sram_384KB"), ("resnet8", "ethos-u85-2048", None),
-           ("vit_tiny", "ethos-u85-256", None), ("kwt", "ethos-u85-256", None)]
+STREAMS = [
+    ("tiny_cnn", "ethos-u55-128", None),
+    ("ds_cnn", "ethos-u55-128", None),
+    ("tiny_cnn", "ethos-u65-256", "Dedicated_Sram_384KB"),
+    ("tiny_cnn", "ethos-u85-256", None),
+    ("ds_cnn", "ethos-u85-256", None),
+    ("tiny_cnn", "ethos-u85-256", "Dedicated_Sram_384KB"),
+    ("resnet8", "ethos-u85-2048", None),
+    ("vit_tiny", "ethos-u85-256", None),
+    ("kwt", "ethos-u85-256", None),
+]
 
 
 @pytest.fixture(scope="session")
@@ -62,8 +68,9 @@ def payloads(tmp_path_factory) -> dict[tuple, tuple[bytes, int]]:  # (model, tar
 def check(tool: Path, directory: Path, payload: bytes, fast: int = 0) -> subprocess.CompletedProcess:
     path = directory / "payload.bin"
     path.write_bytes(payload)
-    done = subprocess.run([str(tool), str(path), *([str(fast)] if fast else [])], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [str(tool), str(path), *([str(fast)] if fast else [])], capture_output=True, text=True, timeout=60
+    )
     assert "runtime error" not in done.stderr and "AddressSanitizer" not in done.stderr, done.stderr
     return done
 
@@ -144,18 +151,40 @@ class Listed:
 def vela_listing(tosa: bytes, target: str, system_config: str, memory_mode: str, directory: Path) -> list[Listed]:
     source = directory / "listed.tosa"
     source.write_bytes(tosa)
-    done = subprocess.run(vela_command() + ["--accelerator-config", target, "--system-config", system_config,
-                                            "--memory-mode", memory_mode, "--output-format", "raw", "--output-dir",
-                                            str(directory / "listing"), "--verbose-register-command-stream",
-                                            str(source)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        vela_command()
+        + [
+            "--accelerator-config",
+            target,
+            "--system-config",
+            system_config,
+            "--memory-mode",
+            memory_mode,
+            "--output-format",
+            "raw",
+            "--output-dir",
+            str(directory / "listing"),
+            "--verbose-register-command-stream",
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     listed = []
     for line in done.stdout.splitlines():
         m = LISTED.match(line.strip())
         if m:
             offset, payload, param, code, name = m.groups()
-            listed.append(Listed(int(offset, 16) // 4, name, int(param, 16) << 16 | int(code, 16),
-                                 None if payload is None else int(payload, 16)))
+            listed.append(
+                Listed(
+                    int(offset, 16) // 4,
+                    name,
+                    int(param, 16) << 16 | int(code, 16),
+                    None if payload is None else int(payload, 16),
+                )
+            )
     return listed
 
 
@@ -216,8 +245,10 @@ def test_every_u85_operation_is_reached_where_vela_lists_it(bounds_host, u85_lis
         base = last_before(listed, "NPU_SET_OFM_BASE0", op)
         bad = with_words(vela, start, {base.word + 1: vela.scratch_size + (1 << 20)})
         done = check(bounds_host, tmp_path, bad)
-        assert done.stdout == ("error 0x531 NPU stream accesses memory outside its region's buffer: OFM write of the "
-                               f"operation at word {op.word}\n"), (op, done.stdout)
+        assert done.stdout == (
+            "error 0x531 NPU stream accesses memory outside its region's buffer: OFM write of the "
+            f"operation at word {op.word}\n"
+        ), (op, done.stdout)
 
 
 def test_u85_accumulators_from_ifm2_are_bounded_as_an_ifm2_read(bounds_host, tmp_path):
@@ -231,8 +262,10 @@ def test_u85_accumulators_from_ifm2_are_bounded_as_an_ifm2_read(bounds_host, tmp
     op = next(item for item in listed if item.name in BLOCK_OPS and item.word > acc[0].word)
     base = last_before(listed, "NPU_SET_IFM2_BASE0", op)
     done = check(bounds_host, tmp_path, with_words(vela, start, {base.word + 1: vela.scratch_size + (1 << 20)}))
-    assert done.stdout == ("error 0x531 NPU stream accesses memory outside its region's buffer: IFM2 read of the "
-                           f"operation at word {op.word}\n")
+    assert done.stdout == (
+        "error 0x531 NPU stream accesses memory outside its region's buffer: IFM2 read of the "
+        f"operation at word {op.word}\n"
+    )
 
 
 # NPU_OP_CONV with weights_ifm2 = 1 (Vela's MATMUL on the U85): a 1x1 convolution whose weight
@@ -278,8 +311,10 @@ def test_u85_weights_from_ifm2_are_bounded_by_the_bytes_of_ifm2_they_read(bounds
         done = check(bounds_host, tmp_path, with_words(vela, start, {base.word + 1: fits}))
         assert done.stdout == "ok\n", (op, done.stdout)
         done = check(bounds_host, tmp_path, with_words(vela, start, {base.word + 1: fits + 1}))
-        assert done.stdout == ("error 0x531 NPU stream accesses memory outside its region's buffer: IFM2 read of "
-                               f"the operation at word {op.word}\n"), (op, done.stdout)
+        assert done.stdout == (
+            "error 0x531 NPU stream accesses memory outside its region's buffer: IFM2 read of "
+            f"the operation at word {op.word}\n"
+        ), (op, done.stdout)
 
 
 def unprovable(word: int, value: int) -> str:
@@ -306,11 +341,16 @@ def test_u85_commands_the_check_does_not_model_are_refused(bounds_host, u85_list
     if dma is not None:  # both sides indexed: DMA0_SRC_REGION's and DMA0_DST_REGION's idx_mode, bit 11
         src = last_before(listed, "NPU_SET_DMA0_SRC_REGION", dma)
         dst = last_before(listed, "NPU_SET_DMA0_DST_REGION", dma)
-        cases.append(({src.word: src.header | 1 << 27, dst.word: dst.header | 1 << 27},
-                      unprovable(dma.word, dma.header)))
+        cases.append(
+            ({src.word: src.header | 1 << 27, dst.word: dst.header | 1 << 27}, unprovable(dma.word, dma.header))
+        )
     if elementwise is not None:  # elementwise_mode 12: none of the U85's 21 modes
-        cases.append(({elementwise.word: (elementwise.header & 0xFFFF) | 12 << 16},
-                      unprovable(elementwise.word, (elementwise.header & 0xFFFF) | 12 << 16)))
+        cases.append(
+            (
+                {elementwise.word: (elementwise.header & 0xFFFF) | 12 << 16},
+                unprovable(elementwise.word, (elementwise.header & 0xFFFF) | 12 << 16),
+            )
+        )
     assert len(cases) >= 5
     for changes, expected in cases:
         done = check(bounds_host, tmp_path, with_words(vela, start, changes))
@@ -320,6 +360,7 @@ def test_u85_commands_the_check_does_not_model_are_refused(bounds_host, u85_list
 class Embedding(__import__("torch").nn.Module):
     def __init__(self):
         import torch
+
         super().__init__()
         torch.manual_seed(16)
         self.embed, self.proj = torch.nn.Embedding(40, 16), torch.nn.Linear(16, 8)
@@ -333,6 +374,7 @@ def test_a_u85_gather_passes_and_its_reach_is_bounded_by_idx_max(bounds_host, tm
     an IDX_MAX that reaches past the table's buffer, or an index table outside its region, is
     refused as the access it would be."""
     import torch
+
     from kiln.compile import compile_model as compile_loaded
     from kiln.frontend.export import LoadedModel
 
@@ -341,8 +383,11 @@ def test_a_u85_gather_passes_and_its_reach_is_bounded_by_idx_max(bounds_host, tm
     vela = compile_tosa(tosa, "embedding", *U85)
     listed = vela_listing(tosa, *U85, tmp_path)
     start, _ = nh.stream_span(vela.cmd_data)
-    gathers = [item for item in listed if item.name == "NPU_OP_DMA_START"
-               and register_at(listed, "NPU_SET_DMA0_SRC_REGION", item) >> 11 & 1]
+    gathers = [
+        item
+        for item in listed
+        if item.name == "NPU_OP_DMA_START" and register_at(listed, "NPU_SET_DMA0_SRC_REGION", item) >> 11 & 1
+    ]
     assert len(gathers) == 1
     dma = gathers[0]
     assert register_at(listed, "NPU_SET_DMA0_IDX_MAX", dma) == 39  # the table's last row
@@ -373,7 +418,8 @@ def test_u55_streams_refuse_the_u85s_own_opcodes(bounds_host, payloads, tmp_path
 # --- A hand-built Ethos-U85 stream: the OFM's transposes ------------------------------------
 # One ELEMENTWISE ADD of an int8 IFM of H=2, W=8, C=16 (NHWC, 256 bytes at offset 0 of region 1)
 # and a scalar IFM2, its OFM at offset 256 of region 1 in NHWC with rows 32 bytes apart and
-# columns 16 apart (tile 0 of 16 rows x 8 columns holds every case's box, the other tiles unused). Bytes the OFM write spans, worked by hand:
+# columns 16 apart (tile 0 of 16 rows x 8 columns holds every case's box, the other tiles
+# unused). Bytes the OFM write spans, worked by hand:
 #   HWC: rows H=2, cols W=8, channels 16:  (2-1)*32 + (8-1)*16 + 16 = 160 -> ends at 416
 #   WHC: rows W=8, cols H=2, channels 16:  (8-1)*32 + (2-1)*16 + 16 = 256 -> ends at 512
 #   CHW: rows C=16, cols H=2, channels W=8: (16-1)*32 + (2-1)*16 + 8 = 504 -> ends at 760
@@ -396,21 +442,48 @@ def cop1(stream: list[int], config: int = U85_CONFIG, ident: int = U85_ID) -> by
 
 
 def transposed_add(transpose: int) -> list[int]:
-    return (cmd0(0x10F, 1) + cmd1(0x000, 0) + cmd1(0x004, 16) + cmd1(0x005, 128) + cmd0(0x105, 1)
-            + cmd0(0x10A, 7) + cmd0(0x10B, 1) + cmd0(0x10C, 1) + cmd0(0x104, 15) + cmd0(0x108, 0)
-            + cmd0(0x180, 8)  # IFM2_BROADCAST: SCALAR
-            + cmd0(0x11F, 1) + cmd1(0x010, 256) + cmd1(0x014, 16) + cmd1(0x015, 32)
-            + cmd0(0x114, 1 | transpose << 11) + cmd0(0x111, 7) + cmd0(0x112, 1) + cmd0(0x113, 15)
-            + cmd0(0x11A, 7) + cmd0(0x11B, 15) + cmd0(0x11C, 15)
-            + cmd0(0x006, 1) + cmd0(0x000, 0))  # NPU_OP_ELEMENTWISE ADD, NPU_OP_STOP
+    return (
+        cmd0(0x10F, 1)
+        + cmd1(0x000, 0)
+        + cmd1(0x004, 16)
+        + cmd1(0x005, 128)
+        + cmd0(0x105, 1)
+        + cmd0(0x10A, 7)
+        + cmd0(0x10B, 1)
+        + cmd0(0x10C, 1)
+        + cmd0(0x104, 15)
+        + cmd0(0x108, 0)
+        + cmd0(0x180, 8)  # IFM2_BROADCAST: SCALAR
+        + cmd0(0x11F, 1)
+        + cmd1(0x010, 256)
+        + cmd1(0x014, 16)
+        + cmd1(0x015, 32)
+        + cmd0(0x114, 1 | transpose << 11)
+        + cmd0(0x111, 7)
+        + cmd0(0x112, 1)
+        + cmd0(0x113, 15)
+        + cmd0(0x11A, 7)
+        + cmd0(0x11B, 15)
+        + cmd0(0x11C, 15)
+        + cmd0(0x006, 1)
+        + cmd0(0x000, 0)
+    )  # NPU_OP_ELEMENTWISE ADD, NPU_OP_STOP
 
 
 @pytest.mark.parametrize("transpose, end", [(0, 416), (1, 512), (6, 760)], ids=["HWC", "WHC", "CHW"])
 def test_a_transposed_u85_ofm_is_bounded_by_its_memory_layout(bounds_host, tmp_path, transpose, end):
     out = [IoTensor((1, 1, 1, 1, 1, 16), 1, 256, 1)]
-    for scratch, expected in ((end, "ok\n"), (end - 1, "error 0x531 NPU stream accesses memory outside its "
-                                                        "region's buffer: OFM write of the operation at word 28\n")):
-        payload = ep.encode(cop1(transposed_add(transpose)), b"", scratch, [IoTensor((1, 1, 1, 2, 8, 16), 1, 0, 1)], out)
+    for scratch, expected in (
+        (end, "ok\n"),
+        (
+            end - 1,
+            "error 0x531 NPU stream accesses memory outside its "
+            "region's buffer: OFM write of the operation at word 28\n",
+        ),
+    ):
+        payload = ep.encode(
+            cop1(transposed_add(transpose)), b"", scratch, [IoTensor((1, 1, 1, 2, 8, 16), 1, 0, 1)], out
+        )
         assert check(bounds_host, tmp_path, payload).stdout == expected, (transpose, scratch)
 
 
@@ -421,33 +494,59 @@ def test_a_transposed_u85_ofm_is_bounded_by_its_memory_layout(bounds_host, tmp_p
 # is 0 (the payload's weights: none), based at 0; with global scaling (OFM_PRECISION bit 8) the
 # NPU reads no scales, with per-channel scaling 4 records of 10 bytes there.
 def matmul(ofm_precision: int = 1 | 1 << 8, kernel_width_m1: int = 0, ifm2_broadcast: int = 0) -> list[int]:
-    return (cmd0(0x10F, 1) + cmd1(0x000, 0) + cmd1(0x004, 16) + cmd1(0x005, 16) + cmd0(0x105, 1)
-            + cmd0(0x10A, 0) + cmd0(0x104, 15)
-            + cmd0(0x18F, 1) + cmd1(0x080, 32) + cmd1(0x084, 16) + cmd1(0x085, 64) + cmd0(0x185, 1)
-            + cmd0(0x18A, 3) + cmd0(0x180, ifm2_broadcast)
-            + cmd0(0x11F, 1) + cmd1(0x010, 16) + cmd1(0x014, 4) + cmd1(0x015, 4) + cmd0(0x114, ofm_precision)
-            + cmd0(0x113, 3) + cmd0(0x11C, 0) + cmd0(0x120, kernel_width_m1)
-            + cmd0(0x129, 0) + cmd1(0x022, 0)
-            + cmd0(0x002, 1) + cmd0(0x000, 0))  # NPU_OP_CONV weights_ifm2 = 1, NPU_OP_STOP
+    return (
+        cmd0(0x10F, 1)
+        + cmd1(0x000, 0)
+        + cmd1(0x004, 16)
+        + cmd1(0x005, 16)
+        + cmd0(0x105, 1)
+        + cmd0(0x10A, 0)
+        + cmd0(0x104, 15)
+        + cmd0(0x18F, 1)
+        + cmd1(0x080, 32)
+        + cmd1(0x084, 16)
+        + cmd1(0x085, 64)
+        + cmd0(0x185, 1)
+        + cmd0(0x18A, 3)
+        + cmd0(0x180, ifm2_broadcast)
+        + cmd0(0x11F, 1)
+        + cmd1(0x010, 16)
+        + cmd1(0x014, 4)
+        + cmd1(0x015, 4)
+        + cmd0(0x114, ofm_precision)
+        + cmd0(0x113, 3)
+        + cmd0(0x11C, 0)
+        + cmd0(0x120, kernel_width_m1)
+        + cmd0(0x129, 0)
+        + cmd1(0x022, 0)
+        + cmd0(0x002, 1)
+        + cmd0(0x000, 0)
+    )  # NPU_OP_CONV weights_ifm2 = 1, NPU_OP_STOP
 
 
 MATMUL_AT = len(matmul()) - 2  # the word of its NPU_OP_CONV
 OUTSIDE_TEXT = "error 0x531 NPU stream accesses memory outside its region's buffer: "
 
 
-@pytest.mark.parametrize("stream, scratch, expected", [
-    (matmul(), 96, "ok\n"),
-    (matmul(), 95, OUTSIDE_TEXT + f"IFM2 read of the operation at word {MATMUL_AT}\n"),
-    # IFM2_BROADCAST (left by an earlier elementwise operation) does not apply: IFM2 is still read
-    (matmul(ifm2_broadcast=8), 95, OUTSIDE_TEXT + f"IFM2 read of the operation at word {MATMUL_AT}\n"),
-    (matmul(ofm_precision=1), 96, OUTSIDE_TEXT + f"scale read of the operation at word {MATMUL_AT}\n"),
-    (matmul(kernel_width_m1=1), 96, unprovable(MATMUL_AT, 0x0001_0002)),
-], ids=["exact", "one byte short", "broadcast ignored", "per-channel scales", "2x1 kernel"])
-def test_a_hand_built_u85_matmul_reads_its_ifm2_row_and_scales_only_per_channel(bounds_host, tmp_path, stream,
-                                                                               scratch, expected):
+@pytest.mark.parametrize(
+    "stream, scratch, expected",
+    [
+        (matmul(), 96, "ok\n"),
+        (matmul(), 95, OUTSIDE_TEXT + f"IFM2 read of the operation at word {MATMUL_AT}\n"),
+        # IFM2_BROADCAST (left by an earlier elementwise operation) does not apply: IFM2 is still read
+        (matmul(ifm2_broadcast=8), 95, OUTSIDE_TEXT + f"IFM2 read of the operation at word {MATMUL_AT}\n"),
+        (matmul(ofm_precision=1), 96, OUTSIDE_TEXT + f"scale read of the operation at word {MATMUL_AT}\n"),
+        (matmul(kernel_width_m1=1), 96, unprovable(MATMUL_AT, 0x0001_0002)),
+    ],
+    ids=["exact", "one byte short", "broadcast ignored", "per-channel scales", "2x1 kernel"],
+)
+def test_a_hand_built_u85_matmul_reads_its_ifm2_row_and_scales_only_per_channel(
+    bounds_host, tmp_path, stream, scratch, expected
+):
     out = [IoTensor((1, 1, 1, 1, 1, 4), 1, 16, 1)]
     payload = ep.encode(cop1(stream), b"", scratch, [IoTensor((1, 1, 1, 1, 1, 16), 1, 0, 1)], out)
     assert check(bounds_host, tmp_path, payload).stdout == expected
+
 
 # --- A delegate compiled for another NPU ---------------------------------------------------
 # CONFIG and ID words of NPUs, worked out from Vela's register layouts: U55/U65 CONFIG = log2 MACs
@@ -465,31 +564,56 @@ NPUS = {
 TARGET = "error 0x516 stream compiled for another NPU: "
 
 
-@pytest.mark.parametrize("compiled, npu, expected", [
-    ("ethos-u85-256", "ethos-u85-256", "ok"),
-    ("ethos-u55-128", "ethos-u55-128", "ok"),
-    ("ethos-u85-256", "ethos-u55-128",
-     TARGET + "the delegate was compiled for Ethos-U85 with 256 MACs; this NPU is an Ethos-U55 with 128 MACs"),
-    ("ethos-u55-128", "ethos-u85-256",
-     TARGET + "the delegate was compiled for Ethos-U55 with 128 MACs; this NPU is an Ethos-U85 with 256 MACs"),
-    ("ethos-u65-256", "ethos-u85-256",
-     TARGET + "the delegate was compiled for Ethos-U65 with 256 MACs; this NPU is an Ethos-U85 with 256 MACs"),
-    ("ethos-u85-256", "ethos-u85-2048",
-     TARGET + "the delegate was compiled for Ethos-U85 with 256 MACs; this NPU is an Ethos-U85 with 2048 MACs"),
-    ("ethos-u85-256", "ethos-u85-256 with 2 external AXI ports",
-     TARGET + "the delegate was compiled for Ethos-U85 with 256 MACs (2 SRAM and 1 external AXI ports); "
-              "this NPU is an Ethos-U85 with 256 MACs (2 SRAM and 2 external AXI ports)"),
-    ("ethos-u85-256", "ethos-u85-256 of architecture 1.0",
-     "error 0x515 stream compiled for another NPU architecture: stream 2.0, NPU 1.0"),
-    ("ethos-u85-256", "ethos-u85-256 of stream version 0",
-     "error 0x514 stream compiled for another command stream version: stream version 1, NPU version 0"),
-])
+@pytest.mark.parametrize(
+    "compiled, npu, expected",
+    [
+        ("ethos-u85-256", "ethos-u85-256", "ok"),
+        ("ethos-u55-128", "ethos-u55-128", "ok"),
+        (
+            "ethos-u85-256",
+            "ethos-u55-128",
+            TARGET + "the delegate was compiled for Ethos-U85 with 256 MACs; this NPU is an Ethos-U55 with 128 MACs",
+        ),
+        (
+            "ethos-u55-128",
+            "ethos-u85-256",
+            TARGET + "the delegate was compiled for Ethos-U55 with 128 MACs; this NPU is an Ethos-U85 with 256 MACs",
+        ),
+        (
+            "ethos-u65-256",
+            "ethos-u85-256",
+            TARGET + "the delegate was compiled for Ethos-U65 with 256 MACs; this NPU is an Ethos-U85 with 256 MACs",
+        ),
+        (
+            "ethos-u85-256",
+            "ethos-u85-2048",
+            TARGET + "the delegate was compiled for Ethos-U85 with 256 MACs; this NPU is an Ethos-U85 with 2048 MACs",
+        ),
+        (
+            "ethos-u85-256",
+            "ethos-u85-256 with 2 external AXI ports",
+            TARGET + "the delegate was compiled for Ethos-U85 with 256 MACs (2 SRAM and 1 external AXI ports); "
+            "this NPU is an Ethos-U85 with 256 MACs (2 SRAM and 2 external AXI ports)",
+        ),
+        (
+            "ethos-u85-256",
+            "ethos-u85-256 of architecture 1.0",
+            "error 0x515 stream compiled for another NPU architecture: stream 2.0, NPU 1.0",
+        ),
+        (
+            "ethos-u85-256",
+            "ethos-u85-256 of stream version 0",
+            "error 0x514 stream compiled for another command stream version: stream version 1, NPU version 0",
+        ),
+    ],
+)
 def test_a_delegate_for_another_npu_is_refused_naming_both(bounds_host, payloads, tmp_path, compiled, npu, expected):
     mode = "Dedicated_Sram_384KB" if compiled == "ethos-u65-256" else None
     path = tmp_path / "payload.bin"
     path.write_bytes(payloads[("tiny_cnn", compiled, mode, 0)][0])
     config, ident = NPUS[npu]
-    done = subprocess.run([str(bounds_host), "--match", hex(config), hex(ident), str(path)], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [str(bounds_host), "--match", hex(config), hex(ident), str(path)], capture_output=True, text=True, timeout=60
+    )
     assert done.stdout == expected + "\n", done.stdout + done.stderr
     assert done.returncode == (0 if expected == "ok" else 1)

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kiln.reference import run_host as host
+from kiln.program.kernels import by_name
 from kiln.pte import writer
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import NUMPY_DTYPES, Chain, KernelCall
-from kiln.program.kernels import by_name
+from kiln.reference import run_host as host
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
@@ -37,13 +37,18 @@ def programs(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("ptes")
     kiln = Path(sys.executable).parent / "kiln"
     made = {}
-    for name, model, flags in [("tiny_cnn_cpu", "tiny_cnn", ["--no-delegate"]),
-                               ("ds_cnn_cpu", "ds_cnn", ["--no-delegate"]),
-                               ("tiny_cnn_float", "tiny_cnn", ["--no-quantize"]),
-                               ("tiny_cnn", "tiny_cnn", [])]:
+    for name, model, flags in [
+        ("tiny_cnn_cpu", "tiny_cnn", ["--no-delegate"]),
+        ("ds_cnn_cpu", "ds_cnn", ["--no-delegate"]),
+        ("tiny_cnn_float", "tiny_cnn", ["--no-quantize"]),
+        ("tiny_cnn", "tiny_cnn", []),
+    ]:
         path = out / f"{name}.pte"
-        subprocess.run([str(kiln), "compile", model, "--target", "ethos-u55-128", "--output", str(path),
-                        *flags], check=True, capture_output=True)
+        subprocess.run(
+            [str(kiln), "compile", model, "--target", "ethos-u55-128", "--output", str(path), *flags],
+            check=True,
+            capture_output=True,
+        )
         made[name] = path
     return made
 
@@ -62,10 +67,16 @@ def tensor_summary(plan, index):
 
 # --- Loader ---------------------------------------------------------------------------
 
+
 def _pte_cases():
-    return ["tiny_cnn", "tiny_cnn_cpu", "ds_cnn_cpu", "tiny_cnn_float",
-            "executorch:conv_relu_arm_delegate_ethos-u55-128.pte",
-            "executorch:conv_relu_arm_ethos-u55-128.pte"]
+    return [
+        "tiny_cnn",
+        "tiny_cnn_cpu",
+        "ds_cnn_cpu",
+        "tiny_cnn_float",
+        "executorch:conv_relu_arm_delegate_ethos-u55-128.pte",
+        "executorch:conv_relu_arm_ethos-u55-128.pte",
+    ]
 
 
 def _pte_path(case: str, programs) -> Path:
@@ -89,9 +100,14 @@ def test_load_reports_what_kiln_pte_reads(runtime_host, programs, case):
     assert got["planned"] == list(plan.non_const_buffer_sizes[1:])
     assert got["operators"] == [[o.name, o.overload] for o in plan.operators]
     assert got["delegates"] == [
-        {"id": d.id, "payload_size": len(f.delegate_payload(d)), "payload_fnv": fnv1a(f.delegate_payload(d)),
-         "specs": [[s.key, len(s.value), fnv1a(s.value)] for s in d.compile_specs]}
-        for d in plan.delegates]
+        {
+            "id": d.id,
+            "payload_size": len(f.delegate_payload(d)),
+            "payload_fnv": fnv1a(f.delegate_payload(d)),
+            "specs": [[s.key, len(s.value), fnv1a(s.value)] for s in d.compile_specs],
+        }
+        for d in plan.delegates
+    ]
     assert got["named"] == [[k, len(v), fnv1a(v), 1] for k, v in f.named().items()]
 
 
@@ -101,20 +117,38 @@ def _error(done) -> str:
 
 
 # Each line is the whole of what the loader reports: "error 0x<code> " and print_error's line.
-@pytest.mark.parametrize("name, corrupt, expected", [
-    # "ET13" and "ET12" read as little-endian words
-    ("wrong magic", lambda b: b[:4] + b"ET13" + b[8:],
-     lambda b: "error 0x101 pte: not an ExecuTorch program (identifier): found 0x33315445, expected 0x32315445"),
-    ("too short", lambda b: b[:7], lambda b: "error 0x100 pte: file too short (a=7, b=8)"),
-    ("root offset past the end", lambda b: (0x7FFFFFF0).to_bytes(4, "little") + b[4:],
-     lambda b: f"error 0x103 pte: offset or size out of bounds (a={0x7FFFFFF0}, b={_program_size(b)})"),
-    ("program_size past the end", lambda b: b[:16] + (len(b) + 1).to_bytes(8, "little") + b[24:],
-     lambda b: f"error 0x102 pte: bad extended header: program_size {len(b) + 1}"),
-    ("segment base past the end", lambda b: b[:24] + (len(b) + 128).to_bytes(8, "little") + b[32:],
-     lambda b: f"error 0x102 pte: bad extended header: segment_base_offset {len(b) + 128}"),
-    ("segment data past the end", lambda b: b[:32] + (len(b)).to_bytes(8, "little") + b[40:],
-     lambda b: f"error 0x102 pte: bad extended header: segment_data_size {len(b)}"),
-])
+@pytest.mark.parametrize(
+    "name, corrupt, expected",
+    [
+        # "ET13" and "ET12" read as little-endian words
+        (
+            "wrong magic",
+            lambda b: b[:4] + b"ET13" + b[8:],
+            lambda b: "error 0x101 pte: not an ExecuTorch program (identifier): found 0x33315445, expected 0x32315445",
+        ),
+        ("too short", lambda b: b[:7], lambda b: "error 0x100 pte: file too short (a=7, b=8)"),
+        (
+            "root offset past the end",
+            lambda b: (0x7FFFFFF0).to_bytes(4, "little") + b[4:],
+            lambda b: f"error 0x103 pte: offset or size out of bounds (a={0x7FFFFFF0}, b={_program_size(b)})",
+        ),
+        (
+            "program_size past the end",
+            lambda b: b[:16] + (len(b) + 1).to_bytes(8, "little") + b[24:],
+            lambda b: f"error 0x102 pte: bad extended header: program_size {len(b) + 1}",
+        ),
+        (
+            "segment base past the end",
+            lambda b: b[:24] + (len(b) + 128).to_bytes(8, "little") + b[32:],
+            lambda b: f"error 0x102 pte: bad extended header: segment_base_offset {len(b) + 128}",
+        ),
+        (
+            "segment data past the end",
+            lambda b: b[:32] + (len(b)).to_bytes(8, "little") + b[40:],
+            lambda b: f"error 0x102 pte: bad extended header: segment_data_size {len(b)}",
+        ),
+    ],
+)
 def test_corrupted_header_gives_its_error(runtime_host, programs, tmp_path, name, corrupt, expected):
     data = programs["tiny_cnn"].read_bytes()
     assert data[8:12] == b"eh00"
@@ -132,30 +166,48 @@ def _unchecked_program(monkeypatch, plan_edit) -> bytes:
     """A one-kernel program edited by plan_edit and written without the Python
     writer's own cross-reference checks (it refuses such programs)."""
     monkeypatch.setattr(writer, "check_plan", lambda *args, **kwargs: None)
-    data, _ = single_kernel("aten::relu", "out", [In(np.ones((2, 2), np.float32))], (2, 2),
-                             plan_edit=plan_edit)
+    data, _ = single_kernel("aten::relu", "out", [In(np.ones((2, 2), np.float32))], (2, 2), plan_edit=plan_edit)
     return data
 
 
-@pytest.mark.parametrize("edit, expected", [
-    (lambda p: dict(p, chains=[Chain(p["chains"][0].inputs, p["chains"][0].outputs,
-                                     [KernelCall(5, p["chains"][0].instructions[0].args)])]),
-     "error 0x109 pte: index out of range (a=5, b=1)"),  # operator 5 of 1
-    # value 1, the output: 16 bytes at offset 16 (after the 2x2 float input) pass the 20 given
-    (lambda p: dict(p, non_const_buffer_sizes=[0, 20]),
-     "error 0x10a pte: malformed tensor: outside its planned buffer (value 1)"),
-    (lambda p: dict(p, outputs=[7]), "error 0x109 pte: index out of range (a=7, b=2)"),  # value 7 of 2
-])
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (
+            lambda p: dict(
+                p,
+                chains=[
+                    Chain(
+                        p["chains"][0].inputs,
+                        p["chains"][0].outputs,
+                        [KernelCall(5, p["chains"][0].instructions[0].args)],
+                    )
+                ],
+            ),
+            "error 0x109 pte: index out of range (a=5, b=1)",
+        ),  # operator 5 of 1
+        # value 1, the output: 16 bytes at offset 16 (after the 2x2 float input) pass the 20 given
+        (
+            lambda p: dict(p, non_const_buffer_sizes=[0, 20]),
+            "error 0x10a pte: malformed tensor: outside its planned buffer (value 1)",
+        ),
+        (lambda p: dict(p, outputs=[7]), "error 0x109 pte: index out of range (a=7, b=2)"),  # value 7 of 2
+    ],
+)
 def test_out_of_range_reference_gives_its_error(runtime_host, tmp_path, monkeypatch, edit, expected):
     bad = tmp_path / "bad.pte"
     bad.write_bytes(_unchecked_program(monkeypatch, edit))
     assert _error(run_tool(runtime_host, "load", bad)) == expected
 
 
-@pytest.mark.parametrize("case, execute", [
-    ("tiny_cnn", True), ("tiny_cnn_float", True),
-    ("executorch:conv_relu_arm_delegate_ethos-u55-128.pte", True),
-])
+@pytest.mark.parametrize(
+    "case, execute",
+    [
+        ("tiny_cnn", True),
+        ("tiny_cnn_float", True),
+        ("executorch:conv_relu_arm_delegate_ethos-u55-128.pte", True),
+    ],
+)
 def test_every_truncation_and_byte_flip_ends_in_an_error_or_a_run(runtime_host, programs, case, execute):
     """Every truncation fails to load; every single-byte flip (xor 0x01, 0x80, 0xff)
     either fails with an error code or binds and runs; nothing trips the sanitizers."""
@@ -170,6 +222,7 @@ def test_every_truncation_and_byte_flip_ends_in_an_error_or_a_run(runtime_host, 
 
 
 # --- The error model: Result's contract (result.h) and print_error's one line ------------
+
 
 def test_result_made_from_ok_is_an_internal_error(runtime_host):
     """A Result<int> and a Status made from Error{kOk, 0, 0}: neither is ok, each holds kInternal
@@ -194,36 +247,68 @@ def test_value_of_a_failed_result_traps(runtime_host):
 
 # One code for each detail enum (its `a`), an out-of-range detail, the values-only kInternal, and
 # kNpuTargetMismatch's NPUs: products 0, 1 and 2 by name, any other as its number.
-@pytest.mark.parametrize("code, a, b, expected", [
-    (0x001, 0, 0, "internal error: an error made from kOk"),
-    (0x102, 2, 1234, "pte: bad extended header: program_size 1234"),  # HeaderField::kProgramSize
-    (0x10C, 7, 2, "pte: unsupported feature: not exactly one chain (2)"),  # Feature::kChains
-    (0x10A, 8, 3, "pte: malformed tensor: outside its planned buffer (value 3)"),  # TensorDefect::kOutsideBuffer
-    (0x10A, 0, 7, "pte: malformed tensor: unknown tensor defect (value 7)"),  # no TensorDefect 0
-    (0x206, 3, 5, "method: bad instruction: jump condition not a bool (instruction 5)"),  # kConditionNotBool
-    (0x400, 2, 1, "delegate: init failed: scratch too small (delegate 1)"),  # DelegateFault::kScratchTooSmall
-    (0x402, 5, 3, "delegate: bad argument: wrong argument count (3)"),  # DelegateFault::kArgumentCount
-    # PayloadFault::kNotCop1 with b = "COP2" read little-endian, printed in lower-case hex
-    (0x401, 11, 0x32504F43, "delegate: bad payload: cmd_data is not a COP1 command stream (0x32504f43)"),
-    # kNpuTargetMismatch: two CONFIG words (product 31..28, log2 MACs 3..0; on the U85 log2 of
-    # the SRAM AXI ports 9..8, of the external ports 10)
-    (0x516, 0x2000_0118, 0x0000_1807, "stream compiled for another NPU: the delegate was compiled for Ethos-U85 with "
-                                      "256 MACs; this NPU is an Ethos-U55 with 128 MACs"),
-    (0x516, 0x1000_3008, 0x2000_261B, "stream compiled for another NPU: the delegate was compiled for Ethos-U65 with "
-                                      "256 MACs; this NPU is an Ethos-U85 with 2048 MACs"),
-    (0x516, 0x7000_0005, 0x0000_1807, "stream compiled for another NPU: the delegate was compiled for product 7 with "
-                                      "32 MACs; this NPU is an Ethos-U55 with 128 MACs"),
-    (0x516, 0x0000_1807, 0xF000_0000, "stream compiled for another NPU: the delegate was compiled for Ethos-U55 with "
-                                      "128 MACs; this NPU is an NPU of product 15 with 1 MACs"),
-    # same family and MACs: the U85's AXI ports are what differ, so both are named
-    (0x516, 0x2000_0118, 0x2000_0518, "stream compiled for another NPU: the delegate was compiled for Ethos-U85 with "
-                                      "256 MACs (2 SRAM and 1 external AXI ports); this NPU is an Ethos-U85 with 256 "
-                                      "MACs (2 SRAM and 2 external AXI ports)"),
-    # STATUS bit names: bit 7 the U55/U65's wd_fault, bit 9 the U85's branch_fault
-    (0x521, 0x282, 8, "NPU fault: STATUS=0x00000282 (irq_raised, wd_fault, branch_fault), QREAD=8"),
-    (0x531, 10, 12, "NPU stream accesses memory outside its region's buffer: weight read (core 2) of the operation "
-                    "at word 12"),
-])
+@pytest.mark.parametrize(
+    "code, a, b, expected",
+    [
+        (0x001, 0, 0, "internal error: an error made from kOk"),
+        (0x102, 2, 1234, "pte: bad extended header: program_size 1234"),  # HeaderField::kProgramSize
+        (0x10C, 7, 2, "pte: unsupported feature: not exactly one chain (2)"),  # Feature::kChains
+        (0x10A, 8, 3, "pte: malformed tensor: outside its planned buffer (value 3)"),  # TensorDefect::kOutsideBuffer
+        (0x10A, 0, 7, "pte: malformed tensor: unknown tensor defect (value 7)"),  # no TensorDefect 0
+        (0x206, 3, 5, "method: bad instruction: jump condition not a bool (instruction 5)"),  # kConditionNotBool
+        (0x400, 2, 1, "delegate: init failed: scratch too small (delegate 1)"),  # DelegateFault::kScratchTooSmall
+        (0x402, 5, 3, "delegate: bad argument: wrong argument count (3)"),  # DelegateFault::kArgumentCount
+        # PayloadFault::kNotCop1 with b = "COP2" read little-endian, printed in lower-case hex
+        (0x401, 11, 0x32504F43, "delegate: bad payload: cmd_data is not a COP1 command stream (0x32504f43)"),
+        # kNpuTargetMismatch: two CONFIG words (product 31..28, log2 MACs 3..0; on the U85 log2 of
+        # the SRAM AXI ports 9..8, of the external ports 10)
+        (
+            0x516,
+            0x2000_0118,
+            0x0000_1807,
+            "stream compiled for another NPU: the delegate was compiled for Ethos-U85 with "
+            "256 MACs; this NPU is an Ethos-U55 with 128 MACs",
+        ),
+        (
+            0x516,
+            0x1000_3008,
+            0x2000_261B,
+            "stream compiled for another NPU: the delegate was compiled for Ethos-U65 with "
+            "256 MACs; this NPU is an Ethos-U85 with 2048 MACs",
+        ),
+        (
+            0x516,
+            0x7000_0005,
+            0x0000_1807,
+            "stream compiled for another NPU: the delegate was compiled for product 7 with "
+            "32 MACs; this NPU is an Ethos-U55 with 128 MACs",
+        ),
+        (
+            0x516,
+            0x0000_1807,
+            0xF000_0000,
+            "stream compiled for another NPU: the delegate was compiled for Ethos-U55 with "
+            "128 MACs; this NPU is an NPU of product 15 with 1 MACs",
+        ),
+        # same family and MACs: the U85's AXI ports are what differ, so both are named
+        (
+            0x516,
+            0x2000_0118,
+            0x2000_0518,
+            "stream compiled for another NPU: the delegate was compiled for Ethos-U85 with "
+            "256 MACs (2 SRAM and 1 external AXI ports); this NPU is an Ethos-U85 with 256 "
+            "MACs (2 SRAM and 2 external AXI ports)",
+        ),
+        # STATUS bit names: bit 7 the U55/U65's wd_fault, bit 9 the U85's branch_fault
+        (0x521, 0x282, 8, "NPU fault: STATUS=0x00000282 (irq_raised, wd_fault, branch_fault), QREAD=8"),
+        (
+            0x531,
+            10,
+            12,
+            "NPU stream accesses memory outside its region's buffer: weight read (core 2) of the operation at word 12",
+        ),
+    ],
+)
 def test_print_error_writes_one_line(runtime_host, code, a, b, expected):
     done = run_tool(runtime_host, "print-error", hex(code), a, b)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -232,8 +317,10 @@ def test_print_error_writes_one_line(runtime_host, code, a, b, expected):
 
 # --- Executor -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("case", ["tiny_cnn_cpu", "ds_cnn_cpu", "tiny_cnn_float",
-                                  "executorch:conv_relu_arm_ethos-u55-128.pte"])
+
+@pytest.mark.parametrize(
+    "case", ["tiny_cnn_cpu", "ds_cnn_cpu", "tiny_cnn_float", "executorch:conv_relu_arm_ethos-u55-128.pte"]
+)
 def test_cpu_program_equals_run_host_bit_for_bit(runtime_host, programs, tmp_path, case):
     path = _pte_path(case, programs)
     f = deserialize(path.read_bytes())
@@ -269,17 +356,21 @@ def test_every_kiln_kernel_is_tested_and_in_the_table():
 
 
 def test_kernel_with_wrong_shapes_is_an_error_not_a_fault(runtime_host, tmp_path):
-    data, arrays = single_kernel("aten::linear", "out", [In(rng_array((3, 17), 7)), rng_array((5, 16), 8), None],
-                                  (3, 5))
+    data, arrays = single_kernel(
+        "aten::linear", "out", [In(rng_array((3, 17), 7)), rng_array((5, 16), 8), None], (3, 5)
+    )
     path = tmp_path / "bad.pte"
     path.write_bytes(data)
     arrays[0].tofile(tmp_path / "in0.bin")
     # argument 1, the weight: 16 features against the input's 17
-    assert _error(run_tool(runtime_host, "run", path, tmp_path, tmp_path / "in0.bin")) == \
-        "error 0x301 kernel: shape mismatch (a=1, b=0)"
+    assert (
+        _error(run_tool(runtime_host, "run", path, tmp_path, tmp_path / "in0.bin"))
+        == "error 0x301 kernel: shape mismatch (a=1, b=0)"
+    )
 
 
 # --- Selective build generator ----------------------------------------------------------
+
 
 def test_kernel_table_names_only_the_given_kernels(tmp_path):
     out = tmp_path / "table.cpp"

@@ -44,23 +44,82 @@ CORPUS = HERE / "corpus"
 KERNEL_TESTS = ROOT / "tests" / "firmware" / "runtime"
 EXECUTORCH_FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 TARGET = "ethos-u55-128"
-EXECUTION_BOUND_S = 10.0  # one execution of the target; the slowest seed takes under 1 s, a stream with 64K x 64K feature maps about 5 s
+# One execution of the target; the slowest seed takes under 1 s, a stream with 64K x 64K
+# feature maps about 5 s.
+EXECUTION_BOUND_S = 10.0
 MEMORY_BOUND_BYTES = 2 << 30  # address space a worker may add to what its imports took
 MAX_INPUT_BYTES = 64 << 20  # a program input larger than this gets a short file (the size check)
 # Kiln-compiled seed programs: (model, options of kiln.spec.CompileSpec).
-COMPILED_SEEDS = (("tiny_cnn", {}), ("tiny_cnn", {"io": "int8"}), ("tiny_cnn", {"delegate": False}),
-                  ("fc_autoencoder", {}))
+COMPILED_SEEDS = (
+    ("tiny_cnn", {}),
+    ("tiny_cnn", {"io": "int8"}),
+    ("tiny_cnn", {"delegate": False}),
+    ("fc_autoencoder", {}),
+)
 # Strings of the format a mutation may write anywhere (FlatBuffer identifier, extended
 # header, Vela's payload blocks and command streams, kiln's compile specs and named data).
-DICTIONARY = (b"ET12", b"eh00", b"COP1", b"COP2", b"vela_bin_stream", b"vela_end_stream", b"cmd_data",
-              b"weight_data", b"scratch_size", b"inputs", b"outputs", b"EthosUBackend", b"kiln/tosa/0",
-              b"kiln.memory_mode", b"kiln.fast_scratch_size", b"Dedicated_Sram", b"Sram_Only", b"target",
-              b"ethos-u55-128", b"ethos-u85-256", b"forward", b"out", b"aten::", b"\x00" * 8, b"\xff" * 8)
-INTERESTING = (0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 127, 128, 255, 256, 1023, 1024, 4095, 4096,
-               65535, 65536, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 0x40000000, 0x10000)
+DICTIONARY = (
+    b"ET12",
+    b"eh00",
+    b"COP1",
+    b"COP2",
+    b"vela_bin_stream",
+    b"vela_end_stream",
+    b"cmd_data",
+    b"weight_data",
+    b"scratch_size",
+    b"inputs",
+    b"outputs",
+    b"EthosUBackend",
+    b"kiln/tosa/0",
+    b"kiln.memory_mode",
+    b"kiln.fast_scratch_size",
+    b"Dedicated_Sram",
+    b"Sram_Only",
+    b"target",
+    b"ethos-u55-128",
+    b"ethos-u85-256",
+    b"forward",
+    b"out",
+    b"aten::",
+    b"\x00" * 8,
+    b"\xff" * 8,
+)
+INTERESTING = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    7,
+    8,
+    15,
+    16,
+    31,
+    32,
+    63,
+    64,
+    127,
+    128,
+    255,
+    256,
+    1023,
+    1024,
+    4095,
+    4096,
+    65535,
+    65536,
+    0x7FFFFFFF,
+    0x80000000,
+    0xFFFFFFFF,
+    0xFFFFFFFE,
+    0x40000000,
+    0x10000,
+)
 
 
 # --- The target ---------------------------------------------------------------------------
+
 
 class Hang(BaseException):
     """One execution ran past EXECUTION_BOUND_S (a BaseException: no `except Exception` in
@@ -123,6 +182,7 @@ def _raise_hang(signum, frame):
 
 # --- Seeds ----------------------------------------------------------------------------------
 
+
 def seeds() -> list[bytes]:
     """The seed programs, in a fixed order."""
     out = [p.read_bytes() for p in sorted(EXECUTORCH_FIXTURES.glob("*.pte"))]
@@ -168,6 +228,7 @@ def _kernel_seeds() -> list[bytes]:
 
 # --- Mutations -------------------------------------------------------------------------------
 
+
 def mutate(data: bytes, rng: random.Random, others: list[bytes]) -> bytes:
     """One to four mutations of `data`; structural ones half the time."""
     if rng.random() < 0.5:
@@ -201,20 +262,20 @@ def _byte_mutation(out: bytearray, rng: random.Random, others: list[bytes]) -> N
                 value = struct.unpack_from("<I", out, at)[0] + rng.randint(-16, 16)
             struct.pack_into("<I", out, at, value & 0xFFFFFFFF)
     elif kind == 4:  # cut the file
-        del out[rng.randrange(len(out)):]
+        del out[rng.randrange(len(out)) :]
     elif kind == 5:  # delete a run
-        del out[at:at + rng.randint(1, 64)]
+        del out[at : at + rng.randint(1, 64)]
     elif kind == 6:  # duplicate a run
         n = rng.randint(1, 64)
-        out[at:at] = out[at:at + n]
+        out[at:at] = out[at : at + n]
     elif kind == 7:  # a string of the format
         word = rng.choice(DICTIONARY)
-        out[at:at + len(word)] = word
+        out[at : at + len(word)] = word
     else:  # splice in part of another program
         other = rng.choice(others)
         if other:
             start = rng.randrange(len(other))
-            out[at:at + rng.randint(1, 256)] = other[start:start + rng.randint(1, 256)]
+            out[at : at + rng.randint(1, 256)] = other[start : start + rng.randint(1, 256)]
 
 
 def _structural(data: bytes, rng: random.Random) -> bytes | None:
@@ -222,8 +283,23 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
     from kiln.errors import KilnError
     from kiln.lower import ethosu_payload
     from kiln.pte.reader import deserialize
-    from kiln.pte.schema import (Bool, DataLocation, DataReference, DelegateCall, DelegateCompileSpec, Double, Int,
-                                 IntList, KernelCall, Null, Operator, PteProgram, ScalarType, Tensor, TensorList)
+    from kiln.pte.schema import (
+        Bool,
+        DataLocation,
+        DataReference,
+        DelegateCall,
+        DelegateCompileSpec,
+        Double,
+        Int,
+        IntList,
+        KernelCall,
+        Null,
+        Operator,
+        PteProgram,
+        ScalarType,
+        Tensor,
+        TensorList,
+    )
     from kiln.pte.writer import serialize
 
     try:
@@ -243,7 +319,7 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
     fields = dict(inputs=list(plan.inputs), outputs=list(plan.outputs), sizes=list(plan.non_const_buffer_sizes))
 
     def number():
-        return rng.choice((0, 1, -1, 2, 3, 255, 256, 65536, 2**31 - 1, -2**31, 2**40, rng.randint(-8, 64)))
+        return rng.choice((0, 1, -1, 2, 3, 255, 256, 65536, 2**31 - 1, -(2**31), 2**40, rng.randint(-8, 64)))
 
     kind = rng.randrange(8)
     if kind == 0 and values:  # a tensor's shape, type or placement
@@ -263,7 +339,7 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
             else:
                 values[i] = replace(v, allocation_info=None, data_buffer_idx=0)
         elif isinstance(v, Int):
-            values[i] = Int(rng.choice((number(), -v.value, v.value + 1, 2**62, -2**63)))
+            values[i] = Int(rng.choice((number(), -v.value, v.value + 1, 2**62, -(2**63))))
         elif isinstance(v, Double):
             values[i] = Double(rng.choice((0.0, -1.0, 1e300, float("nan"), float("inf"), 1e-45)))
         elif isinstance(v, Bool):
@@ -350,19 +426,36 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
                     word ^= 1 << rng.randrange(32)
                 struct.pack_into("<I", cmd, at, word)
         else:
-            weights = weights[:rng.randrange(len(weights) + 1)]
+            weights = weights[: rng.randrange(len(weights) + 1)]
         try:
-            payloads[d] = ethosu_payload.encode(bytes(cmd), weights, scratch, ios[:len(p.inputs)],
-                                                ios[len(p.inputs):])
+            payloads[d] = ethosu_payload.encode(
+                bytes(cmd), weights, scratch, ios[: len(p.inputs)], ios[len(p.inputs) :]
+            )
         except KilnError:
             return None
     elif kind == 6 and delegates:  # compile specs
         d = rng.randrange(len(delegates))
         specs = list(delegates[d].compile_specs)
-        key = rng.choice((ethosu_payload.MEMORY_MODE_SPEC, ethosu_payload.FAST_SCRATCH_SPEC,
-                          ethosu_payload.TARGET_SPEC, ethosu_payload.COMPILE_FLAGS_SPEC))
-        value = rng.choice((b"", b"Sram_Only", b"Dedicated_Sram", b"99999999999999", b"0", b"ethos-u55-64",
-                            b"--memory-mode=Nowhere --system-config=Ethos_U55_High_End_Embedded", b"\xff\xfe"))
+        key = rng.choice(
+            (
+                ethosu_payload.MEMORY_MODE_SPEC,
+                ethosu_payload.FAST_SCRATCH_SPEC,
+                ethosu_payload.TARGET_SPEC,
+                ethosu_payload.COMPILE_FLAGS_SPEC,
+            )
+        )
+        value = rng.choice(
+            (
+                b"",
+                b"Sram_Only",
+                b"Dedicated_Sram",
+                b"99999999999999",
+                b"0",
+                b"ethos-u55-64",
+                b"--memory-mode=Nowhere --system-config=Ethos_U55_High_End_Embedded",
+                b"\xff\xfe",
+            )
+        )
         specs = [s for s in specs if s.key != key] + [DelegateCompileSpec(key, value)]
         delegates[d] = replace(delegates[d], compile_specs=specs)
     elif kind == 7 and named:  # a reference TOSA graph damaged or dropped
@@ -378,17 +471,25 @@ def _structural(data: bytes, rng: random.Random) -> bytes | None:
         return None
     # serialize wants every delegate INLINE, indexing delegate_payloads
     delegates = [replace(d, processed=DataReference(DataLocation.INLINE, i)) for i, d in enumerate(delegates)]
-    plan = replace(plan, values=values, chains=[replace(chain, instructions=instructions, stacktrace=None)],
-                   inputs=fields["inputs"], outputs=fields["outputs"], non_const_buffer_sizes=fields["sizes"],
-                   delegates=delegates)
+    plan = replace(
+        plan,
+        values=values,
+        chains=[replace(chain, instructions=instructions, stacktrace=None)],
+        inputs=fields["inputs"],
+        outputs=fields["outputs"],
+        non_const_buffer_sizes=fields["sizes"],
+        delegates=delegates,
+    )
     try:
-        return serialize(PteProgram([plan], f.program.version), constants=constants,
-                         delegate_payloads=payloads, named_data=named)
+        return serialize(
+            PteProgram([plan], f.program.version), constants=constants, delegate_payloads=payloads, named_data=named
+        )
     except (KilnError, struct.error, OverflowError):
         return None
 
 
 # --- The loop ----------------------------------------------------------------------------------
+
 
 def _worker(seconds: float, seed: int, state: Path) -> dict:
     """The loop in this process: mutated seeds through `classify` for `seconds`. Before each
@@ -423,8 +524,7 @@ def _worker(seconds: float, seed: int, state: Path) -> dict:
         executions += 1
         if what is not None:
             findings.append({"what": what, "input": data.hex()})
-    return {"executions": executions, "seconds": time.monotonic() - start, "seeds": len(pool),
-            "findings": findings}
+    return {"executions": executions, "seconds": time.monotonic() - start, "seeds": len(pool), "findings": findings}
 
 
 def run(seconds: float, seed: int, findings_dir: Path | None = None) -> dict:
@@ -447,10 +547,20 @@ def run(seconds: float, seed: int, findings_dir: Path | None = None) -> dict:
             result_path = state / "result.json"
             result_path.unlink(missing_ok=True)
             (state / "current").unlink(missing_ok=True)
-            command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--seconds", f"{max(left, 0.1)}",
-                       "--seed", str(worker_seed), "--state", str(state)]
-            done = subprocess.run(command, capture_output=True, text=True,
-                                  timeout=max(left, 0.1) + 120 + EXECUTION_BOUND_S)
+            command = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--worker",
+                "--seconds",
+                f"{max(left, 0.1)}",
+                "--seed",
+                str(worker_seed),
+                "--state",
+                str(state),
+            ]
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=max(left, 0.1) + 120 + EXECUTION_BOUND_S
+            )
             if result_path.is_file():
                 result = json.loads(result_path.read_text())
                 executions += result["executions"]
@@ -463,15 +573,22 @@ def run(seconds: float, seed: int, findings_dir: Path | None = None) -> dict:
             if not current.is_file():
                 raise RuntimeError(f"the fuzz worker failed before fuzzing:\n{done.stderr[-4000:]}")
             last = " | ".join(done.stderr.strip().splitlines()[-3:]) or "no output"
-            findings.append({"what": f"worker died (status {done.returncode}): {last[:300]}",
-                             "input": current.read_bytes().hex()})
+            findings.append(
+                {"what": f"worker died (status {done.returncode}): {last[:300]}", "input": current.read_bytes().hex()}
+            )
             worker_seed = worker_seed * 1_000_003 + 1
     if findings_dir is not None:
         findings_dir.mkdir(parents=True, exist_ok=True)
         for n, finding in enumerate(findings):
             (findings_dir / f"finding-{seed}-{n}.pte").write_bytes(bytes.fromhex(finding["input"]))
-    return {"executions": executions, "executions_per_second": executions / spent if spent else 0.0,
-            "seconds": spent, "seeds": n_seeds, "findings": findings, "restarts": restarts}
+    return {
+        "executions": executions,
+        "executions_per_second": executions / spent if spent else 0.0,
+        "seconds": spent,
+        "seeds": n_seeds,
+        "findings": findings,
+        "restarts": restarts,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

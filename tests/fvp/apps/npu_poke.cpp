@@ -15,7 +15,6 @@ int main() {
   const uint32_t first = *id;
   unsigned same = 0;
   for (unsigned i = 0; i < kReads; ++i) same += *id == first ? 1 : 0;
-  kiln::print("NPU ID 0x%08x read %u times, %u equal\n", static_cast<unsigned>(first), kReads,
-              same);
+  kiln::print("NPU ID 0x%08x read %u times, %u equal\n", static_cast<unsigned>(first), kReads, same);
   return same == kReads ? 0 : 1;
 }

@@ -51,8 +51,8 @@ bool read_file(const char* name, void* buffer, uint32_t capacity, uint32_t expec
   const auto length = static_cast<uint32_t>(file.length());
   const bool ok = length == expected && length <= capacity && file.read(buffer, length);
   if (!ok) {
-    kiln::print("%s: %u bytes, expected %u (room for %u)\n", name, unsigned(length),
-                unsigned(expected), unsigned(capacity));
+    kiln::print("%s: %u bytes, expected %u (room for %u)\n", name, unsigned(length), unsigned(expected),
+                unsigned(capacity));
   }
   return ok;
 }
@@ -63,13 +63,10 @@ bool write_file(const char* name, const void* data, uint32_t length) {
 }
 
 // [offset, offset + size) inside [0, limit), without overflow.
-bool inside(uint32_t offset, uint32_t size, uint32_t limit) {
-  return size <= limit && offset <= limit - size;
-}
+bool inside(uint32_t offset, uint32_t size, uint32_t limit) { return size <= limit && offset <= limit - size; }
 
 bool fits(const Job& job) {
-  return job.scratch <= sizeof(g_scratch) && job.fast <= kFastMax &&
-         inside(job.input_offset, job.input, job.scratch) &&
+  return job.scratch <= sizeof(g_scratch) && job.fast <= kFastMax && inside(job.input_offset, job.input, job.scratch) &&
          inside(job.output_offset, job.output, job.scratch);
 }
 
@@ -80,8 +77,7 @@ bool load_job(Job& job) {
     return false;
   }
   if (!fits(job)) {
-    kiln::print("npu_job.bin: the scratch (%u bytes) or its tensors do not fit\n",
-                unsigned(job.scratch));
+    kiln::print("npu_job.bin: the scratch (%u bytes) or its tensors do not fit\n", unsigned(job.scratch));
     return false;
   }
   return read_file("npu_cmd.bin", g_payload, kPayloadMax, job.payload) &&
@@ -102,8 +98,7 @@ int main() {
   }
   const kiln::ethosu::Driver& driver = npu.value();
   kiln::print("NPU: ID=0x%08x CONFIG=0x%08x (%u MACs/cycle, %u KiB SHRAM)\n", unsigned(driver.id()),
-              unsigned(driver.config()), unsigned(driver.macs_per_cycle()),
-              unsigned(driver.shram_kib()));
+              unsigned(driver.config()), unsigned(driver.macs_per_cycle()), unsigned(driver.shram_kib()));
 
   auto stream = driver.check(g_payload, job.payload);
   if (!stream.ok()) {
@@ -126,8 +121,7 @@ int main() {
     kiln::print("run failed: ");
     kiln::runtime::print_error(cycles.error());
     // The driver resets the NPU after a fault or timeout: STATUS reads stopped and clear.
-    const uint32_t status =
-        *reinterpret_cast<volatile uint32_t*>(KILN_NPU_BASE + kiln::ethosu::reg::kStatus);
+    const uint32_t status = *reinterpret_cast<volatile uint32_t*>(KILN_NPU_BASE + kiln::ethosu::reg::kStatus);
     kiln::print("STATUS after the failure: 0x%08x\n", unsigned(status));
     return kExitRunFailed;
   }

@@ -55,9 +55,11 @@ def _dtypes(op) -> set[str]:
 
 def _all(*dtypes):
     """accepts: every tensor operand and the output have one of `dtypes`, all the same one."""
+
     def accepts(op) -> bool:
         seen = _dtypes(op) | {compute_dtype(op.output)}
         return len(seen) == 1 and seen <= set(dtypes)
+
     return accepts
 
 
@@ -88,10 +90,12 @@ def _dtype_of(*xs):
 
 def broadcasting(fn):
     """A kernel of two operands (tensors or numbers) of one dtype; extra schema arguments pass."""
+
     def run(a, b, *rest):
         dtype = _dtype_of(a, b)
         with np.errstate(all="ignore"):  # integers wrap, floats give inf/NaN, as in C++
             return np.asarray(fn(operand(a, dtype), operand(b, dtype), *rest))
+
     return run
 
 
@@ -99,6 +103,7 @@ def unary(fn):
     def run(x, *rest):
         with np.errstate(all="ignore"):
             return np.asarray(fn(x, *rest)).astype(x.dtype)
+
     return run
 
 
@@ -182,9 +187,16 @@ def _pow(x, exponent):
     -0.5 -> 1 / sqrt, -1 -> 1 / x, 2 -> x * x, 3 -> (x * x) * x, -2 -> 1 / (x * x); any other
     exponent as float32, the power evaluated in float64 and rounded once."""
     e = float(exponent)
-    special = {0.0: lambda: np.ones_like(x), 1.0: lambda: x.copy(), 0.5: lambda: np.sqrt(x),
-               -0.5: lambda: _rsqrt(x), -1.0: lambda: F32(1) / x, 2.0: lambda: x * x,
-               3.0: lambda: x * x * x, -2.0: lambda: F32(1) / (x * x)}
+    special = {
+        0.0: lambda: np.ones_like(x),
+        1.0: lambda: x.copy(),
+        0.5: lambda: np.sqrt(x),
+        -0.5: lambda: _rsqrt(x),
+        -1.0: lambda: F32(1) / x,
+        2.0: lambda: x * x,
+        3.0: lambda: x * x * x,
+        -2.0: lambda: F32(1) / (x * x),
+    }
     if e in special:
         return special[e]()
     return np.power(x.astype(np.float64), np.float64(F32(e))).astype(F32)
@@ -239,22 +251,40 @@ def _arithmetic(name, fn, alpha=False) -> Kernel:
 
     def accepts(op) -> bool:
         return same(op) and _numbers_fit(op, ("self", "other")) and (not alpha or _alpha_one(op))
+
     return Kernel(f"aten::{name}", "out", names, broadcasting(lambda a, b, *alpha: fn(a, b)), accepts)
 
 
 def _comparison(name: str, scalar: bool) -> Kernel:
     """eq/ne/lt/le/gt/ge.Tensor_out or .Scalar_out: float32, int32 or int64 operands of one
     dtype (a number other must be an int for integer tensors), bool out."""
+
     def accepts(op) -> bool:
         found = _dtypes(op)
-        return (compute_dtype(op.output) == "bool" and len(found) == 1 and found <= {"float32", *INT_DTYPES}
-                and (found == {"float32"} or not isinstance(op.arg("other"), float)))
-    return Kernel(f"aten::{name}", "Scalar_out" if scalar else "Tensor_out", ("self", "other"),
-                  broadcasting(COMPARE[name]), accepts)
+        return (
+            compute_dtype(op.output) == "bool"
+            and len(found) == 1
+            and found <= {"float32", *INT_DTYPES}
+            and (found == {"float32"} or not isinstance(op.arg("other"), float))
+        )
+
+    return Kernel(
+        f"aten::{name}",
+        "Scalar_out" if scalar else "Tensor_out",
+        ("self", "other"),
+        broadcasting(COMPARE[name]),
+        accepts,
+    )
 
 
-COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-           "ge": np.greater_equal}
+COMPARE = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
 
 
 def _where(cond, a, b):
@@ -263,8 +293,11 @@ def _where(cond, a, b):
 
 def _where_accepts(op) -> bool:
     cond, a, b = (op.arg(n) for n in ("condition", "self", "other"))
-    return compute_dtype(cond) == "bool" and compute_dtype(a) == compute_dtype(b) == compute_dtype(op.output) \
+    return (
+        compute_dtype(cond) == "bool"
+        and compute_dtype(a) == compute_dtype(b) == compute_dtype(op.output)
         and compute_dtype(a) in ("float32", *INT_DTYPES, "bool")
+    )
 
 
 def _bools(op) -> bool:
@@ -283,8 +316,13 @@ _ELU = ("alpha", "scale", "input_scale")
 
 KERNELS: dict[object, Kernel] = {
     aten.relu.default: Kernel("aten::relu", "out", ("self",), lambda x: np.maximum(x, np.float32(0)), floats_only),
-    aten.hardtanh.default: Kernel("aten::hardtanh", "out", ("self", "min_val", "max_val"),
-                                  lambda x, lo, hi: np.clip(x, np.float32(lo), np.float32(hi)), floats_only),
+    aten.hardtanh.default: Kernel(
+        "aten::hardtanh",
+        "out",
+        ("self", "min_val", "max_val"),
+        lambda x, lo, hi: np.clip(x, np.float32(lo), np.float32(hi)),
+        floats_only,
+    ),
     aten.clamp.default: Kernel("aten::clamp", "out", ("self", "min", "max"), unary(_clamp), floats_only),
     aten.sigmoid.default: _float_unary("sigmoid", lambda x: F32(1) / (F32(1) + exp32(-x))),
     aten.tanh.default: _float_unary("tanh", tanh32),
@@ -313,26 +351,36 @@ KERNELS: dict[object, Kernel] = {
     aten.round.default: _float_unary("round", np.rint),  # half to even
     aten.trunc.default: _float_unary("trunc", np.trunc),
     aten.sign.default: _float_unary("sign", _sign),
-    aten.pow.Tensor_Scalar: Kernel("aten::pow", "Tensor_Scalar_out", ("self", "exponent"), unary(_pow),
-                                   floats_only),
+    aten.pow.Tensor_Scalar: Kernel("aten::pow", "Tensor_Scalar_out", ("self", "exponent"), unary(_pow), floats_only),
     aten.add.Tensor: _arithmetic("add", np.add, alpha=True),
     aten.sub.Tensor: _arithmetic("sub", np.subtract, alpha=True),
     aten.mul.Tensor: _arithmetic("mul", np.multiply),
     aten.div.Tensor: Kernel("aten::div", "out", ("self", "other"), broadcasting(np.divide), floats_only),
-    aten.div.Tensor_mode: Kernel("aten::div", "out_mode", ("self", "other", "rounding_mode"),
-                                 broadcasting(_div_mode),
-                                 lambda op: _all("float32", *INT_DTYPES)(op) and _numbers_fit(op, ("other",))
-                                 and (op.arg("rounding_mode") is not None or floats_only(op))),
-    aten.minimum.default: Kernel("aten::minimum", "out", ("self", "other"), broadcasting(_minimum),
-                                 _all("float32", *INT_DTYPES)),
-    aten.maximum.default: Kernel("aten::maximum", "out", ("self", "other"), broadcasting(_maximum),
-                                 _all("float32", *INT_DTYPES)),
+    aten.div.Tensor_mode: Kernel(
+        "aten::div",
+        "out_mode",
+        ("self", "other", "rounding_mode"),
+        broadcasting(_div_mode),
+        lambda op: (
+            _all("float32", *INT_DTYPES)(op)
+            and _numbers_fit(op, ("other",))
+            and (op.arg("rounding_mode") is not None or floats_only(op))
+        ),
+    ),
+    aten.minimum.default: Kernel(
+        "aten::minimum", "out", ("self", "other"), broadcasting(_minimum), _all("float32", *INT_DTYPES)
+    ),
+    aten.maximum.default: Kernel(
+        "aten::maximum", "out", ("self", "other"), broadcasting(_maximum), _all("float32", *INT_DTYPES)
+    ),
     **{getattr(aten, n).Tensor: _comparison(n, scalar=False) for n in COMPARE},
     **{getattr(aten, n).Scalar: _comparison(n, scalar=True) for n in COMPARE},
     aten.where.self: Kernel("aten::where", "self_out", ("condition", "self", "other"), _where, _where_accepts),
     aten.logical_not.default: Kernel("aten::logical_not", "out", ("self",), lambda x: x == 0, _bools),
-    aten.logical_and.default: Kernel("aten::logical_and", "out", ("self", "other"),
-                                     lambda a, b: (a != 0) & (b != 0), _bools),
-    aten.logical_or.default: Kernel("aten::logical_or", "out", ("self", "other"),
-                                    lambda a, b: (a != 0) | (b != 0), _bools),
+    aten.logical_and.default: Kernel(
+        "aten::logical_and", "out", ("self", "other"), lambda a, b: (a != 0) & (b != 0), _bools
+    ),
+    aten.logical_or.default: Kernel(
+        "aten::logical_or", "out", ("self", "other"), lambda a, b: (a != 0) | (b != 0), _bools
+    ),
 }

@@ -52,6 +52,7 @@ def _checked_index(index: np.ndarray, size: int, what: str) -> np.ndarray:
 
 # ---- views that copy ----------------------------------------------------------------------
 
+
 def _slice(x, dim, start, end, step):
     """PyTorch's slice: None bounds are the ends, negative ones count from the end, both are
     clamped to [0, size] (Python's slice semantics for step >= 1)."""
@@ -106,6 +107,7 @@ def _cat(tensors, dim):
 
 
 # ---- padding --------------------------------------------------------------------------------
+
 
 def _pad_index(size: int, before: int, after: int, mode: str) -> np.ndarray:
     """The input index feeding each output position along one dim; -1 where a constant goes."""
@@ -168,6 +170,7 @@ def _pad_kernel(name: str, mode: str, dims: int | None = None) -> Kernel:
     """The kernel of one padding mode; `dims`: the padded dims its operator fixes (1d/2d/3d).
     Copying modes pad the last len(pad) // 2 dims of a tensor with one or two more (batch,
     channels), as PyTorch's padding ops require."""
+
     def run(x, pad, *value):
         if mode != "constant" and (dims not in (None, len(pad) // 2) or x.ndim - len(pad) // 2 not in (1, 2)):
             raise HostError(f"{name}: {len(pad)} pads for a tensor of rank {x.ndim}")
@@ -190,13 +193,17 @@ def _pad_kernel(name: str, mode: str, dims: int | None = None) -> Kernel:
 PAD_OPS = {"reflect": "aten::reflection_pad", "replicate": "aten::replication_pad"}
 PAD_KERNELS = {
     "constant": _pad_kernel("aten::constant_pad_nd", "constant"),
-    **{(mode, dims): _pad_kernel(f"{prefix}{dims}d", mode, dims) for mode, prefix in PAD_OPS.items()
-       for dims in (1, 2, 3)},
+    **{
+        (mode, dims): _pad_kernel(f"{prefix}{dims}d", mode, dims)
+        for mode, prefix in PAD_OPS.items()
+        for dims in (1, 2, 3)
+    },
     "circular": _pad_kernel("aten::_pad_circular", "circular"),
 }
 
 
 # ---- casts ------------------------------------------------------------------------------------
+
 
 def _to_copy(x, non_blocking, memory_format, dtype):
     """x converted to `dtype` (the out tensor's) as the module docstring says."""
@@ -242,6 +249,7 @@ def _cast_defined(op) -> bool:
 
 # ---- gathers by an index tensor -----------------------------------------------------------------
 
+
 def _index_select(x, dim, index):
     dim = _dim(dim, x.ndim)
     return np.ascontiguousarray(np.take(x, _checked_index(index, x.shape[dim], "index_select").reshape(-1), axis=dim))
@@ -258,6 +266,7 @@ def _embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse):
 
 
 # ---- max pooling and nearest resizing -----------------------------------------------------------
+
 
 def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool) -> int:
     """PyTorch's pooling output size: floor (or ceil) of the window count, and with ceil_mode
@@ -276,8 +285,10 @@ def _max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
     (kh, kw), (ph, pw), (dh, dw) = (_pair(kernel_size), _pair(padding), _pair(dilation))
     sh, sw = _pair(stride) if len(stride) else (kh, kw)
     if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0 or x.ndim < 2:
-        raise HostError(f"max_pool2d: kernel {kernel_size}, stride {stride}, padding {padding}, dilation {dilation} "
-                        f"on a tensor of shape {list(x.shape)}")
+        raise HostError(
+            f"max_pool2d: kernel {kernel_size}, stride {stride}, padding {padding}, dilation {dilation} "
+            f"on a tensor of shape {list(x.shape)}"
+        )
     h, w = x.shape[-2:]
     oh = pool_output_size(h, kh, sh, ph, dh, ceil_mode)
     ow = pool_output_size(w, kw, sw, pw, dw, ceil_mode)
@@ -361,41 +372,97 @@ def _with_aliases(table: dict) -> dict:
 
 
 def _view_kernel() -> Kernel:
-    return Kernel("aten::view_copy", "out", ("self", Derived(lambda op: list(op.output.shape))),
-                  lambda x, size: np.ascontiguousarray(x).reshape(size))
+    return Kernel(
+        "aten::view_copy",
+        "out",
+        ("self", Derived(lambda op: list(op.output.shape))),
+        lambda x, size: np.ascontiguousarray(x).reshape(size),
+    )
 
 
-KERNELS: dict[object, Kernel | tuple[Kernel, ...]] = _with_aliases({
-    **{t: _view_kernel() for t in (aten.view.default, aten.reshape.default, aten.flatten.using_ints,
-                                   aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default)},
-    aten.slice.Tensor: Kernel("aten::slice_copy", "Tensor_out", ("self", "dim", "start", "end", "step"), _slice,
-                              lambda op: (op.arg("step") or 1) >= 1),
-    aten.select.int: Kernel("aten::select_copy", "int_out", ("self", "dim", "index"), _select),
-    aten.permute.default: Kernel("aten::permute_copy", "out", ("self", "dims"), _permute,
-                                 lambda op: len(op.output.shape) <= MAX_DIMS),
-    aten.transpose.int: Kernel("aten::permute_copy", "out", ("self", Derived(_transpose_dims)), _permute,
-                               lambda op: len(op.output.shape) <= MAX_DIMS),
-    aten.expand.default: Kernel("aten::expand_copy", "out", ("self", "size", "implicit"), _expand),
-    aten.flip.default: Kernel("aten::flip", "out", ("self", "dims"), _flip),
-    aten.cat.default: Kernel("aten::cat", "out", ("tensors", "dim"), _cat,
-                             lambda op: _same_dtype(op) and len({len(v.shape) for v in op.inputs}) == 1),
-    aten.constant_pad_nd.default: PAD_KERNELS["constant"],
-    aten.pad.default: tuple(PAD_KERNELS.values()),
-    **{getattr(aten, k.name.split("::")[1]).default: k for key, k in PAD_KERNELS.items() if isinstance(key, tuple)},
-    aten._to_copy.default: Kernel("aten::_to_copy", "out", ("self", Fixed(False), Fixed(None)), _to_copy,
-                                  _cast_defined, out_dtype=True),
-    CHECKED_INDEX: Kernel("kiln::checked_index", "out", ("index", "size"), _checked_index_kernel,
-                          lambda op: op.arg("index").dtype in ("int32", "int64") and op.arg("size") < 2**31),
-    aten.embedding.default: Kernel("aten::embedding", "out",
-                                   ("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"),
-                                   _embedding, lambda op: op.arg("indices").dtype in ("int32", "int64")),
-    aten.index_select.default: Kernel("aten::index_select", "out", ("self", "dim", "index"), _index_select,
-                                      lambda op: op.arg("index").dtype in ("int32", "int64")),
-    aten.max_pool2d.default: Kernel("aten::max_pool2d", "out",
-                                    ("self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"),
-                                    _max_pool2d, lambda op: op.output.dtype in ("float32", "int8")),
-    **{t: Kernel("aten::upsample_nearest2d", "vec_out",
-                 ("input", Derived(lambda op: _nearest_args(op)[0]), Derived(lambda op: _nearest_args(op)[1])),
-                 _upsample_nearest2d, lambda op: len(op.output.shape) == 4)
-       for t in (aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default)},
-})
+KERNELS: dict[object, Kernel | tuple[Kernel, ...]] = _with_aliases(
+    {
+        **{
+            t: _view_kernel()
+            for t in (
+                aten.view.default,
+                aten.reshape.default,
+                aten.flatten.using_ints,
+                aten.squeeze.dim,
+                aten.squeeze.dims,
+                aten.unsqueeze.default,
+            )
+        },
+        aten.slice.Tensor: Kernel(
+            "aten::slice_copy",
+            "Tensor_out",
+            ("self", "dim", "start", "end", "step"),
+            _slice,
+            lambda op: (op.arg("step") or 1) >= 1,
+        ),
+        aten.select.int: Kernel("aten::select_copy", "int_out", ("self", "dim", "index"), _select),
+        aten.permute.default: Kernel(
+            "aten::permute_copy", "out", ("self", "dims"), _permute, lambda op: len(op.output.shape) <= MAX_DIMS
+        ),
+        aten.transpose.int: Kernel(
+            "aten::permute_copy",
+            "out",
+            ("self", Derived(_transpose_dims)),
+            _permute,
+            lambda op: len(op.output.shape) <= MAX_DIMS,
+        ),
+        aten.expand.default: Kernel("aten::expand_copy", "out", ("self", "size", "implicit"), _expand),
+        aten.flip.default: Kernel("aten::flip", "out", ("self", "dims"), _flip),
+        aten.cat.default: Kernel(
+            "aten::cat",
+            "out",
+            ("tensors", "dim"),
+            _cat,
+            lambda op: _same_dtype(op) and len({len(v.shape) for v in op.inputs}) == 1,
+        ),
+        aten.constant_pad_nd.default: PAD_KERNELS["constant"],
+        aten.pad.default: tuple(PAD_KERNELS.values()),
+        **{getattr(aten, k.name.split("::")[1]).default: k for key, k in PAD_KERNELS.items() if isinstance(key, tuple)},
+        aten._to_copy.default: Kernel(
+            "aten::_to_copy", "out", ("self", Fixed(False), Fixed(None)), _to_copy, _cast_defined, out_dtype=True
+        ),
+        CHECKED_INDEX: Kernel(
+            "kiln::checked_index",
+            "out",
+            ("index", "size"),
+            _checked_index_kernel,
+            lambda op: op.arg("index").dtype in ("int32", "int64") and op.arg("size") < 2**31,
+        ),
+        aten.embedding.default: Kernel(
+            "aten::embedding",
+            "out",
+            ("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"),
+            _embedding,
+            lambda op: op.arg("indices").dtype in ("int32", "int64"),
+        ),
+        aten.index_select.default: Kernel(
+            "aten::index_select",
+            "out",
+            ("self", "dim", "index"),
+            _index_select,
+            lambda op: op.arg("index").dtype in ("int32", "int64"),
+        ),
+        aten.max_pool2d.default: Kernel(
+            "aten::max_pool2d",
+            "out",
+            ("self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"),
+            _max_pool2d,
+            lambda op: op.output.dtype in ("float32", "int8"),
+        ),
+        **{
+            t: Kernel(
+                "aten::upsample_nearest2d",
+                "vec_out",
+                ("input", Derived(lambda op: _nearest_args(op)[0]), Derived(lambda op: _nearest_args(op)[1])),
+                _upsample_nearest2d,
+                lambda op: len(op.output.shape) == 4,
+            )
+            for t in (aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default)
+        },
+    }
+)

@@ -22,12 +22,14 @@ def pair(v) -> list[int]:
 
 def _spatial(fn):
     """`fn` over NCHW applied to CHW too (an unbatched input is a batch of one)."""
+
     def run(x, *args):
         if x.ndim == 3:
             return run(x[None], *args)[0]
         if x.ndim != 4 or 0 in x.shape[2:]:
             raise HostError(f"expected a 3-D or 4-D input with non-empty planes, got {x.shape}")
         return fn(x, *args)
+
     return run
 
 
@@ -71,8 +73,9 @@ def _avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, d
     sh, sw = pair(stride) if stride else (kh, kw)
     h, w = x.shape[2:]
     if 2 * ph > kh or 2 * pw > kw or divisor_override == 0 or abs(divisor_override or 0) > 2**32:
-        raise HostError(f"avg_pool2d: padding {padding} over half the kernel {kernel_size}, "
-                        f"or divisor {divisor_override}")
+        raise HostError(
+            f"avg_pool2d: padding {padding} over half the kernel {kernel_size}, or divisor {divisor_override}"
+        )
     bounds = []
     for size, k, s, p in ((h, kh, sh, ph), (w, kw, sw, pw)):
         count = _pool_size(size, k, s, p, ceil_mode)
@@ -115,8 +118,10 @@ def _conv2d(x, weight, bias, stride, padding, dilation, transposed, output_paddi
     cout, cin_g, kh, kw = weight.shape
     (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
     if groups < 1 or c != cin_g * groups or cout % groups or min(sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
-        raise HostError(f"convolution: {c} input channels, weight {weight.shape}, groups {groups}, stride {stride}, "
-                        f"padding {padding}, dilation {dilation}")
+        raise HostError(
+            f"convolution: {c} input channels, weight {weight.shape}, groups {groups}, stride {stride}, "
+            f"padding {padding}, dilation {dilation}"
+        )
     padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), np.float32)
     padded[:, :, ph : ph + h, pw : pw + w] = x
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
@@ -153,14 +158,23 @@ def _conv_transpose2d(x, weight, bias, stride, padding, dilation, output_padding
     n, c, h, w = x.shape
     cin, cout_g, kh, kw = weight.shape
     if groups < 1 or c != cin or c % groups or not (oph < max(sh, dh) and opw < max(sw, dw)):
-        raise HostError(f"conv_transpose2d: {c} input channels, weight {weight.shape}, groups {groups}, "
-                        f"output_padding {output_padding}")
+        raise HostError(
+            f"conv_transpose2d: {c} input channels, weight {weight.shape}, groups {groups}, "
+            f"output_padding {output_padding}"
+        )
     oh, ow = transposed_size(h, kh, sh, ph, dh, oph), transposed_size(w, kw, sw, pw, dw, opw)
     if min(h, w, oh, ow) < 1:
         raise HostError(f"conv_transpose2d: input {h}x{w} gives output {oh}x{ow}")
     # Outputs before cropping the padding: full[ph + y] is out[y].
-    full = np.zeros((n, cout_g * groups, max(ph + oh, (h - 1) * sh + dh * (kh - 1) + 1),
-                     max(pw + ow, (w - 1) * sw + dw * (kw - 1) + 1)), np.float32)
+    full = np.zeros(
+        (
+            n,
+            cout_g * groups,
+            max(ph + oh, (h - 1) * sh + dh * (kh - 1) + 1),
+            max(pw + ow, (w - 1) * sw + dw * (kw - 1) + 1),
+        ),
+        np.float32,
+    )
     full[:, :, ph : ph + oh, pw : pw + ow] = _start_at_bias((n, cout_g * groups, oh, ow), bias)
     cin_g = c // groups
     for g in range(groups):
@@ -197,10 +211,12 @@ def _matmul(a, b):
 
 def _fixed_rank(rank):
     """mm (rank 2) and bmm (rank 3, the same batch): _matmul without 1-D operands or broadcasting."""
+
     def run(a, b):
         if a.ndim != rank or b.ndim != rank or a.shape[:-2] != b.shape[:-2]:
             raise HostError(f"{'bmm' if rank == 3 else 'mm'}: shapes {a.shape} and {b.shape}")
         return _matmul(a, b)
+
     return run
 
 
@@ -258,25 +274,47 @@ def _rank(*ranks):
 
 KERNELS: dict[object, Kernel] = {
     aten.avg_pool2d.default: Kernel(
-        "aten::avg_pool2d", "out",
-        ("self", *_pairs("kernel_size", "stride", "padding"), "ceil_mode", "count_include_pad",
-         "divisor_override"),
-        _avg_pool2d, _rank(3, 4)),
-    **{t: Kernel("aten::_adaptive_avg_pool2d", "out", ("self", *_pairs("output_size")), _adaptive_avg_pool2d,
-                 _rank(3, 4)) for t in (aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)},
+        "aten::avg_pool2d",
+        "out",
+        ("self", *_pairs("kernel_size", "stride", "padding"), "ceil_mode", "count_include_pad", "divisor_override"),
+        _avg_pool2d,
+        _rank(3, 4),
+    ),
+    **{
+        t: Kernel(
+            "aten::_adaptive_avg_pool2d", "out", ("self", *_pairs("output_size")), _adaptive_avg_pool2d, _rank(3, 4)
+        )
+        for t in (aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
+    },
     aten.conv2d.default: Kernel(
-        "aten::convolution", "out",
-        ("input", "weight", "bias", "stride", "padding", "dilation", Fixed(False), Fixed([0, 0]), "groups"), _conv2d),
+        "aten::convolution",
+        "out",
+        ("input", "weight", "bias", "stride", "padding", "dilation", Fixed(False), Fixed([0, 0]), "groups"),
+        _conv2d,
+    ),
     aten.conv_transpose2d.input: Kernel(
-        "aten::convolution", "out",
-        ("input", "weight", "bias", *_pairs("stride", "padding", "dilation"), Fixed(True),
-         *_pairs("output_padding"), "groups"),
-        _conv2d, _rank(4)),
+        "aten::convolution",
+        "out",
+        (
+            "input",
+            "weight",
+            "bias",
+            *_pairs("stride", "padding", "dilation"),
+            Fixed(True),
+            *_pairs("output_padding"),
+            "groups",
+        ),
+        _conv2d,
+        _rank(4),
+    ),
     aten.linear.default: Kernel("aten::linear", "out", ("input", "weight", "bias"), _linear),
     aten.matmul.default: Kernel("aten::matmul", "out", ("self", "other"), _matmul, float_operands),
     aten.mm.default: Kernel("aten::mm", "out", ("self", "mat2"), _fixed_rank(2), float_operands),
     aten.bmm.default: Kernel("aten::bmm", "out", ("self", "mat2"), _fixed_rank(3), float_operands),
     aten.upsample_bilinear2d.vec: Kernel(
-        "aten::upsample_bilinear2d", "vec_out", ("input", "output_size", "align_corners", "scale_factors"),
-        _upsample_bilinear),
+        "aten::upsample_bilinear2d",
+        "vec_out",
+        ("input", "output_size", "align_corners", "scale_factors"),
+        _upsample_bilinear,
+    ),
 }

@@ -33,17 +33,34 @@ def _dequantize_per_channel(q, scales, zero_points, axis, qmin, qmax, dtype, out
 
 
 KERNELS: dict[object, Kernel] = {
-    **{t: Kernel("cortex_m::quantize_per_tensor", "out",
-                 ("input", "scale", "zero_point", "quant_min", "quant_max", "dtype"), _quantize) for t in QUANTIZE},
-    **{t: Kernel("cortex_m::dequantize_per_tensor", "out",
-                 ("input", "scale", "zero_point", "quant_min", "quant_max", "dtype"), _dequantize) for t in DEQUANTIZE},
+    **{
+        t: Kernel(
+            "cortex_m::quantize_per_tensor",
+            "out",
+            ("input", "scale", "zero_point", "quant_min", "quant_max", "dtype"),
+            _quantize,
+        )
+        for t in QUANTIZE
+    },
+    **{
+        t: Kernel(
+            "cortex_m::dequantize_per_tensor",
+            "out",
+            ("input", "scale", "zero_point", "quant_min", "quant_max", "dtype"),
+            _dequantize,
+        )
+        for t in DEQUANTIZE
+    },
 }
 
 
 # Kernels kiln's compiler never calls but ExecuTorch's Arm flow does (its CPU-only
 # programs dequantize their weights per channel at run time).
 FOREIGN_KERNELS = (
-    Kernel("quantized_decomposed::dequantize_per_channel", "out",
-           ("input", "scales", "zero_points", "axis", "quant_min", "quant_max", "dtype", "out_dtype"),
-           _dequantize_per_channel),
+    Kernel(
+        "quantized_decomposed::dequantize_per_channel",
+        "out",
+        ("input", "scales", "zero_points", "axis", "quant_min", "quant_max", "dtype", "out_dtype"),
+        _dequantize_per_channel,
+    ),
 )

@@ -172,25 +172,74 @@ def _arg_accepts(op) -> bool:
 
 KERNELS: dict[object, Kernel] = {
     aten.sum.dim_IntList: Kernel("aten::sum", "IntList_out", ("self", "dim", "keepdim", "dtype"), _sum, _float_sum),
-    aten.mean.dim: Kernel("aten::mean", "out", ("self", "dim", "keepdim", "dtype"),
-                          lambda x, dim, keepdim, dtype: _sum(x, dim, keepdim, dtype, mean=True), _float_sum),
-    aten.amax.default: Kernel("aten::amax", "out", ("self", "dim", "keepdim"),
-                              lambda x, dim, keepdim: _extreme(x, dim, keepdim, largest=True), float_operands),
-    aten.amin.default: Kernel("aten::amin", "out", ("self", "dim", "keepdim"),
-                              lambda x, dim, keepdim: _extreme(x, dim, keepdim, largest=False), float_operands),
-    aten.argmax.default: Kernel("aten::argmax", "out", ("self", "dim", "keepdim"),
-                                lambda x, dim, keepdim: _arg_extreme(x, dim, keepdim, largest=True), _arg_accepts),
-    aten.argmin.default: Kernel("aten::argmin", "out", ("self", "dim", "keepdim"),
-                                lambda x, dim, keepdim: _arg_extreme(x, dim, keepdim, largest=False), _arg_accepts),
-    aten.any.dims: Kernel("aten::any", "dims_out", ("self", "dim", "keepdim"),
-                          lambda x, dim, keepdim: _any_all(x, dim, keepdim, every=False), _any_all_accepts),
-    aten.all.dims: Kernel("aten::all", "dims_out", ("self", "dim", "keepdim"),
-                          lambda x, dim, keepdim: _any_all(x, dim, keepdim, every=True), _any_all_accepts),
+    aten.mean.dim: Kernel(
+        "aten::mean",
+        "out",
+        ("self", "dim", "keepdim", "dtype"),
+        lambda x, dim, keepdim, dtype: _sum(x, dim, keepdim, dtype, mean=True),
+        _float_sum,
+    ),
+    aten.amax.default: Kernel(
+        "aten::amax",
+        "out",
+        ("self", "dim", "keepdim"),
+        lambda x, dim, keepdim: _extreme(x, dim, keepdim, largest=True),
+        float_operands,
+    ),
+    aten.amin.default: Kernel(
+        "aten::amin",
+        "out",
+        ("self", "dim", "keepdim"),
+        lambda x, dim, keepdim: _extreme(x, dim, keepdim, largest=False),
+        float_operands,
+    ),
+    aten.argmax.default: Kernel(
+        "aten::argmax",
+        "out",
+        ("self", "dim", "keepdim"),
+        lambda x, dim, keepdim: _arg_extreme(x, dim, keepdim, largest=True),
+        _arg_accepts,
+    ),
+    aten.argmin.default: Kernel(
+        "aten::argmin",
+        "out",
+        ("self", "dim", "keepdim"),
+        lambda x, dim, keepdim: _arg_extreme(x, dim, keepdim, largest=False),
+        _arg_accepts,
+    ),
+    aten.any.dims: Kernel(
+        "aten::any",
+        "dims_out",
+        ("self", "dim", "keepdim"),
+        lambda x, dim, keepdim: _any_all(x, dim, keepdim, every=False),
+        _any_all_accepts,
+    ),
+    aten.all.dims: Kernel(
+        "aten::all",
+        "dims_out",
+        ("self", "dim", "keepdim"),
+        lambda x, dim, keepdim: _any_all(x, dim, keepdim, every=True),
+        _any_all_accepts,
+    ),
     aten.cumsum.default: Kernel("aten::cumsum", "out", ("self", "dim", "dtype"), _cumsum, _cumsum_accepts),
-    **{t: Kernel("aten::_softmax", "out", ("self", "dim", Fixed(False)),
-                 lambda x, dim, half: _softmax(x, dim, log=False), float_operands)
-       for t in (aten.softmax.int, aten._softmax.default)},
-    **{t: Kernel("aten::_log_softmax", "out", ("self", "dim", Fixed(False)),
-                 lambda x, dim, half: _softmax(x, dim, log=True), float_operands)
-       for t in (aten.log_softmax.int, aten._log_softmax.default)},
+    **{
+        t: Kernel(
+            "aten::_softmax",
+            "out",
+            ("self", "dim", Fixed(False)),
+            lambda x, dim, half: _softmax(x, dim, log=False),
+            float_operands,
+        )
+        for t in (aten.softmax.int, aten._softmax.default)
+    },
+    **{
+        t: Kernel(
+            "aten::_log_softmax",
+            "out",
+            ("self", "dim", Fixed(False)),
+            lambda x, dim, half: _softmax(x, dim, log=True),
+            float_operands,
+        )
+        for t in (aten.log_softmax.int, aten._log_softmax.default)
+    },
 }

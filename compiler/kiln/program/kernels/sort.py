@@ -81,6 +81,7 @@ SORT = Kernel("aten::sort", "values", ("self", "dim", "descending"), _sort, _acc
 KERNELS = {
     aten.sort.default: SORT,
     aten.sort.stable: SORT,  # kiln's sort is always stable
-    aten.topk.default: Kernel("aten::topk", "values", ("self", "k", "dim", "largest", "sorted"), _topk, _accepts,
-                              outputs=2),
+    aten.topk.default: Kernel(
+        "aten::topk", "values", ("self", "k", "dim", "largest", "sorted"), _topk, _accepts, outputs=2
+    ),
 }

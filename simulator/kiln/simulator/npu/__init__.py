@@ -6,5 +6,14 @@ from kiln.simulator.npu.cop1 import Cop1, Cop1Error, parse_cop1
 from kiln.simulator.npu.executor import ExecResult, NpuFault, run_stream
 from kiln.simulator.npu.memory import FlatMemory, Memory, MemoryFault
 
-__all__ = ["Cop1", "Cop1Error", "ExecResult", "FlatMemory", "Memory", "MemoryFault", "NpuFault", "parse_cop1",
-           "run_stream"]
+__all__ = [
+    "Cop1",
+    "Cop1Error",
+    "ExecResult",
+    "FlatMemory",
+    "Memory",
+    "MemoryFault",
+    "NpuFault",
+    "parse_cop1",
+    "run_stream",
+]

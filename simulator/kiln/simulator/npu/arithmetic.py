@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.simulator.npu.registers import ROUND_FLOOR, ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE
+from kiln.simulator.npu.registers import ROUND_FLOOR, ROUND_TFL, ROUND_TRUNCATE
 
 _SAFE = 1 << 62
 

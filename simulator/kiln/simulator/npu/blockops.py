@@ -19,7 +19,15 @@ from kiln.simulator.npu.arithmetic import reciprocal
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.registers import (
-    FORMAT_NHCWB16, UPSCALE_NEAREST, UPSCALE_NONE, UPSCALE_TRANSPOSE, FeatureMap, Kernel, Padding, RegisterError)
+    FORMAT_NHCWB16,
+    UPSCALE_NEAREST,
+    UPSCALE_NONE,
+    UPSCALE_TRANSPOSE,
+    FeatureMap,
+    Kernel,
+    Padding,
+    RegisterError,
+)
 
 _UPSCALE_NAMES = {UPSCALE_NONE: "none", UPSCALE_NEAREST: "NEAREST", UPSCALE_TRANSPOSE: "TRANSPOSE"}
 
@@ -45,8 +53,9 @@ def record_kernel(ctx: Context, k: Kernel, pad: Padding) -> None:
         hit("kernel", "padding")
 
 
-def padded_ifm(ctx: Context, fm: FeatureMap, channels: np.ndarray, k: Kernel, pad: Padding,
-               out_h: int, out_w: int) -> tuple[np.ndarray, np.ndarray]:
+def padded_ifm(
+    ctx: Context, fm: FeatureMap, channels: np.ndarray, k: Kernel, pad: Padding, out_h: int, out_w: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(IFM minus zero point, int64, with padding and upscaling applied: shape
     (rows, cols, C) covering every kernel tap of every OFM position; validity mask
     (rows, cols) telling real samples from padding)."""
@@ -75,9 +84,9 @@ def padded_ifm(ctx: Context, fm: FeatureMap, channels: np.ndarray, k: Kernel, pa
     total_rows = (out_h - 1) * k.stride_y + (k.height - 1) * k.dilation_y + 1
     total_cols = (out_w - 1) * k.stride_x + (k.width - 1) * k.dilation_x + 1
     padded = np.zeros((total_rows, total_cols, data.shape[2]), np.int64)
-    padded[pad.top:pad.top + rows, pad.left:pad.left + cols] = data
+    padded[pad.top : pad.top + rows, pad.left : pad.left + cols] = data
     mask = np.zeros((total_rows, total_cols), bool)
-    mask[pad.top:pad.top + rows, pad.left:pad.left + cols] = valid if upscale == UPSCALE_TRANSPOSE else True
+    mask[pad.top : pad.top + rows, pad.left : pad.left + cols] = valid if upscale == UPSCALE_TRANSPOSE else True
     return padded, mask
 
 
@@ -87,8 +96,14 @@ def taps(array: np.ndarray, k: Kernel, out_h: int, out_w: int):
         y0 = ky * k.dilation_y
         for kx in range(k.width):
             x0 = kx * k.dilation_x
-            yield ky, kx, array[y0:y0 + (out_h - 1) * k.stride_y + 1:k.stride_y,
-                                x0:x0 + (out_w - 1) * k.stride_x + 1:k.stride_x]
+            yield (
+                ky,
+                kx,
+                array[
+                    y0 : y0 + (out_h - 1) * k.stride_y + 1 : k.stride_y,
+                    x0 : x0 + (out_w - 1) * k.stride_x + 1 : k.stride_x,
+                ],
+            )
 
 
 def convolution_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:

@@ -65,8 +65,14 @@ class NpuConfig:
         macs_log2 = self.total_macs.bit_length() - 1
         if self.is_u85:
             cores_log2 = self.cores.bit_length() - 1
-            return ((self.product << 28) | (cores_log2 << 12) | (self.axi_ext_log2 << 10) | (self.axi_sram_log2 << 8)
-                    | (U85_CMD_STREAM_VERSION << 4) | macs_log2)
+            return (
+                (self.product << 28)
+                | (cores_log2 << 12)
+                | (self.axi_ext_log2 << 10)
+                | (self.axi_sram_log2 << 8)
+                | (U85_CMD_STREAM_VERSION << 4)
+                | macs_log2
+            )
         shram = self.shram_kib * self.cores
         return (self.product << 28) | (shram << 8) | (0 << 4) | macs_log2
 

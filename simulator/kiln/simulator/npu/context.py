@@ -70,7 +70,7 @@ class Context:
 
     def lut_bytes(self, slot: int, length: int) -> bytes:
         start = len(self.shram) - LUT_BYTES + slot * LUT_SLOT_BYTES
-        return bytes(self.shram[start:start + length])
+        return bytes(self.shram[start : start + length])
 
 
 class _RegionView:

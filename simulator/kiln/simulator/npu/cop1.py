@@ -56,7 +56,7 @@ def parse_cop1(payload: bytes) -> Cop1:
                 raise Cop1Error(f"COP1 command stream claims {length} words but only {len(words) - i} follow")
             if stream is not None:
                 raise Cop1Error("COP1 payload holds more than one command stream")
-            stream = words[i:i + length].astype(np.uint32)
+            stream = words[i : i + length].astype(np.uint32)
             i += length
         elif action in (ACTION_NOP, ACTION_READ_APB, ACTION_DUMP_SHRAM):
             pass

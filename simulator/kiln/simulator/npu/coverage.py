@@ -10,9 +10,18 @@ from collections import Counter
 
 # Every feature the table lists, so a gap shows as a zero: category -> values.
 FEATURES: dict[str, tuple[str, ...]] = {
-    "opcode": ("NPU_OP_STOP", "NPU_OP_IRQ", "NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL",
-               "NPU_OP_ELEMENTWISE", "NPU_OP_DMA_START", "NPU_OP_DMA_WAIT", "NPU_OP_KERNEL_WAIT",
-               "NPU_OP_PMU_MASK"),
+    "opcode": (
+        "NPU_OP_STOP",
+        "NPU_OP_IRQ",
+        "NPU_OP_CONV",
+        "NPU_OP_DEPTHWISE",
+        "NPU_OP_POOL",
+        "NPU_OP_ELEMENTWISE",
+        "NPU_OP_DMA_START",
+        "NPU_OP_DMA_WAIT",
+        "NPU_OP_KERNEL_WAIT",
+        "NPU_OP_PMU_MASK",
+    ),
     "elementwise": ("MUL", "ADD", "SUB", "MIN", "MAX", "LRELU", "ABS", "CLZ", "SHR", "SHL"),
     "pooling": ("MAX", "AVERAGE", "REDUCE_SUM"),
     "activation": ("NONE", "TANH", "SIGMOID", "LUT8", "LUT16"),
@@ -26,44 +35,104 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "upscale": ("none", "NEAREST", "TRANSPOSE"),
     "dma": ("1-D", "2-D", "3-D", "to SHRAM (LUT)", "to memory"),
     "tiles": ("1 tile", "2+ tiles"),
-    "kernel": ("1x1", "up to 8x8", "larger than 8x8 (decomposed)", "stride > 1", "dilation 2",
-               "padding", "part-kernel-first", "depth-first"),
+    "kernel": (
+        "1x1",
+        "up to 8x8",
+        "larger than 8x8 (decomposed)",
+        "stride > 1",
+        "dilation 2",
+        "padding",
+        "part-kernel-first",
+        "depth-first",
+    ),
     "accumulator": ("32-bit", "40-bit"),
     "cores": ("1", "2"),
 }
 
 # Ethos-U85 runs record under these categories ("U85 " + the category its code hits).
 U85 = "U85 "
-FEATURES_U85: dict[str, tuple[str, ...]] = {U85 + c: v for c, v in {
-    "opcode": ("NPU_OP_STOP", "NPU_OP_IRQ", "NPU_OP_CONV", "NPU_OP_DEPTHWISE", "NPU_OP_POOL", "NPU_OP_ELEMENTWISE",
-               "NPU_OP_RESIZE", "NPU_OP_DMA_START", "NPU_OP_DMA_WAIT", "NPU_OP_KERNEL_WAIT", "NPU_OP_PMU_MASK",
-               "NPU_OP_BRANCH"),
-    "elementwise": ("MUL", "ADD", "SUB", "MIN", "MAX", "LRELU", "ABS", "CLZ", "SHR", "SHL", "LSR", "DIV", "CMP_EQ",
-                    "CMP_NE", "CMP_GE", "CMP_GT", "AND", "OR", "XOR", "NOT", "AND_NOT"),
-    "pooling": ("MAX", "AVERAGE", "REDUCE_SUM", "SUM", "NONE", "MIN", "ARGMAX_X", "ARGMAX_Y"),
-    "resize": ("BILINEAR", "REPLICATE", "NEAREST"),
-    "activation": ("LUT_NONE", "LUT_U8_U8", "LUT_S8_S8", "LUT_S8_S16", "LUT_S8_S32", "LUT_S16_S16", "LUT_S16_S32",
-                   "LUT_TANH", "LUT_SIGMOID"),
-    "ifm_precision": ("uint8", "int8", "uint16", "int16", "int32", "IFM2 int32", "IFM2 int64"),
-    "ofm_precision": ("uint8", "int8", "uint16", "int16", "int32", "int64"),
-    "rounding": ("TFL", "NATURAL", "TRUNCATE", "FLOOR"),
-    "ofm_scaling": ("per-channel", "global"),
-    "broadcast": ("IFM H", "IFM W", "IFM C", "IFM SCALAR", "IFM2 H", "IFM2 W", "IFM2 C", "IFM2 SCALAR"),
-    "chaining": ("IFM chained", "IFM2 chained"),
-    "ofm_storage": ("TILE2X2", "TILE3X1", "CHAINED", "NONE"),
-    "ofm_transpose": ("HWC", "WHC", "HCW", "WCH", "CHW", "CWH"),
-    "ofm_reverse": ("NONE", "H", "W", "C"),
-    "format": ("IFM NHWC", "IFM NHCWB16", "IFM2 NHWC", "IFM2 NHCWB16", "OFM NHWC", "OFM NHCWB16"),
-    "upscale": ("none", "NEAREST", "TRANSPOSE"),
-    "dma": ("1-D", "2-D", "3-D", "gather", "scatter", "to LUT RAM", "to memory"),
-    "tiles": ("1 tile", "2+ tiles"),
-    "kernel": ("1x1", "up to 8x8", "larger than 8x8 (decomposed)", "stride > 1", "dilation 2", "padding",
-               "part-kernel-first", "depth-first"),
-    "weights": ("SWD", "SWD 2:4 sparse", "FWD", "FWD 2:4 sparse", "IFM2"),
-    "accumulator": ("32-bit", "48-bit"),
-    "acc_input": ("RESET", "KEEP", "IFM2"),
-    "cores": ("1", "2", "4"),
-}.items()}
+FEATURES_U85: dict[str, tuple[str, ...]] = {
+    U85 + c: v
+    for c, v in {
+        "opcode": (
+            "NPU_OP_STOP",
+            "NPU_OP_IRQ",
+            "NPU_OP_CONV",
+            "NPU_OP_DEPTHWISE",
+            "NPU_OP_POOL",
+            "NPU_OP_ELEMENTWISE",
+            "NPU_OP_RESIZE",
+            "NPU_OP_DMA_START",
+            "NPU_OP_DMA_WAIT",
+            "NPU_OP_KERNEL_WAIT",
+            "NPU_OP_PMU_MASK",
+            "NPU_OP_BRANCH",
+        ),
+        "elementwise": (
+            "MUL",
+            "ADD",
+            "SUB",
+            "MIN",
+            "MAX",
+            "LRELU",
+            "ABS",
+            "CLZ",
+            "SHR",
+            "SHL",
+            "LSR",
+            "DIV",
+            "CMP_EQ",
+            "CMP_NE",
+            "CMP_GE",
+            "CMP_GT",
+            "AND",
+            "OR",
+            "XOR",
+            "NOT",
+            "AND_NOT",
+        ),
+        "pooling": ("MAX", "AVERAGE", "REDUCE_SUM", "SUM", "NONE", "MIN", "ARGMAX_X", "ARGMAX_Y"),
+        "resize": ("BILINEAR", "REPLICATE", "NEAREST"),
+        "activation": (
+            "LUT_NONE",
+            "LUT_U8_U8",
+            "LUT_S8_S8",
+            "LUT_S8_S16",
+            "LUT_S8_S32",
+            "LUT_S16_S16",
+            "LUT_S16_S32",
+            "LUT_TANH",
+            "LUT_SIGMOID",
+        ),
+        "ifm_precision": ("uint8", "int8", "uint16", "int16", "int32", "IFM2 int32", "IFM2 int64"),
+        "ofm_precision": ("uint8", "int8", "uint16", "int16", "int32", "int64"),
+        "rounding": ("TFL", "NATURAL", "TRUNCATE", "FLOOR"),
+        "ofm_scaling": ("per-channel", "global"),
+        "broadcast": ("IFM H", "IFM W", "IFM C", "IFM SCALAR", "IFM2 H", "IFM2 W", "IFM2 C", "IFM2 SCALAR"),
+        "chaining": ("IFM chained", "IFM2 chained"),
+        "ofm_storage": ("TILE2X2", "TILE3X1", "CHAINED", "NONE"),
+        "ofm_transpose": ("HWC", "WHC", "HCW", "WCH", "CHW", "CWH"),
+        "ofm_reverse": ("NONE", "H", "W", "C"),
+        "format": ("IFM NHWC", "IFM NHCWB16", "IFM2 NHWC", "IFM2 NHCWB16", "OFM NHWC", "OFM NHCWB16"),
+        "upscale": ("none", "NEAREST", "TRANSPOSE"),
+        "dma": ("1-D", "2-D", "3-D", "gather", "scatter", "to LUT RAM", "to memory"),
+        "tiles": ("1 tile", "2+ tiles"),
+        "kernel": (
+            "1x1",
+            "up to 8x8",
+            "larger than 8x8 (decomposed)",
+            "stride > 1",
+            "dilation 2",
+            "padding",
+            "part-kernel-first",
+            "depth-first",
+        ),
+        "weights": ("SWD", "SWD 2:4 sparse", "FWD", "FWD 2:4 sparse", "IFM2"),
+        "accumulator": ("32-bit", "48-bit"),
+        "acc_input": ("RESET", "KEEP", "IFM2"),
+        "cores": ("1", "2", "4"),
+    }.items()
+}
 
 
 class Coverage:
@@ -76,7 +145,7 @@ class Coverage:
     def hit(self, category: str, value: str) -> None:
         self.counts[(self.prefix + category, value)] += 1
 
-    def merge(self, other: "Coverage") -> None:
+    def merge(self, other: Coverage) -> None:
         self.counts.update(other.counts)
 
     def as_dict(self, features: dict[str, tuple[str, ...]] | None = None) -> dict[str, dict[str, int]]:

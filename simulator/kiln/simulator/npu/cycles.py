@@ -67,9 +67,11 @@ def region_memories(target: str, system_config: str, memory_mode: str) -> tuple[
         with contextlib.redirect_stdout(io.StringIO()):  # Vela prints notes; stdout may be a UART
             arch = ArchitectureFeatures([ini], target, system_config, memory_mode, 3, False, None)
     except VelaError as error:
-        raise NpuConfigError(f"kiln's NPU cycle model has no memory timing for {target} with system config "
-                             f"{system_config!r} and memory mode {memory_mode!r} ({error}); use a system config "
-                             f"and memory mode of {ini}") from None
+        raise NpuConfigError(
+            f"kiln's NPU cycle model has no memory timing for {target} with system config "
+            f"{system_config!r} and memory mode {memory_mode!r} ({error}); use a system config "
+            f"and memory mode of {ini}"
+        ) from None
 
     parser = configparser.ConfigParser()
     parser.read(ini)
@@ -78,9 +80,15 @@ def region_memories(target: str, system_config: str, memory_mode: str) -> tuple[
     def timing(port) -> MemoryTiming:
         area = arch.axi0_port if port == MemPort.Axi0 else arch.axi1_port
         read, write = (int(v) for v in arch.memory_latency[area])
-        return MemoryTiming(float(arch.memory_bandwidths_per_cycle[area]), int(arch.memory_burst_length[area]),
-                            read, write, int(arch.memory_ports_used[area]),
-                            section.getint(f"{area.name}_max_reads", 1), section.getint(f"{area.name}_max_writes", 1))
+        return MemoryTiming(
+            float(arch.memory_bandwidths_per_cycle[area]),
+            int(arch.memory_burst_length[area]),
+            read,
+            write,
+            int(arch.memory_ports_used[area]),
+            section.getint(f"{area.name}_max_reads", 1),
+            section.getint(f"{area.name}_max_writes", 1),
+        )
 
     return tuple(timing(port) for port in (arch.const_mem_area, arch.arena_mem_area, arch.cache_mem_area))
 

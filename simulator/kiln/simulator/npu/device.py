@@ -51,8 +51,8 @@ Choices where the register map leaves room (documented, not measured):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -181,11 +181,11 @@ def window_size(config: NpuConfig) -> int:
     """Bytes of the register window of `config`'s NPU."""
     return layout_for(config).window_size
 
+
 # pmu_event_type codes whose count the register file derives itself.
 EVENT_CYCLE = 0x11
 EVENT_NPU_IDLE = 0x20
 EVENT_NPU_ACTIVE = 0x23
-
 
 
 @dataclass
@@ -473,8 +473,13 @@ class EthosU:
             self._finish(0, None, STATUS_BUS_STATUS, qread=0, record_fault=str(error))
             return
         if stream is None:
-            self._finish(0, None, STATUS_CMD_PARSE_ERROR, qread=0,
-                         record_fault=f"QSIZE {self._qsize} is not a whole number of 32-bit words")
+            self._finish(
+                0,
+                None,
+                STATUS_CMD_PARSE_ERROR,
+                qread=0,
+                record_fault=f"QSIZE {self._qsize} is not a whole number of 32-bit words",
+            )
             return
         executor = self._executor or _default_executor()
         limits = self._region_sizes() if self._region_sizes else None
@@ -503,8 +508,9 @@ class EthosU:
         data = self.memory.read(self._qbase, self._qsize) if self._qsize else b""
         return np.frombuffer(bytes(data), dtype="<u4").astype(np.uint32)
 
-    def _finish(self, cycles: int, fault, bits: int, qread: int, record_fault: str | None = None,
-                counters: dict | None = None):
+    def _finish(
+        self, cycles: int, fault, bits: int, qread: int, record_fault: str | None = None, counters: dict | None = None
+    ):
         self._qread = qread
         self._status = (self._status & ~STATUS_STATE_RUNNING) | bits | STATUS_IRQ_RAISED
         self.runs.append(RunRecord(self._qbase, self._qsize, self.basep(), cycles, fault or record_fault, counters))

@@ -68,8 +68,15 @@ def start(basep, memory, config: NpuConfig, limits=None) -> Run:
     sizes = None if limits is None else tuple(int(n) for n in limits)
     if sizes is not None and len(sizes) != REGIONS:
         raise ValueError(f"limits holds {len(sizes)} region sizes; the NPU has {REGIONS}")
-    ctx = Context(family.registers(), memory, bases, config, bytearray(config.shram_bytes),
-                  Coverage(family.coverage), limits=sizes)
+    ctx = Context(
+        family.registers(),
+        memory,
+        bases,
+        config,
+        bytearray(config.shram_bytes),
+        Coverage(family.coverage),
+        limits=sizes,
+    )
     return Run(family, ctx, cycles, family.operation)
 
 
@@ -119,8 +126,7 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
     record_run(run.ctx.coverage)
     counters = run.cycles.counters()
     counters.update(beat_counters(run.ctx.traffic, config))
-    return ExecResult(cycles=counters["cycles"], ops=run.ops, fault=fault, counters=counters,
-                      coverage=run.ctx.coverage)
+    return ExecResult(cycles=counters["cycles"], ops=run.ops, fault=fault, counters=counters, coverage=run.ctx.coverage)
 
 
 def estimate(stream, config: NpuConfig) -> CycleModel:

@@ -45,9 +45,13 @@ class FlatMemory:
 
     def read(self, address: int, size: int) -> memoryview:
         view, offset = self._find(address, size, "read")
-        return view[offset:offset + size]
+        return view[offset : offset + size]
 
     def write(self, address: int, data) -> None:
-        raw = memoryview(np.ascontiguousarray(data)).cast("B") if isinstance(data, np.ndarray) else memoryview(data).cast("B")
+        raw = (
+            memoryview(np.ascontiguousarray(data)).cast("B")
+            if isinstance(data, np.ndarray)
+            else memoryview(data).cast("B")
+        )
         view, offset = self._find(address, len(raw), "write")
-        view[offset:offset + len(raw)] = raw
+        view[offset : offset + len(raw)] = raw

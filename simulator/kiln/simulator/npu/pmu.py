@@ -60,10 +60,13 @@ def _ports(target: str, system_config: str, memory_mode: str) -> tuple[int, int,
         with contextlib.redirect_stdout(io.StringIO()):  # Vela prints notes; stdout may be a UART
             arch = ArchitectureFeatures([str(vela_ini())], target, system_config, memory_mode, 3, False, None)
     except VelaError as error:
-        raise NpuConfigError(f"kiln's NPU model has no AXI ports for {target} with system config "
-                             f"{system_config!r} and memory mode {memory_mode!r} ({error})") from None
-    return tuple(0 if port == MemPort.Axi0 else 1
-                 for port in (arch.const_mem_area, arch.arena_mem_area, arch.cache_mem_area))
+        raise NpuConfigError(
+            f"kiln's NPU model has no AXI ports for {target} with system config "
+            f"{system_config!r} and memory mode {memory_mode!r} ({error})"
+        ) from None
+    return tuple(
+        0 if port == MemPort.Axi0 else 1 for port in (arch.const_mem_area, arch.arena_mem_area, arch.cache_mem_area)
+    )
 
 
 def region_ports(config: NpuConfig) -> tuple[int, ...]:

@@ -59,7 +59,7 @@ class StreamProfile:
         floors = [math.floor(v) for v in floats]
         spare = self.cycles - sum(floors)
         order = sorted(range(len(floats)), key=lambda g: floats[g] - floors[g], reverse=True)
-        for g in order[:max(0, spare)]:
+        for g in order[: max(0, spare)]:
             floors[g] += 1
         if spare < 0:  # negative slices outweighed: take from the largest
             for g in sorted(range(len(floats)), key=lambda g: floats[g], reverse=True)[:-spare]:
@@ -82,18 +82,20 @@ def profile_stream(stream, basep, memory, config: NpuConfig) -> StreamProfile:
         costs.append(CommandCost(command.index, command.name, added, moved, run.cycles.costed_in()))
 
     execute(run, cmds.as_words(stream), observe)
-    return StreamProfile(costs, int(run.cycles.counters()["cycles"]), float(run.cycles.estimate),
-                         region_ports(config))
+    return StreamProfile(costs, int(run.cycles.counters()["cycles"]), float(run.cycles.estimate), region_ports(config))
 
 
 def profile_compiled(compiled: CompiledNpuProgram, inputs: list[np.ndarray], config: NpuConfig) -> StreamProfile:
     """profile_stream of `compiled` in host memory, as kiln.simulator.npu.standalone.run_compiled
     lays it out (regions as buffers, the inputs written where the program reads them)."""
     fast = getattr(compiled, "fast_scratch_size", 0) or 0
-    regions = {0: bytearray(compiled.weight_data), 1: bytearray(max(compiled.scratch_size, 16)),
-               2: bytearray(max(fast, 16))}
+    regions = {
+        0: bytearray(compiled.weight_data),
+        1: bytearray(max(compiled.scratch_size, 16)),
+        2: bytearray(max(fast, 16)),
+    }
     memory = FlatMemory({REGION_BASES[r]: buf for r, buf in regions.items()})
     for tensor, value in zip(compiled.inputs, inputs):
         raw = np.ascontiguousarray(value).tobytes()
-        regions[tensor.region][tensor.offset:tensor.offset + len(raw)] = raw
+        regions[tensor.region][tensor.offset : tensor.offset + len(raw)] = raw
     return profile_stream(parse_cop1(compiled.cmd_data).stream, REGION_BASES, memory, config)

@@ -134,7 +134,11 @@ class Registers(ABC):
             stride_x=self.address(f"{prefix}_STRIDE_X"),
             stride_y=self.address(f"{prefix}_STRIDE_Y"),
             stride_c=self.address(f"{prefix}_STRIDE_C"),
-            dtype=dtype, layout=layout, zero_point=zero_point, depth=depth)
+            dtype=dtype,
+            layout=layout,
+            zero_point=zero_point,
+            depth=depth,
+        )
 
     def ofm_shape(self) -> tuple[int, int, int]:
         return (self.param("OFM_HEIGHT_M1") + 1, self.param("OFM_WIDTH_M1") + 1, self.param("OFM_DEPTH_M1") + 1)
@@ -146,17 +150,26 @@ class Registers(ABC):
         extent_w = self.param("KERNEL_WIDTH_M1")
         extent_h = self.param("KERNEL_HEIGHT_M1")
         if extent_w % dilation_x or extent_h % dilation_y:
-            raise RegisterError(f"kernel extent {extent_w + 1}x{extent_h + 1} does not fit dilation "
-                                f"{dilation_x}x{dilation_y}")
+            raise RegisterError(
+                f"kernel extent {extent_w + 1}x{extent_h + 1} does not fit dilation {dilation_x}x{dilation_y}"
+            )
         return Kernel(
-            width=extent_w // dilation_x + 1, height=extent_h // dilation_y + 1,
+            width=extent_w // dilation_x + 1,
+            height=extent_h // dilation_y + 1,
             stride_x=((stride & 1) | (((stride >> 6) & 7) << 1)) + 1,
             stride_y=(((stride >> 1) & 1) | (((stride >> 9) & 7) << 1)) + 1,
-            dilation_x=dilation_x, dilation_y=dilation_y, part_kernel_first=bool(stride & 4))
+            dilation_x=dilation_x,
+            dilation_y=dilation_y,
+            part_kernel_first=bool(stride & 4),
+        )
 
     def padding(self) -> Padding:
-        return Padding(self.param("IFM_PAD_TOP"), self.param("IFM_PAD_LEFT"),
-                       self.param("IFM_PAD_BOTTOM"), self.param("IFM_PAD_RIGHT"))
+        return Padding(
+            self.param("IFM_PAD_TOP"),
+            self.param("IFM_PAD_LEFT"),
+            self.param("IFM_PAD_BOTTOM"),
+            self.param("IFM_PAD_RIGHT"),
+        )
 
     def global_scale(self) -> bool:
         return bool((self.param("OFM_PRECISION") >> 8) & 1)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.simulator.npu.compiled import CompiledNpuProgram
-from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.config import NpuConfig
+from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.executor import ExecResult, run_stream
 from kiln.simulator.npu.memory import FlatMemory
 
@@ -17,23 +17,27 @@ from kiln.simulator.npu.memory import FlatMemory
 REGION_BASES = (0x1000_0000, 0x2000_0000, 0x3000_0000, 0, 0, 0, 0, 0)
 
 
-def run_compiled(compiled: CompiledNpuProgram, inputs: list[np.ndarray], config: NpuConfig,
-                 fast_scratch_size: int | None = None) -> tuple[list[bytes], ExecResult]:
+def run_compiled(
+    compiled: CompiledNpuProgram, inputs: list[np.ndarray], config: NpuConfig, fast_scratch_size: int | None = None
+) -> tuple[list[bytes], ExecResult]:
     """(raw bytes of each output, ExecResult) of `compiled` run on `inputs` (one array per
     compiled.inputs, its bytes as the NPU takes them). `compiled` has the attributes of
     kiln.simulator.npu.compiled.CompiledNpuProgram, and fast_scratch_size if it has one;
     `fast_scratch_size` (bytes) overrides it."""
     fast = fast_scratch_size if fast_scratch_size is not None else getattr(compiled, "fast_scratch_size", 0) or 0
-    regions = {0: bytearray(compiled.weight_data),  # nothing past it: a read there faults
-               1: bytearray(max(compiled.scratch_size, 16)),
-               2: bytearray(max(fast, 16))}
+    regions = {
+        0: bytearray(compiled.weight_data),  # nothing past it: a read there faults
+        1: bytearray(max(compiled.scratch_size, 16)),
+        2: bytearray(max(fast, 16)),
+    }
     memory = FlatMemory({REGION_BASES[r]: buf for r, buf in regions.items()})
     for tensor, value in zip(compiled.inputs, inputs):
         raw = np.ascontiguousarray(value).tobytes()
         if len(raw) != int(np.prod(tensor.shape)) * tensor.elem_size:
             raise ValueError(f"an input of {len(raw)} bytes for NPU tensor {tensor}")
-        regions[tensor.region][tensor.offset:tensor.offset + len(raw)] = raw
+        regions[tensor.region][tensor.offset : tensor.offset + len(raw)] = raw
     result = run_stream(parse_cop1(compiled.cmd_data).stream, REGION_BASES, memory, config)
-    outputs = [bytes(regions[t.region][t.offset:t.offset + int(np.prod(t.shape)) * t.elem_size])
-               for t in compiled.outputs]
+    outputs = [
+        bytes(regions[t.region][t.offset : t.offset + int(np.prod(t.shape)) * t.elem_size]) for t in compiled.outputs
+    ]
     return outputs, result

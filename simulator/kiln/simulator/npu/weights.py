@@ -31,7 +31,14 @@ def _decoded(raw: bytes) -> np.ndarray:
     def decode() -> bytes:
         return np.asarray(mlw_codec.decode(bytearray(raw)), np.int64).reshape(-1).tobytes()
 
-    values = np.frombuffer(in_child(decode, DECODE_MEMORY_BYTES, DECODE_SECONDS, lambda how: WeightStreamError(
-        f"weight stream of {len(raw)} bytes does not decode: the codec {how}")), np.int64)
+    values = np.frombuffer(
+        in_child(
+            decode,
+            DECODE_MEMORY_BYTES,
+            DECODE_SECONDS,
+            lambda how: WeightStreamError(f"weight stream of {len(raw)} bytes does not decode: the codec {how}"),
+        ),
+        np.int64,
+    )
     values.flags.writeable = False
     return values

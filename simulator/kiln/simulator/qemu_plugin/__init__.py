@@ -45,8 +45,10 @@ def build(cache_dir: Path | None = None) -> Path:
     cc = os.environ.get(CC_VARIABLE) or "cc"
     compiler = shutil.which(cc)
     if compiler is None:
-        raise ToolMissingError(f"no host C compiler ({cc!r}) to build kiln's QEMU instruction-count plugin; "
-                               f"run ./scripts/setup.sh (it installs gcc) or set {CC_VARIABLE}")
+        raise ToolMissingError(
+            f"no host C compiler ({cc!r}) to build kiln's QEMU instruction-count plugin; "
+            f"run ./scripts/setup.sh (it installs gcc) or set {CC_VARIABLE}"
+        )
     digest = hashlib.sha256()
     for name in SOURCES:
         digest.update((SOURCE_DIR / name).read_bytes())
@@ -60,11 +62,14 @@ def build(cache_dir: Path | None = None) -> Path:
     fd, partial = tempfile.mkstemp(prefix=".insn_count-", suffix=".so", dir=cache_dir)
     os.close(fd)
     try:
-        done = subprocess.run([compiler, *CFLAGS, "-o", partial, str(SOURCE_DIR / "insn_count.c")],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [compiler, *CFLAGS, "-o", partial, str(SOURCE_DIR / "insn_count.c")], capture_output=True, text=True
+        )
         if done.returncode != 0:
-            raise PluginError(f"building the QEMU instruction-count plugin with {compiler} failed:\n"
-                              f"{(done.stderr + done.stdout).strip()}")
+            raise PluginError(
+                f"building the QEMU instruction-count plugin with {compiler} failed:\n"
+                f"{(done.stderr + done.stdout).strip()}"
+            )
         os.replace(partial, plugin)
     finally:
         Path(partial).unlink(missing_ok=True)
@@ -85,11 +90,15 @@ class Function:
 def functions(elf: Path) -> list[Function]:
     """Every function symbol of the ELF with a size, by address."""
     with open(elf, "rb") as stream:
-        found = [(s.name, s["st_value"] & ~1, s["st_size"]) for s in _symbols(ELFFile(stream))
-                 if s["st_info"]["type"] == "STT_FUNC" and s["st_size"] > 0]
+        found = [
+            (s.name, s["st_value"] & ~1, s["st_size"])
+            for s in _symbols(ELFFile(stream))
+            if s["st_info"]["type"] == "STT_FUNC" and s["st_size"] > 0
+        ]
     readable = _demangle([name for name, _, _ in found])
-    return sorted((Function(name, readable.get(name, name), start, size) for name, start, size in found),
-                  key=lambda f: f.start)
+    return sorted(
+        (Function(name, readable.get(name, name), start, size) for name, start, size in found), key=lambda f: f.start
+    )
 
 
 def find_function(elf: Path, name: str) -> Function:
@@ -104,8 +113,9 @@ def find_function(elf: Path, name: str) -> Function:
         near = sorted({f.readable for f in candidates if name.split("(")[0].split("::")[-1] in f.readable})[:5]
         hint = f"; similar: {', '.join(near)}" if near else ""
         raise UsageError(f"{elf.name} has no function {name!r}{hint}")
-    raise UsageError(f"{name!r} names {len(unique)} functions in {elf.name}: "
-                     f"{', '.join(sorted({f.readable for f in matches}))}")
+    raise UsageError(
+        f"{name!r} names {len(unique)} functions in {elf.name}: {', '.join(sorted({f.readable for f in matches}))}"
+    )
 
 
 def return_sites(elf: Path, target: Function) -> list[int]:
@@ -130,8 +140,10 @@ def return_sites(elf: Path, target: Function) -> list[int]:
                 if kind == "bl":
                     sites.append(address + 4)
                 elif kind == "b":
-                    raise UsageError(f"{target.readable} is reached by a tail call at {address:#x}; "
-                                     f"its calls cannot be delimited (indirect calls are not seen either)")
+                    raise UsageError(
+                        f"{target.readable} is reached by a tail call at {address:#x}; "
+                        f"its calls cannot be delimited (indirect calls are not seen either)"
+                    )
     if not sites:
         raise UsageError(f"nothing in {elf.name} calls {target.readable} with `bl`; its calls cannot be delimited")
     return sorted(sites)
@@ -306,8 +318,10 @@ def plan(request: Request, elf: Path, report: Path, cache_dir: Path | None = Non
         resolved.function = find_function(elf, request.function)
         resolved.stops = return_sites(elf, resolved.function)
         if len(resolved.stops) > MAX_STOPS:
-            raise UsageError(f"{resolved.function.readable} is called from {len(resolved.stops)} places; "
-                             f"the plugin delimits calls from at most {MAX_STOPS}")
+            raise UsageError(
+                f"{resolved.function.readable} is called from {len(resolved.stops)} places; "
+                f"the plugin delimits calls from at most {MAX_STOPS}"
+            )
     return resolved
 
 
@@ -316,8 +330,10 @@ def read_report(path: Path, function: Function | None = None) -> Counts:
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as error:
-        raise PluginError(f"the instruction-count plugin wrote no report ({error.strerror}: {path}); "
-                          f"did QEMU end before exiting normally?") from None
+        raise PluginError(
+            f"the instruction-count plugin wrote no report ({error.strerror}: {path}); "
+            f"did QEMU end before exiting normally?"
+        ) from None
     if not lines or lines[0] != FORMAT_LINE:
         raise PluginError(f"{path} is not an instruction-count report")
     total, calls, unfinished, by_address = None, [], None, defaultdict(int)

@@ -35,34 +35,34 @@ enum { kMaxStops = 8 };
 struct PcCount {
   uint64_t pc;
   uint64_t count;
-  struct PcCount *next;
+  struct PcCount* next;
 };
 
-static const char *out_path;
+static const char* out_path;
 static bool has_start, profile;
 static uint64_t start_pc, stop_pcs[kMaxStops];
 static int stop_count;
 static uint64_t total;               /* the inline counter */
 static bool open_window;
 static uint64_t opened_at;           /* `total` when the window opened */
-static uint64_t *windows;            /* closed windows' counts */
+static uint64_t* windows;            /* closed windows' counts */
 static size_t window_count, window_capacity;
-static struct PcCount *pc_counts;    /* one record per translated instruction (profile) */
+static struct PcCount* pc_counts;    /* one record per translated instruction (profile) */
 
-static void on_start(unsigned int vcpu, void *userdata) {
+static void on_start(unsigned int vcpu, void* userdata) {
   (void)vcpu, (void)userdata;
   if (open_window) return;
   open_window = true;
   opened_at = total;
 }
 
-static void on_stop(unsigned int vcpu, void *userdata) {
+static void on_stop(unsigned int vcpu, void* userdata) {
   (void)vcpu, (void)userdata;
   if (!open_window) return;
   open_window = false;
   if (window_count == window_capacity) {
     size_t capacity = window_capacity ? 2 * window_capacity : 64;
-    uint64_t *grown = realloc(windows, capacity * sizeof *grown);
+    uint64_t* grown = realloc(windows, capacity * sizeof *grown);
     if (grown == NULL) {
       fprintf(stderr, "kiln insn_count: out of memory for windows\n");
       abort();
@@ -72,15 +72,15 @@ static void on_stop(unsigned int vcpu, void *userdata) {
   windows[window_count++] = total - opened_at;
 }
 
-static void on_profiled(unsigned int vcpu, void *userdata) {
+static void on_profiled(unsigned int vcpu, void* userdata) {
   (void)vcpu;
-  if (open_window) ((struct PcCount *)userdata)->count++;
+  if (open_window) ((struct PcCount*)userdata)->count++;
 }
 
-static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb* tb) {
   (void)id;
   for (size_t i = 0, n = qemu_plugin_tb_n_insns(tb); i < n; ++i) {
-    struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+    struct qemu_plugin_insn* insn = qemu_plugin_tb_get_insn(tb, i);
     const uint64_t pc = qemu_plugin_insn_vaddr(insn);
     /* The same registration order for every instruction, so the window's two
      * snapshots of `total` see the same partial count of their own instruction. */
@@ -92,7 +92,7 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
       if (pc == stop_pcs[s]) qemu_plugin_register_vcpu_insn_exec_cb(insn, on_stop, QEMU_PLUGIN_CB_NO_REGS, NULL);
     }
     if (profile) {
-      struct PcCount *record = calloc(1, sizeof *record);
+      struct PcCount* record = calloc(1, sizeof *record);
       if (record == NULL) {
         fprintf(stderr, "kiln insn_count: out of memory for the profile\n");
         abort();
@@ -103,9 +103,9 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
   }
 }
 
-static void write_report(qemu_plugin_id_t id, void *userdata) {
+static void write_report(qemu_plugin_id_t id, void* userdata) {
   (void)id, (void)userdata;
-  FILE *file = fopen(out_path, "w");
+  FILE* file = fopen(out_path, "w");
   if (file == NULL) {
     fprintf(stderr, "kiln insn_count: cannot write %s\n", out_path);
     return;
@@ -113,24 +113,23 @@ static void write_report(qemu_plugin_id_t id, void *userdata) {
   fprintf(file, "kiln-insn-count 1\ntotal %llu\n", (unsigned long long)total);
   for (size_t w = 0; w < window_count; ++w) fprintf(file, "window %llu\n", (unsigned long long)windows[w]);
   if (open_window) fprintf(file, "open %llu\n", (unsigned long long)(total - opened_at));
-  for (const struct PcCount *r = pc_counts; r != NULL; r = r->next) {
+  for (const struct PcCount* r = pc_counts; r != NULL; r = r->next) {
     if (r->count) fprintf(file, "pc 0x%llx %llu\n", (unsigned long long)r->pc, (unsigned long long)r->count);
   }
   fclose(file);
 }
 
 /* An address argument: all of `text` must be a number. */
-static bool parse_address(const char *text, uint64_t *value) {
-  char *end;
+static bool parse_address(const char* text, uint64_t* value) {
+  char* end;
   *value = strtoull(text, &end, 0);
   return *text != '\0' && *end == '\0';
 }
 
-KILN_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
-                                                char **argv) {
+KILN_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc, char** argv) {
   (void)info;
   for (int i = 0; i < argc; ++i) {
-    const char *arg = argv[i];
+    const char* arg = argv[i];
     bool ok = true;
     if (strncmp(arg, "out=", 4) == 0) {
       out_path = arg + 4;
@@ -145,8 +144,10 @@ KILN_QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_
       ok = false;
     }
     if (!ok) {
-      fprintf(stderr, "kiln insn_count: bad argument '%s' (out=FILE, start=ADDR once, stop=ADDR up to %d times, "
-                      "profile=on)\n", arg, kMaxStops);
+      fprintf(stderr,
+              "kiln insn_count: bad argument '%s' (out=FILE, start=ADDR once, stop=ADDR up to %d times, "
+              "profile=on)\n",
+              arg, kMaxStops);
       return 1;
     }
   }

@@ -13,8 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/runtime/result.h"
 #include "kiln/runtime/program.h"
+#include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
 #include "kiln/runtime/types.h"
 

@@ -56,10 +56,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/runtime/result.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/program.h"
+#include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
 #include "kiln/runtime/types.h"
 
@@ -91,8 +91,8 @@ class Method {
  public:
   Method() = default;
 
-  static Result<Method> create(const Program& program, const MethodMemory& memory,
-                               const KernelTable& kernels, const BackendTable& backends);
+  static Result<Method> create(const Program& program, const MethodMemory& memory, const KernelTable& kernels,
+                               const BackendTable& backends);
 
   // Runs the chain once; fails with kMethodWorkBudget (a = instruction index, b = the
   // budget) before the instruction that would take the run past the work budget.

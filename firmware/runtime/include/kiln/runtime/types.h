@@ -10,10 +10,29 @@ namespace kiln::runtime {
 
 // ExecuTorch's ScalarType codes (schema/scalar_type.fbs).
 enum class ScalarType : int8_t {
-  kByte = 0, kChar = 1, kShort = 2, kInt = 3, kLong = 4, kHalf = 5, kFloat = 6,
-  kDouble = 7, kBool = 11, kQInt8 = 12, kQUInt8 = 13, kQInt32 = 14, kBFloat16 = 15,
-  kQUInt4x2 = 16, kQUInt2x4 = 17, kBits16 = 22, kFloat8e5m2 = 23, kFloat8e4m3fn = 24,
-  kFloat8e5m2fnuz = 25, kFloat8e4m3fnuz = 26, kUInt16 = 27, kUInt32 = 28, kUInt64 = 29,
+  kByte = 0,
+  kChar = 1,
+  kShort = 2,
+  kInt = 3,
+  kLong = 4,
+  kHalf = 5,
+  kFloat = 6,
+  kDouble = 7,
+  kBool = 11,
+  kQInt8 = 12,
+  kQUInt8 = 13,
+  kQInt32 = 14,
+  kBFloat16 = 15,
+  kQUInt4x2 = 16,
+  kQUInt2x4 = 17,
+  kBits16 = 22,
+  kFloat8e5m2 = 23,
+  kFloat8e4m3fn = 24,
+  kFloat8e5m2fnuz = 25,
+  kFloat8e4m3fnuz = 26,
+  kUInt16 = 27,
+  kUInt32 = 28,
+  kUInt64 = 29,
 };
 
 // Bytes per element of `type`; 0 for a code that is not a ScalarType.
@@ -39,8 +58,18 @@ struct Tensor {
 
 // EValue kinds: the codes of program.fbs's KernelTypes union.
 enum class ValueKind : uint8_t {
-  kNone = 0, kNull = 1, kInt = 2, kBool = 3, kDouble = 4, kTensor = 5, kString = 6,
-  kIntList = 7, kDoubleList = 8, kBoolList = 9, kTensorList = 10, kOptionalTensorList = 11,
+  kNone = 0,
+  kNull = 1,
+  kInt = 2,
+  kBool = 3,
+  kDouble = 4,
+  kTensor = 5,
+  kString = 6,
+  kIntList = 7,
+  kDoubleList = 8,
+  kBoolList = 9,
+  kTensorList = 10,
+  kOptionalTensorList = 11,
 };
 
 // A list inside the .pte: `items` points at `count` elements, aligned to their size:

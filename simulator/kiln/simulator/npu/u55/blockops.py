@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.simulator.npu.arithmetic import saturate
 from kiln.simulator.npu.blockops import convolution_sums, depthwise_sums, padded_ifm, pool_values, record_kernel
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.output import scale_values
@@ -28,8 +27,12 @@ def _scales(ctx: Context, channels: int, core: int = 0) -> tuple[np.ndarray, np.
     regs = ctx.registers
     suffix = "" if core == 0 else "1"
     length = regs.address(f"SCALE{suffix}_LENGTH")
-    raw = ctx.read_region(regs.param("SCALE_REGION"), regs.address(f"SCALE{suffix}_BASE"),
-                          max(length, channels * wt.SCALE_RECORD_BYTES), f"scale read{_CORE_NAMES[core]}")
+    raw = ctx.read_region(
+        regs.param("SCALE_REGION"),
+        regs.address(f"SCALE{suffix}_BASE"),
+        max(length, channels * wt.SCALE_RECORD_BYTES),
+        f"scale read{_CORE_NAMES[core]}",
+    )
     return wt.decode_scales(raw, channels)
 
 
@@ -37,21 +40,34 @@ def _weights(ctx: Context, core: int, shape: tuple[int, int, int, int], depthwis
     """The OHWI weights one core holds for this operation."""
     regs = ctx.registers
     suffix = "" if core == 0 else "1"
-    raw = ctx.read_region(regs.param("WEIGHT_REGION"), regs.address(f"WEIGHT{suffix}_BASE"),
-                          regs.address(f"WEIGHT{suffix}_LENGTH"), f"weight read{_CORE_NAMES[core]}")
+    raw = ctx.read_region(
+        regs.param("WEIGHT_REGION"),
+        regs.address(f"WEIGHT{suffix}_BASE"),
+        regs.address(f"WEIGHT{suffix}_LENGTH"),
+        f"weight read{_CORE_NAMES[core]}",
+    )
     k = regs.kernel()
     decomposition = 4 if regs.param("KERNEL_STRIDE") & (1 << 5) else wt.SUBKERNEL_MAX
     ifm_bits = 8 * np.dtype(regs.ifm_dtype("IFM")[0]).itemsize
     block_depth = (regs.param("OFM_BLK_DEPTH_M1") + 1) // ctx.config.cores
-    key = (raw, shape, depthwise, k.part_kernel_first, block_depth, ifm_bits, k.dilation_x, k.dilation_y,
-           decomposition)
+    key = (raw, shape, depthwise, k.part_kernel_first, block_depth, ifm_bits, k.dilation_x, k.dilation_y, decomposition)
     cached = ctx.cache.get(key)
     if cached is not None:
         return cached
-    order = wt.traversal_order(shape[0], shape[1], shape[2], shape[3], block_depth,
-                               ctx.config.ifm_ublock_depth, ctx.config.ofm_ublock_depth, depthwise,
-                               k.part_kernel_first, ifm_bits, decomposition // k.dilation_y,
-                               decomposition // k.dilation_x)
+    order = wt.traversal_order(
+        shape[0],
+        shape[1],
+        shape[2],
+        shape[3],
+        block_depth,
+        ctx.config.ifm_ublock_depth,
+        ctx.config.ofm_ublock_depth,
+        depthwise,
+        k.part_kernel_first,
+        ifm_bits,
+        decomposition // k.dilation_y,
+        decomposition // k.dilation_x,
+    )
     values = wt.unpack(decode_stream(raw), order, shape)
     ctx.cache[key] = values
     return values

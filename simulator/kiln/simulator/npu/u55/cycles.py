@@ -278,7 +278,8 @@ class U55CycleModel:
         elif elementwise and mode == ELEMENTWISE_MUL and ofm_bits == 32:
             kind = OUT_MUL32
         elif (elementwise and mode == ELEMENTWISE_MUL) or (
-                not elementwise and regs.param("ACC_FORMAT") == ACC_FORMAT_INT40):
+            not elementwise and regs.param("ACC_FORMAT") == ACC_FORMAT_INT40
+        ):
             kind = OUT_MUL_ACC40
         elif elementwise and mode in (ELEMENTWISE_ADD, ELEMENTWISE_SUB):
             kind = OUT_ADDSUB
@@ -301,8 +302,13 @@ class U55CycleModel:
         precision = regs.param(f"{prefix}_PRECISION")
         if bits is None:
             bits = _bits(precision, 1 if prefix == "OFM" else 2)
-        return Access(self._memory(regs.param(f"{prefix}_REGION")), (precision >> 6) & 3 == FORMAT_NHCWB16,
-                      bits, tuple(shape), tuple(block))
+        return Access(
+            self._memory(regs.param(f"{prefix}_REGION")),
+            (precision >> 6) & 3 == FORMAT_NHCWB16,
+            bits,
+            tuple(shape),
+            tuple(block),
+        )
 
     def _ifm_block(self, ofm_block, k: Kernel, upscale: int) -> tuple[int, int]:
         """Height and width of the IFM block that feeds an OFM block."""
@@ -314,8 +320,11 @@ class U55CycleModel:
     # ---- operations --------------------------------------------------------------------
 
     def _block(self, regs: Registers) -> tuple[int, int, int]:
-        return (regs.param("OFM_BLK_HEIGHT_M1") + 1, regs.param("OFM_BLK_WIDTH_M1") + 1,
-                regs.param("OFM_BLK_DEPTH_M1") + 1)
+        return (
+            regs.param("OFM_BLK_HEIGHT_M1") + 1,
+            regs.param("OFM_BLK_WIDTH_M1") + 1,
+            regs.param("OFM_BLK_DEPTH_M1") + 1,
+        )
 
     def _elementwise(self, mode: int, regs: Registers) -> float:
         ofm_shape = regs.ofm_shape()
@@ -334,8 +343,9 @@ class U55CycleModel:
                 shape2 = (1 if flags & 1 else h, 1 if flags & 2 else w, 1 if flags & 4 else c)
                 sides.append(self._side(regs, "IFM2", shape2, ifm_block, ifm_bits))
         cores = self.config.cores
-        block_cycles = max([_block_access_cycles(ofm, False, cores)]
-                           + [_block_access_cycles(side, True, cores) for side in sides])
+        block_cycles = max(
+            [_block_access_cycles(ofm, False, cores)] + [_block_access_cycles(side, True, cores) for side in sides]
+        )
         issue = math.ceil((block_cycles / math.prod(ofm.block) + rate) / ISSUE_PARALLELISM * elements)
         return max(issue, math.ceil(rate * elements))
 
@@ -346,9 +356,16 @@ class U55CycleModel:
         Vela costs the slices as one operation, which waits once for its first IFM block and
         its last OFM block (measured per layer with `kiln profile`: resnet8's sliced
         convolutions on ethos-u55-128 were 7-11 % over Vela's figures paying it per slice)."""
-        shared = (name, regs.param("KERNEL_HEIGHT_M1"), regs.param("KERNEL_WIDTH_M1"), regs.param("KERNEL_STRIDE"),
-                  regs.param("OFM_HEIGHT_M1"), regs.param("OFM_WIDTH_M1"), regs.address("OFM_STRIDE_Y"),
-                  regs.address("IFM_STRIDE_Y"))
+        shared = (
+            name,
+            regs.param("KERNEL_HEIGHT_M1"),
+            regs.param("KERNEL_WIDTH_M1"),
+            regs.param("KERNEL_STRIDE"),
+            regs.param("OFM_HEIGHT_M1"),
+            regs.param("OFM_WIDTH_M1"),
+            regs.address("OFM_STRIDE_Y"),
+            regs.address("IFM_STRIDE_Y"),
+        )
         bases = (regs.address("IFM_BASE0"), regs.address("OFM_BASE0"))
         previous, self._previous_mac = self._previous_mac, (shared, bases)
         if name not in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE") or previous is None or previous[0] != shared:
@@ -369,11 +386,16 @@ class U55CycleModel:
         reduce_sum = name == "NPU_OP_POOL" and mode == POOL_REDUCE_SUM
         pooling = name == "NPU_OP_POOL" and not reduce_sum
         ifm_depth = regs.param("IFM_DEPTH_M1") + 1
-        ifm_shape = (_ifm_extent(h, k.height, k.stride_y, k.dilation_y, pad.top, pad.bottom, upscale),
-                     _ifm_extent(w, k.width, k.stride_x, k.dilation_x, pad.left, pad.right, upscale),
-                     ifm_depth if name == "NPU_OP_CONV" or reduce_sum else c)
-        if pooling and k.width * k.height == 1 and (
-                _transposes(regs, "IFM", ifm_shape) or _transposes(regs, "OFM", ofm_shape)):
+        ifm_shape = (
+            _ifm_extent(h, k.height, k.stride_y, k.dilation_y, pad.top, pad.bottom, upscale),
+            _ifm_extent(w, k.width, k.stride_x, k.dilation_x, pad.left, pad.right, upscale),
+            ifm_depth if name == "NPU_OP_CONV" or reduce_sum else c,
+        )
+        if (
+            pooling
+            and k.width * k.height == 1
+            and (_transposes(regs, "IFM", ifm_shape) or _transposes(regs, "OFM", ofm_shape))
+        ):
             return self._transpose(regs, ifm_shape, ofm_shape)
 
         block = self._block(regs)
@@ -442,8 +464,10 @@ class U55CycleModel:
             write_burst = ofm.burst
         else:
             write_burst = min(ofm.burst, 16 * self.config.cores, block_depth)
-        return max(int(ifm_bytes * ifm.burst // read_burst / ifm.bandwidth) + ifm.read_latency,
-                   int(ofm_bytes * ofm.burst // write_burst / ofm.bandwidth) + ofm.write_latency)
+        return max(
+            int(ifm_bytes * ifm.burst // read_burst / ifm.bandwidth) + ifm.read_latency,
+            int(ofm_bytes * ofm.burst // write_burst / ofm.bandwidth) + ofm.write_latency,
+        )
 
     def _mac_block(self, name, reduce_sum, regs, k: Kernel, ublock, ofm_block, ifm_block, ifm_depth) -> int:
         """MAC-array cycles of one OFM block (ofm_block and ifm_block clipped to the maps)."""
@@ -496,5 +520,10 @@ class U55CycleModel:
         return stalls
 
     def counters(self) -> dict[str, int]:
-        return {"cycles": int(math.ceil(self.estimate)), "mac_active": int(math.ceil(self.mac_cycles)),
-                "macs": self.macs, "dma_bytes": self.dma_bytes, "block_ops": self.block_ops}
+        return {
+            "cycles": int(math.ceil(self.estimate)),
+            "mac_active": int(math.ceil(self.mac_cycles)),
+            "macs": self.macs,
+            "dma_bytes": self.dma_bytes,
+            "block_ops": self.block_ops,
+        }

@@ -62,9 +62,10 @@ def dma_start(ctx: Context) -> None:
         for o, chunk in zip(dst_rows, data):
             start = dst + int(o)
             if start + length > len(ctx.shram):
-                raise RegisterError(f"DMA to SHRAM 0x{start:x}..0x{start + length:x} is outside its "
-                                    f"{len(ctx.shram)} bytes")
-            ctx.shram[start:start + length] = chunk
+                raise RegisterError(
+                    f"DMA to SHRAM 0x{start:x}..0x{start + length:x} is outside its {len(ctx.shram)} bytes"
+                )
+            ctx.shram[start : start + length] = chunk
     else:
         ctx.coverage.hit("dma", "to memory")
         destination = ctx.region(regs.param("DMA0_DST_REGION") & 0xFF, "DMA destination write")

@@ -49,8 +49,10 @@ def _builtin(ctx: Context, function: int, values: np.ndarray, ofm) -> np.ndarray
     name = "TANH" if function == ACT_TANH else "SIGMOID"
     ctx.coverage.hit("activation", name)
     if np.dtype(ofm.dtype) != np.int16 or ofm.zero_point != 0:
-        raise NotModelled(f"built-in activation {name} is modelled for an int16 OFM with zero point 0, "
-                          f"not {np.dtype(ofm.dtype).name} with zero point {ofm.zero_point}")
+        raise NotModelled(
+            f"built-in activation {name} is modelled for an int16 OFM with zero point 0, "
+            f"not {np.dtype(ofm.dtype).name} with zero point {ofm.zero_point}"
+        )
     return activation.tanh(values) if function == ACT_TANH else activation.sigmoid(values)
 
 

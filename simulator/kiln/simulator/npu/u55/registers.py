@@ -21,8 +21,14 @@ from kiln.simulator.npu.registers import FORMAT_NHCWB16, ROUNDING_NAMES, Registe
 # Element types: IFM precision field (4 bits: bit 0 signed, bits 3..2 size) and OFM
 # precision field (3 bits: bit 0 signed, bits 2..1 size); size 0 = 8, 1 = 16, 2 = 32 bits.
 _SIZE_BITS = {0: 8, 1: 16, 2: 32}
-_DTYPES = {(8, False): np.uint8, (8, True): np.int8, (16, False): np.uint16, (16, True): np.int16,
-           (32, True): np.int32, (32, False): np.uint32}
+_DTYPES = {
+    (8, False): np.uint8,
+    (8, True): np.int8,
+    (16, False): np.uint16,
+    (16, True): np.int16,
+    (32, True): np.int32,
+    (32, False): np.uint32,
+}
 
 IFM_SCALE_16BIT, IFM_SCALE_OPA_32BIT, IFM_SCALE_OPB_32BIT = 0, 1, 2
 
@@ -55,8 +61,12 @@ class U55Registers(Registers):
     def activation(self) -> tuple[int, int, int, int]:
         """(function, clip range, min, max)."""
         value = self.param("ACTIVATION")
-        return (value & 0xFFF, (value >> 12) & 0xF,
-                signed16(self.param("ACTIVATION_MIN")), signed16(self.param("ACTIVATION_MAX")))
+        return (
+            value & 0xFFF,
+            (value >> 12) & 0xF,
+            signed16(self.param("ACTIVATION_MIN")),
+            signed16(self.param("ACTIVATION_MAX")),
+        )
 
     def ifm_scale_mode(self) -> int:
         return (self.param("IFM_PRECISION") >> 8) & 3

@@ -54,9 +54,20 @@ def _round_up(x: int, m: int) -> int:
 
 
 @lru_cache(maxsize=512)
-def traversal_order(ofm_depth: int, kernel_h: int, kernel_w: int, ifm_depth: int, ofm_block_depth: int,
-                    ifm_ublock: int, ofm_ublock: int, depthwise: bool, part_kernel: bool,
-                    ifm_bits: int, decomp_h: int, decomp_w: int) -> np.ndarray:
+def traversal_order(
+    ofm_depth: int,
+    kernel_h: int,
+    kernel_w: int,
+    ifm_depth: int,
+    ofm_block_depth: int,
+    ifm_ublock: int,
+    ofm_ublock: int,
+    depthwise: bool,
+    part_kernel: bool,
+    ifm_bits: int,
+    decomp_h: int,
+    decomp_w: int,
+) -> np.ndarray:
     """Flat OHWI index (into an (ofm_depth, kernel_h, kernel_w, ifm_depth) tensor, ifm_depth 1
     for depthwise) of each stream position, -1 for a zero pad; read-only, cached."""
     ifm_block_depth = 16 if (part_kernel or ifm_bits == 16) else 32
@@ -74,17 +85,53 @@ def traversal_order(ofm_depth: int, kernel_h: int, kernel_w: int, ifm_depth: int
                         taps = _round_up(taps, 2 if ifm_bits == 16 else 4)
                     elif depthwise:
                         taps = _round_up(taps, 4)
-                    pieces.append(_subkernel(ofm_block, ofm_block_len, ifm_block, ifm_block_len, sub_y, sub_x,
-                                             sub_h, sub_w, taps, ofm_depth, kernel_h, kernel_w, ifm_depth,
-                                             ifm_ublock, ofm_ublock, depthwise, part_kernel, ifm_block_depth))
+                    pieces.append(
+                        _subkernel(
+                            ofm_block,
+                            ofm_block_len,
+                            ifm_block,
+                            ifm_block_len,
+                            sub_y,
+                            sub_x,
+                            sub_h,
+                            sub_w,
+                            taps,
+                            ofm_depth,
+                            kernel_h,
+                            kernel_w,
+                            ifm_depth,
+                            ifm_ublock,
+                            ofm_ublock,
+                            depthwise,
+                            part_kernel,
+                            ifm_block_depth,
+                        )
+                    )
     order = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
     order.setflags(write=False)
     return order
 
 
-def _subkernel(ofm_block, ofm_block_len, ifm_block, ifm_block_len, sub_y, sub_x, sub_h, sub_w, taps,
-               ofm_depth, kernel_h, kernel_w, ifm_depth, ifm_ublock, ofm_ublock, depthwise, part_kernel,
-               ifm_block_depth):
+def _subkernel(
+    ofm_block,
+    ofm_block_len,
+    ifm_block,
+    ifm_block_len,
+    sub_y,
+    sub_x,
+    sub_h,
+    sub_w,
+    taps,
+    ofm_depth,
+    kernel_h,
+    kernel_w,
+    ifm_depth,
+    ifm_ublock,
+    ofm_ublock,
+    depthwise,
+    part_kernel,
+    ifm_block_depth,
+):
     ofm_ublocks = np.arange(0, ofm_block_len, ofm_ublock)
     ifm_ublocks = np.arange(0, ifm_block_len, ifm_ublock)
     if not (part_kernel or depthwise):
@@ -115,7 +162,7 @@ def _subkernel(ofm_block, ofm_block_len, ifm_block, ifm_block_len, sub_y, sub_x,
     x = sub_x + kx
     if depthwise:
         valid = (o < ofm_depth) & (ou + oi < ofm_block_len) & (ky < sub_h)
-        flat = ((o * kernel_h + y) * kernel_w + x)
+        flat = (o * kernel_h + y) * kernel_w + x
     else:
         valid = (o < ofm_depth) & (i < ifm_depth) & (ou + oi < ofm_block_len) & (iu + ii < ifm_block_len) & (ky < sub_h)
         flat = ((o * kernel_h + y) * kernel_w + x) * ifm_depth + i
@@ -128,5 +175,5 @@ def unpack(values: np.ndarray, order: np.ndarray, shape: tuple[int, ...]) -> np.
         raise WeightStreamError(f"weight stream holds {len(values)} values, the operation needs {len(order)}")
     out = np.zeros(int(np.prod(shape)), np.int64)
     used = order >= 0
-    out[order[used]] = values[:len(order)][used]
+    out[order[used]] = values[: len(order)][used]
     return out.reshape(shape)

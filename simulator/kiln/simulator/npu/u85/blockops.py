@@ -29,8 +29,7 @@ from kiln.simulator.npu.u85 import weights as u85_weights
 from kiln.simulator.npu.u85.output import store
 from kiln.simulator.npu.weights import decode_stream
 
-POOL_NAMES = {0: "MAX", 1: "AVERAGE", 2: "REDUCE_SUM", 3: "SUM", 4: "NONE", 5: "MIN", 6: "ARGMAX_X",
-              7: "ARGMAX_Y"}
+POOL_NAMES = {0: "MAX", 1: "AVERAGE", 2: "REDUCE_SUM", 3: "SUM", 4: "NONE", 5: "MIN", 6: "ARGMAX_X", 7: "ARGMAX_Y"}
 WEIGHT_PREFIXES = ("WEIGHT", "WEIGHT1", "WEIGHT2", "WEIGHT3")
 _ACC_BITS = {u85.ACC_I32: 32, u85.ACC_I48: 48}
 
@@ -64,35 +63,56 @@ def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) ->
     try:
         ofm_ublock = u85_weights.OFM_UBLOCK_DEPTH[config.total_macs][block]
     except KeyError:
-        raise RegisterError(f"ACC_FORMAT: microblock {block[0]}x{block[1]} is not one of "
-                            f"{config.target}'s") from None
+        raise RegisterError(f"ACC_FORMAT: microblock {block[0]}x{block[1]} is not one of {config.target}'s") from None
     k = regs.kernel()
     ifm_bits = 8 * np.dtype(regs.ifm_dtype("IFM")[0]).itemsize
     ctx.coverage.hit("cores", str(config.cores))
     ctx.coverage.hit("weights", ("FWD" if fast else "SWD") + (" 2:4 sparse" if sparsity else ""))
-    orders = [u85_weights.traversal_order(
-        shape[0], shape[1], shape[2], shape[3], regs.param("OFM_BLK_DEPTH_M1") + 1, ofm_ublock, ifm_bits,
-        depthwise, k.part_kernel_first, k.stride_x, k.stride_y, k.dilation_x, k.dilation_y, config.total_macs,
-        config.cores, core, bool(sparsity)) for core in range(config.cores)]
+    orders = [
+        u85_weights.traversal_order(
+            shape[0],
+            shape[1],
+            shape[2],
+            shape[3],
+            regs.param("OFM_BLK_DEPTH_M1") + 1,
+            ofm_ublock,
+            ifm_bits,
+            depthwise,
+            k.part_kernel_first,
+            k.stride_x,
+            k.stride_y,
+            k.dilation_x,
+            k.dilation_y,
+            config.total_macs,
+            config.cores,
+            core,
+            bool(sparsity),
+        )
+        for core in range(config.cores)
+    ]
     if fast:
         if depthwise:
             raise RegisterError("WEIGHT_FORMAT: a depthwise convolution has no fast-format weights")
         values = u85_weights.decode_fwd(_stream(ctx, 0))
-        block_size = u85_weights.fwd_block(ofm_ublock, ifm_bits, k.part_kernel_first, bool(sparsity),
-                                           config.total_macs, config.cores)
+        block_size = u85_weights.fwd_block(
+            ofm_ublock, ifm_bits, k.part_kernel_first, bool(sparsity), config.total_macs, config.cores
+        )
         streams = u85_weights.deinterleave(values, [len(o) for o in orders], block_size)
     else:
-        streams = [decode_stream(_stream(ctx, core)) if (order >= 0).any() else np.zeros(0, np.int64)
-                   for core, order in enumerate(orders)]
+        streams = [
+            decode_stream(_stream(ctx, core)) if (order >= 0).any() else np.zeros(0, np.int64)
+            for core, order in enumerate(orders)
+        ]
     out = np.zeros(int(np.prod(shape)), np.int64)
     for core, (order, values) in enumerate(zip(orders, streams)):
         used = order >= 0
         if not used.any():
             continue
         if len(values) < len(order):
-            raise WeightStreamError(f"core {core}'s weights hold {len(values)} values, the operation needs "
-                                    f"{len(order)}")
-        out[order[used]] = values[:len(order)][used]
+            raise WeightStreamError(
+                f"core {core}'s weights hold {len(values)} values, the operation needs {len(order)}"
+            )
+        out[order[used]] = values[: len(order)][used]
     return out.reshape(shape)
 
 
@@ -102,14 +122,19 @@ def _stream(ctx: Context, core: int) -> bytes:
     length = regs.address(f"{prefix}_LENGTH")
     if not length:
         raise RegisterError(f"{prefix}_LENGTH is 0 but core {core} has weights for this operation")
-    return ctx.read_region(regs.param("WEIGHT_REGION"), regs.address(f"{prefix}_BASE"), length,
-                           f"weight read (core {core})")
+    return ctx.read_region(
+        regs.param("WEIGHT_REGION"), regs.address(f"{prefix}_BASE"), length, f"weight read (core {core})"
+    )
 
 
 def _per_channel(ctx: Context, depth: int, acc48: bool):
     regs = ctx.registers
-    raw = ctx.read_region(regs.param("SCALE_REGION"), regs.address("SCALE_BASE"),
-                          max(regs.address("SCALE_LENGTH"), depth * u85_weights.SCALE_RECORD_BYTES), "scale read")
+    raw = ctx.read_region(
+        regs.param("SCALE_REGION"),
+        regs.address("SCALE_BASE"),
+        max(regs.address("SCALE_LENGTH"), depth * u85_weights.SCALE_RECORD_BYTES),
+        "scale read",
+    )
     return u85_weights.decode_scales(raw, depth, acc48)
 
 
@@ -205,8 +230,9 @@ def pooling(ctx: Context, mode: int) -> None:
 def _require_memory(ctx: Context, prefix: str) -> None:
     storage = ctx.registers.storage(prefix)
     if storage != u85.STORAGE_TILE2X2:
-        raise NotModelled(f"{prefix}_PRECISION: a {u85.STORAGE_NAMES[storage]} {prefix} is not modelled "
-                          f"for this operation")
+        raise NotModelled(
+            f"{prefix}_PRECISION: a {u85.STORAGE_NAMES[storage]} {prefix} is not modelled for this operation"
+        )
 
 
 ARGMAX_INDEX_SHIFT = 16

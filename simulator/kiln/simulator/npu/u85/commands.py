@@ -17,21 +17,51 @@ from kiln.simulator.npu.u55.commands import CMD0 as U55_CMD0
 from kiln.simulator.npu.u55.commands import CMD1 as U55_CMD1
 
 # The Ethos-U55/U65's registers the U85 does not have, and the U85's own (same word format).
-GONE = {"PARALLEL_MODE", "AB_START", "IFM_IB_END", "IFM2_IB_START", "IFM2_SCALAR", "OPA_SCALE", "OPB_SCALE",
-        "SCALE1_BASE", "SCALE1_LENGTH", "DMA0_SKIP0", "DMA0_SKIP1"}
+GONE = {
+    "PARALLEL_MODE",
+    "AB_START",
+    "IFM_IB_END",
+    "IFM2_IB_START",
+    "IFM2_SCALAR",
+    "OPA_SCALE",
+    "OPB_SCALE",
+    "SCALE1_BASE",
+    "SCALE1_LENGTH",
+    "DMA0_SKIP0",
+    "DMA0_SKIP1",
+}
 NEW_CMD0 = {
-    "NPU_OP_RESIZE": 0x007, "IFM_BROADCAST": 0x108, "RESIZE_X_SCALE_N_M1": 0x12A, "RESIZE_Y_SCALE_N_M1": 0x12B,
-    "RESIZE_X_OFFSET": 0x12C, "RESIZE_Y_OFFSET": 0x12D, "WEIGHT_FORMAT": 0x12E, "DMA0_IDX_REGION": 0x134,
+    "NPU_OP_RESIZE": 0x007,
+    "IFM_BROADCAST": 0x108,
+    "RESIZE_X_SCALE_N_M1": 0x12A,
+    "RESIZE_Y_SCALE_N_M1": 0x12B,
+    "RESIZE_X_OFFSET": 0x12C,
+    "RESIZE_Y_OFFSET": 0x12D,
+    "WEIGHT_FORMAT": 0x12E,
+    "DMA0_IDX_REGION": 0x134,
 }
 NEW_CMD1 = {
-    "IFM_SCALE": 0x025, "IFM2_SCALE": 0x026, "OP_SCALAR": 0x027, "DMA0_SRC_STRIDE0": 0x033,
-    "DMA0_SRC_STRIDE1": 0x034, "DMA0_DST_STRIDE0": 0x035, "DMA0_DST_STRIDE1": 0x036, "DMA0_IDX": 0x037,
-    "DMA0_IDX_MAX": 0x038, "DMA0_IDX_SKIP1": 0x039, "WEIGHT2_BASE": 0x092, "WEIGHT2_LENGTH": 0x093,
-    "WEIGHT3_BASE": 0x094, "WEIGHT3_LENGTH": 0x095, "RESIZE_X_STEP": 0x096, "RESIZE_Y_STEP": 0x097,
+    "IFM_SCALE": 0x025,
+    "IFM2_SCALE": 0x026,
+    "OP_SCALAR": 0x027,
+    "DMA0_SRC_STRIDE0": 0x033,
+    "DMA0_SRC_STRIDE1": 0x034,
+    "DMA0_DST_STRIDE0": 0x035,
+    "DMA0_DST_STRIDE1": 0x036,
+    "DMA0_IDX": 0x037,
+    "DMA0_IDX_MAX": 0x038,
+    "DMA0_IDX_SKIP1": 0x039,
+    "WEIGHT2_BASE": 0x092,
+    "WEIGHT2_LENGTH": 0x093,
+    "WEIGHT3_BASE": 0x094,
+    "WEIGHT3_LENGTH": 0x095,
+    "RESIZE_X_STEP": 0x096,
+    "RESIZE_Y_STEP": 0x097,
     "NPU_OP_BRANCH": 0x100,
 }
 CMD0 = {name: code for name, code in U55_CMD0.items() if name not in GONE} | NEW_CMD0
 CMD1 = {name: code for name, code in U55_CMD1.items() if name not in GONE} | NEW_CMD1
 
-U85_COMMANDS = CommandSet("Ethos-U85", {code: name for name, code in CMD0.items()},
-                          {code: name for name, code in CMD1.items()})
+U85_COMMANDS = CommandSet(
+    "Ethos-U85", {code: name for name, code in CMD0.items()}, {code: name for name, code in CMD1.items()}
+)

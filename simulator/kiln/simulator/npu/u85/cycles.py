@@ -89,18 +89,30 @@ from kiln.simulator.npu.u85.registers import STORAGE_CHAINED, TRANSPOSES
 # 64-bit OFMs, 32-bit-input binary elementwise to a narrow / 32-bit OFM (the first of these
 # also for a 32-bit write to a chaining buffer); activation (plain, H<->W transpose or W
 # reverse); resize at a low and a high ratio (8-, 16-bit).
-OUTPUT_CYCLES = {128: (0.5, 0.5, 0.5, 1.0, 1.0, 1.0), 256: (0.25, 0.25, 0.25, 0.5, 0.5, 0.5),
-                 512: (0.125, 0.125, 0.25, 0.5, 0.25, 0.25), 1024: (0.0625, 0.125, 0.25, 0.5, 0.125, 0.25),
-                 2048: (0.03125, 0.0625, 0.125, 0.25, 0.0625, 0.125)}
-ACTIVATION_CYCLES = {128: (0.5, 1.0), 256: (0.25, 0.5), 512: (0.125, 0.25), 1024: (0.0625, 0.125),
-                     2048: (0.03125, 0.0625)}
+OUTPUT_CYCLES = {
+    128: (0.5, 0.5, 0.5, 1.0, 1.0, 1.0),
+    256: (0.25, 0.25, 0.25, 0.5, 0.5, 0.5),
+    512: (0.125, 0.125, 0.25, 0.5, 0.25, 0.25),
+    1024: (0.0625, 0.125, 0.25, 0.5, 0.125, 0.25),
+    2048: (0.03125, 0.0625, 0.125, 0.25, 0.0625, 0.125),
+}
+ACTIVATION_CYCLES = {
+    128: (0.5, 1.0),
+    256: (0.25, 0.5),
+    512: (0.125, 0.25),
+    1024: (0.0625, 0.125),
+    2048: (0.03125, 0.0625),
+}
 RESIZE_LOW = {128: (0.5, 1.0), 256: (0.25, 0.5), 512: (0.125, 0.25), 1024: (0.125, 0.125), 2048: (0.0625, 0.0625)}
-RESIZE_HIGH = {128: (0.5, 1.0), 256: (0.25, 0.5), 512: (0.125, 0.25), 1024: (0.0625, 0.125),
-               2048: (0.03125, 0.0625)}
+RESIZE_HIGH = {128: (0.5, 1.0), 256: (0.25, 0.5), 512: (0.125, 0.25), 1024: (0.0625, 0.125), 2048: (0.03125, 0.0625)}
 # Read buffers of the Mem2Mem, IFM-stream, weight, fast-weight, IFM and scale channels.
-CHANNEL_READ_BUFFERS = {128: (64, 64, 128, 128, 104, 16), 256: (104, 104, 128, 128, 128, 16),
-                        512: (128, 128, 256, 256, 128, 16), 1024: (256, 256, 416, 208, 256, 16),
-                        2048: (256, 256, 512, 256, 256, 16)}
+CHANNEL_READ_BUFFERS = {
+    128: (64, 64, 128, 128, 104, 16),
+    256: (104, 104, 128, 128, 128, 16),
+    512: (128, 128, 256, 256, 128, 16),
+    1024: (256, 256, 416, 208, 256, 16),
+    2048: (256, 256, 512, 256, 256, 16),
+}
 MEM2MEM_CHANNEL = 0
 # IFM allocation units (height, width, 128-bit words deep) by OFM microblock (height, width),
 # for IFM blocks up to 128, 256 and more bits deep.
@@ -110,14 +122,21 @@ IFM_ALLOCATION_UNITS = {
     128: {(1, 2): ((1, 2, 1), (1, 1, 2), (1, 1, 2)), (1, 1): ((1, 2, 1), (1, 1, 2), (1, 1, 2))},
     256: {(2, 2): _AU_A, (1, 2): _AU_A, (1, 4): _AU_B},
     512: {(2, 2): _AU_A, (1, 4): _AU_B},
-    1024: {(2, 2): ((2, 4, 1), (2, 2, 2), (1, 2, 4)), (2, 4): ((2, 4, 1), (2, 2, 2), (1, 2, 4)),
-           (1, 4): ((2, 4, 1), (1, 4, 2), (1, 2, 4))},
-    2048: {(2, 2): ((4, 4, 1), (2, 4, 2), (2, 2, 4)), (4, 4): ((4, 4, 1), (2, 4, 2), (2, 2, 4)),
-           (1, 4): ((4, 4, 1), (2, 4, 2), (1, 4, 4))},
+    1024: {
+        (2, 2): ((2, 4, 1), (2, 2, 2), (1, 2, 4)),
+        (2, 4): ((2, 4, 1), (2, 2, 2), (1, 2, 4)),
+        (1, 4): ((2, 4, 1), (1, 4, 2), (1, 2, 4)),
+    },
+    2048: {
+        (2, 2): ((4, 4, 1), (2, 4, 2), (2, 2, 4)),
+        (4, 4): ((4, 4, 1), (2, 4, 2), (2, 2, 4)),
+        (1, 4): ((4, 4, 1), (2, 4, 2), (1, 4, 4)),
+    },
 }
 # The NPU's LUT RAM as a DMA destination, as regor rates it.
-LUT_RAM = MemoryTiming(bandwidth=1.0, burst=1, read_latency=0, write_latency=0, ports=1, max_reads=1000,
-                       max_writes=1000)
+LUT_RAM = MemoryTiming(
+    bandwidth=1.0, burst=1, read_latency=0, write_latency=0, ports=1, max_reads=1000, max_writes=1000
+)
 DIV_CYCLES = 33.0
 SUBKERNEL = 8
 _BINARY = {0, 1, 2, 3, 4, 8, 9, 10, 11, 16, 17, 18, 19, 33, 34, 35, 42}  # elementwise modes with an IFM2
@@ -271,8 +290,10 @@ class U85CycleModel:
         for key, operation in list(self._striped.items()):
             regs_first = operation.regs_first
             if (regs_first.param("WEIGHT_REGION") & 7) == (dst & 7) and any(
-                    start < regs_first.address(f"{what}_BASE") + regs_first.address(f"{what}_LENGTH")
-                    and regs_first.address(f"{what}_BASE") < start + size for what in ("WEIGHT", "SCALE")):
+                start < regs_first.address(f"{what}_BASE") + regs_first.address(f"{what}_LENGTH")
+                and regs_first.address(f"{what}_BASE") < start + size
+                for what in ("WEIGHT", "SCALE")
+            ):
                 del self._striped[key]
 
     # ---- operations ------------------------------------------------------------------------
@@ -280,13 +301,30 @@ class U85CycleModel:
     def _start(self, key, regs: Registers, name: str, mode: int, buffered: bool, weight_bytes: int) -> _Operation:
         # Vela charges a LUT's DMA to an operation that is a LUT lookup alone (a 1x1 pooling
         # here); one that follows another operation in its group is charged nothing.
-        lookup = (name == "NPU_OP_POOL" and mode != 2 and regs.param("KERNEL_HEIGHT_M1") == 0
-                  and regs.param("KERNEL_WIDTH_M1") == 0)
+        lookup = (
+            name == "NPU_OP_POOL"
+            and mode != 2
+            and regs.param("KERNEL_HEIGHT_M1") == 0
+            and regs.param("KERNEL_WIDTH_M1") == 0
+        )
         lut = self._lut if lookup else 0
         snapshot = _snapshot(regs)
-        operation = _Operation(key, snapshot, snapshot, name, mode, regs.param("OFM_DEPTH_M1") + 1,
-                               regs.param("OFM_DEPTH_M1") + 1, regs.param("OFM_HEIGHT_M1") + 1, 1, buffered,
-                               weight_bytes, weight_bytes, self._operation, lut)
+        operation = _Operation(
+            key,
+            snapshot,
+            snapshot,
+            name,
+            mode,
+            regs.param("OFM_DEPTH_M1") + 1,
+            regs.param("OFM_DEPTH_M1") + 1,
+            regs.param("OFM_HEIGHT_M1") + 1,
+            1,
+            buffered,
+            weight_bytes,
+            weight_bytes,
+            self._operation,
+            lut,
+        )
         self._lut = 0
         self._operation = operation
         operation.index = len(self._operations)
@@ -297,21 +335,49 @@ class U85CycleModel:
         # A depth slice of a convolution reads all of the IFM; one of a depthwise convolution
         # or pooling the IFM channels of its OFM channels.
         whole_ifm = name == "NPU_OP_CONV" or (name == "NPU_OP_POOL" and mode == 2)
-        key = (name, mode, regs.param("IFM_REGION"), regs.param("IFM_HEIGHT0_M1"), regs.param("IFM_WIDTH0_M1"),
-               regs.address("IFM_STRIDE_Y"), regs.param("KERNEL_HEIGHT_M1"), regs.param("KERNEL_WIDTH_M1"),
-               regs.param("KERNEL_STRIDE"), regs.param("OFM_REGION"), regs.param("OFM_HEIGHT_M1"),
-               regs.param("OFM_WIDTH_M1"), regs.param("OFM_PRECISION"), regs.address("OFM_STRIDE_Y"))
+        key = (
+            name,
+            mode,
+            regs.param("IFM_REGION"),
+            regs.param("IFM_HEIGHT0_M1"),
+            regs.param("IFM_WIDTH0_M1"),
+            regs.address("IFM_STRIDE_Y"),
+            regs.param("KERNEL_HEIGHT_M1"),
+            regs.param("KERNEL_WIDTH_M1"),
+            regs.param("KERNEL_STRIDE"),
+            regs.param("OFM_REGION"),
+            regs.param("OFM_HEIGHT_M1"),
+            regs.param("OFM_WIDTH_M1"),
+            regs.param("OFM_PRECISION"),
+            regs.address("OFM_STRIDE_Y"),
+        )
         if whole_ifm:
             key += (regs.address("IFM_BASE0"), regs.param("IFM_DEPTH_M1"))
         weighted = _weighted(name, mode)
         weight_bytes = self._weight_bytes(regs) if weighted else 0
         buffered = weighted and self._memory(regs.param("WEIGHT_REGION")) is not self.memories[0]
         # A stripe of a cascade runs the weights its operation's first stripe had DMAed.
-        stripe_key = (name, mode, regs.param("KERNEL_HEIGHT_M1"), regs.param("KERNEL_WIDTH_M1"),
-                      regs.param("KERNEL_STRIDE"), regs.param("IFM_DEPTH_M1"), regs.param("IFM_WIDTH0_M1"),
-                      regs.param("OFM_WIDTH_M1"), regs.param("OFM_DEPTH_M1"), regs.param("OFM_PRECISION"),
-                      regs.param("WEIGHT_REGION"), regs.address("WEIGHT_BASE"), regs.address("WEIGHT_LENGTH"),
-                      regs.address("SCALE_BASE"), regs.address("SCALE_LENGTH")) if buffered else None
+        stripe_key = (
+            (
+                name,
+                mode,
+                regs.param("KERNEL_HEIGHT_M1"),
+                regs.param("KERNEL_WIDTH_M1"),
+                regs.param("KERNEL_STRIDE"),
+                regs.param("IFM_DEPTH_M1"),
+                regs.param("IFM_WIDTH0_M1"),
+                regs.param("OFM_WIDTH_M1"),
+                regs.param("OFM_DEPTH_M1"),
+                regs.param("OFM_PRECISION"),
+                regs.param("WEIGHT_REGION"),
+                regs.address("WEIGHT_BASE"),
+                regs.address("WEIGHT_LENGTH"),
+                regs.address("SCALE_BASE"),
+                regs.address("SCALE_LENGTH"),
+            )
+            if buffered
+            else None
+        )
         operation = self._operation
         striped = self._striped.get(stripe_key)
         if operation and operation.key == key and _follows(operation, regs, whole_ifm):
@@ -342,10 +408,13 @@ class U85CycleModel:
     def _elementwise_command(self, name: str, param: int, regs: Registers) -> float:
         producer = self._operation
         chained = name == "NPU_OP_ELEMENTWISE" and STORAGE_CHAINED in (
-            (regs.param("IFM_PRECISION") >> 14) & 3, (regs.param("IFM2_PRECISION") >> 14) & 3)
+            (regs.param("IFM_PRECISION") >> 14) & 3,
+            (regs.param("IFM2_PRECISION") >> 14) & 3,
+        )
         if chained and producer is not None and producer.name != "NPU_OP_RESIZE":
-            producer.chained[producer.parts] = (producer.chained.get(producer.parts, 0.0)
-                                                + self._output_per_element(regs, param & 0x3F))
+            producer.chained[producer.parts] = producer.chained.get(producer.parts, 0.0) + self._output_per_element(
+                regs, param & 0x3F
+            )
             producer.commands += 1
             return self._charge(producer)
         operation = self._start(None, regs, name, param, False, 0)
@@ -362,10 +431,13 @@ class U85CycleModel:
             staging = self._memory(operation.regs.param("WEIGHT_REGION"))
             all_weights = self.mem_to_mem(staging, self.memories[0], operation.weight_bytes)
             first_weights = self.mem_to_mem(staging, self.memories[0], operation.first_weight_bytes)
-            operation.slack = self._mac_cycles(operation, operation.last_depth, reference=True,
-                                               first=operation.slices == 1, sliced=True)
-            figure = max(all_weights - prev_slack + operation.slack,
-                         own + max(first_weights - prev_slack, 0)) + operation.lut
+            operation.slack = self._mac_cycles(
+                operation, operation.last_depth, reference=True, first=operation.slices == 1, sliced=True
+            )
+            figure = (
+                max(all_weights - prev_slack + operation.slack, own + max(first_weights - prev_slack, 0))
+                + operation.lut
+            )
         else:
             if operation.name in MAC_COMMANDS:
                 operation.slack = self._mac_cycles(operation, operation.depth, reference=True, dense=True)
@@ -433,13 +505,17 @@ class U85CycleModel:
         else:
             per_element = self._output_per_element(regs, param & 0x3F)
         per_element += operation.chain_figure
-        block = (regs.param("OFM_BLK_HEIGHT_M1") + 1, regs.param("OFM_BLK_WIDTH_M1") + 1,
-                 regs.param("OFM_BLK_DEPTH_M1") + 1)
+        block = (
+            regs.param("OFM_BLK_HEIGHT_M1") + 1,
+            regs.param("OFM_BLK_WIDTH_M1") + 1,
+            regs.param("OFM_BLK_DEPTH_M1") + 1,
+        )
         transfers = [_shape_transfer(ofm_memory, ofm_nhcwb16, ofm_bits, block, shape, False)]
         ifm_shape = (regs.param("IFM_HEIGHT0_M1") + 1, regs.param("IFM_WIDTH0_M1") + 1, regs.param("IFM_DEPTH_M1") + 1)
         for prefix in ("IFM", "IFM2"):
-            if prefix == "IFM2" and not (name == "NPU_OP_ELEMENTWISE" and param & 0x3F in _BINARY
-                                         and regs.param("IFM2_BROADCAST") & 0xF != 8):
+            if prefix == "IFM2" and not (
+                name == "NPU_OP_ELEMENTWISE" and param & 0x3F in _BINARY and regs.param("IFM2_BROADCAST") & 0xF != 8
+            ):
                 continue
             memory = self.memories[1] if reference else self._memory(regs.param(f"{prefix}_REGION"))
             nhcwb16 = bool((regs.param(f"{prefix}_PRECISION") >> 6) & 3)
@@ -448,8 +524,16 @@ class U85CycleModel:
         issue = math.ceil((max(transfers) / math.prod(block) + per_element) / 4 * elements)
         return max(issue, math.ceil(per_element * elements))
 
-    def _mac_cycles(self, operation: _Operation, depth: int, reference: bool = False, first: bool = True,
-                    sliced: bool = False, dense: bool = False, account: bool = False) -> float:
+    def _mac_cycles(
+        self,
+        operation: _Operation,
+        depth: int,
+        reference: bool = False,
+        first: bool = True,
+        sliced: bool = False,
+        dense: bool = False,
+        account: bool = False,
+    ) -> float:
         """Vela's cycles of `operation` with OFM depth `depth`: with the memories its feature
         maps are in, or (`reference`) with every feature map in the arena; `first`: it waits
         for its first IFM block; `sliced`: shaped as Vela's scheduler shapes a slice (the
@@ -462,8 +546,11 @@ class U85CycleModel:
         out = self._ofm_shape(regs, height, depth)
         if sliced:
             out = (out[0], out[1], depth)
-        block_regs = (regs.param("OFM_BLK_HEIGHT_M1") + 1, regs.param("OFM_BLK_WIDTH_M1") + 1,
-                      regs.param("OFM_BLK_DEPTH_M1") + 1)
+        block_regs = (
+            regs.param("OFM_BLK_HEIGHT_M1") + 1,
+            regs.param("OFM_BLK_WIDTH_M1") + 1,
+            regs.param("OFM_BLK_DEPTH_M1") + 1,
+        )
         block = tuple(min(o, b) for o, b in zip(out, block_regs))
         (uh, uw) = regs.acc_format()[3]
         ud = u85_weights.OFM_UBLOCK_DEPTH.get(self.macs_total, {}).get((uh, uw), 8)
@@ -496,14 +583,16 @@ class U85CycleModel:
         au_h, au_w, au_d = _ifm_allocation_unit(self.macs_total, (uh, uw), block_depth * ifm_bits, ifm_bits)
         taps_h = min((k.height - 1) * k.dilation_y + 1, SUBKERNEL)
         taps_w = min((k.width - 1) * k.dilation_x + 1, SUBKERNEL)
-        ifm_block = (_ceil((block_regs[0] - 1) * k.stride_y + taps_h, au_h) * au_h,
-                     _ceil((block_regs[1] - 1) * k.stride_x + taps_w, au_w) * au_w,
-                     _ceil(block_depth, au_d) * au_d)
-        ifm_shape = (regs.param("IFM_HEIGHT0_M1") + 1, regs.param("IFM_WIDTH0_M1") + 1,
-                     ifm_depth if conv else depth)
+        ifm_block = (
+            _ceil((block_regs[0] - 1) * k.stride_y + taps_h, au_h) * au_h,
+            _ceil((block_regs[1] - 1) * k.stride_x + taps_w, au_w) * au_w,
+            _ceil(block_depth, au_d) * au_d,
+        )
+        ifm_shape = (regs.param("IFM_HEIGHT0_M1") + 1, regs.param("IFM_WIDTH0_M1") + 1, ifm_depth if conv else depth)
         ifm_memory = self.memories[1] if reference else self._memory(regs.param("IFM_REGION"))
-        ifm_cycles = _shape_transfer(ifm_memory, bool((regs.param("IFM_PRECISION") >> 6) & 3), ifm_bits,
-                                     ifm_block, ifm_shape, True)
+        ifm_cycles = _shape_transfer(
+            ifm_memory, bool((regs.param("IFM_PRECISION") >> 6) & 3), ifm_bits, ifm_block, ifm_shape, True
+        )
         ofm_memory, ofm_nhcwb16, ofm_bits = self._ofm_side(operation, reference)
         ofm_cycles = _shape_transfer(ofm_memory, ofm_nhcwb16, ofm_bits, block_regs, out, False)
         imbalance = abs(ofm_cycles - ifm_cycles) if blocks > 1 else 0
@@ -561,8 +650,13 @@ class U85CycleModel:
         return [(op.name, op.commands, float(op.counted)) for op in self._operations]
 
     def counters(self) -> dict[str, int]:
-        return {"cycles": int(math.ceil(self.estimate)), "mac_active": int(math.ceil(self.mac_cycles)),
-                "macs": self.macs, "dma_bytes": self.dma_bytes, "block_ops": self.block_ops}
+        return {
+            "cycles": int(math.ceil(self.estimate)),
+            "mac_active": int(math.ceil(self.mac_cycles)),
+            "macs": self.macs,
+            "dma_bytes": self.dma_bytes,
+            "block_ops": self.block_ops,
+        }
 
 
 def _ifm_allocation_unit(macs: int, microblock: tuple[int, int], depth_bits: int, bits: int) -> tuple[int, int, int]:
@@ -593,8 +687,8 @@ def _follows(operation: _Operation, regs: Registers, whole_ifm: bool) -> bool:
             expected = operation.depth // 16 * regs.address(f"{prefix}_STRIDE_C") if operation.depth % 16 == 0 else -1
         else:  # NHWC: and the rows dense (not one phase of a strided write)
             dense = regs.address(f"{prefix}_STRIDE_Y") == (
-                regs.param(f"{prefix}_WIDTH0_M1" if prefix == "IFM" else "OFM_WIDTH_M1") + 1) * regs.address(
-                f"{prefix}_STRIDE_X")
+                regs.param(f"{prefix}_WIDTH0_M1" if prefix == "IFM" else "OFM_WIDTH_M1") + 1
+            ) * regs.address(f"{prefix}_STRIDE_X")
             expected = operation.depth * _bits(regs, prefix) // 8 if dense else -1
         if offset != expected:
             return False

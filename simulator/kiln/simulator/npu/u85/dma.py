@@ -42,8 +42,9 @@ def _rows(ctx: Context, mode: int, indexed: bool, stride0: int, stride1: int) ->
 
 def _indices(ctx: Context, count: int) -> np.ndarray:
     regs = ctx.registers
-    raw = ctx.read_region(regs.param("DMA0_IDX_REGION") & 7, regs.address("DMA0_IDX"), count * INDEX_BYTES,
-                          "DMA index read")
+    raw = ctx.read_region(
+        regs.param("DMA0_IDX_REGION") & 7, regs.address("DMA0_IDX"), count * INDEX_BYTES, "DMA index read"
+    )
     index = np.frombuffer(raw, "<i4").astype(np.int64)
     limit = regs.payload("DMA0_IDX_MAX") & 0x7FFF_FFFF
     if ((index < 0) | (index > limit)).any():
@@ -78,9 +79,10 @@ def dma_start(ctx: Context) -> None:
         for o, chunk in zip(dst_rows, data):
             start = dst + int(o)
             if start < 0 or start + length > len(ctx.shram):
-                raise RegisterError(f"DMA to the LUT RAM 0x{start:x}..0x{start + length:x} is outside its "
-                                    f"{len(ctx.shram)} bytes")
-            ctx.shram[start:start + length] = chunk
+                raise RegisterError(
+                    f"DMA to the LUT RAM 0x{start:x}..0x{start + length:x} is outside its {len(ctx.shram)} bytes"
+                )
+            ctx.shram[start : start + length] = chunk
         return
     ctx.coverage.hit("dma", "to memory")
     destination = ctx.region(dst_region, "DMA destination write")

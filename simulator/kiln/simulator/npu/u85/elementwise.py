@@ -29,15 +29,60 @@ from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError
 from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.u85.output import store
 
-MODES = {0: "MUL", 1: "ADD", 2: "SUB", 3: "MIN", 4: "MAX", 5: "LRELU", 6: "ABS", 7: "CLZ", 8: "SHR", 9: "SHL",
-         10: "LSR", 11: "DIV", 16: "CMP_EQ", 17: "CMP_NE", 18: "CMP_GE", 19: "CMP_GT", 33: "AND", 34: "OR",
-         35: "XOR", 36: "NOT", 42: "AND_NOT"}
+MODES = {
+    0: "MUL",
+    1: "ADD",
+    2: "SUB",
+    3: "MIN",
+    4: "MAX",
+    5: "LRELU",
+    6: "ABS",
+    7: "CLZ",
+    8: "SHR",
+    9: "SHL",
+    10: "LSR",
+    11: "DIV",
+    16: "CMP_EQ",
+    17: "CMP_NE",
+    18: "CMP_GE",
+    19: "CMP_GT",
+    33: "AND",
+    34: "OR",
+    35: "XOR",
+    36: "NOT",
+    42: "AND_NOT",
+}
 UNARY = {"LRELU", "ABS", "CLZ", "NOT"}
-MODELLED = {"MUL", "ADD", "SUB", "MIN", "MAX", "LRELU", "ABS", "CLZ", "SHR", "SHL", "LSR", "DIV", "CMP_EQ", "CMP_NE",
-            "CMP_GE", "CMP_GT", "AND", "OR", "XOR", "NOT", "AND_NOT"}
+MODELLED = {
+    "MUL",
+    "ADD",
+    "SUB",
+    "MIN",
+    "MAX",
+    "LRELU",
+    "ABS",
+    "CLZ",
+    "SHR",
+    "SHL",
+    "LSR",
+    "DIV",
+    "CMP_EQ",
+    "CMP_NE",
+    "CMP_GE",
+    "CMP_GT",
+    "AND",
+    "OR",
+    "XOR",
+    "NOT",
+    "AND_NOT",
+}
 _COMPARE = {"CMP_EQ": np.equal, "CMP_NE": np.not_equal, "CMP_GE": np.greater_equal, "CMP_GT": np.greater}
-_BITWISE = {"AND": np.bitwise_and, "OR": np.bitwise_or, "XOR": np.bitwise_xor,
-            "AND_NOT": lambda a, b: np.bitwise_and(a, np.invert(b))}
+_BITWISE = {
+    "AND": np.bitwise_and,
+    "OR": np.bitwise_or,
+    "XOR": np.bitwise_xor,
+    "AND_NOT": lambda a, b: np.bitwise_and(a, np.invert(b)),
+}
 _BROADCAST_AXES = ((1, 0, "H"), (2, 1, "W"), (4, 2, "C"))
 
 
@@ -64,7 +109,7 @@ def operand(ctx: Context, prefix: str, shape: tuple[int, int, int]) -> np.ndarra
             raise RegisterError(f"{prefix}: chaining buffer {regs.param(f'{prefix}_REGION') & 7} holds no OFM")
         if any(have < want for have, want in zip(buffer.shape, extent)):
             raise RegisterError(f"{prefix}: chaining buffer of shape {buffer.shape} is smaller than {tuple(extent)}")
-        values = buffer[:extent[0], :extent[1], :extent[2]]
+        values = buffer[: extent[0], : extent[1], : extent[2]]
     elif storage == u85.STORAGE_TILE2X2:
         ctx.coverage.hit("format", f"{prefix} NHCWB16" if fm.layout == FORMAT_NHCWB16 else f"{prefix} NHWC")
         values = ctx.read_fm(fm, np.arange(extent[0]), np.arange(extent[1]), np.arange(extent[2]), f"{prefix} read")

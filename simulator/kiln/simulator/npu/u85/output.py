@@ -32,10 +32,23 @@ from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError
 from kiln.simulator.npu.u85 import registers as u85
 
 LUT_NONE, LUT_U8_U8, LUT_S8_S8, LUT_S8_S16, LUT_S8_S32, LUT_S16_S16, LUT_S16_S32 = 0, 1, 4, 5, 7, 8, 9
-FUNCTION_NAMES = {0: "LUT_NONE", 1: "LUT_U8_U8", 4: "LUT_S8_S8", 5: "LUT_S8_S16", 7: "LUT_S8_S32", 8: "LUT_S16_S16",
-                  9: "LUT_S16_S32", 10: "LUT_TANH", 11: "LUT_SIGMOID"}
-_LUT8 = {LUT_U8_U8: (np.uint8, None), LUT_S8_S8: (np.int8, None), LUT_S8_S16: (np.int8, "<i2"),
-         LUT_S8_S32: (np.int8, "<i4")}
+FUNCTION_NAMES = {
+    0: "LUT_NONE",
+    1: "LUT_U8_U8",
+    4: "LUT_S8_S8",
+    5: "LUT_S8_S16",
+    7: "LUT_S8_S32",
+    8: "LUT_S16_S16",
+    9: "LUT_S16_S32",
+    10: "LUT_TANH",
+    11: "LUT_SIGMOID",
+}
+_LUT8 = {
+    LUT_U8_U8: (np.uint8, None),
+    LUT_S8_S8: (np.int8, None),
+    LUT_S8_S16: (np.int8, "<i2"),
+    LUT_S8_S32: (np.int8, "<i4"),
+}
 
 
 def store(ctx: Context, values: np.ndarray) -> None:
@@ -81,7 +94,7 @@ def _lut(ctx: Context, values: np.ndarray, function: int, table: int) -> np.ndar
     if function in (LUT_S16_S16, LUT_S16_S32):
         if table:
             raise RegisterError(f"ACTIVATION: a 16-bit LUT fills the LUT RAM; table {table} is not 0")
-        interpolated = interpolate16(values, bytes(ctx.shram[:LUT16_ENTRIES * 4]))
+        interpolated = interpolate16(values, bytes(ctx.shram[: LUT16_ENTRIES * 4]))
         if function == LUT_S16_S32:
             return interpolated
         return rescale(interpolated, 1, LUT16_STEP_BITS, ctx.registers.rounding())
@@ -93,6 +106,6 @@ def _lut(ctx: Context, values: np.ndarray, function: int, table: int) -> np.ndar
     start = table * size
     if start + size > len(ctx.shram):
         raise RegisterError(f"ACTIVATION: table {table} of {size} bytes lies outside the {len(ctx.shram)}-byte LUT RAM")
-    lut = np.frombuffer(bytes(ctx.shram[start:start + size]), entry_dtype).astype(np.int64)
+    lut = np.frombuffer(bytes(ctx.shram[start : start + size]), entry_dtype).astype(np.int64)
     index = saturate(values, index_dtype) - np.iinfo(index_dtype).min
     return lut[index]

@@ -29,15 +29,34 @@ import numpy as np
 
 from kiln.errors import NotModelled, RegisterError
 from kiln.simulator.npu.registers import (
-    FORMAT_NHCWB16, ROUND_FLOOR, ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE, FeatureMap, Registers, signed16)
+    FORMAT_NHCWB16,
+    ROUND_FLOOR,
+    ROUND_NATURAL,
+    ROUND_TFL,
+    ROUND_TRUNCATE,
+    Registers,
+    signed16,
+)
 
 _SIZE_BITS = {0: 8, 1: 16, 2: 32, 3: 64}
-_DTYPES = {(8, False): np.uint8, (8, True): np.int8, (16, False): np.uint16, (16, True): np.int16,
-           (32, True): np.int32, (32, False): np.uint32, (64, True): np.int64, (64, False): np.uint64}
+_DTYPES = {
+    (8, False): np.uint8,
+    (8, True): np.int8,
+    (16, False): np.uint16,
+    (16, True): np.int16,
+    (32, True): np.int32,
+    (32, False): np.uint32,
+    (64, True): np.int64,
+    (64, False): np.uint64,
+}
 
 STORAGE_TILE2X2, STORAGE_TILE3X1, STORAGE_CHAINED, STORAGE_NONE = 0, 1, 2, 3
-STORAGE_NAMES = {STORAGE_TILE2X2: "TILE2X2", STORAGE_TILE3X1: "TILE3X1", STORAGE_CHAINED: "CHAINED",
-                 STORAGE_NONE: "NONE"}
+STORAGE_NAMES = {
+    STORAGE_TILE2X2: "TILE2X2",
+    STORAGE_TILE3X1: "TILE3X1",
+    STORAGE_CHAINED: "CHAINED",
+    STORAGE_NONE: "NONE",
+}
 
 ACC_I32, ACC_I48 = 0, 1
 ACC_INPUT_RESET, ACC_INPUT_KEEP, ACC_INPUT_IFM2 = 0, 1, 2
@@ -47,8 +66,14 @@ MICROBLOCKS = {0: (1, 1), 1: (1, 2), 2: (1, 4), 3: (2, 2), 4: (2, 4), 5: (4, 4)}
 # round_mode_ofm / round_mode_ifm -> the rounding of kiln.simulator.npu.arithmetic.rescale.
 # DOUBLE_SYMMETRIC is TOSA's double rounding (apply_scale_32 with double_round), the U55's TFL.
 OFM_ROUNDING = {0: ROUND_TFL, 1: ROUND_NATURAL, 4: ROUND_TRUNCATE, 5: ROUND_FLOOR}
-OFM_ROUNDING_NAMES = {0: "DOUBLE_SYMMETRIC", 1: "NATURAL", 2: "DOUBLE_ASYMMETRIC", 3: "SYMMETRIC",
-                      4: "TRUNCATE_TO_ZERO", 5: "TRUNCATE_TO_LOWER"}
+OFM_ROUNDING_NAMES = {
+    0: "DOUBLE_SYMMETRIC",
+    1: "NATURAL",
+    2: "DOUBLE_ASYMMETRIC",
+    3: "SYMMETRIC",
+    4: "TRUNCATE_TO_ZERO",
+    5: "TRUNCATE_TO_LOWER",
+}
 IFM_ROUNDING = {0: ROUND_TFL, 1: ROUND_NATURAL}
 IFM_ROUNDING_NAMES = {0: "DOUBLE_SYMMETRIC", 1: "NATURAL"}
 
@@ -150,4 +175,3 @@ def _precision(name: str, value: int, size_shift: int) -> tuple[np.dtype, int]:
     if layout > FORMAT_NHCWB16:
         raise RegisterError(f"{name} 0x{value:04x}: reserved format {layout}")
     return np.dtype(_DTYPES[(_SIZE_BITS[size], signed)]), layout
-

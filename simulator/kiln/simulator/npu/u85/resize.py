@@ -67,8 +67,7 @@ def resize(ctx: Context, mode: int) -> None:
     else:
         wy1, wx1 = dy[:, None, None], dx[None, :, None]
         wy0, wx0 = ny - wy1, nx - wx1
-        acc = (x[y0][:, x0] * wy0 * wx0 + x[y0][:, x1] * wy0 * wx1 + x[y1][:, x0] * wy1 * wx0
-               + x[y1][:, x1] * wy1 * wx1)
+        acc = x[y0][:, x0] * wy0 * wx0 + x[y0][:, x1] * wy0 * wx1 + x[y1][:, x0] * wy1 * wx0 + x[y1][:, x1] * wy1 * wx1
     if not regs.global_scale():
         raise NotModelled("NPU_OP_RESIZE: per-channel scaling is not modelled")
     multiplier, shift = regs.ofm_scale()

@@ -71,10 +71,25 @@ def _round_up(x: int, m: int) -> int:
 
 
 @lru_cache(maxsize=512)
-def traversal_order(ofm_depth: int, kernel_h: int, kernel_w: int, ifm_depth: int, ofm_block_depth: int,
-                    ofm_ublock: int, ifm_bits: int, depthwise: bool, part_kernel: bool, stride_x: int,
-                    stride_y: int, dilation_x: int, dilation_y: int, macs: int, cores: int,
-                    core: int, sparse: bool = False) -> np.ndarray:
+def traversal_order(
+    ofm_depth: int,
+    kernel_h: int,
+    kernel_w: int,
+    ifm_depth: int,
+    ofm_block_depth: int,
+    ofm_ublock: int,
+    ifm_bits: int,
+    depthwise: bool,
+    part_kernel: bool,
+    stride_x: int,
+    stride_y: int,
+    dilation_x: int,
+    dilation_y: int,
+    macs: int,
+    cores: int,
+    core: int,
+    sparse: bool = False,
+) -> np.ndarray:
     """Flat OHWI index (into an (ofm_depth, kernel_h, kernel_w, ifm_depth) tensor; ifm_depth
     1 for depthwise) of each value of core `core`'s stream, -1 for a zero; read-only."""
     ifm16 = ifm_bits == 16
@@ -96,7 +111,7 @@ def traversal_order(ofm_depth: int, kernel_h: int, kernel_w: int, ifm_depth: int
     ifm_blocks = list(range(0, 1 if depthwise else ifm_depth, block))
     for n, ofm_block in enumerate(range(0, ofm_depth, ofm_block_depth)):
         ofm_len = min(ofm_block_depth, ofm_depth - ofm_block)
-        for ifm_block in (ifm_blocks if n % 2 == 0 else ifm_blocks[::-1]):
+        for ifm_block in ifm_blocks if n % 2 == 0 else ifm_blocks[::-1]:
             ifm_len = 1 if depthwise else min(block, ifm_depth - ifm_block)
             for sub_x in range(0, kernel_w, decomp_x):
                 sub_w = min(kernel_w - sub_x, decomp_x)
@@ -110,8 +125,9 @@ def traversal_order(ofm_depth: int, kernel_h: int, kernel_w: int, ifm_depth: int
                             remaining = _round_up(len(taps), tap_round)
                             for y, x in taps:
                                 remaining -= 1
-                                pieces.append(_tap(ofm, ifm, y, x, ofm_depth, kernel_h, kernel_w, ifm_depth,
-                                                   depthwise, inner))
+                                pieces.append(
+                                    _tap(ofm, ifm, y, x, ofm_depth, kernel_h, kernel_w, ifm_depth, depthwise, inner)
+                                )
                                 if dw_extra and remaining % tap_round == 0:
                                     pieces.append(np.full(dw_extra * ofm_ublock // cores, -1, np.int64))
                             if remaining > 0:
@@ -135,8 +151,18 @@ def _taps(sub_x: int, sub_y: int, sub_w: int, sub_h: int, stride_x: int, stride_
     return taps
 
 
-def _tap(ofm: np.ndarray, ifm: np.ndarray, y: int, x: int, ofm_depth: int, kernel_h: int, kernel_w: int,
-         ifm_depth: int, depthwise: bool, inner: int) -> np.ndarray:
+def _tap(
+    ofm: np.ndarray,
+    ifm: np.ndarray,
+    y: int,
+    x: int,
+    ofm_depth: int,
+    kernel_h: int,
+    kernel_w: int,
+    ifm_depth: int,
+    depthwise: bool,
+    inner: int,
+) -> np.ndarray:
     """One tap's indices: IFM in groups of `inner` outer, then OFM channel, then IFM channel."""
     if depthwise:
         return np.where(ofm < ofm_depth, (ofm * kernel_h + y) * kernel_w + x, -1)
@@ -191,7 +217,7 @@ def decode_fwd(raw: bytes) -> np.ndarray:
         raise WeightStreamError(f"fast-format weight stream of {len(raw)} bytes is shorter than its 32-byte header")
 
     def field(start: int, width: int) -> np.ndarray:
-        return bits[start:start + width] @ (1 << np.arange(width, dtype=np.int64))
+        return bits[start : start + width] @ (1 << np.arange(width, dtype=np.int64))
 
     raw_mode, small_lut = bool(bits[0]), bool(bits[1])
     zero_adjust = int(field(104, 8))
@@ -200,7 +226,7 @@ def decode_fwd(raw: bytes) -> np.ndarray:
     palette = np.where(folded & 1, -(folded >> 1), folded >> 1)
     width = 2 if small_lut else (8 if raw_mode else 4)
     data = bits[FWD_HEADER_BITS:]
-    codes = data[:len(data) // width * width].reshape(-1, width) @ (1 << np.arange(width, dtype=np.int64))
+    codes = data[: len(data) // width * width].reshape(-1, width) @ (1 << np.arange(width, dtype=np.int64))
     if raw_mode and not small_lut:
         return np.where(codes >= 128, codes - 256, codes) - zero_adjust
     return palette[codes]
@@ -224,7 +250,7 @@ def deinterleave(values: np.ndarray, lengths: list[int], block: int) -> list[np.
         last = 0
         for core, length in enumerate(lengths):
             last = min(block, length - taken[core])
-            out[core].append(values[pos:pos + last])
+            out[core].append(values[pos : pos + last])
             taken[core] += last
             pos += last
         if last == 0 or pos >= len(values):

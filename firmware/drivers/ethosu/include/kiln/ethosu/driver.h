@@ -120,9 +120,13 @@ struct RunOptions {
 struct PmuCounts {
   // Event e is what PMEVTYPER event reg::kCountedEventTypes[e] counts.
   enum Event {
-    kActive = reg::kCountActive, kIdle = reg::kCountIdle, kAxi0ReadBeats = reg::kCountAxi0Read,
-    kAxi0WriteBeats = reg::kCountAxi0Write, kAxi1ReadBeats = reg::kCountAxi1Read,
-    kAxi1WriteBeats = reg::kCountAxi1Write, kEvents = reg::kCountedEvents
+    kActive = reg::kCountActive,
+    kIdle = reg::kCountIdle,
+    kAxi0ReadBeats = reg::kCountAxi0Read,
+    kAxi0WriteBeats = reg::kCountAxi0Write,
+    kAxi1ReadBeats = reg::kCountAxi1Read,
+    kAxi1WriteBeats = reg::kCountAxi1Write,
+    kEvents = reg::kCountedEvents
   };
   uint64_t total = 0;
   uint64_t events[kEvents] = {};
@@ -185,8 +189,7 @@ class Driver {
   uint32_t read(uint32_t offset) const;
   void write(uint32_t offset, uint32_t value) const;
   Status soft_reset() const;
-  void program(const CommandStream& stream, const Region* regions, int count,
-               const RunOptions& options) const;
+  void program(const CommandStream& stream, const Region* regions, int count, const RunOptions& options) const;
   Result<uint32_t> wait_for_completion(uint32_t timeout_ms) const;
   uint64_t read_cycle_counter() const;
 

@@ -64,8 +64,7 @@ constexpr uint32_t kStatusEccFault = 1u << 8;
 constexpr uint32_t kStatusBranchFault = 1u << 9;   // Ethos-U85 (reserved on the U55/U65)
 constexpr uint32_t kStatusFaultBits =              // the Ethos-U55/U65's
     kStatusBusStatus | kStatusCmdParseError | kStatusWdFault | kStatusEccFault;
-constexpr uint32_t kStatusFaultBitsU85 =
-    kStatusBusStatus | kStatusCmdParseError | kStatusEccFault | kStatusBranchFault;
+constexpr uint32_t kStatusFaultBitsU85 = kStatusBusStatus | kStatusCmdParseError | kStatusEccFault | kStatusBranchFault;
 
 // CMD
 constexpr uint32_t kCmdTransitionToRunningState = 1u << 0;
@@ -116,7 +115,13 @@ constexpr uint32_t kEventAxi1WrBeats = 0x187;  // AXI1_WR_DATA_BEAT_WRITTEN (U85
 // The events the driver counts, in the order of ethosu::PmuCounts::Event (kiln/ethosu/driver.h),
 // and the PMEVTYPER number of each.
 enum CountedEvent : uint8_t {
-  kCountActive, kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kCountAxi1Write, kCountedEvents,
+  kCountActive,
+  kCountIdle,
+  kCountAxi0Read,
+  kCountAxi0Write,
+  kCountAxi1Read,
+  kCountAxi1Write,
+  kCountedEvents,
   kNotCounted = 0xFF,  // an event counter the driver leaves off
 };
 constexpr uint16_t kCountedEventTypes[kCountedEvents] = {kEventNpuActive,   kEventNpuIdle,     kEventAxi0RdBeats,
@@ -166,19 +171,50 @@ constexpr uint32_t kAxiExtDefault = 63u | (31u << 8) | (2u << 16);
 
 // inline: one copy in the image, however many sources include this header.
 inline constexpr Family kFamilies[] = {
-    {kProductU55, 1, 4, true, false, 0, kStatusFaultBits, 0,
-     {{kAxiLimit0, kAxiLimitDefault}, {kAxiLimit0 + 4, kAxiLimitDefault}, {kAxiLimit0 + 8, kAxiLimitDefault},
-      {kAxiLimit0 + 12, kAxiLimitDefault}, {}, {}},
-     {kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kNotCounted, kNotCounted, kNotCounted,
-      kNotCounted}},
-    {kProductU65, 1, 4, true, false, 0, kStatusFaultBits, 0,
-     {{kAxiLimit0, kAxiLimitDefault}, {kAxiLimit0 + 4, kAxiLimitDefault}, {kAxiLimit0 + 8, kAxiLimitDefault},
-      {kAxiLimit0 + 12, kAxiLimitDefault}, {}, {}},
-     {kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kNotCounted, kNotCounted, kNotCounted,
-      kNotCounted}},
-    {kProductU85, 2, 8, false, true, 0x1000, kStatusFaultBitsU85, 2048,
-     {{kMemAttr0, kMemAttrSramPort}, {kMemAttr0 + 4, kMemAttrSramPort}, {kMemAttr0 + 8, kMemAttrExtPort},
-      {kMemAttr0 + 12, kMemAttrExtPort}, {kAxiSram, kAxiSramDefault}, {kAxiExt, kAxiExtDefault}},
+    {kProductU55,
+     1,
+     4,
+     true,
+     false,
+     0,
+     kStatusFaultBits,
+     0,
+     {{kAxiLimit0, kAxiLimitDefault},
+      {kAxiLimit0 + 4, kAxiLimitDefault},
+      {kAxiLimit0 + 8, kAxiLimitDefault},
+      {kAxiLimit0 + 12, kAxiLimitDefault},
+      {},
+      {}},
+     {kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kNotCounted, kNotCounted, kNotCounted, kNotCounted}},
+    {kProductU65,
+     1,
+     4,
+     true,
+     false,
+     0,
+     kStatusFaultBits,
+     0,
+     {{kAxiLimit0, kAxiLimitDefault},
+      {kAxiLimit0 + 4, kAxiLimitDefault},
+      {kAxiLimit0 + 8, kAxiLimitDefault},
+      {kAxiLimit0 + 12, kAxiLimitDefault},
+      {},
+      {}},
+     {kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kNotCounted, kNotCounted, kNotCounted, kNotCounted}},
+    {kProductU85,
+     2,
+     8,
+     false,
+     true,
+     0x1000,
+     kStatusFaultBitsU85,
+     2048,
+     {{kMemAttr0, kMemAttrSramPort},
+      {kMemAttr0 + 4, kMemAttrSramPort},
+      {kMemAttr0 + 8, kMemAttrExtPort},
+      {kMemAttr0 + 12, kMemAttrExtPort},
+      {kAxiSram, kAxiSramDefault},
+      {kAxiExt, kAxiExtDefault}},
      {kCountActive, kCountIdle, kCountAxi0Read, kCountAxi0Write, kCountAxi1Read, kCountAxi1Write, kNotCounted,
       kNotCounted}},
 };
@@ -214,49 +250,41 @@ constexpr uint32_t kReservedMask = 0xF << 10;
 constexpr uint32_t kPayloadShift = 14;  // 2 bits: 0 = no payload word, 1 = one payload word
 
 // One-word commands.
-constexpr uint16_t kOpStop = 0x000, kOpIrq = 0x001, kOpConv = 0x002, kOpDepthwise = 0x003,
-                   kOpPool = 0x005, kOpElementwise = 0x006, kOpDmaStart = 0x010, kOpDmaWait = 0x011,
-                   kOpKernelWait = 0x012, kOpPmuMask = 0x013;
-constexpr uint16_t kIfmPadTop = 0x100, kIfmPadLeft = 0x101, kIfmPadRight = 0x102,
-                   kIfmPadBottom = 0x103, kIfmDepthM1 = 0x104, kIfmPrecision = 0x105,
-                   kIfmUpscale = 0x107, kIfmZeroPoint = 0x109, kIfmWidth0M1 = 0x10A,
-                   kIfmHeight0M1 = 0x10B, kIfmHeight1M1 = 0x10C, kIfmIbEnd = 0x10D,
+constexpr uint16_t kOpStop = 0x000, kOpIrq = 0x001, kOpConv = 0x002, kOpDepthwise = 0x003, kOpPool = 0x005,
+                   kOpElementwise = 0x006, kOpDmaStart = 0x010, kOpDmaWait = 0x011, kOpKernelWait = 0x012,
+                   kOpPmuMask = 0x013;
+constexpr uint16_t kIfmPadTop = 0x100, kIfmPadLeft = 0x101, kIfmPadRight = 0x102, kIfmPadBottom = 0x103,
+                   kIfmDepthM1 = 0x104, kIfmPrecision = 0x105, kIfmUpscale = 0x107, kIfmZeroPoint = 0x109,
+                   kIfmWidth0M1 = 0x10A, kIfmHeight0M1 = 0x10B, kIfmHeight1M1 = 0x10C, kIfmIbEnd = 0x10D,
                    kIfmRegion = 0x10F;
-constexpr uint16_t kOfmWidthM1 = 0x111, kOfmHeightM1 = 0x112, kOfmDepthM1 = 0x113,
-                   kOfmPrecision = 0x114, kOfmBlkWidthM1 = 0x115, kOfmBlkHeightM1 = 0x116,
-                   kOfmBlkDepthM1 = 0x117, kOfmZeroPoint = 0x118, kOfmWidth0M1 = 0x11A,
-                   kOfmHeight0M1 = 0x11B, kOfmHeight1M1 = 0x11C, kOfmRegion = 0x11F;
-constexpr uint16_t kKernelWidthM1 = 0x120, kKernelHeightM1 = 0x121, kKernelStride = 0x122,
-                   kParallelMode = 0x123, kAccFormat = 0x124, kActivation = 0x125,
-                   kActivationMin = 0x126, kActivationMax = 0x127, kWeightRegion = 0x128,
-                   kScaleRegion = 0x129, kAbStart = 0x12D, kBlockdep = 0x12F;
-constexpr uint16_t kDma0SrcRegion = 0x130, kDma0DstRegion = 0x131, kDma0Size0 = 0x132,
-                   kDma0Size1 = 0x133;
-constexpr uint16_t kIfm2Broadcast = 0x180, kIfm2Scalar = 0x181, kIfm2Precision = 0x185,
-                   kIfm2ZeroPoint = 0x189, kIfm2Width0M1 = 0x18A, kIfm2Height0M1 = 0x18B,
-                   kIfm2Height1M1 = 0x18C, kIfm2IbStart = 0x18D, kIfm2Region = 0x18F;
+constexpr uint16_t kOfmWidthM1 = 0x111, kOfmHeightM1 = 0x112, kOfmDepthM1 = 0x113, kOfmPrecision = 0x114,
+                   kOfmBlkWidthM1 = 0x115, kOfmBlkHeightM1 = 0x116, kOfmBlkDepthM1 = 0x117, kOfmZeroPoint = 0x118,
+                   kOfmWidth0M1 = 0x11A, kOfmHeight0M1 = 0x11B, kOfmHeight1M1 = 0x11C, kOfmRegion = 0x11F;
+constexpr uint16_t kKernelWidthM1 = 0x120, kKernelHeightM1 = 0x121, kKernelStride = 0x122, kParallelMode = 0x123,
+                   kAccFormat = 0x124, kActivation = 0x125, kActivationMin = 0x126, kActivationMax = 0x127,
+                   kWeightRegion = 0x128, kScaleRegion = 0x129, kAbStart = 0x12D, kBlockdep = 0x12F;
+constexpr uint16_t kDma0SrcRegion = 0x130, kDma0DstRegion = 0x131, kDma0Size0 = 0x132, kDma0Size1 = 0x133;
+constexpr uint16_t kIfm2Broadcast = 0x180, kIfm2Scalar = 0x181, kIfm2Precision = 0x185, kIfm2ZeroPoint = 0x189,
+                   kIfm2Width0M1 = 0x18A, kIfm2Height0M1 = 0x18B, kIfm2Height1M1 = 0x18C, kIfm2IbStart = 0x18D,
+                   kIfm2Region = 0x18F;
 // U85 one-word commands.
-constexpr uint16_t kOpResize = 0x007, kIfmBroadcast = 0x108, kResizeXScaleNM1 = 0x12A,
-                   kResizeYScaleNM1 = 0x12B, kResizeXOffset = 0x12C, kResizeYOffset = 0x12D,
-                   kWeightFormat = 0x12E, kDma0IdxRegion = 0x134;
+constexpr uint16_t kOpResize = 0x007, kIfmBroadcast = 0x108, kResizeXScaleNM1 = 0x12A, kResizeYScaleNM1 = 0x12B,
+                   kResizeXOffset = 0x12C, kResizeYOffset = 0x12D, kWeightFormat = 0x12E, kDma0IdxRegion = 0x134;
 
 // Commands with a payload word.
 constexpr uint16_t kIfmBase0 = 0x000, kIfmStrideX = 0x004, kIfmStrideY = 0x005, kIfmStrideC = 0x006;
 constexpr uint16_t kOfmBase0 = 0x010, kOfmStrideX = 0x014, kOfmStrideY = 0x015, kOfmStrideC = 0x016;
-constexpr uint16_t kWeightBase = 0x020, kWeightLength = 0x021, kScaleBase = 0x022,
-                   kScaleLength = 0x023, kOfmScale = 0x024, kOpaScale = 0x025, kOpbScale = 0x026;
-constexpr uint16_t kDma0Src = 0x030, kDma0Dst = 0x031, kDma0Len = 0x032, kDma0Skip0 = 0x033,
-                   kDma0Skip1 = 0x034;
-constexpr uint16_t kIfm2Base0 = 0x080, kIfm2StrideX = 0x084, kIfm2StrideY = 0x085,
-                   kIfm2StrideC = 0x086;
-constexpr uint16_t kWeight1Base = 0x090, kWeight1Length = 0x091, kScale1Base = 0x092,
-                   kScale1Length = 0x093;
+constexpr uint16_t kWeightBase = 0x020, kWeightLength = 0x021, kScaleBase = 0x022, kScaleLength = 0x023,
+                   kOfmScale = 0x024, kOpaScale = 0x025, kOpbScale = 0x026;
+constexpr uint16_t kDma0Src = 0x030, kDma0Dst = 0x031, kDma0Len = 0x032, kDma0Skip0 = 0x033, kDma0Skip1 = 0x034;
+constexpr uint16_t kIfm2Base0 = 0x080, kIfm2StrideX = 0x084, kIfm2StrideY = 0x085, kIfm2StrideC = 0x086;
+constexpr uint16_t kWeight1Base = 0x090, kWeight1Length = 0x091, kScale1Base = 0x092, kScale1Length = 0x093;
 // U85 commands with a payload word.
 constexpr uint16_t kIfmScale = 0x025, kIfm2Scale = 0x026, kOpScalar = 0x027;
-constexpr uint16_t kDma0SrcStride0 = 0x033, kDma0SrcStride1 = 0x034, kDma0DstStride0 = 0x035,
-                   kDma0DstStride1 = 0x036, kDma0Idx = 0x037, kDma0IdxMax = 0x038, kDma0IdxSkip1 = 0x039;
-constexpr uint16_t kWeight2Base = 0x092, kWeight2Length = 0x093, kWeight3Base = 0x094,
-                   kWeight3Length = 0x095, kResizeX = 0x096, kResizeY = 0x097;
+constexpr uint16_t kDma0SrcStride0 = 0x033, kDma0SrcStride1 = 0x034, kDma0DstStride0 = 0x035, kDma0DstStride1 = 0x036,
+                   kDma0Idx = 0x037, kDma0IdxMax = 0x038, kDma0IdxSkip1 = 0x039;
+constexpr uint16_t kWeight2Base = 0x092, kWeight2Length = 0x093, kWeight3Base = 0x094, kWeight3Length = 0x095,
+                   kResizeX = 0x096, kResizeY = 0x097;
 constexpr uint16_t kOpBranch = 0x100;  // a payload-word command that is an operation
 // *_BASE0..3: the four tiles' base registers are consecutive opcodes.
 constexpr int kTiles = 4;
@@ -290,8 +318,8 @@ constexpr uint32_t precision_storage(uint32_t v) { return (v >> 14) & 3; }
 constexpr uint32_t kStorageTile2x2 = 0, kStorageTile3x1 = 1, kStorageChained = 2, kStorageNone = 3;
 constexpr uint32_t ofm_transpose(uint32_t v) { return (v >> 11) & 7; }
 // activation_transpose: the OFM's memory axes in terms of the computed (H, W, C).
-constexpr uint32_t kTransposeHwc = 0, kTransposeWhc = 1, kTransposeHcw = 2, kTransposeWch = 3,
-                   kTransposeChw = 6, kTransposeCwh = 7;
+constexpr uint32_t kTransposeHwc = 0, kTransposeWhc = 1, kTransposeHcw = 2, kTransposeWch = 3, kTransposeChw = 6,
+                   kTransposeCwh = 7;
 constexpr uint32_t u85_stride_x(uint32_t kernel_stride) {
   return ((kernel_stride & 1) | (((kernel_stride >> 6) & 1) << 1)) + 1;
 }
