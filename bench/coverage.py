@@ -49,10 +49,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-import operator_cases
-import operator_cases_more
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: tests.compiler
 
 from kiln import compile as kc
 from kiln import models
@@ -60,6 +57,7 @@ from kiln.errors import KilnError
 from kiln.frontend.export import LoadedModel
 from kiln.lower import vela
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases, operator_cases_more
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
 SETS = ("zoo", "arch", "ops", "more")
@@ -286,8 +284,8 @@ def cache_key(target: str, settings: tuple[str, str]) -> str:
     driver."""
     digest = hashlib.sha256("\0".join((target, *settings)).encode())
     files = [
-        ROOT / "tests" / "operator_cases.py",
-        ROOT / "tests" / "operator_cases_more.py",
+        ROOT / "tests" / "compiler" / "operator_cases.py",
+        ROOT / "tests" / "compiler" / "operator_cases_more.py",
         ET_DRIVER,
         *sorted((ROOT / "models" / "kiln" / "models").glob("*.py")),
     ]

@@ -43,7 +43,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the checkout: tests.compiler
 
 import torch  # noqa: E402
 
@@ -62,8 +62,7 @@ def op_name(node) -> str:
 
 def load(name: str):
     """(module in eval mode, example inputs) of a case or a kiln model."""
-    import operator_cases
-    import operator_cases_more
+    from tests.compiler import operator_cases, operator_cases_more
 
     for cases in (operator_cases.CASES, operator_cases_more.CASES):
         if name in cases:

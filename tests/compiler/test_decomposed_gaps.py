@@ -10,18 +10,18 @@ float path (--no-quantize) run-host equals eager."""
 from __future__ import annotations
 
 import numpy as np
-import operator_cases_more as more
 import pytest
 import torch
 import torch.nn.functional as F
-from operator_cases import Fn, _seeded
-from test_compile import steps_off
 from torch import nn
 
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases_more as more
+from tests.compiler.operator_cases import Fn, _seeded
+from tests.compiler.test_compile import steps_off
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 from torch import nn
 
 from kiln import boards, families
@@ -17,6 +16,7 @@ from kiln.lower.resize import aligned_taps, bilinear_taps
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
+from tests.compiler.helpers import compare_steps, lower_module, quantize_input, run_tosa
 
 F = nn.functional
 

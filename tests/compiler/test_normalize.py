@@ -10,17 +10,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import operator_cases
 import pytest
 import torch
 import torch.nn.functional as F
-from operator_cases import Fn
 from torch import nn
 
 from kiln import graph
 from kiln.errors import ModelError
 from kiln.frontend import decompose, normalize
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
+from tests.compiler import operator_cases
+from tests.compiler.operator_cases import Fn
 
 aten = torch.ops.aten
 ROOT = Path(__file__).resolve().parents[2]

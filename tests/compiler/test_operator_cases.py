@@ -5,15 +5,15 @@ The firmware side is tests/fvp/test_operator_cases.py."""
 
 from __future__ import annotations
 
-import operator_cases
 import pytest
 import torch
-from random_models import TOLERANCE_FRACTION, TOLERANCE_STEPS, steps_off_pt2e
 
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases
+from tests.compiler.random_models import TOLERANCE_FRACTION, TOLERANCE_STEPS, steps_off_pt2e
 
 
 def compile_and_compare(name: str, module: torch.nn.Module, inputs: tuple, target: str):

@@ -9,10 +9,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import operator_cases
-import operator_cases_more
 import pytest
 import torch
+
+from tests.compiler import operator_cases, operator_cases_more
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,13 +6,13 @@ tests/compiler/test_operator_cases.py."""
 from __future__ import annotations
 
 import numpy as np
-import operator_cases
 import pytest
 
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases
 
 
 @pytest.mark.parametrize("name", operator_cases.CASES)

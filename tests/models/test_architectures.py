@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_models import n_params, run
 from torch import nn
 
 from kiln import models
+from tests.models.test_models import n_params, run
 
 NAMES = [
     "mobilenet_v3_small",

@@ -3,15 +3,15 @@ every modelled configuration and on memory modes other than the board's."""
 
 from __future__ import annotations
 
-import npu_harness
 import pytest
-from test_npu_zoo import MODELS, _inputs, compiled
 
 from kiln.errors import NpuConfigError
 from kiln.lower.vela import compile_tosa
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.simulator.npu.u55.cycles import U55CycleModel
+from tests.simulator import helpers
+from tests.simulator.test_npu_zoo import MODELS, _inputs, compiled
 
 TOLERANCE = 0.25
 # On U55 (Shared_Sram) every feature map is in the SRAM, where Vela's reference schedule
@@ -32,7 +32,7 @@ def _vela_for(model: str, target: str, memory_mode: str | None = None):
         return result.vela, shapes
     mode = memory_mode or _memory_mode(target)
     return [
-        compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), mode)
+        compile_tosa(tosa, f"{model}{i}", target, helpers.system_config(target), mode)
         for i, tosa in enumerate(result.tosa)
     ], shapes
 

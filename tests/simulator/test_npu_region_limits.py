@@ -6,7 +6,6 @@ the reference for "inside" is Vela's own stream, which must run unchanged under 
 
 from __future__ import annotations
 
-import npu_hostile as nh
 import numpy as np
 import pytest
 
@@ -16,6 +15,7 @@ from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.executor import run_stream
 from kiln.simulator.npu.memory import FlatMemory
 from kiln.spec import CompileSpec
+from tests.firmware.runtime import npu_hostile as nh
 
 BASES = (0x1000_0000, 0x2000_0000, 0x3000_0000, 0, 0, 0, 0, 0)
 SLACK = 4 << 20  # bytes mapped past each buffer

@@ -9,7 +9,6 @@ import functools
 import re
 import subprocess
 
-import npu_harness
 import numpy as np
 import pytest
 
@@ -20,6 +19,7 @@ from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.executor import estimate
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
+from tests.simulator import helpers
 
 MODELS = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits"]
 OTHER_TARGETS = {"ethos-u85-512": ["resnet8", "digits"], "ethos-u85-2048": ["ds_cnn", "tiny_cnn"]}
@@ -35,7 +35,7 @@ def compiled(model: str):
 def _check(tosa: bytes, vela, shapes, target: str):
     rng = np.random.default_rng(0)
     inputs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in shapes]
-    diffs, result = npu_harness.compare(tosa, vela, inputs, target)
+    diffs, result = helpers.compare(tosa, vela, inputs, target)
     assert diffs == [0] * len(diffs)
     assert result.ops > 0
     return result
@@ -72,7 +72,7 @@ def test_zoo_delegates_bit_exact_u85(target, model):
         result.vela
         if target == "ethos-u85-256"
         else [
-            compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), "Shared_Sram")
+            compile_tosa(tosa, f"{model}{i}", target, helpers.system_config(target), "Shared_Sram")
             for i, tosa in enumerate(result.tosa)
         ]
     )
@@ -177,5 +177,5 @@ def test_16_bit_activations_bit_exact_u85_256(model):
             dtype = np.dtype(str(value.dtype).replace("torch.", ""))
             info = np.iinfo(dtype)
             inputs.append(rng.integers(info.min + 1, info.max, size=tuple(value.shape), dtype=dtype))
-        diffs, run = npu_harness.compare(tosa, vela, inputs, "ethos-u85-256")
+        diffs, run = helpers.compare(tosa, vela, inputs, "ethos-u85-256")
         assert diffs == [0] * len(diffs)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 
-import npu_harness
 import numpy as np
 import pytest
 
@@ -13,6 +12,7 @@ from kiln import boards
 from kiln.compile import compile_model
 from kiln.lower.vela import compile_tosa
 from kiln.spec import CompileSpec
+from tests.simulator import helpers
 
 MODELS = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits"]
 OTHER_TARGETS = {
@@ -37,7 +37,7 @@ def _inputs(shapes, seed: int):
 
 
 def _check(tosa: bytes, vela, shapes, target: str):
-    diffs, result = npu_harness.compare(tosa, vela, _inputs(shapes, 0), target)
+    diffs, result = helpers.compare(tosa, vela, _inputs(shapes, 0), target)
     assert diffs == [0] * len(diffs)
     assert result.ops > 0
 
@@ -55,7 +55,7 @@ def test_zoo_delegates_bit_exact_other_targets(target, model):
     result, shapes = compiled(model)
     mode = "Dedicated_Sram" if target.startswith("ethos-u65") else "Shared_Sram"
     for i, (tosa, part_shapes) in enumerate(zip(result.tosa, shapes)):
-        vela = compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), mode)
+        vela = compile_tosa(tosa, f"{model}{i}", target, helpers.system_config(target), mode)
         _check(tosa, vela, part_shapes, target)
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from kernel_programs import SPECIAL, In, X, rng_array, run_kernel, run_tool, single_kernel
 
 from kiln.errors import HostError
 from kiln.graph import Op, QParams, Value
 from kiln.program.kernels import elementwise as ew
+from tests.firmware.runtime.helpers import SPECIAL, In, X, rng_array, run_kernel, run_tool, single_kernel
 
 F = torch.nn.functional
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1

@@ -7,10 +7,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from kernel_programs import SPECIAL, Doubles, In, Tensors, X, rng_array, run_kernel, run_tool, single_kernel
 
 from kiln.errors import HostError
 from kiln.program.kernels import by_name
+from tests.firmware.runtime.helpers import (
+    SPECIAL,
+    Doubles,
+    In,
+    Tensors,
+    X,
+    rng_array,
+    run_kernel,
+    run_tool,
+    single_kernel,
+)
 
 DTYPES = ("float32", "int8", "int16", "int32", "int64", "bool")
 

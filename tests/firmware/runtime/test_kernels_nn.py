@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from kernel_programs import Doubles, In, X, kernel_error, rng_array, run_kernel
 
 from kiln.errors import HostError
 from kiln.program.kernels import by_name
+from tests.firmware.runtime.helpers import Doubles, In, X, kernel_error, rng_array, run_kernel
 
 ODD = rng_array((1, 3, 5, 9), 30)
 CHW = rng_array((3, 8, 5), 31)

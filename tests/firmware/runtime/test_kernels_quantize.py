@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernel_programs import In, rng_array, run_kernel
 
 from kiln.program.kernels import by_name
+from tests.firmware.runtime.helpers import In, rng_array, run_kernel
 
 CASES = {
     "quantize": (

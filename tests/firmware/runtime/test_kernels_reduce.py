@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from kernel_programs import SPECIAL, In, X, kernel_error, rng_array, run_kernel
 
 from kiln.program.kernels import by_name
+from tests.firmware.runtime.helpers import SPECIAL, In, X, kernel_error, rng_array, run_kernel
 
 ODD = rng_array((3, 5, 1, 7), 20)
 FLAT = rng_array((11,), 21)

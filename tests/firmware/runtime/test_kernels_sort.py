@@ -10,7 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from kernel_programs import (
+
+from kiln import compile as kc
+from kiln.frontend.export import LoadedModel
+from kiln.program.kernels import by_name
+from kiln.reference import run_host as host
+from kiln.spec import CompileSpec
+from tests.compiler.operator_cases import Fn
+from tests.firmware.runtime.helpers import (
     SPECIAL,
     In,
     Outs,
@@ -20,13 +27,6 @@ from kernel_programs import (
     run_kernel,
     run_tool,
 )
-from operator_cases import Fn
-
-from kiln import compile as kc
-from kiln.frontend.export import LoadedModel
-from kiln.program.kernels import by_name
-from kiln.reference import run_host as host
-from kiln.spec import CompileSpec
 
 ODD = rng_array((3, 5, 1, 7), 30)
 # Ties (index order kept), signed zeros that compare equal, NaNs (greatest), infinities.

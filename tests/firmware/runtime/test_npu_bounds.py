@@ -16,7 +16,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import npu_hostile as nh
 import numpy as np
 import pytest
 
@@ -25,6 +24,7 @@ from kiln.lower import ethosu_payload as ep
 from kiln.lower.ethosu_payload import IoTensor
 from kiln.lower.vela import compile_tosa, vela_command
 from kiln.spec import CompileSpec
+from tests.firmware.runtime import npu_hostile as nh
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 sys.path.insert(0, str(ROOT / "firmware" / "runtime"))
 import gen_kernel_table  # noqa: E402
-from kernel_programs import In, X, rng_array, run_tool, single_kernel  # noqa: E402
+
+from tests.firmware.runtime.helpers import In, X, rng_array, run_tool, single_kernel  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,9 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from operator_cases import Fn, _seeded
 from torch import nn
+
+from tests.compiler.operator_cases import Fn, _seeded
 
 
 def _x(*shape, seed=0, scale=1.0):

@@ -65,7 +65,7 @@ def build_batch(seed: int, indices, kinds=None, generators=None):
     """A Graph holding the random subgraphs `indices` of batch `seed`; case i draws from
     numpy.random.default_rng([seed, i]) (its kind too), so (seed, i) reproduces it.
     `generators`: kind -> generator (default npu_cases.GENERATORS)."""
-    import npu_cases
+    from tests.simulator import npu_cases
 
     generators = generators or npu_cases.GENERATORS
     kinds = sorted(kinds or generators)
@@ -128,10 +128,10 @@ def module_on_the_model(
     compiles it with Vela for `target` and runs one random integer input on kiln's NPU model
     and on tosa_reference_model; returns compare()'s (differences, ExecResult)."""
     import torch
-    from lowering_helpers import lower_module
 
     from kiln.lower import tosa as tosa_lowering
     from kiln.lower.vela import compile_tosa
+    from tests.compiler.helpers import lower_module
 
     g = torch.Generator().manual_seed(seed)
     calibration = [(torch.randn(*shape, generator=g) * spread,) for _ in range(2)]
