@@ -4,7 +4,7 @@
                                        [--models zoo,arch,ops,NAME,...] [--verbose]
 
 Test models: kiln's zoo (kiln.models.MODELS), the architecture models
-(kiln.models.ARCHITECTURES) and the single-operator cases of tests/operator_cases.py. For
+(kiln.models.ARCHITECTURES) and the single-operator cases of tests/compiler/operator_cases.py. For
 each model and target, one row: compiled or not (the error's line if not), ops on the NPU and
 on the CPU (the float<->int8 quantize/dequantize edges counted apart), the share of MACs on
 the NPU, Vela's NPU cycle estimate and the compile time (in-process time of
@@ -15,8 +15,8 @@ a summary: models compiled, NPU and CPU ops in all, the ops most often left on t
     .venv/bin/python bench/coverage.py --executorch [--target ...] [--models ...] [--refresh]
 
 --executorch: the same models against ExecuTorch 1.5.1's Arm Ethos-U flow (needs
-.venv-executorch: ./scripts/executorch_env.sh). Sets: zoo, arch, ops (tests/operator_cases.py)
-and more (tests/operator_cases_more.py, the vocabulary in several shapes and operand kinds).
+.venv-executorch: ./scripts/executorch_env.sh). Sets: zoo, arch, ops (tests/compiler/operator_cases.py)
+and more (tests/compiler/operator_cases_more.py, the vocabulary in several shapes and operand kinds).
 ExecuTorch's side runs in one process of its own environment (bench/executorch_coverage.py:
 EthosUQuantizer, to_edge_transform_and_lower with an EthosUPartitioner, Vela's summary); its
 JSON is cached under build/bench-cache/, keyed by the target and the content of the case

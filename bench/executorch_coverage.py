@@ -4,7 +4,7 @@ the NPU, for every named case, in one process. Run it with ExecuTorch's environm
     .venv-executorch/bin/python bench/executorch_coverage.py --target ethos-u55-128 \
         --names conv2d_3x3,resnet8,... [--output result.json]
 
-Each name is a single-operator case of tests/operator_cases.py or tests/operator_cases_more.py
+Each name is a single-operator case of tests/compiler/operator_cases.py or tests/compiler/operator_cases_more.py
 (torch only), or a kiln zoo or architecture model (kiln.models, imported from the checkout:
 the model definitions and kiln.errors, never kiln's compiler). Per name, the flow a user of
 ExecuTorch's public API writes: torch.export, EthosUQuantizer with the symmetric int8

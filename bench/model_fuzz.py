@@ -1,4 +1,4 @@
-"""Differential model fuzzer: random small PyTorch models (tests/random_models.py) compiled
+"""Differential model fuzzer: random small PyTorch models (tests/compiler/random_models.py) compiled
 by kiln and run on `kiln run-host`, against the PT2E reference.
 
     .venv/bin/python bench/model_fuzz.py [--graphs 1000] [--first-seed 0]

@@ -20,8 +20,8 @@ from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host
 from kiln.spec import CompileSpec
 from tests.compiler import operator_cases_more as more
+from tests.compiler.helpers import call_targets, normalised, steps_off
 from tests.compiler.operator_cases import Fn, _seeded
-from tests.compiler.test_compile import steps_off
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
 
@@ -71,8 +71,6 @@ def test_compiles_onto_the_npu_within_a_step_of_pt2e(name):
 
 def test_what_stays_as_it_was():
     """Integer division and integer or long cumsum are kept; an adaptive max pool's indices are refused."""
-    from test_normalize import call_targets, normalised
-
     from kiln.errors import ModelError
 
     aten = torch.ops.aten

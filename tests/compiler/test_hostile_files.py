@@ -21,7 +21,7 @@ from kiln import boards, cli
 from kiln.firmware import runner_build
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import Operator
-from tests.compiler.test_cli import error_lines
+from tests.compiler.helpers import error_lines
 from tests.firmware.runtime.helpers import In, single_kernel
 
 ROOT = Path(__file__).resolve().parents[2]

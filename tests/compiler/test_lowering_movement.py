@@ -15,8 +15,7 @@ from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
-from tests.compiler.helpers import compare_steps, lower_module, quantize_input, run_tosa
-from tests.compiler.test_lowering import Lambda, conv, seeded
+from tests.compiler.helpers import Lambda, compare_steps, conv, lower_module, quantize_input, run_tosa, seeded
 
 
 def _mul_add(a, b, c):

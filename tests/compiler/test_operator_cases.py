@@ -1,4 +1,4 @@
-"""Every single-operator case the frontend issue lists (tests/operator_cases.py) compiles with
+"""Every single-operator case the frontend issue lists (tests/compiler/operator_cases.py) compiles with
 no error, and `kiln run-host` matches the PT2E reference (within 2 output steps on 95 % of
 each output's elements, as the model fuzzer holds random models to; integer outputs exactly).
 The firmware side is tests/fvp/test_operator_cases.py."""

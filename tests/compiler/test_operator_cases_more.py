@@ -1,5 +1,5 @@
-"""The coverage benchmark's single-operator cases (tests/operator_cases_more.py) are at least 100,
-named apart from tests/operator_cases.py's, and each runs in eager mode and exports with
+"""The coverage benchmark's single-operator cases (tests/compiler/operator_cases_more.py) are at least 100,
+named apart from tests/compiler/operator_cases.py's, and each runs in eager mode and exports with
 torch.export; bench/coverage.py's summary against ExecuTorch reads results as the driver
 writes them (a tiny fixture, no ExecuTorch run)."""
 

@@ -1,4 +1,4 @@
-"""Every single-operator case of the frontend issue (tests/operator_cases.py) compiles on the
+"""Every single-operator case of the frontend issue (tests/compiler/operator_cases.py) compiles on the
 float path (--no-quantize: normalised, then float CPU kernels) for ethos-u55-128, and
 `kiln run-host` computes what eager PyTorch does. The quantized path of the same cases is
 tests/compiler/test_operator_cases.py."""

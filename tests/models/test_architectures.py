@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from kiln import models
-from tests.models.test_models import n_params, run
+from tests.models.helpers import n_params, run
 
 NAMES = [
     "mobilenet_v3_small",

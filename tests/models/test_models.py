@@ -14,6 +14,7 @@ from torch import nn
 
 from kiln import models
 from kiln.errors import UsageError
+from tests.models.helpers import n_params, run
 
 NAMES = [
     "tiny_cnn",
@@ -68,15 +69,6 @@ BATCHNORM_LAYERS = {
 # The model files; mobilenet_v2.py serves both MobileNetV2 entries, and its
 # module-level ModelUnderTest is the width 1.0 one.
 MODEL_FILES = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2", "digits"]
-
-
-def n_params(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-def run(model: nn.Module, inputs: tuple) -> torch.Tensor:
-    with torch.no_grad():
-        return model(*inputs)
 
 
 # ---------------------------------------------------------------- registry

@@ -1,6 +1,6 @@
 """The NPU model's own refusal of accesses outside the buffers the firmware registered
 (run_stream's limits; on the virtual platform the driver's published region sizes), with
-the driver's bounds check bypassed: the streams of tests/npu_hostile.py run straight on
+the driver's bounds check bypassed: the streams of tests/firmware/runtime/npu_hostile.py run straight on
 the model. Memory is mapped well past every buffer, so only the region limits can refuse;
 the reference for "inside" is Vela's own stream, which must run unchanged under them."""
 

@@ -1,5 +1,5 @@
 """Random TOSA graphs compiled by Vela 5.2.0 for Ethos-U85 configurations, run on kiln's
-U85 model and compared bit for bit with tosa_reference_model (npu_harness, as for the
+U85 model and compared bit for bit with tosa_reference_model (tests/simulator/helpers.py, as for the
 U55/U65 in test_npu_differential.py; npu_u85_cases adds what only the U85 runs).
 
 Each batch puts CASES random single-op subgraphs into one TOSA graph (one Vela call);

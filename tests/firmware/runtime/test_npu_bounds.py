@@ -4,7 +4,7 @@ runs it at init.
 
 References independent of the C++ code: every stream Vela writes for kiln's models must
 pass (Vela's own placement is the reference for what a legitimate stream touches), and
-each stream of the regression set (tests/npu_hostile.py: one register of a real stream
+each stream of the regression set (tests/firmware/runtime/npu_hostile.py: one register of a real stream
 changed so that one access leaves its buffer) must be refused with the error and access
 the mutation was made to cause.
 """
