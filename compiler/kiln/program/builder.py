@@ -248,8 +248,8 @@ def plan_memory(values: list[Evalue], instructions: list[Instruction], inputs: l
         nbytes = values[i].value.nbytes()
         begin, finish = first[i], last[i]
         offset = 0
-        for o, s, f, last in sorted(placed):
-            if f > finish or last < begin:
+        for o, s, f, f_end in sorted(placed):
+            if f > finish or f_end < begin:
                 continue  # lifetimes do not overlap
             if offset + nbytes <= o:
                 break
