@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import npu_hostile as nh
 import numpy as np
 import pytest
 
@@ -16,6 +15,7 @@ from kiln.lower import ethosu_payload as ep
 from kiln.pte.reader import deserialize
 from kiln.simulator import qemu_plugin
 from kiln.spec import CompileSpec
+from tests.firmware.runtime import npu_hostile as nh
 
 pytestmark = pytest.mark.fvp
 EXIT_BIND = 5  # firmware/apps/executor_runner/runner.h

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lowering_helpers import run_tosa
 
 from kiln import flow
 from kiln.compile import compile_model
@@ -19,6 +18,7 @@ from kiln.lower.vela import compile_tosa
 from kiln.simulator.npu_job import APP, OUTPUT, write_job
 from kiln.simulator.run import HANG_VARIABLE
 from kiln.spec import CompileSpec
+from tests.compiler.helpers import run_tosa
 
 from .helpers import assert_pmu_lines_are_the_models, compiled
 
@@ -256,10 +256,9 @@ def test_a_u85_stream_the_npu_cannot_parse_is_a_reported_fault(work, builder, tm
     functions are 0, 1, 4, 5, 7..11; the bounds check has no reason to read it) passes the delegate's
     checks and faults on the NPU: the driver reports the U85 STATUS with cmd_parse_error and QREAD at
     the operation that read it, and exits through the runner's inference failure."""
-    import npu_hostile as nh
-
     from kiln.lower import ethosu_payload as ep
     from kiln.pte.reader import deserialize
+    from tests.firmware.runtime import npu_hostile as nh
 
     good = compiled(work, "digits", "ethos-u85-256")
     data = bytearray(good.read_bytes())

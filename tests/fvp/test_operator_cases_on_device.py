@@ -7,12 +7,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import operator_cases
 import pytest
 
 from kiln import flow
 from kiln.frontend.export import LoadedModel
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases
 
 from .helpers import assert_matches_host, random_samples
 
