@@ -4,7 +4,7 @@
                                        [--models zoo,arch,ops,NAME,...] [--verbose]
 
 Test models: kiln's zoo (kiln.models.MODELS), the architecture models
-(kiln.models.ARCHITECTURES) and the single-operator cases of tests/operator_cases.py. For
+(kiln.models.ARCHITECTURES) and the single-operator cases of tests/compiler/operator_cases.py. For
 each model and target, one row: compiled or not (the error's line if not), ops on the NPU and
 on the CPU (the float<->int8 quantize/dequantize edges counted apart), the share of MACs on
 the NPU, Vela's NPU cycle estimate and the compile time (in-process time of
@@ -15,8 +15,8 @@ a summary: models compiled, NPU and CPU ops in all, the ops most often left on t
     .venv/bin/python bench/coverage.py --executorch [--target ...] [--models ...] [--refresh]
 
 --executorch: the same models against ExecuTorch 1.5.1's Arm Ethos-U flow (needs
-.venv-executorch: ./scripts/executorch_env.sh). Sets: zoo, arch, ops (tests/operator_cases.py)
-and more (tests/operator_cases_more.py, the vocabulary in several shapes and operand kinds).
+.venv-executorch: ./scripts/executorch_env.sh). Sets: zoo, arch, ops (tests/compiler/operator_cases.py)
+and more (tests/compiler/operator_cases_more.py, the vocabulary in several shapes and operand kinds).
 ExecuTorch's side runs in one process of its own environment (bench/executorch_coverage.py:
 EthosUQuantizer, to_edge_transform_and_lower with an EthosUPartitioner, Vela's summary); its
 JSON is cached under build/bench-cache/, keyed by the target and the content of the case
@@ -49,10 +49,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-import operator_cases
-import operator_cases_more
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: tests.compiler
 
 from kiln import compile as kc
 from kiln import models
@@ -60,6 +57,7 @@ from kiln.errors import KilnError
 from kiln.frontend.export import LoadedModel
 from kiln.lower import vela
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases, operator_cases_more
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
 SETS = ("zoo", "arch", "ops", "more")
@@ -286,8 +284,8 @@ def cache_key(target: str, settings: tuple[str, str]) -> str:
     driver."""
     digest = hashlib.sha256("\0".join((target, *settings)).encode())
     files = [
-        ROOT / "tests" / "operator_cases.py",
-        ROOT / "tests" / "operator_cases_more.py",
+        ROOT / "tests" / "compiler" / "operator_cases.py",
+        ROOT / "tests" / "compiler" / "operator_cases_more.py",
         ET_DRIVER,
         *sorted((ROOT / "models" / "kiln" / "models").glob("*.py")),
     ]

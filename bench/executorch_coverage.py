@@ -4,7 +4,7 @@ the NPU, for every named case, in one process. Run it with ExecuTorch's environm
     .venv-executorch/bin/python bench/executorch_coverage.py --target ethos-u55-128 \
         --names conv2d_3x3,resnet8,... [--output result.json]
 
-Each name is a single-operator case of tests/operator_cases.py or tests/operator_cases_more.py
+Each name is a single-operator case of tests/compiler/operator_cases.py or tests/compiler/operator_cases_more.py
 (torch only), or a kiln zoo or architecture model (kiln.models, imported from the checkout:
 the model definitions and kiln.errors, never kiln's compiler). Per name, the flow a user of
 ExecuTorch's public API writes: torch.export, EthosUQuantizer with the symmetric int8
@@ -43,7 +43,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the checkout: tests.compiler
 
 import torch  # noqa: E402
 
@@ -62,8 +62,7 @@ def op_name(node) -> str:
 
 def load(name: str):
     """(module in eval mode, example inputs) of a case or a kiln model."""
-    import operator_cases
-    import operator_cases_more
+    from tests.compiler import operator_cases, operator_cases_more
 
     for cases in (operator_cases.CASES, operator_cases_more.CASES):
         if name in cases:

@@ -21,9 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from operator_cases import Fn  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: tests.compiler
 
 from kiln import boards, families  # noqa: E402
 from kiln.compile import compile_model  # noqa: E402
@@ -31,6 +29,7 @@ from kiln.frontend.export import LoadedModel  # noqa: E402
 from kiln.lower import tosa as tosa_lowering  # noqa: E402
 from kiln.lower import vela  # noqa: E402
 from kiln.spec import CompileSpec  # noqa: E402
+from tests.compiler.operator_cases import Fn  # noqa: E402
 
 LARGE = {"mobilenet_v2", "mobilenet_v2_035", "resnet18", "shufflenet_v2", "unet_tiny"}
 

@@ -1,4 +1,4 @@
-"""Differential model fuzzer: random small PyTorch models (tests/random_models.py) compiled
+"""Differential model fuzzer: random small PyTorch models (tests/compiler/random_models.py) compiled
 by kiln and run on `kiln run-host`, against the PT2E reference.
 
     .venv/bin/python bench/model_fuzz.py [--graphs 1000] [--first-seed 0]
@@ -23,9 +23,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: tests.compiler
 
-import random_models  # noqa: E402
+from tests.compiler import random_models  # noqa: E402
 
 
 def firmware_matches_host(pte_path: Path, target: str, work: Path) -> str | None:

@@ -20,14 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "simulator"))
-
-import npu_harness  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: tests.simulator
 
 from kiln.compile import compile_model  # noqa: E402
 from kiln.simulator.npu.config import config_for  # noqa: E402
 from kiln.simulator.npu.standalone import run_compiled  # noqa: E402
 from kiln.spec import CompileSpec  # noqa: E402
+from tests.simulator import helpers  # noqa: E402
 
 ZOO = [
     "tiny_cnn",
@@ -50,7 +49,7 @@ def bench(
     wall, cycles, vela_cycles, exact = 0.0, 0, 0, True
     for part, tosa, vela in zip(result.partitioning.partitions, result.tosa, result.vela):
         inputs = [rng.integers(-128, 128, size=tuple(v.shape), dtype=np.int8) for v in part.inputs]
-        diffs, first = npu_harness.compare(tosa, vela, inputs, target)
+        diffs, first = helpers.compare(tosa, vela, inputs, target)
         exact = exact and not any(diffs)
         times = []
         for _ in range(repeat):

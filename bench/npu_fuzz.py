@@ -6,7 +6,7 @@
 Batches of random single-op TOSA graphs (tests/simulator/npu_cases.py) are compiled by
 Vela for each target in turn (memory mode alternating between the target's two) and
 compared bit for bit. Every batch prints its seed; a failing case prints its (seed, case)
-pair, which npu_harness.build_batch(seed, [case]) rebuilds. --u85 fuzzes the Ethos-U85
+pair, which helpers.build_batch(seed, [case]) rebuilds. --u85 fuzzes the Ethos-U85
 configurations instead, with the U85-only kinds of npu_u85_cases added (a case is then
 rebuilt by build_batch(seed, [case], generators=npu_u85_fuzz_generators()))."""
 
@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "simulator"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: tests.simulator
 
-import npu_harness  # noqa: E402
+from tests.simulator import helpers  # noqa: E402
 
 TARGETS = ["ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512"]
 TARGETS_U85 = ["ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048"]
@@ -32,8 +32,7 @@ def modes(target: str) -> tuple[str, str]:
 
 
 def npu_u85_fuzz_generators() -> dict:
-    import npu_cases
-    import npu_u85_cases
+    from tests.simulator import npu_cases, npu_u85_cases
 
     return {**npu_cases.GENERATORS, **npu_u85_cases.GENERATORS}
 
@@ -57,7 +56,7 @@ def main() -> int:
         target = targets[seed % len(targets)]
         mode = modes(target)[(seed // len(targets)) % 2]
         try:
-            results, refused = npu_harness.run_batch(seed, args.per_graph, target, mode, kinds, generators)
+            results, refused = helpers.run_batch(seed, args.per_graph, target, mode, kinds, generators)
         except AssertionError as error:  # the model faulted or an output size differed
             failed += 1
             print(f"seed {seed} {target} {mode}: FAULT {error}", flush=True)

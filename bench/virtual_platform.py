@@ -112,10 +112,9 @@ def gdb_transfer(build: Path, mib: int):
 
 
 def inference(build: Path, name: str, work: Path) -> str:
-    from lowering_helpers import run_tosa  # tests/ helper: tosa_reference_model in-process
-
     from kiln.compile import compile_model
     from kiln.spec import CompileSpec
+    from tests.compiler.helpers import run_tosa  # tests/ helper: tosa_reference_model in-process
 
     compiled = compile_model(name, CompileSpec(target=TARGET))
     if len(compiled.vela) != 1:
@@ -156,7 +155,7 @@ def main():
     parser.add_argument("--mib", type=int, default=4)
     parser.add_argument("--models", default=",".join(MODELS))
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.compiler
     with tempfile.TemporaryDirectory() as tmp:
         build = firmware.build("corstone-300", Path(tmp) / "fw", test_apps=True)
         startup_and_access_cost(build, args.runs)

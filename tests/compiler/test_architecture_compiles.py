@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_compile import steps_off
 
 from kiln import compile as kc
 from kiln import models
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
+from tests.compiler.helpers import steps_off
 
 TARGETS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256")
 CASES = [(name, target) for name in models.ARCHITECTURES for target in TARGETS]

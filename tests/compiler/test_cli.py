@@ -18,6 +18,7 @@ import pytest
 
 from kiln import cli, errors
 from kiln.pte.reader import deserialize
+from tests.compiler.helpers import error_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -30,18 +31,6 @@ def kiln(*args: str, cwd: Path | None = None, env: dict | None = None) -> subpro
     return subprocess.run(
         [sys.executable, "-m", "kiln.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
     )
-
-
-def error_lines(stderr: str) -> list[str]:
-    """stderr without argparse's usage block (its "usage:" line and the indented lines after it)."""
-    lines, in_usage = [], False
-    for line in stderr.splitlines():
-        if line.startswith("usage:"):
-            in_usage = True
-        elif not (in_usage and line.startswith(" ")):
-            in_usage = False
-            lines.append(line)
-    return lines
 
 
 def assert_one_line(run: subprocess.CompletedProcess, expected: str, prog: str = "kiln"):

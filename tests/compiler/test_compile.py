@@ -24,6 +24,7 @@ from kiln.pte.reader import deserialize
 from kiln.pte.schema import TOSA_KEY
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec, Exclusions
+from tests.compiler.helpers import steps_off
 
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,10 +36,6 @@ def reference(name: str):
     module, inputs = models.load(name)
     loaded = frontend.LoadedModel(name, module, inputs)
     return quantize(frontend.export(loaded).module(check_guards=False), [inputs], EthosUQuantizer()), inputs
-
-
-def steps_off(got: np.ndarray, want: torch.Tensor, scale: float) -> np.ndarray:
-    return np.rint(np.abs(got.astype(np.float64) - want.detach().numpy().astype(np.float64)) / scale)
 
 
 @pytest.mark.parametrize("target", TARGETS)

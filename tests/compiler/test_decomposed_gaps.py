@@ -10,18 +10,18 @@ float path (--no-quantize) run-host equals eager."""
 from __future__ import annotations
 
 import numpy as np
-import operator_cases_more as more
 import pytest
 import torch
 import torch.nn.functional as F
-from operator_cases import Fn, _seeded
-from test_compile import steps_off
 from torch import nn
 
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases_more as more
+from tests.compiler.helpers import call_targets, normalised, steps_off
+from tests.compiler.operator_cases import Fn, _seeded
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
 
@@ -71,8 +71,6 @@ def test_compiles_onto_the_npu_within_a_step_of_pt2e(name):
 
 def test_what_stays_as_it_was():
     """Integer division and integer or long cumsum are kept; an adaptive max pool's indices are refused."""
-    from test_normalize import call_targets, normalised
-
     from kiln.errors import ModelError
 
     aten = torch.ops.aten

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import error_lines
 
 from kiln import boards, cli
 from kiln.firmware import runner_build
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import Operator
+from tests.compiler.helpers import error_lines
+from tests.firmware.runtime.helpers import In, single_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "executorch" / "conv_relu_arm_delegate_ethos-u55-128.pte"
@@ -76,11 +77,6 @@ def damaged(data: bytes, seed: int) -> dict[str, bytes]:
 def programs() -> dict[str, bytes]:
     """A kiln-written program (one CPU kernel: conv2d on a planned input, constant weights)
     and ExecuTorch's Arm flow's delegated one."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tests" / "firmware" / "runtime"))  # as the kernel tests build programs
-    from kernel_programs import In, single_kernel
-
     x = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)
     w = np.random.default_rng(1).standard_normal((3, 2, 3, 3)).astype(np.float32)
     conv, _ = single_kernel(
@@ -156,10 +152,6 @@ def test_a_damaged_compile_report_is_one_error_line_for_build(case, programs, tm
 @pytest.mark.parametrize("name", ["aten::relu\0", "aten::relu; rm -rf /", "", "aten::\u00e9"])
 def test_an_operator_name_that_is_no_name_is_one_error_line_for_build(name, tmp_path, capsys):
     """The runner build passes operator names to the kernel table generator's command line."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tests" / "firmware" / "runtime"))
-    from kernel_programs import In, single_kernel
 
     def rename(fields):
         return {**fields, "operators": [Operator(name, "out")]}
@@ -173,10 +165,6 @@ def test_an_operator_name_that_is_no_name_is_one_error_line_for_build(name, tmp_
 @pytest.mark.parametrize("size", [-16, 1 << 40])
 def test_a_planned_buffer_no_memory_holds_is_one_error_line_for_build(size, tmp_path, capsys, monkeypatch):
     """A second planned buffer, used by no tensor, of a negative or a terabyte size."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tests" / "firmware" / "runtime"))
-    from kernel_programs import In, single_kernel
 
     def extra_buffer(fields):
         return {**fields, "non_const_buffer_sizes": [*fields["non_const_buffer_sizes"], size]}

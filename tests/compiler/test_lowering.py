@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
 from torch import nn
 
 from kiln import boards, families
@@ -17,28 +16,9 @@ from kiln.lower.resize import aligned_taps, bilinear_taps
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
+from tests.compiler.helpers import Lambda, compare_steps, conv, lower_module, quantize_input, run_tosa, seeded
 
 F = nn.functional
-
-
-class Lambda(nn.Module):
-    def __init__(self, fn, *modules):
-        super().__init__()
-        self.fn = fn
-        self.layers = nn.ModuleList(modules)
-
-    def forward(self, *xs):
-        return self.fn(self.layers, *xs)
-
-
-def seeded(seed, *shapes):
-    g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(*s, generator=g) for s in shapes)
-
-
-def conv(*args, **kwargs):
-    torch.manual_seed(0)
-    return nn.Conv2d(*args, **kwargs)
 
 
 class Constants(nn.Module):

@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lowering_helpers import lower_module, quantize_input, run_tosa
-from test_lowering import Lambda, seeded
 
 from kiln import boards
 from kiln import compile as kc
@@ -20,6 +18,7 @@ from kiln.reference import run_host as host
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
+from tests.compiler.helpers import Lambda, lower_module, quantize_input, run_tosa, seeded
 
 SYSTEMS = {
     "ethos-u55-128": ("Ethos_U55_High_End_Embedded", "Shared_Sram"),

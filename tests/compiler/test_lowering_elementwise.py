@@ -8,8 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
-from test_lowering import Lambda, seeded
 from torch import nn
 
 from kiln import boards, vocabulary
@@ -23,6 +21,7 @@ from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
 from kiln.vocabulary import Quantized
+from tests.compiler.helpers import Lambda, compare_steps, lower_module, quantize_input, run_tosa, seeded
 
 F = nn.functional
 aten = torch.ops.aten

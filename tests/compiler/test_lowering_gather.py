@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lowering_helpers import run_tosa
 
 from kiln import boards
 from kiln import compile as kc
@@ -20,6 +19,7 @@ from kiln.reference import run_host as host
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
+from tests.compiler.helpers import run_tosa
 
 TOKENS, ROWS = 50, 10
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
-from test_lowering import Lambda, conv, seeded
 from torch import nn
 
 from kiln import boards
@@ -17,6 +15,7 @@ from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
+from tests.compiler.helpers import Lambda, compare_steps, conv, lower_module, quantize_input, run_tosa, seeded
 
 
 def _mul_add(a, b, c):

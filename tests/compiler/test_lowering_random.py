@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lowering_helpers import compare_steps
+
+from tests.compiler.helpers import compare_steps
 
 F = torch.nn.functional
 BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum, "minimum": torch.minimum}

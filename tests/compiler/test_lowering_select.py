@@ -9,13 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lowering_helpers import compare_steps, lower_module, quantize_input, run_tosa
-from test_lowering import Lambda, seeded
 
 from kiln.errors import VelaRefusal
 from kiln.lower import elementwise, vela
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
+from tests.compiler.helpers import Lambda, compare_steps, lower_module, quantize_input, run_tosa, seeded
 
 # name -> (function, input shapes, steps from PT2E allowed): a select copies one operand's integer
 # (they share the output's quantization), so only an arithmetic op before it may round.

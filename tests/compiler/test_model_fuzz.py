@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import random_models
 import torch
 
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
+from tests.compiler import random_models
 
 SEEDS = range(40)  # about 1 s each
 TARGETS = ("ethos-u55-128", "ethos-u65-256")

@@ -10,29 +10,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-import operator_cases
 import pytest
 import torch
 import torch.nn.functional as F
-from operator_cases import Fn
 from torch import nn
 
 from kiln import graph
 from kiln.errors import ModelError
 from kiln.frontend import decompose, normalize
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
+from tests.compiler import operator_cases
+from tests.compiler.helpers import call_targets, normalised
+from tests.compiler.operator_cases import Fn
 
 aten = torch.ops.aten
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def normalised(module: nn.Module, inputs: tuple) -> torch.fx.GraphModule:
-    gm = torch.export.export(module.eval(), inputs, strict=False).module(check_guards=False)
-    return normalize.normalize(gm)
-
-
-def call_targets(gm) -> set:
-    return {n.target for n in gm.graph.nodes if n.op == "call_function"}
 
 
 def random_like(inputs: tuple, seed: int) -> tuple:

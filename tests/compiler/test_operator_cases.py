@@ -1,26 +1,30 @@
-"""Every single-operator case the frontend issue lists (tests/operator_cases.py) compiles with
-no error, and `kiln run-host` matches the PT2E reference (within 2 output steps on 95 % of
-each output's elements, as the model fuzzer holds random models to; integer outputs exactly).
+"""Every single-operator case the frontend issue lists (tests/compiler/operator_cases.py) compiles with
+no error, and every element of `kiln run-host`'s outputs is within one output step of the PT2E
+reference (integer outputs exactly). One step, not the fuzzer's looser bound: a single operator
+rounds once, and the PT2E reference computes in float and may land on the other side of a tie.
+Measured on ethos-u55-128: every element of all 46 cases equal to the reference.
 The firmware side is tests/fvp/test_operator_cases.py."""
 
 from __future__ import annotations
 
-import operator_cases
 import pytest
 import torch
-from random_models import TOLERANCE_FRACTION, TOLERANCE_STEPS, steps_off_pt2e
 
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases
+from tests.compiler.random_models import steps_off_pt2e
+
+STEPS = 1  # the farthest any element of a single operator's output may be from the reference
 
 
 def compile_and_compare(name: str, module: torch.nn.Module, inputs: tuple, target: str):
     result = kc.compile_model(LoadedModel(name, module, inputs), CompileSpec(target), log=lambda line: None)
     got = host.run(result.pte, [x.numpy() for x in inputs])
-    worst, within = steps_off_pt2e(result, inputs, got)
-    assert within >= TOLERANCE_FRACTION, f"{name}: {100 * within:.1f} % within {TOLERANCE_STEPS} steps, worst {worst}"
+    worst, _ = steps_off_pt2e(result, inputs, got)
+    assert worst <= STEPS, f"{name}: an element is {worst:.0f} output steps from the PT2E reference"
     return result
 
 

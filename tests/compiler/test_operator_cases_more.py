@@ -1,5 +1,5 @@
-"""The coverage benchmark's single-operator cases (tests/operator_cases_more.py) are at least 100,
-named apart from tests/operator_cases.py's, and each runs in eager mode and exports with
+"""The coverage benchmark's single-operator cases (tests/compiler/operator_cases_more.py) are at least 100,
+named apart from tests/compiler/operator_cases.py's, and each runs in eager mode and exports with
 torch.export; bench/coverage.py's summary against ExecuTorch reads results as the driver
 writes them (a tiny fixture, no ExecuTorch run)."""
 
@@ -9,10 +9,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import operator_cases
-import operator_cases_more
 import pytest
 import torch
+
+from tests.compiler import operator_cases, operator_cases_more
 
 ROOT = Path(__file__).resolve().parents[2]
 

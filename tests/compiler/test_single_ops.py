@@ -1,4 +1,4 @@
-"""Every single-operator case of the frontend issue (tests/operator_cases.py) compiles on the
+"""Every single-operator case of the frontend issue (tests/compiler/operator_cases.py) compiles on the
 float path (--no-quantize: normalised, then float CPU kernels) for ethos-u55-128, and
 `kiln run-host` computes what eager PyTorch does. The quantized path of the same cases is
 tests/compiler/test_operator_cases.py."""
@@ -6,13 +6,13 @@ tests/compiler/test_operator_cases.py."""
 from __future__ import annotations
 
 import numpy as np
-import operator_cases
 import pytest
 
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases
 
 
 @pytest.mark.parametrize("name", operator_cases.CASES)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lowering_helpers import compare_steps
 
 from kiln.lower.softmax import softmax_exp_tables
+from tests.compiler.helpers import compare_steps
 
 # name: (shape, dim, input spread, log): several rows (the case the PT2E decomposition got
 # 2-3 steps wrong), channels of NCHW, attention-like rows, long rows (row sums up to 2^24,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from lowering_helpers import lower_module
 
 from kiln.partition import tables
+from tests.compiler.helpers import lower_module
 
 
 def test_int16_lookup_by_hand():

@@ -5,10 +5,10 @@ Seeds of `pte`: programs `kiln compile` writes for ethos-u55-128 (one delegate, 
 delegates, CPU-only, `--io int8`, float), without their reference TOSA graphs (run-host's
 only: they would triple the inputs) and one with them; one program per CPU kernel case of
 the runtime's kernel tests (every CASES of tests/firmware/runtime/test_kernels_*.py, built
-by kernel_programs.single_kernel); ExecuTorch 1.5.1's own .pte files (tests/fixtures/executorch).
+by tests/firmware/runtime/helpers.single_kernel); ExecuTorch 1.5.1's own .pte files (tests/fixtures/executorch).
 Seeds of `payload`: every Ethos-U delegate payload (vela_bin_stream) in those programs;
 of `cop1`: the cmd_data (COP1) block of each payload. Both also get each payload's stream
-made hostile by every mutation of tests/npu_hostile.py (one access moved outside its
+made hostile by every mutation of tests/firmware/runtime/npu_hostile.py (one access moved outside its
 buffer), so the runs start at the edges the driver's bounds check decides.
 Dictionaries: the format's magic strings and names as kiln's Python modules define them
 (the .pte identifier and extended-header magic, the delegate id and compile-spec key,
@@ -75,15 +75,22 @@ def compiled_programs() -> dict[str, bytes]:
 
 def kernel_test_modules() -> list:
     """The runtime's kernel test modules (each defines CASES: name -> single_kernel case)."""
-    for directory in (ROOT / "tests", KERNEL_TESTS):  # their imports: tests/ and their own folder
-        if str(directory) not in sys.path:
-            sys.path.insert(0, str(directory))
-    return [importlib.import_module(path.stem) for path in sorted(KERNEL_TESTS.glob("test_kernels_*.py"))]
+    _checkout_on_path()
+    package = "tests.firmware.runtime"
+    return [
+        importlib.import_module(f"{package}.{path.stem}") for path in sorted(KERNEL_TESTS.glob("test_kernels_*.py"))
+    ]
+
+
+def _checkout_on_path() -> None:
+    """The checkout's root on sys.path, as pytest puts it there: tests is a package."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
 
 
 def kernel_programs() -> dict[str, bytes]:
     modules = kernel_test_modules()
-    from kernel_programs import single_kernel
+    from tests.firmware.runtime.helpers import single_kernel
 
     made = {}
     for module in modules:
@@ -116,9 +123,8 @@ def hostile_payloads(found: dict[str, bytes]) -> dict[str, bytes]:
     """Each payload with its stream mutated by each of npu_hostile.HOSTILE (where it applies)."""
     from kiln.lower import ethosu_payload as ep
 
-    if str(ROOT / "tests") not in sys.path:
-        sys.path.insert(0, str(ROOT / "tests"))
-    import npu_hostile
+    _checkout_on_path()
+    from tests.firmware.runtime import npu_hostile
 
     made = {}
     for name, data in found.items():
@@ -180,8 +186,8 @@ def content_key() -> str:
     h = hashlib.sha256()
     sources = [
         Path(__file__),
-        ROOT / "tests" / "npu_hostile.py",
-        KERNEL_TESTS / "kernel_programs.py",
+        KERNEL_TESTS / "npu_hostile.py",
+        KERNEL_TESTS / "helpers.py",
         *sorted(KERNEL_TESTS.glob("test_kernels_*.py")),
         *sorted(FIXTURES.glob("*.pte")),
         *sorted((ROOT / "compiler" / "kiln").rglob("*.py")),

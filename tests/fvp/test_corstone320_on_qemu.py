@@ -6,7 +6,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import npu_hostile as nh
 import numpy as np
 import pytest
 import torch
@@ -19,6 +18,7 @@ from kiln.models import MODELS
 from kiln.pte.reader import deserialize
 from kiln.simulator import run
 from kiln.spec import CompileSpec
+from tests.firmware.runtime import npu_hostile as nh
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.fvp

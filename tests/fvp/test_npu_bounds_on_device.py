@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import npu_hostile as nh
 import numpy as np
 import pytest
 
@@ -17,6 +16,7 @@ from kiln.firmware import runner_run
 from kiln.lower import ethosu_payload as ep
 from kiln.pte.reader import deserialize
 from kiln.spec import CompileSpec
+from tests.firmware.runtime import npu_hostile as nh
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FVP = ROOT / "scripts" / "run_fvp.sh"

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lowering_helpers import run_tosa
 
 from kiln.compile import compile_model
 from kiln.firmware import build as firmware
 from kiln.lower.vela import compile_tosa
 from kiln.simulator.npu_job import APP, OUTPUT, write_job
 from kiln.spec import CompileSpec
+from tests.compiler.helpers import run_tosa
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
@@ -268,12 +268,12 @@ def test_a_u85_stream_the_npu_cannot_parse_is_a_reported_fault(work, builder, tm
     functions are 0, 1, 4, 5, 7..11; the bounds check has no reason to read it) passes the delegate's
     checks and faults on the NPU: the driver reports the U85 STATUS with cmd_parse_error and QREAD at
     the operation that read it, and exits through the runner's inference failure."""
-    import npu_hostile as nh
     from test_executor_runner import compiled
 
     from kiln.firmware import runner_run
     from kiln.lower import ethosu_payload as ep
     from kiln.pte.reader import deserialize
+    from tests.firmware.runtime import npu_hostile as nh
 
     good = compiled(work, "digits", "ethos-u85-256")
     data = bytearray(good.read_bytes())

@@ -7,13 +7,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import operator_cases
 import pytest
 from test_executor_runner import assert_matches_host, random_samples
 
 from kiln import compile as kc
 from kiln.frontend.export import LoadedModel
 from kiln.spec import CompileSpec
+from tests.compiler import operator_cases
 
 pytestmark = pytest.mark.fvp
 GROUP_INPUTS = 16  # inputs per image: 16 absolute paths of the short folder below fit in 1024 bytes

@@ -2,20 +2,20 @@
 exports, has the structure of its published architecture and uses the idioms it was
 written to exercise.
 
-Shapes, parameter counts and the idioms below are worked out by hand from the
-architectures (the papers' tables, the reduced widths each model file states), or are
-published figures (torchvision's num_params of the full-size networks); none is taken
-from the code under test.
+Shapes, norm-layer counts and the idioms below are worked out by hand from the
+architectures (the papers' tables, the reduced widths each model file states); parameter
+counts are published figures (torchvision's num_params of the full-size networks, built
+from the same classes), never a formula restating a model file's widths.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from test_models import n_params, run
 from torch import nn
 
 from kiln import models
+from tests.models.helpers import n_params, run
 
 NAMES = [
     "mobilenet_v3_small",
@@ -248,173 +248,6 @@ def test_squeezenet_1_1_at_full_width_has_torchvisions_parameter_count():
 
     fires = ((16, 64, 64),) * 2 + ((32, 128, 128),) * 2 + ((48, 192, 192),) * 2 + ((64, 256, 256),) * 2
     assert n_params(SqueezeNet(64, fires, 1000)) == 1_235_496
-
-
-# ---------------------------------------------------------------- parameter counts
-# Formulas written from each model's description; the totals in the comments are worked out by hand.
-
-
-def conv(cin: int, cout: int, k: int | tuple[int, int], groups: int = 1, bias: bool = False) -> int:
-    kh, kw = (k, k) if isinstance(k, int) else k
-    return cout * (cin // groups) * kh * kw + (cout if bias else 0)
-
-
-def bn(c: int) -> int:
-    return 2 * c  # weight and bias; the running statistics are buffers
-
-
-def linear(n_in: int, n_out: int) -> int:
-    return n_out * n_in + n_out
-
-
-def conv_bn(cin: int, cout: int, k: int, groups: int = 1) -> int:
-    return conv(cin, cout, k, groups) + bn(cout)
-
-
-def test_mobilenet_v3_small_parameter_count():
-    def se(c, squeezed):  # two 1x1 convolutions with bias
-        return conv(c, squeezed, 1, bias=True) + conv(squeezed, c, 1, bias=True)
-
-    stem = conv_bn(3, 16, 3)  # 464
-    b1 = conv_bn(16, 16, 3, 16) + se(16, 8) + conv_bn(16, 16, 1)  # no expansion: 176 + 280 + 288 = 744
-    b2 = conv_bn(16, 72, 1) + conv_bn(72, 72, 3, 72) + conv_bn(72, 24, 1)  # 3864
-    b3 = conv_bn(24, 88, 1) + conv_bn(88, 88, 3, 88) + conv_bn(88, 24, 1)  # 5416
-    b4 = conv_bn(24, 96, 1) + conv_bn(96, 96, 5, 96) + se(96, 24) + conv_bn(96, 40, 1)  # 13736
-    b5 = conv_bn(40, 240, 1) + conv_bn(240, 240, 5, 240) + se(240, 64) + conv_bn(240, 40, 1)  # 57264
-    head = conv_bn(40, 240, 1) + linear(240, 256) + linear(256, 10)  # 10080 + 61696 + 2570
-    assert n_params(models.load("mobilenet_v3_small")[0]) == stem + b1 + b2 + b3 + b4 + b5 + head  # 155834
-
-
-def test_efficientnet_b0_parameter_count():
-    def mbconv(cin, cout, ratio, k):
-        hidden = cin * ratio
-        expand = conv_bn(cin, hidden, 1) if ratio != 1 else 0
-        squeezed = cin // 4  # squeeze-and-excitation to a quarter of the block's input
-        se = conv(hidden, squeezed, 1, bias=True) + conv(squeezed, hidden, 1, bias=True)
-        return expand + conv_bn(hidden, hidden, k, hidden) + se + conv_bn(hidden, cout, 1)
-
-    stem = conv_bn(3, 16, 3)  # 464
-    blocks = (
-        mbconv(16, 8, 1, 3) + mbconv(8, 16, 6, 3) + mbconv(16, 16, 6, 3) + mbconv(16, 24, 6, 5) + mbconv(24, 40, 6, 3)
-    )  # 468 + 2050 + 5220 + 7540 + 13046
-    head = conv_bn(40, 128, 1) + linear(128, 10)  # 5376 + 1290
-    assert n_params(models.load("efficientnet_b0")[0]) == stem + blocks + head  # 35454
-
-
-def test_resnet18_parameter_count():
-    def block(cin, cout):
-        shortcut = conv_bn(cin, cout, 1) if cin != cout else 0
-        return conv_bn(cin, cout, 3) + conv_bn(cout, cout, 3) + shortcut
-
-    stem = conv_bn(3, 16, 7)  # 2384
-    stages = sum(block(cin, cout) + block(cout, cout) for cin, cout in ((16, 16), (16, 32), (32, 64), (64, 128)))
-    # 9344 + 33088 + 131712 + 525568
-    assert n_params(models.load("resnet18")[0]) == stem + stages + linear(128, 10)  # 703386
-
-
-def test_shufflenet_v2_parameter_count():
-    def unit(cin, cout, stride):
-        half = cout // 2
-        branch1 = conv_bn(cin, cin, 3, cin) + conv_bn(cin, half, 1) if stride == 2 else 0
-        branch_in = cin if stride == 2 else half
-        return branch1 + conv_bn(branch_in, half, 1) + conv_bn(half, half, 3, half) + conv_bn(half, half, 1)
-
-    stem = conv_bn(3, 24, 3)  # 696
-    stages = sum(unit(cin, cout, 2) + unit(cout, cout, 1) for cin, cout in ((24, 48), (48, 96), (96, 192)))
-    head = conv_bn(192, 256, 1) + linear(256, 10)
-    assert n_params(models.load("shufflenet_v2")[0]) == stem + stages + head  # 120634
-
-
-def test_squeezenet_parameter_count():
-    def fire(cin, squeeze, e1, e3):
-        return conv(cin, squeeze, 1, bias=True) + conv(squeeze, e1, 1, bias=True) + conv(squeeze, e3, 3, bias=True)
-
-    stem = conv(3, 32, 3, bias=True)  # 896
-    fires = (
-        fire(32, 8, 32, 32)
-        + fire(64, 8, 32, 32)
-        + fire(64, 16, 64, 64)
-        + fire(128, 16, 64, 64)
-        + fire(128, 24, 96, 96)
-        + fire(192, 24, 96, 96)
-        + fire(192, 32, 128, 128)
-        + fire(256, 32, 128, 128)
-    )
-    classifier = conv(256, 10, 1, bias=True)  # 2570
-    assert n_params(models.load("squeezenet")[0]) == stem + fires + classifier  # 184362
-
-
-def test_inception_parameter_count():
-    def module(cin, c1, c3r, c3, c5r, c5, pool):
-        return (
-            conv_bn(cin, c1, 1)
-            + conv_bn(cin, c3r, 1)
-            + conv_bn(c3r, c3, 3)
-            + conv_bn(cin, c5r, 1)
-            + conv_bn(c5r, c5, 5)
-            + conv_bn(cin, pool, 1)
-        )
-
-    stem = conv_bn(3, 48, 3)  # 1392
-    # (3a): 16 + 32 + 8 + 8 = 64 channels out; (3b): 32 + 48 + 24 + 16 = 120
-    modules = module(48, 16, 24, 32, 4, 8, 8) + module(64, 32, 32, 48, 8, 24, 16)
-    assert n_params(models.load("inception")[0]) == stem + modules + linear(120, 10)  # 37570
-
-
-def test_vit_tiny_parameter_count():
-    dim, tokens = 32, 16 + 1
-    embedding = conv(3, dim, 8, bias=True) + dim + tokens * dim  # patches, class token, positions
-    block = 2 * (2 * dim) + linear(dim, 3 * dim) + linear(dim, dim) + linear(dim, 64) + linear(64, dim)
-    head = 2 * dim + linear(dim, 10)
-    assert n_params(models.load("vit_tiny")[0]) == embedding + 2 * block + head  # 24234
-
-
-def test_kwt_parameter_count():
-    dim = 32
-    embedding = linear(10, dim) + dim + 50 * dim  # frames, class token, 49 + 1 positions
-    # nn.MultiheadAttention: in-projection 3*dim x dim with bias, out-projection linear
-    attention = 3 * dim * dim + 3 * dim + linear(dim, dim)
-    block = attention + 2 * (2 * dim) + linear(dim, 64) + linear(64, dim)
-    assert n_params(models.load("kwt")[0]) == embedding + 2 * block + linear(dim, 12)  # 19468
-
-
-def test_tc_resnet8_parameter_count():
-    def block(cin, cout):
-        return conv(cin, cout, (1, 9)) + bn(cout) + conv(cout, cout, (1, 9)) + bn(cout) + conv_bn(cin, cout, 1)
-
-    stem = conv(10, 16, (1, 3))  # 480
-    blocks = block(16, 24) + block(24, 32) + block(32, 48)
-    assert n_params(models.load("tc_resnet8")[0]) == stem + blocks + linear(48, 12)  # 63708
-
-
-@pytest.mark.parametrize("name, gates", [("kws_gru", 3), ("kws_lstm", 4)])
-def test_recurrent_parameter_count(name, gates):
-    hidden = 32
-    # per gate: input weights (10), hidden weights (hidden) and two biases
-    cell = gates * (hidden * 10 + hidden * hidden + 2 * hidden)
-    assert n_params(models.load(name)[0]) == cell + linear(hidden, 12)  # GRU 4620, LSTM 6028
-
-
-def test_unet_tiny_parameter_count():
-    def double(cin, cout):
-        return conv_bn(cin, cout, 3) + conv_bn(cout, cout, 3)
-
-    encoder = double(3, 8) + double(8, 16) + double(16, 32)
-    up1 = conv(32, 16, 2, bias=True) + double(32, 16)  # up-convolution to 16, cat with 16
-    up2 = double(16 + 8, 8)  # bilinear keeps 16 channels, cat with 8
-    assert n_params(models.load("unet_tiny")[0]) == encoder + up1 + up2 + conv(8, 2, 1, bias=True)  # 29690
-
-
-def test_yolo_tiny_parameter_count():
-    def c2f(c):
-        h = c // 2
-        return conv_bn(c, 2 * h, 1) + 2 * conv_bn(h, h, 3) + conv_bn(3 * h, c, 1)
-
-    backbone = conv_bn(3, 8, 3) + conv_bn(8, 16, 3) + conv_bn(16, 32, 3) + c2f(32) + conv_bn(32, 64, 3) + c2f(64)
-    sppf = conv_bn(64, 32, 1) + conv_bn(4 * 32, 64, 1)
-    neck = conv_bn(64 + 32, 32, 1)
-    detect = conv(32, 3 * 8, 1, bias=True) + conv(64, 3 * 8, 1, bias=True)
-    assert n_params(models.load("yolo_tiny")[0]) == backbone + sppf + neck + detect  # 76984
 
 
 # ---------------------------------------------------------------- structure

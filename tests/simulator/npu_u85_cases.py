@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import tosa_serializer as ts
-from npu_cases import Graph, _rand, _shapes_with_broadcast, attr
+
+from tests.simulator.npu_cases import Graph, _rand, _shapes_with_broadcast, attr
 
 
 def _resize_axis(rng, size: int) -> tuple[int, int, int, int, int]:

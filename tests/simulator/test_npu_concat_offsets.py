@@ -11,8 +11,6 @@ that writes at the right offset."""
 
 from __future__ import annotations
 
-import npu_cases
-import npu_harness
 import numpy as np
 import pytest
 import torch
@@ -24,6 +22,7 @@ from kiln.compile import compile_model
 from kiln.frontend.export import LoadedModel
 from kiln.lower.vela import compile_tosa
 from kiln.spec import CompileSpec
+from tests.simulator import helpers, npu_cases
 
 
 def _tosa_rescale_then_concat() -> npu_cases.Graph:
@@ -47,9 +46,9 @@ def test_vela_places_a_standalone_rescale_at_offset_zero(target, mode):
     (the later copy) and the last four are never written."""
     g = _tosa_rescale_then_concat()
     tosa = g.serialize()
-    vela = compile_tosa(tosa, "offset", target, npu_harness.system_config(target), mode)
-    want = npu_harness.reference(tosa, g.inputs)[0].reshape(-1, 8)
-    got, result = npu_harness.run_on_model(vela, g.inputs, target, [np.int8])
+    vela = compile_tosa(tosa, "offset", target, helpers.system_config(target), mode)
+    want = helpers.reference(tosa, g.inputs)[0].reshape(-1, 8)
+    got, result = helpers.run_on_model(vela, g.inputs, target, [np.int8])
     assert result.fault is None
     got = got[0].reshape(-1, 8)
     assert np.array_equal(got[:, :4], want[:, :4])
@@ -61,8 +60,8 @@ def test_vela_keeps_the_offset_on_ethos_u85(mode):
     """Why kiln.families.OFFSET_COPIES leaves Ethos-U85 out: its stream writes the same graph right."""
     g = _tosa_rescale_then_concat()
     tosa = g.serialize()
-    vela = compile_tosa(tosa, "offset", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"), mode)
-    assert npu_harness.compare(tosa, vela, g.inputs, "ethos-u85-256")[0] == [0]
+    vela = compile_tosa(tosa, "offset", "ethos-u85-256", helpers.system_config("ethos-u85-256"), mode)
+    assert helpers.compare(tosa, vela, g.inputs, "ethos-u85-256")[0] == [0]
 
 
 def test_identity_rescale_between_keeps_the_offset():
@@ -75,8 +74,8 @@ def test_identity_rescale_between_keeps_the_offset():
     out = g.op("CONCAT", [skip, copy], (1, 2, 2, 8), "int8", npu_cases.attr("Concat", 3))
     g.output(out, "RESCALE int32 -> int8, identity RESCALE, CONCAT at channel offset 4")
     tosa = g.serialize()
-    vela = compile_tosa(tosa, "offset", "ethos-u55-128", npu_harness.system_config("ethos-u55-128"), "Shared_Sram")
-    diffs, _ = npu_harness.compare(tosa, vela, g.inputs, "ethos-u55-128")
+    vela = compile_tosa(tosa, "offset", "ethos-u55-128", helpers.system_config("ethos-u55-128"), "Shared_Sram")
+    diffs, _ = helpers.compare(tosa, vela, g.inputs, "ethos-u55-128")
     assert diffs == [0]
 
 
@@ -159,7 +158,7 @@ def _delegate_diffs(name: str, target: str):
     for tosa, vela, part in zip(result.tosa, result.vela, result.partitioning.partitions):
         rng = np.random.default_rng(0)
         arrays = [rng.integers(-128, 128, size=tuple(v.shape), dtype=np.int8) for v in part.inputs]
-        diffs += npu_harness.compare(tosa, vela, arrays, target)[0]
+        diffs += helpers.compare(tosa, vela, arrays, target)[0]
     return diffs
 
 

@@ -6,15 +6,15 @@ graph (test_lowering's conv1d_residual checks the graph against PT2E)."""
 
 from __future__ import annotations
 
-import npu_harness
 import numpy as np
 import torch
-from lowering_helpers import lower_module
 from torch import nn
 
 from kiln import boards
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower.vela import compile_tosa
+from tests.compiler.helpers import lower_module
+from tests.simulator import helpers
 
 
 class Conv1dBlock(nn.Module):
@@ -47,5 +47,5 @@ def test_conv1d_block_transposes_only_its_input_and_runs_bit_exact():
     assert transposes == 1, transposes  # NCL -> NLC of the input; none between the convolutions
     vela = compile_tosa(tosa, "conv1d_block", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
     x = np.random.default_rng(5).integers(-128, 128, size=shape, dtype=np.int8)
-    diffs, result = npu_harness.compare(tosa, vela, [x], "ethos-u55-128")
+    diffs, result = helpers.compare(tosa, vela, [x], "ethos-u55-128")
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

@@ -3,15 +3,14 @@ every modelled configuration and on memory modes other than the board's."""
 
 from __future__ import annotations
 
-import npu_harness
 import pytest
-from test_npu_zoo import MODELS, _inputs, compiled
 
 from kiln.errors import NpuConfigError
 from kiln.lower.vela import compile_tosa
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.simulator.npu.u55.cycles import U55CycleModel
+from tests.simulator import helpers
 
 TOLERANCE = 0.25
 # On U55 (Shared_Sram) every feature map is in the SRAM, where Vela's reference schedule
@@ -22,17 +21,13 @@ U55_TARGETS = ["ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256"]
 TARGETS = U55_TARGETS + ["ethos-u65-256", "ethos-u65-512"]
 
 
-def _memory_mode(target: str) -> str:
-    return "Dedicated_Sram" if target.startswith("ethos-u65") else "Shared_Sram"
-
-
 def _vela_for(model: str, target: str, memory_mode: str | None = None):
-    result, shapes = compiled(model)
+    result, shapes = helpers.compiled_zoo(model)
     if target == "ethos-u55-128" and memory_mode is None:
         return result.vela, shapes
-    mode = memory_mode or _memory_mode(target)
+    mode = memory_mode or helpers.memory_mode(target)
     return [
-        compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), mode)
+        compile_tosa(tosa, f"{model}{i}", target, helpers.system_config(target), mode)
         for i, tosa in enumerate(result.tosa)
     ], shapes
 
@@ -40,17 +35,17 @@ def _vela_for(model: str, target: str, memory_mode: str | None = None):
 def _ratio(velas, shapes, config) -> float:
     cycles = vela_cycles = 0
     for vela, part_shapes in zip(velas, shapes):
-        _, run = run_compiled(vela, _inputs(part_shapes, 0), config)
+        _, run = run_compiled(vela, helpers.int8_inputs(part_shapes, 0), config)
         cycles += run.cycles
         vela_cycles += vela.npu_cycles
     return cycles / vela_cycles
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", helpers.ZOO)
 def test_cycles_close_to_vela(model, target):
     velas, shapes = _vela_for(model, target)
-    ratio = _ratio(velas, shapes, config_for(target, memory_mode=_memory_mode(target)))
+    ratio = _ratio(velas, shapes, config_for(target, memory_mode=helpers.memory_mode(target)))
     tolerance = U55_TOLERANCE if target in U55_TARGETS else TOLERANCE
     assert abs(ratio - 1) <= tolerance, ratio
 

@@ -7,7 +7,6 @@ import re
 import struct
 import subprocess
 
-import npu_harness
 import numpy as np
 import pytest
 
@@ -16,6 +15,7 @@ from kiln.simulator.npu import Cop1Error, parse_cop1
 from kiln.simulator.npu.commands import CommandError, as_words, decode
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.u55.commands import U55_COMMANDS
+from tests.simulator import helpers
 
 LISTING = re.compile(r"^0x([0-9a-f]{6}):\s+(?:([0-9a-f]{8})\s+)?([0-9a-f]{4}) ([0-9a-f]{4}) - (\w+)")
 
@@ -29,7 +29,7 @@ def _vela_listing(tmp_path, tosa: bytes, target: str):
             "--accelerator-config",
             target,
             "--system-config",
-            npu_harness.system_config(target),
+            helpers.system_config(target),
             "--memory-mode",
             "Shared_Sram",
             "--output-format",
@@ -55,7 +55,7 @@ def _vela_listing(tmp_path, tosa: bytes, target: str):
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-512"])
 def test_decoder_matches_vela_listing(tmp_path, target):
-    graph = npu_harness.build_batch(7, range(8))
+    graph = helpers.build_batch(7, range(8))
     rows, cmd_data = _vela_listing(tmp_path, graph.serialize(), target)
     assert len(rows) > 50
     cop1 = parse_cop1(cmd_data)

@@ -2,12 +2,13 @@
 run on kiln's NPU model and compared bit for bit with tosa_reference_model.
 
 Each batch puts CASES random single-op subgraphs into one TOSA graph (one Vela call);
-case i of batch s is rebuilt by npu_harness.build_batch(s, [i])."""
+case i of batch s is rebuilt by helpers.build_batch(s, [i])."""
 
 from __future__ import annotations
 
-import npu_harness
 import pytest
+
+from tests.simulator import helpers
 
 CASES = 10
 COMBINATIONS = [
@@ -23,7 +24,7 @@ BATCHES = [(target, mode, 1000 * i + b) for i, (target, mode) in enumerate(COMBI
 
 @pytest.mark.parametrize("target, mode, seed", BATCHES, ids=[f"{t}-{m}-{s}" for t, m, s in BATCHES])
 def test_random_graphs_bit_exact(target, mode, seed):
-    results, rejected = npu_harness.run_batch(seed, CASES, target, mode)
+    results, rejected = helpers.run_batch(seed, CASES, target, mode)
     assert len(results) >= CASES - 2, f"Vela rejected too many cases: {rejected}"
     wrong = [(description, diff) for description, diff in results if diff]
     assert not wrong, wrong

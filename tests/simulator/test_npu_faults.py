@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from npu_streams import Stream
 
 from kiln.simulator.npu import FlatMemory, MemoryFault, run_stream
 from kiln.simulator.npu.config import config_for
+from tests.simulator.npu_streams import Stream
 
 BASES = (0x1000, 0x8000, 0, 0, 0, 0, 0, 0)
 CONFIG = config_for("ethos-u55-128")

@@ -7,10 +7,11 @@ adaptive_pool_shared check the graph against PT2E)."""
 
 from __future__ import annotations
 
-import npu_harness
 import pytest
 import torch
 from torch import nn
+
+from tests.simulator import helpers
 
 
 class SqueezeExcite(nn.Module):
@@ -37,7 +38,5 @@ class SqueezeExcite(nn.Module):
     ],
 )
 def test_squeeze_excite_mean_on_the_npu_model_equals_tosa_reference(pool, shape, bits, target):
-    diffs, result = npu_harness.module_on_the_model(
-        SqueezeExcite(shape[1], pool), shape, f"se_{bits}", target, bits=bits
-    )
+    diffs, result = helpers.module_on_the_model(SqueezeExcite(shape[1], pool), shape, f"se_{bits}", target, bits=bits)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

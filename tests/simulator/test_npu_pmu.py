@@ -5,11 +5,11 @@ and the cycle counter both count the cycle estimate, NPU_IDLE counts 0. Expected
 worked out by hand from the hand-built stream's sizes."""
 
 import pytest
-from npu_streams import Stream
 
 from kiln.simulator.npu import FlatMemory, run_stream
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.device import EthosU
+from tests.simulator.npu_streams import Stream
 
 BASES = (0x1000, 0x8000, 0, 0, 0, 0, 0, 0)
 DMA_BYTES, POOL_ELEMENTS = 40, 14

@@ -21,13 +21,13 @@ kiln's amin is one REDUCE_MIN (kiln.families.MIN_AS_MAX)."""
 
 from __future__ import annotations
 
-import npu_harness
 import numpy as np
 import pytest
 import tosa_serializer as ts
 
 from kiln.lower.lowerer import attr
 from kiln.lower.vela import compile_tosa
+from tests.simulator import helpers
 
 TARGET = "ethos-u55-128"
 
@@ -93,7 +93,7 @@ def test_reduce_bit_exact(kind, case):
     tosa, vela = compile_graph(kind, shape, axis, reshape_to)
     assert len(vela.weight_data) % 16 == 0  # Vela's read-only allocations are 16-byte aligned
     for seed in range(3):
-        diffs, _ = npu_harness.compare(tosa, vela, inputs(shape, seed), TARGET)
+        diffs, _ = helpers.compare(tosa, vela, inputs(shape, seed), TARGET)
         assert diffs == [0], (seed, diffs)
 
 
@@ -121,15 +121,15 @@ def test_vela_reduce_min_reshaped_across_axes_reuses_one_row(case):
     shape, axis, reshape_to, computed = VELA_WRONG[case]
     tosa, vela = compile_graph("REDUCE_MIN", shape, axis, reshape_to)
     x = inputs(shape)
-    got, result = npu_harness.run_on_model(vela, x, TARGET, [np.int8])
+    got, result = helpers.run_on_model(vela, x, TARGET, [np.int8])
     assert result.fault is None, result.fault
     m = x[0].min(axis=axis)
-    want = npu_harness.reference(tosa, x)[0]
+    want = helpers.reference(tosa, x)[0]
     assert np.array_equal(want.reshape(-1), m.reshape(-1))
     assert np.array_equal(got[0], computed(m).reshape(-1))
     assert not np.array_equal(got[0], want.reshape(-1))
     tosa, vela = compile_graph("REDUCE_MAX", shape, axis, reshape_to)
-    assert npu_harness.compare(tosa, vela, x, TARGET)[0] == [0]
+    assert helpers.compare(tosa, vela, x, TARGET)[0] == [0]
 
 
 @pytest.mark.parametrize("case", list(CASES) + list(VELA_WRONG))
@@ -138,7 +138,7 @@ def test_reduce_min_on_ethos_u85_bit_exact(case):
     tosa = reduce_graph("REDUCE_MIN", shape, axis, reshape_to)
     vela = compile_tosa(tosa, "reduce_min", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Shared_Sram")
     for seed in range(3):
-        assert npu_harness.compare(tosa, vela, inputs(shape, seed), "ethos-u85-256")[0] == [0], seed
+        assert helpers.compare(tosa, vela, inputs(shape, seed), "ethos-u85-256")[0] == [0], seed
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
@@ -150,5 +150,5 @@ def test_amin_lowered_for_each_family_bit_exact(dims, keepdim, shape, target):
     import torch
 
     module = type("M", (torch.nn.Module,), {"forward": lambda self, x: x.amin(dims, keepdim=keepdim)})()
-    diffs, result = npu_harness.module_on_the_model(module, shape, "amin", target)
+    diffs, result = helpers.module_on_the_model(module, shape, "amin", target)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

@@ -1,12 +1,11 @@
 """The NPU model's own refusal of accesses outside the buffers the firmware registered
 (run_stream's limits; on the virtual platform the driver's published region sizes), with
-the driver's bounds check bypassed: the streams of tests/npu_hostile.py run straight on
+the driver's bounds check bypassed: the streams of tests/firmware/runtime/npu_hostile.py run straight on
 the model. Memory is mapped well past every buffer, so only the region limits can refuse;
 the reference for "inside" is Vela's own stream, which must run unchanged under them."""
 
 from __future__ import annotations
 
-import npu_hostile as nh
 import numpy as np
 import pytest
 
@@ -16,6 +15,7 @@ from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.executor import run_stream
 from kiln.simulator.npu.memory import FlatMemory
 from kiln.spec import CompileSpec
+from tests.firmware.runtime import npu_hostile as nh
 
 BASES = (0x1000_0000, 0x2000_0000, 0x3000_0000, 0, 0, 0, 0, 0)
 SLACK = 4 << 20  # bytes mapped past each buffer

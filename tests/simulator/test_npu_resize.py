@@ -6,7 +6,6 @@ repeat is checked against numpy's, otherwise CONCATs of copies; bilinear with al
 
 from __future__ import annotations
 
-import npu_harness
 import numpy as np
 import pytest
 import tosa_serializer as ts
@@ -14,6 +13,7 @@ from torch import nn
 
 from kiln.lower.lowerer import attr
 from kiln.lower.vela import compile_tosa
+from tests.simulator import helpers
 
 
 class Upsample(nn.Module):
@@ -42,7 +42,7 @@ CASES = {  # name: (output size, input shape, target[, mode])
 @pytest.mark.parametrize("name", list(CASES))
 def test_resizing_on_the_npu_model_equals_tosa_reference(name):
     size, shape, target, *mode = CASES[name]
-    diffs, result = npu_harness.module_on_the_model(Upsample(size, *mode), shape, name, target)
+    diffs, result = helpers.module_on_the_model(Upsample(size, *mode), shape, name, target)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
 
 
@@ -62,7 +62,7 @@ def test_resize_parameters_repeat_each_pixel_as_pytorch_nearest():
         tosa = bytes(ser.serialize())
         x = np.random.default_rng(f).integers(-128, 128, size=shape, dtype=np.int8)
         want = np.repeat(np.repeat(x, f, 1), f, 2)
-        assert np.array_equal(npu_harness.reference(tosa, [x])[0], want)
+        assert np.array_equal(helpers.reference(tosa, [x])[0], want)
         vela = compile_tosa(tosa, f"resize_{f}", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
-        got, result = npu_harness.run_on_model(vela, [x], "ethos-u55-128")
+        got, result = helpers.run_on_model(vela, [x], "ethos-u55-128")
         assert result.fault is None and np.array_equal(got[0].reshape(want.shape), want), f

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 
-import npu_harness
 import numpy as np
 import pytest
 import torch
@@ -15,6 +14,7 @@ import torch
 from kiln.compile import compile_model
 from kiln.frontend.export import LoadedModel
 from kiln.spec import CompileSpec
+from tests.simulator import helpers
 
 
 class Fn(torch.nn.Module):
@@ -66,7 +66,7 @@ def test_slices_feeding_arithmetic_are_bit_exact(name, target):
     for tosa, vela, part in zip(result.tosa, result.vela, result.partitioning.partitions):
         rng = np.random.default_rng(0)
         arrays = [rng.integers(-128, 128, size=tuple(v.shape), dtype=np.int8) for v in part.inputs]
-        diffs += npu_harness.compare(tosa, vela, arrays, target)[0]
+        diffs += helpers.compare(tosa, vela, arrays, target)[0]
     assert diffs == [0] * len(diffs) and diffs
 
 
@@ -75,9 +75,9 @@ def test_vela_reads_widened_slices_right_on_ethos_u85(mode):
     """Why kiln.families.SLICE_WIDEN_COPIES leaves Ethos-U85 out: the graph below that Vela places
     wrongly for Ethos-U55 runs right on the U85 model."""
     tosa = rows_added_graph()
-    vela = compile_tosa(tosa, "rows_added", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"), mode)
+    vela = compile_tosa(tosa, "rows_added", "ethos-u85-256", helpers.system_config("ethos-u85-256"), mode)
     x = [np.random.default_rng(0).integers(-128, 128, size=(1, 4, 6), dtype=np.int8)]
-    assert npu_harness.compare(tosa, vela, x, "ethos-u85-256")[0] == [0]
+    assert helpers.compare(tosa, vela, x, "ethos-u85-256")[0] == [0]
 
 
 # ---- Vela 5.2.0's own slips, which the copies above avoid --------------------------------
@@ -222,7 +222,7 @@ def test_vela_widening_rescale_of_slices_reads_and_writes_the_whole_input():
     for (ifm, _, _, ofm_shape), (_, _, copy, _) in zip(muls, widen):
         assert ifm == copy and ofm_shape == (1, 4, 6)  # the whole copy from its start, 4 x 6 out
     x = [np.random.default_rng(0).integers(-128, 128, size=(1, 4, 6), dtype=np.int8)]
-    _, result = npu_harness.run_on_model(vela, x, TARGET, [np.int8])
+    _, result = helpers.run_on_model(vela, x, TARGET, [np.int8])
     assert result.fault is not None and result.fault.kind == "bus_error", result.fault
     assert "write of 152 bytes at 0x200000a0" in result.fault.message, result.fault
 
@@ -240,11 +240,11 @@ def test_vela_matmul_of_selects_does_not_step_its_ifm_over_the_batch():
     assert {ifm for ifm, *_ in muls} == {source.offset}  # never source.offset + 0x10 = x[0, 1]
     assert len({ifm2 for _, ifm2, *_ in muls}) == 8
     x = np.random.default_rng(0).integers(-128, 128, size=(3, 2, 4, 4), dtype=np.int8)
-    got, result = npu_harness.run_on_model(vela, [x], TARGET, [np.int32])
+    got, result = helpers.run_on_model(vela, [x], TARGET, [np.int32])
     assert result.fault is None, result.fault
     got = got[0].reshape(2, 4, 4)
-    want = npu_harness.reference(tosa, [x])[0]
+    want = helpers.reference(tosa, [x])[0]
     assert np.array_equal(got[0], want[0]) and not np.array_equal(got[1], want[1])
     as_read = x.copy()
     as_read[0, 1] = x[0, 0]
-    assert np.array_equal(got, npu_harness.reference(tosa, [as_read])[0])
+    assert np.array_equal(got, helpers.reference(tosa, [as_read])[0])

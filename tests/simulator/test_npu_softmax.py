@@ -6,11 +6,11 @@ on each NPU family, with the tables reading one difference or one each (FUSED_EX
 
 from __future__ import annotations
 
-import npu_harness
 import pytest
 import torch
 
 from kiln import families
+from tests.simulator import helpers
 
 CASES = {  # name: (shape, dim, log)
     "rows": ((8, 10), -1, False),
@@ -28,5 +28,5 @@ def test_softmax_on_the_npu_model_equals_tosa_reference(name, target, flipped):
     shape, dim, log = CASES[name]
     fn = torch.log_softmax if log else torch.softmax
     module = type("M", (torch.nn.Module,), {"forward": lambda self, x: fn(x, dim)})()
-    diffs, result = npu_harness.module_on_the_model(module, shape, name, target, spread=3.0, flipped=flipped)
+    diffs, result = helpers.module_on_the_model(module, shape, name, target, spread=3.0, flipped=flipped)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

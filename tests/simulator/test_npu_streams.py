@@ -4,10 +4,10 @@ tiled NHCWB16 feature map and TRUNCATE rounding, which Vela never emits for U55/
 from __future__ import annotations
 
 import numpy as np
-from npu_streams import Stream
 
 from kiln.simulator.npu import FlatMemory, run_stream
 from kiln.simulator.npu.config import config_for
+from tests.simulator.npu_streams import Stream
 
 BASES = (0x1000, 0x8000, 0, 0, 0, 0, 0, 0)
 

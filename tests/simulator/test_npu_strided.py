@@ -7,12 +7,12 @@ NPU family."""
 
 from __future__ import annotations
 
-import npu_harness
 import pytest
 import torch
 from torch import nn
 
 from kiln import families
+from tests.simulator import helpers
 
 F = nn.functional
 
@@ -44,7 +44,7 @@ CASES = {  # name: (module, input shape)
 @pytest.mark.parametrize("name", list(CASES))
 def test_strided_op_on_the_npu_model_equals_tosa_reference(name):
     module, shape = CASES[name]
-    diffs, result = npu_harness.module_on_the_model(module, shape, name)
+    diffs, result = helpers.module_on_the_model(module, shape, name)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
 
 
@@ -61,5 +61,5 @@ AVG_POOLS = {  # name: (module, input shape)
 @pytest.mark.parametrize("name", list(AVG_POOLS))
 def test_strided_average_pool_either_way_equals_tosa_reference(name, target, flipped):
     module, shape = AVG_POOLS[name]
-    diffs, result = npu_harness.module_on_the_model(module, shape, name, target, flipped=flipped)
+    diffs, result = helpers.module_on_the_model(module, shape, name, target, flipped=flipped)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

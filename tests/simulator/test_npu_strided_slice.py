@@ -6,11 +6,11 @@ of the rows (the choice FLAT_STRIDED_SLICES), on each NPU family."""
 
 from __future__ import annotations
 
-import npu_harness
 import pytest
 import torch
 
 from kiln import families
+from tests.simulator import helpers
 
 CASES = {  # name: (shape, function)
     "rows": ((1, 6, 8), lambda x: x[:, ::2] + x[:, 1::2]),
@@ -25,5 +25,5 @@ CASES = {  # name: (shape, function)
 def test_strided_slice_on_the_npu_model_equals_tosa_reference(name, target, flipped):
     shape, fn = CASES[name]
     module = type("M", (torch.nn.Module,), {"forward": lambda self, x: fn(x)})()
-    diffs, _ = npu_harness.module_on_the_model(module, shape, name, target, flipped=flipped)
+    diffs, _ = helpers.module_on_the_model(module, shape, name, target, flipped=flipped)
     assert diffs == [0], diffs

@@ -4,9 +4,10 @@ model bit for bit as tosa_reference_model."""
 
 from __future__ import annotations
 
-import npu_harness
 import pytest
 import torch
+
+from tests.simulator import helpers
 
 FUNCTIONS = {"gelu": torch.nn.functional.gelu, "sigmoid": torch.sigmoid}
 
@@ -16,5 +17,5 @@ FUNCTIONS = {"gelu": torch.nn.functional.gelu, "sigmoid": torch.sigmoid}
 def test_16_bit_table_on_the_npu_model_equals_tosa_reference(name, target):
     fn = FUNCTIONS[name]
     module = type("M", (torch.nn.Module,), {"forward": lambda self, x: fn(x)})()
-    diffs, _ = npu_harness.module_on_the_model(module, (1, 4, 8, 8), name, target, bits=16, spread=2.0)
+    diffs, _ = helpers.module_on_the_model(module, (1, 4, 8, 8), name, target, bits=16, spread=2.0)
     assert diffs == [0], diffs

@@ -8,24 +8,22 @@ LiteRT's reference int16 kernels (ai-edge-litert, a test dependency) on every in
 
 from __future__ import annotations
 
-import npu_cases
-import npu_harness
-import npu_tflite
 import numpy as np
 import pytest
 import tosa_serializer as ts
 
 from kiln.lower.vela import compile_tflite
+from tests.simulator import helpers, npu_cases, npu_tflite
 
 EVERY_INT16 = np.arange(-32768, 32768, dtype=np.int16).reshape(1, 256, 256, 1)
 
 
 def _compile(model: bytes, name: str, target: str):
-    return compile_tflite(model, name, target, npu_harness.system_config(target), "Shared_Sram")
+    return compile_tflite(model, name, target, helpers.system_config(target), "Shared_Sram")
 
 
 def _run(model: bytes, name: str, target: str, x: np.ndarray):
-    (out,), result = npu_harness.run_on_model(_compile(model, name, target), [x], target, [np.int16])
+    (out,), result = helpers.run_on_model(_compile(model, name, target), [x], target, [np.int16])
     assert result.fault is None, result.fault
     return out.reshape(x.shape), result
 
@@ -40,7 +38,7 @@ def _leaky_relu_reference(x: np.ndarray, alpha: float) -> np.ndarray:
     scaled = g.rescale(name, shape, "int16", "int32", alpha, double_round=True)
     y = g.op("MAXIMUM", [identity, scaled], shape, "int32", npu_cases.attr("Maximum", ts.NanPropagationMode.PROPAGATE))
     g.output(g.rescale(y, shape, "int32", "int16", 1.0), f"LEAKY_RELU alpha {alpha}")
-    (want,) = npu_harness.reference(g.serialize(), g.inputs)
+    (want,) = helpers.reference(g.serialize(), g.inputs)
     return want.reshape(x.shape)
 
 

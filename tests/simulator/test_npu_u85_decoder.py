@@ -7,8 +7,6 @@ from __future__ import annotations
 import functools
 import re
 
-import npu_harness
-import npu_u85_listing
 import numpy as np
 import pytest
 
@@ -22,6 +20,7 @@ from kiln.simulator.npu.u85 import elementwise as u85_elementwise
 from kiln.simulator.npu.u85 import output as u85_output
 from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.u85.commands import U85_COMMANDS
+from tests.simulator import helpers, npu_u85_listing
 
 U85_TARGETS = [t for t in CONFIGS if t.startswith("ethos-u85")]
 SYSTEM_CONFIG = "Ethos_U85_SYS_DRAM_Mid"
@@ -32,7 +31,7 @@ STREAMS = [("ethos-u85-256", 0, 10), ("ethos-u85-256", 1, 10), ("ethos-u85-512",
 
 @functools.cache
 def _compiled(target: str, seed: int, cases: int):
-    graph = npu_harness.build_batch(seed, range(cases))
+    graph = helpers.build_batch(seed, range(cases))
     tosa = graph.serialize()
     vela = compile_tosa(tosa, f"listing{seed}", target, SYSTEM_CONFIG, "Shared_Sram")
     return parse_cop1(vela.cmd_data), npu_u85_listing.listing(tosa, target, SYSTEM_CONFIG, "Shared_Sram")
@@ -40,7 +39,7 @@ def _compiled(target: str, seed: int, cases: int):
 
 @pytest.mark.parametrize("target", U85_TARGETS)
 def test_config_and_id_words_are_vela_s(target):
-    graph = npu_harness.build_batch(5, range(2))
+    graph = helpers.build_batch(5, range(2))
     vela = compile_tosa(graph.serialize(), "cop1", target, SYSTEM_CONFIG, "Shared_Sram")
     cop1 = parse_cop1(vela.cmd_data)
     config = config_for(target)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import npu_harness
 import numpy as np
 import pytest
 
@@ -16,6 +15,7 @@ from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.device import EthosU, window_size
 from kiln.simulator.npu.memory import FlatMemory
+from tests.simulator import helpers
 
 # Ethos-U85 offsets, typed out from the register map.
 ID, STATUS, CMD, RESET, QBASE0, QBASE1, QREAD, QSIZE, CONFIG = 0x0, 0x4, 0x8, 0xC, 0x10, 0x14, 0x18, 0x20, 0x28
@@ -134,7 +134,7 @@ def test_addresses_are_40_bits():
 
 
 def _program():
-    graph = npu_harness.build_batch(8600, range(3), ["conv", "add_sub", "max_pool"])
+    graph = helpers.build_batch(8600, range(3), ["conv", "add_sub", "max_pool"])
     vela = compile_tosa(graph.serialize(), "device", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Shared_Sram")
     return graph, vela
 
@@ -158,7 +158,7 @@ def test_a_compiled_u85_stream_runs_through_the_window():
     assert npu.read(STATUS) == 0x22  # irq_raised | cmd_end_reached
     assert npu.read(QREAD) == len(stream)
     assert npu.read(PMCCNTR_LO) > 0
-    want = npu_harness.reference(graph.serialize(), graph.inputs)
+    want = helpers.reference(graph.serialize(), graph.inputs)
     for tensor, expected in zip(vela.outputs, want):
         got = np.frombuffer(bytes(scratch[tensor.offset : tensor.offset + expected.nbytes]), expected.dtype)
         assert np.array_equal(got, expected.reshape(-1))

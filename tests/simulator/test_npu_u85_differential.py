@@ -1,16 +1,15 @@
 """Random TOSA graphs compiled by Vela 5.2.0 for Ethos-U85 configurations, run on kiln's
-U85 model and compared bit for bit with tosa_reference_model (npu_harness, as for the
+U85 model and compared bit for bit with tosa_reference_model (tests/simulator/helpers.py, as for the
 U55/U65 in test_npu_differential.py; npu_u85_cases adds what only the U85 runs).
 
 Each batch puts CASES random single-op subgraphs into one TOSA graph (one Vela call);
-case i of batch s is rebuilt by npu_harness.build_batch(s, [i], generators=GENERATORS)."""
+case i of batch s is rebuilt by helpers.build_batch(s, [i], generators=GENERATORS)."""
 
 from __future__ import annotations
 
-import npu_cases
-import npu_harness
-import npu_u85_cases
 import pytest
+
+from tests.simulator import helpers, npu_cases, npu_u85_cases
 
 CASES = 10
 GENERATORS = {**npu_cases.GENERATORS, **npu_u85_cases.GENERATORS}  # the U55's kinds and U85-only ones
@@ -28,7 +27,7 @@ BATCHES = [
 
 @pytest.mark.parametrize("target, mode, seed", BATCHES, ids=[f"{t}-{m}-{s}" for t, m, s in BATCHES])
 def test_random_graphs_bit_exact_u85(target, mode, seed):
-    results, rejected = npu_harness.run_batch(seed, CASES, target, mode, generators=GENERATORS)
+    results, rejected = helpers.run_batch(seed, CASES, target, mode, generators=GENERATORS)
     assert len(results) >= CASES - 2, f"Vela rejected too many cases: {rejected}"
     wrong = [(description, diff) for description, diff in results if diff]
     assert not wrong, wrong
@@ -75,12 +74,12 @@ def test_u85_only_operations_bit_exact():
     wrong = []
     for n, kind in enumerate(sorted(npu_u85_cases.GENERATORS)):
         for i in range(CASES_PER_KIND):
-            graph = npu_harness.build_batch(8800 + n, [i], [kind], npu_u85_cases.GENERATORS)
+            graph = helpers.build_batch(8800 + n, [i], [kind], npu_u85_cases.GENERATORS)
             tosa = graph.serialize()
             vela = compile_tosa(
-                tosa, f"{kind}{i}", "ethos-u85-256", npu_harness.system_config("ethos-u85-256"), "Shared_Sram"
+                tosa, f"{kind}{i}", "ethos-u85-256", helpers.system_config("ethos-u85-256"), "Shared_Sram"
             )
-            diffs, result = npu_harness.compare(tosa, vela, graph.inputs, "ethos-u85-256")
+            diffs, result = helpers.compare(tosa, vela, graph.inputs, "ethos-u85-256")
             total.merge(result.coverage)
             wrong += [(graph.descriptions[0], d) for d in diffs if d]
     assert not wrong, wrong

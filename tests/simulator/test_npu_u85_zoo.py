@@ -9,7 +9,6 @@ import functools
 import re
 import subprocess
 
-import npu_harness
 import numpy as np
 import pytest
 
@@ -20,25 +19,13 @@ from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.executor import estimate
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
+from tests.simulator import helpers
 
-MODELS = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits"]
 OTHER_TARGETS = {"ethos-u85-512": ["resnet8", "digits"], "ethos-u85-2048": ["ds_cnn", "tiny_cnn"]}
 
 
-@functools.cache
 def compiled(model: str):
-    result = compile_model(model, CompileSpec(target="ethos-u85-256"))
-    shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
-    return result, shapes
-
-
-def _check(tosa: bytes, vela, shapes, target: str):
-    rng = np.random.default_rng(0)
-    inputs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in shapes]
-    diffs, result = npu_harness.compare(tosa, vela, inputs, target)
-    assert diffs == [0] * len(diffs)
-    assert result.ops > 0
-    return result
+    return helpers.compiled_zoo(model, "ethos-u85-256")
 
 
 # kiln.models.ARCHITECTURES: published architectures' block structure (vit_tiny's and kwt's
@@ -58,7 +45,7 @@ ARCHITECTURE_MODELS = [
     "unet_tiny",
     "yolo_tiny",
 ]
-CASES = [("ethos-u85-256", m) for m in MODELS + ARCHITECTURE_MODELS]
+CASES = [("ethos-u85-256", m) for m in helpers.ZOO + ARCHITECTURE_MODELS]
 CASES += [(t, m) for t, models in OTHER_TARGETS.items() for m in models]
 
 
@@ -72,17 +59,17 @@ def test_zoo_delegates_bit_exact_u85(target, model):
         result.vela
         if target == "ethos-u85-256"
         else [
-            compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), "Shared_Sram")
+            compile_tosa(tosa, f"{model}{i}", target, helpers.system_config(target), "Shared_Sram")
             for i, tosa in enumerate(result.tosa)
         ]
     )
     cores = config_for(target).cores
     for tosa, vela, part_shapes in zip(result.tosa, streams, shapes):
-        run = _check(tosa, vela, part_shapes, target)
+        run = helpers.assert_bit_exact(tosa, vela, part_shapes, target)
         assert run.coverage.as_dict()["U85 cores"].get(str(cores), 0) > 0
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", helpers.ZOO)
 def test_cycle_estimate_near_vela_u85_256(model):
     """kiln.simulator.npu.u85.cycles against Vela's own NPU cycles for the same streams:
     within 10 % on every zoo model (its docstring's aim)."""
@@ -177,5 +164,5 @@ def test_16_bit_activations_bit_exact_u85_256(model):
             dtype = np.dtype(str(value.dtype).replace("torch.", ""))
             info = np.iinfo(dtype)
             inputs.append(rng.integers(info.min + 1, info.max, size=tuple(value.shape), dtype=dtype))
-        diffs, run = npu_harness.compare(tosa, vela, inputs, "ethos-u85-256")
+        diffs, run = helpers.compare(tosa, vela, inputs, "ethos-u85-256")
         assert diffs == [0] * len(diffs)

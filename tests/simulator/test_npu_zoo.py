@@ -3,18 +3,14 @@ bit for bit with tosa_reference_model on the same TOSA graph (random int8 inputs
 
 from __future__ import annotations
 
-import functools
-
-import npu_harness
-import numpy as np
 import pytest
 
 from kiln import boards
 from kiln.compile import compile_model
 from kiln.lower.vela import compile_tosa
 from kiln.spec import CompileSpec
+from tests.simulator import helpers
 
-MODELS = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits"]
 OTHER_TARGETS = {
     "ethos-u55-32": ["ds_cnn", "resnet8"],
     "ethos-u55-64": ["tiny_cnn", "fc_autoencoder"],
@@ -24,39 +20,20 @@ OTHER_TARGETS = {
 }
 
 
-@functools.cache
-def compiled(model: str):
-    result = compile_model(model, CompileSpec(target="ethos-u55-128"))
-    shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
-    return result, shapes
-
-
-def _inputs(shapes, seed: int):
-    rng = np.random.default_rng(seed)
-    return [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in shapes]
-
-
-def _check(tosa: bytes, vela, shapes, target: str):
-    diffs, result = npu_harness.compare(tosa, vela, _inputs(shapes, 0), target)
-    assert diffs == [0] * len(diffs)
-    assert result.ops > 0
-
-
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", helpers.ZOO)
 def test_zoo_delegates_bit_exact_u55_128(model):
-    result, shapes = compiled(model)
+    result, shapes = helpers.compiled_zoo(model)
     assert result.tosa
     for tosa, vela, part_shapes in zip(result.tosa, result.vela, shapes):
-        _check(tosa, vela, part_shapes, "ethos-u55-128")
+        helpers.assert_bit_exact(tosa, vela, part_shapes, "ethos-u55-128")
 
 
 @pytest.mark.parametrize("target, model", [(t, m) for t, models in OTHER_TARGETS.items() for m in models])
 def test_zoo_delegates_bit_exact_other_targets(target, model):
-    result, shapes = compiled(model)
-    mode = "Dedicated_Sram" if target.startswith("ethos-u65") else "Shared_Sram"
+    result, shapes = helpers.compiled_zoo(model)
     for i, (tosa, part_shapes) in enumerate(zip(result.tosa, shapes)):
-        vela = compile_tosa(tosa, f"{model}{i}", target, npu_harness.system_config(target), mode)
-        _check(tosa, vela, part_shapes, target)
+        vela = compile_tosa(tosa, f"{model}{i}", target, helpers.system_config(target), helpers.memory_mode(target))
+        helpers.assert_bit_exact(tosa, vela, part_shapes, target)
 
 
 @pytest.mark.parametrize("model", ["tiny_cnn", "resnet8"])
@@ -66,7 +43,7 @@ def test_zoo_delegates_lowered_for_u65_bit_exact(model):
     result = compile_model(model, CompileSpec(target="ethos-u65-256"))
     shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
     for tosa, vela, part_shapes in zip(result.tosa, result.vela, shapes):
-        _check(tosa, vela, part_shapes, "ethos-u65-256")
+        helpers.assert_bit_exact(tosa, vela, part_shapes, "ethos-u65-256")
 
 
 CHOICES_MET = {
@@ -97,5 +74,5 @@ def test_every_lowering_choice_bit_exact(model, target):
             graphs.setdefault(tosa_lowering.lower(part, boards.target(target).npu, frozenset({c})), frozenset({c}))
         for tosa, flipped in graphs.items():
             vela = compile_tosa(tosa, f"{model}_{sorted(flipped)}", target, spec.system_config, spec.memory_mode)
-            _check(tosa, vela, shapes, target)
+            helpers.assert_bit_exact(tosa, vela, shapes, target)
     assert met == CHOICES_MET[model]  # every choice there is, each form of it checked somewhere

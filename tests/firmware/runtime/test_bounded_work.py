@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kernel_programs import In, Outs, Tensors, run_tool, single_kernel
 
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import (
@@ -29,6 +28,7 @@ from kiln.pte.schema import (
     Tensor,
     TensorList,
 )
+from tests.firmware.runtime.helpers import In, Outs, Tensors, run_tool, single_kernel
 
 ROOT = Path(__file__).resolve().parents[3]
 CPU_FIXTURE = ROOT / "tests" / "fixtures" / "executorch" / "conv_relu_arm_ethos-u55-128.pte"

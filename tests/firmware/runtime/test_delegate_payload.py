@@ -17,11 +17,11 @@ import struct
 from pathlib import Path
 
 import pytest
-from kernel_programs import run_tool
 
 from kiln.lower import ethosu_payload as ep
 from kiln.lower.ethosu_payload import IoTensor
 from kiln.pte.reader import deserialize
+from tests.firmware.runtime.helpers import run_tool
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"

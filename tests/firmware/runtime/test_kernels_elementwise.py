@@ -1,5 +1,5 @@
 """Elementwise kernels: each C++ kernel (host build, ASan and UBSan) equals kiln.program.kernels'
-numpy bit for bit on the same one-call program (kernel_programs); and the numpy kernels
+numpy bit for bit on the same one-call program (tests/firmware/runtime/helpers.py); and the numpy kernels
 against PyTorch's own eager ops, exactly where PyTorch's CPU kernels are exact and within
 the ULP bounds stated below where a transcendental function is involved."""
 
@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from kernel_programs import SPECIAL, In, X, rng_array, run_kernel, run_tool, single_kernel
 
 from kiln.errors import HostError
 from kiln.graph import Op, QParams, Value
+from kiln.program import kernels
 from kiln.program.kernels import elementwise as ew
+from tests.firmware.runtime.helpers import SPECIAL, In, X, kernel_names, rng_array, run_kernel, run_tool, single_kernel
 
 F = torch.nn.functional
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -383,3 +384,9 @@ def _op(target, args, out_dtype, kwargs=None):
 )
 def test_accepts_only_what_the_kernel_covers(target, args, out_dtype, kwargs, accepted):
     assert ew.KERNELS[target].accepts(_op(target, args, out_dtype, kwargs)) is accepted
+
+
+def test_every_elementwise_kernel_has_a_case():
+    """Each kernel of kiln.program.kernels.elementwise is a case here (test_runtime_host checks that
+    every family has its test_kernels_<family>.py and the host build has every kernel)."""
+    assert {(case[0], case[1]) for case in CASES.values()} == kernel_names(kernels.elementwise)

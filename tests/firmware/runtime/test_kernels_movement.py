@@ -1,5 +1,5 @@
 """Data-movement kernels: each C++ kernel (host build, ASan and UBSan) equals kiln.program.kernels'
-numpy bit for bit on the same one-call program (kernel_programs), and each numpy kernel equals
+numpy bit for bit on the same one-call program (tests/firmware/runtime/helpers.py), and each numpy kernel equals
 PyTorch's eager operator exactly on the same arguments."""
 
 from __future__ import annotations
@@ -7,10 +7,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from kernel_programs import SPECIAL, Doubles, In, Tensors, X, rng_array, run_kernel, run_tool, single_kernel
 
 from kiln.errors import HostError
+from kiln.program import kernels
 from kiln.program.kernels import by_name
+from tests.firmware.runtime.helpers import (
+    SPECIAL,
+    Doubles,
+    In,
+    Tensors,
+    X,
+    kernel_names,
+    rng_array,
+    run_kernel,
+    run_tool,
+    single_kernel,
+)
 
 DTYPES = ("float32", "int8", "int16", "int32", "int64", "bool")
 
@@ -398,3 +410,9 @@ def test_cast_refuses_inputs_known_to_reach_undefined_conversions(x_kwargs, dtyp
     x = Value("x", shape, "float32", **kwargs)
     op = _op(torch.ops.aten._to_copy.default, x, shape, str(dtype).split(".")[1], dtype=dtype)
     assert (kernel_for(op) is not None) == accepted
+
+
+def test_every_movement_kernel_has_a_case():
+    """Each kernel of kiln.program.kernels.movement is a case here (test_runtime_host checks that
+    every family has its test_kernels_<family>.py and the host build has every kernel)."""
+    assert {(case[0], case[1]) for case in CASES.values()} == kernel_names(kernels.movement)

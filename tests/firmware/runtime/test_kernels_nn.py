@@ -1,6 +1,6 @@
 """Convolution, matrix product, pooling and resizing kernels: each C++ kernel (host build, ASan
 and UBSan) equals kiln.program.kernels' numpy bit for bit on the same one-call program
-(kernel_programs), and the numpy kernel agrees with PyTorch's eager op within float32
+(tests/firmware/runtime/helpers.py), and the numpy kernel agrees with PyTorch's eager op within float32
 rounding (the bound in within_rounding)."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from kernel_programs import Doubles, In, X, kernel_error, rng_array, run_kernel
 
 from kiln.errors import HostError
+from kiln.program import kernels
 from kiln.program.kernels import by_name
+from tests.firmware.runtime.helpers import Doubles, In, X, kernel_error, kernel_names, rng_array, run_kernel
 
 ODD = rng_array((1, 3, 5, 9), 30)
 CHW = rng_array((3, 8, 5), 31)
@@ -281,3 +282,9 @@ REFUSED = {
 def test_kernel_refuses_bad_arguments(runtime_host, tmp_path, case):
     program, expected = REFUSED[case]
     assert kernel_error(runtime_host, tmp_path, program) == expected
+
+
+def test_every_nn_kernel_has_a_case():
+    """Each kernel of kiln.program.kernels.nn is a case here (test_runtime_host checks that
+    every family has its test_kernels_<family>.py and the host build has every kernel)."""
+    assert {(case[0], case[1]) for case in CASES.values()} == kernel_names(kernels.nn)

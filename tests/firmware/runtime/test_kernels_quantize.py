@@ -1,13 +1,14 @@
 """Quantize and dequantize kernels: each C++ kernel (host build, ASan and UBSan) equals kiln.program.kernels'
-numpy bit for bit on the same one-call program (kernel_programs)."""
+numpy bit for bit on the same one-call program (tests/firmware/runtime/helpers.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernel_programs import In, rng_array, run_kernel
 
+from kiln.program import kernels
 from kiln.program.kernels import by_name
+from tests.firmware.runtime.helpers import In, kernel_names, rng_array, run_kernel
 
 CASES = {
     "quantize": (
@@ -108,3 +109,9 @@ def test_dequantize_per_channel_equals_pytorch(case):
         q.array, scales, zero_points, axis, qmin, qmax, dtype, out_dtype
     )
     assert got.dtype == np.float32 and got.tobytes() == expected.tobytes()
+
+
+def test_every_quantize_kernel_has_a_case():
+    """Each kernel of kiln.program.kernels.quantize is a case here (test_runtime_host checks that
+    every family has its test_kernels_<family>.py and the host build has every kernel)."""
+    assert {(case[0], case[1]) for case in CASES.values()} == kernel_names(kernels.quantize)

@@ -1,5 +1,5 @@
 """Reduction, cumulative sum and softmax kernels: each C++ kernel (host build, ASan and UBSan)
-equals kiln.program.kernels' numpy bit for bit on the same one-call program (kernel_programs),
+equals kiln.program.kernels' numpy bit for bit on the same one-call program (tests/firmware/runtime/helpers.py),
 and the numpy kernel agrees with PyTorch's eager op: exactly for amax/amin/argmax/argmin,
 any/all (bytes, so NaN and the sign of zero too), within float32 rounding for sums (the bound in
 within_rounding)."""
@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from kernel_programs import SPECIAL, In, X, kernel_error, rng_array, run_kernel
 
+from kiln.program import kernels
 from kiln.program.kernels import by_name
+from tests.firmware.runtime.helpers import SPECIAL, In, X, kernel_error, kernel_names, rng_array, run_kernel
 
 ODD = rng_array((3, 5, 1, 7), 20)
 FLAT = rng_array((11,), 21)
@@ -212,3 +213,9 @@ REFUSED = {
 def test_kernel_refuses_bad_arguments(runtime_host, tmp_path, case):
     program, expected = REFUSED[case]
     assert kernel_error(runtime_host, tmp_path, program) == expected
+
+
+def test_every_reduce_kernel_has_a_case():
+    """Each kernel of kiln.program.kernels.reduce is a case here (test_runtime_host checks that
+    every family has its test_kernels_<family>.py and the host build has every kernel)."""
+    assert {(case[0], case[1]) for case in CASES.values()} == kernel_names(kernels.reduce)

@@ -1,5 +1,5 @@
 """Sort and topk kernels, ops with two outputs: each C++ kernel (host build, ASan and UBSan)
-equals kiln.program.kernels' numpy bit for bit on the same one-call program (kernel_programs),
+equals kiln.program.kernels' numpy bit for bit on the same one-call program (tests/firmware/runtime/helpers.py),
 values and indices; the numpy kernel equals PyTorch's stable sort exactly (ties, signed zeros,
 NaN and infinities included), and PyTorch's topk exactly where no two values tie (PyTorch
 leaves the order of equal values, -0.0 and 0.0 among them, to its algorithm; kiln takes the
@@ -10,23 +10,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from kernel_programs import (
+
+from kiln import compile as kc
+from kiln.frontend.export import LoadedModel
+from kiln.program import kernels
+from kiln.program.kernels import by_name
+from kiln.reference import run_host as host
+from kiln.spec import CompileSpec
+from tests.compiler.operator_cases import Fn
+from tests.firmware.runtime.helpers import (
     SPECIAL,
     In,
     Outs,
     X,
     kernel_error,
+    kernel_names,
     rng_array,
     run_kernel,
     run_tool,
 )
-from operator_cases import Fn
-
-from kiln import compile as kc
-from kiln.frontend.export import LoadedModel
-from kiln.program.kernels import by_name
-from kiln.reference import run_host as host
-from kiln.spec import CompileSpec
 
 ODD = rng_array((3, 5, 1, 7), 30)
 # Ties (index order kept), signed zeros that compare equal, NaNs (greatest), infinities.
@@ -197,3 +199,9 @@ def test_compiled_program_with_sort_and_topk_equals_run_host_bit_for_bit(runtime
         assert [e.dtype for e in expected] == [w.dtype for w in want]
         assert np.array_equal(expected[0], want[0]) and np.array_equal(expected[1], want[1])
         np.testing.assert_allclose(expected[2], want[2], rtol=1e-6)
+
+
+def test_every_sort_kernel_has_a_case():
+    """Each kernel of kiln.program.kernels.sort is a case here (test_runtime_host checks that
+    every family has its test_kernels_<family>.py and the host build has every kernel)."""
+    assert {(case[0], case[1]) for case in CASES.values()} == kernel_names(kernels.sort)

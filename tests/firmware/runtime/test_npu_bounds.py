@@ -4,7 +4,7 @@ runs it at init.
 
 References independent of the C++ code: every stream Vela writes for kiln's models must
 pass (Vela's own placement is the reference for what a legitimate stream touches), and
-each stream of the regression set (tests/npu_hostile.py: one register of a real stream
+each stream of the regression set (tests/firmware/runtime/npu_hostile.py: one register of a real stream
 changed so that one access leaves its buffer) must be refused with the error and access
 the mutation was made to cause.
 """
@@ -16,7 +16,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import npu_hostile as nh
 import numpy as np
 import pytest
 
@@ -25,6 +24,7 @@ from kiln.lower import ethosu_payload as ep
 from kiln.lower.ethosu_payload import IoTensor
 from kiln.lower.vela import compile_tosa, vela_command
 from kiln.spec import CompileSpec
+from tests.firmware.runtime import npu_hostile as nh
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"

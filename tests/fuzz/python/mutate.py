@@ -10,7 +10,7 @@ than EXECUTION_BOUND_S, runs out of the worker's memory bound (MEMORY_BOUND_BYTE
 what the worker holds after its imports) or kills the worker.
 
 Seeds are kiln-written programs: one single-kernel program per case of the firmware's
-kernel tests (tests/firmware/runtime/test_kernels_*.py, built by kernel_programs.single_kernel),
+kernel tests (tests/firmware/runtime/test_kernels_*.py, built by tests/firmware/runtime/helpers.single_kernel),
 models compiled by kiln (delegated, --io int8, CPU-only) and ExecuTorch's fixtures
 (tests/fixtures/executorch). Mutations are byte-level (bit flips, interesting integers,
 cuts, duplicated or deleted runs, the format's magic strings) and structural (a field of the
@@ -212,14 +212,13 @@ def _kernel_seeds() -> list[bytes]:
     """One program per case of the firmware's kernel tests (every kernel kiln has)."""
     import importlib
 
-    for folder in (KERNEL_TESTS, ROOT / "tests"):  # as pytest puts them on the path
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-    from kernel_programs import single_kernel
+    if str(ROOT) not in sys.path:  # as pytest puts it there: tests is a package
+        sys.path.insert(0, str(ROOT))
+    from tests.firmware.runtime.helpers import single_kernel
 
     out = []
     for module in sorted(KERNEL_TESTS.glob("test_kernels_*.py")):
-        cases = getattr(importlib.import_module(module.stem), "CASES", {})
+        cases = getattr(importlib.import_module(f"tests.firmware.runtime.{module.stem}"), "CASES", {})
         for name in sorted(cases):
             data, _ = single_kernel(*cases[name])
             out.append(data)

@@ -1,7 +1,9 @@
 """Shared by the NPU model tests: run a Vela-compiled TOSA graph on kiln's NPU model and on
-tosa_reference_model, and compare."""
+tosa_reference_model, and compare; the zoo models compiled by kiln once per process."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import tosa_reference_model
@@ -43,6 +45,21 @@ def compare(tosa: bytes, vela, inputs: list[np.ndarray], target: str):
     return diffs, result
 
 
+def int8_inputs(shapes, seed: int) -> list[np.ndarray]:
+    """One uniformly random int8 array per shape, from numpy.random.default_rng(seed)."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-128, 128, size=shape, dtype=np.int8) for shape in shapes]
+
+
+def assert_bit_exact(tosa: bytes, vela, shapes, target: str):
+    """The delegate on kiln's NPU model equals tosa_reference_model on int8_inputs(shapes, 0);
+    returns the model's ExecResult."""
+    diffs, result = compare(tosa, vela, int8_inputs(shapes, 0), target)
+    assert diffs == [0] * len(diffs)
+    assert result.ops > 0
+    return result
+
+
 def _integers(values: np.ndarray) -> np.ndarray:
     """int64 copy of `values`; a bool array by its bytes (a true stored as 0xFF is not 1)."""
     return (values.view(np.uint8) if values.dtype == bool else values).astype(np.int64)
@@ -61,11 +78,33 @@ def system_config(target: str) -> str:
     return SYSTEM_CONFIGS[target.rsplit("-", 1)[0]]
 
 
+def memory_mode(target: str) -> str:
+    """The corstone boards' Vela memory mode for `target`'s family (U65: Dedicated_Sram)."""
+    return "Dedicated_Sram" if target.startswith("ethos-u65") else "Shared_Sram"
+
+
+# ---- the zoo models compiled by kiln ----------------------------------------------------
+
+ZOO = ["tiny_cnn", "ds_cnn", "resnet8", "mobilenet_v1_025", "fc_autoencoder", "mobilenet_v2_035", "digits"]
+
+
+@functools.cache
+def compiled_zoo(model: str, target: str = "ethos-u55-128"):
+    """(kiln's compile result for `target`, each NPU partition's input shapes) of a zoo or
+    architecture model, compiled once per process."""
+    from kiln.compile import compile_model
+    from kiln.spec import CompileSpec
+
+    result = compile_model(model, CompileSpec(target=target))
+    shapes = [[tuple(v.shape) for v in part.inputs] for part in result.partitioning.partitions]
+    return result, shapes
+
+
 def build_batch(seed: int, indices, kinds=None, generators=None):
     """A Graph holding the random subgraphs `indices` of batch `seed`; case i draws from
     numpy.random.default_rng([seed, i]) (its kind too), so (seed, i) reproduces it.
     `generators`: kind -> generator (default npu_cases.GENERATORS)."""
-    import npu_cases
+    from tests.simulator import npu_cases
 
     generators = generators or npu_cases.GENERATORS
     kinds = sorted(kinds or generators)
@@ -128,10 +167,10 @@ def module_on_the_model(
     compiles it with Vela for `target` and runs one random integer input on kiln's NPU model
     and on tosa_reference_model; returns compare()'s (differences, ExecResult)."""
     import torch
-    from lowering_helpers import lower_module
 
     from kiln.lower import tosa as tosa_lowering
     from kiln.lower.vela import compile_tosa
+    from tests.compiler.helpers import lower_module
 
     g = torch.Generator().manual_seed(seed)
     calibration = [(torch.randn(*shape, generator=g) * spread,) for _ in range(2)]

@@ -1,20 +1,76 @@
-"""Shared by the lowering tests: run a module's NPU partition on tosa_reference_model
-and compare with the PT2E reference (quantize(PT2E-converted module(x)))."""
+"""Shared by the compiler's tests (and the simulator's and tests/fvp's that lower a module):
+run a module's NPU partition on tosa_reference_model and compare with the PT2E reference
+(quantize(PT2E-converted module(x))); small modules and seeded inputs for lowering cases;
+distances in output quantization steps; the CLI's error lines."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 import tosa_reference_model
+from torch import nn
 
 from kiln import boards, graph
 from kiln.frontend import export as frontend
+from kiln.frontend import normalize
 from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 from kiln.isolation import quiet_native_output
 from kiln.lower import tosa as tosa_lowering
 from kiln.partition import partitioner as partition
 
 qd = torch.ops.quantized_decomposed
+
+
+class Lambda(nn.Module):
+    """fn(layers, *xs) with the given modules as an nn.ModuleList."""
+
+    def __init__(self, fn, *modules):
+        super().__init__()
+        self.fn = fn
+        self.layers = nn.ModuleList(modules)
+
+    def forward(self, *xs):
+        return self.fn(self.layers, *xs)
+
+
+def seeded(seed, *shapes):
+    """One standard normal tensor per shape, from one generator seeded with `seed`."""
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(*s, generator=g) for s in shapes)
+
+
+def conv(*args, **kwargs):
+    """nn.Conv2d(*args, **kwargs) with the weights of torch.manual_seed(0)."""
+    torch.manual_seed(0)
+    return nn.Conv2d(*args, **kwargs)
+
+
+def normalised(module: nn.Module, inputs: tuple) -> torch.fx.GraphModule:
+    """`module` exported and through kiln's normalisation (kiln.frontend.normalize)."""
+    gm = torch.export.export(module.eval(), inputs, strict=False).module(check_guards=False)
+    return normalize.normalize(gm)
+
+
+def call_targets(gm) -> set:
+    """The targets of a graph module's call_function nodes."""
+    return {n.target for n in gm.graph.nodes if n.op == "call_function"}
+
+
+def steps_off(got: np.ndarray, want: torch.Tensor, scale: float) -> np.ndarray:
+    """|got - want| in steps of `scale`, rounded to the nearest step, per element."""
+    return np.rint(np.abs(got.astype(np.float64) - want.detach().numpy().astype(np.float64)) / scale)
+
+
+def error_lines(stderr: str) -> list[str]:
+    """stderr without argparse's usage block (its "usage:" line and the indented lines after it)."""
+    lines, in_usage = [], False
+    for line in stderr.splitlines():
+        if line.startswith("usage:"):
+            in_usage = True
+        elif not (in_usage and line.startswith(" ")):
+            in_usage = False
+            lines.append(line)
+    return lines
 
 
 def quantize_input(x: torch.Tensor, qp: graph.QParams, dtype=torch.int8) -> np.ndarray:

@@ -5,7 +5,8 @@ dtype), ...) in place of the shape for several outputs; an argument is a
 planned input tensor (In), a constant tensor (a numpy array), None, a bool, an int, a
 float, a str, a list of ints, a DoubleList (Doubles), or a TensorList (Tensors of In or arrays).
 run_kernel returns what the C++ kernel wrote and what kiln.program.kernels' numpy computes for
-the same program (lists of them for Outs).
+the same program (lists of them for Outs). kernel_names(family) is what a family's CASES
+must cover.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ from kiln.pte.schema import (
 )
 from kiln.pte.writer import serialize
 from kiln.reference import run_host as host
+
+
+def kernel_names(family) -> set[tuple[str, str]]:
+    """(operator, overload) of every kernel of a kiln.program.kernels family module (its
+    KERNELS, a tuple of kernels where the arguments choose one, and any FOREIGN_KERNELS)."""
+    every = [k for found in family.KERNELS.values() for k in (found if isinstance(found, tuple) else (found,))]
+    return {(k.name, k.overload) for k in (*every, *getattr(family, "FOREIGN_KERNELS", ()))}
 
 
 def run_tool(tool: Path, *args) -> subprocess.CompletedProcess:

@@ -1,7 +1,7 @@
 """More single-operator models: every op of kiln's vocabulary, each in several shapes and
 operand kinds, for the coverage benchmark against ExecuTorch (bench/coverage.py --executorch).
 
-Same form as tests/operator_cases.py (whose 46 cases and names stay as they are; other tests
+Same form as tests/compiler/operator_cases.py (whose 46 cases and names stay as they are; other tests
 use them): CASES maps a name to (module factory, inputs factory); names are unique across
 both modules. Only torch is imported (and
 operator_cases, for its helpers), so ExecuTorch's environment can load this file without kiln.
@@ -21,8 +21,9 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from operator_cases import Fn, _seeded
 from torch import nn
+
+from tests.compiler.operator_cases import Fn, _seeded
 
 
 def _x(*shape, seed=0, scale=1.0):
