@@ -189,8 +189,8 @@ def test_a_cpu_only_program_runs(work, builder, tmp_path):
 
 # (model, target, memory mode, where the .pte and the scratch go, fast scratch or not): every
 # memory mode each NPU family offers on the boards with a virtual platform, on the family's
-# reference board (corstone-300: U55 and U65; corstone-320: U85), with README's placement
-# table on its regions (both boards name them alike); the fast scratch goes to "sram" (the
+# reference board (corstone-300: U55 and U65; corstone-320: U85), with the placement table of
+# docs/building.md ("Memory") on its regions (both boards name them alike); the fast scratch goes to "sram" (the
 # NPU's). Shared_Sram on ethos-u55-128 runs in test_zoo_model_equals_run_host_bit_for_bit.
 # MobileNetV2's 224x224 feature maps do not fit Dedicated_Sram_256KB's cache: Vela keeps
 # some in the DDR scratch (313,600 B, more than the 150,528 B input) besides 258,160 B of
@@ -317,9 +317,9 @@ def test_every_memory_mode_vela_accepts_runs_on_a_virtual_platform_board(
     """A program compiled for the memory mode runs on the target's reference board on the
     virtual platform, its outputs equal to run-host's bit for bit. The memory mode comes from
     the .pte's delegates (the compile report is moved away). In the ELF, the .pte and the
-    scratch lie in the board regions of README's table and the fast scratch in the NPU's SRAM,
-    each at least as large as Vela itself says the delegates' graphs need (and at most one
-    32-byte cache line more)."""
+    scratch lie in the board regions of docs/building.md's placement table and the fast scratch in
+    the NPU's SRAM, each at least as large as Vela itself says the delegates' graphs need (and at
+    most one 32-byte cache line more)."""
     pte_path = compiled(work, model, target=target, memory_mode=memory_mode)
     pte_path.with_suffix(".json").rename(pte_path.with_suffix(".report.json"))  # the .pte alone decides
     elf = builder(pte_path, target)
