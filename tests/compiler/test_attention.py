@@ -148,3 +148,91 @@ def test_sdpa_masked_outputs_follow_float(sdpa_u85):
     for name, g, w in zip(SDPA_CASES, got, want, strict=True):
         correlation = np.corrcoef(g.ravel(), w.detach().numpy().ravel())[0, 1]
         assert correlation > 0.999, (name, correlation)
+
+
+def _causal_by_masked_fill(scores):
+    return scores.masked_fill(torch.ones(16, 16, dtype=torch.bool).triu(1), float("-inf"))
+
+
+def _causal_by_where(scores):
+    return torch.where(torch.ones(16, 16).tril().bool(), scores, float("-inf"))
+
+
+def _causal_by_arange(scores):
+    i = torch.arange(16)
+    return scores.masked_fill(~(i[:, None] >= i[None, :]), -1e9)
+
+
+def _causal_additive(scores):
+    return scores + torch.full((16, 16), float("-inf")).triu(1)
+
+
+def _causal_additive_finfo_min(scores):
+    return scores + torch.full((16, 16), torch.finfo(torch.float32).min).triu(1)
+
+
+MASK_FORMS = {
+    "masked_fill": _causal_by_masked_fill,
+    "where": _causal_by_where,
+    "arange": _causal_by_arange,
+    "additive_inf": _causal_additive,
+    "additive_finfo_min": _causal_additive_finfo_min,
+}
+
+
+class HandAttention(nn.Module):
+    """Attention written as matmul + softmax with a causal mask built in the model by `mask`."""
+
+    def __init__(self, mask):
+        super().__init__()
+        self.mask = mask
+        self.qkv = nn.Linear(32, 96)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(1, 16, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        scores = self.mask((q @ k.transpose(-2, -1)) * 8**-0.5)
+        return (scores.softmax(-1) @ v).transpose(1, 2).reshape(1, 16, 32)
+
+
+def _hand(form):
+    torch.manual_seed(0)
+    return HandAttention(MASK_FORMS[form]).eval()
+
+
+@pytest.mark.parametrize("form", MASK_FORMS)
+def test_masks_built_in_the_model_fold_into_an_add(form):
+    module, inputs = _hand(form), seeded(0, (1, 16, 32))
+    gm = normalised(module, inputs)
+    left = call_targets(gm)
+    assert aten.masked_fill.Scalar not in left and aten.where.self not in left and aten.add.Tensor in left
+    torch.testing.assert_close(gm(*inputs), module(*inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_a_runtime_bool_mask_stays_a_select():
+    class RuntimeMask(nn.Module):
+        def forward(self, x, mask):
+            return torch.where(mask, x, float("-inf")).softmax(-1)
+
+    mask = torch.rand(4, 8, generator=torch.Generator().manual_seed(5)) > 0.5
+    inputs = (
+        torch.randn(4, 8, generator=torch.Generator().manual_seed(6)),
+        mask.index_fill(1, torch.tensor([0]), True),
+    )
+    gm = normalised(RuntimeMask(), inputs)
+    assert aten.where.self in call_targets(gm)
+    torch.testing.assert_close(gm(*inputs), RuntimeMask()(*inputs))
+
+
+@pytest.fixture(scope="module")
+def masks_u55():
+    module, inputs = Several([_hand(form) for form in MASK_FORMS]).eval(), seeded(4, (1, 16, 32))
+    return module, inputs, *_compiled(module, inputs, "ethos-u55-128")
+
+
+def test_masks_built_in_the_model_run_on_the_u55_npu(masks_u55):
+    """Ethos-U55 does not select: the constant masks, as adds, keep attention on its NPU."""
+    module, inputs, result, got = masks_u55
+    _assert_on_npu_and_near_pt2e(result, inputs, got, delegates=len(MASK_FORMS))
+    for form, g, w in zip(MASK_FORMS, got, module(*inputs), strict=True):
+        correlation = np.corrcoef(g.ravel(), w.detach().numpy().ravel())[0, 1]
+        assert correlation > 0.999, (form, correlation)
