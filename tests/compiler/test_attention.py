@@ -109,8 +109,9 @@ class Several(nn.Module):
         super().__init__()
         self.parts = nn.ModuleList(modules)
 
-    def forward(self, x):
-        return tuple(part(x) for part in self.parts)
+    def forward(self, *xs):
+        outputs = [part(*xs) for part in self.parts]
+        return tuple(t for o in outputs for t in (o if isinstance(o, tuple) else (o,)))
 
 
 def _compiled(module, inputs, target="ethos-u85-256"):
@@ -236,3 +237,131 @@ def test_masks_built_in_the_model_run_on_the_u55_npu(masks_u55):
     for form, g, w in zip(MASK_FORMS, got, module(*inputs), strict=True):
         correlation = np.corrcoef(g.ravel(), w.detach().numpy().ravel())[0, 1]
         assert correlation > 0.999, (form, correlation)
+
+
+class Mha(nn.Module):
+    """nn.MultiheadAttention(32, 4) as self-attention on x [1, 16, 32] (batch first or not), its
+    weights returned with the output when need_weights."""
+
+    def __init__(self, batch_first=True, need_weights=False, **kwargs):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(32, 4, batch_first=batch_first)
+        self.batch_first, self.need_weights, self.kwargs = batch_first, need_weights, kwargs
+
+    def forward(self, x, key_padding_mask=None):
+        x = x if self.batch_first else x.transpose(0, 1)
+        mask = self.kwargs.get("key_padding_mask", key_padding_mask)
+        kwargs = {k: v for k, v in self.kwargs.items() if k != "key_padding_mask"}
+        out, weights = self.attention(x, x, x, need_weights=self.need_weights, key_padding_mask=mask, **kwargs)
+        return (out, weights) if self.need_weights else out
+
+
+class Decoder(nn.Module):
+    """nn.TransformerDecoderLayer on x [1, 16, 32] with a causal target mask, its memory x's first 8 positions."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.layer = nn.TransformerDecoderLayer(32, 4, 64, dropout=0.0, batch_first=True, **kwargs)
+
+    def forward(self, x):
+        mask = nn.Transformer.generate_square_subsequent_mask(16)
+        return self.layer(x, x[:, :8], tgt_mask=mask, tgt_is_causal=True)
+
+
+def _encoder_layer(**kwargs):
+    return nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, **kwargs)
+
+
+PADDING = torch.arange(16)[None] >= 12  # the last 4 positions are padding
+
+LAYERS = {
+    "mha": lambda: Mha(),
+    "mha_sequence_first": lambda: Mha(batch_first=False),
+    "mha_weights": lambda: Mha(need_weights=True),
+    "mha_weights_per_head": lambda: Mha(need_weights=True, average_attn_weights=False),
+    "mha_key_padding_mask": lambda: Mha(key_padding_mask=PADDING),
+    "mha_attn_mask": lambda: Mha(attn_mask=torch.ones(16, 16, dtype=torch.bool).triu(1)),
+    "encoder_layer_post_norm_relu": lambda: _encoder_layer(),
+    "encoder_layer_pre_norm_gelu": lambda: _encoder_layer(norm_first=True, activation="gelu"),
+    "encoder": lambda: nn.TransformerEncoder(_encoder_layer(), 2, enable_nested_tensor=False),
+    "decoder_layer": lambda: Decoder(),
+    "decoder_layer_pre_norm_gelu": lambda: Decoder(norm_first=True, activation="gelu"),
+}
+
+
+def _layer(name):
+    torch.manual_seed(0)
+    return LAYERS[name]().eval()
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_torch_nn_attention_layers_decompose_as_eager(name):
+    module, inputs = _layer(name), seeded(0, (1, 16, 32))
+    gm = normalised(module, inputs)
+    assert aten.scaled_dot_product_attention.default not in call_targets(gm)
+    want = module(*inputs)
+    got = gm(*inputs)
+    for g, w in zip(*((t if isinstance(t, (tuple, list)) else (t,)) for t in (got, want)), strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+# Compiled for the NPU (one Vela run each): the layers whose graphs differ (the others' are these'
+# parts: a plain MultiheadAttention, its bool attn_mask and post-norm are in the encoder and decoder).
+COMPILED_LAYERS = (
+    "mha_sequence_first",
+    "mha_weights",
+    "mha_weights_per_head",
+    "mha_key_padding_mask",
+    "encoder_layer_pre_norm_gelu",
+    "encoder",
+    "decoder_layer",
+)
+
+
+@pytest.fixture(scope="module")
+def layers_u85():
+    module, inputs = Several([_layer(name) for name in COMPILED_LAYERS]).eval(), seeded(5, (1, 16, 32))
+    return module, inputs, *_compiled(module, inputs)
+
+
+def test_torch_nn_attention_layers_run_on_the_u85_npu(layers_u85):
+    module, inputs, result, got = layers_u85
+    _assert_on_npu_and_near_pt2e(result, inputs, got, delegates=len(COMPILED_LAYERS))
+    correlations = [np.corrcoef(g.ravel(), w.detach().numpy().ravel())[0, 1] for g, w in zip(got, module(*inputs))]
+    assert min(correlations) > 0.998, correlations
+
+
+class RuntimePadding(nn.Module):
+    """Self-attention whose key padding mask is a model input."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.attention = Mha()
+
+    def forward(self, x, key_padding_mask):
+        return self.attention(x, key_padding_mask)
+
+
+def _runtime_padding_inputs():
+    return (*seeded(6, (1, 16, 32)), PADDING.clone())
+
+
+@pytest.mark.parametrize(
+    "target, on_cpu",
+    [
+        ("ethos-u85-256", []),
+        (
+            "ethos-u55-128",
+            [("aten.where", "Vela 5.2.0 runs comparisons, logical ops (any, all) and selects on Ethos-U85")],
+        ),
+    ],
+)
+def test_a_key_padding_mask_input_compiles_with_the_cpu_ops_listed(target, on_cpu):
+    module, inputs = RuntimePadding().eval(), _runtime_padding_inputs()
+    result, got = _compiled(module, inputs, target)
+    cpu = [(o["op"], o["reason"]) for o in result.report["ops"] if o["where"] == "cpu" and "quantize" not in o["op"]]
+    assert [op for op, _ in cpu] == [op for op, _ in on_cpu]
+    assert all(want in reason for (_, reason), (_, want) in zip(cpu, on_cpu, strict=True))
+    worst, within = steps_off_pt2e(result, inputs, got)
+    assert worst <= WORST_STEPS and within >= WITHIN_2_STEPS, (worst, within)
