@@ -15,7 +15,7 @@ from kiln.errors import ModelError
 from kiln.frontend.export import LoadedModel
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec
-from tests.compiler.helpers import call_targets, normalised, seeded
+from tests.compiler.helpers import Lambda, call_targets, normalised, seeded
 from tests.compiler.random_models import steps_off_pt2e
 
 aten = torch.ops.aten
@@ -119,6 +119,12 @@ def _compiled(module, inputs, target="ethos-u85-256"):
     return result, host.run(result.pte, [x.numpy() for x in inputs])
 
 
+def _several_compiled(modules, seed, target="ethos-u85-256"):
+    """(model, inputs, result, run-host's outputs): `modules` as one model on one input [1, 16, 32]."""
+    module, inputs = Several(modules).eval(), seeded(seed, (1, 16, 32))
+    return module, inputs, *_compiled(module, inputs, target)
+
+
 def _assert_on_npu_and_near_pt2e(result, inputs, got, delegates=1):
     """Every op but the I/O conversions on the NPU, in `delegates` delegates (one per independent
     part), every output near the PT2E reference."""
@@ -129,10 +135,17 @@ def _assert_on_npu_and_near_pt2e(result, inputs, got, delegates=1):
     assert worst <= WORST_STEPS and within >= WITHIN_2_STEPS, (worst, within)
 
 
+def _assert_follows_float(module, inputs, got, names, floor):
+    """Each of run-host's outputs `got` correlates with the float module's by more than `floor`."""
+    with torch.no_grad():
+        want = module(*inputs)
+    correlations = [float(np.corrcoef(g.ravel(), w.numpy().ravel())[0, 1]) for g, w in zip(got, want, strict=True)]
+    assert min(correlations) > floor, list(zip(names or range(len(got)), correlations))
+
+
 @pytest.fixture(scope="module")
 def sdpa_u85():
-    module, inputs = Several([_sdpa(name) for name in SDPA_CASES]).eval(), seeded(3, (1, 16, 32))
-    return module, inputs, *_compiled(module, inputs)
+    return _several_compiled([_sdpa(name) for name in SDPA_CASES], 3)
 
 
 def test_sdpa_runs_on_the_npu_near_the_pt2e_reference(sdpa_u85):
@@ -145,10 +158,7 @@ def test_sdpa_masked_outputs_follow_float(sdpa_u85):
     scores that the softmax weighs it at 0: each output correlates with float as the unmasked one
     does (a masked position at the scores' own lowest value gave 0.88 for the causal case)."""
     module, inputs, result, got = sdpa_u85
-    want = module(*inputs)
-    for name, g, w in zip(SDPA_CASES, got, want, strict=True):
-        correlation = np.corrcoef(g.ravel(), w.detach().numpy().ravel())[0, 1]
-        assert correlation > 0.999, (name, correlation)
+    _assert_follows_float(module, inputs, got, SDPA_CASES, 0.999)
 
 
 def _causal_by_masked_fill(scores):
@@ -226,17 +236,14 @@ def test_a_runtime_bool_mask_stays_a_select():
 
 @pytest.fixture(scope="module")
 def masks_u55():
-    module, inputs = Several([_hand(form) for form in MASK_FORMS]).eval(), seeded(4, (1, 16, 32))
-    return module, inputs, *_compiled(module, inputs, "ethos-u55-128")
+    return _several_compiled([_hand(form) for form in MASK_FORMS], 4, "ethos-u55-128")
 
 
 def test_masks_built_in_the_model_run_on_the_u55_npu(masks_u55):
     """Ethos-U55 does not select: the constant masks, as adds, keep attention on its NPU."""
     module, inputs, result, got = masks_u55
     _assert_on_npu_and_near_pt2e(result, inputs, got, delegates=len(MASK_FORMS))
-    for form, g, w in zip(MASK_FORMS, got, module(*inputs), strict=True):
-        correlation = np.corrcoef(g.ravel(), w.detach().numpy().ravel())[0, 1]
-        assert correlation > 0.999, (form, correlation)
+    _assert_follows_float(module, inputs, got, MASK_FORMS, 0.999)
 
 
 class Mha(nn.Module):
@@ -320,15 +327,13 @@ COMPILED_LAYERS = (
 
 @pytest.fixture(scope="module")
 def layers_u85():
-    module, inputs = Several([_layer(name) for name in COMPILED_LAYERS]).eval(), seeded(5, (1, 16, 32))
-    return module, inputs, *_compiled(module, inputs)
+    return _several_compiled([_layer(name) for name in COMPILED_LAYERS], 5)
 
 
 def test_torch_nn_attention_layers_run_on_the_u85_npu(layers_u85):
     module, inputs, result, got = layers_u85
     _assert_on_npu_and_near_pt2e(result, inputs, got, delegates=len(COMPILED_LAYERS))
-    correlations = [np.corrcoef(g.ravel(), w.detach().numpy().ravel())[0, 1] for g, w in zip(got, module(*inputs))]
-    assert min(correlations) > 0.998, correlations
+    _assert_follows_float(module, inputs, got, None, 0.998)
 
 
 class RuntimePadding(nn.Module):
@@ -365,3 +370,116 @@ def test_a_key_padding_mask_input_compiles_with_the_cpu_ops_listed(target, on_cp
     assert all(want in reason for (_, reason), (_, want) in zip(cpu, on_cpu, strict=True))
     worst, within = steps_off_pt2e(result, inputs, got)
     assert worst <= WORST_STEPS and within >= WITHIN_2_STEPS, (worst, within)
+
+
+class Einsum(nn.Module):
+    def __init__(self, equation):
+        super().__init__()
+        self.equation = equation
+
+    def forward(self, *xs):
+        return torch.einsum(self.equation, *xs)
+
+
+EINSUMS = {
+    "bhqd,bhkd->bhqk": [(2, 3, 5, 4), (2, 3, 6, 4)],
+    "bhqk,bhkd->bhqd": [(2, 3, 5, 6), (2, 3, 6, 4)],
+    "...qd,...kd->...qk": [(2, 3, 5, 4), (2, 3, 6, 4)],
+    "ij,jk->ik": [(3, 4), (4, 5)],
+    "bij,bjk->bik": [(4, 2, 3), (1, 3, 5)],  # b broadcasts
+    "ij,jk,kl->il": [(2, 3), (3, 4), (4, 5)],
+    "i,i->": [(6,), (6,)],
+    "i,j->ij": [(3,), (4,)],
+    "bnd,d->bn": [(2, 3, 4), (4,)],
+    "bqhd,bkhd->bhqk": [(1, 5, 2, 4), (1, 6, 2, 4)],
+    "ij->ji": [(3, 4)],
+    "bij->bj": [(2, 3, 4)],
+    "abc,cd->abd": [(2, 3, 4), (4, 5)],
+}
+
+
+@pytest.mark.parametrize("equation", EINSUMS)
+def test_einsum_decomposes_into_matmul_and_moves(equation):
+    inputs = seeded(7, *EINSUMS[equation])
+    gm = normalised(Einsum(equation), inputs)
+    assert aten.einsum.default not in call_targets(gm)
+    torch.testing.assert_close(gm(*inputs), torch.einsum(equation, *inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_with_a_repeated_label_is_kept():
+    inputs = seeded(8, (3, 3))
+    assert aten.einsum.default in call_targets(normalised(Einsum("ii->i"), inputs))
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1, -1])
+def test_repeat_interleave_decomposes_as_eager(dim):
+    inputs = seeded(9, (2, 3, 4))
+    module = Lambda(lambda layers, x: x.repeat_interleave(3, dim))
+    gm = normalised(module, inputs)
+    assert aten.repeat_interleave.self_int not in call_targets(gm)
+    torch.testing.assert_close(gm(*inputs), module(*inputs))
+
+
+@pytest.mark.parametrize("shapes", [[(1, 4, 6, 8), (1, 1, 8, 6)], [(4, 6, 8), (2, 4, 8, 6)], [(2, 1, 6, 8), (3, 8, 5)]])
+def test_batched_matmul_with_broadcasting_expands_to_the_output_batch(shapes):
+    inputs = seeded(10, *shapes)
+    module = Lambda(lambda layers, x, y: x @ y)
+    gm = normalised(module, inputs)
+    matmuls = [n for n in gm.graph.nodes if n.target is aten.matmul.default]
+    assert [list(n.args[0].meta["val"].shape[:-2]) == list(n.meta["val"].shape[:-2]) for n in matmuls] == [True]
+    torch.testing.assert_close(gm(*inputs), module(*inputs))
+
+
+class HandGrouped(nn.Module):
+    """Grouped-query attention written by hand: 4 query heads, 2 (or 1) key/value heads repeated
+    by `form`: repeat_interleave, expand + reshape, a broadcasting matmul, or einsum."""
+
+    def __init__(self, form, kv_heads=2):
+        super().__init__()
+        self.form, self.kv_heads = form, kv_heads
+        self.q, self.kv = nn.Linear(32, 32), nn.Linear(32, 2 * kv_heads * 8)
+
+    def forward(self, x):
+        q = self.q(x).view(1, 16, 4, 8).transpose(1, 2)
+        k, v = self.kv(x).view(1, 16, 2 * self.kv_heads, 8).transpose(1, 2).split(self.kv_heads, 1)
+        groups = 4 // self.kv_heads
+        if self.form == "repeat_interleave":
+            k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
+        elif self.form == "expand":
+            k, v = (t[:, :, None].expand(1, self.kv_heads, groups, 16, 8).reshape(1, 4, 16, 8) for t in (k, v))
+        if self.form == "einsum":
+            k, v = k.expand(1, 4, 16, 8), v.expand(1, 4, 16, 8)
+            weights = torch.einsum("bhqd,bhkd->bhqk", q, k).mul(8**-0.5).softmax(-1)
+            out = torch.einsum("bhqk,bhkd->bhqd", weights, v)
+        else:  # "broadcast": one key/value head, read by every query head through matmul's broadcasting
+            out = ((q @ k.transpose(-2, -1)) * 8**-0.5).softmax(-1) @ v
+        return out.transpose(1, 2).reshape(1, 16, 32)
+
+
+GROUPED = {
+    "repeat_interleave": dict(kv_heads=2),
+    "expand": dict(kv_heads=2),
+    "einsum": dict(kv_heads=1),
+    "broadcast": dict(kv_heads=1),
+}
+
+
+def _grouped(form):
+    torch.manual_seed(0)
+    return HandGrouped(form, **GROUPED[form]).eval()
+
+
+@pytest.mark.parametrize("form", GROUPED)
+def test_grouped_attention_by_hand_decomposes_as_eager(form):
+    module, inputs = _grouped(form), seeded(0, (1, 16, 32))
+    torch.testing.assert_close(normalised(module, inputs)(*inputs), module(*inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def grouped_u85():
+    return _several_compiled([_grouped(form) for form in GROUPED], 11)
+
+
+def test_grouped_attention_by_hand_runs_on_the_u85_npu(grouped_u85):
+    module, inputs, result, got = grouped_u85
+    _assert_on_npu_and_near_pt2e(result, inputs, got, delegates=len(GROUPED))
