@@ -92,7 +92,16 @@ def _compile_and_write(model: str, spec, output: Path, calibration: Path | None 
     """Compiles `model` to `spec`, writes the .pte and its .json report and prints the report."""
     from kiln import compile as kc
 
-    result = kc.compile_model(model, spec, calibration, log=lambda line: print(line, file=sys.stderr))
+    try:
+        result = kc.compile_model(model, spec, calibration, log=lambda line: print(line, file=sys.stderr))
+    except Exception as error:  # the report of the failed compile, then the error as it was
+        if hasattr(error, "report"):
+            try:
+                path = kc.write_report(error.report, output)
+                print(f"wrote the report of the failed compile: {path}")
+            except OSError:
+                pass  # the compile's own error says what went wrong
+        raise
     report_path = kc.write(result, output)
     print(kc.format_report(result.report))
     print(f"wrote {output} and {report_path}")

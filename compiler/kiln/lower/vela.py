@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -115,16 +116,28 @@ def _compile(
             raise VelaError(f"Vela did not finish compiling {name} within {timeout_s:.0f} s") from None
         (work / f"{name}.vela.log").write_text(run.stdout + run.stderr)
         if run.returncode != 0:
-            reason = _last_error(run.stdout + run.stderr)
+            reason = failure_reason(run.returncode, run.stdout + run.stderr)
             raise VelaRefusal(f"Vela failed on {name} for {accelerator}: {reason}", reason)
         return _read(work, name, system_config)
 
 
-def _last_error(text: str) -> str:
-    """Vela's last error line, without the Python exception type it may start with."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+def failure_reason(returncode: int, output: str) -> str:
+    """Why a Vela run with nonzero `returncode` failed: a crash by a signal (a negative return
+    code, as subprocess reports it) named as such, else Vela's last error line without the
+    Python exception type it may start with, else its last line. Warnings ("Warning: No
+    configuration file specified ...", which every run prints) are never the reason."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"Vela crashed ({name})"
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.lower().startswith("warning")]
     errors = [line for line in lines if "error" in line.lower()]
-    return re.sub(r"^\w*(Error|Exception): ", "", (errors or lines or ["no output"])[-1])
+    if not lines:
+        return f"Vela exited with status {returncode} without an error message"
+    return re.sub(r"^\w*(Error|Exception): ", "", (errors or lines)[-1])
 
 
 def _npz_bytes(array: np.ndarray) -> bytes:

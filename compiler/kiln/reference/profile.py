@@ -197,7 +197,7 @@ def vela_record(
         if run.returncode != 0:
             raise VelaError(
                 f"Vela failed on {name} for {accelerator} with --enable-debug-db: "
-                f"{vela._last_error(run.stdout + run.stderr)}"
+                f"{vela.failure_reason(run.returncode, run.stdout + run.stderr)}"
             )
         result = vela._read(work, name, system_config)
         debug = work / f"{name}_debug.xml"
