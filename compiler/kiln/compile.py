@@ -129,7 +129,10 @@ def compile_model(
         return _compile(model, spec, calibration, log, progress)
     except Exception as error:
         if progress.stage.current not in (None, "load"):
-            error.report = failure_report(progress, error)
+            try:
+                error.report = failure_report(progress, error)
+            except AttributeError:  # an exception type without a __dict__ goes without its report
+                pass
         raise
 
 
