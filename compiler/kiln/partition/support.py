@@ -108,7 +108,7 @@ def facts(op: Op) -> dict:
             pass
     if op.target in CONV_OPS | {aten.conv_transpose2d.input}:
         f["kernel_size"] = list(op.arg("weight").shape[2:])
-    if op.target in TABLE_OPS and op.inputs[0].dtype == "int16":
+    if op.target in TABLE_OPS and op.inputs[0].dtype == "int16" and op.inputs[0].qparams is not None:
         f["table_steps"] = tables.int16_steps(op)
     return f
 
@@ -562,7 +562,9 @@ def softmax_length(op: Op) -> bool:
     ops=TABLE_OPS,
 )
 def table_within_a_step(op: Op) -> bool:
-    return op.inputs[0].dtype == "int8" or tables.int16_steps(op) <= 1
+    """Only a quantized input is a table's (other rules keep plain integers off the NPU)."""
+    x = op.inputs[0]
+    return x.dtype == "int8" or x.qparams is None or tables.int16_steps(op) <= 1
 
 
 def reason(op: Op, family: NpuFamily) -> str | None:

@@ -9,14 +9,14 @@
 //   aten::tanh.out, aten::exp.out, aten::log.out   in double, rounded once (transcendental.h)
 //   aten::reciprocal.out  1 / x
 //   aten::add.out / aten::sub.out (self, other, alpha = 1) and aten::mul.out (self, other):
-//     float32, int32 or int64 (integers wrap); numpy broadcasting; a number operand takes
+//     float32, int8, int16, int32 or int64 (integers wrap); numpy broadcasting; a number operand takes
 //     the tensor's type (elementwise.h)
 //   aten::div.out (self, other)  float32 a / b
 //   aten::div.out_mode (self, other, rounding_mode): float32 with None (a / b), "trunc"
-//     (trunc(a / b)) or "floor" (Python's floor division, div_floor below); int32/int64 with
+//     (trunc(a / b)) or "floor" (Python's floor division, div_floor below); integers with
 //     "trunc" or "floor" (x / -1 wraps; a zero divisor is an error before anything is written)
 //   aten::minimum.out / aten::maximum.out: NaN if either is NaN, else the smaller/larger,
-//     self on ties; float32, int32 or int64
+//     self on ties; float32 or integers
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -200,6 +200,8 @@ Status div_out_mode(KernelArgs& args) {
     }
   }
   if (mode == Mode::kTrue) return unsupported(2);
+  if (type == ScalarType::kChar) return div_int_out<int8_t>(args, mode == Mode::kFloor);
+  if (type == ScalarType::kShort) return div_int_out<int16_t>(args, mode == Mode::kFloor);
   if (type == ScalarType::kInt) return div_int_out<int32_t>(args, mode == Mode::kFloor);
   if (type == ScalarType::kLong) return div_int_out<int64_t>(args, mode == Mode::kFloor);
   return bad_argument(0, 0x100u + static_cast<uint32_t>(type));

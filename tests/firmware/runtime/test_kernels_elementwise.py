@@ -27,6 +27,11 @@ I32_B = np.array([[-1, 1, 2, -2], [3, -1, 65536, -3]], np.int32)
 I32_B_EAGER = np.array([[2, 1, 2, -2], [3, -1, 65536, -3]], np.int32)  # PyTorch traps (SIGFPE) on MIN / -1
 I64 = np.array([[I64_MIN, I64_MAX, -7, 7], [0, -1, 2**40 + 3, -(2**35)]], np.int64)
 I64_B = np.array([-1, 3, -2, 2**31], np.int64)
+I8 = np.array([[-128, 127, -7, 7], [0, -1, 100, -100]], np.int8)
+I8_B = np.array([[-1, 1, 2, -2], [3, -1, 100, -3]], np.int8)
+I8_B_EAGER = np.array([[2, 1, 2, -2], [3, -1, 100, -3]], np.int8)  # as I32_B_EAGER: no MIN / -1
+I16 = np.array([[-(2**15), 2**15 - 1, -7, 7], [0, -1, 300, -3000]], np.int16)
+I16_B = np.array([-1, 3, -2, 256], np.int16)
 NAN_ROW = np.array([[np.nan, 1.0, -0.0, np.inf]], np.float32)
 BOOLS_A = np.array([[True, False, True, False]])
 BOOLS_B = np.array([[True], [False]])
@@ -73,6 +78,11 @@ CASES = {
     "mul_int32_wraps": binary_case("mul", I32, I32_B),
     "mul_int64_wraps": binary_case("mul", I64, I64_B),
     "mul_int32_scalar_wraps": binary_case("mul", I32, 3),
+    "add_int8_wraps": binary_case("add", I8, I8_B, 1),
+    "sub_int16_wraps": binary_case("sub", I16, I16_B, None),
+    "mul_int8_wraps": binary_case("mul", I8, I8_B),
+    "mul_int16_wraps": binary_case("mul", I16, I16_B),
+    "mul_int16_scalar_wraps": binary_case("mul", I16, 300),
     "reciprocal": ("aten::reciprocal", "out", [In(X)], X.shape),
     # exp/log/tanh in float64 rounded once to float32 on both sides (kiln.program.kernels)
     "exp": ("aten::exp", "out", [In(X)], X.shape),
@@ -125,11 +135,17 @@ CASES = {
     "div_floor_int32": binary_case("div", I32, I32_B, "floor", overload="out_mode"),
     "div_trunc_int32": binary_case("div", I32, I32_B, "trunc", overload="out_mode"),
     "div_floor_int64_scalar": binary_case("div", I64, -3, "floor", overload="out_mode"),
+    "div_floor_int8": binary_case("div", I8, I8_B, "floor", overload="out_mode"),
+    "div_trunc_int16": binary_case("div", I16, I16_B, "trunc", overload="out_mode"),
     "minimum": binary_case("minimum", SPECIAL, SPECIAL[::-1].copy()),
     "minimum_broadcast": binary_case("minimum", WIDE, rng_array((5, 1), 24, 10.0)),
     "maximum": binary_case("maximum", SPECIAL, NAN_ROW),
     "maximum_int32": binary_case("maximum", I32, I32_B[1]),
     "minimum_int64": binary_case("minimum", I64, I64_B),
+    "minimum_int8": binary_case("minimum", I8, I8_B),
+    "maximum_int16": binary_case("maximum", I16, I16_B),
+    "ge_int8": binary_case("ge", I8, I8_B, overload="Tensor_out", dtype=np.bool_),
+    "ne_int16_scalar": binary_case("ne", I16, -7, overload="Scalar_out", dtype=np.bool_),
     **{f"{op}_tensor": binary_case(op, SPECIAL, NAN_ROW, overload="Tensor_out", dtype=np.bool_) for op in ew.COMPARE},
     **{f"{op}_scalar": binary_case(op, SPECIAL, 1.5, overload="Scalar_out", dtype=np.bool_) for op in ew.COMPARE},
     "lt_int32_broadcast": binary_case("lt", I32, I32_B[:, :1].copy(), overload="Tensor_out", dtype=np.bool_),
@@ -148,6 +164,8 @@ CASES = {
         (3, 2, 4),
     ),
     "where_int64": ("aten::where", "self_out", [In(BOOLS_B), In(I64), In(I64_B)], (2, 4), np.int64),
+    "where_int8": ("aten::where", "self_out", [In(BOOLS_B), In(I8), In(I8_B)], (2, 4), np.int8),
+    "where_int16": ("aten::where", "self_out", [In(BOOLS_A), In(I16), In(I16_B)], (2, 4), np.int16),
     "where_bool": ("aten::where", "self_out", [In(BOOLS_B), In(BOOLS_A), np.array(True)], (2, 4), np.bool_),
     "logical_not": ("aten::logical_not", "out", [In(BOOLS_A)], (1, 4), np.bool_),
     "logical_and": binary_case("logical_and", BOOLS_A, BOOLS_B),
@@ -310,6 +328,14 @@ def _binary_eager(name, a, b, *args, **kwargs):
         ("minimum", SAMPLES, SAMPLES[::-1].copy(), (), {}),
         ("maximum", SAMPLES, SAMPLES[::-1].copy(), (), {}),
         ("minimum", I64, I64_B, (), {}),
+        ("add", I8, I8_B, (1,), {}),
+        ("sub", I16, I16_B, (1,), {}),
+        ("mul", I8, I8_B, (), {}),
+        ("mul", I16, 300, (), {}),
+        ("div", I8, I8_B_EAGER, ("floor",), {"rounding_mode": "floor"}),
+        ("div", I16, I16_B, ("trunc",), {"rounding_mode": "trunc"}),
+        ("maximum", I8, I8_B, (), {}),
+        ("minimum", I16, I16_B, (), {}),
         ("maximum", WIDE, rng_array((8,), 25, 10.0), (), {}),
     ],
 )
@@ -329,6 +355,8 @@ def test_comparisons_equal_eager_pytorch(op):
         (SAMPLES, 1.5),
         (I32, I32_B),
         (I64, -7),
+        (I8, I8_B),
+        (I16, 300),
         (WIDE, 1),
     ):
         overload = "Scalar" if np.isscalar(b) else "Tensor"

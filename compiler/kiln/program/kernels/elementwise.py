@@ -6,7 +6,7 @@ use, so that the firmware's C++ (firmware/runtime/kernels/elementwise.cpp, unary
 the same bits. A transcendental part (exp, expm1, log1p, tanh, erf, sin, cos, pow) is
 evaluated in float64 on float32 inputs and rounded once (f64 below; transcendental.h in C++).
 add, sub, mul, div with a rounding mode, minimum, maximum, where and the comparisons also take
-int32 and int64 tensors (add, sub, mul wrap in two's complement, as PyTorch's do);
+int8, int16, int32 and int64 tensors (add, sub, mul wrap in two's complement, as PyTorch's do);
 comparisons write bool; logical_not/and/or read and write bool. Binary operands broadcast
 as numpy's; a number operand takes the tensor operand's dtype (an int only for int tensors).
 `accepts` refuses dtypes and arguments a kernel does not cover, so such ops stay a
@@ -26,7 +26,7 @@ from kiln.program.kernels.core import Derived, Fixed, Kernel, exp32, in_float64,
 aten = torch.ops.aten
 
 F32 = np.float32
-INT_DTYPES = ("int32", "int64")
+INT_DTYPES = ("int8", "int16", "int32", "int64")
 
 # float32 constants, written as their exact bits (elementwise.cpp uses the same hex literals).
 SQRT1_2 = F32(float.fromhex("0x1.6a09e6p-1"))  # float(M_SQRT1_2)
@@ -245,7 +245,7 @@ def _alpha_one(op) -> bool:
 
 
 def _arithmetic(name, fn, alpha=False) -> Kernel:
-    """add/sub (self, other, alpha = 1) or mul (self, other): float32, int32 or int64."""
+    """add/sub (self, other, alpha = 1) or mul (self, other): float32 or integers (INT_DTYPES)."""
     names = ("self", "other", "alpha") if alpha else ("self", "other")
     same = _all("float32", *INT_DTYPES)
 
@@ -256,7 +256,7 @@ def _arithmetic(name, fn, alpha=False) -> Kernel:
 
 
 def _comparison(name: str, scalar: bool) -> Kernel:
-    """eq/ne/lt/le/gt/ge.Tensor_out or .Scalar_out: float32, int32 or int64 operands of one
+    """eq/ne/lt/le/gt/ge.Tensor_out or .Scalar_out: float32 or integer operands of one
     dtype (a number other must be an int for integer tensors), bool out."""
 
     def accepts(op) -> bool:
