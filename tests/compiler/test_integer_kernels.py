@@ -92,9 +92,6 @@ CASES = [
 INTS = ("int8", "int16", "int32", "int64")
 # (op, dtype) kiln has no CPU kernel for yet, by class.
 MISSING: set[tuple[str, str]] = {
-    # integer-valued functions of integers (kiln's kernels of these take float32 only)
-    *((f"aten.{op}.default", d) for op in ("abs", "neg", "sign", "floor", "ceil", "round", "trunc") for d in INTS),
-    *((f"aten.{op}.default", d) for op in ("relu", "relu6", "hardtanh", "clamp") for d in INTS),
     ("aten.sign.default", "bool"),
     ("aten.clamp.default", "bool"),
     # float-valued functions of integers and bools (PyTorch computes them in float32)

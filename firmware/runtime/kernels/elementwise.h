@@ -81,6 +81,30 @@ Status unary(KernelArgs& args, size_t arity, F f) {
   return map<float, float>(args, arity, f);
 }
 
+// A one-tensor map of float32 or an integer type into the same type: f takes and returns it.
+template <typename F>
+Status numeric_map(KernelArgs& args, size_t arity, F f) {
+  KILN_CHECK(expect_arity(args, arity));
+  if (args[0].kind != ValueKind::kTensor) return bad_argument(0, static_cast<uint32_t>(args[0].kind));
+  switch (args[0].t.type) {
+    case ScalarType::kFloat: return map<float, float>(args, arity, f);
+    case ScalarType::kChar: return map<int8_t, int8_t>(args, arity, f);
+    case ScalarType::kShort: return map<int16_t, int16_t>(args, arity, f);
+    case ScalarType::kInt: return map<int32_t, int32_t>(args, arity, f);
+    case ScalarType::kLong: return map<int64_t, int64_t>(args, arity, f);
+    default: return bad_argument(0, 0x100u + static_cast<uint32_t>(args[0].t.type));
+  }
+}
+
+// For integer kernels f(x) = x: floor, ceil, trunc and round of an integer.
+template <typename T, typename F>
+T on_floats(T x, F f) {
+  if constexpr (std::is_floating_point_v<T>)
+    return f(x);
+  else
+    return x;
+}
+
 // max(x, lo) then min(., hi), each keeping x when it is NaN and the bound on ties (so
 // max(-0, 0) is +0), as numpy's maximum and minimum.
 inline float clamp_nan(float x, float lo, float hi) {

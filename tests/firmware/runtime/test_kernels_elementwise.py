@@ -13,7 +13,17 @@ from kiln.errors import HostError
 from kiln.graph import Op, QParams, Value
 from kiln.program import kernels
 from kiln.program.kernels import elementwise as ew
-from tests.firmware.runtime.helpers import SPECIAL, In, X, kernel_names, rng_array, run_kernel, run_tool, single_kernel
+from tests.firmware.runtime.helpers import (
+    SPECIAL,
+    In,
+    X,
+    kernel_error,
+    kernel_names,
+    rng_array,
+    run_kernel,
+    run_tool,
+    single_kernel,
+)
 
 F = torch.nn.functional
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -39,6 +49,11 @@ BOOLS_B = np.array([[True], [False]])
 
 def unary_case(name, x, *args, overload="out"):
     return (f"aten::{name}", overload, [In(x), *args], x.shape)
+
+
+def integer_case(name, x, *args):
+    """A function of integer tensor x into its type."""
+    return (f"aten::{name}", "out", [In(x), *args], x.shape, x.dtype.type)
 
 
 def out_shape(*xs):
@@ -170,7 +185,60 @@ CASES = {
     "logical_not": ("aten::logical_not", "out", [In(BOOLS_A)], (1, 4), np.bool_),
     "logical_and": binary_case("logical_and", BOOLS_A, BOOLS_B),
     "logical_or": binary_case("logical_or", BOOLS_A, BOOLS_B),
+    "relu_int8": integer_case("relu", I8),
+    "relu_int64": integer_case("relu", I64),
+    "hardtanh_int16": integer_case("hardtanh", I16, -3, 300),
+    "hardtanh_int8_float_bounds": integer_case("hardtanh", I8, 0.0, 6.0),  # relu6's decomposition
+    "clamp_int32_max_only": integer_case("clamp", I32, None, 123),
+    "clamp_int64_crossed": integer_case("clamp", I64, 5, -5),  # lo > hi gives hi
+    "abs_int8_min": integer_case("abs", I8),  # abs(-128) wraps to -128
+    "neg_int16_wraps": integer_case("neg", I16),
+    "sign_int32": integer_case("sign", I32),
+    "floor_int64": integer_case("floor", I64),
+    "ceil_int8": integer_case("ceil", I8),
+    "round_int16": integer_case("round", I16),
+    "trunc_int32": integer_case("trunc", I32),
 }
+
+
+INTEGER_EAGER = {
+    "relu": torch.relu,
+    "hardtanh": torch.nn.functional.hardtanh,
+    "clamp": torch.clamp,
+    **{name: getattr(torch, name) for name in ("abs", "neg", "sign", "floor", "ceil", "round", "trunc")},
+}
+
+
+INTEGER_CASES = [
+    c for c, case in CASES.items() if case[0][6:] in INTEGER_EAGER and len(case) == 5 and np.dtype(case[4]).kind == "i"
+]
+
+
+@pytest.mark.parametrize("case", INTEGER_CASES)
+def test_integer_functions_equal_eager_pytorch(case):
+    """The integer cases above (wrapping at the type's limits) against PyTorch's eager op."""
+    name, overload, args, *_ = CASES[case]
+    x, *rest = [a.array if isinstance(a, In) else a for a in args]
+    got = kernels.by_name()[(name, overload)].run(x, *rest)
+    want = INTEGER_EAGER[name[6:]](torch.from_numpy(x), *rest).numpy()
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_integer_clamp_bounds_outside_the_type_are_refused(runtime_host, tmp_path):
+    """A bound the integer type cannot hold, or one that is not a whole number, is refused by
+    both kernels (the C++ one with unsupported arguments at the bound)."""
+    for bounds, position in (((-3, 300), 2), ((0.5, 6), 1)):
+        program = ("aten::hardtanh", "out", [In(I8), *bounds], I8.shape, np.int8)
+        assert (
+            kernel_error(runtime_host, tmp_path, program)
+            == f"error 0x302 kernel: unsupported arguments (a={position}, b=0)"
+        )
+        plain = Value("v", (2, 4), "int8", None)  # not quantized: the integers themselves
+        assert not ew.KERNELS[aten.hardtanh.default].accepts(
+            Op("node", aten.hardtanh.default, (plain, *bounds), {}, [plain])
+        )
+    fits = Value("v", (2, 4), "int8", None)
+    assert ew.KERNELS[aten.hardtanh.default].accepts(Op("node", aten.hardtanh.default, (fits, -3, 6.0), {}, [fits]))
 
 
 @pytest.mark.parametrize("case", CASES)
