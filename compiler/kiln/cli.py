@@ -94,7 +94,16 @@ def _compile_and_write(model: str, spec, output: Path, calibration: Path | None 
     from kiln import compile as kc
     from kiln import flow
 
-    result, report_path = flow.compile_pte(model, spec, output, target, calibration, log=_log)
+    try:
+        result, report_path = flow.compile_pte(model, spec, output, target, calibration, log=_log)
+    except Exception as error:  # the report of the failed compile, then the error as it was
+        if hasattr(error, "report"):
+            try:
+                path = kc.write_report(error.report, output)
+                print(f"wrote the report of the failed compile: {path}")
+            except OSError:
+                pass  # the compile's own error says what went wrong
+        raise
     print(kc.format_report(result.report))
     print(f"wrote {output} and {report_path}")
 

@@ -46,6 +46,7 @@ class Result:
     quantized_module: torch.nn.Module | None  # the PT2E reference (None without quantization)
     inputs: tuple[torch.Tensor, ...]  # the model's example inputs
     stages: dict[str, float] = field(default_factory=dict)
+    searches: list[VelaSearch] = field(default_factory=list)  # the partitions Vela failed on
 
 
 class _Stages:
@@ -53,9 +54,11 @@ class _Stages:
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
+        self.current: str | None = None  # the stage last entered
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        self.current = name
         start = time.perf_counter()
         yield
         # a stage that runs again (after a Vela refusal) adds to its time
@@ -104,6 +107,17 @@ def load_calibration(path: Path | None, example: tuple[torch.Tensor, ...]) -> li
     return samples
 
 
+@dataclass
+class Progress:
+    """What a compile has found so far; the report of a compile that fails is made of it."""
+
+    model: str
+    spec: CompileSpec
+    stage: _Stages = field(default_factory=_Stages)
+    partitioning: partition.Partitioning | None = None  # the latest
+    searches: list[VelaSearch] = field(default_factory=list)  # each partition Vela failed on
+
+
 def compile_model(
     model: str | frontend.LoadedModel,
     spec: CompileSpec,
@@ -112,15 +126,38 @@ def compile_model(
     target: boards.Target | None = None,
 ) -> Result:
     """`model` (a zoo name, a .py file, or a model already loaded) compiled to `spec`; `target`:
-    spec's target on spec's board when the caller has resolved it already (boards.target)."""
+    spec's target on spec's board when the caller has resolved it already (boards.target). What it
+    raises once the model and its calibration are loaded carries `report`: the report of the failed
+    compile (failure_report), which `kiln compile` writes where the report would have gone."""
+    progress = Progress(model if isinstance(model, str) else model.name, spec)
+    try:
+        return _compile(model, spec, calibration, log, progress, target)
+    except Exception as error:
+        if progress.stage.current not in (None, "load"):
+            try:
+                error.report = failure_report(progress, error)
+            except AttributeError:  # an exception type without a __dict__ goes without its report
+                pass
+        raise
+
+
+def _compile(
+    model: str | frontend.LoadedModel,
+    spec: CompileSpec,
+    calibration: Path | None,
+    log,
+    progress: Progress,
+    target: boards.Target | None,
+) -> Result:
     target = boards.resolve(target or spec.target, spec.board)
     if target.name != spec.target:
         raise InternalError(f"compiling for {spec.target} with the resolved target {target.name}")
-    spec = spec.resolved(target)
-    stage = _Stages()
+    spec = progress.spec = spec.resolved(target)
+    stage = progress.stage
     with stage("load"):
         loaded = model if isinstance(model, frontend.LoadedModel) else frontend.load_model(model)
         samples = load_calibration(calibration, loaded.inputs)
+        progress.model = loaded.name
     with stage("export"):
         exported = frontend.export(loaded)
         module = exported.module(check_guards=False)
@@ -139,11 +176,13 @@ def compile_model(
         g = graph.from_pt2e(module, io_quantized=spec.io == "int8")
         checks.after("fold", g)
     refused: dict[str, str] = {}  # op name -> why Vela could not place it (Vela is a rule too)
+    searches = progress.searches
     while True:
         with stage("partition"):
             parts = partition.partition(
                 g, target.npu, spec.exclusions, delegate=spec.delegate and spec.quantize, refused=refused
             )
+            progress.partitioning = parts
             checks.after("partition", parts)
         lowered: list[tuple[bytes, frozenset[str]]] = []  # per partition: its first graph, the choices met
         with stage("lower"):
@@ -166,9 +205,15 @@ def compile_model(
                     tosa.append(flatbuffer)
                     results.append(compiled)
             except VelaRefusal as refusal:
-                learned = vela_refusals(parts.partitions[len(results)], g, target, spec, refusal)
-                log(f"vela: could not place {', '.join(learned)}; they run on the CPU, compiling the rest again")
-                refused.update(learned)
+                failing = parts.partitions[len(results)]
+                log(f"vela: {refusal.reason} on {describe(failing)}; looking for the ops it cannot take")
+                search = vela_refusals(failing, g, target, spec, refusal)
+                searches.append(search)
+                log(
+                    f"vela: could not place {', '.join(search.refused)}; they run on the CPU, compiling the rest "
+                    f"again (found in {search.vela_runs} Vela runs)"
+                )
+                refused.update(search.refused)
                 continue
             checks.after("vela", parts, results)
         break
@@ -181,7 +226,7 @@ def compile_model(
         flipped = [flipped[p.index] for p in prog.delegates]
     with stage("write"):
         data = from_program.write(prog, results, tosa, target.name, spec.memory_mode)
-    result = Result(data, {}, g, parts, prog, tosa, results, flipped, quantized, loaded.inputs, stage.seconds)
+    result = Result(data, {}, g, parts, prog, tosa, results, flipped, quantized, loaded.inputs, stage.seconds, searches)
     result.report = make_report(loaded.name, spec, result)
     if spec.intermediates:
         spec.intermediates.mkdir(parents=True, exist_ok=True)
@@ -228,30 +273,96 @@ def fastest(
     return best_flipped, best_tosa, best
 
 
+# The most Vela runs the search for what Vela cannot take spends on one failing partition. Each op it
+# finds costs about log2(ops) + 2 runs (ten for a 459-op partition); past the cap, the ops the
+# search has not cleared run on the CPU.
+SEARCH_VELA_RUNS = 64
+
+
+@dataclass
+class VelaSearch:
+    """The search for what Vela cannot take in one partition it failed on: the ops found (op name
+    -> why each runs on the CPU), and the Vela runs it took."""
+
+    partition: list[str]  # the partition's op names, in graph order
+    failure: str  # Vela's reason for failing on the whole partition
+    refused: dict[str, str] = field(default_factory=dict)
+    vela_runs: int = 0
+
+    def as_report(self) -> dict:
+        return {
+            "partition_ops": self.partition,
+            "failure": self.failure,
+            "vela_runs": self.vela_runs,
+            "cpu_ops": self.refused,
+        }
+
+
+def describe(part: partition.Partition) -> str:
+    """A partition as the log names it: its size, and its first and last ops."""
+    names = [op.name for op in part.ops]
+    listed = ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, ..., {names[-1]}"
+    return f"partition {part.index} ({len(names)} ops: {listed})"
+
+
 def vela_refusals(
     part: partition.Partition, g: graph.Graph, target: boards.Target, spec: CompileSpec, refusal: VelaRefusal
-) -> dict[str, str]:
-    """Which ops of `part` Vela refused, and why: each op compiled alone with Vela (a refusal is
-    rare, so this costs one Vela run per op only then). If no op fails alone, the combination
-    does, and the whole partition goes to the CPU. Every op returned is one the partition held,
-    so a compile takes at most as many rounds as it has NPU ops."""
-    learned = {}
-    for op in part.ops:
-        inputs, outputs = partition.boundary([op], g)
-        alone = partition.Partition(0, [op], inputs, outputs)
+) -> VelaSearch:
+    """Which ops of `part` Vela cannot take, and why, found by bisection over the partition's ops
+    in graph order: the shortest prefix Vela fails on ends with an op that Vela cannot take after
+    the ops before it (which compile), found in O(log n) Vela runs. That op runs on the CPU
+    (with Vela's reason for it alone, if it fails alone), and the search goes on over the ops left
+    until they compile, or until SEARCH_VELA_RUNS runs are spent: then the ops left run on the
+    CPU too. Every op returned is one the partition held, so a compile takes at most as many
+    rounds as it has NPU ops."""
+    search = VelaSearch([op.name for op in part.ops], refusal.reason)
+
+    def failure(ops: list) -> VelaRefusal | None:
+        search.vela_runs += 1
+        inputs, outputs = partition.boundary(ops, g)
+        sub = partition.Partition(part.index, ops, inputs, outputs)
+        name = f"partition_{part.index}_search"
         try:
             vela.compile_tosa(
-                tosa_lowering.lower(alone, target.npu), op.name, target.name, spec.system_config, spec.memory_mode
+                tosa_lowering.lower(sub, target.npu), name, target.name, spec.system_config, spec.memory_mode
             )
         except VelaRefusal as error:
-            learned[op.name] = f"Vela could not place it on the NPU: {error.reason}"
-    if learned:
-        return learned
-    return {op.name: f"Vela could not compile the NPU partition that held it: {refusal.reason}" for op in part.ops}
+            return error
+        return None
+
+    left, failed = list(part.ops), refusal
+    while failed is not None:
+        if search.vela_runs + len(left).bit_length() + 2 > SEARCH_VELA_RUNS:
+            for op in left:
+                search.refused[op.name] = (
+                    f"Vela could not compile the NPU partition that held it ({failed.reason}); kiln stopped "
+                    f"looking for the ops Vela cannot take after {search.vela_runs} Vela runs"
+                )
+            break
+        compiles, fails = 0, len(left)  # the lengths of a prefix that compiles and of one that fails
+        while fails - compiles > 1:
+            middle = (compiles + fails) // 2
+            error = failure(left[:middle])
+            if error is None:
+                compiles = middle
+            else:
+                fails, failed = middle, error
+        op = left.pop(fails - 1)
+        alone = failed if fails == 1 else failure([op])
+        if alone is not None:
+            search.refused[op.name] = f"Vela could not place it on the NPU: {alone.reason}"
+        else:
+            before = f"{left[0].name}" if fails == 2 else f"{left[0].name} ... {left[fails - 2].name}"
+            search.refused[op.name] = (
+                f"Vela could not compile it after the {fails - 1} op(s) before it in its NPU partition "
+                f"({before}), though it compiles alone: {failed.reason}"
+            )
+        failed = failure(left) if left else None
+    return search
 
 
-def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
-    parts = result.partitioning
+def placement_report(parts: partition.Partitioning) -> list[dict]:
+    """The report's "ops": each op of the graph, where it runs and why not on the NPU."""
     ops = []
     for p in parts.placements:
         if p.op.target in vocabulary.QUANTIZE or p.op.target in vocabulary.DEQUANTIZE:
@@ -269,6 +380,30 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
                 "macs": support.macs(p.op),
             }
         )
+    return ops
+
+
+def failure_report(progress: Progress, error: BaseException) -> dict:
+    """The report of a compile that failed: the stage it failed in and the error, and what the
+    stages before had found (where each op runs and why, once partitioned; the partitions Vela
+    failed on)."""
+    spec = progress.spec
+    report = {
+        "model": progress.model,
+        "target": spec.target,
+        "system_config": spec.system_config,
+        "memory_mode": spec.memory_mode,
+        "failed": {"stage": progress.stage.current, "error": type(error).__name__, "message": str(error)},
+    }
+    if progress.partitioning is not None:
+        report["ops"] = placement_report(progress.partitioning)
+    report["vela_failures"] = [search.as_report() for search in progress.searches]
+    report["stages_s"] = progress.stage.seconds
+    return report
+
+
+def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
+    ops = placement_report(result.partitioning)
     total_macs = sum(o["macs"] for o in ops)
     npu_macs = sum(o["macs"] for o in ops if o["where"] == "npu")
     delegates = [
@@ -325,13 +460,24 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
             # The TOSA graphs run-host uses, inside the .pte as named data; firmware need not keep them.
             "reference_tosa_bytes": sum(len(t) for t in result.tosa),
         },
+        # the partitions Vela failed on: the search for the ops it cannot take, and what it found
+        "vela_failures": [search.as_report() for search in result.searches],
+        "warnings": warnings(spec, ops, delegates),
         "stages_s": result.stages,
     }
+
+
+def warnings(spec: CompileSpec, ops: list[dict], delegates: list[dict]) -> list[str]:
+    """What the report warns of: a compile for the NPU that placed nothing on it."""
+    if delegates or not (spec.delegate and spec.quantize):
+        return []
+    return [f"nothing runs on the {spec.target} NPU: all {len(ops)} ops run on the CPU (each op's reason is listed)"]
 
 
 def format_report(report: dict) -> str:
     """The short report `kiln compile` prints."""
     lines = [f"{report['model']} for {report['target']} ({report['system_config']}, {report['memory_mode']})"]
+    lines += [f"  warning: {warning}" for warning in report.get("warnings", [])]
     npu = [o for o in report["ops"] if o["where"] == "npu"]
     cpu = [o for o in report["ops"] if o["where"] == "cpu"]
     lines.append(f"  NPU: {len(npu)} ops in {len(report['delegates'])} delegate(s); CPU: {len(cpu)} ops")
@@ -369,6 +515,13 @@ def write(result: Result, output: Path) -> Path:
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_bytes(result.pte)
-    report_path = output.with_suffix(".json")
-    report_path.write_text(json.dumps(result.report, indent=2) + "\n")
+    return write_report(result.report, output)
+
+
+def write_report(report: dict, output: Path) -> Path:
+    """Writes `report` where the report of the .pte `output` goes (same name, .json) and returns
+    its path; a failed compile's report (failure_report) goes there too."""
+    report_path = Path(output).with_suffix(".json")
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(report, indent=2) + "\n")
     return report_path

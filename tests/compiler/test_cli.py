@@ -498,3 +498,52 @@ def test_build_app_builds_the_plain_firmware_and_prints_the_apps_elf(firmware_bu
         "build", "--app", "no_such_app", "--target", "ethos-u55-128", "--output", str(firmware_build), "--test-apps"
     )
     assert_one_line(run, f"no ELF for app 'no_such_app' in {firmware_build}")
+
+
+FAILING_MODEL = """
+import torch
+
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return torch.special.bessel_j0(self.conv(x))
+
+
+ModelUnderTest = M()
+ModelInputs = (torch.randn(1, 3, 8, 8),)
+"""
+
+
+def test_a_failed_compile_writes_its_report(tmp_path):
+    """A compile that fails after loading the model (here: an op with neither an NPU lowering nor
+    a CPU kernel) writes the report its error points to, where the report would have gone: the
+    stage and the error, and where each op was placed and why; no .pte. The error stays one line."""
+    import json
+
+    (tmp_path / "bessel.py").write_text(FAILING_MODEL)
+    run = kiln("compile", str(tmp_path / "bessel.py"), "--target", "ethos-u55-128", "--output", str(tmp_path / "m.pte"))
+    assert_one_line(run, "node special_bessel_j0 (aten.special_bessel_j0) cannot run on the NPU")
+    assert "check the report" in run.stderr
+    assert not (tmp_path / "m.pte").exists()
+    assert f"wrote the report of the failed compile: {tmp_path / 'm.json'}" in run.stdout
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert report["model"] == "bessel" and report["target"] == "ethos-u55-128"
+    assert report["failed"]["stage"] == "program" and report["failed"]["error"] == "ProgramError"
+    assert error_lines(run.stderr)[0] == f"kiln: error: {report['failed']['message']}"
+    where = {o["node"]: (o["where"], o["reason"]) for o in report["ops"]}
+    assert where["conv2d"] == ("npu", None)
+    assert (
+        where["special_bessel_j0"][0] == "cpu"
+        and "does not quantize aten.special_bessel_j0" in (where["special_bessel_j0"][1])
+    )
+
+
+def test_a_compile_stopped_at_its_arguments_writes_no_report(tmp_path):
+    """A model that cannot be loaded is a usage error: no report of a compile that never began."""
+    run = kiln("compile", str(tmp_path / "none.py"), "--target", "ethos-u55-128", "--output", str(tmp_path / "m.pte"))
+    assert_one_line(run, "neither a zoo model")
+    assert not (tmp_path / "m.json").exists()

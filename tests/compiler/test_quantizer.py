@@ -297,3 +297,64 @@ def test_sort_is_not_annotated_its_input_is_dequantized_and_its_outputs_quantize
     (op,) = [op for op in g.ops if op.op_type == "aten.sort"]
     assert not op.quantized and op.inputs[0].producer.target is qd.dequantize_per_tensor.default
     assert [v.dtype for v in op.outputs] == ["float32", "int64"]
+
+
+class Scaled(nn.Module):
+    """A model scaling its input by 1e-3 before a convolution, whose output is scaled by 1e-2
+    again: activations with ranges of about 0.006 and 0.0002."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x * 1e-3))
+        return self.head(y.mean((2, 3))) * 1e-2
+
+
+def test_tensors_with_tiny_ranges_keep_their_resolution():
+    """Every scale at or above the floor the NPU's rescale takes (2**-16, ExecuTorch's too), so a
+    tensor of range 0.006 keeps 8 bits: kiln's program on its NPU model (run-host) is within a step
+    of the PT2E reference and within 2 % of the output's range of float, with float's top class
+    (under the old floor, 2**-12, the output's scale was the floor, 14 times its range / 255)."""
+    from kiln import compile as kc
+    from kiln.frontend import export as frontend
+    from kiln.frontend.quantizer import SCALE_FLOOR
+    from kiln.reference import run_host as host
+    from kiln.spec import CompileSpec
+
+    x = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(5))
+    model = Scaled().eval()
+    want = model(x).detach()
+    loaded = frontend.LoadedModel("scaled", model, (x,))
+    result = kc.compile_model(loaded, CompileSpec("ethos-u55-128"), log=lambda line: None)
+    assert result.report["macs"]["npu_share"] == 1.0
+    (got,) = host.run(result.pte, [x.numpy()])
+    ref = quantized(Scaled(), x)(x).detach()
+    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
+    spread = float(want.max() - want.min())
+    assert spread < 255 * 2**-12  # a range the old floor cut to fewer than 255 steps
+    assert scale == pytest.approx(spread / 255, rel=0.05)
+    assert float((torch.from_numpy(got) - ref).abs().max()) <= 1.01 * scale
+    assert float((torch.from_numpy(got) - want).abs().max()) <= 0.02 * spread
+    assert int(got.argmax()) == int(want.argmax())
+    scaled_input = node(quantized(Scaled(), x), aten.mul.Tensor)
+    assert output_qparams(scaled_input)[0] > SCALE_FLOOR
+
+
+def test_the_scale_floor_is_the_one_the_rescale_represents():
+    """The floor's derivation (kiln.frontend.quantizer): the factors a floored scale makes, s / floor for
+    s below 2**13 and floor**2 for a MAC, are what kiln's TOSA RESCALE encodes, the latter at
+    full precision (a 31-bit multiplier) with shift 62, its largest."""
+    from kiln.errors import LoweringError
+    from kiln.frontend.quantizer import SCALE_FLOOR
+    from kiln.lower.lowerer import scale_to_multiplier
+
+    multiplier, shift = scale_to_multiplier(SCALE_FLOOR * SCALE_FLOOR)
+    assert (multiplier, shift) == (2**30, 62)
+    multiplier, shift = scale_to_multiplier(2**13 * 0.999 / SCALE_FLOOR)
+    assert shift >= 2 and multiplier * 2.0**-shift == pytest.approx(2**13 * 0.999 / SCALE_FLOOR)
+    with pytest.raises(LoweringError):
+        scale_to_multiplier(2**13 * 2 / SCALE_FLOOR)

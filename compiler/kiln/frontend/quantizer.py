@@ -87,6 +87,23 @@ class MaskAwareHistogramObserver(HistogramObserver):
         return super()._calculate_qparams(min_val, max_val)
 
 
+# The least scale of a quantized tensor (its observer's eps). Every change of scale on the NPU is
+# a TOSA RESCALE by multiplier * 2**-shift, a 31-bit multiplier in [2**30, 2**31) and shift 2..62
+# (Vela's OFM_SCALE register holds shift 0..63; its quantise_scale): the factors it carries at full
+# precision lie in [2**-32, 2**29). A requantization into a tensor at the floor is a factor
+# s / SCALE_FLOOR, below 2**29 for every scale s < 2**13 (an int8 range up to 2**21) at 2**-16. A
+# MAC's factor s_in * s_w / s_out with both at the floor, 2**-32 / s_out, falls below 2**-32 only
+# where s_out > 1, and there every int32 accumulator times it rounds to 0, as the float result does
+# at that output scale. So the rescale represents every factor a scale of 2**-16 makes (ExecuTorch's
+# floor too), and an int8 tensor keeps its full resolution down to a range of 255 * 2**-16 ~ 0.0039
+# (2**-12 stopped at ~0.062).
+SCALE_FLOOR = 2**-16
+# 16-bit activations keep the floor of 2**-12 for now: at the finer scale 2**-16 allows, TOSA's
+# interpolated 16-bit TABLE strays up to 6 steps from PT2E's sigmoid (tests/compiler/test_lowering.py's
+# int16 sigmoid case), so kiln's rule table_within_a_step would move 16-bit tables to the CPU.
+INT16_SCALE_FLOOR = 2**-12
+
+
 def activation_spec(scheme: QuantizationScheme) -> QuantizationSpec:
     """Activations as `scheme` says: per tensor, int8 asymmetric or int16 symmetric."""
     dtype, quant_min, quant_max, symmetric = scheme.ACTIVATIONS[scheme.activation_bits]
@@ -95,7 +112,9 @@ def activation_spec(scheme: QuantizationScheme) -> QuantizationSpec:
         quant_min=quant_min,
         quant_max=quant_max,
         qscheme=torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine,
-        observer_or_fake_quant_ctr=MaskAwareHistogramObserver.with_args(eps=2**-12),
+        observer_or_fake_quant_ctr=MaskAwareHistogramObserver.with_args(
+            eps=INT16_SCALE_FLOOR if scheme.activation_bits == 16 else SCALE_FLOOR
+        ),
     )
 
 
@@ -122,7 +141,7 @@ def weight_spec(axis: int) -> QuantizationSpec:
         quant_max=127,
         qscheme=torch.per_channel_symmetric,
         ch_axis=axis,
-        observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=2**-12),
+        observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=SCALE_FLOOR),
     )
 
 

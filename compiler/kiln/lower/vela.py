@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -107,7 +108,7 @@ def run(
             raise VelaError(f"Vela did not finish compiling {name} within {timeout_s:.0f} s") from None
         (work / f"{name}.vela.log").write_text(done.stdout + done.stderr)
         if done.returncode != 0:
-            reason = _last_error(done.stdout + done.stderr)
+            reason = failure_reason(done.returncode, done.stdout + done.stderr)
             given = f" with {' '.join(options)}" if options else ""
             raise VelaRefusal(f"Vela failed on {name} for {accelerator}{given}: {reason}", reason)
         result = _read(work, name, system_config)
@@ -148,11 +149,23 @@ def compile_tflite(
     ).result
 
 
-def _last_error(text: str) -> str:
-    """Vela's last error line, without the Python exception type it may start with."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+def failure_reason(returncode: int, output: str) -> str:
+    """Why a Vela run with nonzero `returncode` failed: a crash by a signal (a negative return
+    code, as subprocess reports it) named as such, else Vela's last error line without the
+    Python exception type it may start with, else its last line. Warnings ("Warning: No
+    configuration file specified ...", which every run prints) are never the reason."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"Vela crashed ({name})"
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.lower().startswith("warning")]
     errors = [line for line in lines if "error" in line.lower()]
-    return re.sub(r"^\w*(Error|Exception): ", "", (errors or lines or ["no output"])[-1])
+    if not lines:
+        return f"Vela exited with status {returncode} without an error message"
+    return re.sub(r"^\w*(Error|Exception): ", "", (errors or lines)[-1])
 
 
 def _npz_bytes(array: np.ndarray) -> bytes:

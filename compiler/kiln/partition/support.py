@@ -108,7 +108,7 @@ def facts(op: Op) -> dict:
             pass
     if op.target in CONV_OPS | {aten.conv_transpose2d.input}:
         f["kernel_size"] = list(op.arg("weight").shape[2:])
-    if op.target in TABLE_OPS and op.inputs[0].dtype == "int16":
+    if op.target in TABLE_OPS and op.inputs[0].dtype == "int16" and op.inputs[0].qparams is not None:
         f["table_steps"] = tables.int16_steps(op)
     return f
 
@@ -299,6 +299,25 @@ def strided_avg_pool_count(op: Op) -> bool:
     return not far_strided(op) or pair(op.arg("padding")) == (0, 0) or bool(op.arg("count_include_pad"))
 
 
+def ceil_windows(op: Op) -> tuple[int, int]:
+    """Per axis (H, W), the windows ceil_mode adds to an average pool's output beyond floor
+    division's (0 or 1): a last window that starts within the input or its leading padding and
+    runs past the trailing padding. Where both are 0, ceil_mode changes nothing."""
+    kernel, padding = pair(op.arg("kernel_size")), pair(op.arg("padding"))
+    stride = pair(op.arg("stride") or op.arg("kernel_size"))
+    sizes = zip(op.inputs[0].shape[2:], kernel, stride, padding, op.output.shape[2:])
+    return tuple(out - ((size + 2 * pad - k) // s + 1) for size, k, s, pad, out in sizes)
+
+
+@rule(
+    "average pooling with kernel {kernel_size} and ceil_mode on {input_shape}: kiln runs a stride beyond the NPU's "
+    "1..3 as window sums divided by the window's size, and ceil_mode adds windows at the edges that hold fewer values",
+    ops={aten.avg_pool2d.default},
+)
+def strided_avg_pool_ceil(op: Op) -> bool:
+    return not far_strided(op) or not any(ceil_windows(op))
+
+
 # ---- convolution ---------------------------------------------------------------------------------------
 
 
@@ -334,15 +353,17 @@ def pool_kernel(op: Op) -> bool:
 
 @rule("padded average pooling with kernel {kernel_size}: the NPU pads kernels up to 8x8", ops={aten.avg_pool2d.default})
 def padded_avg_pool(op: Op) -> bool:
+    """Padding here includes the trailing padding of a window ceil_mode adds (ceil_windows)."""
     kh, kw = pair(op.arg("kernel_size"))
     if far_strided(op):
         return True  # padded by a TOSA PAD before the window sums
-    return pair(op.arg("padding")) == (0, 0) or (kh <= PADDED_POOL_KERNEL_MAX and kw <= PADDED_POOL_KERNEL_MAX)
+    padded = pair(op.arg("padding")) != (0, 0) or any(ceil_windows(op))
+    return not padded or (kh <= PADDED_POOL_KERNEL_MAX and kw <= PADDED_POOL_KERNEL_MAX)
 
 
-@rule("average pooling with divisor_override or ceil_mode is not lowered", ops={aten.avg_pool2d.default})
+@rule("average pooling with divisor_override is not lowered", ops={aten.avg_pool2d.default})
 def plain_avg_pool(op: Op) -> bool:
-    return op.arg("divisor_override") is None and not op.arg("ceil_mode")
+    return op.arg("divisor_override") is None
 
 
 @rule(
@@ -541,7 +562,9 @@ def softmax_length(op: Op) -> bool:
     ops=TABLE_OPS,
 )
 def table_within_a_step(op: Op) -> bool:
-    return op.inputs[0].dtype == "int8" or tables.int16_steps(op) <= 1
+    """Only a quantized input is a table's (other rules keep plain integers off the NPU)."""
+    x = op.inputs[0]
+    return x.dtype == "int8" or x.qparams is None or tables.int16_steps(op) <= 1
 
 
 def reason(op: Op, family: NpuFamily) -> str | None:

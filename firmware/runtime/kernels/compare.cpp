@@ -1,10 +1,10 @@
 // Comparisons, where and logical ops; bool tensors are ScalarType Bool, one byte each
 // (read: nonzero is true; written: 0 or 1). Broadcasting as numpy's (elementwise.h).
 //   aten::{eq,ne,lt,le,gt,ge}.Tensor_out (self, other) and .Scalar_out (self, number):
-//     float32, int32 or int64 operands of one type (a number takes it: an Int for integer
+//     float32 or integer operands of one type (a number takes it: an Int for integer
 //     tensors), bool out; NaN compares unequal to everything
 //   aten::where.self_out (condition, self, other): condition bool; self, other and out of one
-//     type (float32, int32, int64 or bool); condition ? self : other
+//     type (float32, an integer type or bool); condition ? self : other
 //   aten::logical_not.out (self), logical_and.out / logical_or.out (self, other): bool
 #include "elementwise.h"
 
@@ -65,6 +65,8 @@ Status where_self_out(KernelArgs& args) {
   KILN_TRY(ScalarType type, tensor_type(args, 1, 2));
   switch (type) {
     case ScalarType::kFloat: return where_typed<float>(args);
+    case ScalarType::kChar: return where_typed<int8_t>(args);
+    case ScalarType::kShort: return where_typed<int16_t>(args);
     case ScalarType::kInt: return where_typed<int32_t>(args);
     case ScalarType::kLong: return where_typed<int64_t>(args);
     case ScalarType::kBool: return where_typed<uint8_t>(args);

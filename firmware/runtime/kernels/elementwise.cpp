@@ -2,21 +2,22 @@
 // Each takes (self[, ...], out) with out's sizes checked; unary.cpp has the other float
 // functions, compare.cpp comparisons, where and logical ops. The numpy twins are in
 // kiln.program.kernels.elementwise, in the same float32 order of evaluation.
-//   aten::relu.out        max(x, 0) as numpy's maximum: NaN stays, -0 becomes +0
-//   aten::hardtanh.out    clamp_nan(x, float(min_val), float(max_val))
+//   aten::relu.out        max(x, 0) as numpy's maximum: NaN stays, -0 becomes +0; integers too
+//   aten::hardtanh.out    clamp_nan(x, float(min_val), float(max_val)); of integers, whole-number
+//                         bounds within the type: max(x, min_val), then min(., max_val)
 //   aten::clamp.out       the same with either bound optional (None: no bound)
 //   aten::sigmoid.out     1 / (1 + exp(-x))
 //   aten::tanh.out, aten::exp.out, aten::log.out   in double, rounded once (transcendental.h)
 //   aten::reciprocal.out  1 / x
 //   aten::add.out / aten::sub.out (self, other, alpha = 1) and aten::mul.out (self, other):
-//     float32, int32 or int64 (integers wrap); numpy broadcasting; a number operand takes
+//     float32, int8, int16, int32 or int64 (integers wrap); numpy broadcasting; a number operand takes
 //     the tensor's type (elementwise.h)
 //   aten::div.out (self, other)  float32 a / b
 //   aten::div.out_mode (self, other, rounding_mode): float32 with None (a / b), "trunc"
-//     (trunc(a / b)) or "floor" (Python's floor division, div_floor below); int32/int64 with
+//     (trunc(a / b)) or "floor" (Python's floor division, div_floor below); integers with
 //     "trunc" or "floor" (x / -1 wraps; a zero divisor is an error before anything is written)
 //   aten::minimum.out / aten::maximum.out: NaN if either is NaN, else the smaller/larger,
-//     self on ties; float32, int32 or int64
+//     self on ties; float32 or integers
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -117,14 +118,53 @@ Status div_int_out(KernelArgs& args, bool floor) {
   return binary<I, I>(args, 3, [floor](I x, I y) { return div_int(x, y, floor); });
 }
 
+// A clamp bound of integer type I: a whole number (Int or Double) within I's range, or (when
+// `optional`) None for `none`.
+template <typename I>
+Result<I> integer_bound(const KernelArgs& args, size_t i, bool optional, I none) {
+  if (optional && is_null(args, i)) return none;
+  constexpr I kMin = std::numeric_limits<I>::min(), kMax = std::numeric_limits<I>::max();
+  if (args[i].kind == ValueKind::kInt) {
+    const int64_t v = args[i].i;
+    if (v < kMin || v > kMax) return unsupported(i);
+    return static_cast<I>(v);
+  }
+  KILN_TRY(const double d, number_arg(args, i));
+  // -(double)kMin is kMax + 1, exactly (a power of two): d below it fits I
+  if (d != std::trunc(d) || d < static_cast<double>(kMin) || d >= -static_cast<double>(kMin)) return unsupported(i);
+  return static_cast<I>(d);
+}
+
+template <typename I>
+Status clamp_typed(KernelArgs& args, bool optional) {
+  KILN_TRY(const I lo, integer_bound<I>(args, 1, optional, std::numeric_limits<I>::min()));
+  KILN_TRY(const I hi, integer_bound<I>(args, 2, optional, std::numeric_limits<I>::max()));
+  return map<I, I>(args, 3, [lo, hi](I x) {
+    const I v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+  });
+}
+
+// hardtanh (bounds required) or clamp (either optional) of integers: max(x, lo), then min(., hi).
+Status clamp_integers(KernelArgs& args, bool optional) {
+  switch (args[0].t.type) {
+    case ScalarType::kChar: return clamp_typed<int8_t>(args, optional);
+    case ScalarType::kShort: return clamp_typed<int16_t>(args, optional);
+    case ScalarType::kInt: return clamp_typed<int32_t>(args, optional);
+    case ScalarType::kLong: return clamp_typed<int64_t>(args, optional);
+    default: return bad_argument(0, 0x100u + static_cast<uint32_t>(args[0].t.type));
+  }
+}
+
 }  // namespace
 
 Status relu_out(KernelArgs& args) {
-  return unary(args, 1, [](float x) { return (x > 0.0f || x != x) ? x : 0.0f; });
+  return numeric_map(args, 1, [](auto x) -> decltype(x) { return (x > 0 || x != x) ? x : 0; });
 }
 
 Status hardtanh_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 3));
+  if (args[0].kind == ValueKind::kTensor && args[0].t.type != ScalarType::kFloat) return clamp_integers(args, false);
   KILN_TRY(double lo_arg, number_arg(args, 1));
   KILN_TRY(double hi_arg, number_arg(args, 2));
   const float lo = static_cast<float>(lo_arg), hi = static_cast<float>(hi_arg);
@@ -133,6 +173,7 @@ Status hardtanh_out(KernelArgs& args) {
 
 Status clamp_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 3));
+  if (args[0].kind == ValueKind::kTensor && args[0].t.type != ScalarType::kFloat) return clamp_integers(args, true);
   constexpr float kInf = std::numeric_limits<float>::infinity();
   KILN_TRY(float lo, bound_arg(args, 1, -kInf));
   KILN_TRY(float hi, bound_arg(args, 2, kInf));
@@ -200,6 +241,8 @@ Status div_out_mode(KernelArgs& args) {
     }
   }
   if (mode == Mode::kTrue) return unsupported(2);
+  if (type == ScalarType::kChar) return div_int_out<int8_t>(args, mode == Mode::kFloor);
+  if (type == ScalarType::kShort) return div_int_out<int16_t>(args, mode == Mode::kFloor);
   if (type == ScalarType::kInt) return div_int_out<int32_t>(args, mode == Mode::kFloor);
   if (type == ScalarType::kLong) return div_int_out<int64_t>(args, mode == Mode::kFloor);
   return bad_argument(0, 0x100u + static_cast<uint32_t>(type));

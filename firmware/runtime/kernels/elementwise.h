@@ -1,7 +1,7 @@
 // Shared by the elementwise kernels (internal): one-tensor maps and numpy broadcasting over
 // up to three operands, each a tensor or a number, of element type T:
-//   float (ScalarType Float), int32_t (Int), int64_t (Long), uint8_t (Bool: nonzero is true,
-//   kernels write 0 or 1).
+//   float (ScalarType Float), int8_t (Char), int16_t (Short), int32_t (Int), int64_t (Long), uint8_t (Bool: nonzero is
+//   true, kernels write 0 or 1).
 // A number operand takes T: a Double or Int as float for float tensors; only an Int for
 // integer tensors, wrapped to T's width (two's complement); never for bool tensors.
 #pragma once
@@ -18,6 +18,8 @@ namespace kiln::runtime::kernels {
 template <typename T>
 constexpr ScalarType scalar_type_of() {
   if constexpr (std::is_same_v<T, float>) return ScalarType::kFloat;
+  if constexpr (std::is_same_v<T, int8_t>) return ScalarType::kChar;
+  if constexpr (std::is_same_v<T, int16_t>) return ScalarType::kShort;
   if constexpr (std::is_same_v<T, int32_t>) return ScalarType::kInt;
   if constexpr (std::is_same_v<T, int64_t>) return ScalarType::kLong;
   if constexpr (std::is_same_v<T, uint8_t>) return ScalarType::kBool;
@@ -43,21 +45,21 @@ T wrapping_add(T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
     return a + b;
   else
-    return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+    return wrap<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)));
 }
 template <typename T>
 T wrapping_sub(T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
     return a - b;
   else
-    return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) - static_cast<std::make_unsigned_t<T>>(b));
+    return wrap<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)));
 }
 template <typename T>
 T wrapping_mul(T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
     return a * b;
   else
-    return wrap<T>(static_cast<std::make_unsigned_t<T>>(a) * static_cast<std::make_unsigned_t<T>>(b));
+    return wrap<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)));
 }
 
 // y[i] = f(x[i]) for a tensor of In into a same-sized tensor of Out; arguments 1..arity-1
@@ -77,6 +79,30 @@ Status map(KernelArgs& args, size_t arity, F f) {
 template <typename F>
 Status unary(KernelArgs& args, size_t arity, F f) {
   return map<float, float>(args, arity, f);
+}
+
+// A one-tensor map of float32 or an integer type into the same type: f takes and returns it.
+template <typename F>
+Status numeric_map(KernelArgs& args, size_t arity, F f) {
+  KILN_CHECK(expect_arity(args, arity));
+  if (args[0].kind != ValueKind::kTensor) return bad_argument(0, static_cast<uint32_t>(args[0].kind));
+  switch (args[0].t.type) {
+    case ScalarType::kFloat: return map<float, float>(args, arity, f);
+    case ScalarType::kChar: return map<int8_t, int8_t>(args, arity, f);
+    case ScalarType::kShort: return map<int16_t, int16_t>(args, arity, f);
+    case ScalarType::kInt: return map<int32_t, int32_t>(args, arity, f);
+    case ScalarType::kLong: return map<int64_t, int64_t>(args, arity, f);
+    default: return bad_argument(0, 0x100u + static_cast<uint32_t>(args[0].t.type));
+  }
+}
+
+// For integer kernels f(x) = x: floor, ceil, trunc and round of an integer.
+template <typename T, typename F>
+T on_floats(T x, F f) {
+  if constexpr (std::is_floating_point_v<T>)
+    return f(x);
+  else
+    return x;
 }
 
 // max(x, lo) then min(., hi), each keeping x when it is NaN and the bound on ties (so
@@ -169,6 +195,8 @@ Status numeric_binary(KernelArgs& args, size_t arity, F f) {
   KILN_TRY(ScalarType type, tensor_type(args, 0, 1));
   switch (type) {
     case ScalarType::kFloat: return binary<float, std::conditional_t<kBoolOut, uint8_t, float>>(args, arity, f);
+    case ScalarType::kChar: return binary<int8_t, std::conditional_t<kBoolOut, uint8_t, int8_t>>(args, arity, f);
+    case ScalarType::kShort: return binary<int16_t, std::conditional_t<kBoolOut, uint8_t, int16_t>>(args, arity, f);
     case ScalarType::kInt: return binary<int32_t, std::conditional_t<kBoolOut, uint8_t, int32_t>>(args, arity, f);
     case ScalarType::kLong: return binary<int64_t, std::conditional_t<kBoolOut, uint8_t, int64_t>>(args, arity, f);
     default: return bad_argument(0, 0x100u + static_cast<uint32_t>(type));

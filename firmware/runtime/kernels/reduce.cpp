@@ -1,15 +1,16 @@
 // Reductions, cumulative sums and softmax, as kiln.program.kernels.reduce:
 //   aten::sum.IntList_out (self, dim, keepdim, dtype, out) and aten::mean.out (same):
 //     float32; each output starts at +0.0 and adds its inputs one at a time in row-major
-//     order of the reduced dims; mean then divides once by float(count).
-//   aten::amax.out / aten::amin.out (self, dim, keepdim, out): float32; the first extreme
-//     value in that order, a NaN more extreme than any number.
+//     order of the reduced dims; mean then divides once by float(count). sum also takes
+//     integers and bool to int64 (dtype None or int64), wrapping modulo 2^64.
+//   aten::amax.out / aten::amin.out (self, dim, keepdim, out): float32, integers or bool, out
+//     of the same type; the first extreme value in that order, a NaN more extreme than any number.
 //   aten::argmax.out / aten::argmin.out (self, dim (int or None), keepdim, out): float32 or
 //     integer input, int64 out; the index (along dim, or flat for None) of that first extreme.
 //   aten::any.dims_out / aten::all.dims_out (self, dim, keepdim, out): bool to bool over a
 //     non-empty dim list; whether some / every value is true (any of none: false, all: true).
 //   aten::cumsum.out (self, dim, dtype, out): out[i] = out[i - 1] + x[i] from +0.0; float32
-//     to float32, integers to int64 (wrapping modulo 2^64).
+//     to float32, integers and bool to int64 (wrapping modulo 2^64).
 //   aten::_softmax.out / aten::_log_softmax.out (self, dim, half_to_float = false, out):
 //     shifted = x - max; e = exp(shifted); total = 0 + e in index order;
 //     softmax = e / total, log_softmax = shifted - log(total). exp/log as transcendental.h.
@@ -113,25 +114,47 @@ bool beats(T v, T best, bool largest) {
 
 float max_of(float acc, float v) { return beats(v, acc, true) ? v : acc; }
 
+// The type of tensor argument `i` (an error if it is not a tensor).
+Result<ScalarType> tensor_type(const KernelArgs& args, size_t i) {
+  if (args[i].kind != ValueKind::kTensor) return bad_argument(i, static_cast<uint32_t>(args[i].kind));
+  return args[i].t.type;
+}
+
+// Sums over the reduced dims into Acc (float, or uint64_t for int64 out, wrapping), one input
+// at a time in row-major order from 0; with `divide`, each divided once by the count.
+template <typename Acc, typename In, typename Out>
+void sums_of(const Reduction& r, const In* in, Out* y, bool divide) {
+  const Acc count = static_cast<Acc>(r.count);
+  for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
+    Acc acc = 0;
+    for (uint64_t k = 0; k < r.count; ++k, walk.next()) acc += static_cast<Acc>(in[base + walk.offset()]);
+    y[o] = static_cast<Out>(divide ? acc / count : acc);
+  });
+}
+
 Status sum_or_mean(KernelArgs& args, bool mean) {
   KILN_CHECK(expect_arity(args, 4));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kFloat));
+  KILN_TRY(const ScalarType type, tensor_type(args, 0));
+  const bool floats = type == ScalarType::kFloat || mean;  // mean: float32 only
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, floats ? ScalarType::kFloat : type));
   KILN_TRY(uint32_t mask, dim_mask(args, 1, *x, true));
   KILN_TRY(bool keepdim, bool_arg(args, 2));
   if (!is_null(args, 3)) {
     KILN_TRY(int64_t dtype, int_arg(args, 3));
-    if (dtype != kFloatCode) return unsupported(3, static_cast<uint32_t>(dtype));
+    if (dtype != (floats ? kFloatCode : kLongCode)) return unsupported(3, static_cast<uint32_t>(dtype));
   }
-  KILN_TRY(Tensor * out, reduced_output(args, 4, *x, mask, keepdim, ScalarType::kFloat));
+  KILN_TRY(Tensor * out, reduced_output(args, 4, *x, mask, keepdim, floats ? ScalarType::kFloat : ScalarType::kLong));
   const Reduction r = split(*x, mask);
-  const float* in = f32(*x);
-  float* y = f32(*out);
-  const float count = static_cast<float>(r.count);
-  for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
-    float acc = 0.0f;
-    for (uint64_t k = 0; k < r.count; ++k, walk.next()) acc += in[base + walk.offset()];
-    y[o] = mean ? acc / count : acc;
-  });
+  auto* y = static_cast<int64_t*>(out->data);
+  switch (type) {
+    case ScalarType::kFloat: sums_of<float>(r, f32(*x), f32(*out), mean); break;
+    case ScalarType::kBool: sums_of<uint64_t>(r, static_cast<const uint8_t*>(x->data), y, false); break;
+    case ScalarType::kChar: sums_of<uint64_t>(r, static_cast<const int8_t*>(x->data), y, false); break;
+    case ScalarType::kShort: sums_of<uint64_t>(r, static_cast<const int16_t*>(x->data), y, false); break;
+    case ScalarType::kInt: sums_of<uint64_t>(r, static_cast<const int32_t*>(x->data), y, false); break;
+    case ScalarType::kLong: sums_of<uint64_t>(r, static_cast<const int64_t*>(x->data), y, false); break;
+    default: return unsupported(0, static_cast<uint32_t>(type));
+  }
   return {};
 }
 
@@ -151,21 +174,38 @@ Result<Reduced> reduced_operands(KernelArgs& args, ScalarType type) {
   return Reduced{x, out, split(*x, mask)};
 }
 
-Status extreme(KernelArgs& args, bool largest) {
-  KILN_TRY(const Reduced operands, reduced_operands(args, ScalarType::kFloat));
-  const Reduction& r = operands.r;
-  if (r.count == 0) return unsupported(1);
-  const float* in = f32(*operands.x);
-  float* y = f32(*operands.out);
+template <typename T>
+void extremes_of(const Reduction& r, const Tensor& x, Tensor& out, bool largest) {
+  const auto* in = static_cast<const T*>(x.data);
+  auto* y = static_cast<T*>(out.data);
   for_each_output(r, [&](uint32_t o, uint32_t base, Walk<1> walk) {
-    float best = in[base];
+    T best = in[base];
     for (uint64_t k = 1; k < r.count; ++k) {
       walk.next();
-      const float v = in[base + walk.offset()];
+      const T v = in[base + walk.offset()];
       if (beats(v, best, largest)) best = v;
     }
     y[o] = best;
   });
+}
+
+Status extreme(KernelArgs& args, bool largest) {
+  KILN_CHECK(expect_arity(args, 3));
+  KILN_TRY(const ScalarType type, tensor_type(args, 0));
+  KILN_TRY(const Reduced operands, reduced_operands(args, type));
+  const Reduction& r = operands.r;
+  if (r.count == 0) return unsupported(1);
+  const Tensor& x = *operands.x;
+  Tensor& out = *operands.out;
+  switch (type) {
+    case ScalarType::kFloat: extremes_of<float>(r, x, out, largest); break;
+    case ScalarType::kBool: extremes_of<uint8_t>(r, x, out, largest); break;  // bools are 0 or 1
+    case ScalarType::kChar: extremes_of<int8_t>(r, x, out, largest); break;
+    case ScalarType::kShort: extremes_of<int16_t>(r, x, out, largest); break;
+    case ScalarType::kInt: extremes_of<int32_t>(r, x, out, largest); break;
+    case ScalarType::kLong: extremes_of<int64_t>(r, x, out, largest); break;
+    default: return unsupported(0, static_cast<uint32_t>(type));
+  }
   return {};
 }
 
@@ -301,9 +341,7 @@ Status argmin_out(KernelArgs& args) { return arg_extreme(args, false); }
 
 Status cumsum_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 3));
-  const Value& v = args[0];
-  if (v.kind != ValueKind::kTensor) return bad_argument(0, static_cast<uint32_t>(v.kind));
-  const ScalarType type = v.t.type;
+  KILN_TRY(const ScalarType type, tensor_type(args, 0));
   KILN_TRY(const Tensor* x, input_tensor(args, 0, type));
   KILN_TRY(int64_t dim_arg, int_arg(args, 1));
   KILN_TRY(size_t dim, dim_index(dim_arg, x->dim > 0 ? x->dim : 1, 1));
@@ -319,6 +357,7 @@ Status cumsum_out(KernelArgs& args) {
   auto* y = static_cast<int64_t*>(out->data);
   switch (type) {
     case ScalarType::kFloat: running_sums<float>(a, f32(*x), f32(*out)); break;
+    case ScalarType::kBool: running_sums<uint64_t>(a, static_cast<const uint8_t*>(x->data), y); break;
     case ScalarType::kChar: running_sums<uint64_t>(a, static_cast<const int8_t*>(x->data), y); break;
     case ScalarType::kShort: running_sums<uint64_t>(a, static_cast<const int16_t*>(x->data), y); break;
     case ScalarType::kInt: running_sums<uint64_t>(a, static_cast<const int32_t*>(x->data), y); break;

@@ -13,8 +13,9 @@
 //   mish             x * tanh(log1p(exp(x)))
 //   sqrt             IEEE square root (correctly rounded); rsqrt 1 / sqrt(x)
 //   sin, cos, erf    in double, rounded once
-//   abs, neg, floor, ceil, trunc, round (half to even)
-//   sign             (x > 0) - (x < 0): NaN and -0 give +0
+//   abs, neg, floor, ceil, trunc, round (half to even); of integers too (abs and neg wrap:
+//                    abs(MIN) is MIN; floor, ceil, trunc, round keep them)
+//   sign             (x > 0) - (x < 0): NaN and -0 give +0; of integers too
 //   pow.Tensor_Scalar_out (self, exponent): exponent 0 -> 1, 1 -> x, 0.5 -> sqrt(x),
 //                    -0.5 -> 1 / sqrt(x), -1 -> 1 / x, 2 -> x * x, 3 -> x * x * x,
 //                    -2 -> 1 / (x * x); others pow(x, float(exponent)) in double
@@ -110,31 +111,41 @@ Status cos_out(KernelArgs& args) { return unary(args, 1, kiln_cosf); }
 Status erf_out(KernelArgs& args) { return unary(args, 1, kiln_erff); }
 
 Status abs_out(KernelArgs& args) {
-  return unary(args, 1, [](float x) { return std::fabs(x); });
+  return numeric_map(args, 1, [](auto x) -> decltype(x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>)
+      return std::fabs(x);
+    else
+      return x < 0 ? wrapping_sub<decltype(x)>(0, x) : x;
+  });
 }
 
 Status neg_out(KernelArgs& args) {
-  return unary(args, 1, [](float x) { return -x; });
+  return numeric_map(args, 1, [](auto x) -> decltype(x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>)
+      return -x;
+    else
+      return wrapping_sub<decltype(x)>(0, x);
+  });
 }
 
 Status floor_out(KernelArgs& args) {
-  return unary(args, 1, [](float x) { return std::floor(x); });
+  return numeric_map(args, 1, [](auto x) { return on_floats(x, [](float v) { return std::floor(v); }); });
 }
 
 Status ceil_out(KernelArgs& args) {
-  return unary(args, 1, [](float x) { return std::ceil(x); });
+  return numeric_map(args, 1, [](auto x) { return on_floats(x, [](float v) { return std::ceil(v); }); });
 }
 
 Status trunc_out(KernelArgs& args) {
-  return unary(args, 1, [](float x) { return std::trunc(x); });
+  return numeric_map(args, 1, [](auto x) { return on_floats(x, [](float v) { return std::trunc(v); }); });
 }
 
 Status round_out(KernelArgs& args) {  // the default rounding mode: to nearest, ties to even
-  return unary(args, 1, [](float x) { return std::nearbyint(x); });
+  return numeric_map(args, 1, [](auto x) { return on_floats(x, [](float v) { return std::nearbyint(v); }); });
 }
 
 Status sign_out(KernelArgs& args) {
-  return unary(args, 1, [](float x) { return static_cast<float>((x > 0.0f) - (x < 0.0f)); });
+  return numeric_map(args, 1, [](auto x) { return static_cast<decltype(x)>((x > 0) - (x < 0)); });
 }
 
 Status pow_tensor_scalar_out(KernelArgs& args) {

@@ -13,7 +13,17 @@ from kiln.errors import HostError
 from kiln.graph import Op, QParams, Value
 from kiln.program import kernels
 from kiln.program.kernels import elementwise as ew
-from tests.firmware.runtime.helpers import SPECIAL, In, X, kernel_names, rng_array, run_kernel, run_tool, single_kernel
+from tests.firmware.runtime.helpers import (
+    SPECIAL,
+    In,
+    X,
+    kernel_error,
+    kernel_names,
+    rng_array,
+    run_kernel,
+    run_tool,
+    single_kernel,
+)
 
 F = torch.nn.functional
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -27,6 +37,11 @@ I32_B = np.array([[-1, 1, 2, -2], [3, -1, 65536, -3]], np.int32)
 I32_B_EAGER = np.array([[2, 1, 2, -2], [3, -1, 65536, -3]], np.int32)  # PyTorch traps (SIGFPE) on MIN / -1
 I64 = np.array([[I64_MIN, I64_MAX, -7, 7], [0, -1, 2**40 + 3, -(2**35)]], np.int64)
 I64_B = np.array([-1, 3, -2, 2**31], np.int64)
+I8 = np.array([[-128, 127, -7, 7], [0, -1, 100, -100]], np.int8)
+I8_B = np.array([[-1, 1, 2, -2], [3, -1, 100, -3]], np.int8)
+I8_B_EAGER = np.array([[2, 1, 2, -2], [3, -1, 100, -3]], np.int8)  # as I32_B_EAGER: no MIN / -1
+I16 = np.array([[-(2**15), 2**15 - 1, -7, 7], [0, -1, 300, -3000]], np.int16)
+I16_B = np.array([-1, 3, -2, 256], np.int16)
 NAN_ROW = np.array([[np.nan, 1.0, -0.0, np.inf]], np.float32)
 BOOLS_A = np.array([[True, False, True, False]])
 BOOLS_B = np.array([[True], [False]])
@@ -34,6 +49,11 @@ BOOLS_B = np.array([[True], [False]])
 
 def unary_case(name, x, *args, overload="out"):
     return (f"aten::{name}", overload, [In(x), *args], x.shape)
+
+
+def integer_case(name, x, *args):
+    """A function of integer tensor x into its type."""
+    return (f"aten::{name}", "out", [In(x), *args], x.shape, x.dtype.type)
 
 
 def out_shape(*xs):
@@ -73,6 +93,11 @@ CASES = {
     "mul_int32_wraps": binary_case("mul", I32, I32_B),
     "mul_int64_wraps": binary_case("mul", I64, I64_B),
     "mul_int32_scalar_wraps": binary_case("mul", I32, 3),
+    "add_int8_wraps": binary_case("add", I8, I8_B, 1),
+    "sub_int16_wraps": binary_case("sub", I16, I16_B, None),
+    "mul_int8_wraps": binary_case("mul", I8, I8_B),
+    "mul_int16_wraps": binary_case("mul", I16, I16_B),
+    "mul_int16_scalar_wraps": binary_case("mul", I16, 300),
     "reciprocal": ("aten::reciprocal", "out", [In(X)], X.shape),
     # exp/log/tanh in float64 rounded once to float32 on both sides (kiln.program.kernels)
     "exp": ("aten::exp", "out", [In(X)], X.shape),
@@ -125,11 +150,17 @@ CASES = {
     "div_floor_int32": binary_case("div", I32, I32_B, "floor", overload="out_mode"),
     "div_trunc_int32": binary_case("div", I32, I32_B, "trunc", overload="out_mode"),
     "div_floor_int64_scalar": binary_case("div", I64, -3, "floor", overload="out_mode"),
+    "div_floor_int8": binary_case("div", I8, I8_B, "floor", overload="out_mode"),
+    "div_trunc_int16": binary_case("div", I16, I16_B, "trunc", overload="out_mode"),
     "minimum": binary_case("minimum", SPECIAL, SPECIAL[::-1].copy()),
     "minimum_broadcast": binary_case("minimum", WIDE, rng_array((5, 1), 24, 10.0)),
     "maximum": binary_case("maximum", SPECIAL, NAN_ROW),
     "maximum_int32": binary_case("maximum", I32, I32_B[1]),
     "minimum_int64": binary_case("minimum", I64, I64_B),
+    "minimum_int8": binary_case("minimum", I8, I8_B),
+    "maximum_int16": binary_case("maximum", I16, I16_B),
+    "ge_int8": binary_case("ge", I8, I8_B, overload="Tensor_out", dtype=np.bool_),
+    "ne_int16_scalar": binary_case("ne", I16, -7, overload="Scalar_out", dtype=np.bool_),
     **{f"{op}_tensor": binary_case(op, SPECIAL, NAN_ROW, overload="Tensor_out", dtype=np.bool_) for op in ew.COMPARE},
     **{f"{op}_scalar": binary_case(op, SPECIAL, 1.5, overload="Scalar_out", dtype=np.bool_) for op in ew.COMPARE},
     "lt_int32_broadcast": binary_case("lt", I32, I32_B[:, :1].copy(), overload="Tensor_out", dtype=np.bool_),
@@ -148,11 +179,66 @@ CASES = {
         (3, 2, 4),
     ),
     "where_int64": ("aten::where", "self_out", [In(BOOLS_B), In(I64), In(I64_B)], (2, 4), np.int64),
+    "where_int8": ("aten::where", "self_out", [In(BOOLS_B), In(I8), In(I8_B)], (2, 4), np.int8),
+    "where_int16": ("aten::where", "self_out", [In(BOOLS_A), In(I16), In(I16_B)], (2, 4), np.int16),
     "where_bool": ("aten::where", "self_out", [In(BOOLS_B), In(BOOLS_A), np.array(True)], (2, 4), np.bool_),
     "logical_not": ("aten::logical_not", "out", [In(BOOLS_A)], (1, 4), np.bool_),
     "logical_and": binary_case("logical_and", BOOLS_A, BOOLS_B),
     "logical_or": binary_case("logical_or", BOOLS_A, BOOLS_B),
+    "relu_int8": integer_case("relu", I8),
+    "relu_int64": integer_case("relu", I64),
+    "hardtanh_int16": integer_case("hardtanh", I16, -3, 300),
+    "hardtanh_int8_float_bounds": integer_case("hardtanh", I8, 0.0, 6.0),  # relu6's decomposition
+    "clamp_int32_max_only": integer_case("clamp", I32, None, 123),
+    "clamp_int64_crossed": integer_case("clamp", I64, 5, -5),  # lo > hi gives hi
+    "abs_int8_min": integer_case("abs", I8),  # abs(-128) wraps to -128
+    "neg_int16_wraps": integer_case("neg", I16),
+    "sign_int32": integer_case("sign", I32),
+    "floor_int64": integer_case("floor", I64),
+    "ceil_int8": integer_case("ceil", I8),
+    "round_int16": integer_case("round", I16),
+    "trunc_int32": integer_case("trunc", I32),
 }
+
+
+INTEGER_EAGER = {
+    "relu": torch.relu,
+    "hardtanh": torch.nn.functional.hardtanh,
+    "clamp": torch.clamp,
+    **{name: getattr(torch, name) for name in ("abs", "neg", "sign", "floor", "ceil", "round", "trunc")},
+}
+
+
+INTEGER_CASES = [
+    c for c, case in CASES.items() if case[0][6:] in INTEGER_EAGER and len(case) == 5 and np.dtype(case[4]).kind == "i"
+]
+
+
+@pytest.mark.parametrize("case", INTEGER_CASES)
+def test_integer_functions_equal_eager_pytorch(case):
+    """The integer cases above (wrapping at the type's limits) against PyTorch's eager op."""
+    name, overload, args, *_ = CASES[case]
+    x, *rest = [a.array if isinstance(a, In) else a for a in args]
+    got = kernels.by_name()[(name, overload)].run(x, *rest)
+    want = INTEGER_EAGER[name[6:]](torch.from_numpy(x), *rest).numpy()
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_integer_clamp_bounds_outside_the_type_are_refused(runtime_host, tmp_path):
+    """A bound the integer type cannot hold, or one that is not a whole number, is refused by
+    both kernels (the C++ one with unsupported arguments at the bound)."""
+    for bounds, position in (((-3, 300), 2), ((0.5, 6), 1)):
+        program = ("aten::hardtanh", "out", [In(I8), *bounds], I8.shape, np.int8)
+        assert (
+            kernel_error(runtime_host, tmp_path, program)
+            == f"error 0x302 kernel: unsupported arguments (a={position}, b=0)"
+        )
+        plain = Value("v", (2, 4), "int8", None)  # not quantized: the integers themselves
+        assert not ew.KERNELS[aten.hardtanh.default].accepts(
+            Op("node", aten.hardtanh.default, (plain, *bounds), {}, [plain])
+        )
+    fits = Value("v", (2, 4), "int8", None)
+    assert ew.KERNELS[aten.hardtanh.default].accepts(Op("node", aten.hardtanh.default, (fits, -3, 6.0), {}, [fits]))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -310,6 +396,14 @@ def _binary_eager(name, a, b, *args, **kwargs):
         ("minimum", SAMPLES, SAMPLES[::-1].copy(), (), {}),
         ("maximum", SAMPLES, SAMPLES[::-1].copy(), (), {}),
         ("minimum", I64, I64_B, (), {}),
+        ("add", I8, I8_B, (1,), {}),
+        ("sub", I16, I16_B, (1,), {}),
+        ("mul", I8, I8_B, (), {}),
+        ("mul", I16, 300, (), {}),
+        ("div", I8, I8_B_EAGER, ("floor",), {"rounding_mode": "floor"}),
+        ("div", I16, I16_B, ("trunc",), {"rounding_mode": "trunc"}),
+        ("maximum", I8, I8_B, (), {}),
+        ("minimum", I16, I16_B, (), {}),
         ("maximum", WIDE, rng_array((8,), 25, 10.0), (), {}),
     ],
 )
@@ -329,6 +423,8 @@ def test_comparisons_equal_eager_pytorch(op):
         (SAMPLES, 1.5),
         (I32, I32_B),
         (I64, -7),
+        (I8, I8_B),
+        (I16, 300),
         (WIDE, 1),
     ):
         overload = "Scalar" if np.isscalar(b) else "Tensor"

@@ -23,6 +23,8 @@ TIES = np.array(
 )
 INT8 = np.random.default_rng(22).integers(-128, 128, (4, 6), dtype=np.int8)
 INT64 = np.array([[5, -(2**62), 2**62, 2**62], [2**63 - 1, 1, -3, 0]], np.int64)
+INT16 = np.random.default_rng(24).integers(-(2**15), 2**15, (3, 5, 4), dtype=np.int16)
+INT32 = np.array([[-(2**31), 7, 2**31 - 1], [3, 3, -1]], np.int32)
 # Rows all false, all true and mixed along each dim; a wider random mask.
 MASK = np.array([[[0, 0, 0], [1, 1, 1]], [[1, 0, 1], [0, 0, 1]]], bool)
 WIDE_MASK = np.random.default_rng(23).random((3, 4, 5, 2)) < 0.3
@@ -34,6 +36,11 @@ CASES = {
     "sum_all_none": ("aten::sum", "IntList_out", [In(X), None, False, None], ()),
     "sum_all_empty_list_keepdim": ("aten::sum", "IntList_out", [In(ODD), [], True, 6], (1, 1, 1, 1)),
     "sum_size_one_dim": ("aten::sum", "IntList_out", [In(ODD), [2], False, None], (3, 5, 7)),
+    "sum_int8": ("aten::sum", "IntList_out", [In(INT8), [1], False, None], (4,), np.int64),
+    "sum_int16_all": ("aten::sum", "IntList_out", [In(INT16), None, False, 4], (), np.int64),
+    "sum_int32_keepdim": ("aten::sum", "IntList_out", [In(INT32), [0], True, None], (1, 3), np.int64),
+    "sum_int64_wraps": ("aten::sum", "IntList_out", [In(INT64), [1], False, None], (2,), np.int64),
+    "sum_bool": ("aten::sum", "IntList_out", [In(WIDE_MASK), [0, 2], True, None], (1, 4, 1, 2), np.int64),
     "mean": ("aten::mean", "out", [In(X), [2, 3], True, None], (2, 4, 1, 1)),
     "mean_channels": ("aten::mean", "out", [In(X), [1], False, None], (2, 7, 6)),
     "mean_three_dims": ("aten::mean", "out", [In(ODD), [-4, -1, 1], True, None], (1, 1, 1, 1)),
@@ -43,6 +50,13 @@ CASES = {
     "amax_all_keepdim": ("aten::amax", "out", [In(ODD), [], True], (1, 1, 1, 1)),
     "amax_special": ("aten::amax", "out", [In(SPECIAL), [-1], False], (2,)),
     "amax_ties": ("aten::amax", "out", [In(TIES), [1], True], (4, 1)),
+    "amax_int8": ("aten::amax", "out", [In(INT8), [1], False], (4,), np.int8),
+    "amax_int16_keepdim": ("aten::amax", "out", [In(INT16), [0, 2], True], (1, 5, 1), np.int16),
+    "amax_int32": ("aten::amax", "out", [In(INT32), [], False], (), np.int32),
+    "amax_bool": ("aten::amax", "out", [In(MASK), [-1], False], (2, 2), np.bool_),
+    "amin_int64": ("aten::amin", "out", [In(INT64), [0], False], (4,), np.int64),
+    "amin_int32": ("aten::amin", "out", [In(INT32), [1], True], (2, 1), np.int32),
+    "amin_bool": ("aten::amin", "out", [In(MASK), [0, 2], False], (2,), np.bool_),
     "amin": ("aten::amin", "out", [In(ODD), [0, 2], False], (5, 7)),
     "amin_ties": ("aten::amin", "out", [In(TIES), [-1], False], (4,)),
     "amin_columns": ("aten::amin", "out", [In(TIES), [0], False], (4,)),
@@ -68,6 +82,7 @@ CASES = {
     "cumsum_special": ("aten::cumsum", "out", [In(SPECIAL), 1, None], SPECIAL.shape),
     "cumsum_int8": ("aten::cumsum", "out", [In(INT8), 0, None], INT8.shape, np.int64),
     "cumsum_int64_wraps": ("aten::cumsum", "out", [In(INT64), -1, 4], INT64.shape, np.int64),
+    "cumsum_bool": ("aten::cumsum", "out", [In(MASK), 1, None], MASK.shape, np.int64),
     "softmax": ("aten::_softmax", "out", [In(X), 1, False], X.shape),
     "softmax_first_dim": ("aten::_softmax", "out", [In(ODD), 0, False], ODD.shape),
     "softmax_1d": ("aten::_softmax", "out", [In(FLAT), -1, False], FLAT.shape),
@@ -206,6 +221,14 @@ REFUSED = {
         "error 0x300 kernel: bad argument (a=3, b=262)",
     ),  # 0x100 + kFloat
     "cumsum_int_to_float": (("aten::cumsum", "out", [In(INT8), 0, 6], INT8.shape), f"{UNSUPPORTED} (a=2, b=6)"),
+    "sum_int_to_float": (
+        ("aten::sum", "IntList_out", [In(INT8), [0], False, 6], (6,), np.int64),
+        f"{UNSUPPORTED} (a=3, b=6)",
+    ),
+    "amax_int8_into_float": (
+        ("aten::amax", "out", [In(INT8), [0], False], (6,)),
+        "error 0x300 kernel: bad argument (a=3, b=262)",
+    ),
 }
 
 

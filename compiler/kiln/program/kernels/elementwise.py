@@ -6,7 +6,7 @@ use, so that the firmware's C++ (firmware/runtime/kernels/elementwise.cpp, unary
 the same bits. A transcendental part (exp, expm1, log1p, tanh, erf, sin, cos, pow) is
 evaluated in float64 on float32 inputs and rounded once (f64 below; transcendental.h in C++).
 add, sub, mul, div with a rounding mode, minimum, maximum, where and the comparisons also take
-int32 and int64 tensors (add, sub, mul wrap in two's complement, as PyTorch's do);
+int8, int16, int32 and int64 tensors (add, sub, mul wrap in two's complement, as PyTorch's do);
 comparisons write bool; logical_not/and/or read and write bool. Binary operands broadcast
 as numpy's; a number operand takes the tensor operand's dtype (an int only for int tensors).
 `accepts` refuses dtypes and arguments a kernel does not cover, so such ops stay a
@@ -26,7 +26,7 @@ from kiln.program.kernels.core import Derived, Fixed, Kernel, exp32, in_float64,
 aten = torch.ops.aten
 
 F32 = np.float32
-INT_DTYPES = ("int32", "int64")
+INT_DTYPES = ("int8", "int16", "int32", "int64")
 
 # float32 constants, written as their exact bits (elementwise.cpp uses the same hex literals).
 SQRT1_2 = F32(float.fromhex("0x1.6a09e6p-1"))  # float(M_SQRT1_2)
@@ -125,7 +125,12 @@ def _maximum(a, b):  # NaN if either is; else b when b > a, else a
 
 
 def _clamp(x, lo, hi):
-    """max(x, lo) then min(., hi), NaN passing; a None bound is no bound. lo > hi gives hi."""
+    """max(x, lo) then min(., hi), NaN passing; a None bound is no bound. lo > hi gives hi.
+    Integers: the bounds in x's dtype (integer_bounds_fit)."""
+    if x.dtype.kind != "f":
+        if lo is not None:
+            x = np.maximum(x, x.dtype.type(int(lo)))
+        return x if hi is None else np.minimum(x, x.dtype.type(int(hi)))
     if lo is not None:
         x = np.where((x > F32(lo)) | np.isnan(x), x, F32(lo))
     if hi is not None:
@@ -179,7 +184,31 @@ def _rsqrt(x):  # 1 / sqrt(x), two float32 roundings
 
 
 def _sign(x):  # (x > 0) - (x < 0): NaN and -0 give +0
-    return (x > 0).astype(F32) - (x < 0).astype(F32)
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+def _integer_valued(fn):
+    """fn of float32; of an integer, the integer itself (floor, ceil, round, trunc)."""
+    return lambda x: fn(x) if x.dtype.kind == "f" else x.copy()
+
+
+def _integer_bounds_fit(*names):
+    """accepts, with an integer tensor: each bound argument `names` is None or a whole number
+    within the dtype (relu6's decomposition, hardtanh(0.0, 6.0), has float bounds)."""
+
+    def fit(op) -> bool:
+        dtype = compute_dtype(op.output)
+        if dtype not in INT_DTYPES:
+            return True
+        info = np.iinfo(dtype)
+        bounds = [op.arg(n) for n in names]
+        whole = [b is None or (type(b) in (int, float) and float(b).is_integer()) for b in bounds]
+        return all(whole) and all(b is None or info.min <= b <= info.max for b in bounds)
+
+    return fit
+
+
+numbers = _all("float32", *INT_DTYPES)  # float32 or one integer type throughout
 
 
 def _pow(x, exponent):
@@ -245,7 +274,7 @@ def _alpha_one(op) -> bool:
 
 
 def _arithmetic(name, fn, alpha=False) -> Kernel:
-    """add/sub (self, other, alpha = 1) or mul (self, other): float32, int32 or int64."""
+    """add/sub (self, other, alpha = 1) or mul (self, other): float32 or integers (INT_DTYPES)."""
     names = ("self", "other", "alpha") if alpha else ("self", "other")
     same = _all("float32", *INT_DTYPES)
 
@@ -256,7 +285,7 @@ def _arithmetic(name, fn, alpha=False) -> Kernel:
 
 
 def _comparison(name: str, scalar: bool) -> Kernel:
-    """eq/ne/lt/le/gt/ge.Tensor_out or .Scalar_out: float32, int32 or int64 operands of one
+    """eq/ne/lt/le/gt/ge.Tensor_out or .Scalar_out: float32 or integer operands of one
     dtype (a number other must be an int for integer tensors), bool out."""
 
     def accepts(op) -> bool:
@@ -312,18 +341,29 @@ def _float_unary(name, fn, *args) -> Kernel:
     return Kernel(f"aten::{name}", "out", ("self", *args), unary(fn), floats_only)
 
 
+def _numeric_unary(name, fn) -> Kernel:
+    """A function of float32 or of one integer type, into the same type."""
+    return Kernel(f"aten::{name}", "out", ("self",), unary(fn), numbers)
+
+
 _ELU = ("alpha", "scale", "input_scale")
 
 KERNELS: dict[object, Kernel] = {
-    aten.relu.default: Kernel("aten::relu", "out", ("self",), lambda x: np.maximum(x, np.float32(0)), floats_only),
+    aten.relu.default: Kernel("aten::relu", "out", ("self",), lambda x: np.maximum(x, np.zeros((), x.dtype)), numbers),
     aten.hardtanh.default: Kernel(
         "aten::hardtanh",
         "out",
         ("self", "min_val", "max_val"),
-        lambda x, lo, hi: np.clip(x, np.float32(lo), np.float32(hi)),
-        floats_only,
+        lambda x, lo, hi: np.clip(x, np.float32(lo), np.float32(hi)) if x.dtype.kind == "f" else _clamp(x, lo, hi),
+        lambda op: numbers(op) and _integer_bounds_fit("min_val", "max_val")(op),
     ),
-    aten.clamp.default: Kernel("aten::clamp", "out", ("self", "min", "max"), unary(_clamp), floats_only),
+    aten.clamp.default: Kernel(
+        "aten::clamp",
+        "out",
+        ("self", "min", "max"),
+        unary(_clamp),
+        lambda op: numbers(op) and _integer_bounds_fit("min", "max")(op),
+    ),
     aten.sigmoid.default: _float_unary("sigmoid", lambda x: F32(1) / (F32(1) + exp32(-x))),
     aten.tanh.default: _float_unary("tanh", tanh32),
     aten.exp.default: _float_unary("exp", exp32),
@@ -344,13 +384,13 @@ KERNELS: dict[object, Kernel] = {
     aten.sin.default: _float_unary("sin", sin32),
     aten.cos.default: _float_unary("cos", cos32),
     aten.erf.default: _float_unary("erf", erf32),
-    aten.abs.default: _float_unary("abs", np.abs),
-    aten.neg.default: _float_unary("neg", np.negative),
-    aten.floor.default: _float_unary("floor", np.floor),
-    aten.ceil.default: _float_unary("ceil", np.ceil),
-    aten.round.default: _float_unary("round", np.rint),  # half to even
-    aten.trunc.default: _float_unary("trunc", np.trunc),
-    aten.sign.default: _float_unary("sign", _sign),
+    aten.abs.default: _numeric_unary("abs", np.abs),  # of integers, wrapping: abs(MIN) is MIN
+    aten.neg.default: _numeric_unary("neg", np.negative),
+    aten.floor.default: _numeric_unary("floor", _integer_valued(np.floor)),
+    aten.ceil.default: _numeric_unary("ceil", _integer_valued(np.ceil)),
+    aten.round.default: _numeric_unary("round", _integer_valued(np.rint)),  # half to even
+    aten.trunc.default: _numeric_unary("trunc", _integer_valued(np.trunc)),
+    aten.sign.default: _numeric_unary("sign", _sign),
     aten.pow.Tensor_Scalar: Kernel("aten::pow", "Tensor_Scalar_out", ("self", "exponent"), unary(_pow), floats_only),
     aten.add.Tensor: _arithmetic("add", np.add, alpha=True),
     aten.sub.Tensor: _arithmetic("sub", np.subtract, alpha=True),

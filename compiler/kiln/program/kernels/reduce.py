@@ -2,13 +2,15 @@
 
 Orders of evaluation, the same in the C++ kernels:
 - sum and mean: each output starts at +0.0 and adds its inputs one at a time in row-major
-  order of the reduced dims, in float32; mean then divides once by float32(count).
+  order of the reduced dims, in float32; mean then divides once by float32(count). sum of
+  integers or bools: int64, wrapping modulo 2**64 (PyTorch's sum of them).
 - amax/amin/argmax/argmin: the first extreme value in row-major order of the reduced dims
-  wins; a NaN is more extreme than any number (the first NaN wins), as PyTorch's.
+  wins; a NaN is more extreme than any number (the first NaN wins), as PyTorch's. amax and
+  amin of integers or bools keep their type.
 - any/all: of bool values (the frontend compares others with 0 first) over a non-empty dim
   list; any of no values is false, all of them true.
 - cumsum: out[i] = out[i - 1] + x[i] along the dim, starting at +0.0 (int64 for integer
-  inputs, wrapping modulo 2**64).
+  and bool inputs, wrapping modulo 2**64).
 - softmax: shifted = x - max, exp, the sum of the exps in index order; softmax divides by it,
   log_softmax subtracts its log.
 Dims follow PyTorch: negative ones count from the end; a dim list of None or [] means every
@@ -28,6 +30,7 @@ aten = torch.ops.aten
 FLOAT = 6  # ScalarType codes of a kernel's dtype argument
 LONG = 4
 INTEGERS = ("int8", "int16", "int32", "int64")
+WHOLE = (*INTEGERS, "bool")  # what sums to int64 and keeps its type in amax/amin
 
 
 def float_operand(v) -> bool:
@@ -81,11 +84,12 @@ def sum_last(y: np.ndarray) -> np.ndarray:
 
 
 def _sum(x, dim, keepdim, dtype, mean=False):
-    if dtype not in (None, FLOAT):
-        raise HostError(f"sum/mean to scalar type {dtype} is not supported")
+    exact = x.dtype.name in WHOLE and not mean  # integers and bools: an int64 sum
+    if dtype not in (None, LONG if exact else FLOAT):
+        raise HostError(f"sum/mean of {x.dtype} to scalar type {dtype} is not supported")
     dims = reduced_dims(dim, x.ndim)
     grouped = _grouped(x, dims)
-    total = sum_last(grouped)
+    total = grouped.astype(np.int64).sum(-1, dtype=np.int64) if exact else sum_last(grouped)
     if mean:
         total = (total / np.float32(grouped.shape[-1])).astype(np.float32)
     return _restore(total, x.shape, dims, keepdim)
@@ -131,7 +135,7 @@ def _cumsum(x, dim, dtype):
     dim = reduced_dims(dim, x.ndim)[0] if x.ndim else 0
     if x.dtype == np.float32 and dtype in (None, FLOAT):
         result = np.cumsum(x, axis=dim, dtype=np.float32) + np.float32(0) if x.ndim else x + np.float32(0)
-    elif x.dtype.name in INTEGERS and dtype in (None, LONG):
+    elif x.dtype.name in WHOLE and dtype in (None, LONG):
         result = np.cumsum(x.astype(np.int64), axis=dim, dtype=np.int64) if x.ndim else x.astype(np.int64)
     else:
         raise HostError(f"cumsum of {x.dtype} to scalar type {dtype} is not supported")
@@ -157,11 +161,23 @@ def _float_sum(op) -> bool:
     return float_operands(op) and _dtype_is(FLOAT)(op)
 
 
+def _sum_accepts(op) -> bool:
+    """float32 (or quantized) values to float32, integers and bools to int64."""
+    (x,) = op.inputs
+    return _float_sum(op) or (x.qparams is None and x.dtype in WHOLE and _dtype_is(LONG)(op))
+
+
+def _extreme_accepts(op) -> bool:
+    """float32 (or quantized) values, or integers or bools kept in their type."""
+    (x,) = op.inputs
+    return float_operand(x) or x.dtype in WHOLE
+
+
 def _cumsum_accepts(op) -> bool:
     (x,) = op.inputs
     if float_operand(x):
         return _dtype_is(FLOAT)(op)
-    return x.dtype in INTEGERS and _dtype_is(LONG)(op)
+    return x.dtype in WHOLE and _dtype_is(LONG)(op)
 
 
 def _arg_accepts(op) -> bool:
@@ -171,7 +187,7 @@ def _arg_accepts(op) -> bool:
 
 
 KERNELS: dict[object, Kernel] = {
-    aten.sum.dim_IntList: Kernel("aten::sum", "IntList_out", ("self", "dim", "keepdim", "dtype"), _sum, _float_sum),
+    aten.sum.dim_IntList: Kernel("aten::sum", "IntList_out", ("self", "dim", "keepdim", "dtype"), _sum, _sum_accepts),
     aten.mean.dim: Kernel(
         "aten::mean",
         "out",
@@ -184,14 +200,14 @@ KERNELS: dict[object, Kernel] = {
         "out",
         ("self", "dim", "keepdim"),
         lambda x, dim, keepdim: _extreme(x, dim, keepdim, largest=True),
-        float_operands,
+        _extreme_accepts,
     ),
     aten.amin.default: Kernel(
         "aten::amin",
         "out",
         ("self", "dim", "keepdim"),
         lambda x, dim, keepdim: _extreme(x, dim, keepdim, largest=False),
-        float_operands,
+        _extreme_accepts,
     ),
     aten.argmax.default: Kernel(
         "aten::argmax",
