@@ -2,7 +2,8 @@
 log_softmax's 16-bit ln table (kiln.lower.softmax), as Vela compiles them: placed whole
 on the NPU, and run on kiln's NPU model bit for bit as tosa_reference_model runs the TOSA
 graph, for short rows and long ones (row sums up to 2^24), attention's rows of several heads,
-on each NPU family, with the tables reading one difference or one each (FUSED_EXPS)."""
+on each NPU family, with the tables reading one difference or one each (FUSED_EXPS); and 16-bit
+softmax's interpolated exp table."""
 
 from __future__ import annotations
 
@@ -29,4 +30,14 @@ def test_softmax_on_the_npu_model_equals_tosa_reference(name, target, flipped):
     fn = torch.log_softmax if log else torch.softmax
     module = type("M", (torch.nn.Module,), {"forward": lambda self, x: fn(x, dim)})()
     diffs, result = helpers.module_on_the_model(module, shape, name, target, spread=3.0, flipped=flipped)
+    assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
+@pytest.mark.parametrize("name", ["heads", "channels"])
+def test_16_bit_softmax_on_the_npu_model_equals_tosa_reference(name, target):
+    """16-bit softmax (one interpolated exp TABLE) placed whole on every family, bit for bit."""
+    shape, dim, _ = CASES[name]
+    module = type("M", (torch.nn.Module,), {"forward": lambda self, x: torch.softmax(x, dim)})()
+    diffs, result = helpers.module_on_the_model(module, shape, name, target, bits=16, spread=3.0)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

@@ -523,11 +523,25 @@ SOFTMAX_LENGTH_MAX = 65535  # the row sum of 16-bit exps must fit int32 with 8 f
 
 
 @rule(
-    "{op_type} on 16-bit values: kiln lowers softmax of int8 input (its exp table is indexed by x - max(x))",
-    ops=SOFTMAXES,
+    "{op_type} on 16-bit values: kiln lowers log_softmax of int8 input (its exp table is indexed by x - max(x))",
+    ops=LOG_SOFTMAX_OPS,
 )
-def int8_softmax(op: Op) -> bool:
+def int8_log_softmax(op: Op) -> bool:
     return op.inputs[0].dtype == op.output.dtype == "int8"
+
+
+@rule("{op_type} from {dtypes} values: kiln lowers softmax from int8 to int8 and int16 to int16", ops=SOFTMAX_OPS)
+def one_width_softmax(op: Op) -> bool:
+    return op.inputs[0].dtype == op.output.dtype
+
+
+SOFTMAX16_STEP_MAX = 0.5  # the row's largest exp then stays at least 2^14 (kiln.lower.softmax.EXP16_KEPT_BITS)
+
+
+@rule("16-bit {op_type} of input steps above 0.5: kiln's 16-bit exp table is built for finer ones", ops=SOFTMAX_OPS)
+def fine_16_bit_softmax(op: Op) -> bool:
+    x = op.inputs[0]
+    return x.dtype != "int16" or x.qparams.scale <= SOFTMAX16_STEP_MAX
 
 
 @rule("{op_type} over {input_shape} along dim {dim}: more than 65535 values to normalise", ops=SOFTMAXES)
