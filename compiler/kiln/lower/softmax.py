@@ -77,7 +77,7 @@ def ln_table() -> np.ndarray:
     return np.round(np.log(0.5 + np.arange(513, dtype=np.float64) / 1024) * 2.0**LN_BITS).astype(np.int16)
 
 
-def _binary(lw: Lowerer, kind: str, a: str, b: str, shape, shift: int | None = None) -> str:
+def int32_binary(lw: Lowerer, kind: str, a: str, b: str, shape, shift: int | None = None) -> str:
     """The int32 result of elementwise `kind` of `a` and `b` (a MUL by 2^-shift)."""
     result = lw.inter(shape, "int32")
     if kind == "MUL":
@@ -89,13 +89,13 @@ def _binary(lw: Lowerer, kind: str, a: str, b: str, shape, shift: int | None = N
     return result
 
 
-def _table(lw: Lowerer, values: str, entries: np.ndarray, shape, dtype: str) -> str:
+def table_of(lw: Lowerer, values: str, entries: np.ndarray, shape, dtype: str) -> str:
     result = lw.inter(shape, dtype)
     lw.emit("TABLE", [values, lw.const(entries, entries.dtype.name, "table")], [result], attr("Table"))
     return result
 
 
-def _scalar(lw: Lowerer, rank: int, value: int) -> str:
+def int32_scalar(lw: Lowerer, rank: int, value: int) -> str:
     """An int32 constant of one element that broadcasts to any shape of `rank`."""
     return lw.const(np.full([1] * rank, value), "int32", "scalar")
 
@@ -118,14 +118,14 @@ def _softmax(lw: Lowerer, op: Op):
     lw.emit("REDUCE_SUM", [e], [total], attr("ReduceSum", axis))
     clz = lw.inter(row, "int32")
     lw.emit("CLZ", [total], [clz], attr("Clz"))
-    normalised = _binary(
-        lw, "LOGICAL_LEFT_SHIFT", total, _binary(lw, "SUB", clz, _scalar(lw, len(row), 1), row), row
+    normalised = int32_binary(
+        lw, "LOGICAL_LEFT_SHIFT", total, int32_binary(lw, "SUB", clz, int32_scalar(lw, len(row), 1), row), row
     )  # m * 2^31
     if op.target in LOG_SOFTMAX_OPS:
         result, unit = _log_softmax(lw, x, d, shape, row, normalised, clz)
     else:
         inverse = _reciprocal(lw, normalised, clz, row, kept)
-        result, unit = _binary(lw, "MUL", widened(), inverse, shape, kept), 2.0**-30
+        result, unit = int32_binary(lw, "MUL", widened(), inverse, shape, kept), 2.0**-30
     lw.result(
         out, lw.rescale(result, shape, "int32", out.dtype, unit / out.qparams.scale, 0, out.qparams.zero_point), is_nhwc
     )
@@ -141,7 +141,7 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
         lw.emit("REDUCE_MAX", [name], [top], attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
 
     def difference() -> str:  # TOSA subtracts int32 only
-        return _binary(
+        return int32_binary(
             lw,
             "SUB",
             lw.rescale(name, shape, x.dtype, "int32", 1.0),
@@ -156,14 +156,14 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
     d = difference()
     first = index(d)
     high_entries, low_entries = softmax_exp_tables(x.qparams.scale)
-    high = _table(lw, first, high_entries, shape, "int8")
-    low = _table(lw, index(difference()) if fused else first, low_entries, shape, "int8")
+    high = table_of(lw, first, high_entries, shape, "int8")
+    low = table_of(lw, index(difference()) if fused else first, low_entries, shape, "int8")
     if lw.family.has(INT16_EXPS):
         # the operands widened by 2^19 and 2^12 and the sum narrowed by 2^-12 to int16 (exact): Vela
         # 5.2.0 runs it as one ADD pass with its operand scalings and widens e back to int32 inside the
         # REDUCE_SUM (each consumer widens its own), where an int32 sum costs two passes per operand
         e16 = lw.rescale(
-            _binary(
+            int32_binary(
                 lw,
                 "ADD",
                 lw.rescale(high, shape, "int8", "int32", 2.0**19),
@@ -176,7 +176,7 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
             2.0**-12,
         )
         return d, lambda: lw.rescale(e16, shape, "int16", "int32", 1.0)
-    e32 = _binary(
+    e32 = int32_binary(
         lw, "ADD", lw.rescale(high, shape, "int8", "int32", 128.0), lw.rescale(low, shape, "int8", "int32", 1.0), shape
     )
     return d, lambda: e32
@@ -188,10 +188,10 @@ def _exps16(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> Callable
     top = lw.inter(row, x.dtype)
     lw.emit("REDUCE_MAX", [name], [top], attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
     k, offset = exp16_index(x.qparams.scale)
-    base = _binary(lw, "SUB", lw.rescale(top, row, x.dtype, "int32", 1.0), _scalar(lw, len(row), offset), row)
-    d = _binary(lw, "SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0), base, shape)
+    base = int32_binary(lw, "SUB", lw.rescale(top, row, x.dtype, "int32", 1.0), int32_scalar(lw, len(row), offset), row)
+    d = int32_binary(lw, "SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0), base, shape)
     t = lw.rescale(d, shape, "int32", "int16", float(2**k))
-    interpolated = _table(lw, t, softmax_exp16_table(x.qparams.scale), shape, "int32")
+    interpolated = table_of(lw, t, softmax_exp16_table(x.qparams.scale), shape, "int32")
     e = lw.rescale(interpolated, shape, "int32", "int32", 2.0**-7)
     return lambda: e
 
@@ -200,14 +200,20 @@ def _log_softmax(lw: Lowerer, x: Value, d: str, shape, row, normalised: str, clz
     """(scale d - ln(sum), its unit): ln(sum in reals) = ln m + (EXP_CLZ_MAX + 1 - clz) ln 2, in 2^-f units."""
     rank = len(row)
     f = min(LOG_FRACTION_BITS, 30 - math.ceil(math.log2(x.qparams.scale * 255 + 32 * math.log(2) + 1)))
-    t = lw.rescale(_binary(lw, "SUB", normalised, _scalar(lw, rank, 3 << 29), row), row, "int32", "int16", 2.0**-14)
-    ln_m = lw.rescale(_table(lw, t, ln_table(), row, "int32"), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
-    octaves = _binary(lw, "SUB", _scalar(lw, rank, EXP_CLZ_MAX + 1), clz, row)
-    ln_sum = _binary(
-        lw, "ADD", ln_m, _binary(lw, "MUL", octaves, _scalar(lw, rank, round(math.log(2) * 2**f)), row, 0), row
+    t = lw.rescale(
+        int32_binary(lw, "SUB", normalised, int32_scalar(lw, rank, 3 << 29), row), row, "int32", "int16", 2.0**-14
+    )
+    ln_m = lw.rescale(table_of(lw, t, ln_table(), row, "int32"), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
+    octaves = int32_binary(lw, "SUB", int32_scalar(lw, rank, EXP_CLZ_MAX + 1), clz, row)
+    ln_sum = int32_binary(
+        lw,
+        "ADD",
+        ln_m,
+        int32_binary(lw, "MUL", octaves, int32_scalar(lw, rank, round(math.log(2) * 2**f)), row, 0),
+        row,
     )
     shifted = lw.rescale(d, shape, "int32", "int32", x.qparams.scale * 2.0**f)  # scale d in 2^-f
-    return _binary(lw, "SUB", shifted, ln_sum, shape), 2.0**-f
+    return int32_binary(lw, "SUB", shifted, ln_sum, shape), 2.0**-f
 
 
 def _reciprocal(lw: Lowerer, normalised: str, clz: str, row, kept: int = 0) -> str:
@@ -222,10 +228,12 @@ def _reciprocal(lw: Lowerer, normalised: str, clz: str, row, kept: int = 0) -> s
     Sram_Only 193,642 -> 165,624 NPU cycles, ExecuTorch 176,094)."""
     rank = len(row)
     one = 1 << RECIPROCAL_BITS
-    slope = _binary(lw, "MUL", normalised, _scalar(lw, rank, round(32 / 17 * one)), row, 31)
-    inverse = _binary(lw, "SUB", _scalar(lw, rank, round(48 / 17 * one)), slope, row)
+    slope = int32_binary(lw, "MUL", normalised, int32_scalar(lw, rank, round(32 / 17 * one)), row, 31)
+    inverse = int32_binary(lw, "SUB", int32_scalar(lw, rank, round(48 / 17 * one)), slope, row)
     for _ in range(2):
-        error = _binary(lw, "SUB", _scalar(lw, rank, one), _binary(lw, "MUL", normalised, inverse, row, 31), row)
-        inverse = _binary(lw, "ADD", inverse, _binary(lw, "MUL", inverse, error, row, RECIPROCAL_BITS), row)
-    shift = _binary(lw, "SUB", _scalar(lw, rank, EXP_CLZ_MAX + EXP_BITS - kept), clz, row)
-    return _binary(lw, "ARITHMETIC_RIGHT_SHIFT", inverse, shift, row)
+        error = int32_binary(
+            lw, "SUB", int32_scalar(lw, rank, one), int32_binary(lw, "MUL", normalised, inverse, row, 31), row
+        )
+        inverse = int32_binary(lw, "ADD", inverse, int32_binary(lw, "MUL", inverse, error, row, RECIPROCAL_BITS), row)
+    shift = int32_binary(lw, "SUB", int32_scalar(lw, rank, EXP_CLZ_MAX + EXP_BITS - kept), clz, row)
+    return int32_binary(lw, "ARITHMETIC_RIGHT_SHIFT", inverse, shift, row)

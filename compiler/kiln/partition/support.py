@@ -555,7 +555,8 @@ def softmax_length(op: Op) -> bool:
     ops=TABLE_OPS,
 )
 def table_within_a_step(op: Op) -> bool:
-    return op.inputs[0].dtype == "int8" or tables.int16_steps(op) <= 1
+    # rsqrt from int16 to int16 reads a table of rsqrt over [0.25, 1) at its normalised input: within a step
+    return op.inputs[0].dtype == "int8" or tables.normalised_rsqrt(op) or tables.int16_steps(op) <= 1
 
 
 def reason(op: Op, family: NpuFamily) -> str | None:
