@@ -68,10 +68,8 @@ INT16_MATMUL = _row(
     "int16_matmul",
     Kind.SUPPORT,
     (U85,),
-    "Ethos-U55 and U65 have no 16-bit matrix multiply: Vela 5.2.0 refuses a 16-bit MATMUL there, so kiln "
-    "multiplies a's halves elementwise by b and sums (kiln.lower.conv._summed_products16).",
-    "tests/compiler/test_precision.py::test_16_bit_matmul_is_a_matmul_on_the_u85_and_summed_products_on_the_u55_"
-    "and_u65",
+    "Ethos-U55 and U65 have no 16-bit matrix multiply: Vela 5.2.0 refuses a 16-bit MATMUL there.",
+    "tests/compiler/test_vela_refusal.py::test_an_op_vela_refuses_runs_on_the_cpu_with_velas_reason",
 )
 INT16_TRANSPOSE_CONV = _row(
     "int16_transpose_conv",

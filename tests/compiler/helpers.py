@@ -61,15 +61,6 @@ def steps_off(got: np.ndarray, want: torch.Tensor, scale: float) -> np.ndarray:
     return np.rint(np.abs(got.astype(np.float64) - want.detach().numpy().astype(np.float64)) / scale)
 
 
-def tosa_op_count(tosa: bytes, kind: str) -> int:
-    """How many ops of TOSA kind `kind` (e.g. "TRANSPOSE") the graph holds."""
-    from tosa.Op import Op
-    from tosa.TosaGraph import TosaGraph
-
-    block = TosaGraph.GetRootAs(tosa, 0).Regions(0).Blocks(0)
-    return sum(block.Operators(i).Op() == getattr(Op, kind) for i in range(block.OperatorsLength()))
-
-
 def error_lines(stderr: str) -> list[str]:
     """stderr without argparse's usage block (its "usage:" line and the indented lines after it)."""
     lines, in_usage = [], False

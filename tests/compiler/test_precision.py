@@ -15,7 +15,6 @@ from kiln.errors import UsageError
 from kiln.frontend import export as frontend
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec, Int16Regions, in_module
-from tests.compiler.helpers import compare_steps, tosa_op_count
 from tests.compiler.random_models import steps_off_pt2e
 
 TOKENS, DIM, HEADS = 8, 16, 2
@@ -155,35 +154,3 @@ def test_mixed_program_runs_on_the_cpu_alone_as_pt2e(mixed):
     got = host.run(result.pte, [x.numpy() for x in result.inputs])
     want = result.quantized_module(*result.inputs).detach().numpy()
     np.testing.assert_array_equal(got[0], want)
-
-
-class Product(nn.Module):
-    def forward(self, a, b):
-        return a @ b
-
-
-@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256", "ethos-u85-256"])
-def test_16_bit_matmul_is_a_matmul_on_the_u85_and_summed_products_on_the_u55_and_u65(target):
-    """kiln.families.INT16_MATMUL: on Ethos-U85 one 16-bit MATMUL; on U55 and U65, which have none,
-    elementwise products of a's halves summed by REDUCE_SUM. Either way within a step of PT2E on
-    tosa_reference_model for attention-like operands (two heads, 12 x 8 by 8 x 12); the summed
-    products exact (the U85's 48-bit accumulator is requantized by a 16-bit multiplier)."""
-    g = torch.Generator().manual_seed(2)
-    shapes = ((1, 2, 12, 8), (1, 2, 8, 12))
-    calibration = [tuple(torch.randn(*s, generator=g) * 2 for s in shapes) for _ in range(2)]
-    (d,), tosa = compare_steps(Product(), calibration[0], calibration, target=target, bits=16)
-    assert d.max() <= (1 if target == "ethos-u85-256" else 0), d.max()
-    matmuls, sums = tosa_op_count(tosa, "MATMUL"), tosa_op_count(tosa, "REDUCE_SUM")
-    assert (matmuls, sums) == ((1, 0) if target == "ethos-u85-256" else (0, 2))
-
-
-def test_16_bit_matmul_beyond_512_products_per_sum_stays_on_the_u55_with_the_reason():
-    module, inputs = Product(), (torch.randn(1, 2, 600), torch.randn(1, 600, 2))
-    result = kc.compile_model(
-        frontend.LoadedModel("long", module, inputs), CompileSpec("ethos-u55-128", activation_bits=16), log=print
-    )
-    reasons = {o["node"]: o["reason"] for o in result.report["ops"] if o["where"] == "cpu"}
-    assert reasons["matmul"] == (
-        "16-bit aten.matmul of [1, 2, 600] and [1, 600, 2]: Ethos-U55 and U65 have no 16-bit matrix multiply, so "
-        "kiln multiplies elementwise and sums, which it does for two activations and up to 512 products per sum"
-    )

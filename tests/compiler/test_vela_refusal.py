@@ -9,9 +9,9 @@ import torch
 
 from kiln import compile as kc
 from kiln.errors import VelaRefusal
-from kiln.families import INT16_MATMUL, NpuFamily
 from kiln.frontend import export as frontend
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
+from kiln.partition import support
 from kiln.reference import run_host as host
 from kiln.spec import CompileSpec, QuantizationScheme
 
@@ -38,11 +38,9 @@ def _steps_off(result, ref, inputs) -> float:
 
 
 def test_an_op_vela_refuses_runs_on_the_cpu_with_velas_reason(monkeypatch):
-    """A 16-bit MATMUL on Ethos-U55 is refused by Vela 5.2 ("could not run on NPU"); with the family
-    said to have one (kiln.families.INT16_MATMUL: kiln's rule for it is not checked, and the lowering
-    emits a MATMUL instead of summed products), Vela is the rule that keeps it off the NPU."""
-    has = NpuFamily.has
-    monkeypatch.setattr(NpuFamily, "has", lambda self, row: row is INT16_MATMUL or has(self, row))
+    """A 16-bit matmul on Ethos-U55 is refused by Vela 5.2 ("could not run on NPU"); with kiln's own
+    rule for it taken out, Vela is the rule that keeps it off the NPU."""
+    monkeypatch.setattr(support, "RULES", [r for r in support.RULES if r.name != "int8_matmul_on_u55"])
     inputs = _inputs()
     loaded = frontend.LoadedModel("matmul16", MatmulBlock().eval(), inputs)
     lines = []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kiln.families import INT16_MATMUL
 from kiln.graph import Op, Value, pair
 from kiln.lower.lowerer import (
     ACCUMULATOR,
@@ -293,11 +292,6 @@ def _matmul(lw: Lowerer, op: Op):
         return lw.reshape(lw.torch_order(v), shape, v.dtype)
 
     an, bn = operand(a, [batch, m, k]), operand(b, [batch, k, n])
-    if a.dtype == "int16" and not lw.family.has(INT16_MATMUL):
-        flat = Value(out.name, (batch, m, n), out.dtype, out.qparams, producer=op)
-        lw.result(flat, _summed_products16(lw, an, bn, (batch, m, k, n), a.qparams.scale * b.qparams.scale, out))
-        lw.bind(out, lw.reshape(lw.names[id(flat)][0], out.shape, out.dtype), False)
-        return
     acc_type = ACCUMULATOR[a.dtype]
     acc = lw.inter([batch, m, n], acc_type)
     lw.emit(
@@ -318,35 +312,3 @@ def _matmul(lw: Lowerer, op: Op):
     flat = Value(out.name, (batch, m, n), out.dtype, out.qparams, producer=op)
     lw.result(flat, res)
     lw.bind(out, lw.reshape(lw.names[id(flat)][0], out.shape, out.dtype), False)
-
-
-def _summed_products16(lw: Lowerer, an: str, bn: str, sizes, scale: float, out: Value) -> str:
-    """[batch, m, n] of int16 `out`: [batch, m, k] @ [batch, k, n] of int16 (zero points 0) where the
-    NPU has no 16-bit MATMUL. a = 256 h + l (h = a >> 8 rounded, l in [-128, 128)), each of h and l
-    tiled over n and multiplied elementwise by b (16-bit MULs into int32; a product is at most
-    2^22, so sums of up to 512 fit int32), summed over k by REDUCE_SUM; the two sums requantized
-    to 2^-8 of an output step, added, and requantized once more (within a step of PT2E)."""
-    batch, m, k, n = sizes
-    a4, column = lw.reshape(an, [batch, m, k, 1], "int16"), [batch, m, k, 1]
-    wide = lw.rescale(a4, column, "int16", "int32", 1.0)
-    eight = lw.const(np.full([1] * 4, 8), "int32", "scalar")
-    high = lw.inter(column, "int32")  # by shifts: Vela 5.2.0 folds a RESCALE by 2^-8 into one by 256 after it
-    lw.emit("ARITHMETIC_RIGHT_SHIFT", [wide, eight], [high], attr("ArithmeticRightShift", True))
-    back = lw.inter(column, "int32")
-    lw.emit("LOGICAL_LEFT_SHIFT", [high, eight], [back], attr("LogicalLeftShift"))
-    low = lw.inter(column, "int32")
-    lw.emit("SUB", [wide, back], [low], attr("Sub"))
-    b4 = lw.reshape(bn, [batch, 1, k, n], "int16")
-    sums = []
-    for half, weight in ((high, 256.0), (low, 1.0)):
-        part = lw.rescale(half, column, "int32", "int16", 1.0)
-        tiled = lw.inter([batch, m, k, n], "int16")
-        lw.emit("TILE", [part, lw.shape_const([1, 1, 1, n])], [tiled], attr("Tile"))
-        products = lw.inter([batch, m, k, n], "int32")
-        lw.emit("MUL", [tiled, b4, lw.const(np.array([0]), "int8", "shift")], [products], attr("Mul"))
-        total = lw.inter([batch, m, 1, n], "int32")
-        lw.emit("REDUCE_SUM", [products], [total], attr("ReduceSum", 2))
-        sums.append(lw.rescale(total, [batch, m, 1, n], "int32", "int32", weight * scale / out.qparams.scale * 256))
-    fine = lw.inter([batch, m, 1, n], "int32")
-    lw.emit("ADD", sums, [fine], attr("Add"))
-    return lw.reshape(lw.rescale(fine, [batch, m, 1, n], "int32", out.dtype, 2.0**-8), [batch, m, n], out.dtype)

@@ -499,20 +499,13 @@ def int8_amin(op: Op) -> bool:
 
 
 # ---- where Ethos-U55/U65 and U85 differ (kiln.families) ----------------------------------------------
-SUMMED_PRODUCTS_K_MAX = 512  # products of a's halves (at most 2^22) summed in int32
-
-
 @rule(
-    "16-bit {op_type} of {operand_shapes}: Ethos-U55 and U65 have no 16-bit matrix multiply, so kiln "
-    "multiplies elementwise and sums, which it does for two activations and up to 512 products per sum",
+    "16-bit {op_type}: Ethos-U55 and U65 have no 16-bit matrix multiply (Ethos-U85 has)",
     ops=MATMUL_OPS,
     lacking=INT16_MATMUL,
 )
 def int8_matmul_on_u55(op: Op) -> bool:
-    a, b = op.inputs[0], op.inputs[1]
-    return a.dtype == "int8" or (
-        not a.is_constant and not b.is_constant and b.dtype == "int16" and a.shape[-1] <= SUMMED_PRODUCTS_K_MAX
-    )
+    return op.inputs[0].dtype == "int8"
 
 
 @rule(
