@@ -7,10 +7,13 @@ softmax's interpolated exp table."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from kiln import families
+from kiln.compile import compile_model
+from kiln.spec import CompileSpec
 from tests.simulator import helpers
 
 CASES = {  # name: (shape, dim, log)
@@ -41,3 +44,15 @@ def test_16_bit_softmax_on_the_npu_model_equals_tosa_reference(name, target):
     module = type("M", (torch.nn.Module,), {"forward": lambda self, x: torch.softmax(x, dim)})()
     diffs, result = helpers.module_on_the_model(module, shape, name, target, bits=16, spread=3.0)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
+
+
+def test_vit_tiny_at_16_bits_on_ethos_u55_runs_bit_exact():
+    """vit_tiny with --activation-bits 16 on ethos-u55-128 (its 16-bit matmuls on the CPU): every
+    partition, 16-bit softmax and rsqrt among their ops, on kiln's NPU model as tosa_reference_model."""
+    result = compile_model("vit_tiny", CompileSpec("ethos-u55-128", activation_bits=16), log=lambda line: None)
+    assert any(op.op_type == "aten.softmax" for p in result.partitioning.partitions for op in p.ops)
+    rng = np.random.default_rng(0)
+    for tosa, vela, part in zip(result.tosa, result.vela, result.partitioning.partitions):
+        inputs = [rng.integers(-32767, 32768, size=v.shape, dtype=np.dtype(v.dtype)) for v in part.inputs]
+        diffs, _ = helpers.compare(tosa, vela, inputs, "ethos-u55-128")
+        assert diffs == [0] * len(diffs), part.index
