@@ -70,7 +70,7 @@ def _targets(args) -> int:
 
 
 def _compile(args) -> int:
-    from kiln.spec import CompileSpec, Exclusions
+    from kiln.spec import CompileSpec, Exclusions, Int16Regions
 
     spec = CompileSpec(
         target=args.target,
@@ -81,6 +81,7 @@ def _compile(args) -> int:
         delegate=not args.no_delegate,
         io=args.io,
         activation_bits=args.activation_bits,
+        int16=Int16Regions(tuple(p for given in args.int16 for p in given.split(",") if p), tuple(args.int16_module)),
         exclusions=Exclusions(tuple(args.exclude_op), tuple(args.exclude_module), tuple(args.exclude_node)),
         intermediates=Path(args.intermediates) if args.intermediates else None,
     )
@@ -490,6 +491,20 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         choices=(8, 16),
         default=8,
         help="8 (default) or 16-bit activations, with int8 weights",
+    )
+    co.add_argument(
+        "--int16",
+        action="append",
+        default=[],
+        metavar="POLICY",
+        help="16-bit activations for a kind of op in an 8-bit model: attention, norms (or both, comma-separated)",
+    )
+    co.add_argument(
+        "--int16-module",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="16-bit activations inside a module and its submodules (a path or a glob: 'blocks.*.attn')",
     )
     co.add_argument("--exclude-op", action="append", default=[], metavar="OP", help="keep an op type off the NPU")
     co.add_argument(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ class Result:
     vela: list[vela.VelaResult]  # per delegate, in the program's delegate order
     flipped: list[frozenset[str]]  # per delegate, the lowering choices taken against the target's default
     quantized_module: torch.nn.Module | None  # the PT2E reference (None without quantization)
+    int16_reasons: dict[str, str]  # node name -> the policy or pattern that made it 16-bit (CompileSpec.int16)
     inputs: tuple[torch.Tensor, ...]  # the model's example inputs
     stages: dict[str, float] = field(default_factory=dict)
     searches: list[VelaSearch] = field(default_factory=list)  # the partitions Vela failed on
@@ -166,7 +168,7 @@ def _compile(
     quantized = None
     if spec.quantize:
         with stage("quantize"):
-            quantizer = EthosUQuantizer(QuantizationScheme(spec.activation_bits))
+            quantizer = EthosUQuantizer(QuantizationScheme(spec.activation_bits), int16=spec.int16)
             try:
                 quantized = quantize(module, samples, quantizer)
             except Exception as error:
@@ -226,7 +228,10 @@ def _compile(
         flipped = [flipped[p.index] for p in prog.delegates]
     with stage("write"):
         data = from_program.write(prog, results, tosa, target.name, spec.memory_mode)
-    result = Result(data, {}, g, parts, prog, tosa, results, flipped, quantized, loaded.inputs, stage.seconds, searches)
+    reasons = quantizer.int16_reasons if quantized is not None else {}
+    result = Result(
+        data, {}, g, parts, prog, tosa, results, flipped, quantized, reasons, loaded.inputs, stage.seconds, searches
+    )
     result.report = make_report(loaded.name, spec, result)
     if spec.intermediates:
         spec.intermediates.mkdir(parents=True, exist_ok=True)
@@ -435,6 +440,7 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
     return {
         "model": name,
         "target": spec.target,
+        "int16": int16_values(spec, result),
         "system_config": spec.system_config,
         "memory_mode": spec.memory_mode,
         "io": io,
@@ -474,6 +480,26 @@ def warnings(spec: CompileSpec, ops: list[dict], delegates: list[dict]) -> list[
     return [f"nothing runs on the {spec.target} NPU: all {len(ops)} ops run on the CPU (each op's reason is listed)"]
 
 
+def int16_values(spec: CompileSpec, result: Result) -> list[dict]:
+    """The 16-bit values the ops write, each with why it is 16-bit: --activation-bits 16, the
+    policy or module pattern of --int16 that chose its op, or a requantization between widths."""
+    entries = []
+    for op in result.graph.ops:
+        out = op.output
+        if out.dtype != "int16" or out.qparams is None:
+            continue
+        if spec.activation_bits == 16:
+            why = "--activation-bits 16"
+        elif op.origin == graph.REQUANTIZE_ORIGIN:
+            why = f"requantizes {op.inputs[0].name} ({op.inputs[0].dtype}) for the 16-bit ops reading it"
+        elif op.target in vocabulary.QUANTIZE:
+            why = f"quantizes {op.inputs[0].name} (float) for the 16-bit ops reading it"
+        else:
+            why = result.int16_reasons.get(op.name, "")
+        entries.append({"node": op.name, "op": op.op_type, "value": out.name, "shape": list(out.shape), "why": why})
+    return entries
+
+
 def format_report(report: dict) -> str:
     """The short report `kiln compile` prints."""
     lines = [f"{report['model']} for {report['target']} ({report['system_config']}, {report['memory_mode']})"]
@@ -503,6 +529,13 @@ def format_report(report: dict) -> str:
         f"  RAM: scratch {m['scratch_bytes']:,} B, fast scratch {m['fast_scratch_bytes']:,} B, "
         f"planned buffers {m['planned_bytes']:,} B"
     )
+    if report["int16"]:
+        whys = Counter("requantizations" if e["why"].startswith("requantizes") else e["why"] for e in report["int16"])
+        lines.append(
+            f"  16-bit values: {len(report['int16'])} ("
+            + ", ".join(f"{why}: {n}" for why, n in whys.items())
+            + "; the report's int16 lists them)"
+        )
     for entry in report["io"]:
         q = f", scale {entry['scale']:.6g}, zero point {entry['zero_point']}" if "scale" in entry else ""
         lines.append(f"  {entry['name']}: {entry['dtype']}{entry['shape']}{q}")

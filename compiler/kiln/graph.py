@@ -22,6 +22,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from kiln.errors import ModelError
+from kiln.frontend.rewrite import module_path
 from kiln.vocabulary import (
     CHECKED_INDEX,
     COMPARISON_OPS,
@@ -49,6 +50,8 @@ DTYPES = {
     torch.bool: "bool",
     torch.uint8: "uint8",
 }
+# The origin (kiln.graph.Op.origin) of a product by 1 that requantizes between integer types
+REQUANTIZE_ORIGIN = ("", "requantize")
 QRANGE = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(2**31), 2**31 - 1)}
 
 
@@ -171,14 +174,6 @@ def _dtype(t) -> str:
 def _is_float(node: Node) -> bool:
     value = node.meta.get("val")
     return isinstance(value, torch.Tensor) and value.is_floating_point()
-
-
-def _module_path(node: Node) -> str:
-    stack = node.meta.get("nn_module_stack") or {}
-    if not stack:
-        return ""
-    path = list(stack.values())[-1][0]
-    return path.removeprefix("L['self'].").removeprefix("L__self__.")
 
 
 def _qparams(node: Node, constants: dict) -> QParams:
@@ -308,6 +303,8 @@ class _Builder:
     def call(self, node: Node):
         target = node.target
         if target in QUANTIZE:
+            if self.requantized(node):
+                return
             source = self.float_of(node.args[0])
             qp = _qparams(node, self.constants)
             out = Value(node.name, source.shape, _dtype(node.args[5]), qp)
@@ -349,7 +346,7 @@ class _Builder:
         # integer and bool operands (indices, masks) are never quantized: they flow as they are
         float_args = [a for a in tensor_args if a in self.dq or _is_float(a)]
         inputs_quantized = float_args and all(a in self.dq for a in float_args)
-        module = _module_path(node)
+        module = module_path(node)
         origin = node.meta.get("kiln_origin", ("", ""))
         if quant is not None and inputs_quantized:
             qp = _qparams(quant, self.constants)
@@ -385,6 +382,20 @@ class _Builder:
         else:
             self.add(node.name, node.target, args, kwargs, [out], module, origin=origin)
         self.env[node] = out
+
+    def requantized(self, node: Node) -> bool:
+        """Folds quantize(dequantize(v)) into a product by 1 if it changes v's integer type (where an
+        8-bit value meets a 16-bit reader, or the reverse): on the NPU one RESCALE, on the CPU the
+        same dequantize and quantize as PT2E's reference. Returns whether it did."""
+        integer = self.dq.get(node.args[0])
+        dtype = _dtype(node.args[5])
+        if integer is None or integer.is_constant or integer.qparams is None or integer.dtype == dtype:
+            return False
+        out = Value(node.name, integer.shape, dtype, _qparams(node, self.constants))
+        module = integer.producer.module if integer.producer is not None else ""
+        self.add(node.name, aten.mul.Tensor, (integer, 1.0), {}, [out], module, origin=REQUANTIZE_ORIGIN)
+        self.env[node] = out
+        return True
 
     def checked_indices(self, node: Node, args: tuple, module: str, origin) -> tuple:
         """`args` of a quantized gather with its indices through CHECKED_INDEX (int32, each checked
@@ -427,7 +438,7 @@ class _Builder:
             args,
             kwargs,
             outputs,
-            _module_path(node),
+            module_path(node),
             origin=node.meta.get("kiln_origin", ("", "")),
         )
         for user in node.users:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import fnmatch
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -63,6 +64,38 @@ class Exclusions:
     node_names: tuple[str, ...] = ()
 
 
+INT16_POLICIES = {
+    "attention": "softmaxes, the matrix products of two activations and the ops between them (scores, masks)",
+    "norms": "the steps of layer, RMS, group and instance norms, and every op inside a module whose class is a "
+    "*Norm (but not BatchNorm)",
+}
+
+
+@dataclass(frozen=True)
+class Int16Regions:
+    """The parts of an otherwise 8-bit model whose activations are 16-bit (kiln.frontend.precision
+    chooses the ops): `policies` name kinds of ops (INT16_POLICIES), `modules` are module paths or
+    glob patterns of them ("blocks.*.attn"), each covering its submodules. Empty: none."""
+
+    policies: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        unknown = [p for p in self.policies if p not in INT16_POLICIES]
+        if unknown:
+            raise UsageError(f"unknown 16-bit policy {unknown[0]!r} (known: {', '.join(INT16_POLICIES)})")
+
+    def __bool__(self) -> bool:
+        return bool(self.policies or self.modules)
+
+
+def in_module(path: str, pattern: str) -> bool:
+    """Whether module `path` ("blocks.0.attn.qkv") is `pattern` or inside it; the pattern may hold
+    glob wildcards matched against whole prefixes of the path ("blocks.*.attn")."""
+    parts = path.split(".") if path else []
+    return any(fnmatch.fnmatchcase(".".join(parts[:n]), pattern) for n in range(1, len(parts) + 1))
+
+
 @dataclass(frozen=True)
 class CompileSpec:
     target: str
@@ -73,6 +106,7 @@ class CompileSpec:
     delegate: bool = True
     io: str = "float"  # "float": quantize/dequantize at the program's edges; "int8": none
     activation_bits: int = 8
+    int16: Int16Regions = Int16Regions()  # parts at 16 bits where activation_bits is 8
     exclusions: Exclusions = Exclusions()
     intermediates: Path | None = None  # where to keep TOSA, Vela output and graphs
 
@@ -96,4 +130,10 @@ class CompileSpec:
         if self.io == "int8" and not self.quantize:
             raise UsageError("--io int8 needs quantization; drop --no-quantize")
         QuantizationScheme(self.activation_bits)  # raises UsageError for an unsupported precision
+        if self.int16 and self.activation_bits == 16:
+            raise UsageError(
+                "--activation-bits 16 makes every activation 16-bit; --int16 chooses parts of an 8-bit model"
+            )
+        if self.int16 and not self.quantize:
+            raise UsageError("--int16 needs quantization; drop --no-quantize")
         return dataclasses.replace(self, system_config=system_config, memory_mode=memory_mode)

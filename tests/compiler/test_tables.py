@@ -1,13 +1,15 @@
 """kiln.partition.tables: TOSA's interpolated 16-bit TABLE worked out by hand, and the support rule that
-admits a 16-bit unary function only where that table stays within a step of PT2E."""
+admits a 16-bit unary function only where that table stays within a step of PT2E; 16-bit rsqrt by
+normalisation, within a step over inputs of 1e-3 to 1e3."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from kiln.partition import tables
-from tests.compiler.helpers import lower_module
+from tests.compiler.helpers import compare_steps, lower_module
 
 
 def test_int16_lookup_by_hand():
@@ -55,3 +57,22 @@ def test_smooth_functions_take_the_16_bit_table_and_steps_stay_on_the_cpu_with_t
         f"16-bit aten.floor: TOSA's interpolated 16-bit table is {steps} steps from PT2E's reference in this input's "
         "range (kiln takes it within 1 step; an 8-bit table is exact)"
     )
+
+
+@pytest.mark.parametrize(("low", "high"), [(1e-3, 1.0), (0.5, 2.0), (10.0, 1000.0)])
+def test_16_bit_rsqrt_within_a_step_of_pt2e(low, high):
+    """rsqrt from int16 to int16 (what a 16-bit norm computes) on tosa_reference_model: every input
+    at least one step above 0 within one step of PT2E, on ethos-u55-128 (it stays on the NPU)."""
+    g = torch.Generator().manual_seed(1)
+    calibration = [(torch.rand(3, 40, generator=g) * (high - low) + low,) for _ in range(2)]
+    module = type("M", (torch.nn.Module,), {"forward": lambda self, x: torch.rsqrt(x)})()
+    (d,), _ = compare_steps(module, calibration[0], calibration, bits=16)
+    assert d.max() <= 1, d.max()
+
+
+def test_rsqrt16_table_by_hand():
+    """Entry 128 is m = 0.25: rsqrt 2, 32767 units of 2/32767; entry 512 is m = 1: 16383.5, rounded
+    to even 16384; entry 0, below 0.25, repeats entry 128."""
+    entries, unit = tables.rsqrt16_table()
+    assert unit == 2 / 32767
+    assert (entries[128], entries[512], entries[0]) == (32767, 16384, 32767)

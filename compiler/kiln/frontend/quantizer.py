@@ -1,7 +1,8 @@
 """kiln's Ethos-U quantizer, on torchao's PT2E API.
 
 The scheme is the one TOSA's INT profile and the Ethos-U run natively:
-- activations: int8, asymmetric, per tensor (int16 symmetric as an option);
+- activations: int8, asymmetric, per tensor (int16 symmetric as an option, for the whole
+  model or for the ops kiln.frontend.precision chooses);
 - weights: int8, symmetric (zero point 0, range -127..127), per output channel;
 - bias: int32, zero point 0, scale = input scale x weight scale per channel.
 
@@ -41,9 +42,9 @@ from torchao.quantization.pt2e.quantizer import (
     SharedQuantizationSpec,
 )
 
-from kiln.frontend import normalize
+from kiln.frontend import normalize, precision
 from kiln.frontend.attention import MASKED_BELOW
-from kiln.spec import QuantizationScheme
+from kiln.spec import Int16Regions, QuantizationScheme
 from kiln.vocabulary import FUSIBLE_ACTIVATIONS, FUSING_PRODUCERS, WEIGHT_AXIS, Quantized, annotated
 
 aten = torch.ops.aten
@@ -168,22 +169,30 @@ def bias_spec(activation: Node, weight: Node, mac: Node) -> DerivedQuantizationS
 class EthosUQuantizer(Quantizer):
     """Annotates a graph from torch.export for int8 (or int16) Ethos-U execution.
 
-    `skip(node) -> bool` leaves chosen nodes in float (they then run on the CPU).
+    `skip(node) -> bool` leaves chosen nodes in float (they then run on the CPU). `int16` chooses
+    ops of an 8-bit scheme that compute at 16 bits (kiln.frontend.precision); after annotate,
+    `int16_reasons` maps each chosen node's name to the policy or pattern that chose it.
     """
 
-    def __init__(self, scheme: QuantizationScheme = QuantizationScheme(), skip=None):
+    def __init__(self, scheme: QuantizationScheme = QuantizationScheme(), skip=None, int16: Int16Regions | None = None):
         super().__init__()
         self.scheme = scheme
         self.skip = skip or (lambda node: False)
+        self.int16 = int16 or Int16Regions()
+        self.int16_reasons: dict[str, str] = {}
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
         return normalize.normalize(model)
 
     def annotate(self, model: GraphModule) -> GraphModule:
-        act = activation_spec(self.scheme)
+        chosen = precision.sixteen_bit(model, self.int16) if self.int16 else {}
+        self.int16_reasons = {node.name: why for node, why in chosen.items()}
+        wide = QuantizationScheme(16)
         for node in model.graph.nodes:
             if node.op != "call_function" or _annotated(node) or self.skip(node):
                 continue
+            scheme = wide if node in chosen else self.scheme
+            act = activation_spec(scheme)
             if node.target in OBSERVED_READERS:
                 _mark(
                     node,
@@ -197,7 +206,7 @@ class EthosUQuantizer(Quantizer):
             elif node.target in INDEPENDENT_OPS:
                 self._annotate_independent(node, act)
             elif node.target in PROBABILITY_OPS:
-                _mark(node, {node.args[0]: act}, probability_spec(self.scheme))
+                _mark(node, {node.args[0]: act}, probability_spec(scheme))
             elif node.target in ONE_RANGE_OPS:
                 self._annotate_concat(node, act)
             elif node.target in SHARED_OPS:
@@ -271,13 +280,17 @@ def _fusible_activation(node: Node) -> Node | None:
 
 
 def _input_spec(arg: Node, act: QuantizationSpec):
-    """How an op reads `arg`: in the fixed range of a softmax's output, read directly or through
-    ops that share their input's range (a reshape of attention weights; so no requantization
-    separates the two), else observed as `act`."""
+    """How an op reads `arg`: in the fixed range of a softmax's output of its own width, read
+    directly or through ops that share their input's range (a reshape of attention weights; so no
+    requantization separates the two), else observed as `act`."""
     source = arg
     while source.op == "call_function" and source.target in SHARED_OPS and isinstance(source.args[0], Node):
         source = source.args[0]
-    return SharedQuantizationSpec(arg) if source.op == "call_function" and source.target in PROBABILITY_OPS else act
+    if source.op != "call_function" or source.target not in PROBABILITY_OPS:
+        return act
+    annotation = source.meta.get("quantization_annotation")
+    output = annotation.output_qspec if annotation is not None else None
+    return SharedQuantizationSpec(arg) if output is None or output.dtype == act.dtype else act
 
 
 def _annotated(node: Node) -> bool:

@@ -23,6 +23,15 @@ def op_type(node: Node) -> str:
     return node.target.overloadpacket._qualified_op_name.replace("::", ".")
 
 
+def module_path(node: Node) -> str:
+    """The path of the innermost module that made `node` ("blocks.0.attn"; "" at top level)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    return path.removeprefix("L['self'].").removeprefix("L__self__.")
+
+
 def origin(node: Node) -> tuple[str, str]:
     return node.meta.get("kiln_origin", (node.name, op_type(node)))
 

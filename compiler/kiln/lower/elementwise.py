@@ -10,6 +10,7 @@ import tosa_serializer as ts
 from kiln.errors import LoweringError
 from kiln.graph import QRANGE, Op, QParams, Value, clamp_range
 from kiln.lower.lowerer import Lowerer, attr, channels_last, lowering, op_attr, quantize_real
+from kiln.lower.softmax import int32_binary, int32_scalar, table_of
 from kiln.partition import tables
 from kiln.vocabulary import COMPARISON_OPS, TABLE_OPS, Kind, of_kind
 
@@ -264,6 +265,9 @@ def _table(lw: Lowerer, op: Op):
         )
         lw.result(out, result, is_nhwc)
         return
+    if tables.normalised_rsqrt(op):
+        lw.result(out, _rsqrt16(lw, name, shape, x, out), is_nhwc)
+        return
     if x.dtype == "int8":
         result = lw.inter(shape, "int8")
         lw.emit("TABLE", [name, lw.const(tables.int8_table(op), "int8", "table")], [result], attr("Table"))
@@ -272,6 +276,34 @@ def _table(lw: Lowerer, op: Op):
         lw.emit("TABLE", [name, lw.const(tables.int16_table(op), "int16", "table")], [wide], attr("Table"))
         result = lw.rescale(wide, shape, "int32", out.dtype, 2.0**-tables.INT16_STEP_BITS)
     lw.result(out, result, is_nhwc)
+
+
+def _rsqrt16(lw: Lowerer, name: str, shape, x: Value, out: Value) -> str:
+    """rsqrt of int16 `x` into int16 `out` by normalisation (kiln.partition.tables.rsqrt16_table):
+    v = max(x, 1) (a value at or below 0 reads as one step) has clz c in [17, 31]; j = (c - 1) >> 1
+    in [8, 15] makes m = v << 2j / 2^31 lie in [0.25, 1), exactly at TABLE index
+    t = (v << 2j - 2^30) >> 15; then rsqrt(scale v) = rsqrt(scale) sqrt(2) rsqrt(m) 2^(j - 16),
+    the table's result shifted left by j - 8 (exact) and requantized once."""
+    rank = len(shape)
+    v = lw.rescale(name, shape, x.dtype, "int32", 1.0)
+    positive = lw.inter(shape, "int32")
+    lw.emit("MAXIMUM", [v, int32_scalar(lw, rank, 1)], [positive], attr("Maximum", ts.NanPropagationMode.PROPAGATE))
+    clz = lw.inter(shape, "int32")
+    lw.emit("CLZ", [positive], [clz], attr("Clz"))
+    j = lw.inter(shape, "int32")  # (c - 1) >> 1, truncating
+    halve = [int32_binary(lw, "SUB", clz, int32_scalar(lw, rank, 1), shape), int32_scalar(lw, rank, 1)]
+    lw.emit("ARITHMETIC_RIGHT_SHIFT", halve, [j], attr("ArithmeticRightShift", False))
+    normalised = int32_binary(lw, "LOGICAL_LEFT_SHIFT", positive, int32_binary(lw, "ADD", j, j, shape), shape)
+    index = lw.rescale(
+        int32_binary(lw, "SUB", normalised, int32_scalar(lw, rank, 1 << 30), shape), shape, "int32", "int16", 2.0**-15
+    )
+    entries, unit = tables.rsqrt16_table()
+    root = table_of(lw, index, entries, shape, "int32")
+    shifted = int32_binary(
+        lw, "LOGICAL_LEFT_SHIFT", root, int32_binary(lw, "SUB", j, int32_scalar(lw, rank, 8), shape), shape
+    )
+    scale = x.qparams.scale**-0.5 * 2**0.5 * unit * 2.0 ** (8 - tables.INT16_STEP_BITS - 16) / out.qparams.scale
+    return lw.rescale(shifted, shape, "int32", out.dtype, scale)
 
 
 @lowering(aten.minimum.default, aten.maximum.default)

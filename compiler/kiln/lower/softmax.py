@@ -31,6 +31,20 @@ RECIPROCAL_BITS = 29  # 1/m in (1, 2] in Q29
 LN_BITS = 15  # ln m table entries in Q15 (ln 0.5 = -22713)
 LOG_FRACTION_BITS = 16  # log_softmax's int32 fixed point, where it fits
 
+# ---- softmax of int16 x: one interpolated 16-bit exp TABLE --------------------------------------
+# d = x - max(x) is in [-65534, 0]. t = (d + offset) 2^k, saturated to int16, reads a 16-bit TABLE
+# (513 entries, linear interpolation between them, result in 2^-7 of an entry): k is the largest
+# power of two that still maps EXP16_SPAN of scale * d into t's 65536 values, so t is exact and the
+# table's entries sit at known exponents; what t cuts off lies below exp(-EXP16_SPAN) = 2^-16.
+# Entries are exp scaled so the largest is 32767 (a common factor: the row's normalisation cancels
+# it), less half linear interpolation's largest excess in their segment. Then as at 8 bits, with e
+# at most 2^15 and the reciprocal shifted to keep EXP16_KEPT_BITS for the MUL's own shift.
+# Interpolating exp over segments of up to 2 * EXP16_SPAN / 512 in scale * d leaves up to about
+# 4 16-bit steps of a probability near 1 (kiln's bound for 16-bit softmax).
+EXP16_SPAN = 16 * math.log(2)
+EXP16_KEPT_BITS = 14  # e >= 2^14 for the row's largest value: the reciprocal keeps that many bits more
+TABLE16_STEP = 128  # t between two entries of a 16-bit TABLE
+
 
 def softmax_exp_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
     """(high, low) int8 tables: at the position of d + 127 (d in [-255, 0]), E = exp(scale * d)
@@ -40,12 +54,30 @@ def softmax_exp_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
     return (e >> 7).astype(np.int8), (e & 127).astype(np.int8)
 
 
+def exp16_index(scale: float) -> tuple[int, int]:
+    """(k, offset): a 16-bit softmax's table index is t = (d + offset) 2^k (see above)."""
+    span = min(EXP16_SPAN / scale, 65534.0)
+    k = max(0, math.floor(math.log2(65535 / span)))
+    return k, 32767 >> k
+
+
+def softmax_exp16_table(scale: float) -> np.ndarray:
+    """Entry j of the 16-bit TABLE read at t = 128 j - 32768: exp(scale * d) at d = t / 2^k - offset,
+    times (1 - h^2 / 16) for segments of h in scale * d (the interpolation's excess is at most
+    h^2 / 8 of the value), scaled so the largest entry is 32767."""
+    k, offset = exp16_index(scale)
+    t = np.arange(513, dtype=np.float64) * TABLE16_STEP - 32768
+    h = scale * TABLE16_STEP / 2**k
+    e = np.exp(scale * (t / 2**k - offset)) * (1 - h * h / 16)
+    return np.round(e * 32767 / e.max()).astype(np.int16)
+
+
 def ln_table() -> np.ndarray:
     """Entry j of a 16-bit TABLE read at t = (m - 0.75) * 2^17, i.e. m = 0.5 + j / 1024: ln m in Q15."""
     return np.round(np.log(0.5 + np.arange(513, dtype=np.float64) / 1024) * 2.0**LN_BITS).astype(np.int16)
 
 
-def _binary(lw: Lowerer, kind: str, a: str, b: str, shape, shift: int | None = None) -> str:
+def int32_binary(lw: Lowerer, kind: str, a: str, b: str, shape, shift: int | None = None) -> str:
     """The int32 result of elementwise `kind` of `a` and `b` (a MUL by 2^-shift)."""
     result = lw.inter(shape, "int32")
     if kind == "MUL":
@@ -57,39 +89,43 @@ def _binary(lw: Lowerer, kind: str, a: str, b: str, shape, shift: int | None = N
     return result
 
 
-def _table(lw: Lowerer, values: str, entries: np.ndarray, shape, dtype: str) -> str:
+def table_of(lw: Lowerer, values: str, entries: np.ndarray, shape, dtype: str) -> str:
     result = lw.inter(shape, dtype)
     lw.emit("TABLE", [values, lw.const(entries, entries.dtype.name, "table")], [result], attr("Table"))
     return result
 
 
-def _scalar(lw: Lowerer, rank: int, value: int) -> str:
+def int32_scalar(lw: Lowerer, rank: int, value: int) -> str:
     """An int32 constant of one element that broadcasts to any shape of `rank`."""
     return lw.const(np.full([1] * rank, value), "int32", "scalar")
 
 
 @lowering(*SOFTMAX_OPS, *LOG_SOFTMAX_OPS)
 def _softmax(lw: Lowerer, op: Op):
-    """Softmax or log_softmax of int8 `x` along `dim` (support rules: int8, at most 65535 values)."""
+    """Softmax or log_softmax of int8 `x`, or softmax of int16 `x`, along `dim` (support rules:
+    those types, at most 65535 values)."""
     x, out = op.inputs[0], op.output
     name, axis, is_nhwc = layout_axis(lw, x, op.arg("dim"))
     shape = Lowerer.shape_of(x, is_nhwc)
     row = list(shape)
     row[axis] = 1
-    d, widened = _exps(lw, x, name, shape, row, axis)
+    if x.dtype == "int16":
+        d, widened, kept = None, _exps16(lw, x, name, shape, row, axis), EXP16_KEPT_BITS
+    else:
+        (d, widened), kept = _exps(lw, x, name, shape, row, axis), 0
     e = widened()
     total = lw.inter(row, "int32")
     lw.emit("REDUCE_SUM", [e], [total], attr("ReduceSum", axis))
     clz = lw.inter(row, "int32")
     lw.emit("CLZ", [total], [clz], attr("Clz"))
-    normalised = _binary(
-        lw, "LOGICAL_LEFT_SHIFT", total, _binary(lw, "SUB", clz, _scalar(lw, len(row), 1), row), row
+    normalised = int32_binary(
+        lw, "LOGICAL_LEFT_SHIFT", total, int32_binary(lw, "SUB", clz, int32_scalar(lw, len(row), 1), row), row
     )  # m * 2^31
     if op.target in LOG_SOFTMAX_OPS:
         result, unit = _log_softmax(lw, x, d, shape, row, normalised, clz)
     else:
-        inverse = _reciprocal(lw, normalised, clz, row)
-        result, unit = _binary(lw, "MUL", widened(), inverse, shape, 0), 2.0**-30
+        inverse = _reciprocal(lw, normalised, clz, row, kept)
+        result, unit = int32_binary(lw, "MUL", widened(), inverse, shape, kept), 2.0**-30
     lw.result(
         out, lw.rescale(result, shape, "int32", out.dtype, unit / out.qparams.scale, 0, out.qparams.zero_point), is_nhwc
     )
@@ -105,7 +141,7 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
         lw.emit("REDUCE_MAX", [name], [top], attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
 
     def difference() -> str:  # TOSA subtracts int32 only
-        return _binary(
+        return int32_binary(
             lw,
             "SUB",
             lw.rescale(name, shape, x.dtype, "int32", 1.0),
@@ -120,14 +156,14 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
     d = difference()
     first = index(d)
     high_entries, low_entries = softmax_exp_tables(x.qparams.scale)
-    high = _table(lw, first, high_entries, shape, "int8")
-    low = _table(lw, index(difference()) if fused else first, low_entries, shape, "int8")
+    high = table_of(lw, first, high_entries, shape, "int8")
+    low = table_of(lw, index(difference()) if fused else first, low_entries, shape, "int8")
     if lw.family.has(INT16_EXPS):
         # the operands widened by 2^19 and 2^12 and the sum narrowed by 2^-12 to int16 (exact): Vela
         # 5.2.0 runs it as one ADD pass with its operand scalings and widens e back to int32 inside the
         # REDUCE_SUM (each consumer widens its own), where an int32 sum costs two passes per operand
         e16 = lw.rescale(
-            _binary(
+            int32_binary(
                 lw,
                 "ADD",
                 lw.rescale(high, shape, "int8", "int32", 2.0**19),
@@ -140,28 +176,50 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
             2.0**-12,
         )
         return d, lambda: lw.rescale(e16, shape, "int16", "int32", 1.0)
-    e32 = _binary(
+    e32 = int32_binary(
         lw, "ADD", lw.rescale(high, shape, "int8", "int32", 128.0), lw.rescale(low, shape, "int8", "int32", 1.0), shape
     )
     return d, lambda: e32
+
+
+def _exps16(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> Callable[[], str]:
+    """e(): exp(scale (x - max(x))) times 32767 / exp of the table's top (at most 2^15) as int32, from
+    int16 `x`: max, (x - (max - offset)) 2^k saturated to int16, the exp TABLE, its 2^-7 units dropped."""
+    top = lw.inter(row, x.dtype)
+    lw.emit("REDUCE_MAX", [name], [top], attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
+    k, offset = exp16_index(x.qparams.scale)
+    base = int32_binary(lw, "SUB", lw.rescale(top, row, x.dtype, "int32", 1.0), int32_scalar(lw, len(row), offset), row)
+    d = int32_binary(lw, "SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0), base, shape)
+    t = lw.rescale(d, shape, "int32", "int16", float(2**k))
+    interpolated = table_of(lw, t, softmax_exp16_table(x.qparams.scale), shape, "int32")
+    e = lw.rescale(interpolated, shape, "int32", "int32", 2.0**-7)
+    return lambda: e
 
 
 def _log_softmax(lw: Lowerer, x: Value, d: str, shape, row, normalised: str, clz: str) -> tuple[str, float]:
     """(scale d - ln(sum), its unit): ln(sum in reals) = ln m + (EXP_CLZ_MAX + 1 - clz) ln 2, in 2^-f units."""
     rank = len(row)
     f = min(LOG_FRACTION_BITS, 30 - math.ceil(math.log2(x.qparams.scale * 255 + 32 * math.log(2) + 1)))
-    t = lw.rescale(_binary(lw, "SUB", normalised, _scalar(lw, rank, 3 << 29), row), row, "int32", "int16", 2.0**-14)
-    ln_m = lw.rescale(_table(lw, t, ln_table(), row, "int32"), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
-    octaves = _binary(lw, "SUB", _scalar(lw, rank, EXP_CLZ_MAX + 1), clz, row)
-    ln_sum = _binary(
-        lw, "ADD", ln_m, _binary(lw, "MUL", octaves, _scalar(lw, rank, round(math.log(2) * 2**f)), row, 0), row
+    t = lw.rescale(
+        int32_binary(lw, "SUB", normalised, int32_scalar(lw, rank, 3 << 29), row), row, "int32", "int16", 2.0**-14
+    )
+    ln_m = lw.rescale(table_of(lw, t, ln_table(), row, "int32"), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
+    octaves = int32_binary(lw, "SUB", int32_scalar(lw, rank, EXP_CLZ_MAX + 1), clz, row)
+    ln_sum = int32_binary(
+        lw,
+        "ADD",
+        ln_m,
+        int32_binary(lw, "MUL", octaves, int32_scalar(lw, rank, round(math.log(2) * 2**f)), row, 0),
+        row,
     )
     shifted = lw.rescale(d, shape, "int32", "int32", x.qparams.scale * 2.0**f)  # scale d in 2^-f
-    return _binary(lw, "SUB", shifted, ln_sum, shape), 2.0**-f
+    return int32_binary(lw, "SUB", shifted, ln_sum, shape), 2.0**-f
 
 
-def _reciprocal(lw: Lowerer, normalised: str, clz: str, row) -> str:
-    """1/m in Q29, shifted right by EXP_CLZ_MAX + EXP_BITS - clz: e times it is e / sum * 2^30.
+def _reciprocal(lw: Lowerer, normalised: str, clz: str, row, kept: int = 0) -> str:
+    """1/m in Q29, shifted right by 31 - clz - `kept`: e times it, shifted right by `kept`, is
+    e / sum * 2^30 (e of the row's largest value is at least 2^(31 - EXP_CLZ_MAX) at 8 bits and
+    2^EXP16_KEPT_BITS at 16, so the shift is never negative).
 
     x0 = 48/17 - 32/17 m (error at most 1/17), then x += x (1 - m x) twice. e / sum = e (1/m)
     2^(clz - 32); the shift's rounding moves the result by at most e / 2 units of 2^-30, below
@@ -170,10 +228,12 @@ def _reciprocal(lw: Lowerer, normalised: str, clz: str, row) -> str:
     Sram_Only 193,642 -> 165,624 NPU cycles, ExecuTorch 176,094)."""
     rank = len(row)
     one = 1 << RECIPROCAL_BITS
-    slope = _binary(lw, "MUL", normalised, _scalar(lw, rank, round(32 / 17 * one)), row, 31)
-    inverse = _binary(lw, "SUB", _scalar(lw, rank, round(48 / 17 * one)), slope, row)
+    slope = int32_binary(lw, "MUL", normalised, int32_scalar(lw, rank, round(32 / 17 * one)), row, 31)
+    inverse = int32_binary(lw, "SUB", int32_scalar(lw, rank, round(48 / 17 * one)), slope, row)
     for _ in range(2):
-        error = _binary(lw, "SUB", _scalar(lw, rank, one), _binary(lw, "MUL", normalised, inverse, row, 31), row)
-        inverse = _binary(lw, "ADD", inverse, _binary(lw, "MUL", inverse, error, row, RECIPROCAL_BITS), row)
-    shift = _binary(lw, "SUB", _scalar(lw, rank, EXP_CLZ_MAX + EXP_BITS), clz, row)
-    return _binary(lw, "ARITHMETIC_RIGHT_SHIFT", inverse, shift, row)
+        error = int32_binary(
+            lw, "SUB", int32_scalar(lw, rank, one), int32_binary(lw, "MUL", normalised, inverse, row, 31), row
+        )
+        inverse = int32_binary(lw, "ADD", inverse, int32_binary(lw, "MUL", inverse, error, row, RECIPROCAL_BITS), row)
+    shift = int32_binary(lw, "SUB", int32_scalar(lw, rank, EXP_CLZ_MAX + EXP_BITS - kept), clz, row)
+    return int32_binary(lw, "ARITHMETIC_RIGHT_SHIFT", inverse, shift, row)

@@ -544,11 +544,25 @@ SOFTMAX_LENGTH_MAX = 65535  # the row sum of 16-bit exps must fit int32 with 8 f
 
 
 @rule(
-    "{op_type} on 16-bit values: kiln lowers softmax of int8 input (its exp table is indexed by x - max(x))",
-    ops=SOFTMAXES,
+    "{op_type} on 16-bit values: kiln lowers log_softmax of int8 input (its exp table is indexed by x - max(x))",
+    ops=LOG_SOFTMAX_OPS,
 )
-def int8_softmax(op: Op) -> bool:
+def int8_log_softmax(op: Op) -> bool:
     return op.inputs[0].dtype == op.output.dtype == "int8"
+
+
+@rule("{op_type} from {dtypes} values: kiln lowers softmax from int8 to int8 and int16 to int16", ops=SOFTMAX_OPS)
+def one_width_softmax(op: Op) -> bool:
+    return op.inputs[0].dtype == op.output.dtype
+
+
+SOFTMAX16_STEP_MAX = 0.5  # the row's largest exp then stays at least 2^14 (kiln.lower.softmax.EXP16_KEPT_BITS)
+
+
+@rule("16-bit {op_type} of input steps above 0.5: kiln's 16-bit exp table is built for finer ones", ops=SOFTMAX_OPS)
+def fine_16_bit_softmax(op: Op) -> bool:
+    x = op.inputs[0]
+    return x.dtype != "int16" or x.qparams.scale <= SOFTMAX16_STEP_MAX
 
 
 @rule("{op_type} over {input_shape} along dim {dim}: more than 65535 values to normalise", ops=SOFTMAXES)
@@ -562,9 +576,10 @@ def softmax_length(op: Op) -> bool:
     ops=TABLE_OPS,
 )
 def table_within_a_step(op: Op) -> bool:
-    """Only a quantized input is a table's (other rules keep plain integers off the NPU)."""
+    """Only a quantized input is a table's (other rules keep plain integers off the NPU); rsqrt
+    from int16 to int16 reads a table of rsqrt over [0.25, 1) at its normalised input: within a step."""
     x = op.inputs[0]
-    return x.dtype == "int8" or x.qparams is None or tables.int16_steps(op) <= 1
+    return x.dtype == "int8" or x.qparams is None or tables.normalised_rsqrt(op) or tables.int16_steps(op) <= 1
 
 
 def reason(op: Op, family: NpuFamily) -> str | None:

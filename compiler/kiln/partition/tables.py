@@ -9,6 +9,8 @@ emits it.
   requantized by 2^-7 (RESCALE rounds half up). Between entries it interpolates, so it is
   exact only where f is linear over 128 inputs; `int16_steps` is its largest distance from
   the reference over every input of the op's range, in output steps.
+- rsqrt from int16 to int16 is no table of the op's range but of rsqrt over [0.25, 1), read at
+  the input normalised by CLZ (kiln.lower.elementwise._rsqrt16): smooth there, so within a step.
 """
 
 from __future__ import annotations
@@ -66,3 +68,16 @@ def int16_steps(op: Op) -> int:
         got = int16_lookup(int16_table(op), q.numpy())
         _STEPS[key] = int(np.abs(got - reference(op, q).astype(np.int64)).max())
     return _STEPS[key]
+
+
+def normalised_rsqrt(op: Op) -> bool:
+    """Whether `op` is an rsqrt from int16 to int16, which kiln computes by normalisation."""
+    return op.target is torch.ops.aten.rsqrt.default and op.inputs[0].dtype == op.output.dtype == "int16"
+
+
+def rsqrt16_table() -> tuple[np.ndarray, float]:
+    """(entries, unit): entry j, read at t = 128 j - 32768, is rsqrt(m) for m = j / 512 in units
+    of `unit` (rsqrt(0.25) = 2 is 32767); entries below m = 0.25, which no input reads, repeat it."""
+    unit = 2.0 / 32767
+    m = np.maximum(np.arange(INT16_ENTRIES, dtype=np.float64) / 512, 0.25)
+    return np.round(m**-0.5 / unit).astype(np.int16), unit

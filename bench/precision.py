@@ -1,0 +1,99 @@
+"""What 16-bit activations buy: a transformer compiled at 8 bits, mixed (--int16 attention,norms) and
+16 bits, run with `kiln run-host`, against the float model.
+
+Run: .venv/bin/python bench/precision.py [--models vit_tiny,kwt] [--target ethos-u85-256]
+     [--calibration 16] [--samples 16] [--policies attention,norms]
+
+Each model is calibrated on --calibration random inputs (normal, the example input's mean and
+spread) and evaluated on --samples others. Per precision and output it prints, against the float
+model: the largest absolute error, that error in steps of the 8-bit program's output (so rows
+compare), the Pearson correlation over every element, how often the top class agrees, and the
+NPU share of ops; and against the PT2E reference of the same quantization, the worst steps off
+(kiln's own error, which the tests bound).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from kiln import compile as kc
+from kiln import models
+from kiln.reference import run_host
+from kiln.spec import CompileSpec, Int16Regions
+
+EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
+
+
+def draws(example: tuple[torch.Tensor, ...], count: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
+    """`count` random inputs shaped and spread like `example`."""
+    g = torch.Generator().manual_seed(seed)
+    return [tuple(torch.randn(x.shape, generator=g) * x.std() + x.mean() for x in example) for _ in range(count)]
+
+
+def specs(target: str, policies: tuple[str, ...]) -> dict[str, CompileSpec]:
+    return {
+        "int8": CompileSpec(target),
+        "mixed": CompileSpec(target, int16=Int16Regions(policies=policies)),
+        "int16": CompileSpec(target, activation_bits=16),
+    }
+
+
+def measure(name: str, target: str, calibration: int, samples: int, policies: tuple[str, ...]) -> list[str]:
+    module, example = models.load(name)
+    module.eval()
+    calibrate, evaluate = draws(example, calibration, 1), draws(example, samples, 2)
+    with torch.no_grad():
+        floats = [module(*x) for x in evaluate]
+    floats = [[f] if isinstance(f, torch.Tensor) else list(f) for f in floats]
+    lines, int8_step = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        npz = Path(tmp) / "calibration.npz"
+        np.savez(npz, *[np.stack([x[i].numpy() for x in calibrate]) for i in range(len(example))])
+        for precision, spec in specs(target, policies).items():
+            result = kc.compile_model(name, spec, npz, log=lambda line: None)
+            ops = [o for o in result.report["ops"] if o["op"] not in EDGES]
+            on_npu = sum(o["where"] == "npu" for o in ops)
+            got = [run_host.run(result.pte, [t.numpy() for t in x]) for x in evaluate]
+            with torch.no_grad():
+                pt2e = [result.quantized_module(*x) for x in evaluate]
+            pt2e = [[p] if isinstance(p, torch.Tensor) else list(p) for p in pt2e]
+            for o, value in enumerate(result.graph.outputs):
+                want = np.stack([f[o].numpy() for f in floats]).astype(np.float64)
+                have = np.stack([g[o] for g in got]).astype(np.float64)
+                ref = np.stack([p[o].numpy() for p in pt2e]).astype(np.float64)
+                step = float(value.producer.inputs[0].qparams.scale)
+                int8_step = step if precision == "int8" else int8_step
+                error = np.abs(have - want)
+                corr = float(np.corrcoef(have.ravel(), want.ravel())[0, 1])
+                top = float(np.mean(have.reshape(samples, -1).argmax(1) == want.reshape(samples, -1).argmax(1)))
+                lines.append(
+                    f"{name:10} {precision:6} out {o}: max |err| {error.max():.5f} = "
+                    f"{error.max() / int8_step:6.2f} int8 steps, corr {corr:.6f}, top-1 agrees {top:.3f}, "
+                    f"vs PT2E {np.rint(np.abs(have - ref) / step).max():.0f} steps; "
+                    f"NPU {on_npu}/{len(ops)} ops in {len(result.report['delegates'])} delegate(s), "
+                    f"{len(result.report['int16'])} 16-bit values"
+                )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="vit_tiny,kwt")
+    parser.add_argument("--target", default="ethos-u85-256")
+    parser.add_argument("--calibration", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--policies", default="attention,norms")
+    args = parser.parse_args(argv)
+    for name in args.models.split(","):
+        for line in measure(name, args.target, args.calibration, args.samples, tuple(args.policies.split(","))):
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
