@@ -105,12 +105,14 @@ def quantized_values_have_qparams(graph: Graph) -> str | None:
             values = [op.output]
         elif op.target in DEQUANTIZE:
             values = [op.inputs[0]]
-        elif op.quantized:  # but the integer indices and bool masks it reads as they are
+        elif op.quantized:  # but the integer indices and bool masks (constant or not) it reads as they are
             indices = op.inputs[1:2] if op.target in GATHERS else []  # a gather's, constant or not
             values = [
                 v
                 for v in op.inputs
-                if all(v is not i for i in indices) and (v.is_constant or v.dtype not in ("bool", "int32", "int64"))
+                if all(v is not i for i in indices)
+                and v.dtype != "bool"
+                and (v.is_constant or v.dtype not in ("int32", "int64"))
             ] + op.outputs
         else:
             continue

@@ -31,7 +31,10 @@ from torch.fx.node import map_arg
 
 from kiln import vocabulary
 from kiln.errors import ModelError, document_command
-from kiln.frontend import decompose
+from kiln.frontend import (
+    attention,  # noqa: F401 (registers attention's decompositions in decompose.COMPOSITES)
+    decompose,
+)
 from kiln.frontend.recurrent import RECURRENT, unroll_recurrent
 from kiln.frontend.rewrite import Emitter, attribute, bound, finish, op_type, replace, value
 

@@ -25,6 +25,7 @@ transform_for_annotation produces, so the PT2E reference is the rewritten graph.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -55,6 +56,41 @@ SHARED_OPS = annotated(Quantized.SHARED)
 OBSERVED_READERS = annotated(Quantized.COMPARISON, Quantized.INDEX)  # float operands observed, result never
 
 
+# A value at or below this is an attention mask's fill (kiln's MASK_FILL, PyTorch's -inf,
+# torch.finfo(float32).min as model libraries add it), never a measured activation.
+MASKED_BELOW = torch.finfo(torch.float32).min / 2
+
+
+class MaskAwareHistogramObserver(HistogramObserver):
+    """A HistogramObserver that does not observe mask fills (values <= MASKED_BELOW) as values.
+
+    A tensor holding fills (attention scores with masked positions, which a softmax along the
+    last dim reads) is observed as its other values, and its range reaches `margin` below the
+    least of them, margin = ln(2 * levels * n) for n = the last dim's size and `levels` the
+    integer type's: a masked position quantizes to the lowest level, and the softmax gives the
+    n of them together less than half an output step (exp(-margin) * n = 1 / (2 * levels))."""
+
+    def forward(self, x_orig: torch.Tensor) -> torch.Tensor:
+        if x_orig.numel() == 0 or not x_orig.is_floating_point():
+            return super().forward(x_orig)
+        x = x_orig.detach()
+        masked = x <= MASKED_BELOW
+        if not bool(masked.any()):
+            return super().forward(x_orig)
+        kept = x[~masked]
+        if kept.numel():
+            super().forward(kept)
+            levels = self.quant_max - self.quant_min + 1
+            low = float(kept.min()) - math.log(2 * levels * x.shape[-1])
+            self.masked_low = min(getattr(self, "masked_low", low), low)
+        return x_orig
+
+    def _calculate_qparams(self, min_val: torch.Tensor, max_val: torch.Tensor):
+        if hasattr(self, "masked_low"):
+            min_val = torch.minimum(min_val, torch.tensor(self.masked_low, dtype=min_val.dtype))
+        return super()._calculate_qparams(min_val, max_val)
+
+
 def activation_spec(scheme: QuantizationScheme) -> QuantizationSpec:
     """Activations as `scheme` says: per tensor, int8 asymmetric or int16 symmetric."""
     dtype, quant_min, quant_max, symmetric = scheme.ACTIVATIONS[scheme.activation_bits]
@@ -63,7 +99,7 @@ def activation_spec(scheme: QuantizationScheme) -> QuantizationSpec:
         quant_min=quant_min,
         quant_max=quant_max,
         qscheme=torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine,
-        observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
+        observer_or_fake_quant_ctr=MaskAwareHistogramObserver.with_args(eps=2**-12),
     )
 
 

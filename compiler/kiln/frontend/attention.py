@@ -1,0 +1,85 @@
+"""Attention as PyTorch writes it, decomposed into ops kiln lowers (matmul, mul, where, add, softmax).
+
+Registered in kiln.frontend.decompose's COMPOSITES table (so OPS.md lists them) when
+kiln.frontend.normalize imports this module.
+
+A boolean mask selects MASK_FILL (the most negative float32) for the positions it masks, where
+PyTorch adds -inf: exp(MASK_FILL - m) is 0 in float32 for any finite m, so the float result is
+PyTorch's, and a row with every position masked gets a uniform softmax instead of NaN. The
+quantizer's observers do not observe values this negative (kiln.frontend.quantizer.MASKED_BELOW): the
+select's range is the scores' and a margin below them, and a masked position quantizes to the lowest
+level, which the softmax weighs at less than half an output step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.fx import Node
+
+from kiln.errors import ModelError
+from kiln.frontend.decompose import _shape, decomposes
+from kiln.frontend.rewrite import Emitter, op_type, value
+
+aten = torch.ops.aten
+
+MASK_FILL = torch.finfo(torch.float32).min  # a masked position's score
+
+
+def _where(node: Node) -> str:
+    return f"node {node.name} ({op_type(node)})"
+
+
+def repeat_heads(emit: Emitter, x: Node, groups: int) -> Node:
+    """x [..., H, S, E] with each head repeated `groups` times in place: [..., H * groups, S, E]
+    (repeat_interleave along dim -3), as unsqueeze, expand, reshape."""
+    if groups == 1:
+        return x
+    *batch, heads, length, width = _shape(x)
+    expanded = emit(aten.expand.default, emit(aten.unsqueeze.default, x, -3), [*batch, heads, groups, length, width])
+    return emit(aten.reshape.default, expanded, [*batch, heads * groups, length, width])
+
+
+def masked_scores(emit: Emitter, scores: Node, mask: Node | None) -> Node:
+    """Scores with an attention mask applied: a bool mask keeps its True positions and sets the
+    others to MASK_FILL (a select); a float mask is added."""
+    if mask is None:
+        return scores
+    if value(mask).dtype == torch.bool:
+        fill = emit.constant(torch.tensor(MASK_FILL, dtype=value(scores).dtype), "mask_fill")
+        return emit(aten.where.self, mask, scores, fill)
+    return emit(aten.add.Tensor, scores, mask)
+
+
+@decomposes(
+    aten.scaled_dot_product_attention.default,
+    into="softmax(q @ k^T * scale + mask) @ v: keys and values repeated over the query groups (enable_gqa), "
+    "matmul, mul, where (bool mask: masked positions get the most negative float) or add (float mask), "
+    "softmax, matmul; is_causal: a constant lower-triangular bool mask; dropout_p > 0 refused",
+)
+def scaled_dot_product_attention(emit, node, a):
+    """softmax(q @ k^T * scale + M) @ v, with q [..., Hq, L, E], k [..., Hk, S, E], v [..., Hk, S, Ev].
+
+    scale defaults to 1 / sqrt(E). M is the attention mask: a bool mask (True: attend) gives 0 or
+    MASK_FILL, a float mask is added as it is; is_causal gives the bool mask tril(ones(L, S)).
+    enable_gqa with Hq = g * Hk repeats each key and value head g times (repeat_interleave on dim
+    -3). dropout_p must be 0 (inference)."""
+    q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
+    if a["dropout_p"]:
+        raise ModelError(
+            f"{_where(node)}: attention dropout {a['dropout_p']} is random; kiln compiles inference: "
+            "pass dropout_p=0.0 (e.g. dropout_p=self.dropout if self.training else 0.0)"
+        )
+    if a["is_causal"] and mask is not None:
+        raise ModelError(f"{_where(node)}: an explicit attn_mask and is_causal=True cannot both be set")
+    width, length, source = _shape(q)[-1], _shape(q)[-2], _shape(k)[-2]
+    if a["enable_gqa"] and _shape(q)[-3] != _shape(k)[-3]:
+        groups = _shape(q)[-3] // _shape(k)[-3]
+        k, v = repeat_heads(emit, k, groups), repeat_heads(emit, v, groups)
+    scale = a["scale"] if a["scale"] is not None else 1 / math.sqrt(width)
+    scores = emit(aten.mul.Tensor, emit(aten.matmul.default, q, emit(aten.transpose.int, k, -2, -1)), scale)
+    if a["is_causal"]:
+        mask = emit.constant(torch.ones(length, source, dtype=torch.bool).tril(), "causal_mask")
+    weights = emit(aten.softmax.int, masked_scores(emit, scores, mask), -1)
+    return emit(aten.matmul.default, weights, v)
