@@ -5,8 +5,9 @@ fuzzer (bench/model_fuzz.py, and a short seeded run in tests/compiler/test_model
 of steps, each applying one op (drawn from STEPS, among those that apply to the shapes at
 hand) to one or two live tensors: elementwise functions, arithmetic between tensors (with
 broadcasting) and with constants, convolutions, pooling, normalisation, reductions, data
-movement, in-place forms and eval-mode dropout. Branches come from reusing earlier tensors.
-The same seed always gives the same model, weights and inputs.
+movement, in-place forms, eval-mode dropout, and attention (scaled_dot_product_attention with
+and without bool, float and causal masks, and a causal mask written with masked_fill).
+Branches come from reusing earlier tensors. The same seed always gives the same model, weights and inputs.
 """
 
 from __future__ import annotations
@@ -163,6 +164,53 @@ def _inplace(name):
     return Kind(1, _any, _none, run)
 
 
+def _sequences(shapes):
+    """[..., L, E] with L >= 2: attention over the last two dims (query, key and value alike)."""
+    return len(shapes[0]) in (3, 4) and shapes[0][-2] >= 2
+
+
+def _keys_for(shapes):
+    """Queries [..., L, E] and keys [..., S, E] with the same batch dims."""
+    q, k = shapes
+    return _sequences(shapes) and len(q) == len(k) and q[:-2] == k[:-2] and q[-1] == k[-1]
+
+
+def _keep_mask(rng, shapes):
+    """A bool mask [L, L] (as 0/1 floats, a parameter) keeping about 70 % and the diagonal."""
+    length = shapes[0][-2]
+    keep = (rng.random((length, length)) < 0.7) | np.eye(length, dtype=bool)
+    return {"keep": torch.from_numpy(keep.astype(np.float32))}
+
+
+def _sdpa(**kwargs):
+    return lambda xs, p: F.scaled_dot_product_attention(xs[0], xs[-1], xs[-1], **kwargs)
+
+
+def _causal_softmax(xs, p):
+    length = xs[0].shape[-2]
+    scores = xs[0] @ xs[0].transpose(-1, -2)
+    return scores.masked_fill(torch.ones(length, length, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+
+
+ATTENTION_STEPS: dict[str, Kind] = {
+    "sdpa": Kind(1, _sequences, _none, _sdpa()),
+    "sdpa_causal": Kind(1, _sequences, _none, _sdpa(is_causal=True)),
+    "sdpa_bool_mask": Kind(
+        1,
+        _sequences,
+        _keep_mask,
+        lambda xs, p: F.scaled_dot_product_attention(xs[0], xs[0], xs[0], attn_mask=p["keep"] > 0),
+    ),
+    "sdpa_float_mask": Kind(
+        1,
+        _sequences,
+        lambda rng, s: {"bias": _t(rng, s[0][-2], s[0][-2])},
+        lambda xs, p: F.scaled_dot_product_attention(xs[0], xs[0], xs[0], attn_mask=p["bias"]),
+    ),
+    "sdpa_cross": Kind(2, _keys_for, _none, _sdpa()),
+    "causal_softmax": Kind(1, _sequences, _none, _causal_softmax),
+}
+
 STEPS: dict[str, Kind] = {
     "relu": _unary(torch.relu),
     "relu6": _unary(F.relu6),
@@ -259,6 +307,7 @@ STEPS: dict[str, Kind] = {
     "cat_last": Kind(2, lambda s: s[0][:-1] == s[1][:-1], _none, lambda xs, p: torch.cat(xs, dim=-1)),
     "stack_sum": Kind(2, _same, _none, lambda xs, p: torch.stack(xs, dim=1).sum(1)),
     "unsqueeze_expand": Kind(1, _rank(2, 3), _none, lambda xs, p: xs[0].unsqueeze(1).expand(-1, 2, *xs[0].shape[1:])),
+    **ATTENTION_STEPS,
 }
 
 

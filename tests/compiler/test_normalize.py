@@ -61,6 +61,7 @@ def assert_matches_eager(module: nn.Module, inputs: tuple, atol=1e-5) -> torch.f
         aten.cumsum.default,
         aten.mm.default,
         aten.matmul.default,
+        aten.where.self,
     }
     assert not left & (set(decompose.COMPOSITES) - kept), left
     assert not left & set(decompose.MULTI_OUTPUT) and operator.getitem not in left, left

@@ -5,10 +5,14 @@ kiln.frontend.normalize imports this module.
 
 A boolean mask selects MASK_FILL (the most negative float32) for the positions it masks, where
 PyTorch adds -inf: exp(MASK_FILL - m) is 0 in float32 for any finite m, so the float result is
-PyTorch's, and a row with every position masked gets a uniform softmax instead of NaN. The
-quantizer's observers do not observe values this negative (kiln.frontend.quantizer.MASKED_BELOW): the
-select's range is the scores' and a margin below them, and a masked position quantizes to the lowest
-level, which the softmax weighs at less than half an output step.
+PyTorch's, and a row with every position masked gets a uniform softmax instead of NaN. A constant
+mask's select becomes an add of a constant (0 where kept, the fill where masked), which every NPU
+family runs (Ethos-U55 and U65 do not select).
+
+The quantizer's observers do not observe mask fills (values at or below MASKED_BELOW) as values:
+a tensor holding them has the range of its other values and a margin below, so a masked position
+quantizes to the lowest level, which the softmax weighs at less than half an output step
+(kiln.frontend.quantizer.MaskAwareHistogramObserver).
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from torch.fx import Node
 
 from kiln.errors import ModelError
 from kiln.frontend.decompose import _shape, decomposes
-from kiln.frontend.rewrite import Emitter, op_type, value
+from kiln.frontend.rewrite import Emitter, attribute, op_type, value
 
 aten = torch.ops.aten
 
 MASK_FILL = torch.finfo(torch.float32).min  # a masked position's score
+# A value at or below this is an attention mask's fill, never a measured activation: MASK_FILL,
+# -inf, or -1e9 as models write them, plus a score.
+MASKED_BELOW = -1e8
 
 
 def _where(node: Node) -> str:
@@ -50,6 +57,45 @@ def masked_scores(emit: Emitter, scores: Node, mask: Node | None) -> Node:
         fill = emit.constant(torch.tensor(MASK_FILL, dtype=value(scores).dtype), "mask_fill")
         return emit(aten.where.self, mask, scores, fill)
     return emit(aten.add.Tensor, scores, mask)
+
+
+@decomposes(
+    aten.masked_fill.Scalar, aten.masked_fill.Tensor, into="where.self(mask, value, x), the value a 0-d constant"
+)
+def masked_fill(emit, node, a):
+    """x with value where mask is True: where(mask, value, x)."""
+    fill = a["value"]
+    if not isinstance(fill, Node):
+        fill = emit.constant(torch.tensor(fill, dtype=value(a["self"]).dtype), "value")
+    return emit(aten.where.self, a["mask"], fill, a["self"])
+
+
+def _mask_fill(gm, node) -> float | None:
+    """The value of a one-element constant `node` if it is a mask fill, else None."""
+    tensor = attribute(gm, node)
+    if tensor is None or tensor.numel() != 1 or not tensor.is_floating_point() or float(tensor) > MASKED_BELOW:
+        return None
+    return float(tensor)
+
+
+@decomposes(
+    aten.where.self,
+    into="a constant bool condition choosing between x and a mask fill (<= -1e8, e.g. -inf): add of a constant, "
+    "0 where x is chosen and the fill elsewhere (every NPU family adds; Ethos-U55 and U65 do not select); else kept",
+)
+def constant_mask(emit, node, a):
+    """where(c, x, fill) = x + where(c, 0, fill) for a constant condition c and a mask fill (and
+    where(c, fill, x) with ~c): exp of either is 0 at the masked positions, and a softmax after it
+    gives the same result."""
+    condition = attribute(emit.gm, a["condition"])
+    if condition is None or condition.dtype != torch.bool or not value(node).is_floating_point():
+        return None
+    for x, fill, chosen in ((a["self"], a["other"], condition), (a["other"], a["self"], ~condition)):
+        level = _mask_fill(emit.gm, fill)
+        if level is not None and isinstance(x, Node) and value(x).dtype == value(node).dtype:
+            additive = torch.zeros(chosen.shape, dtype=value(node).dtype).masked_fill(~chosen, level)
+            return emit(aten.add.Tensor, x, emit.constant(additive, "mask"))
+    return None
 
 
 @decomposes(

@@ -601,13 +601,24 @@ def addmm(emit, node, a):
     aten.mm.default,
     into="by a constant 2-D right operand W: linear with the weights W.T, a convolution that reads its "
     "weights as they are stored, where the NPU's MATMUL transposes a constant operand first ([1, 8, 16] "
-    "@ [16, 12] on ethos-u55-128: 4,528 -> 216 NPU cycles); else kept",
+    "@ [16, 12] on ethos-u55-128: 4,528 -> 216 NPU cycles); operands of rank >= 2 whose batch dims broadcast: "
+    "each expanded to the output's batch dims; else kept",
 )
 def matmul_by_constant(emit, node, a):
-    weight = attribute(emit.gm, a.get("other", a.get("mat2")))
+    other = a.get("other", a.get("mat2"))
+    weight = attribute(emit.gm, other)
     if weight is None or weight.dim() != 2 or not weight.is_floating_point():
-        return None
+        return _batch_broadcast(emit, node, a["self"], other)
     return emit(aten.linear.default, a["self"], emit.constant(weight.t(), "weight"))
+
+
+def _batch_broadcast(emit: Emitter, node: Node, x: Node, y: Node) -> Node | None:
+    """matmul(x, y) with each operand expanded to the output's batch dims, if one lacks them."""
+    batch = _shape(node)[:-2]
+    if min(_rank(x), _rank(y)) < 2 or all(_shape(v)[:-2] == batch for v in (x, y)):
+        return None
+    x, y = (v if _shape(v)[:-2] == batch else emit(aten.expand.default, v, [*batch, *_shape(v)[-2:]]) for v in (x, y))
+    return emit(aten.matmul.default, x, y)
 
 
 @decomposes(aten.baddbmm.default, into="bmm, mul by alpha and beta, add")

@@ -33,6 +33,7 @@ from kiln import vocabulary
 from kiln.errors import ModelError, document_command
 from kiln.frontend import (
     attention,  # noqa: F401 (registers attention's decompositions in decompose.COMPOSITES)
+    contraction,  # noqa: F401 (registers einsum's and repeat_interleave's)
     decompose,
 )
 from kiln.frontend.recurrent import RECURRENT, unroll_recurrent

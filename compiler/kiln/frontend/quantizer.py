@@ -42,6 +42,7 @@ from torchao.quantization.pt2e.quantizer import (
 )
 
 from kiln.frontend import normalize
+from kiln.frontend.attention import MASKED_BELOW
 from kiln.spec import QuantizationScheme
 from kiln.vocabulary import FUSIBLE_ACTIVATIONS, FUSING_PRODUCERS, WEIGHT_AXIS, Quantized, annotated
 
@@ -54,11 +55,6 @@ PROBABILITY_OPS = annotated(Quantized.PROBABILITY)
 ONE_RANGE_OPS = annotated(Quantized.ONE_RANGE)
 SHARED_OPS = annotated(Quantized.SHARED)
 OBSERVED_READERS = annotated(Quantized.COMPARISON, Quantized.INDEX)  # float operands observed, result never
-
-
-# A value at or below this is an attention mask's fill (kiln's MASK_FILL, PyTorch's -inf,
-# torch.finfo(float32).min as model libraries add it), never a measured activation.
-MASKED_BELOW = torch.finfo(torch.float32).min / 2
 
 
 class MaskAwareHistogramObserver(HistogramObserver):
@@ -256,9 +252,13 @@ def _fusible_activation(node: Node) -> Node | None:
 
 
 def _input_spec(arg: Node, act: QuantizationSpec):
-    """How an op reads `arg`: in the fixed range of a softmax's output (so no requantization
+    """How an op reads `arg`: in the fixed range of a softmax's output, read directly or through
+    ops that share their input's range (a reshape of attention weights; so no requantization
     separates the two), else observed as `act`."""
-    return SharedQuantizationSpec(arg) if arg.op == "call_function" and arg.target in PROBABILITY_OPS else act
+    source = arg
+    while source.op == "call_function" and source.target in SHARED_OPS and isinstance(source.args[0], Node):
+        source = source.args[0]
+    return SharedQuantizationSpec(arg) if source.op == "call_function" and source.target in PROBABILITY_OPS else act
 
 
 def _annotated(node: Node) -> bool:
