@@ -58,8 +58,9 @@ PLACEMENT_PENDING: dict[tuple[str, str], str] = {
 # probability, not equal to it, and the layers after an attention carry those steps further.
 # Measured on tosa_reference_model for ethos-u85-256: in one SDPA attention (2 heads, 32
 # tokens) the scores are exact and 6 of 2,048 probabilities one step off; with each attention
-# replaced by a linear layer, deit_tiny, kwt_sdpa, kwt_mha, conformer, conformer_mha and
-# whisper_encoder are exact (3, 5, 4, 10, 8 and 4 steps with their attention).
+# replaced by a linear layer, deit_tiny, kwt_sdpa, kwt_mha, conformer, conformer_mha,
+# whisper_encoder and llama_block's layers after the embedding (rotary embeddings replaced
+# too) are exact (3, 5, 4, 10, 8, 4 and 5 steps with their attention).
 SOFTMAX = (
     "attention's softmax is within one step of PT2E's float softmax, not equal to it; "
     "{} is up to {} steps off at an output"
@@ -72,10 +73,11 @@ STEPS_OFF_BY_SOFTMAX = {
     "conformer": 10,
     "conformer_mha": 8,
     "whisper_encoder": 4,
-    "bert_tiny": 7,
     "llama_block": 5,
 }
 STEPS_PENDING = {
+    ("bert_tiny", "*"): "up to 7 steps off at the pooled output, 3 at the hidden states; not yet traced to the "
+    "softmax as the others are (its mask ops on the CPU keep it from the single-partition comparison)",
     **{(name, "*"): SOFTMAX.format(name, steps) for name, steps in STEPS_OFF_BY_SOFTMAX.items()},
 }
 
