@@ -11,14 +11,62 @@ import tosa_reference_model
 from torch import nn
 
 from kiln import boards, graph
+from kiln import compile as kc
 from kiln.frontend import export as frontend
 from kiln.frontend import normalize
 from kiln.frontend.quantizer import EthosUQuantizer, QuantizationScheme, quantize
 from kiln.isolation import quiet_native_output
 from kiln.lower import tosa as tosa_lowering
 from kiln.partition import partitioner as partition
+from kiln.reference import run_host as host
+from kiln.spec import CompileSpec
 
 qd = torch.ops.quantized_decomposed
+
+_compiled: dict[tuple[str, str], kc.Result | Exception] = {}
+
+
+def compiled(name: str, target: str) -> kc.Result:
+    """The session's compile of `name` for `target`; a failed compile raises its error again."""
+    key = (name, target)
+    if key not in _compiled:
+        try:
+            _compiled[key] = kc.compile_model(name, CompileSpec(target), log=lambda line: None)
+        except Exception as error:  # kept, so the pair's other test reports it without compiling again
+            _compiled[key] = error
+    outcome = _compiled[key]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+def output_scales(module: torch.fx.GraphModule) -> list[float]:
+    """Per output of the PT2E module, the scale of the int8 value its output dequantizes."""
+    (output,) = [n for n in module.graph.nodes if n.op == "output"]
+    scales = []
+    for i, node in enumerate(output.args[0]):
+        assert node.target == torch.ops.quantized_decomposed.dequantize_per_tensor.default, (
+            f"output {i} of the PT2E reference is {node.target}, not a dequantized int8 value"
+        )
+        scales.append(float(node.args[1]))
+    return scales
+
+
+def run_host_steps_off_pt2e(result: kc.Result) -> list[tuple[np.ndarray, float]]:
+    """Per output of a compile: `kiln run-host`'s distance from the PT2E reference (the quantized
+    module the compile made) on the compile's example inputs, in output steps per element, and
+    the step (the output's scale)."""
+    inputs = result.inputs
+    with torch.no_grad():
+        want = result.quantized_module(*inputs)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    got = host.run(result.pte, [x.numpy() for x in inputs])
+    assert len(got) == len(want)
+    offs = []
+    for g, w, scale in zip(got, want, output_scales(result.quantized_module), strict=True):
+        assert g.shape == tuple(w.shape) and g.dtype == np.float32
+        offs.append((steps_off(g, w, scale), scale))
+    return offs
 
 
 class Lambda(nn.Module):

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from kiln import models
-from tests.models.helpers import n_params, run
+from tests.models.helpers import assert_builds_identically, n_params, run
 
 NAMES = [
     "mobilenet_v3_small",
@@ -182,12 +182,7 @@ def test_builds_and_runs(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_building_twice_gives_identical_models(name):
-    (model_a, inputs_a), (model_b, inputs_b) = models.load(name), models.load(name)
-    assert all(torch.equal(a, b) for a, b in zip(inputs_a, inputs_b, strict=True))
-    state_a, state_b = model_a.state_dict(), model_b.state_dict()
-    assert state_a.keys() == state_b.keys()
-    assert all(torch.equal(state_a[k], state_b[k]) for k in state_a)
-    assert torch.equal(run(model_a, inputs_a), run(model_b, inputs_b))
+    assert_builds_identically(name)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -34,9 +34,8 @@ def load_model(model: str) -> LoadedModel:
         return LoadedModel(model, module.eval(), tuple(inputs))
     path = Path(model)
     if not path.is_file():
-        raise UsageError(
-            f"{model!r} is neither a zoo model ({', '.join([*models.MODELS, *models.ARCHITECTURES])}) nor a file"
-        )
+        known = ", ".join([*models.MODELS, *models.ARCHITECTURES, *models.TRANSFORMERS])
+        raise UsageError(f"{model!r} is neither a zoo model ({known}) nor a file")
     namespace = _import_file(path)
     module = namespace.get("ModelUnderTest")
     inputs = namespace.get("ModelInputs")

@@ -8,7 +8,12 @@ EfficientNet, ResNet-18, ShuffleNetV2, SqueezeNet, Inception, ViT, keyword
 spotting, U-Net, YOLO) written as users write them (in-place activations,
 dropout, chunk, channel shuffle, attention): the frontend's test bench. They
 are not zoo models (the zoo's tests hold every zoo model to a fully delegated
-compile); ``load`` and ``kiln compile`` accept both registries' names. Each model lives in its own file here, which also
+compile). ``TRANSFORMERS`` is the third: small transformers written from the published
+descriptions of DeiT, MobileViT, the Keyword Transformer, Conformer, BERT, Whisper's
+encoder, GPT-2 and Llama, each with attention through ``F.scaled_dot_product_attention``
+and, where the architecture allows, a second entry (``_mha``) through
+``nn.MultiheadAttention``. ``load`` and ``kiln compile`` accept all three registries'
+names. Each model lives in its own file here, which also
 defines ``ModelUnderTest`` and ``ModelInputs`` in the convention of
 ExecuTorch's ``aot_arm_compiler`` (built on first access where that is costly).
 
@@ -30,7 +35,7 @@ from kiln.errors import UsageError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ARCHITECTURES", "MODELS", "ZooEntry", "find", "load"]
+__all__ = ["ARCHITECTURES", "MODELS", "TRANSFORMERS", "ZooEntry", "find", "load"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,14 +174,65 @@ ARCHITECTURES: Mapping[str, ZooEntry] = types.MappingProxyType(
 )
 
 
+def _attention_pair(name: str, summary: str, module: str | None = None) -> tuple[ZooEntry, ZooEntry]:
+    # `name` through F.scaled_dot_product_attention, `name`_mha through nn.MultiheadAttention.
+    return (
+        _architecture(name, f"{summary}; F.scaled_dot_product_attention", module or name, "sdpa"),
+        _architecture(f"{name}_mha", f"{summary}; nn.MultiheadAttention", module or name, "mha"),
+    )
+
+
+_KWT = "Keyword Transformer (MFCC frames as tokens, post-norm); 1x49x10 -> 12"
+
+TRANSFORMERS: Mapping[str, ZooEntry] = types.MappingProxyType(
+    {
+        entry.name: entry
+        for entry in (
+            *_attention_pair(
+                "deit_tiny", "DeiT-tiny-like ViT (patch convolution, class token, learned positions); 1x3x32x32 -> 10"
+            ),
+            *_attention_pair(
+                "mobilevit", "MobileViT-like hybrid (convolutions, unfold to patches, attention, fold); 1x3x32x32 -> 10"
+            ),
+            # the architectures' kwt with its attention written the two other ways
+            _architecture("kwt_sdpa", f"{_KWT}; F.scaled_dot_product_attention", "kwt", "sdpa"),
+            _architecture("kwt_mha", f"{_KWT}; nn.MultiheadAttention without weights", "kwt", "mha"),
+            *_attention_pair(
+                "conformer",
+                "Conformer blocks (half-step FFNs, attention, GLU and depthwise Conv1d); 1x32x20 -> 1x32x16",
+            ),
+            *_attention_pair(
+                "bert_tiny",
+                "BERT-tiny-like encoder (token, position and segment embeddings, padding mask, post-norm); "
+                "3 x 1x16 int64 -> 1x16x32, 1x32",
+            ),
+            *_attention_pair(
+                "whisper_encoder",
+                "Whisper-tiny-like audio encoder (two Conv1d, sinusoidal positions, pre-norm); 1x16x32 -> 1x16x32",
+            ),
+            *_attention_pair(
+                "gpt2_block",
+                "GPT-2-like decoder (learned positions, tanh GELU, causal mask, tied head); 1x16 int64 -> 1x16x64",
+            ),
+            _architecture(
+                "llama_block",
+                "Llama-like decoder (RMSNorm, rotary embeddings, grouped-query attention, SwiGLU, causal mask); "
+                "1x16 int64 -> 1x16x64; F.scaled_dot_product_attention",
+            ),
+        )
+    }
+)
+
+
 def find(name: str) -> ZooEntry | None:
-    """The entry of `name` in the zoo or among the architectures; None if neither has it."""
-    return MODELS.get(name) or ARCHITECTURES.get(name)
+    """The entry of `name` in the zoo, among the architectures or the transformers; None if none has it."""
+    return MODELS.get(name) or ARCHITECTURES.get(name) or TRANSFORMERS.get(name)
 
 
 def load(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """Build the zoo or architecture model `name`: (module in eval mode, tuple of example inputs)."""
+    """Build the zoo, architecture or transformer model `name`: (module in eval mode, tuple of example inputs)."""
     entry = find(name)
     if entry is None:
-        raise UsageError(f"unknown model {name!r}; known models: {', '.join([*MODELS, *ARCHITECTURES])}")
+        known = ", ".join([*MODELS, *ARCHITECTURES, *TRANSFORMERS])
+        raise UsageError(f"unknown model {name!r}; known models: {known}")
     return entry.build()
