@@ -2,6 +2,7 @@
 
 Run right after torch.export, on both the quantized and the float path, as PASSES in order:
 
+  inline_higher_order     grad and autocast regions, torch.cond, map, scan inlined (higher_order.py)
   functionalize_inplace   in-place (add_, relu_, ...) and out= variants become functional
   remove_noops            eval-mode dropout, clone, detach, alias, casts to the same dtype, ...
   fold_constants          ops of constants only (zeros, arange, a weight's transpose, ...) folded
@@ -31,9 +32,9 @@ from torch.fx.node import map_arg
 
 from kiln import vocabulary
 from kiln.errors import ModelError, document_command
-from kiln.frontend import decompose
+from kiln.frontend import decompose, higher_order
 from kiln.frontend.recurrent import RECURRENT, unroll_recurrent
-from kiln.frontend.rewrite import Emitter, attribute, bound, finish, op_type, replace, value
+from kiln.frontend.rewrite import Emitter, attribute, bound, finish, op_type, replace, target_name, value
 
 aten = torch.ops.aten
 
@@ -292,6 +293,7 @@ def decompose_composites(gm: GraphModule) -> int:
 
 
 PASSES = (
+    higher_order.inline_higher_order,
     functionalize_inplace,
     remove_noops,
     fold_constants,
@@ -342,6 +344,19 @@ def markdown() -> str:
         "An update of a model input or buffer is treated as functional (one inference reads it, the next "
         "does not see it). An update of a view that is read afterwards (`x[:, :2] += 1`) is refused.",
         "",
+        "## Higher-order operators",
+        "",
+        "A region or control flow torch.export keeps as a higher-order operator on a nested graph is inlined "
+        "(kiln/frontend/higher_order.py); any other higher-order operator, and a call of a submodule, is refused.",
+        "",
+        *_table(
+            ("Op", "What happens"),
+            _grouped({target_name(op): into for op, (_, into) in higher_order.INLINED.items()}),
+        ),
+        *_table(
+            ("Op", "Error message"),
+            _grouped({target_name(op): text for op, text in higher_order.REFUSED.items()}),
+        ),
         "## Removed",
         "",
         *_table(("Op", "What happens"), _grouped(NOOPS)),
