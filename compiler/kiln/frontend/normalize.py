@@ -5,7 +5,9 @@ Run right after torch.export, on both the quantized and the float path, as PASSE
   inline_higher_order     grad and autocast regions, torch.cond, map, scan inlined (higher_order.py)
   functionalize_inplace   in-place (add_, relu_, ...) and out= variants become functional
   remove_noops            eval-mode dropout, clone, detach, alias, casts to the same dtype, ...
-  fold_constants          ops of constants only (zeros, arange, a weight's transpose, ...) folded
+  fold_constants          ops of constants only (zeros, arange, a weight's transpose, ...) and
+                          tensors with no elements folded
+  drop_empty              empty operands of cat dropped; an empty tensor still read is a ModelError
   fold_batch_norm         a batch_norm after a conv (or linear) folds into its weight and bias
   unroll_recurrent        GRU / LSTM / RNN layers unrolled over their time steps
   decompose_multi_output  split, chunk, unbind, max.dim, var_mean, ...: one op per output read
@@ -204,7 +206,16 @@ def remove_noops(gm: GraphModule) -> int:
 
 
 # ---- constants made in the model ----------------------------------------------------------------------
-LIKE = {aten.zeros_like.default, aten.ones_like.default, aten.full_like.default, aten.empty_like.default}
+LIKE = {
+    aten.zeros_like.default,
+    aten.ones_like.default,
+    aten.full_like.default,
+    aten.empty_like.default,
+    aten.new_zeros.default,
+    aten.new_ones.default,
+    aten.new_full.default,
+    aten.new_empty.default,
+}
 
 
 def _constant_inputs(gm: GraphModule, node: Node):
@@ -225,12 +236,18 @@ def _constant_inputs(gm: GraphModule, node: Node):
 def fold_constants(gm: GraphModule) -> int:
     """An op whose inputs are all constants (torch.zeros for a recurrent layer's initial state,
     arange, full, a transposed weight, ...) becomes the constant it computes; random ops stay.
-    Returns how many."""
+    So does an op whose result has no elements (a slice of length 0, new_zeros(1, 0)): its
+    value is known without its inputs. Returns how many."""
     count = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
         target = node.target
+        if _is_empty(node):
+            val = node.meta["val"]
+            replace(node, Emitter(gm, node).constant(torch.empty(val.shape, dtype=val.dtype), "empty"))
+            count += 1
+            continue
         if target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
             continue
         if not isinstance(node.meta.get("val"), torch.Tensor):
@@ -243,6 +260,63 @@ def fold_constants(gm: GraphModule) -> int:
         replace(node, Emitter(gm, node).constant(target(*args, **kwargs), "constant"))
         count += 1
     return finish(gm, count)
+
+
+# ---- empty tensors ---------------------------------------------------------------------------------
+CONCATENATIONS = {aten.cat.default, aten.concat.default}
+
+
+def _is_empty(node) -> bool:
+    val = node.meta.get("val") if isinstance(node, Node) else None
+    return isinstance(val, torch.Tensor) and val.numel() == 0
+
+
+def drop_empty(gm: GraphModule) -> int:
+    """Each empty operand of a cat (torch.tensor([]), a tensor with a 0-sized dim: what a first
+    step's cache holds) is dropped; a cat left with one operand is that operand. An empty tensor
+    still read afterwards (an input, an output, an operand of another op) is a ModelError naming
+    it: the NPU and the runtime hold no empty tensors. Returns how many operands were dropped."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in CONCATENATIONS or _is_empty(node):
+            continue
+        tensors = [t for t in node.args[0] if not _is_empty(t)]
+        if len(tensors) == len(node.args[0]):
+            continue
+        count += len(node.args[0]) - len(tensors)
+        if len(tensors) == 1:
+            replace(node, tensors[0])
+        else:
+            node.args = (tensors, *node.args[1:])
+    finish(gm, count)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and _is_empty(node):
+            raise ModelError(f"input {node.name} is empty (shape {_shape(node)}); {NO_EMPTY}")
+        if node.op == "output":
+            for i, out in enumerate(torch.utils._pytree.tree_leaves(node.args[0])):
+                if _is_empty(out):
+                    raise ModelError(
+                        f"output {i} of the model ({_written_as(out)}) is empty (shape {_shape(out)}); {NO_EMPTY}"
+                    )
+    for node in gm.graph.nodes:
+        if _is_empty(node) and node.users:
+            raise ModelError(
+                f"node {_written_as(node)} is empty (shape {_shape(node)}) and {next(iter(node.users)).name} reads it; "
+                f"{NO_EMPTY}"
+            )
+    return count
+
+
+NO_EMPTY = "kiln compiles no tensor without elements: give it a nonzero size, or leave it out"
+
+
+def _written_as(node: Node) -> str:
+    """The name of the node the user's model made, of which `node` is (a folded constant of) a part."""
+    return node.meta.get("kiln_origin", (node.name,))[0]
+
+
+def _shape(node: Node) -> list[int]:
+    return list(node.meta["val"].shape)
 
 
 # ---- decompositions ---------------------------------------------------------------------------------
@@ -297,6 +371,7 @@ PASSES = (
     functionalize_inplace,
     remove_noops,
     fold_constants,
+    drop_empty,
     decompose.fold_batch_norm,
     unroll_recurrent,
     decompose_multi_output,
@@ -361,8 +436,11 @@ def markdown() -> str:
         "",
         *_table(("Op", "What happens"), _grouped(NOOPS)),
         "Any other op whose inputs are all constants (`zeros`, `arange`, `full`, a weight's transpose, ...; "
-        "and `zeros_like`, `ones_like`, `full_like`, which read only a shape) is folded into the constant it "
-        "computes; random ops are not.",
+        "and `zeros_like`, `ones_like`, `full_like`, `new_zeros`, `new_ones`, `new_full`, which read only a shape) "
+        "is folded into the constant it computes; random ops are not. So is any op whose result has no elements "
+        "(a slice of length 0, `new_zeros(1, 0)`). An empty operand of `cat` (`torch.tensor([])`, a tensor with a "
+        "0-sized dim, as a cache holds at the first decode step) is dropped; an empty model input or output is "
+        "refused.",
         "",
         "## Decomposed",
         "",
