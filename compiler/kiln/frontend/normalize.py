@@ -11,6 +11,7 @@ Run right after torch.export, on both the quantized and the float path, as PASSE
   fold_batch_norm         a batch_norm after a conv (or linear) folds into its weight and bias
   unroll_recurrent        GRU / LSTM / RNN layers unrolled over their time steps
   decompose_multi_output  split, chunk, unbind, max.dim, var_mean, ...: one op per output read
+  fuse_l2_normalize       F.normalize's x / max(norm(x), eps) as x * rsqrt(max(sum(x * x), eps^2))
   decompose_composites    conv1d, layer_norm, group_norm, glu, prelu, var, stack, roll, ...
 
 The quantizer's transform_for_annotation runs the same passes (they find nothing left to do
@@ -375,6 +376,7 @@ PASSES = (
     decompose.fold_batch_norm,
     unroll_recurrent,
     decompose_multi_output,
+    decompose.fuse_l2_normalize,
     decompose_composites,
 )
 
@@ -446,6 +448,10 @@ def markdown() -> str:
         "",
         *_table(("Op", "Becomes"), _grouped({op: d.into for op, d in decompose.COMPOSITES.items()})),
         "A batch_norm right after a conv1d/conv2d (or a linear with 2-D output) is folded into its weight and bias.",
+        "",
+        "`F.normalize(x, p=2, dim, eps)`, exported as x / max(linalg_vector_norm(x), eps), becomes "
+        "x * rsqrt(max(sum(x * x, dim), eps^2)) (one table on the NPU); where eps^2 is no normal float32 it "
+        "is left to the decompositions above.",
         "",
         "## Multi-output operators",
         "",
