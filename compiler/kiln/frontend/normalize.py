@@ -4,6 +4,7 @@ Run right after torch.export, on both the quantized and the float path, as PASSE
 
   inline_higher_order     grad and autocast regions, torch.cond, map, scan inlined (higher_order.py)
   functionalize_inplace   in-place (add_, relu_, ...) and out= variants become functional
+  views_for_copies        the *_copy forms of view ops (transpose_copy, view_copy, ...) become the views
   remove_noops            eval-mode dropout, clone, detach, alias, casts to the same dtype, ...
   fold_constants          ops of constants only (zeros, arange, a weight's transpose, ...) and
                           tensors with no elements folded
@@ -144,6 +145,55 @@ def functionalize_inplace(gm: GraphModule) -> int:
                 user.replace_input_with(written, result)
         replace(node, result)
         count += 1
+    return finish(gm, count)
+
+
+# ---- the *_copy forms of view ops ---------------------------------------------------------------------
+def _view_of_copy(copy):
+    """The view overload whose result `copy` (aten.X_copy.O) returns in new memory: aten.X.O."""
+    packet = copy.overloadpacket
+    view = getattr(getattr(aten, packet.__name__.removesuffix("_copy").lstrip("_")), copy._overloadname)
+    assert [a.name for a in view._schema.arguments[:1]] == ["self"], copy
+    return view
+
+
+# ExecuTorch's edge dialect and operator tests spell views so; the values are the same.
+VIEW_COPIES = {
+    copy: _view_of_copy(copy)
+    for copy in (
+        aten.transpose_copy.int,
+        aten.permute_copy.default,
+        aten.view_copy.default,
+        aten.expand_copy.default,
+        aten.slice_copy.Tensor,
+        aten.select_copy.int,
+        aten.unsqueeze_copy.default,
+        aten.squeeze_copy.default,
+        aten.squeeze_copy.dim,
+        aten.squeeze_copy.dims,
+        aten.t_copy.default,
+        aten.alias_copy.default,
+        aten.detach_copy.default,
+        aten.unbind_copy.int,
+        aten.split_copy.Tensor,
+        aten.split_with_sizes_copy.default,
+        aten.narrow_copy.default,
+        aten.diagonal_copy.default,
+        aten.unfold_copy.default,
+        aten.as_strided_copy.default,
+        aten._reshape_copy.default,
+    )
+}
+
+
+def views_for_copies(gm: GraphModule) -> int:
+    """Each op of VIEW_COPIES becomes its view (same arguments), which the later passes and
+    the quantizer treat as any view (quantized, on the NPU). Returns how many."""
+    count = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in VIEW_COPIES:
+            node.target = VIEW_COPIES[node.target]
+            count += 1
     return finish(gm, count)
 
 
@@ -370,6 +420,7 @@ def decompose_composites(gm: GraphModule) -> int:
 PASSES = (
     higher_order.inline_higher_order,
     functionalize_inplace,
+    views_for_copies,
     remove_noops,
     fold_constants,
     drop_empty,
@@ -434,6 +485,11 @@ def markdown() -> str:
             ("Op", "Error message"),
             _grouped({target_name(op): text for op, text in higher_order.REFUSED.items()}),
         ),
+        "## The *_copy forms of view ops",
+        "",
+        "Each becomes its view (the same arguments, the same values), then what this table says of the view.",
+        "",
+        *_table(("Op", "Becomes"), [(f"`{copy}`", f"`{view}`") for copy, view in VIEW_COPIES.items()]),
         "## Removed",
         "",
         *_table(("Op", "What happens"), _grouped(NOOPS)),
