@@ -351,12 +351,14 @@ def steps_off_pt2e(result, inputs, got) -> tuple[float, float]:
     """(worst steps off, smallest fraction of an output's elements within TOLERANCE_STEPS) of
     run-host's outputs `got` against the PT2E reference of compile result `result`. A step is
     the output's quantization step; a float output (its last op on the CPU in float) counts
-    steps of 16 float32 ulps of its largest value; an integer output must be exact."""
+    steps of 16 float32 ulps of its largest value; an integer output must be exact. The reference's
+    outputs are its returned structure's tensors, depth first (kiln.frontend.export's order)."""
     from kiln.graph import DEQUANTIZE
 
     with torch.no_grad():
         want = result.quantized_module(*inputs) if result.quantized_module is not None else None
-    want = [want] if isinstance(want, torch.Tensor) else list(want)
+    # what forward returns (a tensor, tuple, dict or dataclass), flattened as the program's outputs are
+    want = [w for w in torch.utils._pytree.tree_leaves(want) if isinstance(w, torch.Tensor)]
     worst, within = 0.0, 1.0
     for value, g, w in zip(result.graph.outputs, got, want, strict=True):
         w = w.detach().numpy().astype(np.float64)

@@ -487,7 +487,7 @@ def markdown() -> str:
         ),
         "## The *_copy forms of view ops",
         "",
-        "Each becomes its view (the same arguments, the same values), then what this table says of the view.",
+        "Each becomes its view (the same arguments, the same values), then what the tables below say of the view.",
         "",
         *_table(("Op", "Becomes"), [(f"`{copy}`", f"`{view}`") for copy, view in VIEW_COPIES.items()]),
         "## Removed",
