@@ -32,14 +32,14 @@ def firmware_matches_host(pte_path: Path, target: str, work: Path) -> str | None
     """None when the firmware's outputs equal run-host's bit for bit, else what differed."""
     import numpy as np
 
-    from kiln.firmware import runner_build, runner_run
+    from kiln import flow
     from kiln.reference import run_host as host
 
-    elf = runner_build.build_runner(pte_path, target, output=work / "build", echo=lambda *line, **kwargs: None)
-    inputs, _ = runner_run.program_io(pte_path)
+    elf = flow.build_runner(pte_path, target, output=work / "build", echo=lambda *line, **kwargs: None)
+    inputs, _ = flow.program_io(pte_path)
     rng = np.random.default_rng(0)
     sample = [rng.uniform(-1, 1, t.sizes).astype(np.float32) for t in inputs]
-    result = runner_run.run(elf, target, pte_path, [sample], work, platform="virtual", timeout=300)
+    result = flow.infer(elf, target, pte_path, [sample], work, platform="virtual", timeout=300)
     if result.status != 0:
         return f"firmware exit status {result.status}"
     for n, (got, want) in enumerate(zip(result.outputs[0], host.run(pte_path.read_bytes(), sample))):

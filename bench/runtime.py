@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from kiln import compile as kiln_compile
-from kiln.firmware import runner_build, runner_run
+from kiln import flow
+from kiln.firmware import runner_build
 from kiln.pte.schema import NUMPY_DTYPES
 from kiln.spec import CompileSpec
 
@@ -58,12 +59,12 @@ def bench(model: str, target: str, samples: int, io: str, profile: bool, work: P
     kiln_compile.write(compiled, pte_path)
     cpu_ops = sum(1 for op in compiled.report["ops"] if op["where"] == "cpu")
     out = work / f"build-{model}"
-    elf = runner_build.build_runner(pte_path, target, output=out, echo=lambda *a, **k: None)
+    elf = flow.build_runner(pte_path, target, output=out, echo=lambda *a, **k: None)
     report = json.loads((out / "memory_report.json").read_text())
-    inputs, _ = runner_run.program_io(pte_path)
+    inputs, _ = flow.program_io(pte_path)
     rng = np.random.default_rng(0)
     batch = [[random_sample(t, rng) for t in inputs] for _ in range(samples)]
-    result = runner_run.run(
+    result = flow.infer(
         elf,
         target,
         pte_path,
@@ -74,16 +75,10 @@ def bench(model: str, target: str, samples: int, io: str, profile: bool, work: P
         profile_instructions=profile,
     )
     if result.status != 0 or result.cpu_instructions is None:
-        raise SystemExit(
-            f"{model}: the runner exited {result.status}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
-        )
+        raise SystemExit(f"{model}: the runner exited {result.status}\n{result.log[-4000:]}")
     code = {part: v["code"] for part, v in report["parts"].items()}
     core = {part: v["code"] for part, v in report["core_parts"].items()}
-    breakdown = [
-        line.removeprefix("kiln: ")
-        for line in result.stderr.splitlines()
-        if line.startswith("kiln:   ") or line.startswith("kiln: instructions inside")
-    ]
+    breakdown = [note for note in result.notes if note.startswith("  ") or note.startswith("instructions inside")]
     return {
         "model": model,
         "pte": report["pte"]["size"],

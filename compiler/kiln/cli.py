@@ -88,12 +88,13 @@ def _compile(args) -> int:
     return 0
 
 
-def _compile_and_write(model: str, spec, output: Path, calibration: Path | None = None):
-    """Compiles `model` to `spec`, writes the .pte and its .json report and prints the report."""
+def _compile_and_write(model: str, spec, output: Path, calibration: Path | None = None, target=None):
+    """Compiles `model` to `spec` (for `target`, resolved already), writes the .pte and its .json
+    report and prints the report."""
     from kiln import compile as kc
+    from kiln import flow
 
-    result = kc.compile_model(model, spec, calibration, log=lambda line: print(line, file=sys.stderr))
-    report_path = kc.write(result, output)
+    result, report_path = flow.compile_pte(model, spec, output, target, calibration, log=_log)
     print(kc.format_report(result.report))
     print(f"wrote {output} and {report_path}")
 
@@ -161,8 +162,8 @@ def _build_app(args) -> int:
 
 
 def _run(args) -> int:
+    from kiln import boards, flow
     from kiln.simulator import qemu_plugin
-    from kiln.simulator import run as platform
 
     counted = None
     if args.count_instructions is not None:
@@ -181,38 +182,30 @@ def _run(args) -> int:
             "layer); on the FVP the runner prints only each inference's NPU PMU totals (its `NPU PMU:` "
             "line): leave out --profile, or use --platform=virtual"
         )
-    platform.check(args.elf, args.target, args.board)  # before firmware_arguments creates --output-dir
-    firmware_args = platform.firmware_arguments(args.input, args.output_dir, args.npu_timeout_ms)
+    # the ELF and the target checked before the command line creates --output-dir
+    fw = flow.firmware(
+        args.elf, boards.target(args.target, args.board), args.input, args.output_dir, args.npu_timeout_ms
+    )
     if args.profile is not None:
-        return _run_profiled(args, firmware_args)
-    return _run_elf(args.elf, args.target, args.timeout, args.platform, firmware_args, counted, args.board)
+        return _run_profiled(args, fw)
+    return flow.run(fw, args.platform, args.timeout, counted, echo=_echo).status
 
 
-def _run_profiled(args, firmware_args) -> int:
+def _run_profiled(args, fw) -> int:
     """`kiln run --profile=PTE`: the ELF on the virtual platform with the UART on standard output,
     then (when it exited 0) kiln profile's per-layer table of the .pte it was built from, and its
     files in --profile-output; returns the run's status."""
-    from kiln import boards
+    from kiln import flow
     from kiln.reference import profile
-    from kiln.simulator import run as platform
 
-    fvp = boards.target(args.target, args.board).family.fvp
+    fvp = fw.target.family.fvp
     if args.platform == "auto" and fvp and shutil.which(fvp):
         print(
             f"{args.prog}: --profile runs on kiln's virtual platform, not {fvp}: per-layer attribution needs "
             "kiln's NPU model (without --profile the FVP prints each inference's NPU PMU totals)",
             file=sys.stderr,
         )
-    p, result = profile.profile_elf(
-        args.elf,
-        args.profile,
-        args.target,
-        args.board,
-        args.timeout,
-        firmware_args,
-        echo=lambda line: print(line, flush=True),
-    )
-    platform.report(result, args.elf.resolve(), args.timeout)
+    p, result = flow.profile_elf(fw, args.profile, args.timeout, echo=_echo)
     if result.status != 0:
         print(f"{args.prog}: no profile: the firmware exited {result.status}", file=sys.stderr)
         return result.status
@@ -229,24 +222,14 @@ def _run_profiled(args, firmware_args) -> int:
     return result.status
 
 
-def _run_elf(
-    elf: Path, target: str, timeout: float, which: str, firmware_args=(), counted=None, board: str | None = None
-) -> int:
-    """Runs an ELF with the UART on standard output; returns the status kiln run documents."""
-    from kiln.simulator import run as platform
+def _echo(line: str):
+    """A UART line on standard output as it comes."""
+    print(line, flush=True)
 
-    result = platform.run(
-        elf,
-        target,
-        timeout,
-        which,
-        echo=lambda line: print(line, flush=True),
-        firmware_args=firmware_args,
-        count_instructions=counted,
-        board=board,
-    )
-    platform.report(result, elf, timeout, counted)
-    return result.status
+
+def _log(line: str):
+    """A compile's progress line, on standard error."""
+    print(line, file=sys.stderr)
 
 
 def _run_host(args) -> int:
@@ -258,10 +241,28 @@ def _run_host(args) -> int:
 
 
 def _profile(args) -> int:
-    from kiln import compile as kc
+    from kiln import boards, flow
     from kiln.reference import profile
+    from kiln.spec import CompileSpec
 
-    return profile.command(args, kc.compile_model)
+    if args.model.endswith(".pte"):
+        if args.cpu_instructions:
+            raise UsageError(
+                "--cpu-instructions needs the model (a .pte does not say which op each kernel call belongs to)"
+            )
+        p = flow.profile_pte(Path(args.model), args.target)
+    else:
+        spec = CompileSpec(
+            target=args.target, system_config=args.system_config, memory_mode=args.memory_mode, board=args.board
+        )
+        work = Path(args.output) / "runner" if args.output else None  # with --cpu-instructions
+        target = boards.target(args.target, args.board)
+        p = flow.profile_model(args.model, spec, target, args.cpu_instructions, work, log=_log)
+    print(profile.format_table(p))
+    if args.output:
+        for path in profile.write(p, Path(args.output)):
+            print(f"wrote {path}")
+    return 0
 
 
 def _flash(args) -> int:
@@ -279,8 +280,7 @@ def _export(args) -> int:
 
 
 def _deploy(args) -> int:
-    from kiln import paths
-    from kiln.firmware import runner_build, runner_run
+    from kiln import boards, flow, paths
     from kiln.spec import CompileSpec
 
     if args.model is not None and args.model_option is not None and args.model != args.model_option:
@@ -289,16 +289,51 @@ def _deploy(args) -> int:
     name = Path(model).stem if model.endswith(".py") else model
     pte = Path(args.output) if args.output else paths.build_root() / f"{name}.pte"
     _step(args.prog, f"compiling {model} for {args.target}")
-    _compile_and_write(model, CompileSpec(args.target, args.system_config, args.memory_mode, board=args.board), pte)
+    target = boards.target(args.target, args.board)  # once: the compile, the build and the run take it
+    spec = CompileSpec(args.target, args.system_config, args.memory_mode, board=args.board)
+    _compile_and_write(model, spec, pte, target=target)
     _step(args.prog, f"building the executor runner for {name} on {args.target}")
-    elf = runner_build.build_runner(pte, args.target, board=args.board)
+    elf = flow.build_runner(pte, target)
     print(elf)
     _step(args.prog, f"running {elf}")
     if model == "digits":
-        return runner_run.digits_demo(
-            elf, args.target, pte, args.count, args.platform, args.timeout, args.prog, args.board
+        return _classify_digits(args.prog, elf, target, pte, args.count, args.platform, args.timeout)
+    return flow.run(flow.firmware(elf, target), args.platform, args.timeout, echo=_echo).status
+
+
+def _classify_digits(prog: str, elf: Path, target, pte: Path, count: int, platform: str, timeout: float) -> int:
+    """`kiln deploy digits`'s run: each held-out image's predicted digit beside its label, with the
+    NPU and CPU cycles of its inference; returns 0, or the run's status when it failed, after its
+    UART and kiln run's notes (as `kiln run` prints them). A runner that exits 0 before
+    classifying every image is a RunnerError."""
+    from statistics import fmean
+
+    from kiln import flow
+    from kiln.errors import RunnerError
+
+    done = flow.classify_digits(elf, target, pte, count, platform, timeout)
+    run = done.run
+    if not run.complete:
+        for line in run.run.uart:
+            print(line)
+        for line in run.notes:
+            print(f"kiln: {line}", file=sys.stderr)
+        if run.status != 0:
+            return run.status
+        raise RunnerError(f"the runner exited with status 0 after {len(run.inferences)} of {count} inferences")
+    print(f"{'image':>5}  {'label':>5}  {'predicted':>9}  {'NPU cycles':>10}  {'CPU cycles':>10}")
+    for k, (label, predicted, inference) in enumerate(zip(done.labels, done.predicted, run.inferences)):
+        cpu = inference.cpu_cycles
+        print(
+            f"{k:>5}  {label:>5}  {predicted:>9}  {inference.npu_cycles:>10,}  {cpu if cpu is not None else 'n/a':>10}"
         )
-    return _run_elf(elf, args.target, args.timeout, args.platform, board=args.board)
+    right = sum(label == predicted for label, predicted in zip(done.labels, done.predicted))
+    print(f"{right} of {count} right; per inference: {fmean(run.npu_cycles):,.0f} NPU cycles", end="")
+    counted = [c for c in run.cpu_cycles if c is not None]
+    if counted:
+        print(f", {fmean(counted):,.0f} CPU cycles", end="")
+    print(f"; {run.seconds / count:.2f} s of wall time each on the platform (start-up included)")
+    return 0
 
 
 def _step(prog: str, message: str):

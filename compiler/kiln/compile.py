@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from kiln import boards, checks, graph, vocabulary
-from kiln.errors import ModelError, UsageError, VelaError, VelaRefusal
+from kiln.errors import InternalError, ModelError, UsageError, VelaError, VelaRefusal
 from kiln.frontend import export as frontend
 from kiln.frontend import normalize
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
@@ -108,9 +108,17 @@ def load_calibration(path: Path | None, example: tuple[torch.Tensor, ...]) -> li
 
 
 def compile_model(
-    model: str | frontend.LoadedModel, spec: CompileSpec, calibration: Path | None = None, log=print
+    model: str | frontend.LoadedModel,
+    spec: CompileSpec,
+    calibration: Path | None = None,
+    log=print,
+    target: boards.Target | None = None,
 ) -> Result:
-    target = boards.target(spec.target, spec.board)
+    """`model` (a zoo name, a .py file, or a model already loaded) compiled to `spec`; `target`:
+    spec's target on spec's board when the caller has resolved it already (boards.target)."""
+    target = boards.resolve(target or spec.target, spec.board)
+    if target.name != spec.target:
+        raise InternalError(f"compiling for {spec.target} with the resolved target {target.name}")
     spec = spec.resolved(target)
     stage = _Stages()
     with stage("load"):

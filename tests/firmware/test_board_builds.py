@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from kiln import boards
+from kiln import boards, flow
 from kiln import compile as kiln_compile
-from kiln.firmware import flash, runner_run
+from kiln.firmware import flash
 from kiln.models import digits
 from kiln.spec import CompileSpec
 
@@ -148,17 +148,16 @@ def test_a_board_without_the_targets_npu_is_refused_naming_what_it_has(digits_pt
 def test_mps3_an552_runs_digits_on_the_virtual_platform(built, digits_pte, tmp_path):
     """AN552 is the SSE-300 map QEMU's mps3-an547 models: its ELF classifies held-out digits."""
     images, labels = digits.test_split()
-    result = runner_run.run(
+    result = flow.infer(
         built["mps3-an552"],
-        "ethos-u55-128",
+        boards.target("ethos-u55-128", "mps3-an552"),
         digits_pte("ethos-u55-128", "mps3-an552"),
         [[images[k].numpy()] for k in range(2)],
         tmp_path,
         platform="virtual",
         timeout=120,
-        board="mps3-an552",
     )
-    assert result.status == 0, result.stdout + result.stderr
+    assert result.complete, result.log
     assert [int(np.argmax(out[0])) for out in result.outputs] == [int(labels[k]) for k in range(2)]
 
 

@@ -1,5 +1,6 @@
-"""Fixtures of the end-to-end tests: one work folder and one runner build tree per session,
-so every test's firmware is an incremental build (only the model's sources change)."""
+"""Fixtures of the end-to-end tests: one work folder per session and one runner build tree per
+board, so every test's firmware is an incremental build (only the model's sources change; a
+tree never switches to another board's toolchain, which would build it all again)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from kiln import boards
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "build_executor_runner.sh"
@@ -20,11 +23,11 @@ def work(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def builder(work):
-    """Builds runners in one CMake tree (only the model's sources change between builds)
-    through the script a person uses; returns a copy of each ELF."""
-    tree = work / "build-tree"
+    """Builds runners in one CMake tree per board (only the model's sources change between
+    builds) through the script a person uses; returns a copy of each ELF."""
 
     def build(pte_path: Path, target="ethos-u55-128", *extra: str) -> Path:
+        tree = work / f"build-tree-{boards.target(target).board.name}"
         result = subprocess.run(
             [str(BUILD), f"--pte={pte_path}", f"--target={target}", f"--output={tree}", *extra],
             capture_output=True,

@@ -6,9 +6,10 @@ independent of the firmware)."""
 from __future__ import annotations
 
 import pytest
-from test_executor_runner import assert_matches_host, compiled, random_samples
 
 from kiln import models
+
+from .helpers import assert_matches_host, compiled, random_samples
 
 pytestmark = pytest.mark.fvp
 

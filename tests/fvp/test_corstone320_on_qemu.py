@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_executor_runner import assert_matches_host, compiled, random_samples
 
 from kiln import compile as kiln_compile
+from kiln import flow
 from kiln.frontend.export import LoadedModel
 from kiln.lower import ethosu_payload as ep
 from kiln.models import MODELS
@@ -19,6 +19,8 @@ from kiln.pte.reader import deserialize
 from kiln.simulator import run
 from kiln.spec import CompileSpec
 from tests.firmware.runtime import npu_hostile as nh
+
+from .helpers import assert_matches_host, compiled, random_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.fvp
@@ -51,7 +53,8 @@ def test_hello_for_ethos_u85_runs_on_the_virtual_platform(corstone320_build):
 def test_hello_boots_at_the_boot_rom_without_the_npu_model(corstone320_build):
     """Without the NPU model there is no NPU attachment, yet the CPU still boots at 0x1100_0000
     (QEMU's mps3-an547 itself reads its vectors at 0x1000_0000, where this ELF has none)."""
-    result = run.run(corstone320_build / "hello.elf", "ethos-u85-128", timeout=60, platform="virtual", npu_model=False)
+    fw = flow.firmware(corstone320_build / "hello.elf", "ethos-u85-128")
+    result = flow.run(fw, "virtual", 60, note=lambda text: None, npu_model=False)
     assert result.status == 0 and result.uart == HELLO
 
 

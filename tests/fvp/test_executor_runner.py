@@ -1,19 +1,17 @@
 """kiln's executor runner end to end on the virtual platform: programs compiled by kiln
 (and by ExecuTorch 1.5.1's Arm flow) are built into firmware with
-./scripts/build_executor_runner.sh, run through ./scripts/run_fvp.sh, and their outputs
-must equal `kiln run-host`'s bit for bit (run-host: numpy kernels and
-tosa_reference_model, independent of the firmware). Damaged programs must end with
-their own error and a non-zero status."""
+./scripts/build_executor_runner.sh, run through kiln.flow (as kiln run and kiln deploy run
+them), and their outputs must equal `kiln run-host`'s bit for bit (run-host: numpy kernels and
+tosa_reference_model, independent of the firmware). Damaged programs must end with their own
+error and a non-zero status."""
 
 import configparser
 import contextlib
 import io
 import json
-import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,15 +20,15 @@ from elftools.elf.elffile import ELFFile
 from ethosu.vela.architecture_features import ArchitectureFeatures
 from ethosu.vela.errors import VelaError
 
-from kiln import boards, models, paths
-from kiln import compile as kiln_compile
+from kiln import boards, cli, errors, flow, models, paths
 from kiln.errors import RunnerError
 from kiln.firmware import build as firmware
-from kiln.firmware import runner_build, runner_run
+from kiln.firmware import runner_build
 from kiln.pte.reader import deserialize
-from kiln.pte.schema import NUMPY_DTYPES, TOSA_KEY, ScalarType, Tensor
+from kiln.pte.schema import TOSA_KEY, ScalarType
 from kiln.reference import run_host as host
-from kiln.spec import CompileSpec
+
+from .helpers import assert_matches_host, assert_pmu_lines_are_the_models, compiled, random_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "build_executor_runner.sh"
@@ -38,76 +36,6 @@ FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 pytestmark = pytest.mark.fvp
 
 EXIT_LOAD, EXIT_BIND = 3, 5  # firmware/apps/executor_runner/runner.h
-
-
-def compiled(work: Path, model: str, target="ethos-u55-128", **spec) -> Path:
-    """kiln compile's .pte and report (as the CLI writes them) for `model`."""
-    name = "-".join([model, target, *(f"{k}={v}" for k, v in sorted(spec.items()))])
-    path = work / f"{name}.pte"
-    if not path.exists():
-        kiln_compile.write(kiln_compile.compile_model(model, CompileSpec(target=target, **spec)), path)
-    return path
-
-
-def random_samples(pte_path: Path, count: int, seed: int) -> list[list[np.ndarray]]:
-    """Float inputs uniform in [-1, 1]; integer inputs (--io int8) over their type's whole range."""
-    inputs, _ = runner_run.program_io(pte_path)
-    rng = np.random.default_rng(seed)
-
-    def sample(t: Tensor) -> np.ndarray:
-        dtype = np.dtype(NUMPY_DTYPES[t.scalar_type])
-        if dtype.kind == "f":
-            return rng.uniform(-1.0, 1.0, size=t.sizes).astype(dtype)
-        info = np.iinfo(dtype)
-        return rng.integers(info.min, info.max, size=t.sizes, dtype=dtype, endpoint=True)
-
-    return [[sample(t) for t in inputs] for _ in range(count)]
-
-
-def assert_matches_host(pte_path: Path, elf: Path, target: str, samples, tmp_path: Path):
-    result = runner_run.run(elf, target, pte_path, samples, tmp_path, platform="virtual", timeout=300)
-    assert result.status == 0, result.stdout + result.stderr
-    assert len(result.npu_cycles) == len(samples)
-    data = pte_path.read_bytes()
-    for got, sample in zip(result.outputs, samples):
-        expected = host.run(data, sample)
-        assert len(got) == len(expected)
-        for g, e in zip(got, expected):
-            assert g.dtype == e.dtype and g.shape == e.shape
-            assert g.tobytes() == np.ascontiguousarray(e).tobytes()
-    return result
-
-
-# The runner's PMU line (README.md, "The executor runner") and the NPU model's summary line.
-PMU_LINE = re.compile(
-    r"NPU PMU: total (\d+) active (\d+) idle (\d+) cycles, axi0_rd (\d+) axi0_wr (\d+) "
-    r"axi1_rd (\d+) axi1_wr (\d+|n/a) beats"
-)
-MODEL_SUMMARY = re.compile(
-    r"NPU model: (\d+) stream\(s\), (\d+) cycles, \d+ fault\(s\), AXI0 (\d+) read "
-    r"(\d+) write, AXI1 (\d+) read (\d+) write beats"
-)
-
-
-def assert_pmu_lines_are_the_models(uart: list[str], summary: str, inferences: int, u85: bool):
-    """One PMU line per inference, whose counts summed over the run are what the NPU model
-    counted independently (its summary: the cycle estimate of every stream, its AXI beats):
-    total = active = the estimate, idle 0 (the model runs a stream in no virtual time); the
-    U55/U65 count no AXI1 write beats (4 event counters), the U85 does."""
-    found = [PMU_LINE.fullmatch(line) for line in uart if line.startswith("NPU PMU: ")]
-    assert len(found) == inferences and all(found), "\n".join(uart)
-    model = MODEL_SUMMARY.search(summary)
-    assert model, summary
-    streams, cycles, *beats = (int(v) for v in model.groups())
-    assert streams >= inferences
-    column = lambda k: sum(int(m.group(k)) for m in found)  # noqa: E731
-    assert column(1) == column(2) == cycles > 0
-    assert column(3) == 0
-    assert [column(4), column(5), column(6)] == beats[:3]
-    if u85:
-        assert column(7) == beats[3]
-    else:
-        assert all(m.group(7) == "n/a" for m in found)
 
 
 def baked_pte(elf: Path) -> bytes:
@@ -153,8 +81,8 @@ def test_zoo_model_equals_run_host_bit_for_bit(work, builder, tmp_path, model):
     assert tosa > 0 and on_disk - baked >= tosa
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=7), tmp_path)
     assert all(c > 0 for c in result.npu_cycles)
-    assert_pmu_lines_are_the_models(result.stdout.splitlines(), result.stderr, 2, u85=False)
-    assert "kiln executor runner: " + pte_path.stem + " (Shared_Sram) on corstone-300" in result.stdout
+    assert_pmu_lines_are_the_models(result.run, 2, u85=False)
+    assert "kiln executor runner: " + pte_path.stem + " (Shared_Sram) on corstone-300" in result.run.uart
 
 
 DIGITS_ON_DEVICE = 150  # held-out images classified on the device: a third of the split (the suite's budget)
@@ -168,8 +96,8 @@ def test_digits_on_device_accuracy_equals_host_int8_accuracy(work, builder, tmp_
     images, labels = digits.test_split()
     labels = labels[:DIGITS_ON_DEVICE]
     samples = [[images[k].numpy()] for k in range(len(labels))]  # one run
-    result = runner_run.run(elf, "ethos-u55-128", pte_path, samples, tmp_path, platform="virtual", timeout=600)
-    assert result.status == 0, result.stdout[-2000:] + result.stderr
+    result = flow.infer(elf, "ethos-u55-128", pte_path, samples, tmp_path, platform="virtual", timeout=600)
+    assert result.status == 0, result.log[-3000:]
     device = np.array([int(np.argmax(out[0])) for out in result.outputs])
     data = pte_path.read_bytes()
     on_host = np.array([int(np.argmax(host.run(data, s)[0])) for s in samples])
@@ -183,35 +111,28 @@ def test_deploy_digits_keeps_kiln_runs_status_and_its_one_error_line(work, firmw
     its error line, named after the script, and no second error line of its own; a runner
     that exits 0 before classifying every image is the deploy's one error."""
     pte_path = compiled(work, "digits")
+
+    def deploy_run(elf: Path, timeout: float) -> int:  # the deploy's last step, as run.sh runs it
+        return errors.run_command(
+            "run.sh", lambda: cli._classify_digits("run.sh", elf, "ethos-u55-128", pte_path, 2, "virtual", timeout)
+        )
+
     not_elf = tmp_path / "digits.elf"
     not_elf.write_bytes(b"not an ELF file\n")
-    assert runner_run.digits_demo(not_elf, "ethos-u55-128", pte_path, 2, "virtual", 60, prog="run.sh") == 2
-    errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
-    assert errors == [f"run.sh: error: {not_elf} is not an ELF file (build one with `kiln build`)"]
-    hang = firmware.elf(firmware_build, "kiln_test_hang")
-    assert runner_run.digits_demo(hang, "ethos-u55-128", pte_path, 2, "virtual", 2, prog="run.sh") == 124
-    err = capsys.readouterr().err
+    assert deploy_run(not_elf, 60) == 2
+    errors_seen = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert errors_seen == [f"run.sh: error: {not_elf} is not an ELF file (build one with `kiln build`)"]
+    assert deploy_run(firmware.elf(firmware_build, "kiln_test_hang"), 2) == 124
+    out, err = capsys.readouterr()
+    assert "hanging on purpose" in out.splitlines()  # the UART, then kiln run's notes
     assert "kiln: timeout: the firmware did not exit within 2 s" in err and ": error: " not in err
-    hello = firmware.elf(firmware_build, "hello")  # exits 0 and classifies nothing
+    assert deploy_run(firmware.elf(firmware_build, "hello"), 60) == 1  # exits 0 and classifies nothing
+    errors_seen = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert errors_seen == ["run.sh: error: the runner exited with status 0 after 0 of 2 inferences"]
     with pytest.raises(RunnerError, match=r"^the runner exited with status 0 after 0 of 2 inferences$"):
-        runner_run.digits_demo(hello, "ethos-u55-128", pte_path, 2, "virtual", 60, prog="run.sh")
-
-
-def test_a_run_that_outlives_its_timeout_is_stopped_as_by_ctrl_c(tmp_path):
-    """The `kiln run` child still running past its deadline gets SIGINT (kiln run then stops
-    its platform, which a kill would leave running) and the run ends in a RunnerError, not in
-    subprocess's TimeoutExpired (an internal error)."""
-    marker = tmp_path / "stopped"
-    child = (
-        "import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
-        "    open(sys.argv[1], 'w').write('stopped its platform')\n    sys.exit(130)\n"
-    )
-    start = time.monotonic()
-    with pytest.raises(RunnerError) as error:
-        runner_run._call([sys.executable, "-c", child, str(marker)], 2)
-    assert time.monotonic() - start < 30
-    assert str(error.value).startswith("`kiln run` had not ended after 2 s (its --timeout and 60 s more")
-    assert marker.read_text() == "stopped its platform"
+        cli._classify_digits(
+            "run.sh", firmware.elf(firmware_build, "hello"), "ethos-u55-128", pte_path, 2, "virtual", 60
+        )
 
 
 def test_the_stack_override_reaches_the_link_and_the_plan(work, tmp_path):
@@ -266,8 +187,10 @@ def test_a_cpu_only_program_runs(work, builder, tmp_path):
     assert result.npu_cycles == [0]
 
 
-# (model, target, memory mode, where the .pte and the scratch go, fast scratch or not):
-# README's placement table, on corstone-300's regions; the fast scratch goes to "sram" (the
+# (model, target, memory mode, where the .pte and the scratch go, fast scratch or not): every
+# memory mode each NPU family offers on the boards with a virtual platform, on the family's
+# reference board (corstone-300: U55 and U65; corstone-320: U85), with the placement table of
+# docs/building.md ("Memory") on its regions (both boards name them alike); the fast scratch goes to "sram" (the
 # NPU's). Shared_Sram on ethos-u55-128 runs in test_zoo_model_equals_run_host_bit_for_bit.
 # MobileNetV2's 224x224 feature maps do not fit Dedicated_Sram_256KB's cache: Vela keeps
 # some in the DDR scratch (313,600 B, more than the 150,528 B input) besides 258,160 B of
@@ -280,8 +203,13 @@ MEMORY_MODE_CASES = [
     ("ds_cnn", "ethos-u65-512", "Dedicated_Sram", "ddr", "ddr", True),
     ("mobilenet_v2", "ethos-u65-512", "Dedicated_Sram_256KB", "ddr", "ddr", True),
     ("mobilenet_v1_025", "ethos-u65-512", "Dedicated_Sram_512KB", "ddr", "ddr", True),
+    ("tiny_cnn", "ethos-u85-256", "Shared_Sram", "ddr", "sram", False),
+    ("tiny_cnn", "ethos-u85-256", "Sram_Only", "sram", "sram", False),
+    ("tiny_cnn", "ethos-u85-256", "Dedicated_Sram", "ddr", "ddr", True),
+    ("tiny_cnn", "ethos-u85-256", "Dedicated_Sram_256KB", "ddr", "ddr", True),
+    ("ds_cnn", "ethos-u85-256", "Dedicated_Sram_384KB", "ddr", "ddr", True),
+    ("tiny_cnn", "ethos-u85-512", "Dedicated_Sram_512KB", "ddr", "ddr", True),
 ]
-BOARD = "corstone-300"
 FAST_SCRATCH_REGION = "sram"
 
 
@@ -304,13 +232,12 @@ def vela_accepts(accelerator: str, system_config: str, memory_mode: str) -> bool
     return True
 
 
-def test_every_memory_mode_vela_accepts_runs_on_a_virtual_platform_board():
+def test_each_board_offers_the_memory_modes_vela_accepts_and_each_has_a_run_below():
     """Each reference board offers, per NPU family, exactly the memory modes of Vela's vela.ini
     that Vela accepts with the family's system config (Ethos-U55's has flash on AXI1, so no
     Dedicated_Sram); another board offers some of them (Alif's only Shared_Sram: no Alif boot
-    loads a .pte into SRAM); on the boards with a virtual platform, each runs a model here.
-    (Ethos-U85 is left out until kiln's U85 model runs command streams, issue 15 item 3:
-    corstone-320's firmware now builds and boots on the virtual platform.)"""
+    loads a .pte into SRAM); every mode a family offers on a board with a virtual platform
+    is a case of test_every_memory_mode_vela_accepts_runs_on_a_virtual_platform_board."""
     ini = configparser.ConfigParser()
     ini.read(paths.vela_ini())
     vela_modes = [s.removeprefix("Memory_Mode.") for s in ini.sections() if s.startswith("Memory_Mode.")]
@@ -321,11 +248,12 @@ def test_every_memory_mode_vela_accepts_runs_on_a_virtual_platform_board():
             accepted = {m for m in vela_modes if vela_accepts(accelerator, family.system_config, m)}
             offered = set(family.memory_modes)
             assert offered == accepted if board.reference else offered <= accepted, (board.name, family.name)
-            if board.qemu_machine and family.name != "ethos-u85":
+            if board.qemu_machine:
                 runnable |= {(family.name, mode) for mode in offered}
     covered = {(target.rsplit("-", 1)[0], mode) for _, target, mode, *_ in MEMORY_MODE_CASES}
     covered.add(("ethos-u55", "Shared_Sram"))  # the zoo test
     assert covered == runnable
+    assert {family for family, _ in runnable} == {"ethos-u55", "ethos-u65", "ethos-u85"}
 
 
 def test_int8_io_program_runs_fully_delegated(work, builder, tmp_path):
@@ -334,7 +262,7 @@ def test_int8_io_program_runs_fully_delegated(work, builder, tmp_path):
     pte_path = compiled(work, "resnet8", io="int8")
     program = deserialize(pte_path.read_bytes()).program.execution_plans[0]
     assert not program.operators and len(program.delegates) == 1
-    inputs, outputs = runner_run.program_io(pte_path)
+    inputs, outputs = flow.program_io(pte_path)
     assert {t.scalar_type for t in inputs + outputs} == {ScalarType.CHAR}
     elf = builder(pte_path)
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 2, seed=11), tmp_path)
@@ -383,16 +311,20 @@ def elf_object(elf: Path, name: str) -> tuple[int, int] | None:
 
 
 @pytest.mark.parametrize("model,target,memory_mode,pte_region,scratch_region,fast", MEMORY_MODE_CASES)
-def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_mode, pte_region, scratch_region, fast):
-    """The memory mode comes from the .pte's delegates (the compile report is moved away).
-    In the ELF, the .pte and the scratch lie in the board regions of README's table and the
-    fast scratch in the NPU's SRAM, each at least as large as Vela itself says the
-    delegates' graphs need (and at most one 32-byte cache line more)."""
+def test_every_memory_mode_vela_accepts_runs_on_a_virtual_platform_board(
+    work, builder, tmp_path, model, target, memory_mode, pte_region, scratch_region, fast
+):
+    """A program compiled for the memory mode runs on the target's reference board on the
+    virtual platform, its outputs equal to run-host's bit for bit. The memory mode comes from
+    the .pte's delegates (the compile report is moved away). In the ELF, the .pte and the
+    scratch lie in the board regions of docs/building.md's placement table and the fast scratch in
+    the NPU's SRAM, each at least as large as Vela itself says the delegates' graphs need (and at
+    most one 32-byte cache line more)."""
     pte_path = compiled(work, model, target=target, memory_mode=memory_mode)
     pte_path.with_suffix(".json").rename(pte_path.with_suffix(".report.json"))  # the .pte alone decides
     elf = builder(pte_path, target)
 
-    board = boards.load(BOARD)
+    board = boards.target(target).board
     regions = {r.name: range(r.base, r.end) for r in board.memory}
     family = next(f for f in board.npu.families if target.startswith(f.name + "-"))
     named = deserialize(pte_path.read_bytes()).named()
@@ -421,7 +353,7 @@ def test_other_memory_modes_run(work, builder, tmp_path, model, target, memory_m
     else:
         assert elf_object(elf, "kiln_ethosu_fast_scratch") is None
     result = assert_matches_host(pte_path, elf, target, random_samples(pte_path, 1, seed=5), tmp_path)
-    assert f"({memory_mode}) on corstone-300" in result.stdout
+    assert f"kiln executor runner: {pte_path.stem} ({memory_mode}) on {board.name}" in result.run.uart
 
 
 def test_executorch_delegate_fixture_runs(work, builder, tmp_path):
@@ -434,11 +366,11 @@ def test_executorch_delegate_fixture_runs(work, builder, tmp_path):
     assert all(c > 0 for c in result.npu_cycles)
 
 
-def run_damaged(builder, work, tmp_path, good: Path, damaged: bytes, name: str, *extra: str):
+def run_damaged(builder, work, tmp_path, good: Path, damaged: bytes, name: str, *extra: str) -> flow.Inferences:
     bad = work / f"{name}.bin"
     bad.write_bytes(damaged)
     elf = builder(good, "ethos-u55-128", f"--bake={bad}", *extra)
-    return runner_run.run(elf, "ethos-u55-128", good, None, tmp_path, platform="virtual", timeout=60)
+    return flow.infer(elf, "ethos-u55-128", good, None, tmp_path, platform="virtual", timeout=60)
 
 
 def test_a_truncated_pte_is_refused(work, builder, tmp_path):
@@ -450,8 +382,8 @@ def test_a_truncated_pte_is_refused(work, builder, tmp_path):
     program_size, base, segment_data = (int.from_bytes(data[at : at + 8], "little") for at in (16, 24, 32))
     assert program_size <= base <= len(half) < base + segment_data
     result = run_damaged(builder, work, tmp_path, good, half, "truncated")
-    assert result.status == EXIT_LOAD, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
+    assert result.status == EXIT_LOAD, result.log
+    lines = result.run.uart
     assert lines.count(f"loading the .pte failed: pte: bad extended header: segment_data_size {segment_data}") == 1
     assert lines[-1] == "[kiln] exit 3"
 
@@ -461,11 +393,11 @@ def test_a_wrong_magic_is_refused(work, builder, tmp_path):
     data = bytearray(good.read_bytes())
     data[4:8] = b"XX12"
     result = run_damaged(builder, work, tmp_path, good, bytes(data), "magic")
-    assert result.status == EXIT_LOAD, result.stdout + result.stderr
+    assert result.status == EXIT_LOAD, result.log
     # "XX12" and "ET12" read as little-endian words
     assert (
         "loading the .pte failed: pte: not an ExecuTorch program (identifier): found 0x32315858, expected 0x32315445"
-    ) in result.stdout.splitlines()
+    ) in result.run.uart
 
 
 def test_a_damaged_payload_block_is_named(work, builder, tmp_path):
@@ -477,9 +409,9 @@ def test_a_damaged_payload_block_is_named(work, builder, tmp_path):
     cmd_header = at + 32  # the second block: cmd_data
     data[cmd_header + 16 : cmd_header + 20] = (0x7FFF_FFF0).to_bytes(4, "little")  # its size: past the end
     result = run_damaged(builder, work, tmp_path, good, bytes(data), "payload")
-    assert result.status == EXIT_BIND, result.stdout + result.stderr
+    assert result.status == EXIT_BIND, result.log
     error = "delegate: bad payload: block data runs past the end of the payload (0x20)"  # cmd_data's header at 0x20
-    lines = result.stdout.splitlines()
+    lines = result.run.uart
     assert lines.count("EthosUBackend: delegate 0: " + error) == 1
     assert lines.count("binding the program failed: " + error) == 1
 
@@ -502,13 +434,13 @@ def test_a_payload_for_another_npu_configuration_is_refused(work, builder, tmp_p
     assert f"delegate 0 was compiled for {target}, not ethos-u55-128" in refused.stderr
     # ... and firmware built anyway refuses it on the NPU with the driver's own error.
     elf = builder(other, "ethos-u55-128", "--skip-target-check")
-    result = runner_run.run(elf, "ethos-u55-128", other, None, tmp_path, platform="virtual", timeout=60)
-    assert result.status == EXIT_BIND, result.stdout + result.stderr
+    result = flow.infer(elf, "ethos-u55-128", other, None, tmp_path, platform="virtual", timeout=60)
+    assert result.status == EXIT_BIND, result.log
     error = (
         f"stream compiled for another NPU: the delegate was compiled for {compiled_for}; "
         "this NPU is an Ethos-U55 with 128 MACs"
     )
-    lines = result.stdout.splitlines()
+    lines = result.run.uart
     assert lines.count("EthosUBackend: delegate 0: " + error) == 1
     assert lines.count("binding the program failed: " + error) == 1
     # the runner names the target this NPU needs

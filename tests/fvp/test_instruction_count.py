@@ -11,11 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kiln import compile as kiln_compile
+from kiln import flow
 from kiln.errors import ToolMissingError
 from kiln.firmware import build as firmware
-from kiln.firmware import runner_build, runner_run
-from kiln.simulator import qemu_plugin, run
+from kiln.simulator import qemu_plugin
 from kiln.spec import CompileSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,13 +86,8 @@ def test_branch_destinations_match_objdump(firmware_build):
 
 def test_each_call_counts_exactly(loop_elf):
     ns = [1, 2, 7, 1000, 12345]
-    result = run.run(
-        loop_elf,
-        "ethos-u55-128",
-        timeout=60,
-        firmware_args=[str(n) for n in ns],
-        count_instructions=qemu_plugin.Request("kiln_insn_loop", profile=True),
-    )
+    fw = flow.firmware(loop_elf, "ethos-u55-128", arguments=[str(n) for n in ns])
+    result = flow.run(fw, timeout=60, count_instructions=qemu_plugin.Request("kiln_insn_loop", profile=True))
     assert result.status == 0, result.uart
     assert [f"kiln_insn_loop({n}) = {3 * n}" for n in ns] == [line for line in result.uart if "=" in line]
     counts = result.instructions
@@ -112,9 +106,8 @@ def test_whole_run_grows_by_the_extra_iterations(loop_elf):
     (n and 3n have as many digits in both runs, so parsing and printing run the same path)."""
     totals = []
     for n in (100, 300):
-        result = run.run(
-            loop_elf, "ethos-u55-128", timeout=60, firmware_args=[str(n)], count_instructions=qemu_plugin.Request()
-        )
+        fw = flow.firmware(loop_elf, "ethos-u55-128", arguments=[str(n)])
+        result = flow.run(fw, timeout=60, count_instructions=qemu_plugin.Request())
         assert result.status == 0, result.uart
         totals.append(result.instructions.total)
     assert totals[1] - totals[0] == 3 * 200
@@ -205,16 +198,15 @@ def test_executor_runner_counts_each_inference(tmp_path):
     """tiny_cnn with int8 I/O, fully delegated: every inference runs the same code on
     the same sizes, so each counts the same number of instructions."""
     pte_path = tmp_path / "tiny_cnn.pte"
-    compiled = kiln_compile.compile_model("tiny_cnn", CompileSpec(target="ethos-u55-128", io="int8"))
-    kiln_compile.write(compiled, pte_path)
+    compiled, _ = flow.compile_pte("tiny_cnn", CompileSpec(target="ethos-u55-128", io="int8"), pte_path)
     assert not [op for op in compiled.report["ops"] if op["where"] == "cpu"]
-    elf = runner_build.build_runner(pte_path, "ethos-u55-128", output=tmp_path / "build", echo=lambda *a, **k: None)
+    elf = flow.build_runner(pte_path, "ethos-u55-128", output=tmp_path / "build", echo=lambda *a, **k: None)
     rng = np.random.default_rng(1)
     samples = [[rng.integers(-128, 127, size=(1, 1, 8, 8), endpoint=True).astype(np.int8)] for _ in range(3)]
-    result = runner_run.run(
-        elf, "ethos-u55-128", pte_path, samples, tmp_path / "run", platform="virtual", count_instructions=True
+    result = flow.infer(
+        elf, "ethos-u55-128", pte_path, samples, tmp_path / "run", "virtual", timeout=600, count_instructions=True
     )
-    assert result.status == 0, result.stdout + result.stderr
+    assert result.status == 0, result.log
     assert result.cpu_instructions is not None and len(result.cpu_instructions) == 3
     assert len(set(result.cpu_instructions)) == 1
     assert 0 < result.cpu_instructions[0] < 100_000

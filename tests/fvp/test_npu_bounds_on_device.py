@@ -5,21 +5,18 @@ per command word, counted with the virtual platform's instruction counter."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from kiln import compile as kiln_compile
-from kiln.firmware import runner_run
+from kiln import flow
 from kiln.lower import ethosu_payload as ep
 from kiln.pte.reader import deserialize
+from kiln.simulator import qemu_plugin
 from kiln.spec import CompileSpec
 from tests.firmware.runtime import npu_hostile as nh
 
-ROOT = Path(__file__).resolve().parents[2]
-RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
 pytestmark = pytest.mark.fvp
 EXIT_BIND = 5  # firmware/apps/executor_runner/runner.h
 CHECK = "kiln::ethosu::check_stream_bounds"
@@ -29,7 +26,7 @@ CHECK = "kiln::ethosu::check_stream_bounds"
 def ds_cnn(work) -> Path:
     path = work / "bounds-ds_cnn.pte"
     if not path.exists():
-        kiln_compile.write(kiln_compile.compile_model("ds_cnn", CompileSpec(target="ethos-u55-128")), path)
+        flow.compile_pte("ds_cnn", CompileSpec(target="ethos-u55-128"), path, log=lambda line: None)
     return path
 
 
@@ -48,27 +45,21 @@ def test_a_hostile_stream_is_refused_at_init_on_the_virtual_platform(work, build
     bad = work / f"bounds-{name}.bin"
     bad.write_bytes(with_cmd(data, payload.cmd_data, cmd))
     elf = builder(ds_cnn, "ethos-u55-128", f"--bake={bad}")
-    result = runner_run.run(elf, "ethos-u55-128", ds_cnn, None, tmp_path, platform="virtual", timeout=120)
-    assert result.status == EXIT_BIND, result.stdout + result.stderr
+    result = flow.infer(elf, "ethos-u55-128", ds_cnn, None, tmp_path, platform="virtual", timeout=120)
+    assert result.status == EXIT_BIND, result.log
     error = f"{nh.TEXT[hostile.code]}: {hostile.access} of the operation at word "
-    lines = result.stdout.splitlines()
-    assert sum(line.startswith("EthosUBackend: delegate 0: " + error) for line in lines) == 1, result.stdout
-    assert sum(line.startswith("binding the program failed: " + error) for line in lines) == 1, result.stdout
-    assert "NPU model: 0 stream(s)" in result.stderr or "NPU model" not in result.stderr
+    lines = result.run.uart
+    assert sum(line.startswith("EthosUBackend: delegate 0: " + error) for line in lines) == 1, result.log
+    assert sum(line.startswith("binding the program failed: " + error) for line in lines) == 1, result.log
+    assert result.run.npu is None or result.run.npu.streams == 0  # the NPU never ran
 
 
 def test_the_check_costs_a_few_instructions_per_command_word(work, builder, tmp_path, ds_cnn):
     elf = builder(ds_cnn)
-    done = subprocess.run(
-        [str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual", f"--count-instructions={CHECK}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    line = next(x for x in done.stderr.splitlines() if x.startswith("kiln: instructions per call of"))
-    (calls,) = [int(n) for n in line.split(":")[-1].split()]  # one delegate: one check, at init
+    fw = flow.firmware(elf, "ethos-u55-128")
+    done = flow.run(fw, "virtual", 300, qemu_plugin.Request(CHECK), note=lambda text: None, cwd=tmp_path)
+    assert done.status == 0, "\n".join(done.uart)
+    (calls,) = done.instructions.calls  # one delegate: one check, at init
     f = deserialize(ds_cnn.read_bytes())
     cmd = ep.decode(f.delegate_payload(f.program.execution_plans[0].delegates[0])).cmd_data
     start, end = nh.stream_span(cmd)

@@ -5,23 +5,23 @@ for another configuration is refused, faulting streams are reported, and an NPU 
 never finishes times out."""
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from kiln import flow
 from kiln.compile import compile_model
 from kiln.firmware import build as firmware
 from kiln.lower.vela import compile_tosa
 from kiln.simulator.npu_job import APP, OUTPUT, write_job
+from kiln.simulator.run import HANG_VARIABLE
 from kiln.spec import CompileSpec
 from tests.compiler.helpers import run_tosa
 
-ROOT = Path(__file__).resolve().parents[2]
-RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
+from .helpers import assert_pmu_lines_are_the_models, compiled
+
 pytestmark = pytest.mark.fvp
 
 EXIT_REFUSED, EXIT_RUN_FAILED = 12, 13
@@ -38,16 +38,16 @@ def tiny_cnn():
     return result
 
 
-def run_app(build: Path, directory: Path, target="ethos-u55-128", env=None):
-    elf = firmware.elf(build, APP)
-    return subprocess.run(
-        [str(RUN_FVP), f"--elf={elf}", f"--target={target}", "--platform=virtual", "--timeout=60"],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+def run(elf: Path, target="ethos-u55-128", directory: Path | None = None) -> tuple[flow.RunResult, list[str]]:
+    """`elf` on the virtual platform (as `kiln run --platform=virtual` runs it, in `directory`):
+    the run, and kiln's notes on it."""
+    notes: list[str] = []
+    return flow.run(flow.firmware(elf, target), "virtual", 60, note=notes.append, cwd=directory), notes
+
+
+def run_app(build: Path, directory: Path, target="ethos-u55-128") -> tuple[flow.RunResult, list[str]]:
+    """The npu_run app on the job in `directory`."""
+    return run(firmware.elf(build, APP), target, directory)
 
 
 def random_input(vela, seed=1) -> np.ndarray:
@@ -70,28 +70,28 @@ def test_tiny_cnn_matches_the_reference_bit_for_bit(firmware_build, tmp_path, ti
     vela = tiny_cnn.vela[0]
     x = random_input(vela)
     write_job(tmp_path, vela, x.tobytes())
-    result = run_app(firmware_build, tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result, notes = run_app(firmware_build, tmp_path)
+    assert result.status == 0, result.uart + notes
     # CONFIG for ethos-u55-128: 2^7 MACs/cycle, 24 KiB SHRAM, product 0.
-    assert "NPU: ID=0x10066001 CONFIG=0x00001807 (128 MACs/cycle, 24 KiB SHRAM)" in result.stdout
-    cycles = [line for line in result.stdout.splitlines() if line.startswith("NPU cycles: ")]
+    assert "NPU: ID=0x10066001 CONFIG=0x00001807 (128 MACs/cycle, 24 KiB SHRAM)" in result.uart
+    cycles = [line for line in result.uart if line.startswith("NPU cycles: ")]
     assert len(cycles) == 1 and int(cycles[0].split(": ")[1]) > 0
     (expected,) = run_tosa(tiny_cnn.tosa[0], [x])
     got = (tmp_path / OUTPUT).read_bytes()
     assert got == expected.astype(np.int8).tobytes()
-    assert "NPU model: 1 stream(s)" in result.stderr
+    assert result.npu.streams == 1 and any(n.startswith("NPU model: 1 stream(s)") for n in notes)
 
 
 def test_a_stream_for_another_mac_count_is_refused(firmware_build, tmp_path, tiny_cnn):
     target = "ethos-u55-256"
     vela = compile_tosa(tiny_cnn.tosa[0], "tiny", target, "Ethos_U55_High_End_Embedded", "Shared_Sram")
     write_job(tmp_path, vela, random_input(vela).tobytes())
-    result = run_app(firmware_build, tmp_path)
-    assert result.returncode == EXIT_REFUSED, result.stdout + result.stderr
+    result, notes = run_app(firmware_build, tmp_path)
+    assert result.status == EXIT_REFUSED, result.uart + notes
     assert (
         "refused: stream compiled for another NPU: the delegate was compiled for Ethos-U55 with 256 MACs; "
         "this NPU is an Ethos-U55 with 128 MACs"
-    ) in result.stdout.splitlines()
+    ) in result.uart
     assert not (tmp_path / OUTPUT).exists()
 
 
@@ -100,13 +100,11 @@ def test_a_bad_opcode_is_a_reported_parse_error(firmware_build, tmp_path, tiny_c
     words = np.frombuffer(vela.cmd_data, dtype="<u4").copy()
     words[stream_start(vela.cmd_data)] = 0x3FF  # no such opcode, no payload word
     write_job(tmp_path, vela, random_input(vela).tobytes(), cmd=words.tobytes())
-    result = run_app(firmware_build, tmp_path)
-    assert result.returncode == EXIT_RUN_FAILED, result.stdout + result.stderr
+    result, notes = run_app(firmware_build, tmp_path)
+    assert result.status == EXIT_RUN_FAILED, result.uart + notes
     # STATUS as latched by the interrupt: irq_raised (bit 1) | cmd_parse_error (bit 4).
-    assert (
-        "run failed: NPU fault: STATUS=0x00000012 (irq_raised, cmd_parse_error), QREAD=0" in result.stdout.splitlines()
-    )
-    assert "STATUS after the failure: 0x00000000" in result.stdout
+    assert "run failed: NPU fault: STATUS=0x00000012 (irq_raised, cmd_parse_error), QREAD=0" in result.uart
+    assert "STATUS after the failure: 0x00000000" in result.uart
 
 
 def test_an_ifm_outside_memory_is_a_reported_bus_error(firmware_build, tmp_path, tiny_cnn):
@@ -117,31 +115,32 @@ def test_an_ifm_outside_memory_is_a_reported_bus_error(firmware_build, tmp_path,
         i += 2 if words[i] & PAYLOAD_FLAG else 1
     words[i + 1] = 0x0800_0000  # 128 MiB into region 1 (the 4 MiB SRAM): nothing answers there
     write_job(tmp_path, vela, random_input(vela).tobytes(), cmd=words.tobytes())
-    result = run_app(firmware_build, tmp_path)  # the app runs the stream without the bounds check
-    assert result.returncode == EXIT_RUN_FAILED, result.stdout + result.stderr
+    result, notes = run_app(firmware_build, tmp_path)  # the app runs the stream without the bounds check
+    assert result.status == EXIT_RUN_FAILED, result.uart + notes
     # irq_raised (bit 1) | bus_status (bit 2)
-    assert "run failed: NPU fault: STATUS=0x00000006 (irq_raised, bus_status)" in result.stdout
+    assert any(
+        line.startswith("run failed: NPU fault: STATUS=0x00000006 (irq_raised, bus_status)") for line in result.uart
+    )
     # The model refused it against the scratch size the driver published, before the bus would have.
-    assert "first fault: IFM read of " in result.stderr
-    assert (
+    assert result.npu.first_fault.startswith("IFM read of "), result.npu
+    assert result.npu.first_fault.endswith(
         f"bytes at region 1 offset 0x8000000 is outside the {vela.scratch_size} bytes the firmware registered "
         "for region 1"
-    ) in result.stderr
-    assert "STATUS after the failure: 0x00000000" in result.stdout
+    ), result.npu
+    assert "first fault: IFM read of " in "\n".join(notes)
+    assert "STATUS after the failure: 0x00000000" in result.uart
 
 
-def test_an_npu_that_never_finishes_times_out_and_is_reset(firmware_build, tmp_path, tiny_cnn):
+def test_an_npu_that_never_finishes_times_out_and_is_reset(firmware_build, tmp_path, tiny_cnn, monkeypatch):
     vela = tiny_cnn.vela[0]
     write_job(tmp_path, vela, random_input(vela).tobytes(), timeout_ms=20)
-    result = run_app(firmware_build, tmp_path, env={**os.environ, "KILN_VP_NPU_HANG": "1"})
-    assert result.returncode == EXIT_RUN_FAILED, result.stdout + result.stderr
+    monkeypatch.setenv(HANG_VARIABLE, "1")
+    result, notes = run_app(firmware_build, tmp_path)
+    assert result.status == EXIT_RUN_FAILED, result.uart + notes
     # STATUS while hung: state running (bit 0), no interrupt.
-    assert (
-        "run failed: NPU timeout: no completion interrupt within 20 ms, STATUS=0x00000001 (running)"
-        in result.stdout.splitlines()
-    )
-    assert "STATUS after the failure: 0x00000000" in result.stdout  # the driver's reset stopped it
-    assert "NPU model: 0 stream(s)" in result.stderr
+    assert "run failed: NPU timeout: no completion interrupt within 20 ms, STATUS=0x00000001 (running)" in result.uart
+    assert "STATUS after the failure: 0x00000000" in result.uart  # the driver's reset stopped it
+    assert result.npu.streams == 0 and any(n.startswith("NPU model: 0 stream(s)") for n in notes)
 
 
 @pytest.mark.parametrize(
@@ -160,25 +159,20 @@ def test_other_configurations_match_the_reference(
     vela = compile_tosa(tiny_cnn.tosa[0], "tiny", target, system_config, memory_mode)
     x = random_input(vela, seed=2)
     write_job(tmp_path, vela, x.tobytes())
-    result = run_app(firmware_build, tmp_path, target=target)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"CONFIG={config}" in result.stdout
+    result, notes = run_app(firmware_build, tmp_path, target=target)
+    assert result.status == 0, result.uart + notes
+    assert any(f"CONFIG={config}" in line for line in result.uart)
     (expected,) = run_tosa(tiny_cnn.tosa[0], [x])
     assert (tmp_path / OUTPUT).read_bytes() == expected.astype(np.int8).tobytes()
 
 
 def test_an_access_the_attachment_cannot_emulate_stops_the_run_loudly(firmware_build):
-    elf = firmware.elf(firmware_build, "kiln_test_npu_ldrd")
-    result = subprocess.run(
-        [str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 125, result.stdout + result.stderr  # the platform stopped, no firmware exit
-    assert "the NPU model stopped the platform: NPU register access at PC 0x" in result.stderr
-    assert "is not a 32-bit LDR/STR (LDRD/STRD" in result.stderr
-    assert "read " not in result.stdout
+    result, notes = run(firmware.elf(firmware_build, "kiln_test_npu_ldrd"))
+    assert result.status == 125, result.uart + notes  # the platform stopped, no firmware exit
+    (stopped,) = [n for n in notes if n.startswith("the NPU model stopped the platform: ")]
+    assert stopped.startswith("the NPU model stopped the platform: NPU register access at PC 0x")
+    assert "is not a 32-bit LDR/STR (LDRD/STRD" in stopped
+    assert not any("read " in line for line in result.uart)
 
 
 def test_the_non_secure_alias_reaches_the_same_registers(firmware_build):
@@ -186,15 +180,9 @@ def test_the_non_secure_alias_reaches_the_same_registers(firmware_build):
 
     board = boards.load("corstone-300")
     assert (board.npu.base, board.npu.ns_alias) == (0x5810_2000, 0x4810_2000)  # shared/notes/platforms.md
-    elf = firmware.elf(firmware_build, "kiln_test_npu_alias")
-    result = subprocess.run(
-        [str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128", "--platform=virtual"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    line = next(x for x in result.stdout.splitlines() if x.startswith("ID secure"))
+    result, notes = run(firmware.elf(firmware_build, "kiln_test_npu_alias"))
+    assert result.status == 0, result.uart + notes
+    line = next(x for x in result.uart if x.startswith("ID secure"))
     id_secure, id_alias = line.split()[2], line.split()[4].rstrip(";")
     assert id_secure == id_alias != "0x00000000"
     assert line.endswith("QBASE0 written through the alias reads 0x12345670")
@@ -252,9 +240,9 @@ def patched_config(cmd: bytes, mask: int, value: int) -> bytes:
 def test_malformed_or_foreign_payloads_are_refused(firmware_build, tmp_path, tiny_cnn, change, message):
     vela = tiny_cnn.vela[0]
     write_job(tmp_path, vela, random_input(vela).tobytes(), cmd=change(vela.cmd_data))
-    result = run_app(firmware_build, tmp_path)
-    assert result.returncode == EXIT_REFUSED, result.stdout + result.stderr
-    assert "refused: " + message(vela.cmd_data) in result.stdout.splitlines()
+    result, notes = run_app(firmware_build, tmp_path)
+    assert result.status == EXIT_REFUSED, result.uart + notes
+    assert "refused: " + message(vela.cmd_data) in result.uart
 
 
 # --- The driver's Ethos-U85 path: corstone-320's executor runner on the virtual platform ---------
@@ -268,9 +256,6 @@ def test_a_u85_stream_the_npu_cannot_parse_is_a_reported_fault(work, builder, tm
     functions are 0, 1, 4, 5, 7..11; the bounds check has no reason to read it) passes the delegate's
     checks and faults on the NPU: the driver reports the U85 STATUS with cmd_parse_error and QREAD at
     the operation that read it, and exits through the runner's inference failure."""
-    from test_executor_runner import compiled
-
-    from kiln.firmware import runner_run
     from kiln.lower import ethosu_payload as ep
     from kiln.pte.reader import deserialize
     from tests.firmware.runtime import npu_hostile as nh
@@ -294,12 +279,12 @@ def test_a_u85_stream_the_npu_cannot_parse_is_a_reported_fault(work, builder, tm
     bad = work / "digits-u85-reserved-activation.bin"
     bad.write_bytes(bytes(data))
     elf = builder(good, "ethos-u85-256", f"--bake={bad}")
-    result = runner_run.run(elf, "ethos-u85-256", good, None, tmp_path, platform="virtual", timeout=120)
-    assert result.status == EXIT_INFERENCE, result.stdout + result.stderr
+    result = flow.infer(elf, "ethos-u85-256", good, None, tmp_path, platform="virtual", timeout=120)
+    assert result.status == EXIT_INFERENCE, result.log
     # irq_raised (bit 1) | cmd_parse_error (bit 4); QREAD: bytes of the stream before the operation
     error = f"NPU fault: STATUS=0x00000012 (irq_raised, cmd_parse_error), QREAD={4 * (op - start)}"
-    lines = result.stdout.splitlines()
-    assert lines.count("EthosUBackend: delegate 0: " + error) == 1, result.stdout
+    lines = result.run.uart
+    assert lines.count("EthosUBackend: delegate 0: " + error) == 1, result.log
     assert lines.count("inference failed: " + error) == 1
     assert "NPU STATUS after the failure: 0x00000000" in lines  # the driver's reset cleared it
 
@@ -308,27 +293,23 @@ def test_a_u85_stream_the_npu_cannot_parse_is_a_reported_fault(work, builder, tm
 def u85_digits(work, builder):
     """digits compiled for ethos-u85-256 and corstone-320's runner built for it, under a name of
     its own (the builder's copy of the ELF is overwritten by the next build of the same .pte)."""
-    from test_executor_runner import compiled
-
     pte_path = compiled(work, "digits", "ethos-u85-256")
     elf = work / "digits-ethos-u85-256-runner.elf"
     shutil.copyfile(builder(pte_path, "ethos-u85-256"), elf)
     return elf
 
 
-def run_runner(elf: Path, directory: Path, *firmware_args: str):
-    from kiln.simulator import run as platform
-
-    return platform.run(
-        elf, "ethos-u85-256", timeout=60, platform="virtual", cwd=directory, firmware_args=firmware_args
-    )
+def run_runner(elf: Path, directory: Path, *firmware_args: str) -> flow.RunResult:
+    """The runner on the virtual platform with `firmware_args` as they are (its own checks)."""
+    fw = flow.firmware(elf, "ethos-u85-256", arguments=firmware_args)
+    return flow.run(fw, "virtual", 60, cwd=directory, note=lambda text: None)
 
 
 def test_a_u85_npu_that_never_finishes_times_out_and_is_reset(u85_digits, tmp_path, monkeypatch):
     """The runner's --npu-timeout-ms reaches the driver: on a virtual platform whose NPU never
     finishes, the driver waits 20 ms for the completion interrupt, reports the U85's STATUS as it
     reads then, resets the NPU, and the runner exits with its inference failure."""
-    monkeypatch.setenv("KILN_VP_NPU_HANG", "1")
+    monkeypatch.setenv(HANG_VARIABLE, "1")
     result = run_runner(u85_digits, tmp_path, "--npu-timeout-ms=20")
     assert result.status == EXIT_INFERENCE, "\n".join(result.uart)
     assert result.uart[0].endswith(" on corstone-320")  # the runner's banner: the board with the U85
@@ -346,7 +327,7 @@ def test_kiln_run_passes_npu_timeout_ms_to_the_runner(u85_digits, tmp_path, monk
     times out after 20 ms, not the driver's default 10000."""
     from kiln import cli
 
-    monkeypatch.setenv("KILN_VP_NPU_HANG", "1")
+    monkeypatch.setenv(HANG_VARIABLE, "1")
     monkeypatch.chdir(tmp_path)
     status = cli.main(
         ["run", f"--elf={u85_digits}", "--target=ethos-u85-256", "--platform=virtual", "--npu-timeout-ms=20"]
@@ -360,8 +341,6 @@ def test_kiln_run_profile_attributes_the_runs_pmu_cycles_to_layers(u85_digits, w
     """`kiln run --profile=PTE` (run_fvp.sh --profile) runs the very ELF and prints kiln profile's
     table: its layers' NPU cycles add up to the PMU total the firmware printed in that run, the
     CPU ops get the run's instruction counts, and --profile-output writes kiln profile's files."""
-    from test_executor_runner import compiled
-
     from kiln import cli
 
     pte_path = compiled(work, "digits", "ethos-u85-256")
@@ -390,8 +369,6 @@ def test_kiln_run_profile_attributes_the_runs_pmu_cycles_to_layers(u85_digits, w
 def test_kiln_run_profile_refuses_a_pte_the_elf_was_not_built_from(u85_digits, work, tmp_path, capsys):
     """One weight byte changed in the .pte: the ELF's baked program is another; refused before
     anything runs."""
-    from test_executor_runner import compiled
-
     from kiln import cli
     from kiln.pte.reader import deserialize
 
@@ -413,11 +390,9 @@ def test_kiln_run_profile_refuses_a_pte_the_elf_was_not_built_from(u85_digits, w
 def test_corstone320s_runner_prints_the_pmu_counts_the_u85_model_made(u85_digits, tmp_path):
     """The runner's NPU PMU line on an Ethos-U85 (corstone-320): its 8 event counters give
     active, idle and all four beat counts, equal to the NPU model's own for the stream."""
-    from test_executor_runner import assert_pmu_lines_are_the_models
-
     result = run_runner(u85_digits, tmp_path)
     assert result.status == 0, "\n".join(result.uart)
-    assert_pmu_lines_are_the_models(result.uart, result.npu_summary, 1, u85=True)
+    assert_pmu_lines_are_the_models(result, 1, u85=True)
 
 
 @pytest.mark.parametrize("value", ["0", "4294967296", "20ms", ""])

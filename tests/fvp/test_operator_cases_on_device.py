@@ -8,12 +8,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_executor_runner import assert_matches_host, random_samples
 
-from kiln import compile as kc
+from kiln import flow
 from kiln.frontend.export import LoadedModel
 from kiln.spec import CompileSpec
 from tests.compiler import operator_cases
+
+from .helpers import assert_matches_host, random_samples
 
 pytestmark = pytest.mark.fvp
 GROUP_INPUTS = 16  # inputs per image: 16 absolute paths of the short folder below fit in 1024 bytes
@@ -35,11 +36,8 @@ def groups() -> list[list[str]]:
 def test_operator_cases_run_on_the_virtual_platform_as_run_host(work, builder, names):
     module, inputs = operator_cases.combined(names)
     path = work / f"operator_cases_{names[0]}.pte"
-    kc.write(
-        kc.compile_model(
-            LoadedModel("operator_cases", module, inputs), CompileSpec("ethos-u55-128"), log=lambda line: None
-        ),
-        path,
+    flow.compile_pte(
+        LoadedModel("operator_cases", module, inputs), CompileSpec("ethos-u55-128"), path, log=lambda line: None
     )
     elf = builder(path)
     with tempfile.TemporaryDirectory(prefix="k") as short:

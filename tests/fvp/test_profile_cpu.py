@@ -1,11 +1,11 @@
-"""`kiln profile --cpu-instructions` (kiln.reference.profile.measure_cpu): the runner built for
+"""`kiln profile --cpu-instructions` (kiln.flow.profile_model, measure_cpu): the runner built for
 digits runs once on the virtual platform; every program instruction's CPU instructions go to
 the CPU op (or delegate) it belongs to, and the firmware's own NPU PMU total there equals the
 host profile's."""
 
 import pytest
 
-from kiln import compile as kc
+from kiln import flow
 from kiln.reference import profile
 from kiln.spec import CompileSpec
 
@@ -13,9 +13,10 @@ pytestmark = pytest.mark.fvp
 
 
 def test_cpu_ops_get_the_virtual_platforms_instruction_counts(tmp_path):
-    result = kc.compile_model("digits", CompileSpec("ethos-u55-128"), log=lambda line: None)
-    p = profile.profile(result)
-    profile.measure_cpu(p, result, tmp_path)
+    p = flow.profile_model(
+        "digits", CompileSpec("ethos-u55-128"), cpu_instructions=True, work=tmp_path, log=lambda line: None
+    )
+    assert (tmp_path / "runner" / "memory_report.json").is_file() and (tmp_path / "digits.pte").is_file()
     cpu = [layer for layer in p.layers if layer.where == "cpu"]
     assert cpu and all(layer.cpu_instructions and layer.cpu_instructions > 0 for layer in cpu)
     assert all(layer.cpu_instructions is None for layer in p.layers if layer.where == "npu")

@@ -5,27 +5,24 @@ build: a Result made from kOk is an internal error (test_result_made_from_ok_is_
 value() of a failed one traps there too (test_value_of_a_failed_result_traps), and none is made from
 a bare code (static_asserts in runtime_host.cpp, which that build compiles)."""
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
+from kiln import flow
 from kiln.firmware import build as firmware
 
-ROOT = Path(__file__).resolve().parents[2]
-RUN_FVP = ROOT / "scripts" / "run_fvp.sh"
 pytestmark = pytest.mark.fvp
 
 
 def test_value_of_a_failed_result_traps(firmware_build):
-    elf = firmware.elf(firmware_build, "kiln_test_result_trap")
-    result = subprocess.run(
-        [str(RUN_FVP), f"--elf={elf}", "--target=ethos-u55-128"], capture_output=True, text=True, timeout=60
+    notes: list[str] = []
+    result = flow.run(
+        flow.firmware(firmware.elf(firmware_build, "kiln_test_result_trap"), "ethos-u55-128"), note=notes.append
     )
-    assert result.returncode == 134, result.stdout + result.stderr  # kiln::kFaultExitStatus
-    lines = result.stdout.splitlines()
+    assert result.status == 134, result.uart + notes  # kiln::kFaultExitStatus
+    lines = result.uart
     assert "about to read the value of a failed Result" in lines
     assert not any(line.startswith("value ") for line in lines)
     # UDF: a UsageFault, undefined instruction (CFSR.UNDEFINSTR, bit 16), in main
-    assert "firmware fault: UsageFault" in result.stderr and "(UNDEFINSTR)" in result.stderr
-    assert " in main+" in result.stderr
+    explained = "\n".join(notes)
+    assert "firmware fault: UsageFault" in explained and "(UNDEFINSTR)" in explained
+    assert " in main+" in explained

@@ -1,6 +1,6 @@
 """The fault report parser and explanations, against bit patterns worked out by hand."""
 
-from kiln.simulator.faults import FaultReport, ProtocolReader
+from kiln.simulator.protocol import FaultReport, ProtocolReader
 
 
 def feed(*lines):

@@ -3,7 +3,9 @@
 Vela runs as a subprocess (`vela ... --output-format raw`), so a crash in its
 C++ core is reported as an error rather than taking kiln down. Its raw output
 is `<name>_vela.npz` (command stream, weights, scratch and I/O placement) and
-`<name>_summary_<system config>.csv` (the performance estimate).
+`<name>_summary_<system config>.csv` (the performance estimate). Every run of Vela
+in kiln goes through `run`, the compile's (compile_tosa) and the profile's (with its
+debug database) alike.
 """
 
 from __future__ import annotations
@@ -54,42 +56,31 @@ def vela_command() -> list[str]:
     return [found]
 
 
-def compile_tosa(
-    tosa: bytes,
-    name: str,
-    accelerator: str,
-    system_config: str,
-    memory_mode: str,
-    keep_dir: Path | None = None,
-    timeout_s: float = 600,
-) -> VelaResult:
-    """Compiles one TOSA flatbuffer for `accelerator` (e.g. "ethos-u55-128")."""
-    return _compile(tosa, f"{name}.tosa", accelerator, system_config, memory_mode, keep_dir, timeout_s)
+@dataclass(frozen=True)
+class VelaRun:
+    """One run of Vela: its raw output read, and the other files asked of it."""
+
+    result: VelaResult
+    files: dict[str, bytes]  # by file name, as Vela wrote them into its output folder
 
 
-def compile_tflite(
-    tflite: bytes,
-    name: str,
-    accelerator: str,
-    system_config: str,
-    memory_mode: str,
-    keep_dir: Path | None = None,
-    timeout_s: float = 600,
-) -> VelaResult:
-    """Compiles one TFLite flatbuffer (the NPU model's tests use it to reach command-stream
-    features Vela emits only for TFLite graphs)."""
-    return _compile(tflite, f"{name}.tflite", accelerator, system_config, memory_mode, keep_dir, timeout_s)
-
-
-def _compile(
+def run(
     network: bytes,
     filename: str,
     accelerator: str,
     system_config: str,
     memory_mode: str,
-    keep_dir: Path | None,
-    timeout_s: float,
-) -> VelaResult:
+    options: tuple[str, ...] = (),
+    files: tuple[str, ...] = (),
+    keep_dir: Path | None = None,
+    timeout_s: float = 600,
+) -> VelaRun:
+    """Vela run on `network` (a TOSA or TFLite flatbuffer, written as `filename`: its suffix tells
+    Vela which) for `accelerator` (e.g. "ethos-u55-128"), with `options` added to its command
+    line (e.g. "--enable-debug-db"); returns its raw output read and the bytes of `files`, names
+    of other files it writes into its output folder. The folder is `keep_dir` (kept, with the
+    network and Vela's log, <name>.vela.log) or a temporary one. A VelaRefusal when Vela fails
+    (its last error line), a VelaError when it times out or does not write a file asked of it."""
     name = Path(filename).stem
     with tempfile.TemporaryDirectory(prefix="kiln-vela-") as tmp:
         work = Path(keep_dir) if keep_dir is not None else Path(tmp)
@@ -107,17 +98,54 @@ def _compile(
             "raw",
             "--output-dir",
             str(work),
+            *options,
             str(source),
         ]
         try:
-            run = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise VelaError(f"Vela did not finish compiling {name} within {timeout_s:.0f} s") from None
-        (work / f"{name}.vela.log").write_text(run.stdout + run.stderr)
-        if run.returncode != 0:
-            reason = _last_error(run.stdout + run.stderr)
-            raise VelaRefusal(f"Vela failed on {name} for {accelerator}: {reason}", reason)
-        return _read(work, name, system_config)
+        (work / f"{name}.vela.log").write_text(done.stdout + done.stderr)
+        if done.returncode != 0:
+            reason = _last_error(done.stdout + done.stderr)
+            given = f" with {' '.join(options)}" if options else ""
+            raise VelaRefusal(f"Vela failed on {name} for {accelerator}{given}: {reason}", reason)
+        result = _read(work, name, system_config)
+        missing = [f for f in files if not (work / f).is_file()]
+        if missing:
+            raise VelaError(f"Vela wrote no {', '.join(missing)} for {name}")
+        return VelaRun(result, {f: (work / f).read_bytes() for f in files})
+
+
+def compile_tosa(
+    tosa: bytes,
+    name: str,
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    keep_dir: Path | None = None,
+    timeout_s: float = 600,
+) -> VelaResult:
+    """Compiles one TOSA flatbuffer for `accelerator` (e.g. "ethos-u55-128")."""
+    return run(
+        tosa, f"{name}.tosa", accelerator, system_config, memory_mode, keep_dir=keep_dir, timeout_s=timeout_s
+    ).result
+
+
+def compile_tflite(
+    tflite: bytes,
+    name: str,
+    accelerator: str,
+    system_config: str,
+    memory_mode: str,
+    keep_dir: Path | None = None,
+    timeout_s: float = 600,
+) -> VelaResult:
+    """Compiles one TFLite flatbuffer (the NPU model's tests use it to reach command-stream
+    features Vela emits only for TFLite graphs)."""
+    return run(
+        tflite, f"{name}.tflite", accelerator, system_config, memory_mode, keep_dir=keep_dir, timeout_s=timeout_s
+    ).result
 
 
 def _last_error(text: str) -> str:

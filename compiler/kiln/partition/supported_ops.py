@@ -1,7 +1,7 @@
 """SUPPORTED_OPS.md, generated from the support rules: which ops may run on the NPU and what
 each NPU family checks of them.
 
-    python -m kiln.partition.supported_ops --output SUPPORTED_OPS.md
+    python -m kiln.partition.supported_ops --output docs/SUPPORTED_OPS.md
 
 tests/compiler/test_supported_ops.py fails when the committed file differs from this output.
 """
@@ -18,7 +18,7 @@ from kiln.partition.support import RULES, Rule
 from kiln.vocabulary import LOWERED
 
 PROG = "python -m kiln.partition.supported_ops"
-COMMAND = f"{PROG} --output SUPPORTED_OPS.md"
+COMMAND = f"{PROG} --output docs/SUPPORTED_OPS.md"
 
 
 def families() -> list[NpuFamily]:

@@ -26,27 +26,25 @@ chained command counts here with the command of the operation the model costed i
 
 Per layer the profile gives the model's cycles (integers, rounded so that a delegate's
 layers sum to its PMU cycle count), Vela's per-layer estimate beside them, the bytes per
-region and per AXI port. CPU ops run no NPU commands: with `cpu=True` (`kiln profile
---cpu-instructions`) kiln's executor runner is built for the program and run once on the virtual
-platform, counting the instructions of every call of Method::run_instruction (one per program
-instruction, in order: kiln's QEMU plugin, as `kiln run --count-instructions=FUNCTION`); each
-CPU op gets its kernel calls' counts, each delegate the CPU's share of its call (the driver),
-and the run's own NPU PMU line is kept beside the host's total. Without it CPU instructions
-are null, and the profile says they were not measured.
+region and per AXI port. CPU ops run no NPU commands: `kiln profile --cpu-instructions` builds
+kiln's executor runner for the program and runs it once on the virtual platform, counting the
+instructions of every call of Method::run_instruction (RUN_INSTRUCTION: one per program
+instruction, in order: kiln's QEMU plugin, as `kiln run --count-instructions=FUNCTION`);
+count_cpu gives each CPU op its kernel calls' counts, each delegate the CPU's share of its call
+(the driver), and keeps the run's own NPU PMU total beside the host's. Without it CPU
+instructions are null, and the profile says they were not measured.
 
-`kiln run --profile=PTE` (profile_elf) profiles a runner already built: the ELF must bake PTE's
-program (check_baked); PTE is profiled as profile_pte does and the ELF itself runs as above.
+`kiln run --profile=PTE` profiles a runner already built: the ELF must bake PTE's program
+(check_baked); PTE is profiled as profile_pte does and the ELF itself runs as above.
 
-The compile driver (kiln.compile) comes after this stage, so the caller compiles and hands
-the result in (the CLI's `kiln profile`, bench/profile.py)."""
+Compiling, building and running come after this stage: kiln.flow (profile_model,
+profile_elf) does them and hands the results in."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-import subprocess
-import tempfile
 import xml.etree.ElementTree as ElementTree
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from kiln import boards
-from kiln.errors import InternalError, VelaError
+from kiln.errors import InternalError
 from kiln.families import NpuFamily
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
@@ -162,12 +160,16 @@ class VelaRecord:
     tensors: list[dict]  # Vela's tensor allocation (debug database table `tensors`)
 
 
-def _tables(path: Path) -> dict[str, list[dict]]:
+def _tables(xml: bytes) -> dict[str, list[dict]]:
+    """The tables of Vela's debug database, by name: one dict per row (its CSV text)."""
     tables = {}
-    for table in ElementTree.parse(path).getroot().iter("table"):
+    for table in ElementTree.fromstring(xml).iter("table"):
         text = (table.text or "").strip()
         tables[table.get("name")] = list(csv.DictReader(io.StringIO(text)))
     return tables
+
+
+DEBUG_OPTIONS = ("--enable-debug-db", "--verbose-performance")  # Vela's per-operation record
 
 
 def vela_record(
@@ -175,35 +177,11 @@ def vela_record(
 ) -> VelaRecord:
     """Vela run on `tosa` as kiln.lower.vela runs it, with its debug database and per-layer
     performance: the compiled stream and, per Vela operation, its command and estimate."""
-    with tempfile.TemporaryDirectory(prefix="kiln-profile-") as tmp:
-        work = Path(tmp)
-        (work / f"{name}.tosa").write_bytes(tosa)
-        command = vela.vela_command() + [
-            "--accelerator-config",
-            accelerator,
-            "--system-config",
-            system_config,
-            "--memory-mode",
-            memory_mode,
-            "--output-format",
-            "raw",
-            "--output-dir",
-            str(work),
-            "--enable-debug-db",
-            "--verbose-performance",
-            str(work / f"{name}.tosa"),
-        ]
-        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-        if run.returncode != 0:
-            raise VelaError(
-                f"Vela failed on {name} for {accelerator} with --enable-debug-db: "
-                f"{vela._last_error(run.stdout + run.stderr)}"
-            )
-        result = vela._read(work, name, system_config)
-        debug = work / f"{name}_debug.xml"
-        if not debug.exists():
-            raise VelaError(f"Vela wrote no debug database for {name} ({debug.name})")
-        tables = _tables(debug)
+    debug = f"{name}_debug.xml"
+    done = vela.run(
+        tosa, f"{name}.tosa", accelerator, system_config, memory_mode, DEBUG_OPTIONS, (debug,), timeout_s=timeout_s
+    )
+    tables = _tables(done.files[debug])
     ext_key = {row["id"]: int(row["ext_key"]) for row in tables.get("source", [])}
     perf = {row["id"]: row for row in tables.get("perf", [])}
     operations = []
@@ -220,7 +198,7 @@ def vela_record(
             )
         )
     operations.sort(key=lambda o: o.offset)
-    return VelaRecord(result, operations, tables.get("tensors", []))
+    return VelaRecord(done.result, operations, tables.get("tensors", []))
 
 
 # ---- the profile -----------------------------------------------------------------------------
@@ -411,14 +389,15 @@ def _delegate(
     )
 
 
-def profile(result, name: str | None = None) -> Profile:
-    """The profile of `result`, a kiln.compile.Result (compile_model's)."""
+def profile(result, target: boards.Target | None = None, name: str | None = None) -> Profile:
+    """The profile of `result`, a kiln.compile.Result (compile_model's) for `target` (default:
+    the report's target on its reference board)."""
     from kiln.simulator.npu.config import config_for
 
     report = result.report
-    target, system_config, memory_mode = report["target"], report["system_config"], report["memory_mode"]
-    config = config_for(target, system_config, memory_mode)
-    family = boards.target(target).npu
+    family = (target if target is not None else boards.target(report["target"])).npu
+    name_of_target, system_config, memory_mode = report["target"], report["system_config"], report["memory_mode"]
+    config = config_for(name_of_target, system_config, memory_mode)
     layers = {op["node"]: Layer(op["node"], op["op"], op["module"], op["where"]) for op in report["ops"]}
     for layer in layers.values():
         if layer.where == "npu":
@@ -436,7 +415,7 @@ def profile(result, name: str | None = None) -> Profile:
                 fallback,
                 layers,
                 report["model"],
-                target,
+                name_of_target,
                 system_config,
                 memory_mode,
                 config,
@@ -457,7 +436,7 @@ def profile(result, name: str | None = None) -> Profile:
         planned.append({"name": value.name, "offset": int(offset), "size": value.nbytes()})
     return Profile(
         name or report["model"],
-        target,
+        name_of_target,
         system_config,
         memory_mode,
         list(layers.values()),
@@ -595,65 +574,21 @@ def instruction_owners(result) -> list[tuple[str, object]]:
     return owners
 
 
-def measure_cpu(
-    p: Profile, result, work: Path, board: str | None = None, timeout: float = 600, echo=lambda *args, **kwargs: None
-) -> None:
-    """Builds kiln's executor runner for `result`, runs one inference (the runner's built-in
-    inputs) on the virtual platform counting each program instruction's CPU instructions, and
-    fills them into `p`."""
-    from kiln.errors import RunnerError
-    from kiln.firmware import runner_build
-
-    owners = instruction_owners(result)
-    work.mkdir(parents=True, exist_ok=True)
-    pte = work / f"{p.model}.pte"
-    pte.write_bytes(result.pte)
-    pte.with_suffix(".json").write_text(json.dumps(result.report, indent=1, default=str) + "\n")
-    elf = runner_build.build_runner(pte, p.target, output=work / "runner", echo=echo, board=board)
-    run = run_measured(p, elf, owners, board, timeout, memory_report=work / "runner" / "memory_report.json")
-    if run.status != 0:
-        raise RunnerError(
-            f"the executor runner for {p.model} exited {run.status} on the virtual platform; "
-            f"its last lines: {' | '.join(run.uart[-3:])}"
-        )
-
-
-def run_measured(
+def count_cpu(
     p: Profile,
-    elf: Path,
     owners: list[tuple[str, object]],
-    board: str | None = None,
-    timeout: float = 600,
-    firmware_args=(),
-    echo=None,
-    memory_report: Path | None = None,
-):
-    """Runs `elf`, the executor runner of `p`'s program, on the virtual platform counting each call
-    of RUN_INSTRUCTION, and returns the run (kiln.simulator.run.RunResult; `echo` sees its UART
-    lines). When it exits 0, its first inference's counts go into `p`: per `owners` entry (one per
-    program instruction: ("cpu", layer name or None for a call no layer owns) or ("npu", delegate
-    index)) to that layer or delegate, the sum to cpu_instructions_total; and the first NPU PMU
-    total it printed to platform_pmu_cycles. A RunnerError when it exits 0 with fewer counted
-    calls than the program has instructions."""
-    import re
-
+    calls: list[int],
+    pmu_cycles: int | None = None,
+    image: dict | None = None,
+) -> None:
+    """Fills into `p` the CPU instructions of the first inference of a run of its program that
+    counted each call of RUN_INSTRUCTION (`calls`, every inference's in order): per `owners`
+    entry (one per program instruction: ("cpu", layer name or None for a call no layer owns) or
+    ("npu", delegate index)) to that layer or delegate, the sum to cpu_instructions_total; and
+    the run's first NPU PMU total (`pmu_cycles`) and its runner's memory report (`image`). A
+    RunnerError when the calls are not a whole number of inferences of the program."""
     from kiln.errors import RunnerError
-    from kiln.simulator import qemu_plugin
-    from kiln.simulator import run as platform
 
-    run = platform.run(
-        elf,
-        p.target,
-        timeout,
-        "virtual",
-        echo=echo,
-        board=board,
-        firmware_args=firmware_args,
-        count_instructions=qemu_plugin.Request(RUN_INSTRUCTION),
-    )
-    if run.status != 0:
-        return run
-    calls = run.instructions.calls if run.instructions is not None else []
     if len(calls) < len(owners) or len(calls) % len(owners):
         raise RunnerError(
             f"counted {len(calls)} calls of {RUN_INSTRUCTION} for a program of {len(owners)} instructions"
@@ -665,12 +600,10 @@ def run_measured(
             p.delegates[what].cpu_instructions = count
         elif what is not None:
             layers[what].cpu_instructions = (layers[what].cpu_instructions or 0) + count
-    pmu = [int(m.group(1)) for line in run.uart for m in [re.search(r"NPU PMU: total (\d+)", line)] if m]
-    p.platform_pmu_cycles = pmu[0] if pmu else None
+    p.platform_pmu_cycles = pmu_cycles
     p.cpu_instructions_total = sum(calls)
-    p.image = json.loads(memory_report.read_text()) if memory_report and memory_report.is_file() else None
+    p.image = image
     p.cpu_measured = True
-    return run
 
 
 # ---- a built runner's ELF and the .pte it was built from --------------------------------------
@@ -758,26 +691,6 @@ def pte_instruction_owners(pte_path: Path, p: Profile) -> list[tuple[str, object
     return owners
 
 
-def profile_elf(
-    elf: Path, pte_path: Path, target: str, board: str | None = None, timeout: float = 600, firmware_args=(), echo=None
-):
-    """`kiln run --profile=PTE`: the profile of the program `elf` (a runner kiln build made from
-    `pte_path`, checked: check_baked) bakes, as profile_pte makes it on the host, with that very
-    ELF run on the virtual platform counting each program instruction's CPU instructions
-    (run_measured). Returns the profile and the run; the profile's CPU figures are filled only
-    when the run exited 0. A UsageError for a .pte of another target or program."""
-    from kiln.errors import UsageError
-
-    if not Path(pte_path).is_file():
-        raise UsageError(f"{pte_path}: no such file")
-    check_baked(Path(elf), Path(pte_path))  # before Vela runs for the profile
-    p = profile_pte(Path(pte_path))
-    if p.target != target:
-        raise UsageError(f"{pte_path} was compiled for {p.target}, not {target}")
-    run = run_measured(p, Path(elf), pte_instruction_owners(Path(pte_path), p), board, timeout, firmware_args, echo)
-    return p, run
-
-
 # ---- output ----------------------------------------------------------------------------------
 
 
@@ -851,43 +764,3 @@ def write(p: Profile, output: Path) -> list[Path]:
     written[0].write_text(json.dumps(p.to_json(), indent=1) + "\n")
     written += profile_plots.write(p, output, format_table(p))
     return written
-
-
-def command(args, compile_model) -> int:
-    """`kiln profile` (the CLI hands in kiln.compile.compile_model, a later stage than this)."""
-    import sys
-
-    from kiln.spec import CompileSpec
-
-    spec = CompileSpec(
-        target=args.target, system_config=args.system_config, memory_mode=args.memory_mode, board=args.board
-    )
-    if args.model.endswith(".pte"):
-        if args.cpu_instructions:
-            from kiln.errors import UsageError
-
-            raise UsageError(
-                "--cpu-instructions needs the model (a .pte does not say which op each kernel call belongs to)"
-            )
-        p = profile_pte(Path(args.model))
-        if p.target != args.target:
-            from kiln.errors import UsageError
-
-            raise UsageError(f"{args.model} was compiled for {p.target}, not {args.target}")
-        print(format_table(p))
-        if args.output:
-            for path in write(p, Path(args.output)):
-                print(f"wrote {path}")
-        return 0
-    result = compile_model(args.model, spec, log=lambda line: print(line, file=sys.stderr))
-    p = profile(result)
-    if args.cpu_instructions:
-        from kiln import paths
-
-        work = Path(args.output) / "runner" if args.output else paths.build_root() / "profile" / p.model
-        measure_cpu(p, result, work, args.board)
-    print(format_table(p))
-    if args.output:
-        for path in write(p, Path(args.output)):
-            print(f"wrote {path}")
-    return 0

@@ -28,7 +28,7 @@ void print_u64(uint64_t value) {
 // The NPU PMU line of one inference, the driver's counts summed over its streams:
 //   NPU PMU: total T active A idle I cycles, axi0_rd R axi0_wr W axi1_rd R axi1_wr W beats
 // An event the NPU family has no counter for reads n/a (the U55/U65's AXI1 write beats);
-// their active is total - idle (ethosu::PmuCounts). README.md states the format.
+// their active is total - idle (ethosu::PmuCounts). docs/running.md states the format.
 void print_pmu(const ethosu::PmuCounts& pmu) {
   using P = ethosu::PmuCounts;
   static const char* const kNames[P::kEvents] = {" active ",  " idle ",    " cycles, axi0_rd ",

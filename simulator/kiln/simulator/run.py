@@ -41,7 +41,7 @@ from pathlib import Path
 from kiln import boards
 from kiln.errors import ToolMissingError, UsageError
 from kiln.simulator import qemu_plugin
-from kiln.simulator.faults import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader
+from kiln.simulator.protocol import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader, Transcript
 
 TIMEOUT_EXIT_STATUS = 124  # as coreutils' timeout
 PLATFORM_ERROR_EXIT_STATUS = 125  # the platform died without the firmware saying why
@@ -66,16 +66,35 @@ class Platform:
     attachment: object | None = None  # a kiln.simulator.attach.NpuAttachment serving the NPU
 
 
+@dataclass(frozen=True)
+class NpuTotals:
+    """What the NPU model did in a run, summed over every stream it ran."""
+
+    streams: int
+    cycles: int  # its PMU cycle estimate
+    faults: int  # streams that ended in a fault
+    beats: tuple[int, int, int, int]  # AXI data beats: AXI0 read, AXI0 write, AXI1 read, AXI1 write
+    first_fault: str | None  # the first faulting stream's reason
+
+
 @dataclass
 class RunResult:
-    status: int
+    status: int  # kiln run's exit status (the module's docstring)
     uart: list[str]  # every line, without line endings
-    fault: FaultReport | None
-    lockup: Lockup | None
+    transcript: Transcript  # the lines read (kiln.simulator.protocol)
     timed_out: bool
     npu_error: str | None = None  # why the NPU attachment stopped the platform
-    npu_summary: str | None = None  # what the NPU model did, for a person
+    npu: NpuTotals | None = None  # the NPU model's totals (virtual platform, with an NPU access)
+    npu_summary: str | None = None  # npu, and the attachment's own figures, for a person
     instructions: qemu_plugin.Counts | None = None  # with count_instructions, if QEMU exited normally
+
+    @property
+    def fault(self) -> FaultReport | None:
+        return self.transcript.fault
+
+    @property
+    def lockup(self) -> Lockup | None:
+        return self.transcript.lockup
 
 
 def fvp_platform(target: boards.Target, elf: Path, cwd: Path, firmware_args: Sequence[str] = ()) -> Platform | None:
@@ -207,12 +226,12 @@ def firmware_arguments(
     return args
 
 
-def check(elf: Path, target: str, board: str | None = None) -> tuple[Path, boards.Target]:
-    """The ELF (resolved) and the target to run it on (on `board`, default the target's
-    reference board), or a UsageError: an unknown target or board, or a board without the
-    target's NPU, first (the message lists the known ones), then an ELF that is missing, a
-    directory, or no ELF file (its first 4 bytes)."""
-    chosen = boards.target(target, board)
+def check(elf: Path, target: boards.Target | str, board: str | None = None) -> tuple[Path, boards.Target]:
+    """The ELF (resolved) and the target to run it on (a Target the caller resolved, or a name:
+    on `board`, default the target's reference board), or a UsageError: an unknown target or
+    board, or a board without the target's NPU, first (the message lists the known ones), then
+    an ELF that is missing, a directory, or no ELF file (its first 4 bytes)."""
+    chosen = boards.resolve(target, board)
     elf = Path(elf).resolve()
     if elf.is_dir():
         raise UsageError(f"{elf} is a directory, not an ELF file")
@@ -284,7 +303,7 @@ def choose_platform(
 
 def run(
     elf: Path,
-    target: str,
+    target: boards.Target | str,
     timeout: float = DEFAULT_TIMEOUT_S,
     platform: str = "auto",
     echo=None,
@@ -293,13 +312,18 @@ def run(
     firmware_args: Sequence[str] = (),
     count_instructions: qemu_plugin.Request | None = None,
     board: str | None = None,
+    note=None,
 ) -> RunResult:
-    """Runs `elf` for `target` and returns what happened (`check` first: a UsageError for an
-    unknown target or a file that is no ELF); `echo(line)` sees UART lines live.
-    `npu_model=False` runs the virtual platform without the NPU attachment (for measurements).
-    `firmware_args`: the firmware's semihosting command line (see firmware_arguments).
-    `count_instructions`: count instructions (always on the virtual platform) into
-    RunResult.instructions. `board`: default the target's reference board."""
+    """Runs `elf` for `target` (a Target, or its name on `board`, default the target's reference
+    board) and returns what happened (`check` first: a UsageError for an unknown target or a
+    file that is no ELF); `echo(line)` sees UART lines live, `note(text)` the platform chosen
+    (default: standard error, "kiln: ..."). The firmware gets `timeout` seconds from the
+    platform's start; then, on Ctrl-C (KeyboardInterrupt) or an error, the platform (a
+    session of its own) is killed with every process it started and the NPU attachment closed
+    before this returns or raises. `npu_model=False` runs the virtual platform without the NPU
+    attachment (for measurements). `firmware_args`: the firmware's semihosting command line
+    (see firmware_arguments). `count_instructions`: count instructions (always on the virtual
+    platform) into RunResult.instructions."""
     elf, chosen_target = check(elf, target, board)
     cwd = Path(cwd or Path.cwd()).resolve()
     with tempfile.TemporaryDirectory(prefix="kiln-count-") as scratch:
@@ -307,7 +331,7 @@ def run(
         if count_instructions is not None:
             counting = qemu_plugin.plan(count_instructions, elf, Path(scratch) / "counts.txt")
         chosen = choose_platform(chosen_target, elf, cwd, platform, npu_model, firmware_args, counting)
-        _note(f"running {elf.name} on {chosen.name}")
+        (note or _note)(f"running {elf.name} on {chosen.name}")
         try:
             result = _supervise(chosen, cwd, timeout, echo or (lambda line: None))
         finally:
@@ -366,10 +390,11 @@ def _supervise(platform: Platform, cwd: Path, timeout: float, echo) -> RunResult
         if serving is not None:
             serving.join(timeout=5)
     status = _status(process, protocol, timed_out)
-    result = RunResult(status, uart, protocol.fault, protocol.lockup, timed_out)
+    result = RunResult(status, uart, protocol.transcript, timed_out)
     if platform.attachment is not None:
         result.npu_error = npu_errors[0] if npu_errors else None
-        result.npu_summary = _npu_summary(platform.attachment)
+        result.npu = _npu_totals(platform.attachment)
+        result.npu_summary = _npu_summary(platform.attachment, result.npu)
     return result
 
 
@@ -404,24 +429,33 @@ _BEATS = (
 )
 
 
-def _npu_summary(attachment) -> str | None:
+def _npu_totals(attachment) -> NpuTotals | None:
     device = attachment.device
     if device is None or not attachment.accesses:
         return None
-    cycles = sum(run.cycles for run in device.runs)
-    faults = sum(1 for run in device.runs if run.fault is not None)
+    first = next((run.fault for run in device.runs if run.fault is not None), None)
+    return NpuTotals(
+        streams=len(device.runs),
+        cycles=sum(run.cycles for run in device.runs),
+        faults=sum(1 for run in device.runs if run.fault is not None),
+        beats=tuple(sum((run.counters or {}).get(name, 0) for run in device.runs) for name in _BEATS),
+        first_fault=None if first is None else getattr(first, "message", first),
+    )
+
+
+def _npu_summary(attachment, totals: NpuTotals | None) -> str | None:
+    if totals is None:
+        return None
     per_access_ms = 1e3 * (attachment.access_time_s - attachment.npu_time_s) / attachment.accesses
     memory = attachment.memory
-    first = next((run.fault for run in device.runs if run.fault is not None), None)
-    message = getattr(first, "message", first)
-    beats = [sum((run.counters or {}).get(name, 0) for run in device.runs) for name in _BEATS]
+    beats = totals.beats
     return (
-        f"NPU model: {len(device.runs)} stream(s), {cycles} cycles, {faults} fault(s), "
+        f"NPU model: {totals.streams} stream(s), {totals.cycles} cycles, {totals.faults} fault(s), "
         f"AXI0 {beats[0]} read {beats[1]} write, AXI1 {beats[2]} read {beats[3]} write beats; "
         f"{attachment.accesses} register accesses ({per_access_ms:.2f} ms each), "
         f"{attachment.npu_time_s:.2f} s running streams, {memory.bytes_read // 1024} KiB read and "
         f"{memory.bytes_written // 1024} KiB written through gdb"
-        + (f"; first fault: {message}" if first is not None else "")
+        + (f"; first fault: {totals.first_fault}" if totals.first_fault is not None else "")
     )
 
 
@@ -451,46 +485,49 @@ def _note(message: str):
     print(f"kiln: {message}", file=sys.stderr, flush=True)
 
 
-def report(result: RunResult, elf: Path, timeout: float, counted: qemu_plugin.Request | None = None):
-    """Says on stderr what the status means when it is not a plain exit, and the
-    instruction counts when `counted` asked for them."""
+def report(result: RunResult, elf: Path, timeout: float, counted: qemu_plugin.Request | None = None, note=None):
+    """Says what the status means when it is not a plain exit, and the instruction counts when
+    `counted` asked for them: each line to `note(text)` (default: standard error, "kiln: ...")."""
+    note = note or _note
     if result.npu_summary:
-        _note(result.npu_summary)
+        note(result.npu_summary)
     if counted is not None:
-        _report_instructions(result.instructions, elf)
+        for line in instruction_lines(result.instructions, elf):
+            note(line)
     if result.npu_error is not None:
-        _note(f"the NPU model stopped the platform: {result.npu_error} (status {result.status})")
+        note(f"the NPU model stopped the platform: {result.npu_error} (status {result.status})")
     elif result.fault is not None:
         for line in result.fault.explain(elf):
-            _note(line)
+            note(line)
     elif result.lockup is not None:
         for line in result.lockup.explain():
-            _note(line)
+            note(line)
     elif result.timed_out:
-        _note(f"timeout: the firmware did not exit within {timeout:g} s; stopped it (status {TIMEOUT_EXIT_STATUS})")
+        note(f"timeout: the firmware did not exit within {timeout:g} s; stopped it (status {TIMEOUT_EXIT_STATUS})")
     elif result.status == PLATFORM_ERROR_EXIT_STATUS:
         tail = [line for line in result.uart if line.strip()][-3:]
-        _note("the platform stopped without the firmware reporting an exit status" + (": " if tail else ""))
+        note("the platform stopped without the firmware reporting an exit status" + (": " if tail else ""))
         for line in tail:
-            _note(f"  {line}")
+            note(f"  {line}")
 
 
-def _report_instructions(counts: qemu_plugin.Counts | None, elf: Path, top: int = 12):
+def instruction_lines(counts: qemu_plugin.Counts | None, elf: Path, top: int = 12) -> list[str]:
+    """The instruction counts for a person: the whole run's, each call's of the function counted
+    and, profiled, the `top` functions its calls' instructions went to."""
     if counts is None:
-        _note("instructions: not counted to the end (QEMU did not exit normally)")
-        return
-    _note(f"instructions executed in the whole run: {counts.total}")
+        return ["instructions: not counted to the end (QEMU did not exit normally)"]
+    lines = [f"instructions executed in the whole run: {counts.total}"]
     if counts.function is None:
-        return
+        return lines
     name = counts.function.readable
-    _note(f"instructions per call of {name}: {' '.join(str(n) for n in counts.calls) or '(no call completed)'}")
+    lines.append(f"instructions per call of {name}: {' '.join(str(n) for n in counts.calls) or '(no call completed)'}")
     if counts.unfinished is not None:
-        _note(f"  and a call still running at exit: {counts.unfinished} so far")
+        lines.append(f"  and a call still running at exit: {counts.unfinished} so far")
     if counts.by_address:
         rows = counts.by_function(elf)
         inside = sum(n for _, n in rows)
-        _note(f"instructions inside the calls of {name}, by function ({len(counts.calls)} call(s)):")
-        for function, n in rows[:top]:
-            _note(f"  {n:>10}  {100 * n / inside:5.1f} %  {function}")
+        lines.append(f"instructions inside the calls of {name}, by function ({len(counts.calls)} call(s)):")
+        lines += [f"  {n:>10}  {100 * n / inside:5.1f} %  {function}" for function, n in rows[:top]]
         if len(rows) > top:
-            _note(f"  {sum(n for _, n in rows[top:]):>10}  in {len(rows) - top} other function(s)")
+            lines.append(f"  {sum(n for _, n in rows[top:]):>10}  in {len(rows) - top} other function(s)")
+    return lines

@@ -53,29 +53,6 @@ MODES = {
     42: "AND_NOT",
 }
 UNARY = {"LRELU", "ABS", "CLZ", "NOT"}
-MODELLED = {
-    "MUL",
-    "ADD",
-    "SUB",
-    "MIN",
-    "MAX",
-    "LRELU",
-    "ABS",
-    "CLZ",
-    "SHR",
-    "SHL",
-    "LSR",
-    "DIV",
-    "CMP_EQ",
-    "CMP_NE",
-    "CMP_GE",
-    "CMP_GT",
-    "AND",
-    "OR",
-    "XOR",
-    "NOT",
-    "AND_NOT",
-}
 _COMPARE = {"CMP_EQ": np.equal, "CMP_NE": np.not_equal, "CMP_GE": np.greater_equal, "CMP_GT": np.greater}
 _BITWISE = {
     "AND": np.bitwise_and,
@@ -127,8 +104,6 @@ def _scaled(ctx: Context, prefix: str, values: np.ndarray) -> np.ndarray:
 def elementwise(ctx: Context, mode: int) -> None:
     regs = ctx.registers
     name = mode_name(ctx, MODES, mode)
-    if name not in MODELLED:
-        raise NotModelled(f"NPU_OP_ELEMENTWISE: mode {name} is not modelled")
     acc, source, output, _ = regs.acc_format()
     if source != u85.ACC_INPUT_RESET or not output:
         raise NotModelled("NPU_OP_ELEMENTWISE: an accumulator input or disabled output is not modelled")

@@ -1,0 +1,422 @@
+"""One way to run firmware: compile -> build -> run -> compare, and profile.
+
+kiln's commands that run firmware (deploy, run, run --profile, profile) and the end-to-end
+tests (tests/fvp) go through these functions; kiln.cli only parses arguments, calls them and
+prints. A stage takes the Target its caller resolved once (kiln.boards.target(name, board)) and
+hands it down; a target name is taken too, meaning that target on its reference board.
+
+    compile_pte(model, spec, output)          compile (kiln.compile) and write the .pte and its .json report
+    build_runner(pte, target)                 kiln's executor runner for the .pte: the ELF (kiln.firmware.runner_build)
+    firmware(elf, target, inputs, ...)        an ELF checked to run, with its command line
+    run(firmware)                             one run on Arm's FVP or kiln's virtual platform: a RunResult
+    infer(elf, target, pte, samples)          the runner run over samples: their outputs and cycles (Inferences)
+    compare(pte, samples, outputs)            where outputs differ from `kiln run-host`'s, bit for bit
+    classify_digits(elf, target, pte, count)  held-out digits through the runner (`kiln deploy digits`)
+    profile_model, profile_pte, profile_elf   kiln profile's per-layer Profile (kiln.reference.profile),
+                                              the runner counted on the virtual platform where asked
+
+Files. A path a caller passes stays the caller's: compile_pte writes `output` and the report
+beside it; build_runner writes its build directory (default: one under build/runner/); run
+reads the input files and creates `output_dir`, where the firmware writes; infer writes the
+samples to input_<i>.bin and reads the outputs from out/output_<i>.bin in `work`, left there,
+or, with work=None, in a temporary folder it removes before returning.
+
+Timeouts. A run's `timeout` is the firmware's, in seconds from the platform's start; a firmware
+still running then is stopped, status TIMEOUT_EXIT_STATUS. The platform runs in a session of its
+own: however a run ends (the firmware's exit, the timeout, Ctrl-C as KeyboardInterrupt, which is
+raised on, or an error), its process group is killed and the NPU model's attachment closed
+before the function returns or raises, so no platform process outlives it.
+
+Statuses (RunResult.status, `kiln run`'s exit status): the firmware's own ("[kiln] exit N"), 134
+a CPU fault, 124 timeout, 125 the platform stopped without the firmware's exit. Before a run:
+a UsageError (exit status 2) for an unknown target or board, a missing or damaged ELF or a bad
+argument; a ToolMissingError (127) when no platform runs the target.
+
+Output. UART lines go to `echo(line)` as they come (default: nowhere); kiln's notes (the
+platform chosen, the NPU model's summary, what a status means) to `note(text)` (default:
+standard error, as "kiln: TEXT"). infer keeps both in its Inferences instead.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kiln import boards, paths
+from kiln import compile as kc
+from kiln.errors import RunnerError, UsageError
+from kiln.firmware.runner_build import build_runner
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import NUMPY_DTYPES, Tensor
+from kiln.reference import profile as host_profile
+from kiln.simulator import protocol, qemu_plugin
+from kiln.simulator import run as platforms
+from kiln.simulator.run import DEFAULT_TIMEOUT_S, RunResult
+from kiln.spec import CompileSpec
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "INFERENCE_CALL",
+    "Classified",
+    "Firmware",
+    "Inferences",
+    "RunResult",
+    "build_runner",
+    "classify_digits",
+    "compare",
+    "compile_pte",
+    "firmware",
+    "infer",
+    "profile_elf",
+    "profile_model",
+    "profile_pte",
+    "program_io",
+    "run",
+]
+
+# The runner's one call per inference (firmware/apps/executor_runner/main.cpp):
+# kiln::runtime::Method::execute(), by its symbol.
+INFERENCE_CALL = "_ZN4kiln7runtime6Method7executeEv"
+PROFILE_TIMEOUT_S = 600.0  # a profile's counted run of the runner
+
+
+# ---- compile ----------------------------------------------------------------------------------
+
+
+def compile_pte(
+    model, spec: CompileSpec, output: Path, target: boards.Target | None = None, calibration=None, log=print
+) -> tuple[kc.Result, Path]:
+    """`model` (a zoo name, a .py file or a LoadedModel) compiled to `spec` (for `target` when the
+    caller resolved it already) and written to `output`, its report beside it as .json; returns
+    the compile's result and the report's path (kiln.compile.compile_model and write)."""
+    result = kc.compile_model(model, spec, calibration, log, target=target)
+    return result, kc.write(result, Path(output))
+
+
+# ---- run ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Firmware:
+    """An ELF checked to run for a target, with the firmware's command line."""
+
+    elf: Path  # absolute
+    target: boards.Target
+    arguments: tuple[str, ...]  # its semihosting command line (kiln.simulator.run.firmware_arguments)
+
+
+def firmware(
+    elf: Path,
+    target: boards.Target | str,
+    inputs: Sequence[Path] = (),
+    output_dir: Path | None = None,
+    npu_timeout_ms: int | None = None,
+    arguments: Sequence[str] = (),
+) -> Firmware:
+    """`elf` for `target`, checked (kiln.simulator.run.check: a UsageError for an unknown target,
+    a missing, damaged or foreign ELF) before its command line is made from `inputs`,
+    `output_dir` (created) and `npu_timeout_ms` (kiln's executor runner's options, checked),
+    then `arguments` as they are (another app's own, or the runner's unchecked)."""
+    elf, target = platforms.check(elf, target)
+    made = platforms.firmware_arguments(inputs, output_dir, npu_timeout_ms)
+    return Firmware(elf, target, (*made, *arguments))
+
+
+def run(
+    fw: Firmware,
+    platform: str = "auto",
+    timeout: float = DEFAULT_TIMEOUT_S,
+    count_instructions: qemu_plugin.Request | None = None,
+    echo=None,
+    note=None,
+    cwd: Path | None = None,
+    npu_model: bool = True,
+) -> RunResult:
+    """`fw` run once, as `kiln run` runs it, on `platform`: "auto" (Arm's FVP when installed, else
+    kiln's virtual platform), "fvp" or "virtual". Then what its status means (and, with
+    `count_instructions`, the counts) goes to `note`. `cwd`: the platform's working directory
+    (the firmware's semihosting files are relative to it; default this process's);
+    `npu_model=False`: the virtual platform without the NPU model (for measurements)."""
+    result = _run(fw, platform, timeout, count_instructions, echo, note, cwd, npu_model)
+    platforms.report(result, fw.elf, timeout, count_instructions, note)
+    return result
+
+
+def _run(fw: Firmware, platform, timeout, count_instructions=None, echo=None, note=None, cwd=None, npu_model=True):
+    return platforms.run(
+        fw.elf,
+        fw.target,
+        timeout,
+        platform,
+        echo,
+        cwd,
+        npu_model,
+        fw.arguments,
+        count_instructions,
+        note=note,
+    )
+
+
+# ---- the runner over samples ----------------------------------------------------------------
+
+
+def program_io(pte: Path) -> tuple[list[Tensor], list[Tensor]]:
+    """The program's input and output tensors, in order."""
+    plan = deserialize(Path(pte).read_bytes()).forward()
+    return [plan.values[i] for i in plan.inputs], [plan.values[i] for i in plan.outputs]
+
+
+@dataclass
+class Inferences:
+    """One run of kiln's executor runner over samples (infer)."""
+
+    run: RunResult  # the platform's record: status, UART lines and their transcript, NPU model totals
+    samples: int  # how many the runner was given
+    outputs: list[list[np.ndarray]]  # [sample][output]; read only when the runner finished every sample
+    notes: list[str]  # what `kiln run` would have said on standard error, "kiln: " left off
+    seconds: float  # wall time of the run, the platform's start and stop included
+    # With count_instructions: per inference, the instructions the CPU executed in
+    # Method::execute() (executor, kernels, delegate, driver, the NPU's interrupt handler; not
+    # the runner's semihosting input/output or UART lines), less the one instruction per NPU
+    # stream the virtual platform itself executes to pend the NPU's interrupt
+    # (kiln.simulator.attach); None when not counted to the end.
+    cpu_instructions: list[int] | None = None
+
+    @property
+    def status(self) -> int:
+        return self.run.status
+
+    @property
+    def inferences(self) -> list[protocol.Inference]:
+        return self.run.transcript.inferences
+
+    @property
+    def npu_cycles(self) -> list[int]:
+        return [i.npu_cycles for i in self.inferences]
+
+    @property
+    def cpu_cycles(self) -> list[int | None]:
+        """Per inference; None where the platform has no cycle counter."""
+        return [i.cpu_cycles for i in self.inferences]
+
+    @property
+    def complete(self) -> bool:
+        """The runner exited 0 after an inference per sample."""
+        return self.status == 0 and len(self.inferences) == self.samples
+
+    @property
+    def log(self) -> str:
+        """The UART, then kiln's notes: for a person reading why a run failed."""
+        return "\n".join(self.run.uart + [f"kiln: {n}" for n in self.notes])
+
+
+def infer(
+    elf: Path,
+    target: boards.Target | str,
+    pte: Path,
+    samples: list[list[np.ndarray]] | None = None,
+    work: Path | None = None,
+    platform: str = "auto",
+    timeout: float = DEFAULT_TIMEOUT_S,
+    count_instructions: bool = False,
+    profile_instructions: bool = False,
+    echo=None,
+) -> Inferences:
+    """Runs `elf`, kiln's executor runner built for `pte`, once over `samples` ([sample][input]
+    arrays of the program's input types and shapes; None: the runner's built-in inputs, one
+    inference). `work`: the folder for the input and output files (the Files above).
+    `count_instructions`: on the virtual platform, each inference's CPU instructions
+    (Inferences.cpu_instructions); `profile_instructions` also: where they went, in the notes."""
+    if work is None:
+        with tempfile.TemporaryDirectory(prefix="kiln-run-") as tmp:
+            return infer(
+                elf, target, pte, samples, Path(tmp), platform, timeout, count_instructions, profile_instructions, echo
+            )
+    inputs, outputs = program_io(pte)
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    files = _write_samples(inputs, samples, work) if samples is not None else []
+    fw = firmware(elf, target, files, work / "out")
+    counted = None
+    if count_instructions or profile_instructions:
+        counted = qemu_plugin.Request(INFERENCE_CALL, profile_instructions)
+    notes: list[str] = []
+    start = time.monotonic()
+    result = _run(fw, platform, timeout, counted, echo, notes.append)
+    seconds = time.monotonic() - start
+    platforms.report(result, fw.elf, timeout, counted, notes.append)
+    count = 1 if samples is None else len(samples)
+    done = Inferences(result, count, [[] for _ in range(count)], notes, seconds)
+    if counted is not None and result.instructions is not None:
+        streams = [i.streams for i in done.inferences]
+        if len(result.instructions.calls) == len(streams):
+            done.cpu_instructions = [n - s for n, s in zip(result.instructions.calls, streams)]
+    if done.complete:  # else the runner wrote no (or not every) output
+        for i, tensor in enumerate(outputs):
+            data = np.fromfile(work / "out" / f"output_{i}.bin", dtype=NUMPY_DTYPES[tensor.scalar_type])
+            for k, sample in enumerate(data.reshape(count, *tensor.sizes)):
+                done.outputs[k].append(sample)
+    return done
+
+
+def _write_samples(inputs: list[Tensor], samples: list[list[np.ndarray]], work: Path) -> list[Path]:
+    """One file per program input, every sample's value of it back to back (the runner's --input)."""
+    files = []
+    for i, tensor in enumerate(inputs):
+        dtype = NUMPY_DTYPES[tensor.scalar_type]
+        path = work / f"input_{i}.bin"
+        path.write_bytes(
+            b"".join(np.ascontiguousarray(np.asarray(s[i], dtype).reshape(tensor.sizes)).tobytes() for s in samples)
+        )
+        files.append(path)
+    return files
+
+
+def compare(pte: Path, samples: list[list[np.ndarray]], outputs: list[list[np.ndarray]]) -> list[str]:
+    """Where `outputs` ([sample][output], as infer reads them) differ from what `kiln run-host`
+    computes for the same samples (kiln.reference.run_host: numpy kernels and
+    tosa_reference_model, independent of the firmware): a line per sample and output whose
+    type, shape or any bit differs; none when every output equals run-host's bit for bit."""
+    from kiln.reference import run_host
+
+    data = Path(pte).read_bytes()
+    found = [] if len(outputs) == len(samples) else [f"outputs of {len(outputs)} samples for {len(samples)} samples"]
+    for k, (got, sample) in enumerate(zip(outputs, samples)):
+        expected = [np.ascontiguousarray(e) for e in run_host.run(data, sample)]
+        if len(got) != len(expected):
+            found.append(f"sample {k}: {len(got)} outputs, run-host gives {len(expected)}")
+            continue
+        for i, (g, e) in enumerate(zip(got, expected)):
+            if g.dtype != e.dtype or g.shape != e.shape:
+                found.append(
+                    f"sample {k} output {i}: {g.dtype} {list(g.shape)}, run-host gives {e.dtype} {list(e.shape)}"
+                )
+            elif g.tobytes() != e.tobytes():
+                bits = f"u{g.itemsize}"
+                differ = int(np.count_nonzero(g.reshape(-1).view(bits) != e.reshape(-1).view(bits)))
+                found.append(f"sample {k} output {i}: {differ} of {g.size} elements differ from run-host's")
+    return found
+
+
+@dataclass
+class Classified:
+    """Held-out digits images through the runner (classify_digits)."""
+
+    run: Inferences
+    labels: list[int]  # the images' true digits
+    predicted: list[int]  # the runner's (each output's argmax); empty unless the run is complete
+
+
+def classify_digits(
+    elf: Path,
+    target: boards.Target | str,
+    pte: Path,
+    count: int,
+    platform: str = "auto",
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> Classified:
+    """The first `count` images of the digits model's held-out split (kiln.models.digits)
+    classified by `elf`, the runner built for `pte`, in one run (infer). A UsageError for a
+    count the split does not hold."""
+    from kiln.models import digits
+
+    images, labels = digits.test_split()
+    if not 0 < count <= len(labels):
+        raise UsageError(f"--count must be 1..{len(labels)}")
+    done = infer(elf, target, pte, [[images[k].numpy()] for k in range(count)], None, platform, timeout)
+    predicted = [int(np.argmax(outputs[0])) for outputs in done.outputs] if done.complete else []
+    return Classified(done, [int(labels[k]) for k in range(count)], predicted)
+
+
+# ---- profile --------------------------------------------------------------------------------
+
+
+def profile_model(
+    model,
+    spec: CompileSpec,
+    target: boards.Target | None = None,
+    cpu_instructions: bool = False,
+    work: Path | None = None,
+    log=print,
+) -> host_profile.Profile:
+    """kiln profile of `model` compiled to `spec`: each layer's NPU cycles and bytes on kiln's NPU
+    model beside Vela's own estimate (kiln.reference.profile.profile). `cpu_instructions`: also
+    each program instruction's CPU instructions, from kiln's executor runner for the program run
+    once on the virtual platform (measure_cpu), its files in `work` (default
+    build/profile/<model>)."""
+    result = kc.compile_model(model, spec, log=log, target=target)
+    target = boards.resolve(target or spec.target, spec.board)
+    p = host_profile.profile(result, target)
+    if cpu_instructions:
+        measure_cpu(p, result, target, work or paths.build_root() / "profile" / p.model)
+    return p
+
+
+def measure_cpu(
+    p: host_profile.Profile,
+    result: kc.Result,
+    target: boards.Target,
+    work: Path,
+    timeout: float = PROFILE_TIMEOUT_S,
+    echo=lambda *args, **kwargs: None,
+) -> None:
+    """Builds kiln's executor runner for `result` in `work` (its .pte and report there too, the
+    build in work/runner; `echo` sees the build's report), runs one inference (the runner's
+    built-in inputs) on the virtual platform counting each program instruction's CPU
+    instructions, and fills them into `p` (kiln.reference.profile.count_cpu). A RunnerError when
+    the runner does not exit 0."""
+    owners = host_profile.instruction_owners(result)
+    work.mkdir(parents=True, exist_ok=True)
+    pte = work / f"{p.model}.pte"
+    kc.write(result, pte)
+    elf = build_runner(pte, target, output=work / "runner", echo=echo)
+    counted = _run(firmware(elf, target), "virtual", timeout, qemu_plugin.Request(host_profile.RUN_INSTRUCTION))
+    if counted.status != 0:
+        raise RunnerError(
+            f"the executor runner for {p.model} exited {counted.status} on the virtual platform; "
+            f"its last lines: {' | '.join(counted.uart[-3:])}"
+        )
+    _count_cpu(p, counted, owners, work / "runner" / "memory_report.json")
+
+
+def _count_cpu(p: host_profile.Profile, counted: RunResult, owners, memory_report: Path | None = None) -> None:
+    calls = counted.instructions.calls if counted.instructions is not None else []
+    pmu = next((i.pmu.total for i in counted.transcript.inferences if i.pmu is not None), None)
+    image = json.loads(memory_report.read_text()) if memory_report and memory_report.is_file() else None
+    host_profile.count_cpu(p, owners, calls, pmu, image)
+
+
+def profile_pte(pte: Path, target: str) -> host_profile.Profile:
+    """kiln profile of a .pte with its compile report beside it (kiln.reference.profile.profile_pte);
+    a UsageError when it was compiled for another target than `target` (a name)."""
+    p = host_profile.profile_pte(Path(pte))
+    if p.target != target:
+        raise UsageError(f"{pte} was compiled for {p.target}, not {target}")
+    return p
+
+
+def profile_elf(
+    fw: Firmware, pte: Path, timeout: float = PROFILE_TIMEOUT_S, echo=None, note=None
+) -> tuple[host_profile.Profile, RunResult]:
+    """`kiln run --profile=PTE`: the profile of the program `fw`'s ELF bakes (a runner kiln build
+    made from `pte`, checked: kiln.reference.profile.check_baked), as profile_pte makes it, with
+    that very ELF run on the virtual platform counting each program instruction's CPU
+    instructions (then what its status means goes to `note`). Returns the profile and the run;
+    the profile's CPU figures are filled only when the run exited 0. A UsageError for a .pte
+    of another target or program."""
+    pte = Path(pte)
+    if not pte.is_file():
+        raise UsageError(f"{pte}: no such file")
+    host_profile.check_baked(fw.elf, pte)  # before Vela runs for the profile
+    p = profile_pte(pte, fw.target.name)
+    counted = _run(fw, "virtual", timeout, qemu_plugin.Request(host_profile.RUN_INSTRUCTION), echo, note)
+    platforms.report(counted, fw.elf, timeout, note=note)
+    if counted.status == 0:
+        _count_cpu(p, counted, host_profile.pte_instruction_owners(pte, p))
+    return p, counted
