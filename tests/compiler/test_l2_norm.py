@@ -17,6 +17,7 @@ CASES = {  # name -> fn(x)
     "normalize_last": lambda x: F.normalize(x, dim=-1),
     "normalize_dim1_eps": lambda x: F.normalize(x, dim=1, eps=0.5),
     "normalize_tiny_eps": lambda x: F.normalize(x, dim=-1, eps=1e-30),
+    "divide_by_norm": lambda x: x / x.norm(dim=-1, keepdim=True),  # as CLIP-style heads write it
     "vector_norm_2_keepdim": lambda x: torch.linalg.vector_norm(x, 2, -1, True),
     "vector_norm_all": lambda x: torch.linalg.vector_norm(x),
     "vector_norm_1": lambda x: torch.linalg.vector_norm(x, 1, (1, 2)),
@@ -41,15 +42,16 @@ def test_decomposed_equals_eager(name):
     module, x = Lambda(lambda layers, x: CASES[name](x)).eval(), _input()
     gm = normalised(module, (x,))
     assert not {aten.linalg_vector_norm.default, aten.linalg_norm.default} & call_targets(gm)
-    torch.testing.assert_close(gm(x), module(x), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gm(x), module(x), rtol=1e-5, atol=1e-6, equal_nan=True)  # 0 / 0 without eps
 
 
 def test_normalize_is_one_rsqrt_of_the_clamped_sum_of_squares():
     """x * rsqrt(max(sum(x^2), eps^2)): no sqrt, no reciprocal; with eps^2 underflowing float32
     (eps=1e-30) the sqrt / clamp / reciprocal form stays, so a zero row is 0, not 0 * inf."""
     x = _input()
-    fused = call_targets(normalised(Lambda(lambda layers, x: CASES["normalize_last"](x)).eval(), (x,)))
-    assert aten.rsqrt.default in fused and not {aten.sqrt.default, aten.reciprocal.default} & fused
+    for name in ("normalize_last", "divide_by_norm"):
+        fused = call_targets(normalised(Lambda(lambda layers, x, name=name: CASES[name](x)).eval(), (x,)))
+        assert aten.rsqrt.default in fused and not {aten.sqrt.default, aten.reciprocal.default} & fused
     module = Lambda(lambda layers, x: CASES["normalize_tiny_eps"](x)).eval()
     gm = normalised(module, (x,))
     assert aten.rsqrt.default not in call_targets(gm)

@@ -966,31 +966,33 @@ REFUSED: dict[object, str] = {}
 # ---- patterns --------------------------------------------------------------------------------------
 def fuse_l2_normalize(gm: GraphModule) -> int:
     """F.normalize(x, p=2, dim, eps) as exported, x / expand_as(clamp_min(vector_norm(x, 2, dim,
-    keepdim=True), eps), x), becomes x * rsqrt(clamp_min(sum(x * x, dim, keepdim=True), eps^2)): equal
-    in real numbers (sqrt is increasing), with one table on the NPU where sqrt and reciprocal take two.
-    Kept as it is where eps^2 is no normal float32 (eps^2 rounding to 0 would turn a zero vector's 0 / eps
-    into 0 * inf). Returns how many."""
+    keepdim=True), eps), x), becomes x * rsqrt(clamp_min(sum(x * x, dim, keepdim=True), eps^2)), and
+    x / x.norm(dim=dim, keepdim=True) (no eps) x * rsqrt(sum(x * x, dim, keepdim=True)): equal in real
+    numbers (sqrt is increasing), with one table on the NPU where sqrt and reciprocal take two. Kept as
+    it is where eps^2 is no normal float32 (eps^2 rounding to 0 would turn a zero vector's 0 / eps into
+    0 * inf). Returns how many."""
     count = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not aten.div.Tensor:
             continue
-        x, denominator = node.args[:2]
-        if isinstance(denominator, Node) and denominator.target is aten.expand_as.default:
-            denominator = denominator.args[0]
-        if not isinstance(denominator, Node) or denominator.target is not aten.clamp_min.default:
-            continue
-        norm, eps = denominator.args[:2]
+        x, norm = node.args[:2]
+        if isinstance(norm, Node) and norm.target is aten.expand_as.default:
+            norm = norm.args[0]
+        eps = None
+        if isinstance(norm, Node) and norm.target is aten.clamp_min.default:
+            norm, eps = norm.args[:2]
+            if not isinstance(eps, (int, float)) or not float(eps) ** 2 >= torch.finfo(torch.float32).tiny:
+                continue
         if not isinstance(norm, Node) or norm.target is not aten.linalg_vector_norm.default:
             continue
         n = bound(norm)
         if n["self"] is not x or n["ord"] != 2 or not n["keepdim"] or n["dtype"] is not None:
             continue
-        if not isinstance(eps, (int, float)) or not float(eps) ** 2 >= torch.finfo(torch.float32).tiny:
-            continue
         emit = Emitter(gm, node)
         squares = emit(aten.sum.dim_IntList, emit(aten.mul.Tensor, x, x), _dims(n["dim"], _rank(x)), True)
-        scale = emit(aten.rsqrt.default, emit(aten.clamp_min.default, squares, float(eps) ** 2))
-        replace(node, emit(aten.mul.Tensor, x, scale))
+        if eps is not None:
+            squares = emit(aten.clamp_min.default, squares, float(eps) ** 2)
+        replace(node, emit(aten.mul.Tensor, x, emit(aten.rsqrt.default, squares)))
         count += 1
     return finish(gm, count)
 

@@ -506,8 +506,9 @@ def markdown() -> str:
         "A batch_norm right after a conv1d/conv2d (or a linear with 2-D output) is folded into its weight and bias.",
         "",
         "`F.normalize(x, p=2, dim, eps)`, exported as x / max(linalg_vector_norm(x), eps), becomes "
-        "x * rsqrt(max(sum(x * x, dim), eps^2)) (one table on the NPU); where eps^2 is no normal float32 it "
-        "is left to the decompositions above.",
+        "x * rsqrt(max(sum(x * x, dim), eps^2)) (one table on the NPU), and x / x.norm(dim=dim, keepdim=True) "
+        "becomes x * rsqrt(sum(x * x, dim)); where eps^2 is no normal float32 it is left to the decompositions "
+        "above.",
         "",
         "## Multi-output operators",
         "",
