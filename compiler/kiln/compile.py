@@ -49,6 +49,9 @@ class Result:
     inputs: tuple[torch.Tensor, ...]  # the model's example inputs
     stages: dict[str, float] = field(default_factory=dict)
     searches: list[VelaSearch] = field(default_factory=list)  # the partitions Vela failed on
+    # the argument name of each program input, the path of each output in what forward returns
+    io_paths: tuple[list[str], list[str]] = ((), ())
+    keywords: tuple[str, ...] = ()  # the inputs passed by keyword (kiln.frontend.export.LoadedModel)
 
 
 class _Stages:
@@ -163,6 +166,7 @@ def _compile(
     with stage("export"):
         exported = frontend.export(loaded)
         module = exported.module(check_guards=False)
+        io_paths = frontend.io_paths(module)
     with stage("normalize"):
         normalize.normalize(module)
     quantized = None
@@ -230,7 +234,21 @@ def _compile(
         data = from_program.write(prog, results, tosa, target.name, spec.memory_mode)
     reasons = quantizer.int16_reasons if quantized is not None else {}
     result = Result(
-        data, {}, g, parts, prog, tosa, results, flipped, quantized, reasons, loaded.inputs, stage.seconds, searches
+        data,
+        {},
+        g,
+        parts,
+        prog,
+        tosa,
+        results,
+        flipped,
+        quantized,
+        reasons,
+        loaded.inputs,
+        stage.seconds,
+        searches,
+        io_paths,
+        loaded.keywords,
     )
     result.report = make_report(loaded.name, spec, result)
     if spec.intermediates:
@@ -430,10 +448,12 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
     ]
     prog = result.program
     io = []
-    for kind, indices in (("input", prog.inputs), ("output", prog.outputs)):
+    for kind, indices, paths in zip(("input", "output"), (prog.inputs, prog.outputs), result.io_paths):
         for n, i in enumerate(indices):
             v = prog.values[i].value
             entry = {"kind": kind, "name": f"{kind} {n}", "dtype": v.dtype, "shape": list(v.shape)}
+            if n < len(paths):
+                entry["path"] = paths[n]
             if v.qparams is not None:
                 entry.update(scale=float(v.qparams.scale), zero_point=int(v.qparams.zero_point))
             io.append(entry)
@@ -444,6 +464,7 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
         "system_config": spec.system_config,
         "memory_mode": spec.memory_mode,
         "io": io,
+        "keywords": list(result.keywords),
         "ops": ops,
         "macs": {
             "total": total_macs,
@@ -538,9 +559,19 @@ def format_report(report: dict) -> str:
         )
     for entry in report["io"]:
         q = f", scale {entry['scale']:.6g}, zero point {entry['zero_point']}" if "scale" in entry else ""
-        lines.append(f"  {entry['name']}: {entry['dtype']}{entry['shape']}{q}")
+        lines.append(f"  {entry['name']}{_named(entry, report['keywords'])}: {entry['dtype']}{entry['shape']}{q}")
     lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in report["stages_s"].items()))
     return "\n".join(lines)
+
+
+def _named(entry: dict, keywords: list[str]) -> str:
+    """ " (attention_mask)" for an input passed by keyword, " (['logits'])" for an output inside a
+    dict, dataclass or nested tuple; "" where the number says it all (a positional input, a lone
+    tensor or an item of a flat tuple)."""
+    path, n = entry.get("path", ""), int(entry["name"].split()[-1])
+    if entry["kind"] == "input":
+        return f" ({path})" if path in keywords else ""
+    return f" ({path})" if path not in ("", f"[{n}]") else ""
 
 
 def write(result: Result, output: Path) -> Path:

@@ -291,9 +291,12 @@ class _Builder:
 
     def output(self, node: Node) -> list[Value]:
         result = []
-        for arg in _flatten(node.args[0]):
+        returned = list(_flatten(node.args[0]))
+        if not any(isinstance(arg, Node) for arg in returned):
+            raise ModelError(f"the model returns no tensor (it returns {', '.join(map(repr, returned)) or 'nothing'})")
+        for arg in returned:
             if not isinstance(arg, Node):
-                raise ModelError(f"the model returns {arg!r}, not a tensor")
+                continue  # None or a number beside the tensors: not a program output (kiln.frontend.export)
             if arg in self.dq and self.io_quantized and not self.dq[arg].is_constant:
                 result.append(self.dq[arg])
             else:

@@ -69,7 +69,7 @@ class Kind:
 
 
 def _t(rng, *shape, scale=0.5):
-    return torch.from_numpy((rng.standard_normal(shape) * scale).astype(np.float32))
+    return torch.from_numpy(np.asarray(rng.standard_normal(shape) * scale, dtype=np.float32))  # shape () too
 
 
 def _any(shapes):
@@ -135,6 +135,22 @@ def _slice(rng, shapes):
     size = shapes[0][dim]
     start = int(rng.integers(0, max(size - 1, 1)))
     return {"dim": dim, "start": start, "end": int(rng.integers(start + 1, size + 1))}
+
+
+def _one_dim(rng, shapes):
+    return {"dim": int(rng.integers(len(shapes[0])))}
+
+
+def _norm_params(rng, shapes):
+    return {**_dims(rng, shapes), "ord": float(rng.choice([2.0, 2.0, 1.0, float("inf")]))}
+
+
+def _cat_with_empty(x, dim: int):
+    """x * 1.5 concatenated with torch.tensor([]), a 0-length slice of x and new_zeros with a 0 at
+    `dim`: empty operands PyTorch accepts, so the result is x * 1.5."""
+    empty = list(x.shape)
+    empty[dim] = 0
+    return torch.cat([torch.tensor([]), x.narrow(dim, 0, 0), x * 1.5, x.new_zeros(empty)], dim)
 
 
 def _image(shapes):
@@ -306,6 +322,13 @@ STEPS: dict[str, Kind] = {
     "cat": Kind(2, lambda s: s[0][1:] == s[1][1:] and len(s[0]) >= 2, _none, lambda xs, p: torch.cat(xs, dim=0)),
     "cat_last": Kind(2, lambda s: s[0][:-1] == s[1][:-1], _none, lambda xs, p: torch.cat(xs, dim=-1)),
     "stack_sum": Kind(2, _same, _none, lambda xs, p: torch.stack(xs, dim=1).sum(1)),
+    # L2 normalisation as retrieval heads and attention variants write it; vector norms of ord 2, 1, inf
+    "l2_normalize": Kind(1, _any, _one_dim, lambda xs, p: F.normalize(xs[0], dim=p["dim"])),
+    "vector_norm": Kind(
+        1, _any, _norm_params, lambda xs, p: torch.linalg.vector_norm(xs[0], p["ord"], p["dim"], p["keepdim"])
+    ),
+    # a cat with empty operands (a cache of length 0 at a first decode step): an identity
+    "cat_empty": Kind(1, _any, _one_dim, lambda xs, p: _cat_with_empty(xs[0], p["dim"])),
     "unsqueeze_expand": Kind(1, _rank(2, 3), _none, lambda xs, p: xs[0].unsqueeze(1).expand(-1, 2, *xs[0].shape[1:])),
     **ATTENTION_STEPS,
 }
@@ -400,12 +423,14 @@ def steps_off_pt2e(result, inputs, got) -> tuple[float, float]:
     """(worst steps off, smallest fraction of an output's elements within TOLERANCE_STEPS) of
     run-host's outputs `got` against the PT2E reference of compile result `result`. A step is
     the output's quantization step; a float output (its last op on the CPU in float) counts
-    steps of 16 float32 ulps of its largest value; an integer output must be exact."""
+    steps of 16 float32 ulps of its largest value; an integer output must be exact. The reference's
+    outputs are its returned structure's tensors, depth first (kiln.frontend.export's order)."""
     from kiln.graph import DEQUANTIZE
 
     with torch.no_grad():
         want = result.quantized_module(*inputs) if result.quantized_module is not None else None
-    want = [want] if isinstance(want, torch.Tensor) else list(want)
+    # what forward returns (a tensor, tuple, dict or dataclass), flattened as the program's outputs are
+    want = [w for w in torch.utils._pytree.tree_leaves(want) if isinstance(w, torch.Tensor)]
     worst, within = 0.0, 1.0
     for value, g, w in zip(result.graph.outputs, got, want, strict=True):
         w = w.detach().numpy().astype(np.float64)

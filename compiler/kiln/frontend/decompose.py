@@ -723,6 +723,42 @@ def extreme_all(emit, node, a):
     return emit(reduce, a["self"], list(range(_rank(a["self"]))), False)
 
 
+@decomposes(
+    aten.linalg_vector_norm.default,
+    into="ord 2: sqrt(sum(x * x)); 1: sum(abs(x)); inf / -inf: amax / amin of abs(x); another p > 0: "
+    "pow(sum(pow(abs(x), p)), 1 / p); ord 0 or a dtype other than x's: kept",
+)
+def vector_norm(emit, node, a):
+    x, order = a["self"], a["ord"]
+    if (
+        a["dtype"] not in (None, value(x).dtype)
+        or not value(x).is_floating_point()
+        or not (order > 0 or order == -math.inf)
+    ):
+        return None
+    dims, keepdim = _dims(a["dim"], _rank(x)), a["keepdim"]
+    if order == 2:
+        return emit(aten.sqrt.default, emit(aten.sum.dim_IntList, emit(aten.mul.Tensor, x, x), dims, keepdim))
+    magnitude = emit(aten.abs.default, x)
+    if math.isinf(order):
+        return emit(aten.amax.default if order > 0 else aten.amin.default, magnitude, dims, keepdim)
+    if order == 1:
+        return emit(aten.sum.dim_IntList, magnitude, dims, keepdim)
+    powered = emit(aten.sum.dim_IntList, emit(aten.pow.Tensor_Scalar, magnitude, float(order)), dims, keepdim)
+    return emit(aten.pow.Tensor_Scalar, powered, 1.0 / order)
+
+
+@decomposes(aten.linalg_norm.default, into="a vector norm over its dims (ord None: 2); a matrix norm: kept")
+def linalg_norm(emit, node, a):
+    x, order, dims = a["self"], a["ord"], a["dim"]
+    dims = _dims(dims, _rank(x))
+    if order is not None and len(dims) != 1:
+        return None  # a matrix norm (ord 1, 2, inf, nuc over two dims): not a vector norm
+    return emit(
+        aten.linalg_vector_norm.default, x, 2.0 if order is None else order, dims, a["keepdim"], dtype=a["dtype"]
+    )
+
+
 # ---- data movement ---------------------------------------------------------------------------------
 @decomposes(
     aten.view.default,
@@ -936,6 +972,40 @@ KEPT_WHOLE = {
 
 # Multi-output ops kiln refuses, with the advice its error gives.
 REFUSED: dict[object, str] = {}
+
+
+# ---- patterns --------------------------------------------------------------------------------------
+def fuse_l2_normalize(gm: GraphModule) -> int:
+    """F.normalize(x, p=2, dim, eps) as exported, x / expand_as(clamp_min(vector_norm(x, 2, dim,
+    keepdim=True), eps), x), becomes x * rsqrt(clamp_min(sum(x * x, dim, keepdim=True), eps^2)), and
+    x / x.norm(dim=dim, keepdim=True) (no eps) x * rsqrt(sum(x * x, dim, keepdim=True)): equal in real
+    numbers (sqrt is increasing), with one table on the NPU where sqrt and reciprocal take two. Kept as
+    it is where eps^2 is no normal float32 (eps^2 rounding to 0 would turn a zero vector's 0 / eps into
+    0 * inf). Returns how many."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not aten.div.Tensor:
+            continue
+        x, norm = node.args[:2]
+        if isinstance(norm, Node) and norm.target is aten.expand_as.default:
+            norm = norm.args[0]
+        eps = None
+        if isinstance(norm, Node) and norm.target is aten.clamp_min.default:
+            norm, eps = norm.args[:2]
+            if not isinstance(eps, (int, float)) or not float(eps) ** 2 >= torch.finfo(torch.float32).tiny:
+                continue
+        if not isinstance(norm, Node) or norm.target is not aten.linalg_vector_norm.default:
+            continue
+        n = bound(norm)
+        if n["self"] is not x or n["ord"] != 2 or not n["keepdim"] or n["dtype"] is not None:
+            continue
+        emit = Emitter(gm, node)
+        squares = emit(aten.sum.dim_IntList, emit(aten.mul.Tensor, x, x), _dims(n["dim"], _rank(x)), True)
+        if eps is not None:
+            squares = emit(aten.clamp_min.default, squares, float(eps) ** 2)
+        replace(node, emit(aten.mul.Tensor, x, emit(aten.rsqrt.default, squares)))
+        count += 1
+    return finish(gm, count)
 
 
 # ---- folding ------------------------------------------------------------------------------------------------

@@ -1,12 +1,20 @@
 """The compiler's front end: find the model, run it once, export it.
 
 A model is a zoo or architecture name (kiln.models) or the path of a Python file that defines
-`ModelUnderTest` (an nn.Module) and `ModelInputs` (a tuple of example
-tensors), the convention of ExecuTorch's aot_arm_compiler.
+`ModelUnderTest` (an nn.Module) and `ModelInputs` (a tuple of example tensors, the convention of
+ExecuTorch's aot_arm_compiler; or a dict of them, passed as keyword arguments; or a tuple of
+tensors ending in such a dict).
+
+The program's inputs are the example tensors in order: the positional ones, then the keyword
+ones in the order the dict gives them. Its outputs are the tensors forward returns, flattened
+depth first (torch.utils._pytree's order: tuples and lists in order, dicts in their order,
+dataclasses and ModelOutput-like objects in field order); other values (None, numbers) are left
+out. `io_paths` names each (docs/compiling.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 import traceback
@@ -15,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.utils._pytree as pytree
+from torch.fx import GraphModule, Node
 
 from kiln import models
 from kiln.errors import ModelError, UsageError
@@ -24,7 +34,13 @@ from kiln.errors import ModelError, UsageError
 class LoadedModel:
     name: str
     module: torch.nn.Module  # in eval mode
-    inputs: tuple[torch.Tensor, ...]
+    inputs: tuple[torch.Tensor, ...]  # the program's inputs: positional, then keyword arguments
+    keywords: tuple[str, ...] = ()  # the names of the last len(keywords) inputs, passed by keyword
+
+    def arguments(self) -> tuple[tuple[torch.Tensor, ...], dict[str, torch.Tensor]]:
+        """(args, kwargs) of a call of the module on its example inputs."""
+        positional = len(self.inputs) - len(self.keywords)
+        return self.inputs[:positional], dict(zip(self.keywords, self.inputs[positional:]))
 
 
 def load_model(model: str) -> LoadedModel:
@@ -43,9 +59,17 @@ def load_model(model: str) -> LoadedModel:
         raise ModelError(f"{path} defines no ModelUnderTest (an nn.Module instance)")
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
-    if not isinstance(inputs, tuple) or not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
-        raise ModelError(f"{path} defines no ModelInputs (a tuple of example tensors)")
-    return LoadedModel(path.stem, module.eval(), inputs)
+    if isinstance(inputs, dict):
+        inputs = (inputs,)
+    keywords = inputs[-1] if isinstance(inputs, tuple) and inputs and isinstance(inputs[-1], dict) else {}
+    positional = inputs[:-1] if keywords else inputs
+    tensors = (*positional, *keywords.values()) if isinstance(positional, tuple) else ()
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors) or not all(map(str.isidentifier, keywords)):
+        raise ModelError(
+            f"{path} defines no ModelInputs (a tuple of example tensors, a dict of them by argument name, "
+            "or a tuple of tensors ending in such a dict)"
+        )
+    return LoadedModel(path.stem, module.eval(), tensors, tuple(keywords))
 
 
 def _import_file(path: Path) -> dict:
@@ -65,11 +89,13 @@ def _import_file(path: Path) -> dict:
 
 def export(model: LoadedModel) -> torch.export.ExportedProgram:
     """Runs the model once on its inputs, then torch.export (non-strict)."""
+    args, kwargs = model.arguments()
     try:
         with torch.no_grad():
-            model.module(*model.inputs)
+            output = model.module(*args, **kwargs)
     except Exception as error:
         raise ModelError(f"model {model.name} fails on its example inputs: {_where(error)}") from None
+    _register_dataclasses(output)
     try:
         with warnings.catch_warnings():
             # nn.GRU/LSTM/RNN reassign their flat weight list while being traced; torch.export
@@ -77,9 +103,43 @@ def export(model: LoadedModel) -> torch.export.ExportedProgram:
             warnings.filterwarnings(
                 "ignore", r"The tensor attributes .*_flat_weights\[\d+\].* were assigned during export", UserWarning
             )
-            return torch.export.export(model.module, model.inputs, strict=False)
+            return torch.export.export(model.module, args, kwargs, strict=False)
     except Exception as error:
         raise ModelError(f"torch.export cannot capture model {model.name}: {_where(error)}") from None
+
+
+def _register_dataclasses(output) -> None:
+    """Registers the dataclass types in `output` that torch.export does not know as pytrees (it
+    refuses them otherwise), so that it flattens them field by field."""
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        if type(output) not in pytree.SUPPORTED_NODES:
+            torch.export.register_dataclass(type(output))
+        children = [getattr(output, f.name) for f in dataclasses.fields(output)]
+    elif isinstance(output, (list, tuple)):
+        children = list(output)
+    elif isinstance(output, dict):
+        children = list(output.values())
+    else:
+        return
+    for child in children:
+        _register_dataclasses(child)
+
+
+def io_paths(module: GraphModule) -> tuple[list[str], list[str]]:
+    """(the argument name of each program input, the path of each program output in what forward
+    returns: "" for a lone tensor, "[1]" for a tuple's item, "['logits']" for a dict's, ".logits"
+    for a dataclass field) of ExportedProgram.module(); an output of a type whose pytree has no
+    keys is named by its index among the outputs, "[n]"."""
+    inputs = [n.name for n in module.graph.nodes if n.op == "placeholder"]
+    leaves = module.graph.output_node().args[0]  # what forward returns, flat (export's out_spec leaves)
+    leaves = list(leaves) if isinstance(leaves, (list, tuple)) else [leaves]
+    spec = getattr(module.graph._codegen, "pytree_info", None)
+    try:
+        returned = pytree.tree_unflatten(list(range(len(leaves))), spec.out_spec)
+        paths = [pytree.keystr(path) for path, _ in pytree.tree_flatten_with_path(returned)[0]]
+    except Exception:  # no pytree info, or a node type registered without keys
+        paths = [f"[{i}]" for i in range(len(leaves))]
+    return inputs, [p for p, leaf in zip(paths, leaves) if isinstance(leaf, Node)]
 
 
 def _where(error: BaseException, path: Path | None = None) -> str:

@@ -2,12 +2,17 @@
 
 Run right after torch.export, on both the quantized and the float path, as PASSES in order:
 
+  inline_higher_order     grad and autocast regions, torch.cond, map, scan inlined (higher_order.py)
   functionalize_inplace   in-place (add_, relu_, ...) and out= variants become functional
+  views_for_copies        the *_copy forms of view ops (transpose_copy, view_copy, ...) become the views
   remove_noops            eval-mode dropout, clone, detach, alias, casts to the same dtype, ...
-  fold_constants          ops of constants only (zeros, arange, a weight's transpose, ...) folded
+  fold_constants          ops of constants only (zeros, arange, a weight's transpose, ...) and
+                          tensors with no elements folded
+  drop_empty              empty operands of cat dropped; an empty tensor still read is a ModelError
   fold_batch_norm         a batch_norm after a conv (or linear) folds into its weight and bias
   unroll_recurrent        GRU / LSTM / RNN layers unrolled over their time steps
   decompose_multi_output  split, chunk, unbind, max.dim, var_mean, ...: one op per output read
+  fuse_l2_normalize       F.normalize's x / max(norm(x), eps) as x * rsqrt(max(sum(x * x), eps^2))
   decompose_composites    conv1d, layer_norm, group_norm, glu, prelu, var, stack, roll, ...
 
 The quantizer's transform_for_annotation runs the same passes (they find nothing left to do
@@ -35,9 +40,10 @@ from kiln.frontend import (
     attention,  # noqa: F401 (registers attention's decompositions in decompose.COMPOSITES)
     contraction,  # noqa: F401 (registers einsum's and repeat_interleave's)
     decompose,
+    higher_order,
 )
 from kiln.frontend.recurrent import RECURRENT, unroll_recurrent
-from kiln.frontend.rewrite import Emitter, attribute, bound, finish, op_type, replace, value
+from kiln.frontend.rewrite import Emitter, attribute, bound, finish, op_type, replace, target_name, value
 
 aten = torch.ops.aten
 
@@ -147,6 +153,55 @@ def functionalize_inplace(gm: GraphModule) -> int:
     return finish(gm, count)
 
 
+# ---- the *_copy forms of view ops ---------------------------------------------------------------------
+def _view_of_copy(copy):
+    """The view overload whose result `copy` (aten.X_copy.O) returns in new memory: aten.X.O."""
+    packet = copy.overloadpacket
+    view = getattr(getattr(aten, packet.__name__.removesuffix("_copy").lstrip("_")), copy._overloadname)
+    assert [a.name for a in view._schema.arguments[:1]] == ["self"], copy
+    return view
+
+
+# ExecuTorch's edge dialect and operator tests spell views so; the values are the same.
+VIEW_COPIES = {
+    copy: _view_of_copy(copy)
+    for copy in (
+        aten.transpose_copy.int,
+        aten.permute_copy.default,
+        aten.view_copy.default,
+        aten.expand_copy.default,
+        aten.slice_copy.Tensor,
+        aten.select_copy.int,
+        aten.unsqueeze_copy.default,
+        aten.squeeze_copy.default,
+        aten.squeeze_copy.dim,
+        aten.squeeze_copy.dims,
+        aten.t_copy.default,
+        aten.alias_copy.default,
+        aten.detach_copy.default,
+        aten.unbind_copy.int,
+        aten.split_copy.Tensor,
+        aten.split_with_sizes_copy.default,
+        aten.narrow_copy.default,
+        aten.diagonal_copy.default,
+        aten.unfold_copy.default,
+        aten.as_strided_copy.default,
+        aten._reshape_copy.default,
+    )
+}
+
+
+def views_for_copies(gm: GraphModule) -> int:
+    """Each op of VIEW_COPIES becomes its view (same arguments), which the later passes and
+    the quantizer treat as any view (quantized, on the NPU). Returns how many."""
+    count = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in VIEW_COPIES:
+            node.target = VIEW_COPIES[node.target]
+            count += 1
+    return finish(gm, count)
+
+
 # ---- eval-mode no-ops -------------------------------------------------------------------------------
 DROPOUTS = {
     aten.dropout.default,
@@ -207,7 +262,16 @@ def remove_noops(gm: GraphModule) -> int:
 
 
 # ---- constants made in the model ----------------------------------------------------------------------
-LIKE = {aten.zeros_like.default, aten.ones_like.default, aten.full_like.default, aten.empty_like.default}
+LIKE = {
+    aten.zeros_like.default,
+    aten.ones_like.default,
+    aten.full_like.default,
+    aten.empty_like.default,
+    aten.new_zeros.default,
+    aten.new_ones.default,
+    aten.new_full.default,
+    aten.new_empty.default,
+}
 
 
 def _constant_inputs(gm: GraphModule, node: Node):
@@ -228,12 +292,18 @@ def _constant_inputs(gm: GraphModule, node: Node):
 def fold_constants(gm: GraphModule) -> int:
     """An op whose inputs are all constants (torch.zeros for a recurrent layer's initial state,
     arange, full, a transposed weight, ...) becomes the constant it computes; random ops stay.
-    Returns how many."""
+    So does an op whose result has no elements (a slice of length 0, new_zeros(1, 0)): its
+    value is known without its inputs. Returns how many."""
     count = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
         target = node.target
+        if _is_empty(node):
+            val = node.meta["val"]
+            replace(node, Emitter(gm, node).constant(torch.empty(val.shape, dtype=val.dtype), "empty"))
+            count += 1
+            continue
         if target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
             continue
         if not isinstance(node.meta.get("val"), torch.Tensor):
@@ -246,6 +316,63 @@ def fold_constants(gm: GraphModule) -> int:
         replace(node, Emitter(gm, node).constant(target(*args, **kwargs), "constant"))
         count += 1
     return finish(gm, count)
+
+
+# ---- empty tensors ---------------------------------------------------------------------------------
+CONCATENATIONS = {aten.cat.default, aten.concat.default}
+
+
+def _is_empty(node) -> bool:
+    val = node.meta.get("val") if isinstance(node, Node) else None
+    return isinstance(val, torch.Tensor) and val.numel() == 0
+
+
+def drop_empty(gm: GraphModule) -> int:
+    """Each empty operand of a cat (torch.tensor([]), a tensor with a 0-sized dim: what a first
+    step's cache holds) is dropped; a cat left with one operand is that operand. An empty tensor
+    still read afterwards (an input, an output, an operand of another op) is a ModelError naming
+    it: the NPU and the runtime hold no empty tensors. Returns how many operands were dropped."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in CONCATENATIONS or _is_empty(node):
+            continue
+        tensors = [t for t in node.args[0] if not _is_empty(t)]
+        if len(tensors) == len(node.args[0]):
+            continue
+        count += len(node.args[0]) - len(tensors)
+        if len(tensors) == 1:
+            replace(node, tensors[0])
+        else:
+            node.args = (tensors, *node.args[1:])
+    finish(gm, count)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and _is_empty(node):
+            raise ModelError(f"input {node.name} is empty (shape {_shape(node)}); {NO_EMPTY}")
+        if node.op == "output":
+            for i, out in enumerate(torch.utils._pytree.tree_leaves(node.args[0])):
+                if _is_empty(out):
+                    raise ModelError(
+                        f"output {i} of the model ({_written_as(out)}) is empty (shape {_shape(out)}); {NO_EMPTY}"
+                    )
+    for node in gm.graph.nodes:
+        if _is_empty(node) and node.users:
+            raise ModelError(
+                f"node {_written_as(node)} is empty (shape {_shape(node)}) and {next(iter(node.users)).name} reads it; "
+                f"{NO_EMPTY}"
+            )
+    return count
+
+
+NO_EMPTY = "kiln compiles no tensor without elements: give it a nonzero size, or leave it out"
+
+
+def _written_as(node: Node) -> str:
+    """The name of the node the user's model made, of which `node` is (a folded constant of) a part."""
+    return node.meta.get("kiln_origin", (node.name,))[0]
+
+
+def _shape(node: Node) -> list[int]:
+    return list(node.meta["val"].shape)
 
 
 # ---- decompositions ---------------------------------------------------------------------------------
@@ -296,12 +423,16 @@ def decompose_composites(gm: GraphModule) -> int:
 
 
 PASSES = (
+    higher_order.inline_higher_order,
     functionalize_inplace,
+    views_for_copies,
     remove_noops,
     fold_constants,
+    drop_empty,
     decompose.fold_batch_norm,
     unroll_recurrent,
     decompose_multi_output,
+    decompose.fuse_l2_normalize,
     decompose_composites,
 )
 
@@ -346,17 +477,43 @@ def markdown() -> str:
         "An update of a model input or buffer is treated as functional (one inference reads it, the next "
         "does not see it). An update of a view that is read afterwards (`x[:, :2] += 1`) is refused.",
         "",
+        "## Higher-order operators",
+        "",
+        "A region or control flow torch.export keeps as a higher-order operator on a nested graph is inlined "
+        "(kiln/frontend/higher_order.py); any other higher-order operator, and a call of a submodule, is refused.",
+        "",
+        *_table(
+            ("Op", "What happens"),
+            _grouped({target_name(op): into for op, (_, into) in higher_order.INLINED.items()}),
+        ),
+        *_table(
+            ("Op", "Error message"),
+            _grouped({target_name(op): text for op, text in higher_order.REFUSED.items()}),
+        ),
+        "## The *_copy forms of view ops",
+        "",
+        "Each becomes its view (the same arguments, the same values), then what the tables below say of the view.",
+        "",
+        *_table(("Op", "Becomes"), [(f"`{copy}`", f"`{view}`") for copy, view in VIEW_COPIES.items()]),
         "## Removed",
         "",
         *_table(("Op", "What happens"), _grouped(NOOPS)),
         "Any other op whose inputs are all constants (`zeros`, `arange`, `full`, a weight's transpose, ...; "
-        "and `zeros_like`, `ones_like`, `full_like`, which read only a shape) is folded into the constant it "
-        "computes; random ops are not.",
+        "and `zeros_like`, `ones_like`, `full_like`, `new_zeros`, `new_ones`, `new_full`, which read only a shape) "
+        "is folded into the constant it computes; random ops are not. So is any op whose result has no elements "
+        "(a slice of length 0, `new_zeros(1, 0)`). An empty operand of `cat` (`torch.tensor([])`, a tensor with a "
+        "0-sized dim, as a cache holds at the first decode step) is dropped; an empty model input or output is "
+        "refused.",
         "",
         "## Decomposed",
         "",
         *_table(("Op", "Becomes"), _grouped({op: d.into for op, d in decompose.COMPOSITES.items()})),
         "A batch_norm right after a conv1d/conv2d (or a linear with 2-D output) is folded into its weight and bias.",
+        "",
+        "`F.normalize(x, p=2, dim, eps)`, exported as x / max(linalg_vector_norm(x), eps), becomes "
+        "x * rsqrt(max(sum(x * x, dim), eps^2)) (one table on the NPU), and x / x.norm(dim=dim, keepdim=True) "
+        "becomes x * rsqrt(sum(x * x, dim)); where eps^2 is no normal float32 it is left to the decompositions "
+        "above.",
         "",
         "## Multi-output operators",
         "",

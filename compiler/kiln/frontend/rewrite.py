@@ -20,7 +20,14 @@ LOCATION_KEYS = ("stack_trace", "nn_module_stack", "source_fn_stack")
 
 def op_type(node: Node) -> str:
     """e.g. "aten.conv1d": the node's op without its overload."""
-    return node.target.overloadpacket._qualified_op_name.replace("::", ".")
+    return target_name(node.target)
+
+
+def target_name(target) -> str:
+    """e.g. "aten.conv1d" for an aten overload, "higher_order.cond" for a higher-order operator."""
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.name()}"
+    return target.overloadpacket._qualified_op_name.replace("::", ".")
 
 
 def module_path(node: Node) -> str:
