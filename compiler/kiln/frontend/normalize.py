@@ -41,6 +41,8 @@ from kiln.frontend import (
     contraction,  # noqa: F401 (registers einsum's and repeat_interleave's)
     decompose,
     higher_order,
+    norms,  # noqa: F401 (registers the normalisations')
+    spatial,  # noqa: F401 (registers the convolutions' and pools')
 )
 from kiln.frontend.recurrent import RECURRENT, unroll_recurrent
 from kiln.frontend.rewrite import Emitter, attribute, bound, finish, op_type, replace, target_name, value
