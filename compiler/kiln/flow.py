@@ -45,20 +45,23 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kiln import boards, paths
-from kiln import compile as kc
 from kiln.errors import RunnerError, UsageError
-from kiln.firmware.runner_build import build_runner
-from kiln.pte.reader import deserialize
-from kiln.pte.schema import NUMPY_DTYPES, Tensor
-from kiln.reference import profile as host_profile
 from kiln.simulator import protocol, qemu_plugin
 from kiln.simulator import run as platforms
 from kiln.simulator.run import DEFAULT_TIMEOUT_S, RunResult
-from kiln.spec import CompileSpec
+
+# What only compiling, building, profiling or reading a program needs (the compiler and the host
+# profile bring torch) is imported where it is used: running firmware loads none of it.
+if TYPE_CHECKING:
+    from kiln import compile as kc
+    from kiln.pte.schema import Tensor
+    from kiln.reference import profile as host_profile
+    from kiln.spec import CompileSpec
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -95,8 +98,18 @@ def compile_pte(
     """`model` (a zoo name, a .py file or a LoadedModel) compiled to `spec` (for `target` when the
     caller resolved it already) and written to `output`, its report beside it as .json; returns
     the compile's result and the report's path (kiln.compile.compile_model and write)."""
+    from kiln import compile as kc
+
     result = kc.compile_model(model, spec, calibration, log, target=target)
     return result, kc.write(result, Path(output))
+
+
+def build_runner(pte: Path, target: boards.Target | str, **options) -> Path:
+    """kiln's executor runner for `pte`, built for `target`: the ELF's path
+    (kiln.firmware.runner_build.build_runner, whose keyword options pass through)."""
+    from kiln.firmware import runner_build
+
+    return runner_build.build_runner(pte, target, **options)
 
 
 # ---- run ------------------------------------------------------------------------------------
@@ -168,6 +181,8 @@ def _run(fw: Firmware, platform, timeout, count_instructions=None, echo=None, no
 
 def program_io(pte: Path) -> tuple[list[Tensor], list[Tensor]]:
     """The program's input and output tensors, in order."""
+    from kiln.pte.reader import deserialize
+
     plan = deserialize(Path(pte).read_bytes()).forward()
     return [plan.values[i] for i in plan.inputs], [plan.values[i] for i in plan.outputs]
 
@@ -258,6 +273,8 @@ def infer(
         if len(result.instructions.calls) == len(streams):
             done.cpu_instructions = [n - s for n, s in zip(result.instructions.calls, streams)]
     if done.complete:  # else the runner wrote no (or not every) output
+        from kiln.pte.schema import NUMPY_DTYPES
+
         for i, tensor in enumerate(outputs):
             data = np.fromfile(work / "out" / f"output_{i}.bin", dtype=NUMPY_DTYPES[tensor.scalar_type])
             for k, sample in enumerate(data.reshape(count, *tensor.sizes)):
@@ -267,6 +284,8 @@ def infer(
 
 def _write_samples(inputs: list[Tensor], samples: list[list[np.ndarray]], work: Path) -> list[Path]:
     """One file per program input, every sample's value of it back to back (the runner's --input)."""
+    from kiln.pte.schema import NUMPY_DTYPES
+
     files = []
     for i, tensor in enumerate(inputs):
         dtype = NUMPY_DTYPES[tensor.scalar_type]
@@ -350,6 +369,9 @@ def profile_model(
     each program instruction's CPU instructions, from kiln's executor runner for the program run
     once on the virtual platform (measure_cpu), its files in `work` (default
     build/profile/<model>)."""
+    from kiln import compile as kc
+    from kiln.reference import profile as host_profile
+
     result = kc.compile_model(model, spec, log=log, target=target)
     target = boards.resolve(target or spec.target, spec.board)
     p = host_profile.profile(result, target)
@@ -371,6 +393,9 @@ def measure_cpu(
     built-in inputs) on the virtual platform counting each program instruction's CPU
     instructions, and fills them into `p` (kiln.reference.profile.count_cpu). A RunnerError when
     the runner does not exit 0."""
+    from kiln import compile as kc
+    from kiln.reference import profile as host_profile
+
     owners = host_profile.instruction_owners(result)
     work.mkdir(parents=True, exist_ok=True)
     pte = work / f"{p.model}.pte"
@@ -386,6 +411,8 @@ def measure_cpu(
 
 
 def _count_cpu(p: host_profile.Profile, counted: RunResult, owners, memory_report: Path | None = None) -> None:
+    from kiln.reference import profile as host_profile
+
     calls = counted.instructions.calls if counted.instructions is not None else []
     pmu = next((i.pmu.total for i in counted.transcript.inferences if i.pmu is not None), None)
     image = json.loads(memory_report.read_text()) if memory_report and memory_report.is_file() else None
@@ -395,6 +422,8 @@ def _count_cpu(p: host_profile.Profile, counted: RunResult, owners, memory_repor
 def profile_pte(pte: Path, target: str) -> host_profile.Profile:
     """kiln profile of a .pte with its compile report beside it (kiln.reference.profile.profile_pte);
     a UsageError when it was compiled for another target than `target` (a name)."""
+    from kiln.reference import profile as host_profile
+
     p = host_profile.profile_pte(Path(pte))
     if p.target != target:
         raise UsageError(f"{pte} was compiled for {p.target}, not {target}")
@@ -410,6 +439,8 @@ def profile_elf(
     instructions (then what its status means goes to `note`). Returns the profile and the run;
     the profile's CPU figures are filled only when the run exited 0. A UsageError for a .pte
     of another target or program."""
+    from kiln.reference import profile as host_profile
+
     pte = Path(pte)
     if not pte.is_file():
         raise UsageError(f"{pte}: no such file")

@@ -229,3 +229,16 @@ def test_compiler_results_are_what_the_simulator_takes(tmp_path):
     for compiled in (payload, result):
         assert isinstance(compiled, CompiledNpuProgram)
         assert all(isinstance(t, NpuTensor) for t in (*compiled.inputs, *compiled.outputs))
+
+
+def test_running_firmware_does_not_load_the_compiler():
+    """`kiln run`, `kiln deploy`'s run and the end-to-end tests import kiln.flow and the CLI; the
+    compiler (torch, torchao, Vela's Python) loads only where a function compiles or profiles,
+    so a run starts in a fraction of a second rather than after seconds of imports."""
+    import subprocess
+    import sys
+
+    probe = "import sys, kiln.cli, kiln.flow; print(sorted(m for m in ('torch', 'torchao') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
