@@ -1,7 +1,9 @@
-"""A model that exports must not end in an error: a product whose requantization factor TOSA
-RESCALE cannot represent (an L2 normalisation of rows that calibration saw all zero:
-rsqrt(eps^2) ~ 1e12 gives the next mul a huge factor) stays on the CPU with the reason in the
-report, within two steps of the PT2E reference."""
+"""Two ways a model that exports ended in an error, each now a placement or a lowering:
+a product whose requantization factor TOSA RESCALE cannot represent (an L2 normalisation of
+rows that calibration saw all zero: rsqrt(eps^2) ~ 1e12 gives the next mul a huge factor)
+stays on the CPU with the reason in the report, within two steps of the PT2E reference; and
+rank-0 values (reductions to a scalar, a scalar input) on the NPU are [1] in the TOSA graph,
+which tosa_reference_model accepts (kiln run-host runs it), within one step of PT2E."""
 
 from __future__ import annotations
 
@@ -73,3 +75,33 @@ def test_a_rescale_too_large_in_the_lowering_names_node_op_and_target(monkeypatc
     monkeypatch.setattr(support, "RULES", [r for r in support.RULES if r.name != "representable_rescale"])
     with pytest.raises(LoweringError, match=rf"node {node} \(aten\.mul\) on ethos-u55: .*too large for TOSA RESCALE"):
         _compile(_normalized_relu, inputs, "ethos-u55-128")
+
+
+# ---- rank-0 values on the NPU ----------------------------------------------------------------
+SCALARS = {  # name -> (fn, the ops that must run on the NPU)
+    "mean_times_2": (lambda x: x.mean() * 2, {"aten.mean", "aten.mul"}),
+    "sum_plus_1": (lambda x: x.sum() + 1, {"aten.sum", "aten.add"}),
+    "amax_gt_0": (lambda x: x.amax() > 0, {"aten.amax"}),
+    "amax_times_3": (lambda x: x.amax() * 3, {"aten.amax", "aten.mul"}),
+    "times_its_mean": (lambda x: x * x.mean(), {"aten.mean", "aten.mul"}),
+    "minus_its_max": (lambda x: x - x.amax(), {"aten.amax", "aten.sub"}),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", SCALARS)
+def test_scalars_on_the_npu_match_pt2e(name, target):
+    fn, on_npu = SCALARS[name]
+    inputs = (torch.randn(1, 4, 8, generator=torch.Generator().manual_seed(0)),)
+    result = _compile(fn, inputs, target)
+    placed = {p["op"]: p["where"] for p in result.report["ops"]}
+    assert all(placed[op] == "npu" for op in on_npu), placed
+    assert _steps_off(result, inputs) <= 1
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_scalar_input_to_an_npu_partition_matches_pt2e(target):
+    inputs = (torch.tensor(0.7), torch.randn(2, 3, generator=torch.Generator().manual_seed(1)))
+    result = _compile(lambda s, y: torch.sigmoid(s * 2) + y.mean(), inputs, target)
+    assert all(p["where"] == "npu" for p in result.report["ops"] if "quantize" not in p["op"]), result.report["ops"]
+    assert _steps_off(result, inputs) <= 1

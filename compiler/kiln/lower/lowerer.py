@@ -57,6 +57,13 @@ def scale_to_multiplier(scale: float, bits: int = 32) -> tuple[int, int]:
     return multiplier, shift
 
 
+def tosa_shape(shape) -> list[int]:
+    """A value's shape in the TOSA graph: a rank-0 value (a reduction to a scalar) is [1], as the
+    serializer stores a 0-d constant, so that every op sees operands and results of one rank.
+    The graph's inputs and outputs keep PyTorch's shapes: Lowerer.lower reshapes at the boundary."""
+    return [int(d) for d in shape] or [1]
+
+
 def attr(kind: str, *args) -> ts.TosaSerializerAttribute:
     attribute = ts.TosaSerializerAttribute()
     getattr(attribute, f"{kind}Attribute")(*args)
@@ -127,12 +134,12 @@ class Lowerer:
         return f"{stem}_{self.count}"
 
     def inter(self, shape, dtype: str) -> str:
-        tensor = self.ser.addIntermediate(list(shape), DT[dtype])
+        tensor = self.ser.addIntermediate(tosa_shape(shape), DT[dtype])
         self.tensors[tensor.name] = tensor
         return tensor.name
 
     def const(self, array: np.ndarray, dtype: str, stem: str = "const") -> str:
-        array = np.ascontiguousarray(array, dtype=_NUMPY.get(dtype, dtype))
+        array = np.ascontiguousarray(array, dtype=_NUMPY.get(dtype, dtype)).reshape(tosa_shape(np.shape(array)))
         name = self.fresh(stem)
         self.ser.addConst(list(array.shape), DT[dtype], array, name=name)
         return name
@@ -306,11 +313,19 @@ class Lowerer:
         key = (name, tuple(shape))
         if own or key not in self.reshaped:
             out = self.inter(shape, dtype)
-            self.emit("RESHAPE", [name, self.shape_const(list(shape))], [out], attr("Reshape"))
+            self.emit("RESHAPE", [name, self.shape_const(tosa_shape(shape))], [out], attr("Reshape"))
             if own:
                 return out
             self.reshaped[key] = out
         return self.reshaped[key]
+
+    def rank0(self, name: str, dtype: str) -> str:
+        """[1] tensor `name` as a rank-0 one of its own: a graph output of a rank-0 value, which
+        keeps PyTorch's shape at the partition's boundary (inside, tosa_shape makes it [1])."""
+        tensor = self.ser.addIntermediate([], DT[dtype])
+        self.tensors[tensor.name] = tensor
+        self.emit("RESHAPE", [name, self.shape_const([])], [tensor.name], attr("Reshape"))
+        return tensor.name
 
     def stored_channels_last(self, v: Value) -> bool:
         """Whether `v` is a non-constant value stored channels last (a constant takes any layout)."""
@@ -381,11 +396,11 @@ class Lowerer:
     # ---- the graph ----------------------------------------------------------------------
     def lower(self) -> bytes:
         part = self.partition
-        for v in part.inputs:
+        for v in part.inputs:  # in PyTorch's shapes; a rank-0 one reshaped to [1] (tosa_shape)
             tensor = ts.TosaSerializerTensor(self.fresh("input"), list(v.shape), DT[v.dtype])
             self.ser.addInputTensor(tensor)
             self.tensors[tensor.name] = tensor
-            self.bind(v, tensor.name, False)
+            self.bind(v, tensor.name if v.shape else self.reshape(tensor.name, (1,), v.dtype), False)
         for op in part.ops:
             try:
                 LOWERINGS[op.target](self, op)
@@ -400,9 +415,11 @@ class Lowerer:
                     f"node {op.name} ({op.op_type}) on {self.family.name}: TOSA lowering failed: {error}"
                 ) from error
         taken = {self.names[id(v)][0] for v in part.inputs}
-        for v in part.outputs:
+        for v in part.outputs:  # in PyTorch's shapes
             name = self.torch_order(v)
-            if name in taken:  # a graph output must be its own tensor
+            if not v.shape:
+                name = self.rank0(name, v.dtype)
+            elif name in taken:  # a graph output must be its own tensor
                 name = self.reshape(name, v.shape, v.dtype, own=True)
             taken.add(name)
             self.ser.addOutputTensor(self.tensors[name])
