@@ -60,8 +60,8 @@ EVERY_FAMILY = " | checked | checked | checked |"
 
 def test_the_command_writes_the_file(tmp_path):
     """The sections of three ops worked out by hand from support.py: mul is in the ops of
-    quantized_constants and finite_scalars only; add and sub are in those and
-    unit_alpha's, so they share a section; relu is in no rule's ops."""
+    quantized_constants, finite_scalars and representable_rescale only; add and sub are in
+    the first two and unit_alpha's, so they share a section; relu is in no rule's ops."""
     run = command("--output", str(tmp_path / "ops.md"))
     assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
     text = (tmp_path / "ops.md").read_text()
@@ -73,7 +73,12 @@ def test_the_command_writes_the_file(tmp_path):
         "| *op_type* with a scalar operand that is not a finite number is not lowered (`finite_scalars`)" + EVERY_FAMILY
     )
     alpha = "| *op_type* with alpha other than 1 is not lowered (`unit_alpha`)" + EVERY_FAMILY
-    assert section(text, "## `aten.mul.Tensor`") == ["", *HEADER, constant, scalar, ""]
+    rescale = (
+        "| *op_type*: requantizing its product takes a factor of *rescale_factor* (its operands' scales multiplied, "
+        "over its output's scale), too large for TOSA RESCALE (*rescale_bits*-bit multipliers): its output's "
+        "calibrated range is tiny next to its operands' (`representable_rescale`)" + EVERY_FAMILY
+    )
+    assert section(text, "## `aten.mul.Tensor`") == ["", *HEADER, constant, scalar, rescale, ""]
     assert section(text, "## `aten.add.Tensor`, `aten.sub.Tensor`") == ["", *HEADER, constant, scalar, alpha, ""]
     (plain,) = [line for line in text.splitlines() if line.startswith("## ") and "`aten.relu.default`" in line]
     assert section(text, plain) == ["", "Only the rules for every operator."]

@@ -20,6 +20,7 @@ from kiln.lower.lowerer import (
     slice_of,
 )
 from kiln.lower.reduce import reduce_axes
+from kiln.partition.rescale import product_factor
 from kiln.partition.support import STRIDE_MAX, moving_stride
 
 aten = torch.ops.aten
@@ -35,7 +36,7 @@ def _spatial(lw: Lowerer, op: Op, x: Value, kernel, stride, dilation, padding, o
 
 def _mac_rescale(lw: Lowerer, op: Op, acc: str, shape, x: Value, weight: Value, is_nhwc: bool):
     out = op.output
-    scale = x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale
+    scale = product_factor(x, weight, out)
     name = lw.rescale(acc, shape, ACCUMULATOR[x.dtype], out.dtype, scale, 0, out.qparams.zero_point)
     lw.result(out, name, is_nhwc)
 
@@ -89,9 +90,7 @@ def _grouped_conv(lw: Lowerer, op: Op, name: str, pad, zero_points):
     cout = weight.shape[0]
     oh, ow = out.shape[2:]
     acc_type = ACCUMULATOR[x.dtype]
-    scales = np.broadcast_to(
-        x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale, (cout,)
-    )
+    scales = np.broadcast_to(product_factor(x, weight, out), (cout,))
     bias_data = bias.data if bias is not None else np.zeros(cout, np.int32)
     cin_g, cout_g = cin // groups, cout // groups
     in_shape = lw.tensors[name].shape
@@ -238,7 +237,7 @@ def _linear(lw: Lowerer, op: Op):
         [acc],
         attribute,
     )
-    scale = x.qparams.scale * np.asarray(weight.qparams.scale, np.float64) / out.qparams.scale
+    scale = product_factor(x, weight, out)
     res = lw.rescale(acc, [rows, 1, 1, cout], acc_type, out.dtype, scale, 0, out.qparams.zero_point)
     flat = Value(out.name, (rows, 1, 1, cout), out.dtype, out.qparams, producer=op)
     lw.result(flat, res)
@@ -305,7 +304,7 @@ def _matmul(lw: Lowerer, op: Op):
         [batch, m, n],
         acc_type,
         out.dtype,
-        a.qparams.scale * b.qparams.scale / out.qparams.scale,
+        product_factor(a, b, out),
         0,
         out.qparams.zero_point,
     )

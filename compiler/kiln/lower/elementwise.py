@@ -12,6 +12,7 @@ from kiln.graph import QRANGE, Op, QParams, Value, clamp_range
 from kiln.lower.lowerer import Lowerer, attr, channels_last, lowering, op_attr, quantize_real
 from kiln.lower.softmax import int32_binary, int32_scalar, table_of
 from kiln.partition import tables
+from kiln.partition.rescale import product_factor
 from kiln.vocabulary import COMPARISON_OPS, TABLE_OPS, Kind, of_kind
 
 aten = torch.ops.aten
@@ -94,7 +95,7 @@ def _mul(lw: Lowerer, op: Op):
         return
     if not isinstance(b, Value) and float(b) > 0:  # x * c, c > 0: a requantization
         name, is_nhwc = lw.bound(a, any_layout=True)
-        scale = a.qparams.scale * float(b) / out.qparams.scale
+        scale = product_factor(a, b, out)
         result = lw.rescale(
             name,
             Lowerer.shape_of(out, is_nhwc),
@@ -117,7 +118,7 @@ def _mul(lw: Lowerer, op: Op):
         acc_shape,
         "int32",
         out.dtype,
-        a.qparams.scale * b.qparams.scale / out.qparams.scale,
+        product_factor(a, b, out),
         0,
         out.qparams.zero_point,
     )

@@ -17,6 +17,7 @@ from kiln.errors import KilnError, LoweringError
 from kiln.families import CLAMP_COPIES, OFFSET_COPIES, RANK4_TRANSPOSES, SLICE_WIDEN_COPIES, NpuFamily, Row
 from kiln.graph import QRANGE, Op, QParams, Value
 from kiln.partition.partitioner import Partition
+from kiln.partition.rescale import ACCUMULATOR, SHIFT_MIN, multiplier_and_shift, multiplier_bits  # noqa: F401
 
 DT = {
     "int8": ts.DType.INT8,
@@ -25,8 +26,6 @@ DT = {
     "int48": ts.DType.INT48,
     "bool": ts.DType.BOOL,
 }
-# The accumulator of a MAC op (convolutions, matmul) per activation type (weights are int8).
-ACCUMULATOR = {"int8": "int32", "int16": "int48"}
 _NUMPY = {"int48": np.int64}  # dtypes numpy lacks: the numpy type their constants are built from
 # TOSA ops whose int32/int48 result Vela 5.2.0 rescales in the op itself when a RESCALE
 # follows (the elementwise ones as kiln lowers them, with widening RESCALEs on their
@@ -50,21 +49,19 @@ NHWC_TO_NCHW = channels_first(4)
 
 def scale_to_multiplier(scale: float, bits: int = 32) -> tuple[int, int]:
     """(multiplier, shift) with multiplier * 2**-shift ~= scale, multiplier in
-    [2**(bits-2), 2**(bits-1)) and shift in 2..62, as TOSA RESCALE needs."""
-    if scale <= 0:
-        return 0, 2
-    mantissa, exponent = math.frexp(scale)  # scale = mantissa * 2**exponent, mantissa in [0.5, 1)
-    multiplier = round(mantissa * (1 << (bits - 1)))
-    shift = bits - 1 - exponent
-    if multiplier == 1 << (bits - 1):
-        multiplier //= 2
-        shift -= 1
-    if shift > 62:
-        multiplier >>= shift - 62
-        shift = 62
-    if shift < 2:
+    [2**(bits-2), 2**(bits-1)) and shift in 2..62, as TOSA RESCALE needs (kiln.partition.rescale);
+    a LoweringError where `scale` is too large (Lowerer.lower names the node)."""
+    multiplier, shift = multiplier_and_shift(scale, bits)
+    if shift < SHIFT_MIN:
         raise LoweringError(f"rescale factor {scale:g} is too large for TOSA RESCALE")
     return multiplier, shift
+
+
+def tosa_shape(shape) -> list[int]:
+    """A value's shape in the TOSA graph: a rank-0 value (a reduction to a scalar) is [1], as the
+    serializer stores a 0-d constant, so that every op sees operands and results of one rank.
+    The graph's inputs and outputs keep PyTorch's shapes: Lowerer.lower reshapes at the boundary."""
+    return [int(d) for d in shape] or [1]
 
 
 def attr(kind: str, *args) -> ts.TosaSerializerAttribute:
@@ -137,12 +134,12 @@ class Lowerer:
         return f"{stem}_{self.count}"
 
     def inter(self, shape, dtype: str) -> str:
-        tensor = self.ser.addIntermediate(list(shape), DT[dtype])
+        tensor = self.ser.addIntermediate(tosa_shape(shape), DT[dtype])
         self.tensors[tensor.name] = tensor
         return tensor.name
 
     def const(self, array: np.ndarray, dtype: str, stem: str = "const") -> str:
-        array = np.ascontiguousarray(array, dtype=_NUMPY.get(dtype, dtype))
+        array = np.ascontiguousarray(array, dtype=_NUMPY.get(dtype, dtype)).reshape(tosa_shape(np.shape(array)))
         name = self.fresh(stem)
         self.ser.addConst(list(array.shape), DT[dtype], array, name=name)
         return name
@@ -316,11 +313,19 @@ class Lowerer:
         key = (name, tuple(shape))
         if own or key not in self.reshaped:
             out = self.inter(shape, dtype)
-            self.emit("RESHAPE", [name, self.shape_const(list(shape))], [out], attr("Reshape"))
+            self.emit("RESHAPE", [name, self.shape_const(tosa_shape(shape))], [out], attr("Reshape"))
             if own:
                 return out
             self.reshaped[key] = out
         return self.reshaped[key]
+
+    def rank0(self, name: str, dtype: str) -> str:
+        """[1] tensor `name` as a rank-0 one of its own: a graph output of a rank-0 value, which
+        keeps PyTorch's shape at the partition's boundary (inside, tosa_shape makes it [1])."""
+        tensor = self.ser.addIntermediate([], DT[dtype])
+        self.tensors[tensor.name] = tensor
+        self.emit("RESHAPE", [name, self.shape_const([])], [tensor.name], attr("Reshape"))
+        return tensor.name
 
     def stored_channels_last(self, v: Value) -> bool:
         """Whether `v` is a non-constant value stored channels last (a constant takes any layout)."""
@@ -367,8 +372,9 @@ class Lowerer:
             self.emit("MUL", [wide, one, self.const(np.array([0]), "int8", "shift")], [product], attr("Mul"))
             return self.rescale(product, shape, "int32", "int8", scale, 0, out_zp)
         scales = np.atleast_1d(np.asarray(scale, np.float64)) if per_channel else [float(np.asarray(scale).flat[0])]
-        scale32 = in_dtype != "int48"  # TOSA: a 48-bit input takes 16-bit multipliers
-        pairs = [scale_to_multiplier(float(s), 32 if scale32 else 16) for s in scales]
+        bits = multiplier_bits(in_dtype)
+        scale32 = bits == 32
+        pairs = [scale_to_multiplier(float(s), bits) for s in scales]
         multipliers = self.const(np.array([m for m, _ in pairs]), "int32" if scale32 else "int16", "multiplier")
         shifts = self.const(np.array([s for _, s in pairs]), "int8", "shift")
         out = self.inter(shape, out_dtype)
@@ -390,22 +396,30 @@ class Lowerer:
     # ---- the graph ----------------------------------------------------------------------
     def lower(self) -> bytes:
         part = self.partition
-        for v in part.inputs:
+        for v in part.inputs:  # in PyTorch's shapes; a rank-0 one reshaped to [1] (tosa_shape)
             tensor = ts.TosaSerializerTensor(self.fresh("input"), list(v.shape), DT[v.dtype])
             self.ser.addInputTensor(tensor)
             self.tensors[tensor.name] = tensor
-            self.bind(v, tensor.name, False)
+            self.bind(v, tensor.name if v.shape else self.reshape(tensor.name, (1,), v.dtype), False)
         for op in part.ops:
             try:
                 LOWERINGS[op.target](self, op)
+            except LoweringError as error:
+                if op.name in str(error):
+                    raise
+                raise LoweringError(f"node {op.name} ({op.op_type}) on {self.family.name}: {error}") from error
             except KilnError:
                 raise
             except Exception as error:
-                raise LoweringError(f"node {op.name} ({op.op_type}): TOSA lowering failed: {error}") from error
+                raise LoweringError(
+                    f"node {op.name} ({op.op_type}) on {self.family.name}: TOSA lowering failed: {error}"
+                ) from error
         taken = {self.names[id(v)][0] for v in part.inputs}
-        for v in part.outputs:
+        for v in part.outputs:  # in PyTorch's shapes
             name = self.torch_order(v)
-            if name in taken:  # a graph output must be its own tensor
+            if not v.shape:
+                name = self.rank0(name, v.dtype)
+            elif name in taken:  # a graph output must be its own tensor
                 name = self.reshape(name, v.shape, v.dtype, own=True)
             taken.add(name)
             self.ser.addOutputTensor(self.tensors[name])

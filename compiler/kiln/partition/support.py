@@ -19,7 +19,8 @@ import torch
 
 from kiln.families import DMA_GATHERS, HARDWARE_RESIZE, INT16_MATMUL, INT16_TRANSPOSE_CONV, SELECTS, NpuFamily, Row
 from kiln.graph import Op, Value, pair
-from kiln.partition import tables
+from kiln.partition import rescale, tables
+from kiln.partition.rescale import ACCUMULATOR
 from kiln.vocabulary import (
     BOOL_REDUCTIONS,
     CHECKED_INDEX,
@@ -50,6 +51,7 @@ SPATIAL_OPS = (
 SUMS = of_kind(Kind.SUM, Kind.MEAN)
 INT32_MAX = 2**31 - 1
 MAC_OPS = of_kind(Kind.CONV, Kind.LINEAR, Kind.CONV_TRANSPOSE, Kind.MATMUL)  # the NPU's MAC array computes them
+PRODUCT_OPS = MAC_OPS | {aten.mul.Tensor}  # requantized by their operands' scales multiplied (rescale.product_factor)
 TENSOR_DIM_MAX = 65535
 STRIDE_MAX = 3
 DILATED_HEIGHT_MAX = 64
@@ -108,6 +110,9 @@ def facts(op: Op) -> dict:
             pass
     if op.target in CONV_OPS | {aten.conv_transpose2d.input}:
         f["kernel_size"] = list(op.arg("weight").shape[2:])
+    if op.target in PRODUCT_OPS and quantized_product(op):
+        factor, f["rescale_bits"] = product_rescale(op)
+        f["rescale_factor"] = f"{factor:.3g}"
     if op.target in TABLE_OPS and op.inputs[0].dtype == "int16" and op.inputs[0].qparams is not None:
         f["table_steps"] = tables.int16_steps(op)
     return f
@@ -487,6 +492,39 @@ def plain_matmul(op: Op) -> bool:
 @rule("{op_type} with alpha other than 1 is not lowered", ops={aten.add.Tensor, aten.sub.Tensor})
 def unit_alpha(op: Op) -> bool:
     return op.arg("alpha") in (None, 1)
+
+
+def product_operands(op: Op) -> tuple:
+    """The two factors of a product op (mul or a MAC op): Values, or a Python scalar."""
+    if op.target in MAC_OPS:
+        return op.inputs[0], op.inputs[1]
+    return op.arg("self"), op.arg("other")
+
+
+def quantized_product(op: Op) -> bool:
+    """Whether product op `op` is quantized, operands and result (an int32 one is exact)."""
+    operands = [v for v in product_operands(op) if isinstance(v, Value)]
+    return op.output.qparams is not None and all(v.qparams is not None for v in operands)
+
+
+def product_rescale(op: Op) -> tuple[float, int]:
+    """(the largest requantization factor of product op `op`, its RESCALE's multiplier bits)."""
+    a, b = product_operands(op)
+    accumulator = ACCUMULATOR[a.dtype] if op.target in MAC_OPS else "int32"
+    return float(np.max(rescale.product_factor(a, b, op.output))), rescale.multiplier_bits(accumulator)
+
+
+@rule(
+    "{op_type}: requantizing its product takes a factor of {rescale_factor} (its operands' scales "
+    "multiplied, over its output's scale), too large for TOSA RESCALE ({rescale_bits}-bit multipliers): "
+    "its output's calibrated range is tiny next to its operands'",
+    ops=PRODUCT_OPS,
+)
+def representable_rescale(op: Op) -> bool:
+    if not quantized_product(op):
+        return True
+    factor, bits = product_rescale(op)
+    return rescale.fits(factor, bits)
 
 
 def reduced_dims(op: Op) -> list[int]:
