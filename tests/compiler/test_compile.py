@@ -464,7 +464,7 @@ def test_vela_missing_or_hanging_is_a_clear_error(tmp_path, monkeypatch):
     python = sys.executable
     hang = [python, "-c", "import time; time.sleep(30)"]  # Vela's arguments follow, ignored
     with monkeypatch.context() as m:
-        m.setattr(vela.sys, "executable", str(tmp_path / "python"))  # no vela beside it
+        m.setattr(sys, "executable", str(tmp_path / "python"))  # no vela beside it
         m.setenv("PATH", str(tmp_path))  # and none on PATH
         with pytest.raises(ToolMissingError, match="Vela is not installed; run ./scripts/setup.sh"):
             vela.compile_tosa(tosa, "m", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")

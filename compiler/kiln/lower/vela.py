@@ -1,7 +1,8 @@
 """Runs Arm's Vela on a TOSA graph and reads what it writes.
 
-Vela runs as a subprocess (`vela ... --output-format raw`), so a crash in its
-C++ core is reported as an error rather than taking kiln down. Its raw output
+Vela runs as a process of its own (`vela ... --output-format raw`, forked by kiln's
+Vela process, kiln.lower.vela_process), so a crash in its C++ core is reported as an
+error rather than taking kiln down. Its raw output
 is `<name>_vela.npz` (command stream, weights, scratch and I/O placement) and
 `<name>_summary_<system config>.csv` (the performance estimate). Every run of Vela
 in kiln goes through `run`, the compile's (compile_tosa) and the profile's (with its
@@ -14,8 +15,6 @@ import csv
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,9 @@ import numpy as np
 
 from kiln.errors import ToolMissingError, VelaError, VelaRefusal
 from kiln.lower.ethosu_payload import IoTensor
+from kiln.lower.vela_process import VelaProcess, installed_vela
+
+_PROCESS = VelaProcess()  # the process's one server, started at its first run of Vela
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class VelaResult:
 
 
 def vela_command() -> list[str]:
-    exe = Path(sys.executable).with_name("vela")
+    exe = installed_vela()
     if exe.exists():
         return [str(exe)]
     found = shutil.which("vela")
@@ -102,13 +104,15 @@ def run(
             *options,
             str(source),
         ]
+        log = work / f"{name}.vela.log"
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise VelaError(f"Vela did not finish compiling {name} within {timeout_s:.0f} s") from None
-        (work / f"{name}.vela.log").write_text(done.stdout + done.stderr)
-        if done.returncode != 0:
-            reason = failure_reason(done.returncode, done.stdout + done.stderr)
+            returncode = _PROCESS.run(command, log, timeout_s)
+        except OSError as error:
+            raise VelaError(f"Vela could not be run on {name}: {error}") from None
+        if returncode is None:
+            raise VelaError(f"Vela did not finish compiling {name} within {timeout_s:.0f} s")
+        if returncode != 0:
+            reason = failure_reason(returncode, log.read_text(errors="replace"))
             given = f" with {' '.join(options)}" if options else ""
             raise VelaRefusal(f"Vela failed on {name} for {accelerator}{given}: {reason}", reason)
         result = _read(work, name, system_config)
