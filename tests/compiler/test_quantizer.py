@@ -358,3 +358,57 @@ def test_the_scale_floor_is_the_one_the_rescale_represents():
     assert shift >= 2 and multiplier * 2.0**-shift == pytest.approx(2**13 * 0.999 / SCALE_FLOOR)
     with pytest.raises(LoweringError):
         scale_to_multiplier(2**13 * 2 / SCALE_FLOOR)
+
+
+def _observations(case: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """Seeded calibration batches of several shapes of distribution: normal, heavy-tailed,
+    uniform, with far outliers, a few discrete values, tiny non-negative values."""
+    n = (10, 1000, 20000)[case % 3]
+    kind = case % 6
+    if kind == 0:
+        x = torch.randn(n, generator=generator)
+    elif kind == 1:
+        x = torch.randn(n, generator=generator) ** 3
+    elif kind == 2:
+        x = torch.rand(n, generator=generator) * 6 - 1
+    elif kind == 3:
+        x = torch.cat([torch.randn(n, generator=generator), torch.tensor([50.0, -40.0])])
+    elif kind == 4:
+        x = torch.randint(0, 3, (n,), generator=generator).float()
+    else:
+        x = torch.relu(torch.randn(n, generator=generator)) * 1e-3
+    return list(x.split(max(1, n // 3)))
+
+
+@pytest.mark.parametrize("case", range(18))
+def test_the_activation_observer_finds_torchaos_range(case):
+    """kiln's activation observer searches the histogram's range its own way
+    (kiln.frontend.histogram): the range is torchao's HistogramObserver's, to the bit, for the
+    same observations."""
+    from torchao.quantization.pt2e.observer import HistogramObserver
+
+    from kiln.frontend.quantizer import MaskAwareHistogramObserver
+
+    theirs, ours = HistogramObserver(), MaskAwareHistogramObserver()
+    for batch in _observations(case, torch.Generator().manual_seed(case)):
+        theirs(batch)
+        ours(batch)
+    want, got = theirs._non_linear_param_search(), ours._non_linear_param_search()
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (got, want)
+    assert torch.equal(ours.calculate_qparams()[0], theirs.calculate_qparams()[0])
+
+
+def test_float32_rounding_of_a_threshold_is_torchs():
+    """histogram.float32_below(c)(x) is torch's `c > x` for a float32 element c and a Python
+    float x (x rounded to float32, ties to even): around c's lower midpoint, and at 0."""
+    import numpy as np
+
+    from kiln.frontend.histogram import float32_below
+
+    for c in (1.0, 3.0, 1.5, 1000.0, 2.0**-130, 7.0e6 + 1):
+        element = torch.tensor(c, dtype=torch.float32)
+        below = float(np.nextafter(np.float32(c), np.float32(0)))
+        mid = (below + float(element)) / 2
+        for x in (below, np.nextafter(mid, 0), mid, np.nextafter(mid, 2 * mid), float(element), 0.0):
+            assert float32_below(float(element))(float(x)) == bool(element > float(x)), (c, x)
+    assert not float32_below(0.0)(0.0) and not bool(torch.tensor(0.0) > 0.0)
