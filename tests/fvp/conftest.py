@@ -1,9 +1,14 @@
-"""Fixtures of the end-to-end tests: one work folder per session and one runner build tree per
-board, so every test's firmware is an incremental build (only the model's sources change; a
-tree never switches to another board's toolchain, which would build it all again)."""
+"""Fixtures of the end-to-end tests: one work folder per test run, which every worker shares,
+and one runner build tree per board in it, so every test's firmware is an incremental build
+(only the model's sources change; a tree never switches to another board's toolchain, which
+would build it all again).
+
+What a test file writes into `work` is named after that file's own cases, except the programs
+of tests.fvp.helpers.compiled, which each worker may ask for and the first compiles."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kiln import boards
+from tests.helpers import locked, run_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "build_executor_runner.sh"
@@ -18,27 +24,31 @@ BUILD = ROOT / "scripts" / "build_executor_runner.sh"
 
 @pytest.fixture(scope="session")
 def work(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("runner")
+    return run_folder(tmp_path_factory, "runner")
 
 
 @pytest.fixture(scope="session")
-def builder(work):
+def builder(work, tmp_path_factory):
     """Builds runners in one CMake tree per board (only the model's sources change between
-    builds) through the script a person uses; returns a copy of each ELF."""
+    builds, one build at a time in a tree) through the script a person uses; returns a copy of
+    each ELF, this worker's own."""
+    elves = tmp_path_factory.mktemp("elves")
+    count = itertools.count()
 
     def build(pte_path: Path, target="ethos-u55-128", *extra: str) -> Path:
         tree = work / f"build-tree-{boards.target(target).board.name}"
-        result = subprocess.run(
-            [str(BUILD), f"--pte={pte_path}", f"--target={target}", f"--output={tree}", *extra],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        elf = Path(result.stdout.strip().splitlines()[-1])
-        assert elf.is_file()
-        copy = pte_path.with_suffix(".elf")
-        shutil.copyfile(elf, copy)
+        with locked(tree):
+            result = subprocess.run(
+                [str(BUILD), f"--pte={pte_path}", f"--target={target}", f"--output={tree}", *extra],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert result.returncode == 0, result.stdout + result.stderr
+            elf = Path(result.stdout.strip().splitlines()[-1])
+            assert elf.is_file()
+            copy = elves / f"{pte_path.stem}-{next(count)}.elf"
+            shutil.copyfile(elf, copy)
         return copy
 
     return build

@@ -14,14 +14,17 @@ from kiln.pte.schema import NUMPY_DTYPES, Tensor
 from kiln.simulator.protocol import PMU_EVENTS
 from kiln.simulator.run import RunResult
 from kiln.spec import CompileSpec
+from tests.helpers import locked
 
 
 def compiled(work: Path, model: str, target="ethos-u55-128", **spec) -> Path:
-    """kiln compile's .pte and report (as the CLI writes them) for `model`, once per session's `work`."""
+    """kiln compile's .pte and report (as the CLI writes them) for `model`, once per test run in
+    its `work` folder (tests/fvp/conftest.py). Shared with other tests: read it, never change it."""
     name = "-".join([model, target, *(f"{k}={v}" for k, v in sorted(spec.items()))])
     path = work / f"{name}.pte"
-    if not path.exists():
-        flow.compile_pte(model, CompileSpec(target=target, **spec), path, log=lambda line: None)
+    with locked(path):
+        if not path.exists():
+            flow.compile_pte(model, CompileSpec(target=target, **spec), path, log=lambda line: None)
     return path
 
 

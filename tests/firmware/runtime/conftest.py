@@ -1,4 +1,4 @@
-"""Fixtures of the runtime's host tests: the runtime built once per session for the host,
+"""Fixtures of the runtime's host tests: the runtime built once per test run for the host,
 under AddressSanitizer and UBSan (tests/firmware/runtime/CMakeLists.txt)."""
 
 from __future__ import annotations
@@ -9,12 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import once, run_folder
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="session")
 def runtime_host(tmp_path_factory) -> Path:
-    build = tmp_path_factory.mktemp("runtime-host")
+    return once(run_folder(tmp_path_factory, "runtime-host"), _build) / "runtime_host"
+
+
+def _build(build: Path) -> None:
     subprocess.run(
         [
             "cmake",
@@ -31,4 +36,3 @@ def runtime_host(tmp_path_factory) -> Path:
     )
     done = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    return build / "runtime_host"
