@@ -17,3 +17,10 @@ def corstone320_build(tmp_path_factory) -> Path:
     """corstone-320 firmware (Cortex-M85, clang 19), built once per test run. Without the test
     apps: tests/fvp/apps/npu_run.cpp fills the sram region, which holds corstone-320's data too."""
     return once(run_folder(tmp_path_factory, "fw320"), lambda out: firmware.build("corstone-320", out))
+
+
+def pytest_collection_modifyitems(items):
+    """The end-to-end files (tests/fvp/) first, the rest in their order: they are the longest,
+    and pytest-xdist hands out whole files in collection order, so a long file started last
+    would leave one worker running it alone at the end."""
+    items.sort(key=lambda item: not item.nodeid.startswith("tests/fvp/"))
