@@ -2,11 +2,10 @@
 
 Vela runs as a process of its own (`vela ... --output-format raw`, forked by kiln's
 Vela process, kiln.lower.vela_process), so a crash in its C++ core is reported as an
-error rather than taking kiln down. Its raw output
-is `<name>_vela.npz` (command stream, weights, scratch and I/O placement) and
-`<name>_summary_<system config>.csv` (the performance estimate). Every run of Vela
-in kiln goes through `run`, the compile's (compile_tosa) and the profile's (with its
-debug database) alike.
+error rather than taking kiln down. Its raw output is `<name>_vela.npz` (command stream,
+weights, scratch and I/O placement) and `<name>_summary_<system config>.csv` (the
+performance estimate). Every run of Vela in kiln goes through `run`, the compile's
+(compile_tosa) and the profile's (with its debug database) alike.
 """
 
 from __future__ import annotations

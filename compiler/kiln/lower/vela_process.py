@@ -50,6 +50,7 @@ class VelaProcess:
     def __init__(self):
         self._lock = threading.Lock()
         self._server: subprocess.Popen | None = None
+        atexit.register(self.close)
 
     def run(self, argv: list[str], log: Path, timeout_s: float) -> int | None:
         """The return code of `argv` run with its output to `log`, or None when it outlived
@@ -73,7 +74,6 @@ class VelaProcess:
                 stderr=subprocess.DEVNULL,
                 text=True,
             )
-            atexit.register(self.close)
         try:
             self._server.stdin.write(job + "\n")
             self._server.stdin.flush()
