@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 import tosa_serializer as ts
 
-from kiln.lower.vela import compile_tflite
+from kiln.lower import vela
 from tests.simulator import helpers, npu_cases, npu_tflite
 
 EVERY_INT16 = np.arange(-32768, 32768, dtype=np.int16).reshape(1, 256, 256, 1)
 
 
-def _compile(model: bytes, name: str, target: str):
-    return compile_tflite(model, name, target, helpers.system_config(target), "Shared_Sram")
+def _compile(model: bytes, name: str, target: str) -> vela.VelaResult:
+    """Vela's output for a TFLite flatbuffer (vela.run reads the file's suffix to know the format)."""
+    return vela.run(model, f"{name}.tflite", target, helpers.system_config(target), "Shared_Sram").result
 
 
 def _run(model: bytes, name: str, target: str, x: np.ndarray):

@@ -136,22 +136,6 @@ def compile_tosa(
     ).result
 
 
-def compile_tflite(
-    tflite: bytes,
-    name: str,
-    accelerator: str,
-    system_config: str,
-    memory_mode: str,
-    keep_dir: Path | None = None,
-    timeout_s: float = 600,
-) -> VelaResult:
-    """Compiles one TFLite flatbuffer (the NPU model's tests use it to reach command-stream
-    features Vela emits only for TFLite graphs)."""
-    return run(
-        tflite, f"{name}.tflite", accelerator, system_config, memory_mode, keep_dir=keep_dir, timeout_s=timeout_s
-    ).result
-
-
 def failure_reason(returncode: int, output: str) -> str:
     """Why a Vela run with nonzero `returncode` failed: a crash by a signal (a negative return
     code, as subprocess reports it) named as such, else Vela's last error line without the
