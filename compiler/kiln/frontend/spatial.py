@@ -84,30 +84,24 @@ def _as_2d(emit: Emitter, x: Node, target, args: list, out: Node) -> Node:
     return _unbatched(emit, emit(aten.squeeze.dim, y, 2), unbatched)
 
 
-@decomposes(aten.avg_pool1d.default, into="unsqueeze, avg_pool2d on [N, C, 1, L], squeeze")
-def avg_pool1d(emit, node, a):
+def _window_2d(a) -> list[list[int]]:
+    """A 1-D pool's kernel, stride (the kernel's when not given) and padding, each as the 2-D
+    pool's over [1, L]."""
     kernel = _ints(a["kernel_size"], 1)
     stride = _ints(a["stride"], 1) if a["stride"] else kernel
-    return _as_2d(
-        emit,
-        a["self"],
-        aten.avg_pool2d.default,
-        [[1, *kernel], [1, *stride], [0, *_ints(a["padding"], 1)], a["ceil_mode"], a["count_include_pad"]],
-        node,
-    )
+    return [[1, *kernel], [1, *stride], [0, *_ints(a["padding"], 1)]]
+
+
+@decomposes(aten.avg_pool1d.default, into="unsqueeze, avg_pool2d on [N, C, 1, L], squeeze")
+def avg_pool1d(emit, node, a):
+    args = [*_window_2d(a), a["ceil_mode"], a["count_include_pad"]]
+    return _as_2d(emit, a["self"], aten.avg_pool2d.default, args, node)
 
 
 @decomposes(aten.max_pool1d.default, into="unsqueeze, max_pool2d on [N, C, 1, L], squeeze")
 def max_pool1d(emit, node, a):
-    kernel = _ints(a["kernel_size"], 1)
-    stride = _ints(a["stride"], 1) if a["stride"] else kernel
-    return _as_2d(
-        emit,
-        a["self"],
-        aten.max_pool2d.default,
-        [[1, *kernel], [1, *stride], [0, *_ints(a["padding"], 1)], [1, *_ints(a["dilation"], 1)], a["ceil_mode"]],
-        node,
-    )
+    args = [*_window_2d(a), [1, *_ints(a["dilation"], 1)], a["ceil_mode"]]
+    return _as_2d(emit, a["self"], aten.max_pool2d.default, args, node)
 
 
 @decomposes(aten.adaptive_avg_pool1d.default, into="unsqueeze, adaptive_avg_pool2d on [N, C, 1, L], squeeze")
