@@ -58,7 +58,6 @@ def _conv1d() -> LoadedModel:
 U55, U55_256, U65, U65_512, U85 = "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512", "ethos-u85-256"
 # row -> [(graph: a zoo or architecture name, or a factory of a LoadedModel; [(target, memory mode or None)])]
 CASES = {
-    families.INT16_EXPS: [("kwt", [(U55, None), (U65, None), (U85, None)])],
     families.CHANNELS_LAST_PAD_COPIES: [
         (
             lambda: _op("pad_reflect", lambda x: F.pad(x, [1, 2, 2, 1], mode="reflect"), 1, 3, 8, 8),

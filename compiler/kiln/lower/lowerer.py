@@ -350,6 +350,13 @@ class Lowerer:
         return v.shape
 
     # ---- arithmetic helpers ---------------------------------------------------------
+    def int32_one(self, rank: int) -> str:
+        """An int8 1 of `rank` unit dims widened to int32: a MUL by it without a shift is a pass
+        into which Vela 5.2.0 folds the RESCALEs on either side (where a lone RESCALE costs a pass
+        of its own)."""
+        ones = [1] * rank
+        return self.rescale(self.const(np.ones(ones), "int8", "one"), ones, "int8", "int32", 1.0, 0, 0)
+
     def rescale(
         self, name, shape, in_dtype, out_dtype, scale, in_zp=0, out_zp=0, copy_slice=True, as_copy=False
     ) -> str:
@@ -367,9 +374,12 @@ class Lowerer:
         if in_dtype == out_dtype == "int8" and not per_channel and not as_copy:
             wide = self.rescale(name, shape, "int8", "int32", 1.0, in_zp, 0, copy_slice=False)  # beside a constant
             product = self.inter(shape, "int32")
-            ones = [1] * len(shape)  # an int8 1 widened as the operand is: Vela folds both RESCALEs
-            one = self.rescale(self.const(np.ones(ones), "int8", "one"), ones, "int8", "int32", 1.0, 0, 0)
-            self.emit("MUL", [wide, one, self.const(np.array([0]), "int8", "shift")], [product], attr("Mul"))
+            self.emit(
+                "MUL",
+                [wide, self.int32_one(len(shape)), self.const(np.array([0]), "int8", "shift")],
+                [product],
+                attr("Mul"),
+            )
             return self.rescale(product, shape, "int32", "int8", scale, 0, out_zp)
         scales = np.atleast_1d(np.asarray(scale, np.float64)) if per_channel else [float(np.asarray(scale).flat[0])]
         bits = multiplier_bits(in_dtype)

@@ -3,31 +3,34 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 import tosa_serializer as ts
 
-from kiln.families import FUSED_EXPS, INT16_EXPS
+from kiln.families import FUSED_EXPS
 from kiln.graph import Op, Value
 from kiln.lower.lowerer import Lowerer, attr, layout_axis, lowering
 from kiln.lower.reduce import reduce_last_axis
 from kiln.vocabulary import LOG_SOFTMAX_OPS, SOFTMAX_OPS
 
-# ---- softmax and log_softmax: exp in Q14, normalisation in 32 bits ------------------------------
+# ---- softmax and log_softmax: exp in up to Q20, normalisation in 32 bits ------------------------
 # With x int8, d = x - max(x) along the dim is an integer in [-255, 0], so d + 127 is an int8
-# that indexes two 8-bit TABLEs exactly: the high and the low 7 bits of exp(scale * d) in Q13
-# (Vela runs a 16-bit TABLE on Ethos-U55 as three LUT passes, about 2,200 cycles each on
-# ethos-u55-128; an 8-bit one as one). The row sum S of those is exact in int32. CLZ normalises
-# it: S << (clz(S) - 1) = m * 2^31 with m in [0.5, 1). Softmax multiplies e by 1/m from two
-# Newton-Raphson steps (relative error below 2^-16) shifted by the row's clz; log_softmax
-# subtracts ln m (an interpolated 16-bit table, about 2^-20) and the row's octaves of ln 2
-# from scale * d. Each result is requantized once: within half a step and a few 2^-16 of the
-# exact value. The PT2E reference applies float softmax to the dequantized input.
-EXP_BITS = 13  # Q13: 1.0 = 64 * 128, so the high 7 bits fit int8
+# that indexes three 8-bit TABLEs exactly: bits 14-20, 7-13 and 0-6 of E = exp(scale * d) in
+# Q(b), b = exp_bits(row length) (Vela runs a 16-bit TABLE on Ethos-U55 as three LUT passes,
+# about 2,200 cycles each on ethos-u55-128; an 8-bit one as one). The row sum S of those is
+# exact in int32 (b keeps it below 2^31). CLZ normalises it: S << (clz(S) - 1) = m * 2^31 with
+# m in [0.5, 1). Softmax multiplies e by 1/m from three Newton-Raphson steps (relative error
+# about 2^-29) shifted by the row's clz, the MUL itself shifting by b, so the reciprocal keeps
+# at least 29 - log2(row length) bits; log_softmax subtracts ln m (an interpolated 16-bit table,
+# about 2^-20) and the row's octaves of ln 2 from scale * d. Each result is requantized once:
+# within half a step and about 2^-20 of the exact value (Q13 exps, 2^-14, flip about one
+# probability in 300 of a float softmax's rounding; Q20 about one in 30,000). The PT2E
+# reference applies float softmax to the dequantized input.
+EXP_BITS = 20  # at most Q20: 1.0 = 64 << 14, so the high 7 bits fit int8
+EXP_TABLE_BITS = 7  # the bits of E each int8 table holds
 EXP_INDEX_OFFSET = 127  # the table index is d + 127
-EXP_CLZ_MAX = 31 - EXP_BITS  # the clz of a sum of 1.0 (exp(0)), the least a row sum can be
 RECIPROCAL_BITS = 29  # 1/m in (1, 2] in Q29
+NEWTON_STEPS = 3  # from 1/17 relative error: 2^-8.2, 2^-16.3, below Q29's resolution
 LN_BITS = 15  # ln m table entries in Q15 (ln 0.5 = -22713)
 LOG_FRACTION_BITS = 16  # log_softmax's int32 fixed point, where it fits
 
@@ -46,12 +49,19 @@ EXP16_KEPT_BITS = 14  # e >= 2^14 for the row's largest value: the reciprocal ke
 TABLE16_STEP = 128  # t between two entries of a 16-bit TABLE
 
 
-def softmax_exp_tables(scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """(high, low) int8 tables: at the position of d + 127 (d in [-255, 0]), E = exp(scale * d)
-    in Q13 as high * 128 + low."""
+def exp_bits(length: int) -> int:
+    """The fraction bits of a softmax's exps over rows of `length`: EXP_BITS where the row sum of
+    exps of at most 1.0 fits int32 (length < 2^(31 - b))."""
+    return min(EXP_BITS, 31 - length.bit_length())
+
+
+def softmax_exp_tables(scale: float, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(high, middle, low) int8 tables: at the position of d + 127 (d in [-255, 0]), E = exp(scale * d)
+    in Q(bits) as (high << 14) + (middle << 7) + low."""
     d = np.arange(256, dtype=np.float64) - 255
-    e = np.round(np.exp(scale * d) * 2.0**EXP_BITS).astype(np.int64)
-    return (e >> 7).astype(np.int8), (e & 127).astype(np.int8)
+    e = np.round(np.exp(scale * d) * 2.0**bits).astype(np.int64)
+    mask = (1 << EXP_TABLE_BITS) - 1
+    return tuple((e >> (k * EXP_TABLE_BITS) & mask).astype(np.int8) for k in (2, 1, 0))
 
 
 def exp16_index(scale: float) -> tuple[int, int]:
@@ -110,10 +120,10 @@ def _softmax(lw: Lowerer, op: Op):
     row = list(shape)
     row[axis] = 1
     if x.dtype == "int16":
-        d, widened, kept = None, _exps16(lw, x, name, shape, row, axis), EXP16_KEPT_BITS
+        d, e, kept = None, _exps16(lw, x, name, shape, row, axis), EXP16_KEPT_BITS
     else:
-        (d, widened), kept = _exps(lw, x, name, shape, row, axis), 0
-    e = widened()
+        kept = exp_bits(shape[axis])
+        d, e = _exps(lw, x, name, shape, row, axis, kept)
     total = lw.inter(row, "int32")
     lw.emit("REDUCE_SUM", [e], [total], attr("ReduceSum", axis))
     clz = lw.inter(row, "int32")
@@ -122,18 +132,18 @@ def _softmax(lw: Lowerer, op: Op):
         lw, "LOGICAL_LEFT_SHIFT", total, int32_binary(lw, "SUB", clz, int32_scalar(lw, len(row), 1), row), row
     )  # m * 2^31
     if op.target in LOG_SOFTMAX_OPS:
-        result, unit = _log_softmax(lw, x, d, shape, row, normalised, clz)
+        result, unit = _log_softmax(lw, x, d, shape, row, normalised, clz, kept)
     else:
         inverse = _reciprocal(lw, normalised, clz, row, kept)
-        result, unit = int32_binary(lw, "MUL", widened(), inverse, shape, kept), 2.0**-30
+        product = int32_binary(lw, "MUL", e, inverse, shape, kept)  # Vela folds no RESCALE into a shifting MUL
+        result, unit = int32_binary(lw, "MUL", product, lw.int32_one(len(shape)), shape, 0), 2.0**-30
     lw.result(
         out, lw.rescale(result, shape, "int32", out.dtype, unit / out.qparams.scale, 0, out.qparams.zero_point), is_nhwc
     )
 
 
-def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str, Callable[[], str]]:
-    """(d, e): d = x - max(x) along `axis` in int32, and e() giving exp(scale d) in Q13 (high * 128
-    + low, at most 2^13) as int32, each call its own widening where the exps are int16."""
+def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int, bits: int) -> tuple[str, str]:
+    """(d, e): d = x - max(x) along `axis` and e = exp(scale d) in Q(bits) (at most 2^bits), both int32."""
     if axis == len(shape) - 1:  # as amax's: kwt on ethos-u85-256 162,229 -> 128,647 NPU cycles
         top = lw.reshape(reduce_last_axis(lw, name, shape, "REDUCE_MAX", x.dtype)[0], row, x.dtype)
     else:
@@ -155,35 +165,16 @@ def _exps(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> tuple[str,
     fused = lw.choose(FUSED_EXPS)
     d = difference()
     first = index(d)
-    high_entries, low_entries = softmax_exp_tables(x.qparams.scale)
-    high = table_of(lw, first, high_entries, shape, "int8")
-    low = table_of(lw, index(difference()) if fused else first, low_entries, shape, "int8")
-    if lw.family.has(INT16_EXPS):
-        # the operands widened by 2^19 and 2^12 and the sum narrowed by 2^-12 to int16 (exact): Vela
-        # 5.2.0 runs it as one ADD pass with its operand scalings and widens e back to int32 inside the
-        # REDUCE_SUM (each consumer widens its own), where an int32 sum costs two passes per operand
-        e16 = lw.rescale(
-            int32_binary(
-                lw,
-                "ADD",
-                lw.rescale(high, shape, "int8", "int32", 2.0**19),
-                lw.rescale(low, shape, "int8", "int32", 2.0**12),
-                shape,
-            ),
-            shape,
-            "int32",
-            "int16",
-            2.0**-12,
-        )
-        return d, lambda: lw.rescale(e16, shape, "int16", "int32", 1.0)
-    e32 = int32_binary(
-        lw, "ADD", lw.rescale(high, shape, "int8", "int32", 128.0), lw.rescale(low, shape, "int8", "int32", 1.0), shape
-    )
-    return d, lambda: e32
+    e = None
+    for k, entries in zip((2, 1, 0), softmax_exp_tables(x.qparams.scale, bits)):
+        part = table_of(lw, index(difference()) if fused and e is not None else first, entries, shape, "int8")
+        part = lw.rescale(part, shape, "int8", "int32", float(1 << (k * EXP_TABLE_BITS)))
+        e = part if e is None else int32_binary(lw, "ADD", e, part, shape)
+    return d, e
 
 
-def _exps16(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> Callable[[], str]:
-    """e(): exp(scale (x - max(x))) times 32767 / exp of the table's top (at most 2^15) as int32, from
+def _exps16(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> str:
+    """e: exp(scale (x - max(x))) times 32767 / exp of the table's top (at most 2^15) as int32, from
     int16 `x`: max, (x - (max - offset)) 2^k saturated to int16, the exp TABLE, its 2^-7 units dropped."""
     top = lw.inter(row, x.dtype)
     lw.emit("REDUCE_MAX", [name], [top], attr("ReduceMax", axis, ts.NanPropagationMode.PROPAGATE))
@@ -192,19 +183,19 @@ def _exps16(lw: Lowerer, x: Value, name: str, shape, row, axis: int) -> Callable
     d = int32_binary(lw, "SUB", lw.rescale(name, shape, x.dtype, "int32", 1.0), base, shape)
     t = lw.rescale(d, shape, "int32", "int16", float(2**k))
     interpolated = table_of(lw, t, softmax_exp16_table(x.qparams.scale), shape, "int32")
-    e = lw.rescale(interpolated, shape, "int32", "int32", 2.0**-7)
-    return lambda: e
+    return lw.rescale(interpolated, shape, "int32", "int32", 2.0**-7)
 
 
-def _log_softmax(lw: Lowerer, x: Value, d: str, shape, row, normalised: str, clz: str) -> tuple[str, float]:
-    """(scale d - ln(sum), its unit): ln(sum in reals) = ln m + (EXP_CLZ_MAX + 1 - clz) ln 2, in 2^-f units."""
+def _log_softmax(lw: Lowerer, x: Value, d: str, shape, row, normalised: str, clz: str, bits: int) -> tuple[str, float]:
+    """(scale d - ln(sum), its unit): with the exps in Q(bits), ln(sum in reals) = ln m + (32 - bits - clz)
+    ln 2, in 2^-f units."""
     rank = len(row)
     f = min(LOG_FRACTION_BITS, 30 - math.ceil(math.log2(x.qparams.scale * 255 + 32 * math.log(2) + 1)))
     t = lw.rescale(
         int32_binary(lw, "SUB", normalised, int32_scalar(lw, rank, 3 << 29), row), row, "int32", "int16", 2.0**-14
     )
     ln_m = lw.rescale(table_of(lw, t, ln_table(), row, "int32"), row, "int32", "int32", 2.0 ** (f - LN_BITS - 7))
-    octaves = int32_binary(lw, "SUB", int32_scalar(lw, rank, EXP_CLZ_MAX + 1), clz, row)
+    octaves = int32_binary(lw, "SUB", int32_scalar(lw, rank, 32 - bits), clz, row)
     ln_sum = int32_binary(
         lw,
         "ADD",
@@ -216,24 +207,22 @@ def _log_softmax(lw: Lowerer, x: Value, d: str, shape, row, normalised: str, clz
     return int32_binary(lw, "SUB", shifted, ln_sum, shape), 2.0**-f
 
 
-def _reciprocal(lw: Lowerer, normalised: str, clz: str, row, kept: int = 0) -> str:
-    """1/m in Q29, shifted right by 31 - clz - `kept`: e times it, shifted right by `kept`, is
-    e / sum * 2^30 (e of the row's largest value is at least 2^(31 - EXP_CLZ_MAX) at 8 bits and
-    2^EXP16_KEPT_BITS at 16, so the shift is never negative).
+def _reciprocal(lw: Lowerer, normalised: str, clz: str, row, kept: int) -> str:
+    """1/m in Q29, shifted right by 31 - clz - `kept`: e times it, shifted right by `kept` (a MUL's
+    own shift, its product in 64 bits), is e / sum * 2^30. e of the row's largest value is at least
+    2^kept (8 bits: kept is the exps' fraction bits; 16 bits: EXP16_KEPT_BITS), so the shift is
+    never negative and the shifted reciprocal keeps at least 29 - log2(row length) bits.
 
-    x0 = 48/17 - 32/17 m (error at most 1/17), then x += x (1 - m x) twice. e / sum = e (1/m)
-    2^(clz - 32); the shift's rounding moves the result by at most e / 2 units of 2^-30, below
-    2^-18 (1/1024 of an 8-bit softmax's step), and e * that fits int32: a MUL without a shift, into
-    which Vela folds the requantization after it (by a power of two: kwt on ethos-u85-256
-    Sram_Only 193,642 -> 165,624 NPU cycles, ExecuTorch 176,094)."""
+    x0 = 48/17 - 32/17 m (error at most 1/17), then x += x (1 - m x) NEWTON_STEPS times.
+    e / sum = e (1/m) 2^(clz - 32)."""
     rank = len(row)
     one = 1 << RECIPROCAL_BITS
     slope = int32_binary(lw, "MUL", normalised, int32_scalar(lw, rank, round(32 / 17 * one)), row, 31)
     inverse = int32_binary(lw, "SUB", int32_scalar(lw, rank, round(48 / 17 * one)), slope, row)
-    for _ in range(2):
+    for _ in range(NEWTON_STEPS):
         error = int32_binary(
             lw, "SUB", int32_scalar(lw, rank, one), int32_binary(lw, "MUL", normalised, inverse, row, 31), row
         )
         inverse = int32_binary(lw, "ADD", inverse, int32_binary(lw, "MUL", inverse, error, row, RECIPROCAL_BITS), row)
-    shift = int32_binary(lw, "SUB", int32_scalar(lw, rank, EXP_CLZ_MAX + EXP_BITS - kept), clz, row)
+    shift = int32_binary(lw, "SUB", int32_scalar(lw, rank, 31 - kept), clz, row)
     return int32_binary(lw, "ARITHMETIC_RIGHT_SHIFT", inverse, shift, row)
