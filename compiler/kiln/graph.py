@@ -33,6 +33,7 @@ from kiln.vocabulary import (
     INDEX_OPS,
     LOGICAL_OPS,
     QUANTIZE,
+    VIEW_OPS,
     index_argument,
 )
 
@@ -129,8 +130,8 @@ class Op:
     def reads_integers(self) -> bool:
         """An op on quantized integer values or their bools: a quantized op, a comparison or an
         argmax of quantized operands (its bool or index result has no quantization), or a logical
-        op of bools."""
-        if self.target in LOGICAL_OPS:
+        op or a view of bools."""
+        if self.target in LOGICAL_OPS or (self.target in VIEW_OPS and self.output.dtype == "bool"):
             return all(v.dtype == "bool" for v in self.inputs + self.outputs)
         return self.quantized or (self.target in INTEGER_READERS and any(v.qparams is not None for v in self.inputs))
 

@@ -319,6 +319,7 @@ COMPARISON_OPS = of_kind(K.COMPARISON)
 BOOL_REDUCTIONS = of_kind(K.BOOL_REDUCTION)
 LOGICAL_OPS = of_kind(K.LOGICAL, K.BOOL_REDUCTION)  # ops of bool tensors (masks), never observed
 INDEX_OPS = of_kind(K.ARGMAX)  # indices of quantized values
+VIEW_OPS = of_kind(K.VIEW)  # reshapes, which move no value: of bools (a mask), integer work too
 SOFTMAX_OPS = of_kind(K.SOFTMAX)  # probabilities: an output in the fixed range [0, 1)
 LOG_SOFTMAX_OPS = of_kind(K.LOG_SOFTMAX)
 FUSIBLE_ACTIVATIONS = of_kind(K.ACTIVATION)  # the clamps the NPU applies in the op producing their input

@@ -107,9 +107,10 @@ def test_an_op_on_bool_or_integer_tensors_is_refused_for_its_types_not_as_unquan
         op = Op("permute", aten.permute.default, (x, [0, 2, 1]), {}, [y])
         assert support.reason(op, target) == (
             f"{dtype} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
-            "a logical op's operands or a select's condition, argmax's int32 indices and a gather's (checked on the "
-            "CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool tensors stay on the "
-            "CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)"
+            "a logical op's operands, a select's condition or a view of those, argmax's int32 indices and a gather's "
+            "(checked on the CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool "
+            "tensors stay on the CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow "
+            "unpredictable)"
         )
     x, y = Value("x", (1, 2, 3), "float32"), Value("y", (1, 3, 2), "float32")
     op = Op("permute", aten.permute.default, (x, [0, 2, 1]), {}, [y])
@@ -150,4 +151,22 @@ def test_constant_and_scalar_operands_are_refused_only_when_they_cannot_be_lower
     assert (
         support.reason(Op("matmul", aten.matmul.default, (x, matrix), {}, [Value("z", (1, 4, 5), "int8", qp)]), target)
         is None
+    )
+
+
+def test_a_view_of_bools_goes_to_the_npu_only_where_vela_takes_bools():
+    """An unsqueeze of a mask (bert's padding mask before its select) is placed on Ethos-U85; on
+    Ethos-U55 it stays on the CPU for the family's reason, not for its type."""
+    import torch
+
+    from kiln import boards
+    from kiln.graph import Op, Value
+    from kiln.partition import support
+
+    x, y = Value("x", (1, 16), "bool"), Value("y", (1, 1, 16), "bool")
+    op = Op("unsqueeze", torch.ops.aten.unsqueeze.default, (x, 1), {}, [y])
+    assert support.reason(op, boards.target("ethos-u85-256").npu) is None
+    assert support.reason(op, boards.target("ethos-u55-128").npu) == (
+        "aten.unsqueeze of bool tensors: Vela 5.2.0 takes bool tensors on Ethos-U85 only (for its comparisons, "
+        "logical ops and selects)"
     )

@@ -38,8 +38,7 @@ U85_CPU_OPS = {"bert_tiny": MASK_INPUT, "bert_tiny_mha": MASK_INPUT}
 # SELECT or logical op on Ethos-U55 or U65: BERT's padding mask (not a constant) becomes a
 # `where` of the scores and the most negative value, and nn.MultiheadAttention's
 # key_padding_mask a logical_not; GPT-2's and Llama's causal masks are constants, whose select
-# becomes an add. bert_tiny unsqueezes its bool mask, and kiln places bool tensors on the NPU
-# only as a comparison's result, a logical op's operands or a select's condition.
+# becomes an add. bert_tiny unsqueezes its bool mask: Vela takes no bool tensor there.
 CPU_OPS: dict[str, set[str]] = {
     "bert_tiny": MASK_INPUT | {"aten.unsqueeze", "aten.embedding", "aten.where"},
     "bert_tiny_mha": MASK_INPUT | {"aten.logical_not", "aten.embedding", "aten.where"},
@@ -48,12 +47,6 @@ CPU_OPS: dict[str, set[str]] = {
     "llama_block": {"aten.embedding"},
 }
 
-# What cannot meet the Done-when yet, per (model, target) ("*": every target), with the reason;
-# strict xfails, so each fails once it is met.
-PLACEMENT_PENDING: dict[tuple[str, str], str] = {
-    ("bert_tiny", U85): "the unsqueeze of the bool padding mask stays on the CPU (kiln places bool tensors on the "
-    "NPU only as a comparison's result, a logical op's operands or a select's condition)",
-}
 # kiln's softmax (kiln.lower.softmax) is within one step of PT2E's float softmax on every
 # probability, not equal to it, and the layers after an attention carry those steps further.
 # Measured on tosa_reference_model for ethos-u85-256: in one SDPA attention (2 heads, 32
@@ -91,7 +84,7 @@ def cpu_ops(report: dict) -> set[str]:
     return {op["op"] for op in report["ops"] if op["where"] == "cpu"}
 
 
-@pytest.mark.parametrize("name, target", [case(name, U85, PLACEMENT_PENDING) for name in NAMES])
+@pytest.mark.parametrize("name, target", [(name, U85) for name in NAMES])
 def test_u85_runs_everything_but_the_io_on_the_npu_in_one_delegate(name, target):
     report = compiled(name, target).report
     cpu = {(op["op"], op["reason"]) for op in report["ops"] if op["where"] == "cpu"}
@@ -99,9 +92,7 @@ def test_u85_runs_everything_but_the_io_on_the_npu_in_one_delegate(name, target)
     assert len(report["delegates"]) == 1
 
 
-@pytest.mark.parametrize(
-    "name, target", [case(name, t, PLACEMENT_PENDING) for name in NAMES for t in TARGETS if t != U85]
-)
+@pytest.mark.parametrize("name, target", [(name, t) for name in NAMES for t in TARGETS if t != U85])
 def test_u55_u65_compile_with_the_listed_cpu_ops(name, target):
     report = compiled(name, target).report
     assert cpu_ops(report) - IO_OPS - INDEX_OPS == CPU_OPS.get(name, set())

@@ -166,3 +166,24 @@ def test_16_bit_activations_bit_exact_u85_256(model):
             inputs.append(rng.integers(info.min + 1, info.max, size=tuple(value.shape), dtype=dtype))
         diffs, run = helpers.compare(tosa, vela, inputs, "ethos-u85-256")
         assert diffs == [0] * len(diffs)
+
+
+def test_bert_tiny_mask_view_bit_exact_u85():
+    """bert_tiny (kiln.models.TRANSFORMERS) on ethos-u85-256: its one delegate holds the embeddings'
+    gathers and the unsqueeze of the padding mask (a view of bools) before the select it feeds; on
+    kiln's Ethos-U85 model as on tosa_reference_model, for random token ids, positions and masks."""
+    result = compile_model("bert_tiny", CompileSpec("ethos-u85-256"), log=lambda line: None)
+    (part,) = result.partitioning.partitions
+    assert any(op.op_type == "aten.unsqueeze" and op.output.dtype == "bool" for op in part.ops)
+    rng = np.random.default_rng(0)
+
+    def sample(v):  # an index below the rows of every table it reads; a mask with about 30 % padding
+        if v.dtype == "bool":
+            return rng.random(v.shape) < 0.7
+        rows = min(reader.inputs[0].shape[0] for reader in v.users)
+        return rng.integers(0, rows, v.shape).astype(np.int32)
+
+    assert {v.dtype for v in part.inputs} == {"int32", "bool"}
+    inputs = [sample(v) for v in part.inputs]
+    diffs, _ = helpers.compare(result.tosa[0], result.vela[0], inputs, "ethos-u85-256")
+    assert diffs == [0] * len(diffs)

@@ -35,6 +35,7 @@ from kiln.vocabulary import (
     QUANTIZE,
     SOFTMAX_OPS,
     TABLE_OPS,
+    VIEW_OPS,
     WEIGHT_AXIS,
     Kind,
     of_kind,
@@ -139,6 +140,16 @@ def selects_on_u85(op: Op) -> bool:
     return False
 
 
+@rule(
+    "{op_type} of {dtypes} tensors: Vela 5.2.0 takes bool tensors on Ethos-U85 only (for its comparisons, "
+    "logical ops and selects)",
+    ops=VIEW_OPS,
+    lacking=SELECTS,
+)
+def bool_views_on_u85(op: Op) -> bool:
+    return all(v.dtype != "bool" for v in op.inputs + op.outputs)
+
+
 def int32_multiply(op: Op) -> bool:
     """A product of int32 tensors (or an int32 tensor and an integer that fits int32): kiln's
     lowering computes it modulo 2^32, as PyTorch does."""
@@ -155,9 +166,9 @@ def int32_multiply(op: Op) -> bool:
 
 @rule(
     "{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
-    "a logical op's operands or a select's condition, argmax's int32 indices and a gather's (checked on the "
-    "CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool tensors stay on the "
-    "CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)"
+    "a logical op's operands, a select's condition or a view of those, argmax's int32 indices and a gather's "
+    "(checked on the CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool tensors "
+    "stay on the CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)"
 )
 def npu_activation_types(op: Op) -> bool:
     if int32_multiply(op):
@@ -171,7 +182,7 @@ def npu_activation_types(op: Op) -> bool:
     ):
         indices.append(op.inputs[1])
     return all(
-        v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS)
+        v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS | VIEW_OPS)
         for v in op.inputs + op.outputs
         if not v.is_constant and v not in indices
     )
