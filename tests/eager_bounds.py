@@ -58,6 +58,7 @@ EAGER = {
     "pow_0.5": (aten.pow.Tensor_Scalar, (0.5,), lambda t: t.pow(0.5), 1),
     "pow_2.5": (aten.pow.Tensor_Scalar, (2.5,), lambda t: t.pow(2.5), 2),
     "exp": (aten.exp.default, (), torch.exp, 1),
+    "log": (aten.log.default, (), torch.log, 1),
     "tanh": (aten.tanh.default, (), torch.tanh, 1),
     "sin": (aten.sin.default, (), torch.sin, 1),
     "cos": (aten.cos.default, (), torch.cos, 1),
