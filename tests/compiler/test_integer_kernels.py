@@ -92,17 +92,8 @@ CASES = [
     for dtype in DTYPES
     if _eager_takes(op, dtype)
 ]
-INTS = ("int8", "int16", "int32", "int64")
-# (op, dtype) kiln has no CPU kernel for yet, by class.
-MISSING: set[tuple[str, str]] = {
-    ("aten.sign.default", "bool"),
-    # arithmetic and comparisons of bools
-    *((f"aten.{op}", "bool") for op in ("add.Tensor", "mul.Tensor", "minimum.default", "maximum.default")),
-    *((f"aten.{op}.Tensor", "bool") for op in ("eq", "ne", "lt", "le", "gt", "ge")),
-    ("aten.where.self", "bool"),  # the call's x > y of bools
-    # logical ops of integers (kiln's kernels read bools)
-    *((f"aten.logical_{op}.default", d) for op in ("and", "or", "not") for d in INTS),
-}
+# (op, dtype) kiln has no CPU kernel for yet, by class: none.
+MISSING: set[tuple[str, str]] = set()
 # The bound of each float32 function's kernel against PyTorch's (the rest: bit for bit).
 BOUNDS = {target: bound for target, args, _, bound in EAGER.values() if not args}
 
@@ -149,6 +140,8 @@ MIXED = {
     "eq_bool_float_number": lambda i, f: (i > 0) == 1.0,
     "div_int32_by_float32_0d": lambda i, f: i.int() / f[0, 0],
     "pow_int8_float_exponent": lambda i, f: i**2.0,  # the decomposition's mul(x, x) of x as float32
+    "logical_and_int16_bool": lambda i, f: torch.logical_and(i.short(), f > 0),
+    "logical_or_float32_int8": lambda i, f: torch.logical_or(f.round(), i),
 }
 
 

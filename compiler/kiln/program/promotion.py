@@ -3,17 +3,18 @@ op reading its operands converted to it.
 
 PyTorch converts the tensor operands of an elementwise op to one dtype before it computes
 (TensorIterator's common dtype, torch.result_type of the operands and numbers), which is the
-result's dtype except for the ops with a bool result (comparisons, logical ops). So sigmoid of an
-int8 tensor is sigmoid of it converted to float32, an int tensor divided by an int tensor is a
-float32 division, a bool tensor compared with 2 is compared as int64, an int8 tensor times a
-float32 one is a float32 product.
+result's dtype except for comparisons (bool results). So sigmoid of an int8 tensor is sigmoid of
+it converted to float32, an int tensor divided by an int tensor is a float32 division, a bool
+tensor compared with 2 is compared as int64, an int8 tensor times a float32 one is a float32
+product. A logical op reads each operand as x != 0, which is its conversion to bool: kiln's
+logical kernels take bools, and an operand of another dtype is converted to bool.
 
 kiln's kernels take operands of one dtype. The program builder asks `promoted` for a CPU op no
 kernel takes as it is: the same op reading each operand whose dtype differs converted to the
 computation dtype (a new Value, which the builder writes with aten::_to_copy, PyTorch's
 conversion: integers to float32 rounded to nearest even, anything to bool as != 0, bool to 0 or
 1, integers to integers modulo 2^bits), and the conversions. The conversions never go from
-float to an integer (a float operand makes the computation dtype float).
+float to an integer type (a float operand makes the computation dtype float, or bool).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ K = vocabulary.Kind
 # The elementwise ops, whose "self" and "other" operands PyTorch converts to one dtype (where's
 # condition stays bool).
 PROMOTING = vocabulary.of_kind(K.BINARY, K.DIV, K.MINMAX, K.ACTIVATION, K.UNARY, K.COMPARISON, K.LOGICAL, K.WHERE)
-BOOL_RESULTS = vocabulary.of_kind(K.COMPARISON, K.LOGICAL)  # their computation dtype is their operands'
+COMPARISONS = vocabulary.of_kind(K.COMPARISON)
+LOGICAL = vocabulary.of_kind(K.LOGICAL)
 OPERANDS = ("self", "other")
 _TORCH = {name: dtype for dtype, name in DTYPES.items()}
 
@@ -46,19 +48,20 @@ def _meta(x):
 
 
 def computation_dtype(op: Op) -> str:
-    """The dtype PyTorch computes elementwise op `op` in: its result's, or for a comparison or
-    logical op torch.result_type of its operands."""
-    if op.target not in BOOL_RESULTS:
-        return compute_dtype(op.output)
-    first, *rest = _operands(op)
-    if not rest:
-        return compute_dtype(first)
-    return DTYPES[torch.result_type(_meta(first), _meta(rest[0]))]
+    """The dtype elementwise op `op` computes in: its result's; for a comparison
+    torch.result_type of its operands; for a logical op bool."""
+    if op.target in LOGICAL:
+        return "bool"
+    if op.target in COMPARISONS:
+        first, other = _operands(op)
+        return DTYPES[torch.result_type(_meta(first), _meta(other))]
+    return compute_dtype(op.output)
 
 
 def promoted(op: Op) -> tuple[Op, list[tuple[Value, Value]]] | None:
     """`op` reading its operands converted to its computation dtype, with the conversions
-    (source, converted); None for an op that is not elementwise, or whose operands all have it."""
+    (source, converted); None for an op that is not elementwise, whose operands all have it, or
+    that would convert a quantized operand."""
     if op.target not in PROMOTING:
         return None
     dtype = computation_dtype(op)
@@ -67,8 +70,8 @@ def promoted(op: Op) -> tuple[Op, list[tuple[Value, Value]]] | None:
         for x in _operands(op)
         if isinstance(x, Value) and compute_dtype(x) != dtype
     }
-    if not converted:
-        return None
+    if not converted or any(source.qparams is not None for source, _ in converted.values()):
+        return None  # a quantized operand is read as float32 (the builder dequantizes it), never converted
 
     def read(x):
         return converted[id(x)][1] if isinstance(x, Value) and id(x) in converted else x

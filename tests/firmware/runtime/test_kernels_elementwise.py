@@ -186,6 +186,13 @@ CASES = {
     "logical_not": ("aten::logical_not", "out", [In(BOOLS_A)], (1, 4), np.bool_),
     "logical_and": binary_case("logical_and", BOOLS_A, BOOLS_B),
     "logical_or": binary_case("logical_or", BOOLS_A, BOOLS_B),
+    # bools as PyTorch computes with them: add is or, mul and minimum are and, maximum is or
+    "add_bool": binary_case("add", BOOLS_A, BOOLS_B, 1),
+    "mul_bool": binary_case("mul", BOOLS_A, BOOLS_B),
+    "minimum_bool": binary_case("minimum", BOOLS_A, BOOLS_B),
+    "maximum_bool": binary_case("maximum", BOOLS_B, BOOLS_A),
+    "sign_bool": ("aten::sign", "out", [In(BOOLS_A)], (1, 4), np.bool_),
+    **{f"{op}_bool": binary_case(op, BOOLS_A, BOOLS_B, overload="Tensor_out", dtype=np.bool_) for op in ew.COMPARE},
     "relu_int8": integer_case("relu", I8),
     "relu_int64": integer_case("relu", I64),
     "hardtanh_int16": integer_case("hardtanh", I16, -3, 300),
@@ -246,6 +253,15 @@ def test_integer_clamp_bounds_outside_the_type_are_refused(runtime_host, tmp_pat
 def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, case):
     got, expected = run_kernel(runtime_host, tmp_path, CASES[case])
     assert got.tobytes() == np.ascontiguousarray(expected).tobytes()
+
+
+def test_sub_of_bools_is_refused_on_both_sides(runtime_host, tmp_path):
+    """PyTorch refuses to subtract bools; so do both kernels (the C++ one as a bad argument: self's
+    type, 0x100 + ScalarType Bool)."""
+    program = ("aten::sub", "out", [In(BOOLS_B), In(BOOLS_A), None], (2, 4), np.bool_)
+    assert kernel_error(runtime_host, tmp_path, program) == "error 0x300 kernel: bad argument (a=0, b=267)"
+    bools = Value("v", (2, 4), "bool", None)
+    assert not ew.KERNELS[aten.sub.Tensor].accepts(Op("node", aten.sub.Tensor, (bools, bools), {}, [bools]))
 
 
 def test_integer_division_by_zero_is_an_error_on_both_sides(runtime_host, tmp_path):
@@ -333,6 +349,10 @@ def _binary_eager(name, a, b, *args, **kwargs):
         ("maximum", I8, I8_B, (), {}),
         ("minimum", I16, I16_B, (), {}),
         ("maximum", WIDE, rng_array((8,), 25, 10.0), (), {}),
+        ("add", BOOLS_A, BOOLS_B, (1,), {}),
+        ("mul", BOOLS_A, BOOLS_B, (), {}),
+        ("minimum", BOOLS_A, BOOLS_B, (), {}),
+        ("maximum", BOOLS_B, BOOLS_A, (), {}),
     ],
 )
 def test_binary_numpy_kernel_equals_eager_pytorch(name, a, b, args, kwargs):
@@ -354,6 +374,7 @@ def test_comparisons_equal_eager_pytorch(op):
         (I8, I8_B),
         (I16, 300),
         (WIDE, 1),
+        (BOOLS_A, BOOLS_B),
     ):
         overload = "Scalar" if np.isscalar(b) else "Tensor"
         got = ew.KERNELS[getattr(getattr(aten, op), overload)].run(a, b)
@@ -369,6 +390,12 @@ def test_where_and_logical_ops_equal_eager_pytorch():
         got = ew.KERNELS[getattr(aten, op).default].run(BOOLS_A, BOOLS_B)
         np.testing.assert_array_equal(got, getattr(torch, op)(cond, torch.from_numpy(BOOLS_B)).numpy())
     np.testing.assert_array_equal(ew.KERNELS[aten.logical_not.default].run(BOOLS_A), ~BOOLS_A)
+
+
+def test_sign_of_bools_equals_eager_pytorch():
+    got = ew.KERNELS[aten.sign.default].run(BOOLS_B)
+    want = torch.sign(torch.from_numpy(BOOLS_B)).numpy()
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
 
 
 def test_float_number_with_an_integer_tensor_is_refused():
@@ -390,7 +417,16 @@ def _op(target, args, out_dtype, kwargs=None):
     [
         (aten.add.Tensor, (_value("int32"), _value("int32")), "int32", {}, True),
         (aten.add.Tensor, (_value("int32"), 2), "int32", {}, True),
-        (aten.add.Tensor, (_value("int32"), 0.5), "float32", {}, False),  # promotes to float: not covered
+        # operands of two dtypes: the builder converts them first (kiln.program.promotion)
+        (aten.add.Tensor, (_value("int32"), 0.5), "float32", {}, False),
+        (aten.add.Tensor, (_value("bool"), _value("bool")), "bool", {}, True),
+        (aten.add.Tensor, (_value("bool"), True), "bool", {}, False),  # no number with bools
+        (aten.sub.Tensor, (_value("bool"), _value("bool")), "bool", {}, False),  # PyTorch refuses it
+        (aten.maximum.default, (_value("bool"), _value("bool")), "bool", {}, True),
+        (aten.sign.default, (_value("bool"),), "bool", {}, True),
+        (aten.eq.Tensor, (_value("bool"), _value("bool")), "bool", {}, True),
+        (aten.eq.Scalar, (_value("bool"), 1), "bool", {}, False),  # PyTorch compares them as int64
+        (aten.logical_and.default, (_value("int16"), _value("int16")), "bool", {}, False),  # converted to bool first
         (aten.add.Tensor, (_value("float32"), _value("float32")), "float32", {"alpha": 2}, False),
         (aten.mul.Tensor, (_value("int32"), _value("int64")), "int64", {}, False),
         (aten.mul.Tensor, (_value("int8", True), _value("int8", True)), "int8", {}, True),  # dequantized first
