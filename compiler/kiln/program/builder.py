@@ -127,12 +127,11 @@ class _Builder:
 
     def kernel_call(self, op: Op, reason: str | None):
         kernel = kernel_for(op)
-        promoted = promotion.promoted(op) if kernel is None else None
-        if promoted is not None and kernel_for(promoted[0]) is not None:  # PyTorch's type promotion
+        promoted = promotion.promoted(op) if kernel is None else None  # PyTorch's type promotion
+        if promoted is not None and (kernel := kernel_for(promoted[0])) is not None:
             op, conversions = promoted
             for source, converted in conversions:
                 self.cast(source, converted)
-            kernel = kernel_for(op)
         if kernel is None:
             raise ProgramError(
                 f"node {op.name} ({op.op_type}) cannot run on the NPU ({reason}) and kiln has no CPU kernel for "
