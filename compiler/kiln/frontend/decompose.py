@@ -249,9 +249,14 @@ def relu6(emit, node, a):
     return emit(aten.hardtanh.default, a["self"], 0.0, 6.0)
 
 
-@decomposes(aten.pow.Tensor_Scalar, into="exponent 2: mul(x, x); else kept")
+@decomposes(aten.pow.Tensor_Scalar, into="exponent 2: mul(x, x), x first cast to the result's dtype; else kept")
 def square(emit, node, a):
-    return emit(aten.mul.Tensor, a["self"], a["self"]) if a["exponent"] == 2 else None
+    if a["exponent"] != 2:
+        return None
+    x = a["self"]
+    if value(x).dtype != value(node).dtype:  # a bool squared by an int is int64, an int by a float float32
+        x = emit(aten._to_copy.default, x, dtype=value(node).dtype)
+    return emit(aten.mul.Tensor, x, x)
 
 
 @decomposes(

@@ -4,9 +4,11 @@ Contract of the program kiln writes:
 - one execution plan "forward", one chain, instructions in the partitioner's schedule;
 - CPU ops are KernelCalls (kiln.program.kernels names them): the schema's arguments, the out
   tensor, then it again as the returned value; an op with several out tensors (sort, topk) lists
-  them, then one TensorList of them as the returned value, as ExecuTorch's emitter does; each
-  NPU partition is one
-  DelegateCall to "EthosUBackend" whose args are its inputs then its outputs;
+  them, then one TensorList of them as the returned value, as ExecuTorch's emitter does; an
+  elementwise op no kernel takes with its operands' dtypes reads them converted first, as
+  PyTorch's type promotion does (kiln.program.promotion: an aten::_to_copy call per converted
+  operand, into a planned tensor); each NPU partition is one DelegateCall to "EthosUBackend"
+  whose args are its inputs then its outputs;
 - every non-constant tensor is memory-planned in buffer 1 (buffer 0 is
   ExecuTorch's reserved entry) at a 16-byte aligned offset; tensors whose
   lifetimes overlap never share bytes;
@@ -23,6 +25,7 @@ import torch
 from kiln.errors import ProgramError
 from kiln.graph import DTYPES, Graph, Op, Value, dequantize_array
 from kiln.partition.partitioner import Partition, Partitioning
+from kiln.program import promotion
 from kiln.program.kernels import KERNELS, Derived, Fixed, Kernel, kernel_for
 from kiln.pte.schema import SCALAR_TYPES
 from kiln.vocabulary import DEQUANTIZE, QUANTIZE
@@ -124,6 +127,11 @@ class _Builder:
 
     def kernel_call(self, op: Op, reason: str | None):
         kernel = kernel_for(op)
+        promoted = promotion.promoted(op) if kernel is None else None  # PyTorch's type promotion
+        if promoted is not None and (kernel := kernel_for(promoted[0])) is not None:
+            op, conversions = promoted
+            for source, converted in conversions:
+                self.cast(source, converted)
         if kernel is None:
             raise ProgramError(
                 f"node {op.name} ({op.op_type}) cannot run on the NPU ({reason}) and kiln has no CPU kernel for "
@@ -146,6 +154,11 @@ class _Builder:
         outs = [self.tensor(v) for v in output]
         self.values.append(Evalue("tensor_list", outs))
         self.instructions.append(Instruction("kernel", self.operator(kernel), args + outs + [len(self.values) - 1]))
+
+    def cast(self, source: Value, out: Value):
+        """out = source converted to out's dtype (aten::_to_copy, PyTorch's conversion)."""
+        to_copy = KERNELS[torch.ops.aten._to_copy.default]
+        self.call(to_copy, [self.scalar(source), self.scalar(False), self.scalar(None)], out)
 
     def quantized_on_cpu(self, op: Op, kernel: Kernel):
         """A quantized op the NPU does not run: dequantize its integer inputs, run the
@@ -173,8 +186,7 @@ class _Builder:
         if out.qparams is None and out.dtype == "int32":  # argmax's NPU-width indices: the kernel writes int64
             wide = Value(op.name + "_wide", out.shape, "int64")
             self.call(kernel, args, wide)
-            to_copy = KERNELS[torch.ops.aten._to_copy.default]
-            self.call(to_copy, [self.scalar(wide), self.scalar(False), self.scalar(None)], out)
+            self.cast(wide, out)
             return
         if out.qparams is None:
             self.call(kernel, args, out)

@@ -1,8 +1,8 @@
 // Comparisons, where and logical ops; bool tensors are ScalarType Bool, one byte each
 // (read: nonzero is true; written: 0 or 1). Broadcasting as numpy's (elementwise.h).
 //   aten::{eq,ne,lt,le,gt,ge}.Tensor_out (self, other) and .Scalar_out (self, number):
-//     float32 or integer operands of one type (a number takes it: an Int for integer
-//     tensors), bool out; NaN compares unequal to everything
+//     float32, integer or bool operands of one type (a number takes it: an Int for integer
+//     tensors, none for bools; false < true), bool out; NaN compares unequal to everything
 //   aten::where.self_out (condition, self, other): condition bool; self, other and out of one
 //     type (float32, an integer type or bool); condition ? self : other
 //   aten::logical_not.out (self), logical_and.out / logical_or.out (self, other): bool
@@ -63,15 +63,7 @@ Status ge_scalar_out(KernelArgs& args) { return ge_tensor_out(args); }
 Status where_self_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 3));
   KILN_TRY(ScalarType type, tensor_type(args, 1, 2));
-  switch (type) {
-    case ScalarType::kFloat: return where_typed<float>(args);
-    case ScalarType::kChar: return where_typed<int8_t>(args);
-    case ScalarType::kShort: return where_typed<int16_t>(args);
-    case ScalarType::kInt: return where_typed<int32_t>(args);
-    case ScalarType::kLong: return where_typed<int64_t>(args);
-    case ScalarType::kBool: return where_typed<uint8_t>(args);
-    default: return bad_argument(1, 0x100u + static_cast<uint32_t>(type));
-  }
+  return with_element_type<true>(type, 1, [&](auto zero) { return where_typed<decltype(zero)>(args); });
 }
 
 Status logical_not_out(KernelArgs& args) {

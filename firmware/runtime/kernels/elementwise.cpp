@@ -11,13 +11,13 @@
 //   aten::reciprocal.out  1 / x
 //   aten::add.out / aten::sub.out (self, other, alpha = 1) and aten::mul.out (self, other):
 //     float32, int8, int16, int32 or int64 (integers wrap); numpy broadcasting; a number operand takes
-//     the tensor's type (elementwise.h)
+//     the tensor's type (elementwise.h); add and mul of bools too (or, and), not sub
 //   aten::div.out (self, other)  float32 a / b
 //   aten::div.out_mode (self, other, rounding_mode): float32 with None (a / b), "trunc"
 //     (trunc(a / b)) or "floor" (Python's floor division, div_floor below); integers with
 //     "trunc" or "floor" (x / -1 wraps; a zero divisor is an error before anything is written)
 //   aten::minimum.out / aten::maximum.out: NaN if either is NaN, else the smaller/larger,
-//     self on ties; float32 or integers
+//     self on ties; float32, integers or bools (and, or)
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -209,7 +209,8 @@ Status add_out(KernelArgs& args) {
 Status sub_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 3));
   KILN_CHECK(check_alpha(args));
-  return numeric_binary<false>(args, 3, [](auto a, auto b) { return wrapping_sub(a, b); });
+  // not of bools, which PyTorch refuses to subtract
+  return numeric_binary<false, false>(args, 3, [](auto a, auto b) { return wrapping_sub(a, b); });
 }
 
 Status mul_out(KernelArgs& args) {

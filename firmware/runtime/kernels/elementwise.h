@@ -81,19 +81,40 @@ Status unary(KernelArgs& args, size_t arity, F f) {
   return map<float, float>(args, arity, f);
 }
 
-// A one-tensor map of float32 or an integer type into the same type: f takes and returns it.
-template <typename F>
+// Returns f(T{}) for T the element type of `type`: float32, an integer type, or (kWithBool) bool;
+// for any other type bad_argument(position, 0x100 + type).
+template <bool kWithBool, typename F>
+Status with_element_type(ScalarType type, size_t position, F f) {
+  switch (type) {
+    case ScalarType::kFloat: return f(float{});
+    case ScalarType::kChar: return f(int8_t{});
+    case ScalarType::kShort: return f(int16_t{});
+    case ScalarType::kInt: return f(int32_t{});
+    case ScalarType::kLong: return f(int64_t{});
+    case ScalarType::kBool:
+      if constexpr (kWithBool) return f(uint8_t{});
+      break;
+    default: break;
+  }
+  return bad_argument(position, 0x100u + static_cast<uint32_t>(type));
+}
+
+// The value a bool element stands for: 1 if it is nonzero, else 0.
+inline uint8_t truth(uint8_t x) { return x != 0 ? 1 : 0; }
+
+// A one-tensor map of float32 or an integer type (or with kWithBool a bool, read as 0 or 1 and
+// written as f(x) != 0) into the same type: f takes and returns it.
+template <bool kWithBool = false, typename F>
 Status numeric_map(KernelArgs& args, size_t arity, F f) {
   KILN_CHECK(expect_arity(args, arity));
   if (args[0].kind != ValueKind::kTensor) return bad_argument(0, static_cast<uint32_t>(args[0].kind));
-  switch (args[0].t.type) {
-    case ScalarType::kFloat: return map<float, float>(args, arity, f);
-    case ScalarType::kChar: return map<int8_t, int8_t>(args, arity, f);
-    case ScalarType::kShort: return map<int16_t, int16_t>(args, arity, f);
-    case ScalarType::kInt: return map<int32_t, int32_t>(args, arity, f);
-    case ScalarType::kLong: return map<int64_t, int64_t>(args, arity, f);
-    default: return bad_argument(0, 0x100u + static_cast<uint32_t>(args[0].t.type));
-  }
+  return with_element_type<kWithBool>(args[0].t.type, 0, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, uint8_t>)
+      return map<T, T>(args, arity, [f](T x) { return truth(f(truth(x))); });
+    else
+      return map<T, T>(args, arity, f);
+  });
 }
 
 // For integer kernels f(x) = x: floor, ceil, trunc and round of an integer.
@@ -189,18 +210,20 @@ Status binary(KernelArgs& args, size_t arity, F f) {
   return {};
 }
 
-// binary<T, T or bool> for T the operands' type (float, int32 or int64); `f` is generic.
-template <bool kBoolOut, typename F>
+// binary<T, T or bool> for T the operands' type (float32, an integer type or with kWithBool
+// bool); `f` is generic. Bools as PyTorch computes with them: operands read as 0 or 1, a result
+// written as f(a, b) != 0 (so add is or, mul and minimum are and, maximum is or).
+template <bool kBoolOut, bool kWithBool = true, typename F>
 Status numeric_binary(KernelArgs& args, size_t arity, F f) {
   KILN_TRY(ScalarType type, tensor_type(args, 0, 1));
-  switch (type) {
-    case ScalarType::kFloat: return binary<float, std::conditional_t<kBoolOut, uint8_t, float>>(args, arity, f);
-    case ScalarType::kChar: return binary<int8_t, std::conditional_t<kBoolOut, uint8_t, int8_t>>(args, arity, f);
-    case ScalarType::kShort: return binary<int16_t, std::conditional_t<kBoolOut, uint8_t, int16_t>>(args, arity, f);
-    case ScalarType::kInt: return binary<int32_t, std::conditional_t<kBoolOut, uint8_t, int32_t>>(args, arity, f);
-    case ScalarType::kLong: return binary<int64_t, std::conditional_t<kBoolOut, uint8_t, int64_t>>(args, arity, f);
-    default: return bad_argument(0, 0x100u + static_cast<uint32_t>(type));
-  }
+  return with_element_type<kWithBool>(type, 0, [&](auto zero) {
+    using T = decltype(zero);
+    using R = std::conditional_t<kBoolOut, uint8_t, T>;
+    if constexpr (std::is_same_v<T, uint8_t>)
+      return binary<T, R>(args, arity, [f](T a, T b) -> R { return f(truth(a), truth(b)) != 0; });
+    else
+      return binary<T, R>(args, arity, f);
+  });
 }
 
 }  // namespace kiln::runtime::kernels

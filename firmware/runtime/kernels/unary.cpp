@@ -15,7 +15,7 @@
 //   sin, cos, erf    in double, rounded once
 //   abs, neg, floor, ceil, trunc, round (half to even); of integers too (abs and neg wrap:
 //                    abs(MIN) is MIN; floor, ceil, trunc, round keep them)
-//   sign             (x > 0) - (x < 0): NaN and -0 give +0; of integers too
+//   sign             (x > 0) - (x < 0): NaN and -0 give +0; of integers and bools too (a bool's is itself)
 //   pow.Tensor_Scalar_out (self, exponent): exponent 0 -> 1, 1 -> x, 0.5 -> sqrt(x),
 //                    -0.5 -> 1 / sqrt(x), -1 -> 1 / x, 2 -> x * x, 3 -> x * x * x,
 //                    -2 -> 1 / (x * x); others pow(x, float(exponent)) in double
@@ -145,7 +145,7 @@ Status round_out(KernelArgs& args) {  // the default rounding mode: to nearest, 
 }
 
 Status sign_out(KernelArgs& args) {
-  return numeric_map(args, 1, [](auto x) { return static_cast<decltype(x)>((x > 0) - (x < 0)); });
+  return numeric_map<true>(args, 1, [](auto x) { return static_cast<decltype(x)>((x > 0) - (x < 0)); });
 }
 
 Status pow_tensor_scalar_out(KernelArgs& args) {

@@ -16,13 +16,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+from kiln import compile as kc
+from kiln.frontend.export import LoadedModel
 from kiln.program import kernels
 from kiln.program.kernels import by_name
 from kiln.pte import writer
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import NUMPY_DTYPES, Chain, KernelCall
 from kiln.reference import run_host as host
+from kiln.spec import CompileSpec
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
@@ -337,6 +341,36 @@ def test_cpu_program_equals_run_host_bit_for_bit(runtime_host, programs, tmp_pat
     done = run_tool(runtime_host, "run", path, tmp_path, *paths)
     assert done.returncode == 0, done.stdout + done.stderr
     expected = host.run(path.read_bytes(), inputs)
+    for n, e in enumerate(expected):
+        assert (tmp_path / f"output_{n}.bin").read_bytes() == np.ascontiguousarray(e).tobytes()
+
+
+class _Promoting(torch.nn.Module):
+    """Ops of integer and bool tensors: operands converted as PyTorch promotes them (sigmoid and
+    true division of int8, a bool compared with 2 and clamped by ints), bool arithmetic and a
+    logical op of int8s."""
+
+    def forward(self, i, b):
+        return torch.sigmoid(i), i / (i.abs() + 1), b == 2, torch.clamp(b, -3, 3), b + b, torch.logical_and(i, i - 3)
+
+
+def test_program_with_converted_operands_equals_run_host_bit_for_bit(runtime_host, tmp_path):
+    i = torch.arange(-12, 12, dtype=torch.int8).reshape(4, 6)
+    b = i % 3 == 0
+    result = kc.compile_model(
+        LoadedModel("promoting", _Promoting().eval(), (i, b)),
+        CompileSpec("ethos-u55-128", quantize=False),
+        log=lambda line: None,
+    )
+    assert ("aten::_to_copy", "out") in result.program.operators
+    path, inputs = tmp_path / "promoting.pte", [i.numpy(), b.numpy()]
+    path.write_bytes(result.pte)
+    for n, x in enumerate(inputs):
+        x.tofile(tmp_path / f"in{n}.bin")
+    done = run_tool(runtime_host, "run", path, tmp_path, tmp_path / "in0.bin", tmp_path / "in1.bin")
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = host.run(result.pte, inputs)
+    assert len(expected) == 6
     for n, e in enumerate(expected):
         assert (tmp_path / f"output_{n}.bin").read_bytes() == np.ascontiguousarray(e).tobytes()
 

@@ -7,8 +7,12 @@ the same bits. A transcendental part (exp, expm1, log1p, tanh, erf, sin, cos, po
 evaluated in float64 on float32 inputs and rounded once (f64 below; transcendental.h in C++).
 add, sub, mul, div with a rounding mode, minimum, maximum, where and the comparisons also take
 int8, int16, int32 and int64 tensors (add, sub, mul wrap in two's complement, as PyTorch's do);
-comparisons write bool; logical_not/and/or read and write bool. Binary operands broadcast
-as numpy's; a number operand takes the tensor operand's dtype (an int only for int tensors).
+add, mul, minimum, maximum, sign, where and the comparisons take bool tensors as PyTorch computes
+with bools (0 and 1, a nonzero result true: add is or, mul and minimum are and, maximum is or;
+PyTorch refuses sub of bools); comparisons write bool; logical_not/and/or read and write bool
+(an operand of another dtype is converted to bool first, x != 0: kiln.program.promotion, as
+operands of two dtypes are). Binary operands broadcast as numpy's; a number operand takes the
+tensor operand's dtype (an int only for int tensors, none for bools).
 `accepts` refuses dtypes and arguments a kernel does not cover, so such ops stay a
 ProgramError naming the node instead of a wrong result.
 """
@@ -21,12 +25,14 @@ import numpy as np
 import torch
 
 from kiln.errors import HostError
+from kiln.graph import Value
 from kiln.program.kernels.core import Derived, Fixed, Kernel, exp32, in_float64, log32, tanh32
 
 aten = torch.ops.aten
 
 F32 = np.float32
 INT_DTYPES = ("int8", "int16", "int32", "int64")
+WITH_BOOL = ("float32", *INT_DTYPES, "bool")
 
 # float32 constants, written as their exact bits (elementwise.cpp uses the same hex literals).
 SQRT1_2 = F32(float.fromhex("0x1.6a09e6p-1"))  # float(M_SQRT1_2)
@@ -67,8 +73,12 @@ floats_only = _all("float32")
 
 
 def _numbers_fit(op, names) -> bool:
-    """Number operands (not tensors) of an op on integer tensors must be ints."""
-    if compute_dtype(op.output) not in INT_DTYPES:
+    """Number operands (not tensors) of an op on integer tensors must be ints; on bool tensors
+    there are none."""
+    dtype = compute_dtype(op.output)
+    if dtype == "bool":
+        return all(isinstance(op.arg(n), Value) for n in names)
+    if dtype not in INT_DTYPES:
         return True
     return not any(isinstance(op.arg(n), float) for n in names)
 
@@ -183,7 +193,9 @@ def _rsqrt(x):  # 1 / sqrt(x), two float32 roundings
     return F32(1) / np.sqrt(x)
 
 
-def _sign(x):  # (x > 0) - (x < 0): NaN and -0 give +0
+def _sign(x):  # (x > 0) - (x < 0): NaN and -0 give +0; a bool's is itself
+    if x.dtype == np.bool_:
+        return x.copy()
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
@@ -273,10 +285,11 @@ def _alpha_one(op) -> bool:
     return op.arg("alpha") in (None, 1)
 
 
-def _arithmetic(name, fn, alpha=False) -> Kernel:
-    """add/sub (self, other, alpha = 1) or mul (self, other): float32 or integers (INT_DTYPES)."""
+def _arithmetic(name, fn, alpha=False, bools=True) -> Kernel:
+    """add/sub (self, other, alpha = 1) or mul (self, other): float32, integers (INT_DTYPES) or
+    (`bools`) bools."""
     names = ("self", "other", "alpha") if alpha else ("self", "other")
-    same = _all("float32", *INT_DTYPES)
+    same = _all(*WITH_BOOL) if bools else numbers
 
     def accepts(op) -> bool:
         return same(op) and _numbers_fit(op, ("self", "other")) and (not alpha or _alpha_one(op))
@@ -285,16 +298,17 @@ def _arithmetic(name, fn, alpha=False) -> Kernel:
 
 
 def _comparison(name: str, scalar: bool) -> Kernel:
-    """eq/ne/lt/le/gt/ge.Tensor_out or .Scalar_out: float32 or integer operands of one
-    dtype (a number other must be an int for integer tensors), bool out."""
+    """eq/ne/lt/le/gt/ge.Tensor_out or .Scalar_out: float32, integer or bool operands of one
+    dtype (a number other must be an int for integer tensors, and there is none for bools), bool out."""
 
     def accepts(op) -> bool:
-        found = _dtypes(op)
+        found, other = _dtypes(op), op.arg("other")
         return (
             compute_dtype(op.output) == "bool"
             and len(found) == 1
-            and found <= {"float32", *INT_DTYPES}
-            and (found == {"float32"} or not isinstance(op.arg("other"), float))
+            and found <= set(WITH_BOOL)
+            and (found == {"float32"} or not isinstance(other, float))
+            and (found != {"bool"} or isinstance(other, Value))
         )
 
     return Kernel(
@@ -325,7 +339,7 @@ def _where_accepts(op) -> bool:
     return (
         compute_dtype(cond) == "bool"
         and compute_dtype(a) == compute_dtype(b) == compute_dtype(op.output)
-        and compute_dtype(a) in ("float32", *INT_DTYPES, "bool")
+        and compute_dtype(a) in WITH_BOOL
     )
 
 
@@ -390,10 +404,10 @@ KERNELS: dict[object, Kernel] = {
     aten.ceil.default: _numeric_unary("ceil", _integer_valued(np.ceil)),
     aten.round.default: _numeric_unary("round", _integer_valued(np.rint)),  # half to even
     aten.trunc.default: _numeric_unary("trunc", _integer_valued(np.trunc)),
-    aten.sign.default: _numeric_unary("sign", _sign),
+    aten.sign.default: Kernel("aten::sign", "out", ("self",), unary(_sign), _all(*WITH_BOOL)),
     aten.pow.Tensor_Scalar: Kernel("aten::pow", "Tensor_Scalar_out", ("self", "exponent"), unary(_pow), floats_only),
     aten.add.Tensor: _arithmetic("add", np.add, alpha=True),
-    aten.sub.Tensor: _arithmetic("sub", np.subtract, alpha=True),
+    aten.sub.Tensor: _arithmetic("sub", np.subtract, alpha=True, bools=False),  # PyTorch refuses bools
     aten.mul.Tensor: _arithmetic("mul", np.multiply),
     aten.div.Tensor: Kernel("aten::div", "out", ("self", "other"), broadcasting(np.divide), floats_only),
     aten.div.Tensor_mode: Kernel(
@@ -407,12 +421,8 @@ KERNELS: dict[object, Kernel] = {
             and (op.arg("rounding_mode") is not None or floats_only(op))
         ),
     ),
-    aten.minimum.default: Kernel(
-        "aten::minimum", "out", ("self", "other"), broadcasting(_minimum), _all("float32", *INT_DTYPES)
-    ),
-    aten.maximum.default: Kernel(
-        "aten::maximum", "out", ("self", "other"), broadcasting(_maximum), _all("float32", *INT_DTYPES)
-    ),
+    aten.minimum.default: Kernel("aten::minimum", "out", ("self", "other"), broadcasting(_minimum), _all(*WITH_BOOL)),
+    aten.maximum.default: Kernel("aten::maximum", "out", ("self", "other"), broadcasting(_maximum), _all(*WITH_BOOL)),
     **{getattr(aten, n).Tensor: _comparison(n, scalar=False) for n in COMPARE},
     **{getattr(aten, n).Scalar: _comparison(n, scalar=True) for n in COMPARE},
     aten.where.self: Kernel("aten::where", "self_out", ("condition", "self", "other"), _where, _where_accepts),
