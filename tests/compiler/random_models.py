@@ -6,7 +6,8 @@ of steps, each applying one op (drawn from STEPS, among those that apply to the 
 hand) to one or two live tensors: elementwise functions, arithmetic between tensors (with
 broadcasting) and with constants, convolutions, pooling, normalisation, reductions, data
 movement, in-place forms, eval-mode dropout, and attention (scaled_dot_product_attention with
-and without bool, float and causal masks, and a causal mask written with masked_fill).
+and without bool, float and causal masks, and a causal mask written with masked_fill), RMSNorm
+and rotary position embeddings (halves rotated, or interleaved pairs).
 Branches come from reusing earlier tensors. The same seed always gives the same model, weights and inputs.
 """
 
@@ -208,7 +209,48 @@ def _causal_softmax(xs, p):
     return scores.masked_fill(torch.ones(length, length, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
 
 
+def _rotary_tables(rng, shapes):
+    """cos and sin [L, E] of rotary position embeddings (base 10000) for [..., L, E], E even: the
+    angles of the E/2 frequencies, repeated for the halves layout (rotate_half)."""
+    length, width = shapes[0][-2:]
+    frequencies = 1.0 / 10000 ** (torch.arange(0, width, 2, dtype=torch.float32) / width)
+    angles = torch.outer(torch.arange(length, dtype=torch.float32), frequencies)
+    angles = torch.cat([angles, angles], -1)
+    return {"cos": angles.cos(), "sin": angles.sin()}
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def _rotate_pairs(xs, p):
+    """Rotary embeddings of interleaved pairs (x[2i], x[2i+1]), as GPT-J and Llama's reference code write them."""
+    x = xs[0].unflatten(-1, (-1, 2))
+    half = x.shape[-2]
+    cos, sin = p["cos"][..., :half], p["sin"][..., :half]
+    return torch.stack([x[..., 0] * cos - x[..., 1] * sin, x[..., 0] * sin + x[..., 1] * cos], -1).flatten(-2)
+
+
+def _rotary_fits(shapes):
+    return _sequences(shapes) and shapes[0][-1] % 2 == 0
+
+
 ATTENTION_STEPS: dict[str, Kind] = {
+    # RMSNorm (torch's and the hand-written form) and rotary position embeddings, as decoders write them
+    "rms_norm": Kind(
+        1,
+        _any,
+        lambda rng, s: {"w": _t(rng, s[0][-1]) + 1},
+        lambda xs, p: F.rms_norm(xs[0], xs[0].shape[-1:], p["w"], 1e-6),
+    ),
+    "rms_norm_by_hand": Kind(
+        1, _any, _none, lambda xs, p: xs[0] * torch.rsqrt(xs[0].pow(2).mean(-1, keepdim=True) + 1e-6)
+    ),
+    "rotary_halves": Kind(
+        1, _rotary_fits, _rotary_tables, lambda xs, p: xs[0] * p["cos"] + _rotate_half(xs[0]) * p["sin"]
+    ),
+    "rotary_pairs": Kind(1, _rotary_fits, _rotary_tables, _rotate_pairs),
     "sdpa": Kind(1, _sequences, _none, _sdpa()),
     "sdpa_causal": Kind(1, _sequences, _none, _sdpa(is_causal=True)),
     "sdpa_bool_mask": Kind(
