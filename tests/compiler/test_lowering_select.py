@@ -44,21 +44,31 @@ CASES = {
 }
 
 
+# At 16 bits: comparisons with numbers, and of two tensors of one scale (a transpose shares its input's)
+CASES16 = {
+    "ge_number_16": CASES["ge_number"],
+    "lt_number_3d_16": CASES["lt_number_3d"],
+    "eq_number_16": (lambda x: torch.where(x == 0.0, x + 1.0, x), [(1, 3, 8, 8)], 1),
+    "gt_transposed_16": (lambda x: torch.where(x > x.transpose(-1, -2), x, 0.0), [(1, 6, 6)], 0),
+    "ne_permuted_16": (lambda x: torch.where(x.permute(0, 1, 3, 2) != x, x, 0.0), [(1, 4, 5, 5)], 0),
+}
+
+
 def _case(name):
-    fn, shapes, steps = CASES[name]
+    fn, shapes, steps = {**CASES, **CASES16}[name]
     inputs = seeded(7, *shapes)
     return Lambda(lambda m, *xs: fn(*xs)), inputs, [inputs, seeded(8, *shapes)], steps
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_select_matches_pt2e_on_the_u85_and_its_npu_model(name):
+@pytest.mark.parametrize("name, bits", [(name, 8) for name in CASES] + [(name, 16) for name in CASES16])
+def test_select_matches_pt2e_on_the_u85_and_its_npu_model(name, bits):
     module, inputs, calibration, steps = _case(name)
-    diffs, tosa = compare_steps(module, inputs, calibration, target="ethos-u85-256")
+    diffs, tosa = compare_steps(module, inputs, calibration, target="ethos-u85-256", bits=bits)
     for d in diffs:
         assert d.max() <= steps, f"{name}: up to {d.max()} steps off"
     result = vela.compile_tosa(tosa, name, "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only")
-    _, g, _ = lower_module(module, inputs, calibration, "ethos-u85-256")
-    feeds = [quantize_input(x, v.qparams) for x, v in zip(inputs, g.inputs)]
+    _, g, _ = lower_module(module, inputs, calibration, "ethos-u85-256", bits)
+    feeds = [quantize_input(x, v.qparams, getattr(torch, f"int{bits}")) for x, v in zip(inputs, g.inputs)]
     raw, run = run_compiled(result, feeds, config_for("ethos-u85-256"))
     assert run.fault is None, run.fault
     for got, want in zip(raw, run_tosa(tosa, feeds)):
@@ -75,6 +85,18 @@ def test_on_the_u55_comparisons_and_select_stay_on_the_cpu_with_the_rules_reason
     assert reasons == {"aten.gt": f"aten.gt: {rule}", "aten.where": f"aten.where: {rule}"}
 
 
+def test_two_int16_tensors_of_two_scales_stay_on_the_cpu_with_the_rules_reason():
+    module = Lambda(lambda m, x, y: torch.where(x * 30.0 > y, x, y))
+    inputs = seeded(7, (1, 8, 6, 6), (1, 8, 6, 6))
+    _, _, parts = lower_module(module, inputs, [inputs], "ethos-u85-256", 16)
+    reasons = {p.op.op_type: p.reason for p in parts.placements if p.partition is None}
+    assert reasons["aten.gt"] == (
+        "aten.gt of [1, 8, 6, 6] and [1, 8, 6, 6]: kiln compares tensors quantized per tensor, two int8 ones or two "
+        "int16 ones of one scale (no bits are left beside 16-bit values for a ratio of scales), or one int8 or "
+        "int16 tensor with a finite number"
+    )
+
+
 def test_threshold_test_by_hand():
     values = np.arange(-128, 128)
     assert elementwise.threshold_test(values >= 5) == ("GREATER_EQUAL", False, False, 5)
@@ -83,11 +105,15 @@ def test_threshold_test_by_hand():
     assert elementwise.threshold_test(values != 7) == ("EQUAL", False, True, 7)
     assert elementwise.threshold_test(values > 200) == ("GREATER", True, False, -128)  # never: -128 > x
     assert elementwise.threshold_test(values > -200) == ("GREATER_EQUAL", False, False, -128)  # always
+    wide = np.arange(-32768, 32768)
+    assert elementwise.threshold_test(wide >= 1000, -32768) == ("GREATER_EQUAL", False, False, 1000)
+    assert elementwise.threshold_test(wide > 40000, -32768) == ("GREATER", True, False, -32768)
 
 
 def test_comparison_multipliers_by_hand():
     assert elementwise.comparison_multipliers(0.02, 0.01) == (2**20, 2**19)
     assert elementwise.comparison_multipliers(0.01, 0.03) == (349525, 2**20)  # round(2^20 / 3)
+    assert elementwise.comparison_multipliers(0.03, 0.03) == (1, 1)
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])

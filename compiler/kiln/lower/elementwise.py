@@ -336,34 +336,41 @@ COMPARISONS = {
     "le": ("GREATER_EQUAL", True, False),
 }
 # An int8 operand minus its zero point (9 bits) times up to 2^20: TOSA's RESCALE takes a value below
-# 2^(shift - 1) in magnitude, and 2^20 is multiplier 2^30 with shift 10.
+# 2^(shift - 1) in magnitude, and 2^20 is multiplier 2^30 with shift 10. Two int16 operands share
+# one scale (a support rule), so their multipliers are 1.
 COMPARE_BITS = 20
 
 
 def comparison_multipliers(scale_a: float, scale_b: float) -> tuple[int, int]:
     """Integers (Ma, Mb) with Ma / Mb as close to scale_a / scale_b as 2^COMPARE_BITS allows: the
-    larger scale's is 2^COMPARE_BITS. (a - za) * Ma against (b - zb) * Mb then orders the real
-    values as PT2E's float32 dequantizations do, up to the float32 rounding of the reference."""
+    larger scale's is 2^COMPARE_BITS (1 and 1 for equal scales). (a - za) * Ma against (b - zb) * Mb
+    then orders the real values as PT2E's float32 dequantizations do, up to the float32 rounding of
+    the reference."""
+    if scale_a == scale_b:
+        return 1, 1
     big = max(scale_a, scale_b)
     return tuple(max(1, round(2**COMPARE_BITS * s / big)) for s in (scale_a, scale_b))
 
 
 def scalar_threshold(op: Op, x: Value, other: float) -> np.ndarray:
-    """Which int8 values of x the comparison with the number `other` holds for, as PT2E's
-    reference computes it (x dequantized in float32, then compared): a bool per value -128..127."""
-    values = torch.arange(-128, 128, dtype=torch.int8)
+    """Which values of int8 or int16 x the comparison with the number `other` holds for, as PT2E's
+    reference computes it (x dequantized in float32, then compared): a bool per value of x's type,
+    from the least."""
+    dtype = getattr(torch, x.dtype)
+    info = torch.iinfo(dtype)
+    values = torch.arange(info.min, info.max + 1, dtype=torch.int32).to(dtype)
     qp = x.qparams
     real = torch.ops.quantized_decomposed.dequantize_per_tensor(
-        values, qp.scale, qp.zero_point, qp.qmin, qp.qmax, torch.int8
+        values, qp.scale, qp.zero_point, qp.qmin, qp.qmax, dtype
     )
     return op.target(real, other).numpy()
 
 
 @lowering(*COMPARISON_OPS)
 def _compare(lw: Lowerer, op: Op):
-    """An int8 comparison as one TOSA comparison of int32 operands (a support rule keeps it to
-    Ethos-U85, where Vela runs it). Two tensors: each minus its zero point times its integer
-    multiplier (comparison_multipliers), by an exact RESCALE. A number: x's int8 values for which
+    """An int8 or int16 comparison as one TOSA comparison of int32 operands (a support rule keeps it
+    to Ethos-U85, where Vela runs it). Two tensors: each minus its zero point times its integer
+    multiplier (comparison_multipliers), by an exact RESCALE. A number: x's values for which
     PT2E's reference comparison holds are worked out on the host (scalar_threshold) and the op
     compares x with the bound of that set: exact."""
     kind, swapped, negated = COMPARISONS[op.target.__name__.split(".")[0]]
@@ -376,11 +383,11 @@ def _compare(lw: Lowerer, op: Op):
             for n, sh, v, m in zip(names, shapes, (a, b), multipliers)
         ]
     else:
-        kind, swapped, negated, bound = threshold_test(scalar_threshold(op, a, float(b)))
+        kind, swapped, negated, bound = threshold_test(scalar_threshold(op, a, float(b)), QRANGE[a.dtype][0])
         names, shapes, nhwc = _broadcast_operands(lw, [a], out)
-        names.append(lw.const(np.full([1] * len(shapes[0]), bound), "int8", "bound"))
+        names.append(lw.const(np.full([1] * len(shapes[0]), bound), a.dtype, "bound"))
         # both widened alike (Vela folds these RESCALEs into the comparison)
-        wide = [lw.rescale(n, sh, "int8", "int32", 1.0) for n, sh in zip(names, [shapes[0], [1] * len(shapes[0])])]
+        wide = [lw.rescale(n, sh, a.dtype, "int32", 1.0) for n, sh in zip(names, [shapes[0], [1] * len(shapes[0])])]
     shape = Lowerer.shape_of(out, nhwc)
     result = lw.inter(shape, "bool")
     lw.emit(kind, wide[::-1] if swapped else wide, [result], op_attr(kind))
@@ -391,14 +398,14 @@ def _compare(lw: Lowerer, op: Op):
     lw.result(out, result, nhwc)
 
 
-def threshold_test(holds: np.ndarray) -> tuple[str, bool, bool, int]:
-    """(TOSA comparison, operands swapped, negated, int8 bound) testing x against the bound for
-    the set `holds` of x's int8 values (-128..127): x >= bound for an upper run (every value:
-    bound -128), bound >= x for a lower run, x == bound for one value, its negation for all but
-    one, and -128 > x for none."""
-    values = np.arange(-128, 128)
+def threshold_test(holds: np.ndarray, least: int = -128) -> tuple[str, bool, bool, int]:
+    """(TOSA comparison, operands swapped, negated, bound) testing x against the bound for the set
+    `holds` of x's values (least, least + 1, ...): x >= bound for an upper run (every value: bound
+    `least`), bound >= x for a lower run, x == bound for one value, its negation for all but one,
+    and least > x for none."""
+    values = np.arange(least, least + len(holds))
     if not holds.any():
-        return "GREATER", True, False, -128
+        return "GREATER", True, False, least
     if holds[-1] and holds[holds.argmax() :].all():
         return "GREATER_EQUAL", False, False, int(values[holds][0])
     if holds[0] and not holds[holds.argmin() :].any():
@@ -407,7 +414,7 @@ def threshold_test(holds: np.ndarray) -> tuple[str, bool, bool, int]:
         return "EQUAL", False, False, int(values[holds][0])
     if (~holds).sum() == 1:
         return "EQUAL", False, True, int(values[~holds][0])
-    raise LoweringError("a comparison with a number that holds for no run of int8 values")
+    raise LoweringError("a comparison with a number that holds for no run of the tensor's values")
 
 
 @lowering(*of_kind(Kind.LOGICAL))

@@ -227,14 +227,19 @@ def bool_logic(op: Op) -> bool:
 
 
 @rule(
-    "{op_type} of {operand_shapes}: kiln compares int8 tensors quantized per tensor, or one with a finite number",
+    "{op_type} of {operand_shapes}: kiln compares tensors quantized per tensor, two int8 ones or two int16 ones of "
+    "one scale (no bits are left beside 16-bit values for a ratio of scales), or one int8 or int16 tensor with a "
+    "finite number",
     ops=COMPARISON_OPS,
 )
-def int8_comparison(op: Op) -> bool:
+def quantized_comparison(op: Op) -> bool:
     other = op.arg("other")
     tensors = [op.arg("self")] + ([other] if isinstance(other, Value) else [])
     number = isinstance(other, Value) or (isinstance(other, (int, float)) and math.isfinite(other))
-    return number and all(v.dtype == "int8" and v.qparams is not None and v.qparams.axis is None for v in tensors)
+    per_tensor = all(v.dtype in ("int8", "int16") and v.qparams is not None and v.qparams.axis is None for v in tensors)
+    if not (number and per_tensor) or len({v.dtype for v in tensors}) > 1:
+        return False
+    return tensors[0].dtype == "int8" or len({v.qparams.scale for v in tensors}) == 1
 
 
 @rule("a tensor of shape {shape} has a dimension above the NPU's limit of 65535")
