@@ -1,5 +1,6 @@
 """REDUCE_MIN and REDUCE_MAX (int8), with and without a following RESHAPE, compiled by Vela
-for ethos-u55-128 and run on kiln's NPU model against tosa_reference_model.
+for ethos-u55-128 and run on kiln's NPU model against tosa_reference_model; and 16-bit amin
+on ethos-u85-256.
 
 Vela 5.2.0 (regor) lowers an int8 REDUCE_MIN as pivot - max(pivot - x) with the pivot -1
 (0xFF) a constant in region 0. When the result is reshaped, it first broadcasts the pivot
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 import tosa_serializer as ts
 
 from kiln.lower.lowerer import attr
@@ -151,4 +153,15 @@ def test_amin_lowered_for_each_family_bit_exact(dims, keepdim, shape, target):
 
     module = type("M", (torch.nn.Module,), {"forward": lambda self, x: x.amin(dims, keepdim=keepdim)})()
     diffs, result = helpers.module_on_the_model(module, shape, "amin", target)
+    assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)
+
+
+@pytest.mark.parametrize(
+    "name, shape, dims", [("last", (2, 3, 10), (-1,)), ("first", (5, 7), (0,)), ("planes", (1, 4, 6, 6), (2, 3))]
+)
+def test_16_bit_amin_on_ethos_u85_equals_tosa_reference(name, shape, dims):
+    """16-bit amin on ethos-u85-256 (one REDUCE_MIN, results reshaped onto other axes where a dim
+    goes): kiln's NPU model runs Vela's stream to tosa_reference_model's values."""
+    module = type("M", (torch.nn.Module,), {"forward": lambda self, x: x.amin(dims)})()
+    diffs, result = helpers.module_on_the_model(module, shape, name, "ethos-u85-256", bits=16, spread=3.0)
     assert diffs == [0] and result.counters["block_ops"] > 0, (diffs, result)

@@ -17,7 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kiln.families import DMA_GATHERS, HARDWARE_RESIZE, INT16_MATMUL, INT16_TRANSPOSE_CONV, SELECTS, NpuFamily, Row
+from kiln.families import (
+    DMA_GATHERS,
+    HARDWARE_RESIZE,
+    INT16_MATMUL,
+    INT16_TRANSPOSE_CONV,
+    MIN_AS_MAX,
+    SELECTS,
+    NpuFamily,
+    Row,
+)
 from kiln.graph import Op, Value, pair
 from kiln.partition import rescale, tables
 from kiln.partition.rescale import ACCUMULATOR
@@ -565,9 +574,10 @@ def int32_sum(op: Op) -> bool:
 
 
 @rule(
-    "16-bit amin: Vela 5.2.0's REDUCE_MIN gives wrong results when its output is reshaped across axes, and "
-    "kiln's min as ~max(~x) takes an exact 8-bit table (int8 input)",
+    "16-bit amin: on Ethos-U55 and U65 Vela 5.2.0's REDUCE_MIN gives wrong results when its output is reshaped "
+    "across axes, and kiln's min as ~max(~x) there takes an exact 8-bit table (int8 input)",
     ops={aten.amin.default},
+    having=MIN_AS_MAX,
 )
 def int8_amin(op: Op) -> bool:
     return op.inputs[0].dtype == "int8"
