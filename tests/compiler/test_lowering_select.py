@@ -34,6 +34,9 @@ CASES = {
         0,
     ),
     # any / all of masks (REDUCE_ANY / REDUCE_ALL) along the last dim, channels, and two dims
+    # tril / triu of activations: a select by a constant triangle
+    "tril": (lambda x: torch.tril(x), [(1, 2, 6, 6)], 0),
+    "triu_diagonal": (lambda x: torch.triu(x, 1) + 0.5, [(2, 5, 7)], 1),
     "any_rows": (lambda x, y: torch.where((x > 0.2).any(dim=-1, keepdim=True), x, y), [(1, 6, 16), (1, 6, 16)], 0),
     "all_channels": (lambda x: torch.where((x < 0.5).all(dim=1, keepdim=True), x, 0.0), [(1, 8, 5, 6)], 0),
     "any_planes": (
@@ -51,6 +54,7 @@ CASES16 = {
     "eq_number_16": (lambda x: torch.where(x == 0.0, x + 1.0, x), [(1, 3, 8, 8)], 1),
     "gt_transposed_16": (lambda x: torch.where(x > x.transpose(-1, -2), x, 0.0), [(1, 6, 6)], 0),
     "ne_permuted_16": (lambda x: torch.where(x.permute(0, 1, 3, 2) != x, x, 0.0), [(1, 4, 5, 5)], 0),
+    "tril_16": CASES["tril"],
 }
 
 

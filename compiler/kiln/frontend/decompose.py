@@ -280,6 +280,17 @@ def bool_logic(emit, node, a):
     return emit(logical, a["self"], a["other"])
 
 
+@decomposes(aten.tril.default, aten.triu.default, into="where(a constant bool triangle of the last two dims, x, 0)")
+def triangle(emit, node, a):
+    """The lower (tril) or upper (triu) triangle of x's last two dims from `diagonal` on, zeros
+    elsewhere: a select by a constant mask."""
+    rows, cols = _shape(a["self"])[-2:]
+    full = torch.ones(rows, cols, dtype=torch.bool)
+    keep = full.tril(a["diagonal"]) if node.target is aten.tril.default else full.triu(a["diagonal"])
+    zero = emit.constant(torch.zeros((), dtype=value(node).dtype), "zero")
+    return emit(aten.where.self, emit.constant(keep, "triangle"), a["self"], zero)
+
+
 @decomposes(
     aten.where.ScalarOther,
     aten.where.ScalarSelf,
