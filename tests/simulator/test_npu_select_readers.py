@@ -16,7 +16,11 @@ computes; no register setting would make the hardware compute the select):
   take -1 for true: the select's AND keeps x's lowest bit (x & 1 | y & ~1), an any (a MIN pool
   of the -1 mask) of 0 and 1 is an all, a TRANSPOSE carries the 0 and 1 to a select. Logical
   ops and a CAST of such an output read right. kiln writes such an output as a copy of its
-  own (kiln.families.BOOL_OUTPUT_COPIES)."""
+  own (kiln.families.BOOL_OUTPUT_COPIES).
+
+Both are what kiln's rule `sole_reader_of_its_mask` kept off the NPU: with the any on the
+NPU its RESHAPE shared the mask with the select; with it on the CPU the mask became a graph
+output read by the select, the second fault (the select 132 of 288 elements off)."""
 
 from __future__ import annotations
 
@@ -185,12 +189,17 @@ def kilns_graph_on_the_model(fn, shapes) -> tuple[list[np.ndarray], list[np.ndar
 
 
 # name -> (function, input shapes): a select whose operand a RESHAPE also reads (the amax of all
-# of x reshapes it to [5, 14], along the last dim to [10, 7])
+# of x reshapes it to [5, 14], along the last dim to [10, 7]); the last one kept its any on the
+# CPU under the rule `sole_reader_of_its_mask` (test_lowering_select.py's, moved here)
 SELECTS_BESIDE_RESHAPES = {
     "where_plus_amax": (lambda x: torch.where(x > 0.1, x, 0.0) + x.amax(), [(2, 5, 7)]),
     "where_times_amax": (lambda x: torch.where(x > 0.1, x, 0.0) * x.amax(), [(2, 5, 7)]),
     "where_plus_row_amax": (lambda x: torch.where(x > 0.1, x, 0.0) + x.amax(-1, keepdim=True), [(2, 5, 7)]),
     "other_operand_reshaped": (lambda x: torch.where(x > 0.1, 0.0, x).reshape(5, 14) + x.reshape(5, 14), [(2, 5, 7)]),
+    "mask_and_its_any": (
+        lambda x, y: (lambda mask: (torch.where(mask, x, y * 0.5), mask.any(dim=1)))(x > y),
+        [(1, 8, 6, 6), (1, 8, 6, 6)],
+    ),
 }
 
 
