@@ -122,6 +122,24 @@ CLAMP_COPIES = _row(
     "(at int8 it keeps the RESCALE as its own pass).",
     "tests/simulator/test_npu_u85_zoo.py::test_16_bit_activations_bit_exact_u85_256",
 )
+SELECT_OPERAND_COPIES = _row(
+    "select_operand_copies",
+    Kind.WORKAROUND,
+    (U85,),
+    "Vela 5.2.0 reads a SELECT's operand that a RESHAPE into another shape also reads in that RESHAPE's shape "
+    "(its AND of x [2, 5, 7] reshaped to [5, 14] for an amax reads x's rows 14 apart), so the lowering gives one "
+    "of the two readers a copy (Lowerer.apart).",
+    "tests/simulator/test_npu_select_readers.py::test_kilns_select_beside_a_reshape_of_its_operand_runs_right",
+)
+BOOL_OUTPUT_COPIES = _row(
+    "bool_output_copies",
+    Kind.WORKAROUND,
+    (U85,),
+    "Vela 5.2.0 turns a bool graph output into TOSA's 0 and 1 in place (an AND with 1), under the graph's other "
+    "readers of it, which take the NPU's -1 for true (a SELECT then ANDs with 1, an any takes a minimum), so a bool "
+    "output that other ops read is written as a copy of its own (Lowerer.lower).",
+    "tests/simulator/test_npu_select_readers.py::test_kilns_bool_output_that_other_ops_read_runs_right",
+)
 
 # ---- equivalent graphs Vela 5.2.0 estimates faster on some families -------------------------------
 CHANNELS_LAST_PAD_COPIES = _row(

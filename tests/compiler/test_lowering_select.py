@@ -153,15 +153,3 @@ def test_any_and_all_through_a_program_equal_pt2e(target):
         assert [g.dtype for g in got] == [np.bool_] * 4
         for g, w in zip(got, want):
             assert np.array_equal(g, w.numpy())
-
-
-def test_any_of_a_mask_a_select_also_reads_stays_on_the_cpu_with_the_rules_reason():
-    """Measured: with REDUCE_ANY and SELECT reading one mask in a partition, kiln's U85 model ran
-    Vela's stream to a select result tosa_reference_model does not give; the rule keeps the any on
-    the CPU (the select stays on the NPU)."""
-    module = Lambda(lambda m, x, y: (lambda mask: (torch.where(mask, x, y * 0.5), mask.any(dim=1)))(x > y))
-    inputs = seeded(7, (1, 8, 6, 6), (1, 8, 6, 6))
-    _, _, parts = lower_module(module, inputs, [inputs], "ethos-u85-256")
-    reasons = {p.op.op_type: p.reason for p in parts.placements if p.partition is None}
-    assert reasons.get("aten.any", "").startswith("aten.any of a mask that other ops also read: ")
-    assert "aten.where" not in reasons

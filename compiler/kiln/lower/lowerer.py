@@ -14,7 +14,16 @@ import numpy as np
 import tosa_serializer as ts
 
 from kiln.errors import KilnError, LoweringError
-from kiln.families import CLAMP_COPIES, OFFSET_COPIES, RANK4_TRANSPOSES, SLICE_WIDEN_COPIES, NpuFamily, Row
+from kiln.families import (
+    BOOL_OUTPUT_COPIES,
+    CLAMP_COPIES,
+    OFFSET_COPIES,
+    RANK4_TRANSPOSES,
+    SELECT_OPERAND_COPIES,
+    SLICE_WIDEN_COPIES,
+    NpuFamily,
+    Row,
+)
 from kiln.graph import QRANGE, Op, QParams, Value
 from kiln.partition.partitioner import Partition
 from kiln.partition.rescale import ACCUMULATOR, SHIFT_MIN, multiplier_and_shift, multiplier_bits  # noqa: F401
@@ -62,6 +71,14 @@ def tosa_shape(shape) -> list[int]:
     serializer stores a 0-d constant, so that every op sees operands and results of one rank.
     The graph's inputs and outputs keep PyTorch's shapes: Lowerer.lower reshapes at the boundary."""
     return [int(d) for d in shape] or [1]
+
+
+def _grouped(shape) -> list[int]:
+    """`shape` without its leading unit dims: the shape as Vela groups it into NHWC."""
+    dims = [int(d) for d in shape]
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    return dims
 
 
 def attr(kind: str, *args) -> ts.TosaSerializerAttribute:
@@ -119,6 +136,8 @@ class Lowerer:
         self.tensors: dict[str, ts.TosaSerializerTensor] = {}  # non-constant tensors by name
         self.producers: dict[str, tuple[str, list[str]]] = {}  # tensor name -> (TOSA op, its inputs)
         self.cuts: dict[str, tuple[str, list[int]]] = {}  # a SLICE's result -> (its input, its start)
+        self.readers: dict[str, list[tuple[str, str]]] = {}  # tensor name -> (TOSA op, its output) of each reader
+        self.apart_copies: dict[str, str] = {}  # tensor name -> the copy apart() gave a SELECT or a RESHAPE
         self.count = 0
 
     def choose(self, choice: Row) -> bool:
@@ -156,9 +175,58 @@ class Lowerer:
             inputs = [self.placeable(inputs[0]), *inputs[1:]]
         elif op == "MATMUL":  # see sliced(): MATMUL loses a folded slice's offset too
             inputs = [self.unsliced(name) if i < 2 else name for i, name in enumerate(inputs)]
+        elif op in ("SELECT", "RESHAPE") and self.family.has(SELECT_OPERAND_COPIES):
+            inputs = self.apart(op, inputs, outputs[0])
         self.ser.addOperator(getattr(ts.Op, op), inputs, outputs, attribute)
         for name in outputs:
             self.producers[name] = (op, list(inputs))
+        for name in inputs:
+            self.readers.setdefault(name, []).append((op, outputs[0] if outputs else ""))
+
+    def apart(self, op: str, inputs: list[str], output: str) -> list[str]:
+        """The operands of a SELECT or a RESHAPE (of result `output`), one read through a copy
+        where a SELECT and a RESHAPE into another shape would read one tensor (the later of
+        the two takes the copy; kiln.families.SELECT_OPERAND_COPIES).
+
+        Vela 5.2.0 (regor) then reads the SELECT's operand in the RESHAPE's shape: in
+        where(x > 0.1, x, 0.0) + x.amax() on x [2, 5, 7], reshaped to [5, 14] for the amax, the
+        AND of the select reads x as [1, 1, 5, 14] broadcast over H against the [1, 2, 5, 7]
+        mask, so row w takes x's elements from 14 w on (its register listing; kiln's NPU model
+        runs the stream as written); the condition or the other operand alike. A SELECT of a
+        reshaped view, or a RESHAPE that only adds leading unit dims, it reads right
+        (tests/simulator/test_npu_select_readers.py)."""
+        if op == "SELECT":
+            return [self.apart_copy(name) if self.regrouped(name) else name for name in inputs]
+        source = inputs[0]
+        selected = any(kind == "SELECT" for kind, _ in self.readers.get(source, ()))
+        return [self.apart_copy(source), *inputs[1:]] if selected and self.regroups(source, output) else inputs
+
+    def regroups(self, name: str, output: str) -> bool:
+        """Whether a RESHAPE of `name` into `output` changes its shape beyond leading unit dims."""
+        if name not in self.tensors or output not in self.tensors:
+            return False
+        return _grouped(self.tensors[name].shape) != _grouped(self.tensors[output].shape)
+
+    def regrouped(self, name: str) -> bool:
+        """Whether a RESHAPE reads `name` into another shape (regroups)."""
+        return any(kind == "RESHAPE" and self.regroups(name, out) for kind, out in self.readers.get(name, ()))
+
+    def read_elsewhere(self, name: str) -> bool:
+        """Whether an op reads `name`, or a tensor `name` is a RESHAPE of (the same bytes to
+        Vela) other than by that RESHAPE."""
+        if name in self.readers:
+            return True
+        while self.producers.get(name, ("",))[0] == "RESHAPE":
+            name = self.producers[name][1][0]
+            if len(self.readers.get(name, ())) > 1:
+                return True
+        return False
+
+    def apart_copy(self, name: str) -> str:
+        """One copy() of `name` for apart(), however many readers ask."""
+        if name not in self.apart_copies:
+            self.apart_copies[name] = self.copy(name)
+        return self.apart_copies[name]
 
     def sliced(self, name: str) -> bool:
         """Whether `name` is a SLICE's result (through RESHAPEs), which a MATMUL, or a widening
@@ -217,9 +285,14 @@ class Lowerer:
 
     def copy(self, name: str) -> str:
         """An identity RESCALE of `name` in its own type, or at 16 bits where the family needs it
-        (kiln.families.CLAMP_COPIES) a full-range CLAMP: a copy Vela keeps as its own pass."""
+        (kiln.families.CLAMP_COPIES) a full-range CLAMP, or of a bool its LOGICAL_AND with itself:
+        a copy Vela keeps as its own pass."""
         tensor = self.tensors[name]
         dtype = next(key for key, value in DT.items() if value == tensor.dtype)
+        if dtype == "bool":
+            out = self.inter(list(tensor.shape), dtype)
+            self.emit("LOGICAL_AND", [name, name], [out], op_attr("LOGICAL_AND"))
+            return out
         if dtype == "int16" and self.family.has(CLAMP_COPIES):
             return self.clamp(name, list(tensor.shape), dtype, *QRANGE[dtype])
         return self.rescale(name, list(tensor.shape), dtype, dtype, 1.0, as_copy=True)
@@ -427,6 +500,8 @@ class Lowerer:
         taken = {self.names[id(v)][0] for v in part.inputs}
         for v in part.outputs:  # in PyTorch's shapes
             name = self.torch_order(v)
+            if v.dtype == "bool" and self.family.has(BOOL_OUTPUT_COPIES) and self.read_elsewhere(name):
+                name = self.copy(name)  # Vela rewrites a bool output in place under its other readers
             if not v.shape:
                 name = self.rank0(name, v.dtype)
             elif name in taken:  # a graph output must be its own tensor

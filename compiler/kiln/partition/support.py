@@ -31,7 +31,6 @@ from kiln.graph import Op, Value, pair
 from kiln.partition import rescale, tables
 from kiln.partition.rescale import ACCUMULATOR
 from kiln.vocabulary import (
-    BOOL_REDUCTIONS,
     CHECKED_INDEX,
     COMPARISON_OPS,
     DEQUANTIZE,
@@ -218,16 +217,6 @@ def gathers_on_u85(op: Op) -> bool:
 def leading_gather_dim(op: Op) -> bool:
     x = op.inputs[0]
     return int(np.prod(x.shape[: op.arg("dim") % len(x.shape)], dtype=np.int64)) == 1
-
-
-@rule(
-    "{op_type} of a mask that other ops also read: on such a stream of Vela 5.2.0 kiln's Ethos-U85 model and "
-    "tosa_reference_model disagree on the other reader (a select; not yet traced to either), so kiln keeps "
-    "the reduction on the CPU",
-    ops=BOOL_REDUCTIONS,
-)
-def sole_reader_of_its_mask(op: Op) -> bool:
-    return len(op.inputs[0].users) == 1
 
 
 @rule("{op_type} of {dtypes} tensors: kiln runs logical ops of bool tensors on the NPU", ops=LOGICAL_OPS)
