@@ -36,7 +36,7 @@ CASES = {
     # any / all of masks (REDUCE_ANY / REDUCE_ALL) along the last dim, channels, and two dims
     # tril / triu of activations: a select by a constant triangle
     "tril": (lambda x: torch.tril(x), [(1, 2, 6, 6)], 0),
-    "triu_diagonal": (lambda x: torch.triu(x, 1) + 0.5, [(2, 5, 7)], 1),
+    "triu_diagonal": (lambda x: torch.triu(x, 1) + x.amax(), [(2, 5, 7)], 1),  # x read by the select and amax
     "any_rows": (lambda x, y: torch.where((x > 0.2).any(dim=-1, keepdim=True), x, y), [(1, 6, 16), (1, 6, 16)], 0),
     "all_channels": (lambda x: torch.where((x < 0.5).all(dim=1, keepdim=True), x, 0.0), [(1, 8, 5, 6)], 0),
     "any_planes": (
