@@ -168,12 +168,13 @@ def _child(work: Callable[[], object], memory_bytes: int, close: tuple[int, ...]
 
 
 class ServerProcess:
-    """kiln's end of a long-lived helper process (`argv`) that answers one request at a time on
-    its stdin and stdout: started at the first request, shared by the process's threads (one
-    request at a time), started again once when it ended without answering, and ended and waited
-    for when the process exits or a request is interrupted (KeyboardInterrupt, an alarm's
-    exception: its reply would be read as the next request's). Ending it closes its stdin; the
-    server ends when its stdin closes."""
+    """kiln's end of a long-lived helper process (`argv`: this module's server, or
+    kiln.lower.vela_process's) that answers one request at a time on its stdin and stdout:
+    started at the first request, shared by the process's threads (one request at a time),
+    started again once when it ended without answering, and ended and waited for when the
+    process exits or a request is interrupted (KeyboardInterrupt, an alarm's exception: its reply
+    would be read as the next request's). Ending it closes its stdin; the server ends when its
+    stdin closes."""
 
     def __init__(self, argv: list[str], name: str):
         self._argv, self._name = argv, name

@@ -2,13 +2,15 @@
 result, and every other way the child can end (an exception, a native crash, exit(), running out
 of time or of its memory bound) is the caller's error saying which, in the words run-host's
 messages use; nothing the child prints reaches the terminal; a crash does not take the server
-down, and neither the server nor a child outlives the kiln process or a call it gave up on.
+down, and neither the server nor a child outlives the kiln process or a call it gave up on
+(nor does a run of kiln.lower.vela_process's server, which shares kiln's end, ServerProcess).
 The functions run are the standard library's, so the expected outcomes are known beforehand."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +23,7 @@ import pytest
 
 from kiln import isolation
 from kiln.errors import HostError
+from kiln.lower.vela_process import VelaProcess
 
 MEMORY = 1 << 30
 SECONDS = 30.0
@@ -112,11 +115,9 @@ class Interrupted(Exception):
     pass
 
 
-def test_a_call_given_up_on_ends_the_server_and_its_child():
-    """An exception in the caller while it waits (here an alarm's, as the fuzzer raises) ends
-    the server and the running child at once; the next call starts a new server."""
-    isolated(sum, [])
-    server = isolation._SERVER._process.pid
+def _give_up(call, server: int) -> list[int]:
+    """call() given up on half a second in (an alarm's exception, as the fuzzer raises); returns
+    the server's children at that moment. The exception must reach the caller within seconds."""
     seen = []
 
     def give_up(signum, frame):
@@ -128,14 +129,35 @@ def test_a_call_given_up_on_ends_the_server_and_its_child():
         signal.setitimer(signal.ITIMER_REAL, 0.5)
         start = time.monotonic()
         with pytest.raises(Interrupted):
-            isolated(time.sleep, 60)
+            call()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert time.monotonic() - start < 10
+    return seen
+
+
+def test_a_call_given_up_on_ends_the_server_and_its_child():
+    """An exception in the caller while it waits ends the server and the running child at
+    once; the next call starts a new server."""
+    isolated(sum, [])
+    server = isolation._SERVER._process.pid
+    seen = _give_up(lambda: isolated(time.sleep, 60), server)
     assert len(seen) == 1 and _ended(server) and _wait_until(lambda: _ended(seen[0]))
     assert isolated(sum, [1]) == 1
     assert isolation._SERVER._process.pid != server
+
+
+def test_a_vela_run_given_up_on_ends_vela_s_server_and_the_run(tmp_path):
+    """kiln.lower.vela_process's server, the other ServerProcess: the same, and the next run
+    gets its own return code, not the abandoned run's."""
+    vela = VelaProcess()
+    log = tmp_path / "run.log"
+    assert vela.run([shutil.which("true")], log, 30) == 0
+    server = vela._server._process.pid
+    seen = _give_up(lambda: vela.run([shutil.which("sleep"), "60"], log, 120), server)
+    assert len(seen) == 1 and _ended(server) and _wait_until(lambda: _ended(seen[0]))
+    assert vela.run([shutil.which("sh"), "-c", "exit 3"], log, 30) == 3
 
 
 def test_nothing_outlives_a_killed_kiln_process():
