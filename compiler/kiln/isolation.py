@@ -13,7 +13,8 @@ children in_child forks there (the NPU model, run in one, decodes its weights in
 
 The protocol, binary frames (a length is 8 bytes, little-endian):
 - kiln to the server, on its stdin: length, then the pickle of (module, memory_bytes, seconds,
-  work), `work` the pickle of (function, args), unpickled by the child;
+  work), `work` the pickle of (function, args), unpickled by the child, or None: the module
+  imported only (prepare()), the reply RESULT with ("ok", None);
 - the server to kiln, on its stdout: one byte, length, body: RESULT and the child's pickle of
   ("ok", result) or ("error", "<exception type>: <message>"), or ENDED and UTF-8 text saying how
   the child ended without one ("crashed (signal 11)", "ran for more than 120 s and was stopped").
@@ -237,17 +238,33 @@ def _ask_server(function: Callable, args: tuple, memory_bytes: int, seconds: flo
     """forked()'s outcome of function(*args), run by the server."""
     work = pickle.dumps((function, args), pickle.HIGHEST_PROTOCOL)
     request = pickle.dumps((function.__module__, memory_bytes, seconds, work), pickle.HIGHEST_PROTOCOL)
+    return _SERVER.ask(functools.partial(_exchange, request))
 
-    def exchange(requests: IO[bytes], replies: IO[bytes]) -> tuple[bytes, bytes] | None:
-        requests.write(_LENGTH.pack(len(request)) + request)
-        requests.flush()
-        kind, head = replies.read(1), replies.read(_LENGTH.size)
-        body = replies.read(_LENGTH.unpack(head)[0]) if len(head) == _LENGTH.size else b""
-        if kind not in (RESULT, ENDED) or len(head) != _LENGTH.size or len(body) != _LENGTH.unpack(head)[0]:
-            return None
-        return kind, body
 
-    return _SERVER.ask(exchange)
+def prepare(module: str) -> None:
+    """Starts the server and has it import `module` in the background, so that the first
+    in_child call on one of its functions finds both ready: for a process with other work to do
+    first (kiln run-host imports torch meanwhile). A server that fails here is started again by
+    that call, which reports what goes wrong."""
+
+    def ask():
+        try:
+            _SERVER.ask(functools.partial(_exchange, pickle.dumps((module, 0, 0.0, None), pickle.HIGHEST_PROTOCOL)))
+        except OSError:
+            pass
+
+    threading.Thread(target=ask, daemon=True).start()
+
+
+def _exchange(request: bytes, requests: IO[bytes], replies: IO[bytes]) -> tuple[bytes, bytes] | None:
+    """ServerProcess.ask's exchange of one request (a pickle) for its reply (kind, body)."""
+    requests.write(_LENGTH.pack(len(request)) + request)
+    requests.flush()
+    kind, head = replies.read(1), replies.read(_LENGTH.size)
+    body = replies.read(_LENGTH.unpack(head)[0]) if len(head) == _LENGTH.size else b""
+    if kind not in (RESULT, ENDED) or len(head) != _LENGTH.size or len(body) != _LENGTH.unpack(head)[0]:
+        return None
+    return kind, body
 
 
 # ---- the server's side
@@ -267,14 +284,21 @@ def serve(requests: int, replies: int) -> None:
                 importlib.import_module(module)
             except Exception:  # noqa: BLE001 - the child's own import reports it
                 pass
+            if work is None:  # prepare(): the import only
+                _reply(outgoing, RESULT, pickle.dumps(("ok", None)))
+                continue
             try:
                 kind, body = forked(
                     functools.partial(_call, work), memory_bytes, seconds, inherited=(requests, replies), watch=requests
                 )
             except EOFError:
                 return
-            outgoing.write(kind + _LENGTH.pack(len(body)) + body)
-            outgoing.flush()
+            _reply(outgoing, kind, body)
+
+
+def _reply(outgoing: IO[bytes], kind: bytes, body: bytes) -> None:
+    outgoing.write(kind + _LENGTH.pack(len(body)) + body)
+    outgoing.flush()
 
 
 def _request(incoming: IO[bytes]) -> tuple:

@@ -90,6 +90,14 @@ def test_a_call_inside_a_child_forks_there():
     assert str(raised.value) == "failed (HostError: crashed (it exited with status 5))"
 
 
+def test_prepare_has_the_server_import_a_module_its_children_then_share():
+    """prepare() (kiln run-host calls it before importing torch): the server imports the module
+    in the background, before it forks the children of later calls. colorsys: a module nothing
+    of kiln's imports."""
+    isolation.prepare("colorsys")
+    assert _wait_until(lambda: isolated(eval, "'colorsys' in __import__('sys').modules"))
+
+
 def _ended(pid: int) -> bool:
     """The process is gone or a zombie (ended; whoever adopted it has not reaped it yet)."""
     try:
