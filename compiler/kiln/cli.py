@@ -243,6 +243,9 @@ def _log(line: str):
 
 
 def _run_host(args) -> int:
+    from kiln import isolation
+
+    isolation.prepare("kiln.reference.isolated_tosa")  # the delegates' engine, readied while torch is imported
     from kiln.reference import run_host as host
 
     for path in host.run_files(args.pte, args.input, args.output_dir):

@@ -13,24 +13,26 @@ The protocol, one JSON line each way per run:
   a run that outlived its timeout.
 When argv[0] is the Vela script installed beside this interpreter (installed_vela()), Vela's
 main() runs in the forked child with argv[1:], as that script would run it; any other command
-is exec'd in the child. The server ends when its stdin closes, i.e. with the kiln process.
+is exec'd in the child. The server ends when its stdin closes, i.e. with the kiln process,
+killing a run still going first.
 
-This module imports nothing of kiln's (the server is `python -m kiln.lower.vela_process`).
+The server is `python -m kiln.lower.vela_process`; of kiln's, this module imports only
+kiln.isolation (kiln's end of a long-lived server, ServerProcess, is that module's).
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
+import select
 import signal
-import subprocess
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
 from typing import IO
+
+from kiln.isolation import ServerProcess
 
 _POLL_S = (0.001, 0.02)  # first and longest pause between checks on a running child
 
@@ -44,68 +46,45 @@ def installed_vela() -> Path:
 
 
 class VelaProcess:
-    """kiln's end of the server: started at the first run, shared by the process's threads
-    (one run at a time), and ended and waited for when the process exits (close)."""
+    """kiln's end of the server (kiln.isolation.ServerProcess: started at the first run, shared
+    by the process's threads, one run at a time, ended and waited for when the process exits)."""
 
     def __init__(self):
-        self._lock = threading.Lock()
-        self._server: subprocess.Popen | None = None
-        atexit.register(self.close)
+        self._server = ServerProcess([sys.executable, "-m", "kiln.lower.vela_process"], "kiln's Vela process")
 
     def run(self, argv: list[str], log: Path, timeout_s: float) -> int | None:
         """The return code of `argv` run with its output to `log`, or None when it outlived
         `timeout_s` and was killed. A server that ended (killed from outside) is started again
         once; an OSError when that one does not answer either."""
-        job = json.dumps({"argv": argv, "cwd": os.getcwd(), "log": str(log), "timeout": timeout_s})
-        with self._lock:
-            for _ in range(2):
-                reply = self._ask(job)
-                if reply is not None:
-                    return None if reply.get("timeout") else int(reply["returncode"])
-                self._server = None
-        raise OSError("kiln's Vela process ended without answering")
+        job = json.dumps({"argv": argv, "cwd": os.getcwd(), "log": str(log), "timeout": timeout_s}) + "\n"
 
-    def _ask(self, job: str) -> dict | None:
-        if self._server is None or self._server.poll() is not None:
-            self._server = subprocess.Popen(
-                [sys.executable, "-m", "kiln.lower.vela_process"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-        try:
-            self._server.stdin.write(job + "\n")
-            self._server.stdin.flush()
-            line = self._server.stdout.readline()
-        except OSError:
-            return None
-        return json.loads(line) if line else None
+        def exchange(requests: IO[bytes], replies: IO[bytes]) -> dict | None:
+            requests.write(job.encode())
+            requests.flush()
+            line = replies.readline()
+            return json.loads(line) if line else None
 
-    def close(self) -> None:
-        """Ends the server (its stdin closes) and waits for it, so none outlives kiln."""
-        with self._lock:
-            server, self._server = self._server, None
-        if server is not None and server.poll() is None:
-            server.stdin.close()
-            try:
-                server.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        reply = self._server.ask(exchange)
+        return None if reply.get("timeout") else int(reply["returncode"])
 
 
 # ---- the server's side
 
 
 def serve(requests: IO[str], replies: IO[str]) -> None:
-    """Runs each job of `requests` in a forked child, one at a time, replying to each."""
+    """Runs each job of `requests` in a forked child, one at a time, replying to each, until
+    `requests` closes (then a running job is killed first)."""
     for line in requests:
-        replies.write(json.dumps(_run(json.loads(line))) + "\n")
+        reply = _run(json.loads(line), requests)
+        if reply is None:
+            return
+        replies.write(json.dumps(reply) + "\n")
         replies.flush()
 
 
-def _run(job: dict) -> dict:
+def _run(job: dict, requests: IO[str]) -> dict | None:
+    """The job's reply; None, the job killed, when `requests` became readable while it ran: kiln
+    writes nothing until the reply, so that is the pipe closing (kiln exited or gave up)."""
     pid = os.fork()
     if pid == 0:
         _child(job)  # never returns
@@ -115,11 +94,11 @@ def _run(job: dict) -> dict:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return {"returncode": os.waitstatus_to_exitcode(status)}
-        if time.monotonic() >= deadline:
+        closed = bool(select.select([requests], [], [], pause)[0])
+        if closed or time.monotonic() >= deadline:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return {"timeout": True}
-        time.sleep(pause)
+            return None if closed else {"timeout": True}
         pause = min(2 * pause, _POLL_S[1])
 
 

@@ -13,7 +13,8 @@ KERNEL_MEMORY_FACTOR times that in address space, the kernel calls of one run wi
 HOST_WORK_BUDGET element operations (checked before each call), and each delegate (its TOSA
 graph on tosa_reference_model, or its command stream on kiln's NPU model, whose native parts
 can crash or exit on damaged data) in a child process within DELEGATE_MEMORY_BYTES and
-DELEGATE_SECONDS.
+DELEGATE_SECONDS (kiln.isolation; what runs there is kiln.reference.isolated_tosa and
+isolated_npu).
 """
 
 from __future__ import annotations
@@ -281,17 +282,15 @@ def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: 
 
 def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, slots: dict):
     """A kiln delegate: its TOSA graph (named data kiln/tosa/<index>) on tosa_reference_model."""
-    import tosa_reference_model
+    from kiln.reference import isolated_tosa
 
     key = TOSA_KEY.format(call.delegate_index)
     ins, outs = call.args[:n_in], call.args[n_in:]
-
-    def reference():
-        results, status = tosa_reference_model.run(named[key], [slots[i] for i in ins])
-        return [np.asarray(r) for r in results], status == tosa_reference_model.GraphStatus.TOSA_VALID, str(status)
-
     results, valid, status = _in_child(
-        reference, f"delegate {call.delegate_index}'s TOSA graph ({key})", "tosa_reference_model"
+        isolated_tosa.tosa_graph,
+        (named[key], [slots[i] for i in ins]),
+        f"delegate {call.delegate_index}'s TOSA graph ({key})",
+        "tosa_reference_model",
     )
     if not valid:
         raise HostError(f"tosa_reference_model rejected delegate {call.delegate_index}'s graph: {status}")
@@ -303,11 +302,13 @@ def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, s
         _store(slots, plan, i, r, f"delegate {call.delegate_index}'s output")
 
 
-def _in_child(function, what: str, engine: str):
-    """function() (tosa_reference_model or the NPU model on a delegate) in a child process within
-    DELEGATE_MEMORY_BYTES and DELEGATE_SECONDS; a HostError naming `what` and `engine` if it fails."""
+def _in_child(function, args: tuple, what: str, engine: str):
+    """function(*args) (kiln.reference.isolated_tosa's or isolated_npu's: tosa_reference_model or
+    the NPU model on a delegate) in a child process within DELEGATE_MEMORY_BYTES and DELEGATE_SECONDS; a
+    HostError naming `what` and `engine` if it fails."""
     return in_child(
         function,
+        args,
         DELEGATE_MEMORY_BYTES,
         DELEGATE_SECONDS,
         lambda how: HostError(f"{engine} {how} on {what}: the .pte is damaged; compile the model again"),
@@ -319,8 +320,8 @@ def _delegate_on_npu_model(call: DelegateCall, delegate: BackendDelegate, payloa
     stream on kiln's NPU model, for the target its compile specs name. The model is
     bit-exact with tosa_reference_model on every stream the tests compare."""
     from kiln.firmware import runner_build
+    from kiln.reference import isolated_npu
     from kiln.simulator.npu.config import config_for
-    from kiln.simulator.npu.standalone import run_compiled
 
     specs = ethosu_payload.compile_specs(delegate)
     target = specs.get(ethosu_payload.TARGET_SPEC)
@@ -338,11 +339,12 @@ def _delegate_on_npu_model(call: DelegateCall, delegate: BackendDelegate, payloa
     n_in = len(payload.inputs)
     _check_npu_io(call, payload, plan, fast or 0)
 
-    def stream():
-        raw, result = run_compiled(payload, [slots[i] for i in call.args[:n_in]], config, fast)
-        return raw, None if result.fault is None else str(result.fault)
-
-    raw, fault = _in_child(stream, f"delegate {call.delegate_index}'s command stream", "kiln's NPU model")
+    raw, fault = _in_child(
+        isolated_npu.command_stream,
+        (payload, [slots[i] for i in call.args[:n_in]], config, fast),
+        f"delegate {call.delegate_index}'s command stream",
+        "kiln's NPU model",
+    )
     if fault is not None:
         raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {fault}")
     for data, index in zip(raw, call.args[n_in:]):

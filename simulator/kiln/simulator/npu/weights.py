@@ -17,8 +17,8 @@ def decode_stream(raw: bytes) -> np.ndarray:
     """The weight values of one compressed stream, int64 (read-only: shared by every caller).
 
     mlw_codec ends the whole process (exit(1), "bitbuf_getbit: underrun") on a stream that
-    runs short, so each distinct stream is decoded once, in a forked child (about 4 ms;
-    kiln.isolation): a damaged one is a WeightStreamError, not a lost simulator."""
+    runs short, so each distinct stream is decoded once, in a child process (kiln.isolation's,
+    forked from its small server): a damaged one is a WeightStreamError, not a lost simulator."""
     return _decoded(bytes(raw))
 
 
@@ -28,12 +28,10 @@ DECODE_SECONDS = 60.0
 
 @lru_cache(maxsize=4096)  # distinct streams remembered (a model has one per convolution block)
 def _decoded(raw: bytes) -> np.ndarray:
-    def decode() -> bytes:
-        return np.asarray(mlw_codec.decode(bytearray(raw)), np.int64).reshape(-1).tobytes()
-
     values = np.frombuffer(
         in_child(
-            decode,
+            _decode,
+            (raw,),
             DECODE_MEMORY_BYTES,
             DECODE_SECONDS,
             lambda how: WeightStreamError(f"weight stream of {len(raw)} bytes does not decode: the codec {how}"),
@@ -42,3 +40,8 @@ def _decoded(raw: bytes) -> np.ndarray:
     )
     values.flags.writeable = False
     return values
+
+
+def _decode(raw: bytes) -> bytes:
+    """The stream's values as int64 bytes; run in kiln.isolation's child process."""
+    return np.asarray(mlw_codec.decode(bytearray(raw)), np.int64).reshape(-1).tobytes()
