@@ -311,9 +311,20 @@ def cast(emit, node, a):
     return emit(aten._to_copy.default, a["self"], dtype=dtype)
 
 
-@decomposes(aten.copy.default, into="the source, cast and expanded to the destination's dtype and shape")
+@decomposes(
+    aten.copy.default,
+    aten.fill.Tensor,
+    aten.fill.Scalar,
+    aten.zero.default,
+    into="the source, cast and expanded to the destination's dtype and shape (fill.Tensor: the value; "
+    "fill.Scalar, zero: a constant)",
+)
 def copy(emit, node, a):
-    source = a["src"]
+    source = {aten.copy.default: "src", aten.fill.Tensor: "value"}.get(node.target)
+    if source is None:
+        fill = 0 if node.target is aten.zero.default else a["value"]
+        return emit.constant(torch.full(_shape(node), fill, dtype=value(node).dtype), "fill")
+    source = a[source]
     if value(source).dtype != value(node).dtype:
         source = emit(aten._to_copy.default, source, dtype=value(node).dtype)
     if _shape(source) != _shape(node):
@@ -505,6 +516,8 @@ def linalg_norm(emit, node, a):
     aten.flatten.using_ints,
     aten.unflatten.int,
     aten.narrow.default,
+    aten.view_as.default,
+    aten.reshape_as.default,
     into="reshape (narrow: slice); a view of what was made contiguous (.contiguous(), removed as a "
     "no-op) need not be viewable in eager, so every view is a reshape",
 )
@@ -513,6 +526,34 @@ def as_view(emit, node, a):
         start = a["start"]
         return emit(aten.slice.Tensor, a["self"], a["dim"], start, start + a["length"])
     return emit(aten.reshape.default, a["self"], _shape(node))
+
+
+@decomposes(
+    aten.slice_scatter.default,
+    aten.select_scatter.default,
+    into="cat along the dim of the input's untouched slices and the source (select_scatter: the source "
+    "unsqueezed; a step above 1: each source element its own slice)",
+)
+def scatter_into_slice(emit, node, a):
+    x, src, dim = a["self"], a["src"], a["dim"] % _rank(node)
+    size = _shape(x)[dim]
+    if node.target is aten.select_scatter.default:
+        index = a["index"] % size
+        positions, src = range(index, index + 1), emit(aten.unsqueeze.default, src, dim)
+    else:
+        positions = range(*slice(a["start"], a["end"], a["step"]).indices(size))
+    if not positions:
+        return x
+    pieces, done = [], 0  # done: the input's elements before it placed
+    runs = [(positions.start, len(positions))] if positions.step == 1 else [(p, 1) for p in positions]
+    for i, (start, length) in enumerate(runs):
+        if start > done:
+            pieces.append(emit(aten.slice.Tensor, x, dim, done, start))
+        pieces.append(src if len(runs) == 1 else emit(aten.slice.Tensor, src, dim, i, i + 1))
+        done = start + length
+    if done < size:
+        pieces.append(emit(aten.slice.Tensor, x, dim, done, size))
+    return pieces[0] if len(pieces) == 1 else emit(aten.cat.default, pieces, dim)
 
 
 @decomposes(aten.pixel_shuffle.default, aten.pixel_unshuffle.default, into="view, permute, reshape")
