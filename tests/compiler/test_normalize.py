@@ -85,6 +85,19 @@ def _bn(cls, channels):
 
 X4, X3, X2 = (1, 4, 6, 6), (2, 6, 8), (3, 8)
 
+
+class _LinearBN(nn.Module):
+    """LeViT's Linear_BN: a linear, then BatchNorm1d over its tokens flattened to [rows, features]."""
+
+    def __init__(self, features: int, out: int) -> None:
+        super().__init__()
+        self.linear, self.bn = nn.Linear(features, out), _bn(nn.BatchNorm1d, out)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return self.bn(y.flatten(0, 1)).reshape_as(y)
+
+
 # name -> (module factory, input shapes)
 DECOMPOSITIONS = {
     # convolutions
@@ -126,6 +139,7 @@ DECOMPOSITIONS = {
     "conv2d_batch_norm_folded": (lambda: nn.Sequential(nn.Conv2d(4, 5, 3, bias=False), _bn(nn.BatchNorm2d, 5)), [X4]),
     "linear_batch_norm_folded": (lambda: nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 5)), [X2]),
     "linear_3d_batch_norm_not_folded": (lambda: nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 6)), [X3]),
+    "linear_flattened_batch_norm_folded": (lambda: _LinearBN(8, 5), [X3]),
     # normalisations
     "layer_norm": (lambda: nn.LayerNorm(8), [X3]),
     "layer_norm_two_dims_no_affine_eps": (lambda: nn.LayerNorm([6, 8], eps=1e-3, elementwise_affine=False), [X3]),
@@ -311,6 +325,8 @@ def test_decompositions_emit_the_expected_ops():
     assert call_targets(normalised(nn.PReLU(), x3)) == {aten.leaky_relu.default}
     linear_bn = nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 5))
     assert call_targets(normalised(linear_bn, (torch.randn(X2),))) == {aten.linear.default}
+    flattened = normalised(_LinearBN(8, 5), (torch.randn(X3),))
+    assert call_targets(flattened) == {aten.linear.default, aten.reshape.default}
     assert call_targets(normalised(Fn(lambda s, x: x / 4), x3)) == {aten.mul.Tensor}
     assert call_targets(normalised(nn.GELU(), x3)) == {aten.gelu.default}  # unary functions stay whole
     assert call_targets(normalised(nn.Dropout(), x3)) == set()

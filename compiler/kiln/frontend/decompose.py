@@ -769,20 +769,50 @@ def fuse_l2_normalize(gm: GraphModule) -> int:
 FOLDABLE = {aten.conv2d.default, aten.conv1d.default, aten.linear.default}
 
 
+# views that keep each row of the last dim whole: a linear's features stay the last dim
+ROW_VIEWS = {aten.flatten.using_ints, aten.view.default, aten.reshape.default, aten._unsafe_view.default}
+
+
+SHAPE_OF = {aten.view_as.default, aten.reshape_as.default, aten.expand_as.default}  # read their 2nd operand's shape
+
+
+def _only_read_by(node: Node, reader: Node) -> bool:
+    """Whether `reader` is the one op reading `node`'s values (others may read only its shape)."""
+    return all(u is reader or (u.target in SHAPE_OF and u.args[0] is not node) for u in node.users)
+
+
+def _folded_into(bn: Node) -> tuple[Node, Node] | None:
+    """(the conv or linear a batch_norm folds into, the node whose value the folded op's output
+    gives the norm), or None. A linear's features must be the norm's channels: a linear with
+    2-D output, or a linear of any rank viewed as [rows, features] (LeViT's Linear_BN:
+    ``bn(linear(x).flatten(0, 1)).reshape_as(...)``); the conv or linear (and the view) read by
+    nothing else, but for its shape."""
+    source = bound(bn)["input"]
+    view = None
+    if source.op == "call_function" and source.target in ROW_VIEWS and _rank(source) == 2 and len(source.users) == 1:
+        view, source = source, source.args[0]
+    if source.op != "call_function" or source.target not in FOLDABLE or not _only_read_by(source, view or bn):
+        return None
+    if source.target is aten.linear.default and _rank(source) != 2 and view is None:
+        return None
+    if view is not None and (source.target is not aten.linear.default or _shape(view)[-1] != _shape(source)[-1]):
+        return None
+    return source, view or source
+
+
 def fold_batch_norm(gm: GraphModule) -> int:
-    """Folds each inference batch_norm whose input is a conv1d/conv2d (or a linear with 2-D
-    output, whose features are the norm's channels) used only by it into that op's weight and
-    bias (new attributes; the originals stay); returns the count."""
+    """Folds each inference batch_norm whose input is a conv1d/conv2d or a linear (_folded_into
+    says which) into that op's weight and bias (new attributes; the originals stay); returns the
+    count."""
     count = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not aten.batch_norm.default:
             continue
         a = bound(node)
-        conv = a["input"]
-        if a["training"] or conv.op != "call_function" or conv.target not in FOLDABLE or len(conv.users) != 1:
+        folded = _folded_into(node)
+        if a["training"] or folded is None:
             continue
-        if conv.target is aten.linear.default and _rank(conv) != 2:
-            continue
+        conv, output = folded
         gamma, beta, mean, var_ = (attribute(gm, a[k]) for k in ("weight", "bias", "running_mean", "running_var"))
         args = list(conv.args) + [None] * (3 - len(conv.args))
         weight, bias = attribute(gm, args[1]), attribute(gm, args[2])
@@ -803,6 +833,6 @@ def fold_batch_norm(gm: GraphModule) -> int:
         args[1] = emit.constant(weight * scale.reshape(-1, *[1] * (weight.dim() - 1)), "folded_weight")
         args[2] = emit.constant(new_bias, "folded_bias")
         conv.args = tuple(args)
-        replace(node, conv)
+        replace(node, output)
         count += 1
     return finish(gm, count)

@@ -539,7 +539,8 @@ def markdown() -> str:
         "## Decomposed",
         "",
         *_table(("Op", "Becomes"), _grouped({op: d.into for op, d in decompose.COMPOSITES.items()})),
-        "A batch_norm right after a conv1d/conv2d (or a linear with 2-D output) is folded into its weight and bias.",
+        "A batch_norm right after a conv1d/conv2d, a linear with 2-D output, or a linear viewed as [rows, features] "
+        "(`bn(linear(x).flatten(0, 1))`) is folded into its weight and bias.",
         "",
         "`F.normalize(x, p=2, dim, eps)`, exported as x / max(linalg_vector_norm(x), eps), becomes "
         "x * rsqrt(max(sum(x * x, dim), eps^2)) (one table on the NPU), and x / x.norm(dim=dim, keepdim=True) "
