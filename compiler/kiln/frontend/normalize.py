@@ -15,6 +15,7 @@ Run right after torch.export, on both the quantized and the float path, as PASSE
   decompose_multi_output  split, chunk, unbind, max.dim, var_mean, ...: one op per output read
   fuse_l2_normalize       F.normalize's x / max(norm(x), eps) as x * rsqrt(max(sum(x * x), eps^2))
   decompose_composites    conv1d, layer_norm, group_norm, glu, prelu, var, stack, roll, ...
+  selects_before_permutes q, k, v = qkv.permute(2, 0, 3, 1, 4)[i]: each select first, then a permute (permutes.py)
 
 The quantizer's transform_for_annotation runs the same passes (they find nothing left to do
 on a normalised graph), so the PT2E reference is the quantized rewritten graph, op for op
@@ -43,6 +44,7 @@ from kiln.frontend import (
     decompose,
     higher_order,
     norms,  # noqa: F401 (registers the normalisations')
+    permutes,
     spatial,  # noqa: F401 (registers the convolutions' and pools')
     views,
 )
@@ -462,6 +464,7 @@ PASSES = (
     decompose_multi_output,
     decompose.fuse_l2_normalize,
     decompose_composites,
+    permutes.selects_before_permutes,
 )
 
 
@@ -541,6 +544,10 @@ def markdown() -> str:
         *_table(("Op", "Becomes"), _grouped({op: d.into for op, d in decompose.COMPOSITES.items()})),
         "A batch_norm right after a conv1d/conv2d, a linear with 2-D output, or a linear viewed as [rows, features] "
         "(`bn(linear(x).flatten(0, 1))`) is folded into its weight and bias.",
+        "",
+        "A permute or transpose read only by selects (`q, k, v = qkv.permute(2, 0, 3, 1, 4)` then `qkv[0]`, "
+        "`qkv[1]`, `qkv[2]`, or `unbind(0)`) becomes each select of its input, then a permute of what is left "
+        "(kiln/frontend/permutes.py).",
         "",
         "`F.normalize(x, p=2, dim, eps)`, exported as x / max(linalg_vector_norm(x), eps), becomes "
         "x * rsqrt(max(sum(x * x, dim), eps^2)) (one table on the NPU), and x / x.norm(dim=dim, keepdim=True) "
