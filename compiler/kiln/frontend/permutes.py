@@ -13,6 +13,7 @@ sequences) ran 10 % slower on Ethos-U85.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch.fx import GraphModule, Node
 
@@ -21,6 +22,22 @@ from kiln.frontend.rewrite import Emitter, bound, finish, replace, value
 aten = torch.ops.aten
 
 PERMUTES = {aten.permute.default, aten.transpose.int}
+
+
+def reduced_permutation(shape, perm) -> tuple[list[int], list[int]]:
+    """(shape, perm) of the smallest transpose that moves the same elements as `perm` of `shape`:
+    unit axes dropped, and axes next to each other in the input that stay next to each other in
+    the output merged into one. E.g. [1, 50, 1, 3, 32] by (3, 1, 0, 2, 4) is [50, 3, 32] by (1, 0, 2)."""
+    kept = [p for p in perm if shape[p] != 1]
+    runs: list[list[int]] = []  # runs of input axes, in output order
+    for p in kept:
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    order = sorted(range(len(runs)), key=lambda r: runs[r][0])  # the runs in input order
+    dims = [int(np.prod([shape[a] for a in runs[r]])) for r in order]
+    return dims, [order.index(r) for r in range(len(runs))]
 
 
 def _permutation(node: Node) -> list[int]:
