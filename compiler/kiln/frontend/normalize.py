@@ -545,7 +545,8 @@ def markdown() -> str:
         "A batch_norm right after a conv1d/conv2d, a linear with 2-D output, or a linear viewed as [rows, features] "
         "(`bn(linear(x).flatten(0, 1))`) is folded into its weight and bias.",
         "",
-        "A permute or transpose read only by selects (`q, k, v = qkv.permute(2, 0, 3, 1, 4)` then `qkv[0]`, "
+        "A permute or transpose of more than 4 axes (unit axes dropped, neighbours that stay neighbours merged) "
+        "read only by selects (`q, k, v = qkv.permute(2, 0, 3, 1, 4)` of several windows, then `qkv[0]`, "
         "`qkv[1]`, `qkv[2]`, or `unbind(0)`) becomes each select of its input, then a permute of what is left "
         "(kiln/frontend/permutes.py).",
         "",

@@ -2,13 +2,15 @@
 
 Attention written as model libraries write it splits q, k and v after one permute of all
 three: ``qkv.reshape(B, N, 3, heads, d).permute(2, 0, 3, 1, 4)`` then ``qkv[0]``, ``qkv[1]``,
-``qkv[2]`` (or ``unbind(0)``). A permute read only by selects becomes, per select, the select
-of the permute's input along the dim it reads, then a permute of what is left: the same
-values, the same elements moved in all, by transposes of one rank less. Vela 5.2.0 crashes
-for Ethos-U55 and U65 on a 5-D transpose read by a slice of its first dim and an elementwise
-op (tests/compiler/test_permutes.py shows it); this form takes q, k and v by 4-D transposes.
-Slices (``chunk``) are left after their permute: taken first, MobileViT's attention (four
-sequences) ran 10 % slower on Ethos-U85.
+``qkv[2]`` (or ``unbind(0)``). Where that permute moves more than 4 axes in its smallest form
+(reduced_permutation: with several windows or a batch, not with one sequence), the
+permute read only by selects becomes, per select, the select of the permute's input along
+the dim it reads, then a permute of what is left: the same values, the same elements moved
+in all, by transposes of one rank less. Vela 5.2.0 crashes for Ethos-U55 and U65 on a 5-D
+transpose read by a slice of its first dim and an elementwise op (tests/compiler/test_permutes.py
+shows it), and Swin's window attention ran 11 % faster on Ethos-U85 with 4-D transposes; a
+ViT's (one sequence: 4 axes already) ran 4-8 % slower with three transposes for its one, and
+MobileViT's 10 % slower with its chunks (slices) taken first, so those keep their permute.
 """
 
 from __future__ import annotations
@@ -64,9 +66,12 @@ def _selected_first(emit: Emitter, select: Node, source: Node, order: list[int])
     return emit(aten.permute.default, taken, order)
 
 
+MAX_AXES = 4  # the most axes a permute's smallest form may move and stay as it is
+
+
 def selects_before_permutes(gm: GraphModule) -> int:
-    """Each permute (or transpose) read only by selects of it is replaced as the module's
-    docstring says; returns how many permutes."""
+    """Each permute (or transpose) read only by selects of it whose smallest form moves more
+    than MAX_AXES axes is replaced as the module's docstring says; returns how many permutes."""
     count = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target not in PERMUTES or not node.users:
@@ -75,6 +80,8 @@ def selects_before_permutes(gm: GraphModule) -> int:
         if not all(r.op == "call_function" and r.target is aten.select.int and r.args[0] is node for r in readers):
             continue
         order = _permutation(node)
+        if len(reduced_permutation(list(value(node.args[0]).shape), order)[1]) <= MAX_AXES:
+            continue
         for reader in readers:
             replace(reader, _selected_first(Emitter(gm, reader), reader, node.args[0], order))
         gm.graph.erase_node(node)
