@@ -321,7 +321,13 @@ def test_decompositions_emit_the_expected_ops():
         aten.conv2d.default,
         aten.squeeze.dim,
     }
-    assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), x3)) == {aten.reshape.default, aten.conv2d.default}
+    assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), (torch.randn(1, 6, 8),))) == {
+        aten.reshape.default,
+        aten.conv2d.default,
+    }
+    # a batch of 2: permuted into the rows of one image, where the NPU's convolutions take it
+    permuted = {aten.permute.default, aten.reshape.default, aten.conv2d.default}
+    assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), x3)) == permuted
     assert call_targets(normalised(nn.PReLU(), x3)) == {aten.leaky_relu.default}
     linear_bn = nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 5))
     assert call_targets(normalised(linear_bn, (torch.randn(X2),))) == {aten.linear.default}
