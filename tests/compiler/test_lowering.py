@@ -36,6 +36,18 @@ class Constants(nn.Module):
         return self.fn(self, *xs)
 
 
+def batch_norm_1d(channels: int) -> nn.BatchNorm1d:
+    """An eval-mode BatchNorm1d with seeded statistics and affine parameters."""
+    bn = nn.BatchNorm1d(channels).eval()
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        bn.running_mean.copy_(0.3 * torch.randn(channels, generator=g))
+        bn.running_var.copy_(torch.rand(channels, generator=g) + 0.5)
+        bn.weight.copy_(torch.rand(channels, generator=g) + 0.5)
+        bn.bias.copy_(0.2 * torch.randn(channels, generator=g))
+    return bn
+
+
 CASES = {
     "conv_stride2_pad1": (Lambda(lambda m, x: m[0](x), conv(3, 8, 3, stride=2, padding=1)), [(1, 3, 15, 15)]),
     "conv_dilation2": (Lambda(lambda m, x: m[0](x), conv(4, 8, 3, dilation=2, padding=2)), [(1, 4, 12, 12)]),
@@ -161,6 +173,9 @@ CASES = {
     "slice_step2": (Lambda(lambda m, x: x[:, ::2] + x[:, 1::2]), [(1, 6, 8)]),
     "slice_step_hw": (Lambda(lambda m, x: x[:, :, 1::3, ::2]), [(1, 3, 8, 7)]),
     "scalar_mul": (Lambda(lambda m, x: (x * 2.5) * -0.5 + x * 0), [(1, 6, 8)]),
+    # a batch norm of rows (LeViT's BN_Linear head on a batch; tokens as rows): the rows of one image
+    "batch_norm_rows": (Lambda(lambda m, x: m[0](x), batch_norm_1d(8)), [(5, 8)]),
+    "batch_norm_1d_batch": (Lambda(lambda m, x: m[0](x), batch_norm_1d(6)), [(3, 6, 8)]),
 }
 
 

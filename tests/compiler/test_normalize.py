@@ -85,6 +85,19 @@ def _bn(cls, channels):
 
 X4, X3, X2 = (1, 4, 6, 6), (2, 6, 8), (3, 8)
 
+
+class _LinearBN(nn.Module):
+    """LeViT's Linear_BN: a linear, then BatchNorm1d over its tokens flattened to [rows, features]."""
+
+    def __init__(self, features: int, out: int) -> None:
+        super().__init__()
+        self.linear, self.bn = nn.Linear(features, out), _bn(nn.BatchNorm1d, out)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return self.bn(y.flatten(0, 1)).reshape_as(y)
+
+
 # name -> (module factory, input shapes)
 DECOMPOSITIONS = {
     # convolutions
@@ -126,6 +139,7 @@ DECOMPOSITIONS = {
     "conv2d_batch_norm_folded": (lambda: nn.Sequential(nn.Conv2d(4, 5, 3, bias=False), _bn(nn.BatchNorm2d, 5)), [X4]),
     "linear_batch_norm_folded": (lambda: nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 5)), [X2]),
     "linear_3d_batch_norm_not_folded": (lambda: nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 6)), [X3]),
+    "linear_flattened_batch_norm_folded": (lambda: _LinearBN(8, 5), [X3]),
     # normalisations
     "layer_norm": (lambda: nn.LayerNorm(8), [X3]),
     "layer_norm_two_dims_no_affine_eps": (lambda: nn.LayerNorm([6, 8], eps=1e-3, elementwise_affine=False), [X3]),
@@ -234,6 +248,13 @@ DECOMPOSITIONS = {
     "repeat_new_dims": (lambda: Fn(lambda s, x: x.repeat(2, 1, 2, 1)), [X3]),
     "expand": (lambda: Fn(lambda s, x: x[:, :1].expand(-1, 6, -1) * x), [X3]),
     "expand_as_same_shape": (lambda: Fn(lambda s, x: x.expand_as(x) + x[:1].expand_as(x)), [X3]),
+    "view_as_reshape_as": (lambda: Fn(lambda s, x, y: x.view_as(y) + x.transpose(1, 2).reshape_as(y)), [X3, (2, 48)]),
+    "slice_scatter": (lambda: Fn(lambda s, x, y: torch.slice_scatter(x, y, 2, 2, 5)), [X3, (2, 6, 3)]),
+    "slice_scatter_step_negative_start": (
+        lambda: Fn(lambda s, x, y: torch.slice_scatter(x, y, 1, -5, None, 2)),
+        [X3, (2, 3, 8)],
+    ),
+    "select_scatter": (lambda: Fn(lambda s, x, y: torch.select_scatter(x, y, -1, -1)), [X3, (2, 6)]),
     "roll": (lambda: Fn(lambda s, x: torch.roll(x, 3, -1)), [X3]),
     "roll_two_dims_negative": (lambda: Fn(lambda s, x: torch.roll(x, (-1, 10), (1, 2))), [X3]),
     "roll_flat": (lambda: Fn(lambda s, x: torch.roll(x, 5)), [X3]),
@@ -300,10 +321,18 @@ def test_decompositions_emit_the_expected_ops():
         aten.conv2d.default,
         aten.squeeze.dim,
     }
-    assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), x3)) == {aten.reshape.default, aten.conv2d.default}
+    assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), (torch.randn(1, 6, 8),))) == {
+        aten.reshape.default,
+        aten.conv2d.default,
+    }
+    # a batch of 2: permuted into the rows of one image, where the NPU's convolutions take it
+    permuted = {aten.permute.default, aten.reshape.default, aten.conv2d.default}
+    assert call_targets(normalised(_bn(nn.BatchNorm1d, 6), x3)) == permuted
     assert call_targets(normalised(nn.PReLU(), x3)) == {aten.leaky_relu.default}
     linear_bn = nn.Sequential(nn.Linear(8, 5), _bn(nn.BatchNorm1d, 5))
     assert call_targets(normalised(linear_bn, (torch.randn(X2),))) == {aten.linear.default}
+    flattened = normalised(_LinearBN(8, 5), (torch.randn(X3),))
+    assert call_targets(flattened) == {aten.linear.default, aten.reshape.default}
     assert call_targets(normalised(Fn(lambda s, x: x / 4), x3)) == {aten.mul.Tensor}
     assert call_targets(normalised(nn.GELU(), x3)) == {aten.gelu.default}  # unary functions stay whole
     assert call_targets(normalised(nn.Dropout(), x3)) == set()
@@ -336,10 +365,76 @@ def test_later_uses_of_an_updated_tensor_read_the_update():
     assert aten.add.Tensor in call_targets(gm)
 
 
+def _update_then_read_view(y):
+    view = y[:, 2:]
+    y[:, 3] = 0  # overlaps the view taken before
+    return view + 1
+
+
+def _two_updates_through_one_view(y):
+    view = y[:, :3]
+    view.add_(1)
+    view.mul_(2)  # updates the base too, after the first update
+    return view
+
+
+def _copy_through_select(y):
+    y[:, 1] = y[:, 0] * 3
+
+
+VIEW_UPDATES = {
+    "slice": lambda y: y[:, :2].add_(1),
+    "strided_slice_fill": lambda y: y[:, ::2].fill_(0.5),
+    "nested_slices": lambda y: y[:, 1:5, 2:].zero_(),
+    "select_copy": _copy_through_select,
+    "view_then_slice": lambda y: y.view(2, 6, 2, 4)[..., 1:3].mul_(2),
+    "transpose_then_select": lambda y: y.transpose(1, 2)[:, 0].add_(y[:, :, 0]),
+    "view_read_after": _update_then_read_view,
+    "two_updates_one_view": _two_updates_through_one_view,
+}
+
+
+@pytest.mark.parametrize("name", VIEW_UPDATES)
+def test_an_update_through_a_view_updates_its_base_and_every_view_read_later(name):
+    """Each update of a view (slice, strided slice, select, a reshape or transpose then a slice)
+    is seen by every later read of the base, of the view and of views taken before it, as in eager."""
+    update = VIEW_UPDATES[name]
+
+    def fn(s, x):
+        y = x * 1
+        read = update(y)
+        return (y, y * 2) if read is None else (y, y * 2, read)
+
+    gm = assert_matches_eager(Fn(fn), (torch.randn(X3),))
+    assert not {aten.slice_scatter.default, aten.select_scatter.default, aten.copy.default} & call_targets(gm)
+
+
+def test_a_mask_built_by_slice_assignment_is_folded_into_a_constant():
+    """Swin's shifted-window mask: region labels written into new_zeros by slice assignment,
+    compared pairwise; nothing of it is left to compute."""
+
+    def fn(s, x):
+        image = x.new_zeros((1, 4, 4, 1))
+        label = 0
+        for h in ((0, 2), (2, 3), (3, 4)):
+            for w in ((0, 2), (2, 3), (3, 4)):
+                image[:, h[0] : h[1], w[0] : w[1], :] = label
+                label += 1
+        labels = image.view(1, 16)
+        mask = labels.unsqueeze(1) - labels.unsqueeze(2)
+        return x + mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0)
+
+    gm = assert_matches_eager(Fn(fn), (torch.randn(1, 16, 16),))
+    assert call_targets(gm) == {aten.add.Tensor}
+
+
 @pytest.mark.parametrize(
     "fn,message",
     [
-        (lambda s, x: (lambda y: (y[:, :2].add_(1), y * 2)[1])(x * 1), "a view of mul, which is read afterwards"),
+        (
+            lambda s, x: (lambda y: (y[0].diagonal().add_(1), y * 2)[1])(x * 1),
+            "kiln cannot put an update through aten.diagonal back into mul",
+        ),
         (lambda s, x: F.dropout(x, 0.5, training=True), "(aten.dropout): dropout in training mode"),
     ],
 )

@@ -35,7 +35,10 @@ NAMES = [
     "gpt2_block",
     "gpt2_block_mha",
     "llama_block",
+    "swin_tiny",
+    "levit_tiny",
 ]
+BY_HAND = {"swin_tiny", "levit_tiny"}  # attention as matmul and softmax, as their reference code writes it
 SDPA = [name for name in NAMES if not name.endswith("_mha")]
 
 
@@ -56,6 +59,8 @@ INPUTS = {
     "whisper_encoder": [((1, 16, 32), F32)],
     "gpt2_block": [((1, 16), I64)],
     "llama_block": [((1, 16), I64)],
+    "swin_tiny": [((1, 3, 32, 32), F32)],
+    "levit_tiny": [((1, 3, 64, 64), F32)],
 }
 OUTPUTS = {
     "deit_tiny": [(1, 10)],
@@ -66,11 +71,14 @@ OUTPUTS = {
     "whisper_encoder": [(1, 16, 32)],
     "gpt2_block": [(1, 16, 64)],
     "llama_block": [(1, 16, 64)],
+    "swin_tiny": [(1, 10)],
+    "levit_tiny": [(1, 10)],
 }
 
 # LayerNorms: deit 2 blocks x 2 + final; mobilevit 2 layers x 2 + the block's; kwt 2 x 2;
 # conformer 2 blocks x (2 FFNs + attention + convolution module + final); bert the
-# embeddings' + 2 layers x 2; whisper 2 blocks x 2 + ln_post; gpt2 2 x 2 + ln_f; llama none.
+# embeddings' + 2 layers x 2; whisper 2 blocks x 2 + ln_post; gpt2 2 x 2 + ln_f; llama none;
+# swin the patch embedding's + 3 blocks x 2 + patch merging's + final; levit none.
 LAYERNORMS = {
     "deit_tiny": 5,
     "mobilevit": 5,
@@ -80,13 +88,17 @@ LAYERNORMS = {
     "whisper_encoder": 5,
     "gpt2_block": 5,
     "llama_block": 0,
+    "swin_tiny": 9,
+    "levit_tiny": 0,
 }
 # BatchNorms: mobilevit stem 1, MobileNetV2 block 3, MobileViT block 3 (local, projection,
-# fusion), head 1; conformer one per convolution module.
-BATCHNORMS = {"mobilevit": 8, "conformer": 2}
+# fusion), head 1; conformer one per convolution module; levit 4 in the stem, 2 per attention
+# (qkv, projection) and per MLP, 3 in the subsampling attention (kv, q, projection), 2 heads:
+# 4 + 2 x 2 + 3 x 2 + 3 + 2.
+BATCHNORMS = {"mobilevit": 8, "conformer": 2, "levit_tiny": 19}
 
-# The idioms each model exercises, as torch.export captures them. Every entry calls the fused
-# attention (MultiheadAttention without weights takes that path too).
+# The idioms each model exercises, as torch.export captures them. Every entry but BY_HAND's calls
+# the fused attention (MultiheadAttention without weights takes that path too).
 IDIOMS = {
     "deit_tiny": {"conv2d.default", "cat.default", "expand.default", "layer_norm.default", "gelu.default"},
     "mobilevit": {"conv2d.default", "batch_norm.default", "silu.default", "cat.default", "adaptive_avg_pool2d.default"},
@@ -106,6 +118,27 @@ IDIOMS = {
         "expand.default",
         "silu.default",
     },
+    # slice assignment (fill_ of slices of new_zeros), the bias table indexed by a buffer
+    "swin_tiny": {
+        "roll.default",
+        "new_zeros.default",
+        "fill_.Tensor",
+        "masked_fill.Scalar",
+        "index.Tensor",
+        "softmax.int",
+        "cat.default",
+        "gelu.default",
+    },
+    # Linear_BN (flatten, batch_norm, reshape_as); the eval-mode biases are a constant, no index
+    "levit_tiny": {
+        "hardswish.default",
+        "batch_norm.default",
+        "reshape_as.default",
+        "split_with_sizes.default",
+        "slice.Tensor",
+        "softmax.int",
+        "mean.dim",
+    },
 }
 MHA_IDIOMS = {"bert_tiny_mha": {"bitwise_not.default"}, "gpt2_block_mha": {"triu.default"}}
 
@@ -121,6 +154,7 @@ def test_registry_lists_the_transformers_in_order_apart_from_the_others():
         assert (entry.tolerance_steps, entry.tolerance_fraction) == (2, 1.0)
         assert models.find(name) is entry
         kind = "nn.MultiheadAttention" if name.endswith("_mha") else "F.scaled_dot_product_attention"
+        kind = "attention by hand" if name in BY_HAND else kind
         assert kind in entry.summary
 
 
@@ -172,7 +206,8 @@ def test_exports_and_uses_its_idioms(name):
         for got, want in zip(outputs(program.module(), inputs), outputs(model, inputs), strict=True):
             torch.testing.assert_close(got, want)
     ops = {str(n.target).removeprefix("aten.") for n in program.graph.nodes if n.op == "call_function"}
-    want = IDIOMS[base(name)] | MHA_IDIOMS.get(name, set()) | {"scaled_dot_product_attention.default"}
+    fused = set() if name in BY_HAND else {"scaled_dot_product_attention.default"}
+    want = IDIOMS[base(name)] | MHA_IDIOMS.get(name, set()) | fused
     assert want <= ops, sorted(want - ops)
 
 
@@ -232,6 +267,41 @@ def test_bert_padding_tokens_do_not_reach_the_real_ones():
 
 
 # ---------------------------------------------------------------- structure, by hand
+
+
+def test_swin_shifted_window_mask_separates_the_rolled_regions():
+    """The 8x8 map rolled by 2 in 4x4 windows: the top-left window holds one region, the
+    top-right and bottom-left two of 8 tokens each (256 - 2 x 64 pairs apart), the bottom-right
+    four of 4 (256 - 4 x 16); the unshifted block has no mask."""
+    model, _ = models.load("swin_tiny")
+    regular, shifted = model.stage1
+    mask = shifted.shifted_window_mask(torch.zeros(1, 8, 8, 16))
+    assert mask.shape == (4, 16, 16) and set(mask.unique().tolist()) == {0.0, -100.0}
+    assert (mask == -100).sum(dim=(1, 2)).tolist() == [0, 128, 128, 192]
+    assert (regular.shift, shifted.shift, model.stage2[0].shift) == (0, 2, 0)
+
+
+def test_swin_relative_position_index_counts_offsets_from_the_table_centre():
+    from kiln.models.swin_tiny import relative_position_index
+
+    index = relative_position_index(4)  # offsets -3..3 per axis: a 7 x 7 table, offset (0, 0) at 3 * 7 + 3
+    assert index.shape == (16, 16) and index.min() == 0 and index.max() == 48
+    assert index.diagonal().tolist() == [24] * 16
+    assert index[0, 15] == 0 and index[15, 0] == 48  # token 0 at (0, 0), token 15 at (3, 3)
+
+
+def test_levit_attention_biases_index_distance_classes():
+    """Stage 1 (4x4 tokens) and the subsampling attention (2x2 queries at stride 2 over 4x4 keys)
+    have offsets 0..3 on each axis: 16 classes; stage 2 (2x2) has 4. A query's own position
+    (offset (0, 0), the first met) reads class 0; eval mode caches the gathered biases."""
+    model, _ = models.load("levit_tiny")
+    attention, _, subsample, _, residual, _ = model.blocks
+    shapes = [tuple(m.bias.attention_biases.shape) for m in (attention.m, subsample, residual.m)]
+    assert shapes == [(2, 16), (4, 16), (3, 4)]
+    bias = attention.m.bias
+    assert torch.equal(bias.ab, bias.attention_biases[:, bias.attention_bias_idxs])
+    assert bias.attention_bias_idxs.diagonal().tolist() == [0] * 16
+    assert subsample.bias.attention_bias_idxs[:, [0, 2, 8, 10]].diagonal().tolist() == [0] * 4
 
 
 def test_mobilevit_unfolds_2x2_patches_and_folds_back():

@@ -322,9 +322,20 @@ def cast(emit, node, a):
     return emit(aten._to_copy.default, a["self"], dtype=dtype)
 
 
-@decomposes(aten.copy.default, into="the source, cast and expanded to the destination's dtype and shape")
+@decomposes(
+    aten.copy.default,
+    aten.fill.Tensor,
+    aten.fill.Scalar,
+    aten.zero.default,
+    into="the source, cast and expanded to the destination's dtype and shape (fill.Tensor: the value; "
+    "fill.Scalar, zero: a constant)",
+)
 def copy(emit, node, a):
-    source = a["src"]
+    source = {aten.copy.default: "src", aten.fill.Tensor: "value"}.get(node.target)
+    if source is None:
+        fill = 0 if node.target is aten.zero.default else a["value"]
+        return emit.constant(torch.full(_shape(node), fill, dtype=value(node).dtype), "fill")
+    source = a[source]
     if value(source).dtype != value(node).dtype:
         source = emit(aten._to_copy.default, source, dtype=value(node).dtype)
     if _shape(source) != _shape(node):
@@ -516,6 +527,8 @@ def linalg_norm(emit, node, a):
     aten.flatten.using_ints,
     aten.unflatten.int,
     aten.narrow.default,
+    aten.view_as.default,
+    aten.reshape_as.default,
     into="reshape (narrow: slice); a view of what was made contiguous (.contiguous(), removed as a "
     "no-op) need not be viewable in eager, so every view is a reshape",
 )
@@ -524,6 +537,34 @@ def as_view(emit, node, a):
         start = a["start"]
         return emit(aten.slice.Tensor, a["self"], a["dim"], start, start + a["length"])
     return emit(aten.reshape.default, a["self"], _shape(node))
+
+
+@decomposes(
+    aten.slice_scatter.default,
+    aten.select_scatter.default,
+    into="cat along the dim of the input's untouched slices and the source (select_scatter: the source "
+    "unsqueezed; a step above 1: each source element its own slice)",
+)
+def scatter_into_slice(emit, node, a):
+    x, src, dim = a["self"], a["src"], a["dim"] % _rank(node)
+    size = _shape(x)[dim]
+    if node.target is aten.select_scatter.default:
+        index = a["index"] % size
+        positions, src = range(index, index + 1), emit(aten.unsqueeze.default, src, dim)
+    else:
+        positions = range(*slice(a["start"], a["end"], a["step"]).indices(size))
+    if not positions:
+        return x
+    pieces, done = [], 0  # done: the input's elements before it placed
+    runs = [(positions.start, len(positions))] if positions.step == 1 else [(p, 1) for p in positions]
+    for i, (start, length) in enumerate(runs):
+        if start > done:
+            pieces.append(emit(aten.slice.Tensor, x, dim, done, start))
+        pieces.append(src if len(runs) == 1 else emit(aten.slice.Tensor, src, dim, i, i + 1))
+        done = start + length
+    if done < size:
+        pieces.append(emit(aten.slice.Tensor, x, dim, done, size))
+    return pieces[0] if len(pieces) == 1 else emit(aten.cat.default, pieces, dim)
 
 
 @decomposes(aten.pixel_shuffle.default, aten.pixel_unshuffle.default, into="view, permute, reshape")
@@ -739,20 +780,50 @@ def fuse_l2_normalize(gm: GraphModule) -> int:
 FOLDABLE = {aten.conv2d.default, aten.conv1d.default, aten.linear.default}
 
 
+# views that keep each row of the last dim whole: a linear's features stay the last dim
+ROW_VIEWS = {aten.flatten.using_ints, aten.view.default, aten.reshape.default, aten._unsafe_view.default}
+
+
+SHAPE_OF = {aten.view_as.default, aten.reshape_as.default, aten.expand_as.default}  # read their 2nd operand's shape
+
+
+def _only_read_by(node: Node, reader: Node) -> bool:
+    """Whether `reader` is the one op reading `node`'s values (others may read only its shape)."""
+    return all(u is reader or (u.target in SHAPE_OF and u.args[0] is not node) for u in node.users)
+
+
+def _folded_into(bn: Node) -> tuple[Node, Node] | None:
+    """(the conv or linear a batch_norm folds into, the node whose value the folded op's output
+    gives the norm), or None. A linear's features must be the norm's channels: a linear with
+    2-D output, or a linear of any rank viewed as [rows, features] (LeViT's Linear_BN:
+    ``bn(linear(x).flatten(0, 1)).reshape_as(...)``); the conv or linear (and the view) read by
+    nothing else, but for its shape."""
+    source = bound(bn)["input"]
+    view = None
+    if source.op == "call_function" and source.target in ROW_VIEWS and _rank(source) == 2 and len(source.users) == 1:
+        view, source = source, source.args[0]
+    if source.op != "call_function" or source.target not in FOLDABLE or not _only_read_by(source, view or bn):
+        return None
+    if source.target is aten.linear.default and _rank(source) != 2 and view is None:
+        return None
+    if view is not None and (source.target is not aten.linear.default or _shape(view)[-1] != _shape(source)[-1]):
+        return None
+    return source, view or source
+
+
 def fold_batch_norm(gm: GraphModule) -> int:
-    """Folds each inference batch_norm whose input is a conv1d/conv2d (or a linear with 2-D
-    output, whose features are the norm's channels) used only by it into that op's weight and
-    bias (new attributes; the originals stay); returns the count."""
+    """Folds each inference batch_norm whose input is a conv1d/conv2d or a linear (_folded_into
+    says which) into that op's weight and bias (new attributes; the originals stay); returns the
+    count."""
     count = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not aten.batch_norm.default:
             continue
         a = bound(node)
-        conv = a["input"]
-        if a["training"] or conv.op != "call_function" or conv.target not in FOLDABLE or len(conv.users) != 1:
+        folded = _folded_into(node)
+        if a["training"] or folded is None:
             continue
-        if conv.target is aten.linear.default and _rank(conv) != 2:
-            continue
+        conv, output = folded
         gamma, beta, mean, var_ = (attribute(gm, a[k]) for k in ("weight", "bias", "running_mean", "running_var"))
         args = list(conv.args) + [None] * (3 - len(conv.args))
         weight, bias = attribute(gm, args[1]), attribute(gm, args[2])
@@ -773,6 +844,6 @@ def fold_batch_norm(gm: GraphModule) -> int:
         args[1] = emit.constant(weight * scale.reshape(-1, *[1] * (weight.dim() - 1)), "folded_weight")
         args[2] = emit.constant(new_bias, "folded_bias")
         conv.args = tuple(args)
-        replace(node, conv)
+        replace(node, output)
         count += 1
     return finish(gm, count)

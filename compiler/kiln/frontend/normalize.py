@@ -3,7 +3,8 @@
 Run right after torch.export, on both the quantized and the float path, as PASSES in order:
 
   inline_higher_order     grad and autocast regions, torch.cond, map, scan inlined (higher_order.py)
-  functionalize_inplace   in-place (add_, relu_, ...) and out= variants become functional
+  functionalize_inplace   in-place (add_, relu_, ...) and out= variants become functional; an update
+                          of a view updates its base (views.py)
   views_for_copies        the *_copy forms of view ops (transpose_copy, view_copy, ...) become the views
   remove_noops            eval-mode dropout, clone, detach, alias, casts to the same dtype, ...
   fold_constants          ops of constants only (zeros, arange, a weight's transpose, ...) and
@@ -14,6 +15,7 @@ Run right after torch.export, on both the quantized and the float path, as PASSE
   decompose_multi_output  split, chunk, unbind, max.dim, var_mean, ...: one op per output read
   fuse_l2_normalize       F.normalize's x / max(norm(x), eps) as x * rsqrt(max(sum(x * x), eps^2))
   decompose_composites    conv1d, layer_norm, group_norm, glu, prelu, var, stack, roll, ...
+  selects_before_permutes q, k, v = qkv.permute(2, 0, 3, 1, 4)[i]: each select first, then a permute (permutes.py)
 
 The quantizer's transform_for_annotation runs the same passes (they find nothing left to do
 on a normalised graph), so the PT2E reference is the quantized rewritten graph, op for op
@@ -42,7 +44,9 @@ from kiln.frontend import (
     decompose,
     higher_order,
     norms,  # noqa: F401 (registers the normalisations')
+    permutes,
     spatial,  # noqa: F401 (registers the convolutions' and pools')
+    views,
 )
 from kiln.frontend.recurrent import RECURRENT, unroll_recurrent
 from kiln.frontend.rewrite import Emitter, attribute, bound, finish, op_type, replace, target_name, value
@@ -76,6 +80,8 @@ VIEWS = {
     aten.diagonal.default,
     aten.unfold.default,
     aten.view_as.default,
+    aten.reshape_as.default,
+    aten._unsafe_view.default,
     aten.expand_as.default,
 }
 
@@ -112,11 +118,23 @@ def _view_base(node: Node) -> Node:
     return node
 
 
+def _views_of(base: Node) -> list[Node]:
+    """Every node that is a chain of VIEWS ops on `base`, sources before their views."""
+    found, stack = [], [base]
+    while stack:
+        source = stack.pop()
+        for user in source.users:
+            if user.op == "call_function" and user.target in VIEWS and user.args[0] is source and user not in found:
+                found.append(user)
+                stack.append(user)
+    return found
+
+
 def functionalize_inplace(gm: GraphModule) -> int:
     """Each in-place or out= op becomes its functional variant; every later use (in graph order)
-    of the tensor it wrote reads the variant's result. An update of a view of a tensor that is
-    read afterwards (e.g. x[:, :2] += 1) is a ModelError: kiln does not track aliasing."""
-    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    of the tensor it wrote reads the variant's result. An update of a view (x[:, :2] += 1) also
+    updates its base: later uses of the base read the updated view put back into it, and views
+    of the base read later are taken again from that (kiln.frontend.views)."""
     count = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
@@ -133,12 +151,6 @@ def functionalize_inplace(gm: GraphModule) -> int:
         a = bound(node)
         target_name = node.target._schema.arguments[_written(node.target)[0]].name
         written = a[target_name]
-        base = _view_base(written)
-        if base is not written and any(order.get(u, -1) > order[node] for u in base.users):
-            raise ModelError(
-                f"{where} updates {written.name}, a view of {base.name}, which is read afterwards; "
-                "kiln cannot make that functional: compute the new tensor instead (e.g. torch.cat)"
-            )
         # an in-place op's arguments match its functional variant's by position, an out= op's by name
         names = [arg.name for arg in node.target._schema.arguments]
         inplace = len(names) == len(functional._schema.arguments)
@@ -146,13 +158,29 @@ def functionalize_inplace(gm: GraphModule) -> int:
         args = [values[arg.name] for arg in functional._schema.arguments if not arg.kwarg_only]
         kwargs = {arg.name: values[arg.name] for arg in functional._schema.arguments if arg.kwarg_only}
         result = Emitter(gm, node)(functional, *args, **kwargs)
-        order[result] = order[node]
-        for user in list(written.users):
-            if user is not node and order.get(user, -1) > order[node]:
-                user.replace_input_with(written, result)
-        replace(node, result)
+        replace(node, _redirect_later_reads(gm, node, written, result, where))
         count += 1
     return finish(gm, count)
+
+
+def _redirect_later_reads(gm: GraphModule, node: Node, written: Node, result: Node, where: str) -> Node:
+    """After `node` wrote `result` into `written`: every read after `node` of `written`, of its
+    base and of any view of that base reads the new values (see kiln.frontend.views). Returns
+    what `node` itself returns (`written` with its new values: an alias of the base)."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    base = _view_base(written)
+    later = {n: [u for u in n.users if order[u] > order[node]] for n in (base, *_views_of(base))}
+    later = {n: users for n, users in later.items() if users and order[n] < order[node]}
+    emit = Emitter(gm, node)
+    if set(later) <= {written}:  # nothing but the written tensor itself is read later
+        taken = {written: result}
+    else:
+        taken = {base: views.put_back(emit, written, base, result, where)}
+    for read, users in later.items():
+        new = views.retaken(emit, read, taken)
+        for user in users:
+            user.replace_input_with(read, new)
+    return views.retaken(emit, written, taken)
 
 
 # ---- the *_copy forms of view ops ---------------------------------------------------------------------
@@ -436,6 +464,7 @@ PASSES = (
     decompose_multi_output,
     decompose.fuse_l2_normalize,
     decompose_composites,
+    permutes.selects_before_permutes,
 )
 
 
@@ -477,7 +506,10 @@ def markdown() -> str:
         "Every in-place op (`add_`, `relu_`, `hardswish_`, `silu_`, `mul_`, `clamp_`, `sigmoid_`, ...) and "
         "out= variant becomes its functional op; later uses of the tensor it wrote read the result. "
         "An update of a model input or buffer is treated as functional (one inference reads it, the next "
-        "does not see it). An update of a view that is read afterwards (`x[:, :2] += 1`) is refused.",
+        "does not see it). An update of a view (`x[:, :2] += 1`, `mask[:, a:b] = label`) updates its base: later "
+        "reads of the base see the view put back into it (a slice by slice_scatter, a select by select_scatter, "
+        "a reshape or permute by its inverse; through expand, as_strided, diagonal or unfold it is refused), and "
+        "views of the base read later are taken again from it.",
         "",
         "## Higher-order operators",
         "",
@@ -510,7 +542,13 @@ def markdown() -> str:
         "## Decomposed",
         "",
         *_table(("Op", "Becomes"), _grouped({op: d.into for op, d in decompose.COMPOSITES.items()})),
-        "A batch_norm right after a conv1d/conv2d (or a linear with 2-D output) is folded into its weight and bias.",
+        "A batch_norm right after a conv1d/conv2d, a linear with 2-D output, or a linear viewed as [rows, features] "
+        "(`bn(linear(x).flatten(0, 1))`) is folded into its weight and bias.",
+        "",
+        "A permute or transpose of more than 4 axes (unit axes dropped, neighbours that stay neighbours merged) "
+        "read only by selects (`q, k, v = qkv.permute(2, 0, 3, 1, 4)` of several windows, then `qkv[0]`, "
+        "`qkv[1]`, `qkv[2]`, or `unbind(0)`) becomes each select of its input, then a permute of what is left "
+        "(kiln/frontend/permutes.py).",
         "",
         "`F.normalize(x, p=2, dim, eps)`, exported as x / max(linalg_vector_norm(x), eps), becomes "
         "x * rsqrt(max(sum(x * x, dim), eps^2)) (one table on the NPU), and x / x.norm(dim=dim, keepdim=True) "

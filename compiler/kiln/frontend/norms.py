@@ -71,7 +71,7 @@ def instance_norm(emit, node, a):
 @decomposes(
     aten.batch_norm.default,
     into="not after a conv: a depthwise 1x1 conv2d (scale as weight, shift as bias), views around it "
-    "for other than 4-D input",
+    "for other than 4-D input; a 2-D or 3-D input's batch permuted into the rows of one image",
 )
 def batch_norm(emit, node, a):
     if a["training"]:
@@ -90,18 +90,20 @@ def _batch_norm(emit: Emitter, x: Node, weight, bias, mean, var, eps: float) -> 
     scale = torch.rsqrt(var + eps) * (1 if gamma is None else gamma)
     shift = (0 if beta is None else beta) - mean * scale
     shape = _shape(x)
-    channels = shape[1]
-    flat = len(shape) != 4
-    if flat:
-        x = emit(aten.reshape.default, x, [shape[0], channels, math.prod(shape[2:]), 1])
-    y = emit(
-        aten.conv2d.default,
-        x,
-        emit.constant(scale.reshape(channels, 1, 1, 1), "scale"),
-        emit.constant(shift, "shift"),
-        [1, 1],
-        [0, 0],
-        [1, 1],
-        channels,
-    )
-    return emit(aten.reshape.default, y, shape) if flat else y
+    batch, channels = shape[:2]
+    if len(shape) < 4 and batch > 1:  # the batch as rows of one image: the NPU's convolutions take batch 1
+        rows = emit(aten.permute.default, x, [1, 0, *range(2, len(shape))])
+        y = _depthwise(emit, emit(aten.reshape.default, rows, [1, channels, batch, math.prod(shape[2:])]), scale, shift)
+        y = emit(aten.reshape.default, y, [channels, batch, *shape[2:]])
+        return emit(aten.permute.default, y, [1, 0, *range(2, len(shape))])
+    if len(shape) != 4:
+        x = emit(aten.reshape.default, x, [batch, channels, math.prod(shape[2:]), 1])
+    y = _depthwise(emit, x, scale, shift)
+    return emit(aten.reshape.default, y, shape) if len(shape) != 4 else y
+
+
+def _depthwise(emit: Emitter, x: Node, scale: torch.Tensor, shift: torch.Tensor) -> Node:
+    """x * scale + shift per channel of the 4-D `x`: a depthwise 1x1 conv2d."""
+    channels = _shape(x)[1]
+    weight = emit.constant(scale.reshape(channels, 1, 1, 1), "scale")
+    return emit(aten.conv2d.default, x, weight, emit.constant(shift, "shift"), [1, 1], [0, 0], [1, 1], channels)

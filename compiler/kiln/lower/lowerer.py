@@ -24,6 +24,7 @@ from kiln.families import (
     NpuFamily,
     Row,
 )
+from kiln.frontend.permutes import reduced_permutation
 from kiln.graph import QRANGE, Op, QParams, Value
 from kiln.partition.partitioner import Partition
 from kiln.partition.rescale import ACCUMULATOR, SHIFT_MIN, multiplier_and_shift, multiplier_bits  # noqa: F401
@@ -98,22 +99,6 @@ def quantize_real(x: float, qp: QParams, dtype: str) -> int:
     if math.isinf(x):
         return lo if x < 0 else hi
     return int(min(max(round(x / qp.scale) + qp.zero_point, lo), hi))
-
-
-def reduced_permutation(shape, perm) -> tuple[list[int], list[int]]:
-    """(shape, perm) of the smallest transpose that moves the same elements as `perm` of `shape`:
-    unit axes dropped, and axes next to each other in the input that stay next to each other in
-    the output merged into one. E.g. [1, 50, 1, 3, 32] by (3, 1, 0, 2, 4) is [50, 3, 32] by (1, 0, 2)."""
-    kept = [p for p in perm if shape[p] != 1]
-    runs: list[list[int]] = []  # runs of input axes, in output order
-    for p in kept:
-        if runs and p == runs[-1][-1] + 1:
-            runs[-1].append(p)
-        else:
-            runs.append([p])
-    order = sorted(range(len(runs)), key=lambda r: runs[r][0])  # the runs in input order
-    dims = [int(np.prod([shape[a] for a in runs[r]])) for r in order]
-    return dims, [order.index(r) for r in range(len(runs))]
 
 
 class Lowerer:

@@ -12,7 +12,8 @@ compile). ``TRANSFORMERS`` is the third: small transformers written from the pub
 descriptions of DeiT, MobileViT, the Keyword Transformer, Conformer, BERT, Whisper's
 encoder, GPT-2 and Llama, each with attention through ``F.scaled_dot_product_attention``
 and, where the architecture allows, a second entry (``_mha``) through
-``nn.MultiheadAttention``. ``load`` and ``kiln compile`` accept all three registries'
+``nn.MultiheadAttention``; and of Swin and LeViT, with attention written by hand as their
+reference implementations write it. ``load`` and ``kiln compile`` accept all three registries'
 names. Each model lives in its own file here, which also
 defines ``ModelUnderTest`` and ``ModelInputs`` in the convention of
 ExecuTorch's ``aot_arm_compiler`` (built on first access where that is costly).
@@ -212,6 +213,18 @@ TRANSFORMERS: Mapping[str, ZooEntry] = types.MappingProxyType(
                 "llama_block",
                 "Llama-like decoder (RMSNorm, rotary embeddings, grouped-query attention, SwiGLU, causal mask); "
                 "1x16 int64 -> 1x16x64; F.scaled_dot_product_attention",
+            ),
+            # Hand-written window and LeViT attention (matmul, learned biases gathered by an index
+            # buffer, softmax), as their reference implementations write it: one variant each.
+            _architecture(
+                "swin_tiny",
+                "Swin-like stages (window attention with a relative position bias table, shifted windows by "
+                "torch.roll and a mask built by slice assignment, patch merging); 1x3x32x32 -> 10; attention by hand",
+            ),
+            _architecture(
+                "levit_tiny",
+                "LeViT-like hybrid (conv stem with Hardswish, Linear+BatchNorm1d, attention biases, "
+                "subsampling attention, distillation head averaged); 1x3x64x64 -> 10; attention by hand",
             ),
         )
     }
