@@ -62,9 +62,8 @@ def test_16_bit_exp_table_by_hand():
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_softmax_within_one_step_of_pt2e(name):
-    """Every output exact. The bound is one step (a float softmax within about 2^-20 of a rounding
-    midpoint may round either way); with exps in Q13 these cases had one probability in 256 of
-    `attention` and one in 230 of `log_long_rows` one step off."""
+    """Every output exact on these cases; kiln's bound is one step (a float softmax within about
+    2^-20 of a rounding midpoint may round either way)."""
     shape, dim, spread, log = CASES[name]
     g = torch.Generator().manual_seed(len(name))
     calibration = [(torch.randn(*shape, generator=g) * spread,) for _ in range(3)]

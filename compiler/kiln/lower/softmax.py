@@ -23,9 +23,8 @@ from kiln.vocabulary import LOG_SOFTMAX_OPS, SOFTMAX_OPS
 # about 2^-29) shifted by the row's clz, the MUL itself shifting by b, so the reciprocal keeps
 # at least 29 - log2(row length) bits; log_softmax subtracts ln m (an interpolated 16-bit table,
 # about 2^-20) and the row's octaves of ln 2 from scale * d. Each result is requantized once:
-# within half a step and about 2^-20 of the exact value (Q13 exps, 2^-14, flip about one
-# probability in 300 of a float softmax's rounding; Q20 about one in 30,000). The PT2E
-# reference applies float softmax to the dequantized input.
+# within half a step and about 2^-20 of the exact value, so it equals PT2E's reference (float
+# softmax of the dequantized input) but where that lies within about 2^-20 of a rounding midpoint.
 EXP_BITS = 20  # at most Q20: 1.0 = 64 << 14, so the high 7 bits fit int8
 EXP_TABLE_BITS = 7  # the bits of E each int8 table holds
 EXP_INDEX_OFFSET = 127  # the table index is d + 127
