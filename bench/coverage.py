@@ -32,7 +32,8 @@ what ExecuTorch fully delegates and kiln does not (the gaps, with kiln's reason)
 fully delegates and ExecuTorch does not, and the geometric mean of kiln/ET cycles over the
 models both put fully on the NPU. The transformers are summarized apart from the other test models, with one
 line more: the same counts and mean over the models each puts on the NPU but for the conversions of its inputs
-(kiln's index checks, ExecuTorch's int64 -> int32 casts of token ids and masks), which both leave on the CPU.
+(kiln's index checks and casts of an input: its int64 mask made bool; ExecuTorch's int64 -> int32 casts of token
+ids and masks), which both leave on the CPU.
 
 Measured figures (ethos-u55-128, ethos-u55-256, ethos-u65-256, ethos-u85-256; 2026-11-26): see
 EXECUTORCH_COVERAGE below; the transformer zoo's (ethos-u55-128, ethos-u65-256, ethos-u85-256): see
@@ -398,7 +399,7 @@ def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tu
     """kiln's placement of one model in the driver's form (plus "reasons": the CPU ops' reasons)."""
     spec = CompileSpec(target, system_config=settings[0], memory_mode=settings[1])
     try:
-        report = kc.compile_model(load(), spec, log=lambda line: None).report
+        result = kc.compile_model(load(), spec, log=lambda line: None)
     except Exception as error:  # noqa: BLE001 (every failure is a finding: keep going)
         return {
             "compiled": False,
@@ -406,9 +407,11 @@ def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tu
             "npu_ops": {},
             "cpu_ops": {},
             "edges": 0,
+            "input_casts": 0,
             "npu_cycles": None,
             "reasons": [],
         }
+    report = result.report
     npu, cpu, reasons = Counter(), Counter(), Counter()
     edges = 0
     for o in report["ops"]:
@@ -425,9 +428,20 @@ def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tu
         "npu_ops": dict(npu),
         "cpu_ops": dict(cpu),
         "edges": edges,
+        "input_casts": input_casts(result.partitioning),
         "npu_cycles": report["npu_cycles"],
         "reasons": [f"{r}{f' (x{n})' if n > 1 else ''}" for r, n in reasons.items()],
     }
+
+
+def input_casts(parts) -> int:
+    """kiln's CPU ops that change the dtype of a program input (aten._to_copy of an input: an int64 mask
+    made bool), as the driver's "input_casts" counts ExecuTorch's."""
+    inputs = {id(v) for v in parts.graph.inputs}
+    return sum(
+        p.partition is None and p.op.op_type == "aten._to_copy" and all(id(v) in inputs for v in p.op.inputs)
+        for p in parts.placements
+    )
 
 
 def fully_on_npu(result: dict) -> bool:
@@ -438,8 +452,8 @@ def fully_on_npu(result: dict) -> bool:
 def on_npu_but_inputs(result: dict) -> bool:
     """Compiled, at least one op on the NPU, and on the CPU besides the quantize/dequantize edges only
     the conversions of the program's inputs: kiln's index checks (kiln.checked_index: a gather's int64
-    indices checked against its table and narrowed to int32), ExecuTorch's casts of an input
-    ("input_casts": its int64 token ids and masks cast to int32)."""
+    indices checked against its table and narrowed to int32) and casts of an input ("input_casts": an
+    int64 mask made bool by kiln, int64 token ids and masks cast to int32 by ExecuTorch)."""
     conversions = result["cpu_ops"].get("kiln.checked_index", 0) + result.get("input_casts", 0)
     return bool(result["compiled"] and result["npu_ops"] and sum(result["cpu_ops"].values()) == conversions)
 

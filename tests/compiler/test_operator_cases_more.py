@@ -86,7 +86,7 @@ def test_transformer_summary_counts_input_conversions_apart():
         (
             "transformers",
             "indices",
-            _result({"linear": 1}, {"kiln.checked_index": 1}, 50),
+            {**_result({"linear": 1}, {"kiln.checked_index": 1, "_to_copy": 1}, 50), "input_casts": 1},
             {**_result({"linear": 1}, {cast: 2}, 100), "input_casts": 2},
         ),
         ("transformers", "full", _result({"linear": 1}, {}, 300), _result({"linear": 1}, {}, 200)),
