@@ -1,7 +1,7 @@
 """Compile-time and NPU-placement benchmark of `kiln compile` against ExecuTorch 1.5.1.
 
 Run: .venv/bin/python bench/compile.py [--target ethos-u55-128]
-     .venv/bin/python bench/compile.py --architectures [--models resnet18,...] [--runs 3] [--executorch]
+     .venv/bin/python bench/compile.py --architectures [--models resnet18,transformers,...] [--runs 3] [--executorch]
 
 Default: per MLPerf Tiny model, kiln's compile time (imports and one warm-up compile of
 another model excluded, so lazy imports inside torch do not count), the share of MACs on
@@ -11,10 +11,14 @@ estimate, beside ExecuTorch 1.5.1's figures measured on this machine kind
 
 --architectures: whole-process compile times, start-up and imports included, as a user
 meets them: `kiln compile NAME --target T --output F.pte` as a process (the median of
---runs runs after one warm-up run), for the architecture models and two zoo models, beside
+--runs runs after one warm-up run), for the architecture models and two zoo models (or --models: names of
+the zoo, the architectures and the transformer zoo, and the sets zoo, arch and transformers), beside
 ExecuTorch 1.5.1's `python -m executorch.backends.arm.scripts.aot_arm_compiler
---model_name NAME.py --delegate --quantize --target T` measured the same way
-(EXECUTORCH_PROCESS: date, runs and machine kind there; ethos-u55-128 only). With
+--model_name NAME.py --delegate --quantize --target T --system_config S --memory_mode M` (kiln's board
+defaults for T) measured the same way (EXECUTORCH_PROCESS: date, runs and machine kind there; ethos-u55-128
+only; the transformer zoo's in EXECUTORCH_TRANSFORMERS_PROCESS, per target). The CLI takes the transformers
+as they are: NAME.py gives it kiln.models.load's module and its tuple of example inputs (several inputs,
+int64 token ids and masks), which it exports, calibrates on and lowers as given. With
 --executorch the bench runs ExecuTorch's CLI here too (needs .venv-executorch:
 ./scripts/executorch_env.sh), the two in turn (kiln, ExecuTorch, kiln, ...), and prints the
 ratio pair by pair. Vela's NPU cycles come from kiln's .json report and ExecuTorch's log.
@@ -61,8 +65,12 @@ EXECUTORCH_PROCESS = {
     "resnet8": (20.5, 3, 202754, 2, "avg_pool2d"),
     "ds_cnn": (19.3, 3, 105423, 2, "avg_pool2d"),
 }
+# The transformer zoo (kiln.models.TRANSFORMERS) the same way, per target (kiln's board defaults for both):
+# target -> model -> the tuple above. Measured: see the comment above each target's figures.
+EXECUTORCH_TRANSFORMERS_PROCESS: dict[str, dict[str, tuple[float, int, int, int, str]]] = {}
 ROOT = Path(__file__).resolve().parent.parent
 ET_PYTHON = ROOT / ".venv-executorch" / "bin" / "python"
+SETS = {"zoo": "MODELS", "arch": "ARCHITECTURES", "transformers": "TRANSFORMERS"}  # --models set -> kiln.models
 # A model file for ExecuTorch's CLI (ModelUnderTest, ModelInputs): kiln's own model, imported from the
 # checkout, so ExecuTorch's environment needs no kiln installed.
 ET_WRAPPER = """import sys
@@ -108,14 +116,21 @@ def architectures(args) -> int:
     """Whole-process compile times of kiln (and ExecuTorch's CLI with --executorch)."""
     from kiln import models
 
-    names = args.models.split(",") if args.models else list(EXECUTORCH_PROCESS)
+    names = [
+        name
+        for wanted in (args.models.split(",") if args.models else EXECUTORCH_PROCESS)
+        for name in (getattr(models, SETS[wanted]) if wanted in SETS else [wanted])
+    ]
     unknown = [n for n in names if models.find(n) is None]
     if unknown:
-        raise SystemExit(f"compile.py: not a zoo or architecture model: {', '.join(unknown)}")
+        raise SystemExit(f"compile.py: not a zoo, architecture or transformer model or set: {', '.join(unknown)}")
     if args.executorch and not ET_PYTHON.is_file():
         raise SystemExit(f"compile.py: --executorch needs {ET_PYTHON} (./scripts/executorch_env.sh makes it)")
     kiln_cli = Path(sys.executable).parent / "kiln"
-    stored_figures = EXECUTORCH_PROCESS if args.target == "ethos-u55-128" else {}
+    stored_figures = {
+        **(EXECUTORCH_PROCESS if args.target == "ethos-u55-128" else {}),
+        **EXECUTORCH_TRANSFORMERS_PROCESS.get(args.target, {}),
+    }
     print(
         f"whole-process compile, {args.target}: median of {args.runs} runs after one warm-up run; "
         f"ET {'measured now, in turn with kiln' if args.executorch else 'from EXECUTORCH_PROCESS (2026-11-25)'}"
@@ -143,6 +158,7 @@ def compare(names: list[str], args, kiln_cli: Path, stored_figures: dict, work: 
         kiln_log, et_log = work / f"{name}.kiln.log", work / f"{name}.et.log"
         et_command = []
         if args.executorch:
+            spec = CompileSpec(args.target).resolved()
             wrapper = work / f"{name}.py"
             wrapper.write_text(
                 ET_WRAPPER.format(compiler=str(ROOT / "compiler"), models=str(ROOT / "models" / "kiln"), name=name)
@@ -157,6 +173,10 @@ def compare(names: list[str], args, kiln_cli: Path, stored_figures: dict, work: 
                 "--quantize",
                 "--target",
                 args.target,
+                "--system_config",
+                spec.system_config,
+                "--memory_mode",
+                spec.memory_mode,
                 "--output",
                 str(work / f"{name}.et.pte"),
             ]
@@ -218,9 +238,11 @@ def main() -> int:
     parser.add_argument(
         "--architectures",
         action="store_true",
-        help="whole-process times of `kiln compile` on the architecture models against ExecuTorch's CLI",
+        help="whole-process times of `kiln compile` on the architecture models (or --models) against ExecuTorch's CLI",
     )
-    parser.add_argument("--models", default=None, help="with --architectures: a comma list of models")
+    parser.add_argument(
+        "--models", default=None, help="with --architectures: a comma list of models and sets (zoo, arch, transformers)"
+    )
     parser.add_argument("--runs", type=int, default=3, help="with --architectures: counted runs per command")
     parser.add_argument(
         "--executorch",

@@ -1,13 +1,13 @@
 """Operator coverage of `kiln compile`: what runs on the NPU, what stays on the CPU and why.
 
     .venv/bin/python bench/coverage.py [--target ethos-u55-128[,ethos-u85-256,...]]
-                                       [--models zoo,arch,ops,NAME,...] [--verbose]
+                                       [--models zoo,arch,transformers,ops,NAME,...] [--verbose]
 
 Test models: kiln's zoo (kiln.models.MODELS), the architecture models
-(kiln.models.ARCHITECTURES) and the single-operator cases of tests/compiler/operator_cases.py. For
-each model and target, one row: compiled or not (the error's line if not), ops on the NPU and
-on the CPU (the float<->int8 quantize/dequantize edges counted apart), the share of MACs on
-the NPU, Vela's NPU cycle estimate and the compile time (in-process time of
+(kiln.models.ARCHITECTURES), the transformer zoo (kiln.models.TRANSFORMERS) and the single-operator
+cases of tests/compiler/operator_cases.py. For each model and target, one row: compiled or not (the
+error's line if not), ops on the NPU and on the CPU (the float<->int8 quantize/dequantize edges
+counted apart), the share of MACs on the NPU, Vela's NPU cycle estimate and the compile time (in-process time of
 kiln.compile.compile_model, after one warm-up compile per target). After the table, the CPU
 ops of each model grouped by op type with their reasons (--verbose: one line per node), then
 a summary: models compiled, NPU and CPU ops in all, the ops most often left on the CPU.
@@ -15,8 +15,10 @@ a summary: models compiled, NPU and CPU ops in all, the ops most often left on t
     .venv/bin/python bench/coverage.py --executorch [--target ...] [--models ...] [--refresh]
 
 --executorch: the same models against ExecuTorch 1.5.1's Arm Ethos-U flow (needs
-.venv-executorch: ./scripts/executorch_env.sh). Sets: zoo, arch, ops (tests/compiler/operator_cases.py)
-and more (tests/compiler/operator_cases_more.py, the vocabulary in several shapes and operand kinds).
+.venv-executorch: ./scripts/executorch_env.sh). Sets: zoo, arch, transformers (kiln.models.TRANSFORMERS: each
+model with the example inputs kiln.models.load gives, int64 token ids and masks included, on both sides), ops
+(tests/compiler/operator_cases.py) and more (tests/compiler/operator_cases_more.py, the vocabulary in several shapes
+and operand kinds).
 ExecuTorch's side runs in one process of its own environment (bench/executorch_coverage.py:
 EthosUQuantizer, to_edge_transform_and_lower with an EthosUPartitioner, Vela's summary); its
 JSON is cached under build/bench-cache/, keyed by the target and the content of the case
@@ -28,10 +30,14 @@ least one op on the NPU, none on the CPU), Vela's NPU cycles for each and kiln/E
 summary per group (single-operator cases, test models): how many each puts fully on the NPU,
 what ExecuTorch fully delegates and kiln does not (the gaps, with kiln's reason), what kiln
 fully delegates and ExecuTorch does not, and the geometric mean of kiln/ET cycles over the
-models both put fully on the NPU.
+models both put fully on the NPU. The transformers are summarized apart from the other test models, with one
+line more: the same counts and mean over the models each puts on the NPU but for the conversions of its inputs
+(kiln's index checks and casts of an input: its int64 mask made bool; ExecuTorch's int64 -> int32 casts of token
+ids and masks), which both leave on the CPU.
 
 Measured figures (ethos-u55-128, ethos-u55-256, ethos-u65-256, ethos-u85-256; 2026-11-26): see
-EXECUTORCH_COVERAGE below.
+EXECUTORCH_COVERAGE below; the transformer zoo's (ethos-u55-128, ethos-u65-256, ethos-u85-256): see
+EXECUTORCH_TRANSFORMERS.
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ from kiln.spec import CompileSpec
 from tests.compiler import operator_cases, operator_cases_more
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
-SETS = ("zoo", "arch", "ops", "more")
+SETS = ("zoo", "arch", "transformers", "ops", "more")
 CASE_SETS = ("ops", "more")  # single-operator cases; the other sets are test models
 ROOT = Path(__file__).resolve().parent.parent
 ET_PYTHON = ROOT / ".venv-executorch" / "bin" / "python"
@@ -73,6 +79,7 @@ def test_models() -> list[tuple[str, str, Callable[[], str | LoadedModel]]]:
     found: list[tuple[str, str, Callable[[], str | LoadedModel]]] = []
     found += [("zoo", name, lambda name=name: name) for name in models.MODELS]
     found += [("arch", name, lambda name=name: name) for name in models.ARCHITECTURES]
+    found += [("transformers", name, lambda name=name: name) for name in models.TRANSFORMERS]
     for name, (make, inputs) in operator_cases.CASES.items():
         found.append(
             ("ops", name, lambda name=name, make=make, inputs=inputs: LoadedModel(name, make().eval(), inputs()))
@@ -94,6 +101,11 @@ def pick(found: list, wanted: str | None) -> list:
     return [m for m in found if m[0] in names or m[1] in names]
 
 
+def set_width(chosen: list) -> int:
+    """The set column's width: four, or the longest chosen set's name."""
+    return max([4, *(len(group) for group, _, _ in chosen)])
+
+
 def one_line(error: Exception) -> str:
     """The error's first line; an error that is no KilnError is a crash (a kiln bug), marked so."""
     lines = str(error).strip().splitlines()
@@ -113,7 +125,7 @@ def reason_of(op: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="ethos-u55-128", help="a target or a comma list")
-    parser.add_argument("--models", default=None, help="comma list of model names and sets (zoo, arch, ops)")
+    parser.add_argument("--models", default=None, help=f"comma list of model names and sets ({', '.join(SETS)})")
     parser.add_argument("--verbose", action="store_true", help="every CPU op by node, not grouped")
     parser.add_argument("--executorch", action="store_true", help="against ExecuTorch 1.5.1 (.venv-executorch)")
     parser.add_argument("--refresh", action="store_true", help="with --executorch: ignore its cached result")
@@ -121,6 +133,7 @@ def main() -> int:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")  # torch.export's notes on the models' code: not this table's business
     chosen = pick(test_models(), args.models)
+    width = set_width(chosen)
     if args.executorch:
         return against_executorch(args, chosen)
 
@@ -135,7 +148,7 @@ def main() -> int:
         warm = time.perf_counter() - start
         print(f"kiln compile, {target} ({' and '.join(vela_settings(target, args.memory_mode))}); warm-up {warm:.1f} s")
         header = (
-            f"{'model':24} {'set':4} {'compiled':8} {'NPU ops':>7} {'CPU ops':>7} {'q/dq':>5} "
+            f"{'model':24} {'set':{width}} {'compiled':8} {'NPU ops':>7} {'CPU ops':>7} {'q/dq':>5} "
             f"{'NPU MACs':>9} {'NPU cycles':>11} {'compile s':>9}  CPU op types / error"
         )
         print(header)
@@ -155,7 +168,7 @@ def main() -> int:
                 seconds_total += seconds
                 failures.append((name, one_line(error)))
                 print(
-                    f"{name:24} {group:4} {'no':8} {'-':>7} {'-':>7} {'-':>5} {'-':>9} {'-':>11} {seconds:9.2f}  "
+                    f"{name:24} {group:{width}} {'no':8} {'-':>7} {'-':>7} {'-':>5} {'-':>9} {'-':>11} {seconds:9.2f}  "
                     f"{one_line(error)}",
                     flush=True,
                 )
@@ -178,7 +191,7 @@ def main() -> int:
             share_text = "-" if share is None else f"{100 * share:.1f}%"
             types = ", ".join(f"{op} x{sum(r.values())}" if sum(r.values()) > 1 else op for op, r in by_type.items())
             print(
-                f"{name:24} {group:4} {'yes':8} {len(npu):7} {len(cpu):7} {len(edges):5} {share_text:>9} "
+                f"{name:24} {group:{width}} {'yes':8} {len(npu):7} {len(cpu):7} {len(edges):5} {share_text:>9} "
                 f"{report['npu_cycles']:11,} {seconds:9.2f}  {types or '-'}",
                 flush=True,
             )
@@ -386,7 +399,7 @@ def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tu
     """kiln's placement of one model in the driver's form (plus "reasons": the CPU ops' reasons)."""
     spec = CompileSpec(target, system_config=settings[0], memory_mode=settings[1])
     try:
-        report = kc.compile_model(load(), spec, log=lambda line: None).report
+        result = kc.compile_model(load(), spec, log=lambda line: None)
     except Exception as error:  # noqa: BLE001 (every failure is a finding: keep going)
         return {
             "compiled": False,
@@ -394,9 +407,11 @@ def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tu
             "npu_ops": {},
             "cpu_ops": {},
             "edges": 0,
+            "input_casts": 0,
             "npu_cycles": None,
             "reasons": [],
         }
+    report = result.report
     npu, cpu, reasons = Counter(), Counter(), Counter()
     edges = 0
     for o in report["ops"]:
@@ -413,14 +428,51 @@ def kiln_result(load: Callable[[], str | LoadedModel], target: str, settings: tu
         "npu_ops": dict(npu),
         "cpu_ops": dict(cpu),
         "edges": edges,
+        "input_casts": input_casts(result.partitioning),
         "npu_cycles": report["npu_cycles"],
         "reasons": [f"{r}{f' (x{n})' if n > 1 else ''}" for r, n in reasons.items()],
     }
 
 
+def input_casts(parts) -> int:
+    """kiln's CPU ops that change the dtype of a program input (aten._to_copy of an input: an int64 mask
+    made bool), as the driver's "input_casts" counts ExecuTorch's."""
+    inputs = {id(v) for v in parts.graph.inputs}
+    return sum(
+        p.partition is None and p.op.op_type == "aten._to_copy" and all(id(v) in inputs for v in p.op.inputs)
+        for p in parts.placements
+    )
+
+
 def fully_on_npu(result: dict) -> bool:
     """Compiled, at least one op on the NPU and none on the CPU besides the quantize/dequantize edges."""
     return bool(result["compiled"] and result["npu_ops"] and not result["cpu_ops"])
+
+
+def on_npu_but_inputs(result: dict) -> bool:
+    """Compiled, at least one op on the NPU, and on the CPU besides the quantize/dequantize edges only
+    the conversions of the program's inputs: kiln's index checks (kiln.checked_index: a gather's int64
+    indices checked against its table and narrowed to int32) and casts of an input ("input_casts": an
+    int64 mask made bool by kiln, int64 token ids and masks cast to int32 by ExecuTorch)."""
+    conversions = result["cpu_ops"].get("kiln.checked_index", 0) + result.get("input_casts", 0)
+    return bool(result["compiled"] and result["npu_ops"] and sum(result["cpu_ops"].values()) == conversions)
+
+
+def summarize_but_inputs(rows: list[tuple[str, str, dict, dict]]) -> list[str]:
+    """One summary line more for models that take token ids: the counts and the geometric mean of
+    kiln/ET NPU cycles over the models each puts on the NPU but for the conversions of its inputs."""
+    if not rows:
+        return []
+    kiln_full = {name for _, name, k, _ in rows if on_npu_but_inputs(k)}
+    et_full = {name for _, name, _, e in rows if on_npu_but_inputs(e)}
+    both = kiln_full & et_full
+    ratios = {n: k["npu_cycles"] / e["npu_cycles"] for _, n, k, e in rows if n in both and e["npu_cycles"]}
+    above = ", ".join(f"{n} {r:.2f}" for n, r in ratios.items() if r > 1.005) or "none"
+    return [
+        f"  on the NPU but for the conversions of their inputs: kiln {len(kiln_full)}, ExecuTorch {len(et_full)}, "
+        f"both {len(both)}; NPU cycles kiln/ET, geometric mean over both: {gmean(list(ratios.values()))} "
+        f"({len(ratios)}; ExecuTorch's Vela); above 1.0x: {above}"
+    ]
 
 
 def op_list(ops: dict[str, int]) -> str:
@@ -438,6 +490,10 @@ def ratio_text(kiln: dict, et: dict, key: str = "npu_cycles") -> str:
     return "-"
 
 
+def gmean(values: list[float]) -> str:
+    return f"{math.exp(sum(map(math.log, values)) / len(values)):.2f}" if values else "-"
+
+
 def summarize(rows: list[tuple[str, str, dict, dict]], label: str) -> list[str]:
     """The summary lines of one group of rows (set, name, kiln's result, ExecuTorch's result)."""
     if not rows:
@@ -451,9 +507,6 @@ def summarize(rows: list[tuple[str, str, dict, dict]], label: str) -> list[str]:
             for _, name, k, e in rows
             if name in kiln_full & et_full and k["npu_cycles"] and e.get(key)
         ]
-
-    def gmean(values: list[float]) -> str:
-        return f"{math.exp(sum(map(math.log, values)) / len(values)):.2f}" if values else "-"
 
     shipped, same = ratios("npu_cycles"), ratios("kiln_vela_cycles")
     lines = [
@@ -501,8 +554,9 @@ def against_executorch(args, chosen: list) -> int:
             "(each counts its own graph), fully on the NPU, Vela's NPU cycles (ExecuTorch's with its own Vela, "
             f"and ET@kVela: its TOSA with kiln's Vela {kiln_vela_version()})"
         )
+        width = set_width(chosen)
         header = (
-            f"{'model':28} {'set':4} {'kiln':>9} {'full':>4} {'ET':>9} {'full':>4} {'kiln cycles':>11} "
+            f"{'model':28} {'set':{width}} {'kiln':>9} {'full':>4} {'ET':>9} {'full':>4} {'kiln cycles':>11} "
             f"{'ET cycles':>10} {'kiln/ET':>7} {'ET@kVela':>10} {'kiln/':>5}  on the CPU: kiln | ET"
         )
         print(header)
@@ -512,14 +566,18 @@ def against_executorch(args, chosen: list) -> int:
             k, e = kiln_result(load, target, settings), et[name]
             rows.append((group, name, k, e))
             print(
-                f"{name:28} {group:4} {_counts(k):>9} {_full(k):>4} {_counts(e):>9} {_full(e):>4} {_cycles(k):>11} "
-                f"{_cycles(e):>10} {ratio_text(k, e):>7} {_cycles(e, 'kiln_vela_cycles'):>10} "
+                f"{name:28} {group:{width}} {_counts(k):>9} {_full(k):>4} {_counts(e):>9} {_full(e):>4} "
+                f"{_cycles(k):>11} {_cycles(e):>10} {ratio_text(k, e):>7} {_cycles(e, 'kiln_vela_cycles'):>10} "
                 f"{ratio_text(k, e, 'kiln_vela_cycles'):>5}  {where_text(k)} | {where_text(e)}",
                 flush=True,
             )
         print("-" * len(header))
         print("\n".join(summarize([r for r in rows if r[0] in CASE_SETS], f"summary {target}, single-operator cases")))
-        print("\n".join(summarize([r for r in rows if r[0] not in CASE_SETS], f"summary {target}, test models")))
+        models_rows = [r for r in rows if r[0] not in CASE_SETS and r[0] != "transformers"]
+        print("\n".join(summarize(models_rows, f"summary {target}, test models")))
+        transformers = [r for r in rows if r[0] == "transformers"]
+        print("\n".join(summarize(transformers, f"summary {target}, transformers")))
+        print("\n".join(summarize_but_inputs(transformers)))
         print()
     return 0
 

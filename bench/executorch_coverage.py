@@ -5,8 +5,9 @@ the NPU, for every named case, in one process. Run it with ExecuTorch's environm
         --names conv2d_3x3,resnet8,... [--output result.json]
 
 Each name is a single-operator case of tests/compiler/operator_cases.py or tests/compiler/operator_cases_more.py
-(torch only), or a kiln zoo or architecture model (kiln.models, imported from the checkout:
-the model definitions and kiln.errors, never kiln's compiler). Per name, the flow a user of
+(torch only), or a kiln zoo, architecture or transformer model (kiln.models, imported from the checkout:
+the model definitions and kiln.errors, never kiln's compiler), with the example inputs kiln.models.load
+gives, as they are (several inputs, int64 token ids and masks alike). Per name, the flow a user of
 ExecuTorch's public API writes: torch.export, EthosUQuantizer with the symmetric int8
 per-channel config (PT2E prepare, one calibration run on the example inputs, convert),
 torch.export again, to_edge_transform_and_lower with an EthosUPartitioner; Vela runs inside
@@ -14,11 +15,12 @@ the partitioner's preprocess and its summary (captured from standard output) giv
 cycles, summed over the delegates.
 
 Output (JSON, to --output or standard output): {"target", "executorch", "vela", "results": {name:
-{"compiled", "error", "npu_ops", "cpu_ops", "edges", "delegates", "npu_cycles", "seconds"[, "tosa"]}}}
-where npu_ops / cpu_ops map an edge op (aten. and .default dropped) to its count, the
+{"compiled", "error", "npu_ops", "cpu_ops", "edges", "input_casts", "delegates", "npu_cycles", "seconds"[,
+"tosa"]}}} where npu_ops / cpu_ops map an edge op (aten. and .default dropped) to its count, the
 float<->int8 quantize/dequantize nodes counted apart in "edges" (those on the CPU) and left
-out of npu_ops; with --tosa-dir, "tosa" lists the delegates' TOSA files kept there (what
-bench/coverage.py estimates again with kiln's Vela). "compiled" means lowered:
+out of npu_ops; "input_casts" counts the CPU ops of cpu_ops that change the dtype of a program
+input (the int64 -> int32 casts of token ids and masks); with --tosa-dir, "tosa" lists the
+delegates' TOSA files kept there (what bench/coverage.py estimates again with kiln's Vela). "compiled" means lowered:
 to_edge_transform_and_lower succeeded (to_executorch is not run; placement and Vela's figures
 are known by then). A case that fails has compiled false and its error's first line.
 Progress goes to standard error, one line per name.
@@ -49,6 +51,7 @@ import torch  # noqa: E402
 
 EDGE_OPS = re.compile(r"quantized_decomposed\.(de)?quantize_per_(tensor|channel)|cortex_m\.(de)?quantize_per_tensor")
 SKIPPED = {"getitem", "executorch_call_delegate"}  # plumbing, not ops
+CASTS = {"dim_order_ops._to_dim_order_copy", "_to_copy"}  # dtype conversions, as op_name spells them
 CYCLES = re.compile(r"^NPU cycles\s+(\d+) cycles/batch", re.MULTILINE)
 CASE_SECONDS = 600  # one name may take this long before it counts as failed
 
@@ -79,9 +82,11 @@ def load(name: str):
     return module.eval(), tuple(inputs)
 
 
-def count(graph_module) -> tuple[Counter, Counter, int, int]:
-    """(NPU ops, CPU ops, CPU quantize/dequantize edges, delegates) of a lowered edge program."""
-    npu, cpu, edges, delegates = Counter(), Counter(), 0, 0
+def count(program) -> tuple[Counter, Counter, int, int, int]:
+    """(NPU ops, CPU ops, CPU quantize/dequantize edges, delegates, CPU casts of a program input) of a
+    lowered edge program."""
+    npu, cpu, edges, delegates, input_casts = Counter(), Counter(), 0, 0, 0
+    graph_module, inputs = program.graph_module, set(program.graph_signature.user_inputs)
     for node in graph_module.graph.nodes:
         if node.op == "get_attr" and node.name.startswith("lowered_module_"):
             delegates += 1
@@ -93,7 +98,8 @@ def count(graph_module) -> tuple[Counter, Counter, int, int]:
                 edges += 1
             else:
                 cpu[op_name(node)] += 1
-    return npu, cpu, edges, delegates
+                input_casts += op_name(node) in CASTS and getattr(node.args[0], "name", None) in inputs
+    return npu, cpu, edges, delegates, input_casts
 
 
 class TimedOut(Exception):
@@ -129,7 +135,7 @@ def compile_one(
                 partitioner=[EthosUPartitioner(spec)],
                 compile_config=EdgeCompileConfig(_check_ir_validity=False),
             )
-        npu, cpu, edges, delegates = count(edge.exported_program().graph_module)
+        npu, cpu, edges, delegates, input_casts = count(edge.exported_program())
         cycles = [int(n) for n in CYCLES.findall(vela_output.getvalue())]
         result = {
             "compiled": True,
@@ -137,6 +143,7 @@ def compile_one(
             "npu_ops": dict(npu),
             "cpu_ops": dict(cpu),
             "edges": edges,
+            "input_casts": input_casts,
             "delegates": delegates,
             "npu_cycles": sum(cycles) if cycles else None,
         }
@@ -203,6 +210,7 @@ def main() -> int:
                 "npu_ops": {},
                 "cpu_ops": {},
                 "edges": 0,
+                "input_casts": 0,
                 "delegates": 0,
                 "npu_cycles": None,
             }

@@ -77,3 +77,36 @@ def test_summary_lists_the_gaps_both_ways():
     assert "    crash: CRASH KeyError: x" in lines
     assert "    ahead: ET on the CPU: where.self x3" in lines
     assert "neither" not in text.split("\n", 1)[1]
+
+
+def test_transformer_summary_counts_input_conversions_apart():
+    coverage = _coverage()
+    cast = "dim_order_ops._to_dim_order_copy"
+    rows = [
+        (
+            "transformers",
+            "indices",
+            {**_result({"linear": 1}, {"kiln.checked_index": 1, "_to_copy": 1}, 50), "input_casts": 1},
+            {**_result({"linear": 1}, {cast: 2}, 100), "input_casts": 2},
+        ),
+        ("transformers", "full", _result({"linear": 1}, {}, 300), _result({"linear": 1}, {}, 200)),
+        (
+            "transformers",
+            "mask",
+            _result({"linear": 1}, {"kiln.checked_index": 1, "unsqueeze": 4}),
+            {**_result({"linear": 1}, {cast: 1}), "input_casts": 1},
+        ),
+        (
+            "transformers",
+            "inner_cast",
+            _result({"linear": 1}, {}),
+            {**_result({"linear": 1}, {cast: 1}), "input_casts": 0},
+        ),
+    ]
+    assert coverage.summarize(rows, "t")[0].startswith("t: 4; fully on the NPU: kiln 2, ExecuTorch 1, both 1,")
+    # both: indices (50/100) and full (300/200); geometric mean sqrt(0.5 * 1.5) = 0.866
+    assert coverage.summarize_but_inputs(rows) == [
+        "  on the NPU but for the conversions of their inputs: kiln 3, ExecuTorch 3, both 2; NPU cycles kiln/ET, "
+        "geometric mean over both: 0.87 (2; ExecuTorch's Vela); above 1.0x: full 1.50"
+    ]
+    assert coverage.summarize_but_inputs([]) == []
