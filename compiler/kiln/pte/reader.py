@@ -27,11 +27,14 @@ from kiln.pte.schema import (
     DelegateCall,
     DelegateCompileSpec,
     DelegateSlot,
+    DeviceType,
     Double,
     DoubleList,
     EValue,
     ExecutionPlan,
     ExtendedHeader,
+    ExtraTensorInfo,
+    ExtraTensorInfoSlot,
     Frame,
     FrameSlot,
     FreeCall,
@@ -54,11 +57,12 @@ from kiln.pte.schema import (
     String,
     SubsegmentOffsets,
     Tensor,
+    TensorDataLocation,
     TensorList,
     TensorShapeDynamism,
     TensorSlot,
 )
-from kiln.pte.validate import check_index, check_plan
+from kiln.pte.validate import check_index, check_plan, check_state
 
 _U8, _I8, _U16, _I32, _U32 = (struct.Struct(f) for f in ("<B", "<b", "<H", "<i", "<I"))
 _I64, _U64, _F64 = (struct.Struct(f) for f in ("<q", "<Q", "<d"))
@@ -186,9 +190,25 @@ def _enum(enum: type[IntEnum], value: int, what: str) -> IntEnum:
     return enum(value)
 
 
+def _read_extra(t: _Table | None) -> ExtraTensorInfo | None:
+    """A tensor's extra_tensor_info: its name, data in the file (not EXTERNAL) on the CPU."""
+    if t is None:
+        return None
+    location = t.scalar(ExtraTensorInfoSlot.location, _I8, "location")
+    if location != TensorDataLocation.SEGMENT:
+        raise PteError(f"{t.what}.location is {location}, not SEGMENT (external tensor data): not supported")
+    device = t.scalar(ExtraTensorInfoSlot.device_type, _I8, "device_type")
+    if device != DeviceType.CPU:
+        raise PteError(f"{t.what}.device_type is {device}, not CPU: not supported")
+    return ExtraTensorInfo(
+        t.string(ExtraTensorInfoSlot.fully_qualified_name, "fully_qualified_name"),
+        t.scalar(ExtraTensorInfoSlot.mutable_data_segments_idx, _U64, "mutable_data_segments_idx"),
+        device_index=t.scalar(ExtraTensorInfoSlot.device_index, _I8, "device_index"),
+    )
+
+
 def _read_tensor(t: _Table) -> Tensor:
-    if t.table(TensorSlot.extra_tensor_info, "extra_tensor_info") is not None:
-        raise PteError(f"{t.what}.extra_tensor_info is set (external or mutable tensor data): not supported")
+    extra = _read_extra(t.table(TensorSlot.extra_tensor_info, "extra_tensor_info"))
     alloc = t.table(TensorSlot.allocation_info, "allocation_info")
     return Tensor(
         scalar_type=_enum(ScalarType, t.scalar(TensorSlot.scalar_type, _I8, "scalar_type"), f"{t.what}.scalar_type"),
@@ -208,6 +228,7 @@ def _read_tensor(t: _Table) -> Tensor:
         shape_dynamism=_enum(
             TensorShapeDynamism, t.scalar(TensorSlot.shape_dynamism, _I8, "shape_dynamism"), f"{t.what}.shape_dynamism"
         ),
+        extra_tensor_info=extra,
     )
 
 
@@ -470,6 +491,8 @@ def deserialize(data: bytes) -> PteFile:
     targets = {DataLocation.INLINE: len(program.backend_delegate_data), DataLocation.SEGMENT: len(program.segments)}
     for i, plan in enumerate(program.execution_plans):
         check_plan(plan, f"execution_plan[{i}]", n_constants, targets)
+    check_state(program.execution_plans)
+    for i, plan in enumerate(program.execution_plans):
         for j, v in enumerate(plan.values):
             if isinstance(v, Tensor) and v.data_buffer_idx:
                 have = len(pte.constant(v.data_buffer_idx))

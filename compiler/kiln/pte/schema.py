@@ -134,6 +134,26 @@ class DataLocation(IntEnum):
     SEGMENT = 1  # index into Program.segments
 
 
+class TensorDataLocation(IntEnum):
+    """Where a tensor with extra_tensor_info keeps its data (program.fbs)."""
+
+    SEGMENT = 0  # in the .pte (or, without data, planned memory)
+    EXTERNAL = 1  # outside it, found by fully_qualified_name: not supported
+
+
+class DeviceType(IntEnum):
+    CPU = 0
+    CUDA = 1
+
+
+# The memory id of the program's state arena (ExecuTorch's share_mutable_buffers convention,
+# exir/passes/memory_planning_pass.py): every plan lists non_const_buffer_sizes [0, its
+# activations, the arena], and every mutable buffer, a state tensor, is planned in memory id 2
+# at the same offset in every plan, with no data (its initial value is zeros, written by the
+# application) and extra_tensor_info naming it by its fully qualified name.
+STATE_MEMORY_ID = 2
+
+
 class KernelTypes(IntEnum):
     """Type codes of the EValue union `KernelTypes` (0 = NONE, no value)."""
 
@@ -206,6 +226,10 @@ class TensorSlot(IntEnum):
     ) = range(10)
 
 
+class ExtraTensorInfoSlot(IntEnum):
+    mutable_data_segments_idx, fully_qualified_name, location, device_type, device_index = range(5)
+
+
 class ChainSlot(IntEnum):
     inputs, outputs, instructions, stacktrace = range(4)
 
@@ -244,10 +268,23 @@ class AllocationInfo:
         return (self.memory_offset_high << 32) | self.memory_offset_low
 
 
+@dataclass(frozen=True)
+class ExtraTensorInfo:
+    """program.fbs table ExtraTensorInfo: what few tensors need. kiln reads and writes data in
+    the .pte (location SEGMENT) on the CPU; a state tensor carries its name here."""
+
+    fully_qualified_name: str = ""
+    mutable_data_segments_idx: int = 0
+    location: TensorDataLocation = TensorDataLocation.SEGMENT
+    device_type: DeviceType = DeviceType.CPU
+    device_index: int = 0
+
+
 @dataclass(frozen=True, kw_only=True)
 class Tensor:
     """data_buffer_idx > 0: constant data (constant index, 0 is reserved for none);
-    allocation_info: planned memory; neither: the data pointer is supplied at run time."""
+    allocation_info: planned memory; neither: the data pointer is supplied at run time.
+    A tensor planned in STATE_MEMORY_ID is program state (extra_tensor_info names it)."""
 
     scalar_type: ScalarType
     sizes: Sequence[int]
@@ -258,6 +295,7 @@ class Tensor:
     allocation_info: AllocationInfo | None = None
     layout: int = 0
     shape_dynamism: TensorShapeDynamism = TensorShapeDynamism.STATIC
+    extra_tensor_info: ExtraTensorInfo | None = None
 
     def __post_init__(self):
         _freeze(self, "sizes", "dim_order")

@@ -34,6 +34,7 @@ from kiln.pte.schema import (
     EValue,
     ExecutionPlan,
     ExtendedHeader,
+    ExtraTensorInfoSlot,
     FrameSlot,
     FreeCall,
     Instruction,
@@ -56,7 +57,7 @@ from kiln.pte.schema import (
     TensorList,
     TensorSlot,
 )
-from kiln.pte.validate import check_plan
+from kiln.pte.validate import check_plan, check_state
 
 # The union type code of each value and instruction dataclass.
 _EVALUE_CODE = {
@@ -155,6 +156,21 @@ class _Writer:
                 [(0, "u32", a.memory_id), (1, "u32", a.memory_offset_low), (2, "u32", a.memory_offset_high)],
                 f"{at}.allocation_info",
             )
+        extra = 0
+        if t.extra_tensor_info is not None:
+            e = t.extra_tensor_info
+            name = self.string(e.fully_qualified_name) if e.fully_qualified_name else 0
+            extra = self.table(
+                len(ExtraTensorInfoSlot),
+                [
+                    (ExtraTensorInfoSlot.mutable_data_segments_idx, "u64", e.mutable_data_segments_idx),
+                    (ExtraTensorInfoSlot.fully_qualified_name, "off", name),
+                    (ExtraTensorInfoSlot.location, "i8", int(e.location)),
+                    (ExtraTensorInfoSlot.device_type, "i8", int(e.device_type)),
+                    (ExtraTensorInfoSlot.device_index, "i8", e.device_index),
+                ],
+                f"{at}.extra_tensor_info",
+            )
         return self.table(
             len(TensorSlot),
             [
@@ -167,6 +183,7 @@ class _Writer:
                 (TensorSlot.allocation_info, "off", alloc),
                 (TensorSlot.layout, "i8", t.layout),
                 (TensorSlot.shape_dynamism, "i8", int(t.shape_dynamism)),
+                (TensorSlot.extra_tensor_info, "off", extra),
             ],
             at,
         )
@@ -376,6 +393,7 @@ def serialize(
             raise PteError(f"{what} {alignment} is not a power of two")
     for i, plan in enumerate(program.execution_plans):
         check_plan(plan, f"execution_plan[{i}]", len(constants) + 1, {DataLocation.INLINE: len(delegate_payloads)})
+    check_state(program.execution_plans)
 
     # The constant segment: the empty placeholder, then each constant, padded to the
     # tensor alignment except the last.
