@@ -1,0 +1,193 @@
+"""Programs of several methods sharing a state arena on kiln's runtime core, built for the host
+under AddressSanitizer and UBSan (runtime_host).
+
+References independent of the C++ code: kiln.pte.reader for what the loader lists, the numpy
+sequence of tests/firmware/runtime/state_program.py for what the methods compute and leave in
+the state arena, ExecuTorch 1.5.1's own runtime (marked `executorch`) running the same program,
+and hand-made damage for the loader's errors.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kiln.errors import PteError
+from kiln.pte import writer
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import (
+    STATE_MEMORY_ID,
+    AllocationInfo,
+    Chain,
+    DeviceType,
+    ExtraTensorInfo,
+    Tensor,
+    TensorDataLocation,
+)
+from tests.firmware.runtime import state_program
+from tests.firmware.runtime.helpers import run_tool
+
+ROOT = Path(__file__).resolve().parents[3]
+ET_PYTHON = ROOT / ".venv-executorch" / "bin" / "python"
+X = {
+    "x1": np.array([1.0, 2.0, 3.0, 4.0], np.float32),
+    "x2": np.array([2.0, -1.0, 0.5, 3.0], np.float32),
+    "x3": np.array([-1.5, 4.0, 2.0, 0.25], np.float32),
+}
+CALLS = [("accumulate", "x1"), ("scale", "x2"), ("scale", "x3"), ("accumulate", "x2")]
+
+
+def _error(done) -> str:
+    assert done.returncode == 1, done.stdout + done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def pte(tmp_path) -> Path:
+    path = tmp_path / "state.pte"
+    path.write_bytes(state_program.write())
+    for name, x in X.items():
+        x.tofile(tmp_path / f"{name}.bin")
+    return path
+
+
+def _sequence(runtime_host, pte: Path, calls, *options):
+    folder = pte.parent
+    args = [f"{method}={folder / x}.bin" for method, x in calls]
+    return run_tool(runtime_host, "sequence", *options, pte, folder, *args)
+
+
+def test_load_lists_every_method_its_planned_buffers_and_states(runtime_host, pte):
+    done = run_tool(runtime_host, "load", pte)
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = json.loads(done.stdout)
+    plans = deserialize(pte.read_bytes()).program.execution_plans
+    expected = []
+    for plan in plans:
+        states = [
+            [v.extra_tensor_info.fully_qualified_name, v.allocation_info.offset,
+             {"type": int(v.scalar_type), "nbytes": v.nbytes, "value": i, "sizes": list(v.sizes)}]
+            for i, v in enumerate(plan.values)
+            if isinstance(v, Tensor) and v.allocation_info and v.allocation_info.memory_id == STATE_MEMORY_ID
+        ]  # fmt: skip
+        expected.append({"name": plan.name, "planned": list(plan.non_const_buffer_sizes[1:]), "states": states})
+    assert got["methods"] == expected
+    assert [m["name"] for m in got["methods"]] == list(state_program.METHODS)
+    assert [s[:2] for s in got["methods"][1]["states"]] == [["acc", 0], ["steps", 16]]
+    assert got["planned"] == expected[0]["planned"]  # the handle load returns reads plan 0
+
+
+def test_state_carries_from_method_to_method(runtime_host, pte):
+    """accumulate, scale, scale, accumulate over one zeroed arena: each output and the arena after
+    each call as numpy works them out (acc and the call count steps)."""
+    done = _sequence(runtime_host, pte, CALLS)
+    assert done.stdout.strip() == "ok methods=2 calls=4", done.stdout + done.stderr
+    expected = state_program.expected([(m, X[x]) for m, x in CALLS])
+    for k, (y, arena) in enumerate(expected):
+        assert np.fromfile(pte.parent / f"call{k}_output_0.bin", np.float32).tolist() == y.tolist()
+        assert (pte.parent / f"call{k}_state.bin").read_bytes() == arena
+    assert np.frombuffer(expected[-1][1][16:24], np.int64).tolist() == [4]  # steps: every call counted
+
+
+needs_executorch = pytest.mark.skipif(
+    not ET_PYTHON.exists(),
+    reason="ExecuTorch 1.5.1 environment .venv-executorch is missing: run ./scripts/executorch_env.sh",
+)
+
+
+@pytest.mark.executorch
+@needs_executorch
+def test_executorch_runs_the_two_method_program_to_the_same_outputs(pte, tmp_path):
+    """ExecuTorch 1.5.1's runtime (portable kernels) loads kiln's two-plan program with its
+    memory-id-2 state, shares the arena between the methods, and gives each call the output numpy
+    works out."""
+    calls = [
+        {"method": m, "inputs": [{"dtype": "float32", "shape": [4], "hex": X[x].tobytes().hex()}]} for m, x in CALLS
+    ]
+    (tmp_path / "calls.json").write_text(json.dumps(calls))
+    run = subprocess.run(
+        [str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_run.py"), str(pte), str(tmp_path / "calls.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    outputs = json.loads(run.stdout)
+    expected = state_program.expected([(m, X[x]) for m, x in CALLS])
+    assert [np.frombuffer(bytes.fromhex(o[0]), np.float32).tolist() for o in outputs] == [
+        y.tolist() for y, _ in expected
+    ]
+
+
+@pytest.mark.parametrize(
+    "options, calls, expected",
+    [
+        ([], [("decode", "x1")], "error 0x20d method: no such method: none of that name among 2"),
+        (["--buffers=1"], CALLS, "error 0x201 method: planned buffer not supplied: memory id 2 (1 buffers supplied)"),
+        (["--state-bytes=16"], CALLS, "error 0x202 method: planned buffer too small: memory id 2 needs 32 bytes"),
+    ],
+)
+def test_a_method_without_its_memory_or_name_is_refused_at_create(runtime_host, pte, options, calls, expected):
+    assert _error(_sequence(runtime_host, pte, calls, *options)) == expected
+
+
+def _state(plan, **changes):
+    """plan with its state tensor acc (value 0) changed."""
+    return state_program.with_values(plan, v0=replace(plan.values[0], **changes))
+
+
+EXTERNAL = ExtraTensorInfo("acc", location=TensorDataLocation.EXTERNAL)
+ON_CUDA = ExtraTensorInfo("acc", device_type=DeviceType.CUDA)
+# Each a damage to the two plans and the loader's whole report of it.
+DAMAGE = {
+    "arenas of different sizes": (
+        lambda plans: [plans[0], replace(plans[1], non_const_buffer_sizes=[0, 48, 48])],
+        "error 0x10e pte: plans declare state arenas of different sizes: plan 1 declares 48 bytes of memory id 2, "
+        "an earlier plan another size",
+    ),
+    "a state tensor past the arena": (
+        lambda plans: [plans[0], _state(plans[1], allocation_info=AllocationInfo.at(STATE_MEMORY_ID, 24))],
+        "error 0x10a pte: malformed tensor: outside its planned buffer (value 0)",
+    ),
+    "state data outside the file": (
+        lambda plans: [_state(plans[0], extra_tensor_info=EXTERNAL), plans[1]],
+        "error 0x10c pte: unsupported feature: tensor data outside the .pte or on another device (0)",
+    ),
+    "a state tensor on another device": (
+        lambda plans: [plans[0], _state(plans[1], extra_tensor_info=ON_CUDA)],
+        "error 0x10c pte: unsupported feature: tensor data outside the .pte or on another device (0)",
+    ),
+    "a second plan of two chains": (
+        lambda plans: [plans[0], replace(plans[1], chains=[plans[1].chains[0], Chain([], [], [])])],
+        "error 0x10c pte: unsupported feature: not exactly one chain (2)",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_state_is_refused_at_load(runtime_host, tmp_path, monkeypatch, damage):
+    """kiln's writer and reader refuse each damage too (kiln.pte.validate, reader): written here
+    with their checks off."""
+    edit, expected = DAMAGE[damage]
+    for check in ("check_plan", "check_state"):
+        monkeypatch.setattr(writer, check, lambda *args, **kwargs: None)
+    path = tmp_path / "bad.pte"
+    path.write_bytes(state_program.write(edit))
+    assert _error(run_tool(runtime_host, "load", path)) == expected
+    if "chains" not in damage:  # two chains are valid ExecuTorch; kiln's runtime runs one
+        with pytest.raises(PteError):
+            deserialize(path.read_bytes())
+
+
+def test_every_truncation_and_byte_flip_of_the_state_program_ends_in_an_error_or_a_run(runtime_host, pte):
+    done = run_tool(runtime_host, "corrupt", pte, "--execute")
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcomes = json.loads(done.stdout)
+    assert "loaded" not in outcomes["truncations"]
+    assert sum(outcomes["flips"].values()) == 3 * pte.stat().st_size
+    assert outcomes["flips"].get("executed", 0) > 0
