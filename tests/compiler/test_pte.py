@@ -748,10 +748,8 @@ needs_executorch = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def et_dump(tmp_path_factory):
-    path = tmp_path_factory.mktemp("et") / "kiln.pte"
-    path.write_bytes(write_full())
+def _dumped(path: Path) -> dict:
+    """ExecuTorch's reading of the .pte at `path` (tests/tools/et_dump.py)."""
     run = subprocess.run(
         [str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_dump.py"), str(path)],
         capture_output=True,
@@ -759,7 +757,14 @@ def et_dump(tmp_path_factory):
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    return path.read_bytes(), json.loads(run.stdout)
+    return json.loads(run.stdout)
+
+
+@pytest.fixture(scope="module")
+def et_dump(tmp_path_factory):
+    path = tmp_path_factory.mktemp("et") / "kiln.pte"
+    path.write_bytes(write_full())
+    return path.read_bytes(), _dumped(path)
 
 
 @pytest.mark.executorch
@@ -811,14 +816,7 @@ def test_executorch_reads_state_tensors_of_two_methods(tmp_path):
     memory id 2 at its offset, named by extra_tensor_info."""
     path = tmp_path / "state.pte"
     path.write_bytes(state_program.write())
-    run = subprocess.run(
-        [str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_dump.py"), str(path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    plans = json.loads(run.stdout)["restored"]["execution_plan"]
+    plans = _dumped(path)["restored"]["execution_plan"]
     assert [p["name"] for p in plans] == list(state_program.METHODS)
     for plan in plans:
         assert plan["non_const_buffer_sizes"] == [0, state_program.ACTIVATIONS[plan["name"]], 32]

@@ -204,11 +204,18 @@ void print_methods(const Program& p) {
   std::printf("]");
 }
 
-int cmd_load(const char* path) {
+// The .pte at `path` loaded from a copy of its bytes in `pte` (exactly its size: AddressSanitizer
+// sees any read past it).
+Result<Program> load_file(const char* path, std::unique_ptr<Aligned>& pte) {
   std::vector<uint8_t> file = read_file(path);
-  Aligned pte(file.size());
-  std::memcpy(pte.data, file.data(), file.size());
-  Result<Program> loaded = Program::load(pte.data, pte.size);
+  pte = std::make_unique<Aligned>(file.size());
+  std::memcpy(pte->data, file.data(), file.size());
+  return Program::load(pte->data, pte->size);
+}
+
+int cmd_load(const char* path) {
+  std::unique_ptr<Aligned> pte;
+  Result<Program> loaded = load_file(path, pte);
   if (!loaded.ok()) return fail(loaded.error());
   const Program& p = loaded.value();
   std::printf("{\"values\": %u, \"instructions\": %zu,\n \"inputs\": [", p.value_count(), p.instruction_count());
@@ -255,28 +262,24 @@ int cmd_load(const char* path) {
   return 0;
 }
 
-// Fills a method's inputs from a comma-separated list of files.
-int set_inputs(Method& m, const std::string& files, std::vector<std::vector<uint8_t>>& keep) {
-  size_t i = 0, start = 0;
-  while (start <= files.size() && !files.empty()) {
-    const size_t end = std::min(files.find(',', start), files.size());
-    keep.push_back(read_file(files.substr(start, end - start).c_str()));
+// Fills a method's inputs from `files`, one per input; `keep` holds the bytes of those bound
+// with set_input. 0, or the exit status after printing why.
+int set_inputs(Method& m, const std::vector<std::string>& files, std::vector<std::vector<uint8_t>>& keep) {
+  if (files.size() != m.input_count()) {
+    std::fprintf(stderr, "the program takes %zu inputs\n", m.input_count());
+    return 2;
+  }
+  keep.reserve(files.size());  // set_input keeps pointers into it
+  for (size_t i = 0; i < files.size(); ++i) {
+    keep.push_back(read_file(files[i].c_str()));
     Tensor* t = m.input(i);
-    if (t == nullptr || keep.back().size() != t->nbytes) {
-      return fail(Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), 0});
-    }
+    if (keep.back().size() != t->nbytes) return fail(Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), 0});
     if (t->data == nullptr) {
       Status s = m.set_input(i, keep.back().data(), keep.back().size());
       if (!s.ok()) return fail(s.error());
-    } else if (t->nbytes != 0) {
+    } else if (t->nbytes != 0) {  // an empty input's vector has no data
       std::memcpy(t->data, keep.back().data(), t->nbytes);
     }
-    ++i;
-    start = end + 1;
-  }
-  if (i != m.input_count()) {
-    std::fprintf(stderr, "the method takes %zu inputs\n", m.input_count());
-    return 2;
   }
   return 0;
 }
@@ -289,10 +292,8 @@ void write_file(const std::string& path, const void* data, size_t n) {
 }
 
 int cmd_sequence(const char* path, const char* out_dir, char** calls, int n_calls, size_t limit, size_t state_bytes) {
-  std::vector<uint8_t> file = read_file(path);
-  Aligned pte(file.size());
-  std::memcpy(pte.data, file.data(), file.size());
-  Result<Program> loaded = Program::load(pte.data, pte.size);
+  std::unique_ptr<Aligned> pte;
+  Result<Program> loaded = load_file(path, pte);
   if (!loaded.ok()) return fail(loaded.error());
   const Program& program = loaded.value();
   std::vector<Program> plans;
@@ -321,8 +322,14 @@ int cmd_sequence(const char* path, const char* out_dir, char** calls, int n_call
     const size_t eq = call.find('=');
     Method& m = methods[call.substr(0, eq)];
     m.set_work_budget(runner_work_budget(m.work_per_run()));
+    std::vector<std::string> files;  // the comma-separated list after '='
+    for (size_t start = eq + 1; eq != std::string::npos && start <= call.size();) {
+      const size_t end = std::min(call.find(',', start), call.size());
+      files.push_back(call.substr(start, end - start));
+      start = end + 1;
+    }
     std::vector<std::vector<uint8_t>> keep;
-    if (int status = set_inputs(m, eq == std::string::npos ? "" : call.substr(eq + 1), keep)) return status;
+    if (int status = set_inputs(m, files, keep)) return status;
     Status run = m.execute();
     if (!run.ok()) return fail(run.error());
     const std::string prefix = std::string(out_dir) + "/call" + std::to_string(k);
@@ -339,42 +346,20 @@ int cmd_sequence(const char* path, const char* out_dir, char** calls, int n_call
 }
 
 int cmd_run(const char* path, const char* out_dir, char** inputs, int n_inputs, const char* budget) {
-  std::vector<uint8_t> file = read_file(path);
-  Aligned pte(file.size());
-  std::memcpy(pte.data, file.data(), file.size());
-  Result<Program> loaded = Program::load(pte.data, pte.size);
+  std::unique_ptr<Aligned> pte;
+  Result<Program> loaded = load_file(path, pte);
   if (!loaded.ok()) return fail(loaded.error());
   Memory memory(loaded.value());
   Result<Method> created = Method::create(loaded.value(), memory.method, kKernelTable, kBackends);
   if (!created.ok()) return fail(created.error());
   Method& m = created.value();
   m.set_work_budget(budget != nullptr ? std::strtoull(budget, nullptr, 10) : runner_work_budget(m.work_per_run()));
-  if (static_cast<size_t>(n_inputs) != m.input_count()) {
-    std::fprintf(stderr, "the program takes %zu inputs\n", m.input_count());
-    return 2;
-  }
   std::vector<std::vector<uint8_t>> input_data;
-  for (int i = 0; i < n_inputs; ++i) {
-    input_data.push_back(read_file(inputs[i]));
-    Tensor* t = m.input(i);
-    if (input_data.back().size() != t->nbytes)
-      return fail(Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), 0});
-    if (t->data == nullptr) {
-      Status s = m.set_input(i, input_data.back().data(), input_data.back().size());
-      if (!s.ok()) return fail(s.error());
-    } else if (t->nbytes != 0) {  // an empty input's vector has no data
-      std::memcpy(t->data, input_data.back().data(), t->nbytes);
-    }
-  }
+  if (int status = set_inputs(m, std::vector<std::string>(inputs, inputs + n_inputs), input_data)) return status;
   Status run = m.execute();
   if (!run.ok()) return fail(run.error());
   for (size_t i = 0; i < m.output_count(); ++i) {
-    std::string name = std::string(out_dir) + "/output_" + std::to_string(i) + ".bin";
-    FILE* f = std::fopen(name.c_str(), "wb");
-    if (f == nullptr) return 2;
-    const Tensor* t = m.output(i);
-    if (t->nbytes) std::fwrite(t->data, 1, t->nbytes, f);
-    std::fclose(f);
+    write_file(std::string(out_dir) + "/output_" + std::to_string(i) + ".bin", m.output(i)->data, m.output(i)->nbytes);
   }
   std::printf("ok delegate_inits=%d delegate_executes=%d work_per_run=%llu\n", g_standin.inits, g_standin.executes,
               static_cast<unsigned long long>(m.work_per_run()));
