@@ -2,6 +2,7 @@
 
     kiln build --pte=FILE --target=ethos-u55-128 [--board=NAME] [--system_config=NAME]
         [--memory_mode=NAME] [--build_type=Release|Debug] [--output=DIR] [--default-input=FILE]...
+        [--generate]
 
 The board is the target's reference board unless --board names another with that NPU
 configuration (kiln.boards.target refuses one without it).
@@ -13,6 +14,8 @@ sources (`generate`: the .pte as an .incbin placed per memory mode, the buffers 
 sections in the board's regions, the selective kernel table), configures and builds
 firmware/apps/executor_runner with CMake and the board's toolchain, writes a size and
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
+With --generate it builds the generation app (firmware/apps/generate: a language model's
+prefill and decode) over the same generated sources instead.
 
 A program of several methods (execution plans) gets a value, kernel and delegate table per
 method and one set of planned buffers for all of them, each memory id the largest method's:
@@ -54,6 +57,9 @@ from kiln.pte.writer import without_reference_data
 APP_DIR = paths.FIRMWARE_DIR / "apps" / "executor_runner"
 KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
 APP = "executor_runner"
+# The apps over the generated model sources, each a target of APP_DIR's CMake project, and the
+# first words of its banner and report.
+APPS = {APP: "kiln executor runner", "generate": "kiln generate"}
 BAKED_PTE = "model.pte"  # in the generated sources: the .pte model_pte.S bakes in
 DATA_RESERVE = 64 * 1024  # the runner's and runtime's own .data/.bss beside planned buffers
 BUFFER_ALIGNMENT = 32  # whole D-cache lines: the NPU writes the scratch
@@ -500,7 +506,8 @@ def _forget_other_toolchain(build_dir: Path, toolchain_file: Path):
         shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
 
 
-def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
+def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path, app: str = APP) -> Path:
+    """Configures APP_DIR's project for `p` and builds `app` (one of APPS); returns its ELF."""
     firmware.check_tools(p.target.board)
     build_dir = out / "cmake"
     _forget_other_toolchain(build_dir, p.target.board.cpu.toolchain_file)
@@ -525,8 +532,8 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
         p,
         out / firmware.BUILD_LOG,
     )
-    _run(["cmake", "--build", str(build_dir)], "building the runner", p, out / firmware.BUILD_LOG)
-    elf = build_dir / f"{APP}.elf"
+    _run(["cmake", "--build", str(build_dir), "--target", app], "building the runner", p, out / firmware.BUILD_LOG)
+    elf = build_dir / f"{app}.elf"
     if not elf.is_file():
         raise RunnerBuildError(f"the build finished without {elf}")
     return elf
@@ -657,7 +664,7 @@ def report(p: Plan, elf: Path, out: Path) -> str:
     usage = _region_usage(elf, regions)
     parts = _map_parts(elf.with_suffix(".map").read_text(), regions)
     lines = [
-        f"kiln executor runner: {p.model} for {p.target.name} on {p.target.board.name} "
+        f"{APPS.get(elf.stem, APPS[APP])}: {p.model} for {p.target.name} on {p.target.board.name} "
         f"({p.system_config}, {p.memory_mode})",
         f"  ELF {elf}",
         "",
@@ -763,16 +770,20 @@ def build_runner(
     echo=print,
     stack_size: int | None = None,
     board: str | None = None,
+    app: str = APP,
 ) -> Path:
     """Plans, generates, builds and reports; returns the ELF. `target`: its name or its Target;
     `stack_size`: the main stack in bytes (default: the board's); `board`: default the target's
-    reference board."""
+    reference board; `app`: which of APPS (the generation app, "generate", runs a language
+    model's prefill and decode methods: firmware/apps/generate)."""
     if build_type not in ("Release", "Debug"):
         raise UsageError(f"build type {build_type!r} is not Release or Debug")
+    if app not in APPS:
+        raise UsageError(f"app {app!r} is not one of {', '.join(APPS)}")
     p = plan(Path(pte_path), target, memory_mode, system_config, check_target, stack_size, board)
     out = Path(output or default_output(Path(pte_path), p.target, p.memory_mode)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     gen = generate(p, out, list(default_inputs), bake)
-    elf = build(p, gen, out, build_type, Path(bake) if bake else gen / BAKED_PTE)
+    elf = build(p, gen, out, build_type, Path(bake) if bake else gen / BAKED_PTE, app)
     echo(report(p, elf, out), end="")
     return elf

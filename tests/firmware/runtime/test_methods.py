@@ -29,7 +29,7 @@ from kiln.pte.schema import (
     Tensor,
     TensorDataLocation,
 )
-from tests.firmware.runtime import state_program
+from tests.firmware.runtime import state_program, toy_lm
 from tests.firmware.runtime.helpers import run_tool
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -92,6 +92,32 @@ def test_state_carries_from_method_to_method(runtime_host, pte):
         assert np.fromfile(pte.parent / f"call{k}_output_0.bin", np.float32).tolist() == y.tolist()
         assert (pte.parent / f"call{k}_state.bin").read_bytes() == arena
     assert np.frombuffer(expected[-1][1][16:24], np.int64).tolist() == [4]  # steps: every call counted
+
+
+def test_the_toy_language_model_generates_numpys_tokens_on_the_host(runtime_host, tmp_path):
+    """tests/firmware/runtime/toy_lm.py: prefill of a prompt, then decode fed each token numpy
+    works out at the next position; every step's token and logits are numpy's, and the cache
+    after the last step holds the prompt and the tokens fed back."""
+    prompt, n, length = b"Hello", 6, 16
+    tokens, logits = toy_lm.generate(prompt, n, length)
+    pte = tmp_path / "toy.pte"
+    pte.write_bytes(toy_lm.write(length))
+    padded = np.zeros((1, length), np.int64)
+    padded[0, : len(prompt)] = list(prompt)
+    padded.tofile(tmp_path / "tokens.bin")
+    np.array([len(prompt)], np.int64).tofile(tmp_path / "length.bin")
+    calls = [f"prefill={tmp_path / 'tokens.bin'},{tmp_path / 'length.bin'}"]
+    for k in range(1, n):
+        np.array([[tokens[k - 1]]], np.int64).tofile(tmp_path / f"token{k}.bin")
+        np.array([len(prompt) + k - 1], np.int64).tofile(tmp_path / f"position{k}.bin")
+        calls.append(f"decode={tmp_path / f'token{k}.bin'},{tmp_path / f'position{k}.bin'}")
+    done = run_tool(runtime_host, "sequence", pte, tmp_path, *calls)
+    assert done.stdout.strip() == f"ok methods=2 calls={n}", done.stdout + done.stderr
+    for k in range(n):
+        assert np.fromfile(tmp_path / f"call{k}_output_0.bin", np.int64).tolist() == [tokens[k]]
+        assert (tmp_path / f"call{k}_output_1.bin").read_bytes() == logits[k].tobytes()
+    cache = np.fromfile(tmp_path / f"call{n - 1}_state.bin", np.int64)
+    assert cache.tolist() == [*prompt, *tokens[:-1], *[0] * (length - len(prompt) - n + 1)]
 
 
 needs_executorch = pytest.mark.skipif(
