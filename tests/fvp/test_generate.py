@@ -72,6 +72,17 @@ def test_a_run_to_the_last_position_of_the_cache_runs_and_one_past_it_is_refused
     ]
 
 
+def test_without_options_the_app_generates_what_the_cache_holds_after_its_prompt(toy):
+    """kiln run's plain run of the app: its default prompt (16 bytes, "Once upon a time") fills
+    the toy's 16 positions, so the default 16 tokens shorten to prefill's one."""
+    pte, elf = toy
+    done = flow.run(flow.firmware(elf, TARGET), platform="virtual", timeout=300)
+    assert done.status == 0, "\n".join(done.uart)
+    generation = done.transcript.generation
+    assert (generation.prompt, generation.tokens_asked) == (b"Once upon a time", 1)
+    assert [t.token for t in generation.tokens] == toy_lm.generate(b"Once upon a time", 1, CACHE)[0]
+
+
 def test_a_prompt_longer_than_prefill_takes_is_refused(toy, tmp_path):
     pte, elf = toy
     done = flow.generate(elf, TARGET, bytes(CACHE + 1), 1, pte, tmp_path, platform="virtual", timeout=300)

@@ -24,6 +24,7 @@ bool take_option(void* context, const char* token) {
     return true;
   }
   if (const char* count = runner::option_value(token, "--tokens=")) {
+    options.tokens_given = true;
     if (runner::parse_positive(count, options.tokens) && options.tokens <= kMaxTokens) return true;
     print("runner: --tokens takes a whole number from 1 to %u, not '%s'\n", unsigned(kMaxTokens), count);
     return false;
@@ -166,7 +167,7 @@ bool load(const Tensor& t, uint32_t i, int64_t& value) {
   return true;
 }
 
-int set_prompt(const Options& options, Model& model, uint32_t& length) {
+int set_prompt(Options& options, Model& model, uint32_t& length) {
   Tensor& tokens = *model.prefill.input(0);
   const uint32_t capacity = model.prompt_capacity;
   HostFile file;
@@ -185,6 +186,8 @@ int set_prompt(const Options& options, Model& model, uint32_t& length) {
     return runner::kExitUsage;
   }
   // Decode runs at positions length .. length + tokens - 2: each must lie in the cache.
+  const uint32_t room = length > model.cache_length ? 1 : model.cache_length - length + 1;
+  if (!options.tokens_given && options.tokens > room) options.tokens = room;
   if (uint64_t{length} + options.tokens - 1 > model.cache_length) {
     print("runner: --tokens=%u after a prompt of %u bytes takes decode to position %u; the cache holds %u positions\n",
           unsigned(options.tokens), unsigned(length), unsigned(length + options.tokens - 2),

@@ -11,8 +11,9 @@
 // exports them); the app reads types and shapes from the methods, never assumes them.
 //
 // Options (semihosting command line): --prompt=PATH (the prompt's bytes; default
-// kDefaultPrompt), --tokens=N (tokens to generate, prefill's one included; default
-// kDefaultTokens, at most kMaxTokens), and the runner's --output-dir=DIR (writes logits.bin:
+// kDefaultPrompt), --tokens=N (tokens to generate, prefill's one included, at most kMaxTokens;
+// default kDefaultTokens, or as many as the cache holds after the prompt when fewer), and the
+// runner's --output-dir=DIR (writes logits.bin:
 // each step's logits, output 1 of the method that ran it, back to back) and
 // --npu-timeout-ms=N.
 #pragma once
@@ -33,6 +34,7 @@ struct Options {
   runner::Options common;        // --output-dir, --npu-timeout-ms (no --input)
   const char* prompt = nullptr;  // nullptr: kDefaultPrompt
   uint32_t tokens = kDefaultTokens;
+  bool tokens_given = false;  // --tokens given: a run past the cache is refused, not shortened
 };
 
 // Reads the command line (none at all: the defaults); false after printing why.
@@ -56,10 +58,11 @@ bool store(runtime::Tensor& t, uint32_t i, int64_t value);
 // Reads element `i` of integer tensor `t` into `value` (false: not an integer type, or i past it).
 bool load(const runtime::Tensor& t, uint32_t i, int64_t& value);
 
-// Fills prefill's inputs with the prompt (`path`, or kDefaultPrompt) and prints the prompt
-// line; its length in `length`. kExitOk, or kExitUsage after printing why (no such file, an
+// Fills prefill's inputs with the prompt (options.prompt, or kDefaultPrompt) and prints the
+// prompt line; its length in `length`; without --tokens, shortens options.tokens to what the
+// cache holds after the prompt. kExitOk, or kExitUsage after printing why (no such file, an
 // empty prompt, a prompt longer than P, --tokens past the cache).
-int set_prompt(const Options& options, Model& model, uint32_t& length);
+int set_prompt(Options& options, Model& model, uint32_t& length);
 
 // One token's line, up to its cycles (runner::print_run writes the rest):
 //   token K: ID 'c' at POSITION by METHOD, ...
