@@ -13,7 +13,12 @@ descriptions of DeiT, MobileViT, the Keyword Transformer, Conformer, BERT, Whisp
 encoder, GPT-2 and Llama, each with attention through ``F.scaled_dot_product_attention``
 and, where the architecture allows, a second entry (``_mha``) through
 ``nn.MultiheadAttention``; and of Swin and LeViT, with attention written by hand as their
-reference implementations write it. ``load`` and ``kiln compile`` accept all three registries'
+reference implementations write it. ``LANGUAGE_MODELS`` is the fourth: language models with a
+KV cache held in buffers and two methods, ``prefill`` and ``decode`` (``kiln_methods`` names them
+with their example inputs, ``kiln_calibration`` the calls kiln calibrates with); ``load``
+returns decode's example inputs. They have a registry of their own because their program is
+several methods over shared state, not one forward: the other registries' test benches
+compile and compare one forward. ``load`` and ``kiln compile`` accept all four registries'
 names. Each model lives in its own file here, which also
 defines ``ModelUnderTest`` and ``ModelInputs`` in the convention of
 ExecuTorch's ``aot_arm_compiler`` (built on first access where that is costly).
@@ -36,7 +41,7 @@ from kiln.errors import UsageError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ARCHITECTURES", "MODELS", "TRANSFORMERS", "ZooEntry", "find", "load"]
+__all__ = ["ARCHITECTURES", "LANGUAGE_MODELS", "MODELS", "TRANSFORMERS", "ZooEntry", "find", "load"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,15 +219,36 @@ TRANSFORMERS = _registry(
 )
 
 
+LANGUAGE_MODELS = _registry(
+    _entry(
+        "tinylm",
+        "Llama-family byte-level language model trained on Python's pydoc topics (RMSNorm, rotary "
+        "embeddings, grouped-query attention, SwiGLU, KV cache); prefill 1x32 int64, decode 1x1 int64 -> "
+        "next byte, 1x256 logits",
+        "tinylm",
+    ),
+    _entry(
+        "smollm2_135m_shape",
+        "SmolLM2-135M's shape (30 layers, width 576, 9 heads, 3 key/value heads, vocab 49152, tied "
+        "embeddings) with random weights, never trained; prefill 1x32 int64, decode 1x1 int64 -> next token, "
+        "1x49152 logits",
+        "tinylm",
+        "smollm2_135m",
+    ),
+)
+
+
 def find(name: str) -> ZooEntry | None:
-    """The entry of `name` in the zoo, among the architectures or the transformers; None if none has it."""
-    return MODELS.get(name) or ARCHITECTURES.get(name) or TRANSFORMERS.get(name)
+    """The entry of `name` in the zoo, among the architectures, the transformers or the language
+    models; None if none has it."""
+    return MODELS.get(name) or ARCHITECTURES.get(name) or TRANSFORMERS.get(name) or LANGUAGE_MODELS.get(name)
 
 
 def load(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """Build the zoo, architecture or transformer model `name`: (module in eval mode, tuple of example inputs)."""
+    """Build the zoo, architecture, transformer or language model `name`: (module in eval mode,
+    tuple of example inputs)."""
     entry = find(name)
     if entry is None:
-        known = ", ".join([*MODELS, *ARCHITECTURES, *TRANSFORMERS])
+        known = ", ".join([*MODELS, *ARCHITECTURES, *TRANSFORMERS, *LANGUAGE_MODELS])
         raise UsageError(f"unknown model {name!r}; known models: {known}")
     return entry.build()
