@@ -436,16 +436,16 @@ class PteFile:
         if index is None:
             raise PteError(f"the program has no method {name!r} (it has {', '.join(map(repr, self.methods()))})")
         plan = self.program.execution_plans[index]
-        for field in ("inputs", "outputs"):
-            for j, value_index in enumerate(getattr(plan, field)):
+        for side in ("inputs", "outputs"):
+            for j, value_index in enumerate(getattr(plan, side)):
                 value = plan.values[value_index]
                 if not isinstance(value, Tensor):
                     raise PteError(
-                        f"execution_plan[{index}].{field}[{j}] is value {value_index}, a {type(value).__name__}; "
+                        f"execution_plan[{index}].{side}[{j}] is value {value_index}, a {type(value).__name__}; "
                         "kiln runs programs whose inputs and outputs are tensors"
                     )
                 if value.data_buffer_idx:
-                    raise PteError(f"execution_plan[{index}].{field}[{j}] is value {value_index}, a constant tensor")
+                    raise PteError(f"execution_plan[{index}].{side}[{j}] is value {value_index}, a constant tensor")
         return plan
 
 
