@@ -4,6 +4,8 @@ the reference a firmware's generation must equal token for token and logit for l
 The program's contract (a model with methods, kiln.frontend.state; ExecuTorch's LLM runner keeps a
 similar one): method `prefill` takes the prompt's tokens [1, P] (padded with 0 to the program's P)
 and how many of them there are [1]; method `decode` takes one token [1, 1] and its position [1].
+A program without prefill reads the prompt through decode, a token at a time (ExecuTorch's LLM
+runner does so for a program of one method).
 Each returns the next token (its one-element integer output) and the logits (its other output),
 and both share the state (the key/value cache) that the calls carry from one to the next. Tokens
 are bytes (a byte-level model's vocabulary). Where the program has ExecuTorch's constant method
@@ -71,33 +73,48 @@ def _input(plan: ExecutionPlan, k: int, values: list[int]) -> np.ndarray:
 
 
 def generate(data: bytes, prompt: bytes, tokens: int) -> list[Step]:
-    """Prefill with `prompt`, then decode until `tokens` tokens are generated (greedy, as the
-    program picks them) or the cache is full."""
+    """Prefill with `prompt` (or, in a program without prefill, decode it a token at a time), then
+    decode until `tokens` tokens are generated (greedy, as the program picks them) or the cache is
+    full."""
     f = deserialize(data)
     methods = f.methods()
-    if PREFILL not in methods or DECODE not in methods:
-        raise UsageError(f"the program has methods {', '.join(methods)}; kiln generate needs prefill and decode")
-    prefill, decode = f.method(PREFILL), f.method(DECODE)
-    if len(prefill.inputs) != 2 or len(decode.inputs) != 2:
-        raise UsageError("prefill takes (tokens, length) and decode (token, position); this program's do not")
-    room = int(np.prod(prefill.values[prefill.inputs[0]].sizes))
-    if not 0 < len(prompt) <= room:
-        raise UsageError(f"the prompt has {len(prompt)} bytes; this program's prefill takes 1 to {room}")
+    if DECODE not in methods:
+        raise UsageError(f"the program has methods {', '.join(methods)}; kiln generate needs decode (and prefill)")
+    decode = f.method(DECODE)
+    if len(decode.inputs) != 2:
+        raise UsageError("decode takes (token, position); this program's does not")
     if tokens < 1:
         raise UsageError(f"--tokens {tokens}: generate at least one token")
     limit = constant_method(f, MAX_SEQ_LEN)
+    if not prompt or (limit is not None and len(prompt) > limit):
+        raise UsageError(f"the prompt has {len(prompt)} bytes; this program takes 1 to {limit}")
     state: dict[str, np.ndarray] = {}
-    steps = []
-    outputs = run_host._run(f, [_input(prefill, 0, list(prompt)), _input(prefill, 1, [len(prompt)])], PREFILL, state)
-    token_at, logits_at = _roles(prefill)
-    position = len(prompt)
-    steps.append(Step(position, int(outputs[token_at].reshape(-1)[0]), outputs[logits_at]))
     token_at, logits_at = _roles(decode)
+
+    def step(method: ExecutionPlan, inputs: list[np.ndarray], position: int, roles: tuple[int, int]) -> Step:
+        outputs = run_host._run(f, inputs, method.name, state)
+        return Step(position, int(outputs[roles[0]].reshape(-1)[0]), outputs[roles[1]])
+
+    if PREFILL in methods:
+        prefill = f.method(PREFILL)
+        room = int(np.prod(prefill.values[prefill.inputs[0]].sizes)) if len(prefill.inputs) == 2 else 0
+        if not room:
+            raise UsageError("prefill takes (tokens, length); this program's does not")
+        if len(prompt) > room:
+            raise UsageError(f"the prompt has {len(prompt)} bytes; this program's prefill takes 1 to {room}")
+        inputs = [_input(prefill, 0, list(prompt)), _input(prefill, 1, [len(prompt)])]
+        steps = [step(prefill, inputs, len(prompt), _roles(prefill))]
+    else:  # the prompt through decode, a token at a time: the last call gives the first new token
+        for position, token in enumerate(prompt):
+            first = step(
+                decode, [_input(decode, 0, [token]), _input(decode, 1, [position])], position + 1, (token_at, logits_at)
+            )
+        steps = [first]
+    position = len(prompt)
     while len(steps) < tokens and (limit is None or position < limit):  # decode writes the cache at `position`
-        token = steps[-1].token
-        outputs = run_host._run(f, [_input(decode, 0, [token]), _input(decode, 1, [position])], DECODE, state)
+        inputs = [_input(decode, 0, [steps[-1].token]), _input(decode, 1, [position])]
         position += 1
-        steps.append(Step(position, int(outputs[token_at].reshape(-1)[0]), outputs[logits_at]))
+        steps.append(step(decode, inputs, position, (token_at, logits_at)))
     return steps
 
 
