@@ -409,14 +409,19 @@ class _Builder:
         self.env[node] = out
 
     def requantized(self, node: Node) -> bool:
-        """Folds quantize(dequantize(v)) into a product by 1 if it changes v's integer type (where an
-        8-bit value meets a 16-bit reader, or the reverse): on the NPU one RESCALE, on the CPU the
-        same dequantize and quantize as PT2E's reference. Returns whether it did."""
+        """Folds quantize(dequantize(v)) into a product by 1 if it changes v's integer type or its
+        qparams (where an 8-bit value meets a 16-bit reader, or the reverse; where a value written
+        at a fixed range, a program's state, meets a reader observing its own): on the NPU one
+        RESCALE, on the CPU the same dequantize and quantize as PT2E's reference. Returns whether it
+        did (the same type and qparams: v itself)."""
         integer = self.dq.get(node.args[0])
-        dtype = _dtype(node.args[5])
-        if integer is None or integer.is_constant or integer.qparams is None or integer.dtype == dtype:
+        if integer is None or integer.is_constant or integer.qparams is None:
             return False
-        out = Value(node.name, integer.shape, dtype, _qparams(node, self.constants))
+        dtype, qparams = _dtype(node.args[5]), _qparams(node, self.constants)
+        if integer.dtype == dtype and integer.qparams == qparams:
+            self.env[node] = integer
+            return True
+        out = Value(node.name, integer.shape, dtype, qparams)
         module = integer.producer.module if integer.producer is not None else ""
         self.add(node.name, aten.mul.Tensor, (integer, 1.0), {}, [out], module, origin=REQUANTIZE_ORIGIN)
         self.env[node] = out
