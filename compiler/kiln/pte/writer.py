@@ -34,6 +34,7 @@ from kiln.pte.schema import (
     EValue,
     ExecutionPlan,
     ExtendedHeader,
+    ExtraTensorInfoSlot,
     FrameSlot,
     FreeCall,
     Instruction,
@@ -155,6 +156,10 @@ class _Writer:
                 [(0, "u32", a.memory_id), (1, "u32", a.memory_offset_low), (2, "u32", a.memory_offset_high)],
                 f"{at}.allocation_info",
             )
+        extra = 0
+        if t.name is not None:
+            name = self.string(t.name)
+            extra = self.table(len(ExtraTensorInfoSlot), [(ExtraTensorInfoSlot.fully_qualified_name, "off", name)], at)
         return self.table(
             len(TensorSlot),
             [
@@ -167,6 +172,7 @@ class _Writer:
                 (TensorSlot.allocation_info, "off", alloc),
                 (TensorSlot.layout, "i8", t.layout),
                 (TensorSlot.shape_dynamism, "i8", int(t.shape_dynamism)),
+                (TensorSlot.extra_tensor_info, "off", extra),
             ],
             at,
         )
