@@ -6,6 +6,8 @@
     kiln run --elf FILE --target T [--board B]        firmware on Arm's FVP if installed, else the virtual platform
                                                       (--profile=PTE: with kiln profile's per-layer table)
     kiln run-host PTE --input FILE --output-dir DIR   a .pte on the host: the reference the firmware must match
+    kiln generate PTE --prompt TEXT --tokens N         text from a language model's .pte (prefill, then decode
+                                                      steps) on the host: the reference of the firmware's
     kiln profile MODEL --target T [--output DIR]      per-layer NPU cycles and bytes beside Vela's estimate
     kiln targets                                      the NPU targets, the boards, their Vela defaults and
                                                       the boards' unverified facts
@@ -252,6 +254,26 @@ def _run_host(args) -> int:
 
     for path in host.run_files(args.pte, args.input, args.output_dir):
         print(path)
+    return 0
+
+
+def _generate(args) -> int:
+    from kiln import isolation
+
+    isolation.prepare("kiln.reference.isolated_tosa")
+    from kiln.reference import generate
+
+    prompt = args.prompt.encode("utf-8")
+    steps = generate.generate(Path(args.pte).read_bytes(), prompt, args.tokens)
+    if args.logits_dir:
+        args.logits_dir.mkdir(parents=True, exist_ok=True)
+        for n, step in enumerate(steps):
+            (args.logits_dir / f"logits_{n}.bin").write_bytes(
+                step.logits.astype(step.logits.dtype.newbyteorder("<")).tobytes()
+            )
+    for n, step in enumerate(steps):
+        print(f"token {n}: {step.token} {bytes([step.token & 0xFF])!r} at position {step.position}")
+    print(args.prompt + generate.text(steps))
     return 0
 
 
@@ -629,6 +651,16 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         help="one input's raw little-endian bytes (once per input, in order)",
     )
     rh.add_argument("--output-dir", required=True, metavar="DIR", help="where output_<i>.bin go (created)")
+
+    ge = command(
+        "generate",
+        "generate text from a language model's .pte on the host (prefill, then greedy decode steps)",
+        _generate,
+    )
+    ge.add_argument("pte", metavar="PTE", help="a program with methods prefill and decode (e.g. kiln compile tinylm)")
+    ge.add_argument("--prompt", required=True, metavar="TEXT", help="the text to continue (its UTF-8 bytes are tokens)")
+    ge.add_argument("--tokens", type=int, default=32, metavar="N", help="how many tokens to generate (default 32)")
+    ge.add_argument("--logits-dir", type=Path, metavar="DIR", help="write each step's logits there, logits_<n>.bin")
 
     pf = command(
         "profile",

@@ -22,7 +22,7 @@ from kiln import boards, cli
 from kiln.firmware import runner_build
 from kiln.pte import writer
 from kiln.pte.reader import deserialize
-from kiln.pte.schema import AllocationInfo, ExtraTensorInfo, Operator, TensorDataLocation
+from kiln.pte.schema import AllocationInfo, ExtraTensorInfoSlot, Operator
 from tests.compiler.helpers import error_lines
 from tests.firmware.runtime import state_program
 from tests.firmware.runtime.helpers import In, single_kernel
@@ -187,18 +187,15 @@ def _moved_state(plans):
     return [plans[0], state_program.with_values(plans[1], v0=replace(acc, allocation_info=AllocationInfo.at(2, 16)))]
 
 
+# Each an edit of the two plans, or fields written into every state's extra_tensor_info
+# (state_program.extra_fields).
 STATE_DAMAGE = {
-    "arenas of different sizes": lambda plans: [plans[0], replace(plans[1], non_const_buffer_sizes=[0, 48, 64])],
-    "a state tensor moved": _moved_state,
-    "state data outside the file": lambda plans: [
-        state_program.with_values(
-            plans[0],
-            v0=replace(
-                plans[0].values[0], extra_tensor_info=ExtraTensorInfo("acc", location=TensorDataLocation.EXTERNAL)
-            ),
-        ),
-        plans[1],
-    ],
+    "arenas of different sizes": (
+        lambda plans: [plans[0], replace(plans[1], non_const_buffer_sizes=[0, 48, 64])],
+        (),
+    ),
+    "a state tensor moved": (_moved_state, ()),
+    "state data outside the file": (None, [(ExtraTensorInfoSlot.location, "i8", 1)]),  # EXTERNAL
 }
 
 
@@ -210,8 +207,10 @@ def test_a_state_its_methods_cannot_share_is_one_error_line_for_run_host_and_bui
     2) the methods could not share, written without the writer's checks."""
     monkeypatch.setattr(runner_build, "generate", lambda *args, **kwargs: (_ for _ in ()).throw(Planned()))
     monkeypatch.setattr(writer, "check_state", lambda *args, **kwargs: None)
+    edit, fields = STATE_DAMAGE[damage]
+    state_program.extra_fields(monkeypatch, *fields)
     path = tmp_path / "model.pte"
-    path.write_bytes(state_program.write(STATE_DAMAGE[damage]))
+    path.write_bytes(state_program.write(edit))
     np.zeros(4, np.float32).tofile(tmp_path / "x.bin")
     run_host = ["run-host", str(path), "--input", str(tmp_path / "x.bin"), "--output-dir", str(tmp_path / "out")]
     assert assert_one_error_line(cli.main, run_host, capsys)

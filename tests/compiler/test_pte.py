@@ -29,12 +29,11 @@ from kiln.pte.schema import (
     DataSegment,
     DelegateCall,
     DelegateCompileSpec,
-    DeviceType,
     Double,
     DoubleList,
     ExecutionPlan,
     ExtendedHeader,
-    ExtraTensorInfo,
+    ExtraTensorInfoSlot,
     Frame,
     FreeCall,
     Int,
@@ -54,7 +53,6 @@ from kiln.pte.schema import (
     String,
     SubsegmentOffsets,
     Tensor,
-    TensorDataLocation,
     TensorList,
 )
 from kiln.pte.writer import _align, _Writer, serialize, without_reference_data
@@ -343,7 +341,7 @@ def test_state_tensors_keep_their_names_and_places_through_a_round_trip():
     f = deserialize(state_program.write())
     assert list(f.program.execution_plans) == state_program.plans()
     for plan in f.program.execution_plans:
-        states = [(v.extra_tensor_info.fully_qualified_name, v.allocation_info.memory_id, v.allocation_info.offset)
+        states = [(v.name, v.allocation_info.memory_id, v.allocation_info.offset)
                   for v in plan.values[:2]]  # fmt: skip
         assert states == [("acc", 2, 0), ("steps", 2, 16)]
         assert plan.non_const_buffer_sizes[STATE_MEMORY_ID] == state_program.STATE_ARENA
@@ -378,18 +376,17 @@ def test_writer_and_reader_refuse_a_state_arena_methods_cannot_share(damage, mes
 
 
 @pytest.mark.parametrize(
-    "extra, message",
+    "field, message",
     [
-        (ExtraTensorInfo("acc", location=TensorDataLocation.EXTERNAL), "location is 1, not SEGMENT"),
-        (ExtraTensorInfo("acc", device_type=DeviceType.CUDA), "device_type is 1, not CPU"),
+        (ExtraTensorInfoSlot.location, "places the tensor's data in a mutable data segment or outside the file"),
+        (ExtraTensorInfoSlot.device_type, "places the tensor on device type 1, not the CPU (0)"),
     ],
 )
-def test_reader_refuses_tensor_data_outside_the_file_or_the_cpu(extra, message):
-    data = state_program.write(
-        lambda plans: [state_program.with_values(plans[0], v0=replace(plans[0].values[0], extra_tensor_info=extra))]
-    )
-    with pytest.raises(PteError, match=f"execution_plan\\[0\\].values\\[0\\].val.extra_tensor_info.{message}"):
-        deserialize(data)
+def test_reader_refuses_tensor_data_outside_the_file_or_the_cpu(field, message, monkeypatch):
+    """location 1 (EXTERNAL: the data found by name elsewhere), device_type 1 (CUDA)."""
+    state_program.extra_fields(monkeypatch, (field, "i8", 1))
+    with pytest.raises(PteError, match=re.escape(f"execution_plan[0].values[0].val.extra_tensor_info {message}")):
+        deserialize(state_program.write())
 
 
 # --- A file assembled by hand ------------------------------------------------------------

@@ -121,6 +121,17 @@ SCALAR_TYPES = {np.dtype(t).name: code for code, t in NUMPY_DTYPES.items()}  # "
 # not know, and no firmware reads these, so the runner bakes a program without them
 # (without_reference_data).
 TOSA_KEY = "kiln/tosa/{}"
+# The planned memory buffers (non_const_buffer_sizes' indices): 0 is reserved; kiln plans a
+# method's tensors in 1 and a program's state in 2, as ExecuTorch places shared mutable buffers
+# (its MemoryPlanningPass with share_mutable_buffers): at one offset in every method.
+PLANNED_MEMORY_ID = 1
+STATE_MEMORY_ID = 2
+
+
+def tosa_key(plan: str, delegate: int) -> str:
+    """The named-data key of the TOSA graph of delegate `delegate` of plan `plan`: TOSA_KEY's in
+    plan "forward", else "kiln/tosa/<plan>/<delegate>"."""
+    return TOSA_KEY.format(delegate) if plan == "forward" else TOSA_KEY.format(f"{plan}/{delegate}")
 
 
 class TensorShapeDynamism(IntEnum):
@@ -132,26 +143,6 @@ class TensorShapeDynamism(IntEnum):
 class DataLocation(IntEnum):
     INLINE = 0  # index into Program.backend_delegate_data
     SEGMENT = 1  # index into Program.segments
-
-
-class TensorDataLocation(IntEnum):
-    """Where a tensor with extra_tensor_info keeps its data (program.fbs)."""
-
-    SEGMENT = 0  # in the .pte (or, without data, planned memory)
-    EXTERNAL = 1  # outside it, found by fully_qualified_name: not supported
-
-
-class DeviceType(IntEnum):
-    CPU = 0
-    CUDA = 1
-
-
-# The memory id of the program's state arena (ExecuTorch's share_mutable_buffers convention,
-# exir/passes/memory_planning_pass.py): every plan lists non_const_buffer_sizes [0, its
-# activations, the arena], and every mutable buffer, a state tensor, is planned in memory id 2
-# at the same offset in every plan, with no data (its initial value is zeros, written by the
-# application) and extra_tensor_info naming it by its fully qualified name.
-STATE_MEMORY_ID = 2
 
 
 class KernelTypes(IntEnum):
@@ -268,23 +259,12 @@ class AllocationInfo:
         return (self.memory_offset_high << 32) | self.memory_offset_low
 
 
-@dataclass(frozen=True)
-class ExtraTensorInfo:
-    """program.fbs table ExtraTensorInfo: what few tensors need. kiln reads and writes data in
-    the .pte (location SEGMENT) on the CPU; a state tensor carries its name here."""
-
-    fully_qualified_name: str = ""
-    mutable_data_segments_idx: int = 0
-    location: TensorDataLocation = TensorDataLocation.SEGMENT
-    device_type: DeviceType = DeviceType.CPU
-    device_index: int = 0
-
-
 @dataclass(frozen=True, kw_only=True)
 class Tensor:
     """data_buffer_idx > 0: constant data (constant index, 0 is reserved for none);
-    allocation_info: planned memory; neither: the data pointer is supplied at run time.
-    A tensor planned in STATE_MEMORY_ID is program state (extra_tensor_info names it)."""
+    allocation_info: planned memory; neither: the data pointer is supplied at run time. `name`:
+    extra_tensor_info.fully_qualified_name, which names a program's state (a mutable buffer);
+    kiln reads and writes no other field of extra_tensor_info."""
 
     scalar_type: ScalarType
     sizes: Sequence[int]
@@ -295,7 +275,7 @@ class Tensor:
     allocation_info: AllocationInfo | None = None
     layout: int = 0
     shape_dynamism: TensorShapeDynamism = TensorShapeDynamism.STATIC
-    extra_tensor_info: ExtraTensorInfo | None = None
+    name: str | None = None
 
     def __post_init__(self):
         _freeze(self, "sizes", "dim_order")

@@ -75,7 +75,7 @@ def check_plan(plan: ExecutionPlan, p: str, n_constants: int, delegate_targets: 
 
 def check_state(plans: Sequence[ExecutionPlan]) -> None:
     """The program's state arena (schema.STATE_MEMORY_ID): every plan that declares it declares
-    the same size, and a state tensor named in several plans (extra_tensor_info's
+    the same size, and a state tensor named in several plans (Tensor.name, extra_tensor_info's
     fully_qualified_name) has the same offset and size in each. (Each lies inside its plan's
     buffer: check_plan.)"""
     arena: tuple[int, int] | None = None  # (plan, size) of the first plan declaring it
@@ -93,7 +93,7 @@ def check_state(plans: Sequence[ExecutionPlan]) -> None:
         for j, v in enumerate(plan.values):
             if not (isinstance(v, Tensor) and v.allocation_info and v.allocation_info.memory_id == STATE_MEMORY_ID):
                 continue
-            name = v.extra_tensor_info.fully_qualified_name if v.extra_tensor_info else ""
+            name = v.name or ""
             here = (i, v.allocation_info.offset, v.nbytes)
             first = where.setdefault(name, here) if name else here
             if first[1:] != here[1:]:

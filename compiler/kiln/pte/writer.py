@@ -157,20 +157,9 @@ class _Writer:
                 f"{at}.allocation_info",
             )
         extra = 0
-        if t.extra_tensor_info is not None:
-            e = t.extra_tensor_info
-            name = self.string(e.fully_qualified_name) if e.fully_qualified_name else 0
-            extra = self.table(
-                len(ExtraTensorInfoSlot),
-                [
-                    (ExtraTensorInfoSlot.mutable_data_segments_idx, "u64", e.mutable_data_segments_idx),
-                    (ExtraTensorInfoSlot.fully_qualified_name, "off", name),
-                    (ExtraTensorInfoSlot.location, "i8", int(e.location)),
-                    (ExtraTensorInfoSlot.device_type, "i8", int(e.device_type)),
-                    (ExtraTensorInfoSlot.device_index, "i8", e.device_index),
-                ],
-                f"{at}.extra_tensor_info",
-            )
+        if t.name is not None:
+            name = self.string(t.name)
+            extra = self.table(len(ExtraTensorInfoSlot), [(ExtraTensorInfoSlot.fully_qualified_name, "off", name)], at)
         return self.table(
             len(TensorSlot),
             [

@@ -2,7 +2,7 @@
 and what running a sequence of its methods computes, worked out with numpy.
 
 The arena (memory id 2, STATE_ARENA bytes, ExecuTorch's share_mutable_buffers layout) holds two
-state tensors, each named by extra_tensor_info and planned at the same offset in both plans:
+state tensors, each named (extra_tensor_info) and planned at the same offset in both plans:
 
     acc    float32 [4] at offset 0
     steps  int64 [1]   at offset 16
@@ -22,12 +22,13 @@ from dataclasses import replace
 
 import numpy as np
 
+from kiln.pte import writer
 from kiln.pte.schema import (
     STATE_MEMORY_ID,
     AllocationInfo,
     Chain,
     ExecutionPlan,
-    ExtraTensorInfo,
+    ExtraTensorInfoSlot,
     Int,
     KernelCall,
     Operator,
@@ -51,7 +52,7 @@ def _tensor(scalar_type, sizes, memory_id, offset, name=None, constant=0):
         dim_order=range(len(sizes)),
         data_buffer_idx=constant,
         allocation_info=None if constant else AllocationInfo.at(memory_id, offset),
-        extra_tensor_info=ExtraTensorInfo(name) if name else None,
+        name=name,
     )
 
 
@@ -119,3 +120,17 @@ def expected(calls: list[tuple[str, np.ndarray]]) -> list[tuple[np.ndarray, byte
         arena = acc.tobytes() + steps.tobytes()
         done.append((y.astype(np.float32), arena + bytes(STATE_ARENA - len(arena))))
     return done
+
+
+def extra_fields(monkeypatch, *fields) -> None:
+    """Has kiln's writer write `fields` ((ExtraTensorInfoSlot, kind, value), ...) into every
+    extra_tensor_info table beside the name it writes alone: for files that put a state's data
+    elsewhere (location 1, EXTERNAL) or on another device (device_type 1, CUDA)."""
+    table = writer._Writer.table
+
+    def with_fields(self, n_slots, given, what):
+        if n_slots == len(ExtraTensorInfoSlot):
+            given = [*given, *fields]
+        return table(self, n_slots, given, what)
+
+    monkeypatch.setattr(writer._Writer, "table", with_fields)

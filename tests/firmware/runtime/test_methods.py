@@ -24,10 +24,8 @@ from kiln.pte.schema import (
     STATE_MEMORY_ID,
     AllocationInfo,
     Chain,
-    DeviceType,
-    ExtraTensorInfo,
+    ExtraTensorInfoSlot,
     Tensor,
-    TensorDataLocation,
 )
 from tests.firmware.runtime import state_program, toy_lm
 from tests.firmware.runtime.helpers import run_tool
@@ -70,7 +68,7 @@ def test_load_lists_every_method_its_planned_buffers_and_states(runtime_host, pt
     expected = []
     for plan in plans:
         states = [
-            [v.extra_tensor_info.fully_qualified_name, v.allocation_info.offset,
+            [v.name, v.allocation_info.offset,
              {"type": int(v.scalar_type), "nbytes": v.nbytes, "value": i, "sizes": list(v.sizes)}]
             for i, v in enumerate(plan.values)
             if isinstance(v, Tensor) and v.allocation_info and v.allocation_info.memory_id == STATE_MEMORY_ID
@@ -167,29 +165,33 @@ def _state(plan, **changes):
     return state_program.with_values(plan, v0=replace(plan.values[0], **changes))
 
 
-EXTERNAL = ExtraTensorInfo("acc", location=TensorDataLocation.EXTERNAL)
-ON_CUDA = ExtraTensorInfo("acc", device_type=DeviceType.CUDA)
-# Each a damage to the two plans and the loader's whole report of it.
+# Each a damage to the two plans, or fields written into every state's extra_tensor_info
+# (state_program.extra_fields), and the loader's whole report of it.
 DAMAGE = {
     "arenas of different sizes": (
         lambda plans: [plans[0], replace(plans[1], non_const_buffer_sizes=[0, 48, 48])],
+        (),
         "error 0x10e pte: plans declare state arenas of different sizes: plan 1 declares 48 bytes of memory id 2, "
         "an earlier plan another size",
     ),
     "a state tensor past the arena": (
         lambda plans: [plans[0], _state(plans[1], allocation_info=AllocationInfo.at(STATE_MEMORY_ID, 24))],
+        (),
         "error 0x10a pte: malformed tensor: outside its planned buffer (value 0)",
     ),
     "state data outside the file": (
-        lambda plans: [_state(plans[0], extra_tensor_info=EXTERNAL), plans[1]],
+        None,
+        [(ExtraTensorInfoSlot.location, "i8", 1)],  # EXTERNAL: found by name elsewhere
         "error 0x10c pte: unsupported feature: tensor data outside the .pte or on another device (0)",
     ),
     "a state tensor on another device": (
-        lambda plans: [plans[0], _state(plans[1], extra_tensor_info=ON_CUDA)],
+        None,
+        [(ExtraTensorInfoSlot.device_type, "i8", 1)],  # CUDA
         "error 0x10c pte: unsupported feature: tensor data outside the .pte or on another device (0)",
     ),
     "a second plan of two chains": (
         lambda plans: [plans[0], replace(plans[1], chains=[plans[1].chains[0], Chain([], [], [])])],
+        (),
         "error 0x10c pte: unsupported feature: not exactly one chain (2)",
     ),
 }
@@ -199,9 +201,10 @@ DAMAGE = {
 def test_a_damaged_state_is_refused_at_load(runtime_host, tmp_path, monkeypatch, damage):
     """kiln's writer and reader refuse each damage too (kiln.pte.validate, reader): written here
     with their checks off."""
-    edit, expected = DAMAGE[damage]
+    edit, fields, expected = DAMAGE[damage]
     for check in ("check_plan", "check_state"):
         monkeypatch.setattr(writer, check, lambda *args, **kwargs: None)
+    state_program.extra_fields(monkeypatch, *fields)
     path = tmp_path / "bad.pte"
     path.write_bytes(state_program.write(edit))
     assert _error(run_tool(runtime_host, "load", path)) == expected

@@ -23,7 +23,6 @@ from kiln.pte.schema import (
     Bool,
     Chain,
     ExecutionPlan,
-    ExtraTensorInfo,
     Int,
     IntList,
     KernelCall,
@@ -73,7 +72,7 @@ class _Plan:
                 dim_order=range(len(sizes)),
                 data_buffer_idx=constant,
                 allocation_info=allocation,
-                extra_tensor_info=ExtraTensorInfo(state) if state else None,
+                name=state,
             )
         )
 
