@@ -1,10 +1,11 @@
 // libFuzzer target: a whole .pte as the firmware's apps take it.
-// Program::load; as the generate app binds and runs methods: Method::create of every method,
-// with one set of planned memory sized from the program for all of them (the state arena
-// shared), every CPU kernel (kiln_kernel_table ALL) and the real EthosUBackend (payload parser,
-// Driver::check; the NPU the stand-in of host_npu.h); then each method in turn: its inputs
-// filled from the fuzz input's bytes, execute() under the executor runner's work budget, every
-// output's bytes read, as the runner reads them.
+// Program::load; as the generate app binds and runs methods: Method::create of every method with
+// a handle (Program::method: not a constant method), with one set of planned memory sized from
+// the program for all of them (the state arena shared), every CPU kernel (kiln_kernel_table ALL)
+// and the real EthosUBackend (payload parser, Driver::check; the NPU the stand-in of
+// host_npu.h); then each method in turn: its inputs filled from the fuzz input's bytes,
+// execute() under the executor runner's work budget, every output's bytes read, as the runner
+// reads them.
 // With KILN_FUZZ_STATS set, the process prints at exit how many inputs got how far:
 //   kiln fuzz_pte: inputs N loaded L created C executed E
 // (C: inputs whose every method bound; E: whose every method ran)
@@ -102,10 +103,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ++g_stats.loaded;
   const Program& program = loaded.value();
   Budget budget;
-  std::vector<Program> plans;  // every method, each read as the generate app reads it
+  std::vector<Program> plans;  // every method with a handle (a constant method has none)
   size_t ids = 0, delegates = 0;
   for (size_t m = 0; m < program.method_count(); ++m) {
-    plans.push_back(program.method(m).value());  // m < method_count()
+    const auto plan = program.method(m);
+    if (!plan.ok()) continue;
+    plans.push_back(plan.value());
     ids = std::max(ids, plans.back().planned_buffer_count());
     delegates += plans.back().delegate_count();
   }
@@ -145,7 +148,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                               {values[m].data(), values[m].size()},
                               {kernels[m].data(), kernels[m].size()},
                               {slots[m].data(), slots[m].size()}};
-    auto created = Method::create(program, m, memory, kKernelTable, backends);
+    auto created = Method::create(plans[m], memory, kKernelTable, backends);
     if (!created.ok()) return 0;
     methods.push_back(created.value());
     methods.back().set_work_budget(runner_work_budget(methods.back().work_per_run()));  // the runner's watchdog

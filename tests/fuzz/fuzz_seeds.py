@@ -5,8 +5,9 @@ Seeds of `pte`: programs `kiln compile` writes for ethos-u55-128 (one delegate, 
 delegates, CPU-only, `--io int8`, float), without their reference TOSA graphs (run-host's
 only: they would triple the inputs) and one with them; one program per CPU kernel case of
 the runtime's kernel tests (every CASES of tests/firmware/runtime/test_kernels_*.py, built
-by tests/firmware/runtime/helpers.single_kernel); a program of two methods sharing a state arena
-(tests/firmware/runtime/state_program.py); ExecuTorch 1.5.1's own .pte files (tests/fixtures/executorch).
+by tests/firmware/runtime/helpers.single_kernel); programs of several methods sharing a state
+arena (tests/firmware/runtime/state_program.py, toy_lm.py: with a constant method, and decode
+alone); ExecuTorch 1.5.1's own .pte files (tests/fixtures/executorch).
 Seeds of `payload`: every Ethos-U delegate payload (vela_bin_stream) in those programs;
 of `cop1`: the cmd_data (COP1) block of each payload. Both also get each payload's stream
 made hostile by every mutation of tests/firmware/runtime/npu_hostile.py (one access moved outside its
@@ -104,9 +105,13 @@ def kernel_programs() -> dict[str, bytes]:
 def state_programs() -> dict[str, bytes]:
     """Programs of several methods sharing a state arena (memory id 2), written with kiln's writer."""
     _checkout_on_path()
-    from tests.firmware.runtime import state_program
+    from tests.firmware.runtime import state_program, toy_lm
 
-    return {"state_two_methods.pte": state_program.write()}
+    return {
+        "state_two_methods.pte": state_program.write(),
+        "toy_lm_get_max_seq_len.pte": toy_lm.write(16, max_seq_len=12),
+        "toy_lm_decode_alone.pte": toy_lm.write(16, prefill=False),
+    }
 
 
 def payloads(programs: dict[str, bytes]) -> dict[str, bytes]:
@@ -200,6 +205,7 @@ def content_key() -> str:
         KERNEL_TESTS / "npu_hostile.py",
         KERNEL_TESTS / "helpers.py",
         KERNEL_TESTS / "state_program.py",
+        KERNEL_TESTS / "toy_lm.py",
         *sorted(KERNEL_TESTS.glob("test_kernels_*.py")),
         *sorted(FIXTURES.glob("*.pte")),
         *sorted((ROOT / "compiler" / "kiln").rglob("*.py")),

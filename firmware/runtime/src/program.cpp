@@ -325,11 +325,15 @@ struct ProgramLoader {
     for (uint32_t i = 0; i < v.count; ++i) (this->*check)(r.element(v, i));
   }
 
-  void io_tensors(const fb::Table& plan, const fb::Vector& values, unsigned slot) {
+  // The plan's inputs or outputs (`slot`): values of the plan, and with `tensors` (plan 0, which
+  // the handle load returns reads) tensors; Program::method checks another plan's when asked for
+  // it (a constant method's output is an Int).
+  void io_values(const fb::Table& plan, const fb::Vector& values, unsigned slot, bool tensors) {
     const fb::Vector v = r.vector(plan, slot, 4);
     for (uint32_t i = 0; i < v.count; ++i) {
       const int32_t index = r.read<int32_t>(v.start + 4ull * i);
       r.check_index(index, values.count);
+      if (!tensors) continue;
       const fb::Union u = r.union_at(r.element(values, static_cast<uint32_t>(index)), 0);
       if (u.type != static_cast<uint8_t>(ValueKind::kTensor)) return r.fail(unsupported(Feature::kNonTensorIo, i));
     }
@@ -356,8 +360,8 @@ struct ProgramLoader {
     }
     const fb::Vector values = r.vector(t, schema::kValues, 4);
     for (uint32_t i = 0; i < values.count; ++i) evalue(r.element(values, i), i, values.count, buffer_sizes);
-    io_tensors(t, values, schema::kInputs);
-    io_tensors(t, values, schema::kOutputs);
+    io_values(t, values, schema::kInputs, index == 0);
+    io_values(t, values, schema::kOutputs, index == 0);
     tables_each(t, schema::kOperators, &ProgramLoader::op);
     tables_each(t, schema::kDelegates, &ProgramLoader::delegate);
     const fb::Vector chains = r.vector(t, schema::kChains, 4);
@@ -461,17 +465,42 @@ Result<size_t> Program::method_index(StringView name) const {
   return Error{ErrorCode::kMethodNotFound, UINT32_MAX, static_cast<uint32_t>(n)};
 }
 
-// As the loader records plan 0 (every plan has exactly one chain: verified).
+constexpr unsigned kIoSlots[] = {schema::kInputs, schema::kOutputs};
+
+// As the loader records plan 0 (every plan has exactly one chain: verified), after checking what
+// the loader checks of plan 0 only: its inputs and outputs are tensors.
 Result<Program> Program::method(size_t i) const {
   const fb::Verified v(*this);
   const fb::Vector plans = v.vector(v.table(root_), schema::kExecutionPlan, 4);
   if (i >= plans.count) return Error{ErrorCode::kMethodNotFound, static_cast<uint32_t>(i), plans.count};
   const fb::Table plan = v.element(plans, static_cast<uint32_t>(i));
+  const fb::Vector values = v.vector(plan, schema::kValues, 4);
+  for (const unsigned slot : kIoSlots) {
+    const fb::Vector io = v.vector(plan, slot, 4);
+    for (uint32_t k = 0; k < io.count; ++k) {
+      if (v.union_at(v.element(values, v.at<uint32_t>(io.start + 4 * k))).type != uint8_t(ValueKind::kTensor)) {
+        return unsupported(Feature::kNonTensorIo, k);
+      }
+    }
+  }
   Program p = *this;
   p.plan_ = plan.pos;
   p.chain_ = v.element(v.vector(plan, schema::kChains, 4), 0).pos;
   p.value_count_ = v.vector(plan, schema::kValues, 4).count;
   return p;
+}
+
+Result<int64_t> Program::constant_method(StringView name) const {
+  KILN_TRY(const size_t index, method_index(name));
+  const fb::Verified v(*this);
+  const fb::Table plan = v.element(v.vector(v.table(root_), schema::kExecutionPlan, 4), static_cast<uint32_t>(index));
+  const fb::Vector outputs = v.vector(plan, schema::kOutputs, 4);
+  const uint32_t value = outputs.count == 1 ? v.at<uint32_t>(outputs.start) : UINT32_MAX;
+  const fb::Union u = v.union_at(v.element(v.vector(plan, schema::kValues, 4), value));
+  if (v.vector(plan, schema::kInputs, 4).count != 0 || u.type != uint8_t(ValueKind::kInt)) {
+    return Error{ErrorCode::kMethodBadValue, value, u.type};
+  }
+  return v.scalar<int64_t>(u.value, 0);
 }
 
 size_t Program::input_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kInputs, 4).count; }

@@ -180,14 +180,22 @@ void print_tensor(const TensorInfo& t) {
   std::printf("]}");
 }
 
-// The methods' names, planned buffers and state tensors (JSON).
+// The methods' names, planned buffers and state tensors (JSON); a method without a handle
+// (Program::method refuses it) as its error's name, a constant method's number as "constant".
 void print_methods(const Program& p) {
   std::printf(",\n \"methods\": [");
   for (size_t i = 0; i < p.method_count(); ++i) {
+    const StringView name = p.method_name(i);
+    std::printf("%s{\"name\": \"%s\"", i ? ", " : "", text(name).c_str());
+    const Result<int64_t> constant = p.constant_method(name);
+    if (constant.ok()) std::printf(", \"constant\": %lld", static_cast<long long>(constant.value()));
     const Result<Program> m = p.method(i);
-    if (!m.ok()) std::abort();  // i < method_count()
+    if (!m.ok()) {
+      std::printf(", \"refused\": \"%s\"}", to_string(m.error().code));
+      continue;
+    }
     const Program& plan = m.value();
-    std::printf("%s{\"name\": \"%s\", \"planned\": [", i ? ", " : "", text(p.method_name(i)).c_str());
+    std::printf(", \"planned\": [");
     for (uint32_t id = 1; id <= plan.planned_buffer_count(); ++id) {
       std::printf("%s%llu", id > 1 ? ", " : "", static_cast<unsigned long long>(plan.planned_buffer_size(id)));
     }
@@ -296,11 +304,14 @@ int cmd_sequence(const char* path, const char* out_dir, char** calls, int n_call
   Result<Program> loaded = load_file(path, pte);
   if (!loaded.ok()) return fail(loaded.error());
   const Program& program = loaded.value();
-  std::vector<Program> plans;
-  for (size_t i = 0; i < program.method_count(); ++i) plans.push_back(program.method(i).value());
+  std::vector<Program> plans(program.method_count()), sizing;  // a method without a handle: Program()
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Result<Program> plan = program.method(i);
+    if (plan.ok()) sizing.push_back(plans[i] = plan.value());
+  }
   // One set of planned buffers for every method; each method its own value, kernel and
   // delegate storage.
-  Memory shared(program, plans, limit, state_bytes);
+  Memory shared(program, sizing, limit, state_bytes);
   std::map<std::string, std::unique_ptr<Memory>> storage;
   std::map<std::string, Method> methods;
   for (int k = 0; k < n_calls; ++k) {

@@ -80,6 +80,23 @@ def test_load_lists_every_method_its_planned_buffers_and_states(runtime_host, pt
     assert got["planned"] == expected[0]["planned"]  # the handle load returns reads plan 0
 
 
+def test_a_constant_method_loads_gives_its_number_and_binds_no_method(runtime_host, tmp_path):
+    """ExecuTorch's constant method (get_max_seq_len: a plan without inputs whose one output is an
+    Int, here 12) beside two methods: the program loads, Program::constant_method reads the number,
+    Program::method refuses the plan (its output is not a tensor), and the other methods bind."""
+    path = tmp_path / "toy.pte"
+    path.write_bytes(toy_lm.write(16, max_seq_len=12))
+    done = run_tool(runtime_host, "load", path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    methods = json.loads(done.stdout)["methods"]
+    assert [m["name"] for m in methods] == ["prefill", "decode", "get_max_seq_len"]
+    assert methods[2] == {"name": "get_max_seq_len", "constant": 12, "refused": "pte: unsupported feature"}
+    assert "constant" not in methods[0] and methods[1]["planned"] == [608, 128]
+    assert _error(run_tool(runtime_host, "sequence", path, tmp_path, "get_max_seq_len=")) == (
+        "error 0x10c pte: unsupported feature: a program input or output that is not a tensor (0)"
+    )
+
+
 def test_state_carries_from_method_to_method(runtime_host, pte):
     """accumulate, scale, scale, accumulate over one zeroed arena: each output and the arena after
     each call as numpy works them out (acc and the call count steps)."""

@@ -130,18 +130,37 @@ def _plan(name: str, length: int) -> ExecutionPlan:
     )
 
 
-def write(length: int = 16) -> bytes:
-    """The program with a cache of `length` positions (prefill takes as many tokens)."""
+def write(length: int = 16, max_seq_len: int | None = None, prefill: bool = True) -> bytes:
+    """The program with a cache of `length` positions (prefill takes as many tokens); with
+    `max_seq_len`, ExecuTorch's constant method get_max_seq_len returning it (a plan without inputs
+    whose one output is an Int); without `prefill`, decode alone."""
     # the vocabulary as int8 (0..127, -128..-1): byte k equals next's low byte when next = k mod 256
     constants = [np.arange(VOCAB).astype(np.int8).tobytes(), np.arange(length, dtype=np.int64).tobytes()]
-    return serialize(PteProgram([_plan("prefill", length), _plan("decode", length)]), constants=constants)
+    plans = [_plan("prefill", length)] if prefill else []
+    plans.append(_plan("decode", length))
+    if max_seq_len is not None:
+        plans.append(
+            ExecutionPlan(
+                name="get_max_seq_len",
+                values=[Int(max_seq_len)],
+                inputs=[],
+                outputs=[0],
+                chains=[Chain([], [0], [])],
+                operators=[],
+                delegates=[],
+                non_const_buffer_sizes=[0],
+            )
+        )
+    return serialize(PteProgram(plans), constants=constants)
 
 
-def generate(prompt: bytes, n: int, length: int = 16) -> tuple[list[int], list[np.ndarray]]:
-    """The n tokens the model generates after `prompt`, and each step's logits (int8 [1, 256])."""
+def generate(prompt: bytes, n: int, length: int = 16, prefill: bool = True) -> tuple[list[int], list[np.ndarray]]:
+    """The n tokens the model generates after `prompt`, and each step's logits (int8 [1, 256]).
+    Without `prefill`, decode reads the prompt a token at a time (each byte at its position), so
+    the first token is sum(prompt) mod 256 (prefill adds the length)."""
     cache = np.zeros(length, np.int64)
     cache[: len(prompt)] = list(prompt)
-    tokens = [int((cache.sum() + len(prompt)) % VOCAB)]
+    tokens = [int((cache.sum() + (len(prompt) if prefill else 0)) % VOCAB)]
     for k in range(1, n):
         cache[len(prompt) + k - 1] = tokens[-1]
         tokens.append(int(cache.sum() % VOCAB))

@@ -40,7 +40,7 @@
 // time they are referenced) and fails with kPteTooComplex beyond it. Each accessor
 // below is O(1) except tensor sizes (O(dims), at most kMaxDims), find_named_data
 // (O(named_data_count())), CompileSpecs::find (O(its specs)), method_index (O(the methods'
-// name bytes)) and state_count and state (O(value_count())). Measured with kiln's
+// name bytes)), method (O(its inputs and outputs)) and state_count and state (O(value_count())). Measured with kiln's
 // instruction counter on the virtual platform (Cortex-M55, Release): load takes 9,843,422
 // instructions (23 a byte) for a 432,592-byte program of 12,000 Int values and an IntList
 // of them.
@@ -123,10 +123,17 @@ class Program {
   // i >= method_count()), the index of the method named `name` (kMethodNotFound, a = 2^32 - 1,
   // b = method_count(), when there is none), and the handle on method i, whose plan accessors
   // read plan i (kMethodNotFound, a = i, b = method_count(), for i >= method_count()).
+  // A method whose inputs or outputs are not all tensors has no handle (kPteUnsupported,
+  // Feature::kNonTensorIo, b = the position): load checks plan 0's, method(i) the others'.
   size_t method_count() const;
   StringView method_name(size_t i) const;
   Result<size_t> method_index(StringView name) const;
   Result<Program> method(size_t i) const;
+  // The number a constant method returns (ExecuTorch's LLM export writes them, e.g.
+  // "get_max_seq_len": a plan without inputs whose one output is an Int value): kMethodNotFound
+  // when there is none of that name, kMethodBadValue (a = its output's value index, 2^32 - 1 when
+  // it has not exactly one; b = that value's kind) when it is not one.
+  Result<int64_t> constant_method(StringView name) const;
 
   // --- The plan's (method's) ---
   uint32_t value_count() const { return value_count_; }
