@@ -372,7 +372,7 @@ class Generated(_AppRun):
     """One run of kiln's generation app (generate): its transcript's tokens, and each step's logits."""
 
     run: RunResult  # the platform's record: status, UART lines and their transcript
-    asked: int  # the tokens asked for
+    asked: int  # the tokens asked for (the app generates fewer where the cache ends first)
     logits: list[np.ndarray]  # per token, its step's logits; read only when the run is complete and a .pte given
     notes: list[str]  # what `kiln run` would have said on standard error, "kiln: " left off
     seconds: float  # wall time of the run, the platform's start and stop included
@@ -392,9 +392,10 @@ class Generated(_AppRun):
 
     @property
     def complete(self) -> bool:
-        """The app exited 0 after every token asked for and the text line."""
-        generation = self.run.transcript.generation
-        return self.status == 0 and len(self.tokens) == self.asked and generation.text is not None
+        """The app exited 0 after every token its prompt line announced (those asked for, fewer
+        where the cache ends first) and the text line."""
+        g = self.run.transcript.generation
+        return self.status == 0 and g is not None and len(g.tokens) == g.tokens_asked and g.text is not None
 
 
 def generate(
@@ -409,12 +410,15 @@ def generate(
     count_instructions: bool = False,
     echo=None,
 ) -> Generated:
-    """Runs `elf`, kiln's generation app (runner_build's app "generate") built for a program of
-    methods prefill and decode, once: `prompt` (bytes, written to work/prompt.bin) then `tokens`
-    tokens, prefill's included. With `pte` (the program the ELF bakes) it reads every step's logits
-    from work/out/logits.bin, each as its method's output 1 (the logits) types it: prefill's for
-    token 0, decode's after. `work`: as infer's (None: a temporary folder). `count_instructions`:
-    on the virtual platform, each step's CPU instructions."""
+    """Runs `elf`, kiln's generation app (runner_build's app "generate") built for a language
+    model's program (methods prefill and decode, or decode alone: firmware/apps/generate), once:
+    `prompt` (bytes, written to work/prompt.bin) then `tokens` tokens, prefill's included, fewer
+    where the cache ends first, as `kiln generate` does (kiln.reference.generate, the reference its
+    tokens and logits must equal). With `pte` (the program the ELF bakes) it reads every step's
+    logits from work/out/logits.bin, each typed as its method's logits output: prefill's for token 0
+    (decode's without prefill), decode's after. `work`: as infer's (None: a temporary folder).
+    `count_instructions`: on the virtual platform, each step's CPU instructions (token 0's: every
+    decode call that read the prompt, without prefill)."""
     if work is None:
         with tempfile.TemporaryDirectory(prefix="kiln-generate-") as tmp:
             return generate(elf, target, prompt, tokens, pte, Path(tmp), platform, timeout, count_instructions, echo)
@@ -437,22 +441,24 @@ def generate(
     if counted is not None and result.instructions is not None and len(result.instructions.calls) == len(done.tokens):
         done.cpu_instructions = [n - t.streams for n, t in zip(result.instructions.calls, done.tokens)]
     if done.complete and pte is not None:
-        done.logits = _step_logits(Path(pte), work / "out" / "logits.bin", tokens)
+        done.logits = _step_logits(Path(pte), work / "out" / "logits.bin", len(done.tokens))
     return done
 
 
 def _step_logits(pte: Path, path: Path, tokens: int) -> list[np.ndarray]:
-    """Each step's logits from the app's logits.bin: output 1 of prefill, then of decode per step."""
+    """Each step's logits from the app's logits.bin: prefill's logits output (decode's without
+    prefill), then decode's per step (which output is the logits: kiln.reference.generate's roles)."""
     from kiln.pte.reader import deserialize
     from kiln.pte.schema import NUMPY_DTYPES
+    from kiln.reference.generate import DECODE, PREFILL, roles
 
-    plans = {plan.name: plan for plan in deserialize(pte.read_bytes()).program.execution_plans}
-    if any(len(plans[name].outputs) < 2 for name in ("prefill", "decode") if name in plans):
-        return []  # a method without logits: the app writes none
+    f = deserialize(pte.read_bytes())
+    first = f.method(PREFILL if PREFILL in f.methods() else DECODE)
+    decode = f.method(DECODE)
     data, at, steps = path.read_bytes(), 0, []
     for k in range(tokens):
-        plan = plans["prefill" if k == 0 else "decode"]
-        t = plan.values[plan.outputs[1]]
+        plan = first if k == 0 else decode
+        t = plan.values[plan.outputs[roles(plan)[1]]]
         steps.append(np.frombuffer(data[at : at + t.nbytes], NUMPY_DTYPES[t.scalar_type]).reshape(t.sizes))
         at += t.nbytes
     if at != len(data):

@@ -1,10 +1,11 @@
 """kiln's generation app (firmware/apps/generate) end to end on the virtual platform, built with
 ./scripts/build_executor_runner.sh --generate and run through kiln.flow.generate, on a toy
 byte-level language model of CPU kernels written with kiln's own .pte writer
-(tests/firmware/runtime/toy_lm.py): its tokens and every step's logits must equal what numpy
-works out for the same prompt (the reference, independent of the firmware), the KV cache carried
-from prefill through every decode in the state arena. The refusals (a prompt or a run past the
-cache, a program without the two methods) end with their status and one line."""
+(tests/firmware/runtime/toy_lm.py): its tokens and every step's logits must equal `kiln generate`'s
+on the host (kiln.reference.generate over run-host's numpy kernels) and what numpy works out by
+hand for the same prompt (both independent of the firmware), the KV cache carried from prefill
+through every decode in the state arena. Programs with ExecuTorch's get_max_seq_len and without
+prefill generate as kiln generate does; the refusals end with their status and one line."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from kiln import flow
 from kiln.pte.reader import deserialize
+from kiln.reference import generate as host
 from tests.firmware.runtime import state_program, toy_lm
 
 pytestmark = pytest.mark.fvp
@@ -32,44 +34,66 @@ def toy(work, builder) -> tuple[Path, Path]:
     return pte, builder(pte, TARGET, "--generate")
 
 
+def assert_generates_as_the_host(done: flow.Generated, pte: Path, prompt: bytes, tokens: int, prefill=True):
+    """`done` finished with kiln generate's tokens, positions and logits for `prompt`, which are
+    also numpy's by hand (toy_lm.generate)."""
+    assert done.complete, done.log
+    steps = host.generate(pte.read_bytes(), prompt, tokens)
+    assert done.token_ids == [s.token for s in steps]
+    assert [t.position for t in done.tokens] == [s.position for s in steps]
+    assert [g.tobytes() for g in done.logits] == [np.ascontiguousarray(s.logits).tobytes() for s in steps]
+    by_hand, logits = toy_lm.generate(prompt, len(steps), CACHE, prefill)
+    assert done.token_ids == by_hand and [g.tobytes() for g in done.logits] == [x.tobytes() for x in logits]
+    assert done.run.transcript.generation.text == bytes(by_hand)
+
+
 def test_the_app_generates_the_toy_models_tokens_and_logits(toy, tmp_path):
     pte, elf = toy
     prompt = b"Hi, it's me\n"
     done = flow.generate(
         elf, TARGET, prompt, 5, pte, tmp_path, platform="virtual", timeout=300, count_instructions=True
     )
-    assert done.complete, done.log
-    tokens, logits = toy_lm.generate(prompt, 5, CACHE)
-    assert done.token_ids == tokens
-    assert len(done.logits) == 5 and all(g.tobytes() == e.tobytes() for g, e in zip(done.logits, logits))
-    assert [g.dtype for g in done.logits] == [np.int8] * 5
+    assert_generates_as_the_host(done, pte, prompt, 5)
     generation = done.run.transcript.generation
     assert (generation.prompt, generation.prefill_length, generation.cache_length) == (prompt, CACHE, CACHE)
     assert [(t.index, t.position, t.method) for t in done.tokens] == [
         (k, len(prompt) + k, "prefill" if k == 0 else "decode") for k in range(5)
     ]
-    assert generation.text == bytes(tokens)
+    assert [g.dtype for g in done.logits] == [np.int8] * 5
     assert all(t.npu_cycles == 0 and t.streams == 0 and t.pmu is None for t in done.tokens)  # CPU only
     assert done.cpu_instructions is not None and len(done.cpu_instructions) == 5
     assert all(n > 0 for n in done.cpu_instructions)
 
 
-def test_a_run_to_the_last_position_of_the_cache_runs_and_one_past_it_is_refused(toy, tmp_path):
-    """After a prompt of L bytes, N tokens run decode up to position L + N - 2: the cache's last
-    position at N = T - L + 1; one more is refused before anything runs."""
+def test_generation_stops_at_the_end_of_the_cache(toy, tmp_path):
+    """After a prompt of L bytes decode writes positions L, L + 1, ...: the last it may is the
+    cache's (T - 1, T read from the cache tensors' dim 2), so N tokens shorten to T - L + 1."""
     pte, elf = toy
     prompt = b"abc"
-    fits = CACHE - len(prompt) + 1
-    done = flow.generate(elf, TARGET, prompt, fits, pte, tmp_path / "fits", platform="virtual", timeout=300)
-    assert done.complete, done.log
-    assert done.token_ids == toy_lm.generate(prompt, fits, CACHE)[0]
+    done = flow.generate(elf, TARGET, prompt, 40, pte, tmp_path, platform="virtual", timeout=300)
+    assert done.run.transcript.generation.tokens_asked == CACHE - len(prompt) + 1 == len(done.tokens)
     assert done.tokens[-1].position == CACHE
-    past = flow.generate(elf, TARGET, prompt, fits + 1, pte, tmp_path / "past", platform="virtual", timeout=300)
-    assert past.status == EXIT_USAGE and past.tokens == [], past.log
-    assert past.run.transcript.runner_messages == [
-        f"--tokens={fits + 1} after a prompt of 3 bytes takes decode to position {CACHE}; "
-        f"the cache holds {CACHE} positions"
-    ]
+    assert done.asked == 40
+    assert_generates_as_the_host(done, pte, prompt, CACHE - len(prompt) + 1)
+
+
+@pytest.mark.parametrize("prefill", [True, False], ids=["prefill", "decode alone"])
+def test_get_max_seq_len_bounds_the_run_and_decode_alone_reads_the_prompt(work, builder, tmp_path, prefill):
+    """ExecuTorch's constant method get_max_seq_len (12 here, the caches holding 16) bounds the
+    prompt and the run, as kiln generate's; a program without prefill reads the prompt through
+    decode, a token at a time, its last call giving token 0."""
+    pte = work / f"toy_lm_max12_{'prefill' if prefill else 'decode'}.pte"
+    pte.write_bytes(toy_lm.write(CACHE, max_seq_len=12, prefill=prefill))
+    elf = builder(pte, TARGET, "--generate")
+    prompt = b"Hello"
+    done = flow.generate(elf, TARGET, prompt, 20, pte, tmp_path, platform="virtual", timeout=300)
+    assert len(done.tokens) == 12 - len(prompt) + 1, done.log
+    assert_generates_as_the_host(done, pte, prompt, 20, prefill)
+    assert done.tokens[0].method == ("prefill" if prefill else "decode")
+    assert done.run.transcript.generation.prefill_length == (CACHE if prefill else 0)
+    too_long = flow.generate(elf, TARGET, bytes(13), 1, pte, tmp_path / "long", platform="virtual", timeout=300)
+    assert too_long.status == EXIT_USAGE, too_long.log
+    assert too_long.run.transcript.runner_messages == ["the prompt has 13 bytes; this program takes 1 to 12"]
 
 
 def test_without_options_the_app_generates_what_the_cache_holds_after_its_prompt(toy):
@@ -87,11 +111,11 @@ def test_a_prompt_longer_than_prefill_takes_is_refused(toy, tmp_path):
     pte, elf = toy
     done = flow.generate(elf, TARGET, bytes(CACHE + 1), 1, pte, tmp_path, platform="virtual", timeout=300)
     assert done.status == EXIT_USAGE, done.log
-    assert done.run.transcript.runner_messages == [f"the prompt has {CACHE + 1} bytes; prefill takes 1 to {CACHE}"]
+    assert done.run.transcript.runner_messages == [f"the prompt has {CACHE + 1} bytes; this program takes 1 to {CACHE}"]
 
 
-def test_a_program_without_prefill_is_refused_at_bind(work, builder, tmp_path):
-    """The two-method state program (methods accumulate and scale) has no prefill."""
+def test_a_program_without_decode_is_refused_at_bind(work, builder, tmp_path):
+    """The two-method state program (methods accumulate and scale) has no decode."""
     pte = work / "state_program_for_generate.pte"
     pte.write_bytes(state_program.write())
     elf = builder(pte, TARGET, "--generate")

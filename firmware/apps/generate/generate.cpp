@@ -16,6 +16,9 @@ using runtime::StateTensor;
 using runtime::Tensor;
 
 constexpr const char* kUsage = "--prompt=PATH, --tokens=N, --output-dir=DIR, --npu-timeout-ms=N";
+constexpr const char* kMaxSeqLen = "get_max_seq_len";  // ExecuTorch's LLM export's constant method
+
+uint8_t g_prompt[kMaxPrompt];  // the prompt's bytes (set_prompt)
 
 bool take_option(void* context, const char* token) {
   Options& options = *static_cast<Options*>(context);
@@ -24,7 +27,6 @@ bool take_option(void* context, const char* token) {
     return true;
   }
   if (const char* count = runner::option_value(token, "--tokens=")) {
-    options.tokens_given = true;
     if (runner::parse_positive(count, options.tokens) && options.tokens <= kMaxTokens) return true;
     print("runner: --tokens takes a whole number from 1 to %u, not '%s'\n", unsigned(kMaxTokens), count);
     return false;
@@ -45,57 +47,59 @@ size_t integer_size(ScalarType type) {
   }
 }
 
-// Whether `t` is an integer tensor of at least `count` elements with memory.
-bool integer_tensor(const Tensor* t, uint32_t count) {
-  return t != nullptr && integer_size(t->type) != 0 && t->numel >= count && t->data != nullptr;
+// Whether `t` is an integer tensor of at least one element with memory.
+bool integer_tensor(const Tensor* t) {
+  return t != nullptr && integer_size(t->type) != 0 && t->numel >= 1 && t->data != nullptr;
 }
 
-// Method `name`'s inputs (`names`: what each holds) and its outputs: both integer tensors of
-// at least one element, output 0 the token; output 1 (the logits), when there is one, any
-// tensor with memory. False after printing why.
-bool check_io(const Method& m, const char* name, const char* const (&names)[2]) {
+// Method `name`'s inputs (`names`: what each holds: integer tensors) and outputs (two, the token
+// the one one-element integer tensor, the logits the other, with memory): `step`'s roles. False
+// after printing why.
+bool check_io(Step& step, const char* name, const char* const (&names)[2]) {
+  const Method& m = step.method;
   if (m.input_count() != 2) {
     print("runner: %s takes 2 inputs (%s, %s); this program's takes %u\n", name, names[0], names[1],
           unsigned(m.input_count()));
     return false;
   }
   for (uint32_t i = 0; i < 2; ++i) {
-    if (!integer_tensor(m.input(i), 1)) {
+    if (!integer_tensor(m.input(i))) {
       print("runner: %s's input %u (%s) is not an integer tensor with memory\n", name, unsigned(i), names[i]);
       return false;
     }
   }
-  if (m.output_count() < 1 || !integer_tensor(m.output(0), 1)) {
-    print("runner: %s's output 0 (the token) is not an integer tensor\n", name);
+  uint32_t tokens = 0;
+  for (uint32_t o = 0; o < m.output_count(); ++o) {
+    if (integer_tensor(m.output(o)) && m.output(o)->numel == 1) {
+      step.token = o;
+      ++tokens;
+    }
+  }
+  if (m.output_count() != 2 || tokens != 1) {
+    print("runner: %s returns %u tensors; generation needs two: the next token (one integer) and the logits\n", name,
+          unsigned(m.output_count()));
     return false;
   }
-  const Tensor* logits = m.output(1);
-  if (logits != nullptr && logits->data == nullptr && logits->nbytes != 0) {
-    print("runner: %s's output 1 (the logits) has no memory\n", name);
-    return false;
-  }
+  step.logits = 1 - step.token;
   return true;
 }
 
-// T, the positions the KV cache holds: the smallest dim 2 of decode's state tensors of three
-// or more dims (a cache [1, kv_heads, T, head_dim]); 0 when it has none.
-uint32_t cache_length(const Program& decode) {
-  uint32_t length = 0;
+// The positions the cache holds (generate.h): get_max_seq_len, else decode's caches' dim 2.
+uint32_t cache_length(const Program& program, const Program& decode) {
+  const runtime::Result<int64_t> limit = program.constant_method(kMaxSeqLen);
+  if (limit.ok()) return limit.value() < 0 ? 0 : limit.value() > UINT32_MAX ? UINT32_MAX : uint32_t(limit.value());
+  uint32_t length = UINT32_MAX;
   for (size_t i = 0; i < decode.state_count(); ++i) {
     const StateTensor s = decode.state(i);
-    if (s.tensor.sizes.size < 3) continue;
-    const auto rows = static_cast<uint32_t>(s.tensor.sizes[2]);
-    if (length == 0 || rows < length) length = rows;
+    if (s.tensor.sizes.size >= 3 && static_cast<uint32_t>(s.tensor.sizes[2]) < length) {
+      length = static_cast<uint32_t>(s.tensor.sizes[2]);
+    }
   }
   return length;
 }
 
-// Creates method `name` over its own storage in kModel. kExitOk, or kExitBind after printing why.
-int create(const Program& program, const char* name, const runtime::BackendTable& backends, Method& method,
-           size_t& index) {
-  const runtime::Result<size_t> found = program.method_index(name);
-  if (!found.ok()) return runner::fail("binding the program", found.error(), runner::kExitBind);
-  index = found.value();
+// Creates method `index` over its own storage in kModel. kExitOk, or kExitBind after printing why.
+int create(const Program& program, size_t index, const runtime::BackendTable& backends, Method& method) {
   if (index >= runner::kModel.methods.size) {  // a build for another program
     print("runner: this build has memory for %u method(s), not method %u\n", unsigned(runner::kModel.methods.size),
           unsigned(index));
@@ -106,6 +110,26 @@ int create(const Program& program, const char* name, const runtime::BackendTable
   method = created.value();
   method.set_work_budget(runtime::runner_work_budget(method.work_per_run()));
   return runner::kExitOk;
+}
+
+// Reads the prompt into g_prompt: its length, or -1 after printing why.
+int32_t read_prompt(const char* path) {
+  if (path == nullptr) {
+    const size_t n = std::strlen(kDefaultPrompt);
+    std::memcpy(g_prompt, kDefaultPrompt, n);
+    return static_cast<int32_t>(n);
+  }
+  HostFile file;
+  const int32_t size = file.open(path, HostFile::Mode::kReadBinary) ? file.length() : -1;
+  if (size < 0) {
+    print("runner: cannot read the prompt from %s\n", path);
+    return -1;
+  }
+  if (static_cast<uint32_t>(size) > kMaxPrompt || !file.read(g_prompt, static_cast<size_t>(size))) {
+    print("runner: the prompt in %s has %d bytes; the app reads 1 to %u\n", path, int(size), unsigned(kMaxPrompt));
+    return -1;
+  }
+  return size;
 }
 
 // `byte` for the UART: printable ASCII as it is, others (and ' and \) as \xNN.
@@ -127,19 +151,18 @@ void print_i64(int64_t value) {
 bool parse_options(Options& options) { return runner::for_each_option(take_option, &options); }
 
 int bind(const Program& program, const runtime::BackendTable& backends, Model& model) {
-  size_t prefill = 0, decode = 0;
-  if (int status = create(program, "prefill", backends, model.prefill, prefill)) return status;
-  if (int status = create(program, "decode", backends, model.decode, decode)) return status;
-  if (!check_io(model.prefill, "prefill", {"tokens", "length"}) ||
-      !check_io(model.decode, "decode", {"token", "position"})) {
-    return runner::kExitBind;
+  const runtime::Result<size_t> decode = program.method_index("decode");
+  if (!decode.ok()) return runner::fail("binding the program", decode.error(), runner::kExitBind);
+  const runtime::Result<size_t> prefill = program.method_index("prefill");
+  model.has_prefill = prefill.ok();
+  if (model.has_prefill) {
+    if (int status = create(program, prefill.value(), backends, model.prefill.method)) return status;
+    if (!check_io(model.prefill, "prefill", {"tokens", "length"})) return runner::kExitBind;
   }
-  model.prompt_capacity = model.prefill.input(0)->numel;
-  model.cache_length = cache_length(program.method(decode).value());  // decode < method_count()
-  if (model.cache_length == 0) {
-    print("runner: decode has no state tensor of 3 or more dimensions to read the cache length from\n");
-    return runner::kExitBind;
-  }
+  if (int status = create(program, decode.value(), backends, model.decode.method)) return status;
+  if (!check_io(model.decode, "decode", {"token", "position"})) return runner::kExitBind;
+  model.prompt_capacity = model.has_prefill ? model.prefill.method.input(0)->numel : kMaxPrompt;
+  model.cache_length = cache_length(program, program.method(decode.value()).value());  // decode: bound above
   return runner::kExitOk;
 }
 
@@ -167,51 +190,28 @@ bool load(const Tensor& t, uint32_t i, int64_t& value) {
   return true;
 }
 
-int set_prompt(Options& options, Model& model, uint32_t& length) {
-  Tensor& tokens = *model.prefill.input(0);
-  const uint32_t capacity = model.prompt_capacity;
-  HostFile file;
-  const char* text = kDefaultPrompt;
-  length = static_cast<uint32_t>(std::strlen(kDefaultPrompt));
-  if (options.prompt != nullptr) {
-    const int32_t size = file.open(options.prompt, HostFile::Mode::kReadBinary) ? file.length() : -1;
-    if (size < 0) {
-      print("runner: cannot read the prompt from %s\n", options.prompt);
-      return runner::kExitUsage;
-    }
-    length = static_cast<uint32_t>(size);
-  }
-  if (length == 0 || length > capacity) {
-    print("runner: the prompt has %u bytes; prefill takes 1 to %u\n", unsigned(length), unsigned(capacity));
+int set_prompt(Options& options, Model& model, Prompt& prompt) {
+  const int32_t read = read_prompt(options.prompt);
+  if (read < 0) return runner::kExitUsage;
+  const auto length = static_cast<uint32_t>(read);
+  const uint32_t most = model.prompt_capacity < model.cache_length ? model.prompt_capacity : model.cache_length;
+  if (length == 0 || length > most) {
+    print("runner: the prompt has %u bytes; this program takes 1 to %u\n", unsigned(length), unsigned(most));
     return runner::kExitUsage;
   }
-  // Decode runs at positions length .. length + tokens - 2: each must lie in the cache.
-  const uint32_t room = length > model.cache_length ? 1 : model.cache_length - length + 1;
-  if (!options.tokens_given && options.tokens > room) options.tokens = room;
-  if (uint64_t{length} + options.tokens - 1 > model.cache_length) {
-    print("runner: --tokens=%u after a prompt of %u bytes takes decode to position %u; the cache holds %u positions\n",
-          unsigned(options.tokens), unsigned(length), unsigned(length + options.tokens - 2),
-          unsigned(model.cache_length));
-    return runner::kExitUsage;
-  }
+  // Decode writes the cache at positions length .. length + tokens - 2: generation stops before
+  // the cache's end, as kiln generate's does.
+  if (uint64_t{length} + options.tokens - 1 > model.cache_length) options.tokens = model.cache_length - length + 1;
   print("prompt: %u byte(s) '", unsigned(length));
-  uint8_t chunk[64];
-  for (uint32_t at = 0; at < capacity; at += sizeof chunk) {
-    const uint32_t n = at >= length ? 0 : (length - at < sizeof chunk ? length - at : sizeof chunk);
-    if (n != 0 && file.is_open() && !file.read(chunk, n)) {
-      print("'\nrunner: reading the prompt from %s failed\n", options.prompt);
-      return runner::kExitUsage;
-    }
-    if (n != 0 && !file.is_open()) std::memcpy(chunk, text + at, n);
-    for (uint32_t k = at; k < capacity && k < at + sizeof chunk; ++k) {
-      const int64_t value = k < length ? chunk[k - at] : 0;  // padded with 0 up to P
-      if (k < length) print_byte(value);
-      store(tokens, k, value);
-    }
+  for (uint32_t k = 0; k < length; ++k) print_byte(g_prompt[k]);
+  print("', %u token(s), prefill takes %u, the cache %u positions\n", unsigned(options.tokens),
+        unsigned(model.has_prefill ? model.prompt_capacity : 0), unsigned(model.cache_length));
+  if (model.has_prefill) {
+    Tensor& tokens = *model.prefill.method.input(0);
+    for (uint32_t k = 0; k < model.prompt_capacity; ++k) store(tokens, k, k < length ? g_prompt[k] : 0);
+    store(*model.prefill.method.input(1), 0, length);
   }
-  print("', %u token(s), prefill takes %u, the cache %u positions\n", unsigned(options.tokens), unsigned(capacity),
-        unsigned(model.cache_length));
-  store(*model.prefill.input(1), 0, length);
+  prompt = Prompt{g_prompt, length};
   return runner::kExitOk;
 }
 
