@@ -145,6 +145,7 @@ def _build(args) -> int:
         not args.skip_target_check,
         args.bake,
         board=args.board,
+        app="generate" if args.generate else runner_build.APP,
     )
     print(elf)
     return 0
@@ -162,6 +163,7 @@ def _build_app(args) -> int:
             ("--default-input", args.default_input),
             ("--bake", args.bake),
             ("--skip-target-check", args.skip_target_check),
+            ("--generate", args.generate),
         )
         if given
     ]
@@ -577,6 +579,11 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         help="bake FILE instead of the .pte, sized from the .pte (tests the firmware's checks)",
     )
     bu.add_argument("--test-apps", action="store_true", help="with --app: build tests/fvp/apps too")
+    bu.add_argument(
+        "--generate",
+        action="store_true",
+        help="with --pte: build the generation app (a language model's prefill and decode) instead of the runner",
+    )
 
     ru = command(
         "run",

@@ -59,7 +59,7 @@ from kiln.pte.schema import (
     TensorShapeDynamism,
     TensorSlot,
 )
-from kiln.pte.validate import check_index, check_plan
+from kiln.pte.validate import check_index, check_plan, check_state
 
 _U8, _I8, _U16, _I32, _U32 = (struct.Struct(f) for f in ("<B", "<b", "<H", "<i", "<I"))
 _I64, _U64, _F64 = (struct.Struct(f) for f in ("<q", "<Q", "<d"))
@@ -189,7 +189,8 @@ def _enum(enum: type[IntEnum], value: int, what: str) -> IntEnum:
 
 def _tensor_name(t: _Table) -> str | None:
     """extra_tensor_info.fully_qualified_name; PteError for what else the table may say (data
-    outside the file, or in a mutable data segment), which kiln does not read."""
+    outside the file, in a mutable data segment, or on a device other than the CPU), which kiln
+    does not read."""
     extra = t.table(TensorSlot.extra_tensor_info, "extra_tensor_info")
     if extra is None:
         return None
@@ -200,6 +201,9 @@ def _tensor_name(t: _Table) -> str | None:
             f"{t.what}.extra_tensor_info places the tensor's data in a mutable data segment or outside the "
             "file: not supported"
         )
+    device = extra.scalar(ExtraTensorInfoSlot.device_type, _I8, "device_type")
+    if device:
+        raise PteError(f"{t.what}.extra_tensor_info places the tensor on device type {device}, not the CPU (0)")
     return extra.string(ExtraTensorInfoSlot.fully_qualified_name, "fully_qualified_name") or None
 
 
@@ -498,6 +502,8 @@ def deserialize(data: bytes) -> PteFile:
     targets = {DataLocation.INLINE: len(program.backend_delegate_data), DataLocation.SEGMENT: len(program.segments)}
     for i, plan in enumerate(program.execution_plans):
         check_plan(plan, f"execution_plan[{i}]", n_constants, targets)
+    check_state(program.execution_plans)
+    for i, plan in enumerate(program.execution_plans):
         for j, v in enumerate(plan.values):
             if isinstance(v, Tensor) and v.data_buffer_idx:
                 have = len(pte.constant(v.data_buffer_idx))

@@ -218,7 +218,7 @@ class TensorSlot(IntEnum):
 
 
 class ExtraTensorInfoSlot(IntEnum):
-    mutable_data_segments_idx, fully_qualified_name, location = range(3)
+    mutable_data_segments_idx, fully_qualified_name, location, device_type, device_index = range(5)
 
 
 class ChainSlot(IntEnum):

@@ -57,7 +57,7 @@ from kiln.pte.schema import (
     TensorList,
     TensorSlot,
 )
-from kiln.pte.validate import check_plan
+from kiln.pte.validate import check_plan, check_state
 
 # The union type code of each value and instruction dataclass.
 _EVALUE_CODE = {
@@ -382,6 +382,7 @@ def serialize(
             raise PteError(f"{what} {alignment} is not a power of two")
     for i, plan in enumerate(program.execution_plans):
         check_plan(plan, f"execution_plan[{i}]", len(constants) + 1, {DataLocation.INLINE: len(delegate_payloads)})
+    check_state(program.execution_plans)
 
     # The constant segment: the empty placeholder, then each constant, padded to the
     # tensor alignment except the last.

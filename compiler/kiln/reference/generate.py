@@ -47,7 +47,7 @@ def constant_method(f: PteFile, name: str) -> int | None:
     return None
 
 
-def _roles(plan: ExecutionPlan) -> tuple[int, int]:
+def roles(plan: ExecutionPlan) -> tuple[int, int]:
     """(index of the token output, index of the logits output) of a generation method."""
     outputs = [plan.values[i] for i in plan.outputs]
     tokens = [k for k, t in enumerate(outputs) if _is_integer(t) and math.prod(t.sizes) == 1]
@@ -89,7 +89,7 @@ def generate(data: bytes, prompt: bytes, tokens: int) -> list[Step]:
     if not prompt or (limit is not None and len(prompt) > limit):
         raise UsageError(f"the prompt has {len(prompt)} bytes; this program takes 1 to {limit}")
     state: dict[str, np.ndarray] = {}
-    token_at, logits_at = _roles(decode)
+    token_at, logits_at = roles(decode)
 
     def step(method: ExecutionPlan, inputs: list[np.ndarray], position: int, roles: tuple[int, int]) -> Step:
         outputs = run_host._run(f, inputs, method.name, state)
@@ -103,7 +103,7 @@ def generate(data: bytes, prompt: bytes, tokens: int) -> list[Step]:
         if len(prompt) > room:
             raise UsageError(f"the prompt has {len(prompt)} bytes; this program's prefill takes 1 to {room}")
         inputs = [_input(prefill, 0, list(prompt)), _input(prefill, 1, [len(prompt)])]
-        steps = [step(prefill, inputs, len(prompt), _roles(prefill))]
+        steps = [step(prefill, inputs, len(prompt), roles(prefill))]
     else:  # the prompt through decode, a token at a time: the last call gives the first new token
         for position, token in enumerate(prompt):
             first = step(
