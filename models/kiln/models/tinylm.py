@@ -21,10 +21,11 @@ Each attention layer owns its cache: buffers ``k_cache`` and ``v_cache``, float3
   ``arange(context) <= position``.
 
 ``token`` is ``logits.argmax(-1)``, greedy decoding. ``forward`` is ``decode``. The module
-carries the two attributes kiln reads: ``kiln_methods`` (method name -> example inputs) and
+carries the attributes kiln reads: ``kiln_methods`` (method name -> example inputs),
 ``kiln_calibration`` (a sequence of method calls that kiln replays on the float model, state
 carried along): per calibration prompt, a prefill and 16 decode steps following the float
-model's greedy tokens.
+model's greedy tokens; and ``kiln_constants``, ExecuTorch's constant methods
+``get_max_seq_len`` (the context) and ``get_vocab_size``.
 
 Two configs. ``TINYLM``: byte-level (vocab 256), width 128, 4 layers of 4 query and 2
 key/value heads, feed-forward 384, context 128, prompt 32 (0.85M parameters), trained here on
@@ -466,6 +467,7 @@ def build(shape: str = "tinylm") -> tuple[TinyLM, tuple[torch.Tensor, ...]]:
     calls = [call for prompt in CALIBRATION_PROMPTS for call in greedy_calls(model, prompt, CALIBRATION_DECODES + 1)[0]]
     model.kiln_calibration = calls
     model.kiln_methods = {"prefill": calls[0][1], "decode": calls[1][1]}
+    model.kiln_constants = {"get_max_seq_len": config.context, "get_vocab_size": config.vocab}
     model.reset_cache()
     return model, model.kiln_methods["decode"]
 
