@@ -359,7 +359,9 @@ def _generate_on_device(elf: Path, target, pte: Path, args) -> int:
     from kiln.reference import generate
 
     prompt = args.prompt.encode("utf-8")
-    done = flow.generate(elf, target, prompt, args.tokens, pte, platform=args.platform, timeout=args.timeout)
+    done = flow.generate(
+        elf, target, prompt, args.tokens, pte, platform=args.platform, timeout=args.timeout, count_instructions=True
+    )
     if not done.complete:
         print(done.log)
         return done.status or 1
