@@ -108,6 +108,15 @@ def compile_pte(
     return result, kc.write(result, Path(output))
 
 
+def generates(pte: Path) -> bool:
+    """Whether the program is a language model's that kiln's generation app runs: it has a decode
+    method (kiln.reference.generate's contract)."""
+    from kiln.pte.reader import deserialize
+    from kiln.reference.generate import DECODE
+
+    return DECODE in deserialize(Path(pte).read_bytes()).methods()
+
+
 def build_runner(pte: Path, target: boards.Target | str, **options) -> Path:
     """kiln's executor runner for `pte`, built for `target`: the ELF's path
     (kiln.firmware.runner_build.build_runner, whose keyword options pass through)."""
