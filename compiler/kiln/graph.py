@@ -29,8 +29,8 @@ from kiln.vocabulary import (
     DEQUANTIZE,
     DEQUANTIZE_CHANNEL,
     FUSIBLE_ACTIVATIONS,
-    GATHERS,
     INDEX_OPS,
+    INDEXED,
     LOGICAL_OPS,
     QUANTIZE,
     VIEW_OPS,
@@ -357,7 +357,7 @@ class _Builder:
             out = Value(quant.name, tuple(val.shape), _dtype(quant.args[5]), qp)
             args = self.map_args(node.args, self.integer_of)
             kwargs = self.map_args(node.kwargs, self.integer_of)
-            if node.target in GATHERS:
+            if node.target in INDEXED:
                 args = self.checked_indices(node, args, module, origin)
             self.add(node.name, node.target, args, kwargs, [out], module, activation, origin)
             self.env[quant] = out
@@ -402,8 +402,8 @@ class _Builder:
         return True
 
     def checked_indices(self, node: Node, args: tuple, module: str, origin) -> tuple:
-        """`args` of a quantized gather with its indices through CHECKED_INDEX (int32, each checked
-        against the size of the dim it indexes)."""
+        """`args` of a quantized gather or scatter with its indices through CHECKED_INDEX (int32, each
+        checked against the size of the dim it indexes)."""
         at = index_argument(node.target)
         values, index = args[0], args[at]
         size = values.shape[0] if node.target is aten.embedding.default else values.shape[args[1] % len(values.shape)]

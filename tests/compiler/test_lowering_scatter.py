@@ -1,0 +1,247 @@
+"""index_copy (and index_put with one index tensor, which the front end makes an index_copy) of
+quantized values: one TOSA SCATTER on Ethos-U85 by int32 indices that a CPU kernel
+(kiln.checked_index) checked against the size of the dim written and narrowed first; on Ethos-U55
+it runs on the CPU (aten::index_copy.out) with the rule's reason. The models are a KV cache's
+updates in the pure form (the cache an input, the updated cache an output), at 8 and 16 bits:
+checked against the PT2E reference on run-host, and kiln's U85 model against tosa_reference_model
+on Vela's stream."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from kiln import boards
+from kiln import compile as kc
+from kiln.errors import HostError, VelaRefusal
+from kiln.frontend.export import LoadedModel
+from kiln.lower import tosa as tosa_lowering
+from kiln.lower import vela
+from kiln.reference import run_host as host
+from kiln.simulator.npu.config import config_for
+from kiln.simulator.npu.standalone import run_compiled
+from kiln.spec import CompileSpec
+from tests.compiler.helpers import output_scales, partition_feeds, run_tosa
+
+H, T, D, P = 3, 16, 8, 4  # heads, cache length, head size, prompt length
+CACHE_NPU = "checks a scatter's indices against the size of the dim it writes and narrows them to int32 (a CPU kernel)"
+U55_RULE = (
+    "aten.index_copy: Vela 5.2.0 scatters (TOSA SCATTER, the DMA's indexed mode) on Ethos-U85, not on Ethos-U55 or U65"
+)
+
+
+class Decode(nn.Module):
+    """A decode step: one token's key projected and written at a run-time position along T of a
+    [1, H, T, D] cache (N = H planes of T rows of D), the cache then read by a max over D."""
+
+    def __init__(self):
+        super().__init__()
+        self.key = nn.Linear(D, H * D)
+
+    def forward(self, cache, position, x):
+        k = self.key(x).reshape(1, 1, H, D).transpose(1, 2)
+        cache = cache.index_copy(2, position, k)
+        return cache, cache.amax(-1)
+
+
+class Prefill(nn.Module):
+    """A prompt's P keys written at the constant positions arange(P) (a buffer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.key = nn.Linear(D, H * D)
+        self.register_buffer("positions", torch.arange(P))
+
+    def forward(self, cache, x):
+        k = self.key(x).reshape(1, P, H, D).transpose(1, 2)
+        cache = cache.index_copy(2, self.positions, k)
+        return cache, cache.amax(-1)
+
+
+class Flat(nn.Module):
+    """A [1, T, H * D] cache (N = 1) updated by an index assignment (index_put; a negative position
+    counts from the end)."""
+
+    def __init__(self):
+        super().__init__()
+        self.key = nn.Linear(D, H * D)
+
+    def forward(self, cache, position, x):
+        cache = cache * 1.0
+        cache[:, position] = self.key(x)
+        return cache, cache.amax(-1)
+
+
+class Column(nn.Module):
+    """A [1, H, T] cache written along its last dim (C = 1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.key = nn.Linear(D, H)
+
+    def forward(self, cache, position, x):
+        k = self.key(x).reshape(1, H, 1)
+        cache = cache.index_copy(2, position, k)
+        return cache, cache.amax(-1)
+
+
+def _make(name: str, position: int, seed: int) -> tuple:
+    g = torch.Generator().manual_seed(seed)
+    if name == "prefill":
+        return torch.randn(1, H, T, D, generator=g), torch.randn(1, P, D, generator=g)
+    cache = {"decode": (1, H, T, D), "flat": (1, T, H * D), "column": (1, H, T)}[name]
+    return torch.randn(*cache, generator=g), torch.tensor([position]), torch.randn(1, 1, D, generator=g)
+
+
+MODELS = {"decode": Decode, "prefill": Prefill, "flat": Flat, "column": Column}
+WRITTEN_DIM = {"decode": 2, "prefill": 2, "flat": 1, "column": 2}  # the cache's dim the update writes
+
+
+@pytest.fixture(
+    scope="module",
+    params=[(t, b, m) for t in ("ethos-u85-256", "ethos-u55-128") for b in (8, 16) for m in MODELS],
+    ids=lambda p: f"{p[0]}-int{p[1]}-{p[2]}",
+)
+def compiled(request):
+    target, bits, name = request.param
+    torch.manual_seed(5)
+    model = MODELS[name]().eval()
+    result = kc.compile_model(
+        LoadedModel(name, model, _make(name, 7, 0)), CompileSpec(target, activation_bits=bits), log=lambda line: None
+    )
+    return target, bits, name, result
+
+
+def test_scatters_run_where_the_rules_say(compiled):
+    target, _, name, result = compiled
+    cpu = {p.op.op_type: p.reason for p in result.partitioning.placements if p.partition is None}
+    if name != "prefill":  # constant positions need no check at run time
+        assert cpu.pop("kiln.checked_index") == CACHE_NPU
+    if name == "flat":  # a negative position counts from the end: where(i < 0, i + T, i), int64 on the CPU
+        for op in ("aten.lt", "aten.add", "aten.where"):
+            cpu.pop(op)
+    if target == "ethos-u55-128":
+        assert cpu.pop("aten.index_copy") == U55_RULE
+    assert set(cpu) <= {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
+    if target == "ethos-u85-256":
+        assert len(result.partitioning.partitions) == 1  # the key's linear, the scatter and the max
+
+
+def test_run_host_equals_pt2e_at_every_position(compiled):
+    """The cache's rows not written equal PT2E's exactly; at 16 bits the written row (the key's
+    linear, rounded once more by TOSA's 16-bit rescale than by PT2E's float) and the max over it
+    may be one step off, at 8 bits nothing."""
+    _, bits, name, result = compiled
+    positions = (0, 1, T - 1) + ((-1, -T) if name == "flat" else ())
+    for seed, position in enumerate(positions, start=10):
+        inputs = _make(name, position, seed)
+        got = host.run(result.pte, [t.numpy() for t in inputs])
+        want = [w.numpy() for w in result.quantized_module(*inputs)]
+        written = np.zeros(want[0].shape, bool)
+        rows = range(P) if name == "prefill" else [position % T]
+        np.moveaxis(written, WRITTEN_DIM[name], 0)[list(rows)] = True
+        assert np.array_equal(got[0][~written], want[0][~written])
+        for g, w, scale in zip(got, want, output_scales(result.quantized_module), strict=True):
+            assert np.max(np.rint(np.abs(g - w) / scale)) <= (0 if bits == 8 else 1), (name, position)
+
+
+def test_an_index_past_the_cache_is_an_error_not_a_write(compiled):
+    _, _, name, result = compiled
+    if name == "prefill":
+        pytest.skip("constant positions are checked when compiling")
+    for position, shown in ((T, T), (T + 5, T + 5)) + (((-T - 1, -1),) if name == "flat" else ((-1, -1),)):
+        inputs = _make(name, position, 3)
+        with pytest.raises(HostError, match=f"index {shown} is out of range 0..{T - 1}"):
+            host.run(result.pte, [t.numpy() for t in inputs])
+
+
+def test_the_u85_model_runs_vela_s_scatters_to_tosa_reference_model_s_bytes(compiled):
+    target, bits, name, result = compiled
+    if target != "ethos-u85-256":
+        pytest.skip("Vela scatters on Ethos-U85 only")
+    rng = np.random.default_rng(3)
+    (partition,) = result.partitioning.partitions
+    assert [op.op_type for op in partition.ops].count("aten.index_copy") == 1
+    tosa = tosa_lowering.lower(partition, boards.target(target).npu)
+    feeds = partition_feeds(partition, rng)
+    compiled_stream = vela.compile_tosa(tosa, name, target, "Ethos_U85_SYS_DRAM_Mid", "Sram_Only")
+    raw, run = run_compiled(compiled_stream, feeds, config_for(target))
+    assert run.fault is None, run.fault
+    assert run.coverage.as_dict()["U85 dma"]["scatter"] > 0
+    for got, want in zip(raw, run_tosa(tosa, feeds)):
+        assert got == np.ascontiguousarray(want).tobytes()
+    # kiln.families.DMA_SCATTERS: Ethos-U85 only
+    with pytest.raises(VelaRefusal, match="Scatter"):
+        vela.compile_tosa(tosa, name, "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram")
+
+
+class Repeats(nn.Module):
+    """Two updates the NPU must not take: two run-time positions (they may repeat), and constant
+    positions that repeat."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("twice", torch.tensor([2, 5, 2]))
+
+    def forward(self, cache, positions, k, rows):
+        return cache.index_copy(1, positions, k * 2.0), cache.index_copy(1, self.twice, rows * 3.0)
+
+
+def test_rows_that_may_be_written_twice_stay_on_the_cpu():
+    """TOSA SCATTER leaves a row written twice undefined: two run-time positions, or constant ones
+    with a repeat, stay on the CPU with the rule's reason, and run there as PT2E's reference."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    inputs = (
+        torch.randn(1, T, D, generator=g),
+        torch.tensor([3, 9]),
+        torch.randn(1, 2, D, generator=g),
+        torch.randn(1, 3, D, generator=g),
+    )
+    result = kc.compile_model(
+        LoadedModel("repeats", Repeats().eval(), inputs), CompileSpec("ethos-u85-256"), log=lambda line: None
+    )
+    reasons = [p.reason for p in result.partitioning.placements if p.op.op_type == "aten.index_copy"]
+    rule = "TOSA SCATTER leaves a row written twice undefined, so the NPU takes one index computed at run time"
+    assert reasons[0] == f"aten.index_copy at indices of shape [2]: {rule}, or constant indices without repeats"
+    assert reasons[1] == f"aten.index_copy at indices of shape [3]: {rule}, or constant indices without repeats"
+    got = host.run(result.pte, [t.numpy() for t in inputs])
+    assert np.array_equal(got[0], result.quantized_module(*inputs)[0].numpy())
+
+
+class Planes(nn.Module):
+    """An update of [300, 300, 2] along its last dim: 90,000 planes (N) of 2 rows."""
+
+    def forward(self, cache, position, k):
+        return cache.index_copy(2, position, k * 2.0)
+
+
+def test_more_planes_than_the_dma_counts_stay_on_the_cpu():
+    """The DMA counts planes in a 16-bit register (DMA0_SIZE1): Vela 5.2.0 compiles a SCATTER of
+    70,000 planes, and kiln's U85 model, running the stream as the registers say, writes other
+    rows than tosa_reference_model; kiln keeps such an update on the CPU with the rule's reason."""
+    from tests.simulator import helpers
+    from tests.simulator.npu_cases import Graph, attr
+
+    g = Graph()
+    rng = np.random.default_rng(0)
+    values = g.input(rng.integers(-128, 128, (70000, 2, 1)).astype(np.int8), "int8")
+    indices = g.input(rng.integers(0, 2, (70000, 1)).astype(np.int32), "int32")
+    rows = g.input(rng.integers(-128, 128, (70000, 1, 1)).astype(np.int8), "int8")
+    g.output(g.op("SCATTER", [values, indices, rows], (70000, 2, 1), "int8", attr("Scatter")), "70000 planes")
+    tosa = g.serialize()
+    stream = vela.compile_tosa(tosa, "planes", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only")
+    diffs, _ = helpers.compare(tosa, stream, g.inputs, "ethos-u85-256")
+    assert diffs != [0]
+
+    inputs = (torch.randn(300, 300, 2), torch.tensor([1]), torch.randn(300, 300, 1))
+    result = kc.compile_model(
+        LoadedModel("planes", Planes().eval(), inputs), CompileSpec("ethos-u85-256"), log=lambda line: None
+    )
+    (reason,) = [p.reason for p in result.partitioning.placements if p.op.op_type == "aten.index_copy"]
+    assert reason == (
+        "aten.index_copy at indices of shape [1] along dim 2 of [300, 300, 2]: the NPU's DMA writes at most 65535 "
+        "rows into each of at most 65535 planes (the elements of the dims before dim)"
+    )
