@@ -23,80 +23,15 @@ from kiln.reference import run_host as host
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
+from tests.compiler.cache_updates import MODELS, WRITTEN_DIM, D, P, T, make
 from tests.compiler.helpers import output_scales, partition_feeds, run_tosa
 
-H, T, D, P = 3, 16, 8, 4  # heads, cache length, head size, prompt length
-CACHE_NPU = "checks a scatter's indices against the size of the dim it writes and narrows them to int32 (a CPU kernel)"
+CHECK_REASON = (
+    "checks a scatter's indices against the size of the dim it writes and narrows them to int32 (a CPU kernel)"
+)
 U55_RULE = (
     "aten.index_copy: Vela 5.2.0 scatters (TOSA SCATTER, the DMA's indexed mode) on Ethos-U85, not on Ethos-U55 or U65"
 )
-
-
-class Decode(nn.Module):
-    """A decode step: one token's key projected and written at a run-time position along T of a
-    [1, H, T, D] cache (N = H planes of T rows of D), the cache then read by a max over D."""
-
-    def __init__(self):
-        super().__init__()
-        self.key = nn.Linear(D, H * D)
-
-    def forward(self, cache, position, x):
-        k = self.key(x).reshape(1, 1, H, D).transpose(1, 2)
-        cache = cache.index_copy(2, position, k)
-        return cache, cache.amax(-1)
-
-
-class Prefill(nn.Module):
-    """A prompt's P keys written at the constant positions arange(P) (a buffer)."""
-
-    def __init__(self):
-        super().__init__()
-        self.key = nn.Linear(D, H * D)
-        self.register_buffer("positions", torch.arange(P))
-
-    def forward(self, cache, x):
-        k = self.key(x).reshape(1, P, H, D).transpose(1, 2)
-        cache = cache.index_copy(2, self.positions, k)
-        return cache, cache.amax(-1)
-
-
-class Flat(nn.Module):
-    """A [1, T, H * D] cache (N = 1) updated by an index assignment (index_put; a negative position
-    counts from the end)."""
-
-    def __init__(self):
-        super().__init__()
-        self.key = nn.Linear(D, H * D)
-
-    def forward(self, cache, position, x):
-        cache = cache * 1.0
-        cache[:, position] = self.key(x)
-        return cache, cache.amax(-1)
-
-
-class Column(nn.Module):
-    """A [1, H, T] cache written along its last dim (C = 1)."""
-
-    def __init__(self):
-        super().__init__()
-        self.key = nn.Linear(D, H)
-
-    def forward(self, cache, position, x):
-        k = self.key(x).reshape(1, H, 1)
-        cache = cache.index_copy(2, position, k)
-        return cache, cache.amax(-1)
-
-
-def _make(name: str, position: int, seed: int) -> tuple:
-    g = torch.Generator().manual_seed(seed)
-    if name == "prefill":
-        return torch.randn(1, H, T, D, generator=g), torch.randn(1, P, D, generator=g)
-    cache = {"decode": (1, H, T, D), "flat": (1, T, H * D), "column": (1, H, T)}[name]
-    return torch.randn(*cache, generator=g), torch.tensor([position]), torch.randn(1, 1, D, generator=g)
-
-
-MODELS = {"decode": Decode, "prefill": Prefill, "flat": Flat, "column": Column}
-WRITTEN_DIM = {"decode": 2, "prefill": 2, "flat": 1, "column": 2}  # the cache's dim the update writes
 
 
 @pytest.fixture(
@@ -109,7 +44,7 @@ def compiled(request):
     torch.manual_seed(5)
     model = MODELS[name]().eval()
     result = kc.compile_model(
-        LoadedModel(name, model, _make(name, 7, 0)), CompileSpec(target, activation_bits=bits), log=lambda line: None
+        LoadedModel(name, model, make(name, 7, 0)), CompileSpec(target, activation_bits=bits), log=lambda line: None
     )
     return target, bits, name, result
 
@@ -118,7 +53,7 @@ def test_scatters_run_where_the_rules_say(compiled):
     target, _, name, result = compiled
     cpu = {p.op.op_type: p.reason for p in result.partitioning.placements if p.partition is None}
     if name != "prefill":  # constant positions need no check at run time
-        assert cpu.pop("kiln.checked_index") == CACHE_NPU
+        assert cpu.pop("kiln.checked_index") == CHECK_REASON
     if name == "flat":  # a negative position counts from the end: where(i < 0, i + T, i), int64 on the CPU
         for op in ("aten.lt", "aten.add", "aten.where"):
             cpu.pop(op)
@@ -136,7 +71,7 @@ def test_run_host_equals_pt2e_at_every_position(compiled):
     _, bits, name, result = compiled
     positions = (0, 1, T - 1) + ((-1, -T) if name == "flat" else ())
     for seed, position in enumerate(positions, start=10):
-        inputs = _make(name, position, seed)
+        inputs = make(name, position, seed)
         got = host.run(result.pte, [t.numpy() for t in inputs])
         want = [w.numpy() for w in result.quantized_module(*inputs)]
         written = np.zeros(want[0].shape, bool)
@@ -152,7 +87,7 @@ def test_an_index_past_the_cache_is_an_error_not_a_write(compiled):
     if name == "prefill":
         pytest.skip("constant positions are checked when compiling")
     for position, shown in ((T, T), (T + 5, T + 5)) + (((-T - 1, -1),) if name == "flat" else ((-1, -1),)):
-        inputs = _make(name, position, 3)
+        inputs = make(name, position, 3)
         with pytest.raises(HostError, match=f"index {shown} is out of range 0..{T - 1}"):
             host.run(result.pte, [t.numpy() for t in inputs])
 

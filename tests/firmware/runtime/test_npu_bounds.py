@@ -402,6 +402,47 @@ def test_a_u85_gather_passes_and_its_reach_is_bounded_by_idx_max(bounds_host, tm
     assert done.stdout == outside.format("DMA index read", dma.word)
 
 
+def test_a_u85_scatter_into_planes_passes_and_its_reach_is_bounded(bounds_host, tmp_path):
+    """A KV cache's SCATTER (tests/compiler/cache_updates.py's Decode: Vela's 3-D indexed DMA, a row
+    into each of 3 planes of 16 rows, IDX_MAX the cache's last row, IDX_SKIP1 0) passes; a plane
+    stride or an IDX_MAX that reaches past the cache's buffer, or an IDX_SKIP1 that takes the index
+    table past its region's, is refused as the access it would be."""
+    import torch
+
+    from kiln.compile import compile_model as compile_loaded
+    from kiln.frontend.export import LoadedModel
+    from tests.compiler.cache_updates import Decode, H, T, make
+
+    torch.manual_seed(5)
+    loaded = LoadedModel("decode", Decode().eval(), make("decode", 7, 0))
+    tosa = compile_loaded(loaded, CompileSpec(target=U85[0]), log=lambda line: None).tosa[0]
+    vela = compile_tosa(tosa, "decode", *U85)
+    listed = vela_listing(tosa, *U85, tmp_path)
+    start, _ = nh.stream_span(vela.cmd_data)
+    scatters = [
+        item
+        for item in listed
+        if item.name == "NPU_OP_DMA_START" and register_at(listed, "NPU_SET_DMA0_DST_REGION", item) >> 11 & 1
+    ]
+    assert len(scatters) == 1
+    dma = scatters[0]
+    assert register_at(listed, "NPU_SET_DMA0_SRC_REGION", dma) >> 9 & 3 == 2  # 3-D
+    assert register_at(listed, "NPU_SET_DMA0_SIZE1", dma) == H
+    assert register_at(listed, "NPU_SET_DMA0_IDX_MAX", dma) == T - 1
+    assert register_at(listed, "NPU_SET_DMA0_IDX_SKIP1", dma) == 0
+    done = check(bounds_host, tmp_path, with_words(vela, start, {}))
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stdout
+    outside = "error 0x531 NPU stream accesses memory outside its region's buffer: {} of the operation at word {}\n"
+    for register, access in (
+        ("NPU_SET_DMA0_DST_STRIDE1", "DMA destination write"),
+        ("NPU_SET_DMA0_IDX_MAX", "DMA destination write"),
+        ("NPU_SET_DMA0_IDX_SKIP1", "DMA index read"),
+    ):
+        item = last_before(listed, register, dma)
+        done = check(bounds_host, tmp_path, with_words(vela, start, {item.word + 1: 1 << 20}))
+        assert done.stdout == outside.format(access, dma.word), register
+
+
 def test_u55_streams_refuse_the_u85s_own_opcodes(bounds_host, payloads, tmp_path):
     """NPU_SET_IFM_BROADCAST (0x108) and NPU_OP_RESIZE (0x007) are U85 commands: in a U55 stream, in
     place of its first one-word command, they are unknown opcodes."""
