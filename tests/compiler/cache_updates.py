@@ -76,3 +76,34 @@ def make(name: str, position: int, seed: int) -> tuple:
 
 MODELS = {"decode": Decode, "prefill": Prefill, "flat": Flat, "column": Column}
 WRITTEN_DIM = {"decode": 2, "prefill": 2, "flat": 1, "column": 2}  # the cache's dim the update writes
+
+
+class Step(nn.Module):
+    """One attention layer's decode step: the rotary rows cos.index_select(0, position) (a simplified
+    rotation: q and k times them), the key and value written into their caches at the position,
+    attention over the whole caches with the mask arange(T) <= position, and the next token the
+    argmax of a head. Every index use reads the one position."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(D, H * D), nn.Linear(D, H * D), nn.Linear(D, H * D)
+        self.head = nn.Linear(H * D, 32)
+        self.register_buffer("cos", torch.cos(torch.arange(T)[:, None] * torch.linspace(0.1, 1.0, D)[None]))
+        self.register_buffer("steps", torch.arange(T))
+
+    def forward(self, k_cache, v_cache, position, x):
+        cos = self.cos.index_select(0, position)
+        heads = lambda y: y.reshape(1, 1, H, D).transpose(1, 2)  # noqa: E731
+        q, k, v = heads(self.q(x)) * cos, heads(self.k(x)) * cos, heads(self.v(x))
+        k_cache, v_cache = k_cache.index_copy(2, position, k), v_cache.index_copy(2, position, v)
+        attended = nn.functional.scaled_dot_product_attention(
+            q, k_cache, v_cache, attn_mask=(self.steps <= position)[None, :]
+        )
+        return k_cache, v_cache, self.head(attended.transpose(1, 2).reshape(1, H * D)).argmax(-1)
+
+
+def step_inputs(position: int, seed: int) -> tuple:
+    """Step's inputs: caches of normal values, the position, one token's hidden state."""
+    g = torch.Generator().manual_seed(seed)
+    caches = [torch.randn(1, H, T, D, generator=g) for _ in range(2)]
+    return (*caches, torch.tensor([position]), torch.randn(1, 1, D, generator=g))

@@ -23,7 +23,7 @@ from kiln.reference import run_host as host
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
-from tests.compiler.cache_updates import MODELS, WRITTEN_DIM, D, P, T, make
+from tests.compiler.cache_updates import MODELS, WRITTEN_DIM, D, P, Step, T, make, step_inputs
 from tests.compiler.helpers import output_scales, partition_feeds, run_tosa
 
 CHECK_REASON = (
@@ -180,3 +180,62 @@ def test_more_planes_than_the_dma_counts_stay_on_the_cpu():
         "aten.index_copy at indices of shape [1] along dim 2 of [300, 300, 2]: the NPU's DMA writes at most 65535 "
         "rows into each of at most 65535 planes (the elements of the dims before dim)"
     )
+
+
+@pytest.mark.parametrize("bits", [8, 16])
+def test_a_decode_step_is_one_npu_partition_around_one_index_check(bits):
+    """cache_updates.Step (rotary rows gathered at the position, both caches written there, SDPA over
+    them with the mask arange(T) <= position, argmax) on ethos-u85-256: one partition; on the CPU only
+    the one check of the position (all four index uses share it), the mask's int64 comparison and
+    argmax's widening to int64. run-host equals PT2E (at 16 bits within a step), tokens included."""
+    torch.manual_seed(0)
+    result = kc.compile_model(
+        LoadedModel("step", Step().eval(), step_inputs(7, 0)),
+        CompileSpec("ethos-u85-256", activation_bits=bits),
+        log=lambda line: None,
+    )
+    cpu = [p.op.op_type for p in result.partitioning.placements if p.partition is None]
+    assert sorted(op for op in cpu if not op.startswith("quantized_decomposed")) == [
+        "aten._to_copy",
+        "aten.le",
+        "kiln.checked_index",
+    ]
+    assert len(result.partitioning.partitions) == 1
+    for position in (0, 5, T - 1):
+        inputs = step_inputs(position, position + 1)
+        got = host.run(result.pte, [t.numpy() for t in inputs])
+        want = [w.numpy() for w in result.quantized_module(*inputs)]
+        assert np.array_equal(got[2], want[2])  # the token
+        for g, w, v in zip(got[:2], want[:2], result.graph.outputs):  # the caches, in their steps
+            scale = v.producer.inputs[0].qparams.scale  # the integers the output dequantizes
+            assert np.max(np.rint(np.abs(g - w) / scale)) <= (0 if bits == 8 else 1)
+
+
+def test_vela_drops_a_graph_output_that_a_reshape_of_it_reads():
+    """Why kiln's Lowerer.reshape reads a RESHAPE's input: Vela 5.2.0 compiles x -> CLAMP -> RESHAPE
+    (a graph output) -> RESHAPE -> TRANSPOSE (another output) into a stream with one output, the
+    RESHAPE's gone; the TRANSPOSE reading the CLAMP's result keeps both."""
+    import tosa_serializer as ts
+
+    from tests.simulator.npu_cases import Graph, attr
+
+    def graph(through_the_output: bool) -> Graph:
+        g = Graph()
+        x = g.input(np.arange(-48, 48, dtype=np.int8).reshape(3, 4, 8), "int8")
+        low, high = (list(np.array([v], np.int8).view(np.uint8)) for v in (-40, 40))
+        clamped = g.op("CLAMP", [x], (3, 4, 8), "int8", attr("Clamp", low, high, ts.NanPropagationMode.PROPAGATE))
+        shape = g.ser.addConst([4], ts.DType.SHAPE, np.array([1, 3, 4, 8], np.int64), name="to4").name
+        returned = g.op("RESHAPE", [clamped, shape], (1, 3, 4, 8), "int8", attr("Reshape"))
+        g.output(returned, "the clamp as [1, 3, 4, 8]")
+        read = clamped
+        if through_the_output:
+            back = g.ser.addConst([3], ts.DType.SHAPE, np.array([3, 4, 8], np.int64), name="to3").name
+            read = g.op("RESHAPE", [returned, back], (3, 4, 8), "int8", attr("Reshape"))
+        g.output(g.op("TRANSPOSE", [read], (3, 8, 4), "int8", attr("Transpose", [0, 2, 1])), "its transpose")
+        return g
+
+    for through, outputs in ((True, 1), (False, 2)):
+        stream = vela.compile_tosa(
+            graph(through).serialize(), "outputs", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only"
+        )
+        assert len(stream.outputs) == outputs
