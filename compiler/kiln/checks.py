@@ -31,7 +31,7 @@ from kiln.lower.vela import VelaResult
 from kiln.partition.partitioner import Partition, Partitioning, boundary
 from kiln.program.builder import ALIGNMENT, Program, tensor_args
 from kiln.program.kernels import by_name
-from kiln.vocabulary import DEQUANTIZE, GATHERS, QUANTIZE
+from kiln.vocabulary import DEQUANTIZE, INDEXED, QUANTIZE
 
 KNOWN_DTYPES = frozenset(DTYPES.values())
 
@@ -106,7 +106,7 @@ def quantized_values_have_qparams(graph: Graph) -> str | None:
         elif op.target in DEQUANTIZE:
             values = [op.inputs[0]]
         elif op.quantized:  # but the integer indices and bool masks (constant or not) it reads as they are
-            indices = op.inputs[1:2] if op.target in GATHERS else []  # a gather's, constant or not
+            indices = op.inputs[1:2] if op.target in INDEXED else []  # a gather's or scatter's, constant or not
             values = [
                 v
                 for v in op.inputs
@@ -164,7 +164,7 @@ def every_op_placed_once(parts: Partitioning) -> str | None:
 def partitions_hold_quantized_ops(parts: Partitioning) -> str | None:
     """The NPU computes in integers: every op in a partition reads integer values (Op.reads_integers;
     no quantize or dequantize), and what a partition takes and returns are quantized integer values,
-    bools, argmax's indices or a gather's checked ones, or int32 tensors (an int32 product's),
+    bools, argmax's indices or a gather's or scatter's checked ones, or int32 tensors (an int32 product's),
     never constants."""
     for partition in parts.partitions:
         for op in partition.ops:

@@ -30,8 +30,8 @@ from kiln.vocabulary import (
     DEQUANTIZE,
     DEQUANTIZE_CHANNEL,
     FUSIBLE_ACTIVATIONS,
-    GATHERS,
     INDEX_OPS,
+    INDEXED,
     LOGICAL_OPS,
     QUANTIZE,
     VIEW_OPS,
@@ -224,6 +224,7 @@ class _Builder:
         self.dequantized: dict[int, Value] = {}  # integer value id -> its float dequantization
         self.inputs: list[Value] = []
         self.skipped: set[Node] = set()
+        self.checked: dict[tuple[int, int], Value] = {}  # (index value id, size) -> its CHECKED_INDEX
 
     def add(self, name, target, args, kwargs, outputs, module="", activation=None, origin=("", "")) -> Op:
         op = Op(name, target, args, kwargs, outputs, module, activation, origin)
@@ -378,7 +379,7 @@ class _Builder:
             out = Value(quant.name, tuple(val.shape), _dtype(quant.args[5]), qp)
             args = self.map_args(node.args, self.integer_of)
             kwargs = self.map_args(node.kwargs, self.integer_of)
-            if node.target in GATHERS:
+            if node.target in INDEXED:
                 args = self.checked_indices(node, args, module, origin)
             self.add(node.name, node.target, args, kwargs, [out], module, activation, origin)
             self.env[quant] = out
@@ -428,8 +429,10 @@ class _Builder:
         return True
 
     def checked_indices(self, node: Node, args: tuple, module: str, origin) -> tuple:
-        """`args` of a quantized gather with its indices through CHECKED_INDEX (int32, each checked
-        against the size of the dim it indexes)."""
+        """`args` of a quantized gather or scatter with its indices through CHECKED_INDEX (int32, each
+        checked against the size of the dim it indexes): one check per index value and size, however
+        many ops read it (a decode step's position, which every layer's caches and the rotary
+        tables take)."""
         at = index_argument(node.target)
         values, index = args[0], args[at]
         size = values.shape[0] if node.target is aten.embedding.default else values.shape[args[1] % len(values.shape)]
@@ -441,9 +444,12 @@ class _Builder:
                     f"is out of range 0..{size - 1}"
                 )
             checked = Value(node.name + "_index", index.shape, "int32", data=index.data.astype(np.int32))
+        elif (id(index), size) in self.checked:
+            checked = self.checked[id(index), size]
         else:
             checked = Value(node.name + "_index", index.shape, "int32")
             self.add(checked.name, CHECKED_INDEX, (index, size), {}, [checked], module, origin=origin)
+            self.checked[id(index), size] = checked
         return (*args[:at], checked, *args[at + 1 :])
 
     def several_outputs(self, node: Node, vals):

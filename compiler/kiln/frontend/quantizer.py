@@ -15,7 +15,8 @@ Each operator falls in one class (its row of kiln.vocabulary), which decides how
 - ops that move or select values without arithmetic (reshape, max pool, pad,
   slice, flip, expand, ...), and average pooling (TOSA's AVG_POOL2D keeps the
   scale): the output shares the input's quantization parameters, so no rescale
-  is needed; cat, minimum and maximum: every input and the output share one range.
+  is needed; cat, minimum, maximum, where's two values and index_copy's tensor and source: every
+  input and the output share one range.
 Integer and bool tensors (indices, masks) are never observed, and an op whose
 output is not a float tensor is not annotated. Anything else is left in float;
 the partitioner then keeps it on the CPU and the report says why.
@@ -255,7 +256,7 @@ class EthosUQuantizer(Quantizer):
             elif node.target in PROBABILITY_OPS:
                 _mark(node, {node.args[0]: act}, probability_spec(scheme))
             elif node.target in ONE_RANGE_OPS:
-                self._annotate_concat(node, act)
+                self._annotate_one_range(node, act)
             elif node.target in SHARED_OPS:
                 self._annotate_shared(node, act)
         self._fix_ranges(model, chosen, wide)
@@ -312,15 +313,10 @@ class EthosUQuantizer(Quantizer):
             return
         _mark(node, {source: _input_spec(source, act)}, SharedQuantizationSpec((source, node)))
 
-    def _annotate_concat(self, node: Node, act: QuantizationSpec):
-        operands = (
-            node.args[0]
-            if node.target in (aten.cat.default, aten.concat.default)
-            else node.args[1:3]
-            if node.target is aten.where.self
-            else node.args[:2]
-        )
-        tensors = [t for t in operands if isinstance(t, Node) and _is_float_tensor(t)]
+    def _annotate_one_range(self, node: Node, act: QuantizationSpec):
+        """cat, where, minimum, maximum, index_copy: every float tensor operand (cat's list, where's
+        two values, index_copy's tensor and source) and the output share the first one's range."""
+        tensors = [t for t in _flattened(node.args) if isinstance(t, Node) and _is_float_tensor(t)]
         if not tensors:
             return
         first = tensors[0]
@@ -328,6 +324,10 @@ class EthosUQuantizer(Quantizer):
         # a tensor concatenated with itself is observed once (sharing with itself is a cycle)
         inputs = {first: _input_spec(first, act), **{t: shared for t in tensors[1:] if t is not first}}
         _mark(node, inputs, shared)
+
+
+def _flattened(args) -> list:
+    return [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,))]
 
 
 def _is_float_tensor(node: Node) -> bool:

@@ -367,7 +367,16 @@ class Lowerer:
     def reshape(self, name: str, shape, dtype: str, own: bool = False) -> str:
         """`name` as `shape`: one RESHAPE per tensor and shape, however many ops ask (Vela copies
         a tensor that several RESHAPEs read: a Conv1d block's input, unsqueezed for its
-        convolution and for its shortcut's); `own`: a tensor of its own (a graph output)."""
+        convolution and for its shortcut's); `own`: a tensor of its own (a graph output). A
+        RESHAPE's result is reshaped from that RESHAPE's input (the input itself where the shapes
+        agree): Vela 5.2.0 drops a graph output made by a RESHAPE that another RESHAPE reads (a KV
+        cache's SCATTER reshaped to the cache's shape, returned, and reshaped again for attention;
+        tests/compiler/test_lowering_scatter.py)."""
+        producer, inputs = self.producers.get(name, ("", []))
+        if producer == "RESHAPE" and inputs[0] in self.tensors:
+            name = inputs[0]
+            if not own and list(self.tensors[name].shape) == tosa_shape(shape):
+                return name
         key = (name, tuple(shape))
         if own or key not in self.reshaped:
             out = self.inter(shape, dtype)
