@@ -1,15 +1,18 @@
 """A command stream run again takes kiln.simulator.npu.executor's shorter way (its recorded
-operations with frozen registers, the cycle model of its first run) and must compute what the
-first way computes: outputs bit for bit equal to tosa_reference_model on new inputs, and the
-same cycles, counters and faults as a first run (the recordings cleared) of the same stream on
-the same memory."""
+operations with frozen registers, the cycle model of its first run) and its operations' weights
+kept from before (kiln.simulator.npu.weights.kept); it must compute what the first way
+computes: outputs bit for bit equal to tosa_reference_model on new inputs, and the same
+outputs, cycles, counters and faults as a first run (every cache cleared) of the same stream
+on the same memory, weights changed since included."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 
-from kiln.simulator.npu import executor
+from kiln.simulator.npu import executor, weights
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.executor import run_stream
@@ -67,3 +70,30 @@ def test_a_stream_that_faults_when_run_again_reports_what_a_first_run_does():
     assert (again.cycles, again.counters, again.ops) == (first.cycles, first.counters, first.ops)
     assert again_scratch == first_scratch
     assert first.cycles < whole.cycles
+
+
+def _clear_caches():
+    executor._recordings.clear()
+    weights._kept.clear()
+    weights._decoded.cache.clear()
+
+
+@pytest.mark.parametrize("target, model", CASES)
+def test_weights_changed_since_the_last_run_are_decoded_again(target, model):
+    """Every 61st byte of the weights changed after a run: the run again equals a first run on
+    the changed weights (caches cleared), and differs from the run before the change."""
+    result, shapes = helpers.compiled_zoo(model, target)
+    vela, part_shapes = result.vela[0], shapes[0]
+    inputs = helpers.int8_inputs(part_shapes, 0)
+    _clear_caches()
+    before, _ = helpers.run_on_model(vela, inputs, target)
+    data = np.frombuffer(vela.weight_data, np.uint8).copy()
+    data[::61] ^= 0x5A
+    changed = dataclasses.replace(vela, weight_data=data.tobytes())
+    again, again_run = helpers.run_on_model(changed, inputs, target)
+    _clear_caches()
+    first, first_run = helpers.run_on_model(changed, inputs, target)
+    assert again_run.fault == first_run.fault
+    assert (again_run.cycles, again_run.counters) == (first_run.cycles, first_run.counters)
+    assert all(np.array_equal(a, f) for a, f in zip(again, first))
+    assert first_run.fault is not None or not all(np.array_equal(a, b) for a, b in zip(again, before))

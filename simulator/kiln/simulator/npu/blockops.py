@@ -106,13 +106,20 @@ def taps(array: np.ndarray, k: Kernel, out_h: int, out_w: int):
             )
 
 
-def convolution_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
-    """Exact int64 sums (out_h, out_w, O) of padded IFM `x` (padded_ifm's) times OHWI weights
-    `w`; float64 products are exact for 8/16-bit operands and the sums of a real kernel."""
+def tap_matrices(w: np.ndarray) -> np.ndarray:
+    """OHWI weights as convolution_sums takes them: float64 (kh, kw, I, O), per tap the
+    matrix an IFM sample's channels are multiplied by."""
+    return np.ascontiguousarray(w.transpose(1, 2, 3, 0), dtype=np.float64)
+
+
+def convolution_sums(x: np.ndarray, matrices: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
+    """Exact int64 sums (out_h, out_w, O) of padded IFM `x` (padded_ifm's) times the weights'
+    tap_matrices; float64 products are exact for 8/16-bit operands and the sums of a real
+    kernel."""
     xf = x.astype(np.float64)
-    acc = np.zeros((out_h, out_w, w.shape[0]), np.float64)
+    acc = np.zeros((out_h, out_w, matrices.shape[3]), np.float64)
     for ky, kx, view in taps(xf, k, out_h, out_w):
-        acc += view @ w[:, ky, kx, :].T.astype(np.float64)
+        acc += view @ matrices[ky, kx]
     return np.rint(acc).astype(np.int64)
 
 

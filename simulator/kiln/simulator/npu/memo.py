@@ -4,6 +4,7 @@ key must hold every input the value depends on; the cache only bounds memory."""
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 
 
@@ -38,3 +39,26 @@ class BoundedCache:
     def clear(self) -> None:
         self._entries.clear()
         self._bytes = 0
+
+
+def keeps(max_bytes: int):
+    """Decorates a function of hashable positional arguments that returns a numpy array: its
+    results, made read-only, kept by the arguments in a BoundedCache of max_bytes (the
+    results' bytes and those of bytes arguments); `function.cache` is that cache."""
+
+    def decorate(function):
+        cache = BoundedCache(max_bytes)
+
+        @functools.wraps(function)
+        def kept(*args):
+            value = cache.get(args)
+            if value is None:
+                value = function(*args)
+                value.flags.writeable = False
+                cache.put(args, value, value.nbytes + sum(len(a) for a in args if isinstance(a, bytes)))
+            return value
+
+        kept.cache = cache
+        return kept
+
+    return decorate

@@ -18,6 +18,9 @@ families share (kiln.simulator.npu.blockops). What the U85 adds:
 
 from __future__ import annotations
 
+import functools
+from dataclasses import astuple, dataclass
+
 import numpy as np
 
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
@@ -27,7 +30,7 @@ from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.u85 import weights as u85_weights
 from kiln.simulator.npu.u85.output import store
-from kiln.simulator.npu.weights import decode_stream
+from kiln.simulator.npu.weights import decode_stream, kept
 
 POOL_NAMES = {0: "MAX", 1: "AVERAGE", 2: "REDUCE_SUM", 3: "SUM", 4: "NONE", 5: "MIN", 6: "ARGMAX_X", 7: "ARGMAX_Y"}
 WEIGHT_PREFIXES = ("WEIGHT", "WEIGHT1", "WEIGHT2", "WEIGHT3")
@@ -54,8 +57,10 @@ def _acc_from_ifm2(ctx: Context, shape: tuple[int, int, int]) -> np.ndarray:
 
 
 def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) -> np.ndarray:
-    """The OHWI weights of this operation, gathered from every core's stream (or, in the
-    fast weight format, from the one stream interleaving them)."""
+    """The weights of this operation, gathered from every core's stream (or, in the fast
+    weight format, from the one stream interleaving them): a depthwise convolution's OHWI,
+    int64; a convolution's as blockops.tap_matrices. Kept (kiln.simulator.npu.weights.kept)
+    by the registers that order them and the bytes of the streams read."""
     regs = ctx.registers
     fast, sparsity = regs.weight_format()
     config = ctx.config
@@ -68,52 +73,107 @@ def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) ->
     ifm_bits = 8 * np.dtype(regs.ifm_dtype("IFM")[0]).itemsize
     ctx.coverage.hit("cores", str(config.cores))
     ctx.coverage.hit("weights", ("FWD" if fast else "SWD") + (" 2:4 sparse" if sparsity else ""))
-    orders = [
-        u85_weights.traversal_order(
-            shape[0],
-            shape[1],
-            shape[2],
-            shape[3],
-            regs.param("OFM_BLK_DEPTH_M1") + 1,
-            ofm_ublock,
-            ifm_bits,
-            depthwise,
-            k.part_kernel_first,
-            k.stride_x,
-            k.stride_y,
-            k.dilation_x,
-            k.dilation_y,
-            config.total_macs,
-            config.cores,
-            core,
-            bool(sparsity),
-        )
-        for core in range(config.cores)
-    ]
+    order = _Order(
+        *shape,
+        regs.param("OFM_BLK_DEPTH_M1") + 1,
+        ofm_ublock,
+        ifm_bits,
+        depthwise,
+        k.part_kernel_first,
+        k.stride_x,
+        k.stride_y,
+        k.dilation_x,
+        k.dilation_y,
+        config.total_macs,
+        config.cores,
+        bool(sparsity),
+    )
     if fast:
         if depthwise:
             raise RegisterError("WEIGHT_FORMAT: a depthwise convolution has no fast-format weights")
-        values = u85_weights.decode_fwd(_stream(ctx, 0))
+        raws = (_stream(ctx, 0),)
+    else:
+        raws = _core_streams(ctx, order)
+
+    def ohwi() -> np.ndarray:
+        weights = _gathered(order, bool(fast), raws).reshape(shape)
+        return weights if depthwise else blockops.tap_matrices(weights)
+
+    return kept(("U85", order, bool(fast), *raws), ohwi)
+
+
+@dataclass(frozen=True)
+class _Order:
+    """What orders an operation's weights in its streams: u85_weights.traversal_order's
+    arguments but the core."""
+
+    ofm_depth: int
+    kernel_h: int
+    kernel_w: int
+    ifm_depth: int
+    ofm_block_depth: int
+    ofm_ublock: int
+    ifm_bits: int
+    depthwise: bool
+    part_kernel: bool
+    stride_x: int
+    stride_y: int
+    dilation_x: int
+    dilation_y: int
+    macs: int
+    cores: int
+    sparse: bool
+
+    def of_core(self, core: int) -> np.ndarray:
+        fields = astuple(self)
+        return u85_weights.traversal_order(*fields[:-1], core, fields[-1])
+
+
+def _core_streams(ctx: Context, order: _Order) -> tuple[bytes | None, ...]:
+    """Each core's weight stream (None for a core with none of the operation's weights). A
+    read that faults is raised after the decoding error of a stream read before it, if any,
+    as when each stream was decoded as soon as it was read."""
+    raws: list[bytes | None] = []
+    for core, used in enumerate(_cores_used(order)):
+        try:
+            raws.append(_stream(ctx, core) if used else None)
+        except Exception:
+            for raw in raws:
+                if raw is not None:
+                    decode_stream(raw)
+            raise
+    return tuple(raws)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cores_used(order: _Order) -> tuple[bool, ...]:
+    """Whether each core's stream holds any of the operation's weights."""
+    return tuple(bool((order.of_core(core) >= 0).any()) for core in range(order.cores))
+
+
+def _gathered(order: _Order, fast: bool, raws: tuple[bytes | None, ...]) -> np.ndarray:
+    """The operation's weights, flat OHWI int64, from the streams' bytes `raws` (one per core,
+    None for a core with none of them; fast: the one stream interleaving them)."""
+    orders = [order.of_core(core) for core in range(order.cores)]
+    if fast:
+        values = u85_weights.decode_fwd(raws[0])
         block_size = u85_weights.fwd_block(
-            ofm_ublock, ifm_bits, k.part_kernel_first, bool(sparsity), config.total_macs, config.cores
+            order.ofm_ublock, order.ifm_bits, order.part_kernel, order.sparse, order.macs, order.cores
         )
         streams = u85_weights.deinterleave(values, [len(o) for o in orders], block_size)
     else:
-        streams = [
-            decode_stream(_stream(ctx, core)) if (order >= 0).any() else np.zeros(0, np.int64)
-            for core, order in enumerate(orders)
-        ]
-    out = np.zeros(int(np.prod(shape)), np.int64)
-    for core, (order, values) in enumerate(zip(orders, streams)):
-        used = order >= 0
+        streams = [decode_stream(raw) if raw is not None else np.zeros(0, np.int64) for raw in raws]
+    out = np.zeros(order.ofm_depth * order.kernel_h * order.kernel_w * order.ifm_depth, np.int64)
+    for core, (core_order, values) in enumerate(zip(orders, streams)):
+        used = core_order >= 0
         if not used.any():
             continue
-        if len(values) < len(order):
+        if len(values) < len(core_order):
             raise WeightStreamError(
-                f"core {core}'s weights hold {len(values)} values, the operation needs {len(order)}"
+                f"core {core}'s weights hold {len(values)} values, the operation needs {len(core_order)}"
             )
-        out[order[used]] = values[: len(order)][used]
-    return out.reshape(shape)
+        out[core_order[used]] = values[: len(core_order)][used]
+    return out
 
 
 def _stream(ctx: Context, core: int) -> bytes:
@@ -183,7 +243,7 @@ def _ifm2_weights(ctx: Context) -> None:
     x, _ = blockops.padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
     w = ctx.read_fm(ifm2, np.arange(1), np.arange(depth), np.arange(ifm.depth), "IFM2 read").astype(np.int64)
     w = (w[0] - ifm2.zero_point)[:, None, None, :]
-    _finish(ctx, blockops.convolution_sums(x, w, k, out_h, out_w), bits, source)
+    _finish(ctx, blockops.convolution_sums(x, blockops.tap_matrices(w), k, out_h, out_w), bits, source)
 
 
 def depthwise(ctx: Context) -> None:

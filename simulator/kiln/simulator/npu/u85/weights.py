@@ -37,11 +37,10 @@ Scale stream: one for all cores, a 10-byte record per OFM channel in channel ord
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from kiln.errors import WeightStreamError
+from kiln.simulator.npu.memo import keeps
 
 SCALE_RECORD_BYTES = 10
 INTERLEAVE = 4  # OFM channels per core in turn
@@ -70,7 +69,10 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-@lru_cache(maxsize=512)
+ORDER_BYTES = 256 << 20  # bytes of orders kept
+
+
+@keeps(ORDER_BYTES)
 def traversal_order(
     ofm_depth: int,
     kernel_h: int,
@@ -88,7 +90,7 @@ def traversal_order(
     macs: int,
     cores: int,
     core: int,
-    sparse: bool = False,
+    sparse: bool,
 ) -> np.ndarray:
     """Flat OHWI index (into an (ofm_depth, kernel_h, kernel_w, ifm_depth) tensor; ifm_depth
     1 for depthwise) of each value of core `core`'s stream, -1 for a zero; read-only."""
@@ -132,9 +134,7 @@ def traversal_order(
                                     pieces.append(np.full(dw_extra * ofm_ublock // cores, -1, np.int64))
                             if remaining > 0:
                                 pieces.append(np.full((remaining + dw_extra) * per_tap_pad, -1, np.int64))
-    order = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
-    order.setflags(write=False)
-    return order
+    return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
 
 
 def _taps(sub_x: int, sub_y: int, sub_w: int, sub_h: int, stride_x: int, stride_y: int) -> list[tuple[int, int]]:
