@@ -10,7 +10,10 @@ instruction; the attachment decodes it (kiln.simulator.thumb: plain 32-bit
 LDR/STR only), performs it on the register file (kiln.simulator.npu.device),
 writes the loaded value or the base writeback into the CPU's registers and
 moves PC past it. Pages without a watchpoint run at full speed, so firmware
-that never touches the NPU is not slowed.
+that never touches the NPU is not slowed. An access takes two round trips to
+QEMU: the registers, with the instruction read from where the last access to
+the same address was made (a third when PC is elsewhere), then the register
+writes that complete it, sent with the continue (kiln.simulator.gdb).
 
 What the NPU reads and writes: QEMU's DDR is a shared memory file mapped
 here, read and written in place; other memory (SRAM, TCMs) goes through gdb
@@ -335,6 +338,7 @@ class NpuAttachment(BootAttachment):
         self.npu_time_s = 0.0  # host time spent running streams
         self._irq_rising = False
         self._region_sizes_at = region_sizes_address(elf) if elf is not None else None
+        self._access_pc: dict[int | None, int] = {}  # data address -> PC of the last access to it
 
     def qemu_args(self) -> list[str]:
         """QEMU arguments: the shared DDR and a halted CPU with a gdbstub on our socket."""
@@ -355,14 +359,15 @@ class NpuAttachment(BootAttachment):
         )
         for window in self.board.npu.windows:
             gdb.watch(window, self.window_size)
+        completing: list[str] = []  # the writes that complete the last access
         while True:
-            stop = gdb.cont()
+            stop = gdb.cont(completing)
             if stop.exited:
                 return
             if stop.watch is None:
                 raise AttachmentError("the CPU stopped without hitting the NPU watchpoint")
             started = time.perf_counter()
-            self._emulate(gdb)
+            completing = self._emulate(gdb, stop.address)
             self.access_time_s += time.perf_counter() - started
             self.accesses += 1
 
@@ -380,8 +385,12 @@ class NpuAttachment(BootAttachment):
 
     # ---------------------------------------------------------------- one access
 
-    def _emulate(self, gdb: GdbClient):
-        registers, xpsr, code = self._read_state(gdb)
+    def _emulate(self, gdb: GdbClient, watched: int | None) -> list[str]:
+        """Performs the access the CPU stopped before (at data address `watched`); returns the
+        writes that complete it (the loaded value or base writeback, PC past the instruction,
+        after an interrupt pended the registers that stub borrowed), for gdb to send before the
+        CPU continues."""
+        registers, xpsr, code = self._read_state(gdb, watched)
         pc = registers[thumb.PC]
         hw1, hw2 = int.from_bytes(code[:2], "little"), int.from_bytes(code[2:], "little")
         try:
@@ -407,11 +416,11 @@ class NpuAttachment(BootAttachment):
         new_xpsr = thumb.advance_itstate(xpsr)
         if new_xpsr != xpsr:
             named["xpsr"] = new_xpsr
-        gdb.write_registers(named)
-        if self._irq_rising:
-            self._irq_rising = False
-            after = {**registers, **writes}
-            self._pend_interrupt(gdb, pc & ~1, after, new_xpsr)
+        if not self._irq_rising:
+            return gdb.register_writes(named)
+        self._irq_rising = False
+        after = {**registers, **writes}
+        return self._pend_interrupt(gdb, gdb.register_writes(named), pc & ~1, after, new_xpsr)
 
     def _store(self, offset: int, value: int):
         self.memory.begin()
@@ -420,37 +429,37 @@ class NpuAttachment(BootAttachment):
         self.memory.flush()
         self.npu_time_s += time.perf_counter() - started
 
-    @staticmethod
-    def _read_state(gdb: GdbClient) -> tuple[dict[int, int], int, bytes]:
+    def _read_state(self, gdb: GdbClient, watched: int | None) -> tuple[dict[int, int], int, bytes]:
         """r0..r15, xPSR (one 'g' packet: QEMU's M-profile layout is 16 words, then xPSR)
-        and the 4 bytes at PC."""
-        reply = gdb.request("g")
-        raw = bytes.fromhex(reply.decode())
+        and the 4 bytes at PC, read with the registers from where the last access to the
+        same address was made (the driver accesses each register from few places), or after
+        them when PC is elsewhere."""
+        guess = self._access_pc.get(watched)
+        raw, code = gdb.read_all_registers(None if guess is None else (guess, 4))
         if len(raw) < 17 * 4:
             raise AttachmentError(f"unexpected register packet of {len(raw)} bytes")
         words = [int.from_bytes(raw[4 * i : 4 * i + 4], "little") for i in range(17)]
-        code = gdb.read_memory(words[15] & ~1, 4)
+        pc = words[15] & ~1
+        if guess != pc or code is None:
+            code = gdb.read_memory(pc, 4)
+        self._access_pc[watched] = pc
         return dict(enumerate(words[:16])), words[16], code
 
     def _irq_changed(self, level: bool):
         if level:
             self._irq_rising = True
 
-    def _pend_interrupt(self, gdb: GdbClient, stub_at: int, registers: dict[int, int], xpsr: int):
-        """Lets the CPU pend the NPU's interrupt in its NVIC, then restores its state."""
+    def _pend_interrupt(
+        self, gdb: GdbClient, before: list[str], stub_at: int, registers: dict[int, int], xpsr: int
+    ) -> list[str]:
+        """Lets the CPU pend the NPU's interrupt in its NVIC (after the writes `before`);
+        returns the writes that restore its state."""
         irq = self.board.npu.irq
         saved = gdb.read_memory(stub_at, 2)
-        gdb.write_memory(stub_at, STR_R1_AT_R0)
-        gdb.write_register("r0", NVIC_ISPR + 4 * (irq // 32))
-        gdb.write_register("r1", 1 << (irq % 32))
-        gdb.write_register("pc", stub_at)
         outside_it_block = xpsr & ~((0x3F << 10) | (0x3 << 25))
-        gdb.write_register("xpsr", outside_it_block)
-        stop = gdb.step()
-        gdb.write_memory(stub_at, saved)
+        stub = {"r0": NVIC_ISPR + 4 * (irq // 32), "r1": 1 << (irq % 32), "pc": stub_at, "xpsr": outside_it_block}
+        stop = gdb.step([*before, gdb.memory_write(stub_at, STR_R1_AT_R0), *gdb.register_writes(stub)])
         if stop.exited:
             raise AttachmentError("QEMU ended while the NPU interrupt was being raised")
-        gdb.write_register("r0", registers[0])
-        gdb.write_register("r1", registers[1])
-        gdb.write_register("pc", registers[thumb.PC])
-        gdb.write_register("xpsr", xpsr)
+        restored = {"r0": registers[0], "r1": registers[1], "pc": registers[thumb.PC], "xpsr": xpsr}
+        return [gdb.memory_write(stub_at, saved), *gdb.register_writes(restored)]
