@@ -18,11 +18,13 @@ estimate is worked out again up to that operation, as the first way would have l
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import commands as cmds
@@ -93,6 +95,18 @@ def start(basep, memory, config: NpuConfig, limits=None) -> Run:
         limits=sizes,
     )
     return Run(family, ctx, cycles, family.operation)
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def one_blas_thread():
+    """A context in which numpy's BLAS runs on one thread: the operations' matrix products
+    are small, and BLAS threads would spend their time waiting on each other and on the
+    other processes of the machine (QEMU's, a test's)."""
+    return _blas().limit(limits=1, user_api="blas")
 
 
 def execute(run: Run, words, observe: Observer | None = None, recording: list | None = None) -> None:
@@ -193,7 +207,8 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
     run = start(basep, memory, config, limits)
     fault = None
     try:
-        _run_remembered(run, cmds.as_words(stream))
+        with one_blas_thread():
+            _run_remembered(run, cmds.as_words(stream))
     except cmds.CommandError as error:
         fault = NpuFault("cmd_parse_error", error.index, str(error))
     except (RegisterError, WeightStreamError, NotModelled) as error:
