@@ -80,12 +80,11 @@ _plans = BoundedCache(PLAN_BYTES)
 
 
 def _plan(fm: FeatureMap, region_base: int, ys, xs, channels) -> _Plan:
-    positions = [np.asarray(a, np.int64) for a in (ys, xs, channels)]
-    key = (fm, region_base, *((p.shape, p.tobytes()) for p in positions))
+    key = (fm, region_base, *(_position_key(p) for p in (ys, xs, channels)))
     plan = _plans.get(key)
     if plan is not None:
         return plan
-    address = addresses(fm, region_base, *positions)
+    address = addresses(fm, region_base, ys, xs, channels)
     size = fm.elem_size
     if address.size == 0:
         plan = _Plan(address.shape, 0, 0, None)
@@ -102,8 +101,15 @@ def _plan(fm: FeatureMap, region_base: int, ys, xs, channels) -> _Plan:
     return plan
 
 
+def _position_key(positions) -> range | tuple[bytes]:
+    if isinstance(positions, range):
+        return positions
+    return (np.asarray(positions, np.int64).tobytes(),)
+
+
 def read(memory, fm: FeatureMap, region_base: int, ys, xs, channels) -> np.ndarray:
-    """The elements at rows ys, columns xs, channels `channels` as fm.dtype, (H, W, C)."""
+    """The elements at rows ys, columns xs, channels `channels` (each a range or a 1-D
+    integer array) as fm.dtype, (H, W, C)."""
     plan = _plan(fm, region_base, ys, xs, channels)
     if plan.length == 0:
         return np.zeros(plan.shape, fm.dtype)

@@ -125,7 +125,7 @@ def convolution(ctx: Context) -> None:
     record_kernel(ctx, k, pad)
     ctx.coverage.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
     ifm = regs.feature_map("IFM")
-    x, _ = padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
+    x, _ = padded_ifm(ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
     w = np.zeros((depth, k.height, k.width, ifm.depth), np.int64)
     for core, channels in enumerate(_core_channels(ctx, depth)):
         if len(channels):
@@ -139,7 +139,7 @@ def depthwise(ctx: Context) -> None:
     k, pad = regs.kernel(), regs.padding()
     record_kernel(ctx, k, pad)
     ifm = regs.feature_map("IFM")
-    x, _ = padded_ifm(ctx, ifm, np.arange(depth), k, pad, out_h, out_w)
+    x, _ = padded_ifm(ctx, ifm, range(depth), k, pad, out_h, out_w)
     w = np.zeros((depth, k.height, k.width, 1), np.int64)
     for core, channels in enumerate(_core_channels(ctx, depth)):
         if len(channels):

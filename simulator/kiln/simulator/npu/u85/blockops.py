@@ -53,7 +53,7 @@ def _acc_from_ifm2(ctx: Context, shape: tuple[int, int, int]) -> np.ndarray:
     fm = ctx.registers.feature_map("IFM2")
     ctx.coverage.hit("ifm_precision", f"IFM2 {np.dtype(fm.dtype).name}")
     h, w, c = shape
-    return ctx.read_fm(fm, np.arange(h), np.arange(w), np.arange(c), "IFM2 read").astype(np.int64) - fm.zero_point
+    return ctx.read_fm(fm, range(h), range(w), range(c), "IFM2 read").astype(np.int64) - fm.zero_point
 
 
 def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) -> np.ndarray:
@@ -240,8 +240,8 @@ def _ifm2_weights(ctx: Context) -> None:
     _require_memory(ctx, "IFM")
     _require_memory(ctx, "IFM2")
     ifm, ifm2 = regs.feature_map("IFM"), regs.feature_map("IFM2")
-    x, _ = blockops.padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
-    w = ctx.read_fm(ifm2, np.arange(1), np.arange(depth), np.arange(ifm.depth), "IFM2 read").astype(np.int64)
+    x, _ = blockops.padded_ifm(ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
+    w = ctx.read_fm(ifm2, range(1), range(depth), range(ifm.depth), "IFM2 read").astype(np.int64)
     w = (w[0] - ifm2.zero_point)[:, None, None, :]
     _finish(ctx, blockops.convolution_sums(x, blockops.tap_matrices(w), k, out_h, out_w), bits, source)
 
@@ -259,12 +259,12 @@ def _mac(ctx: Context, depthwise: bool) -> None:
     ifm = regs.feature_map("IFM")
     _require_memory(ctx, "IFM")
     if depthwise:
-        x, _ = blockops.padded_ifm(ctx, ifm, np.arange(depth), k, pad, out_h, out_w)
+        x, _ = blockops.padded_ifm(ctx, ifm, range(depth), k, pad, out_h, out_w)
         w = _weights(ctx, (depth, k.height, k.width, 1), True)
         acc = blockops.depthwise_sums(x, w, k, out_h, out_w)
     else:
         ctx.coverage.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
-        x, _ = blockops.padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
+        x, _ = blockops.padded_ifm(ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
         w = _weights(ctx, (depth, k.height, k.width, ifm.depth), False)
         acc = blockops.convolution_sums(x, w, k, out_h, out_w)
     _finish(ctx, acc, bits, source)
@@ -311,7 +311,7 @@ def _argmax(ctx: Context, name: str) -> np.ndarray:
     k, pad = regs.kernel(), regs.padding()
     if (k.height if name == "ARGMAX_X" else k.width) != 1:
         raise NotModelled(f"NPU_OP_POOL: {name} over a {k.width}x{k.height} kernel is not modelled")
-    x, valid = blockops.padded_ifm(ctx, regs.feature_map("IFM"), np.arange(depth), k, pad, out_h, out_w)
+    x, valid = blockops.padded_ifm(ctx, regs.feature_map("IFM"), range(depth), k, pad, out_h, out_w)
     low = np.iinfo(np.int64).min
     x = np.where(valid[:, :, None], x, low)
     best = np.full((out_h, out_w, depth), low, np.int64)
