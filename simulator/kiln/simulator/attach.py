@@ -50,6 +50,7 @@ import os
 import socket
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -257,6 +258,22 @@ def boots_elsewhere(board: boards.Board) -> bool:
     return board.region_for("code").base != QEMU_BOOT_VECTORS[board.qemu_machine]
 
 
+@dataclass(frozen=True)
+class HostTimes:
+    """Where the wall time of a run on the virtual platform went, in seconds, as the NPU
+    attachment clocks it; the rest of the run's wall time is QEMU starting and loading the
+    ELF, and ending."""
+
+    running: float  # the CPU running (QEMU) until an NPU register access or its end, each stop's round trip included
+    accesses: float  # serving the accesses: the attachment's gdb traffic and the NPU model's work
+    streams: float  # of `accesses`, the NPU model running command streams
+
+    @property
+    def attachment(self) -> float:
+        """Serving the accesses but for the streams: gdb traffic, instruction decoding, registers."""
+        return self.accesses - self.streams
+
+
 class BootAttachment:
     """QEMU halted at start with its gdbstub on a private socket: boots the CPU at the
     board's vector table if the machine's differs, then lets it run to the end."""
@@ -316,6 +333,10 @@ class BootAttachment:
         if not stop.exited:
             raise AttachmentError("the CPU stopped under the debugger for no reason kiln set")
 
+    def host_times(self) -> HostTimes | None:
+        """Where the run's wall time went (None: no NPU model, nothing clocked)."""
+        return None
+
     def close(self):
         """Removes the socket; safe to call twice."""
         self.socket_path.unlink(missing_ok=True)
@@ -336,6 +357,7 @@ class NpuAttachment(BootAttachment):
         self.memory: TargetMemory | None = None
         self.access_time_s = 0.0  # host time spent on register accesses, including the NPU's runs
         self.npu_time_s = 0.0  # host time spent running streams
+        self.running_time_s = 0.0  # host time the CPU ran between accesses (HostTimes.running)
         self._irq_rising = False
         self._region_sizes_at = region_sizes_address(elf) if elf is not None else None
         self._access_pc: dict[int | None, int] = {}  # data address -> PC of the last access to it
@@ -361,7 +383,9 @@ class NpuAttachment(BootAttachment):
             gdb.watch(window, self.window_size)
         completing: list[str] = []  # the writes that complete the last access
         while True:
+            started = time.perf_counter()
             stop = gdb.cont(completing)
+            self.running_time_s += time.perf_counter() - started
             if stop.exited:
                 return
             if stop.watch is None:
@@ -377,6 +401,9 @@ class NpuAttachment(BootAttachment):
         words = np.frombuffer(raw, "<u4")
         count = min(int(words[0]), REGIONS)
         return tuple(int(words[1 + n]) if n < count else 0 for n in range(REGIONS))
+
+    def host_times(self) -> HostTimes:
+        return HostTimes(self.running_time_s, self.access_time_s, self.npu_time_s)
 
     def close(self):
         """Removes the shared DDR file and the socket; safe to call twice."""
