@@ -212,9 +212,10 @@ FWD_PALETTE = 16
 def decode_fwd(raw: bytes) -> np.ndarray:
     """Every value code of one FWD stream, int64 (padding included: the caller takes as many
     as its order needs)."""
-    bits = np.unpackbits(np.frombuffer(bytes(raw), np.uint8), bitorder="little").astype(np.int64)
-    if len(bits) < FWD_HEADER_BITS:
+    data = np.frombuffer(bytes(raw), np.uint8)
+    if len(data) * 8 < FWD_HEADER_BITS:
         raise WeightStreamError(f"fast-format weight stream of {len(raw)} bytes is shorter than its 32-byte header")
+    bits = np.unpackbits(data[: FWD_HEADER_BITS // 8], bitorder="little").astype(np.int64)
 
     def field(start: int, width: int) -> np.ndarray:
         return bits[start : start + width] @ (1 << np.arange(width, dtype=np.int64))
@@ -225,9 +226,13 @@ def decode_fwd(raw: bytes) -> np.ndarray:
     folded = np.array([field(112 + 9 * i, 9) for i in range(FWD_PALETTE)], np.int64)
     palette = np.where(folded & 1, -(folded >> 1), folded >> 1)
     width = 2 if small_lut else (8 if raw_mode else 4)
-    data = bits[FWD_HEADER_BITS:]
-    codes = data[: len(data) // width * width].reshape(-1, width) @ (1 << np.arange(width, dtype=np.int64))
+    payload = data[FWD_HEADER_BITS // 8 :]
+    # Codes start on a byte and `width` divides 8: code k is bits (k * width) % 8 up of byte
+    # k * width // 8.
+    shifts = np.arange(0, 8, width, dtype=np.uint8)
+    codes = ((payload[:, None] >> shifts[None, :]) & ((1 << width) - 1)).reshape(-1)
     if raw_mode and not small_lut:
+        codes = codes.astype(np.int64)
         return np.where(codes >= 128, codes - 256, codes) - zero_adjust
     return palette[codes]
 
