@@ -27,6 +27,7 @@ equal `kiln run-host`'s bit for bit.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -163,10 +164,10 @@ def _stream_seconds(summary: str | None) -> float:
 
 
 def per_inference(model: str, target: str, counts: tuple[int, int], memory_mode: str | None, work: Path) -> str:
-    """The --per-inference figures of `model` (module docstring)."""
+    """The --per-inference figures of `model` (module docstring). Each run is a process of its
+    own (_samples_run), so the second does not find what the first kept (decoded weights,
+    recorded streams)."""
     from kiln import flow
-    from kiln.frontend.export import load_model
-    from kiln.pte.schema import NUMPY_DTYPES
     from kiln.spec import CompileSpec
 
     directory = work / Path(model).stem
@@ -174,36 +175,52 @@ def per_inference(model: str, target: str, counts: tuple[int, int], memory_mode:
     pte = directory / "model.pte"
     flow.compile_pte(model, CompileSpec(target=target, memory_mode=memory_mode), pte, log=lambda line: None)
     elf = flow.build_runner(pte, target, output=directory / "runner", echo=lambda *text, **options: None)
+    runs = []
+    for count in counts:
+        command = [sys.executable, __file__, "--samples-run", model, str(pte), str(elf), target, str(count)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return f"{model:18} failed: {(done.stdout + done.stderr)[-600:]}"
+        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    first, second = runs
+
+    def each(name: str) -> float:
+        return 1e3 * (second[name] - first[name]) / (counts[1] - counts[0])
+
+    wall, qemu, npu, accesses = each("seconds"), each("running"), each("streams"), each("accesses")
+    return (
+        f"{model:18} per inference {wall:7.1f} ms wall: QEMU {qemu:6.1f}, NPU model {npu:7.1f}, attachment "
+        f"{accesses - npu:5.1f}, other {wall - qemu - accesses:5.1f} ms; first run ({counts[0]} inference(s)) "
+        f"{first['seconds']:6.2f} s; {second['streams_each']} stream(s) per inference; "
+        f"bit-exact with run-host: {'yes' if first['exact'] and second['exact'] else 'NO'}"
+    )
+
+
+def _samples_run(model: str, pte: Path, elf: Path, target: str, count: int) -> dict:
+    """One run of the runner `elf` over `count` samples (the model's example inputs, rolled by one
+    along their last axis per sample): its wall time, HostTimes and bit-exactness with run-host."""
+    from kiln import flow
+    from kiln.frontend.export import load_model
+    from kiln.pte.schema import NUMPY_DTYPES
+
     inputs, _ = flow.program_io(pte)
     example = [
         np.asarray(value.numpy(), NUMPY_DTYPES[tensor.scalar_type]).reshape(tensor.sizes)
         for value, tensor in zip(load_model(model).inputs, inputs)
     ]
-    samples = [[np.roll(x, n, axis=-1) for x in example] for n in range(max(counts))]
-    runs = []
-    for count in counts:
-        done = flow.infer(
-            elf, target, pte, samples[:count], directory / f"run{count}", platform="virtual", timeout=3600
-        )
-        if not done.complete:
-            return f"{model:18} failed: {done.log[-400:]}"
-        runs.append(done)
-    first, second = runs
-    extra = counts[1] - counts[0]
-
-    def each(of) -> float:
-        return 1e3 * (of(second) - of(first)) / extra
-
-    wall = each(lambda r: r.seconds)
-    qemu, npu = each(lambda r: r.run.host.running), each(lambda r: r.run.host.streams)
-    attachment = each(lambda r: r.run.host.attachment)
-    exact = flow.compare(pte, samples[: counts[1]], second.outputs) == []
-    return (
-        f"{model:18} per inference {wall:7.1f} ms wall: QEMU {qemu:6.1f}, NPU model {npu:7.1f}, attachment "
-        f"{attachment:5.1f}, other {wall - qemu - npu - attachment:5.1f} ms; first run ({counts[0]} inference(s)) "
-        f"{first.seconds:6.2f} s; {second.inferences[-1].streams} stream(s) per inference; "
-        f"bit-exact with run-host: {'yes' if exact else 'NO'}"
-    )
+    samples = [[np.roll(x, n, axis=-1) for x in example] for n in range(count)]
+    done = flow.infer(elf, target, pte, samples, platform="virtual", timeout=3600)
+    if not done.complete:
+        sys.exit(done.log[-600:])
+    host = done.run.host
+    return {
+        "seconds": done.seconds,
+        "running": host.running,
+        "accesses": host.accesses,
+        "streams": host.streams,
+        "streams_each": done.inferences[-1].streams,
+        "exact": flow.compare(pte, samples, done.outputs) == [],
+    }
 
 
 def main():
@@ -215,7 +232,14 @@ def main():
     parser.add_argument("--target", default="ethos-u85-256", help="with --per-inference")
     parser.add_argument("--samples", default="1,11", help="with --per-inference: the two runs' inference counts")
     parser.add_argument("--memory-mode", default=None, help="with --per-inference (default: the board's)")
+    parser.add_argument(
+        "--samples-run", nargs=5, metavar=("MODEL", "PTE", "ELF", "TARGET", "COUNT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.samples_run:
+        model, pte, elf, target, count = args.samples_run
+        print(json.dumps(_samples_run(model, Path(pte), Path(elf), target, int(count))))
+        return
     if args.per_inference:
         counts = tuple(int(n) for n in args.samples.split(","))
         if len(counts) != 2 or not 0 < counts[0] < counts[1]:
