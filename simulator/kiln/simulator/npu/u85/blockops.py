@@ -26,10 +26,12 @@ import numpy as np
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import blockops
 from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.memo import keeps
 from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.u85 import weights as u85_weights
 from kiln.simulator.npu.u85.output import store
+from kiln.simulator.npu.u85.weights import ORDER_BYTES
 from kiln.simulator.npu.weights import decode_stream, kept
 
 POOL_NAMES = {0: "MAX", 1: "AVERAGE", 2: "REDUCE_SUM", 3: "SUM", 4: "NONE", 5: "MIN", 6: "ARGMAX_X", 7: "ARGMAX_Y"}
@@ -163,17 +165,29 @@ def _gathered(order: _Order, fast: bool, raws: tuple[bytes | None, ...]) -> np.n
         streams = u85_weights.deinterleave(values, [len(o) for o in orders], block_size)
     else:
         streams = [decode_stream(raw) if raw is not None else np.zeros(0, np.int64) for raw in raws]
-    out = np.zeros(order.ofm_depth * order.kernel_h * order.kernel_w * order.ifm_depth, np.int64)
-    for core, (core_order, values) in enumerate(zip(orders, streams)):
-        used = core_order >= 0
-        if not used.any():
-            continue
-        if len(values) < len(core_order):
+    segments = []
+    for core, (core_order, values, used) in enumerate(zip(orders, streams, _cores_used(order))):
+        if used and len(values) < len(core_order):
             raise WeightStreamError(
                 f"core {core}'s weights hold {len(values)} values, the operation needs {len(core_order)}"
             )
-        out[core_order[used]] = values[: len(core_order)][used]
-    return out
+        segments.append(values[: len(core_order)] if used else np.zeros(len(core_order), np.int64))
+    return np.concatenate([*segments, np.zeros(1, np.int64)])[_placement(order)]
+
+
+@keeps(ORDER_BYTES)
+def _placement(order: _Order) -> np.ndarray:
+    """Per flat OHWI position, the index of its value in the cores' streams laid end to end
+    (each as long as its order), or past them (a zero) for a position no stream fills; where
+    several values land on one position, the last core's last one."""
+    orders = [order.of_core(core) for core in range(order.cores)]
+    source = np.full(order.ofm_depth * order.kernel_h * order.kernel_w * order.ifm_depth, sum(map(len, orders)))
+    offset = 0
+    for core_order in orders:
+        used = core_order >= 0
+        source[core_order[used]] = offset + np.flatnonzero(used)
+        offset += len(core_order)
+    return source
 
 
 def _stream(ctx: Context, core: int) -> bytes:

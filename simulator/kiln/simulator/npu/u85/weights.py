@@ -226,15 +226,14 @@ def decode_fwd(raw: bytes) -> np.ndarray:
     folded = np.array([field(112 + 9 * i, 9) for i in range(FWD_PALETTE)], np.int64)
     palette = np.where(folded & 1, -(folded >> 1), folded >> 1)
     width = 2 if small_lut else (8 if raw_mode else 4)
-    payload = data[FWD_HEADER_BITS // 8 :]
     # Codes start on a byte and `width` divides 8: code k is bits (k * width) % 8 up of byte
-    # k * width // 8.
-    shifts = np.arange(0, 8, width, dtype=np.uint8)
-    codes = ((payload[:, None] >> shifts[None, :]) & ((1 << width) - 1)).reshape(-1)
+    # k * width // 8, so each byte value stands for 8 // width values, looked up in a table.
+    codes = (np.arange(256)[:, None] >> np.arange(0, 8, width)[None, :]) & ((1 << width) - 1)
     if raw_mode and not small_lut:
-        codes = codes.astype(np.int64)
-        return np.where(codes >= 128, codes - 256, codes) - zero_adjust
-    return palette[codes]
+        table = np.where(codes >= 128, codes - 256, codes) - zero_adjust
+    else:
+        table = palette[codes]
+    return np.take(table.astype(np.int64), data[FWD_HEADER_BITS // 8 :], axis=0).reshape(-1)
 
 
 def fwd_block(ofm_ublock: int, ifm_bits: int, part_kernel: bool, sparse: bool, macs: int, cores: int) -> int:
