@@ -125,10 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         start = time.monotonic()
         result = compile_once(name, log=lambda line: None)
         print(
-            f"{name}: compiled for {COMPILED_FOR} in {time.monotonic() - start:.0f} s; state {result.report['state']['bytes']:,} B"
+            f"{name}: compiled for {COMPILED_FOR} in {time.monotonic() - start:.0f} s; "
+            f"state {result.report['state']['bytes']:,} B"
         )
         print(
-            f"  {'target':15} {'method':8} {'Vela NPU':>12} {'Vela total':>12} {'PMU NPU':>12} {'CPU instr':>10} {'s/token':>8}"
+            f"  {'target':15} {'method':8} {'Vela NPU':>12} {'Vela total':>12} {'PMU NPU':>12} "
+            f"{'CPU instr':>10} {'s/token':>8}"
         )
         with tempfile.TemporaryDirectory(prefix="kiln-llm-") as tmp:
             for target_name in args.targets.split(","):
@@ -149,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                     instructions = f"{measured['instructions']:,.0f}" if measured.get("instructions") else ""
                     seconds = f"{measured['seconds_per_token']:.2f}" if measured else ""
                     print(
-                        f"  {target_name:15} {method:8} {npu:>12,} {total:>12,} {pmu:>12} {instructions:>10} {seconds:>8}"
+                        f"  {target_name:15} {method:8} {npu:>12,} {total:>12,} {pmu:>12} "
+                        f"{instructions:>10} {seconds:>8}"
                     )
         sys.stdout.flush()
     return 0
