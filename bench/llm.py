@@ -3,7 +3,7 @@ the virtual platform's PMU count, and how often the quantized program's greedy t
 the float model's.
 
     .venv/bin/python bench/llm.py [--models tinylm,smollm2_135m_shape] [--targets ethos-u85-128,...]
-                                  [--tokens 16] [--no-platform] [--agreement]
+                                  [--tokens 16] [--no-platform] [--agreement] [--keep DIR]
 
 Each model is compiled once (`kiln compile`, for ethos-u85-256 on the board's defaults); its TOSA
 graphs then go through Vela for each configuration of --targets (one .pte per configuration,
@@ -62,7 +62,9 @@ def for_target(result: kc.ProgramResult, target: boards.Target) -> tuple[bytes, 
     """The program of `result` with its delegates compiled by Vela for `target` (its board's defaults)."""
     spec = CompileSpec(target.name).resolved(target)
     compiled = {
-        name: [
+        name: r.vela
+        if target.name == COMPILED_FOR  # the compile's own
+        else [
             vela.compile_tosa(t, f"{name}_{i}", target.name, spec.system_config, spec.memory_mode)
             for i, t in enumerate(r.tosa)
         ]
@@ -117,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--no-platform", action="store_true")
     parser.add_argument("--agreement", action="store_true")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep each configuration's .pte there")
     args = parser.parse_args(argv)
     if args.agreement:
         agreement()
@@ -133,10 +136,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{'CPU instr':>10} {'s/token':>8}"
         )
         with tempfile.TemporaryDirectory(prefix="kiln-llm-") as tmp:
+            folder = args.keep or Path(tmp)
+            folder.mkdir(parents=True, exist_ok=True)
             for target_name in args.targets.split(","):
                 target = boards.target(target_name)
                 data, compiled = for_target(result, target)
-                pte = Path(tmp) / f"{name}-{target_name}.pte"
+                pte = folder / f"{name}-{target_name}.pte"
                 pte.write_bytes(data)
                 measured = {} if args.no_platform else on_platform(pte, target, args.tokens)
                 for method, results in compiled.items():
