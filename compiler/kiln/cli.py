@@ -365,14 +365,17 @@ def _generate_on_device(elf: Path, target, pte: Path, args) -> int:
     if not done.complete:
         print(done.log)
         return done.status or 1
+    instructions = done.cpu_instructions or [None] * len(done.tokens)  # the virtual platform counts them
     print(
         f"{'token':>5}  {'id':>5}  {'byte':>6}  {'position':>8}  {'method':>7}  {'NPU cycles':>11}  {'CPU cycles':>10}"
+        f"  {'CPU instructions':>16}"
     )
-    for t in done.tokens:
+    for t, counted in zip(done.tokens, instructions):
         cpu = f"{t.cpu_cycles:,}" if t.cpu_cycles is not None else "n/a"
+        byte = ascii(chr(t.token))[1:-1] if t.token < 256 else ""
         print(
-            f"{t.index:>5}  {t.token:>5}  {ascii(chr(t.token))[1:-1] if t.token < 256 else '':>6}  {t.position:>8}  "
-            f"{t.method:>7}  {t.npu_cycles:>11,}  {cpu:>10}"
+            f"{t.index:>5}  {t.token:>5}  {byte:>6}  {t.position:>8}  {t.method:>7}  {t.npu_cycles:>11,}  {cpu:>10}"
+            f"  {f'{counted:,}' if counted is not None else 'n/a':>16}"
         )
     text = bytes(t.token & 0xFF for t in done.tokens)
     print(f"generated: {(prompt + text).decode('utf-8', errors='backslashreplace')}")
