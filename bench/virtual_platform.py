@@ -1,6 +1,8 @@
 """What kiln's NPU attachment to QEMU costs, and whole NPU inferences on the virtual platform.
 
     .venv/bin/python bench/virtual_platform.py [--runs N] [--mib N] [--models tiny_cnn,mobilenet_v2,...]
+    .venv/bin/python bench/virtual_platform.py --per-inference MODEL[,MODEL...] [--target ethos-u85-256]
+        [--samples 1,11] [--memory-mode MODE]
 
 Prints: start-up overhead (hello with and without the NPU attachment), the wall time
 per intercepted NPU register access (an app that reads the ID register 1000 times),
@@ -9,11 +11,23 @@ ethos-u55-128 with its board defaults) the wall time of one whole inference thro
 kiln's driver on the virtual platform (QEMU start to exit), the share spent running
 the stream in the NPU model, the data moved through gdb, NPU cycles (model vs Vela) and
 whether the output equals tosa_reference_model's bit for bit.
+
+--per-inference: each MODEL (a zoo name or a .py file) compiled for --target, built into
+kiln's executor runner and run on the virtual platform twice, over the two --samples counts
+of inputs (the model's example inputs, rolled by one along their last axis per sample); per
+inference, what the second run took more than the first divided by the extra samples: the
+wall time, split as the NPU attachment clocks it (kiln.simulator.attach.HostTimes) into QEMU
+(the CPU running between NPU register accesses: the runtime, the kernels, the driver, and each
+stop's round trip), the NPU model (running command streams) and the attachment (the rest of
+serving the accesses: gdb traffic, registers); then the first run's wall time (QEMU's start,
+the first inference with its one-time work: imports, weight decoding) and whether the outputs
+equal `kiln run-host`'s bit for bit.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -149,12 +163,94 @@ def _stream_seconds(summary: str | None) -> float:
     return 0.0
 
 
+def per_inference(model: str, target: str, counts: tuple[int, int], memory_mode: str | None, work: Path) -> str:
+    """The --per-inference figures of `model` (module docstring). Each run is a process of its
+    own (_samples_run), so the second does not find what the first kept (decoded weights,
+    recorded streams)."""
+    from kiln import flow
+    from kiln.spec import CompileSpec
+
+    directory = work / Path(model).stem
+    directory.mkdir()
+    pte = directory / "model.pte"
+    flow.compile_pte(model, CompileSpec(target=target, memory_mode=memory_mode), pte, log=lambda line: None)
+    elf = flow.build_runner(pte, target, output=directory / "runner", echo=lambda *text, **options: None)
+    runs = []
+    for count in counts:
+        command = [sys.executable, __file__, "--samples-run", model, str(pte), str(elf), target, str(count)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return f"{model:18} failed: {(done.stdout + done.stderr)[-600:]}"
+        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    first, second = runs
+
+    def each(name: str) -> float:
+        return 1e3 * (second[name] - first[name]) / (counts[1] - counts[0])
+
+    wall, qemu, npu, accesses = each("seconds"), each("running"), each("streams"), each("accesses")
+    return (
+        f"{model:18} per inference {wall:7.1f} ms wall: QEMU {qemu:6.1f}, NPU model {npu:7.1f}, attachment "
+        f"{accesses - npu:5.1f}, other {wall - qemu - accesses:5.1f} ms; first run ({counts[0]} inference(s)) "
+        f"{first['seconds']:6.2f} s; {second['streams_each']} stream(s) per inference; "
+        f"bit-exact with run-host: {'yes' if first['exact'] and second['exact'] else 'NO'}"
+    )
+
+
+def _samples_run(model: str, pte: Path, elf: Path, target: str, count: int) -> dict:
+    """One run of the runner `elf` over `count` samples (the model's example inputs, rolled by one
+    along their last axis per sample): its wall time, HostTimes and bit-exactness with run-host."""
+    from kiln import flow
+    from kiln.frontend.export import load_model
+    from kiln.pte.schema import NUMPY_DTYPES
+
+    inputs, _ = flow.program_io(pte)
+    example = [
+        np.asarray(value.numpy(), NUMPY_DTYPES[tensor.scalar_type]).reshape(tensor.sizes)
+        for value, tensor in zip(load_model(model).inputs, inputs)
+    ]
+    samples = [[np.roll(x, n, axis=-1) for x in example] for n in range(count)]
+    done = flow.infer(elf, target, pte, samples, platform="virtual", timeout=3600)
+    if not done.complete:
+        sys.exit(done.log[-600:])
+    host = done.run.host
+    return {
+        "seconds": done.seconds,
+        "running": host.running,
+        "accesses": host.accesses,
+        "streams": host.streams,
+        "streams_each": done.inferences[-1].streams,
+        "exact": flow.compare(pte, samples, done.outputs) == [],
+    }
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--mib", type=int, default=4)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--per-inference", metavar="MODELS", help="comma-separated zoo names or .py files")
+    parser.add_argument("--target", default="ethos-u85-256", help="with --per-inference")
+    parser.add_argument("--samples", default="1,11", help="with --per-inference: the two runs' inference counts")
+    parser.add_argument("--memory-mode", default=None, help="with --per-inference (default: the board's)")
+    parser.add_argument(
+        "--samples-run", nargs=5, metavar=("MODEL", "PTE", "ELF", "TARGET", "COUNT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.samples_run:
+        model, pte, elf, target, count = args.samples_run
+        print(json.dumps(_samples_run(model, Path(pte), Path(elf), target, int(count))))
+        return
+    if args.per_inference:
+        counts = tuple(int(n) for n in args.samples.split(","))
+        if len(counts) != 2 or not 0 < counts[0] < counts[1]:
+            sys.exit("--samples takes two counts, the first smaller, e.g. 1,11")
+        with tempfile.TemporaryDirectory() as tmp:
+            print(
+                f"per inference on {args.target}'s virtual platform (runs of {counts[0]} and {counts[1]} inferences):"
+            )
+            for model in filter(None, args.per_inference.split(",")):
+                print(per_inference(model, args.target, counts, args.memory_mode, Path(tmp)), flush=True)
+        return
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.compiler
     with tempfile.TemporaryDirectory() as tmp:
         build = firmware.build("corstone-300", Path(tmp) / "fw", test_apps=True)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -36,6 +37,9 @@ from kiln.vocabulary import (
     VIEW_OPS,
     index_argument,
 )
+
+if TYPE_CHECKING:
+    from kiln.frontend.state import StateBuffer
 
 qd = torch.ops.quantized_decomposed
 aten = torch.ops.aten
@@ -150,8 +154,9 @@ class Op:
 @dataclass
 class Graph:
     ops: list[Op]  # in execution (topological) order
-    inputs: list[Value]
-    outputs: list[Value]
+    inputs: list[Value]  # the model's, then its state's (in state's order)
+    outputs: list[Value]  # the model's, then the state it writes (in state's order)
+    state: list[State] = field(default_factory=list)
 
     def values(self) -> Iterable[Value]:
         seen = set()
@@ -159,6 +164,17 @@ class Graph:
             if id(v) not in seen:
                 seen.add(id(v))
                 yield v
+
+
+@dataclass(frozen=True)
+class State:
+    """A state buffer of a program (kiln.frontend.state): its name, the value it holds when the
+    graph starts (one of the graph's last inputs) and, if the graph writes it, the value it holds
+    when the graph ends (one of its last outputs). Both live in the program's state memory."""
+
+    name: str
+    input: Value
+    output: Value | None
 
 
 def _flatten(x):
@@ -198,9 +214,13 @@ def _qparams(node: Node, constants: dict) -> QParams:
 
 
 class _Builder:
-    def __init__(self, gm: GraphModule, io_quantized: bool):
+    def __init__(
+        self, gm: GraphModule, io_quantized: bool, state_inputs: frozenset[str] = frozenset(), state_outputs=0
+    ):
         self.gm = gm
         self.io_quantized = io_quantized
+        self.state_inputs = state_inputs  # placeholder names of state inputs: integer whatever io_quantized says
+        self.state_outputs = state_outputs  # the last this many outputs are state: integer likewise
         self.ops: list[Op] = []
         self.env: dict[Node, Value] = {}  # node -> the value it stands for
         self.dq: dict[Node, Value] = {}  # dequantize node -> the integer value it reads
@@ -317,7 +337,7 @@ class _Builder:
         if not isinstance(val, torch.Tensor):
             raise ModelError(f"input {node.name} is not a tensor")
         users = list(node.users)
-        if self.io_quantized and len(users) == 1 and users[0].target in QUANTIZE:
+        if (self.io_quantized or node.name in self.state_inputs) and len(users) == 1 and users[0].target in QUANTIZE:
             q = users[0]
             qp = _qparams(q, self.constants)
             value = Value(node.name, tuple(val.shape), _dtype(q.args[5]), qp)
@@ -333,10 +353,11 @@ class _Builder:
         returned = list(_flatten(node.args[0]))
         if not any(isinstance(arg, Node) for arg in returned):
             raise ModelError(f"the model returns no tensor (it returns {', '.join(map(repr, returned)) or 'nothing'})")
-        for arg in returned:
+        for k, arg in enumerate(returned):
             if not isinstance(arg, Node):
                 continue  # None or a number beside the tensors: not a program output (kiln.frontend.export)
-            if arg in self.dq and self.io_quantized and not self.dq[arg].is_constant:
+            integer = self.io_quantized or k >= len(returned) - self.state_outputs
+            if arg in self.dq and integer and not self.dq[arg].is_constant:
                 result.append(self.dq[arg])
             else:
                 result.append(self.float_of(arg))
@@ -426,14 +447,19 @@ class _Builder:
         self.env[node] = out
 
     def requantized(self, node: Node) -> bool:
-        """Folds quantize(dequantize(v)) into a product by 1 if it changes v's integer type (where an
-        8-bit value meets a 16-bit reader, or the reverse): on the NPU one RESCALE, on the CPU the
-        same dequantize and quantize as PT2E's reference. Returns whether it did."""
+        """Folds quantize(dequantize(v)) into a product by 1 if it changes v's integer type or its
+        qparams (where an 8-bit value meets a 16-bit reader, or the reverse; where a value written
+        at a fixed range, a program's state, meets a reader observing its own): on the NPU one
+        RESCALE, on the CPU the same dequantize and quantize as PT2E's reference. Returns whether it
+        did (the same type and qparams: v itself)."""
         integer = self.dq.get(node.args[0])
-        dtype = _dtype(node.args[5])
-        if integer is None or integer.is_constant or integer.qparams is None or integer.dtype == dtype:
+        if integer is None or integer.is_constant or integer.qparams is None:
             return False
-        out = Value(node.name, integer.shape, dtype, _qparams(node, self.constants))
+        dtype, qparams = _dtype(node.args[5]), _qparams(node, self.constants)
+        if integer.dtype == dtype and integer.qparams == qparams:
+            self.env[node] = integer
+            return True
+        out = Value(node.name, integer.shape, dtype, qparams)
         module = integer.producer.module if integer.producer is not None else ""
         self.add(node.name, aten.mul.Tensor, (integer, 1.0), {}, [out], module, origin=REQUANTIZE_ORIGIN)
         self.env[node] = out
@@ -555,10 +581,19 @@ def dequantize_array(data: np.ndarray, qp: QParams) -> np.ndarray:
     return ((data.astype(np.float32) - np.float32(qp.zero_point)) * scale).astype(np.float32)
 
 
-def from_pt2e(gm: GraphModule, io_quantized: bool = False) -> Graph:
+def from_pt2e(gm: GraphModule, io_quantized: bool = False, state: Sequence[StateBuffer] = ()) -> Graph:
     """kiln's graph of a PT2E-converted module (or of a plain exported one, all float).
 
     With `io_quantized`, an input quantized right away and an output that is a
-    dequantized integer value stay integer: the program's I/O is then int8.
+    dequantized integer value stay integer: the program's I/O is then int8. `state`: the
+    buffers kiln.frontend.state.lift_state made the module's last inputs and outputs; they stay
+    integer whatever `io_quantized` says (a state keeps its integers from call to call).
     """
-    return _Builder(gm, io_quantized).run()
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    written = [b for b in state if b.written]
+    g = _Builder(gm, io_quantized, frozenset(placeholders[len(placeholders) - len(state) :]), len(written)).run()
+    if state:
+        inputs = dict(zip([b.name for b in state], g.inputs[-len(state) :]))
+        outputs = dict(zip([b.name for b in written], g.outputs[len(g.outputs) - len(written) :]))
+        g.state = [State(b.name, inputs[b.name], outputs.get(b.name)) for b in state]
+    return g

@@ -10,7 +10,10 @@ instruction; the attachment decodes it (kiln.simulator.thumb: plain 32-bit
 LDR/STR only), performs it on the register file (kiln.simulator.npu.device),
 writes the loaded value or the base writeback into the CPU's registers and
 moves PC past it. Pages without a watchpoint run at full speed, so firmware
-that never touches the NPU is not slowed.
+that never touches the NPU is not slowed. An access takes two round trips to
+QEMU: the registers, with the instruction read from where the last access to
+the same address was made (a third when PC is elsewhere), then the register
+writes that complete it, sent with the continue (kiln.simulator.gdb).
 
 What the NPU reads and writes: QEMU's DDR is a shared memory file mapped
 here, read and written in place; other memory (SRAM, TCMs) goes through gdb
@@ -47,6 +50,7 @@ import os
 import socket
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -254,6 +258,22 @@ def boots_elsewhere(board: boards.Board) -> bool:
     return board.region_for("code").base != QEMU_BOOT_VECTORS[board.qemu_machine]
 
 
+@dataclass(frozen=True)
+class HostTimes:
+    """Where the wall time of a run on the virtual platform went, in seconds, as the NPU
+    attachment clocks it; the rest of the run's wall time is QEMU starting and loading the
+    ELF, and ending."""
+
+    running: float  # the CPU running (QEMU) until an NPU register access or its end, each stop's round trip included
+    accesses: float  # serving the accesses: the attachment's gdb traffic and the NPU model's work
+    streams: float  # of `accesses`, the NPU model running command streams
+
+    @property
+    def attachment(self) -> float:
+        """Serving the accesses but for the streams: gdb traffic, instruction decoding, registers."""
+        return self.accesses - self.streams
+
+
 class BootAttachment:
     """QEMU halted at start with its gdbstub on a private socket: boots the CPU at the
     board's vector table if the machine's differs, then lets it run to the end."""
@@ -313,6 +333,10 @@ class BootAttachment:
         if not stop.exited:
             raise AttachmentError("the CPU stopped under the debugger for no reason kiln set")
 
+    def host_times(self) -> HostTimes | None:
+        """Where the run's wall time went (None: no NPU model, nothing clocked)."""
+        return None
+
     def close(self):
         """Removes the socket; safe to call twice."""
         self.socket_path.unlink(missing_ok=True)
@@ -333,8 +357,10 @@ class NpuAttachment(BootAttachment):
         self.memory: TargetMemory | None = None
         self.access_time_s = 0.0  # host time spent on register accesses, including the NPU's runs
         self.npu_time_s = 0.0  # host time spent running streams
+        self.running_time_s = 0.0  # host time the CPU ran between accesses (HostTimes.running)
         self._irq_rising = False
         self._region_sizes_at = region_sizes_address(elf) if elf is not None else None
+        self._access_pc: dict[int | None, int] = {}  # data address -> PC of the last access to it
 
     def qemu_args(self) -> list[str]:
         """QEMU arguments: the shared DDR and a halted CPU with a gdbstub on our socket."""
@@ -355,14 +381,17 @@ class NpuAttachment(BootAttachment):
         )
         for window in self.board.npu.windows:
             gdb.watch(window, self.window_size)
+        completing: list[str] = []  # the writes that complete the last access
         while True:
-            stop = gdb.cont()
+            started = time.perf_counter()
+            stop = gdb.cont(completing)
+            self.running_time_s += time.perf_counter() - started
             if stop.exited:
                 return
             if stop.watch is None:
                 raise AttachmentError("the CPU stopped without hitting the NPU watchpoint")
             started = time.perf_counter()
-            self._emulate(gdb)
+            completing = self._emulate(gdb, stop.address)
             self.access_time_s += time.perf_counter() - started
             self.accesses += 1
 
@@ -373,6 +402,9 @@ class NpuAttachment(BootAttachment):
         count = min(int(words[0]), REGIONS)
         return tuple(int(words[1 + n]) if n < count else 0 for n in range(REGIONS))
 
+    def host_times(self) -> HostTimes:
+        return HostTimes(self.running_time_s, self.access_time_s, self.npu_time_s)
+
     def close(self):
         """Removes the shared DDR file and the socket; safe to call twice."""
         self.ddr.close()
@@ -380,8 +412,12 @@ class NpuAttachment(BootAttachment):
 
     # ---------------------------------------------------------------- one access
 
-    def _emulate(self, gdb: GdbClient):
-        registers, xpsr, code = self._read_state(gdb)
+    def _emulate(self, gdb: GdbClient, watched: int | None) -> list[str]:
+        """Performs the access the CPU stopped before (at data address `watched`); returns the
+        writes that complete it (the loaded value or base writeback, PC past the instruction,
+        after an interrupt pended the registers that stub borrowed), for gdb to send before the
+        CPU continues."""
+        registers, xpsr, code = self._read_state(gdb, watched)
         pc = registers[thumb.PC]
         hw1, hw2 = int.from_bytes(code[:2], "little"), int.from_bytes(code[2:], "little")
         try:
@@ -407,11 +443,11 @@ class NpuAttachment(BootAttachment):
         new_xpsr = thumb.advance_itstate(xpsr)
         if new_xpsr != xpsr:
             named["xpsr"] = new_xpsr
-        gdb.write_registers(named)
-        if self._irq_rising:
-            self._irq_rising = False
-            after = {**registers, **writes}
-            self._pend_interrupt(gdb, pc & ~1, after, new_xpsr)
+        if not self._irq_rising:
+            return gdb.register_writes(named)
+        self._irq_rising = False
+        after = {**registers, **writes}
+        return self._pend_interrupt(gdb, gdb.register_writes(named), pc & ~1, after, new_xpsr)
 
     def _store(self, offset: int, value: int):
         self.memory.begin()
@@ -420,37 +456,37 @@ class NpuAttachment(BootAttachment):
         self.memory.flush()
         self.npu_time_s += time.perf_counter() - started
 
-    @staticmethod
-    def _read_state(gdb: GdbClient) -> tuple[dict[int, int], int, bytes]:
+    def _read_state(self, gdb: GdbClient, watched: int | None) -> tuple[dict[int, int], int, bytes]:
         """r0..r15, xPSR (one 'g' packet: QEMU's M-profile layout is 16 words, then xPSR)
-        and the 4 bytes at PC."""
-        reply = gdb.request("g")
-        raw = bytes.fromhex(reply.decode())
+        and the 4 bytes at PC, read with the registers from where the last access to the
+        same address was made (the driver accesses each register from few places), or after
+        them when PC is elsewhere."""
+        guess = self._access_pc.get(watched)
+        raw, code = gdb.read_all_registers(None if guess is None else (guess, 4))
         if len(raw) < 17 * 4:
             raise AttachmentError(f"unexpected register packet of {len(raw)} bytes")
         words = [int.from_bytes(raw[4 * i : 4 * i + 4], "little") for i in range(17)]
-        code = gdb.read_memory(words[15] & ~1, 4)
+        pc = words[15] & ~1
+        if guess != pc or code is None:
+            code = gdb.read_memory(pc, 4)
+        self._access_pc[watched] = pc
         return dict(enumerate(words[:16])), words[16], code
 
     def _irq_changed(self, level: bool):
         if level:
             self._irq_rising = True
 
-    def _pend_interrupt(self, gdb: GdbClient, stub_at: int, registers: dict[int, int], xpsr: int):
-        """Lets the CPU pend the NPU's interrupt in its NVIC, then restores its state."""
+    def _pend_interrupt(
+        self, gdb: GdbClient, before: list[str], stub_at: int, registers: dict[int, int], xpsr: int
+    ) -> list[str]:
+        """Lets the CPU pend the NPU's interrupt in its NVIC (after the writes `before`);
+        returns the writes that restore its state."""
         irq = self.board.npu.irq
         saved = gdb.read_memory(stub_at, 2)
-        gdb.write_memory(stub_at, STR_R1_AT_R0)
-        gdb.write_register("r0", NVIC_ISPR + 4 * (irq // 32))
-        gdb.write_register("r1", 1 << (irq % 32))
-        gdb.write_register("pc", stub_at)
         outside_it_block = xpsr & ~((0x3F << 10) | (0x3 << 25))
-        gdb.write_register("xpsr", outside_it_block)
-        stop = gdb.step()
-        gdb.write_memory(stub_at, saved)
+        stub = {"r0": NVIC_ISPR + 4 * (irq // 32), "r1": 1 << (irq % 32), "pc": stub_at, "xpsr": outside_it_block}
+        stop = gdb.step([*before, gdb.memory_write(stub_at, STR_R1_AT_R0), *gdb.register_writes(stub)])
         if stop.exited:
             raise AttachmentError("QEMU ended while the NPU interrupt was being raised")
-        gdb.write_register("r0", registers[0])
-        gdb.write_register("r1", registers[1])
-        gdb.write_register("pc", registers[thumb.PC])
-        gdb.write_register("xpsr", xpsr)
+        restored = {"r0": registers[0], "r1": registers[1], "pc": registers[thumb.PC], "xpsr": xpsr}
+        return [gdb.memory_write(stub_at, saved), *gdb.register_writes(restored)]

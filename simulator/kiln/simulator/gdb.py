@@ -6,6 +6,12 @@ accepts and pipelined: several requests in flight, replies read in order),
 watchpoints (Z4/z4), continue and single step. QEMU 7.2 has no no-ack mode; it
 acknowledges our packets with '+', which the reader skips, and does not wait for
 our acknowledgements in system emulation.
+
+Each round trip costs a wake-up of QEMU and one of this process, so writes whose
+answer nothing waits for (register_write, memory_write: each answered OK) may be
+sent in one go with the continue or step after them (cont(before), step(before)):
+QEMU handles packets in order, so the CPU runs only after they took effect; one
+that is refused is a GdbError once the stop arrives.
 """
 
 from __future__ import annotations
@@ -124,15 +130,41 @@ class GdbClient:
     def write_register(self, name: str, value: int):
         self.write_registers({name: value})
 
+    def read_all_registers(self, also: tuple[int, int] | None = None) -> tuple[bytes, bytes | None]:
+        """The bytes of the 'g' packet (every register, in the target's order) and, read in the
+        same round trip, the `also` (address, size up to READ_CHUNK) memory: None when not
+        asked for or refused."""
+        payloads = ["g"] + ([f"m{also[0]:x},{also[1]:x}"] if also is not None else [])
+        replies = self.pipelined(payloads)
+        memory = None
+        if also is not None and len(replies[1]) == 2 * also[1] and not replies[1].startswith(b"E"):
+            memory = bytes.fromhex(replies[1].decode())
+        return bytes.fromhex(replies[0].decode()), memory
+
     def write_registers(self, values: dict[str, int]):
         """Writes 32-bit registers by name, pipelined."""
-        payloads = [
+        self._written(self.pipelined(self.register_writes(values)), [f"writing {name}" for name in values])
+
+    def register_writes(self, values: dict[str, int]) -> list[str]:
+        """The packets that write 32-bit registers by name (for cont and step's `before`)."""
+        return [
             f"P{self._number(name):x}={(value & 0xFFFF_FFFF).to_bytes(4, 'little').hex()}"
             for name, value in values.items()
         ]
-        for name, reply in zip(values, self.pipelined(payloads)):
+
+    @staticmethod
+    def memory_write(address: int, data: bytes) -> str:
+        """The packet that writes `data` (at most WRITE_CHUNK bytes) at `address`."""
+        if len(data) > WRITE_CHUNK:
+            raise ValueError(f"{len(data)} bytes do not fit one memory write packet ({WRITE_CHUNK})")
+        return f"M{address:x},{len(data):x}:{bytes(data).hex()}"
+
+    @staticmethod
+    def _written(replies: list[bytes | None], what: list[str]):
+        """Raises a GdbError naming the first write (what[n]) not answered OK."""
+        for reply, label in zip(replies, what):
             if reply != b"OK":
-                raise GdbError(f"writing {name} failed ({_short(reply)})")
+                raise GdbError(f"{label} failed ({_short(reply or b'closed')})")
 
     def _number(self, name: str) -> int:
         try:
@@ -174,12 +206,20 @@ class GdbClient:
         if self._checked(f"Z4,{address:x},{size:x}") != b"OK":
             raise GdbError(f"the target refused a watchpoint on {address:#x}")
 
-    def cont(self) -> Stop:
-        self._send("c")
-        return self._stop()
+    def cont(self, before: list[str] = ()) -> Stop:
+        """Sends the writes `before` (register_writes, memory_write packets), then continues
+        until the CPU stops."""
+        return self._resume("c", before)
 
-    def step(self) -> Stop:
-        self._send("s")
+    def step(self, before: list[str] = ()) -> Stop:
+        """Sends the writes `before`, then runs one instruction."""
+        return self._resume("s", before)
+
+    def _resume(self, command: str, before: list[str]) -> Stop:
+        for payload in before:
+            self._send(payload)
+        self._send(command)
+        self._written([self._receive() for _ in before], [_short(payload) for payload in before])
         return self._stop()
 
     def _stop(self) -> Stop:

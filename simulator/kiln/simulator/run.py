@@ -37,11 +37,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kiln import boards
 from kiln.errors import ToolMissingError, UsageError
 from kiln.simulator import qemu_plugin
 from kiln.simulator.protocol import FAULT_EXIT_STATUS, FaultReport, Lockup, ProtocolReader, Transcript
+
+if TYPE_CHECKING:
+    from kiln.simulator.attach import HostTimes
 
 TIMEOUT_EXIT_STATUS = 124  # as coreutils' timeout
 PLATFORM_ERROR_EXIT_STATUS = 125  # the platform died without the firmware saying why
@@ -86,6 +90,7 @@ class RunResult:
     npu_error: str | None = None  # why the NPU attachment stopped the platform
     npu: NpuTotals | None = None  # the NPU model's totals (virtual platform, with an NPU access)
     npu_summary: str | None = None  # npu, and the attachment's own figures, for a person
+    host: HostTimes | None = None  # virtual platform with the NPU model: where the wall time went (attach)
     instructions: qemu_plugin.Counts | None = None  # with count_instructions, if QEMU exited normally
 
     @property
@@ -395,6 +400,7 @@ def _supervise(platform: Platform, cwd: Path, timeout: float, echo) -> RunResult
         result.npu_error = npu_errors[0] if npu_errors else None
         result.npu = _npu_totals(platform.attachment)
         result.npu_summary = _npu_summary(platform.attachment, result.npu)
+        result.host = platform.attachment.host_times()
     return result
 
 

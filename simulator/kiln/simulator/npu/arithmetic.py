@@ -7,6 +7,8 @@ arrays), so every function here is exact for any 64-bit input.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kiln.simulator.npu.registers import ROUND_FLOOR, ROUND_TFL, ROUND_TRUNCATE
@@ -33,16 +35,24 @@ def rescale(x: np.ndarray, multiplier, shift, rounding: int) -> np.ndarray:
     FLOOR: the exact product shifted toward minus infinity.
     """
     x = np.asarray(x, np.int64)
-    multiplier = np.asarray(multiplier, np.int64)
-    shift = np.asarray(shift, np.int64)
-    if not _fits(x, multiplier):
-        return _rescale_object(x, multiplier, shift, rounding)
+    scalar = isinstance(multiplier, int) and isinstance(shift, int) and 0 <= shift < 63
+    if not (scalar and x.size and int(np.max(np.abs(x))) * abs(multiplier) < _SAFE):
+        scalar = False  # Python ints only where the products surely fit
+        multiplier = np.asarray(multiplier, np.int64)
+        shift = np.asarray(shift, np.int64)
+        if not _fits(x, multiplier):
+            return _rescale_object(x, multiplier, shift, rounding)
     product = x * multiplier
     if rounding == ROUND_FLOOR:
         return product >> shift
     if rounding == ROUND_TRUNCATE:
         magnitude = np.abs(product) >> shift
         return np.where(product < 0, -magnitude, magnitude)
+    if scalar:
+        half = 1 << (shift - 1) if shift > 0 else 0
+        if rounding == ROUND_TFL and shift > 31:
+            half = half + np.where(x >= 0, 1 << 30, -(1 << 30))
+        return (product + half) >> shift
     half = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
     if rounding == ROUND_TFL:
         half = half + np.where(shift > 31, np.where(x >= 0, 1 << 30, -(1 << 30)), 0)
@@ -70,8 +80,13 @@ def _rescale_object(x, multiplier, shift, rounding):
 
 
 def saturate(x: np.ndarray, dtype) -> np.ndarray:
+    return np.clip(x, *_limits(np.dtype(dtype)))
+
+
+@functools.cache
+def _limits(dtype: np.dtype) -> tuple[int, int]:
     info = np.iinfo(dtype)
-    return np.clip(x, info.min, info.max)
+    return int(info.min), int(info.max)
 
 
 def wrap(x: np.ndarray, bits: int) -> np.ndarray:

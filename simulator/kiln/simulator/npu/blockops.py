@@ -54,7 +54,7 @@ def record_kernel(ctx: Context, k: Kernel, pad: Padding) -> None:
 
 
 def padded_ifm(
-    ctx: Context, fm: FeatureMap, channels: np.ndarray, k: Kernel, pad: Padding, out_h: int, out_w: int
+    ctx: Context, fm: FeatureMap, channels: range, k: Kernel, pad: Padding, out_h: int, out_w: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(IFM minus zero point, int64, with padding and upscaling applied: shape
     (rows, cols, C) covering every kernel tap of every OFM position; validity mask
@@ -69,7 +69,7 @@ def padded_ifm(
     src_rows, src_cols = -(-rows // factor), -(-cols // factor)
     ctx.coverage.hit("format", "IFM NHCWB16" if fm.layout == FORMAT_NHCWB16 else "IFM NHWC")
     ctx.coverage.hit("ifm_precision", np.dtype(fm.dtype).name)
-    data = ctx.read_fm(fm, np.arange(src_rows), np.arange(src_cols), channels).astype(np.int64) - fm.zero_point
+    data = ctx.read_fm(fm, range(src_rows), range(src_cols), channels).astype(np.int64) - fm.zero_point
     valid = np.ones((src_rows, src_cols), bool)
     if upscale == UPSCALE_NEAREST:
         data = data.repeat(2, axis=0).repeat(2, axis=1)
@@ -106,13 +106,20 @@ def taps(array: np.ndarray, k: Kernel, out_h: int, out_w: int):
             )
 
 
-def convolution_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
-    """Exact int64 sums (out_h, out_w, O) of padded IFM `x` (padded_ifm's) times OHWI weights
-    `w`; float64 products are exact for 8/16-bit operands and the sums of a real kernel."""
+def tap_matrices(w: np.ndarray) -> np.ndarray:
+    """OHWI weights as convolution_sums takes them: float64 (kh, kw, I, O), per tap the
+    matrix an IFM sample's channels are multiplied by."""
+    return np.ascontiguousarray(w.transpose(1, 2, 3, 0), dtype=np.float64)
+
+
+def convolution_sums(x: np.ndarray, matrices: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
+    """Exact int64 sums (out_h, out_w, O) of padded IFM `x` (padded_ifm's) times the weights'
+    tap_matrices; float64 products are exact for 8/16-bit operands and the sums of a real
+    kernel."""
     xf = x.astype(np.float64)
-    acc = np.zeros((out_h, out_w, w.shape[0]), np.float64)
+    acc = np.zeros((out_h, out_w, matrices.shape[3]), np.float64)
     for ky, kx, view in taps(xf, k, out_h, out_w):
-        acc += view @ w[:, ky, kx, :].T.astype(np.float64)
+        acc += view @ matrices[ky, kx]
     return np.rint(acc).astype(np.int64)
 
 
@@ -137,7 +144,7 @@ def pool_values(ctx: Context, name: str, average_divides: bool = False) -> np.nd
     ifm = regs.feature_map("IFM")
     if name == "REDUCE_SUM" and depth != 1:
         raise RegisterError(f"REDUCE_SUM sums over the IFM's channels into one OFM channel; OFM depth is {depth}")
-    channels = np.arange(ifm.depth if name == "REDUCE_SUM" else depth)
+    channels = range(ifm.depth if name == "REDUCE_SUM" else depth)
     x, valid = padded_ifm(ctx, ifm, channels, k, pad, out_h, out_w)
     if name == "REDUCE_SUM":
         x = x.sum(axis=2, keepdims=True)

@@ -35,7 +35,6 @@ class Context:
     config: NpuConfig
     shram: bytearray  # one core's SHRAM (Ethos-U85: its LUT RAM), bytes; owned by the run
     coverage: Coverage
-    cache: dict = field(default_factory=dict)  # decoded weights by stream content
     limits: tuple[int, ...] | None = None  # bytes of each region's buffer; None: unchecked
     chained: dict = field(default_factory=dict)  # Ethos-U85 chaining buffers: index -> (H, W, C) array
     traffic: dict = field(default_factory=dict)  # (region, "read" | "write") -> bytes moved

@@ -141,9 +141,13 @@ class Coverage:
     def __init__(self, prefix: str = ""):
         self.counts: Counter = Counter()
         self.prefix = prefix
+        self._keys: dict[tuple[str, str], tuple[str, str]] = {}  # (category, value) -> its key in counts
 
     def hit(self, category: str, value: str) -> None:
-        self.counts[(self.prefix + category, value)] += 1
+        key = self._keys.get((category, value))
+        if key is None:
+            key = self._keys[(category, value)] = (self.prefix + category, value)
+        self.counts[key] += 1
 
     def merge(self, other: Coverage) -> None:
         self.counts.update(other.counts)

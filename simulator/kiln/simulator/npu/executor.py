@@ -4,12 +4,27 @@ operations and cycle estimate).
 
 One loop (execute) runs every stream: run_stream turns its faults into an NpuFault, the
 profiler (kiln.simulator.npu.profile) watches each command through its observer, and
-estimate runs it without the operations."""
+estimate runs it without the operations.
+
+Streams run again (the same words on the same configuration: a firmware's every inference)
+take a shorter way. A command stream sets the same registers before each of its operations
+every time it runs, and the cycle estimate is a function of those registers alone, so
+run_stream remembers, per stream that ran to its end without a fault (RECORDED_STREAMS of
+them, by their words and configuration), each operation with a frozen copy of the registers
+it ran with, and the cycle model after the whole stream. A later run of those words runs the
+operations alone (they read the memory as it is now), each with its frozen registers, whose
+typed views are computed once (Registers.frozen). Should an operation fault there, the
+estimate is worked out again up to that operation, as the first way would have left it."""
 
 from __future__ import annotations
 
+import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import commands as cmds
@@ -20,8 +35,10 @@ from kiln.simulator.npu.cycles import CycleModel
 from kiln.simulator.npu.family import Family, family_of
 from kiln.simulator.npu.memory import MemoryFault
 from kiln.simulator.npu.pmu import beat_counters
+from kiln.simulator.npu.registers import Registers
 
 REGIONS = 8
+RECORDED_STREAMS = 64  # streams remembered (the least recently run forgotten first)
 
 
 @dataclass(frozen=True)
@@ -80,10 +97,23 @@ def start(basep, memory, config: NpuConfig, limits=None) -> Run:
     return Run(family, ctx, cycles, family.operation)
 
 
-def execute(run: Run, words, observe: Observer | None = None) -> None:
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def one_blas_thread():
+    """A context in which numpy's BLAS runs on one thread: the operations' matrix products
+    are small, and BLAS threads would spend their time waiting on each other and on the
+    other processes of the machine (QEMU's, a test's)."""
+    return _blas().limit(limits=1, user_api="blas")
+
+
+def execute(run: Run, words, observe: Observer | None = None, recording: list | None = None) -> None:
     """Runs the commands of `words` (uint32) until NPU_OP_STOP or their end; raises the first
     fault (CommandError, RegisterError, WeightStreamError, NotModelled, MemoryFault), the
-    outputs of the commands before it written."""
+    outputs of the commands before it written. `recording` (a list) gets each NPU_OP_*
+    command run, STOP included, with a frozen copy of the registers it ran with."""
     registers, ctx, cycles, operation = run.ctx.registers, run.ctx, run.cycles, run.operation
     for command in cmds.decode(words, run.family.commands):
         if not command.is_operation:
@@ -91,6 +121,8 @@ def execute(run: Run, words, observe: Observer | None = None) -> None:
             continue
         run.index = command.index
         run.ops += 1
+        if recording is not None:
+            recording.append((command, registers.frozen()))
         if command.name == "NPU_OP_STOP":
             ctx.coverage.hit("opcode", command.name)
             break
@@ -98,6 +130,65 @@ def execute(run: Run, words, observe: Observer | None = None) -> None:
         operation(ctx, command)
         if observe is not None:
             observe(command, added)
+
+
+@dataclass(frozen=True)
+class _Recording:
+    """A stream that ran to its end: its NPU_OP_* commands, each with the registers it ran
+    with (frozen), and its cycle model after the whole run (read, never fed again)."""
+
+    operations: tuple[tuple[cmds.Command, Registers], ...]
+    cycles: CycleModel
+
+
+_recordings: OrderedDict[tuple[bytes, NpuConfig], _Recording] = OrderedDict()
+
+
+def _rerun(run: Run, recording: _Recording) -> None:
+    """execute() of a recorded stream: its operations on the memory as it is now."""
+    ctx, operation = run.ctx, run.operation
+    try:
+        for command, registers in recording.operations:
+            run.index = command.index
+            run.ops += 1
+            ctx.registers = registers
+            if command.name == "NPU_OP_STOP":
+                ctx.coverage.hit("opcode", command.name)
+                break
+            operation(ctx, command)
+    except BaseException:
+        run.cycles = _estimate_through(run, recording)
+        raise
+    run.cycles = recording.cycles
+
+
+def _estimate_through(run: Run, recording: _Recording) -> CycleModel:
+    """The cycle model as execute() leaves it when the operation at run.index faults: every
+    command up to that one accounted."""
+    cycles = run.family.cycle_model(run.ctx.config)
+    for command, registers in recording.operations:
+        if command.name == "NPU_OP_STOP":
+            break
+        cycles.account(command, registers)
+        if command.index == run.index:
+            break
+    return cycles
+
+
+def _run_remembered(run: Run, words: np.ndarray) -> None:
+    """execute(run, words), or _rerun() when the same words ran to their end on this
+    configuration before; remembers a stream that runs to its end."""
+    key = (words.tobytes(), run.ctx.config)
+    recording = _recordings.get(key)
+    if recording is not None:
+        _recordings.move_to_end(key)
+        _rerun(run, recording)
+        return
+    operations: list = []
+    execute(run, words, recording=operations)
+    _recordings[key] = _Recording(tuple(operations), run.cycles)
+    while len(_recordings) > RECORDED_STREAMS:
+        _recordings.popitem(last=False)
 
 
 def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=None) -> ExecResult:
@@ -116,7 +207,8 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
     run = start(basep, memory, config, limits)
     fault = None
     try:
-        execute(run, cmds.as_words(stream))
+        with one_blas_thread():
+            _run_remembered(run, cmds.as_words(stream))
     except cmds.CommandError as error:
         fault = NpuFault("cmd_parse_error", error.index, str(error))
     except (RegisterError, WeightStreamError, NotModelled) as error:

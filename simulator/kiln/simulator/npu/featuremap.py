@@ -7,17 +7,26 @@ NHCWB16 (bricks of 16 channels) stride_x' = 16 * element size and stride_c' = ST
 Tiles: columns x >= WIDTH0 are in tile 1 (rows < HEIGHT1) or tile 3 (rows >= HEIGHT1,
 counted from HEIGHT1); columns x < WIDTH0 are in tile 0 (rows < HEIGHT0) or tile 2
 (rows >= HEIGHT0, counted from HEIGHT0); x and y count from the tile's origin.
+
+Where the elements of an access lie (its plan: the span of bytes holding them and each
+element's offset in it) depends on the feature map's registers, the region's base and the
+positions alone, so plans are kept (PLAN_BYTES of them) by those. Elements that fill their
+span in order (dense) are read and written as one block.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from kiln.errors import RegionFault
+from kiln.simulator.npu.memo import BoundedCache
 from kiln.simulator.npu.memory import MemoryFault
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, FeatureMap
 
 BRICK = 16
+PLAN_BYTES = 256 << 20  # bytes of plans kept
 
 
 def _tile_offsets(fm: FeatureMap, ys: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,37 +64,80 @@ def _byte_index(address: np.ndarray, lo: int, elem_size: int) -> np.ndarray:
     return (address - lo)[..., None] + np.arange(elem_size, dtype=np.int64)
 
 
-def read(memory, fm: FeatureMap, region_base: int, ys, xs, channels) -> np.ndarray:
-    """The elements at rows ys, columns xs, channels `channels` as fm.dtype, (H, W, C)."""
+@dataclass(frozen=True)
+class _Plan:
+    """Where an access's elements lie: the span [lo, lo + length) holding them (length 0: no
+    element) and the offset from lo of each element's bytes, (H, W, C) for 1-byte elements
+    and (H, W, C, size) for wider ones; None when the elements fill the span in order."""
+
+    shape: tuple[int, ...]  # (H, W, C)
+    lo: int
+    length: int
+    index: np.ndarray | None  # read-only
+
+
+_plans = BoundedCache(PLAN_BYTES)
+
+
+def _plan(fm: FeatureMap, region_base: int, ys, xs, channels) -> _Plan:
+    key = (fm, region_base, *(_position_key(p) for p in (ys, xs, channels)))
+    plan = _plans.get(key)
+    if plan is not None:
+        return plan
     address = addresses(fm, region_base, ys, xs, channels)
-    if address.size == 0:
-        return np.zeros(address.shape, fm.dtype)
     size = fm.elem_size
-    lo, length = _span(address, size)
-    raw = np.frombuffer(memory.read(lo, length), np.uint8)
-    if size == 1:
-        return raw[address - lo].view(fm.dtype)
-    gathered = raw[_byte_index(address, lo, size)]
-    return np.ascontiguousarray(gathered).view(np.dtype(fm.dtype).newbyteorder("<"))[..., 0].astype(fm.dtype)
+    if address.size == 0:
+        plan = _Plan(address.shape, 0, 0, None)
+    else:
+        lo, length = _span(address, size)
+        dense = length == address.size * size and np.array_equal(
+            address.reshape(-1) - lo, np.arange(address.size, dtype=np.int64) * size
+        )
+        index = None if dense else (address - lo if size == 1 else _byte_index(address, lo, size))
+        if index is not None:
+            index.flags.writeable = False
+        plan = _Plan(address.shape, lo, length, index)
+    _plans.put(key, plan, 256 + (0 if plan.index is None else plan.index.nbytes))
+    return plan
+
+
+def _position_key(positions) -> range | tuple[bytes]:
+    if isinstance(positions, range):
+        return positions
+    return (np.asarray(positions, np.int64).tobytes(),)
+
+
+def read(memory, fm: FeatureMap, region_base: int, ys, xs, channels) -> np.ndarray:
+    """The elements at rows ys, columns xs, channels `channels` (each a range or a 1-D
+    integer array) as fm.dtype, (H, W, C)."""
+    plan = _plan(fm, region_base, ys, xs, channels)
+    if plan.length == 0:
+        return np.zeros(plan.shape, fm.dtype)
+    little = np.dtype(fm.dtype).newbyteorder("<")
+    raw = np.frombuffer(memory.read(plan.lo, plan.length), np.uint8)
+    if plan.index is None:
+        return raw.view(little).reshape(plan.shape).astype(fm.dtype)
+    if fm.elem_size == 1:
+        return raw[plan.index].view(fm.dtype)
+    return np.ascontiguousarray(raw[plan.index]).view(little)[..., 0].astype(fm.dtype)
 
 
 def write(memory, fm: FeatureMap, region_base: int, ys, xs, channels, values: np.ndarray) -> None:
     """Stores values (H, W, C), already in fm.dtype's range, at the given positions;
     bytes between the elements keep their contents."""
-    address = addresses(fm, region_base, ys, xs, channels)
-    if address.size == 0:
+    plan = _plan(fm, region_base, ys, xs, channels)
+    if plan.length == 0:
         return
-    size = fm.elem_size
-    lo, length = _span(address, size)
+    data = np.ascontiguousarray(values.astype(np.dtype(fm.dtype).newbyteorder("<"))).view(np.uint8)
+    if plan.index is None:  # the elements fill the span: no byte between them to keep
+        memory.write(plan.lo, data.reshape(plan.length))
+        return
+    lo, length = plan.lo, plan.length
     try:
         span = np.frombuffer(bytes(memory.read(lo, length)), np.uint8).copy()
     except RegionFault:
         raise
     except MemoryFault:
         raise MemoryFault(lo, length, "write") from None
-    data = np.ascontiguousarray(values.astype(np.dtype(fm.dtype).newbyteorder("<"))).view(np.uint8)
-    if size == 1:
-        span[address - lo] = data.reshape(address.shape)
-    else:
-        span[_byte_index(address, lo, size)] = data.reshape(address.shape + (size,))
+    span[plan.index] = data.reshape(plan.index.shape)
     memory.write(lo, span)

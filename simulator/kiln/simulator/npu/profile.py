@@ -25,7 +25,7 @@ from kiln.simulator.npu import commands as cmds
 from kiln.simulator.npu.compiled import CompiledNpuProgram
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.cop1 import parse_cop1
-from kiln.simulator.npu.executor import execute, start
+from kiln.simulator.npu.executor import execute, one_blas_thread, start
 from kiln.simulator.npu.memory import FlatMemory
 from kiln.simulator.npu.pmu import region_ports
 from kiln.simulator.npu.standalone import REGION_BASES
@@ -81,7 +81,8 @@ def profile_stream(stream, basep, memory, config: NpuConfig) -> StreamProfile:
         seen.update(traffic)
         costs.append(CommandCost(command.index, command.name, added, moved, run.cycles.costed_in()))
 
-    execute(run, cmds.as_words(stream), observe)
+    with one_blas_thread():
+        execute(run, cmds.as_words(stream), observe)
     return StreamProfile(costs, int(run.cycles.counters()["cycles"]), float(run.cycles.estimate), region_ports(config))
 
 

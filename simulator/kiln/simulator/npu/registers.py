@@ -4,10 +4,16 @@ dilation, padding, upscale, OFM scale mode). Each family's register file is a su
 that reads the fields it lays out its own way (kiln.simulator.npu.u55.registers,
 kiln.simulator.npu.u85.registers): addresses, element types, rounding, OFM scale and
 activation. Unset registers read as zero, as after reset.
+
+A frozen copy (Registers.frozen) is what a command stream's operation ran with, kept to run it
+again: it refuses set(), and computes each typed view (a method marked @view, whose result is
+immutable) once per arguments.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -71,6 +77,23 @@ class Padding:
     right: int
 
 
+def view(method):
+    """Marks a typed view of the registers: a frozen register file computes it once per
+    arguments (the result must be immutable; an exception is raised again each time)."""
+
+    @functools.wraps(method)
+    def memoized(self, *args):
+        views = self._views
+        if views is None:
+            return method(self, *args)
+        key = (method, args)
+        if key not in views:
+            views[key] = method(self, *args)
+        return views[key]
+
+    return memoized
+
+
 class Registers(ABC):
     """The last value written to every register: cmd0 parameters by name, cmd1 as
     (parameter, payload). A family's subclass reads the fields it lays out its own way."""
@@ -78,8 +101,19 @@ class Registers(ABC):
     def __init__(self):
         self.values: dict[str, int] = {}
         self.payloads: dict[str, int] = {}
+        self._views: dict | None = None  # a frozen copy's typed views, by (method, arguments)
+
+    def frozen(self) -> Registers:
+        """A copy that later commands do not change, which computes each typed view once."""
+        copied = copy.copy(self)
+        copied.values = dict(self.values)
+        copied.payloads = dict(self.payloads)
+        copied._views = {}
+        return copied
 
     def set(self, command: Command) -> None:
+        if self._views is not None:
+            raise TypeError("a frozen register file takes no commands")
         self.values[command.name] = command.param
         if command.payload is not None:
             self.payloads[command.name] = command.payload
@@ -115,6 +149,7 @@ class Registers(ABC):
 
     # typed views -------------------------------------------------------------------
 
+    @view
     def feature_map(self, prefix: str) -> FeatureMap:
         """prefix: "IFM", "IFM2" or "OFM"."""
         if prefix == "OFM":
@@ -140,9 +175,11 @@ class Registers(ABC):
             depth=depth,
         )
 
+    @view
     def ofm_shape(self) -> tuple[int, int, int]:
         return (self.param("OFM_HEIGHT_M1") + 1, self.param("OFM_WIDTH_M1") + 1, self.param("OFM_DEPTH_M1") + 1)
 
+    @view
     def kernel(self) -> Kernel:
         stride = self.param("KERNEL_STRIDE")
         dilation_x = ((stride >> 3) & 1) + 1
@@ -163,6 +200,7 @@ class Registers(ABC):
             part_kernel_first=bool(stride & 4),
         )
 
+    @view
     def padding(self) -> Padding:
         return Padding(
             self.param("IFM_PAD_TOP"),
@@ -171,9 +209,11 @@ class Registers(ABC):
             self.param("IFM_PAD_RIGHT"),
         )
 
+    @view
     def global_scale(self) -> bool:
         return bool((self.param("OFM_PRECISION") >> 8) & 1)
 
+    @view
     def upscale(self) -> int:
         mode = self.param("IFM_UPSCALE") & 3
         if mode > UPSCALE_TRANSPOSE:

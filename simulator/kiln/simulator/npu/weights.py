@@ -1,16 +1,25 @@
 """The weight streams of both families: ethosu.mlw_codec-compressed values, decoded once per
 distinct stream in a child process. Each family's order of the values and its scale records
-are its own (kiln.simulator.npu.u55.weights, kiln.simulator.npu.u85.weights)."""
+are its own (kiln.simulator.npu.u55.weights, kiln.simulator.npu.u85.weights).
+
+An operation's weights, once worked out from its streams, are kept (kept(): WEIGHT_BYTES of
+them) by everything they depend on, the streams' bytes included, so an operation run again
+on the same streams (a firmware's next inference) reads its streams but decodes nothing."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Callable
 
 import numpy as np
 from ethosu import mlw_codec
 
 from kiln.errors import WeightStreamError
 from kiln.isolation import in_child
+from kiln.simulator.npu.memo import BoundedCache, keeps
+
+# Bytes of weights kept: a 135M-parameter model's as float64 tap matrices take 1.1 GB.
+WEIGHT_BYTES = 2 << 30
+DECODED_BYTES = 256 << 20  # bytes of decoded streams kept (int64 values)
 
 
 def decode_stream(raw: bytes) -> np.ndarray:
@@ -26,9 +35,9 @@ DECODE_MEMORY_BYTES = 1 << 30  # a stream's values, int64, and the codec's own b
 DECODE_SECONDS = 60.0
 
 
-@lru_cache(maxsize=4096)  # distinct streams remembered (a model has one per convolution block)
+@keeps(DECODED_BYTES)  # by the stream's bytes
 def _decoded(raw: bytes) -> np.ndarray:
-    values = np.frombuffer(
+    return np.frombuffer(
         in_child(
             _decode,
             (raw,),
@@ -38,10 +47,23 @@ def _decoded(raw: bytes) -> np.ndarray:
         ),
         np.int64,
     )
-    values.flags.writeable = False
-    return values
 
 
 def _decode(raw: bytes) -> bytes:
     """The stream's values as int64 bytes; run in kiln.isolation's child process."""
     return np.asarray(mlw_codec.decode(bytearray(raw)), np.int64).reshape(-1).tobytes()
+
+
+_kept = BoundedCache(WEIGHT_BYTES)
+
+
+def kept(key: tuple, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """compute()'s weights (made read-only), kept by `key`, which must hold everything they
+    depend on: the registers that order them and the bytes of every stream they are decoded
+    from. Exceptions of compute() pass through and keep nothing."""
+    weights = _kept.get(key)
+    if weights is None:
+        weights = compute()
+        weights.flags.writeable = False
+        _kept.put(key, weights, weights.nbytes + sum(len(part) for part in key if isinstance(part, bytes)))
+    return weights

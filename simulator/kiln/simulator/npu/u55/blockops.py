@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.simulator.npu.blockops import convolution_sums, depthwise_sums, padded_ifm, pool_values, record_kernel
+from kiln.simulator.npu.blockops import (
+    convolution_sums,
+    depthwise_sums,
+    padded_ifm,
+    pool_values,
+    record_kernel,
+    tap_matrices,
+)
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.registers import RegisterError
 from kiln.simulator.npu.u55 import weights as wt
 from kiln.simulator.npu.u55.output import store
-from kiln.simulator.npu.weights import decode_stream
+from kiln.simulator.npu.weights import decode_stream, kept
 
 POOL_MAX, POOL_AVERAGE, POOL_REDUCE_SUM = 0, 1, 2
 POOL_NAMES = {POOL_MAX: "MAX", POOL_AVERAGE: "AVERAGE", POOL_REDUCE_SUM: "REDUCE_SUM"}
@@ -50,11 +57,7 @@ def _weights(ctx: Context, core: int, shape: tuple[int, int, int, int], depthwis
     decomposition = 4 if regs.param("KERNEL_STRIDE") & (1 << 5) else wt.SUBKERNEL_MAX
     ifm_bits = 8 * np.dtype(regs.ifm_dtype("IFM")[0]).itemsize
     block_depth = (regs.param("OFM_BLK_DEPTH_M1") + 1) // ctx.config.cores
-    key = (raw, shape, depthwise, k.part_kernel_first, block_depth, ifm_bits, k.dilation_x, k.dilation_y, decomposition)
-    cached = ctx.cache.get(key)
-    if cached is not None:
-        return cached
-    order = wt.traversal_order(
+    arguments = (
         shape[0],
         shape[1],
         shape[2],
@@ -68,9 +71,7 @@ def _weights(ctx: Context, core: int, shape: tuple[int, int, int, int], depthwis
         decomposition // k.dilation_y,
         decomposition // k.dilation_x,
     )
-    values = wt.unpack(decode_stream(raw), order, shape)
-    ctx.cache[key] = values
-    return values
+    return kept(("U55", arguments, raw), lambda: wt.unpack(decode_stream(raw), wt.traversal_order(*arguments), shape))
 
 
 def _core_channels(ctx: Context, depth: int) -> list[np.ndarray]:
@@ -124,12 +125,12 @@ def convolution(ctx: Context) -> None:
     record_kernel(ctx, k, pad)
     ctx.coverage.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
     ifm = regs.feature_map("IFM")
-    x, _ = padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
+    x, _ = padded_ifm(ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
     w = np.zeros((depth, k.height, k.width, ifm.depth), np.int64)
     for core, channels in enumerate(_core_channels(ctx, depth)):
         if len(channels):
             w[channels] = _weights(ctx, core, (len(channels), k.height, k.width, ifm.depth), False)
-    _finish_mac(ctx, convolution_sums(x, w, k, out_h, out_w), depth)
+    _finish_mac(ctx, convolution_sums(x, tap_matrices(w), k, out_h, out_w), depth)
 
 
 def depthwise(ctx: Context) -> None:
@@ -138,7 +139,7 @@ def depthwise(ctx: Context) -> None:
     k, pad = regs.kernel(), regs.padding()
     record_kernel(ctx, k, pad)
     ifm = regs.feature_map("IFM")
-    x, _ = padded_ifm(ctx, ifm, np.arange(depth), k, pad, out_h, out_w)
+    x, _ = padded_ifm(ctx, ifm, range(depth), k, pad, out_h, out_w)
     w = np.zeros((depth, k.height, k.width, 1), np.int64)
     for core, channels in enumerate(_core_channels(ctx, depth)):
         if len(channels):

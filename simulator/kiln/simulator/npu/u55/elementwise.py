@@ -31,7 +31,7 @@ def _read(ctx: Context, prefix: str, shape: tuple[int, int, int]) -> np.ndarray:
     ctx.coverage.hit("format", f"{prefix} NHCWB16" if fm.layout == FORMAT_NHCWB16 else f"{prefix} NHWC")
     ctx.coverage.hit("ifm_precision", np.dtype(fm.dtype).name)
     h, w, c = shape
-    values = ctx.read_fm(fm, np.arange(h), np.arange(w), np.arange(c), f"{prefix} read")
+    values = ctx.read_fm(fm, range(h), range(w), range(c), f"{prefix} read")
     return values.astype(np.int64) - fm.zero_point
 
 

@@ -40,7 +40,7 @@ def store(ctx: Context, values: np.ndarray) -> None:
         raise RegisterError(f"ACTIVATION: reserved function {function}")
     h, w, c = values.shape
     ctx.coverage.hit("tiles", "1 tile" if ofm.height0 >= h and ofm.width0 >= w else "2+ tiles")
-    ctx.write_fm(ofm, np.arange(h), np.arange(w), np.arange(c), out.astype(ofm.dtype))
+    ctx.write_fm(ofm, range(h), range(w), range(c), out.astype(ofm.dtype))
 
 
 def _builtin(ctx: Context, function: int, values: np.ndarray, ofm) -> np.ndarray:

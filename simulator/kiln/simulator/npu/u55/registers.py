@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import RegisterError
-from kiln.simulator.npu.registers import FORMAT_NHCWB16, ROUNDING_NAMES, Registers, signed16
+from kiln.simulator.npu.registers import FORMAT_NHCWB16, ROUNDING_NAMES, Registers, signed16, view
 
 # Element types: IFM precision field (4 bits: bit 0 signed, bits 3..2 size) and OFM
 # precision field (3 bits: bit 0 signed, bits 2..1 size); size 0 = 8, 1 = 16, 2 = 32 bits.
@@ -40,24 +40,29 @@ class U55Registers(Registers):
         """A cmd1 address register: payload is bits 31..0, the parameter bits 47..32."""
         return self.payloads.get(name, 0) | (self.values.get(name, 0) << 32)
 
+    @view
     def ifm_dtype(self, prefix: str) -> tuple[np.dtype, int]:
         """(element type, layout) of IFM or IFM2: the precision's size field is bits 3:2."""
         return _precision(f"{prefix}_PRECISION", self.param(f"{prefix}_PRECISION"), 2)
 
+    @view
     def ofm_dtype(self) -> tuple[np.dtype, int]:
         """(element type, layout) of the OFM: its precision's size field is bits 2:1."""
         return _precision("OFM_PRECISION", self.param("OFM_PRECISION"), 1)
 
+    @view
     def rounding(self) -> int:
         mode = (self.param("OFM_PRECISION") >> 14) & 3
         if mode not in ROUNDING_NAMES:
             raise RegisterError(f"OFM_PRECISION: reserved rounding mode {mode}")
         return mode
 
+    @view
     def ofm_scale(self) -> tuple[int, int]:
         """(multiplier, shift) of the OFM_SCALE register."""
         return self.payload("OFM_SCALE"), self.param("OFM_SCALE") & 0x3F
 
+    @view
     def activation(self) -> tuple[int, int, int, int]:
         """(function, clip range, min, max)."""
         value = self.param("ACTIVATION")
@@ -68,6 +73,7 @@ class U55Registers(Registers):
             signed16(self.param("ACTIVATION_MAX")),
         )
 
+    @view
     def ifm_scale_mode(self) -> int:
         return (self.param("IFM_PRECISION") >> 8) & 3
 

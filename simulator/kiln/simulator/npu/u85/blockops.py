@@ -18,16 +18,21 @@ families share (kiln.simulator.npu.blockops). What the U85 adds:
 
 from __future__ import annotations
 
+import functools
+from dataclasses import astuple, dataclass
+
 import numpy as np
 
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import blockops
 from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.memo import keeps
 from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.u85 import weights as u85_weights
 from kiln.simulator.npu.u85.output import store
-from kiln.simulator.npu.weights import decode_stream
+from kiln.simulator.npu.u85.weights import ORDER_BYTES
+from kiln.simulator.npu.weights import decode_stream, kept
 
 POOL_NAMES = {0: "MAX", 1: "AVERAGE", 2: "REDUCE_SUM", 3: "SUM", 4: "NONE", 5: "MIN", 6: "ARGMAX_X", 7: "ARGMAX_Y"}
 WEIGHT_PREFIXES = ("WEIGHT", "WEIGHT1", "WEIGHT2", "WEIGHT3")
@@ -50,12 +55,14 @@ def _acc_from_ifm2(ctx: Context, shape: tuple[int, int, int]) -> np.ndarray:
     fm = ctx.registers.feature_map("IFM2")
     ctx.coverage.hit("ifm_precision", f"IFM2 {np.dtype(fm.dtype).name}")
     h, w, c = shape
-    return ctx.read_fm(fm, np.arange(h), np.arange(w), np.arange(c), "IFM2 read").astype(np.int64) - fm.zero_point
+    return ctx.read_fm(fm, range(h), range(w), range(c), "IFM2 read").astype(np.int64) - fm.zero_point
 
 
 def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) -> np.ndarray:
-    """The OHWI weights of this operation, gathered from every core's stream (or, in the
-    fast weight format, from the one stream interleaving them)."""
+    """The weights of this operation, gathered from every core's stream (or, in the fast
+    weight format, from the one stream interleaving them): a depthwise convolution's OHWI,
+    int64; a convolution's as blockops.tap_matrices. Kept (kiln.simulator.npu.weights.kept)
+    by the registers that order them and the bytes of the streams read."""
     regs = ctx.registers
     fast, sparsity = regs.weight_format()
     config = ctx.config
@@ -68,52 +75,119 @@ def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) ->
     ifm_bits = 8 * np.dtype(regs.ifm_dtype("IFM")[0]).itemsize
     ctx.coverage.hit("cores", str(config.cores))
     ctx.coverage.hit("weights", ("FWD" if fast else "SWD") + (" 2:4 sparse" if sparsity else ""))
-    orders = [
-        u85_weights.traversal_order(
-            shape[0],
-            shape[1],
-            shape[2],
-            shape[3],
-            regs.param("OFM_BLK_DEPTH_M1") + 1,
-            ofm_ublock,
-            ifm_bits,
-            depthwise,
-            k.part_kernel_first,
-            k.stride_x,
-            k.stride_y,
-            k.dilation_x,
-            k.dilation_y,
-            config.total_macs,
-            config.cores,
-            core,
-            bool(sparsity),
-        )
-        for core in range(config.cores)
-    ]
+    order = _Order(
+        *shape,
+        regs.param("OFM_BLK_DEPTH_M1") + 1,
+        ofm_ublock,
+        ifm_bits,
+        depthwise,
+        k.part_kernel_first,
+        k.stride_x,
+        k.stride_y,
+        k.dilation_x,
+        k.dilation_y,
+        config.total_macs,
+        config.cores,
+        bool(sparsity),
+    )
     if fast:
         if depthwise:
             raise RegisterError("WEIGHT_FORMAT: a depthwise convolution has no fast-format weights")
-        values = u85_weights.decode_fwd(_stream(ctx, 0))
+        raws = (_stream(ctx, 0),)
+    else:
+        raws = _core_streams(ctx, order)
+
+    def ohwi() -> np.ndarray:
+        weights = _gathered(order, bool(fast), raws).reshape(shape)
+        return weights if depthwise else blockops.tap_matrices(weights)
+
+    return kept(("U85", order, bool(fast), *raws), ohwi)
+
+
+@dataclass(frozen=True)
+class _Order:
+    """What orders an operation's weights in its streams: u85_weights.traversal_order's
+    arguments but the core."""
+
+    ofm_depth: int
+    kernel_h: int
+    kernel_w: int
+    ifm_depth: int
+    ofm_block_depth: int
+    ofm_ublock: int
+    ifm_bits: int
+    depthwise: bool
+    part_kernel: bool
+    stride_x: int
+    stride_y: int
+    dilation_x: int
+    dilation_y: int
+    macs: int
+    cores: int
+    sparse: bool
+
+    def of_core(self, core: int) -> np.ndarray:
+        fields = astuple(self)
+        return u85_weights.traversal_order(*fields[:-1], core, fields[-1])
+
+
+def _core_streams(ctx: Context, order: _Order) -> tuple[bytes | None, ...]:
+    """Each core's weight stream (None for a core with none of the operation's weights). A
+    read that faults is raised after the decoding error of a stream read before it, if any,
+    as when each stream was decoded as soon as it was read."""
+    raws: list[bytes | None] = []
+    for core, used in enumerate(_cores_used(order)):
+        try:
+            raws.append(_stream(ctx, core) if used else None)
+        except Exception:
+            for raw in raws:
+                if raw is not None:
+                    decode_stream(raw)
+            raise
+    return tuple(raws)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cores_used(order: _Order) -> tuple[bool, ...]:
+    """Whether each core's stream holds any of the operation's weights."""
+    return tuple(bool((order.of_core(core) >= 0).any()) for core in range(order.cores))
+
+
+def _gathered(order: _Order, fast: bool, raws: tuple[bytes | None, ...]) -> np.ndarray:
+    """The operation's weights, flat OHWI int64, from the streams' bytes `raws` (one per core,
+    None for a core with none of them; fast: the one stream interleaving them)."""
+    orders = [order.of_core(core) for core in range(order.cores)]
+    if fast:
+        values = u85_weights.decode_fwd(raws[0])
         block_size = u85_weights.fwd_block(
-            ofm_ublock, ifm_bits, k.part_kernel_first, bool(sparsity), config.total_macs, config.cores
+            order.ofm_ublock, order.ifm_bits, order.part_kernel, order.sparse, order.macs, order.cores
         )
         streams = u85_weights.deinterleave(values, [len(o) for o in orders], block_size)
     else:
-        streams = [
-            decode_stream(_stream(ctx, core)) if (order >= 0).any() else np.zeros(0, np.int64)
-            for core, order in enumerate(orders)
-        ]
-    out = np.zeros(int(np.prod(shape)), np.int64)
-    for core, (order, values) in enumerate(zip(orders, streams)):
-        used = order >= 0
-        if not used.any():
-            continue
-        if len(values) < len(order):
+        streams = [decode_stream(raw) if raw is not None else np.zeros(0, np.int64) for raw in raws]
+    segments = []
+    for core, (core_order, values, used) in enumerate(zip(orders, streams, _cores_used(order))):
+        if used and len(values) < len(core_order):
             raise WeightStreamError(
-                f"core {core}'s weights hold {len(values)} values, the operation needs {len(order)}"
+                f"core {core}'s weights hold {len(values)} values, the operation needs {len(core_order)}"
             )
-        out[order[used]] = values[: len(order)][used]
-    return out.reshape(shape)
+        segments.append(values[: len(core_order)] if used else np.zeros(len(core_order), np.int64))
+    return np.concatenate([*segments, np.zeros(1, np.int64)])[_placement(order)]
+
+
+@keeps(ORDER_BYTES)
+def _placement(order: _Order) -> np.ndarray:
+    """Per flat OHWI position, the index of its value in the cores' streams laid end to end
+    (each as long as its order), or past them (a zero) for a position no stream fills; where
+    several values land on one position, the last core's last one."""
+    orders = [order.of_core(core) for core in range(order.cores)]
+    source = np.full(order.ofm_depth * order.kernel_h * order.kernel_w * order.ifm_depth, sum(map(len, orders)))
+    offset = 0
+    for core_order in orders:
+        used = core_order >= 0
+        source[core_order[used]] = offset + np.flatnonzero(used)
+        offset += len(core_order)
+    return source
 
 
 def _stream(ctx: Context, core: int) -> bytes:
@@ -180,10 +254,10 @@ def _ifm2_weights(ctx: Context) -> None:
     _require_memory(ctx, "IFM")
     _require_memory(ctx, "IFM2")
     ifm, ifm2 = regs.feature_map("IFM"), regs.feature_map("IFM2")
-    x, _ = blockops.padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
-    w = ctx.read_fm(ifm2, np.arange(1), np.arange(depth), np.arange(ifm.depth), "IFM2 read").astype(np.int64)
+    x, _ = blockops.padded_ifm(ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
+    w = ctx.read_fm(ifm2, range(1), range(depth), range(ifm.depth), "IFM2 read").astype(np.int64)
     w = (w[0] - ifm2.zero_point)[:, None, None, :]
-    _finish(ctx, blockops.convolution_sums(x, w, k, out_h, out_w), bits, source)
+    _finish(ctx, blockops.convolution_sums(x, blockops.tap_matrices(w), k, out_h, out_w), bits, source)
 
 
 def depthwise(ctx: Context) -> None:
@@ -199,12 +273,12 @@ def _mac(ctx: Context, depthwise: bool) -> None:
     ifm = regs.feature_map("IFM")
     _require_memory(ctx, "IFM")
     if depthwise:
-        x, _ = blockops.padded_ifm(ctx, ifm, np.arange(depth), k, pad, out_h, out_w)
+        x, _ = blockops.padded_ifm(ctx, ifm, range(depth), k, pad, out_h, out_w)
         w = _weights(ctx, (depth, k.height, k.width, 1), True)
         acc = blockops.depthwise_sums(x, w, k, out_h, out_w)
     else:
         ctx.coverage.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
-        x, _ = blockops.padded_ifm(ctx, ifm, np.arange(ifm.depth), k, pad, out_h, out_w)
+        x, _ = blockops.padded_ifm(ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
         w = _weights(ctx, (depth, k.height, k.width, ifm.depth), False)
         acc = blockops.convolution_sums(x, w, k, out_h, out_w)
     _finish(ctx, acc, bits, source)
@@ -251,7 +325,7 @@ def _argmax(ctx: Context, name: str) -> np.ndarray:
     k, pad = regs.kernel(), regs.padding()
     if (k.height if name == "ARGMAX_X" else k.width) != 1:
         raise NotModelled(f"NPU_OP_POOL: {name} over a {k.width}x{k.height} kernel is not modelled")
-    x, valid = blockops.padded_ifm(ctx, regs.feature_map("IFM"), np.arange(depth), k, pad, out_h, out_w)
+    x, valid = blockops.padded_ifm(ctx, regs.feature_map("IFM"), range(depth), k, pad, out_h, out_w)
     low = np.iinfo(np.int64).min
     x = np.where(valid[:, :, None], x, low)
     best = np.full((out_h, out_w, depth), low, np.int64)

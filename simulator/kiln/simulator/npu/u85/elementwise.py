@@ -89,7 +89,7 @@ def operand(ctx: Context, prefix: str, shape: tuple[int, int, int]) -> np.ndarra
         values = buffer[: extent[0], : extent[1], : extent[2]]
     elif storage == u85.STORAGE_TILE2X2:
         ctx.coverage.hit("format", f"{prefix} NHCWB16" if fm.layout == FORMAT_NHCWB16 else f"{prefix} NHWC")
-        values = ctx.read_fm(fm, np.arange(extent[0]), np.arange(extent[1]), np.arange(extent[2]), f"{prefix} read")
+        values = ctx.read_fm(fm, range(extent[0]), range(extent[1]), range(extent[2]), f"{prefix} read")
     else:
         raise NotModelled(f"{prefix}_PRECISION: {prefix} storage {u85.STORAGE_NAMES[storage]} is not modelled")
     ctx.coverage.hit("ifm_precision", np.dtype(fm.dtype).name)

@@ -87,7 +87,7 @@ def store(ctx: Context, values: np.ndarray) -> None:
     ctx.coverage.hit("format", "OFM NHCWB16" if ofm.layout == FORMAT_NHCWB16 else "OFM NHWC")
     h, w, c = out.shape
     ctx.coverage.hit("tiles", "1 tile" if ofm.height0 >= h and ofm.width0 >= w else "2+ tiles")
-    ctx.write_fm(ofm, np.arange(h), np.arange(w), np.arange(c), np.ascontiguousarray(out))
+    ctx.write_fm(ofm, range(h), range(w), range(c), np.ascontiguousarray(out))
 
 
 def _lut(ctx: Context, values: np.ndarray, function: int, table: int) -> np.ndarray:

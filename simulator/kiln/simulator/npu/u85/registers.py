@@ -36,6 +36,7 @@ from kiln.simulator.npu.registers import (
     ROUND_TRUNCATE,
     Registers,
     signed16,
+    view,
 )
 
 _SIZE_BITS = {0: 8, 1: 16, 2: 32, 3: 64}
@@ -93,15 +94,19 @@ class U85Registers(Registers):
     def address(self, name: str) -> int:
         return self.payloads.get(name, 0) | ((self.values.get(name, 0) & 0xFF) << 32)
 
+    @view
     def ifm_dtype(self, prefix: str) -> tuple[np.dtype, int]:
         return _precision(f"{prefix}_PRECISION", self.param(f"{prefix}_PRECISION"), 2)
 
+    @view
     def ofm_dtype(self) -> tuple[np.dtype, int]:
         return _precision("OFM_PRECISION", self.param("OFM_PRECISION") & 0xFF, 1)
 
+    @view
     def storage(self, prefix: str) -> int:
         return (self.param(f"{prefix}_PRECISION") >> 14) & 3
 
+    @view
     def rounding(self) -> int:
         """The rescale rounding of OFM_SCALE's round_mode (refuses what is not modelled)."""
         value = self.param("OFM_SCALE")
@@ -117,9 +122,11 @@ class U85Registers(Registers):
     def rounding_name(self) -> str:
         return OFM_ROUNDING_NAMES.get((self.param("OFM_SCALE") >> 13) & 7, "reserved")
 
+    @view
     def ofm_scale(self) -> tuple[int, int]:
         return self.payload("OFM_SCALE") & 0x7FFF_FFFF, self.param("OFM_SCALE") & 0x3F
 
+    @view
     def input_scale(self, prefix: str) -> tuple[int, int, int]:
         """(multiplier, shift, rounding) of IFM_SCALE or IFM2_SCALE."""
         value = self.param(f"{prefix}_SCALE")
@@ -127,6 +134,7 @@ class U85Registers(Registers):
             raise NotModelled(f"{prefix}_SCALE: double-round shift {(value >> 6) & 0x1F} is not modelled")
         return self.payload(f"{prefix}_SCALE") & 0x7FFF_FFFF, value & 0x3F, IFM_ROUNDING[(value >> 13) & 1]
 
+    @view
     def acc_format(self) -> tuple[int, int, bool, tuple[int, int]]:
         """(accumulator format, accumulator input, output enabled, microblock (h, w))."""
         value = self.param("ACC_FORMAT")
@@ -139,6 +147,7 @@ class U85Registers(Registers):
             raise RegisterError(f"ACC_FORMAT: reserved microblock {block}")
         return acc, source, not (value >> 6) & 1, MICROBLOCKS[block]
 
+    @view
     def activation(self) -> tuple[int, int, int, int]:
         """(function, table, clip enabled, min, max); min and max as the OFM's type reads them."""
         value = self.param("ACTIVATION")
@@ -148,12 +157,14 @@ class U85Registers(Registers):
             lo, hi = signed16(lo), signed16(hi)
         return value & 0x1F, (value >> 5) & 7, not (value >> 12) & 1, lo, hi
 
+    @view
     def broadcast(self, prefix: str) -> int:
         mode = self.param(f"{prefix}_BROADCAST") & 0xF
         if mode > BROADCAST_SCALAR:
             raise RegisterError(f"{prefix}_BROADCAST: reserved broadcast mode {mode}")
         return mode
 
+    @view
     def transpose(self) -> tuple[int, int]:
         """(transpose, reverse) of OFM_PRECISION."""
         value = self.param("OFM_PRECISION")
@@ -162,6 +173,7 @@ class U85Registers(Registers):
             raise RegisterError(f"OFM_PRECISION: reserved transpose {transpose}")
         return transpose, reverse
 
+    @view
     def weight_format(self) -> tuple[int, int]:
         """(format: 0 SWD, 1 FWD; sparsity: 0 none, 1 2:4)."""
         value = self.param("WEIGHT_FORMAT")

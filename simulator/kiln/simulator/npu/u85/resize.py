@@ -57,7 +57,7 @@ def resize(ctx: Context, mode: int) -> None:
     out_h, out_w, depth = regs.ofm_shape()
     in_h, in_w = regs.param("KERNEL_HEIGHT_M1") + 1, regs.param("KERNEL_WIDTH_M1") + 1
     ifm = regs.feature_map("IFM")
-    x = ctx.read_fm(ifm, np.arange(in_h), np.arange(in_w), np.arange(depth)).astype(np.int64) - ifm.zero_point
+    x = ctx.read_fm(ifm, range(in_h), range(in_w), range(depth)).astype(np.int64) - ifm.zero_point
     y0, y1, dy, ny = _axis(ctx, "Y", out_h, in_h)
     x0, x1, dx, nx = _axis(ctx, "X", out_w, in_w)
     if name == "NEAREST":

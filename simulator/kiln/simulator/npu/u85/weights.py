@@ -37,11 +37,10 @@ Scale stream: one for all cores, a 10-byte record per OFM channel in channel ord
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from kiln.errors import WeightStreamError
+from kiln.simulator.npu.memo import keeps
 
 SCALE_RECORD_BYTES = 10
 INTERLEAVE = 4  # OFM channels per core in turn
@@ -70,7 +69,10 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-@lru_cache(maxsize=512)
+ORDER_BYTES = 256 << 20  # bytes of orders kept
+
+
+@keeps(ORDER_BYTES)
 def traversal_order(
     ofm_depth: int,
     kernel_h: int,
@@ -88,7 +90,7 @@ def traversal_order(
     macs: int,
     cores: int,
     core: int,
-    sparse: bool = False,
+    sparse: bool,
 ) -> np.ndarray:
     """Flat OHWI index (into an (ofm_depth, kernel_h, kernel_w, ifm_depth) tensor; ifm_depth
     1 for depthwise) of each value of core `core`'s stream, -1 for a zero; read-only."""
@@ -132,9 +134,7 @@ def traversal_order(
                                     pieces.append(np.full(dw_extra * ofm_ublock // cores, -1, np.int64))
                             if remaining > 0:
                                 pieces.append(np.full((remaining + dw_extra) * per_tap_pad, -1, np.int64))
-    order = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
-    order.setflags(write=False)
-    return order
+    return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
 
 
 def _taps(sub_x: int, sub_y: int, sub_w: int, sub_h: int, stride_x: int, stride_y: int) -> list[tuple[int, int]]:
@@ -212,9 +212,10 @@ FWD_PALETTE = 16
 def decode_fwd(raw: bytes) -> np.ndarray:
     """Every value code of one FWD stream, int64 (padding included: the caller takes as many
     as its order needs)."""
-    bits = np.unpackbits(np.frombuffer(bytes(raw), np.uint8), bitorder="little").astype(np.int64)
-    if len(bits) < FWD_HEADER_BITS:
+    data = np.frombuffer(bytes(raw), np.uint8)
+    if len(data) * 8 < FWD_HEADER_BITS:
         raise WeightStreamError(f"fast-format weight stream of {len(raw)} bytes is shorter than its 32-byte header")
+    bits = np.unpackbits(data[: FWD_HEADER_BITS // 8], bitorder="little").astype(np.int64)
 
     def field(start: int, width: int) -> np.ndarray:
         return bits[start : start + width] @ (1 << np.arange(width, dtype=np.int64))
@@ -225,11 +226,14 @@ def decode_fwd(raw: bytes) -> np.ndarray:
     folded = np.array([field(112 + 9 * i, 9) for i in range(FWD_PALETTE)], np.int64)
     palette = np.where(folded & 1, -(folded >> 1), folded >> 1)
     width = 2 if small_lut else (8 if raw_mode else 4)
-    data = bits[FWD_HEADER_BITS:]
-    codes = data[: len(data) // width * width].reshape(-1, width) @ (1 << np.arange(width, dtype=np.int64))
+    # Codes start on a byte and `width` divides 8: code k is bits (k * width) % 8 up of byte
+    # k * width // 8, so each byte value stands for 8 // width values, looked up in a table.
+    codes = (np.arange(256)[:, None] >> np.arange(0, 8, width)[None, :]) & ((1 << width) - 1)
     if raw_mode and not small_lut:
-        return np.where(codes >= 128, codes - 256, codes) - zero_adjust
-    return palette[codes]
+        table = np.where(codes >= 128, codes - 256, codes) - zero_adjust
+    else:
+        table = palette[codes]
+    return np.take(table.astype(np.int64), data[FWD_HEADER_BITS // 8 :], axis=0).reshape(-1)
 
 
 def fwd_block(ofm_ublock: int, ifm_bits: int, part_kernel: bool, sparse: bool, macs: int, cores: int) -> int:
