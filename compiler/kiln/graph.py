@@ -133,10 +133,14 @@ class Op:
     @property
     def reads_integers(self) -> bool:
         """An op on quantized integer values or their bools: a quantized op, a comparison or an
-        argmax of quantized operands (its bool or index result has no quantization), or a logical
-        op or a view of bools."""
+        argmax of quantized operands (its bool or index result has no quantization), a comparison
+        of a checked index (compare_checked_indices), or a logical op or a view of bools."""
         if self.target in LOGICAL_OPS or (self.target in VIEW_OPS and self.output.dtype == "bool"):
             return all(v.dtype == "bool" for v in self.inputs + self.outputs)
+        if self.target in COMPARISON_OPS and any(
+            v.producer is not None and v.producer.target is CHECKED_INDEX for v in self.inputs
+        ):
+            return True
         return self.quantized or (self.target in INTEGER_READERS and any(v.qparams is not None for v in self.inputs))
 
     def arg(self, name: str):
@@ -293,7 +297,40 @@ class _Builder:
                 self.call(node)
             else:
                 raise ModelError(f"node {node.name}: {node.op} nodes are not supported")
+        self.compare_checked_indices()
         return Graph(self.ops, self.inputs, outputs)
+
+    def compare_checked_indices(self) -> None:
+        """A comparison of an integer index that a gather or scatter also reads (through
+        CHECKED_INDEX) with an integer constant compares the checked int32 index instead: the two
+        are equal wherever the program completes (an index out of range stops it at the check), and
+        int32 is what the NPU compares. A decode step's mask arange(T) <= position so runs on the
+        NPU beside the rest of the step. The constant is saturated to int32 (its order against an
+        index in [0, 2^31) is kept); a check that came later moves before the comparison."""
+        checks: dict[int, Op] = {}
+        for op in self.ops:
+            if op.target is CHECKED_INDEX:
+                checks.setdefault(id(op.inputs[0]), op)
+        for op in list(self.ops):
+            tensors = [v for v in op.inputs if not v.is_constant]
+            if op.target not in COMPARISON_OPS or len(tensors) != 1 or id(tensors[0]) not in checks:
+                continue
+            index, check = tensors[0], checks[id(tensors[0])]
+            other = op.args[1] if op.args[0] is index else op.args[0]
+            if isinstance(other, Value) and other.dtype in ("int8", "int16", "int32", "int64"):
+                narrow = np.clip(other.data, -(2**31), 2**31 - 1).astype(np.int32)
+                other.users.remove(op)
+                other = Value(other.name + "_i32", other.shape, "int32", data=narrow, users=[op])
+            elif isinstance(other, int) and not isinstance(other, bool):
+                other = int(np.clip(other, -(2**31), 2**31 - 1))
+            else:
+                continue
+            op.args = (check.output, other) if op.args[0] is index else (other, check.output)
+            index.users.remove(op)
+            check.output.users.append(op)
+            if self.ops.index(check) > self.ops.index(op):
+                self.ops.remove(check)
+                self.ops.insert(self.ops.index(op), check)
 
     def placeholder(self, node: Node):
         val = node.meta.get("val")

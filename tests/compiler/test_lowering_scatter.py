@@ -185,22 +185,25 @@ def test_more_planes_than_the_dma_counts_stay_on_the_cpu():
 @pytest.mark.parametrize("bits", [8, 16])
 def test_a_decode_step_is_one_npu_partition_around_one_index_check(bits):
     """cache_updates.Step (rotary rows gathered at the position, both caches written there, SDPA over
-    them with the mask arange(T) <= position, argmax) on ethos-u85-256: one partition; on the CPU only
-    the one check of the position (all four index uses share it), the mask's int64 comparison and
-    argmax's widening to int64. run-host equals PT2E (at 16 bits within a step), tokens included."""
+    them with the mask arange(T) <= position, argmax) on ethos-u85-256: one partition, its mask
+    compared on the NPU from the checked position; on the CPU only the one check of the position
+    (all five index uses share it) and argmax's widening to int64. run-host equals PT2E (the caches
+    at 16 bits within a step), tokens included; kiln's NPU model runs the partition to
+    tosa_reference_model's bytes; a position past the caches is the check's error."""
     torch.manual_seed(0)
+    target = "ethos-u85-256"
     result = kc.compile_model(
         LoadedModel("step", Step().eval(), step_inputs(7, 0)),
-        CompileSpec("ethos-u85-256", activation_bits=bits),
+        CompileSpec(target, activation_bits=bits),
         log=lambda line: None,
     )
     cpu = [p.op.op_type for p in result.partitioning.placements if p.partition is None]
     assert sorted(op for op in cpu if not op.startswith("quantized_decomposed")) == [
         "aten._to_copy",
-        "aten.le",
         "kiln.checked_index",
     ]
-    assert len(result.partitioning.partitions) == 1
+    (partition,) = result.partitioning.partitions
+    assert "aten.le" in [op.op_type for op in partition.ops]
     for position in (0, 5, T - 1):
         inputs = step_inputs(position, position + 1)
         got = host.run(result.pte, [t.numpy() for t in inputs])
@@ -209,33 +212,95 @@ def test_a_decode_step_is_one_npu_partition_around_one_index_check(bits):
         for g, w, v in zip(got[:2], want[:2], result.graph.outputs):  # the caches, in their steps
             scale = v.producer.inputs[0].qparams.scale  # the integers the output dequantizes
             assert np.max(np.rint(np.abs(g - w) / scale)) <= (0 if bits == 8 else 1)
+    with pytest.raises(HostError, match=f"index {T} is out of range 0..{T - 1}"):
+        host.run(result.pte, [t.numpy() for t in step_inputs(T, 1)])
+    tosa = tosa_lowering.lower(partition, boards.target(target).npu)
+    feeds = partition_feeds(partition, np.random.default_rng(4))
+    raw, run = run_compiled(
+        vela.compile_tosa(tosa, "step", target, "Ethos_U85_SYS_DRAM_Mid", "Sram_Only"), feeds, config_for(target)
+    )
+    assert run.fault is None, run.fault
+    assert [bytes(r) for r in raw] == [np.ascontiguousarray(w).tobytes() for w in run_tosa(tosa, feeds)]
 
 
-def test_vela_drops_a_graph_output_that_a_reshape_of_it_reads():
-    """Why kiln's Lowerer.reshape reads a RESHAPE's input: Vela 5.2.0 compiles x -> CLAMP -> RESHAPE
-    (a graph output) -> RESHAPE -> TRANSPOSE (another output) into a stream with one output, the
-    RESHAPE's gone; the TRANSPOSE reading the CLAMP's result keeps both."""
+class Mask(nn.Module):
+    """Attention scores masked by arange(T) <= position, optionally beside a rotary row gathered at the
+    position (which makes kiln check it)."""
+
+    def __init__(self, rotary: bool):
+        super().__init__()
+        self.rotary = rotary
+        self.register_buffer("steps", torch.arange(T))
+        self.register_buffer("cos", torch.cos(torch.arange(T)[:, None] * torch.linspace(0.1, 1.0, T)[None]))
+
+    def forward(self, scores, position):
+        if self.rotary:
+            scores = scores * self.cos.index_select(0, position)
+        return torch.where(self.steps <= position, scores, float("-inf")).softmax(-1)
+
+
+@pytest.mark.parametrize("target", ["ethos-u85-256", "ethos-u55-128"])
+@pytest.mark.parametrize("rotary", [True, False])
+def test_a_mask_of_a_checked_position_compares_the_checked_index(target, rotary):
+    """Where the position is also a gather's index (checked on the CPU), the mask compares the checked
+    int32 position with arange(T) narrowed to int32: on the NPU of Ethos-U85, on the CPU of U55 (no
+    comparisons there); where nothing checks it, the int64 comparison stays on the CPU. run-host
+    equals PT2E at every position."""
+    g = torch.Generator().manual_seed(2)
+    scores = torch.randn(1, 2, 1, T, generator=g)
+    result = kc.compile_model(
+        LoadedModel("mask", Mask(rotary).eval(), (scores, torch.tensor([5]))),
+        CompileSpec(target),
+        log=lambda line: None,
+    )
+    (le,) = [p for p in result.partitioning.placements if p.op.op_type == "aten.le"]
+    assert [v.dtype for v in le.op.inputs] == (["int32", "int32"] if rotary else ["int64", "int64"])
+    assert (le.partition is not None) == (rotary and target == "ethos-u85-256")
+    for position in (0, 5, T - 1):
+        inputs = (scores, torch.tensor([position]))
+        got = host.run(result.pte, [t.numpy() for t in inputs])
+        assert np.array_equal(got[0], result.quantized_module(*inputs).numpy())
+
+
+def test_vela_drops_a_graph_output_made_by_a_reshape_that_another_op_reads():
+    """Why kiln's Lowerer reshapes a RESHAPE's input rather than its result, and gives a graph output
+    made by a RESHAPE that other ops read a RESHAPE of its own: Vela 5.2.0 (Ethos-U85 and U55 alike)
+    compiles x -> CLAMP -> RESHAPE (a graph output) -> TRANSPOSE, or -> RESHAPE back -> TRANSPOSE (the
+    other output), into a stream with one output, the RESHAPE's gone; the TRANSPOSE reading another
+    RESHAPE of the CLAMP's result, or that result itself, keeps both."""
     import tosa_serializer as ts
 
     from tests.simulator.npu_cases import Graph, attr
 
-    def graph(through_the_output: bool) -> Graph:
+    def graph(form: str) -> bytes:
         g = Graph()
-        x = g.input(np.arange(-48, 48, dtype=np.int8).reshape(3, 4, 8), "int8")
+        x = g.input(np.arange(-48, 48, dtype=np.int8).reshape(3, 16, 2), "int8")
         low, high = (list(np.array([v], np.int8).view(np.uint8)) for v in (-40, 40))
-        clamped = g.op("CLAMP", [x], (3, 4, 8), "int8", attr("Clamp", low, high, ts.NanPropagationMode.PROPAGATE))
-        shape = g.ser.addConst([4], ts.DType.SHAPE, np.array([1, 3, 4, 8], np.int64), name="to4").name
-        returned = g.op("RESHAPE", [clamped, shape], (1, 3, 4, 8), "int8", attr("Reshape"))
-        g.output(returned, "the clamp as [1, 3, 4, 8]")
-        read = clamped
-        if through_the_output:
-            back = g.ser.addConst([3], ts.DType.SHAPE, np.array([3, 4, 8], np.int64), name="to3").name
-            read = g.op("RESHAPE", [returned, back], (3, 4, 8), "int8", attr("Reshape"))
-        g.output(g.op("TRANSPOSE", [read], (3, 8, 4), "int8", attr("Transpose", [0, 2, 1])), "its transpose")
-        return g
+        clamped = g.op("CLAMP", [x], (3, 16, 2), "int8", attr("Clamp", low, high, ts.NanPropagationMode.PROPAGATE))
 
-    for through, outputs in ((True, 1), (False, 2)):
-        stream = vela.compile_tosa(
-            graph(through).serialize(), "outputs", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only"
-        )
-        assert len(stream.outputs) == outputs
+        def reshaped(name: str, shape: list[int]) -> str:
+            dims = g.ser.addConst([len(shape)], ts.DType.SHAPE, np.array(shape, np.int64), name=g.name("shape")).name
+            return g.op("RESHAPE", [name, dims], shape, "int8", attr("Reshape"))
+
+        returned = reshaped(clamped, [1, 3, 16, 2])
+        g.output(returned, "the clamp as [1, 3, 16, 2]")
+        read = {
+            "output read": returned,
+            "output reshaped back": reshaped(returned, [3, 16, 2]),
+            "another reshape": reshaped(clamped, [1, 3, 16, 2]),
+            "the clamp": clamped,
+        }[form]
+        perm = [0, 2, 1] if len(g.tensors[read].shape) == 3 else [0, 2, 1, 3]
+        shape = [g.tensors[read].shape[p] for p in perm]
+        g.output(g.op("TRANSPOSE", [read], shape, "int8", attr("Transpose", perm)), "transposed")
+        return g.serialize()
+
+    forms = {"output read": 1, "output reshaped back": 1, "another reshape": 2, "the clamp": 2}
+    for form, outputs in forms.items():
+        for target, system in (
+            ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid"),
+            ("ethos-u55-128", "Ethos_U55_High_End_Embedded"),
+        ):
+            assert len(vela.compile_tosa(graph(form), "outputs", target, system, "Shared_Sram").outputs) == outputs, (
+                form
+            )

@@ -180,22 +180,17 @@ def int32_multiply(op: Op) -> bool:
 
 @rule(
     "{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
-    "a logical op's operands, a select's condition or a view of those, argmax's int32 indices and a gather's or "
-    "scatter's (checked on the CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool "
-    "tensors stay on the CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow "
-    "unpredictable)"
+    "a logical op's operands, a select's condition or a view of those, argmax's int32 indices and the indices a "
+    "gather, a scatter or a comparison reads checked on the CPU, and int32 products (exact modulo 2^32, as "
+    "PyTorch's); other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as PyTorch's does "
+    "(TOSA leaves int32 overflow unpredictable)"
 )
 def npu_activation_types(op: Op) -> bool:
     if int32_multiply(op):
         return True
     indices = [v for v in op.outputs if op.target in INDEX_OPS and v.dtype == "int32"]
-    if (
-        op.target in INDEXED
-        and len(op.inputs) > 1
-        and op.inputs[1].producer is not None
-        and op.inputs[1].producer.target is CHECKED_INDEX
-    ):
-        indices.append(op.inputs[1])
+    if op.target in INDEXED | COMPARISON_OPS:
+        indices += [v for v in op.inputs if v.producer is not None and v.producer.target is CHECKED_INDEX]
     return all(
         v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS | VIEW_OPS)
         for v in op.inputs + op.outputs
@@ -263,13 +258,29 @@ def bool_logic(op: Op) -> bool:
     return all(v.dtype == "bool" for v in op.inputs + op.outputs)
 
 
+def checked_comparison(op: Op) -> bool:
+    """A comparison of an index checked on the CPU (kiln.checked_index: kiln.graph compares it in
+    place of the index a gather or scatter also reads) with an int32 constant or an integer."""
+    a, b = op.arg("self"), op.arg("other")
+    checked = [
+        v for v in (a, b) if isinstance(v, Value) and v.producer is not None and v.producer.target is CHECKED_INDEX
+    ]
+    other = b if checked and checked[0] is a else a
+    integer = (isinstance(other, Value) and other.is_constant and other.dtype == "int32") or (
+        isinstance(other, int) and not isinstance(other, bool)
+    )
+    return len(checked) == 1 and integer
+
+
 @rule(
     "{op_type} of {operand_shapes}: kiln compares tensors quantized per tensor, two int8 ones or two int16 ones of "
     "one scale (no bits are left beside 16-bit values for a ratio of scales), or one int8 or int16 tensor with a "
-    "finite number",
+    "finite number, or a checked index with integers",
     ops=COMPARISON_OPS,
 )
 def quantized_comparison(op: Op) -> bool:
+    if checked_comparison(op):
+        return True
     other = op.arg("other")
     tensors = [op.arg("self")] + ([other] if isinstance(other, Value) else [])
     number = isinstance(other, Value) or (isinstance(other, (int, float)) and math.isfinite(other))
