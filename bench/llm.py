@@ -76,7 +76,7 @@ def for_target(result: kc.ProgramResult, target: boards.Target) -> tuple[bytes, 
 
 
 def on_platform(pte: Path, target: boards.Target, tokens: int) -> dict:
-    elf = flow.build_runner(pte, target, app="generate", echo=lambda line: None)
+    elf = flow.build_runner(pte, target, app="generate", echo=lambda *line, **end: None)
     start = time.monotonic()
     done = flow.generate(elf, target, b'The "if" statement', tokens, pte, count_instructions=True)
     wall = time.monotonic() - start

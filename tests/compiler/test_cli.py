@@ -336,7 +336,18 @@ def test_help_lists_every_command_and_explains_every_option():
         assert f"\n    {name} " in run.stdout, run.stdout
     parser = cli._parser(None)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert set(commands) == {"compile", "build", "run", "run-host", "generate", "profile", "targets", "deploy", "flash", "export"}
+    assert set(commands) == {
+        "compile",
+        "build",
+        "run",
+        "run-host",
+        "generate",
+        "profile",
+        "targets",
+        "deploy",
+        "flash",
+        "export",
+    }
     for name, command in commands.items():
         for action in command._actions:
             assert action.help and "\n" not in action.help, (name, action.option_strings or action.dest)

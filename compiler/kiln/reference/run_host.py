@@ -55,9 +55,12 @@ from kiln.pte.schema import (
 # tosa_reference_model's C++ core, a damaged weight stream makes Vela's mlw_codec (the NPU
 # model's weight decoder) exit the process, and either can allocate or compute without end;
 # the child's crash, address space beyond this many bytes or time beyond this many seconds is
-# a HostError naming the delegate. A kiln delegate needs a small fraction of either.
+# a HostError naming the delegate. A kiln delegate needs a small fraction of either. The time
+# grows with the delegate's data (its TOSA graph or its payload, weights included): a language
+# model's 168 MB graph (SmolLM2-135M's shape) runs for minutes.
 DELEGATE_MEMORY_BYTES = 4 << 30
 DELEGATE_SECONDS = 120.0
+DELEGATE_SECONDS_PER_MIB = 4.0
 # A CPU kernel may take this many times the largest board's memory in address space beyond
 # what the process holds (its result and temporaries); more, on sizes a damaged program's
 # arguments give (pads, strides, output sizes), is a HostError instead of an allocation.
@@ -333,6 +336,7 @@ def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, s
         (named[key], [slots[i] for i in ins]),
         f"delegate {call.delegate_index}'s TOSA graph ({key})",
         "tosa_reference_model",
+        len(named[key]),
     )
     if not valid:
         raise HostError(f"tosa_reference_model rejected delegate {call.delegate_index}'s graph: {status}")
@@ -344,15 +348,16 @@ def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, s
         _store(slots, plan, i, r, f"delegate {call.delegate_index}'s output")
 
 
-def _in_child(function, args: tuple, what: str, engine: str):
+def _in_child(function, args: tuple, what: str, engine: str, size: int = 0):
     """function(*args) (kiln.reference.isolated_tosa's or isolated_npu's: tosa_reference_model or
-    the NPU model on a delegate) in a child process within DELEGATE_MEMORY_BYTES and DELEGATE_SECONDS; a
-    HostError naming `what` and `engine` if it fails."""
+    the NPU model on a delegate of `size` bytes) in a child process within DELEGATE_MEMORY_BYTES and
+    DELEGATE_SECONDS plus DELEGATE_SECONDS_PER_MIB per MiB of it; a HostError naming `what` and
+    `engine` if it fails."""
     return in_child(
         function,
         args,
         DELEGATE_MEMORY_BYTES,
-        DELEGATE_SECONDS,
+        DELEGATE_SECONDS + DELEGATE_SECONDS_PER_MIB * size / (1 << 20),
         lambda how: HostError(f"{engine} {how} on {what}: the .pte is damaged; compile the model again"),
     )
 
@@ -386,6 +391,7 @@ def _delegate_on_npu_model(call: DelegateCall, delegate: BackendDelegate, payloa
         (payload, [slots[i] for i in call.args[:n_in]], config, fast),
         f"delegate {call.delegate_index}'s command stream",
         "kiln's NPU model",
+        len(payload.cmd_data) + len(payload.weight_data),
     )
     if fault is not None:
         raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {fault}")
