@@ -1,14 +1,14 @@
 """kiln.simulator.npu.arithmetic.rescale against its definition worked out on Python integers:
 (x * multiplier + rounding term) >> shift, for scalar multipliers and shifts (the output stage's
 global scales) and per-channel arrays, every rounding, inputs whose products fit int64 and
-ones that do not."""
+ones that do not; clamp against numpy's own clip."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kiln.simulator.npu.arithmetic import rescale
+from kiln.simulator.npu.arithmetic import clamp, rescale
 from kiln.simulator.npu.registers import ROUND_FLOOR, ROUND_NATURAL, ROUND_TFL, ROUND_TRUNCATE
 
 ROUNDINGS = (ROUND_TFL, ROUND_TRUNCATE, ROUND_NATURAL, ROUND_FLOOR)
@@ -49,3 +49,20 @@ def test_per_channel_scales_give_the_definition(rounding):
     for index in np.ndindex(x.shape):
         c = index[-1]
         assert got[index] == expected(int(x[index]), int(multiplier[c]), int(shift[c]), rounding)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32])
+def test_clamp_equals_numpys_clip(dtype):
+    rng = np.random.default_rng(np.dtype(dtype).itemsize)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, size=(3, 7), dtype=dtype, endpoint=True)
+    bounds = [(-5, 9), (0, 255), (-(1 << 31), (1 << 31) - 1), (-(1 << 47), (1 << 47) - 1), (3, -3)]
+    for lo, hi in bounds + [(info.min, info.max)]:
+        try:
+            want = np.clip(x, lo, hi)
+        except OverflowError:  # numpy refuses bounds the type cannot hold for some types
+            with pytest.raises(OverflowError):
+                clamp(x, lo, hi)
+            continue
+        got = clamp(x, lo, hi)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (lo, hi)

@@ -11,9 +11,9 @@ LDR/STR only), performs it on the register file (kiln.simulator.npu.device),
 writes the loaded value or the base writeback into the CPU's registers and
 moves PC past it. Pages without a watchpoint run at full speed, so firmware
 that never touches the NPU is not slowed. An access takes two round trips to
-QEMU: the registers, with the instruction read from where the last access to
-the same address was made (a third when PC is elsewhere), then the register
-writes that complete it, sent with the continue (kiln.simulator.gdb).
+QEMU: the registers, with the instruction read at the PCs that followed the last
+access's PC before (a third when PC is elsewhere), then the register writes that
+complete it, sent with the continue (kiln.simulator.gdb).
 
 What the NPU reads and writes: QEMU's DDR is a shared memory file mapped
 here, read and written in place; other memory (SRAM, TCMs) goes through gdb
@@ -77,6 +77,7 @@ CONNECT_TIMEOUT_S = 10.0
 QEMU_BOOT_VECTORS = {"mps3-an547": 0x1000_0000}
 THUMB_STATE = 1 << 24  # xPSR.T: M-profile code always runs in Thumb state
 PAGE = 4096  # bytes; the unit the gdb-backed memory caches
+SUCCESSORS = 4  # PCs remembered as following an access's PC
 
 
 class SharedDdr:
@@ -360,7 +361,8 @@ class NpuAttachment(BootAttachment):
         self.running_time_s = 0.0  # host time the CPU ran between accesses (HostTimes.running)
         self._irq_rising = False
         self._region_sizes_at = region_sizes_address(elf) if elf is not None else None
-        self._access_pc: dict[int | None, int] = {}  # data address -> PC of the last access to it
+        self._successors: dict[int | None, list[int]] = {}  # an access's PC -> PCs of the next access
+        self._last_pc: int | None = None  # the last access's PC
 
     def qemu_args(self) -> list[str]:
         """QEMU arguments: the shared DDR and a halted CPU with a gdbstub on our socket."""
@@ -391,7 +393,7 @@ class NpuAttachment(BootAttachment):
             if stop.watch is None:
                 raise AttachmentError("the CPU stopped without hitting the NPU watchpoint")
             started = time.perf_counter()
-            completing = self._emulate(gdb, stop.address)
+            completing = self._emulate(gdb)
             self.access_time_s += time.perf_counter() - started
             self.accesses += 1
 
@@ -412,12 +414,11 @@ class NpuAttachment(BootAttachment):
 
     # ---------------------------------------------------------------- one access
 
-    def _emulate(self, gdb: GdbClient, watched: int | None) -> list[str]:
-        """Performs the access the CPU stopped before (at data address `watched`); returns the
-        writes that complete it (the loaded value or base writeback, PC past the instruction,
-        after an interrupt pended the registers that stub borrowed), for gdb to send before the
-        CPU continues."""
-        registers, xpsr, code = self._read_state(gdb, watched)
+    def _emulate(self, gdb: GdbClient) -> list[str]:
+        """Performs the access the CPU stopped before; returns the writes that complete it (the
+        loaded value or base writeback, PC past the instruction, after an interrupt pended the
+        registers that stub borrowed), for gdb to send before the CPU continues."""
+        registers, xpsr, code = self._read_state(gdb)
         pc = registers[thumb.PC]
         hw1, hw2 = int.from_bytes(code[:2], "little"), int.from_bytes(code[2:], "little")
         try:
@@ -456,20 +457,26 @@ class NpuAttachment(BootAttachment):
         self.memory.flush()
         self.npu_time_s += time.perf_counter() - started
 
-    def _read_state(self, gdb: GdbClient, watched: int | None) -> tuple[dict[int, int], int, bytes]:
+    def _read_state(self, gdb: GdbClient) -> tuple[dict[int, int], int, bytes]:
         """r0..r15, xPSR (one 'g' packet: QEMU's M-profile layout is 16 words, then xPSR)
-        and the 4 bytes at PC, read with the registers from where the last access to the
-        same address was made (the driver accesses each register from few places), or after
-        them when PC is elsewhere."""
-        guess = self._access_pc.get(watched)
-        raw, code = gdb.read_all_registers(None if guess is None else (guess, 4))
+        and the 4 bytes at PC. The driver makes its accesses from few places, in the same
+        order every inference, so the code is read with the registers at each PC that
+        followed the last access's before (SUCCESSORS of them, the latest first), and after
+        them only when PC is none of those."""
+        guesses = self._successors.setdefault(self._last_pc, [])
+        raw, codes = gdb.read_all_registers([(guess, 4) for guess in guesses])
         if len(raw) < 17 * 4:
             raise AttachmentError(f"unexpected register packet of {len(raw)} bytes")
         words = [int.from_bytes(raw[4 * i : 4 * i + 4], "little") for i in range(17)]
         pc = words[15] & ~1
-        if guess != pc or code is None:
+        code = codes[guesses.index(pc)] if pc in guesses else None
+        if code is None:
             code = gdb.read_memory(pc, 4)
-        self._access_pc[watched] = pc
+        if pc in guesses:
+            guesses.remove(pc)
+        guesses.insert(0, pc)
+        del guesses[SUCCESSORS:]
+        self._last_pc = pc
         return dict(enumerate(words[:16])), words[16], code
 
     def _irq_changed(self, level: bool):

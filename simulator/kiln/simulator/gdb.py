@@ -130,15 +130,14 @@ class GdbClient:
     def write_register(self, name: str, value: int):
         self.write_registers({name: value})
 
-    def read_all_registers(self, also: tuple[int, int] | None = None) -> tuple[bytes, bytes | None]:
+    def read_all_registers(self, also: list[tuple[int, int]] = ()) -> tuple[bytes, list[bytes | None]]:
         """The bytes of the 'g' packet (every register, in the target's order) and, read in the
-        same round trip, the `also` (address, size up to READ_CHUNK) memory: None when not
-        asked for or refused."""
-        payloads = ["g"] + ([f"m{also[0]:x},{also[1]:x}"] if also is not None else [])
-        replies = self.pipelined(payloads)
-        memory = None
-        if also is not None and len(replies[1]) == 2 * also[1] and not replies[1].startswith(b"E"):
-            memory = bytes.fromhex(replies[1].decode())
+        same round trip, each (address, size up to READ_CHUNK) of `also`: None where refused."""
+        replies = self.pipelined(["g"] + [f"m{address:x},{size:x}" for address, size in also])
+        memory = [
+            bytes.fromhex(reply.decode()) if len(reply) == 2 * size and not reply.startswith(b"E") else None
+            for (_, size), reply in zip(also, replies[1:])
+        ]
         return bytes.fromhex(replies[0].decode()), memory
 
     def write_registers(self, values: dict[str, int]):

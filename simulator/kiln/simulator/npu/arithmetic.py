@@ -80,7 +80,18 @@ def _rescale_object(x, multiplier, shift, rounding):
 
 
 def saturate(x: np.ndarray, dtype) -> np.ndarray:
-    return np.clip(x, *_limits(np.dtype(dtype)))
+    return clamp(x, *_limits(np.dtype(dtype)))
+
+
+def clamp(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """np.clip(x, lo, hi): the same values, without np.clip's own checks where x is an integer
+    array whose type holds both bounds."""
+    x = np.asarray(x)
+    if x.dtype.kind in "iu":
+        low, high = _limits(x.dtype)
+        if low <= lo and hi <= high:
+            return np.minimum(np.maximum(x, lo), hi)
+    return np.clip(x, lo, hi)
 
 
 @functools.cache

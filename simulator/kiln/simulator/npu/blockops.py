@@ -68,7 +68,7 @@ def padded_ifm(
     factor = 1 if upscale == UPSCALE_NONE else 2
     src_rows, src_cols = -(-rows // factor), -(-cols // factor)
     ctx.coverage.hit("format", "IFM NHCWB16" if fm.layout == FORMAT_NHCWB16 else "IFM NHWC")
-    ctx.coverage.hit("ifm_precision", np.dtype(fm.dtype).name)
+    ctx.coverage.hit("ifm_precision", fm.type_name)
     data = ctx.read_fm(fm, range(src_rows), range(src_cols), channels).astype(np.int64) - fm.zero_point
     valid = np.ones((src_rows, src_cols), bool)
     if upscale == UPSCALE_NEAREST:

@@ -113,7 +113,7 @@ def read(memory, fm: FeatureMap, region_base: int, ys, xs, channels) -> np.ndarr
     plan = _plan(fm, region_base, ys, xs, channels)
     if plan.length == 0:
         return np.zeros(plan.shape, fm.dtype)
-    little = np.dtype(fm.dtype).newbyteorder("<")
+    little = fm.stored_type
     raw = np.frombuffer(memory.read(plan.lo, plan.length), np.uint8)
     if plan.index is None:
         return raw.view(little).reshape(plan.shape).astype(fm.dtype)
@@ -128,7 +128,7 @@ def write(memory, fm: FeatureMap, region_base: int, ys, xs, channels, values: np
     plan = _plan(fm, region_base, ys, xs, channels)
     if plan.length == 0:
         return
-    data = np.ascontiguousarray(values.astype(np.dtype(fm.dtype).newbyteorder("<"))).view(np.uint8)
+    data = np.ascontiguousarray(values.astype(fm.stored_type, copy=False)).view(np.uint8)
     if plan.index is None:  # the elements fill the span: no byte between them to keep
         memory.write(plan.lo, data.reshape(plan.length))
         return

@@ -53,9 +53,19 @@ class FeatureMap:
     zero_point: int
     depth: int
 
-    @property
+    @functools.cached_property
     def elem_size(self) -> int:
         return np.dtype(self.dtype).itemsize
+
+    @functools.cached_property
+    def type_name(self) -> str:
+        """The element type's name, e.g. "int8"."""
+        return np.dtype(self.dtype).name
+
+    @functools.cached_property
+    def stored_type(self) -> np.dtype:
+        """The element type as memory holds it: little-endian."""
+        return np.dtype(self.dtype).newbyteorder("<")
 
 
 @dataclass(frozen=True)

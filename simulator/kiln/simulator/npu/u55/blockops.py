@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.simulator.npu.arithmetic import clamp
 from kiln.simulator.npu.blockops import (
     convolution_sums,
     depthwise_sums,
@@ -109,7 +110,7 @@ def _finish_mac(ctx: Context, acc: np.ndarray, depth: int) -> None:
     bits = _accumulator_bits(ctx)
     bias, multiplier, shift = _per_channel(ctx, depth)
     acc = acc + bias
-    acc = np.clip(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    acc = clamp(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     if ctx.registers.global_scale():
         ctx.coverage.hit("ofm_scaling", "global")
         multiplier, shift = ctx.registers.ofm_scale()

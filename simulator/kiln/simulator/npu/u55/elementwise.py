@@ -29,7 +29,7 @@ _SCALE_MODES = {IFM_SCALE_16BIT: "16BIT", IFM_SCALE_OPA_32BIT: "OPA_32BIT", IFM_
 def _read(ctx: Context, prefix: str, shape: tuple[int, int, int]) -> np.ndarray:
     fm = ctx.registers.feature_map(prefix)
     ctx.coverage.hit("format", f"{prefix} NHCWB16" if fm.layout == FORMAT_NHCWB16 else f"{prefix} NHWC")
-    ctx.coverage.hit("ifm_precision", np.dtype(fm.dtype).name)
+    ctx.coverage.hit("ifm_precision", fm.type_name)
     h, w, c = shape
     values = ctx.read_fm(fm, range(h), range(w), range(c), f"{prefix} read")
     return values.astype(np.int64) - fm.zero_point

@@ -22,7 +22,7 @@ def store(ctx: Context, values: np.ndarray) -> None:
     """values: (H, W, C) int64, already scaled (before the OFM zero point)."""
     regs = ctx.registers
     ofm = regs.feature_map("OFM")
-    ctx.coverage.hit("ofm_precision", np.dtype(ofm.dtype).name)
+    ctx.coverage.hit("ofm_precision", ofm.type_name)
     ctx.coverage.hit("format", "OFM NHCWB16" if ofm.layout == FORMAT_NHCWB16 else "OFM NHWC")
     function, clip_range, lo, hi = regs.activation()
     values = values + ofm.zero_point
@@ -51,7 +51,7 @@ def _builtin(ctx: Context, function: int, values: np.ndarray, ofm) -> np.ndarray
     if np.dtype(ofm.dtype) != np.int16 or ofm.zero_point != 0:
         raise NotModelled(
             f"built-in activation {name} is modelled for an int16 OFM with zero point 0, "
-            f"not {np.dtype(ofm.dtype).name} with zero point {ofm.zero_point}"
+            f"not {ofm.type_name} with zero point {ofm.zero_point}"
         )
     return activation.tanh(values) if function == ACT_TANH else activation.sigmoid(values)
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import blockops
+from kiln.simulator.npu.arithmetic import clamp
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.memo import keeps
 from kiln.simulator.npu.output import scale_values
@@ -53,7 +54,7 @@ def _accumulator(ctx: Context) -> tuple[int, int]:
 
 def _acc_from_ifm2(ctx: Context, shape: tuple[int, int, int]) -> np.ndarray:
     fm = ctx.registers.feature_map("IFM2")
-    ctx.coverage.hit("ifm_precision", f"IFM2 {np.dtype(fm.dtype).name}")
+    ctx.coverage.hit("ifm_precision", f"IFM2 {fm.type_name}")
     h, w, c = shape
     return ctx.read_fm(fm, range(h), range(w), range(c), "IFM2 read").astype(np.int64) - fm.zero_point
 
@@ -226,7 +227,7 @@ def _finish(ctx: Context, acc: np.ndarray, bits: int, source: int) -> None:
         ctx.coverage.hit("ofm_scaling", "per-channel")
         bias, multiplier, shift = _per_channel(ctx, depth, bits == 48)
         acc = acc + bias
-    acc = np.clip(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    acc = clamp(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     store(ctx, scale_values(ctx, acc, multiplier, shift))
 
 

@@ -92,7 +92,7 @@ def operand(ctx: Context, prefix: str, shape: tuple[int, int, int]) -> np.ndarra
         values = ctx.read_fm(fm, range(extent[0]), range(extent[1]), range(extent[2]), f"{prefix} read")
     else:
         raise NotModelled(f"{prefix}_PRECISION: {prefix} storage {u85.STORAGE_NAMES[storage]} is not modelled")
-    ctx.coverage.hit("ifm_precision", np.dtype(fm.dtype).name)
+    ctx.coverage.hit("ifm_precision", fm.type_name)
     return values.astype(np.int64) - fm.zero_point
 
 

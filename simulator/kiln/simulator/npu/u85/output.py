@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import NotModelled
-from kiln.simulator.npu.arithmetic import rescale, saturate
+from kiln.simulator.npu.arithmetic import clamp, rescale, saturate
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.output import LUT16_ENTRIES, LUT16_STEP_BITS, interpolate16
 from kiln.simulator.npu.registers import FORMAT_NHCWB16, RegisterError
@@ -56,14 +56,14 @@ def store(ctx: Context, values: np.ndarray) -> None:
     registers give, before transposition)."""
     regs = ctx.registers
     ofm = regs.feature_map("OFM")
-    ctx.coverage.hit("ofm_precision", np.dtype(ofm.dtype).name)
+    ctx.coverage.hit("ofm_precision", ofm.type_name)
     function, table, clip, lo, hi = regs.activation()
     if function not in FUNCTION_NAMES:
         raise RegisterError(f"ACTIVATION: reserved function {function}")
     ctx.coverage.hit("activation", FUNCTION_NAMES[function])
     values = values + ofm.zero_point
     if clip:
-        values = np.clip(values, lo, hi)
+        values = clamp(values, lo, hi)
     if function != LUT_NONE:
         values = _lut(ctx, values, function, table)
     out = saturate(values, ofm.dtype).astype(ofm.dtype)
