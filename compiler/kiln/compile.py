@@ -650,7 +650,22 @@ def format_report(report: dict) -> str:
         q = f", scale {b['scale']:.6g}, zero point {b['zero_point']}" if "scale" in b else ""
         lines.append(f"  {b['name']}: {b['dtype']}{b['shape']} ({b['bytes']:,} B{q})")
     lines.append(f".pte {report['memory']['pte_bytes']:,} B")
+    lines += _format_fit(report)
     return "\n".join(lines)
+
+
+def _format_fit(report: dict) -> list[str]:
+    """The report's memory.regions (kiln.flow.compile_pte adds them) as one line."""
+    regions = report["memory"].get("regions")
+    if not regions:
+        return []
+    return [
+        "  fits the board: "
+        + ", ".join(
+            f"{r['region']} {r['need']:,} of {r['room']:,} B" + ("" if r["fits"] else " (DOES NOT FIT)")
+            for r in regions
+        )
+    ]
 
 
 def _format_graph(report: dict) -> str:
@@ -681,6 +696,7 @@ def _format_graph(report: dict) -> str:
         f"  RAM: scratch {m['scratch_bytes']:,} B, fast scratch {m['fast_scratch_bytes']:,} B, "
         f"planned buffers {m['planned_bytes']:,} B"
     )
+    lines += _format_fit(report)
     if report["int16"]:
         whys = Counter("requantizations" if e["why"].startswith("requantizes") else e["why"] for e in report["int16"])
         lines.append(

@@ -101,11 +101,22 @@ def compile_pte(
 ) -> tuple[kc.Result, Path]:
     """`model` (a zoo name, a .py file or a LoadedModel) compiled to `spec` (for `target` when the
     caller resolved it already) and written to `output`, its report beside it as .json; returns
-    the compile's result and the report's path (kiln.compile.compile_model and write)."""
+    the compile's result and the report's path (kiln.compile.compile_model and write). The
+    report's memory.regions say what the board holds where (kiln.firmware.runner_build.fit);
+    a program that does not fit is a RunnerBuildError naming the region, the need and the room,
+    after the .pte and its report are written."""
     from kiln import compile as kc
+    from kiln.firmware import runner_build
 
     result = kc.compile_model(model, spec, calibration, log, target=target)
-    return result, kc.write(result, Path(output))
+    report = kc.write(result, Path(output))
+    try:  # what the board can hold, decided before anything is built or run
+        plan = runner_build.plan(Path(output), target or spec.target, board=spec.board, check_target=False)
+        result.report["memory"]["regions"] = runner_build.fit(plan)
+        runner_build.check_fit(plan)
+    finally:
+        kc.write_report(result.report, Path(output))
+    return result, report
 
 
 def generates(pte: Path) -> bool:

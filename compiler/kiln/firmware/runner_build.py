@@ -482,6 +482,56 @@ def _run(command: list[str], what: str, p: Plan, log: Path) -> str:
     return output
 
 
+def fit(p: Plan) -> list[dict]:
+    """What the plan places in each of the board's regions before any code is linked: the .pte,
+    the planned buffers, the NPU's scratches, and the stack (with DATA_RESERVE for the firmware's
+    own variables where the planned buffers go), against the region's size. One dict per region
+    used: name, bytes needed, room (its size), what is placed there, and whether it fits."""
+    placed: dict[str, list[tuple[str, int]]] = {}
+    if p.pte_size:
+        placed.setdefault(p.pte_region, []).append(("the .pte", p.pte_size))
+    for b in p.buffers():
+        placed.setdefault(b.region, []).append((b.what, _align(b.size)))
+    board = p.target.board
+    placed.setdefault(board.region_for("stack").name, []).append(("the main stack", p.stack_size))
+    data = board.region_for("data").name
+    if any(b.region == data for b in p.planned):
+        placed.setdefault(data, []).append(("the firmware's own variables (reserve)", DATA_RESERVE))
+    regions = []
+    for region in board.memory:
+        if region.name not in placed:
+            continue
+        need = sum(size for _, size in placed[region.name])
+        regions.append(
+            {
+                "region": region.name,
+                "need": need,
+                "room": region.size,
+                "fits": need <= region.size,
+                "placed": {what: size for what, size in placed[region.name]},
+            }
+        )
+    return regions
+
+
+def check_fit(p: Plan) -> list[dict]:
+    """fit(p), or a RunnerBuildError naming each region that cannot hold what goes there, the need
+    and the room."""
+    regions = fit(p)
+    over = [r for r in regions if not r["fits"]]
+    if over:
+        raise RunnerBuildError(
+            f"{p.model} does not fit {p.target.board.name} in memory mode {p.memory_mode}: "
+            + "; ".join(
+                f"region {r['region']} needs {r['need']:,} bytes ("
+                + ", ".join(f"{what} {size:,}" for what, size in r["placed"].items())
+                + f"), it has {r['room']:,}"
+                for r in over
+            )
+        )
+    return regions
+
+
 def _overflow_message(p: Plan, region: str, excess: int) -> str:
     r = next(m for m in p.target.board.memory if m.name == region)
     placed = [f"{b.what} {b.size:,} B" for b in p.buffers() if b.region == region]

@@ -123,20 +123,23 @@ def write_methods(
             )
         )
         named.update({tosa_key(name, i): t for i, t in enumerate(tosa)})
-    for name, number in (constant_methods or {}).items():
-        plans.append(
-            ExecutionPlan(
-                name=name,
-                values=[Int(number)],
-                inputs=[],
-                outputs=[0],
-                chains=[Chain([], [0], [])],
-                operators=[],
-                delegates=[],
-                non_const_buffer_sizes=[0],
-            )
-        )
+    plans += [constant_method(name, number) for name, number in (constant_methods or {}).items()]
     return serialize(PteProgram(plans), constants=constants, delegate_payloads=payloads, named_data=named)
+
+
+def constant_method(name: str, number: int) -> ExecutionPlan:
+    """ExecuTorch's constant method `name` returning `number`: a plan without inputs or
+    instructions whose one output is an Int value (its LLM export's get_max_seq_len, ...)."""
+    return ExecutionPlan(
+        name=name,
+        values=[Int(number)],
+        inputs=[],
+        outputs=[0],
+        chains=[Chain([], [0], [])],
+        operators=[],
+        delegates=[],
+        non_const_buffer_sizes=[0],
+    )
 
 
 def _values(program: Program, before: int = 0) -> tuple[list[EValue], list[bytes]]:

@@ -99,6 +99,7 @@ Result<AlongDim> along_dim(const KernelArgs& args) {
   KILN_TRY(a.index, index_tensor(args, 2));
   if (a.index->dim > 1) return unsupported(2, a.index->dim);
   for (size_t d = 0; d < a.in->dim; ++d) a.sizes[d] = d == a.dim ? int64_t{a.index->numel} : a.in->sizes[d];
+  if (a.in->numel == 0) return a;  // outer and run 0: nothing to move, whatever (empty) sizes say
   KILN_TRY(a.outer, size_product(*a.in, 0, a.dim, 0));
   KILN_TRY(const int64_t inner, size_product(*a.in, a.dim + 1, a.in->dim, 0));
   KILN_TRY(const int64_t run,

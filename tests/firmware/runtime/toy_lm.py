@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.pte.from_program import constant_method
 from kiln.pte.schema import (
     STATE_MEMORY_ID,
     AllocationInfo,
@@ -139,18 +140,7 @@ def write(length: int = 16, max_seq_len: int | None = None, prefill: bool = True
     plans = [_plan("prefill", length)] if prefill else []
     plans.append(_plan("decode", length))
     if max_seq_len is not None:
-        plans.append(
-            ExecutionPlan(
-                name="get_max_seq_len",
-                values=[Int(max_seq_len)],
-                inputs=[],
-                outputs=[0],
-                chains=[Chain([], [0], [])],
-                operators=[],
-                delegates=[],
-                non_const_buffer_sizes=[0],
-            )
-        )
+        plans.append(constant_method("get_max_seq_len", max_seq_len))
     return serialize(PteProgram(plans), constants=constants)
 
 
