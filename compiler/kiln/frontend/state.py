@@ -174,20 +174,15 @@ def replay(
     (in `state`'s order): the calibration samples of the lifted graphs. The model's buffers are
     left as they were."""
     buffers = {name: model.get_buffer(name) for name in state}
-    saved = {name: b.clone() for name, b in buffers.items()}
     samples: dict[str, list[tuple[torch.Tensor, ...]]] = {}
-    try:
+    with preserved(model), torch.no_grad():
         for b in buffers.values():
             b.zero_()
-        with torch.no_grad():
-            for method, inputs in calls:
-                before = tuple(buffers[name].clone() for name in state)
-                getattr(model, method)(*inputs)
-                samples.setdefault(method, []).append((*inputs, *before))
-            final = tuple(buffers[name].clone() for name in state)
-    finally:
-        for name, b in buffers.items():
-            b.copy_(saved[name])
+        for method, inputs in calls:
+            before = tuple(buffers[name].clone() for name in state)
+            getattr(model, method)(*inputs)
+            samples.setdefault(method, []).append((*inputs, *before))
+        final = tuple(buffers[name].clone() for name in state)
     samples[""] = [final]  # the state after the last call: a value the state holds too
     return samples
 
