@@ -323,7 +323,8 @@ def _compile_methods(
             paths[name] = frontend.io_paths(modules[name])
             written[name] = state.written_buffers(modules[name])
         names = sorted(set().union(*written.values()))
-        lifted = {name: state.lift_state(m, names, written[name]) for name, m in modules.items()}
+        buffers = {name: model.get_buffer(name) for name in names}
+        lifted = {name: state.lift_state(m, buffers, written[name]) for name, m in modules.items()}
     with stage("calibrate"):
         calls = getattr(model, state.CALIBRATION_ATTRIBUTE, None) or list(methods.items())
         samples = state.replay(model, calls, names)

@@ -139,3 +139,12 @@ def test_executorch_reads_the_methods_and_the_state(compiled, tmp_path):
         f"peek [0, {result.methods['peek'].program.planned_size}, 16] [('total', 2)]",
         "get_max_seq_len [0] []",
     ]
+
+
+def test_a_method_that_does_not_use_a_state_buffer_is_refused_by_name():
+    model, xs = accumulator()
+    model.twice = lambda x: x * 2
+    model.kiln_methods = {"step": (xs[0],), "twice": (xs[0],)}
+    model.kiln_calibration = [("step", (xs[0],)), ("twice", (xs[0],))]
+    with pytest.raises(ModelError, match="state buffer total: a method of the model writes it"):
+        kc.compile_model(kc.frontend.LoadedModel("acc", model, xs[:1]), CompileSpec("ethos-u85-256"), log=print)

@@ -132,19 +132,19 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
                 b.copy_(saved[name])
 
 
-def lift_state(gm: GraphModule, state: Iterable[str], written: set[str]) -> list[StateBuffer]:
-    """Makes each buffer of `state` (names in the model) an input of `gm` after its own inputs and
-    each of them that `written` holds an output after its own outputs (which the in-place ops'
-    functionalisation, kiln.frontend.normalize, then points at the buffer's last value). `gm`
-    then takes and returns flat tensors (a plain CodeGen). Returns the buffers in that order."""
+def lift_state(gm: GraphModule, state: Mapping[str, torch.Tensor], written: set[str]) -> list[StateBuffer]:
+    """Makes each buffer of `state` (the model's, by name; a method may not read every one) an
+    input of `gm` after its own inputs and each of them that `written` holds an output after its
+    own outputs (which the in-place ops' functionalisation, kiln.frontend.normalize, then points
+    at the buffer's last value). `gm` then takes and returns flat tensors (a plain CodeGen).
+    Returns the buffers in that order."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     outputs = gm.graph.output_node()
     returned = list(outputs.args[0]) if isinstance(outputs.args[0], (list, tuple)) else [outputs.args[0]]
     lifted: list[StateBuffer] = []
     extra_outputs: list[Node] = []
-    for name in state:
+    for name, buffer in state.items():
         target = _PREFIX + name
-        buffer = gm.get_buffer(target)
         if bool(buffer.count_nonzero()):
             raise ModelError(
                 f"state buffer {name} does not start at zero; kiln's programs start their state at zero "
@@ -154,7 +154,14 @@ def lift_state(gm: GraphModule, state: Iterable[str], written: set[str]) -> list
             node = gm.graph.placeholder(input_name(name))
         node.meta["val"] = torch.zeros_like(buffer)
         placeholders.append(node)
-        for reader in [n for n in gm.graph.nodes if n.op == "get_attr" and n.target == target]:
+        readers = [n for n in gm.graph.nodes if n.op == "get_attr" and n.target == target]
+        if not any(reader.users for reader in readers):
+            raise ModelError(
+                f"state buffer {name}: a method of the model writes it and {type(gm).__name__}'s method does not "
+                "use it; kiln's programs need every method to read or write each state buffer (read it, e.g. "
+                "return it or add 0 * its sum)"
+            )
+        for reader in readers:
             reader.replace_all_uses_with(node)
             gm.graph.erase_node(reader)
         if name in written:
