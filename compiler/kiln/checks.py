@@ -31,7 +31,7 @@ from kiln.lower.vela import VelaResult
 from kiln.partition.partitioner import Partition, Partitioning, boundary
 from kiln.program.builder import ALIGNMENT, Program, tensor_args
 from kiln.program.kernels import by_name
-from kiln.vocabulary import DEQUANTIZE, GATHERS, QUANTIZE
+from kiln.vocabulary import DEQUANTIZE, INDEXED, QUANTIZE
 
 KNOWN_DTYPES = frozenset(DTYPES.values())
 
@@ -106,7 +106,7 @@ def quantized_values_have_qparams(graph: Graph) -> str | None:
         elif op.target in DEQUANTIZE:
             values = [op.inputs[0]]
         elif op.quantized:  # but the integer indices and bool masks (constant or not) it reads as they are
-            indices = op.inputs[1:2] if op.target in GATHERS else []  # a gather's, constant or not
+            indices = op.inputs[1:2] if op.target in INDEXED else []  # a gather's or scatter's, constant or not
             values = [
                 v
                 for v in op.inputs
@@ -164,7 +164,7 @@ def every_op_placed_once(parts: Partitioning) -> str | None:
 def partitions_hold_quantized_ops(parts: Partitioning) -> str | None:
     """The NPU computes in integers: every op in a partition reads integer values (Op.reads_integers;
     no quantize or dequantize), and what a partition takes and returns are quantized integer values,
-    bools, argmax's indices or a gather's checked ones, or int32 tensors (an int32 product's),
+    bools, argmax's indices or a gather's or scatter's checked ones, or int32 tensors (an int32 product's),
     never constants."""
     for partition in parts.partitions:
         for op in partition.ops:
@@ -255,7 +255,7 @@ def instructions_reference_valid_indices(program: Program) -> str | None:
 
 def every_tensor_planned(program: Program) -> str | None:
     """Every constant tensor has its data; every other tensor has a 16-byte aligned offset
-    inside the planned buffer."""
+    inside the planned buffer, or inside the state's buffer for the state's tensors."""
     for i, ev in enumerate(program.values):
         if ev.kind != "tensor":
             continue
@@ -264,13 +264,15 @@ def every_tensor_planned(program: Program) -> str | None:
             if id(v) not in program.constants:
                 return f"constant value {i} ({v.name}) has no data"
             continue
-        offset = program.offsets.get(id(v))
+        offset, size, buffer = program.offsets.get(id(v)), program.planned_size, "planned buffer"
+        if id(v) in program.state:
+            offset, size, buffer = program.state[id(v)][1], program.state_size, "state buffer"
         if offset is None:
             return f"value {i} ({v.name}) has no place in the planned buffer"
-        if offset % ALIGNMENT or offset < 0 or offset + v.nbytes() > program.planned_size:
+        if offset % ALIGNMENT or offset < 0 or offset + v.nbytes() > size:
             return (
                 f"value {i} ({v.name}): {v.nbytes()} bytes at offset {offset} of a "
-                f"{program.planned_size}-byte buffer ({ALIGNMENT}-byte aligned)"
+                f"{size}-byte {buffer} ({ALIGNMENT}-byte aligned)"
             )
     return None
 
@@ -290,7 +292,8 @@ def _reads_and_writes(program: Program, instruction) -> tuple[list[int], list[in
 def values_written_before_read(program: Program) -> str | None:
     """Instructions run in data order: each reads only program inputs, constants and values
     an earlier instruction wrote; every program output is written."""
-    written = set(program.inputs)
+    state_inputs = {i for i, ev in enumerate(program.values) if ev.kind == "tensor" and id(ev.value) in program.state}
+    written = set(program.inputs) | state_inputs  # the state holds what the last call left
     for step, instruction in enumerate(program.instructions):
         reads, outs = _reads_and_writes(program, instruction)
         for i in reads:
@@ -317,10 +320,12 @@ def _lifetimes(program: Program) -> dict[int, tuple[int, int]]:
 
 
 def live_buffers_disjoint(program: Program) -> str | None:
-    """Tensors alive at the same time never share a byte of the planned buffer."""
+    """Tensors alive at the same time never share a byte of the planned buffer (the state's
+    tensors live in their own buffer, kiln.program.builder)."""
     blocks = sorted(
         (program.offsets[id(program.values[i].value)], program.values[i].value.nbytes(), i, first, last)
         for i, (first, last) in _lifetimes(program).items()
+        if id(program.values[i].value) not in program.state
     )
     for n, (offset, size, i, first, last) in enumerate(blocks):
         for other_offset, _, j, other_first, other_last in blocks[n + 1 :]:

@@ -6,6 +6,8 @@
     kiln run --elf FILE --target T [--board B]        firmware on Arm's FVP if installed, else the virtual platform
                                                       (--profile=PTE: with kiln profile's per-layer table)
     kiln run-host PTE --input FILE --output-dir DIR   a .pte on the host: the reference the firmware must match
+    kiln generate PTE --prompt TEXT --tokens N         text from a language model's .pte (prefill, then decode
+                                                      steps) on the host: the reference of the firmware's
     kiln profile MODEL --target T [--output DIR]      per-layer NPU cycles and bytes beside Vela's estimate
     kiln targets                                      the NPU targets, the boards, their Vela defaults and
                                                       the boards' unverified facts
@@ -35,6 +37,8 @@ from kiln.simulator.run import DEFAULT_TIMEOUT_S, NPU_TIMEOUT_MS_RANGE
 
 DEFAULT_TARGET = "ethos-u55-128"  # deploy's, as ./scripts/run.sh's
 DEPLOY_TIMEOUT_S = 600.0  # digits classifies 8 images in one run
+DEPLOY_PROMPT = 'The "if" statement'  # a language model's default prompt: the opening of a page tinylm learnt
+DEPLOY_TOKENS = 48
 RUN_STATUSES = """exit status:
   the firmware's  it exited ("[kiln] exit N" on the UART, or semihosting)
   134             the CPU faulted (the fault is explained on standard error)
@@ -143,6 +147,7 @@ def _build(args) -> int:
         not args.skip_target_check,
         args.bake,
         board=args.board,
+        app="generate" if args.generate else runner_build.APP,
     )
     print(elf)
     return 0
@@ -160,6 +165,7 @@ def _build_app(args) -> int:
             ("--default-input", args.default_input),
             ("--bake", args.bake),
             ("--skip-target-check", args.skip_target_check),
+            ("--generate", args.generate),
         )
         if given
     ]
@@ -253,6 +259,26 @@ def _run_host(args) -> int:
     return 0
 
 
+def _generate(args) -> int:
+    from kiln import isolation
+
+    isolation.prepare("kiln.reference.isolated_tosa")
+    from kiln.reference import generate
+
+    prompt = args.prompt.encode("utf-8")
+    steps = generate.generate(Path(args.pte).read_bytes(), prompt, args.tokens)
+    if args.logits_dir:
+        args.logits_dir.mkdir(parents=True, exist_ok=True)
+        for n, step in enumerate(steps):
+            (args.logits_dir / f"logits_{n}.bin").write_bytes(
+                step.logits.astype(step.logits.dtype.newbyteorder("<")).tobytes()
+            )
+    for n, step in enumerate(steps):
+        print(f"token {n}: {step.token} {bytes([step.token & 0xFF])!r} at position {step.position}")
+    print(args.prompt + generate.text(steps))
+    return 0
+
+
 def _profile(args) -> int:
     from kiln import boards, flow
     from kiln.reference import profile
@@ -305,6 +331,12 @@ def _deploy(args) -> int:
     target = boards.target(args.target, args.board)  # once: the compile, the build and the run take it
     spec = CompileSpec(args.target, args.system_config, args.memory_mode, board=args.board)
     _compile_and_write(model, spec, pte, target=target)
+    if flow.generates(pte):
+        _step(args.prog, f"building the generation app for {name} on {args.target}")
+        elf = flow.build_runner(pte, target, app="generate")
+        print(elf)
+        _step(args.prog, f"generating {args.tokens} tokens after {args.prompt!r} on {elf}")
+        return _generate_on_device(elf, target, pte, args)
     _step(args.prog, f"building the executor runner for {name} on {args.target}")
     elf = flow.build_runner(pte, target)
     print(elf)
@@ -312,6 +344,63 @@ def _deploy(args) -> int:
     if model == "digits":
         return _classify_digits(args.prog, elf, target, pte, args.count, args.platform, args.timeout)
     return flow.run(flow.firmware(elf, target), args.platform, args.timeout, echo=_echo).status
+
+
+def _generate_on_device(elf: Path, target, pte: Path, args) -> int:
+    """`kiln deploy`'s run of a language model: the generation app on the platform, each token with
+    its NPU and CPU cycles, the text, then the same generation on the host (kiln generate): the
+    firmware's tokens and logits must equal it bit for bit. Returns 0, the run's status when it
+    failed, or 1 when the two differ."""
+    from statistics import fmean
+
+    import numpy as np
+
+    from kiln import flow
+    from kiln.reference import generate
+
+    prompt = args.prompt.encode("utf-8")
+    done = flow.generate(
+        elf, target, prompt, args.tokens, pte, platform=args.platform, timeout=args.timeout, count_instructions=True
+    )
+    if not done.complete:
+        print(done.log)
+        return done.status or 1
+    instructions = done.cpu_instructions or [None] * len(done.tokens)  # the virtual platform counts them
+    print(
+        f"{'token':>5}  {'id':>5}  {'byte':>6}  {'position':>8}  {'method':>7}  {'NPU cycles':>11}  {'CPU cycles':>10}"
+        f"  {'CPU instructions':>16}"
+    )
+    for t, counted in zip(done.tokens, instructions):
+        cpu = f"{t.cpu_cycles:,}" if t.cpu_cycles is not None else "n/a"
+        byte = ascii(chr(t.token))[1:-1] if t.token < 256 else ""
+        print(
+            f"{t.index:>5}  {t.token:>5}  {byte:>6}  {t.position:>8}  {t.method:>7}  {t.npu_cycles:>11,}  {cpu:>10}"
+            f"  {f'{counted:,}' if counted is not None else 'n/a':>16}"
+        )
+    text = bytes(t.token & 0xFF for t in done.tokens)
+    print(f"generated: {(prompt + text).decode('utf-8', errors='backslashreplace')}")
+    decodes = [t.npu_cycles for t in done.tokens if t.method == "decode"]
+    summary = [f"{done.tokens[0].method} {done.tokens[0].npu_cycles:,} NPU cycles"]
+    if decodes:
+        summary.append(f"decode {fmean(decodes):,.0f} NPU cycles per token")
+    print(
+        "; ".join(summary) + f"; {done.seconds / len(done.tokens):.2f} s of wall time per token on the platform"
+        " (start-up included)"
+    )
+    host = generate.generate(pte.read_bytes(), prompt, args.tokens)
+    same_tokens = [s.token for s in host] == done.token_ids
+    same_logits = len(done.logits) == len(host) and all(
+        a.dtype == s.logits.dtype and np.array_equal(a, s.logits) for a, s in zip(done.logits, host)
+    )
+    if same_tokens and same_logits:
+        print(f"the firmware's {len(host)} tokens and their logits equal kiln generate's on the host, bit for bit")
+        return 0
+    print(
+        f"the firmware differs from kiln generate on the host: tokens {'equal' if same_tokens else 'differ'}, "
+        f"logits {'equal' if same_logits else 'differ'}",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def _classify_digits(prog: str, elf: Path, target, pte: Path, count: int, platform: str, timeout: float) -> int:
@@ -555,6 +644,11 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         help="bake FILE instead of the .pte, sized from the .pte (tests the firmware's checks)",
     )
     bu.add_argument("--test-apps", action="store_true", help="with --app: build tests/fvp/apps too")
+    bu.add_argument(
+        "--generate",
+        action="store_true",
+        help="with --pte: build the generation app (a language model's prefill and decode) instead of the runner",
+    )
 
     ru = command(
         "run",
@@ -622,6 +716,16 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         help="one input's raw little-endian bytes (once per input, in order)",
     )
     rh.add_argument("--output-dir", required=True, metavar="DIR", help="where output_<i>.bin go (created)")
+
+    ge = command(
+        "generate",
+        "generate text from a language model's .pte on the host (prefill, then greedy decode steps)",
+        _generate,
+    )
+    ge.add_argument("pte", metavar="PTE", help="a program with methods prefill and decode (e.g. kiln compile tinylm)")
+    ge.add_argument("--prompt", required=True, metavar="TEXT", help="the text to continue (its UTF-8 bytes are tokens)")
+    ge.add_argument("--tokens", type=int, default=32, metavar="N", help="how many tokens to generate (default 32)")
+    ge.add_argument("--logits-dir", type=Path, metavar="DIR", help="write each step's logits there, logits_<n>.bin")
 
     pf = command(
         "profile",
@@ -695,9 +799,12 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         description="Compile MODEL for the target (the report on standard output; the .pte and .json in\n"
         "build/), build kiln's executor runner for it (`kiln build`) and run it (`kiln run`).\n"
         "For digits: the predicted digit beside the true label of held-out images, with the\n"
-        "NPU and CPU cycles of each inference; other models run once on the runner's\n"
-        "built-in inputs.",
-        epilog="exit status: `kiln run`'s; digits also 1 when the runner exited 0 before classifying every image.",
+        "NPU and CPU cycles of each inference. For a language model (methods prefill and\n"
+        "decode: tinylm): the generation app continues --prompt for --tokens tokens, each\n"
+        "with its NPU and CPU cycles, and its tokens and logits are checked against kiln\n"
+        "generate's on the host. Other models run once on the runner's built-in inputs.",
+        epilog="exit status: `kiln run`'s; digits also 1 when the runner exited 0 before classifying every image;\n"
+        "a language model also 1 when the firmware's tokens or logits differ from the host's.",
         formatter=_StatusFormatter,
     )
     de.add_argument("model", nargs="?", metavar="MODEL", help="a zoo model or a .py file (default digits)")
@@ -712,6 +819,19 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         default=8,
         metavar="N",
         help="digits: how many held-out images to classify (default 8)",
+    )
+    de.add_argument(
+        "--prompt",
+        default=DEPLOY_PROMPT,
+        metavar="TEXT",
+        help=f"a language model (tinylm): the text to continue (default {DEPLOY_PROMPT!r})",
+    )
+    de.add_argument(
+        "--tokens",
+        type=_positive_count,
+        default=DEPLOY_TOKENS,
+        metavar="N",
+        help=f"a language model: how many tokens to generate (default {DEPLOY_TOKENS})",
     )
     _platform_options(de, DEPLOY_TIMEOUT_S)
     return parser

@@ -23,7 +23,7 @@ import torch
 from kiln import boards, checks, graph, vocabulary
 from kiln.errors import InternalError, ModelError, UsageError, VelaError, VelaRefusal
 from kiln.frontend import export as frontend
-from kiln.frontend import normalize
+from kiln.frontend import normalize, state
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
@@ -161,25 +161,58 @@ def _compile(
     stage = progress.stage
     with stage("load"):
         loaded = model if isinstance(model, frontend.LoadedModel) else frontend.load_model(model)
-        samples = load_calibration(calibration, loaded.inputs)
         progress.model = loaded.name
+        methods = state.methods_of(loaded.module)
+        if methods is None:
+            samples = load_calibration(calibration, loaded.inputs)
+        elif calibration is not None:
+            raise UsageError(
+                f"{loaded.name} has methods ({', '.join(methods)}); kiln calibrates them by replaying its "
+                f"{state.CALIBRATION_ATTRIBUTE}, not from --calibration"
+            )
+    if methods is not None:
+        return _compile_methods(loaded, methods, spec, log, progress, target)
     with stage("export"):
         exported = frontend.export(loaded)
         module = exported.module(check_guards=False)
         io_paths = frontend.io_paths(module)
+    return _compile_module(loaded, module, io_paths, samples, spec, log, progress, target)
+
+
+def _compile_module(
+    loaded: frontend.LoadedModel,
+    module: torch.fx.GraphModule,
+    io_paths: tuple[list[str], list[str]],
+    samples: list[tuple[torch.Tensor, ...]],
+    spec: CompileSpec,
+    log,
+    progress: Progress,
+    target: boards.Target,
+    lifted: list[state.StateBuffer] = (),
+    ranges: dict[str, tuple[float, float]] | None = None,
+) -> Result:
+    """The stages from normalize on, for one exported graph (a model, or one method of it whose
+    state `lifted` holds, each state's range in `ranges`)."""
+    stage = progress.stage
     with stage("normalize"):
         normalize.normalize(module)
     quantized = None
     if spec.quantize:
         with stage("quantize"):
-            quantizer = EthosUQuantizer(QuantizationScheme(spec.activation_bits), int16=spec.int16)
+            fixed = {state.input_name(b.name): ranges[b.name] for b in lifted}
+            written = [b for b in lifted if b.written]
+            first = len(io_paths[1])  # the state's outputs follow the method's own
+            fixed_outputs = {first + k: ranges[b.name] for k, b in enumerate(written)}
+            quantizer = EthosUQuantizer(
+                QuantizationScheme(spec.activation_bits), int16=spec.int16, fixed=fixed, fixed_outputs=fixed_outputs
+            )
             try:
                 quantized = quantize(module, samples, quantizer)
             except Exception as error:
                 raise ModelError(f"quantizing {loaded.name} failed: {type(error).__name__}: {error}") from None
             module = quantized
     with stage("fold"):
-        g = graph.from_pt2e(module, io_quantized=spec.io == "int8")
+        g = graph.from_pt2e(module, io_quantized=spec.io == "int8", state=lifted)
         checks.after("fold", g)
     refused: dict[str, str] = {}  # op name -> why Vela could not place it (Vela is a rule too)
     searches = progress.searches
@@ -256,6 +289,87 @@ def _compile(
         for i, flatbuffer in enumerate(tosa):
             (spec.intermediates / f"delegate_{i}.tosa").write_bytes(flatbuffer)
     return result
+
+
+@dataclass
+class ProgramResult:
+    """A compile of a model with several methods (kiln.frontend.state): one .pte of them all, its
+    report, and each method's compile (its own graph, partitions, program and Vela results)."""
+
+    pte: bytes
+    report: dict
+    methods: dict[str, Result]
+    state: list[dict]  # per state buffer: name, dtype, shape, bytes, scale, zero_point
+
+
+def _compile_methods(
+    loaded: frontend.LoadedModel,
+    methods: dict[str, tuple[torch.Tensor, ...]],
+    spec: CompileSpec,
+    log,
+    progress: Progress,
+    target: boards.Target,
+) -> ProgramResult:
+    """Each method exported, its state lifted (kiln.frontend.state), calibrated on the model's
+    replayed calls and compiled as a model of its own; then one .pte of them all, sharing the state."""
+    stage = progress.stage
+    model = loaded.module
+    with stage("export"):
+        modules, paths, written = {}, {}, {}
+        for name, inputs in methods.items():
+            method = frontend.LoadedModel(f"{loaded.name}.{name}", state.method_module(model, name), inputs)
+            with state.preserved(model):  # the export's run of the method writes the buffers
+                modules[name] = frontend.export(method).module(check_guards=False)
+            paths[name] = frontend.io_paths(modules[name])
+            written[name] = state.written_buffers(modules[name])
+        names = sorted(set().union(*written.values()))
+        lifted = {name: state.lift_state(m, names, written[name]) for name, m in modules.items()}
+    with stage("calibrate"):
+        calls = getattr(model, state.CALIBRATION_ATTRIBUTE, None) or list(methods.items())
+        samples = state.replay(model, calls, names)
+        ranges = state.state_ranges(samples, {name: len(inputs) for name, inputs in methods.items()}, names)
+    results = {}
+    for name, inputs in methods.items():
+        log(f"method {name}")
+        method = frontend.LoadedModel(f"{loaded.name}.{name}", model, inputs)
+        calibration = samples.get(name) or [(*inputs, *(torch.zeros(b.shape) for b in lifted[name]))]
+        results[name] = _compile_module(
+            method, modules[name], paths[name], calibration, spec, log, progress, target, lifted[name], ranges
+        )
+    with stage("write"):
+        constants = state.constants_of(model)
+        clash = sorted(set(constants) & set(methods))
+        if clash:
+            raise ModelError(f"{', '.join(clash)}: both a method and a constant of {loaded.name}")
+        data = from_program.write_methods(
+            {name: (r.program, r.vela, r.tosa) for name, r in results.items()},
+            target.name,
+            spec.memory_mode,
+            constants,
+        )
+    first = next(iter(results.values()))
+    buffers = [
+        {
+            "name": s.name,
+            "dtype": s.input.dtype,
+            "shape": list(s.input.shape),
+            "bytes": s.input.nbytes(),
+            **({"scale": s.input.qparams.scale, "zero_point": s.input.qparams.zero_point} if s.input.qparams else {}),
+        }
+        for s in sorted(first.graph.state, key=lambda s: s.name)
+    ]
+    report = {
+        "model": loaded.name,
+        "target": spec.target,
+        "system_config": spec.system_config,
+        "memory_mode": spec.memory_mode,
+        "methods": {name: r.report for name, r in results.items()},
+        "state": {"buffers": buffers, "bytes": first.program.state_size},
+        "constants": constants,
+        "memory": {"pte_bytes": len(data)},
+        "stages_s": stage.seconds,
+    }
+    return ProgramResult(data, report, results, buffers)
 
 
 def run_time(result: vela.VelaResult) -> tuple[int, int]:
@@ -522,7 +636,24 @@ def int16_values(spec: CompileSpec, result: Result) -> list[dict]:
 
 
 def format_report(report: dict) -> str:
-    """The short report `kiln compile` prints."""
+    """The short report `kiln compile` prints (of a model's one graph, or of each method and the
+    state they share)."""
+    if "methods" not in report:
+        return _format_graph(report)
+    lines = [f"{report['model']} for {report['target']}: {len(report['methods'])} methods sharing its state"]
+    for name, method in report["methods"].items():
+        lines.append(f"method {name}:")
+        lines += ["  " + line for line in _format_graph(method).splitlines()[1:]]
+    st = report["state"]
+    lines.append(f"state: {st['bytes']:,} B in {len(st['buffers'])} buffer(s), planned once for every method")
+    for b in st["buffers"]:
+        q = f", scale {b['scale']:.6g}, zero point {b['zero_point']}" if "scale" in b else ""
+        lines.append(f"  {b['name']}: {b['dtype']}{b['shape']} ({b['bytes']:,} B{q})")
+    lines.append(f".pte {report['memory']['pte_bytes']:,} B")
+    return "\n".join(lines)
+
+
+def _format_graph(report: dict) -> str:
     lines = [f"{report['model']} for {report['target']} ({report['system_config']}, {report['memory_mode']})"]
     lines += [f"  warning: {warning}" for warning in report.get("warnings", [])]
     npu = [o for o in report["ops"] if o["where"] == "npu"]

@@ -64,6 +64,13 @@ DMA_GATHERS = _row(
     "Vela 5.2.0 places TOSA GATHER (the DMA's indexed mode) on Ethos-U85 only.",
     "tests/compiler/test_lowering_gather.py::test_the_u85_model_runs_vela_s_gathers_to_tosa_reference_model_s_bytes",
 )
+DMA_SCATTERS = _row(
+    "dma_scatters",
+    Kind.SUPPORT,
+    (U85,),
+    "Vela 5.2.0 places TOSA SCATTER (a copy, then the DMA's indexed mode writing the rows) on Ethos-U85 only.",
+    "tests/compiler/test_lowering_scatter.py::test_the_u85_model_runs_vela_s_scatters_to_tosa_reference_model_s_bytes",
+)
 INT16_MATMUL = _row(
     "int16_matmul",
     Kind.SUPPORT,

@@ -12,6 +12,7 @@ hands it down; a target name is taken too, meaning that target on its reference 
     infer(elf, target, pte, samples)          the runner run over samples: their outputs and cycles (Inferences)
     compare(pte, samples, outputs)            where outputs differ from `kiln run-host`'s, bit for bit
     classify_digits(elf, target, pte, count)  held-out digits through the runner (`kiln deploy digits`)
+    generate(elf, target, prompt, tokens)     the generation app (a language model's prefill and decode): its tokens
     profile_model, profile_pte, profile_elf   kiln profile's per-layer Profile (kiln.reference.profile),
                                               the runner counted on the virtual platform where asked
 
@@ -19,7 +20,8 @@ Files. A path a caller passes stays the caller's: compile_pte writes `output` an
 beside it; build_runner writes its build directory (default: one under build/runner/); run
 reads the input files and creates `output_dir`, where the firmware writes; infer writes the
 samples to input_<i>.bin and reads the outputs from out/output_<i>.bin in `work`, left there,
-or, with work=None, in a temporary folder it removes before returning.
+or, with work=None, in a temporary folder it removes before returning; generate likewise writes
+prompt.bin and reads out/logits.bin.
 
 Timeouts. A run's `timeout` is the firmware's, in seconds from the platform's start; a firmware
 still running then is stopped, status TIMEOUT_EXIT_STATUS. The platform runs in a session of its
@@ -68,6 +70,7 @@ __all__ = [
     "INFERENCE_CALL",
     "Classified",
     "Firmware",
+    "Generated",
     "Inferences",
     "RunResult",
     "build_runner",
@@ -75,6 +78,7 @@ __all__ = [
     "compare",
     "compile_pte",
     "firmware",
+    "generate",
     "infer",
     "profile_elf",
     "profile_model",
@@ -102,6 +106,15 @@ def compile_pte(
 
     result = kc.compile_model(model, spec, calibration, log, target=target)
     return result, kc.write(result, Path(output))
+
+
+def generates(pte: Path) -> bool:
+    """Whether the program is a language model's that kiln's generation app runs: it has a decode
+    method (kiln.reference.generate's contract)."""
+    from kiln.pte.reader import deserialize
+    from kiln.reference.generate import DECODE
+
+    return DECODE in deserialize(Path(pte).read_bytes()).methods()
 
 
 def build_runner(pte: Path, target: boards.Target | str, **options) -> Path:
@@ -187,8 +200,24 @@ def program_io(pte: Path) -> tuple[list[Tensor], list[Tensor]]:
     return [plan.values[i] for i in plan.inputs], [plan.values[i] for i in plan.outputs]
 
 
+class _AppRun:
+    """What a run of one of kiln's apps (Inferences, Generated) reads from its `run` and `notes`."""
+
+    run: RunResult
+    notes: list[str]
+
+    @property
+    def status(self) -> int:
+        return self.run.status
+
+    @property
+    def log(self) -> str:
+        """The UART, then kiln's notes: for a person reading why a run failed."""
+        return "\n".join(self.run.uart + [f"kiln: {n}" for n in self.notes])
+
+
 @dataclass
-class Inferences:
+class Inferences(_AppRun):
     """One run of kiln's executor runner over samples (infer)."""
 
     run: RunResult  # the platform's record: status, UART lines and their transcript, NPU model totals
@@ -202,10 +231,6 @@ class Inferences:
     # stream the virtual platform itself executes to pend the NPU's interrupt
     # (kiln.simulator.attach); None when not counted to the end.
     cpu_instructions: list[int] | None = None
-
-    @property
-    def status(self) -> int:
-        return self.run.status
 
     @property
     def inferences(self) -> list[protocol.Inference]:
@@ -224,11 +249,6 @@ class Inferences:
     def complete(self) -> bool:
         """The runner exited 0 after an inference per sample."""
         return self.status == 0 and len(self.inferences) == self.samples
-
-    @property
-    def log(self) -> str:
-        """The UART, then kiln's notes: for a person reading why a run failed."""
-        return "\n".join(self.run.uart + [f"kiln: {n}" for n in self.notes])
 
 
 def infer(
@@ -351,6 +371,108 @@ def classify_digits(
     done = infer(elf, target, pte, [[images[k].numpy()] for k in range(count)], None, platform, timeout)
     predicted = [int(np.argmax(outputs[0])) for outputs in done.outputs] if done.complete else []
     return Classified(done, [int(labels[k]) for k in range(count)], predicted)
+
+
+# ---- the generation app ---------------------------------------------------------------------
+
+
+@dataclass
+class Generated(_AppRun):
+    """One run of kiln's generation app (generate): its transcript's tokens, and each step's logits."""
+
+    run: RunResult  # the platform's record: status, UART lines and their transcript
+    asked: int  # the tokens asked for (the app generates fewer where the cache ends first)
+    logits: list[np.ndarray]  # per token, its step's logits; read only when the run is complete and a .pte given
+    notes: list[str]  # what `kiln run` would have said on standard error, "kiln: " left off
+    seconds: float  # wall time of the run, the platform's start and stop included
+    # With count_instructions: per token, the instructions the CPU executed in its step's
+    # Method::execute(), less one per NPU stream (as Inferences.cpu_instructions); None when not
+    # counted to the end.
+    cpu_instructions: list[int] | None = None
+
+    @property
+    def tokens(self) -> list[protocol.Token]:
+        generation = self.run.transcript.generation
+        return generation.tokens if generation is not None else []
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t.token for t in self.tokens]
+
+    @property
+    def complete(self) -> bool:
+        """The app exited 0 after every token its prompt line announced (those asked for, fewer
+        where the cache ends first) and the text line."""
+        g = self.run.transcript.generation
+        return self.status == 0 and g is not None and len(g.tokens) == g.tokens_asked and g.text is not None
+
+
+def generate(
+    elf: Path,
+    target: boards.Target | str,
+    prompt: bytes,
+    tokens: int,
+    pte: Path | None = None,
+    work: Path | None = None,
+    platform: str = "auto",
+    timeout: float = DEFAULT_TIMEOUT_S,
+    count_instructions: bool = False,
+    echo=None,
+) -> Generated:
+    """Runs `elf`, kiln's generation app (runner_build's app "generate") built for a language
+    model's program (methods prefill and decode, or decode alone: firmware/apps/generate), once:
+    `prompt` (bytes, written to work/prompt.bin) then `tokens` tokens, prefill's included, fewer
+    where the cache ends first, as `kiln generate` does (kiln.reference.generate, the reference its
+    tokens and logits must equal). With `pte` (the program the ELF bakes) it reads every step's
+    logits from work/out/logits.bin, each typed as its method's logits output: prefill's for token 0
+    (decode's without prefill), decode's after. `work`: as infer's (None: a temporary folder).
+    `count_instructions`: on the virtual platform, each step's CPU instructions (token 0's: every
+    decode call that read the prompt, without prefill)."""
+    if work is None:
+        with tempfile.TemporaryDirectory(prefix="kiln-generate-") as tmp:
+            return generate(elf, target, prompt, tokens, pte, Path(tmp), platform, timeout, count_instructions, echo)
+    if not prompt or tokens < 1:
+        raise UsageError(f"a prompt of {len(prompt)} bytes and {tokens} tokens: the app takes at least 1 of each")
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "prompt.bin").write_bytes(prompt)
+    arguments = (f"--prompt={(work / 'prompt.bin').resolve()}", f"--tokens={tokens}")
+    if " " in arguments[0]:
+        raise UsageError(f"{arguments[0]}: the firmware splits its command line at spaces; use a path without one")
+    fw = firmware(elf, target, (), work / "out", arguments=arguments)
+    counted = qemu_plugin.Request(INFERENCE_CALL) if count_instructions else None
+    notes: list[str] = []
+    start = time.monotonic()
+    result = _run(fw, platform, timeout, counted, echo, notes.append)
+    seconds = time.monotonic() - start
+    platforms.report(result, fw.elf, timeout, counted, notes.append)
+    done = Generated(result, tokens, [], notes, seconds)
+    if counted is not None and result.instructions is not None and len(result.instructions.calls) == len(done.tokens):
+        done.cpu_instructions = [n - t.streams for n, t in zip(result.instructions.calls, done.tokens)]
+    if done.complete and pte is not None:
+        done.logits = _step_logits(Path(pte), work / "out" / "logits.bin", len(done.tokens))
+    return done
+
+
+def _step_logits(pte: Path, path: Path, tokens: int) -> list[np.ndarray]:
+    """Each step's logits from the app's logits.bin: prefill's logits output (decode's without
+    prefill), then decode's per step (which output is the logits: kiln.reference.generate's roles)."""
+    from kiln.pte.reader import deserialize
+    from kiln.pte.schema import NUMPY_DTYPES
+    from kiln.reference.generate import DECODE, PREFILL, roles
+
+    f = deserialize(pte.read_bytes())
+    first = f.method(PREFILL if PREFILL in f.methods() else DECODE)
+    decode = f.method(DECODE)
+    data, at, steps = path.read_bytes(), 0, []
+    for k in range(tokens):
+        plan = first if k == 0 else decode
+        t = plan.values[plan.outputs[roles(plan)[1]]]
+        steps.append(np.frombuffer(data[at : at + t.nbytes], NUMPY_DTYPES[t.scalar_type]).reshape(t.sizes))
+        at += t.nbytes
+    if at != len(data):
+        raise RunnerError(f"{path} holds {len(data):,} bytes; {tokens} steps' logits are {at:,}")
+    return steps
 
 
 # ---- profile --------------------------------------------------------------------------------

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -29,13 +30,16 @@ from kiln.vocabulary import (
     DEQUANTIZE,
     DEQUANTIZE_CHANNEL,
     FUSIBLE_ACTIVATIONS,
-    GATHERS,
     INDEX_OPS,
+    INDEXED,
     LOGICAL_OPS,
     QUANTIZE,
     VIEW_OPS,
     index_argument,
 )
+
+if TYPE_CHECKING:
+    from kiln.frontend.state import StateBuffer
 
 qd = torch.ops.quantized_decomposed
 aten = torch.ops.aten
@@ -129,10 +133,14 @@ class Op:
     @property
     def reads_integers(self) -> bool:
         """An op on quantized integer values or their bools: a quantized op, a comparison or an
-        argmax of quantized operands (its bool or index result has no quantization), or a logical
-        op or a view of bools."""
+        argmax of quantized operands (its bool or index result has no quantization), a comparison
+        of a checked index (compare_checked_indices), or a logical op or a view of bools."""
         if self.target in LOGICAL_OPS or (self.target in VIEW_OPS and self.output.dtype == "bool"):
             return all(v.dtype == "bool" for v in self.inputs + self.outputs)
+        if self.target in COMPARISON_OPS and any(
+            v.producer is not None and v.producer.target is CHECKED_INDEX for v in self.inputs
+        ):
+            return True
         return self.quantized or (self.target in INTEGER_READERS and any(v.qparams is not None for v in self.inputs))
 
     def arg(self, name: str):
@@ -146,8 +154,9 @@ class Op:
 @dataclass
 class Graph:
     ops: list[Op]  # in execution (topological) order
-    inputs: list[Value]
-    outputs: list[Value]
+    inputs: list[Value]  # the model's, then its state's (in state's order)
+    outputs: list[Value]  # the model's, then the state it writes (in state's order)
+    state: list[State] = field(default_factory=list)
 
     def values(self) -> Iterable[Value]:
         seen = set()
@@ -155,6 +164,17 @@ class Graph:
             if id(v) not in seen:
                 seen.add(id(v))
                 yield v
+
+
+@dataclass(frozen=True)
+class State:
+    """A state buffer of a program (kiln.frontend.state): its name, the value it holds when the
+    graph starts (one of the graph's last inputs) and, if the graph writes it, the value it holds
+    when the graph ends (one of its last outputs). Both live in the program's state memory."""
+
+    name: str
+    input: Value
+    output: Value | None
 
 
 def _flatten(x):
@@ -194,9 +214,13 @@ def _qparams(node: Node, constants: dict) -> QParams:
 
 
 class _Builder:
-    def __init__(self, gm: GraphModule, io_quantized: bool):
+    def __init__(
+        self, gm: GraphModule, io_quantized: bool, state_inputs: frozenset[str] = frozenset(), state_outputs=0
+    ):
         self.gm = gm
         self.io_quantized = io_quantized
+        self.state_inputs = state_inputs  # placeholder names of state inputs: integer whatever io_quantized says
+        self.state_outputs = state_outputs  # the last this many outputs are state: integer likewise
         self.ops: list[Op] = []
         self.env: dict[Node, Value] = {}  # node -> the value it stands for
         self.dq: dict[Node, Value] = {}  # dequantize node -> the integer value it reads
@@ -204,6 +228,7 @@ class _Builder:
         self.dequantized: dict[int, Value] = {}  # integer value id -> its float dequantization
         self.inputs: list[Value] = []
         self.skipped: set[Node] = set()
+        self.checked: dict[tuple[int, int], Value] = {}  # (index value id, size) -> its CHECKED_INDEX
 
     def add(self, name, target, args, kwargs, outputs, module="", activation=None, origin=("", "")) -> Op:
         op = Op(name, target, args, kwargs, outputs, module, activation, origin)
@@ -272,14 +297,47 @@ class _Builder:
                 self.call(node)
             else:
                 raise ModelError(f"node {node.name}: {node.op} nodes are not supported")
+        self.compare_checked_indices()
         return Graph(self.ops, self.inputs, outputs)
+
+    def compare_checked_indices(self) -> None:
+        """A comparison of an integer index that a gather or scatter also reads (through
+        CHECKED_INDEX) with an integer constant compares the checked int32 index instead: the two
+        are equal wherever the program completes (an index out of range stops it at the check), and
+        int32 is what the NPU compares. A decode step's mask arange(T) <= position so runs on the
+        NPU beside the rest of the step. The constant is saturated to int32 (its order against an
+        index in [0, 2^31) is kept); a check that came later moves before the comparison."""
+        checks: dict[int, Op] = {}
+        for op in self.ops:
+            if op.target is CHECKED_INDEX:
+                checks.setdefault(id(op.inputs[0]), op)
+        for op in list(self.ops):
+            tensors = [v for v in op.inputs if not v.is_constant]
+            if op.target not in COMPARISON_OPS or len(tensors) != 1 or id(tensors[0]) not in checks:
+                continue
+            index, check = tensors[0], checks[id(tensors[0])]
+            other = op.args[1] if op.args[0] is index else op.args[0]
+            if isinstance(other, Value) and other.dtype in ("int8", "int16", "int32", "int64"):
+                narrow = np.clip(other.data, -(2**31), 2**31 - 1).astype(np.int32)
+                other.users.remove(op)
+                other = Value(other.name + "_i32", other.shape, "int32", data=narrow, users=[op])
+            elif isinstance(other, int) and not isinstance(other, bool):
+                other = int(np.clip(other, -(2**31), 2**31 - 1))
+            else:
+                continue
+            op.args = (check.output, other) if op.args[0] is index else (other, check.output)
+            index.users.remove(op)
+            check.output.users.append(op)
+            if self.ops.index(check) > self.ops.index(op):
+                self.ops.remove(check)
+                self.ops.insert(self.ops.index(op), check)
 
     def placeholder(self, node: Node):
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise ModelError(f"input {node.name} is not a tensor")
         users = list(node.users)
-        if self.io_quantized and len(users) == 1 and users[0].target in QUANTIZE:
+        if (self.io_quantized or node.name in self.state_inputs) and len(users) == 1 and users[0].target in QUANTIZE:
             q = users[0]
             qp = _qparams(q, self.constants)
             value = Value(node.name, tuple(val.shape), _dtype(q.args[5]), qp)
@@ -295,10 +353,11 @@ class _Builder:
         returned = list(_flatten(node.args[0]))
         if not any(isinstance(arg, Node) for arg in returned):
             raise ModelError(f"the model returns no tensor (it returns {', '.join(map(repr, returned)) or 'nothing'})")
-        for arg in returned:
+        for k, arg in enumerate(returned):
             if not isinstance(arg, Node):
                 continue  # None or a number beside the tensors: not a program output (kiln.frontend.export)
-            if arg in self.dq and self.io_quantized and not self.dq[arg].is_constant:
+            integer = self.io_quantized or k >= len(returned) - self.state_outputs
+            if arg in self.dq and integer and not self.dq[arg].is_constant:
                 result.append(self.dq[arg])
             else:
                 result.append(self.float_of(arg))
@@ -357,7 +416,7 @@ class _Builder:
             out = Value(quant.name, tuple(val.shape), _dtype(quant.args[5]), qp)
             args = self.map_args(node.args, self.integer_of)
             kwargs = self.map_args(node.kwargs, self.integer_of)
-            if node.target in GATHERS:
+            if node.target in INDEXED:
                 args = self.checked_indices(node, args, module, origin)
             self.add(node.name, node.target, args, kwargs, [out], module, activation, origin)
             self.env[quant] = out
@@ -388,22 +447,29 @@ class _Builder:
         self.env[node] = out
 
     def requantized(self, node: Node) -> bool:
-        """Folds quantize(dequantize(v)) into a product by 1 if it changes v's integer type (where an
-        8-bit value meets a 16-bit reader, or the reverse): on the NPU one RESCALE, on the CPU the
-        same dequantize and quantize as PT2E's reference. Returns whether it did."""
+        """Folds quantize(dequantize(v)) into a product by 1 if it changes v's integer type or its
+        qparams (where an 8-bit value meets a 16-bit reader, or the reverse; where a value written
+        at a fixed range, a program's state, meets a reader observing its own): on the NPU one
+        RESCALE, on the CPU the same dequantize and quantize as PT2E's reference. Returns whether it
+        did (the same type and qparams: v itself)."""
         integer = self.dq.get(node.args[0])
-        dtype = _dtype(node.args[5])
-        if integer is None or integer.is_constant or integer.qparams is None or integer.dtype == dtype:
+        if integer is None or integer.is_constant or integer.qparams is None:
             return False
-        out = Value(node.name, integer.shape, dtype, _qparams(node, self.constants))
+        dtype, qparams = _dtype(node.args[5]), _qparams(node, self.constants)
+        if integer.dtype == dtype and integer.qparams == qparams:
+            self.env[node] = integer
+            return True
+        out = Value(node.name, integer.shape, dtype, qparams)
         module = integer.producer.module if integer.producer is not None else ""
         self.add(node.name, aten.mul.Tensor, (integer, 1.0), {}, [out], module, origin=REQUANTIZE_ORIGIN)
         self.env[node] = out
         return True
 
     def checked_indices(self, node: Node, args: tuple, module: str, origin) -> tuple:
-        """`args` of a quantized gather with its indices through CHECKED_INDEX (int32, each checked
-        against the size of the dim it indexes)."""
+        """`args` of a quantized gather or scatter with its indices through CHECKED_INDEX (int32, each
+        checked against the size of the dim it indexes): one check per index value and size, however
+        many ops read it (a decode step's position, which every layer's caches and the rotary
+        tables take)."""
         at = index_argument(node.target)
         values, index = args[0], args[at]
         size = values.shape[0] if node.target is aten.embedding.default else values.shape[args[1] % len(values.shape)]
@@ -415,9 +481,12 @@ class _Builder:
                     f"is out of range 0..{size - 1}"
                 )
             checked = Value(node.name + "_index", index.shape, "int32", data=index.data.astype(np.int32))
+        elif (id(index), size) in self.checked:
+            checked = self.checked[id(index), size]
         else:
             checked = Value(node.name + "_index", index.shape, "int32")
             self.add(checked.name, CHECKED_INDEX, (index, size), {}, [checked], module, origin=origin)
+            self.checked[id(index), size] = checked
         return (*args[:at], checked, *args[at + 1 :])
 
     def several_outputs(self, node: Node, vals):
@@ -512,10 +581,19 @@ def dequantize_array(data: np.ndarray, qp: QParams) -> np.ndarray:
     return ((data.astype(np.float32) - np.float32(qp.zero_point)) * scale).astype(np.float32)
 
 
-def from_pt2e(gm: GraphModule, io_quantized: bool = False) -> Graph:
+def from_pt2e(gm: GraphModule, io_quantized: bool = False, state: Sequence[StateBuffer] = ()) -> Graph:
     """kiln's graph of a PT2E-converted module (or of a plain exported one, all float).
 
     With `io_quantized`, an input quantized right away and an output that is a
-    dequantized integer value stay integer: the program's I/O is then int8.
+    dequantized integer value stay integer: the program's I/O is then int8. `state`: the
+    buffers kiln.frontend.state.lift_state made the module's last inputs and outputs; they stay
+    integer whatever `io_quantized` says (a state keeps its integers from call to call).
     """
-    return _Builder(gm, io_quantized).run()
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    written = [b for b in state if b.written]
+    g = _Builder(gm, io_quantized, frozenset(placeholders[len(placeholders) - len(state) :]), len(written)).run()
+    if state:
+        inputs = dict(zip([b.name for b in state], g.inputs[-len(state) :]))
+        outputs = dict(zip([b.name for b in written], g.outputs[len(g.outputs) - len(written) :]))
+        g.state = [State(b.name, inputs[b.name], outputs.get(b.name)) for b in state]
+    return g

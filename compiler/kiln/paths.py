@@ -4,7 +4,8 @@ Two installs, one answer: in a checkout (editable install) the source tree is th
 repository root, the folder holding boards/, firmware/ and cmake/ beside compiler/;
 in an installed wheel those three folders ship as package data under kiln/_share/.
 Build products go to ``<checkout>/build`` in a checkout and to ``./build`` (the
-current directory) otherwise; KILN_BUILD_DIR overrides both.
+current directory) otherwise; KILN_BUILD_DIR overrides both. Files worth keeping across
+runs (e.g. a zoo model's trained weights) go to ``cache_dir()``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def build_root() -> Path:
     if os.environ.get("KILN_BUILD_DIR"):
         return Path(os.environ["KILN_BUILD_DIR"]).resolve()
     return (CHECKOUT / "build") if CHECKOUT is not None else Path.cwd().resolve() / "build"
+
+
+def cache_dir() -> Path:
+    """Where kiln keeps files that are costly to make and safe to delete (made again when missing):
+    KILN_CACHE if set, else kiln/ under XDG_CACHE_HOME, else ~/.cache/kiln. Not created here."""
+    if os.environ.get("KILN_CACHE"):
+        return Path(os.environ["KILN_CACHE"]).resolve()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").resolve() / "kiln"
 
 
 def vela_ini() -> Path:

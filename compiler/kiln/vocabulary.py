@@ -34,9 +34,10 @@ def _checked_index(index: torch.Tensor, size: int) -> torch.Tensor:
     return index.to(torch.int32)
 
 
-# kiln's own operator: the indices of a gather checked against the size of the gathered dim and
-# narrowed to int32 (TOSA GATHER's index type, and the NPU's). PyTorch's embedding and index_select
-# raise on an index out of range; this op's CPU kernel does, before the NPU could read past the table.
+# kiln's own operator: the indices of a gather or scatter checked against the size of the dim they
+# index and narrowed to int32 (TOSA GATHER's and SCATTER's index type, and the NPU's). PyTorch's
+# embedding, index_select and index_copy raise on an index out of range; this op's CPU kernel does,
+# before the NPU could read past the table or write past the tensor.
 _LIBRARY = torch.library.Library("kiln", "DEF")
 _LIBRARY.define("checked_index(Tensor index, int size) -> Tensor")
 _LIBRARY.impl("checked_index", _checked_index, "CompositeExplicitAutograd")
@@ -82,7 +83,8 @@ class Kind(Enum):
     UPSAMPLE_NEAREST = "nearest upsampling"
     UPSAMPLE_BILINEAR = "bilinear upsampling"
     GATHER = "gather by an index tensor"
-    CHECKED_INDEX = "a gather's indices checked and narrowed (kiln's own op)"
+    SCATTER = "write of rows at an index tensor's positions"
+    CHECKED_INDEX = "a gather's or scatter's indices checked and narrowed (kiln's own op)"
     SORT = "sort or top-k"
     CAST = "dtype conversion"
     QUANTIZE = "float to integers"
@@ -278,6 +280,7 @@ OPERATORS = (
     Operator((aten.upsample_bilinear2d.default,), K.UPSAMPLE_BILINEAR, Q.SHARED, "resize", None),
     # gathers
     Operator((aten.embedding.default, aten.index_select.default), K.GATHER, Q.SHARED, "gather", "movement"),
+    Operator((aten.index_copy.default,), K.SCATTER, Q.ONE_RANGE, "gather", "movement"),
     Operator((CHECKED_INDEX,), K.CHECKED_INDEX, None, None, "movement"),
     # the CPU's own: sorting, casts, conversions
     Operator((aten.sort.default, aten.sort.stable, aten.topk.default), K.SORT, None, None, "sort"),
@@ -326,6 +329,8 @@ FUSIBLE_ACTIVATIONS = of_kind(K.ACTIVATION)  # the clamps the NPU applies in the
 FUSING_PRODUCERS = frozenset(_overloads(row for row in OPERATORS if row.fuses))
 MATMUL_OPS = of_kind(K.MATMUL)
 GATHERS = of_kind(K.GATHER)  # gathers of quantized values by an index tensor
+SCATTERS = of_kind(K.SCATTER)  # writes of quantized rows at an index tensor's positions
+INDEXED = GATHERS | SCATTERS  # their indices come through CHECKED_INDEX (kiln.graph)
 WEIGHT_AXIS = {op: row.weight_axis for row in OPERATORS if row.weight_axis is not None for op in row.overloads}
 QUANTIZE = _overloads(row for row in OPERATORS if row.kind is K.QUANTIZE)
 DEQUANTIZE = _overloads(row for row in OPERATORS if row.kind is K.DEQUANTIZE)
@@ -333,8 +338,8 @@ DEQUANTIZE_CHANNEL = _overloads(row for row in OPERATORS if row.kind is K.DEQUAN
 
 
 def index_argument(target) -> int:
-    """The position of a gather's index tensor among its arguments (embedding's `indices`,
-    index_select's `index`)."""
+    """The position of a gather's or scatter's index tensor among its arguments (embedding's
+    `indices`, index_select's and index_copy's `index`)."""
     return next(i for i, a in enumerate(target._schema.arguments) if a.name in ("indices", "index"))
 
 

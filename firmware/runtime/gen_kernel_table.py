@@ -37,10 +37,11 @@ def parse_operator(text: str) -> tuple[str, str]:
 
 
 def pte_operators(path: str) -> list[tuple[str, str]]:
+    """Every method's operators, in plan order."""
     from kiln.pte.reader import deserialize
 
-    plan = deserialize(Path(path).read_bytes()).program.execution_plans[0]
-    return [(op.name, op.overload) for op in plan.operators]
+    plans = deserialize(Path(path).read_bytes()).program.execution_plans
+    return [(op.name, op.overload) for plan in plans for op in plan.operators]
 
 
 def generate(operators: list[tuple[str, str]]) -> str:

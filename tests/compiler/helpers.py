@@ -155,6 +155,22 @@ def run_tosa(tosa: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return outputs
 
 
+def partition_feeds(partition, rng: np.random.Generator) -> list[np.ndarray]:
+    """Random inputs of an NPU partition: a gather's or scatter's checked int32 indices within the size
+    they index (kiln.checked_index's, which refuses others), bools, other integers over their type's
+    range."""
+    feeds = []
+    for v in partition.inputs:
+        if v.dtype == "int32":
+            feeds.append(rng.integers(0, v.producer.arg("size"), v.shape, dtype=np.int32))
+        elif v.dtype == "bool":
+            feeds.append(rng.integers(0, 2, v.shape).astype(bool))
+        else:
+            info = np.iinfo(v.dtype)
+            feeds.append(rng.integers(info.min, info.max + 1, v.shape, dtype=v.dtype))
+    return feeds
+
+
 def lower_module(
     module: torch.nn.Module,
     inputs: tuple,

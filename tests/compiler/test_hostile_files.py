@@ -12,6 +12,7 @@ import json
 import random
 import struct
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +20,11 @@ import pytest
 
 from kiln import boards, cli
 from kiln.firmware import runner_build
+from kiln.pte import writer
 from kiln.pte.reader import deserialize
-from kiln.pte.schema import Operator
+from kiln.pte.schema import AllocationInfo, ExtraTensorInfoSlot, Operator
 from tests.compiler.helpers import error_lines
+from tests.firmware.runtime import state_program
 from tests.firmware.runtime.helpers import In, single_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,6 +179,43 @@ def test_a_planned_buffer_no_memory_holds_is_one_error_line_for_build(size, tmp_
     assert assert_one_error_line(
         cli.main, ["build", "--pte", str(path), "--target", TARGET], capsys, accepted=(Planned,)
     )
+
+
+def _moved_state(plans):
+    """The second method's state tensor acc at another offset than the first's."""
+    acc = plans[1].values[0]
+    return [plans[0], state_program.with_values(plans[1], v0=replace(acc, allocation_info=AllocationInfo.at(2, 16)))]
+
+
+# Each an edit of the two plans, or fields written into every state's extra_tensor_info
+# (state_program.extra_fields).
+STATE_DAMAGE = {
+    "arenas of different sizes": (
+        lambda plans: [plans[0], replace(plans[1], non_const_buffer_sizes=[0, 48, 64])],
+        (),
+    ),
+    "a state tensor moved": (_moved_state, ()),
+    "state data outside the file": (None, [(ExtraTensorInfoSlot.location, "i8", 1)]),  # EXTERNAL
+}
+
+
+@pytest.mark.parametrize("damage", STATE_DAMAGE)
+def test_a_state_its_methods_cannot_share_is_one_error_line_for_run_host_and_build(
+    damage, tmp_path, capsys, monkeypatch
+):
+    """A two-method program (tests/firmware/runtime/state_program.py) whose state arena (memory id
+    2) the methods could not share, written without the writer's checks."""
+    monkeypatch.setattr(runner_build, "generate", lambda *args, **kwargs: (_ for _ in ()).throw(Planned()))
+    monkeypatch.setattr(writer, "check_state", lambda *args, **kwargs: None)
+    edit, fields = STATE_DAMAGE[damage]
+    state_program.extra_fields(monkeypatch, *fields)
+    path = tmp_path / "model.pte"
+    path.write_bytes(state_program.write(edit))
+    np.zeros(4, np.float32).tofile(tmp_path / "x.bin")
+    run_host = ["run-host", str(path), "--input", str(tmp_path / "x.bin"), "--output-dir", str(tmp_path / "out")]
+    assert assert_one_error_line(cli.main, run_host, capsys)
+    build = ["build", "--pte", str(path), "--target", TARGET, "--output", str(tmp_path / "build")]
+    assert assert_one_error_line(cli.main, build, capsys, accepted=(Planned,))
 
 
 def test_a_folder_as_the_compile_report_is_one_error_line(programs, tmp_path, capsys):

@@ -19,7 +19,7 @@ from kiln.reference import run_host as host
 from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.standalone import run_compiled
 from kiln.spec import CompileSpec
-from tests.compiler.helpers import run_tosa
+from tests.compiler.helpers import partition_feeds, run_tosa
 
 TOKENS, ROWS = 50, 10
 
@@ -104,12 +104,7 @@ def test_the_u85_model_runs_vela_s_gathers_to_tosa_reference_model_s_bytes(compi
     assert len(gathers) == 3
     for partition in result.partitioning.partitions:
         tosa = tosa_lowering.lower(partition, boards.target(target).npu)
-        feeds = []
-        for v in partition.inputs:
-            if v.dtype == "int32":  # checked indices: within the table they index
-                feeds.append(rng.integers(0, v.producer.arg("size"), v.shape, dtype=np.int32))
-            else:
-                feeds.append(rng.integers(-128, 128, v.shape, dtype=np.int8))
+        feeds = partition_feeds(partition, rng)
         compiled_stream = vela.compile_tosa(tosa, "gathers", target, "Ethos_U85_SYS_DRAM_Mid", "Sram_Only")
         raw, run = run_compiled(compiled_stream, feeds, config_for(target))
         assert run.fault is None, run.fault

@@ -97,7 +97,7 @@ def test_two_int16_tensors_of_two_scales_stay_on_the_cpu_with_the_rules_reason()
     assert reasons["aten.gt"] == (
         "aten.gt of [1, 8, 6, 6] and [1, 8, 6, 6]: kiln compares tensors quantized per tensor, two int8 ones or two "
         "int16 ones of one scale (no bits are left beside 16-bit values for a ratio of scales), or one int8 or "
-        "int16 tensor with a finite number"
+        "int16 tensor with a finite number, or a checked index with integers"
     )
 
 

@@ -70,6 +70,12 @@ def assert_matches_eager(module: nn.Module, inputs: tuple, atol=1e-5) -> torch.f
     return gm
 
 
+def _put(x, index, values):
+    x = x * 1.0
+    x[:, index] = values
+    return x
+
+
 def _seeded(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -255,6 +261,12 @@ DECOMPOSITIONS = {
         [X3, (2, 3, 8)],
     ),
     "select_scatter": (lambda: Fn(lambda s, x, y: torch.select_scatter(x, y, -1, -1)), [X3, (2, 6)]),
+    # index_put with one index tensor: index_copy; a run-time index in -3..2 (negatives count from the end)
+    "index_put_runtime_index": (
+        lambda: Fn(lambda s, x, y: _put(x, (y[0, 0, :1].abs() * 7).long() % 6 - 3, y[:, :1])),
+        [X3, X3],
+    ),
+    "index_put_constant_broadcast": (lambda: Fn(lambda s, x, y: _put(x, torch.tensor([-1, 2]), y[0, 0])), [X3, X3]),
     "roll": (lambda: Fn(lambda s, x: torch.roll(x, 3, -1)), [X3]),
     "roll_two_dims_negative": (lambda: Fn(lambda s, x: torch.roll(x, (-1, 10), (1, 2))), [X3]),
     "roll_flat": (lambda: Fn(lambda s, x: torch.roll(x, 5)), [X3]),

@@ -6,15 +6,18 @@ import random
 import re
 import struct
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kiln.errors import KilnError, PteError
 from kiln.lower import ethosu_payload
+from kiln.pte import writer
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import (
     FILE_IDENTIFIER,
+    STATE_MEMORY_ID,
     TOSA_KEY,
     AllocationInfo,
     BackendDelegate,
@@ -30,6 +33,7 @@ from kiln.pte.schema import (
     DoubleList,
     ExecutionPlan,
     ExtendedHeader,
+    ExtraTensorInfoSlot,
     Frame,
     FreeCall,
     Int,
@@ -52,6 +56,7 @@ from kiln.pte.schema import (
     TensorList,
 )
 from kiln.pte.writer import _align, _Writer, serialize, without_reference_data
+from tests.firmware.runtime import state_program
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
@@ -327,6 +332,61 @@ def test_serialize_refuses_unused_payloads_and_prefilled_storage():
         serialize(PteProgram([]), delegate_payloads=[b"x"])
     with pytest.raises(PteError, match="segments must be empty"):
         serialize(PteProgram([], segments=[DataSegment(0, 1)]))
+
+
+# --- State shared by methods (memory id 2) ------------------------------------------------
+
+
+def test_state_tensors_keep_their_names_and_places_through_a_round_trip():
+    f = deserialize(state_program.write())
+    assert list(f.program.execution_plans) == state_program.plans()
+    for plan in f.program.execution_plans:
+        states = [(v.name, v.allocation_info.memory_id, v.allocation_info.offset)
+                  for v in plan.values[:2]]  # fmt: skip
+        assert states == [("acc", 2, 0), ("steps", 2, 16)]
+        assert plan.non_const_buffer_sizes[STATE_MEMORY_ID] == state_program.STATE_ARENA
+
+
+def _moved_acc(plans):
+    acc = plans[1].values[0]
+    return [plans[0], state_program.with_values(plans[1], v0=replace(acc, allocation_info=AllocationInfo.at(2, 16)))]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (
+            lambda plans: [plans[0], replace(plans[1], non_const_buffer_sizes=[0, 48, 64])],
+            "execution_plan[1].non_const_buffer_sizes[2] is 64, but execution_plan[0]'s is 32",
+        ),
+        (
+            _moved_acc,
+            "execution_plan[1].values[0], state 'acc': 16 bytes at offset 16 of the state arena, but 16 bytes at "
+            "offset 0 in execution_plan[0]",
+        ),
+    ],
+)
+def test_writer_and_reader_refuse_a_state_arena_methods_cannot_share(damage, message, monkeypatch):
+    with pytest.raises(PteError, match=re.escape(message)):
+        state_program.write(damage)
+    monkeypatch.setattr(writer, "check_state", lambda *args, **kwargs: None)
+    data = state_program.write(damage)
+    with pytest.raises(PteError, match=re.escape(message)):
+        deserialize(data)
+
+
+@pytest.mark.parametrize(
+    "field, message",
+    [
+        (ExtraTensorInfoSlot.location, "places the tensor's data in a mutable data segment or outside the file"),
+        (ExtraTensorInfoSlot.device_type, "places the tensor on device type 1, not the CPU (0)"),
+    ],
+)
+def test_reader_refuses_tensor_data_outside_the_file_or_the_cpu(field, message, monkeypatch):
+    """location 1 (EXTERNAL: the data found by name elsewhere), device_type 1 (CUDA)."""
+    state_program.extra_fields(monkeypatch, (field, "i8", 1))
+    with pytest.raises(PteError, match=re.escape(f"execution_plan[0].values[0].val.extra_tensor_info {message}")):
+        deserialize(state_program.write())
 
 
 # --- A file assembled by hand ------------------------------------------------------------
@@ -685,10 +745,8 @@ needs_executorch = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def et_dump(tmp_path_factory):
-    path = tmp_path_factory.mktemp("et") / "kiln.pte"
-    path.write_bytes(write_full())
+def _dumped(path: Path) -> dict:
+    """ExecuTorch's reading of the .pte at `path` (tests/tools/et_dump.py)."""
     run = subprocess.run(
         [str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_dump.py"), str(path)],
         capture_output=True,
@@ -696,7 +754,14 @@ def et_dump(tmp_path_factory):
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    return path.read_bytes(), json.loads(run.stdout)
+    return json.loads(run.stdout)
+
+
+@pytest.fixture(scope="module")
+def et_dump(tmp_path_factory):
+    path = tmp_path_factory.mktemp("et") / "kiln.pte"
+    path.write_bytes(write_full())
+    return path.read_bytes(), _dumped(path)
 
 
 @pytest.mark.executorch
@@ -738,6 +803,32 @@ def test_executorch_reads_constants_payloads_and_named_data(et_dump):
     assert [d["processed"] for p in stored["execution_plan"] for d in p["delegates"]] == [
         {"_type": "BackendDelegateDataReference", "location": 1, "index": 1}
     ] * 2 + [{"_type": "BackendDelegateDataReference", "location": 0, "index": 0}]
+
+
+@pytest.mark.executorch
+@needs_executorch
+def test_executorch_reads_state_tensors_of_two_methods(tmp_path):
+    """kiln's two-plan program with its state arena (tests/firmware/runtime/state_program.py), as
+    ExecuTorch's deserializer reads it: the arena's size in both plans, each state tensor in
+    memory id 2 at its offset, named by extra_tensor_info."""
+    path = tmp_path / "state.pte"
+    path.write_bytes(state_program.write())
+    plans = _dumped(path)["restored"]["execution_plan"]
+    assert [p["name"] for p in plans] == list(state_program.METHODS)
+    for plan in plans:
+        assert plan["non_const_buffer_sizes"] == [0, state_program.ACTIVATIONS[plan["name"]], 32]
+        states = [v["val"] for v in plan["values"][:2]]
+        assert [(t["allocation_info"]["memory_id"], t["allocation_info"]["memory_offset_low"]) for t in states] == [
+            (2, 0),
+            (2, 16),
+        ]
+        assert [
+            (t["extra_tensor_info"]["fully_qualified_name"], t["extra_tensor_info"]["location"]) for t in states
+        ] == [
+            ("acc", 0),
+            ("steps", 0),
+        ]
+        assert [t["data_buffer_idx"] for t in states] == [0, 0]
 
 
 @pytest.mark.executorch

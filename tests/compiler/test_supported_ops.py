@@ -107,10 +107,10 @@ def test_an_op_on_bool_or_integer_tensors_is_refused_for_its_types_not_as_unquan
         op = Op("permute", aten.permute.default, (x, [0, 2, 1]), {}, [y])
         assert support.reason(op, target) == (
             f"{dtype} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
-            "a logical op's operands, a select's condition or a view of those, argmax's int32 indices and a gather's "
-            "(checked on the CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool "
-            "tensors stay on the CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow "
-            "unpredictable)"
+            "a logical op's operands, a select's condition or a view of those, argmax's int32 indices and the "
+            "indices a gather, a scatter or a comparison reads checked on the CPU, and int32 products (exact modulo "
+            "2^32, as PyTorch's); other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as "
+            "PyTorch's does (TOSA leaves int32 overflow unpredictable)"
         )
     x, y = Value("x", (1, 2, 3), "float32"), Value("y", (1, 3, 2), "float32")
     op = Op("permute", aten.permute.default, (x, [0, 2, 1]), {}, [y])

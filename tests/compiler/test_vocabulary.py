@@ -97,6 +97,9 @@ def test_the_quantizer_annotates_each_op_one_way():
 
 
 def test_a_gathers_index_argument_is_its_schemas():
-    """embedding(weight, indices, ...) and index_select(self, dim, index), as PyTorch names them."""
+    """embedding(weight, indices, ...), index_select(self, dim, index) and index_copy(self, dim, index,
+    source), as PyTorch names them."""
     assert vocabulary.index_argument(aten.embedding.default) == 1
     assert vocabulary.index_argument(aten.index_select.default) == 2
+    assert vocabulary.index_argument(aten.index_copy.default) == 2
+    assert vocabulary.INDEXED == {aten.embedding.default, aten.index_select.default, aten.index_copy.default}

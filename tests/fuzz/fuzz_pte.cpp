@@ -1,15 +1,19 @@
-// libFuzzer target: a whole .pte as the firmware's executor runner takes it.
-// Program::load; Method::create with planned memory sized from the program, every CPU
-// kernel (kiln_kernel_table ALL) and the real EthosUBackend (payload parser, Driver::check;
-// the NPU the stand-in of host_npu.h); the inputs filled from the fuzz input's bytes;
-// execute() under the executor runner's work budget; then every output's bytes read, as
-// the runner reads them.
+// libFuzzer target: a whole .pte as the firmware's apps take it.
+// Program::load; as the generate app binds and runs methods: Method::create of every method with
+// a handle (Program::method: not a constant method), with one set of planned memory sized from
+// the program for all of them (the state arena shared), every CPU kernel (kiln_kernel_table ALL)
+// and the real EthosUBackend (payload parser, Driver::check; the NPU the stand-in of
+// host_npu.h); then each method in turn: its inputs filled from the fuzz input's bytes,
+// execute() under the executor runner's work budget, every output's bytes read, as the runner
+// reads them.
 // With KILN_FUZZ_STATS set, the process prints at exit how many inputs got how far:
 //   kiln fuzz_pte: inputs N loaded L created C executed E
+// (C: inputs whose every method bound; E: whose every method ran)
 // Bounded: an input whose planned memory, scratch and inputs need more than kMaxBytes
 // together is dropped where the need shows (so no input makes the harness allocate
 // without bound); the runtime's own work bounds are the runtime's (a slow input is a
 // finding: libFuzzer's -timeout).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -58,14 +62,16 @@ bool is_ethosu(StringView id) {
 }
 
 // The scratch the program's Ethos-U delegates need (the largest scratch_size of a payload
-// that parses), rounded up to whole D-cache lines as the backend requires.
-uint64_t scratch_needed(const Program& program) {
+// that parses, over every method), rounded up to whole D-cache lines as the backend requires.
+uint64_t scratch_needed(const std::vector<Program>& plans) {
   uint64_t needed = 0;
-  for (size_t i = 0; i < program.delegate_count(); ++i) {
-    const DelegateInfo d = program.delegate(i);
-    if (!is_ethosu(d.id)) continue;
-    auto payload = ethosu::parse_payload(d.payload.data, d.payload.size);
-    if (payload.ok() && payload.value().scratch_size > needed) needed = payload.value().scratch_size;
+  for (const Program& program : plans) {
+    for (size_t i = 0; i < program.delegate_count(); ++i) {
+      const DelegateInfo d = program.delegate(i);
+      if (!is_ethosu(d.id)) continue;
+      auto payload = ethosu::parse_payload(d.payload.data, d.payload.size);
+      if (payload.ok() && payload.value().scratch_size > needed) needed = payload.value().scratch_size;
+    }
   }
   const uint64_t line = kiln::cpu::kDcacheLine;
   return (needed + line - 1) / line * line;
@@ -97,27 +103,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ++g_stats.loaded;
   const Program& program = loaded.value();
   Budget budget;
+  std::vector<Program> plans;  // every method with a handle (a constant method has none)
+  size_t ids = 0, delegates = 0;
+  for (size_t m = 0; m < program.method_count(); ++m) {
+    const auto plan = program.method(m);
+    if (!plan.ok()) continue;
+    plans.push_back(plan.value());
+    ids = std::max(ids, plans.back().planned_buffer_count());
+    delegates += plans.back().delegate_count();
+  }
 
-  // Planned memory: a buffer the budget cannot give is left empty, for create to refuse.
+  // One set of planned buffers for every method (each memory id the largest plan's, the state
+  // arena zeroed once): a buffer the budget cannot give is left empty, for create to refuse.
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<Span<uint8_t>> planned;
-  for (uint32_t id = 1; id <= program.planned_buffer_count(); ++id) {
-    const uint64_t want = program.planned_buffer_size(id);
+  for (uint32_t id = 1; id <= ids; ++id) {
+    uint64_t want = 0;
+    for (const Program& plan : plans) want = std::max(want, plan.planned_buffer_size(id));
     buffers.push_back(std::make_unique<Buffer>(budget.take(want) ? static_cast<size_t>(want) : 0));
     std::memset(buffers.back()->data(), 0, buffers.back()->size());
     planned.push_back(Span<uint8_t>{buffers.back()->data(), buffers.back()->size()});
   }
-  std::vector<Value> values(program.value_count());
-  std::vector<KernelFn> kernels(program.operator_count());
-  std::vector<DelegateSlot> slots(program.delegate_count());
-  const MethodMemory memory{{planned.data(), planned.size()},
-                            {values.data(), values.size()},
-                            {kernels.data(), kernels.size()},
-                            {slots.data(), slots.size()}};
-
-  const uint64_t scratch_size = scratch_needed(program);
+  const uint64_t scratch_size = scratch_needed(plans);
   const Buffer scratch(budget.take(scratch_size) ? static_cast<size_t>(scratch_size) : 0, kiln::cpu::kDcacheLine);
-  std::vector<ethosu::DelegateState> pool(program.delegate_count());
+  std::vector<ethosu::DelegateState> pool(delegates);
   ethosu::Context context;  // no fast scratch (Shared_Sram)
   context.driver = &kiln::fuzz::npu();
   context.scratch = {scratch.data(), scratch.size()};
@@ -126,26 +135,43 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Backend* const backend_list[] = {&npu};
   const BackendTable backends{backend_list, 1};
 
-  auto created = Method::create(program, memory, kKernelTable, backends);
-  if (!created.ok()) return 0;
+  // Every method bound first, then each run in turn (the state carried from one to the next).
+  std::vector<std::vector<Value>> values(plans.size());
+  std::vector<std::vector<KernelFn>> kernels(plans.size());
+  std::vector<std::vector<DelegateSlot>> slots(plans.size());
+  std::vector<Method> methods;
+  for (size_t m = 0; m < plans.size(); ++m) {
+    values[m].resize(plans[m].value_count());
+    kernels[m].resize(plans[m].operator_count());
+    slots[m].resize(plans[m].delegate_count());
+    const MethodMemory memory{{planned.data(), planned.size()},
+                              {values[m].data(), values[m].size()},
+                              {kernels[m].data(), kernels[m].size()},
+                              {slots[m].data(), slots[m].size()}};
+    auto created = Method::create(plans[m], memory, kKernelTable, backends);
+    if (!created.ok()) return 0;
+    methods.push_back(created.value());
+    methods.back().set_work_budget(runner_work_budget(methods.back().work_per_run()));  // the runner's watchdog
+  }
   ++g_stats.created;
-  Method& method = created.value();
-  method.set_work_budget(runner_work_budget(method.work_per_run()));  // the runner's watchdog
 
   std::vector<std::unique_ptr<Buffer>> inputs;
-  for (size_t i = 0; i < method.input_count(); ++i) {
-    Tensor* t = method.input(i);
-    if (t == nullptr) continue;
-    if (t->data == nullptr) {
-      if (!budget.take(t->nbytes)) return 0;
-      inputs.push_back(std::make_unique<Buffer>(t->nbytes));
-      if (!method.set_input(i, inputs.back()->data(), t->nbytes).ok()) return 0;
+  for (size_t m = 0; m < methods.size(); ++m) {
+    Method& method = methods[m];
+    for (size_t i = 0; i < method.input_count(); ++i) {
+      Tensor* t = method.input(i);
+      if (t == nullptr) continue;
+      if (t->data == nullptr) {
+        if (!budget.take(t->nbytes)) return 0;
+        inputs.push_back(std::make_unique<Buffer>(t->nbytes));
+        if (!method.set_input(i, inputs.back()->data(), t->nbytes).ok()) return 0;
+      }
+      auto* bytes = static_cast<uint8_t*>(t->data);
+      for (uint32_t k = 0; k < t->nbytes; ++k) bytes[k] = data[(k * 7 + i + m) % size];
     }
-    auto* bytes = static_cast<uint8_t*>(t->data);
-    for (uint32_t k = 0; k < t->nbytes; ++k) bytes[k] = data[(k * 7 + i) % size];
+    if (!method.execute().ok()) return 0;
+    read_outputs(method);
   }
-  if (!method.execute().ok()) return 0;
   ++g_stats.executed;
-  read_outputs(method);
   return 0;
 }

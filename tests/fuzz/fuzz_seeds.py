@@ -5,15 +5,17 @@ Seeds of `pte`: programs `kiln compile` writes for ethos-u55-128 (one delegate, 
 delegates, CPU-only, `--io int8`, float), without their reference TOSA graphs (run-host's
 only: they would triple the inputs) and one with them; one program per CPU kernel case of
 the runtime's kernel tests (every CASES of tests/firmware/runtime/test_kernels_*.py, built
-by tests/firmware/runtime/helpers.single_kernel); ExecuTorch 1.5.1's own .pte files (tests/fixtures/executorch).
+by tests/firmware/runtime/helpers.single_kernel); programs of several methods sharing a state
+arena (tests/firmware/runtime/state_program.py, toy_lm.py: with a constant method, and decode
+alone); ExecuTorch 1.5.1's own .pte files (tests/fixtures/executorch).
 Seeds of `payload`: every Ethos-U delegate payload (vela_bin_stream) in those programs;
 of `cop1`: the cmd_data (COP1) block of each payload. Both also get each payload's stream
 made hostile by every mutation of tests/firmware/runtime/npu_hostile.py (one access moved outside its
 buffer), so the runs start at the edges the driver's bounds check decides.
 Dictionaries: the format's magic strings and names as kiln's Python modules define them
-(the .pte identifier and extended-header magic, the delegate id and compile-spec key,
-'COP1' and its action tags, the payload's block names, the stand-in NPU's ID and CONFIG
-words, every operator and overload the runtime has a kernel for).
+(the .pte identifier and extended-header magic, the delegate id and compile-spec key, the
+method names kiln writes, 'COP1' and its action tags, the payload's block names, the stand-in
+NPU's ID and CONFIG words, every operator and overload the runtime has a kernel for).
 
 `write(cache)` makes them once per content (a key over kiln's compiler sources, the kernel
 test cases and this file) under `cache/<key>/`: seeds/<target>/<name> and <target>.dict.
@@ -100,6 +102,18 @@ def kernel_programs() -> dict[str, bytes]:
     return made
 
 
+def state_programs() -> dict[str, bytes]:
+    """Programs of several methods sharing a state arena (memory id 2), written with kiln's writer."""
+    _checkout_on_path()
+    from tests.firmware.runtime import state_program, toy_lm
+
+    return {
+        "state_two_methods.pte": state_program.write(),
+        "toy_lm_get_max_seq_len.pte": toy_lm.write(16, max_seq_len=12),
+        "toy_lm_decode_alone.pte": toy_lm.write(16, prefill=False),
+    }
+
+
 def payloads(programs: dict[str, bytes]) -> dict[str, bytes]:
     from kiln.lower.ethosu_payload import DELEGATE_ID
     from kiln.pte.reader import deserialize
@@ -166,6 +180,8 @@ def dictionaries() -> dict[str, list[bytes]]:
         ep.DELEGATE_ID.encode(),
         ep.FAST_SCRATCH_SPEC.encode(),
         b"forward",
+        b"prefill",
+        b"decode",
         *operators,
         *payload_words,
     ]
@@ -188,6 +204,8 @@ def content_key() -> str:
         Path(__file__),
         KERNEL_TESTS / "npu_hostile.py",
         KERNEL_TESTS / "helpers.py",
+        KERNEL_TESTS / "state_program.py",
+        KERNEL_TESTS / "toy_lm.py",
         *sorted(KERNEL_TESTS.glob("test_kernels_*.py")),
         *sorted(FIXTURES.glob("*.pte")),
         *sorted((ROOT / "compiler" / "kiln").rglob("*.py")),
@@ -208,6 +226,7 @@ def write(cache: Path) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     programs = {
         **compiled_programs(),
+        **state_programs(),
         **kernel_programs(),
         **{path.name: path.read_bytes() for path in sorted(FIXTURES.glob("*.pte"))},
     }

@@ -84,12 +84,14 @@ def stats(fuzzers, files) -> dict[str, int]:
 
 def test_pte_target_runs_every_kiln_and_executorch_program(fuzzers, seeds):
     """The harness drives the whole runtime: every program kiln compiled (delegated ones through
-    the real EthosUBackend and Driver::check) and ExecuTorch's fixtures execute; every kernel
-    program binds (a few then refuse the harness's arbitrary index inputs at execute)."""
+    the real EthosUBackend and Driver::check), the two-method state program (both methods) and
+    ExecuTorch's fixtures execute; every kernel program binds (a few then refuse the harness's
+    arbitrary index inputs at execute)."""
     directory = seeds / "seeds" / "pte"
     whole = [p for p in directory.iterdir() if not p.name.startswith("kernel_")]
     kernels = sorted(directory.glob("kernel_*"))
-    assert len(whole) == len(fuzz_seeds.MODELS) + len(list(fuzz_seeds.FIXTURES.glob("*.pte")))
+    written = len(fuzz_seeds.state_programs())
+    assert len(whole) == len(fuzz_seeds.MODELS) + written + len(list(fuzz_seeds.FIXTURES.glob("*.pte")))
     assert stats(fuzzers, whole) == {
         "inputs": len(whole),
         "loaded": len(whole),

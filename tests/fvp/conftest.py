@@ -31,7 +31,8 @@ def work(tmp_path_factory) -> Path:
 def builder(work, tmp_path_factory):
     """Builds runners in one CMake tree per board (only the model's sources change between
     builds, one build at a time in a tree) through the script a person uses; returns a copy of
-    each ELF, this worker's own."""
+    each ELF, this worker's own, its build's memory report copied beside it
+    (<elf stem>.memory_report.txt and .json)."""
     elves = tmp_path_factory.mktemp("elves")
     count = itertools.count()
 
@@ -49,6 +50,8 @@ def builder(work, tmp_path_factory):
             assert elf.is_file()
             copy = elves / f"{pte_path.stem}-{next(count)}.elf"
             shutil.copyfile(elf, copy)
+            for kind in ("txt", "json"):
+                shutil.copyfile(tree / f"memory_report.{kind}", copy.with_suffix(f".memory_report.{kind}"))
         return copy
 
     return build

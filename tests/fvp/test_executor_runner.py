@@ -27,6 +27,7 @@ from kiln.firmware import runner_build
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import TOSA_KEY, ScalarType
 from kiln.reference import run_host as host
+from tests.firmware.runtime import state_program
 
 from .helpers import assert_matches_host, assert_pmu_lines_are_the_models, compiled, random_samples
 
@@ -185,6 +186,20 @@ def test_a_cpu_only_program_runs(work, builder, tmp_path):
     elf = builder(pte_path)
     result = assert_matches_host(pte_path, elf, "ethos-u55-128", random_samples(pte_path, 1, seed=3), tmp_path)
     assert result.npu_cycles == [0]
+
+
+def test_the_runner_runs_the_first_method_of_two_and_keeps_its_state(work, builder, tmp_path):
+    """The two-method state program (tests/firmware/runtime/state_program.py): the runner runs
+    its first method, accumulate, once per sample over the planned buffers sized for both, and
+    the state arena keeps acc from one sample to the next, as numpy works it out."""
+    pte_path = work / "state_program.pte"
+    pte_path.write_bytes(state_program.write())
+    elf = builder(pte_path)
+    xs = [np.array([1.0, -2.0, 0.5, 3.0], np.float32), np.array([0.25, 4.0, -1.0, 2.0], np.float32)]
+    result = flow.infer(elf, "ethos-u55-128", pte_path, [[x] for x in xs], tmp_path, platform="virtual", timeout=300)
+    assert result.complete, result.log
+    expected = state_program.expected([("accumulate", x) for x in xs])
+    assert [out[0].tolist() for out in result.outputs] == [y.tolist() for y, _ in expected]
 
 
 # (model, target, memory mode, where the .pte and the scratch go, fast scratch or not): every

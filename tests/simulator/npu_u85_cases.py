@@ -191,14 +191,17 @@ def reverse(g: Graph, rng) -> None:
 
 
 def scatter(g: Graph, rng) -> None:
-    """SCATTER of W rows into K (distinct indices: TOSA leaves repeated ones undefined)."""
-    k, c = int(rng.integers(2, 20)), int(rng.integers(1, 24))
+    """SCATTER of W int8 or int16 rows into K, in N >= 1 planes (several: Vela's 3-D indexed DMA, as
+    a KV cache [1, heads, T, D] updated along T takes them); each plane's indices distinct (TOSA
+    leaves repeated ones undefined)."""
+    n, k, c = int(rng.integers(1, 5)), int(rng.integers(2, 20)), int(rng.integers(1, 24))
     w = int(rng.integers(1, k + 1))
-    values_in = g.input(_rand(rng, (1, k, c), "int8"), "int8")
-    indices = g.input(rng.permutation(k)[:w].reshape(1, w).astype(np.int32), "int32")
-    source = g.input(_rand(rng, (1, w, c), "int8"), "int8")
-    out = g.op("SCATTER", [values_in, indices, source], (1, k, c), "int8", attr("Scatter"))
-    g.output(out, f"SCATTER int8 K {k} C {c} W {w}")
+    dtype = str(rng.choice(["int8", "int16"]))
+    values_in = g.input(_rand(rng, (n, k, c), dtype), dtype)
+    indices = g.input(np.stack([rng.permutation(k)[:w] for _ in range(n)]).astype(np.int32), "int32")
+    source = g.input(_rand(rng, (n, w, c), dtype), dtype)
+    out = g.op("SCATTER", [values_in, indices, source], (n, k, c), dtype, attr("Scatter"))
+    g.output(out, f"SCATTER {dtype} N {n} K {k} C {c} W {w}")
 
 
 def scalar_first(g: Graph, rng) -> None:

@@ -54,6 +54,7 @@ U85_FEATURES = [
     ("ofm_transpose", "CWH"),
     ("ofm_reverse", "W"),
     ("dma", "scatter"),
+    ("dma", "3-D"),
     ("broadcast", "IFM SCALAR"),
     ("activation", "LUT_S16_S32"),
     ("weights", "IFM2"),
@@ -63,7 +64,7 @@ CASES_PER_KIND = 5
 
 def test_u85_only_operations_bit_exact():
     """Operations Vela runs only on the U85 (RESIZE at any scale, INTDIV, comparisons, logical
-    and bitwise ops, shifts, TRANSPOSE, REVERSE, REDUCE_MIN/MAX, ARGMAX, GATHER, SCATTER, a
+    and bitwise ops, shifts, TRANSPOSE, REVERSE, REDUCE_MIN/MAX, ARGMAX, GATHER, SCATTER (into one plane or several), a
     scalar first operand, a 16-bit table with a 32-bit result, MATMUL): CASES_PER_KIND cases of each
     kind, each compiled alone for ethos-u85-256, equal to tosa_reference_model, and the
     hardware features reached."""

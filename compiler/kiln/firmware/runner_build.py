@@ -2,6 +2,7 @@
 
     kiln build --pte=FILE --target=ethos-u55-128 [--board=NAME] [--system_config=NAME]
         [--memory_mode=NAME] [--build_type=Release|Debug] [--output=DIR] [--default-input=FILE]...
+        [--generate]
 
 The board is the target's reference board unless --board names another with that NPU
 configuration (kiln.boards.target refuses one without it).
@@ -13,6 +14,14 @@ sources (`generate`: the .pte as an .incbin placed per memory mode, the buffers 
 sections in the board's regions, the selective kernel table), configures and builds
 firmware/apps/executor_runner with CMake and the board's toolchain, writes a size and
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
+With --generate it builds the generation app (firmware/apps/generate: a language model's
+prefill and decode) over the same generated sources instead.
+
+A program of several methods (execution plans) gets a value, kernel and delegate table per
+method and one set of planned buffers for all of them, each memory id the largest method's:
+the apps run one method at a time, and memory id 2 is the state arena every method shares
+(kiln.pte.schema.STATE_MEMORY_ID). The kernel table holds every method's operators, the
+delegate pool every method's delegates, the scratch the largest payload's.
 
 The .pte baked in is the program without run-host's reference TOSA graphs (named data
 kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>"; kiln.pte.writer.without_reference_data): no
@@ -42,12 +51,15 @@ from kiln.errors import PteError, RunnerBuildError, UsageError
 from kiln.firmware import build as firmware
 from kiln.lower import ethosu_payload
 from kiln.pte.reader import PteFile, deserialize
-from kiln.pte.schema import ExecutionPlan
+from kiln.pte.schema import STATE_MEMORY_ID
 from kiln.pte.writer import without_reference_data
 
 APP_DIR = paths.FIRMWARE_DIR / "apps" / "executor_runner"
 KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
 APP = "executor_runner"
+# The apps over the generated model sources, each a target of APP_DIR's CMake project, and the
+# first words of its banner and report.
+APPS = {APP: "kiln executor runner", "generate": "kiln generate"}
 BAKED_PTE = "model.pte"  # in the generated sources: the .pte model_pte.S bakes in
 DATA_RESERVE = 64 * 1024  # the runner's and runtime's own .data/.bss beside planned buffers
 BUFFER_ALIGNMENT = 32  # whole D-cache lines: the NPU writes the scratch
@@ -74,6 +86,17 @@ class Buffer:
     what: str  # for the report
 
 
+@dataclass(frozen=True)
+class Method:
+    """One method (execution plan) of the program: the storage its Method needs."""
+
+    name: str
+    values: int
+    operators: int
+    delegates: int
+    planned: tuple[int, ...]  # its planned buffers' sizes, memory ids 1..n
+
+
 @dataclass
 class Plan:
     model: str
@@ -83,10 +106,9 @@ class Plan:
     pte_region: str
     baked: bytes = field(repr=False)  # the .pte to bake: the file without run-host's reference data
     pte_file_size: int  # bytes of the .pte on disk
-    values: int
-    operators: list[tuple[str, str]]
-    delegates: int
-    planned: list[Buffer] = field(default_factory=list)
+    methods: list[Method]  # in plan order; the executor runner runs the first
+    operators: list[tuple[str, str]]  # every method's, each once (the kernel table)
+    planned: list[Buffer] = field(default_factory=list)  # memory ids 1..n, shared by the methods
     scratch: Buffer | None = None
     fast_scratch: Buffer | None = None
     input_sizes: list[int] = field(default_factory=list)
@@ -96,6 +118,11 @@ class Plan:
     def pte_size(self) -> int:
         """Bytes of the .pte as baked."""
         return len(self.baked)
+
+    @property
+    def delegates(self) -> int:
+        """Every method's delegates: the Ethos-U backend's pool holds one state each."""
+        return sum(m.delegates for m in self.methods)
 
     def buffers(self) -> list[Buffer]:
         return self.planned + [b for b in (self.scratch, self.fast_scratch) if b is not None]
@@ -108,26 +135,66 @@ def _align(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
 
 
-def _payloads(f: PteFile, plan: ExecutionPlan, specs: list[dict[str, str]], target: str, check_target: bool):
-    """The delegates' decoded payloads; `specs` are their compile specs, in order."""
+def _payloads(f: PteFile, specs: list[dict[str, str]], target: str, check_target: bool):
+    """Every method's delegates' decoded payloads; `specs` are their compile specs, in order."""
     payloads = []
     named = f.named()
-    for i, delegate in enumerate(plan.delegates):
+    delegates = [(plan, i, d) for plan in f.program.execution_plans for i, d in enumerate(plan.delegates)]
+    for (plan, i, delegate), spec in zip(delegates, specs):
+        which = f"delegate {i}" if len(f.program.execution_plans) == 1 else f"method {plan.name}'s delegate {i}"
         if delegate.id != ethosu_payload.DELEGATE_ID:
             raise RunnerBuildError(
-                f"delegate {i} is for backend {delegate.id!r}; kiln's runner has only {ethosu_payload.DELEGATE_ID}"
+                f"{which} is for backend {delegate.id!r}; kiln's runner has only {ethosu_payload.DELEGATE_ID}"
             )
         try:
             payloads.append(ethosu_payload.decode(f.delegate_payload(delegate), named))
         except ethosu_payload.PayloadError as error:
-            raise RunnerBuildError(f"delegate {i}'s payload: {error}") from None
-        compiled_for = specs[i].get(ethosu_payload.TARGET_SPEC, target)
+            raise RunnerBuildError(f"{which}'s payload: {error}") from None
+        compiled_for = spec.get(ethosu_payload.TARGET_SPEC, target)
         if check_target and compiled_for != target:
             raise RunnerBuildError(
-                f"delegate {i} was compiled for {compiled_for}, not {target}; "
+                f"{which} was compiled for {compiled_for}, not {target}; "
                 f"compile the model for {target} (or build for {compiled_for})"
             )
     return payloads
+
+
+def _methods(f: PteFile, pte_path: Path, target: boards.Target) -> list[Method]:
+    """The program's methods, their operator names and planned buffer sizes checked."""
+    largest = max(r.size for r in target.board.memory)
+    methods = []
+    for plan in f.program.execution_plans:
+        for i, op in enumerate(plan.operators):
+            if not OPERATOR_NAME.fullmatch(op.name) or not OPERATOR_NAME.fullmatch(op.overload or "out"):
+                raise RunnerBuildError(
+                    f"{pte_path}: operator {i} is named {op.name!r}, overload {op.overload!r}: "
+                    "not an operator name (the .pte is damaged)"
+                )
+        sizes = tuple(plan.non_const_buffer_sizes[1:])
+        for i, size in enumerate(sizes):
+            if not 0 <= size <= largest:
+                raise RunnerBuildError(
+                    f"{pte_path}: planned buffer {i + 1} has {size:,} bytes; no memory region of "
+                    f"{target.board.name} holds that (the .pte is damaged)"
+                )
+        methods.append(Method(plan.name, len(plan.values), len(plan.operators), len(plan.delegates), sizes))
+    return methods
+
+
+def _planned_sizes(methods: list[Method]) -> list[int]:
+    """Memory ids 1..n, each as large as the largest method's: one set of buffers serves every
+    method. The apps run one method at a time (each reads its outputs before the next runs), so
+    memory id 1, the activations, can be one buffer; memory id STATE_MEMORY_ID, the state arena,
+    is one buffer by the program's contract (every plan declares it alike: kiln.pte.validate)."""
+    ids = max(len(m.planned) for m in methods)
+    return [max(m.planned[k] for m in methods if len(m.planned) > k) for k in range(ids)]
+
+
+def _buffer_what(memory_id: int, methods: list[Method]) -> str:
+    """What the report calls a planned buffer (the methods' lines say how they share it)."""
+    if len(methods) > 1 and memory_id in (1, STATE_MEMORY_ID):
+        return f"planned buffer {memory_id} ({'activations' if memory_id == 1 else 'state arena'})"
+    return f"planned buffer {memory_id}"
 
 
 def _memory_mode(
@@ -206,14 +273,9 @@ def plan(
         program = f.forward()
     except PteError as error:
         raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
-    for i, op in enumerate(program.operators):
-        if not OPERATOR_NAME.fullmatch(op.name) or not OPERATOR_NAME.fullmatch(op.overload or "out"):
-            raise RunnerBuildError(
-                f"{pte_path}: operator {i} is named {op.name!r}, overload {op.overload!r}: "
-                "not an operator name (the .pte is damaged)"
-            )
-    specs = [ethosu_payload.compile_specs(d) for d in program.delegates]
-    payloads = _payloads(f, program, specs, target.name, check_target)
+    methods = _methods(f, pte_path, target)
+    specs = [ethosu_payload.compile_specs(d) for plan in f.program.execution_plans for d in plan.delegates]
+    payloads = _payloads(f, specs, target.name, check_target)
     modes = {m for m in map(ethosu_payload.compiled_memory_mode, specs) if m}
     if len(modes) > 1:
         raise RunnerBuildError(f"{pte_path.name}'s delegates were compiled for different memory modes: {sorted(modes)}")
@@ -233,25 +295,21 @@ def plan(
         pte_region=(npu_region if mode == "Sram_Only" else model_region).name,
         baked=baked,
         pte_file_size=len(data),
-        values=len(program.values),
-        operators=[(op.name, op.overload) for op in program.operators],
-        delegates=len(program.delegates),
+        methods=methods,
+        operators=list(
+            dict.fromkeys((op.name, op.overload) for plan in f.program.execution_plans for op in plan.operators)
+        ),
         input_sizes=[program.values[i].nbytes for i in program.inputs],
         stack_size=stack_size,
     )
-    sizes = list(program.non_const_buffer_sizes[1:])
-    for i, size in enumerate(sizes):
-        if not 0 <= size <= max(r.size for r in target.board.memory):
-            raise RunnerBuildError(
-                f"{pte_path}: planned buffer {i + 1} has {size:,} bytes; no memory region of "
-                f"{target.board.name} holds that (the .pte is damaged)"
-            )
+    sizes = _planned_sizes(methods)
     data_region = board.region_for("data")
     beside = p.stack_size if board.region_for("stack") == data_region else 0  # the stack shares the region
     fits_in_data = sum(_align(s) for s in sizes) + beside + DATA_RESERVE <= data_region.size
     planned_region = (data_region if fits_in_data else board.region_for("bulk")).name
     p.planned = [
-        Buffer(f"kiln_planned_{i + 1}", s, planned_region, f"planned buffer {i + 1}") for i, s in enumerate(sizes)
+        Buffer(f"kiln_planned_{k + 1}", size, planned_region, _buffer_what(k + 1, methods))
+        for k, size in enumerate(sizes)
     ]
     if payloads:
         scratch = max(pl.scratch_size for pl in payloads)
@@ -312,13 +370,25 @@ def _memory_cpp(p: Plan, default_inputs: list[bytes]) -> str:
             f"[{_align(max(b.size, 1))}];  // {b.what}: {b.size} bytes"
         )
     planned = ", ".join(f"{{{b.symbol}, {b.size}}}" for b in p.planned)
+    lines.append(f"runtime::Span<uint8_t> planned[{max(len(p.planned), 1)}] = {{{planned}}};")
+    methods = []
+    for k, m in enumerate(p.methods):  # each Method's own tables, over the one set of planned buffers
+        lines += [
+            f"// method {k}: {m.name}",
+            # runtime::Value has no default constructor (a union with a StringView):
+            # raw storage the Method binds every entry of.
+            f"alignas(runtime::Value) uint8_t values_{k}[{max(m.values, 1)} * sizeof(runtime::Value)];",
+            f"runtime::KernelFn kernels_{k}[{max(m.operators, 1)}];",
+            f"runtime::DelegateSlot delegates_{k}[{max(m.delegates, 1)}];",
+        ]
+        methods.append(
+            f"    {{{{planned, {len(p.planned)}}}, {{reinterpret_cast<runtime::Value*>(values_{k}), {m.values}}}, "
+            f"{{kernels_{k}, {m.operators}}}, {{delegates_{k}, {m.delegates}}}}},"
+        )
     lines += [
-        f"runtime::Span<uint8_t> planned[{max(len(p.planned), 1)}] = {{{planned}}};",
-        # runtime::Value has no default constructor (a union with a StringView):
-        # raw storage the Method binds every entry of.
-        f"alignas(runtime::Value) uint8_t value_storage[{max(p.values, 1)} * sizeof(runtime::Value)];",
-        f"runtime::KernelFn kernels[{max(len(p.operators), 1)}];",
-        f"runtime::DelegateSlot delegates[{max(p.delegates, 1)}];",
+        f"const runtime::MethodMemory methods[{len(p.methods)}] = {{",
+        *methods,
+        "};",
         f"delegates::ethosu::DelegateState pool[{max(p.delegates, 1)}];",
     ]
     for i, raw in enumerate(default_inputs):
@@ -335,9 +405,8 @@ def _memory_cpp(p: Plan, default_inputs: list[bytes]) -> str:
         "const ModelMemory kModel = {",
         f'    "{p.model}", "{p.memory_mode}",',
         f"    {{planned, {len(p.planned)}}},",
-        f"    {{reinterpret_cast<runtime::Value*>(value_storage), {p.values}}},",
-        f"    {{kernels, {len(p.operators)}}},",
-        f"    {{delegates, {p.delegates}}}, {{pool, {p.delegates}}},",
+        f"    {{methods, {len(p.methods)}}},",
+        f"    {{pool, {p.delegates}}},",
         f"    {span(p.scratch)}, {span(p.fast_scratch)},",
         f"    {{default_inputs, {len(default_inputs)}}},",
         "};",
@@ -437,7 +506,8 @@ def _forget_other_toolchain(build_dir: Path, toolchain_file: Path):
         shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
 
 
-def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
+def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path, app: str = APP) -> Path:
+    """Configures APP_DIR's project for `p` and builds `app` (one of APPS); returns its ELF."""
     firmware.check_tools(p.target.board)
     build_dir = out / "cmake"
     _forget_other_toolchain(build_dir, p.target.board.cpu.toolchain_file)
@@ -462,8 +532,8 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path) -> Path:
         p,
         out / firmware.BUILD_LOG,
     )
-    _run(["cmake", "--build", str(build_dir)], "building the runner", p, out / firmware.BUILD_LOG)
-    elf = build_dir / f"{APP}.elf"
+    _run(["cmake", "--build", str(build_dir), "--target", app], "building the runner", p, out / firmware.BUILD_LOG)
+    elf = build_dir / f"{app}.elf"
     if not elf.is_file():
         raise RunnerBuildError(f"the build finished without {elf}")
     return elf
@@ -559,12 +629,42 @@ def _region_usage(elf: Path, regions: list[boards.MemoryRegion]) -> dict[str, di
     return usage
 
 
+def _state_arena(p: Plan) -> dict | None:
+    """The state arena's buffer (memory id STATE_MEMORY_ID) when a method of the program plans one."""
+    if len(p.planned) < STATE_MEMORY_ID:
+        return None
+    b = p.planned[STATE_MEMORY_ID - 1]
+    return {"size": b.size, "region": b.region}
+
+
+def _methods_report(p: Plan) -> str:
+    """The report's lines on a program of several methods: what each plans, and how the runner
+    shares the planned buffers among them."""
+    names = ", ".join(m.name for m in p.methods)
+    lines = [
+        f"methods: {names}: the apps run one at a time (each one's outputs read before the next runs), so "
+        "planned buffer 1 (activations) is one buffer, the largest method's"
+    ]
+    arena = _state_arena(p)
+    if arena is not None:
+        lines.append(
+            f"  state arena (planned buffer {STATE_MEMORY_ID}) {arena['size']:,} bytes in {arena['region']}, "
+            "shared by every method, zeroed before the first runs"
+        )
+    for m in p.methods:
+        planned = ", ".join(f"{size:,}" for size in m.planned) or "none"
+        lines.append(
+            f"  {m.name:<16} planned {planned}; {m.values:,} values, {m.operators} operators, {m.delegates} delegates"
+        )
+    return "\n".join(lines)
+
+
 def report(p: Plan, elf: Path, out: Path) -> str:
     regions = list(p.target.board.memory)
     usage = _region_usage(elf, regions)
     parts = _map_parts(elf.with_suffix(".map").read_text(), regions)
     lines = [
-        f"kiln executor runner: {p.model} for {p.target.name} on {p.target.board.name} "
+        f"{APPS.get(elf.stem, APPS[APP])}: {p.model} for {p.target.name} on {p.target.board.name} "
         f"({p.system_config}, {p.memory_mode})",
         f"  ELF {elf}",
         "",
@@ -590,6 +690,8 @@ def report(p: Plan, elf: Path, out: Path) -> str:
         lines.append(f"  {b.what:<40} {b.size:>11,}  {b.region}")
     stack_region = p.target.board.region_for("stack").name
     lines.append(f"  {'main stack (board.toml, or the override)':<40} {p.stack_size:>11,}  {stack_region}")
+    if len(p.methods) > 1:
+        lines += ["", _methods_report(p)]
     lines += ["", "image by part, bytes (code = text + rodata; data = initialised; the .pte apart):"]
     core_names = [name for name, _ in CORE_PARTS]
     totals: dict[str, dict[str, int]] = {}  # per part, the runtime core as one
@@ -625,6 +727,17 @@ def report(p: Plan, elf: Path, out: Path) -> str:
                     "reference_data_left_out": p.pte_file_size - p.pte_size,
                 },
                 "stack": {"size": p.stack_size, "region": stack_region},
+                "methods": [
+                    {
+                        "name": m.name,
+                        "planned": list(m.planned),
+                        "values": m.values,
+                        "operators": m.operators,
+                        "delegates": m.delegates,
+                    }
+                    for m in p.methods
+                ],
+                "state_arena": _state_arena(p),
                 "parts": totals,
                 "core_parts": {name: core[name] for name in core_names if name in core},
             },
@@ -657,16 +770,20 @@ def build_runner(
     echo=print,
     stack_size: int | None = None,
     board: str | None = None,
+    app: str = APP,
 ) -> Path:
     """Plans, generates, builds and reports; returns the ELF. `target`: its name or its Target;
     `stack_size`: the main stack in bytes (default: the board's); `board`: default the target's
-    reference board."""
+    reference board; `app`: which of APPS (the generation app, "generate", runs a language
+    model's prefill and decode methods: firmware/apps/generate)."""
     if build_type not in ("Release", "Debug"):
         raise UsageError(f"build type {build_type!r} is not Release or Debug")
+    if app not in APPS:
+        raise UsageError(f"app {app!r} is not one of {', '.join(APPS)}")
     p = plan(Path(pte_path), target, memory_mode, system_config, check_target, stack_size, board)
     out = Path(output or default_output(Path(pte_path), p.target, p.memory_mode)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     gen = generate(p, out, list(default_inputs), bake)
-    elf = build(p, gen, out, build_type, Path(bake) if bake else gen / BAKED_PTE)
+    elf = build(p, gen, out, build_type, Path(bake) if bake else gen / BAKED_PTE, app)
     echo(report(p, elf, out), end="")
     return elf

@@ -567,6 +567,38 @@ def scatter_into_slice(emit, node, a):
     return pieces[0] if len(pieces) == 1 else emit(aten.cat.default, pieces, dim)
 
 
+@decomposes(
+    aten.index_put.default,
+    into="one 0-D or 1-D integer index tensor along one dim, without accumulate: index_copy along that dim of "
+    "the values broadcast to the rows they write, a negative index counted from the end as PyTorch does (a "
+    "run-time index by where(index < 0, index + size, index)); else kept",
+)
+def put_as_index_copy(emit, node, a):
+    x, values = a["self"], a["values"]
+    tensors = [(d, i) for d, i in enumerate(a["indices"]) if i is not None]
+    if a["accumulate"] or len(tensors) != 1:
+        return None
+    dim, index = tensors[0]
+    if value(index).dtype not in (torch.int32, torch.int64) or _rank(index) > 1:
+        return None
+    shape, size = _shape(x), _shape(x)[dim]
+    rows = shape[:dim] + [value(index).numel()] + shape[dim + 1 :]
+    indexed = shape[:dim] + _shape(index) + shape[dim + 1 :]  # what x[..., index, ...] is
+    if _shape(values) != indexed:
+        widened = emit(aten.reshape.default, values, [1] * (len(indexed) - _rank(values)) + _shape(values))
+        values = emit(aten.expand.default, widened, indexed)
+    if indexed != rows:
+        values = emit(aten.reshape.default, values, rows)
+    tensor = attribute(emit.gm, index)
+    if tensor is not None:
+        index = emit.constant(torch.where(tensor < 0, tensor + size, tensor).reshape(-1), "index")
+    else:
+        index = emit(aten.reshape.default, index, [-1]) if _rank(index) == 0 else index
+        wrapped = emit(aten.add.Tensor, index, size)
+        index = emit(aten.where.self, emit(aten.lt.Scalar, index, 0), wrapped, index)
+    return emit(aten.index_copy.default, x, dim, index, values)
+
+
 @decomposes(aten.pixel_shuffle.default, aten.pixel_unshuffle.default, into="view, permute, reshape")
 def pixel_shuffle(emit, node, a):
     x = a["self"]

@@ -50,7 +50,7 @@ def load_model(model: str) -> LoadedModel:
         return LoadedModel(model, module.eval(), tuple(inputs))
     path = Path(model)
     if not path.is_file():
-        known = ", ".join([*models.MODELS, *models.ARCHITECTURES, *models.TRANSFORMERS])
+        known = ", ".join([*models.MODELS, *models.ARCHITECTURES, *models.TRANSFORMERS, *models.LANGUAGE_MODELS])
         raise UsageError(f"{model!r} is neither a zoo model ({known}) nor a file")
     namespace = _import_file(path)
     module = namespace.get("ModelUnderTest")

@@ -15,7 +15,8 @@ Each operator falls in one class (its row of kiln.vocabulary), which decides how
 - ops that move or select values without arithmetic (reshape, max pool, pad,
   slice, flip, expand, ...), and average pooling (TOSA's AVG_POOL2D keeps the
   scale): the output shares the input's quantization parameters, so no rescale
-  is needed; cat, minimum and maximum: every input and the output share one range.
+  is needed; cat, minimum, maximum, where's two values and index_copy's tensor and source: every
+  input and the output share one range.
 Integer and bool tensors (indices, masks) are never observed, and an op whose
 output is not a float tensor is not annotated. Anything else is left in float;
 the partitioner then keeps it on the CPU and the report says why.
@@ -143,6 +144,31 @@ def probability_spec(scheme: QuantizationScheme) -> FixedQParamsQuantizationSpec
     )
 
 
+def fixed_range_spec(scheme: QuantizationScheme, low: float, high: float) -> FixedQParamsQuantizationSpec:
+    """A tensor whose range is known beforehand (a program's state, kiln.frontend.state): the
+    qparams of a symmetric observer of the scheme's type over [low, high], so that the integer 0
+    is 0.0 (a program's state starts as zeroed memory)."""
+    dtype, quant_min, quant_max, _ = scheme.ACTIVATIONS[scheme.activation_bits]
+    observer = PerChannelMinMaxObserver(
+        ch_axis=0,
+        dtype=getattr(torch, dtype),
+        qscheme=torch.per_channel_symmetric,
+        quant_min=quant_min,
+        quant_max=quant_max,
+        eps=INT16_SCALE_FLOOR if scheme.activation_bits == 16 else SCALE_FLOOR,
+    )
+    observer(torch.tensor([[low, high]]))
+    scale, zero_point = observer.calculate_qparams()
+    return FixedQParamsQuantizationSpec(
+        dtype=getattr(torch, dtype),
+        scale=float(scale[0]),
+        zero_point=int(zero_point[0]),
+        quant_min=quant_min,
+        quant_max=quant_max,
+        qscheme=torch.per_tensor_affine,
+    )
+
+
 def weight_spec(axis: int) -> QuantizationSpec:
     """Weights: int8, symmetric (-127..127), per output channel along `axis`."""
     return QuantizationSpec(
@@ -180,15 +206,28 @@ class EthosUQuantizer(Quantizer):
 
     `skip(node) -> bool` leaves chosen nodes in float (they then run on the CPU). `int16` chooses
     ops of an 8-bit scheme that compute at 16 bits (kiln.frontend.precision); after annotate,
-    `int16_reasons` maps each chosen node's name to the policy or pattern that chose it.
+    `int16_reasons` maps each chosen node's name to the policy or pattern that chose it. `fixed`
+    maps inputs (placeholder names) to the (least, greatest) value they hold: each is read at the
+    qparams of that range (fixed_range_spec) by every op reading it, not at an observed range;
+    `fixed_outputs` likewise maps outputs (positions among the graph's outputs) to the range the
+    op returning them writes them in (a program's state: kiln.frontend.state).
     """
 
-    def __init__(self, scheme: QuantizationScheme = QuantizationScheme(), skip=None, int16: Int16Regions | None = None):
+    def __init__(
+        self,
+        scheme: QuantizationScheme = QuantizationScheme(),
+        skip=None,
+        int16: Int16Regions | None = None,
+        fixed: dict[str, tuple[float, float]] | None = None,
+        fixed_outputs: dict[int, tuple[float, float]] | None = None,
+    ):
         super().__init__()
         self.scheme = scheme
         self.skip = skip or (lambda node: False)
         self.int16 = int16 or Int16Regions()
         self.int16_reasons: dict[str, str] = {}
+        self.fixed = fixed or {}
+        self.fixed_outputs = fixed_outputs or {}
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
         return normalize.normalize(model)
@@ -217,10 +256,32 @@ class EthosUQuantizer(Quantizer):
             elif node.target in PROBABILITY_OPS:
                 _mark(node, {node.args[0]: act}, probability_spec(scheme))
             elif node.target in ONE_RANGE_OPS:
-                self._annotate_concat(node, act)
+                self._annotate_one_range(node, act)
             elif node.target in SHARED_OPS:
                 self._annotate_shared(node, act)
+        self._fix_ranges(model, chosen, wide)
         return model
+
+    def _fix_ranges(self, model: GraphModule, chosen, wide: QuantizationScheme):
+        """Every read of a `fixed` input at its range's qparams (in its first reader's width), and
+        every `fixed_outputs` output written at its range's (in its writer's width)."""
+        returned = model.graph.output_node().args[0]
+        for k, (low, high) in self.fixed_outputs.items():
+            writer = returned[k]
+            if isinstance(writer, Node) and _annotated(writer) and writer.meta["quantization_annotation"].output_qspec:
+                scheme = wide if writer in chosen else self.scheme
+                writer.meta["quantization_annotation"].output_qspec = fixed_range_spec(scheme, low, high)
+        for node in model.graph.nodes:
+            if node.op != "placeholder" or node.name not in self.fixed:
+                continue
+            readers = [
+                u for u in node.users if _annotated(u) and node in u.meta["quantization_annotation"].input_qspec_map
+            ]
+            if readers:
+                scheme = wide if readers[0] in chosen else self.scheme
+                spec = fixed_range_spec(scheme, *self.fixed[node.name])
+                for reader in readers:
+                    reader.meta["quantization_annotation"].input_qspec_map[node] = spec
 
     def validate(self, model: GraphModule) -> None:
         pass
@@ -252,15 +313,10 @@ class EthosUQuantizer(Quantizer):
             return
         _mark(node, {source: _input_spec(source, act)}, SharedQuantizationSpec((source, node)))
 
-    def _annotate_concat(self, node: Node, act: QuantizationSpec):
-        operands = (
-            node.args[0]
-            if node.target in (aten.cat.default, aten.concat.default)
-            else node.args[1:3]
-            if node.target is aten.where.self
-            else node.args[:2]
-        )
-        tensors = [t for t in operands if isinstance(t, Node) and _is_float_tensor(t)]
+    def _annotate_one_range(self, node: Node, act: QuantizationSpec):
+        """cat, where, minimum, maximum, index_copy: every float tensor operand (cat's list, where's
+        two values, index_copy's tensor and source) and the output share the first one's range."""
+        tensors = [t for t in _flattened(node.args) if isinstance(t, Node) and _is_float_tensor(t)]
         if not tensors:
             return
         first = tensors[0]
@@ -268,6 +324,10 @@ class EthosUQuantizer(Quantizer):
         # a tensor concatenated with itself is observed once (sharing with itself is a cycle)
         inputs = {first: _input_spec(first, act), **{t: shared for t in tensors[1:] if t is not first}}
         _mark(node, inputs, shared)
+
+
+def _flattened(args) -> list:
+    return [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else (arg,))]
 
 
 def _is_float_tensor(node: Node) -> bool:

@@ -372,10 +372,15 @@ def _compare(lw: Lowerer, op: Op):
     to Ethos-U85, where Vela runs it). Two tensors: each minus its zero point times its integer
     multiplier (comparison_multipliers), by an exact RESCALE. A number: x's values for which
     PT2E's reference comparison holds are worked out on the host (scalar_threshold) and the op
-    compares x with the bound of that set: exact."""
+    compares x with the bound of that set: exact. A checked int32 index (kiln.graph's
+    compare_checked_indices) with an int32 constant or an integer: compared as they are."""
     kind, swapped, negated = COMPARISONS[op.target.__name__.split(".")[0]]
     a, b, out = op.arg("self"), op.arg("other"), op.output
-    if isinstance(b, Value):
+    if a.qparams is None:  # int32 operands, one a checked index (a support rule): compared as they are
+        if not isinstance(b, Value):
+            b = Value("other", (1,) * len(a.shape), "int32", data=np.full((1,) * len(a.shape), b, np.int32))
+        wide, _, nhwc = _broadcast_operands(lw, [a, b], out)
+    elif isinstance(b, Value):
         names, shapes, nhwc = _broadcast_operands(lw, [a, b], out)
         multipliers = comparison_multipliers(a.qparams.scale, b.qparams.scale)
         wide = [

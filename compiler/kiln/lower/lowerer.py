@@ -367,7 +367,16 @@ class Lowerer:
     def reshape(self, name: str, shape, dtype: str, own: bool = False) -> str:
         """`name` as `shape`: one RESHAPE per tensor and shape, however many ops ask (Vela copies
         a tensor that several RESHAPEs read: a Conv1d block's input, unsqueezed for its
-        convolution and for its shortcut's); `own`: a tensor of its own (a graph output)."""
+        convolution and for its shortcut's); `own`: a tensor of its own (a graph output). A
+        RESHAPE's result is reshaped from that RESHAPE's input (the input itself where the shapes
+        agree): Vela 5.2.0 drops a graph output made by a RESHAPE that a RESHAPE reads (a KV cache's
+        SCATTER reshaped to the cache's shape, returned, and reshaped back for attention;
+        tests/compiler/test_lowering_scatter.py)."""
+        producer, operands = self.producers.get(name, ("", []))
+        if producer == "RESHAPE" and operands[0] in self.tensors:
+            name = operands[0]
+            if not own and list(self.tensors[name].shape) == tosa_shape(shape):
+                return name
         key = (name, tuple(shape))
         if own or key not in self.reshaped:
             out = self.inter(shape, dtype)
@@ -487,9 +496,13 @@ class Lowerer:
             name = self.torch_order(v)
             if v.dtype == "bool" and self.family.has(BOOL_OUTPUT_COPIES) and self.read_elsewhere(name):
                 name = self.copy(name)  # Vela rewrites a bool output in place under its other readers
+            # a graph output must be its own tensor; and Vela 5.2.0 drops one made by a RESHAPE that
+            # another op reads (a KV cache's SCATTER reshaped to the cache's shape, which a max reads;
+            # tests/compiler/test_lowering_scatter.py): that output is a RESHAPE of its own
+            reshaped_and_read = self.producers.get(name, ("",))[0] == "RESHAPE" and name in self.readers
             if not v.shape:
                 name = self.rank0(name, v.dtype)
-            elif name in taken:  # a graph output must be its own tensor
+            elif name in taken or reshaped_and_read:
                 name = self.reshape(name, v.shape, v.dtype, own=True)
             taken.add(name)
             self.ser.addOutputTensor(self.tensors[name])

@@ -19,6 +19,7 @@ import torch
 
 from kiln.families import (
     DMA_GATHERS,
+    DMA_SCATTERS,
     HARDWARE_RESIZE,
     INT16_MATMUL,
     INT16_TRANSPOSE_CONV,
@@ -36,11 +37,13 @@ from kiln.vocabulary import (
     DEQUANTIZE,
     GATHERS,
     INDEX_OPS,
+    INDEXED,
     LOG_SOFTMAX_OPS,
     LOGICAL_OPS,
     LOWERED,
     MATMUL_OPS,
     QUANTIZE,
+    SCATTERS,
     SOFTMAX_OPS,
     TABLE_OPS,
     VIEW_OPS,
@@ -62,6 +65,7 @@ INT32_MAX = 2**31 - 1
 MAC_OPS = of_kind(Kind.CONV, Kind.LINEAR, Kind.CONV_TRANSPOSE, Kind.MATMUL)  # the NPU's MAC array computes them
 PRODUCT_OPS = MAC_OPS | {aten.mul.Tensor}  # requantized by their operands' scales multiplied (rescale.product_factor)
 TENSOR_DIM_MAX = 65535
+DMA_SIZE_MAX = 65535  # the Ethos-U85 DMA's SIZE0 and SIZE1 registers: rows per plane, planes
 STRIDE_MAX = 3
 DILATED_HEIGHT_MAX = 64
 DILATED_AREA_MAX = 64 * 64
@@ -124,6 +128,8 @@ def facts(op: Op) -> dict:
         f["rescale_factor"] = f"{factor:.3g}"
     if op.target in TABLE_OPS and op.inputs[0].dtype == "int16" and op.inputs[0].qparams is not None:
         f["table_steps"] = tables.int16_steps(op)
+    if op.target in INDEXED:
+        f["index_shape"] = list(op.inputs[1].shape)
     return f
 
 
@@ -174,21 +180,17 @@ def int32_multiply(op: Op) -> bool:
 
 @rule(
     "{dtypes} tensors: kiln puts int8 and int16 activations on the NPU, bool ones as a comparison's result, "
-    "a logical op's operands, a select's condition or a view of those, argmax's int32 indices and a gather's "
-    "(checked on the CPU), and int32 products (exact modulo 2^32, as PyTorch's); other integer and bool tensors "
-    "stay on the CPU, whose integer arithmetic wraps as PyTorch's does (TOSA leaves int32 overflow unpredictable)"
+    "a logical op's operands, a select's condition or a view of those, argmax's int32 indices and the indices a "
+    "gather, a scatter or a comparison reads checked on the CPU, and int32 products (exact modulo 2^32, as "
+    "PyTorch's); other integer and bool tensors stay on the CPU, whose integer arithmetic wraps as PyTorch's does "
+    "(TOSA leaves int32 overflow unpredictable)"
 )
 def npu_activation_types(op: Op) -> bool:
     if int32_multiply(op):
         return True
     indices = [v for v in op.outputs if op.target in INDEX_OPS and v.dtype == "int32"]
-    if (
-        op.target in GATHERS
-        and len(op.inputs) > 1
-        and op.inputs[1].producer is not None
-        and op.inputs[1].producer.target is CHECKED_INDEX
-    ):
-        indices.append(op.inputs[1])
+    if op.target in INDEXED | COMPARISON_OPS:
+        indices += [v for v in op.inputs if v.producer is not None and v.producer.target is CHECKED_INDEX]
     return all(
         v.dtype in ("int8", "int16") or (v.dtype == "bool" and op.target in SELECT_OPS | VIEW_OPS)
         for v in op.inputs + op.outputs
@@ -219,18 +221,66 @@ def leading_gather_dim(op: Op) -> bool:
     return int(np.prod(x.shape[: op.arg("dim") % len(x.shape)], dtype=np.int64)) == 1
 
 
+@rule(
+    "{op_type}: Vela 5.2.0 scatters (TOSA SCATTER, the DMA's indexed mode) on Ethos-U85, not on Ethos-U55 or U65",
+    ops=SCATTERS,
+    lacking=DMA_SCATTERS,
+)
+def scatters_on_u85(op: Op) -> bool:
+    return False
+
+
+@rule(
+    "{op_type} at indices of shape {index_shape}: TOSA SCATTER leaves a row written twice undefined, so the NPU "
+    "takes one index computed at run time, or constant indices without repeats",
+    ops=SCATTERS,
+)
+def distinct_scatter_indices(op: Op) -> bool:
+    index = op.inputs[1]
+    if index.is_constant:
+        return len(np.unique(index.data)) == index.data.size
+    return int(np.prod(index.shape, dtype=np.int64)) <= 1
+
+
+@rule(
+    "{op_type} at indices of shape {index_shape} along dim {dim} of {input_shape}: the NPU's DMA writes at most 65535 "
+    "rows into each of at most 65535 planes (the elements of the dims before dim)",
+    ops=SCATTERS,
+)
+def dma_scatter_sizes(op: Op) -> bool:
+    x = op.inputs[0]
+    planes = int(np.prod(x.shape[: op.arg("dim") % len(x.shape)], dtype=np.int64))
+    return planes <= DMA_SIZE_MAX and int(np.prod(op.inputs[1].shape, dtype=np.int64)) <= DMA_SIZE_MAX
+
+
 @rule("{op_type} of {dtypes} tensors: kiln runs logical ops of bool tensors on the NPU", ops=LOGICAL_OPS)
 def bool_logic(op: Op) -> bool:
     return all(v.dtype == "bool" for v in op.inputs + op.outputs)
 
 
+def checked_comparison(op: Op) -> bool:
+    """A comparison of an index checked on the CPU (kiln.checked_index: kiln.graph compares it in
+    place of the index a gather or scatter also reads) with an int32 constant or an integer."""
+    a, b = op.arg("self"), op.arg("other")
+    checked = [
+        v for v in (a, b) if isinstance(v, Value) and v.producer is not None and v.producer.target is CHECKED_INDEX
+    ]
+    other = b if checked and checked[0] is a else a
+    integer = (isinstance(other, Value) and other.is_constant and other.dtype == "int32") or (
+        isinstance(other, int) and not isinstance(other, bool)
+    )
+    return len(checked) == 1 and integer
+
+
 @rule(
     "{op_type} of {operand_shapes}: kiln compares tensors quantized per tensor, two int8 ones or two int16 ones of "
     "one scale (no bits are left beside 16-bit values for a ratio of scales), or one int8 or int16 tensor with a "
-    "finite number",
+    "finite number, or a checked index with integers",
     ops=COMPARISON_OPS,
 )
 def quantized_comparison(op: Op) -> bool:
+    if checked_comparison(op):
+        return True
     other = op.arg("other")
     tensors = [op.arg("self")] + ([other] if isinstance(other, Value) else [])
     number = isinstance(other, Value) or (isinstance(other, (int, float)) and math.isfinite(other))
@@ -642,6 +692,10 @@ def reason(op: Op, family: NpuFamily) -> str | None:
     source = op.inputs[0].producer if op.target is aten._to_copy.default and op.inputs else None
     if source is not None and source.target in INDEX_OPS:
         return "widens argmax's int32 indices (the NPU's) to PyTorch's int64 (a CPU kernel)"
+    if op.target is CHECKED_INDEX and any(user.target in SCATTERS for user in op.output.users):
+        return (
+            "checks a scatter's indices against the size of the dim it writes and narrows them to int32 (a CPU kernel)"
+        )
     if op.target is CHECKED_INDEX:
         return "checks a gather's indices against its table and narrows them to int32 (a CPU kernel)"
     for r in RULES:

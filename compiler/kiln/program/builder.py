@@ -12,7 +12,12 @@ Contract of the program kiln writes:
 - every non-constant tensor is memory-planned in buffer 1 (buffer 0 is
   ExecuTorch's reserved entry) at a 16-byte aligned offset; tensors whose
   lifetimes overlap never share bytes;
-- constant tensors (weights of CPU ops) are constant data.
+- constant tensors (weights of CPU ops) are constant data;
+- a program's state (kiln.graph.State) is ExecuTorch's shared mutable buffers: each state buffer
+  at one offset of buffer 2 in every method (state_layout: the buffers in name order, each
+  16-byte aligned), its value before the call and after it two tensors at that offset; the plan's
+  inputs and outputs are the model's own only. So that the two share bytes, nothing reads the
+  value before once the value after is being written (build refuses a program otherwise).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 import torch
 
 from kiln.errors import ProgramError
-from kiln.graph import DTYPES, Graph, Op, Value, dequantize_array
+from kiln.graph import DTYPES, Graph, Op, State, Value, dequantize_array
 from kiln.partition.partitioner import Partition, Partitioning
 from kiln.program import promotion
 from kiln.program.kernels import KERNELS, Derived, Fixed, Kernel, kernel_for
@@ -32,7 +37,6 @@ from kiln.vocabulary import DEQUANTIZE, QUANTIZE
 
 ALIGNMENT = 16  # bytes, every planned tensor's offset
 _TORCH = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32}
-PLANNED_MEMORY_ID = 1
 
 
 @dataclass
@@ -66,6 +70,8 @@ class Program:
     offsets: dict[int, int]  # Value id -> byte offset in planned buffer 1
     planned_size: int  # bytes of planned buffer 1
     constants: dict[int, np.ndarray] = field(default_factory=dict)  # Value id -> data
+    state: dict[int, tuple[str, int]] = field(default_factory=dict)  # Value id -> (state name, offset in buffer 2)
+    state_size: int = 0  # bytes of buffer 2 (0: the program has no state)
 
     def tensor_index(self, value: Value) -> int:
         for i, ev in enumerate(self.values):
@@ -221,9 +227,19 @@ def _argument(op: Op, a):
     return op.arg(a)
 
 
+def state_layout(states: list[State]) -> tuple[dict[str, int], int]:
+    """Each state buffer's offset in buffer 2 (in name order, 16-byte aligned), and its size."""
+    offsets, size = {}, 0
+    for s in sorted(states, key=lambda s: s.name):
+        offsets[s.name] = size
+        size = _align(size + s.input.nbytes())
+    return offsets, size
+
+
 def build(graph: Graph, partitioning: Partitioning) -> Program:
     b = _Builder()
-    inputs = [b.tensor(v) for v in graph.inputs]
+    stateful = {id(s.input) for s in graph.state} | {id(s.output) for s in graph.state if s.output is not None}
+    inputs = [b.tensor(v) for v in graph.inputs if id(v) not in stateful]
     reasons = {id(p.op): p.reason for p in partitioning.placements}
     delegates: list[Partition] = []
     for unit in partitioning.schedule:
@@ -233,14 +249,51 @@ def build(graph: Graph, partitioning: Partitioning) -> Program:
             delegates.append(unit)
         else:
             b.kernel_call(unit, reasons[id(unit)])
-    outputs = [b.tensor(v) for v in graph.outputs]
-    offsets, size = plan_memory(b.values, b.instructions, inputs, outputs)
-    return Program(b.values, inputs, outputs, b.instructions, b.operators, delegates, offsets, size, b.constants)
+    for v in graph.inputs:
+        b.tensor(v)  # a state nothing reads is still a value of the plan
+    outputs = [b.tensor(v) for v in graph.outputs if id(v) not in stateful]
+    state = _place_state(graph, b)
+    offsets, size = plan_memory(b.values, b.instructions, inputs, outputs, skip=set(state))
+    _, state_size = state_layout(graph.state)
+    return Program(
+        b.values, inputs, outputs, b.instructions, b.operators, delegates, offsets, size, b.constants, state, state_size
+    )
 
 
-def plan_memory(values: list[Evalue], instructions: list[Instruction], inputs: list[int], outputs: list[int]):
-    """Offsets for every non-constant tensor: greedy, largest first, each placed at the lowest
-    aligned offset free for its whole lifetime. Inputs live from the start, outputs to the end."""
+def _place_state(graph: Graph, b: _Builder) -> dict[int, tuple[str, int]]:
+    """The state's values at their offsets in buffer 2 (state_layout). Raises ProgramError where an
+    instruction reads a state's value before the call after one has begun writing its value
+    after: the two share bytes."""
+    layout, _ = state_layout(graph.state)
+    placed: dict[int, tuple[str, int]] = {}
+    touches = [set(tensor_args(b.values, i.args)) for i in b.instructions]  # the values each instruction uses
+    for s in graph.state:
+        placed[id(s.input)] = (s.name, layout[s.name])
+        if s.output is None or s.output is s.input:
+            continue
+        if s.output.shape != s.input.shape or s.output.dtype != s.input.dtype or s.output.qparams != s.input.qparams:
+            raise ProgramError(
+                f"state {s.name}: the method writes it as {s.output.dtype}{list(s.output.shape)} "
+                f"({s.output.qparams}), it holds {s.input.dtype}{list(s.input.shape)} ({s.input.qparams})"
+            )
+        placed[id(s.output)] = (s.name, layout[s.name])
+        before, after = b.tensors[id(s.input)], b.tensors[id(s.output)]
+        last_read = max((k for k, t in enumerate(touches) if before in t), default=-1)
+        first_write = min((k for k, t in enumerate(touches) if after in t), default=len(touches))
+        if last_read > first_write:
+            raise ProgramError(
+                f"state {s.name}: instruction {last_read} reads the value it held before the call after "
+                f"instruction {first_write} began writing its new value; kiln keeps both in one place"
+            )
+    return placed
+
+
+def plan_memory(
+    values: list[Evalue], instructions: list[Instruction], inputs: list[int], outputs: list[int], skip=frozenset()
+):
+    """Offsets for every non-constant tensor but those whose Value ids `skip` holds (the state's):
+    greedy, largest first, each placed at the lowest aligned offset free for its whole lifetime.
+    Inputs live from the start, outputs to the end."""
     end = len(instructions)
     first: dict[int, int] = {i: -1 for i in inputs}
     last: dict[int, int] = {i: end for i in outputs}
@@ -251,7 +304,7 @@ def plan_memory(values: list[Evalue], instructions: list[Instruction], inputs: l
                 last[i] = max(last.get(i, step), step)
     for i in inputs:
         last.setdefault(i, -1)  # an input nothing reads still gets its bytes
-    tensors = [i for i in first if not values[i].value.is_constant]
+    tensors = [i for i in first if not values[i].value.is_constant and id(values[i].value) not in skip]
     tensors.sort(key=lambda i: (-values[i].value.nbytes(), i))
     placed: list[tuple[int, int, int, int]] = []  # (offset, size, first, last)
     offsets: dict[int, int] = {}

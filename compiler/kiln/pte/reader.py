@@ -32,6 +32,7 @@ from kiln.pte.schema import (
     EValue,
     ExecutionPlan,
     ExtendedHeader,
+    ExtraTensorInfoSlot,
     Frame,
     FrameSlot,
     FreeCall,
@@ -58,7 +59,7 @@ from kiln.pte.schema import (
     TensorShapeDynamism,
     TensorSlot,
 )
-from kiln.pte.validate import check_index, check_plan
+from kiln.pte.validate import check_index, check_plan, check_state
 
 _U8, _I8, _U16, _I32, _U32 = (struct.Struct(f) for f in ("<B", "<b", "<H", "<i", "<I"))
 _I64, _U64, _F64 = (struct.Struct(f) for f in ("<q", "<Q", "<d"))
@@ -186,9 +187,27 @@ def _enum(enum: type[IntEnum], value: int, what: str) -> IntEnum:
     return enum(value)
 
 
+def _tensor_name(t: _Table) -> str | None:
+    """extra_tensor_info.fully_qualified_name; PteError for what else the table may say (data
+    outside the file, in a mutable data segment, or on a device other than the CPU), which kiln
+    does not read."""
+    extra = t.table(TensorSlot.extra_tensor_info, "extra_tensor_info")
+    if extra is None:
+        return None
+    segment = extra.scalar(ExtraTensorInfoSlot.mutable_data_segments_idx, _U64, "mutable_data_segments_idx")
+    location = extra.scalar(ExtraTensorInfoSlot.location, _I8, "location")
+    if segment or location:
+        raise PteError(
+            f"{t.what}.extra_tensor_info places the tensor's data in a mutable data segment or outside the "
+            "file: not supported"
+        )
+    device = extra.scalar(ExtraTensorInfoSlot.device_type, _I8, "device_type")
+    if device:
+        raise PteError(f"{t.what}.extra_tensor_info places the tensor on device type {device}, not the CPU (0)")
+    return extra.string(ExtraTensorInfoSlot.fully_qualified_name, "fully_qualified_name") or None
+
+
 def _read_tensor(t: _Table) -> Tensor:
-    if t.table(TensorSlot.extra_tensor_info, "extra_tensor_info") is not None:
-        raise PteError(f"{t.what}.extra_tensor_info is set (external or mutable tensor data): not supported")
     alloc = t.table(TensorSlot.allocation_info, "allocation_info")
     return Tensor(
         scalar_type=_enum(ScalarType, t.scalar(TensorSlot.scalar_type, _I8, "scalar_type"), f"{t.what}.scalar_type"),
@@ -208,6 +227,7 @@ def _read_tensor(t: _Table) -> Tensor:
         shape_dynamism=_enum(
             TensorShapeDynamism, t.scalar(TensorSlot.shape_dynamism, _I8, "shape_dynamism"), f"{t.what}.shape_dynamism"
         ),
+        name=_tensor_name(t),
     )
 
 
@@ -403,21 +423,33 @@ class PteFile:
         return {n.key: self.segment(n.segment_index) for n in self.program.named_data}
 
     def forward(self) -> ExecutionPlan:
-        """The plan kiln's runner and `kiln run-host` run: the first, every input and output
-        of it a Tensor without constant data. Raises PteError otherwise."""
+        """The plan kiln's runner and `kiln run-host` run by default: the first, every input and
+        output of it a Tensor without constant data. Raises PteError otherwise."""
         if not self.program.execution_plans:
             raise PteError("the program has no execution plan")
-        plan = self.program.execution_plans[0]
-        for name in ("inputs", "outputs"):
-            for j, index in enumerate(getattr(plan, name)):
-                value = plan.values[index]
+        return self.method(self.program.execution_plans[0].name)
+
+    def methods(self) -> list[str]:
+        """The names of the program's plans, in order."""
+        return [plan.name for plan in self.program.execution_plans]
+
+    def method(self, name: str) -> ExecutionPlan:
+        """The plan named `name`, every input and output of it a Tensor without constant data.
+        Raises PteError for a plan that is not there or not so."""
+        index = next((i for i, plan in enumerate(self.program.execution_plans) if plan.name == name), None)
+        if index is None:
+            raise PteError(f"the program has no method {name!r} (it has {', '.join(map(repr, self.methods()))})")
+        plan = self.program.execution_plans[index]
+        for side in ("inputs", "outputs"):
+            for j, value_index in enumerate(getattr(plan, side)):
+                value = plan.values[value_index]
                 if not isinstance(value, Tensor):
                     raise PteError(
-                        f"execution_plan[0].{name}[{j}] is value {index}, a {type(value).__name__}; "
+                        f"execution_plan[{index}].{side}[{j}] is value {value_index}, a {type(value).__name__}; "
                         "kiln runs programs whose inputs and outputs are tensors"
                     )
                 if value.data_buffer_idx:
-                    raise PteError(f"execution_plan[0].{name}[{j}] is value {index}, a constant tensor")
+                    raise PteError(f"execution_plan[{index}].{side}[{j}] is value {value_index}, a constant tensor")
         return plan
 
 
@@ -470,6 +502,8 @@ def deserialize(data: bytes) -> PteFile:
     targets = {DataLocation.INLINE: len(program.backend_delegate_data), DataLocation.SEGMENT: len(program.segments)}
     for i, plan in enumerate(program.execution_plans):
         check_plan(plan, f"execution_plan[{i}]", n_constants, targets)
+    check_state(program.execution_plans)
+    for i, plan in enumerate(program.execution_plans):
         for j, v in enumerate(plan.values):
             if isinstance(v, Tensor) and v.data_buffer_idx:
                 have = len(pte.constant(v.data_buffer_idx))

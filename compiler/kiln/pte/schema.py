@@ -121,6 +121,17 @@ SCALAR_TYPES = {np.dtype(t).name: code for code, t in NUMPY_DTYPES.items()}  # "
 # not know, and no firmware reads these, so the runner bakes a program without them
 # (without_reference_data).
 TOSA_KEY = "kiln/tosa/{}"
+# The planned memory buffers (non_const_buffer_sizes' indices): 0 is reserved; kiln plans a
+# method's tensors in 1 and a program's state in 2, as ExecuTorch places shared mutable buffers
+# (its MemoryPlanningPass with share_mutable_buffers): at one offset in every method.
+PLANNED_MEMORY_ID = 1
+STATE_MEMORY_ID = 2
+
+
+def tosa_key(plan: str, delegate: int) -> str:
+    """The named-data key of the TOSA graph of delegate `delegate` of plan `plan`: TOSA_KEY's in
+    plan "forward", else "kiln/tosa/<plan>/<delegate>"."""
+    return TOSA_KEY.format(delegate) if plan == "forward" else TOSA_KEY.format(f"{plan}/{delegate}")
 
 
 class TensorShapeDynamism(IntEnum):
@@ -206,6 +217,10 @@ class TensorSlot(IntEnum):
     ) = range(10)
 
 
+class ExtraTensorInfoSlot(IntEnum):
+    mutable_data_segments_idx, fully_qualified_name, location, device_type, device_index = range(5)
+
+
 class ChainSlot(IntEnum):
     inputs, outputs, instructions, stacktrace = range(4)
 
@@ -247,7 +262,9 @@ class AllocationInfo:
 @dataclass(frozen=True, kw_only=True)
 class Tensor:
     """data_buffer_idx > 0: constant data (constant index, 0 is reserved for none);
-    allocation_info: planned memory; neither: the data pointer is supplied at run time."""
+    allocation_info: planned memory; neither: the data pointer is supplied at run time. `name`:
+    extra_tensor_info.fully_qualified_name, which names a program's state (a mutable buffer);
+    kiln reads and writes no other field of extra_tensor_info."""
 
     scalar_type: ScalarType
     sizes: Sequence[int]
@@ -258,6 +275,7 @@ class Tensor:
     allocation_info: AllocationInfo | None = None
     layout: int = 0
     shape_dynamism: TensorShapeDynamism = TensorShapeDynamism.STATIC
+    name: str | None = None
 
     def __post_init__(self):
         _freeze(self, "sizes", "dim_order")

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from kiln.errors import PteError
 from kiln.pte.schema import (
     ELEMENT_SIZE,
+    STATE_MEMORY_ID,
     DataLocation,
     DelegateCall,
     ExecutionPlan,
@@ -70,6 +71,36 @@ def check_plan(plan: ExecutionPlan, p: str, n_constants: int, delegate_targets: 
                 f"{at}.location is {ref.location!r}, expected one of {[loc.name for loc in delegate_targets]}"
             )
         check_index(ref.index, delegate_targets[ref.location], f"{at}.index")
+
+
+def check_state(plans: Sequence[ExecutionPlan]) -> None:
+    """The program's state arena (schema.STATE_MEMORY_ID): every plan that declares it declares
+    the same size, and a state tensor named in several plans (Tensor.name, extra_tensor_info's
+    fully_qualified_name) has the same offset and size in each. (Each lies inside its plan's
+    buffer: check_plan.)"""
+    arena: tuple[int, int] | None = None  # (plan, size) of the first plan declaring it
+    where: dict[str, tuple[int, int, int]] = {}  # name -> (plan, offset, nbytes)
+    for i, plan in enumerate(plans):
+        if len(plan.non_const_buffer_sizes) > STATE_MEMORY_ID:
+            size = plan.non_const_buffer_sizes[STATE_MEMORY_ID]
+            arena = arena or (i, size)
+            if size != arena[1]:
+                raise PteError(
+                    f"execution_plan[{i}].non_const_buffer_sizes[{STATE_MEMORY_ID}] is {size}, but "
+                    f"execution_plan[{arena[0]}]'s is {arena[1]}: the state arena (memory id "
+                    f"{STATE_MEMORY_ID}) is one buffer every method shares"
+                )
+        for j, v in enumerate(plan.values):
+            if not (isinstance(v, Tensor) and v.allocation_info and v.allocation_info.memory_id == STATE_MEMORY_ID):
+                continue
+            name = v.name or ""
+            here = (i, v.allocation_info.offset, v.nbytes)
+            first = where.setdefault(name, here) if name else here
+            if first[1:] != here[1:]:
+                raise PteError(
+                    f"execution_plan[{i}].values[{j}], state {name!r}: {here[2]} bytes at offset {here[1]} of the "
+                    f"state arena, but {first[2]} bytes at offset {first[1]} in execution_plan[{first[0]}]"
+                )
 
 
 def _check_instruction(ins: Instruction, at: str, plan: ExecutionPlan, n_ins: int) -> None:

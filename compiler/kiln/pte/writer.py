@@ -34,6 +34,7 @@ from kiln.pte.schema import (
     EValue,
     ExecutionPlan,
     ExtendedHeader,
+    ExtraTensorInfoSlot,
     FrameSlot,
     FreeCall,
     Instruction,
@@ -56,7 +57,7 @@ from kiln.pte.schema import (
     TensorList,
     TensorSlot,
 )
-from kiln.pte.validate import check_plan
+from kiln.pte.validate import check_plan, check_state
 
 # The union type code of each value and instruction dataclass.
 _EVALUE_CODE = {
@@ -155,6 +156,10 @@ class _Writer:
                 [(0, "u32", a.memory_id), (1, "u32", a.memory_offset_low), (2, "u32", a.memory_offset_high)],
                 f"{at}.allocation_info",
             )
+        extra = 0
+        if t.name is not None:
+            name = self.string(t.name)
+            extra = self.table(len(ExtraTensorInfoSlot), [(ExtraTensorInfoSlot.fully_qualified_name, "off", name)], at)
         return self.table(
             len(TensorSlot),
             [
@@ -167,6 +172,7 @@ class _Writer:
                 (TensorSlot.allocation_info, "off", alloc),
                 (TensorSlot.layout, "i8", t.layout),
                 (TensorSlot.shape_dynamism, "i8", int(t.shape_dynamism)),
+                (TensorSlot.extra_tensor_info, "off", extra),
             ],
             at,
         )
@@ -376,6 +382,7 @@ def serialize(
             raise PteError(f"{what} {alignment} is not a power of two")
     for i, plan in enumerate(program.execution_plans):
         check_plan(plan, f"execution_plan[{i}]", len(constants) + 1, {DataLocation.INLINE: len(delegate_payloads)})
+    check_state(program.execution_plans)
 
     # The constant segment: the empty placeholder, then each constant, padded to the
     # tensor alignment except the last.

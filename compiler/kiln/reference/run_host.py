@@ -1,7 +1,7 @@
 """`kiln run-host`: runs a .pte on the host, the reference the firmware must match bit for bit.
 
 Kernel calls run kiln.program.kernels' numpy implementations; each Ethos-U delegate runs
-the TOSA graph it was compiled from (named data kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>") on
+the TOSA graph it was compiled from (named data kiln.pte.schema.tosa_key, "kiln/tosa/<i>") on
 tosa_reference_model, whose integer results are the NPU's; a delegate without one
 (ExecuTorch's Arm flow keeps none) runs its command stream on kiln's NPU model. Inputs and outputs
 are raw little-endian bytes in the program's order and types.
@@ -34,7 +34,7 @@ from kiln.program.kernels import by_name
 from kiln.pte.reader import PteFile, deserialize
 from kiln.pte.schema import (
     NUMPY_DTYPES,
-    TOSA_KEY,
+    STATE_MEMORY_ID,
     BackendDelegate,
     Bool,
     DelegateCall,
@@ -48,15 +48,19 @@ from kiln.pte.schema import (
     String,
     Tensor,
     TensorList,
+    tosa_key,
 )
 
 # Bounds on one delegate call, which runs in a child process: a damaged TOSA graph can crash
 # tosa_reference_model's C++ core, a damaged weight stream makes Vela's mlw_codec (the NPU
 # model's weight decoder) exit the process, and either can allocate or compute without end;
 # the child's crash, address space beyond this many bytes or time beyond this many seconds is
-# a HostError naming the delegate. A kiln delegate needs a small fraction of either.
+# a HostError naming the delegate. A kiln delegate needs a small fraction of either. The time
+# grows with the delegate's data (its TOSA graph or its payload, weights included): a language
+# model's 168 MB graph (SmolLM2-135M's shape) runs for minutes.
 DELEGATE_MEMORY_BYTES = 4 << 30
 DELEGATE_SECONDS = 120.0
+DELEGATE_SECONDS_PER_MIB = 4.0
 # A CPU kernel may take this many times the largest board's memory in address space beyond
 # what the process holds (its result and temporaries); more, on sizes a damaged program's
 # arguments give (pads, strides, output sizes), is a HostError instead of an allocation.
@@ -75,13 +79,29 @@ def _dtype(tensor: Tensor):
         raise HostError(f"tensors of scalar type {tensor.scalar_type.name} are not supported") from None
 
 
-def run(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Runs plan "forward" of the .pte `data` on `inputs` (arrays of the input types and shapes)."""
-    return _run(deserialize(data), inputs)
+def run(
+    data: bytes, inputs: list[np.ndarray], method: str | None = None, state: dict[str, np.ndarray] | None = None
+) -> list[np.ndarray]:
+    """Runs plan `method` (default: the first) of the .pte `data` on `inputs` (arrays of the input
+    types and shapes). `state`: the program's state (its tensors in memory buffer 2, by name, or
+    "@<offset>" where a tensor has none) as the previous calls left it, updated in place with what
+    this call writes; a state `state` lacks starts at zero, as the firmware's does."""
+    return _run(deserialize(data), inputs, method, state)
 
 
-def _run(f: PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    plan = f.forward()
+def state_key(tensor: Tensor) -> str | None:
+    """The name run-host keeps a state tensor's values under (None: the tensor is not state)."""
+    alloc = tensor.allocation_info
+    if alloc is None or alloc.memory_id != STATE_MEMORY_ID:
+        return None
+    return tensor.name or f"@{alloc.offset}"
+
+
+def _run(
+    f: PteFile, inputs: list[np.ndarray], method: str | None = None, state: dict[str, np.ndarray] | None = None
+) -> list[np.ndarray]:
+    plan = f.forward() if method is None else f.method(method)
+    state = {} if state is None else state
     _check_sizes(plan)
     named = f.named()
     kernels = by_name()
@@ -104,6 +124,7 @@ def _run(f: PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
             slots[i] = list(value.items)
         elif isinstance(value, TensorList):  # its tensors, read when a kernel runs
             slots[i] = value
+    held = _load_state(plan, slots, state)
     if len(inputs) != len(plan.inputs):
         raise UsageError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
     for i, x in zip(plan.inputs, inputs):
@@ -129,7 +150,7 @@ def _run(f: PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
                         f"instruction {k} passes tensor value {a} to delegate "
                         f"{instruction.delegate_index} before anything writes it"
                     )
-            if TOSA_KEY.format(instruction.delegate_index) in named:
+            if tosa_key(plan.name, instruction.delegate_index) in named:
                 _delegate(instruction, len(payload.inputs), plan, named, slots)
             else:
                 _delegate_on_npu_model(instruction, delegate, payload, plan, slots)
@@ -138,7 +159,31 @@ def _run(f: PteFile, inputs: list[np.ndarray]) -> list[np.ndarray]:
     missing = [i for i in plan.outputs if i not in slots]
     if missing:
         raise HostError(f"no instruction writes output value(s) {missing}")
+    for i, (key, before) in held.items():
+        if slots[i] is not before:  # an instruction wrote it
+            state[key] = np.array(slots[i])
     return [slots[i] for i in plan.outputs]
+
+
+def _load_state(plan: ExecutionPlan, slots: dict, state: dict[str, np.ndarray]) -> dict[int, tuple[str, object]]:
+    """Puts the state's values (zeros where `state` has none) in the plan's state tensors' slots;
+    returns value index -> (state key, the array put there)."""
+    held = {}
+    for i, value in enumerate(plan.values):
+        if not isinstance(value, Tensor) or (key := state_key(value)) is None:
+            continue
+        dtype = _dtype(value)
+        array = state.get(key)
+        if array is None:
+            array = np.zeros(value.sizes, dtype)
+        elif array.dtype != dtype or array.size != math.prod(value.sizes):
+            raise HostError(
+                f"value {i}: state {key} is {value.scalar_type.name} {list(value.sizes)} here, "
+                f"{array.dtype} of {array.size} elements in an earlier method"
+            )
+        slots[i] = np.array(array).reshape(value.sizes)
+        held[i] = (key, slots[i])
+    return held
 
 
 def _check_sizes(plan: ExecutionPlan):
@@ -284,13 +329,14 @@ def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, s
     """A kiln delegate: its TOSA graph (named data kiln/tosa/<index>) on tosa_reference_model."""
     from kiln.reference import isolated_tosa
 
-    key = TOSA_KEY.format(call.delegate_index)
+    key = tosa_key(plan.name, call.delegate_index)
     ins, outs = call.args[:n_in], call.args[n_in:]
     results, valid, status = _in_child(
         isolated_tosa.tosa_graph,
         (named[key], [slots[i] for i in ins]),
         f"delegate {call.delegate_index}'s TOSA graph ({key})",
         "tosa_reference_model",
+        len(named[key]),
     )
     if not valid:
         raise HostError(f"tosa_reference_model rejected delegate {call.delegate_index}'s graph: {status}")
@@ -302,15 +348,16 @@ def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, s
         _store(slots, plan, i, r, f"delegate {call.delegate_index}'s output")
 
 
-def _in_child(function, args: tuple, what: str, engine: str):
+def _in_child(function, args: tuple, what: str, engine: str, size: int = 0):
     """function(*args) (kiln.reference.isolated_tosa's or isolated_npu's: tosa_reference_model or
-    the NPU model on a delegate) in a child process within DELEGATE_MEMORY_BYTES and DELEGATE_SECONDS; a
-    HostError naming `what` and `engine` if it fails."""
+    the NPU model on a delegate of `size` bytes) in a child process within DELEGATE_MEMORY_BYTES and
+    DELEGATE_SECONDS plus DELEGATE_SECONDS_PER_MIB per MiB of it; a HostError naming `what` and
+    `engine` if it fails."""
     return in_child(
         function,
         args,
         DELEGATE_MEMORY_BYTES,
-        DELEGATE_SECONDS,
+        DELEGATE_SECONDS + DELEGATE_SECONDS_PER_MIB * size / (1 << 20),
         lambda how: HostError(f"{engine} {how} on {what}: the .pte is damaged; compile the model again"),
     )
 
@@ -344,6 +391,7 @@ def _delegate_on_npu_model(call: DelegateCall, delegate: BackendDelegate, payloa
         (payload, [slots[i] for i in call.args[:n_in]], config, fast),
         f"delegate {call.delegate_index}'s command stream",
         "kiln's NPU model",
+        len(payload.cmd_data) + len(payload.weight_data),
     )
     if fault is not None:
         raise HostError(f"delegate {call.delegate_index} faulted on kiln's NPU model: {fault}")

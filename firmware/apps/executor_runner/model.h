@@ -19,11 +19,14 @@ namespace kiln::runner {
 struct ModelMemory {
   const char* name;         // the model, for the UART
   const char* memory_mode;  // e.g. "Shared_Sram"
-  runtime::Span<runtime::Span<uint8_t>> planned;  // memory ids 1..n, 32-byte aligned
-  runtime::Span<runtime::Value> values;
-  runtime::Span<runtime::KernelFn> kernels;
-  runtime::Span<runtime::DelegateSlot> delegates;
-  runtime::Span<delegates::ethosu::DelegateState> delegate_pool;
+  // Memory ids 1..n, 32-byte aligned, each the largest any method of the program plans: one
+  // set for every method (the apps run one method at a time). Memory id 2, when the program
+  // has one, is its state arena (kiln/runtime/program.h): zero at start-up (.bss).
+  runtime::Span<runtime::Span<uint8_t>> planned;
+  // Per method (execution plan, in the program's order): the memory its Method binds, planned
+  // being the buffers above.
+  runtime::Span<const runtime::MethodMemory> methods;
+  runtime::Span<delegates::ethosu::DelegateState> delegate_pool;  // every method's delegates
   runtime::Span<uint8_t> scratch;       // Ethos-U region 1, 32-byte aligned
   runtime::Span<uint8_t> fast_scratch;  // Ethos-U region 2 (Dedicated_Sram), else empty
   // Per program input: bytes baked in at build time, or empty (the input is zeroed).

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kiln/platform.h"
+#include "kiln_board.h"
 #include "model.h"
 
 namespace kiln::runner {
@@ -13,70 +14,26 @@ using runtime::ScalarType;
 using runtime::Tensor;
 
 constexpr size_t kCommandLineCapacity = 1024;
-constexpr size_t kPathCapacity = 512;
+constexpr const char* kUsage = "--input=PATH, --output-dir=DIR, --npu-timeout-ms=N";
 
-bool starts_with(const char* text, const char* prefix) { return std::strncmp(text, prefix, std::strlen(prefix)) == 0; }
-
-// Splits `line` in place at spaces; calls take(token) for each token.
-template <typename Take>
-bool for_each_token(char* line, Take take) {
-  char* p = line;
-  while (*p != '\0') {
-    while (*p == ' ') *p++ = '\0';
-    if (*p == '\0') break;
-    char* token = p;
-    while (*p != '\0' && *p != ' ') ++p;
-    if (*p == ' ') *p++ = '\0';
-    if (!take(token)) return false;
-  }
-  return true;
-}
-
-// `text` as a decimal number from 1 to 2^32 - 1 into `ms`: digits only (no sign, no
-// spaces); false for anything else, `ms` unchanged.
-bool parse_milliseconds(const char* text, uint32_t& ms) {
-  uint64_t value = 0;
-  if (*text == '\0') return false;
-  for (const char* p = text; *p != '\0'; ++p) {
-    if (*p < '0' || *p > '9') return false;
-    value = value * 10 + static_cast<uint64_t>(*p - '0');
-    if (value > UINT32_MAX) return false;
-  }
-  if (value == 0) return false;
-  ms = static_cast<uint32_t>(value);
-  return true;
-}
-
-bool take_option(Options& options, const char* token) {
-  if (starts_with(token, "--input=")) {
+bool take_option(void* context, const char* token) {
+  Options& options = *static_cast<Options*>(context);
+  if (const char* path = option_value(token, "--input=")) {
     if (options.input_count == kMaxIo) {
       print("runner: more than %d --input options\n", kMaxIo);
       return false;
     }
-    options.inputs[options.input_count++] = token + std::strlen("--input=");
-  } else if (starts_with(token, "--output-dir=")) {
-    options.output_dir = token + std::strlen("--output-dir=");
-  } else if (starts_with(token, "--npu-timeout-ms=")) {
-    const char* value = token + std::strlen("--npu-timeout-ms=");
-    if (!parse_milliseconds(value, options.npu_timeout_ms)) {
-      print("runner: --npu-timeout-ms takes a whole number of milliseconds from 1 to 4294967295, not '%s'\n", value);
-      return false;
-    }
-  } else if (starts_with(token, "--")) {
-    print("runner: unknown option '%s' (--input=PATH, --output-dir=DIR, --npu-timeout-ms=N)\n", token);
-    return false;
-  }  // anything else: the program name the platform passes first
-  return true;
+    options.inputs[options.input_count++] = path;
+    return true;
+  }
+  const Taken taken = take_common_option(options, token);
+  return taken == Taken::kNo ? other_token(token, kUsage) : taken == Taken::kYes;
 }
 
 // "<dir>/output_<i>.bin" into `path`; false if it does not fit.
 bool output_path(const char* dir, size_t index, char (&path)[kPathCapacity]) {
-  const size_t length = std::strlen(dir);
-  if (length + 32 > kPathCapacity) return false;
-  std::memcpy(path, dir, length);
-  char* p = path + length;
-  std::memcpy(p, "/output_", 8);
-  p += 8;
+  char name[32] = "output_";
+  char* p = name + 7;
   char digits[12];
   int n = 0;
   do {
@@ -85,7 +42,7 @@ bool output_path(const char* dir, size_t index, char (&path)[kPathCapacity]) {
   } while (index != 0);
   while (n > 0) *p++ = digits[--n];
   std::memcpy(p, ".bin", 5);
-  return true;
+  return path_in(dir, name, path);
 }
 
 const char* type_name(ScalarType type) {
@@ -127,10 +84,124 @@ uint32_t argmax(const Tensor& t) {
 
 }  // namespace
 
-bool parse_options(Options& options) {
+bool parse_options(Options& options) { return for_each_option(take_option, &options); }
+
+bool for_each_option(bool (*take)(void* context, const char* token), void* context) {
   static char line[kCommandLineCapacity];
   if (!command_line(line, sizeof(line))) return true;  // no command line: defaults
-  return for_each_token(line, [&](const char* token) { return take_option(options, token); });
+  char* p = line;  // split in place at spaces
+  while (*p != '\0') {
+    while (*p == ' ') *p++ = '\0';
+    if (*p == '\0') break;
+    char* token = p;
+    while (*p != '\0' && *p != ' ') ++p;
+    if (*p == ' ') *p++ = '\0';
+    if (!take(context, token)) return false;
+  }
+  return true;
+}
+
+const char* option_value(const char* token, const char* name) {
+  const size_t n = std::strlen(name);
+  return std::strncmp(token, name, n) == 0 ? token + n : nullptr;
+}
+
+bool parse_positive(const char* text, uint32_t& value) {
+  uint64_t v = 0;
+  if (*text == '\0') return false;
+  for (const char* p = text; *p != '\0'; ++p) {
+    if (*p < '0' || *p > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(*p - '0');
+    if (v > UINT32_MAX) return false;
+  }
+  if (v == 0) return false;
+  value = static_cast<uint32_t>(v);
+  return true;
+}
+
+Taken take_common_option(Options& options, const char* token) {
+  if (const char* dir = option_value(token, "--output-dir=")) {
+    options.output_dir = dir;
+    return Taken::kYes;
+  }
+  const char* value = option_value(token, "--npu-timeout-ms=");
+  if (value == nullptr) return Taken::kNo;
+  if (parse_positive(value, options.npu_timeout_ms)) return Taken::kYes;
+  print("runner: --npu-timeout-ms takes a whole number of milliseconds from 1 to 4294967295, not '%s'\n", value);
+  return Taken::kBad;
+}
+
+bool other_token(const char* token, const char* usage) {
+  if (std::strncmp(token, "--", 2) != 0) return true;  // the program name the platform passes first
+  print("runner: unknown option '%s' (%s)\n", token, usage);
+  return false;
+}
+
+bool path_in(const char* dir, const char* name, char (&path)[kPathCapacity]) {
+  const size_t length = std::strlen(dir), more = std::strlen(name);
+  if (length + 1 + more + 1 > kPathCapacity) return false;
+  std::memcpy(path, dir, length);
+  path[length] = '/';
+  std::memcpy(path + length + 1, name, more + 1);
+  return true;
+}
+
+int start_npu(bool needed, uint32_t timeout_ms, Npu& npu) {
+  if (needed) {
+    auto found = ethosu::Driver::create(KILN_NPU_BASE);
+    if (!found.ok()) return fail("finding the NPU", found.error(), kExitNpu);
+    npu.driver = found.value();
+  }
+  npu.context.driver = &npu.driver;
+  npu.context.scratch = kModel.scratch;
+  npu.context.fast_scratch = kModel.fast_scratch;
+  npu.context.pool = kModel.delegate_pool;
+  npu.context.options.timeout_ms = timeout_ms;
+  npu.backend = delegates::ethosu::backend(npu.context);
+  npu.list[0] = &npu.backend;
+  return kExitOk;
+}
+
+void print_u64(uint64_t value) {
+  constexpr uint64_t kBillion = 1000000000u;
+  if (value < (uint64_t{1} << 32)) {
+    print("%u", unsigned(value));
+  } else {
+    print_u64(value / kBillion);
+    print("%09u", unsigned(value % kBillion));
+  }
+}
+
+namespace {
+
+// The NPU PMU line of one run, the driver's counts summed over its streams:
+//   NPU PMU: total T active A idle I cycles, axi0_rd R axi0_wr W axi1_rd R axi1_wr W beats
+// An event the NPU family has no counter for reads n/a (the U55/U65's AXI1 write beats);
+// their active is total - idle (ethosu::PmuCounts). docs/running.md states the format.
+void print_pmu(const ethosu::PmuCounts& pmu) {
+  using P = ethosu::PmuCounts;
+  static const char* const kNames[P::kEvents] = {" active ",  " idle ",    " cycles, axi0_rd ",
+                                                 " axi0_wr ", " axi1_rd ", " axi1_wr "};
+  print("NPU PMU: total ");
+  print_u64(pmu.total);
+  for (int e = 0; e < P::kEvents; ++e) {
+    print("%s", kNames[e]);
+    const bool derived = e == P::kActive;  // active may be derived; beats are never
+    if (!derived && !(pmu.counted & (1u << e))) {
+      print("n/a");
+    } else {
+      print_u64(pmu.events[e]);
+    }
+  }
+  print(" beats\n");
+}
+
+}  // namespace
+
+void print_run(const delegates::ethosu::Context& npu, bool counting, uint32_t cpu_cycles) {
+  print("NPU cycles %u (%u stream(s)), CPU cycles ", unsigned(npu.npu_cycles), unsigned(npu.runs));
+  counting ? print("%u\n", unsigned(cpu_cycles)) : print("not counted (no DWT on this platform)\n");
+  if (npu.runs > 0) print_pmu(npu.pmu);
 }
 
 bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {

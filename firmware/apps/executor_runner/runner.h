@@ -1,6 +1,7 @@
 // The executor runner's steps: options from the semihosting command line, inputs
 // from host files (or the built-in defaults), outputs to host files, and the UART
-// summary. Used by main.cpp only.
+// summary; and what the generation app (firmware/apps/generate) shares with it: the
+// command line's options, the NPU and its backend, the cycle and PMU lines, the failures.
 //
 // Options: --input=PATH (once per program input, in order), --output-dir=DIR and
 // --npu-timeout-ms=N. An input file holds one or more samples back to back (k * the
@@ -15,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kiln/delegates/ethosu_backend.h"
 #include "kiln/ethosu/driver.h"
 #include "kiln/host_file.h"
 #include "kiln/runtime/error.h"
@@ -45,6 +47,50 @@ struct Options {
 
 // Reads the command line (none at all: no options).
 bool parse_options(Options& options);
+
+// --- Shared with the generation app --------------------------------------------------
+
+constexpr size_t kPathCapacity = 512;
+
+// Calls take(context, token) for each space-separated token of the command line (the first
+// is the program's name); false as soon as take returns false. No command line: true.
+bool for_each_option(bool (*take)(void* context, const char* token), void* context);
+// The value of `token` when it is `name` followed by it ("--tokens=" and "--tokens=8": "8"),
+// else nullptr.
+const char* option_value(const char* token, const char* name);
+// `text` as a decimal number from 1 to 2^32 - 1 into `value`: digits only (no sign, no
+// spaces); false for anything else, `value` unchanged.
+bool parse_positive(const char* text, uint32_t& value);
+// The options both apps take: --output-dir=DIR and --npu-timeout-ms=N. kYes: taken; kNo: not
+// one of them; kBad: one of them with a bad value (printed).
+enum class Taken { kYes, kNo, kBad };
+Taken take_common_option(Options& options, const char* token);
+// A token no option took: false (after printing "runner: unknown option ... (usage)") when it
+// starts with "--"; true for anything else (the program's name the platform passes first).
+bool other_token(const char* token, const char* usage);
+// "<dir>/<name>" into `path`; false if it does not fit.
+bool path_in(const char* dir, const char* name, char (&path)[kPathCapacity]);
+
+// The NPU the apps run delegates on: the driver, and the Ethos-U backend's context over
+// kModel's scratch, fast scratch and delegate pool. Static storage (the backend points into it).
+struct Npu {
+  kiln::ethosu::Driver driver;
+  delegates::ethosu::Context context;
+  runtime::Backend backend;
+  const runtime::Backend* list[1];
+  runtime::BackendTable backends() const { return runtime::BackendTable{list, 1}; }
+};
+// Finds the NPU when `needed` (a program with delegates) and sets up `npu`'s backend with the
+// driver's timeout; kExitOk, or kExitNpu after printing the failure.
+int start_npu(bool needed, uint32_t timeout_ms, Npu& npu);
+
+// `value` in decimal (the console's %u takes 32 bits).
+void print_u64(uint64_t value);
+
+// The rest of a run's line after its own start ("inference K: "): "NPU cycles N (S stream(s)),
+// CPU cycles C" (C: "not counted (no DWT on this platform)" unless `counting`), then, when NPU
+// streams ran, the PMU line (docs/running.md states both).
+void print_run(const delegates::ethosu::Context& npu, bool counting, uint32_t cpu_cycles);
 
 // Open input files and the number of samples they hold; false (after printing why) for a
 // program with an input or output that has no memory.

@@ -31,7 +31,7 @@
 //     x IFM depth (IFM_DEPTH_M1 is both inputs') at IFM2's element size whatever
 //     IFM2_BROADCAST holds, no weight stream, and scale records only with per-channel scaling
 //     (OFM_PRECISION's scale_mode); indexed DMA (gather, scatter: see dma_u85). Refused as
-//     unprovable: BRANCH, 3-D indexed DMA, weights from
+//     unprovable: BRANCH, DMA indexed on both sides, weights from
 //     IFM2 with a kernel other than 1x1 (what it reads is not modelled), 3x1 tiles, reserved
 //     modes and transposes.
 // A feature map's element (y, x, c) of tile t is at tile base + y * STRIDE_Y + x * sx +
@@ -471,18 +471,19 @@ uint64_t dma_extent_u85(const Regs& r, uint32_t mode, uint32_t stride0) {
   return dma_extent(r, mode, dma_size(r, c::kDma0Size0), r.value(stride0), r.value(stride0 + 1));
 }
 
-// DMA_START: the source region's stride mode is both sides'. Indexed (1-D or 2-D; source:
-// gather, destination: scatter): row r of the indexed side is at index[r] * STRIDE0, index[r]
-// the r-th int32 of the table at DMA0_IDX in DMA0_IDX_REGION (one per row); the side spans
-// IDX_MAX * STRIDE0 + LEN bytes for indices in [0, IDX_MAX]. Vela sets IDX_MAX to the table's
-// last row; kiln's programs bound the indices by it on the CPU first (kiln::checked_index), as
-// the U85's handling of a larger index is not in Vela's sources. A 3-D indexed transfer, both
-// sides indexed, and an internal source are not modelled: refused.
+// DMA_START: the source region's stride mode is both sides'. Indexed (source: gather,
+// destination: scatter): row r of plane p of the indexed side is at p * STRIDE1 + index * STRIDE0,
+// the index an int32 of the table at DMA0_IDX in DMA0_IDX_REGION, read in order, 4 bytes a row
+// and IDX_SKIP1 more after each plane (as kiln's model, simulator/kiln/simulator/npu/u85/dma.py,
+// and Vela 5.2.0 drive it); the side spans (planes - 1) * STRIDE1 + IDX_MAX * STRIDE0 + LEN bytes
+// for indices in [0, IDX_MAX]. Vela sets IDX_MAX to the indexed dim's last row; kiln's programs
+// bound the indices by it on the CPU first (kiln::checked_index), as the U85's handling of a
+// larger index is not in Vela's sources. Both sides indexed and an internal source are not
+// modelled: refused.
 void dma_u85(Checker& check, const Regs& r, uint32_t lut_bytes) {
   const uint32_t src = r.param(c::kDma0SrcRegion), dst = r.param(c::kDma0DstRegion), mode = c::dma_mode(src);
   const bool gather = c::u85_dma_indexed(src), scatter = c::u85_dma_indexed(dst);
-  if (mode > c::kDma3d || c::dma_internal(src) || (gather && scatter) || ((gather || scatter) && mode == c::kDma3d) ||
-      (scatter && c::dma_internal(dst))) {
+  if (mode > c::kDma3d || c::dma_internal(src) || (gather && scatter) || (scatter && c::dma_internal(dst))) {
     return check.unprovable();
   }
   const uint64_t len = r.value(c::kDma0Len), idx_max = r.value(c::kDma0IdxMax);
@@ -490,17 +491,22 @@ void dma_u85(Checker& check, const Regs& r, uint32_t lut_bytes) {
                           r.value(c::kDma0DstStride1);
   // a negative (40-bit two's complement) or huge stride
   if (len > kLow32 || widest > kLow32) return check.outside(NpuAccess::kDmaSource);
+  // each operand below 2^32, rows and planes below 2^16: the products and sums stay below 2^64
+  const uint64_t planes = mode == c::kDma3d ? dma_size(r, c::kDma0Size1) : 1;
+  const uint64_t rows = mode == c::kDma1d ? 1 : dma_size(r, c::kDma0Size0);
   if (gather || scatter) {
-    if (idx_max > kLow32) return check.outside(NpuAccess::kDmaIndex);
-    const uint64_t rows = mode == c::kDma1d ? 1 : dma_size(r, c::kDma0Size0);
-    check.span(NpuAccess::kDmaIndex, r.region(c::kDma0IdxRegion), r.value(c::kDma0Idx), rows * 4, false);
+    const uint64_t skip = planes > 1 ? r.value(c::kDma0IdxSkip1) : 0;
+    if (idx_max > kLow32 || skip > kLow32) return check.outside(NpuAccess::kDmaIndex);
+    const uint64_t table = (planes - 1) * (rows * 4 + skip) + rows * 4;
+    check.span(NpuAccess::kDmaIndex, r.region(c::kDma0IdxRegion), r.value(c::kDma0Idx), table, false);
   }
-  // each operand below 2^32: the products and sums stay below 2^64
-  const uint64_t src_length =
-      gather ? idx_max * r.value(c::kDma0SrcStride0) + len : dma_extent_u85(r, mode, c::kDma0SrcStride0);
+  const auto indexed_extent = [&](uint32_t stride0) {
+    return (planes - 1) * r.value(stride0 + 1) + idx_max * r.value(stride0) + len;
+  };
+  const uint64_t src_length = gather ? indexed_extent(c::kDma0SrcStride0) : dma_extent_u85(r, mode, c::kDma0SrcStride0);
   check.span(NpuAccess::kDmaSource, c::u85_dma_region(src), r.value(c::kDma0Src), src_length, false);
   const uint64_t dst_length =
-      scatter ? idx_max * r.value(c::kDma0DstStride0) + len : dma_extent_u85(r, mode, c::kDma0DstStride0);
+      scatter ? indexed_extent(c::kDma0DstStride0) : dma_extent_u85(r, mode, c::kDma0DstStride0);
   if (!c::dma_internal(dst)) {
     return check.span(NpuAccess::kDmaDestination, c::u85_dma_region(dst), r.value(c::kDma0Dst), dst_length, true);
   }

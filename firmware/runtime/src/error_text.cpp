@@ -24,7 +24,7 @@ constexpr const char* kHeaderFields[] = {"header length", "program_size", "segme
 constexpr const char* kFeatures[] = {"no execution plan",
                                      "mutable data segments",
                                      "planned buffers on another device",
-                                     "external or mutable tensor data",
+                                     "tensor data outside the .pte or on another device",
                                      "non-identity dim order",
                                      "dynamic shape",
                                      "not exactly one chain",
@@ -129,6 +129,7 @@ enum class Values : uint8_t {
   kTarget,      // a and b as the NPUs two CONFIG words describe
   kStatus,      // a as a STATUS word with its bits named, then b (QREAD)
   kTimeout,     // b (the timeout), then a as a STATUS word with its bits named
+  kMethod,      // a as a method's index (2^32 - 1: asked by name), then b (the method count)
 };
 
 struct CodeText {
@@ -163,13 +164,26 @@ constexpr CodeText kCodes[] = {
     {ErrorCode::kPteMissingField, Values::kNumbers, {}, "pte: required field missing", nullptr},
     {ErrorCode::kPteUnsupported, Values::kDetailB, kFeature, "pte: unsupported feature", ": %s (%u)"},
     {ErrorCode::kPteTooComplex, Values::kNumbers, {}, "pte: overlapping tables beyond any valid file", nullptr},
+    {ErrorCode::kPteStateSize,
+     Values::kAB,
+     {},
+     "pte: plans declare state arenas of different sizes",
+     ": plan %u declares %u bytes of memory id 2, an earlier plan another size"},
     {ErrorCode::kMethodStorageTooSmall,
      Values::kNumbers,
      {},
      "method: value/kernel/delegate storage too small",
      nullptr},
-    {ErrorCode::kMethodBufferMissing, Values::kNumbers, {}, "method: planned buffer not supplied", nullptr},
-    {ErrorCode::kMethodBufferTooSmall, Values::kNumbers, {}, "method: planned buffer too small", nullptr},
+    {ErrorCode::kMethodBufferMissing,
+     Values::kAB,
+     {},
+     "method: planned buffer not supplied",
+     ": memory id %u (%u buffers supplied)"},
+    {ErrorCode::kMethodBufferTooSmall,
+     Values::kAB,
+     {},
+     "method: planned buffer too small",
+     ": memory id %u needs %u bytes"},
     {ErrorCode::kMethodMissingKernel, Values::kNumbers, {}, "method: no kernel for operator", nullptr},
     {ErrorCode::kMethodMissingBackend, Values::kNumbers, {}, "method: no backend for delegate", nullptr},
     {ErrorCode::kMethodBadValue, Values::kNumbers, {}, "method: value of the wrong kind", nullptr},
@@ -192,6 +206,7 @@ constexpr CodeText kCodes[] = {
      {},
      "method: work budget exhausted",
      ": instruction %u would pass the budget of %u elements"},
+    {ErrorCode::kMethodNotFound, Values::kMethod, {}, "method: no such method", nullptr},
     {ErrorCode::kKernelBadArgument, Values::kNumbers, {}, "kernel: bad argument", nullptr},
     {ErrorCode::kKernelShapeMismatch, Values::kNumbers, {}, "kernel: shape mismatch", nullptr},
     {ErrorCode::kKernelUnsupported, Values::kNumbers, {}, "kernel: unsupported arguments", nullptr},
@@ -303,6 +318,9 @@ void print_error(const Error& error) {
     case Values::kAB: print(row->format, a, b); break;
     case Values::kBA: print(row->format, b, a); break;
     case Values::kDetailB: print(row->format, name_of(row->detail, a), b); break;
+    case Values::kMethod:
+      a == UINT32_MAX ? print(": none of that name among %u", b) : print(": index %u of %u", a, b);
+      break;
     case Values::kRepeatedIo: print(": value %u (%s)", a, b == 0 ? "inputs" : "outputs"); break;
     case Values::kArch: print(": stream %u.%u, NPU %u.%u", a >> 8, a & 0xFF, b >> 8, b & 0xFF); break;
     case Values::kTarget: {

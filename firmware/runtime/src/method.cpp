@@ -101,6 +101,18 @@ Result<Method> Method::create(const Program& program, const MethodMemory& memory
   return m;
 }
 
+Result<Method> Method::create(const Program& program, size_t index, const MethodMemory& memory,
+                              const KernelTable& kernels, const BackendTable& backends) {
+  KILN_TRY(const Program plan, program.method(index));
+  return create(plan, memory, kernels, backends);
+}
+
+Result<Method> Method::create(const Program& program, StringView name, const MethodMemory& memory,
+                              const KernelTable& kernels, const BackendTable& backends) {
+  KILN_TRY(const size_t index, program.method_index(name));
+  return create(program, index, memory, kernels, backends);
+}
+
 // One pass over the program's inputs and outputs, its instructions' arguments and its
 // tensor lists, before binding (the value storage holds a Survey per value meanwhile):
 // refuses a value listed twice as an input or twice as an output, and counts each value's

@@ -55,6 +55,8 @@ struct ProgramLoader {
   fb::Vector segments;
   uint32_t n_constants = 0;   // including the reserved constant 0
   uint32_t n_inline = 0;      // backend_delegate_data entries
+  uint32_t state_plans = 0;   // plans that declare memory id kStateMemoryId
+  int64_t state_size = 0;     // the size the first of them declares
 
   Status header() {
     const uint8_t* b = p.base_;
@@ -154,7 +156,13 @@ struct ProgramLoader {
   }
 
   void tensor(const fb::Table& t, uint32_t value, const fb::Vector& buffer_sizes) {
-    if (r.child(t, schema::kExtraTensorInfo).present()) return r.fail(unsupported(Feature::kExtraTensorInfo, value));
+    // extra_tensor_info (absent: every read below is 0): its name, and its data in the .pte
+    // (or in planned memory: location SEGMENT, 0) on the CPU (device_type 0).
+    const fb::Table extra = r.child(t, schema::kExtraTensorInfo);
+    r.string(extra, schema::kFullyQualifiedName);
+    if ((r.scalar<int8_t>(extra, schema::kLocation) | r.scalar<int8_t>(extra, schema::kDeviceType)) != 0) {
+      return r.fail(unsupported(Feature::kExtraTensorInfo, value));
+    }
     const int8_t type = r.scalar<int8_t>(t, schema::kScalarType);
     const size_t elem = element_size(type);
     if (elem == 0) return r.fail(Error{ErrorCode::kPteBadEnum, t.pos, static_cast<uint32_t>(type)});
@@ -317,17 +325,22 @@ struct ProgramLoader {
     for (uint32_t i = 0; i < v.count; ++i) (this->*check)(r.element(v, i));
   }
 
-  void io_tensors(const fb::Table& plan, const fb::Vector& values, unsigned slot) {
+  // The plan's inputs or outputs (`slot`): values of the plan, and with `tensors` (plan 0, which
+  // the handle load returns reads) tensors; Program::method checks another plan's when asked for
+  // it (a constant method's output is an Int).
+  void io_values(const fb::Table& plan, const fb::Vector& values, unsigned slot, bool tensors) {
     const fb::Vector v = r.vector(plan, slot, 4);
     for (uint32_t i = 0; i < v.count; ++i) {
       const int32_t index = r.read<int32_t>(v.start + 4ull * i);
       r.check_index(index, values.count);
+      if (!tensors) continue;
       const fb::Union u = r.union_at(r.element(values, static_cast<uint32_t>(index)), 0);
       if (u.type != static_cast<uint8_t>(ValueKind::kTensor)) return r.fail(unsupported(Feature::kNonTensorIo, i));
     }
   }
 
-  void plan(const fb::Table& t, bool first) {
+  // Plan `index`: its tables, and its state arena's size against the earlier plans'.
+  void plan(const fb::Table& t, uint32_t index) {
     r.string(t, schema::kName);
     const fb::Table meta = r.child(t, schema::kContainerMetaType);
     if (meta.present()) {
@@ -338,21 +351,26 @@ struct ProgramLoader {
       return r.fail(unsupported(Feature::kNonConstBufferDevice));
     }
     const fb::Vector buffer_sizes = r.vector(t, schema::kNonConstBufferSizes, 8);
+    if (buffer_sizes.count > kStateMemoryId) {
+      const int64_t size = r.read<int64_t>(buffer_sizes.start + 8ull * kStateMemoryId);
+      if (state_plans++ != 0 && size != state_size) {
+        return r.fail(Error{ErrorCode::kPteStateSize, index, static_cast<uint32_t>(size)});
+      }
+      state_size = size;
+    }
     const fb::Vector values = r.vector(t, schema::kValues, 4);
     for (uint32_t i = 0; i < values.count; ++i) evalue(r.element(values, i), i, values.count, buffer_sizes);
-    io_tensors(t, values, schema::kInputs);
-    io_tensors(t, values, schema::kOutputs);
+    io_values(t, values, schema::kInputs, index == 0);
+    io_values(t, values, schema::kOutputs, index == 0);
     tables_each(t, schema::kOperators, &ProgramLoader::op);
     tables_each(t, schema::kDelegates, &ProgramLoader::delegate);
     const fb::Vector chains = r.vector(t, schema::kChains, 4);
-    if (first && chains.count != 1) return r.fail(unsupported(Feature::kChains, chains.count));
-    for (uint32_t i = 0; i < chains.count; ++i) {
-      const fb::Table c = r.element(chains, i);
-      chain(c, t, values.count);
-      if (first) p.chain_ = c.pos;
-    }
-    if (first) {
+    if (chains.count != 1) return r.fail(unsupported(Feature::kChains, chains.count));
+    const fb::Table c = r.element(chains, 0);
+    chain(c, t, values.count);
+    if (index == 0) {  // the handle load returns reads plan 0
       p.plan_ = t.pos;
+      p.chain_ = c.pos;
       p.value_count_ = values.count;
     }
   }
@@ -370,7 +388,7 @@ struct ProgramLoader {
     named_data(program);
     const fb::Vector plans = r.vector(program, schema::kExecutionPlan, 4);
     if (plans.count == 0) return r.fail(unsupported(Feature::kNoExecutionPlan));
-    for (uint32_t i = 0; i < plans.count; ++i) plan(r.element(plans, i), i == 0);
+    for (uint32_t i = 0; i < plans.count; ++i) plan(r.element(plans, i), i);
   }
 };
 
@@ -428,6 +446,63 @@ TensorInfo io_tensor(const Program& p, unsigned slot, size_t i) {
 
 }  // namespace
 
+size_t Program::method_count() const {
+  const fb::Verified v(*this);
+  return v.vector(v.table(root_), schema::kExecutionPlan, 4).count;
+}
+
+StringView Program::method_name(size_t i) const {
+  const fb::Verified v(*this);
+  const fb::Vector plans = v.vector(v.table(root_), schema::kExecutionPlan, 4);
+  return v.string(v.element(plans, static_cast<uint32_t>(i < plans.count ? i : plans.count)), schema::kName);
+}
+
+Result<size_t> Program::method_index(StringView name) const {
+  const size_t n = method_count();
+  for (size_t i = 0; i < n; ++i) {
+    if (method_name(i) == name) return i;
+  }
+  return Error{ErrorCode::kMethodNotFound, UINT32_MAX, static_cast<uint32_t>(n)};
+}
+
+constexpr unsigned kIoSlots[] = {schema::kInputs, schema::kOutputs};
+
+// As the loader records plan 0 (every plan has exactly one chain: verified), after checking what
+// the loader checks of plan 0 only: its inputs and outputs are tensors.
+Result<Program> Program::method(size_t i) const {
+  const fb::Verified v(*this);
+  const fb::Vector plans = v.vector(v.table(root_), schema::kExecutionPlan, 4);
+  if (i >= plans.count) return Error{ErrorCode::kMethodNotFound, static_cast<uint32_t>(i), plans.count};
+  const fb::Table plan = v.element(plans, static_cast<uint32_t>(i));
+  const fb::Vector values = v.vector(plan, schema::kValues, 4);
+  for (const unsigned slot : kIoSlots) {
+    const fb::Vector io = v.vector(plan, slot, 4);
+    for (uint32_t k = 0; k < io.count; ++k) {
+      if (v.union_at(v.element(values, v.at<uint32_t>(io.start + 4 * k))).type != uint8_t(ValueKind::kTensor)) {
+        return unsupported(Feature::kNonTensorIo, k);
+      }
+    }
+  }
+  Program p = *this;
+  p.plan_ = plan.pos;
+  p.chain_ = v.element(v.vector(plan, schema::kChains, 4), 0).pos;
+  p.value_count_ = v.vector(plan, schema::kValues, 4).count;
+  return p;
+}
+
+Result<int64_t> Program::constant_method(StringView name) const {
+  KILN_TRY(const size_t index, method_index(name));
+  const fb::Verified v(*this);
+  const fb::Table plan = v.element(v.vector(v.table(root_), schema::kExecutionPlan, 4), static_cast<uint32_t>(index));
+  const fb::Vector outputs = v.vector(plan, schema::kOutputs, 4);
+  const uint32_t value = outputs.count == 1 ? v.at<uint32_t>(outputs.start) : UINT32_MAX;
+  const fb::Union u = v.union_at(v.element(v.vector(plan, schema::kValues, 4), value));
+  if (v.vector(plan, schema::kInputs, 4).count != 0 || u.type != uint8_t(ValueKind::kInt)) {
+    return Error{ErrorCode::kMethodBadValue, value, u.type};
+  }
+  return v.scalar<int64_t>(u.value, 0);
+}
+
 size_t Program::input_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kInputs, 4).count; }
 size_t Program::output_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kOutputs, 4).count; }
 TensorInfo Program::input(size_t i) const { return io_tensor(*this, schema::kInputs, i); }
@@ -443,6 +518,46 @@ uint64_t Program::planned_buffer_size(uint32_t memory_id) const {
   const fb::Verified v(*this);
   const int64_t size = v.at<int64_t>(plan_vector(v, plan_, schema::kNonConstBufferSizes, 8).start + 8 * memory_id);
   return size < 0 ? 0 : static_cast<uint64_t>(size);
+}
+
+namespace {
+
+// Value `index` of `values` when it is a tensor planned in the state arena: its table and its
+// allocation's; absent tables otherwise.
+struct StateValue {
+  fb::Table tensor;
+  fb::Table allocation;
+};
+StateValue state_value(const fb::Verified& v, const fb::Vector& values, uint32_t index) {
+  const fb::Union u = v.union_at(v.element(values, index));
+  if (u.type != static_cast<uint8_t>(ValueKind::kTensor)) return {};
+  const fb::Table allocation = v.child(u.value, schema::kAllocationInfo);
+  if (v.scalar<uint32_t>(allocation, 0) != kStateMemoryId) return {};
+  return {u.value, allocation};
+}
+
+}  // namespace
+
+size_t Program::state_count() const {
+  const fb::Verified v(*this);
+  const fb::Vector values = plan_vector(v, plan_, schema::kValues, 4);
+  size_t n = 0;
+  for (uint32_t k = 0; k < values.count; ++k) n += state_value(v, values, k).tensor.present();
+  return n;
+}
+
+StateTensor Program::state(size_t i) const {
+  const fb::Verified v(*this);
+  const fb::Vector values = plan_vector(v, plan_, schema::kValues, 4);
+  for (uint32_t k = 0; k < values.count; ++k) {
+    const StateValue s = state_value(v, values, k);
+    if (!s.tensor.present() || i-- != 0) continue;
+    const uint64_t offset =
+        (static_cast<uint64_t>(v.scalar<uint32_t>(s.allocation, 2)) << 32) | v.scalar<uint32_t>(s.allocation, 1);
+    const fb::Table extra = v.child(s.tensor, schema::kExtraTensorInfo);
+    return StateTensor{v.string(extra, schema::kFullyQualifiedName), offset, fb::tensor_info(v, s.tensor, k)};
+  }
+  return StateTensor{{}, 0, TensorInfo{}};
 }
 
 size_t Program::operator_count() const { return plan_vector(fb::Verified(*this), plan_, schema::kOperators, 4).count; }

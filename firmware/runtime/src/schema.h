@@ -38,6 +38,7 @@ enum TensorSlot {
   kShapeDynamism,
   kExtraTensorInfo
 };
+enum ExtraTensorInfoSlot { kMutableDataSegmentsIdx, kFullyQualifiedName, kLocation, kDeviceType, kDeviceIndex };
 enum ChainSlot { kChainInputs, kChainOutputs, kInstructions, kStacktrace };
 enum DelegateSlot { kId, kProcessed, kCompileSpecs };
 enum InstructionKind { kKernelCall = 1, kDelegateCall, kMoveCall, kJumpFalseCall, kFreeCall };

@@ -81,3 +81,21 @@ def build_seeded(
         draw = torch.randn if signed else torch.rand
         inputs = tuple(draw(shape) for shape in input_shapes)
     return model, inputs
+
+
+def built_on_first_access(
+    namespace: dict[str, object], build: Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]
+) -> Callable[[str], object]:
+    """A module ``__getattr__`` (PEP 562) for a model file whose model is costly to build (trained
+    or large): ``ModelUnderTest`` and ``ModelInputs`` are ``build()``'s result, built on their
+    first access and then kept in `namespace` (the module's ``globals()``), not at import."""
+    name_of_module = namespace["__name__"]
+
+    def __getattr__(name: str) -> object:
+        if name in ("ModelUnderTest", "ModelInputs"):
+            model, inputs = build()
+            namespace.update(ModelUnderTest=model, ModelInputs=inputs)
+            return namespace[name]
+        raise AttributeError(f"module {name_of_module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from kiln.models._common import seeded
+from kiln.models._common import built_on_first_access, seeded
 
 SEED = 7
 SPLIT_SEED = 0
@@ -124,10 +124,5 @@ def build() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return model, (x_test[:1],)
 
 
-def __getattr__(name: str) -> object:
-    # PEP 562: training happens when the model is first asked for, not at import.
-    if name in ("ModelUnderTest", "ModelInputs"):
-        model, inputs = build()
-        globals().update(ModelUnderTest=model, ModelInputs=inputs)
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Training happens when the model is first asked for, not at import.
+__getattr__ = built_on_first_access(globals(), build)

@@ -38,10 +38,10 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rotary_tables(positions: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin, [positions, head_dim]: angle t * THETA^(-2i / head_dim) for frequency i, the
+def rotary_tables(positions: int, head_dim: int, theta: float = THETA) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin, [positions, head_dim]: angle t * theta^(-2i / head_dim) for frequency i, the
     head_dim / 2 frequencies laid out twice (first half, second half)."""
-    inverse = THETA ** (-torch.arange(0, head_dim, 2).float() / head_dim)
+    inverse = theta ** (-torch.arange(0, head_dim, 2).float() / head_dim)
     angles = torch.outer(torch.arange(positions).float(), inverse)
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos(), angles.sin()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from kiln.models._common import prepare, seeded
+from kiln.models._common import built_on_first_access, prepare, seeded
 
 SEED = 6
 CLASSES = 1000
@@ -110,10 +110,5 @@ def build(width: float = 1.0, resolution: int | None = None) -> tuple[nn.Module,
     return model, inputs
 
 
-def __getattr__(name: str) -> object:
-    # PEP 562: the full-size model is built when first asked for, not at import.
-    if name in ("ModelUnderTest", "ModelInputs"):
-        model, inputs = build(1.0)
-        globals().update(ModelUnderTest=model, ModelInputs=inputs)
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The full-size model is built when first asked for, not at import.
+__getattr__ = built_on_first_access(globals(), build)

@@ -6,10 +6,26 @@ The C++ side prints these lines; each format is named here once, beside the file
     kiln executor runner: MODEL (MODE) on BOARD   firmware/apps/executor_runner/main.cpp: the banner
     inference K: NPU cycles N (S stream(s)), CPU cycles C
                                                   main.cpp, after each inference (C: "not counted
-                                                  (no DWT on this platform)" without a cycle counter)
+                                                  (no DWT on this platform)" without a cycle counter;
+                                                  runner.cpp's print_run writes all from "NPU cycles")
     NPU PMU: total T active A idle I cycles, axi0_rd R axi0_wr W axi1_rd R axi1_wr W beats
-                                                  main.cpp (print_pmu), after an inference that ran
-                                                  NPU streams; an event without a counter reads n/a
+                                                  runner.cpp (print_run), after an inference or a
+                                                  token that ran NPU streams; an event without a
+                                                  counter reads n/a
+    kiln generate: MODEL (MODE) on BOARD          firmware/apps/generate/main.cpp: its banner
+    prompt: L byte(s) 'TEXT', N token(s), prefill takes P, the cache T positions
+                                                  generate.cpp (set_prompt): the prompt's L bytes,
+                                                  the tokens asked for, prefill's token count and
+                                                  the KV cache's length
+    token K: ID 'C' at POSITION by METHOD, NPU cycles N (S stream(s)), CPU cycles C
+                                                  generate.cpp (print_token) and print_run, per
+                                                  generated token: its id, its byte (left out for
+                                                  an id past 255), the position it takes (the
+                                                  prompt's length + K), the method that made it
+                                                  (prefill for token 0, decode after)
+    generated: 'TEXT'                             generate.cpp (print_text): every generated token
+                                                  (an id past 255 as <ID>)
+TEXT and 'C' write printable ASCII as it is, any other byte (and ' and \\) as \\xNN (unescape reads them).
       output I: TYPE [D0, D1, ...], N bytes, argmax A
                                                   firmware/apps/executor_runner/runner.cpp
                                                   (summarise_outputs), per output after each inference
@@ -44,8 +60,8 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-# firmware/apps/executor_runner: the runner's lines
-BANNER_LINE = re.compile(r"^kiln executor runner: (.*) \((\w+)\) on (\S+)$")
+# firmware/apps/executor_runner and firmware/apps/generate: the apps' lines
+BANNER_LINE = re.compile(r"^kiln (executor runner|generate): (.*) \((\w+)\) on (\S+)$")
 CPU_NOT_COUNTED = "not counted (no DWT on this platform)"
 INFERENCE_LINE = re.compile(
     rf"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|{re.escape(CPU_NOT_COUNTED)})$"
@@ -57,6 +73,16 @@ PMU_LINE = re.compile(
     + " ".join(rf"{event} (\d+|{NOT_COUNTED})" for event in PMU_EVENTS)
     + " beats$"
 )
+ESCAPED_BYTE = r"[ -&(-\[\]-~]|\\x[0-9a-f]{2}"  # printable ASCII but ' and backslash, or a backslash-x escape
+ESCAPED = rf"(?:{ESCAPED_BYTE})*"
+PROMPT_LINE = re.compile(
+    rf"^prompt: (\d+) byte\(s\) '({ESCAPED})', (\d+) token\(s\), prefill takes (\d+), the cache (\d+) positions$"
+)
+TOKEN_LINE = re.compile(
+    rf"^token (\d+): (-?\d+)(?: '({ESCAPED})')? at (\d+) by (\w+), NPU cycles (\d+) \((\d+) stream\(s\)\), "
+    rf"CPU cycles (\d+|{re.escape(CPU_NOT_COUNTED)})$"
+)
+GENERATED_LINE = re.compile(rf"^generated: '((?:{ESCAPED_BYTE}|<-?\d+>)*)'$")
 OUTPUT_LINE = re.compile(r"^  output (\d+): (\w+) \[([-\d, ]*)\], (\d+) bytes, argmax (\d+)$")
 FAILED_STEPS = ("loading the .pte", "finding the NPU", "binding the program", "inference")
 FAILED_LINE = re.compile(rf"^({'|'.join(map(re.escape, FAILED_STEPS))}) failed: (.*)$")
@@ -185,11 +211,13 @@ class Lockup:
 
 @dataclass(frozen=True)
 class Banner:
-    """The runner's first line: the program it bakes, its memory mode, the board."""
+    """An app's first line: the program it bakes, its memory mode, the board, and which app
+    ("executor runner" or "generate")."""
 
     model: str
     memory_mode: str
     board: str
+    app: str = "executor runner"
 
 
 @dataclass(frozen=True)
@@ -225,11 +253,39 @@ class Inference:
 
 
 @dataclass
+class Token:
+    """One generated token's line (and its PMU line): token `index` of the run, its id, the
+    position it takes, the method that made it, and that method's run's cycles."""
+
+    index: int
+    token: int
+    position: int
+    method: str  # "prefill" or "decode"
+    npu_cycles: int
+    streams: int
+    cpu_cycles: int | None  # None where the platform has no cycle counter
+    pmu: Pmu | None = None  # None when no NPU stream ran
+
+
+@dataclass
+class Generation:
+    """What the generation app said: its prompt line, a Token per generated token, the text."""
+
+    prompt: bytes
+    tokens_asked: int
+    prefill_length: int  # P: the tokens prefill takes
+    cache_length: int  # T: the positions the KV cache holds
+    tokens: list[Token] = field(default_factory=list)
+    text: bytes | None = None  # the generated line's bytes (an id past 255 as b"<ID>")
+
+
+@dataclass
 class Transcript:
     """What a run's UART said, read (ProtocolReader)."""
 
     banner: Banner | None = None
     inferences: list[Inference] = field(default_factory=list)
+    generation: Generation | None = None  # the generation app's lines
     failures: list[tuple[str, str]] = field(default_factory=list)  # (step of FAILED_STEPS, error)
     delegate_errors: list[tuple[int, str]] = field(default_factory=list)  # (delegate index, error)
     runner_messages: list[str] = field(default_factory=list)  # "runner: ..." lines, the prefix off
@@ -244,6 +300,20 @@ def _pmu(m: re.Match) -> Pmu:
     return Pmu(int(m.group(1)), int(m.group(2)), int(m.group(3)), dict(zip(PMU_EVENTS, counts)))
 
 
+def unescape(text: str) -> bytes:
+    """The bytes the apps' quoted text stands for: \\xNN escapes a byte, any other character is itself."""
+    return re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), text.encode("ascii"))
+
+
+def _cpu(value: str) -> int | None:
+    return None if value == CPU_NOT_COUNTED else int(value)
+
+
+def _token(m: re.Match) -> Token:
+    index, token, _, position, method, npu, streams, cpu = m.groups()
+    return Token(int(index), int(token), int(position), method, int(npu), int(streams), _cpu(cpu))
+
+
 def _output(m: re.Match) -> OutputSummary:
     sizes = tuple(int(d) for d in m.group(3).split(",") if d.strip())
     return OutputSummary(int(m.group(1)), m.group(2), sizes, int(m.group(4)), int(m.group(5)))
@@ -255,6 +325,7 @@ class ProtocolReader:
 
     def __init__(self):
         self.transcript = Transcript()
+        self._last_run: Inference | Token | None = None  # what a PMU line belongs to
 
     @property
     def exit_status(self) -> int | None:
@@ -271,14 +342,21 @@ class ProtocolReader:
     def feed(self, line: str):
         t = self.transcript
         if m := INFERENCE_LINE.match(line):
-            cpu = None if m.group(4) == CPU_NOT_COUNTED else int(m.group(4))
-            t.inferences.append(Inference(int(m.group(1)), int(m.group(2)), int(m.group(3)), cpu))
-        elif (m := PMU_LINE.match(line)) and t.inferences:
-            t.inferences[-1].pmu = _pmu(m)
+            t.inferences.append(Inference(int(m.group(1)), int(m.group(2)), int(m.group(3)), _cpu(m.group(4))))
+            self._last_run = t.inferences[-1]
+        elif (m := TOKEN_LINE.match(line)) and t.generation is not None:
+            t.generation.tokens.append(_token(m))
+            self._last_run = t.generation.tokens[-1]
+        elif (m := PMU_LINE.match(line)) and self._last_run is not None:
+            self._last_run.pmu = _pmu(m)
         elif (m := OUTPUT_LINE.match(line)) and t.inferences:
             t.inferences[-1].outputs.append(_output(m))
         elif m := BANNER_LINE.match(line):
-            t.banner = Banner(*m.groups())
+            t.banner = Banner(*m.group(2, 3, 4), m.group(1))
+        elif m := PROMPT_LINE.match(line):
+            t.generation = Generation(unescape(m.group(2)), *map(int, m.group(3, 4, 5)))
+        elif (m := GENERATED_LINE.match(line)) and t.generation is not None:
+            t.generation.text = unescape(m.group(1))
         elif m := FAILED_LINE.match(line):
             t.failures.append((m.group(1), m.group(2)))
         elif m := DELEGATE_LINE.match(line):

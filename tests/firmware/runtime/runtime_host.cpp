@@ -4,6 +4,14 @@
 //                                       executes with raw input files; writes output_<i>.bin;
 //                                       the work budget is N elements, by default what the
 //                                       executor runner sets (kRunnerWorkMargin x work_per_run)
+//   runtime_host sequence [--buffers=K] [--state-bytes=N] FILE OUTDIR CALL...
+//                                       creates every method named by a CALL (METHOD=IN,IN...),
+//                                       all over one set of planned buffers (each memory id the
+//                                       largest plan's; the state arena zeroed once), and runs the
+//                                       calls in order; writes call<k>_output_<i>.bin and
+//                                       call<k>_state.bin (the arena after call k). --buffers=K
+//                                       supplies only memory ids 1..K, --state-bytes=N an arena
+//                                       of N bytes (the methods' own checks then refuse them)
 //   runtime_host corrupt FILE [--execute] [--flip-limit N]
 //                                       loads every truncation and every single-byte
 //                                       flip of FILE; prints outcome counts as JSON
@@ -20,10 +28,12 @@
 // Errors print "error 0x<code> " and the error (kiln::runtime::print_error) and exit
 // with status 1. Delegates bind to a stand-in "EthosUBackend" that checks its
 // arguments and leaves outputs as they are (the real one runs on the NPU).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -127,7 +137,9 @@ const Backend* const kBackendList[] = {&kStandIn};
 const BackendTable kBackends{kBackendList, 1};
 
 // Planned buffers and method storage sized from the program (the firmware's build
-// step does this statically).
+// step does this statically): each memory id as the largest of `plans` declares it (the handle's
+// own plan when none are given), given `limit` ids at most and memory id kStateMemoryId
+// `state_bytes` bytes when not SIZE_MAX.
 struct Memory {
   std::vector<Aligned*> buffers;
   std::vector<Span<uint8_t>> spans;
@@ -136,10 +148,16 @@ struct Memory {
   std::vector<DelegateSlot> delegates;
   MethodMemory method;
 
-  explicit Memory(const Program& p)
+  explicit Memory(const Program& p, const std::vector<Program>& plans = {}, size_t limit = SIZE_MAX,
+                  size_t state_bytes = SIZE_MAX)
       : values(p.value_count()), kernels(p.operator_count()), delegates(p.delegate_count()) {
-    for (uint32_t id = 1; id <= p.planned_buffer_count(); ++id) {
-      size_t size = static_cast<size_t>(p.planned_buffer_size(id));
+    const std::vector<Program> sizing = plans.empty() ? std::vector<Program>{p} : plans;
+    size_t ids = 0;
+    for (const Program& plan : sizing) ids = std::max(ids, plan.planned_buffer_count());
+    for (uint32_t id = 1; id <= std::min(ids, limit); ++id) {
+      size_t size = 0;
+      for (const Program& plan : sizing) size = std::max(size, static_cast<size_t>(plan.planned_buffer_size(id)));
+      if (id == kStateMemoryId && state_bytes != SIZE_MAX) size = state_bytes;
       if (size > (256u << 20)) size = 0;  // a corrupted size: let create report it
       buffers.push_back(new Aligned(size));
       std::memset(buffers.back()->data, 0, size);
@@ -162,11 +180,50 @@ void print_tensor(const TensorInfo& t) {
   std::printf("]}");
 }
 
-int cmd_load(const char* path) {
+// The methods' names, planned buffers and state tensors (JSON); a method without a handle
+// (Program::method refuses it) as its error's name, a constant method's number as "constant".
+void print_methods(const Program& p) {
+  std::printf(",\n \"methods\": [");
+  for (size_t i = 0; i < p.method_count(); ++i) {
+    const StringView name = p.method_name(i);
+    std::printf("%s{\"name\": \"%s\"", i ? ", " : "", text(name).c_str());
+    const Result<int64_t> constant = p.constant_method(name);
+    if (constant.ok()) std::printf(", \"constant\": %lld", static_cast<long long>(constant.value()));
+    const Result<Program> m = p.method(i);
+    if (!m.ok()) {
+      std::printf(", \"refused\": \"%s\"}", to_string(m.error().code));
+      continue;
+    }
+    const Program& plan = m.value();
+    std::printf(", \"planned\": [");
+    for (uint32_t id = 1; id <= plan.planned_buffer_count(); ++id) {
+      std::printf("%s%llu", id > 1 ? ", " : "", static_cast<unsigned long long>(plan.planned_buffer_size(id)));
+    }
+    std::printf("], \"states\": [");
+    for (size_t k = 0; k < plan.state_count(); ++k) {
+      const StateTensor st = plan.state(k);
+      std::printf("%s[\"%s\", %llu, ", k ? ", " : "", text(st.name).c_str(),
+                  static_cast<unsigned long long>(st.offset));
+      print_tensor(st.tensor);
+      std::printf("]");
+    }
+    std::printf("]}");
+  }
+  std::printf("]");
+}
+
+// The .pte at `path` loaded from a copy of its bytes in `pte` (exactly its size: AddressSanitizer
+// sees any read past it).
+Result<Program> load_file(const char* path, std::unique_ptr<Aligned>& pte) {
   std::vector<uint8_t> file = read_file(path);
-  Aligned pte(file.size());
-  std::memcpy(pte.data, file.data(), file.size());
-  Result<Program> loaded = Program::load(pte.data, pte.size);
+  pte = std::make_unique<Aligned>(file.size());
+  std::memcpy(pte->data, file.data(), file.size());
+  return Program::load(pte->data, pte->size);
+}
+
+int cmd_load(const char* path) {
+  std::unique_ptr<Aligned> pte;
+  Result<Program> loaded = load_file(path, pte);
   if (!loaded.ok()) return fail(loaded.error());
   const Program& p = loaded.value();
   std::printf("{\"values\": %u, \"instructions\": %zu,\n \"inputs\": [", p.value_count(), p.instruction_count());
@@ -207,47 +264,113 @@ int cmd_load(const char* path) {
     std::printf("%s[\"%s\", %zu, %u, %d]", i ? ", " : "", text(n.key).c_str(), n.data.size,
                 fnv1a(n.data.data, n.data.size), found.data == n.data.data);
   }
-  std::printf("]}\n");
+  std::printf("]");
+  print_methods(p);
+  std::printf("}\n");
+  return 0;
+}
+
+// Fills a method's inputs from `files`, one per input; `keep` holds the bytes of those bound
+// with set_input. 0, or the exit status after printing why.
+int set_inputs(Method& m, const std::vector<std::string>& files, std::vector<std::vector<uint8_t>>& keep) {
+  if (files.size() != m.input_count()) {
+    std::fprintf(stderr, "the program takes %zu inputs\n", m.input_count());
+    return 2;
+  }
+  keep.reserve(files.size());  // set_input keeps pointers into it
+  for (size_t i = 0; i < files.size(); ++i) {
+    keep.push_back(read_file(files[i].c_str()));
+    Tensor* t = m.input(i);
+    if (keep.back().size() != t->nbytes) return fail(Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), 0});
+    if (t->data == nullptr) {
+      Status s = m.set_input(i, keep.back().data(), keep.back().size());
+      if (!s.ok()) return fail(s.error());
+    } else if (t->nbytes != 0) {  // an empty input's vector has no data
+      std::memcpy(t->data, keep.back().data(), t->nbytes);
+    }
+  }
+  return 0;
+}
+
+void write_file(const std::string& path, const void* data, size_t n) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) std::exit(2);
+  if (n) std::fwrite(data, 1, n, f);
+  std::fclose(f);
+}
+
+int cmd_sequence(const char* path, const char* out_dir, char** calls, int n_calls, size_t limit, size_t state_bytes) {
+  std::unique_ptr<Aligned> pte;
+  Result<Program> loaded = load_file(path, pte);
+  if (!loaded.ok()) return fail(loaded.error());
+  const Program& program = loaded.value();
+  std::vector<Program> plans(program.method_count()), sizing;  // a method without a handle: Program()
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Result<Program> plan = program.method(i);
+    if (plan.ok()) sizing.push_back(plans[i] = plan.value());
+  }
+  // One set of planned buffers for every method; each method its own value, kernel and
+  // delegate storage.
+  Memory shared(program, sizing, limit, state_bytes);
+  std::map<std::string, std::unique_ptr<Memory>> storage;
+  std::map<std::string, Method> methods;
+  for (int k = 0; k < n_calls; ++k) {
+    const std::string call = calls[k];
+    const std::string name = call.substr(0, call.find('='));
+    if (methods.count(name)) continue;
+    const Result<size_t> index = program.method_index(StringView(name.data(), name.size()));
+    if (!index.ok()) return fail(index.error());
+    auto memory = std::make_unique<Memory>(plans[index.value()], std::vector<Program>{}, 0);
+    memory->method.planned = shared.method.planned;
+    Result<Method> created =
+        Method::create(program, StringView(name.data(), name.size()), memory->method, kKernelTable, kBackends);
+    if (!created.ok()) return fail(created.error());
+    storage[name] = std::move(memory);
+    methods[name] = created.value();
+  }
+  for (int k = 0; k < n_calls; ++k) {
+    const std::string call = calls[k];
+    const size_t eq = call.find('=');
+    Method& m = methods[call.substr(0, eq)];
+    m.set_work_budget(runner_work_budget(m.work_per_run()));
+    std::vector<std::string> files;  // the comma-separated list after '='
+    for (size_t start = eq + 1; eq != std::string::npos && start <= call.size();) {
+      const size_t end = std::min(call.find(',', start), call.size());
+      files.push_back(call.substr(start, end - start));
+      start = end + 1;
+    }
+    std::vector<std::vector<uint8_t>> keep;
+    if (int status = set_inputs(m, files, keep)) return status;
+    Status run = m.execute();
+    if (!run.ok()) return fail(run.error());
+    const std::string prefix = std::string(out_dir) + "/call" + std::to_string(k);
+    for (size_t i = 0; i < m.output_count(); ++i) {
+      write_file(prefix + "_output_" + std::to_string(i) + ".bin", m.output(i)->data, m.output(i)->nbytes);
+    }
+    if (shared.method.planned.size >= kStateMemoryId) {
+      const Span<uint8_t>& arena = shared.method.planned[kStateMemoryId - 1];
+      write_file(prefix + "_state.bin", arena.data, arena.size);
+    }
+  }
+  std::printf("ok methods=%zu calls=%d\n", methods.size(), n_calls);
   return 0;
 }
 
 int cmd_run(const char* path, const char* out_dir, char** inputs, int n_inputs, const char* budget) {
-  std::vector<uint8_t> file = read_file(path);
-  Aligned pte(file.size());
-  std::memcpy(pte.data, file.data(), file.size());
-  Result<Program> loaded = Program::load(pte.data, pte.size);
+  std::unique_ptr<Aligned> pte;
+  Result<Program> loaded = load_file(path, pte);
   if (!loaded.ok()) return fail(loaded.error());
   Memory memory(loaded.value());
   Result<Method> created = Method::create(loaded.value(), memory.method, kKernelTable, kBackends);
   if (!created.ok()) return fail(created.error());
   Method& m = created.value();
   m.set_work_budget(budget != nullptr ? std::strtoull(budget, nullptr, 10) : runner_work_budget(m.work_per_run()));
-  if (static_cast<size_t>(n_inputs) != m.input_count()) {
-    std::fprintf(stderr, "the program takes %zu inputs\n", m.input_count());
-    return 2;
-  }
   std::vector<std::vector<uint8_t>> input_data;
-  for (int i = 0; i < n_inputs; ++i) {
-    input_data.push_back(read_file(inputs[i]));
-    Tensor* t = m.input(i);
-    if (input_data.back().size() != t->nbytes)
-      return fail(Error{ErrorCode::kMethodBadInput, static_cast<uint32_t>(i), 0});
-    if (t->data == nullptr) {
-      Status s = m.set_input(i, input_data.back().data(), input_data.back().size());
-      if (!s.ok()) return fail(s.error());
-    } else if (t->nbytes != 0) {  // an empty input's vector has no data
-      std::memcpy(t->data, input_data.back().data(), t->nbytes);
-    }
-  }
+  if (int status = set_inputs(m, std::vector<std::string>(inputs, inputs + n_inputs), input_data)) return status;
   Status run = m.execute();
   if (!run.ok()) return fail(run.error());
   for (size_t i = 0; i < m.output_count(); ++i) {
-    std::string name = std::string(out_dir) + "/output_" + std::to_string(i) + ".bin";
-    FILE* f = std::fopen(name.c_str(), "wb");
-    if (f == nullptr) return 2;
-    const Tensor* t = m.output(i);
-    if (t->nbytes) std::fwrite(t->data, 1, t->nbytes, f);
-    std::fclose(f);
+    write_file(std::string(out_dir) + "/output_" + std::to_string(i) + ".bin", m.output(i)->data, m.output(i)->nbytes);
   }
   std::printf("ok delegate_inits=%d delegate_executes=%d work_per_run=%llu\n", g_standin.inits, g_standin.executes,
               static_cast<unsigned long long>(m.work_per_run()));
@@ -389,6 +512,18 @@ int main(int argc, char** argv) {
     if (argc < first + 2) return 2;
     return cmd_run(argv[first], argv[first + 1], argv + first + 2, argc - first - 2, budget);
   }
+  if (argc >= 4 && std::strcmp(argv[1], "sequence") == 0) {
+    size_t limit = SIZE_MAX, state_bytes = SIZE_MAX;
+    int first = 2;
+    for (; first < argc && std::strncmp(argv[first], "--", 2) == 0; ++first) {
+      if (std::strncmp(argv[first], "--buffers=", 10) == 0) limit = std::strtoul(argv[first] + 10, nullptr, 10);
+      if (std::strncmp(argv[first], "--state-bytes=", 14) == 0) {
+        state_bytes = std::strtoul(argv[first] + 14, nullptr, 10);
+      }
+    }
+    if (argc < first + 3) return 2;
+    return cmd_sequence(argv[first], argv[first + 1], argv + first + 2, argc - first - 2, limit, state_bytes);
+  }
   if (argc >= 3 && std::strcmp(argv[1], "corrupt") == 0) {
     bool execute = false;
     size_t limit = SIZE_MAX;
@@ -411,7 +546,8 @@ int main(int argc, char** argv) {
     return cmd_parse_payload(argv[2], argc == 4);
   }
   std::fprintf(stderr,
-               "usage: runtime_host load FILE | run [--work-budget=N] FILE OUTDIR IN... | corrupt FILE [--execute] "
+               "usage: runtime_host load FILE | run [--work-budget=N] FILE OUTDIR IN... | sequence [--buffers=K] "
+               "[--state-bytes=N] FILE OUTDIR METHOD=IN,... ... | corrupt FILE [--execute] "
                "[--flip-limit N] | result-from-ok | value-of-error | print-error CODE A B | "
                "parse-payload FILE [--corrupt]\n");
   return 2;

@@ -183,6 +183,40 @@ CASES = {
         "int32",
     ),
     "checked_index_int32": ("kiln::checked_index", "out", [In(np.array([5, 1, 0], np.int32)), 6], (3,), "int32"),
+    # index_copy: a KV cache [1, H, T, D] written at one position along T, int8 and int16; along the
+    # last dim, the first, and a negative one; an int32 index; bools
+    "index_copy_cache_int8": (
+        "aten::index_copy",
+        "out",
+        [In(array((1, 3, 9, 4), 50, "int8")), 2, In(np.array([6], np.int64)), In(array((1, 3, 1, 4), 51, "int8"))],
+        (1, 3, 9, 4),
+        "int8",
+    ),
+    "index_copy_cache_int16": (
+        "aten::index_copy",
+        "out",
+        [
+            In(array((1, 3, 9, 4), 52, "int16")),
+            -2,
+            In(np.array([8, 0, 3], np.int64)),
+            In(array((1, 3, 3, 4), 53, "int16")),
+        ],
+        (1, 3, 9, 4),
+        "int16",
+    ),
+    "index_copy_last_dim": (
+        "aten::index_copy",
+        "out",
+        [In(X), 3, In(np.array([5, 0], np.int32)), In(rng_array((2, 4, 7, 2), 54))],
+        (2, 4, 7, 6),
+    ),
+    "index_copy_first_dim_bool": (
+        "aten::index_copy",
+        "out",
+        [In(A["bool"]), 0, In(np.array([1], np.int64)), In(array((1, 5, 4), 55, "bool"))],
+        (3, 5, 4),
+        "bool",
+    ),
     "max_pool2d": ("aten::max_pool2d", "out", [In(X), [3, 3], [2, 2], [1, 1], [1, 1], False], (2, 4, 4, 3)),
     "max_pool2d_ceil_dilated": (
         "aten::max_pool2d",
@@ -221,6 +255,7 @@ TORCH_OPS = {  # each kernel's functional ATen operator (the kernel is its out v
     "aten::upsample_nearest2d": torch.ops.aten.upsample_nearest2d.vec,
     "aten::embedding": torch.ops.aten.embedding.default,
     "aten::index_select": torch.ops.aten.index_select.default,
+    "aten::index_copy": torch.ops.aten.index_copy.default,
     "aten::max_pool2d": torch.ops.aten.max_pool2d.default,
     # kiln's own: PyTorch's int32 cast of indices each within [0, size)
     "kiln::checked_index": lambda index, size: torch.ops.aten._to_copy.default(index, dtype=torch.int32),
@@ -265,6 +300,9 @@ def _eager(name, args, dtype):
         # eager has no int8 max pooling or nearest resizing: in float32, where int8 is exact
         x = _torch_arg(args[0]).float()
         return TORCH_OPS[name](x, *map(_torch_arg, args[1:])).to(torch.int8).numpy()
+    if name == "aten::index_copy":  # eager takes int64 indices only; kiln's int32 ones are the same numbers
+        x, dim, index, source = map(_torch_arg, args)
+        return TORCH_OPS[name](x, dim, index.long(), source).numpy()
     op = TORCH_OPS[name]
     if not hasattr(op, "_schema"):
         return op(*map(_torch_arg, args)).numpy()
@@ -334,12 +372,20 @@ def test_undefined_casts_saturate():
         ("aten::embedding", [array((4, 3), 42), In(np.array([-1], np.int32)), -1, False, False], (1, 3), 1, 2**32 - 1),
         ("aten::index_select", [In(X), 1, In(np.array([1, 4], np.int64))], (2, 2, 7, 6), 2, 4),
         ("kiln::checked_index", [In(np.array([2, 7, 1], np.int64)), 7], ((3,), np.int32), 0, 7),
+        (
+            "aten::index_copy",
+            [In(X), 2, In(np.array([3, 7], np.int64)), In(rng_array((2, 4, 2, 6), 56))],
+            X.shape,
+            2,
+            7,
+        ),
+        ("aten::index_copy", [In(X), 0, In(np.array([-1], np.int64)), In(X[:1])], X.shape, 2, 2**32 - 1),
         ("kiln::checked_index", [In(np.array([-2], np.int32)), 7], ((1,), np.int32), 0, 2**32 - 2),
     ],
 )
 def test_index_out_of_range_is_an_error(runtime_host, tmp_path, name, args, out_shape, position, bad):
     """An index outside the table: the firmware's kernel fails (bad argument, the index's position
-    and value), numpy raises; neither reads outside the tensor."""
+    and value), numpy raises; neither reads (nor, index_copy, writes) outside the tensor."""
     shape, dtype = out_shape if isinstance(out_shape[0], tuple) else (out_shape, np.float32)
     data, arrays = single_kernel(name, "out", args, shape, dtype)
     (tmp_path / "k.pte").write_bytes(data)

@@ -369,37 +369,76 @@ class Embedding(__import__("torch").nn.Module):
         return self.proj(self.embed(tokens))
 
 
+OUTSIDE = "error 0x531 NPU stream accesses memory outside its region's buffer: {} of the operation at word {}\n"
+
+
+def indexed_dma(loaded, region: str, directory: Path):
+    """(payload, stream start, Vela's listing, the one DMA_START indexed on `region`'s side, "SRC" or
+    "DST") of `loaded` (a kiln LoadedModel) compiled for ethos-u85-256."""
+    from kiln.compile import compile_model as compile_loaded
+
+    tosa = compile_loaded(loaded, CompileSpec(target=U85[0]), log=lambda line: None).tosa[0]
+    vela = compile_tosa(tosa, loaded.name, *U85)
+    listed = vela_listing(tosa, *U85, directory)
+    start, _ = nh.stream_span(vela.cmd_data)
+    indexed = [
+        item
+        for item in listed
+        if item.name == "NPU_OP_DMA_START" and register_at(listed, f"NPU_SET_DMA0_{region}_REGION", item) >> 11 & 1
+    ]
+    assert len(indexed) == 1
+    return vela, start, listed, indexed[0]
+
+
 def test_a_u85_gather_passes_and_its_reach_is_bounded_by_idx_max(bounds_host, tmp_path):
     """An embedding's GATHER (Vela's indexed DMA: one index per row, rows IDX_MAX at most) passes;
     an IDX_MAX that reaches past the table's buffer, or an index table outside its region, is
     refused as the access it would be."""
     import torch
 
-    from kiln.compile import compile_model as compile_loaded
     from kiln.frontend.export import LoadedModel
 
     loaded = LoadedModel("embedding", Embedding().eval(), (torch.randint(0, 40, (1, 6)),))
-    tosa = compile_loaded(loaded, CompileSpec(target=U85[0]), log=lambda line: None).tosa[0]
-    vela = compile_tosa(tosa, "embedding", *U85)
-    listed = vela_listing(tosa, *U85, tmp_path)
-    start, _ = nh.stream_span(vela.cmd_data)
-    gathers = [
-        item
-        for item in listed
-        if item.name == "NPU_OP_DMA_START" and register_at(listed, "NPU_SET_DMA0_SRC_REGION", item) >> 11 & 1
-    ]
-    assert len(gathers) == 1
-    dma = gathers[0]
+    vela, start, listed, dma = indexed_dma(loaded, "SRC", tmp_path)
     assert register_at(listed, "NPU_SET_DMA0_IDX_MAX", dma) == 39  # the table's last row
     done = check(bounds_host, tmp_path, with_words(vela, start, {}))
     assert (done.returncode, done.stdout) == (0, "ok\n"), done.stdout
-    outside = "error 0x531 NPU stream accesses memory outside its region's buffer: {} of the operation at word {}\n"
     idx_max = last_before(listed, "NPU_SET_DMA0_IDX_MAX", dma)
     done = check(bounds_host, tmp_path, with_words(vela, start, {idx_max.word + 1: 1 << 20}))
-    assert done.stdout == outside.format("DMA source read", dma.word)
+    assert done.stdout == OUTSIDE.format("DMA source read", dma.word)
     idx = last_before(listed, "NPU_SET_DMA0_IDX", dma)
     done = check(bounds_host, tmp_path, with_words(vela, start, {idx.word + 1: 1 << 28}))
-    assert done.stdout == outside.format("DMA index read", dma.word)
+    assert done.stdout == OUTSIDE.format("DMA index read", dma.word)
+
+
+def test_a_u85_scatter_into_planes_passes_and_its_reach_is_bounded(bounds_host, tmp_path):
+    """A KV cache's SCATTER (tests/compiler/cache_updates.py's Decode: Vela's 3-D indexed DMA, a row
+    into each of 3 planes of 16 rows, IDX_MAX the cache's last row, IDX_SKIP1 0) passes; a plane
+    stride or an IDX_MAX that reaches past the cache's buffer, or an IDX_SKIP1 that takes the index
+    table past its region's, is refused as the access it would be."""
+    import torch
+
+    from kiln.frontend.export import LoadedModel
+    from tests.compiler.cache_updates import Decode, H, T, make
+
+    torch.manual_seed(5)
+    vela, start, listed, dma = indexed_dma(
+        LoadedModel("decode", Decode().eval(), make("decode", 7, 0)), "DST", tmp_path
+    )
+    assert register_at(listed, "NPU_SET_DMA0_SRC_REGION", dma) >> 9 & 3 == 2  # 3-D
+    assert register_at(listed, "NPU_SET_DMA0_SIZE1", dma) == H
+    assert register_at(listed, "NPU_SET_DMA0_IDX_MAX", dma) == T - 1
+    assert register_at(listed, "NPU_SET_DMA0_IDX_SKIP1", dma) == 0
+    done = check(bounds_host, tmp_path, with_words(vela, start, {}))
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stdout
+    for register, access in (
+        ("NPU_SET_DMA0_DST_STRIDE1", "DMA destination write"),
+        ("NPU_SET_DMA0_IDX_MAX", "DMA destination write"),
+        ("NPU_SET_DMA0_IDX_SKIP1", "DMA index read"),
+    ):
+        item = last_before(listed, register, dma)
+        done = check(bounds_host, tmp_path, with_words(vela, start, {item.word + 1: 1 << 20}))
+        assert done.stdout == OUTSIDE.format(access, dma.word), register
 
 
 def test_u55_streams_refuse_the_u85s_own_opcodes(bounds_host, payloads, tmp_path):

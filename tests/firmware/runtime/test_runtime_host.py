@@ -261,6 +261,7 @@ def test_value_of_a_failed_result_traps(runtime_host):
         (0x10A, 8, 3, "pte: malformed tensor: outside its planned buffer (value 3)"),  # TensorDefect::kOutsideBuffer
         (0x10A, 0, 7, "pte: malformed tensor: unknown tensor defect (value 7)"),  # no TensorDefect 0
         (0x206, 3, 5, "method: bad instruction: jump condition not a bool (instruction 5)"),  # kConditionNotBool
+        (0x20D, 5, 2, "method: no such method: index 5 of 2"),  # kMethodNotFound by index (by name: test_methods.py)
         (0x400, 2, 1, "delegate: init failed: scratch too small (delegate 1)"),  # DelegateFault::kScratchTooSmall
         (0x402, 5, 3, "delegate: bad argument: wrong argument count (3)"),  # DelegateFault::kArgumentCount
         # PayloadFault::kNotCop1 with b = "COP2" read little-endian, printed in lower-case hex

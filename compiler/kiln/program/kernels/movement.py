@@ -5,7 +5,7 @@ unless it says otherwise, so the firmware's kernels (firmware/runtime/kernels/vi
 movement.cpp, gather.cpp, cast.cpp, pool_max.cpp) copy bytes and compute the same result
 bit for bit. Index arguments follow PyTorch: negative dims count from the end, slice bounds
 are clamped, a select/index_select/embedding/checked_index index out of range is an error (HostError here,
-kKernelBadArgument on the firmware), never a read.
+kKernelBadArgument on the firmware), never a read, and an index_copy one an error, never a write.
 
 Pads: `pad` lists (before, after) pairs from the last dimension backwards, as PyTorch's
 F.pad does; constant pads may be negative (a crop), the copying modes take pads >= 0 within
@@ -260,6 +260,21 @@ def _checked_index_kernel(index, size):
     return _checked_index(index, size, "gather").astype(np.int32)
 
 
+def _index_copy(x, dim, index, source):
+    """x with its entries index[j] along dim replaced by source's j-th (source: x's shape with index's
+    length along dim), in index order (a repeated index: the last write stays). Every index must be in
+    [0, size), as PyTorch's index_copy checks: one outside is an error, never a write."""
+    dim = _dim(dim, x.ndim)
+    index = _checked_index(index, x.shape[dim], "index_copy").reshape(-1)
+    want = x.shape[:dim] + (index.size,) + x.shape[dim + 1 :]
+    if source.shape != want or source.dtype != x.dtype:
+        raise HostError(f"index_copy: source {source.dtype}{list(source.shape)} does not fit {x.dtype}{list(want)}")
+    out = np.array(x, copy=True)
+    for j, row in enumerate(index):
+        np.moveaxis(out, dim, 0)[row] = np.moveaxis(source, dim, 0)[j]
+    return out
+
+
 def _embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse):
     """weight's rows for each index (padding_idx and the gradient flags do not change the values)."""
     return np.ascontiguousarray(weight[_checked_index(indices, weight.shape[0], "embedding")])
@@ -446,6 +461,13 @@ KERNELS: dict[object, Kernel | tuple[Kernel, ...]] = _with_aliases(
             ("self", "dim", "index"),
             _index_select,
             lambda op: op.arg("index").dtype in ("int32", "int64"),
+        ),
+        aten.index_copy.default: Kernel(
+            "aten::index_copy",
+            "out",
+            ("self", "dim", "index", "source"),
+            _index_copy,
+            lambda op: op.arg("index").dtype in ("int32", "int64") and len(op.arg("index").shape) <= 1,
         ),
         aten.max_pool2d.default: Kernel(
             "aten::max_pool2d",

@@ -50,7 +50,8 @@ NOTES = {
     "as ARGMAX_X along the kernel's height, never checked",
     (U85 + "activation", "LUT_S8_S16"): "modelled as LUT_S8_S8 with int16 entries, never checked",
     (U85 + "activation", "LUT_S8_S32"): "modelled as LUT_S8_S8 with int32 entries, never checked",
-    (U85 + "dma", "3-D"): "modelled by its plane strides, never checked (Vela emitted none in 9,500 random graphs)",
+    (U85 + "dma", "3-D"): "Vela 5.2.0 emits it for a SCATTER into several planes (indexed, IDX_SKIP1 0); a plain "
+    "3-D copy was emitted in none of 9,500 random graphs",
     (U85 + "activation", "LUT_TANH"): "not modelled (NotModelled): Vela emits it only for int16 TFLite TANH",
     (U85 + "activation", "LUT_SIGMOID"): "not modelled (NotModelled): Vela emits it only for int16 TFLite LOGISTIC",
     (U85 + "resize", "REPLICATE"): "not modelled (NotModelled): Vela 5.2.0 never emits it",

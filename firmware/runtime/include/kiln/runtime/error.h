@@ -47,11 +47,14 @@ enum class ErrorCode : uint16_t {
   kPteMissingField = 0x10B,   // a required field is absent: a = offset of its table, b = slot
   kPteUnsupported = 0x10C,    // valid but unsupported: a = Feature, b = detail (see Feature)
   kPteTooComplex = 0x10D,     // tables and vectors overlap far beyond any valid file: a = offset
+  kPteStateSize = 0x10E,      // plans declare state arenas (memory id 2) of different sizes: a = the
+                              // plan, b = its size (low 32 bits; see kiln/runtime/program.h)
 
   // Method: binding (Method::create) and running (execute).
   kMethodStorageTooSmall = 0x200,  // a = entries needed, b = entries given (values, kernels or delegates)
-  kMethodBufferMissing = 0x201,    // a planned buffer not supplied: a = memory id, b = buffers given
-  kMethodBufferTooSmall = 0x202,   // a = memory id, b = bytes needed
+  kMethodBufferMissing = 0x201,    // a planned buffer not supplied: a = memory id (2: the state
+                                   // arena), b = buffers given
+  kMethodBufferTooSmall = 0x202,   // a = memory id, b = bytes needed (low 32 bits)
   kMethodMissingKernel = 0x203,    // no kernel for an operator: a = operator index
   kMethodMissingBackend = 0x204,   // no backend for a delegate: a = delegate index
   kMethodBadValue = 0x205,         // a value is not of the kind its use needs: a = value index, b = kind
@@ -64,6 +67,8 @@ enum class ErrorCode : uint16_t {
                                        // a = output position, b = value index
   kMethodWorkBudget = 0x20C,  // execute's work budget exhausted: a = instruction index, b = the budget
                               // in elements (saturated at 2^32 - 1; see Method::set_work_budget)
+  kMethodNotFound = 0x20D,  // no such method (execution plan): a = the index asked for (2^32 - 1 when
+                            // asked by name), b = the program's method count
 
   // CPU kernels: a = which argument (position in the call), b = the offending value
   // (a size or a count; 0 when there is none).
@@ -132,10 +137,10 @@ enum class Feature : uint32_t {
   kNoExecutionPlan = 1,  // the program has no execution plan
   kMutableDataSegments = 2,  // mutable tensors with initial state
   kNonConstBufferDevice = 3,  // planned buffers on another device
-  kExtraTensorInfo = 4,  // external / mutable tensor data (b = value index)
+  kExtraTensorInfo = 4,  // extra tensor info of data outside the .pte or on another device (b = value index)
   kDimOrder = 5,  // a non-identity dim order (b = value index)
   kDynamicShape = 6,  // shape_dynamism != STATIC (b = value index)
-  kChains = 7,  // not exactly one chain (b = count)
+  kChains = 7,  // a plan of not exactly one chain (b = count)
   kBothConstantKinds = 8,  // constant_buffer and constant_segment both hold data
   kNonTensorIo = 9,  // a plan input or output that is not a tensor (b = position)
   kBackwardJump = 10,  // a jump to itself or an earlier instruction, a loop (b = the jump's index)

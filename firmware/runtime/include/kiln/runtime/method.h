@@ -1,8 +1,18 @@
-// A Method: a verified Program's plan bound to memory, kernels and backends.
+// A Method: one method (execution plan) of a verified Program bound to memory, kernels and
+// backends. Method::create binds the plan the Program handle reads (plan 0 for the handle
+// Program::load returns), or the method given by index or name (Program::method).
 //
 // Memory (no heap; all supplied by the app and borrowed for the Method's lifetime):
 //  - planned[k] is the buffer for memory id k + 1, at least planned_buffer_size(k + 1)
-//    bytes, aligned to 16 bytes (tensors sit at the offsets the .pte gives);
+//    bytes, aligned to 16 bytes (tensors sit at the offsets the .pte gives). A method whose
+//    plan lists more ids than planned.size fails with kMethodBufferMissing (a = the first id
+//    missing), one given a smaller buffer with kMethodBufferTooSmall; ids past the plan's are
+//    not read. Methods of one program may be given the same buffers: memory id 1 (the
+//    activations) when they never run at the same time (one method's execute() returns before
+//    another's starts, and the app reads an output before running another method), and
+//    memory id kStateMemoryId (2), the program's state arena (kiln/runtime/program.h), always:
+//    every method must be given the one arena, which the app zeroes before the first
+//    execute() of any of them, and leaves to the methods from then on;
 //  - values: at least program.value_count() entries (one per EValue);
 //  - kernels: at least program.operator_count() entries (the kernel per operator);
 //  - delegates: at least program.delegate_count() entries (backend and handle each).
@@ -93,6 +103,11 @@ class Method {
 
   static Result<Method> create(const Program& program, const MethodMemory& memory, const KernelTable& kernels,
                                const BackendTable& backends);
+  // Method `index` or the method named `name` of `program` (kMethodNotFound when it has none).
+  static Result<Method> create(const Program& program, size_t index, const MethodMemory& memory,
+                               const KernelTable& kernels, const BackendTable& backends);
+  static Result<Method> create(const Program& program, StringView name, const MethodMemory& memory,
+                               const KernelTable& kernels, const BackendTable& backends);
 
   // Runs the chain once; fails with kMethodWorkBudget (a = instruction index, b = the
   // budget) before the instruction that would take the run past the work budget.

@@ -1,8 +1,26 @@
 // A loaded .pte: ExecuTorch's program format (FlatBuffer "ET12", optional "eh00"
 // extended header, segments), read in place. Program::load verifies every table,
 // vector, string, union, enum and cross-reference once; the accessors below then
-// read verified data and cannot overrun. Only execution plan 0 is exposed (kiln
-// and ExecuTorch's Arm flow write one, "forward").
+// read verified data and cannot overrun.
+//
+// Methods: each execution plan of the file is a method, known by its name (kiln's
+// single-method programs and ExecuTorch's Arm flow write one, "forward"; a language model
+// has "prefill" and "decode"). A Program handle reads one of them, its plan: load returns
+// the handle on plan 0, method(i) the handle on plan i. The plan accessors (inputs,
+// outputs, planned buffers, operators, delegates, instructions, states) read that plan.
+//
+// State: the methods of a program may share state, tensors that keep their values from one
+// execute() to the next and from one method to another (a language model's KV cache). They
+// follow ExecuTorch's share_mutable_buffers convention: every state tensor is planned in
+// memory id kStateMemoryId (2), the state arena, at the same offset in every plan that uses
+// it, without constant data, its extra_tensor_info naming it (fully_qualified_name); every
+// plan's planned buffers are [0, its activations, the arena]. The loader checks that every
+// plan declaring memory id 2 declares the same size (else kPteStateSize) and that every
+// tensor planned there lies inside it (kPteBadTensor, TensorDefect::kOutsideBuffer); which
+// tensor is which across plans (same name, same offset) is the compiler's promise. The
+// application supplies one buffer of that size as memory id 2 to every Method it creates from
+// the program (kiln/runtime/method.h) and zeroes it before the first execute(): the .pte
+// holds no initial state (a program with mutable data segments is refused).
 //
 // Ownership: a Program is a small handle (copyable) that points into the .pte
 // bytes; those must stay valid and unchanged while the Program, or any Method,
@@ -14,13 +32,15 @@
 // their details (HeaderField, Feature, TensorDefect) as error.h describes them. Among
 // the features refused: a JumpFalseCall to itself or an earlier instruction (a loop;
 // neither kiln nor ExecuTorch's Arm flow writes one), so a Method runs each instruction
-// at most once per execute().
+// at most once per execute(); a plan of not exactly one chain; extra tensor info of data
+// outside the .pte (location EXTERNAL) or on a device other than the CPU.
 //
 // Bounds (n = the file's size in bytes): load does O(n) work: its verification pass
 // spends a budget of 8 n + 4096 FlatBuffer reads (shared tables are read again each
 // time they are referenced) and fails with kPteTooComplex beyond it. Each accessor
 // below is O(1) except tensor sizes (O(dims), at most kMaxDims), find_named_data
-// (O(named_data_count())) and CompileSpecs::find (O(its specs)). Measured with kiln's
+// (O(named_data_count())), CompileSpecs::find (O(its specs)), method_index (O(the methods'
+// name bytes)), method (O(its inputs and outputs)) and state_count and state (O(value_count())). Measured with kiln's
 // instruction counter on the virtual platform (Cortex-M55, Release): load takes 9,843,422
 // instructions (23 a byte) for a 432,592-byte program of 12,000 Int values and an IntList
 // of them.
@@ -82,6 +102,16 @@ struct NamedData {
   Span<const uint8_t> data;  // a segment inside the .pte
 };
 
+// The memory id of the program's state arena (see the header comment).
+constexpr uint32_t kStateMemoryId = 2;
+
+// A tensor of the state arena, as a plan lists it.
+struct StateTensor {
+  StringView name;    // extra_tensor_info.fully_qualified_name (empty when absent)
+  uint64_t offset;    // bytes from the start of the state arena
+  TensorInfo tensor;  // its type, sizes and bytes (lying inside the arena: verified)
+};
+
 class Program {
  public:
   Program() = default;
@@ -89,15 +119,38 @@ class Program {
   // Verifies `size` bytes at `pte` (see the header comment for errors).
   static Result<Program> load(const void* pte, size_t size);
 
+  // The program's methods (execution plans): their count, the name of method i (empty for
+  // i >= method_count()), the index of the method named `name` (kMethodNotFound, a = 2^32 - 1,
+  // b = method_count(), when there is none), and the handle on method i, whose plan accessors
+  // read plan i (kMethodNotFound, a = i, b = method_count(), for i >= method_count()).
+  // A method whose inputs or outputs are not all tensors has no handle (kPteUnsupported,
+  // Feature::kNonTensorIo, b = the position): load checks plan 0's, method(i) the others'.
+  size_t method_count() const;
+  StringView method_name(size_t i) const;
+  Result<size_t> method_index(StringView name) const;
+  Result<Program> method(size_t i) const;
+  // The number a constant method returns (ExecuTorch's LLM export writes them, e.g.
+  // "get_max_seq_len": a plan without inputs whose one output is an Int value): kMethodNotFound
+  // when there is none of that name, kMethodBadValue (a = its output's value index, 2^32 - 1 when
+  // it has not exactly one; b = that value's kind) when it is not one.
+  Result<int64_t> constant_method(StringView name) const;
+
+  // --- The plan's (method's) ---
   uint32_t value_count() const { return value_count_; }
   size_t input_count() const;
   size_t output_count() const;
   TensorInfo input(size_t i) const;   // i < input_count(); inputs are tensors (verified)
   TensorInfo output(size_t i) const;  // i < output_count()
 
-  // Planned buffers: memory ids 1..planned_buffer_count() (id 0 is reserved).
+  // Planned buffers: memory ids 1..planned_buffer_count() (id 0 is reserved; id
+  // kStateMemoryId is the program's state arena).
   size_t planned_buffer_count() const;
   uint64_t planned_buffer_size(uint32_t memory_id) const;  // 0 for an id out of range
+
+  // The plan's tensors planned in the state arena, in value order: their count and the i-th
+  // (i < state_count(); else an empty one).
+  size_t state_count() const;
+  StateTensor state(size_t i) const;
 
   size_t operator_count() const;
   OperatorInfo op(size_t i) const;  // i < operator_count()
@@ -114,7 +167,7 @@ class Program {
   // one) up to the next constant; empty if out of range.
   Span<const uint8_t> constant(uint32_t index) const;
 
-  // The instructions' count in the (single) chain.
+  // The instructions' count in the plan's (single) chain.
   size_t instruction_count() const;
 
   // The raw bytes and table offsets, for the Method (internal use).
@@ -131,9 +184,9 @@ class Program {
   size_t size_ = 0;            // whole file
   uint32_t program_size_ = 0;  // the FlatBuffer part
   uint32_t root_ = 0;          // Program table
-  uint32_t plan_ = 0;          // ExecutionPlan table
-  uint32_t chain_ = 0;         // Chain table
-  uint32_t value_count_ = 0;
+  uint32_t plan_ = 0;          // the ExecutionPlan table this handle reads
+  uint32_t chain_ = 0;         // its Chain table
+  uint32_t value_count_ = 0;   // its values
   size_t segment_base_ = 0;    // file offset segment offsets count from
   size_t segment_end_ = 0;
 };

@@ -8,11 +8,17 @@ places activation tables.
   2-D: DMA0_SIZE0 rows; row r is read at SRC + r * SRC_STRIDE0 and written at
        DST + r * DST_STRIDE0.
   3-D: DMA0_SIZE1 planes of those rows, plane p SRC_STRIDE1 / DST_STRIDE1 further on.
-  Indexed (gather: source idx_mode; scatter: destination idx_mode; 1-D or 2-D): row r's
-       indexed side uses the r-th little-endian int32 of the index table at DMA0_IDX in
-       DMA0_IDX_REGION in place of r (Vela's GATHER: row stride = the gathered row's
-       bytes); an index outside [0, DMA0_IDX_MAX] is not modelled, nor is a 3-D indexed
-       transfer (its IDX_SKIP1).
+  Indexed (gather: source idx_mode; scatter: destination idx_mode): row r's indexed side
+       uses an int32 of the index table at DMA0_IDX in DMA0_IDX_REGION in place of r
+       (Vela's GATHER and SCATTER: row stride = the row's bytes). The table is read in
+       order, 4 bytes a row, and DMA0_IDX_SKIP1 bytes more after each plane of a 3-D
+       transfer: row r of plane p takes the little-endian int32 at
+       IDX + p * (4 * SIZE0 + IDX_SKIP1) + 4 * r, and the plane stride still applies to
+       both sides. That is how Vela 5.2.0 drives it (regor's
+       high_level_command_stream_generator.cpp, GenerateHLCDMACommands): a SCATTER of N > 1
+       planes of [N, W] int32 indices with IDX_SKIP1 0, and int64 indices as int32 pairs
+       with IDX_SKIP1 4 past each high word. An index outside [0, DMA0_IDX_MAX] is not
+       modelled (kiln checks indices on the CPU before the NPU reads them).
 """
 
 from __future__ import annotations
@@ -31,21 +37,22 @@ def _rows(ctx: Context, mode: int, indexed: bool, stride0: int, stride1: int) ->
     """Byte offset of every row of one side from its start address."""
     regs = ctx.registers
     if mode == 0:
-        return _indices(ctx, 1) * stride0 if indexed else np.zeros(1, np.int64)
+        return _indices(ctx, 1, 1)[0] * stride0 if indexed else np.zeros(1, np.int64)
     size0 = regs.param("DMA0_SIZE0") or 1
     planes = (regs.param("DMA0_SIZE1") or 1) if mode == 2 else 1
-    row = np.arange(size0, dtype=np.int64)
-    if indexed:
-        row = _indices(ctx, size0)
-    return (np.arange(planes, dtype=np.int64)[:, None] * stride1 + row[None, :] * stride0).reshape(-1)
-
-
-def _indices(ctx: Context, count: int) -> np.ndarray:
-    regs = ctx.registers
-    raw = ctx.read_region(
-        regs.param("DMA0_IDX_REGION") & 7, regs.address("DMA0_IDX"), count * INDEX_BYTES, "DMA index read"
+    rows = (
+        _indices(ctx, planes, size0) if indexed else np.broadcast_to(np.arange(size0, dtype=np.int64), (planes, size0))
     )
-    index = np.frombuffer(raw, "<i4").astype(np.int64)
+    return (np.arange(planes, dtype=np.int64)[:, None] * stride1 + rows * stride0).reshape(-1)
+
+
+def _indices(ctx: Context, planes: int, count: int) -> np.ndarray:
+    """[planes, count] indices: each plane's `count` int32s, IDX_SKIP1 bytes after the one before."""
+    regs = ctx.registers
+    region, start = regs.param("DMA0_IDX_REGION") & 7, regs.address("DMA0_IDX")
+    pitch = count * INDEX_BYTES + (regs.address("DMA0_IDX_SKIP1") if planes > 1 else 0)
+    raw = [ctx.read_region(region, start + p * pitch, count * INDEX_BYTES, "DMA index read") for p in range(planes)]
+    index = np.frombuffer(b"".join(raw), "<i4").astype(np.int64).reshape(planes, count)
     limit = regs.payload("DMA0_IDX_MAX") & 0x7FFF_FFFF
     if ((index < 0) | (index > limit)).any():
         raise NotModelled(f"NPU_OP_DMA_START: an index outside [0, DMA0_IDX_MAX = {limit}] is not modelled")
@@ -61,8 +68,6 @@ def dma_start(ctx: Context) -> None:
     gather, scatter = bool(src_value & (1 << 11)), bool(dst_value & (1 << 11))
     if gather and scatter:
         raise RegisterError("DMA0: source and destination cannot both be indexed")
-    if (gather or scatter) and mode == 2:
-        raise NotModelled("NPU_OP_DMA_START: a 3-D indexed transfer is not modelled")
     if src_value & (1 << 8):
         raise RegisterError("DMA from the NPU's internal memory is not a transfer the NPU performs")
     ctx.coverage.hit("dma", _MODE_NAMES[mode])

@@ -1,0 +1,167 @@
+"""Language models on the Ethos-U85: cycles per token per NPU configuration, Vela's estimate beside
+the virtual platform's PMU count, and how often the quantized program's greedy tokens agree with
+the float model's.
+
+    .venv/bin/python bench/llm.py [--models tinylm,smollm2_135m_shape] [--targets ethos-u85-128,...]
+                                  [--tokens 16] [--no-platform] [--agreement] [--keep DIR]
+
+Each model is compiled once (`kiln compile`, for ethos-u85-256 on the board's defaults); its TOSA
+graphs then go through Vela for each configuration of --targets (one .pte per configuration,
+kiln.pte.from_program.write_methods), so the quantization and the graphs are the same everywhere.
+Per configuration and method it prints Vela's NPU cycles and total cycles (with the memory
+accesses the NPU waits for) and, unless --no-platform, the generation app built for that .pte run
+on the virtual platform for --tokens tokens: the PMU's NPU cycles of prefill and of each decode
+step (the virtual platform's cycle counts follow Vela's performance model: its per-operation
+estimate, not a cycle-accurate NPU), the CPU instructions of each step's execute() (QEMU's
+count) and the wall time per token (start-up included, and apart). smollm2_135m_shape is
+SmolLM2-135M's shape with random weights, compiled with decode alone (a prompt goes through decode
+a token at a time, as ExecuTorch's runner does for a program of one method): its compile takes
+minutes.
+
+--agreement: over tinylm's PROMPTS, how many of the quantized program's greedy tokens (`kiln
+generate`'s arithmetic) equal the float model's, token by token until the first difference and in
+all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kiln import boards, flow
+from kiln import compile as kc
+from kiln.lower import vela
+from kiln.pte import from_program
+from kiln.spec import CompileSpec
+
+U85 = ["ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048"]
+COMPILED_FOR = "ethos-u85-256"
+
+
+def decode_only(name: str):
+    """The zoo model `name` with its methods cut to decode (and its calibration to decode's calls)."""
+    from kiln.frontend.export import LoadedModel
+    from kiln.models import load
+
+    model, inputs = load(name)
+    model.kiln_methods = {"decode": model.kiln_methods["decode"]}
+    model.kiln_calibration = [call for call in model.kiln_calibration if call[0] == "decode"][:8]
+    return LoadedModel(name, model, inputs)
+
+
+def compile_once(name: str, log) -> kc.ProgramResult:
+    model = decode_only(name) if name == "smollm2_135m_shape" else name
+    return kc.compile_model(model, CompileSpec(COMPILED_FOR), log=log)
+
+
+def for_target(result: kc.ProgramResult, target: boards.Target) -> tuple[bytes, dict[str, list[vela.VelaResult]]]:
+    """The program of `result` with its delegates compiled by Vela for `target` (its board's defaults)."""
+    spec = CompileSpec(target.name).resolved(target)
+    compiled = {
+        name: r.vela
+        if target.name == COMPILED_FOR  # the compile's own
+        else [
+            vela.compile_tosa(t, f"{name}_{i}", target.name, spec.system_config, spec.memory_mode)
+            for i, t in enumerate(r.tosa)
+        ]
+        for name, r in result.methods.items()
+    }
+    methods = {name: (r.program, compiled[name], r.tosa) for name, r in result.methods.items()}
+    constants = result.report.get("constants", {})
+    return from_program.write_methods(methods, target.name, spec.memory_mode, constants), compiled
+
+
+def on_platform(pte: Path, target: boards.Target, tokens: int) -> dict:
+    elf = flow.build_runner(pte, target, app="generate", echo=lambda *line, **end: None)
+    start = time.monotonic()
+    done = flow.generate(elf, target, b'The "if" statement', tokens, pte, count_instructions=True)
+    wall = time.monotonic() - start
+    if not done.complete:
+        raise RuntimeError(f"the generation app failed on {target.name}:\n{done.log}")
+    first, rest = done.tokens[0], done.tokens[1:]
+    return {
+        "first": (first.method, first.npu_cycles),
+        "decode": statistics.fmean(t.npu_cycles for t in rest) if rest else None,
+        "instructions": statistics.fmean(done.cpu_instructions) if done.cpu_instructions else None,
+        "seconds_per_token": wall / len(done.tokens),
+    }
+
+
+def agreement() -> None:
+    from kiln.models import load, tinylm
+    from kiln.reference import generate
+
+    result = kc.compile_model("tinylm", CompileSpec(COMPILED_FOR), log=lambda line: None)
+    model, _ = load("tinylm")
+    tokens, prefix, same, total = 24, [], 0, 0
+    for prompt in tinylm.PROMPTS:
+        want = tinylm.generate(model, prompt, tokens)
+        got = bytes(s.token for s in generate.generate(result.pte, prompt, tokens))
+        first = next((k for k, (a, b) in enumerate(zip(want, got)) if a != b), tokens)
+        prefix.append(first)
+        same += sum(a == b for a, b in zip(want, got))
+        total += tokens
+        print(f"  {prompt!r:32} float {want!r}\n  {'':32} int8  {got!r}  (same for {first} tokens)")
+    print(
+        f"tinylm: {same} of {total} greedy tokens equal the float model's ({100 * same / total:.1f} %); "
+        f"the first difference after {statistics.fmean(prefix):.1f} tokens on average"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="tinylm")
+    parser.add_argument("--targets", default=",".join(U85))
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--no-platform", action="store_true")
+    parser.add_argument("--agreement", action="store_true")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep each configuration's .pte there")
+    args = parser.parse_args(argv)
+    if args.agreement:
+        agreement()
+        return 0
+    for name in args.models.split(","):
+        start = time.monotonic()
+        result = compile_once(name, log=lambda line: None)
+        print(
+            f"{name}: compiled for {COMPILED_FOR} in {time.monotonic() - start:.0f} s; "
+            f"state {result.report['state']['bytes']:,} B"
+        )
+        print(
+            f"  {'target':15} {'method':8} {'Vela NPU':>12} {'Vela total':>12} {'PMU NPU':>12} "
+            f"{'CPU instr':>10} {'s/token':>8}"
+        )
+        with tempfile.TemporaryDirectory(prefix="kiln-llm-") as tmp:
+            folder = args.keep or Path(tmp)
+            folder.mkdir(parents=True, exist_ok=True)
+            for target_name in args.targets.split(","):
+                target = boards.target(target_name)
+                data, compiled = for_target(result, target)
+                pte = folder / f"{name}-{target_name}.pte"
+                pte.write_bytes(data)
+                measured = {} if args.no_platform else on_platform(pte, target, args.tokens)
+                for method, results in compiled.items():
+                    npu = sum(r.npu_cycles for r in results)
+                    total = sum(r.total_cycles for r in results)
+                    if not measured:
+                        pmu = ""
+                    elif method == measured["first"][0]:
+                        pmu = f"{measured['first'][1]:,}"
+                    else:
+                        pmu = f"{measured['decode']:,.0f}" if measured["decode"] is not None else "-"
+                    instructions = f"{measured['instructions']:,.0f}" if measured.get("instructions") else ""
+                    seconds = f"{measured['seconds_per_token']:.2f}" if measured else ""
+                    print(
+                        f"  {target_name:15} {method:8} {npu:>12,} {total:>12,} {pmu:>12} "
+                        f"{instructions:>10} {seconds:>8}"
+                    )
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
