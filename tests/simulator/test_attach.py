@@ -112,7 +112,7 @@ class FakeGdb:
 
     def __init__(self):
         self.sram = bytearray(np.arange(16384, dtype=np.uint32).astype(np.uint8).tobytes()[:16384])
-        self.reads, self.writes = [], []
+        self.reads, self.writes, self.batches = [], [], []  # batches: the runs of each read_runs
 
     def read_memory(self, address, size):
         self.reads.append((address, size))
@@ -120,6 +120,21 @@ class FakeGdb:
         if offset < 0 or offset + size > len(self.sram):
             raise GdbError("E14")
         return bytes(self.sram[offset : offset + size])
+
+    def read_runs(self, runs):
+        """GdbClient.read_runs: each run's bytes, None for one the target refuses."""
+        self.batches.append(len(runs))
+        out = []
+        for address, size in runs:
+            try:
+                out.append(self.read_memory(address, size))
+            except GdbError:
+                out.append(None)
+        return out
+
+    def memory_writes(self, address, data):
+        """GdbClient.memory_writes, as (address, bytes) for the test to read."""
+        return [(address, bytes(data))]
 
     def write_memory(self, address, data):
         self.writes.append((address, len(data)))
@@ -151,6 +166,42 @@ def test_writes_stay_in_the_cache_until_flushed():
     mem.begin()
     mem.read(0x3100_0000, 4)
     assert len(gdb.reads) == 2  # begin() dropped the cache
+
+
+def test_a_streams_first_missing_page_brings_the_pages_the_stream_before_had():
+    gdb, mem = memory()
+    mem.read(0x3100_0010, 8)
+    mem.write(0x3100_2004, b"\x01")
+    mem.flush()
+    mem.begin()
+    del gdb.reads[:], gdb.batches[:]
+    sram = bytes(gdb.sram)
+    assert bytes(mem.read(0x3100_2000, 8)) == sram[0x2000:0x2008]
+    assert bytes(mem.read(0x3100_0010, 8)) == sram[0x10:0x18]
+    assert gdb.reads == [(0x3100_0000, PAGE), (0x3100_2000, PAGE)] and gdb.batches == [2]  # one round trip
+    mem.read(0x3100_1000, 4)  # a page the stream before did not have
+    assert gdb.reads[2:] == [(0x3100_1000, PAGE)]
+
+
+def test_a_short_flush_is_handed_back_to_be_sent_with_the_continue():
+    gdb, mem = memory()
+    mem.write(0x3100_0100, b"\xaa" * 4)
+    packets = mem.flush(defer=32)
+    assert gdb.writes == [] and mem.bytes_written == PAGE
+    assert packets == [(0x3100_0000, bytes(gdb.sram[:0x100]) + b"\xaa" * 4 + bytes(gdb.sram[0x104:PAGE]))]
+    mem.write(0x3100_0100, b"\xbb" * 4)
+    assert mem.flush(defer=0) == [] and gdb.writes == [(0x3100_0000, PAGE)]  # more than `defer`: written now
+
+
+def test_peek_sees_what_the_npu_left_where_it_touched_memory():
+    ddr = bytearray(0x1100_0000)
+    gdb, mem = memory(memoryview(ddr))
+    mem.write(0x3100_1002, b"\x01\x02")
+    ddr[0x1000_0000:0x1000_0002] = b"\x03\x04"
+    assert mem.peek(0x3100_1002, 2) == b"\x01\x02"  # the cached page, not yet flushed
+    assert mem.peek(0x7000_0000, 2) == b"\x03\x04"  # DDR, shared
+    assert mem.peek(0x3100_3000, 2) is None  # a page the NPU did not touch
+    assert gdb.reads == [(0x3100_1000, PAGE)]
 
 
 def test_addresses_outside_the_board_are_bus_errors():

@@ -58,7 +58,7 @@ import numpy as np
 from kiln import boards
 from kiln.errors import AttachmentError, BoardError
 from kiln.simulator import thumb
-from kiln.simulator.gdb import GdbClient, GdbError
+from kiln.simulator.gdb import PIPELINE, WRITE_CHUNK, GdbClient
 from kiln.simulator.npu.config import NpuConfig, config_for
 from kiln.simulator.npu.device import EthosU, window_size
 from kiln.simulator.npu.memory import MemoryFault
@@ -132,7 +132,9 @@ class TargetMemory:
     Bus addresses inside QEMU's DDR go to the shared file; inside another of the
     board's regions (whole pages; an access lies inside one region) to a page cache
     over gdb (begin() empties it, flush() writes dirty pages back); elsewhere they
-    raise MemoryFault."""
+    raise MemoryFault. A stream's first missing page is fetched with every page the
+    stream before had cached (a firmware runs the same streams over the same buffers),
+    in one round trip."""
 
     def __init__(self, gdb: GdbClient, regions: list[tuple[int, int]], ddr: memoryview | None):
         for base, length in regions:
@@ -143,10 +145,13 @@ class TargetMemory:
         self._ddr = ddr
         self._pages: dict[int, bytearray] = {}
         self._dirty: set[int] = set()
+        self._expected: list[int] = []  # pages the stream before had cached, to fetch at the first miss
         self.bytes_read = 0  # through gdb, since creation
         self.bytes_written = 0
 
     def begin(self):
+        if self._pages:  # what the last access that touched memory (a stream) had cached
+            self._expected = sorted(self._pages)
         self._pages.clear()
         self._dirty.clear()
 
@@ -175,13 +180,29 @@ class TargetMemory:
             self._dirty.add(page)
             position += n
 
-    def flush(self):
-        """Writes the pages the NPU wrote back into the target, in contiguous runs."""
-        for first, count in _runs(sorted(self._dirty)):
-            data = b"".join(self._pages[p] for p in range(first, first + count))
-            self._gdb.write_memory(first * PAGE, data)
-            self.bytes_written += len(data)
+    def flush(self, defer: int = 0) -> list[str]:
+        """Writes the pages the NPU wrote back into the target, in contiguous runs; when that
+        takes at most `defer` packets, returns them instead, for the caller to send before the
+        CPU runs again."""
+        runs = [(first, b"".join(self._pages[p] for p in range(first, first + count)))
+                for first, count in _runs(sorted(self._dirty))]  # fmt: skip
         self._dirty.clear()
+        self.bytes_written += sum(len(data) for _, data in runs)
+        if sum(-(-len(data) // WRITE_CHUNK) for _, data in runs) <= defer:
+            return [packet for first, data in runs for packet in self._gdb.memory_writes(first * PAGE, data)]
+        for first, data in runs:
+            self._gdb.write_memory(first * PAGE, data)
+        return []
+
+    def peek(self, address: int, size: int) -> bytes | None:
+        """The bytes at [address, address + size) as the NPU left them, where they are in the
+        shared DDR or a cached page (one page); None elsewhere (the NPU did not touch them)."""
+        if self._in_ddr(address, size):
+            return bytes(self.read(address, size))
+        page, offset = divmod(address, PAGE)
+        if page in self._pages and offset + size <= PAGE:
+            return bytes(self._pages[page][offset : offset + size])
+        return None
 
     # ---------------------------------------------------------------- helpers
 
@@ -202,14 +223,26 @@ class TargetMemory:
             for p in covered:
                 self._pages[p] = bytearray(PAGE)
             missing = [p for p in missing if p not in self._pages]
-        for start_page, count in _runs(missing):
-            try:
-                data = self._gdb.read_memory(start_page * PAGE, count * PAGE)
-            except GdbError as error:
-                raise MemoryFault(start_page * PAGE, count * PAGE, "read") from error
-            self.bytes_read += len(data)
+        if missing and self._expected:
+            self._fetch([p for p in self._expected if p not in self._pages], prefetch=True)
+            self._expected = []
+            missing = [p for p in missing if p not in self._pages]
+        self._fetch(missing)
+
+    def _fetch(self, pages: list[int], prefetch: bool = False):
+        """Reads `pages` into the cache, each run of them with its requests in flight together;
+        a page that does not read is a MemoryFault, or skipped when only `prefetch`ed."""
+        if not pages:
+            return
+        runs = _runs(pages)
+        for (first, count), chunk in zip(runs, self._gdb.read_runs([(f * PAGE, n * PAGE) for f, n in runs])):
+            if chunk is None:
+                if prefetch:
+                    continue
+                raise MemoryFault(first * PAGE, count * PAGE, "read")
+            self.bytes_read += len(chunk)
             for i in range(count):
-                self._pages[start_page + i] = bytearray(data[i * PAGE : (i + 1) * PAGE])
+                self._pages[first + i] = bytearray(chunk[i * PAGE : (i + 1) * PAGE])
 
     def _gather(self, address: int, size: int) -> bytes:
         first, offset = divmod(address, PAGE)
@@ -433,10 +466,11 @@ class NpuAttachment(BootAttachment):
                 f"inside the NPU window at {self.board.npu.base:#010x}"
             )
         writes: dict[int, int] = {}  # register number -> new value
+        memory: list[str] = []  # the NPU's writes to the target's memory, not yet sent
         if access.load:
             writes[access.rt] = self.device.read(offset)
         else:
-            self._store(offset, registers[access.rt])
+            memory = self._store(offset, registers[access.rt])
         if access.writeback:
             writes[access.rn] = access.base_after(registers)
         writes[thumb.PC] = pc + access.size
@@ -445,17 +479,20 @@ class NpuAttachment(BootAttachment):
         if new_xpsr != xpsr:
             named["xpsr"] = new_xpsr
         if not self._irq_rising:
-            return gdb.register_writes(named)
+            return [*memory, *gdb.register_writes(named)]
         self._irq_rising = False
         after = {**registers, **writes}
-        return self._pend_interrupt(gdb, gdb.register_writes(named), pc & ~1, after, new_xpsr)
+        return self._pend_interrupt(gdb, [*memory, *gdb.register_writes(named)], pc & ~1, code, after, new_xpsr)
 
-    def _store(self, offset: int, value: int):
+    def _store(self, offset: int, value: int) -> list[str]:
+        """Performs a store; returns the writes of what the NPU wrote to the target's memory
+        through gdb, when few (PIPELINE packets; more are written at once)."""
         self.memory.begin()
         started = time.perf_counter()
         self.device.write(offset, value)
-        self.memory.flush()
+        memory = self.memory.flush(defer=PIPELINE)
         self.npu_time_s += time.perf_counter() - started
+        return memory
 
     def _read_state(self, gdb: GdbClient) -> tuple[dict[int, int], int, bytes]:
         """r0..r15, xPSR (one 'g' packet: QEMU's M-profile layout is 16 words, then xPSR)
@@ -484,12 +521,13 @@ class NpuAttachment(BootAttachment):
             self._irq_rising = True
 
     def _pend_interrupt(
-        self, gdb: GdbClient, before: list[str], stub_at: int, registers: dict[int, int], xpsr: int
+        self, gdb: GdbClient, before: list[str], stub_at: int, code: bytes, registers: dict[int, int], xpsr: int
     ) -> list[str]:
         """Lets the CPU pend the NPU's interrupt in its NVIC (after the writes `before`);
-        returns the writes that restore its state."""
+        returns the writes that restore its state. `code`: the bytes at stub_at before the
+        access, which is what is there now unless the NPU wrote them (then the NPU's)."""
         irq = self.board.npu.irq
-        saved = gdb.read_memory(stub_at, 2)
+        saved = self.memory.peek(stub_at, 2) or code[:2]
         outside_it_block = xpsr & ~((0x3F << 10) | (0x3 << 25))
         stub = {"r0": NVIC_ISPR + 4 * (irq // 32), "r1": 1 << (irq % 32), "pc": stub_at, "xpsr": outside_it_block}
         stop = gdb.step([*before, gdb.memory_write(stub_at, STR_R1_AT_R0), *gdb.register_writes(stub)])

@@ -152,7 +152,7 @@ class GdbClient:
         ]
 
     @staticmethod
-    def memory_write(address: int, data: bytes) -> str:
+    def memory_write(address: int, data: bytes | memoryview) -> str:
         """The packet that writes `data` (at most WRITE_CHUNK bytes) at `address`."""
         if len(data) > WRITE_CHUNK:
             raise ValueError(f"{len(data)} bytes do not fit one memory write packet ({WRITE_CHUNK})")
@@ -176,27 +176,48 @@ class GdbClient:
     def read_memory(self, address: int, size: int) -> bytes:
         requests = [(a, min(READ_CHUNK, address + size - a)) for a in range(address, address + size, READ_CHUNK)]
         out = bytearray()
+        for a, n, data, reply in self._read_chunks(requests):
+            if data is None:
+                raise GdbError(f"reading {n} bytes at {a:#x} failed ({_short(reply or b'closed')})")
+            out += data
+        return bytes(out)
+
+    def read_runs(self, runs: list[tuple[int, int]]) -> list[bytes | None]:
+        """The memory of each (address, size) of `runs`, every request in flight together (up
+        to PIPELINE at a time): None for a run the target refused in part."""
+        requests = [
+            (i, a, min(READ_CHUNK, address + size - a))
+            for i, (address, size) in enumerate(runs)
+            for a in range(address, address + size, READ_CHUNK)
+        ]
+        out: list[bytearray | None] = [bytearray() for _ in runs]
+        for (i, _, _), (_, _, data, _) in zip(requests, self._read_chunks([(a, n) for _, a, n in requests])):
+            if data is None or out[i] is None:
+                out[i] = None
+            else:
+                out[i] += data
+        return [None if data is None else bytes(data) for data in out]
+
+    def _read_chunks(self, requests: list[tuple[int, int]]):
+        """Yields (address, size, its bytes or None where refused, the reply) of each m request
+        (a size up to READ_CHUNK), PIPELINE of them in flight at a time."""
         for batch in _batches(requests):
             for a, n in batch:
                 self._send(f"m{a:x},{n:x}")
-            for a, n in batch:
-                reply = self._receive()
-                if reply is None or (reply.startswith(b"E") and len(reply) == 3) or len(reply) != 2 * n:
-                    raise GdbError(f"reading {n} bytes at {a:#x} failed ({_short(reply or b'closed')})")
-                out += bytes.fromhex(reply.decode())
-        return bytes(out)
+            replies = [self._receive() for _ in batch]
+            for (a, n), reply in zip(batch, replies):
+                refused = reply is None or (reply.startswith(b"E") and len(reply) == 3) or len(reply) != 2 * n
+                yield a, n, None if refused else bytes.fromhex(reply.decode()), reply
 
     def write_memory(self, address: int, data: bytes | memoryview):
-        view = memoryview(data).cast("B")
-        requests = [(a, view[a - address : a - address + WRITE_CHUNK])
-                    for a in range(address, address + len(view), WRITE_CHUNK)]  # fmt: skip
-        for batch in _batches(requests):
+        for batch in _batches(_write_chunks(address, data)):
             for a, chunk in batch:
-                self._send(f"M{a:x},{len(chunk):x}:{chunk.hex()}")
-            for a, chunk in batch:
-                reply = self._receive()
-                if reply != b"OK":
-                    raise GdbError(f"writing {len(chunk)} bytes at {a:#x} failed ({_short(reply or b'closed')})")
+                self._send(self.memory_write(a, chunk))
+            self._written([self._receive() for _ in batch], [f"writing {len(c)} bytes at {a:#x}" for a, c in batch])
+
+    def memory_writes(self, address: int, data: bytes | memoryview) -> list[str]:
+        """The packets that write `data` at `address` (for cont and step's `before`)."""
+        return [self.memory_write(a, chunk) for a, chunk in _write_chunks(address, data)]
 
     # ------------------------------------------------------------ execution
 
@@ -240,6 +261,14 @@ def _parse_stop(text: str) -> Stop:
         if key in ("watch", "rwatch", "awatch"):
             return Stop(exited=False, watch=key, address=int(value, 16))
     return Stop(exited=False)
+
+
+def _write_chunks(address: int, data: bytes | memoryview) -> list[tuple[int, memoryview]]:
+    """`data` at `address` cut into the pieces one M packet carries: (address, bytes)."""
+    view = memoryview(data).cast("B")
+    return [
+        (a, view[a - address : a - address + WRITE_CHUNK]) for a in range(address, address + len(view), WRITE_CHUNK)
+    ]
 
 
 def _batches(items: list) -> list[list]:

@@ -106,6 +106,38 @@ def taps(array: np.ndarray, k: Kernel, out_h: int, out_w: int):
             )
 
 
+MANY_TAPS = 16  # a kernel with more taps is reduced over a view of all its windows at once
+
+
+def windows(array: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
+    """A read-only view (out_h, out_w, *array.shape[2:], k.height, k.width) of `array`
+    (padded_ifm's, or its validity mask) whose [..., ky, kx] is taps' view at (ky, kx)."""
+    s = array.strides
+    shape = (out_h, out_w, *array.shape[2:], k.height, k.width)
+    strides = (s[0] * k.stride_y, s[1] * k.stride_x, *s[2:], s[0] * k.dilation_y, s[1] * k.dilation_x)
+    return np.lib.stride_tricks.as_strided(array, shape, strides, writeable=False)
+
+
+def tap_sum(array: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
+    """The sum of `array`'s views at every tap, int64 (out_h, out_w, *array.shape[2:])."""
+    if k.height * k.width > MANY_TAPS:
+        return windows(array, k, out_h, out_w).sum(axis=(-2, -1), dtype=np.int64)
+    result = np.zeros((out_h, out_w, *array.shape[2:]), np.int64)
+    for _, _, view in taps(array, k, out_h, out_w):
+        result += view
+    return result
+
+
+def tap_max(array: np.ndarray, k: Kernel, out_h: int, out_w: int, initial: int) -> np.ndarray:
+    """The largest of `initial` and `array`'s views at every tap, int64 (out_h, out_w, *array.shape[2:])."""
+    if k.height * k.width > MANY_TAPS:
+        return windows(array, k, out_h, out_w).max(axis=(-2, -1), initial=initial).astype(np.int64)
+    result = np.full((out_h, out_w, *array.shape[2:]), initial, np.int64)
+    for _, _, view in taps(array, k, out_h, out_w):
+        np.maximum(result, view, out=result)
+    return result
+
+
 def tap_matrices(w: np.ndarray) -> np.ndarray:
     """OHWI weights as convolution_sums takes them: float64 (kh, kw, I, O), per tap the
     matrix an IFM sample's channels are multiplied by."""
@@ -152,18 +184,11 @@ def pool_values(ctx: Context, name: str, average_divides: bool = False) -> np.nd
         sign = 1 if name == "MAX" else -1
         low = np.iinfo(np.int64).min // 4
         x = np.where(valid[:, :, None], sign * x, low)
-        result = np.full((out_h, out_w, depth), low, np.int64)
-        for _, _, view in taps(x, k, out_h, out_w):
-            np.maximum(result, view, out=result)
-        return sign * result
-    result = np.zeros((out_h, out_w, depth), np.int64)
-    for _, _, view in taps(x, k, out_h, out_w):
-        result += view
+        return sign * tap_max(x, k, out_h, out_w, low)
+    result = tap_sum(x, k, out_h, out_w)
     if name == "AVERAGE" and (average_divides or any((pad.top, pad.left, pad.bottom, pad.right))):
         # the NPU divides each sum by its count of real (unpadded) samples
-        count = np.zeros((out_h, out_w), np.int64)
-        for _, _, view in taps(valid.astype(np.int64), k, out_h, out_w):
-            count += view
+        count = tap_sum(valid.astype(np.int64), k, out_h, out_w)
         multiplier, shift = reciprocal(np.maximum(count, 1))
         result = scale_values(ctx, result, multiplier[:, :, None], shift[:, :, None])
     return result

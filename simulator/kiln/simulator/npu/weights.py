@@ -37,21 +37,25 @@ DECODE_SECONDS = 60.0
 
 @keeps(DECODED_BYTES)  # by the stream's bytes
 def _decoded(raw: bytes) -> np.ndarray:
-    return np.frombuffer(
-        in_child(
-            _decode,
-            (raw,),
-            DECODE_MEMORY_BYTES,
-            DECODE_SECONDS,
-            lambda how: WeightStreamError(f"weight stream of {len(raw)} bytes does not decode: the codec {how}"),
-        ),
-        np.int64,
+    dtype, data = in_child(
+        _decode,
+        (raw,),
+        DECODE_MEMORY_BYTES,
+        DECODE_SECONDS,
+        lambda how: WeightStreamError(f"weight stream of {len(raw)} bytes does not decode: the codec {how}"),
     )
+    return np.frombuffer(data, dtype).astype(np.int64)
 
 
-def _decode(raw: bytes) -> bytes:
-    """The stream's values as int64 bytes; run in kiln.isolation's child process."""
-    return np.asarray(mlw_codec.decode(bytearray(raw)), np.int64).reshape(-1).tobytes()
+def _decode(raw: bytes) -> tuple[str, bytes]:
+    """The stream's values as (the narrowest of int16, int32 and int64 holding them, their
+    bytes in it): less to bring back from kiln.isolation's child process, where this runs."""
+    values = np.asarray(mlw_codec.decode(bytearray(raw)), np.int64).reshape(-1)
+    for dtype in (np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if not len(values) or (info.min <= values.min() and values.max() <= info.max):
+            return np.dtype(dtype).str, values.astype(dtype).tobytes()
+    return np.dtype(np.int64).str, values.tobytes()
 
 
 _kept = BoundedCache(WEIGHT_BYTES)

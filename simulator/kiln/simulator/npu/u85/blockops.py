@@ -329,6 +329,10 @@ def _argmax(ctx: Context, name: str) -> np.ndarray:
     x, valid = blockops.padded_ifm(ctx, regs.feature_map("IFM"), range(depth), k, pad, out_h, out_w)
     low = np.iinfo(np.int64).min
     x = np.where(valid[:, :, None], x, low)
+    if k.height * k.width > blockops.MANY_TAPS:  # argmax: the first of equal maxima, as below
+        window = blockops.windows(x, k, out_h, out_w)
+        index = (window[..., 0, :] if name == "ARGMAX_X" else window[..., :, 0]).argmax(axis=-1).astype(np.int64)
+        return index << ARGMAX_INDEX_SHIFT
     best = np.full((out_h, out_w, depth), low, np.int64)
     index = np.zeros((out_h, out_w, depth), np.int64)
     for ky, kx, view in blockops.taps(x, k, out_h, out_w):
