@@ -299,7 +299,6 @@ class ProgramResult:
     pte: bytes
     report: dict
     methods: dict[str, Result]
-    state: list[dict]  # per state buffer: name, dtype, shape, bytes, scale, zero_point
 
 
 def _compile_methods(
@@ -370,7 +369,7 @@ def _compile_methods(
         "memory": {"pte_bytes": len(data)},
         "stages_s": stage.seconds,
     }
-    return ProgramResult(data, report, results, buffers)
+    return ProgramResult(data, report, results)
 
 
 def run_time(result: vela.VelaResult) -> tuple[int, int]:
