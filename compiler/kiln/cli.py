@@ -137,7 +137,7 @@ def _build(args) -> int:
     if args.bake is not None and not args.bake.is_file():
         raise UsageError(f"--bake {args.bake}: no such file")
     elf = runner_build.build_runner(
-        args.pte,
+        args.pte if len(args.pte) > 1 else args.pte[0],
         target or args.target,
         args.memory_mode,
         args.system_config,
@@ -199,12 +199,30 @@ def _run(args) -> int:
             "line): leave out --profile, or use --platform=virtual"
         )
     # the ELF and the target checked before the command line creates --output-dir
-    fw = flow.firmware(
-        args.elf, boards.target(args.target, args.board), args.input, args.output_dir, args.npu_timeout_ms
-    )
+    target = boards.target(args.target, args.board)
+    if args.model:  # the runner reads --model and --input in the order given
+        fw = flow.firmware(args.elf, target, (), args.output_dir, args.npu_timeout_ms, _in_order(args.sequence))
+    else:
+        fw = flow.firmware(args.elf, target, args.input, args.output_dir, args.npu_timeout_ms)
     if args.profile is not None:
         return _run_profiled(args, fw)
     return flow.run(fw, args.platform, args.timeout, counted, echo=_echo).status
+
+
+class _InOrder(argparse.Action):
+    """An appending option that also records (option, value) in `sequence`, in command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, [*getattr(namespace, self.dest), values])
+        namespace.sequence = [*getattr(namespace, "sequence", []), (self.dest, values)]
+
+
+def _in_order(sequence: list[tuple[str, object]]) -> list[str]:
+    """The runner's --model=NAME and --input=PATH tokens in the order given (paths checked and
+    made absolute by kiln.simulator.run.firmware_arguments)."""
+    from kiln.simulator.run import firmware_arguments
+
+    return [f"--model={value}" if option == "model" else firmware_arguments([value])[0] for option, value in sequence]
 
 
 def _run_profiled(args, fw) -> int:
@@ -617,7 +635,14 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         "memory_report.txt and .json into its build directory.",
     )
     what = bu.add_mutually_exclusive_group(required=True)
-    what.add_argument("--pte", type=Path, metavar="FILE", help="the program to bake into the runner")
+    what.add_argument(
+        "--pte",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="the program to bake into the runner; several --pte make one image of several models, "
+        "which the runner runs in the order of its --model=NAME options (NAME: the file's name without .pte)",
+    )
     what.add_argument("--app", metavar="NAME", help="instead, build the firmware's plain apps; print NAME's ELF")
     _target_option(bu)
     _board_option(bu)
@@ -666,13 +691,27 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     _platform_options(ru, DEFAULT_TIMEOUT_S)
     ru.add_argument(
         "--input",
-        action="append",
+        action=_InOrder,
         type=Path,
         default=[],
         metavar="FILE",
-        help="a file kiln's executor runner reads as an input (once per input)",
+        help="a file kiln's executor runner reads as an input (once per input; after its --model in an image "
+        "of several)",
     )
-    ru.add_argument("--output-dir", type=Path, metavar="DIR", help="where the runner writes output_<i>.bin")
+    ru.add_argument(
+        "--model",
+        action=_InOrder,
+        default=[],
+        metavar="NAME",
+        help="an image of several models (kiln build --pte A.pte --pte B.pte): run model NAME, with the "
+        "--input options after it; repeat for a sequence (default: each model once on its built-in inputs)",
+    )
+    ru.add_argument(
+        "--output-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the runner writes output_<i>.bin (NAME_output_<i>.bin in an image of several models)",
+    )
     ru.add_argument(
         "--npu-timeout-ms",
         type=_npu_timeout_ms,
