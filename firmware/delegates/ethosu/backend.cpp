@@ -39,8 +39,8 @@ Error bad_argument(DelegateFault fault, size_t value) {
   return Error{ErrorCode::kDelegateBadArgument, static_cast<uint32_t>(fault), static_cast<uint32_t>(value)};
 }
 
-// The "kiln.fast_scratch_size" compile spec kiln writes (decimal bytes), or 0 when the
-// .pte has none (e.g. written by ExecuTorch) or it is not a plain decimal number.
+}  // namespace
+
 uint32_t fast_scratch_needed(const runtime::CompileSpecs& specs) {
   const runtime::Span<const uint8_t> text = specs.find("kiln.fast_scratch_size");
   uint64_t value = 0;
@@ -50,6 +50,8 @@ uint32_t fast_scratch_needed(const runtime::CompileSpecs& specs) {
   }
   return value > 0xFFFFFFFFu ? 0 : static_cast<uint32_t>(value);
 }
+
+namespace {
 
 // The regions every run of `p` gets: BASEP0 = the weights (read-only), BASEP1 = the
 // scratch, BASEP2 = the fast scratch (only when given). One list for init's bounds check

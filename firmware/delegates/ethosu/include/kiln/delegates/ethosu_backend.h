@@ -80,4 +80,9 @@ runtime::Backend backend(Context& context);
 // Clears the cycle, run and PMU counters (e.g. before each inference).
 void reset_counters(Context& context);
 
+// The bytes of fast scratch (region 2) a delegate needs: its "kiln.fast_scratch_size" compile
+// spec (decimal bytes), or 0 when the .pte has none (e.g. written by ExecuTorch) or it is not a
+// plain decimal number.
+uint32_t fast_scratch_needed(const runtime::CompileSpecs& specs);
+
 }  // namespace kiln::delegates::ethosu
