@@ -15,7 +15,7 @@ extern "C" const uint8_t app_input[], app_input_end[];
 
 namespace {
 
-constexpr size_t kArenaBytes = 1024 * 1024;
+constexpr size_t kArenaBytes = APP_ARENA_BYTES;  // CMakeLists.txt
 // In SRAM, which the NPU reaches (the board's default .bss, DTCM, it does not).
 alignas(kiln::kBufferAlignment) KILN_PLACE_BSS(sram) uint8_t arena[kArenaBytes];
 kiln::MethodBuffers buffers;  // static: the Method points into it

@@ -120,11 +120,11 @@ Status carve(const MethodNeeds& needs, Span<uint8_t> arena, Span<uint8_t> fast_a
 
 // The Ethos-U: kiln's driver and its EthosUBackend over a MethodBuffers' scratch, fast
 // scratch and pool. Static storage: the backend record points into it; the MethodBuffers
-// must outlive it.
+// must outlive it. Constant-initialised (like MethodBuffers): a static one runs no constructor.
 struct Npu {
   ethosu::Driver driver;
   delegates::ethosu::Context context;
-  Backend backend;
+  Backend backend{};
   const Backend* list[1] = {};
 
   // Finds the NPU at `base` (Driver::create: kNpuNotFound when none answers there) and sets
