@@ -56,7 +56,11 @@ Error too_large(uint64_t needed, size_t limit) {
 
 }  // namespace
 
-size_t MethodNeeds::arena_bytes() const { return static_cast<size_t>(layout(*this).total); }
+size_t MethodNeeds::arena_bytes() const {
+  if (planned_count > kMaxPlannedBuffers) return SIZE_MAX;
+  const uint64_t total = layout(*this).total;
+  return total > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(total);
+}
 
 Result<MethodNeeds> method_needs(const Program& program, size_t index) {
   auto plan = program.method(index);
@@ -86,6 +90,7 @@ Result<MethodNeeds> method_needs(const Program& program, size_t index) {
 }
 
 Status carve(const MethodNeeds& needs, Span<uint8_t> arena, Span<uint8_t> fast_arena, MethodBuffers& out) {
+  if (needs.planned_count > kMaxPlannedBuffers) return too_large(needs.planned_count, kMaxPlannedBuffers);
   const Layout l = layout(needs);
   const uintptr_t address = reinterpret_cast<uintptr_t>(arena.data);
   const uint64_t padding = round_up(address, kBufferAlignment) - address;

@@ -91,7 +91,8 @@ struct MethodNeeds {
   uint32_t npu_fast_scratch = 0;  // Ethos-U region 2 (Dedicated_Sram only), whole lines; else 0
 
   // The bytes carve takes from its arena for all of the above except the fast scratch,
-  // alignment padding included (an arena 32-byte aligned needs no more).
+  // alignment padding included (an arena 32-byte aligned needs no more); SIZE_MAX when that
+  // does not fit a size_t or planned_count is above kMaxPlannedBuffers.
   size_t arena_bytes() const;
 };
 
@@ -115,7 +116,8 @@ struct MethodBuffers {
 // Fills `out` from `arena` (in order: planned buffers, NPU scratch, values, kernels, delegate
 // slots, pool; each kBufferAlignment-aligned) and the fast scratch from `fast_arena`. The
 // planned buffers are zeroed (a program's state arena starts at zero: program.h). Errors:
-// kTooLarge (a = the bytes needed, b = the arena's size; `out` unchanged).
+// kTooLarge (a = the bytes needed, b = the arena's (or fast arena's) size; or a = planned_count,
+// b = kMaxPlannedBuffers); `out` is unchanged on an error.
 Status carve(const MethodNeeds& needs, Span<uint8_t> arena, Span<uint8_t> fast_arena, MethodBuffers& out);
 
 // The Ethos-U: kiln's driver and its EthosUBackend over a MethodBuffers' scratch, fast
