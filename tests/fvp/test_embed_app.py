@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from kiln import boards, flow
+from kiln.firmware import runner_build
 from kiln.pte.schema import NUMPY_DTYPES
 from tests.firmware.test_firmware_build import check_no_heap
 from tests.fvp.helpers import compiled, random_samples
@@ -22,6 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "firmware" / "examples" / "embed_app"
 TARGET = "ethos-u55-128"  # on corstone-300, the board the package is installed for
 OUTPUT_LINE = re.compile(r"output (\d+): (\d+) bytes: ([0-9a-f]*)$")
+
+
+def first_line(inputs: int, outputs: int, fast_scratch: int) -> re.Pattern:
+    """embed_app's first line (its main.cpp states it)."""
+    return re.compile(
+        rf"embed_app: {inputs} inputs, {outputs} outputs, arena \d+ of \d+ bytes, "
+        rf"fast scratch {fast_scratch} of \d+ bytes$"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,18 +73,28 @@ def printed_outputs(uart: list[str], pte: Path) -> list[np.ndarray]:
     return arrays
 
 
-@pytest.mark.parametrize("model, spec", [("digits", {}), ("tiny_cnn", {"io": "int8"})])
-def test_the_example_app_on_the_installed_package_equals_run_host(work, package, tmp_path, model, spec):
-    pte = compiled(work, model, TARGET, **spec)
+@pytest.mark.parametrize(
+    "model, target, spec",
+    [
+        ("digits", TARGET, {}),
+        ("tiny_cnn", TARGET, {"io": "int8"}),
+        ("digits", "ethos-u65-256", {}),  # Dedicated_Sram: a fast scratch, from the app's fast arena
+    ],
+)
+def test_the_example_app_on_the_installed_package_equals_run_host(work, package, tmp_path, model, target, spec):
+    pte = compiled(work, model, target, **spec)
     samples = random_samples(pte, 1, seed=30)
     elf = build_app(package, pte, samples[0], tmp_path / "app")
     heap = check_no_heap(elf)
     assert heap.returncode == 0, heap.stderr
 
-    run = flow.run(flow.firmware(elf, TARGET), platform="virtual", timeout=300)
+    run = flow.run(flow.firmware(elf, target), platform="virtual", timeout=300)
     assert run.status == 0, "\n".join(run.uart)
     inputs, outputs = flow.program_io(pte)
-    assert f"embed_app: {len(inputs)} inputs, {len(outputs)} outputs, arena" in "\n".join(run.uart)
+    # method_needs' fast scratch is what kiln's runner build plans from the same .pte (whole lines)
+    fast = runner_build.plan(pte, target).fast_scratch
+    line = first_line(len(inputs), len(outputs), -(-fast.size // 32) * 32 if fast else 0)
+    assert any(line.match(printed) for printed in run.uart), (line.pattern, run.uart)
     assert run.npu is not None and run.npu.streams == 1, run.npu_summary  # the delegate ran on the NPU model
     assert flow.compare(pte, samples, [printed_outputs(run.uart, pte)]) == []
 
