@@ -54,13 +54,28 @@ def test_the_package_links_into_firmware_with_its_own_startup_and_console(packag
         assert f"#define {name} {value}" in header.replace("u\n", "\n")
     targets = (prefix / "lib" / "cmake" / "kiln" / "kilnTargets.cmake").read_text()
     assert "kiln::kiln" in targets and "kiln::ethosu" in targets and "kiln::board" not in targets
+    assert_own_board_firmware(link_consumer(tmp_path / "consumer", work_pte, f"-Dkiln_DIR={prefix}/lib/cmake/kiln"))
 
-    out = tmp_path / "consumer"
+
+def test_add_subdirectory_gives_the_same_targets(work_pte, tmp_path):
+    """kiln's firmware/ built inside the application's build (its CPU flags, the board facts)."""
+    flags = [f"-DCMAKE_{lang}_FLAGS={CPU_FLAGS}" for lang in ("C", "CXX", "ASM")]
+    facts = [f"-D{k}={v}" for k, v in FACTS.items()]
+    elf = link_consumer(tmp_path / "consumer", work_pte, f"-DKILN_FIRMWARE_DIR={ROOT / 'firmware'}", *flags, *facts)
+    assert_own_board_firmware(elf)
+
+
+def link_consumer(out: Path, pte: Path, *options: str) -> Path:
+    """tests/firmware/embed_consumer for `pte`, configured with `options`, built; its ELF."""
     run(["cmake", "-S", str(CONSUMER), "-B", str(out), "-G", "Ninja", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}",
-         f"-Dkiln_DIR={prefix / 'lib' / 'cmake' / 'kiln'}", f"-DCONSUMER_PTE={work_pte}",
-         f"-DKILN_PYTHON={sys.executable}"])  # fmt: skip
+         f"-DCONSUMER_PTE={pte}", f"-DKILN_PYTHON={sys.executable}", *options])  # fmt: skip
     run(["cmake", "--build", str(out)])
-    elf = out / "consumer.elf"
+    return out / "consumer.elf"
+
+
+def assert_own_board_firmware(elf: Path):
+    """The consumer's ELF: no heap; the application's console sink; kiln's API linked; no startup
+    or vector table of kiln's; no static constructors; built for the Cortex-M4 with its FPU."""
     heap = check_no_heap(elf)
     assert heap.returncode == 0, heap.stderr
     symbols = {line.split()[-1]: line.split()[-2] for line in run(["arm-none-eabi-nm", str(elf)]).splitlines()}
