@@ -23,8 +23,8 @@
 //  - the .pte's bytes, 16-byte aligned, unchanged while the Program and its Methods are used
 //    (kiln_add_pte in the CMake package bakes one into the image);
 //  - the arenas: one for the planned buffers, tables and NPU scratch, in memory the NPU can
-//    reach (32-byte aligned: whole D-cache lines), and on Dedicated_Sram one in the NPU's fast
-//    memory;
+//    reach, and on Dedicated_Sram one in the NPU's fast memory (carve aligns every piece to
+//    whole D-cache lines);
 //  - the NPU's base address (to Npu::start) and, at the package's build, its interrupt number
 //    (KILN_NPU_IRQ) with kiln_npu_irq_handler in the vector table at that interrupt;
 //  - a console sink for kiln's error lines: on a kiln board kiln's UART (kiln::board), else
