@@ -15,6 +15,7 @@
     kiln flash --board B --elf FILE [--drive DIR]     firmware onto a board: its USB drive (MPS3/MPS4), Alif's
                                                       Security Toolkit, or a debug probe (--probe, pyOCD)
     kiln export --csolution DIR --pte F --target T    the runner for a .pte as a CMSIS-Toolbox project
+    kiln pack --output DIR [--board B]                kiln's runtime as a CMSIS-Pack (Kiln.Runtime.<version>.pack)
 
 ExecuTorch's script names stay as thin wrappers: ./scripts/run.sh is `kiln deploy`,
 ./scripts/build_executor_runner.sh is `kiln build`, ./scripts/run_fvp.sh is `kiln run`
@@ -333,6 +334,13 @@ def _export(args) -> int:
 
     for path in csolution.export(args.pte, args.target, args.board, args.csolution):
         print(path)
+    return 0
+
+
+def _pack(args) -> int:
+    from kiln.firmware import pack
+
+    print(pack.write(args.output, args.board or pack.DEFAULT_BOARD))
     return 0
 
 
@@ -830,6 +838,14 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     ex.add_argument("--pte", required=True, type=Path, metavar="FILE", help="the program to bake in")
     _target_option(ex)
     _board_option(ex)
+
+    pk = command("pack", "write kiln's runtime as a CMSIS-Pack for CMSIS-Toolbox projects", _pack)
+    pk.add_argument("--output", required=True, type=Path, metavar="DIR", help="the folder for the .pack")
+    pk.add_argument(
+        "--board",
+        metavar="NAME",
+        help="whose facts the pack's config/kiln_board.h holds, for the project to edit (default corstone-300)",
+    )
 
     de = command(
         "deploy",
