@@ -15,8 +15,8 @@ step (the virtual platform's cycle counts follow Vela's performance model: its p
 estimate, not a cycle-accurate NPU), the CPU instructions of each step's execute() (QEMU's
 count) and the wall time per token (start-up included, and apart). smollm2_135m_shape is
 SmolLM2-135M's shape with random weights, compiled with decode alone (a prompt goes through decode
-a token at a time, as ExecuTorch's runner does for a program of one method): its compile takes
-minutes.
+a token at a time, as ExecuTorch's runner does for a program of one method; its platform run takes
+the prompt "Hi", tinylm's 'The "if" statement'): its compile takes minutes.
 
 --agreement: over tinylm's PROMPTS, how many of the quantized program's greedy tokens (`kiln
 generate`'s arithmetic) equal the float model's, token by token until the first difference and in
@@ -75,10 +75,11 @@ def for_target(result: kc.ProgramResult, target: boards.Target) -> tuple[bytes, 
     return from_program.write_methods(methods, target.name, spec.memory_mode, constants), compiled
 
 
-def on_platform(pte: Path, target: boards.Target, tokens: int) -> dict:
+def on_platform(pte: Path, target: boards.Target, tokens: int, prompt: bytes) -> dict:
     elf = flow.build_runner(pte, target, app="generate", echo=lambda *line, **end: None)
     start = time.monotonic()
-    done = flow.generate(elf, target, b'The "if" statement', tokens, pte, count_instructions=True)
+    steps = len(prompt) + tokens  # a decode-only program takes the prompt a token at a time
+    done = flow.generate(elf, target, prompt, tokens, pte, count_instructions=True, timeout=120 + 60 * steps)
     wall = time.monotonic() - start
     if not done.complete:
         raise RuntimeError(f"the generation app failed on {target.name}:\n{done.log}")
@@ -143,15 +144,16 @@ def main(argv: list[str] | None = None) -> int:
                 data, compiled = for_target(result, target)
                 pte = folder / f"{name}-{target_name}.pte"
                 pte.write_bytes(data)
-                measured = {} if args.no_platform else on_platform(pte, target, args.tokens)
+                prompt = b"Hi" if name == "smollm2_135m_shape" else b'The "if" statement'
+                measured = {} if args.no_platform else on_platform(pte, target, args.tokens, prompt)
                 for method, results in compiled.items():
                     npu = sum(r.npu_cycles for r in results)
                     total = sum(r.total_cycles for r in results)
                     if not measured:
                         pmu = ""
-                    elif method == measured["first"][0]:
-                        pmu = f"{measured['first'][1]:,}"
-                    else:
+                    elif method == measured["first"][0] and method != "decode":
+                        pmu = f"{measured['first'][1]:,}"  # prefill's one run
+                    else:  # a decode step's: the tokens after the first (which, decode-only, takes the prompt too)
                         pmu = f"{measured['decode']:,.0f}" if measured["decode"] is not None else "-"
                     instructions = f"{measured['instructions']:,.0f}" if measured.get("instructions") else ""
                     seconds = f"{measured['seconds_per_token']:.2f}" if measured else ""
