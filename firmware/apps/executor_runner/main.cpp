@@ -8,6 +8,7 @@
 #include "kiln/platform.h"
 #include "kiln_board.h"
 #include "model.h"
+#include "profiling.h"
 #include "runner.h"
 
 using namespace kiln;
@@ -25,7 +26,8 @@ int main() {
     return status;
   }
   // The program's first method (the handle Program::load returns reads it).
-  auto method = runtime::Method::create(program.value(), m.methods[0], runtime::kKernelTable, npu.backends());
+  auto method =
+      runtime::Method::create(program.value(), m.methods[0], runtime::kKernelTable, runner::profiling::backends(npu));
   if (!method.ok()) return runner::fail("binding the program", method.error(), runner::kExitBind);
   // The watchdog of the CPU path: each execute() may charge at most this many elements
   // (Method::set_work_budget: per instruction, 1 + the numel of its tensor arguments), a
@@ -45,6 +47,7 @@ int main() {
   for (uint32_t s = 0; s < inputs.samples; ++s) {
     if (!runner::read_sample(method.value(), inputs)) return runner::kExitUsage;
     delegates::ethosu::reset_counters(npu.context);
+    runner::profiling::begin_inference();
     const uint32_t begin = cpu::cycle_count();
     runtime::Status run = method.value().execute();
     const uint32_t cycles = cpu::cycle_count() - begin;
@@ -54,5 +57,5 @@ int main() {
     runner::summarise_outputs(method.value());
     if (!runner::write_sample(method.value(), outputs)) return runner::kExitUsage;
   }
-  return runner::kExitOk;
+  return runner::profiling::finish(runner::kExitOk);
 }
