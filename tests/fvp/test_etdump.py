@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from kiln import flow
+from kiln.errors import RunnerError
 from kiln.firmware import runner_build
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import NUMPY_DTYPES, DelegateCall
@@ -89,3 +90,18 @@ def test_one_run_data_per_inference(profiled, tmp_path):
     assert rows[-1]["event_name"] == "DELEGATE_CALL"
     assert rows[-1]["raw"] == [float(c) for c in done.npu_cycles]
     assert all(len(r["raw"]) == 3 for r in rows)
+
+
+def test_a_record_beyond_the_runners_storage_is_refused(profiled, tmp_path):
+    """22 inferences of digits' 6 events: 132, more than the runner keeps (128, etdump_profiling.cpp);
+    the inferences still succeed, the runner says the record is incomplete and kiln refuses it."""
+    _, out = profiled
+    work = out / "runner"
+    elf = work / "runner" / "cmake" / f"{runner_build.ETDUMP_APP}.elf"
+    inputs, _ = flow.program_io(work / "digits.pte")
+    samples = [[np.zeros(t.sizes, NUMPY_DTYPES[t.scalar_type]) for t in inputs] for _ in range(22)]
+    done = flow.infer(elf, "ethos-u55-128", work / "digits.pte", samples, tmp_path, platform="virtual")
+    assert done.complete, done.log
+    assert "runner: ETDump: more than 32 inferences or 128 events; the rest were not recorded" in done.run.uart
+    with pytest.raises(RunnerError, match="incomplete"):
+        etdump.collect(done.run.uart)
