@@ -9,6 +9,7 @@
     kiln generate PTE --prompt TEXT --tokens N         text from a language model's .pte (prefill, then decode
                                                       steps) on the host: the reference of the firmware's
     kiln profile MODEL --target T [--output DIR]      per-layer NPU cycles and bytes beside Vela's estimate
+                                                      (--etdump=FILE: the runner's ETDump of a run)
     kiln targets                                      the NPU targets, the boards, their Vela defaults and
                                                       the boards' unverified facts
     kiln deploy [MODEL] --target T                    compile, build and run: the whole job on defaults
@@ -308,6 +309,8 @@ def _profile(args) -> int:
             raise UsageError(
                 "--cpu-instructions needs the model (a .pte does not say which op each kernel call belongs to)"
             )
+        if args.etdump:
+            raise UsageError("--etdump needs the model (a .pte does not say which module and op each NPU layer is)")
         p = flow.profile_pte(Path(args.model), args.target)
     else:
         spec = CompileSpec(
@@ -315,11 +318,16 @@ def _profile(args) -> int:
         )
         work = Path(args.output) / "runner" if args.output else None  # with --cpu-instructions
         target = boards.target(args.target, args.board)
-        p = flow.profile_model(args.model, spec, target, args.cpu_instructions, work, log=_log)
+        p = flow.profile_model(args.model, spec, target, args.cpu_instructions, work, log=_log, etdump=args.etdump)
     print(profile.format_table(p))
     if args.output:
         for path in profile.write(p, Path(args.output)):
             print(f"wrote {path}")
+    if args.etdump:
+        from kiln.reference import etdump
+
+        opened = etdump.INSPECTOR.replace("FILE", repr(str(args.etdump)))
+        print(f"wrote {args.etdump} (ETDump, times in NPU cycles; ExecuTorch's devtools open it: {opened})")
     return 0
 
 
@@ -788,6 +796,13 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         "--cpu-instructions",
         action="store_true",
         help="build the runner and count each CPU op's instructions on the virtual platform",
+    )
+    pf.add_argument(
+        "--etdump",
+        type=Path,
+        metavar="FILE",
+        help="as --cpu-instructions, with the runner that records an ETDump (ExecuTorch's profiling format) of "
+        "the run, written to FILE: one event per NPU layer and per delegate call, in NPU cycles",
     )
 
     command("targets", "list the NPU targets, the boards (and their unverified facts) and Vela defaults", _targets)

@@ -496,20 +496,22 @@ def profile_model(
     cpu_instructions: bool = False,
     work: Path | None = None,
     log=print,
+    etdump: Path | None = None,
 ) -> host_profile.Profile:
     """kiln profile of `model` compiled to `spec`: each layer's NPU cycles and bytes on kiln's NPU
     model beside Vela's own estimate (kiln.reference.profile.profile). `cpu_instructions`: also
     each program instruction's CPU instructions, from kiln's executor runner for the program run
     once on the virtual platform (measure_cpu), its files in `work` (default
-    build/profile/<model>)."""
+    build/profile/<model>). `etdump`: that run by the runner that records an ETDump, written to
+    this file (implies cpu_instructions)."""
     from kiln import compile as kc
     from kiln.reference import profile as host_profile
 
     result = kc.compile_model(model, spec, log=log, target=target)
     target = boards.resolve(target or spec.target, spec.board)
     p = host_profile.profile(result, target)
-    if cpu_instructions:
-        measure_cpu(p, result, target, work or paths.build_root() / "profile" / p.model)
+    if cpu_instructions or etdump is not None:
+        measure_cpu(p, result, target, work or paths.build_root() / "profile" / p.model, etdump=etdump)
     return p
 
 
@@ -520,20 +522,30 @@ def measure_cpu(
     work: Path,
     timeout: float = PROFILE_TIMEOUT_S,
     echo=lambda *args, **kwargs: None,
+    etdump: Path | None = None,
 ) -> None:
     """Builds kiln's executor runner for `result` in `work` (its .pte and report there too, the
     build in work/runner; `echo` sees the build's report), runs one inference (the runner's
     built-in inputs) on the virtual platform counting each program instruction's CPU
-    instructions, and fills them into `p` (kiln.reference.profile.count_cpu). A RunnerError when
-    the runner does not exit 0."""
+    instructions, and fills them into `p` (kiln.reference.profile.count_cpu). With `etdump`, the
+    runner built is the one that records an ETDump of the run (kiln.reference.etdump), written
+    to that file. A RunnerError when the runner does not exit 0."""
     from kiln import compile as kc
+    from kiln.firmware import runner_build
+    from kiln.reference import etdump as device_etdump
     from kiln.reference import profile as host_profile
 
     owners = host_profile.instruction_owners(result)
     work.mkdir(parents=True, exist_ok=True)
     pte = work / f"{p.model}.pte"
     kc.write(result, pte)
-    elf = build_runner(pte, target, output=work / "runner", echo=echo)
+    recording = {}
+    if etdump is not None:
+        recording = {
+            "app": runner_build.ETDUMP_APP,
+            "sources": {"etdump_layers.cpp": device_etdump.layers_source(p, owners)},
+        }
+    elf = build_runner(pte, target, output=work / "runner", echo=echo, **recording)
     counted = _run(firmware(elf, target), "virtual", timeout, qemu_plugin.Request(host_profile.RUN_INSTRUCTION))
     if counted.status != 0:
         raise RunnerError(
@@ -541,6 +553,8 @@ def measure_cpu(
             f"its last lines: {' | '.join(counted.uart[-3:])}"
         )
     _count_cpu(p, counted, owners, work / "runner" / "memory_report.json")
+    if etdump is not None:
+        Path(etdump).write_bytes(device_etdump.collect(counted.uart))
 
 
 def _count_cpu(p: host_profile.Profile, counted: RunResult, owners, memory_report: Path | None = None) -> None:

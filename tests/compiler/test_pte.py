@@ -745,16 +745,21 @@ needs_executorch = pytest.mark.skipif(
 )
 
 
-def _dumped(path: Path) -> dict:
-    """ExecuTorch's reading of the .pte at `path` (tests/tools/et_dump.py)."""
+def et_tool(script: str, *arguments) -> dict:
+    """The JSON a tool of tests/tools prints, run with ExecuTorch's Python."""
     run = subprocess.run(
-        [str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_dump.py"), str(path)],
+        [str(ET_PYTHON), str(ROOT / "tests" / "tools" / script), *map(str, arguments)],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout)
+
+
+def _dumped(path: Path) -> dict:
+    """ExecuTorch's reading of the .pte at `path` (tests/tools/et_dump.py)."""
+    return et_tool("et_dump.py", path)
 
 
 @pytest.fixture(scope="module")

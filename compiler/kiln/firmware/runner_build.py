@@ -66,7 +66,8 @@ KERNEL_TABLE_GENERATOR = paths.FIRMWARE_DIR / "runtime" / "gen_kernel_table.py"
 APP = "executor_runner"
 # The apps over the generated model sources, each a target of APP_DIR's CMake project, and the
 # first words of its banner and report.
-APPS = {APP: "kiln executor runner", "generate": "kiln generate"}
+ETDUMP_APP = "executor_runner_etdump"  # the runner recording an ETDump (kiln.reference.etdump's sources)
+APPS = {APP: "kiln executor runner", ETDUMP_APP: "kiln executor runner (ETDump)", "generate": "kiln generate"}
 BAKED_PTE = "model.pte"  # in the generated sources: the .pte model_pte.S bakes in
 DATA_RESERVE = 64 * 1024  # the runner's and runtime's own .data/.bss beside planned buffers
 BUFFER_ALIGNMENT = 32  # whole D-cache lines: the NPU writes the scratch
@@ -785,17 +786,22 @@ def build_runner(
     stack_size: int | None = None,
     board: str | None = None,
     app: str = APP,
+    sources: dict[str, str] | None = None,
 ) -> Path:
     """Plans, generates, builds and reports; returns the ELF. `pte_path`: one .pte, or several for
     an image of several models (plan()); such an image is checked against the board's regions
     before anything is built (check_fit: each model's compile checked only itself).
     `target`: its name or its Target; `stack_size`: the main stack in bytes (default: the board's);
     `board`: default the target's reference board; `app`: which of APPS (the generation app,
-    "generate", runs a language model's prefill and decode methods: firmware/apps/generate)."""
+    "generate", runs a language model's prefill and decode methods: firmware/apps/generate);
+    `sources`: more generated sources (file name -> text) written beside the model's, e.g. the
+    ETDump app's etdump_layers.cpp."""
     if build_type not in ("Release", "Debug"):
         raise UsageError(f"build type {build_type!r} is not Release or Debug")
     if app not in APPS:
         raise UsageError(f"app {app!r} is not one of {', '.join(APPS)}")
+    if app == ETDUMP_APP and "etdump_layers.cpp" not in (sources or {}):
+        raise UsageError(f"{ETDUMP_APP} is built with the program's NPU layers: kiln profile MODEL --etdump FILE")
     p = plan(pte_path, target, memory_mode, system_config, check_target, stack_size, board)
     if len(p.models) > 1:
         if app != APP:
@@ -804,6 +810,8 @@ def build_runner(
     out = Path(output or default_output(p)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     gen = generate(p, out, list(default_inputs), bake)
+    for name, text in (sources or {}).items():
+        _write_if_changed(gen / name, text)
     baked = baked_files(p, gen)
     if bake:
         baked[0] = Path(bake)

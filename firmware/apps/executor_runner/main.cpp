@@ -8,6 +8,7 @@
 #include "kiln/platform.h"
 #include "kiln_board.h"
 #include "model.h"
+#include "profiling.h"
 #include "runner.h"
 
 using namespace kiln;
@@ -31,6 +32,7 @@ int run_step(const runner::Options& options, const runner::Step& step, runner::N
   for (uint32_t s = 0; s < inputs.samples; ++s) {
     if (!runner::read_sample(model, method, inputs)) return runner::kExitUsage;
     delegates::ethosu::reset_counters(npu.context);
+    runner::profiling::begin_inference();
     const uint32_t begin = cpu::cycle_count();
     runtime::Status run = method.execute();
     const uint32_t cycles = cpu::cycle_count() - begin;
@@ -56,12 +58,13 @@ int main() {
   if (int status = runner::start_npu(runner::kModel.delegate_pool.size > 0, options.npu_timeout_ms, npu)) {
     return status;
   }
+  const runtime::BackendTable backends = runner::profiling::backends(npu);
   // Each model bound once, before any runs: the pool hands out a state per delegate for good.
   for (const runner::ModelMemory& m : runner::kModels) {
     auto program = runtime::Program::load(m.pte, static_cast<size_t>(m.pte_end - m.pte));
     if (!program.ok()) return runner::fail("loading the .pte", program.error(), runner::kExitLoad);
     // The program's first method (the handle Program::load returns reads it).
-    auto method = runtime::Method::create(program.value(), m.methods[0], runtime::kKernelTable, npu.backends());
+    auto method = runtime::Method::create(program.value(), m.methods[0], runtime::kKernelTable, backends);
     if (!method.ok()) return runner::fail("binding the program", method.error(), runner::kExitBind);
     *m.method = method.value();
     // The watchdog of the CPU path: each execute() may charge at most this many elements
@@ -74,5 +77,5 @@ int main() {
   for (int s = 0; s < options.step_count; ++s) {
     if (int status = run_step(options, options.steps[s], npu, counting)) return status;
   }
-  return runner::kExitOk;
+  return runner::profiling::finish(runner::kExitOk);
 }

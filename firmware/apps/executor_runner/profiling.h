@@ -1,0 +1,21 @@
+// The executor runner's profiling hooks (main.cpp calls them). CMake chooses their implementation
+// by the app it builds: no_profiling.cpp for executor_runner (nothing is recorded),
+// etdump_profiling.cpp for executor_runner_etdump (an ETDump of every inference, printed on the
+// UART at the end: docs/profiling.md).
+#pragma once
+
+#include "runner.h"
+
+namespace kiln::runner::profiling {
+
+// The backends Method::create binds: npu's own, or npu's wrapped to time each delegate call.
+// Call once, after start_npu; `npu` is static storage (the wrapper keeps a pointer to it).
+runtime::BackendTable backends(Npu& npu);
+
+// Starts the record of one inference; call before each execute().
+void begin_inference();
+
+// At the app's end: the record goes out (etdump_profiling.cpp prints it); returns `status`.
+int finish(int status);
+
+}  // namespace kiln::runner::profiling
