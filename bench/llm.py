@@ -100,26 +100,18 @@ def on_platform(pte: Path, target: boards.Target, tokens: int) -> dict:
 
 def per_token(pte: Path, target: boards.Target, counts: tuple[int, int]) -> str:
     """The --per-token line of `pte` on `target` (module docstring)."""
-    import json
-    import subprocess
+    from virtual_platform import per_extra, time_split, two_runs
 
     elf = flow.build_runner(pte, target, app="generate", echo=lambda *line, **end: None)
-    runs = []
-    for count in counts:
-        command = [sys.executable, __file__, "--token-run", str(elf), target.name, str(pte), str(count)]
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
-        runs.append(json.loads(done.stdout.splitlines()[-1]))
-    first, second = runs
+    runs = two_runs([sys.executable, __file__, "--token-run", str(elf), target.name, str(pte)], counts)
+    if isinstance(runs, str):
+        return f"{target.name} failed: {runs}"
 
-    def each(name: str) -> float:
-        return (second[name] - first[name]) / (counts[1] - counts[0])
-
-    wall, qemu, accesses, npu = each("seconds"), each("running"), each("accesses"), each("streams")
+    wall = per_extra(runs, counts, "seconds")
     return (
-        f"{target.name} per decode token: {wall * 1e3:.1f} ms wall ({1 / wall:.1f} tokens/s): QEMU {qemu * 1e3:.1f}, "
-        f"NPU model {npu * 1e3:.1f}, attachment {(accesses - npu) * 1e3:.1f}, "
-        f"other {(wall - qemu - accesses) * 1e3:.1f} ms; {each('register_accesses'):.0f} NPU register accesses; "
-        f"tokens {second['tokens']}"
+        f"{target.name} per decode token: {wall * 1e3:.1f} ms wall ({1 / wall:.1f} tokens/s): "
+        f"{time_split(runs, counts)}; {per_extra(runs, counts, 'register_accesses'):.0f} NPU register accesses; "
+        f"tokens {runs[1]['tokens']}"
     )
 
 
