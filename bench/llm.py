@@ -18,6 +18,12 @@ SmolLM2-135M's shape with random weights, compiled with decode alone (a prompt g
 a token at a time, as ExecuTorch's runner does for a program of one method; its platform run takes
 the prompt "Hi", tinylm's 'The "if" statement'): its compile takes minutes.
 
+--per-token A,B (e.g. 4,36): the generation app for --targets' first configuration run twice, for A
+and for B tokens (a process each, the NPU model's kept streams and weights not carried over); per
+decode token, what the second run took more than the first divided by B - A: the wall time and
+its split as the NPU attachment clocks it (kiln.simulator.attach.HostTimes: QEMU, the NPU model,
+the attachment), and the NPU register accesses; the tokens per second of wall time follow.
+
 --agreement: over tinylm's PROMPTS, how many of the quantized program's greedy tokens (`kiln
 generate`'s arithmetic) equal the float model's, token by token until the first difference and in
 all.
@@ -26,6 +32,7 @@ all.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -92,6 +99,41 @@ def on_platform(pte: Path, target: boards.Target, tokens: int, prompt: bytes) ->
     }
 
 
+def per_token(pte: Path, target: boards.Target, counts: tuple[int, int]) -> str:
+    """The --per-token line of `pte` on `target` (module docstring)."""
+    from virtual_platform import per_extra, time_split, two_runs
+
+    elf = flow.build_runner(pte, target, app="generate", echo=lambda *line, **end: None)
+    runs = two_runs([sys.executable, __file__, "--token-run", str(elf), target.name, str(pte)], counts)
+    if isinstance(runs, str):
+        return f"{target.name} failed: {runs}"
+
+    wall = per_extra(runs, counts, "seconds")
+    return (
+        f"{target.name} per decode token: {wall * 1e3:.1f} ms wall ({1 / wall:.1f} tokens/s): "
+        f"{time_split(runs, counts)}; {per_extra(runs, counts, 'register_accesses'):.0f} NPU register accesses; "
+        f"tokens {runs[1]['tokens']}"
+    )
+
+
+def _token_run(elf: Path, target: str, pte: Path, tokens: int) -> dict:
+    """One run of the generation app `elf` for `tokens` tokens: wall time, HostTimes and the NPU
+    register accesses (the run's NPU summary line)."""
+    done = flow.generate(elf, target, b'The "if" statement', tokens, pte, platform="virtual")
+    if not done.complete:
+        sys.exit(done.log[-600:])
+    host = done.run.host
+    accesses = re.search(r"(\d+) register accesses", done.run.npu_summary or "")
+    return {
+        "seconds": done.seconds,
+        "running": host.running,
+        "accesses": host.accesses,
+        "streams": host.streams,
+        "register_accesses": int(accesses.group(1)) if accesses else 0,
+        "tokens": done.token_ids,
+    }
+
+
 def agreement() -> None:
     from kiln.models import load, tinylm
     from kiln.reference import generate
@@ -121,7 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-platform", action="store_true")
     parser.add_argument("--agreement", action="store_true")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep each configuration's .pte there")
+    parser.add_argument("--per-token", metavar="A,B", help="the decode step's wall time and its split")
+    parser.add_argument("--token-run", nargs=4, metavar=("ELF", "TARGET", "PTE", "TOKENS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.token_run:
+        import json
+
+        elf, target, pte, tokens = args.token_run
+        print(json.dumps(_token_run(Path(elf), target, Path(pte), int(tokens))))
+        return 0
     if args.agreement:
         agreement()
         return 0
@@ -144,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                 data, compiled = for_target(result, target)
                 pte = folder / f"{name}-{target_name}.pte"
                 pte.write_bytes(data)
+                if args.per_token:
+                    counts = tuple(int(n) for n in args.per_token.split(","))
+                    print(f"  {per_token(pte, target, counts)}", flush=True)
+                    continue
                 prompt = b"Hi" if name == "smollm2_135m_shape" else b'The "if" statement'
                 measured = {} if args.no_platform else on_platform(pte, target, args.tokens, prompt)
                 for method, results in compiled.items():

@@ -163,6 +163,35 @@ def _stream_seconds(summary: str | None) -> float:
     return 0.0
 
 
+def two_runs(command: list[str], counts: tuple[int, int]) -> tuple[dict, dict] | str:
+    """`command` run with each of `counts` as its last argument, a process each: the JSON
+    objects of their last lines, or the end of what the one that failed printed."""
+    runs = []
+    for count in counts:
+        done = subprocess.run([*command, str(count)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return (done.stdout + done.stderr)[-600:]
+        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    return runs[0], runs[1]
+
+
+def per_extra(runs: tuple[dict, dict], counts: tuple[int, int], name: str) -> float:
+    """What the second of `runs` took more than the first in figure `name`, per extra count."""
+    return (runs[1][name] - runs[0][name]) / (counts[1] - counts[0])
+
+
+def time_split(runs: tuple[dict, dict], counts: tuple[int, int]) -> str:
+    """Where the extra wall time of the second of `runs` went per extra count (HostTimes' figures
+    "running", "accesses", "streams" beside "seconds"): QEMU, NPU model, attachment, other."""
+    wall, qemu, npu, accesses = (
+        1e3 * per_extra(runs, counts, n) for n in ("seconds", "running", "streams", "accesses")
+    )
+    return (
+        f"QEMU {qemu:6.1f}, NPU model {npu:7.1f}, attachment {accesses - npu:5.1f}, "
+        f"other {wall - qemu - accesses:5.1f} ms"
+    )
+
+
 def per_inference(model: str, target: str, counts: tuple[int, int], memory_mode: str | None, work: Path) -> str:
     """The --per-inference figures of `model` (module docstring). Each run is a process of its
     own (_samples_run), so the second does not find what the first kept (decoded weights,
@@ -175,23 +204,15 @@ def per_inference(model: str, target: str, counts: tuple[int, int], memory_mode:
     pte = directory / "model.pte"
     flow.compile_pte(model, CompileSpec(target=target, memory_mode=memory_mode), pte, log=lambda line: None)
     elf = flow.build_runner(pte, target, output=directory / "runner", echo=lambda *text, **options: None)
-    runs = []
-    for count in counts:
-        command = [sys.executable, __file__, "--samples-run", model, str(pte), str(elf), target, str(count)]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            return f"{model:18} failed: {(done.stdout + done.stderr)[-600:]}"
-        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    runs = two_runs([sys.executable, __file__, "--samples-run", model, str(pte), str(elf), target], counts)
+    if isinstance(runs, str):
+        return f"{model:18} failed: {runs}"
     first, second = runs
-
-    def each(name: str) -> float:
-        return 1e3 * (second[name] - first[name]) / (counts[1] - counts[0])
-
-    wall, qemu, npu, accesses = each("seconds"), each("running"), each("streams"), each("accesses")
+    wall = 1e3 * per_extra(runs, counts, "seconds")
     return (
-        f"{model:18} per inference {wall:7.1f} ms wall: QEMU {qemu:6.1f}, NPU model {npu:7.1f}, attachment "
-        f"{accesses - npu:5.1f}, other {wall - qemu - accesses:5.1f} ms; first run ({counts[0]} inference(s)) "
-        f"{first['seconds']:6.2f} s; {second['streams_each']} stream(s) per inference; "
+        f"{model:18} per inference {wall:7.1f} ms wall: {time_split(runs, counts)}; "
+        f"first run ({counts[0]} inference(s)) {first['seconds']:6.2f} s; "
+        f"{second['streams_each']} stream(s) per inference; "
         f"bit-exact with run-host: {'yes' if first['exact'] and second['exact'] else 'NO'}"
     )
 

@@ -44,7 +44,7 @@ Result<uint64_t> Driver::run(const CommandStream& stream, const Region* regions,
 }
 
 // The stand-in NPU has no PMU: every count is 0 and none was counted.
-PmuCounts Driver::pmu_counts() const { return PmuCounts(); }
+PmuCounts Driver::pmu_counts(uint64_t) const { return PmuCounts(); }
 
 }  // namespace kiln::ethosu
 

@@ -18,7 +18,15 @@ using runtime::Tensor;
 constexpr const char* kUsage = "--prompt=PATH, --tokens=N, --output-dir=DIR, --npu-timeout-ms=N";
 constexpr const char* kMaxSeqLen = "get_max_seq_len";  // ExecuTorch's LLM export's constant method
 
-uint8_t g_prompt[kMaxPrompt];  // the prompt's bytes (set_prompt)
+// The prompt's bytes (set_prompt) until the prompt has gone in, then the generated tokens
+// (tokens()): one buffer for both, the app's largest.
+union Text {
+  uint8_t prompt[kMaxPrompt];
+  int32_t tokens[kMaxTokens];
+};
+static_assert(sizeof(Text) == kMaxPrompt, "the generated tokens fit in the prompt's bytes");
+Text g_text;
+uint8_t* const g_prompt = g_text.prompt;
 
 bool take_option(void* context, const char* token) {
   Options& options = *static_cast<Options*>(context);
@@ -150,6 +158,8 @@ void print_i64(int64_t value) {
 
 bool parse_options(Options& options) { return runner::for_each_option(take_option, &options); }
 
+int32_t* tokens() { return g_text.tokens; }
+
 int bind(const Program& program, const runtime::BackendTable& backends, Model& model) {
   const runtime::Result<size_t> decode = program.method_index("decode");
   if (!decode.ok()) return runner::fail("binding the program", decode.error(), runner::kExitBind);
@@ -226,7 +236,7 @@ void print_token(uint32_t k, int64_t token, uint32_t position, const char* metho
   print(" at %u by %s, ", unsigned(position), method);
 }
 
-void print_text(const int64_t* tokens, uint32_t count) {
+void print_text(const int32_t* tokens, uint32_t count) {
   print("generated: '");
   for (uint32_t k = 0; k < count; ++k) {
     if (tokens[k] >= 0 && tokens[k] < 256) {

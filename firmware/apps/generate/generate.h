@@ -80,12 +80,16 @@ struct Prompt {
 // prints the prompt line. kExitOk, or kExitUsage after printing why.
 int set_prompt(Options& options, Model& model, Prompt& prompt);
 
+// Room for kMaxTokens generated tokens: the prompt's storage, so valid once the prompt has
+// gone in (after prefill, or decode's last prompt byte), until the prompt is read again.
+int32_t* tokens();
+
 // One token's line, up to its cycles (runner::print_run writes the rest):
 //   token K: ID 'c' at POSITION by METHOD, ...
 // 'c' is the token's byte (printable ASCII as it is, others as \xNN), left out for a token
 // that is no byte (vocabularies past 256).
 void print_token(uint32_t k, int64_t token, uint32_t position, const char* method);
 // The generated text on one line: generated: 'bytes' (a token that is no byte as <ID>).
-void print_text(const int64_t* tokens, uint32_t count);
+void print_text(const int32_t* tokens, uint32_t count);
 
 }  // namespace kiln::generate

@@ -4,6 +4,7 @@
 // the NPU's PMU line when NPU streams ran), then the generated text; with --output-dir writes
 // every step's logits. Exit statuses are the executor runner's (runner.h). generate.h states the
 // program and the options; docs/running.md the lines.
+#include <cstdint>
 #include <cstring>
 
 #include "generate.h"
@@ -22,7 +23,7 @@ struct Run {
   runner::Npu& npu;
   bool counting;              // the CPU has a cycle counter
   const HostFile& logits;     // open: every step's logits go there
-  int64_t* tokens;            // the generated tokens, kMaxTokens of them
+  int32_t* tokens;            // the generated tokens, kMaxTokens of them (generate::tokens)
   uint32_t begin = 0;         // the step's cycle count at its start
 };
 
@@ -42,8 +43,14 @@ int execute(generate::Step& step, Run& run) {
 // prints its lines, writes its logits. kExitOk, or kExitUsage when the logits cannot be written.
 int finish(const generate::Step& step, const char* name, uint32_t k, uint32_t position, Run& run) {
   const uint32_t cycles = cpu::cycle_count() - run.begin;
-  generate::load(*step.method.output(step.token), 0, run.tokens[k]);  // an integer tensor (checked at bind)
-  generate::print_token(k, run.tokens[k], position, name);
+  int64_t token = 0;
+  generate::load(*step.method.output(step.token), 0, token);  // an integer tensor (checked at bind)
+  generate::print_token(k, token, position, name);
+  if (token < INT32_MIN || token > INT32_MAX) {  // kept as int32_t: a token indexes the vocabulary
+    print("runner: token %u is past 32 bits\n", unsigned(k));
+    return runner::kExitInference;
+  }
+  run.tokens[k] = static_cast<int32_t>(token);
   runner::print_run(run.npu.context, run.counting, cycles);
   const runtime::Tensor& logits = *step.method.output(step.logits);
   if (run.logits.is_open() && !run.logits.write(logits.data, logits.nbytes)) {
@@ -89,7 +96,7 @@ int main() {
     return runner::kExitUsage;
   }
 
-  static int64_t tokens[generate::kMaxTokens];
+  int32_t* const tokens = generate::tokens();  // filled from token 0 on, after the prompt went in
   Run run{npu, cpu::start_cycle_counter(), logits, tokens};
   const uint32_t length = prompt.length;
   start(run);  // token 0: prefill, or decode through the whole prompt

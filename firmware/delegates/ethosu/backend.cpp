@@ -131,7 +131,7 @@ Status run(Context& context, const DelegateState& state, const DelegateArgs& arg
   KILN_TRY(const uint64_t cycles, context.driver->run(state.stream, regions, region_count(context), context.options));
   context.npu_cycles += cycles;
   context.runs += 1;
-  context.pmu.add(context.driver->pmu_counts());
+  context.pmu.add(context.driver->pmu_counts(cycles));
   for (uint32_t o = 0; o < p.output_count; ++o) {
     const IoTensor io = p.output(o);
     const uint8_t* place = context.scratch.data + io.offset;

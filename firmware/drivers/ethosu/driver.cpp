@@ -20,6 +20,8 @@ constexpr uint32_t kResetPolls = 1000;
 constexpr uint32_t kClockPower = reg::kCmdClockQEnable | reg::kCmdPowerQEnable;
 constexpr uint32_t kProtPrivilegedSecure = reg::kResetPendingCplPrivileged;
 constexpr uint8_t kNpuIrqPriority = 0;  // the highest: it runs under MillisecondTicks' BASEPRI
+// Addresses past 32 bits: only then does program() write the high words of BASEPn and QBASE.
+constexpr bool kWideAddresses = sizeof(uintptr_t) > 4;
 
 // Shared with the interrupt handler; one run at a time.
 volatile uintptr_t g_base = 0;
@@ -77,6 +79,22 @@ Status Driver::soft_reset() const {
   for (const reg::RegisterValue& w : family(config_).bring_up) {
     if (w.offset != 0) write(w.offset, w.value);
   }
+  // The event counters' types and enables hold from one run to the next (program() resets
+  // their counts); a counter without an event (kEventNone) stays disabled.
+  const reg::Family& f = family(config_);
+  uint32_t enabled = reg::kPmuCycleCounter;
+  for (uint32_t n = 0; n < f.event_counters; ++n) {
+    const reg::CountedEvent e = f.pmu_events[n];
+    const uint32_t type = e == reg::kNotCounted ? reg::kEventNone : reg::kCountedEventTypes[e];
+    write(f.pmu_offset + reg::kPmevtyper0 + 4 * n, type);
+    if (e != reg::kNotCounted) enabled |= 1u << n;
+  }
+  write(f.pmu_offset + reg::kPmcntenclr, ((1u << f.event_counters) - 1) & ~enabled);
+  write(f.pmu_offset + reg::kPmcntenset, enabled);
+  if constexpr (!kWideAddresses) {  // program() leaves the high words as this sets them
+    for (int n = 0; n < reg::kRegions; ++n) write(reg::kBasep0 + 8 * n + 4, 0);
+    write(reg::kQbase1, 0);
+  }
   write(reg::kCmd, kClockPower);
   return {};
 }
@@ -94,30 +112,19 @@ Result<Driver> Driver::create(uintptr_t base) {
 }
 
 void Driver::program(const CommandStream& stream, const Region* regions, int count, const RunOptions& options) const {
-  const reg::Family& f = family(config_);
   write(reg::kRegioncfg, options.regioncfg);
   kiln_npu_region_sizes[0] = static_cast<uint32_t>(count);
-  for (int n = 0; n < count; ++n) {  // 40-bit addresses: the high word is 0 from a 32-bit CPU
+  for (int n = 0; n < count; ++n) {  // 40-bit addresses: the high word is 0 from a 32-bit CPU (soft_reset)
     const uint64_t address = reinterpret_cast<uintptr_t>(regions[n].base);
     write(reg::kBasep0 + 8 * n, static_cast<uint32_t>(address));
-    write(reg::kBasep0 + 8 * n + 4, static_cast<uint32_t>(address >> 32));
+    if constexpr (kWideAddresses) write(reg::kBasep0 + 8 * n + 4, static_cast<uint32_t>(address >> 32));
     kiln_npu_region_sizes[1 + n] = static_cast<uint32_t>(regions[n].size);
   }
-  // The cycle counter and the family's event counters, from 0; a counter without an event
-  // (kEventNone) stays disabled.
-  uint32_t enabled = reg::kPmuCycleCounter;
-  for (uint32_t n = 0; n < f.event_counters; ++n) {
-    const reg::CountedEvent e = f.pmu_events[n];
-    const uint32_t type = e == reg::kNotCounted ? reg::kEventNone : reg::kCountedEventTypes[e];
-    write(f.pmu_offset + reg::kPmevtyper0 + 4 * n, type);
-    if (e != reg::kNotCounted) enabled |= 1u << n;
-  }
-  write(f.pmu_offset + reg::kPmcr, reg::kPmcrCntEn | reg::kPmcrCycleCntRst | reg::kPmcrEventCntRst);
-  write(f.pmu_offset + reg::kPmcntenclr, ((1u << f.event_counters) - 1) & ~enabled);
-  write(f.pmu_offset + reg::kPmcntenset, enabled);
+  // The cycle counter and the event counters set up by soft_reset, from 0.
+  write(family(config_).pmu_offset + reg::kPmcr, reg::kPmcrCntEn | reg::kPmcrCycleCntRst | reg::kPmcrEventCntRst);
   const uint64_t qbase = reinterpret_cast<uintptr_t>(stream.words);
   write(reg::kQbase0, static_cast<uint32_t>(qbase));
-  write(reg::kQbase1, static_cast<uint32_t>(qbase >> 32));
+  if constexpr (kWideAddresses) write(reg::kQbase1, static_cast<uint32_t>(qbase >> 32));
   write(reg::kQsize, stream.size_bytes);
 }
 
@@ -144,10 +151,10 @@ uint64_t Driver::read_cycle_counter() const {
   return (static_cast<uint64_t>(high & 0xFFFF) << 32) | low;
 }
 
-PmuCounts Driver::pmu_counts() const {
+PmuCounts Driver::pmu_counts(uint64_t total) const {
   const reg::Family& f = family(config_);
   PmuCounts counts;
-  counts.total = read_cycle_counter();
+  counts.total = total;
   for (uint32_t n = 0; n < f.event_counters; ++n) {
     const reg::CountedEvent e = f.pmu_events[n];
     if (e == reg::kNotCounted) continue;

@@ -36,7 +36,7 @@ def rescale(x: np.ndarray, multiplier, shift, rounding: int) -> np.ndarray:
     """
     x = np.asarray(x, np.int64)
     scalar = isinstance(multiplier, int) and isinstance(shift, int) and 0 <= shift < 63
-    if not (scalar and x.size and int(np.max(np.abs(x))) * abs(multiplier) < _SAFE):
+    if not (scalar and x.size and _max_abs(x) * abs(multiplier) < _SAFE):
         scalar = False  # Python ints only where the products surely fit
         multiplier = np.asarray(multiplier, np.int64)
         shift = np.asarray(shift, np.int64)
@@ -48,15 +48,22 @@ def rescale(x: np.ndarray, multiplier, shift, rounding: int) -> np.ndarray:
     if rounding == ROUND_TRUNCATE:
         magnitude = np.abs(product) >> shift
         return np.where(product < 0, -magnitude, magnitude)
-    if scalar:
-        half = 1 << (shift - 1) if shift > 0 else 0
+    if scalar:  # product is a new array: rounded in place
+        if shift > 0:
+            product += 1 << (shift - 1)
         if rounding == ROUND_TFL and shift > 31:
-            half = half + np.where(x >= 0, 1 << 30, -(1 << 30))
-        return (product + half) >> shift
+            product += np.where(x >= 0, 1 << 30, -(1 << 30))
+        product >>= shift
+        return product
     half = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
     if rounding == ROUND_TFL:
         half = half + np.where(shift > 31, np.where(x >= 0, 1 << 30, -(1 << 30)), 0)
     return (product + half) >> shift
+
+
+def _max_abs(x: np.ndarray) -> int:
+    """max(|x|) of a non-empty int64 array, as a Python int (no array of |x| made)."""
+    return max(-int(x.min()), int(x.max()))
 
 
 def _rescale_object(x, multiplier, shift, rounding):
@@ -90,7 +97,8 @@ def clamp(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
     if x.dtype.kind in "iu":
         low, high = _limits(x.dtype)
         if low <= lo and hi <= high:
-            return np.minimum(np.maximum(x, lo), hi)
+            bounded = np.maximum(x, lo)
+            return np.minimum(bounded, hi, out=bounded)
     return np.clip(x, lo, hi)
 
 

@@ -163,9 +163,22 @@ class Coverage:
         return table
 
 
+class Uncounted(Coverage):
+    """A Coverage that counts nothing: a run whose coverage nobody reads (run_stream's
+    coverage=False) skips the counting."""
+
+    def hit(self, category: str, value: str) -> None:
+        pass
+
+
 # Process-wide record used by the test suite: when KILN_NPU_COVERAGE names a file, every
 # run_stream adds its features there (appended as JSON lines; read by coverage_table.py).
 COVERAGE_ENV = "KILN_NPU_COVERAGE"
+
+
+def recording() -> bool:
+    """Whether KILN_NPU_COVERAGE asks for every run's features (record_run)."""
+    return bool(os.environ.get(COVERAGE_ENV))
 
 
 def record_run(coverage: Coverage) -> None:

@@ -30,7 +30,7 @@ from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import commands as cmds
 from kiln.simulator.npu.config import NpuConfig
 from kiln.simulator.npu.context import Context
-from kiln.simulator.npu.coverage import Coverage, record_run
+from kiln.simulator.npu.coverage import Coverage, Uncounted, record_run, recording
 from kiln.simulator.npu.cycles import CycleModel
 from kiln.simulator.npu.family import Family, family_of
 from kiln.simulator.npu.memory import MemoryFault
@@ -74,9 +74,10 @@ class Run:
 Observer = Callable[[cmds.Command, float], None]
 
 
-def start(basep, memory, config: NpuConfig, limits=None) -> Run:
+def start(basep, memory, config: NpuConfig, limits=None, coverage: bool = True) -> Run:
     """A run of `config`'s family with region r at bus address basep[r] of `memory`
-    (`limits`: see run_stream); ValueError if basep or limits do not hold 8 regions."""
+    (`limits`, `coverage`: see run_stream); ValueError if basep or limits do not hold 8
+    regions."""
     bases = tuple(int(b) for b in basep)
     if len(bases) != REGIONS:
         raise ValueError(f"basep holds {len(bases)} region bases; the NPU has {REGIONS}")
@@ -91,7 +92,7 @@ def start(basep, memory, config: NpuConfig, limits=None) -> Run:
         bases,
         config,
         bytearray(config.shram_bytes),
-        Coverage(family.coverage),
+        Coverage(family.coverage) if coverage else Uncounted(family.coverage),
         limits=sizes,
     )
     return Run(family, ctx, cycles, family.operation)
@@ -191,7 +192,7 @@ def _run_remembered(run: Run, words: np.ndarray) -> None:
         _recordings.popitem(last=False)
 
 
-def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=None) -> ExecResult:
+def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=None, coverage=True) -> ExecResult:
     """Runs `stream` (uint32 words or bytes) with region r at bus address basep[r].
 
     `limits`: bytes of each region's buffer (8 sizes, 0 for a region with none) as the
@@ -203,8 +204,12 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
     caller wants (an iterable of counter names); every counter the model keeps is
     returned in ExecResult.counters regardless: the cycle estimate's, and the AXI data
     beats of the bytes the operations moved (kiln.simulator.npu.pmu), a faulting stream's
-    up to its fault."""
-    run = start(basep, memory, config, limits)
+    up to its fault.
+
+    `coverage`: whether ExecResult.coverage counts the features the run used; False leaves
+    them uncounted (ExecResult.coverage None) unless KILN_NPU_COVERAGE records them."""
+    counted = coverage or recording()
+    run = start(basep, memory, config, limits, counted)
     fault = None
     try:
         with one_blas_thread():
@@ -215,10 +220,12 @@ def run_stream(stream, basep, memory, config: NpuConfig, *, pmu=None, limits=Non
         fault = NpuFault("cmd_parse_error", run.index, str(error))
     except MemoryFault as error:
         fault = NpuFault("bus_error", run.index, str(error))
-    record_run(run.ctx.coverage)
+    if counted:
+        record_run(run.ctx.coverage)
     counters = run.cycles.counters()
     counters.update(beat_counters(run.ctx.traffic, config))
-    return ExecResult(cycles=counters["cycles"], ops=run.ops, fault=fault, counters=counters, coverage=run.ctx.coverage)
+    kept = run.ctx.coverage if coverage else None
+    return ExecResult(cycles=counters["cycles"], ops=run.ops, fault=fault, counters=counters, coverage=kept)
 
 
 def estimate(stream, config: NpuConfig) -> CycleModel:

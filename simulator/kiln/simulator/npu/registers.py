@@ -87,6 +87,9 @@ class Padding:
     right: int
 
 
+_UNSET = object()  # a view not computed yet
+
+
 def view(method):
     """Marks a typed view of the registers: a frozen register file computes it once per
     arguments (the result must be immutable; an exception is raised again each time)."""
@@ -97,9 +100,10 @@ def view(method):
         if views is None:
             return method(self, *args)
         key = (method, args)
-        if key not in views:
-            views[key] = method(self, *args)
-        return views[key]
+        value = views.get(key, _UNSET)
+        if value is _UNSET:
+            value = views[key] = method(self, *args)
+        return value
 
     return memoized
 

@@ -61,7 +61,8 @@ def store(ctx: Context, values: np.ndarray) -> None:
     if function not in FUNCTION_NAMES:
         raise RegisterError(f"ACTIVATION: reserved function {function}")
     ctx.coverage.hit("activation", FUNCTION_NAMES[function])
-    values = values + ofm.zero_point
+    if ofm.zero_point:
+        values = values + ofm.zero_point
     if clip:
         values = clamp(values, lo, hi)
     if function != LUT_NONE:
@@ -81,7 +82,8 @@ def store(ctx: Context, values: np.ndarray) -> None:
         raise NotModelled("OFM_PRECISION: OFM storage TILE3X1 is not modelled")
     ctx.coverage.hit("ofm_transpose", u85.TRANSPOSE_NAMES[transpose])
     ctx.coverage.hit("ofm_reverse", u85.REVERSE_NAMES[reverse])
-    out = np.transpose(out, u85.TRANSPOSES[transpose])
+    if transpose:  # 0: HWC, as the values are
+        out = np.transpose(out, u85.TRANSPOSES[transpose])
     if u85.REVERSE_AXES[reverse] is not None:
         out = np.flip(out, u85.REVERSE_AXES[reverse])
     ctx.coverage.hit("format", "OFM NHCWB16" if ofm.layout == FORMAT_NHCWB16 else "OFM NHWC")

@@ -175,14 +175,17 @@ class Driver {
   // ecc_fault; U85: bus_status, cmd_parse_error, ecc_fault, branch_fault).
   // Errors: kInvalidArgument (a = 2, b = count outside 0..kRegions; a = 0: no stream),
   // kNpuBusy, kNpuFault, kNpuIncomplete, kNpuTimeout, kNpuResetFailed.
-  // Before the start it resets the PMU's counters and enables the cycle counter and the
-  // family's event counters (reg::Family::pmu_events); pmu_counts() reads them after.
+  // Before the start it resets the PMU's counters: the cycle counter and the family's event
+  // counters (reg::Family::pmu_events), enabled after each reset; pmu_counts() reads them after.
+  // Register writes per run: REGIONCFG, BASEPn's low words, PMCR, QBASE, QSIZE and CMD (a
+  // 32-bit CPU's high address words are 0 from the reset).
   Result<uint64_t> run(const CommandStream& stream, const Region* regions, int count,
                        const RunOptions& options = RunOptions()) const;
 
-  // The PMU's counts of the last run() that succeeded, read from the NPU's counters: valid
-  // until the next run() (which resets them) or a failed one (whose reset clears them).
-  PmuCounts pmu_counts() const;
+  // The PMU's counts of the last run() that succeeded, `total` the cycle count it returned,
+  // the events read from the NPU's counters: valid until the next run() (which resets them)
+  // or a failed one (whose reset clears them).
+  PmuCounts pmu_counts(uint64_t total) const;
 
  private:
   explicit Driver(uintptr_t base) : base_(base) {}

@@ -156,7 +156,7 @@ struct Family {
   //   256-byte bursts (max_beats 2, bits 17..16); AXI_EXT: 64 reads, 32 writes, 256 bytes.
   RegisterValue bring_up[kBringUpWrites];
   // What event counter n = 0..event_counters - 1 counts (its PMEVTYPERn is programmed
-  // before every run: kCountedEventTypes, or kEventNone for kNotCounted, which stays off).
+  // after every reset: kCountedEventTypes, or kEventNone for kNotCounted, which stays off).
   // The U55/U65's four count what Arm's ML evaluation kit counts there (NPU_IDLE and three
   // AXI beat counts; NPU_ACTIVE is then the cycle counter less NPU_IDLE); the U85's eight
   // also count NPU_ACTIVE and AXI1 write beats.
