@@ -2,7 +2,9 @@
 // with inputs from host files or built-in defaults; writes and summarises the outputs,
 // prints CPU and NPU cycles per inference and, when NPU streams ran, the NPU's PMU line
 // (runner::print_run); exits 0 when every inference succeeded
-// (runner.h lists the other statuses).
+// (runner.h lists the other statuses). A bundle (.bpte) baked in instead: its cases run and
+// are checked (runner::run_bundle).
+#include "bundle.h"
 #include "kiln/cpu.h"
 #include "kiln/delegates/ethosu_backend.h"
 #include "kiln/platform.h"
@@ -17,8 +19,10 @@ int main() {
   print("kiln executor runner: %s (%s) on %s\n", m.name, m.memory_mode, KILN_BOARD_NAME);
   runner::Options options;
   if (!runner::parse_options(options)) return runner::kExitUsage;
+  const size_t baked = kiln_model_pte_end - kiln_model_pte;
+  if (runner::Bundle::is_bundle(kiln_model_pte, baked)) return runner::run_bundle(kiln_model_pte, baked, options);
 
-  auto program = runtime::Program::load(kiln_model_pte, kiln_model_pte_end - kiln_model_pte);
+  auto program = runtime::Program::load(kiln_model_pte, baked);
   if (!program.ok()) return runner::fail("loading the .pte", program.error(), runner::kExitLoad);
   static runner::Npu npu;
   if (int status = runner::start_npu(program.value().delegate_count() > 0, options.npu_timeout_ms, npu)) {
