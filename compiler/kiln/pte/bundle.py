@@ -98,7 +98,7 @@ BundleValue = BundleTensor | int | bool | float
 
 
 @dataclass(frozen=True)
-class TestCase:
+class MethodCase:
     inputs: list[BundleValue]
     expected_outputs: list[BundleValue]
 
@@ -106,7 +106,7 @@ class TestCase:
 @dataclass(frozen=True)
 class MethodSuite:
     method_name: str
-    cases: list[TestCase]
+    cases: list[MethodCase]
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ def deserialize_bundle(data: bytes) -> Bundle:
     suites = []
     for s in root.tables(BundleSlot.method_test_suites, "method_test_suites"):
         cases = [
-            TestCase(
+            MethodCase(
                 [_read_value(v) for v in c.tables(CaseSlot.inputs, "inputs")],
                 [_read_value(v) for v in c.tables(CaseSlot.expected_outputs, "expected_outputs")],
             )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import UsageError
-from kiln.pte.bundle import Bundle, BundleTensor, MethodSuite, TestCase, serialize_bundle
+from kiln.pte.bundle import Bundle, BundleTensor, MethodCase, MethodSuite, serialize_bundle
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import NUMPY_DTYPES, Tensor
 from kiln.pte.writer import without_reference_data
@@ -63,10 +63,22 @@ def make_bundle(pte: bytes, cases: int, seed: int = 0, first: dict[str, list[np.
             arrays = _checked(given, inputs, name) if given is not None else [seeded_input(t, rng) for t in inputs]
             expected = run_host.run(pte, arrays, name, state)
             suite.append(
-                TestCase([BundleTensor.of(a) for a in arrays], [BundleTensor.of(np.asarray(a)) for a in expected])
+                MethodCase([BundleTensor.of(a) for a in arrays], [BundleTensor.of(np.asarray(a)) for a in expected])
             )
         suites.append(MethodSuite(name, suite))
     return serialize_bundle(Bundle(without_reference_data(f), suites))
+
+
+def example_case(pte: bytes, arrays: list[np.ndarray]) -> dict[str, list[np.ndarray]] | None:
+    """The model's example inputs as the first case of the program's first method, when they are
+    of its inputs' types and shapes (a program compiled with --io int8 takes other types): None
+    otherwise."""
+    plan = deserialize(pte).forward()
+    inputs = [plan.values[i] for i in plan.inputs]
+    try:
+        return {plan.name: _checked(arrays, inputs, plan.name)}
+    except UsageError:
+        return None
 
 
 def _checked(arrays: list[np.ndarray], inputs: list[Tensor], method: str) -> list[np.ndarray]:

@@ -3,7 +3,9 @@
 
 #include <cstring>
 
-#include "fb.h"
+// The loader's FlatBuffer verifier, internal to the runtime: by its path from here, which the
+// CMake build and the exported csolution (kiln export: the same folders under kiln/) share.
+#include "../../runtime/src/fb.h"
 
 namespace kiln::runner {
 namespace {

@@ -51,42 +51,31 @@ bool matches(const BundleValue& v, const Tensor& t, runtime::StringView method, 
   return false;
 }
 
-// Element i of `bytes` read as `type` (unaligned reads), as a double (int64 beyond 2^53 rounds).
+// Element i of `bytes` as a T (an unaligned read), as a double.
+template <typename T>
+double load(const uint8_t* bytes, uint32_t i) {
+  T v;
+  std::memcpy(&v, bytes + sizeof(T) * i, sizeof(T));
+  return static_cast<double>(v);
+}
+
+// Element i of `bytes` read as `type`, as a double (int64 beyond 2^53 rounds; other types: 0).
 double element_at(ScalarType type, const uint8_t* bytes, uint32_t i) {
   switch (type) {
-    case ScalarType::kFloat: {
-      float v;
-      std::memcpy(&v, bytes + 4 * i, 4);
-      return v;
-    }
-    case ScalarType::kDouble: {
-      double v;
-      std::memcpy(&v, bytes + 8 * i, 8);
-      return v;
-    }
-    case ScalarType::kChar: return static_cast<int8_t>(bytes[i]);
+    case ScalarType::kFloat: return load<float>(bytes, i);
+    case ScalarType::kDouble: return load<double>(bytes, i);
+    case ScalarType::kChar: return load<int8_t>(bytes, i);
     case ScalarType::kByte:
-    case ScalarType::kBool: return bytes[i];
-    case ScalarType::kShort: {
-      int16_t v;
-      std::memcpy(&v, bytes + 2 * i, 2);
-      return v;
-    }
-    case ScalarType::kInt: {
-      int32_t v;
-      std::memcpy(&v, bytes + 4 * i, 4);
-      return v;
-    }
-    case ScalarType::kLong: {
-      int64_t v;
-      std::memcpy(&v, bytes + 8 * i, 8);
-      return static_cast<double>(v);
-    }
+    case ScalarType::kBool: return load<uint8_t>(bytes, i);
+    case ScalarType::kShort: return load<int16_t>(bytes, i);
+    case ScalarType::kInt: return load<int32_t>(bytes, i);
+    case ScalarType::kLong: return load<int64_t>(bytes, i);
     default: return 0.0;
   }
 }
 
-// `x` in decimal with up to six fractional digits ("nan", "inf" beyond 10^18).
+// `x` in decimal with up to six fractional digits; below 0.001 (but not 0) as d.dddddde-N, so
+// that a difference no fixed-point digit shows still reads as one; "nan"; "inf" beyond 10^18.
 void print_decimal(double x) {
   if (x != x) return (void)print("nan");
   if (x < 0) {
@@ -94,6 +83,13 @@ void print_decimal(double x) {
     x = -x;
   }
   if (x >= 1e18) return (void)print("inf");
+  int exponent = 0;
+  if (x != 0.0 && x < 1e-3) {
+    while (x < 1.0) {
+      x *= 10.0;
+      ++exponent;
+    }
+  }
   uint64_t whole = static_cast<uint64_t>(x);
   uint32_t micro = static_cast<uint32_t>((x - static_cast<double>(whole)) * 1e6 + 0.5);
   if (micro >= 1000000u) {
@@ -101,12 +97,14 @@ void print_decimal(double x) {
     micro -= 1000000u;
   }
   print_u64(whole);
-  if (micro == 0) return;
-  print(".");
-  for (uint32_t unit = 100000u; micro != 0; unit /= 10) {  // no trailing zeros
-    print("%c", char('0' + micro / unit));
-    micro %= unit;
+  if (micro != 0) {
+    print(".");
+    for (uint32_t unit = 100000u; micro != 0; unit /= 10) {  // no trailing zeros
+      print("%c", char('0' + micro / unit));
+      micro %= unit;
+    }
   }
+  if (exponent != 0) print("e-%d", exponent);
 }
 
 // Compares output `t` with `expected` (same type and size: matches() said so) element by
