@@ -8,6 +8,9 @@
 #       quantize/dequantize kernels; no extended header.
 #   conv_relu_arm_ethos-u55-128.pte  --quantize only: CPU kernels with constant tensors in
 #       the constant segment, behind an eh00 extended header.
+#   conv_relu_arm_delegate_ethos-u55-128.bpte  --delegate --quantize --bundleio: the delegated
+#       program as a BundledProgram (BP08) with one case, the example input and the eager
+#       model's output (kiln's runner runs and checks it: tests/fvp/test_bundle.py).
 # Running it twice gives the same bytes (checked below).
 set -euo pipefail
 
@@ -28,8 +31,11 @@ compile() {  # compile OUTDIR [flags...]: runs the Arm flow from a scratch direc
 for run in a b; do
   compile "$work/$run" --delegate --quantize
   compile "$work/$run" --quantize
+  compile "$work/$run/bundle" --delegate --quantize --bundleio
+  mv "$work/$run/bundle/conv_relu_arm_delegate_ethos-u55-128.bpte" "$work/$run/"
 done
-for name in conv_relu_arm_delegate_ethos-u55-128.pte conv_relu_arm_ethos-u55-128.pte; do
+for name in conv_relu_arm_delegate_ethos-u55-128.pte conv_relu_arm_ethos-u55-128.pte \
+            conv_relu_arm_delegate_ethos-u55-128.bpte; do
   cmp -s "$work/a/$name" "$work/b/$name" \
     || { echo "make_executorch_fixtures: $name differs between two runs" >&2; exit 1; }
   cp "$work/a/$name" "$FIXTURES/$name"

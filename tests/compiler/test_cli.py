@@ -332,7 +332,19 @@ def test_run_sh_help_does_not_set_up_first(args):
 def test_help_lists_every_command_and_explains_every_option():
     run = kiln("--help")
     assert run.returncode == 0, run.stderr
-    for name in ("compile", "build", "run", "run-host", "generate", "profile", "targets", "deploy", "flash", "export"):
+    for name in (
+        "compile",
+        "build",
+        "run",
+        "run-host",
+        "bundle",
+        "generate",
+        "profile",
+        "targets",
+        "deploy",
+        "flash",
+        "export",
+    ):
         assert f"\n    {name} " in run.stdout, run.stdout
     parser = cli._parser(None)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
@@ -341,6 +353,7 @@ def test_help_lists_every_command_and_explains_every_option():
         "build",
         "run",
         "run-host",
+        "bundle",
         "generate",
         "profile",
         "targets",

@@ -1,0 +1,105 @@
+"""Bundles on the device: kiln's executor runner with a BundledProgram (.bpte) baked in runs
+every case and checks every output on the virtual platform. ExecuTorch's own bundle of its
+Ethos-U example (its eager model's outputs) passes; kiln's (run-host's outputs) passes exactly;
+an expected output altered by one passes no more (exit 7, naming the case, the output, the
+difference and the element); damaged bundles end with their own error (exit 3)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kiln import cli, flow
+from kiln.pte.bundle import Bundle, BundleTensor, MethodCase, MethodSuite, deserialize_bundle, serialize_bundle
+
+from .helpers import compiled
+
+ROOT = Path(__file__).resolve().parents[2]
+ET_BUNDLE = ROOT / "tests" / "fixtures" / "executorch" / "conv_relu_arm_delegate_ethos-u55-128.bpte"
+pytestmark = pytest.mark.fvp
+
+EXIT_LOAD, EXIT_MISMATCH = 3, 7  # firmware/apps/executor_runner/runner.h
+
+
+def run(elf: Path, *arguments: str) -> flow.RunResult:
+    return flow.run(flow.firmware(elf, "ethos-u55-128", arguments=arguments), platform="virtual")
+
+
+def test_executorch_bundle_passes_on_kiln(builder):
+    result = run(builder(ET_BUNDLE))
+    checks, verdict = flow.bundle_checks(result.uart)
+    assert result.status == 0, "\n".join(result.uart)
+    assert verdict is True
+    assert [(c.method, c.case, c.output, c.within) for c in checks] == [("forward", 0, 0, True)]
+
+
+@pytest.fixture(scope="module")
+def digits_bundle(work) -> tuple[Path, Bundle]:
+    """digits' bundle of two seeded cases, written by `kiln bundle`."""
+    path = work / "bundle-digits.bpte"
+    assert (
+        cli.main(["bundle", str(compiled(work, "digits")), "--output", str(path), "--cases", "2", "--seed", "3"]) == 0
+    )
+    return path, deserialize_bundle(path.read_bytes())
+
+
+def test_kiln_bundle_passes_exactly_and_an_altered_output_fails(builder, digits_bundle, tmp_path):
+    path, bundle = digits_bundle
+    result = run(builder(path))
+    checks, verdict = flow.bundle_checks(result.uart)
+    assert result.status == 0, "\n".join(result.uart)
+    assert verdict is True
+    assert [(c.case, c.max_diff, c.within) for c in checks] == [(0, 0.0, True), (1, 0.0, True)]
+
+    # Case 1's output, element 3 one larger: the runner names it, with the difference.
+    expected = bundle.suites[0].cases[1].expected_outputs[0].array().copy()
+    expected.flat[3] += 1.0
+    cases = list(bundle.suites[0].cases)
+    cases[1] = MethodCase(cases[1].inputs, [BundleTensor.of(expected)])
+    altered = tmp_path / "altered.bpte"
+    altered.write_bytes(serialize_bundle(Bundle(bundle.program, [MethodSuite("forward", cases)])))
+    elf = builder(altered)
+    result = run(elf)
+    checks, verdict = flow.bundle_checks(result.uart)
+    assert result.status == EXIT_MISMATCH, "\n".join(result.uart)
+    assert verdict is False
+    failed = [c for c in checks if not c.within]
+    assert [(c.case, c.output, c.at) for c in failed] == [(1, 0, 3)]
+    assert failed[0].max_diff == pytest.approx(1.0, abs=1e-6)
+    # a tolerance of 1 lets it pass
+    assert run(elf, "--atol=1").status == 0
+
+
+def test_damaged_bundles_are_refused(builder, digits_bundle, tmp_path):
+    path, bundle = digits_bundle
+    data = path.read_bytes()
+    truncated = tmp_path / "truncated.bpte"
+    truncated.write_bytes(data[: len(data) // 3])
+    result = run(builder(path, "ethos-u55-128", f"--bake={truncated}"))
+    assert result.status == EXIT_LOAD
+    # the loader's out-of-bounds error, b the size it must lie in: the truncated bundle's
+    assert "loading the bundle failed: pte: offset or size out of bounds" in "\n".join(result.uart)
+    assert any(line.endswith(f", b={len(data) // 3})") for line in result.uart), result.uart
+
+    foreign = tmp_path / "foreign.bpte"
+    foreign.write_bytes(data[:4] + b"BP99" + data[8:])
+    result = run(builder(path, "ethos-u55-128", f"--bake={foreign}"))
+    assert result.status == EXIT_LOAD
+    assert any(line.startswith("loading the .pte failed:") and "identifier" in line for line in result.uart), (
+        result.uart
+    )
+
+    case = bundle.suites[0].cases[0]
+    x = case.inputs[0].array()
+    wrong = tmp_path / "wrong_input.bpte"
+    bad = MethodCase([BundleTensor.of(x.reshape(-1)[:-1])], case.expected_outputs)
+    wrong.write_bytes(serialize_bundle(Bundle(bundle.program, [MethodSuite("forward", [bad])])))
+    result = run(builder(wrong))
+    assert result.status == EXIT_LOAD
+    line = next(line for line in result.uart if line.startswith("bundle: forward case 0 input 0"))
+    size = x.size - 1
+    assert line == (
+        f"bundle: forward case 0 input 0: the bundle gives float32 [{size}] ({4 * size} bytes); the method's is "
+        f"float32 [{', '.join(map(str, x.shape))}] ({4 * x.size} bytes)"
+    )
+    assert np.dtype(x.dtype) == np.float32  # digits takes float input (the line's type names)
