@@ -11,6 +11,8 @@ import pytest
 
 from kiln import cli, flow
 from kiln.pte.bundle import Bundle, BundleTensor, MethodCase, MethodSuite, deserialize_bundle, serialize_bundle
+from kiln.reference.bundled import make_bundle
+from tests.firmware.runtime import state_program
 
 from .helpers import compiled
 
@@ -68,6 +70,30 @@ def test_kiln_bundle_passes_exactly_and_an_altered_output_fails(builder, digits_
     assert failed[0].max_diff == pytest.approx(1.0, abs=1e-6)
     # a tolerance of 1 lets it pass
     assert run(elf, "--atol=1").status == 0
+
+
+def test_a_bundle_of_two_methods_carries_their_state_from_case_to_case(builder, work):
+    """The two-method state program (tests/firmware/runtime/state_program.py): kiln's bundle holds
+    a suite per method, its expected outputs those numpy works out for the cases in the bundle's
+    order over one state (accumulate twice, then scale twice), and the firmware, running them in
+    that order, matches them exactly."""
+    path = work / "bundle-state.bpte"
+    path.write_bytes(make_bundle(state_program.write(), 2, seed=5))
+    bundle = deserialize_bundle(path.read_bytes())
+    assert [s.method_name for s in bundle.suites] == list(state_program.METHODS)
+    calls = [(s.method_name, c.inputs[0].array()) for s in bundle.suites for c in s.cases]
+    worked_out = [y for y, _ in state_program.expected(calls)]
+    bundled = [c.expected_outputs[0].array() for s in bundle.suites for c in s.cases]
+    assert [y.tolist() for y in bundled] == [y.tolist() for y in worked_out]
+    result = run(builder(path))
+    checks, verdict = flow.bundle_checks(result.uart)
+    assert result.status == 0 and verdict is True, "\n".join(result.uart)
+    assert [(c.method, c.case, c.max_diff) for c in checks] == [
+        ("accumulate", 0, 0.0),
+        ("accumulate", 1, 0.0),
+        ("scale", 0, 0.0),
+        ("scale", 1, 0.0),
+    ]
 
 
 def test_damaged_bundles_are_refused(builder, digits_bundle, tmp_path):
