@@ -1,7 +1,8 @@
 """kiln's BundledProgram (.bpte) against ExecuTorch 1.5.1's: ExecuTorch's reader (run in
 .venv-executorch) reads what kiln.pte.bundle writes, kiln reads what ExecuTorch's Arm flow
 writes (tests/fixtures/executorch, scripts/make_executorch_fixtures.sh), and the expected
-outputs kiln.reference.bundled computes equal those ExecuTorch computed with the eager model."""
+outputs kiln.reference.bundled computes equal those ExecuTorch computed with its quantized
+reference model (aot_arm_compiler's PT2E model, run in PyTorch)."""
 
 import json
 import subprocess
@@ -100,9 +101,11 @@ def test_executorch_reads_what_kiln_writes(tmp_path):
 
 
 @needs_executorch
-def test_kiln_reads_what_executorch_writes():
-    theirs = et_read(ET_BUNDLE)
-    ours = deserialize_bundle(ET_BUNDLE.read_bytes())
+@pytest.mark.parametrize("name", ["conv_relu", "add2"])
+def test_kiln_reads_what_executorch_writes(name):
+    path = FIXTURES / f"{name}_arm_delegate_ethos-u55-128.bpte"
+    theirs = et_read(path)
+    ours = deserialize_bundle(path.read_bytes())
     assert ours.version == theirs["version"]
     assert ours.program.hex() == theirs["program"]
     assert [
@@ -117,10 +120,10 @@ def test_kiln_reads_what_executorch_writes():
     ] == theirs["suites"]
 
 
-def test_expected_outputs_equal_executorch_eager_ones():
-    """ExecuTorch's bundle holds its eager model's output for the example input; kiln's bundle of
-    the same program, that input first, expects the same (run-host: the delegate's command
-    stream on kiln's NPU model), and its seeded cases differ from it."""
+def test_expected_outputs_equal_executorch_reference_ones():
+    """ExecuTorch's bundle holds its quantized reference model's output for the example input;
+    kiln's bundle of the same program, that input first, expects the same (run-host: the
+    delegate's command stream on kiln's NPU model), and its seeded cases differ from it."""
     theirs = deserialize_bundle(ET_BUNDLE.read_bytes())
     case = theirs.suites[0].cases[0]
     ours = deserialize_bundle(make_bundle(theirs.program, 3, seed=1, first={"forward": [case.inputs[0].array()]}))

@@ -1,6 +1,6 @@
 """Bundles on the device: kiln's executor runner with a BundledProgram (.bpte) baked in runs
-every case and checks every output on the virtual platform. ExecuTorch's own bundle of its
-Ethos-U example (its eager model's outputs) passes; kiln's (run-host's outputs) passes exactly;
+every case and checks every output on the virtual platform. ExecuTorch's own bundles of its
+Ethos-U flow (its reference model's outputs) pass; kiln's (run-host's outputs) passes exactly;
 an expected output altered by one passes no more (exit 7, naming the case, the output, the
 difference and the element); damaged bundles end with their own error (exit 3)."""
 
@@ -17,7 +17,7 @@ from tests.firmware.runtime import state_program
 from .helpers import compiled
 
 ROOT = Path(__file__).resolve().parents[2]
-ET_BUNDLE = ROOT / "tests" / "fixtures" / "executorch" / "conv_relu_arm_delegate_ethos-u55-128.bpte"
+FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
 pytestmark = pytest.mark.fvp
 
 EXIT_LOAD, EXIT_MISMATCH = 3, 7  # firmware/apps/executor_runner/runner.h
@@ -27,12 +27,15 @@ def run(elf: Path, *arguments: str) -> flow.RunResult:
     return flow.run(flow.firmware(elf, "ethos-u55-128", arguments=arguments), platform="virtual")
 
 
-def test_executorch_bundle_passes_on_kiln(builder):
-    result = run(builder(ET_BUNDLE))
+@pytest.mark.parametrize("name, outputs", [("conv_relu", 1), ("add2", 3)])
+def test_executorch_bundle_passes_on_kiln(builder, name, outputs):
+    """ExecuTorch's bundles of its Arm flow (scripts/make_executorch_fixtures.sh): conv_relu, and
+    add2's two inputs and three outputs; their expected outputs are ExecuTorch's own."""
+    result = run(builder(FIXTURES / f"{name}_arm_delegate_ethos-u55-128.bpte"))
     checks, verdict = flow.bundle_checks(result.uart)
     assert result.status == 0, "\n".join(result.uart)
     assert verdict is True
-    assert [(c.method, c.case, c.output, c.within) for c in checks] == [("forward", 0, 0, True)]
+    assert [(c.method, c.case, c.output, c.within) for c in checks] == [("forward", 0, k, True) for k in range(outputs)]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 // The runner's bundle mode (runner.h: run_bundle): every case of every method suite of the
 // BundledProgram baked in, run on the device and checked against its expected outputs.
 #include <cstring>
+#include <type_traits>
 
 #include "bundle.h"
 #include "kiln/cpu.h"
@@ -51,26 +52,37 @@ bool matches(const BundleValue& v, const Tensor& t, runtime::StringView method, 
   return false;
 }
 
-// Element i of `bytes` as a T (an unaligned read), as a double.
+// One element as the check compares it: integers exactly as int64, floats as double.
+struct Element {
+  bool integral = false;
+  int64_t whole = 0;
+  double real = 0.0;  // the value (an integer's rounded beyond 2^53)
+};
+
+// Element i of `bytes` as a T (an unaligned read).
 template <typename T>
-double load(const uint8_t* bytes, uint32_t i) {
+Element load(const uint8_t* bytes, uint32_t i) {
   T v;
   std::memcpy(&v, bytes + sizeof(T) * i, sizeof(T));
-  return static_cast<double>(v);
+  Element e;
+  e.integral = std::is_integral_v<T>;
+  if constexpr (std::is_integral_v<T>) e.whole = static_cast<int64_t>(v);
+  e.real = static_cast<double>(v);
+  return e;
 }
 
-// Element i of `bytes` read as `type`, as a double, into `value` (int64 beyond 2^53 rounds);
-// false for a type the check does not compare (half, bfloat16, quantized, ...).
-bool element_at(ScalarType type, const uint8_t* bytes, uint32_t i, double& value) {
+// Element i of `bytes` read as `type` into `out`; false for a type the check does not compare
+// (half, bfloat16, quantized, ...).
+bool element_at(ScalarType type, const uint8_t* bytes, uint32_t i, Element& out) {
   switch (type) {
-    case ScalarType::kFloat: value = load<float>(bytes, i); return true;
-    case ScalarType::kDouble: value = load<double>(bytes, i); return true;
-    case ScalarType::kChar: value = load<int8_t>(bytes, i); return true;
+    case ScalarType::kFloat: out = load<float>(bytes, i); return true;
+    case ScalarType::kDouble: out = load<double>(bytes, i); return true;
+    case ScalarType::kChar: out = load<int8_t>(bytes, i); return true;
     case ScalarType::kByte:
-    case ScalarType::kBool: value = load<uint8_t>(bytes, i); return true;
-    case ScalarType::kShort: value = load<int16_t>(bytes, i); return true;
-    case ScalarType::kInt: value = load<int32_t>(bytes, i); return true;
-    case ScalarType::kLong: value = load<int64_t>(bytes, i); return true;
+    case ScalarType::kBool: out = load<uint8_t>(bytes, i); return true;
+    case ScalarType::kShort: out = load<int16_t>(bytes, i); return true;
+    case ScalarType::kInt: out = load<int32_t>(bytes, i); return true;
+    case ScalarType::kLong: out = load<int64_t>(bytes, i); return true;
     default: return false;
   }
 }
@@ -78,8 +90,18 @@ bool element_at(ScalarType type, const uint8_t* bytes, uint32_t i, double& value
 // Whether outputs of `type` can be compared (element_at reads them).
 bool comparable(ScalarType type) {
   static const uint8_t kZero[8] = {};
-  double ignored;
+  Element ignored;
   return element_at(type, kZero, 0, ignored);
+}
+
+// |a - e|: an integers' exact difference (at least 1 when they differ), rounded to a double;
+// NaN when a float is NaN.
+double difference(const Element& a, const Element& e) {
+  if (a.integral) {
+    const uint64_t ua = static_cast<uint64_t>(a.whole), ue = static_cast<uint64_t>(e.whole);
+    return static_cast<double>(a.whole > e.whole ? ua - ue : ue - ua);
+  }
+  return a.real > e.real ? a.real - e.real : e.real - a.real;
 }
 
 // `x` in decimal with up to six fractional digits; below 0.001 (but not 0) as d.dddddde-N, so
@@ -126,12 +148,13 @@ bool check_output(const Tensor& t, const BundleValue& expected, const Options& o
   bool within = true;
   const auto* actual = static_cast<const uint8_t*>(t.data);
   for (uint32_t k = 0; k < t.numel; ++k) {
-    double a = 0.0, e = 0.0;
+    Element a, e;
     (void)element_at(t.type, actual, k, a);  // comparable: run_suite checked
     (void)element_at(t.type, expected.data.data, k, e);
-    if (a == e || (a != a && e != e)) continue;  // equal (infinities too), or both NaN
-    const double diff = a > e ? a - e : e - a;  // NaN when one is
-    const bool close = diff <= o.atol + o.rtol * (e < 0 ? -e : e);
+    if (a.integral ? a.whole == e.whole : a.real == e.real) continue;  // equal (infinities too)
+    if (a.real != a.real && e.real != e.real) continue;                // both NaN
+    const double diff = difference(a, e);                               // NaN when one is
+    const bool close = diff <= o.atol + o.rtol * (e.real < 0 ? -e.real : e.real);
     within = within && close;
     if (!(diff <= largest)) {  // the first NaN or a larger difference
       if (largest != largest) continue;
