@@ -15,7 +15,7 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 
 from kiln.firmware import build as firmware
-from kiln.firmware import runner_build
+from kiln.firmware import memory_report, runner_build
 from kiln.simulator import run
 
 CORE_GOAL = 20_480  # bytes of code: loader + executor + Ethos-U delegate + driver
@@ -66,7 +66,7 @@ def main():
         if reports:
             parts = [
                 name
-                for name in [p for p, _ in runner_build.PARTS] + ["runner app"]
+                for name in [p for p, _ in memory_report.PARTS] + ["runner app"]
                 if any(name in r["parts"] for r in reports)
             ]
             print(f"\nexecutor runner on {args.target}, code (text + rodata) by part, bytes:")

@@ -29,7 +29,7 @@ import numpy as np
 
 from kiln import compile as kiln_compile
 from kiln import flow
-from kiln.firmware import runner_build
+from kiln.firmware import memory_report
 from kiln.pte.schema import NUMPY_DTYPES
 from kiln.spec import CompileSpec
 
@@ -136,14 +136,14 @@ def main():
         "bss but the planned buffers and scratch, stack excluded (goal <= 4,096); CPU instr = instructions per "
         "inference in Method::execute() on the virtual platform"
     )
-    core_parts = [part for part, _ in runner_build.CORE_PARTS]
+    core_parts = [part for part, _ in memory_report.CORE_PARTS]
     print("\nruntime core by part, bytes of code (text + rodata):")
     print(f"{'model':<16} " + " ".join(f"{p:>9}" for p in core_parts) + f" {'core':>9} {'error text':>10}")
     for r in rows:
         print(
             f"{r['model']:<16} "
             + " ".join(f"{r['core'].get(p, 0):>9,}" for p in core_parts)
-            + f" {r['code'].get(runner_build.CORE, 0):>9,} {r['code'].get('error text', 0):>10,}"
+            + f" {r['code'].get(memory_report.CORE, 0):>9,} {r['code'].get('error text', 0):>10,}"
         )
     print(
         "loader = Program::load's verification and Program's accessors; executor = Method; error text = every "

@@ -15,6 +15,7 @@
     kiln flash --board B --elf FILE [--drive DIR]     firmware onto a board: its USB drive (MPS3/MPS4), Alif's
                                                       Security Toolkit, or a debug probe (--probe, pyOCD)
     kiln export --csolution DIR --pte F --target T    the runner for a .pte as a CMSIS-Toolbox project
+    kiln pack --output DIR [--board B]                kiln's runtime as a CMSIS-Pack (Kiln.Runtime.<version>.pack)
 
 ExecuTorch's script names stay as thin wrappers: ./scripts/run.sh is `kiln deploy`,
 ./scripts/build_executor_runner.sh is `kiln build`, ./scripts/run_fvp.sh is `kiln run`
@@ -146,7 +147,7 @@ def _build(args) -> int:
     if args.bake is not None and not args.bake.is_file():
         raise UsageError(f"--bake {args.bake}: no such file")
     elf = runner_build.build_runner(
-        args.pte,
+        args.pte if len(args.pte) > 1 else args.pte[0],
         target or args.target,
         args.memory_mode,
         args.system_config,
@@ -208,17 +209,32 @@ def _run(args) -> int:
             "line): leave out --profile, or use --platform=virtual"
         )
     # the ELF and the target checked before the command line creates --output-dir
-    fw = flow.firmware(
-        args.elf,
-        boards.target(args.target, args.board),
-        args.input,
-        args.output_dir,
-        args.npu_timeout_ms,
-        flow.tolerance_arguments(args.atol, args.rtol),
-    )
+    target = boards.target(args.target, args.board)
+    tolerance = flow.tolerance_arguments(args.atol, args.rtol)  # a bundle's (kiln bundle)
+    if args.model:  # the runner reads --model and --input in the order given
+        sequence = [*_in_order(args.sequence), *tolerance]
+        fw = flow.firmware(args.elf, target, (), args.output_dir, args.npu_timeout_ms, sequence)
+    else:
+        fw = flow.firmware(args.elf, target, args.input, args.output_dir, args.npu_timeout_ms, tolerance)
     if args.profile is not None:
         return _run_profiled(args, fw)
     return flow.run(fw, args.platform, args.timeout, counted, echo=_echo).status
+
+
+class _InOrder(argparse.Action):
+    """An appending option that also records (option, value) in `sequence`, in command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, [*getattr(namespace, self.dest), values])
+        namespace.sequence = [*getattr(namespace, "sequence", []), (self.dest, values)]
+
+
+def _in_order(sequence: list[tuple[str, object]]) -> list[str]:
+    """The runner's --model=NAME and --input=PATH tokens in the order given (paths checked and
+    made absolute by kiln.simulator.run.firmware_arguments)."""
+    from kiln.simulator.run import firmware_arguments
+
+    return [f"--model={value}" if option == "model" else firmware_arguments([value])[0] for option, value in sequence]
 
 
 def _run_profiled(args, fw) -> int:
@@ -349,6 +365,13 @@ def _export(args) -> int:
 
     for path in csolution.export(args.pte, args.target, args.board, args.csolution):
         print(path)
+    return 0
+
+
+def _pack(args) -> int:
+    from kiln.firmware import pack
+
+    print(pack.write(args.output, args.board or pack.DEFAULT_BOARD))
     return 0
 
 
@@ -664,7 +687,14 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         "memory_report.txt and .json into its build directory.",
     )
     what = bu.add_mutually_exclusive_group(required=True)
-    what.add_argument("--pte", type=Path, metavar="FILE", help="the program to bake into the runner")
+    what.add_argument(
+        "--pte",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="the program to bake into the runner; several --pte make one image of several models, "
+        "which the runner runs in the order of its --model=NAME options (NAME: the file's name without .pte)",
+    )
     what.add_argument("--app", metavar="NAME", help="instead, build the firmware's plain apps; print NAME's ELF")
     _target_option(bu)
     _board_option(bu)
@@ -713,13 +743,27 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     _platform_options(ru, DEFAULT_TIMEOUT_S)
     ru.add_argument(
         "--input",
-        action="append",
+        action=_InOrder,
         type=Path,
         default=[],
         metavar="FILE",
-        help="a file kiln's executor runner reads as an input (once per input)",
+        help="a file kiln's executor runner reads as an input (once per input; after its --model in an image "
+        "of several)",
     )
-    ru.add_argument("--output-dir", type=Path, metavar="DIR", help="where the runner writes output_<i>.bin")
+    ru.add_argument(
+        "--model",
+        action=_InOrder,
+        default=[],
+        metavar="NAME",
+        help="an image of several models (kiln build --pte A.pte --pte B.pte): run model NAME, with the "
+        "--input options after it; repeat for a sequence (default: each model once on its built-in inputs)",
+    )
+    ru.add_argument(
+        "--output-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the runner writes output_<i>.bin (NAME_output_<i>.bin in an image of several models)",
+    )
     ru.add_argument(
         "--npu-timeout-ms",
         type=_npu_timeout_ms,
@@ -861,6 +905,14 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     ex.add_argument("--pte", required=True, type=Path, metavar="FILE", help="the program to bake in")
     _target_option(ex)
     _board_option(ex)
+
+    pk = command("pack", "write kiln's runtime as a CMSIS-Pack for CMSIS-Toolbox projects", _pack)
+    pk.add_argument("--output", required=True, type=Path, metavar="DIR", help="the folder for the .pack")
+    pk.add_argument(
+        "--board",
+        metavar="NAME",
+        help="whose facts the pack's config/kiln_board.h holds, for the project to edit (default corstone-300)",
+    )
 
     de = command(
         "deploy",

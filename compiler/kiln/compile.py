@@ -301,6 +301,20 @@ class ProgramResult:
     methods: dict[str, Result]
 
 
+@contextmanager
+def _own_stages(progress: Progress) -> Iterator[None]:
+    """progress.stage as a fresh _Stages inside the block, whose seconds are then added to the
+    outer one's (which keeps the stage last entered, for the report of a compile that fails)."""
+    outer, progress.stage = progress.stage, _Stages()
+    try:
+        yield
+    finally:
+        inner, progress.stage = progress.stage, outer
+        for name, seconds in inner.seconds.items():
+            outer.seconds[name] = round(outer.seconds.get(name, 0.0) + seconds, 3)
+        outer.current = inner.current or outer.current
+
+
 def _compile_methods(
     loaded: frontend.LoadedModel,
     methods: dict[str, tuple[torch.Tensor, ...]],
@@ -333,9 +347,10 @@ def _compile_methods(
         log(f"method {name}")
         method = frontend.LoadedModel(f"{loaded.name}.{name}", model, inputs)
         calibration = samples.get(name) or [(*inputs, *(torch.zeros(b.shape) for b in lifted[name]))]
-        results[name] = _compile_module(
-            method, modules[name], paths[name], calibration, spec, log, progress, target, lifted[name], ranges
-        )
+        with _own_stages(progress):  # the method's report times the method alone
+            results[name] = _compile_module(
+                method, modules[name], paths[name], calibration, spec, log, progress, target, lifted[name], ranges
+            )
     with stage("write"):
         constants = state.constants_of(model)
         clash = sorted(set(constants) & set(methods))

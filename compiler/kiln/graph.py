@@ -306,7 +306,9 @@ class _Builder:
         are equal wherever the program completes (an index out of range stops it at the check), and
         int32 is what the NPU compares. A decode step's mask arange(T) <= position so runs on the
         NPU beside the rest of the step. The constant is saturated to int32 (its order against an
-        index in [0, 2^31) is kept); a check that came later moves before the comparison."""
+        index in [0, 2^31) is kept); a check that came later moves before the comparison. A
+        comparison whose every reader makes int64 values (where(i < 0, i + size, i)) stays on the
+        CPU with them: alone on the NPU it would be a delegate of its own."""
         checks: dict[int, Op] = {}
         for op in self.ops:
             if op.target is CHECKED_INDEX:
@@ -315,6 +317,8 @@ class _Builder:
             tensors = [v for v in op.inputs if not v.is_constant]
             if op.target not in COMPARISON_OPS or len(tensors) != 1 or id(tensors[0]) not in checks:
                 continue
+            if all(user.output.dtype == "int64" for user in op.output.users):
+                continue  # it selects int64 values (PyTorch's negative-index rule): the CPU's, beside them
             index, check = tensors[0], checks[id(tensors[0])]
             other = op.args[1] if op.args[0] is index else op.args[0]
             if isinstance(other, Value) and other.dtype in ("int8", "int16", "int32", "int64"):

@@ -341,6 +341,7 @@ COMMANDS = (
     "deploy",
     "flash",
     "export",
+    "pack",
 )
 
 

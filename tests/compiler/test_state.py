@@ -148,3 +148,15 @@ def test_a_method_that_does_not_use_a_state_buffer_is_refused_by_name():
     model.kiln_calibration = [("step", (xs[0],)), ("twice", (xs[0],))]
     with pytest.raises(ModelError, match="state buffer total: a method of the model writes it"):
         kc.compile_model(kc.frontend.LoadedModel("acc", model, xs[:1]), CompileSpec("ethos-u85-256"), log=print)
+
+
+def test_each_methods_report_times_the_method_alone(compiled):
+    """A method's stages_s is its own compile's; the program's adds every method's to its own
+    export, calibration and write."""
+    result, _ = compiled
+    step, peek = (result.report["methods"][m]["stages_s"] for m in ("step", "peek"))
+    whole = result.report["stages_s"]
+    assert {"export", "calibrate", "write"} <= set(whole) and "calibrate" not in step
+    for name in ("quantize", "lower", "vela"):
+        assert whole[name] == pytest.approx(step[name] + peek[name], abs=0.002)
+        assert step[name] < whole[name] and peek[name] < whole[name]

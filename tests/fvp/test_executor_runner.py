@@ -23,7 +23,7 @@ from ethosu.vela.errors import VelaError
 from kiln import boards, cli, errors, flow, models, paths
 from kiln.errors import RunnerError
 from kiln.firmware import build as firmware
-from kiln.firmware import runner_build
+from kiln.firmware import memory_report, runner_build
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import TOSA_KEY, ScalarType
 from kiln.reference import run_host as host
@@ -176,8 +176,8 @@ def test_the_runtime_core_of_the_digits_runner_fits_its_budget(work, tmp_path, t
     out = tmp_path / "runner"
     runner_build.build_runner(compiled(work, "digits", target), target, output=out, echo=lambda *a, **k: None)
     report = json.loads((out / "memory_report.json").read_text())
-    core = report["parts"][runner_build.CORE]["code"]
-    assert list(report["core_parts"]) == [name for name, _ in runner_build.CORE_PARTS]
+    core = report["parts"][memory_report.CORE]["code"]
+    assert list(report["core_parts"]) == [name for name, _ in memory_report.CORE_PARTS]
     assert sum(part["code"] for part in report["core_parts"].values()) == core
     assert 0 < core <= CORE_BUDGET, report["core_parts"]
 

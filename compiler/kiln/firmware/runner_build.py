@@ -1,6 +1,6 @@
-"""Builds kiln's executor runner for one .pte (./scripts/build_executor_runner.sh).
+"""Builds kiln's executor runner for one .pte, or one image of several (./scripts/build_executor_runner.sh).
 
-    kiln build --pte=FILE --target=ethos-u55-128 [--board=NAME] [--system_config=NAME]
+    kiln build --pte=FILE [--pte=FILE...] --target=ethos-u55-128 [--board=NAME] [--system_config=NAME]
         [--memory_mode=NAME] [--build_type=Release|Debug] [--output=DIR] [--default-input=FILE]...
         [--generate]
 
@@ -16,6 +16,11 @@ firmware/apps/executor_runner with CMake and the board's toolchain, writes a siz
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
 With --generate it builds the generation app (firmware/apps/generate: a language model's
 prefill and decode) over the same generated sources instead.
+
+An image of several models (--pte repeated; docs/building.md) keeps each model's .pte and planned
+buffers apart and shares what the models, run one at a time, can share: the Ethos-U scratch and
+fast scratch (the largest any delegate needs), the kernel table and the delegate pool. Its plan is
+checked against the board's regions (check_fit) before anything is generated.
 
 A program of several methods (execution plans) gets a value, kernel and delegate table per
 method and one set of planned buffers for all of them, each memory id the largest method's:
@@ -47,12 +52,14 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kiln import boards, paths
 from kiln.errors import PteError, RunnerBuildError, UsageError
 from kiln.firmware import build as firmware
+from kiln.firmware import memory_report
 from kiln.lower import ethosu_payload
 from kiln.pte.bundle import deserialize_bundle, is_bundle, serialize_bundle
 from kiln.pte.reader import PteFile, deserialize
@@ -103,24 +110,19 @@ class Method:
 
 
 @dataclass
-class Plan:
-    model: str
-    target: boards.Target
-    memory_mode: str
-    system_config: str
-    pte_region: str
+class Model:
+    """One program (.pte) of the image: the bytes baked in and the storage its methods need."""
+
+    name: str  # the .pte's file name without .pte: the name an app chooses the model by
     baked: bytes = field(repr=False)  # the .pte to bake: the file without run-host's reference data
-    pte_file_size: int  # bytes of the .pte on disk
+    file_size: int  # bytes of the .pte on disk
     methods: list[Method]  # in plan order; the executor runner runs the first
-    operators: list[tuple[str, str]]  # every method's, each once (the kernel table)
-    planned: list[Buffer] = field(default_factory=list)  # memory ids 1..n, shared by the methods
-    scratch: Buffer | None = None
-    fast_scratch: Buffer | None = None
-    input_sizes: list[int] = field(default_factory=list)
-    stack_size: int = 0  # main stack in bytes, as the build links it (board.toml's, or the override)
+    input_sizes: list[int]  # bytes of each input of the first method
+    symbol: str  # the assembler label of its baked .pte (and, + "_end", of its end)
+    planned: list[Buffer] = field(default_factory=list)  # memory ids 1..n, shared by its methods
 
     @property
-    def pte_size(self) -> int:
+    def size(self) -> int:
         """Bytes of the .pte as baked."""
         return len(self.baked)
 
@@ -128,6 +130,44 @@ class Plan:
     def delegates(self) -> int:
         """Every method's delegates: the Ethos-U backend's pool holds one state each."""
         return sum(m.delegates for m in self.methods)
+
+
+@dataclass
+class Plan:
+    """The image: one or more programs (models), each with its own planned buffers, and what they
+    share: the kernel table, the Ethos-U backend's delegate pool and the NPU's scratch buffers (the
+    apps run one model at a time, and a delegate's scratch holds nothing from one execute() to the
+    next: its inputs are copied in and its outputs out)."""
+
+    target: boards.Target
+    memory_mode: str
+    system_config: str
+    pte_region: str
+    models: list[Model]  # in the order given; the first is the one kModel and kiln_model_pte name
+    operators: list[tuple[str, str]]  # every model's methods', each once (the kernel table)
+    scratch: Buffer | None = None
+    fast_scratch: Buffer | None = None
+    stack_size: int = 0  # main stack in bytes, as the build links it (board.toml's, or the override)
+
+    @property
+    def model(self) -> str:
+        """The image's name in messages: its models' names joined by "+"."""
+        return "+".join(m.name for m in self.models)
+
+    @property
+    def pte_size(self) -> int:
+        """Bytes of every .pte as baked."""
+        return sum(m.size for m in self.models)
+
+    @property
+    def delegates(self) -> int:
+        """Every model's delegates: the Ethos-U backend's pool holds one state each."""
+        return sum(m.delegates for m in self.models)
+
+    @property
+    def planned(self) -> list[Buffer]:
+        """Every model's planned buffers."""
+        return [b for m in self.models for b in m.planned]
 
     def buffers(self) -> list[Buffer]:
         return self.planned + [b for b in (self.scratch, self.fast_scratch) if b is not None]
@@ -254,21 +294,27 @@ def _compile_report(path: Path) -> dict:
     return report
 
 
-def plan(
-    pte_path: Path,
-    target: boards.Target | str,
-    memory_mode: str | None = None,
-    system_config: str | None = None,
-    check_target: bool = True,
-    stack_size: int | None = None,
-    board: str | None = None,
-) -> Plan:
-    """`target`: its name, or the Target a caller has already (see boards.resolve).
-    `stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
-    the build links exactly this one, so the planned buffers' fit in "data" uses it too.
-    `board`: a board with the target's NPU configuration (default: the target's reference board)."""
-    target = boards.resolve(target, board)
-    stack_size = boards.check_stack_size(target.board, target.board.stack_size if stack_size is None else stack_size)
+@dataclass(frozen=True)
+class _Program:
+    """What plan() reads from one .pte before it places anything."""
+
+    model: Model
+    memory_mode: str
+    system_config: str
+    operators: list[tuple[str, str]]
+    payloads: list
+    specs: list[dict[str, str]]
+
+
+def _symbol_prefix(k: int) -> str:
+    """The first model's symbols are kiln_model_pte, kiln_planned_1...; model k's kiln_m<k>_..."""
+    return "kiln_" if k == 0 else f"kiln_m{k}_"
+
+
+def _program(
+    k: int, pte_path: Path, target: boards.Target, memory_mode: str | None, system_config: str | None, check: bool
+) -> _Program:
+    """Model `k` of the image read from `pte_path`, its memory mode and system config resolved."""
     try:
         data = pte_path.read_bytes()
     except OSError as error:
@@ -283,143 +329,249 @@ def plan(
         ) from None
     methods = _methods(f, pte_path, target)
     specs = [ethosu_payload.compile_specs(d) for plan in f.program.execution_plans for d in plan.delegates]
-    payloads = _payloads(f, specs, target.name, check_target)
+    payloads = _payloads(f, specs, target.name, check)
     modes = {m for m in map(ethosu_payload.compiled_memory_mode, specs) if m}
     if len(modes) > 1:
         raise RunnerBuildError(f"{pte_path.name}'s delegates were compiled for different memory modes: {sorted(modes)}")
     mode, config = _memory_mode(pte_path, target, memory_mode, system_config, next(iter(modes), None))
-    board = target.board
-    model_region, npu_region = board.region_for("model"), board.region_for("npu")
-    dedicated = mode.startswith("Dedicated_Sram")
     try:
         baked = without_reference_data(f)
         if bundle is not None:  # the bundle, its program as the firmware's
             baked = data if baked == bundle.program else serialize_bundle(replace(bundle, program=baked))
     except PteError as error:
         raise RunnerBuildError(f"{pte_path} could not be rewritten without its reference data: {error}") from None
+    model = Model(
+        name=pte_path.stem,
+        baked=baked,
+        file_size=len(data),
+        methods=methods,
+        input_sizes=[program.values[i].nbytes for i in program.inputs],
+        symbol=f"{_symbol_prefix(k)}model_pte",
+    )
+    operators = [(op.name, op.overload) for plan in f.program.execution_plans for op in plan.operators]
+    return _Program(model, mode, config, operators, payloads, specs)
+
+
+def _one_memory_mode(programs: list[_Program]) -> None:
+    """The models of one image share the NPU's scratch, placed per memory mode: one mode for all."""
+    modes = {pr.memory_mode for pr in programs}
+    if len(modes) > 1:
+        each = ", ".join(f"{pr.model.name} {pr.memory_mode}" for pr in programs)
+        raise UsageError(
+            f"the models of one image share the NPU's memory, so they need one memory mode; these have {each}: "
+            "compile them with the same --memory-mode"
+        )
+
+
+def _distinct_names(paths: list[Path]) -> None:
+    """Each model's name (its file's stem) chooses it on the runner's command line, which splits at spaces."""
+    seen: dict[str, Path] = {}
+    for path in paths:
+        if len(paths) > 1 and (" " in path.stem or not path.stem.isprintable()):
+            raise UsageError(
+                f"{path}: the runner chooses a model by its file's name, which may hold no space or control character"
+            )
+        if path.stem in seen and path.resolve() == seen[path.stem].resolve():
+            raise UsageError(f"{path} is given twice")
+        if path.stem in seen:
+            raise UsageError(
+                f"{seen[path.stem]} and {path} are both named {path.stem!r}, the name the firmware chooses a "
+                "model by: rename one"
+            )
+        seen[path.stem] = path
+
+
+def plan(
+    pte_path: Path | Sequence[Path],
+    target: boards.Target | str,
+    memory_mode: str | None = None,
+    system_config: str | None = None,
+    check_target: bool = True,
+    stack_size: int | None = None,
+    board: str | None = None,
+) -> Plan:
+    """The image for one .pte or several (`pte_path`: a path or a sequence of them, each model named
+    by its file name). `target`: its name, or the Target a caller has already (see boards.resolve).
+    `stack_size`: the main stack in bytes, else the board's (board.toml's stack_size);
+    the build links exactly this one, so the planned buffers' fit in "data" uses it too.
+    `board`: a board with the target's NPU configuration (default: the target's reference board)."""
+    target = boards.resolve(target, board)
+    stack_size = boards.check_stack_size(target.board, target.board.stack_size if stack_size is None else stack_size)
+    pte_paths = [Path(pte_path)] if isinstance(pte_path, (str, Path)) else [Path(x) for x in pte_path]
+    if not pte_paths:
+        raise UsageError("no .pte to build the runner for")
+    _distinct_names(pte_paths)
+    programs = [_program(k, x, target, memory_mode, system_config, check_target) for k, x in enumerate(pte_paths)]
+    _one_memory_mode(programs)
+    if len(programs) > 1 and any(is_bundle(pr.model.baked) for pr in programs):
+        raise UsageError("a bundle (.bpte) is built into a runner of its own: give it alone to --pte")
+    mode, config = programs[0].memory_mode, programs[0].system_config
+    board = target.board
+    model_region, npu_region = board.region_for("model"), board.region_for("npu")
     p = Plan(
-        model=pte_path.stem,
         target=target,
         memory_mode=mode,
         system_config=config,
         pte_region=(npu_region if mode == "Sram_Only" else model_region).name,
-        baked=baked,
-        pte_file_size=len(data),
-        methods=methods,
-        operators=list(
-            dict.fromkeys((op.name, op.overload) for plan in f.program.execution_plans for op in plan.operators)
-        ),
-        input_sizes=[program.values[i].nbytes for i in program.inputs],
+        models=[pr.model for pr in programs],
+        operators=list(dict.fromkeys(op for pr in programs for op in pr.operators)),
         stack_size=stack_size,
     )
-    sizes = _planned_sizes(methods)
-    data_region = board.region_for("data")
-    beside = p.stack_size if board.region_for("stack") == data_region else 0  # the stack shares the region
-    fits_in_data = sum(_align(s) for s in sizes) + beside + DATA_RESERVE <= data_region.size
-    planned_region = (data_region if fits_in_data else board.region_for("bulk")).name
-    p.planned = [
-        Buffer(f"kiln_planned_{k + 1}", size, planned_region, _buffer_what(k + 1, methods))
-        for k, size in enumerate(sizes)
-    ]
+    _place_planned(p)
+    payloads = [pl for pr in programs for pl in pr.payloads]
     if payloads:
-        scratch = max(pl.scratch_size for pl in payloads)
         p.scratch = Buffer(
             "kiln_ethosu_scratch",
-            scratch,
-            (model_region if dedicated else npu_region).name,
-            "Ethos-U scratch (region 1)",
+            max(pl.scratch_size for pl in payloads),
+            (model_region if mode.startswith("Dedicated_Sram") else npu_region).name,
+            "Ethos-U scratch (region 1)" + (", shared by the models" if len(programs) > 1 else ""),
         )
-        if dedicated:
-            # Vela's own figure from the .pte when kiln wrote it; else the mode's whole cache
-            try:
-                needed = [n for n in map(ethosu_payload.compiled_fast_scratch, specs) if n is not None]
-            except ethosu_payload.PayloadError as error:
-                raise RunnerBuildError(f"{pte_path.name}: {error}") from None
-            fast = max(needed) if needed else FAST_SCRATCH_SIZES.get(mode, npu_region.size)
-            p.fast_scratch = Buffer(
-                "kiln_ethosu_fast_scratch", fast, npu_region.name, "Ethos-U fast scratch (region 2)"
-            )
+        if mode.startswith("Dedicated_Sram"):
+            p.fast_scratch = _fast_scratch(programs, mode, npu_region)
     return p
+
+
+def _place_planned(p: Plan) -> None:
+    """Every model's planned buffers, in "data" when all of them fit there beside the stack and
+    DATA_RESERVE, else in "bulk"."""
+    board = p.target.board
+    sizes = [_planned_sizes(m.methods) for m in p.models]
+    data_region = board.region_for("data")
+    beside = p.stack_size if board.region_for("stack") == data_region else 0  # the stack shares the region
+    fits_in_data = sum(_align(s) for each in sizes for s in each) + beside + DATA_RESERVE <= data_region.size
+    region = (data_region if fits_in_data else board.region_for("bulk")).name
+    several = len(p.models) > 1
+    for k, (m, each) in enumerate(zip(p.models, sizes)):
+        m.planned = [
+            Buffer(
+                f"{_symbol_prefix(k)}planned_{i + 1}",
+                size,
+                region,
+                (f"{m.name}: " if several else "") + _buffer_what(i + 1, m.methods),
+            )
+            for i, size in enumerate(each)
+        ]
+
+
+def _fast_scratch(programs: list[_Program], mode: str, npu_region) -> Buffer:
+    """Vela's own figure from the .pte when kiln wrote it (the largest model's); else the mode's whole cache."""
+    needed = []
+    for pr in programs:
+        try:
+            needed += [n for n in map(ethosu_payload.compiled_fast_scratch, pr.specs) if n is not None]
+        except ethosu_payload.PayloadError as error:
+            raise RunnerBuildError(f"{pr.model.name}.pte: {error}") from None
+    fast = max(needed) if needed else FAST_SCRATCH_SIZES.get(mode, npu_region.size)
+    shared = ", shared by the models" if len(programs) > 1 else ""
+    return Buffer("kiln_ethosu_fast_scratch", fast, npu_region.name, f"Ethos-U fast scratch (region 2){shared}")
 
 
 # --- Generation ----------------------------------------------------------------------
 
 
-def _pte_asm(pte_path: Path, region: str) -> str:
-    # The readable slack after the .pte: the NPU may read a word past the end of weights.
-    return f"""/* Generated by kiln.firmware.runner_build: the .pte baked into the image. */
-  .section .{region}.data.kiln_model, "a"
-  .balign {PTE_ALIGNMENT}
-  .global kiln_model_pte
-kiln_model_pte:
-  .incbin "{pte_path.resolve()}"
-  .global kiln_model_pte_end
-kiln_model_pte_end:
-  .space 16
-"""
+def _pte_asm(ptes: list[tuple[str, Path]], region: str) -> str:
+    """Each (label, file): the .pte bytes between label and label_end. The readable slack after
+    each: the NPU may read a word past the end of weights."""
+    lines = ["/* Generated by kiln.firmware.runner_build: the .pte files baked into the image. */"]
+    for label, path in ptes:
+        lines += [
+            f'  .section .{region}.data.{label}, "a"',
+            f"  .balign {PTE_ALIGNMENT}",
+            f"  .global {label}",
+            f"{label}:",
+            f'  .incbin "{path.resolve()}"',
+            f"  .global {label}_end",
+            f"{label}_end:",
+            "  .space 16",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def _c_bytes(data: bytes) -> str:
     return ", ".join(str(b) for b in data) or "0"
 
 
-def _memory_cpp(p: Plan, default_inputs: list[bytes]) -> str:
-    lines = [
-        "// Generated by kiln.firmware.runner_build from the .pte: do not edit.",
-        '#include "model.h"',
-        '#include "kiln_board.h"',
-        "",
-        "namespace kiln::runner {",
-        "namespace {",
-    ]
+def _model_cpp(k: int, m: Model, default_inputs: list[bytes]) -> tuple[list[str], str]:
+    """Model k's storage (lines inside the anonymous namespace) and its ModelMemory's fields after
+    its name and memory mode, up to the shared pool and scratches."""
+    lines = [f"// model {k}: {m.name}"]
     # Whole D-cache lines, start and end: the NPU writes the scratch, and no other object
     # may share a line with it (the firmware's cache maintenance relies on it).
-    for b in p.buffers():
+    for b in m.planned:
         lines.append(
             f"alignas({BUFFER_ALIGNMENT}) KILN_PLACE_BSS({b.region}) uint8_t {b.symbol}"
             f"[{_align(max(b.size, 1))}];  // {b.what}: {b.size} bytes"
         )
-    planned = ", ".join(f"{{{b.symbol}, {b.size}}}" for b in p.planned)
-    lines.append(f"runtime::Span<uint8_t> planned[{max(len(p.planned), 1)}] = {{{planned}}};")
+    planned = ", ".join(f"{{{b.symbol}, {b.size}}}" for b in m.planned)
+    lines.append(f"runtime::Span<uint8_t> planned_{k}[{max(len(m.planned), 1)}] = {{{planned}}};")
     methods = []
-    for k, m in enumerate(p.methods):  # each Method's own tables, over the one set of planned buffers
+    for j, method in enumerate(m.methods):  # each Method's own tables, over the model's planned buffers
+        name = f"{k}_{j}"
         lines += [
-            f"// method {k}: {m.name}",
+            f"// method {j}: {method.name}",
             # runtime::Value has no default constructor (a union with a StringView):
             # raw storage the Method binds every entry of.
-            f"alignas(runtime::Value) uint8_t values_{k}[{max(m.values, 1)} * sizeof(runtime::Value)];",
-            f"runtime::KernelFn kernels_{k}[{max(m.operators, 1)}];",
-            f"runtime::DelegateSlot delegates_{k}[{max(m.delegates, 1)}];",
+            f"alignas(runtime::Value) uint8_t values_{name}[{max(method.values, 1)} * sizeof(runtime::Value)];",
+            f"runtime::KernelFn kernels_{name}[{max(method.operators, 1)}];",
+            f"runtime::DelegateSlot delegates_{name}[{max(method.delegates, 1)}];",
         ]
         methods.append(
-            f"    {{{{planned, {len(p.planned)}}}, {{reinterpret_cast<runtime::Value*>(values_{k}), {m.values}}}, "
-            f"{{kernels_{k}, {m.operators}}}, {{delegates_{k}, {m.delegates}}}}},"
+            f"    {{{{planned_{k}, {len(m.planned)}}}, "
+            f"{{reinterpret_cast<runtime::Value*>(values_{name}), {method.values}}}, "
+            f"{{kernels_{name}, {method.operators}}}, {{delegates_{name}, {method.delegates}}}}},"
         )
-    lines += [
-        f"const runtime::MethodMemory methods[{len(p.methods)}] = {{",
-        *methods,
-        "};",
-        f"delegates::ethosu::DelegateState pool[{max(p.delegates, 1)}];",
-    ]
+    lines += [f"const runtime::MethodMemory methods_{k}[{len(m.methods)}] = {{", *methods, "};"]
+    lines.append(f"runtime::Method method_{k};  // the executor runner binds its first method here")
     for i, raw in enumerate(default_inputs):
-        lines.append(f"alignas(16) const uint8_t default_input_{i}[{max(len(raw), 1)}] = {{{_c_bytes(raw)}}};")
-    spans = ", ".join(f"{{default_input_{i}, {len(raw)}}}" for i, raw in enumerate(default_inputs))
-    lines.append(f"const runtime::Span<const uint8_t> default_inputs[{max(len(default_inputs), 1)}] = {{{spans}}};")
+        lines.append(f"alignas(16) const uint8_t default_input_{k}_{i}[{max(len(raw), 1)}] = {{{_c_bytes(raw)}}};")
+    spans = ", ".join(f"{{default_input_{k}_{i}, {len(raw)}}}" for i, raw in enumerate(default_inputs))
+    lines.append(f"const runtime::Span<const uint8_t> default_inputs_{k}[{max(len(default_inputs), 1)}] = {{{spans}}};")
+    fields = (
+        f"{{planned_{k}, {len(m.planned)}}}, {{methods_{k}, {len(m.methods)}}}, "
+        f"{{default_inputs_{k}, {len(default_inputs)}}}, {m.symbol}, {m.symbol}_end, &method_{k}"
+    )
+    return lines, fields
+
+
+def _memory_cpp(p: Plan, default_inputs: list[list[bytes]]) -> str:
+    """model_memory.cpp: every model's storage and ModelMemory (model.h), the first also as kModel."""
+    lines = [
+        "// Generated by kiln.firmware.runner_build from the .pte files: do not edit.",
+        '#include "model.h"',
+        '#include "kiln_board.h"',
+        "",
+        *[f'extern "C" const uint8_t {m.symbol}[], {m.symbol}_end[];' for m in p.models[1:]],
+        "namespace kiln::runner {",
+        "namespace {",
+    ]
 
     def span(b: Buffer | None) -> str:
         return f"{{{b.symbol}, {_align(b.size)}}}" if b is not None else "{}"
 
+    # The NPU's scratches and the delegate pool: one each, shared by the models.
+    for b in (p.scratch, p.fast_scratch):
+        if b is not None:
+            lines.append(
+                f"alignas({BUFFER_ALIGNMENT}) KILN_PLACE_BSS({b.region}) uint8_t {b.symbol}"
+                f"[{_align(max(b.size, 1))}];  // {b.what}: {b.size} bytes"
+            )
+    lines.append(f"delegates::ethosu::DelegateState pool[{max(p.delegates, 1)}];")
+    entries = []
+    for k, m in enumerate(p.models):
+        storage, fields = _model_cpp(k, m, default_inputs[k] if k < len(default_inputs) else [])
+        lines += storage
+        entries.append(
+            f"    {{{json.dumps(m.name)}, {json.dumps(p.memory_mode)}, {fields}, {{pool, {p.delegates}}}, "
+            f"{span(p.scratch)}, {span(p.fast_scratch)}}},"
+        )
     lines += [
+        f"const ModelMemory models[{len(p.models)}] = {{",
+        *entries,
+        "};",
         "}  // namespace",
         "",
-        "const ModelMemory kModel = {",
-        f'    "{p.model}", "{p.memory_mode}",',
-        f"    {{planned, {len(p.planned)}}},",
-        f"    {{methods, {len(p.methods)}}},",
-        f"    {{pool, {p.delegates}}},",
-        f"    {span(p.scratch)}, {span(p.fast_scratch)},",
-        f"    {{default_inputs, {len(default_inputs)}}},",
-        "};",
+        f"const runtime::Span<const ModelMemory> kModels = {{models, {len(p.models)}}};",
+        "const ModelMemory& kModel = models[0];",
         "",
         "}  // namespace kiln::runner",
         "",
@@ -443,24 +595,38 @@ def _kernel_table(p: Plan, out: Path) -> None:
         raise RunnerBuildError(f"{p.model}: {last}")
 
 
+def baked_files(p: Plan, gen: Path) -> list[Path]:
+    """Where generate() writes each model's .pte to bake: BAKED_PTE for the first, model_<k>.pte after."""
+    return [gen / (BAKED_PTE if k == 0 else f"model_{k}.pte") for k in range(len(p.models))]
+
+
 def generate(p: Plan, out: Path, default_inputs: list[bytes], bake: Path | None = None) -> Path:
-    """Writes the model's generated sources into out/generated and returns that directory:
-    the .pte to bake (BAKED_PTE: p.baked), model_pte.S, model_memory.cpp, kernel_table.cpp.
-    `bake`: a file baked in instead (sizes still come from the plan's .pte), for testing
+    """Writes the image's generated sources into out/generated and returns that directory: each
+    model's .pte to bake (baked_files), model_pte.S, model_memory.cpp, kernel_table.cpp.
+    `default_inputs`: the first model's, built in (an image of one model only). `bake`: a file
+    baked in instead of the first model's (sizes still come from the plan's .pte), for testing
     the firmware's own checks with damaged files."""
-    if default_inputs and len(default_inputs) != len(p.input_sizes):
+    first = p.models[0]
+    if default_inputs and len(p.models) > 1:
         raise UsageError(
-            f"the program takes {len(p.input_sizes)} input(s); {len(default_inputs)} --default-input given"
+            "--default-input applies to an image of one model; this one has " + ", ".join(m.name for m in p.models)
         )
-    for i, (raw, size) in enumerate(zip(default_inputs, p.input_sizes)):
+    if default_inputs and len(default_inputs) != len(first.input_sizes):
+        raise UsageError(
+            f"the program takes {len(first.input_sizes)} input(s); {len(default_inputs)} --default-input given"
+        )
+    for i, (raw, size) in enumerate(zip(default_inputs, first.input_sizes)):
         if len(raw) != size:
             raise UsageError(f"default input {i} has {len(raw)} bytes; the program takes {size}")
     gen = out / "generated"
     gen.mkdir(parents=True, exist_ok=True)
-    baked = gen / BAKED_PTE
-    _write_if_changed(baked, p.baked)
-    _write_if_changed(gen / "model_pte.S", _pte_asm(Path(bake or baked), p.pte_region))
-    _write_if_changed(gen / "model_memory.cpp", _memory_cpp(p, default_inputs))
+    files = baked_files(p, gen)
+    for m, path in zip(p.models, files):
+        _write_if_changed(path, m.baked)
+    if bake is not None:
+        files[0] = Path(bake)
+    _write_if_changed(gen / "model_pte.S", _pte_asm([(m.symbol, f) for m, f in zip(p.models, files)], p.pte_region))
+    _write_if_changed(gen / "model_memory.cpp", _memory_cpp(p, [list(default_inputs)]))
     _kernel_table(p, gen)
     return gen
 
@@ -492,14 +658,21 @@ def _run(command: list[str], what: str, p: Plan, log: Path) -> str:
     return output
 
 
+def _ptes(p: Plan) -> list[tuple[str, int]]:
+    """(what, bytes) of each baked .pte: "the .pte" in an image of one model, else "<model>.pte"."""
+    if len(p.models) == 1:
+        return [("the .pte", p.pte_size)] if p.pte_size else []
+    return [(f"{m.name}.pte", m.size) for m in p.models]
+
+
 def fit(p: Plan) -> list[dict]:
     """What the plan places in each of the board's regions before any code is linked: the .pte,
     the planned buffers, the NPU's scratches, and the stack (with DATA_RESERVE for the firmware's
     own variables where the planned buffers go), against the region's size. One dict per region
     used: name, bytes needed, room (its size), what is placed there, and whether it fits."""
     placed: dict[str, list[tuple[str, int]]] = {}
-    if p.pte_size:
-        placed.setdefault(p.pte_region, []).append(("the .pte", p.pte_size))
+    for what, size in _ptes(p):
+        placed.setdefault(p.pte_region, []).append((what, size))
     for b in p.buffers():
         placed.setdefault(b.region, []).append((b.what, _align(b.size)))
     board = p.target.board
@@ -546,7 +719,7 @@ def _overflow_message(p: Plan, region: str, excess: int) -> str:
     r = next(m for m in p.target.board.memory if m.name == region)
     placed = [f"{b.what} {b.size:,} B" for b in p.buffers() if b.region == region]
     if p.pte_region == region:
-        placed.append(f"the .pte {p.pte_size:,} B")
+        placed += [f"{what} {size:,} B" for what, size in _ptes(p)]
     return (
         f"the link does not fit: region {region} ({r.size:,} bytes on {p.target.board.name}) overflows by "
         f"{excess:,} bytes; placed there for memory mode {p.memory_mode}: {', '.join(placed) or 'code/data'}"
@@ -566,8 +739,9 @@ def _forget_other_toolchain(build_dir: Path, toolchain_file: Path):
         shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
 
 
-def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path, app: str = APP) -> Path:
-    """Configures APP_DIR's project for `p` and builds `app` (one of APPS); returns its ELF."""
+def build(p: Plan, gen: Path, out: Path, build_type: str, baked: list[Path], app: str = APP) -> Path:
+    """Configures APP_DIR's project for `p` and builds `app` (one of APPS); returns its ELF.
+    `baked`: the .pte files model_pte.S bakes in (the build depends on them)."""
     firmware.check_tools(p.target.board)
     build_dir = out / "cmake"
     _forget_other_toolchain(build_dir, p.target.board.cpu.toolchain_file)
@@ -585,7 +759,7 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path, app: str 
             f"-DKILN_BOARD={p.target.board.name}",
             f"-DCMAKE_BUILD_TYPE={build_type}",
             f"-DKILN_RUNNER_GENERATED={gen}",
-            f"-DKILN_RUNNER_PTE={baked.resolve()}",
+            f"-DKILN_RUNNER_PTE={';'.join(str(b.resolve()) for b in baked)}",
             f"-DKILN_STACK_SIZE={p.stack_size:#x}",
         ],
         "configuring the runner",
@@ -599,226 +773,18 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: Path, app: str 
     return elf
 
 
-# --- The size and memory report --------------------------------------------------------
-
-# The runtime core's parts, by the archive and object an input section comes from: the
-# loader (Program::load's verification pass and Program's accessors), the executor (Method),
-# the Ethos-U delegate and the driver. The runtime core is their sum. The first part with a
-# marker in the origin is its part.
-CORE = "runtime core"
-CORE_PARTS = (
-    ("loader", ("libkiln_runtime.a(fb.cpp", "libkiln_runtime.a(program.cpp")),
-    ("executor", ("libkiln_runtime.a(",)),  # method.cpp, support.cpp
-    ("delegate", ("libkiln_delegate_ethosu.a(",)),
-    ("driver", ("libkiln_ethosu.a(",)),
-)
-# The other parts of the image, by archive (else: the runner app). The error text (every
-# error's name and the printer) is linked beside the core for the UART.
-OTHER_PARTS = (
-    ("error text", ("libkiln_error_text.a",)),
-    ("platform", ("libkiln_platform.a",)),
-    ("kernels", ("libkiln_kernels.a", "kernel_table")),
-    ("model", ("model_pte", "model_memory")),
-    ("C/C++ library", ("libc", "libgcc", "libstdc++", "libm", "libnosys")),
-)
-# The parts the report shows, in order (the runtime core as one, the sum of its parts).
-PARTS = ((CORE, tuple(marker for _, markers in CORE_PARTS for marker in markers)), *OTHER_PARTS)
-
-
-def _part(origin: str) -> str:
-    """The part an input object belongs to: one of the runtime core's, another, or the app."""
-    for part, markers in CORE_PARTS + OTHER_PARTS:
-        if any(marker in origin for marker in markers):
-            return part
-    return "runner app"
-
-
-_MAP_LINE = re.compile(r"^\s*(\.\S+)?\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S+\.(?:o|obj|a\(.*\)))\s*$")
-
-
-def _map_parts(map_text: str, regions: list[boards.MemoryRegion]) -> dict:
-    """Bytes per (region, part, kind) from the linker map's input sections; kind is
-    "code" (text/rodata), "data" (initialised) or "bss"; the runtime core's by its parts."""
-    usage: dict = {}
-    section = None
-    in_map = False
-    for line in map_text.splitlines():
-        if line.startswith("Linker script and memory map"):
-            in_map = True
-            continue
-        if not in_map:
-            continue
-        stripped = line.strip()
-        if stripped.startswith(".") and len(stripped.split()) == 1:
-            section = stripped  # a long input-section name on its own line
-            continue
-        m = _MAP_LINE.match(line)
-        if not m:
-            section = None
-            continue
-        name, address, size, origin = m.group(1) or section or "", int(m.group(2), 16), int(m.group(3), 16), m.group(4)
-        section = None
-        if size == 0 or address == 0:
-            continue
-        region = next((r.name for r in regions if r.base <= address < r.end), None)
-        if region is None:
-            continue
-        if "kiln_model" in name:
-            continue  # the .pte: reported on its own line
-        kind = "bss" if ".bss" in name or "COMMON" in name else ("data" if ".data" in name else "code")
-        key = (region, _part(origin), kind)
-        usage[key] = usage.get(key, 0) + size
-    return usage
-
-
-def _region_usage(elf: Path, regions: list[boards.MemoryRegion]) -> dict[str, dict[str, int]]:
-    """Loaded (image) and zero-initialised/uninitialised bytes per region, from the ELF's sections."""
-    size_tool = shutil.which("arm-none-eabi-size") or "arm-none-eabi-size"
-    text = subprocess.run([size_tool, "-A", "-x", str(elf)], capture_output=True, text=True, check=True).stdout
-    usage = {r.name: {"image": 0, "uninitialised": 0} for r in regions}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) != 3 or not parts[0].startswith("."):
-            continue
-        name, size, address = parts[0], int(parts[1], 16), int(parts[2], 16)
-        region = next((r.name for r in regions if r.base <= address < r.end), None)
-        if region is None or size == 0:
-            continue
-        kind = "uninitialised" if name.endswith("bss") or name == ".stack" else "image"
-        usage[region][kind] += size
-    return usage
-
-
-def _state_arena(p: Plan) -> dict | None:
-    """The state arena's buffer (memory id STATE_MEMORY_ID) when a method of the program plans one."""
-    if len(p.planned) < STATE_MEMORY_ID:
-        return None
-    b = p.planned[STATE_MEMORY_ID - 1]
-    return {"size": b.size, "region": b.region}
-
-
-def _methods_report(p: Plan) -> str:
-    """The report's lines on a program of several methods: what each plans, and how the runner
-    shares the planned buffers among them."""
-    names = ", ".join(m.name for m in p.methods)
-    lines = [
-        f"methods: {names}: the apps run one at a time (each one's outputs read before the next runs), so "
-        "planned buffer 1 (activations) is one buffer, the largest method's"
-    ]
-    arena = _state_arena(p)
-    if arena is not None:
-        lines.append(
-            f"  state arena (planned buffer {STATE_MEMORY_ID}) {arena['size']:,} bytes in {arena['region']}, "
-            "shared by every method, zeroed before the first runs"
-        )
-    for m in p.methods:
-        planned = ", ".join(f"{size:,}" for size in m.planned) or "none"
-        lines.append(
-            f"  {m.name:<16} planned {planned}; {m.values:,} values, {m.operators} operators, {m.delegates} delegates"
-        )
-    return "\n".join(lines)
-
-
-def report(p: Plan, elf: Path, out: Path) -> str:
-    regions = list(p.target.board.memory)
-    usage = _region_usage(elf, regions)
-    parts = _map_parts(elf.with_suffix(".map").read_text(), regions)
-    lines = [
-        f"{APPS.get(elf.stem, APPS[APP])}: {p.model} for {p.target.name} on {p.target.board.name} "
-        f"({p.system_config}, {p.memory_mode})",
-        f"  ELF {elf}",
-        "",
-        "memory per region (bytes):",
-    ]
-    for r in regions:
-        u = usage[r.name]
-        used = u["image"] + u["uninitialised"]
-        if used == 0:
-            continue
-        lines.append(
-            f"  {r.name:<6} {used:>11,} of {r.size:>11,} ({100 * used / r.size:5.1f} %)  "
-            f"image {u['image']:,}, uninitialised {u['uninitialised']:,}"
-        )
-    lines += ["", "buffers planned from the .pte:"]
-    lines.append(f"  {'the .pte (weights, command streams)':<40} {p.pte_size:>11,}  {p.pte_region}")
-    if p.pte_file_size != p.pte_size:
-        lines.append(
-            f"    as baked: the {p.pte_file_size:,}-byte file less {p.pte_file_size - p.pte_size:,} bytes of "
-            "run-host's reference TOSA graphs"
-        )
-    for b in p.buffers():
-        lines.append(f"  {b.what:<40} {b.size:>11,}  {b.region}")
-    stack_region = p.target.board.region_for("stack").name
-    lines.append(f"  {'main stack (board.toml, or the override)':<40} {p.stack_size:>11,}  {stack_region}")
-    if len(p.methods) > 1:
-        lines += ["", _methods_report(p)]
-    lines += ["", "image by part, bytes (code = text + rodata; data = initialised; the .pte apart):"]
-    core_names = [name for name, _ in CORE_PARTS]
-    totals: dict[str, dict[str, int]] = {}  # per part, the runtime core as one
-    core: dict[str, dict[str, int]] = {}  # per part of the runtime core
-    for (_region, part, kind), size in parts.items():
-        for table, name in ((core, part), (totals, CORE)) if part in core_names else ((totals, part),):
-            table.setdefault(name, {"code": 0, "data": 0, "bss": 0})[kind] += size
-
-    def line(name: str, t: dict[str, int], indent: str = "  ") -> str:
-        return f"{indent}{name:<{18 - len(indent)}} code {t['code']:>10,}  data {t['data']:>8,}  bss {t['bss']:>10,}"
-
-    for part in [name for name, _ in PARTS] + ["runner app"]:
-        if part in totals:
-            lines.append(line(part, totals[part]))
-        if part == CORE:
-            lines += [line(name, core[name], "    ") for name in core_names if name in core]
-    lines.append(f"  {'the .pte':<16} {p.pte_size:>15,}  in {p.pte_region}")
-    text = "\n".join(lines) + "\n"
-    (out / "memory_report.txt").write_text(text)
-    (out / "memory_report.json").write_text(
-        json.dumps(
-            {
-                "model": p.model,
-                "target": p.target.name,
-                "memory_mode": p.memory_mode,
-                "elf": str(elf),
-                "regions": {r.name: {"size": r.size, **usage[r.name]} for r in regions},
-                "buffers": [{"what": b.what, "size": b.size, "region": b.region} for b in p.buffers()],
-                "pte": {
-                    "size": p.pte_size,
-                    "region": p.pte_region,
-                    "file_size": p.pte_file_size,
-                    "reference_data_left_out": p.pte_file_size - p.pte_size,
-                },
-                "stack": {"size": p.stack_size, "region": stack_region},
-                "methods": [
-                    {
-                        "name": m.name,
-                        "planned": list(m.planned),
-                        "values": m.values,
-                        "operators": m.operators,
-                        "delegates": m.delegates,
-                    }
-                    for m in p.methods
-                ],
-                "state_arena": _state_arena(p),
-                "parts": totals,
-                "core_parts": {name: core[name] for name in core_names if name in core},
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    return text
-
-
 # --- Building a runner ----------------------------------------------------------------------
 
 
-def default_output(pte_path: Path, target: boards.Target, memory_mode: str) -> Path:
-    """build/runner/<model>-<target>-<mode>, with -<board> when the board is not the target's reference."""
-    on = "" if target.board.reference else f"-{target.board.name}"
-    return paths.build_root() / "runner" / f"{pte_path.stem}-{target.name}-{memory_mode}{on}"
+def default_output(p: Plan) -> Path:
+    """build/runner/<model>-<target>-<mode>, with -<board> when the board is not the target's
+    reference; <model> is the models' names joined by "+" for an image of several."""
+    on = "" if p.target.board.reference else f"-{p.target.board.name}"
+    return paths.build_root() / "runner" / f"{p.model}-{p.target.name}-{p.memory_mode}{on}"
 
 
 def build_runner(
-    pte_path: Path,
+    pte_path: Path | Sequence[Path],
     target: boards.Target | str,
     memory_mode: str | None = None,
     system_config: str | None = None,
@@ -832,18 +798,27 @@ def build_runner(
     board: str | None = None,
     app: str = APP,
 ) -> Path:
-    """Plans, generates, builds and reports; returns the ELF. `target`: its name or its Target;
-    `stack_size`: the main stack in bytes (default: the board's); `board`: default the target's
-    reference board; `app`: which of APPS (the generation app, "generate", runs a language
-    model's prefill and decode methods: firmware/apps/generate)."""
+    """Plans, generates, builds and reports; returns the ELF. `pte_path`: one .pte, or several for
+    an image of several models (plan()); such an image is checked against the board's regions
+    before anything is built (check_fit: each model's compile checked only itself).
+    `target`: its name or its Target; `stack_size`: the main stack in bytes (default: the board's);
+    `board`: default the target's reference board; `app`: which of APPS (the generation app,
+    "generate", runs a language model's prefill and decode methods: firmware/apps/generate)."""
     if build_type not in ("Release", "Debug"):
         raise UsageError(f"build type {build_type!r} is not Release or Debug")
     if app not in APPS:
         raise UsageError(f"app {app!r} is not one of {', '.join(APPS)}")
-    p = plan(Path(pte_path), target, memory_mode, system_config, check_target, stack_size, board)
-    out = Path(output or default_output(Path(pte_path), p.target, p.memory_mode)).resolve()
+    p = plan(pte_path, target, memory_mode, system_config, check_target, stack_size, board)
+    if len(p.models) > 1:
+        if app != APP:
+            raise UsageError(f"the {app} app runs one model; build it for one .pte")
+        check_fit(p)
+    out = Path(output or default_output(p)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     gen = generate(p, out, list(default_inputs), bake)
-    elf = build(p, gen, out, build_type, Path(bake) if bake else gen / BAKED_PTE, app)
-    echo(report(p, elf, out), end="")
+    baked = baked_files(p, gen)
+    if bake:
+        baked[0] = Path(bake)
+    elf = build(p, gen, out, build_type, baked, app)
+    echo(memory_report.report(p, elf, out, APPS[app]), end="")
     return elf

@@ -1,7 +1,7 @@
-// The model baked into the runner and its statically sized memory. Defined by the
-// files kiln.firmware.runner_build generates for one .pte (model_pte.S, model_memory.cpp):
-// every size below comes from that .pte, every buffer sits in the board region the
-// memory mode puts it in (see the build's memory report).
+// The models baked into the runner and their statically sized memory. Defined by the
+// files kiln.firmware.runner_build generates for one .pte or several (model_pte.S,
+// model_memory.cpp): every size below comes from those .pte files, every buffer sits in the
+// board region the memory mode puts it in (see the build's memory report).
 #pragma once
 
 #include <cstdint>
@@ -10,14 +10,14 @@
 #include "kiln/runtime/method.h"
 #include "kiln/runtime/span.h"
 
-// The .pte bytes, 128-byte aligned (ExecuTorch's segment alignment), read-only.
+// The first model's .pte bytes, 128-byte aligned (ExecuTorch's segment alignment), read-only.
 extern "C" const uint8_t kiln_model_pte[];
 extern "C" const uint8_t kiln_model_pte_end[];
 
 namespace kiln::runner {
 
 struct ModelMemory {
-  const char* name;         // the model, for the UART
+  const char* name;         // the model (its .pte's file name), for the UART and --model=NAME
   const char* memory_mode;  // e.g. "Shared_Sram"
   // Memory ids 1..n, 32-byte aligned, each the largest any method of the program plans: one
   // set for every method (the apps run one method at a time). Memory id 2, when the program
@@ -26,13 +26,21 @@ struct ModelMemory {
   // Per method (execution plan, in the program's order): the memory its Method binds, planned
   // being the buffers above.
   runtime::Span<const runtime::MethodMemory> methods;
-  runtime::Span<delegates::ethosu::DelegateState> delegate_pool;  // every method's delegates
-  runtime::Span<uint8_t> scratch;       // Ethos-U region 1, 32-byte aligned
-  runtime::Span<uint8_t> fast_scratch;  // Ethos-U region 2 (Dedicated_Sram), else empty
   // Per program input: bytes baked in at build time, or empty (the input is zeroed).
   runtime::Span<const runtime::Span<const uint8_t>> default_inputs;
+  const uint8_t* pte;      // its .pte bytes up to pte_end, 128-byte aligned, read-only
+  const uint8_t* pte_end;
+  runtime::Method* method;  // storage for the executor runner's binding of its first method
+  // The image's, the same in every model's entry: the models run one at a time, and a
+  // delegate's scratch holds nothing from one execute() to the next.
+  runtime::Span<delegates::ethosu::DelegateState> delegate_pool;  // every model's delegates
+  runtime::Span<uint8_t> scratch;       // Ethos-U region 1, 32-byte aligned
+  runtime::Span<uint8_t> fast_scratch;  // Ethos-U region 2 (Dedicated_Sram), else empty
 };
 
-extern const ModelMemory kModel;
+// Every model of the image, in the order the build was given them (at least one).
+extern const runtime::Span<const ModelMemory> kModels;
+// The first (the apps that run one model run this one).
+extern const ModelMemory& kModel;
 
 }  // namespace kiln::runner

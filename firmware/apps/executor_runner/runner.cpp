@@ -14,7 +14,30 @@ using runtime::ScalarType;
 using runtime::Tensor;
 
 constexpr size_t kCommandLineCapacity = 1024;
-constexpr const char* kUsage = "--input=PATH, --output-dir=DIR, --npu-timeout-ms=N, --atol=X, --rtol=X";
+constexpr const char* kUsage = "--input=PATH, --model=NAME, --output-dir=DIR, --npu-timeout-ms=N, --atol=X, --rtol=X";
+
+// The index of the model named `name` in kModels, or kModels.size.
+uint32_t find_model(const char* name) {
+  uint32_t k = 0;
+  while (k < kModels.size && std::strcmp(kModels[k].name, name) != 0) ++k;
+  return k;
+}
+
+bool take_model(Options& options, const char* name) {
+  const uint32_t k = find_model(name);
+  if (k == kModels.size) {
+    print("runner: no model '%s' in this image; it has", name);
+    for (const ModelMemory& m : kModels) print(" %s", m.name);
+    print("\n");
+    return false;
+  }
+  if (options.step_count == kMaxSteps) {
+    print("runner: more than %d --model options\n", kMaxSteps);
+    return false;
+  }
+  options.steps[options.step_count++] = Step{k, options.input_count, 0};
+  return true;
+}
 
 bool take_option(void* context, const char* token) {
   Options& options = *static_cast<Options*>(context);
@@ -24,8 +47,10 @@ bool take_option(void* context, const char* token) {
       return false;
     }
     options.inputs[options.input_count++] = path;
+    if (options.step_count > 0) ++options.steps[options.step_count - 1].input_count;
     return true;
   }
+  if (const char* name = option_value(token, "--model=")) return take_model(options, name);
   const bool atol = option_value(token, "--atol=") != nullptr;
   if (atol || option_value(token, "--rtol=") != nullptr) {
     const char* value = token + 7;  // both names are 7 characters with their '='
@@ -37,10 +62,48 @@ bool take_option(void* context, const char* token) {
   return taken == Taken::kNo ? other_token(token, kUsage) : taken == Taken::kYes;
 }
 
-// "<dir>/output_<i>.bin" into `path`; false if it does not fit.
-bool output_path(const char* dir, size_t index, char (&path)[kPathCapacity]) {
-  char name[32] = "output_";
-  char* p = name + 7;
+// Without --model: model 0 with every input (one model), or each model once on its own inputs.
+bool settle_steps(Options& options) {
+  if (options.step_count > 0) {
+    if (options.steps[0].first_input > 0) {
+      print("runner: an --input before the first --model; give each model's inputs after its --model\n");
+      return false;
+    }
+    for (int a = 0; options.output_dir != nullptr && a < options.step_count; ++a) {
+      for (int b = a + 1; b < options.step_count; ++b) {
+        if (options.steps[a].model != options.steps[b].model) continue;
+        print("runner: --model=%s comes twice; with --output-dir its second run's outputs would replace the first's\n",
+              kModels[options.steps[a].model].name);
+        return false;
+      }
+    }
+    return true;
+  }
+  if (kModels.size > 1 && options.input_count > 0) {
+    print("runner: this image has %u models: name the one the inputs are for with --model=NAME\n",
+          unsigned(kModels.size));
+    return false;
+  }
+  if (kModels.size > kMaxSteps) {
+    print("runner: the image has %u models; name at most %d with --model\n", unsigned(kModels.size), kMaxSteps);
+    return false;
+  }
+  for (uint32_t k = 0; k < kModels.size; ++k) options.steps[options.step_count++] = Step{k, 0, options.input_count};
+  return true;
+}
+
+// "<dir>/<model>_output_<i>.bin" (`model` nullptr: "<dir>/output_<i>.bin") into `path`; false
+// if it does not fit.
+bool output_path(const char* dir, const char* model, size_t index, char (&path)[kPathCapacity]) {
+  char name[kPathCapacity];
+  const size_t length = model == nullptr ? 0 : std::strlen(model) + 1;
+  if (length + 32 > sizeof(name)) return false;
+  if (model != nullptr) {
+    std::memcpy(name, model, length - 1);
+    name[length - 1] = '_';
+  }
+  std::memcpy(name + length, "output_", 7);
+  char* p = name + length + 7;
   char digits[12];
   int n = 0;
   do {
@@ -95,7 +158,7 @@ uint32_t argmax(const Tensor& t) {
 
 }  // namespace
 
-bool parse_options(Options& options) { return for_each_option(take_option, &options); }
+bool parse_options(Options& options) { return for_each_option(take_option, &options) && settle_steps(options); }
 
 bool for_each_option(bool (*take)(void* context, const char* token), void* context) {
   static char line[kCommandLineCapacity];
@@ -238,7 +301,7 @@ void print_run(const delegates::ethosu::Context& npu, bool counting, uint32_t cp
   if (npu.runs > 0) print_pmu(npu.pmu);
 }
 
-bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {
+bool open_inputs(const Options& options, const Step& step, const Method& method, Inputs& inputs) {
   const size_t count = method.input_count();
   if (count > kMaxIo || method.output_count() > kMaxIo) {
     print("runner: the program has %u inputs and %u outputs; the runner handles at most %d each\n", unsigned(count),
@@ -259,23 +322,25 @@ bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {
       return false;
     }
   }
-  if (options.input_count == 0) return true;  // built-in defaults, one sample
-  if (static_cast<size_t>(options.input_count) != count || count > kMaxIo) {
-    print("runner: the program takes %u input(s); %d --input given\n", unsigned(count), options.input_count);
+  if (step.input_count == 0) return true;  // built-in defaults, one sample
+  if (static_cast<size_t>(step.input_count) != count || count > kMaxIo) {
+    print("runner: %s takes %u input(s); %d --input given\n", kModels[step.model].name, unsigned(count),
+          step.input_count);
     return false;
   }
+  const char* const* paths = options.inputs + step.first_input;
   for (size_t i = 0; i < count; ++i) {
     const uint32_t nbytes = method.input(i)->nbytes;
     HostFile& file = inputs.files[i];
-    const int32_t length = file.open(options.inputs[i], HostFile::Mode::kReadBinary) ? file.length() : -1;
+    const int32_t length = file.open(paths[i], HostFile::Mode::kReadBinary) ? file.length() : -1;
     if (length < 0) {
-      print("runner: cannot read input %u from %s\n", unsigned(i), options.inputs[i]);
+      print("runner: cannot read input %u from %s\n", unsigned(i), paths[i]);
       return false;
     }
     const uint32_t samples = nbytes == 0 ? 1 : static_cast<uint32_t>(length) / nbytes;
     if (samples == 0 || static_cast<uint32_t>(length) != samples * nbytes || (i > 0 && samples != inputs.samples)) {
-      print("runner: input %u (%s) has %d bytes; the program takes %u bytes per sample%s\n", unsigned(i),
-            options.inputs[i], int(length), unsigned(nbytes), i > 0 ? ", as many samples as input 0" : "");
+      print("runner: input %u (%s) has %d bytes; the program takes %u bytes per sample%s\n", unsigned(i), paths[i],
+            int(length), unsigned(nbytes), i > 0 ? ", as many samples as input 0" : "");
       return false;
     }
     inputs.samples = samples;
@@ -283,7 +348,7 @@ bool open_inputs(const Options& options, const Method& method, Inputs& inputs) {
   return true;
 }
 
-bool read_sample(const Method& method, Inputs& inputs) {
+bool read_sample(const ModelMemory& model, const Method& method, Inputs& inputs) {
   for (size_t i = 0; i < method.input_count(); ++i) {
     if (!has_memory(method.input(i))) return false;  // open_inputs refused such a program
     Tensor& t = *method.input(i);
@@ -294,7 +359,7 @@ bool read_sample(const Method& method, Inputs& inputs) {
       }
       continue;
     }
-    const auto& given = i < kModel.default_inputs.size ? kModel.default_inputs[i] : runtime::Span<const uint8_t>();
+    const auto& given = i < model.default_inputs.size ? model.default_inputs[i] : runtime::Span<const uint8_t>();
     if (given.size == t.nbytes) {
       std::memcpy(t.data, given.data, t.nbytes);
     } else {
@@ -304,7 +369,7 @@ bool read_sample(const Method& method, Inputs& inputs) {
   return true;
 }
 
-bool open_outputs(const Options& options, const Method& method, Outputs& outputs) {
+bool open_outputs(const Options& options, const char* model, const Method& method, Outputs& outputs) {
   if (options.output_dir == nullptr) return true;
   if (method.output_count() > kMaxIo) {
     print("runner: the program has %u outputs; the runner writes at most %d\n", unsigned(method.output_count()),
@@ -313,7 +378,8 @@ bool open_outputs(const Options& options, const Method& method, Outputs& outputs
   }
   for (size_t i = 0; i < method.output_count(); ++i) {
     char path[kPathCapacity];
-    if (!output_path(options.output_dir, i, path) || !outputs.files[i].open(path, HostFile::Mode::kWriteBinary)) {
+    if (!output_path(options.output_dir, model, i, path) ||
+        !outputs.files[i].open(path, HostFile::Mode::kWriteBinary)) {
       print("runner: cannot write output %u to %s\n", unsigned(i), options.output_dir);
       return false;
     }

@@ -11,6 +11,10 @@
 // for each command stream's completion interrupt (kiln::ethosu::RunOptions::timeout_ms,
 // 1 to 4294967295 ms; default the driver's 10000) before it resets the NPU and the
 // inference fails with kNpuTimeout.
+// An image of several models (kModels) runs them in the sequence of --model=NAME options,
+// each with the --input options that follow it (none: its built-in inputs), and without
+// --model every model once, in image order, on its built-in inputs; before each model's
+// inferences it prints "model NAME", and with --output-dir writes NAME_output_<i>.bin.
 //
 // A bundle (ExecuTorch's BundledProgram, .bpte) baked in instead of a .pte: the runner runs
 // every case of every method suite (run_bundle) and checks each output against the case's
@@ -26,6 +30,7 @@
 #include "kiln/host_file.h"
 #include "kiln/runtime/error.h"
 #include "kiln/runtime/method.h"
+#include "model.h"
 
 namespace kiln::runner {
 
@@ -43,16 +48,26 @@ enum Exit : int {
 // Program inputs and outputs the runner reads and writes, each: a path pointer and a
 // HostFile on main's stack (the stack is the board's stack_size, 32 KiB on corstone-300).
 constexpr int kMaxIo = 64;
+constexpr int kMaxSteps = 16;  // --model options
+
+// One model's turn in the sequence: kModels[model] with inputs[first_input, + input_count).
+struct Step {
+  uint32_t model = 0;
+  int first_input = 0;
+  int input_count = 0;
+};
 
 struct Options {
-  const char* inputs[kMaxIo] = {};
+  const char* inputs[kMaxIo] = {};  // every --input, in order
   int input_count = 0;
+  Step steps[kMaxSteps] = {};  // after parse_options, the sequence (at least one step)
+  int step_count = 0;
   const char* output_dir = nullptr;  // nullptr: outputs are only summarised
   uint32_t npu_timeout_ms = kiln::ethosu::RunOptions().timeout_ms;
   double atol = 0.0, rtol = 0.0;  // a bundle's tolerance: |actual - expected| <= atol + rtol * |expected|
 };
 
-// Reads the command line (none at all: no options).
+// Reads the command line (none at all: no options) and settles the sequence of steps.
 bool parse_options(Options& options);
 
 // Bundle mode (bundle_check.cpp): `size` bytes at `data` are a bundle (Bundle::is_bundle).
@@ -115,15 +130,16 @@ struct Inputs {
   HostFile files[kMaxIo];
   uint32_t samples = 1;
 };
-bool open_inputs(const Options& options, const runtime::Method& method, Inputs& inputs);
-// Fills every input tensor with its next sample (or the default). Called before every
+bool open_inputs(const Options& options, const Step& step, const runtime::Method& method, Inputs& inputs);
+// Fills every input tensor with its next sample (or `model`'s default). Called before every
 // inference: execute() consumes the inputs (kiln/runtime/method.h), so none is reused.
-bool read_sample(const runtime::Method& method, Inputs& inputs);
+bool read_sample(const ModelMemory& model, const runtime::Method& method, Inputs& inputs);
 
 struct Outputs {
   HostFile files[kMaxIo];
 };
-bool open_outputs(const Options& options, const runtime::Method& method, Outputs& outputs);
+// `model`: its name starts each file's name (NAME_output_<i>.bin), or nullptr (output_<i>.bin).
+bool open_outputs(const Options& options, const char* model, const runtime::Method& method, Outputs& outputs);
 bool write_sample(const runtime::Method& method, Outputs& outputs);
 
 // The name of a scalar type as the UART lines give it ("int8", "float32"; "other").

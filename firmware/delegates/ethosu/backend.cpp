@@ -39,18 +39,6 @@ Error bad_argument(DelegateFault fault, size_t value) {
   return Error{ErrorCode::kDelegateBadArgument, static_cast<uint32_t>(fault), static_cast<uint32_t>(value)};
 }
 
-// The "kiln.fast_scratch_size" compile spec kiln writes (decimal bytes), or 0 when the
-// .pte has none (e.g. written by ExecuTorch) or it is not a plain decimal number.
-uint32_t fast_scratch_needed(const runtime::CompileSpecs& specs) {
-  const runtime::Span<const uint8_t> text = specs.find("kiln.fast_scratch_size");
-  uint64_t value = 0;
-  for (size_t i = 0; i < text.size; ++i) {
-    if (text.data[i] < '0' || text.data[i] > '9' || value > 0xFFFFFFFFu / 10) return 0;
-    value = value * 10 + (text.data[i] - '0');
-  }
-  return value > 0xFFFFFFFFu ? 0 : static_cast<uint32_t>(value);
-}
-
 // The regions every run of `p` gets: BASEP0 = the weights (read-only), BASEP1 = the
 // scratch, BASEP2 = the fast scratch (only when given). One list for init's bounds check
 // and execute's run, so the check proves the buffers the NPU is given.

@@ -4,6 +4,9 @@ Transcript, and what a fault report's registers mean.
 The C++ side prints these lines; each format is named here once, beside the file that prints it:
 
     kiln executor runner: MODEL (MODE) on BOARD   firmware/apps/executor_runner/main.cpp: the banner
+                                                  (MODEL: an image's models joined by "+")
+    model NAME                                    main.cpp, in an image of several models: the
+                                                  inferences after it are model NAME's
     inference K: NPU cycles N (S stream(s)), CPU cycles C
                                                   main.cpp, after each inference (C: "not counted
                                                   (no DWT on this platform)" without a cycle counter;
@@ -63,6 +66,7 @@ from elftools.elf.sections import SymbolTableSection
 # firmware/apps/executor_runner and firmware/apps/generate: the apps' lines
 BANNER_LINE = re.compile(r"^kiln (executor runner|generate): (.*) \((\w+)\) on (\S+)$")
 CPU_NOT_COUNTED = "not counted (no DWT on this platform)"
+MODEL_LINE = re.compile(r"^model (\S+)$")
 INFERENCE_LINE = re.compile(
     rf"^inference (\d+): NPU cycles (\d+) \((\d+) stream\(s\)\), CPU cycles (\d+|{re.escape(CPU_NOT_COUNTED)})$"
 )
@@ -250,6 +254,7 @@ class Inference:
     cpu_cycles: int | None  # None where the platform has no cycle counter
     pmu: Pmu | None = None  # None when no NPU stream ran
     outputs: list[OutputSummary] = field(default_factory=list)
+    model: str | None = None  # in an image of several models, whose inference (the last model line)
 
 
 @dataclass
@@ -326,6 +331,7 @@ class ProtocolReader:
     def __init__(self):
         self.transcript = Transcript()
         self._last_run: Inference | Token | None = None  # what a PMU line belongs to
+        self._model: str | None = None  # the last model line's
 
     @property
     def exit_status(self) -> int | None:
@@ -342,8 +348,11 @@ class ProtocolReader:
     def feed(self, line: str):
         t = self.transcript
         if m := INFERENCE_LINE.match(line):
-            t.inferences.append(Inference(int(m.group(1)), int(m.group(2)), int(m.group(3)), _cpu(m.group(4))))
+            index, npu, streams, cpu = m.groups()
+            t.inferences.append(Inference(int(index), int(npu), int(streams), _cpu(cpu), model=self._model))
             self._last_run = t.inferences[-1]
+        elif m := MODEL_LINE.match(line):
+            self._model = m.group(1)
         elif (m := TOKEN_LINE.match(line)) and t.generation is not None:
             t.generation.tokens.append(_token(m))
             self._last_run = t.generation.tokens[-1]

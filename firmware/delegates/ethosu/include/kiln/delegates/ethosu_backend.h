@@ -80,4 +80,17 @@ runtime::Backend backend(Context& context);
 // Clears the cycle, run and PMU counters (e.g. before each inference).
 void reset_counters(Context& context);
 
+// The bytes of fast scratch (region 2) a delegate needs: its "kiln.fast_scratch_size" compile
+// spec (decimal bytes), or 0 when the .pte has none (e.g. written by ExecuTorch) or it is not a
+// plain decimal number.
+inline uint32_t fast_scratch_needed(const runtime::CompileSpecs& specs) {
+  const runtime::Span<const uint8_t> text = specs.find("kiln.fast_scratch_size");
+  uint64_t value = 0;
+  for (size_t i = 0; i < text.size; ++i) {
+    if (text.data[i] < '0' || text.data[i] > '9' || value > 0xFFFFFFFFu / 10) return 0;
+    value = value * 10 + (text.data[i] - '0');
+  }
+  return value > 0xFFFFFFFFu ? 0 : static_cast<uint32_t>(value);
+}
+
 }  // namespace kiln::delegates::ethosu
