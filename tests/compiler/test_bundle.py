@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from kiln import cli, models
-from kiln.errors import PteError
+from kiln.errors import PteError, UsageError
+from kiln.firmware import runner_build
 from kiln.pte.bundle import (
     BUNDLE_VERSION,
     Bundle,
@@ -164,3 +165,10 @@ def test_a_bundle_tensor_of_unknown_bytes_is_refused():
     t = BundleTensor(ScalarType.FLOAT, (2, 2), bytes(12), (0, 1))
     with pytest.raises(PteError, match="holds 12 bytes"):
         t.array()
+
+
+def test_a_bundle_builds_alone():
+    """The runner checks a bundle in an image of one model: beside another .pte it is refused."""
+    with pytest.raises(UsageError, match="give it alone to --pte"):
+        runner_build.plan([ET_PTE, FIXTURES / "add2_arm_delegate_ethos-u55-128.bpte"], "ethos-u55-128")
+    assert runner_build.plan([FIXTURES / "add2_arm_delegate_ethos-u55-128.bpte"], "ethos-u55-128").models
