@@ -30,6 +30,7 @@ error and an exit status, never a traceback. Options take dashes or underscores
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -91,7 +92,14 @@ def _compile(args) -> int:
         exclusions=Exclusions(tuple(args.exclude_op), tuple(args.exclude_module), tuple(args.exclude_node)),
         intermediates=Path(args.intermediates) if args.intermediates else None,
     )
-    _compile_and_write(args.model, spec, Path(args.output), Path(args.calibration) if args.calibration else None)
+    result = _compile_and_write(
+        args.model, spec, Path(args.output), Path(args.calibration) if args.calibration else None
+    )
+    if args.bundle:
+        from kiln.reference import bundled
+
+        example = bundled.example_case(result.pte, [t.detach().numpy() for t in result.inputs])
+        _write_bundle(Path(args.output), Path(args.output).with_suffix(".bpte"), args.bundle, 0, example)
     return 0
 
 
@@ -113,6 +121,7 @@ def _compile_and_write(model: str, spec, output: Path, calibration: Path | None 
         raise
     print(kc.format_report(result.report))
     print(f"wrote {output} and {report_path}")
+    return result
 
 
 def _build(args) -> int:
@@ -202,10 +211,12 @@ def _run(args) -> int:
         )
     # the ELF and the target checked before the command line creates --output-dir
     target = boards.target(args.target, args.board)
+    tolerance = flow.tolerance_arguments(args.atol, args.rtol)  # a bundle's (kiln bundle)
     if args.model:  # the runner reads --model and --input in the order given
-        fw = flow.firmware(args.elf, target, (), args.output_dir, args.npu_timeout_ms, _in_order(args.sequence))
+        sequence = [*_in_order(args.sequence), *tolerance]
+        fw = flow.firmware(args.elf, target, (), args.output_dir, args.npu_timeout_ms, sequence)
     else:
-        fw = flow.firmware(args.elf, target, args.input, args.output_dir, args.npu_timeout_ms)
+        fw = flow.firmware(args.elf, target, args.input, args.output_dir, args.npu_timeout_ms, tolerance)
     if args.profile is not None:
         return _run_profiled(args, fw)
     return flow.run(fw, args.platform, args.timeout, counted, echo=_echo).status
@@ -277,6 +288,26 @@ def _run_host(args) -> int:
     for path in host.run_files(args.pte, args.input, args.output_dir):
         print(path)
     return 0
+
+
+def _bundle(args) -> int:
+    from kiln import isolation
+
+    isolation.prepare("kiln.reference.isolated_tosa")  # run-host's delegates' engine
+    _write_bundle(args.pte, args.output, args.cases, args.seed)
+    return 0
+
+
+def _write_bundle(pte: Path, output: Path, cases: int, seed: int, example=None) -> None:
+    """Writes the .bpte of the .pte at `pte` (kiln.reference.bundled.make_bundle) and says so."""
+    from kiln.reference import bundled
+
+    try:
+        data = Path(pte).read_bytes()
+    except OSError as error:
+        raise UsageError(f"cannot read {pte}: {error.strerror}") from None
+    output.write_bytes(bundled.make_bundle(data, cases, seed, example))
+    print(f"wrote {output} ({cases} case(s) per method)")
 
 
 def _generate(args) -> int:
@@ -512,6 +543,13 @@ _positive_seconds = _positive(float, "a number of seconds", "the timeout must be
 _positive_count = _positive(int, "a whole number", "the count must be 1 or more")
 
 
+def _tolerance(text: str) -> str:
+    """A runner tolerance as the firmware parses it: digits with an optional fraction."""
+    if not re.fullmatch(r"\d+(\.\d*)?|\.\d+", text):
+        raise argparse.ArgumentTypeError(f"a tolerance is a decimal such as 0.01, not {text!r}")
+    return text
+
+
 def _npu_timeout_ms(text: str) -> int:
     """An argparse type: the executor runner's --npu-timeout-ms, decimal digits within
     kiln.simulator.run.NPU_TIMEOUT_MS_RANGE (what the runner itself accepts)."""
@@ -642,6 +680,12 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     )
     co.add_argument("--exclude-node", action="append", default=[], metavar="NAME", help="keep a node off the NPU")
     co.add_argument("--intermediates", metavar="DIR", help="keep the TOSA and Vela files in DIR")
+    co.add_argument(
+        "--bundle",
+        type=_positive_count,
+        metavar="N",
+        help="also write F.bpte: the program with N test cases (the example input, then seeded ones; see kiln bundle)",
+    )
 
     bu = command(
         "build",
@@ -761,6 +805,14 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         help="with --profile: write profile.json, timeline.png, memory.png, profile.html",
     )
 
+    ru.add_argument(
+        "--atol",
+        type=_tolerance,
+        metavar="X",
+        help="a bundle (.bpte) baked in: each output element may differ by atol + rtol * |expected| (default 0)",
+    )
+    ru.add_argument("--rtol", type=_tolerance, metavar="X", help="with --atol: the relative part (default 0)")
+
     rh = command("run-host", "run a .pte on the host (the reference the firmware must match)", _run_host)
     rh.add_argument("pte", metavar="PTE", help="the program")
     rh.add_argument(
@@ -771,6 +823,21 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         help="one input's raw little-endian bytes (once per input, in order)",
     )
     rh.add_argument("--output-dir", required=True, metavar="DIR", help="where output_<i>.bin go (created)")
+
+    bd = command(
+        "bundle",
+        "write a .bpte: a .pte with test cases whose expected outputs are kiln run-host's",
+        _bundle,
+        description="Write an ExecuTorch BundledProgram (.bpte): the program, without run-host's reference\n"
+        "data, and per method N test cases of seeded inputs with run-host's outputs. kiln build\n"
+        "--pte F.bpte bakes it; the runner then runs every case and checks every output (exact\n"
+        "unless kiln run's --atol/--rtol), exiting 7 on a mismatch.",
+        formatter=_StatusFormatter,
+    )
+    bd.add_argument("pte", type=Path, metavar="PTE", help="the program")
+    bd.add_argument("--output", required=True, type=Path, metavar="FILE", help="the .bpte to write")
+    bd.add_argument("--cases", type=_positive_count, default=4, metavar="N", help="cases per method (default 4)")
+    bd.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the inputs (default 0)")
 
     ge = command(
         "generate",

@@ -11,6 +11,7 @@ hands it down; a target name is taken too, meaning that target on its reference 
     run(firmware)                             one run on Arm's FVP or kiln's virtual platform: a RunResult
     infer(elf, target, pte, samples)          the runner run over samples: their outputs and cycles (Inferences)
     compare(pte, samples, outputs)            where outputs differ from `kiln run-host`'s, bit for bit
+    bundle_checks(uart)                       a bundle's per-output checks the runner printed (.bpte baked in)
     classify_digits(elf, target, pte, count)  held-out digits through the runner (`kiln deploy digits`)
     generate(elf, target, prompt, tokens)     the generation app (a language model's prefill and decode): its tokens
     profile_model, profile_pte, profile_elf   kiln profile's per-layer Profile (kiln.reference.profile),
@@ -42,6 +43,7 @@ standard error, as "kiln: TEXT"). infer keeps both in its Inferences instead.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -68,12 +70,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "INFERENCE_CALL",
+    "BundleCheck",
     "Classified",
     "Firmware",
     "Generated",
     "Inferences",
     "RunResult",
     "build_runner",
+    "bundle_checks",
     "classify_digits",
     "compare",
     "compile_pte",
@@ -85,6 +89,7 @@ __all__ = [
     "profile_pte",
     "program_io",
     "run",
+    "tolerance_arguments",
 ]
 
 # The runner's one call per inference (firmware/apps/executor_runner/main.cpp):
@@ -198,6 +203,44 @@ def _run(fw: Firmware, platform, timeout, count_instructions=None, echo=None, no
         count_instructions,
         note=note,
     )
+
+
+def tolerance_arguments(atol: str | None, rtol: str | None) -> list[str]:
+    """kiln's executor runner's --atol/--rtol (a bundle's tolerance; decimals as given)."""
+    return [f"--{name}={value}" for name, value in (("atol", atol), ("rtol", rtol)) if value is not None]
+
+
+# The bundle mode's lines (firmware/apps/executor_runner/bundle_check.cpp; docs/running.md).
+BUNDLE_OUTPUT_LINE = re.compile(
+    r"^bundle (\S+) case (\d+) output (\d+): max \|diff\| (\S+) at element (\d+) \(atol (\S+), rtol (\S+)\): "
+    r"(pass|FAIL)$"
+)
+BUNDLE_RESULT_LINE = re.compile(r"^bundle: (PASS|FAIL), ")
+
+
+@dataclass(frozen=True)
+class BundleCheck:
+    """One output of one case, as the runner checked it against the bundle."""
+
+    method: str
+    case: int
+    output: int
+    max_diff: float  # nan when an element is NaN where the expected one is not
+    at: int  # the element of the largest difference
+    within: bool
+
+
+def bundle_checks(uart: Sequence[str]) -> tuple[list[BundleCheck], bool | None]:
+    """The bundle mode's per-output checks from a run's UART lines, and its verdict (None when the
+    runner printed none: it stopped before checking every case)."""
+    checks, verdict = [], None
+    for line in uart:
+        if m := BUNDLE_OUTPUT_LINE.match(line):
+            method, case, output, diff, at = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), int(m.group(5))
+            checks.append(BundleCheck(method, case, output, float(diff), at, m.group(8) == "pass"))
+        elif m := BUNDLE_RESULT_LINE.match(line):
+            verdict = m.group(1) == "PASS"
+    return checks, verdict
 
 
 # ---- the runner over samples ----------------------------------------------------------------

@@ -329,28 +329,30 @@ def test_run_sh_help_does_not_set_up_first(args):
     assert "setup:" not in run.stdout + run.stderr
 
 
+COMMANDS = (
+    "compile",
+    "build",
+    "run",
+    "run-host",
+    "bundle",
+    "generate",
+    "profile",
+    "targets",
+    "deploy",
+    "flash",
+    "export",
+    "pack",
+)
+
+
 def test_help_lists_every_command_and_explains_every_option():
     run = kiln("--help")
     assert run.returncode == 0, run.stderr
-    for name in (
-        "compile", "build", "run", "run-host", "generate", "profile", "targets", "deploy", "flash", "export", "pack"
-    ):  # fmt: skip
+    for name in COMMANDS:
         assert f"\n    {name} " in run.stdout, run.stdout
     parser = cli._parser(None)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert set(commands) == {
-        "compile",
-        "build",
-        "run",
-        "run-host",
-        "generate",
-        "profile",
-        "targets",
-        "deploy",
-        "flash",
-        "export",
-        "pack",
-    }
+    assert set(commands) == set(COMMANDS)
     for name, command in commands.items():
         for action in command._actions:
             assert action.help and "\n" not in action.help, (name, action.option_strings or action.dest)

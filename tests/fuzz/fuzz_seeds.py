@@ -8,6 +8,9 @@ the runtime's kernel tests (every CASES of tests/firmware/runtime/test_kernels_*
 by tests/firmware/runtime/helpers.single_kernel); programs of several methods sharing a state
 arena (tests/firmware/runtime/state_program.py, toy_lm.py: with a constant method, and decode
 alone); ExecuTorch 1.5.1's own .pte files (tests/fixtures/executorch).
+Seeds of `bundle`: BundledPrograms of those programs that kiln.reference.bundled makes (a
+delegated one and the two-method state program, two cases a method) and ExecuTorch's own
+(tests/fixtures/executorch/*.bpte).
 Seeds of `payload`: every Ethos-U delegate payload (vela_bin_stream) in those programs;
 of `cop1`: the cmd_data (COP1) block of each payload. Both also get each payload's stream
 made hostile by every mutation of tests/firmware/runtime/npu_hostile.py (one access moved outside its
@@ -33,7 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_TESTS = ROOT / "tests" / "firmware" / "runtime"
 FIXTURES = ROOT / "tests" / "fixtures" / "executorch"
-TARGETS = ("pte", "payload", "cop1")
+TARGETS = ("pte", "payload", "cop1", "bundle")
+# The programs kiln's seeds of `bundle` bundle (of those `write` makes for `pte`).
+BUNDLED = ("tiny_cnn_reference.pte", "state_two_methods.pte")
 # The stand-in NPU the fuzzers are built for (host_npu.h); the compiled seeds target it.
 NPU_TARGET = "ethos-u55-128"
 # (seed name, kiln compile options as CompileSpec fields, keep the reference graphs)
@@ -114,6 +119,14 @@ def state_programs() -> dict[str, bytes]:
     }
 
 
+def bundles(programs: dict[str, bytes]) -> dict[str, bytes]:
+    """kiln's bundles of the BUNDLED programs (two cases a method) and ExecuTorch's fixtures."""
+    from kiln.reference.bundled import make_bundle
+
+    made = {f"{Path(name).stem}.bpte": make_bundle(programs[name], 2) for name in BUNDLED}
+    return made | {path.name: path.read_bytes() for path in sorted(FIXTURES.glob("*.bpte"))}
+
+
 def payloads(programs: dict[str, bytes]) -> dict[str, bytes]:
     from kiln.lower.ethosu_payload import DELEGATE_ID
     from kiln.pte.reader import deserialize
@@ -160,6 +173,7 @@ def _word(value: int) -> bytes:
 def dictionaries() -> dict[str, list[bytes]]:
     from kiln.lower import ethosu_payload as ep
     from kiln.program.kernels import by_name
+    from kiln.pte.bundle import BUNDLE_IDENTIFIER
     from kiln.pte.schema import EXTENDED_HEADER_MAGIC, FILE_IDENTIFIER
     from kiln.simulator.npu import cop1
 
@@ -185,7 +199,8 @@ def dictionaries() -> dict[str, list[bytes]]:
         *operators,
         *payload_words,
     ]
-    return {"pte": pte_words, "payload": payload_words, "cop1": cop1_words}
+    bundle_words = [BUNDLE_IDENTIFIER, *pte_words]
+    return {"pte": pte_words, "payload": payload_words, "cop1": cop1_words, "bundle": bundle_words}
 
 
 def dictionary_text(words: list[bytes]) -> str:
@@ -208,6 +223,7 @@ def content_key() -> str:
         KERNEL_TESTS / "toy_lm.py",
         *sorted(KERNEL_TESTS.glob("test_kernels_*.py")),
         *sorted(FIXTURES.glob("*.pte")),
+        *sorted(FIXTURES.glob("*.bpte")),
         *sorted((ROOT / "compiler" / "kiln").rglob("*.py")),
         *sorted((ROOT / "simulator" / "kiln" / "simulator" / "npu").glob("*.py")),
     ]
@@ -232,7 +248,8 @@ def write(cache: Path) -> Path:
     }
     found = payloads(programs)
     found.update(hostile_payloads(found))
-    for target, seeds in (("pte", programs), ("payload", found), ("cop1", cop1s(found))):
+    made = (("pte", programs), ("payload", found), ("cop1", cop1s(found)), ("bundle", bundles(programs)))
+    for target, seeds in made:
         directory = staging / "seeds" / target
         directory.mkdir(parents=True)
         for name, data in seeds.items():

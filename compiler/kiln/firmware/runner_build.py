@@ -28,6 +28,10 @@ the apps run one method at a time, and memory id 2 is the state arena every meth
 (kiln.pte.schema.STATE_MEMORY_ID). The kernel table holds every method's operators, the
 delegate pool every method's delegates, the scratch the largest payload's.
 
+A bundle (ExecuTorch's BundledProgram, .bpte: kiln.pte.bundle) is planned from the program
+inside and baked whole; the runner then runs and checks its cases (firmware/apps/
+executor_runner/bundle_check.cpp).
+
 The .pte baked in is the program without run-host's reference TOSA graphs (named data
 kiln.pte.schema.TOSA_KEY, "kiln/tosa/<i>"; kiln.pte.writer.without_reference_data): no
 firmware reads them, and they can be half the file. The .pte on disk keeps them for
@@ -49,7 +53,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kiln import boards, paths
@@ -57,6 +61,7 @@ from kiln.errors import PteError, RunnerBuildError, UsageError
 from kiln.firmware import build as firmware
 from kiln.firmware import memory_report
 from kiln.lower import ethosu_payload
+from kiln.pte.bundle import deserialize_bundle, is_bundle, serialize_bundle
 from kiln.pte.reader import PteFile, deserialize
 from kiln.pte.schema import STATE_MEMORY_ID
 from kiln.pte.writer import without_reference_data
@@ -316,10 +321,13 @@ def _program(
     except OSError as error:
         raise UsageError(f"cannot read {pte_path}: {error.strerror}") from None
     try:
-        f = deserialize(data)
+        bundle = deserialize_bundle(data) if is_bundle(data) else None
+        f = deserialize(data if bundle is None else bundle.program)
         program = f.forward()
     except PteError as error:
-        raise RunnerBuildError(f"{pte_path} is not a valid .pte: {error}") from None
+        raise RunnerBuildError(
+            f"{pte_path} is not a valid {'bundle' if is_bundle(data) else '.pte'}: {error}"
+        ) from None
     methods = _methods(f, pte_path, target)
     specs = [ethosu_payload.compile_specs(d) for plan in f.program.execution_plans for d in plan.delegates]
     payloads = _payloads(f, specs, target.name, check)
@@ -329,6 +337,8 @@ def _program(
     mode, config = _memory_mode(pte_path, target, memory_mode, system_config, next(iter(modes), None))
     try:
         baked = without_reference_data(f)
+        if bundle is not None:  # the bundle, its program as the firmware's
+            baked = data if baked == bundle.program else serialize_bundle(replace(bundle, program=baked))
     except PteError as error:
         raise RunnerBuildError(f"{pte_path} could not be rewritten without its reference data: {error}") from None
     model = Model(
@@ -394,6 +404,8 @@ def plan(
     _distinct_names(pte_paths)
     programs = [_program(k, x, target, memory_mode, system_config, check_target) for k, x in enumerate(pte_paths)]
     _one_memory_mode(programs)
+    if len(programs) > 1 and any(is_bundle(pr.model.baked) for pr in programs):
+        raise UsageError("a bundle (.bpte) is built into a runner of its own: give it alone to --pte")
     mode, config = programs[0].memory_mode, programs[0].system_config
     board = target.board
     model_region, npu_region = board.region_for("model"), board.region_for("npu")

@@ -2,7 +2,9 @@
 // in the sequence the command line gives (runner.h), with inputs from host files or built-in
 // defaults; writes and summarises the outputs, prints CPU and NPU cycles per inference and,
 // when NPU streams ran, the NPU's PMU line (runner::print_run); exits 0 when every inference
-// succeeded (runner.h lists the other statuses).
+// succeeded (runner.h lists the other statuses). A bundle (.bpte) baked in instead of a one-model
+// image's .pte: its cases run and are checked (runner::run_bundle).
+#include "bundle.h"
 #include "kiln/cpu.h"
 #include "kiln/delegates/ethosu_backend.h"
 #include "kiln/platform.h"
@@ -53,6 +55,11 @@ int main() {
   print(" (%s) on %s\n", runner::kModel.memory_mode, KILN_BOARD_NAME);
   runner::Options options;
   if (!runner::parse_options(options)) return runner::kExitUsage;
+  const runner::ModelMemory& first = runner::kModel;
+  const size_t baked = static_cast<size_t>(first.pte_end - first.pte);
+  if (runner::kModels.size == 1 && runner::Bundle::is_bundle(first.pte, baked)) {
+    return runner::run_bundle(first.pte, baked, options);
+  }
 
   static runner::Npu npu;  // the delegate pool holds every model's delegates
   if (int status = runner::start_npu(runner::kModel.delegate_pool.size > 0, options.npu_timeout_ms, npu)) {

@@ -14,7 +14,7 @@ using runtime::ScalarType;
 using runtime::Tensor;
 
 constexpr size_t kCommandLineCapacity = 1024;
-constexpr const char* kUsage = "--input=PATH, --model=NAME, --output-dir=DIR, --npu-timeout-ms=N";
+constexpr const char* kUsage = "--input=PATH, --model=NAME, --output-dir=DIR, --npu-timeout-ms=N, --atol=X, --rtol=X";
 
 // The index of the model named `name` in kModels, or kModels.size.
 uint32_t find_model(const char* name) {
@@ -51,6 +51,13 @@ bool take_option(void* context, const char* token) {
     return true;
   }
   if (const char* name = option_value(token, "--model=")) return take_model(options, name);
+  const bool atol = option_value(token, "--atol=") != nullptr;
+  if (atol || option_value(token, "--rtol=") != nullptr) {
+    const char* value = token + 7;  // both names are 7 characters with their '='
+    if (parse_decimal(value, atol ? options.atol : options.rtol)) return true;
+    print("runner: %s takes a decimal such as 0.01, not '%s'\n", atol ? "--atol" : "--rtol", value);
+    return false;
+  }
   const Taken taken = take_common_option(options, token);
   return taken == Taken::kNo ? other_token(token, kUsage) : taken == Taken::kYes;
 }
@@ -108,6 +115,8 @@ bool output_path(const char* dir, const char* model, size_t index, char (&path)[
   return path_in(dir, name, path);
 }
 
+}  // namespace
+
 const char* type_name(ScalarType type) {
   switch (type) {
     case ScalarType::kByte: return "uint8";
@@ -120,6 +129,8 @@ const char* type_name(ScalarType type) {
     default: return "other";
   }
 }
+
+namespace {
 
 // Element i of `t` as a comparable value (floats compared as floats).
 float element(const Tensor& t, uint32_t i) {
@@ -179,6 +190,29 @@ bool parse_positive(const char* text, uint32_t& value) {
   }
   if (v == 0) return false;
   value = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool parse_decimal(const char* text, double& value) {
+  double v = 0.0, unit = 1.0;
+  bool digits = false, fraction = false;
+  for (const char* p = text; *p != '\0'; ++p) {
+    if (*p == '.' && !fraction) {
+      fraction = true;
+    } else if (*p >= '0' && *p <= '9') {
+      digits = true;
+      if (fraction) {
+        unit /= 10.0;
+        v += unit * (*p - '0');
+      } else {
+        v = v * 10.0 + (*p - '0');
+      }
+    } else {
+      return false;
+    }
+  }
+  if (!digits) return false;
+  value = v;
   return true;
 }
 

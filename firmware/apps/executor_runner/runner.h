@@ -15,6 +15,11 @@
 // each with the --input options that follow it (none: its built-in inputs), and without
 // --model every model once, in image order, on its built-in inputs; before each model's
 // inferences it prints "model NAME", and with --output-dir writes NAME_output_<i>.bin.
+//
+// A bundle (ExecuTorch's BundledProgram, .bpte) baked in instead of a .pte: the runner runs
+// every case of every method suite (run_bundle) and checks each output against the case's
+// expected one within --atol=X and --rtol=Y (decimals, default 0: exact), exiting
+// kExitMismatch when one is outside; --input and --output-dir do not apply.
 #pragma once
 
 #include <cstddef>
@@ -33,10 +38,11 @@ namespace kiln::runner {
 enum Exit : int {
   kExitOk = 0,
   kExitUsage = 2,     // bad command line, missing/short input file, output not writable
-  kExitLoad = 3,      // the .pte was rejected (Program::load)
+  kExitLoad = 3,      // the .pte or bundle was rejected (Program::load, Bundle::load, a case unlike its method)
   kExitNpu = 4,       // no NPU answers at the board's address
   kExitBind = 5,      // Method::create failed (kernels, buffers, a delegate's init)
   kExitInference = 6, // execute() failed
+  kExitMismatch = 7,  // a bundle's output differs from its expected one beyond the tolerance
 };
 
 // Program inputs and outputs the runner reads and writes, each: a path pointer and a
@@ -58,10 +64,18 @@ struct Options {
   int step_count = 0;
   const char* output_dir = nullptr;  // nullptr: outputs are only summarised
   uint32_t npu_timeout_ms = kiln::ethosu::RunOptions().timeout_ms;
+  double atol = 0.0, rtol = 0.0;  // a bundle's tolerance: |actual - expected| <= atol + rtol * |expected|
 };
 
 // Reads the command line (none at all: no options) and settles the sequence of steps.
 bool parse_options(Options& options);
+
+// Bundle mode (bundle_check.cpp): `size` bytes at `data` are a bundle (Bundle::is_bundle).
+// Loads it and its program, runs each case and prints per output its largest difference and
+// whether it is within the tolerance (docs/running.md states the lines); kExitOk when every
+// output is, kExitMismatch when one is not, kExitLoad for a damaged bundle or a case that does
+// not fit its method (printed), or the status of another failure.
+int run_bundle(const uint8_t* data, size_t size, const Options& options);
 
 // --- Shared with the generation app --------------------------------------------------
 
@@ -76,6 +90,9 @@ const char* option_value(const char* token, const char* name);
 // `text` as a decimal number from 1 to 2^32 - 1 into `value`: digits only (no sign, no
 // spaces); false for anything else, `value` unchanged.
 bool parse_positive(const char* text, uint32_t& value);
+// `text` as a non-negative decimal, digits with an optional fraction ("0", "0.01", "2."), into
+// `value`; false for anything else (a sign, an exponent, no digit), `value` unchanged.
+bool parse_decimal(const char* text, double& value);
 // The options both apps take: --output-dir=DIR and --npu-timeout-ms=N. kYes: taken; kNo: not
 // one of them; kBad: one of them with a bad value (printed).
 enum class Taken { kYes, kNo, kBad };
@@ -124,6 +141,9 @@ struct Outputs {
 // `model`: its name starts each file's name (NAME_output_<i>.bin), or nullptr (output_<i>.bin).
 bool open_outputs(const Options& options, const char* model, const runtime::Method& method, Outputs& outputs);
 bool write_sample(const runtime::Method& method, Outputs& outputs);
+
+// The name of a scalar type as the UART lines give it ("int8", "float32"; "other").
+const char* type_name(runtime::ScalarType type);
 
 // One line per output: type, sizes, bytes and the index of its largest element.
 void summarise_outputs(const runtime::Method& method);
