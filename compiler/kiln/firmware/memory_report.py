@@ -14,13 +14,12 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kiln import boards
 from kiln.pte.schema import STATE_MEMORY_ID
 
-if TYPE_CHECKING:
-    from kiln.firmware.runner_build import Model, Plan
+# The plan and its models are kiln.firmware.runner_build's Plan and Model (runner_build calls
+# report(); this module does not import it back).
 
 # The runtime core's parts, by the archive and object an input section comes from: the
 # loader (Program::load's verification pass and Program's accessors), the executor (Method),
@@ -110,7 +109,7 @@ def _region_usage(elf: Path, regions: list[boards.MemoryRegion]) -> dict[str, di
     return usage
 
 
-def _state_arena(m: Model) -> dict | None:
+def _state_arena(m) -> dict | None:
     """The state arena's buffer (memory id STATE_MEMORY_ID) when a method of the program plans one."""
     if len(m.planned) < STATE_MEMORY_ID:
         return None
@@ -118,7 +117,7 @@ def _state_arena(m: Model) -> dict | None:
     return {"size": b.size, "region": b.region}
 
 
-def _methods_report(m: Model) -> str:
+def _methods_report(m) -> str:
     """The report's lines on a program of several methods: what each plans, and how the runner
     shares the planned buffers among them."""
     names = ", ".join(method.name for method in m.methods)
@@ -141,7 +140,7 @@ def _methods_report(m: Model) -> str:
     return "\n".join(lines)
 
 
-def _models_report(p: Plan) -> list[str]:
+def _models_report(p) -> list[str]:
     """An image of several models: each one's share, and what they share."""
     shared = [b for b in (p.scratch, p.fast_scratch) if b is not None]
     lines = [
@@ -163,7 +162,7 @@ def _models_report(p: Plan) -> list[str]:
     return lines
 
 
-def _buffer_lines(p: Plan) -> list[str]:
+def _buffer_lines(p) -> list[str]:
     lines = ["buffers planned from the .pte:" if len(p.models) == 1 else "buffers planned from the .pte files:"]
     for m in p.models:
         what = "the .pte (weights, command streams)" if len(p.models) == 1 else f"{m.name}.pte"
@@ -180,7 +179,7 @@ def _buffer_lines(p: Plan) -> list[str]:
     return lines
 
 
-def _model_json(m: Model) -> dict:
+def _model_json(m) -> dict:
     return {
         "name": m.name,
         "pte": {"size": m.size, "file_size": m.file_size},
@@ -199,7 +198,7 @@ def _model_json(m: Model) -> dict:
     }
 
 
-def report(p: Plan, elf: Path, out: Path, title: str) -> str:
+def report(p, elf: Path, out: Path, title: str) -> str:
     """Writes memory_report.txt and .json into `out` and returns the text; `title`: the app's
     banner words ("kiln executor runner")."""
     regions = list(p.target.board.memory)
