@@ -548,6 +548,8 @@ def _platform_options(parser, timeout: float):
 
 
 def _sweep(args) -> int:
+    import dataclasses
+
     from kiln import sweep
     from kiln.sweep.cache import Cache
 
@@ -559,6 +561,8 @@ def _sweep(args) -> int:
         memory_modes=args.memory_mode,
         activation_bits=args.activation_bits,
     )
+    if args.run:
+        grid = dataclasses.replace(grid, run=True)
     budget = args.budget_ms if args.budget_ms is not None else settings.get("budget_ms")
     result = sweep.run(
         grid,
@@ -608,6 +612,11 @@ def _sweep_parser(command) -> None:
     sw.add_argument(
         "--budget-ms", type=float, metavar="MS", help="the smallest configuration meeting MS for all models"
     )
+    sw.add_argument(
+        "--run", action="store_true",
+        help="also build each point's firmware and run it on kiln's virtual platform (PMU cycles, outputs against "
+        "run-host; about a minute a point)",
+    )  # fmt: skip
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

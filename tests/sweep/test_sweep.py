@@ -118,3 +118,15 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
     assert sorted(result.computed) == sorted(set(everything) - set(finished))
     assert {k: Path(Cache(cache).path(k)).stat().st_mtime_ns for k in finished} == finished
     assert [r["status"] for r in result.rows] == ["ok"] * 3
+
+
+def test_run_on_the_virtual_platform(tmp_path):
+    """--run: the firmware of a point built and run; its outputs equal run-host's (an independent
+    reference: numpy kernels and tosa_reference_model) and the NPU's PMU counted cycles."""
+    grid = Grid(models=("tiny_cnn",), targets=("ethos-u55-128",), run=True)
+    result = run(grid, tmp_path / "out", cache=Cache(tmp_path / "cache"), workers=1, progress=None)
+    (row,) = result.rows
+    assert row["status"] == "ok" and row["vp_status"] == 0
+    assert row["vp_output_equal_host"] is True and row["vp_pmu_cycles"] > 0
+    (_, _, record) = result.ordered[0]
+    assert len(record["platform"]["pmu_cycles"]) == 2 and record["platform"]["differences"] == []

@@ -19,6 +19,9 @@ removes) and returns a record, a dict of JSON values:
                reason), npu_macs_share, pte_sha256 (ok only: the .pte's SHA-256)
     layers     (profile points) each layer's Vela cycle estimate and kiln's NPU model's cycles
                (kiln.reference.profile); the NPU model's cycles follow Vela's performance model
+    platform   (run points) the firmware on kiln's virtual platform (run_firmware): exit status,
+               NPU PMU cycles per inference (the NPU model follows Vela's performance model),
+               whether its outputs equal `kiln run-host`'s bit for bit
     seconds    how long the point took (the only field that varies between equal runs)
 """
 
@@ -76,6 +79,54 @@ def _layers(result, point: Point) -> list[dict]:
     return [{k: getattr(layer, k) for k in keep} for layer in p.layers]
 
 
+SAMPLES = 2  # inferences per run on the virtual platform
+SEED = 0  # of their inputs
+
+
+def samples(pte: Path) -> list[list]:
+    """SAMPLES inputs of the program's types and shapes, drawn from a generator seeded SEED: floats
+    standard normal, integers uniform over their type's range."""
+    import numpy as np
+
+    from kiln import flow
+    from kiln.pte.schema import NUMPY_DTYPES
+
+    rng = np.random.default_rng(SEED)
+    inputs, _ = flow.program_io(pte)
+    out = []
+    for _ in range(SAMPLES):
+        sample = []
+        for tensor in inputs:
+            dtype = np.dtype(NUMPY_DTYPES[tensor.scalar_type])
+            if dtype.kind == "f":
+                sample.append(rng.standard_normal(tensor.sizes).astype(dtype))
+            else:
+                info = np.iinfo(dtype)
+                sample.append(rng.integers(info.min, info.max, tensor.sizes, endpoint=True, dtype=dtype))
+        out.append(sample)
+    return out
+
+
+def run_firmware(point: Point, pte: Path) -> dict:
+    """kiln's executor runner for `pte`, built and run on kiln's virtual platform over samples():
+    its exit status, each inference's NPU PMU cycles (the NPU model's, which follows Vela's
+    performance model), and where its outputs differ from `kiln run-host`'s (none: equal, bit
+    for bit)."""
+    from kiln import boards, flow
+
+    target = boards.resolve(point.target, point.board)
+    elf = flow.build_runner(pte, target, memory_mode=point.memory_mode, output=pte.parent / "build", echo=_quiet)
+    inputs = samples(pte)
+    done = flow.infer(elf, target, pte, inputs, work=pte.parent / "run", platform="virtual")
+    differ = flow.compare(pte, inputs, done.outputs) if done.complete else ["the runner did not finish"]
+    return {
+        "status": done.status,
+        "pmu_cycles": done.npu_cycles,
+        "output_equal_host": not differ,
+        "differences": differ,
+    }
+
+
 def _failure(record: dict, status: str, error: BaseException, output: Path) -> None:
     record.update(status=status, reason=str(error).splitlines()[0] if str(error) else type(error).__name__)
     failed = getattr(error, "report", {}).get("failed")
@@ -101,6 +152,8 @@ def evaluate(point: Point) -> dict:
             record["figures"]["pte_sha256"] = hashlib.sha256(output.read_bytes()).hexdigest()
             if point.profile:
                 record["layers"] = _layers(result, point)
+            if point.run:
+                record["platform"] = run_firmware(point, output)
         except RunnerBuildError as error:
             _failure(record, "does-not-fit", error, output)
         except KilnError as error:

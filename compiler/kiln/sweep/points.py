@@ -36,7 +36,8 @@ RECORD_VERSION = 1
 @dataclass(frozen=True)
 class Point:
     """One configuration to compile. `board` None: the target's reference board; `memory_mode`
-    None: the board's default for the target. `profile`: also each layer's cycles (kiln profile)."""
+    None: the board's default for the target. `profile`: also each layer's cycles (kiln profile);
+    `run`: also the firmware run on the virtual platform (kiln.sweep.evaluate.run_firmware)."""
 
     model: str
     target: str
@@ -44,6 +45,7 @@ class Point:
     memory_mode: str | None = None
     activation_bits: int = 8
     profile: bool = False
+    run: bool = False  # also build kiln's executor runner and run it on kiln's virtual platform
 
     def spec(self) -> CompileSpec:
         return CompileSpec(
@@ -59,7 +61,12 @@ class Point:
             (self.board or "ref").replace("/", "_"),
             self.memory_mode or "default",
         ]
-        return "-".join(parts) + f"-a{self.activation_bits}" + ("-profile" if self.profile else "")
+        return (
+            "-".join(parts)
+            + f"-a{self.activation_bits}"
+            + ("-profile" if self.profile else "")
+            + ("-run" if self.run else "")
+        )
 
     @property
     def configuration(self) -> tuple:
@@ -74,6 +81,7 @@ class Grid:
     boards: tuple[str | None, ...] = (None,)
     memory_modes: tuple[str | None, ...] = (None,)
     activation_bits: tuple[int, ...] = (8,)
+    run: bool = False  # each point also run on the virtual platform
 
     def __post_init__(self):
         if not self.models or not self.targets:
@@ -103,7 +111,7 @@ def points(grid: Grid) -> list[Point]:
                     modes += list(resolved.family.memory_modes) if mode == ALL else [mode]
                 for mode in dict.fromkeys(modes):
                     for bits in grid.activation_bits:
-                        out.append(Point(model, target, board, mode, bits))
+                        out.append(Point(model, target, board, mode, bits, run=grid.run))
     return out
 
 

@@ -11,7 +11,10 @@ does not fit: "failed", one kiln refused: "incompatible", with errors), metrics 
 npu_total_cycles, inference_time in ms, sram_usage and flash_usage in bytes), and for a profiled
 point breakdowns keyed by entity_id (each layer's Vela npu_cycles and kiln's NPU model's
 cycles) with entities of kind "vela_performance_layer" (name, placement NPU or CPU, attributes:
-op, module), the kind declared in entity_kinds.
+op, module), the kind declared in entity_kinds. A point run on the virtual platform (--run) has a
+second result, producer "kiln-virtual-platform", mode "simulated": the PMU's NPU cycles of its
+first inference (the NPU model follows Vela's performance model), status "failed" where the
+firmware failed or its outputs differ from run-host's (the differences as errors).
 """
 
 from __future__ import annotations
@@ -107,6 +110,20 @@ def mlia_json(key: str, record: dict) -> dict:
     if record.get("layers"):
         result["breakdowns"], result["entities"] = _layers(record["layers"])
         result["entity_kinds"] = [{"id": LAYER_KIND}]
+    results = [result]
+    vp = record.get("platform")
+    if vp:  # the firmware run on the virtual platform: MLIA's FVP backend reports such a run's NPU cycles
+        results.append(
+            {
+                "kind": "performance",
+                "status": "ok" if vp["status"] == 0 and vp["output_equal_host"] else "failed",
+                "producer": "kiln-virtual-platform",
+                "mode": "simulated",
+                "warnings": [CYCLES_NOTE],
+                "errors": vp["differences"],
+                "metrics": [_metric("npu_total_cycles", "cycles", vp["pmu_cycles"][0] if vp["pmu_cycles"] else None)],
+            }
+        )
     vela_version = importlib.metadata.version("ethos-u-vela")
     return {
         "schema_version": MLIA_SCHEMA_VERSION,
@@ -128,7 +145,7 @@ def mlia_json(key: str, record: dict) -> dict:
                 "configuration": {"accelerator_config": point["target"], "memory_mode": point["memory_mode"]},
             }
         ],
-        "results": [result],
+        "results": results,
     }
 
 

@@ -7,6 +7,10 @@
     results.json   {"note": ..., "points": [{"key": ..., **record}], "profiled": [...]} in the grid's
                    order; "profiled": the points a latency budget chose, with each layer's cycles
 
+With --run, vp_status is the firmware's exit status on kiln's virtual platform, vp_pmu_cycles the
+NPU PMU's cycles of its first inference, vp_output_equal_host whether every output of every sample
+equals `kiln run-host`'s bit for bit.
+
 Rows hold only what the point determines: the same grid gives the same table byte for byte,
 from the pool, from Ray or from the cache (a point's `seconds` is in results.json only).
 Cycle counts are Vela's estimates; the virtual platform's NPU model follows Vela's performance
@@ -41,7 +45,8 @@ FIGURE_COLUMNS = [
     "delegates",
     "npu_macs_share",
 ]
-COLUMNS = ["key", *POINT_COLUMNS, "status", "reason", *FIGURE_COLUMNS, "cpu_ops"]
+PLATFORM_COLUMNS = ["vp_status", "vp_pmu_cycles", "vp_output_equal_host"]  # points run on the virtual platform
+COLUMNS = ["key", *POINT_COLUMNS, "status", "reason", *FIGURE_COLUMNS, "cpu_ops", *PLATFORM_COLUMNS]
 
 
 def row(key: str, record: dict) -> dict:
@@ -52,6 +57,12 @@ def row(key: str, record: dict) -> dict:
     out |= {c: figures.get(c) for c in FIGURE_COLUMNS}
     ops = figures.get("cpu_ops")
     out["cpu_ops"] = None if ops is None else "; ".join(f"{o['node']} ({o['op']}): {o['reason']}" for o in ops)
+    vp = record.get("platform") or {}
+    out |= {
+        "vp_status": vp.get("status"),
+        "vp_pmu_cycles": vp["pmu_cycles"][0] if vp.get("pmu_cycles") else None,
+        "vp_output_equal_host": vp.get("output_equal_host"),
+    }
     for region, entry in (figures.get("regions") or {}).items():
         out[f"region_{region}_bytes"] = entry["need"]
     return out
