@@ -6,11 +6,12 @@ Run: .venv/bin/python bench/sweep.py [--models tiny_cnn,ds_cnn] [--targets ethos
 Each run starts from an empty cache (a temporary folder) and computes every point of the grid:
 first on a pool of --workers spawned processes, then on a Ray cluster of --workers CPUs started
 here (its start timed apart), then the pool's sweep again over its full cache. Per run: wall time,
-points per minute, and the overhead per point: (wall time - the points' own seconds, summed over
-the workers) / points, which is what the runner adds to a point (scheduling, transport, a worker's
-start, and the idle tail while the last points finish): an upper bound. A point's own seconds
-include its worker's first import of torch. Ray's overhead is stated as a share of the median
-point's own seconds in each run (the machine's load moves both).
+points per minute, a point's own seconds (evaluate's; a worker's first point includes its import
+of torch), and the runner's overhead per point: the median idle time of a worker between the end
+of one point and the start of its next (each record's worker stamps), beside an upper bound that
+also holds the workers' start and the idle tail while the last points finish: (wall time - the
+points' own seconds summed over the workers) / points. Ray's overhead is stated as a share of the
+median point's own seconds in each run.
 """
 
 from __future__ import annotations
@@ -33,13 +34,31 @@ def _timed(grid: Grid, cache: Path, out: Path, workers: int, ray: str | None = N
     return result, wall, seconds
 
 
-def _line(name: str, n: int, wall: float, seconds: list[float], workers: int) -> float:
-    overhead = max(0.0, wall - sum(seconds) / workers) / n
+def _gaps(result) -> list[float]:
+    """The idle time of each worker between one point's end and its next point's start: what the
+    runner adds to a point once its workers run (the driver's turn-around, the transport)."""
+    by_worker: dict[tuple, list[dict]] = {}
+    for _, _, record in result.ordered:
+        w = record["worker"]
+        by_worker.setdefault((w["host"], w["pid"]), []).append(w)
+    gaps = []
+    for stamps in by_worker.values():
+        stamps.sort(key=lambda w: w["start"])
+        gaps += [b["start"] - a["end"] for a, b in zip(stamps, stamps[1:])]
+    return gaps
+
+
+def _line(name: str, result, wall: float, seconds: list[float], workers: int) -> float:
+    n = len(seconds)
+    bound = max(0.0, wall - sum(seconds) / workers) / n
+    gaps = _gaps(result)
+    gap = statistics.median(gaps) if gaps else float("nan")
     print(
-        f"{name:10} {n} points in {wall:6.1f} s: {n / wall * 60:6.1f} points/min; a point's own time "
-        f"median {statistics.median(seconds):.2f} s; overhead per point {overhead:.3f} s"
+        f"{name:10} {n} points in {wall:6.1f} s: {n / wall * 60:6.1f} points/min; a point's own time median "
+        f"{statistics.median(seconds):.2f} s; overhead per point {gap * 1e3:.1f} ms between points on a worker "
+        f"(at most {bound:.3f} s with the workers' start and the last points' tail)"
     )
-    return overhead
+    return gap
 
 
 def main() -> None:
@@ -54,7 +73,7 @@ def main() -> None:
         result, wall, seconds = _timed(grid, tmp / "pool-cache", tmp / "pool", args.workers)
         n = len(result.ordered)
         print(f"{n} points ({', '.join(grid.models)} x {', '.join(grid.targets)}), {args.workers} workers")
-        _line("pool", n, wall, seconds, args.workers)
+        _line("pool", result, wall, seconds, args.workers)
         typical = statistics.median(seconds)
 
         import ray
@@ -66,7 +85,7 @@ def main() -> None:
             ray_result, ray_wall, ray_seconds = _timed(grid, tmp / "ray-cache", tmp / "ray", args.workers, ray="auto")
         finally:
             ray.shutdown()
-        overhead = _line("ray", n, ray_wall, ray_seconds, args.workers)
+        overhead = _line("ray", ray_result, ray_wall, ray_seconds, args.workers)
         own = statistics.median(ray_seconds)
         print(
             f"ray's overhead per point: {overhead / typical:.1%} of the pool's median point ({typical:.2f} s), "

@@ -22,7 +22,9 @@ removes) and returns a record, a dict of JSON values:
     platform   (run points) the firmware on kiln's virtual platform (run_firmware): exit status,
                NPU PMU cycles per inference (the NPU model follows Vela's performance model),
                whether its outputs equal `kiln run-host`'s bit for bit
-    seconds    how long the point took (the only field that varies between equal runs)
+    seconds    how long the point took; with `worker` (the process's host and pid, and the wall-clock
+               times the point started and ended there, seconds since the epoch) the only fields
+               that vary between equal runs
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -142,7 +146,7 @@ def evaluate(point: Point) -> dict:
     from kiln import flow
 
     record: dict = {"point": dataclasses.asdict(point), "status": "ok"}
-    start = time.perf_counter()
+    start, started = time.perf_counter(), time.time()
     logging.getLogger("kiln").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="kiln-sweep-") as work:
         output = Path(work) / "model.pte"
@@ -162,4 +166,5 @@ def evaluate(point: Point) -> dict:
             _failure(record, "error", error, output)
             record["reason"] = f"{type(error).__name__}: {record['reason']}"
     record["seconds"] = round(time.perf_counter() - start, 3)
+    record["worker"] = {"pid": os.getpid(), "host": socket.gethostname(), "start": started, "end": time.time()}
     return record

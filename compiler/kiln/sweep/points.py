@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import tomllib
 from dataclasses import dataclass
@@ -156,10 +157,12 @@ def _digest(files) -> str:
 def kiln_fingerprint() -> str:
     """kiln's version, a hash of its compiler's and NPU model's sources and the board descriptions,
     and Vela's version: what a point's figures depend on besides the point and its model."""
-    import kiln
-    import kiln.simulator
-
-    trees = [Path(kiln.__file__).parent, Path(kiln.simulator.__file__).parent]
+    # The simulator's folder, found without importing it (kiln.sweep does not use the simulator).
+    trees = [
+        Path(p)
+        for name in ("kiln", "kiln.simulator")
+        for p in importlib.util.find_spec(name).submodule_search_locations
+    ]
     files = [f for tree in trees for f in tree.rglob("*.py")] + list(paths.BOARDS_DIR.rglob("*.toml"))
     versions = {p: importlib.metadata.version(p) for p in ("kiln", "ethos-u-vela", "torch", "torchao")}
     return hashlib.sha256((json.dumps(versions, sort_keys=True) + _digest(files)).encode()).hexdigest()

@@ -33,6 +33,13 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
+def _one_thread() -> None:
+    """A pool worker's start: one thread for torch's and BLAS's kernels (OMP_NUM_THREADS, read when
+    torch is imported, on the worker's first point), as Ray gives a task of one CPU; a pool of
+    one worker per CPU would otherwise run CPUs x CPUs threads."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+
 def run_pool(tasks: Iterable[Task], workers: int | None = None) -> Iterator[tuple[str, dict]]:
     """The tasks' records from a pool of `workers` local processes (default: one per CPU)."""
     tasks = list(tasks)
@@ -41,7 +48,8 @@ def run_pool(tasks: Iterable[Task], workers: int | None = None) -> Iterator[tupl
     workers = min(workers or default_workers(), len(tasks))
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, not {workers}")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_one_thread)
     try:
         pending = {pool.submit(evaluate, point): key for key, point in tasks}
         while pending:
