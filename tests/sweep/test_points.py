@@ -82,3 +82,10 @@ def test_cache_round_trip_and_damaged_files(tmp_path):
     assert cache.get(k) is None
     path.write_text(json.dumps({"key": "cd" * 32, "record": {}}))  # another point's file
     assert cache.get(k) is None
+
+
+def test_a_model_file_that_cannot_load_still_has_a_key(tmp_path):
+    """Its point is a result (the compile fails and says why), so hashing it must not stop the sweep."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise ImportError('no such weights')\n")
+    assert len(key(Point(str(bad), "ethos-u55-128"))) == 64
