@@ -81,7 +81,7 @@ say "installing torch==2.13.0 (CPU)"
 "$VENV/bin/pip" install -q "torch==2.13.0"
 STEP="pip install kiln and its pinned dependencies"
 say "installing kiln (editable) and its pinned dependencies"
-"$VENV/bin/pip" install -q -c "$CONSTRAINTS" -e "$ROOT[test,flash]"
+"$VENV/bin/pip" install -q -c "$CONSTRAINTS" -e "$ROOT[test,flash,ray]"
 STEP="checking the installed environment"
 # torchao prints warnings about CUDA kernels on import: show the output only on failure.
 check_output="$("$VENV/bin/python" -c 'import torch, torchao, ethosu.vela, tosa_serializer, kiln.boards

@@ -601,6 +601,79 @@ def _platform_options(parser, timeout: float):
     )
 
 
+def _sweep(args) -> int:
+    import dataclasses
+
+    from kiln import sweep
+    from kiln.sweep.cache import Cache
+
+    grid, settings = sweep.load(
+        args.config,
+        models=args.models,
+        targets=[t for ts in args.target for t in ts.split(",")],
+        boards=args.board,
+        memory_modes=args.memory_mode,
+        activation_bits=args.activation_bits,
+    )
+    if args.run:
+        grid = dataclasses.replace(grid, run=True)
+    budget = args.budget_ms if args.budget_ms is not None else settings.get("budget_ms")
+    result = sweep.run(
+        grid,
+        Path(args.output),
+        cache=Cache(args.cache),
+        ray=args.ray,
+        workers=args.workers,
+        budget_ms=budget,
+        progress=None if args.quiet else sys.stderr,
+    )
+    print(result.summary)
+    print(f"table: {result.files['csv']}, {result.files['json']}; report: {result.files['html']}")
+    return 1 if result.budget is not None and result.budget[0] is None else 0
+
+
+def _sweep_parser(command) -> None:
+    sw = command(
+        "sweep",
+        "compile models over targets, boards, memory modes and activation bits; table, Pareto fronts, budget",
+        _sweep,
+        epilog="Writes DIR/results.csv (streamed as points finish), results.json, report.html and "
+        "mlia/<point>.json (ML Inference Advisor 0.12's JSON). Points are cached by content hash: a stopped "
+        "or repeated sweep computes only what it lacks. Cycles are Vela's estimates. Exit status 1: no "
+        "configuration meets --budget-ms. docs/sweeps.md.",
+    )
+    sw.add_argument("models", nargs="*", metavar="MODEL", help="zoo models or .py files (or the --config file's)")
+    sw.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of the sweep's lists (flags replace them)")
+    sw.add_argument(
+        "--target", action="append", default=[], metavar="T", help="an NPU target (repeat or comma-separate)"
+    )
+    sw.add_argument(
+        "--board", action="append", default=[], metavar="NAME", help="a board (default: each target's reference)"
+    )
+    sw.add_argument(
+        "--memory-mode", action="append", default=[], metavar="MODE",
+        help="a Vela memory mode, or 'all' (each the target's family has on the board); default: the board's",
+    )  # fmt: skip
+    sw.add_argument("--activation-bits", action="append", type=int, choices=(8, 16), default=[], help="8 or 16")
+    sw.add_argument("--output", required=True, metavar="DIR", help="the folder of the table and the report")
+    sw.add_argument("--cache", type=Path, metavar="DIR", help="the points' cache (default: kiln's cache folder)")
+    sw.add_argument("--workers", type=int, metavar="N", help="local worker processes (default: one per CPU)")
+    sw.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="compute on Ray: auto (this machine's cluster), local (a new one here), host:port or ray://host:port",
+    )
+    sw.add_argument(
+        "--budget-ms", type=float, metavar="MS", help="the smallest configuration meeting MS for all models"
+    )
+    sw.add_argument(
+        "--run", action="store_true",
+        help="also build each point's firmware and run it on kiln's virtual platform (PMU cycles, outputs against "
+        "run-host; about a minute a point)",
+    )  # fmt: skip
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def _parser(script: str | None) -> argparse.ArgumentParser:
     """kiln's parser; with `script`, every usage line and message names it instead of `kiln`."""
     parser = argparse.ArgumentParser(
@@ -686,6 +759,8 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         metavar="N",
         help="also write F.bpte: the program with N test cases (the example input, then seeded ones; see kiln bundle)",
     )
+
+    _sweep_parser(command)
 
     bu = command(
         "build",

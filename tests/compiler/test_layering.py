@@ -47,7 +47,8 @@ RANKS = {
     "kiln.compile": len(STAGES) + 1,
     "kiln.checks": len(STAGES) + 1,
     "kiln.flow": len(STAGES) + 2,
-    "kiln.cli": len(STAGES) + 3,
+    "kiln.sweep": len(STAGES) + 3,
+    "kiln.cli": len(STAGES) + 4,
 }
 SIMULATOR = "kiln.simulator"
 SIMULATOR_MAY_IMPORT = ("kiln.errors", "kiln.isolation", "kiln.paths", "kiln.boards")
