@@ -20,7 +20,8 @@ minutes.
 
 --agreement: over tinylm's PROMPTS, how many of the quantized program's greedy tokens (`kiln
 generate`'s arithmetic) equal the float model's, token by token until the first difference and in
-all.
+all; --int16 (with --agreement) compiles with kiln compile's --int16 (`auto`, `attention,norms`),
+and it prints each method's Vela NPU cycles and 16-bit values.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from kiln import boards, flow
 from kiln import compile as kc
 from kiln.lower import vela
 from kiln.pte import from_program
-from kiln.spec import CompileSpec
+from kiln.spec import AUTO_POLICY, AutoRule, CompileSpec, Int16Regions
 
 U85 = ["ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048"]
 COMPILED_FOR = "ethos-u85-256"
@@ -91,11 +92,16 @@ def on_platform(pte: Path, target: boards.Target, tokens: int) -> dict:
     }
 
 
-def agreement() -> None:
+def agreement(int16: Int16Regions) -> None:
     from kiln.models import load, tinylm
     from kiln.reference import generate
 
-    result = kc.compile_model("tinylm", CompileSpec(COMPILED_FOR), log=lambda line: None)
+    result = kc.compile_model("tinylm", CompileSpec(COMPILED_FOR, int16=int16), log=lambda line: None)
+    for name, method in result.report["methods"].items():
+        auto = method.get("int16_auto")
+        chosen = f"; {kc.autoprecision.format_report(auto)[0].strip()}" if auto else ""
+        print(f"{name}: {method['npu_cycles']:,} NPU cycles (Vela), {len(method['int16'])} 16-bit values{chosen}")
+    print(f"state: {result.report['state']['bytes']:,} B")
     model, _ = load("tinylm")
     tokens, prefix, same, total = 24, [], 0, 0
     for prompt in tinylm.PROMPTS:
@@ -105,7 +111,7 @@ def agreement() -> None:
         prefix.append(first)
         same += sum(a == b for a, b in zip(want, got))
         total += tokens
-        print(f"  {prompt!r:32} float {want!r}\n  {'':32} int8  {got!r}  (same for {first} tokens)")
+        print(f"  {prompt!r:32} float {want!r}\n  {'':32} kiln  {got!r}  (same for {first} tokens)")
     print(
         f"tinylm: {same} of {total} greedy tokens equal the float model's ({100 * same / total:.1f} %); "
         f"the first difference after {statistics.fmean(prefix):.1f} tokens on average"
@@ -119,10 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--no-platform", action="store_true")
     parser.add_argument("--agreement", action="store_true")
+    parser.add_argument(
+        "--int16", default="", metavar="POLICY", help="with --agreement: kiln compile's --int16 (e.g. auto)"
+    )
+    parser.add_argument(
+        "--int16-sqnr", type=float, default=AutoRule.target_db, metavar="DB", help="--int16 auto's target"
+    )
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep each configuration's .pte there")
     args = parser.parse_args(argv)
     if args.agreement:
-        agreement()
+        policies = tuple(p for p in args.int16.split(",") if p)
+        auto = AutoRule(args.int16_sqnr) if AUTO_POLICY in policies else None
+        agreement(Int16Regions(tuple(p for p in policies if p != AUTO_POLICY), auto=auto))
         return 0
     for name in args.models.split(","):
         start = time.monotonic()

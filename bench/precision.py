@@ -1,5 +1,5 @@
-"""What 16-bit activations buy: a transformer compiled at 8 bits, mixed (--int16 attention,norms) and
-16 bits, run with `kiln run-host`, against the float model.
+"""What 16-bit activations buy: a transformer compiled at 8 bits, mixed (--int16 attention,norms), auto
+(--int16 auto) and 16 bits, run with `kiln run-host`, against the float model.
 
 Run: .venv/bin/python bench/precision.py [--models vit_tiny,kwt] [--target ethos-u85-256]
      [--calibration 16] [--samples 16] [--policies attention,norms]
@@ -44,7 +44,7 @@ import torch
 from kiln import compile as kc
 from kiln import models
 from kiln.reference import run_host
-from kiln.spec import CompileSpec, Int16Regions
+from kiln.spec import AutoRule, CompileSpec, Int16Regions
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
 
@@ -64,6 +64,7 @@ def specs(target: str, policies: tuple[str, ...]) -> dict[str, CompileSpec]:
     return {
         "int8": CompileSpec(target),
         "mixed": CompileSpec(target, int16=Int16Regions(policies=policies)),
+        "auto": CompileSpec(target, int16=Int16Regions(auto=AutoRule())),
         "int16": CompileSpec(target, activation_bits=16),
     }
 
@@ -101,9 +102,19 @@ def measure(name: str, target: str, calibration: int, samples: int, policies: tu
                     f"{error.max() / int8_step:6.2f} int8 steps, corr {corr:.6f}, top-1 agrees {top:.3f}, "
                     f"vs PT2E {np.rint(np.abs(have - ref) / step).max():.0f} steps; "
                     f"NPU {on_npu}/{len(ops)} ops in {len(result.report['delegates'])} delegate(s), "
-                    f"{len(result.report['int16'])} 16-bit values"
+                    f"{len(result.report['int16'])} 16-bit values{_auto(result.report)}; "
+                    f"Vela {result.report['npu_cycles']:,} NPU cycles"
                 )
     return lines
+
+
+def _auto(report: dict) -> str:
+    """--int16 auto's choice, where it ran: how many ops, and the output SQNR it measured."""
+    auto = report.get("int16_auto")
+    if auto is None:
+        return ""
+    ops = {op for c in auto["promoted"] for op in c["ops"]}
+    return f" (auto: {len(ops)} ops, calibration SQNR {auto['int8_sqnr_db']:.1f} -> {auto['pt2e_sqnr_db']:.1f} dB)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -340,11 +340,16 @@ def choose_int16(
         prepared = calibrate(copy.deepcopy(module), samples, EthosUQuantizer(int16=fixed_regions, **ranged))
         npu8 = _npu_ops(convert_pt2e(copy.deepcopy(prepared)), spec, target, lifted)
         eight = convert_pt2e(prepared, fold_quantize=False)  # its constants' rounding switched too
-        sixteen = quantize(copy.deepcopy(module), samples, EthosUQuantizer(QuantizationScheme(16), **ranged))
-    npu16 = _npu_ops(sixteen, spec, target, lifted)
+
+    @functools.cache
+    def npu16() -> set[str]:  # asked for only where some value needs 16 bits
+        with _quantizing(name):
+            sixteen = quantize(copy.deepcopy(module), samples, EthosUQuantizer(QuantizationScheme(16), **ranged))
+        return _npu_ops(sixteen, spec, target, lifted)
+
     state_inputs = {state.input_name(b.name): b.name for b in lifted}
-    refuse = autoprecision.refusal(npu8, npu16, state_inputs, target.name)
     candidates = autoprecision.instrument(eight)
+    refuse = autoprecision.refusal(candidates, npu8, npu16, state_inputs, target.name)
     measure = autoprecision.Measure(module, samples, outputs)
     rule = spec.int16.auto
     switched = functools.partial(measure.switched, eight)
@@ -414,6 +419,7 @@ def _compile_methods(
             "dtype": s.input.dtype,
             "shape": list(s.input.shape),
             "bytes": s.input.nbytes(),
+            "bits": np.dtype(s.input.dtype).itemsize * 8,
             **({"scale": s.input.qparams.scale, "zero_point": s.input.qparams.zero_point} if s.input.qparams else {}),
         }
         for s in sorted(first.graph.state, key=lambda s: s.name)
@@ -709,7 +715,8 @@ def format_report(report: dict) -> str:
     lines.append(f"state: {st['bytes']:,} B in {len(st['buffers'])} buffer(s), planned once for every method")
     for b in st["buffers"]:
         q = f", scale {b['scale']:.6g}, zero point {b['zero_point']}" if "scale" in b else ""
-        lines.append(f"  {b['name']}: {b['dtype']}{b['shape']} ({b['bytes']:,} B{q})")
+        wider = f", {b['bytes'] * 2:,} B at 16 bits" if b["bits"] == 8 else ""  # what 16 bits would cost
+        lines.append(f"  {b['name']}: {b['dtype']}{b['shape']} ({b['bytes']:,} B at {b['bits']} bits{wider}{q})")
     lines.append(f".pte {report['memory']['pte_bytes']:,} B")
     lines += _format_fit(report)
     return "\n".join(lines)

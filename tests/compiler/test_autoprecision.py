@@ -17,6 +17,8 @@ from kiln.frontend.autoprecision import sqnr_db
 from kiln.reference import run_host as host
 from kiln.spec import AutoRule, CompileSpec, Int16Regions
 
+from .test_state import accumulator
+
 OUTLIER = 500.0  # how far channel 0 of the middle layer's output reaches beyond the others
 
 
@@ -164,3 +166,21 @@ def test_auto_combines_with_a_policy():
     why = {e["node"]: e["why"] for e in result.report["int16"]}
     assert why["linear"] == "module pattern 'fc1'"
     assert why["linear_1"].startswith("auto: relu_1's value at 8 bits costs")
+
+
+def test_a_program_state_keeps_8_bits_in_every_method():
+    """The accumulator of test_state (two methods sharing a running total) with an unreachable
+    target: every value is measured, the state's is refused by name, and the total stays int8 in
+    both methods (the program's state section says so, and what it costs)."""
+    model, xs = accumulator()
+    spec = CompileSpec("ethos-u85-256", int16=Int16Regions(auto=AutoRule(target_db=200)))
+    result = kc.compile_model(frontend.LoadedModel("accumulator", model, xs[:1]), spec, log=lambda line: None)
+    for name, method in result.report["methods"].items():
+        auto = method["int16_auto"]
+        state = [c for c in auto["measured"] if c["value"] == "state_total"]
+        assert state and state[0]["refused"].endswith("the program's state total, which keeps 8 bits in every method")
+        assert not any(set(c["ops"]) & set(state[0]["ops"]) for c in auto["promoted"]), name
+    [buffer] = result.report["state"]["buffers"]
+    assert buffer["dtype"] == "int8" and buffer["bytes"] == 8 and buffer["bits"] == 8
+    text = kc.format_report(result.report)
+    assert "  total: int8[1, 8] (8 B at 8 bits, 16 B at 16 bits" in text

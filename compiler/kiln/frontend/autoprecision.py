@@ -40,7 +40,7 @@ MIN_GAIN_DB = 0.1
 ROUNDS = 3
 # The most calibration samples the measure runs (evenly spaced over them): each candidate costs a
 # run of the reference over every sample.
-MEASURED_SAMPLES = 32
+MEASURED_SAMPLES = 16
 _SWITCHES = "_kiln_unrounded"  # the measured module's buffer: one bool per quantized value
 
 
@@ -281,6 +281,8 @@ def choose(
     candidate may not be promoted ("" where it may)."""
     base = measure(())
     choice = Choice(target_db, budget, base, base)
+    if base >= target_db:
+        return choice
     for c in candidates:
         c.refused = refuse(c)
     on, ops, left = [], set(), list(candidates)
@@ -303,21 +305,29 @@ def choose(
             choice.chosen_db = measure(on)
         if len(choice.promoted) == promoted:
             break
-    choice.measured = choice.promoted + left
+    choice.measured = choice.promoted + [c for c in left if c.round]
     return choice
 
 
-def refusal(npu8: set[str], npu16: set[str], state_inputs: dict[str, str], target: str) -> Callable[[Candidate], str]:
-    """Why choose() may not promote a candidate ("" where it may): it rounds a program's state
-    (`state_inputs`: input name -> buffer name; a state keeps one width in every method, and
-    auto keeps it at 8 bits), or one of its ops runs on the target's NPU at 8 bits (`npu8`) and not
-    with every activation at 16 bits (`npu16`)."""
+def refusal(
+    candidates: list[Candidate],
+    npu8: set[str],
+    npu16: Callable[[], set[str]],
+    state_inputs: dict[str, str],
+    target: str,
+) -> Callable[[Candidate], str]:
+    """Why choose() may not promote a candidate ("" where it may): one of its ops reads or writes
+    a program's state (`state_inputs`: input name -> buffer name; a state keeps one width in every
+    method, and auto keeps it at 8 bits: the ops of the candidates that round it), or runs on the
+    target's NPU at 8 bits (`npu8`) and not with every activation at 16 bits (`npu16()`)."""
+    state_ops = {op: state_inputs[i] for c in candidates for i in c.inputs if i in state_inputs for op in c.ops}
 
     def refuse(candidate: Candidate) -> str:
-        held = [state_inputs[i] for i in candidate.inputs if i in state_inputs]
+        held = [op for op in candidate.ops if op in state_ops]
         if held:
-            return f"rounds the program's state {held[0]}, which keeps one width in every method (8 bits)"
-        lost = [op for op in candidate.ops if op in npu8 and op not in npu16]
+            state = state_ops[held[0]]
+            return f"{held[0]} reads or writes the program's state {state}, which keeps 8 bits in every method"
+        lost = [op for op in candidate.ops if op in npu8 and op not in npu16()]
         return f"{', '.join(lost)} would run on the CPU at 16 bits on {target}" if lost else ""
 
     return refuse
