@@ -332,9 +332,8 @@ def choose_int16(
 ) -> tuple[autoprecision.Choice, autoprecision.Measure]:
     """--int16 auto (kiln.frontend.autoprecision) on the normalised float `module` (left as it
     is): its 8-bit PT2E reference (with spec.int16's policies and patterns at 16 bits) measured
-    against it on `samples`. A candidate is refused where one of its ops runs on the target's NPU
-    at 8 bits and not with every activation at 16 bits (kiln.partition's rules, both partitioned),
-    or where it rounds a program's state (one width for every method: kiln keeps it 8-bit)."""
+    against it on `samples`, the first `outputs` outputs (a method's own); what runs on the NPU
+    at 8 and at 16 bits (for autoprecision.refusal) by kiln.partition's rules."""
     fixed_regions = dataclasses.replace(spec.int16, auto=None)
     with _quantizing(name):
         prepared = calibrate(copy.deepcopy(module), samples, EthosUQuantizer(int16=fixed_regions, **ranged))

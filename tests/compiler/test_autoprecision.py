@@ -184,3 +184,23 @@ def test_a_program_state_keeps_8_bits_in_every_method():
     assert buffer["dtype"] == "int8" and buffer["bytes"] == 8 and buffer["bits"] == 8
     text = kc.format_report(result.report)
     assert "  total: int8[1, 8] (8 B at 8 bits, 16 B at 16 bits" in text
+
+
+def test_the_rule_promotes_by_figure_in_rounds_within_the_budget():
+    """choose() on a measure worked out by hand: a exact gives 12 dB, b 5 dB only once a is exact
+    (0 before), c and d 2 dB each (equal: c first, graph order), e 0.05 dB (below MIN_GAIN_DB)."""
+    from kiln.frontend.autoprecision import Candidate, choose
+
+    def measure(on) -> float:
+        on = set(on)
+        return 10 + 12 * (0 in on) + 5 * ({0, 1} <= on) + 2 * (2 in on) + 2 * (3 in on) + 0.05 * (4 in on)
+
+    def candidates():
+        return [Candidate(n, [i], [f"{n}_op", "shared"] if n == "b" else [f"{n}_op"]) for i, n in enumerate("abcde")]
+
+    picked = choose(candidates(), measure, target_db=30, budget=None)
+    assert [c.name for c in picked.promoted] == ["a", "c", "d", "b"]  # b only in round 2
+    assert [c.round for c in picked.promoted] == [1, 1, 1, 2] and picked.chosen_db == 31
+    assert choose(candidates(), measure, target_db=23, budget=None).promoted[-1].name == "c"  # 24 >= 23
+    assert [c.name for c in choose(candidates(), measure, 30, budget=2).promoted] == ["a", "c"]
+    assert choose(candidates(), measure, target_db=10, budget=None).promoted == []  # met at 8 bits

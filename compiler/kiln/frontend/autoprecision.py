@@ -7,18 +7,21 @@ one of them and not the others loses the same steps. A candidate at 16 bits is i
 its readers at 16 bits: an op reads its inputs and writes its output in its own width, so an
 8-bit writer or reader on either side would round the value to 8 bits again.
 
-The measure (measure(), on the calibration samples, against the float model): the PT2E reference
-of the 8-bit quantization (kiln.frontend.quantizer, so every range is kiln's own) with a switch
-on each quantized value that passes it on unrounded. A candidate's figure is the output SQNR
-(signal to quantization noise, dB, the worst of the model's float outputs) the 8-bit model gains
-when that candidate alone is left unrounded: the error its 8 bits cost. 16 bits are taken as
-exact here (256 times the levels; the report's `pt2e_sqnr_db` measures the real mixed program).
+The measure (Measure, on the calibration samples, against the float model): the PT2E reference
+of the 8-bit quantization (kiln.frontend.quantizer, so every range is kiln's own; its constants
+left unfolded, so that an op's constant operand is rounded in the op's width) with a switch on
+each quantized value that passes it on unrounded (instrument()). A candidate's figure is the
+output SQNR (signal to quantization noise, dB, the worst of the model's float outputs) the model
+gains when that candidate is left unrounded: the error its 8 bits cost. 16 bits are taken as
+exact here (256 times the levels); the report's `pt2e_sqnr_db` measures the mixed quantization
+chosen.
 
 The rule (choose()): where the 8-bit model's output SQNR is below the target, candidates are
 promoted in order of their figure (largest first, graph order between equals), each with a
 figure of at least MIN_GAIN_DB, until the model with every promoted candidate unrounded reaches
-the target or the budget of 16-bit ops is spent. A candidate with an op that runs on the NPU at
-8 bits and would not at 16 (kiln.partition.support, decided by the caller) is not promoted.
+the target or the budget of 16-bit ops is spent; up to ROUNDS rounds each measure the candidates
+left on top of those promoted. A candidate refusal() refuses is not promoted: one with an op the
+target's NPU runs at 8 bits and would not at 16, or one that reads or writes a program's state.
 """
 
 from __future__ import annotations
