@@ -26,7 +26,13 @@ the attachment), and the NPU register accesses; the tokens per second of wall ti
 
 --agreement: over tinylm's PROMPTS, how many of the quantized program's greedy tokens (`kiln
 generate`'s arithmetic) equal the float model's, token by token until the first difference and in
-all.
+all; --int16 (with --agreement) compiles with kiln compile's --int16 (`auto`, `attention,norms`),
+and it prints each method's Vela NPU cycles and 16-bit values.
+
+Measured 2026-11-28 (ethos-u85-256, loaded 2-core machine): int8 150 of 192 (78.1 %, measured before; decode
+473,729 Vela NPU cycles from this checkout); --int16 auto --int16-sqnr 40: 168 of 192 (87.5 %,
+first difference after 20.5 tokens on average), decode 118 ops at 16 bits for 54 values, 657,601
+NPU cycles; prefill 4 ops, 758,789 (int8 730,461); 50 minutes of wall time.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from kiln import boards, flow
 from kiln import compile as kc
 from kiln.lower import vela
 from kiln.pte import from_program
-from kiln.spec import CompileSpec
+from kiln.spec import AUTO_POLICY, AutoRule, CompileSpec, Int16Regions
 
 U85 = ["ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048"]
 COMPILED_FOR = "ethos-u85-256"
@@ -134,11 +140,16 @@ def _token_run(elf: Path, target: str, pte: Path, tokens: int) -> dict:
     }
 
 
-def agreement() -> None:
+def agreement(int16: Int16Regions) -> None:
     from kiln.models import load, tinylm
     from kiln.reference import generate
 
-    result = kc.compile_model("tinylm", CompileSpec(COMPILED_FOR), log=lambda line: None)
+    result = kc.compile_model("tinylm", CompileSpec(COMPILED_FOR, int16=int16), log=lambda line: None)
+    for name, method in result.report["methods"].items():
+        auto = method.get("int16_auto")
+        chosen = f"; {kc.autoprecision.format_report(auto)[0].strip()}" if auto else ""
+        print(f"{name}: {method['npu_cycles']:,} NPU cycles (Vela), {len(method['int16'])} 16-bit values{chosen}")
+    print(f"state: {result.report['state']['bytes']:,} B")
     model, _ = load("tinylm")
     tokens, prefix, same, total = 24, [], 0, 0
     for prompt in tinylm.PROMPTS:
@@ -148,7 +159,7 @@ def agreement() -> None:
         prefix.append(first)
         same += sum(a == b for a, b in zip(want, got))
         total += tokens
-        print(f"  {prompt!r:32} float {want!r}\n  {'':32} int8  {got!r}  (same for {first} tokens)")
+        print(f"  {prompt!r:32} float {want!r}\n  {'':32} kiln  {got!r}  (same for {first} tokens)")
     print(
         f"tinylm: {same} of {total} greedy tokens equal the float model's ({100 * same / total:.1f} %); "
         f"the first difference after {statistics.fmean(prefix):.1f} tokens on average"
@@ -162,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--no-platform", action="store_true")
     parser.add_argument("--agreement", action="store_true")
+    parser.add_argument(
+        "--int16", default="", metavar="POLICY", help="with --agreement: kiln compile's --int16 (e.g. auto)"
+    )
+    parser.add_argument(
+        "--int16-sqnr", type=float, default=AutoRule.target_db, metavar="DB", help="--int16 auto's target"
+    )
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep each configuration's .pte there")
     parser.add_argument("--per-token", metavar="A,B", help="the decode step's wall time and its split")
     parser.add_argument("--token-run", nargs=4, metavar=("ELF", "TARGET", "PTE", "TOKENS"), help=argparse.SUPPRESS)
@@ -173,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_token_run(Path(elf), target, Path(pte), int(tokens))))
         return 0
     if args.agreement:
-        agreement()
+        policies = tuple(p for p in args.int16.split(",") if p)
+        auto = AutoRule(args.int16_sqnr) if AUTO_POLICY in policies else None
+        agreement(Int16Regions(tuple(p for p in policies if p != AUTO_POLICY), auto=auto))
         return 0
     for name in args.models.split(","):
         start = time.monotonic()

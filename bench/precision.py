@@ -1,5 +1,5 @@
-"""What 16-bit activations buy: a transformer compiled at 8 bits, mixed (--int16 attention,norms) and
-16 bits, run with `kiln run-host`, against the float model.
+"""What 16-bit activations buy: a transformer compiled at 8 bits, mixed (--int16 attention,norms), auto
+(--int16 auto) and 16 bits, run with `kiln run-host`, against the float model.
 
 Run: .venv/bin/python bench/precision.py [--models vit_tiny,kwt] [--target ethos-u85-256]
      [--calibration 16] [--samples 16] [--policies attention,norms]
@@ -26,6 +26,16 @@ requantized to 8 bits keeps the 8-bit step).
     whisper_encoder out 0  int8  25.4 / 0.9981  mixed  12.2 / 0.9988  int16   2.0 / 0.9999
     gpt2_block out 0       int8   8.0 / 0.9990  mixed   5.1 / 0.9994  int16   1.3 / 1.0000
     llama_block out 0      int8   7.9 / 0.9986  mixed  11.0 / 0.9984  int16   1.8 / 0.9999
+Measured 2026-11-28 (ethos-u85-256, --models llama_block,gpt2_block --calibration 8 --samples 8): the
+largest error in int8 steps / correlation / Vela NPU cycles, auto at its default 30 dB.
+    llama_block  int8 7.89 / 0.99860 / 82,413   mixed 11.02 / 0.99844 / 121,489
+                 auto 5.13 / 0.99950 / 119,345 (66 ops; calibration SQNR 25.5 -> 30.1 dB)
+                 int16 1.81 / 0.99993 / 113,615
+    gpt2_block   int8 7.99 / 0.99902 / 53,252    mixed 5.09 / 0.99943 / 72,567
+                 auto 4.67 / 0.99951 / 66,733 (28 ops; 27.0 -> 30.1 dB)
+                 int16 1.27 / 0.99996 / 74,115
+auto beats mixed on both at fewer 16-bit ops; on llama_block its requantizations between widths
+cost more NPU cycles than all of it at 16 bits.
 Against PT2E in float64 (tests.compiler.helpers.Float64Arithmetic), all 15 zoo models on
 ethos-u85-256: int8 within 1 step (14 exact); int16 within 3-23 16-bit steps (10-75 % within one:
 the interpolated 16-bit tables); mixed up to 502 16-bit steps (0.12) at a 16-bit output (bert_tiny,
@@ -44,7 +54,7 @@ import torch
 from kiln import compile as kc
 from kiln import models
 from kiln.reference import run_host
-from kiln.spec import CompileSpec, Int16Regions
+from kiln.spec import AutoRule, CompileSpec, Int16Regions
 
 EDGES = {"quantized_decomposed.quantize_per_tensor", "quantized_decomposed.dequantize_per_tensor"}
 
@@ -64,6 +74,7 @@ def specs(target: str, policies: tuple[str, ...]) -> dict[str, CompileSpec]:
     return {
         "int8": CompileSpec(target),
         "mixed": CompileSpec(target, int16=Int16Regions(policies=policies)),
+        "auto": CompileSpec(target, int16=Int16Regions(auto=AutoRule())),
         "int16": CompileSpec(target, activation_bits=16),
     }
 
@@ -101,9 +112,19 @@ def measure(name: str, target: str, calibration: int, samples: int, policies: tu
                     f"{error.max() / int8_step:6.2f} int8 steps, corr {corr:.6f}, top-1 agrees {top:.3f}, "
                     f"vs PT2E {np.rint(np.abs(have - ref) / step).max():.0f} steps; "
                     f"NPU {on_npu}/{len(ops)} ops in {len(result.report['delegates'])} delegate(s), "
-                    f"{len(result.report['int16'])} 16-bit values"
+                    f"{len(result.report['int16'])} 16-bit values{_auto(result.report)}; "
+                    f"Vela {result.report['npu_cycles']:,} NPU cycles"
                 )
     return lines
+
+
+def _auto(report: dict) -> str:
+    """--int16 auto's choice, where it ran: how many ops, and the output SQNR it measured."""
+    auto = report.get("int16_auto")
+    if auto is None:
+        return ""
+    ops = {op for c in auto["promoted"] for op in c["ops"]}
+    return f" (auto: {len(ops)} ops, calibration SQNR {auto['int8_sqnr_db']:.1f} -> {auto['pt2e_sqnr_db']:.1f} dB)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,7 +77,7 @@ def _targets(args) -> int:
 
 
 def _compile(args) -> int:
-    from kiln.spec import CompileSpec, Exclusions, Int16Regions
+    from kiln.spec import CompileSpec, Exclusions
 
     spec = CompileSpec(
         target=args.target,
@@ -88,7 +88,7 @@ def _compile(args) -> int:
         delegate=not args.no_delegate,
         io=args.io,
         activation_bits=args.activation_bits,
-        int16=Int16Regions(tuple(p for given in args.int16 for p in given.split(",") if p), tuple(args.int16_module)),
+        int16=_int16_regions(args),
         exclusions=Exclusions(tuple(args.exclude_op), tuple(args.exclude_module), tuple(args.exclude_node)),
         intermediates=Path(args.intermediates) if args.intermediates else None,
     )
@@ -101,6 +101,24 @@ def _compile(args) -> int:
         example = bundled.example_case(result.pte, [t.detach().numpy() for t in result.inputs])
         _write_bundle(Path(args.output), Path(args.output).with_suffix(".bpte"), args.bundle, 0, example)
     return 0
+
+
+def _int16_regions(args):
+    """--int16 (policies and `auto`), --int16-module, --int16-sqnr and --int16-budget as Int16Regions."""
+    from kiln.spec import AUTO_POLICY, AutoRule, Int16Regions
+
+    policies = [p for given in args.int16 for p in given.split(",") if p]
+    auto = AUTO_POLICY in policies
+    if not auto and (args.int16_sqnr is not None or args.int16_budget is not None):
+        raise UsageError("--int16-sqnr and --int16-budget set the rule of --int16 auto; add --int16 auto")
+    rule = None
+    if auto:
+        rule = (
+            AutoRule(budget=args.int16_budget)
+            if args.int16_sqnr is None
+            else AutoRule(args.int16_sqnr, args.int16_budget)
+        )
+    return Int16Regions(tuple(p for p in policies if p != AUTO_POLICY), tuple(args.int16_module), rule)
 
 
 def _compile_and_write(model: str, spec, output: Path, calibration: Path | None = None, target=None):
@@ -734,7 +752,20 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="POLICY",
-        help="16-bit activations for a kind of op in an 8-bit model: attention, norms (or both, comma-separated)",
+        help="16-bit activations for a kind of op in an 8-bit model: attention, norms (or both, comma-separated); "
+        "auto: the ops whose 8 bits cost the output the most SQNR against the float model on the calibration data",
+    )
+    co.add_argument(
+        "--int16-sqnr",
+        type=float,
+        metavar="DB",
+        help="--int16 auto promotes values until the output's SQNR against float reaches DB (default 30)",
+    )
+    co.add_argument(
+        "--int16-budget",
+        type=int,
+        metavar="N",
+        help="--int16 auto puts at most N ops at 16 bits (default: no cap)",
     )
     co.add_argument(
         "--int16-module",

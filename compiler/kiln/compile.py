@@ -9,6 +9,9 @@ broken invariant is an InternalError naming the stage); the checks are timed wit
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import functools
 import json
 import time
 from collections import Counter
@@ -19,12 +22,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
 from kiln import boards, checks, graph, vocabulary
 from kiln.errors import InternalError, ModelError, UsageError, VelaError, VelaRefusal
+from kiln.frontend import autoprecision, normalize, state
 from kiln.frontend import export as frontend
-from kiln.frontend import normalize, state
-from kiln.frontend.quantizer import EthosUQuantizer, quantize
+from kiln.frontend.quantizer import EthosUQuantizer, calibrate, quantize
 from kiln.lower import tosa as tosa_lowering
 from kiln.lower import vela
 from kiln.partition import partitioner as partition
@@ -52,6 +56,7 @@ class Result:
     # the argument name of each program input, the path of each output in what forward returns
     io_paths: tuple[list[str], list[str]] = ((), ())
     keywords: tuple[str, ...] = ()  # the inputs passed by keyword (kiln.frontend.export.LoadedModel)
+    int16_auto: autoprecision.Choice | None = None  # what --int16 auto measured and chose
 
 
 class _Stages:
@@ -196,21 +201,28 @@ def _compile_module(
     stage = progress.stage
     with stage("normalize"):
         normalize.normalize(module)
-    quantized = None
+    quantized, choice = None, None
     if spec.quantize:
+        fixed = {state.input_name(b.name): ranges[b.name] for b in lifted}
+        written = [b for b in lifted if b.written]
+        first = len(io_paths[1])  # the state's outputs follow the method's own
+        ranged = {"fixed": fixed, "fixed_outputs": {first + k: ranges[b.name] for k, b in enumerate(written)}}
+        if spec.int16.auto is not None:
+            with stage("precision"):
+                choice, measure = choose_int16(loaded.name, module, samples, spec, target, lifted, ranged, first)
         with stage("quantize"):
-            fixed = {state.input_name(b.name): ranges[b.name] for b in lifted}
-            written = [b for b in lifted if b.written]
-            first = len(io_paths[1])  # the state's outputs follow the method's own
-            fixed_outputs = {first + k: ranges[b.name] for k, b in enumerate(written)}
             quantizer = EthosUQuantizer(
-                QuantizationScheme(spec.activation_bits), int16=spec.int16, fixed=fixed, fixed_outputs=fixed_outputs
+                QuantizationScheme(spec.activation_bits),
+                int16=spec.int16,
+                int16_ops=choice.reasons() if choice else None,
+                **ranged,
             )
-            try:
+            with _quantizing(loaded.name):
                 quantized = quantize(module, samples, quantizer)
-            except Exception as error:
-                raise ModelError(f"quantizing {loaded.name} failed: {type(error).__name__}: {error}") from None
             module = quantized
+        if choice is not None:
+            with stage("precision"):
+                choice.pt2e_db = measure.sqnr(quantized)
     with stage("fold"):
         g = graph.from_pt2e(module, io_quantized=spec.io == "int8", state=lifted)
         checks.after("fold", g)
@@ -283,12 +295,64 @@ def _compile_module(
         io_paths,
         loaded.keywords,
     )
+    result.int16_auto = choice
     result.report = make_report(loaded.name, spec, result)
     if spec.intermediates:
         spec.intermediates.mkdir(parents=True, exist_ok=True)
         for i, flatbuffer in enumerate(tosa):
             (spec.intermediates / f"delegate_{i}.tosa").write_bytes(flatbuffer)
     return result
+
+
+@contextmanager
+def _quantizing(name: str) -> Iterator[None]:
+    """A failure of PT2E's quantization in the block as a ModelError naming the model."""
+    try:
+        yield
+    except Exception as error:
+        raise ModelError(f"quantizing {name} failed: {type(error).__name__}: {error}") from None
+
+
+def _npu_ops(quantized: torch.fx.GraphModule, spec: CompileSpec, target: boards.Target, lifted) -> set[str]:
+    """The ops of a quantized module the partitioner places on the target's NPU (Vela not asked)."""
+    g = graph.from_pt2e(quantized, io_quantized=spec.io == "int8", state=lifted)
+    parts = partition.partition(g, target.npu, spec.exclusions, delegate=spec.delegate)
+    return {p.op.name for p in parts.placements if p.partition is not None}
+
+
+def choose_int16(
+    name: str,
+    module: torch.fx.GraphModule,
+    samples: list[tuple],
+    spec: CompileSpec,
+    target: boards.Target,
+    lifted: list[state.StateBuffer],
+    ranged: dict,
+    outputs: int,
+) -> tuple[autoprecision.Choice, autoprecision.Measure]:
+    """--int16 auto (kiln.frontend.autoprecision) on the normalised float `module` (left as it
+    is): its 8-bit PT2E reference (with spec.int16's policies and patterns at 16 bits) measured
+    against it on `samples`, the first `outputs` outputs (a method's own); what runs on the NPU
+    at 8 and at 16 bits (for autoprecision.refusal) by kiln.partition's rules."""
+    fixed_regions = dataclasses.replace(spec.int16, auto=None)
+    with _quantizing(name):
+        prepared = calibrate(copy.deepcopy(module), samples, EthosUQuantizer(int16=fixed_regions, **ranged))
+        npu8 = _npu_ops(convert_pt2e(copy.deepcopy(prepared)), spec, target, lifted)
+        eight = convert_pt2e(prepared, fold_quantize=False)  # its constants' rounding switched too
+
+    @functools.cache
+    def npu16() -> set[str]:  # asked for only where some value needs 16 bits
+        with _quantizing(name):
+            sixteen = quantize(copy.deepcopy(module), samples, EthosUQuantizer(QuantizationScheme(16), **ranged))
+        return _npu_ops(sixteen, spec, target, lifted)
+
+    state_inputs = {state.input_name(b.name): b.name for b in lifted}
+    candidates = autoprecision.instrument(eight)
+    refuse = autoprecision.refusal(candidates, npu8, npu16, state_inputs, target.name)
+    measure = autoprecision.Measure(module, samples, outputs)
+    rule = spec.int16.auto
+    switched = functools.partial(measure.switched, eight)
+    return autoprecision.choose(candidates, switched, rule.target_db, rule.budget, refuse), measure
 
 
 @dataclass
@@ -369,6 +433,7 @@ def _compile_methods(
             "dtype": s.input.dtype,
             "shape": list(s.input.shape),
             "bytes": s.input.nbytes(),
+            "bits": np.dtype(s.input.dtype).itemsize * 8,
             **({"scale": s.input.qparams.scale, "zero_point": s.input.qparams.zero_point} if s.input.qparams else {}),
         }
         for s in sorted(first.graph.state, key=lambda s: s.name)
@@ -590,6 +655,7 @@ def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
         "model": name,
         "target": spec.target,
         "int16": int16_values(spec, result),
+        **({"int16_auto": result.int16_auto.as_report(ops)} if result.int16_auto is not None else {}),
         "system_config": spec.system_config,
         "memory_mode": spec.memory_mode,
         "io": io,
@@ -663,7 +729,8 @@ def format_report(report: dict) -> str:
     lines.append(f"state: {st['bytes']:,} B in {len(st['buffers'])} buffer(s), planned once for every method")
     for b in st["buffers"]:
         q = f", scale {b['scale']:.6g}, zero point {b['zero_point']}" if "scale" in b else ""
-        lines.append(f"  {b['name']}: {b['dtype']}{b['shape']} ({b['bytes']:,} B{q})")
+        wider = f", {b['bytes'] * 2:,} B at 16 bits" if b["bits"] == 8 else ""  # what 16 bits would cost
+        lines.append(f"  {b['name']}: {b['dtype']}{b['shape']} ({b['bytes']:,} B at {b['bits']} bits{wider}{q})")
     lines.append(f".pte {report['memory']['pte_bytes']:,} B")
     lines += _format_fit(report)
     return "\n".join(lines)
@@ -713,17 +780,26 @@ def _format_graph(report: dict) -> str:
     )
     lines += _format_fit(report)
     if report["int16"]:
-        whys = Counter("requantizations" if e["why"].startswith("requantizes") else e["why"] for e in report["int16"])
+        whys = Counter(_why_kind(e["why"]) for e in report["int16"])
         lines.append(
             f"  16-bit values: {len(report['int16'])} ("
             + ", ".join(f"{why}: {n}" for why, n in whys.items())
             + "; the report's int16 lists them)"
         )
+    if "int16_auto" in report:
+        lines += autoprecision.format_report(report["int16_auto"])
     for entry in report["io"]:
         q = f", scale {entry['scale']:.6g}, zero point {entry['zero_point']}" if "scale" in entry else ""
         lines.append(f"  {entry['name']}{_named(entry, report['keywords'])}: {entry['dtype']}{entry['shape']}{q}")
     lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in report["stages_s"].items()))
     return "\n".join(lines)
+
+
+def _why_kind(why: str) -> str:
+    """A 16-bit value's reason as the printed report counts it: its kind, the figures left out."""
+    if why.startswith("requantizes"):
+        return "requantizations"
+    return "auto" if why.startswith("auto:") else why
 
 
 def _named(entry: dict, keywords: list[str]) -> str:

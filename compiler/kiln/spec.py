@@ -9,6 +9,7 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import fnmatch
+import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -71,22 +72,44 @@ INT16_POLICIES = {
 }
 
 
+AUTO_POLICY = "auto"  # --int16 auto: the ops chosen by measurement (AutoRule)
+
+
+@dataclass(frozen=True)
+class AutoRule:
+    """How `--int16 auto` chooses (kiln.frontend.autoprecision): promote the values whose 8 bits
+    cost the model's output the most SQNR against the float model on the calibration data, until
+    the output reaches `target_db` dB of SQNR, with at most `budget` ops at 16 bits (None: no cap)."""
+
+    target_db: float = 30.0
+    budget: int | None = None
+
+    def __post_init__(self):
+        if not math.isfinite(self.target_db):
+            raise UsageError(f"--int16-sqnr must be a finite number of dB, not {self.target_db}")
+        if self.budget is not None and self.budget < 0:
+            raise UsageError(f"--int16-budget must be 0 or more ops, not {self.budget}")
+
+
 @dataclass(frozen=True)
 class Int16Regions:
     """The parts of an otherwise 8-bit model whose activations are 16-bit (kiln.frontend.precision
     chooses the ops): `policies` name kinds of ops (INT16_POLICIES), `modules` are module paths or
-    glob patterns of them ("blocks.*.attn"), each covering its submodules. Empty: none."""
+    glob patterns of them ("blocks.*.attn"), each covering its submodules; `auto` adds the ops
+    measurement chooses (AutoRule; None: none). Empty: none."""
 
     policies: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
+    auto: AutoRule | None = None
 
     def __post_init__(self):
         unknown = [p for p in self.policies if p not in INT16_POLICIES]
         if unknown:
-            raise UsageError(f"unknown 16-bit policy {unknown[0]!r} (known: {', '.join(INT16_POLICIES)})")
+            known = ", ".join([*INT16_POLICIES, AUTO_POLICY])
+            raise UsageError(f"unknown 16-bit policy {unknown[0]!r} (known: {known})")
 
     def __bool__(self) -> bool:
-        return bool(self.policies or self.modules)
+        return bool(self.policies or self.modules or self.auto)
 
 
 def in_module(path: str, pattern: str) -> bool:

@@ -117,6 +117,18 @@ CASES = {
         ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--activation-bits", "12"],
         "argument --activation-bits: invalid choice",
     ),
+    "compile: --int16-sqnr without --int16 auto": (
+        ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--int16-sqnr", "20"],
+        "--int16-sqnr and --int16-budget set the rule of --int16 auto; add --int16 auto",
+    ),
+    "compile: a negative --int16-budget": (
+        ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--int16", "auto", "--int16-budget=-1"],
+        "--int16-budget must be 0 or more ops, not -1",
+    ),
+    "compile: an unknown --int16 policy": (
+        ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--int16", "softmax"],
+        "unknown 16-bit policy 'softmax' (known: attention, norms, auto)",
+    ),
     "compile: garbage calibration": (
         ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--calibration", "F(not_npz.npz)"],
         "not a readable .npz",

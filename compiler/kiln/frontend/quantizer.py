@@ -210,7 +210,8 @@ class EthosUQuantizer(Quantizer):
     maps inputs (placeholder names) to the (least, greatest) value they hold: each is read at the
     qparams of that range (fixed_range_spec) by every op reading it, not at an observed range;
     `fixed_outputs` likewise maps outputs (positions among the graph's outputs) to the range the
-    op returning them writes them in (a program's state: kiln.frontend.state).
+    op returning them writes them in (a program's state: kiln.frontend.state). `int16_ops` names
+    more ops that compute at 16 bits, each with its reason (kiln.frontend.autoprecision's choice).
     """
 
     def __init__(
@@ -220,6 +221,7 @@ class EthosUQuantizer(Quantizer):
         int16: Int16Regions | None = None,
         fixed: dict[str, tuple[float, float]] | None = None,
         fixed_outputs: dict[int, tuple[float, float]] | None = None,
+        int16_ops: dict[str, str] | None = None,
     ):
         super().__init__()
         self.scheme = scheme
@@ -228,12 +230,16 @@ class EthosUQuantizer(Quantizer):
         self.int16_reasons: dict[str, str] = {}
         self.fixed = fixed or {}
         self.fixed_outputs = fixed_outputs or {}
+        self.int16_ops = int16_ops or {}
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
         return normalize.normalize(model)
 
     def annotate(self, model: GraphModule) -> GraphModule:
         chosen = precision.sixteen_bit(model, self.int16) if self.int16 else {}
+        for node in model.graph.nodes:
+            if node.name in self.int16_ops and node not in chosen:
+                chosen[node] = self.int16_ops[node.name]
         self.int16_reasons = {node.name: why for node, why in chosen.items()}
         wide = QuantizationScheme(16)
         for node in model.graph.nodes:
@@ -373,6 +379,16 @@ def _mark(node: Node, inputs: dict, output):
     )
 
 
+def calibrate(module: GraphModule, calibration: Iterable[tuple], quantizer: EthosUQuantizer) -> GraphModule:
+    """PT2E's prepared module (annotated, observers inserted) after observing `calibration` inputs;
+    convert_pt2e makes it the quantized module."""
+    prepared = prepare_pt2e(module, quantizer)
+    with torch.no_grad():
+        for inputs in calibration:
+            prepared(*inputs)
+    return prepared
+
+
 def quantize(module: GraphModule, calibration: Iterable[tuple], quantizer: EthosUQuantizer) -> GraphModule:
     """PT2E post-training quantization: annotate, observe `calibration` inputs, convert.
 
@@ -380,8 +396,4 @@ def quantize(module: GraphModule, calibration: Iterable[tuple], quantizer: Ethos
     torch 2.13 adds otherwise breaks prepare_pt2e). The result holds
     quantize/dequantize pairs around float ops: PT2E's reference semantics.
     """
-    prepared = prepare_pt2e(module, quantizer)
-    with torch.no_grad():
-        for inputs in calibration:
-            prepared(*inputs)
-    return convert_pt2e(prepared)
+    return convert_pt2e(calibrate(module, calibration, quantizer))
