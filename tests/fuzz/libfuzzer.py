@@ -10,6 +10,7 @@ report, a leak, a timeout or running out of memory: crash-*, leak-*, timeout-*, 
 from __future__ import annotations
 
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,7 @@ CLANG = "clang++-19"
 FINDING_PREFIXES = ("crash-", "leak-", "timeout-", "oom-")
 # Seconds one input may run before libFuzzer calls it a finding (a hang).
 UNIT_TIMEOUT = 10
+RSS_BUDGET_MB = 2048  # what a fuzzer may grow by (libFuzzer's default limit)
 
 
 def binary(build: Path, target: str) -> Path:
@@ -130,6 +132,7 @@ def run(
     read = [d for d in (seeds / "seeds" / target, CORPUS / target, *extra) if d.is_dir()]
     command = [
         str(binary(build_dir, target)),
+        f"-rss_limit_mb={rss_limit_mb()}",
         f"-seed={seed}",
         f"-max_total_time={max(1, round(seconds))}",
         f"-timeout={UNIT_TIMEOUT}",
@@ -151,6 +154,14 @@ def run(
     figures.seconds = elapsed
     figures.log = done.stderr
     return figures
+
+
+def rss_limit_mb() -> int:
+    """libFuzzer's memory limit for a fuzzer this process starts: RSS_BUDGET_MB above this process's
+    own peak resident set. libFuzzer checks the peak that getrusage reports, and Linux hands a
+    child its parent's peak across fork and exec (a test worker that compiled models reaches 2 GB,
+    libFuzzer's default limit, before the fuzzer allocates anything)."""
+    return RSS_BUDGET_MB + resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
 def replay(build_dir: Path, target: str, files: list[Path]) -> subprocess.CompletedProcess:
