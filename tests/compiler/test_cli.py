@@ -354,6 +354,7 @@ COMMANDS = (
     "flash",
     "export",
     "pack",
+    "sweep",
 )
 
 

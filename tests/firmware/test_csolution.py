@@ -252,7 +252,8 @@ def test_the_project_builds_what_the_runner_build_compiles(exported):
     assert len(named) == len(set(named)) and all((out / f).is_file() for f in named)
     copied = {q.relative_to(out).as_posix() for q in (out / "kiln").rglob("*") if q.suffix in (".cpp", ".c", ".S")}
     other_uarts = {f"kiln/platform/{f}" for f in boards.UART_DRIVERS.values()} - {"kiln/platform/uart_cmsdk.cpp"}
-    assert copied - other_uarts == {f for f in named if f.startswith("kiln/")}
+    variants = {f"kiln/apps/executor_runner/{f}" for f in csolution.RUNNER_VARIANTS}
+    assert variants <= copied and copied - other_uarts - variants == {f for f in named if f.startswith("kiln/")}
     assert {"generated/model_pte.S", "generated/model_memory.cpp", "generated/kernel_table.cpp"} <= set(named)
     assert all((out / d).is_dir() for d in p["add-path"])
     (script,) = (entry["script"] for entry in p["linker"])

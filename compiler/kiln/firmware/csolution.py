@@ -102,6 +102,12 @@ def to_yaml(value, indent: int = 0) -> str:
 # --- The project -------------------------------------------------------------------------------
 
 
+# The executor runner's sources its CMakeLists.txt links only into variants (a bundle baked in; the
+# runner recording an ETDump), in place of no_bundle.cpp and no_profiling.cpp: the export is the
+# plain runner for a .pte.
+RUNNER_VARIANTS = frozenset({"bundle.cpp", "bundle_check.cpp", "etdump_profiling.cpp", "etdump_writer.cpp"})
+
+
 def _files(root: Path, folder: str, suffixes=(".cpp", ".c", ".S")) -> list[dict]:
     return [{"file": p.relative_to(root).as_posix()} for p in sorted((root / folder).glob("*")) if p.suffix in suffixes]
 
@@ -142,7 +148,12 @@ def project(root: Path, board: boards.Board, model: str) -> dict:
         {"group": "kernels", "misc": EXACT_FLOAT, "files": _files(root, "kiln/runtime/kernels")},
         {"group": "ethos-u driver", "files": _files(root, "kiln/drivers/ethosu")},
         {"group": "ethos-u delegate", "files": _files(root, "kiln/delegates/ethosu")},
-        {"group": "executor runner", "files": _files(root, "kiln/apps/executor_runner")},
+        {
+            "group": "executor runner",
+            "files": [
+                f for f in _files(root, "kiln/apps/executor_runner") if Path(f["file"]).name not in RUNNER_VARIANTS
+            ],
+        },
         {"group": f"model {model}", "files": _files(root, "generated")},
     ]
     return {

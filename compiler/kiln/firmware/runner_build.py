@@ -762,6 +762,7 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: list[Path], app
             f"-DKILN_RUNNER_GENERATED={gen}",
             f"-DKILN_RUNNER_PTE={';'.join(str(b.resolve()) for b in baked)}",
             f"-DKILN_STACK_SIZE={p.stack_size:#x}",
+            f"-DKILN_RUNNER_BUNDLE={'ON' if is_bundle(p.models[0].baked) else 'OFF'}",
         ],
         "configuring the runner",
         p,
