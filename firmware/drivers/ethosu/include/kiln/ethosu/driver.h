@@ -177,8 +177,9 @@ class Driver {
   // kNpuBusy, kNpuFault, kNpuIncomplete, kNpuTimeout, kNpuResetFailed.
   // Before the start it resets the PMU's counters: the cycle counter and the family's event
   // counters (reg::Family::pmu_events), enabled after each reset; pmu_counts() reads them after.
-  // Register writes per run: REGIONCFG, BASEPn's low words, PMCR, QBASE, QSIZE and CMD (a
-  // 32-bit CPU's high address words are 0 from the reset).
+  // Register accesses per run: REGIONCFG, BASEPn's low words, a read of PMCNTENSET (the PMU set
+  // up again when a reset or a power-down lost its setup), PMCR, QBASE, QSIZE and CMD (a 32-bit
+  // CPU's high address words are 0 from the reset).
   Result<uint64_t> run(const CommandStream& stream, const Region* regions, int count,
                        const RunOptions& options = RunOptions()) const;
 
