@@ -79,12 +79,31 @@ Status Driver::soft_reset() const {
   for (const reg::RegisterValue& w : family(config_).bring_up) {
     if (w.offset != 0) write(w.offset, w.value);
   }
+  keep_pmu_set_up();  // so that every run, the first too, finds it set up
   if constexpr (!kWideAddresses) {  // program() leaves the high words as this sets them
     for (int n = 0; n < reg::kRegions; ++n) write(reg::kBasep0 + 8 * n + 4, 0);
     write(reg::kQbase1, 0);
   }
   write(reg::kCmd, kClockPower);
   return {};
+}
+
+void Driver::keep_pmu_set_up() const {
+  // The event counters' types and enables hold from run to run unless the NPU was reset or
+  // powered down in between: one read of the enables says whether to set them (a counter without
+  // an event counts kEventNone: nothing).
+  const reg::Family& f = family(config_);
+  uint32_t enabled = reg::kPmuCycleCounter;
+  for (uint32_t n = 0; n < f.event_counters; ++n) {
+    if (f.pmu_events[n] != reg::kNotCounted) enabled |= 1u << n;
+  }
+  if (read(f.pmu_offset + reg::kPmcntenset) == enabled) return;
+  for (uint32_t n = 0; n < f.event_counters; ++n) {
+    const reg::CountedEvent e = f.pmu_events[n];
+    write(f.pmu_offset + reg::kPmevtyper0 + 4 * n,
+          e == reg::kNotCounted ? reg::kEventNone : reg::kCountedEventTypes[e]);
+  }
+  write(f.pmu_offset + reg::kPmcntenset, enabled);
 }
 
 Result<Driver> Driver::create(uintptr_t base) {
@@ -108,23 +127,9 @@ void Driver::program(const CommandStream& stream, const Region* regions, int cou
     if constexpr (kWideAddresses) write(reg::kBasep0 + 8 * n + 4, static_cast<uint32_t>(address >> 32));
     kiln_npu_region_sizes[1 + n] = static_cast<uint32_t>(regions[n].size);
   }
-  // The cycle counter and the family's event counters, from 0. Their types and enables hold from
-  // run to run unless the NPU was reset or powered down in between: one read of the enables says
-  // whether to set them (a counter without an event, kEventNone, stays disabled).
+  // The cycle counter and the family's event counters, from 0.
+  keep_pmu_set_up();
   const reg::Family& f = family(config_);
-  uint32_t enabled = reg::kPmuCycleCounter;
-  for (uint32_t n = 0; n < f.event_counters; ++n) {
-    if (f.pmu_events[n] != reg::kNotCounted) enabled |= 1u << n;
-  }
-  if (read(f.pmu_offset + reg::kPmcntenset) != enabled) {
-    for (uint32_t n = 0; n < f.event_counters; ++n) {
-      const reg::CountedEvent e = f.pmu_events[n];
-      write(f.pmu_offset + reg::kPmevtyper0 + 4 * n,
-            e == reg::kNotCounted ? reg::kEventNone : reg::kCountedEventTypes[e]);
-    }
-    write(f.pmu_offset + reg::kPmcntenclr, ((1u << f.event_counters) - 1) & ~enabled);
-    write(f.pmu_offset + reg::kPmcntenset, enabled);
-  }
   write(f.pmu_offset + reg::kPmcr, reg::kPmcrCntEn | reg::kPmcrCycleCntRst | reg::kPmcrEventCntRst);
   const uint64_t qbase = reinterpret_cast<uintptr_t>(stream.words);
   write(reg::kQbase0, static_cast<uint32_t>(qbase));

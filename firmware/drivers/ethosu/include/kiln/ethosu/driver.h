@@ -192,6 +192,8 @@ class Driver {
   explicit Driver(uintptr_t base) : base_(base) {}
   uint32_t read(uint32_t offset) const;
   void write(uint32_t offset, uint32_t value) const;
+  // Sets the PMU's event types and counter enables (reg::Family::pmu_events) unless they hold.
+  void keep_pmu_set_up() const;
   Status soft_reset() const;
   void program(const CommandStream& stream, const Region* regions, int count, const RunOptions& options) const;
   Result<uint32_t> wait_for_completion(uint32_t timeout_ms) const;
