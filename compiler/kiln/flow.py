@@ -43,7 +43,6 @@ standard error, as "kiln: TEXT"). infer keeps both in its Inferences instead.
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -70,7 +69,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "INFERENCE_CALL",
-    "BundleCheck",
     "Classified",
     "Firmware",
     "Generated",
@@ -210,37 +208,11 @@ def tolerance_arguments(atol: str | None, rtol: str | None) -> list[str]:
     return [f"--{name}={value}" for name, value in (("atol", atol), ("rtol", rtol)) if value is not None]
 
 
-# The bundle mode's lines (firmware/apps/executor_runner/bundle_check.cpp; docs/running.md).
-BUNDLE_OUTPUT_LINE = re.compile(
-    r"^bundle (\S+) case (\d+) output (\d+): max \|diff\| (\S+) at element (\d+) \(atol (\S+), rtol (\S+)\): "
-    r"(pass|FAIL)$"
-)
-BUNDLE_RESULT_LINE = re.compile(r"^bundle: (PASS|FAIL), ")
-
-
-@dataclass(frozen=True)
-class BundleCheck:
-    """One output of one case, as the runner checked it against the bundle."""
-
-    method: str
-    case: int
-    output: int
-    max_diff: float  # nan when an element is NaN where the expected one is not
-    at: int  # the element of the largest difference
-    within: bool
-
-
-def bundle_checks(uart: Sequence[str]) -> tuple[list[BundleCheck], bool | None]:
+def bundle_checks(uart: Sequence[str]) -> tuple[list[protocol.BundleCheck], bool | None]:
     """The bundle mode's per-output checks from a run's UART lines, and its verdict (None when the
-    runner printed none: it stopped before checking every case)."""
-    checks, verdict = [], None
-    for line in uart:
-        if m := BUNDLE_OUTPUT_LINE.match(line):
-            method, case, output, diff, at = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), int(m.group(5))
-            checks.append(BundleCheck(method, case, output, float(diff), at, m.group(8) == "pass"))
-        elif m := BUNDLE_RESULT_LINE.match(line):
-            verdict = m.group(1) == "PASS"
-    return checks, verdict
+    runner printed none: it stopped before checking every case); kiln.simulator.protocol reads them."""
+    transcript = protocol.read(uart)
+    return transcript.bundle_checks, transcript.bundle_passed
 
 
 # ---- the runner over samples ----------------------------------------------------------------

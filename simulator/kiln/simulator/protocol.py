@@ -36,6 +36,10 @@ TEXT and 'C' write printable ASCII as it is, any other byte (and ' and \\) as \\
     NPU STATUS after the failure: 0xSTATUS        runner.cpp (fail_inference)
     runner: MESSAGE                               runner.cpp: a bad command line, an input or output
                                                   file it cannot use, the target to compile for
+    bundle METHOD case C output I: max |diff| D at element E (atol A, rtol R): pass|FAIL
+                                                  firmware/apps/executor_runner/bundle_check.cpp, per
+                                                  output of each case of a baked bundle
+    bundle: PASS|FAIL, ...                        bundle_check.cpp: the bundle's verdict
     EthosUBackend: delegate I: ERROR              firmware/delegates/ethosu/backend.cpp: a delegate's
                                                   one line per failure
     [kiln] FAULT exception=N, [kiln] REG=HEX ...  firmware/platform/fault.cpp: a CPU fault's report
@@ -92,6 +96,11 @@ FAILED_STEPS = ("loading the .pte", "finding the NPU", "binding the program", "i
 FAILED_LINE = re.compile(rf"^({'|'.join(map(re.escape, FAILED_STEPS))}) failed: (.*)$")
 NPU_STATUS_LINE = re.compile(r"^NPU STATUS after the failure: 0x([0-9a-fA-F]{8})$")
 RUNNER_LINE = re.compile(r"^runner: (.*)$")
+BUNDLE_OUTPUT_LINE = re.compile(
+    r"^bundle (\S+) case (\d+) output (\d+): max \|diff\| (\S+) at element (\d+) \(atol (\S+), rtol (\S+)\): "
+    r"(pass|FAIL)$"
+)
+BUNDLE_RESULT_LINE = re.compile(r"^bundle: (PASS|FAIL), ")
 # firmware/delegates/ethosu/backend.cpp
 DELEGATE_LINE = re.compile(r"^EthosUBackend: delegate (\d+): (.*)$")
 # firmware/platform: every app's
@@ -257,6 +266,18 @@ class Inference:
     model: str | None = None  # in an image of several models, whose inference (the last model line)
 
 
+@dataclass(frozen=True)
+class BundleCheck:
+    """One output of one case of a baked bundle, as the runner checked it against the bundle."""
+
+    method: str
+    case: int
+    output: int
+    max_diff: float  # nan when an element is NaN where the expected one is not
+    at: int  # the element of the largest difference
+    within: bool
+
+
 @dataclass
 class Token:
     """One generated token's line (and its PMU line): token `index` of the run, its id, the
@@ -294,6 +315,8 @@ class Transcript:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (step of FAILED_STEPS, error)
     delegate_errors: list[tuple[int, str]] = field(default_factory=list)  # (delegate index, error)
     runner_messages: list[str] = field(default_factory=list)  # "runner: ..." lines, the prefix off
+    bundle_checks: list[BundleCheck] = field(default_factory=list)  # a baked bundle's, per case and output
+    bundle_passed: bool | None = None  # its verdict; None when the runner printed none
     npu_status_after_failure: int | None = None
     exit_status: int | None = None  # "[kiln] exit N"
     fault: FaultReport | None = None
@@ -370,6 +393,11 @@ class ProtocolReader:
             t.failures.append((m.group(1), m.group(2)))
         elif m := DELEGATE_LINE.match(line):
             t.delegate_errors.append((int(m.group(1)), m.group(2)))
+        elif m := BUNDLE_OUTPUT_LINE.match(line):
+            method, case, output, diff, at = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), int(m.group(5))
+            t.bundle_checks.append(BundleCheck(method, case, output, float(diff), at, m.group(8) == "pass"))
+        elif m := BUNDLE_RESULT_LINE.match(line):
+            t.bundle_passed = m.group(1) == "PASS"
         elif m := RUNNER_LINE.match(line):
             t.runner_messages.append(m.group(1))
         elif m := NPU_STATUS_LINE.match(line):
