@@ -15,7 +15,8 @@ sections in the board's regions, the selective kernel table), configures and bui
 firmware/apps/executor_runner with CMake and the board's toolchain, writes a size and
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
 With --generate it builds the generation app (firmware/apps/generate: a language model's
-prefill and decode) over the same generated sources instead.
+prefill and decode) over the same generated sources instead, and its own sizes for the program
+(generate_plan.h: kiln.firmware.generate_plan).
 
 An image of several models (--pte repeated; docs/building.md) keeps each model's .pte and planned
 buffers apart and shares what the models, run one at a time, can share: the Ethos-U scratch and
