@@ -125,8 +125,8 @@ def compile_pte(
 def generates(pte: Path) -> bool:
     """Whether the program is a language model's that kiln's generation app runs: it has a decode
     method (kiln.reference.generate's contract)."""
+    from kiln.pte.llm import DECODE
     from kiln.pte.reader import deserialize
-    from kiln.reference.generate import DECODE
 
     return DECODE in deserialize(Path(pte).read_bytes()).methods()
 
@@ -483,9 +483,10 @@ def generate(
 def _step_logits(pte: Path, path: Path, tokens: int) -> list[np.ndarray]:
     """Each step's logits from the app's logits.bin: prefill's logits output (decode's without
     prefill), then decode's per step (which output is the logits: kiln.reference.generate's roles)."""
+    from kiln.pte.llm import DECODE, PREFILL
     from kiln.pte.reader import deserialize
     from kiln.pte.schema import NUMPY_DTYPES
-    from kiln.reference.generate import DECODE, PREFILL, roles
+    from kiln.reference.generate import roles
 
     f = deserialize(pte.read_bytes())
     first = f.method(PREFILL if PREFILL in f.methods() else DECODE)

@@ -14,10 +14,10 @@ from torch import nn
 
 from kiln import compile as kc
 from kiln.errors import ModelError, UsageError
+from kiln.pte.llm import constant_method
 from kiln.pte.reader import deserialize
 from kiln.pte.schema import STATE_MEMORY_ID, Tensor
 from kiln.reference import run_host as host
-from kiln.reference.generate import constant_method
 from kiln.spec import CompileSpec
 
 from .helpers import Float64Arithmetic, output_scales, steps_off

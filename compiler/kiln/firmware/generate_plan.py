@@ -13,9 +13,9 @@ bound found: the app keeps its own maxima). firmware/apps/generate/generate.h st
 from __future__ import annotations
 
 from kiln.pte.bundle import deserialize_bundle, is_bundle
+from kiln.pte.llm import DECODE, MAX_SEQ_LEN, constant_method
 from kiln.pte.reader import PteFile, deserialize
 from kiln.pte.schema import STATE_MEMORY_ID, Tensor
-from kiln.reference.generate import DECODE, MAX_SEQ_LEN, constant_method
 
 FILE = "generate_plan.h"  # in the generated sources' folder, beside model_memory.cpp
 NO_BOUND = 0xFFFF_FFFF  # UINT32_MAX

@@ -20,12 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from kiln.errors import UsageError
-from kiln.pte.reader import PteFile, deserialize
-from kiln.pte.schema import NUMPY_DTYPES, ExecutionPlan, Int, Tensor
+from kiln.pte.llm import DECODE, MAX_SEQ_LEN, PREFILL, constant_method
+from kiln.pte.reader import deserialize
+from kiln.pte.schema import NUMPY_DTYPES, ExecutionPlan, Tensor
 from kiln.reference import run_host
-
-PREFILL, DECODE = "prefill", "decode"
-MAX_SEQ_LEN = "get_max_seq_len"  # ExecuTorch's LLM export writes this constant method
 
 
 @dataclass
@@ -35,16 +33,6 @@ class Step:
     position: int
     token: int
     logits: np.ndarray
-
-
-def constant_method(f: PteFile, name: str) -> int | None:
-    """The int a constant method (a plan with no inputs returning one Int) returns, or None."""
-    for plan in f.program.execution_plans:
-        if plan.name == name and not plan.inputs and len(plan.outputs) == 1:
-            value = plan.values[plan.outputs[0]]
-            if isinstance(value, Int):
-                return value.value
-    return None
 
 
 def roles(plan: ExecutionPlan) -> tuple[int, int]:
