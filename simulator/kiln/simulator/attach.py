@@ -132,7 +132,8 @@ class TargetMemory:
     Bus addresses inside QEMU's DDR go to the shared file; inside another of the
     board's regions (whole pages; an access lies inside one region) to a page cache
     over gdb (begin() empties it, flush() writes dirty pages back); elsewhere they
-    raise MemoryFault. A stream's first missing page is fetched with every page the
+    raise MemoryFault. A cached page lies inside a region, so an access inside one needs
+    no other check. A stream's first missing page is fetched with every page the
     stream before had cached (a firmware runs the same streams over the same buffers),
     in one round trip."""
 
@@ -159,6 +160,9 @@ class TargetMemory:
         if self._in_ddr(address, size):
             offset = address - QEMU_DDR_BASE
             return self._ddr[offset : offset + size]
+        page, offset = divmod(address, PAGE)
+        if offset + size <= PAGE and page in self._pages:  # a cached page lies inside a region
+            return bytes(self._pages[page][offset : offset + size])
         self._check(address, size, "read")
         self._load(address, size, whole_pages_written=False)
         return self._gather(address, size)
@@ -169,6 +173,11 @@ class TargetMemory:
         if self._in_ddr(address, size):
             offset = address - QEMU_DDR_BASE
             self._ddr[offset : offset + size] = raw
+            return
+        page, offset = divmod(address, PAGE)
+        if offset + size <= PAGE and page in self._pages:  # a cached page lies inside a region
+            self._pages[page][offset : offset + size] = raw
+            self._dirty.add(page)
             return
         self._check(address, size, "write")
         self._load(address, size, whole_pages_written=True)
