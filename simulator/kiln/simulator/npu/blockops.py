@@ -217,6 +217,7 @@ class Pool:
     out_h: int
     out_w: int
     window: Window
+    bound: int | None  # |pooled value| at most, where the IFM's type tells (SUM, REDUCE_SUM)
 
 
 def prepare_pool(coverage, ctx: Context, name: str) -> Pool:
@@ -230,7 +231,16 @@ def prepare_pool(coverage, ctx: Context, name: str) -> Pool:
     if name == "REDUCE_SUM" and depth != 1:
         raise RegisterError(f"REDUCE_SUM sums over the IFM's channels into one OFM channel; OFM depth is {depth}")
     channels = range(ifm.depth if name == "REDUCE_SUM" else depth)
-    return Pool(name, k, pad, out_h, out_w, prepare_window(coverage, ctx, ifm, channels, k, pad, out_h, out_w))
+    window = prepare_window(coverage, ctx, ifm, channels, k, pad, out_h, out_w)
+    summed = k.height * k.width * (len(channels) if name == "REDUCE_SUM" else 1)
+    bound = sample_bound(ifm) * summed if name in ("SUM", "REDUCE_SUM") else None
+    return Pool(name, k, pad, out_h, out_w, window, bound)
+
+
+def sample_bound(fm: FeatureMap) -> int:
+    """The largest |sample - zero point| of `fm`'s type (padding, 0, included)."""
+    info = np.iinfo(fm.dtype)
+    return max(abs(int(info.min) - fm.zero_point), abs(int(info.max) - fm.zero_point))
 
 
 def pool_values(ctx: Context, name: str, average_divides: bool = False) -> np.ndarray:

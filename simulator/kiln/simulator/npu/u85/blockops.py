@@ -225,7 +225,7 @@ def _per_channel(ctx: Context, depth: int, acc48: bool):
         max(regs.address("SCALE_LENGTH"), depth * u85_weights.SCALE_RECORD_BYTES),
         "scale read",
     )
-    return u85_weights.decode_scales(raw, depth, acc48)
+    return u85_weights.kept_scales(raw, depth, acc48)
 
 
 class _Finish:
@@ -234,10 +234,14 @@ class _Finish:
     (per-channel scaling: the scale stream's), saturating to the accumulator's bits, scaling
     and storing."""
 
-    def __init__(self, ctx: Context, shape: tuple[int, ...], bits: int, source: int):
+    def __init__(self, ctx: Context, shape: tuple[int, ...], bits: int, source: int, bound: int | None = None):
         regs = ctx.registers
         self.bits, self.source = bits, source
         self.per_channel = not regs.global_scale()
+        # |acc| at most, `bound` where nothing is added to it; within the accumulator's bits the
+        # saturation to them changes nothing
+        self.bound = bound if source == u85.ACC_INPUT_RESET and not self.per_channel else None
+        self.saturates = self.bound is None or self.bound >= 1 << (bits - 1)
         self.scaling = Hits()
         self.scaling.hit("ofm_scaling", "per-channel" if self.per_channel else "global")
         self.scale = None if self.per_channel else regs.ofm_scale()
@@ -253,9 +257,10 @@ class _Finish:
             acc = acc + bias
         else:
             multiplier, shift = self.scale
-        acc = clamp(acc, -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1)
+        if self.saturates:
+            acc = clamp(acc, -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1)
         self.rounding_step.enter(ctx.coverage)
-        self.store(ctx, rescale(acc, multiplier, shift, self.rounding))
+        self.store(ctx, rescale(acc, multiplier, shift, self.rounding, self.bound))
 
 
 def _prepare_rounding(hits, ctx: Context) -> int:
@@ -386,7 +391,7 @@ class _Pooling:
         pools = self.name != "NONE" and not self.name.startswith("ARGMAX")
         self.pool_step, self.pool = step(blockops.prepare_pool, ctx, self.name) if pools else (None, None)
         self.shape = ctx.registers.ofm_shape()
-        self.finish = _Finish(ctx, self.shape, bits, source)
+        self.finish = _Finish(ctx, self.shape, bits, source, self.pool.bound if self.pool is not None else None)
 
     def __call__(self, ctx: Context) -> None:
         self.start.enter(ctx.coverage)

@@ -24,6 +24,7 @@ import numpy as np
 
 from kiln.errors import NotModelled
 from kiln.simulator.npu.arithmetic import count_leading_zeros32, rescale, wrap
+from kiln.simulator.npu.blockops import sample_bound
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.elementwise import mode_name, shift_right
 from kiln.simulator.npu.featuremap import Plan
@@ -104,9 +105,7 @@ def _prepare_operand(hits, ctx: Context, prefix: str, shape: tuple[int, int, int
     if storage == u85.STORAGE_TILE2X2:
         hits.hit("format", f"{prefix} NHCWB16" if fm.layout == FORMAT_NHCWB16 else f"{prefix} NHWC")
         plan = ctx.fm_plan(fm, range(extent[0]), range(extent[1]), range(extent[2]))
-        info = np.iinfo(fm.dtype)
-        bound = max(abs(int(info.min) - fm.zero_point), abs(int(info.max) - fm.zero_point))
-        return _Operand(prefix, fm, tuple(extent), None, None, plan, bound)
+        return _Operand(prefix, fm, tuple(extent), None, None, plan, sample_bound(fm))
     raise NotModelled(f"{prefix}_PRECISION: {prefix} storage {u85.STORAGE_NAMES[storage]} is not modelled")
 
 
