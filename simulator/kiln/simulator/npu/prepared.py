@@ -11,7 +11,9 @@ the first run and every later one compute alike.
 
 Contract of a prepared operation: it depends on its command, the registers, the configuration
 and the region bases and sizes of the Context it was prepared with, and on nothing else that a
-run can change; it keeps no reference to the register file (which later commands change).
+run can change; it keeps no reference to the register file (which later commands change). What it
+leaves to run time may read ctx.registers then: the executor runs it with the registers it was
+prepared with (kiln.simulator.npu.executor, a recorded stream's frozen copy).
 
 Faults keep their place: a check that refuses the registers is made while preparing, but the
 error is raised where the operation reaches it when it runs (after the memory reads that come
