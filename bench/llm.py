@@ -22,7 +22,9 @@ the prompt "Hi", tinylm's 'The "if" statement'): its compile takes minutes.
 and for B tokens (a process each, the NPU model's kept streams and weights not carried over); per
 decode token, what the second run took more than the first divided by B - A: the wall time and
 its split as the NPU attachment clocks it (kiln.simulator.attach.HostTimes: QEMU, the NPU model,
-the attachment), and the NPU register accesses; the tokens per second of wall time follow.
+the attachment), the CPU time beside it (the NPU model's, the attachment's, the simulator's
+process in all, QEMU's: bench/virtual_platform.py's cpu_split) and the NPU register accesses; the
+tokens per second of wall time follow.
 
 --agreement: over tinylm's PROMPTS, how many of the quantized program's greedy tokens (`kiln
 generate`'s arithmetic) equal the float model's, token by token until the first difference and in
@@ -107,7 +109,7 @@ def on_platform(pte: Path, target: boards.Target, tokens: int, prompt: bytes) ->
 
 def per_token(pte: Path, target: boards.Target, counts: tuple[int, int]) -> str:
     """The --per-token line of `pte` on `target` (module docstring)."""
-    from virtual_platform import per_extra, time_split, two_runs
+    from virtual_platform import cpu_split, per_extra, time_split, two_runs
 
     elf = flow.build_runner(pte, target, app="generate", echo=lambda *line, **end: None)
     runs = two_runs([sys.executable, __file__, "--token-run", str(elf), target.name, str(pte)], counts)
@@ -117,24 +119,23 @@ def per_token(pte: Path, target: boards.Target, counts: tuple[int, int]) -> str:
     wall = per_extra(runs, counts, "seconds")
     return (
         f"{target.name} per decode token: {wall * 1e3:.1f} ms wall ({1 / wall:.1f} tokens/s): "
-        f"{time_split(runs, counts)}; {per_extra(runs, counts, 'register_accesses'):.0f} NPU register accesses; "
+        f"{time_split(runs, counts)}; {cpu_split(runs, counts)}; "
+        f"{per_extra(runs, counts, 'register_accesses'):.0f} NPU register accesses; "
         f"tokens {runs[1]['tokens']}"
     )
 
 
 def _token_run(elf: Path, target: str, pte: Path, tokens: int) -> dict:
-    """One run of the generation app `elf` for `tokens` tokens: wall time, HostTimes and the NPU
-    register accesses (the run's NPU summary line)."""
+    """One run of the generation app `elf` for `tokens` tokens: wall time, HostTimes, CPU times and
+    the NPU register accesses (the run's NPU summary line)."""
+    from virtual_platform import host_figures
+
     done = flow.generate(elf, target, b'The "if" statement', tokens, pte, platform="virtual")
     if not done.complete:
         sys.exit(done.log[-600:])
-    host = done.run.host
     accesses = re.search(r"(\d+) register accesses", done.run.npu_summary or "")
     return {
-        "seconds": done.seconds,
-        "running": host.running,
-        "accesses": host.accesses,
-        "streams": host.streams,
+        **host_figures(done.run.host, done.seconds),
         "register_accesses": int(accesses.group(1)) if accesses else 0,
         "tokens": done.token_ids,
     }

@@ -21,13 +21,17 @@ wall time, split as the NPU attachment clocks it (kiln.simulator.attach.HostTime
 stop's round trip), the NPU model (running command streams) and the attachment (the rest of
 serving the accesses: gdb traffic, registers); then the first run's wall time (QEMU's start,
 the first inference with its one-time work: imports, weight decoding) and whether the outputs
-equal `kiln run-host`'s bit for bit.
+equal `kiln run-host`'s bit for bit. Beside the wall time, the CPU time per inference (on a loaded
+machine wall time also counts the waits for a core): the NPU model's and the attachment's (the
+attachment thread's clock, HostTimes.streams_cpu and accesses_cpu), the simulator's process in
+all, and QEMU's (the child's user and system time).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -180,6 +184,34 @@ def per_extra(runs: tuple[dict, dict], counts: tuple[int, int], name: str) -> fl
     return (runs[1][name] - runs[0][name]) / (counts[1] - counts[0])
 
 
+def host_figures(host, seconds: float) -> dict:
+    """A run's figures for time_split and cpu_split: its wall `seconds`, HostTimes `host`'s wall
+    and CPU clocks, and the CPU time of this process and of its children (QEMU) by the run's end."""
+    qemu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "seconds": seconds,
+        "running": host.running,
+        "accesses": host.accesses,
+        "streams": host.streams,
+        "accesses_cpu": host.accesses_cpu,
+        "streams_cpu": host.streams_cpu,
+        "process_cpu": time.process_time(),
+        "qemu_cpu": qemu.ru_utime + qemu.ru_stime,
+    }
+
+
+def cpu_split(runs: tuple[dict, dict], counts: tuple[int, int]) -> str:
+    """The extra CPU time of the second of `runs` per extra count (host_figures'): the NPU model
+    and the attachment (the attachment thread's clock), this process in all, QEMU."""
+    npu, accesses, process, qemu = (
+        1e3 * per_extra(runs, counts, n) for n in ("streams_cpu", "accesses_cpu", "process_cpu", "qemu_cpu")
+    )
+    return (
+        f"CPU: NPU model {npu:.1f}, attachment {accesses - npu:.1f}, the simulator's process {process:.1f}, "
+        f"QEMU {qemu:.1f} ms"
+    )
+
+
 def time_split(runs: tuple[dict, dict], counts: tuple[int, int]) -> str:
     """Where the extra wall time of the second of `runs` went per extra count (HostTimes' figures
     "running", "accesses", "streams" beside "seconds"): QEMU, NPU model, attachment, other."""
@@ -210,7 +242,7 @@ def per_inference(model: str, target: str, counts: tuple[int, int], memory_mode:
     first, second = runs
     wall = 1e3 * per_extra(runs, counts, "seconds")
     return (
-        f"{model:18} per inference {wall:7.1f} ms wall: {time_split(runs, counts)}; "
+        f"{model:18} per inference {wall:7.1f} ms wall: {time_split(runs, counts)}; {cpu_split(runs, counts)}; "
         f"first run ({counts[0]} inference(s)) {first['seconds']:6.2f} s; "
         f"{second['streams_each']} stream(s) per inference; "
         f"bit-exact with run-host: {'yes' if first['exact'] and second['exact'] else 'NO'}"
@@ -233,12 +265,8 @@ def _samples_run(model: str, pte: Path, elf: Path, target: str, count: int) -> d
     done = flow.infer(elf, target, pte, samples, platform="virtual", timeout=3600)
     if not done.complete:
         sys.exit(done.log[-600:])
-    host = done.run.host
     return {
-        "seconds": done.seconds,
-        "running": host.running,
-        "accesses": host.accesses,
-        "streams": host.streams,
+        **host_figures(done.run.host, done.seconds),
         "streams_each": done.inferences[-1].streams,
         "exact": flow.compare(pte, samples, done.outputs) == [],
     }

@@ -17,6 +17,7 @@ from kiln.simulator.npu.config import config_for
 from kiln.simulator.npu.cop1 import parse_cop1
 from kiln.simulator.npu.executor import run_stream
 from kiln.simulator.npu.memory import FlatMemory
+from kiln.simulator.npu.standalone import run_compiled
 from tests.simulator import helpers
 
 CASES = [("ethos-u55-128", "ds_cnn"), ("ethos-u85-256", "kwt")]
@@ -36,6 +37,28 @@ def test_a_stream_run_again_is_bit_exact_on_new_inputs(target, model):
         assert len({(r.cycles, tuple(sorted(r.counters.items())), r.ops) for r in runs}) == 1
     streams = {(parse_cop1(v.cmd_data).stream.tobytes(), config_for(target)) for v in result.vela}
     assert streams <= set(executor._recordings), "the runs after the first did not take the recorded way"
+
+
+@pytest.mark.parametrize("target, model", CASES)
+def test_a_stream_run_again_at_other_region_bases_is_bit_exact(target, model):
+    """The same stream run at one more place than the model keeps prepared operations for (its
+    regions moved each time): every run's outputs equal tosa_reference_model's, with the same
+    cycles and counters, and the recording keeps operations prepared for the last
+    PREPARED_PLACES places only."""
+    result, shapes = helpers.compiled_zoo(model, target)
+    tosa, vela, part_shapes = result.tosa[0], result.vela[0], shapes[0]
+    inputs = helpers.int8_inputs(part_shapes, 1)
+    want = [w.astype(w.dtype.newbyteorder("<")).tobytes() for w in helpers.reference(tosa, inputs)]
+    executor._recordings.clear()
+    runs = []
+    for place in range(executor.PREPARED_PLACES + 1):
+        bases = tuple(b + place * 0x0100_0000 if b else 0 for b in BASES)
+        outputs, run = run_compiled(vela, inputs, config_for(target), bases=bases)
+        assert run.fault is None and outputs == want, place
+        runs.append((run.cycles, run.counters, run.ops))
+    assert all(r == runs[0] for r in runs)
+    (recording,) = executor._recordings.values()
+    assert len(recording.prepared) == executor.PREPARED_PLACES
 
 
 def _run_ds_cnn(limits):

@@ -133,8 +133,8 @@ def test_addresses_are_40_bits():
     assert calls[0][0][2] == 0x12_89AB_CDEF
 
 
-def _program():
-    graph = helpers.build_batch(8600, range(3), ["conv", "add_sub", "max_pool"])
+def _program(seed: int = 8600):
+    graph = helpers.build_batch(seed, range(3), ["conv", "add_sub", "max_pool"])
     vela = compile_tosa(graph.serialize(), "device", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Shared_Sram")
     return graph, vela
 
@@ -162,6 +162,36 @@ def test_a_compiled_u85_stream_runs_through_the_window():
     for tensor, expected in zip(vela.outputs, want):
         got = np.frombuffer(bytes(scratch[tensor.offset : tensor.offset + expected.nbytes]), expected.dtype)
         assert np.array_equal(got, expected.reshape(-1))
+
+
+def test_a_new_stream_at_the_same_address_runs_as_itself():
+    """Two compiled programs whose streams are written in turn at the same QBASE, their weights and
+    scratch at the same BASEPs: each run gives tosa_reference_model's outputs of the program whose
+    stream is there now, the first program again after the second included (what the model kept of
+    a stream, its recorded operations prepared for these bases, is the stream's own)."""
+    programs = [_program(), _program(8601)]
+    streams = [parse_cop1(vela.cmd_data).stream.astype("<u4").tobytes() for _, vela in programs]
+    assert streams[0] != streams[1]
+    code = bytearray(max(map(len, streams)))
+    weights = bytearray(max(len(vela.weight_data) for _, vela in programs))
+    scratch = bytearray(max(max(vela.scratch_size, 16) for _, vela in programs))
+    npu = EthosU(config_for("ethos-u85-256"), FlatMemory({STREAM_AT: code, 0x6000_0000: weights, 0x7000_0000: scratch}))
+    npu.write(QBASE0, STREAM_AT)
+    npu.write(BASEP0, 0x6000_0000)
+    npu.write(BASEP0 + 8, 0x7000_0000)
+    for which in (0, 1, 0, 1):
+        (graph, vela), stream = programs[which], streams[which]
+        code[: len(stream)] = stream
+        weights[: len(vela.weight_data)] = vela.weight_data
+        for tensor, value in zip(vela.inputs, graph.inputs):
+            raw = np.ascontiguousarray(value).tobytes()
+            scratch[tensor.offset : tensor.offset + len(raw)] = raw
+        npu.write(QSIZE, len(stream))
+        npu.write(CMD, 0x1)
+        assert npu.read(STATUS) == 0x22, which  # irq_raised | cmd_end_reached
+        for tensor, expected in zip(vela.outputs, helpers.reference(graph.serialize(), graph.inputs)):
+            got = np.frombuffer(bytes(scratch[tensor.offset : tensor.offset + expected.nbytes]), expected.dtype)
+            assert np.array_equal(got, expected.reshape(-1)), which
 
 
 def test_a_command_the_model_refuses_is_a_parse_error_at_its_offset():

@@ -132,7 +132,8 @@ class TargetMemory:
     Bus addresses inside QEMU's DDR go to the shared file; inside another of the
     board's regions (whole pages; an access lies inside one region) to a page cache
     over gdb (begin() empties it, flush() writes dirty pages back); elsewhere they
-    raise MemoryFault. A stream's first missing page is fetched with every page the
+    raise MemoryFault. A cached page lies inside a region, so an access inside one needs
+    no other check. A stream's first missing page is fetched with every page the
     stream before had cached (a firmware runs the same streams over the same buffers),
     in one round trip."""
 
@@ -159,6 +160,9 @@ class TargetMemory:
         if self._in_ddr(address, size):
             offset = address - QEMU_DDR_BASE
             return self._ddr[offset : offset + size]
+        page, offset = divmod(address, PAGE)
+        if offset + size <= PAGE and page in self._pages:  # a cached page lies inside a region
+            return bytes(self._pages[page][offset : offset + size])
         self._check(address, size, "read")
         self._load(address, size, whole_pages_written=False)
         return self._gather(address, size)
@@ -169,6 +173,11 @@ class TargetMemory:
         if self._in_ddr(address, size):
             offset = address - QEMU_DDR_BASE
             self._ddr[offset : offset + size] = raw
+            return
+        page, offset = divmod(address, PAGE)
+        if offset + size <= PAGE and page in self._pages:  # a cached page lies inside a region
+            self._pages[page][offset : offset + size] = raw
+            self._dirty.add(page)
             return
         self._check(address, size, "write")
         self._load(address, size, whole_pages_written=True)
@@ -301,6 +310,10 @@ class HostTimes:
     running: float  # the CPU running (QEMU) until an NPU register access or its end, each stop's round trip included
     accesses: float  # serving the accesses: the attachment's gdb traffic and the NPU model's work
     streams: float  # of `accesses`, the NPU model running command streams
+    # The CPU time of the attachment's own thread (time.thread_time) in `accesses` and `streams`:
+    # what the work took on a loaded machine, where wall time also counts the waits for a core.
+    accesses_cpu: float = 0.0
+    streams_cpu: float = 0.0
 
     @property
     def attachment(self) -> float:
@@ -392,6 +405,8 @@ class NpuAttachment(BootAttachment):
         self.access_time_s = 0.0  # host time spent on register accesses, including the NPU's runs
         self.npu_time_s = 0.0  # host time spent running streams
         self.running_time_s = 0.0  # host time the CPU ran between accesses (HostTimes.running)
+        self.access_cpu_s = 0.0  # CPU time of this thread serving accesses (HostTimes.accesses_cpu)
+        self.npu_cpu_s = 0.0  # of that, running streams (HostTimes.streams_cpu)
         self._irq_rising = False
         self._region_sizes_at = region_sizes_address(elf) if elf is not None else None
         self._successors: dict[int | None, list[int]] = {}  # an access's PC -> PCs of the next access
@@ -425,9 +440,10 @@ class NpuAttachment(BootAttachment):
                 return
             if stop.watch is None:
                 raise AttachmentError("the CPU stopped without hitting the NPU watchpoint")
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.thread_time()
             completing = self._emulate(gdb)
             self.access_time_s += time.perf_counter() - started
+            self.access_cpu_s += time.thread_time() - started_cpu
             self.accesses += 1
 
     def _region_sizes(self) -> tuple[int, ...]:
@@ -438,7 +454,7 @@ class NpuAttachment(BootAttachment):
         return tuple(int(words[1 + n]) if n < count else 0 for n in range(REGIONS))
 
     def host_times(self) -> HostTimes:
-        return HostTimes(self.running_time_s, self.access_time_s, self.npu_time_s)
+        return HostTimes(self.running_time_s, self.access_time_s, self.npu_time_s, self.access_cpu_s, self.npu_cpu_s)
 
     def close(self):
         """Removes the shared DDR file and the socket; safe to call twice."""
@@ -488,10 +504,11 @@ class NpuAttachment(BootAttachment):
         """Performs a store; returns the writes of what the NPU wrote to the target's memory
         through gdb, when few (PIPELINE packets; more are written at once)."""
         self.memory.begin()
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.thread_time()
         self.device.write(offset, value)
         memory = self.memory.flush(defer=PIPELINE)
         self.npu_time_s += time.perf_counter() - started
+        self.npu_cpu_s += time.thread_time() - started_cpu
         return memory
 
     def _read_state(self, gdb: GdbClient) -> tuple[dict[int, int], int, bytes]:

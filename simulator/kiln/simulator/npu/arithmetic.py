@@ -23,9 +23,10 @@ def _fits(x: np.ndarray, multiplier: np.ndarray) -> bool:
     return int(np.max(np.abs(x))) * int(np.max(np.abs(multiplier))) < _SAFE
 
 
-def rescale(x: np.ndarray, multiplier, shift, rounding: int) -> np.ndarray:
+def rescale(x: np.ndarray, multiplier, shift, rounding: int, bound: int | None = None) -> np.ndarray:
     """(x * multiplier) >> shift with the NPU's rounding; multiplier and shift are scalars
-    or arrays broadcasting against x (per channel: the last axis).
+    or arrays broadcasting against x (per channel: the last axis). `bound`: a bound of |x|
+    known beforehand (from x's type), None: worked out from x.
 
     NATURAL: add 2^(shift-1), shift (round half up).
     TFL: as NATURAL, plus for shift > 31 a further +-2^30 by the sign of x (double
@@ -36,7 +37,7 @@ def rescale(x: np.ndarray, multiplier, shift, rounding: int) -> np.ndarray:
     """
     x = np.asarray(x, np.int64)
     scalar = isinstance(multiplier, int) and isinstance(shift, int) and 0 <= shift < 63
-    if not (scalar and x.size and _max_abs(x) * abs(multiplier) < _SAFE):
+    if not (scalar and x.size and _products_fit(x, multiplier, bound)):
         scalar = False  # Python ints only where the products surely fit
         multiplier = np.asarray(multiplier, np.int64)
         shift = np.asarray(shift, np.int64)
@@ -59,6 +60,13 @@ def rescale(x: np.ndarray, multiplier, shift, rounding: int) -> np.ndarray:
     if rounding == ROUND_TFL:
         half = half + np.where(shift > 31, np.where(x >= 0, 1 << 30, -(1 << 30)), 0)
     return (product + half) >> shift
+
+
+def _products_fit(x: np.ndarray, multiplier: int, bound: int | None) -> bool:
+    """Whether |x * multiplier| stays below _SAFE: by `bound` (of |x|) when that tells, else by x."""
+    if bound is not None and bound * abs(multiplier) < _SAFE:
+        return True
+    return _max_abs(x) * abs(multiplier) < _SAFE
 
 
 def _max_abs(x: np.ndarray) -> int:

@@ -13,10 +13,13 @@ before the kernel runs over it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from kiln.simulator.npu.arithmetic import reciprocal
 from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.featuremap import Plan
 from kiln.simulator.npu.output import scale_values
 from kiln.simulator.npu.registers import (
     FORMAT_NHCWB16,
@@ -37,8 +40,9 @@ def _extent(out: int, kernel: int, stride: int, dilation: int, before: int, afte
     return (out - 1) * stride + (kernel - 1) * dilation + 1 - before - after
 
 
-def record_kernel(ctx: Context, k: Kernel, pad: Padding) -> None:
-    hit = ctx.coverage.hit
+def record_kernel(coverage, k: Kernel, pad: Padding) -> None:
+    """Records the kernel's features in `coverage` (anything with Coverage's hit())."""
+    hit = coverage.hit
     if k.width == 1 and k.height == 1:
         hit("kernel", "1x1")
     elif k.width <= 8 and k.height <= 8:
@@ -53,41 +57,78 @@ def record_kernel(ctx: Context, k: Kernel, pad: Padding) -> None:
         hit("kernel", "padding")
 
 
-def padded_ifm(
-    ctx: Context, fm: FeatureMap, channels: range, k: Kernel, pad: Padding, out_h: int, out_w: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(IFM minus zero point, int64, with padding and upscaling applied: shape
-    (rows, cols, C) covering every kernel tap of every OFM position; validity mask
-    (rows, cols) telling real samples from padding)."""
+@dataclass(frozen=True)
+class Window:
+    """The IFM an operation's kernel runs over, as its registers give it (padded_ifm's, prepared:
+    kiln.simulator.npu.prepared): the samples read, their upscaling and padding."""
+
+    fm: FeatureMap
+    plan: Plan  # where the samples read lie (before upscaling)
+    upscale: int
+    rows: int  # samples after upscaling, padding excluded
+    cols: int
+    pad: Padding
+    mask: np.ndarray  # (rows, cols) with padding: real samples True; read-only
+
+
+def prepare_window(
+    coverage, ctx: Context, fm: FeatureMap, channels: range, k: Kernel, pad: Padding, out_h: int, out_w: int
+) -> Window:
+    """padded_ifm's window, its features recorded in `coverage` (anything with Coverage's hit())."""
     upscale = ctx.registers.upscale()
-    ctx.coverage.hit("upscale", _UPSCALE_NAMES[upscale])
+    coverage.hit("upscale", _UPSCALE_NAMES[upscale])
     rows = _extent(out_h, k.height, k.stride_y, k.dilation_y, pad.top, pad.bottom)
     cols = _extent(out_w, k.width, k.stride_x, k.dilation_x, pad.left, pad.right)
     if rows <= 0 or cols <= 0:
         raise RegisterError(f"padding {pad} leaves no IFM samples for a {out_h}x{out_w} OFM")
     factor = 1 if upscale == UPSCALE_NONE else 2
     src_rows, src_cols = -(-rows // factor), -(-cols // factor)
-    ctx.coverage.hit("format", "IFM NHCWB16" if fm.layout == FORMAT_NHCWB16 else "IFM NHWC")
-    ctx.coverage.hit("ifm_precision", fm.type_name)
-    data = ctx.read_fm(fm, range(src_rows), range(src_cols), channels).astype(np.int64) - fm.zero_point
-    valid = np.ones((src_rows, src_cols), bool)
-    if upscale == UPSCALE_NEAREST:
-        data = data.repeat(2, axis=0).repeat(2, axis=1)
-        valid = valid.repeat(2, axis=0).repeat(2, axis=1)
-    elif upscale == UPSCALE_TRANSPOSE:
-        spread = np.zeros((2 * src_rows, 2 * src_cols, data.shape[2]), np.int64)
-        spread[::2, ::2] = data
-        data = spread
-        valid = np.zeros((2 * src_rows, 2 * src_cols), bool)
-        valid[::2, ::2] = True
-    data, valid = data[:rows, :cols], valid[:rows, :cols]
+    coverage.hit("format", "IFM NHCWB16" if fm.layout == FORMAT_NHCWB16 else "IFM NHWC")
+    coverage.hit("ifm_precision", fm.type_name)
     total_rows = (out_h - 1) * k.stride_y + (k.height - 1) * k.dilation_y + 1
     total_cols = (out_w - 1) * k.stride_x + (k.width - 1) * k.dilation_x + 1
-    padded = np.zeros((total_rows, total_cols, data.shape[2]), np.int64)
-    padded[pad.top : pad.top + rows, pad.left : pad.left + cols] = data
     mask = np.zeros((total_rows, total_cols), bool)
-    mask[pad.top : pad.top + rows, pad.left : pad.left + cols] = valid if upscale == UPSCALE_TRANSPOSE else True
+    if upscale == UPSCALE_TRANSPOSE:
+        valid = np.zeros((2 * src_rows, 2 * src_cols), bool)
+        valid[::2, ::2] = True
+        mask[pad.top : pad.top + rows, pad.left : pad.left + cols] = valid[:rows, :cols]
+    else:
+        mask[pad.top : pad.top + rows, pad.left : pad.left + cols] = True
+    mask.flags.writeable = False
+    plan = ctx.fm_plan(fm, range(src_rows), range(src_cols), channels)
+    return Window(fm, plan, upscale, rows, cols, pad, mask)
+
+
+def read_window(ctx: Context, window: Window) -> tuple[np.ndarray, np.ndarray]:
+    """padded_ifm's values of `window` (prepare_window's) read now: (IFM minus zero point, int64,
+    with padding and upscaling applied; the window's mask). Without padding the values are
+    the samples read (possibly a view of them), else a new array."""
+    fm = window.fm
+    data = ctx.read_planned(fm, window.plan, "IFM read").astype(np.int64)  # a copy
+    if fm.zero_point:
+        data -= fm.zero_point
+    if window.upscale == UPSCALE_NEAREST:
+        data = data.repeat(2, axis=0).repeat(2, axis=1)
+    elif window.upscale == UPSCALE_TRANSPOSE:
+        spread = np.zeros((2 * data.shape[0], 2 * data.shape[1], data.shape[2]), np.int64)
+        spread[::2, ::2] = data
+        data = spread
+    data = data[: window.rows, : window.cols]
+    mask, pad = window.mask, window.pad
+    if mask.shape == data.shape[:2]:  # no padding
+        return data, mask
+    padded = np.zeros((*mask.shape, data.shape[2]), np.int64)
+    padded[pad.top : pad.top + window.rows, pad.left : pad.left + window.cols] = data
     return padded, mask
+
+
+def padded_ifm(
+    ctx: Context, fm: FeatureMap, channels: range, k: Kernel, pad: Padding, out_h: int, out_w: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(IFM minus zero point, int64, with padding and upscaling applied: shape
+    (rows, cols, C) covering every kernel tap of every OFM position; validity mask
+    (rows, cols) telling real samples from padding, read-only)."""
+    return read_window(ctx, prepare_window(ctx.coverage, ctx, fm, channels, k, pad, out_h, out_w))
 
 
 def taps(array: np.ndarray, k: Kernel, out_h: int, out_w: int):
@@ -122,6 +163,8 @@ def tap_sum(array: np.ndarray, k: Kernel, out_h: int, out_w: int) -> np.ndarray:
     """The sum of `array`'s views at every tap, int64 (out_h, out_w, *array.shape[2:])."""
     if k.height * k.width > MANY_TAPS:
         return windows(array, k, out_h, out_w).sum(axis=(-2, -1), dtype=np.int64)
+    if k.height * k.width == 1:
+        return next(taps(array, k, out_h, out_w))[2].astype(np.int64)
     result = np.zeros((out_h, out_w, *array.shape[2:]), np.int64)
     for _, _, view in taps(array, k, out_h, out_w):
         result += view
@@ -163,21 +206,55 @@ def depthwise_sums(x: np.ndarray, w: np.ndarray, k: Kernel, out_h: int, out_w: i
     return acc
 
 
+@dataclass(frozen=True)
+class Pool:
+    """A pooling operation as its registers give it (pool_values', prepared:
+    kiln.simulator.npu.prepared)."""
+
+    name: str
+    k: Kernel
+    pad: Padding
+    out_h: int
+    out_w: int
+    window: Window
+    bound: int | None  # |pooled value| at most, where the IFM's type tells (SUM, REDUCE_SUM)
+
+
+def prepare_pool(coverage, ctx: Context, name: str) -> Pool:
+    """pool_values' pooling `name`, its features recorded in `coverage`."""
+    regs = ctx.registers
+    coverage.hit("pooling", name)
+    out_h, out_w, depth = regs.ofm_shape()
+    k, pad = regs.kernel(), regs.padding()
+    record_kernel(coverage, k, pad)
+    ifm = regs.feature_map("IFM")
+    if name == "REDUCE_SUM" and depth != 1:
+        raise RegisterError(f"REDUCE_SUM sums over the IFM's channels into one OFM channel; OFM depth is {depth}")
+    channels = range(ifm.depth if name == "REDUCE_SUM" else depth)
+    window = prepare_window(coverage, ctx, ifm, channels, k, pad, out_h, out_w)
+    summed = k.height * k.width * (len(channels) if name == "REDUCE_SUM" else 1)
+    bound = sample_bound(ifm) * summed if name in ("SUM", "REDUCE_SUM") else None
+    return Pool(name, k, pad, out_h, out_w, window, bound)
+
+
+def sample_bound(fm: FeatureMap) -> int:
+    """The largest |sample - zero point| of `fm`'s type (padding, 0, included)."""
+    info = np.iinfo(fm.dtype)
+    return max(abs(int(info.min) - fm.zero_point), abs(int(info.max) - fm.zero_point))
+
+
 def pool_values(ctx: Context, name: str, average_divides: bool = False) -> np.ndarray:
     """The pooled IFM, int64 (out_h, out_w, C), zero point subtracted, before the OFM scale.
     name: MAX or MIN (over the real samples of the window), SUM (of the window), AVERAGE
     (the sum; with padding, or always if `average_divides` (Ethos-U85), divided by the count
     of real samples), REDUCE_SUM (over the window and all IFM channels, into one OFM channel)."""
-    regs = ctx.registers
-    ctx.coverage.hit("pooling", name)
-    out_h, out_w, depth = regs.ofm_shape()
-    k, pad = regs.kernel(), regs.padding()
-    record_kernel(ctx, k, pad)
-    ifm = regs.feature_map("IFM")
-    if name == "REDUCE_SUM" and depth != 1:
-        raise RegisterError(f"REDUCE_SUM sums over the IFM's channels into one OFM channel; OFM depth is {depth}")
-    channels = range(ifm.depth if name == "REDUCE_SUM" else depth)
-    x, valid = padded_ifm(ctx, ifm, channels, k, pad, out_h, out_w)
+    return pooled(ctx, prepare_pool(ctx.coverage, ctx, name), average_divides)
+
+
+def pooled(ctx: Context, pool: Pool, average_divides: bool = False) -> np.ndarray:
+    """pool_values of `pool` (prepare_pool's) on the IFM as it is now."""
+    name, k, pad, out_h, out_w = pool.name, pool.k, pool.pad, pool.out_h, pool.out_w
+    x, valid = read_window(ctx, pool.window)
     if name == "REDUCE_SUM":
         x = x.sum(axis=2, keepdims=True)
     if name in ("MAX", "MIN"):

@@ -55,13 +55,26 @@ class Context:
         key = (region & 7, direction)
         self.traffic[key] = self.traffic.get(key, 0) + int(size)
 
+    def fm_plan(self, fm: FeatureMap, ys, xs, channels) -> featuremap.Plan:
+        """Where the elements at rows ys, columns xs, channels `channels` of `fm` lie (a
+        function of the registers and the region's base alone)."""
+        return featuremap.plan(fm, self.region_base(fm.region), ys, xs, channels)
+
     def read_fm(self, fm: FeatureMap, ys, xs, channels, what: str = "IFM read") -> np.ndarray:
-        values = featuremap.read(self._view(fm.region, what, None), fm, self.region_base(fm.region), ys, xs, channels)
+        return self.read_planned(fm, self.fm_plan(fm, ys, xs, channels), what)
+
+    def read_planned(self, fm: FeatureMap, plan: featuremap.Plan, what: str) -> np.ndarray:
+        """The elements of `fm` where `plan` (fm_plan's) puts them, (H, W, C)."""
+        values = featuremap.read(self._view(fm.region, what, None), fm, plan)
         self.count(fm.region, "read", values.size * fm.elem_size)
         return values
 
     def write_fm(self, fm: FeatureMap, ys, xs, channels, values, what: str = "OFM write") -> None:
-        featuremap.write(self._view(fm.region, what, None), fm, self.region_base(fm.region), ys, xs, channels, values)
+        self.write_planned(fm, self.fm_plan(fm, ys, xs, channels), values, what)
+
+    def write_planned(self, fm: FeatureMap, plan: featuremap.Plan, values, what: str) -> None:
+        """Stores `values` (H, W, C) where `plan` (fm_plan's) puts the elements of `fm`."""
+        featuremap.write(self._view(fm.region, what, None), fm, plan, values)
         self.count(fm.region, "write", np.size(values) * fm.elem_size)
 
     def read_region(self, region: int, offset: int, length: int, what: str) -> bytes:

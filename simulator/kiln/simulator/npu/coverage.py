@@ -149,6 +149,11 @@ class Coverage:
             key = self._keys[(category, value)] = (self.prefix + category, value)
         self.counts[key] += 1
 
+    def hit_all(self, hits) -> None:
+        """hit() of each (category, value) of `hits`."""
+        for category, value in hits:
+            self.hit(category, value)
+
     def merge(self, other: Coverage) -> None:
         self.counts.update(other.counts)
 
@@ -168,6 +173,9 @@ class Uncounted(Coverage):
     coverage=False) skips the counting."""
 
     def hit(self, category: str, value: str) -> None:
+        pass
+
+    def hit_all(self, hits) -> None:
         pass
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.registers import ROUND_NATURAL, RegisterError
 
 
@@ -20,11 +19,11 @@ def shift_right(a: np.ndarray, b: np.ndarray, rounding: int) -> np.ndarray:
     return a >> amount
 
 
-def mode_name(ctx: Context, modes: dict[int, str], mode: int) -> str:
-    """The name of elementwise `mode` in `modes` (recorded in the coverage); a mode not in
-    it is reserved."""
+def mode_name(coverage, modes: dict[int, str], mode: int) -> str:
+    """The name of elementwise `mode` in `modes` (recorded in `coverage`: anything with the
+    hit() of kiln.simulator.npu.coverage.Coverage); a mode not in it is reserved."""
     name = modes.get(mode)
     if name is None:
         raise RegisterError(f"NPU_OP_ELEMENTWISE: reserved mode {mode}")
-    ctx.coverage.hit("elementwise", name)
+    coverage.hit("elementwise", name)
     return name

@@ -14,7 +14,12 @@ them, by their words and configuration), each operation with a frozen copy of th
 it ran with, and the cycle model after the whole stream. A later run of those words runs the
 operations alone (they read the memory as it is now), each with its frozen registers, whose
 typed views are computed once (Registers.frozen). Should an operation fault there, the
-estimate is worked out again up to that operation, as the first way would have left it."""
+estimate is worked out again up to that operation, as the first way would have left it.
+
+Each operation is also prepared once (kiln.simulator.npu.prepared: what its registers, the
+configuration and the region bases and sizes alone decide, worked out before it runs): a
+recorded stream keeps its operations prepared for the region bases and sizes of the last
+PREPARED_PLACES places it ran at, and a run elsewhere prepares them again."""
 
 from __future__ import annotations
 
@@ -35,10 +40,12 @@ from kiln.simulator.npu.cycles import CycleModel
 from kiln.simulator.npu.family import Family, family_of
 from kiln.simulator.npu.memory import MemoryFault
 from kiln.simulator.npu.pmu import beat_counters
+from kiln.simulator.npu.prepared import Run as PreparedRun
 from kiln.simulator.npu.registers import Registers
 
 REGIONS = 8
 RECORDED_STREAMS = 64  # streams remembered (the least recently run forgotten first)
+PREPARED_PLACES = 4  # per recorded stream, the (region bases, region sizes) its prepared operations are kept for
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,7 @@ class Run:
     family: Family
     ctx: Context  # registers, memory, regions, SHRAM, coverage, traffic
     cycles: CycleModel
-    operation: Callable[[Context, cmds.Command], None]  # the family's, or none (estimate)
+    prepare: Callable[[Context, cmds.Command], PreparedRun]  # the family's, or one that runs nothing (estimate)
     ops: int = 0  # NPU_OP_* commands run, STOP included
     index: int = 0  # word offset of the last NPU_OP_* command started (a fault's)
 
@@ -95,7 +102,7 @@ def start(basep, memory, config: NpuConfig, limits=None, coverage: bool = True) 
         Coverage(family.coverage) if coverage else Uncounted(family.coverage),
         limits=sizes,
     )
-    return Run(family, ctx, cycles, family.operation)
+    return Run(family, ctx, cycles, family.prepare)
 
 
 @functools.cache
@@ -114,21 +121,27 @@ def execute(run: Run, words, observe: Observer | None = None, recording: list | 
     """Runs the commands of `words` (uint32) until NPU_OP_STOP or their end; raises the first
     fault (CommandError, RegisterError, WeightStreamError, NotModelled, MemoryFault), the
     outputs of the commands before it written. `recording` (a list) gets each NPU_OP_*
-    command run, STOP included, with a frozen copy of the registers it ran with."""
-    registers, ctx, cycles, operation = run.ctx.registers, run.ctx, run.cycles, run.operation
+    command run, STOP included, with a frozen copy of the registers it ran with and the
+    operation prepared (None for STOP)."""
+    registers, ctx, cycles, prepare = run.ctx.registers, run.ctx, run.cycles, run.prepare
     for command in cmds.decode(words, run.family.commands):
         if not command.is_operation:
             registers.set(command)
             continue
         run.index = command.index
         run.ops += 1
-        if recording is not None:
-            recording.append((command, registers.frozen()))
         if command.name == "NPU_OP_STOP":
+            if recording is not None:
+                recording.append((command, registers.frozen(), None))
             ctx.coverage.hit("opcode", command.name)
             break
+        frozen = registers.frozen() if recording is not None else None
         added = cycles.account(command, registers)
-        operation(ctx, command)
+        ctx.coverage.hit("opcode", command.name)
+        operation = prepare(ctx, command)
+        if recording is not None:
+            recording.append((command, frozen, operation))
+        operation(ctx)
         if observe is not None:
             observe(command, added)
 
@@ -136,27 +149,50 @@ def execute(run: Run, words, observe: Observer | None = None, recording: list | 
 @dataclass(frozen=True)
 class _Recording:
     """A stream that ran to its end: its NPU_OP_* commands, each with the registers it ran
-    with (frozen), and its cycle model after the whole run (read, never fed again)."""
+    with (frozen), its cycle model after the whole run (read, never fed again), and its
+    operations prepared (None: not yet) by the (region bases, region sizes) they were prepared
+    for, the most recently used last."""
 
     operations: tuple[tuple[cmds.Command, Registers], ...]
     cycles: CycleModel
+    prepared: OrderedDict = field(default_factory=OrderedDict)
+
+    def prepared_at(self, place: tuple) -> list[PreparedRun | None]:
+        """The operations prepared for `place` (region bases, region sizes); kept for the last
+        PREPARED_PLACES places."""
+        operations = self.prepared.get(place)
+        if operations is None:
+            operations = self.prepared[place] = [None] * len(self.operations)
+            while len(self.prepared) > PREPARED_PLACES:
+                self.prepared.popitem(last=False)
+        self.prepared.move_to_end(place)
+        return operations
 
 
 _recordings: OrderedDict[tuple[bytes, NpuConfig], _Recording] = OrderedDict()
 
 
+def _place(ctx: Context) -> tuple:
+    """What a prepared operation depends on besides its registers and configuration."""
+    return ctx.basep, ctx.limits
+
+
 def _rerun(run: Run, recording: _Recording) -> None:
     """execute() of a recorded stream: its operations on the memory as it is now."""
-    ctx, operation = run.ctx, run.operation
+    ctx = run.ctx
+    prepared = recording.prepared_at(_place(ctx))
     try:
-        for command, registers in recording.operations:
+        for i, (command, registers) in enumerate(recording.operations):
             run.index = command.index
             run.ops += 1
             ctx.registers = registers
+            ctx.coverage.hit("opcode", command.name)
             if command.name == "NPU_OP_STOP":
-                ctx.coverage.hit("opcode", command.name)
                 break
-            operation(ctx, command)
+            operation = prepared[i]
+            if operation is None:
+                operation = prepared[i] = run.prepare(ctx, command)
+            operation(ctx)
     except BaseException:
         run.cycles = _estimate_through(run, recording)
         raise
@@ -187,7 +223,9 @@ def _run_remembered(run: Run, words: np.ndarray) -> None:
         return
     operations: list = []
     execute(run, words, recording=operations)
-    _recordings[key] = _Recording(tuple(operations), run.cycles)
+    recorded = _Recording(tuple((command, registers) for command, registers, _ in operations), run.cycles)
+    recorded.prepared_at(_place(run.ctx))[:] = [operation for _, _, operation in operations]
+    _recordings[key] = recorded
     while len(_recordings) > RECORDED_STREAMS:
         _recordings.popitem(last=False)
 
@@ -232,10 +270,15 @@ def estimate(stream, config: NpuConfig) -> CycleModel:
     """The cycle estimate of `stream` (uint32 words or bytes) read without running its
     operations (the registers alone set it), up to NPU_OP_STOP."""
     run = start((0,) * REGIONS, None, config)
-    run.operation = _skip
+    run.prepare = _skip
     execute(run, cmds.as_words(stream))
     return run.cycles
 
 
-def _skip(ctx: Context, command: cmds.Command) -> None:
-    """Runs nothing: estimate's operation."""
+def _skip(ctx: Context, command: cmds.Command) -> PreparedRun:
+    """An operation that runs nothing: estimate's."""
+    return _nothing
+
+
+def _nothing(ctx: Context) -> None:
+    """Runs nothing."""

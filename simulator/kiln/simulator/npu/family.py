@@ -18,6 +18,7 @@ from kiln.simulator.npu.config import PRODUCT_U55, PRODUCT_U65, PRODUCT_U85, Npu
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.coverage import U85 as U85_COVERAGE
 from kiln.simulator.npu.cycles import CycleModel
+from kiln.simulator.npu.prepared import Run
 from kiln.simulator.npu.registers import Registers
 from kiln.simulator.npu.u55 import operations as u55_operations
 from kiln.simulator.npu.u55.commands import U55_COMMANDS
@@ -36,13 +37,27 @@ class Family:
     name: str  # for messages, e.g. "Ethos-U55/U65"
     commands: CommandSet  # its opcodes
     registers: Callable[[], Registers]  # a fresh register file (every register 0, as after reset)
-    operation: Callable[[Context, Command], None]  # runs one NPU_OP_* command but STOP
+    prepare: Callable[[Context, Command], Run]  # one NPU_OP_* command but STOP, prepared (npu.prepared)
     cycle_model: Callable[[NpuConfig], CycleModel]  # a fresh estimate for one run
     coverage: str  # put before its runs' coverage categories (kiln.simulator.npu.coverage)
 
 
-U55 = Family("Ethos-U55/U65", U55_COMMANDS, U55Registers, u55_operations.operation, U55CycleModel, "")
-U85 = Family("Ethos-U85", U85_COMMANDS, U85Registers, u85_operations.operation, U85CycleModel, U85_COVERAGE)
+U55 = Family(
+    "Ethos-U55/U65",
+    U55_COMMANDS,
+    U55Registers,
+    u55_operations.prepare,
+    U55CycleModel,
+    "",
+)
+U85 = Family(
+    "Ethos-U85",
+    U85_COMMANDS,
+    U85Registers,
+    u85_operations.prepare,
+    U85CycleModel,
+    U85_COVERAGE,
+)
 FAMILIES = {PRODUCT_U55: U55, PRODUCT_U65: U55, PRODUCT_U85: U85}
 
 

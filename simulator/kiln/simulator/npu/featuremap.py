@@ -65,7 +65,7 @@ def _byte_index(address: np.ndarray, lo: int, elem_size: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     """Where an access's elements lie: the span [lo, lo + length) holding them (length 0: no
     element) and the offset from lo of each element's bytes, (H, W, C) for 1-byte elements
     and (H, W, C, size) for wider ones; None when the elements fill the span in order."""
@@ -74,12 +74,15 @@ class _Plan:
     lo: int
     length: int
     index: np.ndarray | None  # read-only
+    covers: bool = True  # every byte of the span is one of the elements': a write keeps none between them
 
 
 _plans = BoundedCache(PLAN_BYTES)
 
 
-def _plan(fm: FeatureMap, region_base: int, ys, xs, channels) -> _Plan:
+def plan(fm: FeatureMap, region_base: int, ys, xs, channels) -> Plan:
+    """Where the elements at rows ys, columns xs, channels `channels` (each a range or a 1-D
+    integer array) of `fm` lie, its region at bus address region_base."""
     key = (fm, region_base, *(_position_key(p) for p in (ys, xs, channels)))
     plan = _plans.get(key)
     if plan is not None:
@@ -87,16 +90,18 @@ def _plan(fm: FeatureMap, region_base: int, ys, xs, channels) -> _Plan:
     address = addresses(fm, region_base, ys, xs, channels)
     size = fm.elem_size
     if address.size == 0:
-        plan = _Plan(address.shape, 0, 0, None)
+        plan = Plan(address.shape, 0, 0, None)
     else:
         lo, length = _span(address, size)
         dense = length == address.size * size and np.array_equal(
             address.reshape(-1) - lo, np.arange(address.size, dtype=np.int64) * size
         )
         index = None if dense else (address - lo if size == 1 else _byte_index(address, lo, size))
+        covers = True
         if index is not None:
             index.flags.writeable = False
-        plan = _Plan(address.shape, lo, length, index)
+            covers = np.unique(index).size == length
+        plan = Plan(address.shape, lo, length, index, covers)
     _plans.put(key, plan, 256 + (0 if plan.index is None else plan.index.nbytes))
     return plan
 
@@ -107,10 +112,8 @@ def _position_key(positions) -> range | tuple[bytes]:
     return (np.asarray(positions, np.int64).tobytes(),)
 
 
-def read(memory, fm: FeatureMap, region_base: int, ys, xs, channels) -> np.ndarray:
-    """The elements at rows ys, columns xs, channels `channels` (each a range or a 1-D
-    integer array) as fm.dtype, (H, W, C)."""
-    plan = _plan(fm, region_base, ys, xs, channels)
+def read(memory, fm: FeatureMap, plan: Plan) -> np.ndarray:
+    """The elements of `fm` where `plan` (plan()'s) puts them, as fm.dtype, (H, W, C)."""
     if plan.length == 0:
         return np.zeros(plan.shape, fm.dtype)
     little = fm.stored_type
@@ -122,10 +125,9 @@ def read(memory, fm: FeatureMap, region_base: int, ys, xs, channels) -> np.ndarr
     return np.ascontiguousarray(raw[plan.index]).view(little)[..., 0].astype(fm.dtype)
 
 
-def write(memory, fm: FeatureMap, region_base: int, ys, xs, channels, values: np.ndarray) -> None:
-    """Stores values (H, W, C), already in fm.dtype's range, at the given positions;
-    bytes between the elements keep their contents."""
-    plan = _plan(fm, region_base, ys, xs, channels)
+def write(memory, fm: FeatureMap, plan: Plan, values: np.ndarray) -> None:
+    """Stores values (H, W, C), already in fm.dtype's range, where `plan` (plan()'s) puts the
+    elements of `fm`; bytes between the elements keep their contents."""
     if plan.length == 0:
         return
     data = np.ascontiguousarray(values.astype(fm.stored_type, copy=False)).view(np.uint8)
@@ -133,11 +135,14 @@ def write(memory, fm: FeatureMap, region_base: int, ys, xs, channels, values: np
         memory.write(plan.lo, data.reshape(plan.length))
         return
     lo, length = plan.lo, plan.length
-    try:
-        span = np.frombuffer(bytes(memory.read(lo, length)), np.uint8).copy()
-    except RegionFault:
-        raise
-    except MemoryFault:
-        raise MemoryFault(lo, length, "write") from None
+    if plan.covers:
+        span = np.empty(length, np.uint8)
+    else:
+        try:
+            span = np.frombuffer(bytes(memory.read(lo, length)), np.uint8).copy()
+        except RegionFault:
+            raise
+        except MemoryFault:
+            raise MemoryFault(lo, length, "write") from None
     span[plan.index] = data.reshape(plan.index.shape)
     memory.write(lo, span)

@@ -18,9 +18,14 @@ LUT16_STEP_BITS = 7  # 65536 inputs / 512 entries = 128 inputs per entry
 
 
 def scale_values(ctx: Context, values: np.ndarray, multiplier, shift) -> np.ndarray:
-    rounding = ctx.registers.rounding()
-    ctx.coverage.hit("rounding", _RESCALE_NAMES[rounding])
-    return rescale(values, multiplier, shift, rounding)
+    return rescale(values, multiplier, shift, output_rounding(ctx.coverage, ctx.registers))
+
+
+def output_rounding(coverage, registers) -> int:
+    """The rounding of the OFM's rescale (recorded in `coverage`, anything with Coverage's hit())."""
+    rounding = registers.rounding()
+    coverage.hit("rounding", _RESCALE_NAMES[rounding])
+    return rounding
 
 
 def interpolate16(values: np.ndarray, table: bytes) -> np.ndarray:

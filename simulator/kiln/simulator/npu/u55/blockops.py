@@ -123,7 +123,7 @@ def convolution(ctx: Context) -> None:
     regs = ctx.registers
     out_h, out_w, depth = regs.ofm_shape()
     k, pad = regs.kernel(), regs.padding()
-    record_kernel(ctx, k, pad)
+    record_kernel(ctx.coverage, k, pad)
     ctx.coverage.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
     ifm = regs.feature_map("IFM")
     x, _ = padded_ifm(ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
@@ -138,7 +138,7 @@ def depthwise(ctx: Context) -> None:
     regs = ctx.registers
     out_h, out_w, depth = regs.ofm_shape()
     k, pad = regs.kernel(), regs.padding()
-    record_kernel(ctx, k, pad)
+    record_kernel(ctx.coverage, k, pad)
     ifm = regs.feature_map("IFM")
     x, _ = padded_ifm(ctx, ifm, range(depth), k, pad, out_h, out_w)
     w = np.zeros((depth, k.height, k.width, 1), np.int64)

@@ -80,7 +80,7 @@ def _input_scaling(ctx: Context, a: np.ndarray, b: np.ndarray, bits: int):
 
 def elementwise(ctx: Context, mode: int) -> None:
     regs = ctx.registers
-    name = mode_name(ctx, MODES, mode)
+    name = mode_name(ctx.coverage, MODES, mode)
     shape = regs.ofm_shape()
     a = _read(ctx, "IFM", shape)
     bits = 8 * regs.feature_map("IFM").elem_size

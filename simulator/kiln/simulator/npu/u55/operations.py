@@ -1,18 +1,26 @@
-"""The Ethos-U55/U65's NPU_OP_* commands: which function runs each."""
+"""The Ethos-U55/U65's NPU_OP_* commands: which function runs each. They work everything out
+when they run: prepare (kiln.simulator.npu.prepared) defers the whole operation."""
 
 from __future__ import annotations
 
+import functools
+
 from kiln.simulator.npu.commands import Command
 from kiln.simulator.npu.context import Context
+from kiln.simulator.npu.prepared import Run
 from kiln.simulator.npu.u55.blockops import convolution, depthwise, pooling
 from kiln.simulator.npu.u55.dma import dma_start
 from kiln.simulator.npu.u55.elementwise import elementwise
 
 
+def prepare(ctx: Context, command: Command) -> Run:
+    """`command` (an NPU_OP_* other than STOP), to run with the registers of the Context it runs in."""
+    return functools.partial(operation, command=command)
+
+
 def operation(ctx: Context, command: Command) -> None:
     """Runs `command` (an NPU_OP_* other than STOP) with the registers and memory of `ctx`."""
     name = command.name
-    ctx.coverage.hit("opcode", name)
     if name == "NPU_OP_CONV":
         convolution(ctx)
     elif name == "NPU_OP_DEPTHWISE":

@@ -25,13 +25,14 @@ import numpy as np
 
 from kiln.errors import NotModelled, RegisterError, WeightStreamError
 from kiln.simulator.npu import blockops
-from kiln.simulator.npu.arithmetic import clamp
+from kiln.simulator.npu.arithmetic import clamp, rescale
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.memo import keeps
-from kiln.simulator.npu.output import scale_values
+from kiln.simulator.npu.output import output_rounding
+from kiln.simulator.npu.prepared import Hits, step
 from kiln.simulator.npu.u85 import registers as u85
 from kiln.simulator.npu.u85 import weights as u85_weights
-from kiln.simulator.npu.u85.output import store
+from kiln.simulator.npu.u85.output import prepare_store
 from kiln.simulator.npu.u85.weights import ORDER_BYTES
 from kiln.simulator.npu.weights import decode_stream, kept
 
@@ -40,11 +41,12 @@ WEIGHT_PREFIXES = ("WEIGHT", "WEIGHT1", "WEIGHT2", "WEIGHT3")
 _ACC_BITS = {u85.ACC_I32: 32, u85.ACC_I48: 48}
 
 
-def _accumulator(ctx: Context) -> tuple[int, int]:
-    """(accumulator bits, accumulator input); refuses what is not modelled."""
+def _accumulator(coverage, ctx: Context) -> tuple[int, int]:
+    """(accumulator bits, accumulator input), recorded in `coverage` (anything with Coverage's
+    hit()); refuses what is not modelled."""
     acc, source, output, _ = ctx.registers.acc_format()
-    ctx.coverage.hit("accumulator", f"{_ACC_BITS[acc]}-bit")
-    ctx.coverage.hit("acc_input", u85.ACC_INPUT_NAMES[source])
+    coverage.hit("accumulator", f"{_ACC_BITS[acc]}-bit")
+    coverage.hit("acc_input", u85.ACC_INPUT_NAMES[source])
     if source == u85.ACC_INPUT_KEEP:
         raise NotModelled("ACC_FORMAT: accumulator input KEEP is not modelled")
     if not output:
@@ -59,11 +61,18 @@ def _acc_from_ifm2(ctx: Context, shape: tuple[int, int, int]) -> np.ndarray:
     return ctx.read_fm(fm, range(h), range(w), range(c), "IFM2 read").astype(np.int64) - fm.zero_point
 
 
-def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) -> np.ndarray:
-    """The weights of this operation, gathered from every core's stream (or, in the fast
-    weight format, from the one stream interleaving them): a depthwise convolution's OHWI,
-    int64; a convolution's as blockops.tap_matrices. Kept (kiln.simulator.npu.weights.kept)
-    by the registers that order them and the bytes of the streams read."""
+@dataclass(frozen=True)
+class _Weights:
+    """Which weights an operation reads, as its registers give them (prepared:
+    kiln.simulator.npu.prepared)."""
+
+    order: _Order
+    fast: bool  # one fast-format stream, else a stream per core
+    shape: tuple[int, int, int, int]  # OHWI
+    depthwise: bool
+
+
+def _prepare_weights(hits, ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) -> _Weights:
     regs = ctx.registers
     fast, sparsity = regs.weight_format()
     config = ctx.config
@@ -74,8 +83,8 @@ def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) ->
         raise RegisterError(f"ACC_FORMAT: microblock {block[0]}x{block[1]} is not one of {config.target}'s") from None
     k = regs.kernel()
     ifm_bits = 8 * np.dtype(regs.ifm_dtype("IFM")[0]).itemsize
-    ctx.coverage.hit("cores", str(config.cores))
-    ctx.coverage.hit("weights", ("FWD" if fast else "SWD") + (" 2:4 sparse" if sparsity else ""))
+    hits.hit("cores", str(config.cores))
+    hits.hit("weights", ("FWD" if fast else "SWD") + (" 2:4 sparse" if sparsity else ""))
     order = _Order(
         *shape,
         regs.param("OFM_BLK_DEPTH_M1") + 1,
@@ -91,18 +100,24 @@ def _weights(ctx: Context, shape: tuple[int, int, int, int], depthwise: bool) ->
         config.cores,
         bool(sparsity),
     )
-    if fast:
-        if depthwise:
-            raise RegisterError("WEIGHT_FORMAT: a depthwise convolution has no fast-format weights")
-        raws = (_stream(ctx, 0),)
-    else:
-        raws = _core_streams(ctx, order)
+    if fast and depthwise:
+        raise RegisterError("WEIGHT_FORMAT: a depthwise convolution has no fast-format weights")
+    return _Weights(order, bool(fast), shape, depthwise)
+
+
+def _read_weights(ctx: Context, weights: _Weights) -> np.ndarray:
+    """The weights of this operation, gathered from every core's stream (or, in the fast
+    weight format, from the one stream interleaving them): a depthwise convolution's OHWI,
+    int64; a convolution's as blockops.tap_matrices. Kept (kiln.simulator.npu.weights.kept)
+    by the registers that order them and the bytes of the streams read."""
+    order = weights.order
+    raws = (_stream(ctx, 0),) if weights.fast else _core_streams(ctx, order)
 
     def ohwi() -> np.ndarray:
-        weights = _gathered(order, bool(fast), raws).reshape(shape)
-        return weights if depthwise else blockops.tap_matrices(weights)
+        gathered = _gathered(order, weights.fast, raws).reshape(weights.shape)
+        return gathered if weights.depthwise else blockops.tap_matrices(gathered)
 
-    return kept(("U85", order, bool(fast), *raws), ohwi)
+    return kept(("U85", order, weights.fast, *raws), ohwi)
 
 
 @dataclass(frozen=True)
@@ -210,96 +225,186 @@ def _per_channel(ctx: Context, depth: int, acc48: bool):
         max(regs.address("SCALE_LENGTH"), depth * u85_weights.SCALE_RECORD_BYTES),
         "scale read",
     )
-    return u85_weights.decode_scales(raw, depth, acc48)
+    return u85_weights.kept_scales(raw, depth, acc48)
 
 
-def _finish(ctx: Context, acc: np.ndarray, bits: int, source: int) -> None:
-    """Accumulator input, bias (per-channel scaling: the scale stream's), saturation to the
-    accumulator's bits, scaling and store."""
+class _Finish:
+    """The end of a convolution or pooling, prepared (kiln.simulator.npu.prepared) for an
+    accumulator of `shape`: a callable (ctx, acc) adding the accumulator input and the bias
+    (per-channel scaling: the scale stream's), saturating to the accumulator's bits, scaling
+    and storing."""
+
+    def __init__(self, ctx: Context, shape: tuple[int, ...], bits: int, source: int, bound: int | None = None):
+        regs = ctx.registers
+        self.bits, self.source = bits, source
+        self.per_channel = not regs.global_scale()
+        # |acc| at most, `bound` where nothing is added to it; within the accumulator's bits the
+        # saturation to them changes nothing
+        self.bound = bound if source == u85.ACC_INPUT_RESET and not self.per_channel else None
+        self.saturates = self.bound is None or self.bound >= 1 << (bits - 1)
+        self.scaling = Hits()
+        self.scaling.hit("ofm_scaling", "per-channel" if self.per_channel else "global")
+        self.scale = None if self.per_channel else regs.ofm_scale()
+        self.rounding_step, self.rounding = step(_prepare_rounding, ctx)
+        self.store = prepare_store(ctx, shape)
+
+    def __call__(self, ctx: Context, acc: np.ndarray) -> None:
+        if self.source == u85.ACC_INPUT_IFM2:
+            acc = acc + _acc_from_ifm2(ctx, acc.shape)
+        ctx.coverage.hit_all(self.scaling)
+        if self.per_channel:
+            bias, multiplier, shift = _per_channel(ctx, acc.shape[2], self.bits == 48)
+            acc = acc + bias
+        else:
+            multiplier, shift = self.scale
+        if self.saturates:
+            acc = clamp(acc, -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1)
+        self.rounding_step.enter(ctx.coverage)
+        self.store(ctx, rescale(acc, multiplier, shift, self.rounding, self.bound))
+
+
+def _prepare_rounding(hits, ctx: Context) -> int:
+    return output_rounding(hits, ctx.registers)
+
+
+def prepare_convolution(ctx: Context, param: int):
+    """NPU_OP_CONV prepared with the registers of `ctx` (kiln.simulator.npu.prepared): a
+    callable run(ctx)."""
+    return _Matmul(ctx) if param & 1 else _Mac(ctx, depthwise=False)
+
+
+def prepare_depthwise(ctx: Context):
+    """NPU_OP_DEPTHWISE prepared with the registers of `ctx`: a callable run(ctx)."""
+    return _Mac(ctx, depthwise=True)
+
+
+def _prepare_matmul(hits, ctx: Context):
+    """_Matmul's registers: (accumulator bits, input, OFM shape, kernel, IFM window, IFM2 and
+    the plan of its read); refuses what is not modelled."""
     regs = ctx.registers
-    depth = acc.shape[2]
-    if source == u85.ACC_INPUT_IFM2:
-        acc = acc + _acc_from_ifm2(ctx, acc.shape)
-    if regs.global_scale():
-        ctx.coverage.hit("ofm_scaling", "global")
-        multiplier, shift = regs.ofm_scale()
-    else:
-        ctx.coverage.hit("ofm_scaling", "per-channel")
-        bias, multiplier, shift = _per_channel(ctx, depth, bits == 48)
-        acc = acc + bias
-    acc = clamp(acc, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    store(ctx, scale_values(ctx, acc, multiplier, shift))
-
-
-def convolution(ctx: Context, param: int) -> None:
-    if param & 1:
-        _ifm2_weights(ctx)
-    else:
-        _mac(ctx, depthwise=False)
-
-
-def _ifm2_weights(ctx: Context) -> None:
-    """NPU_OP_CONV with weights_ifm2 (Vela's MATMUL): a 1x1 convolution whose weights are
-    IFM2, one row of OFM-depth columns of IFM-depth channels (weight [o, i] at IFM2 column o,
-    channel i, zero point subtracted), globally scaled, no bias."""
-    regs = ctx.registers
-    bits, source = _accumulator(ctx)
+    bits, source = _accumulator(hits, ctx)
     if source != u85.ACC_INPUT_RESET or not regs.global_scale():
         raise NotModelled("NPU_OP_CONV: weights from IFM2 with an accumulator input or per-channel scaling")
     out_h, out_w, depth = regs.ofm_shape()
     k, pad = regs.kernel(), regs.padding()
     if (k.width, k.height) != (1, 1):
         raise NotModelled(f"NPU_OP_CONV: weights from IFM2 with a {k.width}x{k.height} kernel are not modelled")
-    blockops.record_kernel(ctx, k, pad)
-    ctx.coverage.hit("weights", "IFM2")
+    blockops.record_kernel(hits, k, pad)
+    hits.hit("weights", "IFM2")
     _require_memory(ctx, "IFM")
     _require_memory(ctx, "IFM2")
     ifm, ifm2 = regs.feature_map("IFM"), regs.feature_map("IFM2")
-    x, _ = blockops.padded_ifm(ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
-    w = ctx.read_fm(ifm2, range(1), range(depth), range(ifm.depth), "IFM2 read").astype(np.int64)
-    w = (w[0] - ifm2.zero_point)[:, None, None, :]
-    _finish(ctx, blockops.convolution_sums(x, blockops.tap_matrices(w), k, out_h, out_w), bits, source)
+    window = blockops.prepare_window(hits, ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
+    plan = ctx.fm_plan(ifm2, range(1), range(depth), range(ifm.depth))
+    return bits, source, (out_h, out_w, depth), k, window, ifm2, plan
 
 
-def depthwise(ctx: Context) -> None:
-    _mac(ctx, depthwise=True)
+class _Matmul:
+    """NPU_OP_CONV with weights_ifm2 (Vela's MATMUL) prepared: a 1x1 convolution whose weights
+    are IFM2, one row of OFM-depth columns of IFM-depth channels (weight [o, i] at IFM2 column
+    o, channel i, zero point subtracted), globally scaled, no bias."""
+
+    def __init__(self, ctx: Context):
+        self.start, started = step(_prepare_matmul, ctx)
+        if started is not None:
+            bits, source, self.shape, self.k, self.window, self.ifm2, self.plan = started
+            self.finish = _Finish(ctx, self.shape, bits, source)
+
+    def __call__(self, ctx: Context) -> None:
+        self.start.enter(ctx.coverage)
+        x, _ = blockops.read_window(ctx, self.window)
+        ifm2 = self.ifm2
+        w = ctx.read_planned(ifm2, self.plan, "IFM2 read").astype(np.int64)
+        w = (w[0] - ifm2.zero_point)[:, None, None, :]
+        out_h, out_w, _ = self.shape
+        self.finish(ctx, blockops.convolution_sums(x, blockops.tap_matrices(w), self.k, out_h, out_w))
 
 
-def _mac(ctx: Context, depthwise: bool) -> None:
+def _prepare_mac(hits, ctx: Context, depthwise: bool):
+    """_Mac's registers: (accumulator bits, input, OFM shape, kernel, IFM window); refuses what
+    is not modelled."""
     regs = ctx.registers
-    bits, source = _accumulator(ctx)
+    bits, source = _accumulator(hits, ctx)
     out_h, out_w, depth = regs.ofm_shape()
     k, pad = regs.kernel(), regs.padding()
-    blockops.record_kernel(ctx, k, pad)
+    blockops.record_kernel(hits, k, pad)
     ifm = regs.feature_map("IFM")
     _require_memory(ctx, "IFM")
-    if depthwise:
-        x, _ = blockops.padded_ifm(ctx, ifm, range(depth), k, pad, out_h, out_w)
-        w = _weights(ctx, (depth, k.height, k.width, 1), True)
-        acc = blockops.depthwise_sums(x, w, k, out_h, out_w)
-    else:
-        ctx.coverage.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
-        x, _ = blockops.padded_ifm(ctx, ifm, range(ifm.depth), k, pad, out_h, out_w)
-        w = _weights(ctx, (depth, k.height, k.width, ifm.depth), False)
-        acc = blockops.convolution_sums(x, w, k, out_h, out_w)
-    _finish(ctx, acc, bits, source)
+    if not depthwise:
+        hits.hit("kernel", "part-kernel-first" if k.part_kernel_first else "depth-first")
+    channels = range(depth) if depthwise else range(ifm.depth)
+    window = blockops.prepare_window(hits, ctx, ifm, channels, k, pad, out_h, out_w)
+    return bits, source, (out_h, out_w, depth), k, window, ifm.depth
 
 
-def pooling(ctx: Context, mode: int) -> None:
+class _Mac:
+    """NPU_OP_CONV (weights from the weight streams) or NPU_OP_DEPTHWISE prepared."""
+
+    def __init__(self, ctx: Context, depthwise: bool):
+        self.depthwise = depthwise
+        self.start, started = step(_prepare_mac, ctx, depthwise)
+        if started is None:
+            return
+        bits, source, self.shape, self.k, self.window, ifm_depth = started
+        depth = self.shape[2]
+        shape = (depth, self.k.height, self.k.width, 1 if depthwise else ifm_depth)
+        self.weights_step, self.weights = step(_prepare_weights, ctx, shape, depthwise)
+        self.finish = _Finish(ctx, self.shape, bits, source)
+
+    def __call__(self, ctx: Context) -> None:
+        self.start.enter(ctx.coverage)
+        x, _ = blockops.read_window(ctx, self.window)
+        self.weights_step.enter(ctx.coverage)
+        w = _read_weights(ctx, self.weights)
+        out_h, out_w, _ = self.shape
+        sums = blockops.depthwise_sums if self.depthwise else blockops.convolution_sums
+        self.finish(ctx, sums(x, w, self.k, out_h, out_w))
+
+
+def prepare_pooling(ctx: Context, mode: int) -> _Pooling:
+    """NPU_OP_POOL of `mode` prepared with the registers of `ctx` (kiln.simulator.npu.prepared):
+    a callable run(ctx)."""
+    return _Pooling(ctx, mode)
+
+
+def _prepare_pool_start(hits, ctx: Context, mode: int) -> tuple[str, int, int]:
+    """(the mode's name, accumulator bits, accumulator input); refuses a reserved mode and what
+    is not modelled."""
     name = POOL_NAMES.get(mode)
     if name is None:
         raise RegisterError(f"NPU_OP_POOL: reserved pooling mode {mode}")
-    bits, source = _accumulator(ctx)
-    if name.startswith("ARGMAX"):
+    bits, source = _accumulator(hits, ctx)
+    if name != "NONE":
         _require_memory(ctx, "IFM")
-        acc = _argmax(ctx, name)
-    elif name == "NONE":
-        ctx.coverage.hit("pooling", name)
-        acc = np.zeros(ctx.registers.ofm_shape(), np.int64)
-    else:
-        _require_memory(ctx, "IFM")
-        acc = blockops.pool_values(ctx, name, average_divides=True)
-    _finish(ctx, acc, bits, source)
+    return name, bits, source
+
+
+class _Pooling:
+    """One NPU_OP_POOL prepared: SUM, AVERAGE, REDUCE_SUM, MAX and MIN with their window and
+    output stage worked out; ARGMAX_X/Y and NONE work theirs out when they run."""
+
+    def __init__(self, ctx: Context, mode: int):
+        self.start, started = step(_prepare_pool_start, ctx, mode)
+        if started is None:
+            return
+        self.name, bits, source = started
+        pools = self.name != "NONE" and not self.name.startswith("ARGMAX")
+        self.pool_step, self.pool = step(blockops.prepare_pool, ctx, self.name) if pools else (None, None)
+        self.shape = ctx.registers.ofm_shape()
+        self.finish = _Finish(ctx, self.shape, bits, source, self.pool.bound if self.pool is not None else None)
+
+    def __call__(self, ctx: Context) -> None:
+        self.start.enter(ctx.coverage)
+        name = self.name
+        if self.pool_step is not None:
+            self.pool_step.enter(ctx.coverage)
+            acc = blockops.pooled(ctx, self.pool, average_divides=True)
+        elif name == "NONE":
+            ctx.coverage.hit("pooling", name)
+            acc = np.zeros(self.shape, np.int64)
+        else:
+            acc = _argmax(ctx, name)
+        self.finish(ctx, acc)
 
 
 def _require_memory(ctx: Context, prefix: str) -> None:

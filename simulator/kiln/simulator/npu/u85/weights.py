@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import WeightStreamError
-from kiln.simulator.npu.memo import keeps
+from kiln.simulator.npu.memo import BoundedCache, keeps
 
 SCALE_RECORD_BYTES = 10
 INTERLEAVE = 4  # OFM channels per core in turn
@@ -171,6 +171,24 @@ def _tap(
     i = ifm[:, None, :]
     flat = ((o * kernel_h + y) * kernel_w + x) * ifm_depth + i
     return np.where((o < ofm_depth) & (i < ifm_depth), flat, -1).reshape(-1)
+
+
+SCALE_BYTES = 64 << 20  # bytes of decoded scale streams kept (their records and int64 values)
+_scales = BoundedCache(SCALE_BYTES)
+
+
+def kept_scales(raw: bytes, channels: int, acc48: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """decode_scales(raw, channels, acc48), read-only, kept by its arguments (SCALE_BYTES of them):
+    an operation run again on the same scale stream decodes nothing. Errors pass through and keep
+    nothing."""
+    key = (raw, channels, acc48)
+    scales = _scales.get(key)
+    if scales is None:
+        scales = decode_scales(raw, channels, acc48)
+        for values in scales:
+            values.flags.writeable = False
+        _scales.put(key, scales, len(raw) + sum(values.nbytes for values in scales))
+    return scales
 
 
 def decode_scales(raw: bytes, channels: int, acc48: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
