@@ -43,6 +43,7 @@ from kiln.frontend import (
     contraction,  # noqa: F401 (registers einsum's and repeat_interleave's)
     decompose,
     higher_order,
+    indexing,  # noqa: F401 (registers index's and index_put's)
     norms,  # noqa: F401 (registers the normalisations')
     permutes,
     spatial,  # noqa: F401 (registers the convolutions' and pools')
