@@ -23,6 +23,8 @@ from kiln.pte.writer import without_reference_data
 from kiln.spec import CompileSpec
 from tests.fixtures import tied_lm
 
+from .test_pte import et_tool, needs_executorch
+
 TARGET = "ethos-u85-256"
 # Beyond the weights and the cache, the program holds Vela's command stream (2 % here), its per-output
 # channel scales and biases, the rotary tables and the .pte's own tables: 2.7 % measured; against the
@@ -84,6 +86,19 @@ def test_the_table_is_stored_once_as_pt2e_quantizes_it_per_tensor(tied):
     weights = ethosu_payload.decode(f.delegate_payload(delegate)).weight_data
     assert weights.count(table) == 1
     assert len(weights) - len(table) < len(table) // 2, len(weights)
+
+
+@pytest.mark.executorch
+@needs_executorch
+def test_executorch_reads_the_program(tied, tmp_path):
+    """ExecuTorch 1.5.1's deserializer (tests/tools/et_dump.py) reads decode's plan and its one
+    EthosUBackend delegate."""
+    _, _, result = tied
+    path = tmp_path / "tied_lm.pte"
+    path.write_bytes(result.pte)
+    plans = et_tool("et_dump.py", path)["restored"]["execution_plan"]
+    (decode,) = [p for p in plans if p["name"] == "decode"]
+    assert [d["id"] for d in decode["delegates"]] == ["EthosUBackend"]
 
 
 def test_tied_head_weights_keeps_the_heads_own_copy_and_is_faster_by_velas_total(tied):
