@@ -647,6 +647,8 @@ def _sweep(args) -> int:
         progress=None if args.quiet else sys.stderr,
     )
     print(result.summary)
+    cached = len(result.ordered) + len(result.profiled) - len(result.computed)
+    print(f"computed {len(result.computed)} point(s), read {cached} from the cache in {Cache(args.cache).directory}")
     print(f"table: {result.files['csv']}, {result.files['json']}; report: {result.files['html']}")
     return 1 if result.budget is not None and result.budget[0] is None else 0
 

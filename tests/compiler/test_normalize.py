@@ -76,6 +76,19 @@ def _put(x, index, values):
     return x
 
 
+def _complex_rotary():
+    angles = torch.outer(torch.arange(10).float(), 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8)))
+    module = Fn(
+        lambda s, x: (
+            torch.view_as_real(torch.view_as_complex(x.float().reshape(2, 6, 4, 2)) * s.freqs_cis[:6].view(1, 6, 4))
+            .flatten(2)
+            .type_as(x)
+        )
+    )
+    module.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles), persistent=False)
+    return module
+
+
 def _put_at(x, indices, values):
     x = x * 1.0
     x[indices] = values
@@ -317,6 +330,20 @@ DECOMPOSITIONS = {
         lambda: Fn(lambda s, x, y: x[torch.arange(2)[:, None], _runtime(y, 1, 6)[None, :]] * 3),
         [X3, X3],
     ),
+    # complex values as their view_as_real form (kiln.frontend.complex): Meta's rotary embeddings (pairs as
+    # complex numbers times a polar buffer sliced to the sequence), torch.complex and polar of run-time
+    # parts, a complex value scaled by a real one and sums
+    "complex_rotary": (lambda: _complex_rotary(), [X3]),
+    "complex_from_parts": (
+        lambda: Fn(
+            lambda s, x, y: torch.view_as_real(torch.complex(x, y) * torch.complex(y, x) * y - torch.complex(x, x))
+        ),
+        [X3, X3],
+    ),
+    "complex_polar_runtime": (
+        lambda: Fn(lambda s, x, y: torch.view_as_real(torch.polar(x.abs(), y) + torch.polar(y.abs(), x)).sum(-1)),
+        [X3, X3],
+    ),
     "roll": (lambda: Fn(lambda s, x: torch.roll(x, 3, -1)), [X3]),
     "roll_two_dims_negative": (lambda: Fn(lambda s, x: torch.roll(x, (-1, 10), (1, 2))), [X3]),
     "roll_flat": (lambda: Fn(lambda s, x: torch.roll(x, 5)), [X3]),
@@ -531,6 +558,10 @@ def test_a_mask_built_by_slice_assignment_is_folded_into_a_constant():
             "kiln cannot put an update through aten.diagonal back into mul",
         ),
         (lambda s, x: F.dropout(x, 0.5, training=True), "(aten.dropout): dropout in training mode"),
+        (
+            lambda s, x: torch.complex(x, x * 2).abs(),
+            "(aten.abs) computes with complex tensors; kiln computes view_as_complex, view_as_real, views",
+        ),
     ],
 )
 def test_what_kiln_cannot_normalise_is_a_model_error_naming_node_and_op(fn, message):
