@@ -87,6 +87,7 @@ def _compile(args) -> int:
         quantize=not args.no_quantize,
         delegate=not args.no_delegate,
         io=args.io,
+        tied_head=args.tied_head,
         activation_bits=args.activation_bits,
         int16=_int16_regions(args),
         exclusions=Exclusions(tuple(args.exclude_op), tuple(args.exclude_module), tuple(args.exclude_node)),
@@ -696,6 +697,8 @@ def _sweep_parser(command) -> None:
 
 def _parser(script: str | None) -> argparse.ArgumentParser:
     """kiln's parser; with `script`, every usage line and message names it instead of `kiln`."""
+    from kiln.spec import TIED_HEADS
+
     parser = argparse.ArgumentParser(
         prog=script or "kiln", formatter_class=_Formatter, allow_abbrev=False,
         description="Bake PyTorch models into Cortex-M + Ethos-U firmware: compile a model to an ExecuTorch "
@@ -742,6 +745,14 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     co.add_argument("--no-quantize", action="store_true", help="keep the model in float (it then runs on the CPU)")
     co.add_argument("--no-delegate", action="store_true", help="run everything on the CPU")
     co.add_argument("--io", choices=("float", "int8"), default="float", help="the program's input and output type")
+    co.add_argument(
+        "--tied-head",
+        choices=TIED_HEADS,
+        default=TIED_HEADS[0],
+        help="a head tied to its embedding: table (default), the table stored once and read by the head as a "
+        "MATMUL on the Ethos-U85 (the smaller program); weights, the head's own per-channel copy as Vela's encoded "
+        "weights (fewer of Vela's total cycles)",
+    )
     co.add_argument(
         "--activation-bits",
         type=int,

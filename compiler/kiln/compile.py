@@ -215,6 +215,7 @@ def _compile_module(
                 QuantizationScheme(spec.activation_bits),
                 int16=spec.int16,
                 int16_ops=choice.reasons() if choice else None,
+                tie=spec.tie_tables,
                 **ranged,
             )
             with _quantizing(loaded.name):
@@ -336,14 +337,16 @@ def choose_int16(
     at 8 and at 16 bits (for autoprecision.refusal) by kiln.partition's rules."""
     fixed_regions = dataclasses.replace(spec.int16, auto=None)
     with _quantizing(name):
-        prepared = calibrate(copy.deepcopy(module), samples, EthosUQuantizer(int16=fixed_regions, **ranged))
+        quantizer = EthosUQuantizer(int16=fixed_regions, tie=spec.tie_tables, **ranged)
+        prepared = calibrate(copy.deepcopy(module), samples, quantizer)
         npu8 = _npu_ops(convert_pt2e(copy.deepcopy(prepared)), spec, target, lifted)
         eight = convert_pt2e(prepared, fold_quantize=False)  # its constants' rounding switched too
 
     @functools.cache
     def npu16() -> set[str]:  # asked for only where some value needs 16 bits
         with _quantizing(name):
-            sixteen = quantize(copy.deepcopy(module), samples, EthosUQuantizer(QuantizationScheme(16), **ranged))
+            wide = EthosUQuantizer(QuantizationScheme(16), tie=spec.tie_tables, **ranged)
+            sixteen = quantize(copy.deepcopy(module), samples, wide)
         return _npu_ops(sixteen, spec, target, lifted)
 
     state_inputs = {state.input_name(b.name): b.name for b in lifted}

@@ -19,6 +19,11 @@ from kiln.errors import UsageError
 from kiln.paths import vela_ini
 
 IO_KINDS = ("float", "int8")
+# How a linear tied to a gather's table (an LM head tied to its embedding) is stored: "table", the
+# table once, quantized at one scale, which the head reads as a MATMUL operand on the Ethos-U85
+# (the smaller program); "weights", the head's own copy of it, per channel, as Vela's encoded
+# weights (another table's bytes in the program; fewer of Vela's total cycles, as DRAM waits go).
+TIED_HEADS = ("table", "weights")
 
 
 @cache
@@ -128,10 +133,16 @@ class CompileSpec:
     quantize: bool = True
     delegate: bool = True
     io: str = "float"  # "float": quantize/dequantize at the program's edges; "int8": none
+    tied_head: str = "table"  # one of TIED_HEADS
     activation_bits: int = 8
     int16: Int16Regions = Int16Regions()  # parts at 16 bits where activation_bits is 8
     exclusions: Exclusions = Exclusions()
     intermediates: Path | None = None  # where to keep TOSA, Vela output and graphs
+
+    @property
+    def tie_tables(self) -> bool:
+        """Whether a table a linear and a gather both read is quantized once for both (tied_head "table")."""
+        return self.tied_head == "table"
 
     def resolved(self, target: boards.Target | None = None) -> CompileSpec:
         """This spec with defaults filled in and every choice checked against the target: `target`
@@ -150,6 +161,8 @@ class CompileSpec:
             )
         if self.io not in IO_KINDS:
             raise UsageError(f"--io must be one of {', '.join(IO_KINDS)}, not {self.io!r}")
+        if self.tied_head not in TIED_HEADS:
+            raise UsageError(f"--tied-head must be one of {', '.join(TIED_HEADS)}, not {self.tied_head!r}")
         if self.io == "int8" and not self.quantize:
             raise UsageError("--io int8 needs quantization; drop --no-quantize")
         QuantizationScheme(self.activation_bits)  # raises UsageError for an unsupported precision

@@ -113,6 +113,10 @@ CASES = {
         ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--io", "int4"],
         "argument --io: invalid choice: 'int4'",
     ),
+    "compile: bad --tied-head": (
+        ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--tied-head", "twice"],
+        "argument --tied-head: invalid choice: 'twice'",
+    ),
     "compile: bad --activation-bits": (
         ["compile", "tiny_cnn", "--target", "ethos-u55-128", "--output", "O", "--activation-bits", "12"],
         "argument --activation-bits: invalid choice",

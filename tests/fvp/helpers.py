@@ -18,9 +18,10 @@ from tests.helpers import locked
 
 
 def compiled(work: Path, model: str, target="ethos-u55-128", **spec) -> Path:
-    """kiln compile's .pte and report (as the CLI writes them) for `model`, once per test run in
-    its `work` folder (tests/fvp/conftest.py). Shared with other tests: read it, never change it."""
-    name = "-".join([model, target, *(f"{k}={v}" for k, v in sorted(spec.items()))])
+    """kiln compile's .pte and report (as the CLI writes them) for `model` (a zoo name or a model
+    file), once per test run in its `work` folder (tests/fvp/conftest.py). Shared with other tests:
+    read it, never change it."""
+    name = "-".join([Path(model).stem, target, *(f"{k}={v}" for k, v in sorted(spec.items()))])
     path = work / f"{name}.pte"
     with locked(path):
         if not path.exists():

@@ -5,12 +5,14 @@ logits must equal `kiln generate`'s on the host bit for bit (run-host: tosa_refe
 numpy kernels, independent of the firmware), and every op of both methods runs on the NPU but
 for what the report names as only the CPU's: index checks, conversions at the program's edges
 and int64 index arithmetic. The generation app keeps under 4 KiB of RAM beyond the program's planned
-buffers, read from its ELF."""
+buffers, read from its ELF. A model whose head is tied to its embedding (tests/fixtures/tied_lm.py),
+whose head reads the GATHER's table as a MATMUL operand, generates as the host does too."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from kiln.reference import generate
 
 from .helpers import compiled
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.fvp
 TARGET = "ethos-u85-256"
 PROMPT = b"A class definition "
@@ -50,6 +53,12 @@ def tinylm(work, builder):
     return path, builder(path, TARGET, "--generate")
 
 
+@pytest.fixture(scope="module")
+def tied_lm(work, builder):
+    path = compiled(work, str(ROOT / "tests" / "fixtures" / "tied_lm.py"), TARGET)
+    return path, builder(path, TARGET, "--generate")
+
+
 def test_every_op_of_both_methods_runs_on_the_npu_but_what_only_the_cpu_does(tinylm):
     path, _ = tinylm
     report = json.loads(path.with_suffix(".json").read_text())
@@ -64,8 +73,9 @@ def test_every_op_of_both_methods_runs_on_the_npu_but_what_only_the_cpu_does(tin
     assert report["state"]["bytes"] == 8 * 2 * 128 * 32  # 4 layers' int8 keys and values, 2 heads of 32, 128 rows
 
 
-def test_the_firmware_generates_kiln_generates_tokens_and_logits_bit_for_bit(tinylm, tmp_path):
-    path, elf = tinylm
+def generates_as_the_host(path, elf, tmp_path) -> flow.Generated:
+    """The generation app `elf` of program `path` on the virtual platform: its tokens and every
+    step's logits equal `kiln generate`'s bit for bit, prefill first, one NPU stream a step."""
     done = flow.generate(elf, TARGET, PROMPT, TOKENS, path, tmp_path)
     assert done.complete, done.log
     host = generate.generate(path.read_bytes(), PROMPT, TOKENS)
@@ -76,7 +86,11 @@ def test_the_firmware_generates_kiln_generates_tokens_and_logits_bit_for_bit(tin
     for got, want in zip(done.logits, host):
         assert got.dtype == want.logits.dtype and np.array_equal(got, want.logits)
     assert all(t.npu_cycles > 0 and t.streams == 1 for t in done.tokens)
-    text = bytes(done.token_ids)
+    return done
+
+
+def test_the_firmware_generates_kiln_generates_tokens_and_logits_bit_for_bit(tinylm, tmp_path):
+    text = bytes(generates_as_the_host(*tinylm, tmp_path).token_ids)
     assert text.isascii() and b" " in text  # words of the training text, not noise
 
 
@@ -102,3 +116,7 @@ def test_the_app_keeps_under_4_kib_of_ram_beyond_the_planned_buffers(tinylm):
     assert planned[2] == 8 * 2 * 128 * 32 and len(scratch) == 2  # the cache; Dedicated_Sram's two scratches
     ram = sum(sections.values()) - sections[".stack"] - sum(planned.values()) - sum(scratch)
     assert 0 < ram < RAM_BUDGET, sections
+
+
+def test_a_head_tied_to_its_embedding_generates_as_the_host_bit_for_bit(tied_lm, tmp_path):
+    generates_as_the_host(*tied_lm, tmp_path)

@@ -3,7 +3,9 @@
 The scheme is the one TOSA's INT profile and the Ethos-U run natively:
 - activations: int8, asymmetric, per tensor (int16 symmetric as an option, for the whole
   model or for the ops kiln.frontend.precision chooses);
-- weights: int8, symmetric (zero point 0, range -127..127), per output channel;
+- weights: int8, symmetric (zero point 0, range -127..127), per output channel; a table that a
+  linear's weight and a gather both read (an embedding tied to the head) at one scale for the
+  whole table, so both read the same integers, which the program then holds once;
 - bias: int32, zero point 0, scale = input scale x weight scale per channel.
 
 Each operator falls in one class (its row of kiln.vocabulary), which decides how it is annotated:
@@ -32,7 +34,7 @@ from collections.abc import Iterable
 
 import torch
 from torch.fx import GraphModule, Node
-from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinMaxObserver
+from torchao.quantization.pt2e.observer import HistogramObserver, MinMaxObserver, PerChannelMinMaxObserver
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import (
     DerivedQuantizationSpec,
@@ -46,7 +48,7 @@ from torchao.quantization.pt2e.quantizer import (
 from kiln.frontend import histogram, normalize, precision
 from kiln.frontend.attention import MASKED_BELOW
 from kiln.spec import Int16Regions, QuantizationScheme
-from kiln.vocabulary import FUSIBLE_ACTIVATIONS, FUSING_PRODUCERS, WEIGHT_AXIS, Quantized, annotated
+from kiln.vocabulary import FUSIBLE_ACTIVATIONS, FUSING_PRODUCERS, GATHERS, WEIGHT_AXIS, Quantized, annotated
 
 aten = torch.ops.aten
 
@@ -181,6 +183,46 @@ def weight_spec(axis: int) -> QuantizationSpec:
     )
 
 
+def tied_weight_spec() -> QuantizationSpec:
+    """A weight that a MAC op and a gather both read (a tied embedding and head): int8, symmetric
+    (-127..127), one scale for the whole table, so that both read the same integers (one table in
+    the program; kiln.lower.conv's tied head)."""
+    return QuantizationSpec(
+        dtype=torch.int8,
+        quant_min=-127,
+        quant_max=127,
+        qscheme=torch.per_tensor_symmetric,
+        observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=SCALE_FLOOR),
+    )
+
+
+def tied_tables(model: GraphModule, skip=lambda node: False) -> dict[Node, Node]:
+    """Each constant (get_attr) that a linear without a bias reads as its weight and a gather reads
+    as its table (neither left in float by `skip`), mapped to the first of those readers in the
+    graph's order: its reading is observed (tied_weight_spec), the others share it (PT2E shares
+    only an edge observed before)."""
+    order = {node: i for i, node in enumerate(model.graph.nodes)}
+    tied = {}
+    for node in model.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        readers = [u for u in node.users if u.op == "call_function" and not skip(u)]
+        linears = [u for u in readers if u.target is aten.linear.default and u.args[1] is node and _no_bias(u)]
+        gathers = [u for u in readers if u.target in GATHERS and u.args[0] is node]
+        if linears and gathers:
+            tied[node] = min(linears + gathers, key=order.__getitem__)
+    return tied
+
+
+def _no_bias(linear: Node) -> bool:
+    return (linear.args[2] if len(linear.args) > 2 else linear.kwargs.get("bias")) is None
+
+
+def _tied_spec(table: Node, reader: Node, tied: dict[Node, Node]):
+    """How `reader` reads the tied table `table`: observed if it is the first reader, else as that one."""
+    return tied_weight_spec() if tied[table] is reader else SharedQuantizationSpec((table, tied[table]))
+
+
 def bias_spec(activation: Node, weight: Node, mac: Node) -> DerivedQuantizationSpec:
     """Bias: int32, zero point 0, scale = activation scale x weight scale per channel."""
 
@@ -212,6 +254,8 @@ class EthosUQuantizer(Quantizer):
     `fixed_outputs` likewise maps outputs (positions among the graph's outputs) to the range the
     op returning them writes them in (a program's state: kiln.frontend.state). `int16_ops` names
     more ops that compute at 16 bits, each with its reason (kiln.frontend.autoprecision's choice).
+    `tie`: a table that a linear and a gather both read is quantized once for both (tied_tables);
+    else the linear's copy per channel and the gather's as an activation, as any others.
     """
 
     def __init__(
@@ -222,6 +266,7 @@ class EthosUQuantizer(Quantizer):
         fixed: dict[str, tuple[float, float]] | None = None,
         fixed_outputs: dict[int, tuple[float, float]] | None = None,
         int16_ops: dict[str, str] | None = None,
+        tie: bool = True,
     ):
         super().__init__()
         self.scheme = scheme
@@ -231,6 +276,8 @@ class EthosUQuantizer(Quantizer):
         self.fixed = fixed or {}
         self.fixed_outputs = fixed_outputs or {}
         self.int16_ops = int16_ops or {}
+        self.tie = tie
+        self.tied: dict[Node, Node] = {}  # tied_tables of the graph being annotated (none unless `tie`)
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
         return normalize.normalize(model)
@@ -242,6 +289,7 @@ class EthosUQuantizer(Quantizer):
                 chosen[node] = self.int16_ops[node.name]
         self.int16_reasons = {node.name: why for node, why in chosen.items()}
         wide = QuantizationScheme(16)
+        self.tied = tied_tables(model, self.skip) if self.tie else {}
         for node in model.graph.nodes:
             if node.op != "call_function" or _annotated(node) or self.skip(node):
                 continue
@@ -295,7 +343,9 @@ class EthosUQuantizer(Quantizer):
     def _annotate_mac(self, node: Node, act: QuantizationSpec):
         activation, weight = node.args[0], node.args[1]
         bias = node.args[2] if len(node.args) > 2 else None
-        inputs = {activation: _input_spec(activation, act), weight: weight_spec(WEIGHT_AXIS[node.target])}
+        tied = weight in self.tied and _no_bias(node) and node.target is aten.linear.default
+        spec = _tied_spec(weight, node, self.tied) if tied else weight_spec(WEIGHT_AXIS[node.target])
+        inputs = {activation: _input_spec(activation, act), weight: spec}
         if isinstance(bias, Node):
             inputs[bias] = bias_spec(activation, weight, node)
         self._mark_fusing(node, inputs, act)
@@ -317,7 +367,9 @@ class EthosUQuantizer(Quantizer):
         source = node.args[0]
         if not isinstance(source, Node) or not _is_float_tensor(source):
             return
-        _mark(node, {source: _input_spec(source, act)}, SharedQuantizationSpec((source, node)))
+        tied = source in self.tied and node.target in GATHERS and node.args[0] is source
+        spec = _tied_spec(source, node, self.tied) if tied else _input_spec(source, act)
+        _mark(node, {source: spec}, SharedQuantizationSpec((source, node)))
 
     def _annotate_one_range(self, node: Node, act: QuantizationSpec):
         """cat, where, minimum, maximum, index_copy: every float tensor operand (cat's list, where's

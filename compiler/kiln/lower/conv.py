@@ -22,6 +22,7 @@ from kiln.lower.lowerer import (
 from kiln.lower.reduce import reduce_axes
 from kiln.partition.rescale import product_factor
 from kiln.partition.support import STRIDE_MAX, moving_stride
+from kiln.vocabulary import GATHERS
 
 aten = torch.ops.aten
 
@@ -214,8 +215,50 @@ def _strided_conv(lw: Lowerer, op: Op, stride):
     _mac_rescale(lw, op, acc, acc_shape, x, weight, True)
 
 
+def _tied_table(lw: Lowerer, op: Op) -> bool:
+    """Whether linear `op` is one row times a tied embedding table without a bias: its weight holds
+    the integers, at one scale, of the constant table a gather of the partition reads (the
+    quantizer's tied_weight_spec)."""
+    x, weight = op.arg("input"), op.arg("weight")
+    if op.arg("bias") is not None or int(np.prod(x.shape[:-1])) != 1 or weight.qparams.axis is not None:
+        return False
+    if x.dtype != weight.dtype:  # MATMUL multiplies operands of one type
+        return False
+    tables = (g.inputs[0] for g in lw.partition.ops if g.target in GATHERS and g.inputs[0].is_constant)
+    return any(t.name == weight.name and np.array_equal(t.data, weight.data) for t in tables)
+
+
+def _tied_head(lw: Lowerer, op: Op):
+    """A linear of one row by a tied table [V, K] as MATMUL(table [1, V, K], x [1, K, 1]): the
+    table is the GATHER's constant (Lowerer.table), stored once, where a CONV2D would hold a second
+    copy as Vela's encoded weights. The integer products are the same."""
+    x, weight, out = op.arg("input"), op.arg("weight"), op.output
+    vocab, k = weight.shape
+    acc_type = ACCUMULATOR[x.dtype]
+    acc = lw.inter([1, vocab, 1], acc_type)
+    lw.emit(
+        "MATMUL",
+        [
+            lw.table(weight, [1, vocab, k]),
+            lw.reshape(lw.torch_order(x), [1, k, 1], x.dtype),
+            lw.zp(0, weight.dtype),
+            lw.zp(x.qparams.zero_point, x.dtype),
+        ],
+        [acc],
+        attr("MatMul"),
+    )
+    scale = product_factor(x, weight, out)
+    res = lw.rescale(acc, [1, vocab, 1], acc_type, out.dtype, scale, 0, out.qparams.zero_point)
+    flat = Value(out.name, (1, vocab, 1), out.dtype, out.qparams, producer=op)
+    lw.result(flat, res)
+    lw.bind(out, lw.reshape(lw.names[id(flat)][0], out.shape, out.dtype), False)
+
+
 @lowering(aten.linear.default)
 def _linear(lw: Lowerer, op: Op):
+    if _tied_table(lw, op):
+        _tied_head(lw, op)
+        return
     x, weight = op.arg("input"), op.arg("weight")
     out = op.output
     k = x.shape[-1]

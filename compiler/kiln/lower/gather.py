@@ -38,7 +38,7 @@ def _gather(lw: Lowerer, op: Op):
     _, k, c = _groups(values.shape, dim)
     w = int(np.prod(index.shape, dtype=np.int64))
     if values.is_constant:
-        table = lw.const(values.data.reshape(1, k, c), values.dtype, "table")
+        table = lw.table(values, [1, k, c])
     else:
         table = _as_shape(lw, lw.torch_order(values), values.shape, [1, k, c], values.dtype)
     indices = (

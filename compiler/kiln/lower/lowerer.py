@@ -123,6 +123,7 @@ class Lowerer:
         self.cuts: dict[str, tuple[str, list[int]]] = {}  # a SLICE's result -> (its input, its start)
         self.readers: dict[str, list[tuple[str, str]]] = {}  # tensor name -> (TOSA op, its output) of each reader
         self.apart_copies: dict[str, str] = {}  # tensor name -> the copy apart() gave a SELECT or a RESHAPE
+        self.tables: dict[tuple[str, tuple[int, ...]], tuple[np.ndarray, str]] = {}  # see table()
         self.count = 0
 
     def choose(self, choice: Row) -> bool:
@@ -147,6 +148,15 @@ class Lowerer:
         name = self.fresh(stem)
         self.ser.addConst(list(array.shape), DT[dtype], array, name=name)
         return name
+
+    def table(self, v: Value, shape) -> str:
+        """The TOSA constant of constant `v`'s integers as `shape`, one per graph for the constant that
+        several ops read as that shape (a tied embedding table, which a GATHER and the head's MATMUL
+        read: Vela then holds it once among its weights)."""
+        key = (v.name, tuple(shape))
+        if key not in self.tables or not np.array_equal(self.tables[key][0], v.data):
+            self.tables[key] = (v.data, self.const(v.data.reshape(shape), v.dtype, "table"))
+        return self.tables[key][1]
 
     def shape_const(self, values) -> str:
         name = self.fresh("shape")
