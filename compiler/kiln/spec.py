@@ -155,9 +155,7 @@ class CompileSpec:
 
     def _resolved_for_the_cpu(self, target: boards.Target) -> CompileSpec:
         """A spec for a CPU alone (`target` has no NPU): no Vela settings to choose, nothing delegated."""
-        for flag, value in (("--system-config", self.system_config), ("--memory-mode", self.memory_mode)):
-            if value is not None:
-                raise UsageError(f"{flag} sets Vela for an NPU; {target.name} on {target.board.name} has none")
+        target.refuse_vela_settings(self.system_config, self.memory_mode)
         self._check_precision()
         return dataclasses.replace(self, delegate=False)
 

@@ -221,6 +221,12 @@ class Target:
         """The Arm FVP binary that models this target (None: no FVP, or no NPU)."""
         return self.family.fvp if self.family else None
 
+    def refuse_vela_settings(self, system_config: str | None, memory_mode: str | None) -> None:
+        """A UsageError when this target has no NPU and either Vela setting is given (None: not given)."""
+        for flag, value in (("--system-config", system_config), ("--memory-mode", memory_mode)):
+            if value is not None and not self.has_npu:
+                raise UsageError(f"{flag} sets Vela for an NPU; {self.name} on {self.board.name} has none")
+
     @property
     def npu(self) -> families.NpuFamily | None:
         """What the compiler knows of this target's NPU family (kiln.families): the stages below

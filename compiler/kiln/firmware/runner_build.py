@@ -267,9 +267,7 @@ def _memory_mode(
     beside the .pte (kiln compile writes <name>.json), else the target's defaults. (None, None)
     for a target without an NPU: nothing to place for one."""
     if not target.has_npu:
-        for flag, value in (("--memory-mode", memory_mode), ("--system-config", system_config)):
-            if value is not None:
-                raise UsageError(f"{flag} sets Vela for an NPU; {target.name} on {target.board.name} has none")
+        target.refuse_vela_settings(system_config, memory_mode)
         return None, None
     report_path = pte_path.with_suffix(".json")
     report = _compile_report(report_path) if report_path.exists() else {}

@@ -109,7 +109,7 @@ def points(grid: Grid) -> list[Point]:
                 resolved = boards.resolve(target, board)
                 modes: list[str | None] = []
                 for mode in grid.memory_modes:
-                    modes += list(resolved.family.memory_modes) if mode == ALL else [mode]
+                    modes += list(resolved.memory_modes) if mode == ALL else [mode]
                 for mode in dict.fromkeys(modes):
                     for bits in grid.activation_bits:
                         out.append(Point(model, target, board, mode, bits, run=grid.run))
