@@ -137,7 +137,7 @@ def virtual_platform(
         )
         raise ToolMissingError(
             f"{target.name} runs on {target.board.name}, which kiln's virtual platform does not "
-            f"model (it models the boards whose map QEMU's mps3-an547 has: "
+            f"model (it models the boards whose map one of QEMU's machines has: "
             f"{', '.join(b for b in boards.board_names() if boards.load(b).qemu_machine)}); {instead}"
         )
     qemu = shutil.which(QEMU)
