@@ -8,6 +8,7 @@ a runner all the same is refused by the firmware when it binds it."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from kiln import boards, flow
 from .helpers import compiled, random_samples
 
 pytestmark = pytest.mark.fvp
+ROOT = Path(__file__).resolve().parents[2]
 
 CPUS = ["cortex-m55", "cortex-m85", "cortex-m4", "cortex-m7", "cortex-m33"]
 # What only an image with kiln's Ethos-U driver or delegate defines: their namespaces
@@ -58,3 +60,25 @@ def test_the_firmware_of_a_cpu_refuses_a_program_with_an_npu_delegate(work, tmp_
     run = flow.run(flow.firmware(elf, "cortex-m4"), timeout=120)
     assert run.status == 5, "\n".join(run.uart)
     assert any(line.startswith("binding the program failed: ") for line in run.uart), "\n".join(run.uart)
+
+
+@pytest.mark.parametrize("target", ["cortex-m4", "cortex-m7", "cortex-m33"])
+def test_hello_starts_each_mps2_board_on_its_qemu_machine(target):
+    """kiln build --app hello on a board without an NPU: startup, the UART at the board's address
+    and the FPU work on QEMU's machine; the core has no Helium and hello says so."""
+    board = boards.target(target).board.name
+    build = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "kiln"), "build", "--app", "hello", "--target", target],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert build.returncode == 0, build.stderr
+    run = flow.run(flow.firmware(Path(build.stdout.strip().splitlines()[-1]), target), timeout=120)
+    assert run.status == 0, "\n".join(run.uart)
+    assert run.uart[:4] == [
+        f"Hello from kiln on {board} ({target})",
+        "startup: .data 42, .bss 0, static constructor 43",
+        f"Helium: none on {target}",
+        "FPU: 1.5 * 1.5 * 100 = 225",
+    ]
