@@ -34,7 +34,7 @@ void start(Run& run) {
 }
 
 // Runs `step`'s method once; kExitOk or kExitInference.
-int execute(generate::Step& step, Run& run) {
+int execute(generate::Step& step) {
   runtime::Status done = step.method.execute();
   return done.ok() ? runner::kExitOk : runner::fail_inference(done.error());
 }
@@ -61,10 +61,10 @@ int finish(const generate::Step& step, const char* name, uint32_t k, uint32_t po
 }
 
 // Decode of `token` at `position`.
-int decode(generate::Model& model, int64_t token, uint32_t position, Run& run) {
+int decode(generate::Model& model, int64_t token, uint32_t position) {
   generate::store(*model.decode.method.input(0), 0, token);
   generate::store(*model.decode.method.input(1), 0, position);
-  return execute(model.decode, run);
+  return execute(model.decode);
 }
 
 }  // namespace
@@ -100,10 +100,10 @@ int main() {
   const uint32_t length = prompt.length;
   start(run);  // token 0: prefill, or decode through the whole prompt
   if (model.has_prefill) {
-    if (int status = execute(model.prefill, run)) return status;
+    if (int status = execute(model.prefill)) return status;
   } else {
     for (uint32_t p = 0; p < length; ++p) {
-      if (int status = decode(model, prompt.bytes[p], p, run)) return status;
+      if (int status = decode(model, prompt.bytes[p], p)) return status;
     }
   }
   const generate::Step& first = model.has_prefill ? model.prefill : model.decode;
@@ -111,7 +111,7 @@ int main() {
   for (uint32_t k = 1; k < options.tokens; ++k) {
     // The previous token goes in at position length + k - 1 (inside the cache: set_prompt).
     start(run);
-    if (int status = decode(model, tokens[k - 1], length + k - 1, run)) return status;
+    if (int status = decode(model, tokens[k - 1], length + k - 1)) return status;
     if (int status = finish(model.decode, "decode", k, length + k, run)) return status;
   }
   generate::print_text(tokens, options.tokens);
