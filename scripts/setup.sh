@@ -6,6 +6,9 @@
 #      fuzz targets of tests/fuzz, and clang-format 19 for the style check (apt, as root).
 #   2. .venv at the repository root: Python 3.11 with the pinned dependencies
 #      (torch==2.13.0 exactly, scripts/constraints.txt for the rest) and kiln, editable.
+#   3. Arm's ML Inference Advisor 0.12.3 wheel, downloaded (not installed: its pins clash with
+#      kiln's) into .venv/share/mlia: the sweep tests validate kiln's MLIA JSON against the
+#      output schema it publishes.
 # Stops at the first failure and names the step.
 set -euo pipefail
 
@@ -60,31 +63,43 @@ fi
 STEP="finding Python 3.11"
 [ -n "$PYTHON" ] || { echo "setup: no Python 3.11 with venv found (set KILN_PYTHON to one)" >&2; false; }
 
+install_python_environment() {
+  if ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+    STEP="creating .venv with $PYTHON"
+    say "creating $VENV with $PYTHON"
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+  fi
+  export PIP_DISABLE_PIP_VERSION_CHECK=1
+  # torch first and exactly: a looser request lets pip fetch a newer CUDA build.
+  STEP="pip install torch==2.13.0"
+  say "installing torch==2.13.0 (CPU)"
+  "$VENV/bin/pip" install -q "torch==2.13.0"
+  STEP="pip install kiln and its pinned dependencies"
+  say "installing kiln (editable) and its pinned dependencies"
+  "$VENV/bin/pip" install -q -c "$CONSTRAINTS" -e "$ROOT[test,flash,ray]"
+  STEP="checking the installed environment"
+  # torchao prints warnings about CUDA kernels on import: show the output only on failure.
+  check_output="$("$VENV/bin/python" -c 'import torch, torchao, ethosu.vela, tosa_serializer, kiln.boards
+assert torch.__version__.startswith("2.13.0"), torch.__version__' 2>&1)" || { echo "$check_output" >&2; false; }
+  echo "$want" > "$STAMP"
+}
+
 STEP="checking the Python environment"
 want="$(cat "$ROOT/pyproject.toml" "$CONSTRAINTS" | sha256sum | cut -d' ' -f1) $("$PYTHON" -c 'import sys; print(sys.version.split()[0])')"
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ] \
    && "$VENV/bin/python" -c 'import kiln.boards' 2>/dev/null; then
   say "Python environment .venv up to date"
-  exit 0
+else
+  install_python_environment
 fi
 
-if ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
-  STEP="creating .venv with $PYTHON"
-  say "creating $VENV with $PYTHON"
-  rm -rf "$VENV"
-  "$PYTHON" -m venv "$VENV"
+STEP="downloading MLIA's wheel (its published JSON schemas)"
+MLIA_WHEEL="$VENV/share/mlia/mlia-0.12.3-py3-none-any.whl"
+if [ -f "$MLIA_WHEEL" ]; then
+  say "MLIA's wheel present"
+else
+  say "downloading mlia==0.12.3 (for its JSON schemas)"
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/pip" download -q --no-deps "mlia==0.12.3" -d "$VENV/share/mlia"
 fi
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-# torch first and exactly: a looser request lets pip fetch a newer CUDA build.
-STEP="pip install torch==2.13.0"
-say "installing torch==2.13.0 (CPU)"
-"$VENV/bin/pip" install -q "torch==2.13.0"
-STEP="pip install kiln and its pinned dependencies"
-say "installing kiln (editable) and its pinned dependencies"
-"$VENV/bin/pip" install -q -c "$CONSTRAINTS" -e "$ROOT[test,flash,ray]"
-STEP="checking the installed environment"
-# torchao prints warnings about CUDA kernels on import: show the output only on failure.
-check_output="$("$VENV/bin/python" -c 'import torch, torchao, ethosu.vela, tosa_serializer, kiln.boards
-assert torch.__version__.startswith("2.13.0"), torch.__version__' 2>&1)" || { echo "$check_output" >&2; false; }
-echo "$want" > "$STAMP"
 say "done"

@@ -648,6 +648,8 @@ def _sweep(args) -> int:
         progress=None if args.quiet else sys.stderr,
     )
     print(result.summary)
+    cached = len(result.ordered) + len(result.profiled) - len(result.computed)
+    print(f"computed {len(result.computed)} point(s), read {cached} from the cache in {Cache(args.cache).directory}")
     print(f"table: {result.files['csv']}, {result.files['json']}; report: {result.files['html']}")
     return 1 if result.budget is not None and result.budget[0] is None else 0
 
@@ -662,10 +664,10 @@ def _sweep_parser(command) -> None:
         "or repeated sweep computes only what it lacks. Cycles are Vela's estimates. Exit status 1: no "
         "configuration meets --budget-ms. docs/sweeps.md.",
     )
-    sw.add_argument("models", nargs="*", metavar="MODEL", help="zoo models or .py files (or the --config file's)")
+    sw.add_argument("models", nargs="*", metavar="MODEL", help="zoo models or .py files, or 'zoo' (every zoo model)")
     sw.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of the sweep's lists (flags replace them)")
     sw.add_argument(
-        "--target", action="append", default=[], metavar="T", help="an NPU target (repeat or comma-separate)"
+        "--target", action="append", default=[], metavar="T", help="an NPU target (repeat or comma-separate), or 'all'"
     )
     sw.add_argument(
         "--board", action="append", default=[], metavar="NAME", help="a board (default: each target's reference)"

@@ -76,6 +76,32 @@ def _put(x, index, values):
     return x
 
 
+def _complex_rotary():
+    angles = torch.outer(torch.arange(10).float(), 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8)))
+    module = Fn(
+        lambda s, x: (
+            torch.view_as_real(torch.view_as_complex(x.float().reshape(2, 6, 4, 2)) * s.freqs_cis[:6].view(1, 6, 4))
+            .flatten(2)
+            .type_as(x)
+        )
+    )
+    module.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles), persistent=False)
+    return module
+
+
+def _put_at(x, indices, values):
+    x = x * 1.0
+    x[indices] = values
+    return x
+
+
+def _runtime(y, n: int, size: int):
+    """n run-time indices into a dim of `size` (size 0: all zero), some negative, from y's values."""
+    if size == 0:
+        return (y[0, 0, :n] * 0).long()
+    return (y[0, 0, :n].abs() * 7).long() % size - size // 2
+
+
 def _seeded(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -267,6 +293,57 @@ DECOMPOSITIONS = {
         [X3, X3],
     ),
     "index_put_constant_broadcast": (lambda: Fn(lambda s, x, y: _put(x, torch.tensor([-1, 2]), y[0, 0])), [X3, X3]),
+    # several index tensors: as one index along one dim when the others are slices in disguise (a 0 into
+    # a dim of size 1 would be; an arange over a whole dim is), else at the linear rows of the dims up to
+    # the last indexed one; adjacent indices lay their broadcast dims out in place, separated ones first
+    "index_put_arange_and_runtime": (
+        lambda: Fn(
+            lambda s, x, y: _put_at(x, (torch.tensor(1), torch.arange(6)[:, None], _runtime(y, 3, 8)), y[0, :, :3])
+        ),
+        [X3, X3],
+    ),
+    "index_put_arange_in_disguise": (
+        lambda: Fn(lambda s, x, y: _put_at(x, (torch.arange(2)[:, None], _runtime(y, 1, 6)[None, :]), y[:, :1])),
+        [X3, X3],
+    ),
+    "index_put_separated_runtime": (
+        lambda: Fn(lambda s, x, y: _put_at(x, (_runtime(y, 2, 2), slice(None), _runtime(y, 2, 8)), y[0, 0, :1])),
+        [X3, X3],
+    ),
+    "index_put_linear_rows": (
+        lambda: Fn(
+            lambda s, x, y: _put_at(
+                x, (_runtime(y, 3, 0) + torch.tensor([0, 1, 1]), torch.tensor([2, -1, 3])), y[0, :3]
+            )
+        ),
+        [X3, X3],
+    ),
+    "index_runtime_pair_after_a_slice": (
+        lambda: Fn(lambda s, x, y: x[:, _runtime(y, 4, 6)[:, None], _runtime(y, 3, 8)] * 2),
+        [X3, X3],
+    ),
+    "index_separated_with_broadcast_first": (
+        lambda: Fn(lambda s, x, y: x[_runtime(y, 3, 2)[:, None], :, torch.tensor([0, -1])] + 1),
+        [X3, X3],
+    ),
+    "index_arange_in_disguise": (
+        lambda: Fn(lambda s, x, y: x[torch.arange(2)[:, None], _runtime(y, 1, 6)[None, :]] * 3),
+        [X3, X3],
+    ),
+    # complex values as their view_as_real form (kiln.frontend.complex): Meta's rotary embeddings (pairs as
+    # complex numbers times a polar buffer sliced to the sequence), torch.complex and polar of run-time
+    # parts, a complex value scaled by a real one and sums
+    "complex_rotary": (lambda: _complex_rotary(), [X3]),
+    "complex_from_parts": (
+        lambda: Fn(
+            lambda s, x, y: torch.view_as_real(torch.complex(x, y) * torch.complex(y, x) * y - torch.complex(x, x))
+        ),
+        [X3, X3],
+    ),
+    "complex_polar_runtime": (
+        lambda: Fn(lambda s, x, y: torch.view_as_real(torch.polar(x.abs(), y) + torch.polar(y.abs(), x)).sum(-1)),
+        [X3, X3],
+    ),
     "roll": (lambda: Fn(lambda s, x: torch.roll(x, 3, -1)), [X3]),
     "roll_two_dims_negative": (lambda: Fn(lambda s, x: torch.roll(x, (-1, 10), (1, 2))), [X3]),
     "roll_flat": (lambda: Fn(lambda s, x: torch.roll(x, 5)), [X3]),
@@ -351,6 +428,39 @@ def test_decompositions_emit_the_expected_ops():
     grouped = normalised(nn.ConvTranspose2d(4, 4, 2, groups=2), (torch.randn(X4),))
     assert [n.target for n in grouped.graph.nodes if n.op == "call_function"].count(aten.conv_transpose2d.input) == 2
     assert all(n.args[6] == 1 for n in grouped.graph.nodes if n.target is aten.conv_transpose2d.input)
+
+
+def _int64_products(gm) -> list:
+    return [n for n in gm.graph.nodes if n.target is aten.mul.Tensor and n.meta["val"].dtype == torch.int64]
+
+
+def test_a_cache_written_at_a_batch_index_and_every_head_is_one_index_copy_along_the_positions():
+    """cache[0, arange(heads)[:, None], pos[None, :]] = k (the head and batch indices slices in
+    disguise): one index_copy along the positions' dim at the run-time position, as cache[:, :, pos] = k makes; its
+    layout permuted, not its rows linearised. Indices that are not slices: linear rows (int64 mul)."""
+
+    def write(indices):
+        def f(s, cache, k, pos):
+            cache = cache * 1.0
+            cache[indices(pos)] = k
+            return cache
+
+        return Fn(f)
+
+    inputs = (torch.randn(1, 4, 8, 2), torch.randn(4, 1, 2), torch.tensor([3]))
+    disguised = normalised(write(lambda pos: (0, torch.arange(4)[:, None], pos[None, :])), inputs)
+    copies = [n for n in disguised.graph.nodes if n.target is aten.index_copy.default]
+    (copy,) = copies  # along the positions' dim (of the cache, or of the batch PyTorch selects first)
+    assert copy.args[0].meta["val"].shape[copy.args[1]] == 8 and not _int64_products(disguised)
+    for pos in range(-8, 8):
+        p = torch.tensor([pos])
+        want = inputs[0].clone()
+        want[0, :, pos] = inputs[1][:, 0]
+        torch.testing.assert_close(disguised(inputs[0], inputs[1], p), want)
+    linear = normalised(write(lambda pos: (0, torch.tensor([[3], [2], [1], [0]]), pos[None, :])), inputs)
+    assert _int64_products(linear) and aten.index_copy.default in call_targets(linear)
+    with pytest.raises(IndexError):  # PyTorch refuses an index past the end; so does the decomposition
+        linear(inputs[0], inputs[1], torch.tensor([8]))
 
 
 def test_decomposed_nodes_name_the_op_the_user_wrote():
@@ -448,6 +558,10 @@ def test_a_mask_built_by_slice_assignment_is_folded_into_a_constant():
             "kiln cannot put an update through aten.diagonal back into mul",
         ),
         (lambda s, x: F.dropout(x, 0.5, training=True), "(aten.dropout): dropout in training mode"),
+        (
+            lambda s, x: torch.complex(x, x * 2).abs(),
+            "(aten.abs) computes with complex tensors; kiln computes view_as_complex, view_as_real, views",
+        ),
     ],
 )
 def test_what_kiln_cannot_normalise_is_a_model_error_naming_node_and_op(fn, message):

@@ -1,10 +1,15 @@
-"""A language model kiln's zoo does not have, written as GPT-2 implementations (nanoGPT) and
+"""Language models kiln's zoo does not have. `gpt`, written as GPT-2 implementations (nanoGPT) and
 ExecuTorch's llama example write theirs: learned position embeddings, LayerNorm, one fused qkv
 projection with biases, tanh GELU, attention spelt out (q @ k^T, masked_fill, softmax), the KV cache
 written by slice assignment (`cache[:, :, input_pos] = k`, aten.index_put) and the causal mask read
-as a row of a [T, T] buffer (`bias[:, :, input_pos, :]`, aten.index). It compiles for the Ethos-U85
-with every MAC on the NPU in one delegate, the CPU keeping only index checks and index arithmetic,
-and run-host follows the PT2E reference step by step with the cache carried."""
+as a row of a [T, T] buffer (`bias[:, :, input_pos, :]`, aten.index). `phi`, as Phi-2 and Gemma
+write theirs: partial rotary embeddings (half of each head) from tables indexed by position,
+attention and MLP in parallel off one LayerNorm, embeddings scaled by sqrt(width), an untied head
+with a bias, logit soft-capping (tanh), einsum attention with an additive mask, and the caches
+written with several index tensors (`index_put_((0, arange(heads)[:, None], pos[None, :]), k)` and
+`cache[0, :, pos] = v`). Each compiles for the Ethos-U85 with every MAC on the NPU in one delegate,
+the CPU keeping only index checks and index arithmetic, and run-host follows the PT2E reference step
+by step with the cache carried."""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from kiln.spec import CompileSpec
 from .helpers import Float64Arithmetic, steps_off
 
 VOCAB, DIM, HEADS, LAYERS, CONTEXT = 96, 64, 4, 2, 32
+ROTARY = DIM // HEADS // 2  # phi's rotated dims of each head
+CAP = 30.0  # phi's logit soft-cap
 # What the CPU keeps (the report's op types): the index checks before each gather and scatter, the
 # program's float edges, argmax's widening, and PyTorch's negative-index rule on the int64 position
 # (where(i < 0, i + size, i)): the NPU has no 64-bit integers.
@@ -35,6 +42,8 @@ CPU_ONLY = {
     "aten.add",
     "aten.lt",
     "aten.where",
+    "aten.reshape",  # phi: pos[None, :], an int64 view
+    "aten.unsqueeze",
 }
 
 
@@ -84,10 +93,67 @@ class Gpt(nn.Module):
     forward = decode
 
 
-def gpt() -> LoadedModel:
-    """The model with a decode method and, to calibrate on, 12 greedy steps of the float model."""
-    model = Gpt().eval()
-    shadow = Gpt().eval()  # the same weights: its cache fills while the calls are recorded
+class PhiLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(DIM)
+        self.qkv = nn.Linear(DIM, 3 * DIM)
+        self.dense = nn.Linear(DIM, DIM)
+        self.fc1 = nn.Linear(DIM, 4 * DIM)
+        self.fc2 = nn.Linear(4 * DIM, DIM)
+        self.register_buffer("k_cache", torch.zeros(1, HEADS, CONTEXT, DIM // HEADS))
+        self.register_buffer("v_cache", torch.zeros(1, HEADS, CONTEXT, DIM // HEADS))
+
+    @staticmethod
+    def rotate(x, cos, sin):
+        rotated, kept = x[..., :ROTARY], x[..., ROTARY:]
+        first, second = rotated.chunk(2, dim=-1)
+        turned = torch.cat((-second, first), dim=-1)
+        return torch.cat((rotated * cos + turned * sin, kept), dim=-1)
+
+    def forward(self, x, pos, cos, sin, mask):
+        h = self.ln(x)
+        b, s, _ = h.shape
+        q, k, v = self.qkv(h).view(b, s, 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4)
+        q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
+        self.k_cache.index_put_([torch.tensor(0), torch.arange(HEADS)[:, None], pos[None, :]], k[0])
+        self.v_cache[0, :, pos] = v[0]
+        att = torch.einsum("bhqd,bhkd->bhqk", q, self.k_cache) / math.sqrt(DIM // HEADS) + mask
+        y = torch.einsum("bhqk,bhkd->bhqd", att.softmax(-1), self.v_cache)
+        y = self.dense(y.transpose(1, 2).reshape(b, s, DIM))
+        return x + y + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
+
+
+class Phi(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.embed = nn.Embedding(VOCAB, DIM)
+        self.layers = nn.ModuleList(PhiLayer() for _ in range(LAYERS))
+        self.final = nn.LayerNorm(DIM)
+        self.head = nn.Linear(DIM, VOCAB)
+        angles = torch.arange(CONTEXT).float()[:, None] / (10000 ** (torch.arange(0, ROTARY, 2).float() / ROTARY))
+        self.register_buffer("cos", torch.cat([angles, angles], -1).cos())
+        self.register_buffer("sin", torch.cat([angles, angles], -1).sin())
+        self.register_buffer("causal", torch.triu(torch.full((CONTEXT, CONTEXT), -1e4), 1))
+
+    def decode(self, tokens, pos):
+        x = self.embed(tokens) * math.sqrt(DIM)
+        cos, sin, mask = self.cos[pos], self.sin[pos], self.causal[pos][None, None]
+        for layer in self.layers:
+            x = layer(x, pos, cos, sin, mask)
+        logits = self.head(self.final(x))[:, -1]
+        logits = torch.tanh(logits / CAP) * CAP
+        return torch.argmax(logits, dim=-1), logits
+
+    forward = decode
+
+
+def loaded(name: str) -> LoadedModel:
+    """A model with a decode method and, to calibrate on, 12 greedy steps of the float model."""
+    make = {"gpt": Gpt, "phi": Phi}[name]
+    model = make().eval()
+    shadow = make().eval()  # the same weights: its cache fills while the calls are recorded
     calls, token = [], torch.tensor([[5]])
     with torch.no_grad():
         for position in range(12):
@@ -96,12 +162,12 @@ def gpt() -> LoadedModel:
     model.kiln_methods = {"decode": calls[0][1]}
     model.kiln_calibration = calls
     model.kiln_constants = {"get_max_seq_len": CONTEXT, "get_vocab_size": VOCAB}
-    return LoadedModel("gpt_kv", model, calls[0][1])
+    return LoadedModel(f"{name}_kv", model, calls[0][1])
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    return kc.compile_model(gpt(), CompileSpec("ethos-u85-256"), log=lambda line: None)
+@pytest.fixture(scope="module", params=["gpt", "phi"])
+def compiled(request):
+    return kc.compile_model(loaded(request.param), CompileSpec("ethos-u85-256"), log=lambda line: None)
 
 
 def test_every_mac_runs_on_the_npu_and_the_cpu_keeps_only_index_work(compiled):
@@ -135,5 +201,5 @@ def test_run_host_follows_the_pt2e_reference_step_by_step_with_the_cache_carried
         _, logits = host.run(compiled.pte, [i.numpy() for i in inputs], "decode", state)
         assert steps_off(logits, want[1], scale).max() <= 1, position
         reference = [w.float() for w in want[2:]]
-    written = state["h.0.k_cache"][:, :, :8]
-    assert np.count_nonzero(written) > written.size // 2 and not state["h.0.k_cache"][:, :, 8:].any()
+    cache = state[names[0]]  # the first layer's keys
+    assert np.count_nonzero(cache[:, :, :8]) > cache[:, :, :8].size // 2 and not cache[:, :, 8:].any()

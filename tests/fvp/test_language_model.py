@@ -4,16 +4,21 @@ generation app and run for a dozen tokens after a prompt. The firmware's tokens 
 logits must equal `kiln generate`'s on the host bit for bit (run-host: tosa_reference_model and
 numpy kernels, independent of the firmware), and every op of both methods runs on the NPU but
 for what the report names as only the CPU's: index checks, conversions at the program's edges
-and int64 index arithmetic."""
+and int64 index arithmetic. The generation app keeps under 4 KiB of RAM beyond the program's planned
+buffers, read from its ELF."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.elffile import ELFFile
 
 from kiln import flow
+from kiln.pte.reader import deserialize
 from kiln.reference import generate
 
 from .helpers import compiled
@@ -33,6 +38,10 @@ CPU_ONLY = {
     "aten.sub",  # length - 1, the prompt's last position
     "aten.le",  # the cache rows a position may attend: arange(T) <= position
 }
+
+# Issue 29's goal: the runtime's RAM beyond the planned buffers under 4 KB.
+RAM_BUDGET = 4096
+BUFFER_ALIGNMENT = 32  # the build's planned buffers are whole D-cache lines
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +78,27 @@ def test_the_firmware_generates_kiln_generates_tokens_and_logits_bit_for_bit(tin
     assert all(t.npu_cycles > 0 and t.streams == 1 for t in done.tokens)
     text = bytes(done.token_ids)
     assert text.isascii() and b" " in text  # words of the training text, not noise
+
+
+def test_the_app_keeps_under_4_kib_of_ram_beyond_the_planned_buffers(tinylm):
+    """From the ELF's sections and symbols (pyelftools), not the build's report: every byte of the
+    writable sections the image loads or zeroes (.data, .bss, each region's .bss), less the main
+    stack (board.toml's) and the buffers planned from the .pte: memory ids 1..n (each the largest
+    any plan of the .pte asks for, kiln.pte.reader, to whole 32-byte lines: the activations and the
+    KV cache) and the NPU's scratch and fast scratch. What is left is the app's own state (the
+    command line, prompt and generated tokens, the NPU driver's) and the runtime's method tables."""
+    path, elf = tinylm
+    plans = deserialize(path.read_bytes()).program.execution_plans
+    with open(elf, "rb") as stream:
+        f = ELFFile(stream)
+        writable = SH_FLAGS.SHF_ALLOC | SH_FLAGS.SHF_WRITE
+        sections = {s.name: s["sh_size"] for s in f.iter_sections() if s["sh_flags"] & writable == writable}
+        symbols = [(s.name, s["st_size"]) for s in f.get_section_by_name(".symtab").iter_symbols()]
+    planned = {int(m.group(1)): size for name, size in symbols if (m := re.search(r"kiln_planned_(\d+)E$", name))}
+    scratch = [size for name, size in symbols if re.search(r"kiln_ethosu_(fast_)?scratchE$", name)]
+    ids = range(1, max(len(p.non_const_buffer_sizes) for p in plans))
+    asked = {k: max(p.non_const_buffer_sizes[k] for p in plans if k < len(p.non_const_buffer_sizes)) for k in ids}
+    assert planned == {k: -(-size // BUFFER_ALIGNMENT) * BUFFER_ALIGNMENT for k, size in asked.items()}
+    assert planned[2] == 8 * 2 * 128 * 32 and len(scratch) == 2  # the cache; Dedicated_Sram's two scratches
+    ram = sum(sections.values()) - sections[".stack"] - sum(planned.values()) - sum(scratch)
+    assert 0 < ram < RAM_BUDGET, sections

@@ -192,7 +192,7 @@ def test_cpu_lockup_is_reported_as_a_fault(tmp_path):
 def test_a_command_line_the_runner_cannot_hold_is_refused_before_running(tmp_path):
     """The runner reads its command line into kCommandLineCapacity bytes; a longer one came back
     from semihosting as none at all, and the runner ran its built-in inputs instead."""
-    source = (Path(__file__).resolve().parents[2] / "firmware" / "apps" / "executor_runner" / "runner.cpp").read_text()
+    source = (Path(__file__).resolve().parents[2] / "firmware" / "apps" / "executor_runner" / "runner.h").read_text()
     (capacity,) = re.findall(r"constexpr size_t kCommandLineCapacity = (\d+);", source)
     assert int(capacity) == run.FIRMWARE_COMMAND_LINE_BYTES
     inputs = []

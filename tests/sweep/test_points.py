@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kiln.errors import UsageError
-from kiln.sweep import ALL, Grid, Point, key, load, points
+from kiln.sweep import ALL, ZOO, Grid, Point, key, load, points
 from kiln.sweep.cache import Cache
 
 MODEL = """
@@ -36,6 +36,19 @@ def test_grid_points_in_order_with_all_memory_modes():
 def test_a_board_without_the_target_makes_no_point():
     grid = Grid(models=("m",), targets=("ethos-u55-128", "ethos-u85-256"), boards=("corstone-320",))
     assert [p.target for p in points(grid)] == ["ethos-u85-256"]
+
+
+def test_zoo_and_all_stand_for_every_model_and_target():
+    grid = Grid(models=("digits", ZOO), targets=(ALL, "ethos-u55-128"))
+    # the zoo's image and audio models (README's table), each once, the first given first; not the
+    # language models or the transformer architectures
+    assert grid.models[0] == "digits" and len(grid.models) == len(set(grid.models))
+    assert {"digits", "ds_cnn", "fc_autoencoder", "mobilenet_v1_025", "resnet8", "tiny_cnn"} <= set(grid.models)
+    assert not {"tinylm", "deit_tiny", "llama_block"} & set(grid.models)
+    u55 = [f"ethos-u55-{m}" for m in (32, 64, 128, 256)]
+    u85 = [f"ethos-u85-{m}" for m in (128, 256, 512, 1024, 2048)]
+    assert grid.targets[:4] == tuple(u55) and set(u85 + ["ethos-u65-256", "ethos-u65-512"]) <= set(grid.targets)
+    assert len(grid.targets) == 11 and not {"cortex-m4", "cortex-m55"} & set(grid.targets)  # NPU targets only
 
 
 def test_unknown_target_is_refused():

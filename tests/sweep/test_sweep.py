@@ -118,6 +118,8 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
     assert sorted(result.computed) == sorted(set(everything) - set(finished))
     assert {k: Path(Cache(cache).path(k)).stat().st_mtime_ns for k in finished} == finished
     assert [r["status"] for r in result.rows] == ["ok"] * 3
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)  # everything cached now
+    assert again.returncode == 0 and f"computed 0 point(s), read 3 from the cache in {cache}" in again.stdout
 
 
 def test_run_on_the_virtual_platform(tmp_path):

@@ -15,7 +15,8 @@ sections in the board's regions, the selective kernel table), configures and bui
 firmware/apps/executor_runner with CMake and the board's toolchain, writes a size and
 memory report (`memory_report.txt`/`.json`) and prints the ELF's path as its last line.
 With --generate it builds the generation app (firmware/apps/generate: a language model's
-prefill and decode) over the same generated sources instead.
+prefill and decode) over the same generated sources instead, and its own sizes for the program
+(generate_plan.h: kiln.firmware.generate_plan).
 
 An image of several models (--pte repeated; docs/building.md) keeps each model's .pte and planned
 buffers apart and shares what the models, run one at a time, can share: the Ethos-U scratch and
@@ -59,7 +60,7 @@ from pathlib import Path
 from kiln import boards, paths
 from kiln.errors import PteError, RunnerBuildError, UsageError
 from kiln.firmware import build as firmware
-from kiln.firmware import memory_report
+from kiln.firmware import generate_plan, memory_report
 from kiln.lower import ethosu_payload
 from kiln.pte.bundle import deserialize_bundle, is_bundle, serialize_bundle
 from kiln.pte.reader import PteFile, deserialize
@@ -72,7 +73,8 @@ APP = "executor_runner"
 # The apps over the generated model sources, each a target of APP_DIR's CMake project, and the
 # first words of its banner and report.
 ETDUMP_APP = "executor_runner_etdump"  # the runner recording an ETDump (kiln.reference.etdump's sources)
-APPS = {APP: "kiln executor runner", ETDUMP_APP: "kiln executor runner (ETDump)", "generate": "kiln generate"}
+GENERATE_APP = "generate"  # the generation app (firmware/apps/generate), with its generate_plan.h
+APPS = {APP: "kiln executor runner", ETDUMP_APP: "kiln executor runner (ETDump)", GENERATE_APP: "kiln generate"}
 BAKED_PTE = "model.pte"  # in the generated sources: the .pte model_pte.S bakes in
 DATA_RESERVE = 64 * 1024  # the runner's and runtime's own .data/.bss beside planned buffers
 BUFFER_ALIGNMENT = 32  # whole D-cache lines: the NPU writes the scratch
@@ -855,6 +857,8 @@ def build_runner(
     out = Path(output or default_output(p)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     gen = generate(p, out, list(default_inputs), bake)
+    if app == GENERATE_APP:  # the app's own sizes, from the program (kiln.firmware.generate_plan)
+        sources = {**(sources or {}), generate_plan.FILE: generate_plan.header(p.models[0].baked)}
     for name, text in (sources or {}).items():
         _write_if_changed(gen / name, text)
     baked = baked_files(p, gen)

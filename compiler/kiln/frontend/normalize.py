@@ -43,11 +43,13 @@ from kiln.frontend import (
     contraction,  # noqa: F401 (registers einsum's and repeat_interleave's)
     decompose,
     higher_order,
+    indexing,  # noqa: F401 (registers index's and index_put's)
     norms,  # noqa: F401 (registers the normalisations')
     permutes,
     spatial,  # noqa: F401 (registers the convolutions' and pools')
     views,
 )
+from kiln.frontend.complex import complex_as_real
 from kiln.frontend.recurrent import RECURRENT, unroll_recurrent
 from kiln.frontend.rewrite import Emitter, attribute, bound, finish, op_type, replace, target_name, value
 
@@ -458,6 +460,7 @@ PASSES = (
     views_for_copies,
     remove_noops,
     fold_constants,
+    complex_as_real,
     drop_empty,
     decompose.fold_batch_norm,
     unroll_recurrent,
@@ -524,6 +527,14 @@ def markdown() -> str:
             ("Op", "Error message"),
             _grouped({target_name(op): text for op, text in higher_order.REFUSED.items()}),
         ),
+        "## Complex tensors",
+        "",
+        "A complex value becomes the real tensor `torch.view_as_real` gives (kiln/frontend/complex.py): "
+        "`view_as_complex` and `view_as_real` become no-ops, a complex constant its real form, a product of "
+        "complex values the four real products it is, `torch.complex` and `torch.polar` a stack of the parts, "
+        "and views keep the parts' last dim (Meta's complex rotary embeddings). Any other op of a complex value "
+        "is refused, naming node and op.",
+        "",
         "## The *_copy forms of view ops",
         "",
         "Each becomes its view (the same arguments, the same values), then what the tables below say of the view.",

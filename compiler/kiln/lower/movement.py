@@ -34,17 +34,21 @@ aten = torch.ops.aten
     aten.alias.default,
 )
 def _reshape(lw: Lowerer, op: Op):
+    """A RESHAPE (none for the same shape), then a RESCALE where the output's quantization is not
+    the input's (a view written to a program's state, whose range is fixed: kiln.frontend.state)."""
     x, out = op.inputs[0], op.output
-    if x.shape == out.shape:
-        lw.names[id(out)] = lw.names[id(x)]
-        return
     name, is_nhwc = lw.names[id(x)]
     spatial = lambda shape: [d for d in shape[2:] if d != 1]  # noqa: E731
-    if is_nhwc and len(out.shape) in (3, 4) and out.shape[:2] == x.shape[:2] and spatial(out.shape) == spatial(x.shape):
+    if x.shape == out.shape:
+        pass
+    elif (
+        is_nhwc and len(out.shape) in (3, 4) and out.shape[:2] == x.shape[:2] and spatial(out.shape) == spatial(x.shape)
+    ):
         # only unit spatial dims come or go (a Conv1d's squeeze and unsqueeze): channels last stays, for free
-        lw.bind(out, lw.reshape(name, Lowerer.shape_of(out, True), out.dtype), True)
-        return
-    lw.bind(out, lw.reshape(lw.torch_order(x), out.shape, out.dtype), False)
+        name = lw.reshape(name, Lowerer.shape_of(out, True), x.dtype)
+    else:
+        name, is_nhwc = lw.reshape(lw.torch_order(x), out.shape, x.dtype), False
+    lw.bind(out, same_quantization(lw, name, Lowerer.shape_of(out, is_nhwc), x, out), is_nhwc)
 
 
 @lowering(aten.permute.default, aten.transpose.int)
@@ -63,7 +67,8 @@ def _permute(lw: Lowerer, op: Op):
         shape = Lowerer.shape_of(x, True)
     else:
         shape = x.shape
-    lw.bind(out, lw.to_layout(name, shape, x.dtype, perm), False)
+    permuted = lw.to_layout(name, shape, x.dtype, perm)
+    lw.bind(out, same_quantization(lw, permuted, out.shape, x, out), False)
 
 
 @lowering(aten.cat.default)

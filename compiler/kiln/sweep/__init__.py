@@ -15,6 +15,6 @@ performance model. docs/sweeps.md is the user's page.
 """
 
 from kiln.sweep.driver import Sweep, run
-from kiln.sweep.points import ALL, Grid, Point, key, load, points
+from kiln.sweep.points import ALL, ZOO, Grid, Point, key, load, points
 
-__all__ = ["ALL", "Grid", "Point", "Sweep", "key", "load", "points", "run"]
+__all__ = ["ALL", "ZOO", "Grid", "Point", "Sweep", "key", "load", "points", "run"]

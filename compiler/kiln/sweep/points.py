@@ -28,7 +28,8 @@ from kiln import boards, paths
 from kiln.errors import UsageError
 from kiln.spec import CompileSpec
 
-ALL = "all"  # as a memory mode: every mode the target's family has on the board
+ALL = "all"  # as a memory mode: every mode the target's family has on the board; as a target: every NPU one
+ZOO = "zoo"  # as a model: every model of kiln's zoo (kiln.models.MODELS), in name order
 
 # What a record holds: a change of its fields changes every key, so old cache files are not read.
 RECORD_VERSION = 1
@@ -88,12 +89,28 @@ class Grid:
         if not self.models or not self.targets:
             raise UsageError("a sweep needs at least one model and one target")
         known = boards.targets()
+        object.__setattr__(self, "models", _expand(self.models, ZOO, _zoo_names))
+        # ALL: every NPU configuration (a CPU target has no NPU figures for a sweep to weigh)
+        npus = [name for name, t in known.items() if t.has_npu]
+        object.__setattr__(self, "targets", _expand(self.targets, ALL, lambda: npus))
         for t in self.targets:
             if t not in known:
                 raise UsageError(f"unknown target {t!r} (`kiln targets` lists them)")
         for b in self.boards:
             if b is not None and b not in boards.board_names():
                 raise UsageError(f"unknown board {b!r} (known: {', '.join(boards.board_names())})")
+
+
+def _expand(names: tuple[str, ...], word: str, every) -> tuple[str, ...]:
+    """`names` with `word` replaced by every() in place, each name once, in the order given."""
+    out = [n for name in names for n in (every() if name == word else [name])]
+    return tuple(dict.fromkeys(out))
+
+
+def _zoo_names() -> list[str]:
+    from kiln import models
+
+    return sorted(models.MODELS)
 
 
 def points(grid: Grid) -> list[Point]:

@@ -13,7 +13,6 @@ using runtime::Method;
 using runtime::ScalarType;
 using runtime::Tensor;
 
-constexpr size_t kCommandLineCapacity = 1024;
 constexpr const char* kUsage = "--input=PATH, --model=NAME, --output-dir=DIR, --npu-timeout-ms=N, --atol=X, --rtol=X";
 
 // The index of the model named `name` in kModels, or kModels.size.
@@ -158,10 +157,13 @@ uint32_t argmax(const Tensor& t) {
 
 }  // namespace
 
-bool parse_options(Options& options) { return for_each_option(take_option, &options) && settle_steps(options); }
+bool parse_options(Options& options) {
+  static char line[kCommandLineCapacity];  // options' paths point into it for the whole run
+  return for_each_option(line, take_option, &options) && settle_steps(options);
+}
 
-bool for_each_option(bool (*take)(void* context, const char* token), void* context) {
-  static char line[kCommandLineCapacity];
+bool for_each_option(char (&line)[kCommandLineCapacity], bool (*take)(void* context, const char* token),
+                     void* context) {
   if (!command_line(line, sizeof(line))) return true;  // no command line: defaults
   char* p = line;  // split in place at spaces
   while (*p != '\0') {

@@ -78,10 +78,14 @@ int run_bundle(const uint8_t* data, size_t size, const Options& options);
 // --- Shared with the generation app --------------------------------------------------
 
 constexpr size_t kPathCapacity = 512;
+// The command line's bytes with its terminating 0 (kiln.simulator.run refuses a longer one).
+constexpr size_t kCommandLineCapacity = 1024;
 
-// Calls take(context, token) for each space-separated token of the command line (the first
-// is the program's name); false as soon as take returns false. No command line: true.
-bool for_each_option(bool (*take)(void* context, const char* token), void* context);
+// Reads the command line into `line` (the caller's storage; the tokens point into it, so it
+// must hold them as long as any is used), then calls take(context, token) for each
+// space-separated token (the first is the program's name); false as soon as take returns
+// false. No command line: true.
+bool for_each_option(char (&line)[kCommandLineCapacity], bool (*take)(void* context, const char* token), void* context);
 // The value of `token` when it is `name` followed by it ("--tokens=" and "--tokens=8": "8"),
 // else nullptr.
 const char* option_value(const char* token, const char* name);

@@ -12,21 +12,30 @@ namespace {
 using runtime::Method;
 using runtime::Program;
 using runtime::ScalarType;
-using runtime::StateTensor;
 using runtime::Tensor;
 
 constexpr const char* kUsage = "--prompt=PATH, --tokens=N, --output-dir=DIR, --npu-timeout-ms=N";
-constexpr const char* kMaxSeqLen = "get_max_seq_len";  // ExecuTorch's LLM export's constant method
 
-// The prompt's bytes (set_prompt) until the prompt has gone in, then the generated tokens
-// (tokens()): one buffer for both, the app's largest.
-union Text {
-  uint8_t prompt[kMaxPrompt];
-  int32_t tokens[kMaxTokens];
+// The app's one buffer, sized for this program (generate.h): first the command line and the
+// prompt, then the generated tokens over both.
+//
+//   offset 0                        kCommandLineCapacity          + kPromptRoom
+//   | command line (parse_options)  | prompt's bytes (set_prompt) |
+//   | generated tokens, int32 (tokens()): kTokenRoom of them ...
+//
+// The command line lives until main has opened the logits file (the options' paths point into
+// it), the prompt until it has gone in (prefill, or decode's last prompt byte); token 0 is
+// written after both.
+struct Input {
+  char line[runner::kCommandLineCapacity];
+  uint8_t prompt[kPromptRoom];
 };
-static_assert(sizeof(Text) == kMaxPrompt, "the generated tokens fit in the prompt's bytes");
+union Text {
+  Input input;
+  int32_t tokens[kTokenRoom];
+};
 Text g_text;
-uint8_t* const g_prompt = g_text.prompt;
+uint8_t* const g_prompt = g_text.input.prompt;
 
 bool take_option(void* context, const char* token) {
   Options& options = *static_cast<Options*>(context);
@@ -92,20 +101,6 @@ bool check_io(Step& step, const char* name, const char* const (&names)[2]) {
   return true;
 }
 
-// The positions the cache holds (generate.h): get_max_seq_len, else decode's caches' dim 2.
-uint32_t cache_length(const Program& program, const Program& decode) {
-  const runtime::Result<int64_t> limit = program.constant_method(kMaxSeqLen);
-  if (limit.ok()) return limit.value() < 0 ? 0 : limit.value() > UINT32_MAX ? UINT32_MAX : uint32_t(limit.value());
-  uint32_t length = UINT32_MAX;
-  for (size_t i = 0; i < decode.state_count(); ++i) {
-    const StateTensor s = decode.state(i);
-    if (s.tensor.sizes.size >= 3 && static_cast<uint32_t>(s.tensor.sizes[2]) < length) {
-      length = static_cast<uint32_t>(s.tensor.sizes[2]);
-    }
-  }
-  return length;
-}
-
 // Creates method `index` over its own storage in kModel. kExitOk, or kExitBind after printing why.
 int create(const Program& program, size_t index, const runtime::BackendTable& backends, Method& method) {
   if (index >= runner::kModel.methods.size) {  // a build for another program
@@ -120,21 +115,18 @@ int create(const Program& program, size_t index, const runtime::BackendTable& ba
   return runner::kExitOk;
 }
 
-// Reads the prompt into g_prompt: its length, or -1 after printing why.
+// The prompt's length in bytes, read into g_prompt when it is at most kPromptRoom (else left
+// unread: set_prompt refuses it); -1 after printing why.
 int32_t read_prompt(const char* path) {
   if (path == nullptr) {
     const size_t n = std::strlen(kDefaultPrompt);
-    std::memcpy(g_prompt, kDefaultPrompt, n);
+    if (n <= kPromptRoom) std::memcpy(g_prompt, kDefaultPrompt, n);
     return static_cast<int32_t>(n);
   }
   HostFile file;
   const int32_t size = file.open(path, HostFile::Mode::kReadBinary) ? file.length() : -1;
-  if (size < 0) {
+  if (size < 0 || (static_cast<uint32_t>(size) <= kPromptRoom && !file.read(g_prompt, static_cast<size_t>(size)))) {
     print("runner: cannot read the prompt from %s\n", path);
-    return -1;
-  }
-  if (static_cast<uint32_t>(size) > kMaxPrompt || !file.read(g_prompt, static_cast<size_t>(size))) {
-    print("runner: the prompt in %s has %d bytes; the app reads 1 to %u\n", path, int(size), unsigned(kMaxPrompt));
     return -1;
   }
   return size;
@@ -156,7 +148,7 @@ void print_i64(int64_t value) {
 
 }  // namespace
 
-bool parse_options(Options& options) { return runner::for_each_option(take_option, &options); }
+bool parse_options(Options& options) { return runner::for_each_option(g_text.input.line, take_option, &options); }
 
 int32_t* tokens() { return g_text.tokens; }
 
@@ -171,8 +163,8 @@ int bind(const Program& program, const runtime::BackendTable& backends, Model& m
   }
   if (int status = create(program, decode.value(), backends, model.decode.method)) return status;
   if (!check_io(model.decode, "decode", {"token", "position"})) return runner::kExitBind;
-  model.prompt_capacity = model.has_prefill ? model.prefill.method.input(0)->numel : kMaxPrompt;
-  model.cache_length = cache_length(program, program.method(decode.value()).value());  // decode: bound above
+  model.prompt_capacity = model.has_prefill ? model.prefill.method.input(0)->numel : kPromptRoom;
+  model.cache_length = plan::kCacheLength;
   return runner::kExitOk;
 }
 
@@ -204,13 +196,15 @@ int set_prompt(Options& options, Model& model, Prompt& prompt) {
   const int32_t read = read_prompt(options.prompt);
   if (read < 0) return runner::kExitUsage;
   const auto length = static_cast<uint32_t>(read);
-  const uint32_t most = model.prompt_capacity < model.cache_length ? model.prompt_capacity : model.cache_length;
+  uint32_t most = model.prompt_capacity < model.cache_length ? model.prompt_capacity : model.cache_length;
+  if (most > kPromptRoom) most = kPromptRoom;  // a cache past kMaxPrompt: the app's own bound
   if (length == 0 || length > most) {
     print("runner: the prompt has %u bytes; this program takes 1 to %u\n", unsigned(length), unsigned(most));
     return runner::kExitUsage;
   }
   // Decode writes the cache at positions length .. length + tokens - 2: generation stops before
-  // the cache's end, as kiln generate's does.
+  // the cache's end, as kiln generate's does. So tokens <= kTokenRoom: at most kMaxTokens, and at
+  // most the cache's positions.
   if (uint64_t{length} + options.tokens - 1 > model.cache_length) options.tokens = model.cache_length - length + 1;
   print("prompt: %u byte(s) '", unsigned(length));
   for (uint32_t k = 0; k < length; ++k) print_byte(g_prompt[k]);

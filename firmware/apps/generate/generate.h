@@ -13,10 +13,12 @@
 // A program without prefill reads the prompt through decode, a token at a time (the last call
 // gives the first new token). The cache holds `cache_length` positions: ExecuTorch's constant
 // method get_max_seq_len where the program has it, else the smallest dim 2 of decode's state
-// tensors of 3 or more dims (a cache [1, heads, T, head_dim]), else no bound; a prompt longer
-// than it is refused, and generation stops when decode's next position would reach it.
+// tensors of 3 or more dims (a cache [1, heads, T, head_dim]), else no bound; the build reads it
+// from the .pte (generate_plan.h, kiln.firmware.generate_plan), and the app sizes the prompt and
+// the generated tokens it keeps by it. A prompt longer than it is refused, and generation stops
+// when decode's next position would reach it.
 //
-// Options (semihosting command line): --prompt=PATH (the prompt's bytes, at most kMaxPrompt;
+// Options (semihosting command line): --prompt=PATH (the prompt's bytes, at most kPromptRoom;
 // default kDefaultPrompt), --tokens=N (tokens to generate, prefill's one included; 1 to
 // kMaxTokens, default kDefaultTokens), and the runner's --output-dir=DIR (writes logits.bin: each
 // step's logits back to back) and --npu-timeout-ms=N.
@@ -25,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "generate_plan.h"
 #include "kiln/runtime/method.h"
 #include "runner.h"
 
@@ -35,13 +38,20 @@ constexpr uint32_t kDefaultTokens = 16;
 constexpr uint32_t kMaxTokens = 1024;  // the generated text is kept for its last line
 constexpr uint32_t kMaxPrompt = 4096;  // the prompt is kept for a program without prefill
 
+// What the app keeps, at most, for this program: the cache bounds both the prompt and the
+// tokens after it (at least one of each, for a program whose cache holds nothing).
+constexpr uint32_t at_least_one(uint32_t n) { return n == 0 ? 1 : n; }
+constexpr uint32_t kPromptRoom = at_least_one(plan::kCacheLength < kMaxPrompt ? plan::kCacheLength : kMaxPrompt);
+constexpr uint32_t kTokenRoom = at_least_one(plan::kCacheLength < kMaxTokens ? plan::kCacheLength : kMaxTokens);
+
 struct Options {
   runner::Options common;        // --output-dir, --npu-timeout-ms (no --input)
   const char* prompt = nullptr;  // nullptr: kDefaultPrompt
   uint32_t tokens = kDefaultTokens;
 };
 
-// Reads the command line (none at all: the defaults); false after printing why.
+// Reads the command line (none at all: the defaults); false after printing why. The paths
+// point into the command line's storage, which tokens() reuses: read them before token 0.
 bool parse_options(Options& options);
 
 // A generation method, bound, and which of its outputs is which.
@@ -57,7 +67,7 @@ struct Model {
   bool has_prefill = false;
   Step prefill;  // bound when has_prefill
   Step decode;
-  uint32_t prompt_capacity = 0;  // P: prefill's token input's elements (kMaxPrompt without prefill)
+  uint32_t prompt_capacity = 0;  // P: prefill's token input's elements (kPromptRoom without prefill)
   uint32_t cache_length = 0;     // positions the cache holds (UINT32_MAX: no bound found)
 };
 
@@ -75,13 +85,15 @@ struct Prompt {
   const uint8_t* bytes = nullptr;
   uint32_t length = 0;
 };
-// Reads the prompt, checks it against the model (not empty, at most P and the cache), shortens
-// options.tokens to what the cache holds after it, fills prefill's inputs (with a prefill) and
-// prints the prompt line. kExitOk, or kExitUsage after printing why.
+// Reads the prompt, checks it against the model (not empty, at most P, kPromptRoom and the
+// cache), shortens options.tokens to what the cache holds after it (so at most kTokenRoom),
+// fills prefill's inputs (with a prefill) and prints the prompt line. kExitOk, or kExitUsage
+// after printing why.
 int set_prompt(Options& options, Model& model, Prompt& prompt);
 
-// Room for kMaxTokens generated tokens: the prompt's storage, so valid once the prompt has
-// gone in (after prefill, or decode's last prompt byte), until the prompt is read again.
+// Room for kTokenRoom generated tokens: the storage of the command line and the prompt, so
+// valid once both are done with (the logits file open, and the prompt gone in: after prefill,
+// or decode's last prompt byte).
 int32_t* tokens();
 
 // One token's line, up to its cycles (runner::print_run writes the rest):

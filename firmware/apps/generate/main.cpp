@@ -23,7 +23,7 @@ namespace {
 struct Run {
   bool counting;              // the CPU has a cycle counter
   const HostFile& logits;     // open: every step's logits go there
-  int32_t* tokens;            // the generated tokens, kMaxTokens of them (generate::tokens)
+  int32_t* tokens;            // the generated tokens, kTokenRoom of them (generate::tokens)
   uint32_t begin = 0;         // the step's cycle count at its start
 };
 
@@ -95,7 +95,8 @@ int main() {
     return runner::kExitUsage;
   }
 
-  int32_t* const tokens = generate::tokens();  // filled from token 0 on, after the prompt went in
+  // Filled from token 0 on: the command line's and the prompt's storage, both done with by then.
+  int32_t* const tokens = generate::tokens();
   Run run{cpu::start_cycle_counter(), logits, tokens};
   const uint32_t length = prompt.length;
   start(run);  // token 0: prefill, or decode through the whole prompt

@@ -185,7 +185,7 @@ def _semihosting_config(elf: Path, firmware_args: Sequence[str]) -> str:
 
 
 # The executor runner's command-line buffer (kCommandLineCapacity in
-# firmware/apps/executor_runner/runner.cpp; tests/fvp/test_run_fvp.py holds the two equal).
+# firmware/apps/executor_runner/runner.h; tests/fvp/test_run_fvp.py holds the two equal).
 FIRMWARE_COMMAND_LINE_BYTES = 1024
 
 
