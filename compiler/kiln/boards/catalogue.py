@@ -78,9 +78,11 @@ def target(name: str, board: str | None = None) -> Target:
                 f"board {board} has no {name} CPU: its CPU is {described.cpu.core}; build for "
                 f"--target {described.cpu.core}, or for {name} on {others}"
             )
+        has = described.configurations()
+        instead = "one of those" if has else f"--target {described.cpu.core} (its CPU alone)"
         raise UsageError(
-            f"board {board} has no {name} NPU: it has {', '.join(described.configurations()) or 'none'}; "
-            f"build for one of those, or for {name} on {others}"
+            f"board {board} has no {name} NPU: it has {', '.join(has) or 'none'}; "
+            f"build for {instead}, or for {name} on {others}"
         )
     return on_board
 
