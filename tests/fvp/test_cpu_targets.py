@@ -54,7 +54,8 @@ def test_a_cpu_target_runs_the_model_as_run_host_bit_for_bit(work, builder, tmp_
 
 def test_the_firmware_of_a_cpu_refuses_a_program_with_an_npu_delegate(work, tmp_path):
     """kiln build refuses to bake such a program (tests/compiler/test_cpu_targets.py); baked in
-    all the same, the runner finds no backend for its delegate and exits 5 (binding failed)."""
+    all the same, it fails to bind (the image has room for no delegate, and no backend) and the
+    runner exits 5."""
     cpu_pte, npu_pte = compiled(work, "digits", "cortex-m4"), compiled(work, "digits")
     elf = flow.build_runner(cpu_pte, "cortex-m4", output=tmp_path / "build", bake=npu_pte, echo=lambda *a, **k: None)
     run = flow.run(flow.firmware(elf, "cortex-m4"), timeout=120)
