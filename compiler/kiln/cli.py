@@ -10,8 +10,8 @@
                                                       steps) on the host: the reference of the firmware's
     kiln profile MODEL --target T [--output DIR]      per-layer NPU cycles and bytes beside Vela's estimate
                                                       (--etdump=FILE: the runner's ETDump of a run)
-    kiln targets                                      the NPU targets, the boards, their Vela defaults and
-                                                      the boards' unverified facts
+    kiln targets                                      the targets (NPU configurations, then CPUs alone), the
+                                                      boards, their Vela defaults and unverified facts
     kiln deploy [MODEL] --target T                    compile, build and run: the whole job on defaults
     kiln flash --board B --elf FILE [--drive DIR]     firmware onto a board: its USB drive (MPS3/MPS4), Alif's
                                                       Security Toolkit, or a debug probe (--probe, pyOCD)
@@ -61,13 +61,15 @@ def _targets(args) -> int:
     print(f"{'target':16} {'board':14} {'system config':30} {'memory mode':22} also on (--board)")
     for name, target in boards.targets().items():
         others = ", ".join(b.name for b in described if b.name != target.board.name and b.target(name))
-        print(f"{name:16} {target.board.name:14} {target.system_config:30} {target.memory_mode:22} {others or '-'}")
+        config, mode = target.system_config or "- (the CPU alone)", target.memory_mode or "-"
+        print(f"{name:16} {target.board.name:14} {config:30} {mode:22} {others or '-'}")
     print(f"\n{'board':18} {'CPU':20} {'runs on (kiln run)':42} NPU configurations")
     for board in described:
         cpu = f"{board.cpu.core} {board.cpu.clock_hz / 1e6:g} MHz"
         runs = [f"QEMU {board.qemu_machine}"] if board.qemu_machine else []
-        runs += sorted({f.fvp for f in board.npu.families if f.fvp})
-        print(f"{board.name:18} {cpu:20} {', '.join(runs) or 'the board only':42} {', '.join(board.configurations())}")
+        runs += sorted({f.fvp for f in board.npu.families if f.fvp} if board.npu else ())
+        npus = ", ".join(board.configurations()) or f"none (--target {board.cpu.core}: the CPU alone)"
+        print(f"{board.name:18} {cpu:20} {', '.join(runs) or 'the board only':42} {npus}")
     unverified = [(b.name, field, why) for b in described for field, why in b.unverified]
     if unverified:
         print("\nunverified facts (board.toml's [unverified]):")
@@ -264,7 +266,7 @@ def _run_profiled(args, fw) -> int:
     from kiln import flow
     from kiln.reference import profile
 
-    fvp = fw.target.family.fvp
+    fvp = fw.target.fvp
     if args.platform == "auto" and fvp and shutil.which(fvp):
         print(
             f"{args.prog}: --profile runs on kiln's virtual platform, not {fvp}: per-layer attribution needs "

@@ -754,7 +754,7 @@ def _format_fit(report: dict) -> list[str]:
 
 
 def _format_graph(report: dict) -> str:
-    lines = [f"{report['model']} for {report['target']} ({report['system_config']}, {report['memory_mode']})"]
+    lines = [f"{report['model']} for {report['target']} ({_vela_settings(report)})"]
     lines += [f"  warning: {warning}" for warning in report.get("warnings", [])]
     npu = [o for o in report["ops"] if o["where"] == "npu"]
     cpu = [o for o in report["ops"] if o["where"] == "cpu"]
@@ -796,6 +796,13 @@ def _format_graph(report: dict) -> str:
         lines.append(f"  {entry['name']}{_named(entry, report['keywords'])}: {entry['dtype']}{entry['shape']}{q}")
     lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in report["stages_s"].items()))
     return "\n".join(lines)
+
+
+def _vela_settings(report: dict) -> str:
+    """ "system config, memory mode" of a report, or what stands for them on a target without an NPU."""
+    if report["memory_mode"] is None:
+        return "the CPU alone, no NPU"
+    return f"{report['system_config']}, {report['memory_mode']}"
 
 
 def _why_kind(why: str) -> str:

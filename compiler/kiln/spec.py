@@ -148,17 +148,30 @@ class CompileSpec:
         """This spec with defaults filled in and every choice checked against the target: `target`
         when the caller resolved it already (boards.target(spec.target, spec.board)), else resolved here."""
         target = boards.resolve(target or self.target, self.board)
+        if not target.has_npu:
+            return self._resolved_for_the_cpu(target)
         system_config = self.system_config or target.system_config
         memory_mode = self.memory_mode or target.memory_mode
         if system_config not in vela_system_configs():
             raise UsageError(
                 f"unknown Vela system config {system_config!r} (known: {', '.join(vela_system_configs())})"
             )
-        if memory_mode not in target.family.memory_modes:
+        if memory_mode not in target.memory_modes:
             raise UsageError(
                 f"memory mode {memory_mode!r} is not available on {target.name} on {target.board.name} "
-                f"(available: {', '.join(target.family.memory_modes)})"
+                f"(available: {', '.join(target.memory_modes)})"
             )
+        self._check_precision()
+        return dataclasses.replace(self, system_config=system_config, memory_mode=memory_mode)
+
+    def _resolved_for_the_cpu(self, target: boards.Target) -> CompileSpec:
+        """A spec for a CPU alone (`target` has no NPU): no Vela settings to choose, nothing delegated."""
+        target.refuse_vela_settings(self.system_config, self.memory_mode)
+        self._check_precision()
+        return dataclasses.replace(self, delegate=False)
+
+    def _check_precision(self) -> None:
+        """The I/O and precision choices, which apply to any target."""
         if self.io not in IO_KINDS:
             raise UsageError(f"--io must be one of {', '.join(IO_KINDS)}, not {self.io!r}")
         if self.tied_head not in TIED_HEADS:
@@ -172,4 +185,3 @@ class CompileSpec:
             )
         if self.int16 and not self.quantize:
             raise UsageError("--int16 needs quantization; drop --no-quantize")
-        return dataclasses.replace(self, system_config=system_config, memory_mode=memory_mode)

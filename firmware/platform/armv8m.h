@@ -51,6 +51,25 @@ constexpr uint32_t kSystClkCpu = 1u << 2;
 constexpr uint32_t kDemcrTrcena = 1u << 24;
 constexpr uint32_t kDwtCyccntena = 1u << 0;
 
+// The main stack's limit register (MSPLIM) and the SecureFault registers are Armv8-M
+// Mainline's; kiln also builds for Armv7-M cores (Cortex-M4, M7), which have neither.
+#if defined(__ARM_ARCH_8M_MAIN__) || defined(__ARM_ARCH_8_1M_MAIN__)
+#define KILN_ARMV8M_MAIN 1
+#define KILN_CLEAR_MSPLIM "movs r2, #0 \n msr msplim, r2 \n"  // for naked functions
+#else
+#define KILN_ARMV8M_MAIN 0
+#define KILN_CLEAR_MSPLIM ""
+#endif
+constexpr bool kArmv8mMain = KILN_ARMV8M_MAIN;
+
+inline void set_msplim(uint32_t limit) {
+#if KILN_ARMV8M_MAIN
+  __asm volatile("msr msplim, %0" ::"r"(limit));
+#else
+  (void)limit;
+#endif
+}
+
 inline void dsb() { __asm volatile("dsb" ::: "memory"); }
 inline void isb() { __asm volatile("isb" ::: "memory"); }
 

@@ -37,7 +37,7 @@ extern "C" __attribute__((noreturn, used)) void kiln_fault_report(const Exceptio
   using namespace kiln::armv8m;
   kiln::print("\n[kiln] FAULT exception=%u\n", u(ipsr()));
   kiln::print("[kiln] CFSR=%08x HFSR=%08x MMFAR=%08x BFAR=%08x SFSR=%08x SFAR=%08x\n", u(reg(kCfsr)), u(reg(kHfsr)),
-              u(reg(kMmfar)), u(reg(kBfar)), u(reg(kSfsr)), u(reg(kSfar)));
+              u(reg(kMmfar)), u(reg(kBfar)), u(kArmv8mMain ? reg(kSfsr) : 0), u(kArmv8mMain ? reg(kSfar) : 0));
   kiln::print("[kiln] PC=%08x LR=%08x XPSR=%08x SP=%08x EXC_RETURN=%08x\n", u(frame->pc), u(frame->lr), u(frame->xpsr),
               u(reinterpret_cast<uint32_t>(frame)), u(exc_return));
   kiln::print("[kiln] R0=%08x R1=%08x R2=%08x R3=%08x R12=%08x\n", u(frame->r0), u(frame->r1), u(frame->r2),
@@ -49,13 +49,11 @@ extern "C" __attribute__((noreturn, used)) void kiln_fault_report(const Exceptio
 // lifts the stack limit so the reporter can use the reserve below it, and
 // passes the frame and EXC_RETURN on.
 extern "C" __attribute__((naked, noreturn)) void kiln_fault_entry() {
-  __asm volatile(
-      "movs r2, #0          \n"
-      "msr msplim, r2       \n"
-      "tst lr, #4           \n"
-      "ite eq               \n"
-      "mrseq r0, msp        \n"
-      "mrsne r0, psp        \n"
-      "mov r1, lr           \n"
-      "b kiln_fault_report  \n");
+  __asm volatile(KILN_CLEAR_MSPLIM
+                 "tst lr, #4           \n"
+                 "ite eq               \n"
+                 "mrseq r0, msp        \n"
+                 "mrsne r0, psp        \n"
+                 "mov r1, lr           \n"
+                 "b kiln_fault_report  \n");
 }

@@ -31,7 +31,12 @@ namespace {
 
 using Handler = void (*)();
 constexpr int kSystemExceptions = 16;
+// The external interrupts the table lists: up to the NPU's (a board without an NPU, none).
+#ifdef KILN_NPU_IRQ
 constexpr int kInterrupts = KILN_NPU_IRQ + 1;
+#else
+constexpr int kInterrupts = 0;
+#endif
 
 struct VectorTable {
   uint32_t* initial_sp;
@@ -42,7 +47,9 @@ constexpr VectorTable make_vector_table() {
   VectorTable table{__stack_top, {}};
   for (Handler& h : table.handlers) h = kiln_fault_entry;
   table.handlers[0] = kiln_reset_handler;  // exception 1
+#ifdef KILN_NPU_IRQ
   table.handlers[kSystemExceptions - 1 + KILN_NPU_IRQ] = kiln_npu_irq_handler;
+#endif
   return table;
 }
 
@@ -59,8 +66,8 @@ extern "C" __attribute__((noreturn)) void kiln_reset_handler() {
   isb();
   // Stack overflow faults (UsageFault STKOF) instead of corrupting .bss; the
   // fault handler lowers the limit to use the reserve below it.
-  uint32_t limit = reinterpret_cast<uint32_t>(__stack_limit) + kiln::platform::kFaultStackReserve;
-  __asm volatile("msr msplim, %0" ::"r"(limit));
+  // Armv7-M (Cortex-M4, M7) has no stack limit: an overflow there goes unnoticed.
+  set_msplim(reinterpret_cast<uint32_t>(__stack_limit) + kiln::platform::kFaultStackReserve);
 
   for (uint32_t *src = __data_load, *dst = __data_start; dst < __data_end;) *dst++ = *src++;
   for (uint32_t* dst = __bss_start; dst < __bss_end;) *dst++ = 0;

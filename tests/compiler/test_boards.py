@@ -23,6 +23,9 @@ def test_every_board_validates():
         "alif-e8",
         "corstone-300",
         "corstone-320",
+        "mps2-an386",
+        "mps2-an500",
+        "mps2-an505",
         "mps3-an552",
         "mps4-corstone320",
     ]
@@ -41,6 +44,7 @@ def test_targets_map_to_boards_with_vela_defaults():
         "ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
         "ethos-u65-256", "ethos-u65-512",
         "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048",
+        "cortex-m55", "cortex-m85", "cortex-m4", "cortex-m7", "cortex-m33",
     }  # fmt: skip
     with pytest.raises(UsageError, match="unknown target 'ethos-u55-100'"):
         boards.target("ethos-u55-100")

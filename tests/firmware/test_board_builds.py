@@ -180,7 +180,8 @@ def test_a_run_on_a_board_no_platform_models_says_so(built, board, target):
     assert result.returncode == 127
     assert result.stderr.strip() == (
         f"kiln: error: {target} runs on {board}, which kiln's virtual platform does not model (it "
-        "models the boards whose map QEMU's mps3-an547 has: corstone-300, corstone-320, mps3-an552); no FVP "
+        "models the boards whose map one of QEMU's machines has: corstone-300, corstone-320, mps2-an386, "
+        "mps2-an500, mps2-an505, mps3-an552); no FVP "
         "models it either: run the ELF on the board itself"
     )
 

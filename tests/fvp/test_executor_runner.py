@@ -260,7 +260,7 @@ def test_each_board_offers_the_memory_modes_vela_accepts_and_each_has_a_run_belo
     vela_modes = [s.removeprefix("Memory_Mode.") for s in ini.sections() if s.startswith("Memory_Mode.")]
     runnable = set()
     for board in map(boards.load, boards.board_names()):
-        for family in board.npu.families:
+        for family in board.npu.families if board.npu else ():  # a board without an NPU offers no mode
             accelerator = f"{family.name}-{family.macs[0]}"
             accepted = {m for m in vela_modes if vela_accepts(accelerator, family.system_config, m)}
             offered = set(family.memory_modes)

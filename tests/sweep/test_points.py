@@ -48,6 +48,7 @@ def test_zoo_and_all_stand_for_every_model_and_target():
     u55 = [f"ethos-u55-{m}" for m in (32, 64, 128, 256)]
     u85 = [f"ethos-u85-{m}" for m in (128, 256, 512, 1024, 2048)]
     assert grid.targets[:4] == tuple(u55) and set(u85 + ["ethos-u65-256", "ethos-u65-512"]) <= set(grid.targets)
+    assert len(grid.targets) == 11 and not {"cortex-m4", "cortex-m55"} & set(grid.targets)  # NPU targets only
 
 
 def test_unknown_target_is_refused():

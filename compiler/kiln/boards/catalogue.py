@@ -1,6 +1,6 @@
-"""The boards kiln knows (one folder each under boards/) and the NPU targets they have: a
-target name such as ``ethos-u55-128`` maps to its reference board, or, asked, to another
-board with that NPU configuration.
+"""The boards kiln knows (one folder each under boards/) and the targets they have: a target
+name such as ``ethos-u55-128`` (an NPU configuration) or ``cortex-m4`` (a board's CPU alone)
+maps to its reference board, or, asked, to another board with that NPU configuration or CPU.
 """
 
 from __future__ import annotations
@@ -29,32 +29,34 @@ def _described() -> list[Board]:
 
 
 def targets() -> dict[str, Target]:
-    """Every NPU target kiln knows, each on its reference board: the one description with
-    `reference = true` that has the configuration (every configuration of any board needs one)."""
+    """Every target kiln knows, each on its reference board: the one description with
+    `reference = true` that has the NPU configuration or CPU (every target of any board needs
+    one). The NPU configurations first, then the CPUs."""
     found: dict[str, Target] = {}
     described: dict[str, Board] = {}
-    for board in _described():
-        for target_name in board.configurations():
-            described.setdefault(target_name, board)
-            if not board.reference:
-                continue
-            if target_name in found:
-                raise BoardError(
-                    f"{board.path}: reference: target {target_name} already has reference board "
-                    f"{found[target_name].board.name}; one board is a target's reference"
-                )
-            found[target_name] = board.target(target_name)
+    boards = _described()
+    pairs = [(b, t) for b in boards for t in b.configurations()] + [(b, b.cpu.core) for b in boards]
+    for board, target_name in pairs:
+        described.setdefault(target_name, board)
+        if not board.reference:
+            continue
+        if target_name in found:
+            raise BoardError(
+                f"{board.path}: reference: target {target_name} already has reference board "
+                f"{found[target_name].board.name}; one board is a target's reference"
+            )
+        found[target_name] = board.target(target_name)
     for target_name, board in described.items():
         if target_name not in found:
             raise BoardError(
-                f"{board.path}: npu.family: target {target_name} has no reference board; describe "
+                f"{board.path}: target {target_name} has no reference board; describe "
                 "it on a board with `reference = true`"
             )
     return found
 
 
 def boards_with(target_name: str) -> list[Board]:
-    """Every board that has NPU configuration `target_name`, the reference board first."""
+    """Every board that has target `target_name` (an NPU configuration or a CPU), the reference board first."""
     reference = target(target_name).board
     return [reference] + [b for b in _described() if b.name != reference.name and b.target(target_name) is not None]
 
@@ -71,9 +73,16 @@ def target(name: str, board: str | None = None) -> Target:
     on_board = described.target(name)
     if on_board is None:
         others = ", ".join(b.name for b in boards_with(name))
+        if not known[name].has_npu:
+            raise UsageError(
+                f"board {board} has no {name} CPU: its CPU is {described.cpu.core}; build for "
+                f"--target {described.cpu.core}, or for {name} on {others}"
+            )
+        has = described.configurations()
+        instead = "one of those" if has else f"--target {described.cpu.core} (its CPU alone)"
         raise UsageError(
-            f"board {board} has no {name} NPU: it has {', '.join(described.configurations())}; "
-            f"build for one of those, or for {name} on {others}"
+            f"board {board} has no {name} NPU: it has {', '.join(has) or 'none'}; "
+            f"build for {instead}, or for {name} on {others}"
         )
     return on_board
 

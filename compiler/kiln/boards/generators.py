@@ -104,9 +104,7 @@ def c_header(board: Board) -> str:
         f"#define KILN_UART_BASE {board.uart.base:#010x}u",
         f"#define KILN_UART_CLOCK_HZ {board.uart.clock_hz}u",
         f"#define KILN_UART_BAUD {board.uart.baud}u",
-        f"#define KILN_NPU_BASE {board.npu.base:#010x}u",
-        f"#define KILN_NPU_IRQ {board.npu.irq}",
-        *([f"#define KILN_NPU_NS_ALIAS {board.npu.ns_alias:#010x}u"] if board.npu.ns_alias is not None else []),
+        *_npu_macros(board),
         "",
     ]
     for r in board.memory:
@@ -128,6 +126,18 @@ def c_header(board: Board) -> str:
     return "\n".join(out)
 
 
+def _npu_macros(board: Board) -> list[str]:
+    """The NPU's macros of kiln_board.h: none on a board without an NPU (its firmware builds
+    without the Ethos-U driver, and startup's vector table ends at the system exceptions)."""
+    if board.npu is None:
+        return []
+    return [
+        f"#define KILN_NPU_BASE {board.npu.base:#010x}u",
+        f"#define KILN_NPU_IRQ {board.npu.irq}",
+        *([f"#define KILN_NPU_NS_ALIAS {board.npu.ns_alias:#010x}u"] if board.npu.ns_alias is not None else []),
+    ]
+
+
 def cmake_fragment(board: Board, out_dir: Path) -> str:
     return "\n".join(
         [
@@ -137,6 +147,7 @@ def cmake_fragment(board: Board, out_dir: Path) -> str:
             f'set(KILN_BOARD_COMPILE_FLAGS "{";".join(board.cpu.compile_flags)}")',
             f'set(KILN_BOARD_LINK_FLAGS "{";".join(board.cpu.link_flags)}")',
             f'set(KILN_BOARD_UART_DRIVER "{UART_DRIVERS[board.uart.kind]}")',
+            f"set(KILN_BOARD_HAS_NPU {'ON' if board.npu else 'OFF'})",
             f'set(KILN_BOARD_TOOLCHAIN "{board.cpu.toolchain}")',
             f'set(KILN_BOARD_TOOLCHAIN_FILE "{board.cpu.toolchain_file}")',
             f'set(KILN_BOARD_LINKER_SCRIPT "{out_dir / "board.ld"}")',

@@ -269,7 +269,7 @@ def _validated(path: Path, read: list[tuple[Path, bytes]]) -> Board:
         memory=_read_memory(top),
         stack_size=top.integer("stack_size", limit=_ADDRESS_LIMIT),
         uart=_read_uart(top.table("uart")),
-        npu=_read_npu(top.table("npu")),
+        npu=_read_npu(top.table("npu", optional=True)),
         fvp_params=_read_fvp(top.table("fvp", optional=True)),
         qemu_machine=_read_virtual_platform(top.table("virtual_platform", optional=True)),
         reference=_read_reference(top),
@@ -384,7 +384,9 @@ def _read_uart(t: _Table) -> Uart:
     return uart
 
 
-def _read_npu(t: _Table) -> Npu:
+def _read_npu(t: _Table | None) -> Npu | None:
+    if t is None:
+        return None
     base = t.integer("base", limit=_ADDRESS_LIMIT)
     ns_alias = t.integer("ns_alias", limit=_ADDRESS_LIMIT, optional=True)
     irq = t.integer("irq", limit=480)
@@ -492,7 +494,9 @@ def _check_flash(board: Board, top: _Table):
 
 def _check_fvp(board: Board, top: _Table):
     """An FVP runs a board only with both its binary (npu.family.fvp) and its -C parameters ([fvp])."""
-    for i, family in enumerate(board.npu.families):
+    if board.npu is None and board.fvp_params:
+        top.fail("fvp", "the FVP's binary is named per NPU family (npu.family.fvp): a board without [npu] has none")
+    for i, family in enumerate(board.npu.families if board.npu else ()):
         if (family.fvp is None) != (not board.fvp_params):
             top.fail(
                 f"npu.family[{i}].fvp",
@@ -501,8 +505,10 @@ def _check_fvp(board: Board, top: _Table):
 
 
 def _check_peripherals(board: Board, top: _Table):
-    peripherals = [("uart.base", board.uart.base), ("npu.base", board.npu.base)]
-    if board.npu.ns_alias is not None:
+    peripherals = [("uart.base", board.uart.base)]
+    if board.npu is not None:
+        peripherals.append(("npu.base", board.npu.base))
+    if board.npu is not None and board.npu.ns_alias is not None:
         peripherals.append(("npu.ns_alias", board.npu.ns_alias))
     for field, address in peripherals:
         for region in board.memory:

@@ -1,8 +1,9 @@
 """What a board description says, as frozen dataclasses: a board's CPU, memory regions, UART,
-NPU (its families, each with its MAC configurations and Vela defaults), FVP, flash method and
-CMSIS device; a Target, one NPU configuration on one board; and the rules a description's
-values obey (the purposes a region may have, the UARTs and toolchains kiln drives, the
-stack's alignment). kiln.boards.loader builds them from board.toml.
+NPU if it has one (its families, each with its MAC configurations and Vela defaults), FVP, flash
+method and CMSIS device; a Target, one NPU configuration on one board or the board's CPU alone
+(the target named by its core, "cortex-m4"); and the rules a description's values obey (the
+purposes a region may have, the UARTs and toolchains kiln drives, the stack's alignment).
+kiln.boards.loader builds them from board.toml.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ class Board:
     memory: tuple[MemoryRegion, ...]
     stack_size: int  # bytes of the main stack, reserved in the "stack" region (a build may override it)
     uart: Uart
-    npu: Npu
+    npu: Npu | None  # None: the board has no NPU (its only target is its CPU)
     fvp_params: tuple[str, ...]  # -C parameters with {macs} and {cwd} placeholders; () without an FVP
     qemu_machine: str | None  # None: no virtual platform for this board yet
     # The board its NPU configurations are the targets of: `--target T` alone means T on it.
@@ -167,40 +168,70 @@ class Board:
 
     def configurations(self) -> list[str]:
         """The target names of every NPU configuration this board has ("ethos-u55-128", ...)."""
-        return [f"{f.name}-{m}" for f in self.npu.families for m in f.macs]
+        return [f"{f.name}-{m}" for f in self.npu.families for m in f.macs] if self.npu else []
 
     def target(self, name: str) -> Target | None:
-        """NPU configuration `name` ("ethos-u55-128") on this board, or None when it lacks it."""
-        for family in self.npu.families:
+        """NPU configuration `name` ("ethos-u55-128") on this board, or its CPU alone when `name`
+        is its core ("cortex-m55"); None when it has neither."""
+        if name == self.cpu.core:
+            return Target(name, self, None, 0)
+        for family in self.npu.families if self.npu else ():
             for macs in family.macs:
                 if f"{family.name}-{macs}" == name:
                     return Target(name, self, family, macs)
         return None
 
+    def target_names(self) -> list[str]:
+        """Every target this board has: its NPU configurations, then its CPU alone."""
+        return [*self.configurations(), self.cpu.core]
+
 
 @dataclass(frozen=True)
 class Target:
     """One NPU configuration on one board, e.g. ethos-u55-128 on corstone-300 (its reference
-    board) or on mps3-an552."""
+    board) or on mps3-an552; or a board's CPU alone, e.g. cortex-m4 on mps2-an386 (family None,
+    macs 0): every op runs on the CPU, and the firmware is built without the Ethos-U driver."""
 
     name: str
     board: Board
-    family: BoardFamily
-    macs: int
+    family: BoardFamily | None  # None: the CPU alone
+    macs: int  # 0 for the CPU alone
 
     @property
-    def system_config(self) -> str:
-        return self.family.system_config
+    def has_npu(self) -> bool:
+        return self.family is not None
 
     @property
-    def memory_mode(self) -> str:
-        return self.family.memory_mode
+    def system_config(self) -> str | None:
+        """Vela's default system config (None: no NPU, no Vela)."""
+        return self.family.system_config if self.family else None
 
     @property
-    def npu(self) -> families.NpuFamily:
+    def memory_mode(self) -> str | None:
+        """Vela's default memory mode (None: no NPU, no Vela)."""
+        return self.family.memory_mode if self.family else None
+
+    @property
+    def memory_modes(self) -> tuple[str, ...]:
+        """The memory modes this target has on its board (none without an NPU)."""
+        return self.family.memory_modes if self.family else ()
+
+    @property
+    def fvp(self) -> str | None:
+        """The Arm FVP binary that models this target (None: no FVP, or no NPU)."""
+        return self.family.fvp if self.family else None
+
+    def refuse_vela_settings(self, system_config: str | None, memory_mode: str | None) -> None:
+        """A UsageError when this target has no NPU and either Vela setting is given (None: not given)."""
+        for flag, value in (("--system-config", system_config), ("--memory-mode", memory_mode)):
+            if value is not None and not self.has_npu:
+                raise UsageError(f"{flag} sets Vela for an NPU; {self.name} on {self.board.name} has none")
+
+    @property
+    def npu(self) -> families.NpuFamily | None:
         """What the compiler knows of this target's NPU family (kiln.families): the stages below
-        the command line ask it, never the target's name."""
-        return families.FAMILIES[self.family.name]
+        the command line ask it, never the target's name. None: the CPU alone."""
+        return families.FAMILIES[self.family.name] if self.family else None
 
 
 def check_stack_size(board: Board, size: int) -> int:

@@ -205,7 +205,8 @@ def report(p, elf: Path, out: Path, title: str) -> str:
     usage = _region_usage(elf, regions)
     parts = _map_parts(elf.with_suffix(".map").read_text(), regions)
     lines = [
-        f"{title}: {p.model} for {p.target.name} on {p.target.board.name} ({p.system_config}, {p.memory_mode})",
+        f"{title}: {p.model} for {p.target.name} on {p.target.board.name} "
+        f"({f'{p.system_config}, {p.memory_mode}' if p.memory_mode else 'the CPU alone, no NPU'})",
         f"  ELF {elf}",
         "",
         "memory per region (bytes):",

@@ -143,8 +143,8 @@ class Plan:
     next: its inputs are copied in and its outputs out)."""
 
     target: boards.Target
-    memory_mode: str
-    system_config: str
+    memory_mode: str | None  # None: a target without an NPU (no scratch, no delegate pool)
+    system_config: str | None
     pte_region: str
     models: list[Model]  # in the order given; the first is the one kModel and kiln_model_pte name
     operators: list[tuple[str, str]]  # every model's methods', each once (the kernel table)
@@ -207,6 +207,18 @@ def _payloads(f: PteFile, specs: list[dict[str, str]], target: str, check_target
     return payloads
 
 
+def _refuse_delegates_without_npu(pte_path: Path, specs: list[dict[str, str]], target: boards.Target) -> None:
+    """A RunnerBuildError when the program calls delegates and `target` has no NPU: its firmware
+    is built without the Ethos-U driver and backend, so nothing could run them (--force or not)."""
+    if target.has_npu or not specs:
+        return
+    compiled_for = sorted({spec.get(ethosu_payload.TARGET_SPEC, "an Ethos-U NPU") for spec in specs})
+    raise RunnerBuildError(
+        f"{pte_path.name} delegates {len(specs)} partition(s) to an NPU ({', '.join(compiled_for)}); "
+        f"{target.name} on {target.board.name} has no NPU: compile the model with --target {target.name}"
+    )
+
+
 def _methods(f: PteFile, pte_path: Path, target: boards.Target) -> list[Method]:
     """The program's methods, their operator names and planned buffer sizes checked."""
     largest = max(r.size for r in target.board.memory)
@@ -251,10 +263,14 @@ def _memory_mode(
     memory_mode: str | None,
     system_config: str | None,
     compiled_for: str | None = None,
-) -> tuple[str, str]:
+) -> tuple[str | None, str | None]:
     """The memory mode and system config: given, else the one the .pte's delegates were
     compiled for (`compiled_for`, their ethosu_payload.MEMORY_MODE_SPEC), else the compile report's
-    beside the .pte (kiln compile writes <name>.json), else the target's defaults."""
+    beside the .pte (kiln compile writes <name>.json), else the target's defaults. (None, None)
+    for a target without an NPU: nothing to place for one."""
+    if not target.has_npu:
+        target.refuse_vela_settings(system_config, memory_mode)
+        return None, None
     report_path = pte_path.with_suffix(".json")
     report = _compile_report(report_path) if report_path.exists() else {}
     compiled_mode = compiled_for or (report.get("memory_mode") if report.get("target") == target.name else None)
@@ -265,16 +281,20 @@ def _memory_mode(
             f"building for {mode} would place its buffers where the command stream does not "
             f"expect them"
         )
-    if mode not in target.family.memory_modes:
-        hint = f"; compile the model with --memory-mode {target.family.memory_mode}" if mode == compiled_mode else ""
+    if mode not in target.memory_modes:
+        hint = f"; compile the model with --memory-mode {target.memory_mode}" if mode == compiled_mode else ""
         raise UsageError(
             f"memory mode {mode!r} is not one of {target.name}'s on {target.board.name}: "
-            f"{', '.join(target.family.memory_modes)}{hint}"
+            f"{', '.join(target.memory_modes)}{hint}"
         )
     return mode, system_config or report.get("system_config") or target.system_config
 
 
-# The compile report's fields the runner build reads; each, when present, a string.
+# The memory mode the runner prints for an image without an NPU ("kiln executor runner: NAME (MODE) on BOARD").
+NO_NPU_MODE = "no NPU"
+
+# The compile report's fields the runner build reads; each, when present, a string (the Vela
+# settings null for a target without an NPU).
 REPORT_FIELDS = ("target", "memory_mode", "system_config")
 
 
@@ -292,7 +312,7 @@ def _compile_report(path: Path) -> dict:
     if not isinstance(report, dict):
         raise UsageError(f"{path} is not a compile report (a JSON {type(report).__name__}, not an object); {fix}")
     for name in REPORT_FIELDS:
-        if name in report and not isinstance(report[name], str):
+        if name in report and not isinstance(report[name], str) and not (name != "target" and report[name] is None):
             raise UsageError(f"{path}: {name} is {str(report[name])[:60]}, not a string; {fix}")
     return report
 
@@ -302,8 +322,8 @@ class _Program:
     """What plan() reads from one .pte before it places anything."""
 
     model: Model
-    memory_mode: str
-    system_config: str
+    memory_mode: str | None  # None: a target without an NPU
+    system_config: str | None
     operators: list[tuple[str, str]]
     payloads: list
     specs: list[dict[str, str]]
@@ -332,6 +352,7 @@ def _program(
         ) from None
     methods = _methods(f, pte_path, target)
     specs = [ethosu_payload.compile_specs(d) for plan in f.program.execution_plans for d in plan.delegates]
+    _refuse_delegates_without_npu(pte_path, specs, target)
     payloads = _payloads(f, specs, target.name, check)
     modes = {m for m in map(ethosu_payload.compiled_memory_mode, specs) if m}
     if len(modes) > 1:
@@ -410,7 +431,8 @@ def plan(
         raise UsageError("a bundle (.bpte) is built into a runner of its own: give it alone to --pte")
     mode, config = programs[0].memory_mode, programs[0].system_config
     board = target.board
-    model_region, npu_region = board.region_for("model"), board.region_for("npu")
+    model_region = board.region_for("model")
+    npu_region = board.region_for("npu") if target.has_npu else None
     p = Plan(
         target=target,
         memory_mode=mode,
@@ -541,6 +563,7 @@ def _memory_cpp(p: Plan, default_inputs: list[list[bytes]]) -> str:
     lines = [
         "// Generated by kiln.firmware.runner_build from the .pte files: do not edit.",
         '#include "model.h"',
+        *(['#include "npu_ethosu.h"'] if p.target.has_npu else []),
         '#include "kiln_board.h"',
         "",
         *[f'extern "C" const uint8_t {m.symbol}[], {m.symbol}_end[];' for m in p.models[1:]],
@@ -548,38 +571,45 @@ def _memory_cpp(p: Plan, default_inputs: list[list[bytes]]) -> str:
         "namespace {",
     ]
 
-    def span(b: Buffer | None) -> str:
-        return f"{{{b.symbol}, {_align(b.size)}}}" if b is not None else "{}"
-
-    # The NPU's scratches and the delegate pool: one each, shared by the models.
-    for b in (p.scratch, p.fast_scratch):
-        if b is not None:
-            lines.append(
-                f"alignas({BUFFER_ALIGNMENT}) KILN_PLACE_BSS({b.region}) uint8_t {b.symbol}"
-                f"[{_align(max(b.size, 1))}];  // {b.what}: {b.size} bytes"
-            )
-    lines.append(f"delegates::ethosu::DelegateState pool[{max(p.delegates, 1)}];")
     entries = []
     for k, m in enumerate(p.models):
         storage, fields = _model_cpp(k, m, default_inputs[k] if k < len(default_inputs) else [])
         lines += storage
-        entries.append(
-            f"    {{{json.dumps(m.name)}, {json.dumps(p.memory_mode)}, {fields}, {{pool, {p.delegates}}}, "
-            f"{span(p.scratch)}, {span(p.fast_scratch)}}},"
-        )
+        mode = p.memory_mode or NO_NPU_MODE
+        entries.append(f"    {{{json.dumps(m.name)}, {json.dumps(mode)}, {fields}, {p.delegates}}},")
     lines += [
         f"const ModelMemory models[{len(p.models)}] = {{",
         *entries,
         "};",
+        *_npu_memory_cpp(p),
         "}  // namespace",
         "",
         f"const runtime::Span<const ModelMemory> kModels = {{models, {len(p.models)}}};",
         "const ModelMemory& kModel = models[0];",
-        "",
-        "}  // namespace kiln::runner",
-        "",
     ]
+    if p.target.has_npu:
+        scratch, fast = _span(p.scratch), _span(p.fast_scratch)
+        lines.append(f"const NpuMemory kNpuMemory = {{{{pool, {p.delegates}}}, {scratch}, {fast}}};")
+    lines += ["", "}  // namespace kiln::runner", ""]
     return "\n".join(lines)
+
+
+def _span(b: Buffer | None) -> str:
+    return f"{{{b.symbol}, {_align(b.size)}}}" if b is not None else "{}"
+
+
+def _npu_memory_cpp(p: Plan) -> list[str]:
+    """The NPU's scratches and the delegate pool (npu_ethosu.h's NpuMemory): one each, shared by
+    the models; none for a target without an NPU."""
+    if not p.target.has_npu:
+        return []
+    lines = [
+        f"alignas({BUFFER_ALIGNMENT}) KILN_PLACE_BSS({b.region}) uint8_t {b.symbol}"
+        f"[{_align(max(b.size, 1))}];  // {b.what}: {b.size} bytes"
+        for b in (p.scratch, p.fast_scratch)
+        if b is not None
+    ]
+    return [*lines, f"delegates::ethosu::DelegateState pool[{max(p.delegates, 1)}];"]
 
 
 def _kernel_table(p: Plan, out: Path) -> None:
@@ -764,6 +794,7 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: list[Path], app
             f"-DKILN_RUNNER_GENERATED={gen}",
             f"-DKILN_RUNNER_PTE={';'.join(str(b.resolve()) for b in baked)}",
             f"-DKILN_STACK_SIZE={p.stack_size:#x}",
+            f"-DKILN_NPU={'ON' if p.target.has_npu else 'OFF'}",
             f"-DKILN_RUNNER_BUNDLE={'ON' if is_bundle(p.models[0].baked) else 'OFF'}",
         ],
         "configuring the runner",
@@ -784,7 +815,8 @@ def default_output(p: Plan) -> Path:
     """build/runner/<model>-<target>-<mode>, with -<board> when the board is not the target's
     reference; <model> is the models' names joined by "+" for an image of several."""
     on = "" if p.target.board.reference else f"-{p.target.board.name}"
-    return paths.build_root() / "runner" / f"{p.model}-{p.target.name}-{p.memory_mode}{on}"
+    mode = f"-{p.memory_mode}" if p.memory_mode else ""
+    return paths.build_root() / "runner" / f"{p.model}-{p.target.name}{mode}{on}"
 
 
 def build_runner(

@@ -84,15 +84,19 @@ class _Sets:
         return a
 
 
+NO_NPU = "the target is a CPU alone (no NPU): every op runs on the CPU"
+
+
 def partition(
     graph: Graph,
-    family: NpuFamily,
+    family: NpuFamily | None,
     exclusions: Exclusions = Exclusions(),
     delegate: bool = True,
     refused: Mapping[str, str] | None = None,
 ) -> Partitioning:
     """`refused` maps op names to why Vela could not place them (the compile driver learns it by
-    compiling; kiln.compile): those ops stay on the CPU with that reason, as a rule's would."""
+    compiling; kiln.compile): those ops stay on the CPU with that reason, as a rule's would.
+    `family` None: a target without an NPU, every op on the CPU (NO_NPU)."""
     refused = refused or {}
     sets = _Sets()
     part: dict[int, int] = {}  # op id -> partition id (raw)
@@ -102,7 +106,7 @@ def partition(
     part_indirect: dict[int, set[int]] = {}  # canonical partition -> union of its ops' indirect
 
     for op in graph.ops:
-        why = reason(op, family) or excluded(op, exclusions) or refused.get(op.name)
+        why = NO_NPU if family is None else reason(op, family) or excluded(op, exclusions) or refused.get(op.name)
         if why is None and not delegate:
             why = "delegation is off (--no-delegate, or --no-quantize: a float program runs on the CPU)"
         reasons[id(op)] = why

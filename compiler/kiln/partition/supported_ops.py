@@ -23,7 +23,7 @@ COMMAND = f"{PROG} --output docs/SUPPORTED_OPS.md"
 
 def families() -> list[NpuFamily]:
     """The NPU families the boards describe (ethos-u55, ethos-u65, ethos-u85), by name."""
-    return sorted({t.npu for t in boards.targets().values()}, key=lambda family: family.name)
+    return sorted({t.npu for t in boards.targets().values() if t.npu is not None}, key=lambda family: family.name)
 
 
 def _text(rule: Rule) -> str:

@@ -28,7 +28,7 @@ from kiln import boards, paths
 from kiln.errors import UsageError
 from kiln.spec import CompileSpec
 
-ALL = "all"  # as a memory mode: every mode the target's family has on the board; as a target: every one
+ALL = "all"  # as a memory mode: every mode the target's family has on the board; as a target: every NPU one
 ZOO = "zoo"  # as a model: every model of kiln's zoo (kiln.models.MODELS), in name order
 
 # What a record holds: a change of its fields changes every key, so old cache files are not read.
@@ -90,7 +90,9 @@ class Grid:
             raise UsageError("a sweep needs at least one model and one target")
         known = boards.targets()
         object.__setattr__(self, "models", _expand(self.models, ZOO, _zoo_names))
-        object.__setattr__(self, "targets", _expand(self.targets, ALL, lambda: list(known)))
+        # ALL: every NPU configuration (a CPU target has no NPU figures for a sweep to weigh)
+        npus = [name for name, t in known.items() if t.has_npu]
+        object.__setattr__(self, "targets", _expand(self.targets, ALL, lambda: npus))
         for t in self.targets:
             if t not in known:
                 raise UsageError(f"unknown target {t!r} (`kiln targets` lists them)")
@@ -124,7 +126,7 @@ def points(grid: Grid) -> list[Point]:
                 resolved = boards.resolve(target, board)
                 modes: list[str | None] = []
                 for mode in grid.memory_modes:
-                    modes += list(resolved.family.memory_modes) if mode == ALL else [mode]
+                    modes += list(resolved.memory_modes) if mode == ALL else [mode]
                 for mode in dict.fromkeys(modes):
                     for bits in grid.activation_bits:
                         out.append(Point(model, target, board, mode, bits, run=grid.run))

@@ -7,6 +7,7 @@
 #include "kiln/cpu.h"
 #include "kiln/platform.h"
 #include "model.h"
+#include "npu.h"
 #include "runner.h"
 
 namespace kiln::runner {
@@ -179,8 +180,8 @@ struct Tally {
 };
 
 // Runs every case of suite `s` on its method; kExitOk, or the exit status of a failure.
-int run_suite(const Bundle& bundle, uint32_t s, const runtime::Program& program, Npu& npu, const Options& options,
-              bool counting, Tally& tally) {
+int run_suite(const Bundle& bundle, uint32_t s, const runtime::Program& program, const Options& options, bool counting,
+              Tally& tally) {
   const runtime::StringView name = bundle.method_name(s);
   auto index = program.method_index(name);
   if (!index.ok() || index.value() >= kModel.methods.size) {
@@ -190,7 +191,7 @@ int run_suite(const Bundle& bundle, uint32_t s, const runtime::Program& program,
     return kExitLoad;
   }
   auto method =
-      Method::create(program, index.value(), kModel.methods[index.value()], runtime::kKernelTable, npu.backends());
+      Method::create(program, index.value(), kModel.methods[index.value()], runtime::kKernelTable, npu_backends());
   if (!method.ok()) return fail("binding the program", method.error(), kExitBind);
   Method& m = method.value();
   m.set_work_budget(runtime::runner_work_budget(m.work_per_run()));
@@ -217,13 +218,13 @@ int run_suite(const Bundle& bundle, uint32_t s, const runtime::Program& program,
         return kExitLoad;
       }
     }
-    delegates::ethosu::reset_counters(npu.context);
+    reset_npu_counts();
     const uint32_t begin = cpu::cycle_count();
     runtime::Status run = m.execute();
     const uint32_t cycles = cpu::cycle_count() - begin;
-    if (!run.ok()) return fail_inference(run.error(), npu.driver);
+    if (!run.ok()) return fail_inference(run.error());
     print("inference %u: ", unsigned(tally.inference++));
-    print_run(npu.context, counting, cycles);
+    print_run(counting, cycles);
     for (uint32_t i = 0; i < n_out; ++i) {
       const bool within = check_output(*m.output(i), bundle.value(s, c, true, i), options, name, c, i);
       tally.outputs += 1;
@@ -251,14 +252,13 @@ int run_bundle(const uint8_t* data, size_t size, const Options& options) {
     auto method = program.value().method(i);
     delegates = delegates || (method.ok() && method.value().delegate_count() > 0);
   }
-  static Npu npu;
-  if (int status = start_npu(delegates, options.npu_timeout_ms, npu)) return status;
+  if (int status = start_npu(delegates, options.npu_timeout_ms)) return status;
   print("bundle: %u method suite(s), the program %u bytes\n", unsigned(bundle.value().suite_count()),
         unsigned(pte.size));
   const bool counting = cpu::start_cycle_counter();
   Tally tally;
   for (uint32_t s = 0; s < bundle.value().suite_count(); ++s) {
-    if (int status = run_suite(bundle.value(), s, program.value(), npu, options, counting, tally)) return status;
+    if (int status = run_suite(bundle.value(), s, program.value(), options, counting, tally)) return status;
   }
   if (tally.outside != 0) {
     print("bundle: FAIL, %u of %u output(s) outside the tolerance\n", unsigned(tally.outside), unsigned(tally.outputs));

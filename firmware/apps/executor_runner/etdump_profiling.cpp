@@ -26,6 +26,7 @@
 #include "etdump_layers.h"
 #include "etdump_writer.h"
 #include "kiln/platform.h"
+#include "npu_ethosu.h"
 #include "profiling.h"
 
 namespace kiln::runner::profiling {
@@ -40,7 +41,8 @@ constexpr const char* kDelegateCall = "DELEGATE_CALL";
 
 // Every member initialised by a constant: the recorder needs no static initialiser.
 struct Recorder {
-  runtime::Backend wrapper{};  // the Npu's backend wrapped; its context is the Npu
+  runtime::Backend inner{};    // the NPU's backend (a copy of npu_backends()'s)
+  runtime::Backend wrapper{};  // inner wrapped; its context is inner
   const runtime::Backend* list[1] = {};
   void* handles[kMaxDelegates] = {};  // init's handle per delegate index
   etdump::Run runs[kMaxRuns];
@@ -95,25 +97,25 @@ void record(uint32_t delegate, uint64_t cycles) {
 }
 
 runtime::Result<void*> init(void* context, const runtime::BackendInitArgs& args) {
-  const runtime::Backend& npu = *static_cast<Npu*>(context)->list[0];
+  const runtime::Backend& npu = *static_cast<const runtime::Backend*>(context);
   auto handle = npu.init(npu.context, args);
   if (handle.ok() && args.delegate_index < kMaxDelegates) recorder.handles[args.delegate_index] = handle.value();
   return handle;
 }
 
 runtime::Status execute(void* context, void* handle, const runtime::DelegateArgs& args) {
-  Npu& npu = *static_cast<Npu*>(context);
-  const uint64_t before = npu.context.npu_cycles;
-  runtime::Status status = npu.list[0]->execute(npu.list[0]->context, handle, args);
+  const runtime::Backend& npu = *static_cast<const runtime::Backend*>(context);
+  const uint64_t before = runner::npu().context.npu_cycles;
+  runtime::Status status = npu.execute(npu.context, handle, args);
   if (!status.ok()) return status;
   uint32_t delegate = 0;
   while (delegate < kMaxDelegates && recorder.handles[delegate] != handle) ++delegate;
-  record(delegate, npu.context.npu_cycles - before);
+  record(delegate, runner::npu().context.npu_cycles - before);
   return status;
 }
 
 void* input_place(void* context, void* handle, size_t arg, size_t nbytes) {
-  const runtime::Backend& npu = *static_cast<Npu*>(context)->list[0];
+  const runtime::Backend& npu = *static_cast<const runtime::Backend*>(context);
   return npu.input_place ? npu.input_place(npu.context, handle, arg, nbytes) : nullptr;
 }
 
@@ -138,8 +140,9 @@ void print_base64(const uint8_t* data, size_t length) {
 
 }  // namespace
 
-runtime::BackendTable backends(Npu& npu) {
-  recorder.wrapper = runtime::Backend{npu.list[0]->id, &npu, init, execute, input_place};
+runtime::BackendTable backends(runtime::BackendTable npu) {
+  recorder.inner = *npu.backends[0];
+  recorder.wrapper = runtime::Backend{recorder.inner.id, &recorder.inner, init, execute, input_place};
   recorder.list[0] = &recorder.wrapper;
   return runtime::BackendTable{recorder.list, 1};
 }

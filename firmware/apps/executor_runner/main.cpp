@@ -6,10 +6,10 @@
 // image's .pte: its cases run and are checked (runner::run_bundle).
 #include "bundle.h"
 #include "kiln/cpu.h"
-#include "kiln/delegates/ethosu_backend.h"
 #include "kiln/platform.h"
 #include "kiln_board.h"
 #include "model.h"
+#include "npu.h"
 #include "profiling.h"
 #include "runner.h"
 
@@ -18,7 +18,7 @@ using namespace kiln;
 namespace {
 
 // Runs `step`'s samples on its model's bound method; kExitOk or the failure's status.
-int run_step(const runner::Options& options, const runner::Step& step, runner::Npu& npu, bool counting) {
+int run_step(const runner::Options& options, const runner::Step& step, bool counting) {
   const runner::ModelMemory& model = runner::kModels[step.model];
   runtime::Method& method = *model.method;
   const bool several = runner::kModels.size > 1;
@@ -33,14 +33,14 @@ int run_step(const runner::Options& options, const runner::Step& step, runner::N
   }
   for (uint32_t s = 0; s < inputs.samples; ++s) {
     if (!runner::read_sample(model, method, inputs)) return runner::kExitUsage;
-    delegates::ethosu::reset_counters(npu.context);
+    runner::reset_npu_counts();
     runner::profiling::begin_inference();
     const uint32_t begin = cpu::cycle_count();
     runtime::Status run = method.execute();
     const uint32_t cycles = cpu::cycle_count() - begin;
-    if (!run.ok()) return runner::fail_inference(run.error(), npu.driver);
+    if (!run.ok()) return runner::fail_inference(run.error());
     print("inference %u: ", unsigned(s));
-    runner::print_run(npu.context, counting, cycles);
+    runner::print_run(counting, cycles);
     runner::summarise_outputs(method);
     if (!runner::write_sample(method, outputs)) return runner::kExitUsage;
   }
@@ -61,11 +61,8 @@ int main() {
     return runner::run_bundle(first.pte, baked, options);
   }
 
-  static runner::Npu npu;  // the delegate pool holds every model's delegates
-  if (int status = runner::start_npu(runner::kModel.delegate_pool.size > 0, options.npu_timeout_ms, npu)) {
-    return status;
-  }
-  const runtime::BackendTable backends = runner::profiling::backends(npu);
+  if (int status = runner::start_npu(runner::kModel.delegates > 0, options.npu_timeout_ms)) return status;
+  const runtime::BackendTable backends = runner::profiling::backends(runner::npu_backends());
   // Each model bound once, before any runs: the pool hands out a state per delegate for good.
   for (const runner::ModelMemory& m : runner::kModels) {
     auto program = runtime::Program::load(m.pte, static_cast<size_t>(m.pte_end - m.pte));
@@ -82,7 +79,7 @@ int main() {
   }
   const bool counting = cpu::start_cycle_counter();
   for (int s = 0; s < options.step_count; ++s) {
-    if (int status = run_step(options, options.steps[s], npu, counting)) return status;
+    if (int status = run_step(options, options.steps[s], counting)) return status;
   }
   return runner::profiling::finish(runner::kExitOk);
 }

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 
-#include "kiln/delegates/ethosu_backend.h"
 #include "kiln/runtime/method.h"
 #include "kiln/runtime/span.h"
 
@@ -31,11 +30,9 @@ struct ModelMemory {
   const uint8_t* pte;      // its .pte bytes up to pte_end, 128-byte aligned, read-only
   const uint8_t* pte_end;
   runtime::Method* method;  // storage for the executor runner's binding of its first method
-  // The image's, the same in every model's entry: the models run one at a time, and a
-  // delegate's scratch holds nothing from one execute() to the next.
-  runtime::Span<delegates::ethosu::DelegateState> delegate_pool;  // every model's delegates
-  runtime::Span<uint8_t> scratch;       // Ethos-U region 1, 32-byte aligned
-  runtime::Span<uint8_t> fast_scratch;  // Ethos-U region 2 (Dedicated_Sram), else empty
+  // The image's, the same in every model's entry: every model's delegates (the NPU's memory
+  // for them is kNpuMemory, npu_ethosu.h; 0 in an image without an NPU).
+  uint32_t delegates;
 };
 
 // Every model of the image, in the order the build was given them (at least one).

@@ -3,7 +3,7 @@
 
 namespace kiln::runner::profiling {
 
-runtime::BackendTable backends(Npu& npu) { return npu.backends(); }
+runtime::BackendTable backends(runtime::BackendTable npu) { return npu; }
 
 void begin_inference() {}
 

@@ -8,9 +8,9 @@
 
 namespace kiln::runner::profiling {
 
-// The backends Method::create binds: npu's own, or npu's wrapped to time each delegate call.
-// Call once, after start_npu; `npu` is static storage (the wrapper keeps a pointer to it).
-runtime::BackendTable backends(Npu& npu);
+// The backends Method::create binds: `npu` (npu_backends(), after start_npu) as it is, or its
+// first wrapped to time each delegate call (the wrapper keeps a pointer to that backend).
+runtime::BackendTable backends(runtime::BackendTable npu);
 
 // Starts the record of one inference; call before each execute().
 void begin_inference();

@@ -245,22 +245,6 @@ bool path_in(const char* dir, const char* name, char (&path)[kPathCapacity]) {
   return true;
 }
 
-int start_npu(bool needed, uint32_t timeout_ms, Npu& npu) {
-  if (needed) {
-    auto found = ethosu::Driver::create(KILN_NPU_BASE);
-    if (!found.ok()) return fail("finding the NPU", found.error(), kExitNpu);
-    npu.driver = found.value();
-  }
-  npu.context.driver = &npu.driver;
-  npu.context.scratch = kModel.scratch;
-  npu.context.fast_scratch = kModel.fast_scratch;
-  npu.context.pool = kModel.delegate_pool;
-  npu.context.options.timeout_ms = timeout_ms;
-  npu.backend = delegates::ethosu::backend(npu.context);
-  npu.list[0] = &npu.backend;
-  return kExitOk;
-}
-
 void print_u64(uint64_t value) {
   constexpr uint64_t kBillion = 1000000000u;
   if (value < (uint64_t{1} << 32)) {
@@ -269,38 +253,6 @@ void print_u64(uint64_t value) {
     print_u64(value / kBillion);
     print("%09u", unsigned(value % kBillion));
   }
-}
-
-namespace {
-
-// The NPU PMU line of one run, the driver's counts summed over its streams:
-//   NPU PMU: total T active A idle I cycles, axi0_rd R axi0_wr W axi1_rd R axi1_wr W beats
-// An event the NPU family has no counter for reads n/a (the U55/U65's AXI1 write beats);
-// their active is total - idle (ethosu::PmuCounts). docs/running.md states the format.
-void print_pmu(const ethosu::PmuCounts& pmu) {
-  using P = ethosu::PmuCounts;
-  static const char* const kNames[P::kEvents] = {" active ",  " idle ",    " cycles, axi0_rd ",
-                                                 " axi0_wr ", " axi1_rd ", " axi1_wr "};
-  print("NPU PMU: total ");
-  print_u64(pmu.total);
-  for (int e = 0; e < P::kEvents; ++e) {
-    print("%s", kNames[e]);
-    const bool derived = e == P::kActive;  // active may be derived; beats are never
-    if (!derived && !(pmu.counted & (1u << e))) {
-      print("n/a");
-    } else {
-      print_u64(pmu.events[e]);
-    }
-  }
-  print(" beats\n");
-}
-
-}  // namespace
-
-void print_run(const delegates::ethosu::Context& npu, bool counting, uint32_t cpu_cycles) {
-  print("NPU cycles %u (%u stream(s)), CPU cycles ", unsigned(npu.npu_cycles), unsigned(npu.runs));
-  counting ? print("%u\n", unsigned(cpu_cycles)) : print("not counted (no DWT on this platform)\n");
-  if (npu.runs > 0) print_pmu(npu.pmu);
 }
 
 bool open_inputs(const Options& options, const Step& step, const Method& method, Inputs& inputs) {
@@ -422,20 +374,6 @@ int fail(const char* what, const runtime::Error& error, int status) {
           1u << (error.b & 0xF));
   }
   return status;
-}
-
-int fail_inference(const runtime::Error& error, const kiln::ethosu::Driver& driver) {
-  using runtime::ErrorCode;
-  fail("inference", error, kExitInference);
-  switch (error.code) {
-    case ErrorCode::kNpuBusy:
-    case ErrorCode::kNpuFault:
-    case ErrorCode::kNpuIncomplete:
-    case ErrorCode::kNpuTimeout:
-    case ErrorCode::kNpuResetFailed: print("NPU STATUS after the failure: 0x%08x\n", unsigned(driver.status())); break;
-    default: break;
-  }
-  return kExitInference;
 }
 
 }  // namespace kiln::runner

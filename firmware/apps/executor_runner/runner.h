@@ -1,7 +1,7 @@
 // The executor runner's steps: options from the semihosting command line, inputs
 // from host files (or the built-in defaults), outputs to host files, and the UART
 // summary; and what the generation app (firmware/apps/generate) shares with it: the
-// command line's options, the NPU and its backend, the cycle and PMU lines, the failures.
+// command line's options and the failures (the NPU, its backend and the run lines: npu.h).
 //
 // Options: --input=PATH (once per program input, in order), --output-dir=DIR and
 // --npu-timeout-ms=N. An input file holds one or more samples back to back (k * the
@@ -25,8 +25,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/delegates/ethosu_backend.h"
-#include "kiln/ethosu/driver.h"
 #include "kiln/host_file.h"
 #include "kiln/runtime/error.h"
 #include "kiln/runtime/method.h"
@@ -63,7 +61,7 @@ struct Options {
   Step steps[kMaxSteps] = {};  // after parse_options, the sequence (at least one step)
   int step_count = 0;
   const char* output_dir = nullptr;  // nullptr: outputs are only summarised
-  uint32_t npu_timeout_ms = kiln::ethosu::RunOptions().timeout_ms;
+  uint32_t npu_timeout_ms = 0;  // --npu-timeout-ms; 0: the driver's default (npu.h's start_npu)
   double atol = 0.0, rtol = 0.0;  // a bundle's tolerance: |actual - expected| <= atol + rtol * |expected|
 };
 
@@ -107,26 +105,8 @@ bool other_token(const char* token, const char* usage);
 // "<dir>/<name>" into `path`; false if it does not fit.
 bool path_in(const char* dir, const char* name, char (&path)[kPathCapacity]);
 
-// The NPU the apps run delegates on: the driver, and the Ethos-U backend's context over
-// kModel's scratch, fast scratch and delegate pool. Static storage (the backend points into it).
-struct Npu {
-  kiln::ethosu::Driver driver;
-  delegates::ethosu::Context context;
-  runtime::Backend backend;
-  const runtime::Backend* list[1];
-  runtime::BackendTable backends() const { return runtime::BackendTable{list, 1}; }
-};
-// Finds the NPU when `needed` (a program with delegates) and sets up `npu`'s backend with the
-// driver's timeout; kExitOk, or kExitNpu after printing the failure.
-int start_npu(bool needed, uint32_t timeout_ms, Npu& npu);
-
 // `value` in decimal (the console's %u takes 32 bits).
 void print_u64(uint64_t value);
-
-// The rest of a run's line after its own start ("inference K: "): "NPU cycles N (S stream(s)),
-// CPU cycles C" (C: "not counted (no DWT on this platform)" unless `counting`), then, when NPU
-// streams ran, the PMU line (docs/running.md states both).
-void print_run(const delegates::ethosu::Context& npu, bool counting, uint32_t cpu_cycles);
 
 // Open input files and the number of samples they hold; false (after printing why) for a
 // program with an input or output that has no memory.
@@ -156,10 +136,5 @@ void summarise_outputs(const runtime::Method& method);
 // returns `status`. A delegate compiled for another NPU (kNpuTargetMismatch) adds a line
 // naming the --target this board's NPU needs.
 int fail(const char* what, const runtime::Error& error, int status);
-
-// fail() for an inference; an error of the driver's running a stream (kNpuBusy,
-// kNpuFault, kNpuIncomplete, kNpuTimeout, kNpuResetFailed) adds the line
-// "NPU STATUS after the failure: 0x<STATUS>" (0 once the driver's reset stopped the NPU).
-int fail_inference(const runtime::Error& error, const kiln::ethosu::Driver& driver);
 
 }  // namespace kiln::runner

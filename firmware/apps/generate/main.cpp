@@ -12,6 +12,7 @@
 #include "kiln/platform.h"
 #include "kiln_board.h"
 #include "model.h"
+#include "npu.h"
 #include "runner.h"
 
 using namespace kiln;
@@ -20,7 +21,6 @@ namespace {
 
 // One generation step, as it goes in and out of the methods.
 struct Run {
-  runner::Npu& npu;
   bool counting;              // the CPU has a cycle counter
   const HostFile& logits;     // open: every step's logits go there
   int32_t* tokens;            // the generated tokens, kTokenRoom of them (generate::tokens)
@@ -29,14 +29,14 @@ struct Run {
 
 // Starts a step: the NPU's counters cleared, the CPU's cycles noted.
 void start(Run& run) {
-  delegates::ethosu::reset_counters(run.npu.context);
+  runner::reset_npu_counts();
   run.begin = cpu::cycle_count();
 }
 
 // Runs `step`'s method once; kExitOk or kExitInference.
-int execute(generate::Step& step, Run& run) {
+int execute(generate::Step& step) {
   runtime::Status done = step.method.execute();
-  return done.ok() ? runner::kExitOk : runner::fail_inference(done.error(), run.npu.driver);
+  return done.ok() ? runner::kExitOk : runner::fail_inference(done.error());
 }
 
 // Ends step `k` (the method's last run made token k, which takes `position`): reads the token,
@@ -51,7 +51,7 @@ int finish(const generate::Step& step, const char* name, uint32_t k, uint32_t po
     return runner::kExitInference;
   }
   run.tokens[k] = static_cast<int32_t>(token);
-  runner::print_run(run.npu.context, run.counting, cycles);
+  runner::print_run(run.counting, cycles);
   const runtime::Tensor& logits = *step.method.output(step.logits);
   if (run.logits.is_open() && !run.logits.write(logits.data, logits.nbytes)) {
     print("runner: writing the logits failed\n");
@@ -61,10 +61,10 @@ int finish(const generate::Step& step, const char* name, uint32_t k, uint32_t po
 }
 
 // Decode of `token` at `position`.
-int decode(generate::Model& model, int64_t token, uint32_t position, Run& run) {
+int decode(generate::Model& model, int64_t token, uint32_t position) {
   generate::store(*model.decode.method.input(0), 0, token);
   generate::store(*model.decode.method.input(1), 0, position);
-  return execute(model.decode, run);
+  return execute(model.decode);
 }
 
 }  // namespace
@@ -77,15 +77,14 @@ int main() {
 
   auto program = runtime::Program::load(kiln_model_pte, kiln_model_pte_end - kiln_model_pte);
   if (!program.ok()) return runner::fail("loading the .pte", program.error(), runner::kExitLoad);
-  static runner::Npu npu;
-  if (int status = runner::start_npu(m.delegate_pool.size > 0, options.common.npu_timeout_ms, npu)) return status;
+  if (int status = runner::start_npu(m.delegates > 0, options.common.npu_timeout_ms)) return status;
   // The state arena starts at zero: the .pte holds no initial state (kiln/runtime/program.h).
   if (m.planned.size >= runtime::kStateMemoryId) {
     const runtime::Span<uint8_t>& arena = m.planned[runtime::kStateMemoryId - 1];
     std::memset(arena.data, 0, arena.size);
   }
   generate::Model model;
-  if (int status = generate::bind(program.value(), npu.backends(), model)) return status;
+  if (int status = generate::bind(program.value(), runner::npu_backends(), model)) return status;
   generate::Prompt prompt;
   if (int status = generate::set_prompt(options, model, prompt)) return status;
   HostFile logits;  // on the stack: its destructor closes the file
@@ -98,14 +97,14 @@ int main() {
 
   // Filled from token 0 on: the command line's and the prompt's storage, both done with by then.
   int32_t* const tokens = generate::tokens();
-  Run run{npu, cpu::start_cycle_counter(), logits, tokens};
+  Run run{cpu::start_cycle_counter(), logits, tokens};
   const uint32_t length = prompt.length;
   start(run);  // token 0: prefill, or decode through the whole prompt
   if (model.has_prefill) {
-    if (int status = execute(model.prefill, run)) return status;
+    if (int status = execute(model.prefill)) return status;
   } else {
     for (uint32_t p = 0; p < length; ++p) {
-      if (int status = decode(model, prompt.bytes[p], p, run)) return status;
+      if (int status = decode(model, prompt.bytes[p], p)) return status;
     }
   }
   const generate::Step& first = model.has_prefill ? model.prefill : model.decode;
@@ -113,7 +112,7 @@ int main() {
   for (uint32_t k = 1; k < options.tokens; ++k) {
     // The previous token goes in at position length + k - 1 (inside the cache: set_prompt).
     start(run);
-    if (int status = decode(model, tokens[k - 1], length + k - 1, run)) return status;
+    if (int status = decode(model, tokens[k - 1], length + k - 1)) return status;
     if (int status = finish(model.decode, "decode", k, length + k, run)) return status;
   }
   generate::print_text(tokens, options.tokens);

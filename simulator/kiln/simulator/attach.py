@@ -74,7 +74,12 @@ NVIC_ISPR = 0xE000_E200  # Armv8-M: set-pending registers, one bit per interrupt
 STR_R1_AT_R0 = (0x6001).to_bytes(2, "little")  # Thumb `str r1, [r0]`
 CONNECT_TIMEOUT_S = 10.0
 # Where each QEMU machine's CPU reads its vector table at reset (its INITSVTOR).
-QEMU_BOOT_VECTORS = {"mps3-an547": 0x1000_0000}
+QEMU_BOOT_VECTORS = {
+    "mps3-an547": 0x1000_0000,
+    "mps2-an386": 0x0000_0000,  # an Armv7-M core: VTOR resets to 0
+    "mps2-an500": 0x0000_0000,
+    "mps2-an505": 0x1000_0000,  # the SSE-200's INITSVTOR0 reset value (QEMU's init-svtor)
+}
 THUMB_STATE = 1 << 24  # xPSR.T: M-profile code always runs in Thumb state
 PAGE = 4096  # bytes; the unit the gdb-backed memory caches
 SUCCESSORS = 4  # PCs remembered as following an access's PC

@@ -104,7 +104,7 @@ class RunResult:
 
 def fvp_platform(target: boards.Target, elf: Path, cwd: Path, firmware_args: Sequence[str] = ()) -> Platform | None:
     """Arm's FVP for the target, if its board has one (npu.family.fvp) and its binary is on PATH."""
-    binary = shutil.which(target.family.fvp) if target.family.fvp else None
+    binary = shutil.which(target.fvp) if target.fvp else None
     if binary is None:
         return None
     command = [binary]
@@ -115,7 +115,7 @@ def fvp_platform(target: boards.Target, elf: Path, cwd: Path, firmware_args: Seq
             key = param[: -len("semihosting-cwd={cwd}")] + "semihosting-cmd_line"
             command += ["-C", f"{key}={' '.join([elf.name, *firmware_args])}"]
     command += ["-a", str(elf)]
-    return Platform(f"Arm FVP {target.family.fvp} ({target.name})", command, is_fvp=True)
+    return Platform(f"Arm FVP {target.fvp} ({target.name})", command, is_fvp=True)
 
 
 def virtual_platform(
@@ -131,13 +131,13 @@ def virtual_platform(
     machine = target.board.qemu_machine
     if machine is None:
         instead = (
-            f"install Arm's {target.family.fvp} and put it on PATH"
-            if target.family.fvp
+            f"install Arm's {target.fvp} and put it on PATH"
+            if target.fvp
             else "no FVP models it either: run the ELF on the board itself"
         )
         raise ToolMissingError(
             f"{target.name} runs on {target.board.name}, which kiln's virtual platform does not "
-            f"model (it models the boards whose map QEMU's mps3-an547 has: "
+            f"model (it models the boards whose map one of QEMU's machines has: "
             f"{', '.join(b for b in boards.board_names() if boards.load(b).qemu_machine)}); {instead}"
         )
     qemu = shutil.which(QEMU)
@@ -296,13 +296,13 @@ def choose_platform(
         fvp = fvp_platform(target, elf, cwd, firmware_args)
         if fvp is not None:
             return fvp
-        if which == "fvp" and target.family.fvp is None:
+        if which == "fvp" and target.fvp is None:
             raise UsageError(
                 f"no Arm FVP models {target.board.name} (its board.toml names none); run the ELF on "
                 "the board itself, or on kiln's virtual platform if it models the board"
             )
         if which == "fvp":
-            raise ToolMissingError(f"{target.family.fvp} is not on PATH (Arm's FVP is a separate download)")
+            raise ToolMissingError(f"{target.fvp} is not on PATH (Arm's FVP is a separate download)")
     return virtual_platform(target, elf, npu_model, firmware_args)
 
 
