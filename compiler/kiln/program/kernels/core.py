@@ -51,6 +51,15 @@ class Derived:
     of: Callable  # (graph Op) -> value
 
 
+def argument(op, a):
+    """The value of kernel schema argument `a` (a name, Fixed or Derived) for graph op `op`."""
+    if isinstance(a, Fixed):
+        return a.value
+    if isinstance(a, Derived):
+        return a.of(op)
+    return op.arg(a)
+
+
 def cpp_function(name: str, overload: str) -> str:
     """The C++ kernel's function name: ("aten::_softmax", "out") -> "softmax_out"; another
     namespace than aten's is its prefix: ("cortex_m::softmax", "out") -> "cortex_m_softmax_out"."""
