@@ -1,7 +1,9 @@
 // Integer cortex_m kernels of weights, as kiln.program.kernels.integer computes them
 // (ExecuTorch's schemas, CMSIS-NN's arithmetic; fixed_point.h). Each output's sum of
-// products (plus its bias) is exact in int64 and wraps to int32 before the requantize, as
-// CMSIS-NN's int32 accumulator; the offsets are within 2^16, so no int64 sum overflows.
+// products (plus its bias) wraps to int32 before the requantize, as CMSIS-NN's int32
+// accumulator: the convolutions sum exactly in int64 (the offsets are within 2^16, so no
+// int64 sum overflows) and wrap; the linear kernel sums mod 2^32 (dot_sums: a Helium path
+// where the core has one, else plain C), the same bits.
 //   cortex_m::quantized_linear.out (input, weights, bias?, kernel_sum?, input_offset,
 //     filter_offset, output_offset, requantize_multipliers, requantize_shifts,
 //     activation_max, activation_min, out): weights [out, in]; sum (x + input_offset)
@@ -17,6 +19,7 @@
 //     [1, kh, kw, C_in * depth_multiplier]; output channel o reads input channel
 //     o / depth_multiplier.
 // The scratch argument is ExecuTorch's and not read.
+#include "dot.h"
 #include "kiln/runtime/try.h"
 #include "quantized.h"
 
@@ -180,17 +183,16 @@ Status cortex_m_quantized_linear_out(KernelArgs& args) {
   for (int64_t r = 0; r < rows; ++r) {
     const int8_t* row = xs + r * in;
     for (int64_t o = 0; o < out_features; ++o) {
-      const int8_t* weights = ws + o * in;
-      int64_t acc = 0;
+      // sum (x + a)(w + b) + bias = sum x w + b sum x + a sum w + n a b + bias, all mod 2^32
+      const DotSums d = dot_sums(row, ws + o * in, in);
+      const auto a = static_cast<uint32_t>(input_offset), b = static_cast<uint32_t>(filter_offset);
+      uint32_t acc = d.xw + b * d.x;
       if (kernel_sum != nullptr) {
-        int64_t row_sum = 0;
-        for (int64_t i = 0; i < in; ++i) acc += row[i] * weights[i], row_sum += row[i];
-        acc += row_sum * filter_offset + kernel_sum[o];
+        acc += static_cast<uint32_t>(kernel_sum[o]);
       } else {
-        for (int64_t i = 0; i < in; ++i) acc += (row[i] + input_offset) * (weights[i] + filter_offset);
-        acc += bias != nullptr ? bias[o] : 0;
+        acc += a * d.w + static_cast<uint32_t>(in) * a * b + static_cast<uint32_t>(bias != nullptr ? bias[o] : 0);
       }
-      y[r * out_features + o] = clamp_to(q.apply(fixed::wrap32(acc), o) + output_offset, range);
+      y[r * out_features + o] = clamp_to(q.apply(static_cast<int32_t>(acc), o) + output_offset, range);
     }
   }
   return {};
