@@ -1,7 +1,9 @@
 """The integer cortex_m kernels in firmware built for the Cortex-M55 (corstone-300: the Helium
-path of quantized_linear, the plain C path of the others) on the virtual platform (QEMU
-mps3-an547) compute what `kiln run-host` computes, bit for bit: the model of
-tests/compiler/test_integer_cpu_ops.py with every quantized op kept on the CPU."""
+paths of quantized_linear and of the convolutions, the plain C path of the others and of the
+convolutions' border pixels) on the virtual platform (QEMU mps3-an547) compute what `kiln
+run-host` computes, bit for bit: the model of tests/compiler/test_integer_cpu_ops.py with every
+quantized op kept on the CPU, on rows of 37 pixels (two runs of 16 inside the padding, five at
+the borders)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.fvp
 
 def test_integer_kernels_run_on_the_virtual_platform_as_run_host(work, builder):
     path = work / "integer_kernels.pte"
-    loaded = LoadedModel("integer_kernels", TinyOps().eval(), (torch.randn(1, 3, 9, 9),))
+    loaded = LoadedModel("integer_kernels", TinyOps().eval(), (torch.randn(1, 3, 9, 37),))
     flow.compile_pte(loaded, CompileSpec("ethos-u55-128", exclusions=EVERY_OP), path, log=lambda line: None)
     elf = builder(path)
     with tempfile.TemporaryDirectory(prefix="k") as short:

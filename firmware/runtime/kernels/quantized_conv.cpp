@@ -1,9 +1,9 @@
 // Integer cortex_m kernels of weights, as kiln.program.kernels.integer computes them
 // (ExecuTorch's schemas, CMSIS-NN's arithmetic; fixed_point.h). Each output's sum of
 // products (plus its bias) wraps to int32 before the requantize, as CMSIS-NN's int32
-// accumulator: the convolutions sum exactly in int64 (the offsets are within 2^16, so no
-// int64 sum overflows) and wrap; the linear kernel sums mod 2^32 (dot_sums: a Helium path
-// where the core has one, else plain C), the same bits.
+// accumulator: the plain C convolution sums exactly in int64 (the offsets are within 2^16, so
+// no int64 sum overflows) and wraps; its Helium path (convolve) and the linear kernel
+// (dot_sums, dot.h: Helium, DSP or plain C) sum mod 2^32, the same bits.
 //   cortex_m::quantized_linear.out (input, weights, bias?, kernel_sum?, input_offset,
 //     filter_offset, output_offset, requantize_multipliers, requantize_shifts,
 //     activation_max, activation_min, out): weights [out, in]; sum (x + input_offset)
@@ -127,29 +127,89 @@ Status conv_shape(const KernelArgs& args, const Tensor& x, size_t shift, ConvSha
 }
 
 // weight_at(o, ci, ky, kx): the weight of output channel o, input channel ci of its group.
+// The sum of products of output pixel (oy, ox) of channel o (input channels from first_in), exact.
+template <typename WeightAt>
+int64_t pixel_sum(const ConvShape& s, const int8_t* x, int64_t first_in, int64_t o, int64_t oy, int64_t ox,
+                  WeightAt weight_at) {
+  int64_t acc = 0;
+  for (int64_t ci = 0; ci < s.cin_g; ++ci) {
+    const int8_t* plane = x + (first_in + ci) * s.h * s.w;
+    for (int64_t ky = 0; ky < s.kh; ++ky) {
+      const int64_t iy = oy * s.stride[0] - s.padding[0] + ky * s.dilation[0];
+      if (iy < 0 || iy >= s.h) continue;
+      for (int64_t kx = 0; kx < s.kw; ++kx) {
+        const int64_t ix = ox * s.stride[1] - s.padding[1] + kx * s.dilation[1];
+        if (ix < 0 || ix >= s.w) continue;
+        acc += (plane[iy * s.w + ix] + s.input_offset) * weight_at(o, ci, ky, kx);
+      }
+    }
+  }
+  return acc;
+}
+
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+constexpr int64_t kLanes = 16;  // output pixels a Helium step sums (4 vectors of 4 int32)
+
+// Whether pixels ox .. ox + 15 of a row take the Helium path: stride and dilation 1 along the
+// row, and each of their windows inside it (no padding to skip).
+bool helium_run(const ConvShape& s, int64_t ox) {
+  return s.stride[1] == 1 && s.dilation[1] == 1 && ox - s.padding[1] >= 0 && ox + kLanes <= s.ow &&
+         ox + kLanes - 1 - s.padding[1] + s.kw - 1 < s.w;
+}
+
+// pixel_sum of the 16 pixels ox .. ox + 15, each mod 2^32 (int32 lanes wrap), into sums[].
+template <typename WeightAt>
+void pixel_sums_16(const ConvShape& s, const int8_t* x, int64_t first_in, int64_t o, int64_t oy, int64_t ox,
+                   WeightAt weight_at, int32_t sums[kLanes]) {
+  int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+  const auto offset = static_cast<int32_t>(s.input_offset);
+  for (int64_t ci = 0; ci < s.cin_g; ++ci) {
+    const int8_t* plane = x + (first_in + ci) * s.h * s.w;
+    for (int64_t ky = 0; ky < s.kh; ++ky) {
+      const int64_t iy = oy * s.stride[0] - s.padding[0] + ky * s.dilation[0];
+      if (iy < 0 || iy >= s.h) continue;
+      const int8_t* row = plane + iy * s.w + ox - s.padding[1];
+      for (int64_t kx = 0; kx < s.kw; ++kx) {
+        const auto weight = static_cast<int32_t>(weight_at(o, ci, ky, kx));
+        for (int j = 0; j < 4; ++j) {
+          const int32x4_t v = vaddq_n_s32(vldrbq_s32(row + kx + 4 * j), offset);  // 4 bytes widened
+          acc[j] = vmlaq_n_s32(acc[j], v, weight);
+        }
+      }
+    }
+  }
+  for (int j = 0; j < 4; ++j) vst1q_s32(sums + 4 * j, acc[j]);
+}
+#endif
+
+// weight_at(o, ci, ky, kx): the weight of output channel o, input channel ci of its group. Each
+// pixel's bias plus sum wraps to int32; the Helium path (Cortex-M55, M85) sums 16 pixels of a
+// row at a time where their windows lie inside it, the plain C path one pixel: equal mod 2^32.
 template <typename WeightAt>
 void convolve(const ConvShape& s, const int8_t* x, const int32_t* bias, const Requantization& q, int8_t* y,
               WeightAt weight_at) {
   for (int64_t b = 0; b < s.n; ++b) {
+    const int8_t* batch = x + b * s.c * s.h * s.w;
     for (int64_t o = 0; o < s.cout; ++o) {
       const int64_t first_in = o / s.cout_g * s.cin_g;
+      const int64_t start = bias != nullptr ? bias[o] : 0;
       for (int64_t oy = 0; oy < s.oh; ++oy) {
-        for (int64_t ox = 0; ox < s.ow; ++ox) {
-          int64_t acc = bias != nullptr ? bias[o] : 0;
-          for (int64_t ci = 0; ci < s.cin_g; ++ci) {
-            const int8_t* plane = x + (b * s.c + first_in + ci) * s.h * s.w;
-            for (int64_t ky = 0; ky < s.kh; ++ky) {
-              const int64_t iy = oy * s.stride[0] - s.padding[0] + ky * s.dilation[0];
-              if (iy < 0 || iy >= s.h) continue;
-              for (int64_t kx = 0; kx < s.kw; ++kx) {
-                const int64_t ix = ox * s.stride[1] - s.padding[1] + kx * s.dilation[1];
-                if (ix < 0 || ix >= s.w) continue;
-                acc += (plane[iy * s.w + ix] + s.input_offset) * weight_at(o, ci, ky, kx);
-              }
-            }
+        int8_t* out = y + ((b * s.cout + o) * s.oh + oy) * s.ow;
+        auto write = [&](int64_t ox, int64_t sum) {
+          out[ox] = clamp_to(q.apply(fixed::wrap32(start + sum), o) + s.output_offset, s.range);
+        };
+        for (int64_t ox = 0; ox < s.ow;) {
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+          if (helium_run(s, ox)) {
+            int32_t sums[kLanes];
+            pixel_sums_16(s, batch, first_in, o, oy, ox, weight_at, sums);
+            for (int64_t lane = 0; lane < kLanes; ++lane) write(ox + lane, sums[lane]);
+            ox += kLanes;
+            continue;
           }
-          const int64_t v = q.apply(fixed::wrap32(acc), o) + s.output_offset;
-          y[((b * s.cout + o) * s.oh + oy) * s.ow + ox] = clamp_to(v, s.range);
+#endif
+          write(ox, pixel_sum(s, batch, first_in, o, oy, ox, weight_at));
+          ++ox;
         }
       }
     }
