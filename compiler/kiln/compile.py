@@ -624,6 +624,8 @@ def failure_report(progress: Progress, error: BaseException) -> dict:
 
 def make_report(name: str, spec: CompileSpec, result: Result) -> dict:
     ops = placement_report(result.partitioning)
+    for o in ops:  # a quantized op on the CPU: its kernel, integer or float (and why not integer)
+        o.update(result.program.cpu_kernels.get(o["node"], {}) if o["where"] == "cpu" else {})
     total_macs = sum(o["macs"] for o in ops)
     npu_macs = sum(o["macs"] for o in ops if o["where"] == "npu")
     delegates = [
@@ -760,7 +762,7 @@ def _format_graph(report: dict) -> str:
     cpu = [o for o in report["ops"] if o["where"] == "cpu"]
     lines.append(f"  NPU: {len(npu)} ops in {len(report['delegates'])} delegate(s); CPU: {len(cpu)} ops")
     for o in cpu:
-        lines.append(f"    cpu  {o['node']} ({o['op']}): {o['reason']}")
+        lines.append(f"    cpu  {o['node']} ({o['op']}): {o['reason']}{_cpu_kernel(o)}")
     macs = report["macs"]
     if macs["total"]:
         lines.append(f"  MACs on the NPU: {macs['npu']:,} of {macs['total']:,} ({100 * macs['npu_share']:.1f} %)")
@@ -803,6 +805,14 @@ def _vela_settings(report: dict) -> str:
     if report["memory_mode"] is None:
         return "the CPU alone, no NPU"
     return f"{report['system_config']}, {report['memory_mode']}"
+
+
+def _cpu_kernel(op: dict) -> str:
+    """A quantized CPU op's kernel as the printed report names it ("" for other ops)."""
+    if "arithmetic" not in op:
+        return ""
+    why = f", {op['why']}" if "why" in op else ""
+    return f"; {op['arithmetic']} kernel {op['kernel']}{why}"
 
 
 def _why_kind(why: str) -> str:

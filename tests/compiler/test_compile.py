@@ -321,7 +321,7 @@ def test_executorch_reads_a_compiled_model(tmp_path):
     dump = json.loads(run.stdout)
     (plan,) = dump["restored"]["execution_plan"]
     assert [(o["name"], o["overload"]) for o in plan["operators"]] == result.program.operators
-    assert ("aten::avg_pool2d", "out") in result.program.operators
+    assert ("cortex_m::quantized_avg_pool2d", "out") in result.program.operators  # the integer kernel
     assert plan["non_const_buffer_sizes"] == [0, result.program.planned_size]
     for i, ev in enumerate(result.program.values):
         et = plan["values"][i]["val"]
@@ -375,14 +375,18 @@ def test_partitions_never_form_a_cycle_and_still_match_pt2e():
 
 
 def test_no_delegate_runs_everything_on_the_cpu_like_pt2e():
+    """Its convolutions, pooling and linear layer run as integer kernels, each within one step of
+    PT2E's float op (tests/compiler/test_cortex_m_kernels.py); through ds_cnn's ten layers the
+    output stays within two steps of the PT2E reference."""
     result = kc.compile_model("ds_cnn", CompileSpec("ethos-u55-128", delegate=False), log=lambda line: None)
     assert result.report["delegates"] == [] and result.report["macs"]["npu_share"] == 0
     reasons = {o["reason"] for o in result.report["ops"] if o["op"] == "aten.conv2d"}
     assert reasons == {"delegation is off (--no-delegate, or --no-quantize: a float program runs on the CPU)"}
+    assert {o["arithmetic"] for o in result.report["ops"] if o["op"] == "aten.conv2d"} == {"integer"}
     ref, inputs = reference("ds_cnn")
     (out,) = host.run(result.pte, [inputs[0].numpy()])
     scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
-    assert steps_off(out, ref(*inputs), scale).max() <= 1
+    assert steps_off(out, ref(*inputs), scale).max() <= 2
 
 
 @pytest.mark.parametrize("name", ["tiny_cnn", "ds_cnn", "resnet8"])

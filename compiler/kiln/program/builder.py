@@ -3,12 +3,14 @@
 Contract of the program kiln writes:
 - one execution plan "forward", one chain, instructions in the partitioner's schedule;
 - CPU ops are KernelCalls (kiln.program.kernels names them): the schema's arguments, the out
-  tensor, then it again as the returned value; an op with several out tensors (sort, topk) lists
-  them, then one TensorList of them as the returned value, as ExecuTorch's emitter does; an
-  elementwise op no kernel takes with its operands' dtypes reads them converted first, as
-  PyTorch's type promotion does (kiln.program.promotion: an aten::_to_copy call per converted
-  operand, into a planned tensor); each NPU partition is one DelegateCall to "EthosUBackend"
-  whose args are its inputs then its outputs;
+  tensor, then it again as the returned value; a quantized op is one integer cortex_m kernel
+  where kiln.program.integer_ops finds one for its arguments, else its float kernel between
+  dequantizes and a quantize (Program.cpu_kernels says which, and why); an op with several
+  out tensors (sort, topk) lists them, then one TensorList of them as the returned value, as
+  ExecuTorch's emitter does; an elementwise op no kernel takes with its operands' dtypes reads
+  them converted first, as PyTorch's type promotion does (kiln.program.promotion: an
+  aten::_to_copy call per converted operand, into a planned tensor); each NPU partition is one
+  DelegateCall to "EthosUBackend" whose args are its inputs then its outputs;
 - every non-constant tensor is memory-planned in buffer 1 (buffer 0 is
   ExecuTorch's reserved entry) at a 16-byte aligned offset; tensors whose
   lifetimes overlap never share bytes;
@@ -30,8 +32,9 @@ import torch
 from kiln.errors import ProgramError
 from kiln.graph import DTYPES, Graph, Op, State, Value, dequantize_array
 from kiln.partition.partitioner import Partition, Partitioning
-from kiln.program import promotion
-from kiln.program.kernels import KERNELS, Derived, Fixed, Kernel, kernel_for
+from kiln.program import integer_ops, promotion
+from kiln.program.kernels import KERNELS, Kernel, kernel_for
+from kiln.program.kernels.core import argument
 from kiln.pte.schema import SCALAR_TYPES
 from kiln.vocabulary import DEQUANTIZE, QUANTIZE
 
@@ -72,6 +75,9 @@ class Program:
     constants: dict[int, np.ndarray] = field(default_factory=dict)  # Value id -> data
     state: dict[int, tuple[str, int]] = field(default_factory=dict)  # Value id -> (state name, offset in buffer 2)
     state_size: int = 0  # bytes of buffer 2 (0: the program has no state)
+    # Each quantized op on the CPU by node name: {"kernel": operator, "arithmetic": "integer" or
+    # "float", and for float "why": why no integer kernel takes it}.
+    cpu_kernels: dict[str, dict] = field(default_factory=dict)
 
     def tensor_index(self, value: Value) -> int:
         for i, ev in enumerate(self.values):
@@ -87,6 +93,7 @@ class _Builder:
         self.operators: list[tuple[str, str]] = []
         self.instructions: list[Instruction] = []
         self.constants: dict[int, np.ndarray] = {}
+        self.cpu_kernels: dict[str, dict] = {}
 
     def tensor(self, value: Value) -> int:
         if id(value) not in self.tensors:
@@ -132,6 +139,10 @@ class _Builder:
         return self.operators.index(key)
 
     def kernel_call(self, op: Op, reason: str | None):
+        integer = integer_ops.integer_call(op) if op.quantized else None
+        if isinstance(integer, integer_ops.IntegerCall):
+            self.integer_call(op, integer)
+            return
         kernel = kernel_for(op)
         promoted = promotion.promoted(op) if kernel is None else None  # PyTorch's type promotion
         if promoted is not None and (kernel := kernel_for(promoted[0])) is not None:
@@ -145,10 +156,19 @@ class _Builder:
                 "change the model, or check the report for what the NPU supports"
             )
         if op.reads_integers:
+            if integer is not None:
+                self.cpu_kernels[op.name] = {"kernel": kernel.name, "arithmetic": "float", "why": integer}
             self.quantized_on_cpu(op, kernel)
             return
         outputs = op.outputs if kernel.outputs > 1 else op.output
-        self.call(kernel, [self.scalar(_argument(op, a)) for a in kernel.schema_args], outputs)
+        self.call(kernel, [self.scalar(argument(op, a)) for a in kernel.schema_args], outputs)
+
+    def integer_call(self, op: Op, call: integer_ops.IntegerCall):
+        """A quantized op as its integer kernel (after the calls it needs first, e.g. a pad)."""
+        for kernel, args, out in call.before:
+            self.call(kernel, [self.scalar(a) for a in args], out)
+        self.call(call.kernel, [self.scalar(a) for a in call.args], op.output)
+        self.cpu_kernels[op.name] = {"kernel": call.kernel.name, "arithmetic": "integer"}
 
     def call(self, kernel: Kernel, args: list[int], output: Value | list[Value]):
         """A KernelCall: the schema's arguments, the out tensor, then it again as the result; with
@@ -184,7 +204,7 @@ class _Builder:
         floats = {id(v): float_of(v) for v in op.inputs}
         args = []
         for a in kernel.schema_args:
-            x = _argument(op, a)
+            x = argument(op, a)
             if isinstance(x, (list, tuple)) and any(isinstance(v, Value) for v in x):
                 x = [floats[id(v)] for v in x]
             args.append(self.scalar(floats[id(x)] if isinstance(x, Value) else x))
@@ -218,15 +238,6 @@ class _Builder:
         ]
 
 
-def _argument(op: Op, a):
-    """The value of kernel schema argument `a` for graph op `op`."""
-    if isinstance(a, Fixed):
-        return a.value
-    if isinstance(a, Derived):
-        return a.of(op)
-    return op.arg(a)
-
-
 def state_layout(states: list[State]) -> tuple[dict[str, int], int]:
     """Each state buffer's offset in buffer 2 (in name order, 16-byte aligned), and its size."""
     offsets, size = {}, 0
@@ -256,7 +267,18 @@ def build(graph: Graph, partitioning: Partitioning) -> Program:
     offsets, size = plan_memory(b.values, b.instructions, inputs, outputs, skip=set(state))
     _, state_size = state_layout(graph.state)
     return Program(
-        b.values, inputs, outputs, b.instructions, b.operators, delegates, offsets, size, b.constants, state, state_size
+        b.values,
+        inputs,
+        outputs,
+        b.instructions,
+        b.operators,
+        delegates,
+        offsets,
+        size,
+        b.constants,
+        state,
+        state_size,
+        b.cpu_kernels,
     )
 
 

@@ -68,8 +68,10 @@ KERNEL_MEMORY_FACTOR = 4
 # Element operations (_call_work) one run's kernel calls may take, 75 times what a CPU-only
 # resnet8 takes (2.8e7, 0.13 s); work beyond it is a HostError before the call that would pass it.
 HOST_WORK_BUDGET = 1 << 31
-MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::matmul", "aten::linear")
-WINDOWED_POOLS = ("aten::max_pool2d", "aten::avg_pool2d")
+MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::matmul", "aten::linear", "cortex_m::quantized_linear")
+WINDOWED_POOLS = ("aten::max_pool2d", "aten::avg_pool2d", "cortex_m::quantized_avg_pool2d")
+# Convolutions by the dim of their weight that counts output channels (OIHW, OHWI, IHWO).
+CONVOLUTIONS = {"aten::convolution": 0, "cortex_m::quantized_conv2d": 0, "cortex_m::quantized_depthwise_conv2d": 3}
 
 
 def _dtype(tensor: Tensor):
@@ -216,8 +218,13 @@ def _call_work(name: str, args: list, outs: list[int]) -> int:
     work = sum(a.size for a in arrays) + out
     first = args[0] if args and isinstance(args[0], np.ndarray) else None
     second = args[1] if len(args) > 1 else None
-    if name == "aten::convolution" and isinstance(second, np.ndarray) and second.ndim and first is not None:
-        work += (out + first.size) * (second.size // max(second.shape[0], 1))
+    if (
+        name in CONVOLUTIONS
+        and isinstance(second, np.ndarray)
+        and second.ndim > CONVOLUTIONS[name]
+        and first is not None
+    ):
+        work += (out + first.size) * (second.size // max(second.shape[CONVOLUTIONS[name]], 1))
     elif name in MATRIX_PRODUCTS and first is not None and first.ndim:
         work += out * first.shape[-1]
     elif name in WINDOWED_POOLS and isinstance(second, list) and all(isinstance(v, int) for v in second):

@@ -158,7 +158,7 @@ Status index_copy_out(KernelArgs& args) {
   return {};
 }
 
-Status checked_index_out(KernelArgs& args) {
+Status kiln_checked_index_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 2));
   KILN_TRY(const Tensor* index, index_tensor(args, 0));
   KILN_TRY(int64_t size, int_arg(args, 1));

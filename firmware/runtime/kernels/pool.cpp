@@ -73,15 +73,6 @@ void average(const Tensor& x, const Planes& p, Tensor& out, int64_t oh, int64_t 
   }
 }
 
-// PyTorch's pooling output size (0 when not even one window fits).
-int64_t pool_size(int64_t size, int64_t k, int64_t s, int64_t pad, bool ceil_mode) {
-  const int64_t span = size + 2 * pad - k + (ceil_mode ? s - 1 : 0);
-  if (span < 0) return 0;
-  int64_t out = span / s + 1;
-  if (ceil_mode && (out - 1) * s >= size + pad) --out;
-  return out;
-}
-
 // Window o of avg_pool2d along one axis; *padded gets its size within the padded input.
 Window pool_window(int64_t o, int64_t size, int64_t k, int64_t s, int64_t pad, int64_t* padded) {
   const int64_t start = o * s - pad;
@@ -95,6 +86,14 @@ Window adaptive_window(int64_t o, int64_t size, int64_t out) {
 }
 
 }  // namespace
+
+int64_t pool_size(int64_t size, int64_t k, int64_t s, int64_t pad, bool ceil_mode) {
+  const int64_t span = size + 2 * pad - k + (ceil_mode ? s - 1 : 0);
+  if (span < 0) return 0;
+  int64_t out = span / s + 1;
+  if (ceil_mode && (out - 1) * s >= size + pad) --out;
+  return out;
+}
 
 Status avg_pool2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 7));

@@ -83,7 +83,7 @@ float dequantize_one(int64_t q, int32_t zero_point, float scale) {
 
 }  // namespace
 
-Status quantize_per_tensor_out(KernelArgs& args) {
+Status cortex_m_quantize_per_tensor_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, kArity));
   KILN_TRY(const Tensor* in, input_tensor(args, 0, ScalarType::kFloat));
   Value& out_value = args[kArity];
@@ -106,7 +106,7 @@ Status quantize_per_tensor_out(KernelArgs& args) {
   return {};
 }
 
-Status dequantize_per_tensor_out(KernelArgs& args) {
+Status cortex_m_dequantize_per_tensor_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, kArity));
   const Value& in_value = args[0];
   if (in_value.kind != ValueKind::kTensor || !is_integer_type(in_value.t.type)) {
@@ -122,7 +122,7 @@ Status dequantize_per_tensor_out(KernelArgs& args) {
   return {};
 }
 
-Status dequantize_per_channel_out(KernelArgs& args) {
+Status quantized_decomposed_dequantize_per_channel_out(KernelArgs& args) {
   constexpr size_t kChannelArity = 8;
   KILN_CHECK(expect_arity(args, kChannelArity));
   const Value& in_value = args[0];

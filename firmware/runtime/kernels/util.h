@@ -62,4 +62,9 @@ Result<int64_t> checked_mul(int64_t a, int64_t b, size_t position);
 // The product of t's sizes along dims [from, to) (1 when from >= to).
 Result<int64_t> size_product(const Tensor& t, size_t from, size_t to, size_t position);
 
+// PyTorch's pooling output size (0 when not even one window fits): floor((size + 2 pad - k
+// (+ s - 1 with ceil_mode)) / s) + 1, less one with ceil_mode when the last window would start
+// at or beyond size + pad. Sizes within 2^31, the rest within 2^16 (pool.cpp).
+int64_t pool_size(int64_t size, int64_t k, int64_t s, int64_t pad, bool ceil_mode);
+
 }  // namespace kiln::runtime::kernels

@@ -40,9 +40,12 @@ from kiln.reference import run_host as host
 
 def kernel_names(family) -> set[tuple[str, str]]:
     """(operator, overload) of every kernel of a kiln.program.kernels family module (its
-    KERNELS, a tuple of kernels where the arguments choose one, and any FOREIGN_KERNELS)."""
-    every = [k for found in family.KERNELS.values() for k in (found if isinstance(found, tuple) else (found,))]
-    return {(k.name, k.overload) for k in (*every, *getattr(family, "FOREIGN_KERNELS", ()))}
+    KERNELS, a tuple of kernels where the arguments choose one, any FOREIGN_KERNELS, and the
+    integer module's INTEGER_KERNELS)."""
+    found = getattr(family, "KERNELS", {}).values()
+    every = [k for f in found for k in (f if isinstance(f, tuple) else (f,))]
+    extra = (*getattr(family, "FOREIGN_KERNELS", ()), *getattr(family, "INTEGER_KERNELS", {}).values())
+    return {(k.name, k.overload) for k in (*every, *extra)}
 
 
 def run_tool(tool: Path, *args) -> subprocess.CompletedProcess:

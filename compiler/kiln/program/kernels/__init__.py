@@ -6,14 +6,15 @@ arguments choose the operator (aten.pad's mode); kiln.program.kernels.core says 
 kernel promises. The ops of each family are those whose kiln.vocabulary row names it
 (check_vocabulary, run when this package is imported). KERNELS here is their union,
 kernel_for(op) picks an op's kernel, and by_name() indexes every kernel the runtime has by
-the (operator, overload) a .pte names.
+the (operator, overload) a .pte names, the integer kernels of quantized ops
+(kiln.program.kernels.integer) among them.
 """
 
 from __future__ import annotations
 
 from kiln import vocabulary
 from kiln.errors import InternalError
-from kiln.program.kernels import elementwise, movement, nn, quantize, reduce, sort
+from kiln.program.kernels import elementwise, integer, movement, nn, quantize, reduce, sort
 from kiln.program.kernels.core import Derived, Fixed, Kernel, cpp_function
 
 FAMILIES = (quantize, nn, elementwise, reduce, movement, sort)
@@ -39,6 +40,9 @@ KERNELS: dict[object, Kernel] = {op: kernel for family in FAMILIES for op, kerne
 
 # Kernels kiln's compiler never calls but other programs (ExecuTorch's) do.
 FOREIGN_KERNELS = quantize.FOREIGN_KERNELS
+# The integer kernels of quantized ops (kiln.program.kernels.integer), by operator name; the
+# program builder calls them by name (kiln.program.integer_ops), not through a graph op's target.
+INTEGER_KERNELS = integer.INTEGER_KERNELS
 
 
 def kernel_for(op) -> Kernel | None:
@@ -50,7 +54,17 @@ def kernel_for(op) -> Kernel | None:
 def by_name() -> dict[tuple[str, str], Kernel]:
     """Kernels by (operator name, overload), as a .pte names them."""
     every = [k for found in KERNELS.values() for k in (found if isinstance(found, tuple) else (found,))]
-    return {(k.name, k.overload): k for k in (*every, *FOREIGN_KERNELS)}
+    return {(k.name, k.overload): k for k in (*every, *FOREIGN_KERNELS, *INTEGER_KERNELS.values())}
 
 
-__all__ = ["KERNELS", "FOREIGN_KERNELS", "Kernel", "Fixed", "Derived", "by_name", "cpp_function", "kernel_for"]
+__all__ = [
+    "KERNELS",
+    "FOREIGN_KERNELS",
+    "INTEGER_KERNELS",
+    "Kernel",
+    "Fixed",
+    "Derived",
+    "by_name",
+    "cpp_function",
+    "kernel_for",
+]

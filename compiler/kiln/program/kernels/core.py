@@ -7,7 +7,8 @@ bits. Arguments follow the operator's schema; out-variant kernels take the outpu
 last (the program lists it once more as the returned value); one with several outputs
 (Kernel.outputs) takes its out tensors last, then one TensorList of them. The C++ function of operator
 "ns::name" overload "ov" is kiln::runtime::kernels::<name without leading _>_<ov in lower case>
-(cpp_function), which the firmware's kernel table generator relies on.
+(cpp_function; "ns_" before it for a namespace other than aten), which the firmware's kernel
+table generator relies on.
 """
 
 from __future__ import annotations
@@ -50,9 +51,21 @@ class Derived:
     of: Callable  # (graph Op) -> value
 
 
+def argument(op, a):
+    """The value of kernel schema argument `a` (a name, Fixed or Derived) for graph op `op`."""
+    if isinstance(a, Fixed):
+        return a.value
+    if isinstance(a, Derived):
+        return a.of(op)
+    return op.arg(a)
+
+
 def cpp_function(name: str, overload: str) -> str:
-    """The C++ kernel's function name: ("aten::_softmax", "out") -> "softmax_out"."""
-    return f"{name.split('::')[-1].lstrip('_')}_{overload.lower()}"
+    """The C++ kernel's function name: ("aten::_softmax", "out") -> "softmax_out"; another
+    namespace than aten's is its prefix: ("cortex_m::softmax", "out") -> "cortex_m_softmax_out"."""
+    namespace, _, op = name.rpartition("::")
+    prefix = "" if namespace in ("", "aten") else f"{namespace}_"
+    return f"{prefix}{op.lstrip('_')}_{overload.lower()}"
 
 
 def np_dtype(code: int) -> type:

@@ -54,7 +54,7 @@ def _window_average(x, rows, cols, divisor):
     return (acc / divisor.astype(np.float32)).astype(np.float32)
 
 
-def _pool_size(size, kernel, stride, pad, ceil_mode):
+def pool_size(size, kernel, stride, pad, ceil_mode):
     """PyTorch's pooling output size: floor (ceil) division, and with ceil_mode no window
     may start beyond the input and its left padding."""
     span = size + 2 * pad - kernel + (stride - 1 if ceil_mode else 0)
@@ -78,7 +78,7 @@ def _avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, d
         )
     bounds = []
     for size, k, s, p in ((h, kh, sh, ph), (w, kw, sw, pw)):
-        count = _pool_size(size, k, s, p, ceil_mode)
+        count = pool_size(size, k, s, p, ceil_mode)
         if count < 1:
             raise HostError(f"avg_pool2d: kernel {kernel_size} does not fit the input {h}x{w}")
         start = np.arange(count) * s - p

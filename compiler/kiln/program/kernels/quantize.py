@@ -11,7 +11,7 @@ from kiln.vocabulary import DEQUANTIZE, QUANTIZE
 aten = torch.ops.aten
 
 
-def _quantize(x, scale, zero_point, qmin, qmax, dtype):
+def quantize_array(x, scale, zero_point, qmin, qmax, dtype):
     inverse = np.float32(1.0) / np.float32(scale)
     q = np.rint(x.astype(np.float32) * inverse) + np.float32(zero_point)  # rint: round half to even
     return np.clip(q, qmin, qmax).astype(np_dtype(dtype))
@@ -38,7 +38,7 @@ KERNELS: dict[object, Kernel] = {
             "cortex_m::quantize_per_tensor",
             "out",
             ("input", "scale", "zero_point", "quant_min", "quant_max", "dtype"),
-            _quantize,
+            quantize_array,
         )
         for t in QUANTIZE
     },

@@ -1,0 +1,292 @@
+"""Which quantized ops kept on the CPU run as integer cortex_m kernels, and with which arguments.
+
+integer_call(op) gives the call of kiln.program.kernels.integer's kernel for a quantized graph op,
+with the parameters ExecuTorch 1.5.1's Cortex-M passes derive (multipliers and shifts as
+CMSIS-NN's requantize takes them, offsets as negated zero points), or the reason the op has none,
+in which case the program builder runs it in float between a dequantize and a quantize. The
+compile report lists each choice (kiln.program.builder.Program.cpu_kernels).
+
+Each rule below states the arguments its kernel covers; an op outside them keeps the float path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from kiln.graph import Op, QParams, Value
+from kiln.program.kernels import INTEGER_KERNELS, Kernel, kernel_for
+from kiln.program.kernels.core import argument
+from kiln.program.kernels.integer import ADD_LEFT_SHIFT, quantize_multiplier
+from kiln.program.kernels.nn import pair
+from kiln.program.kernels.quantize import quantize_array
+from kiln.vocabulary import VIEW_OPS
+
+aten = torch.ops.aten
+INT8 = (-128, 127)
+SOFTMAX_SCALE, SOFTMAX_ZERO_POINT = 1.0 / 256, -128  # arm_softmax_s8's output
+SOFTMAX_INPUT_BITS = 5  # arm_softmax_s8's Q5.26 differences
+
+
+@dataclass
+class IntegerCall:
+    kernel: Kernel
+    args: list  # the schema's arguments: Values (new constants among them), ints, int lists, None
+    before: list  # calls to make first: (kernel, args, output Value), e.g. the pad of an avg_pool2d
+
+
+def _per_tensor_int8(v) -> bool:
+    return isinstance(v, Value) and v.dtype == "int8" and v.qparams is not None and v.qparams.axis is None
+
+
+def _quantized(x: float, qp: QParams) -> int:
+    """Real value x as kiln's quantize kernel writes it for int8 `qp`."""
+    return int(quantize_array(np.array([x], np.float32), qp.scale, qp.zero_point, *INT8, 1)[0])
+
+
+def _activation_range(op: Op) -> tuple[int, int]:
+    """The output's integer range narrowed by the op's fused activation (its real bounds quantized)."""
+    qp = op.output.qparams
+    low, high = max(qp.qmin, INT8[0]), min(qp.qmax, INT8[1])
+    if op.activation is not None:  # bounds beyond the int8 range (infinities) clipped to just past it
+        past = ((INT8[0] - qp.zero_point - 1) * qp.scale, (INT8[1] - qp.zero_point + 1) * qp.scale)
+        a, b = (float(np.clip(v, *past)) for v in op.activation)
+        low, high = max(low, _quantized(a, qp)), min(high, _quantized(b, qp))
+    return low, high
+
+
+def _constant(op: Op, suffix: str, array: np.ndarray) -> Value:
+    array = np.ascontiguousarray(array)
+    return Value(f"{op.name}_{suffix}", tuple(array.shape), str(array.dtype), data=array)
+
+
+def _multipliers(ratios) -> tuple[list[int], list[int]] | str:
+    """Each ratio as CMSIS-NN's (multiplier, shift), or why not: a ratio of 1 or more (a left
+    shift the int32 accumulator may not survive) or below 2^-31."""
+    pairs = [quantize_multiplier(float(r)) for r in ratios]
+    if any(not 0 < r < 1 for r in ratios) or any(s < -31 for _, s in pairs):
+        return f"a requantization scale of {float(min(ratios)):.3g} to {float(max(ratios)):.3g} is outside (2^-31, 1)"
+    return [m for m, _ in pairs], [s for _, s in pairs]
+
+
+def _weighted(op: Op) -> str | None:
+    """Why a convolution or linear op has no integer kernel, or None: int8 activations per
+    tensor, int8 constant weights symmetric per channel (axis 0) or per tensor, an int32 bias."""
+    x, w, b = op.arg("input"), op.arg("weight"), op.arg("bias")
+    if not (_per_tensor_int8(x) and _per_tensor_int8(op.output)):
+        return "its activations are not int8 per tensor"
+    if not (w.is_constant and w.dtype == "int8" and w.qparams is not None and w.qparams.axis in (None, 0)):
+        return "its weight is not an int8 constant quantized per output channel"
+    if w.qparams.zero_point != 0:
+        return "its weight is quantized with a zero point"
+    if b is not None and not (b.is_constant and b.dtype == "int32" and b.qparams is not None):
+        return "its bias is not an int32 constant"
+    if b is not None:
+        product = float(x.qparams.scale) * _weight_scales(w, w.shape[0])
+        if not np.allclose(np.asarray(b.qparams.scale, np.float64).reshape(-1), product, rtol=1e-5, atol=0):
+            return "its bias's scale is not its input's times its weight's"
+    return None
+
+
+def _weight_scales(w: Value, channels: int) -> np.ndarray:
+    return np.broadcast_to(np.asarray(w.qparams.scale, np.float64).reshape(-1), (channels,))
+
+
+def _linear(op: Op) -> IntegerCall | str:
+    if (why := _weighted(op)) is not None:
+        return why
+    x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    ratios = float(x.qparams.scale) * _weight_scales(w, w.shape[0]) / float(y.qparams.scale)
+    if isinstance(found := _multipliers(ratios), str):
+        return found
+    mults, shifts = found
+    if len(set(zip(mults, shifts))) == 1:  # per tensor: ExecuTorch's own form
+        mults, shifts = mults[:1], shifts[:1]
+    low, high = _activation_range(op)
+    args = [x, w, b, None, -x.qparams.zero_point, 0, y.qparams.zero_point, mults, shifts, high, low]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear"], args, [])
+
+
+def _conv(op: Op) -> IntegerCall | str:
+    if (why := _weighted(op)) is not None:
+        return why
+    x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    if len(x.shape) != 4 or isinstance(op.arg("padding"), str):
+        return "it is not a 2-D convolution of a 4-D input with numeric padding"
+    groups, channels, out_channels = op.arg("groups"), x.shape[1], w.shape[0]
+    ratios = float(x.qparams.scale) * _weight_scales(w, out_channels) / float(y.qparams.scale)
+    if isinstance(found := _multipliers(ratios), str):
+        return found
+    mults, shifts = (_constant(op, name, np.array(v, np.int32)) for name, v in zip(("multipliers", "shifts"), found))
+    geometry = [list(pair(op.arg(a))) for a in ("stride", "padding", "dilation")]
+    offsets = [-x.qparams.zero_point, y.qparams.zero_point]
+    scratch = _constant(op, "scratch", np.zeros(0, np.int8))
+    low, high = _activation_range(op)
+    if groups == channels > 1 and out_channels % channels == 0:  # depthwise: weight IHWO
+        weight = _constant(op, "weight_ihwo", w.data.transpose(1, 2, 3, 0))
+        args = [x, weight, b, *geometry, out_channels // channels, *offsets, mults, shifts, low, high, scratch]
+        return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_depthwise_conv2d"], args, [])
+    weight = _constant(op, "weight_ohwi", w.data.transpose(0, 2, 3, 1))
+    args = [x, weight, b, *geometry, *offsets, mults, shifts, low, high, scratch]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_conv2d"], args, [])
+
+
+def _add(op: Op) -> IntegerCall | str:
+    """ExecuTorch's quantized_add parameters: each operand scaled by scale / (2 max scale) after
+    its << 20, the sum by 2 max scale / (output scale 2^20); sub negates the second multiplier."""
+    a, b, y = op.arg("self"), op.arg("other"), op.output
+    if not all(_per_tensor_int8(v) for v in (a, b, y)):
+        return "its operands or result are not int8 tensors quantized per tensor"
+    if a.shape != b.shape or op.arg("alpha") != 1:
+        return "its operands differ in shape (broadcast) or it has an alpha"
+    s1, s2, s_out = float(a.qparams.scale), float(b.qparams.scale), float(y.qparams.scale)
+    twice = 2 * max(s1, s2)
+    (m1, sh1), (m2, sh2) = quantize_multiplier(s1 / twice), quantize_multiplier(s2 / twice)
+    m_out, sh_out = quantize_multiplier(twice / (s_out * (1 << ADD_LEFT_SHIFT)))
+    spans = [(q.qmin - q.zero_point, q.qmax - q.zero_point) for q in (a.qparams, b.qparams)]
+    worst = max(abs(d1 * s1 + d2 * s2) for d1 in spans[0] for d2 in spans[1]) * (1 << ADD_LEFT_SHIFT) / twice
+    if not -31 <= sh_out <= 31 or worst * 2.0**sh_out >= 2**31:
+        return f"its output scale {s_out:.3g} against operand scales {s1:.3g}, {s2:.3g} overflows the int32 sum"
+    if op.target == aten.sub.Tensor:
+        m2 = -m2
+    low, high = _activation_range(op)
+    args = [a, a.qparams.zero_point, m1, sh1, b, b.qparams.zero_point, m2, sh2]
+    args += [y.qparams.zero_point, m_out, sh_out, low, high]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_add"], args, [])
+
+
+def _same_quantization(op: Op, x) -> bool:
+    return _per_tensor_int8(x) and _per_tensor_int8(op.output) and x.qparams == op.output.qparams
+
+
+def _pad_call(op: Op, x: Value, widths: list[int], value: float) -> tuple[Kernel, list, Value] | str:
+    """cortex_m::pad of x by PyTorch's pad list (last dim first, (before, after) pairs), the
+    value quantized as kiln's quantize kernel does."""
+    if len(x.shape) > 4 or len(widths) % 2 or len(widths) > 2 * len(x.shape) or min(widths, default=0) < 0:
+        return "it pads more than 4 dims, or crops"
+    pre, post = [0] * 4, [0] * 4
+    for i in range(len(widths) // 2):
+        pre[3 - i], post[3 - i] = widths[2 * i], widths[2 * i + 1]
+    qp: QParams = x.qparams
+    fill = _quantized(value, qp)
+    shape = list(x.shape)
+    for d in range(len(shape)):
+        shape[d] += pre[4 - len(shape) + d] + post[4 - len(shape) + d]
+    padded = Value(f"{op.name}_padded", tuple(shape), "int8", qp)
+    return INTEGER_KERNELS["cortex_m::pad"], [x, pre, post, fill], padded
+
+
+def _pad(op: Op) -> IntegerCall | str:
+    x = op.arg("self")
+    if not _same_quantization(op, x):
+        return "its input and output are not int8 of one quantization"
+    if op.target == aten.pad.default and op.arg("mode") != "constant":
+        return f"its mode is {op.arg('mode')!r}, not constant"
+    value = op.arg("value")
+    call = _pad_call(op, x, list(op.arg("pad")), float(value or 0.0))
+    if isinstance(call, str):
+        return call
+    kernel, args, _ = call
+    return IntegerCall(kernel, args, [])
+
+
+def _pool(op: Op, x: Value, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool) -> IntegerCall | str:
+    (kh, kw), (sh, sw), (ph, pw) = pair(kernel), pair(stride or kernel), pair(padding)
+    before = []
+    if count_include_pad and (ph or pw):  # the padding's zero points count: pad first (ExecuTorch's form)
+        if ceil_mode:
+            return "it counts padding into a ceil-mode window"
+        call = _pad_call(op, x, [pw, pw, ph, ph], 0.0)
+        if isinstance(call, str):
+            return call
+        before, x, ph, pw = [call], call[2], 0, 0
+    qp = x.qparams
+    multiplier, shift = quantize_multiplier(float(qp.scale))
+    scratch = _constant(op, "scratch", np.zeros(0, np.int8))
+    args = [x, [kh, kw], [sh, sw], [ph, pw], bool(ceil_mode), qp.zero_point, multiplier, shift, scratch]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_avg_pool2d"], args, before)
+
+
+def _avg_pool(op: Op) -> IntegerCall | str:
+    x = op.arg("self")
+    if not _same_quantization(op, x) or len(x.shape) != 4:
+        return "its input is not a 4-D int8 tensor of the output's quantization"
+    if op.arg("divisor_override") is not None:
+        return "it has a divisor_override"
+    return _pool(
+        op,
+        x,
+        op.arg("kernel_size"),
+        op.arg("stride"),
+        op.arg("padding"),
+        op.arg("ceil_mode"),
+        op.arg("count_include_pad"),
+    )
+
+
+def _adaptive_avg_pool(op: Op) -> IntegerCall | str:
+    x = op.arg("self")
+    if not _same_quantization(op, x) or len(x.shape) != 4:
+        return "its input is not a 4-D int8 tensor of the output's quantization"
+    (h, w), (oh, ow) = x.shape[2:], pair(op.arg("output_size"))
+    if h % oh or w % ow:
+        return f"its {oh}x{ow} windows of a {h}x{w} input differ in size"
+    return _pool(op, x, [h // oh, w // ow], [h // oh, w // ow], [0, 0], False, False)
+
+
+def softmax_parameters(scale: float) -> tuple[int, int, int]:
+    """arm_softmax_s8's (multiplier, shift, diff_min) for an input scale, as ExecuTorch's pass
+    derives them: the scale in Q5.26, and the lowest difference whose exponential counts."""
+    multiplier, shift = quantize_multiplier(min(scale * 2.0 ** (31 - SOFTMAX_INPUT_BITS), 2.0**31 - 1))
+    diff_min = -math.floor((2**SOFTMAX_INPUT_BITS - 1) * 2.0 ** (31 - SOFTMAX_INPUT_BITS) / 2.0**shift)
+    return multiplier, shift, diff_min
+
+
+def _softmax(op: Op) -> IntegerCall | str:
+    x, y = op.arg("self"), op.output
+    if not (_per_tensor_int8(x) and _per_tensor_int8(y)):
+        return "its input or output is not int8 per tensor"
+    if op.arg("dim") not in (-1, len(x.shape) - 1):
+        return "it is not along the last dim"
+    if not (math.isclose(y.qparams.scale, SOFTMAX_SCALE, abs_tol=1e-12) and y.qparams.zero_point == SOFTMAX_ZERO_POINT):
+        return "its output is not quantized with scale 1/256 and zero point -128"
+    multiplier, shift, diff_min = softmax_parameters(float(x.qparams.scale))
+    if not 0 <= shift <= 30:
+        return f"its input scale {float(x.qparams.scale):.3g} is beyond the Q5.26 range"
+    args = [x, -1, x.qparams.zero_point, SOFTMAX_ZERO_POINT, multiplier, shift, diff_min]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::softmax"], args, [])
+
+
+def _view(op: Op) -> IntegerCall | str:
+    """A reshape moves no value: its float kernel (aten::view_copy copies bytes) on the integers."""
+    x, kernel = op.arg("self"), kernel_for(op)
+    if not _per_tensor_int8(x) or x.qparams != op.output.qparams or kernel is None:
+        return "its input and output are not int8 of one quantization"
+    return IntegerCall(kernel, [argument(op, a) for a in kernel.schema_args], [])
+
+
+RULES = {
+    **{t: _view for t in VIEW_OPS},
+    aten.linear.default: _linear,
+    aten.conv2d.default: _conv,
+    aten.add.Tensor: _add,
+    aten.sub.Tensor: _add,
+    aten.avg_pool2d.default: _avg_pool,
+    aten.adaptive_avg_pool2d.default: _adaptive_avg_pool,
+    aten._adaptive_avg_pool2d.default: _adaptive_avg_pool,
+    aten.softmax.int: _softmax,
+    aten._softmax.default: _softmax,
+    aten.constant_pad_nd.default: _pad,
+    aten.pad.default: _pad,
+}
+
+
+def integer_call(op: Op) -> IntegerCall | str:
+    """The integer kernel call for quantized op `op`, or why it has none."""
+    rule = RULES.get(op.target)
+    if rule is None:
+        return "kiln has no integer kernel for it"
+    return rule(op)

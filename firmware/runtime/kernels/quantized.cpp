@@ -1,0 +1,230 @@
+// Integer cortex_m kernels on int8 tensors, as kiln.program.kernels.integer computes them
+// (ExecuTorch's schemas, CMSIS-NN's arithmetic; fixed_point.h):
+//   cortex_m::quantized_add.out (self, self_zero_point, self_multiplier, self_shift, other,
+//     other_zero_point, other_multiplier, other_shift, output_zero_point, output_multiplier,
+//     output_shift, activation_min, activation_max, out): operands of one shape;
+//     requantize(requantize((a - zp_a) << 20, ..) + requantize((b - zp_b) << 20, ..), ..) + zp_out.
+//   cortex_m::quantized_avg_pool2d.out (input, kernel_size, stride, padding, ceil_mode,
+//     zero_point, multiplier, shift, scratch, out): NCHW; each window clipped to the input;
+//     its int8 sum (exact) plus or minus half its count, divided by the count (truncating).
+//     zero_point, multiplier, shift and scratch are ExecuTorch's and not read.
+//   cortex_m::softmax.out (input, dim, input_zero_point, output_zero_point, input_multiplier,
+//     input_shift, diff_min, out): arm_softmax_s8 along the last dim; output zero point -128.
+//   cortex_m::pad.out (input, pre_pad, post_pad, pad_value, out): four pads each side,
+//     right-aligned to the input's (1 to 4) dims (those of dims it lacks are not read).
+#include "quantized.h"
+#include "kiln/runtime/try.h"
+
+namespace kiln::runtime::kernels {
+
+using fixed::requantize;
+
+namespace {
+
+constexpr int64_t kMaxParam = 1 << 16;  // kernel sizes, strides, padding (pool.cpp's bound)
+constexpr int32_t kAddLeftShift = 20;
+constexpr int32_t kSoftmaxAccumBits = 12;
+constexpr int64_t kSoftmaxZeroPoint = -128;
+
+struct Multiplier {
+  int32_t multiplier, shift;
+};
+
+// A multiplier (position i) and its shift (i + 1): int32, shift within 31.
+Result<Multiplier> multiplier_at(const KernelArgs& args, size_t i) {
+  KILN_TRY(int64_t m, ranged_int(args, i, INT32_MIN, INT32_MAX));
+  KILN_TRY(int64_t s, ranged_int(args, i + 1, -31, 31));
+  return Multiplier{static_cast<int32_t>(m), static_cast<int32_t>(s)};
+}
+
+}  // namespace
+
+Result<int64_t> ranged_int(const KernelArgs& args, size_t i, int64_t lo, int64_t hi) {
+  KILN_TRY(int64_t v, int_arg(args, i));
+  if (v < lo || v > hi) return unsupported(i);
+  return v;
+}
+
+Status activation_range(const KernelArgs& args, size_t low_at, size_t high_at, int32_t range[2]) {
+  KILN_TRY(int64_t low, ranged_int(args, low_at, INT8_MIN, INT8_MAX));
+  KILN_TRY(int64_t high, ranged_int(args, high_at, low, INT8_MAX));
+  range[0] = static_cast<int32_t>(low), range[1] = static_cast<int32_t>(high);
+  return {};
+}
+
+Result<Tensor*> int8_output(const KernelArgs& args, size_t n, const int64_t* sizes, size_t dim) {
+  KILN_TRY(Tensor * out, output_tensor(args, n, ScalarType::kChar));
+  KILN_CHECK(expect_sizes(*out, sizes, dim, n));
+  return out;
+}
+
+Status cortex_m_quantized_add_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 13));
+  KILN_TRY(const Tensor* a, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* b, input_tensor(args, 4, ScalarType::kChar));
+  if (!same_sizes(*a, *b)) return shape_mismatch(4);
+  KILN_TRY(int64_t a_zp, ranged_int(args, 1, INT8_MIN, INT8_MAX));
+  KILN_TRY(Multiplier a_m, multiplier_at(args, 2));
+  KILN_TRY(int64_t b_zp, ranged_int(args, 5, INT8_MIN, INT8_MAX));
+  KILN_TRY(Multiplier b_m, multiplier_at(args, 6));
+  KILN_TRY(int64_t out_zp, ranged_int(args, 8, INT32_MIN, INT32_MAX));
+  KILN_TRY(Multiplier out_m, multiplier_at(args, 9));
+  int32_t range[2];
+  KILN_CHECK(activation_range(args, 11, 12, range));
+  int64_t sizes[kMaxDims];
+  for (size_t d = 0; d < a->dim; ++d) sizes[d] = a->sizes[d];
+  KILN_TRY(Tensor * out, int8_output(args, 13, sizes, a->dim));
+  const int8_t *x = s8(*a), *y = s8(*b);
+  int8_t* z = s8(*out);
+  for (uint32_t i = 0; i < a->numel; ++i) {
+    // |q - zp| <= 255, so the operand shifted by 20 fits int32.
+    const int32_t left =
+        requantize(static_cast<int32_t>((x[i] - a_zp) * (1 << kAddLeftShift)), a_m.multiplier, a_m.shift);
+    const int32_t right =
+        requantize(static_cast<int32_t>((y[i] - b_zp) * (1 << kAddLeftShift)), b_m.multiplier, b_m.shift);
+    const int32_t sum = fixed::wrap32(static_cast<int64_t>(left) + right);
+    z[i] = clamp_to(requantize(sum, out_m.multiplier, out_m.shift) + out_zp, range);
+  }
+  return {};
+}
+
+Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 9));
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  if (x->dim != 4) return unsupported(0, x->dim);
+  int64_t kernel[2], stride[2], padding[2];
+  KILN_CHECK(pair_arg(args, 1, 1, kMaxParam, kernel));
+  KILN_CHECK(pair_arg(args, 2, 1, kMaxParam, stride));
+  KILN_CHECK(pair_arg(args, 3, 0, kMaxParam, padding));
+  if (2 * padding[0] > kernel[0] || 2 * padding[1] > kernel[1]) return unsupported(3);
+  KILN_TRY(bool ceil_mode, bool_arg(args, 4));
+  KILN_CHECK(int_arg(args, 5));
+  KILN_CHECK(int_arg(args, 6));
+  KILN_CHECK(int_arg(args, 7));
+  if (args[8].kind != ValueKind::kTensor) return bad_argument(8);
+  const int64_t n = x->sizes[0], c = x->sizes[1], h = x->sizes[2], w = x->sizes[3];
+  const int64_t oh = pool_size(h, kernel[0], stride[0], padding[0], ceil_mode);
+  const int64_t ow = pool_size(w, kernel[1], stride[1], padding[1], ceil_mode);
+  if (oh < 1 || ow < 1) return shape_mismatch(1);
+  const int64_t sizes[4] = {n, c, oh, ow};
+  KILN_TRY(Tensor * out, int8_output(args, 9, sizes, 4));
+  if (out->numel == 0) return {};
+  const int8_t* in = s8(*x);
+  int8_t* y = s8(*out);
+  const int32_t range[2] = {INT8_MIN, INT8_MAX};
+  for (int64_t plane = 0; plane < n * c; ++plane) {
+    const int8_t* src = in + plane * h * w;
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      const int64_t r0 = oy * stride[0] - padding[0], r1 = r0 + kernel[0] < h ? r0 + kernel[0] : h;
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        const int64_t c0 = ox * stride[1] - padding[1], c1 = c0 + kernel[1] < w ? c0 + kernel[1] : w;
+        int64_t sum = 0;
+        for (int64_t r = r0 > 0 ? r0 : 0; r < r1; ++r) {
+          for (int64_t col = c0 > 0 ? c0 : 0; col < c1; ++col) sum += src[r * w + col];
+        }
+        const int64_t count = (r1 - (r0 > 0 ? r0 : 0)) * (c1 - (c0 > 0 ? c0 : 0));
+        if (r1 <= r0 || c1 <= c0 || count < 1) return shape_mismatch(1);  // a window of no input element
+        const int64_t rounded = sum > 0 ? sum + count / 2 : sum - count / 2;
+        y[(plane * oh + oy) * ow + ox] = clamp_to(rounded / count, range);
+      }
+    }
+  }
+  return {};
+}
+
+namespace {
+
+// arm_softmax_s8 of one row of `size` values.
+void softmax_row(const int8_t* x, int8_t* y, int64_t size, int32_t multiplier, int32_t shift, int32_t diff_min) {
+  int32_t max = INT8_MIN;
+  for (int64_t i = 0; i < size; ++i) max = x[i] > max ? x[i] : max;
+  // e(i) for d = x[i] - max >= diff_min: d << shift wraps to int32 as the numpy reference does.
+  auto exp_of = [&](int32_t d) {
+    return fixed::exp_on_negative_values(
+        fixed::doubling_high_mult(fixed::wrap32(static_cast<int64_t>(d) * (int64_t{1} << shift)), multiplier));
+  };
+  uint32_t sum = 0;  // wraps, as CMSIS-NN's int32 sum on the machine
+  for (int64_t i = 0; i < size; ++i) {
+    const int32_t d = x[i] - max;
+    if (d >= diff_min) sum += static_cast<uint32_t>(fixed::divide_by_power_of_two(exp_of(d), kSoftmaxAccumBits));
+  }
+  const int32_t headroom = fixed::count_leading_zeros(sum);
+  const uint32_t normalized = static_cast<int32_t>(sum) > 0 ? sum << headroom : 0u;
+  const int32_t scale =
+      fixed::one_over_one_plus_x(fixed::wrap32(static_cast<int64_t>(normalized) - (int64_t{1} << 31)));
+  const int32_t bits_over_unit = kSoftmaxAccumBits - headroom + 23;
+  const int32_t range[2] = {INT8_MIN, INT8_MAX};
+  for (int64_t i = 0; i < size; ++i) {
+    const int32_t d = x[i] - max;
+    if (d < diff_min) {
+      y[i] = INT8_MIN;
+      continue;
+    }
+    const int64_t v = fixed::divide_by_power_of_two(fixed::doubling_high_mult(scale, exp_of(d)), bits_over_unit);
+    y[i] = clamp_to(v + kSoftmaxZeroPoint, range);
+  }
+}
+
+}  // namespace
+
+Status cortex_m_softmax_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 7));
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  if (x->dim == 0) return unsupported(0);
+  KILN_TRY(int64_t dim, int_arg(args, 1));
+  if (dim != -1 && dim != static_cast<int64_t>(x->dim) - 1) return unsupported(1);
+  KILN_CHECK(int_arg(args, 2));
+  KILN_CHECK(ranged_int(args, 3, kSoftmaxZeroPoint, kSoftmaxZeroPoint));
+  KILN_TRY(int64_t multiplier, ranged_int(args, 4, INT32_MIN, INT32_MAX));
+  KILN_TRY(int64_t shift, ranged_int(args, 5, 0, 30));
+  KILN_TRY(int64_t diff_min, ranged_int(args, 6, INT32_MIN, INT32_MAX));
+  int64_t sizes[kMaxDims];
+  for (size_t d = 0; d < x->dim; ++d) sizes[d] = x->sizes[d];
+  KILN_TRY(Tensor * out, int8_output(args, 7, sizes, x->dim));
+  const int64_t row = x->sizes[x->dim - 1];
+  if (row == 0) return {};
+  for (int64_t start = 0; start < x->numel; start += row) {
+    softmax_row(s8(*x) + start, s8(*out) + start, row, static_cast<int32_t>(multiplier), static_cast<int32_t>(shift),
+                static_cast<int32_t>(diff_min));
+  }
+  return {};
+}
+
+Status cortex_m_pad_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 4));
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  if (x->dim < 1 || x->dim > 4) return unsupported(0, x->dim);
+  int64_t pre[4], post[4];
+  size_t n_pre = 0, n_post = 0;
+  KILN_CHECK(int_list_arg(args, 1, pre, 4, &n_pre));
+  KILN_CHECK(int_list_arg(args, 2, post, 4, &n_post));
+  if (n_pre != 4) return unsupported(1, static_cast<uint32_t>(n_pre));
+  if (n_post != 4) return unsupported(2, static_cast<uint32_t>(n_post));
+  KILN_TRY(int64_t value, ranged_int(args, 3, INT8_MIN, INT8_MAX));
+  // As 4-D: leading dims of 1, then the input's; each pad within [0, 2^16].
+  int64_t in4[4], out4[4], lead[4];
+  const size_t offset = 4 - x->dim;
+  for (size_t d = 0; d < 4; ++d) {
+    if (pre[d] < 0 || pre[d] > kMaxParam) return unsupported(1, static_cast<uint32_t>(d));
+    if (post[d] < 0 || post[d] > kMaxParam) return unsupported(2, static_cast<uint32_t>(d));
+    in4[d] = d < offset ? 1 : x->sizes[d - offset];
+    lead[d] = d < offset ? 0 : pre[d];  // the pads of dims the input lacks are not read
+    out4[d] = in4[d] + lead[d] + (d < offset ? 0 : post[d]);
+  }
+  KILN_TRY(Tensor * out, int8_output(args, 4, out4 + offset, x->dim));
+  int8_t* y = s8(*out);
+  for (uint32_t i = 0; i < out->numel; ++i) y[i] = static_cast<int8_t>(value);
+  const int8_t* src = s8(*x);
+  uint32_t i = 0;
+  for (int64_t a = 0; a < in4[0]; ++a) {
+    for (int64_t b = 0; b < in4[1]; ++b) {
+      for (int64_t c = 0; c < in4[2]; ++c) {
+        const int64_t row = (((a + lead[0]) * out4[1] + b + lead[1]) * out4[2] + c + lead[2]) * out4[3] + lead[3];
+        for (int64_t d = 0; d < in4[3]; ++d) y[row + d] = src[i++];
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace kiln::runtime::kernels

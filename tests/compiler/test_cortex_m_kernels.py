@@ -1,0 +1,276 @@
+"""kiln's integer cortex_m kernels (kiln.program.kernels.integer) against two references
+independent of them: ExecuTorch 1.5.1's own Python implementation of each operator, run in
+.venv-executorch (bit for bit where it computes CMSIS-NN's integers: linear, convolutions,
+add, pad; within one step where it computes in float: avg_pool2d, softmax), and the PT2E
+reference, the float op between a dequantize and a quantize in PyTorch, within one
+quantization step. Cases take odd sizes, channel counts that are no multiple of 16, and
+extreme scales and zero points."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kiln.program.kernels import integer as I
+from tests.compiler.test_pte import ET_PYTHON, ROOT, needs_executorch
+
+RNG = np.random.default_rng(32)
+
+
+def q8(shape, low=-128, high=127):
+    return RNG.integers(low, high + 1, shape, dtype=np.int8)
+
+
+def quantize(real, scale, zp, low=-128, high=127):
+    return np.clip(np.rint(real / scale) + zp, low, high)
+
+
+def per_channel(scales_in, scales_w, scale_out):
+    pairs = [I.quantize_multiplier(scales_in * s / scale_out) for s in scales_w]
+    return np.array([m for m, _ in pairs], np.int32), np.array([s for _, s in pairs], np.int32)
+
+
+class Quantized:
+    """One case: ExecuTorch's operator name, its arguments, and the PT2E reference (float op
+    on the dequantized operands, quantized to the output's scale and zero point)."""
+
+    def __init__(self, op, args, reference, et_exact=True, et_covers=True):
+        self.op, self.args, self.reference, self.et_exact = op, args, reference, et_exact
+        self.et_covers = et_covers  # ExecuTorch's Python reads the arguments as kiln does
+
+
+def linear_case(batch, n_in, n_out, s_in, zp_in, s_out, zp_out, per_channel_weights, act=(-128, 127)):
+    x, w = q8((*batch, n_in)), q8((n_out, n_in), -127, 127)
+    s_w = RNG.uniform(0.002, 0.03, n_out) if per_channel_weights else np.full(n_out, 0.01)
+    bias = RNG.integers(-5000, 5000, n_out).astype(np.int32)
+    mults, shifts = per_channel(s_in, s_w, s_out)
+    if not per_channel_weights:
+        mults, shifts = mults[:1], shifts[:1]
+    args = [x, w, bias, None, -zp_in, 0, zp_out, mults.tolist(), shifts.tolist(), act[1], act[0]]
+
+    def reference():
+        real = F.linear(
+            torch.tensor((x.astype(np.float64) - zp_in) * s_in),
+            torch.tensor(w * s_w[:, None]),
+            torch.tensor(bias * s_in * s_w),
+        )
+        return np.clip(quantize(real.numpy(), s_out, zp_out), *act)
+
+    # ExecuTorch's Python reads one multiplier (its AOT pass writes one: per-tensor weights).
+    return Quantized("quantized_linear", args, reference, et_covers=not per_channel_weights)
+
+
+def conv_case(n, c, h, w, c_out, k, stride, pad, dilation, groups, s_in, zp_in, s_out, zp_out, act=(-128, 127)):
+    x, weight = q8((n, c, h, w)), q8((c_out, c // groups, *k), -127, 127)
+    s_w = RNG.uniform(0.001, 0.05, c_out)
+    bias = RNG.integers(-20000, 20000, c_out).astype(np.int32)
+    mults, shifts = per_channel(s_in, s_w, s_out)
+    depthwise = groups == c and groups > 1
+    if depthwise:
+        op, layout = "quantized_depthwise_conv2d", weight.transpose(1, 2, 3, 0)  # IHWO
+        extra = [c_out // c]
+    else:
+        op, layout, extra = "quantized_conv2d", weight.transpose(0, 2, 3, 1), []  # OHWI
+    args = [
+        x,
+        np.ascontiguousarray(layout),
+        bias,
+        list(stride),
+        list(pad),
+        list(dilation),
+        *extra,
+        -zp_in,
+        zp_out,
+        mults,
+        shifts,
+        act[0],
+        act[1],
+        np.zeros(0, np.int8),
+    ]
+
+    def reference():
+        real = F.conv2d(
+            torch.tensor((x.astype(np.float64) - zp_in) * s_in),
+            torch.tensor(weight * s_w[:, None, None, None]),
+            torch.tensor(bias * s_in * s_w),
+            stride,
+            pad,
+            dilation,
+            groups,
+        )
+        return np.clip(quantize(real.numpy(), s_out, zp_out), *act)
+
+    return Quantized(op, args, reference)
+
+
+def add_case(shape, s1, zp1, s2, zp2, s_out, zp_out, act=(-128, 127)):
+    a, b = q8(shape), q8(shape)
+    twice = 2 * max(s1, s2)
+    m1, sh1 = I.quantize_multiplier(s1 / twice)
+    m2, sh2 = I.quantize_multiplier(s2 / twice)
+    mo, sho = I.quantize_multiplier(twice / (s_out * (1 << I.ADD_LEFT_SHIFT)))
+    args = [a, zp1, m1, sh1, b, zp2, m2, sh2, zp_out, mo, sho, act[0], act[1]]
+
+    def reference():
+        real = (a.astype(np.float64) - zp1) * s1 + (b.astype(np.float64) - zp2) * s2
+        return np.clip(quantize(real, s_out, zp_out), *act)
+
+    return Quantized("quantized_add", args, reference)
+
+
+def avg_pool_case(shape, k, stride, pad, ceil_mode, scale, zp):
+    x = q8(shape)
+    mult, shift = I.quantize_multiplier(scale)
+    args = [x, list(k), list(stride), list(pad), ceil_mode, zp, mult, shift, np.zeros(0, np.int8)]
+
+    def reference():
+        real = F.avg_pool2d(
+            torch.tensor((x.astype(np.float64) - zp) * scale), k, stride, pad, ceil_mode, count_include_pad=False
+        )
+        return quantize(real.numpy(), scale, zp)
+
+    return Quantized("quantized_avg_pool2d", args, reference, et_exact=False)
+
+
+def softmax_params(scale):
+    """ExecuTorch's parameters of arm_softmax_s8 for an input scale (its AOT pass's formulas)."""
+    mult, shift = I.quantize_multiplier(min(scale * 2**26, 2**31 - 1))
+    diff_min = -int(np.floor(31 * 2.0**26 / 2.0**shift))
+    return mult, shift, diff_min
+
+
+def softmax_case(shape, scale, zp):
+    x = q8(shape)
+    mult, shift, diff_min = softmax_params(scale)
+    args = [x, -1, zp, -128, mult, shift, diff_min]
+
+    def reference():
+        real = torch.softmax(torch.tensor((x.astype(np.float64) - zp) * scale), -1)
+        return quantize(real.numpy(), 1 / 256, -128)
+
+    return Quantized("softmax", args, reference, et_exact=False)
+
+
+def pad_case(shape, pre, post, value):
+    x = q8(shape)
+    args = [x, pre, post, value]
+
+    def reference():
+        rank = len(shape)
+        widths = [w for d in reversed(range(rank)) for w in (pre[4 - rank + d], post[4 - rank + d])]
+        return F.pad(torch.tensor(x), widths, value=value).numpy()
+
+    return Quantized("pad", args, reference)
+
+
+CASES = {
+    "linear": linear_case((1,), 64, 10, 0.05, -3, 0.1, 7, False),
+    "linear_odd": linear_case((3, 5), 37, 13, 0.0203, 100, 0.4, -90, False, (-20, 127)),
+    "linear_per_channel": linear_case((2,), 21, 19, 0.05, 0, 0.2, 3, True),
+    "linear_tiny_scales": linear_case((4,), 9, 7, 1.3e-5, -128, 2.0e-6, 127, False),
+    "linear_large_scales": linear_case((1,), 250, 3, 7.5, 127, 900.0, -128, False),
+    "conv": conv_case(1, 3, 10, 9, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, 0.02, -10, 0.05, 5),
+    "conv_odd_channels": conv_case(2, 5, 7, 11, 19, (3, 2), (2, 1), (1, 0), (1, 1), 1, 0.11, 33, 0.3, -60),
+    "conv_stride_dilation": conv_case(1, 17, 9, 9, 6, (3, 3), (2, 2), (2, 1), (2, 2), 1, 0.004, 127, 0.01, -128),
+    "conv_grouped": conv_case(1, 6, 8, 8, 9, (3, 3), (1, 1), (1, 1), (1, 1), 3, 0.05, 0, 0.08, 0),
+    "conv_relu_range": conv_case(1, 4, 6, 6, 5, (1, 1), (1, 1), (0, 0), (1, 1), 1, 0.03, -128, 0.04, -128, (-128, 40)),
+    "conv_extreme_scale": conv_case(1, 2, 5, 5, 3, (5, 5), (1, 1), (2, 2), (1, 1), 1, 2.0e-4, 50, 3.0e-5, 100),
+    "depthwise": conv_case(1, 24, 9, 7, 24, (3, 3), (1, 1), (1, 1), (1, 1), 24, 0.02, -5, 0.03, 2),
+    "depthwise_multiplier": conv_case(1, 5, 8, 10, 15, (3, 3), (2, 2), (1, 1), (1, 1), 5, 0.1, 10, 0.2, -7),
+    "depthwise_wide": conv_case(1, 3, 12, 5, 3, (5, 3), (1, 2), (2, 1), (1, 1), 3, 0.007, 90, 0.004, -110),
+    "add": add_case((1, 8, 5, 5), 0.05, -4, 0.07, 9, 0.1, 1),
+    "add_odd": add_case((3, 17), 0.013, 127, 0.5, -128, 0.4, -20, (-100, 100)),
+    "add_equal_scales": add_case((2, 3, 7), 0.1, 0, 0.1, 0, 0.1, 0),
+    "add_extreme": add_case((29,), 1.0e-4, 60, 3.0, -60, 2.5, 127),
+    "avg_pool": avg_pool_case((1, 8, 6, 6), (2, 2), (2, 2), (0, 0), False, 0.05, -3),
+    "avg_pool_global": avg_pool_case((1, 19, 5, 7), (5, 7), (5, 7), (0, 0), False, 0.1, 20),
+    "avg_pool_padded_ceil": avg_pool_case((2, 3, 7, 9), (3, 3), (2, 2), (1, 1), True, 0.02, -128),
+    "avg_pool_odd": avg_pool_case((1, 5, 9, 4), (3, 2), (1, 2), (1, 1), False, 3.0, 127),
+    "softmax": softmax_case((1, 10), 0.1, -3),
+    "softmax_rows": softmax_case((3, 4, 37), 0.05, 20),
+    "softmax_coarse": softmax_case((5, 12), 1.0, 0),
+    "softmax_fine": softmax_case((2, 300), 0.002, -128),
+    "pad": pad_case((1, 3, 4, 5), [0, 0, 1, 2], [0, 0, 3, 0], -128),
+    "pad_rank2": pad_case((5, 7), [0, 0, 2, 1], [0, 0, 0, 4], 17),
+    "pad_every_dim": pad_case((2, 2, 3, 2), [1, 2, 0, 1], [0, 1, 1, 1], 0),
+}
+
+
+def run(case: Quantized):
+    kernel = I.INTEGER_KERNELS[f"cortex_m::{case.op}"]
+    return kernel.run(*case.args)
+
+
+@pytest.fixture(scope="module")
+def executorch_results(tmp_path_factory):
+    """ExecuTorch's result of every case, from one run of its Python."""
+    folder = tmp_path_factory.mktemp("et_cortex_m")
+    calls, results = folder / "calls.pickle", folder / "results.pickle"
+    calls.write_bytes(pickle.dumps([(c.op, c.args) for c in CASES.values()]))
+    done = subprocess.run(
+        [str(ET_PYTHON), str(ROOT / "tests" / "tools" / "et_cortex_m.py"), calls, results],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(zip(CASES, pickle.loads(results.read_bytes())))
+
+
+@needs_executorch
+@pytest.mark.parametrize("name", CASES)
+def test_as_executorch_computes(name, executorch_results):
+    case = CASES[name]
+    ours, theirs = run(case), executorch_results[name]
+    if isinstance(theirs, str) or not case.et_covers:
+        pytest.skip(f"ExecuTorch's Python does not compute it: {theirs if isinstance(theirs, str) else 'per channel'}")
+    assert ours.dtype == np.int8 and ours.shape == theirs.shape, (ours.shape, theirs.shape)
+    difference = np.abs(ours.astype(np.int32) - theirs.astype(np.int32))
+    assert difference.max() <= (0 if case.et_exact else 1), np.argwhere(difference)[:5]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_within_one_step_of_the_pt2e_reference(name):
+    case = CASES[name]
+    ours, expected = run(case), case.reference()
+    assert ours.shape == expected.shape, (ours.shape, expected.shape)
+    assert np.abs(ours.astype(np.int32) - expected).max() <= 1
+
+
+def test_fixed_point_exponential_and_reciprocal():
+    """exp(v / 2^26) and 1 / (1 + v / 2^31), both in Q0.31, over their input ranges, within
+    CMSIS-NN's polynomial's error (relative 1e-6 where the result is large)."""
+    v = -np.arange(0, 2**31, 2**31 // 4099, dtype=np.int64)
+    exp = I.exp_on_negative_values(v)
+    np.testing.assert_allclose(exp / 2.0**31, np.exp(v / 2.0**26), rtol=1e-6, atol=2e-9)
+    u = np.arange(0, 2**31, 2**31 // 4099, dtype=np.int64)
+    np.testing.assert_allclose(I.one_over_one_plus_x(u) / 2.0**31, 1 / (1 + u / 2.0**31), rtol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "x, multiplier, shift, expected",
+    [
+        (100, 2**30, 0, 50),  # x * 0.5
+        (101, 2**30, 0, 51),  # 50.5: the high multiply rounds halves up
+        (-101, 2**30, 0, -50),
+        (-11, 2**30, -1, -3),  # -5.5 -> -5 (halves up), then -5 / 2 = -2.5 -> -3 (away from zero)
+        (-13, 2**30, -2, -2),  # -6.5 -> -6 (halves up), then -6 / 4 = -1.5 -> -2
+        (1000, 1518500250, -3, 88),  # 1000 * 0.7071 / 8 = 88.39
+        (-7, 2**30, 2, -14),  # a left shift
+        (2**29, 2**30, 3, 2**31 - 2**31),  # 2^29 << 3 wraps to 0 in int32
+    ],
+)
+def test_requantize_by_hand(x, multiplier, shift, expected):
+    assert int(I.requantize(x, multiplier, shift)) == expected
+
+
+def test_quantize_multiplier_by_hand():
+    assert I.quantize_multiplier(0.5) == (2**30, 0)
+    assert I.quantize_multiplier(0.75) == (3 * 2**29, 0)
+    assert I.quantize_multiplier(3.0) == (3 * 2**29, 2)
+    assert I.quantize_multiplier(1 - 2**-40) == (2**30, 1)  # the mantissa rounds up to 1

@@ -1,0 +1,69 @@
+"""Integer cortex_m kernels: each C++ kernel (host build, ASan and UBSan) equals
+kiln.program.kernels.integer's numpy bit for bit on the same one-call program
+(tests/firmware/runtime/helpers.py), on the cases tests/compiler/test_cortex_m_kernels.py holds
+against ExecuTorch's implementation and the PT2E reference; and refuses arguments outside
+what it computes with an error, not a fault."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kiln.program import kernels
+from tests.compiler.test_cortex_m_kernels import CASES, q8
+from tests.firmware.runtime.helpers import In, kernel_error, kernel_names, run_kernel
+
+# The arguments a program plans (its activations) rather than holds as constants.
+PLANNED = {"quantized_add": (0, 4)}
+
+
+def program_case(name):
+    """A case of test_cortex_m_kernels as a one-call program: activations planned inputs,
+    weights and the rest constants, the output shape numpy's."""
+    case = CASES[name]
+    planned = PLANNED.get(case.op, (0,))
+    args = [In(a) if i in planned else a for i, a in enumerate(case.args)]
+    expected = kernels.INTEGER_KERNELS[f"cortex_m::{case.op}"].run(*case.args)
+    return (f"cortex_m::{case.op}", "out", args, expected.shape, np.int8)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, name):
+    got, expected = run_kernel(runtime_host, tmp_path, program_case(name))
+    assert got.dtype == np.int8 and got.tobytes() == np.ascontiguousarray(expected).tobytes()
+
+
+def _with(name, position, value, out_shape=None):
+    op, overload, args, shape, dtype = program_case(name)
+    args = list(args)
+    args[position] = value
+    return (op, overload, args, out_shape or shape, dtype)
+
+
+UNSUPPORTED, MISMATCH, BAD = "unsupported arguments", "shape mismatch", "bad argument"
+REFUSED = {  # the case, and the error: its kind and the argument it names
+    "shift_beyond_31": (_with("add", 3, 32), UNSUPPORTED, 3),
+    "operands_of_two_shapes": (_with("add", 4, In(q8((1, 8, 5, 4)))), MISMATCH, 4),
+    "activation_range_inverted": (_with("add_odd", 11, 101), UNSUPPORTED, 12),
+    "softmax_output_zero_point": (_with("softmax", 3, 0), UNSUPPORTED, 3),
+    "softmax_not_last_dim": (_with("softmax", 1, 0), UNSUPPORTED, 1),
+    "pad_negative": (_with("pad", 1, [0, 0, -1, 0]), UNSUPPORTED, 1),
+    "conv_shifts_of_too_few_channels": (_with("conv", 9, np.zeros(3, np.int32)), MISMATCH, 9),
+    "conv_int8_bias": (_with("conv", 2, np.zeros(8, np.int8)), BAD, 2),
+    "conv_wrong_out_shape": (_with("conv", 0, In(q8((1, 3, 10, 9))), (1, 8, 9, 9)), MISMATCH, 13),
+    "linear_multipliers_of_two_lengths": (_with("linear_per_channel", 8, [0]), MISMATCH, 7),
+    "depthwise_multiplier_mismatch": (_with("depthwise", 6, 2), MISMATCH, 1),
+    "avg_pool_padding_over_half": (_with("avg_pool", 3, [2, 0]), UNSUPPORTED, 3),
+}
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_kernel_refuses_arguments_it_does_not_compute(runtime_host, tmp_path, name):
+    case, kind, position = REFUSED[name]
+    assert f"kernel: {kind} (a={position}," in kernel_error(runtime_host, tmp_path, case)
+
+
+def test_every_integer_kernel_has_a_case():
+    """Each kernel of kiln.program.kernels.integer is a case here (test_runtime_host checks
+    the host build has every kernel)."""
+    assert {program_case(name)[:2] for name in CASES} == kernel_names(kernels.integer)
