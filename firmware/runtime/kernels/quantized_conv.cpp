@@ -19,6 +19,8 @@
 //     [1, kh, kw, C_in * depth_multiplier]; output channel o reads input channel
 //     o / depth_multiplier.
 // The scratch argument is ExecuTorch's and not read.
+#include <cstddef>
+
 #include "dot.h"
 #include "kiln/runtime/try.h"
 #include "quantized.h"
@@ -127,24 +129,36 @@ Status conv_shape(const KernelArgs& args, const Tensor& x, size_t shift, ConvSha
 }
 
 // weight_at(o, ci, ky, kx): the weight of output channel o, input channel ci of its group.
-// The sum of products of output pixel (oy, ox) of channel o (input channels from first_in), exact.
+// The sum of products of output pixel (oy, ox) of channel o (input channels from first_in), mod
+// 2^32. 32-bit arithmetic throughout (a Cortex-M's own width): each product (|x + offset| < 2^17,
+// |w| <= 128) fits an int32, the sum wraps as CMSIS-NN's int32 accumulator, and every index is
+// inside a tensor that is in memory, so it fits a ptrdiff_t.
 template <typename WeightAt>
 int64_t pixel_sum(const ConvShape& s, const int8_t* x, int64_t first_in, int64_t o, int64_t oy, int64_t ox,
                   WeightAt weight_at) {
-  int64_t acc = 0;
-  for (int64_t ci = 0; ci < s.cin_g; ++ci) {
-    const int8_t* plane = x + (first_in + ci) * s.h * s.w;
-    for (int64_t ky = 0; ky < s.kh; ++ky) {
-      const int64_t iy = oy * s.stride[0] - s.padding[0] + ky * s.dilation[0];
-      if (iy < 0 || iy >= s.h) continue;
-      for (int64_t kx = 0; kx < s.kw; ++kx) {
-        const int64_t ix = ox * s.stride[1] - s.padding[1] + kx * s.dilation[1];
-        if (ix < 0 || ix >= s.w) continue;
-        acc += (plane[iy * s.w + ix] + s.input_offset) * weight_at(o, ci, ky, kx);
+  const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w), plane = h * w;
+  const auto offset = static_cast<int32_t>(s.input_offset);
+  const auto y0 = static_cast<ptrdiff_t>(oy * s.stride[0] - s.padding[0]);
+  const auto x0 = static_cast<ptrdiff_t>(ox * s.stride[1] - s.padding[1]);
+  const auto dy = static_cast<ptrdiff_t>(s.dilation[0]), dx = static_cast<ptrdiff_t>(s.dilation[1]);
+  const auto kh = static_cast<ptrdiff_t>(s.kh), kw = static_cast<ptrdiff_t>(s.kw);
+  const auto channels = static_cast<ptrdiff_t>(s.cin_g);
+  const int8_t* first = x + static_cast<ptrdiff_t>(first_in) * plane;
+  uint32_t acc = 0;
+  for (ptrdiff_t ky = 0; ky < kh; ++ky) {
+    const ptrdiff_t iy = y0 + ky * dy;
+    if (iy < 0 || iy >= h) continue;
+    for (ptrdiff_t kx = 0; kx < kw; ++kx) {
+      const ptrdiff_t ix = x0 + kx * dx;
+      if (ix < 0 || ix >= w) continue;
+      const int8_t* tap = first + iy * w + ix;
+      for (ptrdiff_t ci = 0; ci < channels; ++ci, tap += plane) {
+        const auto product = (static_cast<int32_t>(*tap) + offset) * static_cast<int32_t>(weight_at(o, ci, ky, kx));
+        acc += static_cast<uint32_t>(product);
       }
     }
   }
-  return acc;
+  return static_cast<int32_t>(acc);
 }
 
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -276,8 +290,10 @@ Status cortex_m_quantized_conv2d_out(KernelArgs& args) {
   const int64_t sizes[4] = {s.n, s.cout, s.oh, s.ow};
   KILN_TRY(Tensor * out, int8_output(args, 13, sizes, 4));
   const int8_t* weight = s8(*w);
-  convolve(s, s8(*x), bias, q, s8(*out), [&](int64_t o, int64_t ci, int64_t ky, int64_t kx) {
-    return static_cast<int64_t>(weight[((o * s.kh + ky) * s.kw + kx) * s.cin_g + ci]);
+  const auto kh = static_cast<ptrdiff_t>(s.kh), kw = static_cast<ptrdiff_t>(s.kw);
+  const auto cin = static_cast<ptrdiff_t>(s.cin_g);
+  convolve(s, s8(*x), bias, q, s8(*out), [=](ptrdiff_t o, ptrdiff_t ci, ptrdiff_t ky, ptrdiff_t kx) {
+    return static_cast<int32_t>(weight[((o * kh + ky) * kw + kx) * cin + ci]);
   });
   return {};
 }
@@ -299,8 +315,9 @@ Status cortex_m_quantized_depthwise_conv2d_out(KernelArgs& args) {
   const int64_t sizes[4] = {s.n, s.cout, s.oh, s.ow};
   KILN_TRY(Tensor * out, int8_output(args, 14, sizes, 4));
   const int8_t* weight = s8(*w);
-  convolve(s, s8(*x), bias, q, s8(*out), [&](int64_t o, int64_t, int64_t ky, int64_t kx) {
-    return static_cast<int64_t>(weight[(ky * s.kw + kx) * s.cout + o]);
+  const auto kw = static_cast<ptrdiff_t>(s.kw), cout = static_cast<ptrdiff_t>(s.cout);
+  convolve(s, s8(*x), bias, q, s8(*out), [=](ptrdiff_t o, ptrdiff_t, ptrdiff_t ky, ptrdiff_t kx) {
+    return static_cast<int32_t>(weight[(ky * kw + kx) * cout + o]);
   });
   return {};
 }
