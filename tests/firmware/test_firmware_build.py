@@ -116,6 +116,8 @@ def test_setup_is_idempotent(tmp_path):
     assert result.stdout.splitlines() == [
         "setup: Debian packages present",
         "setup: Python environment .venv up to date",
+        "setup: MLIA's wheel present",
+        "setup: done",
     ]
 
 
