@@ -179,8 +179,13 @@ def summary(rows: list[dict], budget: tuple | None = None, bottlenecks: list[dic
     return "\n".join(lines)
 
 
+def _plotted(rows: list[dict], column: str) -> list[float]:
+    return [r[column] for r in rows if r["status"] == "ok" and r[column] is not None]
+
+
 def _plot(rows: list[dict], axis: str, label: str) -> str:
-    """A PNG (base64) of latency against `axis`, one colour per model, the Pareto front joined."""
+    """A PNG (base64) of latency against `axis`, one colour per model, the Pareto front joined; an
+    axis whose values span more than a decade is logarithmic."""
     from kiln.reference.profile_plots import _pyplot
 
     plt = _pyplot()
@@ -192,6 +197,9 @@ def _plot(rows: list[dict], axis: str, label: str) -> str:
         ax.plot([r[axis] for r in front], [r["latency_ms"] for r in front], color=dots.get_facecolor()[0])
     ax.set_xlabel(label)
     ax.set_ylabel("latency, ms (Vela's estimate)")
+    for values, scale in ((_plotted(rows, axis), ax.set_xscale), (_plotted(rows, "latency_ms"), ax.set_yscale)):
+        if values and min(values) > 0 and max(values) > 10 * min(values):
+            scale("log")  # the zoo spans decades: a linear axis shows only its largest model
     ax.legend(fontsize=8)
     fig.tight_layout()
     out = io.BytesIO()
