@@ -220,7 +220,7 @@ def test_bad_input_says_what_is_wrong(tmp_path, monkeypatch):
         flash.flash("alif-e7-hp", mps3)
     with pytest.raises(
         UsageError,
-        match=r"another board \(it fits alif-e7-he, alif-e7-hp, alif-e8: flash it with one of those as "
+        match=r"another board \(it fits alif-e7-he, alif-e7-hp, alif-e8, mps2-an505: flash it with one of those as "
         r"--board\); for mps3-an552, build it with kiln build --board mps3-an552",
     ):
         flash.flash("mps3-an552", alif_elf(tmp_path), drive=tmp_path)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from kiln.program import kernels
-from tests.compiler.test_cortex_m_kernels import CASES, q8
+from tests.compiler.test_cortex_m_kernels import CASES as OP_CASES
+from tests.compiler.test_cortex_m_kernels import q8
 from tests.firmware.runtime.helpers import In, kernel_error, kernel_names, run_kernel
 
 # The arguments a program plans (its activations) rather than holds as constants.
@@ -20,16 +21,20 @@ PLANNED = {"quantized_add": (0, 4)}
 def program_case(name):
     """A case of test_cortex_m_kernels as a one-call program: activations planned inputs,
     weights and the rest constants, the output shape numpy's."""
-    case = CASES[name]
+    case = OP_CASES[name]
     planned = PLANNED.get(case.op, (0,))
     args = [In(a) if i in planned else a for i, a in enumerate(case.args)]
     expected = kernels.INTEGER_KERNELS[f"cortex_m::{case.op}"].run(*case.args)
     return (f"cortex_m::{case.op}", "out", args, expected.shape, np.int8)
 
 
+# Every case as a one-call program, as the other test_kernels_* modules' CASES (tests/fuzz's seeds).
+CASES = {name: program_case(name) for name in OP_CASES}
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, name):
-    got, expected = run_kernel(runtime_host, tmp_path, program_case(name))
+    got, expected = run_kernel(runtime_host, tmp_path, CASES[name])
     assert got.dtype == np.int8 and got.tobytes() == np.ascontiguousarray(expected).tobytes()
 
 
