@@ -63,10 +63,11 @@ def test_the_firmware_of_a_cpu_refuses_a_program_with_an_npu_delegate(work, tmp_
     assert any(line.startswith("binding the program failed: ") for line in run.uart), "\n".join(run.uart)
 
 
-@pytest.mark.parametrize("target", ["cortex-m4", "cortex-m7", "cortex-m33"])
+@pytest.mark.parametrize("target", ["cortex-m4"])
 def test_hello_starts_each_mps2_board_on_its_qemu_machine(target):
     """kiln build --app hello on a board without an NPU: startup, the UART at the board's address
-    and the FPU work on QEMU's machine; the core has no Helium and hello says so."""
+    and the FPU work on QEMU's machine; the core has no Helium and hello says so. One board: the
+    runner's runs above start every CPU board (the M7's and M33's MPS2 boards too)."""
     board = boards.target(target).board.name
     build = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "kiln"), "build", "--app", "hello", "--target", target],
