@@ -230,6 +230,19 @@ void convolve(const ConvShape& s, const int8_t* x, const int32_t* bias, const Re
   }
 }
 
+// The rest both convolutions share: the bias (argument 2), the requantization (argument
+// `requantize_at`), the int8 output (argument `out_at`) of s's shape, then convolve.
+template <typename WeightAt>
+Status convolve_into(KernelArgs& args, const Tensor& x, const ConvShape& s, size_t requantize_at, size_t out_at,
+                     WeightAt weight_at) {
+  KILN_TRY(const int32_t* bias, optional_channels(args, 2, s.cout));
+  KILN_TRY(Requantization q, tensor_requantization(args, requantize_at, s.cout));
+  const int64_t sizes[4] = {s.n, s.cout, s.oh, s.ow};
+  KILN_TRY(Tensor * out, int8_output(args, out_at, sizes, 4));
+  convolve(s, s8(x), bias, q, s8(*out), weight_at);
+  return {};
+}
+
 }  // namespace
 
 Status cortex_m_quantized_linear_out(KernelArgs& args) {
@@ -285,17 +298,12 @@ Status cortex_m_quantized_conv2d_out(KernelArgs& args) {
   const int64_t groups = s.c / s.cin_g;
   if (groups < 1 || s.cout % groups != 0) return shape_mismatch(1);
   s.cout_g = s.cout / groups;
-  KILN_TRY(const int32_t* bias, optional_channels(args, 2, s.cout));
-  KILN_TRY(Requantization q, tensor_requantization(args, 8, s.cout));
-  const int64_t sizes[4] = {s.n, s.cout, s.oh, s.ow};
-  KILN_TRY(Tensor * out, int8_output(args, 13, sizes, 4));
   const int8_t* weight = s8(*w);
   const auto kh = static_cast<ptrdiff_t>(s.kh), kw = static_cast<ptrdiff_t>(s.kw);
   const auto cin = static_cast<ptrdiff_t>(s.cin_g);
-  convolve(s, s8(*x), bias, q, s8(*out), [=](ptrdiff_t o, ptrdiff_t ci, ptrdiff_t ky, ptrdiff_t kx) {
+  return convolve_into(args, *x, s, 8, 13, [=](ptrdiff_t o, ptrdiff_t ci, ptrdiff_t ky, ptrdiff_t kx) {
     return static_cast<int32_t>(weight[((o * kh + ky) * kw + kx) * cin + ci]);
   });
-  return {};
 }
 
 Status cortex_m_quantized_depthwise_conv2d_out(KernelArgs& args) {
@@ -310,16 +318,11 @@ Status cortex_m_quantized_depthwise_conv2d_out(KernelArgs& args) {
   KILN_CHECK(conv_shape(args, *x, 1, &s));
   KILN_TRY(int64_t expected_out, checked_mul(s.c, multiplier, 6));
   if (s.cout != expected_out) return shape_mismatch(1);
-  KILN_TRY(const int32_t* bias, optional_channels(args, 2, s.cout));
-  KILN_TRY(Requantization q, tensor_requantization(args, 9, s.cout));
-  const int64_t sizes[4] = {s.n, s.cout, s.oh, s.ow};
-  KILN_TRY(Tensor * out, int8_output(args, 14, sizes, 4));
   const int8_t* weight = s8(*w);
   const auto kw = static_cast<ptrdiff_t>(s.kw), cout = static_cast<ptrdiff_t>(s.cout);
-  convolve(s, s8(*x), bias, q, s8(*out), [=](ptrdiff_t o, ptrdiff_t, ptrdiff_t ky, ptrdiff_t kx) {
+  return convolve_into(args, *x, s, 9, 14, [=](ptrdiff_t o, ptrdiff_t, ptrdiff_t ky, ptrdiff_t kx) {
     return static_cast<int32_t>(weight[(ky * kw + kx) * cout + o]);
   });
-  return {};
 }
 
 }  // namespace kiln::runtime::kernels
