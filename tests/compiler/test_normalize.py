@@ -562,6 +562,10 @@ def test_a_mask_built_by_slice_assignment_is_folded_into_a_constant():
             lambda s, x: torch.complex(x, x * 2).abs(),
             "(aten.abs) computes with complex tensors; kiln computes view_as_complex, view_as_real, views",
         ),
+        (
+            lambda s, x: torch.view_as_real(x.to(torch.complex64) * 2),
+            "(aten.to) computes with complex tensors; kiln computes view_as_complex, view_as_real, views",
+        ),
     ],
 )
 def test_what_kiln_cannot_normalise_is_a_model_error_naming_node_and_op(fn, message):

@@ -108,7 +108,7 @@ def _rewrite(emit: Emitter, node: Node, real: dict[Node, Node]) -> Node | None:
         magnitude, angle = args
         parts = [emit(aten.mul.Tensor, magnitude, emit(f, angle)) for f in (aten.cos.default, aten.sin.default)]
         return emit(aten.stack.default, parts, -1)
-    if target in COMPLEX_VIEWS:
+    if target in COMPLEX_VIEWS and args[0] in real:  # not a real tensor made complex (x.to(complex64))
         return _view(emit, node, real[args[0]])
     if target in (aten.mul.Tensor, aten.add.Tensor, aten.sub.Tensor) and len(node.kwargs) == 0:
         a, b = args[0], args[1]
