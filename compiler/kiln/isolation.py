@@ -241,11 +241,12 @@ def _ask_server(function: Callable, args: tuple, memory_bytes: int, seconds: flo
     return _SERVER.ask(functools.partial(_exchange, request))
 
 
-def prepare(module: str) -> None:
-    """Starts the server and has it import `module` in the background, so that the first
-    in_child call on one of its functions finds both ready: for a process with other work to do
-    first (kiln run-host imports torch meanwhile). A server that fails here is started again by
-    that call, which reports what goes wrong."""
+def prepare(module: str, wait: bool = False) -> None:
+    """Starts the server and has it import `module`, so that the first in_child call on one of
+    its functions finds both ready: in the background for a process with other work to do first
+    (kiln run-host imports torch meanwhile), or before returning if `wait` (a caller that times
+    its in_child calls). A server that fails here is started again by that call, which reports
+    what goes wrong."""
 
     def ask():
         try:
@@ -253,7 +254,10 @@ def prepare(module: str) -> None:
         except OSError:
             pass
 
-    threading.Thread(target=ask, daemon=True).start()
+    if wait:
+        ask()
+    else:
+        threading.Thread(target=ask, daemon=True).start()
 
 
 def _exchange(request: bytes, requests: IO[bytes], replies: IO[bytes]) -> tuple[bytes, bytes] | None:

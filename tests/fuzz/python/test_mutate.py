@@ -21,8 +21,15 @@ def test_the_corpus_holds_every_kind_of_finding():
     assert "tosa-reference-model-segfault" in names and "memoryerror-movement" in names, names
 
 
+@pytest.fixture(scope="module")
+def warm():
+    """Imports and the isolation server ready before the first timed execution: on a loaded
+    machine they alone can take most of its 10 s."""
+    mutate.warm_up()
+
+
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
-def test_a_corpus_input_ends_in_a_kiln_error_or_a_result(path, tmp_path):
+def test_a_corpus_input_ends_in_a_kiln_error_or_a_result(path, tmp_path, warm):
     previous = signal.signal(signal.SIGALRM, mutate._raise_hang)
     try:
         assert mutate.classify(path.read_bytes(), tmp_path) is None
