@@ -89,6 +89,7 @@ def _compile(args) -> int:
         quantize=not args.no_quantize,
         delegate=not args.no_delegate,
         io=args.io,
+        integer_kernels=not args.no_integer_kernels,
         tied_head=args.tied_head,
         activation_bits=args.activation_bits,
         int16=_int16_regions(args),
@@ -747,6 +748,12 @@ def _parser(script: str | None) -> argparse.ArgumentParser:
     co.add_argument("--no-quantize", action="store_true", help="keep the model in float (it then runs on the CPU)")
     co.add_argument("--no-delegate", action="store_true", help="run everything on the CPU")
     co.add_argument("--io", choices=("float", "int8"), default="float", help="the program's input and output type")
+    co.add_argument(
+        "--no-integer-kernels",
+        action="store_true",
+        help="run the quantized ops kept on the CPU in float between a dequantize and a quantize (the portable "
+        "kernels) instead of the integer cortex_m kernels",
+    )
     co.add_argument(
         "--tied-head",
         choices=TIED_HEADS,

@@ -270,7 +270,7 @@ def _compile_module(
             checks.after("vela", parts, results)
         break
     with stage("program"):
-        prog = program.build(g, parts)
+        prog = program.build(g, parts, spec.integer_kernels)
         checks.after("program", prog)
         # From here on, per-delegate lists follow the delegate indices of the program.
         tosa = [tosa[p.index] for p in prog.delegates]

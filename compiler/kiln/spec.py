@@ -133,6 +133,9 @@ class CompileSpec:
     quantize: bool = True
     delegate: bool = True
     io: str = "float"  # "float": quantize/dequantize at the program's edges; "int8": none
+    # False: every quantized op kept on the CPU runs in float between a dequantize and a quantize
+    # (the portable kernels), none as an integer cortex_m kernel (kiln.program.integer_ops)
+    integer_kernels: bool = True
     tied_head: str = "table"  # one of TIED_HEADS
     activation_bits: int = 8
     int16: Int16Regions = Int16Regions()  # parts at 16 bits where activation_bits is 8

@@ -108,3 +108,21 @@ def test_ops_no_integer_kernel_takes_stay_float_and_the_report_says_why():
     assert kernels["pad"]["why"] == "its mode is 'reflect', not constant"
     (out,) = host.run(result.pte, [x.numpy()])
     np.testing.assert_array_equal(out, reference(x).detach().numpy())  # the float path is PT2E's, exactly
+
+
+def test_no_integer_kernels_keeps_every_quantized_cpu_op_in_float():
+    """CompileSpec.integer_kernels False (kiln compile --no-integer-kernels): the same model with
+    every op on the CPU calls no integer cortex_m kernel and the float kernels instead (between
+    a dequantize and a quantize), and stays within one step of PT2E."""
+    spec = CompileSpec("ethos-u55-128", exclusions=EVERY_OP, integer_kernels=False)
+    torch.manual_seed(1)
+    result, reference = _compiled(TinyOps(), torch.randn(1, 3, 9, 9), spec)
+    operators = {name for name, _ in result.program.operators}
+    assert not operators & set(INTEGER.values()) - {"aten::view_copy"}, operators
+    assert {"aten::convolution", "aten::linear", "aten::_softmax", "aten::add"} <= operators, operators
+    assert not [o for o in result.report["ops"] if o.get("arithmetic") == "integer"]
+    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
+    for seed in range(2):
+        x = torch.randn(1, 3, 9, 9, generator=torch.Generator().manual_seed(seed))
+        (out,) = host.run(result.pte, [x.numpy()])
+        assert steps_off(out, reference(x), scale).max() <= 1

@@ -78,6 +78,7 @@ class Program:
     # Each quantized op on the CPU by node name: {"kernel": operator, "arithmetic": "integer" or
     # "float", and for float "why": why no integer kernel takes it}.
     cpu_kernels: dict[str, dict] = field(default_factory=dict)
+    integer_kernels: bool = True  # whether quantized CPU ops could take integer kernels (build's argument)
 
     def tensor_index(self, value: Value) -> int:
         for i, ev in enumerate(self.values):
@@ -87,7 +88,8 @@ class Program:
 
 
 class _Builder:
-    def __init__(self):
+    def __init__(self, integer_kernels: bool = True):
+        self.integer_kernels = integer_kernels  # False: every quantized CPU op in float (CompileSpec.integer_kernels)
         self.values: list[Evalue] = []
         self.tensors: dict[int, int] = {}  # Value id -> value index
         self.operators: list[tuple[str, str]] = []
@@ -139,7 +141,7 @@ class _Builder:
         return self.operators.index(key)
 
     def kernel_call(self, op: Op, reason: str | None):
-        integer = integer_ops.integer_call(op) if op.quantized else None
+        integer = integer_ops.integer_call(op) if op.quantized and self.integer_kernels else None
         if isinstance(integer, integer_ops.IntegerCall):
             self.integer_call(op, integer)
             return
@@ -247,8 +249,10 @@ def state_layout(states: list[State]) -> tuple[dict[str, int], int]:
     return offsets, size
 
 
-def build(graph: Graph, partitioning: Partitioning) -> Program:
-    b = _Builder()
+def build(graph: Graph, partitioning: Partitioning, integer_kernels: bool = True) -> Program:
+    """The program of `graph` as partitioned; `integer_kernels` False runs every quantized op kept
+    on the CPU in float between a dequantize and a quantize (CompileSpec.integer_kernels)."""
+    b = _Builder(integer_kernels)
     stateful = {id(s.input) for s in graph.state} | {id(s.output) for s in graph.state if s.output is not None}
     inputs = [b.tensor(v) for v in graph.inputs if id(v) not in stateful]
     reasons = {id(p.op): p.reason for p in partitioning.placements}
@@ -279,6 +283,7 @@ def build(graph: Graph, partitioning: Partitioning) -> Program:
         state,
         state_size,
         b.cpu_kernels,
+        integer_kernels,
     )
 
 

@@ -555,7 +555,7 @@ def instruction_owners(result) -> list[tuple[str, object]]:
     from kiln.partition.partitioner import Partition
     from kiln.program.builder import _Builder
 
-    builder = _Builder()
+    builder = _Builder(result.program.integer_kernels)
     reasons = {id(p.op): p.reason for p in result.partitioning.placements}
     owners: list[tuple[str, object]] = []
     delegates = 0
