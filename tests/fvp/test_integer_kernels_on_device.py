@@ -1,9 +1,17 @@
-"""The integer cortex_m kernels in firmware built for the Cortex-M55 (corstone-300: the Helium
-paths of quantized_linear and of the convolutions, the plain C path of the others and of the
-convolutions' border pixels) on the virtual platform (QEMU mps3-an547) compute what `kiln
-run-host` computes, bit for bit: the model of tests/compiler/test_integer_cpu_ops.py with every
-quantized op kept on the CPU, on rows of 37 pixels (two runs of 16 inside the padding, five at
-the borders)."""
+"""The integer cortex_m kernels in firmware compute what `kiln run-host` computes, bit for bit
+(run-host: kiln.program.kernels.integer's numpy, independent of the firmware), on the virtual
+platform:
+
+- TinyOps (tests/compiler/test_integer_cpu_ops.py) with every quantized op kept on the CPU, in
+  firmware for the Cortex-M55 (corstone-300), on rows of 37 pixels;
+- KernelPaths below, in each code path of the kernels (firmware/runtime/kernels/dot.h) on its
+  core: Helium on the Cortex-M55 (QEMU mps3-an547), the DSP extension on the Cortex-M4
+  (mps2-an386), and the plain C paths (the firmware's KILN_KERNELS_PLAIN) on the Cortex-M55: odd
+  sizes, channel counts that are no multiple of 16 (or of the 4 pixels and 2 channels a block
+  takes), windows of several 16-byte pieces and a tail, strides, dilation, groups, a depthwise
+  multiplier of 2, a long softmax row (the table path) and a short one, and int8 inputs over
+  their whole range with weights that push the requantization's multipliers and shifts to
+  their extremes."""
 
 from __future__ import annotations
 
@@ -30,3 +38,64 @@ def test_integer_kernels_run_on_the_virtual_platform_as_run_host(work, builder):
     elf = builder(path)
     with tempfile.TemporaryDirectory(prefix="k") as short:
         assert_matches_host(path, elf, "ethos-u55-128", random_samples(path, 3, seed=5), Path(short))
+
+
+class KernelPaths(torch.nn.Module):
+    """Convolutions of windows of 45 (2 pieces and a tail), 19, 54 and 27 bytes, 19, 21, 6, 9 and
+    18 output channels; a 3x5 depthwise of stride 2 and a depthwise of multiplier 2; global and
+    strided average pools; linear layers of 163 -> 23 and 23 -> 300 features; softmaxes over 300
+    and 7 values. conv1's weights are scaled by 200 (a requantization multiplier near 2^-31's
+    end), dw's by 1e-3 (a large right shift)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.conv3 = torch.nn.Conv2d(5, 19, 3, padding=1)
+        self.conv1 = torch.nn.Conv2d(19, 21, 1)
+        self.strided = torch.nn.Conv2d(21, 6, 3, stride=2, padding=2, dilation=2)
+        self.grouped = torch.nn.Conv2d(6, 9, 3, padding=1, groups=3)
+        self.dw = torch.nn.Conv2d(9, 18, 3, padding=1, groups=9)
+        self.dw_wide = torch.nn.Conv2d(18, 18, (3, 5), stride=2, padding=(1, 2), groups=18)
+        self.fc = torch.nn.Linear(18 * 3 * 3 + 1, 23)
+        self.head = torch.nn.Linear(23, 300)
+        self.small = torch.nn.Linear(23, 7)
+        with torch.no_grad():
+            self.conv1.weight *= 200.0
+            self.dw.weight *= 1e-3
+
+    def forward(self, x):
+        """Every layer's output is an output of the program: an error in any kernel shows."""
+        a = torch.relu(self.conv3(x))
+        b = self.conv1(a)
+        c = torch.relu(self.strided(b))
+        d = self.grouped(c)
+        e = self.dw(d)
+        f = self.dw_wide(e)
+        pooled = torch.nn.functional.adaptive_avg_pool2d(f, 1).flatten(1)[:, :1]
+        g = torch.nn.functional.avg_pool2d(f, 2, stride=1).flatten(1)
+        h = torch.relu(self.fc(torch.cat([g, pooled], 1)))
+        return a, b, c, d, e, f, g, h, torch.softmax(self.head(h), -1), torch.softmax(self.small(h), -1)
+
+
+PATHS = {  # code path: (target, the firmware's CMake options)
+    "helium": ("cortex-m55", ("-DKILN_KERNELS_PLAIN=OFF",)),
+    "dsp": ("cortex-m4", ("-DKILN_KERNELS_PLAIN=OFF",)),
+    "plain": ("cortex-m55", ("-DKILN_KERNELS_PLAIN=ON",)),
+}
+INTEGER_OPS = {"conv2d", "linear", "avg_pool2d", "adaptive_avg_pool2d", "softmax"}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_each_code_path_computes_what_run_host_computes(work, tmp_path, path):
+    target, options = PATHS[path]
+    pte = work / f"kernel_paths-{target}.pte"
+    loaded = LoadedModel("kernel_paths", KernelPaths().eval(), (torch.randn(1, 5, 15, 13),))
+    result, _ = flow.compile_pte(loaded, CompileSpec(target, io="int8"), pte, log=lambda line: None)
+    kernels = result.program.cpu_kernels
+    assert all(k["arithmetic"] == "integer" for name, k in kernels.items() if name.rstrip("_0123456789") in INTEGER_OPS)
+    assert sum(k["kernel"] == "cortex_m::quantized_conv2d" for k in kernels.values()) == 4, kernels
+    elf = flow.build_runner(
+        pte, target, output=work / f"kernel_paths-{path}", echo=lambda *a, **k: None, cmake_options=options
+    )
+    with tempfile.TemporaryDirectory(prefix="k") as short:
+        assert_matches_host(pte, elf, target, random_samples(pte, 4, seed=17), Path(short))

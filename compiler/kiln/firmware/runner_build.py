@@ -772,9 +772,12 @@ def _forget_other_toolchain(build_dir: Path, toolchain_file: Path):
         shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
 
 
-def build(p: Plan, gen: Path, out: Path, build_type: str, baked: list[Path], app: str = APP) -> Path:
+def build(
+    p: Plan, gen: Path, out: Path, build_type: str, baked: list[Path], app: str = APP, cmake_options: Sequence[str] = ()
+) -> Path:
     """Configures APP_DIR's project for `p` and builds `app` (one of APPS); returns its ELF.
-    `baked`: the .pte files model_pte.S bakes in (the build depends on them)."""
+    `baked`: the .pte files model_pte.S bakes in (the build depends on them); `cmake_options`: more
+    -D options of the firmware's (e.g. -DKILN_KERNELS_PLAIN=ON)."""
     firmware.check_tools(p.target.board)
     build_dir = out / "cmake"
     _forget_other_toolchain(build_dir, p.target.board.cpu.toolchain_file)
@@ -796,6 +799,7 @@ def build(p: Plan, gen: Path, out: Path, build_type: str, baked: list[Path], app
             f"-DKILN_STACK_SIZE={p.stack_size:#x}",
             f"-DKILN_NPU={'ON' if p.target.has_npu else 'OFF'}",
             f"-DKILN_RUNNER_BUNDLE={'ON' if is_bundle(p.models[0].baked) else 'OFF'}",
+            *cmake_options,
         ],
         "configuring the runner",
         p,
@@ -834,6 +838,7 @@ def build_runner(
     board: str | None = None,
     app: str = APP,
     sources: dict[str, str] | None = None,
+    cmake_options: Sequence[str] = (),
 ) -> Path:
     """Plans, generates, builds and reports; returns the ELF. `pte_path`: one .pte, or several for
     an image of several models (plan()); such an image is checked against the board's regions
@@ -842,7 +847,8 @@ def build_runner(
     `board`: default the target's reference board; `app`: which of APPS (the generation app,
     "generate", runs a language model's prefill and decode methods: firmware/apps/generate);
     `sources`: more generated sources (file name -> text) written beside the model's, e.g. the
-    ETDump app's etdump_layers.cpp."""
+    ETDump app's etdump_layers.cpp. `cmake_options`: more -D options of the firmware's, as they are
+    (a folder configured with one keeps it until configured otherwise)."""
     if build_type not in ("Release", "Debug"):
         raise UsageError(f"build type {build_type!r} is not Release or Debug")
     if app not in APPS:
@@ -864,6 +870,6 @@ def build_runner(
     baked = baked_files(p, gen)
     if bake:
         baked[0] = Path(bake)
-    elf = build(p, gen, out, build_type, baked, app)
+    elf = build(p, gen, out, build_type, baked, app, cmake_options)
     echo(memory_report.report(p, elf, out, APPS[app]), end="")
     return elf

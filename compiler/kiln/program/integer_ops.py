@@ -106,7 +106,12 @@ def _linear(op: Op) -> IntegerCall | str:
     if len(set(zip(mults, shifts))) == 1:  # per tensor: ExecuTorch's own form
         mults, shifts = mults[:1], shifts[:1]
     low, high = _activation_range(op)
-    args = [x, w, b, None, -x.qparams.zero_point, 0, y.qparams.zero_point, mults, shifts, high, low]
+    # ExecuTorch's MVE form: the kernel adds kernel_sum = bias + input offset x the sum of each
+    # row's weights (mod 2^32) to sum x w, instead of summing each row's weights on every call.
+    offset = -x.qparams.zero_point
+    sums = w.data.astype(np.int64).sum(axis=1) * offset + (b.data.astype(np.int64) if b is not None else 0)
+    kernel_sum = _constant(op, "kernel_sum", ((sums + 2**31) % 2**32 - 2**31).astype(np.int32))
+    args = [x, w, b, kernel_sum, offset, 0, y.qparams.zero_point, mults, shifts, high, low]
     return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear"], args, [])
 
 

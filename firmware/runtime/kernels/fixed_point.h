@@ -13,11 +13,6 @@ constexpr int32_t kInt32Max = INT32_MAX;
 
 inline int32_t wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
 
-// v * 2^shift for 0 <= shift < 63, wrapping as uint64 (no signed-shift overflow).
-inline int64_t shift_left(int64_t v, int32_t shift) {
-  return static_cast<int64_t>(static_cast<uint64_t>(v) << static_cast<uint32_t>(shift));
-}
-
 // MUL_SAT: round(a * b / 2^31), halves away from zero; INT32_MIN * INT32_MIN saturates.
 inline int32_t doubling_high_mult(int32_t a, int32_t b) {
   if (a == kInt32Min && b == kInt32Min) return kInt32Max;
@@ -35,12 +30,21 @@ inline int64_t divide_by_power_of_two(int64_t x, int32_t exponent) {
   return result + (remainder > threshold ? 1 : 0);
 }
 
+// DIV_POW2 of an int32, 0 <= exponent <= 31: divide_by_power_of_two in 32-bit arithmetic.
+inline int32_t divide_by_power_of_two_32(int32_t x, int32_t exponent) {
+  const auto mask = static_cast<int32_t>((uint32_t{1} << static_cast<uint32_t>(exponent)) - 1);
+  const int32_t remainder = x & mask;
+  const int32_t result = x >> exponent;  // arithmetic: rounds towards -infinity
+  const int32_t threshold = (mask >> 1) + (result < 0 ? 1 : 0);
+  return result + (remainder > threshold ? 1 : 0);
+}
+
 // arm_nn_requantize: DIV_POW2(MUL_NO_SAT(x * 2^max(shift, 0), multiplier), max(-shift, 0)),
 // the shifted value and the high multiply wrapping to int32; -31 <= shift <= 31.
 inline int32_t requantize(int32_t x, int32_t multiplier, int32_t shift) {
-  const int32_t shifted = wrap32(shift_left(x, shift > 0 ? shift : 0));
+  const auto shifted = static_cast<int32_t>(static_cast<uint32_t>(x) << static_cast<uint32_t>(shift > 0 ? shift : 0));
   const int32_t high = wrap32((static_cast<int64_t>(shifted) * multiplier + (int64_t{1} << 30)) >> 31);
-  return static_cast<int32_t>(divide_by_power_of_two(high, shift < 0 ? -shift : 0));
+  return shift < 0 ? divide_by_power_of_two_32(high, -shift) : high;
 }
 
 // MUL_POW2: x * 2^exponent saturated to int32, 0 <= exponent <= 31.
@@ -79,10 +83,6 @@ inline int32_t one_over_one_plus_x(int32_t val) {
 }
 
 // Leading zero bits of v (32 for 0).
-inline int32_t count_leading_zeros(uint32_t v) {
-  int32_t n = 0;
-  for (uint32_t bit = 0x80000000u; bit != 0 && (v & bit) == 0; bit >>= 1) ++n;
-  return n;
-}
+inline int32_t count_leading_zeros(uint32_t v) { return v == 0 ? 32 : __builtin_clz(v); }
 
 }  // namespace kiln::runtime::kernels::fixed

@@ -25,6 +25,7 @@ constexpr int64_t kMaxParam = 1 << 16;  // kernel sizes, strides, padding (pool.
 constexpr int32_t kAddLeftShift = 20;
 constexpr int32_t kSoftmaxAccumBits = 12;
 constexpr int64_t kSoftmaxZeroPoint = -128;
+constexpr int64_t kExactInt32Count = int64_t{1} << 23;  // window sizes whose int8 sum fits an int32
 
 struct Multiplier {
   int32_t multiplier, shift;
@@ -35,6 +36,27 @@ Result<Multiplier> multiplier_at(const KernelArgs& args, size_t i) {
   KILN_TRY(int64_t m, ranged_int(args, i, INT32_MIN, INT32_MAX));
   KILN_TRY(int64_t s, ranged_int(args, i + 1, -31, 31));
   return Multiplier{static_cast<int32_t>(m), static_cast<int32_t>(s)};
+}
+
+// The rounded average of a window of `rows` rows of `cols` bytes, rows `stride` apart: its exact
+// sum plus or minus half its count, divided by the count (truncating).
+int64_t window_average(const int8_t* first, ptrdiff_t stride, ptrdiff_t rows, ptrdiff_t cols) {
+  const int64_t count = static_cast<int64_t>(rows) * cols;
+  if (count > kExactInt32Count) {  // the sum may pass int32: exactly in int64
+    int64_t sum = 0;
+    for (ptrdiff_t r = 0; r < rows; ++r) {
+      for (ptrdiff_t col = 0; col < cols; ++col) sum += first[r * stride + col];
+    }
+    return (sum > 0 ? sum + count / 2 : sum - count / 2) / count;
+  }
+  int32_t sum = 0;  // |sum| <= 128 count < 2^31
+  if (cols == stride) {
+    sum = byte_sum(first, rows * cols);  // whole rows: one run of bytes
+  } else {
+    for (ptrdiff_t r = 0; r < rows; ++r) sum += byte_sum(first + r * stride, cols);
+  }
+  const auto n = static_cast<int32_t>(count);
+  return (sum > 0 ? sum + n / 2 : sum - n / 2) / n;
 }
 
 }  // namespace
@@ -112,20 +134,28 @@ Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
   const int8_t* in = s8(*x);
   int8_t* y = s8(*out);
   const int32_t range[2] = {INT8_MIN, INT8_MAX};
-  for (int64_t plane = 0; plane < n * c; ++plane) {
-    const int8_t* src = in + plane * h * w;
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      const int64_t r0 = oy * stride[0] - padding[0], r1 = r0 + kernel[0] < h ? r0 + kernel[0] : h;
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        const int64_t c0 = ox * stride[1] - padding[1], c1 = c0 + kernel[1] < w ? c0 + kernel[1] : w;
-        int64_t sum = 0;
-        for (int64_t r = r0 > 0 ? r0 : 0; r < r1; ++r) {
-          for (int64_t col = c0 > 0 ? c0 : 0; col < c1; ++col) sum += src[r * w + col];
-        }
-        const int64_t count = (r1 - (r0 > 0 ? r0 : 0)) * (c1 - (c0 > 0 ? c0 : 0));
-        if (r1 <= r0 || c1 <= c0 || count < 1) return shape_mismatch(1);  // a window of no input element
-        const int64_t rounded = sum > 0 ? sum + count / 2 : sum - count / 2;
-        y[(plane * oh + oy) * ow + ox] = clamp_to(rounded / count, range);
+  // Indices within tensors in memory: 32-bit arithmetic (a Cortex-M's own width).
+  const auto rows = static_cast<ptrdiff_t>(h), cols = static_cast<ptrdiff_t>(w);
+  const auto kh = static_cast<ptrdiff_t>(kernel[0]), kw = static_cast<ptrdiff_t>(kernel[1]);
+  const auto sh = static_cast<ptrdiff_t>(stride[0]), sw = static_cast<ptrdiff_t>(stride[1]);
+  const auto ph = static_cast<ptrdiff_t>(padding[0]), pw = static_cast<ptrdiff_t>(padding[1]);
+  const auto out_rows = static_cast<ptrdiff_t>(oh), out_cols = static_cast<ptrdiff_t>(ow);
+  const auto planes = static_cast<ptrdiff_t>(n * c);
+  if (out_rows == 1 && out_cols == 1 && ph == 0 && pw == 0 && kh >= rows && kw >= cols) {  // global: a plane a window
+    for (ptrdiff_t plane = 0; plane < planes; ++plane) {
+      y[plane] = clamp_to(window_average(in + plane * rows * cols, cols, rows, cols), range);
+    }
+    return {};
+  }
+  for (ptrdiff_t plane = 0; plane < planes; ++plane) {
+    const int8_t* src = in + plane * rows * cols;
+    for (ptrdiff_t oy = 0; oy < out_rows; ++oy) {
+      const ptrdiff_t r0 = oy * sh - ph, r1 = r0 + kh < rows ? r0 + kh : rows, top = r0 > 0 ? r0 : 0;
+      for (ptrdiff_t ox = 0; ox < out_cols; ++ox) {
+        const ptrdiff_t c0 = ox * sw - pw, c1 = c0 + kw < cols ? c0 + kw : cols, left = c0 > 0 ? c0 : 0;
+        if (r1 <= top || c1 <= left) return shape_mismatch(1);  // a window of no input element
+        const int64_t average = window_average(src + top * cols + left, cols, r1 - top, c1 - left);
+        y[(plane * out_rows + oy) * out_cols + ox] = clamp_to(average, range);
       }
     }
   }
@@ -134,35 +164,65 @@ Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
 
 namespace {
 
-// arm_softmax_s8 of one row of `size` values.
-void softmax_row(const int8_t* x, int8_t* y, int64_t size, int32_t multiplier, int32_t shift, int32_t diff_min) {
-  int32_t max = INT8_MIN;
-  for (int64_t i = 0; i < size; ++i) max = x[i] > max ? x[i] : max;
-  // e(i) for d = x[i] - max >= diff_min: d << shift wraps to int32 as the numpy reference does.
-  auto exp_of = [&](int32_t d) {
+// arm_softmax_s8's arithmetic for one row: each difference d = x - max (within [-255, 0]) has its
+// exponential, the row's sum of them (mod 2^32, as CMSIS-NN's int32 sum) one scale, and each d its
+// output.
+struct Softmax {
+  int32_t multiplier, shift, diff_min;
+  int32_t scale = 0, bits_over_unit = 0;
+
+  // e(d) for d >= diff_min: d << shift wraps to int32 as the numpy reference does.
+  int32_t exp_of(int32_t d) const {
     return fixed::exp_on_negative_values(
         fixed::doubling_high_mult(fixed::wrap32(static_cast<int64_t>(d) * (int64_t{1} << shift)), multiplier));
-  };
-  uint32_t sum = 0;  // wraps, as CMSIS-NN's int32 sum on the machine
-  for (int64_t i = 0; i < size; ++i) {
-    const int32_t d = x[i] - max;
-    if (d >= diff_min) sum += static_cast<uint32_t>(fixed::divide_by_power_of_two(exp_of(d), kSoftmaxAccumBits));
   }
-  const int32_t headroom = fixed::count_leading_zeros(sum);
-  const uint32_t normalized = static_cast<int32_t>(sum) > 0 ? sum << headroom : 0u;
-  const int32_t scale =
-      fixed::one_over_one_plus_x(fixed::wrap32(static_cast<int64_t>(normalized) - (int64_t{1} << 31)));
-  const int32_t bits_over_unit = kSoftmaxAccumBits - headroom + 23;
-  const int32_t range[2] = {INT8_MIN, INT8_MAX};
-  for (int64_t i = 0; i < size; ++i) {
-    const int32_t d = x[i] - max;
-    if (d < diff_min) {
-      y[i] = INT8_MIN;
-      continue;
-    }
+  // What d adds to the sum (0 below diff_min).
+  uint32_t term(int32_t d) const {
+    return d < diff_min ? 0u : static_cast<uint32_t>(fixed::divide_by_power_of_two(exp_of(d), kSoftmaxAccumBits));
+  }
+  void set_sum(uint32_t sum) {
+    const int32_t headroom = fixed::count_leading_zeros(sum);
+    const uint32_t normalized = static_cast<int32_t>(sum) > 0 ? sum << headroom : 0u;
+    scale = fixed::one_over_one_plus_x(fixed::wrap32(static_cast<int64_t>(normalized) - (int64_t{1} << 31)));
+    bits_over_unit = kSoftmaxAccumBits - headroom + 23;
+  }
+  int8_t output(int32_t d) const {
+    if (d < diff_min) return INT8_MIN;
     const int64_t v = fixed::divide_by_power_of_two(fixed::doubling_high_mult(scale, exp_of(d)), bits_over_unit);
-    y[i] = clamp_to(v + kSoftmaxZeroPoint, range);
+    const int32_t range[2] = {INT8_MIN, INT8_MAX};
+    return clamp_to(v + kSoftmaxZeroPoint, range);
   }
+};
+
+constexpr int64_t kSoftmaxTableRow = 64;  // rows at least this long compute each distinct value once
+
+// A row of `size` values, each exponential computed twice (short rows).
+void softmax_row(const int8_t* x, int8_t* y, int64_t size, Softmax f) {
+  int32_t max = INT8_MIN;
+  for (int64_t i = 0; i < size; ++i) max = x[i] > max ? x[i] : max;
+  uint32_t sum = 0;
+  for (int64_t i = 0; i < size; ++i) sum += f.term(x[i] - max);
+  f.set_sum(sum);
+  for (int64_t i = 0; i < size; ++i) y[i] = f.output(x[i] - max);
+}
+
+// A long row: the values' histogram gives the max and the sum (each distinct value's term times
+// its count, mod 2^32: the same sum), then a table of the 256 values' outputs.
+void softmax_row_by_table(const int8_t* x, int8_t* y, int64_t size, Softmax f) {
+  uint32_t count[256] = {};
+  for (int64_t i = 0; i < size; ++i) ++count[x[i] + 128];
+  int32_t top = 255;
+  while (count[top] == 0) --top;  // size > 0
+  uint32_t sum = 0;
+  for (int32_t v = 0; v <= top; ++v) {
+    if (count[v] != 0) sum += count[v] * f.term(v - top);
+  }
+  f.set_sum(sum);
+  int8_t table[256];
+  for (int32_t v = 0; v <= top; ++v) {
+    if (count[v] != 0) table[v] = f.output(v - top);
+  }
+  for (int64_t i = 0; i < size; ++i) y[i] = table[x[i] + 128];
 }
 
 }  // namespace
@@ -183,9 +243,13 @@ Status cortex_m_softmax_out(KernelArgs& args) {
   KILN_TRY(Tensor * out, int8_output(args, 7, sizes, x->dim));
   const int64_t row = x->sizes[x->dim - 1];
   if (row == 0) return {};
+  const Softmax f{static_cast<int32_t>(multiplier), static_cast<int32_t>(shift), static_cast<int32_t>(diff_min)};
   for (int64_t start = 0; start < x->numel; start += row) {
-    softmax_row(s8(*x) + start, s8(*out) + start, row, static_cast<int32_t>(multiplier), static_cast<int32_t>(shift),
-                static_cast<int32_t>(diff_min));
+    if (row >= kSoftmaxTableRow) {
+      softmax_row_by_table(s8(*x) + start, s8(*out) + start, row, f);
+    } else {
+      softmax_row(s8(*x) + start, s8(*out) + start, row, f);
+    }
   }
   return {};
 }

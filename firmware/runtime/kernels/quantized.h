@@ -2,6 +2,7 @@
 // quantized_conv.cpp.
 #pragma once
 
+#include "dot.h"
 #include "fixed_point.h"
 #include "util.h"
 
@@ -21,6 +22,42 @@ inline int8_t* s8(Tensor& t) { return static_cast<int8_t*>(t.data); }
 
 inline int8_t clamp_to(int64_t v, const int32_t range[2]) {
   return static_cast<int8_t>(v < range[0] ? range[0] : (v > range[1] ? range[1] : v));
+}
+
+// clamp_to(v + offset, range) in 32-bit arithmetic: a sum past int32 saturates, which the clamp
+// (to int8 bounds) turns into the same value.
+inline int8_t offset_clamp(int32_t v, int32_t offset, const int32_t range[2]) {
+  int32_t sum;
+  if (__builtin_add_overflow(v, offset, &sum)) sum = offset > 0 ? INT32_MAX : INT32_MIN;
+  return static_cast<int8_t>(sum < range[0] ? range[0] : (sum > range[1] ? range[1] : sum));
+}
+
+// The sum of bytes p[0, n), mod 2^32.
+inline int32_t byte_sum(const int8_t* p, ptrdiff_t n) {
+  int32_t sum = 0;
+#if defined(KILN_HELIUM)
+  ptrdiff_t i = 0;
+  for (; i + 16 <= n; i += 16) sum = vaddvaq_s8(sum, vld1q_s8(p + i));
+  if (i < n) sum = vaddvaq_s8(sum, vldrbq_z_s8(p + i, vctp8q(static_cast<uint32_t>(n - i))));
+#else
+  ptrdiff_t i = 0;
+#if defined(KILN_DSP)
+  // Four bytes a word into two 16-bit lanes (SXTAB16), at most 127 words before the lanes
+  // (|sum| <= 254 x 128 < 2^15) are added into the sum (SMUAD by 1, 1).
+  while (i + 4 <= n) {
+    const ptrdiff_t end = (n - i) / 4 < 127 ? i + (n - i) / 4 * 4 : i + 127 * 4;
+    int16x2_t lanes = 0;
+    for (; i < end; i += 4) {
+      const uint32_t v = word_at(p + i);
+      lanes = __sxtab16(lanes, static_cast<int8x4_t>(v));
+      asm("sxtab16 %0, %0, %1, ror #8" : "+r"(lanes) : "r"(v));
+    }
+    sum += __smuad(lanes, 0x00010001);
+  }
+#endif
+  for (; i < n; ++i) sum += p[i];
+#endif
+  return sum;
 }
 
 }  // namespace kiln::runtime::kernels

@@ -1,9 +1,17 @@
 // Integer cortex_m kernels of weights, as kiln.program.kernels.integer computes them
 // (ExecuTorch's schemas, CMSIS-NN's arithmetic; fixed_point.h). Each output's sum of
 // products (plus its bias) wraps to int32 before the requantize, as CMSIS-NN's int32
-// accumulator: the plain C convolution sums exactly in int64 (the offsets are within 2^16, so
-// no int64 sum overflows) and wraps; its Helium path (convolve) and the linear kernel
-// (dot_sums, dot.h: Helium, DSP or plain C) sum mod 2^32, the same bits.
+// accumulator; every path sums mod 2^32 (dot.h: Helium, DSP or plain C), so all give the same
+// bits.
+// The convolutions copy the windows of a strip of output pixels into a columns buffer on the stack
+// (kBandBytes; Columns), channels last, the padding filled with the input's zero point
+// (-input_offset), so that sum (x + a) w over a window is sum x w over its bytes plus a times the
+// sum of the channel's weights (a constant per output channel): a window's bytes lie contiguous,
+// as the OHWI weights do. A depthwise convolution copies its channel's padded rows instead. Where
+// the zero point is no int8 or a window does not fit, the direct path (pixel_sum) computes the
+// same sums tap by tap.
+// (Over 800 lines: each kernel's Helium, DSP and plain C paths stay beside each other, one file
+// per kernel family as kernels/*.cpp.)
 //   cortex_m::quantized_linear.out (input, weights, bias?, kernel_sum?, input_offset,
 //     filter_offset, output_offset, requantize_multipliers, requantize_shifts,
 //     activation_max, activation_min, out): weights [out, in]; sum (x + input_offset)
@@ -20,6 +28,7 @@
 //     o / depth_multiplier.
 // The scratch argument is ExecuTorch's and not read.
 #include <cstddef>
+#include <cstring>
 
 #include "dot.h"
 #include "kiln/runtime/try.h"
@@ -39,16 +48,82 @@ struct Requantization {
   const KernelArgs* args = nullptr;
   size_t list_at = 0;  // position of the multiplier IntList (its shifts follow)
   bool per_channel = false;
+  bool no_min_multiplier = true;  // no multiplier is INT32_MIN (where VQRDMULH saturates)
 
+  int32_t multiplier(int64_t channel) const {
+    if (tensor_multipliers != nullptr) return tensor_multipliers[channel];
+    return static_cast<int32_t>(per_channel ? args->int_item((*args)[list_at], static_cast<size_t>(channel))
+                                            : list_multipliers[0]);
+  }
+  int32_t shift(int64_t channel) const {
+    if (tensor_shifts != nullptr) return tensor_shifts[channel];
+    return static_cast<int32_t>(per_channel ? args->int_item((*args)[list_at + 1], static_cast<size_t>(channel))
+                                            : list_shifts[0]);
+  }
   int32_t apply(int32_t acc, int64_t channel) const {
-    if (tensor_multipliers != nullptr)
-      return fixed::requantize(acc, tensor_multipliers[channel], tensor_shifts[channel]);
-    const size_t j = per_channel ? static_cast<size_t>(channel) : 0;
-    const int64_t m = per_channel ? args->int_item((*args)[list_at], j) : list_multipliers[0];
-    const int64_t s = per_channel ? args->int_item((*args)[list_at + 1], j) : list_shifts[0];
-    return fixed::requantize(acc, static_cast<int32_t>(m), static_cast<int32_t>(s));
+    return fixed::requantize(acc, multiplier(channel), shift(channel));
   }
 };
+
+// The int8 output of a sum: requantized for its channel, plus the output offset, clamped.
+struct OutputStage {
+  const Requantization* q;
+  int32_t offset;
+  int32_t range[2];
+
+  int8_t scalar(int32_t acc, int64_t channel) const { return offset_clamp(q->apply(acc, channel), offset, range); }
+};
+
+#if defined(KILN_HELIUM)
+// fixed::requantize of four lanes, each with its channel's multiplier and shift: VQRDMULH is the
+// high multiply wherever the multiplier is not INT32_MIN (Requantization::no_min_multiplier), and
+// DIV_POW2 is a rounding shift of the value less 1 where it is negative (CMSIS-NN's MVE form).
+struct LaneRequantization {
+  int32x4_t multiplier, left, right, negative_fix;  // right <= 0: a right shift by -right
+
+  LaneRequantization() = default;
+  LaneRequantization(int32x4_t multipliers, int32x4_t shifts)
+      : multiplier(multipliers),
+        left(vmaxq_s32(shifts, vdupq_n_s32(0))),
+        right(vminq_s32(shifts, vdupq_n_s32(0))),
+        negative_fix(vpselq_s32(vdupq_n_s32(-1), vdupq_n_s32(0), vcmpltq_n_s32(shifts, 0))) {}
+
+  // The output stage's int32 values of four sums (before the narrowing store).
+  int32x4_t apply(int32x4_t acc, const OutputStage& out) const {
+    int32x4_t v = vqrdmulhq_s32(vshlq_s32(acc, left), multiplier);
+    v = vrshlq_s32(vqaddq_s32(v, vandq_s32(vshrq_n_s32(v, 31), negative_fix)), right);
+    v = vqaddq_n_s32(v, out.offset);  // saturating: the clamp gives the same
+    return vminq_s32(vmaxq_s32(v, vdupq_n_s32(out.range[0])), vdupq_n_s32(out.range[1]));
+  }
+};
+
+LaneRequantization lanes_of(const Requantization& q, int64_t first) {
+  const int32_t m[4] = {q.multiplier(first), q.multiplier(first + 1), q.multiplier(first + 2), q.multiplier(first + 3)};
+  const int32_t s[4] = {q.shift(first), q.shift(first + 1), q.shift(first + 2), q.shift(first + 3)};
+  return LaneRequantization(vld1q_s32(m), vld1q_s32(s));
+}
+
+// LaneRequantization's arithmetic for four values of one channel, its parameters scalars.
+struct ChannelRequantization {
+  int32_t multiplier = 0, left = 0, right = 0;  // right <= 0: a right shift by -right
+  int32x4_t negative_fix, low, high;
+
+  ChannelRequantization() = default;
+  ChannelRequantization(const Requantization& q, int64_t channel, const OutputStage& out)
+      : multiplier(q.multiplier(channel)),
+        left(q.shift(channel) > 0 ? q.shift(channel) : 0),
+        right(q.shift(channel) < 0 ? q.shift(channel) : 0),
+        negative_fix(vdupq_n_s32(right < 0 ? -1 : 0)),
+        low(vdupq_n_s32(out.range[0])),
+        high(vdupq_n_s32(out.range[1])) {}
+
+  int32x4_t apply(int32x4_t acc, int32_t offset) const {
+    int32x4_t v = vqrdmulhq_n_s32(vshlq_r_s32(acc, left), multiplier);
+    v = vrshlq_n_s32(vqaddq_s32(v, vandq_s32(vshrq_n_s32(v, 31), negative_fix)), right);
+    return vminq_s32(vmaxq_s32(vqaddq_n_s32(v, offset), low), high);
+  }
+};
+#endif
 
 // Every multiplier in int32 and every shift within 31.
 Status check_items(const KernelArgs& args, size_t at) {
@@ -76,6 +151,7 @@ Result<Requantization> list_requantization(const KernelArgs& args, size_t at, in
   Requantization r;
   r.args = &args, r.list_at = at, r.per_channel = m.list.count != 1;
   r.list_multipliers[0] = args.int_item(m, 0), r.list_shifts[0] = args.int_item(s, 0);
+  for (size_t j = 0; j < m.list.count; ++j) r.no_min_multiplier &= args.int_item(m, j) != INT32_MIN;
   return r;
 }
 
@@ -91,6 +167,7 @@ Result<Requantization> tensor_requantization(const KernelArgs& args, size_t at, 
   }
   Requantization r;
   r.tensor_multipliers = static_cast<const int32_t*>(m->data), r.tensor_shifts = shifts;
+  for (int64_t c = 0; c < channels; ++c) r.no_min_multiplier &= r.tensor_multipliers[c] != INT32_MIN;
   return r;
 }
 
@@ -161,69 +238,480 @@ int64_t pixel_sum(const ConvShape& s, const int8_t* x, int64_t first_in, int64_t
   return static_cast<int32_t>(acc);
 }
 
-#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
-constexpr int64_t kLanes = 16;  // output pixels a Helium step sums (4 vectors of 4 int32)
-
-// Whether pixels ox .. ox + 15 of a row take the Helium path: stride and dilation 1 along the
-// row, and each of their windows inside it (no padding to skip).
-bool helium_run(const ConvShape& s, int64_t ox) {
-  return s.stride[1] == 1 && s.dilation[1] == 1 && ox - s.padding[1] >= 0 && ox + kLanes <= s.ow &&
-         ox + kLanes - 1 - s.padding[1] + s.kw - 1 < s.w;
-}
-
-// pixel_sum of the 16 pixels ox .. ox + 15, each mod 2^32 (int32 lanes wrap), into sums[].
+// weight_at(o, ci, ky, kx): the weight of output channel o, input channel ci of its group. The
+// direct path: each pixel's bias plus sum, tap by tap.
 template <typename WeightAt>
-void pixel_sums_16(const ConvShape& s, const int8_t* x, int64_t first_in, int64_t o, int64_t oy, int64_t ox,
-                   WeightAt weight_at, int32_t sums[kLanes]) {
-  int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
-  const auto offset = static_cast<int32_t>(s.input_offset);
-  for (int64_t ci = 0; ci < s.cin_g; ++ci) {
-    const int8_t* plane = x + (first_in + ci) * s.h * s.w;
-    for (int64_t ky = 0; ky < s.kh; ++ky) {
-      const int64_t iy = oy * s.stride[0] - s.padding[0] + ky * s.dilation[0];
-      if (iy < 0 || iy >= s.h) continue;
-      const int8_t* row = plane + iy * s.w + ox - s.padding[1];
-      for (int64_t kx = 0; kx < s.kw; ++kx) {
-        const auto weight = static_cast<int32_t>(weight_at(o, ci, ky, kx));
-        for (int j = 0; j < 4; ++j) {
-          const int32x4_t v = vaddq_n_s32(vldrbq_s32(row + kx + 4 * j), offset);  // 4 bytes widened
-          acc[j] = vmlaq_n_s32(acc[j], v, weight);
-        }
-      }
-    }
-  }
-  for (int j = 0; j < 4; ++j) vst1q_s32(sums + 4 * j, acc[j]);
-}
-#endif
-
-// weight_at(o, ci, ky, kx): the weight of output channel o, input channel ci of its group. Each
-// pixel's bias plus sum wraps to int32; the Helium path (Cortex-M55, M85) sums 16 pixels of a
-// row at a time where their windows lie inside it, the plain C path one pixel: equal mod 2^32.
-template <typename WeightAt>
-void convolve(const ConvShape& s, const int8_t* x, const int32_t* bias, const Requantization& q, int8_t* y,
-              WeightAt weight_at) {
+void convolve_direct(const ConvShape& s, const int8_t* x, const int32_t* bias, const OutputStage& out, int8_t* y,
+                     WeightAt weight_at) {
   for (int64_t b = 0; b < s.n; ++b) {
     const int8_t* batch = x + b * s.c * s.h * s.w;
     for (int64_t o = 0; o < s.cout; ++o) {
       const int64_t first_in = o / s.cout_g * s.cin_g;
       const int64_t start = bias != nullptr ? bias[o] : 0;
       for (int64_t oy = 0; oy < s.oh; ++oy) {
-        int8_t* out = y + ((b * s.cout + o) * s.oh + oy) * s.ow;
-        auto write = [&](int64_t ox, int64_t sum) {
-          out[ox] = clamp_to(q.apply(fixed::wrap32(start + sum), o) + s.output_offset, s.range);
-        };
-        for (int64_t ox = 0; ox < s.ow;) {
-#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
-          if (helium_run(s, ox)) {
-            int32_t sums[kLanes];
-            pixel_sums_16(s, batch, first_in, o, oy, ox, weight_at, sums);
-            for (int64_t lane = 0; lane < kLanes; ++lane) write(ox + lane, sums[lane]);
-            ox += kLanes;
-            continue;
-          }
+        int8_t* row = y + ((b * s.cout + o) * s.oh + oy) * s.ow;
+        for (int64_t ox = 0; ox < s.ow; ++ox) {
+          row[ox] = out.scalar(fixed::wrap32(start + pixel_sum(s, batch, first_in, o, oy, ox, weight_at)), o);
+        }
+      }
+    }
+  }
+}
+
+constexpr ptrdiff_t kBandBytes = 3072;  // the stack's band of input rows (or columns buffer)
+// Output pixels the columns buffer interleaves, and the bytes of its pieces: a Helium group's four
+// vectors of x; elsewhere two pixels, each window one piece (piece_bytes).
+#if defined(KILN_HELIUM)
+constexpr ptrdiff_t kPixels = 4;
+constexpr ptrdiff_t kPiece = 16;
+ptrdiff_t piece_bytes(ptrdiff_t) { return kPiece; }
+#else
+constexpr ptrdiff_t kPixels = 2;
+ptrdiff_t piece_bytes(ptrdiff_t window) { return (window + 3) & ~ptrdiff_t{3}; }  // whole words
 #endif
-          write(ox, pixel_sum(s, batch, first_in, o, oy, ox, weight_at));
-          ++ox;
+constexpr int64_t kChunk = 128;         // output channels whose constants are held at once
+constexpr int64_t kMaxTaps = 64;        // depthwise kernel taps held in registers' reach
+
+// Input columns that n output pixels of a row read, and input rows that n output rows read.
+ptrdiff_t band_cols(const ConvShape& s, int64_t n) {
+  return static_cast<ptrdiff_t>((n - 1) * s.stride[1] + (s.kw - 1) * s.dilation[1] + 1);
+}
+ptrdiff_t band_rows(const ConvShape& s, int64_t n) {
+  return static_cast<ptrdiff_t>((n - 1) * s.stride[0] + (s.kh - 1) * s.dilation[0] + 1);
+}
+
+// Copies `rows` input rows from first_row of `plane` into band[r][col] (cols columns from input
+// column first_col); what lies outside the input is `pad`.
+void fill_rows(const ConvShape& s, const int8_t* plane, ptrdiff_t first_row, ptrdiff_t rows, ptrdiff_t first_col,
+               ptrdiff_t cols, int8_t pad, int8_t* band) {
+  const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w);
+  const ptrdiff_t lo = first_col < 0 ? -first_col : 0;
+  const ptrdiff_t hi = w - first_col < cols ? w - first_col : cols;  // columns [lo, hi) lie inside
+  for (ptrdiff_t r = 0; r < rows; ++r) {
+    int8_t* dst = band + r * cols;
+    const ptrdiff_t iy = first_row + r;
+    if (iy < 0 || iy >= h || hi <= lo) {
+      std::memset(dst, pad, static_cast<size_t>(cols));
+      continue;
+    }
+    if (lo > 0) std::memset(dst, pad, static_cast<size_t>(lo));
+    if (hi < cols) std::memset(dst + hi, pad, static_cast<size_t>(cols - hi));
+    std::memcpy(dst + lo, plane + iy * w + first_col + lo, static_cast<size_t>(hi - lo));
+  }
+}
+
+// Whether the band paths take s: the padding's value (the input's zero point) is an int8, and the
+// columns buffer holds the windows of one group of pixels.
+bool band_fits(const ConvShape& s) {
+  const int64_t pad = -s.input_offset;
+  const auto window = static_cast<ptrdiff_t>(s.kh * s.kw * s.cin_g);
+  const ptrdiff_t piece = piece_bytes(window);
+  return pad >= INT8_MIN && pad <= INT8_MAX && window <= kBandBytes &&
+         (window + piece - 1) / piece * piece * kPixels <= kBandBytes;
+}
+
+// The columns buffer: the windows of a strip of output pixels, kPixels at a time interleaved in
+// pieces of `piece` bytes, so that one pointer reaches every pixel of a group:
+//   group g, piece c, pixel p: bytes [piece c, piece (c + 1)) of pixel g kPixels + p's window
+//   at cols + ((g pieces + c) kPixels + p) piece, where pieces = ceil(window / piece).
+// A window is ky, kx, then channels last (as the OHWI weights).
+
+struct Columns {
+  int8_t* data;
+  ptrdiff_t window, piece, pieces;  // bytes of a window, of a piece, and its pieces
+
+  // Where byte i of the window of pixel px (of the strip) goes.
+  int8_t* at(ptrdiff_t px, ptrdiff_t i) const {
+    const auto p = static_cast<size_t>(px), k = static_cast<size_t>(i);
+    const auto bytes = static_cast<size_t>(piece);
+    const size_t at = (p / kPixels * static_cast<size_t>(pieces) + k / bytes) * kPixels + p % kPixels;
+    return data + at * bytes + k % bytes;
+  }
+};
+
+// Offsets from a window row's first tap to each of its kw cin bytes (kx, then channel), for a
+// window of taps inside the input, where a row is whole 8-byte steps (Helium gathers 8 a step).
+struct RowOffsets {
+  static constexpr ptrdiff_t kMax = 512;
+  uint16_t at[kMax];
+  ptrdiff_t n = 0;  // 0: none (the row is too long or not of whole steps, or an offset passes 16 bits)
+
+  explicit RowOffsets(const ConvShape& s) {
+    const auto cin = static_cast<ptrdiff_t>(s.cin_g), plane = static_cast<ptrdiff_t>(s.h * s.w);
+    const ptrdiff_t row = static_cast<ptrdiff_t>(s.kw) * cin;
+    if (row > kMax || row % 8 != 0 || (s.kw - 1) * s.dilation[1] + (cin - 1) * plane >= 65536) return;
+    for (ptrdiff_t i = 0; i < row; ++i) at[i] = static_cast<uint16_t>((i / cin) * s.dilation[1] + (i % cin) * plane);
+    n = row;
+  }
+};
+
+// dst[i] = src[i stride] for i < n: one tap's input channels.
+void copy_channels(const int8_t* src, ptrdiff_t stride, ptrdiff_t n, int8_t* dst) {
+  ptrdiff_t i = 0;
+#if defined(KILN_HELIUM)
+  if (stride < 65536 / 8) {  // 8 channels a step: a gather of 16-bit offsets, a narrowing store
+    const uint16x8_t apart = vmulq_n_u16(vidupq_n_u16(0, 1), static_cast<uint16_t>(stride));
+    for (; i < n; i += 8) {
+      const mve_pred16_t lanes = vctp16q(static_cast<uint32_t>(n - i));
+      const auto* from = reinterpret_cast<const uint8_t*>(src + i * stride);
+      vstrbq_p_u16(reinterpret_cast<uint8_t*>(dst + i), vldrbq_gather_offset_z_u16(from, apart, lanes), lanes);
+    }
+  }
+#endif
+  for (; i < n; ++i) dst[i] = src[i * stride];
+}
+
+// dst[0, n) = value.
+void fill_bytes(int8_t* dst, int8_t value, ptrdiff_t n) {
+#if defined(KILN_HELIUM)
+  for (ptrdiff_t i = 0; i < n; i += 16) vstrbq_p_s8(dst + i, vdupq_n_s8(value), vctp8q(static_cast<uint32_t>(n - i)));
+#else
+  std::memset(dst, value, static_cast<size_t>(n));
+#endif
+}
+
+// The window of output pixel (oy, ox) into `window` (ky, kx, then channels last), from the
+// group's planes; taps outside the input are `pad`.
+void fill_window(const ConvShape& s, const int8_t* planes, const RowOffsets& rows, int64_t oy, int64_t ox, int8_t pad,
+                 int8_t* window) {
+  const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w), plane = h * w;
+  const auto cin = static_cast<ptrdiff_t>(s.cin_g);
+  const int64_t top = oy * s.stride[0] - s.padding[0], bottom = top + (s.kh - 1) * s.dilation[0];
+  const int64_t left = ox * s.stride[1] - s.padding[1], right = left + (s.kw - 1) * s.dilation[1];
+  if (rows.n != 0 && top >= 0 && bottom < h && left >= 0 && right < w) {  // every tap inside
+    for (int64_t ky = 0; ky < s.kh; ++ky, window += rows.n) {
+      const int8_t* from = planes + (top + ky * s.dilation[0]) * w + left;
+#if defined(KILN_HELIUM)
+      const auto* base = reinterpret_cast<const uint8_t*>(from);
+      for (ptrdiff_t i = 0; i < rows.n; i += 8) {
+        vstrbq_u16(reinterpret_cast<uint8_t*>(window + i), vldrbq_gather_offset_u16(base, vld1q_u16(rows.at + i)));
+      }
+#else
+      for (ptrdiff_t i = 0; i < rows.n; ++i) window[i] = from[rows.at[i]];
+#endif
+    }
+    return;
+  }
+  for (int64_t ky = 0; ky < s.kh; ++ky) {
+    const auto iy = static_cast<ptrdiff_t>(top + ky * s.dilation[0]);
+    for (int64_t kx = 0; kx < s.kw; ++kx, window += cin) {
+      const auto ix = static_cast<ptrdiff_t>(left + kx * s.dilation[1]);
+      if (iy < 0 || iy >= h || ix < 0 || ix >= w) {
+        fill_bytes(window, pad, cin);
+      } else {
+        copy_channels(planes + iy * w + ix, plane, cin, window);
+      }
+    }
+  }
+}
+
+// The windows of output pixels [ox0, ox1) of row oy into `cols` (through `window`, a scratch of
+// cols.pieces pieces), from the group's planes; taps outside the input are `pad`.
+void fill_columns(const ConvShape& s, const int8_t* planes, const RowOffsets& rows, int64_t oy, int64_t ox0,
+                  int64_t ox1, int8_t pad, const Columns& cols, int8_t* window) {
+  for (int64_t ox = ox0; ox < ox1; ++ox) {
+    fill_window(s, planes, rows, oy, ox, pad, window);
+    int8_t* dst = cols.at(static_cast<ptrdiff_t>(ox - ox0), 0);
+#if defined(KILN_HELIUM)
+    for (ptrdiff_t c = 0; c < cols.pieces; ++c, dst += kPixels * kPiece) vst1q_s8(dst, vld1q_s8(window + c * kPiece));
+#else
+    std::memcpy(dst, window, static_cast<size_t>(cols.window));  // one piece
+#endif
+  }
+}
+
+#if defined(KILN_HELIUM)
+// sum[j] lane p = the products of `pieces` whole pieces of the group's 4 pixels (from `group`) and
+// weight row j (from w + j n), R 1 or 2 (one row then summed twice). In assembly: GCC 12 spills
+// the eight sums, and VMLADAV takes only even registers, which the sums occupy here (r0 .. r12,
+// lr), the pointers the odd ones.
+template <int R>
+[[gnu::always_inline]] inline void helium_pieces(const int8_t* group, const int8_t* w, ptrdiff_t n, ptrdiff_t pieces,
+                                                 int32x4_t sum[R]) {
+  register int32_t a0 asm("r0") = 0, a1 asm("r2") = 0, a2 asm("r4") = 0, a3 asm("r6") = 0;
+  register const int8_t* x asm("r1") = group;
+  register const int8_t* w0 asm("r3") = w;
+  register ptrdiff_t count asm("r9") = pieces;
+  register int32_t b0 asm("r8") = 0, b1 asm("r10") = 0, b2 asm("r12") = 0, b3 asm("lr") = 0;
+  register const int8_t* w1 asm("r5") = w + (R - 1) * n;  // one row (R 1): the same row twice
+  asm volatile(
+      "cmp %[count], #0\n"
+      "beq 2f\n"
+      "1:\n"
+      "vldrb.8 q0, [%[x]], #16\n"
+      "vldrb.8 q1, [%[x]], #16\n"
+      "vldrb.8 q2, [%[x]], #16\n"
+      "vldrb.8 q3, [%[x]], #16\n"
+      "vldrb.8 q4, [%[w0]], #16\n"
+      "vmladava.s8 %[a0], q0, q4\n"
+      "vmladava.s8 %[a1], q1, q4\n"
+      "vmladava.s8 %[a2], q2, q4\n"
+      "vmladava.s8 %[a3], q3, q4\n"
+      "vldrb.8 q4, [%[w1]], #16\n"
+      "vmladava.s8 %[b0], q0, q4\n"
+      "vmladava.s8 %[b1], q1, q4\n"
+      "vmladava.s8 %[b2], q2, q4\n"
+      "vmladava.s8 %[b3], q3, q4\n"
+      "subs %[count], #1\n"
+      "bne 1b\n"
+      "2:\n"
+      : [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1), [count] "+r"(count), [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2),
+        [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3)
+      :
+      : "q0", "q1", "q2", "q3", "q4", "memory", "cc");
+  sum[0] = vsetq_lane_s32(a3, vsetq_lane_s32(a2, vsetq_lane_s32(a1, vdupq_n_s32(a0), 1), 2), 3);
+  sum[R - 1] = vsetq_lane_s32(b3, vsetq_lane_s32(b2, vsetq_lane_s32(b1, vdupq_n_s32(b0), 1), 2), 3);
+}
+#endif
+
+// The sums of the kPixels windows of a group (from `group`) against R weight rows w, w + window,
+// ...: acc[j kPixels + p], each mod 2^32. A piece past the window's end is read whole from the group
+// and multiplied by zero weights.
+template <int R>
+[[gnu::always_inline]] inline void group_sums(const int8_t* group, const Columns& cols, const int8_t* w,
+                                              int32_t acc[kPixels * R]) {
+  int32_t sum[kPixels * R];
+  const ptrdiff_t n = cols.window;
+#if defined(KILN_HELIUM)
+  const ptrdiff_t whole = n / kPiece;  // whole pieces (helium_pieces), then the last one's weights predicated
+  int32x4_t v[R];
+  helium_pieces<R>(group, w, n, whole, v);
+  group += whole * kPixels * kPiece;
+  if (n % kPiece != 0) {
+    const mve_pred16_t lanes = vctp8q(static_cast<uint32_t>(n % kPiece));
+    const int8x16_t x0 = vld1q_s8(group), x1 = vld1q_s8(group + 16), x2 = vld1q_s8(group + 32);
+    const int8x16_t x3 = vld1q_s8(group + 48);
+    for (int j = 0; j < R; ++j) {
+      const int8x16_t wv = vldrbq_z_s8(w + j * n + whole * kPiece, lanes);
+      const int32_t tail[4] = {vmladavq_s8(x0, wv), vmladavq_s8(x1, wv), vmladavq_s8(x2, wv), vmladavq_s8(x3, wv)};
+      v[j] = vaddq_s32(v[j], vld1q_s32(tail));
+    }
+  }
+  for (int j = 0; j < R; ++j) vst1q_s32(acc + j * kPixels, v[j]);
+  return;
+#else
+  // Two pixels (x0, x1) against one or two weight rows (w0, w1): four sums in registers.
+  const int8_t* w0 = w;
+  const int8_t* w1 = w + (R - 1) * n;
+  uint32_t s00 = 0, s01 = 0, s10 = 0, s11 = 0;  // s<pixel><row>
+  for (ptrdiff_t i = 0; i < n; i += cols.piece, group += kPixels * cols.piece) {
+    const ptrdiff_t len = n - i < cols.piece ? n - i : cols.piece;
+    const int8_t* x0 = group;
+    const int8_t* x1 = group + cols.piece;
+    ptrdiff_t k = 0;
+#if defined(KILN_DSP)
+    const int8_t* c0 = w0 + i;
+    const int8_t* c1 = w1 + i;
+    for (const int8_t* end = x0 + (len & ~ptrdiff_t{3}); x0 < end; x0 += 4, x1 += 4, c0 += 4, c1 += 4) {
+      const uint32_t a = word_at(x0), b = word_at(x1), c = word_at(c0);
+      const int16x2_t a02 = even_bytes(a), a13 = odd_bytes(a), b02 = even_bytes(b), b13 = odd_bytes(b);
+      const int16x2_t c02 = even_bytes(c), c13 = odd_bytes(c);
+      s00 = static_cast<uint32_t>(__smlad(a13, c13, __smlad(a02, c02, static_cast<int32_t>(s00))));
+      s10 = static_cast<uint32_t>(__smlad(b13, c13, __smlad(b02, c02, static_cast<int32_t>(s10))));
+      if constexpr (R > 1) {
+        const uint32_t d = word_at(c1);
+        const int16x2_t d02 = even_bytes(d), d13 = odd_bytes(d);
+        s01 = static_cast<uint32_t>(__smlad(a13, d13, __smlad(a02, d02, static_cast<int32_t>(s01))));
+        s11 = static_cast<uint32_t>(__smlad(b13, d13, __smlad(b02, d02, static_cast<int32_t>(s11))));
+      }
+    }
+    k = len & ~ptrdiff_t{3};
+    x0 = group, x1 = group + cols.piece;
+#endif
+    for (; k < len; ++k) {
+      const int32_t a = x0[k], b = x1[k], c = w0[i + k];
+      s00 += static_cast<uint32_t>(a * c), s10 += static_cast<uint32_t>(b * c);
+      if constexpr (R > 1) {
+        const int32_t d = w1[i + k];
+        s01 += static_cast<uint32_t>(a * d), s11 += static_cast<uint32_t>(b * d);
+      }
+    }
+  }
+  sum[0] = static_cast<int32_t>(s00), sum[1] = static_cast<int32_t>(s10);
+  if constexpr (R > 1) sum[2] = static_cast<int32_t>(s01), sum[3] = static_cast<int32_t>(s11);
+#endif
+  for (int k = 0; k < kPixels * R; ++k) acc[k] = sum[k];
+}
+
+// Channels [o, o + R) of the n pixels whose windows `cols` holds; outputs from y (channel j at
+// y + j plane).
+template <int R>
+[[gnu::noinline]] void column_strip(const Columns& cols, ptrdiff_t n, const int8_t* w, const int32_t* constant,
+                                    const OutputStage& out, int64_t o, int8_t* y, ptrdiff_t plane) {
+  const ptrdiff_t group_bytes = cols.pieces * kPixels * cols.piece;
+#if defined(KILN_HELIUM)
+  if (out.q->no_min_multiplier) {  // 4 pixels of a channel a vector
+    const ChannelRequantization first(*out.q, o, out);
+    const ChannelRequantization second = R > 1 ? ChannelRequantization(*out.q, o + 1, out) : first;
+    const int32_t offset = out.offset;
+    const int32_t k0 = constant[0], k1 = constant[R - 1];
+    for (ptrdiff_t px = 0; px < n; px += kPixels) {
+      int32_t acc[kPixels * R];
+      group_sums<R>(cols.data + px / kPixels * group_bytes, cols, w, acc);
+      const mve_pred16_t valid = vctp32q(static_cast<uint32_t>(n - px));
+      vstrbq_p_s32(y + px, first.apply(vaddq_n_s32(vld1q_s32(acc), k0), offset), valid);
+      if constexpr (R > 1) {
+        vstrbq_p_s32(y + px + plane, second.apply(vaddq_n_s32(vld1q_s32(acc + kPixels), k1), offset), valid);
+      }
+    }
+    return;
+  }
+#endif
+  int32_t multiplier[R], shift[R];
+  for (int j = 0; j < R; ++j) multiplier[j] = out.q->multiplier(o + j), shift[j] = out.q->shift(o + j);
+  for (ptrdiff_t px = 0; px < n; px += kPixels) {
+    int32_t acc[kPixels * R];
+    group_sums<R>(cols.data + px / kPixels * group_bytes, cols, w, acc);
+    const ptrdiff_t count = n - px < kPixels ? n - px : kPixels;
+    for (int j = 0; j < R; ++j) {
+      for (ptrdiff_t p = 0; p < count; ++p) {
+        const auto sum =
+            static_cast<int32_t>(static_cast<uint32_t>(acc[j * kPixels + p]) + static_cast<uint32_t>(constant[j]));
+        y[px + p + j * plane] = offset_clamp(fixed::requantize(sum, multiplier[j], shift[j]), out.offset, out.range);
+      }
+    }
+  }
+}
+
+// A convolution through the columns buffer: per output row, strips of output pixels whose windows
+// fit it (fill_columns); per pair of output channels (then 1), kPixels pixels at a time.
+void convolve_band(const ConvShape& s, const int8_t* x, const int32_t* bias, const OutputStage& out, int8_t* y,
+                   const int8_t* weight) {
+  alignas(16) int8_t band[kBandBytes];
+  alignas(16) int8_t window_bytes[kBandBytes / kPixels];
+  std::memset(band, 0, sizeof band);  // what a group's last pieces and pixels hold beyond the windows
+  std::memset(window_bytes, 0, sizeof window_bytes);
+  int32_t constant[kChunk];           // per output channel: bias + input offset x the sum of its weights
+  const auto cin = static_cast<ptrdiff_t>(s.cin_g), window = static_cast<ptrdiff_t>(s.kh * s.kw) * cin;
+  const ptrdiff_t piece = piece_bytes(window);
+  const Columns cols{band, window, piece, (window + piece - 1) / piece};
+  const auto plane = static_cast<ptrdiff_t>(s.oh * s.ow);
+  const int64_t fit = kBandBytes / (cols.pieces * piece * kPixels) * kPixels, strip = fit < s.ow ? fit : s.ow;
+  const auto pad = static_cast<int8_t>(-s.input_offset);
+  const auto a = static_cast<uint32_t>(s.input_offset);
+  const RowOffsets rows(s);
+  for (int64_t b = 0; b < s.n; ++b) {
+    for (int64_t o0 = 0, o1 = 0; o0 < s.cout; o0 = o1) {  // chunks of kChunk channels within a group
+      const int64_t group = o0 / s.cout_g, group_end = (group + 1) * s.cout_g;
+      o1 = o0 + kChunk < group_end ? o0 + kChunk : group_end;
+      for (int64_t o = o0; o < o1; ++o) {
+        const uint32_t start = bias != nullptr ? static_cast<uint32_t>(bias[o]) : 0u;
+        constant[o - o0] =
+            static_cast<int32_t>(start + a * static_cast<uint32_t>(byte_sum(weight + o * window, window)));
+      }
+      const int8_t* planes = x + (b * s.c + group * cin) * s.h * s.w;
+      for (int64_t oy = 0; oy < s.oh; ++oy) {
+        for (int64_t ox0 = 0; ox0 < s.ow; ox0 += strip) {
+          const int64_t ox1 = ox0 + strip < s.ow ? ox0 + strip : s.ow;
+          const auto n = static_cast<ptrdiff_t>(ox1 - ox0);
+          fill_columns(s, planes, rows, oy, ox0, ox1, pad, cols, window_bytes);
+          for (int64_t o = o0; o < o1;) {
+            int8_t* first = y + ((b * s.cout + o) * s.oh + oy) * s.ow + ox0;
+            const int8_t* w = weight + o * window;
+            const int32_t* k = constant + (o - o0);
+            if (o + 2 <= o1) {
+              column_strip<2>(cols, n, w, k, out, o, first, plane);
+              o += 2;
+            } else {
+              column_strip<1>(cols, n, w, k, out, o, first, plane);
+              o += 1;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Whether the depthwise band path takes s: one input channel a group, at most kMaxTaps taps, and
+// one output row's windows fit the band.
+bool depthwise_fits(const ConvShape& s) {
+  return s.cin_g == 1 && s.c == s.cout / s.cout_g && s.kh * s.kw <= kMaxTaps && band_fits(s) &&
+         band_rows(s, 1) * band_cols(s, s.ow) <= kBandBytes;
+}
+
+// One output row of a depthwise channel: taps at tap[k] from each pixel's first, weights wk[k].
+void depthwise_row(const ConvShape& s, const int8_t* first, const ptrdiff_t* tap, const int32_t* wk, int32_t constant,
+                   const OutputStage& out, int64_t o, int8_t* y) {
+  const auto taps = static_cast<ptrdiff_t>(s.kh * s.kw), sx = static_cast<ptrdiff_t>(s.stride[1]);
+  const auto ow = static_cast<ptrdiff_t>(s.ow);
+  ptrdiff_t ox = 0;
+#if defined(KILN_HELIUM)
+  if (out.q->no_min_multiplier && taps == 9 && s.kw == 3 && sx == 1 && s.dilation[1] == 1) {
+    // 3x3 of stride 1 along the row: 4 pixels a step, the nine weights and three rows in registers.
+    const ChannelRequantization lanes(*out.q, o, out);
+    const int8_t *r0 = first + tap[0], *r1 = first + tap[3], *r2 = first + tap[6];
+    const int32_t w0 = wk[0], w1 = wk[1], w2 = wk[2], w3 = wk[3], w4 = wk[4], w5 = wk[5], w6 = wk[6], w7 = wk[7];
+    const int32_t w8 = wk[8];
+    for (; ox < ow; ox += 4) {
+      const mve_pred16_t p = vctp32q(static_cast<uint32_t>(ow - ox));
+      int32x4_t acc = vdupq_n_s32(constant);
+      acc = vmlaq_n_s32(acc, vldrbq_s32(r0 + ox), w0), acc = vmlaq_n_s32(acc, vldrbq_s32(r0 + ox + 1), w1);
+      acc = vmlaq_n_s32(acc, vldrbq_s32(r0 + ox + 2), w2), acc = vmlaq_n_s32(acc, vldrbq_s32(r1 + ox), w3);
+      acc = vmlaq_n_s32(acc, vldrbq_s32(r1 + ox + 1), w4), acc = vmlaq_n_s32(acc, vldrbq_s32(r1 + ox + 2), w5);
+      acc = vmlaq_n_s32(acc, vldrbq_s32(r2 + ox), w6), acc = vmlaq_n_s32(acc, vldrbq_s32(r2 + ox + 1), w7);
+      acc = vmlaq_n_s32(acc, vldrbq_s32(r2 + ox + 2), w8);
+      vstrbq_p_s32(y + ox, lanes.apply(acc, out.offset), p);
+    }
+  }
+  if (out.q->no_min_multiplier) {  // 4 pixels a step
+    const ChannelRequantization lanes(*out.q, o, out);
+    const int32_t offset = out.offset;
+    const uint32x4_t apart = vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<uint32_t>(sx));
+    for (; ox < ow; ox += 4) {
+      const mve_pred16_t p = vctp32q(static_cast<uint32_t>(ow - ox));
+      const int8_t* pixel = first + ox * sx;
+      int32x4_t acc = vdupq_n_s32(constant);
+      for (ptrdiff_t k = 0; k < taps; ++k) {
+        acc = vmlaq_n_s32(acc, vldrbq_gather_offset_z_s32(pixel + tap[k], apart, p), wk[k]);
+      }
+      vstrbq_p_s32(y + ox, lanes.apply(acc, offset), p);
+    }
+  }
+#endif
+  for (; ox + 2 <= ow; ox += 2) {  // two pixels share each weight
+    const int8_t* pixel = first + ox * sx;
+    uint32_t a0 = static_cast<uint32_t>(constant), a1 = a0;
+    for (ptrdiff_t k = 0; k < taps; ++k) {
+      a0 += static_cast<uint32_t>(pixel[tap[k]] * wk[k]);
+      a1 += static_cast<uint32_t>(pixel[tap[k] + sx] * wk[k]);
+    }
+    y[ox] = out.scalar(static_cast<int32_t>(a0), o), y[ox + 1] = out.scalar(static_cast<int32_t>(a1), o);
+  }
+  for (; ox < ow; ++ox) {
+    uint32_t a0 = static_cast<uint32_t>(constant);
+    for (ptrdiff_t k = 0; k < taps; ++k) a0 += static_cast<uint32_t>(first[ox * sx + tap[k]] * wk[k]);
+    y[ox] = out.scalar(static_cast<int32_t>(a0), o);
+  }
+}
+
+// A depthwise convolution (weight IHWO) through the band: per output channel, as many of its
+// input channel's padded rows as fit, then each output row of them.
+void depthwise_band(const ConvShape& s, const int8_t* x, const int32_t* bias, const OutputStage& out, int8_t* y,
+                    const int8_t* weight) {
+  alignas(16) int8_t band[kBandBytes + 16];  // 16: what the last vector of a row reads past it
+  int32_t wk[kMaxTaps];
+  ptrdiff_t tap[kMaxTaps];
+  const ptrdiff_t cols = band_cols(s, s.ow);
+  const int64_t fit = (kBandBytes / cols - band_rows(s, 1)) / s.stride[0] + 1;
+  const int64_t chunk = fit < s.oh ? fit : s.oh;
+  const auto taps = static_cast<ptrdiff_t>(s.kh * s.kw);
+  for (ptrdiff_t k = 0; k < taps; ++k) tap[k] = (k / s.kw) * s.dilation[0] * cols + (k % s.kw) * s.dilation[1];
+  const auto pad = static_cast<int8_t>(-s.input_offset);
+  for (int64_t b = 0; b < s.n; ++b) {
+    for (int64_t o = 0; o < s.cout; ++o) {
+      uint32_t sum = 0;
+      for (ptrdiff_t k = 0; k < taps; ++k) wk[k] = weight[k * s.cout + o], sum += static_cast<uint32_t>(wk[k]);
+      const uint32_t start = bias != nullptr ? static_cast<uint32_t>(bias[o]) : 0u;
+      const auto constant = static_cast<int32_t>(start + static_cast<uint32_t>(s.input_offset) * sum);
+      const int8_t* plane = x + (b * s.c + o / s.cout_g) * s.h * s.w;
+      for (int64_t oy0 = 0; oy0 < s.oh; oy0 += chunk) {
+        const int64_t oy1 = oy0 + chunk < s.oh ? oy0 + chunk : s.oh;
+        fill_rows(s, plane, static_cast<ptrdiff_t>(oy0 * s.stride[0] - s.padding[0]), band_rows(s, oy1 - oy0),
+                  static_cast<ptrdiff_t>(-s.padding[1]), cols, pad, band);
+        for (int64_t oy = oy0; oy < oy1; ++oy) {
+          const int8_t* first = band + (oy - oy0) * s.stride[0] * cols;
+          depthwise_row(s, first, tap, wk, constant, out, o, y + ((b * s.cout + o) * s.oh + oy) * s.ow);
         }
       }
     }
@@ -231,16 +719,61 @@ void convolve(const ConvShape& s, const int8_t* x, const int32_t* bias, const Re
 }
 
 // The rest both convolutions share: the bias (argument 2), the requantization (argument
-// `requantize_at`), the int8 output (argument `out_at`) of s's shape, then convolve.
-template <typename WeightAt>
+// `requantize_at`), the int8 output (argument `out_at`) of s's shape, then the band path that
+// takes s, else the direct path. weight: OHWI (conv2d) or IHWO (`depthwise`).
 Status convolve_into(KernelArgs& args, const Tensor& x, const ConvShape& s, size_t requantize_at, size_t out_at,
-                     WeightAt weight_at) {
+                     const int8_t* weight, bool depthwise) {
   KILN_TRY(const int32_t* bias, optional_channels(args, 2, s.cout));
   KILN_TRY(Requantization q, tensor_requantization(args, requantize_at, s.cout));
   const int64_t sizes[4] = {s.n, s.cout, s.oh, s.ow};
   KILN_TRY(Tensor * out, int8_output(args, out_at, sizes, 4));
-  convolve(s, s8(x), bias, q, s8(*out), weight_at);
+  const OutputStage stage{&q, static_cast<int32_t>(s.output_offset), {s.range[0], s.range[1]}};
+  const auto kh = static_cast<ptrdiff_t>(s.kh), kw = static_cast<ptrdiff_t>(s.kw);
+  const auto cin = static_cast<ptrdiff_t>(s.cin_g), cout = static_cast<ptrdiff_t>(s.cout);
+  if (depthwise) {
+    if (depthwise_fits(s)) {
+      depthwise_band(s, s8(x), bias, stage, s8(*out), weight);
+    } else {
+      convolve_direct(s, s8(x), bias, stage, s8(*out), [=](ptrdiff_t o, ptrdiff_t, ptrdiff_t ky, ptrdiff_t kx) {
+        return static_cast<int32_t>(weight[(ky * kw + kx) * cout + o]);
+      });
+    }
+  } else if (band_fits(s)) {
+    convolve_band(s, s8(x), bias, stage, s8(*out), weight);
+  } else {
+    convolve_direct(s, s8(x), bias, stage, s8(*out), [=](ptrdiff_t o, ptrdiff_t ci, ptrdiff_t ky, ptrdiff_t kx) {
+      return static_cast<int32_t>(weight[((o * kh + ky) * kw + kx) * cin + ci]);
+    });
+  }
   return {};
+}
+
+// One row of the linear kernel: out_features outputs of x against weight rows of `in`, 4 rows a
+// pass (then 1). constant(o): what each sum adds (bias and offsets, mod 2^32).
+template <typename Constant>
+void linear_row(const int8_t* x, const int8_t* w, int64_t in, int64_t out_features, const OutputStage& out,
+                Constant constant, int8_t* y) {
+  const auto n = static_cast<ptrdiff_t>(in);
+  int64_t o = 0;
+  for (; o + 4 <= out_features; o += 4) {
+    int32_t acc[4];
+    dot_rows<4>(x, w + o * n, n, n, acc);
+    const int32_t k[4] = {constant(o), constant(o + 1), constant(o + 2), constant(o + 3)};
+#if defined(KILN_HELIUM)
+    if (out.q->no_min_multiplier) {
+      vstrbq_s32(y + o, lanes_of(*out.q, o).apply(vaddq_s32(vld1q_s32(acc), vld1q_s32(k)), out));
+      continue;
+    }
+#endif
+    for (int j = 0; j < 4; ++j) {
+      y[o + j] = out.scalar(static_cast<int32_t>(static_cast<uint32_t>(acc[j]) + static_cast<uint32_t>(k[j])), o + j);
+    }
+  }
+  for (; o < out_features; ++o) {
+    int32_t acc[1];
+    dot_rows<1>(x, w + o * n, n, n, acc);
+    y[o] = out.scalar(static_cast<int32_t>(static_cast<uint32_t>(acc[0]) + static_cast<uint32_t>(constant(o))), o);
+  }
 }
 
 }  // namespace
@@ -267,19 +800,28 @@ Status cortex_m_quantized_linear_out(KernelArgs& args) {
   KILN_TRY(int64_t rows, size_product(*x, 0, x->dim - 1, 0));
   const int8_t *xs = s8(*x), *ws = s8(*w);
   int8_t* y = s8(*out);
+  const OutputStage stage{&q, static_cast<int32_t>(output_offset), {range[0], range[1]}};
+  // sum (x + a)(w + b) + bias = sum x w + b sum x + a sum w + n a b + bias, all mod 2^32; with
+  // kernel_sum, sum x w + b sum x + kernel_sum.
+  const auto a = static_cast<uint32_t>(input_offset), b = static_cast<uint32_t>(filter_offset);
+  const auto n = static_cast<ptrdiff_t>(in);
   for (int64_t r = 0; r < rows; ++r) {
     const int8_t* row = xs + r * in;
-    for (int64_t o = 0; o < out_features; ++o) {
-      // sum (x + a)(w + b) + bias = sum x w + b sum x + a sum w + n a b + bias, all mod 2^32
-      const DotSums d = dot_sums(row, ws + o * in, in);
-      const auto a = static_cast<uint32_t>(input_offset), b = static_cast<uint32_t>(filter_offset);
-      uint32_t acc = d.xw + b * d.x;
-      if (kernel_sum != nullptr) {
-        acc += static_cast<uint32_t>(kernel_sum[o]);
-      } else {
-        acc += a * d.w + static_cast<uint32_t>(in) * a * b + static_cast<uint32_t>(bias != nullptr ? bias[o] : 0);
-      }
-      y[r * out_features + o] = clamp_to(q.apply(static_cast<int32_t>(acc), o) + output_offset, range);
+    const uint32_t row_term = b != 0 ? b * static_cast<uint32_t>(byte_sum(row, n)) : 0u;
+    if (kernel_sum != nullptr) {
+      linear_row(
+          row, ws, in, out_features, stage,
+          [&](int64_t o) { return static_cast<int32_t>(row_term + static_cast<uint32_t>(kernel_sum[o])); },
+          y + r * out_features);
+    } else {
+      const uint32_t fixed_term = row_term + static_cast<uint32_t>(in) * a * b;
+      linear_row(
+          row, ws, in, out_features, stage,
+          [&](int64_t o) {
+            const uint32_t start = bias != nullptr ? static_cast<uint32_t>(bias[o]) : 0u;
+            return static_cast<int32_t>(fixed_term + start + a * static_cast<uint32_t>(byte_sum(ws + o * in, n)));
+          },
+          y + r * out_features);
     }
   }
   return {};
@@ -298,12 +840,7 @@ Status cortex_m_quantized_conv2d_out(KernelArgs& args) {
   const int64_t groups = s.c / s.cin_g;
   if (groups < 1 || s.cout % groups != 0) return shape_mismatch(1);
   s.cout_g = s.cout / groups;
-  const int8_t* weight = s8(*w);
-  const auto kh = static_cast<ptrdiff_t>(s.kh), kw = static_cast<ptrdiff_t>(s.kw);
-  const auto cin = static_cast<ptrdiff_t>(s.cin_g);
-  return convolve_into(args, *x, s, 8, 13, [=](ptrdiff_t o, ptrdiff_t ci, ptrdiff_t ky, ptrdiff_t kx) {
-    return static_cast<int32_t>(weight[((o * kh + ky) * kw + kx) * cin + ci]);
-  });
+  return convolve_into(args, *x, s, 8, 13, s8(*w), false);
 }
 
 Status cortex_m_quantized_depthwise_conv2d_out(KernelArgs& args) {
@@ -318,11 +855,7 @@ Status cortex_m_quantized_depthwise_conv2d_out(KernelArgs& args) {
   KILN_CHECK(conv_shape(args, *x, 1, &s));
   KILN_TRY(int64_t expected_out, checked_mul(s.c, multiplier, 6));
   if (s.cout != expected_out) return shape_mismatch(1);
-  const int8_t* weight = s8(*w);
-  const auto kw = static_cast<ptrdiff_t>(s.kw), cout = static_cast<ptrdiff_t>(s.cout);
-  return convolve_into(args, *x, s, 9, 14, [=](ptrdiff_t o, ptrdiff_t, ptrdiff_t ky, ptrdiff_t kx) {
-    return static_cast<int32_t>(weight[(ky * kw + kx) * cout + o]);
-  });
+  return convolve_into(args, *x, s, 9, 14, s8(*w), true);
 }
 
 }  // namespace kiln::runtime::kernels
