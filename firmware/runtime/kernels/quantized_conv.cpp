@@ -125,13 +125,14 @@ struct ChannelRequantization {
 };
 #endif
 
-// Every multiplier in int32 and every shift within 31.
-Status check_items(const KernelArgs& args, size_t at) {
+// Every multiplier in int32 and every shift within 31; *no_min: no multiplier is INT32_MIN.
+Status check_items(const KernelArgs& args, size_t at, bool* no_min) {
   const Value& m = args[at];
   const Value& s = args[at + 1];
   for (size_t j = 0; j < m.list.count; ++j) {
     const int64_t v = args.int_item(m, j);
     if (v < INT32_MIN || v > INT32_MAX) return unsupported(at, static_cast<uint32_t>(j));
+    *no_min &= v != INT32_MIN;
   }
   for (size_t j = 0; j < s.list.count; ++j) {
     const int64_t v = args.int_item(s, j);
@@ -147,11 +148,10 @@ Result<Requantization> list_requantization(const KernelArgs& args, size_t at, in
   if (m.kind != ValueKind::kIntList) return bad_argument(at, static_cast<uint32_t>(m.kind));
   if (s.kind != ValueKind::kIntList) return bad_argument(at + 1, static_cast<uint32_t>(s.kind));
   if (m.list.count != s.list.count || (m.list.count != 1 && m.list.count != channels)) return shape_mismatch(at);
-  KILN_CHECK(check_items(args, at));
   Requantization r;
+  KILN_CHECK(check_items(args, at, &r.no_min_multiplier));
   r.args = &args, r.list_at = at, r.per_channel = m.list.count != 1;
   r.list_multipliers[0] = args.int_item(m, 0), r.list_shifts[0] = args.int_item(s, 0);
-  for (size_t j = 0; j < m.list.count; ++j) r.no_min_multiplier &= args.int_item(m, j) != INT32_MIN;
   return r;
 }
 
