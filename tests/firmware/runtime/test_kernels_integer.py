@@ -12,18 +12,18 @@ import pytest
 from kiln.program import kernels
 from tests.compiler.test_cortex_m_kernels import CASES as OP_CASES
 from tests.compiler.test_cortex_m_kernels import q8
-from tests.firmware.runtime.helpers import In, kernel_error, kernel_names, run_kernel
+from tests.firmware.runtime.helpers import In, Tensors, kernel_error, kernel_names, run_kernel
 
-# The arguments a program plans (its activations) rather than holds as constants.
-PLANNED = {"quantized_add": (0, 4)}
+
+def _planned(a):
+    return Tensors(In(t) for t in a) if isinstance(a, list) else In(a)
 
 
 def program_case(name):
     """A case of test_cortex_m_kernels as a one-call program: activations planned inputs,
     weights and the rest constants, the output shape numpy's."""
     case = OP_CASES[name]
-    planned = PLANNED.get(case.op, (0,))
-    args = [In(a) if i in planned else a for i, a in enumerate(case.args)]
+    args = [_planned(a) if i in case.planned else a for i, a in enumerate(case.args)]
     expected = kernels.INTEGER_KERNELS[f"cortex_m::{case.op}"].run(*case.args)
     return (f"cortex_m::{case.op}", "out", args, expected.shape, np.int8)
 
@@ -59,6 +59,13 @@ REFUSED = {  # the case, and the error: its kind and the argument it names
     "linear_multipliers_of_two_lengths": (_with("linear_per_channel", 8, [0]), MISMATCH, 7),
     "depthwise_multiplier_mismatch": (_with("depthwise", 6, 2), MISMATCH, 1),
     "avg_pool_padding_over_half": (_with("avg_pool", 3, [2, 0]), UNSUPPORTED, 3),
+    "max_pool_zero_points_differ": (_with("max_pool", 7, 5), UNSUPPORTED, 7),
+    "activation_table_of_255": (_with("sigmoid", 1, np.zeros(255, np.int8)), MISMATCH, 1),
+    "bmm_inner_sizes_differ": (_with("bmm", 2, In(q8((2, 5, 18)))), MISMATCH, 2),
+    "cat_shift_beyond_31": (_with("cat_requantized", 4, [1, 2, 32]), UNSUPPORTED, 4),
+    "transpose_conv_output_padding_of_the_stride": (_with("transpose_conv", 5, [2, 2]), UNSUPPORTED, 5),
+    "minimum_of_int16": (_with("minimum", 1, In(np.zeros((3, 17), np.int16))), BAD, 1),
+    "mul_shift_beyond_31": (_with("mul", 6, -32), UNSUPPORTED, 6),
 }
 
 

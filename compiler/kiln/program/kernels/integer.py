@@ -12,6 +12,13 @@ Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
     cortex_m::quantized_avg_pool2d        arm_avgpool_s8 (windows clipped to the input)
     cortex_m::softmax                     arm_softmax_s8 (last dim, output scale 1/256, zero point -128)
     cortex_m::pad                         a constant pad of an int8 tensor
+    cortex_m::quantized_mul               arm_elementwise_mul_s8 (numpy broadcasting)
+    cortex_m::quantized_batch_matmul      arm_batch_matmul_s8 (rhs transposed: [.., N, K])
+    cortex_m::quantized_transpose_conv2d  arm_transpose_conv_s8, weight OHWI, one group
+    cortex_m::quantized_cat               kiln's: a concatenation requantizing each input (no CMSIS-NN function)
+
+and those that select or look up values (kiln.program.kernels.integer_select): quantized_max_pool2d,
+minimum, maximum, transpose, quantized_activation (a 256-entry table).
 
 Activations are kiln's contiguous tensors (NCHW for the spatial operators; ExecuTorch holds
 them channels-last, which kiln's runtime does not read yet). Integer arithmetic is int32
@@ -27,6 +34,7 @@ import math
 import numpy as np
 
 from kiln.errors import HostError
+from kiln.program.kernels import integer_select as select
 from kiln.program.kernels.core import Kernel
 from kiln.program.kernels.nn import pair, pool_size
 
@@ -323,6 +331,90 @@ def pad(x, pre_pad, post_pad, pad_value):
     return np.pad(x, widths, constant_values=np.int8(pad_value))
 
 
+def quantized_mul(a, a_zp, b, b_zp, out_zp, out_mult, out_shift):
+    """requantize((a - a_zp)(b - b_zp), out_mult, out_shift) + out_zp, clamped to int8
+    (arm_elementwise_mul_s8); operands broadcast as numpy's."""
+    _check_int8(a, b)
+    product = (a.astype(np.int64) - a_zp) * (b.astype(np.int64) - b_zp)
+    return _finish(requantize(wrap32(product), out_mult, out_shift), out_zp, -128, 127)
+
+
+def quantized_batch_matmul(lhs, lhs_offset, rhs_transposed, rhs_offset, out_zp, out_mult, out_shift, scratch):
+    """out[.., m, n] = requantize(sum_k (lhs[.., m, k] + lhs_offset)(rhs_transposed[.., n, k] + rhs_offset))
+    + out_zp, clamped to int8 (arm_batch_matmul_s8; the offsets are negated zero points). ExecuTorch
+    passes [B, M, K] and [B, N, K]; kiln any number of leading dims, equal in both (none: one matrix)."""
+    _check_int8(lhs, rhs_transposed)
+    if lhs.ndim < 2 or lhs.shape[:-2] != rhs_transposed.shape[:-2] or lhs.shape[-1] != rhs_transposed.shape[-1]:
+        raise HostError(f"quantized_batch_matmul: operands {lhs.shape} and {rhs_transposed.shape}")
+    left = lhs.astype(np.int64) + lhs_offset
+    right = rhs_transposed.astype(np.int64) + rhs_offset
+    acc = wrap32(np.einsum("...mk,...nk->...mn", left, right))
+    return _finish(requantize(acc, out_mult, out_shift), out_zp, -128, 127)
+
+
+def quantized_cat(tensors, dim, zero_points, multipliers, shifts, out_zp):
+    """kiln's: the int8 tensors joined along dim, each value q of tensor i written as
+    requantize(q - zero_points[i], multipliers[i], shifts[i]) + out_zp, clamped to int8 (its
+    scale over the output's as a multiplier and shift; one of 2^30 and shift 1 copies q - zp)."""
+    _check_int8(*tensors)
+    if not tensors or not len(tensors) == len(zero_points) == len(multipliers) == len(shifts):
+        raise HostError(f"quantized_cat: {len(tensors)} tensors, {len(zero_points)} zero points")
+    if any(not -31 <= s <= 31 for s in shifts):
+        raise HostError(f"quantized_cat: shifts {shifts} beyond 31")
+    parts = [
+        _finish(requantize(t.astype(np.int64) - zp, m, s), out_zp, -128, 127)
+        for t, zp, m, s in zip(tensors, zero_points, multipliers, shifts)
+    ]
+    return np.concatenate(parts, axis=dim)
+
+
+def quantized_transpose_conv2d(
+    x,
+    weight,
+    bias,
+    stride,
+    padding,
+    output_padding,
+    dilation,
+    input_offset,
+    output_offset,
+    multipliers,
+    shifts,
+    low,
+    high,
+    scratch,
+    output_scratch,
+):
+    """NCHW int8 input, OHWI int8 weight (PyTorch's [C_in, C_out, kh, kw] permuted (1, 2, 3, 0);
+    one group): input pixel (y, x) adds (x + input_offset) w to output (y s - p + i d, x s - p + j d);
+    each output's sum plus bias wraps to int32 and is requantized per channel (arm_transpose_conv_s8)."""
+    _check_int8(x, weight)
+    if x.ndim != 4 or weight.ndim != 4 or weight.shape[3] != x.shape[1]:
+        raise HostError(f"quantized_transpose_conv2d: input {x.shape}, weight {weight.shape}")
+    n, _, h, w = x.shape
+    cout, kh, kw, _ = weight.shape
+    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = pair(stride), pair(padding), pair(output_padding), pair(dilation)
+    if min(sh, sw, dh, dw) < 1 or min(ph, pw, oph, opw) < 0 or oph >= max(sh, dh) or opw >= max(sw, dw):
+        raise HostError(f"quantized_transpose_conv2d: stride {stride}, padding {padding}, output {output_padding}")
+    oh, ow = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1, (w - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1
+    if oh < 1 or ow < 1:
+        raise HostError(f"quantized_transpose_conv2d: input {h}x{w} gives output {oh}x{ow}")
+    # Every input pixel's contributions on an unpadded canvas, then the output's window of it.
+    canvas = np.zeros(
+        (n, cout, max((h - 1) * sh + dh * (kh - 1) + 1, ph + oh), max((w - 1) * sw + dw * (kw - 1) + 1, pw + ow)),
+        np.int64,
+    )
+    shifted, wt = x.astype(np.int64) + input_offset, weight.astype(np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            rows, cols = slice(i * dh, i * dh + sh * (h - 1) + 1, sh), slice(j * dw, j * dw + sw * (w - 1) + 1, sw)
+            canvas[:, :, rows, cols] += np.einsum("nchw,oc->nohw", shifted, wt[:, i, j, :])
+    acc = canvas[:, :, ph : ph + oh, pw : pw + ow]
+    if bias is not None:
+        acc = acc + bias.astype(np.int64).reshape(1, cout, 1, 1)
+    return _requantize_channels(wrap32(acc), multipliers, shifts, output_offset, low, high)
+
+
 _CONV_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation")
 _REQUANTIZE_ARGS = ("requantize_multipliers", "requantize_shifts", "activation_min", "activation_max", "scratch")
 
@@ -393,5 +485,75 @@ INTEGER_KERNELS = {
             softmax,
         ),
         Kernel("cortex_m::pad", "out", ("input", "pre_pad", "post_pad", "pad_value"), pad),
+        Kernel(
+            "cortex_m::quantized_mul",
+            "out",
+            (
+                "self",
+                "self_zero_point",
+                "other",
+                "other_zero_point",
+                "output_zero_point",
+                "output_multiplier",
+                "output_shift",
+            ),
+            quantized_mul,
+        ),
+        Kernel(
+            "cortex_m::quantized_batch_matmul",
+            "out",
+            (
+                "lhs",
+                "lhs_zero_point",
+                "rhs_transposed",
+                "rhs_zero_point",
+                "output_zero_point",
+                "output_multiplier",
+                "output_shift",
+                "scratch",
+            ),
+            quantized_batch_matmul,
+        ),
+        Kernel(
+            "cortex_m::quantized_cat",
+            "out",
+            ("tensors", "dim", "zero_points", "multipliers", "shifts", "output_zero_point"),
+            quantized_cat,
+        ),
+        Kernel(
+            "cortex_m::quantized_transpose_conv2d",
+            "out",
+            (
+                *_CONV_ARGS[:5],
+                "output_padding",
+                "dilation",
+                "input_offset",
+                "output_offset",
+                *_REQUANTIZE_ARGS,
+                "output_scratch",
+            ),
+            quantized_transpose_conv2d,
+        ),
+        Kernel(
+            "cortex_m::quantized_max_pool2d",
+            "out",
+            (
+                "input",
+                "kernel_size",
+                "stride",
+                "padding",
+                "dilation",
+                "ceil_mode",
+                "input_zero_point",
+                "output_zero_point",
+                "activation_min",
+                "activation_max",
+            ),
+            select.quantized_max_pool2d,
+        ),
+        Kernel("cortex_m::minimum", "out", ("self", "other"), select.minimum),
+        Kernel("cortex_m::maximum", "out", ("self", "other"), select.maximum),
+        Kernel("cortex_m::transpose", "out", ("input", "perm"), select.transpose),
+        Kernel("cortex_m::quantized_activation", "out", ("input", "lut"), select.quantized_activation),
     )
 }
