@@ -196,6 +196,20 @@ def bmm_case(batch, m, k, n, s1, zp1, s2, zp2, s_out, zp_out):
     return Quantized("quantized_batch_matmul", args, reference, et_covers=len(batch) == 1, planned=(0, 2))
 
 
+def bmm_s16_case(batch, m, k, n, s1, s2, s_out, act=(-32768, 32767)):
+    lhs = RNG.integers(-32768, 32768, (*batch, m, k), dtype=np.int16)
+    rhs = RNG.integers(-32768, 32768, (*batch, k, n), dtype=np.int16)
+    mult, shift = I.quantize_multiplier(s1 * s2 / s_out)
+    rhs_t = np.ascontiguousarray(np.swapaxes(rhs, -1, -2))
+    args = [lhs, rhs_t, mult, shift, act[0], act[1], np.zeros(0, np.int8)]
+
+    def reference():
+        real = torch.matmul(dequantized(lhs, s1, 0), dequantized(rhs, s2, 0)).numpy()
+        return np.clip(quantize(real, s_out, 0, -32768, 32767), *act)
+
+    return Quantized("quantized_batch_matmul_s16", args, reference, et_covers=False, planned=(0, 1))
+
+
 def cat_case(shapes, dim, qparams, s_out, zp_out):
     tensors = [q8(shape) for shape in shapes]
     pairs = [I.quantize_multiplier(s / s_out) for s, _ in qparams]
@@ -317,6 +331,9 @@ CASES = {
     "bmm_heads": bmm_case((1, 3), 9, 33, 17, 0.02, 127, 0.03, -128, 0.5, -7),
     "bmm_matrix": bmm_case((), 4, 64, 6, 0.1, 0, 0.1, 0, 2.0, 0),
     "bmm_extreme": bmm_case((1,), 3, 5, 2, 2.0e-4, -128, 3.0e-4, 127, 1.0e-5, -100),
+    "bmm_s16": bmm_s16_case((2,), 5, 19, 3, 1.0e-3, 2.0e-3, 0.5),
+    "bmm_s16_heads": bmm_s16_case((1, 3), 8, 33, 17, 3.0e-5, 4.0e-5, 2.0e-5, (-30000, 32767)),
+    "bmm_s16_fine": bmm_s16_case((), 4, 7, 6, 1.0e-4, 1.0e-4, 1.0e-3),
     "cat": cat_case([(1, 3, 4), (1, 5, 4)], 1, [(0.1, 0), (0.1, 0)], 0.1, 0),
     "cat_requantized": cat_case(
         [(2, 3, 5), (2, 3, 2), (2, 3, 1)], -1, [(0.05, -3), (0.2, 100), (1.0e-3, -128)], 0.1, 4
@@ -377,7 +394,7 @@ def test_as_executorch_computes(name, executorch_results):
     ours, theirs = run(case), executorch_results[name]
     if isinstance(theirs, str):
         pytest.skip(f"ExecuTorch's Python does not compute it: {theirs}")
-    assert ours.dtype == np.int8 and ours.shape == theirs.shape, (ours.shape, theirs.shape)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, (ours.shape, theirs.shape)
     difference = np.abs(ours.astype(np.int32) - theirs.astype(np.int32))
     assert difference.max() <= (0 if case.et_exact else 1), np.argwhere(difference)[:5]
 
@@ -415,6 +432,20 @@ def test_fixed_point_exponential_and_reciprocal():
 )
 def test_requantize_by_hand(x, multiplier, shift, expected):
     assert int(I.requantize(x, multiplier, shift)) == expected
+
+
+@pytest.mark.parametrize(
+    "x, multiplier, shift, expected",
+    [
+        (100, 2**30, 0, 50),  # reduced to 2^14: 100 * 2^14 >> 14 = 100, (100 + 1) >> 1 = 50
+        (101, 2**30, 0, 51),  # 50.5 rounds up
+        (-101, 2**30, 0, -50),  # -50.5 rounds up too
+        (3 << 20, 3 * 2**29, -4, 147456),  # 0.75 * 3 * 2^20 / 16
+        (-(2**46), 0x7FFFFFFF, 14, 0),  # the multiplier saturates to 2^15 - 1; the result wraps to 0 in int32
+    ],
+)
+def test_requantize_s64_by_hand(x, multiplier, shift, expected):
+    assert int(I.requantize_s64(x, multiplier, shift)) == expected
 
 
 def test_quantize_multiplier_by_hand():

@@ -8,6 +8,10 @@
 //     = requantize(sum_k (lhs + lhs_zero_point)(rhs + rhs_zero_point)) + output_zero_point,
 //     clamped to int8; the "zero points" are offsets (negated zero points, CMSIS-NN's
 //     convention). Each row pair is one dot_sums (dot.h: Helium, DSP or plain C).
+//   cortex_m::quantized_batch_matmul_s16.out (lhs, rhs_transposed, output_multiplier,
+//     output_shift, activation_min, activation_max, scratch, out): kiln's, CMSIS-NN's
+//     arm_batch_matmul_s16: int16 operands and result, zero points 0; the sum exact in int64
+//     (dot16.h), requantize_s64 (fixed_point.h), clamped to the activation range (int16 values).
 //   cortex_m::quantized_transpose_conv2d.out (input, weight, bias?, stride, padding,
 //     output_padding, dilation, input_offset, output_offset, requantize_multipliers,
 //     requantize_shifts, activation_min, activation_max, scratch, output_scratch, out): input
@@ -15,6 +19,7 @@
 //     output pixel (y stride - padding + i dilation, ..); multipliers and shifts Int tensors,
 //     one per output channel. The scratch tensors are ExecuTorch's and not read.
 #include "dot.h"
+#include "dot16.h"
 #include "kiln/runtime/try.h"
 #include "quantized.h"
 
@@ -22,48 +27,93 @@ namespace kiln::runtime::kernels {
 
 namespace {
 
-constexpr int64_t kMaxParam = 1 << 16;  // offsets, strides, padding, dilation
+constexpr int64_t kMaxParam = 1 << 16;    // offsets, strides, padding, dilation
+constexpr int64_t kS16MaxInner = 1 << 16;  // int16 sums of this many products stay within 2^47
 const int32_t kInt8Range[2] = {INT8_MIN, INT8_MAX};
+
+}  // namespace
+
+namespace {
+
+// The operands of a batch matmul: lhs (position 0) [.., M, K], rhs_transposed (position `rhs_at`)
+// [.., N, K] of `type`, the same leading dims; the out tensor (position `out_at`) [.., M, N].
+struct Bmm {
+  const Tensor *lhs, *rhs;
+  Tensor* out;
+  int64_t batches, m, n, k;
+};
+
+Result<Bmm> bmm_operands(const KernelArgs& args, size_t rhs_at, size_t out_at, ScalarType type) {
+  Bmm b{};
+  KILN_TRY(b.lhs, input_tensor(args, 0, type));
+  KILN_TRY(b.rhs, input_tensor(args, rhs_at, type));
+  const size_t d = b.lhs->dim;
+  if (d < 2) return unsupported(0, static_cast<uint32_t>(d));
+  if (b.rhs->dim != d) return shape_mismatch(rhs_at, b.rhs->dim);
+  for (size_t i = 0; i + 1 < d; ++i) {
+    const size_t dim = i + 2 < d ? i : d - 1;  // the leading dims, then K
+    if (b.rhs->sizes[dim] != b.lhs->sizes[dim]) return shape_mismatch(rhs_at, static_cast<uint32_t>(dim));
+  }
+  b.m = b.lhs->sizes[d - 2], b.n = b.rhs->sizes[d - 2], b.k = b.lhs->sizes[d - 1];
+  int64_t sizes[kMaxDims];
+  for (size_t i = 0; i + 2 < d; ++i) sizes[i] = b.lhs->sizes[i];
+  sizes[d - 2] = b.m, sizes[d - 1] = b.n;
+  KILN_TRY(b.out, output_tensor(args, out_at, type));
+  KILN_CHECK(expect_sizes(*b.out, sizes, d, out_at));
+  KILN_TRY(b.batches, size_product(*b.lhs, 0, d - 2, 0));
+  return b;
+}
 
 }  // namespace
 
 Status cortex_m_quantized_batch_matmul_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 8));
-  KILN_TRY(const Tensor* lhs, input_tensor(args, 0, ScalarType::kChar));
-  KILN_TRY(const Tensor* rhs, input_tensor(args, 2, ScalarType::kChar));
-  const size_t d = lhs->dim;
-  if (d < 2) return unsupported(0, static_cast<uint32_t>(d));
-  if (rhs->dim != d) return shape_mismatch(2, rhs->dim);
-  for (size_t k = 0; k + 2 < d; ++k) {
-    if (rhs->sizes[k] != lhs->sizes[k]) return shape_mismatch(2, static_cast<uint32_t>(k));
-  }
-  if (rhs->sizes[d - 1] != lhs->sizes[d - 1]) return shape_mismatch(2, static_cast<uint32_t>(d - 1));
   KILN_TRY(int64_t lhs_offset, ranged_int(args, 1, -kMaxParam, kMaxParam));
   KILN_TRY(int64_t rhs_offset, ranged_int(args, 3, -kMaxParam, kMaxParam));
   KILN_TRY(int64_t out_zp, ranged_int(args, 4, INT32_MIN, INT32_MAX));
   KILN_TRY(int64_t multiplier, ranged_int(args, 5, INT32_MIN, INT32_MAX));
   KILN_TRY(int64_t shift, ranged_int(args, 6, -31, 31));
   if (args[7].kind != ValueKind::kTensor) return bad_argument(7);
-  const int64_t m = lhs->sizes[d - 2], n = rhs->sizes[d - 2], k = lhs->sizes[d - 1];
-  int64_t sizes[kMaxDims];
-  for (size_t i = 0; i + 2 < d; ++i) sizes[i] = lhs->sizes[i];
-  sizes[d - 2] = m, sizes[d - 1] = n;
-  KILN_TRY(Tensor * out, int8_output(args, 8, sizes, d));
-  if (out->numel == 0) return {};
-  KILN_TRY(const int64_t batches, size_product(*lhs, 0, d - 2, 0));
+  KILN_TRY(Bmm bmm, bmm_operands(args, 2, 8, ScalarType::kChar));
+  const int64_t m = bmm.m, n = bmm.n, k = bmm.k;
   // sum (x + a)(w + b) = sum xw + b sum x + a sum w + k a b, every term mod 2^32.
   const auto a = static_cast<uint32_t>(lhs_offset), b = static_cast<uint32_t>(rhs_offset);
   const uint32_t constant = static_cast<uint32_t>(k) * a * b;
-  int8_t* y = s8(*out);
-  for (int64_t batch = 0; batch < batches; ++batch) {
-    const int8_t* left = s8(*lhs) + batch * m * k;
-    const int8_t* right = s8(*rhs) + batch * n * k;
+  int8_t* y = s8(*bmm.out);
+  for (int64_t batch = 0; batch < bmm.batches; ++batch) {
+    const int8_t* left = s8(*bmm.lhs) + batch * m * k;
+    const int8_t* right = s8(*bmm.rhs) + batch * n * k;
     for (int64_t row = 0; row < m; ++row) {
       for (int64_t col = 0; col < n; ++col) {
         const DotSums s = dot_sums(left + row * k, right + col * k, k);
         const auto acc = static_cast<int32_t>(s.xw + b * s.x + a * s.w + constant);
         const int32_t v = fixed::requantize(acc, static_cast<int32_t>(multiplier), static_cast<int32_t>(shift));
         *y++ = clamp_to(v + out_zp, kInt8Range);
+      }
+    }
+  }
+  return {};
+}
+
+Status cortex_m_quantized_batch_matmul_s16_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 7));
+  KILN_TRY(int64_t multiplier, ranged_int(args, 2, INT32_MIN, INT32_MAX));
+  KILN_TRY(int64_t shift, ranged_int(args, 3, -31, 14));
+  KILN_TRY(int64_t low, ranged_int(args, 4, INT16_MIN, INT16_MAX));
+  KILN_TRY(int64_t high, ranged_int(args, 5, low, INT16_MAX));
+  if (args[6].kind != ValueKind::kTensor) return bad_argument(6);
+  KILN_TRY(Bmm bmm, bmm_operands(args, 1, 7, ScalarType::kShort));
+  const int64_t m = bmm.m, n = bmm.n, k = bmm.k;
+  if (k > kS16MaxInner) return unsupported(0, static_cast<uint32_t>(bmm.lhs->dim - 1));
+  const auto* left = static_cast<const int16_t*>(bmm.lhs->data);
+  const auto* right = static_cast<const int16_t*>(bmm.rhs->data);
+  auto* y = static_cast<int16_t*>(bmm.out->data);
+  for (int64_t batch = 0; batch < bmm.batches; ++batch, left += m * k, right += n * k) {
+    for (int64_t row = 0; row < m; ++row) {
+      for (int64_t col = 0; col < n; ++col) {
+        const int32_t v = fixed::requantize_s64(dot_s16(left + row * k, right + col * k, k),
+                                                static_cast<int32_t>(multiplier), static_cast<int32_t>(shift));
+        *y++ = static_cast<int16_t>(v < low ? low : (v > high ? high : v));
       }
     }
   }

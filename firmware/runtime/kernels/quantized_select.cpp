@@ -6,7 +6,7 @@
 //     activation range; the zero points must be equal.
 //   cortex_m::minimum.out, cortex_m::maximum.out (self, other, out): int8 tensors, numpy
 //     broadcasting (elementwise.cpp's aten::minimum and aten::maximum).
-//   cortex_m::transpose.out (input, perm, out): int8 permute_copy (movement.cpp).
+//   cortex_m::transpose.out (input, perm, out): permute_copy (movement.cpp) of int8 or int16.
 //   cortex_m::quantized_activation.out (input, lut, out): out[i] = lut[input[i] + 128], lut
 //     an int8 tensor of 256 entries.
 #include "kiln/runtime/try.h"
@@ -57,7 +57,9 @@ Status cortex_m_maximum_out(KernelArgs& args) {
 
 Status cortex_m_transpose_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 2));
-  KILN_CHECK(int8_tensors(args, 1));
+  if (args[0].kind != ValueKind::kTensor) return bad_argument(0, static_cast<uint32_t>(args[0].kind));
+  const ScalarType type = args[0].t.type;
+  if (type != ScalarType::kChar && type != ScalarType::kShort) return bad_argument(0, static_cast<uint32_t>(type));
   return permute_copy_out(args);
 }
 

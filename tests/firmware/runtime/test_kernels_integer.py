@@ -25,7 +25,7 @@ def program_case(name):
     case = OP_CASES[name]
     args = [_planned(a) if i in case.planned else a for i, a in enumerate(case.args)]
     expected = kernels.INTEGER_KERNELS[f"cortex_m::{case.op}"].run(*case.args)
-    return (f"cortex_m::{case.op}", "out", args, expected.shape, np.int8)
+    return (f"cortex_m::{case.op}", "out", args, expected.shape, expected.dtype)
 
 
 # Every case as a one-call program, as the other test_kernels_* modules' CASES (tests/fuzz's seeds).
@@ -35,7 +35,7 @@ CASES = {name: program_case(name) for name in OP_CASES}
 @pytest.mark.parametrize("name", CASES)
 def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, name):
     got, expected = run_kernel(runtime_host, tmp_path, CASES[name])
-    assert got.dtype == np.int8 and got.tobytes() == np.ascontiguousarray(expected).tobytes()
+    assert got.dtype == expected.dtype and got.tobytes() == np.ascontiguousarray(expected).tobytes()
 
 
 def _with(name, position, value, out_shape=None):
@@ -66,6 +66,8 @@ REFUSED = {  # the case, and the error: its kind and the argument it names
     "transpose_conv_output_padding_of_the_stride": (_with("transpose_conv", 5, [2, 2]), UNSUPPORTED, 5),
     "minimum_of_int16": (_with("minimum", 1, In(np.zeros((3, 17), np.int16))), BAD, 1),
     "mul_shift_beyond_31": (_with("mul", 6, -32), UNSUPPORTED, 6),
+    "bmm_s16_shift_beyond_14": (_with("bmm_s16", 3, 15), UNSUPPORTED, 3),
+    "bmm_s16_of_int8": (_with("bmm_s16", 0, In(q8((2, 5, 19)))), BAD, 0),
 }
 
 

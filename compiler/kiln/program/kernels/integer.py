@@ -16,6 +16,7 @@ Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
     cortex_m::quantized_batch_matmul      arm_batch_matmul_s8 (rhs transposed: [.., N, K])
     cortex_m::quantized_transpose_conv2d  arm_transpose_conv_s8, weight OHWI, one group
     cortex_m::quantized_cat               kiln's: a concatenation requantizing each input (no CMSIS-NN function)
+    cortex_m::quantized_batch_matmul_s16  kiln's: arm_batch_matmul_s16 (int16, zero points 0, int64 sums)
 
 and those that select or look up values (kiln.program.kernels.integer_select): quantized_max_pool2d,
 minimum, maximum, transpose, quantized_activation (a 256-entry table).
@@ -352,6 +353,37 @@ def quantized_batch_matmul(lhs, lhs_offset, rhs_transposed, rhs_offset, out_zp, 
     return _finish(requantize(acc, out_mult, out_shift), out_zp, -128, 127)
 
 
+def reduce_multiplier(multiplier: int) -> int:
+    """CMSIS-NN's REDUCE_MULTIPLIER: a Q31 multiplier as the Q15 its s16 kernels multiply by."""
+    return (multiplier + (1 << 15)) >> 16 if multiplier < 0x7FFF0000 else 0x7FFF
+
+
+def requantize_s64(x, multiplier: int, shift: int):
+    """arm_nn_requantize_s64 (with REDUCE_MULTIPLIER): x * reduced >> (14 - shift), wrapped to
+    int32, then halved rounding up; x within 2^47, shift at most 14."""
+    high = wrap32((np.asarray(x, np.int64) * reduce_multiplier(multiplier)) >> (14 - shift))
+    return wrap32(high + 1) >> 1
+
+
+S16_MAX_INNER = 1 << 16  # inner sizes whose int64 sums of int16 products stay within 2^47
+
+
+def quantized_batch_matmul_s16(lhs, rhs_transposed, out_mult, out_shift, low, high, scratch):
+    """kiln's int16 form of quantized_batch_matmul, CMSIS-NN's arm_batch_matmul_s16: zero points
+    0, out[.., m, n] = requantize_s64(sum_k lhs[.., m, k] rhs_transposed[.., n, k]) clamped to
+    [low, high] (int16 values), the sum exact in int64."""
+    if lhs.dtype != np.int16 or rhs_transposed.dtype != np.int16:
+        raise HostError(f"quantized_batch_matmul_s16: operands of {lhs.dtype} and {rhs_transposed.dtype}")
+    if lhs.ndim < 2 or lhs.shape[:-2] != rhs_transposed.shape[:-2] or lhs.shape[-1] != rhs_transposed.shape[-1]:
+        raise HostError(f"quantized_batch_matmul_s16: operands {lhs.shape} and {rhs_transposed.shape}")
+    if lhs.shape[-1] > S16_MAX_INNER or not -31 <= out_shift <= 14 or not -(2**15) <= low <= high < 2**15:
+        raise HostError(
+            f"quantized_batch_matmul_s16: inner size {lhs.shape[-1]}, shift {out_shift}, range {low} {high}"
+        )
+    acc = np.einsum("...mk,...nk->...mn", lhs.astype(np.int64), rhs_transposed.astype(np.int64))
+    return np.clip(requantize_s64(acc, out_mult, out_shift), low, high).astype(np.int16)
+
+
 def quantized_cat(tensors, dim, zero_points, multipliers, shifts, out_zp):
     """kiln's: the int8 tensors joined along dim, each value q of tensor i written as
     requantize(q - zero_points[i], multipliers[i], shifts[i]) + out_zp, clamped to int8 (its
@@ -513,6 +545,20 @@ INTEGER_KERNELS = {
                 "scratch",
             ),
             quantized_batch_matmul,
+        ),
+        Kernel(
+            "cortex_m::quantized_batch_matmul_s16",
+            "out",
+            (
+                "lhs",
+                "rhs_transposed",
+                "output_multiplier",
+                "output_shift",
+                "activation_min",
+                "activation_max",
+                "scratch",
+            ),
+            quantized_batch_matmul_s16,
         ),
         Kernel(
             "cortex_m::quantized_cat",

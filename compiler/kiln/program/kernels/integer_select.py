@@ -5,7 +5,7 @@ operator names and schemas (executorch/backends/cortex_m/ops/operators.py, 1.5.1
                                     activation range; input and output of one quantization
     cortex_m::minimum, maximum      elementwise, numpy broadcasting; operands and result of one
                                     quantization
-    cortex_m::transpose             a permutation of dims (perm as permute's dims)
+    cortex_m::transpose             a permutation of dims (perm as permute's dims), int8 or int16
     cortex_m::quantized_activation  out[i] = lut[x[i] + 128]: any unary function of one int8,
                                     its 256-entry table built at compile time (kiln.program.integer_ops)
 
@@ -53,7 +53,9 @@ def maximum(a, b):
 
 
 def transpose(x, perm):
-    _check_int8(x)
+    """int8 or int16 (the second operand of an int16 batch matmul)."""
+    if x.dtype not in (np.int8, np.int16):
+        raise HostError(f"transpose: a tensor of {x.dtype}, not int8 or int16")
     return _permute(x, perm)
 
 
