@@ -16,8 +16,10 @@ from kiln.frontend import export as frontend
 from kiln.frontend.export import LoadedModel
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
 from kiln.reference import run_host as host
-from kiln.spec import CompileSpec, Exclusions
+from kiln.spec import CompileSpec, Exclusions, Int16Regions
 from tests.compiler.helpers import steps_off
+from tests.compiler.random_models import steps_off_pt2e
+from tests.compiler.test_precision import block
 
 
 class TinyOps(torch.nn.Module):
@@ -108,3 +110,109 @@ def test_ops_no_integer_kernel_takes_stay_float_and_the_report_says_why():
     assert kernels["pad"]["why"] == "its mode is 'reflect', not constant"
     (out,) = host.run(result.pte, [x.numpy()])
     np.testing.assert_array_equal(out, reference(x).detach().numpy())  # the float path is PT2E's, exactly
+
+
+class MoreOps(torch.nn.Module):
+    """Transposed convolution, max pool, table activations (sigmoid, tanh, GELU, SiLU,
+    hardswish), mul, minimum, maximum, concatenation, transpose and attention's two matrix
+    products of activations around a softmax."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.up = torch.nn.ConvTranspose2d(3, 6, 3, stride=2, padding=1, output_padding=1)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(self.up(x), 3, 2, 1)
+        y = torch.sigmoid(y) * torch.tanh(y)
+        y = torch.maximum(torch.nn.functional.gelu(y), torch.minimum(y, torch.nn.functional.silu(y)))
+        z = torch.cat([y, torch.nn.functional.hardswish(y)], 1).flatten(2)
+        q = z.transpose(1, 2)
+        return torch.softmax(q @ z, -1) @ q
+
+
+MORE_INTEGER = {
+    "conv_transpose2d": "cortex_m::quantized_transpose_conv2d",
+    "max_pool2d": "cortex_m::quantized_max_pool2d",
+    "sigmoid": "cortex_m::quantized_activation",
+    "tanh": "cortex_m::quantized_activation",
+    "mul": "cortex_m::quantized_mul",
+    "gelu": "cortex_m::quantized_activation",
+    "silu": "cortex_m::quantized_activation",
+    "minimum": "cortex_m::minimum",
+    "maximum": "cortex_m::maximum",
+    "hardswish": "cortex_m::quantized_activation",
+    "cat": "cortex_m::quantized_cat",
+    "reshape_default": "aten::view_copy",
+    "transpose": "cortex_m::transpose",
+    "matmul": "cortex_m::quantized_batch_matmul",
+    "softmax": "cortex_m::softmax",
+    "matmul_1": "cortex_m::quantized_batch_matmul",
+}
+
+
+def test_more_quantized_cpu_ops_run_as_integer_kernels_within_one_step():
+    """On a CPU target every quantized op of MoreOps is an integer kernel (the second operand of
+    each matrix product transposed first by cortex_m::transpose), and the program calls no float
+    kernel but its edges' quantize and dequantize."""
+    x = torch.randn(1, 3, 5, 9)
+    result, reference = _compiled(MoreOps(), x, CompileSpec("cortex-m55"))
+    kernels = {o["node"]: (o["arithmetic"], o["kernel"]) for o in result.report["ops"] if "arithmetic" in o}
+    assert kernels == {node: ("integer", kernel) for node, kernel in MORE_INTEGER.items()}
+    operators = {name for name, _ in result.program.operators}
+    assert all(name.startswith("cortex_m::") or name == "aten::view_copy" for name in operators), operators
+    called = [result.program.operators[i.index][0] for i in result.program.instructions if i.kind == "kernel"]
+    assert called.count("cortex_m::transpose") == 3  # the model's, and one before each matrix product
+    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
+    for seed in range(3):
+        x = torch.randn(1, 3, 5, 9, generator=torch.Generator().manual_seed(seed))
+        (out,) = host.run(result.pte, [x.numpy()])
+        assert steps_off(out, reference(x), scale).max() <= 1
+
+
+class Refused(torch.nn.Module):
+    """Quantized ops the new integer kernels do not take: a mul with a fused relu, a matrix
+    product by a vector, a mul by a number; and a select, which moves int8 values as they are."""
+
+    def forward(self, x, m, v):
+        return torch.relu(x * m) @ v[0], x * 3.0
+
+
+def test_ops_the_new_kernels_refuse_stay_float_and_the_report_says_why():
+    x, m, v = torch.randn(2, 3, 5), torch.randn(2, 3, 5), torch.randn(2, 5)
+    loaded = LoadedModel("refused", Refused().eval(), (x, m, v))
+    result = kc.compile_model(loaded, CompileSpec("cortex-m55"), log=lambda line: None)
+    kernels = {o["node"]: o for o in result.report["ops"] if "arithmetic" in o}
+    assert {node: (o["arithmetic"], o["kernel"], o.get("why")) for node, o in kernels.items()} == {
+        "mul": ("float", "aten::mul", "it has a fused activation, which quantized_mul does not clamp"),
+        "select": ("integer", "aten::select_copy", None),
+        "matmul": (
+            "float",
+            "aten::matmul",
+            "its operands are not matrices of the same leading dims (a vector, or batch broadcasting)",
+        ),
+        "mul_1": (
+            "float",
+            "aten::mul",
+            "its operands or result are not int8 tensors quantized per tensor (or one is a number)",
+        ),
+    }
+    reference = quantize(frontend.export(loaded).module(check_guards=False), [(x, m, v)], EthosUQuantizer())
+    outputs, expected = host.run(result.pte, [x.numpy(), m.numpy(), v.numpy()]), reference(x, m, v)
+    for out, ref in zip(outputs, expected):
+        np.testing.assert_array_equal(out, ref.detach().numpy())  # the float path and a select are PT2E's, exactly
+
+
+def test_a_transformer_block_on_the_u55_runs_its_16_bit_attention_products_as_integer_kernels():
+    """A pre-norm transformer block (tests/compiler/test_precision.py) with 16-bit attention on
+    ethos-u55-128: the NPU takes all but the two matrix products of 16-bit activations (the U55
+    has no 16-bit matrix multiply), which run as kiln's s16 batch matmul."""
+    spec = CompileSpec("ethos-u55-128", int16=Int16Regions(policies=("attention",)))
+    result = kc.compile_model(block(), spec, log=lambda line: None)
+    on_cpu = {o["node"]: (o["arithmetic"], o["kernel"]) for o in result.report["ops"] if "arithmetic" in o}
+    s16 = ("integer", "cortex_m::quantized_batch_matmul_s16")
+    assert on_cpu == {"matmul": s16, "matmul_1": s16}
+    called = [result.program.operators[i.index][0] for i in result.program.instructions if i.kind == "kernel"]
+    assert called.count("cortex_m::transpose") == 2  # each product's second operand, transposed first
+    got = host.run(result.pte, [x.numpy() for x in result.inputs])
+    assert steps_off_pt2e(result, result.inputs, got)[0] <= 2  # the U55 program's bound with the float products too

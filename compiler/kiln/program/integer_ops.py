@@ -17,13 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kiln.graph import Op, QParams, Value
-from kiln.program.kernels import INTEGER_KERNELS, Kernel, kernel_for
+from kiln.graph import Op, QParams, Value, dequantize_array
+from kiln.program.kernels import INTEGER_KERNELS, KERNELS, Kernel, kernel_for
 from kiln.program.kernels.core import argument
-from kiln.program.kernels.integer import ADD_LEFT_SHIFT, quantize_multiplier
+from kiln.program.kernels.integer import ADD_LEFT_SHIFT, S16_MAX_INNER, quantize_multiplier
 from kiln.program.kernels.nn import pair
 from kiln.program.kernels.quantize import quantize_array
-from kiln.vocabulary import VIEW_OPS
+from kiln.vocabulary import FUSIBLE_ACTIVATIONS, MATMUL_OPS, TABLE_OPS, VIEW_OPS, Kind, of_kind
+
+PERMUTE_OPS = of_kind(Kind.PERMUTE)
+MOVED_OPS = VIEW_OPS | of_kind(Kind.SLICE, Kind.SELECT, Kind.EXPAND, Kind.FLIP)
 
 aten = torch.ops.aten
 INT8 = (-128, 127)
@@ -72,20 +75,21 @@ def _multipliers(ratios) -> tuple[list[int], list[int]] | str:
     return [m for m, _ in pairs], [s for _, s in pairs]
 
 
-def _weighted(op: Op) -> str | None:
+def _weighted(op: Op, axis: int = 0) -> str | None:
     """Why a convolution or linear op has no integer kernel, or None: int8 activations per
-    tensor, int8 constant weights symmetric per channel (axis 0) or per tensor, an int32 bias."""
+    tensor, int8 constant weights symmetric per channel (along `axis`, the output channels'; 1
+    for a transposed convolution) or per tensor, an int32 bias."""
     x, w, b = op.arg("input"), op.arg("weight"), op.arg("bias")
     if not (_per_tensor_int8(x) and _per_tensor_int8(op.output)):
         return "its activations are not int8 per tensor"
-    if not (w.is_constant and w.dtype == "int8" and w.qparams is not None and w.qparams.axis in (None, 0)):
+    if not (w.is_constant and w.dtype == "int8" and w.qparams is not None and w.qparams.axis in (None, axis)):
         return "its weight is not an int8 constant quantized per output channel"
     if w.qparams.zero_point != 0:
         return "its weight is quantized with a zero point"
     if b is not None and not (b.is_constant and b.dtype == "int32" and b.qparams is not None):
         return "its bias is not an int32 constant"
     if b is not None:
-        product = float(x.qparams.scale) * _weight_scales(w, w.shape[0])
+        product = float(x.qparams.scale) * _weight_scales(w, w.shape[axis])
         if not np.allclose(np.asarray(b.qparams.scale, np.float64).reshape(-1), product, rtol=1e-5, atol=0):
             return "its bias's scale is not its input's times its weight's"
     return None
@@ -260,16 +264,167 @@ def _softmax(op: Op) -> IntegerCall | str:
     return IntegerCall(INTEGER_KERNELS["cortex_m::softmax"], args, [])
 
 
-def _view(op: Op) -> IntegerCall | str:
-    """A reshape moves no value: its float kernel (aten::view_copy copies bytes) on the integers."""
+def _moved(op: Op) -> IntegerCall | str:
+    """A reshape, slice, select, expand or flip moves values and computes none: its movement
+    kernel (aten::view_copy, slice_copy, ..., which copy elements of any type) on the integers."""
     x, kernel = op.arg("self"), kernel_for(op)
     if not _per_tensor_int8(x) or x.qparams != op.output.qparams or kernel is None:
         return "its input and output are not int8 of one quantization"
     return IntegerCall(kernel, [argument(op, a) for a in kernel.schema_args], [])
 
 
+def _transpose_conv(op: Op) -> IntegerCall | str:
+    """ExecuTorch's parameters: weight [C_in, C_out, kh, kw] as OHWI, one multiplier and shift
+    per output channel (input scale times weight scale over output scale)."""
+    if (why := _weighted(op, axis=1)) is not None:
+        return why
+    x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    if len(x.shape) != 4 or op.arg("groups") != 1:
+        return "it is not a 2-D transposed convolution of one group"
+    out_channels = w.shape[1]
+    ratios = float(x.qparams.scale) * _weight_scales(w, out_channels) / float(y.qparams.scale)
+    if isinstance(found := _multipliers(ratios), str):
+        return found
+    mults, shifts = (_constant(op, name, np.array(v, np.int32)) for name, v in zip(("multipliers", "shifts"), found))
+    geometry = [list(pair(op.arg(a))) for a in ("stride", "padding", "output_padding", "dilation")]
+    weight = _constant(op, "weight_ohwi", w.data.transpose(1, 2, 3, 0))
+    scratch = _constant(op, "scratch", np.zeros(0, np.int8))
+    low, high = _activation_range(op)
+    args = [x, weight, b, *geometry, -x.qparams.zero_point, y.qparams.zero_point, mults, shifts, low, high]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_transpose_conv2d"], [*args, scratch, scratch], [])
+
+
+def _max_pool(op: Op) -> IntegerCall | str:
+    x = op.arg("self")
+    if not _same_quantization(op, x) or len(x.shape) != 4:
+        return "its input is not a 4-D int8 tensor of the output's quantization"
+    kernel = list(pair(op.arg("kernel_size")))
+    stride = list(pair(op.arg("stride"))) if op.arg("stride") else kernel
+    geometry = [
+        kernel,
+        stride,
+        list(pair(op.arg("padding"))),
+        list(pair(op.arg("dilation"))),
+        bool(op.arg("ceil_mode")),
+    ]
+    zp = x.qparams.zero_point
+    return IntegerCall(
+        INTEGER_KERNELS["cortex_m::quantized_max_pool2d"], [x, *geometry, zp, zp, *_activation_range(op)], []
+    )
+
+
+def _extremum(op: Op) -> IntegerCall | str:
+    """minimum and maximum of integers where operands and result share one quantization (as
+    kiln's quantizer makes them): the quantize is monotone, so it commutes."""
+    a, b = op.arg("self"), op.arg("other")
+    if not (isinstance(b, Value) and _same_quantization(op, a) and _same_quantization(op, b)):
+        return "its operands and result are not int8 tensors of one quantization"
+    if op.activation is not None:
+        return "it has a fused activation"
+    name = "cortex_m::minimum" if op.target == aten.minimum.default else "cortex_m::maximum"
+    return IntegerCall(INTEGER_KERNELS[name], [a, b], [])
+
+
+def _transpose(op: Op) -> IntegerCall | str:
+    """permute and transpose, which move values and compute none: the permutation of their
+    movement kernel's arguments."""
+    x, kernel = op.arg("self"), kernel_for(op)
+    if not _same_quantization(op, x) or kernel is None:
+        return "its input and output are not int8 of one quantization"
+    dims = [argument(op, a) for a in kernel.schema_args][1]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::transpose"], [x, [d % len(x.shape) for d in dims]], [])
+
+
+def _rescale(s_in: float, s_out: float, headroom: int) -> tuple[int, int] | None:
+    """(multiplier, shift) for s_in / s_out applied to integers of `headroom` bits (an int8
+    difference: 9), or None when the shifted integer could pass int32 or the ratio is below 2^-31."""
+    multiplier, shift = quantize_multiplier(s_in / s_out)
+    return (multiplier, shift) if -31 <= shift <= 31 - headroom else None
+
+
+def _mul(op: Op) -> IntegerCall | str:
+    """ExecuTorch's quantized_mul: the product of the operands less their zero points, scaled by
+    the operands' scales over the output's."""
+    a, b, y = op.arg("self"), op.arg("other"), op.output
+    if not all(_per_tensor_int8(v) for v in (a, b, y)):
+        return "its operands or result are not int8 tensors quantized per tensor (or one is a number)"
+    if op.activation is not None:
+        return "it has a fused activation, which quantized_mul does not clamp"
+    found = _rescale(float(a.qparams.scale) * float(b.qparams.scale), float(y.qparams.scale), 17)
+    if found is None:
+        return "its operand scales' product over its output scale overflows the int32 product"
+    args = [a, a.qparams.zero_point, b, b.qparams.zero_point, y.qparams.zero_point, *found]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_mul"], args, [])
+
+
+def _cat(op: Op) -> IntegerCall | str:
+    """kiln's quantized_cat: each input rescaled from its quantization to the output's."""
+    tensors, y = list(op.arg("tensors")), op.output
+    if not all(_per_tensor_int8(v) for v in (*tensors, y)):
+        return "its inputs or result are not int8 tensors quantized per tensor"
+    if op.activation is not None:
+        return "it has a fused activation"
+    found = [_rescale(float(t.qparams.scale), float(y.qparams.scale), 9) for t in tensors]
+    if None in found:
+        return "an input's scale over the output's is beyond 2^22 or below 2^-31"
+    zero_points = [t.qparams.zero_point for t in tensors]
+    args = [tensors, op.arg("dim"), zero_points, [m for m, _ in found], [s for _, s in found], y.qparams.zero_point]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_cat"], args, [])
+
+
+def _matmul(op: Op) -> IntegerCall | str:
+    """ExecuTorch's quantized_batch_matmul of two int8 operands of equal leading dims (kiln's
+    quantized_batch_matmul_s16 for int16 ones, CMSIS-NN's s16 form: zero points 0), the right
+    one transposed first (cortex_m::transpose; a constant's transposition is a constant)."""
+    a, b, y = op.inputs[0], op.inputs[1], op.output
+    dtype = y.dtype if y.dtype in ("int8", "int16") else None
+    if not all(isinstance(v, Value) and v.dtype == dtype and v.qparams and v.qparams.axis is None for v in (a, b, y)):
+        return "its operands or result are not int8 (or int16) tensors quantized per tensor"
+    if len(a.shape) < 2 or len(a.shape) != len(b.shape) or a.shape[:-2] != b.shape[:-2]:
+        return "its operands are not matrices of the same leading dims (a vector, or batch broadcasting)"
+    ratio = float(a.qparams.scale) * float(b.qparams.scale) / float(y.qparams.scale)
+    if isinstance(found := _multipliers([ratio]), str):
+        return found
+    (multiplier,), (shift,) = found
+    if dtype == "int16" and (any(v.qparams.zero_point for v in (a, b, y)) or shift > 14 or a.shape[-1] > S16_MAX_INNER):
+        return "its int16 operands have zero points, or their product's scale or inner size is beyond int64's sums"
+    perm = [*range(len(b.shape) - 2), len(b.shape) - 1, len(b.shape) - 2]
+    transposed = (*b.shape[:-2], b.shape[-1], b.shape[-2])
+    data = np.ascontiguousarray(b.data.transpose(perm)) if b.is_constant else None
+    b_t = Value(f"{op.name}_rhs_transposed", transposed, dtype, b.qparams, data=data)
+    before = [] if b.is_constant else [(INTEGER_KERNELS["cortex_m::transpose"], [b, perm], b_t)]
+    scratch = _constant(op, "scratch", np.zeros(0, np.int8))
+    if dtype == "int16":
+        low, high = max(y.qparams.qmin, -(2**15)), min(y.qparams.qmax, 2**15 - 1)
+        args = [a, b_t, multiplier, shift, low, high, scratch]
+        return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_batch_matmul_s16"], args, before)
+    args = [a, -a.qparams.zero_point, b_t, -b.qparams.zero_point, y.qparams.zero_point, multiplier, shift, scratch]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_batch_matmul"], args, before)
+
+
+def _table(op: Op) -> IntegerCall | str:
+    """A unary function of one int8 value as ExecuTorch's quantized_activation: its 256-entry
+    table is the float path itself (dequantize, the op's float kernel, its fused activation,
+    quantize: kiln's kernels, as the program builder would call them) on every int8 value."""
+    x, y, kernel = op.inputs[0], op.output, kernel_for(op)
+    if not (_per_tensor_int8(x) and _per_tensor_int8(y)) or len(op.inputs) != 1:
+        return "its input or output is not int8 per tensor"
+    if kernel is None:
+        return "kiln has no float kernel to build its table from"
+    values = np.arange(-128, 128, dtype=np.int8)
+    real = dequantize_array(values, x.qparams)
+    args = [real if argument(op, a) is x else argument(op, a) for a in kernel.schema_args]
+    result = kernel.run(*args, *([np.float32] if kernel.out_dtype else []))
+    if op.activation is not None:
+        low, high = op.activation
+        result = KERNELS[aten.hardtanh.default].run(result, float(max(low, -3.0e38)), float(min(high, 3.0e38)))
+    qp = y.qparams
+    lut = quantize_array(np.asarray(result, np.float32), qp.scale, qp.zero_point, qp.qmin, qp.qmax, 1)
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_activation"], [x, _constant(op, "lut", lut)], [])
+
+
 RULES = {
-    **{t: _view for t in VIEW_OPS},
+    **{t: _moved for t in MOVED_OPS},
     aten.linear.default: _linear,
     aten.conv2d.default: _conv,
     aten.add.Tensor: _add,
@@ -281,6 +436,15 @@ RULES = {
     aten._softmax.default: _softmax,
     aten.constant_pad_nd.default: _pad,
     aten.pad.default: _pad,
+    aten.conv_transpose2d.input: _transpose_conv,
+    aten.max_pool2d.default: _max_pool,
+    aten.minimum.default: _extremum,
+    aten.maximum.default: _extremum,
+    **{t: _transpose for t in PERMUTE_OPS},
+    aten.mul.Tensor: _mul,
+    aten.cat.default: _cat,
+    **{t: _matmul for t in MATMUL_OPS},
+    **{t: _table for t in TABLE_OPS | FUSIBLE_ACTIVATIONS},
 }
 
 
