@@ -30,6 +30,10 @@ def quantize(real, scale, zp, low=-128, high=127):
     return np.clip(np.rint(real / scale) + zp, low, high)
 
 
+def dequantized(q, scale, zp):
+    return torch.tensor((q.astype(np.float64) - zp) * scale)
+
+
 def per_channel(scales_in, scales_w, scale_out):
     pairs = [I.quantize_multiplier(scales_in * s / scale_out) for s in scales_w]
     return np.array([m for m, _ in pairs], np.int32), np.array([s for _, s in pairs], np.int32)
@@ -95,14 +99,9 @@ def conv_case(n, c, h, w, c_out, k, stride, pad, dilation, groups, s_in, zp_in, 
     ]
 
     def reference():
+        real_weight = torch.tensor(weight * s_w[:, None, None, None])
         real = F.conv2d(
-            torch.tensor((x.astype(np.float64) - zp_in) * s_in),
-            torch.tensor(weight * s_w[:, None, None, None]),
-            torch.tensor(bias * s_in * s_w),
-            stride,
-            pad,
-            dilation,
-            groups,
+            dequantized(x, s_in, zp_in), real_weight, torch.tensor(bias * s_in * s_w), stride, pad, dilation, groups
         )
         return np.clip(quantize(real.numpy(), s_out, zp_out), *act)
 
@@ -169,10 +168,6 @@ def pad_case(shape, pre, post, value):
     return Quantized("pad", args, reference)
 
 
-def dequantized(q, scale, zp):
-    return torch.tensor((q.astype(np.float64) - zp) * scale)
-
-
 def mul_case(a_shape, b_shape, s1, zp1, s2, zp2, s_out, zp_out):
     a, b = q8(a_shape), q8(b_shape)
     mult, shift = I.quantize_multiplier(s1 * s2 / s_out)
@@ -235,15 +230,9 @@ def transpose_conv_case(
     args = [x, ohwi, bias, *geometry, -zp_in, zp_out, mults, shifts, act[0], act[1], scratch, scratch]
 
     def reference():
+        real_weight, real_bias = torch.tensor(weight * s_w[None, :, None, None]), torch.tensor(bias * s_in * s_w)
         real = F.conv_transpose2d(
-            dequantized(x, s_in, zp_in),
-            torch.tensor(weight * s_w[None, :, None, None]),
-            torch.tensor(bias * s_in * s_w),
-            stride,
-            pad,
-            out_pad,
-            1,
-            dilation,
+            dequantized(x, s_in, zp_in), real_weight, real_bias, stride, pad, out_pad, 1, dilation
         )
         return np.clip(quantize(real.numpy(), s_out, zp_out), *act)
 

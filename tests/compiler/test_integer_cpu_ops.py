@@ -65,6 +65,16 @@ def _compiled(module, x, spec):
     return result, reference
 
 
+def assert_within_one_step(result, reference, shape, seeds):
+    """run-host's output of the compiled one-input model within one step of the PT2E reference on
+    `seeds` random inputs of `shape`."""
+    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
+    for seed in range(seeds):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+        (out,) = host.run(result.pte, [x.numpy()])
+        assert steps_off(out, reference(x), scale).max() <= 1
+
+
 @pytest.mark.parametrize(
     "spec",
     [CompileSpec("ethos-u55-128", exclusions=EVERY_OP), CompileSpec("ethos-u85-256", delegate=False)],
@@ -79,11 +89,7 @@ def test_quantized_cpu_ops_run_as_integer_kernels_within_one_step(spec):
     assert "; integer kernel cortex_m::quantized_depthwise_conv2d" in kc.format_report(result.report)
     operators = {name for name, _ in result.program.operators}
     assert not operators & {"aten::convolution", "aten::linear", "aten::_softmax", "aten::add"}, operators
-    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
-    for seed in range(4):
-        x = torch.randn(1, 3, 9, 9, generator=torch.Generator().manual_seed(seed))
-        (out,) = host.run(result.pte, [x.numpy()])
-        assert steps_off(out, reference(x), scale).max() <= 1
+    assert_within_one_step(result, reference, (1, 3, 9, 9), seeds=4)
 
 
 class FloatOnly(torch.nn.Module):
@@ -163,11 +169,7 @@ def test_more_quantized_cpu_ops_run_as_integer_kernels_within_one_step():
     assert all(name.startswith("cortex_m::") or name == "aten::view_copy" for name in operators), operators
     called = [result.program.operators[i.index][0] for i in result.program.instructions if i.kind == "kernel"]
     assert called.count("cortex_m::transpose") == 3  # the model's, and one before each matrix product
-    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
-    for seed in range(3):
-        x = torch.randn(1, 3, 5, 9, generator=torch.Generator().manual_seed(seed))
-        (out,) = host.run(result.pte, [x.numpy()])
-        assert steps_off(out, reference(x), scale).max() <= 1
+    assert_within_one_step(result, reference, (1, 3, 5, 9), seeds=3)
 
 
 class Refused(torch.nn.Module):
