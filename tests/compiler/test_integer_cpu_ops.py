@@ -218,3 +218,35 @@ def test_a_transformer_block_on_the_u55_runs_its_16_bit_attention_products_as_in
     assert called.count("cortex_m::transpose") == 2  # each product's second operand, transposed first
     got = host.run(result.pte, [x.numpy() for x in result.inputs])
     assert steps_off_pt2e(result, result.inputs, got)[0] <= 2  # the U55 program's bound with the float products too
+
+
+class Residual16(torch.nn.Module):
+    """An attention-like residual whose inner module is at 16 bits: a sum of two activations and a
+    softmax of it."""
+
+    class Inner(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.softmax(a + b, -1)
+
+    def __init__(self):
+        super().__init__()
+        self.inner = self.Inner()
+
+    def forward(self, x):
+        return self.inner(x * 2.0, x.flip(-1))
+
+
+def test_16_bit_add_and_softmax_on_a_cpu_run_as_s16_kernels():
+    """On a CPU target with a module at 16 bits its add and softmax are kiln's s16 kernels, and the
+    program follows PT2E's within a few steps of 1/32768 on random inputs: arm_softmax_s16's tables
+    interpolate exp and 1 / (1 + x) (two steps), and count a difference below -10 as exp(-10)."""
+    torch.manual_seed(0)
+    loaded = LoadedModel("residual16", Residual16().eval(), (torch.randn(2, 37),))
+    spec = CompileSpec("cortex-m55", int16=Int16Regions(modules=("inner",)))
+    result = kc.compile_model(loaded, spec, log=lambda line: None)
+    kernels = {o["node"]: (o["arithmetic"], o["kernel"]) for o in result.report["ops"] if "arithmetic" in o}
+    assert kernels["add"] == ("integer", "cortex_m::quantized_add_s16")
+    assert kernels["softmax"] == ("integer", "cortex_m::softmax_s16")
+    for seed in range(5):
+        x = torch.randn(2, 37, generator=torch.Generator().manual_seed(seed)) * 2
+        assert steps_off_pt2e(result, [x], host.run(result.pte, [x.numpy()]))[0] <= 4

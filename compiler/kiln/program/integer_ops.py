@@ -20,7 +20,15 @@ import torch
 from kiln.graph import Op, QParams, Value, dequantize_array
 from kiln.program.kernels import INTEGER_KERNELS, KERNELS, Kernel, kernel_for
 from kiln.program.kernels.core import argument
-from kiln.program.kernels.integer import ADD_LEFT_SHIFT, S16_MAX_INNER, quantize_multiplier
+from kiln.program.kernels.integer import (
+    ADD_LEFT_SHIFT,
+    ADD_LEFT_SHIFT_S16,
+    S16_EXP_RANGE,
+    S16_MAX_INNER,
+    S16_SOFTMAX_MAX_ROW,
+    quantize_multiplier,
+    softmax_s16_tables,
+)
 from kiln.program.kernels.nn import pair
 from kiln.program.kernels.quantize import quantize_array
 from kiln.vocabulary import FUSIBLE_ACTIVATIONS, MATMUL_OPS, TABLE_OPS, VIEW_OPS, Kind, of_kind
@@ -29,7 +37,7 @@ PERMUTE_OPS = of_kind(Kind.PERMUTE)
 MOVED_OPS = VIEW_OPS | of_kind(Kind.SLICE, Kind.SELECT, Kind.EXPAND, Kind.FLIP)
 
 aten = torch.ops.aten
-INT8 = (-128, 127)
+INT8, INT16 = (-128, 127), (-(2**15), 2**15 - 1)
 SOFTMAX_SCALE, SOFTMAX_ZERO_POINT = 1.0 / 256, -128  # arm_softmax_s8's output
 SOFTMAX_INPUT_BITS = 5  # arm_softmax_s8's Q5.26 differences
 
@@ -41,23 +49,28 @@ class IntegerCall:
     before: list  # calls to make first: (kernel, args, output Value), e.g. the pad of an avg_pool2d
 
 
+def _per_tensor(v, dtype: str) -> bool:
+    return isinstance(v, Value) and v.dtype == dtype and v.qparams is not None and v.qparams.axis is None
+
+
 def _per_tensor_int8(v) -> bool:
-    return isinstance(v, Value) and v.dtype == "int8" and v.qparams is not None and v.qparams.axis is None
+    return _per_tensor(v, "int8")
 
 
-def _quantized(x: float, qp: QParams) -> int:
-    """Real value x as kiln's quantize kernel writes it for int8 `qp`."""
-    return int(quantize_array(np.array([x], np.float32), qp.scale, qp.zero_point, *INT8, 1)[0])
+def _quantized(x: float, qp: QParams, bounds=INT8) -> int:
+    """Real value x as kiln's quantize kernel writes it for `qp` (int8, or int16 with INT16's bounds)."""
+    code = 1 if bounds == INT8 else 2  # ScalarType Char, Short
+    return int(quantize_array(np.array([x], np.float32), qp.scale, qp.zero_point, *bounds, code)[0])
 
 
-def _activation_range(op: Op) -> tuple[int, int]:
+def _activation_range(op: Op, bounds=INT8) -> tuple[int, int]:
     """The output's integer range narrowed by the op's fused activation (its real bounds quantized)."""
     qp = op.output.qparams
-    low, high = max(qp.qmin, INT8[0]), min(qp.qmax, INT8[1])
-    if op.activation is not None:  # bounds beyond the int8 range (infinities) clipped to just past it
-        past = ((INT8[0] - qp.zero_point - 1) * qp.scale, (INT8[1] - qp.zero_point + 1) * qp.scale)
+    low, high = max(qp.qmin, bounds[0]), min(qp.qmax, bounds[1])
+    if op.activation is not None:  # bounds beyond the type's range (infinities) clipped to just past it
+        past = ((bounds[0] - qp.zero_point - 1) * qp.scale, (bounds[1] - qp.zero_point + 1) * qp.scale)
         a, b = (float(np.clip(v, *past)) for v in op.activation)
-        low, high = max(low, _quantized(a, qp)), min(high, _quantized(b, qp))
+        low, high = max(low, _quantized(a, qp, bounds)), min(high, _quantized(b, qp, bounds))
     return low, high
 
 
@@ -140,22 +153,29 @@ def _conv(op: Op) -> IntegerCall | str:
 
 def _add(op: Op) -> IntegerCall | str:
     """ExecuTorch's quantized_add parameters: each operand scaled by scale / (2 max scale) after
-    its << 20, the sum by 2 max scale / (output scale 2^20); sub negates the second multiplier."""
+    its << 20, the sum by 2 max scale / (output scale 2^20); sub negates the second multiplier.
+    int16 operands and result of zero point 0: kiln's quantized_add_s16, the same with << 15
+    (arm_elementwise_add_s16)."""
     a, b, y = op.arg("self"), op.arg("other"), op.output
-    if not all(_per_tensor_int8(v) for v in (a, b, y)):
-        return "its operands or result are not int8 tensors quantized per tensor"
+    s16 = all(_per_tensor(v, "int16") and v.qparams.zero_point == 0 for v in (a, b, y))
+    if not (s16 or all(_per_tensor_int8(v) for v in (a, b, y))):
+        return "its operands or result are not int8 tensors quantized per tensor (or int16 of zero point 0)"
     if a.shape != b.shape or op.arg("alpha") != 1:
         return "its operands differ in shape (broadcast) or it has an alpha"
+    left_shift = ADD_LEFT_SHIFT_S16 if s16 else ADD_LEFT_SHIFT
     s1, s2, s_out = float(a.qparams.scale), float(b.qparams.scale), float(y.qparams.scale)
     twice = 2 * max(s1, s2)
     (m1, sh1), (m2, sh2) = quantize_multiplier(s1 / twice), quantize_multiplier(s2 / twice)
-    m_out, sh_out = quantize_multiplier(twice / (s_out * (1 << ADD_LEFT_SHIFT)))
+    m_out, sh_out = quantize_multiplier(twice / (s_out * (1 << left_shift)))
     spans = [(q.qmin - q.zero_point, q.qmax - q.zero_point) for q in (a.qparams, b.qparams)]
-    worst = max(abs(d1 * s1 + d2 * s2) for d1 in spans[0] for d2 in spans[1]) * (1 << ADD_LEFT_SHIFT) / twice
+    worst = max(abs(d1 * s1 + d2 * s2) for d1 in spans[0] for d2 in spans[1]) * (1 << left_shift) / twice
     if not -31 <= sh_out <= 31 or worst * 2.0**sh_out >= 2**31:
         return f"its output scale {s_out:.3g} against operand scales {s1:.3g}, {s2:.3g} overflows the int32 sum"
     if op.target == aten.sub.Tensor:
         m2 = -m2
+    if s16:
+        args = [a, m1, sh1, b, m2, sh2, m_out, sh_out, *_activation_range(op, INT16)]
+        return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_add_s16"], args, [])
     low, high = _activation_range(op)
     args = [a, a.qparams.zero_point, m1, sh1, b, b.qparams.zero_point, m2, sh2]
     args += [y.qparams.zero_point, m_out, sh_out, low, high]
@@ -249,8 +269,25 @@ def softmax_parameters(scale: float) -> tuple[int, int, int]:
     return multiplier, shift, diff_min
 
 
+def _softmax_s16(op: Op) -> IntegerCall | str:
+    """kiln's softmax_s16 (arm_softmax_s16): the input scale in steps of 10 / 65535, the tables
+    of exp and 1 / (1 + x) as constants."""
+    x, y = op.arg("self"), op.output
+    if op.arg("dim") not in (-1, len(x.shape) - 1) or x.shape[-1] > S16_SOFTMAX_MAX_ROW:
+        return "it is not along the last dim, or its rows are longer than 2^16"
+    if not (math.isclose(y.qparams.scale, 1.0 / 32768, abs_tol=1e-12) and y.qparams.zero_point == 0):
+        return "its int16 output is not quantized with scale 1/32768 and zero point 0"
+    multiplier, shift = quantize_multiplier(float(x.qparams.scale) * 65535 / S16_EXP_RANGE)
+    if not -31 <= shift <= 15:
+        return f"its input scale {float(x.qparams.scale):.3g} is beyond the s16 tables' range"
+    exp, one_by_one = (_constant(op, n, t) for n, t in zip(("exp_lut", "one_by_one_lut"), softmax_s16_tables()))
+    return IntegerCall(INTEGER_KERNELS["cortex_m::softmax_s16"], [x, -1, multiplier, shift, exp, one_by_one], [])
+
+
 def _softmax(op: Op) -> IntegerCall | str:
     x, y = op.arg("self"), op.output
+    if _per_tensor(x, "int16") and _per_tensor(y, "int16"):
+        return _softmax_s16(op)
     if not (_per_tensor_int8(x) and _per_tensor_int8(y)):
         return "its input or output is not int8 per tensor"
     if op.arg("dim") not in (-1, len(x.shape) - 1):

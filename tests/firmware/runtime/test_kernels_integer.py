@@ -68,6 +68,8 @@ REFUSED = {  # the case, and the error: its kind and the argument it names
     "mul_shift_beyond_31": (_with("mul", 6, -32), UNSUPPORTED, 6),
     "bmm_s16_shift_beyond_14": (_with("bmm_s16", 3, 15), UNSUPPORTED, 3),
     "bmm_s16_of_int8": (_with("bmm_s16", 0, In(q8((2, 5, 19)))), BAD, 0),
+    "softmax_s16_table_of_512": (_with("softmax_s16", 4, np.zeros(512, np.int16)), MISMATCH, 4),
+    "softmax_s16_shift_beyond_15": (_with("softmax_s16", 3, 16), UNSUPPORTED, 3),
 }
 
 

@@ -17,6 +17,8 @@ Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
     cortex_m::quantized_transpose_conv2d  arm_transpose_conv_s8, weight OHWI, one group
     cortex_m::quantized_cat               kiln's: a concatenation requantizing each input (no CMSIS-NN function)
     cortex_m::quantized_batch_matmul_s16  kiln's: arm_batch_matmul_s16 (int16, zero points 0, int64 sums)
+    cortex_m::quantized_add_s16           kiln's: arm_elementwise_add_s16 (zero points 0, operands << 15)
+    cortex_m::softmax_s16                 kiln's: arm_softmax_s16 (last dim, its two 513-entry tables as tensors)
 
 and those that select or look up values (kiln.program.kernels.integer_select): quantized_max_pool2d,
 minimum, maximum, transpose, quantized_activation (a 256-entry table).
@@ -41,6 +43,7 @@ from kiln.program.kernels.nn import pair, pool_size
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 ADD_LEFT_SHIFT = 20  # quantized_add's operands are (q - zero_point) << 20 before their multipliers
+ADD_LEFT_SHIFT_S16 = 15  # quantized_add_s16's, q << 15
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:
@@ -249,15 +252,30 @@ def quantized_depthwise_conv2d(
     return _requantize_channels(acc, multipliers, shifts, output_offset, low, high)
 
 
-def quantized_add(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift, low, high):
-    """requantize(requantize((a - a_zp) << 20, a_mult, a_shift) + requantize((b - b_zp) << 20, ..),
-    out_mult, out_shift) + out_zp, clamped; operands of one shape."""
-    _check_int8(a, b)
+def _add_sum(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, out_mult, out_shift, left_shift: int):
+    """requantize(requantize((a - a_zp) << left_shift, a_mult, a_shift) + requantize((b - b_zp) << ..),
+    out_mult, out_shift): the sum of two operands of one shape on the output's scale."""
     if a.shape != b.shape:
         raise HostError(f"quantized_add: operands {a.shape} and {b.shape} differ")
-    left = requantize((a.astype(np.int64) - a_zp) << ADD_LEFT_SHIFT, a_mult, a_shift)
-    right = requantize((b.astype(np.int64) - b_zp) << ADD_LEFT_SHIFT, b_mult, b_shift)
-    return _finish(requantize(wrap32(left + right), out_mult, out_shift), out_zp, low, high)
+    left = requantize((a.astype(np.int64) - a_zp) << left_shift, a_mult, a_shift)
+    right = requantize((b.astype(np.int64) - b_zp) << left_shift, b_mult, b_shift)
+    return requantize(wrap32(left + right), out_mult, out_shift)
+
+
+def quantized_add(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift, low, high):
+    """_add_sum with << 20, plus out_zp, clamped (arm_elementwise_add_s8)."""
+    _check_int8(a, b)
+    total = _add_sum(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, out_mult, out_shift, ADD_LEFT_SHIFT)
+    return _finish(total, out_zp, low, high)
+
+
+def quantized_add_s16(a, a_mult, a_shift, b, b_mult, b_shift, out_mult, out_shift, low, high):
+    """kiln's int16 add, arm_elementwise_add_s16: zero points 0, _add_sum with << 15, clamped to
+    [low, high] (int16 values)."""
+    if a.dtype != np.int16 or b.dtype != np.int16 or not -(2**15) <= low <= high < 2**15:
+        raise HostError(f"quantized_add_s16: operands of {a.dtype} and {b.dtype}, range {low} {high}")
+    total = _add_sum(a, 0, a_mult, a_shift, b, 0, b_mult, b_shift, out_mult, out_shift, ADD_LEFT_SHIFT_S16)
+    return np.clip(total, low, high).astype(np.int16)
 
 
 def pool_windows(size: int, kernel: int, stride: int, pad: int, ceil_mode: bool):
@@ -318,6 +336,60 @@ def softmax(x, dim, input_zp, output_zp, multiplier, shift, diff_min):
     bits_over_unit = SOFTMAX_ACCUM_BITS - headroom + 23
     out = divide_by_power_of_two(doubling_high_mult(scale, e), bits_over_unit) - 128
     return np.where(valid, np.clip(out, -128, 127), -128).astype(np.int8)
+
+
+S16_LUT_SIZE = 513  # arm_softmax_s16's tables: 512 intervals and the end point
+S16_EXP_RANGE = 10.0  # its exponential's table covers [-10, 0], its input differences [-65535, 0]
+S16_SOFTMAX_MAX_ROW = 1 << 16  # rows whose int32 sum of int16 exponentials cannot wrap
+
+
+def s16_table(fn, low: float, high: float) -> np.ndarray:
+    """TFLite's gen_lut: fn on [low, high] at 513 points in Q15, each less half the error its
+    interpolation would make at the interval's midpoint, clamped to int16."""
+    step = (high - low) / (S16_LUT_SIZE - 1)
+    points = low + step * np.arange(S16_LUT_SIZE)
+    sample = np.round(fn(points) * 32768.0)
+    interpolated = np.round((sample[1:] + sample[:-1]) / 2.0)
+    error = interpolated - np.round(fn(points[:-1] + step / 2) * 32768.0)
+    table = np.append(sample[:-1] - np.round(error / 2.0), sample[-1])
+    return np.clip(table, -32768, 32767).astype(np.int16)
+
+
+def softmax_s16_tables() -> tuple[np.ndarray, np.ndarray]:
+    """arm_softmax_s16's exp_lut (exp on [-10, 0]) and one_by_one_lut (1 / (1 + x) on [0, 1])."""
+    return s16_table(np.exp, -S16_EXP_RANGE, 0.0), s16_table(lambda x: 1.0 / (1.0 + x), 0.0, 1.0)
+
+
+def _wrap16(x):
+    return ((np.asarray(x, np.int64) + 2**15) & 0xFFFF) - 2**15
+
+
+def _interpolate(table, v):
+    """The s16 table's value at v in [-32768, 32767]: entry 256 + v / 128 and the slope to the
+    next over the remainder, rounded; each step wraps to int16 as CMSIS-NN's int16_t variables."""
+    index, offset = 256 + (v >> 7), v & 0x7F
+    base, slope = table[index].astype(np.int64), _wrap16(table[index + 1].astype(np.int64) - table[index])
+    return _wrap16(base + _wrap16((slope * offset + 64) >> 7))
+
+
+def softmax_s16(x, dim, multiplier, shift, exp_lut, one_by_one_lut):
+    """kiln's int16 softmax along the last dim, arm_softmax_s16: each difference from the row's max
+    requantized to [-65535, 0] (10 / 65535 a step), its exponential from exp_lut, the row's sum
+    normalized and its reciprocal from one_by_one_lut; output scale 1/32768, zero point 0."""
+    if x.dtype != np.int16 or exp_lut.dtype != np.int16 or one_by_one_lut.dtype != np.int16:
+        raise HostError(f"softmax_s16: an input of {x.dtype} or tables not int16")
+    if x.ndim == 0 or dim not in (-1, x.ndim - 1) or not 0 < x.shape[-1] <= S16_SOFTMAX_MAX_ROW:
+        raise HostError(f"softmax_s16: dim {dim} of {x.shape}")
+    if exp_lut.shape != (S16_LUT_SIZE,) or one_by_one_lut.shape != (S16_LUT_SIZE,) or not -31 <= shift <= 15:
+        raise HostError(f"softmax_s16: tables {exp_lut.shape} {one_by_one_lut.shape}, shift {shift}")
+    q = x.astype(np.int64)
+    scaled = requantize(q - q.max(axis=-1, keepdims=True), multiplier, shift)
+    exps = _interpolate(exp_lut, np.clip(scaled + 32767, -32768, 32767))
+    total = exps.sum(axis=-1, keepdims=True)  # positive: the max's exponential is; below 2^31
+    headroom = 32 - np.frexp(total.astype(np.float64))[1]  # count of leading zeros, exact
+    shifted = wrap32((total << (headroom - 1)) + (1 << 13)) >> 14
+    reciprocal = _interpolate(one_by_one_lut, _wrap16(shifted - 98304))
+    return _wrap16(((exps * reciprocal) >> (30 - headroom)) + 1 >> 1).astype(np.int16)
 
 
 def pad(x, pre_pad, post_pad, pad_value):
@@ -400,26 +472,13 @@ def quantized_cat(tensors, dim, zero_points, multipliers, shifts, out_zp):
     return np.concatenate(parts, axis=dim)
 
 
-def quantized_transpose_conv2d(
-    x,
-    weight,
-    bias,
-    stride,
-    padding,
-    output_padding,
-    dilation,
-    input_offset,
-    output_offset,
-    multipliers,
-    shifts,
-    low,
-    high,
-    scratch,
-    output_scratch,
-):
+def quantized_transpose_conv2d(x, weight, bias, stride, padding, output_padding, dilation, *requantization):
     """NCHW int8 input, OHWI int8 weight (PyTorch's [C_in, C_out, kh, kw] permuted (1, 2, 3, 0);
     one group): input pixel (y, x) adds (x + input_offset) w to output (y s - p + i d, x s - p + j d);
-    each output's sum plus bias wraps to int32 and is requantized per channel (arm_transpose_conv_s8)."""
+    each output's sum plus bias wraps to int32 and is requantized per channel (arm_transpose_conv_s8).
+    requantization: input_offset, output_offset, multipliers, shifts, low, high and the two scratch
+    tensors ExecuTorch plans (not read)."""
+    input_offset, output_offset, multipliers, shifts, low, high, _, _ = requantization
     _check_int8(x, weight)
     if x.ndim != 4 or weight.ndim != 4 or weight.shape[3] != x.shape[1]:
         raise HostError(f"quantized_transpose_conv2d: input {x.shape}, weight {weight.shape}")
@@ -505,6 +564,23 @@ INTEGER_KERNELS = {
             quantized_add,
         ),
         Kernel(
+            "cortex_m::quantized_add_s16",
+            "out",
+            (
+                "self",
+                "self_multiplier",
+                "self_shift",
+                "other",
+                "other_multiplier",
+                "other_shift",
+                "output_multiplier",
+                "output_shift",
+                "activation_min",
+                "activation_max",
+            ),
+            quantized_add_s16,
+        ),
+        Kernel(
             "cortex_m::quantized_avg_pool2d",
             "out",
             ("input", "kernel_size", "stride", "padding", "ceil_mode", "zero_point", "multiplier", "shift", "scratch"),
@@ -517,6 +593,12 @@ INTEGER_KERNELS = {
             softmax,
         ),
         Kernel("cortex_m::pad", "out", ("input", "pre_pad", "post_pad", "pad_value"), pad),
+        Kernel(
+            "cortex_m::softmax_s16",
+            "out",
+            ("input", "dim", "input_multiplier", "input_shift", "exp_lut", "one_by_one_lut"),
+            softmax_s16,
+        ),
         Kernel(
             "cortex_m::quantized_mul",
             "out",
