@@ -71,6 +71,22 @@ def linear_case(batch, n_in, n_out, s_in, zp_in, s_out, zp_out, per_channel_weig
     return Quantized("quantized_linear", args, reference, et_covers=not per_channel_weights)
 
 
+def linear_s16_case(batch, n_in, n_out, s_in, s_out, per_channel_weights, act=(-32768, 32767)):
+    x, w = RNG.integers(-32768, 32768, (*batch, n_in)).astype(np.int16), q8((n_out, n_in), -127, 127)
+    s_w = RNG.uniform(0.002, 0.03, n_out) if per_channel_weights else np.full(n_out, 0.01)
+    bias = RNG.integers(-(2**30), 2**30, n_out).astype(np.int64)
+    mults, shifts = per_channel(s_in, s_w, s_out)
+    if not per_channel_weights:
+        mults, shifts = mults[:1], shifts[:1]
+    args = [x, w, bias, mults.tolist(), shifts.tolist(), act[1], act[0]]
+
+    def reference():
+        real = F.linear(dequantized(x, s_in, 0), torch.tensor(w * s_w[:, None]), torch.tensor(bias * s_in * s_w))
+        return np.clip(quantize(real.numpy(), s_out, 0, -32768, 32767), *act)
+
+    return Quantized("quantized_linear_s16", args, reference, et_covers=False)
+
+
 def conv_case(n, c, h, w, c_out, k, stride, pad, dilation, groups, s_in, zp_in, s_out, zp_out, act=(-128, 127)):
     x, weight = q8((n, c, h, w)), q8((c_out, c // groups, *k), -127, 127)
     s_w = RNG.uniform(0.001, 0.05, c_out)
@@ -320,6 +336,9 @@ CASES = {
     "linear_per_channel": linear_case((2,), 21, 19, 0.05, 0, 0.2, 3, True),
     "linear_tiny_scales": linear_case((4,), 9, 7, 1.3e-5, -128, 2.0e-6, 127, False),
     "linear_large_scales": linear_case((1,), 250, 3, 7.5, 127, 900.0, -128, False),
+    "linear_s16": linear_s16_case((3,), 37, 19, 1.0e-4, 2.0e-2, True),
+    "linear_s16_per_tensor": linear_s16_case((2, 5), 64, 10, 3.0e-5, 1.0e-2, False, (-20000, 32767)),
+    "linear_s16_fine": linear_s16_case((1,), 9, 7, 1.0e-5, 4.0e-5, True),
     "conv": conv_case(1, 3, 10, 9, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, 0.02, -10, 0.05, 5),
     "conv_odd_channels": conv_case(2, 5, 7, 11, 19, (3, 2), (2, 1), (1, 0), (1, 1), 1, 0.11, 33, 0.3, -60),
     "conv_stride_dilation": conv_case(1, 17, 9, 9, 6, (3, 3), (2, 2), (2, 1), (2, 2), 1, 0.004, 127, 0.01, -128),

@@ -221,12 +221,16 @@ def test_a_transformer_block_on_the_u55_runs_its_16_bit_attention_products_as_in
 
 
 class Residual16(torch.nn.Module):
-    """An attention-like residual whose inner module is at 16 bits: a sum of two activations and a
-    softmax of it."""
+    """An attention-like residual whose inner module is at 16 bits: a linear layer, a sum of two
+    activations and a softmax of it."""
 
     class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(37, 37)
+
         def forward(self, a, b):
-            return torch.softmax(a + b, -1)
+            return torch.softmax(self.fc(a) + b, -1)
 
     def __init__(self):
         super().__init__()
@@ -236,8 +240,8 @@ class Residual16(torch.nn.Module):
         return self.inner(x * 2.0, x.flip(-1))
 
 
-def test_16_bit_add_and_softmax_on_a_cpu_run_as_s16_kernels():
-    """On a CPU target with a module at 16 bits its add and softmax are kiln's s16 kernels, and the
+def test_16_bit_linear_add_and_softmax_on_a_cpu_run_as_s16_kernels():
+    """On a CPU target with a module at 16 bits its linear, add and softmax are kiln's s16 kernels, and the
     program follows PT2E's within a few steps of 1/32768 on random inputs: arm_softmax_s16's tables
     interpolate exp and 1 / (1 + x) (two steps), and count a difference below -10 as exp(-10)."""
     torch.manual_seed(0)
@@ -245,6 +249,7 @@ def test_16_bit_add_and_softmax_on_a_cpu_run_as_s16_kernels():
     spec = CompileSpec("cortex-m55", int16=Int16Regions(modules=("inner",)))
     result = kc.compile_model(loaded, spec, log=lambda line: None)
     kernels = {o["node"]: (o["arithmetic"], o["kernel"]) for o in result.report["ops"] if "arithmetic" in o}
+    assert kernels["linear"] == ("integer", "cortex_m::quantized_linear_s16")
     assert kernels["add"] == ("integer", "cortex_m::quantized_add_s16")
     assert kernels["softmax"] == ("integer", "cortex_m::softmax_s16")
     for seed in range(5):

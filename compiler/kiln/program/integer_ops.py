@@ -88,13 +88,13 @@ def _multipliers(ratios) -> tuple[list[int], list[int]] | str:
     return [m for m, _ in pairs], [s for _, s in pairs]
 
 
-def _weighted(op: Op, axis: int = 0) -> str | None:
+def _weighted(op: Op, axis: int = 0, activations: str = "int8") -> str | None:
     """Why a convolution or linear op has no integer kernel, or None: int8 activations per
     tensor, int8 constant weights symmetric per channel (along `axis`, the output channels'; 1
     for a transposed convolution) or per tensor, an int32 bias."""
     x, w, b = op.arg("input"), op.arg("weight"), op.arg("bias")
-    if not (_per_tensor_int8(x) and _per_tensor_int8(op.output)):
-        return "its activations are not int8 per tensor"
+    if not (_per_tensor(x, activations) and _per_tensor(op.output, activations)):
+        return f"its activations are not {activations} per tensor"
     if not (w.is_constant and w.dtype == "int8" and w.qparams is not None and w.qparams.axis in (None, axis)):
         return "its weight is not an int8 constant quantized per output channel"
     if w.qparams.zero_point != 0:
@@ -113,7 +113,9 @@ def _weight_scales(w: Value, channels: int) -> np.ndarray:
 
 
 def _linear(op: Op) -> IntegerCall | str:
-    if (why := _weighted(op)) is not None:
+    x, y = op.arg("input"), op.output
+    s16 = _per_tensor(x, "int16") and _per_tensor(y, "int16")
+    if (why := _weighted(op, activations="int16" if s16 else "int8")) is not None:
         return why
     x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
     ratios = float(x.qparams.scale) * _weight_scales(w, w.shape[0]) / float(y.qparams.scale)
@@ -122,9 +124,21 @@ def _linear(op: Op) -> IntegerCall | str:
     mults, shifts = found
     if len(set(zip(mults, shifts))) == 1:  # per tensor: ExecuTorch's own form
         mults, shifts = mults[:1], shifts[:1]
+    if s16:
+        return _linear_s16(op, mults, shifts)
     low, high = _activation_range(op)
     args = [x, w, b, None, -x.qparams.zero_point, 0, y.qparams.zero_point, mults, shifts, high, low]
     return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear"], args, [])
+
+
+def _linear_s16(op: Op, mults: list[int], shifts: list[int]) -> IntegerCall | str:
+    """kiln's quantized_linear_s16 (arm_fully_connected_s16): zero points 0, the bias as int64."""
+    x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    if x.qparams.zero_point or y.qparams.zero_point or max(shifts) > 14 or x.shape[-1] > S16_MAX_INNER:
+        return "its int16 activations have zero points, or its scales or input size are beyond int64's sums"
+    bias = None if b is None else _constant(op, "bias_s64", b.data.astype(np.int64))
+    low, high = _activation_range(op, INT16)
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear_s16"], [x, w, bias, mults, shifts, high, low], [])
 
 
 def _conv(op: Op) -> IntegerCall | str:

@@ -10,6 +10,11 @@
 //     other_shift, output_multiplier, output_shift, activation_min, activation_max, out):
 //     arm_elementwise_add_s16: operands of one shape, each << 15 and requantized, their sum
 //     requantized and clamped to the activation range (int16 values).
+//   cortex_m::quantized_linear_s16.out (input, weights, bias?, requantize_multipliers,
+//     requantize_shifts, activation_max, activation_min, out): arm_fully_connected_s16: int16
+//     input [.., in], int8 weights [out, in], an int64 bias; each output's sum of products plus
+//     bias (within 2^40) exact in int64 (inputs of at most 2^16 features), requantize_s64 with its multiplier
+//     and shift (IntLists of 1 or `out` items; shifts within [-31, 14]), clamped.
 #include "kiln/runtime/try.h"
 #include "quantized.h"
 
@@ -19,6 +24,7 @@ namespace {
 
 constexpr uint32_t kLutSize = 513;
 constexpr int32_t kAddLeftShift = 15;
+constexpr int64_t kMaxBias = int64_t{1} << 40;  // with the products, a sum within requantize_s64's 2^47
 constexpr int64_t kMaxRow = int64_t{1} << 16;  // int16 exponentials of a row sum below 2^31
 
 inline int16_t wrap16(int32_t v) { return static_cast<int16_t>(static_cast<uint16_t>(static_cast<uint32_t>(v))); }
@@ -99,6 +105,70 @@ Status cortex_m_quantized_add_s16_out(KernelArgs& args) {
     const int32_t right = fixed::requantize(y[i] * (1 << kAddLeftShift), m[2], m[3]);
     const int32_t v = fixed::requantize(fixed::wrap32(int64_t{left} + right), m[4], m[5]);
     z[i] = static_cast<int16_t>(v < low ? low : (v > high ? high : v));
+  }
+  return {};
+}
+
+namespace {
+
+// IntList multipliers and shifts (positions at, at + 1) of 1 or `channels` items, each
+// multiplier an int32 and each shift within [-31, 14] (requantize_s64's range).
+Status s64_requantization(const KernelArgs& args, size_t at, int64_t channels) {
+  for (size_t k = 0; k < 2; ++k) {
+    const Value& list = args[at + k];
+    if (list.kind != ValueKind::kIntList) return bad_argument(at + k, static_cast<uint32_t>(list.kind));
+    if (list.list.count != 1 && static_cast<int64_t>(list.list.count) != channels) return shape_mismatch(at + k);
+    for (size_t j = 0; j < list.list.count; ++j) {
+      const int64_t v = args.int_item(list, j);
+      if (k == 0 ? (v < INT32_MIN || v > INT32_MAX) : (v < -31 || v > 14))
+        return unsupported(at + k, static_cast<uint32_t>(j));
+    }
+  }
+  if (args[at].list.count != args[at + 1].list.count) return shape_mismatch(at + 1);
+  return {};
+}
+
+}  // namespace
+
+Status cortex_m_quantized_linear_s16_out(KernelArgs& args) {
+  KILN_CHECK(expect_arity(args, 7));
+  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kShort));
+  KILN_TRY(const Tensor* w, input_tensor(args, 1, ScalarType::kChar));
+  if (w->dim != 2) return shape_mismatch(1, w->dim);
+  if (x->dim < 1 || x->sizes[x->dim - 1] != w->sizes[1]) return shape_mismatch(0);
+  const int64_t in = w->sizes[1], out_features = w->sizes[0];
+  if (in > kMaxRow) return unsupported(1);
+  const int64_t* bias = nullptr;
+  if (!is_null(args, 2)) {
+    KILN_TRY(const Tensor* b, input_tensor(args, 2, ScalarType::kLong));
+    if (b->numel != out_features) return shape_mismatch(2, b->numel);
+    bias = static_cast<const int64_t*>(b->data);
+    for (int64_t o = 0; o < out_features; ++o) {
+      if (bias[o] < -kMaxBias || bias[o] > kMaxBias) return unsupported(2, static_cast<uint32_t>(o));
+    }
+  }
+  KILN_CHECK(s64_requantization(args, 3, out_features));
+  KILN_TRY(int64_t high, ranged_int(args, 5, INT16_MIN, INT16_MAX));
+  KILN_TRY(int64_t low, ranged_int(args, 6, INT16_MIN, high));
+  int64_t sizes[kMaxDims];
+  for (size_t d = 0; d + 1 < x->dim; ++d) sizes[d] = x->sizes[d];
+  sizes[x->dim - 1] = out_features;
+  KILN_TRY(Tensor * out, output_tensor(args, 7, ScalarType::kShort));
+  KILN_CHECK(expect_sizes(*out, sizes, x->dim, 7));
+  if (out->numel == 0) return {};
+  const bool per_channel = args[3].list.count != 1;
+  const auto* rows = static_cast<const int16_t*>(x->data);
+  auto* y = static_cast<int16_t*>(out->data);
+  for (int64_t r = 0; r < x->numel / in; ++r, rows += in) {
+    for (int64_t o = 0; o < out_features; ++o) {
+      const int8_t* weights = s8(*w) + o * in;
+      int64_t acc = bias != nullptr ? bias[o] : 0;  // |products| < 2^22, at most 2^16 of them
+      for (int64_t i = 0; i < in; ++i) acc += static_cast<int32_t>(rows[i]) * weights[i];
+      const size_t j = per_channel ? static_cast<size_t>(o) : 0;
+      const int32_t v = fixed::requantize_s64(acc, static_cast<int32_t>(args.int_item(args[3], j)),
+                                              static_cast<int32_t>(args.int_item(args[4], j)));
+      *y++ = static_cast<int16_t>(v < low ? low : (v > high ? high : v));
+    }
   }
   return {};
 }

@@ -70,6 +70,8 @@ REFUSED = {  # the case, and the error: its kind and the argument it names
     "bmm_s16_of_int8": (_with("bmm_s16", 0, In(q8((2, 5, 19)))), BAD, 0),
     "softmax_s16_table_of_512": (_with("softmax_s16", 4, np.zeros(512, np.int16)), MISMATCH, 4),
     "softmax_s16_shift_beyond_15": (_with("softmax_s16", 3, 16), UNSUPPORTED, 3),
+    "linear_s16_shift_beyond_14": (_with("linear_s16_per_tensor", 4, [15]), UNSUPPORTED, 4),
+    "linear_s16_bias_beyond_2_40": (_with("linear_s16", 2, np.full(19, 2**41, np.int64)), UNSUPPORTED, 2),
 }
 
 

@@ -17,6 +17,7 @@ Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
     cortex_m::quantized_transpose_conv2d  arm_transpose_conv_s8, weight OHWI, one group
     cortex_m::quantized_cat               kiln's: a concatenation requantizing each input (no CMSIS-NN function)
     cortex_m::quantized_batch_matmul_s16  kiln's: arm_batch_matmul_s16 (int16, zero points 0, int64 sums)
+    cortex_m::quantized_linear_s16        kiln's: arm_fully_connected_s16 (int8 weights, int64 bias and sums)
     cortex_m::quantized_add_s16           kiln's: arm_elementwise_add_s16 (zero points 0, operands << 15)
     cortex_m::softmax_s16                 kiln's: arm_softmax_s16 (last dim, its two 513-entry tables as tensors)
 
@@ -176,6 +177,29 @@ def quantized_linear(
     m, s = _channel_params(multipliers, shifts, out_features, (1, out_features))
     out = _finish(requantize(wrap32(acc), m, s), output_offset, act_min, act_max)
     return out.reshape(*x.shape[:-1], out_features)
+
+
+def quantized_linear_s16(x, weights, bias, multipliers, shifts, act_max, act_min):
+    """kiln's int16 linear, arm_fully_connected_s16: int16 input and output of zero point 0, int8
+    weights [out, in] (symmetric), an optional int64 bias (within 2^40); y[.., o] = requantize_s64(sum_i x w[o, i]
+    + bias[o]) clamped to [act_min, act_max] (int16 values), the sum exact in int64. One multiplier
+    and shift (each shift at most 14), or one per output feature."""
+    _check_int8(weights)
+    out_features, in_features = weights.shape
+    if x.dtype != np.int16 or x.shape[-1] != in_features or in_features > S16_MAX_INNER:
+        raise HostError(f"quantized_linear_s16: input {x.dtype} {x.shape} against weights {weights.shape}")
+    if bias is not None and (bias.dtype != np.int64 or bias.size != out_features or np.abs(bias).max() > 2**40):
+        raise HostError(f"quantized_linear_s16: a bias of {bias.dtype} {bias.shape}")
+    if not -(2**15) <= act_min <= act_max < 2**15:
+        raise HostError(f"quantized_linear_s16: activation range {act_min} {act_max}")
+    m, s = _channel_params(multipliers, shifts, out_features, (-1,))
+    if np.any(s > 14):
+        raise HostError(f"quantized_linear_s16: shifts {s} beyond 14")
+    acc = x.reshape(-1, in_features).astype(np.int64) @ weights.astype(np.int64).T
+    if bias is not None:
+        acc = acc + bias.reshape(1, -1)
+    out = np.stack([requantize_s64(acc[:, o], int(m[o]), int(s[o])) for o in range(out_features)], axis=-1)
+    return np.clip(out, act_min, act_max).astype(np.int16).reshape(*x.shape[:-1], out_features)
 
 
 def _conv(x, weight_oihw, bias, stride, padding, dilation, groups, input_offset):
@@ -530,6 +554,20 @@ INTEGER_KERNELS = {
                 "activation_min",
             ),
             quantized_linear,
+        ),
+        Kernel(
+            "cortex_m::quantized_linear_s16",
+            "out",
+            (
+                "input",
+                "weights",
+                "bias",
+                "requantize_multipliers",
+                "requantize_shifts",
+                "activation_max",
+                "activation_min",
+            ),
+            quantized_linear_s16,
         ),
         Kernel(
             "cortex_m::quantized_conv2d",
