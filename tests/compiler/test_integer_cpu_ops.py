@@ -174,20 +174,28 @@ def test_more_quantized_cpu_ops_run_as_integer_kernels_within_one_step():
 
 class Refused(torch.nn.Module):
     """Quantized ops the new integer kernels do not take: a mul with a fused relu, a matrix
-    product by a vector, a mul by a number; and a select, which moves int8 values as they are."""
+    product by a vector, a mul by a number; and a select, an embedding and a where, which move int8
+    values as they are."""
 
-    def forward(self, x, m, v):
-        return torch.relu(x * m) @ v[0], x * 3.0
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.table = torch.nn.Embedding(10, 5)
+
+    def forward(self, x, m, v, tokens):
+        return torch.relu(x * m) @ v[0], x * 3.0, self.table(tokens), torch.where(m > 0, x, m)
 
 
 def test_ops_the_new_kernels_refuse_stay_float_and_the_report_says_why():
-    x, m, v = torch.randn(2, 3, 5), torch.randn(2, 3, 5), torch.randn(2, 5)
-    loaded = LoadedModel("refused", Refused().eval(), (x, m, v))
+    x, m, v, tokens = torch.randn(2, 3, 5), torch.randn(2, 3, 5), torch.randn(2, 5), torch.tensor([[3, 0, 9, 3]])
+    loaded = LoadedModel("refused", Refused().eval(), (x, m, v, tokens))
     result = kc.compile_model(loaded, CompileSpec("cortex-m55"), log=lambda line: None)
     kernels = {o["node"]: o for o in result.report["ops"] if "arithmetic" in o}
     assert {node: (o["arithmetic"], o["kernel"], o.get("why")) for node, o in kernels.items()} == {
         "mul": ("float", "aten::mul", "it has a fused activation, which quantized_mul does not clamp"),
         "select": ("integer", "aten::select_copy", None),
+        "embedding": ("integer", "aten::embedding", None),
+        "where": ("integer", "aten::where", None),
         "matmul": (
             "float",
             "aten::matmul",
@@ -199,10 +207,11 @@ def test_ops_the_new_kernels_refuse_stay_float_and_the_report_says_why():
             "its operands or result are not int8 tensors quantized per tensor (or one is a number)",
         ),
     }
-    reference = quantize(frontend.export(loaded).module(check_guards=False), [(x, m, v)], EthosUQuantizer())
-    outputs, expected = host.run(result.pte, [x.numpy(), m.numpy(), v.numpy()]), reference(x, m, v)
+    reference = quantize(frontend.export(loaded).module(check_guards=False), [(x, m, v, tokens)], EthosUQuantizer())
+    outputs = host.run(result.pte, [x.numpy(), m.numpy(), v.numpy(), tokens.numpy()])
+    expected = reference(x, m, v, tokens)
     for out, ref in zip(outputs, expected):
-        np.testing.assert_array_equal(out, ref.detach().numpy())  # the float path and a select are PT2E's, exactly
+        np.testing.assert_array_equal(out, ref.detach().numpy())  # the float path and the copies are PT2E's, exactly
 
 
 def test_a_transformer_block_on_the_u55_runs_its_16_bit_attention_products_as_integer_kernels():

@@ -15,13 +15,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from kiln import flow
 from kiln.frontend.export import LoadedModel
 from kiln.spec import CompileSpec, Int16Regions
-from tests.compiler.test_integer_cpu_ops import EVERY_OP, MoreOps, TinyOps
+from tests.compiler.test_integer_cpu_ops import EVERY_OP, MoreOps, Refused, TinyOps
 from tests.compiler.test_precision import block
 
 from .helpers import assert_matches_host, random_samples
@@ -57,3 +58,21 @@ def test_int16_attention_runs_on_a_cpu_as_run_host(work, builder, target):
     elf = builder(path, target)
     with tempfile.TemporaryDirectory(prefix="k") as short:
         assert_matches_host(path, elf, target, random_samples(path, 3, seed=9), Path(short))
+
+
+def test_copies_and_float_fallbacks_run_on_a_cpu_as_run_host(work, builder):
+    """The model of the compiler's refusals (float mul and matrix product by a vector) and int8
+    copies (select, embedding, where) on a Cortex-M4, its token ids within the table."""
+    path = work / "copies-cortex-m4.pte"
+    shapes = ((2, 3, 5), (2, 3, 5), (2, 5))
+    example = (*(torch.randn(*s) for s in shapes), torch.tensor([[3, 0, 9, 3]]))
+    flow.compile_pte(
+        LoadedModel("copies", Refused().eval(), example), CompileSpec("cortex-m4"), path, log=lambda line: None
+    )
+    elf = builder(path, "cortex-m4")
+    rng = np.random.default_rng(4)
+    samples = [
+        [*(rng.uniform(-1, 1, s).astype(np.float32) for s in shapes), rng.integers(0, 10, (1, 4))] for _ in range(2)
+    ]
+    with tempfile.TemporaryDirectory(prefix="k") as short:
+        assert_matches_host(path, elf, "cortex-m4", samples, Path(short))

@@ -31,10 +31,10 @@ from kiln.program.kernels.integer import (
 )
 from kiln.program.kernels.nn import pair
 from kiln.program.kernels.quantize import quantize_array
-from kiln.vocabulary import FUSIBLE_ACTIVATIONS, MATMUL_OPS, TABLE_OPS, VIEW_OPS, Kind, of_kind
+from kiln.vocabulary import FUSIBLE_ACTIVATIONS, GATHERS, MATMUL_OPS, TABLE_OPS, VIEW_OPS, Kind, of_kind
 
 PERMUTE_OPS = of_kind(Kind.PERMUTE)
-MOVED_OPS = VIEW_OPS | of_kind(Kind.SLICE, Kind.SELECT, Kind.EXPAND, Kind.FLIP)
+MOVED_OPS = VIEW_OPS | GATHERS | of_kind(Kind.SLICE, Kind.SELECT, Kind.EXPAND, Kind.FLIP)
 
 aten = torch.ops.aten
 INT8, INT16 = (-128, 127), (-(2**15), 2**15 - 1)
@@ -316,10 +316,12 @@ def _softmax(op: Op) -> IntegerCall | str:
 
 
 def _moved(op: Op) -> IntegerCall | str:
-    """A reshape, slice, select, expand or flip moves values and computes none: its movement
-    kernel (aten::view_copy, slice_copy, ..., which copy elements of any type) on the integers."""
-    x, kernel = op.arg("self"), kernel_for(op)
-    if not _per_tensor_int8(x) or x.qparams != op.output.qparams or kernel is None:
+    """A reshape, slice, select, expand, flip or gather (embedding, index_select) moves values and
+    computes none: its movement kernel (aten::view_copy, slice_copy, ..., which copy elements of any
+    type) on the integers; a gather's indices pass as they are."""
+    x, kernel = op.inputs[0], kernel_for(op)
+    moved = _per_tensor_int8(x) and x.qparams == op.output.qparams
+    if not moved or kernel is None or any(v.qparams is not None for v in op.inputs[1:]):
         return "its input and output are not int8 of one quantization"
     return IntegerCall(kernel, [argument(op, a) for a in kernel.schema_args], [])
 
@@ -374,6 +376,16 @@ def _extremum(op: Op) -> IntegerCall | str:
         return "it has a fused activation"
     name = "cortex_m::minimum" if op.target == aten.minimum.default else "cortex_m::maximum"
     return IntegerCall(INTEGER_KERNELS[name], [a, b], [])
+
+
+def _where(op: Op) -> IntegerCall | str:
+    """A select by a bool condition between operands of the output's quantization (as kiln's
+    quantizer makes them) computes nothing: aten::where on the integers, int8 or int16."""
+    a, b, y, kernel = op.arg("self"), op.arg("other"), op.output, kernel_for(op)
+    same = all(_per_tensor(v, y.dtype) and v.qparams == y.qparams for v in (a, b))
+    if not (same and y.dtype in ("int8", "int16")) or kernel is None:
+        return "its operands and result are not int8 (or int16) tensors of one quantization"
+    return IntegerCall(kernel, [argument(op, n) for n in kernel.schema_args], [])
 
 
 def _transpose(op: Op) -> IntegerCall | str:
@@ -489,6 +501,7 @@ RULES = {
     aten.pad.default: _pad,
     aten.conv_transpose2d.input: _transpose_conv,
     aten.max_pool2d.default: _max_pool,
+    aten.where.self: _where,
     aten.minimum.default: _extremum,
     aten.maximum.default: _extremum,
     **{t: _transpose for t in PERMUTE_OPS},
