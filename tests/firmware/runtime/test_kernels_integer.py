@@ -28,8 +28,9 @@ def program_case(name):
     return (f"cortex_m::{case.op}", "out", args, expected.shape, expected.dtype)
 
 
-# Every case as a one-call program, as the other test_kernels_* modules' CASES (tests/fuzz's seeds).
-CASES = {name: program_case(name) for name in OP_CASES}
+# Every case as a one-call program, as the other test_kernels_* modules' CASES (tests/fuzz's seeds,
+# named by case: "cortex_m_" keeps these apart from the float kernels' cases of the same name).
+CASES = {f"cortex_m_{name}": program_case(name) for name in OP_CASES}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -84,4 +85,4 @@ def test_kernel_refuses_arguments_it_does_not_compute(runtime_host, tmp_path, na
 def test_every_integer_kernel_has_a_case():
     """Each kernel of kiln.program.kernels.integer is a case here (test_runtime_host checks
     the host build has every kernel)."""
-    assert {program_case(name)[:2] for name in CASES} == kernel_names(kernels.integer)
+    assert {case[:2] for case in CASES.values()} == kernel_names(kernels.integer)
