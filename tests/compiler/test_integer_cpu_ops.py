@@ -264,3 +264,26 @@ def test_16_bit_linear_add_and_softmax_on_a_cpu_run_as_s16_kernels():
     for seed in range(5):
         x = torch.randn(2, 37, generator=torch.Generator().manual_seed(seed)) * 2
         assert steps_off_pt2e(result, [x], host.run(result.pte, [x.numpy()]))[0] <= 4
+
+
+class Tables(torch.nn.Module):
+    """Unary functions of one int8: each a cortex_m::quantized_activation table."""
+
+    def forward(self, x):
+        y = torch.log(x.abs() + 0.5)
+        return y, torch.nn.functional.leaky_relu(x, 0.1), torch.exp(x), torch.relu(x), torch.nn.functional.elu(x)
+
+
+def test_a_table_is_the_float_path_exactly():
+    """Each table is the float path (dequantize, the float kernel, quantize) on the 256 int8 values,
+    so run-host's outputs equal PT2E's bit for bit, over inputs reaching both ends of the range."""
+    x = torch.randn(3, 17)
+    result, reference = _compiled(Tables(), x, CompileSpec("cortex-m55"))
+    kernels = {o["node"]: o["kernel"] for o in result.report["ops"] if o.get("arithmetic") == "integer"}
+    assert {kernels[n] for n in ("abs_1", "log", "leaky_relu", "exp", "relu", "elu")} == {
+        "cortex_m::quantized_activation"
+    }
+    for seed in range(3):
+        x = torch.randn(3, 17, generator=torch.Generator().manual_seed(seed)) * 3
+        for out, ref in zip(host.run(result.pte, [x.numpy()]), reference(x)):
+            np.testing.assert_array_equal(out, ref.detach().numpy())

@@ -477,12 +477,13 @@ def _table(op: Op) -> IntegerCall | str:
     values = np.arange(-128, 128, dtype=np.int8)
     real = dequantize_array(values, x.qparams)
     args = [real if argument(op, a) is x else argument(op, a) for a in kernel.schema_args]
-    result = kernel.run(*args, *([np.float32] if kernel.out_dtype else []))
-    if op.activation is not None:
-        low, high = op.activation
-        result = KERNELS[aten.hardtanh.default].run(result, float(max(low, -3.0e38)), float(min(high, 3.0e38)))
-    qp = y.qparams
-    lut = quantize_array(np.asarray(result, np.float32), qp.scale, qp.zero_point, qp.qmin, qp.qmax, 1)
+    with np.errstate(all="ignore"):  # log of a negative: NaN, which the quantize makes 0 as at run time
+        result = kernel.run(*args, *([np.float32] if kernel.out_dtype else []))
+        if op.activation is not None:
+            low, high = op.activation
+            result = KERNELS[aten.hardtanh.default].run(result, float(max(low, -3.0e38)), float(min(high, 3.0e38)))
+        qp = y.qparams
+        lut = quantize_array(np.asarray(result, np.float32), qp.scale, qp.zero_point, qp.qmin, qp.qmax, 1)
     return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_activation"], [x, _constant(op, "lut", lut)], [])
 
 
