@@ -45,6 +45,58 @@ size_t element_size(int8_t type) {
   return code < ElementSizes::kCodes ? kElementSizes.bytes[code] : 0;
 }
 
+namespace {
+
+constexpr uint8_t kChannelsLastOrder[4] = {0, 2, 3, 1};
+
+// Whether `dim_order`, its dims of size 1 left out, is `want`'s (`dim` entries each).
+bool same_non_unit_order(const int32_t* sizes, const uint8_t* dim_order, const uint8_t* want, size_t dim) {
+  size_t j = 0;
+  for (size_t i = 0; i < dim; ++i) {
+    if (dim_order[i] >= dim || sizes[dim_order[i]] == 1) continue;
+    while (j < dim && sizes[want[j]] == 1) ++j;
+    if (j == dim || want[j] != dim_order[i]) return false;
+    ++j;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool dim_order_of(const int32_t* sizes, const uint8_t* dim_order, size_t dim, DimOrder* order) {
+  uint8_t identity[kMaxDims];
+  bool seen[kMaxDims] = {}, is_identity = true, is_channels_last = dim == 4;
+  if (dim > kMaxDims) return false;
+  for (size_t i = 0; i < dim; ++i) {
+    if (dim_order[i] >= dim || seen[dim_order[i]]) return false;  // not a permutation
+    seen[dim_order[i]] = true;
+    identity[i] = static_cast<uint8_t>(i);
+    is_identity = is_identity && dim_order[i] == i;
+    is_channels_last = is_channels_last && dim_order[i] == kChannelsLastOrder[i];
+  }
+  if (is_identity || is_channels_last) {  // as written, even where both give the same bytes
+    *order = is_identity ? DimOrder::kContiguous : DimOrder::kChannelsLast;
+    return true;
+  }
+  if (same_non_unit_order(sizes, dim_order, identity, dim)) {
+    *order = DimOrder::kContiguous;
+    return true;
+  }
+  if (dim == 4 && same_non_unit_order(sizes, dim_order, kChannelsLastOrder, dim)) {
+    *order = DimOrder::kChannelsLast;
+    return true;
+  }
+  return false;
+}
+
+uint32_t element_index(DimOrder order, const int32_t* sizes, size_t dim, uint32_t k) {
+  if (order == DimOrder::kContiguous || dim != 4) return k;
+  const uint32_t c = static_cast<uint32_t>(sizes[1]), h = static_cast<uint32_t>(sizes[2]);
+  const uint32_t w = static_cast<uint32_t>(sizes[3]);
+  const uint32_t x = k % w, y = k / w % h, channel = k / (w * h) % c, n = k / (w * h * c);
+  return ((n * h + y) * w + x) * c + channel;
+}
+
 const Backend* BackendTable::find(StringView id) const {
   for (size_t i = 0; i < count; ++i) {
     if (backends[i] != nullptr && StringView(backends[i]->id) == id) return backends[i];
