@@ -13,8 +13,9 @@ Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
     cortex_m::softmax                     arm_softmax_s8 (last dim, output scale 1/256, zero point -128)
     cortex_m::pad                         a constant pad of an int8 tensor
 
-Activations are kiln's contiguous tensors (NCHW for the spatial operators; ExecuTorch holds
-them channels-last, which kiln's runtime does not read yet). Integer arithmetic is int32
+Arrays are in the order of their sizes (NCHW for the spatial operators) whatever their tensors'
+dim order (ExecuTorch holds activations channels-last: run-host lays them out at its edges,
+kiln.pte.dim_order, and gives pad its pads in the order of the dims). Integer arithmetic is int32
 with two's-complement wrap where CMSIS-NN's C leaves overflow to the machine: accumulators,
 and a requantize's left shift. The scratch argument ExecuTorch plans is taken and not read.
 firmware/runtime/kernels/quantized*.cpp compute the same integers.
