@@ -136,11 +136,12 @@ def _run(
         raise UsageError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
     for i, x in zip(plan.inputs, inputs):
         _store(slots, plan, i, x, f"input value {i}")
+    places = _written_at(plan, {}, plan.inputs)  # (memory id, offset) -> the value written there last
     if len(plan.chains) != 1:
         raise HostError(f"the plan has {len(plan.chains)} chains; run-host runs programs of one")
     for k, instruction in enumerate(plan.chains[0].instructions):
         if isinstance(instruction, KernelCall):
-            _kernel_call(k, instruction, plan, kernels, slots, work)
+            _written_at(plan, places, _kernel_call(k, instruction, plan, kernels, slots, work, places))
         elif isinstance(instruction, DelegateCall):
             delegate = plan.delegates[instruction.delegate_index]
             payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
@@ -161,6 +162,7 @@ def _run(
                 _delegate(instruction, len(payload.inputs), plan, named, slots)
             else:
                 _delegate_on_npu_model(instruction, delegate, payload, plan, slots)
+            _written_at(plan, places, instruction.args[len(payload.inputs) :])
         else:
             raise HostError(f"instruction {k} ({type(instruction).__name__}) is not supported on the host")
     missing = [i for i in plan.outputs if i not in slots]
@@ -280,10 +282,13 @@ def _store(slots: dict, plan: ExecutionPlan, index: int, array, what: str):
     slots[index] = converted.reshape(t.sizes)
 
 
-def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: dict, slots: dict, work: list[int]):
-    """Instruction `k`, a kernel call: its arguments checked against the kernel's schema, its
-    out tensors written. A kernel that raises on the program's arguments (values of the
-    wrong kind, shapes that do not fit) is a HostError naming the instruction."""
+def _kernel_call(
+    k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: dict, slots: dict, work: list[int], places: dict
+) -> list[int]:
+    """Instruction `k`, a kernel call: its arguments checked against the kernel's schema (a planned
+    tensor nothing wrote read in place: _read_in_place), its out tensors written; returns them.
+    A kernel that raises on the program's arguments (values of the wrong kind, shapes that do not
+    fit) is a HostError naming the instruction."""
     op = plan.operators[instruction.op_index]
     kernel = kernels.get((op.name, op.overload))
     if kernel is None:
@@ -299,7 +304,7 @@ def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: 
         if name == SCRATCH and a not in slots and isinstance(plan.values[a], Tensor):
             slots[a] = np.zeros(plan.values[a].sizes, _dtype(plan.values[a]))  # its contents are never read
         if a not in slots:
-            _read_in_place(plan, slots, a)
+            _read_in_place(plan, slots, places, a)
         if a not in slots:
             kind = plan.values[a]
             raise HostError(
@@ -346,30 +351,36 @@ def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: 
         raise HostError(f"{at} gave {len(results)} results for {n} out tensors")
     for out, r in zip(outs, results):
         _store(slots, plan, out, r, f"{at}'s result")
+    return outs
 
 
-def _read_in_place(plan: ExecutionPlan, slots: dict, index: int) -> None:
-    """ExecuTorch's memory planning leaves a view_copy no instruction: its output is planned at its
-    input's place (the same memory, offset and bytes) and read there. A planned tensor `index`
-    that nothing wrote takes the bytes of the tensor written last at its place, if nothing
-    written since overlaps them (slots keeps the order values were first written in); otherwise
-    it stays unwritten."""
-    t = plan.values[index]
+def _place(t) -> tuple[int, int] | None:
+    """A planned tensor's place: (memory id, offset); None for any other value."""
     if not isinstance(t, Tensor) or t.allocation_info is None:
+        return None
+    return t.allocation_info.memory_id, t.allocation_info.offset
+
+
+def _written_at(plan: ExecutionPlan, places: dict, written) -> dict:
+    """`places` with the tensors just `written` as the last written at their places."""
+    for i in written:
+        if (place := _place(plan.values[i])) is not None:
+            places[place] = i
+    return places
+
+
+def _read_in_place(plan: ExecutionPlan, slots: dict, places: dict, index: int) -> None:
+    """ExecuTorch's memory planning leaves a view_copy no instruction: its output is planned at its
+    input's place and read there while the input lives (nothing else is planned over it). A
+    planned tensor `index` that nothing wrote takes the bytes of the tensor written last at its
+    place, when that one has its size and type; otherwise it stays unwritten."""
+    t = plan.values[index]
+    source = places.get(_place(t))
+    if source is None or source == index:
         return
-    memory, start = t.allocation_info.memory_id, t.allocation_info.offset
-    source = None
-    for j in slots:
-        v = plan.values[j]
-        if not isinstance(v, Tensor) or v.allocation_info is None or v.allocation_info.memory_id != memory:
-            continue
-        at = v.allocation_info.offset
-        if (at, v.nbytes, v.scalar_type) == (start, t.nbytes, t.scalar_type):
-            source = j
-        elif source is not None and at < start + t.nbytes and start < at + v.nbytes:
-            source = None  # overwritten since
-    if source is not None:
-        flat = dim_order.to_memory(slots[source], plan.values[source].dim_order).reshape(-1)
+    s = plan.values[source]
+    if (s.nbytes, s.scalar_type) == (t.nbytes, t.scalar_type):
+        flat = dim_order.to_memory(slots[source], s.dim_order).reshape(-1)
         slots[index] = dim_order.from_memory(flat, t.sizes, t.dim_order)
 
 
