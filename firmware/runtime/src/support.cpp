@@ -45,48 +45,27 @@ size_t element_size(int8_t type) {
   return code < ElementSizes::kCodes ? kElementSizes.bytes[code] : 0;
 }
 
-namespace {
-
-constexpr uint8_t kChannelsLastOrder[4] = {0, 2, 3, 1};
-
-// Whether `dim_order`, its dims of size 1 left out, is `want`'s (`dim` entries each).
-bool same_non_unit_order(const int32_t* sizes, const uint8_t* dim_order, const uint8_t* want, size_t dim) {
-  size_t j = 0;
-  for (size_t i = 0; i < dim; ++i) {
-    if (dim_order[i] >= dim || sizes[dim_order[i]] == 1) continue;
-    while (j < dim && sizes[want[j]] == 1) ++j;
-    if (j == dim || want[j] != dim_order[i]) return false;
-    ++j;
-  }
-  return true;
-}
-
-}  // namespace
-
 bool dim_order_of(const int32_t* sizes, const uint8_t* dim_order, size_t dim, DimOrder* order) {
-  uint8_t identity[kMaxDims];
-  bool seen[kMaxDims] = {}, is_identity = true, is_channels_last = dim == 4;
-  if (dim > kMaxDims) return false;
+  // One pass: a permutation (each dim once), exactly 0, 2, 3, 1, and whether its dims of size
+  // other than 1 come in the identity's order or in 0, 2, 3, 1's.
+  static constexpr uint8_t kChannelsLast[4] = {0, 2, 3, 1};
+  uint32_t seen = 0;
+  bool exact = dim == 4, ascending = true, channels_last = dim == 4;
+  int last = -1;
+  size_t j = 0;  // the next of kChannelsLast's dims to match
   for (size_t i = 0; i < dim; ++i) {
-    if (dim_order[i] >= dim || seen[dim_order[i]]) return false;  // not a permutation
-    seen[dim_order[i]] = true;
-    identity[i] = static_cast<uint8_t>(i);
-    is_identity = is_identity && dim_order[i] == i;
-    is_channels_last = is_channels_last && dim_order[i] == kChannelsLastOrder[i];
+    const uint8_t d = dim_order[i];
+    if (d >= dim || (seen >> d & 1u) != 0) return false;
+    seen |= 1u << d;
+    exact = exact && d == kChannelsLast[i];
+    if (sizes[d] == 1) continue;
+    ascending = ascending && d > last;
+    last = d;
+    while (channels_last && j < 4 && sizes[kChannelsLast[j]] == 1) ++j;
+    channels_last = channels_last && j < 4 && kChannelsLast[j++] == d;
   }
-  if (is_identity || is_channels_last) {  // as written, even where both give the same bytes
-    *order = is_identity ? DimOrder::kContiguous : DimOrder::kChannelsLast;
-    return true;
-  }
-  if (same_non_unit_order(sizes, dim_order, identity, dim)) {
-    *order = DimOrder::kContiguous;
-    return true;
-  }
-  if (dim == 4 && same_non_unit_order(sizes, dim_order, kChannelsLastOrder, dim)) {
-    *order = DimOrder::kChannelsLast;
-    return true;
-  }
-  return false;
+  *order = exact || (!ascending && channels_last) ? DimOrder::kChannelsLast : DimOrder::kContiguous;
+  return exact || ascending || channels_last;
 }
 
 uint32_t element_index(DimOrder order, const int32_t* sizes, size_t dim, uint32_t k) {
