@@ -104,7 +104,7 @@ def read_window(ctx: Context, window: Window) -> tuple[np.ndarray, np.ndarray]:
     with padding and upscaling applied; the window's mask). Without padding the values are
     the samples read (possibly a view of them), else a new array."""
     fm = window.fm
-    data = ctx.read_planned(fm, window.plan, "IFM read").astype(np.int64)  # a copy
+    data = ctx.read_planned(fm, window.plan, "IFM read", np.int64)
     if fm.zero_point:
         data -= fm.zero_point
     if window.upscale == UPSCALE_NEAREST:
