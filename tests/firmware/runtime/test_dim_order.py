@@ -21,7 +21,6 @@ from kiln.reference import run_host as host
 from tests.compiler.test_cortex_m_kernels import CASES as OP_CASES
 from tests.compiler.test_cortex_m_kernels import q8
 from tests.firmware.runtime.helpers import In, run_tool, single_kernel
-from tests.firmware.runtime.test_kernels_integer import PLANNED
 
 NHWC = dim_order.CHANNELS_LAST_ORDER
 UNSUPPORTED_ORDER = "unsupported feature: a dim order other than contiguous or channels-last"
@@ -67,7 +66,7 @@ def channels_last_case(name: str):
     arguments, numpy's arguments, output shape, orders). A pad's lists are in the input's memory
     order in the program, as ExecuTorch writes them, and in the order of its dims for numpy."""
     case = OP_CASES[name]
-    planned = PLANNED.get(case.op, (0,))
+    planned = case.planned
     args = [In(a) if i in planned else a for i, a in enumerate(case.args)]
     if case.op == "pad":
         args[1], args[2] = [case.args[1][d] for d in NHWC], [case.args[2][d] for d in NHWC]
