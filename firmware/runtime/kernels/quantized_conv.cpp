@@ -13,7 +13,8 @@
 //   cortex_m::quantized_conv2d.out (input, weight, bias?, stride, padding, dilation,
 //     input_offset, output_offset, requantize_multipliers, requantize_shifts, activation_min,
 //     activation_max, scratch, out): input NCHW, weight OHWI, groups C_in / I; zero padding
-//     (contributes 0); multipliers and shifts Int tensors, one per output channel.
+//     (contributes 0); multipliers and shifts Int tensors, one per output channel. Input and
+//     out tensor each in either DimOrder (ExecuTorch's Cortex-M flow writes channels-last).
 //   cortex_m::quantized_depthwise_conv2d.out (input, weight, bias?, stride, padding,
 //     dilation, depth_multiplier, input_offset, output_offset, ..as conv2d): weight IHWO
 //     [1, kh, kw, C_in * depth_multiplier]; output channel o reads input channel
@@ -104,6 +105,7 @@ Result<const int32_t*> optional_channels(const KernelArgs& args, size_t i, int64
 
 struct ConvShape {
   int64_t n, c, h, w, cout, kh, kw, cin_g, cout_g, oh, ow;
+  int64_t xs[4], ys[4];  // element steps of N, C, H, W in the input's and the output's memory
   int64_t stride[2], padding[2], dilation[2];
   int64_t input_offset, output_offset;
   int32_t range[2];
@@ -121,6 +123,7 @@ Status conv_shape(const KernelArgs& args, const Tensor& x, size_t shift, ConvSha
   KILN_CHECK(activation_range(args, 10 + shift, 11 + shift, s->range));
   if (args[12 + shift].kind != ValueKind::kTensor) return bad_argument(12 + shift);
   s->n = x.sizes[0], s->c = x.sizes[1], s->h = x.sizes[2], s->w = x.sizes[3];
+  nchw_steps(x, s->xs);
   const int64_t span_h = s->h + 2 * s->padding[0] - s->dilation[0] * (s->kh - 1) - 1;
   const int64_t span_w = s->w + 2 * s->padding[1] - s->dilation[1] * (s->kw - 1) - 1;
   if (span_h < 0 || span_w < 0) return shape_mismatch(1);
@@ -136,14 +139,16 @@ Status conv_shape(const KernelArgs& args, const Tensor& x, size_t shift, ConvSha
 template <typename WeightAt>
 int64_t pixel_sum(const ConvShape& s, const int8_t* x, int64_t first_in, int64_t o, int64_t oy, int64_t ox,
                   WeightAt weight_at) {
-  const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w), plane = h * w;
+  const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w);
+  const auto channel_step = static_cast<ptrdiff_t>(s.xs[1]), row = static_cast<ptrdiff_t>(s.xs[2]);
+  const auto column = static_cast<ptrdiff_t>(s.xs[3]);
   const auto offset = static_cast<int32_t>(s.input_offset);
   const auto y0 = static_cast<ptrdiff_t>(oy * s.stride[0] - s.padding[0]);
   const auto x0 = static_cast<ptrdiff_t>(ox * s.stride[1] - s.padding[1]);
   const auto dy = static_cast<ptrdiff_t>(s.dilation[0]), dx = static_cast<ptrdiff_t>(s.dilation[1]);
   const auto kh = static_cast<ptrdiff_t>(s.kh), kw = static_cast<ptrdiff_t>(s.kw);
   const auto channels = static_cast<ptrdiff_t>(s.cin_g);
-  const int8_t* first = x + static_cast<ptrdiff_t>(first_in) * plane;
+  const int8_t* first = x + static_cast<ptrdiff_t>(first_in) * channel_step;
   uint32_t acc = 0;
   for (ptrdiff_t ky = 0; ky < kh; ++ky) {
     const ptrdiff_t iy = y0 + ky * dy;
@@ -151,8 +156,8 @@ int64_t pixel_sum(const ConvShape& s, const int8_t* x, int64_t first_in, int64_t
     for (ptrdiff_t kx = 0; kx < kw; ++kx) {
       const ptrdiff_t ix = x0 + kx * dx;
       if (ix < 0 || ix >= w) continue;
-      const int8_t* tap = first + iy * w + ix;
-      for (ptrdiff_t ci = 0; ci < channels; ++ci, tap += plane) {
+      const int8_t* tap = first + iy * row + ix * column;
+      for (ptrdiff_t ci = 0; ci < channels; ++ci, tap += channel_step) {
         const auto product = (static_cast<int32_t>(*tap) + offset) * static_cast<int32_t>(weight_at(o, ci, ky, kx));
         acc += static_cast<uint32_t>(product);
       }
@@ -167,7 +172,7 @@ constexpr int64_t kLanes = 16;  // output pixels a Helium step sums (4 vectors o
 // Whether pixels ox .. ox + 15 of a row take the Helium path: stride and dilation 1 along the
 // row, and each of their windows inside it (no padding to skip).
 bool helium_run(const ConvShape& s, int64_t ox) {
-  return s.stride[1] == 1 && s.dilation[1] == 1 && ox - s.padding[1] >= 0 && ox + kLanes <= s.ow &&
+  return s.xs[3] == 1 && s.stride[1] == 1 && s.dilation[1] == 1 && ox - s.padding[1] >= 0 && ox + kLanes <= s.ow &&
          ox + kLanes - 1 - s.padding[1] + s.kw - 1 < s.w;
 }
 
@@ -178,11 +183,11 @@ void pixel_sums_16(const ConvShape& s, const int8_t* x, int64_t first_in, int64_
   int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
   const auto offset = static_cast<int32_t>(s.input_offset);
   for (int64_t ci = 0; ci < s.cin_g; ++ci) {
-    const int8_t* plane = x + (first_in + ci) * s.h * s.w;
+    const int8_t* plane = x + (first_in + ci) * s.xs[1];
     for (int64_t ky = 0; ky < s.kh; ++ky) {
       const int64_t iy = oy * s.stride[0] - s.padding[0] + ky * s.dilation[0];
       if (iy < 0 || iy >= s.h) continue;
-      const int8_t* row = plane + iy * s.w + ox - s.padding[1];
+      const int8_t* row = plane + iy * s.xs[2] + ox - s.padding[1];
       for (int64_t kx = 0; kx < s.kw; ++kx) {
         const auto weight = static_cast<int32_t>(weight_at(o, ci, ky, kx));
         for (int j = 0; j < 4; ++j) {
@@ -203,14 +208,14 @@ template <typename WeightAt>
 void convolve(const ConvShape& s, const int8_t* x, const int32_t* bias, const Requantization& q, int8_t* y,
               WeightAt weight_at) {
   for (int64_t b = 0; b < s.n; ++b) {
-    const int8_t* batch = x + b * s.c * s.h * s.w;
+    const int8_t* batch = x + b * s.xs[0];
     for (int64_t o = 0; o < s.cout; ++o) {
       const int64_t first_in = o / s.cout_g * s.cin_g;
       const int64_t start = bias != nullptr ? bias[o] : 0;
       for (int64_t oy = 0; oy < s.oh; ++oy) {
-        int8_t* out = y + ((b * s.cout + o) * s.oh + oy) * s.ow;
+        int8_t* out = y + b * s.ys[0] + o * s.ys[1] + oy * s.ys[2];
         auto write = [&](int64_t ox, int64_t sum) {
-          out[ox] = clamp_to(q.apply(fixed::wrap32(start + sum), o) + s.output_offset, s.range);
+          out[ox * s.ys[3]] = clamp_to(q.apply(fixed::wrap32(start + sum), o) + s.output_offset, s.range);
         };
         for (int64_t ox = 0; ox < s.ow;) {
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -238,8 +243,10 @@ Status convolve_into(KernelArgs& args, const Tensor& x, const ConvShape& s, size
   KILN_TRY(const int32_t* bias, optional_channels(args, 2, s.cout));
   KILN_TRY(Requantization q, tensor_requantization(args, requantize_at, s.cout));
   const int64_t sizes[4] = {s.n, s.cout, s.oh, s.ow};
-  KILN_TRY(Tensor * out, int8_output(args, out_at, sizes, 4));
-  convolve(s, s8(x), bias, q, s8(*out), weight_at);
+  KILN_TRY(Tensor * out, int8_output(args, out_at, sizes, 4, true));
+  ConvShape shape = s;
+  nchw_steps(*out, shape.ys);
+  convolve(shape, s8(x), bias, q, s8(*out), weight_at);
   return {};
 }
 
@@ -287,7 +294,7 @@ Status cortex_m_quantized_linear_out(KernelArgs& args) {
 
 Status cortex_m_quantized_conv2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 13));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   KILN_TRY(const Tensor* w, input_tensor(args, 1, ScalarType::kChar));
   if (w->dim != 4 || w->sizes[3] < 1) return shape_mismatch(1, w->dim);
   ConvShape s{};
@@ -308,7 +315,7 @@ Status cortex_m_quantized_conv2d_out(KernelArgs& args) {
 
 Status cortex_m_quantized_depthwise_conv2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 14));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   KILN_TRY(const Tensor* w, input_tensor(args, 1, ScalarType::kChar));
   if (w->dim != 4 || w->sizes[0] != 1) return shape_mismatch(1, w->dim);
   KILN_TRY(int64_t multiplier, ranged_int(args, 6, 1, kMaxParam));

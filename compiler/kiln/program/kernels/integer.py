@@ -24,8 +24,9 @@ Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
 and those that select or look up values (kiln.program.kernels.integer_select): quantized_max_pool2d,
 minimum, maximum, transpose, quantized_activation (a 256-entry table).
 
-Activations are kiln's contiguous tensors (NCHW for the spatial operators; ExecuTorch holds
-them channels-last, which kiln's runtime does not read yet). Integer arithmetic is int32
+Arrays are in the order of their sizes (NCHW for the spatial operators) whatever their tensors'
+dim order (ExecuTorch holds activations channels-last: run-host lays them out at its edges,
+kiln.pte.dim_order, and gives pad its pads in the order of the dims). Integer arithmetic is int32
 with two's-complement wrap where CMSIS-NN's C leaves overflow to the machine: accumulators,
 and a requantize's left shift. The scratch argument ExecuTorch plans is taken and not read.
 firmware/runtime/kernels/quantized*.cpp compute the same integers.
