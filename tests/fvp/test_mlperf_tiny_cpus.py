@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from kiln import compile as kc
-from kiln import flow
 from kiln.spec import CompileSpec
 from tests.compiler.helpers import Float64Arithmetic, output_scales, steps_off
 
 from .helpers import compiled, random_samples
+from .test_cpu_targets import check_cpu_run
 
 pytestmark = pytest.mark.fvp
 
@@ -45,9 +45,7 @@ def test_runs_on_the_cpu_as_run_host_and_within_a_step_of_pt2e(work, builder, tm
     pte_path = compiled(work, model, target)
     assert pte_path.read_bytes() == compiled(work, model, CPUS[0]).read_bytes()
     samples = random_samples(pte_path, 1, seed=23)
-    result = flow.infer(builder(pte_path, target), target, pte_path, samples, tmp_path, "virtual", 900, True)
-    assert result.status == 0, result.log
-    assert flow.compare(pte_path, samples, result.outputs) == []
+    result = check_cpu_run(builder(pte_path, target), target, pte_path, samples, tmp_path)
     module = pt2e(model)
     for sample, outputs in zip(samples, result.outputs, strict=True):
         with torch.no_grad():
@@ -58,5 +56,4 @@ def test_runs_on_the_cpu_as_run_host_and_within_a_step_of_pt2e(work, builder, tm
             assert off.max() <= STEPS.get(model, 1), (
                 f"{model} on {target}: {int(off.max())} steps off PT2E at {np.argmax(off)}"
             )
-    assert result.cpu_instructions is not None and len(result.cpu_instructions) == 1, result.log
     print(f"{model} {target}: {result.cpu_instructions[0]:,} instructions per inference")
