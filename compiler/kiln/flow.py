@@ -319,17 +319,20 @@ def infer(
         if len(result.instructions.calls) == len(streams):
             done.cpu_instructions = [n - s for n, s in zip(result.instructions.calls, streams)]
     if done.complete:  # else the runner wrote no (or not every) output
+        from kiln.pte import dim_order
         from kiln.pte.schema import NUMPY_DTYPES
 
         for i, tensor in enumerate(outputs):
             data = np.fromfile(work / "out" / f"output_{i}.bin", dtype=NUMPY_DTYPES[tensor.scalar_type])
-            for k, sample in enumerate(data.reshape(count, *tensor.sizes)):
-                done.outputs[k].append(sample)
+            for k, sample in enumerate(data.reshape(count, -1)):
+                done.outputs[k].append(dim_order.from_memory(sample, tensor.sizes, tensor.dim_order))
     return done
 
 
 def _write_samples(inputs: list[Tensor], samples: list[list[np.ndarray]], work: Path) -> list[Path]:
-    """One file per program input, every sample's value of it back to back (the runner's --input)."""
+    """One file per program input, every sample's value of it back to back in the tensor's dim
+    order (the runner's --input)."""
+    from kiln.pte import dim_order
     from kiln.pte.schema import NUMPY_DTYPES
 
     files = []
@@ -337,7 +340,10 @@ def _write_samples(inputs: list[Tensor], samples: list[list[np.ndarray]], work: 
         dtype = NUMPY_DTYPES[tensor.scalar_type]
         path = work / f"input_{i}.bin"
         path.write_bytes(
-            b"".join(np.ascontiguousarray(np.asarray(s[i], dtype).reshape(tensor.sizes)).tobytes() for s in samples)
+            b"".join(
+                dim_order.to_memory(np.asarray(s[i], dtype).reshape(tensor.sizes), tensor.dim_order).tobytes()
+                for s in samples
+            )
         )
         files.append(path)
     return files

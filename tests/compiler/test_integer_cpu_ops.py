@@ -16,8 +16,10 @@ from kiln.frontend import export as frontend
 from kiln.frontend.export import LoadedModel
 from kiln.frontend.quantizer import EthosUQuantizer, quantize
 from kiln.reference import run_host as host
-from kiln.spec import CompileSpec, Exclusions
+from kiln.spec import CompileSpec, Exclusions, Int16Regions
 from tests.compiler.helpers import steps_off
+from tests.compiler.random_models import steps_off_pt2e
+from tests.compiler.test_precision import block
 
 
 class TinyOps(torch.nn.Module):
@@ -63,6 +65,16 @@ def _compiled(module, x, spec):
     return result, reference
 
 
+def assert_within_one_step(result, reference, shape, seeds):
+    """run-host's output of the compiled one-input model within one step of the PT2E reference on
+    `seeds` random inputs of `shape`."""
+    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
+    for seed in range(seeds):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+        (out,) = host.run(result.pte, [x.numpy()])
+        assert steps_off(out, reference(x), scale).max() <= 1
+
+
 @pytest.mark.parametrize(
     "spec",
     [CompileSpec("ethos-u55-128", exclusions=EVERY_OP), CompileSpec("ethos-u85-256", delegate=False)],
@@ -77,11 +89,7 @@ def test_quantized_cpu_ops_run_as_integer_kernels_within_one_step(spec):
     assert "; integer kernel cortex_m::quantized_depthwise_conv2d" in kc.format_report(result.report)
     operators = {name for name, _ in result.program.operators}
     assert not operators & {"aten::convolution", "aten::linear", "aten::_softmax", "aten::add"}, operators
-    scale = result.graph.outputs[0].producer.inputs[0].qparams.scale
-    for seed in range(4):
-        x = torch.randn(1, 3, 9, 9, generator=torch.Generator().manual_seed(seed))
-        (out,) = host.run(result.pte, [x.numpy()])
-        assert steps_off(out, reference(x), scale).max() <= 1
+    assert_within_one_step(result, reference, (1, 3, 9, 9), seeds=4)
 
 
 class FloatOnly(torch.nn.Module):
@@ -126,3 +134,174 @@ def test_no_integer_kernels_keeps_every_quantized_cpu_op_in_float():
         x = torch.randn(1, 3, 9, 9, generator=torch.Generator().manual_seed(seed))
         (out,) = host.run(result.pte, [x.numpy()])
         assert steps_off(out, reference(x), scale).max() <= 1
+
+
+class MoreOps(torch.nn.Module):
+    """Transposed convolution, max pool, table activations (sigmoid, tanh, GELU, SiLU,
+    hardswish), mul, minimum, maximum, concatenation, transpose and attention's two matrix
+    products of activations around a softmax."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.up = torch.nn.ConvTranspose2d(3, 6, 3, stride=2, padding=1, output_padding=1)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(self.up(x), 3, 2, 1)
+        y = torch.sigmoid(y) * torch.tanh(y)
+        y = torch.maximum(torch.nn.functional.gelu(y), torch.minimum(y, torch.nn.functional.silu(y)))
+        z = torch.cat([y, torch.nn.functional.hardswish(y)], 1).flatten(2)
+        q = z.transpose(1, 2)
+        return torch.softmax(q @ z, -1) @ q
+
+
+MORE_INTEGER = {
+    "conv_transpose2d": "cortex_m::quantized_transpose_conv2d",
+    "max_pool2d": "cortex_m::quantized_max_pool2d",
+    "sigmoid": "cortex_m::quantized_activation",
+    "tanh": "cortex_m::quantized_activation",
+    "mul": "cortex_m::quantized_mul",
+    "gelu": "cortex_m::quantized_activation",
+    "silu": "cortex_m::quantized_activation",
+    "minimum": "cortex_m::minimum",
+    "maximum": "cortex_m::maximum",
+    "hardswish": "cortex_m::quantized_activation",
+    "cat": "cortex_m::quantized_cat",
+    "reshape_default": "aten::view_copy",
+    "transpose": "cortex_m::transpose",
+    "matmul": "cortex_m::quantized_batch_matmul",
+    "softmax": "cortex_m::softmax",
+    "matmul_1": "cortex_m::quantized_batch_matmul",
+}
+
+
+def test_more_quantized_cpu_ops_run_as_integer_kernels_within_one_step():
+    """On a CPU target every quantized op of MoreOps is an integer kernel (the second operand of
+    each matrix product transposed first by cortex_m::transpose), and the program calls no float
+    kernel but its edges' quantize and dequantize."""
+    x = torch.randn(1, 3, 5, 9)
+    result, reference = _compiled(MoreOps(), x, CompileSpec("cortex-m55"))
+    kernels = {o["node"]: (o["arithmetic"], o["kernel"]) for o in result.report["ops"] if "arithmetic" in o}
+    assert kernels == {node: ("integer", kernel) for node, kernel in MORE_INTEGER.items()}
+    operators = {name for name, _ in result.program.operators}
+    assert all(name.startswith("cortex_m::") or name == "aten::view_copy" for name in operators), operators
+    called = [result.program.operators[i.index][0] for i in result.program.instructions if i.kind == "kernel"]
+    assert called.count("cortex_m::transpose") == 3  # the model's, and one before each matrix product
+    assert_within_one_step(result, reference, (1, 3, 5, 9), seeds=3)
+
+
+class Refused(torch.nn.Module):
+    """Quantized ops the new integer kernels do not take: a mul with a fused relu, a matrix
+    product by a vector, a mul by a number; and a select, an embedding and a where, which move int8
+    values as they are."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.table = torch.nn.Embedding(10, 5)
+
+    def forward(self, x, m, v, tokens):
+        return torch.relu(x * m) @ v[0], x * 3.0, self.table(tokens), torch.where(m > 0, x, m)
+
+
+def test_ops_the_new_kernels_refuse_stay_float_and_the_report_says_why():
+    x, m, v, tokens = torch.randn(2, 3, 5), torch.randn(2, 3, 5), torch.randn(2, 5), torch.tensor([[3, 0, 9, 3]])
+    loaded = LoadedModel("refused", Refused().eval(), (x, m, v, tokens))
+    result = kc.compile_model(loaded, CompileSpec("cortex-m55"), log=lambda line: None)
+    kernels = {o["node"]: o for o in result.report["ops"] if "arithmetic" in o}
+    assert {node: (o["arithmetic"], o["kernel"], o.get("why")) for node, o in kernels.items()} == {
+        "mul": ("float", "aten::mul", "it has a fused activation, which quantized_mul does not clamp"),
+        "select": ("integer", "aten::select_copy", None),
+        "embedding": ("integer", "aten::embedding", None),
+        "where": ("integer", "aten::where", None),
+        "matmul": (
+            "float",
+            "aten::matmul",
+            "its operands are not matrices of the same leading dims (a vector, or batch broadcasting)",
+        ),
+        "mul_1": (
+            "float",
+            "aten::mul",
+            "its operands or result are not int8 tensors quantized per tensor (or one is a number)",
+        ),
+    }
+    reference = quantize(frontend.export(loaded).module(check_guards=False), [(x, m, v, tokens)], EthosUQuantizer())
+    outputs = host.run(result.pte, [x.numpy(), m.numpy(), v.numpy(), tokens.numpy()])
+    expected = reference(x, m, v, tokens)
+    for out, ref in zip(outputs, expected):
+        np.testing.assert_array_equal(out, ref.detach().numpy())  # the float path and the copies are PT2E's, exactly
+
+
+def test_a_transformer_block_on_the_u55_runs_its_16_bit_attention_products_as_integer_kernels():
+    """A pre-norm transformer block (tests/compiler/test_precision.py) with 16-bit attention on
+    ethos-u55-128: the NPU takes all but the two matrix products of 16-bit activations (the U55
+    has no 16-bit matrix multiply), which run as kiln's s16 batch matmul."""
+    spec = CompileSpec("ethos-u55-128", int16=Int16Regions(policies=("attention",)))
+    result = kc.compile_model(block(), spec, log=lambda line: None)
+    on_cpu = {o["node"]: (o["arithmetic"], o["kernel"]) for o in result.report["ops"] if "arithmetic" in o}
+    s16 = ("integer", "cortex_m::quantized_batch_matmul_s16")
+    assert on_cpu == {"matmul": s16, "matmul_1": s16}
+    called = [result.program.operators[i.index][0] for i in result.program.instructions if i.kind == "kernel"]
+    assert called.count("cortex_m::transpose") == 2  # each product's second operand, transposed first
+    got = host.run(result.pte, [x.numpy() for x in result.inputs])
+    assert steps_off_pt2e(result, result.inputs, got)[0] <= 2  # the U55 program's bound with the float products too
+
+
+class Residual16(torch.nn.Module):
+    """An attention-like residual whose inner module is at 16 bits: a linear layer, a sum of two
+    activations and a softmax of it."""
+
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(37, 37)
+
+        def forward(self, a, b):
+            return torch.softmax(self.fc(a) + b, -1)
+
+    def __init__(self):
+        super().__init__()
+        self.inner = self.Inner()
+
+    def forward(self, x):
+        return self.inner(x * 2.0, x.flip(-1))
+
+
+def test_16_bit_linear_add_and_softmax_on_a_cpu_run_as_s16_kernels():
+    """On a CPU target with a module at 16 bits its linear, add and softmax are kiln's s16 kernels, and the
+    program follows PT2E's within a few steps of 1/32768 on random inputs: arm_softmax_s16's tables
+    interpolate exp and 1 / (1 + x) (two steps), and count a difference below -10 as exp(-10)."""
+    torch.manual_seed(0)
+    loaded = LoadedModel("residual16", Residual16().eval(), (torch.randn(2, 37),))
+    spec = CompileSpec("cortex-m55", int16=Int16Regions(modules=("inner",)))
+    result = kc.compile_model(loaded, spec, log=lambda line: None)
+    kernels = {o["node"]: (o["arithmetic"], o["kernel"]) for o in result.report["ops"] if "arithmetic" in o}
+    assert kernels["linear"] == ("integer", "cortex_m::quantized_linear_s16")
+    assert kernels["add"] == ("integer", "cortex_m::quantized_add_s16")
+    assert kernels["softmax"] == ("integer", "cortex_m::softmax_s16")
+    for seed in range(5):
+        x = torch.randn(2, 37, generator=torch.Generator().manual_seed(seed)) * 2
+        assert steps_off_pt2e(result, [x], host.run(result.pte, [x.numpy()]))[0] <= 4
+
+
+class Tables(torch.nn.Module):
+    """Unary functions of one int8: each a cortex_m::quantized_activation table."""
+
+    def forward(self, x):
+        y = torch.log(x.abs() + 0.5)
+        return y, torch.nn.functional.leaky_relu(x, 0.1), torch.exp(x), torch.relu(x), torch.nn.functional.elu(x)
+
+
+def test_a_table_is_the_float_path_exactly():
+    """Each table is the float path (dequantize, the float kernel, quantize) on the 256 int8 values,
+    so run-host's outputs equal PT2E's bit for bit, over inputs reaching both ends of the range."""
+    x = torch.randn(3, 17)
+    result, reference = _compiled(Tables(), x, CompileSpec("cortex-m55"))
+    kernels = {o["node"]: o["kernel"] for o in result.report["ops"] if o.get("arithmetic") == "integer"}
+    assert {kernels[n] for n in ("abs_1", "log", "leaky_relu", "exp", "relu", "elu")} == {
+        "cortex_m::quantized_activation"
+    }
+    for seed in range(3):
+        x = torch.randn(3, 17, generator=torch.Generator().manual_seed(seed)) * 3
+        for out, ref in zip(host.run(result.pte, [x.numpy()]), reference(x)):
+            np.testing.assert_array_equal(out, ref.detach().numpy())

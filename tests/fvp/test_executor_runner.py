@@ -165,8 +165,10 @@ def test_the_stack_override_reaches_the_link_and_the_plan(work, tmp_path):
 # The runtime core's budget in bytes of code (issue 5 set 20,480; ExecuTorch's core is about 50 KB):
 # loader + executor + Ethos-U delegate + driver, as the runner's size report counts them. Programs
 # of several methods with state and the driver's bounds check of a 3-D indexed DMA (Vela's
-# SCATTER) took the Ethos-U85 build to 20,670 bytes; the budget is 20,736 until they shrink.
-CORE_BUDGET = 20_736
+# SCATTER) took the Ethos-U85 build to 20,716 bytes, and binding channels-last tensors
+# (ExecuTorch's Cortex-M programs: the loader's dim order check, each bound tensor's order) to
+# 21,012; the budget is 21,024 until they shrink.
+CORE_BUDGET = 21_024
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])

@@ -11,20 +11,29 @@ platform:
   takes), windows of several 16-byte pieces and a tail, strides, dilation, groups, a depthwise
   multiplier of 2, a long softmax row (the table path) and a short one, and int8 inputs over
   their whole range with weights that push the requantization's multipliers and shifts to
-  their extremes."""
+  their extremes;
+- the kernels of max pooling, tables, mul, minimum, maximum, concatenation, transpose, batch
+  matmul and transposed convolution (the model MoreOps of the same module) in a program for a
+  CPU alone, on a Cortex-M55 (the batch matmul's Helium dot products) and on a Cortex-M4 (their
+  DSP path);
+- a transformer block with 16-bit attention on the same two cores, whose matrix products run as
+  the int16 batch matmul (dot16.h's Helium and DSP paths);
+- the compiler's refusals (float fallbacks) and int8 copies on a Cortex-M4."""
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from kiln import flow
 from kiln.frontend.export import LoadedModel
-from kiln.spec import CompileSpec
-from tests.compiler.test_integer_cpu_ops import EVERY_OP, TinyOps
+from kiln.spec import CompileSpec, Int16Regions
+from tests.compiler.test_integer_cpu_ops import EVERY_OP, MoreOps, Refused, TinyOps
+from tests.compiler.test_precision import block
 
 from .helpers import assert_matches_host, random_samples
 
@@ -99,3 +108,42 @@ def test_each_code_path_computes_what_run_host_computes(work, tmp_path, path):
     )
     with tempfile.TemporaryDirectory(prefix="k") as short:
         assert_matches_host(pte, elf, target, random_samples(pte, 4, seed=17), Path(short))
+
+
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+def test_more_integer_kernels_run_on_a_cpu_as_run_host(work, builder, target):
+    path = work / f"more_integer_kernels-{target}.pte"
+    loaded = LoadedModel("more_integer_kernels", MoreOps().eval(), (torch.randn(1, 3, 5, 9),))
+    flow.compile_pte(loaded, CompileSpec(target), path, log=lambda line: None)
+    elf = builder(path, target)
+    with tempfile.TemporaryDirectory(prefix="k") as short:
+        assert_matches_host(path, elf, target, random_samples(path, 3, seed=7), Path(short))
+
+
+@pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])
+def test_int16_attention_runs_on_a_cpu_as_run_host(work, builder, target):
+    path = work / f"int16_attention-{target}.pte"
+    flow.compile_pte(
+        block(), CompileSpec(target, int16=Int16Regions(policies=("attention",))), path, log=lambda line: None
+    )
+    elf = builder(path, target)
+    with tempfile.TemporaryDirectory(prefix="k") as short:
+        assert_matches_host(path, elf, target, random_samples(path, 3, seed=9), Path(short))
+
+
+def test_copies_and_float_fallbacks_run_on_a_cpu_as_run_host(work, builder):
+    """The model of the compiler's refusals (float mul and matrix product by a vector) and int8
+    copies (select, embedding, where) on a Cortex-M4, its token ids within the table."""
+    path = work / "copies-cortex-m4.pte"
+    shapes = ((2, 3, 5), (2, 3, 5), (2, 5))
+    example = (*(torch.randn(*s) for s in shapes), torch.tensor([[3, 0, 9, 3]]))
+    flow.compile_pte(
+        LoadedModel("copies", Refused().eval(), example), CompileSpec("cortex-m4"), path, log=lambda line: None
+    )
+    elf = builder(path, "cortex-m4")
+    rng = np.random.default_rng(4)
+    samples = [
+        [*(rng.uniform(-1, 1, s).astype(np.float32) for s in shapes), rng.integers(0, 10, (1, 4))] for _ in range(2)
+    ]
+    with tempfile.TemporaryDirectory(prefix="k") as short:
+        assert_matches_host(path, elf, "cortex-m4", samples, Path(short))

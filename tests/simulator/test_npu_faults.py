@@ -84,3 +84,18 @@ def test_flat_memory_contract():
 def test_bad_basep():
     with pytest.raises(ValueError, match="the NPU has 8"):
         run_stream(np.zeros(1, np.uint32), (0, 0), FlatMemory(), CONFIG)
+
+
+def test_a_window_past_the_models_bound_is_refused_before_it_is_made():
+    """A 65536 x 65536 pooling (what the registers allow; the window's mask alone would be
+    4 GiB) stops at its command with a parse error naming the bound, nothing allocated."""
+    scratch, memory = _memory()
+    stream = Stream().feature_map("IFM", 1, 0, 65536, 65536, 1).feature_map("OFM", 1, 32, 65536, 65536, 1)
+    stream.set("KERNEL_WIDTH_M1", 0).set("KERNEL_HEIGHT_M1", 0).set("ACTIVATION_MIN", 0xFF80).set(
+        "ACTIVATION_MAX", 0x7F
+    )
+    stream.set1("OFM_SCALE", 1, 0).set("OFM_PRECISION", 1 | (1 << 8))
+    stream.op("POOL", 0)
+    result = run_stream(stream.array(), BASES, memory, CONFIG)
+    assert result.fault.kind == "cmd_parse_error"
+    assert "65536 x 65536 positions is more than the model runs (67,108,864 at most)" in result.fault.message

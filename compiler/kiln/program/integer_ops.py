@@ -17,16 +17,27 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kiln.graph import Op, QParams, Value
-from kiln.program.kernels import INTEGER_KERNELS, Kernel, kernel_for
+from kiln.graph import Op, QParams, Value, dequantize_array
+from kiln.program.kernels import INTEGER_KERNELS, KERNELS, Kernel, kernel_for
 from kiln.program.kernels.core import argument
-from kiln.program.kernels.integer import ADD_LEFT_SHIFT, quantize_multiplier
+from kiln.program.kernels.integer import (
+    ADD_LEFT_SHIFT,
+    ADD_LEFT_SHIFT_S16,
+    S16_EXP_RANGE,
+    S16_MAX_INNER,
+    S16_SOFTMAX_MAX_ROW,
+    quantize_multiplier,
+    softmax_s16_tables,
+)
 from kiln.program.kernels.nn import pair
 from kiln.program.kernels.quantize import quantize_array
-from kiln.vocabulary import VIEW_OPS
+from kiln.vocabulary import FUSIBLE_ACTIVATIONS, GATHERS, MATMUL_OPS, TABLE_OPS, VIEW_OPS, Kind, of_kind
+
+PERMUTE_OPS = of_kind(Kind.PERMUTE)
+MOVED_OPS = VIEW_OPS | GATHERS | of_kind(Kind.SLICE, Kind.SELECT, Kind.EXPAND, Kind.FLIP)
 
 aten = torch.ops.aten
-INT8 = (-128, 127)
+INT8, INT16 = (-128, 127), (-(2**15), 2**15 - 1)
 SOFTMAX_SCALE, SOFTMAX_ZERO_POINT = 1.0 / 256, -128  # arm_softmax_s8's output
 SOFTMAX_INPUT_BITS = 5  # arm_softmax_s8's Q5.26 differences
 
@@ -38,23 +49,28 @@ class IntegerCall:
     before: list  # calls to make first: (kernel, args, output Value), e.g. the pad of an avg_pool2d
 
 
+def _per_tensor(v, dtype: str) -> bool:
+    return isinstance(v, Value) and v.dtype == dtype and v.qparams is not None and v.qparams.axis is None
+
+
 def _per_tensor_int8(v) -> bool:
-    return isinstance(v, Value) and v.dtype == "int8" and v.qparams is not None and v.qparams.axis is None
+    return _per_tensor(v, "int8")
 
 
-def _quantized(x: float, qp: QParams) -> int:
-    """Real value x as kiln's quantize kernel writes it for int8 `qp`."""
-    return int(quantize_array(np.array([x], np.float32), qp.scale, qp.zero_point, *INT8, 1)[0])
+def _quantized(x: float, qp: QParams, bounds=INT8) -> int:
+    """Real value x as kiln's quantize kernel writes it for `qp` (int8, or int16 with INT16's bounds)."""
+    code = 1 if bounds == INT8 else 2  # ScalarType Char, Short
+    return int(quantize_array(np.array([x], np.float32), qp.scale, qp.zero_point, *bounds, code)[0])
 
 
-def _activation_range(op: Op) -> tuple[int, int]:
+def _activation_range(op: Op, bounds=INT8) -> tuple[int, int]:
     """The output's integer range narrowed by the op's fused activation (its real bounds quantized)."""
     qp = op.output.qparams
-    low, high = max(qp.qmin, INT8[0]), min(qp.qmax, INT8[1])
-    if op.activation is not None:  # bounds beyond the int8 range (infinities) clipped to just past it
-        past = ((INT8[0] - qp.zero_point - 1) * qp.scale, (INT8[1] - qp.zero_point + 1) * qp.scale)
+    low, high = max(qp.qmin, bounds[0]), min(qp.qmax, bounds[1])
+    if op.activation is not None:  # bounds beyond the type's range (infinities) clipped to just past it
+        past = ((bounds[0] - qp.zero_point - 1) * qp.scale, (bounds[1] - qp.zero_point + 1) * qp.scale)
         a, b = (float(np.clip(v, *past)) for v in op.activation)
-        low, high = max(low, _quantized(a, qp)), min(high, _quantized(b, qp))
+        low, high = max(low, _quantized(a, qp, bounds)), min(high, _quantized(b, qp, bounds))
     return low, high
 
 
@@ -72,20 +88,21 @@ def _multipliers(ratios) -> tuple[list[int], list[int]] | str:
     return [m for m, _ in pairs], [s for _, s in pairs]
 
 
-def _weighted(op: Op) -> str | None:
+def _weighted(op: Op, axis: int = 0, activations: str = "int8") -> str | None:
     """Why a convolution or linear op has no integer kernel, or None: int8 activations per
-    tensor, int8 constant weights symmetric per channel (axis 0) or per tensor, an int32 bias."""
+    tensor, int8 constant weights symmetric per channel (along `axis`, the output channels'; 1
+    for a transposed convolution) or per tensor, an int32 bias."""
     x, w, b = op.arg("input"), op.arg("weight"), op.arg("bias")
-    if not (_per_tensor_int8(x) and _per_tensor_int8(op.output)):
-        return "its activations are not int8 per tensor"
-    if not (w.is_constant and w.dtype == "int8" and w.qparams is not None and w.qparams.axis in (None, 0)):
+    if not (_per_tensor(x, activations) and _per_tensor(op.output, activations)):
+        return f"its activations are not {activations} per tensor"
+    if not (w.is_constant and w.dtype == "int8" and w.qparams is not None and w.qparams.axis in (None, axis)):
         return "its weight is not an int8 constant quantized per output channel"
     if w.qparams.zero_point != 0:
         return "its weight is quantized with a zero point"
     if b is not None and not (b.is_constant and b.dtype == "int32" and b.qparams is not None):
         return "its bias is not an int32 constant"
     if b is not None:
-        product = float(x.qparams.scale) * _weight_scales(w, w.shape[0])
+        product = float(x.qparams.scale) * _weight_scales(w, w.shape[axis])
         if not np.allclose(np.asarray(b.qparams.scale, np.float64).reshape(-1), product, rtol=1e-5, atol=0):
             return "its bias's scale is not its input's times its weight's"
     return None
@@ -96,7 +113,9 @@ def _weight_scales(w: Value, channels: int) -> np.ndarray:
 
 
 def _linear(op: Op) -> IntegerCall | str:
-    if (why := _weighted(op)) is not None:
+    x, y = op.arg("input"), op.output
+    s16 = _per_tensor(x, "int16") and _per_tensor(y, "int16")
+    if (why := _weighted(op, activations="int16" if s16 else "int8")) is not None:
         return why
     x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
     ratios = float(x.qparams.scale) * _weight_scales(w, w.shape[0]) / float(y.qparams.scale)
@@ -105,6 +124,8 @@ def _linear(op: Op) -> IntegerCall | str:
     mults, shifts = found
     if len(set(zip(mults, shifts))) == 1:  # per tensor: ExecuTorch's own form
         mults, shifts = mults[:1], shifts[:1]
+    if s16:
+        return _linear_s16(op, mults, shifts)
     low, high = _activation_range(op)
     # ExecuTorch's MVE form: the kernel adds kernel_sum = bias + input offset x the sum of each
     # row's weights (mod 2^32) to sum x w, instead of summing each row's weights on every call.
@@ -113,6 +134,16 @@ def _linear(op: Op) -> IntegerCall | str:
     kernel_sum = _constant(op, "kernel_sum", ((sums + 2**31) % 2**32 - 2**31).astype(np.int32))
     args = [x, w, b, kernel_sum, offset, 0, y.qparams.zero_point, mults, shifts, high, low]
     return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear"], args, [])
+
+
+def _linear_s16(op: Op, mults: list[int], shifts: list[int]) -> IntegerCall | str:
+    """kiln's quantized_linear_s16 (arm_fully_connected_s16): zero points 0, the bias as int64."""
+    x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    if x.qparams.zero_point or y.qparams.zero_point or max(shifts) > 14 or x.shape[-1] > S16_MAX_INNER:
+        return "its int16 activations have zero points, or its scales or input size are beyond int64's sums"
+    bias = None if b is None else _constant(op, "bias_s64", b.data.astype(np.int64))
+    low, high = _activation_range(op, INT16)
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear_s16"], [x, w, bias, mults, shifts, high, low], [])
 
 
 def _conv(op: Op) -> IntegerCall | str:
@@ -141,22 +172,29 @@ def _conv(op: Op) -> IntegerCall | str:
 
 def _add(op: Op) -> IntegerCall | str:
     """ExecuTorch's quantized_add parameters: each operand scaled by scale / (2 max scale) after
-    its << 20, the sum by 2 max scale / (output scale 2^20); sub negates the second multiplier."""
+    its << 20, the sum by 2 max scale / (output scale 2^20); sub negates the second multiplier.
+    int16 operands and result of zero point 0: kiln's quantized_add_s16, the same with << 15
+    (arm_elementwise_add_s16)."""
     a, b, y = op.arg("self"), op.arg("other"), op.output
-    if not all(_per_tensor_int8(v) for v in (a, b, y)):
-        return "its operands or result are not int8 tensors quantized per tensor"
+    s16 = all(_per_tensor(v, "int16") and v.qparams.zero_point == 0 for v in (a, b, y))
+    if not (s16 or all(_per_tensor_int8(v) for v in (a, b, y))):
+        return "its operands or result are not int8 tensors quantized per tensor (or int16 of zero point 0)"
     if a.shape != b.shape or op.arg("alpha") != 1:
         return "its operands differ in shape (broadcast) or it has an alpha"
+    left_shift = ADD_LEFT_SHIFT_S16 if s16 else ADD_LEFT_SHIFT
     s1, s2, s_out = float(a.qparams.scale), float(b.qparams.scale), float(y.qparams.scale)
     twice = 2 * max(s1, s2)
     (m1, sh1), (m2, sh2) = quantize_multiplier(s1 / twice), quantize_multiplier(s2 / twice)
-    m_out, sh_out = quantize_multiplier(twice / (s_out * (1 << ADD_LEFT_SHIFT)))
+    m_out, sh_out = quantize_multiplier(twice / (s_out * (1 << left_shift)))
     spans = [(q.qmin - q.zero_point, q.qmax - q.zero_point) for q in (a.qparams, b.qparams)]
-    worst = max(abs(d1 * s1 + d2 * s2) for d1 in spans[0] for d2 in spans[1]) * (1 << ADD_LEFT_SHIFT) / twice
+    worst = max(abs(d1 * s1 + d2 * s2) for d1 in spans[0] for d2 in spans[1]) * (1 << left_shift) / twice
     if not -31 <= sh_out <= 31 or worst * 2.0**sh_out >= 2**31:
         return f"its output scale {s_out:.3g} against operand scales {s1:.3g}, {s2:.3g} overflows the int32 sum"
     if op.target == aten.sub.Tensor:
         m2 = -m2
+    if s16:
+        args = [a, m1, sh1, b, m2, sh2, m_out, sh_out, *_activation_range(op, INT16)]
+        return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_add_s16"], args, [])
     low, high = _activation_range(op)
     args = [a, a.qparams.zero_point, m1, sh1, b, b.qparams.zero_point, m2, sh2]
     args += [y.qparams.zero_point, m_out, sh_out, low, high]
@@ -250,8 +288,25 @@ def softmax_parameters(scale: float) -> tuple[int, int, int]:
     return multiplier, shift, diff_min
 
 
+def _softmax_s16(op: Op) -> IntegerCall | str:
+    """kiln's softmax_s16 (arm_softmax_s16): the input scale in steps of 10 / 65535, the tables
+    of exp and 1 / (1 + x) as constants."""
+    x, y = op.arg("self"), op.output
+    if op.arg("dim") not in (-1, len(x.shape) - 1) or x.shape[-1] > S16_SOFTMAX_MAX_ROW:
+        return "it is not along the last dim, or its rows are longer than 2^16"
+    if not (math.isclose(y.qparams.scale, 1.0 / 32768, abs_tol=1e-12) and y.qparams.zero_point == 0):
+        return "its int16 output is not quantized with scale 1/32768 and zero point 0"
+    multiplier, shift = quantize_multiplier(float(x.qparams.scale) * 65535 / S16_EXP_RANGE)
+    if not -31 <= shift <= 15:
+        return f"its input scale {float(x.qparams.scale):.3g} is beyond the s16 tables' range"
+    exp, one_by_one = (_constant(op, n, t) for n, t in zip(("exp_lut", "one_by_one_lut"), softmax_s16_tables()))
+    return IntegerCall(INTEGER_KERNELS["cortex_m::softmax_s16"], [x, -1, multiplier, shift, exp, one_by_one], [])
+
+
 def _softmax(op: Op) -> IntegerCall | str:
     x, y = op.arg("self"), op.output
+    if _per_tensor(x, "int16") and _per_tensor(y, "int16"):
+        return _softmax_s16(op)
     if not (_per_tensor_int8(x) and _per_tensor_int8(y)):
         return "its input or output is not int8 per tensor"
     if op.arg("dim") not in (-1, len(x.shape) - 1):
@@ -265,16 +320,180 @@ def _softmax(op: Op) -> IntegerCall | str:
     return IntegerCall(INTEGER_KERNELS["cortex_m::softmax"], args, [])
 
 
-def _view(op: Op) -> IntegerCall | str:
-    """A reshape moves no value: its float kernel (aten::view_copy copies bytes) on the integers."""
-    x, kernel = op.arg("self"), kernel_for(op)
-    if not _per_tensor_int8(x) or x.qparams != op.output.qparams or kernel is None:
+def _moved(op: Op) -> IntegerCall | str:
+    """A reshape, slice, select, expand, flip or gather (embedding, index_select) moves values and
+    computes none: its movement kernel (aten::view_copy, slice_copy, ..., which copy elements of any
+    type) on the integers; a gather's indices pass as they are."""
+    x, kernel = op.inputs[0], kernel_for(op)
+    moved = _per_tensor_int8(x) and x.qparams == op.output.qparams
+    if not moved or kernel is None or any(v.qparams is not None for v in op.inputs[1:]):
         return "its input and output are not int8 of one quantization"
     return IntegerCall(kernel, [argument(op, a) for a in kernel.schema_args], [])
 
 
+def _transpose_conv(op: Op) -> IntegerCall | str:
+    """ExecuTorch's parameters: weight [C_in, C_out, kh, kw] as OHWI, one multiplier and shift
+    per output channel (input scale times weight scale over output scale)."""
+    if (why := _weighted(op, axis=1)) is not None:
+        return why
+    x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    if len(x.shape) != 4 or op.arg("groups") != 1:
+        return "it is not a 2-D transposed convolution of one group"
+    out_channels = w.shape[1]
+    ratios = float(x.qparams.scale) * _weight_scales(w, out_channels) / float(y.qparams.scale)
+    if isinstance(found := _multipliers(ratios), str):
+        return found
+    mults, shifts = (_constant(op, name, np.array(v, np.int32)) for name, v in zip(("multipliers", "shifts"), found))
+    geometry = [list(pair(op.arg(a))) for a in ("stride", "padding", "output_padding", "dilation")]
+    weight = _constant(op, "weight_ohwi", w.data.transpose(1, 2, 3, 0))
+    scratch = _constant(op, "scratch", np.zeros(0, np.int8))
+    low, high = _activation_range(op)
+    args = [x, weight, b, *geometry, -x.qparams.zero_point, y.qparams.zero_point, mults, shifts, low, high]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_transpose_conv2d"], [*args, scratch, scratch], [])
+
+
+def _max_pool(op: Op) -> IntegerCall | str:
+    x = op.arg("self")
+    if not _same_quantization(op, x) or len(x.shape) != 4:
+        return "its input is not a 4-D int8 tensor of the output's quantization"
+    kernel = list(pair(op.arg("kernel_size")))
+    stride = list(pair(op.arg("stride"))) if op.arg("stride") else kernel
+    geometry = [
+        kernel,
+        stride,
+        list(pair(op.arg("padding"))),
+        list(pair(op.arg("dilation"))),
+        bool(op.arg("ceil_mode")),
+    ]
+    zp = x.qparams.zero_point
+    return IntegerCall(
+        INTEGER_KERNELS["cortex_m::quantized_max_pool2d"], [x, *geometry, zp, zp, *_activation_range(op)], []
+    )
+
+
+def _extremum(op: Op) -> IntegerCall | str:
+    """minimum and maximum of integers where operands and result share one quantization (as
+    kiln's quantizer makes them): the quantize is monotone, so it commutes."""
+    a, b = op.arg("self"), op.arg("other")
+    if not (isinstance(b, Value) and _same_quantization(op, a) and _same_quantization(op, b)):
+        return "its operands and result are not int8 tensors of one quantization"
+    if op.activation is not None:
+        return "it has a fused activation"
+    name = "cortex_m::minimum" if op.target == aten.minimum.default else "cortex_m::maximum"
+    return IntegerCall(INTEGER_KERNELS[name], [a, b], [])
+
+
+def _where(op: Op) -> IntegerCall | str:
+    """A select by a bool condition between operands of the output's quantization (as kiln's
+    quantizer makes them) computes nothing: aten::where on the integers, int8 or int16."""
+    a, b, y, kernel = op.arg("self"), op.arg("other"), op.output, kernel_for(op)
+    same = all(_per_tensor(v, y.dtype) and v.qparams == y.qparams for v in (a, b))
+    if not (same and y.dtype in ("int8", "int16")) or kernel is None:
+        return "its operands and result are not int8 (or int16) tensors of one quantization"
+    return IntegerCall(kernel, [argument(op, n) for n in kernel.schema_args], [])
+
+
+def _transpose(op: Op) -> IntegerCall | str:
+    """permute and transpose, which move values and compute none: the permutation of their
+    movement kernel's arguments."""
+    x, kernel = op.arg("self"), kernel_for(op)
+    if not _same_quantization(op, x) or kernel is None:
+        return "its input and output are not int8 of one quantization"
+    dims = [argument(op, a) for a in kernel.schema_args][1]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::transpose"], [x, [d % len(x.shape) for d in dims]], [])
+
+
+def _rescale(s_in: float, s_out: float, headroom: int) -> tuple[int, int] | None:
+    """(multiplier, shift) for s_in / s_out applied to integers of `headroom` bits (an int8
+    difference: 9), or None when the shifted integer could pass int32 or the ratio is below 2^-31."""
+    multiplier, shift = quantize_multiplier(s_in / s_out)
+    return (multiplier, shift) if -31 <= shift <= 31 - headroom else None
+
+
+def _mul(op: Op) -> IntegerCall | str:
+    """ExecuTorch's quantized_mul: the product of the operands less their zero points, scaled by
+    the operands' scales over the output's."""
+    a, b, y = op.arg("self"), op.arg("other"), op.output
+    if not all(_per_tensor_int8(v) for v in (a, b, y)):
+        return "its operands or result are not int8 tensors quantized per tensor (or one is a number)"
+    if op.activation is not None:
+        return "it has a fused activation, which quantized_mul does not clamp"
+    found = _rescale(float(a.qparams.scale) * float(b.qparams.scale), float(y.qparams.scale), 17)
+    if found is None:
+        return "its operand scales' product over its output scale overflows the int32 product"
+    args = [a, a.qparams.zero_point, b, b.qparams.zero_point, y.qparams.zero_point, *found]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_mul"], args, [])
+
+
+def _cat(op: Op) -> IntegerCall | str:
+    """kiln's quantized_cat: each input rescaled from its quantization to the output's."""
+    tensors, y = list(op.arg("tensors")), op.output
+    if not all(_per_tensor_int8(v) for v in (*tensors, y)):
+        return "its inputs or result are not int8 tensors quantized per tensor"
+    if op.activation is not None:
+        return "it has a fused activation"
+    found = [_rescale(float(t.qparams.scale), float(y.qparams.scale), 9) for t in tensors]
+    if None in found:
+        return "an input's scale over the output's is beyond 2^22 or below 2^-31"
+    zero_points = [t.qparams.zero_point for t in tensors]
+    args = [tensors, op.arg("dim"), zero_points, [m for m, _ in found], [s for _, s in found], y.qparams.zero_point]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_cat"], args, [])
+
+
+def _matmul(op: Op) -> IntegerCall | str:
+    """ExecuTorch's quantized_batch_matmul of two int8 operands of equal leading dims (kiln's
+    quantized_batch_matmul_s16 for int16 ones, CMSIS-NN's s16 form: zero points 0), the right
+    one transposed first (cortex_m::transpose; a constant's transposition is a constant)."""
+    a, b, y = op.inputs[0], op.inputs[1], op.output
+    dtype = y.dtype if y.dtype in ("int8", "int16") else None
+    if not all(isinstance(v, Value) and v.dtype == dtype and v.qparams and v.qparams.axis is None for v in (a, b, y)):
+        return "its operands or result are not int8 (or int16) tensors quantized per tensor"
+    if len(a.shape) < 2 or len(a.shape) != len(b.shape) or a.shape[:-2] != b.shape[:-2]:
+        return "its operands are not matrices of the same leading dims (a vector, or batch broadcasting)"
+    ratio = float(a.qparams.scale) * float(b.qparams.scale) / float(y.qparams.scale)
+    if isinstance(found := _multipliers([ratio]), str):
+        return found
+    (multiplier,), (shift,) = found
+    if dtype == "int16" and (any(v.qparams.zero_point for v in (a, b, y)) or shift > 14 or a.shape[-1] > S16_MAX_INNER):
+        return "its int16 operands have zero points, or their product's scale or inner size is beyond int64's sums"
+    perm = [*range(len(b.shape) - 2), len(b.shape) - 1, len(b.shape) - 2]
+    transposed = (*b.shape[:-2], b.shape[-1], b.shape[-2])
+    data = np.ascontiguousarray(b.data.transpose(perm)) if b.is_constant else None
+    b_t = Value(f"{op.name}_rhs_transposed", transposed, dtype, b.qparams, data=data)
+    before = [] if b.is_constant else [(INTEGER_KERNELS["cortex_m::transpose"], [b, perm], b_t)]
+    scratch = _constant(op, "scratch", np.zeros(0, np.int8))
+    if dtype == "int16":
+        low, high = max(y.qparams.qmin, -(2**15)), min(y.qparams.qmax, 2**15 - 1)
+        args = [a, b_t, multiplier, shift, low, high, scratch]
+        return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_batch_matmul_s16"], args, before)
+    args = [a, -a.qparams.zero_point, b_t, -b.qparams.zero_point, y.qparams.zero_point, multiplier, shift, scratch]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_batch_matmul"], args, before)
+
+
+def _table(op: Op) -> IntegerCall | str:
+    """A unary function of one int8 value as ExecuTorch's quantized_activation: its 256-entry
+    table is the float path itself (dequantize, the op's float kernel, its fused activation,
+    quantize: kiln's kernels, as the program builder would call them) on every int8 value."""
+    x, y, kernel = op.inputs[0], op.output, kernel_for(op)
+    if not (_per_tensor_int8(x) and _per_tensor_int8(y)) or len(op.inputs) != 1:
+        return "its input or output is not int8 per tensor"
+    if kernel is None:
+        return "kiln has no float kernel to build its table from"
+    values = np.arange(-128, 128, dtype=np.int8)
+    real = dequantize_array(values, x.qparams)
+    args = [real if argument(op, a) is x else argument(op, a) for a in kernel.schema_args]
+    with np.errstate(all="ignore"):  # log of a negative: NaN, which the quantize makes 0 as at run time
+        result = kernel.run(*args, *([np.float32] if kernel.out_dtype else []))
+        if op.activation is not None:
+            low, high = op.activation
+            result = KERNELS[aten.hardtanh.default].run(result, float(max(low, -3.0e38)), float(min(high, 3.0e38)))
+        qp = y.qparams
+        lut = quantize_array(np.asarray(result, np.float32), qp.scale, qp.zero_point, qp.qmin, qp.qmax, 1)
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_activation"], [x, _constant(op, "lut", lut)], [])
+
+
 RULES = {
-    **{t: _view for t in VIEW_OPS},
+    **{t: _moved for t in MOVED_OPS},
     aten.linear.default: _linear,
     aten.conv2d.default: _conv,
     aten.add.Tensor: _add,
@@ -286,6 +505,16 @@ RULES = {
     aten._softmax.default: _softmax,
     aten.constant_pad_nd.default: _pad,
     aten.pad.default: _pad,
+    aten.conv_transpose2d.input: _transpose_conv,
+    aten.max_pool2d.default: _max_pool,
+    aten.where.self: _where,
+    aten.minimum.default: _extremum,
+    aten.maximum.default: _extremum,
+    **{t: _transpose for t in PERMUTE_OPS},
+    aten.mul.Tensor: _mul,
+    aten.cat.default: _cat,
+    **{t: _matmul for t in MATMUL_OPS},
+    **{t: _table for t in TABLE_OPS | FUSIBLE_ACTIVATIONS},
 }
 
 

@@ -22,6 +22,7 @@ from enum import IntEnum
 import numpy as np
 
 from kiln.errors import PteError
+from kiln.pte.dim_order import from_memory
 from kiln.pte.reader import _F64, _I8, _I64, _U8, _U32, _Reader, _Table
 from kiln.pte.schema import ELEMENT_SIZE, NUMPY_DTYPES, SCALAR_TYPES, ScalarType
 from kiln.pte.writer import _Writer
@@ -82,7 +83,8 @@ class BundleTensor:
         return BundleTensor(code, tuple(a.shape), a.astype(a.dtype.newbyteorder("<")).tobytes(), tuple(range(a.ndim)))
 
     def array(self) -> np.ndarray:
-        """The tensor as a numpy array (PteError when its bytes do not fill its sizes)."""
+        """The tensor as a numpy array in the order of its sizes, from its bytes in its dim order
+        (PteError when its bytes do not fill its sizes or the order is not a permutation)."""
         dtype = NUMPY_DTYPES.get(self.scalar_type)
         if dtype is None:
             raise PteError(f"a bundle tensor of scalar type {self.scalar_type.name}: kiln reads {sorted(SCALAR_TYPES)}")
@@ -91,7 +93,10 @@ class BundleTensor:
             raise PteError(
                 f"a bundle tensor of {self.scalar_type.name} {list(self.sizes)} holds {len(self.data)} bytes"
             )
-        return np.frombuffer(self.data, np.dtype(dtype).newbyteorder("<")).reshape(self.sizes)
+        flat = np.frombuffer(self.data, np.dtype(dtype).newbyteorder("<"))
+        if sorted(self.dim_order) != list(range(len(self.sizes))):
+            raise PteError(f"a bundle tensor of sizes {list(self.sizes)} has dim_order {list(self.dim_order)}")
+        return from_memory(flat, self.sizes, self.dim_order)
 
 
 BundleValue = BundleTensor | int | bool | float

@@ -4,7 +4,8 @@ Kernel calls run kiln.program.kernels' numpy implementations; each Ethos-U deleg
 the TOSA graph it was compiled from (named data kiln.pte.schema.tosa_key, "kiln/tosa/<i>") on
 tosa_reference_model, whose integer results are the NPU's; a delegate without one
 (ExecuTorch's Arm flow keeps none) runs its command stream on kiln's NPU model. Inputs and outputs
-are raw little-endian bytes in the program's order and types.
+are raw little-endian bytes in the program's order and types, each tensor's elements in its
+dim order (kiln.pte.dim_order: channels-last where ExecuTorch's Cortex-M flow writes it).
 
 A .pte may be damaged or hostile; every way it can fail is a KilnError (HostError, PteError,
 PayloadError, UsageError), and the work it can cause is bounded: no tensor or set of planned
@@ -31,6 +32,7 @@ from kiln.errors import HostError, NpuConfigError, UsageError
 from kiln.isolation import address_space, in_child
 from kiln.lower import ethosu_payload
 from kiln.program.kernels import by_name
+from kiln.pte import dim_order
 from kiln.pte.reader import PteFile, deserialize
 from kiln.pte.schema import (
     NUMPY_DTYPES,
@@ -68,6 +70,9 @@ KERNEL_MEMORY_FACTOR = 4
 # Element operations (_call_work) one run's kernel calls may take, 75 times what a CPU-only
 # resnet8 takes (2.8e7, 0.13 s); work beyond it is a HostError before the call that would pass it.
 HOST_WORK_BUDGET = 1 << 31
+# The argument through which ExecuTorch's Cortex-M flow hands a kernel working memory (planned,
+# written by no instruction); kiln's kernels take it and do not read it.
+SCRATCH = "scratch"
 MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::matmul", "aten::linear", "cortex_m::quantized_linear")
 WINDOWED_POOLS = ("aten::max_pool2d", "aten::avg_pool2d", "cortex_m::quantized_avg_pool2d")
 # Convolutions by the dim of their weight that counts output channels (OIHW, OHWI, IHWO).
@@ -113,7 +118,7 @@ def _run(
         if isinstance(value, Tensor):
             raw = f.tensor_data(value)
             if raw is not None:
-                slots[i] = np.frombuffer(raw, _dtype(value)).reshape(value.sizes)
+                slots[i] = dim_order.from_memory(np.frombuffer(raw, _dtype(value)), value.sizes, value.dim_order)
         elif isinstance(value, (Int, Double, Bool, String)):
             slots[i] = value.value
         elif isinstance(value, Null):
@@ -131,11 +136,12 @@ def _run(
         raise UsageError(f"the program takes {len(plan.inputs)} inputs, {len(inputs)} given")
     for i, x in zip(plan.inputs, inputs):
         _store(slots, plan, i, x, f"input value {i}")
+    places = _written_at(plan, {}, plan.inputs)  # (memory id, offset) -> the value written there last
     if len(plan.chains) != 1:
         raise HostError(f"the plan has {len(plan.chains)} chains; run-host runs programs of one")
     for k, instruction in enumerate(plan.chains[0].instructions):
         if isinstance(instruction, KernelCall):
-            _kernel_call(k, instruction, plan, kernels, slots, work)
+            _written_at(plan, places, _kernel_call(k, instruction, plan, kernels, slots, work, places))
         elif isinstance(instruction, DelegateCall):
             delegate = plan.delegates[instruction.delegate_index]
             payload = ethosu_payload.decode(f.delegate_payload(delegate), named)
@@ -156,6 +162,7 @@ def _run(
                 _delegate(instruction, len(payload.inputs), plan, named, slots)
             else:
                 _delegate_on_npu_model(instruction, delegate, payload, plan, slots)
+            _written_at(plan, places, instruction.args[len(payload.inputs) :])
         else:
             raise HostError(f"instruction {k} ({type(instruction).__name__}) is not supported on the host")
     missing = [i for i in plan.outputs if i not in slots]
@@ -198,6 +205,11 @@ def _check_sizes(plan: ExecutionPlan):
     for i, value in enumerate(plan.values):
         if isinstance(value, Tensor) and value.nbytes > bound:
             raise HostError(f"value {i} is a tensor of {value.nbytes:,} bytes; no board has more than {bound:,}")
+        if isinstance(value, Tensor) and dim_order.layout(value.sizes, value.dim_order) is None:
+            raise HostError(
+                f"value {i} has dim_order {list(value.dim_order)} for sizes {list(value.sizes)}: kiln's runtime reads "
+                "the contiguous and the channels-last orders"
+            )
 
 
 @functools.cache
@@ -270,10 +282,13 @@ def _store(slots: dict, plan: ExecutionPlan, index: int, array, what: str):
     slots[index] = converted.reshape(t.sizes)
 
 
-def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: dict, slots: dict, work: list[int]):
-    """Instruction `k`, a kernel call: its arguments checked against the kernel's schema, its
-    out tensors written. A kernel that raises on the program's arguments (values of the
-    wrong kind, shapes that do not fit) is a HostError naming the instruction."""
+def _kernel_call(
+    k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: dict, slots: dict, work: list[int], places: dict
+) -> list[int]:
+    """Instruction `k`, a kernel call: its arguments checked against the kernel's schema (a planned
+    tensor nothing wrote read in place: _read_in_place), its out tensors written; returns them.
+    A kernel that raises on the program's arguments (values of the wrong kind, shapes that do not
+    fit) is a HostError naming the instruction."""
     op = plan.operators[instruction.op_index]
     kernel = kernels.get((op.name, op.overload))
     if kernel is None:
@@ -285,7 +300,11 @@ def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: 
         raise HostError(f"{at} has {len(instruction.args)} arguments; the kernel takes {expected}")
     args, outs = instruction.args[: -1 - n], instruction.args[-1 - n : -1]
     out_types = [_dtype(_tensor_value(plan, out, f"{at}'s out argument")) for out in outs]
-    for a in args:
+    for name, a in zip(kernel.schema_args, args):
+        if name == SCRATCH and a not in slots and isinstance(plan.values[a], Tensor):
+            slots[a] = np.zeros(plan.values[a].sizes, _dtype(plan.values[a]))  # its contents are never read
+        if a not in slots:
+            _read_in_place(plan, slots, places, a)
         if a not in slots:
             kind = plan.values[a]
             raise HostError(
@@ -296,6 +315,8 @@ def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: 
         if isinstance(slots[a], TensorList) and not all(j in slots for j in slots[a].items):
             raise HostError(f"{at} reads tensor list value {a}, whose tensors are not all written yet")
     args = [[slots[j] for j in slots[a].items] if isinstance(slots[a], TensorList) else slots[a] for a in args]
+    if op.name == "cortex_m::pad":
+        args = _pads_in_logical_order(plan, instruction.args[0], args)
     work[0] -= _call_work(op.name, args, [math.prod(plan.values[out].sizes) for out in outs])
     if work[0] < 0:
         raise HostError(
@@ -330,6 +351,49 @@ def _kernel_call(k: int, instruction: KernelCall, plan: ExecutionPlan, kernels: 
         raise HostError(f"{at} gave {len(results)} results for {n} out tensors")
     for out, r in zip(outs, results):
         _store(slots, plan, out, r, f"{at}'s result")
+    return outs
+
+
+def _place(t) -> tuple[int, int] | None:
+    """A planned tensor's place: (memory id, offset); None for any other value."""
+    if not isinstance(t, Tensor) or t.allocation_info is None:
+        return None
+    return t.allocation_info.memory_id, t.allocation_info.offset
+
+
+def _written_at(plan: ExecutionPlan, places: dict, written) -> dict:
+    """`places` with the tensors just `written` as the last written at their places."""
+    for i in written:
+        if (place := _place(plan.values[i])) is not None:
+            places[place] = i
+    return places
+
+
+def _read_in_place(plan: ExecutionPlan, slots: dict, places: dict, index: int) -> None:
+    """ExecuTorch's memory planning leaves a view_copy no instruction: its output is planned at its
+    input's place and read there while the input lives (nothing else is planned over it). A
+    planned tensor `index` that nothing wrote takes the bytes of the tensor written last at its
+    place, when that one has its size and type; otherwise it stays unwritten."""
+    t = plan.values[index]
+    source = places.get(_place(t))
+    if source is None or source == index:
+        return
+    s = plan.values[source]
+    if (s.nbytes, s.scalar_type) == (t.nbytes, t.scalar_type):
+        flat = dim_order.to_memory(slots[source], s.dim_order).reshape(-1)
+        slots[index] = dim_order.from_memory(flat, t.sizes, t.dim_order)
+
+
+def _pads_in_logical_order(plan: ExecutionPlan, x: int, args: list) -> list:
+    """cortex_m::pad's arguments with its two lists of four pads in the order of its input's dims,
+    which the host kernel reads: ExecuTorch writes them in the input's memory order, N, H, W, C
+    for a channels-last input (the firmware's kernel reads them so)."""
+    t = plan.values[x]
+    if not isinstance(t, Tensor) or dim_order.layout(t.sizes, t.dim_order) != dim_order.CHANNELS_LAST:
+        return args
+    logical = np.argsort(dim_order.CHANNELS_LAST_ORDER)
+    pads = [a if not isinstance(a, list) or len(a) != 4 else [a[d] for d in logical] for a in args[1:3]]
+    return [args[0], *pads, *args[3:]]
 
 
 def _delegate(call: DelegateCall, n_in: int, plan: ExecutionPlan, named: dict, slots: dict):
@@ -468,12 +532,13 @@ def run_files(pte_path: str, input_paths: list[str], output_dir: str) -> list[Pa
                 f"input {n} ({path}) has {len(raw)} bytes; the program takes "
                 f"{t.scalar_type.name} {list(t.sizes)} = {t.nbytes} bytes"
             )
-        inputs.append(np.frombuffer(raw, _dtype(t)).reshape(t.sizes))
+        inputs.append(dim_order.from_memory(np.frombuffer(raw, _dtype(t)), t.sizes, t.dim_order))
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for n, result in enumerate(_run(f, inputs)):
+    for n, (result, i) in enumerate(zip(_run(f, inputs), plan.outputs)):
         path = out / f"output_{n}.bin"
-        path.write_bytes(np.ascontiguousarray(result).astype(result.dtype.newbyteorder("<")).tobytes())
+        memory = dim_order.to_memory(result, plan.values[i].dim_order)
+        path.write_bytes(memory.astype(result.dtype.newbyteorder("<")).tobytes())
         paths.append(path)
     return paths

@@ -119,12 +119,13 @@ uint32_t Bundle::value_count(uint32_t suite, uint32_t c, bool expected) const {
 BundleValue Bundle::value(uint32_t suite, uint32_t c, bool expected, uint32_t i) const {
   const fb::Verified v(base_, size_);
   const fb::Union u = v.union_at(v.element(case_values(v, root_, suite, c, expected), i));
-  BundleValue out{static_cast<BundleValueKind>(u.type), 0, {}, {}};
+  BundleValue out{static_cast<BundleValueKind>(u.type), 0, {}, {}, {}};
   if (out.kind == BundleValueKind::kTensor) {
     out.type = v.scalar<int8_t>(u.value, kScalarType);
     const fb::Vector sizes = v.vector(u.value, kSizes, 4);
     out.sizes = {static_cast<const int32_t*>(v.pointer(sizes.start)), sizes.count};
     out.data = v.bytes(u.value, kData);
+    out.dim_order = v.bytes(u.value, kDimOrder);
   }
   return out;
 }

@@ -30,12 +30,14 @@ namespace kiln::runner {
 enum class BundleValueKind : uint8_t { kTensor = 1, kInt = 2, kBool = 3, kDouble = 4 };
 
 // One value of a case. For a tensor: its type code (not checked against ScalarType: the
-// runner compares it with the method's), sizes and bytes, inside the bundle.
+// runner compares it with the method's), sizes, bytes and dim order (its bytes laid out in
+// it; none: contiguous), inside the bundle.
 struct BundleValue {
   BundleValueKind kind;
   int8_t type;
   runtime::Span<const int32_t> sizes;
   runtime::Span<const uint8_t> data;
+  runtime::Span<const uint8_t> dim_order;
 };
 
 class Bundle {

@@ -31,13 +31,29 @@ void print_shape(int8_t type, const int32_t* sizes, size_t dims, size_t nbytes) 
   print("] (%u bytes)", unsigned(nbytes));
 }
 
-// Whether bundle value `v` is a tensor of `t`'s type, sizes and bytes; else prints
+// The DimOrder of bundle tensor `v` (none given: contiguous); false for one the runtime does
+// not read.
+bool bundle_order(const BundleValue& v, runtime::DimOrder* order) {
+  *order = runtime::DimOrder::kContiguous;
+  if (v.dim_order.size == 0) return true;
+  return v.dim_order.size == v.sizes.size && runtime::dim_order_of(v.sizes.data, v.dim_order.data, v.sizes.size, order);
+}
+
+// Whether bundle value `v` is a tensor of `t`'s type, sizes and bytes, in a dim order the
+// runtime reads (its own or `t`'s: elements are matched by index, element_index); else prints
 // "bundle: <method> case C <input|output> I: ..." saying how it differs, and returns false.
 bool matches(const BundleValue& v, const Tensor& t, runtime::StringView method, uint32_t c, const char* side,
              uint32_t i) {
+  runtime::DimOrder order;
   bool same = v.kind == BundleValueKind::kTensor && v.type == static_cast<int8_t>(t.type) && v.sizes.size == t.dim &&
               v.data.size == t.nbytes;
   for (uint8_t d = 0; same && d < t.dim; ++d) same = v.sizes[d] == t.sizes[d];
+  if (same && !bundle_order(v, &order)) {
+    print("bundle: ");
+    print_name(method);
+    print(" case %u %s %u: the bundle's dim order is not one the runtime reads\n", unsigned(c), side, unsigned(i));
+    return false;
+  }
   if (same) return true;
   print("bundle: ");
   print_name(method);
@@ -148,10 +164,12 @@ bool check_output(const Tensor& t, const BundleValue& expected, const Options& o
   uint32_t at = 0;
   bool within = true;
   const auto* actual = static_cast<const uint8_t*>(t.data);
-  for (uint32_t k = 0; k < t.numel; ++k) {
+  runtime::DimOrder order;
+  (void)bundle_order(expected, &order);  // one the runtime reads: matches() said so
+  for (uint32_t k = 0; k < t.numel; ++k) {  // k: the element's row-major index
     Element a, e;
-    (void)element_at(t.type, actual, k, a);  // comparable: run_suite checked
-    (void)element_at(t.type, expected.data.data, k, e);
+    (void)element_at(t.type, actual, runtime::element_index(t.order, t.sizes, t.dim, k), a);  // comparable
+    (void)element_at(t.type, expected.data.data, runtime::element_index(order, t.sizes, t.dim, k), e);
     if (a.integral ? a.whole == e.whole : a.real == e.real) continue;  // equal (infinities too)
     if (a.real != a.real && e.real != e.real) continue;                // both NaN
     const double diff = difference(a, e);                               // NaN when one is
@@ -173,6 +191,19 @@ bool check_output(const Tensor& t, const BundleValue& expected, const Options& o
   print_decimal(o.rtol);
   print("): %s\n", within ? "pass" : "FAIL");
   return within;
+}
+
+// Bundle input `v` (matches() `t`) into `t`, each element to its place in t's dim order.
+void copy_input(Tensor& t, const BundleValue& v) {
+  runtime::DimOrder order;
+  (void)bundle_order(v, &order);
+  if (order == t.order) return (void)std::memcpy(t.data, v.data.data, t.nbytes);
+  const size_t size = runtime::element_size(static_cast<int8_t>(t.type));
+  auto* to = static_cast<uint8_t*>(t.data);
+  for (uint32_t k = 0; k < t.numel; ++k) {
+    std::memcpy(to + size * runtime::element_index(t.order, t.sizes, t.dim, k),
+                v.data.data + size * runtime::element_index(order, t.sizes, t.dim, k), size);
+  }
 }
 
 struct Tally {
@@ -208,7 +239,7 @@ int run_suite(const Bundle& bundle, uint32_t s, const runtime::Program& program,
       const BundleValue v = bundle.value(s, c, false, i);
       Tensor* t = m.input(i);
       if (t == nullptr || t->data == nullptr || !matches(v, *t, name, c, "input", i)) return kExitLoad;
-      std::memcpy(t->data, v.data.data, t->nbytes);
+      copy_input(*t, v);
     }
     for (uint32_t i = 0; i < n_out; ++i) {  // before running: a case that cannot be checked is refused
       const Tensor* t = m.output(i);

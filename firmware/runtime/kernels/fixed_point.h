@@ -47,6 +47,15 @@ inline int32_t requantize(int32_t x, int32_t multiplier, int32_t shift) {
   return shift < 0 ? divide_by_power_of_two_32(high, -shift) : high;
 }
 
+// arm_nn_requantize_s64 with REDUCE_MULTIPLIER (CMSIS-NN's s16 kernels): x times the multiplier
+// as a Q15, shifted right by 14 - shift and wrapped to int32, then halved rounding up; |x| < 2^47,
+// -31 <= shift <= 14.
+inline int32_t requantize_s64(int64_t x, int32_t multiplier, int32_t shift) {
+  const int64_t reduced = multiplier < 0x7FFF0000 ? (static_cast<int64_t>(multiplier) + (1 << 15)) >> 16 : 0x7FFF;
+  const int32_t high = wrap32((x * reduced) >> (14 - shift));
+  return wrap32(static_cast<int64_t>(high) + 1) >> 1;  // the int32 sum wraps, as CMSIS-NN's on the machine
+}
+
 // MUL_POW2: x * 2^exponent saturated to int32, 0 <= exponent <= 31.
 inline int32_t mult_by_power_of_two(int32_t x, int32_t exponent) {
   const int64_t v = static_cast<int64_t>(x) * (int64_t{1} << exponent);

@@ -22,6 +22,11 @@ Result<const Tensor*> any_tensor(const KernelArgs& args, size_t i);
 // The out tensor (position n) of the same scalar type as `like`.
 Result<Tensor*> output_like(const KernelArgs& args, size_t n, const Tensor& like);
 
+// max_pool2d.out's work for a call of `arity` arguments whose first six are max_pool2d's
+// (aten::max_pool2d, cortex_m::quantized_max_pool2d), the out tensor at `arity`; an int8
+// result is clamped to range[0], range[1] (int8 values; nullptr: none).
+Status max_pool2d(KernelArgs& args, size_t arity, const int32_t* range);
+
 // Row-major strides (in elements) of `t`: strides[d] = product of sizes after d, each below
 // numel; all 0 for a tensor without elements (no read of it is inside it: gather refuses any).
 // kKernelUnsupported (a = position) if a product passes int64 (it cannot while numel > 0).

@@ -5,6 +5,8 @@
 //   each output: the running max over the window's positions inside the input, row by row,
 //                left to right, starting from -inf (int8: -128); a value replaces it when
 //                greater or NaN (PyTorch's rule)
+// max_pool2d() does the work for cortex_m::quantized_max_pool2d too (quantized_select.cpp),
+// which clamps its int8 result to the activation range.
 #include "kiln/runtime/try.h"
 #include "movement.h"
 
@@ -29,7 +31,7 @@ struct Geometry {
 };
 
 template <typename T>
-void max_pool(const T* in, T* out, const Geometry& g, T lowest) {
+void max_pool(const T* in, T* out, const Geometry& g, T lowest, T low, T high) {
   for (int64_t plane = 0; plane < g.planes; ++plane) {
     const T* p = in + plane * g.h * g.w;
     for (int64_t oy = 0; oy < g.oh; ++oy) {
@@ -45,7 +47,7 @@ void max_pool(const T* in, T* out, const Geometry& g, T lowest) {
             if (v > acc || v != v) acc = v;
           }
         }
-        out[(plane * g.oh + oy) * g.ow + ox] = acc;
+        out[(plane * g.oh + oy) * g.ow + ox] = acc < low ? low : (acc > high ? high : acc);
       }
     }
   }
@@ -53,8 +55,8 @@ void max_pool(const T* in, T* out, const Geometry& g, T lowest) {
 
 }  // namespace
 
-Status max_pool2d_out(KernelArgs& args) {
-  KILN_CHECK(expect_arity(args, 6));
+Status max_pool2d(KernelArgs& args, size_t arity, const int32_t* range) {
+  KILN_CHECK(expect_arity(args, arity));
   KILN_TRY(const Tensor* x, any_tensor(args, 0));
   if (x->type != ScalarType::kFloat && x->type != ScalarType::kChar)
     return unsupported(0, static_cast<uint32_t>(x->type));
@@ -81,17 +83,21 @@ Status max_pool2d_out(KernelArgs& args) {
   g.oh = pool_output_size(g.h, g.kernel[0], g.stride[0], g.pad[0], g.dilation[0], ceil_mode);
   g.ow = pool_output_size(g.w, g.kernel[1], g.stride[1], g.pad[1], g.dilation[1], ceil_mode);
   if (g.oh < 1 || g.ow < 1) return shape_mismatch(1);
-  KILN_TRY(Tensor * out, output_like(args, 6, *x));
+  KILN_TRY(Tensor * out, output_like(args, arity, *x));
   int64_t sizes[4];
   for (size_t k = 0; k + 2 < d; ++k) sizes[k] = x->sizes[k];
   sizes[d - 2] = g.oh, sizes[d - 1] = g.ow;
-  KILN_CHECK(expect_sizes(*out, sizes, d, 6));
+  KILN_CHECK(expect_sizes(*out, sizes, d, arity));
   if (x->type == ScalarType::kFloat) {
-    max_pool(f32(*x), f32(*out), g, -__builtin_inff());
+    max_pool(f32(*x), f32(*out), g, -__builtin_inff(), -__builtin_inff(), __builtin_inff());
   } else {
-    max_pool(static_cast<const int8_t*>(x->data), static_cast<int8_t*>(out->data), g, int8_t{-128});
+    const auto low = static_cast<int8_t>(range != nullptr ? range[0] : INT8_MIN);
+    const auto high = static_cast<int8_t>(range != nullptr ? range[1] : INT8_MAX);
+    max_pool(static_cast<const int8_t*>(x->data), static_cast<int8_t*>(out->data), g, int8_t{-128}, low, high);
   }
   return {};
 }
+
+Status max_pool2d_out(KernelArgs& args) { return max_pool2d(args, 6, nullptr); }
 
 }  // namespace kiln::runtime::kernels

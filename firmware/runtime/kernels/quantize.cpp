@@ -4,6 +4,7 @@
 //   quantize:   clip(rint(x * (1 / scale)) + zero_point, qmin, qmax), NaN -> 0 before
 //               the clip (numpy leaves NaN's integer value unspecified)
 //   dequantize: float(int32(q) - zero_point) * scale
+// elementwise, so in either DimOrder, the out tensor in the input's;
 // quantized_decomposed::dequantize_per_channel.out (input, scales, zero_points?, axis,
 // quant_min, quant_max, dtype, out_dtype?, out), as ExecuTorch's Arm flow calls it for
 // its weights: float(q - zero_points[c]) * scales[c], c the index along `axis`, the
@@ -85,13 +86,14 @@ float dequantize_one(int64_t q, int32_t zero_point, float scale) {
 
 Status cortex_m_quantize_per_tensor_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, kArity));
-  KILN_TRY(const Tensor* in, input_tensor(args, 0, ScalarType::kFloat));
+  KILN_TRY(const Tensor* in, input_tensor_any_order(args, 0, ScalarType::kFloat));
   Value& out_value = args[kArity];
   if (out_value.kind != ValueKind::kTensor || !is_integer_type(out_value.t.type)) {
     return bad_argument(kArity);
   }
-  KILN_TRY(Tensor * out, output_tensor(args, kArity, out_value.t.type));
+  KILN_TRY(Tensor * out, output_tensor_any_order(args, kArity, out_value.t.type));
   if (!same_sizes(*in, *out)) return shape_mismatch(kArity);
+  KILN_CHECK(same_order(*in, *out, kArity));
   KILN_TRY(QuantParams q, quant_params(args));
   KILN_CHECK(check_dtype(args, out->type));
   const float inverse = 1.0f / q.scale;
@@ -112,8 +114,10 @@ Status cortex_m_dequantize_per_tensor_out(KernelArgs& args) {
   if (in_value.kind != ValueKind::kTensor || !is_integer_type(in_value.t.type)) {
     return bad_argument(0);
   }
-  KILN_TRY(const Tensor* in, input_tensor(args, 0, in_value.t.type));
-  KILN_TRY(Tensor * out, same_shape_output(args, kArity, *in));
+  KILN_TRY(const Tensor* in, input_tensor_any_order(args, 0, in_value.t.type));
+  KILN_TRY(Tensor * out, output_tensor_any_order(args, kArity, ScalarType::kFloat));
+  if (!same_sizes(*in, *out)) return shape_mismatch(kArity);
+  KILN_CHECK(same_order(*in, *out, kArity));
   KILN_TRY(QuantParams q, quant_params(args));
   KILN_CHECK(check_dtype(args, in->type));
   const auto zero_point = static_cast<int32_t>(q.zero_point);

@@ -2,16 +2,20 @@
 // (ExecuTorch's schemas, CMSIS-NN's arithmetic; fixed_point.h):
 //   cortex_m::quantized_add.out (self, self_zero_point, self_multiplier, self_shift, other,
 //     other_zero_point, other_multiplier, other_shift, output_zero_point, output_multiplier,
-//     output_shift, activation_min, activation_max, out): operands of one shape;
+//     output_shift, activation_min, activation_max, out): operands of one shape and DimOrder
+//     (the out tensor's too);
 //     requantize(requantize((a - zp_a) << 20, ..) + requantize((b - zp_b) << 20, ..), ..) + zp_out.
 //   cortex_m::quantized_avg_pool2d.out (input, kernel_size, stride, padding, ceil_mode,
-//     zero_point, multiplier, shift, scratch, out): NCHW; each window clipped to the input;
+//     zero_point, multiplier, shift, scratch, out): NCHW, each in either DimOrder; each
+//     window clipped to the input;
 //     its int8 sum (exact) plus or minus half its count, divided by the count (truncating).
 //     zero_point, multiplier, shift and scratch are ExecuTorch's and not read.
 //   cortex_m::softmax.out (input, dim, input_zero_point, output_zero_point, input_multiplier,
 //     input_shift, diff_min, out): arm_softmax_s8 along the last dim; output zero point -128.
 //   cortex_m::pad.out (input, pre_pad, post_pad, pad_value, out): four pads each side,
-//     right-aligned to the input's (1 to 4) dims (those of dims it lacks are not read).
+//     right-aligned to the input's (1 to 4) dims (those of dims it lacks are not read); for a
+//     channels-last input, in its memory order N, H, W, C (as ExecuTorch writes them), the
+//     out tensor channels-last too.
 #include "quantized.h"
 #include "kiln/runtime/try.h"
 
@@ -38,22 +42,27 @@ Result<Multiplier> multiplier_at(const KernelArgs& args, size_t i) {
   return Multiplier{static_cast<int32_t>(m), static_cast<int32_t>(s)};
 }
 
-// The rounded average of a window of `rows` rows of `cols` bytes, rows `stride` apart: its exact
-// sum plus or minus half its count, divided by the count (truncating).
-int64_t window_average(const int8_t* first, ptrdiff_t stride, ptrdiff_t rows, ptrdiff_t cols) {
+// Element steps of a plane's rows and columns in memory.
+struct Steps {
+  ptrdiff_t row, col;
+};
+
+// The rounded average of a window of `rows` rows of `cols` elements, from `first` by steps `at`:
+// its exact sum plus or minus half its count, divided by the count (truncating).
+int64_t window_average(const int8_t* first, Steps at, ptrdiff_t rows, ptrdiff_t cols) {
   const int64_t count = static_cast<int64_t>(rows) * cols;
-  if (count > kExactInt32Count) {  // the sum may pass int32: exactly in int64
+  if (count > kExactInt32Count || at.col != 1) {  // the sum may pass int32, or strided columns: in int64
     int64_t sum = 0;
     for (ptrdiff_t r = 0; r < rows; ++r) {
-      for (ptrdiff_t col = 0; col < cols; ++col) sum += first[r * stride + col];
+      for (ptrdiff_t col = 0; col < cols; ++col) sum += first[r * at.row + col * at.col];
     }
     return (sum > 0 ? sum + count / 2 : sum - count / 2) / count;
   }
   int32_t sum = 0;  // |sum| <= 128 count < 2^31
-  if (cols == stride) {
+  if (cols == at.row) {
     sum = byte_sum(first, rows * cols);  // whole rows: one run of bytes
   } else {
-    for (ptrdiff_t r = 0; r < rows; ++r) sum += byte_sum(first + r * stride, cols);
+    for (ptrdiff_t r = 0; r < rows; ++r) sum += byte_sum(first + r * at.row, cols);
   }
   const auto n = static_cast<int32_t>(count);
   return (sum > 0 ? sum + n / 2 : sum - n / 2) / n;
@@ -74,17 +83,19 @@ Status activation_range(const KernelArgs& args, size_t low_at, size_t high_at, i
   return {};
 }
 
-Result<Tensor*> int8_output(const KernelArgs& args, size_t n, const int64_t* sizes, size_t dim) {
-  KILN_TRY(Tensor * out, output_tensor(args, n, ScalarType::kChar));
+Result<Tensor*> int8_output(const KernelArgs& args, size_t n, const int64_t* sizes, size_t dim, bool any_order) {
+  KILN_TRY(Tensor * out,
+           any_order ? output_tensor_any_order(args, n, ScalarType::kChar) : output_tensor(args, n, ScalarType::kChar));
   KILN_CHECK(expect_sizes(*out, sizes, dim, n));
   return out;
 }
 
 Status cortex_m_quantized_add_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 13));
-  KILN_TRY(const Tensor* a, input_tensor(args, 0, ScalarType::kChar));
-  KILN_TRY(const Tensor* b, input_tensor(args, 4, ScalarType::kChar));
+  KILN_TRY(const Tensor* a, input_tensor_any_order(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* b, input_tensor_any_order(args, 4, ScalarType::kChar));
   if (!same_sizes(*a, *b)) return shape_mismatch(4);
+  KILN_CHECK(same_order(*a, *b, 4));
   KILN_TRY(int64_t a_zp, ranged_int(args, 1, INT8_MIN, INT8_MAX));
   KILN_TRY(Multiplier a_m, multiplier_at(args, 2));
   KILN_TRY(int64_t b_zp, ranged_int(args, 5, INT8_MIN, INT8_MAX));
@@ -95,7 +106,8 @@ Status cortex_m_quantized_add_out(KernelArgs& args) {
   KILN_CHECK(activation_range(args, 11, 12, range));
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d < a->dim; ++d) sizes[d] = a->sizes[d];
-  KILN_TRY(Tensor * out, int8_output(args, 13, sizes, a->dim));
+  KILN_TRY(Tensor * out, int8_output(args, 13, sizes, a->dim, true));
+  KILN_CHECK(same_order(*a, *out, 13));
   const int8_t *x = s8(*a), *y = s8(*b);
   int8_t* z = s8(*out);
   for (uint32_t i = 0; i < a->numel; ++i) {
@@ -112,7 +124,7 @@ Status cortex_m_quantized_add_out(KernelArgs& args) {
 
 Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 9));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   if (x->dim != 4) return unsupported(0, x->dim);
   int64_t kernel[2], stride[2], padding[2];
   KILN_CHECK(pair_arg(args, 1, 1, kMaxParam, kernel));
@@ -129,10 +141,11 @@ Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
   const int64_t ow = pool_size(w, kernel[1], stride[1], padding[1], ceil_mode);
   if (oh < 1 || ow < 1) return shape_mismatch(1);
   const int64_t sizes[4] = {n, c, oh, ow};
-  KILN_TRY(Tensor * out, int8_output(args, 9, sizes, 4));
+  KILN_TRY(Tensor * out, int8_output(args, 9, sizes, 4, true));
   if (out->numel == 0) return {};
-  const int8_t* in = s8(*x);
-  int8_t* y = s8(*out);
+  int64_t xs[4], ys[4];  // element steps of N, C, H, W in each DimOrder
+  nchw_steps(*x, xs);
+  nchw_steps(*out, ys);
   const int32_t range[2] = {INT8_MIN, INT8_MAX};
   // Indices within tensors in memory: 32-bit arithmetic (a Cortex-M's own width).
   const auto rows = static_cast<ptrdiff_t>(h), cols = static_cast<ptrdiff_t>(w);
@@ -140,22 +153,25 @@ Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
   const auto sh = static_cast<ptrdiff_t>(stride[0]), sw = static_cast<ptrdiff_t>(stride[1]);
   const auto ph = static_cast<ptrdiff_t>(padding[0]), pw = static_cast<ptrdiff_t>(padding[1]);
   const auto out_rows = static_cast<ptrdiff_t>(oh), out_cols = static_cast<ptrdiff_t>(ow);
-  const auto planes = static_cast<ptrdiff_t>(n * c);
-  if (out_rows == 1 && out_cols == 1 && ph == 0 && pw == 0 && kh >= rows && kw >= cols) {  // global: a plane a window
-    for (ptrdiff_t plane = 0; plane < planes; ++plane) {
-      y[plane] = clamp_to(window_average(in + plane * rows * cols, cols, rows, cols), range);
-    }
-    return {};
-  }
+  const auto channels = static_cast<ptrdiff_t>(c), planes = static_cast<ptrdiff_t>(n * c);
+  const Steps in{static_cast<ptrdiff_t>(xs[2]), static_cast<ptrdiff_t>(xs[3])};
+  const auto out_row = static_cast<ptrdiff_t>(ys[2]), out_col = static_cast<ptrdiff_t>(ys[3]);
+  const bool global = out_rows == 1 && out_cols == 1 && ph == 0 && pw == 0 && kh >= rows && kw >= cols;
   for (ptrdiff_t plane = 0; plane < planes; ++plane) {
-    const int8_t* src = in + plane * rows * cols;
+    const ptrdiff_t batch = plane / channels, channel = plane % channels;
+    const int8_t* src = s8(*x) + batch * static_cast<ptrdiff_t>(xs[0]) + channel * static_cast<ptrdiff_t>(xs[1]);
+    int8_t* dst = s8(*out) + batch * static_cast<ptrdiff_t>(ys[0]) + channel * static_cast<ptrdiff_t>(ys[1]);
+    if (global) {  // a plane a window
+      *dst = clamp_to(window_average(src, in, rows, cols), range);
+      continue;
+    }
     for (ptrdiff_t oy = 0; oy < out_rows; ++oy) {
       const ptrdiff_t r0 = oy * sh - ph, r1 = r0 + kh < rows ? r0 + kh : rows, top = r0 > 0 ? r0 : 0;
       for (ptrdiff_t ox = 0; ox < out_cols; ++ox) {
         const ptrdiff_t c0 = ox * sw - pw, c1 = c0 + kw < cols ? c0 + kw : cols, left = c0 > 0 ? c0 : 0;
         if (r1 <= top || c1 <= left) return shape_mismatch(1);  // a window of no input element
-        const int64_t average = window_average(src + top * cols + left, cols, r1 - top, c1 - left);
-        y[(plane * out_rows + oy) * out_cols + ox] = clamp_to(average, range);
+        const int64_t average = window_average(src + top * in.row + left * in.col, in, r1 - top, c1 - left);
+        dst[oy * out_row + ox * out_col] = clamp_to(average, range);
       }
     }
   }
@@ -256,7 +272,7 @@ Status cortex_m_softmax_out(KernelArgs& args) {
 
 Status cortex_m_pad_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 4));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   if (x->dim < 1 || x->dim > 4) return unsupported(0, x->dim);
   int64_t pre[4], post[4];
   size_t n_pre = 0, n_post = 0;
@@ -265,17 +281,22 @@ Status cortex_m_pad_out(KernelArgs& args) {
   if (n_pre != 4) return unsupported(1, static_cast<uint32_t>(n_pre));
   if (n_post != 4) return unsupported(2, static_cast<uint32_t>(n_post));
   KILN_TRY(int64_t value, ranged_int(args, 3, INT8_MIN, INT8_MAX));
-  // As 4-D: leading dims of 1, then the input's; each pad within [0, 2^16].
-  int64_t in4[4], out4[4], lead[4];
+  // As 4-D in memory order: leading dims of 1, then the input's (N, H, W, C: channels-last);
+  // each pad within [0, 2^16].
+  constexpr size_t kChannelsLastDims[4] = {0, 2, 3, 1};
+  const bool nhwc = x->order == DimOrder::kChannelsLast;  // 4-D: offset 0
+  int64_t in4[4], out4[4], lead[4], sizes[4];
   const size_t offset = 4 - x->dim;
   for (size_t d = 0; d < 4; ++d) {
     if (pre[d] < 0 || pre[d] > kMaxParam) return unsupported(1, static_cast<uint32_t>(d));
     if (post[d] < 0 || post[d] > kMaxParam) return unsupported(2, static_cast<uint32_t>(d));
-    in4[d] = d < offset ? 1 : x->sizes[d - offset];
+    in4[d] = d < offset ? 1 : x->sizes[nhwc ? kChannelsLastDims[d] : d - offset];
     lead[d] = d < offset ? 0 : pre[d];  // the pads of dims the input lacks are not read
     out4[d] = in4[d] + lead[d] + (d < offset ? 0 : post[d]);
+    sizes[nhwc ? kChannelsLastDims[d] : d] = out4[d];
   }
-  KILN_TRY(Tensor * out, int8_output(args, 4, out4 + offset, x->dim));
+  KILN_TRY(Tensor * out, int8_output(args, 4, sizes + offset, x->dim, true));
+  KILN_CHECK(same_order(*x, *out, 4));
   int8_t* y = s8(*out);
   for (uint32_t i = 0; i < out->numel; ++i) y[i] = static_cast<int8_t>(value);
   const int8_t* src = s8(*x);

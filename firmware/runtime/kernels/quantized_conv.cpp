@@ -9,7 +9,8 @@
 // sum of the channel's weights (a constant per output channel): a window's bytes lie contiguous,
 // as the OHWI weights do. A depthwise convolution copies its channel's padded rows instead. Where
 // the zero point is no int8 or a window does not fit, the direct path (pixel_sum) computes the
-// same sums tap by tap.
+// same sums tap by tap. Every path reads the input and writes the output through their steps in
+// memory (ConvShape::xs, ys), so either DimOrder takes the same paths.
 // (Over 800 lines: each kernel's Helium, DSP and plain C paths stay beside each other, one file
 // per kernel family as kernels/*.cpp.)
 //   cortex_m::quantized_linear.out (input, weights, bias?, kernel_sum?, input_offset,
@@ -21,7 +22,8 @@
 //   cortex_m::quantized_conv2d.out (input, weight, bias?, stride, padding, dilation,
 //     input_offset, output_offset, requantize_multipliers, requantize_shifts, activation_min,
 //     activation_max, scratch, out): input NCHW, weight OHWI, groups C_in / I; zero padding
-//     (contributes 0); multipliers and shifts Int tensors, one per output channel.
+//     (contributes 0); multipliers and shifts Int tensors, one per output channel. Input and
+//     out tensor each in either DimOrder (ExecuTorch's Cortex-M flow writes channels-last).
 //   cortex_m::quantized_depthwise_conv2d.out (input, weight, bias?, stride, padding,
 //     dilation, depth_multiplier, input_offset, output_offset, ..as conv2d): weight IHWO
 //     [1, kh, kw, C_in * depth_multiplier]; output channel o reads input channel
@@ -179,8 +181,25 @@ Result<const int32_t*> optional_channels(const KernelArgs& args, size_t i, int64
   return static_cast<const int32_t*>(t->data);
 }
 
+// Element steps of an output's channels and pixels along a row, in memory.
+struct Steps {
+  ptrdiff_t channel, pixel;
+};
+
+#if defined(KILN_HELIUM)
+// Four int32 lanes narrowed to the bytes at y + lane step (the lanes p enables).
+inline void store_lanes(int8_t* y, ptrdiff_t step, int32x4_t v, mve_pred16_t p) {
+  if (step == 1) {
+    vstrbq_p_s32(y, v, p);
+  } else {
+    vstrbq_scatter_offset_p_s32(y, vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<uint32_t>(step)), v, p);
+  }
+}
+#endif
+
 struct ConvShape {
   int64_t n, c, h, w, cout, kh, kw, cin_g, cout_g, oh, ow;
+  int64_t xs[4], ys[4];  // element steps of N, C, H, W in the input's and the output's memory
   int64_t stride[2], padding[2], dilation[2];
   int64_t input_offset, output_offset;
   int32_t range[2];
@@ -198,6 +217,7 @@ Status conv_shape(const KernelArgs& args, const Tensor& x, size_t shift, ConvSha
   KILN_CHECK(activation_range(args, 10 + shift, 11 + shift, s->range));
   if (args[12 + shift].kind != ValueKind::kTensor) return bad_argument(12 + shift);
   s->n = x.sizes[0], s->c = x.sizes[1], s->h = x.sizes[2], s->w = x.sizes[3];
+  nchw_steps(x, s->xs);
   const int64_t span_h = s->h + 2 * s->padding[0] - s->dilation[0] * (s->kh - 1) - 1;
   const int64_t span_w = s->w + 2 * s->padding[1] - s->dilation[1] * (s->kw - 1) - 1;
   if (span_h < 0 || span_w < 0) return shape_mismatch(1);
@@ -213,14 +233,16 @@ Status conv_shape(const KernelArgs& args, const Tensor& x, size_t shift, ConvSha
 template <typename WeightAt>
 int64_t pixel_sum(const ConvShape& s, const int8_t* x, int64_t first_in, int64_t o, int64_t oy, int64_t ox,
                   WeightAt weight_at) {
-  const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w), plane = h * w;
+  const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w);
+  const auto channel_step = static_cast<ptrdiff_t>(s.xs[1]), row = static_cast<ptrdiff_t>(s.xs[2]);
+  const auto column = static_cast<ptrdiff_t>(s.xs[3]);
   const auto offset = static_cast<int32_t>(s.input_offset);
   const auto y0 = static_cast<ptrdiff_t>(oy * s.stride[0] - s.padding[0]);
   const auto x0 = static_cast<ptrdiff_t>(ox * s.stride[1] - s.padding[1]);
   const auto dy = static_cast<ptrdiff_t>(s.dilation[0]), dx = static_cast<ptrdiff_t>(s.dilation[1]);
   const auto kh = static_cast<ptrdiff_t>(s.kh), kw = static_cast<ptrdiff_t>(s.kw);
   const auto channels = static_cast<ptrdiff_t>(s.cin_g);
-  const int8_t* first = x + static_cast<ptrdiff_t>(first_in) * plane;
+  const int8_t* first = x + static_cast<ptrdiff_t>(first_in) * channel_step;
   uint32_t acc = 0;
   for (ptrdiff_t ky = 0; ky < kh; ++ky) {
     const ptrdiff_t iy = y0 + ky * dy;
@@ -228,8 +250,8 @@ int64_t pixel_sum(const ConvShape& s, const int8_t* x, int64_t first_in, int64_t
     for (ptrdiff_t kx = 0; kx < kw; ++kx) {
       const ptrdiff_t ix = x0 + kx * dx;
       if (ix < 0 || ix >= w) continue;
-      const int8_t* tap = first + iy * w + ix;
-      for (ptrdiff_t ci = 0; ci < channels; ++ci, tap += plane) {
+      const int8_t* tap = first + iy * row + ix * column;
+      for (ptrdiff_t ci = 0; ci < channels; ++ci, tap += channel_step) {
         const auto product = (static_cast<int32_t>(*tap) + offset) * static_cast<int32_t>(weight_at(o, ci, ky, kx));
         acc += static_cast<uint32_t>(product);
       }
@@ -244,14 +266,14 @@ template <typename WeightAt>
 void convolve_direct(const ConvShape& s, const int8_t* x, const int32_t* bias, const OutputStage& out, int8_t* y,
                      WeightAt weight_at) {
   for (int64_t b = 0; b < s.n; ++b) {
-    const int8_t* batch = x + b * s.c * s.h * s.w;
+    const int8_t* batch = x + b * s.xs[0];
     for (int64_t o = 0; o < s.cout; ++o) {
       const int64_t first_in = o / s.cout_g * s.cin_g;
       const int64_t start = bias != nullptr ? bias[o] : 0;
       for (int64_t oy = 0; oy < s.oh; ++oy) {
-        int8_t* row = y + ((b * s.cout + o) * s.oh + oy) * s.ow;
+        int8_t* row = y + b * s.ys[0] + o * s.ys[1] + oy * s.ys[2];
         for (int64_t ox = 0; ox < s.ow; ++ox) {
-          row[ox] = out.scalar(fixed::wrap32(start + pixel_sum(s, batch, first_in, o, oy, ox, weight_at)), o);
+          row[ox * s.ys[3]] = out.scalar(fixed::wrap32(start + pixel_sum(s, batch, first_in, o, oy, ox, weight_at)), o);
         }
       }
     }
@@ -280,8 +302,28 @@ ptrdiff_t band_rows(const ConvShape& s, int64_t n) {
   return static_cast<ptrdiff_t>((n - 1) * s.stride[0] + (s.kh - 1) * s.dilation[0] + 1);
 }
 
-// Copies `rows` input rows from first_row of `plane` into band[r][col] (cols columns from input
-// column first_col); what lies outside the input is `pad`.
+// dst[i] = src[i stride] for i < n: one tap's input channels, or a row's columns.
+void copy_channels(const int8_t* src, ptrdiff_t stride, ptrdiff_t n, int8_t* dst) {
+  if (stride == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(n));
+    return;
+  }
+  ptrdiff_t i = 0;
+#if defined(KILN_HELIUM)
+  if (stride < 65536 / 8) {  // 8 channels a step: a gather of 16-bit offsets, a narrowing store
+    const uint16x8_t apart = vmulq_n_u16(vidupq_n_u16(0, 1), static_cast<uint16_t>(stride));
+    for (; i < n; i += 8) {
+      const mve_pred16_t lanes = vctp16q(static_cast<uint32_t>(n - i));
+      const auto* from = reinterpret_cast<const uint8_t*>(src + i * stride);
+      vstrbq_p_u16(reinterpret_cast<uint8_t*>(dst + i), vldrbq_gather_offset_z_u16(from, apart, lanes), lanes);
+    }
+  }
+#endif
+  for (; i < n; ++i) dst[i] = src[i * stride];
+}
+
+// Copies `rows` input rows from first_row of `plane` (steps s.xs) into band[r][col] (cols columns
+// from input column first_col); what lies outside the input is `pad`.
 void fill_rows(const ConvShape& s, const int8_t* plane, ptrdiff_t first_row, ptrdiff_t rows, ptrdiff_t first_col,
                ptrdiff_t cols, int8_t pad, int8_t* band) {
   const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w);
@@ -296,7 +338,8 @@ void fill_rows(const ConvShape& s, const int8_t* plane, ptrdiff_t first_row, ptr
     }
     if (lo > 0) std::memset(dst, pad, static_cast<size_t>(lo));
     if (hi < cols) std::memset(dst + hi, pad, static_cast<size_t>(cols - hi));
-    std::memcpy(dst + lo, plane + iy * w + first_col + lo, static_cast<size_t>(hi - lo));
+    copy_channels(plane + iy * s.xs[2] + (first_col + lo) * s.xs[3], static_cast<ptrdiff_t>(s.xs[3]), hi - lo,
+                  dst + lo);
   }
 }
 
@@ -337,29 +380,14 @@ struct RowOffsets {
   ptrdiff_t n = 0;  // 0: none (the row is too long or not of whole steps, or an offset passes 16 bits)
 
   explicit RowOffsets(const ConvShape& s) {
-    const auto cin = static_cast<ptrdiff_t>(s.cin_g), plane = static_cast<ptrdiff_t>(s.h * s.w);
+    const auto cin = static_cast<ptrdiff_t>(s.cin_g), channel = static_cast<ptrdiff_t>(s.xs[1]);
+    const auto tap = static_cast<ptrdiff_t>(s.dilation[1] * s.xs[3]);  // between a row's taps
     const ptrdiff_t row = static_cast<ptrdiff_t>(s.kw) * cin;
-    if (row > kMax || row % 8 != 0 || (s.kw - 1) * s.dilation[1] + (cin - 1) * plane >= 65536) return;
-    for (ptrdiff_t i = 0; i < row; ++i) at[i] = static_cast<uint16_t>((i / cin) * s.dilation[1] + (i % cin) * plane);
+    if (row > kMax || row % 8 != 0 || (s.kw - 1) * tap + (cin - 1) * channel >= 65536) return;
+    for (ptrdiff_t i = 0; i < row; ++i) at[i] = static_cast<uint16_t>((i / cin) * tap + (i % cin) * channel);
     n = row;
   }
 };
-
-// dst[i] = src[i stride] for i < n: one tap's input channels.
-void copy_channels(const int8_t* src, ptrdiff_t stride, ptrdiff_t n, int8_t* dst) {
-  ptrdiff_t i = 0;
-#if defined(KILN_HELIUM)
-  if (stride < 65536 / 8) {  // 8 channels a step: a gather of 16-bit offsets, a narrowing store
-    const uint16x8_t apart = vmulq_n_u16(vidupq_n_u16(0, 1), static_cast<uint16_t>(stride));
-    for (; i < n; i += 8) {
-      const mve_pred16_t lanes = vctp16q(static_cast<uint32_t>(n - i));
-      const auto* from = reinterpret_cast<const uint8_t*>(src + i * stride);
-      vstrbq_p_u16(reinterpret_cast<uint8_t*>(dst + i), vldrbq_gather_offset_z_u16(from, apart, lanes), lanes);
-    }
-  }
-#endif
-  for (; i < n; ++i) dst[i] = src[i * stride];
-}
 
 // dst[0, n) = value.
 void fill_bytes(int8_t* dst, int8_t value, ptrdiff_t n) {
@@ -374,13 +402,14 @@ void fill_bytes(int8_t* dst, int8_t value, ptrdiff_t n) {
 // group's planes; taps outside the input are `pad`.
 void fill_window(const ConvShape& s, const int8_t* planes, const RowOffsets& rows, int64_t oy, int64_t ox, int8_t pad,
                  int8_t* window) {
-  const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w), plane = h * w;
-  const auto cin = static_cast<ptrdiff_t>(s.cin_g);
+  const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w);
+  const auto row = static_cast<ptrdiff_t>(s.xs[2]), column = static_cast<ptrdiff_t>(s.xs[3]);
+  const auto cin = static_cast<ptrdiff_t>(s.cin_g), channel = static_cast<ptrdiff_t>(s.xs[1]);
   const int64_t top = oy * s.stride[0] - s.padding[0], bottom = top + (s.kh - 1) * s.dilation[0];
   const int64_t left = ox * s.stride[1] - s.padding[1], right = left + (s.kw - 1) * s.dilation[1];
   if (rows.n != 0 && top >= 0 && bottom < h && left >= 0 && right < w) {  // every tap inside
     for (int64_t ky = 0; ky < s.kh; ++ky, window += rows.n) {
-      const int8_t* from = planes + (top + ky * s.dilation[0]) * w + left;
+      const int8_t* from = planes + (top + ky * s.dilation[0]) * row + left * column;
 #if defined(KILN_HELIUM)
       const auto* base = reinterpret_cast<const uint8_t*>(from);
       for (ptrdiff_t i = 0; i < rows.n; i += 8) {
@@ -399,7 +428,7 @@ void fill_window(const ConvShape& s, const int8_t* planes, const RowOffsets& row
       if (iy < 0 || iy >= h || ix < 0 || ix >= w) {
         fill_bytes(window, pad, cin);
       } else {
-        copy_channels(planes + iy * w + ix, plane, cin, window);
+        copy_channels(planes + iy * row + ix * column, channel, cin, window);
       }
     }
   }
@@ -533,11 +562,11 @@ template <int R>
   for (int k = 0; k < kPixels * R; ++k) acc[k] = sum[k];
 }
 
-// Channels [o, o + R) of the n pixels whose windows `cols` holds; outputs from y (channel j at
-// y + j plane).
+// Channels [o, o + R) of the n pixels whose windows `cols` holds; outputs from y (channel j, pixel
+// p at y + j steps.channel + p steps.pixel).
 template <int R>
 [[gnu::noinline]] void column_strip(const Columns& cols, ptrdiff_t n, const int8_t* w, const int32_t* constant,
-                                    const OutputStage& out, int64_t o, int8_t* y, ptrdiff_t plane) {
+                                    const OutputStage& out, int64_t o, int8_t* y, Steps steps) {
   const ptrdiff_t group_bytes = cols.pieces * kPixels * cols.piece;
 #if defined(KILN_HELIUM)
   if (out.q->no_min_multiplier) {  // 4 pixels of a channel a vector
@@ -549,9 +578,11 @@ template <int R>
       int32_t acc[kPixels * R];
       group_sums<R>(cols.data + px / kPixels * group_bytes, cols, w, acc);
       const mve_pred16_t valid = vctp32q(static_cast<uint32_t>(n - px));
-      vstrbq_p_s32(y + px, first.apply(vaddq_n_s32(vld1q_s32(acc), k0), offset), valid);
+      int8_t* pixel = y + px * steps.pixel;
+      store_lanes(pixel, steps.pixel, first.apply(vaddq_n_s32(vld1q_s32(acc), k0), offset), valid);
       if constexpr (R > 1) {
-        vstrbq_p_s32(y + px + plane, second.apply(vaddq_n_s32(vld1q_s32(acc + kPixels), k1), offset), valid);
+        const int32x4_t v = second.apply(vaddq_n_s32(vld1q_s32(acc + kPixels), k1), offset);
+        store_lanes(pixel + steps.channel, steps.pixel, v, valid);
       }
     }
     return;
@@ -567,7 +598,8 @@ template <int R>
       for (ptrdiff_t p = 0; p < count; ++p) {
         const auto sum =
             static_cast<int32_t>(static_cast<uint32_t>(acc[j * kPixels + p]) + static_cast<uint32_t>(constant[j]));
-        y[px + p + j * plane] = offset_clamp(fixed::requantize(sum, multiplier[j], shift[j]), out.offset, out.range);
+        y[(px + p) * steps.pixel + j * steps.channel] =
+            offset_clamp(fixed::requantize(sum, multiplier[j], shift[j]), out.offset, out.range);
       }
     }
   }
@@ -585,7 +617,7 @@ void convolve_band(const ConvShape& s, const int8_t* x, const int32_t* bias, con
   const auto cin = static_cast<ptrdiff_t>(s.cin_g), window = static_cast<ptrdiff_t>(s.kh * s.kw) * cin;
   const ptrdiff_t piece = piece_bytes(window);
   const Columns cols{band, window, piece, (window + piece - 1) / piece};
-  const auto plane = static_cast<ptrdiff_t>(s.oh * s.ow);
+  const Steps steps{static_cast<ptrdiff_t>(s.ys[1]), static_cast<ptrdiff_t>(s.ys[3])};
   const int64_t fit = kBandBytes / (cols.pieces * piece * kPixels) * kPixels, strip = fit < s.ow ? fit : s.ow;
   const auto pad = static_cast<int8_t>(-s.input_offset);
   const auto a = static_cast<uint32_t>(s.input_offset);
@@ -599,21 +631,21 @@ void convolve_band(const ConvShape& s, const int8_t* x, const int32_t* bias, con
         constant[o - o0] =
             static_cast<int32_t>(start + a * static_cast<uint32_t>(byte_sum(weight + o * window, window)));
       }
-      const int8_t* planes = x + (b * s.c + group * cin) * s.h * s.w;
+      const int8_t* planes = x + b * s.xs[0] + group * cin * s.xs[1];
       for (int64_t oy = 0; oy < s.oh; ++oy) {
         for (int64_t ox0 = 0; ox0 < s.ow; ox0 += strip) {
           const int64_t ox1 = ox0 + strip < s.ow ? ox0 + strip : s.ow;
           const auto n = static_cast<ptrdiff_t>(ox1 - ox0);
           fill_columns(s, planes, rows, oy, ox0, ox1, pad, cols, window_bytes);
           for (int64_t o = o0; o < o1;) {
-            int8_t* first = y + ((b * s.cout + o) * s.oh + oy) * s.ow + ox0;
+            int8_t* first = y + b * s.ys[0] + o * s.ys[1] + oy * s.ys[2] + ox0 * s.ys[3];
             const int8_t* w = weight + o * window;
             const int32_t* k = constant + (o - o0);
             if (o + 2 <= o1) {
-              column_strip<2>(cols, n, w, k, out, o, first, plane);
+              column_strip<2>(cols, n, w, k, out, o, first, steps);
               o += 2;
             } else {
-              column_strip<1>(cols, n, w, k, out, o, first, plane);
+              column_strip<1>(cols, n, w, k, out, o, first, steps);
               o += 1;
             }
           }
@@ -630,11 +662,12 @@ bool depthwise_fits(const ConvShape& s) {
          band_rows(s, 1) * band_cols(s, s.ow) <= kBandBytes;
 }
 
-// One output row of a depthwise channel: taps at tap[k] from each pixel's first, weights wk[k].
+// One output row of a depthwise channel: taps at tap[k] from each pixel's first, weights wk[k];
+// output pixel ox at y + ox s.ys[3].
 void depthwise_row(const ConvShape& s, const int8_t* first, const ptrdiff_t* tap, const int32_t* wk, int32_t constant,
                    const OutputStage& out, int64_t o, int8_t* y) {
   const auto taps = static_cast<ptrdiff_t>(s.kh * s.kw), sx = static_cast<ptrdiff_t>(s.stride[1]);
-  const auto ow = static_cast<ptrdiff_t>(s.ow);
+  const auto ow = static_cast<ptrdiff_t>(s.ow), step = static_cast<ptrdiff_t>(s.ys[3]);
   ptrdiff_t ox = 0;
 #if defined(KILN_HELIUM)
   if (out.q->no_min_multiplier && taps == 9 && s.kw == 3 && sx == 1 && s.dilation[1] == 1) {
@@ -651,7 +684,7 @@ void depthwise_row(const ConvShape& s, const int8_t* first, const ptrdiff_t* tap
       acc = vmlaq_n_s32(acc, vldrbq_s32(r1 + ox + 1), w4), acc = vmlaq_n_s32(acc, vldrbq_s32(r1 + ox + 2), w5);
       acc = vmlaq_n_s32(acc, vldrbq_s32(r2 + ox), w6), acc = vmlaq_n_s32(acc, vldrbq_s32(r2 + ox + 1), w7);
       acc = vmlaq_n_s32(acc, vldrbq_s32(r2 + ox + 2), w8);
-      vstrbq_p_s32(y + ox, lanes.apply(acc, out.offset), p);
+      store_lanes(y + ox * step, step, lanes.apply(acc, out.offset), p);
     }
   }
   if (out.q->no_min_multiplier) {  // 4 pixels a step
@@ -665,7 +698,7 @@ void depthwise_row(const ConvShape& s, const int8_t* first, const ptrdiff_t* tap
       for (ptrdiff_t k = 0; k < taps; ++k) {
         acc = vmlaq_n_s32(acc, vldrbq_gather_offset_z_s32(pixel + tap[k], apart, p), wk[k]);
       }
-      vstrbq_p_s32(y + ox, lanes.apply(acc, offset), p);
+      store_lanes(y + ox * step, step, lanes.apply(acc, offset), p);
     }
   }
 #endif
@@ -676,12 +709,13 @@ void depthwise_row(const ConvShape& s, const int8_t* first, const ptrdiff_t* tap
       a0 += static_cast<uint32_t>(pixel[tap[k]] * wk[k]);
       a1 += static_cast<uint32_t>(pixel[tap[k] + sx] * wk[k]);
     }
-    y[ox] = out.scalar(static_cast<int32_t>(a0), o), y[ox + 1] = out.scalar(static_cast<int32_t>(a1), o);
+    y[ox * step] = out.scalar(static_cast<int32_t>(a0), o),
+           y[(ox + 1) * step] = out.scalar(static_cast<int32_t>(a1), o);
   }
   for (; ox < ow; ++ox) {
     uint32_t a0 = static_cast<uint32_t>(constant);
     for (ptrdiff_t k = 0; k < taps; ++k) a0 += static_cast<uint32_t>(first[ox * sx + tap[k]] * wk[k]);
-    y[ox] = out.scalar(static_cast<int32_t>(a0), o);
+    y[ox * step] = out.scalar(static_cast<int32_t>(a0), o);
   }
 }
 
@@ -704,14 +738,14 @@ void depthwise_band(const ConvShape& s, const int8_t* x, const int32_t* bias, co
       for (ptrdiff_t k = 0; k < taps; ++k) wk[k] = weight[k * s.cout + o], sum += static_cast<uint32_t>(wk[k]);
       const uint32_t start = bias != nullptr ? static_cast<uint32_t>(bias[o]) : 0u;
       const auto constant = static_cast<int32_t>(start + static_cast<uint32_t>(s.input_offset) * sum);
-      const int8_t* plane = x + (b * s.c + o / s.cout_g) * s.h * s.w;
+      const int8_t* plane = x + b * s.xs[0] + o / s.cout_g * s.xs[1];
       for (int64_t oy0 = 0; oy0 < s.oh; oy0 += chunk) {
         const int64_t oy1 = oy0 + chunk < s.oh ? oy0 + chunk : s.oh;
         fill_rows(s, plane, static_cast<ptrdiff_t>(oy0 * s.stride[0] - s.padding[0]), band_rows(s, oy1 - oy0),
                   static_cast<ptrdiff_t>(-s.padding[1]), cols, pad, band);
         for (int64_t oy = oy0; oy < oy1; ++oy) {
           const int8_t* first = band + (oy - oy0) * s.stride[0] * cols;
-          depthwise_row(s, first, tap, wk, constant, out, o, y + ((b * s.cout + o) * s.oh + oy) * s.ow);
+          depthwise_row(s, first, tap, wk, constant, out, o, y + b * s.ys[0] + o * s.ys[1] + oy * s.ys[2]);
         }
       }
     }
@@ -719,14 +753,16 @@ void depthwise_band(const ConvShape& s, const int8_t* x, const int32_t* bias, co
 }
 
 // The rest both convolutions share: the bias (argument 2), the requantization (argument
-// `requantize_at`), the int8 output (argument `out_at`) of s's shape, then the band path that
+// `requantize_at`), the int8 output (argument `out_at`) of s's shape in either DimOrder (its steps
+// into s.ys), then the band path that
 // takes s, else the direct path. weight: OHWI (conv2d) or IHWO (`depthwise`).
-Status convolve_into(KernelArgs& args, const Tensor& x, const ConvShape& s, size_t requantize_at, size_t out_at,
+Status convolve_into(KernelArgs& args, const Tensor& x, ConvShape s, size_t requantize_at, size_t out_at,
                      const int8_t* weight, bool depthwise) {
   KILN_TRY(const int32_t* bias, optional_channels(args, 2, s.cout));
   KILN_TRY(Requantization q, tensor_requantization(args, requantize_at, s.cout));
   const int64_t sizes[4] = {s.n, s.cout, s.oh, s.ow};
-  KILN_TRY(Tensor * out, int8_output(args, out_at, sizes, 4));
+  KILN_TRY(Tensor * out, int8_output(args, out_at, sizes, 4, true));
+  nchw_steps(*out, s.ys);
   const OutputStage stage{&q, static_cast<int32_t>(s.output_offset), {s.range[0], s.range[1]}};
   const auto kh = static_cast<ptrdiff_t>(s.kh), kw = static_cast<ptrdiff_t>(s.kw);
   const auto cin = static_cast<ptrdiff_t>(s.cin_g), cout = static_cast<ptrdiff_t>(s.cout);
@@ -829,7 +865,7 @@ Status cortex_m_quantized_linear_out(KernelArgs& args) {
 
 Status cortex_m_quantized_conv2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 13));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   KILN_TRY(const Tensor* w, input_tensor(args, 1, ScalarType::kChar));
   if (w->dim != 4 || w->sizes[3] < 1) return shape_mismatch(1, w->dim);
   ConvShape s{};
@@ -845,7 +881,7 @@ Status cortex_m_quantized_conv2d_out(KernelArgs& args) {
 
 Status cortex_m_quantized_depthwise_conv2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 14));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   KILN_TRY(const Tensor* w, input_tensor(args, 1, ScalarType::kChar));
   if (w->dim != 4 || w->sizes[0] != 1) return shape_mismatch(1, w->dim);
   KILN_TRY(int64_t multiplier, ranged_int(args, 6, 1, kMaxParam));

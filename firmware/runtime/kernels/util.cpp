@@ -20,23 +20,52 @@ Status expect_arity(const KernelArgs& args, size_t n) {
   return {};
 }
 
-static Result<Tensor*> tensor_arg(const KernelArgs& args, size_t i, ScalarType type) {
+static Result<Tensor*> tensor_arg(const KernelArgs& args, size_t i, ScalarType type, bool any_order) {
   Value& v = args[i];
   if (v.kind != ValueKind::kTensor) return bad_argument(i, static_cast<uint32_t>(v.kind));
   if (v.t.type != type) return bad_argument(i, 0x100u + static_cast<uint32_t>(v.t.type));
   if (v.t.data == nullptr && v.t.nbytes != 0) return bad_argument(i, 0x200);
+  if (!any_order && v.t.order != DimOrder::kContiguous) return unsupported(i, kChannelsLastDetail);
   return &v.t;
 }
 
+static Result<Tensor*> out_arg(const KernelArgs& args, size_t n, ScalarType type, bool any_order) {
+  KILN_TRY(Tensor * t, tensor_arg(args, n, type, any_order));
+  if (t->constant) return bad_argument(n, 0x300);
+  return t;
+}
+
 Result<const Tensor*> input_tensor(const KernelArgs& args, size_t i, ScalarType type) {
-  KILN_TRY(Tensor * t, tensor_arg(args, i, type));
+  KILN_TRY(Tensor * t, tensor_arg(args, i, type, false));
   return static_cast<const Tensor*>(t);
 }
 
 Result<Tensor*> output_tensor(const KernelArgs& args, size_t n, ScalarType type) {
-  KILN_TRY(Tensor * t, tensor_arg(args, n, type));
-  if (t->constant) return bad_argument(n, 0x300);
-  return t;
+  return out_arg(args, n, type, false);
+}
+
+Result<const Tensor*> input_tensor_any_order(const KernelArgs& args, size_t i, ScalarType type) {
+  KILN_TRY(Tensor * t, tensor_arg(args, i, type, true));
+  return static_cast<const Tensor*>(t);
+}
+
+Result<Tensor*> output_tensor_any_order(const KernelArgs& args, size_t n, ScalarType type) {
+  return out_arg(args, n, type, true);
+}
+
+Status same_order(const Tensor& a, const Tensor& b, size_t position) {
+  if (a.order != b.order) return unsupported(position, kChannelsLastDetail);
+  return {};
+}
+
+void nchw_steps(const Tensor& t, int64_t steps[4]) {
+  const int64_t c = t.sizes[1], h = t.sizes[2], w = t.sizes[3];
+  steps[0] = c * h * w;
+  if (t.order == DimOrder::kChannelsLast) {
+    steps[1] = 1, steps[2] = w * c, steps[3] = c;
+  } else {
+    steps[1] = h * w, steps[2] = w, steps[3] = 1;
+  }
 }
 
 Result<double> number_arg(const KernelArgs& args, size_t i) {

@@ -22,10 +22,22 @@ Error unsupported(size_t position, uint32_t detail = 0);
 // The call has the schema's n arguments, then the out tensor twice.
 Status expect_arity(const KernelArgs& args, size_t n);
 
-// A tensor argument of `type` with data (nullptr data only when it has no bytes).
+// A tensor argument of `type` with data (nullptr data only when it has no bytes), contiguous
+// (a channels-last one is kKernelUnsupported, b = kChannelsLastDetail).
 Result<const Tensor*> input_tensor(const KernelArgs& args, size_t i, ScalarType type);
-// The out tensor (position n): of `type`, writable (not constant), with data.
+// The out tensor (position n): of `type`, writable (not constant), with data, contiguous.
 Result<Tensor*> output_tensor(const KernelArgs& args, size_t n, ScalarType type);
+constexpr uint32_t kChannelsLastDetail = 0x400;
+
+// As input_tensor and output_tensor, in either DimOrder: for the kernels that read the order
+// (the elementwise ones where all their tensors share it, and the spatial integer cortex_m
+// kernels of ExecuTorch's Cortex-M flow).
+Result<const Tensor*> input_tensor_any_order(const KernelArgs& args, size_t i, ScalarType type);
+Result<Tensor*> output_tensor_any_order(const KernelArgs& args, size_t n, ScalarType type);
+// `b` is in `a`'s DimOrder (kKernelUnsupported at `position`, b = kChannelsLastDetail, if not).
+Status same_order(const Tensor& a, const Tensor& b, size_t position);
+// Element steps in `t`'s memory of its four dims N, C, H, W (t is 4-D), by its DimOrder.
+void nchw_steps(const Tensor& t, int64_t steps[4]);
 
 Result<double> number_arg(const KernelArgs& args, size_t i);  // Double or Int
 Result<int64_t> int_arg(const KernelArgs& args, size_t i);

@@ -226,6 +226,7 @@ Status Method::bind_values(const MethodMemory& memory) {
         t.sizes = info.sizes.data;
         t.numel = static_cast<uint32_t>(info.numel);
         t.nbytes = static_cast<uint32_t>(info.nbytes);
+        t.order = info.order;
         uint32_t constant = v.scalar<uint32_t>(u.value, schema::kDataBufferIdx);
         fb::Table alloc = v.child(u.value, schema::kAllocationInfo);
         t.constant = constant != 0;

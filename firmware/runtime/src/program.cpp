@@ -170,16 +170,18 @@ struct ProgramLoader {
     const fb::Vector dim_order = r.vector(t, schema::kDimOrder, 1);
     if (sizes.count > kMaxDims) return r.fail(bad_tensor(TensorDefect::kTooManyDims, value));
     uint64_t numel = 1;
+    int32_t dims[kMaxDims];
     for (uint32_t d = 0; d < sizes.count; ++d) {
-      const int32_t size = r.read<int32_t>(sizes.start + 4ull * d);
-      if (size < 0) return r.fail(bad_tensor(TensorDefect::kNegativeSize, value));
-      numel *= static_cast<uint64_t>(size);
+      dims[d] = r.read<int32_t>(sizes.start + 4ull * d);
+      if (dims[d] < 0) return r.fail(bad_tensor(TensorDefect::kNegativeSize, value));
+      numel *= static_cast<uint64_t>(dims[d]);
       if (numel * elem > kMaxNbytes) return r.fail(bad_tensor(TensorDefect::kTooLarge, value));
     }
     if (dim_order.count != sizes.count) return r.fail(bad_tensor(TensorDefect::kDimOrderLength, value));
-    for (uint32_t d = 0; d < dim_order.count; ++d) {
-      if (r.read<uint8_t>(dim_order.start + d) != d) return r.fail(unsupported(Feature::kDimOrder, value));
-    }
+    uint8_t order[kMaxDims];
+    for (uint32_t d = 0; d < dim_order.count; ++d) order[d] = r.read<uint8_t>(dim_order.start + d);
+    DimOrder layout;
+    if (!dim_order_of(dims, order, dim_order.count, &layout)) return r.fail(unsupported(Feature::kDimOrder, value));
     const int8_t dynamism = r.scalar<int8_t>(t, schema::kShapeDynamism);
     if (dynamism < 0 || dynamism > 2) {
       return r.fail(Error{ErrorCode::kPteBadEnum, t.pos, static_cast<uint32_t>(dynamism)});
@@ -426,7 +428,11 @@ TensorInfo tensor_info(const Verified& v, const Table& tensor, uint32_t value_in
   const auto* dims = static_cast<const int32_t*>(v.pointer(sizes.start));  // 4-byte aligned (verified)
   size_t numel = 1;
   for (uint32_t d = 0; d < sizes.count; ++d) numel *= static_cast<size_t>(dims[d]);
-  return TensorInfo{static_cast<ScalarType>(type), {dims, sizes.count}, numel * element_size(type), value_index, numel};
+  const Vector dim_order = v.vector(tensor, schema::kDimOrder, 1);
+  DimOrder order = DimOrder::kContiguous;  // one of the two (verified)
+  (void)dim_order_of(dims, static_cast<const uint8_t*>(v.pointer(dim_order.start)), dim_order.count, &order);
+  return TensorInfo{
+      static_cast<ScalarType>(type), {dims, sizes.count}, numel * element_size(type), value_index, numel, order};
 }
 
 }  // namespace fb

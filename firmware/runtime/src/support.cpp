@@ -45,6 +45,37 @@ size_t element_size(int8_t type) {
   return code < ElementSizes::kCodes ? kElementSizes.bytes[code] : 0;
 }
 
+bool dim_order_of(const int32_t* sizes, const uint8_t* dim_order, size_t dim, DimOrder* order) {
+  // One pass: a permutation (each dim once), exactly 0, 2, 3, 1, and whether its dims of size
+  // other than 1 come in the identity's order or in 0, 2, 3, 1's.
+  static constexpr uint8_t kChannelsLast[4] = {0, 2, 3, 1};
+  uint32_t seen = 0;
+  bool exact = dim == 4, ascending = true, channels_last = dim == 4;
+  int last = -1;
+  size_t j = 0;  // the next of kChannelsLast's dims to match
+  for (size_t i = 0; i < dim; ++i) {
+    const uint8_t d = dim_order[i];
+    if (d >= dim || (seen >> d & 1u) != 0) return false;
+    seen |= 1u << d;
+    exact = exact && d == kChannelsLast[i];
+    if (sizes[d] == 1) continue;
+    ascending = ascending && d > last;
+    last = d;
+    while (channels_last && j < 4 && sizes[kChannelsLast[j]] == 1) ++j;
+    channels_last = channels_last && j < 4 && kChannelsLast[j++] == d;
+  }
+  *order = exact || (!ascending && channels_last) ? DimOrder::kChannelsLast : DimOrder::kContiguous;
+  return exact || ascending || channels_last;
+}
+
+uint32_t element_index(DimOrder order, const int32_t* sizes, size_t dim, uint32_t k) {
+  if (order == DimOrder::kContiguous || dim != 4) return k;
+  const uint32_t c = static_cast<uint32_t>(sizes[1]), h = static_cast<uint32_t>(sizes[2]);
+  const uint32_t w = static_cast<uint32_t>(sizes[3]);
+  const uint32_t x = k % w, y = k / w % h, channel = k / (w * h) % c, n = k / (w * h * c);
+  return ((n * h + y) * w + x) * c + channel;
+}
+
 const Backend* BackendTable::find(StringView id) const {
   for (size_t i = 0; i < count; ++i) {
     if (backends[i] != nullptr && StringView(backends[i]->id) == id) return backends[i];

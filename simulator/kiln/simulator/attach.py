@@ -30,10 +30,15 @@ bus error naming the access (kiln.errors.RegionFault), independently of the driv
 own check of the stream at delegate init.
 
 The completion interrupt: a debugger write to NVIC_ISPR is ignored by QEMU, so
-the CPU itself pends it: the attachment puts `str r1, [r0]` over the
-instruction it just emulated, points r0 at the ISPR word and r1 at the
-interrupt's bit, single-steps it (QEMU steps with interrupts masked) and
-restores memory and registers; the CPU takes the interrupt when it resumes.
+the CPU itself pends it: the attachment puts a stub of two instructions over the
+one it just emulated, `str r1, [r0]` (r0 the ISPR word, r1 the interrupt's bit)
+then `ldr r2, [r2]` (r2 the NPU window), and lets the CPU continue. The CPU
+takes the interrupt after the store (its handler's NPU accesses are served as
+any others) and stops at the load, where the attachment restores memory and
+registers as the emulated access left them. The stub runs, not single-steps:
+QEMU 7.2 drops all its translated code at every single step, which cost each
+inference a retranslation of the firmware (about 10 ms of QEMU's time per
+decode step of a language model).
 
 Booting where the board boots: QEMU's machine reads the initial SP and PC from its
 own fixed vector table address (QEMU_BOOT_VECTORS; mps3-an547's board code sets it,
@@ -71,7 +76,9 @@ REGIONS = 8
 QEMU_DDR_BASE = 0x6000_0000
 QEMU_DDR_SIZE = 2 << 30
 NVIC_ISPR = 0xE000_E200  # Armv8-M: set-pending registers, one bit per interrupt
-STR_R1_AT_R0 = (0x6001).to_bytes(2, "little")  # Thumb `str r1, [r0]`
+# The interrupt stub: Thumb `str r1, [r0]` then `ldr r2, [r2]`; it stops before the load.
+PEND_STUB = (0x6001).to_bytes(2, "little") + (0x6812).to_bytes(2, "little")
+STUB_STOP = 2  # the load's offset in the stub
 CONNECT_TIMEOUT_S = 10.0
 # Where each QEMU machine's CPU reads its vector table at reset (its INITSVTOR).
 QEMU_BOOT_VECTORS = {
@@ -396,6 +403,16 @@ class BootAttachment:
             self._socket_dir.rmdir()
 
 
+@dataclass(frozen=True)
+class _Stub:
+    """The interrupt stub in the target's code: where, the bytes it covers, and the registers
+    (gdb names) to restore at its stop."""
+
+    at: int
+    saved: bytes
+    restored: dict[str, int]
+
+
 class NpuAttachment(BootAttachment):
     """Serves the NPU's register window of one QEMU run (see the module's docstring)."""
 
@@ -416,6 +433,7 @@ class NpuAttachment(BootAttachment):
         self._region_sizes_at = region_sizes_address(elf) if elf is not None else None
         self._successors: dict[int | None, list[int]] = {}  # an access's PC -> PCs of the next access
         self._last_pc: int | None = None  # the last access's PC
+        self._stub: _Stub | None = None  # the interrupt stub the CPU is to run, until its stop
 
     def qemu_args(self) -> list[str]:
         """QEMU arguments: the shared DDR and a halted CPU with a gdbstub on our socket."""
@@ -446,10 +464,10 @@ class NpuAttachment(BootAttachment):
             if stop.watch is None:
                 raise AttachmentError("the CPU stopped without hitting the NPU watchpoint")
             started, started_cpu = time.perf_counter(), time.thread_time()
-            completing = self._emulate(gdb)
+            completing, access = self._emulate(gdb)
             self.access_time_s += time.perf_counter() - started
             self.access_cpu_s += time.thread_time() - started_cpu
-            self.accesses += 1
+            self.accesses += access
 
     def _region_sizes(self) -> tuple[int, ...]:
         """The sizes the driver published for the run it is starting (0: no buffer)."""
@@ -468,12 +486,23 @@ class NpuAttachment(BootAttachment):
 
     # ---------------------------------------------------------------- one access
 
-    def _emulate(self, gdb: GdbClient) -> list[str]:
+    def _emulate(self, gdb: GdbClient) -> tuple[list[str], bool]:
         """Performs the access the CPU stopped before; returns the writes that complete it (the
-        loaded value or base writeback, PC past the instruction, after an interrupt pended the
-        registers that stub borrowed), for gdb to send before the CPU continues."""
+        loaded value or base writeback, PC past the instruction; when it raised the interrupt,
+        the interrupt stub's code and registers), for gdb to send before the CPU continues, and
+        True. At the interrupt stub's stop: the writes that restore what the stub borrowed, and
+        False (no register access)."""
         registers, xpsr, code = self._read_state(gdb)
         pc = registers[thumb.PC]
+        stub = self._stub
+        if stub is not None:
+            if pc == stub.at + STUB_STOP:
+                self._stub = None
+                return [gdb.memory_write(stub.at, stub.saved), *gdb.register_writes(stub.restored)], False
+            if stub.at <= pc < stub.at + len(PEND_STUB):
+                raise AttachmentError(
+                    f"the CPU ran the interrupt stub at {stub.at:#010x} from an interrupt handler (PC {pc:#010x})"
+                )
         hw1, hw2 = int.from_bytes(code[:2], "little"), int.from_bytes(code[2:], "little")
         try:
             access = thumb.decode(hw1, hw2)
@@ -500,10 +529,10 @@ class NpuAttachment(BootAttachment):
         if new_xpsr != xpsr:
             named["xpsr"] = new_xpsr
         if not self._irq_rising:
-            return [*memory, *gdb.register_writes(named)]
+            return [*memory, *gdb.register_writes(named)], True
         self._irq_rising = False
         after = {**registers, **writes}
-        return self._pend_interrupt(gdb, [*memory, *gdb.register_writes(named)], pc & ~1, code, after, new_xpsr)
+        return [*memory, *self._pend_interrupt(gdb, pc & ~1, code, after, new_xpsr)], True
 
     def _store(self, offset: int, value: int) -> list[str]:
         """Performs a store; returns the writes of what the NPU wrote to the target's memory
@@ -543,17 +572,23 @@ class NpuAttachment(BootAttachment):
             self._irq_rising = True
 
     def _pend_interrupt(
-        self, gdb: GdbClient, before: list[str], stub_at: int, code: bytes, registers: dict[int, int], xpsr: int
+        self, gdb: GdbClient, stub_at: int, code: bytes, registers: dict[int, int], xpsr: int
     ) -> list[str]:
-        """Lets the CPU pend the NPU's interrupt in its NVIC (after the writes `before`);
-        returns the writes that restore its state. `code`: the bytes at stub_at before the
-        access, which is what is there now unless the NPU wrote them (then the NPU's)."""
+        """The writes that have the CPU pend the NPU's interrupt in its NVIC when it continues:
+        the interrupt stub (PEND_STUB) over the access at `stub_at`, and its registers. What
+        restores the state after it (`registers` and `xpsr` as the access left them, and the
+        code the stub covers) is kept for the stub's stop. `code`: the bytes at stub_at before
+        the access, which is what is there now unless the NPU wrote them (then the NPU's)."""
         irq = self.board.npu.irq
-        saved = self.memory.peek(stub_at, 2) or code[:2]
+        saved = self.memory.peek(stub_at, len(PEND_STUB)) or code[: len(PEND_STUB)]
         outside_it_block = xpsr & ~((0x3F << 10) | (0x3 << 25))
-        stub = {"r0": NVIC_ISPR + 4 * (irq // 32), "r1": 1 << (irq % 32), "pc": stub_at, "xpsr": outside_it_block}
-        stop = gdb.step([*before, gdb.memory_write(stub_at, STR_R1_AT_R0), *gdb.register_writes(stub)])
-        if stop.exited:
-            raise AttachmentError("QEMU ended while the NPU interrupt was being raised")
-        restored = {"r0": registers[0], "r1": registers[1], "pc": registers[thumb.PC], "xpsr": xpsr}
-        return [gdb.memory_write(stub_at, saved), *gdb.register_writes(restored)]
+        stub = {
+            "r0": NVIC_ISPR + 4 * (irq // 32),
+            "r1": 1 << (irq % 32),
+            "r2": self.board.npu.base,
+            "pc": stub_at,
+            "xpsr": outside_it_block,
+        }
+        restored = {"r0": registers[0], "r1": registers[1], "r2": registers[2], "pc": registers[thumb.PC], "xpsr": xpsr}
+        self._stub = _Stub(stub_at, saved, restored)
+        return [gdb.memory_write(stub_at, PEND_STUB), *gdb.register_writes(stub)]

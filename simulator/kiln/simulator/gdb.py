@@ -3,13 +3,13 @@
 Only what the NPU attachment needs: registers (p/P, after the target
 description is read, as QEMU requires), memory (m/M, split into packets QEMU
 accepts and pipelined: several requests in flight, replies read in order),
-watchpoints (Z4/z4), continue and single step. QEMU 7.2 has no no-ack mode; it
+watchpoints (Z4/z4) and continue. QEMU 7.2 has no no-ack mode; it
 acknowledges our packets with '+', which the reader skips, and does not wait for
 our acknowledgements in system emulation.
 
 Each round trip costs a wake-up of QEMU and one of this process, so writes whose
 answer nothing waits for (register_write, memory_write: each answered OK) may be
-sent in one go with the continue or step after them (cont(before), step(before)):
+sent in one go with the continue after them (cont(before)):
 QEMU handles packets in order, so the CPU runs only after they took effect; one
 that is refused is a GdbError once the stop arrives.
 """
@@ -230,10 +230,6 @@ class GdbClient:
         """Sends the writes `before` (register_writes, memory_write packets), then continues
         until the CPU stops."""
         return self._resume("c", before)
-
-    def step(self, before: list[str] = ()) -> Stop:
-        """Sends the writes `before`, then runs one instruction."""
-        return self._resume("s", before)
 
     def _resume(self, command: str, before: list[str]) -> Stop:
         for payload in before:

@@ -12,30 +12,31 @@ import pytest
 from kiln.program import kernels
 from tests.compiler.test_cortex_m_kernels import CASES as OP_CASES
 from tests.compiler.test_cortex_m_kernels import q8
-from tests.firmware.runtime.helpers import In, kernel_error, kernel_names, run_kernel
+from tests.firmware.runtime.helpers import In, Tensors, kernel_error, kernel_names, run_kernel
 
-# The arguments a program plans (its activations) rather than holds as constants.
-PLANNED = {"quantized_add": (0, 4)}
+
+def _planned(a):
+    return Tensors(In(t) for t in a) if isinstance(a, list) else In(a)
 
 
 def program_case(name):
     """A case of test_cortex_m_kernels as a one-call program: activations planned inputs,
     weights and the rest constants, the output shape numpy's."""
     case = OP_CASES[name]
-    planned = PLANNED.get(case.op, (0,))
-    args = [In(a) if i in planned else a for i, a in enumerate(case.args)]
+    args = [_planned(a) if i in case.planned else a for i, a in enumerate(case.args)]
     expected = kernels.INTEGER_KERNELS[f"cortex_m::{case.op}"].run(*case.args)
-    return (f"cortex_m::{case.op}", "out", args, expected.shape, np.int8)
+    return (f"cortex_m::{case.op}", "out", args, expected.shape, expected.dtype)
 
 
-# Every case as a one-call program, as the other test_kernels_* modules' CASES (tests/fuzz's seeds).
-CASES = {name: program_case(name) for name in OP_CASES}
+# Every case as a one-call program, as the other test_kernels_* modules' CASES (tests/fuzz's seeds,
+# named by case: "cortex_m_" keeps these apart from the float kernels' cases of the same name).
+CASES = {f"cortex_m_{name}": program_case(name) for name in OP_CASES}
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, name):
     got, expected = run_kernel(runtime_host, tmp_path, CASES[name])
-    assert got.dtype == np.int8 and got.tobytes() == np.ascontiguousarray(expected).tobytes()
+    assert got.dtype == expected.dtype and got.tobytes() == np.ascontiguousarray(expected).tobytes()
 
 
 def _with(name, position, value, out_shape=None):
@@ -59,6 +60,19 @@ REFUSED = {  # the case, and the error: its kind and the argument it names
     "linear_multipliers_of_two_lengths": (_with("linear_per_channel", 8, [0]), MISMATCH, 7),
     "depthwise_multiplier_mismatch": (_with("depthwise", 6, 2), MISMATCH, 1),
     "avg_pool_padding_over_half": (_with("avg_pool", 3, [2, 0]), UNSUPPORTED, 3),
+    "max_pool_zero_points_differ": (_with("max_pool", 7, 5), UNSUPPORTED, 7),
+    "activation_table_of_255": (_with("sigmoid", 1, np.zeros(255, np.int8)), MISMATCH, 1),
+    "bmm_inner_sizes_differ": (_with("bmm", 2, In(q8((2, 5, 18)))), MISMATCH, 2),
+    "cat_shift_beyond_31": (_with("cat_requantized", 4, [1, 2, 32]), UNSUPPORTED, 4),
+    "transpose_conv_output_padding_of_the_stride": (_with("transpose_conv", 5, [2, 2]), UNSUPPORTED, 5),
+    "minimum_of_int16": (_with("minimum", 1, In(np.zeros((3, 17), np.int16))), BAD, 1),
+    "mul_shift_beyond_31": (_with("mul", 6, -32), UNSUPPORTED, 6),
+    "bmm_s16_shift_beyond_14": (_with("bmm_s16", 3, 15), UNSUPPORTED, 3),
+    "bmm_s16_of_int8": (_with("bmm_s16", 0, In(q8((2, 5, 19)))), BAD, 0),
+    "softmax_s16_table_of_512": (_with("softmax_s16", 4, np.zeros(512, np.int16)), MISMATCH, 4),
+    "softmax_s16_shift_beyond_15": (_with("softmax_s16", 3, 16), UNSUPPORTED, 3),
+    "linear_s16_shift_beyond_14": (_with("linear_s16_per_tensor", 4, [15]), UNSUPPORTED, 4),
+    "linear_s16_bias_beyond_2_40": (_with("linear_s16", 2, np.full(19, 2**41, np.int64)), UNSUPPORTED, 2),
 }
 
 
@@ -71,4 +85,4 @@ def test_kernel_refuses_arguments_it_does_not_compute(runtime_host, tmp_path, na
 def test_every_integer_kernel_has_a_case():
     """Each kernel of kiln.program.kernels.integer is a case here (test_runtime_host checks
     the host build has every kernel)."""
-    assert {program_case(name)[:2] for name in CASES} == kernel_names(kernels.integer)
+    assert {case[:2] for case in CASES.values()} == kernel_names(kernels.integer)

@@ -12,9 +12,21 @@ Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
     cortex_m::quantized_avg_pool2d        arm_avgpool_s8 (windows clipped to the input)
     cortex_m::softmax                     arm_softmax_s8 (last dim, output scale 1/256, zero point -128)
     cortex_m::pad                         a constant pad of an int8 tensor
+    cortex_m::quantized_mul               arm_elementwise_mul_s8 (numpy broadcasting)
+    cortex_m::quantized_batch_matmul      arm_batch_matmul_s8 (rhs transposed: [.., N, K])
+    cortex_m::quantized_transpose_conv2d  arm_transpose_conv_s8, weight OHWI, one group
+    cortex_m::quantized_cat               kiln's: a concatenation requantizing each input (no CMSIS-NN function)
+    cortex_m::quantized_batch_matmul_s16  kiln's: arm_batch_matmul_s16 (int16, zero points 0, int64 sums)
+    cortex_m::quantized_linear_s16        kiln's: arm_fully_connected_s16 (int8 weights, int64 bias and sums)
+    cortex_m::quantized_add_s16           kiln's: arm_elementwise_add_s16 (zero points 0, operands << 15)
+    cortex_m::softmax_s16                 kiln's: arm_softmax_s16 (last dim, its two 513-entry tables as tensors)
 
-Activations are kiln's contiguous tensors (NCHW for the spatial operators; ExecuTorch holds
-them channels-last, which kiln's runtime does not read yet). Integer arithmetic is int32
+and those that select or look up values (kiln.program.kernels.integer_select): quantized_max_pool2d,
+minimum, maximum, transpose, quantized_activation (a 256-entry table).
+
+Arrays are in the order of their sizes (NCHW for the spatial operators) whatever their tensors'
+dim order (ExecuTorch holds activations channels-last: run-host lays them out at its edges,
+kiln.pte.dim_order, and gives pad its pads in the order of the dims). Integer arithmetic is int32
 with two's-complement wrap where CMSIS-NN's C leaves overflow to the machine: accumulators,
 and a requantize's left shift. The scratch argument ExecuTorch plans is taken and not read.
 firmware/runtime/kernels/quantized*.cpp compute the same integers.
@@ -27,11 +39,13 @@ import math
 import numpy as np
 
 from kiln.errors import HostError
+from kiln.program.kernels import integer_select as select
 from kiln.program.kernels.core import Kernel
 from kiln.program.kernels.nn import pair, pool_size
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 ADD_LEFT_SHIFT = 20  # quantized_add's operands are (q - zero_point) << 20 before their multipliers
+ADD_LEFT_SHIFT_S16 = 15  # quantized_add_s16's, q << 15
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:
@@ -166,6 +180,29 @@ def quantized_linear(
     return out.reshape(*x.shape[:-1], out_features)
 
 
+def quantized_linear_s16(x, weights, bias, multipliers, shifts, act_max, act_min):
+    """kiln's int16 linear, arm_fully_connected_s16: int16 input and output of zero point 0, int8
+    weights [out, in] (symmetric), an optional int64 bias (within 2^40); y[.., o] = requantize_s64(sum_i x w[o, i]
+    + bias[o]) clamped to [act_min, act_max] (int16 values), the sum exact in int64. One multiplier
+    and shift (each shift at most 14), or one per output feature."""
+    _check_int8(weights)
+    out_features, in_features = weights.shape
+    if x.dtype != np.int16 or x.shape[-1] != in_features or in_features > S16_MAX_INNER:
+        raise HostError(f"quantized_linear_s16: input {x.dtype} {x.shape} against weights {weights.shape}")
+    if bias is not None and (bias.dtype != np.int64 or bias.size != out_features or np.abs(bias).max() > 2**40):
+        raise HostError(f"quantized_linear_s16: a bias of {bias.dtype} {bias.shape}")
+    if not -(2**15) <= act_min <= act_max < 2**15:
+        raise HostError(f"quantized_linear_s16: activation range {act_min} {act_max}")
+    m, s = _channel_params(multipliers, shifts, out_features, (-1,))
+    if np.any(s > 14):
+        raise HostError(f"quantized_linear_s16: shifts {s} beyond 14")
+    acc = x.reshape(-1, in_features).astype(np.int64) @ weights.astype(np.int64).T
+    if bias is not None:
+        acc = acc + bias.reshape(1, -1)
+    out = np.stack([requantize_s64(acc[:, o], int(m[o]), int(s[o])) for o in range(out_features)], axis=-1)
+    return np.clip(out, act_min, act_max).astype(np.int16).reshape(*x.shape[:-1], out_features)
+
+
 def _conv(x, weight_oihw, bias, stride, padding, dilation, groups, input_offset):
     """int32-wrapped sums of (x + input_offset) * w over each window (padding contributes 0) plus bias."""
     n, c, h, w = x.shape
@@ -240,15 +277,30 @@ def quantized_depthwise_conv2d(
     return _requantize_channels(acc, multipliers, shifts, output_offset, low, high)
 
 
-def quantized_add(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift, low, high):
-    """requantize(requantize((a - a_zp) << 20, a_mult, a_shift) + requantize((b - b_zp) << 20, ..),
-    out_mult, out_shift) + out_zp, clamped; operands of one shape."""
-    _check_int8(a, b)
+def _add_sum(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, out_mult, out_shift, left_shift: int):
+    """requantize(requantize((a - a_zp) << left_shift, a_mult, a_shift) + requantize((b - b_zp) << ..),
+    out_mult, out_shift): the sum of two operands of one shape on the output's scale."""
     if a.shape != b.shape:
         raise HostError(f"quantized_add: operands {a.shape} and {b.shape} differ")
-    left = requantize((a.astype(np.int64) - a_zp) << ADD_LEFT_SHIFT, a_mult, a_shift)
-    right = requantize((b.astype(np.int64) - b_zp) << ADD_LEFT_SHIFT, b_mult, b_shift)
-    return _finish(requantize(wrap32(left + right), out_mult, out_shift), out_zp, low, high)
+    left = requantize((a.astype(np.int64) - a_zp) << left_shift, a_mult, a_shift)
+    right = requantize((b.astype(np.int64) - b_zp) << left_shift, b_mult, b_shift)
+    return requantize(wrap32(left + right), out_mult, out_shift)
+
+
+def quantized_add(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift, low, high):
+    """_add_sum with << 20, plus out_zp, clamped (arm_elementwise_add_s8)."""
+    _check_int8(a, b)
+    total = _add_sum(a, a_zp, a_mult, a_shift, b, b_zp, b_mult, b_shift, out_mult, out_shift, ADD_LEFT_SHIFT)
+    return _finish(total, out_zp, low, high)
+
+
+def quantized_add_s16(a, a_mult, a_shift, b, b_mult, b_shift, out_mult, out_shift, low, high):
+    """kiln's int16 add, arm_elementwise_add_s16: zero points 0, _add_sum with << 15, clamped to
+    [low, high] (int16 values)."""
+    if a.dtype != np.int16 or b.dtype != np.int16 or not -(2**15) <= low <= high < 2**15:
+        raise HostError(f"quantized_add_s16: operands of {a.dtype} and {b.dtype}, range {low} {high}")
+    total = _add_sum(a, 0, a_mult, a_shift, b, 0, b_mult, b_shift, out_mult, out_shift, ADD_LEFT_SHIFT_S16)
+    return np.clip(total, low, high).astype(np.int16)
 
 
 def pool_windows(size: int, kernel: int, stride: int, pad: int, ceil_mode: bool):
@@ -311,6 +363,60 @@ def softmax(x, dim, input_zp, output_zp, multiplier, shift, diff_min):
     return np.where(valid, np.clip(out, -128, 127), -128).astype(np.int8)
 
 
+S16_LUT_SIZE = 513  # arm_softmax_s16's tables: 512 intervals and the end point
+S16_EXP_RANGE = 10.0  # its exponential's table covers [-10, 0], its input differences [-65535, 0]
+S16_SOFTMAX_MAX_ROW = 1 << 16  # rows whose int32 sum of int16 exponentials cannot wrap
+
+
+def s16_table(fn, low: float, high: float) -> np.ndarray:
+    """TFLite's gen_lut: fn on [low, high] at 513 points in Q15, each less half the error its
+    interpolation would make at the interval's midpoint, clamped to int16."""
+    step = (high - low) / (S16_LUT_SIZE - 1)
+    points = low + step * np.arange(S16_LUT_SIZE)
+    sample = np.round(fn(points) * 32768.0)
+    interpolated = np.round((sample[1:] + sample[:-1]) / 2.0)
+    error = interpolated - np.round(fn(points[:-1] + step / 2) * 32768.0)
+    table = np.append(sample[:-1] - np.round(error / 2.0), sample[-1])
+    return np.clip(table, -32768, 32767).astype(np.int16)
+
+
+def softmax_s16_tables() -> tuple[np.ndarray, np.ndarray]:
+    """arm_softmax_s16's exp_lut (exp on [-10, 0]) and one_by_one_lut (1 / (1 + x) on [0, 1])."""
+    return s16_table(np.exp, -S16_EXP_RANGE, 0.0), s16_table(lambda x: 1.0 / (1.0 + x), 0.0, 1.0)
+
+
+def _wrap16(x):
+    return ((np.asarray(x, np.int64) + 2**15) & 0xFFFF) - 2**15
+
+
+def _interpolate(table, v):
+    """The s16 table's value at v in [-32768, 32767]: entry 256 + v / 128 and the slope to the
+    next over the remainder, rounded; each step wraps to int16 as CMSIS-NN's int16_t variables."""
+    index, offset = 256 + (v >> 7), v & 0x7F
+    base, slope = table[index].astype(np.int64), _wrap16(table[index + 1].astype(np.int64) - table[index])
+    return _wrap16(base + _wrap16((slope * offset + 64) >> 7))
+
+
+def softmax_s16(x, dim, multiplier, shift, exp_lut, one_by_one_lut):
+    """kiln's int16 softmax along the last dim, arm_softmax_s16: each difference from the row's max
+    requantized to [-65535, 0] (10 / 65535 a step), its exponential from exp_lut, the row's sum
+    normalized and its reciprocal from one_by_one_lut; output scale 1/32768, zero point 0."""
+    if x.dtype != np.int16 or exp_lut.dtype != np.int16 or one_by_one_lut.dtype != np.int16:
+        raise HostError(f"softmax_s16: an input of {x.dtype} or tables not int16")
+    if x.ndim == 0 or dim not in (-1, x.ndim - 1) or not 0 < x.shape[-1] <= S16_SOFTMAX_MAX_ROW:
+        raise HostError(f"softmax_s16: dim {dim} of {x.shape}")
+    if exp_lut.shape != (S16_LUT_SIZE,) or one_by_one_lut.shape != (S16_LUT_SIZE,) or not -31 <= shift <= 15:
+        raise HostError(f"softmax_s16: tables {exp_lut.shape} {one_by_one_lut.shape}, shift {shift}")
+    q = x.astype(np.int64)
+    scaled = requantize(q - q.max(axis=-1, keepdims=True), multiplier, shift)
+    exps = _interpolate(exp_lut, np.clip(scaled + 32767, -32768, 32767))
+    total = exps.sum(axis=-1, keepdims=True)  # positive: the max's exponential is; below 2^31
+    headroom = 32 - np.frexp(total.astype(np.float64))[1]  # count of leading zeros, exact
+    shifted = wrap32((total << (headroom - 1)) + (1 << 13)) >> 14
+    reciprocal = _interpolate(one_by_one_lut, _wrap16(shifted - 98304))
+    return _wrap16(((exps * reciprocal) >> (30 - headroom)) + 1 >> 1).astype(np.int16)
+
+
 def pad(x, pre_pad, post_pad, pad_value):
     """x with pre_pad[d] and post_pad[d] values of pad_value before and after it along each dim,
     the four-item lists right-aligned to x's dims (x has at most 4)."""
@@ -321,6 +427,108 @@ def pad(x, pre_pad, post_pad, pad_value):
         raise HostError(f"pad: value {pad_value} is not an int8")
     widths = list(zip(pre_pad, post_pad))[4 - x.ndim :]
     return np.pad(x, widths, constant_values=np.int8(pad_value))
+
+
+def quantized_mul(a, a_zp, b, b_zp, out_zp, out_mult, out_shift):
+    """requantize((a - a_zp)(b - b_zp), out_mult, out_shift) + out_zp, clamped to int8
+    (arm_elementwise_mul_s8); operands broadcast as numpy's."""
+    _check_int8(a, b)
+    product = (a.astype(np.int64) - a_zp) * (b.astype(np.int64) - b_zp)
+    return _finish(requantize(wrap32(product), out_mult, out_shift), out_zp, -128, 127)
+
+
+def quantized_batch_matmul(lhs, lhs_offset, rhs_transposed, rhs_offset, out_zp, out_mult, out_shift, scratch):
+    """out[.., m, n] = requantize(sum_k (lhs[.., m, k] + lhs_offset)(rhs_transposed[.., n, k] + rhs_offset))
+    + out_zp, clamped to int8 (arm_batch_matmul_s8; the offsets are negated zero points). ExecuTorch
+    passes [B, M, K] and [B, N, K]; kiln any number of leading dims, equal in both (none: one matrix)."""
+    _check_int8(lhs, rhs_transposed)
+    if lhs.ndim < 2 or lhs.shape[:-2] != rhs_transposed.shape[:-2] or lhs.shape[-1] != rhs_transposed.shape[-1]:
+        raise HostError(f"quantized_batch_matmul: operands {lhs.shape} and {rhs_transposed.shape}")
+    left = lhs.astype(np.int64) + lhs_offset
+    right = rhs_transposed.astype(np.int64) + rhs_offset
+    acc = wrap32(np.einsum("...mk,...nk->...mn", left, right))
+    return _finish(requantize(acc, out_mult, out_shift), out_zp, -128, 127)
+
+
+def reduce_multiplier(multiplier: int) -> int:
+    """CMSIS-NN's REDUCE_MULTIPLIER: a Q31 multiplier as the Q15 its s16 kernels multiply by."""
+    return (multiplier + (1 << 15)) >> 16 if multiplier < 0x7FFF0000 else 0x7FFF
+
+
+def requantize_s64(x, multiplier: int, shift: int):
+    """arm_nn_requantize_s64 (with REDUCE_MULTIPLIER): x * reduced >> (14 - shift), wrapped to
+    int32, then halved rounding up; x within 2^47, shift at most 14."""
+    high = wrap32((np.asarray(x, np.int64) * reduce_multiplier(multiplier)) >> (14 - shift))
+    return wrap32(high + 1) >> 1
+
+
+S16_MAX_INNER = 1 << 16  # inner sizes whose int64 sums of int16 products stay within 2^47
+
+
+def quantized_batch_matmul_s16(lhs, rhs_transposed, out_mult, out_shift, low, high, scratch):
+    """kiln's int16 form of quantized_batch_matmul, CMSIS-NN's arm_batch_matmul_s16: zero points
+    0, out[.., m, n] = requantize_s64(sum_k lhs[.., m, k] rhs_transposed[.., n, k]) clamped to
+    [low, high] (int16 values), the sum exact in int64."""
+    if lhs.dtype != np.int16 or rhs_transposed.dtype != np.int16:
+        raise HostError(f"quantized_batch_matmul_s16: operands of {lhs.dtype} and {rhs_transposed.dtype}")
+    if lhs.ndim < 2 or lhs.shape[:-2] != rhs_transposed.shape[:-2] or lhs.shape[-1] != rhs_transposed.shape[-1]:
+        raise HostError(f"quantized_batch_matmul_s16: operands {lhs.shape} and {rhs_transposed.shape}")
+    if lhs.shape[-1] > S16_MAX_INNER or not -31 <= out_shift <= 14 or not -(2**15) <= low <= high < 2**15:
+        raise HostError(
+            f"quantized_batch_matmul_s16: inner size {lhs.shape[-1]}, shift {out_shift}, range {low} {high}"
+        )
+    acc = np.einsum("...mk,...nk->...mn", lhs.astype(np.int64), rhs_transposed.astype(np.int64))
+    return np.clip(requantize_s64(acc, out_mult, out_shift), low, high).astype(np.int16)
+
+
+def quantized_cat(tensors, dim, zero_points, multipliers, shifts, out_zp):
+    """kiln's: the int8 tensors joined along dim, each value q of tensor i written as
+    requantize(q - zero_points[i], multipliers[i], shifts[i]) + out_zp, clamped to int8 (its
+    scale over the output's as a multiplier and shift; one of 2^30 and shift 1 copies q - zp)."""
+    _check_int8(*tensors)
+    if not tensors or not len(tensors) == len(zero_points) == len(multipliers) == len(shifts):
+        raise HostError(f"quantized_cat: {len(tensors)} tensors, {len(zero_points)} zero points")
+    if any(not -31 <= s <= 31 for s in shifts):
+        raise HostError(f"quantized_cat: shifts {shifts} beyond 31")
+    parts = [
+        _finish(requantize(t.astype(np.int64) - zp, m, s), out_zp, -128, 127)
+        for t, zp, m, s in zip(tensors, zero_points, multipliers, shifts)
+    ]
+    return np.concatenate(parts, axis=dim)
+
+
+def quantized_transpose_conv2d(x, weight, bias, stride, padding, output_padding, dilation, *requantization):
+    """NCHW int8 input, OHWI int8 weight (PyTorch's [C_in, C_out, kh, kw] permuted (1, 2, 3, 0);
+    one group): input pixel (y, x) adds (x + input_offset) w to output (y s - p + i d, x s - p + j d);
+    each output's sum plus bias wraps to int32 and is requantized per channel (arm_transpose_conv_s8).
+    requantization: input_offset, output_offset, multipliers, shifts, low, high and the two scratch
+    tensors ExecuTorch plans (not read)."""
+    input_offset, output_offset, multipliers, shifts, low, high, _, _ = requantization
+    _check_int8(x, weight)
+    if x.ndim != 4 or weight.ndim != 4 or weight.shape[3] != x.shape[1]:
+        raise HostError(f"quantized_transpose_conv2d: input {x.shape}, weight {weight.shape}")
+    n, _, h, w = x.shape
+    cout, kh, kw, _ = weight.shape
+    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = pair(stride), pair(padding), pair(output_padding), pair(dilation)
+    if min(sh, sw, dh, dw) < 1 or min(ph, pw, oph, opw) < 0 or oph >= max(sh, dh) or opw >= max(sw, dw):
+        raise HostError(f"quantized_transpose_conv2d: stride {stride}, padding {padding}, output {output_padding}")
+    oh, ow = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1, (w - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1
+    if oh < 1 or ow < 1:
+        raise HostError(f"quantized_transpose_conv2d: input {h}x{w} gives output {oh}x{ow}")
+    # Every input pixel's contributions on an unpadded canvas, then the output's window of it.
+    canvas = np.zeros(
+        (n, cout, max((h - 1) * sh + dh * (kh - 1) + 1, ph + oh), max((w - 1) * sw + dw * (kw - 1) + 1, pw + ow)),
+        np.int64,
+    )
+    shifted, wt = x.astype(np.int64) + input_offset, weight.astype(np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            rows, cols = slice(i * dh, i * dh + sh * (h - 1) + 1, sh), slice(j * dw, j * dw + sw * (w - 1) + 1, sw)
+            canvas[:, :, rows, cols] += np.einsum("nchw,oc->nohw", shifted, wt[:, i, j, :])
+    acc = canvas[:, :, ph : ph + oh, pw : pw + ow]
+    if bias is not None:
+        acc = acc + bias.astype(np.int64).reshape(1, cout, 1, 1)
+    return _requantize_channels(wrap32(acc), multipliers, shifts, output_offset, low, high)
 
 
 _CONV_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation")
@@ -347,6 +555,20 @@ INTEGER_KERNELS = {
                 "activation_min",
             ),
             quantized_linear,
+        ),
+        Kernel(
+            "cortex_m::quantized_linear_s16",
+            "out",
+            (
+                "input",
+                "weights",
+                "bias",
+                "requantize_multipliers",
+                "requantize_shifts",
+                "activation_max",
+                "activation_min",
+            ),
+            quantized_linear_s16,
         ),
         Kernel(
             "cortex_m::quantized_conv2d",
@@ -381,6 +603,23 @@ INTEGER_KERNELS = {
             quantized_add,
         ),
         Kernel(
+            "cortex_m::quantized_add_s16",
+            "out",
+            (
+                "self",
+                "self_multiplier",
+                "self_shift",
+                "other",
+                "other_multiplier",
+                "other_shift",
+                "output_multiplier",
+                "output_shift",
+                "activation_min",
+                "activation_max",
+            ),
+            quantized_add_s16,
+        ),
+        Kernel(
             "cortex_m::quantized_avg_pool2d",
             "out",
             ("input", "kernel_size", "stride", "padding", "ceil_mode", "zero_point", "multiplier", "shift", "scratch"),
@@ -393,5 +632,95 @@ INTEGER_KERNELS = {
             softmax,
         ),
         Kernel("cortex_m::pad", "out", ("input", "pre_pad", "post_pad", "pad_value"), pad),
+        Kernel(
+            "cortex_m::softmax_s16",
+            "out",
+            ("input", "dim", "input_multiplier", "input_shift", "exp_lut", "one_by_one_lut"),
+            softmax_s16,
+        ),
+        Kernel(
+            "cortex_m::quantized_mul",
+            "out",
+            (
+                "self",
+                "self_zero_point",
+                "other",
+                "other_zero_point",
+                "output_zero_point",
+                "output_multiplier",
+                "output_shift",
+            ),
+            quantized_mul,
+        ),
+        Kernel(
+            "cortex_m::quantized_batch_matmul",
+            "out",
+            (
+                "lhs",
+                "lhs_zero_point",
+                "rhs_transposed",
+                "rhs_zero_point",
+                "output_zero_point",
+                "output_multiplier",
+                "output_shift",
+                "scratch",
+            ),
+            quantized_batch_matmul,
+        ),
+        Kernel(
+            "cortex_m::quantized_batch_matmul_s16",
+            "out",
+            (
+                "lhs",
+                "rhs_transposed",
+                "output_multiplier",
+                "output_shift",
+                "activation_min",
+                "activation_max",
+                "scratch",
+            ),
+            quantized_batch_matmul_s16,
+        ),
+        Kernel(
+            "cortex_m::quantized_cat",
+            "out",
+            ("tensors", "dim", "zero_points", "multipliers", "shifts", "output_zero_point"),
+            quantized_cat,
+        ),
+        Kernel(
+            "cortex_m::quantized_transpose_conv2d",
+            "out",
+            (
+                *_CONV_ARGS[:5],
+                "output_padding",
+                "dilation",
+                "input_offset",
+                "output_offset",
+                *_REQUANTIZE_ARGS,
+                "output_scratch",
+            ),
+            quantized_transpose_conv2d,
+        ),
+        Kernel(
+            "cortex_m::quantized_max_pool2d",
+            "out",
+            (
+                "input",
+                "kernel_size",
+                "stride",
+                "padding",
+                "dilation",
+                "ceil_mode",
+                "input_zero_point",
+                "output_zero_point",
+                "activation_min",
+                "activation_max",
+            ),
+            select.quantized_max_pool2d,
+        ),
+        Kernel("cortex_m::minimum", "out", ("self", "other"), select.minimum),
+        Kernel("cortex_m::maximum", "out", ("self", "other"), select.maximum),
+        Kernel("cortex_m::transpose", "out", ("input", "perm"), select.transpose),
+        Kernel("cortex_m::quantized_activation", "out", ("input", "lut"), select.quantized_activation),
     )
 }

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kiln.errors import NotModelled
 from kiln.simulator.npu.arithmetic import reciprocal
 from kiln.simulator.npu.context import Context
 from kiln.simulator.npu.featuremap import Plan
@@ -33,6 +34,9 @@ from kiln.simulator.npu.registers import (
 )
 
 _UPSCALE_NAMES = {UPSCALE_NONE: "none", UPSCALE_NEAREST: "NEAREST", UPSCALE_TRANSPOSE: "TRANSPOSE"}
+# The most IFM positions (rows x columns, padding included) of one window the model runs: its
+# mask takes a byte each. A 4096 x 4096 image is 16 Mi; the registers allow 65536 x 65536.
+MAX_WINDOW_POSITIONS = 1 << 26
 
 
 def _extent(out: int, kernel: int, stride: int, dilation: int, before: int, after: int) -> int:
@@ -87,6 +91,11 @@ def prepare_window(
     coverage.hit("ifm_precision", fm.type_name)
     total_rows = (out_h - 1) * k.stride_y + (k.height - 1) * k.dilation_y + 1
     total_cols = (out_w - 1) * k.stride_x + (k.width - 1) * k.dilation_x + 1
+    if total_rows * total_cols > MAX_WINDOW_POSITIONS:
+        raise NotModelled(
+            f"an IFM window of {total_rows} x {total_cols} positions is more than the model runs "
+            f"({MAX_WINDOW_POSITIONS:,} at most)"
+        )
     mask = np.zeros((total_rows, total_cols), bool)
     if upscale == UPSCALE_TRANSPOSE:
         valid = np.zeros((2 * src_rows, 2 * src_cols), bool)
@@ -104,7 +113,7 @@ def read_window(ctx: Context, window: Window) -> tuple[np.ndarray, np.ndarray]:
     with padding and upscaling applied; the window's mask). Without padding the values are
     the samples read (possibly a view of them), else a new array."""
     fm = window.fm
-    data = ctx.read_planned(fm, window.plan, "IFM read").astype(np.int64)  # a copy
+    data = ctx.read_planned(fm, window.plan, "IFM read", np.int64)
     if fm.zero_point:
         data -= fm.zero_point
     if window.upscale == UPSCALE_NEAREST:

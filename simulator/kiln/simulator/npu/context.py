@@ -63,9 +63,10 @@ class Context:
     def read_fm(self, fm: FeatureMap, ys, xs, channels, what: str = "IFM read") -> np.ndarray:
         return self.read_planned(fm, self.fm_plan(fm, ys, xs, channels), what)
 
-    def read_planned(self, fm: FeatureMap, plan: featuremap.Plan, what: str) -> np.ndarray:
-        """The elements of `fm` where `plan` (fm_plan's) puts them, (H, W, C)."""
-        values = featuremap.read(self._view(fm.region, what, None), fm, plan)
+    def read_planned(self, fm: FeatureMap, plan: featuremap.Plan, what: str, dtype=None) -> np.ndarray:
+        """The elements of `fm` where `plan` (fm_plan's) puts them, (H, W, C), as `dtype` (None:
+        fm.dtype); a new array."""
+        values = featuremap.read(self._view(fm.region, what, None), fm, plan, dtype)
         self.count(fm.region, "read", values.size * fm.elem_size)
         return values
 

@@ -112,17 +112,19 @@ def _position_key(positions) -> range | tuple[bytes]:
     return (np.asarray(positions, np.int64).tobytes(),)
 
 
-def read(memory, fm: FeatureMap, plan: Plan) -> np.ndarray:
-    """The elements of `fm` where `plan` (plan()'s) puts them, as fm.dtype, (H, W, C)."""
+def read(memory, fm: FeatureMap, plan: Plan, dtype=None) -> np.ndarray:
+    """The elements of `fm` where `plan` (plan()'s) puts them, (H, W, C), as `dtype` (None:
+    fm.dtype); a new array the caller may change."""
+    dtype = fm.dtype if dtype is None else dtype
     if plan.length == 0:
-        return np.zeros(plan.shape, fm.dtype)
+        return np.zeros(plan.shape, dtype)
     little = fm.stored_type
     raw = np.frombuffer(memory.read(plan.lo, plan.length), np.uint8)
     if plan.index is None:
-        return raw.view(little).reshape(plan.shape).astype(fm.dtype)
+        return raw.view(little).reshape(plan.shape).astype(dtype)
     if fm.elem_size == 1:
-        return raw[plan.index].view(fm.dtype)
-    return np.ascontiguousarray(raw[plan.index]).view(little)[..., 0].astype(fm.dtype)
+        return raw[plan.index].view(fm.dtype).astype(dtype, copy=False)
+    return np.ascontiguousarray(raw[plan.index]).view(little)[..., 0].astype(dtype)
 
 
 def write(memory, fm: FeatureMap, plan: Plan, values: np.ndarray) -> None:

@@ -75,7 +75,8 @@ enum class ErrorCode : uint16_t {
   kKernelBadArgument = 0x300,  // b = its ValueKind (wrong kind), 0x100 + its ScalarType
                                // (wrong type) or 0x200 (a tensor without data)
   kKernelShapeMismatch = 0x301,  // sizes inconsistent with the operator's semantics
-  kKernelUnsupported = 0x302,  // arguments outside what the kernel implements
+  kKernelUnsupported = 0x302,  // arguments outside what the kernel implements (b = 0x400: a
+                               // channels-last tensor where it reads only contiguous ones)
 
   // The EthosUBackend delegate.
   kDelegateInitFailed = 0x400,  // a = DelegateFault, b = the delegate's index
@@ -138,7 +139,7 @@ enum class Feature : uint32_t {
   kMutableDataSegments = 2,  // mutable tensors with initial state
   kNonConstBufferDevice = 3,  // planned buffers on another device
   kExtraTensorInfo = 4,  // extra tensor info of data outside the .pte or on another device (b = value index)
-  kDimOrder = 5,  // a non-identity dim order (b = value index)
+  kDimOrder = 5,  // a dim order neither contiguous nor channels-last (types.h: DimOrder; b = value index)
   kDynamicShape = 6,  // shape_dynamism != STATIC (b = value index)
   kChains = 7,  // a plan of not exactly one chain (b = count)
   kBothConstantKinds = 8,  // constant_buffer and constant_segment both hold data

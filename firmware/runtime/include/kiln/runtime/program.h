@@ -63,6 +63,7 @@ struct TensorInfo {
   size_t nbytes;
   uint32_t value_index;       // into the plan's values
   size_t numel;               // elements: the product of sizes
+  DimOrder order;             // how its elements lie in memory
 };
 
 struct OperatorInfo {

@@ -40,8 +40,24 @@ size_t element_size(int8_t type);
 
 constexpr size_t kMaxDims = 8;  // the loader rejects tensors with more dimensions
 
-// A tensor as bound by a Method. Contiguous, in the dim order the .pte gives
-// (kiln and ExecuTorch's Arm flow write the identity order; others are rejected).
+// How a tensor's elements lie in memory, from the .pte's dim_order (the loader refuses every
+// other order):
+//   kContiguous    row-major in the order of `sizes` (dim_order 0, 1, .., n - 1), as kiln and
+//                  ExecuTorch's Ethos-U flow write every tensor;
+//   kChannelsLast  a 4-D tensor of sizes N, C, H, W stored N, H, W, C (dim_order 0, 2, 3, 1),
+//                  as ExecuTorch's Cortex-M flow writes activations.
+// A dim_order that is one of these two once its dims of size 1 are left out (ExecuTorch writes
+// 0, 2, 1, 3 for a 1x1xHxW input) is that one: the same bytes.
+enum class DimOrder : uint8_t { kContiguous = 0, kChannelsLast = 1 };
+
+// The DimOrder of `dim_order` (`dim` entries) for a tensor of `sizes`; false when it is neither.
+bool dim_order_of(const int32_t* sizes, const uint8_t* dim_order, size_t dim, DimOrder* order);
+
+// Where the element at row-major (contiguous) index k of a tensor of `sizes` (`dim` of them;
+// 4 for kChannelsLast) lies in memory laid out in `order`; k < the product of the sizes.
+uint32_t element_index(DimOrder order, const int32_t* sizes, size_t dim, uint32_t k);
+
+// A tensor as bound by a Method, dense in its dim order (`order`).
 // `sizes` points into the .pte (valid while the .pte bytes are); `data` points into
 // a planned buffer, the .pte's constant data (then `constant` is true and the bytes
 // must not be written), or memory the app supplied with Method::set_input; nullptr
@@ -50,6 +66,7 @@ struct Tensor {
   ScalarType type;
   uint8_t dim;
   bool constant;
+  DimOrder order;
   const int32_t* sizes;
   void* data;
   uint32_t numel;

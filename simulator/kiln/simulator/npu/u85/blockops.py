@@ -314,7 +314,7 @@ class _Matmul:
         self.start.enter(ctx.coverage)
         x, _ = blockops.read_window(ctx, self.window)
         ifm2 = self.ifm2
-        w = ctx.read_planned(ifm2, self.plan, "IFM2 read").astype(np.int64)
+        w = ctx.read_planned(ifm2, self.plan, "IFM2 read", np.int64)
         w = (w[0] - ifm2.zero_point)[:, None, None, :]
         out_h, out_w, _ = self.shape
         self.finish(ctx, blockops.convolution_sums(x, blockops.tap_matrices(w), self.k, out_h, out_w))

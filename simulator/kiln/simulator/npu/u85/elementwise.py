@@ -124,7 +124,11 @@ def _operand(ctx: Context, operand: _Operand) -> np.ndarray:
             raise RegisterError(f"{prefix}: chaining buffer of shape {buffer.shape} is smaller than {extent}")
         values = buffer[: extent[0], : extent[1], : extent[2]]
     else:
-        values = ctx.read_planned(fm, operand.plan, f"{operand.prefix} read")
+        ctx.coverage.hit("ifm_precision", fm.type_name)
+        values = ctx.read_planned(fm, operand.plan, f"{operand.prefix} read", np.int64)
+        if fm.zero_point:
+            values -= fm.zero_point
+        return values
     ctx.coverage.hit("ifm_precision", fm.type_name)
     values = values.astype(np.int64)  # a copy
     return values - fm.zero_point if fm.zero_point else values
@@ -184,7 +188,21 @@ class _Elementwise:
         prefixes = ("IFM2", "IFM") if self.name == "LRELU" else ("IFM",) if self.name in UNARY else ("IFM", "IFM2")
         self.scales_step, self.scales = step(_prepare_scales, ctx, prefixes)
         self.output_step, self.output = step(_prepare_output, ctx)
+        self.result_bound = self._result_bound()
         self.store = prepare_store(ctx, self.shape)
+
+    def _result_bound(self) -> int | None:
+        """A bound of |result| before OFM_SCALE, from the operands' bounds and scales; None
+        where the mode or an operand leaves it open (rescale then works it out)."""
+        if self.a is None or self.scales is None or self.name not in _BOUNDED:
+            return None
+        a = _scaled_bound(self.a.bound, *self.scales[-1 if self.name in UNARY else 0])
+        if self.name in UNARY:
+            return a if self.name == "ABS" else None
+        b = _scaled_bound(self.b.bound, *self.scales[1]) if self.b is not None else None
+        if a is None or b is None:
+            return None
+        return _BOUNDED[self.name](a, b)
 
     def __call__(self, ctx: Context) -> None:
         coverage = ctx.coverage
@@ -210,8 +228,32 @@ class _Elementwise:
             self.binary_step.enter(coverage)
             result = _binary(name, a, b, self.bits, self.shr_rounding)
         self.output_step.enter(coverage)
-        result = rescale(result, *self.output)
+        result = rescale(result, *self.output, self.result_bound)
         self.store(ctx, result if result.shape == self.shape else np.broadcast_to(result, self.shape))
+
+
+# A bound of |a op b| from bounds of |a| and |b|, for the modes whose result it bounds.
+_BOUNDED = {
+    "ADD": lambda a, b: a + b,
+    "SUB": lambda a, b: a + b,
+    "MUL": lambda a, b: a * b,
+    "MIN": max,
+    "MAX": max,
+    "CMP_EQ": lambda a, b: 1,
+    "CMP_NE": lambda a, b: 1,
+    "CMP_GE": lambda a, b: 1,
+    "CMP_GT": lambda a, b: 1,
+    "ABS": None,
+}
+
+
+def _scaled_bound(bound: int | None, multiplier, shift, rounding: int) -> int | None:
+    """A bound of |rescale(x, multiplier, shift, rounding)| for |x| <= bound, whatever the
+    rounding (+2: rounding up, and TFL's further 2^30 for shifts past 31); None where `bound`
+    is, or the scale is not one scalar (rescale's object path)."""
+    if bound is None or not (isinstance(multiplier, int) and isinstance(shift, int) and 0 <= shift < 63):
+        return None
+    return ((bound * abs(multiplier)) >> shift) + 2
 
 
 def _binary(name: str, a: np.ndarray, b: np.ndarray, bits: int, shr_rounding: int | None) -> np.ndarray:
