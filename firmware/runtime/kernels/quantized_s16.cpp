@@ -36,7 +36,10 @@ int16_t interpolate(const int16_t* table, int16_t v) {
   return wrap16(table[index] + wrap16((slope * offset + 64) >> 7));
 }
 
-void softmax_s16_row(const int16_t* x, int16_t* y, int64_t size, int32_t multiplier, int32_t shift,
+// False, y partly written, when the row's exponentials (exp_lut's values) do not sum to within
+// [2, 2^31): not a softmax table's (whose largest exponential, the max's, is 32767), and the
+// normalization's shifts would leave their range.
+bool softmax_s16_row(const int16_t* x, int16_t* y, int64_t size, int32_t multiplier, int32_t shift,
                      const int16_t* exp_lut, const int16_t* one_by_one_lut) {
   int32_t max = INT16_MIN;
   for (int64_t i = 0; i < size; ++i) max = x[i] > max ? x[i] : max;
@@ -47,10 +50,12 @@ void softmax_s16_row(const int16_t* x, int16_t* y, int64_t size, int32_t multipl
         exp_lut, static_cast<int16_t>(scaled < INT16_MIN ? INT16_MIN : (scaled > INT16_MAX ? INT16_MAX : scaled)));
     sum += y[i];
   }
-  const int32_t headroom = fixed::count_leading_zeros(static_cast<uint32_t>(sum));  // 1 .. 17: sum >= 1
+  if (sum < 2) return false;
+  const int32_t headroom = fixed::count_leading_zeros(static_cast<uint32_t>(sum));  // 1 .. 30
   const int32_t shifted = fixed::wrap32((int64_t{sum} << (headroom - 1)) + (1 << 13)) >> 14;
   const int16_t reciprocal = interpolate(one_by_one_lut, wrap16(shifted - 98304));
   for (int64_t i = 0; i < size; ++i) y[i] = wrap16((((y[i] * reciprocal) >> (30 - headroom)) + 1) >> 1);
+  return true;
 }
 
 }  // namespace
@@ -75,8 +80,11 @@ Status cortex_m_softmax_s16_out(KernelArgs& args) {
   const auto* in = static_cast<const int16_t*>(x->data);
   auto* y = static_cast<int16_t*>(out->data);
   for (int64_t start = 0; start < x->numel; start += row) {
-    softmax_s16_row(in + start, y + start, row, static_cast<int32_t>(multiplier), static_cast<int32_t>(shift),
-                    static_cast<const int16_t*>(exp_lut->data), static_cast<const int16_t*>(one_by_one_lut->data));
+    if (!softmax_s16_row(in + start, y + start, row, static_cast<int32_t>(multiplier), static_cast<int32_t>(shift),
+                         static_cast<const int16_t*>(exp_lut->data),
+                         static_cast<const int16_t*>(one_by_one_lut->data))) {
+      return bad_argument(4);
+    }
   }
   return {};
 }

@@ -410,7 +410,9 @@ def softmax_s16(x, dim, multiplier, shift, exp_lut, one_by_one_lut):
     q = x.astype(np.int64)
     scaled = requantize(q - q.max(axis=-1, keepdims=True), multiplier, shift)
     exps = _interpolate(exp_lut, np.clip(scaled + 32767, -32768, 32767))
-    total = exps.sum(axis=-1, keepdims=True)  # positive: the max's exponential is; below 2^31
+    total = exps.sum(axis=-1, keepdims=True)  # a softmax table's: positive (the max's is 32767), below 2^31
+    if total.size and not 2 <= total.min():
+        raise HostError(f"softmax_s16: exp_lut's exponentials of a row sum to {int(total.min())}, below 2")
     headroom = 32 - np.frexp(total.astype(np.float64))[1]  # count of leading zeros, exact
     shifted = wrap32((total << (headroom - 1)) + (1 << 13)) >> 14
     reciprocal = _interpolate(one_by_one_lut, _wrap16(shifted - 98304))
