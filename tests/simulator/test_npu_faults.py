@@ -20,6 +20,14 @@ def _copy(stream: Stream, src: int, dst: int, length: int) -> Stream:
     return stream.set1("DMA0_LEN", length).op("DMA_START").op("DMA_WAIT")
 
 
+def _pool(stream: Stream) -> Stream:
+    """`stream` (its IFM and OFM set) then a 1x1 int8 pooling of them."""
+    stream.set("KERNEL_WIDTH_M1", 0).set("KERNEL_HEIGHT_M1", 0).set("ACTIVATION_MIN", 0xFF80).set(
+        "ACTIVATION_MAX", 0x7F
+    )
+    return stream.set1("OFM_SCALE", 1, 0).set("OFM_PRECISION", 1 | (1 << 8)).op("POOL", 0)
+
+
 def _memory():
     scratch = bytearray(range(64))
     return scratch, FlatMemory({0x1000: bytearray(16), 0x8000: scratch})
@@ -55,12 +63,7 @@ def test_read_outside_memory_is_a_bus_error():
 
 def test_write_outside_memory_is_a_bus_error():
     scratch, memory = _memory()
-    stream = Stream().feature_map("IFM", 1, 0, 2, 2, 4).feature_map("OFM", 1, 62, 2, 2, 4)
-    stream.set("KERNEL_WIDTH_M1", 0).set("KERNEL_HEIGHT_M1", 0).set("ACTIVATION_MIN", 0xFF80).set(
-        "ACTIVATION_MAX", 0x7F
-    )
-    stream.set1("OFM_SCALE", 1, 0).set("OFM_PRECISION", 1 | (1 << 8))
-    stream.op("POOL", 0)
+    stream = _pool(Stream().feature_map("IFM", 1, 0, 2, 2, 4).feature_map("OFM", 1, 62, 2, 2, 4))
     result = run_stream(stream.array(), BASES, memory, CONFIG)
     assert result.fault.kind == "bus_error"
     assert "write of" in result.fault.message
@@ -90,12 +93,7 @@ def test_a_window_past_the_models_bound_is_refused_before_it_is_made():
     """A 65536 x 65536 pooling (what the registers allow; the window's mask alone would be
     4 GiB) stops at its command with a parse error naming the bound, nothing allocated."""
     scratch, memory = _memory()
-    stream = Stream().feature_map("IFM", 1, 0, 65536, 65536, 1).feature_map("OFM", 1, 32, 65536, 65536, 1)
-    stream.set("KERNEL_WIDTH_M1", 0).set("KERNEL_HEIGHT_M1", 0).set("ACTIVATION_MIN", 0xFF80).set(
-        "ACTIVATION_MAX", 0x7F
-    )
-    stream.set1("OFM_SCALE", 1, 0).set("OFM_PRECISION", 1 | (1 << 8))
-    stream.op("POOL", 0)
+    stream = _pool(Stream().feature_map("IFM", 1, 0, 65536, 65536, 1).feature_map("OFM", 1, 32, 65536, 65536, 1))
     result = run_stream(stream.array(), BASES, memory, CONFIG)
     assert result.fault.kind == "cmd_parse_error"
     assert "65536 x 65536 positions is more than the model runs (67,108,864 at most)" in result.fault.message
