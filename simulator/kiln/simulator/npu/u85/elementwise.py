@@ -122,16 +122,13 @@ def _operand(ctx: Context, operand: _Operand) -> np.ndarray:
         extent = operand.extent
         if any(have < want for have, want in zip(buffer.shape, extent)):
             raise RegisterError(f"{prefix}: chaining buffer of shape {buffer.shape} is smaller than {extent}")
-        values = buffer[: extent[0], : extent[1], : extent[2]]
+        values = buffer[: extent[0], : extent[1], : extent[2]].astype(np.int64)  # a copy
     else:
-        ctx.coverage.hit("ifm_precision", fm.type_name)
         values = ctx.read_planned(fm, operand.plan, f"{operand.prefix} read", np.int64)
-        if fm.zero_point:
-            values -= fm.zero_point
-        return values
     ctx.coverage.hit("ifm_precision", fm.type_name)
-    values = values.astype(np.int64)  # a copy
-    return values - fm.zero_point if fm.zero_point else values
+    if fm.zero_point:
+        values -= fm.zero_point
+    return values
 
 
 def _prepare_start(hits, ctx: Context, mode: int) -> tuple[str, tuple[int, int, int]]:
@@ -194,15 +191,15 @@ class _Elementwise:
     def _result_bound(self) -> int | None:
         """A bound of |result| before OFM_SCALE, from the operands' bounds and scales; None
         where the mode or an operand leaves it open (rescale then works it out)."""
-        if self.a is None or self.scales is None or self.name not in _BOUNDED:
+        if self.a is None or self.scales is None:
             return None
-        a = _scaled_bound(self.a.bound, *self.scales[-1 if self.name in UNARY else 0])
         if self.name in UNARY:
-            return a if self.name == "ABS" else None
-        b = _scaled_bound(self.b.bound, *self.scales[1]) if self.b is not None else None
-        if a is None or b is None:
+            return _scaled_bound(self.a.bound, *self.scales[-1]) if self.name == "ABS" else None
+        combine = _BOUNDED.get(self.name)
+        if combine is None or self.b is None:
             return None
-        return _BOUNDED[self.name](a, b)
+        a, b = _scaled_bound(self.a.bound, *self.scales[0]), _scaled_bound(self.b.bound, *self.scales[1])
+        return None if a is None or b is None else combine(a, b)
 
     def __call__(self, ctx: Context) -> None:
         coverage = ctx.coverage
@@ -232,7 +229,7 @@ class _Elementwise:
         self.store(ctx, result if result.shape == self.shape else np.broadcast_to(result, self.shape))
 
 
-# A bound of |a op b| from bounds of |a| and |b|, for the modes whose result it bounds.
+# A bound of |a op b| from bounds of |a| and |b|, for the binary modes whose result it bounds.
 _BOUNDED = {
     "ADD": lambda a, b: a + b,
     "SUB": lambda a, b: a + b,
@@ -243,7 +240,6 @@ _BOUNDED = {
     "CMP_NE": lambda a, b: 1,
     "CMP_GE": lambda a, b: 1,
     "CMP_GT": lambda a, b: 1,
-    "ABS": None,
 }
 
 
