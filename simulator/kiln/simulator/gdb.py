@@ -229,12 +229,9 @@ class GdbClient:
     def cont(self, before: list[str] = ()) -> Stop:
         """Sends the writes `before` (register_writes, memory_write packets), then continues
         until the CPU stops."""
-        return self._resume("c", before)
-
-    def _resume(self, command: str, before: list[str]) -> Stop:
         for payload in before:
             self._send(payload)
-        self._send(command)
+        self._send("c")
         self._written([self._receive() for _ in before], [_short(payload) for payload in before])
         return self._stop()
 
