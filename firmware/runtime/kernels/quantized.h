@@ -1,5 +1,4 @@
-// Argument helpers shared by the integer cortex_m kernels (internal): quantized.cpp and
-// quantized_conv.cpp.
+// Argument helpers shared by the integer cortex_m kernels (internal): kernels/quantized*.cpp.
 #pragma once
 
 #include "dot.h"
