@@ -30,21 +30,14 @@ inline int64_t divide_by_power_of_two(int64_t x, int32_t exponent) {
   return result + (remainder > threshold ? 1 : 0);
 }
 
-// DIV_POW2 of an int32, 0 <= exponent <= 31: divide_by_power_of_two in 32-bit arithmetic.
-inline int32_t divide_by_power_of_two_32(int32_t x, int32_t exponent) {
-  const auto mask = static_cast<int32_t>((uint32_t{1} << static_cast<uint32_t>(exponent)) - 1);
-  const int32_t remainder = x & mask;
-  const int32_t result = x >> exponent;  // arithmetic: rounds towards -infinity
-  const int32_t threshold = (mask >> 1) + (result < 0 ? 1 : 0);
-  return result + (remainder > threshold ? 1 : 0);
-}
-
-// arm_nn_requantize: DIV_POW2(MUL_NO_SAT(x * 2^max(shift, 0), multiplier), max(-shift, 0)),
-// the shifted value and the high multiply wrapping to int32; -31 <= shift <= 31.
+// x * 2^shift * multiplier / 2^31 rounded once, halves up: x << max(shift, 0) wrapping to int32
+// (as arm_nn_requantize's), the product exact in int64 (|product| < 2^62), divided by
+// 2^(31 + max(-shift, 0)) and wrapped to int32; -31 <= shift <= 31. arm_nn_requantize rounds
+// twice (its high multiply, then DIV_POW2); kiln.program.kernels.integer.requantize says why not.
 inline int32_t requantize(int32_t x, int32_t multiplier, int32_t shift) {
   const auto shifted = static_cast<int32_t>(static_cast<uint32_t>(x) << static_cast<uint32_t>(shift > 0 ? shift : 0));
-  const int32_t high = wrap32((static_cast<int64_t>(shifted) * multiplier + (int64_t{1} << 30)) >> 31);
-  return shift < 0 ? divide_by_power_of_two_32(high, -shift) : high;
+  const int32_t exponent = 31 + (shift < 0 ? -shift : 0);
+  return wrap32((static_cast<int64_t>(shifted) * multiplier + (int64_t{1} << (exponent - 1))) >> exponent);
 }
 
 // arm_nn_requantize_s64 with REDUCE_MULTIPLIER (CMSIS-NN's s16 kernels): x times the multiplier

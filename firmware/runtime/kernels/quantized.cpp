@@ -8,8 +8,9 @@
 //   cortex_m::quantized_avg_pool2d.out (input, kernel_size, stride, padding, ceil_mode,
 //     zero_point, multiplier, shift, scratch, out): NCHW, each in either DimOrder; each
 //     window clipped to the input;
-//     its int8 sum (exact) plus or minus half its count, divided by the count (truncating).
-//     zero_point, multiplier, shift and scratch are ExecuTorch's and not read.
+//     zero_point plus the average of its values less zero_point (the sum exact), rounded halves
+//     to even as PT2E's float average quantized (arm_avgpool_s8 rounds the raw values' average
+//     halves away from zero). multiplier, shift and scratch are ExecuTorch's and not read.
 //   cortex_m::softmax.out (input, dim, input_zero_point, output_zero_point, input_multiplier,
 //     input_shift, diff_min, out): arm_softmax_s8 along the last dim; output zero point -128.
 //   cortex_m::pad.out (input, pre_pad, post_pad, pad_value, out): four pads each side,
@@ -47,25 +48,30 @@ struct Steps {
   ptrdiff_t row, col;
 };
 
-// The rounded average of a window of `rows` rows of `cols` elements, from `first` by steps `at`:
-// its exact sum plus or minus half its count, divided by the count (truncating).
-int64_t window_average(const int8_t* first, Steps at, ptrdiff_t rows, ptrdiff_t cols) {
+// total / count (count > 0) rounded to the nearest integer, halves to even.
+int64_t average_half_even(int64_t total, int64_t count) {
+  int64_t quotient = total / count, rest = total % count;  // truncating: rest has total's sign
+  if (rest < 0) quotient -= 1, rest += count;              // floor, and rest in [0, count)
+  return quotient + (2 * rest > count || (2 * rest == count && (quotient & 1) != 0) ? 1 : 0);
+}
+
+// The average of a window of `rows` rows of `cols` elements, from `first` by steps `at`, less
+// zero_point, rounded (average_half_even), plus zero_point.
+int64_t window_average(const int8_t* first, Steps at, ptrdiff_t rows, ptrdiff_t cols, int32_t zero_point) {
   const int64_t count = static_cast<int64_t>(rows) * cols;
+  int64_t sum = 0;
   if (count > kExactInt32Count || at.col != 1) {  // the sum may pass int32, or strided columns: in int64
-    int64_t sum = 0;
     for (ptrdiff_t r = 0; r < rows; ++r) {
       for (ptrdiff_t col = 0; col < cols; ++col) sum += first[r * at.row + col * at.col];
     }
-    return (sum > 0 ? sum + count / 2 : sum - count / 2) / count;
-  }
-  int32_t sum = 0;  // |sum| <= 128 count < 2^31
-  if (cols == at.row) {
-    sum = byte_sum(first, rows * cols);  // whole rows: one run of bytes
+  } else if (cols == at.row) {
+    sum = byte_sum(first, rows * cols);  // whole rows: one run of bytes, |sum| <= 128 count < 2^31
   } else {
-    for (ptrdiff_t r = 0; r < rows; ++r) sum += byte_sum(first + r * at.row, cols);
+    int32_t rows_sum = 0;
+    for (ptrdiff_t r = 0; r < rows; ++r) rows_sum += byte_sum(first + r * at.row, cols);
+    sum = rows_sum;
   }
-  const auto n = static_cast<int32_t>(count);
-  return (sum > 0 ? sum + n / 2 : sum - n / 2) / n;
+  return average_half_even(sum - int64_t{zero_point} * count, count) + zero_point;
 }
 
 }  // namespace
@@ -132,7 +138,7 @@ Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
   KILN_CHECK(pair_arg(args, 3, 0, kMaxParam, padding));
   if (2 * padding[0] > kernel[0] || 2 * padding[1] > kernel[1]) return unsupported(3);
   KILN_TRY(bool ceil_mode, bool_arg(args, 4));
-  KILN_CHECK(int_arg(args, 5));
+  KILN_TRY(int64_t zero_point, ranged_int(args, 5, INT8_MIN, INT8_MAX));
   KILN_CHECK(int_arg(args, 6));
   KILN_CHECK(int_arg(args, 7));
   if (args[8].kind != ValueKind::kTensor) return bad_argument(8);
@@ -156,13 +162,14 @@ Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
   const auto channels = static_cast<ptrdiff_t>(c), planes = static_cast<ptrdiff_t>(n * c);
   const Steps in{static_cast<ptrdiff_t>(xs[2]), static_cast<ptrdiff_t>(xs[3])};
   const auto out_row = static_cast<ptrdiff_t>(ys[2]), out_col = static_cast<ptrdiff_t>(ys[3]);
+  const auto zp = static_cast<int32_t>(zero_point);
   const bool global = out_rows == 1 && out_cols == 1 && ph == 0 && pw == 0 && kh >= rows && kw >= cols;
   for (ptrdiff_t plane = 0; plane < planes; ++plane) {
     const ptrdiff_t batch = plane / channels, channel = plane % channels;
     const int8_t* src = s8(*x) + batch * static_cast<ptrdiff_t>(xs[0]) + channel * static_cast<ptrdiff_t>(xs[1]);
     int8_t* dst = s8(*out) + batch * static_cast<ptrdiff_t>(ys[0]) + channel * static_cast<ptrdiff_t>(ys[1]);
     if (global) {  // a plane a window
-      *dst = clamp_to(window_average(src, in, rows, cols), range);
+      *dst = clamp_to(window_average(src, in, rows, cols, zp), range);
       continue;
     }
     for (ptrdiff_t oy = 0; oy < out_rows; ++oy) {
@@ -170,7 +177,7 @@ Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
       for (ptrdiff_t ox = 0; ox < out_cols; ++ox) {
         const ptrdiff_t c0 = ox * sw - pw, c1 = c0 + kw < cols ? c0 + kw : cols, left = c0 > 0 ? c0 : 0;
         if (r1 <= top || c1 <= left) return shape_mismatch(1);  // a window of no input element
-        const int64_t average = window_average(src + top * in.row + left * in.col, in, r1 - top, c1 - left);
+        const int64_t average = window_average(src + top * in.row + left * in.col, in, r1 - top, c1 - left, zp);
         dst[oy * out_row + ox * out_col] = clamp_to(average, range);
       }
     }

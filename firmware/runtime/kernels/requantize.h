@@ -49,23 +49,26 @@ struct OutputStage {
 };
 
 #if defined(KILN_HELIUM)
-// fixed::requantize of four lanes, each with its channel's multiplier and shift: VQRDMULH is the
-// high multiply wherever the multiplier is not INT32_MIN (Requantization::no_min_multiplier), and
-// DIV_POW2 is a rounding shift of the value less 1 where it is negative (CMSIS-NN's MVE form).
+// fixed::requantize of four lanes (one rounding), wherever the multiplier is not INT32_MIN
+// (Requantization::no_min_multiplier, where VQDMULH and VQRDMULH saturate). With x the value
+// shifted left and r = -shift > 0: VQDMULH is floor(x m / 2^31), and VRSHL's rounding shift by r
+// of it is floor((x m + 2^(30 + r)) / 2^(31 + r)), the quotient rounded once; with no right
+// shift, VQRDMULH is floor((x m + 2^30) / 2^31), the same.
 struct LaneRequantization {
-  int32x4_t multiplier, left, right, negative_fix;  // right <= 0: a right shift by -right
+  int32x4_t multiplier, left, right;  // right <= 0: a right shift by -right
+  mve_pred16_t no_right;              // the lanes that shift right by 0
 
   LaneRequantization() = default;
   LaneRequantization(int32x4_t multipliers, int32x4_t shifts)
       : multiplier(multipliers),
         left(vmaxq_s32(shifts, vdupq_n_s32(0))),
         right(vminq_s32(shifts, vdupq_n_s32(0))),
-        negative_fix(vpselq_s32(vdupq_n_s32(-1), vdupq_n_s32(0), vcmpltq_n_s32(shifts, 0))) {}
+        no_right(vcmpgeq_n_s32(shifts, 0)) {}
 
   // The output stage's int32 values of four sums (before the narrowing store).
   int32x4_t apply(int32x4_t acc, const OutputStage& out) const {
-    int32x4_t v = vqrdmulhq_s32(vshlq_s32(acc, left), multiplier);
-    v = vrshlq_s32(vqaddq_s32(v, vandq_s32(vshrq_n_s32(v, 31), negative_fix)), right);
+    const int32x4_t x = vshlq_s32(acc, left);
+    int32x4_t v = vpselq_s32(vqrdmulhq_s32(x, multiplier), vrshlq_s32(vqdmulhq_s32(x, multiplier), right), no_right);
     v = vqaddq_n_s32(v, out.offset);  // saturating: the clamp gives the same
     return vminq_s32(vmaxq_s32(v, vdupq_n_s32(out.range[0])), vdupq_n_s32(out.range[1]));
   }
@@ -80,20 +83,20 @@ inline LaneRequantization lanes_of(const Requantization& q, int64_t first) {
 // LaneRequantization's arithmetic for four values of one channel, its parameters scalars.
 struct ChannelRequantization {
   int32_t multiplier = 0, left = 0, right = 0;  // right <= 0: a right shift by -right
-  int32x4_t negative_fix, low, high;
+  int32x4_t low, high;
 
   ChannelRequantization() = default;
   ChannelRequantization(const Requantization& q, int64_t channel, const OutputStage& out)
       : multiplier(q.multiplier(channel)),
         left(q.shift(channel) > 0 ? q.shift(channel) : 0),
         right(q.shift(channel) < 0 ? q.shift(channel) : 0),
-        negative_fix(vdupq_n_s32(right < 0 ? -1 : 0)),
         low(vdupq_n_s32(out.range[0])),
         high(vdupq_n_s32(out.range[1])) {}
 
   int32x4_t apply(int32x4_t acc, int32_t offset) const {
-    int32x4_t v = vqrdmulhq_n_s32(vshlq_r_s32(acc, left), multiplier);
-    v = vrshlq_n_s32(vqaddq_s32(v, vandq_s32(vshrq_n_s32(v, 31), negative_fix)), right);
+    const int32x4_t x = vshlq_r_s32(acc, left);
+    const int32x4_t v =
+        right == 0 ? vqrdmulhq_n_s32(x, multiplier) : vrshlq_n_s32(vqdmulhq_n_s32(x, multiplier), right);
     return vminq_s32(vmaxq_s32(vqaddq_n_s32(v, offset), low), high);
   }
 };

@@ -3,7 +3,11 @@
 A quantized op kiln keeps on the CPU runs as one of these where its arguments allow (the
 program builder chooses, kiln.program.integer_ops), in place of dequantize, float kernel,
 quantize. Each computes the integers CMSIS-NN's int8 function computes (ExecuTorch 1.5.1's
-Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
+Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both, with two
+differences where CMSIS-NN rounds away from what PT2E's float computes: a requantization rounds
+once (requantize), where CMSIS-NN rounds the high multiply and then the shift, and an average's
+halves go to even (quantized_avg_pool2d). Each changes an output by at most one step from
+CMSIS-NN's, and brings a model's integers to PT2E's (docs/cpu-targets.md has the figures):
 
     cortex_m::quantized_linear            arm_fully_connected_s8 (per-channel multipliers too)
     cortex_m::quantized_conv2d            arm_convolve_wrapper_s8, weight OHWI
@@ -93,12 +97,15 @@ def divide_by_power_of_two(x, exponent):
 
 
 def requantize(x, multiplier, shift):
-    """arm_nn_requantize: DIV_POW2(MUL_NO_SAT(x * 2^max(shift, 0), multiplier), max(-shift, 0)),
-    the left shift and the high multiply's result wrapping to int32."""
+    """x * 2^shift * multiplier / 2^31 rounded once, halves up: (x << max(shift, 0)) wrapping to
+    int32 (as arm_nn_requantize's), times the multiplier exactly (|product| < 2^62), divided by
+    2^(31 + max(-shift, 0)) with the rounding, the result wrapping to int32. arm_nn_requantize
+    rounds twice (the high multiply, then DIV_POW2), which puts about one output in 2^(-shift)
+    a step from the exact quotient PT2E's float rounds."""
     x, m, s = np.asarray(x, np.int64), np.asarray(multiplier, np.int64), np.asarray(shift, np.int64)
     shifted = wrap32(x << np.maximum(s, 0))
-    high = wrap32((shifted * m + 2**30) >> 31)
-    return divide_by_power_of_two(high, np.maximum(-s, 0))
+    exponent = 31 + np.maximum(-s, 0)
+    return wrap32((shifted * m + (np.int64(1) << (exponent - 1))) >> exponent)
 
 
 def mult_by_power_of_two(x, exponent: int):
@@ -311,13 +318,16 @@ def pool_windows(size: int, kernel: int, stride: int, pad: int, ceil_mode: bool)
 
 
 def quantized_avg_pool2d(x, kernel_size, stride, padding, ceil_mode, zero_point, multiplier, shift, scratch):
-    """The sum of each window's int8 values (clipped to the input) divided by its count, halves
-    away from zero (C's truncating division of sum +- count/2); zero_point, multiplier, shift
-    are ExecuTorch's and unused (input and output share their quantization)."""
+    """Each window's (clipped to the input) average of its values less zero_point, rounded halves
+    to even, plus zero_point: PT2E's float average quantized (torch.round); arm_avgpool_s8 rounds
+    the average of the raw values halves away from zero. Input and output share their
+    quantization: multiplier and shift are ExecuTorch's and unused."""
     _check_int8(x)
     (kh, kw), (sh, sw), (ph, pw) = pair(kernel_size), pair(stride), pair(padding)
     if x.ndim != 4 or min(kh, kw, sh, sw) < 1 or min(ph, pw) < 0 or 2 * ph > kh or 2 * pw > kw:
         raise HostError(f"quantized_avg_pool2d: input {x.shape}, kernel {kernel_size}, padding {padding}")
+    if not -128 <= zero_point <= 127:
+        raise HostError(f"quantized_avg_pool2d: zero point {zero_point} is no int8")
     (rs, re), (cs, ce) = (
         pool_windows(x.shape[2], kh, sh, ph, ceil_mode),
         pool_windows(x.shape[3], kw, sw, pw, ceil_mode),
@@ -334,8 +344,16 @@ def quantized_avg_pool2d(x, kernel_size, stride, padding, ceil_mode, zero_point,
         + table[:, :, rs][:, :, :, cs]
     )
     count = np.outer(re - rs, ce - cs)
-    rounded = np.where(sums > 0, sums + count // 2, sums - count // 2)
-    return np.clip(_truncating_div(rounded, count), -128, 127).astype(np.int8)
+    return np.clip(average_half_even(sums - int(zero_point) * count, count) + int(zero_point), -128, 127).astype(
+        np.int8
+    )
+
+
+def average_half_even(total, count):
+    """total / count (count > 0) rounded to the nearest integer, halves to even."""
+    quotient = total // count  # floor
+    twice_rest = 2 * (total - quotient * count)  # in [0, 2 count)
+    return quotient + ((twice_rest > count) | ((twice_rest == count) & (quotient % 2 == 1)))
 
 
 SOFTMAX_ACCUM_BITS = 12
