@@ -84,9 +84,11 @@ struct ChannelRequantization {
 
   ChannelRequantization() = default;
   ChannelRequantization(const Requantization& q, int64_t channel, const OutputStage& out)
-      : multiplier(q.multiplier(channel)),
-        left(q.shift(channel) > 0 ? q.shift(channel) : 0),
-        right(q.shift(channel) < 0 ? q.shift(channel) : 0),
+      : ChannelRequantization(q.multiplier(channel), q.shift(channel), out) {}
+  ChannelRequantization(int32_t channel_multiplier, int32_t shift, const OutputStage& out)
+      : multiplier(channel_multiplier),
+        left(shift > 0 ? shift : 0),
+        right(shift < 0 ? shift : 0),
         negative_fix(vdupq_n_s32(right < 0 ? -1 : 0)),
         low(vdupq_n_s32(out.range[0])),
         high(vdupq_n_s32(out.range[1])) {}
