@@ -37,7 +37,23 @@ struct Channel {
   ChannelRequantization lanes;
 #endif
 
-  int8_t scalar(int32_t acc) const { return offset_clamp(fixed::requantize(acc, multiplier, shift), offset, range); }
+  // fixed::requantize's shifts, and its DIV_POW2's mask and half of it, for the channel's shift.
+  int32_t left, right, mask, half;
+
+  void set_shifts() {
+    left = shift > 0 ? shift : 0, right = shift < 0 ? -shift : 0;
+    mask = static_cast<int32_t>((uint32_t{1} << static_cast<uint32_t>(right)) - 1), half = mask >> 1;
+  }
+  // fixed::requantize(acc, multiplier, shift) plus the offset, clamped.
+  int8_t scalar(int32_t acc) const {
+    const auto shifted = static_cast<int32_t>(static_cast<uint32_t>(acc) << static_cast<uint32_t>(left));
+    int32_t v = fixed::wrap32((static_cast<int64_t>(shifted) * multiplier + (int64_t{1} << 30)) >> 31);
+    if (right > 0) {
+      const int32_t rounded_down = v >> right;
+      v = rounded_down + ((v & mask) > half + (rounded_down < 0 ? 1 : 0) ? 1 : 0);
+    }
+    return offset_clamp(v, offset, range);
+  }
 };
 
 #if defined(KILN_HELIUM)
@@ -53,10 +69,9 @@ __attribute__((noinline)) void rows3x3_helium(const int8_t* band, ptrdiff_t rows
   for (; rows > 0; --rows, band += ch.band_step, y += ch.y_row) {
     const int8_t *r0 = band, *r1 = band + cols, *r2 = r1 + cols;
     int8_t* out = y;
-    for (ptrdiff_t left = ow; left > 0; left -= 8, r0 += 8, r1 += 8, r2 += 8, out += 2 * step4) {
-      const mve_pred16_t p0 = vctp32q(static_cast<uint32_t>(left));
-      const mve_pred16_t p1 = vctp32q(static_cast<uint32_t>(left > 4 ? left - 4 : 0));
-      int32x4_t a = vdupq_n_s32(ch.constant), b = a;
+    int32x4_t a, b;
+    const auto step = [&]() {  // a, b: the requantized pixels 0-3 and 4-7 at r0, r1, r2
+      a = vdupq_n_s32(ch.constant), b = a;
       const auto row = [&](const int8_t* r, const int32_t* w) {
         a = vmlaq_n_s32(a, vldrbq_s32(r), w[0]), b = vmlaq_n_s32(b, vldrbq_s32(r + 4), w[0]);
         a = vmlaq_n_s32(a, vldrbq_s32(r + 1), w[1]), b = vmlaq_n_s32(b, vldrbq_s32(r + 5), w[1]);
@@ -64,6 +79,20 @@ __attribute__((noinline)) void rows3x3_helium(const int8_t* band, ptrdiff_t rows
       };
       row(r0, wk), row(r1, wk + 3), row(r2, wk + 6);
       a = ch.lanes.apply(a, ch.offset), b = ch.lanes.apply(b, ch.offset);
+    };
+    ptrdiff_t left = ow;
+    for (; left >= 8; left -= 8, r0 += 8, r1 += 8, r2 += 8, out += 2 * step4) {  // whole steps unpredicated
+      step();
+      if constexpr (Contiguous) {
+        vstrbq_s32(out, a), vstrbq_s32(out + 4, b);
+      } else {
+        vstrbq_scatter_offset_s32(out, apart, a), vstrbq_scatter_offset_s32(out + step4, apart, b);
+      }
+    }
+    if (left > 0) {
+      step();
+      const mve_pred16_t p0 = vctp32q(static_cast<uint32_t>(left));
+      const mve_pred16_t p1 = vctp32q(static_cast<uint32_t>(left > 4 ? left - 4 : 0));
       if constexpr (Contiguous) {
         vstrbq_p_s32(out, a, p0), vstrbq_p_s32(out + 4, b, p1);
       } else {
@@ -201,7 +230,11 @@ inline void pad_row(int8_t pad, ptrdiff_t n, int8_t* dst) {
 }
 
 // Copies `rows` input rows from first_row of `plane` (steps s.xs) into band[r][col] (cols columns
-// from input column -s.padding[1]); what lies outside the input is `pad`.
+// from input column -s.padding[1]); what lies outside the input is `pad`. A row's few padding
+// bytes are stored one by one (GCC would make each such loop a call of memset).
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
 void fill_band(const ConvShape& s, const int8_t* plane, ptrdiff_t first_row, ptrdiff_t rows, ptrdiff_t cols, int8_t pad,
                int8_t* band) {
   const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w);
@@ -263,6 +296,7 @@ void depthwise_band(const ConvShape& s, const int8_t* x, const int32_t* bias, co
           const uint32_t start = bias != nullptr ? static_cast<uint32_t>(bias[o]) : 0u;
           ch.constant = static_cast<int32_t>(start + input_offset * sum);
           ch.multiplier = out.q->multiplier(o), ch.shift = out.q->shift(o);
+          ch.set_shifts();
 #if defined(KILN_HELIUM)
           ch.lanes = ChannelRequantization(ch.multiplier, ch.shift, out);
 #endif

@@ -60,7 +60,7 @@ struct LaneRequantization {
       : multiplier(multipliers),
         left(vmaxq_s32(shifts, vdupq_n_s32(0))),
         right(vminq_s32(shifts, vdupq_n_s32(0))),
-        negative_fix(vpselq_s32(vdupq_n_s32(-1), vdupq_n_s32(0), vcmpltq_n_s32(shifts, 0))) {}
+        negative_fix(vshrq_n_s32(shifts, 31)) {}  // -1 where the shift is negative, else 0
 
   // The output stage's int32 values of four sums (before the narrowing store).
   int32x4_t apply(int32x4_t acc, const OutputStage& out) const {
@@ -131,19 +131,41 @@ inline Result<Requantization> list_requantization(const KernelArgs& args, size_t
   return r;
 }
 
+// Whether every shift of `channels` lies within 31 (*no_min: and no multiplier is INT32_MIN).
+inline bool shifts_within_31(const int32_t* multipliers, const int32_t* shifts, int64_t channels, bool* no_min) {
+  const auto n = static_cast<ptrdiff_t>(channels);
+  ptrdiff_t c = 0;
+#if defined(KILN_HELIUM)
+  int32x4_t low = vdupq_n_s32(0), high = low, least = vdupq_n_s32(INT32_MAX);  // INT32_MIN is the least
+  for (; c + 4 <= n; c += 4) {
+    const int32x4_t v = vld1q_s32(shifts + c);
+    low = vminq_s32(low, v), high = vmaxq_s32(high, v), least = vminq_s32(least, vld1q_s32(multipliers + c));
+  }
+  *no_min &= vminvq_s32(INT32_MAX, least) != INT32_MIN;
+  bool within = vminvq_s32(0, low) >= -31 && vmaxvq_s32(0, high) <= 31;
+#else
+  bool within = true;
+#endif
+  for (; c < n; ++c) {
+    within &= shifts[c] >= -31 && shifts[c] <= 31;
+    *no_min &= multipliers[c] != INT32_MIN;
+  }
+  return within;
+}
+
 // Int tensors of `channels` multipliers and shifts (positions at, at + 1).
 inline Result<Requantization> tensor_requantization(const KernelArgs& args, size_t at, int64_t channels) {
   KILN_TRY(const Tensor* m, input_tensor(args, at, ScalarType::kInt));
   KILN_TRY(const Tensor* s, input_tensor(args, at + 1, ScalarType::kInt));
   if (m->dim != 1 || m->sizes[0] != channels) return shape_mismatch(at);
   if (s->dim != 1 || s->sizes[0] != channels) return shape_mismatch(at + 1);
-  const auto* shifts = static_cast<const int32_t*>(s->data);
-  for (int64_t c = 0; c < channels; ++c) {
-    if (shifts[c] < -31 || shifts[c] > 31) return unsupported(at + 1, static_cast<uint32_t>(c));
-  }
   Requantization r;
-  r.tensor_multipliers = static_cast<const int32_t*>(m->data), r.tensor_shifts = shifts;
-  for (int64_t c = 0; c < channels; ++c) r.no_min_multiplier &= r.tensor_multipliers[c] != INT32_MIN;
+  r.tensor_multipliers = static_cast<const int32_t*>(m->data), r.tensor_shifts = static_cast<const int32_t*>(s->data);
+  if (!shifts_within_31(r.tensor_multipliers, r.tensor_shifts, channels, &r.no_min_multiplier)) {
+    for (int64_t c = 0; c < channels; ++c) {  // the first shift beyond 31, for the error
+      if (r.tensor_shifts[c] < -31 || r.tensor_shifts[c] > 31) return unsupported(at + 1, static_cast<uint32_t>(c));
+    }
+  }
   return r;
 }
 
