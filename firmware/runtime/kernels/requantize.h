@@ -71,12 +71,6 @@ struct LaneRequantization {
   }
 };
 
-inline LaneRequantization lanes_of(const Requantization& q, int64_t first) {
-  const int32_t m[4] = {q.multiplier(first), q.multiplier(first + 1), q.multiplier(first + 2), q.multiplier(first + 3)};
-  const int32_t s[4] = {q.shift(first), q.shift(first + 1), q.shift(first + 2), q.shift(first + 3)};
-  return LaneRequantization(vld1q_s32(m), vld1q_s32(s));
-}
-
 // LaneRequantization's arithmetic for four values of one channel, its parameters scalars.
 struct ChannelRequantization {
   int32_t multiplier = 0, left = 0, right = 0;  // right <= 0: a right shift by -right
