@@ -19,7 +19,9 @@ namespace {
 // y[o] for o < (out_features / 4) 4 of one input row x (n bytes): requantize(sum x w[o] +
 // row_term + kernel_sum[o]), four rows sharing each load of x, their sums in the lanes of one
 // vector requantized together; PerChannel: the multipliers and shifts are tensors (else one).
-// Not inlined: its inner loop keeps the five pointers and four sums in registers.
+// The rows' loop is a tail-predicated low-overhead loop (WLSTP/LETP: the last piece's lanes past
+// n are inactive, so they neither load nor add) in inline assembly: VMLADAVA accumulates into
+// even registers only, which GCC's allocation of the intrinsics does not keep in its loop.
 template <bool PerChannel>
 __attribute__((noinline)) void linear_rows_helium(const int8_t* x, const int8_t* w, ptrdiff_t n, ptrdiff_t out_features,
                                                   const int32_t* kernel_sum, uint32_t row_term, const OutputStage& out,
@@ -27,22 +29,30 @@ __attribute__((noinline)) void linear_rows_helium(const int8_t* x, const int8_t*
   const Requantization& q = *out.q;
   const LaneRequantization single(vdupq_n_s32(q.multiplier(0)), vdupq_n_s32(q.shift(0)));
   const int32x4_t term = vdupq_n_s32(static_cast<int32_t>(row_term));
-  const ptrdiff_t blocks = n >> 4, tail = n & 15;
-  const mve_pred16_t tail_lanes = vctp8q(static_cast<uint32_t>(tail));
   for (ptrdiff_t o = 0; o + 4 <= out_features; o += 4) {
     const int8_t *xi = x, *w0 = w + o * n, *w1 = w0 + n, *w2 = w1 + n, *w3 = w2 + n;
-    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (ptrdiff_t k = blocks; k > 0; --k) {  // whole vectors unpredicated
-      const int8x16_t xv = vld1q_s8(xi);
-      s0 = vmladavaq_s8(s0, xv, vld1q_s8(w0)), s1 = vmladavaq_s8(s1, xv, vld1q_s8(w1));
-      s2 = vmladavaq_s8(s2, xv, vld1q_s8(w2)), s3 = vmladavaq_s8(s3, xv, vld1q_s8(w3));
-      xi += 16, w0 += 16, w1 += 16, w2 += 16, w3 += 16;
-    }
-    if (tail != 0) {  // inactive lanes read as 0
-      const int8x16_t xv = vldrbq_z_s8(xi, tail_lanes);
-      s0 = vmladavaq_s8(s0, xv, vldrbq_z_s8(w0, tail_lanes)), s1 = vmladavaq_s8(s1, xv, vldrbq_z_s8(w1, tail_lanes));
-      s2 = vmladavaq_s8(s2, xv, vldrbq_z_s8(w2, tail_lanes)), s3 = vmladavaq_s8(s3, xv, vldrbq_z_s8(w3, tail_lanes));
-    }
+    register int32_t s0 asm("r0") = 0;
+    register int32_t s1 asm("r2") = 0;
+    register int32_t s2 asm("r4") = 0;
+    register int32_t s3 asm("r6") = 0;
+    asm volatile(
+        "wlstp.8 lr, %[n], 2f\n"
+        "1:\n"
+        "vldrb.8 q0, [%[x]], #16\n"
+        "vldrb.8 q1, [%[w0]], #16\n"
+        "vmladava.s8 %[s0], q0, q1\n"
+        "vldrb.8 q1, [%[w1]], #16\n"
+        "vmladava.s8 %[s1], q0, q1\n"
+        "vldrb.8 q1, [%[w2]], #16\n"
+        "vmladava.s8 %[s2], q0, q1\n"
+        "vldrb.8 q1, [%[w3]], #16\n"
+        "vmladava.s8 %[s3], q0, q1\n"
+        "letp lr, 1b\n"
+        "2:\n"
+        : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3), [x] "+r"(xi), [w0] "+r"(w0), [w1] "+r"(w1),
+          [w2] "+r"(w2), [w3] "+r"(w3)
+        : [n] "r"(n)
+        : "q0", "q1", "lr", "memory");
     int32x4_t sums = vsetq_lane_s32(s3, vsetq_lane_s32(s2, vsetq_lane_s32(s1, vdupq_n_s32(s0), 1), 2), 3);
     sums = vaddq_s32(vaddq_s32(sums, vld1q_s32(kernel_sum + o)), term);
     if constexpr (PerChannel) {
