@@ -63,7 +63,10 @@ class Quantized:
         )
 
 
-def linear_case(batch, n_in, n_out, s_in, zp_in, s_out, zp_out, per_channel_weights, act=(-128, 127)):
+def linear_case(batch, n_in, n_out, s_in, zp_in, s_out, zp_out, per_channel_weights, act=(-128, 127), form="bias"):
+    """form "bias": ExecuTorch's IntLists and bias; "kernel_sum": its MVE form, kernel_sum the
+    bias plus the input offset times each row's weight sum (as kiln's compiler writes it);
+    "tensors": that, as kiln's quantized_linear_per_channel (multipliers and shifts int32 tensors)."""
     x, w = q8((*batch, n_in)), q8((n_out, n_in), -127, 127)
     s_w = RNG.uniform(0.002, 0.03, n_out) if per_channel_weights else np.full(n_out, 0.01)
     bias = RNG.integers(-5000, 5000, n_out).astype(np.int32)
@@ -71,6 +74,10 @@ def linear_case(batch, n_in, n_out, s_in, zp_in, s_out, zp_out, per_channel_weig
     if not per_channel_weights:
         mults, shifts = mults[:1], shifts[:1]
     args = [x, w, bias, None, -zp_in, 0, zp_out, mults.tolist(), shifts.tolist(), act[1], act[0]]
+    if form != "bias":
+        args[3] = (bias.astype(np.int64) - zp_in * w.astype(np.int64).sum(axis=1)).astype(np.int32)
+    if form == "tensors":
+        args[7], args[8] = mults.astype(np.int32), shifts.astype(np.int32)
 
     def reference():
         real = F.linear(
@@ -81,6 +88,8 @@ def linear_case(batch, n_in, n_out, s_in, zp_in, s_out, zp_out, per_channel_weig
         return np.clip(quantize(real.numpy(), s_out, zp_out), *act)
 
     # ExecuTorch's Python reads one multiplier (its AOT pass writes one: per-tensor weights).
+    if form == "tensors":
+        return Quantized("quantized_linear_per_channel", args, reference, et_covers=False)
     return Quantized("quantized_linear", args, reference, et_covers=not per_channel_weights)
 
 
@@ -347,6 +356,8 @@ CASES = {
     "linear": linear_case((1,), 64, 10, 0.05, -3, 0.1, 7, False),
     "linear_odd": linear_case((3, 5), 37, 13, 0.0203, 100, 0.4, -90, False, (-20, 127)),
     "linear_per_channel": linear_case((2,), 21, 19, 0.05, 0, 0.2, 3, True),
+    "linear_per_channel_tensors": linear_case((2,), 37, 19, 0.05, -11, 0.2, 3, True, form="tensors"),
+    "linear_kernel_sum": linear_case((3,), 64, 8, 0.03, 120, 0.3, -7, False, (-128, 40), form="kernel_sum"),
     "linear_tiny_scales": linear_case((4,), 9, 7, 1.3e-5, -128, 2.0e-6, 127, False),
     "linear_large_scales": linear_case((1,), 250, 3, 7.5, 127, 900.0, -128, False),
     "linear_s16": linear_s16_case((3,), 37, 19, 1.0e-4, 2.0e-2, True),

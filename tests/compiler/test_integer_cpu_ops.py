@@ -50,8 +50,8 @@ INTEGER = {
     "pad": "cortex_m::pad",
     "avg_pool2d": "cortex_m::quantized_avg_pool2d",
     "adaptive_avg_pool2d": "cortex_m::quantized_avg_pool2d",
-    "linear": "cortex_m::quantized_linear",
-    "linear_1": "cortex_m::quantized_linear",
+    "linear": "cortex_m::quantized_linear_per_channel",  # per-channel weights: kiln's tensor form
+    "linear_1": "cortex_m::quantized_linear_per_channel",
     "softmax": "cortex_m::softmax",
     "reshape_default": "aten::view_copy",  # flatten, on the NPU where delegation is on
 }
@@ -90,6 +90,26 @@ def test_quantized_cpu_ops_run_as_integer_kernels_within_one_step(spec):
     operators = {name for name, _ in result.program.operators}
     assert not operators & {"aten::convolution", "aten::linear", "aten::_softmax", "aten::add"}, operators
     assert_within_one_step(result, reference, (1, 3, 9, 9), seeds=4)
+
+
+def test_a_per_channel_linear_holds_its_requantization_in_two_constant_tensors():
+    """A linear layer of per-channel weights (45 output features) runs as kiln's
+    quantized_linear_per_channel, its multipliers and shifts two constant int32 tensors of 45
+    items: the one-op int8 program holds 12 values (input, weight, bias, kernel_sum, input,
+    filter and output offsets, multipliers, shifts, activation max and min, output), where
+    ExecuTorch's IntList form would hold 12 + 2 x 45 (each item its own Int value), and no list."""
+    torch.manual_seed(0)
+    loaded = LoadedModel("fc", torch.nn.Linear(20, 45).eval(), (torch.randn(1, 20),))
+    result = kc.compile_model(loaded, CompileSpec("cortex-m55", io="int8"), log=lambda line: None)
+    program = result.program
+    assert program.operators == [("cortex_m::quantized_linear_per_channel", "out")]
+    assert len(program.values) == 12
+    assert not [v for v in program.values if v.kind == "int_list"]
+    tables = [
+        v.value for v in program.values if v.kind == "tensor" and v.value.name.endswith(("multipliers", "shifts"))
+    ]
+    assert [(t.shape, t.dtype, t.is_constant) for t in tables] == [((45,), "int32", True)] * 2
+    assert len(set(zip(*(t.data.tolist() for t in tables)))) > 1  # per channel: not one pair repeated
 
 
 class FloatOnly(torch.nn.Module):

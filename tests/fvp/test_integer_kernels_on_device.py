@@ -51,10 +51,12 @@ def test_integer_kernels_run_on_the_virtual_platform_as_run_host(work, builder):
 
 class KernelPaths(torch.nn.Module):
     """Convolutions of windows of 45 (2 pieces and a tail), 19, 54 and 27 bytes, 19, 21, 6, 9 and
-    18 output channels; a 3x5 depthwise of stride 2 and a depthwise of multiplier 2; global and
-    strided average pools; linear layers of 163 -> 23 and 23 -> 300 features; softmaxes over 300
-    and 7 values. conv1's weights are scaled by 200 (a requantization multiplier near 2^-31's
-    end), dw's by 1e-3 (a large right shift)."""
+    18 output channels; a 3x5 depthwise of stride 2, a 3x3 depthwise of multiplier 2 on rows of
+    7 pixels, and one of 19 channels on rows of 13 (a step of 8 pixels and a tail of 5) padded
+    along its rows only; global and strided average pools; linear layers of 163 -> 23, 23 -> 300,
+    23 -> 7 and 3 -> 5 features (no whole word of input); softmaxes over 300 and 7 values.
+    conv1's weights are scaled by 200 (a requantization multiplier near 2^-31's end), dw's by
+    1e-3 (a large right shift), dw_rows's by 40."""
 
     def __init__(self):
         super().__init__()
@@ -68,9 +70,12 @@ class KernelPaths(torch.nn.Module):
         self.fc = torch.nn.Linear(18 * 3 * 3 + 1, 23)
         self.head = torch.nn.Linear(23, 300)
         self.small = torch.nn.Linear(23, 7)
+        self.dw_rows = torch.nn.Conv2d(19, 19, 3, padding=(0, 1), groups=19)
+        self.tiny = torch.nn.Linear(3, 5)
         with torch.no_grad():
             self.conv1.weight *= 200.0
             self.dw.weight *= 1e-3
+            self.dw_rows.weight *= 40.0
 
     def forward(self, x):
         """Every layer's output is an output of the program: an error in any kernel shows."""
@@ -83,7 +88,8 @@ class KernelPaths(torch.nn.Module):
         pooled = torch.nn.functional.adaptive_avg_pool2d(f, 1).flatten(1)[:, :1]
         g = torch.nn.functional.avg_pool2d(f, 2, stride=1).flatten(1)
         h = torch.relu(self.fc(torch.cat([g, pooled], 1)))
-        return a, b, c, d, e, f, g, h, torch.softmax(self.head(h), -1), torch.softmax(self.small(h), -1)
+        head, small = torch.softmax(self.head(h), -1), torch.softmax(self.small(h), -1)
+        return a, b, c, d, e, f, g, h, head, small, self.dw_rows(a), self.tiny(h[:, :3])
 
 
 PATHS = {  # code path: (target, the firmware's CMake options)

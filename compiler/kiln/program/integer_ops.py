@@ -132,8 +132,14 @@ def _linear(op: Op) -> IntegerCall | str:
     offset = -x.qparams.zero_point
     sums = w.data.astype(np.int64).sum(axis=1) * offset + (b.data.astype(np.int64) if b is not None else 0)
     kernel_sum = _constant(op, "kernel_sum", ((sums + 2**31) % 2**32 - 2**31).astype(np.int32))
-    args = [x, w, b, kernel_sum, offset, 0, y.qparams.zero_point, mults, shifts, high, low]
-    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear"], args, [])
+    if len(mults) == 1:  # ExecuTorch's own operator: one multiplier and shift as IntLists
+        args = [x, w, b, kernel_sum, offset, 0, y.qparams.zero_point, mults, shifts, high, low]
+        return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear"], args, [])
+    # kiln's per-channel form: the multipliers and shifts as constant Int tensors (the program's
+    # constant data, flash) rather than IntLists of one boxed value each.
+    tables = (_constant(op, name, np.array(v, np.int32)) for name, v in (("multipliers", mults), ("shifts", shifts)))
+    args = [x, w, b, kernel_sum, offset, 0, y.qparams.zero_point, *tables, high, low]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear_per_channel"], args, [])
 
 
 def _linear_s16(op: Op, mults: list[int], shifts: list[int]) -> IntegerCall | str:

@@ -73,7 +73,14 @@ HOST_WORK_BUDGET = 1 << 31
 # The argument through which ExecuTorch's Cortex-M flow hands a kernel working memory (planned,
 # written by no instruction); kiln's kernels take it and do not read it.
 SCRATCH = "scratch"
-MATRIX_PRODUCTS = ("aten::mm", "aten::bmm", "aten::matmul", "aten::linear", "cortex_m::quantized_linear")
+MATRIX_PRODUCTS = (
+    "aten::mm",
+    "aten::bmm",
+    "aten::matmul",
+    "aten::linear",
+    "cortex_m::quantized_linear",
+    "cortex_m::quantized_linear_per_channel",
+)
 WINDOWED_POOLS = ("aten::max_pool2d", "aten::avg_pool2d", "cortex_m::quantized_avg_pool2d")
 # Convolutions by the dim of their weight that counts output channels (OIHW, OHWI, IHWO).
 CONVOLUTIONS = {"aten::convolution": 0, "cortex_m::quantized_conv2d": 0, "cortex_m::quantized_depthwise_conv2d": 3}

@@ -56,29 +56,27 @@ struct OutputStage {
 // shift, VQRDMULH is floor((x m + 2^30) / 2^31), the same.
 struct LaneRequantization {
   int32x4_t multiplier, left, right;  // right <= 0: a right shift by -right
-  mve_pred16_t no_right;              // the lanes that shift right by 0
+  // All ones in the lanes that shift right, else 0: a vector, not a predicate, so that no general
+  // register is held across a caller's loop.
+  int32x4_t shifts_right;
 
   LaneRequantization() = default;
   LaneRequantization(int32x4_t multipliers, int32x4_t shifts)
       : multiplier(multipliers),
         left(vmaxq_s32(shifts, vdupq_n_s32(0))),
         right(vminq_s32(shifts, vdupq_n_s32(0))),
-        no_right(vcmpgeq_n_s32(shifts, 0)) {}
+        shifts_right(vshrq_n_s32(shifts, 31)) {}
 
   // The output stage's int32 values of four sums (before the narrowing store).
   int32x4_t apply(int32x4_t acc, const OutputStage& out) const {
     const int32x4_t x = vshlq_s32(acc, left);
-    int32x4_t v = vpselq_s32(vqrdmulhq_s32(x, multiplier), vrshlq_s32(vqdmulhq_s32(x, multiplier), right), no_right);
+    const int32x4_t shifted_right = vrshlq_s32(vqdmulhq_s32(x, multiplier), right);
+    int32x4_t v =
+        vorrq_s32(vandq_s32(shifted_right, shifts_right), vbicq_s32(vqrdmulhq_s32(x, multiplier), shifts_right));
     v = vqaddq_n_s32(v, out.offset);  // saturating: the clamp gives the same
     return vminq_s32(vmaxq_s32(v, vdupq_n_s32(out.range[0])), vdupq_n_s32(out.range[1]));
   }
 };
-
-inline LaneRequantization lanes_of(const Requantization& q, int64_t first) {
-  const int32_t m[4] = {q.multiplier(first), q.multiplier(first + 1), q.multiplier(first + 2), q.multiplier(first + 3)};
-  const int32_t s[4] = {q.shift(first), q.shift(first + 1), q.shift(first + 2), q.shift(first + 3)};
-  return LaneRequantization(vld1q_s32(m), vld1q_s32(s));
-}
 
 // LaneRequantization's arithmetic for four values of one channel, its parameters scalars.
 struct ChannelRequantization {
@@ -87,9 +85,11 @@ struct ChannelRequantization {
 
   ChannelRequantization() = default;
   ChannelRequantization(const Requantization& q, int64_t channel, const OutputStage& out)
-      : multiplier(q.multiplier(channel)),
-        left(q.shift(channel) > 0 ? q.shift(channel) : 0),
-        right(q.shift(channel) < 0 ? q.shift(channel) : 0),
+      : ChannelRequantization(q.multiplier(channel), q.shift(channel), out) {}
+  ChannelRequantization(int32_t channel_multiplier, int32_t shift, const OutputStage& out)
+      : multiplier(channel_multiplier),
+        left(shift > 0 ? shift : 0),
+        right(shift < 0 ? shift : 0),
         low(vdupq_n_s32(out.range[0])),
         high(vdupq_n_s32(out.range[1])) {}
 
@@ -132,19 +132,41 @@ inline Result<Requantization> list_requantization(const KernelArgs& args, size_t
   return r;
 }
 
+// Whether every shift of `channels` lies within 31 (*no_min: and no multiplier is INT32_MIN).
+inline bool shifts_within_31(const int32_t* multipliers, const int32_t* shifts, int64_t channels, bool* no_min) {
+  const auto n = static_cast<ptrdiff_t>(channels);
+  ptrdiff_t c = 0;
+#if defined(KILN_HELIUM)
+  int32x4_t low = vdupq_n_s32(0), high = low, least = vdupq_n_s32(INT32_MAX);  // INT32_MIN is the least
+  for (; c + 4 <= n; c += 4) {
+    const int32x4_t v = vld1q_s32(shifts + c);
+    low = vminq_s32(low, v), high = vmaxq_s32(high, v), least = vminq_s32(least, vld1q_s32(multipliers + c));
+  }
+  *no_min &= vminvq_s32(INT32_MAX, least) != INT32_MIN;
+  bool within = vminvq_s32(0, low) >= -31 && vmaxvq_s32(0, high) <= 31;
+#else
+  bool within = true;
+#endif
+  for (; c < n; ++c) {
+    within &= shifts[c] >= -31 && shifts[c] <= 31;
+    *no_min &= multipliers[c] != INT32_MIN;
+  }
+  return within;
+}
+
 // Int tensors of `channels` multipliers and shifts (positions at, at + 1).
 inline Result<Requantization> tensor_requantization(const KernelArgs& args, size_t at, int64_t channels) {
   KILN_TRY(const Tensor* m, input_tensor(args, at, ScalarType::kInt));
   KILN_TRY(const Tensor* s, input_tensor(args, at + 1, ScalarType::kInt));
   if (m->dim != 1 || m->sizes[0] != channels) return shape_mismatch(at);
   if (s->dim != 1 || s->sizes[0] != channels) return shape_mismatch(at + 1);
-  const auto* shifts = static_cast<const int32_t*>(s->data);
-  for (int64_t c = 0; c < channels; ++c) {
-    if (shifts[c] < -31 || shifts[c] > 31) return unsupported(at + 1, static_cast<uint32_t>(c));
-  }
   Requantization r;
-  r.tensor_multipliers = static_cast<const int32_t*>(m->data), r.tensor_shifts = shifts;
-  for (int64_t c = 0; c < channels; ++c) r.no_min_multiplier &= r.tensor_multipliers[c] != INT32_MIN;
+  r.tensor_multipliers = static_cast<const int32_t*>(m->data), r.tensor_shifts = static_cast<const int32_t*>(s->data);
+  if (!shifts_within_31(r.tensor_multipliers, r.tensor_shifts, channels, &r.no_min_multiplier)) {
+    for (int64_t c = 0; c < channels; ++c) {  // the first shift beyond 31, for the error
+      if (r.tensor_shifts[c] < -31 || r.tensor_shifts[c] > 31) return unsupported(at + 1, static_cast<uint32_t>(c));
+    }
+  }
   return r;
 }
 

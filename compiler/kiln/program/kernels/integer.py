@@ -22,6 +22,7 @@ CMSIS-NN's, and brings a model's integers to PT2E's (docs/cpu-targets.md has the
     cortex_m::quantized_cat               kiln's: a concatenation requantizing each input (no CMSIS-NN function)
     cortex_m::quantized_batch_matmul_s16  kiln's: arm_batch_matmul_s16 (int16, zero points 0, int64 sums)
     cortex_m::quantized_linear_s16        kiln's: arm_fully_connected_s16 (int8 weights, int64 bias and sums)
+    cortex_m::quantized_linear_per_channel  kiln's: quantized_linear, its multipliers and shifts Int tensors
     cortex_m::quantized_add_s16           kiln's: arm_elementwise_add_s16 (zero points 0, operands << 15)
     cortex_m::softmax_s16                 kiln's: arm_softmax_s16 (last dim, its two 513-entry tables as tensors)
 
@@ -551,6 +552,19 @@ def quantized_transpose_conv2d(x, weight, bias, stride, padding, output_padding,
     return _requantize_channels(wrap32(acc), multipliers, shifts, output_offset, low, high)
 
 
+_LINEAR_ARGS = (
+    "input",
+    "weights",
+    "bias",
+    "kernel_sum",
+    "input_offset",
+    "filter_offset",
+    "output_offset",
+    "requantize_multipliers",
+    "requantize_shifts",
+    "activation_max",
+    "activation_min",
+)
 _CONV_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation")
 _REQUANTIZE_ARGS = ("requantize_multipliers", "requantize_shifts", "activation_min", "activation_max", "scratch")
 
@@ -561,19 +575,13 @@ INTEGER_KERNELS = {
         Kernel(
             "cortex_m::quantized_linear",
             "out",
-            (
-                "input",
-                "weights",
-                "bias",
-                "kernel_sum",
-                "input_offset",
-                "filter_offset",
-                "output_offset",
-                "requantize_multipliers",
-                "requantize_shifts",
-                "activation_max",
-                "activation_min",
-            ),
+            _LINEAR_ARGS,
+            quantized_linear,
+        ),
+        Kernel(
+            "cortex_m::quantized_linear_per_channel",
+            "out",
+            _LINEAR_ARGS,
             quantized_linear,
         ),
         Kernel(
