@@ -28,7 +28,7 @@ namespace kiln::runtime::kernels {
 
 namespace {
 
-constexpr ptrdiff_t kColumnsBytes = 3072;  // the columns buffer on the stack
+constexpr ptrdiff_t kColumnsBytes = 6144;  // the columns buffer on the stack
 constexpr ptrdiff_t kMaxWindow = 768;      // a window's bytes (kh kw C_in / groups) the band path takes
 constexpr ptrdiff_t kSlack = 16;           // bytes a window's last vector or word reads past its end
 constexpr int64_t kChunk = 128;            // output channels whose constants are held at once
@@ -54,22 +54,33 @@ constexpr ptrdiff_t kAlign = 1;
 ptrdiff_t group_bytes(ptrdiff_t window) { return window * 4; }
 #endif
 
-// Bytes [k0, k0 + len) of pixel p's window (k0 a multiple of kAlign) from src into its group;
-// reads up to kAlign - 1 bytes past src + len.
-void store_segment(const int8_t* src, ptrdiff_t k0, ptrdiff_t len, int8_t* group, ptrdiff_t p) {
+// Where pixel p's window starts in its group.
+int8_t* window_start(int8_t* group, ptrdiff_t p) {
 #if defined(KILN_HELIUM)
-  int8_t* dst = group + (k0 / 16 * 4 + p) * 16;
+  return group + p * 16;
+#elif defined(KILN_DSP)
+  return group + p * 8;
+#else
+  return group + p;
+#endif
+}
+
+// The next len bytes of a window (those before a multiple of kAlign) from src into its group at
+// dst (window_start, or what the previous call returned); returns where the bytes after them go.
+// Reads up to kAlign - 1 bytes past src + len.
+int8_t* store_run(const int8_t* src, ptrdiff_t len, int8_t* dst) {
+#if defined(KILN_HELIUM)
   for (ptrdiff_t i = 0; i < len; i += 16, dst += 64) vst1q_s8(dst, vld1q_s8(src + i));
 #elif defined(KILN_DSP)
-  auto* dst = reinterpret_cast<uint32_t*>(group + k0 * 4 + p * 8);
-  for (ptrdiff_t i = 0; i < len; i += 4, dst += 4) {
+  for (ptrdiff_t i = 0; i < len; i += 4, dst += 16) {
     const uint32_t v = word_at(src + i);
-    dst[0] = static_cast<uint32_t>(even_bytes(v)), dst[1] = static_cast<uint32_t>(odd_bytes(v));
+    auto* words = reinterpret_cast<uint32_t*>(dst);
+    words[0] = static_cast<uint32_t>(even_bytes(v)), words[1] = static_cast<uint32_t>(odd_bytes(v));
   }
 #else
-  int8_t* dst = group + k0 * 4 + p;
-  for (ptrdiff_t i = 0; i < len; ++i) dst[i * 4] = src[i];
+  for (ptrdiff_t i = 0; i < len; ++i, dst += 4) *dst = src[i];
 #endif
+  return dst;
 }
 
 // dst[0, n) = src[0, n) (n small: a window's segment).
@@ -170,6 +181,9 @@ void fill_pointwise(const ConvShape& s, const int8_t* planes, int64_t r0, int64_
   const auto sy = static_cast<ptrdiff_t>(s.stride[0] * s.xs[2]), sx = static_cast<ptrdiff_t>(s.stride[1] * s.xs[3]);
   const ptrdiff_t gb = group_bytes(cin);
   const bool direct = channel == 1 && cin % kAlign == 0;
+#if !defined(KILN_HELIUM) && !defined(KILN_DSP)
+  static_cast<void>(scratch);
+#endif
 #if defined(KILN_HELIUM)
   const bool gather = cin % 8 == 0 && channel > 0 && channel < 65536 / 8;
   const uint16x8_t apart = vmulq_n_u16(vidupq_n_u16(0, 1), static_cast<uint16_t>(channel));
@@ -180,7 +194,7 @@ void fill_pointwise(const ConvShape& s, const int8_t* planes, int64_t r0, int64_
     int8_t* group = columns + i / kPixels * gb;
     const ptrdiff_t p = i % kPixels;
     if (direct) {
-      store_segment(src, 0, cin, group, p);
+      store_run(src, cin, window_start(group, p));
 #if defined(KILN_HELIUM)
     } else if (gather) {  // 8 channels a gather, straight into the pixel's pieces
       const auto* from = reinterpret_cast<const uint8_t*>(src);
@@ -188,10 +202,18 @@ void fill_pointwise(const ConvShape& s, const int8_t* planes, int64_t r0, int64_
         vstrbq_u16(reinterpret_cast<uint8_t*>(group + (ci / 16 * 4 + p) * 16 + ci % 16),
                    vldrbq_gather_offset_u16(from, apart));
       }
-#endif
     } else {
       copy_channels(src, channel, cin, scratch);
-      store_segment(scratch, 0, cin, group, p);
+      store_run(scratch, cin, window_start(group, p));
+#elif defined(KILN_DSP)
+    } else {
+      copy_channels(src, channel, cin, scratch);
+      store_run(scratch, cin, window_start(group, p));
+#else
+    } else {  // byte by byte straight into the pixel's column
+      int8_t* dst = window_start(group, p);
+      for (ptrdiff_t ci = 0; ci < cin; ++ci) dst[ci * 4] = src[ci * channel];
+#endif
     }
     if (++c == width) c = 0, ++r;
   }
@@ -215,22 +237,19 @@ void fill_columns(const ConvShape& s, const int8_t* band, ptrdiff_t row_bytes, i
   auto r = static_cast<ptrdiff_t>(r0), c = static_cast<ptrdiff_t>(c0);
   for (ptrdiff_t i = 0; i < n; ++i) {
     const int8_t* origin = band + r * sy + c * sx;
-    int8_t* group = columns + i / kPixels * gb;
-    const ptrdiff_t p = i % kPixels;
-    if (whole) {
-      for (ptrdiff_t ky = 0, k = 0; ky < kh; ++ky) {
-        for (ptrdiff_t j = 0; j < per_row; ++j, k += segment) {
-          store_segment(origin + ky * ky_step + j * tap_step, k, segment, group, p);
+    int8_t* dst = window_start(columns + i / kPixels * gb, i % kPixels);
+    ptrdiff_t k = 0;
+    for (ptrdiff_t ky = 0; ky < kh; ++ky) {
+      const int8_t* tap = origin + ky * ky_step;
+      for (ptrdiff_t j = 0; j < per_row; ++j, k += segment, tap += tap_step) {
+        if (whole) {
+          dst = store_run(tap, segment, dst);
+        } else {
+          copy_bytes(scratch + k, tap, segment);
         }
       }
-    } else {
-      for (ptrdiff_t ky = 0, k = 0; ky < kh; ++ky) {
-        for (ptrdiff_t j = 0; j < per_row; ++j, k += segment) {
-          copy_bytes(scratch + k, origin + ky * ky_step + j * tap_step, segment);
-        }
-      }
-      store_segment(scratch, 0, window, group, p);
     }
+    if (!whole) store_run(scratch, window, dst);
     if (++c == width) c = 0, ++r;
   }
 }
@@ -238,8 +257,7 @@ void fill_columns(const ConvShape& s, const int8_t* band, ptrdiff_t row_bytes, i
 // fixed::requantize and offset_clamp of one channel, its parameters hoisted: DIV_POW2's mask and
 // half for a right shift `right` >= 0 (0: none).
 struct ScalarRequantization {
-  int32_t multiplier, left, right, mask, half, offset;
-  const int32_t* range;
+  int32_t multiplier, left, right, mask, half, offset, low, high;
 
   ScalarRequantization(const OutputStage& out, int64_t channel)
       : multiplier(out.q->multiplier(channel)),
@@ -248,14 +266,24 @@ struct ScalarRequantization {
         mask(static_cast<int32_t>((uint32_t{1} << static_cast<uint32_t>(right)) - 1)),
         half(mask >> 1),
         offset(out.offset),
-        range(out.range) {}
+        low(out.range[0]),
+        high(out.range[1]) {}
 
+  // The high multiply's 64-bit sum in 32-bit halves (a carry into the top word), which GCC 12
+  // keeps in registers on the Cortex-M55 (its 64-bit shifts of int64 go through the stack).
   int8_t apply(uint32_t acc) const {
     const auto shifted = static_cast<int32_t>(acc << static_cast<uint32_t>(left));
-    const int32_t high = fixed::wrap32((static_cast<int64_t>(shifted) * multiplier + (int64_t{1} << 30)) >> 31);
-    const int32_t result = high >> right;  // arithmetic: rounds towards -infinity
+    const int64_t product = static_cast<int64_t>(shifted) * multiplier;
+    const auto bottom = static_cast<uint32_t>(product), nudged = bottom + (uint32_t{1} << 30);
+    const auto top = static_cast<uint32_t>(static_cast<uint64_t>(product) >> 32) + (nudged < bottom ? 1u : 0u);
+    const auto mult = static_cast<int32_t>((top << 1) | (nudged >> 31));  // (product + 2^30) >> 31, wrapped
+    const int32_t result = mult >> right;                                 // arithmetic: rounds towards -infinity
     const int32_t threshold = half + (result < 0 ? 1 : 0);
-    return offset_clamp(result + ((high & mask) > threshold ? 1 : 0), offset, range);
+    int32_t sum;
+    if (__builtin_add_overflow(result + ((mult & mask) > threshold ? 1 : 0), offset, &sum)) {
+      sum = offset > 0 ? INT32_MAX : INT32_MIN;
+    }
+    return static_cast<int8_t>(sum < low ? low : (sum > high ? high : sum));
   }
 };
 
@@ -268,9 +296,9 @@ struct Strip {
 
 #if defined(KILN_HELIUM)
 // The sums of a group's 4 pixels (columns from `group`) over `pieces` (>= 1) whole 16-byte pieces
-// against weight rows w0 and w1: *a lane p, *b lane p. In assembly: GCC 12 spills the eight sums,
-// and VMLADAV takes only even registers, which the sums occupy here (r0 .. r12, lr), the pointers
-// the odd ones.
+// against weight rows w0 and w1: *a lane p, *b lane p (each lane moved by its own VMOV). In assembly: GCC 12 spills the
+// eight sums, and VMLADAV takes only even registers, which the sums occupy here (r0 .. r12, lr), the pointers the odd
+// ones.
 [[gnu::always_inline]] inline void helium_pieces(const int8_t* group, const int8_t* w0_row, const int8_t* w1_row,
                                                  ptrdiff_t pieces, int32x4_t* a, int32x4_t* b) {
   register int32_t a0 asm("r0"), a1 asm("r2"), a2 asm("r4"), a3 asm("r6");
@@ -297,7 +325,8 @@ struct Strip {
       "vmladav.s8 %[b3], q3, q4\n"
       "subs %[count], #1\n"
       "beq 2f\n"
-      "1:\n"
+      "tst %[count], #1\n"  // an odd count left: one piece, then pairs
+      "beq 1f\n"
       "vldrb.8 q0, [%[x]], #16\n"
       "vldrb.8 q1, [%[x]], #16\n"
       "vldrb.8 q2, [%[x]], #16\n"
@@ -313,12 +342,47 @@ struct Strip {
       "vmladava.s8 %[b2], q2, q4\n"
       "vmladava.s8 %[b3], q3, q4\n"
       "subs %[count], #1\n"
+      "beq 2f\n"
+      "1:\n"
+      "vldrb.8 q0, [%[x]], #16\n"
+      "vldrb.8 q1, [%[x]], #16\n"
+      "vldrb.8 q2, [%[x]], #16\n"
+      "vldrb.8 q3, [%[x]], #16\n"
+      "vldrb.8 q4, [%[w0]], #16\n"
+      "vmladava.s8 %[a0], q0, q4\n"
+      "vmladava.s8 %[a1], q1, q4\n"
+      "vmladava.s8 %[a2], q2, q4\n"
+      "vmladava.s8 %[a3], q3, q4\n"
+      "vldrb.8 q4, [%[w1]], #16\n"
+      "vmladava.s8 %[b0], q0, q4\n"
+      "vmladava.s8 %[b1], q1, q4\n"
+      "vmladava.s8 %[b2], q2, q4\n"
+      "vmladava.s8 %[b3], q3, q4\n"
+      "vldrb.8 q0, [%[x]], #16\n"
+      "vldrb.8 q1, [%[x]], #16\n"
+      "vldrb.8 q2, [%[x]], #16\n"
+      "vldrb.8 q3, [%[x]], #16\n"
+      "vldrb.8 q4, [%[w0]], #16\n"
+      "vmladava.s8 %[a0], q0, q4\n"
+      "vmladava.s8 %[a1], q1, q4\n"
+      "vmladava.s8 %[a2], q2, q4\n"
+      "vmladava.s8 %[a3], q3, q4\n"
+      "vldrb.8 q4, [%[w1]], #16\n"
+      "vmladava.s8 %[b0], q0, q4\n"
+      "vmladava.s8 %[b1], q1, q4\n"
+      "vmladava.s8 %[b2], q2, q4\n"
+      "vmladava.s8 %[b3], q3, q4\n"
+      "subs %[count], #2\n"
       "bne 1b\n"
       "2:\n"
-      "vmov %q[va][2], %q[va][0], %[a2], %[a0]\n"
-      "vmov %q[va][3], %q[va][1], %[a3], %[a1]\n"
-      "vmov %q[vb][2], %q[vb][0], %[b2], %[b0]\n"
-      "vmov %q[vb][3], %q[vb][1], %[b3], %[b1]\n"
+      "vmov.32 %q[va][0], %[a0]\n"
+      "vmov.32 %q[va][1], %[a1]\n"
+      "vmov.32 %q[va][2], %[a2]\n"
+      "vmov.32 %q[va][3], %[a3]\n"
+      "vmov.32 %q[vb][0], %[b0]\n"
+      "vmov.32 %q[vb][1], %[b1]\n"
+      "vmov.32 %q[vb][2], %[b2]\n"
+      "vmov.32 %q[vb][3], %[b3]\n"
       : [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1), [count] "+r"(count), [a0] "=r"(a0), [a1] "=r"(a1), [a2] "=r"(a2),
         [a3] "=r"(a3), [b0] "=r"(b0), [b1] "=r"(b1), [b2] "=r"(b2), [b3] "=r"(b3), [va] "=w"(va), [vb] "=w"(vb)
       :
@@ -326,24 +390,35 @@ struct Strip {
   *a = va, *b = vb;
 }
 
-// Lanes (v0, v1, v2, v3) (VMOV of two registers to two lanes).
+// Lanes (v0, v1, v2, v3).
 inline int32x4_t lanes_of(int32_t v0, int32_t v1, int32_t v2, int32_t v3) {
-  int32x4_t r;
-  asm("vmov %q0[2], %q0[0], %3, %1\n\tvmov %q0[3], %q0[1], %4, %2" : "=w"(r) : "r"(v0), "r"(v1), "r"(v2), "r"(v3));
-  return r;
+  return vsetq_lane_s32(v3, vsetq_lane_s32(v2, vsetq_lane_s32(v1, vdupq_n_s32(v0), 1), 2), 3);
 }
+
+// How column_strip requantizes: lane by lane (a multiplier is INT32_MIN, where VQRDMULH
+// saturates), ChannelRequantization's vectors, or its arithmetic for shifts that are all right
+// shifts.
+constexpr int kLanes = 0, kVectors = 1, kSimple = 2;
 
 // Output channels o and o + R - 1 (R 1 or 2) of the strip's pixels: per group of 4 pixels the
 // MAC loop over its whole pieces (kTail: then the last piece, its weights predicated), then 4
-// lanes a channel requantized (kVector: ChannelRequantization's vectors, else lane by lane) and
-// stored.
-template <int R, bool kVector, bool kTail>
+// lanes a channel requantized (kMode) and stored.
+template <int R, int kMode, bool kTail>
 [[gnu::noinline]] void column_strip(const Strip& st, const int8_t* w, const int32_t* constant, const OutputStage& out,
                                     int64_t o, int8_t* y) {
   const ptrdiff_t n = st.window, whole = n / 16, gb = group_bytes(n);
   const int8_t* w1 = w + (R - 1) * n;
   const int32_t k0 = constant[0], k1 = constant[R - 1], offset = out.offset;
   const ChannelRequantization first(*out.q, o, out), second(*out.q, o + R - 1, out);
+  const int32x4_t low = vdupq_n_s32(out.range[0]), high = vdupq_n_s32(out.range[1]);
+  // kSimple: no left shift, a right shift (its DIV_POW2's fix: less 1 where negative), the clamp's
+  // vectors shared.
+  const auto apply = [&](const ChannelRequantization& q, int32x4_t v) {
+    if constexpr (kMode != kSimple) return q.apply(v, offset);
+    v = vqrdmulhq_n_s32(v, q.multiplier);
+    v = vrshlq_n_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), q.right);
+    return vminq_s32(vmaxq_s32(vqaddq_n_s32(v, offset), low), high);
+  };
   const ptrdiff_t pixel = st.steps.pixel, channel = st.steps.channel;
   const uint32x4_t apart = vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<uint32_t>(pixel));
   const mve_pred16_t tail_lanes = vctp8q(static_cast<uint32_t>(n % 16));
@@ -351,8 +426,12 @@ template <int R, bool kVector, bool kTail>
   int8_t* at = y;
   // One group: `count` pixels (kFull: 4) from `group`, their outputs from `at`.
   const auto one = [&](auto full, ptrdiff_t count) {
-    int32x4_t a = vdupq_n_s32(0), b = a;
-    if (!kTail || whole > 0) helium_pieces(group, w, w1, whole, &a, &b);
+    int32x4_t a, b;
+    if (!kTail || whole > 0) {
+      helium_pieces(group, w, w1, whole, &a, &b);
+    } else {
+      a = b = vdupq_n_s32(0);
+    }
     if constexpr (kTail) {
       const int8_t* last = group + whole * 64;
       const int8x16_t x0 = vld1q_s8(last), x1 = vld1q_s8(last + 16), x2 = vld1q_s8(last + 32);
@@ -362,14 +441,14 @@ template <int R, bool kVector, bool kTail>
       b = vaddq_s32(b, lanes_of(vmladavq_s8(x0, d), vmladavq_s8(x1, d), vmladavq_s8(x2, d), vmladavq_s8(x3, d)));
     }
     a = vaddq_n_s32(a, k0), b = vaddq_n_s32(b, k1);
-    if constexpr (kVector) {
+    if constexpr (kMode != kLanes) {
       if constexpr (decltype(full)::value) {
-        vstrbq_scatter_offset_s32(at, apart, first.apply(a, offset));
-        if constexpr (R > 1) vstrbq_scatter_offset_s32(at + channel, apart, second.apply(b, offset));
+        vstrbq_scatter_offset_s32(at, apart, apply(first, a));
+        if constexpr (R > 1) vstrbq_scatter_offset_s32(at + channel, apart, apply(second, b));
       } else {
         const mve_pred16_t valid = vctp32q(static_cast<uint32_t>(count));
-        vstrbq_scatter_offset_p_s32(at, apart, first.apply(a, offset), valid);
-        if constexpr (R > 1) vstrbq_scatter_offset_p_s32(at + channel, apart, second.apply(b, offset), valid);
+        vstrbq_scatter_offset_p_s32(at, apart, apply(first, a), valid);
+        if constexpr (R > 1) vstrbq_scatter_offset_p_s32(at + channel, apart, apply(second, b), valid);
       }
     } else {
       int32_t lanes[8];
@@ -472,28 +551,41 @@ template <int R>
   }
 }
 #else
+// A channel pair's weights interleaved: pair[2 k] = w0[k], pair[2 k + 1] = w1[k].
+void interleave_pair(const int8_t* w0, const int8_t* w1, ptrdiff_t n, int8_t* pair) {
+  for (ptrdiff_t k = 0; k < n; ++k) pair[2 * k] = w0[k], pair[2 * k + 1] = w1[k];
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define KILN_SCALAR_LOOP [[gnu::optimize("no-tree-vectorize")]]  // GCC 12 vectorizes it through the stack
+#else
+#define KILN_SCALAR_LOOP
+#endif
+
 // Output channels o and o + R - 1 (R 1 or 2) of the strip's pixels, 4 pixels at a time: each
-// weight byte's load shared by 4 pixels, each pixel byte's by R channels.
+// weight byte's load shared by 4 pixels, each pixel byte's by 2 channels; `pair` holds
+// interleave_pair's bytes of the pair.
 template <int R>
-[[gnu::noinline]] void column_strip(const Strip& st, const int8_t* w, const int32_t* constant, const OutputStage& out,
-                                    int64_t o, int8_t* y) {
+KILN_SCALAR_LOOP [[gnu::noinline]] void column_strip(const Strip& st, const int8_t* pair, const int32_t* constant,
+                                                     const OutputStage& out, int64_t o, int8_t* y) {
   const ptrdiff_t n = st.window, gb = n * 4;
-  const int8_t* w1 = w + (R - 1) * n;
   const ScalarRequantization first(out, o), second(out, o + R - 1);
   const ptrdiff_t pixel = st.steps.pixel, channel = st.steps.channel;
   for (ptrdiff_t px = 0; px < st.n; px += 4) {
     const int8_t* x = st.columns + px / 4 * gb;
+    const int8_t* w = pair;
     auto a0 = static_cast<uint32_t>(constant[0]), a1 = a0, a2 = a0, a3 = a0;
     auto b0 = static_cast<uint32_t>(constant[R - 1]), b1 = b0, b2 = b0, b3 = b0;
-    for (ptrdiff_t k = 0; k < n; ++k, x += 4) {
-      const int32_t c = w[k], x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
-      a0 += static_cast<uint32_t>(x0 * c), a1 += static_cast<uint32_t>(x1 * c);
-      a2 += static_cast<uint32_t>(x2 * c), a3 += static_cast<uint32_t>(x3 * c);
-      if constexpr (R > 1) {
-        const int32_t d = w1[k];
-        b0 += static_cast<uint32_t>(x0 * d), b1 += static_cast<uint32_t>(x1 * d);
-        b2 += static_cast<uint32_t>(x2 * d), b3 += static_cast<uint32_t>(x3 * d);
-      }
+    for (ptrdiff_t k = 0; k < n; ++k, x += 4, w += 2) {
+      const int32_t c = w[0], d = w[1];
+      int32_t v = x[0];
+      a0 += static_cast<uint32_t>(v * c), b0 += static_cast<uint32_t>(v * d);
+      v = x[1];
+      a1 += static_cast<uint32_t>(v * c), b1 += static_cast<uint32_t>(v * d);
+      v = x[2];
+      a2 += static_cast<uint32_t>(v * c), b2 += static_cast<uint32_t>(v * d);
+      v = x[3];
+      a3 += static_cast<uint32_t>(v * c), b3 += static_cast<uint32_t>(v * d);
     }
     const uint32_t a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
     const ptrdiff_t count = st.n - px < 4 ? st.n - px : 4;
@@ -508,10 +600,20 @@ template <int R>
 
 #if defined(KILN_HELIUM)
 using HeliumStrip = void (*)(const Strip&, const int8_t*, const int32_t*, const OutputStage&, int64_t, int8_t*);
-constexpr HeliumStrip helium_strips[8] = {  // [pair][vector][tail]
-    column_strip<1, false, false>, column_strip<1, false, true>,  column_strip<1, true, false>,
-    column_strip<1, true, true>,   column_strip<2, false, false>, column_strip<2, false, true>,
-    column_strip<2, true, false>,  column_strip<2, true, true>};
+constexpr HeliumStrip helium_strips[12] = {  // [pair][mode][tail]
+    column_strip<1, kLanes, false>,  column_strip<1, kLanes, true>,   column_strip<1, kVectors, false>,
+    column_strip<1, kVectors, true>, column_strip<1, kSimple, false>, column_strip<1, kSimple, true>,
+    column_strip<2, kLanes, false>,  column_strip<2, kLanes, true>,   column_strip<2, kVectors, false>,
+    column_strip<2, kVectors, true>, column_strip<2, kSimple, false>, column_strip<2, kSimple, true>};
+
+// column_strip's mode for channels [o, o + count).
+int helium_mode(const Requantization& q, int64_t o, int count) {
+  if (!q.no_min_multiplier) return kLanes;
+  for (int j = 0; j < count; ++j) {
+    if (q.shift(o + j) >= 0) return kVectors;
+  }
+  return kSimple;
+}
 #endif
 
 // Output channels [o0, o1) of the strip's pixels (their first output at y), pairs then one.
@@ -519,7 +621,7 @@ void strip_channels(const Strip& st, const int8_t* weight, const int32_t* consta
                     int64_t o1, int8_t* y, void* wide_words) {
 #if defined(KILN_DSP)
   auto* wide = static_cast<uint32_t*>(wide_words);
-#else
+#elif defined(KILN_HELIUM)
   static_cast<void>(wide_words);
 #endif
   for (int64_t o = o0; o < o1;) {
@@ -531,10 +633,13 @@ void strip_channels(const Strip& st, const int8_t* weight, const int32_t* consta
     widen_pair(w, pair ? w + st.window : w, st.window, wide);
     pair ? column_strip<2>(st, wide, k, out, o, first) : column_strip<1>(st, wide, k, out, o, first);
 #elif defined(KILN_HELIUM)
-    const auto strip = helium_strips[(pair ? 4 : 0) + (out.q->no_min_multiplier ? 2 : 0) + (st.window % 16 != 0)];
+    const int mode = helium_mode(*out.q, o, pair ? 2 : 1);
+    const auto strip = helium_strips[(pair ? 6 : 0) + 2 * mode + (st.window % 16 != 0 ? 1 : 0)];
     strip(st, w, k, out, o, first);
 #else
-    pair ? column_strip<2>(st, w, k, out, o, first) : column_strip<1>(st, w, k, out, o, first);
+    auto* interleaved = static_cast<int8_t*>(wide_words);
+    interleave_pair(w, pair ? w + st.window : w, st.window, interleaved);
+    pair ? column_strip<2>(st, interleaved, k, out, o, first) : column_strip<1>(st, interleaved, k, out, o, first);
 #endif
     o += pair ? 2 : 1;
   }
@@ -550,11 +655,13 @@ void convolve_band(const ConvShape& s, const BandPlan& plan, const int8_t* x, co
   alignas(16) int8_t scratch[kMaxWindow + kSlack];
 #if defined(KILN_DSP)
   uint32_t wide[kMaxWindow];  // a channel pair's widened weights: 4 words per 4 window bytes
-#else
+#elif defined(KILN_HELIUM)
   uint32_t* wide = nullptr;
+#else
+  int8_t wide[2 * kMaxWindow];  // a channel pair's weights interleaved
 #endif
   std::memset(band + kBandBytes, 0, kSlack);  // what a window's last piece reads past the band
-  std::memset(columns, 0, sizeof columns);    // what a group's last pixels hold beyond the run
+  std::memset(columns, 0, sizeof columns);  // what a group's last pixels hold beyond the run
   std::memset(scratch, 0, sizeof scratch);
   int32_t constant[kChunk];  // per output channel: bias + input offset x the sum of its weights
   const auto cin = static_cast<ptrdiff_t>(s.cin_g), window = static_cast<ptrdiff_t>(s.kh * s.kw) * cin;
