@@ -189,7 +189,19 @@ void fill_pointwise(const ConvShape& s, const int8_t* planes, int64_t r0, int64_
   const uint16x8_t apart = vmulq_n_u16(vidupq_n_u16(0, 1), static_cast<uint16_t>(channel));
 #endif
   auto r = static_cast<ptrdiff_t>(r0), c = static_cast<ptrdiff_t>(c0);
-  for (ptrdiff_t i = 0; i < n; ++i) {
+  ptrdiff_t i = 0;
+#if !defined(KILN_HELIUM) && !defined(KILN_DSP)
+  if (sx == 1 && sy == width) {  // the pixels adjacent in each channel's plane: 4 bytes a copy
+    const int8_t* first = planes + r * sy + c;
+    for (; i + 4 <= n; i += 4) {
+      int8_t* group = columns + i / 4 * gb;
+      const int8_t* src = first + i;
+      for (ptrdiff_t ci = 0; ci < cin; ++ci, src += channel) std::memcpy(group + ci * 4, src, 4);
+    }
+    r += (c + i) / width, c = (c + i) % width;
+  }
+#endif
+  for (; i < n; ++i) {
     const int8_t* src = planes + r * sy + c * sx;
     int8_t* group = columns + i / kPixels * gb;
     const ptrdiff_t p = i % kPixels;
@@ -280,10 +292,12 @@ struct ScalarRequantization {
     const int32_t result = mult >> right;                                 // arithmetic: rounds towards -infinity
     const int32_t threshold = half + (result < 0 ? 1 : 0);
     int32_t sum;
-    if (__builtin_add_overflow(result + ((mult & mask) > threshold ? 1 : 0), offset, &sum)) {
+    if (__builtin_expect(__builtin_add_overflow(result + ((mult & mask) > threshold ? 1 : 0), offset, &sum), 0)) {
       sum = offset > 0 ? INT32_MAX : INT32_MIN;
     }
-    return static_cast<int8_t>(sum < low ? low : (sum > high ? high : sum));
+    if (__builtin_expect(sum < low, 0)) sum = low;
+    if (__builtin_expect(sum > high, 0)) sum = high;
+    return static_cast<int8_t>(sum);
   }
 };
 
@@ -587,9 +601,19 @@ KILN_SCALAR_LOOP [[gnu::noinline]] void column_strip(const Strip& st, const int8
       v = x[3];
       a3 += static_cast<uint32_t>(v * c), b3 += static_cast<uint32_t>(v * d);
     }
-    const uint32_t a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
-    const ptrdiff_t count = st.n - px < 4 ? st.n - px : 4;
     int8_t* at = y + px * pixel;
+    if (st.n - px >= 4) {  // a whole group: straight-line stores
+      at[0] = first.apply(a0), at[pixel] = first.apply(a1);
+      at[2 * pixel] = first.apply(a2), at[3 * pixel] = first.apply(a3);
+      if constexpr (R > 1) {
+        at += channel;
+        at[0] = second.apply(b0), at[pixel] = second.apply(b1);
+        at[2 * pixel] = second.apply(b2), at[3 * pixel] = second.apply(b3);
+      }
+      continue;
+    }
+    const uint32_t a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
+    const ptrdiff_t count = st.n - px;
     for (ptrdiff_t p = 0; p < count; ++p) {
       at[p * pixel] = first.apply(a[p]);
       if constexpr (R > 1) at[p * pixel + channel] = second.apply(b[p]);
