@@ -56,7 +56,12 @@ class KernelPaths(torch.nn.Module):
     along its rows only; global and strided average pools; linear layers of 163 -> 23, 23 -> 300,
     23 -> 7 and 3 -> 5 features (no whole word of input); softmaxes over 300 and 7 values.
     conv1's weights are scaled by 200 (a requantization multiplier near 2^-31's end), dw's by
-    1e-3 (a large right shift), dw_rows's by 40."""
+    1e-3 (a large right shift), dw_rows's by 40. The branch from conv1's output reaches the band
+    path's other cases (quantized_conv.cpp): a 3x3 of 21 channels whose band of input rows takes
+    several passes (expand), pointwise convolutions of 32 and 16 channels (whole 16-byte pieces,
+    8-channel gathers), a 3x3 of 16 channels at stride 2 (whole pieces straight from the band, 7
+    output channels: a last odd one), and a 3x3 of 80 channels whose band holds a strip of the
+    row's columns at a time (strips)."""
 
     def __init__(self):
         super().__init__()
@@ -72,6 +77,11 @@ class KernelPaths(torch.nn.Module):
         self.small = torch.nn.Linear(23, 7)
         self.dw_rows = torch.nn.Conv2d(19, 19, 3, padding=(0, 1), groups=19)
         self.tiny = torch.nn.Linear(3, 5)
+        self.expand = torch.nn.Conv2d(21, 32, 3, padding=1)
+        self.point = torch.nn.Conv2d(32, 16, 1)
+        self.taps16 = torch.nn.Conv2d(16, 7, 3, stride=2, padding=1)
+        self.widen = torch.nn.Conv2d(16, 80, 1)
+        self.strips = torch.nn.Conv2d(80, 3, 3, padding=1)
         with torch.no_grad():
             self.conv1.weight *= 200.0
             self.dw.weight *= 1e-3
@@ -88,8 +98,13 @@ class KernelPaths(torch.nn.Module):
         pooled = torch.nn.functional.adaptive_avg_pool2d(f, 1).flatten(1)[:, :1]
         g = torch.nn.functional.avg_pool2d(f, 2, stride=1).flatten(1)
         h = torch.relu(self.fc(torch.cat([g, pooled], 1)))
-        head, small = torch.softmax(self.head(h), -1), torch.softmax(self.small(h), -1)
-        return a, b, c, d, e, f, g, h, head, small, self.dw_rows(a), self.tiny(h[:, :3])
+        wide = torch.relu(self.expand(b))
+        point = self.point(wide)
+        return (
+            *(a, b, c, d, e, f, g, h, torch.softmax(self.head(h), -1), torch.softmax(self.small(h), -1)),
+            *(self.dw_rows(a), self.tiny(h[:, :3])),
+            *(wide, point, self.taps16(point), self.strips(torch.relu(self.widen(point)))),
+        )
 
 
 PATHS = {  # code path: (target, the firmware's CMake options)
@@ -108,7 +123,7 @@ def test_each_code_path_computes_what_run_host_computes(work, tmp_path, path):
     result, _ = flow.compile_pte(loaded, CompileSpec(target, io="int8"), pte, log=lambda line: None)
     kernels = result.program.cpu_kernels
     assert all(k["arithmetic"] == "integer" for name, k in kernels.items() if name.rstrip("_0123456789") in INTEGER_OPS)
-    assert sum(k["kernel"] == "cortex_m::quantized_conv2d" for k in kernels.values()) == 4, kernels
+    assert sum(k["kernel"] == "cortex_m::quantized_conv2d" for k in kernels.values()) == 9, kernels
     elf = flow.build_runner(
         pte, target, output=work / f"kernel_paths-{path}", echo=lambda *a, **k: None, cmake_options=options
     )
