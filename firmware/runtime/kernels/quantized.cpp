@@ -2,8 +2,8 @@
 // (ExecuTorch's schemas, CMSIS-NN's arithmetic; fixed_point.h):
 //   cortex_m::quantized_add.out (self, self_zero_point, self_multiplier, self_shift, other,
 //     other_zero_point, other_multiplier, other_shift, output_zero_point, output_multiplier,
-//     output_shift, activation_min, activation_max, out): operands of one shape and DimOrder
-//     (the out tensor's too);
+//     output_shift, activation_min, activation_max, out): operands of one shape, each tensor in
+//     its own DimOrder (ExecuTorch's Cortex-M flow mixes them);
 //     requantize(requantize((a - zp_a) << 20, ..) + requantize((b - zp_b) << 20, ..), ..) + zp_out.
 //   cortex_m::quantized_avg_pool2d.out (input, kernel_size, stride, padding, ceil_mode,
 //     zero_point, multiplier, shift, scratch, out): NCHW, each in either DimOrder; each
@@ -17,6 +17,7 @@
 //     channels-last input, in its memory order N, H, W, C (as ExecuTorch writes them), the
 //     out tensor channels-last too.
 #include "quantized.h"
+#include "elementwise.h"
 #include "kiln/runtime/try.h"
 
 namespace kiln::runtime::kernels {
@@ -95,7 +96,6 @@ Status cortex_m_quantized_add_out(KernelArgs& args) {
   KILN_TRY(const Tensor* a, input_tensor_any_order(args, 0, ScalarType::kChar));
   KILN_TRY(const Tensor* b, input_tensor_any_order(args, 4, ScalarType::kChar));
   if (!same_sizes(*a, *b)) return shape_mismatch(4);
-  KILN_CHECK(same_order(*a, *b, 4));
   KILN_TRY(int64_t a_zp, ranged_int(args, 1, INT8_MIN, INT8_MAX));
   KILN_TRY(Multiplier a_m, multiplier_at(args, 2));
   KILN_TRY(int64_t b_zp, ranged_int(args, 5, INT8_MIN, INT8_MAX));
@@ -107,18 +107,25 @@ Status cortex_m_quantized_add_out(KernelArgs& args) {
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d < a->dim; ++d) sizes[d] = a->sizes[d];
   KILN_TRY(Tensor * out, int8_output(args, 13, sizes, a->dim, true));
-  KILN_CHECK(same_order(*a, *out, 13));
   const int8_t *x = s8(*a), *y = s8(*b);
   int8_t* z = s8(*out);
-  for (uint32_t i = 0; i < a->numel; ++i) {
+  const auto add = [&](int8_t p, int8_t q) {
     // |q - zp| <= 255, so the operand shifted by 20 fits int32.
-    const int32_t left =
-        requantize(static_cast<int32_t>((x[i] - a_zp) * (1 << kAddLeftShift)), a_m.multiplier, a_m.shift);
+    const int32_t left = requantize(static_cast<int32_t>((p - a_zp) * (1 << kAddLeftShift)), a_m.multiplier, a_m.shift);
     const int32_t right =
-        requantize(static_cast<int32_t>((y[i] - b_zp) * (1 << kAddLeftShift)), b_m.multiplier, b_m.shift);
+        requantize(static_cast<int32_t>((q - b_zp) * (1 << kAddLeftShift)), b_m.multiplier, b_m.shift);
     const int32_t sum = fixed::wrap32(static_cast<int64_t>(left) + right);
-    z[i] = clamp_to(requantize(sum, out_m.multiplier, out_m.shift) + out_zp, range);
+    return clamp_to(requantize(sum, out_m.multiplier, out_m.shift) + out_zp, range);
+  };
+  if (a->order == b->order && a->order == out->order) {  // the same element at the same place
+    for (uint32_t i = 0; i < a->numel; ++i) z[i] = add(x[i], y[i]);
+    return {};
   }
+  const size_t dims[2] = {a->dim, b->dim};
+  const int32_t* const operand_sizes[2] = {a->sizes, b->sizes};
+  const DimOrder orders[2] = {a->order, b->order};
+  for_each_broadcast(*out, dims, operand_sizes, orders,
+                     [&](uint32_t i, const uint32_t* at) { z[i] = add(x[at[0]], y[at[1]]); });
   return {};
 }
 

@@ -13,6 +13,7 @@ Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
     cortex_m::softmax                     arm_softmax_s8 (last dim, output scale 1/256, zero point -128)
     cortex_m::pad                         a constant pad of an int8 tensor
     cortex_m::quantized_mul               arm_elementwise_mul_s8 (numpy broadcasting)
+    cortex_m::quantized_div               ExecuTorch's: a float32 quotient, rescaled (no CMSIS-NN function)
     cortex_m::quantized_batch_matmul      arm_batch_matmul_s8 (rhs transposed: [.., N, K])
     cortex_m::quantized_transpose_conv2d  arm_transpose_conv_s8, weight OHWI, one group
     cortex_m::quantized_cat               kiln's: a concatenation requantizing each input (no CMSIS-NN function)
@@ -439,6 +440,27 @@ def quantized_mul(a, a_zp, b, b_zp, out_zp, out_mult, out_shift):
     return _finish(requantize(wrap32(product), out_mult, out_shift), out_zp, -128, 127)
 
 
+def quantized_div(a, a_zp, b, b_zp, out_zp, out_scale):
+    """round((a - a_zp) / (b - b_zp) * out_scale) + out_zp in float32 (the quotient 0 where the
+    divisor is 0; round half to even), clamped to the operands' type, int8 or int16, both of one
+    shape: ExecuTorch 1.5.1's quantized_div, whose out_scale is the input scales' ratio over the
+    output scale (a Double, used as float32)."""
+    if a.dtype != b.dtype or a.dtype not in (np.int8, np.int16) or a.shape != b.shape:
+        raise HostError(
+            f"expected two int8 or int16 tensors of one shape, got {a.dtype} {a.shape}, {b.dtype} {b.shape}"
+        )
+    info = np.iinfo(a.dtype)
+    if not all(info.min <= zp <= info.max for zp in (a_zp, b_zp, out_zp)):
+        raise HostError(f"zero points {a_zp}, {b_zp}, {out_zp} outside {a.dtype}'s range")
+    scale = np.float32(out_scale)
+    if not np.isfinite(scale):
+        raise HostError(f"output scale {out_scale} is not a finite float32")
+    x = (a.astype(np.int32) - a_zp).astype(np.float32)
+    y = (b.astype(np.int32) - b_zp).astype(np.float32)
+    quotient = np.divide(x, y, out=np.zeros_like(x), where=y != 0)
+    return np.clip(np.rint(quotient * scale) + np.float32(out_zp), info.min, info.max).astype(a.dtype)
+
+
 def quantized_batch_matmul(lhs, lhs_offset, rhs_transposed, rhs_offset, out_zp, out_mult, out_shift, scratch):
     """out[.., m, n] = requantize(sum_k (lhs[.., m, k] + lhs_offset)(rhs_transposed[.., n, k] + rhs_offset))
     + out_zp, clamped to int8 (arm_batch_matmul_s8; the offsets are negated zero points). ExecuTorch
@@ -653,6 +675,12 @@ INTEGER_KERNELS = {
                 "output_shift",
             ),
             quantized_mul,
+        ),
+        Kernel(
+            "cortex_m::quantized_div",
+            "out",
+            ("self", "self_zero_point", "other", "other_zero_point", "output_zero_point", "output_scale"),
+            quantized_div,
         ),
         Kernel(
             "cortex_m::quantized_batch_matmul",
