@@ -11,7 +11,9 @@
 //     its int8 sum (exact) plus or minus half its count, divided by the count (truncating).
 //     zero_point, multiplier, shift and scratch are ExecuTorch's and not read.
 //   cortex_m::softmax.out (input, dim, input_zero_point, output_zero_point, input_multiplier,
-//     input_shift, diff_min, out): arm_softmax_s8 along the last dim; output zero point -128.
+//     input_shift, diff_min, out): arm_softmax_s8 along the dim whose elements lie next to each
+//     other, the last, or C of a channels-last tensor (ExecuTorch's flow writes both), input and
+//     out in one order; output zero point -128.
 //   cortex_m::pad.out (input, pre_pad, post_pad, pad_value, out): four pads each side,
 //     right-aligned to the input's (1 to 4) dims (those of dims it lacks are not read); for a
 //     channels-last input, in its memory order N, H, W, C (as ExecuTorch writes them), the
@@ -252,10 +254,12 @@ void softmax_row_by_table(const int8_t* x, int8_t* y, int64_t size, Softmax f) {
 
 Status cortex_m_softmax_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 7));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   if (x->dim == 0) return unsupported(0);
-  KILN_TRY(int64_t dim, int_arg(args, 1));
-  if (dim != -1 && dim != static_cast<int64_t>(x->dim) - 1) return unsupported(1);
+  KILN_TRY(int64_t dim_arg, int_arg(args, 1));
+  KILN_TRY(const size_t dim, dim_index(dim_arg, x->dim, 1));
+  const size_t innermost = x->order == DimOrder::kChannelsLast ? 1 : x->dim - 1u;  // rows lie along it
+  if (dim != innermost) return unsupported(1);
   KILN_CHECK(int_arg(args, 2));
   KILN_CHECK(ranged_int(args, 3, kSoftmaxZeroPoint, kSoftmaxZeroPoint));
   KILN_TRY(int64_t multiplier, ranged_int(args, 4, INT32_MIN, INT32_MAX));
@@ -263,8 +267,9 @@ Status cortex_m_softmax_out(KernelArgs& args) {
   KILN_TRY(int64_t diff_min, ranged_int(args, 6, INT32_MIN, INT32_MAX));
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d < x->dim; ++d) sizes[d] = x->sizes[d];
-  KILN_TRY(Tensor * out, int8_output(args, 7, sizes, x->dim));
-  const int64_t row = x->sizes[x->dim - 1];
+  KILN_TRY(Tensor * out, int8_output(args, 7, sizes, x->dim, true));
+  KILN_CHECK(same_order(*x, *out, 7));
+  const int64_t row = x->sizes[innermost];
   if (row == 0) return {};
   const Softmax f{static_cast<int32_t>(multiplier), static_cast<int32_t>(shift), static_cast<int32_t>(diff_min)};
   for (int64_t start = 0; start < x->numel; start += row) {

@@ -235,12 +235,21 @@ def test_a_pad_whose_out_tensor_is_in_another_order_is_refused(runtime_host, tmp
     assert "kernel: unsupported arguments (a=4, b=1024)" in done.stdout, done.stdout
 
 
-def test_a_kernel_that_reads_contiguous_tensors_refuses_a_channels_last_one(runtime_host, tmp_path):
-    """cortex_m::softmax reads its rows contiguous: a channels-last input is refused, not misread."""
-    x = q8((1, 3, 4, 5))
-    args = [In(x), -1, 0, -128, 1 << 30, 20, -248]
+def test_a_softmax_of_a_channels_last_tensor_runs_along_its_channels(runtime_host, tmp_path):
+    """ExecuTorch writes cortex_m::softmax of a channels-last tensor along C (dim 1), whose values lie
+    next to each other: numpy's along dim 1 on the same values. Along W (dim -1) it is refused, naming
+    the dim, rather than misread."""
+    x = q8((2, 11, 3, 5))
+    args = [In(x), 1, 0, -128, 1 << 30, 20, -248]
+    done, data, arrays, got = run(
+        runtime_host, tmp_path, "cortex_m::softmax", args, x.shape, {"in0": NHWC, "out": NHWC}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    want = kernels.INTEGER_KERNELS["cortex_m::softmax"].run(x, 1, 0, -128, 1 << 30, 20, -248)
+    assert got.tobytes() == want.tobytes() and host.run(data, arrays)[0].tobytes() == want.tobytes()
+    args[1] = -1
     done, *_ = run(runtime_host, tmp_path, "cortex_m::softmax", args, x.shape, {"in0": NHWC, "out": NHWC})
-    assert done.returncode == 1 and "kernel: unsupported arguments (a=0, b=1024)" in done.stdout, done.stdout
+    assert done.returncode == 1 and "kernel: unsupported arguments (a=1, b=0)" in done.stdout, done.stdout
 
 
 def test_kiln_run_host_reads_and_writes_bytes_in_each_tensor_s_order(runtime_host, tmp_path):

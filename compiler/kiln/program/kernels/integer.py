@@ -10,7 +10,7 @@ Cortex-M runtime calls CMSIS-NN for these operators), so one schema serves both:
     cortex_m::quantized_depthwise_conv2d  arm_depthwise_conv_wrapper_s8, weight IHWO [1, kh, kw, C_out]
     cortex_m::quantized_add               arm_elementwise_add_s8
     cortex_m::quantized_avg_pool2d        arm_avgpool_s8 (windows clipped to the input)
-    cortex_m::softmax                     arm_softmax_s8 (last dim, output scale 1/256, zero point -128)
+    cortex_m::softmax                     arm_softmax_s8 (along a dim, output scale 1/256, zero point -128)
     cortex_m::pad                         a constant pad of an int8 tensor
     cortex_m::quantized_mul               arm_elementwise_mul_s8 (numpy broadcasting)
     cortex_m::quantized_div               ExecuTorch's: a float32 quotient, rescaled (no CMSIS-NN function)
@@ -344,12 +344,17 @@ SOFTMAX_ZERO_POINT = -128  # the output zero point arm_softmax_s8 writes (scale 
 
 
 def softmax(x, dim, input_zp, output_zp, multiplier, shift, diff_min):
-    """arm_softmax_s8 along the last dim: with d = q - max(row) >= diff_min, e = EXP_ON_NEG(MUL_SAT(d << shift,
+    """arm_softmax_s8 along `dim` (the firmware's: the last, or C of a channels-last tensor, whose
+    elements lie next to each other): with d = q - max(row) >= diff_min, e = EXP_ON_NEG(MUL_SAT(d << shift,
     multiplier)); sum = sum of DIV_POW2(e, 12) (int32, wrapping); out = DIV_POW2(MUL_SAT(ONE_OVER1((sum << clz(sum))
     - 2^31), e), 35 - clz(sum)) - 128, clamped; -128 where d < diff_min."""
     _check_int8(x)
-    if x.ndim == 0 or dim not in (-1, x.ndim - 1) or output_zp != SOFTMAX_ZERO_POINT or not 0 <= shift <= 30:
+    if x.ndim == 0 or not -x.ndim <= dim < x.ndim or output_zp != SOFTMAX_ZERO_POINT or not 0 <= shift <= 30:
         raise HostError(f"softmax: dim {dim} of {x.shape}, output zero point {output_zp}, shift {shift}")
+    if dim % x.ndim != x.ndim - 1:
+        return np.moveaxis(
+            softmax(np.moveaxis(x, dim, -1), -1, input_zp, output_zp, multiplier, shift, diff_min), -1, dim
+        )
     q = x.astype(np.int64)
     diff = q - q.max(axis=-1, keepdims=True)
     valid = diff >= diff_min
