@@ -93,6 +93,36 @@ Result<Tensor*> int8_output(const KernelArgs& args, size_t n, const int64_t* siz
   return out;
 }
 
+namespace {
+
+struct AddParams {
+  int64_t a_zp, b_zp, out_zp;
+  Multiplier a, b, out;
+  int32_t range[2];
+};
+
+// quantized_add of operands (one shape) and out in different DimOrders, through the broadcast
+// walk; kept out of the kernel so that its loop over tensors of one order compiles as alone.
+__attribute__((noinline, cold)) Status add_in_their_orders(const Tensor& a, const Tensor& b, Tensor& out,
+                                                           const AddParams& q) {
+  const int8_t *x = s8(a), *y = s8(b);
+  int8_t* z = s8(out);
+  const size_t dims[2] = {a.dim, b.dim};
+  const int32_t* const sizes[2] = {a.sizes, b.sizes};
+  const DimOrder orders[2] = {a.order, b.order};
+  for_each_broadcast(out, dims, sizes, orders, [&](uint32_t i, const uint32_t* at) {
+    const int32_t left =
+        requantize(static_cast<int32_t>((x[at[0]] - q.a_zp) * (1 << kAddLeftShift)), q.a.multiplier, q.a.shift);
+    const int32_t right =
+        requantize(static_cast<int32_t>((y[at[1]] - q.b_zp) * (1 << kAddLeftShift)), q.b.multiplier, q.b.shift);
+    const int32_t sum = fixed::wrap32(static_cast<int64_t>(left) + right);
+    z[i] = clamp_to(requantize(sum, q.out.multiplier, q.out.shift) + q.out_zp, q.range);
+  });
+  return {};
+}
+
+}  // namespace
+
 Status cortex_m_quantized_add_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 13));
   KILN_TRY(const Tensor* a, input_tensor_any_order(args, 0, ScalarType::kChar));
@@ -109,25 +139,20 @@ Status cortex_m_quantized_add_out(KernelArgs& args) {
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d < a->dim; ++d) sizes[d] = a->sizes[d];
   KILN_TRY(Tensor * out, int8_output(args, 13, sizes, a->dim, true));
+  if (a->order != b->order || a->order != out->order) {
+    return add_in_their_orders(*a, *b, *out, AddParams{a_zp, b_zp, out_zp, a_m, b_m, out_m, {range[0], range[1]}});
+  }
   const int8_t *x = s8(*a), *y = s8(*b);
   int8_t* z = s8(*out);
-  const auto add = [&](int8_t p, int8_t q) {
+  for (uint32_t i = 0; i < a->numel; ++i) {
     // |q - zp| <= 255, so the operand shifted by 20 fits int32.
-    const int32_t left = requantize(static_cast<int32_t>((p - a_zp) * (1 << kAddLeftShift)), a_m.multiplier, a_m.shift);
+    const int32_t left =
+        requantize(static_cast<int32_t>((x[i] - a_zp) * (1 << kAddLeftShift)), a_m.multiplier, a_m.shift);
     const int32_t right =
-        requantize(static_cast<int32_t>((q - b_zp) * (1 << kAddLeftShift)), b_m.multiplier, b_m.shift);
+        requantize(static_cast<int32_t>((y[i] - b_zp) * (1 << kAddLeftShift)), b_m.multiplier, b_m.shift);
     const int32_t sum = fixed::wrap32(static_cast<int64_t>(left) + right);
-    return clamp_to(requantize(sum, out_m.multiplier, out_m.shift) + out_zp, range);
-  };
-  if (a->order == b->order && a->order == out->order) {  // the same element at the same place
-    for (uint32_t i = 0; i < a->numel; ++i) z[i] = add(x[i], y[i]);
-    return {};
+    z[i] = clamp_to(requantize(sum, out_m.multiplier, out_m.shift) + out_zp, range);
   }
-  const size_t dims[2] = {a->dim, b->dim};
-  const int32_t* const operand_sizes[2] = {a->sizes, b->sizes};
-  const DimOrder orders[2] = {a->order, b->order};
-  for_each_broadcast(*out, dims, operand_sizes, orders,
-                     [&](uint32_t i, const uint32_t* at) { z[i] = add(x[at[0]], y[at[1]]); });
   return {};
 }
 
