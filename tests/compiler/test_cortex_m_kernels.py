@@ -18,6 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from kiln.program import kernels
 from kiln.program.kernels import integer as I
 from tests.compiler.test_pte import ET_PYTHON, ROOT, needs_executorch
 
@@ -248,6 +249,23 @@ def mul_case(a_shape, b_shape, s1, zp1, s2, zp2, s_out, zp_out):
     return Quantized("quantized_mul", args, reference, et_covers=a_shape == b_shape, planned=(0, 2))
 
 
+def div_case(shape, s1, zp1, s2, zp2, s_out, zp_out, dtype=np.int8):
+    info = np.iinfo(dtype)
+    a = RNG.integers(info.min, info.max + 1, shape).astype(dtype)
+    b = RNG.integers(info.min, info.max + 1, shape).astype(dtype)
+    b[b == zp2] = zp2 + 1  # no zero divisor: PT2E's quotient would be infinite
+    b.flat[0] = zp2  # but one, whose quotient the kernel takes as 0
+    args = [a, zp1, b, zp2, zp_out, s1 / (s2 * s_out)]
+
+    def reference():
+        real = dequantized(a, s1, zp1) / dequantized(b, s2, zp2)
+        q = quantize(real.numpy(), s_out, zp_out, info.min, info.max)
+        q.flat[0] = np.clip(zp_out, info.min, info.max)  # the kernel's 0 for a zero divisor
+        return q
+
+    return Quantized("quantized_div", args, reference, planned=(0, 2))
+
+
 def bmm_case(batch, m, k, n, s1, zp1, s2, zp2, s_out, zp_out):
     lhs, rhs = q8((*batch, m, k)), q8((*batch, k, n))
     mult, shift = I.quantize_multiplier(s1 * s2 / s_out)
@@ -397,6 +415,9 @@ CASES = {
     "mul": mul_case((1, 8, 5, 5), (1, 8, 5, 5), 0.05, -4, 0.07, 9, 0.02, 1),
     "mul_broadcast": mul_case((2, 19, 3), (19, 1), 0.013, 127, 0.5, -128, 0.4, -20),
     "mul_extreme": mul_case((37,), (37,), 1.0e-3, 60, 3.0, -60, 2.5e-4, 127),
+    "div": div_case((1, 8, 5, 5), 0.05, -4, 0.07, 9, 0.02, 1),
+    "div_fine": div_case((3, 17), 0.013, 127, 0.5, -128, 0.004, -20),
+    "div_s16": div_case((2, 3, 7), 1.0e-3, 100, 2.0e-3, -300, 5.0e-4, 7, np.int16),
     "bmm": bmm_case((2,), 7, 19, 5, 0.05, -3, 0.04, 11, 0.3, 2),
     "bmm_heads": bmm_case((1, 3), 9, 33, 17, 0.02, 127, 0.03, -128, 0.5, -7),
     "bmm_matrix": bmm_case((), 4, 64, 6, 0.1, 0, 0.1, 0, 2.0, 0),
@@ -549,3 +570,39 @@ def test_quantize_multiplier_by_hand():
     assert I.quantize_multiplier(0.75) == (3 * 2**29, 0)
     assert I.quantize_multiplier(3.0) == (3 * 2**29, 2)
     assert I.quantize_multiplier(1 - 2**-40) == (2**30, 1)  # the mantissa rounds up to 1
+
+
+# ExecuTorch 1.5.1's operators only its explicit-layout flow (aot_arm_compiler
+# --cortex-m-explicit-layout, experimental) writes: tensors sized N, H, W, C. kiln has none.
+EXPLICIT_LAYOUT_ONLY = {
+    f"cortex_m::{name}_nhwc"
+    for name in (
+        "quantized_conv2d",
+        "quantized_depthwise_conv2d",
+        "quantized_transpose_conv2d",
+        "quantized_avg_pool2d",
+        "quantized_max_pool2d",
+    )
+}
+
+
+@needs_executorch
+def test_every_executorch_operator_has_a_kernel_with_its_schema():
+    """Each out variant in ExecuTorch's operators.yaml (its Cortex-M runtime's schemas), but those
+    of its explicit-layout flow, is a kernel of kiln's runtime with the same arguments in order."""
+    (yaml_path,) = (ROOT / ".venv-executorch" / "lib").glob(
+        "python3*/site-packages/executorch/backends/cortex_m/ops/operators.yaml"
+    )
+    schemas = {}
+    for line in yaml_path.read_text().splitlines():
+        if line.startswith("- func: "):
+            name, _, rest = line.removeprefix("- func: ").partition(".out(")
+            before_out = rest.split(", *,")[0]
+            schemas[name] = [argument.strip().split(" ")[-1] for argument in before_out.split(",")]
+    assert EXPLICIT_LAYOUT_ONLY < set(schemas)
+    ours = {
+        name: list(kernel.schema_args) for (name, overload), kernel in kernels.by_name().items() if overload == "out"
+    }
+    assert {name: ours.get(name) for name in set(schemas) - EXPLICIT_LAYOUT_ONLY} == {
+        name: schemas[name] for name in set(schemas) - EXPLICIT_LAYOUT_ONLY
+    }

@@ -1,8 +1,10 @@
-"""ExecuTorch 1.5.1's Cortex-M programs on kiln: ds_cnn and resnet8 of kiln's zoo through
-ExecuTorch's own flow for cortex-m55 (scripts/make_executorch_cortex_m_fixtures.sh: every
-compute op an ExecuTorch cortex_m:: operator, activations channels-last, scratch buffers and
-views planned in memory), each a bundle of the zoo's example input and the output of
-ExecuTorch's quantized reference model (PT2E, in PyTorch).
+"""ExecuTorch 1.5.1's Cortex-M programs on kiln: ds_cnn and resnet8 of kiln's zoo, and
+tests/fixtures/executorch/ops.py (one small model whose program holds the 18 cortex_m::
+operators of ExecuTorch's default flow, tensors of one op in different dim orders), through ExecuTorch's own flow
+for cortex-m55 (scripts/make_executorch_cortex_m_fixtures.sh: every compute op an ExecuTorch
+cortex_m:: operator, activations channels-last, scratch buffers and views planned in memory),
+each a bundle of the model's example input and the output of ExecuTorch's quantized reference
+model (PT2E, in PyTorch).
 
 kiln's loader binds them, and `kiln run-host` and kiln's runner on cortex-m55 (the virtual
 platform) give the bundle's expected outputs within the output steps below: the integer
@@ -37,8 +39,41 @@ pytestmark = [pytest.mark.fvp, pytest.mark.executorch, needs_executorch]
 
 # Output steps (the scale of the program's dequantized output) between kiln's integer results
 # and the bundle's PT2E outputs, as seen (kiln rounds each requantization once: CMSIS-NN's
-# double rounding left ds_cnn 1 step off).
-STEPS = {"ds_cnn": 0, "resnet8": 2}
+# double rounding left ds_cnn 1 step off); ops' output, its softmax's requantized, is the bundle's.
+STEPS = {"ds_cnn": 0, "resnet8": 2, "ops": 0}
+# What ops' program holds: every cortex_m operator of ExecuTorch's default flow, and the ops it
+# leaves to ExecuTorch's portable kernels (a permute of int8 values, a copy into another dim
+# order; between a dequantize and a quantize the float add of a constant and a softmax along the
+# channels of a channels-last tensor).
+OPS_OPERATORS = {
+    *(
+        f"cortex_m::{name}"
+        for name in (
+            "quantize_per_tensor",
+            "dequantize_per_tensor",
+            "quantized_conv2d",
+            "quantized_depthwise_conv2d",
+            "quantized_transpose_conv2d",
+            "quantized_activation",
+            "maximum",
+            "minimum",
+            "quantized_add",
+            "quantized_mul",
+            "quantized_div",
+            "quantized_max_pool2d",
+            "pad",
+            "quantized_avg_pool2d",
+            "quantized_linear",
+            "transpose",
+            "quantized_batch_matmul",
+            "softmax",
+        )
+    ),
+    "aten::permute_copy",
+    "dim_order_ops::_clone_dim_order",
+    "aten::add",
+    "aten::_softmax",
+}
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +101,25 @@ def output_step(program: bytes) -> float:
     return scale.value
 
 
+def orders(plan, instruction) -> set:
+    """The layouts (kiln.pte.dim_order) of an instruction's 4-D tensors."""
+    tensors = [plan.values[a] for a in instruction.args if isinstance(plan.values[a], Tensor)]
+    return {dim_order.layout(t.sizes, t.dim_order) for t in tensors if len(t.sizes) == 4}
+
+
 @pytest.mark.parametrize("model", STEPS)
 def test_the_program_is_executorch_s_cortex_m_program(bundles, model):
-    """What the fixture holds: ExecuTorch's cortex_m operators only, channels-last activations."""
+    """What the fixture holds: ExecuTorch's cortex_m operators (ops': OPS_OPERATORS, some called
+    with a channels-last and a contiguous tensor), channels-last activations."""
     plan = deserialize(deserialize_bundle(bundle_path(bundles, model).read_bytes()).program).forward()
-    assert {o.name.split("::")[0] for o in plan.operators} == {"cortex_m"}
-    assert {"cortex_m::quantized_conv2d", "cortex_m::quantized_avg_pool2d", "cortex_m::quantized_linear"} <= {
-        o.name for o in plan.operators
-    }
+    names = {o.name for o in plan.operators}
+    if model == "ops":
+        assert names == OPS_OPERATORS
+        mixed = {plan.operators[i.op_index].name for i in plan.chains[0].instructions if len(orders(plan, i)) == 2}
+        assert {"cortex_m::quantized_mul", "cortex_m::maximum", "cortex_m::minimum", "aten::_softmax"} <= mixed
+    else:
+        assert {o.name.split("::")[0] for o in plan.operators} == {"cortex_m"}
+        assert {"cortex_m::quantized_conv2d", "cortex_m::quantized_avg_pool2d", "cortex_m::quantized_linear"} <= names
     layouts = [dim_order.layout(v.sizes, v.dim_order) for v in plan.values if isinstance(v, Tensor)]
     assert dim_order.CHANNELS_LAST in layouts and None not in layouts
 

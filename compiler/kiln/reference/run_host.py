@@ -70,9 +70,10 @@ KERNEL_MEMORY_FACTOR = 4
 # Element operations (_call_work) one run's kernel calls may take, 75 times what a CPU-only
 # resnet8 takes (2.8e7, 0.13 s); work beyond it is a HostError before the call that would pass it.
 HOST_WORK_BUDGET = 1 << 31
-# The argument through which ExecuTorch's Cortex-M flow hands a kernel working memory (planned,
-# written by no instruction); kiln's kernels take it and do not read it.
-SCRATCH = "scratch"
+# The arguments through which ExecuTorch's Cortex-M flow hands a kernel working memory (planned,
+# written by no instruction; a transposed convolution takes two); kiln's kernels take them and do
+# not read them.
+SCRATCH = ("scratch", "output_scratch")
 MATRIX_PRODUCTS = (
     "aten::mm",
     "aten::bmm",
@@ -308,7 +309,7 @@ def _kernel_call(
     args, outs = instruction.args[: -1 - n], instruction.args[-1 - n : -1]
     out_types = [_dtype(_tensor_value(plan, out, f"{at}'s out argument")) for out in outs]
     for name, a in zip(kernel.schema_args, args):
-        if name == SCRATCH and a not in slots and isinstance(plan.values[a], Tensor):
+        if name in SCRATCH and a not in slots and isinstance(plan.values[a], Tensor):
             slots[a] = np.zeros(plan.values[a].sizes, _dtype(plan.values[a]))  # its contents are never read
         if a not in slots:
             _read_in_place(plan, slots, places, a)

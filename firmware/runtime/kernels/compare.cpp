@@ -22,12 +22,13 @@ Status where_typed(KernelArgs& args) {
   KILN_TRY(Operand<uint8_t> cond, operand<uint8_t>(args, 0));
   KILN_TRY(Operand<T> a, operand<T>(args, 1));
   KILN_TRY(Operand<T> b, operand<T>(args, 2));
-  KILN_TRY(Tensor * out, output_tensor(args, 3, scalar_type_of<T>()));
+  KILN_TRY(Tensor * out, output_tensor_any_order(args, 3, scalar_type_of<T>()));
   const size_t dims[3] = {cond.dim, a.dim, b.dim};
   const int32_t* const sizes[3] = {cond.sizes, a.sizes, b.sizes};
+  const DimOrder orders[3] = {cond.order, a.order, b.order};
   KILN_CHECK(check_broadcast(*out, 3, dims, sizes, 3));
   T* y = elements<T>(*out);
-  for_each_broadcast(*out, dims, sizes,
+  for_each_broadcast(*out, dims, sizes, orders,
                      [&](uint32_t i, const uint32_t* at) { y[i] = cond.at(at[0]) != 0 ? a.at(at[1]) : b.at(at[2]); });
   return {};
 }

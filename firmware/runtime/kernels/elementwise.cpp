@@ -51,13 +51,23 @@ Status check_broadcast(const Tensor& out, size_t position, const size_t* dims, c
   return {};
 }
 
-void broadcast_strides(const Tensor& out, size_t dim, const int32_t* sizes, uint32_t* strides) {
-  uint32_t stride = 1;
-  size_t lead = out.dim - dim;
-  for (size_t d = out.dim; d-- > 0;) {
-    int32_t size = d < lead ? 1 : sizes[d - lead];
-    strides[d] = (size == 1 && out.sizes[d] != 1) ? 0 : stride;
-    stride *= static_cast<uint32_t>(size);
+void broadcast_strides(const Tensor& out, size_t dim, const int32_t* sizes, DimOrder order, uint32_t* strides) {
+  // The operand's own steps in memory: row-major, or N, H, W, C for a channels-last one.
+  uint32_t own[kMaxDims];
+  if (order == DimOrder::kChannelsLast && dim == 4) {
+    const auto c = static_cast<uint32_t>(sizes[1]), w = static_cast<uint32_t>(sizes[3]);
+    own[0] = c * w * static_cast<uint32_t>(sizes[2]), own[1] = 1, own[2] = w * c, own[3] = c;
+  } else {
+    uint32_t stride = 1;
+    for (size_t d = dim; d-- > 0;) {
+      own[d] = stride;
+      stride *= static_cast<uint32_t>(sizes[d]);
+    }
+  }
+  const size_t lead = out.dim - dim;
+  for (size_t d = 0; d < out.dim; ++d) {
+    const int32_t size = d < lead ? 1 : sizes[d - lead];
+    strides[d] = (size == 1 && out.sizes[d] != 1) || d < lead ? 0 : own[d - lead];
   }
 }
 

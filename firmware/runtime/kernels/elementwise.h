@@ -136,13 +136,14 @@ inline float clamp_nan(float x, float lo, float hi) {
 // A String argument (points into the .pte).
 Result<StringView> string_arg(const KernelArgs& args, size_t i);
 
-// One operand of a broadcasting op: a tensor (data, dim, sizes) or a number (dim 0).
+// One operand of a broadcasting op: a tensor (data, dim, sizes, order) or a number (dim 0).
 template <typename T>
 struct Operand {
   const T* data;
   T scalar;
   size_t dim;
   const int32_t* sizes;
+  DimOrder order;
   T at(uint32_t offset) const { return data ? data[offset] : scalar; }
 };
 
@@ -152,16 +153,17 @@ Result<Operand<T>> operand(const KernelArgs& args, size_t i) {
   if (v.kind == ValueKind::kDouble || v.kind == ValueKind::kInt) {
     if constexpr (std::is_same_v<T, float>) {
       KILN_TRY(double d, number_arg(args, i));
-      return Operand<T>{nullptr, static_cast<float>(d), 0, nullptr};
+      return Operand<T>{nullptr, static_cast<float>(d), 0, nullptr, DimOrder::kContiguous};
     } else if constexpr (std::is_same_v<T, uint8_t>) {
       return bad_argument(i, static_cast<uint32_t>(v.kind));
     } else {
       if (v.kind != ValueKind::kInt) return unsupported(i, static_cast<uint32_t>(v.kind));
-      return Operand<T>{nullptr, wrap<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(v.i))), 0, nullptr};
+      return Operand<T>{nullptr, wrap<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(v.i))), 0, nullptr,
+                        DimOrder::kContiguous};
     }
   }
-  KILN_TRY(const Tensor* t, input_tensor(args, i, scalar_type_of<T>()));
-  return Operand<T>{elements<T>(*t), T{}, t->dim, t->sizes};
+  KILN_TRY(const Tensor* t, input_tensor_any_order(args, i, scalar_type_of<T>()));
+  return Operand<T>{elements<T>(*t), T{}, t->dim, t->sizes, t->order};
 }
 
 // The scalar type of the first tensor among arguments i and j (a number takes it).
@@ -171,42 +173,48 @@ Result<ScalarType> tensor_type(const KernelArgs& args, size_t i, size_t j);
 // from some operand (or are 1). `position` names out in errors.
 Status check_broadcast(const Tensor& out, size_t position, const size_t* dims, const int32_t* const* sizes, size_t n);
 
-// Element offsets of operand k along out's dims: 0 where it broadcasts.
-void broadcast_strides(const Tensor& out, size_t dim, const int32_t* sizes, uint32_t* strides);
+// Element offsets in memory of an operand (dim, sizes, laid out in `order`: a channels-last one
+// has 4 dims) along out's dims: 0 where it broadcasts.
+void broadcast_strides(const Tensor& out, size_t dim, const int32_t* sizes, DimOrder order, uint32_t* strides);
 
-// Calls f(i, offsets) for each element i of `out` in row-major order, offsets[k] the element
-// of operand k that broadcasts to it. Shapes must have passed check_broadcast.
+// Calls f(i, offsets) for each element of `out` in row-major order of its sizes, i its offset in
+// out's memory (its DimOrder), offsets[k] that of the element of operand k (dims[k], sizes[k],
+// orders[k]) that broadcasts to it. Shapes must have passed check_broadcast.
 template <size_t N, typename F>
-void for_each_broadcast(const Tensor& out, const size_t (&dims)[N], const int32_t* const (&sizes)[N], F f) {
-  uint32_t strides[N][kMaxDims];
-  for (size_t k = 0; k < N; ++k) broadcast_strides(out, dims[k], sizes[k], strides[k]);
-  Walk<N> walk;
+void for_each_broadcast(const Tensor& out, const size_t (&dims)[N], const int32_t* const (&sizes)[N],
+                        const DimOrder (&orders)[N], F f) {
+  uint32_t strides[N + 1][kMaxDims];
+  for (size_t k = 0; k < N; ++k) broadcast_strides(out, dims[k], sizes[k], orders[k], strides[k]);
+  broadcast_strides(out, out.dim, out.sizes, out.order, strides[N]);
+  Walk<N + 1> walk;
   for (size_t d = 0; d < out.dim; ++d) {
-    uint32_t along[N];
-    for (size_t k = 0; k < N; ++k) along[k] = strides[k][d];
+    uint32_t along[N + 1];
+    for (size_t k = 0; k <= N; ++k) along[k] = strides[k][d];
     walk.add(static_cast<uint32_t>(out.sizes[d]), along);
   }
   uint32_t offsets[N];
   for (uint32_t i = 0; i < out.numel; ++i) {
     for (size_t k = 0; k < N; ++k) offsets[k] = walk.offset(k);
-    f(i, offsets);
+    f(walk.offset(N), offsets);
     walk.next();
   }
 }
 
 // out = f(a, b) with broadcasting: a at argument 0, b at 1 (tensors of T or numbers), out of
-// R at position `arity`.
+// R at position `arity`; each tensor in its own DimOrder.
 template <typename T, typename R, typename F>
 Status binary(KernelArgs& args, size_t arity, F f) {
   KILN_CHECK(expect_arity(args, arity));
   KILN_TRY(Operand<T> a, operand<T>(args, 0));
   KILN_TRY(Operand<T> b, operand<T>(args, 1));
-  KILN_TRY(Tensor * out, output_tensor(args, arity, scalar_type_of<R>()));
+  KILN_TRY(Tensor * out, output_tensor_any_order(args, arity, scalar_type_of<R>()));
   const size_t dims[2] = {a.dim, b.dim};
   const int32_t* const sizes[2] = {a.sizes, b.sizes};
+  const DimOrder orders[2] = {a.order, b.order};
   KILN_CHECK(check_broadcast(*out, arity, dims, sizes, 2));
   R* y = elements<R>(*out);
-  for_each_broadcast(*out, dims, sizes, [&](uint32_t i, const uint32_t* at) { y[i] = f(a.at(at[0]), b.at(at[1])); });
+  for_each_broadcast(*out, dims, sizes, orders,
+                     [&](uint32_t i, const uint32_t* at) { y[i] = f(a.at(at[0]), b.at(at[1])); });
   return {};
 }
 

@@ -11,7 +11,10 @@
 //       aten::replication_pad{1,2,3}d.out, aten::_pad_circular.out (self, pad, out): pads
 //       from the last dim backwards; the copying modes pad a tensor with one or two more dims
 //   aten::upsample_nearest2d.vec_out (input, output_size, scale_factors, out), NCHW
-// Each is a gather (movement.h) except cat, which copies runs of bytes.
+//   dim_order_ops::_clone_dim_order.out (self, non_blocking, dim_order, out): a copy of self
+//       into out's DimOrder; dim_order None or out's (ExecuTorch's)
+// Each is a gather (movement.h), reading and writing each tensor in its own DimOrder, except
+// cat, which copies runs of bytes of contiguous tensors.
 #include <cmath>
 #include <cstring>
 
@@ -47,13 +50,20 @@ int64_t source(const Axis& a, int64_t o) {
   return -2;
 }
 
+// out_steps: the element steps in out's memory of its dims (nullptr: contiguous, element e of
+// the walk at e).
 template <size_t N>
 Status gather_n(const Tensor& in, Tensor& out, const Axis* axes, size_t dim, int64_t base, const void* fill,
-                size_t position) {
+                const int64_t* out_steps, size_t position) {
   const auto* src = static_cast<const uint8_t*>(in.data);
   auto* dst = static_cast<uint8_t*>(out.data);
   int64_t coords[kMaxDims] = {};
-  for (uint32_t e = 0; e < out.numel; ++e) {
+  for (uint32_t walked = 0; walked < out.numel; ++walked) {
+    int64_t e = walked;
+    if (out_steps != nullptr) {
+      e = 0;
+      for (size_t d = 0; d < dim; ++d) e += coords[d] * out_steps[d];
+    }
     int64_t offset = base;
     bool filled = false;
     for (size_t d = 0; d < dim; ++d) {
@@ -66,10 +76,10 @@ Status gather_n(const Tensor& in, Tensor& out, const Axis* axes, size_t dim, int
       offset += c * axes[d].stride;
     }
     if (filled) {
-      std::memcpy(dst + size_t{e} * N, fill, N);
+      std::memcpy(dst + static_cast<size_t>(e) * N, fill, N);
     } else {
       if (offset < 0 || offset >= static_cast<int64_t>(in.numel)) return bad_argument(position, 0x400);
-      std::memcpy(dst + size_t{e} * N, src + static_cast<size_t>(offset) * N, N);
+      std::memcpy(dst + static_cast<size_t>(e) * N, src + static_cast<size_t>(offset) * N, N);
     }
     for (size_t d = dim; d-- > 0;) {
       if (++coords[d] < axes[d].size) break;
@@ -91,9 +101,10 @@ struct Copy {
 Result<Copy> start_copy(KernelArgs& args, size_t n) {
   KILN_CHECK(expect_arity(args, n));
   Copy c;
-  KILN_TRY(c.in, any_tensor(args, 0));
-  KILN_TRY(c.out, output_like(args, n, *c.in));
-  KILN_CHECK(contiguous_strides(*c.in, c.strides, 0));
+  if (args[0].kind != ValueKind::kTensor) return bad_argument(0, static_cast<uint32_t>(args[0].kind));
+  KILN_TRY(c.in, input_tensor_any_order(args, 0, args[0].t.type));
+  KILN_TRY(c.out, output_tensor_any_order(args, n, c.in->type));
+  KILN_CHECK(memory_strides(*c.in, c.strides, 0));
   for (size_t d = 0; d < c.in->dim; ++d) c.axes[d] = identity_axis(*c.in, c.strides, d);
   return c;
 }
@@ -207,6 +218,12 @@ Status contiguous_strides(const Tensor& t, int64_t* strides, size_t position) {
   return {};
 }
 
+Status memory_strides(const Tensor& t, int64_t* strides, size_t position) {
+  KILN_CHECK(contiguous_strides(t, strides, position));
+  if (t.order == DimOrder::kChannelsLast && t.numel != 0) nchw_steps(t, strides);  // 4-D
+  return {};
+}
+
 Axis identity_axis(const Tensor& in, const int64_t* strides, size_t d) {
   Axis a;
   a.size = a.extent = in.sizes[d];
@@ -225,11 +242,18 @@ Status expect_axes(const Tensor& out, const Axis* axes, size_t dim, size_t posit
 Status gather(const Tensor& in, Tensor& out, const Axis* axes, size_t dim, int64_t base, const void* fill,
               size_t position) {
   if (out.type != in.type || dim > kMaxDims) return bad_argument(position);
+  int64_t steps[kMaxDims];
+  const int64_t* out_steps = nullptr;
+  if (out.order != DimOrder::kContiguous) {
+    if (out.dim != dim) return bad_argument(position);
+    KILN_CHECK(memory_strides(out, steps, position));
+    out_steps = steps;
+  }
   switch (element_size(static_cast<int8_t>(in.type))) {
-    case 1: return gather_n<1>(in, out, axes, dim, base, fill, position);
-    case 2: return gather_n<2>(in, out, axes, dim, base, fill, position);
-    case 4: return gather_n<4>(in, out, axes, dim, base, fill, position);
-    case 8: return gather_n<8>(in, out, axes, dim, base, fill, position);
+    case 1: return gather_n<1>(in, out, axes, dim, base, fill, out_steps, position);
+    case 2: return gather_n<2>(in, out, axes, dim, base, fill, out_steps, position);
+    case 4: return gather_n<4>(in, out, axes, dim, base, fill, out_steps, position);
+    case 8: return gather_n<8>(in, out, axes, dim, base, fill, out_steps, position);
     default: return unsupported(position, static_cast<uint32_t>(in.type));
   }
 }
@@ -285,6 +309,25 @@ Status permute_copy_out(KernelArgs& args) {
     axes[d] = c.axes[source_dim];
   }
   return finish_copy(c, axes, count, 0, nullptr, 2);
+}
+
+Status dim_order_ops_clone_dim_order_out(KernelArgs& args) {
+  KILN_TRY(Copy c, start_copy(args, 3));
+  KILN_CHECK(bool_arg(args, 1));  // non_blocking: no effect on the values
+  if (!is_null(args, 2)) {
+    int64_t order[kMaxDims];
+    size_t count = 0;
+    KILN_CHECK(int_list_arg(args, 2, order, kMaxDims, &count));
+    if (count != c.out->dim) return shape_mismatch(2, static_cast<uint32_t>(count));
+    uint8_t bytes[kMaxDims];
+    for (size_t d = 0; d < count; ++d) {
+      if (order[d] < 0 || order[d] >= static_cast<int64_t>(count)) return bad_argument(2, static_cast<uint32_t>(d));
+      bytes[d] = static_cast<uint8_t>(order[d]);
+    }
+    DimOrder named;
+    if (!dim_order_of(c.out->sizes, bytes, count, &named) || named != c.out->order) return unsupported(2);
+  }
+  return finish_copy(c, c.axes, c.in->dim, 0, nullptr, 3);
 }
 
 Status expand_copy_out(KernelArgs& args) {

@@ -32,6 +32,10 @@ Status max_pool2d(KernelArgs& args, size_t arity, const int32_t* range);
 // kKernelUnsupported (a = position) if a product passes int64 (it cannot while numel > 0).
 Status contiguous_strides(const Tensor& t, int64_t* strides, size_t position);
 
+// The element steps in `t`'s memory of its dims, by its DimOrder: contiguous_strides, or for a
+// channels-last tensor (4-D) those of N, C, H, W in memory laid out N, H, W, C.
+Status memory_strides(const Tensor& t, int64_t* strides, size_t position);
+
 enum class Map : uint8_t {
   kAffine,     // first + step * o
   kConstant,   // o - before when inside [0, extent), else the fill value
@@ -55,7 +59,8 @@ struct Axis {
 Axis identity_axis(const Tensor& in, const int64_t* strides, size_t d);
 
 // Copies per the axes (dim of them, matching out's sizes, checked); `fill` is one element
-// of out's type (nullptr when no axis is kConstant).
+// of out's type (nullptr when no axis is kConstant). Each axis's stride steps in the input's
+// memory; out is written in its own DimOrder.
 Status gather(const Tensor& in, Tensor& out, const Axis* axes, size_t dim, int64_t base, const void* fill,
               size_t position);
 

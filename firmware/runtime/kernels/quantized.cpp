@@ -2,8 +2,8 @@
 // (ExecuTorch's schemas, CMSIS-NN's arithmetic; fixed_point.h):
 //   cortex_m::quantized_add.out (self, self_zero_point, self_multiplier, self_shift, other,
 //     other_zero_point, other_multiplier, other_shift, output_zero_point, output_multiplier,
-//     output_shift, activation_min, activation_max, out): operands of one shape and DimOrder
-//     (the out tensor's too);
+//     output_shift, activation_min, activation_max, out): operands of one shape, each tensor in
+//     its own DimOrder (ExecuTorch's Cortex-M flow mixes them);
 //     requantize(requantize((a - zp_a) << 20, ..) + requantize((b - zp_b) << 20, ..), ..) + zp_out.
 //   cortex_m::quantized_avg_pool2d.out (input, kernel_size, stride, padding, ceil_mode,
 //     zero_point, multiplier, shift, scratch, out): NCHW, each in either DimOrder; each
@@ -12,12 +12,15 @@
 //     to even as PT2E's float average quantized (arm_avgpool_s8 rounds the raw values' average
 //     halves away from zero). multiplier, shift and scratch are ExecuTorch's and not read.
 //   cortex_m::softmax.out (input, dim, input_zero_point, output_zero_point, input_multiplier,
-//     input_shift, diff_min, out): arm_softmax_s8 along the last dim; output zero point -128.
+//     input_shift, diff_min, out): arm_softmax_s8 along the dim whose elements lie next to each
+//     other, the last, or C of a channels-last tensor (ExecuTorch's flow writes both), input and
+//     out in one order; output zero point -128.
 //   cortex_m::pad.out (input, pre_pad, post_pad, pad_value, out): four pads each side,
 //     right-aligned to the input's (1 to 4) dims (those of dims it lacks are not read); for a
 //     channels-last input, in its memory order N, H, W, C (as ExecuTorch writes them), the
 //     out tensor channels-last too.
 #include "quantized.h"
+#include "elementwise.h"
 #include "kiln/runtime/try.h"
 
 namespace kiln::runtime::kernels {
@@ -96,12 +99,41 @@ Result<Tensor*> int8_output(const KernelArgs& args, size_t n, const int64_t* siz
   return out;
 }
 
+namespace {
+
+struct AddParams {
+  int64_t a_zp, b_zp, out_zp;
+  Multiplier a, b, out;
+  int32_t range[2];
+};
+
+// quantized_add of operands (one shape) and out in different DimOrders, through the broadcast
+// walk; kept out of the kernel so that its loop over tensors of one order compiles as alone.
+__attribute__((noinline, cold)) Status add_in_their_orders(const Tensor& a, const Tensor& b, Tensor& out,
+                                                           const AddParams& q) {
+  const int8_t *x = s8(a), *y = s8(b);
+  int8_t* z = s8(out);
+  const size_t dims[2] = {a.dim, b.dim};
+  const int32_t* const sizes[2] = {a.sizes, b.sizes};
+  const DimOrder orders[2] = {a.order, b.order};
+  for_each_broadcast(out, dims, sizes, orders, [&](uint32_t i, const uint32_t* at) {
+    const int32_t left =
+        requantize(static_cast<int32_t>((x[at[0]] - q.a_zp) * (1 << kAddLeftShift)), q.a.multiplier, q.a.shift);
+    const int32_t right =
+        requantize(static_cast<int32_t>((y[at[1]] - q.b_zp) * (1 << kAddLeftShift)), q.b.multiplier, q.b.shift);
+    const int32_t sum = fixed::wrap32(static_cast<int64_t>(left) + right);
+    z[i] = clamp_to(requantize(sum, q.out.multiplier, q.out.shift) + q.out_zp, q.range);
+  });
+  return {};
+}
+
+}  // namespace
+
 Status cortex_m_quantized_add_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 13));
   KILN_TRY(const Tensor* a, input_tensor_any_order(args, 0, ScalarType::kChar));
   KILN_TRY(const Tensor* b, input_tensor_any_order(args, 4, ScalarType::kChar));
   if (!same_sizes(*a, *b)) return shape_mismatch(4);
-  KILN_CHECK(same_order(*a, *b, 4));
   KILN_TRY(int64_t a_zp, ranged_int(args, 1, INT8_MIN, INT8_MAX));
   KILN_TRY(Multiplier a_m, multiplier_at(args, 2));
   KILN_TRY(int64_t b_zp, ranged_int(args, 5, INT8_MIN, INT8_MAX));
@@ -113,7 +145,9 @@ Status cortex_m_quantized_add_out(KernelArgs& args) {
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d < a->dim; ++d) sizes[d] = a->sizes[d];
   KILN_TRY(Tensor * out, int8_output(args, 13, sizes, a->dim, true));
-  KILN_CHECK(same_order(*a, *out, 13));
+  if (a->order != b->order || a->order != out->order) {
+    return add_in_their_orders(*a, *b, *out, AddParams{a_zp, b_zp, out_zp, a_m, b_m, out_m, {range[0], range[1]}});
+  }
   const int8_t *x = s8(*a), *y = s8(*b);
   int8_t* z = s8(*out);
   for (uint32_t i = 0; i < a->numel; ++i) {
@@ -252,10 +286,12 @@ void softmax_row_by_table(const int8_t* x, int8_t* y, int64_t size, Softmax f) {
 
 Status cortex_m_softmax_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 7));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   if (x->dim == 0) return unsupported(0);
-  KILN_TRY(int64_t dim, int_arg(args, 1));
-  if (dim != -1 && dim != static_cast<int64_t>(x->dim) - 1) return unsupported(1);
+  KILN_TRY(int64_t dim_arg, int_arg(args, 1));
+  KILN_TRY(const size_t dim, dim_index(dim_arg, x->dim, 1));
+  const size_t innermost = x->order == DimOrder::kChannelsLast ? 1 : x->dim - 1u;  // rows lie along it
+  if (dim != innermost) return unsupported(1);
   KILN_CHECK(int_arg(args, 2));
   KILN_CHECK(ranged_int(args, 3, kSoftmaxZeroPoint, kSoftmaxZeroPoint));
   KILN_TRY(int64_t multiplier, ranged_int(args, 4, INT32_MIN, INT32_MAX));
@@ -263,8 +299,9 @@ Status cortex_m_softmax_out(KernelArgs& args) {
   KILN_TRY(int64_t diff_min, ranged_int(args, 6, INT32_MIN, INT32_MAX));
   int64_t sizes[kMaxDims];
   for (size_t d = 0; d < x->dim; ++d) sizes[d] = x->sizes[d];
-  KILN_TRY(Tensor * out, int8_output(args, 7, sizes, x->dim));
-  const int64_t row = x->sizes[x->dim - 1];
+  KILN_TRY(Tensor * out, int8_output(args, 7, sizes, x->dim, true));
+  KILN_CHECK(same_order(*x, *out, 7));
+  const int64_t row = x->sizes[innermost];
   if (row == 0) return {};
   const Softmax f{static_cast<int32_t>(multiplier), static_cast<int32_t>(shift), static_cast<int32_t>(diff_min)};
   for (int64_t start = 0; start < x->numel; start += row) {

@@ -15,9 +15,9 @@
 //   cortex_m::quantized_transpose_conv2d.out (input, weight, bias?, stride, padding,
 //     output_padding, dilation, input_offset, output_offset, requantize_multipliers,
 //     requantize_shifts, activation_min, activation_max, scratch, output_scratch, out): input
-//     NCHW, weight OHWI (one group); input pixel (y, x) adds (x + input_offset) w[o, i, j] to
-//     output pixel (y stride - padding + i dilation, ..); multipliers and shifts Int tensors,
-//     one per output channel. The scratch tensors are ExecuTorch's and not read.
+//     NCHW (input and out each in either DimOrder), weight OHWI (one group); input pixel (y, x) adds (x + input_offset)
+//     w[o, i, j] to output pixel (y stride - padding + i dilation, ..); multipliers and shifts Int tensors, one per
+//     output channel. The scratch tensors are ExecuTorch's and not read.
 #include "dot.h"
 #include "dot16.h"
 #include "kiln/runtime/try.h"
@@ -27,7 +27,7 @@ namespace kiln::runtime::kernels {
 
 namespace {
 
-constexpr int64_t kMaxParam = 1 << 16;    // offsets, strides, padding, dilation
+constexpr int64_t kMaxParam = 1 << 16;  // offsets, strides, padding, dilation
 constexpr int64_t kS16MaxInner = 1 << 16;  // int16 sums of this many products stay within 2^47
 const int32_t kInt8Range[2] = {INT8_MIN, INT8_MAX};
 
@@ -124,6 +124,7 @@ namespace {
 
 struct TransposeConv {
   int64_t n, c, h, w, cout, kh, kw, oh, ow;
+  int64_t in_steps[4];  // element steps in the input's memory of N, C, H, W (its DimOrder)
   int64_t stride[2], padding[2], output_padding[2], dilation[2];
   int64_t input_offset, output_offset;
   int32_t range[2];
@@ -179,9 +180,9 @@ int32_t transpose_conv_sum(const TransposeConv& t, const int8_t* x, const int8_t
       const int64_t ix = source_of(ox, kx, t.stride[1], t.padding[1], t.dilation[1], t.w);
       if (ix < 0) continue;
       const int8_t* taps = w + ((o * t.kh + ky) * t.kw + kx) * t.c;  // OHWI: the input channels
-      const int8_t* pixel = x + (image * t.c * t.h + iy) * t.w + ix;
+      const int8_t* pixel = x + image * t.in_steps[0] + iy * t.in_steps[2] + ix * t.in_steps[3];
       for (int64_t ci = 0; ci < t.c; ++ci) {
-        acc += static_cast<uint32_t>((pixel[ci * t.h * t.w] + offset) * static_cast<int32_t>(taps[ci]));
+        acc += static_cast<uint32_t>((pixel[ci * t.in_steps[1]] + offset) * static_cast<int32_t>(taps[ci]));
       }
     }
   }
@@ -192,7 +193,7 @@ int32_t transpose_conv_sum(const TransposeConv& t, const int8_t* x, const int8_t
 
 Status cortex_m_quantized_transpose_conv2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 15));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   KILN_TRY(const Tensor* weight, input_tensor(args, 1, ScalarType::kChar));
   if (x->dim != 4) return unsupported(0, x->dim);
   if (weight->dim != 4 || weight->sizes[3] != x->sizes[1]) return shape_mismatch(1);
@@ -206,15 +207,19 @@ Status cortex_m_quantized_transpose_conv2d_out(KernelArgs& args) {
   }
   KILN_CHECK(transpose_conv_args(args, &t));
   const int64_t sizes[4] = {t.n, t.cout, t.oh, t.ow};
-  KILN_TRY(Tensor * out, int8_output(args, 15, sizes, 4));
+  KILN_TRY(Tensor * out, int8_output(args, 15, sizes, 4, true));
   if (out->numel == 0) return {};
+  nchw_steps(*x, t.in_steps);
+  int64_t os[4];
+  nchw_steps(*out, os);
   int8_t* y = s8(*out);
   for (int64_t image = 0; image < t.n; ++image) {
     for (int64_t o = 0; o < t.cout; ++o) {
       for (int64_t oy = 0; oy < t.oh; ++oy) {
         for (int64_t ox = 0; ox < t.ow; ++ox) {
           const int32_t acc = transpose_conv_sum(t, s8(*x), s8(*weight), image, o, oy, ox);
-          *y++ = clamp_to(fixed::requantize(acc, t.multipliers[o], t.shifts[o]) + t.output_offset, t.range);
+          y[image * os[0] + o * os[1] + oy * os[2] + ox * os[3]] =
+              clamp_to(fixed::requantize(acc, t.multipliers[o], t.shifts[o]) + t.output_offset, t.range);
         }
       }
     }

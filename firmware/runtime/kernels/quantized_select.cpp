@@ -9,6 +9,9 @@
 //   cortex_m::transpose.out (input, perm, out): permute_copy (movement.cpp) of int8 or int16.
 //   cortex_m::quantized_activation.out (input, lut, out): out[i] = lut[input[i] + 128], lut
 //     an int8 tensor of 256 entries.
+// Every tensor but the lut in either DimOrder, each its own (ExecuTorch's Cortex-M flow mixes
+// them); max pooling's input and out 4-D for channels-last.
+#include "elementwise.h"
 #include "kiln/runtime/try.h"
 #include "movement.h"
 #include "quantized.h"
@@ -24,9 +27,9 @@ namespace {
 
 constexpr uint32_t kLutSize = 256;
 
-// Arguments 0 .. count - 1 are int8 tensors (data checked as input_tensor does).
+// Arguments 0 .. count - 1 are int8 tensors in either DimOrder (data checked as input_tensor does).
 Status int8_tensors(const KernelArgs& args, size_t count) {
-  for (size_t i = 0; i < count; ++i) KILN_CHECK(input_tensor(args, i, ScalarType::kChar));
+  for (size_t i = 0; i < count; ++i) KILN_CHECK(input_tensor_any_order(args, i, ScalarType::kChar));
   return {};
 }
 
@@ -34,7 +37,7 @@ Status int8_tensors(const KernelArgs& args, size_t count) {
 
 Status cortex_m_quantized_max_pool2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 10));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   if (x->dim != 4) return unsupported(0, x->dim);
   KILN_TRY(int64_t input_zp, ranged_int(args, 6, INT8_MIN, INT8_MAX));
   KILN_CHECK(ranged_int(args, 7, input_zp, input_zp));
@@ -65,15 +68,22 @@ Status cortex_m_transpose_out(KernelArgs& args) {
 
 Status cortex_m_quantized_activation_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 2));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kChar));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   KILN_TRY(const Tensor* lut, input_tensor(args, 1, ScalarType::kChar));
   if (lut->numel != kLutSize) return shape_mismatch(1, lut->numel);
-  KILN_TRY(Tensor * out, output_tensor(args, 2, ScalarType::kChar));
+  KILN_TRY(Tensor * out, output_tensor_any_order(args, 2, ScalarType::kChar));
   if (!same_sizes(*out, *x)) return shape_mismatch(2);
   const int8_t* table = s8(*lut);
   const int8_t* in = s8(*x);
   int8_t* y = s8(*out);
-  for (uint32_t i = 0; i < x->numel; ++i) y[i] = table[in[i] + 128];
+  if (x->order == out->order) {  // the same element at the same place
+    for (uint32_t i = 0; i < x->numel; ++i) y[i] = table[in[i] + 128];
+    return {};
+  }
+  const size_t dims[1] = {x->dim};
+  const int32_t* const sizes[1] = {x->sizes};
+  const DimOrder orders[1] = {x->order};
+  for_each_broadcast(*out, dims, sizes, orders, [&](uint32_t i, const uint32_t* at) { y[i] = table[in[at[0]] + 128]; });
   return {};
 }
 

@@ -14,6 +14,8 @@
 //   aten::_softmax.out / aten::_log_softmax.out (self, dim, half_to_float = false, out):
 //     shifted = x - max; e = exp(shifted); total = 0 + e in index order;
 //     softmax = e / total, log_softmax = shifted - log(total). exp/log as transcendental.h.
+//     self and out each in its own DimOrder (ExecuTorch's Cortex-M flow leaves a float softmax
+//     of a channels-last tensor).
 // Dims: negative ones count from the end; a dim list that is None or [] means every dim; a
 // dim named twice is unsupported; reducing an empty dim to an extreme value is unsupported.
 // Offsets are uint32: every reduction reads only when the input has elements, and then each
@@ -301,27 +303,31 @@ void running_sums(const Around& a, const In* in, Out* y) {
 
 Status softmax(KernelArgs& args, bool log) {
   KILN_CHECK(expect_arity(args, 3));
-  KILN_TRY(const Tensor* x, input_tensor(args, 0, ScalarType::kFloat));
+  KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kFloat));
   KILN_TRY(int64_t dim_arg, int_arg(args, 1));
   KILN_TRY(size_t dim, dim_index(dim_arg, x->dim, 1));
   KILN_TRY(bool half_to_float, bool_arg(args, 2));
   if (half_to_float) return unsupported(2);
-  KILN_TRY(Tensor * out, same_shape_output(args, 3, *x));
+  KILN_TRY(Tensor * out, output_tensor_any_order(args, 3, ScalarType::kFloat));
+  if (!same_sizes(*out, *x)) return shape_mismatch(3);
   if (x->numel == 0) return {};
   Around a = around(*x, dim);
   const float* in = f32(*x);
   float* y = f32(*out);
+  // Element l (row-major in the sizes) of x and of out, each in its DimOrder.
+  const auto x_at = [&](uint32_t l) { return in[element_index(x->order, x->sizes, x->dim, l)]; };
+  const auto y_at = [&](uint32_t l) -> float& { return y[element_index(out->order, out->sizes, out->dim, l)]; };
   for (uint32_t o = 0; o < a.outer; ++o) {
     for (uint32_t k = 0; k < a.inner; ++k) {
       const uint32_t base = o * a.n * a.inner + k;
-      float max = in[base];
-      for (uint32_t i = 1; i < a.n; ++i) max = max_of(max, in[base + i * a.inner]);
+      float max = x_at(base);
+      for (uint32_t i = 1; i < a.n; ++i) max = max_of(max, x_at(base + i * a.inner));
       float total = 0.0f;
-      for (uint32_t i = 0; i < a.n; ++i) total += kiln_expf(in[base + i * a.inner] - max);
+      for (uint32_t i = 0; i < a.n; ++i) total += kiln_expf(x_at(base + i * a.inner) - max);
       const float log_total = log ? kiln_logf(total) : 0.0f;
       for (uint32_t i = 0; i < a.n; ++i) {
-        float shifted = in[base + i * a.inner] - max;
-        y[base + i * a.inner] = log ? shifted - log_total : kiln_expf(shifted) / total;
+        float shifted = x_at(base + i * a.inner) - max;
+        y_at(base + i * a.inner) = log ? shifted - log_total : kiln_expf(shifted) / total;
       }
     }
   }

@@ -73,6 +73,15 @@ CASES = {
         "int32",
     ),
     **{f"permute_{d}": ("aten::permute_copy", "out", [In(A[d]), [1, 2, 0]], (5, 4, 3), d) for d in DTYPES},
+    # ExecuTorch's copy into another dim order (contiguous here: test_dim_order holds channels-last)
+    "clone_dim_order": ("dim_order_ops::_clone_dim_order", "out", [In(X), False, None], X.shape),
+    "clone_dim_order_named": (
+        "dim_order_ops::_clone_dim_order",
+        "out",
+        [In(A["int8"]), False, [0, 1, 2]],
+        (3, 5, 4),
+        "int8",
+    ),
     "expand": ("aten::expand_copy", "out", [In(array((3, 1, 5), 31)), [2, 3, 4, -1], False], (2, 3, 4, 5)),
     "expand_bool": ("aten::expand_copy", "out", [In(A["bool"][:1]), [2, 3, 5, 4], False], (2, 3, 5, 4), "bool"),
     "flip": ("aten::flip", "out", [In(X), [0, -1]], X.shape),
@@ -257,6 +266,8 @@ TORCH_OPS = {  # each kernel's functional ATen operator (the kernel is its out v
     "aten::index_select": torch.ops.aten.index_select.default,
     "aten::index_copy": torch.ops.aten.index_copy.default,
     "aten::max_pool2d": torch.ops.aten.max_pool2d.default,
+    # ExecuTorch's copy into a dim order: PyTorch's clone's values (the order is test_dim_order's)
+    "dim_order_ops::_clone_dim_order": lambda x, non_blocking, dim_order: torch.clone(x),
     # kiln's own: PyTorch's int32 cast of indices each within [0, size)
     "kiln::checked_index": lambda index, size: torch.ops.aten._to_copy.default(index, dtype=torch.int32),
 }

@@ -39,7 +39,7 @@ check_vocabulary(FAMILIES)
 KERNELS: dict[object, Kernel] = {op: kernel for family in FAMILIES for op, kernel in family.KERNELS.items()}
 
 # Kernels kiln's compiler never calls but other programs (ExecuTorch's) do.
-FOREIGN_KERNELS = quantize.FOREIGN_KERNELS
+FOREIGN_KERNELS = (*quantize.FOREIGN_KERNELS, *movement.FOREIGN_KERNELS)
 # The integer kernels of quantized ops (kiln.program.kernels.integer), by operator name; the
 # program builder calls them by name (kiln.program.integer_ops), not through a graph op's target.
 INTEGER_KERNELS = integer.INTEGER_KERNELS

@@ -14,9 +14,10 @@ CMSIS-NN's, and brings a model's integers to PT2E's (docs/cpu-targets.md has the
     cortex_m::quantized_depthwise_conv2d  arm_depthwise_conv_wrapper_s8, weight IHWO [1, kh, kw, C_out]
     cortex_m::quantized_add               arm_elementwise_add_s8
     cortex_m::quantized_avg_pool2d        arm_avgpool_s8 (windows clipped to the input)
-    cortex_m::softmax                     arm_softmax_s8 (last dim, output scale 1/256, zero point -128)
+    cortex_m::softmax                     arm_softmax_s8 (along a dim, output scale 1/256, zero point -128)
     cortex_m::pad                         a constant pad of an int8 tensor
     cortex_m::quantized_mul               arm_elementwise_mul_s8 (numpy broadcasting)
+    cortex_m::quantized_div               ExecuTorch's: a float32 quotient, rescaled (no CMSIS-NN function)
     cortex_m::quantized_batch_matmul      arm_batch_matmul_s8 (rhs transposed: [.., N, K])
     cortex_m::quantized_transpose_conv2d  arm_transpose_conv_s8, weight OHWI, one group
     cortex_m::quantized_cat               kiln's: a concatenation requantizing each input (no CMSIS-NN function)
@@ -362,12 +363,17 @@ SOFTMAX_ZERO_POINT = -128  # the output zero point arm_softmax_s8 writes (scale 
 
 
 def softmax(x, dim, input_zp, output_zp, multiplier, shift, diff_min):
-    """arm_softmax_s8 along the last dim: with d = q - max(row) >= diff_min, e = EXP_ON_NEG(MUL_SAT(d << shift,
+    """arm_softmax_s8 along `dim` (the firmware's: the last, or C of a channels-last tensor, whose
+    elements lie next to each other): with d = q - max(row) >= diff_min, e = EXP_ON_NEG(MUL_SAT(d << shift,
     multiplier)); sum = sum of DIV_POW2(e, 12) (int32, wrapping); out = DIV_POW2(MUL_SAT(ONE_OVER1((sum << clz(sum))
     - 2^31), e), 35 - clz(sum)) - 128, clamped; -128 where d < diff_min."""
     _check_int8(x)
-    if x.ndim == 0 or dim not in (-1, x.ndim - 1) or output_zp != SOFTMAX_ZERO_POINT or not 0 <= shift <= 30:
+    if x.ndim == 0 or not -x.ndim <= dim < x.ndim or output_zp != SOFTMAX_ZERO_POINT or not 0 <= shift <= 30:
         raise HostError(f"softmax: dim {dim} of {x.shape}, output zero point {output_zp}, shift {shift}")
+    if dim % x.ndim != x.ndim - 1:
+        return np.moveaxis(
+            softmax(np.moveaxis(x, dim, -1), -1, input_zp, output_zp, multiplier, shift, diff_min), -1, dim
+        )
     q = x.astype(np.int64)
     diff = q - q.max(axis=-1, keepdims=True)
     valid = diff >= diff_min
@@ -456,6 +462,27 @@ def quantized_mul(a, a_zp, b, b_zp, out_zp, out_mult, out_shift):
     _check_int8(a, b)
     product = (a.astype(np.int64) - a_zp) * (b.astype(np.int64) - b_zp)
     return _finish(requantize(wrap32(product), out_mult, out_shift), out_zp, -128, 127)
+
+
+def quantized_div(a, a_zp, b, b_zp, out_zp, out_scale):
+    """round((a - a_zp) / (b - b_zp) * out_scale) + out_zp in float32 (the quotient 0 where the
+    divisor is 0; round half to even), clamped to the operands' type, int8 or int16, both of one
+    shape: ExecuTorch 1.5.1's quantized_div, whose out_scale is the input scales' ratio over the
+    output scale (a Double, used as float32)."""
+    if a.dtype != b.dtype or a.dtype not in (np.int8, np.int16) or a.shape != b.shape:
+        raise HostError(
+            f"expected two int8 or int16 tensors of one shape, got {a.dtype} {a.shape}, {b.dtype} {b.shape}"
+        )
+    info = np.iinfo(a.dtype)
+    if not all(info.min <= zp <= info.max for zp in (a_zp, b_zp, out_zp)):
+        raise HostError(f"zero points {a_zp}, {b_zp}, {out_zp} outside {a.dtype}'s range")
+    scale = np.float32(out_scale)
+    if not np.isfinite(scale):
+        raise HostError(f"output scale {out_scale} is not a finite float32")
+    x = (a.astype(np.int32) - a_zp).astype(np.float32)
+    y = (b.astype(np.int32) - b_zp).astype(np.float32)
+    quotient = np.divide(x, y, out=np.zeros_like(x), where=y != 0)
+    return np.clip(np.rint(quotient * scale) + np.float32(out_zp), info.min, info.max).astype(a.dtype)
 
 
 def quantized_batch_matmul(lhs, lhs_offset, rhs_transposed, rhs_offset, out_zp, out_mult, out_shift, scratch):
@@ -679,6 +706,12 @@ INTEGER_KERNELS = {
                 "output_shift",
             ),
             quantized_mul,
+        ),
+        Kernel(
+            "cortex_m::quantized_div",
+            "out",
+            ("self", "self_zero_point", "other", "other_zero_point", "output_zero_point", "output_scale"),
+            quantized_div,
         ),
         Kernel(
             "cortex_m::quantized_batch_matmul",

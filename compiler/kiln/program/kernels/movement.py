@@ -488,3 +488,16 @@ KERNELS: dict[object, Kernel | tuple[Kernel, ...]] = _with_aliases(
         },
     }
 )
+
+
+# Kernels kiln's compiler never calls but ExecuTorch's Cortex-M flow does: a copy into another
+# tensor's dim order (the values in the order of their sizes are the same; the runtime lays
+# each tensor out in its own order).
+FOREIGN_KERNELS = (
+    Kernel(
+        "dim_order_ops::_clone_dim_order",
+        "out",
+        ("self", "non_blocking", "dim_order"),
+        lambda x, non_blocking, dim_order: np.array(x),
+    ),
+)
