@@ -36,9 +36,9 @@ TARGET = "cortex-m55"
 pytestmark = [pytest.mark.fvp, pytest.mark.executorch, needs_executorch]
 
 # Output steps (the scale of the program's dequantized output) between kiln's integer results
-# and the bundle's PT2E outputs, as seen: resnet8's requantizations at nine convolutions and
-# three residual adds add up to two steps at its logits (kiln's own integer resnet8 too:
-# tests/fvp/test_mlperf_tiny_cpus.py).
+# and the bundle's PT2E outputs, as seen: ExecuTorch's multipliers (quantize_multiplier's form)
+# round twice at resnet8's nine convolutions, which adds up to two steps at its logits (kiln's
+# own programs round once there and stay within one: tests/fvp/test_mlperf_tiny_cpus.py).
 STEPS = {"ds_cnn": 1, "resnet8": 2}
 
 

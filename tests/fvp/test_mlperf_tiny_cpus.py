@@ -2,7 +2,7 @@
 compiled by kiln for a CPU alone (--target cortex-m55, cortex-m7, cortex-m4: the integer cortex_m
 kernels where they take an op, else float between a dequantize and a quantize) and run on each
 CPU's QEMU machine: the outputs equal `kiln run-host`'s bit for bit (numpy kernels, independent
-of the firmware) and lie within one output quantization step (resnet8: two) of the PT2E reference: the
+of the firmware) and lie within one output quantization step of the PT2E reference: the
 quantized module kiln's compile made (torchao's convert_pt2e), run in PyTorch with its float ops
 in float64 (tests.compiler.helpers.Float64Arithmetic). One random sample per model and CPU; each
 inference's instructions are counted (docs/cpu-targets.md lists them)."""
@@ -26,10 +26,6 @@ pytestmark = pytest.mark.fvp
 
 MODELS = ["ds_cnn", "mobilenet_v1_025", "resnet8", "fc_autoencoder", "digits"]
 CPUS = ["cortex-m55", "cortex-m7", "cortex-m4"]
-# Output steps off PT2E where one is not enough: resnet8's integer path requantizes at each of
-# its nine convolutions and three residual adds, each within one step of its float op; the steps
-# add up to two at its logits (seen on the sample below: elements 3 and 7).
-STEPS = {"resnet8": 2}
 
 
 @functools.cache
@@ -53,7 +49,7 @@ def test_runs_on_the_cpu_as_run_host_and_within_a_step_of_pt2e(work, builder, tm
         want = want if isinstance(want, (tuple, list)) else (want,)
         for got, w, scale in zip(outputs, want, output_scales(module), strict=True):
             off = steps_off(got, w, scale)
-            assert off.max() <= STEPS.get(model, 1), (
+            assert off.max() <= 1, (
                 f"{model} on {target}: {int(off.max())} steps off PT2E at {np.argmax(off)}"
             )
     print(f"{model} {target}: {result.cpu_instructions[0]:,} instructions per inference")

@@ -27,6 +27,7 @@ from kiln.program.kernels.integer import (
     S16_MAX_INNER,
     S16_SOFTMAX_MAX_ROW,
     quantize_multiplier,
+    requantize_multiplier,
     softmax_s16_tables,
 )
 from kiln.program.kernels.nn import pair
@@ -79,10 +80,12 @@ def _constant(op: Op, suffix: str, array: np.ndarray) -> Value:
     return Value(f"{op.name}_{suffix}", tuple(array.shape), str(array.dtype), data=array)
 
 
-def _multipliers(ratios) -> tuple[list[int], list[int]] | str:
+def _multipliers(ratios, int8: bool = True) -> tuple[list[int], list[int]] | str:
     """Each ratio as CMSIS-NN's (multiplier, shift), or why not: a ratio of 1 or more (a left
-    shift the int32 accumulator may not survive) or below 2^-31."""
-    pairs = [quantize_multiplier(float(r)) for r in ratios]
+    shift the int32 accumulator may not survive) or below 2^-31. For requantize (int8 results)
+    the form that rounds once where the ratio allows (requantize_multiplier); int16 kernels'
+    requantize_s64 reduces the multiplier to 16 bits and takes quantize_multiplier's."""
+    pairs = [(requantize_multiplier if int8 else quantize_multiplier)(float(r)) for r in ratios]
     if any(not 0 < r < 1 for r in ratios) or any(s < -31 for _, s in pairs):
         return f"a requantization scale of {float(min(ratios)):.3g} to {float(max(ratios)):.3g} is outside (2^-31, 1)"
     return [m for m, _ in pairs], [s for _, s in pairs]
@@ -119,7 +122,7 @@ def _linear(op: Op) -> IntegerCall | str:
         return why
     x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
     ratios = float(x.qparams.scale) * _weight_scales(w, w.shape[0]) / float(y.qparams.scale)
-    if isinstance(found := _multipliers(ratios), str):
+    if isinstance(found := _multipliers(ratios, int8=not s16), str):
         return found
     mults, shifts = found
     if len(set(zip(mults, shifts))) == 1:  # per tensor: ExecuTorch's own form
@@ -406,7 +409,7 @@ def _transpose(op: Op) -> IntegerCall | str:
 def _rescale(s_in: float, s_out: float, headroom: int) -> tuple[int, int] | None:
     """(multiplier, shift) for s_in / s_out applied to integers of `headroom` bits (an int8
     difference: 9), or None when the shifted integer could pass int32 or the ratio is below 2^-31."""
-    multiplier, shift = quantize_multiplier(s_in / s_out)
+    multiplier, shift = requantize_multiplier(s_in / s_out)
     return (multiplier, shift) if -31 <= shift <= 31 - headroom else None
 
 
@@ -451,7 +454,7 @@ def _matmul(op: Op) -> IntegerCall | str:
     if len(a.shape) < 2 or len(a.shape) != len(b.shape) or a.shape[:-2] != b.shape[:-2]:
         return "its operands are not matrices of the same leading dims (a vector, or batch broadcasting)"
     ratio = float(a.qparams.scale) * float(b.qparams.scale) / float(y.qparams.scale)
-    if isinstance(found := _multipliers([ratio]), str):
+    if isinstance(found := _multipliers([ratio], int8=dtype == "int8"), str):
         return found
     (multiplier,), (shift,) = found
     if dtype == "int16" and (any(v.qparams.zero_point for v in (a, b, y)) or shift > 14 or a.shape[-1] > S16_MAX_INNER):

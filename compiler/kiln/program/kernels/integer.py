@@ -60,6 +60,23 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return multiplier, shift
 
 
+SINGLE_ROUNDING_MIN = 2.0**-11  # the least ratio requantize_multiplier gives a shift of 0
+
+
+def requantize_multiplier(real: float) -> tuple[int, int]:
+    """(multiplier, shift) for requantize(x, multiplier, shift) ~ x * real that rounds once:
+    for 2^-11 <= real < 1, (round(real * 2^31), 0), whose high multiply is the only rounding;
+    else quantize_multiplier(real). quantize_multiplier's form of a ratio below 1/2 rounds twice
+    (the high multiply to an integer with -shift fraction bits, then the rounding shift), which
+    moves a result that lies just below a half up one step: about one output in 2^(1 - shift).
+    The single rounding's multiplier keeps at least 20 bits, within 2^-32 of real."""
+    if SINGLE_ROUNDING_MIN <= real < 1.0:
+        multiplier = round(real * 2**31)
+        if multiplier < 2**31:
+            return multiplier, 0
+    return quantize_multiplier(real)
+
+
 # --- CMSIS-NN's fixed-point primitives over int64 arrays holding int32 values ---------------
 
 
