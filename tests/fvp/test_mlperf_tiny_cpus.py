@@ -49,7 +49,5 @@ def test_runs_on_the_cpu_as_run_host_and_within_a_step_of_pt2e(work, builder, tm
         want = want if isinstance(want, (tuple, list)) else (want,)
         for got, w, scale in zip(outputs, want, output_scales(module), strict=True):
             off = steps_off(got, w, scale)
-            assert off.max() <= 1, (
-                f"{model} on {target}: {int(off.max())} steps off PT2E at {np.argmax(off)}"
-            )
+            assert off.max() <= 1, f"{model} on {target}: {int(off.max())} steps off PT2E at {np.argmax(off)}"
     print(f"{model} {target}: {result.cpu_instructions[0]:,} instructions per inference")

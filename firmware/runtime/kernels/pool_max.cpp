@@ -5,8 +5,9 @@
 //   each output: the running max over the window's positions inside the input, row by row,
 //                left to right, starting from -inf (int8: -128); a value replaces it when
 //                greater or NaN (PyTorch's rule)
-// max_pool2d() does the work for cortex_m::quantized_max_pool2d too (quantized_select.cpp),
-// which clamps its int8 result to the activation range.
+// max_pool2d() does the work for cortex_m::quantized_max_pool2d and quantized_max_pool2d_s16
+// too (quantized_select.cpp, quantized_pool_s16.cpp), which clamp their int8 or int16 result to
+// the activation range.
 #include "kiln/runtime/try.h"
 #include "movement.h"
 
@@ -58,7 +59,8 @@ void max_pool(const T* in, T* out, const Geometry& g, T lowest, T low, T high) {
 Status max_pool2d(KernelArgs& args, size_t arity, const int32_t* range) {
   KILN_CHECK(expect_arity(args, arity));
   KILN_TRY(const Tensor* x, any_tensor(args, 0));
-  if (x->type != ScalarType::kFloat && x->type != ScalarType::kChar)
+  const bool s16 = x->type == ScalarType::kShort && range != nullptr;  // cortex_m's int16 form only
+  if (x->type != ScalarType::kFloat && x->type != ScalarType::kChar && !s16)
     return unsupported(0, static_cast<uint32_t>(x->type));
   if (x->dim != 3 && x->dim != 4) return unsupported(0, x->dim);
   Geometry g{};
@@ -90,6 +92,9 @@ Status max_pool2d(KernelArgs& args, size_t arity, const int32_t* range) {
   KILN_CHECK(expect_sizes(*out, sizes, d, arity));
   if (x->type == ScalarType::kFloat) {
     max_pool(f32(*x), f32(*out), g, -__builtin_inff(), -__builtin_inff(), __builtin_inff());
+  } else if (s16) {
+    max_pool(static_cast<const int16_t*>(x->data), static_cast<int16_t*>(out->data), g, int16_t{INT16_MIN},
+             static_cast<int16_t>(range[0]), static_cast<int16_t>(range[1]));
   } else {
     const auto low = static_cast<int8_t>(range != nullptr ? range[0] : INT8_MIN);
     const auto high = static_cast<int8_t>(range != nullptr ? range[1] : INT8_MAX);
