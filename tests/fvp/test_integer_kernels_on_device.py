@@ -18,6 +18,8 @@ platform:
   DSP path);
 - a transformer block with 16-bit attention on the same two cores, whose matrix products run as
   the int16 batch matmul (dot16.h's Helium and DSP paths);
+- S16Ops (tests/compiler/test_integer_cpu_ops.py: int16 convolution, depthwise convolution of
+  multiplier 2, max and average pools, mul, int16 and int8 means) in each code path as KernelPaths;
 - the compiler's refusals (float fallbacks) and int8 copies on a Cortex-M4."""
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import torch
 from kiln import flow
 from kiln.frontend.export import LoadedModel
 from kiln.spec import CompileSpec, Int16Regions
-from tests.compiler.test_integer_cpu_ops import EVERY_OP, MoreOps, Refused, TinyOps
+from tests.compiler.test_integer_cpu_ops import EVERY_OP, S16_SPEC, MoreOps, Refused, S16Ops, TinyOps
 from tests.compiler.test_precision import block
 
 from .helpers import assert_matches_host, random_samples
@@ -129,6 +131,22 @@ def test_each_code_path_computes_what_run_host_computes(work, tmp_path, path):
     )
     with tempfile.TemporaryDirectory(prefix="k") as short:
         assert_matches_host(pte, elf, target, random_samples(pte, 4, seed=17), Path(short))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_s16_kernels_and_means_in_each_code_path_compute_what_run_host_computes(work, tmp_path, path):
+    target, options = PATHS[path]
+    pte = work / f"s16_ops-{target}.pte"
+    loaded = LoadedModel("s16_ops", S16Ops().eval(), (torch.randn(1, 3, 9, 13),))
+    spec = CompileSpec(target, int16=S16_SPEC.int16)
+    result, _ = flow.compile_pte(loaded, spec, pte, log=lambda line: None)
+    kernels = {k["kernel"] for k in result.program.cpu_kernels.values()}
+    assert {"cortex_m::quantized_conv2d_s16", "cortex_m::quantized_mean", "cortex_m::quantized_mul_s16"} <= kernels
+    elf = flow.build_runner(
+        pte, target, output=work / f"s16_ops-{path}", echo=lambda *a, **k: None, cmake_options=options
+    )
+    with tempfile.TemporaryDirectory(prefix="k") as short:
+        assert_matches_host(pte, elf, target, random_samples(pte, 3, seed=19), Path(short))
 
 
 @pytest.mark.parametrize("target", ["cortex-m55", "cortex-m4"])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from kiln.errors import HostError
 from kiln.graph import Op, QParams, Value, dequantize_array
 from kiln.program.kernels import INTEGER_KERNELS, KERNELS, Kernel, kernel_for
 from kiln.program.kernels.core import argument
@@ -29,6 +30,7 @@ from kiln.program.kernels.integer import (
     quantize_multiplier,
     softmax_s16_tables,
 )
+from kiln.program.kernels.integer_s16 import mean_count
 from kiln.program.kernels.nn import pair
 from kiln.program.kernels.quantize import quantize_array
 from kiln.vocabulary import FUSIBLE_ACTIVATIONS, GATHERS, MATMUL_OPS, TABLE_OPS, VIEW_OPS, Kind, of_kind
@@ -152,16 +154,25 @@ def _linear_s16(op: Op, mults: list[int], shifts: list[int]) -> IntegerCall | st
     return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_linear_s16"], [x, w, bias, mults, shifts, high, low], [])
 
 
-def _conv(op: Op) -> IntegerCall | str:
-    if (why := _weighted(op)) is not None:
+def _conv_multipliers(op: Op, activations: str) -> tuple[list[int], list[int]] | str:
+    """A 2-D convolution's multipliers and shifts (_multipliers of each output channel's ratio),
+    or why it has no integer kernel."""
+    if (why := _weighted(op, activations=activations)) is not None:
         return why
-    x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    x, w, y = op.arg("input"), op.arg("weight"), op.output
     if len(x.shape) != 4 or isinstance(op.arg("padding"), str):
         return "it is not a 2-D convolution of a 4-D input with numeric padding"
-    groups, channels, out_channels = op.arg("groups"), x.shape[1], w.shape[0]
-    ratios = float(x.qparams.scale) * _weight_scales(w, out_channels) / float(y.qparams.scale)
-    if isinstance(found := _multipliers(ratios), str):
+    ratios = float(x.qparams.scale) * _weight_scales(w, w.shape[0]) / float(y.qparams.scale)
+    return _multipliers(ratios)
+
+
+def _conv(op: Op) -> IntegerCall | str:
+    if _per_tensor(op.arg("input"), "int16"):
+        return _conv_s16(op)
+    if isinstance(found := _conv_multipliers(op, "int8"), str):
         return found
+    x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    groups, channels, out_channels = op.arg("groups"), x.shape[1], w.shape[0]
     mults, shifts = (_constant(op, name, np.array(v, np.int32)) for name, v in zip(("multipliers", "shifts"), found))
     geometry = [list(pair(op.arg(a))) for a in ("stride", "padding", "dilation")]
     offsets = [-x.qparams.zero_point, y.qparams.zero_point]
@@ -174,6 +185,29 @@ def _conv(op: Op) -> IntegerCall | str:
     weight = _constant(op, "weight_ohwi", w.data.transpose(0, 2, 3, 1))
     args = [x, weight, b, *geometry, *offsets, mults, shifts, low, high, scratch]
     return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_conv2d"], args, [])
+
+
+def _conv_s16(op: Op) -> IntegerCall | str:
+    """kiln's quantized_conv2d_s16 or quantized_depthwise_conv2d_s16 (arm_convolve_s16,
+    arm_depthwise_conv_s16): int16 activations of zero point 0, the bias as int64, the
+    multipliers and shifts IntLists."""
+    if isinstance(found := _conv_multipliers(op, "int16"), str):
+        return found
+    x, w, b, y = op.arg("input"), op.arg("weight"), op.arg("bias"), op.output
+    groups, channels, out_channels = op.arg("groups"), x.shape[1], w.shape[0]
+    mults, shifts = found
+    if x.qparams.zero_point or y.qparams.zero_point or max(shifts) > 14 or math.prod(w.shape[1:]) > S16_MAX_INNER:
+        return "its int16 activations have zero points, or its scales or windows are beyond int64's sums"
+    bias = None if b is None else _constant(op, "bias_s64", b.data.astype(np.int64))
+    geometry = [list(pair(op.arg(a))) for a in ("stride", "padding", "dilation")]
+    requantization = [mults, shifts, *_activation_range(op, INT16)]
+    if groups == channels > 1 and out_channels % channels == 0:  # depthwise: weight IHWO
+        weight = _constant(op, "weight_ihwo", w.data.transpose(1, 2, 3, 0))
+        args = [x, weight, bias, *geometry, out_channels // channels, *requantization]
+        return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_depthwise_conv2d_s16"], args, [])
+    weight = _constant(op, "weight_ohwi", w.data.transpose(0, 2, 3, 1))
+    args = [x, weight, bias, *geometry, *requantization]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_conv2d_s16"], args, [])
 
 
 def _add(op: Op) -> IntegerCall | str:
@@ -211,6 +245,12 @@ def _same_quantization(op: Op, x) -> bool:
     return _per_tensor_int8(x) and _per_tensor_int8(op.output) and x.qparams == op.output.qparams
 
 
+def _same_s16(op: Op, x) -> bool:
+    """int16 input and output of one quantization, zero point 0 (CMSIS-NN's s16 pooling)."""
+    y = op.output
+    return _per_tensor(x, "int16") and _per_tensor(y, "int16") and x.qparams == y.qparams and not x.qparams.zero_point
+
+
 def _pad_call(op: Op, x: Value, widths: list[int], value: float) -> tuple[Kernel, list, Value] | str:
     """cortex_m::pad of x by PyTorch's pad list (last dim first, (before, after) pairs), the
     value quantized as kiln's quantize kernel does."""
@@ -244,6 +284,11 @@ def _pad(op: Op) -> IntegerCall | str:
 
 def _pool(op: Op, x: Value, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool) -> IntegerCall | str:
     (kh, kw), (sh, sw), (ph, pw) = pair(kernel), pair(stride or kernel), pair(padding)
+    if x.dtype == "int16":  # kiln's quantized_avg_pool2d_s16 (arm_avgpool_s16)
+        if count_include_pad and (ph or pw):
+            return "it counts padding into the windows of an int16 input"
+        args = [x, [kh, kw], [sh, sw], [ph, pw], bool(ceil_mode), *_activation_range(op, INT16)]
+        return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_avg_pool2d_s16"], args, [])
     before = []
     if count_include_pad and (ph or pw):  # the padding's zero points count: pad first (ExecuTorch's form)
         if ceil_mode:
@@ -261,8 +306,8 @@ def _pool(op: Op, x: Value, kernel, stride, padding, ceil_mode: bool, count_incl
 
 def _avg_pool(op: Op) -> IntegerCall | str:
     x = op.arg("self")
-    if not _same_quantization(op, x) or len(x.shape) != 4:
-        return "its input is not a 4-D int8 tensor of the output's quantization"
+    if not (_same_quantization(op, x) or _same_s16(op, x)) or len(x.shape) != 4:
+        return "its input is not a 4-D int8 (or int16 of zero point 0) tensor of the output's quantization"
     if op.arg("divisor_override") is not None:
         return "it has a divisor_override"
     return _pool(
@@ -278,8 +323,8 @@ def _avg_pool(op: Op) -> IntegerCall | str:
 
 def _adaptive_avg_pool(op: Op) -> IntegerCall | str:
     x = op.arg("self")
-    if not _same_quantization(op, x) or len(x.shape) != 4:
-        return "its input is not a 4-D int8 tensor of the output's quantization"
+    if not (_same_quantization(op, x) or _same_s16(op, x)) or len(x.shape) != 4:
+        return "its input is not a 4-D int8 (or int16 of zero point 0) tensor of the output's quantization"
     (h, w), (oh, ow) = x.shape[2:], pair(op.arg("output_size"))
     if h % oh or w % ow:
         return f"its {oh}x{ow} windows of a {h}x{w} input differ in size"
@@ -360,8 +405,8 @@ def _transpose_conv(op: Op) -> IntegerCall | str:
 
 def _max_pool(op: Op) -> IntegerCall | str:
     x = op.arg("self")
-    if not _same_quantization(op, x) or len(x.shape) != 4:
-        return "its input is not a 4-D int8 tensor of the output's quantization"
+    if not (_same_quantization(op, x) or _same_s16(op, x)) or len(x.shape) != 4:
+        return "its input is not a 4-D int8 (or int16 of zero point 0) tensor of the output's quantization"
     kernel = list(pair(op.arg("kernel_size")))
     stride = list(pair(op.arg("stride"))) if op.arg("stride") else kernel
     geometry = [
@@ -371,6 +416,9 @@ def _max_pool(op: Op) -> IntegerCall | str:
         list(pair(op.arg("dilation"))),
         bool(op.arg("ceil_mode")),
     ]
+    if x.dtype == "int16":  # kiln's quantized_max_pool2d_s16 (arm_max_pool_s16)
+        args = [x, *geometry, *_activation_range(op, INT16)]
+        return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_max_pool2d_s16"], args, [])
     zp = x.qparams.zero_point
     return IntegerCall(
         INTEGER_KERNELS["cortex_m::quantized_max_pool2d"], [x, *geometry, zp, zp, *_activation_range(op)], []
@@ -420,6 +468,8 @@ def _mul(op: Op) -> IntegerCall | str:
     """ExecuTorch's quantized_mul: the product of the operands less their zero points, scaled by
     the operands' scales over the output's."""
     a, b, y = op.arg("self"), op.arg("other"), op.output
+    if all(_per_tensor(v, "int16") and not v.qparams.zero_point for v in (a, b, y)):
+        return _mul_s16(op)
     if not all(_per_tensor_int8(v) for v in (a, b, y)):
         return "its operands or result are not int8 tensors quantized per tensor (or one is a number)"
     if op.activation is not None:
@@ -429,6 +479,41 @@ def _mul(op: Op) -> IntegerCall | str:
         return "its operand scales' product over its output scale overflows the int32 product"
     args = [a, a.qparams.zero_point, b, b.qparams.zero_point, y.qparams.zero_point, *found]
     return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_mul"], args, [])
+
+
+def _mul_s16(op: Op) -> IntegerCall | str:
+    """kiln's quantized_mul_s16 (arm_elementwise_mul_s16): one multiplier, the operands' scales
+    over the output's, on the int16 product (within 2^30: no left shift), clamped to the fused
+    activation's range."""
+    a, b, y = op.arg("self"), op.arg("other"), op.output
+    found = _rescale(float(a.qparams.scale) * float(b.qparams.scale), float(y.qparams.scale), 31)
+    if found is None:
+        return "its operand scales' product over its output scale is 1 or more, or below 2^-31"
+    return IntegerCall(
+        INTEGER_KERNELS["cortex_m::quantized_mul_s16"], [a, b, *found, *_activation_range(op, INT16)], []
+    )
+
+
+def _mean(op: Op) -> IntegerCall | str:
+    """kiln's quantized_mean: int8 (or int16) input and output per tensor, over trailing dims of
+    at most 2^15 values; the input scale over the output scale times the count as a multiplier
+    and shift whose product with the sum rounds once."""
+    x, y = op.arg("self"), op.output
+    dtype = x.dtype if x.dtype in ("int8", "int16") else None
+    if not (dtype and _per_tensor(x, dtype) and _per_tensor(y, dtype)) or op.arg("dtype") is not None:
+        return "its input or output is not int8 (or int16) per tensor, or it has a dtype"
+    dims = op.arg("dim")
+    dims = list(range(len(x.shape))) if dims is None or dims == [] else list(dims)
+    try:
+        reduced = mean_count(x.shape, dims)
+    except HostError as error:
+        return f"it is not a mean over the trailing dims of at most 2^15 values ({error})"
+    count = math.prod(x.shape[len(x.shape) - reduced :])
+    multiplier, shift = quantize_multiplier(float(x.qparams.scale) / (float(y.qparams.scale) * count))
+    if not 1 <= 31 - shift <= 62:
+        return "its input scale over its output scale times its count is beyond 2^30 or below 2^-31"
+    args = [x, dims, bool(op.arg("keepdim")), x.qparams.zero_point, y.qparams.zero_point, multiplier, shift]
+    return IntegerCall(INTEGER_KERNELS["cortex_m::quantized_mean"], args, [])
 
 
 def _cat(op: Op) -> IntegerCall | str:
@@ -518,6 +603,7 @@ RULES = {
     aten.maximum.default: _extremum,
     **{t: _transpose for t in PERMUTE_OPS},
     aten.mul.Tensor: _mul,
+    aten.mean.dim: _mean,
     aten.cat.default: _cat,
     **{t: _matmul for t in MATMUL_OPS},
     **{t: _table for t in TABLE_OPS | FUSIBLE_ACTIVATIONS},

@@ -23,8 +23,9 @@ Result<const Tensor*> any_tensor(const KernelArgs& args, size_t i);
 Result<Tensor*> output_like(const KernelArgs& args, size_t n, const Tensor& like);
 
 // max_pool2d.out's work for a call of `arity` arguments whose first six are max_pool2d's
-// (aten::max_pool2d, cortex_m::quantized_max_pool2d), the out tensor at `arity`; an int8
-// result is clamped to range[0], range[1] (int8 values; nullptr: none).
+// (aten::max_pool2d, cortex_m::quantized_max_pool2d and _s16), the out tensor at `arity`; an
+// int8 or int16 result is clamped to range[0], range[1] (values of its type; nullptr: none, and
+// no int16 input).
 Status max_pool2d(KernelArgs& args, size_t arity, const int32_t* range);
 
 // Row-major strides (in elements) of `t`: strides[d] = product of sizes after d, each below

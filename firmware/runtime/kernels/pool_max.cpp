@@ -5,9 +5,10 @@
 //   each output: the running max over the window's positions inside the input, row by row,
 //                left to right, starting from -inf (int8: -128); a value replaces it when
 //                greater or NaN (PyTorch's rule)
-// max_pool2d() does the work for cortex_m::quantized_max_pool2d too (quantized_select.cpp),
-// which clamps its int8 result to the activation range. The input and out tensor are each in
-// either DimOrder (a channels-last one 4-D).
+// max_pool2d() does the work for cortex_m::quantized_max_pool2d and quantized_max_pool2d_s16
+// too (quantized_select.cpp, quantized_pool_s16.cpp), which clamp their int8 or int16 result to
+// the activation range. The input and out tensor are each in either DimOrder (a channels-last
+// one 4-D).
 #include "kiln/runtime/try.h"
 #include "movement.h"
 
@@ -75,7 +76,9 @@ Status max_pool2d(KernelArgs& args, size_t arity, const int32_t* range) {
   KILN_CHECK(expect_arity(args, arity));
   if (args[0].kind != ValueKind::kTensor) return bad_argument(0, static_cast<uint32_t>(args[0].kind));
   const ScalarType type = args[0].t.type;
-  if (type != ScalarType::kFloat && type != ScalarType::kChar) return unsupported(0, static_cast<uint32_t>(type));
+  const bool s16 = type == ScalarType::kShort && range != nullptr;  // cortex_m's int16 form only
+  if (type != ScalarType::kFloat && type != ScalarType::kChar && !s16)
+    return unsupported(0, static_cast<uint32_t>(type));
   KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, type));
   if (x->dim != 3 && x->dim != 4) return unsupported(0, x->dim);
   Geometry g{};
@@ -109,6 +112,9 @@ Status max_pool2d(KernelArgs& args, size_t arity, const int32_t* range) {
   steps_of(*out, g.out_steps);
   if (x->type == ScalarType::kFloat) {
     max_pool(f32(*x), f32(*out), g, -__builtin_inff(), -__builtin_inff(), __builtin_inff());
+  } else if (s16) {
+    max_pool(static_cast<const int16_t*>(x->data), static_cast<int16_t*>(out->data), g, int16_t{INT16_MIN},
+             static_cast<int16_t>(range[0]), static_cast<int16_t>(range[1]));
   } else {
     const auto low = static_cast<int8_t>(range != nullptr ? range[0] : INT8_MIN);
     const auto high = static_cast<int8_t>(range != nullptr ? range[1] : INT8_MAX);

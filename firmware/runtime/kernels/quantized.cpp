@@ -162,16 +162,23 @@ Status cortex_m_quantized_add_out(KernelArgs& args) {
   return {};
 }
 
+Status pool_args(const KernelArgs& args, PoolArgs* p) {
+  KILN_CHECK(pair_arg(args, 1, 1, kMaxParam, p->kernel));
+  KILN_CHECK(pair_arg(args, 2, 1, kMaxParam, p->stride));
+  KILN_CHECK(pair_arg(args, 3, 0, kMaxParam, p->padding));
+  if (2 * p->padding[0] > p->kernel[0] || 2 * p->padding[1] > p->kernel[1]) return unsupported(3);
+  KILN_TRY(p->ceil_mode, bool_arg(args, 4));
+  return {};
+}
+
 Status cortex_m_quantized_avg_pool2d_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 9));
   KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kChar));
   if (x->dim != 4) return unsupported(0, x->dim);
-  int64_t kernel[2], stride[2], padding[2];
-  KILN_CHECK(pair_arg(args, 1, 1, kMaxParam, kernel));
-  KILN_CHECK(pair_arg(args, 2, 1, kMaxParam, stride));
-  KILN_CHECK(pair_arg(args, 3, 0, kMaxParam, padding));
-  if (2 * padding[0] > kernel[0] || 2 * padding[1] > kernel[1]) return unsupported(3);
-  KILN_TRY(bool ceil_mode, bool_arg(args, 4));
+  PoolArgs pool;
+  KILN_CHECK(pool_args(args, &pool));
+  const int64_t *kernel = pool.kernel, *stride = pool.stride, *padding = pool.padding;
+  const bool ceil_mode = pool.ceil_mode;
   KILN_TRY(int64_t zero_point, ranged_int(args, 5, INT8_MIN, INT8_MAX));
   KILN_CHECK(int_arg(args, 6));
   KILN_CHECK(int_arg(args, 7));

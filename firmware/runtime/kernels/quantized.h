@@ -16,6 +16,21 @@ Status activation_range(const KernelArgs& args, size_t low_at, size_t high_at, i
 // An int8 out tensor (position n) of exactly `sizes`, contiguous unless `any_order`.
 Result<Tensor*> int8_output(const KernelArgs& args, size_t n, const int64_t* sizes, size_t dim, bool any_order = false);
 
+// IntList multipliers and shifts (positions at, at + 1) of 1 or `channels` items, each
+// multiplier an int32 and each shift within [-31, 14] (requantize_s64's range): the s16 kernels'.
+Status s64_requantization(const KernelArgs& args, size_t at, int64_t channels);
+
+// The int16 activation range [low, high] of positions i and j: low <= high.
+Status activation_range_s16(const KernelArgs& args, size_t low_at, size_t high_at, int32_t range[2]);
+
+// An average pool's kernel_size, stride, padding (at most half the kernel) and ceil_mode at
+// positions 1 .. 4 (cortex_m::quantized_avg_pool2d and _s16), each size within 2^16.
+struct PoolArgs {
+  int64_t kernel[2], stride[2], padding[2];
+  bool ceil_mode;
+};
+Status pool_args(const KernelArgs& args, PoolArgs* p);
+
 inline const int8_t* s8(const Tensor& t) { return static_cast<const int8_t*>(t.data); }
 inline int8_t* s8(Tensor& t) { return static_cast<int8_t*>(t.data); }
 

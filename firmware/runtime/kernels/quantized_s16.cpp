@@ -117,10 +117,13 @@ Status cortex_m_quantized_add_s16_out(KernelArgs& args) {
   return {};
 }
 
-namespace {
+Status activation_range_s16(const KernelArgs& args, size_t low_at, size_t high_at, int32_t range[2]) {
+  KILN_TRY(int64_t low, ranged_int(args, low_at, INT16_MIN, INT16_MAX));
+  KILN_TRY(int64_t high, ranged_int(args, high_at, low, INT16_MAX));
+  range[0] = static_cast<int32_t>(low), range[1] = static_cast<int32_t>(high);
+  return {};
+}
 
-// IntList multipliers and shifts (positions at, at + 1) of 1 or `channels` items, each
-// multiplier an int32 and each shift within [-31, 14] (requantize_s64's range).
 Status s64_requantization(const KernelArgs& args, size_t at, int64_t channels) {
   for (size_t k = 0; k < 2; ++k) {
     const Value& list = args[at + k];
@@ -135,8 +138,6 @@ Status s64_requantization(const KernelArgs& args, size_t at, int64_t channels) {
   if (args[at].list.count != args[at + 1].list.count) return shape_mismatch(at + 1);
   return {};
 }
-
-}  // namespace
 
 Status cortex_m_quantized_linear_s16_out(KernelArgs& args) {
   KILN_CHECK(expect_arity(args, 7));

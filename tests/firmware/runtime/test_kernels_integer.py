@@ -19,10 +19,10 @@ def _planned(a):
     return Tensors(In(t) for t in a) if isinstance(a, list) else In(a)
 
 
-def program_case(name):
-    """A case of test_cortex_m_kernels as a one-call program: activations planned inputs,
-    weights and the rest constants, the output shape numpy's."""
-    case = OP_CASES[name]
+def program_case(name, cases=OP_CASES):
+    """A case of test_cortex_m_kernels (or of `cases`) as a one-call program: activations planned
+    inputs, weights and the rest constants, the output shape numpy's."""
+    case = cases[name]
     args = [_planned(a) if i in case.planned else a for i, a in enumerate(case.args)]
     expected = kernels.INTEGER_KERNELS[f"cortex_m::{case.op}"].run(*case.args)
     return (f"cortex_m::{case.op}", "out", args, expected.shape, expected.dtype)
@@ -39,8 +39,8 @@ def test_kernel_equals_kiln_kernels_bit_for_bit(runtime_host, tmp_path, name):
     assert got.dtype == expected.dtype and got.tobytes() == np.ascontiguousarray(expected).tobytes()
 
 
-def _with(name, position, value, out_shape=None):
-    op, overload, args, shape, dtype = program_case(name)
+def _with(name, position, value, out_shape=None, cases=OP_CASES):
+    op, overload, args, shape, dtype = program_case(name, cases)
     args = list(args)
     args[position] = value
     return (op, overload, args, out_shape or shape, dtype)

@@ -385,7 +385,7 @@ def test_every_kiln_kernel_is_in_the_table_and_its_family_tested():
     has its test_kernels_<family>.py, whose test_every_<family>_kernel_has_a_case checks it
     has a case for each of the family's kernels."""
     assert set(by_name()) == set(gen_kernel_table.KERNELS)
-    families = (*kernels.FAMILIES, kernels.integer)  # the integer kernels of quantized ops besides the families
+    families = (*kernels.FAMILIES, kernels.integer, kernels.integer_s16)  # the integer kernels besides the families
     assert set().union(*(kernel_names(family) for family in families)) == set(by_name())
     here = Path(__file__).parent
     untested = [

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from kiln import vocabulary
 from kiln.errors import InternalError
-from kiln.program.kernels import elementwise, integer, movement, nn, quantize, reduce, sort
+from kiln.program.kernels import elementwise, integer, integer_s16, movement, nn, quantize, reduce, sort
 from kiln.program.kernels.core import Derived, Fixed, Kernel, cpp_function
 
 FAMILIES = (quantize, nn, elementwise, reduce, movement, sort)
@@ -40,9 +40,10 @@ KERNELS: dict[object, Kernel] = {op: kernel for family in FAMILIES for op, kerne
 
 # Kernels kiln's compiler never calls but other programs (ExecuTorch's) do.
 FOREIGN_KERNELS = (*quantize.FOREIGN_KERNELS, *movement.FOREIGN_KERNELS)
-# The integer kernels of quantized ops (kiln.program.kernels.integer), by operator name; the
-# program builder calls them by name (kiln.program.integer_ops), not through a graph op's target.
-INTEGER_KERNELS = integer.INTEGER_KERNELS
+# The integer kernels of quantized ops (kiln.program.kernels.integer and integer_s16), by operator
+# name; the program builder calls them by name (kiln.program.integer_ops), not through a graph
+# op's target.
+INTEGER_KERNELS = {**integer.INTEGER_KERNELS, **integer_s16.KERNELS}
 
 
 def kernel_for(op) -> Kernel | None:

@@ -28,7 +28,8 @@ CMSIS-NN's, and brings a model's integers to PT2E's (docs/cpu-targets.md has the
     cortex_m::softmax_s16                 kiln's: arm_softmax_s16 (last dim, its two 513-entry tables as tensors)
 
 and those that select or look up values (kiln.program.kernels.integer_select): quantized_max_pool2d,
-minimum, maximum, transpose, quantized_activation (a 256-entry table).
+minimum, maximum, transpose, quantized_activation (a 256-entry table). kiln's int16 convolutions,
+mul and pools and its mean are kiln.program.kernels.integer_s16's.
 
 Arrays are in the order of their sizes (NCHW for the spatial operators) whatever their tensors'
 dim order (ExecuTorch holds activations channels-last: run-host lays them out at its edges,
@@ -214,6 +215,11 @@ def quantized_linear_s16(x, weights, bias, multipliers, shifts, act_max, act_min
 
 def _conv(x, weight_oihw, bias, stride, padding, dilation, groups, input_offset):
     """int32-wrapped sums of (x + input_offset) * w over each window (padding contributes 0) plus bias."""
+    return wrap32(conv_sums(x, weight_oihw, bias, stride, padding, dilation, groups, input_offset))
+
+
+def conv_sums(x, weight_oihw, bias, stride, padding, dilation, groups, input_offset):
+    """The exact int64 sums of (x + input_offset) * w over each window (padding contributes 0) plus bias."""
     n, c, h, w = x.shape
     cout, cin_g, kh, kw = weight_oihw.shape
     (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
@@ -238,7 +244,7 @@ def _conv(x, weight_oihw, bias, stride, padding, dilation, groups, input_offset)
                     :, ins, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw
                 ]
                 acc[:, outs] += np.einsum("nchw,oc->nohw", window, wt[outs, :, i, j])
-    return wrap32(acc)
+    return acc
 
 
 def _requantize_channels(acc, multipliers, shifts, output_offset, low, high):
@@ -319,25 +325,18 @@ def pool_windows(size: int, kernel: int, stride: int, pad: int, ceil_mode: bool)
     return np.maximum(start, 0), np.minimum(start + kernel, size)
 
 
-def quantized_avg_pool2d(x, kernel_size, stride, padding, ceil_mode, zero_point, multiplier, shift, scratch):
-    """Each window's (clipped to the input) average of its values less zero_point, rounded halves
-    to even, plus zero_point: PT2E's float average quantized (torch.round); arm_avgpool_s8 rounds
-    the average of the raw values halves away from zero. Input and output share their
-    quantization: multiplier and shift are ExecuTorch's and unused."""
-    _check_int8(x)
+def window_sums(x, kernel_size, stride, padding, ceil_mode):
+    """Each window's (clipped to the input) exact int64 sum and its count, of an NCHW tensor."""
     (kh, kw), (sh, sw), (ph, pw) = pair(kernel_size), pair(stride), pair(padding)
     if x.ndim != 4 or min(kh, kw, sh, sw) < 1 or min(ph, pw) < 0 or 2 * ph > kh or 2 * pw > kw:
-        raise HostError(f"quantized_avg_pool2d: input {x.shape}, kernel {kernel_size}, padding {padding}")
-    if not -128 <= zero_point <= 127:
-        raise HostError(f"quantized_avg_pool2d: zero point {zero_point} is no int8")
+        raise HostError(f"average pool: input {x.shape}, kernel {kernel_size}, padding {padding}")
     (rs, re), (cs, ce) = (
         pool_windows(x.shape[2], kh, sh, ph, ceil_mode),
         pool_windows(x.shape[3], kw, sw, pw, ceil_mode),
     )
     if len(rs) < 1 or len(cs) < 1 or np.any(re <= rs) or np.any(ce <= cs):
-        raise HostError(f"quantized_avg_pool2d: kernel {kernel_size} does not fit the input {x.shape}")
-    # Summed-area table: the window sums in int64, exact.
-    table = np.zeros((*x.shape[:2], x.shape[2] + 1, x.shape[3] + 1), np.int64)
+        raise HostError(f"average pool: kernel {kernel_size} does not fit the input {x.shape}")
+    table = np.zeros((*x.shape[:2], x.shape[2] + 1, x.shape[3] + 1), np.int64)  # summed-area table
     table[:, :, 1:, 1:] = x.astype(np.int64).cumsum(2).cumsum(3)
     sums = (
         table[:, :, re][:, :, :, ce]
@@ -345,10 +344,14 @@ def quantized_avg_pool2d(x, kernel_size, stride, padding, ceil_mode, zero_point,
         - table[:, :, re][:, :, :, cs]
         + table[:, :, rs][:, :, :, cs]
     )
-    count = np.outer(re - rs, ce - cs)
-    return np.clip(average_half_even(sums - int(zero_point) * count, count) + int(zero_point), -128, 127).astype(
-        np.int8
-    )
+    return sums, np.outer(re - rs, ce - cs)
+
+
+def window_averages(x, kernel_size, stride, padding, ceil_mode):
+    """Each window's sum divided by its count, halves away from zero (C's truncating division of
+    sum +- count/2), as arm_avgpool_s16 computes it."""
+    sums, count = window_sums(x, kernel_size, stride, padding, ceil_mode)
+    return _truncating_div(np.where(sums > 0, sums + count // 2, sums - count // 2), count)
 
 
 def average_half_even(total, count):
@@ -356,6 +359,19 @@ def average_half_even(total, count):
     quotient = total // count  # floor
     twice_rest = 2 * (total - quotient * count)  # in [0, 2 count)
     return quotient + ((twice_rest > count) | ((twice_rest == count) & (quotient % 2 == 1)))
+
+
+def quantized_avg_pool2d(x, kernel_size, stride, padding, ceil_mode, zero_point, multiplier, shift, scratch):
+    """Each window's (clipped to the input) average of its values less zero_point, rounded halves
+    to even, plus zero_point: PT2E's float average quantized (torch.round); arm_avgpool_s8 rounds
+    the average of the raw values halves away from zero. Input and output share their
+    quantization: multiplier and shift are ExecuTorch's and unused."""
+    _check_int8(x)
+    if not -128 <= zero_point <= 127:
+        raise HostError(f"quantized_avg_pool2d: zero point {zero_point} is no int8")
+    sums, count = window_sums(x, kernel_size, stride, padding, ceil_mode)
+    averages = average_half_even(sums - int(zero_point) * count, count) + int(zero_point)
+    return np.clip(averages, -128, 127).astype(np.int8)
 
 
 SOFTMAX_ACCUM_BITS = 12
