@@ -1,9 +1,37 @@
+import shutil
 from pathlib import Path
 
 import pytest
 
 from kiln.firmware import build as firmware
 from tests.helpers import once, run_folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiler_cache(tmp_path_factory):
+    """One ccache of C/C++ objects per test run, which every worker shares (ccache locks its own
+    files), for every CMake tree the run configures: the firmware, each runner build (the
+    runtime, kernels and driver are the same objects for every model of a board and build type;
+    only the model's generated sources differ), the host and fuzz builds. CMake reads
+    CMAKE_<LANG>_COMPILER_LAUNCHER from the environment when it configures a new tree. Paths
+    under the run's temporary root are hashed relative to the build directory, so two trees
+    there share objects; the sources of the checkout keep their absolute paths. Without ccache
+    on PATH (scripts/setup.sh installs it), every build compiles everything, as before."""
+    ccache = shutil.which("ccache")
+    if ccache is None:
+        yield None
+        return
+    folder = run_folder(tmp_path_factory, "ccache")
+    settings = {
+        "CCACHE_DIR": str(folder),
+        "CCACHE_BASEDIR": str(folder.parents[1]),  # the run's root: each worker's folders and run/
+        "CMAKE_C_COMPILER_LAUNCHER": ccache,
+        "CMAKE_CXX_COMPILER_LAUNCHER": ccache,
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in settings.items():
+            patch.setenv(name, value)
+        yield folder
 
 
 @pytest.fixture(scope="session")
