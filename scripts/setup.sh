@@ -3,7 +3,8 @@
 #   1. Debian packages: the Arm bare-metal toolchain, QEMU, CMake, Ninja, the host
 #      C++ compiler for the runtime's sanitizer tests, and clang 19 (corstone-320's
 #      Cortex-M85 firmware compiler) with its runtime (libFuzzer, ASan, UBSan) for the
-#      fuzz targets of tests/fuzz, and clang-format 19 for the style check (apt, as root).
+#      fuzz targets of tests/fuzz, clang-format 19 for the style check, and ccache (the test
+#      suite's compiler cache, one per run: tests/conftest.py) (apt, as root).
 #   2. .venv at the repository root: Python 3.11 with the pinned dependencies
 #      (torch==2.13.0 exactly, scripts/constraints.txt for the rest) and kiln, editable.
 #   3. Arm's ML Inference Advisor 0.12.3 wheel, downloaded (not installed: its pins clash with
@@ -17,7 +18,7 @@ VENV="$ROOT/.venv"
 CONSTRAINTS="$ROOT/scripts/constraints.txt"
 STAMP="$VENV/.kiln-setup"
 APT_PACKAGES=(gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
-              qemu-system-arm cmake ninja-build g++ clang-19 libclang-rt-19-dev clang-format-19)
+              qemu-system-arm cmake ninja-build g++ clang-19 libclang-rt-19-dev clang-format-19 ccache)
 
 STEP="start"
 say() { echo "setup: $*"; }
