@@ -53,15 +53,17 @@ def corstone320_build(tmp_path_factory) -> Path:
 # files with the most tests first, started these last), so the longest start first and the
 # short ones fill in beside them at the end.
 LONGEST = (
+    "tests/fvp/test_language_model.py",
     "tests/fvp/test_executor_runner.py",
+    "tests/compiler/test_transformer_compiles.py",
+    "tests/compiler/test_compile.py",
     "tests/fvp/test_memory_modes.py",
     "tests/fvp/test_mlperf_tiny_cpus.py",
-    "tests/compiler/test_transformer_compiles.py",
+    "tests/fvp/test_executorch_cortex_m.py",
     "tests/compiler/test_architecture_compiles.py",
-    "tests/compiler/test_compile.py",
-    "tests/fvp/test_cpu_targets.py",
-    "tests/compiler/test_etdump.py",
     "tests/fuzz/test_fuzz.py",
+    "tests/fvp/test_integer_kernels_on_device.py",
+    "tests/fvp/test_cpu_targets.py",
 )
 
 
