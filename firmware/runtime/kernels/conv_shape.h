@@ -19,23 +19,30 @@ struct ConvShape {
   int32_t range[2];
 };
 
-// The arguments both convolutions share; `shift` is 1 for depthwise (its depth_multiplier
-// comes before the offsets).
-inline Status conv_shape(const KernelArgs& args, const Tensor& x, size_t shift, ConvShape* s) {
+// The geometry (positions 3 .. 5: stride, padding, dilation) of input x and the output size;
+// s->kh and s->kw are set. Every convolution's (the int16 ones' too: quantized_conv_s16.cpp).
+inline Status conv_geometry(const KernelArgs& args, const Tensor& x, ConvShape* s) {
   if (x.dim != 4) return unsupported(0, x.dim);
   KILN_CHECK(pair_arg(args, 3, 1, kMaxParam, s->stride));
   KILN_CHECK(pair_arg(args, 4, 0, kMaxParam, s->padding));
   KILN_CHECK(pair_arg(args, 5, 1, kMaxParam, s->dilation));
-  KILN_TRY(s->input_offset, ranged_int(args, 6 + shift, -kMaxParam, kMaxParam));
-  KILN_TRY(s->output_offset, ranged_int(args, 7 + shift, INT32_MIN, INT32_MAX));
-  KILN_CHECK(activation_range(args, 10 + shift, 11 + shift, s->range));
-  if (args[12 + shift].kind != ValueKind::kTensor) return bad_argument(12 + shift);
   s->n = x.sizes[0], s->c = x.sizes[1], s->h = x.sizes[2], s->w = x.sizes[3];
   nchw_steps(x, s->xs);
   const int64_t span_h = s->h + 2 * s->padding[0] - s->dilation[0] * (s->kh - 1) - 1;
   const int64_t span_w = s->w + 2 * s->padding[1] - s->dilation[1] * (s->kw - 1) - 1;
   if (span_h < 0 || span_w < 0) return shape_mismatch(1);
   s->oh = span_h / s->stride[0] + 1, s->ow = span_w / s->stride[1] + 1;
+  return {};
+}
+
+// The arguments both int8 convolutions share; `shift` is 1 for depthwise (its depth_multiplier
+// comes before the offsets).
+inline Status conv_shape(const KernelArgs& args, const Tensor& x, size_t shift, ConvShape* s) {
+  KILN_CHECK(conv_geometry(args, x, s));
+  KILN_TRY(s->input_offset, ranged_int(args, 6 + shift, -kMaxParam, kMaxParam));
+  KILN_TRY(s->output_offset, ranged_int(args, 7 + shift, INT32_MIN, INT32_MAX));
+  KILN_CHECK(activation_range(args, 10 + shift, 11 + shift, s->range));
+  if (args[12 + shift].kind != ValueKind::kTensor) return bad_argument(12 + shift);
   return {};
 }
 

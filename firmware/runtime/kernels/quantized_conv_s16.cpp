@@ -13,6 +13,7 @@
 // multiplier and shift (IntLists of 1 or C_out items, shifts within [-31, 14]), clamped to the
 // activation range (int16 values). The input in either DimOrder, the out tensor contiguous.
 // Every code path (dot.h's Helium, DSP, plain C) computes these sums in the same C.
+#include "conv_shape.h"
 #include "kiln/runtime/try.h"
 #include "quantized.h"
 
@@ -20,36 +21,21 @@ namespace kiln::runtime::kernels {
 
 namespace {
 
-constexpr int64_t kMaxParam = 1 << 16;  // strides, padding, dilation
 constexpr int64_t kMaxWindow = int64_t{1} << 16;
 constexpr int64_t kMaxBias = int64_t{1} << 40;
 
-struct Shape16 {
-  int64_t n, c, h, w, cout, kh, kw, cin_g, cout_g, oh, ow;
-  int64_t xs[4];  // element steps of N, C, H, W in the input's memory
-  int64_t stride[2], padding[2], dilation[2];
-};
-
-// Geometry (positions 3 .. 5), the output size; s->kh, kw, cin_g and cout are set.
-Status shape16(const KernelArgs& args, const Tensor& x, Shape16* s) {
+// The geometry (conv_geometry) of a window of at most kMaxWindow values; s->kh, kw, cin_g and
+// cout are set.
+Status shape16(const KernelArgs& args, const Tensor& x, ConvShape* s) {
   if (x.dim != 4) return unsupported(0, x.dim);
   if (s->kh < 1 || s->kw < 1 || s->cin_g < 1) return shape_mismatch(1);
   if (s->kh * s->kw * s->cin_g > kMaxWindow) return unsupported(1);
-  KILN_CHECK(pair_arg(args, 3, 1, kMaxParam, s->stride));
-  KILN_CHECK(pair_arg(args, 4, 0, kMaxParam, s->padding));
-  KILN_CHECK(pair_arg(args, 5, 1, kMaxParam, s->dilation));
-  s->n = x.sizes[0], s->c = x.sizes[1], s->h = x.sizes[2], s->w = x.sizes[3];
-  nchw_steps(x, s->xs);
-  const int64_t span_h = s->h + 2 * s->padding[0] - s->dilation[0] * (s->kh - 1) - 1;
-  const int64_t span_w = s->w + 2 * s->padding[1] - s->dilation[1] * (s->kw - 1) - 1;
-  if (span_h < 0 || span_w < 0) return shape_mismatch(1);
-  s->oh = span_h / s->stride[0] + 1, s->ow = span_w / s->stride[1] + 1;
-  return {};
+  return conv_geometry(args, x, s);
 }
 
 // The bias (position 2: None or C_out int64 values within 2^40), requantization (q_at, q_at + 1),
 // activation range (q_at + 2, q_at + 3) and out tensor (q_at + 4) of an s16 convolution.
-Status outputs16(const KernelArgs& args, const Shape16& s, size_t q_at, const int64_t** bias, int32_t range[2],
+Status outputs16(const KernelArgs& args, const ConvShape& s, size_t q_at, const int64_t** bias, int32_t range[2],
                  Tensor** out) {
   *bias = nullptr;
   if (!is_null(args, 2)) {
@@ -70,7 +56,7 @@ Status outputs16(const KernelArgs& args, const Shape16& s, size_t q_at, const in
 // weight_at(o, ci, ky, kx): the weight of output channel o, input channel ci of its group.
 // Indices within tensors in memory: 32-bit arithmetic (a Cortex-M's own width).
 template <typename WeightAt>
-void convolve16(const Shape16& s, const int16_t* x, const int64_t* bias, const KernelArgs& args, size_t q_at,
+void convolve16(const ConvShape& s, const int16_t* x, const int64_t* bias, const KernelArgs& args, size_t q_at,
                 const int32_t range[2], int16_t* y, WeightAt weight_at) {
   const auto h = static_cast<ptrdiff_t>(s.h), w = static_cast<ptrdiff_t>(s.w);
   const auto batch_step = static_cast<ptrdiff_t>(s.xs[0]), channel_step = static_cast<ptrdiff_t>(s.xs[1]);
@@ -113,7 +99,7 @@ void convolve16(const Shape16& s, const int16_t* x, const int64_t* bias, const K
 // The bias, requantization, range and out tensor (outputs16, from q_at) of a call whose shape is
 // s, then its convolution.
 template <typename WeightAt>
-Status finish16(const KernelArgs& args, const Shape16& s, const Tensor& x, size_t q_at, WeightAt weight_at) {
+Status finish16(const KernelArgs& args, const ConvShape& s, const Tensor& x, size_t q_at, WeightAt weight_at) {
   const int64_t* bias;
   int32_t range[2];
   Tensor* out;
@@ -130,7 +116,7 @@ Status cortex_m_quantized_conv2d_s16_out(KernelArgs& args) {
   KILN_TRY(const Tensor* x, input_tensor_any_order(args, 0, ScalarType::kShort));
   KILN_TRY(const Tensor* wt, input_tensor(args, 1, ScalarType::kChar));
   if (wt->dim != 4) return shape_mismatch(1, wt->dim);
-  Shape16 s{};
+  ConvShape s{};
   s.cout = wt->sizes[0], s.kh = wt->sizes[1], s.kw = wt->sizes[2], s.cin_g = wt->sizes[3];
   KILN_CHECK(shape16(args, *x, &s));
   if (s.c % s.cin_g != 0) return shape_mismatch(1);
@@ -151,7 +137,7 @@ Status cortex_m_quantized_depthwise_conv2d_s16_out(KernelArgs& args) {
   KILN_TRY(const Tensor* wt, input_tensor(args, 1, ScalarType::kChar));
   if (wt->dim != 4 || wt->sizes[0] != 1) return shape_mismatch(1, wt->dim);
   KILN_TRY(int64_t multiplier, ranged_int(args, 6, 1, kMaxParam));
-  Shape16 s{};
+  ConvShape s{};
   s.cout = wt->sizes[3], s.kh = wt->sizes[1], s.kw = wt->sizes[2], s.cin_g = 1;
   KILN_CHECK(shape16(args, *x, &s));
   if (s.cout != s.c * multiplier) return shape_mismatch(1);
