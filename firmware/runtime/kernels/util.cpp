@@ -59,6 +59,10 @@ Status same_order(const Tensor& a, const Tensor& b, size_t position) {
 }
 
 void nchw_steps(const Tensor& t, int64_t steps[4]) {
+  if (t.numel == 0) {  // no element to step to, and its sizes' product may pass int64
+    steps[0] = steps[1] = steps[2] = steps[3] = 0;
+    return;
+  }
   const int64_t c = t.sizes[1], h = t.sizes[2], w = t.sizes[3];
   steps[0] = c * h * w;
   if (t.order == DimOrder::kChannelsLast) {

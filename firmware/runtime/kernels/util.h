@@ -36,7 +36,8 @@ Result<const Tensor*> input_tensor_any_order(const KernelArgs& args, size_t i, S
 Result<Tensor*> output_tensor_any_order(const KernelArgs& args, size_t n, ScalarType type);
 // `b` is in `a`'s DimOrder (kKernelUnsupported at `position`, b = kChannelsLastDetail, if not).
 Status same_order(const Tensor& a, const Tensor& b, size_t position);
-// Element steps in `t`'s memory of its four dims N, C, H, W (t is 4-D), by its DimOrder.
+// Element steps in `t`'s memory of its four dims N, C, H, W (t is 4-D), by its DimOrder; all
+// 0 for an empty tensor (whose sizes' product may pass int64).
 void nchw_steps(const Tensor& t, int64_t steps[4]);
 
 Result<double> number_arg(const KernelArgs& args, size_t i);  // Double or Int
