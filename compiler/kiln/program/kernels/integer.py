@@ -347,13 +347,6 @@ def window_sums(x, kernel_size, stride, padding, ceil_mode):
     return sums, np.outer(re - rs, ce - cs)
 
 
-def window_averages(x, kernel_size, stride, padding, ceil_mode):
-    """Each window's sum divided by its count, halves away from zero (C's truncating division of
-    sum +- count/2), as arm_avgpool_s16 computes it."""
-    sums, count = window_sums(x, kernel_size, stride, padding, ceil_mode)
-    return _truncating_div(np.where(sums > 0, sums + count // 2, sums - count // 2), count)
-
-
 def average_half_even(total, count):
     """total / count (count > 0) rounded to the nearest integer, halves to even."""
     quotient = total // count  # floor

@@ -29,10 +29,11 @@ from kiln.program.kernels import integer
 from kiln.program.kernels.core import Kernel
 from kiln.program.kernels.integer import (
     S16_MAX_INNER,
+    _truncating_div,
     conv_sums,
     requantize,
     requantize_s64,
-    window_averages,
+    window_sums,
     wrap32,
 )
 from kiln.program.kernels.movement import _max_pool2d
@@ -40,6 +41,14 @@ from kiln.program.kernels.movement import _max_pool2d
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 S16_MAX_BIAS = 1 << 40  # with at most 2^16 products below 2^22, a sum within requantize_s64's 2^47
 MEAN_MAX_COUNT = 1 << 15  # values a mean sums: |sum| < 2^31, times a multiplier < 2^31, within int64
+
+
+def window_averages(x, kernel_size, stride, padding, ceil_mode):
+    """Each window's sum divided by its count, halves away from zero (C's truncating division of
+    sum +- count/2), as arm_avgpool_s16 computes it (kiln's int8 pool rounds halves to even:
+    integer.quantized_avg_pool2d)."""
+    sums, count = window_sums(x, kernel_size, stride, padding, ceil_mode)
+    return _truncating_div(np.where(sums > 0, sums + count // 2, sums - count // 2), count)
 
 
 def _check_int16(*arrays):
