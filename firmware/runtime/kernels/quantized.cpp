@@ -51,30 +51,40 @@ struct Steps {
   ptrdiff_t row, col;
 };
 
-// total / count (count > 0) rounded to the nearest integer, halves to even.
+// total / count (count > 0) rounded to the nearest integer, halves to even (int64 division: a
+// library call on a Cortex-M; window_average's 32-bit path takes one SDIV).
 int64_t average_half_even(int64_t total, int64_t count) {
   int64_t quotient = total / count, rest = total % count;  // truncating: rest has total's sign
-  if (rest < 0) quotient -= 1, rest += count;              // floor, and rest in [0, count)
+  if (rest < 0) quotient -= 1, rest += count;        // floor, and rest in [0, count)
   return quotient + (2 * rest > count || (2 * rest == count && (quotient & 1) != 0) ? 1 : 0);
 }
 
 // The average of a window of `rows` rows of `cols` elements, from `first` by steps `at`, less
-// zero_point, rounded (average_half_even), plus zero_point.
+// zero_point, rounded halves to even, plus zero_point.
 int64_t window_average(const int8_t* first, Steps at, ptrdiff_t rows, ptrdiff_t cols, int32_t zero_point) {
   const int64_t count = static_cast<int64_t>(rows) * cols;
-  int64_t sum = 0;
-  if (count > kExactInt32Count || at.col != 1) {  // the sum may pass int32, or strided columns: in int64
+  if (count > kExactInt32Count / 2 || at.col != 1) {  // twice the sum may pass int32, or strided columns: in int64
+    int64_t sum = 0;
     for (ptrdiff_t r = 0; r < rows; ++r) {
       for (ptrdiff_t col = 0; col < cols; ++col) sum += first[r * at.row + col * at.col];
     }
-  } else if (cols == at.row) {
-    sum = byte_sum(first, rows * cols);  // whole rows: one run of bytes, |sum| <= 128 count < 2^31
-  } else {
-    int32_t rows_sum = 0;
-    for (ptrdiff_t r = 0; r < rows; ++r) rows_sum += byte_sum(first + r * at.row, cols);
-    sum = rows_sum;
+    return average_half_even(sum - int64_t{zero_point} * count, count) + zero_point;
   }
-  return average_half_even(sum - int64_t{zero_point} * count, count) + zero_point;
+  int32_t sum = 0;  // |sum| <= 128 count < 2^30
+  if (cols == at.row) {
+    sum = byte_sum(first, rows * cols);  // whole rows: one run of bytes
+  } else {
+    for (ptrdiff_t r = 0; r < rows; ++r) sum += byte_sum(first + r * at.row, cols);
+  }
+  // 2 (sum - zero_point n) + n, within 2^31 (|q - zero_point| <= 255, n <= 2^22), over 2 n: the average
+  // rounded halves up, one SDIV; an exact half (no remainder) that lands on an odd value goes down.
+  const auto n = static_cast<int32_t>(count);
+  const int32_t twice = 2 * (sum - zero_point * n) + n;
+  int32_t quotient = twice / (2 * n);
+  const int32_t rest = twice - quotient * 2 * n;
+  if (rest < 0) --quotient;                             // floor
+  if (rest == 0 && (quotient & 1) != 0) --quotient;     // a half: to even
+  return quotient + zero_point;
 }
 
 }  // namespace
